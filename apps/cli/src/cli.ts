@@ -1,0 +1,60 @@
+import { Command } from 'commander';
+import { validateCommand } from './commands/validate';
+import { crdsCommand } from './commands/crds';
+
+type CommandModule = { main(argv: readonly string[]): Promise<void> };
+
+/**
+ * Commands that own their flags (long-running services and tools), loaded on demand so `triad validate` does
+ * not pay for the Kubernetes client or OpenTelemetry; the CLI hands each the rest of argv.
+ */
+const DELEGATED: Record<string, () => CommandModule> = {
+  gateway: () => require('@triad/gateway') as typeof import('@triad/gateway'),
+  scheduler: () => require('@triad/scheduler') as typeof import('@triad/scheduler'),
+  'pod-watcher': () => require('@triad/pod-watcher') as typeof import('@triad/pod-watcher'),
+  'sim-engine': () => require('./commands/sim-engine') as typeof import('./commands/sim-engine'),
+  up: () => require('./commands/up') as typeof import('./commands/up'),
+  trace: () => require('./commands/trace') as typeof import('./commands/trace'),
+};
+
+const HELP_AFTER = `
+Commands with their own flags (each takes --help):
+  up             run the whole local stack (NATS, engine sims, pod-watcher, scheduler, gateway)
+  gateway        OpenAI-compatible ingress and the E→P→D stage loop
+  scheduler      scheduling service over NATS
+  pod-watcher    discovery and metrics → NATS KV
+  sim-engine     a simulated vLLM or SGLang engine in any disaggregated role
+  trace          print a trace's span tree from a local OTLP receiver
+`;
+
+/** Runs the `triad` CLI; resolves to the exit code for one-shot commands, or when a service stops. */
+export async function runCli(argv: readonly string[]): Promise<number | undefined> {
+  const [first, ...rest] = argv;
+  const delegated = first ? DELEGATED[first] : undefined;
+  if (delegated) {
+    await delegated().main(rest);
+    return undefined;
+  }
+  let exitCode: number | undefined;
+  const program = new Command('triad')
+    .description('Triad: Kubernetes-native router for disaggregated (encode/prefill/decode) LLM inference')
+    .showHelpAfterError()
+    .addHelpText('after', HELP_AFTER);
+  program
+    .command('validate')
+    .description('validate multi-document YAML (ModelServer, ModelRoute, Pod); exit 0 when valid, 1 otherwise')
+    .argument('<files...>', 'YAML files')
+    .action((files: string[]) => {
+      exitCode = validateCommand(files, process.stdout);
+    });
+  program
+    .command('crds')
+    .description('write the CustomResourceDefinitions generated from the zod schemas')
+    .option('--out <dir>', 'output directory', 'infra/crds')
+    .option('--check', 'exit 1 when the files in --out are stale instead of writing them')
+    .action((opts: { out: string; check?: boolean }) => {
+      exitCode = crdsCommand(opts, process.stdout);
+    });
+  await program.parseAsync([...argv], { from: 'user' });
+  return exitCode;
+}

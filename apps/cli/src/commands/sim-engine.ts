@@ -1,0 +1,4 @@
+/** `triad sim-engine`: not built yet (see the issue that owns it). */
+export async function main(_argv: readonly string[]): Promise<void> {
+  throw new Error('triad sim-engine is not implemented yet');
+}

@@ -1,0 +1,4 @@
+/** `triad trace`: not built yet (see the issue that owns it). */
+export async function main(_argv: readonly string[]): Promise<void> {
+  throw new Error('triad trace is not implemented yet');
+}

@@ -1,0 +1,134 @@
+import { z } from 'zod';
+import { connect } from '@nats-io/transport-node';
+import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { connectBus, type Bus } from './bus';
+import type { KvChange } from './typed-kv';
+import { Buckets, Subjects, endpointKey, endpointKeyFilter } from '../names';
+import { EndpointRecordSchema, type EndpointRecord } from '../records';
+import { ScheduleBatchReplySchema, ScheduleBatchSchema } from '../scheduling';
+
+function endpoint(pod: string, running = 0): EndpointRecord {
+  return {
+    schemaVersion: 1, namespace: 'default', modelServer: 'ms', pod, role: 'decode', group: 'g1', ip: '127.0.0.1', port: 8000,
+    engine: 'vLLM', ready: true, models: ['m'], updatedAt: Date.now(),
+    metrics: { running, waiting: 0, kvCacheUsage: 0.1, scrapedAt: Date.now(), stale: false },
+  };
+}
+
+describe('Bus against a real nats-server', () => {
+  let server: NatsServerHandle;
+  let a: Bus;
+  let b: Bus;
+  beforeAll(async () => {
+    server = await startNatsServer();
+    a = await connectBus({ servers: server.url, name: 'test-a' });
+    b = await connectBus({ servers: server.url, name: 'test-b' });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await server?.close();
+  });
+
+  it('puts endpoint records and a watcher sees the current values, then changes and deletions', async () => {
+    const kvA = await a.kv(Buckets.endpoints, EndpointRecordSchema);
+    await kvA.put(endpointKey('default', 'ms', 'p0'), endpoint('p0'));
+    await kvA.put(endpointKey('default', 'other', 'x'), { ...endpoint('x'), modelServer: 'other' });
+    const kvB = await b.kv(Buckets.endpoints, EndpointRecordSchema);
+    const seen: KvChange<EndpointRecord>[] = [];
+    const watch = await kvB.watch({ key: endpointKeyFilter('default', 'ms'), onChange: (c) => seen.push(c) });
+    await watch.synced;
+    expect(seen.map((c) => [c.op, c.key])).toEqual([['PUT', 'default.ms.p0']]);
+    await kvA.put(endpointKey('default', 'ms', 'p1'), endpoint('p1', 3));
+    await kvA.delete(endpointKey('default', 'ms', 'p0'));
+    await waitFor(() => seen.length === 3, { what: 'put and delete' });
+    expect(seen.slice(1).map((c) => [c.op, c.key, c.op === 'PUT' ? c.value.metrics.running : undefined])).toEqual([['PUT', 'default.ms.p1', 3], ['DEL', 'default.ms.p0', undefined]]);
+    expect(await kvB.get(endpointKey('default', 'ms', 'p1'))).toMatchObject({ pod: 'p1' });
+    expect((await kvB.keys('default.>')).sort()).toEqual(['default.ms.p1', 'default.other.x']);
+    watch.stop();
+  });
+
+  it('signals sync at once for a filter that matches nothing', async () => {
+    const kv = await b.kv(Buckets.endpoints, EndpointRecordSchema);
+    const watch = await kv.watch({ key: endpointKeyFilter('nowhere', 'none'), onChange: () => undefined });
+    await expect(watch.synced).resolves.toBeUndefined();
+    watch.stop();
+  });
+
+  it('counts and skips invalid KV values instead of passing them on', async () => {
+    const raw = await a.kv('triad_test_raw', z.object({ n: z.number() }));
+    const strict = await b.kv('triad_test_raw', z.object({ n: z.number().max(5) }));
+    const seen: number[] = [];
+    const watch = await strict.watch({ onChange: (c) => c.op === 'PUT' && seen.push(c.value.n) });
+    await raw.put('k1', { n: 9 });
+    await raw.put('k2', { n: 2 });
+    await waitFor(() => seen.length === 1);
+    expect(seen).toEqual([2]);
+    expect(b.rejected.get('triad_test_raw:k1')).toBe(1);
+    expect(await strict.get('k1')).toBeUndefined();
+    watch.stop();
+  });
+
+  it('compare-and-set rejects a stale revision', async () => {
+    const kv = await a.kv('triad_test_cas', z.object({ n: z.number() }));
+    const rev = await kv.create('budget', { n: 10 });
+    await expect(kv.create('budget', { n: 1 })).rejects.toThrow();
+    const rev2 = await kv.update('budget', { n: 9 }, rev);
+    await expect(kv.update('budget', { n: 8 }, rev)).rejects.toThrow();
+    expect(await kv.getEntry('budget')).toEqual({ value: { n: 9 }, revision: rev2 });
+  });
+
+  it('serves request-reply in a queue group: each request answered once, spread over replicas', async () => {
+    const served: string[] = [];
+    const opts = { queue: 'schedulers', onInvalid: (error: string) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }), onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }) };
+    const handler = (who: string) => (batch: z.output<typeof ScheduleBatchSchema>) => {
+      served.push(who);
+      return { v: 1 as const, decisions: batch.requests.map((r) => ({ id: r.id, ok: false as const, code: 'SCHED_NO_CANDIDATES', message: who })) };
+    };
+    const s1 = a.serve(Subjects.schedule, ScheduleBatchSchema, ScheduleBatchReplySchema, handler('a'), opts);
+    const s2 = b.serve(Subjects.schedule, ScheduleBatchSchema, ScheduleBatchReplySchema, handler('b'), opts);
+    await a.nc.flush();
+    await b.nc.flush();
+    const client = await connectBus({ servers: server.url, name: 'client' });
+    const replies = await Promise.all(Array.from({ length: 40 }, (_, i) =>
+      client.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests: [{ id: `r${i}`, namespace: 'default', modelServer: 'ms', model: 'm' }] }, ScheduleBatchReplySchema, { timeoutMs: 2000 })));
+    expect(served).toHaveLength(40);
+    expect(new Set(served)).toEqual(new Set(['a', 'b']));
+    replies.forEach((r, i) => expect('decisions' in r && r.decisions[0]?.id).toBe(`r${i}`));
+    s1.unsubscribe();
+    s2.unsubscribe();
+    await client.close();
+  });
+
+  it('answers a malformed request with a typed error reply, not a timeout', async () => {
+    const sub = a.serve(Subjects.schedule, ScheduleBatchSchema, ScheduleBatchReplySchema, () => ({ v: 1 as const, decisions: [] }), {
+      onInvalid: (error) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+      onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }),
+    });
+    await a.nc.flush();
+    const nc = await connect({ servers: server.url });
+    const reply = await nc.request(Subjects.schedule, JSON.stringify({ v: 1, requests: 'nope' }), { timeout: 2000 });
+    expect(reply.json()).toEqual({ v: 1, error: { code: 'BUS_MESSAGE_INVALID', message: expect.stringContaining('requests') } });
+    expect(a.rejected.get(Subjects.schedule)).toBeGreaterThanOrEqual(1);
+    sub.unsubscribe();
+    await nc.close();
+  });
+
+  it('carries headers (W3C trace context) and drops invalid published messages', async () => {
+    const got: { n: number; tp?: string }[] = [];
+    const sub = b.subscribe('triad.test.events', z.object({ n: z.number() }), (v, ctx) => got.push({ n: v.n, tp: ctx.headers?.['traceparent'] }));
+    await b.nc.flush();
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    a.publish('triad.test.events', z.object({ n: z.number() }), { n: 1 }, { traceparent: tp });
+    a.nc.publish('triad.test.events', '{"n":"one"}');
+    a.publish('triad.test.events', z.object({ n: z.number() }), { n: 2 });
+    await waitFor(() => got.length === 2);
+    expect(got).toEqual([{ n: 1, tp }, { n: 2, tp: undefined }]);
+    expect(b.rejected.get('triad.test.events')).toBe(1);
+    sub.unsubscribe();
+  });
+
+  it('reports a request with no responders as BUS_UNAVAILABLE', async () => {
+    await expect(a.request('triad.test.nobody', z.object({}), {}, z.object({}), { timeoutMs: 500 })).rejects.toMatchObject({ code: 'BUS_UNAVAILABLE' });
+  });
+});

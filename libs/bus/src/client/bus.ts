@@ -1,0 +1,184 @@
+import { connect, headers as natsHeaders, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
+import { Kvm } from '@nats-io/kv';
+import type { z } from 'zod';
+import { ErrorCode, TriadError } from '@triad/errors';
+import { decodeMessage, encodeMessage } from '../codec';
+import { TypedKv, type TypedKvOptions } from './typed-kv';
+
+/** The few logger methods the bus uses (pino-compatible), so the bus does not depend on a logging library. */
+export interface BusLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface BusOptions {
+  readonly servers: string | readonly string[];
+  /** Connection name shown by the server (`triad-gateway-<pod>`). */
+  readonly name: string;
+  readonly logger?: BusLogger;
+  /** Keep retrying the first connection instead of failing (services that must start before NATS). */
+  readonly waitOnFirstConnect?: boolean;
+}
+
+/** Plain string headers, the shape trace context propagators read and write. */
+export type HeaderMap = Record<string, string>;
+
+export interface ReceiveContext {
+  readonly headers: HeaderMap | undefined;
+  readonly subject: string;
+}
+
+function toHeaders(map: HeaderMap | undefined): MsgHdrs | undefined {
+  if (!map) return undefined;
+  const keys = Object.keys(map);
+  if (keys.length === 0) return undefined;
+  const h = natsHeaders();
+  for (const k of keys) h.set(k, map[k] as string);
+  return h;
+}
+
+function fromHeaders(h: MsgHdrs | undefined): HeaderMap | undefined {
+  if (!h) return undefined;
+  const out: HeaderMap = {};
+  for (const k of h.keys()) out[k] = h.get(k);
+  return out;
+}
+
+/**
+ * A typed NATS client: every message is encoded from and validated against a zod schema of libs/bus. Invalid
+ * incoming messages are counted in `rejected` (by subject or bucket) and dropped; they never throw into handlers.
+ */
+export class Bus {
+  readonly nc: NatsConnection;
+  /** Count of invalid messages received, by subject or bucket. */
+  readonly rejected = new Map<string, number>();
+  readonly #logger: BusLogger | undefined;
+  readonly #reconnectListeners = new Set<() => void>();
+
+  constructor(nc: NatsConnection, logger?: BusLogger) {
+    this.nc = nc;
+    this.#logger = logger;
+    void this.#watchStatus();
+  }
+
+  async #watchStatus(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      if (s.type === 'reconnect') {
+        this.#logger?.info({ server: (s as { server?: string }).server }, 'nats reconnected');
+        for (const l of this.#reconnectListeners) l();
+      } else if (s.type === 'disconnect') {
+        this.#logger?.warn({ server: (s as { server?: string }).server }, 'nats disconnected');
+      }
+    }
+  }
+
+  /** Calls `listener` after every reconnect (e.g. to republish state). Returns an unsubscribe function. */
+  onReconnect(listener: () => void): () => void {
+    this.#reconnectListeners.add(listener);
+    return () => this.#reconnectListeners.delete(listener);
+  }
+
+  /** Records a rejected message. */
+  reject(where: string, error: string): void {
+    this.rejected.set(where, (this.rejected.get(where) ?? 0) + 1);
+    this.#logger?.warn({ where, error }, 'rejected invalid message');
+  }
+
+  publish<S extends z.ZodType>(subject: string, schema: S, value: z.input<S>, headers?: HeaderMap): void {
+    const h = toHeaders(headers);
+    this.nc.publish(subject, encodeMessage(schema, value), h ? { headers: h } : undefined);
+  }
+
+  subscribe<S extends z.ZodType>(subject: string, schema: S, handler: (value: z.output<S>, ctx: ReceiveContext) => void, opts?: { queue?: string }): Subscription {
+    return this.nc.subscribe(subject, {
+      ...(opts?.queue ? { queue: opts.queue } : {}),
+      callback: (err, msg) => {
+        if (err) return;
+        const decoded = decodeMessage(schema, msg.data);
+        if (!decoded.ok) {
+          this.reject(subject, decoded.error);
+          return;
+        }
+        handler(decoded.value, { headers: fromHeaders(msg.headers), subject: msg.subject });
+      },
+    });
+  }
+
+  /** Request-reply. Throws TriadError BUS_UNAVAILABLE (no responders, timeout, closed) or BUS_MESSAGE_INVALID. */
+  async request<Q extends z.ZodType, R extends z.ZodType>(subject: string, requestSchema: Q, value: z.input<Q>, replySchema: R, opts: { timeoutMs: number; headers?: HeaderMap }): Promise<z.output<R>> {
+    let reply: Msg;
+    try {
+      const h = toHeaders(opts.headers);
+      reply = await this.nc.request(subject, encodeMessage(requestSchema, value), { timeout: opts.timeoutMs, ...(h ? { headers: h } : {}) });
+    } catch (err) {
+      throw new TriadError(ErrorCode.BusUnavailable, `request on ${subject} failed: ${(err as Error).message}`, { cause: err });
+    }
+    const decoded = decodeMessage(replySchema, reply.data);
+    if (!decoded.ok) {
+      this.reject(subject, decoded.error);
+      throw new TriadError(ErrorCode.BusMessageInvalid, `invalid reply on ${subject}: ${decoded.error}`);
+    }
+    return decoded.value;
+  }
+
+  /**
+   * Answers requests on `subject`. A request that fails validation gets `onInvalid(error)` as its reply, and a
+   * handler that throws gets `onError(err)`: callers always receive a typed reply, never a timeout.
+   */
+  serve<Q extends z.ZodType, R extends z.ZodType>(
+    subject: string,
+    requestSchema: Q,
+    replySchema: R,
+    handler: (request: z.output<Q>, ctx: ReceiveContext) => z.input<R> | Promise<z.input<R>>,
+    opts: { queue?: string; onInvalid: (error: string) => z.input<R>; onError: (err: unknown) => z.input<R> },
+  ): Subscription {
+    return this.nc.subscribe(subject, {
+      ...(opts.queue ? { queue: opts.queue } : {}),
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        const decoded = decodeMessage(requestSchema, msg.data);
+        if (!decoded.ok) {
+          this.reject(subject, decoded.error);
+          msg.respond(encodeMessage(replySchema, opts.onInvalid(decoded.error)));
+          return;
+        }
+        const respond = (value: z.input<R>) => msg.respond(encodeMessage(replySchema, value));
+        try {
+          const result = handler(decoded.value, { headers: fromHeaders(msg.headers), subject: msg.subject });
+          if (result instanceof Promise) result.then(respond, (e: unknown) => respond(opts.onError(e)));
+          else respond(result);
+        } catch (e) {
+          respond(opts.onError(e));
+        }
+      },
+    });
+  }
+
+  /** Opens (creating when missing) a KV bucket whose values follow `schema`. */
+  async kv<S extends z.ZodType>(bucket: string, schema: S, opts?: TypedKvOptions): Promise<TypedKv<S>> {
+    const kvm = new Kvm(this.nc);
+    const kv = await kvm.create(bucket, { history: opts?.history ?? 1 });
+    return new TypedKv(kv, bucket, schema, this);
+  }
+
+  async drain(): Promise<void> {
+    if (!this.nc.isClosed()) await this.nc.drain();
+  }
+
+  async close(): Promise<void> {
+    if (!this.nc.isClosed()) await this.nc.close();
+  }
+}
+
+/** Connects to NATS; with `waitOnFirstConnect` it keeps trying until a server answers. Reconnects forever. */
+export async function connectBus(options: BusOptions): Promise<Bus> {
+  const servers = typeof options.servers === 'string' ? options.servers.split(',') : [...options.servers];
+  const nc = await connect({
+    servers,
+    name: options.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+  });
+  return new Bus(nc, options.logger);
+}

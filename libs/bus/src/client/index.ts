@@ -1,0 +1,4 @@
+export { Bus, connectBus } from './bus';
+export type { BusOptions, BusLogger, HeaderMap, ReceiveContext } from './bus';
+export { TypedKv } from './typed-kv';
+export type { TypedKvOptions, KvChange, KvWatchHandle } from './typed-kv';

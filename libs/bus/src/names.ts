@@ -1,0 +1,61 @@
+/** Every NATS subject Triad uses. Versioned so a v2 contract can run beside v1 during an upgrade. */
+export const Subjects = {
+  /** Request-reply: a batch of scheduling requests → their decisions, in order. Served in a queue group. */
+  schedule: 'triad.v1.schedule',
+  /** Publish: gateways' dispatch start/finish events and in-flight snapshots; every scheduler replica reads all. */
+  dispatch: 'triad.v1.dispatch',
+} as const;
+
+/** Queue group of the scheduler replicas: one of them answers each scheduling request. */
+export const SCHEDULER_QUEUE_GROUP = 'schedulers';
+
+/** JetStream KV buckets (names allow only [A-Za-z0-9_-]). */
+export const Buckets = {
+  /** One record per (pod, ModelServer): role, group, address, metrics. Key `ns.modelserver.pod`. */
+  endpoints: 'triad_v1_endpoints',
+  /** Validated ModelServer specs. Key `ns.name`. */
+  modelServers: 'triad_v1_modelservers',
+  /** Validated ModelRoute specs. Key `ns.name`. */
+  modelRoutes: 'triad_v1_modelroutes',
+  /** Operator-set configuration documents (e.g. key `scheduler`). */
+  config: 'triad_v1_config',
+} as const;
+export type BucketName = (typeof Buckets)[keyof typeof Buckets];
+
+/** Keys in the config bucket. */
+export const ConfigKeys = { scheduler: 'scheduler' } as const;
+
+// KV keys are dot-separated tokens. Kubernetes names may contain dots but never underscores, so a dot inside a
+// name is written as an underscore: the mapping is reversible and keeps `ns.modelserver.>` watch filters exact.
+const encodeToken = (name: string): string => name.replace(/\./g, '_');
+const decodeToken = (token: string): string => token.replace(/_/g, '.');
+
+/** KV key of an endpoint record: `ns.modelserver.pod`. */
+export function endpointKey(namespace: string, modelServer: string, pod: string): string {
+  return `${encodeToken(namespace)}.${encodeToken(modelServer)}.${encodeToken(pod)}`;
+}
+
+/** KV watch filter for every endpoint of one ModelServer. */
+export function endpointKeyFilter(namespace: string, modelServer: string): string {
+  return `${encodeToken(namespace)}.${encodeToken(modelServer)}.>`;
+}
+
+/** Inverse of {@link endpointKey}; undefined when the key is not of that shape. */
+export function parseEndpointKey(key: string): { namespace: string; modelServer: string; pod: string } | undefined {
+  const parts = key.split('.');
+  if (parts.length !== 3 || parts.some((p) => p === '')) return undefined;
+  const [namespace, modelServer, pod] = parts.map(decodeToken) as [string, string, string];
+  return { namespace, modelServer, pod };
+}
+
+/** KV key of a namespaced object (ModelServer, ModelRoute): `ns.name`. */
+export function objectKey(namespace: string, name: string): string {
+  return `${encodeToken(namespace)}.${encodeToken(name)}`;
+}
+
+/** Inverse of {@link objectKey}. */
+export function parseObjectKey(key: string): { namespace: string; name: string } | undefined {
+  const parts = key.split('.');
+  if (parts.length !== 2 || parts.some((p) => p === '')) return undefined;
+  return { namespace: decodeToken(parts[0] as string), name: decodeToken(parts[1] as string) };
+}

@@ -1,0 +1,129 @@
+import { z } from 'zod';
+import { PipelineModeSchema } from '@triad/crd';
+import { SCHEMA_VERSION } from './records';
+
+/** Upper bounds that keep one scheduling message small (request bodies never cross NATS). */
+export const SchedulingLimits = { maxBatch: 256, maxPrefixHashes: 256, maxMediaItems: 64 } as const;
+
+/** One media item of a request, as the scheduler needs it: position and content key, never the bytes. */
+export const MediaItemSchema = z.object({
+  /** Position of the item among the request's media parts (0-based, message order). */
+  index: z.number().int().min(0),
+  /** Content key (hash of the URL or data) used for encoder-cache affinity. */
+  key: z.string().min(1),
+  modality: z.enum(['image', 'audio', 'video']),
+  /** Size of the item in the request, bytes (data URLs), when known. */
+  bytes: z.number().int().min(0).optional(),
+});
+export type MediaItem = z.infer<typeof MediaItemSchema>;
+
+/** What the gateway asks for one request. */
+export const SchedulingRequestSchema = z.object({
+  /** The request id (x-request-id); also seeds deterministic tie-breaking. */
+  id: z.string().min(1),
+  namespace: z.string(),
+  modelServer: z.string(),
+  /** Model name the engine will see: the ModelServer's model, or the LoRA adapter for LoRA matches. */
+  model: z.string(),
+  /** Chained prompt block hashes (hex) for prefix-cache affinity, computed by libs/scheduling's hasher. */
+  prefixHashes: z.array(z.string()).max(SchedulingLimits.maxPrefixHashes).default([]),
+  mediaItems: z.array(MediaItemSchema).max(SchedulingLimits.maxMediaItems).default([]),
+  /** Estimated prompt tokens. */
+  inputTokens: z.number().int().min(0).optional(),
+  /** Endpoint keys to avoid (e.g. ones that just failed this request). */
+  exclude: z.array(z.string()).optional(),
+  /** Return per-endpoint filter and score details with the decision. */
+  explain: z.boolean().optional(),
+});
+export type SchedulingRequest = z.infer<typeof SchedulingRequestSchema>;
+export type SchedulingRequestInput = z.input<typeof SchedulingRequestSchema>;
+
+/** Where to send a leg: enough to dial it without another lookup. */
+export const EndpointRefSchema = z.object({
+  key: z.string(),
+  pod: z.string(),
+  ip: z.string(),
+  port: z.number().int(),
+  /** SGLang prefill bootstrap port. */
+  bootstrapPort: z.number().int().optional(),
+});
+export type EndpointRef = z.infer<typeof EndpointRefSchema>;
+
+/** One failover attempt: the endpoint that answers (aggregated or decode pod) and, for P/D, its prefill pod. */
+export const AttemptSchema = z.object({
+  endpoint: EndpointRefSchema,
+  prefill: EndpointRefSchema.optional(),
+});
+export type Attempt = z.infer<typeof AttemptSchema>;
+
+/** The encoder chosen for one media item, with alternates in order of preference. */
+export const EncoderChoiceSchema = z.object({
+  item: z.number().int().min(0),
+  endpoint: EndpointRefSchema,
+  alternates: z.array(EndpointRefSchema),
+  /** True when the item's content key chose this encoder (it encoded the same content before). */
+  affinity: z.boolean(),
+});
+export type EncoderChoice = z.infer<typeof EncoderChoiceSchema>;
+
+/** Per-endpoint reasoning, returned when the request set `explain`. */
+export const ExplanationSchema = z.object({
+  profiles: z.array(
+    z.object({
+      /** aggregated | decode | prefill | encode */
+      profile: z.string(),
+      group: z.string().optional(),
+      item: z.number().int().optional(),
+      endpoints: z.array(
+        z.object({
+          key: z.string(),
+          /** Name of the filter that removed this endpoint, if one did. */
+          filteredBy: z.string().optional(),
+          scores: z.record(z.string(), z.number()),
+          final: z.number(),
+        }),
+      ),
+    }),
+  ),
+});
+export type Explanation = z.infer<typeof ExplanationSchema>;
+
+export const DecisionSchema = z.object({
+  id: z.string(),
+  ok: z.literal(true),
+  mode: PipelineModeSchema,
+  /** Ordered failover list (topN); attempt 0 is the choice. */
+  attempts: z.array(AttemptSchema).min(1),
+  /** One entry per media item for epd requests; empty otherwise (text-only epd requests skip encode). */
+  encoders: z.array(EncoderChoiceSchema),
+  explanation: ExplanationSchema.optional(),
+  /** Which scheduler instance decided (for debugging and metrics). */
+  decidedBy: z.string().optional(),
+});
+export type Decision = z.infer<typeof DecisionSchema>;
+
+/** A request the scheduler could not place; `code` is an ErrorCode (SCHED_*). */
+export const DecisionErrorSchema = z.object({
+  id: z.string(),
+  ok: z.literal(false),
+  code: z.string(),
+  message: z.string(),
+});
+export type DecisionError = z.infer<typeof DecisionErrorSchema>;
+
+export const DecisionOrErrorSchema = z.discriminatedUnion('ok', [DecisionSchema, DecisionErrorSchema]);
+export type DecisionOrError = z.infer<typeof DecisionOrErrorSchema>;
+
+/** Body of a `triad.v1.schedule` request: a batch coalesced by one gateway. */
+export const ScheduleBatchSchema = z.object({
+  v: z.literal(SCHEMA_VERSION),
+  requests: z.array(SchedulingRequestSchema).min(1).max(SchedulingLimits.maxBatch),
+});
+export type ScheduleBatch = z.infer<typeof ScheduleBatchSchema>;
+
+/** Reply: decisions in request order, or one error for a batch that could not be read at all. */
+export const ScheduleBatchReplySchema = z.union([
+  z.object({ v: z.literal(SCHEMA_VERSION), decisions: z.array(DecisionOrErrorSchema) }),
+  z.object({ v: z.literal(SCHEMA_VERSION), error: z.object({ code: z.string(), message: z.string() }) }),
+]);
+export type ScheduleBatchReply = z.infer<typeof ScheduleBatchReplySchema>;

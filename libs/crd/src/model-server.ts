@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { DurationSchema } from './duration';
+import { LabelMapSchema, ObjectMetaSchema, ResourceStatusSchema } from './meta';
+
+export const API_GROUP = 'networking.serving.volcano.sh';
+export const API_VERSION = `${API_GROUP}/v1alpha1`;
+
+export const InferenceEngineSchema = z.enum(['vLLM', 'SGLang']);
+export type InferenceEngine = z.infer<typeof InferenceEngineSchema>;
+
+/** What users may write in `spec.pipelineMode`; {@link resolvePipelineMode} maps aliases to the three modes. */
+export const PipelineModeInputSchema = z.enum(['aggregated', 'pd', 'epd', 'pd-disaggregated', 'vllm-epd', 'sglang-epd']);
+export const PipelineModeSchema = z.enum(['aggregated', 'pd', 'epd']);
+export type PipelineMode = z.infer<typeof PipelineModeSchema>;
+
+export const KvConnectorTypeSchema = z.enum(['http', 'lmcache', 'nixl', 'mooncake']);
+export type KvConnectorType = z.infer<typeof KvConnectorTypeSchema>;
+
+const PortSchema = z.number().int().min(1).max(65535);
+
+export const PdGroupSchema = z.object({
+  groupKey: z.string().min(1, 'must not be empty').meta({ description: 'Pod label whose value names the PD group' }),
+  encodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of encode pods (pipelineMode epd)' }),
+  prefillLabels: LabelMapSchema.optional().meta({ description: 'Labels of prefill pods; optional only for epd (E→PD)' }),
+  decodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of decode pods' }),
+});
+
+export const WorkloadSelectorSchema = z.object({
+  matchLabels: LabelMapSchema,
+  pdGroup: PdGroupSchema.optional(),
+});
+
+export const WorkloadPortSchema = z.object({
+  port: PortSchema,
+  protocol: z.enum(['http', 'https']).default('http'),
+  encodePort: PortSchema.optional().meta({ description: 'Port of encode pods (defaults to port)' }),
+  prefillPort: PortSchema.optional().meta({ description: 'Port of prefill pods (defaults to port)' }),
+  decodePort: PortSchema.optional().meta({ description: 'Port of decode pods (defaults to port)' }),
+});
+
+export const RetryPolicySchema = z.object({
+  attempts: z.number().int().min(0).optional(),
+  retryInterval: DurationSchema.default('100ms'),
+});
+
+export const TrafficPolicySchema = z.object({
+  timeout: DurationSchema.optional(),
+  retry: RetryPolicySchema.optional(),
+});
+
+export const ModelServerSpecSchema = z.object({
+  model: z.string().max(256).optional(),
+  inferenceEngine: InferenceEngineSchema,
+  pipelineMode: PipelineModeInputSchema.optional(),
+  workloadSelector: WorkloadSelectorSchema,
+  workloadPort: WorkloadPortSchema,
+  trafficPolicy: TrafficPolicySchema.optional(),
+  kvConnector: z.object({ type: KvConnectorTypeSchema.default('http') }).optional(),
+  bootstrapPort: PortSchema.optional().meta({ description: 'SGLang prefill bootstrap port (default 8998)' }),
+});
+export type ModelServerSpec = z.infer<typeof ModelServerSpecSchema>;
+
+export const ModelServerSchema = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal('ModelServer'),
+  metadata: ObjectMetaSchema,
+  spec: ModelServerSpecSchema,
+  status: ResourceStatusSchema.optional(),
+});
+export type ModelServer = z.infer<typeof ModelServerSchema>;
+
+/** SGLang's default `--disaggregation-bootstrap-port`. */
+export const DEFAULT_SGLANG_BOOTSTRAP_PORT = 8998;
+/** Pod annotation that overrides the SGLang bootstrap port of one prefill pod. */
+export const BOOTSTRAP_PORT_ANNOTATION = 'triad.io/bootstrap-port';
+
+/**
+ * The effective pipeline mode: aliases resolved, and Kthena's default when omitted (`pd` with a pdGroup,
+ * else `aggregated`).
+ */
+export function resolvePipelineMode(spec: Pick<ModelServerSpec, 'pipelineMode' | 'workloadSelector'>): PipelineMode {
+  switch (spec.pipelineMode) {
+    case 'aggregated':
+    case 'pd':
+    case 'epd':
+      return spec.pipelineMode;
+    case 'pd-disaggregated':
+      return 'pd';
+    case 'vllm-epd':
+    case 'sglang-epd':
+      return 'epd';
+    default:
+      return spec.workloadSelector.pdGroup ? 'pd' : 'aggregated';
+  }
+}
+
+/** The port a pod of `role` listens on for inference and metrics. */
+export function rolePort(spec: Pick<ModelServerSpec, 'workloadPort'>, role: 'encode' | 'prefill' | 'decode' | 'aggregated'): number {
+  const wp = spec.workloadPort;
+  if (role === 'encode') return wp.encodePort ?? wp.port;
+  if (role === 'prefill') return wp.prefillPort ?? wp.port;
+  if (role === 'decode') return wp.decodePort ?? wp.port;
+  return wp.port;
+}

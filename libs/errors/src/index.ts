@@ -1,0 +1,2 @@
+export { ErrorCode, TriadError, isTriadError } from './triad-error';
+export type { ErrorCodeValue } from './triad-error';

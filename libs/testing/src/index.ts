@@ -1,0 +1,4 @@
+export { startNatsServer } from './nats-server';
+export type { NatsServerHandle, NatsServerOptions } from './nats-server';
+export { freePort } from './free-port';
+export { waitFor } from './wait-for';

@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+// `npm test`: lint (module boundaries), type-check, then every project's jest tests in one jest run.
+// Ends with a plain `N passed, N failed` line (checks count as tests) and exits non-zero when anything failed.
+import { spawnSync } from 'node:child_process';
+import { readFileSync, mkdirSync, rmSync } from 'node:fs';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const bin = (name) => join(root, 'node_modules', '.bin', name);
+const extraArgs = process.argv.slice(2);
+let passed = 0;
+let failed = 0;
+const failures = [];
+
+function check(label, cmd, args) {
+  const started = Date.now();
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
+  const secs = ((Date.now() - started) / 1000).toFixed(1);
+  if (r.status === 0) { passed += 1; process.stdout.write(`✓ ${label} (${secs} s)\n`); }
+  else { failed += 1; failures.push(label); process.stdout.write(`✗ ${label} failed (${secs} s)\n`); }
+}
+
+if (extraArgs.length === 0) {
+  check('lint: module boundaries', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
+  check('typecheck: tsc over the workspace', process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json')]);
+}
+
+const resultsDir = join(root, '.test-results');
+rmSync(resultsDir, { recursive: true, force: true });
+mkdirSync(resultsDir, { recursive: true });
+const resultsFile = join(resultsDir, 'jest.json');
+const jest = spawnSync(bin('jest'), ['--json', `--outputFile=${resultsFile}`, ...extraArgs], { cwd: root, stdio: 'inherit' });
+try {
+  const results = JSON.parse(readFileSync(resultsFile, 'utf8'));
+  passed += results.numPassedTests;
+  failed += results.numFailedTests + results.numRuntimeErrorTestSuites;
+  for (const suite of results.testResults) {
+    if (suite.status === 'failed') failures.push(suite.name.replace(`${root}/`, ''));
+  }
+} catch {
+  failed += 1;
+  failures.push(`jest exited with ${jest.status ?? jest.signal} and wrote no results`);
+}
+if (jest.status !== 0 && failures.length === 0) { failed += 1; failures.push(`jest exited with ${jest.status}`); }
+if (failures.length > 0) process.stdout.write(`failed:\n  ${failures.join('\n  ')}\n`);
+process.stdout.write(`${passed} passed, ${failed} failed\n`);
+process.exit(failed > 0 ? 1 : 0);
