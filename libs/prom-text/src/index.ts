@@ -1,0 +1,3 @@
+export { parsePrometheusText } from './parse';
+export type { MetricFamily, MetricType, Sample, ParseOptions } from './parse';
+export { sumSamples, maxSample, histogramTotals } from './aggregate';
