@@ -1,0 +1,66 @@
+import { ErrorCode, TriadError } from '@triad/errors';
+import { sglangBody } from '../request-bodies';
+import type { Attempt, Connector, ConnectorName, LegHandle, LegRunner, ProxyCall } from '../types';
+
+/**
+ * SGLang PD (wire-protocols §3.1), and SGLang EPD (§3.2/§7: the same against the language-only prefill, plus
+ * `epd_bootstrap_addr` when the scheduler named an encoder group). The identical body with
+ * `bootstrap_host/port/room` goes to prefill and decode concurrently — the decode waits for the prefill's
+ * bootstrap server — and the decode's answer is the client's. The prefill answer is drained and dropped, but
+ * a prefill failure fails the attempt (and aborts the decode); a decode failure aborts the prefill. Each try
+ * gets a fresh room.
+ */
+export class SglangPdConnector implements Connector {
+  readonly name: ConnectorName;
+
+  constructor(name: ConnectorName) {
+    this.name = name;
+  }
+
+  async attempt(call: ProxyCall, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    const prefill = attempt.prefill;
+    if (prefill === undefined) {
+      throw new TriadError(ErrorCode.SchedNoPrefillPair, `SGLang PD needs a prefill endpoint for ${attempt.endpoint.key}`);
+    }
+    const { body } = sglangBody(call.body, call.stream, prefill, this.name === 'sglang-epd' ? call.epdBootstrapAddr : undefined);
+    const timeouts = call.server.timeouts;
+    const p = run.drained({ stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: call.id, timeoutMs: timeouts.prefillMs });
+    const decode = { stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: call.id, timeoutMs: timeouts.firstByteMs };
+    if (call.stream) {
+      await together(p, run.relay(decode));
+      return;
+    }
+    // Non-stream: the answer goes out only once the prefill succeeded too, so a prefill failure stays retryable.
+    const [, answer] = await together(p, run.buffered(decode));
+    run.respond(answer);
+  }
+}
+
+/** Resolves when both legs succeed; the first failure aborts the other leg and rejects with that failure. */
+function together<A, B>(a: LegHandle<A>, b: LegHandle<B>): Promise<[A, B]> {
+  return new Promise<[A, B]>((resolve, reject) => {
+    let left = 2;
+    let va: A;
+    let vb: B;
+    a.promise.then(
+      (v) => {
+        va = v;
+        if (--left === 0) resolve([va, vb]);
+      },
+      (err: Error) => {
+        b.abort(err);
+        reject(err);
+      },
+    );
+    b.promise.then(
+      (v) => {
+        vb = v;
+        if (--left === 0) resolve([va, vb]);
+      },
+      (err: Error) => {
+        a.abort(err);
+        reject(err);
+      },
+    );
+  });
+}

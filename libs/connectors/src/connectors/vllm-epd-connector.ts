@@ -1,0 +1,70 @@
+import { ErrorCode, TriadError } from '@triad/errors';
+import type { EncoderChoice } from '@triad/bus';
+import { isRetryable } from '../errors';
+import type { MediaPart } from '../media';
+import { encoderBody } from '../request-bodies';
+import type { Attempt, Connector, LegRunner, ProxyCall } from '../types';
+import { runVllmPrefillDecode } from './vllm-pd-connector';
+
+const ENCODER_PATH = '/v1/chat/completions';
+
+function encoderRequestId(parent: string, item: number): string {
+  return `${parent}:${item}:${Math.floor(Math.random() * 0x1000000).toString(16).padStart(6, '0')}`;
+}
+
+/**
+ * vLLM E→P→D and E→PD (wire-protocols §1). Before the attempt loop, every media item goes to the encoder the
+ * scheduler chose for it — one request per item, all concurrently, body holding only that item — with
+ * `x-request-id parent:i:hex`; an item retries on its own alternates. All items must succeed or the request
+ * fails naming the item, and nothing downstream runs. Text-only requests skip encode. Then P→D as vLLM PD.
+ */
+export class VllmEpdConnector implements Connector {
+  readonly name = 'vllm-epd' as const;
+
+  async prepare(call: ProxyCall, run: LegRunner): Promise<void> {
+    const media = call.media;
+    if (media.length === 0) return;
+    const choices = call.decision.encoders;
+    if (media.length === 1) return encodeItem(call, media[0] as MediaPart, choiceFor(choices, 0), run);
+    const items: Promise<void>[] = [];
+    for (const part of media) items.push(encodeItem(call, part, choiceFor(choices, part.index), run));
+    await Promise.all(items);
+  }
+
+  attempt(call: ProxyCall, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    return runVllmPrefillDecode(call, attempt, index, run);
+  }
+}
+
+function choiceFor(choices: readonly EncoderChoice[], item: number): EncoderChoice {
+  const direct = choices[item];
+  if (direct !== undefined && direct.item === item) return direct;
+  const found = choices.find((c) => c.item === item);
+  if (found === undefined) throw new TriadError(ErrorCode.SchedNoEncoder, `no encoder was chosen for media item ${item}`, { details: { stage: 'encode', item } });
+  return found;
+}
+
+async function encodeItem(call: ProxyCall, part: MediaPart, choice: EncoderChoice, run: LegRunner): Promise<void> {
+  const body = encoderBody(call.body, part);
+  const tries = Math.min(1 + choice.alternates.length, 1 + call.server.retry.retries);
+  for (let t = 0; ; t++) {
+    const endpoint = t === 0 ? choice.endpoint : (choice.alternates[t - 1] as EncoderChoice['endpoint']);
+    try {
+      await run.buffered({
+        stage: 'encode',
+        endpoint,
+        item: part.index,
+        attempt: t,
+        body,
+        requestId: encoderRequestId(call.id, part.index),
+        timeoutMs: call.server.timeouts.encodeMs,
+        path: ENCODER_PATH,
+      }).promise;
+      return;
+    } catch (err) {
+      if (t + 1 >= tries || !isRetryable(err)) throw err;
+      call.observer.retry(call, t, err as Error);
+      await run.pause(call.server.retry.intervalMs);
+    }
+  }
+}

@@ -1,0 +1,128 @@
+import { randomFillSync } from 'node:crypto';
+
+/**
+ * Small operations on JSON text, so values the gateway only relays (a prefill's `kv_transfer_params`, SGLang's
+ * 63-bit `bootstrap_room`) keep their exact bytes instead of passing through JS numbers.
+ */
+
+/**
+ * Serializes `body` with some top-level keys dropped or replaced and optional raw JSON fields appended
+ * (`rawFields` is `"k":v,...` text written as is). `body` is not mutated.
+ */
+export function serializeWith(
+  body: Record<string, unknown>,
+  set: Record<string, unknown> | undefined,
+  drop: readonly string[] | undefined,
+  rawFields?: string,
+): string {
+  const copy: Record<string, unknown> = {};
+  for (const key in body) {
+    if (drop !== undefined && drop.includes(key)) continue;
+    if (set !== undefined && key in set) continue;
+    copy[key] = body[key];
+  }
+  if (set !== undefined) {
+    for (const key in set) if (set[key] !== undefined) copy[key] = set[key];
+  }
+  const json = JSON.stringify(copy);
+  if (rawFields === undefined || rawFields === '') return json;
+  return json.length === 2 ? `{${rawFields}}` : `${json.slice(0, -1)},${rawFields}}`;
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** Index just past the string starting at `i` (which holds the opening quote). */
+function skipString(text: string, i: number): number {
+  let j = i + 1;
+  for (;;) {
+    const c = text.charCodeAt(j);
+    if (Number.isNaN(c)) return text.length;
+    if (c === BACKSLASH) j += 2;
+    else if (c === QUOTE) return j + 1;
+    else j++;
+  }
+}
+
+/** Index just past the JSON value starting at `i` (no validation beyond nesting and strings). */
+function skipValue(text: string, i: number): number {
+  const first = text.charCodeAt(i);
+  if (first === QUOTE) return skipString(text, i);
+  if (first === 0x7b || first === 0x5b) {
+    let depth = 0;
+    let j = i;
+    while (j < text.length) {
+      const c = text.charCodeAt(j);
+      if (c === QUOTE) {
+        j = skipString(text, j);
+        continue;
+      }
+      if (c === 0x7b || c === 0x5b) depth++;
+      else if (c === 0x7d || c === 0x5d) {
+        depth--;
+        if (depth === 0) return j + 1;
+      }
+      j++;
+    }
+    return text.length;
+  }
+  let j = i;
+  while (j < text.length) {
+    const c = text.charCodeAt(j);
+    if (c === COMMA || c === 0x7d || c === 0x5d || isSpace(c)) break;
+    j++;
+  }
+  return j;
+}
+
+/**
+ * The raw text of the value of top-level key `key` in the JSON object `text`, or undefined when the key is
+ * absent (or `text` is not an object). Nested keys of the same name are ignored.
+ */
+export function topLevelValue(text: string, key: string): string | undefined {
+  let i = 0;
+  while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) !== 0x7b) return undefined;
+  i++;
+  const quoted = `"${key}"`;
+  while (i < text.length) {
+    while (i < text.length && (isSpace(text.charCodeAt(i)) || text.charCodeAt(i) === COMMA)) i++;
+    if (text.charCodeAt(i) !== QUOTE) return undefined;
+    const keyEnd = skipString(text, i);
+    const matches = keyEnd - i === quoted.length && text.startsWith(quoted, i);
+    i = keyEnd;
+    while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+    if (text.charCodeAt(i) !== COLON) return undefined;
+    i++;
+    while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+    const valueEnd = skipValue(text, i);
+    if (matches) return text.slice(i, valueEnd);
+    i = valueEnd;
+  }
+  return undefined;
+}
+
+const ROOM_POOL_SIZE = 512;
+let roomPool: Buffer | undefined;
+let roomOffset = ROOM_POOL_SIZE;
+
+/**
+ * A random SGLang `bootstrap_room` in [0, 2^63-1] as decimal text (exact: JS numbers stop at 2^53). Random
+ * bytes come from a refilled pool so each room costs no syscall.
+ */
+export function randomBootstrapRoom(): string {
+  if (roomOffset >= ROOM_POOL_SIZE) {
+    roomPool ??= Buffer.allocUnsafe(ROOM_POOL_SIZE);
+    randomFillSync(roomPool);
+    roomOffset = 0;
+  }
+  const value = (roomPool as Buffer).readBigUInt64BE(roomOffset) & 0x7fff_ffff_ffff_ffffn;
+  roomOffset += 8;
+  return value.toString();
+}

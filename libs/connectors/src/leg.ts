@@ -1,0 +1,206 @@
+import type { Dispatcher } from 'undici';
+import type { EndpointRef, Stage } from '@triad/bus';
+import type { TriadError } from '@triad/errors';
+import { clientAbortedError, engineErrorMessage, stageTimeoutError, upstreamHttpError, upstreamTransportError } from './errors';
+import type { BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec } from './types';
+import { SseUsageRelay, parseBodyUsage } from './usage';
+
+/** How a leg treats a 2xx answer. */
+export const LegMode = {
+  /** Keep the whole body and hand it to the connector (encode, prefill, SGLang non-stream decode). */
+  Buffer: 0,
+  /** Write it to the client: SSE chunk by chunk, JSON once complete. */
+  Relay: 1,
+  /** Read and drop it (SGLang prefill). */
+  Drain: 2,
+} as const;
+export type LegMode = (typeof LegMode)[keyof typeof LegMode];
+
+/** What a leg needs from the stage loop that owns it. */
+export interface LegOwner {
+  /** The client wants the injected usage chunk removed from the stream. */
+  readonly suppressUsage: boolean;
+  legSettled(leg: Leg, outcome: LegOutcome): void;
+  /** Writes the response head (first byte to the client); returns false when the client is gone. */
+  commit(status: number, contentType: string, contentLength: number): boolean;
+  writeClient(chunk: Buffer, leg: Leg): void;
+  endClient(chunk: Buffer | undefined): void;
+  recordUsage(promptTokens: number, completionTokens: number): void;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+const EMPTY = Buffer.alloc(0);
+
+function onTimeout(leg: Leg): void {
+  leg.timedOut();
+}
+
+/**
+ * One HTTP request to an engine, driven by undici's dispatch handler API (no stream objects on the hot path).
+ * It settles exactly once: with the answer, or with a TriadError naming the stage, endpoint and status.
+ */
+export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<BufferedAnswer | undefined> {
+  readonly stage: Stage;
+  readonly endpoint: EndpointRef;
+  readonly item: number;
+  readonly attempt: number;
+  readonly startedAt: number;
+  readonly promise: Promise<BufferedAnswer | undefined>;
+  readonly #owner: LegOwner;
+  readonly #mode: LegMode;
+  readonly #timeoutMs: number;
+  #resolve!: (answer: BufferedAnswer | undefined) => void;
+  #reject!: (err: Error) => void;
+  #controller: Dispatcher.DispatchController | undefined;
+  #pendingAbort: Error | undefined;
+  #settled = false;
+  #status = 0;
+  #failed = false;
+  #chunks: Buffer[] = [];
+  #size = 0;
+  #sse: SseUsageRelay | undefined;
+  #contentType = '';
+  #sawData = false;
+  #headWritten = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number) {
+    this.stage = spec.stage;
+    this.endpoint = spec.endpoint;
+    this.item = spec.item;
+    this.attempt = spec.attempt;
+    this.startedAt = now;
+    this.#owner = owner;
+    this.#mode = mode;
+    this.#timeoutMs = spec.timeoutMs;
+    this.promise = new Promise<BufferedAnswer | undefined>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    if (spec.timeoutMs > 0) this.#timer = setTimeout(onTimeout, spec.timeoutMs, this);
+  }
+
+  /** Aborts the leg (client gone, a sibling failed, total timeout); settles it with `reason`. */
+  abort(reason: Error): void {
+    if (this.#settled) return;
+    this.#fail(reason);
+    if (this.#controller !== undefined) this.#controller.abort(reason);
+    else this.#pendingAbort = reason;
+  }
+
+  timedOut(): void {
+    this.#timer = undefined;
+    const budget = this.#mode === LegMode.Relay ? 'first-byte' : this.stage;
+    this.abort(stageTimeoutError(this.#failure(), budget, this.#timeoutMs));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#pendingAbort !== undefined) controller.abort(this.#pendingAbort);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.#status = statusCode;
+    if (statusCode < 200 || statusCode >= 300) {
+      this.#failed = true;
+      return;
+    }
+    const ct = headers['content-type'];
+    this.#contentType = typeof ct === 'string' ? ct : 'application/json';
+    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) this.#sse = new SseUsageRelay(this.#owner.suppressUsage);
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#settled) return;
+    if (!this.#sawData) {
+      this.#sawData = true;
+      if (this.#mode === LegMode.Relay) this.#clearTimer();
+    }
+    if (this.#sse !== undefined && !this.#failed) {
+      const out = this.#sse.push(chunk);
+      if (out.length === 0 || !this.#writeHead(-1)) return;
+      this.#owner.writeClient(out, this);
+      return;
+    }
+    if (this.#mode === LegMode.Drain && !this.#failed) return;
+    if (this.#failed && this.#size >= MAX_ERROR_BODY) return;
+    this.#chunks.push(chunk);
+    this.#size += chunk.length;
+  }
+
+  /** Pauses the engine socket while the client is slow; the owner resumes it on 'drain'. */
+  pause(): void {
+    this.#controller?.pause();
+  }
+
+  resume(): void {
+    this.#controller?.resume();
+  }
+
+  onResponseEnd(): void {
+    if (this.#settled) return;
+    if (this.#failed) {
+      this.#fail(upstreamHttpError(this.#failure(), engineErrorMessage(Buffer.concat(this.#chunks))));
+      return;
+    }
+    if (this.#sse !== undefined) {
+      const rest = this.#sse.flush();
+      if (!this.#writeHead(-1)) return;
+      const usage = this.#sse.usage;
+      if (usage !== undefined) this.#owner.recordUsage(usage.promptTokens, usage.completionTokens);
+      this.#owner.endClient(rest.length > 0 ? rest : undefined);
+      this.#succeed(undefined);
+      return;
+    }
+    const body = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(this.#chunks, this.#size);
+    this.#chunks = [];
+    if (this.#mode === LegMode.Relay) {
+      const usage = parseBodyUsage(body);
+      if (usage !== undefined) this.#owner.recordUsage(usage.promptTokens, usage.completionTokens);
+      if (!this.#writeHead(body.length)) return;
+      this.#owner.endClient(body);
+      this.#succeed(undefined);
+      return;
+    }
+    this.#succeed(this.#mode === LegMode.Buffer ? { status: this.#status, contentType: this.#contentType, body } : undefined);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.#settled) return;
+    this.#fail(upstreamTransportError(this.#failure(), error));
+  }
+
+  /** Writes the response head once; a client that is already gone fails the leg. */
+  #writeHead(contentLength: number): boolean {
+    if (this.#headWritten) return true;
+    this.#headWritten = true;
+    if (this.#owner.commit(this.#status, this.#contentType, contentLength)) return true;
+    this.abort(clientAbortedError());
+    return false;
+  }
+
+  #failure(): { stage: Stage; endpoint: string; item: number; status: number } {
+    return { stage: this.stage, endpoint: this.endpoint.key, item: this.item, status: this.#status };
+  }
+
+  #clearTimer(): void {
+    if (this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  #succeed(answer: BufferedAnswer | undefined): void {
+    this.#settled = true;
+    this.#clearTimer();
+    this.#owner.legSettled(this, { ok: true, status: this.#status });
+    this.#resolve(answer);
+  }
+
+  #fail(err: Error | TriadError): void {
+    this.#settled = true;
+    this.#clearTimer();
+    this.#owner.legSettled(this, { ok: false, status: this.#status, error: err });
+    this.#reject(err);
+  }
+}

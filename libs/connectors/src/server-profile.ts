@@ -1,0 +1,48 @@
+import type { ModelServerRecord } from '@triad/bus';
+import { durationMs } from '@triad/crd';
+import { connectorFor, relaysKvParams } from './registry';
+import type { RetryPolicy, ServerProfile, StageTimeouts } from './types';
+
+/** Gateway-wide stage budgets used when a ModelServer sets no `trafficPolicy.timeout`. */
+export function defaultStageTimeouts(): StageTimeouts {
+  return { encodeMs: 30_000, prefillMs: 60_000, firstByteMs: 60_000, totalMs: 600_000 };
+}
+
+/**
+ * `trafficPolicy.retry` as the stage loop applies it: `attempts` is the number of retries after the first try
+ * (0 = none), each on the next alternate of the decision, after `retryInterval`. Without a retry policy every
+ * alternate may be tried back to back (Kthena's aggregated behaviour, without its retry-after-bytes bug).
+ */
+export function retryPolicyOf(record: ModelServerRecord): RetryPolicy {
+  const retry = record.spec.trafficPolicy?.retry;
+  if (retry === undefined) return { retries: Number.MAX_SAFE_INTEGER, intervalMs: 0 };
+  return { retries: retry.attempts ?? Number.MAX_SAFE_INTEGER, intervalMs: durationMs(retry.retryInterval, 100) };
+}
+
+/**
+ * Stage budgets of one ModelServer: `trafficPolicy.timeout` bounds each stage (encode, prefill, and the final
+ * leg up to its first byte) — Kthena applies it to "dial + upload + headers" of its single hop — while the
+ * total budget stays the gateway's.
+ */
+export function stageTimeoutsOf(record: ModelServerRecord, defaults: StageTimeouts): StageTimeouts {
+  const timeout = record.spec.trafficPolicy?.timeout;
+  if (timeout === undefined) return defaults;
+  const ms = durationMs(timeout, defaults.firstByteMs);
+  return { encodeMs: ms, prefillMs: ms, firstByteMs: ms, totalMs: defaults.totalMs };
+}
+
+/** Everything the stage loop needs about a ModelServer, resolved once per KV update. */
+export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeouts): ServerProfile {
+  const spec = record.spec;
+  const kv = spec.kvConnector?.type;
+  return {
+    namespace: record.namespace,
+    name: record.name,
+    engine: spec.inferenceEngine,
+    mode: record.mode,
+    connector: connectorFor(spec.inferenceEngine, record.mode, kv),
+    retry: retryPolicyOf(record),
+    timeouts: stageTimeoutsOf(record, defaults),
+    relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
+  };
+}
