@@ -1,1 +1,38 @@
-export {};
+// @triad/scheduling: the pure scheduling model shared by the scheduler app and the gateway's local fallback.
+
+// Hashing the gateway puts into SchedulingRequest.
+export { prefixBlockHashes, DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from './hashing/prefix-hashes';
+export type { PrefixHashOptions } from './hashing/prefix-hashes';
+export { mediaContentKey } from './hashing/media-key';
+export type { MediaSource } from './hashing/media-key';
+
+// State fed by KV watches and dispatch messages.
+export { EndpointIndex } from './state/endpoint-index';
+export type { EndpointChange, ModelServerChange } from './state/endpoint-index';
+export type { ModelServerPool } from './state/model-server-pool';
+export { InflightTracker } from './state/inflight-tracker';
+export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
+export type { Endpoint } from './state/endpoint';
+
+// Config.
+export { SchedulerConfigSchema, ProfileConfigSchema, PluginConfigSchema, ScorerRefSchema } from './config/config-schema';
+export type { SchedulerConfig, SchedulerConfigInput, ProfileConfig, PluginConfig, ScorerRef } from './config/config-schema';
+export { defaultSchedulerConfig, builtInProfile } from './config/default-config';
+export { loadSchedulerConfig } from './config/load-config';
+export type { ConfigLoadResult, LoadConfigOptions, LoadedSchedulerConfig, LoadedProfile } from './config/load-config';
+export { prefixHashOptionsOf } from './config/prefix-hash-options';
+
+// Framework.
+export { definePlugin, isFilter, isScorer, isPicker, isPostScheduleHook, isEndpointAware } from './framework/plugin';
+export type {
+  Plugin, Filter, Scorer, Picker, PostScheduleHook, EndpointAware, PluginDefinition, PluginKind, CycleContext, PickInput,
+  PickResult, ProfileRole,
+} from './framework/plugin';
+export { PluginRegistry } from './framework/registry';
+export { keepWhere } from './framework/keep-where';
+export { registerInTreePlugins, createInTreeRegistry } from './plugins/in-tree';
+export { Scheduler } from './scheduler';
+export type { SchedulerOptions } from './scheduler';
+export type { SchedulingObserver } from './planning/profile-run';
+export { createLocalScheduling } from './local-scheduling';
+export type { LocalScheduling, LocalSchedulingOptions } from './local-scheduling';

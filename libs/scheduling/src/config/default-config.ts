@@ -1,0 +1,47 @@
+import type { ProfileRole } from '../framework/plugin';
+import { SchedulerConfigSchema, type ProfileConfig, type SchedulerConfig } from './config-schema';
+
+/**
+ * Built-in profiles. Language stages use Kthena's Helm defaults (filter least-request; score least-request,
+ * gpu-usage, least-latency, prefix-cache, weight 1 each) plus the stale-metrics filter, which only removes pods
+ * with old metrics while fresher ones exist. Encoders have no KV cache or token latency, so they are scored on
+ * load only and placed by the encoder-affinity picker.
+ */
+export function builtInProfile(role: ProfileRole): ProfileConfig {
+  if (role === 'encode') {
+    return { filters: ['stale-metrics', 'least-request'], scorers: [{ plugin: 'least-request', weight: 1 }], picker: 'encoder-affinity' };
+  }
+  return {
+    filters: ['stale-metrics', 'least-request'],
+    scorers: [
+      { plugin: 'least-request', weight: 1 },
+      { plugin: 'gpu-usage', weight: 1 },
+      { plugin: 'least-latency', weight: 1 },
+      { plugin: 'prefix-cache', weight: 1 },
+    ],
+    picker: 'max-score',
+  };
+}
+
+/** The picker a profile gets when it names none. */
+export const defaultPicker = (role: ProfileRole): string => (role === 'encode' ? 'encoder-affinity' : 'max-score');
+
+/** The config used when none is given: every default spelled out (what `triad scheduler` logs as effective). */
+export function defaultSchedulerConfig(): SchedulerConfig {
+  return SchedulerConfigSchema.parse({
+    topN: 5,
+    plugins: [
+      { type: 'least-request', args: { maxWaitingRequests: 10 } },
+      { type: 'gpu-usage' },
+      { type: 'least-latency', args: { TTFTTPOTWeightFactor: 0.5 } },
+      { type: 'prefix-cache', args: { blockSizeToHash: 64, maxBlocksToMatch: 128, maxHashCacheSize: 50_000, topKMatches: 5 } },
+      { type: 'stale-metrics', args: { maxAgeMs: 10_000 } },
+      { type: 'max-score' },
+      { type: 'encoder-affinity', args: { loadFactor: 1.25 } },
+    ],
+    profiles: {
+      default: builtInProfile('decode'),
+      encode: builtInProfile('encode'),
+    },
+  });
+}

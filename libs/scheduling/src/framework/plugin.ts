@@ -1,0 +1,101 @@
+import type { z } from 'zod';
+import type { MediaItem, SchedulingRequest } from '@triad/bus';
+import type { Endpoint } from '../state/endpoint';
+
+/** The profile a plugin runs in: one per stage of the pipeline. */
+export type ProfileRole = 'aggregated' | 'decode' | 'prefill' | 'encode';
+
+/**
+ * What a plugin may read while one request is scheduled. The object is reused across calls: read it during the
+ * call, never keep it.
+ */
+export interface CycleContext {
+  readonly request: SchedulingRequest;
+  /** Milliseconds since the epoch at which the decision is made (metrics age, expiry). */
+  readonly now: number;
+  /** 32-bit hash of the request id: seeds tie-breaking and any per-request randomness, so answers repeat. */
+  readonly seed: number;
+  readonly role: ProfileRole;
+  /** In-flight requests on `e` across all gateways (from dispatch events). */
+  inflight(e: Endpoint): number;
+  /** Index of the endpoint with this key among the candidates being scored, or -1. */
+  position(key: string): number;
+}
+
+/** Identity of a configured plugin instance, logged as `name/type`. */
+export interface Plugin {
+  readonly name: string;
+  readonly type: string;
+}
+
+/** Removes endpoints. Returns the input array itself when it keeps everything (no allocation on the common path). */
+export interface Filter extends Plugin {
+  filter(ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[];
+}
+
+/**
+ * Scores endpoints 0..100 by writing `out[i]` for `candidates[i]`. `out` arrives zeroed: an endpoint the scorer
+ * has no opinion on keeps 0 and is still a candidate. Values outside 0..100 (or NaN) are clamped by the runtime.
+ */
+export interface Scorer extends Plugin {
+  score(ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void;
+}
+
+/** Input of a picker: the scored candidates of one profile run. */
+export interface PickInput {
+  readonly candidates: readonly Endpoint[];
+  /** Weighted sum of scores per candidate. */
+  readonly finals: Float64Array;
+  /** How many to return, in order of preference (at most the number of candidates). */
+  readonly count: number;
+  /** Encode profile: the media item being placed. */
+  readonly item?: MediaItem;
+  /** Encode profile: items of this request already placed on each candidate. */
+  readonly pending?: Int32Array;
+}
+
+/** The picker's answer: candidate indices in order of preference, and whether content affinity decided. */
+export interface PickResult {
+  readonly order: number[];
+  readonly affinity?: boolean;
+}
+
+/** Orders the scored candidates; index 0 is the choice, the rest are failover alternates. */
+export interface Picker extends Plugin {
+  pick(ctx: CycleContext, input: PickInput): PickResult;
+}
+
+/** Runs after a decision with the endpoint chosen in the profile (e.g. to learn which pod now caches a prefix). */
+export interface PostScheduleHook extends Plugin {
+  postSchedule(ctx: CycleContext, chosen: Endpoint): void;
+}
+
+/** Plugins holding per-endpoint state implement this to forget an endpoint that left the index. */
+export interface EndpointAware {
+  endpointRemoved(key: string): void;
+}
+
+export const isFilter = (p: Plugin): p is Filter => typeof (p as Partial<Filter>).filter === 'function';
+export const isScorer = (p: Plugin): p is Scorer => typeof (p as Partial<Scorer>).score === 'function';
+export const isPicker = (p: Plugin): p is Picker => typeof (p as Partial<Picker>).pick === 'function';
+export const isPostScheduleHook = (p: Plugin): p is PostScheduleHook => typeof (p as Partial<PostScheduleHook>).postSchedule === 'function';
+export const isEndpointAware = (p: Plugin): p is Plugin & EndpointAware => typeof (p as Partial<EndpointAware>).endpointRemoved === 'function';
+
+/** The slots a plugin type can fill, for docs and load-time checks. */
+export type PluginKind = 'filter' | 'scorer' | 'picker' | 'post-schedule';
+
+/** A plugin type: its name, its args schema (validated at config load) and a factory. */
+export interface PluginDefinition<P extends z.ZodType = z.ZodType> {
+  readonly type: string;
+  readonly kinds: readonly PluginKind[];
+  /** One line for docs. */
+  readonly description: string;
+  /** zod schema of `args`; must accept `{}` when every arg has a default. */
+  readonly params: P;
+  create(name: string, params: z.output<P>): Plugin;
+}
+
+/** Declares a plugin type (typed params for `create`). */
+export function definePlugin<P extends z.ZodType>(definition: PluginDefinition<P>): PluginDefinition<P> {
+  return definition;
+}

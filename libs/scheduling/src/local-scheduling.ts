@@ -1,0 +1,55 @@
+import type { DispatchBatch, SchedulingRequest, DecisionOrError } from '@triad/bus';
+import { defaultSchedulerConfig } from './config/default-config';
+import { loadSchedulerConfig, type LoadedSchedulerConfig } from './config/load-config';
+import type { PluginRegistry } from './framework/registry';
+import { createInTreeRegistry } from './plugins/in-tree';
+import { Scheduler } from './scheduler';
+import { EndpointIndex, type EndpointChange, type ModelServerChange } from './state/endpoint-index';
+import { InflightTracker, type InflightTrackerOptions } from './state/inflight-tracker';
+
+export interface LocalSchedulingOptions {
+  readonly registry?: PluginRegistry;
+  readonly tracker?: InflightTrackerOptions;
+  readonly instanceId?: string;
+}
+
+/**
+ * Everything a process needs to schedule on its own, wired together: what the gateway's local fallback holds.
+ * Feed it KV changes and dispatch batches; `reloadConfig` takes a YAML string or object and keeps the running
+ * config when the new one is invalid.
+ */
+export interface LocalScheduling {
+  readonly index: EndpointIndex;
+  readonly tracker: InflightTracker;
+  readonly scheduler: Scheduler;
+  readonly registry: PluginRegistry;
+  applyEndpoint(change: EndpointChange): void;
+  applyModelServer(change: ModelServerChange): void;
+  applyDispatch(batch: DispatchBatch, now?: number): void;
+  schedule(request: SchedulingRequest, now?: number): DecisionOrError;
+  /** Loads and switches to a config; on failure returns the reasons and keeps the running one. */
+  reloadConfig(input: unknown): { ok: true; config: LoadedSchedulerConfig } | { ok: false; reasons: string[] };
+}
+
+/** Creates an index, an in-flight tracker and a scheduler with the default config (in-tree plugins). */
+export function createLocalScheduling(options: LocalSchedulingOptions = {}): LocalScheduling {
+  const registry = options.registry ?? createInTreeRegistry();
+  const index = new EndpointIndex();
+  const tracker = new InflightTracker(options.tracker);
+  const initial = loadSchedulerConfig(defaultSchedulerConfig(), { registry });
+  if (!initial.ok) throw new Error(`default scheduler config does not load: ${initial.reasons.join('; ')}`);
+  const scheduler = new Scheduler({ index, tracker, config: initial.loaded, ...(options.instanceId ? { instanceId: options.instanceId } : {}) });
+  return {
+    index, tracker, scheduler, registry,
+    applyEndpoint: (c) => index.applyEndpoint(c),
+    applyModelServer: (c) => index.applyModelServer(c),
+    applyDispatch: (b, now = Date.now()) => tracker.applyBatch(b, now),
+    schedule: (r, now) => scheduler.schedule(r, now),
+    reloadConfig: (input) => {
+      const result = loadSchedulerConfig(input, { registry, previous: scheduler.config });
+      if (!result.ok) return result;
+      scheduler.setConfig(result.loaded);
+      return { ok: true, config: result.loaded };
+    },
+  };
+}

@@ -1,0 +1,66 @@
+import { z } from 'zod';
+import { definePlugin, type CycleContext, type Scorer } from '../../framework/plugin';
+import type { Endpoint } from '../../state/endpoint';
+
+export const LEAST_LATENCY = 'least-latency';
+
+/** Score of an endpoint with no TTFT or TPOT data yet: neutral, so new pods are neither shunned nor flooded. */
+export const NO_LATENCY_DATA_SCORE = 50;
+
+export const LeastLatencyParamsSchema = z.object({
+  /** α in `α·sTTFT + (1−α)·sTPOT`; zod rejects NaN and ±Infinity, the range check rejects the rest. */
+  TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
+}).strict();
+export type LeastLatencyParams = z.infer<typeof LeastLatencyParamsSchema>;
+
+const hasData = (e: Endpoint): boolean => {
+  const m = e.record.metrics;
+  return m.ttftMs !== undefined && m.ttftMs > 0 && m.tpotMs !== undefined && m.tpotMs > 0;
+};
+
+/**
+ * Kthena's least-latency: min-max normalise TTFT and TPOT over the endpoints that have data,
+ * `s = 100·(max − x)/(max − min)` (100 when max = min), then `α·sTTFT + (1−α)·sTPOT`. Endpoints without data get 50.
+ */
+export class LeastLatencyScorer implements Scorer {
+  readonly type = LEAST_LATENCY;
+  readonly name: string;
+  readonly #alpha: number;
+
+  constructor(name: string, params: LeastLatencyParams) {
+    this.name = name;
+    this.#alpha = params.TTFTTPOTWeightFactor;
+  }
+
+  score(_ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
+    let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
+    for (const e of candidates) {
+      if (!hasData(e)) continue;
+      const { ttftMs, tpotMs } = e.record.metrics as { ttftMs: number; tpotMs: number };
+      if (ttftMs < minT) minT = ttftMs;
+      if (ttftMs > maxT) maxT = ttftMs;
+      if (tpotMs < minP) minP = tpotMs;
+      if (tpotMs > maxP) maxP = tpotMs;
+    }
+    const a = this.#alpha;
+    for (let i = 0; i < candidates.length; i++) {
+      const e = candidates[i] as Endpoint;
+      if (!hasData(e)) {
+        out[i] = NO_LATENCY_DATA_SCORE;
+        continue;
+      }
+      const { ttftMs, tpotMs } = e.record.metrics as { ttftMs: number; tpotMs: number };
+      const sT = maxT === minT ? 100 : (100 * (maxT - ttftMs)) / (maxT - minT);
+      const sP = maxP === minP ? 100 : (100 * (maxP - tpotMs)) / (maxP - minP);
+      out[i] = a * sT + (1 - a) * sP;
+    }
+  }
+}
+
+export const leastLatencyPlugin = definePlugin({
+  type: LEAST_LATENCY,
+  kinds: ['scorer'],
+  description: 'Scores by recent TTFT and TPOT, min-max normalised (Kthena formula); no data scores 50.',
+  params: LeastLatencyParamsSchema,
+  create: (name, params) => new LeastLatencyScorer(name, params),
+});

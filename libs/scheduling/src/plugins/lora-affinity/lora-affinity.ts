@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { definePlugin, type CycleContext, type Filter } from '../../framework/plugin';
+import { keepWhere } from '../../framework/keep-where';
+import type { Endpoint } from '../../state/endpoint';
+
+export const LORA_AFFINITY = 'lora-affinity';
+
+export const LoraAffinityParamsSchema = z.object({}).strict();
+
+/**
+ * Keeps endpoints whose engine lists the request's model in GET /v1/models. Keyed on `request.model`, which is the
+ * upstream model (the ModelServer's model or the LoRA adapter), never the route's virtual name, so it cannot empty
+ * the set the way Kthena's did. An endpoint that has not reported its models yet (empty list) is kept.
+ */
+export class LoraAffinityFilter implements Filter {
+  readonly type = LORA_AFFINITY;
+  readonly name: string;
+
+  constructor(name: string) {
+    this.name = name;
+  }
+
+  filter(ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
+    const model = ctx.request.model;
+    return keepWhere(candidates, (e) => e.record.models.length === 0 || e.record.models.includes(model));
+  }
+}
+
+export const loraAffinityPlugin = definePlugin({
+  type: LORA_AFFINITY,
+  kinds: ['filter'],
+  description: 'Keeps endpoints that serve the request model (base or LoRA adapter); unknown model lists pass.',
+  params: LoraAffinityParamsSchema,
+  create: (name) => new LoraAffinityFilter(name),
+});

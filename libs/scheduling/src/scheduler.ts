@@ -1,0 +1,174 @@
+import type { Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
+import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
+import { defaultSchedulerConfig } from './config/default-config';
+import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
+import { isEndpointAware, type ProfileRole } from './framework/plugin';
+import type { PluginRegistry } from './framework/registry';
+import { createInTreeRegistry } from './plugins/in-tree';
+import { Cycle } from './planning/cycle';
+import { planEncoders } from './planning/encoder-plan';
+import { ExplanationRecorder } from './planning/explanation';
+import { planPairs } from './planning/pd-plan';
+import { runProfile, ScoreBuffers, type SchedulingObserver } from './planning/profile-run';
+import type { Endpoint, IndexedEndpoint } from './state/endpoint';
+import type { EndpointIndex } from './state/endpoint-index';
+import type { InflightTracker } from './state/inflight-tracker';
+import type { ModelServerPool } from './state/model-server-pool';
+
+export interface SchedulerOptions {
+  readonly index: EndpointIndex;
+  readonly tracker: InflightTracker;
+  /** A loaded config; defaults to `defaultSchedulerConfig()` loaded with `registry`. */
+  readonly config?: LoadedSchedulerConfig;
+  /** Plugin types for the default config; defaults to the in-tree registry. */
+  readonly registry?: PluginRegistry;
+  /** Written into `Decision.decidedBy`. */
+  readonly instanceId?: string;
+  /** Receives per-plugin timings (costs a clock read per plugin call, so only when set). */
+  readonly observer?: SchedulingObserver;
+}
+
+type Chosen = { profile: LoadedProfile; endpoint: Endpoint };
+
+/**
+ * Decides, for one request, which endpoint serves each stage. Synchronous, no I/O: the answer depends only on the
+ * request, the index, the in-flight counts, `now` and plugin state (the prefix cache). The scheduler app and the
+ * gateway's local fallback run this same class over their own views.
+ */
+export class Scheduler {
+  readonly #index: EndpointIndex;
+  readonly #tracker: InflightTracker;
+  readonly #cycle: Cycle;
+  readonly #instanceId: string | undefined;
+  readonly #observer: SchedulingObserver | undefined;
+  readonly #buffers: Record<ProfileRole, ScoreBuffers> = {
+    aggregated: new ScoreBuffers(), decode: new ScoreBuffers(), prefill: new ScoreBuffers(), encode: new ScoreBuffers(),
+  };
+  #config: LoadedSchedulerConfig;
+  readonly #unsubscribe: () => void;
+
+  constructor(options: SchedulerOptions) {
+    this.#index = options.index;
+    this.#tracker = options.tracker;
+    this.#cycle = new Cycle(options.index, options.tracker);
+    this.#instanceId = options.instanceId;
+    this.#observer = options.observer;
+    this.#config = options.config ?? loadDefault(options.registry ?? createInTreeRegistry());
+    this.#unsubscribe = options.index.onEndpointRemoved((key) => {
+      for (const p of this.#config.plugins.values()) if (isEndpointAware(p)) p.endpointRemoved(key);
+    });
+  }
+
+  get config(): LoadedSchedulerConfig {
+    return this.#config;
+  }
+
+  /** Switches to a new config (load it with `previous: scheduler.config` to keep unchanged plugins' state). */
+  setConfig(config: LoadedSchedulerConfig): void {
+    this.#config = config;
+  }
+
+  /** Stops following index removals (the scheduler is being discarded). */
+  close(): void {
+    this.#unsubscribe();
+  }
+
+  /** Decides one request. Never throws: failures are `{ok: false, code, message}` with a SCHED_* code. */
+  schedule(request: SchedulingRequest, now: number = Date.now()): DecisionOrError {
+    try {
+      return this.#schedule(request, now);
+    } catch (err) {
+      const code = err instanceof TriadError ? err.code : ErrorCode.Internal;
+      return fail(request.id, code, `scheduling failed: ${(err as Error).message}`);
+    }
+  }
+
+  #schedule(request: SchedulingRequest, now: number): DecisionOrError {
+    this.#tracker.expire(now);
+    this.#cycle.begin(request, now);
+    const pool = this.#index.pool(request.namespace, request.modelServer);
+    if (!pool?.record) {
+      return fail(request.id, ErrorCode.SchedUnknownModelServer, `unknown ModelServer ${request.namespace}/${request.modelServer}`);
+    }
+    const recorder = request.explain ? new ExplanationRecorder() : undefined;
+    const exclude = request.exclude && request.exclude.length > 0 ? new Set(request.exclude) : undefined;
+    const mode = pool.record.mode;
+    const cfg = this.#config;
+    const chosen: Chosen[] = [];
+    let attempts: Decision['attempts'];
+    let encoders: EncoderChoice[] = [];
+
+    if (mode === 'aggregated') {
+      const profile = cfg.profiles.aggregated;
+      const trace = recorder?.begin('aggregated', undefined, pool.aggregated.items);
+      const run = runProfile(this.#cycle, profile, pool.aggregated.items, this.#buffers.aggregated, { what: 'aggregated', exclude, trace, observer: this.#observer });
+      if (!run.ok) return fail(request.id, run.code, run.message);
+      const order = this.#timedPick(profile, () => profile.picker.pick(this.#cycle, { candidates: run.candidates, finals: run.finals, count: cfg.topN }).order);
+      const picked = order.map((i) => run.candidates[i] as IndexedEndpoint);
+      trace?.chose(picked.map((e) => e.key));
+      attempts = picked.map((e) => ({ endpoint: e.ref }));
+      chosen.push({ profile, endpoint: picked[0] as Endpoint });
+    } else {
+      const pairs = planPairs({
+        cycle: this.#cycle, decodeProfile: cfg.profiles.decode, prefillProfile: cfg.profiles.prefill, pool,
+        withPrefill: mode === 'pd' || hasPrefillStage(pool), topN: cfg.topN,
+        decodeBuffers: this.#buffers.decode, prefillBuffers: this.#buffers.prefill, exclude, recorder, observer: this.#observer,
+      });
+      if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
+      attempts = pairs.attempts;
+      chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
+      if (pairs.prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: pairs.prefill });
+      if (mode === 'epd' && request.mediaItems.length > 0) {
+        const plan = planEncoders({
+          cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.record.group, items: request.mediaItems,
+          topN: cfg.topN, buffers: this.#buffers.encode, exclude, recorder, observer: this.#observer,
+        });
+        if (!plan.ok) return fail(request.id, plan.code, plan.message);
+        encoders = plan.choices;
+        for (const e of plan.chosen) chosen.push({ profile: cfg.profiles.encode, endpoint: e });
+      }
+    }
+    this.#runHooks(chosen);
+    const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
+    if (recorder) decision.explanation = recorder.render(cfg.explainLimit);
+    if (this.#instanceId !== undefined) decision.decidedBy = this.#instanceId;
+    return decision;
+  }
+
+  #timedPick<T>(profile: LoadedProfile, pick: () => T): T {
+    if (!this.#observer) return pick();
+    const t0 = performance.now();
+    const out = pick();
+    this.#observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
+    return out;
+  }
+
+  /** Post-schedule hooks run only once the whole decision stands, with the first choice of each stage. */
+  #runHooks(chosen: readonly Chosen[]): void {
+    for (const { profile, endpoint } of chosen) {
+      if (profile.hooks.length === 0) continue;
+      this.#cycle.role = profile.role;
+      for (const hook of profile.hooks) {
+        const t0 = this.#observer ? performance.now() : 0;
+        hook.postSchedule(this.#cycle, endpoint);
+        if (this.#observer) this.#observer.pluginTime(hook.name, 'post-schedule', performance.now() - t0);
+      }
+    }
+  }
+}
+
+/** E→PD: an epd ModelServer without prefill labels sends encoders' output straight to decode pods. */
+function hasPrefillStage(pool: ModelServerPool): boolean {
+  const labels = pool.record?.spec.workloadSelector.pdGroup?.prefillLabels;
+  return labels !== undefined && Object.keys(labels).length > 0;
+}
+
+function fail(id: string, code: ErrorCodeValue, message: string): DecisionError {
+  return { id, ok: false, code, message };
+}
+
+function loadDefault(registry: PluginRegistry): LoadedSchedulerConfig {
+  const result = loadSchedulerConfig(defaultSchedulerConfig(), { registry });
+  if (!result.ok) throw new TriadError(ErrorCode.ConfigInvalid, `default scheduler config does not load: ${result.reasons.join('; ')}`);
+  return result.loaded;
+}

@@ -1,0 +1,110 @@
+import { endpointKey, objectKey, type EndpointRecord, type ModelServerRecord } from '@triad/bus';
+import { IndexedEndpoint, type Endpoint } from './endpoint';
+import { ModelServerPool } from './model-server-pool';
+
+/** A change to the endpoints bucket; `KvChange<EndpointRecord>` from the bus client has this shape. */
+export type EndpointChange = { op: 'PUT'; value: EndpointRecord; key?: string } | { op: 'DEL'; key: string };
+/** A change to the ModelServers bucket; `KvChange<ModelServerRecord>` has this shape. */
+export type ModelServerChange = { op: 'PUT'; value: ModelServerRecord; key?: string } | { op: 'DEL'; key: string };
+
+/**
+ * The in-memory view of the pod-watcher's KV buckets that scheduling reads. Each change costs O(1): a metrics
+ * update swaps the record in place, and role, group or readiness changes move the endpoint between the
+ * per-ModelServer lists. The scheduler app feeds it from KV watches; a gateway feeds it from its own.
+ */
+export class EndpointIndex {
+  readonly #endpoints = new Map<string, IndexedEndpoint>();
+  readonly #pools = new Map<string, ModelServerPool>();
+  readonly #removedListeners = new Set<(key: string) => void>();
+
+  /** Applies one change of the endpoints bucket. */
+  applyEndpoint(change: EndpointChange): void {
+    if (change.op === 'DEL') {
+      this.#remove(change.key);
+      return;
+    }
+    const r = change.value;
+    const key = change.key ?? endpointKey(r.namespace, r.modelServer, r.pod);
+    const existing = this.#endpoints.get(key);
+    if (!existing) {
+      const e = new IndexedEndpoint(key, r);
+      this.#endpoints.set(key, e);
+      this.#pool(r.namespace, r.modelServer).attach(e);
+      return;
+    }
+    const oldPool = this.#pool(existing.record.namespace, existing.record.modelServer);
+    const wasListed = existing.listId !== '';
+    const moved = existing.update(r);
+    if (moved || !wasListed) {
+      oldPool.detach(existing);
+      this.#pool(r.namespace, r.modelServer).attach(existing);
+    }
+  }
+
+  /** Applies one change of the ModelServers bucket. */
+  applyModelServer(change: ModelServerChange): void {
+    if (change.op === 'DEL') {
+      const pool = this.#pools.get(change.key);
+      if (pool) pool.record = undefined;
+      return;
+    }
+    const r = change.value;
+    this.#pool(r.namespace, r.name).record = r;
+  }
+
+  /** Calls `listener(key)` after an endpoint leaves the index (plugins drop per-endpoint state). */
+  onEndpointRemoved(listener: (key: string) => void): () => void {
+    this.#removedListeners.add(listener);
+    return () => this.#removedListeners.delete(listener);
+  }
+
+  get(key: string): Endpoint | undefined {
+    return this.#endpoints.get(key);
+  }
+
+  /** @internal The index's own endpoint object (scheduler scratch fields included). */
+  getIndexed(key: string): IndexedEndpoint | undefined {
+    return this.#endpoints.get(key);
+  }
+
+  /** The endpoints and record of one ModelServer, or undefined when neither has been seen. */
+  pool(namespace: string, name: string): ModelServerPool | undefined {
+    return this.#pools.get(objectKey(namespace, name));
+  }
+
+  get size(): number {
+    return this.#endpoints.size;
+  }
+
+  /** Endpoint counts by role, ready ones only (for metrics and readiness). */
+  countByRole(): Record<'aggregated' | 'encode' | 'prefill' | 'decode', number> {
+    const out = { aggregated: 0, encode: 0, prefill: 0, decode: 0 };
+    for (const e of this.#endpoints.values()) if (e.listId !== '') out[e.record.role]++;
+    return out;
+  }
+
+  /** Number of ModelServer records known. */
+  get modelServerCount(): number {
+    let n = 0;
+    for (const p of this.#pools.values()) if (p.record) n++;
+    return n;
+  }
+
+  #remove(key: string): void {
+    const e = this.#endpoints.get(key);
+    if (!e) return;
+    this.#pools.get(objectKey(e.record.namespace, e.record.modelServer))?.detach(e);
+    this.#endpoints.delete(key);
+    for (const l of this.#removedListeners) l(key);
+  }
+
+  #pool(namespace: string, name: string): ModelServerPool {
+    const k = objectKey(namespace, name);
+    let p = this.#pools.get(k);
+    if (!p) {
+      p = new ModelServerPool(namespace, name);
+      this.#pools.set(k, p);
+    }
+    return p;
+  }
+}

@@ -1,0 +1,62 @@
+import type { EndpointRecord, EndpointRef } from '@triad/bus';
+import { hashString32 } from '../hashing/fast-hash';
+
+/** What plugins see of an endpoint: its key, the latest record from the pod-watcher, and a stable key hash. */
+export interface Endpoint {
+  /** KV key `ns.modelserver.pod`. */
+  readonly key: string;
+  /** Latest record; replaced in place when the pod-watcher writes new metrics. */
+  readonly record: EndpointRecord;
+  /** 32-bit hash of `key` (tie-breaking, rendezvous hashing). */
+  readonly keyHash: number;
+}
+
+/** A counter owned by an in-flight tracker, read by reference so the hot path avoids a map lookup. */
+export interface InflightCell {
+  count: number;
+}
+
+/**
+ * The index's endpoint object. Besides the public fields it carries scratch slots the scheduler writes while it
+ * runs one profile (`stamp`/`slot`) and the cached in-flight cell; they avoid building maps per request.
+ */
+export class IndexedEndpoint implements Endpoint {
+  readonly key: string;
+  readonly keyHash: number;
+  record: EndpointRecord;
+  /** Wire form sent in decisions; rebuilt only when the address changes. */
+  ref: EndpointRef;
+  /** Which list of its ModelServer pool holds it ('' = none, e.g. not ready) and where. */
+  listId = '';
+  listPos = -1;
+  /** Profile-run stamp and the endpoint's position among that run's candidates. */
+  stamp = 0;
+  slot = -1;
+  /** In-flight cell and the tracker it belongs to. */
+  cell: InflightCell | undefined;
+  cellOwner: object | undefined;
+
+  constructor(key: string, record: EndpointRecord) {
+    this.key = key;
+    this.keyHash = hashString32(key);
+    this.record = record;
+    this.ref = toRef(key, record);
+  }
+
+  /** Takes a new record; returns true when the role, group or readiness changed (list membership). */
+  update(record: EndpointRecord): boolean {
+    const prev = this.record;
+    this.record = record;
+    if (prev.ip !== record.ip || prev.port !== record.port || prev.bootstrapPort !== record.bootstrapPort || prev.pod !== record.pod) {
+      this.ref = toRef(this.key, record);
+    }
+    return prev.role !== record.role || prev.group !== record.group || prev.ready !== record.ready
+      || prev.namespace !== record.namespace || prev.modelServer !== record.modelServer;
+  }
+}
+
+function toRef(key: string, r: EndpointRecord): EndpointRef {
+  const ref: EndpointRef = { key, pod: r.pod, ip: r.ip, port: r.port };
+  if (r.bootstrapPort !== undefined) ref.bootstrapPort = r.bootstrapPort;
+  return Object.freeze(ref);
+}

@@ -1,0 +1,152 @@
+import type { DispatchBatch, DispatchEvent } from '@triad/bus';
+import type { InflightCell } from './endpoint';
+
+export interface InflightTrackerOptions {
+  /** A gateway's counts are dropped after this many snapshot intervals without a snapshot (default 3). */
+  readonly missedSnapshots?: number;
+  /** Interval assumed when a gateway does not state `snapshotIntervalMs` (default 1000). */
+  readonly defaultSnapshotIntervalMs?: number;
+}
+
+interface GatewayView {
+  readonly counts: Map<string, number>;
+  lastSeq: number;
+  lastSnapshotAt: number;
+  intervalMs: number;
+}
+
+/** Counters about the dispatch feed itself, for metrics. */
+export interface InflightStats {
+  gateways: number;
+  /** Batches whose seq skipped ahead (events lost; the next snapshot heals the counts). */
+  gaps: number;
+  /** Gateways dropped for missing their snapshots. */
+  expired: number;
+  /** Gateways that restarted their sequence (seq went back). */
+  resets: number;
+}
+
+/**
+ * In-flight requests per endpoint, summed over every gateway, from the gateways' dispatch batches. A batch with an
+ * `inflight` snapshot replaces that gateway's view (the snapshot already includes the batch's events); a batch
+ * without one applies its start/finish events. A gateway whose snapshots stop is forgotten after
+ * `missedSnapshots` intervals, so a crashed gateway's requests do not count forever. Every scheduler replica and
+ * a gateway's local fallback run the same code over the same messages, so they agree on the counts.
+ */
+export class InflightTracker {
+  readonly #totals = new Map<string, InflightCell>();
+  readonly #gateways = new Map<string, GatewayView>();
+  readonly #missed: number;
+  readonly #defaultInterval: number;
+  #nextExpiry = Number.POSITIVE_INFINITY;
+  readonly stats: InflightStats = { gateways: 0, gaps: 0, expired: 0, resets: 0 };
+
+  constructor(options: InflightTrackerOptions = {}) {
+    this.#missed = options.missedSnapshots ?? 3;
+    this.#defaultInterval = options.defaultSnapshotIntervalMs ?? 1000;
+  }
+
+  /** Applies one `triad.v1.dispatch` message received at `now` (ms). */
+  applyBatch(batch: DispatchBatch, now: number): void {
+    this.expire(now);
+    let gw = this.#gateways.get(batch.gateway);
+    if (gw && batch.seq <= gw.lastSeq) {
+      // The gateway restarted its numbering: what we held for it is history.
+      this.stats.resets++;
+      this.#replace(gw, new Map());
+    } else if (gw && batch.seq > gw.lastSeq + 1) {
+      this.stats.gaps++;
+    }
+    if (!gw) {
+      gw = { counts: new Map(), lastSeq: batch.seq, lastSnapshotAt: now, intervalMs: this.#defaultInterval };
+      this.#gateways.set(batch.gateway, gw);
+      this.stats.gateways = this.#gateways.size;
+    }
+    gw.lastSeq = batch.seq;
+    if (batch.snapshotIntervalMs !== undefined) gw.intervalMs = batch.snapshotIntervalMs;
+    if (batch.inflight) {
+      this.#replace(gw, new Map(Object.entries(batch.inflight)));
+      gw.lastSnapshotAt = now;
+    } else {
+      for (const ev of batch.events) this.#applyEvent(gw, ev);
+    }
+    this.#nextExpiry = Math.min(this.#nextExpiry, gw.lastSnapshotAt + this.#missed * gw.intervalMs);
+  }
+
+  /** Applies one event of `gateway` directly (a gateway feeding its own dispatches without a round-trip). */
+  applyEvent(gateway: string, event: DispatchEvent, now: number): void {
+    let gw = this.#gateways.get(gateway);
+    if (!gw) {
+      gw = { counts: new Map(), lastSeq: -1, lastSnapshotAt: now, intervalMs: this.#defaultInterval };
+      this.#gateways.set(gateway, gw);
+      this.stats.gateways = this.#gateways.size;
+      this.#nextExpiry = Math.min(this.#nextExpiry, now + this.#missed * gw.intervalMs);
+    }
+    this.#applyEvent(gw, event);
+  }
+
+  /** Total in-flight requests on an endpoint across gateways. */
+  count(endpointKey: string): number {
+    return this.#totals.get(endpointKey)?.count ?? 0;
+  }
+
+  /** @internal A stable counter object for an endpoint, read by reference on the hot path. */
+  cell(endpointKey: string): InflightCell {
+    let c = this.#totals.get(endpointKey);
+    if (!c) {
+      c = { count: 0 };
+      this.#totals.set(endpointKey, c);
+    }
+    return c;
+  }
+
+  /** Drops gateways whose snapshots stopped; cheap when nothing is due. Returns the dropped gateway ids. */
+  expire(now: number): string[] {
+    if (now < this.#nextExpiry) return [];
+    const dropped: string[] = [];
+    let next = Number.POSITIVE_INFINITY;
+    for (const [id, gw] of this.#gateways) {
+      const deadline = gw.lastSnapshotAt + this.#missed * gw.intervalMs;
+      if (now >= deadline) {
+        this.#replace(gw, new Map());
+        this.#gateways.delete(id);
+        dropped.push(id);
+      } else {
+        next = Math.min(next, deadline);
+      }
+    }
+    this.#nextExpiry = next;
+    this.stats.expired += dropped.length;
+    this.stats.gateways = this.#gateways.size;
+    return dropped;
+  }
+
+  /** Current totals by endpoint key (non-zero only), for debugging and tests. */
+  snapshot(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [k, c] of this.#totals) if (c.count > 0) out[k] = c.count;
+    return out;
+  }
+
+  #applyEvent(gw: GatewayView, ev: DispatchEvent): void {
+    const before = gw.counts.get(ev.endpoint) ?? 0;
+    const after = ev.type === 'start' ? before + 1 : Math.max(0, before - 1);
+    if (after === before) return;
+    if (after === 0) gw.counts.delete(ev.endpoint);
+    else gw.counts.set(ev.endpoint, after);
+    this.cell(ev.endpoint).count += after - before;
+  }
+
+  /** Swaps a gateway's counts for `next`, adjusting the totals by the difference. */
+  #replace(gw: GatewayView, next: Map<string, number>): void {
+    for (const [k, n] of gw.counts) {
+      if (!next.has(k)) this.cell(k).count -= n;
+    }
+    for (const [k, n] of next) {
+      const delta = n - (gw.counts.get(k) ?? 0);
+      if (delta !== 0) this.cell(k).count += delta;
+    }
+    gw.counts.clear();
+    for (const [k, n] of next) if (n > 0) gw.counts.set(k, n);
+  }
+}

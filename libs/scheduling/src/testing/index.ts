@@ -1,0 +1,130 @@
+// Builders for tests of the scheduling lib and of its users (scheduler app, gateway fallback). Not for production.
+import {
+  EndpointRecordSchema, ModelServerRecordSchema, SchedulingRequestSchema, endpointKey,
+  type EndpointRecord, type ModelServerRecord, type SchedulingRequest, type SchedulingRequestInput,
+} from '@triad/bus';
+import type { PipelineMode } from '@triad/crd';
+import { Cycle } from '../planning/cycle';
+import type { Endpoint } from '../state/endpoint';
+import { EndpointIndex } from '../state/endpoint-index';
+import { InflightTracker } from '../state/inflight-tracker';
+
+/** A fixed clock for tests: metrics are scraped at `TEST_NOW - 500`. */
+export const TEST_NOW = 1_700_000_000_000;
+
+export interface EndpointSpec {
+  readonly pod: string;
+  readonly role?: EndpointRecord['role'];
+  readonly group?: string;
+  readonly namespace?: string;
+  readonly modelServer?: string;
+  readonly running?: number;
+  readonly waiting?: number;
+  readonly kv?: number;
+  readonly ttftMs?: number;
+  readonly tpotMs?: number;
+  readonly scrapedAt?: number;
+  readonly stale?: boolean;
+  readonly ready?: boolean;
+  readonly models?: readonly string[];
+  readonly ip?: string;
+  readonly port?: number;
+  readonly bootstrapPort?: number;
+}
+
+/** An endpoint record with quiet defaults (ready, fresh metrics, idle). */
+export function endpointRecord(spec: EndpointSpec): EndpointRecord {
+  return EndpointRecordSchema.parse({
+    schemaVersion: 1,
+    namespace: spec.namespace ?? 'default',
+    modelServer: spec.modelServer ?? 'ms',
+    pod: spec.pod,
+    role: spec.role ?? 'aggregated',
+    ...(spec.group !== undefined ? { group: spec.group } : {}),
+    ip: spec.ip ?? '10.0.0.1',
+    port: spec.port ?? 8000,
+    ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
+    engine: 'vLLM',
+    ready: spec.ready ?? true,
+    models: spec.models ?? ['m'],
+    metrics: {
+      running: spec.running ?? 0,
+      waiting: spec.waiting ?? 0,
+      kvCacheUsage: spec.kv ?? 0,
+      ...(spec.ttftMs !== undefined ? { ttftMs: spec.ttftMs } : {}),
+      ...(spec.tpotMs !== undefined ? { tpotMs: spec.tpotMs } : {}),
+      scrapedAt: spec.scrapedAt ?? TEST_NOW - 500,
+      stale: spec.stale ?? false,
+    },
+    updatedAt: TEST_NOW - 500,
+  });
+}
+
+export interface ModelServerSpecInput {
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly mode?: PipelineMode;
+  /** For pd/epd: include prefill labels (false gives E→PD). Default true. */
+  readonly prefill?: boolean;
+  readonly model?: string;
+}
+
+/** A ModelServer record in the given mode (pdGroup with groupKey `group` for pd/epd). */
+export function modelServerRecord(input: ModelServerSpecInput = {}): ModelServerRecord {
+  const mode = input.mode ?? 'aggregated';
+  const pdGroup = mode === 'aggregated' ? undefined : {
+    groupKey: 'group',
+    decodeLabels: { role: 'decode' },
+    ...(input.prefill === false ? {} : { prefillLabels: { role: 'prefill' } }),
+    ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
+  };
+  return ModelServerRecordSchema.parse({
+    schemaVersion: 1,
+    namespace: input.namespace ?? 'default',
+    name: input.name ?? 'ms',
+    mode,
+    spec: {
+      model: input.model ?? 'm',
+      inferenceEngine: 'vLLM',
+      pipelineMode: mode,
+      workloadSelector: { matchLabels: { app: 'x' }, ...(pdGroup ? { pdGroup } : {}) },
+      workloadPort: { port: 8000 },
+    },
+  });
+}
+
+/** An index holding `endpoints` (records or specs) and the ModelServer records. */
+export function buildIndex(endpoints: readonly (EndpointSpec | EndpointRecord)[], modelServers: readonly ModelServerRecord[] = [modelServerRecord()]): EndpointIndex {
+  const index = new EndpointIndex();
+  for (const ms of modelServers) index.applyModelServer({ op: 'PUT', value: ms });
+  for (const e of endpoints) index.applyEndpoint({ op: 'PUT', value: 'schemaVersion' in e ? e : endpointRecord(e) });
+  return index;
+}
+
+/** A scheduling request for ModelServer default/ms with schema defaults applied. */
+export function schedulingRequest(input: Partial<SchedulingRequestInput> = {}): SchedulingRequest {
+  return SchedulingRequestSchema.parse({ id: 'req-1', namespace: 'default', modelServer: 'ms', model: 'm', ...input });
+}
+
+/** Key of endpoint `pod` of default/ms. */
+export const keyOf = (pod: string, modelServer = 'ms', namespace = 'default'): string => endpointKey(namespace, modelServer, pod);
+
+/**
+ * A cycle context over `index`/`tracker` with `candidates` stamped as the set being scored: what a plugin sees
+ * inside a profile run, for calling one plugin directly.
+ */
+export function pluginContext(opts: { index: EndpointIndex; tracker?: InflightTracker; request?: SchedulingRequest; now?: number; candidates?: readonly Endpoint[] }): Cycle {
+  const cycle = new Cycle(opts.index, opts.tracker ?? new InflightTracker());
+  cycle.begin(opts.request ?? schedulingRequest(), opts.now ?? TEST_NOW);
+  if (opts.candidates) cycle.stampCandidates(opts.candidates);
+  return cycle;
+}
+
+/** The endpoints of `pods` (default/ms) from an index, in that order. */
+export function endpointsOf(index: EndpointIndex, pods: readonly string[]): Endpoint[] {
+  return pods.map((p) => {
+    const e = index.get(keyOf(p));
+    if (!e) throw new Error(`no endpoint ${p}`);
+    return e;
+  });
+}
