@@ -26,6 +26,8 @@ export const ErrorCode = {
   UpstreamTimeout: 'GATEWAY_UPSTREAM_TIMEOUT',
   UpstreamConnect: 'GATEWAY_UPSTREAM_CONNECT',
   ClientAborted: 'GATEWAY_CLIENT_ABORTED',
+  /** The admission budget store (NATS KV or Redis) is unreachable and rate limits fail closed. */
+  AdmissionUnavailable: 'GATEWAY_ADMISSION_UNAVAILABLE',
   Internal: 'INTERNAL',
 } as const;
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
