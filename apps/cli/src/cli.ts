@@ -15,6 +15,8 @@ const DELEGATED: Record<string, () => CommandModule> = {
   'sim-engine': () => require('./commands/sim-engine') as typeof import('./commands/sim-engine'),
   up: () => require('./commands/up') as typeof import('./commands/up'),
   trace: () => require('./commands/trace') as typeof import('./commands/trace'),
+  // Internal (not in the help): the one process in which `triad up` hosts the engine sims of all loopback pods.
+  '_sim-pods': () => require('./commands/up/sim-host') as typeof import('./commands/up/sim-host'),
 };
 
 const HELP_AFTER = `

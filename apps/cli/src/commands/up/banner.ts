@@ -1,0 +1,36 @@
+import { relative } from 'node:path';
+import type { RunningStack } from './stack';
+import { callableModels, curlLines, pickTryModels } from './try-requests';
+
+const NATS_ORIGIN: Record<RunningStack['nats']['origin'], string> = {
+  given: 'given with --nats / TRIAD_NATS_URL',
+  local: 'the server already running on this machine',
+  started: 'started by triad up, store in a temp dir',
+};
+
+/** Lines about pods that get no sim (non-loopback IPs, unselected pods...), printed before the services start. */
+export function renderPlanNotes(notes: readonly string[]): string {
+  return notes.map((n) => `triad up: note: ${n}\n`).join('');
+}
+
+/** The message printed once every service is ready: where things are, the models, and what to try. */
+export function renderReadyBanner(stack: RunningStack, elapsedMs: number, cwd: string): string {
+  const models = callableModels(stack.config.modelRoutes, stack.config.modelServers);
+  const lines = [
+    '',
+    `Triad is ready in ${(elapsedMs / 1000).toFixed(1)} s: gateway ${stack.gatewayUrl} (OpenAI API under /v1)`,
+    `  config   ${relative(cwd, stack.config.path) || stack.config.path} (edit it while this runs: the pools follow)`,
+    `  nats     ${stack.nats.url} (${NATS_ORIGIN[stack.nats.origin]})`,
+    `  engines  ${stack.plan.sims.length} simulated, one per loopback pod`,
+    `  models   ${models.map((m) => `${m.name} (${m.engine} ${m.mode})`).join(', ') || '(no ModelRoute)'}`,
+    `  ops      ${stack.services.map((s) => `${s.name} :${s.opsPort}`).join(', ')}  (/healthz /readyz /metrics)`,
+    ...(stack.natsNote ? [`  note     ${stack.natsNote}`] : []),
+    '',
+    'Try:',
+    ...curlLines(stack.gatewayUrl, pickTryModels(models)).flatMap(({ label, command }) => [`  # ${label}`, `  ${command}`]),
+    '',
+    'Ctrl-C stops everything.',
+    '',
+  ];
+  return `${lines.join('\n')}\n`;
+}

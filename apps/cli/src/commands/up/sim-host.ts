@@ -1,0 +1,114 @@
+import { watch, type FSWatcher } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import { Command } from 'commander';
+import { createLogger, onShutdown, startOpsServer } from '@triad/runtime';
+import { loadStackConfig } from './config';
+import { SimFleet, type RunningSim } from './sim-fleet';
+import { planSims, type SimSpec } from './sim-plan';
+
+/** The part of @triad/engine-sim's API the sim host uses (see docs/engine-sim.md). */
+interface SimEngineOptions {
+  readonly engine: 'vllm' | 'sglang';
+  readonly role: 'encode' | 'prefill' | 'decode' | 'both';
+  readonly host: string;
+  readonly port: number;
+  readonly model: string;
+  readonly latencyProfile: 'zero' | 'realistic';
+  readonly sharedEcDir?: string;
+  readonly bootstrapPort?: number;
+  readonly languageOnly?: boolean;
+  readonly loraAdapters?: readonly string[];
+}
+interface EngineSimModule {
+  startSimEngine(options: SimEngineOptions): Promise<RunningSim & { readonly port: number; readonly bootstrapPort?: number }>;
+}
+
+interface SimHostFlags {
+  config: string;
+  sharedEcDir: string;
+  metricsPort: string;
+  latency: 'zero' | 'realistic';
+  drainMs: string;
+}
+
+function simOptions(spec: SimSpec, flags: SimHostFlags): SimEngineOptions {
+  return {
+    engine: spec.engine,
+    role: spec.role,
+    host: spec.host,
+    port: spec.port,
+    model: spec.model,
+    latencyProfile: flags.latency,
+    ...(spec.usesSharedEc ? { sharedEcDir: flags.sharedEcDir } : {}),
+    ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
+    ...(spec.languageOnly ? { languageOnly: true } : {}),
+    ...(spec.loraAdapters.length > 0 ? { loraAdapters: spec.loraAdapters } : {}),
+  };
+}
+
+/**
+ * `triad _sim-pods` (internal, started by `triad up`): hosts the engine sims of every loopback pod of the config
+ * in one process, which starts faster and uses far less memory than one process per pod. It follows edits of
+ * the config file, as the pod-watcher does, and is ready once every sim of the first plan listens.
+ */
+export async function main(argv: readonly string[]): Promise<void> {
+  const flags = new Command('triad _sim-pods')
+    .requiredOption('--config <file>')
+    .requiredOption('--shared-ec-dir <dir>')
+    .option('--metrics-port <port>', 'ops port (/healthz, /readyz)', '0')
+    .option('--latency <profile>', 'zero or realistic', 'realistic')
+    .option('--drain-ms <ms>', 'how long a removed pod\'s sim keeps serving', '5000')
+    .parse([...argv], { from: 'user' })
+    .opts<SimHostFlags>();
+  const logger = createLogger({ service: 'sim-pods' });
+  const { startSimEngine } = require('@triad/engine-sim') as EngineSimModule;
+  const fleet = new SimFleet((spec) => startSimEngine(simOptions(spec, flags)), {
+    started: (spec, sim) => logger.info({ pod: spec.key, engine: spec.engine, role: spec.role, url: sim.url, model: spec.model }, 'engine sim started'),
+    stopped: (spec) => logger.info({ pod: spec.key }, 'engine sim stopped'),
+    failed: (spec, err) => logger.error({ pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start'),
+  }, Number(flags.drainMs));
+
+  const plan = () => {
+    const config = loadStackConfig(flags.config);
+    return planSims(config.modelServers, config.modelRoutes, config.pods).sims;
+  };
+  const failedAtStart = await fleet.apply(plan());
+  if (failedAtStart.length > 0) {
+    logger.flush?.();
+    throw new Error(`${failedAtStart.length} engine sim(s) could not start: ${failedAtStart.map((s) => `${s.key} on ${s.host}:${s.port}`).join(', ')}`);
+  }
+
+  // Reloads run one at a time; edits that land during one are folded into a single follow-up reload.
+  let reloading: Promise<void> | undefined;
+  let again = false;
+  const reload = (): void => {
+    if (reloading) {
+      again = true;
+      return;
+    }
+    reloading = (async () => {
+      do {
+        again = false;
+        try {
+          await fleet.apply(plan());
+        } catch (err) {
+          logger.warn({ err: (err as Error).message }, 'config not applied; the running sims stay as they are');
+        }
+      } while (again);
+      reloading = undefined;
+    })();
+  };
+  // Watch the directory, not the file: editors save by writing a new file and renaming it over the old one.
+  const watcher: FSWatcher = watch(dirname(flags.config), (_event, file) => {
+    if (file === null || file.toString() === basename(flags.config)) reload();
+  });
+
+  const ops = await startOpsServer({ port: Number(flags.metricsPort), readiness: () => ({ ready: true }) });
+  logger.info({ sims: fleet.keys().length, opsPort: ops.port }, 'engine sims ready');
+  onShutdown(logger, async () => {
+    watcher.close();
+    await reloading;
+    await fleet.closeAll();
+    await ops.close();
+  }, { graceMs: 10_000 });
+}

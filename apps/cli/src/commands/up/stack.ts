@@ -1,0 +1,142 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { renderPlanNotes } from './banner';
+import { loadStackConfig, type StackConfig } from './config';
+import type { ChildExit, ManagedChild } from './managed-child';
+import { resolveNats, type NatsEndpoint } from './nats';
+import type { UpOptions } from './options';
+import { assertPortFree, freeLoopbackPort } from './ports';
+import { httpGet, waitUntilReady } from './readiness';
+import { planSims, type SimPlan } from './sim-plan';
+import { StartupError } from './startup-error';
+import { Supervisor } from './supervisor';
+
+export interface StackEnvironment {
+  /** The `triad` entry script the services are started from (bin/triad.js, or the bundle in an image). */
+  readonly cliEntry: string;
+  readonly out: NodeJS.WritableStream;
+  readonly env: NodeJS.ProcessEnv;
+  readonly color: boolean;
+}
+
+/** A service of the stack and where its ops endpoints are. */
+export interface ServiceInfo {
+  readonly name: string;
+  readonly pid: number | undefined;
+  readonly opsPort: number;
+}
+
+export interface RunningStack {
+  readonly config: StackConfig;
+  readonly plan: SimPlan;
+  readonly nats: NatsEndpoint;
+  readonly natsNote?: string;
+  readonly gatewayUrl: string;
+  readonly services: readonly ServiceInfo[];
+  /** Resolves when a service exits on its own (a crash): the stack is then broken and should be stopped. */
+  readonly crashed: Promise<{ child: ManagedChild; exit: ChildExit }>;
+  /** Pids of the processes the stack runs now (each leads its own process group). */
+  pids(): number[];
+  stop(): Promise<void>;
+  /** SIGKILL everything now (a second Ctrl-C). */
+  kill(): void;
+}
+
+/** Stop order: the gateway drains first, then what it used, NATS last. */
+const STOP_STAGES = [['gateway'], ['scheduler', 'pod-watcher', 'sim-pods'], ['nats']];
+
+/** Checks every address the stack will listen on, before anything is started. */
+async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
+  await assertPortFree('0.0.0.0', options.port, `the gateway (--port ${options.port})`);
+  for (const sim of plan.sims) {
+    await assertPortFree(sim.host, sim.port, `the engine sim of pod ${sim.key}`);
+    if (sim.bootstrapPort !== undefined) await assertPortFree(sim.host, sim.bootstrapPort, `the SGLang bootstrap server of pod ${sim.key}`);
+  }
+}
+
+/**
+ * After every /readyz: waits (within the deadline) until the gateway lists every routed model, so the curl lines
+ * printed next work at once. A gateway without `GET /v1/models` is taken as ready.
+ */
+async function waitForModels(gatewayUrl: string, names: readonly string[], deadline: number): Promise<void> {
+  while (Date.now() < deadline) {
+    const res = await httpGet(`${gatewayUrl}/v1/models`);
+    if (res && res.status === 404) return;
+    if (res?.status === 200 && names.every((n) => res.body.includes(JSON.stringify(n)))) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * Starts the local stack: NATS (found or started), the engine sims of the loopback pods in one process, the
+ * pod-watcher on the config file, a scheduler and the gateway, and waits until each reports ready. On any failure
+ * everything started so far is stopped again before the error is thrown.
+ */
+export async function startStack(options: UpOptions, environment: StackEnvironment): Promise<RunningStack> {
+  const config = loadStackConfig(options.configPath);
+  const plan = planSims(config.modelServers, config.modelRoutes, config.pods);
+  // Notes about pods that get no sim come first, so they do not scroll away behind the service logs.
+  environment.out.write(renderPlanNotes(plan.notes));
+  await checkPorts(options, plan);
+  environment.out.write(`triad up: starting the local stack from ${config.path}\n`);
+
+  const workDir = mkdtempSync(join(tmpdir(), 'triad-up-'));
+  const sharedEcDir = join(workDir, 'ec-cache');
+  mkdirSync(sharedEcDir);
+  const nameWidth = 'pod-watcher'.length;
+  const supervisor = new Supervisor({
+    out: environment.out,
+    style: { nameWidth, color: environment.color, raw: options.rawLogs },
+    stopTimeoutMs: options.stopTimeoutMs,
+  });
+  const crashed = new Promise<{ child: ManagedChild; exit: ChildExit }>((resolve) => {
+    supervisor.onUnexpectedExit((child, exit) => resolve({ child, exit }));
+  });
+  let stopped: Promise<void> | undefined;
+  const stop = () => {
+    stopped ??= supervisor.stopAll(STOP_STAGES).finally(() => rmSync(workDir, { recursive: true, force: true }));
+    return stopped;
+  };
+
+  try {
+    const deadline = Date.now() + options.readyTimeoutMs;
+    const { endpoint: nats, note: natsNote } = await resolveNats(options.nats, supervisor, join(workDir, 'nats'), environment.env, options.readyTimeoutMs);
+    environment.out.write(`triad up: NATS at ${nats.url}${nats.origin === 'started' ? ' (nats-server started with JetStream)' : ''}\n`);
+    const triad = (name: string, args: readonly string[], opsPort: number) => {
+      const child = supervisor.start(name, process.execPath, [environment.cliEntry, ...args], environment.env);
+      return { child, opsPort };
+    };
+    const natsArgs = ['--nats', nats.url];
+    const port = async () => String(await freeLoopbackPort());
+    const starting: { child: ManagedChild; opsPort: number }[] = [];
+    if (plan.sims.length > 0) {
+      const p = await port();
+      starting.push(triad('sim-pods', ['_sim-pods', '--config', config.path, '--shared-ec-dir', sharedEcDir, '--metrics-port', p, '--latency', options.simLatency], Number(p)));
+    }
+    let p = await port();
+    starting.push(triad('pod-watcher', ['pod-watcher', ...natsArgs, '--source', `file:${config.path}`, '--metrics-port', p], Number(p)));
+    p = await port();
+    starting.push(triad('scheduler', ['scheduler', ...natsArgs, '--metrics-port', p], Number(p)));
+    p = await port();
+    starting.push(triad('gateway', ['gateway', ...natsArgs, '--port', String(options.port), '--metrics-port', p], Number(p)));
+
+    const gatewayUrl = `http://127.0.0.1:${options.port}`;
+    const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://127.0.0.1:${opsPort}/readyz`, deadline)))
+      .then(() => waitForModels(gatewayUrl, config.modelRoutes.flatMap((r) => (r.spec.modelName ? [r.spec.modelName] : [])), deadline));
+    const crashedFirst = crashed.then(({ child, exit }) => {
+      throw new StartupError(`${child.name} stopped while the stack was starting (${exit.error ? exit.error.message : exit.signal ?? `code ${exit.code}`}):\n  ${child.lastLines().join('\n  ')}`);
+    });
+    await Promise.race([ready, crashedFirst]);
+    return {
+      config, plan, nats, ...(natsNote ? { natsNote } : {}), gatewayUrl, crashed,
+      services: starting.map(({ child, opsPort }) => ({ name: child.name, pid: child.pid, opsPort })),
+      pids: () => supervisor.pids(),
+      stop,
+      kill: () => supervisor.killAll(),
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,172 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { freePort, waitFor } from '@triad/testing';
+import { renderReadyBanner } from '../src/commands/up/banner';
+import type { UpOptions } from '../src/commands/up/options';
+import { startStack, type RunningStack } from '../src/commands/up/stack';
+import { StartupError } from '../src/commands/up/startup-error';
+import { processesOf, stillAlive } from './helpers/processes';
+
+// The supervisor end to end with stand-in services (a fake `triad` entry script) and a real nats-server: start,
+// readiness, prefixed logs, crash detection, ordered stop, and the watchdog when `triad up` itself is killed.
+// The real services are covered by up.e2e.test.ts.
+
+const fixtures = join(__dirname, '../src/commands/up/__fixtures__');
+const fakeEntry = join(fixtures, 'fake-triad.cjs');
+const workDir = mkdtempSync(join(tmpdir(), 'triad-up-supervision-'));
+
+function writeConfig(simPort: number): string {
+  const path = join(workDir, `cluster-${simPort}.yaml`);
+  writeFileSync(path, `
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: tiny, namespace: default}
+spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: ${simPort}}, workloadSelector: {matchLabels: {app: tiny}}}
+---
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelRoute
+metadata: {name: tiny, namespace: default}
+spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: tiny-0, namespace: default, labels: {app: tiny}}
+status: {phase: Running, podIP: 127.0.93.1, conditions: [{type: Ready, status: "True"}]}
+`);
+  return path;
+}
+
+async function options(overrides: Partial<UpOptions> = {}): Promise<UpOptions> {
+  return {
+    configPath: writeConfig(await freePort()),
+    port: await freePort(),
+    nats: { kind: 'spawn' },
+    simLatency: 'zero',
+    rawLogs: false,
+    readyTimeoutMs: 60_000,
+    stopTimeoutMs: 2_000,
+    ...overrides,
+  };
+}
+
+function capture(): { out: PassThrough; text: () => string } {
+  const out = new PassThrough();
+  let text = '';
+  out.on('data', (d: Buffer) => {
+    text += d.toString();
+  });
+  return { out, text: () => text };
+}
+
+const env = (extra: NodeJS.ProcessEnv = {}) => ({ cliEntry: fakeEntry, env: { ...process.env, ...extra }, color: false });
+const running: RunningStack[] = [];
+const drivers: ChildProcess[] = [];
+
+afterAll(async () => {
+  await Promise.all(running.map((s) => s.stop()));
+  for (const d of drivers) if (d.exitCode === null) d.kill('SIGKILL');
+  rmSync(workDir, { recursive: true, force: true });
+});
+
+describe('triad up supervisor (stand-in services)', () => {
+  it('starts NATS and every service, waits for readiness, prefixes their logs, and stops them all', async () => {
+    const log = capture();
+    const stack = await startStack(await options(), { ...env(), out: log.out });
+    running.push(stack);
+    expect(stack.nats.origin).toBe('started');
+    expect(stack.services.map((s) => s.name)).toEqual(['sim-pods', 'pod-watcher', 'scheduler', 'gateway']);
+    expect(stack.plan.sims.map((s) => `${s.key} ${s.engine} ${s.role} ${s.host}`)).toEqual(['default/tiny-0 vllm both 127.0.93.1']);
+    // pino lines come out readable and prefixed with the service name
+    expect(log.text()).toMatch(/^gateway {5}\| \d\d:\d\d:\d\d\.\d{3} INFO  fake service started args=/m);
+    const banner = renderReadyBanner(stack, 1234, workDir);
+    expect(banner).toContain(`Triad is ready in 1.2 s: gateway ${stack.gatewayUrl}`);
+    expect(banner).toContain(`curl -s ${stack.gatewayUrl}/v1/chat/completions`);
+
+    const groups = stack.pids();
+    expect(groups).toHaveLength(5);
+    const processes = processesOf(process.pid, groups);
+    // the scheduler's grandchild ignores SIGTERM: it must go with its process group anyway
+    expect(processes.length).toBeGreaterThan(groups.length);
+    await stack.stop();
+    expect(stillAlive(processes)).toEqual([]);
+    expect(stack.pids()).toEqual([]);
+  });
+
+  it('reports a service that crashes after start-up', async () => {
+    const stack = await startStack(await options(), { ...env(), out: capture().out });
+    running.push(stack);
+    const gateway = stack.services.find((s) => s.name === 'gateway');
+    process.kill(gateway?.pid as number, 'SIGKILL');
+    const { child, exit } = await stack.crashed;
+    expect(child.name).toBe('gateway');
+    expect(exit.signal).toBe('SIGKILL');
+    const processes = processesOf(process.pid, stack.pids());
+    await stack.stop();
+    expect(stillAlive(processes)).toEqual([]);
+  });
+
+  it('fails with the service\'s own words when one exits during start-up, and stops the others', async () => {
+    const before = processesOf(process.pid);
+    const error = await startStack(await options(), { ...env({ FAKE_TRIAD_FAIL: 'scheduler' }), out: capture().out }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StartupError);
+    expect((error as Error).message).toMatch(/scheduler (exited with code 3|stopped while the stack was starting)/);
+    expect((error as Error).message).toContain('failing on purpose');
+    await waitFor(() => processesOf(process.pid).every((p) => before.includes(p)), { what: 'every started process to be gone' });
+  });
+
+  it('refuses a gateway port that is taken, before starting anything', async () => {
+    const blocker: Server = createServer();
+    const port = await freePort();
+    await new Promise<void>((r) => blocker.listen(port, '0.0.0.0', () => r()));
+    try {
+      const before = processesOf(process.pid);
+      const error = await startStack(await options({ port }), { ...env(), out: capture().out }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StartupError);
+      expect((error as Error).message).toContain(`port ${port} is already in use, so the gateway (--port ${port}) cannot listen on it`);
+      expect(processesOf(process.pid).filter((p) => !before.includes(p))).toEqual([]);
+    } finally {
+      await new Promise((r) => blocker.close(r));
+    }
+  });
+
+  it('refuses an invalid config with the libs/crd reasons and line numbers', async () => {
+    const path = join(workDir, 'invalid.yaml');
+    writeFileSync(path, [
+      'apiVersion: networking.serving.volcano.sh/v1alpha1',
+      'kind: ModelServer',
+      'metadata: {name: bad, namespace: default}',
+      'spec: {inferenceEngine: TensorRT, workloadPort: {port: 8000}, workloadSelector: {matchLabels: {app: x}}}',
+    ].join('\n'));
+    const error = await startStack(await options({ configPath: path }), { ...env(), out: capture().out }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StartupError);
+    expect((error as Error).message).toContain(`${path}:1  ModelServer default/bad`);
+    expect((error as Error).message).toContain('spec.inferenceEngine');
+  });
+
+  it('stops every service through the watchdog when triad up itself is killed', async () => {
+    const opts = await options();
+    const driver = spawn(process.execPath, [join(fixtures, 'up-driver.cjs'), opts.configPath, String(opts.port), fakeEntry], { stdio: ['ignore', 'pipe', 'pipe'] });
+    drivers.push(driver);
+    let stdout = '';
+    let stderr = '';
+    driver.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    driver.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
+    const groups = await waitFor(() => {
+      if (driver.exitCode !== null) throw new Error(`driver exited: ${stderr}`);
+      const m = /^READY (.*)$/m.exec(stdout);
+      return m ? (JSON.parse(m[1] as string) as number[]) : undefined;
+    }, { timeoutMs: 60_000, what: 'the driver to report a ready stack' });
+    const processes = processesOf(driver.pid as number, groups);
+    expect(groups).toHaveLength(5);
+    driver.kill('SIGKILL');
+    await waitFor(() => stillAlive(processes).length === 0, { timeoutMs: 15_000, what: 'the watchdog to stop every orphaned service' });
+  });
+});
