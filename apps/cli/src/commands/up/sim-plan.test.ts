@@ -1,0 +1,108 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseStackConfig } from './config';
+import { isLoopbackAddress, planSims } from './sim-plan';
+
+const plan = (yaml: string) => {
+  const c = parseStackConfig(yaml, 'test.yaml');
+  return planSims(c.modelServers, c.modelRoutes, c.pods);
+};
+
+const pod = (name: string, ip: string, labels: string, annotations = '{}') => `
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: ${name}, namespace: default, labels: ${labels}, annotations: ${annotations}}
+status: {phase: Running, podIP: ${ip}, conditions: [{type: Ready, status: "True"}]}`;
+
+describe('isLoopbackAddress', () => {
+  it('accepts 127.0.0.0/8 and ::1 only', () => {
+    expect(['127.0.0.1', '127.0.1.22', '127.255.255.254', '::1'].every(isLoopbackAddress)).toBe(true);
+    expect(['10.0.0.1', '128.0.0.1', '127.0.0.256', '127.1', 'localhost', ''].some(isLoopbackAddress)).toBe(false);
+  });
+});
+
+describe('planSims', () => {
+  it('gives every pod of the demo config the role its ModelServer assigns', () => {
+    const text = readFileSync(join(__dirname, '../../../../../infra/local/cluster.yaml'), 'utf8');
+    const { sims, notes } = plan(text);
+    expect(notes).toEqual([]);
+    expect(sims.map((s) => `${s.key} ${s.engine} ${s.role} ${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}`)).toEqual([
+      'default/qwen-vl-encode-0 vllm encode 127.0.1.1:8000 ec',
+      'default/qwen-vl-encode-1 vllm encode 127.0.1.2:8000 ec',
+      'default/qwen-vl-prefill-0 vllm prefill 127.0.1.11:8000 ec',
+      'default/qwen-vl-decode-0 vllm decode 127.0.1.21:8000',
+      'default/qwen-vl-decode-1 vllm decode 127.0.1.22:8000',
+      'default/llama-prefill-0 sglang prefill 127.0.2.1:8000 bootstrap 8998',
+      'default/llama-decode-0 sglang decode 127.0.2.2:8000',
+      'default/qwen-small-0 vllm both 127.0.3.1:8000',
+      'default/qwen-small-1 vllm both 127.0.3.2:8000',
+    ]);
+    expect(new Set(sims.map((s) => s.model))).toEqual(new Set(['Qwen/Qwen2.5-VL-3B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct', 'Qwen/Qwen2.5-0.5B-Instruct']));
+  });
+
+  it('maps SGLang EPD and E→PD topologies, role ports, bootstrap annotations and LoRA adapters', () => {
+    const { sims } = plan(`
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: sgl-epd, namespace: default}
+spec:
+  inferenceEngine: SGLang
+  pipelineMode: epd
+  bootstrapPort: 9000
+  workloadPort: {port: 30000, encodePort: 30010}
+  workloadSelector:
+    matchLabels: {app: sgl}
+    pdGroup: {groupKey: g, encodeLabels: {role: e}, prefillLabels: {role: p}, decodeLabels: {role: d}}
+---
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: vllm-e-pd, namespace: default}
+spec:
+  model: vl
+  inferenceEngine: vLLM
+  pipelineMode: epd
+  workloadPort: {port: 8000}
+  workloadSelector:
+    matchLabels: {app: epd}
+    pdGroup: {groupKey: g, encodeLabels: {role: e}, decodeLabels: {role: pd}}
+---
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelRoute
+metadata: {name: sgl, namespace: default}
+spec: {modelName: sgl-model, loraAdapters: [sql-lora], rules: [{targetModels: [{modelServerName: sgl-epd}]}]}
+${pod('sgl-e', '127.0.5.1', '{app: sgl, g: a, role: e}')}
+${pod('sgl-p', '127.0.5.2', '{app: sgl, g: a, role: p}', '{"triad.io/bootstrap-port": "9100"}')}
+${pod('sgl-d', '127.0.5.3', '{app: sgl, g: a, role: d}')}
+${pod('epd-e', '127.0.6.1', '{app: epd, g: a, role: e}')}
+${pod('epd-pd', '127.0.6.2', '{app: epd, g: a, role: pd}')}
+`);
+    const byKey = Object.fromEntries(sims.map((s) => [s.key.split('/')[1], s]));
+    expect(byKey['sgl-e']).toMatchObject({ engine: 'sglang', role: 'encode', port: 30010, model: 'sgl-model', loraAdapters: ['sql-lora'] });
+    expect(byKey['sgl-e']?.languageOnly).toBeUndefined();
+    expect(byKey['sgl-p']).toMatchObject({ role: 'prefill', port: 30000, bootstrapPort: 9100, languageOnly: true });
+    expect(byKey['sgl-d']).toMatchObject({ role: 'decode', port: 30000 });
+    expect(byKey['sgl-d']?.bootstrapPort).toBeUndefined();
+    expect(byKey['epd-e']).toMatchObject({ engine: 'vllm', role: 'encode', usesSharedEc: true, model: 'vl' });
+    expect(byKey['epd-pd']).toMatchObject({ role: 'both', usesSharedEc: true });
+  });
+
+  it('leaves pods off loopback, unselected pods and address clashes alone, with a note for each', () => {
+    const { sims, notes } = plan(`
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: agg, namespace: default}
+spec: {inferenceEngine: vLLM, workloadPort: {port: 8000}, workloadSelector: {matchLabels: {app: agg}}}
+${pod('remote', '10.1.2.3', '{app: agg}')}
+${pod('stray', '127.0.7.1', '{app: other}')}
+${pod('first', '127.0.7.2', '{app: agg}')}
+${pod('twin', '127.0.7.2', '{app: agg}')}
+`);
+    expect(sims.map((s) => s.key)).toEqual(['default/first']);
+    expect(notes).toEqual([
+      'pod default/remote has IP 10.1.2.3, which is not a loopback address: no sim started; Triad will route to 10.1.2.3 as a real engine',
+      'pod default/stray (127.0.7.1) is selected by no ModelServer: no engine sim started',
+      'pod default/twin needs 127.0.7.2:8000, which pod default/first already uses: no engine sim started',
+    ]);
+  });
+});
