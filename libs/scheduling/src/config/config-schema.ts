@@ -1,13 +1,18 @@
 import { z } from 'zod';
 
-/** A scorer in a profile: a plugin name (weight 1) or `{plugin, weight}`. */
-export const ScorerRefSchema = z.union([
-  z.string().min(1),
-  z.object({
-    plugin: z.string().min(1),
-    weight: z.number().min(0, 'must be >= 0 (negative weights are rejected)').default(1),
-  }).strict(),
-]);
+const WeightedScorerSchema = z.object({
+  plugin: z.string().min(1),
+  weight: z.number().min(0, 'must be >= 0 (negative weights are rejected)').default(1),
+}).strict();
+
+/**
+ * A scorer in a profile: `{plugin, weight}`, or just the plugin name for weight 1. (A preprocess rather than a
+ * union, so a bad weight is reported at its own path instead of as "invalid input".)
+ */
+export const ScorerRefSchema = z.preprocess(
+  (v) => (typeof v === 'string' ? { plugin: v } : v),
+  WeightedScorerSchema,
+) as z.ZodType<z.output<typeof WeightedScorerSchema>, string | z.input<typeof WeightedScorerSchema>>;
 export type ScorerRef = z.infer<typeof ScorerRefSchema>;
 
 /** Filters (in order), weighted scorers and a picker for one stage. Names refer to `plugins` or to plugin types. */

@@ -146,9 +146,8 @@ function loadProfile(role: ProfileRole, profile: ProfileConfig, source: string, 
   };
   const filters = profile.filters.map((n, i) => slot(n, `${source}.filters[${i}]`, isFilter, 'filter'));
   const scorers = profile.scorers.map((ref, i) => {
-    const name = typeof ref === 'string' ? ref : ref.plugin;
-    const scorer = slot(name, `${source}.scorers[${i}]`, isScorer, 'scorer');
-    return scorer ? { scorer, weight: typeof ref === 'string' ? 1 : ref.weight } : undefined;
+    const scorer = slot(ref.plugin, `${source}.scorers[${i}]`, isScorer, 'scorer');
+    return scorer ? { scorer, weight: ref.weight } : undefined;
   });
   const pickerName = profile.picker ?? defaultPicker(role);
   const picker = slot(pickerName, `${source}.picker`, isPicker, 'picker');

@@ -1,0 +1,68 @@
+import { objectKey } from '@triad/bus';
+import { endpointRecord, keyOf, modelServerRecord } from '../testing';
+import { EndpointIndex } from './endpoint-index';
+
+const pods = (list: readonly { record: { pod: string } }[]): string[] => list.map((e) => e.record.pod).sort();
+
+describe('EndpointIndex', () => {
+  it('files ready endpoints by role and group, and moves them when labels or readiness change', () => {
+    const index = new EndpointIndex();
+    index.applyModelServer({ op: 'PUT', value: modelServerRecord({ mode: 'epd' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'd1', role: 'decode', group: 'g1' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'p1', role: 'prefill', group: 'g1' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'p2', role: 'prefill', group: 'g2' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'e1', role: 'encode', group: 'g1' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'eshared', role: 'encode' }) });
+    const pool = index.pool('default', 'ms');
+    expect(pool?.record?.mode).toBe('epd');
+    expect(pods(pool?.decode.items ?? [])).toEqual(['d1']);
+    expect(pods(pool?.prefill('g1') ?? [])).toEqual(['p1']);
+    expect(pods(pool?.encoders('g1') ?? [])).toEqual(['e1', 'eshared']);
+    expect(pods(pool?.encoders('g2') ?? [])).toEqual(['eshared']);
+
+    // relabel p1 into g2, take e1 out of service, flip d1 to prefill
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'p1', role: 'prefill', group: 'g2' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'e1', role: 'encode', group: 'g1', ready: false }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'd1', role: 'prefill', group: 'g1' }) });
+    expect(pods(pool?.prefill('g2') ?? [])).toEqual(['p1', 'p2']);
+    expect(pods(pool?.prefill('g1') ?? [])).toEqual(['d1']);
+    expect(pool?.decode.size).toBe(0);
+    expect(pods(pool?.encoders('g1') ?? [])).toEqual(['eshared']);
+    expect(index.countByRole()).toEqual({ aggregated: 0, encode: 1, prefill: 3, decode: 0 });
+    expect(index.size).toBe(5);
+  });
+
+  it('swaps the record in place on a metrics update without touching the lists', () => {
+    const index = new EndpointIndex();
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a' }) });
+    const before = index.get(keyOf('a'));
+    const list = index.pool('default', 'ms')?.aggregated;
+    const version = list?.version;
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a', running: 7 }) });
+    expect(index.get(keyOf('a'))).toBe(before);
+    expect(before?.record.metrics.running).toBe(7);
+    expect(list?.version).toBe(version);
+  });
+
+  it('removes deleted endpoints from their list and tells listeners', () => {
+    const index = new EndpointIndex();
+    const removed: string[] = [];
+    index.onEndpointRemoved((k) => removed.push(k));
+    for (const pod of ['a', 'b', 'c']) index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod }) });
+    index.applyEndpoint({ op: 'DEL', key: keyOf('a') });
+    index.applyEndpoint({ op: 'DEL', key: keyOf('nope') });
+    expect(pods(index.pool('default', 'ms')?.aggregated.items ?? [])).toEqual(['b', 'c']);
+    expect(removed).toEqual([keyOf('a')]);
+    expect(index.get(keyOf('a'))).toBeUndefined();
+  });
+
+  it('forgets a ModelServer record on delete but keeps its endpoints until they are deleted too', () => {
+    const index = new EndpointIndex();
+    index.applyModelServer({ op: 'PUT', value: modelServerRecord() });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a' }) });
+    index.applyModelServer({ op: 'DEL', key: objectKey('default', 'ms') });
+    expect(index.pool('default', 'ms')?.record).toBeUndefined();
+    expect(index.pool('default', 'ms')?.aggregated.size).toBe(1);
+    expect(index.modelServerCount).toBe(0);
+  });
+});

@@ -1,0 +1,58 @@
+import type { DispatchBatch, DispatchEvent } from '@triad/bus';
+import { InflightTracker } from './inflight-tracker';
+
+const ev = (type: 'start' | 'finish', endpoint: string, requestId = 'r'): DispatchEvent => ({ type, requestId, endpoint, stage: 'decode', at: 0 });
+const batch = (gateway: string, seq: number, events: DispatchEvent[], inflight?: Record<string, number>): DispatchBatch => ({
+  v: 1, gateway, seq, events, ...(inflight ? { inflight, snapshotIntervalMs: 1000 } : {}),
+});
+
+describe('InflightTracker', () => {
+  it('counts start/finish events and never goes below zero', () => {
+    const t = new InflightTracker();
+    t.applyBatch(batch('g1', 0, [ev('start', 'a'), ev('start', 'a'), ev('start', 'b')]), 0);
+    t.applyBatch(batch('g1', 1, [ev('finish', 'a'), ev('finish', 'b'), ev('finish', 'b')]), 10);
+    expect(t.count('a')).toBe(1);
+    expect(t.count('b')).toBe(0);
+  });
+
+  it('sums gateways, and a snapshot replaces only its own gateway view (events of that batch included)', () => {
+    const t = new InflightTracker();
+    t.applyBatch(batch('g1', 0, [ev('start', 'a'), ev('start', 'a')]), 0);
+    t.applyBatch(batch('g2', 0, [ev('start', 'a')]), 0);
+    expect(t.count('a')).toBe(3);
+    t.applyBatch(batch('g1', 1, [ev('start', 'a')], { a: 1, b: 4 }), 100);
+    expect(t.snapshot()).toEqual({ a: 2, b: 4 });
+  });
+
+  it('forgets a gateway after 3 snapshot intervals without a snapshot', () => {
+    const t = new InflightTracker();
+    t.applyBatch(batch('g1', 0, [], { a: 2 }), 1000);
+    t.applyBatch(batch('g2', 0, [], { a: 1 }), 2500);
+    t.applyBatch(batch('g1', 1, [ev('start', 'a')]), 2000); // events alone do not keep a gateway alive
+    expect(t.expire(3999)).toEqual([]);
+    expect(t.count('a')).toBe(4);
+    expect(t.expire(4000)).toEqual(['g1']);
+    expect(t.count('a')).toBe(1);
+    expect(t.stats).toMatchObject({ gateways: 1, expired: 1 });
+  });
+
+  it('counts sequence gaps and resets a gateway whose sequence restarts', () => {
+    const t = new InflightTracker();
+    t.applyBatch(batch('g1', 5, [ev('start', 'a'), ev('start', 'a')]), 0);
+    t.applyBatch(batch('g1', 7, [ev('start', 'a')]), 0);
+    expect(t.stats.gaps).toBe(1);
+    expect(t.count('a')).toBe(3);
+    t.applyBatch(batch('g1', 0, [ev('start', 'b')]), 0);
+    expect(t.stats.resets).toBe(1);
+    expect(t.snapshot()).toEqual({ b: 1 });
+  });
+
+  it('takes events fed directly by a gateway', () => {
+    const t = new InflightTracker();
+    t.applyEvent('self', ev('start', 'a'), 0);
+    t.applyEvent('self', ev('start', 'a'), 0);
+    t.applyEvent('self', ev('finish', 'a'), 0);
+    expect(t.count('a')).toBe(1);
+    expect(t.cell('a')).toBe(t.cell('a'));
+  });
+});
