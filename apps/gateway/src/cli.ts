@@ -1,11 +1,34 @@
 import { Command } from 'commander';
+import { createLogger, onShutdown } from '@triad/runtime';
+import { resolveConfig } from './config';
 
-/** `triad gateway`: parses flags (env equivalents) and prints the effective config. Filled in by the gateway issue. */
+/** `triad gateway`: flags (with TRIAD_* env equivalents) → config → running gateway until SIGTERM/SIGINT. */
 export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad gateway')
-    .option('--nats <url>', 'NATS server', process.env['TRIAD_NATS_URL'] ?? 'nats://127.0.0.1:4222')
-    .option('--port <port>', 'HTTP port', process.env['TRIAD_PORT'] ?? '8080')
-    .option('--metrics-port <port>', 'Prometheus/health port', process.env['TRIAD_METRICS_PORT'] ?? '9090');
+    .description('OpenAI-compatible ingress and the E→P→D stage loop')
+    .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL)')
+    .option('--host <host>', 'listen address (TRIAD_HOST)')
+    .option('--port <port>', 'HTTP port for the OpenAI API (TRIAD_PORT, default 8080)')
+    .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
+    .option('--body-limit <bytes>', 'largest request body (TRIAD_BODY_LIMIT, default 10 MiB)')
+    .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
+    .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
+    .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)');
   program.parse([...argv], { from: 'user' });
-  process.stdout.write(`${JSON.stringify({ service: 'gateway', config: program.opts() })}\n`);
+  const opts = program.opts<{ nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string; accessLog?: boolean }>();
+  const config = resolveConfig({
+    nats: opts.nats,
+    host: opts.host,
+    port: opts.port,
+    metricsPort: opts.metricsPort,
+    bodyLimit: opts.bodyLimit,
+    scheduleBudgetMs: opts.scheduleBudgetMs,
+    drainTimeoutMs: opts.drainTimeoutMs,
+    accessLog: opts.accessLog === false ? false : undefined,
+  });
+  const logger = createLogger({ service: 'gateway' });
+  // Loaded lazily so `triad gateway --help` does not pay for fastify, undici and NATS.
+  const { startGateway } = require('./gateway') as typeof import('./gateway');
+  const gateway = await startGateway({ config, logger });
+  onShutdown(logger, () => gateway.close(), { graceMs: config.drainTimeoutMs + 5_000 });
 }

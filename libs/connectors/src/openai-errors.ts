@@ -25,6 +25,7 @@ const STATUS: Readonly<Record<ErrorCodeValue, number>> = {
   [ErrorCode.GatewayForbidden]: 403,
   [ErrorCode.GatewayNoEndpoint]: 503,
   [ErrorCode.GatewayQueueTimeout]: 504,
+  [ErrorCode.AdmissionUnavailable]: 503,
   [ErrorCode.UpstreamError]: 502,
   [ErrorCode.UpstreamTimeout]: 504,
   [ErrorCode.UpstreamConnect]: 502,

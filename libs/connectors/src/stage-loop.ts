@@ -129,7 +129,7 @@ export class StageLoop implements LegRunner, LegOwner {
       return leg;
     }
     const extra = call.observer.legStart(call, leg);
-    const headers: Record<string, string> = { ...call.headers, 'content-type': 'application/json', 'x-request-id': spec.requestId };
+    const headers: Record<string, string> = { ...call.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': spec.requestId };
     if (extra !== undefined) Object.assign(headers, extra);
     try {
       this.#pools.get(spec.endpoint.ip, spec.endpoint.port).dispatch({ path: spec.path ?? call.path, method: 'POST', headers, body: spec.body }, leg);

@@ -128,7 +128,7 @@ export interface ProxyCall {
   /** The client asked for the usage chunk itself (else an injected one is removed again). */
   readonly clientWantsUsage: boolean;
   /** Headers forwarded to every leg (authorization, trace context), lower-case names. */
-  readonly headers: Record<string, string>;
+  readonly upstreamHeaders: Record<string, string>;
   /** Media parts of the request in order (only extracted for epd servers), else empty. */
   readonly media: readonly MediaPart[];
   /** SGLang EPD: `http://prefill:port` whose encoder group serves the request, when the scheduler named one. */

@@ -1,0 +1,111 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { SCHEMA_VERSION, Subjects, type DispatchEvent, type Stage } from '@triad/bus';
+
+const encoder = new TextEncoder();
+
+function flushEvents(publisher: DispatchPublisher): void {
+  publisher.flush();
+}
+
+function publishSnapshot(publisher: DispatchPublisher): void {
+  publisher.snapshot();
+}
+
+/**
+ * Publishes this gateway's dispatch start/finish events on `triad.v1.dispatch`, coalesced into one message per
+ * event-loop turn, plus a full in-flight snapshot every `snapshotIntervalMs` (schedulers replace their view of
+ * this gateway with it, healing lost events). Every event is also handed to `onEvent` (the local fallback's
+ * in-flight tracker) at once.
+ */
+export class DispatchPublisher {
+  readonly #nc: NatsConnection;
+  readonly #gateway: string;
+  readonly #intervalMs: number;
+  readonly #onEvent: ((event: DispatchEvent) => void) | undefined;
+  readonly #inflight = new Map<string, number>();
+  #events: DispatchEvent[] = [];
+  #seq = 0;
+  #scheduled = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(nc: NatsConnection, gateway: string, snapshotIntervalMs: number, onEvent?: (event: DispatchEvent) => void) {
+    this.#nc = nc;
+    this.#gateway = gateway;
+    this.#intervalMs = snapshotIntervalMs;
+    this.#onEvent = onEvent;
+  }
+
+  /** Starts the periodic snapshots (the first goes out at once, so schedulers learn of this gateway). */
+  start(): void {
+    this.snapshot();
+    this.#timer = setInterval(publishSnapshot, this.#intervalMs, this);
+    this.#timer.unref();
+  }
+
+  /** In-flight legs per endpoint key right now. */
+  get inflight(): ReadonlyMap<string, number> {
+    return this.#inflight;
+  }
+
+  started(requestId: string, endpoint: string, stage: Stage, inputTokens: number | undefined): void {
+    this.#inflight.set(endpoint, (this.#inflight.get(endpoint) ?? 0) + 1);
+    const event: DispatchEvent = { type: 'start', requestId, endpoint, stage, at: Date.now() };
+    if (inputTokens !== undefined) event.inputTokens = inputTokens;
+    this.#push(event);
+  }
+
+  finished(requestId: string, endpoint: string, stage: Stage, ok: boolean, outputTokens: number | undefined): void {
+    const n = (this.#inflight.get(endpoint) ?? 1) - 1;
+    if (n > 0) this.#inflight.set(endpoint, n);
+    else this.#inflight.delete(endpoint);
+    const event: DispatchEvent = { type: 'finish', requestId, endpoint, stage, at: Date.now(), ok };
+    if (outputTokens !== undefined) event.outputTokens = outputTokens;
+    this.#push(event);
+  }
+
+  #push(event: DispatchEvent): void {
+    this.#onEvent?.(event);
+    this.#events.push(event);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(flushEvents, this);
+    }
+  }
+
+  /** Publishes the events gathered in this turn. */
+  flush(): void {
+    this.#scheduled = false;
+    if (this.#events.length === 0 || this.#nc.isClosed()) return;
+    const events = this.#events;
+    this.#events = [];
+    this.#publish({ v: SCHEMA_VERSION, gateway: this.#gateway, seq: this.#seq++, events });
+  }
+
+  /** Publishes pending events and then the full in-flight snapshot. */
+  snapshot(): void {
+    this.flush();
+    if (this.#nc.isClosed()) return;
+    this.#publish({
+      v: SCHEMA_VERSION,
+      gateway: this.#gateway,
+      seq: this.#seq++,
+      events: [],
+      inflight: Object.fromEntries(this.#inflight),
+      snapshotIntervalMs: this.#intervalMs,
+    });
+  }
+
+  #publish(batch: object): void {
+    try {
+      this.#nc.publish(Subjects.dispatch, encoder.encode(JSON.stringify(batch)));
+    } catch {
+      // A closed or reconnecting connection drops the batch; the next snapshot heals the schedulers' counts.
+    }
+  }
+
+  stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.flush();
+  }
+}

@@ -1,0 +1,95 @@
+import { hostname } from 'node:os';
+import type { AddressInfo } from 'node:net';
+import { connectBus } from '@triad/bus/client';
+import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
+import { createLogger, startOpsServer, type Logger } from '@triad/runtime';
+import type { GatewayConfig } from './config';
+import { DispatchPublisher } from './dispatch/dispatch-publisher';
+import { composeHooks, type RequestHooks } from './hooks';
+import { GatewayObserver } from './http/gateway-observer';
+import { InferenceHandler } from './http/inference-handler';
+import { buildHttpServer } from './http/server';
+import { GatewayMetrics } from './observability/metrics';
+import { LocalSchedulingFallback } from './scheduling/local-scheduling';
+import { SchedulerClient } from './scheduling/scheduler-client';
+import { KvView } from './state/kv-view';
+
+export interface GatewayOptions {
+  readonly config: GatewayConfig;
+  readonly logger?: Logger;
+  /** Lifecycle hooks (tracing, admission), called in this order. */
+  readonly hooks?: readonly RequestHooks[];
+}
+
+export interface GatewayHandle {
+  readonly url: string;
+  readonly port: number;
+  readonly metricsPort: number;
+  readonly metrics: GatewayMetrics;
+  /** Graceful stop: readiness off, no new connections, running requests finish within the drain budget. */
+  close(): Promise<void>;
+}
+
+/** Wires and starts the gateway: NATS, KV view, scheduling, connectors, HTTP and ops servers. */
+export async function startGateway(options: GatewayOptions): Promise<GatewayHandle> {
+  const config = options.config;
+  const logger = options.logger ?? createLogger({ service: 'gateway' });
+  const id = config.instanceId ?? `${hostname()}-${process.pid}`;
+  const bus = await connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, waitOnFirstConnect: true });
+  const metrics = new GatewayMetrics();
+  const pools = new UpstreamPools({ connections: config.upstreamConnections });
+  const timeouts = { encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs, totalMs: config.totalTimeoutMs };
+  const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
+  const fallback = new LocalSchedulingFallback(kv, id, logger);
+  const dispatch = new DispatchPublisher(bus.nc, id, config.snapshotIntervalMs, (e) => fallback.dispatched(e));
+  const scheduler = new SchedulerClient(bus.nc, fallback, {
+    budgetMs: config.scheduleBudgetMs,
+    backoffMs: config.schedulerBackoffMs,
+    maxBatch: config.scheduleMaxBatch,
+    maxInFlight: config.scheduleMaxInFlight,
+    onLocal: (reason, n) => metrics.local(reason, n),
+    onBatch: (size) => metrics.batch(size),
+  });
+  const hooks = composeHooks(options.hooks ?? []);
+  const observer = new GatewayObserver(dispatch, metrics, hooks);
+  const handler = new InferenceHandler({
+    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
+    hashOptions: () => fallback.hashOptions,
+  });
+  let draining = false;
+  const ready = () => kv.synced && !draining && !bus.nc.isClosed();
+  const ops = await startOpsServer({
+    port: config.metricsPort,
+    registry: metrics.registry,
+    readiness: () => (ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : 'syncing KV' }),
+  });
+  await kv.start(bus);
+  await fallback.followConfig(bus);
+  const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
+  await app.listen({ port: config.port, host: config.host });
+  dispatch.start();
+  const port = (app.server.address() as AddressInfo).port;
+  logger.info({ port, metricsPort: ops.port, nats: config.nats, id }, 'gateway listening');
+
+  let closing: Promise<void> | undefined;
+  const close = async (): Promise<void> => {
+    draining = true;
+    const deadline = setTimeout(() => app.server.closeAllConnections(), config.drainTimeoutMs);
+    deadline.unref();
+    await app.close();
+    clearTimeout(deadline);
+    dispatch.stop();
+    kv.stop();
+    fallback.stop();
+    await pools.close(true);
+    await bus.drain().catch(() => undefined);
+    await ops.close();
+  };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    metricsPort: ops.port,
+    metrics,
+    close: () => (closing ??= close()),
+  };
+}

@@ -1,0 +1,68 @@
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { toOpenAiError } from '@triad/connectors';
+import { ErrorCode, TriadError } from '@triad/errors';
+import type { InferenceHandler } from './inference-handler';
+import type { RouteTable } from '../routing/route-table';
+
+export interface HttpServerOptions {
+  readonly bodyLimit: number;
+  readonly handler: InferenceHandler;
+  readonly routes: RouteTable;
+  /** `/readyz` on the data port answers 200 only while this holds. */
+  readonly ready: () => boolean;
+}
+
+function sendError(reply: { code(n: number): unknown; headers(h: Record<string, string>): unknown; send(b: string): unknown }, err: unknown): void {
+  const e = toOpenAiError(err);
+  reply.code(e.status);
+  reply.headers({ 'content-type': 'application/json', ...e.headers });
+  reply.send(e.body);
+}
+
+/** fastify's own errors (body too large, bad content type, malformed request) as TriadErrors. */
+function fromFastifyError(err: { code?: string; statusCode?: number; message: string }): TriadError {
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
+    return new TriadError(ErrorCode.GatewayBodyTooLarge, 'request body is larger than the gateway accepts');
+  }
+  if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) return new TriadError(ErrorCode.GatewayBadRequest, err.message);
+  return new TriadError(ErrorCode.Internal, 'internal error', { cause: err });
+}
+
+/**
+ * The OpenAI-compatible HTTP surface. Bodies are read as raw bytes (size-limited) and parsed once by the
+ * pipeline; inference routes hijack the reply and write to the socket directly, so fastify adds no
+ * serialization on the hot path. Every error, fastify's own included, is OpenAI-shaped.
+ */
+export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
+  const app = Fastify({
+    bodyLimit: options.bodyLimit,
+    logger: false,
+    disableRequestLogging: true,
+    return503OnClosing: true,
+    keepAliveTimeout: 75_000,
+    requestIdHeader: false,
+  });
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (_req, body, done) => done(null, body));
+
+  app.setErrorHandler((err, _request, reply) => sendError(reply, fromFastifyError(err as { code?: string; statusCode?: number; message: string })));
+  app.setNotFoundHandler((request, reply) => {
+    sendError(reply, new TriadError(ErrorCode.GatewayModelNotFound, `no route for ${request.method} ${request.url.split('?')[0]}`));
+  });
+
+  app.get('/healthz', (_req, reply) => reply.type('text/plain').send('ok'));
+  app.get('/readyz', (_req, reply) => (options.ready() ? reply.type('text/plain').send('ready') : reply.code(503).type('text/plain').send('not ready')));
+  const models = (_req: FastifyRequest, reply: { type(t: string): { send(b: string): unknown } }) => reply.type('application/json').send(options.routes.modelsJson());
+  app.get('/v1/models', models);
+  app.get('/models', models);
+
+  const inference = (request: FastifyRequest, reply: { hijack(): void; raw: import('node:http').ServerResponse }) => {
+    reply.hijack();
+    const path = request.url.indexOf('?') < 0 ? request.url : request.url.slice(0, request.url.indexOf('?'));
+    void options.handler.handle(request.method, path, request.headers, request.body as Buffer | undefined, reply.raw);
+  };
+  app.post('/v1/chat/completions', inference);
+  app.post('/v1/completions', inference);
+  app.post('/v1/*', inference);
+  return app;
+}

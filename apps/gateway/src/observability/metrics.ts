@@ -1,0 +1,157 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Stage } from '@triad/bus';
+
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const STAGE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
+const TPOT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5];
+
+/** What one finished request contributes to the metrics. */
+export interface RequestSample {
+  readonly model: string;
+  readonly path: string;
+  readonly route: string;
+  readonly server: string;
+  readonly upstreamModel: string;
+  readonly mode: string;
+  readonly status: number;
+  readonly errorType: string;
+  readonly durationS: number;
+  readonly encodeS: number;
+  readonly prefillS: number;
+  readonly decodeS: number;
+  readonly ttftS: number;
+  readonly tpotS: number;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+interface Children {
+  readonly requests: Map<string, Counter.Internal>;
+  readonly duration: Map<number, Histogram.Internal<string>>;
+  readonly prefill: Histogram.Internal<string>;
+  readonly decode: Histogram.Internal<string>;
+  readonly stage: Record<'encode' | 'prefill' | 'decode', Histogram.Internal<string>>;
+  readonly ttft: Histogram.Internal<string>;
+  readonly tpot: Histogram.Internal<string>;
+  readonly promptTokens: Counter.Internal;
+  readonly completionTokens: Counter.Internal;
+}
+
+/**
+ * The gateway's Prometheus metrics. Names follow Kthena's `kthena_router_*` where Kthena has the metric (so its
+ * dashboards work); the router-side TTFT/TPOT and per-stage histograms Kthena lacks are `triad_gateway_*`.
+ * Labelled children are cached per (model, path, route, server, mode), so a request costs map lookups, not
+ * prom-client's label hashing.
+ */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #requests = new Counter({ name: 'kthena_router_requests_total', help: 'Requests by outcome', labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'], registers: [this.registry] });
+  readonly #duration = new Histogram({ name: 'kthena_router_request_duration_seconds', help: 'Request duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly #prefill = new Histogram({ name: 'kthena_router_request_prefill_duration_seconds', help: 'Prefill phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly #decode = new Histogram({ name: 'kthena_router_request_decode_duration_seconds', help: 'Decode phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly #tokens = new Counter({ name: 'kthena_router_tokens_total', help: 'Tokens by type', labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'], registers: [this.registry] });
+  readonly #rateLimited = new Counter({ name: 'kthena_router_rate_limit_exceeded_total', help: 'Requests rejected by rate limits', labelNames: ['model', 'limit_type', 'path'], registers: [this.registry] });
+  readonly activeRequests = new Gauge({ name: 'kthena_router_active_requests', help: 'Requests being handled', registers: [this.registry] });
+  readonly #activeDownstream = new Gauge({ name: 'kthena_router_active_downstream_requests', help: 'Client requests in flight per model', labelNames: ['model'], registers: [this.registry] });
+  readonly #activeUpstream = new Gauge({ name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'], registers: [this.registry] });
+  readonly #activeStreams = new Gauge({ name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry] });
+  readonly #stage = new Histogram({ name: 'triad_gateway_stage_duration_seconds', help: 'Per-stage duration (encode fan-out span, prefill, decode)', labelNames: ['model', 'mode', 'stage'], buckets: STAGE_BUCKETS, registers: [this.registry] });
+  readonly #ttft = new Histogram({ name: 'triad_gateway_time_to_first_token_seconds', help: 'Router-side time to first token (streams)', labelNames: ['model', 'mode'], buckets: TTFT_BUCKETS, registers: [this.registry] });
+  readonly #tpot = new Histogram({ name: 'triad_gateway_time_per_output_token_seconds', help: 'Router-side time per output token after the first (streams)', labelNames: ['model', 'mode'], buckets: TPOT_BUCKETS, registers: [this.registry] });
+  readonly #schedule = new Histogram({ name: 'triad_gateway_schedule_duration_seconds', help: 'Time to a scheduling decision', labelNames: ['source'], buckets: STAGE_BUCKETS, registers: [this.registry] });
+  readonly #batch = new Histogram({ name: 'triad_gateway_schedule_batch_size', help: 'Scheduling requests per NATS message', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers: [this.registry] });
+  readonly #local = new Counter({ name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'], registers: [this.registry] });
+  readonly #retries = new Counter({ name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'], registers: [this.registry] });
+  readonly #children = new Map<string, Children>();
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_gateway_' });
+  }
+
+  request(s: RequestSample): void {
+    const c = this.#childrenFor(s);
+    const reqKey = `${s.status}|${s.errorType}`;
+    let counter = c.requests.get(reqKey);
+    if (counter === undefined) {
+      counter = this.#requests.labels(s.model, s.path, String(s.status), s.errorType, s.route, s.server, s.upstreamModel);
+      c.requests.set(reqKey, counter);
+    }
+    counter.inc();
+    let duration = c.duration.get(s.status);
+    if (duration === undefined) {
+      duration = this.#duration.labels(s.model, s.path, String(s.status));
+      c.duration.set(s.status, duration);
+    }
+    duration.observe(s.durationS);
+    if (s.encodeS > 0) c.stage.encode.observe(s.encodeS);
+    if (s.prefillS > 0) {
+      c.stage.prefill.observe(s.prefillS);
+      if (s.status < 400) c.prefill.observe(s.prefillS);
+    }
+    if (s.decodeS > 0) {
+      c.stage.decode.observe(s.decodeS);
+      if (s.status < 400) c.decode.observe(s.decodeS);
+    }
+    if (s.ttftS > 0) c.ttft.observe(s.ttftS);
+    if (s.tpotS > 0) c.tpot.observe(s.tpotS);
+    if (s.promptTokens > 0) c.promptTokens.inc(s.promptTokens);
+    if (s.completionTokens > 0) c.completionTokens.inc(s.completionTokens);
+  }
+
+  #childrenFor(s: RequestSample): Children {
+    const key = `${s.model}\u0000${s.path}\u0000${s.route}\u0000${s.server}\u0000${s.mode}`;
+    let c = this.#children.get(key);
+    if (c === undefined) {
+      c = {
+        requests: new Map(),
+        duration: new Map(),
+        prefill: this.#prefill.labels(s.model, s.path, '200'),
+        decode: this.#decode.labels(s.model, s.path, '200'),
+        stage: {
+          encode: this.#stage.labels(s.model, s.mode, 'encode'),
+          prefill: this.#stage.labels(s.model, s.mode, 'prefill'),
+          decode: this.#stage.labels(s.model, s.mode, 'decode'),
+        },
+        ttft: this.#ttft.labels(s.model, s.mode),
+        tpot: this.#tpot.labels(s.model, s.mode),
+        promptTokens: this.#tokens.labels(s.model, s.path, 'input', s.route, s.server),
+        completionTokens: this.#tokens.labels(s.model, s.path, 'output', s.route, s.server),
+      };
+      this.#children.set(key, c);
+    }
+    return c;
+  }
+
+  downstream(model: string, delta: number): void {
+    this.#activeDownstream.inc({ model }, delta);
+  }
+
+  upstream(server: string, stage: Stage, delta: number): void {
+    this.#activeUpstream.inc({ model_server: server, stage }, delta);
+  }
+
+  streams(model: string, delta: number): void {
+    this.#activeStreams.inc({ model }, delta);
+  }
+
+  rateLimited(model: string, limitType: string, path: string): void {
+    this.#rateLimited.inc({ model, limit_type: limitType, path });
+  }
+
+  scheduled(source: 'scheduler' | 'local', seconds: number): void {
+    this.#schedule.observe({ source }, seconds);
+  }
+
+  batch(size: number): void {
+    this.#batch.observe(size);
+  }
+
+  local(reason: string, count: number): void {
+    this.#local.inc({ reason }, count);
+  }
+
+  retry(model: string, stage: string): void {
+    this.#retries.inc({ model, stage });
+  }
+}

@@ -1,0 +1,184 @@
+import type { ModelRouteRecord } from '@triad/bus';
+import { compileStringMatch, type RouteRule } from '@triad/crd';
+
+/** The outcome of ModelRoute resolution for one request. */
+export interface RouteMatch {
+  /** `ns/name` of the ModelRoute. */
+  readonly route: string;
+  readonly namespace: string;
+  /** ModelServer name (same namespace as the route). */
+  readonly modelServer: string;
+  /** The request named a LoRA adapter: its `model` is not rewritten. */
+  readonly lora: boolean;
+  readonly rule: string | undefined;
+}
+
+/** Request facts rules can match on. */
+export interface RouteRequest {
+  readonly model: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+type Predicate = (value: string) => boolean;
+
+interface CompiledRule {
+  readonly name: string | undefined;
+  readonly headers: readonly (readonly [name: string, test: Predicate])[];
+  readonly uri: Predicate | undefined;
+  readonly bodyModel: string | undefined;
+  readonly targets: readonly { readonly server: string; readonly weight: number }[];
+  readonly totalWeight: number;
+}
+
+interface CompiledRoute {
+  readonly key: string;
+  readonly record: ModelRouteRecord;
+  /** Routes with parentRefs attach only to Gateway listeners, which this gateway does not serve (Kthena). */
+  readonly gatewayOnly: boolean;
+  readonly rules: readonly CompiledRule[];
+}
+
+const NEVER: Predicate = () => false;
+
+function compileRule(rule: RouteRule): CompiledRule {
+  const match = rule.modelMatch;
+  const compile = (m: Parameters<typeof compileStringMatch>[0]): Predicate => {
+    const p = compileStringMatch(m);
+    return typeof p === 'string' ? NEVER : p;
+  };
+  // Only ModelServer targets are served; ExternalModelProvider targets (not supported here) carry no weight.
+  const targets = rule.targetModels
+    .filter((t) => t.modelServerName !== undefined && t.modelServerName !== '')
+    .map((t) => ({ server: t.modelServerName as string, weight: t.weight }));
+  return {
+    name: rule.name,
+    headers: Object.entries(match?.headers ?? {}).map(([name, m]) => [name.toLowerCase(), compile(m)] as const),
+    uri: match?.uri ? compile(match.uri) : undefined,
+    bodyModel: match?.body?.model,
+    targets,
+    totalWeight: targets.reduce((s, t) => s + t.weight, 0),
+  };
+}
+
+function headerValue(headers: RouteRequest['headers'], name: string): string {
+  const v = headers[name];
+  return v === undefined ? '' : Array.isArray(v) ? (v[0] ?? '') : v;
+}
+
+function ruleMatches(rule: CompiledRule, req: RouteRequest): boolean {
+  if (rule.bodyModel !== undefined && rule.bodyModel !== req.model) return false;
+  if (rule.uri !== undefined && !rule.uri(req.path)) return false;
+  for (const [name, test] of rule.headers) if (!test(headerValue(req.headers, name))) return false;
+  return true;
+}
+
+function pickTarget(rule: CompiledRule, random: () => number): string | undefined {
+  if (rule.totalWeight <= 0) return undefined;
+  let r = random() * rule.totalWeight;
+  for (const t of rule.targets) {
+    if (r < t.weight) return t.server;
+    r -= t.weight;
+  }
+  return rule.targets[rule.targets.length - 1]?.server;
+}
+
+function compareResourceVersion(a: string, b: string): number {
+  if (/^\d+$/.test(a) && /^\d+$/.test(b)) return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Kthena's candidate order: oldest creationTimestamp first (missing = zero time), then resourceVersion, then ns/name. */
+function olderFirst(a: CompiledRoute, b: CompiledRoute): number {
+  const ta = a.record.creationTimestamp ?? '';
+  const tb = b.record.creationTimestamp ?? '';
+  if (ta !== tb) return Date.parse(ta || '1970-01-01T00:00:00Z') - Date.parse(tb || '1970-01-01T00:00:00Z') || (ta < tb ? -1 : 1);
+  const rv = compareResourceVersion(a.record.resourceVersion ?? '', b.record.resourceVersion ?? '');
+  return rv !== 0 ? rv : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
+/**
+ * ModelRoute resolution exactly as Kthena's `MatchModelTarget` (kthena-router.md §1.2): routes whose
+ * `modelName` equals the request model, else routes listing it among `loraAdapters` (a LoRA match); candidates
+ * oldest first; for each, the first matching rule (headers, uri, body.model, all ANDed) and a weighted-random
+ * target; any failure falls through to the next route.
+ */
+export class RouteTable {
+  readonly #routes = new Map<string, CompiledRoute>();
+  #byModel = new Map<string, CompiledRoute[]>();
+  #byLora = new Map<string, CompiledRoute[]>();
+  #modelsJson: string | undefined;
+  readonly #random: () => number;
+
+  constructor(random: () => number = Math.random) {
+    this.#random = random;
+  }
+
+  /** Adds or replaces a route (key `ns/name`). */
+  put(record: ModelRouteRecord): void {
+    const key = `${record.namespace}/${record.name}`;
+    this.#routes.set(key, { key, record, gatewayOnly: (record.spec.parentRefs?.length ?? 0) > 0, rules: (record.spec.rules ?? []).map(compileRule) });
+    this.#rebuild();
+  }
+
+  delete(namespace: string, name: string): void {
+    if (this.#routes.delete(`${namespace}/${name}`)) this.#rebuild();
+  }
+
+  get size(): number {
+    return this.#routes.size;
+  }
+
+  resolve(req: RouteRequest): RouteMatch | undefined {
+    let lora = false;
+    let candidates = this.#byModel.get(req.model);
+    if (candidates === undefined) {
+      candidates = this.#byLora.get(req.model);
+      lora = true;
+    }
+    if (candidates === undefined) return undefined;
+    for (const route of candidates) {
+      if (route.gatewayOnly) continue;
+      const rule = route.rules.find((r) => ruleMatches(r, req));
+      if (rule === undefined) continue;
+      const server = pickTarget(rule, this.#random);
+      if (server === undefined) continue;
+      return { route: route.key, namespace: route.record.namespace, modelServer: server, lora, rule: rule.name };
+    }
+    return undefined;
+  }
+
+  /** `GET /v1/models` body: every route modelName and LoRA adapter (cached until the routes change). */
+  modelsJson(): string {
+    if (this.#modelsJson === undefined) {
+      const ids = new Set<string>();
+      for (const r of this.#routes.values()) {
+        if (r.record.spec.modelName) ids.add(r.record.spec.modelName);
+        for (const l of r.record.spec.loraAdapters ?? []) if (l) ids.add(l);
+      }
+      const data = [...ids].sort().map((id) => ({ id, object: 'model', created: 0, owned_by: 'triad' }));
+      this.#modelsJson = JSON.stringify({ object: 'list', data });
+    }
+    return this.#modelsJson;
+  }
+
+  #rebuild(): void {
+    const byModel = new Map<string, CompiledRoute[]>();
+    const byLora = new Map<string, CompiledRoute[]>();
+    const add = (map: Map<string, CompiledRoute[]>, name: string, route: CompiledRoute) => {
+      const list = map.get(name);
+      if (list) list.push(route);
+      else map.set(name, [route]);
+    };
+    for (const route of this.#routes.values()) {
+      const spec = route.record.spec;
+      if (spec.modelName) add(byModel, spec.modelName, route);
+      for (const l of spec.loraAdapters ?? []) if (l) add(byLora, l, route);
+    }
+    for (const list of byModel.values()) list.sort(olderFirst);
+    for (const list of byLora.values()) list.sort(olderFirst);
+    this.#byModel = byModel;
+    this.#byLora = byLora;
+    this.#modelsJson = undefined;
+  }
+}

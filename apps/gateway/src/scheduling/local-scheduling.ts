@@ -1,0 +1,60 @@
+import { z } from 'zod';
+import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
+import type { Bus, KvWatchHandle } from '@triad/bus/client';
+import type { Logger } from '@triad/runtime';
+import { createLocalScheduling, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import type { KvView } from '../state/kv-view';
+
+/**
+ * The gateway's fallback scheduler: libs/scheduling over the gateway's own KV view, fed this gateway's dispatch
+ * events for in-flight counts, and following the operator's scheduler config in KV (which also fixes the
+ * prompt hashing block size the scheduler service expects).
+ */
+export class LocalSchedulingFallback {
+  readonly local: LocalScheduling;
+  readonly #gatewayId: string;
+  readonly #logger: Logger;
+  #hashOptions: PrefixHashOptions;
+  #watch: KvWatchHandle | undefined;
+
+  constructor(kv: KvView, gatewayId: string, logger: Logger) {
+    this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
+    this.#gatewayId = gatewayId;
+    this.#logger = logger;
+    this.#hashOptions = prefixHashOptionsOf(this.local.scheduler.config);
+    kv.addListener({ endpoint: (c) => this.local.applyEndpoint(c), modelServer: (c) => this.local.applyModelServer(c) });
+  }
+
+  get hashOptions(): PrefixHashOptions {
+    return this.#hashOptions;
+  }
+
+  schedule: LocalScheduling['schedule'] = (request, now) => this.local.schedule(request, now);
+
+  /** Counts this gateway's own legs (the fallback sees only its own gateway's load). */
+  dispatched(event: DispatchEvent): void {
+    this.local.tracker.applyEvent(this.#gatewayId, event, event.at);
+  }
+
+  /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
+  async followConfig(bus: Bus): Promise<void> {
+    try {
+      const kv = await bus.kv(Buckets.config, z.unknown(), { history: 5 });
+      this.#watch = await kv.watch({
+        key: ConfigKeys.scheduler,
+        onChange: (c) => {
+          if (c.op !== 'PUT') return;
+          const result = this.local.reloadConfig(c.value);
+          if (result.ok) this.#hashOptions = prefixHashOptionsOf(result.config);
+          else this.#logger.warn({ reasons: result.reasons }, 'scheduler config in KV rejected by the local fallback');
+        },
+      });
+    } catch (err) {
+      this.#logger.warn({ err: (err as Error).message }, 'cannot follow the scheduler config; local fallback keeps its defaults');
+    }
+  }
+
+  stop(): void {
+    this.#watch?.stop();
+  }
+}

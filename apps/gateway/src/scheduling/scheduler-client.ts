@@ -1,0 +1,136 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { SCHEMA_VERSION, Subjects, type DecisionOrError, type SchedulingRequest } from '@triad/bus';
+import { ErrorCode, TriadError } from '@triad/errors';
+import { checkScheduleReply } from './schedule-reply';
+
+/** A decision and where it came from. */
+export interface Scheduled {
+  readonly decision: DecisionOrError;
+  /** Decided by the gateway's local fallback, not the scheduler service. */
+  readonly local: boolean;
+}
+
+/** Why the gateway decided locally. */
+export type LocalReason = 'timeout' | 'unavailable' | 'invalid-reply' | 'backoff';
+
+/** Synchronous local decisions with libs/scheduling over the gateway's own KV view. */
+export interface LocalDecider {
+  schedule(request: SchedulingRequest): DecisionOrError;
+}
+
+export interface SchedulerClientOptions {
+  /** How long a batch may wait for its reply before its requests are decided locally. */
+  readonly budgetMs: number;
+  /** After a failure, decide locally for this long before trying the scheduler again. */
+  readonly backoffMs: number;
+  readonly maxBatch: number;
+  readonly maxInFlight: number;
+  /** Counts local decisions by reason (metrics). */
+  readonly onLocal?: (reason: LocalReason, count: number) => void;
+  /** Observes each NATS round-trip (batch size, seconds). */
+  readonly onBatch?: (size: number, seconds: number) => void;
+}
+
+interface Pending {
+  readonly request: SchedulingRequest;
+  readonly resolve: (value: Scheduled) => void;
+}
+
+const encoder = new TextEncoder();
+
+function flushQueue(client: SchedulerClient): void {
+  client.flush();
+}
+
+/**
+ * Asks the scheduler service for decisions over `triad.v1.schedule`, micro-batched without any timer: requests
+ * that arrive in the same event-loop turn, or while the in-flight limit is reached, travel together in one
+ * message (up to `maxBatch`), and at most `maxInFlight` messages are outstanding. When the scheduler does not
+ * answer within the budget, answers nonsense, or is not there at all, the batch is decided locally — and the
+ * client keeps deciding locally for `backoffMs` before it probes the scheduler again — so an outage degrades
+ * placement quality, not availability.
+ */
+export class SchedulerClient {
+  readonly #nc: NatsConnection;
+  readonly #local: LocalDecider | undefined;
+  readonly #options: SchedulerClientOptions;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+  #flushScheduled = false;
+  #localUntil = 0;
+
+  constructor(nc: NatsConnection, local: LocalDecider | undefined, options: SchedulerClientOptions) {
+    this.#nc = nc;
+    this.#local = local;
+    this.#options = options;
+  }
+
+  /** Messages currently awaiting a reply. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  schedule(request: SchedulingRequest): Promise<Scheduled> {
+    if (this.#localUntil > 0) {
+      if (Date.now() < this.#localUntil) return Promise.resolve(this.#decideLocally(request, 'backoff'));
+      this.#localUntil = 0;
+    }
+    return new Promise<Scheduled>((resolve) => {
+      this.#queue.push({ request, resolve });
+      if (!this.#flushScheduled && this.#inFlight < this.#options.maxInFlight) {
+        this.#flushScheduled = true;
+        setImmediate(flushQueue, this);
+      }
+    });
+  }
+
+  /** Sends what is queued, as far as the in-flight limit allows. */
+  flush(): void {
+    this.#flushScheduled = false;
+    while (this.#queue.length > 0 && this.#inFlight < this.#options.maxInFlight) {
+      const batch = this.#queue.length <= this.#options.maxBatch ? this.#queue : this.#queue.slice(0, this.#options.maxBatch);
+      this.#queue = batch === this.#queue ? [] : this.#queue.slice(this.#options.maxBatch);
+      void this.#send(batch);
+    }
+  }
+
+  async #send(batch: Pending[]): Promise<void> {
+    this.#inFlight++;
+    const started = performance.now();
+    const requests = new Array<SchedulingRequest>(batch.length);
+    for (let i = 0; i < batch.length; i++) requests[i] = (batch[i] as Pending).request;
+    try {
+      const msg = await this.#nc.request(Subjects.schedule, encoder.encode(JSON.stringify({ v: SCHEMA_VERSION, requests })), { timeout: this.#options.budgetMs });
+      const checked = checkScheduleReply(msg.data, batch.length);
+      this.#options.onBatch?.(batch.length, (performance.now() - started) / 1000);
+      if (typeof checked === 'string') this.#fallBack(batch, 'invalid-reply');
+      else for (let i = 0; i < batch.length; i++) (batch[i] as Pending).resolve({ decision: checked[i] as DecisionOrError, local: false });
+    } catch (err) {
+      const timeout = (err as { name?: string; message?: string }).name === 'TimeoutError' || /timeout/i.test((err as Error).message ?? '');
+      this.#fallBack(batch, timeout ? 'timeout' : 'unavailable');
+    } finally {
+      this.#inFlight--;
+      // What queued up behind the in-flight limit goes out now, together.
+      if (this.#queue.length > 0 && !this.#flushScheduled) this.flush();
+    }
+  }
+
+  #fallBack(batch: Pending[], reason: LocalReason): void {
+    if (this.#options.backoffMs > 0) this.#localUntil = Date.now() + this.#options.backoffMs;
+    for (const p of batch) p.resolve(this.#decideLocally(p.request, reason));
+  }
+
+  #decideLocally(request: SchedulingRequest, reason: LocalReason): Scheduled {
+    this.#options.onLocal?.(reason, 1);
+    if (this.#local === undefined) {
+      return { decision: { id: request.id, ok: false, code: ErrorCode.BusUnavailable, message: `scheduler ${reason} and no local scheduling` }, local: true };
+    }
+    return { decision: this.#local.schedule(request), local: true };
+  }
+}
+
+/** The TriadError for a decision the scheduler could not make. */
+export function decisionError(code: string, message: string): TriadError {
+  const known = (Object.values(ErrorCode) as string[]).includes(code) ? (code as (typeof ErrorCode)[keyof typeof ErrorCode]) : ErrorCode.SchedNoCandidates;
+  return new TriadError(known, message);
+}
