@@ -120,7 +120,7 @@ export class Scheduler {
       if (pairs.prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: pairs.prefill });
       if (mode === 'epd' && request.mediaItems.length > 0) {
         const plan = planEncoders({
-          cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.record.group, items: request.mediaItems,
+          cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.group, items: request.mediaItems,
           topN: cfg.topN, buffers: this.#buffers.encode, exclude, recorder, observer: this.#observer,
         });
         if (!plan.ok) return fail(request.id, plan.code, plan.message);

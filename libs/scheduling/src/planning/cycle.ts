@@ -17,6 +17,8 @@ export class Cycle implements CycleContext {
   seed = 0;
   role: ProfileRole = 'aggregated';
   #stamp = 0;
+  #stamped = true;
+  #candidates: readonly Endpoint[] = [];
   readonly #index: EndpointIndex;
   readonly #tracker: InflightTracker;
 
@@ -31,19 +33,30 @@ export class Cycle implements CycleContext {
     this.seed = hashString32(request.id);
   }
 
-  /** Marks `candidates` as the set being scored, so `position` can answer by key. */
+  /**
+   * Declares `candidates` as the set being scored. Stamping them (so `position` can answer by key) waits until a
+   * plugin first asks for a position: most requests never do.
+   */
   stampCandidates(candidates: readonly Endpoint[]): void {
+    this.#candidates = candidates;
+    this.#stamped = false;
+  }
+
+  position(key: string): number {
+    if (!this.#stamped) this.#stampNow();
+    const e = this.#index.getIndexed(key);
+    return e !== undefined && e.stamp === this.#stamp ? e.slot : -1;
+  }
+
+  #stampNow(): void {
     const stamp = ++this.#stamp;
+    const candidates = this.#candidates;
     for (let i = 0; i < candidates.length; i++) {
       const e = candidates[i] as IndexedEndpoint;
       e.stamp = stamp;
       e.slot = i;
     }
-  }
-
-  position(key: string): number {
-    const e = this.#index.getIndexed(key);
-    return e !== undefined && e.stamp === this.#stamp ? e.slot : -1;
+    this.#stamped = true;
   }
 
   inflight(e: Endpoint): number {

@@ -85,7 +85,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
   const tryFrom = (indices: readonly number[], skip: number): void => {
     for (let k = skip; k < indices.length && attempts.length < input.topN; k++) {
       const d = decodes.candidates[indices[k] as number] as IndexedEndpoint;
-      const p = prefillFor(d.record.group);
+      const p = prefillFor(d.group);
       if (!p) continue;
       attempts.push({ endpoint: d.ref, prefill: p.ref });
       decodeKeys.push(d.key);

@@ -17,7 +17,7 @@ export class GpuUsageScorer implements Scorer {
 
   score(_ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
     for (let i = 0; i < candidates.length; i++) {
-      out[i] = Math.trunc((1 - (candidates[i] as Endpoint).record.metrics.kvCacheUsage) * 100);
+      out[i] = Math.trunc((1 - (candidates[i] as Endpoint).kvCacheUsage) * 100);
     }
   }
 }

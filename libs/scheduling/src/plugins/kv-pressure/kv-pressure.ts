@@ -27,7 +27,7 @@ export class KvPressureFilter implements Filter {
 
   filter(_ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
     const t = this.#threshold;
-    return keepWhere(candidates, (e) => e.record.metrics.kvCacheUsage <= t);
+    return keepWhere(candidates, (e) => e.kvCacheUsage <= t);
   }
 }
 

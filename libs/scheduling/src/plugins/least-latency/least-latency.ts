@@ -13,11 +13,6 @@ export const LeastLatencyParamsSchema = z.object({
 }).strict();
 export type LeastLatencyParams = z.infer<typeof LeastLatencyParamsSchema>;
 
-const hasData = (e: Endpoint): boolean => {
-  const m = e.record.metrics;
-  return m.ttftMs !== undefined && m.ttftMs > 0 && m.tpotMs !== undefined && m.tpotMs > 0;
-};
-
 /**
  * Kthena's least-latency: min-max normalise TTFT and TPOT over the endpoints that have data,
  * `s = 100·(max − x)/(max − min)` (100 when max = min), then `α·sTTFT + (1−α)·sTPOT`. Endpoints without data get 50.
@@ -34,9 +29,11 @@ export class LeastLatencyScorer implements Scorer {
 
   score(_ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
     let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
-    for (const e of candidates) {
-      if (!hasData(e)) continue;
-      const { ttftMs, tpotMs } = e.record.metrics as { ttftMs: number; tpotMs: number };
+    for (let i = 0; i < candidates.length; i++) {
+      const e = candidates[i] as Endpoint;
+      const ttftMs = e.ttftMs;
+      const tpotMs = e.tpotMs;
+      if (!(ttftMs > 0 && tpotMs > 0)) continue;
       if (ttftMs < minT) minT = ttftMs;
       if (ttftMs > maxT) maxT = ttftMs;
       if (tpotMs < minP) minP = tpotMs;
@@ -45,11 +42,12 @@ export class LeastLatencyScorer implements Scorer {
     const a = this.#alpha;
     for (let i = 0; i < candidates.length; i++) {
       const e = candidates[i] as Endpoint;
-      if (!hasData(e)) {
+      const ttftMs = e.ttftMs;
+      const tpotMs = e.tpotMs;
+      if (!(ttftMs > 0 && tpotMs > 0)) {
         out[i] = NO_LATENCY_DATA_SCORE;
         continue;
       }
-      const { ttftMs, tpotMs } = e.record.metrics as { ttftMs: number; tpotMs: number };
       const sT = maxT === minT ? 100 : (100 * (maxT - ttftMs)) / (maxT - minT);
       const sP = maxP === minP ? 100 : (100 * (maxP - tpotMs)) / (maxP - minP);
       out[i] = a * sT + (1 - a) * sP;

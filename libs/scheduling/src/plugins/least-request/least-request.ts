@@ -29,7 +29,7 @@ export class LeastRequestPlugin implements Filter, Scorer {
 
   filter(_ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
     const max = this.#maxWaiting;
-    return keepWhere(candidates, (e) => e.record.metrics.waiting < max);
+    return keepWhere(candidates, (e) => e.waiting < max);
   }
 
   score(ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
@@ -37,7 +37,7 @@ export class LeastRequestPlugin implements Filter, Scorer {
     for (let i = 0; i < candidates.length; i++) {
       const e = candidates[i] as Endpoint;
       const inflight = ctx.inflight(e);
-      const base = inflight + 100 * Math.max(inflight - e.record.metrics.running, 0);
+      const base = inflight + 100 * Math.max(inflight - e.running, 0);
       out[i] = base;
       if (base > maxBase) maxBase = base;
     }

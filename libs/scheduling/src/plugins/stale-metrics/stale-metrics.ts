@@ -28,10 +28,7 @@ export class StaleMetricsFilter implements Filter {
 
   filter(ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
     const oldest = ctx.now - this.#maxAgeMs;
-    const fresh = keepWhere(candidates, (e) => {
-      const m = e.record.metrics;
-      return !m.stale && m.scrapedAt > 0 && m.scrapedAt >= oldest;
-    });
+    const fresh = keepWhere(candidates, (e) => !e.stale && e.scrapedAt > 0 && e.scrapedAt >= oldest);
     return fresh.length === 0 ? candidates : fresh;
   }
 }
