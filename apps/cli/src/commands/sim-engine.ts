@@ -1,4 +1,96 @@
-/** `triad sim-engine`: not built yet (see the issue that owns it). */
-export async function main(_argv: readonly string[]): Promise<void> {
-  throw new Error('triad sim-engine is not implemented yet');
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { FaultSpec, SimEngineOptions } from '@triad/engine-sim';
+
+/** `--fault MODE[:COUNT]`, e.g. `error500:3` or `hang`. */
+function parseFault(value: string): FaultSpec {
+  const [mode, count] = value.split(':');
+  const modes = ['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse'];
+  if (!mode || !modes.includes(mode)) throw new InvalidArgumentError(`mode must be one of ${modes.join(', ')}`);
+  if (count === undefined) return { mode: mode as FaultSpec['mode'] };
+  const n = Number(count);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('COUNT must be a positive integer');
+  return { mode: mode as FaultSpec['mode'], count: n };
+}
+
+function parseNonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('must be a non-negative integer');
+  return n;
+}
+
+function parsePositiveInt(value: string): number {
+  const n = parseNonNegativeInt(value);
+  if (n === 0) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
+interface CliOptions {
+  engine: 'vllm' | 'sglang';
+  role: SimEngineOptions['role'];
+  host: string;
+  port?: number;
+  model: string;
+  latencyProfile: 'zero' | 'realistic';
+  sharedEcDir?: string;
+  admin?: boolean;
+  fault?: FaultSpec;
+  bootstrapPort: number;
+  bootstrapTimeoutMs?: number;
+  languageOnly?: boolean;
+  encoderUrls?: string[];
+  lora?: string[];
+  dpSize: number;
+  maxModelLen?: number;
+}
+
+function buildCommand(): Command {
+  return new Command('triad sim-engine')
+    .description('a simulated vLLM or SGLang engine in any disaggregated role (see docs/engine-sim.md)')
+    .addOption(new Option('--engine <engine>', 'engine to simulate').choices(['vllm', 'sglang']).makeOptionMandatory())
+    .addOption(new Option('--role <role>', 'disaggregated role').choices(['encode', 'prefill', 'decode', 'both']).default('both'))
+    .option('--host <host>', 'listen address (any 127.x.y.z works)', '127.0.0.1')
+    .option('--port <port>', 'listen port, 0 picks a free one (default 8000 for vllm, 30000 for sglang)', parseNonNegativeInt)
+    .option('--model <name>', 'served model name', 'sim-model')
+    .addOption(new Option('--latency-profile <profile>', 'behaviour model').choices(['zero', 'realistic']).default('zero'))
+    .option('--shared-ec-dir <dir>', 'vLLM shared-storage EC connector directory')
+    .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
+    .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
+    .option('--bootstrap-port <port>', 'SGLang prefill bootstrap server port (0 = free port)', parseNonNegativeInt, 8998)
+    .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for the prefill to register a room', parsePositiveInt)
+    .option('--language-only', 'SGLang EPD prefill: encoder registry, calls /encode on its encoders')
+    .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
+    .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
+    .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
+    .option('--max-model-len <n>', 'context length', parsePositiveInt);
+}
+
+/** `triad sim-engine`: runs one simulated engine until SIGTERM/SIGINT. */
+export async function main(argv: readonly string[]): Promise<void> {
+  const program = buildCommand();
+  program.parse([...argv], { from: 'user' });
+  const o = program.opts<CliOptions>();
+  const { createLogger, onShutdown } = require('@triad/runtime') as typeof import('@triad/runtime');
+  const { startSimEngine } = require('@triad/engine-sim') as typeof import('@triad/engine-sim');
+  const logger = createLogger({ service: 'sim-engine' });
+  const handle = await startSimEngine({
+    engine: o.engine,
+    role: o.role,
+    host: o.host,
+    port: o.port ?? (o.engine === 'vllm' ? 8000 : 30000),
+    model: o.model,
+    latencyProfile: o.latencyProfile,
+    admin: o.admin ?? false,
+    bootstrapPort: o.bootstrapPort,
+    languageOnly: o.languageOnly ?? false,
+    dataParallel: o.dpSize,
+    logger,
+    ...(o.sharedEcDir ? { sharedEcDir: o.sharedEcDir } : {}),
+    ...(o.fault ? { fault: o.fault } : {}),
+    ...(o.bootstrapTimeoutMs ? { bootstrapTimeoutMs: o.bootstrapTimeoutMs } : {}),
+    ...(o.encoderUrls ? { encoderUrls: o.encoderUrls } : {}),
+    ...(o.lora ? { loraAdapters: o.lora } : {}),
+    ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
+  });
+  logger.info({ url: handle.url, port: handle.port, bootstrapPort: handle.bootstrapPort, engine: handle.engine, role: handle.role, model: handle.model }, 'sim-engine ready');
+  onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

@@ -1,0 +1,132 @@
+import { EOS_TOKEN_ID, tokenId, tokenText, tokensText } from '../engine/tokens';
+import { DONE_EVENT, usageFields, type ResponseFormat, type ResponseView, type StreamFramer } from './format';
+
+/**
+ * SGLang's OpenAI and native responses as its pydantic models print them with `model_dump_json()` (no exclusions):
+ * every delta carries role/content/reasoning_content/tool_calls, chunks carry `"usage":null`, the finish reason comes
+ * in a separate chunk with an empty delta and `matched_stop`, and usage objects include `prompt_tokens_details`.
+ */
+function head(view: ResponseView, object: string): string {
+  return `{"id":${JSON.stringify(view.id)},"object":"${object}","created":${view.created},"model":${JSON.stringify(view.model)}`;
+}
+
+function matchedStop(view: ResponseView): string {
+  return view.plan.finishReason === 'stop' ? String(EOS_TOKEN_ID) : 'null';
+}
+
+function usageObject(view: ResponseView, completion: number): string {
+  return `${usageFields(view.promptTokens, completion)},"prompt_tokens_details":null}`;
+}
+
+function usageChunk(view: ResponseView, object: string): string {
+  return view.includeUsage ? `data: ${head(view, object)},"choices":[],"usage":${usageObject(view, view.plan.count)}}\n\n` : '';
+}
+
+class SglangChatFramer implements StreamFramer {
+  readonly #prefix: string;
+  constructor(readonly view: ResponseView) {
+    this.#prefix = `data: ${head(view, 'chat.completion.chunk')},"choices":[{"index":0,"delta":`;
+  }
+  open(): string {
+    return `${this.#prefix}{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n`;
+  }
+  tokens(from: number, to: number): string {
+    let out = '';
+    for (let i = from; i < to; i++) {
+      const usage = this.view.continuousUsage ? usageObject(this.view, i + 1) : 'null';
+      out += `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, i)}","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":${usage}}\n\n`;
+    }
+    return out;
+  }
+  close(): string {
+    const finish = `${this.#prefix}{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"${this.view.plan.finishReason}","matched_stop":${matchedStop(this.view)}}],"usage":null}\n\n`;
+    return finish + usageChunk(this.view, 'chat.completion.chunk') + DONE_EVENT;
+  }
+}
+
+class SglangCompletionFramer implements StreamFramer {
+  readonly #prefix: string;
+  constructor(readonly view: ResponseView) {
+    this.#prefix = `data: ${head(view, 'text_completion')},"choices":[{"index":0,"text":"`;
+  }
+  open(): string {
+    return '';
+  }
+  tokens(from: number, to: number): string {
+    let out = '';
+    for (let i = from; i < to; i++) {
+      const last = i === this.view.plan.count - 1;
+      const finish = last ? `"${this.view.plan.finishReason}","matched_stop":${matchedStop(this.view)}` : 'null,"matched_stop":null';
+      const usage = this.view.continuousUsage ? usageObject(this.view, i + 1) : 'null';
+      out += `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish}}],"usage":${usage}}\n\n`;
+    }
+    return out;
+  }
+  close(): string {
+    return usageChunk(this.view, 'text_completion') + DONE_EVENT;
+  }
+}
+
+const METADATA = ',"metadata":{"weight_version":"default"}';
+
+export const sglangChatFormat: ResponseFormat = {
+  body(view) {
+    const text = tokensText(view.outputKey, 0, view.plan.count);
+    return (
+      `${head(view, 'chat.completion')},"choices":[{"index":0,"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":null},` +
+      `"logprobs":null,"finish_reason":"${view.plan.finishReason}","matched_stop":${matchedStop(view)}}],"usage":${usageObject(view, view.plan.count)}${METADATA}}`
+    );
+  },
+  framer: (view) => new SglangChatFramer(view),
+};
+
+export const sglangCompletionFormat: ResponseFormat = {
+  body(view) {
+    const text = tokensText(view.outputKey, 0, view.plan.count);
+    return (
+      `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,"finish_reason":"${view.plan.finishReason}",` +
+      `"matched_stop":${matchedStop(view)}}],"usage":${usageObject(view, view.plan.count)}${METADATA}}`
+    );
+  },
+  framer: (view) => new SglangCompletionFramer(view),
+};
+
+/** SGLang native `meta_info` (finish_reason is an object: `{"type":"length","length":N}` or `{"type":"stop","matched":id}`). */
+function metaInfo(view: ResponseView, completion: number, finished: boolean): string {
+  const finish = !finished
+    ? 'null'
+    : view.plan.finishReason === 'length'
+      ? `{"type":"length","length":${completion}}`
+      : `{"type":"stop","matched":${EOS_TOKEN_ID}}`;
+  const e2e = finished && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
+  return `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default","completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`;
+}
+
+/** SGLang `/generate` streams cumulative text (not deltas), one event per token. */
+class SglangGenerateFramer implements StreamFramer {
+  #text = '';
+  constructor(readonly view: ResponseView) {}
+  open(): string {
+    return '';
+  }
+  tokens(from: number, to: number): string {
+    let out = '';
+    for (let i = from; i < to; i++) {
+      this.#text += tokenText(this.view.outputKey, i);
+      out += `data: {"text":"${this.#text}","meta_info":${metaInfo(this.view, i + 1, i === this.view.plan.count - 1)}}\n\n`;
+    }
+    return out;
+  }
+  close(): string {
+    return DONE_EVENT;
+  }
+}
+
+export const sglangGenerateFormat: ResponseFormat = {
+  body(view) {
+    const ids: number[] = [];
+    for (let i = 0; i < view.plan.count; i++) ids.push(tokenId(view.outputKey, i));
+    return `{"text":"${tokensText(view.outputKey, 0, view.plan.count)}","output_ids":[${ids.join(',')}],"meta_info":${metaInfo(view, view.plan.count, true)}}`;
+  },
+  framer: (view) => new SglangGenerateFramer(view),
+};

@@ -1,0 +1,118 @@
+import { z } from 'zod';
+
+/** Which engine's wire behaviour the simulator reproduces. */
+export const EngineKindSchema = z.enum(['vllm', 'sglang']);
+export type EngineKind = z.infer<typeof EngineKindSchema>;
+
+/** Disaggregated role: `both` is an ordinary aggregated engine (prefill and decode in one). */
+export const SimRoleSchema = z.enum(['encode', 'prefill', 'decode', 'both']);
+export type SimRole = z.infer<typeof SimRoleSchema>;
+
+/** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
+export const LatencyProfileNameSchema = z.enum(['zero', 'realistic']);
+export type LatencyProfileName = z.infer<typeof LatencyProfileNameSchema>;
+
+export const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse']);
+export type FaultMode = z.infer<typeof FaultModeSchema>;
+
+/** A fault applied to the next `count` inference requests (all of them when `count` is absent). */
+export const FaultSpecSchema = z
+  .object({
+    mode: FaultModeSchema,
+    count: z.number().int().positive().optional(),
+    /** `slow-first-byte` only: how long the first byte is held back (default 1000 ms). */
+    delayMs: z.number().int().nonnegative().optional(),
+  })
+  .strict();
+export type FaultSpec = z.infer<typeof FaultSpecSchema>;
+
+/** Overrides of the latency model's numbers (see `latency.ts` for the defaults of each profile). */
+export const LatencyOverridesSchema = z
+  .object({
+    encodeMsPerItem: z.number().nonnegative(),
+    prefillMsPer1kTokens: z.number().nonnegative(),
+    decodeMsPerToken: z.number().nonnegative(),
+    kvTransferMsPer1kTokens: z.number().nonnegative(),
+    maxRunning: z.number().int().positive(),
+    kvCapacityTokens: z.number().int().positive(),
+  })
+  .partial()
+  .strict();
+export type LatencyOverrides = z.infer<typeof LatencyOverridesSchema>;
+
+/** The subset of a pino logger the simulator uses; it logs only life-cycle events and failures, never per request. */
+export interface SimLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+  debug(obj: object, msg?: string): void;
+}
+
+export interface SimEngineOptions {
+  readonly engine: EngineKind;
+  readonly role: SimRole;
+  /** Listen address; any 127.x.y.z loopback works. Default 127.0.0.1. */
+  readonly host?: string;
+  /** 0 or absent picks a free port. */
+  readonly port?: number;
+  /** Served model name. Default `sim-model`. */
+  readonly model?: string;
+  readonly latencyProfile?: LatencyProfileName;
+  /** Fine-tuning of the latency model (tests use small realistic numbers). */
+  readonly latency?: LatencyOverrides;
+  /** vLLM shared-storage EC connector directory (`shared_storage_path`). Without it, EC lookups always miss. */
+  readonly sharedEcDir?: string;
+  /** Serves `/admin/*` (fault injection, request log, counters). */
+  readonly admin?: boolean;
+  readonly fault?: FaultSpec;
+  /** SGLang prefill bootstrap server port; 0 or absent picks a free port (the CLI defaults to 8998 like SGLang). */
+  readonly bootstrapPort?: number;
+  /** SGLang decode: how long to wait for the prefill to register the room. Default 30 000 ms. */
+  readonly bootstrapTimeoutMs?: number;
+  /** SGLang EPD prefill (`--language-only`): serves the encoder registry and calls `/encode` itself. */
+  readonly languageOnly?: boolean;
+  /** SGLang `--encoder-urls`: encoders registered at start (language-only prefill). */
+  readonly encoderUrls?: readonly string[];
+  /** Extra model ids (LoRA adapters) listed in `/v1/models` and accepted as `model`. */
+  readonly loraAdapters?: readonly string[];
+  /** Data-parallel ranks: one metrics series per rank (vLLM `engine="0"`.., SGLang `dp_rank`). Default 1. */
+  readonly dataParallel?: number;
+  /** `max_model_len` reported in `/v1/models` and enforced on prompt + max_tokens. Default 32768. */
+  readonly maxModelLen?: number;
+  /** vLLM prefill: how long KV blocks are held for a decode to pull them. Default 30 000 ms. */
+  readonly kvLeaseMs?: number;
+  /** Most recent requests kept for `requests()` and `/admin/log`. Default 10 000. */
+  readonly requestLogLimit?: number;
+  readonly logger?: SimLogger;
+}
+
+/** One request as the simulator received it. */
+export interface LoggedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** Parsed JSON when the body is JSON, else the raw text; undefined without a body. */
+  readonly body: unknown;
+  /** The body exactly as received (JSON numbers beyond 2^53, such as SGLang rooms, are exact here). */
+  readonly rawBody: string;
+  /** Epoch milliseconds of arrival. */
+  readonly at: number;
+}
+
+export interface SimEngineHandle {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  /** SGLang prefill only: the bootstrap server's port. */
+  readonly bootstrapPort?: number;
+  readonly engine: EngineKind;
+  readonly role: SimRole;
+  readonly model: string;
+  /** Every request received (oldest first, bounded by `requestLogLimit`), including `/health` and `/metrics`. */
+  requests(): readonly LoggedRequest[];
+  clearRequests(): void;
+  setFault(fault: FaultSpec): void;
+  /** Protocol counters (see docs/engine-sim.md): kvPullsServed, kvPullsReceived, localPrefillFallbacks, ecHits, ... */
+  counters(): Record<string, number>;
+  close(): Promise<void>;
+}

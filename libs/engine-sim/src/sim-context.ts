@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import { Agent } from 'undici';
+import { SimClock } from './engine/clock';
+import type { GenerationEnv } from './engine/generation';
+import { resolveLatencyModel, type LatencyModel } from './engine/latency';
+import { Rank } from './engine/rank';
+import { SimCounters } from './counters';
+import { FaultController } from './faults';
+import type { EngineMetrics } from './metrics/engine-metrics';
+import { SglangMetrics } from './metrics/sglang-metrics';
+import { VllmMetrics } from './metrics/vllm-metrics';
+import type { EngineKind, SimEngineOptions, SimLogger, SimRole } from './options';
+import { RequestLog } from './request-log';
+
+const DEFAULT_MAX_MODEL_LEN = 32_768;
+
+/** Everything one simulated engine owns; each `startSimEngine` builds its own (no module-level state). */
+export class SimContext {
+  readonly engine: EngineKind;
+  readonly role: SimRole;
+  readonly model: string;
+  readonly host: string;
+  readonly loraAdapters: readonly string[];
+  readonly maxModelLen: number;
+  /** vLLM `remote_engine_id` of this instance. */
+  readonly engineId = randomUUID();
+  readonly startedAt = Math.floor(Date.now() / 1000);
+  readonly latency: LatencyModel;
+  readonly clock = new SimClock();
+  readonly ranks: readonly Rank[];
+  readonly counters = new SimCounters();
+  readonly faults: FaultController;
+  readonly log: RequestLog;
+  readonly metrics: EngineMetrics;
+  /** Outbound HTTP (KV pulls, bootstrap waits, encoder calls) with its own connection pool. */
+  readonly http = new Agent({ keepAliveTimeout: 4_000, connections: 64 });
+  readonly logger: SimLogger | undefined;
+  readonly env: GenerationEnv;
+  port = 0;
+  #nextRank = 0;
+
+  constructor(readonly options: SimEngineOptions) {
+    this.engine = options.engine;
+    this.role = options.role;
+    this.model = options.model ?? 'sim-model';
+    this.host = options.host ?? '127.0.0.1';
+    this.loraAdapters = options.loraAdapters ?? [];
+    this.maxModelLen = options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN;
+    this.latency = resolveLatencyModel(options.latencyProfile ?? 'zero', options.latency);
+    this.ranks = Array.from({ length: Math.max(1, options.dataParallel ?? 1) }, (_, i) => new Rank(i, this.latency));
+    this.faults = new FaultController(options.fault);
+    this.log = new RequestLog(options.requestLogLimit ?? 10_000);
+    this.logger = options.logger;
+    const setup = { model: this.model, ranks: this.ranks, maxModelLen: this.maxModelLen, loraAdapters: this.loraAdapters, engineType: sglangEngineType(this.role) };
+    this.metrics = this.engine === 'vllm' ? new VllmMetrics(setup) : new SglangMetrics(setup);
+    this.env = { model: this.latency, clock: this.clock, recorder: this.metrics, onAbort: () => this.counters.inc('aborted') };
+  }
+
+  get url(): string {
+    return `http://${this.host.includes(':') ? `[${this.host}]` : this.host}:${this.port}`;
+  }
+
+  /** The rank a request runs on: the requested one when valid (DP-rank pinning), else round-robin. */
+  pickRank(requested?: number): Rank {
+    if (requested !== undefined && Number.isInteger(requested) && requested >= 0 && requested < this.ranks.length) {
+      return this.ranks[requested] as Rank;
+    }
+    const rank = this.ranks[this.#nextRank] as Rank;
+    this.#nextRank = (this.#nextRank + 1) % this.ranks.length;
+    return rank;
+  }
+
+  /** Whether `model` names this engine's model or one of its LoRA adapters. */
+  servesModel(model: string): boolean {
+    return model === this.model || this.loraAdapters.includes(model);
+  }
+
+  async close(): Promise<void> {
+    this.clock.stop();
+    for (const rank of this.ranks) rank.stop();
+    await this.http.close();
+  }
+}
+
+function sglangEngineType(role: SimRole): string {
+  return role === 'both' ? 'unified' : role;
+}

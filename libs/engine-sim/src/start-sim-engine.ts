@@ -1,0 +1,79 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { registerAdminRoutes } from './admin-routes';
+import { Router } from './http/router';
+import { EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions } from './options';
+import { SimContext } from './sim-context';
+import { BootstrapServer } from './sglang/bootstrap-server';
+import { registerSglangRoutes } from './sglang/sglang-routes';
+import { registerVllmRoutes } from './vllm/vllm-routes';
+
+/** uvicorn's keep-alive timeout, which both engines run behind. */
+const KEEP_ALIVE_MS = 5_000;
+
+function validate(opts: SimEngineOptions): void {
+  EngineKindSchema.parse(opts.engine);
+  SimRoleSchema.parse(opts.role);
+  if (opts.fault) FaultSpecSchema.parse(opts.fault);
+  if (opts.languageOnly && !(opts.engine === 'sglang' && (opts.role === 'prefill' || opts.role === 'both'))) {
+    throw new Error('languageOnly needs engine sglang and role prefill (EPD) or both (E+PD)');
+  }
+  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
+}
+
+function listen(server: Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/**
+ * Starts a simulated vLLM or SGLang engine in one disaggregated role on a real socket. Everything it owns is
+ * per instance, so many simulators can share one process (the local stack runs them all in one).
+ */
+export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineHandle> {
+  validate(opts);
+  const ctx = new SimContext(opts);
+  const router = new Router({ engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger });
+  const bootstrap = ctx.engine === 'sglang' && ctx.role === 'prefill' ? await BootstrapServer.start(ctx.host, opts.bootstrapPort ?? 0, ctx.ranks.length) : undefined;
+  if (ctx.engine === 'vllm') registerVllmRoutes(router, ctx);
+  else registerSglangRoutes(router, ctx, bootstrap);
+  if (opts.admin) registerAdminRoutes(router, ctx);
+
+  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, router.listener);
+  try {
+    ctx.port = await listen(server, ctx.host, opts.port ?? 0);
+  } catch (err) {
+    await bootstrap?.close();
+    await ctx.close();
+    throw err;
+  }
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: ctx.url,
+    host: ctx.host,
+    port: ctx.port,
+    ...(bootstrap ? { bootstrapPort: bootstrap.port } : {}),
+    engine: ctx.engine,
+    role: ctx.role,
+    model: ctx.model,
+    requests: () => ctx.log.list(),
+    clearRequests: () => ctx.log.clear(),
+    setFault: (fault) => ctx.faults.set(FaultSpecSchema.parse(fault)),
+    counters: () => ctx.counters.snapshot(),
+    close: () =>
+      (closing ??= (async () => {
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        });
+        await bootstrap?.close();
+        await ctx.close();
+      })()),
+  };
+}

@@ -1,0 +1,32 @@
+import type { Router } from '../http/router';
+import { sendJson, sendText } from '../http/respond';
+import { modelsBody } from '../openai/common';
+import type { SimContext } from '../sim-context';
+import { EcStore } from './ec-store';
+import { KvBlockStore } from './kv-block-store';
+import { KV_PULL_PATH, kvPullHandler } from './kv-side-channel';
+import { vllmInferenceHandler, type VllmDeps } from './vllm-inference';
+
+const PROMETHEUS_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
+const SIM_VLLM_VERSION = '0.11.0+triad.sim';
+
+/** Registers a vLLM instance's HTTP surface (OpenAI API, health, metrics, and the NIXL side channel). */
+export function registerVllmRoutes(router: Router, ctx: SimContext): VllmDeps {
+  const deps: VllmDeps = {
+    ctx,
+    ec: new EcStore(ctx.options.sharedEcDir),
+    kv: new KvBlockStore(ctx.engineId, ctx.options.kvLeaseMs ?? 30_000, ctx.counters),
+  };
+  const models = modelsBody(ctx);
+  router
+    .add('POST', '/v1/chat/completions', vllmInferenceHandler(deps, 'chat'), { inference: true })
+    .add('POST', '/v1/completions', vllmInferenceHandler(deps, 'completion'), { inference: true })
+    .add('GET', '/v1/models', (ex) => sendJson(ex.res, 200, models))
+    .add('GET', '/health', (ex) => sendText(ex.res, 200, ''))
+    .add('GET', '/ping', (ex) => sendText(ex.res, 200, ''))
+    .add('POST', '/ping', (ex) => sendText(ex.res, 200, ''))
+    .add('GET', '/version', (ex) => sendJson(ex.res, 200, JSON.stringify({ version: SIM_VLLM_VERSION })))
+    .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
+    .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv));
+  return deps;
+}
