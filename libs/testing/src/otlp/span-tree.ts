@@ -2,7 +2,7 @@ import type { ReceivedSpan } from './span-model';
 
 export interface SpanTreeNode {
   readonly span: ReceivedSpan;
-  /** Ordered by start time, then name, so the order is stable across runs. */
+  /** Ordered by start time, then end time, then name (the SDK stamps starts with millisecond resolution). */
   readonly children: SpanTreeNode[];
 }
 
@@ -26,7 +26,8 @@ export interface TraceSummary {
 }
 
 function byStart(a: SpanTreeNode, b: SpanTreeNode): number {
-  return a.span.startMs - b.span.startMs || a.span.name.localeCompare(b.span.name) || a.span.spanId.localeCompare(b.span.spanId);
+  return a.span.startMs - b.span.startMs || a.span.endMs - b.span.endMs
+    || a.span.name.localeCompare(b.span.name) || a.span.spanId.localeCompare(b.span.spanId);
 }
 
 /**
@@ -50,9 +51,18 @@ export function buildSpanTree(spans: readonly ReceivedSpan[]): SpanTreeNode[] {
   return roots;
 }
 
-/** The tree as labels only; `label` defaults to the span name. */
-export function treeShape(roots: readonly SpanTreeNode[], label: (span: ReceivedSpan) => string = (s) => s.name): SpanShape[] {
-  return roots.map((n) => ({ name: label(n.span), children: treeShape(n.children, label) }));
+/**
+ * The tree as labels only; `label` defaults to the span name. With `sorted`, siblings are ordered by label
+ * instead of time: JS SDK span starts have millisecond resolution, so siblings started within the same
+ * millisecond have no reliable time order, and exact structural assertions should not depend on one.
+ */
+export function treeShape(
+  roots: readonly SpanTreeNode[],
+  label: (span: ReceivedSpan) => string = (s) => s.name,
+  opts: { sorted?: boolean } = {},
+): SpanShape[] {
+  const shapes = roots.map((n) => ({ name: label(n.span), children: treeShape(n.children, label, opts) }));
+  return opts.sorted ? shapes.sort((a, b) => a.name.localeCompare(b.name)) : shapes;
 }
 
 /** Summarizes one trace's spans (all with the same trace id). */

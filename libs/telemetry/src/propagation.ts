@@ -1,0 +1,125 @@
+import { isSpanContextValid, propagation, ROOT_CONTEXT, trace, type Context, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
+import { contextOf, type Parent } from './spans';
+import { tracing } from './state';
+
+/**
+ * Header shapes the helpers read: NATS `HeaderMap` (`Record<string, string>`), Node's `IncomingHttpHeaders`
+ * (values may be arrays), undici response headers.
+ */
+export type HeaderCarrier = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/** Response header carrying the trace id so a user can look the request up in Jaeger. */
+export const TRACE_ID_HEADER = 'x-triad-trace-id';
+
+/**
+ * NATS header that carries one context per request of a coalesced `triad.v1.schedule` batch (a JSON array of
+ * propagator carriers, `null` where a request has no span). The standard `traceparent` of the message is the
+ * first request's, so a generic consumer still sees a valid parent.
+ */
+export const BATCH_TRACE_HEADER = 'triad-trace-batch';
+
+const getter: TextMapGetter<HeaderCarrier> = {
+  keys: (carrier) => Object.keys(carrier),
+  get: (carrier, key) => {
+    let value = carrier[key];
+    if (value === undefined) {
+      // HTTP header names arrive lower-cased; a NATS producer keeps whatever case it used.
+      const lower = key.toLowerCase();
+      for (const k of Object.keys(carrier)) {
+        if (k.toLowerCase() === lower) {
+          value = carrier[k];
+          break;
+        }
+      }
+    }
+    if (typeof value === 'string') return value === '' ? undefined : value; // nats.js returns '' for a missing key
+    if (value === undefined || value.length === 0) return undefined;
+    return value as string[];
+  },
+};
+
+const setter: TextMapSetter<Record<string, string>> = {
+  set: (carrier, key, value) => {
+    carrier[key] = value;
+  },
+};
+
+/**
+ * Writes `traceparent` (and `tracestate`) for `parent` into `headers` (created when omitted) and returns them:
+ * for engine HTTP calls and for `Bus.publish/request` headers. A no-op while tracing is off.
+ */
+export function injectTraceHeaders(parent: Parent, headers: Record<string, string> = {}): Record<string, string> {
+  if (!tracing.tracer) return headers;
+  propagation.inject(contextOf(parent), headers, setter);
+  return headers;
+}
+
+/**
+ * Reads the W3C context from incoming headers (HTTP request or NATS `ReceiveContext.headers`) into a context
+ * derived from `base` (default: the root context, so an incoming request never inherits unrelated state).
+ */
+export function extractTraceContext(headers: HeaderCarrier | undefined, base: Context = ROOT_CONTEXT): Context {
+  if (!tracing.tracer || !headers) return base;
+  return propagation.extract(base, headers, getter);
+}
+
+function hasSpan(ctx: Context | undefined): ctx is Context {
+  const span = ctx ? trace.getSpan(ctx) : undefined;
+  return span !== undefined && isSpanContextValid(span.spanContext());
+}
+
+/**
+ * For one NATS message that carries many requests (the scheduling batch): the first request's context in the
+ * standard headers, and every request's context in `triad-trace-batch` when there is more than one, so the
+ * scheduler can continue each request's own trace.
+ */
+export function injectBatchTraceHeaders(parents: readonly (Parent | undefined)[], headers: Record<string, string> = {}): Record<string, string> {
+  if (!tracing.tracer || parents.length === 0) return headers;
+  const contexts = parents.map((p) => (p === undefined ? undefined : contextOf(p)));
+  const first = contexts[0];
+  if (hasSpan(first)) propagation.inject(first, headers, setter);
+  if (contexts.length > 1 && contexts.some(hasSpan)) {
+    const carriers = contexts.map((ctx) => {
+      if (!hasSpan(ctx)) return null;
+      const carrier: Record<string, string> = {};
+      propagation.inject(ctx, carrier, setter);
+      return carrier;
+    });
+    headers[BATCH_TRACE_HEADER] = JSON.stringify(carriers);
+  }
+  return headers;
+}
+
+function parseBatch(raw: string | undefined): unknown[] | undefined {
+  if (!raw) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    return Array.isArray(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The parent context of each of `count` requests in a batch message, in order. Without the batch header the
+ * standard headers belong to request 0 and the others start their own traces.
+ */
+export function extractBatchTraceContexts(headers: HeaderCarrier | undefined, count: number): Context[] {
+  const out: Context[] = new Array<Context>(count).fill(ROOT_CONTEXT);
+  if (!tracing.tracer || !headers || count === 0) return out;
+  const raw = getter.get(headers, BATCH_TRACE_HEADER);
+  const batch = parseBatch(Array.isArray(raw) ? raw[0] : (raw as string | undefined));
+  if (!batch) {
+    out[0] = extractTraceContext(headers);
+    return out;
+  }
+  for (let i = 0; i < count && i < batch.length; i++) {
+    const entry = batch[i];
+    if (!entry || typeof entry !== 'object') continue;
+    // Only string values: the header came over the wire and is not trusted to have the right shape.
+    const carrier: Record<string, string> = {};
+    for (const [k, v] of Object.entries(entry)) if (typeof v === 'string') carrier[k] = v;
+    out[i] = propagation.extract(ROOT_CONTEXT, carrier, getter);
+  }
+  return out;
+}

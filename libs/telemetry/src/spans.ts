@@ -1,0 +1,139 @@
+import {
+  context as otelContext, INVALID_SPAN_CONTEXT, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace,
+  type Attributes, type Context, type Link, type Span, type TimeInput,
+} from '@opentelemetry/api';
+import { isTriadError } from '@triad/errors';
+import { ATTR } from './attributes';
+import { tracing } from './state';
+
+/** A started span together with the context that holds it (parent of its children, source of outgoing headers). */
+export interface Traced {
+  readonly span: Span;
+  readonly context: Context;
+  /** `performance.now()` at start, for derived durations such as time to first chunk. */
+  readonly startedAt: number;
+}
+
+/** Where a span hangs: a started span or a context (e.g. one extracted from NATS or HTTP headers). */
+export type Parent = Traced | Context;
+
+/** Returned by every helper while tracing is off: never recording, no context, shared (no allocation). */
+export const NOOP_TRACED: Traced = Object.freeze({
+  span: trace.wrapSpanContext(INVALID_SPAN_CONTEXT),
+  context: ROOT_CONTEXT,
+  startedAt: 0,
+});
+
+function isTraced(p: Parent): p is Traced {
+  return (p as Traced).span !== undefined && (p as Traced).startedAt !== undefined;
+}
+
+export function contextOf(parent: Parent): Context {
+  return isTraced(parent) ? parent.context : parent;
+}
+
+export interface StartOptions {
+  readonly kind?: SpanKind;
+  /** Parent span or context; defaults to the active context. */
+  readonly parent?: Parent;
+  /** Start a new trace (pod-watcher passes, background work). */
+  readonly root?: boolean;
+  readonly links?: Link[];
+  /** When the work began, if before this call (epoch ms or `Date`), e.g. a stage only known once it ended. */
+  readonly startTime?: TimeInput;
+}
+
+/**
+ * Starts a span. `attributes` is a function so nothing is built unless the span records (sampled and tracing
+ * on); the sampler never needs them (Triad's samplers look at the trace id and parent only).
+ */
+export function startTraced(name: string, options: StartOptions = {}, attributes?: () => Attributes): Traced {
+  const tracer = tracing.tracer;
+  if (!tracer) return NOOP_TRACED;
+  const parent = options.root ? ROOT_CONTEXT : options.parent ? contextOf(options.parent) : otelContext.active();
+  const span = tracer.startSpan(name, {
+    kind: options.kind ?? SpanKind.INTERNAL,
+    ...(options.root ? { root: true } : {}),
+    ...(options.links ? { links: options.links } : {}),
+    ...(options.startTime !== undefined ? { startTime: options.startTime } : {}),
+  }, parent);
+  if (attributes && span.isRecording()) span.setAttributes(attributes());
+  return { span, context: trace.setSpan(parent, span), startedAt: performance.now() };
+}
+
+/** Sets attributes built by `build` only when the span records. */
+export function setAttributes(t: Traced, build: () => Attributes): void {
+  if (t.span.isRecording()) t.span.setAttributes(build());
+}
+
+/** Adds an event (attributes built only when recording). */
+export function addEvent(t: Traced, name: string, build?: () => Attributes): void {
+  if (t.span.isRecording()) t.span.addEvent(name, build ? build() : undefined);
+}
+
+/**
+ * A low-cardinality `error.type`: the TriadError code, else a Node error code (`ECONNREFUSED`), else the error
+ * class name, else `_OTHER` (the convention's fallback).
+ */
+export function errorTypeOf(err: unknown): string {
+  if (isTriadError(err)) return err.code;
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code) return code;
+    if (err.name && err.name !== 'Error') return err.name;
+  }
+  return '_OTHER';
+}
+
+const MAX_STATUS_MESSAGE = 300;
+
+/**
+ * Marks the span failed: ERROR status with the message, `error.type`, and an `exception` event without the
+ * stack (stacks are large and say little about an engine's reply).
+ */
+export function recordFailure(t: Traced, err: unknown, opts: { errorType?: string; attributes?: Attributes } = {}): void {
+  const span = t.span;
+  if (!span.isRecording()) return;
+  const message = (err instanceof Error ? err.message : typeof err === 'string' ? err : 'failed').slice(0, MAX_STATUS_MESSAGE);
+  const type = opts.errorType ?? errorTypeOf(err);
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
+  span.setAttribute(ATTR.errorType, type);
+  if (opts.attributes) span.setAttributes(opts.attributes);
+  span.addEvent('exception', { 'exception.type': type, 'exception.message': message });
+}
+
+/** Ends the span, first marking it failed when `err` is given. */
+export function endTraced(t: Traced, err?: unknown): void {
+  if (err !== undefined) recordFailure(t, err);
+  t.span.end();
+}
+
+/** Runs `fn` inside a span that ends when it settles and records the error when it throws. */
+export async function inSpan<T>(name: string, options: StartOptions, fn: (t: Traced) => Promise<T> | T, attributes?: () => Attributes): Promise<T> {
+  const t = startTraced(name, options, attributes);
+  try {
+    return await fn(t);
+  } catch (err) {
+    recordFailure(t, err);
+    throw err;
+  } finally {
+    t.span.end();
+  }
+}
+
+/** The trace id of a span, span holder or context (default: the active context); undefined when there is none. */
+export function traceIdOf(source?: Traced | Span | Context): string | undefined {
+  if (!tracing.tracer) return undefined;
+  let span: Span | undefined;
+  if (source === undefined) span = trace.getActiveSpan();
+  else if ('spanContext' in source && typeof source.spanContext === 'function') span = source;
+  else if ('startedAt' in source) span = source.span;
+  else span = trace.getSpan(source as Context);
+  const sc = span?.spanContext();
+  return sc && isSpanContextValid(sc) ? sc.traceId : undefined;
+}
+
+/** The active span's trace id, for log lines written outside a request's explicit context. */
+export function currentTraceId(): string | undefined {
+  return traceIdOf();
+}
