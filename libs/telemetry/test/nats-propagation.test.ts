@@ -12,6 +12,8 @@ import {
 import { epdDecision } from './fixtures';
 
 const EventSchema = z.object({ n: z.number() });
+/** The schema version as a non-widening literal type (object literals would widen the constant to number). */
+const V: typeof SCHEMA_VERSION = SCHEMA_VERSION;
 
 /** The scheduler's side: one decide span per request of the batch, each continuing its own request's trace. */
 function serveSchedule(bus: Bus): void {
@@ -29,8 +31,8 @@ function serveSchedule(bus: Bus): void {
       finishDecideSpan(decide, decision);
       return decision;
     });
-    return { v: SCHEMA_VERSION, decisions };
-  }, { queue: 'schedulers', onInvalid: (error) => ({ v: SCHEMA_VERSION, error: { code: 'BUS_MESSAGE_INVALID', message: error } }), onError: () => ({ v: SCHEMA_VERSION, error: { code: 'INTERNAL', message: 'x' } }) });
+    return { v: V, decisions };
+  }, { queue: 'schedulers', onInvalid: (error) => ({ v: V, error: { code: 'BUS_MESSAGE_INVALID', message: error } }), onError: () => ({ v: V, error: { code: 'INTERNAL', message: 'x' } }) });
 }
 
 function schedulingRequest(id: string, model = 'qwen') {
@@ -84,7 +86,7 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
   it('request → serve: the scheduler span continues the gateway schedule span, with phase children and the decision', async () => {
     const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
     const schedule = startScheduleSpan(request, { namespace: 'default', modelServer: 'qwen-vl' });
-    const reply = await gateway.request(Subjects.schedule, ScheduleBatchSchema, { v: SCHEMA_VERSION, requests: [schedulingRequest('r-1')] },
+    const reply = await gateway.request(Subjects.schedule, ScheduleBatchSchema, { v: V, requests: [schedulingRequest('r-1')] },
       ScheduleBatchReplySchema, { timeoutMs: 5000, headers: injectBatchTraceHeaders([schedule]) });
     const decision = 'decisions' in reply ? reply.decisions[0]! : { error: reply.error };
     finishScheduleSpan(schedule, decision, { batchSize: 1 });
@@ -108,7 +110,7 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
   it('a coalesced batch: each request\'s scheduler span joins its own trace, errors mark the right span', async () => {
     const requests = [0, 1, 2].map(() => startRequestSpan({ method: 'POST', route: '/v1/chat/completions' }));
     const schedules = requests.map((r) => startScheduleSpan(r, { namespace: 'default', modelServer: 'qwen-vl' }));
-    const batch = { v: SCHEMA_VERSION, requests: [schedulingRequest('a'), schedulingRequest('b', 'missing'), schedulingRequest('c')] };
+    const batch = { v: V, requests: [schedulingRequest('a'), schedulingRequest('b', 'missing'), schedulingRequest('c')] };
     const reply = await gateway.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema,
       { timeoutMs: 5000, headers: injectBatchTraceHeaders(schedules) });
     expect('decisions' in reply).toBe(true);
