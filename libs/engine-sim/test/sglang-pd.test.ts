@@ -1,0 +1,175 @@
+import type { SimEngineHandle } from '@triad/engine-sim';
+import { waitFor } from '@triad/testing';
+import { CHAT, get, post, SimFleet, sseEvents } from './helpers';
+
+/** A PD body as the SGLang router builds it, written as raw JSON so the room keeps every digit. */
+function pdBody(fields: Record<string, unknown>, host: string, port: number, room: string): string {
+  return `{${Object.entries(fields)
+    .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`)
+    .join(',')},"bootstrap_host":"${host}","bootstrap_port":${port},"bootstrap_room":${room}}`;
+}
+
+describe('SGLang simulator: PD with the bootstrap server', () => {
+  const fleet = new SimFleet();
+  let prefill: SimEngineHandle;
+  let decode: SimEngineHandle;
+  let body: (room: string, extra?: Record<string, unknown>) => string;
+
+  beforeAll(async () => {
+    prefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.6' });
+    decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.7', bootstrapTimeoutMs: 400 });
+    body = (room, extra = {}) => pdBody({ model: 'sim-model', messages: CHAT, max_tokens: 4, ...extra }, prefill.host, prefill.bootstrapPort!, room);
+  });
+  afterAll(() => fleet.closeAll());
+
+  it('runs a bootstrap server that answers /health with OK', async () => {
+    expect(prefill.bootstrapPort).toBeGreaterThan(0);
+    expect(await get(`http://${prefill.host}:${prefill.bootstrapPort}/health`)).toMatchObject({ status: 200, text: 'OK' });
+  });
+
+  it('serves P and D called concurrently with the same room (2^63-1, exact)', async () => {
+    const room = '9223372036854775807';
+    const [d, p] = await Promise.all([post(`${decode.url}/v1/chat/completions`, body(room)), post(`${prefill.url}/v1/chat/completions`, body(room))]);
+    expect(p.status).toBe(200);
+    expect(d.status).toBe(200);
+    expect(d.json()).toMatchObject({ object: 'chat.completion', usage: { completion_tokens: 4 } });
+    expect(decode.requests().at(-1)!.rawBody).toContain(`"bootstrap_room":${room}`);
+    expect(prefill.counters()['roomsRegistered']).toBeGreaterThanOrEqual(1);
+    expect(decode.counters()['roomsMatched']).toBeGreaterThanOrEqual(1);
+  });
+
+  it('lets a decode that arrives first wait until the prefill has registered the room', async () => {
+    const room = '42';
+    const pending = post(`${decode.url}/v1/chat/completions`, body(room));
+    await waitFor(() => decode.requests().some((r) => r.rawBody.includes('"bootstrap_room":42}')), { what: 'decode request' });
+    const p = await post(`${prefill.url}/v1/chat/completions`, body(room, { stream: true }));
+    // The prefill accepts stream:true and returns a complete, valid stream.
+    expect(sseEvents(p.text).at(-1)).toBe('[DONE]');
+    expect((await pending).status).toBe(200);
+  });
+
+  it('fails the decode SGLang-style when the prefill is never called', async () => {
+    const before = decode.counters()['bootstrapTimeouts']!;
+    const res = await post(`${decode.url}/v1/chat/completions`, body('1234567'));
+    expect(res.status).toBe(500);
+    const err = res.json<Record<string, unknown>>();
+    expect(err).toMatchObject({ object: 'error', type: 'InternalServerError', param: null, code: 500 });
+    expect(String(err['message'])).toContain('1234567');
+    expect(decode.counters()['bootstrapTimeouts']).toBe(before + 1);
+  });
+
+  it('reports the failure inside an already started stream', async () => {
+    const res = await post(`${decode.url}/v1/chat/completions`, body('7654321', { stream: true }));
+    expect(res.status).toBe(200);
+    const events = sseEvents(res.text);
+    expect(events).toHaveLength(2);
+    expect(JSON.parse(events[0]!)).toMatchObject({ error: { object: 'error', type: 'InternalServerError', param: null, code: 500 } });
+    expect(events[1]).toBe('[DONE]');
+  });
+
+  it('does not confuse rooms that differ beyond 2^53 (mismatched rooms fail)', async () => {
+    // JSON.parse maps both to 9007199254740992; the simulator must not.
+    const [d, p] = await Promise.all([
+      post(`${decode.url}/v1/chat/completions`, body('9007199254740993')),
+      post(`${prefill.url}/v1/chat/completions`, body('9007199254740992')),
+    ]);
+    expect(p.status).toBe(200);
+    expect(d.status).toBe(500);
+  });
+
+  it('routes /generate and completions the same way', async () => {
+    const room = '18446744073709551615';
+    const gen = pdBody({ text: 'The capital of France is', sampling_params: { max_new_tokens: 3 } }, prefill.host, prefill.bootstrapPort!, room);
+    const [d, p] = await Promise.all([post(`${decode.url}/generate`, gen), post(`${prefill.url}/generate`, gen)]);
+    expect(p.status).toBe(200);
+    expect(d.json()).toMatchObject({ meta_info: { finish_reason: { type: 'length', length: 3 }, completion_tokens: 3 } });
+    const cmpl = pdBody({ prompt: 'Hello', max_tokens: 2 }, prefill.host, prefill.bootstrapPort!, '5');
+    const [dc] = await Promise.all([post(`${decode.url}/v1/completions`, cmpl), post(`${prefill.url}/v1/completions`, cmpl)]);
+    expect(dc.json()).toMatchObject({ object: 'text_completion', usage: { completion_tokens: 2 } });
+  });
+
+  it.each([
+    ['prefill', () => prefill],
+    ['decode', () => decode],
+  ])('%s rejects a request without bootstrap fields (400, SGLang error shape)', async (mode, sim) => {
+    const res = await post(`${sim().url}/v1/chat/completions`, { messages: CHAT });
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ object: 'error', type: 'BadRequestError', param: null, code: 400 });
+    expect(res.json<{ message: string }>().message).toContain(mode);
+  });
+
+  it('rejects a room that is not a non-negative integer', async () => {
+    const res = await post(`${prefill.url}/v1/chat/completions`, body('-3'));
+    expect(res.status).toBe(400);
+  });
+});
+
+describe('SGLang simulator: OpenAI surface (unified role)', () => {
+  const fleet = new SimFleet();
+  let sim: SimEngineHandle;
+
+  beforeAll(async () => {
+    sim = await fleet.start({ engine: 'sglang', role: 'both', host: '127.0.0.8' });
+  });
+  afterAll(() => fleet.closeAll());
+
+  it('streams chat SSE byte-for-byte as SGLang frames it (separate finish chunk, usage only when asked)', async () => {
+    const plain = await post(`${sim.url}/v1/chat/completions`, { model: 'm', messages: CHAT, max_tokens: 3 });
+    const tokens = plain.json<{ choices: { message: { content: string } }[] }>().choices[0]!.message.content.match(/ [a-z]+/g)!;
+    const p = plain.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
+    const res = await post(`${sim.url}/v1/chat/completions`, { model: 'm', messages: CHAT, max_tokens: 3, stream: true, stream_options: { include_usage: true } }, { 'x-request-id': 'sg-1' });
+    expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const created = JSON.parse(sseEvents(res.text)[0]!).created as number;
+    const head = `{"id":"sg-1","object":"chat.completion.chunk","created":${created},"model":"m"`;
+    const delta = (role: string, content: string) => `{"role":${role},"content":${content},"reasoning_content":null,"tool_calls":null}`;
+    const expected = [
+      `${head},"choices":[{"index":0,"delta":${delta('"assistant"', '""')},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+      ...tokens.map((t) => `${head},"choices":[{"index":0,"delta":${delta('null', `"${t}"`)},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`),
+      `${head},"choices":[{"index":0,"delta":${delta('null', 'null')},"logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}`,
+      `${head},"choices":[],"usage":{"prompt_tokens":${p},"total_tokens":${p + 3},"completion_tokens":3,"prompt_tokens_details":null}}`,
+      '[DONE]',
+    ]
+      .map((e) => `data: ${e}\n\n`)
+      .join('');
+    expect(res.text).toBe(expected);
+  });
+
+  it('sends no usage chunk for stream_options {} (SGLang defaults include_usage to false)', async () => {
+    const res = await post(`${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, stream: true, stream_options: {} });
+    const events = sseEvents(res.text).slice(0, -1).map((e) => JSON.parse(e) as { choices: unknown[] });
+    expect(events.every((e) => e.choices.length === 1)).toBe(true);
+  });
+
+  it('reports a natural stop with matched_stop set to the EOS token', async () => {
+    const res = await post(`${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 500 });
+    expect(res.json()).toMatchObject({ choices: [{ finish_reason: 'stop', matched_stop: 2 }], metadata: { weight_version: 'default' } });
+  });
+
+  it('streams /generate with cumulative text and a final meta_info', async () => {
+    const res = await post(`${sim.url}/generate`, { text: 'Hello', sampling_params: { max_new_tokens: 3 }, stream: true, rid: 'g1' });
+    const events = sseEvents(res.text);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { text: string; meta_info: { id: string; finish_reason: unknown; completion_tokens: number } });
+    expect(chunks).toHaveLength(3);
+    expect(chunks[2]!.text.startsWith(chunks[1]!.text)).toBe(true);
+    expect(chunks.map((c) => c.meta_info.finish_reason)).toEqual([null, null, { type: 'length', length: 3 }]);
+    expect(chunks[0]!.meta_info.id).toBe('g1');
+  });
+
+  it.each([
+    ['invalid JSON', '{"messages"'],
+    ['empty messages', { messages: [] }],
+    ['missing prompt text on /generate', { sampling_params: {} }],
+  ])('rejects %s with the flat SGLang error shape', async (name, bodyValue) => {
+    const path = name.includes('generate') ? '/generate' : '/v1/chat/completions';
+    const res = await post(`${sim.url}${path}`, bodyValue);
+    expect(res.status).toBe(400);
+    const err = res.json<Record<string, unknown>>();
+    expect(Object.keys(err)).toEqual(['object', 'message', 'type', 'param', 'code']);
+    expect(err).toMatchObject({ object: 'error', type: 'BadRequestError', code: 400 });
+  });
+
+  it('lists the model with owned_by sglang', async () => {
+    expect((await get(`${sim.url}/v1/models`)).json()).toMatchObject({ object: 'list', data: [{ id: 'sim-model', owned_by: 'sglang', parent: null }] });
+  });
+});
