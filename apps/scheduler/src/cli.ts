@@ -1,10 +1,14 @@
-import { Command } from 'commander';
+import { createLogger, onShutdown } from '@triad/runtime';
+import { parseOptions } from './options';
+import { startScheduler } from './runner';
 
-/** `triad scheduler`: parses flags (env equivalents) and prints the effective config. Filled in by the scheduler issue. */
+/**
+ * `triad scheduler --nats URL [--config FILE] [--metrics-port P]`: runs one replica until SIGTERM/SIGINT, then
+ * drains (answers what it has received, leaves the queue group) and exits. Resolves once the replica is serving.
+ */
 export async function main(argv: readonly string[]): Promise<void> {
-  const program = new Command('triad scheduler')
-    .option('--nats <url>', 'NATS server', process.env['TRIAD_NATS_URL'] ?? 'nats://127.0.0.1:4222')
-    .option('--config <file>', 'scheduler config YAML', process.env['TRIAD_SCHEDULER_CONFIG']);
-  program.parse([...argv], { from: 'user' });
-  process.stdout.write(`${JSON.stringify({ service: 'scheduler', config: program.opts() })}\n`);
+  const options = parseOptions(argv);
+  const logger = createLogger({ service: 'scheduler' });
+  const service = await startScheduler({ ...options, logger });
+  onShutdown(logger, () => service.close(), { graceMs: options.shutdownGraceMs });
 }

@@ -1,0 +1,120 @@
+import { ErrorCode } from '@triad/errors';
+import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
+import { connectBus, type Bus } from '@triad/bus/client';
+import { createLogger, startOpsServer, type Logger, type OpsServer } from '@triad/runtime';
+import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
+import { ConfigSource, type ActiveConfig } from './config/config-source';
+import { watchFile } from './config/file-watch';
+import { watchKvConfig } from './config/kv-config-watch';
+import { SchedulerMetrics } from './metrics';
+import type { SchedulerServiceOptions } from './options';
+import { LenientScheduleBatchSchema, batchError, handleScheduleBatch } from './service/schedule-handler';
+import { startDispatchFeed } from './state/dispatch-feed';
+import { startKvFeed } from './state/kv-feed';
+
+/** A running scheduler replica. */
+export interface SchedulerService {
+  readonly instanceId: string;
+  /** Port of /healthz, /readyz, /metrics. */
+  readonly opsPort: number;
+  readonly index: EndpointIndex;
+  readonly tracker: InflightTracker;
+  readonly scheduler: Scheduler;
+  readonly metrics: SchedulerMetrics;
+  activeConfig(): ActiveConfig;
+  /** Stops answering (in-flight batches finish), stops the watches, closes NATS and the ops server. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions extends SchedulerServiceOptions {
+  readonly logger?: Logger;
+  /** Plugin types; defaults to the in-tree ones (out-of-tree plugins register here). */
+  readonly registry?: PluginRegistry;
+}
+
+/**
+ * Wires one scheduler replica: config (file + KV, hot reload) → scheduler; KV watches → index; dispatch events →
+ * in-flight counts; and, once the index has synced, the `triad.v1.schedule` responder in queue group `schedulers`
+ * (joining the group only when ready, so no request lands on a replica with an empty view).
+ */
+export async function startScheduler(options: StartOptions): Promise<SchedulerService> {
+  const logger = options.logger ?? createLogger({ service: 'scheduler' });
+  const registry = options.registry ?? createInTreeRegistry();
+  const metrics = new SchedulerMetrics();
+  const index = new EndpointIndex();
+  const tracker = new InflightTracker();
+  const scheduler = new Scheduler({ index, tracker, registry, instanceId: options.instanceId, observer: metrics });
+  const config = new ConfigSource({ scheduler, registry, logger, metrics });
+  if (options.configFile) config.loadInitialFile(options.configFile);
+
+  let ready = false;
+  let reason = 'connecting to NATS';
+  const bus = await connectBus({ servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger, waitOnFirstConnect: true });
+  metrics.watch(index, tracker, () => [...bus.rejected.values()].reduce((a, b) => a + b, 0));
+  const closers: (() => void | Promise<void>)[] = [];
+  let ops: OpsServer | undefined;
+  try {
+    ops = await startOpsServer({
+      port: options.metricsPort,
+      registry: metrics.registry,
+      readiness: () => ({ ready, reason }),
+      liveness: () => !bus.nc.isClosed(),
+    });
+    reason = 'loading config and syncing the index';
+    const kvConfig = await watchKvConfig(bus, (text) => config.kvChanged(text));
+    closers.push(() => kvConfig.stop());
+    if (kvConfig.initial !== undefined) config.kvChanged(kvConfig.initial);
+    if (options.configFile) {
+      const file = watchFile(options.configFile, (text) => config.fileChanged(text), (err) => logger.warn({ err }, 'config file watch failed'));
+      closers.push(() => file.close());
+    }
+    const dispatch = startDispatchFeed(bus, tracker);
+    closers.push(() => dispatch.stop());
+    const feed = await startKvFeed(bus, index);
+    closers.push(() => feed.stop());
+    await feed.synced;
+    const sub = bus.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch) => handleScheduleBatch(batch, scheduler, index, metrics), {
+      queue: SCHEDULER_QUEUE_GROUP,
+      onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
+      onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
+    });
+    // Stop taking requests first on close; drain lets the batches already received be answered.
+    closers.unshift(() => sub.drain());
+    ready = true;
+    reason = '';
+    logger.info({ instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port, config: config.active.origin }, 'scheduler ready');
+  } catch (err) {
+    await closeAll(closers, ops, bus, logger);
+    throw err;
+  }
+
+  const opsServer = ops;
+  let closed: Promise<void> | undefined;
+  return {
+    instanceId: options.instanceId,
+    opsPort: opsServer.port,
+    index,
+    tracker,
+    scheduler,
+    metrics,
+    activeConfig: () => config.active,
+    close: () => {
+      ready = false;
+      reason = 'shutting down';
+      closed ??= closeAll(closers, opsServer, bus, logger).then(() => scheduler.close());
+      return closed;
+    },
+  };
+}
+
+async function closeAll(closers: readonly (() => void | Promise<void>)[], ops: OpsServer | undefined, bus: Bus, logger: Logger): Promise<void> {
+  for (const close of closers) {
+    try {
+      await close();
+    } catch (err) {
+      logger.warn({ err }, 'error while closing');
+    }
+  }
+  await bus.drain().catch((err: unknown) => logger.warn({ err }, 'NATS drain failed'));
+  await ops?.close();
+}

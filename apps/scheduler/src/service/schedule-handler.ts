@@ -1,0 +1,50 @@
+import { z } from 'zod';
+import {
+  SCHEMA_VERSION, SchedulingLimits, SchedulingRequestSchema, type DecisionOrError, type ScheduleBatchReply,
+} from '@triad/bus';
+import { formatPath } from '@triad/crd';
+import { ErrorCode } from '@triad/errors';
+import type { EndpointIndex, Scheduler } from '@triad/scheduling';
+import type { SchedulerMetrics } from '../metrics';
+
+/**
+ * A schedule batch read leniently: the envelope must be valid, but each request is validated on its own, so one
+ * malformed request gets its own SCHED_BAD_REQUEST decision instead of failing its batch-mates.
+ */
+export const LenientScheduleBatchSchema = z.object({
+  v: z.literal(SCHEMA_VERSION),
+  requests: z.array(z.unknown()).min(1).max(SchedulingLimits.maxBatch),
+});
+export type LenientScheduleBatch = z.infer<typeof LenientScheduleBatchSchema>;
+
+/** Turns a batch into decisions, one per request, in order; records latency and outcome per decision. */
+export function handleScheduleBatch(batch: LenientScheduleBatch, scheduler: Scheduler, index: EndpointIndex, metrics: SchedulerMetrics): ScheduleBatchReply {
+  metrics.batchSize.observe(batch.requests.length);
+  const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
+    const parsed = SchedulingRequestSchema.safeParse(raw);
+    if (!parsed.success) {
+      const message = parsed.error.issues.slice(0, 3).map((issue) => `${formatPath(issue.path) || '(root)'}: ${issue.message}`).join('; ');
+      metrics.decided('unknown', ErrorCode.SchedBadRequest, 0);
+      return { id: idOf(raw) ?? `#${i}`, ok: false, code: ErrorCode.SchedBadRequest, message: `invalid scheduling request: ${message}` };
+    }
+    const request = parsed.data;
+    const t0 = performance.now();
+    const decision = scheduler.schedule(request, Date.now());
+    const seconds = (performance.now() - t0) / 1000;
+    const mode = decision.ok ? decision.mode : (index.pool(request.namespace, request.modelServer)?.record?.mode ?? 'unknown');
+    metrics.decided(mode, decision.ok ? 'ok' : decision.code, seconds);
+    return decision;
+  });
+  return { v: SCHEMA_VERSION, decisions };
+}
+
+/** Best-effort id of a request that failed validation, so the gateway can match the error to it. */
+function idOf(raw: unknown): string | undefined {
+  const id = (raw as { id?: unknown } | null)?.id;
+  return typeof id === 'string' && id !== '' ? id : undefined;
+}
+
+/** The reply to a batch that could not be read at all. */
+export function batchError(code: string, message: string): ScheduleBatchReply {
+  return { v: SCHEMA_VERSION, error: { code, message } };
+}

@@ -1,0 +1,42 @@
+import { Writable } from 'node:stream';
+import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScheduleBatchReplySchema, ScheduleBatchSchema, Subjects, endpointKey, objectKey, type ScheduleBatchReply, type SchedulingRequestInput } from '@triad/bus';
+import type { Bus } from '@triad/bus/client';
+import { createLogger, type Logger } from '@triad/runtime';
+import { endpointRecord, modelServerRecord, type EndpointSpec, type ModelServerSpecInput } from '@triad/scheduling/testing';
+
+/** A logger whose lines are kept in memory (tests assert on them and keep the output quiet). */
+export function memoryLogger(): { logger: Logger; lines: () => Record<string, unknown>[] } {
+  const chunks: string[] = [];
+  const destination = new Writable({ write(chunk, _enc, cb) { chunks.push(String(chunk)); cb(); } });
+  const logger = createLogger({ service: 'scheduler-test', level: 'info', destination });
+  return { logger, lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+}
+
+/** Writes endpoint records for default/<ms> with fresh metrics (scraped now). */
+export async function putEndpoints(bus: Bus, specs: readonly EndpointSpec[]): Promise<void> {
+  const kv = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
+  for (const s of specs) {
+    const r = endpointRecord({ scrapedAt: Date.now(), ...s });
+    await kv.put(endpointKey(r.namespace, r.modelServer, r.pod), r);
+  }
+}
+
+export async function putModelServer(bus: Bus, input: ModelServerSpecInput): Promise<void> {
+  const kv = await bus.kv(Buckets.modelServers, ModelServerRecordSchema);
+  const r = modelServerRecord(input);
+  await kv.put(objectKey(r.namespace, r.name), r);
+}
+
+export async function deleteEndpoint(bus: Bus, pod: string, modelServer = 'ms'): Promise<void> {
+  const kv = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
+  await kv.delete(endpointKey('default', modelServer, pod));
+}
+
+/** One schedule round-trip, the way the gateway asks. */
+export function schedule(bus: Bus, requests: SchedulingRequestInput[]): Promise<ScheduleBatchReply> {
+  return bus.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 5000 });
+}
+
+export const req = (id: string, extra: Partial<SchedulingRequestInput> = {}): SchedulingRequestInput => ({ id, namespace: 'default', modelServer: 'ms', model: 'm', ...extra });
+
+export const podOf = (key: string): string => key.split('.')[2] as string;
