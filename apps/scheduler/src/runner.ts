@@ -82,7 +82,8 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     closers.unshift(() => sub.drain());
     ready = true;
     reason = '';
-    logger.info({ instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port, config: config.active.origin }, 'scheduler ready');
+    logger.info({ origin: config.active.origin, config: scheduler.config.config }, 'scheduler config in effect (defaults filled in)');
+    logger.info({ instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port }, 'scheduler ready');
   } catch (err) {
     await closeAll(closers, ops, bus, logger);
     throw err;
