@@ -3,25 +3,11 @@ import { basename, dirname } from 'node:path';
 import { Command } from 'commander';
 import { createLogger, onShutdown, startOpsServer } from '@triad/runtime';
 import { loadStackConfig } from './config';
-import { SimFleet, type RunningSim } from './sim-fleet';
+import { SimFleet } from './sim-fleet';
 import { planSims, type SimSpec } from './sim-plan';
 
-/** The part of @triad/engine-sim's API the sim host uses (see docs/engine-sim.md). */
-interface SimEngineOptions {
-  readonly engine: 'vllm' | 'sglang';
-  readonly role: 'encode' | 'prefill' | 'decode' | 'both';
-  readonly host: string;
-  readonly port: number;
-  readonly model: string;
-  readonly latencyProfile: 'zero' | 'realistic';
-  readonly sharedEcDir?: string;
-  readonly bootstrapPort?: number;
-  readonly languageOnly?: boolean;
-  readonly loraAdapters?: readonly string[];
-}
-interface EngineSimModule {
-  startSimEngine(options: SimEngineOptions): Promise<RunningSim & { readonly port: number; readonly bootstrapPort?: number }>;
-}
+type EngineSim = typeof import('@triad/engine-sim');
+type SimEngineOptions = import('@triad/engine-sim').SimEngineOptions;
 
 interface SimHostFlags {
   config: string;
@@ -31,8 +17,9 @@ interface SimHostFlags {
   drainMs: string;
 }
 
-function simOptions(spec: SimSpec, flags: SimHostFlags): SimEngineOptions {
+function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions['logger']): SimEngineOptions {
   return {
+    ...(logger ? { logger } : {}),
     engine: spec.engine,
     role: spec.role,
     host: spec.host,
@@ -61,8 +48,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     .parse([...argv], { from: 'user' })
     .opts<SimHostFlags>();
   const logger = createLogger({ service: 'sim-pods' });
-  const { startSimEngine } = require('@triad/engine-sim') as EngineSimModule;
-  const fleet = new SimFleet((spec) => startSimEngine(simOptions(spec, flags)), {
+  const { startSimEngine } = require('@triad/engine-sim') as EngineSim;
+  const fleet = new SimFleet((spec) => startSimEngine(simOptions(spec, flags, logger.child({ pod: spec.key }))), {
     started: (spec, sim) => logger.info({ pod: spec.key, engine: spec.engine, role: spec.role, url: sim.url, model: spec.model }, 'engine sim started'),
     stopped: (spec) => logger.info({ pod: spec.key }, 'engine sim stopped'),
     failed: (spec, err) => logger.error({ pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start'),

@@ -1,0 +1,31 @@
+/**
+ * The Kubernetes kinds the repo's manifests may use, with the one apiVersion each must be written with (the
+ * current stable group/version; deprecated ones such as autoscaling/v2beta2 or policy/v1beta1 are refused).
+ */
+export const BUILT_IN_KINDS: Readonly<Record<string, string>> = {
+  Namespace: 'v1',
+  ConfigMap: 'v1',
+  Secret: 'v1',
+  Service: 'v1',
+  ServiceAccount: 'v1',
+  Pod: 'v1',
+  PersistentVolumeClaim: 'v1',
+  Deployment: 'apps/v1',
+  StatefulSet: 'apps/v1',
+  DaemonSet: 'apps/v1',
+  Job: 'batch/v1',
+  CronJob: 'batch/v1',
+  Role: 'rbac.authorization.k8s.io/v1',
+  RoleBinding: 'rbac.authorization.k8s.io/v1',
+  ClusterRole: 'rbac.authorization.k8s.io/v1',
+  ClusterRoleBinding: 'rbac.authorization.k8s.io/v1',
+  PodDisruptionBudget: 'policy/v1',
+  HorizontalPodAutoscaler: 'autoscaling/v2',
+  NetworkPolicy: 'networking.k8s.io/v1',
+  Ingress: 'networking.k8s.io/v1',
+  CustomResourceDefinition: 'apiextensions.k8s.io/v1',
+  Kustomization: 'kustomize.config.k8s.io/v1beta1',
+};
+
+/** Kinds whose pods are described by a pod template. */
+export const WORKLOAD_KINDS = new Set(['Deployment', 'StatefulSet', 'DaemonSet', 'Job', 'CronJob']);
