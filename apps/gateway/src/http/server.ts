@@ -37,7 +37,6 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   const app = Fastify({
     bodyLimit: options.bodyLimit,
     logger: false,
-    disableRequestLogging: true,
     return503OnClosing: true,
     keepAliveTimeout: 75_000,
     requestIdHeader: false,

@@ -1,0 +1,147 @@
+import OpenAI from 'openai';
+import type { SimEngineHandle } from '@triad/engine-sim';
+import type { KvConnectorType } from '@triad/crd';
+import { inferenceRequests, startHarness, type Harness } from './support/harness';
+
+const MODEL = 'Qwen/Qwen2.5-7B';
+
+type Body = Record<string, unknown>;
+
+describe('gateway, vLLM PD against engine-sims', () => {
+  let h: Harness;
+  const pairs = new Map<string, { p: SimEngineHandle; d: SimEngineHandle }>();
+  const kinds: (KvConnectorType | 'none')[] = ['nixl', 'mooncake', 'lmcache', 'http', 'none'];
+
+  beforeAll(async () => {
+    h = await startHarness();
+    let octet = 1;
+    for (const kind of kinds) {
+      const p = await h.startSim({ engine: 'vllm', role: 'prefill', host: `127.0.2.${octet++}`, model: MODEL });
+      const d = await h.startSim({ engine: 'vllm', role: 'decode', host: `127.0.2.${octet++}`, model: MODEL });
+      pairs.set(kind, { p, d });
+      const server = `pd-${kind}`;
+      await h.putServer(server, {
+        model: MODEL, inferenceEngine: 'vLLM', workloadPort: { port: 8000, protocol: 'http' },
+        workloadSelector: { matchLabels: { app: server }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+        ...(kind === 'none' ? {} : { kvConnector: { type: kind } }),
+      });
+      await h.putRoute(server, { modelName: server, rules: [{ targetModels: [{ modelServerName: server, weight: 100 }] }] });
+      await h.putEndpoint(server, `${server}-p`, 'prefill', p, { group: 'g1' });
+      await h.putEndpoint(server, `${server}-d`, 'decode', d, { group: 'g1' });
+    }
+    h.decide = (r) => {
+      const { p, d } = pairs.get(r.modelServer.slice(3)) as { p: SimEngineHandle; d: SimEngineHandle };
+      const key = (pod: string) => `default.${r.modelServer}.${pod}`;
+      return {
+        id: r.id, ok: true, mode: 'pd', encoders: [],
+        attempts: [{ endpoint: { key: key(`${r.modelServer}-d`), pod: `${r.modelServer}-d`, ip: d.host, port: d.port }, prefill: { key: key(`${r.modelServer}-p`), pod: `${r.modelServer}-p`, ip: p.host, port: p.port } }],
+      };
+    };
+    for (const kind of kinds) await h.waitForModel(`pd-${kind}`);
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it.each(['nixl', 'mooncake', 'lmcache'] as const)('%s: prefill asks for a remote decode, decode gets the prefill kv_transfer_params verbatim', async (kind) => {
+    const { p, d } = pairs.get(kind)!;
+    p.clearRequests();
+    d.clearRequests();
+    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
+    const stream = await client.chat.completions.create({ model: `pd-${kind}`, messages: [{ role: 'user', content: 'disaggregate me' }], max_tokens: 6, stream: true, max_completion_tokens: 6 });
+    let text = '';
+    for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+    expect(text.length).toBeGreaterThan(0);
+    const [pre] = inferenceRequests(p);
+    const [dec] = inferenceRequests(d);
+    const pb = pre?.body as Body;
+    const db = dec?.body as Body;
+    expect(pb).toMatchObject({ model: MODEL, stream: false, max_tokens: 1, max_completion_tokens: 1 });
+    expect(pb['stream_options']).toBeUndefined();
+    expect(pb['kv_transfer_params']).toEqual({ do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null });
+    expect(db).toMatchObject({ model: MODEL, stream: true, max_tokens: 6, stream_options: { include_usage: true } });
+    expect(db['kv_transfer_params']).toMatchObject({ do_remote_prefill: true, do_remote_decode: false, remote_engine_id: expect.any(String), remote_block_ids: expect.any(Array) });
+    expect(dec?.headers['x-request-id']).toBe(pre?.headers['x-request-id']);
+    // The decode pulled the blocks the prefill kept: a real hand-off, not a silent local prefill.
+    expect(d.counters()['kvPullsReceived']).toBeGreaterThan(0);
+    expect(d.counters()['localPrefillFallbacks']).toBe(0);
+    // "verbatim": the raw JSON text the decode got is the text the prefill produced (same key order and spacing).
+    expect(dec?.rawBody).toContain(`"kv_transfer_params":${JSON.stringify(db['kv_transfer_params'])}`);
+  });
+
+  it.each(['http', 'none'] as const)('%s: plain sequential prefill then decode, no KV params relayed', async (kind) => {
+    const { p, d } = pairs.get(kind)!;
+    p.clearRequests();
+    d.clearRequests();
+    const res = await fetch(`${h.gateway.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `pd-${kind}`, prompt: 'hello', max_tokens: 3 }) });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
+    const pb = inferenceRequests(p)[0]?.body as Body;
+    const db = inferenceRequests(d)[0]?.body as Body;
+    expect(pb).toMatchObject({ stream: false, max_tokens: 1 });
+    expect(pb['kv_transfer_params']).toBeUndefined();
+    expect(db).toEqual({ model: MODEL, prompt: 'hello', max_tokens: 3 });
+    expect(inferenceRequests(p)[0]?.path).toBe('/v1/completions');
+  });
+});
+
+describe('gateway, SGLang PD against engine-sims', () => {
+  let h: Harness;
+  let p: SimEngineHandle;
+  let d: SimEngineHandle;
+
+  beforeAll(async () => {
+    h = await startHarness();
+    p = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.3.1', model: MODEL, bootstrapPort: 0 });
+    d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.3.2', model: MODEL });
+    await h.putServer('sg', {
+      model: MODEL, inferenceEngine: 'SGLang', workloadPort: { port: 30000, protocol: 'http' },
+      // Kthena's `kvConnector: {}` default of http would break SGLang; Triad always uses the bootstrap protocol.
+      kvConnector: { type: 'http' },
+      workloadSelector: { matchLabels: { app: 'sg' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+    });
+    await h.putRoute('sg', { modelName: 'sg', rules: [{ targetModels: [{ modelServerName: 'sg', weight: 100 }] }] });
+    const pre = await h.putEndpoint('sg', 'sg-p', 'prefill', p, { group: 'g1' });
+    const dec = await h.putEndpoint('sg', 'sg-d', 'decode', d, { group: 'g1' });
+    h.decide = (r) => ({ id: r.id, ok: true, mode: 'pd', encoders: [], attempts: [{ endpoint: dec, prefill: pre }] });
+    await h.waitForModel('sg');
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it('sends the identical body with bootstrap host, port and an exact 63-bit room to P and D concurrently', async () => {
+    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
+    const rooms: bigint[] = [];
+    for (let i = 0; i < 6; i++) {
+      p.clearRequests();
+      d.clearRequests();
+      const res = await client.chat.completions.create({ model: 'sg', messages: [{ role: 'user', content: `room ${i}` }], max_tokens: 4 });
+      expect(res.choices[0]?.message.content).toEqual(expect.any(String));
+      const [pre] = inferenceRequests(p);
+      const [dec] = inferenceRequests(d);
+      expect(pre?.rawBody).toBe(dec?.rawBody);
+      expect(pre?.headers['x-request-id']).toBe(dec?.headers['x-request-id']);
+      const room = /"bootstrap_room":(\d+)/.exec(pre?.rawBody ?? '')?.[1] as string;
+      expect(BigInt(room)).toBeLessThanOrEqual((1n << 63n) - 1n);
+      rooms.push(BigInt(room));
+      expect(pre?.body).toMatchObject({ bootstrap_host: '127.0.3.1', bootstrap_port: p.bootstrapPort, model: MODEL, max_tokens: 4 });
+    }
+    // Rooms above 2^53 are written as exact integers (a JS number would have rounded them).
+    expect(rooms.some((r) => r > 1n << 53n)).toBe(true);
+    expect(new Set(rooms.map(String)).size).toBe(rooms.length);
+    // The decode only answers after the prefill registered the room while the decode waited: concurrency.
+    expect(d.counters()['roomsMatched']).toBeGreaterThanOrEqual(6);
+    expect(d.counters()['bootstrapTimeouts']).toBe(0);
+  });
+
+  it('streams the decode answer and drains the prefill one', async () => {
+    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
+    p.clearRequests();
+    const stream = await client.chat.completions.create({ model: 'sg', messages: [{ role: 'user', content: 'stream' }], max_tokens: 5, stream: true });
+    let n = 0;
+    for await (const c of stream) if (c.choices[0]?.delta.content) n++;
+    expect(n).toBe(5);
+    expect((inferenceRequests(p)[0]?.body as Body)['stream']).toBe(true);
+  });
+});

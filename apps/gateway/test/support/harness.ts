@@ -1,0 +1,151 @@
+import { PassThrough } from 'node:stream';
+import {
+  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, SCHEDULER_QUEUE_GROUP, Subjects, endpointKey, objectKey,
+  type DecisionOrError, type EndpointRecord, type EndpointRef, type ModelRouteRecord, type ModelServerRecord, type SchedulingRequest,
+} from '@triad/bus';
+import { connectBus, type Bus } from '@triad/bus/client';
+import { resolvePipelineMode, type ModelRouteSpec, type ModelServerSpec } from '@triad/crd';
+import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
+import { createLogger } from '@triad/runtime';
+import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import type { Subscription } from '@nats-io/transport-node';
+import { resolveConfig, type GatewayConfig } from '../../src/config';
+import { startGateway, type GatewayHandle } from '../../src/gateway';
+import type { RequestHooks } from '../../src/hooks';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A scheduler stand-in: answers `triad.v1.schedule` batches with whatever `decide` returns per request. */
+export type Decide = (request: SchedulingRequest) => DecisionOrError;
+
+export interface Harness {
+  readonly nats: NatsServerHandle;
+  readonly bus: Bus;
+  gateway: GatewayHandle;
+  /** Access-log and service log lines the gateway wrote. */
+  readonly logLines: Record<string, unknown>[];
+  /** Scheduling requests the stand-in scheduler received, in order (one inner array per NATS message). */
+  readonly batches: SchedulingRequest[][];
+  decide: Decide;
+  readonly sims: SimEngineHandle[];
+  startSim(opts: SimEngineOptions): Promise<SimEngineHandle>;
+  putServer(name: string, spec: ModelServerSpec, extra?: Partial<ModelServerRecord>): Promise<void>;
+  putRoute(name: string, spec: ModelRouteSpec, extra?: Partial<ModelRouteRecord>): Promise<void>;
+  putEndpoint(server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>): Promise<EndpointRef>;
+  /** Waits until the gateway's KV view shows `model` in /v1/models. */
+  waitForModel(model: string): Promise<void>;
+  /** Stops answering scheduling requests (the scheduler is "down"). */
+  stopScheduler(): Promise<void>;
+  startScheduler(): void;
+  close(): Promise<void>;
+}
+
+export const NS = 'default';
+
+export function ref(server: string, pod: string, sim: SimEngineHandle, bootstrapPort?: number): EndpointRef {
+  const r: EndpointRef = { key: endpointKey(NS, server, pod), pod, ip: sim.host, port: sim.port };
+  if (bootstrapPort !== undefined) r.bootstrapPort = bootstrapPort;
+  return r;
+}
+
+/** Starts nats-server, a stand-in scheduler and a gateway wired to them; sims are started per test. */
+export async function startHarness(opts: { config?: Partial<Record<keyof GatewayConfig, unknown>>; hooks?: RequestHooks[] } = {}): Promise<Harness> {
+  const nats = await startNatsServer();
+  const bus = await connectBus({ servers: nats.url, name: 'gateway-test' });
+  const [servers, routes, endpoints] = await Promise.all([
+    bus.kv(Buckets.modelServers, ModelServerRecordSchema),
+    bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema),
+    bus.kv(Buckets.endpoints, EndpointRecordSchema),
+  ]);
+  const logLines: Record<string, unknown>[] = [];
+  const logStream = new PassThrough();
+  let buffered = '';
+  logStream.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString();
+    let nl = buffered.indexOf('\n');
+    while (nl >= 0) {
+      logLines.push(JSON.parse(buffered.slice(0, nl)) as Record<string, unknown>);
+      buffered = buffered.slice(nl + 1);
+      nl = buffered.indexOf('\n');
+    }
+  });
+  const batches: SchedulingRequest[][] = [];
+  const sims: SimEngineHandle[] = [];
+  let subscription: Subscription | undefined;
+  const h: Harness = {
+    nats,
+    bus,
+    gateway: undefined as unknown as GatewayHandle,
+    logLines,
+    batches,
+    decide: (r) => ({ id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'no decider set' }),
+    sims,
+    async startSim(o) {
+      const sim = await startSimEngine({ admin: true, latencyProfile: 'zero', ...o });
+      sims.push(sim);
+      return sim;
+    },
+    async putServer(name, spec, extra) {
+      await servers.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, mode: resolvePipelineMode(spec), spec, ...extra });
+    },
+    async putRoute(name, spec, extra) {
+      await routes.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, spec, ...extra });
+    },
+    async putEndpoint(server, pod, role, sim, extra) {
+      const record: EndpointRecord = {
+        schemaVersion: 1, namespace: NS, modelServer: server, pod, role, ip: sim.host, port: sim.port,
+        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang', ready: true, models: [sim.model], updatedAt: Date.now(),
+        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
+        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
+        ...extra,
+      };
+      await endpoints.put(endpointKey(NS, server, pod), record);
+      return ref(server, pod, sim, record.bootstrapPort);
+    },
+    async waitForModel(model) {
+      await waitFor(async () => {
+        const res = await fetch(`${h.gateway.url}/v1/models`);
+        const body = (await res.json()) as { data: { id: string }[] };
+        return body.data.some((m) => m.id === model);
+      }, { what: `model ${model} in /v1/models` });
+    },
+    async stopScheduler() {
+      subscription?.unsubscribe();
+      subscription = undefined;
+      // Make sure the server dropped the subscription before the test sends anything.
+      await bus.nc.flush();
+    },
+    startScheduler() {
+      subscription = bus.nc.subscribe(Subjects.schedule, {
+        queue: SCHEDULER_QUEUE_GROUP,
+        callback: (_err, msg) => {
+          const batch = JSON.parse(decoder.decode(msg.data)) as { requests: SchedulingRequest[] };
+          batches.push(batch.requests);
+          msg.respond(encoder.encode(JSON.stringify({ v: 1, decisions: batch.requests.map((r) => h.decide(r)) })));
+        },
+      });
+    },
+    async close() {
+      await h.gateway?.close();
+      await Promise.all(sims.map((s) => s.close()));
+      await h.stopScheduler();
+      await bus.close();
+      await nats.close();
+    },
+  };
+  h.startScheduler();
+  const config = resolveConfig({ nats: nats.url, host: '127.0.0.1', port: 0, metricsPort: 0, drainTimeoutMs: 2000, ...opts.config }, {});
+  h.gateway = await startGateway({ config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }), ...(opts.hooks ? { hooks: opts.hooks } : {}) });
+  return h;
+}
+
+/** Access-log lines only. */
+export function accessLines(h: Harness): Record<string, unknown>[] {
+  return h.logLines.filter((l) => l['kind'] === 'access');
+}
+
+/** Requests a sim received on inference paths (health and metrics scrapes left out). */
+export function inferenceRequests(sim: SimEngineHandle): ReturnType<SimEngineHandle['requests']> {
+  return sim.requests().filter((r) => r.method === 'POST' && (r.path.startsWith('/v1/') || r.path === '/generate' || r.path === '/encode'));
+}
