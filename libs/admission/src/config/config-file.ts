@@ -1,0 +1,79 @@
+import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
+import type { z } from 'zod';
+import { parse as parseYaml } from 'yaml';
+import { formatPath } from '@triad/crd';
+
+/** Result of reading a config document: the parsed value, or every problem as `path: message`. */
+export type ParseOutcome<T> = { ok: true; value: T } | { ok: false; problems: string[] };
+
+/** Parses YAML or JSON text (YAML is a superset) and validates it; never throws. */
+export function parseDocument<S extends z.ZodType>(schema: S, text: string, source: string): ParseOutcome<z.output<S>> {
+  let raw: unknown;
+  try {
+    raw = text.trim() === '' ? {} : parseYaml(text);
+  } catch (err) {
+    return { ok: false, problems: [`${source}: not valid YAML/JSON: ${(err as Error).message}`] };
+  }
+  return validateDocument(schema, raw ?? {}, source);
+}
+
+/** Validates an already parsed value against `schema`, listing every issue with its path. */
+export function validateDocument<S extends z.ZodType>(schema: S, raw: unknown, source: string): ParseOutcome<z.output<S>> {
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return { ok: false, problems: parsed.error.issues.map((i) => `${source}: ${formatPath(i.path) || '(root)'}: ${i.message}`) };
+}
+
+/** Reads a YAML/JSON file without validating it; a missing or unreadable file is a problem, not an exception. */
+export function readDocument(path: string): ParseOutcome<unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    return { ok: false, problems: [`${path}: cannot read: ${(err as Error).message}`] };
+  }
+  try {
+    return { ok: true, value: text.trim() === '' ? {} : (parseYaml(text) ?? {}) };
+  } catch (err) {
+    return { ok: false, problems: [`${path}: not valid YAML/JSON: ${(err as Error).message}`] };
+  }
+}
+
+/** Reads and validates a file. */
+export function loadDocument<S extends z.ZodType>(schema: S, path: string): ParseOutcome<z.output<S>> {
+  const raw = readDocument(path);
+  return raw.ok ? validateDocument(schema, raw.value, path) : raw;
+}
+
+export interface WatchedDocument {
+  stop(): void;
+}
+
+/**
+ * Calls `onChange` whenever the file at `path` changes (content, or the file behind it). Polling
+ * (`fs.watchFile`) rather than inotify because Kubernetes updates mounted Secrets and ConfigMaps by swapping a
+ * symlink, which an inotify watch on the file misses. The caller re-reads and validates, keeping its last good
+ * value when the new one is invalid.
+ */
+export function watchDocument(path: string, intervalMs: number, onChange: () => void): WatchedDocument {
+  let last = fingerprint(path);
+  const listener = (): void => {
+    const now = fingerprint(path);
+    if (now === last) return;
+    last = now;
+    onChange();
+  };
+  watchFile(path, { interval: Math.max(10, intervalMs), persistent: false }, listener);
+  return { stop: () => unwatchFile(path, listener) };
+}
+
+/** Size, mtime and inode: enough to notice an edit or a symlink swap, cheap enough to poll. */
+function fingerprint(path: string): string {
+  let st: Stats;
+  try {
+    st = statSync(path);
+  } catch {
+    return 'missing';
+  }
+  return `${st.ino}:${st.size}:${st.mtimeMs}`;
+}

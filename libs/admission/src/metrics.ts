@@ -1,0 +1,55 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/**
+ * Admission metrics. Kthena's names (`kthena_router_rate_limit_exceeded_total`, `kthena_router_fairness_queue_*`)
+ * are kept with their labels so Kthena dashboards keep working; Triad's own series are `triad_admission_*`.
+ * Registering twice on one registry (two admission instances in a test or benchmark) reuses the metric.
+ */
+export interface AdmissionMetrics {
+  readonly rateLimitExceeded: Counter<'model' | 'limit_type' | 'path'>;
+  readonly decisions: Counter<'model' | 'result' | 'reason'>;
+  readonly auth: Counter<'method' | 'result'>;
+  readonly tokenEstimates: Counter<'method'>;
+  readonly budgetPath: Counter<'backend' | 'path'>;
+  readonly storeErrors: Counter<'backend' | 'op'>;
+  readonly failOpen: Counter<'backend'>;
+  readonly configReloads: Counter<'source' | 'result'>;
+  readonly queueSize: Gauge<'model' | 'user_id'>;
+  readonly queueDuration: Histogram<'model' | 'user_id'>;
+  readonly queueCancelled: Counter<'model' | 'user_id'>;
+  readonly queueDequeued: Counter<'model' | 'user_id'>;
+  readonly queueInflight: Gauge<'model'>;
+}
+
+function counter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
+  return (registry.getSingleMetric(name) as Counter<L> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
+}
+
+function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Gauge<L> {
+  return (registry.getSingleMetric(name) as Gauge<L> | undefined) ?? new Gauge({ name, help, labelNames, registers: [registry] });
+}
+
+export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
+  return {
+    rateLimitExceeded: counter(registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', ['model', 'limit_type', 'path']),
+    decisions: counter(registry, 'triad_admission_decisions_total', 'Admission decisions by result (admitted, rejected, fail_open) and reason.', ['model', 'result', 'reason']),
+    auth: counter(registry, 'triad_admission_auth_total', 'Authentication outcomes by method (api_key, jwt, none).', ['method', 'result']),
+    tokenEstimates: counter(registry, 'triad_admission_input_token_estimates_total', 'Input token estimates by method (tiktoken_cl100k_base, tiktoken_o200k_base, hf_tokenizer, chars_div_4).', ['method']),
+    budgetPath: counter(registry, 'triad_admission_budget_path_total', 'Rate-limit reservations served from the local lease (local) or with a store round-trip (store).', ['backend', 'path']),
+    storeErrors: counter(registry, 'triad_admission_store_errors_total', 'Budget store operations that failed (unreachable, timeout).', ['backend', 'op']),
+    failOpen: counter(registry, 'triad_admission_fail_open_total', 'Requests admitted without a rate-limit check because the store was unreachable.', ['backend']),
+    configReloads: counter(registry, 'triad_admission_config_reloads_total', 'Config and key file reloads by result (applied, rejected).', ['source', 'result']),
+    queueSize: gauge(registry, 'kthena_router_fairness_queue_size', 'Requests waiting in the fairness queue.', ['model', 'user_id']),
+    queueDuration: (registry.getSingleMetric('kthena_router_fairness_queue_duration_seconds') as Histogram<'model' | 'user_id'> | undefined)
+      ?? new Histogram({
+        name: 'kthena_router_fairness_queue_duration_seconds',
+        help: 'Time requests waited in the fairness queue.',
+        labelNames: ['model', 'user_id'],
+        buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+        registers: [registry],
+      }),
+    queueCancelled: counter(registry, 'kthena_router_fairness_queue_cancelled_total', 'Queued requests that timed out or whose client went away.', ['model', 'user_id']),
+    queueDequeued: counter(registry, 'kthena_router_fairness_queue_dequeue_total', 'Requests taken out of the fairness queue for processing.', ['model', 'user_id']),
+    queueInflight: gauge(registry, 'kthena_router_fairness_queue_inflight', 'Requests admitted by the fairness queue and not yet released.', ['model']),
+  };
+}
