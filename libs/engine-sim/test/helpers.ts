@@ -54,3 +54,31 @@ export function sseEvents(text: string): string[] {
 }
 
 export const CHAT = [{ role: 'user', content: 'What is disaggregated inference?' }];
+
+export interface RawAnswer {
+  readonly status: number | undefined;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+  /** False when the connection broke before the response ended (or before it began). */
+  readonly complete: boolean;
+  readonly error?: string;
+}
+
+/** POSTs with node:http and reports whatever arrived, also when the server drops the connection midway. */
+export function rawPost(url: string, body: unknown, signal?: AbortSignal): Promise<RawAnswer> {
+  const { request } = require('node:http') as typeof import('node:http');
+  return new Promise((resolve) => {
+    const text = typeof body === 'string' ? body : JSON.stringify(body);
+    const req = request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' }, signal });
+    req.on('response', (res) => {
+      let received = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (received += d));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: received, complete: true }));
+      res.on('error', (err) => resolve({ status: res.statusCode, headers: res.headers, body: received, complete: false, error: err.message }));
+      res.on('aborted', () => resolve({ status: res.statusCode, headers: res.headers, body: received, complete: false, error: 'aborted' }));
+    });
+    req.on('error', (err) => resolve({ status: undefined, headers: {}, body: '', complete: false, error: err.message }));
+    req.end(text);
+  });
+}
