@@ -65,7 +65,7 @@ async function main(): Promise<void> {
   const warmupSec = Number(values.warmup);
   const rows: (string | number)[][] = [];
   const record = (target: string, body: string, connections: number, r: WrkResult) =>
-    rows.push([target, body, connections, r.rps, r.p50ms, r.p99ms, r.errors + r.non2xx]);
+    rows.push([target, body, String(connections), r.rps, r.p50ms, r.p99ms, String(r.errors + r.non2xx)]);
 
   const bare = await startChild('bare node:http', ['-e', BARE_SERVER]);
   try {
