@@ -1,4 +1,4 @@
-import { readFileSync, statSync, unwatchFile, watchFile, type Stats } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
 import { parse as parseYaml } from 'yaml';
 import { formatPath } from '@triad/crd';
@@ -50,30 +50,27 @@ export interface WatchedDocument {
 }
 
 /**
- * Calls `onChange` whenever the file at `path` changes (content, or the file behind it). Polling
- * (`fs.watchFile`) rather than inotify because Kubernetes updates mounted Secrets and ConfigMaps by swapping a
- * symlink, which an inotify watch on the file misses. The caller re-reads and validates, keeping its last good
- * value when the new one is invalid.
+ * Calls `onChange` whenever the content of the file at `path` changes. Polling the content, because
+ * Kubernetes updates mounted Secrets and ConfigMaps by swapping a symlink (which an inotify watch on the file
+ * misses) and because two quick edits of the same size can share an mtime (file timestamps are coarse).
+ * The caller re-reads and validates, keeping its last good value when the new one is invalid.
  */
 export function watchDocument(path: string, intervalMs: number, onChange: () => void): WatchedDocument {
-  let last = fingerprint(path);
-  const listener = (): void => {
-    const now = fingerprint(path);
+  let last = contentOf(path);
+  const timer = setInterval(() => {
+    const now = contentOf(path);
     if (now === last) return;
     last = now;
     onChange();
-  };
-  watchFile(path, { interval: Math.max(10, intervalMs), persistent: false }, listener);
-  return { stop: () => unwatchFile(path, listener) };
+  }, Math.max(10, intervalMs));
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
 }
 
-/** Size, mtime and inode: enough to notice an edit or a symlink swap, cheap enough to poll. */
-function fingerprint(path: string): string {
-  let st: Stats;
+function contentOf(path: string): string | undefined {
   try {
-    st = statSync(path);
+    return readFileSync(path, 'utf8');
   } catch {
-    return 'missing';
+    return undefined;
   }
-  return `${st.ino}:${st.size}:${st.mtimeMs}`;
 }

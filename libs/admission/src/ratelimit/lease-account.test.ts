@@ -1,0 +1,90 @@
+import { waitFor } from '@triad/testing';
+import { MemoryBudgetStore } from './budget-store';
+import { LeaseAccount, type LeaseOptions, type ReserveOutcome, type ScopeSettings } from './lease-account';
+
+const UNIT = 3_600_000;
+const LEASE: LeaseOptions = { maxFraction: 0.1, ttlMs: 2000, reclaimWaitMs: 200, skewMarginMs: 1000 };
+const settings = (inLimit: number, outLimit?: number): ScopeSettings => ({
+  unitMs: UNIT, limits: { in: inLimit, ...(outLimit !== undefined ? { out: outLimit } : {}) }, maxDebt: { in: inLimit, out: outLimit ?? 0 },
+});
+
+function replicas(n: number, now: () => number, lease = LEASE): { store: MemoryBudgetStore; accounts: LeaseAccount[] } {
+  const store = new MemoryBudgetStore();
+  const accounts = Array.from({ length: n }, (_, i) => {
+    const s = new MemoryBudgetStore(store);
+    const acc = new LeaseAccount('model.m', s, `r${i}`, now, lease, settings(200));
+    s.subscribe((m) => m.key === acc.key && acc.onMessage(m));
+    return acc;
+  });
+  return { store, accounts };
+}
+
+describe('LeaseAccount', () => {
+  let t = 10 * UNIT + 1;
+  const now = (): number => t;
+  beforeEach(() => {
+    t = 10 * UNIT + 1;
+  });
+
+  it('two replicas sharing a store admit exactly M of N requests, with leases handed back on demand', async () => {
+    const { accounts } = replicas(2, now);
+    const outcomes: Promise<ReserveOutcome>[] = [];
+    for (let wave = 0; wave < 12; wave++) {
+      for (let i = 0; i < 5; i++) {
+        const acc = accounts[(wave + i) % 2] as LeaseAccount;
+        outcomes.push(Promise.resolve(acc.reserve({ in: 10, out: 0 }, settings(200))));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    const results = await Promise.all(outcomes);
+    expect(results.filter((r) => r.ok)).toHaveLength(20);
+    expect(results.some((r) => r.ok && r.local)).toBe(true);
+    const refused = results.find((r) => !r.ok);
+    expect(refused).toMatchObject({ ok: false, kind: 'limited', dim: 'in', retryAt: 11 * UNIT });
+  });
+
+  it('reuses refunded tokens once the refund is reported', async () => {
+    const { accounts } = replicas(1, now, { ...LEASE, maxFraction: 0 });
+    const acc = accounts[0] as LeaseAccount;
+    const first = await acc.reserve({ in: 150, out: 0 }, settings(200));
+    expect(first.ok).toBe(true);
+    expect((await acc.reserve({ in: 100, out: 0 }, settings(200))).ok).toBe(false);
+    acc.reconcile((first as { window: number }).window, { in: 150, out: 0 }, { in: 40, out: 0 });
+    acc.tick();
+    await waitFor(async () => (await acc.reserve({ in: 100, out: 0 }, settings(200))).ok, { what: 'refund to be reported' });
+  });
+
+  it('charges an output overrun at once and carries it into the next window', async () => {
+    const { store, accounts } = replicas(1, now);
+    const acc = accounts[0] as LeaseAccount;
+    const out = settings(10_000, 100);
+    const r = await acc.reserve({ in: 5, out: 10 }, out);
+    expect(r.ok).toBe(true);
+    acc.reconcile((r as { window: number }).window, { in: 5, out: 10 }, { in: 5, out: 180 });
+    await waitFor(async () => (await store.read('model.m')).record?.used.out === 180, { what: 'overrun to be charged' });
+    expect((await acc.reserve({ in: 0, out: 1 }, out)).ok).toBe(false);
+    t += UNIT; // next window: 100 - 80 of debt = 20 left
+    expect((await acc.reserve({ in: 0, out: 20 }, out)).ok).toBe(true);
+    expect((await acc.reserve({ in: 0, out: 1 }, out)).ok).toBe(false);
+    t += UNIT;
+    expect((await acc.reserve({ in: 0, out: 100 }, out)).ok).toBe(true);
+  });
+
+  it('returns an idle lease before it expires so no other replica is starved by it', async () => {
+    const { store, accounts } = replicas(2, now, { ...LEASE, reclaimWaitMs: 0 });
+    const [a, b] = accounts as [LeaseAccount, LeaseAccount];
+    expect((await a.reserve({ in: 10, out: 0 }, settings(200))).ok).toBe(true);
+    expect((await store.read('model.m')).record?.leases['r0']?.in).toBe(20);
+    t += 3000; // idle past half the lease lifetime
+    a.tick();
+    await waitFor(async () => (await store.read('model.m')).record?.leases['r0']?.in === 0, { what: 'lease returned' });
+    expect((await b.reserve({ in: 190, out: 0 }, settings(200))).ok).toBe(true);
+  });
+
+  it('reports the store as unavailable instead of deciding', async () => {
+    const acc = (replicas(1, now).accounts[0] as LeaseAccount);
+    (acc.store as MemoryBudgetStore).available = false;
+    const r = await acc.reserve({ in: 10, out: 0 }, settings(200));
+    expect(r).toMatchObject({ ok: false, kind: 'unavailable' });
+  });
+});
