@@ -14,7 +14,7 @@ export const PrefixCacheParamsSchema = z.object({
   blockSizeToHash: z.number().int().min(1).default(DEFAULT_PREFIX_BLOCK_SIZE),
   /** Most leading blocks matched (longer hash lists are truncated). */
   maxBlocksToMatch: z.number().int().min(1).max(256).default(DEFAULT_PREFIX_MAX_BLOCKS),
-  /** Entries remembered per endpoint (LRU). */
+  /** Hashes remembered per endpoint and model (LRU). */
   maxHashCacheSize: z.number().int().min(1).default(50_000),
   /** Stop looking after this many matching endpoints. */
   topKMatches: z.number().int().min(1).default(5),

@@ -1,14 +1,16 @@
 /**
- * Which endpoints have recently been sent which prompt-prefix block hashes, per model. Each endpoint keeps at most
- * `capacity` (model, hash) entries in LRU order; evicting one also removes the endpoint from that hash's owner set,
- * so the owner sets never reference forgotten entries. Maps keep insertion order, which makes them the LRU list.
+ * Which endpoints have recently been sent which prompt-prefix block hashes, per model. Each (endpoint, model) keeps
+ * at most `capacity` hashes in LRU order; evicting one also removes the endpoint from that hash's owner set, so the
+ * owner sets never reference forgotten entries. Maps keep insertion order, which makes them the LRU list.
+ * (Kthena bounds each pod's LRU over all models together; per model is the same for the usual one-model pod and
+ * avoids building a composite key per hash on the hot path.)
  */
 export class PrefixStore {
   readonly #capacity: number;
   /** model → hash → endpoint keys that hold it. */
   readonly #owners = new Map<string, Map<string, Set<string>>>();
-  /** endpoint key → its entries (`model\n hash`), least recently used first. */
-  readonly #perEndpoint = new Map<string, Map<string, true>>();
+  /** endpoint key → model → its hashes, least recently used first. */
+  readonly #perEndpoint = new Map<string, Map<string, Map<string, true>>>();
 
   constructor(capacity: number) {
     this.#capacity = capacity;
@@ -21,10 +23,15 @@ export class PrefixStore {
 
   /** Records that `endpoint` now holds these hashes (refreshing ones it already had). */
   insert(model: string, hashes: readonly string[], endpoint: string): void {
-    let lru = this.#perEndpoint.get(endpoint);
+    let models = this.#perEndpoint.get(endpoint);
+    if (!models) {
+      models = new Map();
+      this.#perEndpoint.set(endpoint, models);
+    }
+    let lru = models.get(model);
     if (!lru) {
       lru = new Map();
-      this.#perEndpoint.set(endpoint, lru);
+      models.set(model, lru);
     }
     let byHash = this.#owners.get(model);
     if (!byHash) {
@@ -32,45 +39,41 @@ export class PrefixStore {
       this.#owners.set(model, byHash);
     }
     for (const hash of hashes) {
-      const entry = `${model}\n${hash}`;
-      if (lru.delete(entry)) {
-        lru.set(entry, true);
+      if (lru.delete(hash)) {
+        lru.set(hash, true);
         continue;
       }
-      lru.set(entry, true);
+      lru.set(hash, true);
       let set = byHash.get(hash);
       if (!set) {
         set = new Set();
         byHash.set(hash, set);
       }
       set.add(endpoint);
-      if (lru.size > this.#capacity) this.#evictOldest(lru, endpoint);
+      if (lru.size > this.#capacity) {
+        const oldest = lru.keys().next().value as string;
+        lru.delete(oldest);
+        this.#unown(model, oldest, endpoint);
+      }
     }
   }
 
   /** Forgets everything about an endpoint (it left the index). */
   removeEndpoint(endpoint: string): void {
-    const lru = this.#perEndpoint.get(endpoint);
-    if (!lru) return;
-    for (const entry of lru.keys()) this.#unown(entry, endpoint);
+    const models = this.#perEndpoint.get(endpoint);
+    if (!models) return;
+    for (const [model, lru] of models) for (const hash of lru.keys()) this.#unown(model, hash, endpoint);
     this.#perEndpoint.delete(endpoint);
   }
 
-  /** Number of entries held for an endpoint (tests, metrics). */
+  /** Number of hashes held for an endpoint across models (tests, metrics). */
   sizeOf(endpoint: string): number {
-    return this.#perEndpoint.get(endpoint)?.size ?? 0;
+    let n = 0;
+    for (const lru of this.#perEndpoint.get(endpoint)?.values() ?? []) n += lru.size;
+    return n;
   }
 
-  #evictOldest(lru: Map<string, true>, endpoint: string): void {
-    const oldest = lru.keys().next().value as string;
-    lru.delete(oldest);
-    this.#unown(oldest, endpoint);
-  }
-
-  #unown(entry: string, endpoint: string): void {
-    const nl = entry.indexOf('\n');
-    const model = entry.slice(0, nl);
-    const hash = entry.slice(nl + 1);
+  #unown(model: string, hash: string, endpoint: string): void {
     const byHash = this.#owners.get(model);
     const set = byHash?.get(hash);
     if (!byHash || !set) return;
