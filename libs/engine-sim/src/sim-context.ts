@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { networkInterfaces } from 'node:os';
 import { Agent } from 'undici';
 import { SimClock } from './engine/clock';
 import type { GenerationEnv } from './engine/generation';
@@ -20,6 +21,8 @@ export class SimContext {
   readonly role: SimRole;
   readonly model: string;
   readonly host: string;
+  /** The address peers are told to use (vLLM `remote_host`, SGLang `prefill_host`). */
+  readonly advertiseHost: string;
   readonly loraAdapters: readonly string[];
   readonly maxModelLen: number;
   /** vLLM `remote_engine_id` of this instance. */
@@ -44,6 +47,7 @@ export class SimContext {
     this.role = options.role;
     this.model = options.model ?? 'sim-model';
     this.host = options.host ?? '127.0.0.1';
+    this.advertiseHost = options.advertiseHost ?? (isUnspecified(this.host) ? (firstExternalIPv4() ?? '127.0.0.1') : this.host);
     this.loraAdapters = options.loraAdapters ?? [];
     this.maxModelLen = options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN;
     this.latency = resolveLatencyModel(options.latencyProfile ?? 'zero', options.latency);
@@ -78,8 +82,20 @@ export class SimContext {
   async close(): Promise<void> {
     this.clock.stop();
     for (const rank of this.ranks) rank.stop();
-    await this.http.close();
+    // destroy, not close: a decode may still be long-polling a bootstrap server for up to its timeout.
+    await this.http.destroy();
   }
+}
+
+function isUnspecified(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '';
+}
+
+function firstExternalIPv4(): string | undefined {
+  for (const addrs of Object.values(networkInterfaces())) {
+    for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return undefined;
 }
 
 function sglangEngineType(role: SimRole): string {

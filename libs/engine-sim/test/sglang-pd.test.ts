@@ -98,6 +98,14 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(res.json<{ message: string }>().message).toContain(mode);
   });
 
+  it('closes promptly while a decode is still waiting for its room', async () => {
+    const waiting = await fleet.start({ engine: 'sglang', role: 'decode', bootstrapTimeoutMs: 120_000 });
+    const pending = post(`${waiting.url}/v1/chat/completions`, body('31337')).catch((err: Error) => err);
+    await waitFor(() => waiting.requests().length === 1, { what: 'decode request' });
+    await waiting.close();
+    expect(await pending).toMatchObject({ name: 'TypeError', message: 'fetch failed' });
+  });
+
   it('rejects a room that is not a non-negative integer', async () => {
     const res = await post(`${prefill.url}/v1/chat/completions`, body('-3'));
     expect(res.status).toBe(400);

@@ -28,6 +28,7 @@ interface CliOptions {
   engine: 'vllm' | 'sglang';
   role: SimEngineOptions['role'];
   host: string;
+  advertiseHost?: string;
   port?: number;
   model: string;
   latencyProfile: 'zero' | 'realistic';
@@ -49,6 +50,7 @@ function buildCommand(): Command {
     .addOption(new Option('--engine <engine>', 'engine to simulate').choices(['vllm', 'sglang']).makeOptionMandatory())
     .addOption(new Option('--role <role>', 'disaggregated role').choices(['encode', 'prefill', 'decode', 'both']).default('both'))
     .option('--host <host>', 'listen address (any 127.x.y.z works)', '127.0.0.1')
+    .option('--advertise-host <host>', 'address announced to peers (vLLM remote_host, SGLang prefill_host); default --host')
     .option('--port <port>', 'listen port, 0 picks a free one (default 8000 for vllm, 30000 for sglang)', parseNonNegativeInt)
     .option('--model <name>', 'served model name', 'sim-model')
     .addOption(new Option('--latency-profile <profile>', 'behaviour model').choices(['zero', 'realistic']).default('zero'))
@@ -84,6 +86,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     languageOnly: o.languageOnly ?? false,
     dataParallel: o.dpSize,
     logger,
+    ...(o.advertiseHost ? { advertiseHost: o.advertiseHost } : {}),
     ...(o.sharedEcDir ? { sharedEcDir: o.sharedEcDir } : {}),
     ...(o.fault ? { fault: o.fault } : {}),
     ...(o.bootstrapTimeoutMs ? { bootstrapTimeoutMs: o.bootstrapTimeoutMs } : {}),

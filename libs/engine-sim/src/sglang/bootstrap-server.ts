@@ -76,6 +76,7 @@ export class BootstrapServer {
   }
 
   close(): Promise<void> {
+    this.rooms.close();
     return new Promise((resolve) => {
       this.#server.closeAllConnections();
       this.#server.close(() => resolve());

@@ -74,7 +74,7 @@ export async function encodeOnEncoders(
         part_idx: partIdx,
         req_id: `${rid}_local_part_${partIdx}`,
         modality: part.modality,
-        prefill_host: ctx.host,
+        prefill_host: ctx.advertiseHost,
         embedding_port: null,
       }),
       headersTimeout: ENCODE_TIMEOUT_MS,

@@ -14,6 +14,7 @@ type Waiter = (entry: RoomEntry | undefined) => void;
 export class RoomRegistry {
   readonly #rooms = new Map<string, RoomEntry>();
   readonly #waiters = new Map<string, Set<Waiter>>();
+  readonly #timers = new Set<NodeJS.Timeout>();
 
   constructor(readonly leaseMs: number) {}
 
@@ -44,20 +45,32 @@ export class RoomRegistry {
     if (!set) this.#waiters.set(room, (set = new Set()));
     const waiters = set;
     const timer = setTimeout(() => {
+      this.#timers.delete(timer);
       waiters.delete(waiter);
       if (waiters.size === 0) this.#waiters.delete(room);
       done(undefined);
     }, timeoutMs);
+    this.#timers.add(timer);
     const waiter: Waiter = (e) => {
       clearTimeout(timer);
+      this.#timers.delete(timer);
       done(e);
     };
     waiters.add(waiter);
     return () => {
       clearTimeout(timer);
+      this.#timers.delete(timer);
       waiters.delete(waiter);
       if (waiters.size === 0) this.#waiters.delete(room);
     };
+  }
+
+  /** Drops every waiter and its timer (server shutdown). */
+  close(): void {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    this.#waiters.clear();
+    this.#rooms.clear();
   }
 
   get size(): number {

@@ -128,7 +128,7 @@ function holdForRemoteDecode(deps: VllmDeps, requestId: string, promptTokens: nu
     remote_block_ids: blockIds,
     remote_engine_id: ctx.engineId,
     remote_request_id: requestId,
-    remote_host: ctx.host,
+    remote_host: ctx.advertiseHost,
     remote_port: ctx.port,
     tp_size: 1,
   };
