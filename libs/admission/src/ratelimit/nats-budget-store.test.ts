@@ -1,0 +1,85 @@
+import { Registry } from 'prom-client';
+import { connectBus, type Bus } from '@triad/bus/client';
+import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { createAdmission, type Admission, type Admitted } from '../admission';
+import { ANONYMOUS } from '../identity';
+import { freshRecord } from './budget-record';
+import { NatsBudgetStore } from './nats-budget-store';
+import { SILENT_LOGGER } from '../logger';
+
+describe('NATS KV budget store', () => {
+  let server: NatsServerHandle;
+  const buses: Bus[] = [];
+  const admissions: Admission[] = [];
+  const bus = async (name: string): Promise<Bus> => {
+    const b = await connectBus({ servers: server.url, name });
+    buses.push(b);
+    return b;
+  };
+  beforeAll(async () => {
+    server = await startNatsServer();
+  });
+  afterAll(async () => {
+    await Promise.all(admissions.map((a) => a.close()));
+    await Promise.all(buses.map((b) => b.close()));
+    await server?.close();
+  });
+
+  it('writes only with compare-and-set and sweeps records of finished windows', async () => {
+    const store = new NatsBudgetStore(await bus('store'), { bucket: 'triad_test_admission_cas', timeoutMs: 2000, logger: SILENT_LOGGER });
+    const unit = 60_000;
+    expect(await store.read('model.a')).toEqual({ record: undefined, revision: 0 });
+    expect(await store.write('model.a', freshRecord(unit, 5), 0)).toBe(true);
+    expect(await store.write('model.a', freshRecord(unit, 5), 0)).toBe(false);
+    const { revision } = await store.read('model.a');
+    expect(await store.write('model.a', freshRecord(unit, 6), revision)).toBe(true);
+    expect(await store.write('model.a', freshRecord(unit, 7), revision)).toBe(false);
+    expect(await store.write('model.b', freshRecord(unit, 100), 0)).toBe(true);
+    expect(await store.sweep(100 * unit)).toBe(1); // window 6 is over; window 100 is current
+    expect((await store.read('model.a')).record).toBeUndefined();
+    expect((await store.read('model.b')).record?.window).toBe(100);
+    // A purged key can be created again.
+    const after = await store.read('model.a');
+    expect(await store.write('model.a', freshRecord(unit, 101), after.revision)).toBe(true);
+    await store.close();
+  });
+
+  it('two replicas on separate connections admit exactly M of N', async () => {
+    const config = { rateLimit: { store: { type: 'nats' as const, bucket: 'triad_test_admission_two' } } };
+    // Real time, but starting mid-hour so the run cannot straddle a window boundary.
+    const started = Date.now();
+    const now = (): number => Math.floor(started / 3_600_000) * 3_600_000 + 1_800_000 + (Date.now() - started);
+    const [a, b] = await Promise.all(['a', 'b'].map(async (r) => {
+      const adm = await createAdmission(config, { registry: new Registry(), bus: await bus(r), replicaId: r, now });
+      admissions.push(adm);
+      return adm;
+    })) as [Admission, Admission];
+    const rateLimit = { inputTokensPerUnit: 100, unit: 'hour' as const };
+    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).admit({ identity: ANONYMOUS, model: 'm', rateLimit, inputTokens: 10 })));
+    expect(results.filter((r) => r.ok)).toHaveLength(10);
+    results.forEach((r) => r.ok && r.release({ inputTokens: 10, outputTokens: 0 }));
+  });
+
+  it('fails open or closed as configured while NATS is down, and recovers when it is back', async () => {
+    const rateLimit = { inputTokensPerUnit: 1_000_000, unit: 'second' as const };
+    const opts = (failMode: 'open' | 'closed') => ({ rateLimit: { failMode, store: { type: 'nats' as const, bucket: 'triad_test_admission_fail' }, storeTimeout: '300ms', lease: { maxFraction: 0 } } });
+    const open = await createAdmission(opts('open'), { registry: new Registry(), bus: await bus('open') });
+    const closed = await createAdmission(opts('closed'), { registry: new Registry(), bus: await bus('closed') });
+    admissions.push(open, closed);
+    const ask = (adm: Admission) => adm.admit({ identity: ANONYMOUS, model: 'fail-test', rateLimit, inputTokens: 1 });
+    expect((await ask(open)).ok).toBe(true);
+    expect((await ask(closed)).ok).toBe(true);
+    await server.stop();
+    const refused = await waitFor(async () => {
+      const r = await ask(closed);
+      return r.ok ? undefined : r;
+    }, { what: 'fail-closed refusal' });
+    expect(refused.rejection).toMatchObject({ status: 503, code: 'GATEWAY_ADMISSION_UNAVAILABLE', retryAfterSec: 1 });
+    expect(refused.rejection.body.error.type).toBe('service_unavailable_error');
+    const admitted = await ask(open);
+    expect(admitted.ok).toBe(true);
+    (admitted as Admitted).release({ inputTokens: 1, outputTokens: 0 });
+    await server.start();
+    await waitFor(async () => (await ask(closed)).ok, { what: 'recovery after NATS restart', timeoutMs: 15_000 });
+  });
+});
