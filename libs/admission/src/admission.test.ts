@@ -2,16 +2,18 @@ import { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
+import type { z } from 'zod';
 import { waitFor } from '@triad/testing';
 import { createAdmission, type Admission, type Admitted, type Rejected } from './admission';
 import { generateApiKey, hashApiKey } from './auth/api-key-hash';
+import type { ApiKeyEntrySchema } from './auth/api-key-file';
 import { MemoryBudgetStore } from './ratelimit/budget-store';
 import type { Identity } from './identity';
 
 const FAST = { N: 1024, r: 8, p: 1 };
 const HOUR = 3_600_000;
 
-function keyEntry(name: string, extra: Record<string, unknown> = {}): { key: string; entry: Record<string, unknown> } {
+function keyEntry(name: string, extra: Partial<z.input<typeof ApiKeyEntrySchema>> = {}): { key: string; entry: z.input<typeof ApiKeyEntrySchema> } {
   const { key, id } = generateApiKey();
   return { key, entry: { name, id, hash: hashApiKey(key, FAST), ...extra } };
 }
