@@ -1,5 +1,5 @@
-import { existsSync, statSync } from 'node:fs';
-import { join, relative, resolve, sep } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, join, relative, resolve, sep } from 'node:path';
 import { kindOf, nameOf, parseManifestFile, type ManifestDoc } from './documents';
 import { containersOf, list, podTemplateOf } from './pod-templates';
 
@@ -9,6 +9,8 @@ export interface KustomizeUnit {
   readonly dir: string;
   readonly docs: readonly ManifestDoc[];
   readonly namespace?: string;
+  /** Files the generators read (config files, not manifests), relative to the workspace root. */
+  readonly dataFiles: readonly string[];
   readonly problems: readonly string[];
 }
 
@@ -30,12 +32,13 @@ function patchPaths(kustomization: Record<string, unknown>): string[] {
 export function loadKustomization(workspaceRoot: string, dir: string, stack: readonly string[] = []): KustomizeUnit {
   const rel = relative(workspaceRoot, dir) || '.';
   const file = join(dir, 'kustomization.yaml');
-  if (!existsSync(file)) return { dir: rel, docs: [], problems: [`${rel}: no kustomization.yaml`] };
-  if (stack.includes(dir)) return { dir: rel, docs: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`] };
+  if (!existsSync(file)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
+  if (stack.includes(dir)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`] };
   const parsed = parseManifestFile(workspaceRoot, file);
   const problems = [...parsed.problems];
   const k = parsed.docs[0]?.value ?? {};
   const docs: ManifestDoc[] = [];
+  const dataFiles: string[] = [];
 
   for (const entry of Array.isArray(k['resources']) ? k['resources'].map(String) : []) {
     const target = resolve(dir, entry);
@@ -44,6 +47,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     } else if (statSync(target).isDirectory()) {
       const nested = loadKustomization(workspaceRoot, target, [...stack, dir]);
       docs.push(...nested.docs);
+      dataFiles.push(...nested.dataFiles);
       problems.push(...nested.problems);
     } else if (!within(dir, target)) {
       problems.push(`${rel}/kustomization.yaml: resource ${entry} is outside the kustomization root (kustomize's load restrictor refuses it)`);
@@ -67,6 +71,8 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     }
   }
 
+  problems.push(...generateConfigMaps(workspaceRoot, dir, rel, k, docs, dataFiles));
+
   const images = docs.flatMap((d) => {
     const template = podTemplateOf(d);
     return template ? containersOf(template.spec).map((c) => c.image.split(/[:@]/)[0]) : [];
@@ -75,7 +81,56 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     if (!images.includes(String(image['name']))) problems.push(`${rel}/kustomization.yaml: images entry ${String(image['name'])} matches no container image`);
   }
   const namespace = typeof k['namespace'] === 'string' ? k['namespace'] : undefined;
-  return { dir: rel, docs, ...(namespace ? { namespace } : {}), problems };
+  return { dir: rel, docs, ...(namespace ? { namespace } : {}), dataFiles, problems };
+}
+
+/** Reads one generator source: `path` or `key=path`, relative to the kustomization, kept inside its root. */
+function generatorFile(dir: string, entry: string): { key: string; path: string } {
+  const eq = entry.indexOf('=');
+  const path = resolve(dir, eq >= 0 ? entry.slice(eq + 1) : entry);
+  return { key: eq >= 0 ? entry.slice(0, eq) : basename(path), path };
+}
+
+/**
+ * ConfigMaps and Secrets from `configMapGenerator`/`secretGenerator` (literals and files), as objects of the unit
+ * under their base name (kustomize adds a content hash and rewrites the references to it). `behavior: merge` or
+ * `replace` changes the object an earlier resource generated instead of adding one.
+ */
+function generateConfigMaps(workspaceRoot: string, dir: string, rel: string, k: Record<string, unknown>, docs: ManifestDoc[], dataFiles: string[]): string[] {
+  const problems: string[] = [];
+  const file = relative(workspaceRoot, join(dir, 'kustomization.yaml'));
+  for (const [field, kind] of [['configMapGenerator', 'ConfigMap'], ['secretGenerator', 'Secret']] as const) {
+    for (const g of list(k[field])) {
+      const name = String(g['name'] ?? '');
+      const data: Record<string, string> = {};
+      for (const literal of Array.isArray(g['literals']) ? g['literals'].map(String) : []) {
+        const eq = literal.indexOf('=');
+        if (eq <= 0) problems.push(`${file}: ${field} ${name}: literal '${literal}' is not KEY=VALUE`);
+        else data[literal.slice(0, eq)] = literal.slice(eq + 1);
+      }
+      for (const entry of Array.isArray(g['files']) ? g['files'].map(String) : []) {
+        const { key, path } = generatorFile(dir, entry);
+        if (!existsSync(path)) problems.push(`${file}: ${field} ${name}: file ${entry} does not exist`);
+        else if (!within(dir, path)) problems.push(`${file}: ${field} ${name}: file ${entry} is outside the kustomization root`);
+        else {
+          data[key] = readFileSync(path, 'utf8');
+          dataFiles.push(relative(workspaceRoot, path));
+        }
+      }
+      const existing = docs.find((d) => kindOf(d) === kind && nameOf(d) === name);
+      const behavior = g['behavior'] ?? 'create';
+      if (behavior === 'create') {
+        if (existing) problems.push(`${file}: ${field} ${name} already exists (use behavior: merge)`);
+        docs.push({ file, line: 1, value: { apiVersion: 'v1', kind, metadata: { name }, data } });
+      } else if (!existing) {
+        problems.push(`${file}: ${field} ${name} has behavior ${String(behavior)} but no resource of ${rel} generates it`);
+      } else {
+        const before = behavior === 'merge' ? (existing.value['data'] as Record<string, string>) : {};
+        docs[docs.indexOf(existing)] = { ...existing, value: { ...existing.value, data: { ...before, ...data } } };
+      }
+    }
+  }
+  return problems;
 }
 
 /** Directories below `root` that hold a kustomization.yaml. */

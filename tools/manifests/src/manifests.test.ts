@@ -19,10 +19,12 @@ const root = join(__dirname, '../../..');
 const dirs = ['infra/k8s', 'infra/local', 'examples'].map((d) => join(root, d));
 const files = dirs.flatMap(yamlFilesUnder);
 const parsed = files.map((f) => ({ file: f, ...parseManifestFile(root, f) }));
-const allDocs = parsed.flatMap((p) => p.docs);
 const crdDocs = yamlFilesUnder(join(root, 'infra/crds')).flatMap((f) => parseManifestFile(root, f).docs);
 const crds: CrdInfo[] = crdInfos(crdDocs);
 const kustomizations: KustomizeUnit[] = kustomizationDirs(files).map((d) => loadKustomization(root, d));
+/** Config files that kustomize generators turn into ConfigMaps are YAML, but not manifests. */
+const dataFiles = new Set(kustomizations.flatMap((k) => k.dataFiles));
+const allDocs = parsed.flatMap((p) => p.docs).filter((d) => !dataFiles.has(d.file));
 /** Deployable units: each kustomization's output, and each example file on its own. */
 const units: { name: string; docs: readonly ManifestDoc[] }[] = [
   ...kustomizations.map((k) => ({ name: k.dir, docs: k.docs })),

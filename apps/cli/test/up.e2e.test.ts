@@ -1,0 +1,197 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { freePort, waitFor } from '@triad/testing';
+import { TINY_PNG_DATA_URI } from '../src/commands/up/try-requests';
+import { processesOf, stillAlive } from './helpers/processes';
+
+// `triad up` as a user runs it: the real CLI, NATS, engine sims, pod-watcher, scheduler and gateway, on free
+// ports with a small config in a temp dir. Requests go through the `openai` client; then a pod is removed from
+// the YAML and the traffic must move to the other one; Ctrl-C must leave no process behind.
+
+const cli = join(__dirname, '../bin/triad.js');
+const dir = mkdtempSync(join(tmpdir(), 'triad-up-e2e-'));
+const configPath = join(dir, 'cluster.yaml');
+// A loopback block no other test uses, so the sims' addresses cannot clash with a parallel run.
+const NET = '127.0.231';
+
+interface PodDef { name: string; ip: string; labels: string }
+
+function writeConfig(port: number, pods: readonly PodDef[]): void {
+  const objects = [`
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: tiny, namespace: default}
+spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: tiny}}}`, `
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelRoute
+metadata: {name: tiny, namespace: default}
+spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}`, `
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: tiny-vl, namespace: default}
+spec:
+  model: tiny-vl-model
+  inferenceEngine: vLLM
+  pipelineMode: epd
+  kvConnector: {type: nixl}
+  workloadPort: {port: ${port}}
+  workloadSelector:
+    matchLabels: {app: tiny-vl}
+    pdGroup: {groupKey: group, encodeLabels: {role: encode}, prefillLabels: {role: prefill}, decodeLabels: {role: decode}}`, `
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelRoute
+metadata: {name: tiny-vl, namespace: default}
+spec: {modelName: tiny-vl, rules: [{targetModels: [{modelServerName: tiny-vl}]}]}`,
+  ...pods.map((p) => `
+apiVersion: v1
+kind: Pod
+metadata: {name: ${p.name}, namespace: default, labels: ${p.labels}}
+status: {phase: Running, podIP: ${p.ip}, conditions: [{type: Ready, status: "True"}]}`)];
+  // Write then rename, as editors do, so the watchers never read half a file.
+  const next = `${configPath}.next`;
+  writeFileSync(next, objects.join('\n---'));
+  renameSync(next, configPath);
+}
+
+const aggregatedPods: PodDef[] = [
+  { name: 'tiny-0', ip: `${NET}.1`, labels: '{app: tiny}' },
+  { name: 'tiny-1', ip: `${NET}.2`, labels: '{app: tiny}' },
+];
+const epdPods: PodDef[] = [
+  { name: 'tiny-vl-encode-0', ip: `${NET}.11`, labels: '{app: tiny-vl, group: g1, role: encode}' },
+  { name: 'tiny-vl-prefill-0', ip: `${NET}.12`, labels: '{app: tiny-vl, group: g1, role: prefill}' },
+  { name: 'tiny-vl-decode-0', ip: `${NET}.13`, labels: '{app: tiny-vl, group: g1, role: decode}' },
+];
+
+/** Requests an engine sim has finished, from its Prometheus metrics (undefined once the sim is gone). */
+async function servedBy(ip: string, port: number): Promise<number | undefined> {
+  try {
+    const text = await (await fetch(`http://${ip}:${port}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
+    return [...text.matchAll(/^vllm:request_success_total\{[^}]*\} (\S+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  } catch {
+    return undefined;
+  }
+}
+
+let up: ChildProcess | undefined;
+let output = '';
+let simPort = 0;
+let gatewayPort = 0;
+let client: OpenAI;
+
+beforeAll(async () => {
+  simPort = await freePort();
+  gatewayPort = await freePort();
+  writeConfig(simPort, [...aggregatedPods, ...epdPods]);
+  up = spawn(process.execPath, [cli, 'up', '--config', configPath, '--port', String(gatewayPort), '--nats', 'spawn', '--sim-latency', 'zero', '--raw-logs'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const collect = (d: Buffer) => {
+    output += d.toString();
+  };
+  up.stdout?.on('data', collect);
+  up.stderr?.on('data', collect);
+  await waitFor(() => {
+    if (up?.exitCode !== null) throw new Error(`triad up exited with ${up?.exitCode}:\n${output}`);
+    return output.includes('Triad is ready in');
+  }, { timeoutMs: 150_000, intervalMs: 100, what: `triad up to be ready; output so far:\n${output}` });
+  client = new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: 'not-needed', maxRetries: 0 });
+}, 180_000);
+
+afterAll(async () => {
+  if (up && up.exitCode === null && up.signalCode === null) {
+    // The watchdog stops whatever it leaves behind.
+    up.kill('SIGKILL');
+    await new Promise((r) => up?.once('exit', r));
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('triad up (end to end)', () => {
+  it('prints the ready banner with the gateway, NATS and curl lines for text, image and stream', () => {
+    expect(output).toContain(`gateway http://127.0.0.1:${gatewayPort}`);
+    expect(output).toMatch(/nats {5}nats:\/\/127\.0\.0\.1:\d+ \(started by triad up/);
+    expect(output).toContain('engines  5 simulated');
+    expect(output).toMatch(/# text \(tiny, vLLM aggregated\)\n {2}curl -s /);
+    expect(output).toMatch(/# image \(tiny-vl, vLLM epd\)\n {2}curl -s .*image_url/);
+    expect(output).toMatch(/# stream \(tiny-vl, vLLM epd\)\n {2}curl -N -s .*"stream":true/);
+  });
+
+  it('answers a text request', async () => {
+    const res = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 8 });
+    expect(res.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    expect(res.usage?.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it('answers an image request through encode, prefill and decode', async () => {
+    const before = await servedBy(epdPods[0]?.ip as string, simPort);
+    const res = await client.chat.completions.create({
+      model: 'tiny-vl',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }] }],
+      max_tokens: 8,
+    });
+    expect(res.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    expect(await servedBy(epdPods[0]?.ip as string, simPort)).toBe((before ?? 0) + 1);
+  });
+
+  it('streams an answer', async () => {
+    const stream = await client.chat.completions.create({ model: 'tiny-vl', messages: [{ role: 'user', content: 'Count to five' }], max_tokens: 8, stream: true });
+    const parts: string[] = [];
+    let finish: string | null | undefined;
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (choice?.delta.content) parts.push(choice.delta.content);
+      if (choice?.finish_reason) finish = choice.finish_reason;
+    }
+    expect(parts.length).toBeGreaterThan(1);
+    expect(finish).toBeTruthy();
+  });
+
+  it('moves traffic off a pod removed from the YAML', async () => {
+    const ask = () => client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2 });
+    for (let i = 0; i < 6; i++) await ask();
+    const counts = async () => Promise.all(aggregatedPods.map((p) => servedBy(p.ip, simPort)));
+    const initial = await counts();
+    // Remove the pod that served the most, so "the traffic moved" cannot hold by accident.
+    const busiest = (initial[1] ?? 0) > (initial[0] ?? 0) ? 1 : 0;
+    const removed = aggregatedPods[busiest] as PodDef;
+    const kept = aggregatedPods[1 - busiest] as PodDef;
+    writeConfig(simPort, [kept, ...epdPods]);
+
+    // Once the pool has followed the edit, every request lands on the kept pod.
+    let streak = 0;
+    let removedCount = initial[busiest] ?? 0;
+    await waitFor(async () => {
+      const keptBefore = await servedBy(kept.ip, simPort);
+      await ask();
+      const keptAfter = await servedBy(kept.ip, simPort);
+      const removedNow = (await servedBy(removed.ip, simPort)) ?? removedCount;
+      streak = keptAfter === (keptBefore ?? 0) + 1 && removedNow === removedCount ? streak + 1 : 0;
+      removedCount = removedNow;
+      return streak >= 5;
+    }, { timeoutMs: 30_000, intervalMs: 1, what: `five requests in a row served by ${kept.name} after ${removed.name} left the config` });
+    // ...and after its drain period the removed pod's sim is closed.
+    const stopped = new RegExp(`engine sim stopped.*default/${removed.name}"|default/${removed.name}".*engine sim stopped`);
+    await waitFor(() => stopped.test(output), { timeoutMs: 20_000, what: `the sim of ${removed.name} to stop` });
+  }, 60_000);
+
+  it('stops every process on Ctrl-C', async () => {
+    const proc = up as ChildProcess;
+    const processes = processesOf(proc.pid as number);
+    expect(processes.length).toBeGreaterThanOrEqual(6);
+    const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    proc.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(output).toContain('triad up: stopped; no service left running');
+    expect(stillAlive(processes)).toEqual([]);
+    // the gateway port is free again
+    await new Promise<void>((resolve, reject) => {
+      const probe = createServer().once('error', reject);
+      probe.listen(gatewayPort, '0.0.0.0', () => probe.close(() => resolve()));
+    });
+  }, 60_000);
+});
