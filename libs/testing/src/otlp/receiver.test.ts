@@ -110,13 +110,28 @@ describe('OTLP receiver', () => {
     expectDecoded(await receiver.waitForSpans((s) => s.traceId === traceId, { count: 3 }), traceId);
   });
 
-  it('builds the span tree by parent ids, children in start order', async () => {
-    const { body, traceId } = exportBody('protobuf', emitTrace);
+  it('builds the span tree by parent ids, children in start order (or by name when asked)', async () => {
+    const { body, traceId } = exportBody('protobuf', (tracer) => {
+      // Explicit start times: the SDK's own are Date.now() (1 ms steps), so instant siblings would tie.
+      const t0 = Date.now() - 100;
+      const root = tracer.startSpan('request', { startTime: t0 }, ROOT_CONTEXT);
+      const ctx = trace.setSpan(ROOT_CONTEXT, root);
+      const late = tracer.startSpan('b-late', { startTime: t0 + 20 }, ctx);
+      const early = tracer.startSpan('z-early', { startTime: t0 + 10 }, ctx);
+      tracer.startSpan('grandchild', { startTime: t0 + 11 }, trace.setSpan(ROOT_CONTEXT, early)).end(t0 + 12);
+      early.end(t0 + 30);
+      late.end(t0 + 40);
+      root.end(t0 + 50);
+      return root.spanContext().traceId;
+    });
     await post(receiver.tracesUrl, 'protobuf', body);
-    await receiver.waitForSpans((s) => s.traceId === traceId, { count: 3 });
-    expect(treeShape(receiver.tree(traceId))).toEqual([
-      { name: 'POST /v1/chat/completions', children: [{ name: 'encode', children: [] }, { name: 'route', children: [] }] },
+    await receiver.waitForSpans((s) => s.traceId === traceId, { count: 4 });
+    const tree = receiver.tree(traceId);
+    expect(treeShape(tree)).toEqual([
+      { name: 'request', children: [{ name: 'z-early', children: [{ name: 'grandchild', children: [] }] }, { name: 'b-late', children: [] }] },
     ]);
+    expect(treeShape(tree, undefined, { sorted: true })[0]!.children.map((c) => c.name)).toEqual(['b-late', 'z-early']);
+    expect(tree[0]!.children[0]!.span.startMs - tree[0]!.span.startMs).toBe(10);
   });
 
   it('shows a span whose parent has not arrived as a root', async () => {
