@@ -118,6 +118,19 @@ describe('triad up supervisor (stand-in services)', () => {
     await waitFor(() => processesOf(process.pid).every((p) => before.includes(p)), { what: 'every started process to be gone' });
   });
 
+  it('stops what it started when interrupted during start-up (Ctrl-C)', async () => {
+    const before = processesOf(process.pid);
+    const interrupt = new AbortController();
+    const log = capture();
+    const starting = startStack(await options(), { ...env(), out: log.out, abort: interrupt.signal });
+    await waitFor(() => log.text().includes('triad up: NATS at'), { what: 'NATS to be up' });
+    interrupt.abort();
+    const error = await starting.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StartupError);
+    expect((error as Error).message).toContain('interrupted while starting');
+    expect(processesOf(process.pid).filter((p) => !before.includes(p))).toEqual([]);
+  });
+
   it('refuses a gateway port that is taken, before starting anything', async () => {
     const blocker: Server = createServer();
     const port = await freePort();

@@ -40,26 +40,20 @@ export async function main(argv: readonly string[]): Promise<void> {
   const options = parseUpOptions(argv, process.env, process.cwd(), checkoutRoot());
   let stack: RunningStack | undefined;
   let force = false;
+  const interrupt = new AbortController();
   const signal = stopSignal(() => {
     force = true;
     out.write('triad up: forcing: killing every service now\n');
     stack?.kill();
   });
+  void signal.then(() => interrupt.abort());
   try {
-    const started = startStack(options, { cliEntry: process.argv[1] ?? '', out, env: process.env, color: out.isTTY === true });
-    const first = await Promise.race([started.then((s) => ({ stack: s })), signal.then((s) => ({ signal: s }))]);
-    if ('signal' in first) {
-      out.write(`triad up: ${first.signal} while starting; stopping\n`);
-      // startStack stops what it started when it fails; a stack that comes up now is stopped right away.
-      stack = await started.catch(() => undefined);
-      await stack?.stop();
-      process.exit();
-    }
-    stack = first.stack;
+    stack = await startStack(options, { cliEntry: process.argv[1] ?? '', out, env: process.env, color: out.isTTY === true, abort: interrupt.signal });
   } catch (err) {
     if (err instanceof StartupError) {
       process.stderr.write(`triad up: ${err.message}\n`);
-      process.exitCode = 1;
+      // 130 is the shell's code for "stopped by Ctrl-C"; anything else that stops the start is a failure.
+      process.exitCode = interrupt.signal.aborted ? 130 : 1;
       process.exit();
     }
     throw err;

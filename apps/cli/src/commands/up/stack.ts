@@ -18,6 +18,8 @@ export interface StackEnvironment {
   readonly out: NodeJS.WritableStream;
   readonly env: NodeJS.ProcessEnv;
   readonly color: boolean;
+  /** Aborting (Ctrl-C during start-up) stops what has started and rejects with a StartupError. */
+  readonly abort?: AbortSignal;
 }
 
 /** A service of the stack and where its ops endpoints are. */
@@ -127,7 +129,12 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     const crashedFirst = crashed.then(({ child, exit }) => {
       throw new StartupError(`${child.name} stopped while the stack was starting (${exit.error ? exit.error.message : exit.signal ?? `code ${exit.code}`}):\n  ${child.lastLines().join('\n  ')}`);
     });
-    await Promise.race([ready, crashedFirst]);
+    const aborted = new Promise<never>((_, reject) => {
+      const fail = () => reject(new StartupError('interrupted while starting; everything started so far has been stopped'));
+      if (environment.abort?.aborted) fail();
+      environment.abort?.addEventListener('abort', fail, { once: true });
+    });
+    await Promise.race([ready, crashedFirst, aborted]);
     return {
       config, plan, nats, ...(natsNote ? { natsNote } : {}), gatewayUrl, crashed,
       services: starting.map(({ child, opsPort }) => ({ name: child.name, pid: child.pid, opsPort })),
