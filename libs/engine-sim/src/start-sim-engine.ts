@@ -4,7 +4,7 @@ import { registerAdminRoutes } from './admin-routes';
 import { Router } from './http/router';
 import { EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions } from './options';
 import { SimContext } from './sim-context';
-import { BootstrapServer } from './sglang/bootstrap-server';
+import { BootstrapServer } from './bootstrap/bootstrap-server';
 import { registerSglangRoutes } from './sglang/sglang-routes';
 import { registerVllmRoutes } from './vllm/vllm-routes';
 
@@ -19,6 +19,12 @@ function validate(opts: SimEngineOptions): void {
     throw new Error('languageOnly needs engine sglang and role prefill (EPD) or both (E+PD)');
   }
   if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
+}
+
+/** SGLang prefills always run one; a vLLM prefill only when asked (its Mooncake connector bootstrap). */
+function wantsBootstrap(opts: SimEngineOptions): boolean {
+  if (opts.role !== 'prefill' && opts.role !== 'both') return false;
+  return opts.engine === 'sglang' ? opts.role === 'prefill' : opts.bootstrapPort !== undefined;
 }
 
 function listen(server: Server, host: string, port: number): Promise<number> {
@@ -39,8 +45,18 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
   validate(opts);
   const ctx = new SimContext(opts);
   const router = new Router({ engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger });
-  const bootstrap = ctx.engine === 'sglang' && ctx.role === 'prefill' ? await BootstrapServer.start(ctx.host, opts.bootstrapPort ?? 0, ctx.ranks.length) : undefined;
-  if (ctx.engine === 'vllm') registerVllmRoutes(router, ctx);
+  const bootstrap = wantsBootstrap(opts)
+    ? await BootstrapServer.start({
+        host: ctx.host,
+        port: opts.bootstrapPort ?? 0,
+        dpSize: ctx.ranks.length,
+        engineIds: ctx.ranks.map((r) => (r.index === 0 ? ctx.engineId : `${ctx.engineId}-dp${r.index}`)),
+        onHandoff: (key) => {
+          if (key.startsWith('xfer:')) ctx.counters.inc('kvPullsServed');
+        },
+      })
+    : undefined;
+  if (ctx.engine === 'vllm') registerVllmRoutes(router, ctx, bootstrap);
   else registerSglangRoutes(router, ctx, bootstrap);
   if (opts.admin) registerAdminRoutes(router, ctx);
 

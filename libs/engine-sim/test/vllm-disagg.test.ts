@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { CHAT, post, SimFleet } from './helpers';
+import { CHAT, get, post, SimFleet } from './helpers';
 
 /** What vLLM's toy NIXL proxy puts into the prefill request. */
 const PREFILL_KV = { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null };
@@ -85,6 +85,54 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, kv_transfer_params: dead })).status).toBe(200);
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, kv_transfer_params: { do_remote_prefill: true } })).status).toBe(200);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 2);
+  });
+});
+
+describe('vLLM simulator: Mooncake-style concurrent P/D (transfer ids on the bootstrap server)', () => {
+  const fleet = new SimFleet();
+  let prefill: SimEngineHandle;
+  let decode: SimEngineHandle;
+  let bootstrapAddr: string;
+
+  beforeAll(async () => {
+    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.16', bootstrapPort: 0, dataParallel: 2 });
+    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.17', bootstrapTimeoutMs: 300 });
+    bootstrapAddr = `http://${prefill.host}:${prefill.bootstrapPort}`;
+  });
+  afterAll(() => fleet.closeAll());
+
+  const prefillBody = (id: string) => ({ messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, transfer_id: id } });
+  const decodeBody = (id: string, engineId: string) => ({
+    messages: CHAT,
+    max_tokens: 3,
+    kv_transfer_params: { do_remote_decode: false, do_remote_prefill: true, remote_bootstrap_addr: bootstrapAddr, remote_engine_id: engineId, transfer_id: id },
+  });
+
+  it('lists an engine id per DP rank on /query', async () => {
+    const query = (await get(`${bootstrapAddr}/query`)).json<Record<string, { engine_id: string }>>();
+    expect(Object.keys(query)).toEqual(['0', '1']);
+    expect(typeof query['0']!.engine_id).toBe('string');
+  });
+
+  it('hands off when P and D are called concurrently', async () => {
+    const engineId = (await get(`${bootstrapAddr}/query`)).json<Record<string, { engine_id: string }>>()['0']!.engine_id;
+    const before = { served: prefill.counters()['kvPullsServed']!, received: decode.counters()['kvPullsReceived']! };
+    const [d, p] = await Promise.all([
+      post(`${decode.url}/v1/chat/completions`, decodeBody('xfer-1', engineId)),
+      post(`${prefill.url}/v1/chat/completions`, prefillBody('xfer-1')),
+    ]);
+    expect(p.status).toBe(200);
+    expect(d.json()).toMatchObject({ usage: { completion_tokens: 3 } });
+    expect(prefill.counters()['kvPullsServed']).toBe(before.served + 1);
+    expect(decode.counters()['kvPullsReceived']).toBe(before.received + 1);
+  });
+
+  it('falls back to a counted local prefill when the transfer never comes', async () => {
+    const before = { failures: decode.counters()['kvPullFailures']!, fallbacks: decode.counters()['localPrefillFallbacks']! };
+    const res = await post(`${decode.url}/v1/chat/completions`, decodeBody('xfer-never', 'x'));
+    expect(res.status).toBe(200);
+    expect(decode.counters()['kvPullFailures']).toBe(before.failures + 1);
+    expect(decode.counters()['localPrefillFallbacks']).toBe(before.fallbacks + 1);
   });
 });
 

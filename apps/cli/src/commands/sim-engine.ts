@@ -57,7 +57,7 @@ function buildCommand(): Command {
     .option('--shared-ec-dir <dir>', 'vLLM shared-storage EC connector directory')
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
-    .option('--bootstrap-port <port>', 'SGLang prefill bootstrap server port (0 = free port)', parseNonNegativeInt, 8998)
+    .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
     .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for the prefill to register a room', parsePositiveInt)
     .option('--language-only', 'SGLang EPD prefill: encoder registry, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
@@ -82,7 +82,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     model: o.model,
     latencyProfile: o.latencyProfile,
     admin: o.admin ?? false,
-    bootstrapPort: o.bootstrapPort,
+    // A vLLM prefill runs a (Mooncake) bootstrap server only when asked; a SGLang prefill always does.
+    ...(o.engine === 'sglang' || program.getOptionValueSource('bootstrapPort') === 'cli' ? { bootstrapPort: o.bootstrapPort } : {}),
     languageOnly: o.languageOnly ?? false,
     dataParallel: o.dpSize,
     logger,

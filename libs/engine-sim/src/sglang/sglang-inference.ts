@@ -14,8 +14,9 @@ import { serveGeneration } from '../openai/serve-generation';
 import { sglangChatFormat, sglangCompletionFormat, sglangGenerateFormat } from '../openai/sglang-format';
 import type { SimContext } from '../sim-context';
 import { bootstrapFieldsOf, rankOfRoom, type BootstrapFields } from './bootstrap-fields';
-import type { BootstrapServer } from './bootstrap-server';
-import { waitForRoom } from './bootstrap-wait';
+import type { BootstrapServer } from '../bootstrap/bootstrap-server';
+import { ROOM_WAIT_PATH } from '../bootstrap/bootstrap-server';
+import { httpBase, waitForHandoff } from '../bootstrap/handoff-wait';
 import { encodeOnEncoders } from './encoder-fanout';
 import type { EncoderRegistry } from './encoder-registry';
 
@@ -101,7 +102,7 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
       headers,
       finish: () => {
         if (mode === 'prefill' && fields && deps.bootstrap) {
-          deps.bootstrap.rooms.register(fields.room, request.promptTokens);
+          deps.bootstrap.registerRoom(fields.room, request.promptTokens);
           ctx.counters.inc('roomsRegistered');
         }
         return {};
@@ -121,7 +122,7 @@ async function awaitPrefill(deps: SglangDeps, ex: Exchange, request: InferenceRe
   const abort = new AbortController();
   ex.res.once('close', () => abort.abort());
   ctx.metrics.transferWaiting(rank, 1);
-  const result = await waitForRoom(ctx, fields, deps.bootstrapTimeoutMs, traceHeaders(ex.req.headers), abort.signal).finally(() => ctx.metrics.transferWaiting(rank, -1));
+  const result = await waitForHandoff(ctx, httpBase(fields.host, fields.port), `${ROOM_WAIT_PATH}${fields.room}`, deps.bootstrapTimeoutMs, traceHeaders(ex.req.headers), abort.signal).finally(() => ctx.metrics.transferWaiting(rank, -1));
   if (result.ok) {
     ctx.counters.inc('roomsMatched');
     return result.promptTokens;

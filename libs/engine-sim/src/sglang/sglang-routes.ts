@@ -2,7 +2,7 @@ import type { Router } from '../http/router';
 import { sendJson, sendText } from '../http/respond';
 import { modelsBody } from '../openai/common';
 import type { SimContext } from '../sim-context';
-import type { BootstrapServer } from './bootstrap-server';
+import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import { encodeHandler, schedulerReceiveUrlHandler } from './encode-server';
 import { EncoderRegistry, listEncodersHandler, registerEncoderHandler, unregisterEncoderHandler } from './encoder-registry';
 import { sglangInferenceHandler, type SglangDeps } from './sglang-inference';

@@ -10,14 +10,18 @@ import { parseInferenceRequest, type InferenceRequest } from '../openai/inferenc
 import { mediaKey } from '../openai/media';
 import { serveGeneration } from '../openai/serve-generation';
 import { vllmChatFormat, vllmCompletionFormat } from '../openai/vllm-format';
+import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import type { SimContext } from '../sim-context';
 import type { EcStore } from './ec-store';
 import type { KvBlockStore } from './kv-block-store';
 import { pullKv, remotePrefillOf } from './kv-side-channel';
+import { awaitMooncakeTransfer, mooncakeRemoteOf, mooncakeTransferIdOf } from './mooncake';
 import { serveVllmEncode } from './vllm-encode';
 
 export interface VllmDeps {
   readonly ctx: SimContext;
+  /** Mooncake bootstrap server (prefill started with a bootstrap port). */
+  readonly bootstrap: BootstrapServer | undefined;
   readonly ec: EcStore;
   readonly kv: KvBlockStore;
 }
@@ -68,7 +72,7 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       format,
       stream: request.stream,
       headers: responseHeaders(requestId),
-      finish: remoteDecode && !request.stream ? () => holdForRemoteDecode(deps, requestId, request.promptTokens) : undefined,
+      finish: remoteDecode ? () => holdForRemoteDecode(deps, requestId, request, request.stream) : undefined,
     });
   };
 }
@@ -83,9 +87,12 @@ async function prepare(deps: VllmDeps, ex: Exchange, request: InferenceRequest, 
   const prefixHit = rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   let transferTokens = 0;
-  const remote = remotePrefillOf(request.body['kv_transfer_params'], requestId);
-  if (remote) {
-    const pulled = await pullKv(ctx, remote, traceHeaders(ex.req.headers));
+  const params = request.body['kv_transfer_params'];
+  const mooncake = mooncakeRemoteOf(params);
+  const nixl = mooncake ? undefined : remotePrefillOf(params, requestId);
+  if (mooncake || nixl) {
+    const headers = traceHeaders(ex.req.headers);
+    const pulled = mooncake ? await awaitMooncakeTransfer(ctx, mooncake, headers, ex.res) : await pullKv(ctx, nixl!, headers);
     if (pulled !== undefined) {
       ctx.counters.inc('kvPullsReceived');
       transferTokens = Math.max(0, Math.min(pulled, request.promptTokens - 1) - prefixHit);
@@ -117,11 +124,18 @@ function encoderCacheMisses(deps: VllmDeps, request: InferenceRequest, rank: Ran
   return request.media.length - hits;
 }
 
-/** NIXL producer: keep the blocks and tell the decode where to read them (`request_finished` params). */
-function holdForRemoteDecode(deps: VllmDeps, requestId: string, promptTokens: number): BodyExtras {
+/**
+ * KV producer: a Mooncake transfer is announced on the bootstrap server; NIXL blocks are kept and the answer tells
+ * the decode where to read them (`request_finished` params, non-streamed answers only, as in vLLM).
+ */
+function holdForRemoteDecode(deps: VllmDeps, requestId: string, request: InferenceRequest, stream: boolean): BodyExtras {
   const { ctx } = deps;
-  const blockIds = deps.kv.hold(requestId, promptTokens);
+  const promptTokens = request.promptTokens;
   ctx.counters.inc('kvHandoffsPrepared');
+  const transferId = mooncakeTransferIdOf(request.body['kv_transfer_params']);
+  if (transferId !== undefined) deps.bootstrap?.registerTransfer(transferId, promptTokens);
+  if (stream) return {};
+  const blockIds = deps.kv.hold(requestId, promptTokens);
   const params = {
     do_remote_prefill: true,
     do_remote_decode: false,

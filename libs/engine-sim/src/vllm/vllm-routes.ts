@@ -1,3 +1,4 @@
+import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import type { Router } from '../http/router';
 import { sendJson, sendText } from '../http/respond';
 import { modelsBody } from '../openai/common';
@@ -11,9 +12,10 @@ const PROMETHEUS_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const SIM_VLLM_VERSION = '0.11.0+triad.sim';
 
 /** Registers a vLLM instance's HTTP surface (OpenAI API, health, metrics, and the NIXL side channel). */
-export function registerVllmRoutes(router: Router, ctx: SimContext): VllmDeps {
+export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: BootstrapServer | undefined): VllmDeps {
   const deps: VllmDeps = {
     ctx,
+    bootstrap,
     ec: new EcStore(ctx.options.sharedEcDir),
     kv: new KvBlockStore(ctx.engineId, ctx.options.kvLeaseMs ?? 30_000, ctx.counters),
   };
