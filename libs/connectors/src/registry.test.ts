@@ -1,0 +1,52 @@
+import { ConnectorRegistry, connectorFor, relaysKvParams } from './registry';
+import { retryPolicyOf, serverProfileOf, stageTimeoutsOf, defaultStageTimeouts } from './server-profile';
+import type { ModelServerRecord } from '@triad/bus';
+
+describe('connectorFor / relaysKvParams', () => {
+  it.each([
+    { engine: 'vLLM', mode: 'aggregated', kv: undefined, name: 'aggregated', relay: false },
+    { engine: 'vLLM', mode: 'pd', kv: undefined, name: 'vllm-http', relay: false },
+    { engine: 'vLLM', mode: 'pd', kv: 'nixl', name: 'vllm-nixl', relay: true },
+    { engine: 'vLLM', mode: 'pd', kv: 'mooncake', name: 'vllm-mooncake', relay: true },
+    { engine: 'vLLM', mode: 'pd', kv: 'lmcache', name: 'vllm-lmcache', relay: true },
+    { engine: 'vLLM', mode: 'pd', kv: 'http', name: 'vllm-http', relay: false },
+    { engine: 'vLLM', mode: 'epd', kv: undefined, name: 'vllm-epd', relay: true },
+    { engine: 'vLLM', mode: 'epd', kv: 'http', name: 'vllm-epd', relay: false },
+    { engine: 'SGLang', mode: 'pd', kv: 'http', name: 'sglang-pd', relay: false },
+    { engine: 'SGLang', mode: 'epd', kv: undefined, name: 'sglang-epd', relay: false },
+  ] as const)('$engine $mode kv=$kv → $name (relay $relay)', ({ engine, mode, kv, name, relay }) => {
+    expect(connectorFor(engine, mode, kv)).toBe(name);
+    expect(relaysKvParams(engine, mode, kv)).toBe(relay);
+    expect(new ConnectorRegistry().get(name).name).toBe(name);
+  });
+
+  it('builds each connector once', () => {
+    const registry = new ConnectorRegistry();
+    expect(registry.get('vllm-epd')).toBe(registry.get('vllm-epd'));
+  });
+});
+
+function record(trafficPolicy?: ModelServerRecord['spec']['trafficPolicy']): ModelServerRecord {
+  return {
+    schemaVersion: 1, namespace: 'ns', name: 'ms', mode: 'pd',
+    spec: { inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadSelector: { matchLabels: { a: 'b' } }, workloadPort: { port: 8000, protocol: 'http' }, ...(trafficPolicy ? { trafficPolicy } : {}) },
+  };
+}
+
+describe('server profile', () => {
+  it('tries every alternate back to back without a retry policy', () => {
+    expect(retryPolicyOf(record())).toEqual({ retries: Number.MAX_SAFE_INTEGER, intervalMs: 0 });
+  });
+  it('reads attempts as retries after the first try, with the interval', () => {
+    expect(retryPolicyOf(record({ retry: { attempts: 2, retryInterval: '250ms' } }))).toEqual({ retries: 2, intervalMs: 250 });
+    expect(retryPolicyOf(record({ retry: { attempts: 0, retryInterval: '100ms' } }))).toEqual({ retries: 0, intervalMs: 100 });
+  });
+  it('applies trafficPolicy.timeout to every stage but keeps the total', () => {
+    const d = defaultStageTimeouts();
+    expect(stageTimeoutsOf(record({ timeout: '1.5s' }), d)).toEqual({ encodeMs: 1500, prefillMs: 1500, firstByteMs: 1500, totalMs: d.totalMs });
+    expect(stageTimeoutsOf(record(), d)).toBe(d);
+  });
+  it('resolves the connector of the record', () => {
+    expect(serverProfileOf(record(), defaultStageTimeouts())).toMatchObject({ namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true });
+  });
+});

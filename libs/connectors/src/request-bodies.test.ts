@@ -1,0 +1,77 @@
+import { clientWantsUsage, encoderBody, finalLegBody, sglangBody, vllmPrefillBody } from './request-bodies';
+import { extractMediaParts } from './media';
+
+describe('clientWantsUsage', () => {
+  it.each([
+    { options: undefined, engine: 'vLLM', want: false },
+    { options: { include_usage: true }, engine: 'SGLang', want: true },
+    { options: { include_usage: false }, engine: 'vLLM', want: false },
+    // vLLM turns usage on as soon as stream_options is present; SGLang does not.
+    { options: {}, engine: 'vLLM', want: true },
+    { options: {}, engine: 'SGLang', want: false },
+  ] as const)('stream_options $options on $engine → $want', ({ options, engine, want }) => {
+    expect(clientWantsUsage(options === undefined ? {} : { stream_options: options }, engine)).toBe(want);
+  });
+});
+
+describe('finalLegBody', () => {
+  it('injects include_usage into streams, keeping other stream options', () => {
+    expect(JSON.parse(finalLegBody({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true } }, true))).toEqual({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true, include_usage: true } });
+  });
+  it('leaves non-stream bodies alone', () => {
+    expect(finalLegBody({ model: 'm', max_tokens: 3 }, false)).toBe('{"model":"m","max_tokens":3}');
+  });
+  it('adds the prefill kv_transfer_params verbatim, replacing a client value', () => {
+    expect(finalLegBody({ model: 'm', kv_transfer_params: { x: 1 } }, false, '{"remote_engine_id":"e","remote_block_ids":[1]}')).toBe('{"model":"m","kv_transfer_params":{"remote_engine_id":"e","remote_block_ids":[1]}}');
+  });
+});
+
+describe('vllmPrefillBody', () => {
+  it('asks for one token without streaming and with a remote decode', () => {
+    const body = JSON.parse(vllmPrefillBody({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: 50, max_completion_tokens: 50 }, true));
+    expect(body).toEqual({
+      model: 'm', stream: false, max_tokens: 1, max_completion_tokens: 1,
+      kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null },
+    });
+  });
+  it('adds max_completion_tokens only when the client sent it, and no KV params for the http connector', () => {
+    expect(JSON.parse(vllmPrefillBody({ model: 'm', max_tokens: 5 }, false))).toEqual({ model: 'm', stream: false, max_tokens: 1 });
+  });
+});
+
+describe('encoderBody', () => {
+  it('holds only the item, one token, no stream, and forwards mm_processor_kwargs', () => {
+    const body = { model: 'vl', messages: [{ role: 'user', content: [{ type: 'text', text: 't' }, { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }], mm_processor_kwargs: { fps: 2 }, temperature: 0 };
+    const [part] = extractMediaParts(body);
+    expect(JSON.parse(encoderBody(body, part!))).toEqual({ model: 'vl', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }], max_tokens: 1, stream: false, mm_processor_kwargs: { fps: 2 } });
+  });
+});
+
+describe('sglangBody', () => {
+  const prefill = { key: 'k', pod: 'p', ip: '10.0.0.7', port: 30000 };
+  it('adds host, default port 8998 and an exact room, dropping client bootstrap fields', () => {
+    const { body, rooms } = sglangBody({ model: 'm', bootstrap_room: 1, stream: false }, false, prefill);
+    expect(rooms).toHaveLength(1);
+    expect(body).toBe(`{"model":"m","stream":false,"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":${rooms[0]}}`);
+  });
+  it('uses the endpoint bootstrap port, brackets IPv6 and adds epd_bootstrap_addr', () => {
+    const { body } = sglangBody({ model: 'm' }, false, { ...prefill, ip: 'fd00::1', bootstrapPort: 9000 }, 'http://10.0.0.8:30000');
+    expect(JSON.parse(body)).toMatchObject({ bootstrap_host: '[fd00::1]', bootstrap_port: 9000, epd_bootstrap_addr: 'http://10.0.0.8:30000' });
+  });
+  it.each([
+    { name: 'completions with a prompt list', body: { model: 'm', prompt: ['a', 'b', 'c'] }, n: 3 },
+    { name: 'completions with token-id lists', body: { model: 'm', prompt: [[1, 2], [3]] }, n: 2 },
+    { name: 'chat with n > 1', body: { model: 'm', messages: [], n: 2 }, n: 2 },
+    { name: 'a single token-id prompt', body: { model: 'm', prompt: [1, 2, 3] }, n: 1 },
+  ])('batches: $name gets $n rooms', ({ body, n }) => {
+    const out = sglangBody(body, false, prefill);
+    expect(out.rooms).toHaveLength(n);
+    const parsed = JSON.parse(out.body) as Record<string, unknown>;
+    if (n === 1) expect(parsed['bootstrap_host']).toBe('10.0.0.7');
+    else expect(parsed['bootstrap_host']).toEqual(new Array(n).fill('10.0.0.7'));
+    expect(out.body).toContain(`"bootstrap_room":${n === 1 ? out.rooms[0] : `[${out.rooms.join(',')}]`}`);
+  });
+  it('injects include_usage into streams', () => {
+    expect(JSON.parse(sglangBody({ model: 'm', stream: true }, true, prefill).body).stream_options).toEqual({ include_usage: true });
+  });
+});

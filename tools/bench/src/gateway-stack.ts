@@ -1,0 +1,153 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import {
+  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord,
+} from '@triad/bus';
+import { connectBus } from '@triad/bus/client';
+import { resolvePipelineMode, type ModelServerSpec } from '@triad/crd';
+import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+
+const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
+export const BENCH_MODEL = 'bench-model';
+
+/** A child process of the benchmark (engine-sim, scheduler, gateway). */
+interface Child {
+  readonly name: string;
+  readonly proc: ChildProcess;
+  stderr: string;
+}
+
+function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore'): Child {
+  const proc = spawn(process.execPath, [TRIAD, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
+  const child: Child = { name, proc, stderr: '' };
+  proc.stderr?.on('data', (d: Buffer) => {
+    child.stderr = (child.stderr + d.toString()).slice(-4000);
+  });
+  return child;
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url)).ok;
+  } catch {
+    return false;
+  }
+}
+
+/** The processes of one benchmark run: nats-server, zero-latency engine-sims, the scheduler and the gateway. */
+export interface GatewayStack {
+  readonly gatewayUrl: string;
+  /** Direct URLs of the sims, by name: agg, pd-p, pd-d, epd-e, epd-p, epd-d. */
+  readonly sims: Readonly<Record<string, string>>;
+  /** CPU seconds (user + system) the named child has used so far (Linux /proc), e.g. `gateway`. */
+  cpuSeconds(name: string): number;
+  close(): Promise<void>;
+}
+
+const CLOCK_TICKS = 100;
+
+function procCpuSeconds(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return NaN;
+  }
+}
+
+interface SimSpec {
+  readonly name: string;
+  readonly role: 'encode' | 'prefill' | 'decode' | 'both';
+  readonly server: string;
+  readonly recordRole: EndpointRecord['role'];
+}
+
+const SIMS: readonly SimSpec[] = [
+  { name: 'agg', role: 'both', server: 'agg', recordRole: 'aggregated' },
+  { name: 'pd-p', role: 'prefill', server: 'pd', recordRole: 'prefill' },
+  { name: 'pd-d', role: 'decode', server: 'pd', recordRole: 'decode' },
+  { name: 'epd-e', role: 'encode', server: 'epd', recordRole: 'encode' },
+  { name: 'epd-p', role: 'prefill', server: 'epd', recordRole: 'prefill' },
+  { name: 'epd-d', role: 'decode', server: 'epd', recordRole: 'decode' },
+];
+
+const SERVERS: Readonly<Record<string, ModelServerSpec>> = {
+  agg: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: 8000, protocol: 'http' } },
+  pd: {
+    model: BENCH_MODEL, inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
+    workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+  },
+  epd: {
+    model: BENCH_MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
+    workloadSelector: { matchLabels: { app: 'epd' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+  },
+};
+
+/**
+ * Starts the stack as child processes (`triad sim-engine`, `triad scheduler`, `triad gateway`) around a
+ * nats-server, and writes the KV records the pod-watcher would: one ModelServer and ModelRoute per mode
+ * (`agg`, `pd`, `epd` are the model names clients use) and one endpoint per sim.
+ */
+export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; gatewayLogFd?: number } = {}): Promise<GatewayStack> {
+  const children: Child[] = [];
+  const ecDir = mkdtempSync(join(tmpdir(), 'triad-bench-ec-'));
+  let nats: NatsServerHandle | undefined;
+  const close = async () => {
+    for (const c of children) c.proc.kill('SIGTERM');
+    await Promise.all(children.map((c) => (c.proc.exitCode === null ? new Promise((r) => c.proc.once('exit', r)) : undefined)));
+    await nats?.close();
+    rmSync(ecDir, { recursive: true, force: true });
+  };
+  try {
+    nats = await startNatsServer();
+    const sims: Record<string, string> = {};
+    const ports: Record<string, number> = {};
+    for (const s of SIMS) {
+      ports[s.name] = await freePort();
+      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', 'zero'];
+      if (s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
+      children.push(startChild(s.name, args));
+      sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
+    }
+    const bus = await connectBus({ servers: nats.url, name: 'bench' });
+    const [servers, routes, endpoints] = await Promise.all([
+      bus.kv(Buckets.modelServers, ModelServerRecordSchema),
+      bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema),
+      bus.kv(Buckets.endpoints, EndpointRecordSchema),
+    ]);
+    for (const [name, spec] of Object.entries(SERVERS)) {
+      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: resolvePipelineMode(spec), spec });
+      await routes.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] } });
+    }
+    for (const s of SIMS) {
+      const now = Date.now();
+      await endpoints.put(endpointKey('default', s.server, s.name), {
+        schemaVersion: 1, namespace: 'default', modelServer: s.server, pod: s.name, role: s.recordRole, ip: '127.0.0.1', port: ports[s.name] as number,
+        ...(s.server === 'agg' ? {} : { group: 'g1' }),
+        engine: 'vLLM', ready: true, models: [BENCH_MODEL], updatedAt: now,
+        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
+      });
+    }
+    await bus.close();
+    const schedulerMetrics = await freePort();
+    children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)]));
+    const gatewayPort = await freePort();
+    const gatewayMetrics = await freePort();
+    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd));
+    const ready = async () => {
+      for (const c of children) if (c.proc.exitCode !== null) throw new Error(`${c.name} exited with ${c.proc.exitCode}: ${c.stderr}`);
+      for (const url of Object.values(sims)) if (!(await httpOk(`${url}/health`))) return false;
+      return (await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`)) && (await httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`));
+    };
+    await waitFor(ready, { timeoutMs: 60_000, intervalMs: 200, what: 'benchmark stack ready' });
+    const cpuSeconds = (name: string) => procCpuSeconds(children.find((c) => c.name === name)?.proc.pid);
+    return { gatewayUrl: `http://127.0.0.1:${gatewayPort}`, sims, cpuSeconds, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

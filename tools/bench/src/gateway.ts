@@ -1,0 +1,82 @@
+// Gateway benchmark: direct to a zero-profile engine-sim vs the gateway in aggregated, PD and EPD modes,
+// non-stream and 64-token stream, at 1 and 32 connections (wrk). Run: npx tsx tools/bench/src/gateway.ts [--duration S]
+import { parseArgs } from 'node:util';
+import { runWrk, type WrkResult } from './lib/wrk';
+import { markdownTable } from './lib/table';
+import { BENCH_MODEL, startGatewayStack } from './gateway-stack';
+
+const IMAGE = 'https://example.com/bench/cat.png';
+const TEXT = 'Describe the picture in one sentence, please.';
+
+function chatBody(model: string, stream: boolean, image: boolean): string {
+  const content = image ? [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: IMAGE } }] : TEXT;
+  return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: stream ? 64 : 16, stream });
+}
+
+interface Case {
+  readonly target: string;
+  readonly url: string;
+  readonly body: string;
+  readonly stream: boolean;
+  /** Which direct run this case is compared to. */
+  readonly baseline: string;
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' }, connections: { type: 'string', default: '1,32' } } });
+  const durationSec = Number(values.duration);
+  const warmupSec = Number(values.warmup);
+  const connections = String(values.connections).split(',').map(Number);
+  const stack = await startGatewayStack();
+  try {
+    const g = `${stack.gatewayUrl}/v1/chat/completions`;
+    const direct = (sim: string) => `${stack.sims[sim]}/v1/chat/completions`;
+    const cases: Case[] = [];
+    for (const stream of [false, true]) {
+      const kind = stream ? 'stream' : 'json';
+      cases.push({ target: 'direct (engine-sim)', url: direct('agg'), body: chatBody(BENCH_MODEL, stream, false), stream, baseline: `direct-${kind}` });
+      cases.push({ target: 'gateway aggregated', url: g, body: chatBody('agg', stream, false), stream, baseline: `direct-${kind}` });
+      cases.push({ target: 'gateway PD (vLLM nixl)', url: g, body: chatBody('pd', stream, false), stream, baseline: `direct-${kind}` });
+      cases.push({ target: 'gateway EPD (1 image + text)', url: g, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}` });
+    }
+    const rows: (string | number)[][] = [];
+    const results = new Map<string, WrkResult>();
+    for (const c of connections) {
+      for (const k of cases) {
+        // Gateway CPU per request is the figure a busy shared machine does not distort: wall-clock rates do.
+        const cpuBefore = stack.cpuSeconds('gateway');
+        const r = await runWrk({ url: k.url, body: k.body, connections: c, durationSec, warmupSec });
+        const cpuUs = k.target.startsWith('gateway') ? ((stack.cpuSeconds('gateway') - cpuBefore) * 1e6) / (r.requests * (1 + warmupSec / durationSec)) : NaN;
+        const key = `${k.target}|${k.stream}|${c}`;
+        results.set(key, r);
+        const base = results.get(`direct (engine-sim)|${k.stream}|${c}`);
+        rows.push([k.target, k.stream ? 'SSE 64 tok' : 'JSON', String(c), r.rps, r.p50ms, r.p99ms, base ? `${((r.rps / base.rps) * 100).toFixed(0)}%` : '', Number.isFinite(cpuUs) ? String(Math.round(cpuUs)) : '–', String(r.errors + r.non2xx)]);
+      }
+    }
+    // The three stages of an EPD request, each sent directly at 1 connection, for the added-latency figure.
+    const stageBodies = {
+      encode: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 1, stream: false }),
+      prefill: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null } }),
+      decode: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 16, stream: false }),
+    };
+    const stage = async (sim: string, body: string) => (await runWrk({ url: direct(sim), body, connections: 1, durationSec, warmupSec })).p50ms;
+    const e = await stage('epd-e', stageBodies.encode);
+    const p = await stage('epd-p', stageBodies.prefill);
+    const d = await stage('epd-d', stageBodies.decode);
+    const epd1 = results.get('gateway EPD (1 image + text)|false|1');
+    process.stdout.write(`\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'gateway CPU µs/req', 'errors'], rows)}\n`);
+    if (epd1) {
+      process.stdout.write(
+        `\nEPD at 1 connection: p50 ${epd1.p50ms.toFixed(3)} ms; direct stage p50s encode ${e.toFixed(3)} + prefill ${p.toFixed(3)} + decode ${d.toFixed(3)} = ${(e + p + d).toFixed(3)} ms; ` +
+          `gateway adds ${(epd1.p50ms - (e + p + d)).toFixed(3)} ms (incl. the NATS scheduling round-trip).\n`,
+      );
+    }
+  } finally {
+    await stack.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench gateway: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exitCode = 1;
+});
