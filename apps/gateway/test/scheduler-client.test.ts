@@ -1,0 +1,78 @@
+import { connect, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { SCHEDULER_QUEUE_GROUP, Subjects, type SchedulingRequest } from '@triad/bus';
+import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { SchedulerClient, type LocalReason } from '../src/scheduling/scheduler-client';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const request = (id: string): SchedulingRequest => ({ id, namespace: 'ns', modelServer: 'ms', model: 'm', prefixHashes: [], mediaItems: [] });
+const decision = (id: string, by: string) => ({ id, ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '127.0.0.1', port: 1 } }], encoders: [], decidedBy: by });
+
+describe('SchedulerClient against a real nats-server', () => {
+  let nats: NatsServerHandle;
+  let gateway: NatsConnection;
+  let scheduler: NatsConnection;
+  const local = { schedule: (r: SchedulingRequest) => decision(r.id, 'local') as never };
+  beforeAll(async () => {
+    nats = await startNatsServer({ jetstream: false });
+    gateway = await connect({ servers: nats.url });
+    scheduler = await connect({ servers: nats.url });
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await scheduler?.close();
+    await nats?.close();
+  });
+
+  it('coalesces what arrives while a batch is in flight into the next message, in order, with no timer', async () => {
+    const held: Msg[] = [];
+    const sizes: number[] = [];
+    const sub = scheduler.subscribe(Subjects.schedule, { queue: SCHEDULER_QUEUE_GROUP, callback: (_e, m) => held.push(m) });
+    await scheduler.flush();
+    const answer = (m: Msg) => {
+      const batch = JSON.parse(dec.decode(m.data)) as { requests: SchedulingRequest[] };
+      sizes.push(batch.requests.length);
+      m.respond(enc.encode(JSON.stringify({ v: 1, decisions: batch.requests.map((r) => decision(r.id, 'svc')) })));
+    };
+    const client = new SchedulerClient(gateway, local, { budgetMs: 5000, backoffMs: 0, maxBatch: 3, maxInFlight: 1 });
+    const first = client.schedule(request('r0'));
+    await waitFor(() => held.length === 1, { what: 'first batch' });
+    const rest = ['r1', 'r2', 'r3', 'r4'].map((id) => client.schedule(request(id)));
+    answer(held.shift() as Msg);
+    await first;
+    await waitFor(() => held.length === 1, { what: 'second batch' });
+    answer(held.shift() as Msg);
+    await waitFor(() => held.length === 1, { what: 'third batch' });
+    answer(held.shift() as Msg);
+    const results = await Promise.all(rest);
+    expect(sizes).toEqual([1, 3, 1]);
+    expect(results.map((r) => [r.decision.id, r.local])).toEqual([['r1', false], ['r2', false], ['r3', false], ['r4', false]]);
+    sub.unsubscribe();
+    await scheduler.flush();
+  });
+
+  it('decides locally when nobody serves the subject, then backs off from the scheduler for a while', async () => {
+    const reasons: LocalReason[] = [];
+    const client = new SchedulerClient(gateway, local, { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) });
+    const a = await client.schedule(request('a'));
+    const b = await client.schedule(request('b'));
+    expect([a.local, b.local]).toEqual([true, true]);
+    expect(a.decision).toMatchObject({ id: 'a', decidedBy: 'local' });
+    expect(reasons).toEqual(['unavailable', 'backoff']);
+  });
+
+  it('decides locally when the reply is late or malformed', async () => {
+    const sub = scheduler.subscribe(Subjects.schedule, { callback: (_e, m) => {
+      const batch = JSON.parse(dec.decode(m.data)) as { requests: SchedulingRequest[] };
+      if (batch.requests[0]?.id === 'bad') m.respond(enc.encode(JSON.stringify({ v: 1, decisions: [] })));
+    } });
+    await scheduler.flush();
+    const reasons: LocalReason[] = [];
+    const client = new SchedulerClient(gateway, local, { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) });
+    expect((await client.schedule(request('bad'))).local).toBe(true);
+    expect((await client.schedule(request('slow'))).local).toBe(true);
+    expect(reasons).toEqual(['invalid-reply', 'timeout']);
+    sub.unsubscribe();
+    await scheduler.flush();
+  });
+});
