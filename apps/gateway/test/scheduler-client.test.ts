@@ -27,7 +27,9 @@ describe('SchedulerClient against a real nats-server', () => {
   it('coalesces what arrives while a batch is in flight into the next message, in order, with no timer', async () => {
     const held: Msg[] = [];
     const sizes: number[] = [];
-    const sub = scheduler.subscribe(Subjects.schedule, { queue: SCHEDULER_QUEUE_GROUP, callback: (_e, m) => held.push(m) });
+    const sub = scheduler.subscribe(Subjects.schedule, { queue: SCHEDULER_QUEUE_GROUP, callback: (_e, m) => {
+      held.push(m);
+    } });
     await scheduler.flush();
     const answer = (m: Msg) => {
       const batch = JSON.parse(dec.decode(m.data)) as { requests: SchedulingRequest[] };

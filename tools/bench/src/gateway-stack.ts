@@ -3,10 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord,
+  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord, type ModelServerRecord,
 } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
-import { resolvePipelineMode, type ModelServerSpec } from '@triad/crd';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 
 const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
@@ -75,7 +74,7 @@ const SIMS: readonly SimSpec[] = [
   { name: 'epd-d', role: 'decode', server: 'epd', recordRole: 'decode' },
 ];
 
-const SERVERS: Readonly<Record<string, ModelServerSpec>> = {
+const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
   agg: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: 8000, protocol: 'http' } },
   pd: {
     model: BENCH_MODEL, inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
@@ -120,7 +119,7 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
       bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
     for (const [name, spec] of Object.entries(SERVERS)) {
-      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: resolvePipelineMode(spec), spec });
+      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: name === 'agg' ? 'aggregated' : (name as 'pd' | 'epd'), spec });
       await routes.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] } });
     }
     for (const s of SIMS) {
