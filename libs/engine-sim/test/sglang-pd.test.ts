@@ -1,6 +1,6 @@
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { CHAT, get, post, SimFleet, sseEvents } from './helpers';
+import { CHAT, get, post, rawPost, SimFleet, sseEvents } from './helpers';
 
 /** A PD body as the SGLang router builds it, written as raw JSON so the room keeps every digit. */
 function pdBody(fields: Record<string, unknown>, host: string, port: number, room: string): string {
@@ -104,6 +104,17 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     await waitFor(() => waiting.requests().length === 1, { what: 'decode request' });
     await waiting.close();
     expect(await pending).toMatchObject({ name: 'TypeError', message: 'fetch failed' });
+  });
+
+  it('counts a client that leaves while its decode waits for the room as aborted, not as a timeout', async () => {
+    const waiting = await fleet.start({ engine: 'sglang', role: 'decode', bootstrapTimeoutMs: 120_000 });
+    const abort = new AbortController();
+    const pending = rawPost(`${waiting.url}/v1/chat/completions`, body('271828'), abort.signal);
+    await waitFor(() => waiting.requests().length === 1, { what: 'decode request' });
+    abort.abort();
+    await pending;
+    await waitFor(() => waiting.counters()['aborted'] === 1, { what: 'abort counted' });
+    expect(waiting.counters()['bootstrapTimeouts']).toBe(0);
   });
 
   it('rejects a room that is not a non-negative integer', async () => {

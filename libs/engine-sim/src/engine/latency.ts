@@ -39,11 +39,17 @@ const REALISTIC: LatencyModel = {
   kvCapacityTokens: 131_072,
 };
 
-/** Resolves a profile name plus overrides into the model the engine runs with. */
+/**
+ * Resolves a profile name plus overrides into the model the engine runs with. Timing overrides are honoured in the
+ * zero profile too (a zero engine with `decodeMsPerToken: 20` decodes slowly); only an engine whose costs are all
+ * zero runs without timers.
+ */
 export function resolveLatencyModel(name: LatencyProfileName, overrides: LatencyOverrides = {}): LatencyModel {
   const base = name === 'zero' ? ZERO : REALISTIC;
   const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined));
-  return { ...base, ...defined };
+  const merged = { ...base, ...defined };
+  const timed = merged.encodeMsPerItem > 0 || merged.prefillMsPer1kTokens > 0 || merged.decodeMsPerToken > 0 || merged.kvTransferMsPer1kTokens > 0;
+  return { ...merged, zero: !timed };
 }
 
 /** Costs a request pays before its first token. */

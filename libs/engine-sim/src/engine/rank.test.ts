@@ -38,3 +38,12 @@ describe('Rank admission', () => {
     expect(rank.prefixCache.lookupAndInsert(`${'x'.repeat(64 * 2)}${'y'.repeat(128)}`, 64)).toBe(32);
   });
 });
+
+describe('resolveLatencyModel', () => {
+  it('runs without timers only when every cost is zero', () => {
+    expect(resolveLatencyModel('zero').zero).toBe(true);
+    expect(resolveLatencyModel('zero', { decodeMsPerToken: 20 })).toMatchObject({ zero: false, decodeMsPerToken: 20, prefillMsPer1kTokens: 0 });
+    expect(resolveLatencyModel('realistic').zero).toBe(false);
+    expect(resolveLatencyModel('realistic', { encodeMsPerItem: 0, prefillMsPer1kTokens: 0, decodeMsPerToken: 0, kvTransferMsPer1kTokens: 0 }).zero).toBe(true);
+  });
+});

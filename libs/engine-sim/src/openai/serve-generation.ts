@@ -26,7 +26,8 @@ export interface ServeGenerationArgs {
 export async function serveGeneration(args: ServeGenerationArgs): Promise<GenerationOutcome> {
   const { ex, view, stream } = args;
   const { res } = ex;
-  const ctl: GenerationControl = { aborted: false };
+  // The client may already be gone (it left while a KV pull or bootstrap wait was in progress).
+  const ctl: GenerationControl = { aborted: res.destroyed || ex.req.socket.destroyed };
   res.once('close', () => {
     if (!res.writableFinished) {
       ctl.aborted = true;

@@ -127,6 +127,10 @@ async function awaitPrefill(deps: SglangDeps, ex: Exchange, request: InferenceRe
     ctx.counters.inc('roomsMatched');
     return result.promptTokens;
   }
+  if (abort.signal.aborted) {
+    ctx.counters.inc('aborted');
+    return undefined;
+  }
   ctx.counters.inc('bootstrapTimeouts');
   const err = new EngineHttpError(
     500,
