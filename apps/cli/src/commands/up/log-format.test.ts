@@ -14,6 +14,10 @@ describe('log formatting', () => {
     expect(readablePinoLine(line, false)).toBe('00:00:00.000 ERROR scrape failed err="ECONNREFUSED"');
   });
 
+  it('leaves out an empty message (access-log lines carry only fields)', () => {
+    expect(readablePinoLine(JSON.stringify({ level: 'info', time: 0, msg: '', kind: 'access', status_code: 200 }), false)).toBe('00:00:00.000 INFO  kind=access status_code=200');
+  });
+
   it('passes other lines through, and JSON unchanged in raw mode', () => {
     expect(formatServiceLine('nats', '[1] [WRN] slow consumer', style)).toBe('nats        | [1] [WRN] slow consumer');
     expect(formatServiceLine('nats', '{not json', style)).toBe('nats        | {not json');

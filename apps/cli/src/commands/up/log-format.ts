@@ -63,7 +63,8 @@ export function readablePinoLine(line: string, color: boolean): string | undefin
     .join(' ');
   const levelText = paint(color && level in LEVEL_COLORS, LEVEL_COLORS[level] ?? 0, level.toUpperCase().padEnd(5));
   const rest = fields ? ` ${paint(color, 90, fields)}` : '';
-  return `${clock(record['time'])} ${levelText} ${String(msg)}${rest}`;
+  const text = String(msg);
+  return `${clock(record['time'])} ${levelText}${text ? ` ${text}` : ''}${rest}`;
 }
 
 /** Prefixes a line of one service's output with its name; JSON log lines become readable unless `raw`. */

@@ -61,6 +61,8 @@ export class Watchdog {
   close(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null || this.child.pid === undefined) return Promise.resolve();
     const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    // Referenced again, or the event loop could empty and end `triad up` before the watchdog's exit arrives.
+    this.child.ref();
     this.child.stdin?.end('quit\n');
     return exited;
   }
