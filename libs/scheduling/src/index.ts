@@ -13,6 +13,7 @@ export type { ModelServerPool } from './state/model-server-pool';
 export { InflightTracker } from './state/inflight-tracker';
 export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
 export type { Endpoint } from './state/endpoint';
+export type { Candidates } from './framework/candidates';
 
 // Config.
 export { SchedulerConfigSchema, ProfileConfigSchema, PluginConfigSchema, ScorerRefSchema } from './config/config-schema';
@@ -29,7 +30,6 @@ export type {
   PickResult, ProfileRole,
 } from './framework/plugin';
 export { PluginRegistry } from './framework/registry';
-export { keepWhere } from './framework/keep-where';
 export { registerInTreePlugins, createInTreeRegistry } from './plugins/in-tree';
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';

@@ -16,7 +16,9 @@ const fixedScorer = definePlugin({
   params: z.object({ scores: z.record(z.string(), z.number()) }).strict(),
   create: (name, params): Scorer => ({
     name, type: 'fixed',
-    score: (_ctx, candidates, out) => candidates.forEach((e, i) => { out[i] = params.scores[e.record.pod] ?? Number.NaN; }),
+    score: (_ctx, c, out) => {
+      for (let i = 0; i < c.size; i++) out[i] = params.scores[c.endpoint(i).record.pod] ?? Number.NaN;
+    },
   }),
 });
 

@@ -9,8 +9,8 @@ import { Cycle } from './planning/cycle';
 import { planEncoders } from './planning/encoder-plan';
 import { ExplanationRecorder } from './planning/explanation';
 import { planPairs } from './planning/pd-plan';
-import { runProfile, ScoreBuffers, type SchedulingObserver } from './planning/profile-run';
-import type { Endpoint, IndexedEndpoint } from './state/endpoint';
+import { ProfileSlot, runProfile, type SchedulingObserver } from './planning/profile-run';
+import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
 import type { InflightTracker } from './state/inflight-tracker';
 import type { ModelServerPool } from './state/model-server-pool';
@@ -41,16 +41,16 @@ export class Scheduler {
   readonly #cycle: Cycle;
   readonly #instanceId: string | undefined;
   readonly #observer: SchedulingObserver | undefined;
-  readonly #buffers: Record<ProfileRole, ScoreBuffers> = {
-    aggregated: new ScoreBuffers(), decode: new ScoreBuffers(), prefill: new ScoreBuffers(), encode: new ScoreBuffers(),
-  };
+  readonly #slots: Record<ProfileRole, ProfileSlot>;
   #config: LoadedSchedulerConfig;
   readonly #unsubscribe: () => void;
 
   constructor(options: SchedulerOptions) {
     this.#index = options.index;
     this.#tracker = options.tracker;
-    this.#cycle = new Cycle(options.index, options.tracker);
+    this.#cycle = new Cycle();
+    const slot = () => new ProfileSlot(options.index, options.tracker);
+    this.#slots = { aggregated: slot(), decode: slot(), prefill: slot(), encode: slot() };
     this.#instanceId = options.instanceId;
     this.#observer = options.observer;
     this.#config = options.config ?? loadDefault(options.registry ?? createInTreeRegistry());
@@ -100,19 +100,18 @@ export class Scheduler {
 
     if (mode === 'aggregated') {
       const profile = cfg.profiles.aggregated;
-      const trace = recorder?.begin('aggregated', undefined, pool.aggregated.items);
-      const run = runProfile(this.#cycle, profile, pool.aggregated.items, this.#buffers.aggregated, { what: 'aggregated', exclude, trace, observer: this.#observer });
+      const run = runProfile(this.#cycle, profile, pool.aggregated, this.#slots.aggregated, { what: 'aggregated', exclude, recorder, observer: this.#observer });
       if (!run.ok) return fail(request.id, run.code, run.message);
       const order = this.#timedPick(profile, () => profile.picker.pick(this.#cycle, { candidates: run.candidates, finals: run.finals, count: cfg.topN }).order);
-      const picked = order.map((i) => run.candidates[i] as IndexedEndpoint);
-      trace?.chose(picked.map((e) => e.key));
+      const picked = order.map((i) => run.candidates.endpoint(i));
+      run.trace?.chose(picked.map((e) => e.key));
       attempts = picked.map((e) => ({ endpoint: e.ref }));
       chosen.push({ profile, endpoint: picked[0] as Endpoint });
     } else {
       const pairs = planPairs({
         cycle: this.#cycle, decodeProfile: cfg.profiles.decode, prefillProfile: cfg.profiles.prefill, pool,
         withPrefill: mode === 'pd' || hasPrefillStage(pool), topN: cfg.topN,
-        decodeBuffers: this.#buffers.decode, prefillBuffers: this.#buffers.prefill, exclude, recorder, observer: this.#observer,
+        decodeSlot: this.#slots.decode, prefillSlot: this.#slots.prefill, exclude, recorder, observer: this.#observer,
       });
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
       attempts = pairs.attempts;
@@ -121,7 +120,7 @@ export class Scheduler {
       if (mode === 'epd' && request.mediaItems.length > 0) {
         const plan = planEncoders({
           cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.group, items: request.mediaItems,
-          topN: cfg.topN, buffers: this.#buffers.encode, exclude, recorder, observer: this.#observer,
+          topN: cfg.topN, slot: this.#slots.encode, exclude, recorder, observer: this.#observer,
         });
         if (!plan.ok) return fail(request.id, plan.code, plan.message);
         encoders = plan.choices;

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { MediaItem, SchedulingRequest } from '@triad/bus';
 import type { Endpoint } from '../state/endpoint';
+import type { Candidates } from './candidates';
 
 /** The profile a plugin runs in: one per stage of the pipeline. */
 export type ProfileRole = 'aggregated' | 'decode' | 'prefill' | 'encode';
@@ -16,10 +17,6 @@ export interface CycleContext {
   /** 32-bit hash of the request id: seeds tie-breaking and any per-request randomness, so answers repeat. */
   readonly seed: number;
   readonly role: ProfileRole;
-  /** In-flight requests on `e` across all gateways (from dispatch events). */
-  inflight(e: Endpoint): number;
-  /** Index of the endpoint with this key among the candidates being scored, or -1. */
-  position(key: string): number;
 }
 
 /** Identity of a configured plugin instance, logged as `name/type`. */
@@ -28,22 +25,25 @@ export interface Plugin {
   readonly type: string;
 }
 
-/** Removes endpoints. Returns the input array itself when it keeps everything (no allocation on the common path). */
+/**
+ * Removes candidates by clearing `keep[i]` (it arrives 1 for every i < size). The runtime compacts the set
+ * afterwards, and only when something was removed.
+ */
 export interface Filter extends Plugin {
-  filter(ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[];
+  filter(ctx: CycleContext, candidates: Candidates, keep: Uint8Array): void;
 }
 
 /**
- * Scores endpoints 0..100 by writing `out[i]` for `candidates[i]`. `out` arrives zeroed: an endpoint the scorer
- * has no opinion on keeps 0 and is still a candidate. Values outside 0..100 (or NaN) are clamped by the runtime.
+ * Scores candidates 0..100 by writing `out[i]` for candidate i. `out` arrives zeroed: a candidate the scorer has
+ * no opinion on keeps 0 and stays a candidate. Values outside 0..100 (or NaN) are clamped by the runtime.
  */
 export interface Scorer extends Plugin {
-  score(ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void;
+  score(ctx: CycleContext, candidates: Candidates, out: Float64Array): void;
 }
 
 /** Input of a picker: the scored candidates of one profile run. */
 export interface PickInput {
-  readonly candidates: readonly Endpoint[];
+  readonly candidates: Candidates;
   /** Weighted sum of scores per candidate. */
   readonly finals: Float64Array;
   /** How many to return, in order of preference (at most the number of candidates). */

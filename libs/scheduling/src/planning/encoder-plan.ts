@@ -1,11 +1,12 @@
 import type { EncoderChoice, MediaItem } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
 import type { LoadedProfile } from '../config/load-config';
-import type { Endpoint, IndexedEndpoint } from '../state/endpoint';
+import type { Endpoint } from '../state/endpoint';
+import { EndpointList } from '../state/endpoint-list';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
-import { runProfile, type ProfileRun, type RunOptions, type ScoreBuffers, type SchedulingObserver } from './profile-run';
+import { runProfile, type ProfileRun, type ProfileSlot, type SchedulingObserver } from './profile-run';
 
 export type EncoderPlan =
   | { readonly ok: true; readonly choices: EncoderChoice[]; readonly chosen: Endpoint[] }
@@ -19,10 +20,10 @@ export interface EncoderPlanInput {
   readonly group: string | undefined;
   readonly items: readonly MediaItem[];
   readonly topN: number;
-  readonly buffers: ScoreBuffers;
-  readonly exclude?: ReadonlySet<string>;
-  readonly recorder?: ExplanationRecorder;
-  readonly observer?: SchedulingObserver;
+  readonly slot: ProfileSlot;
+  readonly exclude: ReadonlySet<string> | undefined;
+  readonly recorder: ExplanationRecorder | undefined;
+  readonly observer: SchedulingObserver | undefined;
 }
 
 /**
@@ -32,33 +33,34 @@ export interface EncoderPlanInput {
  */
 export function planEncoders(input: EncoderPlanInput): EncoderPlan {
   const { cycle, profile, items } = input;
-  const initial = input.pool.encoders(input.group);
-  if (initial.length === 0) {
-    const where = input.group === undefined ? '' : ` for PD group '${input.group}'`;
+  const source = input.pool.encoders(input.group);
+  const where = input.group === undefined ? '' : ` for PD group '${input.group}'`;
+  if ((source instanceof EndpointList ? source.size : source.length) === 0) {
     return { ok: false, code: ErrorCode.SchedNoEncoder, message: `no ready encode endpoint${where}, and the request has ${items.length} media item(s)` };
   }
-  const trace = input.recorder?.begin('encode', input.group, initial);
-  const opts: RunOptions = { what: 'encode', ...(input.group === undefined ? {} : { where: ` for PD group '${input.group}'` }), ...(input.exclude ? { exclude: input.exclude } : {}), ...(trace ? { trace } : {}), ...(input.observer ? { observer: input.observer } : {}) };
-  const run = runProfile(cycle, profile, initial, input.buffers, opts);
+  const run = runProfile(cycle, profile, source, input.slot, {
+    what: 'encode', where, group: input.group, exclude: input.exclude, recorder: input.recorder, observer: input.observer,
+  });
   if (!run.ok) return run.code === ErrorCode.SchedNoCandidates ? { ...run, code: ErrorCode.SchedNoEncoder } : run;
-  const pending = new Int32Array(run.candidates.length);
+  const set = run.candidates;
+  const pending = new Int32Array(set.size);
   const choices: EncoderChoice[] = [];
   const chosen: Endpoint[] = [];
   for (const item of items) {
     const t0 = input.observer ? performance.now() : 0;
-    const picked = profile.picker.pick(cycle, { candidates: run.candidates, finals: run.finals, count: input.topN, item, pending });
+    const picked = profile.picker.pick(cycle, { candidates: set, finals: run.finals, count: input.topN, item, pending });
     if (input.observer) input.observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
     const first = picked.order[0] as number;
     pending[first] = (pending[first] as number) + 1;
-    const endpoint = run.candidates[first] as IndexedEndpoint;
+    const endpoint = set.endpoint(first);
     chosen.push(endpoint);
     choices.push({
       item: item.index,
       endpoint: endpoint.ref,
-      alternates: picked.order.slice(1).map((i) => (run.candidates[i] as IndexedEndpoint).ref),
+      alternates: picked.order.slice(1).map((i) => set.endpoint(i).ref),
       affinity: picked.affinity === true,
     });
   }
-  trace?.chose([...new Set(chosen.map((e) => e.key))]);
+  run.trace?.chose([...new Set(chosen.map((e) => e.key))]);
   return { ok: true, choices, chosen };
 }

@@ -1,6 +1,6 @@
 import type { Explanation } from '@triad/bus';
+import type { Candidates } from '../framework/candidates';
 import type { ProfileRole } from '../framework/plugin';
-import type { Endpoint } from '../state/endpoint';
 
 type EndpointTrace = Explanation['profiles'][number]['endpoints'][number];
 
@@ -11,31 +11,38 @@ export class ProfileTrace {
   readonly #entries = new Map<string, EndpointTrace>();
   #chosen: string[] = [];
 
-  constructor(role: ProfileRole, group: string | undefined, candidates: readonly Endpoint[]) {
+  constructor(role: ProfileRole, group: string | undefined) {
     this.role = role;
     this.group = group;
-    for (const e of candidates) this.#entries.set(e.key, { key: e.key, scores: {}, final: 0 });
   }
 
-  filtered(by: string, before: readonly Endpoint[], after: readonly Endpoint[]): void {
-    if (before === after) return;
-    const kept = new Set(after.map((e) => e.key));
-    for (const e of before) {
-      const entry = this.#entries.get(e.key);
-      if (entry && !kept.has(e.key) && entry.filteredBy === undefined) entry.filteredBy = by;
+  /** Records the run's starting candidates. */
+  start(c: Candidates): void {
+    for (let i = 0; i < c.size; i++) {
+      const key = c.endpoint(i).key;
+      this.#entries.set(key, { key, scores: {}, final: 0 });
     }
   }
 
-  scored(scorer: string, candidates: readonly Endpoint[], values: Float64Array): void {
-    for (let i = 0; i < candidates.length; i++) {
-      const entry = this.#entries.get((candidates[i] as Endpoint).key);
+  /** Records the candidates a filter cleared in `keep` (call before the set is compacted). */
+  filtered(by: string, c: Candidates, keep: Uint8Array): void {
+    for (let i = 0; i < c.size; i++) {
+      if (keep[i] === 1) continue;
+      const entry = this.#entries.get(c.endpoint(i).key);
+      if (entry && entry.filteredBy === undefined) entry.filteredBy = by;
+    }
+  }
+
+  scored(scorer: string, c: Candidates, values: Float64Array): void {
+    for (let i = 0; i < c.size; i++) {
+      const entry = this.#entries.get(c.endpoint(i).key);
       if (entry) entry.scores[scorer] = values[i] as number;
     }
   }
 
-  finals(candidates: readonly Endpoint[], finals: Float64Array): void {
-    for (let i = 0; i < candidates.length; i++) {
-      const entry = this.#entries.get((candidates[i] as Endpoint).key);
+  finals(c: Candidates, finals: Float64Array): void {
+    for (let i = 0; i < c.size; i++) {
+      const entry = this.#entries.get(c.endpoint(i).key);
       if (entry) entry.final = finals[i] as number;
     }
   }
@@ -60,8 +67,8 @@ export class ProfileTrace {
 export class ExplanationRecorder {
   readonly #traces: ProfileTrace[] = [];
 
-  begin(role: ProfileRole, group: string | undefined, candidates: readonly Endpoint[]): ProfileTrace {
-    const trace = new ProfileTrace(role, group, candidates);
+  begin(role: ProfileRole, group: string | undefined): ProfileTrace {
+    const trace = new ProfileTrace(role, group);
     this.#traces.push(trace);
     return trace;
   }

@@ -5,7 +5,7 @@ import type { Endpoint, IndexedEndpoint } from '../state/endpoint';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
-import { runProfile, type ProfileRun, type RunOptions, type ScoreBuffers, type SchedulingObserver } from './profile-run';
+import { runProfile, type ProfileRun, type ProfileSlot, type SchedulingObserver } from './profile-run';
 
 export interface PairPlanInput {
   readonly cycle: Cycle;
@@ -15,16 +15,24 @@ export interface PairPlanInput {
   /** False for E→PD (no prefill labels): attempts are decode endpoints alone. */
   readonly withPrefill: boolean;
   readonly topN: number;
-  readonly decodeBuffers: ScoreBuffers;
-  readonly prefillBuffers: ScoreBuffers;
-  readonly exclude?: ReadonlySet<string>;
-  readonly recorder?: ExplanationRecorder;
-  readonly observer?: SchedulingObserver;
+  readonly decodeSlot: ProfileSlot;
+  readonly prefillSlot: ProfileSlot;
+  readonly exclude: ReadonlySet<string> | undefined;
+  readonly recorder: ExplanationRecorder | undefined;
+  readonly observer: SchedulingObserver | undefined;
 }
 
 export type PairPlan =
   | { readonly ok: true; readonly attempts: Attempt[]; readonly decode: Endpoint; readonly prefill: Endpoint | undefined }
   | Extract<ProfileRun, { ok: false }>;
+
+function timedPick(input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number): number[] {
+  input.cycle.role = profile.role;
+  const t0 = input.observer ? performance.now() : 0;
+  const order = profile.picker.pick(input.cycle, { candidates: run.candidates, finals: run.finals, count }).order;
+  if (input.observer) input.observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
+  return order;
+}
 
 /**
  * Decode endpoints ranked by the decode profile, each paired with the best prefill endpoint of its own PD group
@@ -33,47 +41,29 @@ export type PairPlan =
  */
 export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
-  const opts = (what: string, trace: RunOptions['trace'], where?: string): RunOptions => ({
-    what,
-    ...(where ? { where } : {}),
-    ...(input.exclude ? { exclude: input.exclude } : {}),
-    ...(trace ? { trace } : {}),
-    ...(input.observer ? { observer: input.observer } : {}),
-  });
-  const decodeTrace = input.recorder?.begin('decode', undefined, pool.decode.items);
-  const decodes = runProfile(cycle, input.decodeProfile, pool.decode.items, input.decodeBuffers, opts('decode', decodeTrace));
+  const common = { exclude: input.exclude, recorder: input.recorder, observer: input.observer };
+  const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, { what: 'decode', ...common });
   if (!decodes.ok) return decodes;
-  const pick = (count: number): number[] => {
-    cycle.role = 'decode';
-    const t0 = input.observer ? performance.now() : 0;
-    const order = input.decodeProfile.picker.pick(cycle, { candidates: decodes.candidates, finals: decodes.finals, count }).order;
-    if (input.observer) input.observer.pluginTime(input.decodeProfile.picker.name, 'picker', performance.now() - t0);
-    return order;
-  };
-  let order = pick(input.topN);
+  const decodeAt = (i: number): IndexedEndpoint => decodes.candidates.endpoint(i);
+  let order = timedPick(input, input.decodeProfile, decodes, input.topN);
   if (!input.withPrefill) {
-    const attempts = order.map((i) => ({ endpoint: (decodes.candidates[i] as IndexedEndpoint).ref }));
-    decodeTrace?.chose(order.map((i) => (decodes.candidates[i] as Endpoint).key));
-    return { ok: true, attempts, decode: decodes.candidates[order[0] as number] as Endpoint, prefill: undefined };
+    decodes.trace?.chose(order.map((i) => decodeAt(i).key));
+    return { ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined };
   }
 
+  // The best prefill per group, computed once per group this request touches.
   const bestPrefill = new Map<string, IndexedEndpoint | undefined>();
-  const whyNot = new Map<string, string>();
+  const whyNot: string[] = [];
   const prefillFor = (group: string | undefined): IndexedEndpoint | undefined => {
     if (group === undefined) return undefined;
     if (bestPrefill.has(group)) return bestPrefill.get(group);
-    const initial = pool.prefill(group);
-    const trace = initial.length > 0 ? input.recorder?.begin('prefill', group, initial) : undefined;
-    const run = runProfile(cycle, input.prefillProfile, initial, input.prefillBuffers, opts('prefill', trace, ` in PD group '${group}'`));
+    const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, { what: 'prefill', where: ` in PD group '${group}'`, group, ...common });
     let best: IndexedEndpoint | undefined;
     if (run.ok) {
-      const t0 = input.observer ? performance.now() : 0;
-      const first = input.prefillProfile.picker.pick(cycle, { candidates: run.candidates, finals: run.finals, count: 1 }).order[0] as number;
-      if (input.observer) input.observer.pluginTime(input.prefillProfile.picker.name, 'picker', performance.now() - t0);
-      best = run.candidates[first] as IndexedEndpoint;
-      trace?.chose([best.key]);
+      best = run.candidates.endpoint(timedPick(input, input.prefillProfile, run, 1)[0] as number);
+      run.trace?.chose([best.key]);
     } else {
-      whyNot.set(group, run.message);
+      whyNot.push(run.message);
     }
     bestPrefill.set(group, best);
     return best;
@@ -82,9 +72,9 @@ export function planPairs(input: PairPlanInput): PairPlan {
   const attempts: Attempt[] = [];
   const decodeKeys: string[] = [];
   let first: { decode: Endpoint; prefill: Endpoint } | undefined;
-  const tryFrom = (indices: readonly number[], skip: number): void => {
+  const pairFrom = (indices: readonly number[], skip: number): void => {
     for (let k = skip; k < indices.length && attempts.length < input.topN; k++) {
-      const d = decodes.candidates[indices[k] as number] as IndexedEndpoint;
+      const d = decodeAt(indices[k] as number);
       const p = prefillFor(d.group);
       if (!p) continue;
       attempts.push({ endpoint: d.ref, prefill: p.ref });
@@ -92,17 +82,16 @@ export function planPairs(input: PairPlanInput): PairPlan {
       first ??= { decode: d, prefill: p };
     }
   };
-  tryFrom(order, 0);
-  if (attempts.length < input.topN && order.length < decodes.candidates.length) {
+  pairFrom(order, 0);
+  if (attempts.length < input.topN && order.length < decodes.candidates.size) {
     // Some top decodes had no prefill: walk further down the ranking (rare, so the full order is fine here).
     const seen = order.length;
-    order = pick(decodes.candidates.length);
-    tryFrom(order, seen);
+    order = timedPick(input, input.decodeProfile, decodes, decodes.candidates.size);
+    pairFrom(order, seen);
   }
-  decodeTrace?.chose(decodeKeys);
+  decodes.trace?.chose(decodeKeys);
   if (!first) {
-    const reasons = [...whyNot.values()];
-    const detail = reasons.length > 0 ? `: ${reasons.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
+    const detail = whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
   return { ok: true, attempts, decode: first.decode, prefill: first.prefill };

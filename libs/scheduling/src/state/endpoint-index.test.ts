@@ -1,8 +1,10 @@
 import { objectKey } from '@triad/bus';
 import { endpointRecord, keyOf, modelServerRecord } from '../testing';
 import { EndpointIndex } from './endpoint-index';
+import { EndpointList } from './endpoint-list';
+import type { CandidateSource } from './model-server-pool';
 
-const pods = (list: readonly { record: { pod: string } }[]): string[] => list.map((e) => e.record.pod).sort();
+const pods = (source: CandidateSource): string[] => (source instanceof EndpointList ? source.items : source).map((e) => e.record.pod).sort();
 
 describe('EndpointIndex', () => {
   it('files ready endpoints by role and group, and moves them when labels or readiness change', () => {
@@ -15,7 +17,7 @@ describe('EndpointIndex', () => {
     index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'eshared', role: 'encode' }) });
     const pool = index.pool('default', 'ms');
     expect(pool?.record?.mode).toBe('epd');
-    expect(pods(pool?.decode.items ?? [])).toEqual(['d1']);
+    expect(pods(pool?.decode ?? [])).toEqual(['d1']);
     expect(pods(pool?.prefill('g1') ?? [])).toEqual(['p1']);
     expect(pods(pool?.encoders('g1') ?? [])).toEqual(['e1', 'eshared']);
     expect(pods(pool?.encoders('g2') ?? [])).toEqual(['eshared']);
@@ -51,7 +53,7 @@ describe('EndpointIndex', () => {
     for (const pod of ['a', 'b', 'c']) index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod }) });
     index.applyEndpoint({ op: 'DEL', key: keyOf('a') });
     index.applyEndpoint({ op: 'DEL', key: keyOf('nope') });
-    expect(pods(index.pool('default', 'ms')?.aggregated.items ?? [])).toEqual(['b', 'c']);
+    expect(pods(index.pool('default', 'ms')?.aggregated ?? [])).toEqual(['b', 'c']);
     expect(removed).toEqual([keyOf('a')]);
     expect(index.get(keyOf('a'))).toBeUndefined();
   });

@@ -38,6 +38,8 @@ export class EndpointIndex {
     if (moved || !wasListed) {
       oldPool.detach(existing);
       this.#pool(r.namespace, r.modelServer).attach(existing);
+    } else {
+      oldPool.refresh(existing);
     }
   }
 

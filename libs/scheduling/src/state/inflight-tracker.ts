@@ -35,6 +35,8 @@ export interface InflightStats {
  */
 export class InflightTracker {
   readonly #totals = new Map<string, InflightCell>();
+  /** The cells with a non-zero count: usually far fewer than the endpoints, which makes sparse reads cheap. */
+  readonly #active = new Map<string, InflightCell>();
   readonly #gateways = new Map<string, GatewayView>();
   readonly #missed: number;
   readonly #defaultInterval: number;
@@ -124,8 +126,21 @@ export class InflightTracker {
   /** Current totals by endpoint key (non-zero only), for debugging and tests. */
   snapshot(): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const [k, c] of this.#totals) if (c.count > 0) out[k] = c.count;
+    for (const [k, c] of this.#active) out[k] = c.count;
     return out;
+  }
+
+  /** Endpoints with requests in flight (do not mutate). */
+  active(): ReadonlyMap<string, InflightCell> {
+    return this.#active;
+  }
+
+  #add(key: string, delta: number): void {
+    const c = this.cell(key);
+    const before = c.count;
+    c.count = before + delta;
+    if (before === 0 && c.count !== 0) this.#active.set(key, c);
+    else if (before !== 0 && c.count === 0) this.#active.delete(key);
   }
 
   #applyEvent(gw: GatewayView, ev: DispatchEvent): void {
@@ -134,17 +149,17 @@ export class InflightTracker {
     if (after === before) return;
     if (after === 0) gw.counts.delete(ev.endpoint);
     else gw.counts.set(ev.endpoint, after);
-    this.cell(ev.endpoint).count += after - before;
+    this.#add(ev.endpoint, after - before);
   }
 
   /** Swaps a gateway's counts for `next`, adjusting the totals by the difference. */
   #replace(gw: GatewayView, next: Map<string, number>): void {
     for (const [k, n] of gw.counts) {
-      if (!next.has(k)) this.cell(k).count -= n;
+      if (!next.has(k)) this.#add(k, -n);
     }
     for (const [k, n] of next) {
       const delta = n - (gw.counts.get(k) ?? 0);
-      if (delta !== 0) this.cell(k).count += delta;
+      if (delta !== 0) this.#add(k, delta);
     }
     gw.counts.clear();
     for (const [k, n] of next) if (n > 0) gw.counts.set(k, n);

@@ -4,6 +4,11 @@ import { EndpointList } from './endpoint-list';
 
 const NO_GROUP = '';
 
+/** Where a profile run's candidates come from: one list (read in place) or several lists' endpoints. */
+export type CandidateSource = EndpointList | readonly IndexedEndpoint[];
+
+const NONE: readonly IndexedEndpoint[] = [];
+
 /**
  * The ready endpoints of one ModelServer, kept in per-role (and per PD group) lists that change incrementally as
  * records come and go, so scheduling never scans or rebuilds the whole index.
@@ -25,8 +30,8 @@ export class ModelServerPool {
   }
 
   /** Ready prefill endpoints of a PD group (empty when none). */
-  prefill(group: string | undefined): readonly IndexedEndpoint[] {
-    return group === undefined ? [] : (this.#prefill.get(group)?.items ?? []);
+  prefill(group: string | undefined): CandidateSource {
+    return (group === undefined ? undefined : this.#prefill.get(group)) ?? NONE;
   }
 
   /** Every PD group that has at least one ready prefill endpoint. */
@@ -38,15 +43,27 @@ export class ModelServerPool {
    * Encoders that may serve a request decoded in `group`: those labelled with that group plus those with no group
    * label (which serve every group). Cached until an encoder joins or leaves.
    */
-  encoders(group: string | undefined): readonly IndexedEndpoint[] {
+  encoders(group: string | undefined): CandidateSource {
     const g = group ?? NO_GROUP;
+    const own = g === NO_GROUP ? undefined : this.#encode.get(g);
+    const shared = this.#encode.get(NO_GROUP);
+    if (!own || !shared) return own ?? shared ?? NONE;
     const cached = this.#encodeUnions.get(g);
     if (cached && cached.version === this.#encodeVersion) return cached.items;
-    const own = g === NO_GROUP ? [] : (this.#encode.get(g)?.items ?? []);
-    const shared = this.#encode.get(NO_GROUP)?.items ?? [];
-    const items = own.length === 0 ? shared : shared.length === 0 ? own : [...own, ...shared];
+    const items = [...own.items, ...shared.items];
     this.#encodeUnions.set(g, { version: this.#encodeVersion, items });
     return items;
+  }
+
+  /** Rewrites an endpoint's metrics row after a record update that kept its list. */
+  refresh(e: IndexedEndpoint): void {
+    if (e.listId === '') return;
+    if (e.listId === this.aggregated.id) this.aggregated.refresh(e);
+    else if (e.listId === this.decode.id) this.decode.refresh(e);
+    else {
+      const [kind, group] = splitListId(e.listId);
+      (kind === 'prefill' ? this.#prefill : this.#encode).get(group)?.refresh(e);
+    }
   }
 
   /** Number of endpoints in the pool's lists. */

@@ -4,6 +4,9 @@ import {
   type EndpointRecord, type ModelServerRecord, type SchedulingRequest, type SchedulingRequestInput,
 } from '@triad/bus';
 import type { PipelineMode } from '@triad/crd';
+import type { Candidates } from '../framework/candidates';
+import type { CycleContext, Filter, Scorer } from '../framework/plugin';
+import { CandidateSet } from '../planning/candidate-set';
 import { Cycle } from '../planning/cycle';
 import type { Endpoint } from '../state/endpoint';
 import { EndpointIndex } from '../state/endpoint-index';
@@ -109,15 +112,38 @@ export function schedulingRequest(input: Partial<SchedulingRequestInput> = {}): 
 /** Key of endpoint `pod` of default/ms. */
 export const keyOf = (pod: string, modelServer = 'ms', namespace = 'default'): string => endpointKey(namespace, modelServer, pod);
 
-/**
- * A cycle context over `index`/`tracker` with `candidates` stamped as the set being scored: what a plugin sees
- * inside a profile run, for calling one plugin directly.
- */
-export function pluginContext(opts: { index: EndpointIndex; tracker?: InflightTracker; request?: SchedulingRequest; now?: number; candidates?: readonly Endpoint[] }): Cycle {
-  const cycle = new Cycle(opts.index, opts.tracker ?? new InflightTracker());
+/** The context a plugin sees while one request is scheduled. */
+export function pluginContext(opts: { request?: SchedulingRequest; now?: number } = {}): CycleContext {
+  const cycle = new Cycle();
   cycle.begin(opts.request ?? schedulingRequest(), opts.now ?? TEST_NOW);
-  if (opts.candidates) cycle.stampCandidates(opts.candidates);
   return cycle;
+}
+
+/** The endpoints of `pods` (default/ms) as the candidates of a profile run, in that order. */
+export function candidatesOf(index: EndpointIndex, pods: readonly string[], tracker: InflightTracker = new InflightTracker()): Candidates {
+  const set = new CandidateSet(index, tracker);
+  set.reset(pods.map((p) => {
+    const e = index.getIndexed(keyOf(p));
+    if (!e) throw new Error(`no endpoint ${p}`);
+    return e;
+  }));
+  return set;
+}
+
+/** Runs one filter over candidates and returns the pods it keeps, in order. */
+export function applyFilter(filter: Filter, ctx: CycleContext, candidates: Candidates): string[] {
+  const keep = new Uint8Array(candidates.size).fill(1);
+  filter.filter(ctx, candidates, keep);
+  const kept: string[] = [];
+  for (let i = 0; i < candidates.size; i++) if (keep[i] === 1) kept.push(candidates.endpoint(i).record.pod);
+  return kept;
+}
+
+/** Runs one scorer over candidates and returns its scores, in candidate order. */
+export function applyScorer(scorer: Scorer, ctx: CycleContext, candidates: Candidates): number[] {
+  const out = new Float64Array(candidates.size);
+  scorer.score(ctx, candidates, out);
+  return [...out];
 }
 
 /** The endpoints of `pods` (default/ms) from an index, in that order. */

@@ -1,6 +1,7 @@
 import type { MediaItem } from '@triad/bus';
 import { InflightTracker } from '../../state/inflight-tracker';
-import { buildIndex, endpointsOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import { buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import type { Candidates } from '../../framework/candidates';
 import { EncoderAffinityPicker } from './encoder-affinity';
 
 const encoders = ['e0', 'e1', 'e2', 'e3'];
@@ -10,13 +11,13 @@ function setup(inflight: Record<string, number> = {}, pods = encoders) {
   const index = buildIndex(pods.map((pod) => ({ pod, role: 'encode' as const })));
   const tracker = new InflightTracker();
   tracker.applyBatch({ v: 1, gateway: 'gw', seq: 0, events: [], inflight: Object.fromEntries(Object.entries(inflight).map(([p, n]) => [keyOf(p), n])) }, TEST_NOW);
-  const candidates = endpointsOf(index, pods);
-  const ctx = pluginContext({ index, tracker, candidates });
+  const candidates = candidatesOf(index, pods, tracker);
+  const ctx = pluginContext();
   const finals = new Float64Array(pods.length);
   return { candidates, ctx, finals };
 }
 
-const podOf = (c: readonly { record: { pod: string } }[], i: number | undefined): string => (c[i as number] as { record: { pod: string } }).record.pod;
+const podOf = (c: Candidates, i: number | undefined): string => c.endpoint(i as number).record.pod;
 
 describe('encoder-affinity', () => {
   const picker = new EncoderAffinityPicker('encoder-affinity', { loadFactor: 1.25 });

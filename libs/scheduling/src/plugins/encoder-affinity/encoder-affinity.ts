@@ -2,7 +2,6 @@ import { z } from 'zod';
 import { definePlugin, type CycleContext, type PickInput, type PickResult, type Picker } from '../../framework/plugin';
 import { combine32, hashString32 } from '../../hashing/fast-hash';
 import { selectTop } from '../../framework/ranking';
-import type { Endpoint } from '../../state/endpoint';
 import { MaxScorePicker } from '../max-score/max-score';
 
 export const ENCODER_AFFINITY = 'encoder-affinity';
@@ -39,27 +38,29 @@ export class EncoderAffinityPicker implements Picker {
   }
 
   pick(ctx: CycleContext, input: PickInput): PickResult {
-    const { candidates, item, pending } = input;
-    const n = candidates.length;
+    const { candidates: c, item, pending } = input;
+    const n = c.size;
     if (!item || n === 0) return this.#fallback.pick(ctx, input);
     if (this.#weights.length < n) this.#weights = new Float64Array(Math.max(n, this.#weights.length * 2));
     const w = this.#weights;
+    const keyHash = c.keyHash;
+    const inflight = c.inflight();
     const itemHash = hashString32(item.key);
+    const load = (i: number): number => (inflight[i] as number) + (pending?.[i] ?? 0);
     let total = 1;
     for (let i = 0; i < n; i++) {
-      w[i] = combine32(itemHash, (candidates[i] as Endpoint).keyHash);
-      total += ctx.inflight(candidates[i] as Endpoint) + (pending?.[i] ?? 0);
+      w[i] = combine32(itemHash, keyHash[i] as number);
+      total += load(i);
     }
     const heavier = (a: number, b: number): boolean => {
       const wa = w[a] as number;
       const wb = w[b] as number;
-      return wa !== wb ? wa > wb : (candidates[a] as Endpoint).key < (candidates[b] as Endpoint).key;
+      return wa !== wb ? wa > wb : c.endpoint(a).key < c.endpoint(b).key;
     };
     const cap = Math.ceil((this.#loadFactor * total) / n);
     let home = 0;
     let chosen = -1;
     let lightest = 0;
-    const load = (i: number): number => ctx.inflight(candidates[i] as Endpoint) + (pending?.[i] ?? 0);
     for (let i = 0; i < n; i++) {
       if (heavier(i, home)) home = i;
       if (load(i) + 1 <= cap && (chosen < 0 || heavier(i, chosen))) chosen = i;

@@ -1,4 +1,4 @@
-import { buildIndex, endpointsOf, pluginContext } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, pluginContext } from '../../testing';
 import { GpuUsageScorer } from './gpu-usage';
 
 describe('gpu-usage', () => {
@@ -10,10 +10,7 @@ describe('gpu-usage', () => {
     { kv: 0.999, expected: 0 },
     { kv: 1, expected: 0 },
   ])('kv usage $kv scores $expected (trunc((1 − usage)·100))', ({ kv, expected }) => {
-    const index = buildIndex([{ pod: 'a', kv }]);
-    const candidates = endpointsOf(index, ['a']);
-    const out = new Float64Array(1);
-    new GpuUsageScorer('gpu-usage').score(pluginContext({ index, candidates }), candidates, out);
-    expect(out[0]).toBe(expected);
+    const c = candidatesOf(buildIndex([{ pod: 'a', kv }]), ['a']);
+    expect(applyScorer(new GpuUsageScorer('gpu-usage'), pluginContext(), c)).toEqual([expected]);
   });
 });

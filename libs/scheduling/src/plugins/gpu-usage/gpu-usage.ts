@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Scorer } from '../../framework/plugin';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const GPU_USAGE = 'gpu-usage';
 
@@ -15,10 +15,9 @@ export class GpuUsageScorer implements Scorer {
     this.name = name;
   }
 
-  score(_ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
-    for (let i = 0; i < candidates.length; i++) {
-      out[i] = Math.trunc((1 - (candidates[i] as Endpoint).kvCacheUsage) * 100);
-    }
+  score(_ctx: CycleContext, c: Candidates, out: Float64Array): void {
+    const kv = c.kvCacheUsage;
+    for (let i = 0; i < c.size; i++) out[i] = Math.trunc((1 - (kv[i] as number)) * 100);
   }
 }
 

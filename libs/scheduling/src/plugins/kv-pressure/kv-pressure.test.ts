@@ -1,4 +1,4 @@
-import { buildIndex, endpointsOf, pluginContext } from '../../testing';
+import { applyFilter, buildIndex, candidatesOf, pluginContext } from '../../testing';
 import { KvPressureFilter } from './kv-pressure';
 
 describe('kv-pressure', () => {
@@ -7,9 +7,7 @@ describe('kv-pressure', () => {
     { kvs: [0.91, 0.99], kept: [] },
     { kvs: [0, 0.2], kept: ['p0', 'p1'] },
   ])('threshold 0.9 over $kvs keeps $kept', ({ kvs, kept }) => {
-    const index = buildIndex(kvs.map((kv, i) => ({ pod: `p${i}`, kv })));
-    const candidates = endpointsOf(index, kvs.map((_, i) => `p${i}`));
-    const out = new KvPressureFilter('kv-pressure', { threshold: 0.9 }).filter(pluginContext({ index }), candidates);
-    expect(out.map((e) => e.record.pod)).toEqual(kept);
+    const c = candidatesOf(buildIndex(kvs.map((kv, i) => ({ pod: `p${i}`, kv }))), kvs.map((_, i) => `p${i}`));
+    expect(applyFilter(new KvPressureFilter('kv-pressure', { threshold: 0.9 }), pluginContext(), c)).toEqual(kept);
   });
 });

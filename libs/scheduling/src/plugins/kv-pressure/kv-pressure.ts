@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Filter } from '../../framework/plugin';
-import { keepWhere } from '../../framework/keep-where';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const KV_PRESSURE = 'kv-pressure';
 
@@ -25,9 +24,10 @@ export class KvPressureFilter implements Filter {
     this.#threshold = params.threshold;
   }
 
-  filter(_ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
+  filter(_ctx: CycleContext, c: Candidates, keep: Uint8Array): void {
     const t = this.#threshold;
-    return keepWhere(candidates, (e) => e.kvCacheUsage <= t);
+    const kv = c.kvCacheUsage;
+    for (let i = 0; i < c.size; i++) if (!((kv[i] as number) <= t)) keep[i] = 0;
   }
 }
 

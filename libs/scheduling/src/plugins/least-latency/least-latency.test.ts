@@ -1,6 +1,6 @@
 import { createInTreeRegistry } from '../in-tree';
 import { loadSchedulerConfig } from '../../config/load-config';
-import { buildIndex, endpointsOf, pluginContext, type EndpointSpec } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, pluginContext, type EndpointSpec } from '../../testing';
 import { LeastLatencyScorer } from './least-latency';
 
 const pods: EndpointSpec[] = [
@@ -12,11 +12,8 @@ const pods: EndpointSpec[] = [
 ];
 
 function scores(alpha: number, specs: EndpointSpec[] = pods): number[] {
-  const index = buildIndex(specs);
-  const candidates = endpointsOf(index, specs.map((p) => p.pod));
-  const out = new Float64Array(candidates.length);
-  new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha }).score(pluginContext({ index, candidates }), candidates, out);
-  return [...out];
+  const c = candidatesOf(buildIndex(specs), specs.map((p) => p.pod));
+  return applyScorer(new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha }), pluginContext(), c);
 }
 
 describe('least-latency', () => {

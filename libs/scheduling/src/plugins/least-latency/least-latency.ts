@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Scorer } from '../../framework/plugin';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const LEAST_LATENCY = 'least-latency';
 
@@ -27,29 +27,30 @@ export class LeastLatencyScorer implements Scorer {
     this.#alpha = params.TTFTTPOTWeightFactor;
   }
 
-  score(_ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
+  score(_ctx: CycleContext, c: Candidates, out: Float64Array): void {
+    const ttft = c.ttftMs;
+    const tpot = c.tpotMs;
+    const n = c.size;
     let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
-    for (let i = 0; i < candidates.length; i++) {
-      const e = candidates[i] as Endpoint;
-      const ttftMs = e.ttftMs;
-      const tpotMs = e.tpotMs;
-      if (!(ttftMs > 0 && tpotMs > 0)) continue;
-      if (ttftMs < minT) minT = ttftMs;
-      if (ttftMs > maxT) maxT = ttftMs;
-      if (tpotMs < minP) minP = tpotMs;
-      if (tpotMs > maxP) maxP = tpotMs;
+    for (let i = 0; i < n; i++) {
+      const t = ttft[i] as number;
+      const p = tpot[i] as number;
+      if (!(t > 0 && p > 0)) continue;
+      if (t < minT) minT = t;
+      if (t > maxT) maxT = t;
+      if (p < minP) minP = p;
+      if (p > maxP) maxP = p;
     }
     const a = this.#alpha;
-    for (let i = 0; i < candidates.length; i++) {
-      const e = candidates[i] as Endpoint;
-      const ttftMs = e.ttftMs;
-      const tpotMs = e.tpotMs;
-      if (!(ttftMs > 0 && tpotMs > 0)) {
+    for (let i = 0; i < n; i++) {
+      const t = ttft[i] as number;
+      const p = tpot[i] as number;
+      if (!(t > 0 && p > 0)) {
         out[i] = NO_LATENCY_DATA_SCORE;
         continue;
       }
-      const sT = maxT === minT ? 100 : (100 * (maxT - ttftMs)) / (maxT - minT);
-      const sP = maxP === minP ? 100 : (100 * (maxP - tpotMs)) / (maxP - minP);
+      const sT = maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
+      const sP = maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
       out[i] = a * sT + (1 - a) * sP;
     }
   }

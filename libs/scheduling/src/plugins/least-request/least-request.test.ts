@@ -1,5 +1,5 @@
 import { InflightTracker } from '../../state/inflight-tracker';
-import { buildIndex, endpointsOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import { applyFilter, applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
 import { LeastRequestPlugin } from './least-request';
 
 function setup(pods: { pod: string; inflight: number; running: number; waiting?: number }[]) {
@@ -7,8 +7,7 @@ function setup(pods: { pod: string; inflight: number; running: number; waiting?:
   const tracker = new InflightTracker();
   const inflight = Object.fromEntries(pods.filter((p) => p.inflight > 0).map((p) => [keyOf(p.pod), p.inflight]));
   tracker.applyBatch({ v: 1, gateway: 'gw', seq: 0, events: [], inflight }, TEST_NOW);
-  const candidates = endpointsOf(index, pods.map((p) => p.pod));
-  return { candidates, ctx: pluginContext({ index, tracker, candidates }) };
+  return candidatesOf(index, pods.map((p) => p.pod), tracker);
 }
 
 describe('least-request', () => {
@@ -33,24 +32,17 @@ describe('least-request', () => {
       expected: [(300 / 303) * 100, 0, (302 / 303) * 100],
     },
   ])('scores: $name', ({ pods, expected }) => {
-    const { candidates, ctx } = setup(pods);
-    const out = new Float64Array(candidates.length);
-    plugin.score(ctx, candidates, out);
-    expected.forEach((v, i) => expect(out[i]).toBeCloseTo(v, 9));
+    const scores = applyScorer(plugin, pluginContext(), setup(pods));
+    expected.forEach((v, i) => expect(scores[i]).toBeCloseTo(v, 9));
   });
 
   it('filters endpoints whose engine queue reached maxWaitingRequests', () => {
-    const { candidates, ctx } = setup([
+    const c = setup([
       { pod: 'a', inflight: 0, running: 0, waiting: 0 },
       { pod: 'b', inflight: 0, running: 0, waiting: 9 },
       { pod: 'c', inflight: 0, running: 0, waiting: 10 },
       { pod: 'd', inflight: 0, running: 0, waiting: 15 },
     ]);
-    expect(plugin.filter(ctx, candidates).map((e) => e.record.pod)).toEqual(['a', 'b']);
-  });
-
-  it('returns the same array when it keeps everything (no allocation)', () => {
-    const { candidates, ctx } = setup([{ pod: 'a', inflight: 0, running: 0 }, { pod: 'b', inflight: 0, running: 0 }]);
-    expect(plugin.filter(ctx, candidates)).toBe(candidates);
+    expect(applyFilter(plugin, pluginContext(), c)).toEqual(['a', 'b']);
   });
 });

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Filter, type Scorer } from '../../framework/plugin';
-import { keepWhere } from '../../framework/keep-where';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const LEAST_REQUEST = 'least-request';
 
@@ -27,23 +26,24 @@ export class LeastRequestPlugin implements Filter, Scorer {
     this.#maxWaiting = params.maxWaitingRequests;
   }
 
-  filter(_ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
+  filter(_ctx: CycleContext, c: Candidates, keep: Uint8Array): void {
     const max = this.#maxWaiting;
-    return keepWhere(candidates, (e) => e.waiting < max);
+    const waiting = c.waiting;
+    for (let i = 0; i < c.size; i++) if (!((waiting[i] as number) < max)) keep[i] = 0;
   }
 
-  score(ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
+  score(_ctx: CycleContext, c: Candidates, out: Float64Array): void {
+    const inflight = c.inflight();
+    const running = c.running;
+    const n = c.size;
     let maxBase = 0;
-    for (let i = 0; i < candidates.length; i++) {
-      const e = candidates[i] as Endpoint;
-      const inflight = ctx.inflight(e);
-      const base = inflight + 100 * Math.max(inflight - e.running, 0);
+    for (let i = 0; i < n; i++) {
+      const f = inflight[i] as number;
+      const base = f + 100 * Math.max(f - (running[i] as number), 0);
       out[i] = base;
       if (base > maxBase) maxBase = base;
     }
-    for (let i = 0; i < candidates.length; i++) {
-      out[i] = maxBase === 0 ? 100 : ((maxBase - (out[i] as number)) / maxBase) * 100;
-    }
+    for (let i = 0; i < n; i++) out[i] = maxBase === 0 ? 100 : ((maxBase - (out[i] as number)) / maxBase) * 100;
   }
 }
 

@@ -1,4 +1,4 @@
-import { buildIndex, endpointsOf, pluginContext, schedulingRequest } from '../../testing';
+import { applyFilter, buildIndex, candidatesOf, pluginContext, schedulingRequest } from '../../testing';
 import { LoraAffinityFilter } from './lora-affinity';
 
 describe('lora-affinity', () => {
@@ -9,8 +9,8 @@ describe('lora-affinity', () => {
       { pod: 'unknown', models: [] },
       { pod: 'other', models: ['x'] },
     ]);
-    const candidates = endpointsOf(index, ['base', 'with-adapter', 'unknown', 'other']);
-    const ctx = pluginContext({ index, request: schedulingRequest({ model: 'sql-lora' }) });
-    expect(new LoraAffinityFilter('lora-affinity').filter(ctx, candidates).map((e) => e.record.pod)).toEqual(['with-adapter', 'unknown']);
+    const c = candidatesOf(index, ['base', 'with-adapter', 'unknown', 'other']);
+    const ctx = pluginContext({ request: schedulingRequest({ model: 'sql-lora' }) });
+    expect(applyFilter(new LoraAffinityFilter('lora-affinity'), ctx, c)).toEqual(['with-adapter', 'unknown']);
   });
 });

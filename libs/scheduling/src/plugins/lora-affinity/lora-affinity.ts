@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Filter } from '../../framework/plugin';
-import { keepWhere } from '../../framework/keep-where';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const LORA_AFFINITY = 'lora-affinity';
 
@@ -20,9 +19,12 @@ export class LoraAffinityFilter implements Filter {
     this.name = name;
   }
 
-  filter(ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
+  filter(ctx: CycleContext, c: Candidates, keep: Uint8Array): void {
     const model = ctx.request.model;
-    return keepWhere(candidates, (e) => e.record.models.length === 0 || e.record.models.includes(model));
+    for (let i = 0; i < c.size; i++) {
+      const models = c.endpoint(i).record.models;
+      if (models.length > 0 && !models.includes(model)) keep[i] = 0;
+    }
   }
 }
 

@@ -1,15 +1,14 @@
-import { buildIndex, endpointsOf, pluginContext, schedulingRequest } from '../../testing';
+import { buildIndex, candidatesOf, pluginContext, schedulingRequest } from '../../testing';
 import { MaxScorePicker } from './max-score';
 
 const pods = ['a', 'b', 'c', 'd', 'e'];
 
 function pick(finals: number[], id = 'r1', order = pods, count = 3, pending?: number[]): string[] {
-  const index = buildIndex(order.map((pod) => ({ pod })));
-  const candidates = endpointsOf(index, order);
-  const ctx = pluginContext({ index, candidates, request: schedulingRequest({ id }) });
+  const candidates = candidatesOf(buildIndex(order.map((pod) => ({ pod }))), order);
+  const ctx = pluginContext({ request: schedulingRequest({ id }) });
   const f = Float64Array.from(order.map((p) => finals[pods.indexOf(p)] as number));
   const input = pending ? { candidates, finals: f, count, pending: Int32Array.from(order.map((p) => pending[pods.indexOf(p)] as number)) } : { candidates, finals: f, count };
-  return new MaxScorePicker('max-score').pick(ctx, input).order.map((i) => (candidates[i] as { record: { pod: string } }).record.pod);
+  return new MaxScorePicker('max-score').pick(ctx, input).order.map((i) => candidates.endpoint(i).record.pod);
 }
 
 describe('max-score', () => {

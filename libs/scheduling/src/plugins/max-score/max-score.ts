@@ -25,7 +25,7 @@ export class MaxScorePicker implements Picker {
     const order: RankOrder = pending
       ? (a, b) => ((pending[a] as number) !== (pending[b] as number) ? (pending[a] as number) < (pending[b] as number) : rank(a, b))
       : rank;
-    return { order: selectTop(input.candidates.length, input.count, order) };
+    return { order: selectTop(input.candidates.size, input.count, order, pending ? undefined : input.finals) };
   }
 }
 

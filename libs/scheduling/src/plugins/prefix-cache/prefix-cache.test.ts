@@ -1,16 +1,13 @@
 import { prefixBlockHashes } from '../../hashing/prefix-hashes';
-import { buildIndex, endpointsOf, keyOf, pluginContext, schedulingRequest } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, schedulingRequest } from '../../testing';
 import { PrefixCacheScorer } from './prefix-cache';
 import { PrefixStore } from './prefix-store';
 
 const params = { blockSizeToHash: 64, maxBlocksToMatch: 128, maxHashCacheSize: 50_000, topKMatches: 5 };
 
 function score(plugin: PrefixCacheScorer, hashes: string[], pods = ['a', 'b', 'c'], model = 'm'): number[] {
-  const index = buildIndex(pods.map((pod) => ({ pod })));
-  const candidates = endpointsOf(index, pods);
-  const out = new Float64Array(candidates.length);
-  plugin.score(pluginContext({ index, candidates, request: schedulingRequest({ model, prefixHashes: hashes }) }), candidates, out);
-  return [...out];
+  const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods);
+  return applyScorer(plugin, pluginContext({ request: schedulingRequest({ model, prefixHashes: hashes }) }), c);
 }
 
 describe('prefix-cache', () => {

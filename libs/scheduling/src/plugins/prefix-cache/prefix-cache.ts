@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from '../../hashing/prefix-hashes';
 import { PrefixStore } from './prefix-store';
@@ -39,7 +40,7 @@ export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAwar
     this.store = new PrefixStore(params.maxHashCacheSize);
   }
 
-  score(ctx: CycleContext, _candidates: readonly Endpoint[], out: Float64Array): void {
+  score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
     const hashes = ctx.request.prefixHashes;
     const n = Math.min(hashes.length, this.params.maxBlocksToMatch);
     let found = 0;
@@ -47,7 +48,7 @@ export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAwar
       const owners = this.store.owners(ctx.request.model, hashes[i] as string);
       if (!owners) continue;
       for (const key of owners) {
-        const pos = ctx.position(key);
+        const pos = c.indexOf(key);
         if (pos < 0 || (out[pos] as number) > 0) continue;
         out[pos] = ((i + 1) / n) * 100;
         if (++found >= this.params.topKMatches) break;

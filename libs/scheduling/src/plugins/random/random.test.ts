@@ -1,14 +1,11 @@
-import { buildIndex, endpointsOf, pluginContext, schedulingRequest } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, pluginContext, schedulingRequest } from '../../testing';
 import { RandomScorer } from './random';
 
 const pods = ['a', 'b', 'c', 'd', 'e', 'f'];
 
 function scores(id: string): number[] {
-  const index = buildIndex(pods.map((pod) => ({ pod })));
-  const candidates = endpointsOf(index, pods);
-  const out = new Float64Array(pods.length);
-  new RandomScorer('random').score(pluginContext({ index, candidates, request: schedulingRequest({ id }) }), candidates, out);
-  return [...out];
+  const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods);
+  return applyScorer(new RandomScorer('random'), pluginContext({ request: schedulingRequest({ id }) }), c);
 }
 
 describe('random', () => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Scorer } from '../../framework/plugin';
 import { combine32 } from '../../hashing/fast-hash';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const RANDOM = 'random';
 
@@ -20,10 +20,11 @@ export class RandomScorer implements Scorer {
     this.name = name;
   }
 
-  score(ctx: CycleContext, candidates: readonly Endpoint[], out: Float64Array): void {
+  score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
     // A different stream from the tie-break's (which uses the bare seed).
     const seed = ctx.seed ^ 0x5bd1e995;
-    for (let i = 0; i < candidates.length; i++) out[i] = combine32(seed, (candidates[i] as Endpoint).keyHash) % 101;
+    const keyHash = c.keyHash;
+    for (let i = 0; i < c.size; i++) out[i] = combine32(seed, keyHash[i] as number) % 101;
   }
 }
 

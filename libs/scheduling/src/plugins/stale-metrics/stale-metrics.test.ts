@@ -1,10 +1,9 @@
-import { buildIndex, endpointsOf, pluginContext, TEST_NOW, type EndpointSpec } from '../../testing';
+import { applyFilter, buildIndex, candidatesOf, pluginContext, TEST_NOW, type EndpointSpec } from '../../testing';
 import { StaleMetricsFilter } from './stale-metrics';
 
 function run(specs: EndpointSpec[]): string[] {
-  const index = buildIndex(specs);
-  const candidates = endpointsOf(index, specs.map((s) => s.pod));
-  return new StaleMetricsFilter('stale-metrics', { maxAgeMs: 1000 }).filter(pluginContext({ index, now: TEST_NOW }), candidates).map((e) => e.record.pod);
+  const c = candidatesOf(buildIndex(specs), specs.map((s) => s.pod));
+  return applyFilter(new StaleMetricsFilter('stale-metrics', { maxAgeMs: 1000 }), pluginContext({ now: TEST_NOW }), c);
 }
 
 describe('stale-metrics', () => {

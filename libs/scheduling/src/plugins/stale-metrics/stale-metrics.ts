@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Filter } from '../../framework/plugin';
-import { keepWhere } from '../../framework/keep-where';
-import type { Endpoint } from '../../state/endpoint';
+import type { Candidates } from '../../framework/candidates';
 
 export const STALE_METRICS = 'stale-metrics';
 
@@ -26,10 +25,18 @@ export class StaleMetricsFilter implements Filter {
     this.#maxAgeMs = params.maxAgeMs;
   }
 
-  filter(ctx: CycleContext, candidates: readonly Endpoint[]): readonly Endpoint[] {
+  filter(ctx: CycleContext, c: Candidates, keep: Uint8Array): void {
     const oldest = ctx.now - this.#maxAgeMs;
-    const fresh = keepWhere(candidates, (e) => !e.stale && e.scrapedAt > 0 && e.scrapedAt >= oldest);
-    return fresh.length === 0 ? candidates : fresh;
+    const stale = c.stale;
+    const scrapedAt = c.scrapedAt;
+    const n = c.size;
+    let kept = 0;
+    for (let i = 0; i < n; i++) {
+      const at = scrapedAt[i] as number;
+      if (stale[i] === 1 || !(at > 0) || at < oldest) keep[i] = 0;
+      else kept++;
+    }
+    if (kept === 0) keep.fill(1, 0, n);
   }
 }
 
