@@ -12,7 +12,7 @@ import { FairScheduler } from './fairness/fair-scheduler';
 import type { SpanLike } from './fairness/fair-queue';
 import { mayUseModel, type Identity } from './identity';
 import { SILENT_LOGGER, type AdmissionLogger } from './logger';
-import { createAdmissionMetrics, type AdmissionMetrics } from './metrics';
+import { createAdmissionMetrics, detachAdmissionMetrics, type AdmissionMetrics } from './metrics';
 import type { BudgetStore } from './ratelimit/budget-store';
 import { RateLimiter, type Reservation } from './ratelimit/rate-limiter';
 import { resolveScopes } from './ratelimit/scopes';
@@ -110,6 +110,39 @@ export async function createAdmission(config: AdmissionConfigInput | string, dep
   const instance = new AdmissionService(parsed.value, deps);
   if (file !== undefined) instance.watch(file, deps.configPollMs ?? 2_000);
   return instance;
+}
+
+/** An admitted request; `release` settles its reservation, frees its queue slot and feeds the usage tracker. */
+class AdmittedRequest implements Admitted {
+  readonly ok = true;
+  readonly identity: Identity;
+  readonly model: string;
+  readonly reservedInputTokens: number;
+  readonly reservedOutputTokens: number;
+  readonly queueWaitMs: number;
+  readonly #reservation: Reservation | undefined;
+  readonly #releasePermit: (() => void) | undefined;
+  readonly #fair: FairScheduler;
+  #released = false;
+
+  constructor(req: AdmitRequest, reserved: Usage, queueWaitMs: number, reservation: Reservation | undefined, releasePermit: (() => void) | undefined, fair: FairScheduler) {
+    this.identity = req.identity;
+    this.model = req.model;
+    this.reservedInputTokens = reserved.inputTokens;
+    this.reservedOutputTokens = reserved.outputTokens;
+    this.queueWaitMs = queueWaitMs;
+    this.#reservation = reservation;
+    this.#releasePermit = releasePermit;
+    this.#fair = fair;
+  }
+
+  release(usage?: Usage): void {
+    if (this.#released) return;
+    this.#released = true;
+    this.#reservation?.settle(usage ? { in: usage.inputTokens, out: usage.outputTokens } : undefined);
+    this.#releasePermit?.();
+    if (usage) this.#fair.record(this.model, this.identity.user, usage.inputTokens, usage.outputTokens);
+  }
 }
 
 class AdmissionService implements Admission {
@@ -220,17 +253,7 @@ class AdmissionService implements Admission {
       releasePermit = () => queued.permit.release();
     }
     this.#metrics.decisions.inc({ model: req.model, result: 'admitted', reason: '' });
-    let released = false;
-    return {
-      ok: true, identity: req.identity, model: req.model, reservedInputTokens: reservedIn, reservedOutputTokens: reservedOut, queueWaitMs,
-      release: (usage?: Usage) => {
-        if (released) return;
-        released = true;
-        reservation?.settle(usage ? { in: usage.inputTokens, out: usage.outputTokens } : undefined);
-        releasePermit?.();
-        if (usage) this.#fair.record(req.model, req.identity.user, usage.inputTokens, usage.outputTokens);
-      },
-    };
+    return new AdmittedRequest(req, { inputTokens: reservedIn, outputTokens: reservedOut }, queueWaitMs, reservation, releasePermit, this.#fair);
   }
 
   #reject(req: AdmitRequest, rejection: AdmissionRejection): Rejected {
@@ -245,5 +268,6 @@ class AdmissionService implements Admission {
     this.#fair.close();
     await this.#limiter.close();
     await this.#stores.close();
+    detachAdmissionMetrics(this.#metrics);
   }
 }

@@ -7,10 +7,10 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
  */
 export interface AdmissionMetrics {
   readonly rateLimitExceeded: Counter<'model' | 'limit_type' | 'path'>;
-  readonly decisions: Counter<'model' | 'result' | 'reason'>;
-  readonly auth: Counter<'method' | 'result'>;
-  readonly tokenEstimates: Counter<'method'>;
-  readonly budgetPath: Counter<'backend' | 'path'>;
+  readonly decisions: CounterBatch<'model' | 'result' | 'reason'>;
+  readonly auth: CounterBatch<'method' | 'result'>;
+  readonly tokenEstimates: CounterBatch<'method'>;
+  readonly budgetPath: CounterBatch<'backend' | 'path'>;
   readonly storeErrors: Counter<'backend' | 'op'>;
   readonly failOpen: Counter<'backend'>;
   readonly configReloads: Counter<'source' | 'result'>;
@@ -21,6 +21,55 @@ export interface AdmissionMetrics {
   readonly queueInflight: Gauge<'model'>;
 }
 
+/** Flush hooks of the batches feeding each counter, run by the counter's `collect` (at scrape time). */
+const flushHooks = new WeakMap<object, Set<() => void>>();
+
+/**
+ * Counts for a counter that moves on every request. prom-client hashes the label set on each `inc`; here the
+ * request path adds to a plain number under a cheap key, and the sums reach the counter when it is collected.
+ */
+export class CounterBatch<L extends string> {
+  readonly #counter: Counter<L>;
+  readonly #labelNames: readonly L[];
+  readonly #pending = new Map<string, { labels: Record<L, string>; n: number }>();
+  readonly #flush = (): void => {
+    for (const p of this.#pending.values()) {
+      if (p.n > 0) this.#counter.inc(p.labels, p.n);
+      p.n = 0;
+    }
+  };
+
+  constructor(counter: Counter<L>, labelNames: readonly L[]) {
+    this.#counter = counter;
+    this.#labelNames = labelNames;
+    flushHooks.get(counter)?.add(this.#flush);
+  }
+
+  inc(labels: Record<L, string>, n = 1): void {
+    let key = '';
+    for (const name of this.#labelNames) key += `${labels[name]}\u0001`;
+    const hit = this.#pending.get(key);
+    if (hit) hit.n += n;
+    else this.#pending.set(key, { labels: { ...labels }, n });
+  }
+
+  /** Hands the remaining counts over and stops feeding the counter (the instance is closing). */
+  detach(): void {
+    this.#flush();
+    flushHooks.get(this.#counter)?.delete(this.#flush);
+  }
+}
+
+function batched<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): CounterBatch<L> {
+  let metric = registry.getSingleMetric(name) as Counter<L> | undefined;
+  if (!metric) {
+    const hooks = new Set<() => void>();
+    metric = new Counter({ name, help, labelNames, registers: [registry], collect: () => hooks.forEach((h) => h()) });
+    flushHooks.set(metric, hooks);
+  }
+  return new CounterBatch(metric, labelNames);
+}
+
 function counter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
   return (registry.getSingleMetric(name) as Counter<L> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
 }
@@ -29,13 +78,18 @@ function gauge<L extends string>(registry: Registry, name: string, help: string,
   return (registry.getSingleMetric(name) as Gauge<L> | undefined) ?? new Gauge({ name, help, labelNames, registers: [registry] });
 }
 
+/** Stops this instance's batches feeding the registry (after a last flush). */
+export function detachAdmissionMetrics(metrics: AdmissionMetrics): void {
+  for (const b of [metrics.decisions, metrics.auth, metrics.tokenEstimates, metrics.budgetPath]) b.detach();
+}
+
 export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
   return {
     rateLimitExceeded: counter(registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', ['model', 'limit_type', 'path']),
-    decisions: counter(registry, 'triad_admission_decisions_total', 'Admission decisions by result (admitted, rejected, fail_open) and reason.', ['model', 'result', 'reason']),
-    auth: counter(registry, 'triad_admission_auth_total', 'Authentication outcomes by method (api_key, jwt, none).', ['method', 'result']),
-    tokenEstimates: counter(registry, 'triad_admission_input_token_estimates_total', 'Input token estimates by method (tiktoken_cl100k_base, tiktoken_o200k_base, hf_tokenizer, chars_div_4).', ['method']),
-    budgetPath: counter(registry, 'triad_admission_budget_path_total', 'Rate-limit reservations served from the local lease (local) or with a store round-trip (store).', ['backend', 'path']),
+    decisions: batched(registry, 'triad_admission_decisions_total', 'Admission decisions by result (admitted, rejected, fail_open) and reason.', ['model', 'result', 'reason']),
+    auth: batched(registry, 'triad_admission_auth_total', 'Authentication outcomes by method (api_key, jwt, none).', ['method', 'result']),
+    tokenEstimates: batched(registry, 'triad_admission_input_token_estimates_total', 'Input token estimates by method (tiktoken_cl100k_base, tiktoken_o200k_base, hf_tokenizer, chars_div_4).', ['method']),
+    budgetPath: batched(registry, 'triad_admission_budget_path_total', 'Rate-limit reservations served from the local lease (local) or with a store round-trip (store).', ['backend', 'path']),
     storeErrors: counter(registry, 'triad_admission_store_errors_total', 'Budget store operations that failed (unreachable, timeout).', ['backend', 'op']),
     failOpen: counter(registry, 'triad_admission_fail_open_total', 'Requests admitted without a rate-limit check because the store was unreachable.', ['backend']),
     configReloads: counter(registry, 'triad_admission_config_reloads_total', 'Config and key file reloads by result (applied, rejected).', ['source', 'result']),

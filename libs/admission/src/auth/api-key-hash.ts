@@ -1,4 +1,4 @@
-import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
+import { hash as oneShotHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
 
 /**
  * API keys look like `sk-<id>_<secret>`: `id` (12 lowercase base-36 characters) is not secret and is stored next
@@ -67,5 +67,5 @@ export function verifyApiKey(key: string, hash: ParsedHash): Promise<boolean> {
 
 /** The in-memory cache key of a presented key: fast, and the raw key is never kept. */
 export function fastKeyDigest(key: string): string {
-  return createHash('sha256').update(key).digest('base64url');
+  return oneShotHash('sha256', key, 'base64url');
 }

@@ -63,6 +63,11 @@ export interface SettleRequest {
   readonly wantLease: boolean;
   /** Keep this replica's entry even with no lease, because reservations it will reconcile are outstanding. */
   readonly keepEntry: boolean;
+  /**
+   * Report refunds and overruns and extend the lease's expiry, but leave the lease itself (and what was spent
+   * from it) alone: the replica goes on spending it while this write is in flight. Needs must be empty.
+   */
+  readonly keepLease?: boolean;
   readonly lease: { readonly maxFraction: number; readonly ttlMs: number; readonly skewMarginMs: number };
 }
 
@@ -147,6 +152,7 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
   const used = rec.used as MPair;
   const carry = rec.carry as MPair;
   const hadEntry = rec.leases[req.replica] !== undefined;
+  const kept = req.keepLease && hadEntry && req.current.window === rec.window ? rec.leases[req.replica] : undefined;
   for (const usage of [req.current, req.previous]) {
     if (!usage) continue;
     const changed = nonZero(usage.consumed) || nonZero(usage.refunded);
@@ -164,6 +170,10 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
   if (hadEntry) {
     delete rec.leases[req.replica];
     write = true;
+  }
+  if (kept) {
+    // The lease stays as it is; only its expiry moves. Consumption from it is reported later, in full.
+    rec.leases[req.replica] = { in: kept.in, out: kept.out, exp: req.now + req.lease.ttlMs };
   }
   if (nonZero(req.debit)) {
     for (const dim of DIMS) used[dim] += req.debit[dim];
@@ -195,6 +205,9 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
   if (holders.length > 0 && !rec.demand) {
     rec.demand = true;
     write = true;
+  }
+  if (kept) {
+    return { record: rec, write, window: rec.window, windowEndsAt: (rec.window + 1) * rec.unitMs, blocked, grant: { in: kept.in, out: kept.out }, holders };
   }
   const grant = leaseGrant(rec, req, room);
   const admittedAny = blocked.some((b) => b === undefined) && req.needs.length > 0;

@@ -62,7 +62,8 @@ describe('LeaseAccount', () => {
     expect(r.ok).toBe(true);
     acc.reconcile((r as { window: number }).window, { in: 5, out: 10 }, { in: 5, out: 180 });
     await waitFor(async () => (await store.read('model.m')).record?.used.out === 180, { what: 'overrun to be charged' });
-    expect((await acc.reserve({ in: 0, out: 1 }, out)).ok).toBe(false);
+    // Only the lease granted before the overrun (10 tokens, already counted as spent) could still be used locally.
+    expect((await acc.reserve({ in: 0, out: 11 }, out)).ok).toBe(false);
     t += UNIT; // next window: 100 - 80 of debt = 20 left
     expect((await acc.reserve({ in: 0, out: 20 }, out)).ok).toBe(true);
     expect((await acc.reserve({ in: 0, out: 1 }, out)).ok).toBe(false);

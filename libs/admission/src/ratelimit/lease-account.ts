@@ -53,6 +53,8 @@ export class LeaseAccount {
   #grantDeadline = 0;
   #waiters: Waiter[] = [];
   #settling: Promise<void> | undefined;
+  /** A settle that replaces the lease is in flight: nothing may be spent locally until it lands. */
+  #blocking = false;
   #returnRequested = false;
   #flushWanted = false;
   #outstanding = 0;
@@ -78,9 +80,10 @@ export class LeaseAccount {
     this.#applySettings(settings);
     const now = this.#now();
     this.#lastUse = now;
-    if (!this.#settling && this.#waiters.length === 0) {
-      this.#advance(now);
-      if (this.#fitsLease(cost, now)) return this.#spendLease(cost);
+    // During a refund/renewal write the lease stays valid and can be spent, as long as the window holds.
+    if (!this.#blocking && this.#waiters.length === 0) {
+      if (!this.#settling) this.#advance(now);
+      if (this.#fitsLease(cost, now) && Math.floor(now / this.#settings.unitMs) === this.#cur.window) return this.#spendLease(cost);
     }
     return new Promise((resolve) => {
       this.#waiters.push({ cost, resolve });
@@ -211,12 +214,17 @@ export class LeaseAccount {
       if (batch.length === 0 && !returning && !this.#flushWanted) return;
       this.#returnRequested = false;
       this.#flushWanted = false;
+      // Refunds, overruns and renewals keep the lease in place (light); needs and returns replace it (blocking).
+      const light = batch.length === 0 && !returning && nonZero(this.#grant) && this.#grantWindow === this.#cur.window && now - this.#lastUse < this.#lease.ttlMs;
+      this.#blocking = !light;
       let outcome: SettleOutcome;
       try {
-        outcome = await this.#settle(batch.map((w) => w.cost), !returning && (batch.length > 0 || now - this.#lastUse < this.#lease.ttlMs), now);
+        outcome = await this.#settle(batch.map((w) => w.cost), !returning && (batch.length > 0 || now - this.#lastUse < this.#lease.ttlMs), now, light);
       } catch (err) {
         for (const w of batch) w.resolve({ ok: false, kind: 'unavailable', error: err as Error });
         return;
+      } finally {
+        this.#blocking = false;
       }
       if (returning) this.#store.publish({ t: 'released', key: this.key, window: outcome.window, from: this.#replica });
       const blocked = batch.filter((w, i) => {
@@ -240,15 +248,17 @@ export class LeaseAccount {
     }
   }
 
-  async #settle(needs: TokenPair[], wantLease: boolean, startedAt: number): Promise<SettleOutcome> {
-    const cur = copyUsage(this.#cur);
+  async #settle(needs: TokenPair[], wantLease: boolean, startedAt: number, keepLease: boolean): Promise<SettleOutcome> {
+    // With the lease kept, what was spent from it is still being spent: it is reported by the next settle that
+    // replaces the lease.
+    const cur = keepLease ? { ...copyUsage(this.#cur), consumed: ZERO } : copyUsage(this.#cur);
     const prev = this.#prev ? copyUsage(this.#prev) : undefined;
     const debit = { ...this.#debit };
     const outcome = await transact(this.#store, this.key, (record) => {
       const o = settleRecord(record, {
         replica: this.#replica, now: this.#now(), unitMs: this.#settings.unitMs, limits: this.#settings.limits,
         maxDebt: this.#settings.maxDebt, current: cur, ...(prev ? { previous: prev } : {}), debit, needs, wantLease,
-        keepEntry: this.#outstanding > 0 || needs.length > 0, lease: this.#lease,
+        keepEntry: this.#outstanding > 0 || needs.length > 0, keepLease, lease: this.#lease,
       });
       return { record: o.record, write: o.write, result: o };
     });

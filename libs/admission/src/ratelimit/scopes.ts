@@ -26,6 +26,17 @@ export interface StoreResolver {
  * (NATS keys allow `=`; dots would split tokens, and model names carry `/`, `:` and `.`).
  */
 export function keyToken(name: string): string {
+  const hit = tokenCache.get(name);
+  if (hit !== undefined) return hit;
+  if (tokenCache.size >= 10_000) tokenCache.clear();
+  const token = encodeToken(name);
+  tokenCache.set(name, token);
+  return token;
+}
+
+const tokenCache = new Map<string, string>();
+
+function encodeToken(name: string): string {
   let out = '';
   for (const byte of Buffer.from(name, 'utf8')) {
     const c = String.fromCharCode(byte);
@@ -34,7 +45,20 @@ export function keyToken(name: string): string {
   return out || '=';
 }
 
-function settingsOf(limit: { inputTokensPerUnit?: number | undefined; outputTokensPerUnit?: number | undefined; unit: keyof typeof RATE_LIMIT_UNIT_SECONDS }, maxDebtUnits: number): ScopeSettings | undefined {
+type LimitShape = { inputTokensPerUnit?: number | undefined; outputTokensPerUnit?: number | undefined; unit: keyof typeof RATE_LIMIT_UNIT_SECONDS };
+
+// Route and config limit objects are immutable once parsed, so their settings are computed once per object.
+const settingsCache = new WeakMap<LimitShape, { maxDebtUnits: number; settings: ScopeSettings | undefined }>();
+
+function settingsOf(limit: LimitShape, maxDebtUnits: number): ScopeSettings | undefined {
+  const hit = settingsCache.get(limit);
+  if (hit && hit.maxDebtUnits === maxDebtUnits) return hit.settings;
+  const settings = computeSettings(limit, maxDebtUnits);
+  settingsCache.set(limit, { maxDebtUnits, settings });
+  return settings;
+}
+
+function computeSettings(limit: LimitShape, maxDebtUnits: number): ScopeSettings | undefined {
   const inLimit = limit.inputTokensPerUnit;
   const outLimit = limit.outputTokensPerUnit;
   if (inLimit === undefined && outLimit === undefined) return undefined;
