@@ -1,14 +1,25 @@
 import { createLogger, onShutdown } from '@triad/runtime';
+import { setupTelemetry } from '@triad/telemetry';
 import { parseOptions } from './options';
 import { startScheduler } from './runner';
 
+const VERSION = '0.1.0';
+
 /**
  * `triad scheduler --nats URL [--config FILE] [--metrics-port P]`: runs one replica until SIGTERM/SIGINT, then
- * drains (answers what it has received, leaves the queue group) and exits. Resolves once the replica is serving.
+ * drains (answers what it has received, leaves the queue group), flushes traces and exits. Resolves once the
+ * replica is serving.
  */
 export async function main(argv: readonly string[]): Promise<void> {
   const options = parseOptions(argv);
   const logger = createLogger({ service: 'scheduler' });
-  const service = await startScheduler({ ...options, logger });
-  onShutdown(logger, () => service.close(), { graceMs: options.shutdownGraceMs });
+  const telemetry = setupTelemetry({ serviceName: 'triad-scheduler', version: VERSION, logger });
+  const service = await startScheduler({ ...options, logger }).catch(async (err: unknown) => {
+    await telemetry.shutdown();
+    throw err;
+  });
+  onShutdown(logger, async () => {
+    await service.close();
+    await telemetry.shutdown();
+  }, { graceMs: options.shutdownGraceMs });
 }

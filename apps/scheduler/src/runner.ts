@@ -73,7 +73,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     const feed = await startKvFeed(bus, index);
     closers.push(() => feed.stop());
     await feed.synced;
-    const sub = bus.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch) => handleScheduleBatch(batch, scheduler, index, metrics), {
+    const sub = bus.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, scheduler, index, metrics, ctx.headers), {
       queue: SCHEDULER_QUEUE_GROUP,
       onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
       onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),

@@ -4,7 +4,9 @@ import {
 } from '@triad/bus';
 import { formatPath } from '@triad/crd';
 import { ErrorCode } from '@triad/errors';
+import type { HeaderMap } from '@triad/bus/client';
 import type { EndpointIndex, Scheduler } from '@triad/scheduling';
+import { extractBatchTraceContexts, finishDecideSpan, startDecideSpan } from '@triad/telemetry';
 import type { SchedulerMetrics } from '../metrics';
 
 /**
@@ -17,9 +19,13 @@ export const LenientScheduleBatchSchema = z.object({
 });
 export type LenientScheduleBatch = z.infer<typeof LenientScheduleBatchSchema>;
 
-/** Turns a batch into decisions, one per request, in order; records latency and outcome per decision. */
-export function handleScheduleBatch(batch: LenientScheduleBatch, scheduler: Scheduler, index: EndpointIndex, metrics: SchedulerMetrics): ScheduleBatchReply {
+/**
+ * Turns a batch into decisions, one per request, in order; records latency and outcome per decision, and a
+ * `schedule` span per request continuing that request's trace from the batch headers (no-ops when tracing is off).
+ */
+export function handleScheduleBatch(batch: LenientScheduleBatch, scheduler: Scheduler, index: EndpointIndex, metrics: SchedulerMetrics, headers?: HeaderMap): ScheduleBatchReply {
   metrics.batchSize.observe(batch.requests.length);
+  const parents = extractBatchTraceContexts(headers, batch.requests.length);
   const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
     const parsed = SchedulingRequestSchema.safeParse(raw);
     if (!parsed.success) {
@@ -28,9 +34,11 @@ export function handleScheduleBatch(batch: LenientScheduleBatch, scheduler: Sche
       return { id: idOf(raw) ?? `#${i}`, ok: false, code: ErrorCode.SchedBadRequest, message: `invalid scheduling request: ${message}` };
     }
     const request = parsed.data;
+    const span = startDecideSpan(parents[i] as (typeof parents)[number], { request, batchSize: batch.requests.length });
     const t0 = performance.now();
     const decision = scheduler.schedule(request, Date.now());
     const seconds = (performance.now() - t0) / 1000;
+    finishDecideSpan(span, decision);
     const mode = decision.ok ? decision.mode : (index.pool(request.namespace, request.modelServer)?.record?.mode ?? 'unknown');
     metrics.decided(mode, decision.ok ? 'ok' : decision.code, seconds);
     return decision;
