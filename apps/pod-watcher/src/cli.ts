@@ -1,10 +1,39 @@
 import { Command } from 'commander';
+import { createLogger, onShutdown } from '@triad/runtime';
+import { resolveConfig, type WatcherConfig } from './config';
 
-/** `triad pod-watcher`: parses flags (env equivalents) and prints the effective config. Filled in by the pod-watcher issue. */
+const collect = (value: string, previous: string[]): string[] => [...previous, ...value.split(',').map((s) => s.trim()).filter(Boolean)];
+
+/** `triad pod-watcher`: flags (with TRIAD_* env equivalents) → config → running watcher until SIGTERM/SIGINT. */
 export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad pod-watcher')
-    .option('--nats <url>', 'NATS server', process.env['TRIAD_NATS_URL'] ?? 'nats://127.0.0.1:4222')
-    .option('--source <source>', 'kube or file:PATH', process.env['TRIAD_SOURCE'] ?? 'kube');
+    .description('Discovery (Kubernetes or a YAML file), role classification and engine metrics → NATS KV')
+    .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
+    .option('--source <source>', 'kube or file:PATH (TRIAD_SOURCE, default kube)')
+    .option('--namespace <ns>', 'namespace to watch, repeatable; default all (TRIAD_NAMESPACES, comma-separated)', collect, [])
+    .option('--kubeconfig <path>', 'kubeconfig file (default KUBECONFIG, ~/.kube/config or in-cluster)')
+    .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9092; 0 = free)')
+    .option('--scrape-interval <ms>', 'engine /metrics scrape interval (TRIAD_SCRAPE_INTERVAL_MS, default 1000)')
+    .option('--scrape-timeout <ms>', 'timeout of one scrape request (TRIAD_SCRAPE_TIMEOUT_MS, default 2000)')
+    .option('--scrape-concurrency <n>', 'scrapes in flight at once (TRIAD_SCRAPE_CONCURRENCY, default 64)')
+    .option('--models-interval <ms>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 5000)')
+    .option('--metrics-heartbeat <ms>', 'rewrite an unchanged endpoint record this often (TRIAD_METRICS_HEARTBEAT_MS, default 5000)')
+    .option('--registry-interval <ms>', 'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)')
+    .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
+    .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, default POD_NAME or hostname-pid)')
+    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)');
   program.parse([...argv], { from: 'user' });
-  process.stdout.write(`${JSON.stringify({ service: 'pod-watcher', config: program.opts() })}\n`);
+  const o = program.opts<Record<string, string | string[] | undefined>>();
+  const flags: Partial<Record<keyof WatcherConfig, unknown>> = {
+    nats: o['nats'], source: o['source'], namespaces: o['namespace'], kubeconfig: o['kubeconfig'], metricsPort: o['metricsPort'],
+    scrapeIntervalMs: o['scrapeInterval'], scrapeTimeoutMs: o['scrapeTimeout'], scrapeConcurrency: o['scrapeConcurrency'],
+    modelsIntervalMs: o['modelsInterval'], metricsHeartbeatMs: o['metricsHeartbeat'], registryIntervalMs: o['registryInterval'],
+    leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
+  };
+  const config = resolveConfig(flags);
+  const logger = createLogger({ service: 'pod-watcher' });
+  // Loaded lazily so `triad pod-watcher --help` does not pay for NATS, undici and the sources.
+  const { startPodWatcher } = require('./watcher') as typeof import('./watcher');
+  const watcher = await startPodWatcher({ config, logger });
+  onShutdown(logger, () => watcher.close(), { graceMs: config.drainTimeoutMs });
 }

@@ -1,0 +1,106 @@
+import { Writable } from 'node:stream';
+import { createLogger } from '@triad/runtime';
+import { waitFor } from '@triad/testing';
+import { KvPublisher, type KvTarget } from './kv-publisher';
+
+const logger = createLogger({ service: 'test', destination: new Writable({ write(_c, _e, cb) { cb(); } }) });
+
+/** A KV bucket in memory that records every operation and can hold writes or fail them. */
+class MemoryKv implements KvTarget<number> {
+  readonly data = new Map<string, number>();
+  readonly ops: string[] = [];
+  hold: Promise<void> | undefined;
+  fail = false;
+  async put(key: string, value: number): Promise<number> {
+    await this.hold;
+    if (this.fail) throw new Error('nats down');
+    this.ops.push(`put ${key}=${value}`);
+    this.data.set(key, value);
+    return this.ops.length;
+  }
+  async delete(key: string): Promise<void> {
+    await this.hold;
+    if (this.fail) throw new Error('nats down');
+    this.ops.push(`del ${key}`);
+    this.data.delete(key);
+  }
+  async keys(): Promise<string[]> {
+    if (this.fail) throw new Error('nats down');
+    return [...this.data.keys()];
+  }
+}
+
+function publisher(onWriteError: (err: Error) => void = () => undefined) {
+  return new KvPublisher<number>({ bucket: 'b', same: (a, b) => a === b, owns: (k) => k.startsWith('mine.'), logger, onWriteError });
+}
+
+describe('KV publisher', () => {
+  it('writes nothing until enabled and synced, then only changes', async () => {
+    const kv = new MemoryKv();
+    const p = publisher();
+    p.set('mine.a', 1);
+    await new Promise((r) => setImmediate(r));
+    expect(kv.ops).toEqual([]);
+    p.setEnabled(true);
+    await p.fullSync(kv);
+    expect(kv.ops).toEqual(['put mine.a=1']);
+    p.set('mine.a', 1);
+    p.set('mine.b', 2);
+    await p.whenSettled();
+    expect(kv.ops).toEqual(['put mine.a=1', 'put mine.b=2']);
+  });
+
+  it('coalesces changes of a key while its write is in flight and keeps put/delete order', async () => {
+    const kv = new MemoryKv();
+    const p = publisher();
+    p.setEnabled(true);
+    await p.fullSync(kv);
+    let release: () => void = () => undefined;
+    kv.hold = new Promise((r) => { release = r; });
+    p.set('mine.a', 1);
+    await waitFor(() => p.settled === false);
+    await new Promise((r) => setImmediate(r));
+    p.set('mine.a', 2);
+    p.set('mine.a', 3);
+    p.remove('mine.a');
+    p.set('mine.a', 4);
+    kv.hold = undefined;
+    release();
+    await p.whenSettled();
+    expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=4']);
+    p.remove('mine.a');
+    await p.whenSettled();
+    expect(kv.ops.at(-1)).toBe('del mine.a');
+    expect(kv.data.size).toBe(0);
+  });
+
+  it('full sync rewrites everything and deletes only owned stray keys', async () => {
+    const kv = new MemoryKv();
+    kv.data.set('mine.gone', 9);
+    kv.data.set('theirs.x', 9);
+    const p = publisher();
+    p.set('mine.a', 1);
+    p.setEnabled(true);
+    await p.fullSync(kv);
+    expect([...kv.data.entries()].sort()).toEqual([['mine.a', 1], ['theirs.x', 9]]);
+  });
+
+  it('reports a failed write, stops writing, and recovers through a full sync', async () => {
+    const kv = new MemoryKv();
+    const errors: string[] = [];
+    const p = publisher((e) => errors.push(e.message));
+    p.setEnabled(true);
+    await p.fullSync(kv);
+    kv.fail = true;
+    p.set('mine.a', 1);
+    await waitFor(() => errors.length === 1);
+    p.set('mine.b', 2);
+    await new Promise((r) => setImmediate(r));
+    expect(errors).toHaveLength(1);
+    await expect(p.fullSync(kv)).rejects.toThrow('nats down');
+    kv.fail = false;
+    await p.fullSync(kv);
+    await p.whenSettled();
+    expect([...kv.data.entries()].sort()).toEqual([['mine.a', 1], ['mine.b', 2]]);
+  });
+});

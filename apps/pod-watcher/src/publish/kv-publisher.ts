@@ -1,0 +1,221 @@
+import type { Logger } from '@triad/runtime';
+import type { WatcherMetrics } from '../ops/metrics';
+
+/** The slice of a typed KV bucket the publisher writes through. */
+export interface KvTarget<T> {
+  put(key: string, value: T): Promise<number>;
+  delete(key: string): Promise<void>;
+  keys(filter?: string): Promise<string[]>;
+}
+
+export interface KvPublisherOptions<T> {
+  readonly bucket: string;
+  /** True when two values say the same thing (then nothing is written). */
+  readonly same: (published: T, next: T) => boolean;
+  /** Keys this watcher owns (its namespaces); a full sync deletes owned keys it does not know. */
+  readonly owns: (key: string) => boolean;
+  /** Writes in flight at once. */
+  readonly concurrency?: number;
+  readonly logger: Logger;
+  readonly metrics?: WatcherMetrics;
+  /** A write failed (NATS down, bucket gone): the owner should run a full sync once it can. */
+  readonly onWriteError: (err: Error) => void;
+}
+
+/**
+ * Mirrors a desired key → value map into one KV bucket, writing only what changed. Changes are coalesced per
+ * key (a key changed three times while its write was in flight is written once more, with the latest value),
+ * each key has at most one write in flight so a put and a later delete cannot swap, and nothing is written
+ * unless `enable`d (this replica holds the writer lease).
+ */
+export class KvPublisher<T> {
+  readonly #desired = new Map<string, T>();
+  /** What this process last wrote (and KV acknowledged) per key. */
+  readonly #published = new Map<string, T>();
+  /** Key → when it first differed from what is published (for the publish-latency histogram). */
+  readonly #dirty = new Map<string, number>();
+  readonly #inFlight = new Set<string>();
+  readonly #opts: KvPublisherOptions<T>;
+  readonly #concurrency: number;
+  #kv: KvTarget<T> | undefined;
+  #enabled = false;
+  #syncing = false;
+  #broken = false;
+  #scheduled = false;
+  /** Waiting for no write in flight (a full sync starting). */
+  readonly #drained = new Set<() => void>();
+  /** Waiting for everything written (tests, benchmarks, shutdown). */
+  readonly #settled = new Set<() => void>();
+
+  constructor(options: KvPublisherOptions<T>) {
+    this.#opts = options;
+    this.#concurrency = options.concurrency ?? 64;
+  }
+
+  get bucket(): string {
+    return this.#opts.bucket;
+  }
+
+  set(key: string, value: T): void {
+    this.#desired.set(key, value);
+    const pub = this.#published.get(key);
+    if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
+    else if (!this.#inFlight.has(key)) this.#dirty.delete(key);
+  }
+
+  remove(key: string): void {
+    if (!this.#desired.delete(key)) return;
+    if (this.#published.has(key) || this.#inFlight.has(key)) this.#markDirty(key);
+    else this.#dirty.delete(key);
+  }
+
+  get(key: string): T | undefined {
+    return this.#desired.get(key);
+  }
+
+  keys(): IterableIterator<string> {
+    return this.#desired.keys();
+  }
+
+  get size(): number {
+    return this.#desired.size;
+  }
+
+  /** Starts (true) or stops (false) writing; stopping leaves in-flight writes to finish. */
+  setEnabled(enabled: boolean): void {
+    this.#enabled = enabled;
+    if (enabled) this.#schedule();
+  }
+
+  /** True when every desired value is written and acknowledged. */
+  get settled(): boolean {
+    return this.#dirty.size === 0 && this.#inFlight.size === 0 && !this.#syncing;
+  }
+
+  /** Resolves once everything is written (or at once when nothing is pending). */
+  whenSettled(): Promise<void> {
+    if (this.settled) return Promise.resolve();
+    return new Promise((resolve) => this.#settled.add(resolve));
+  }
+
+  /**
+   * Writes every desired value and deletes every owned key the bucket holds that is not desired, through `kv`
+   * (freshly opened, so a bucket lost with the NATS store is recreated). Used at start, after a reconnect, when
+   * this replica wins the lease, and to recover from failed writes. Throws when a write fails.
+   */
+  async fullSync(kv: KvTarget<T>): Promise<void> {
+    this.#syncing = true;
+    try {
+      while (this.#inFlight.size > 0) await new Promise<void>((r) => this.#drained.add(r));
+      this.#kv = kv;
+      const existing = new Set(await kv.keys());
+      const entries = [...this.#desired];
+      await forEachLimit(entries, this.#concurrency, async ([key, value]) => {
+        await kv.put(key, value);
+        this.#published.set(key, value);
+        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'put', result: 'ok' });
+      });
+      const stray = [...existing].filter((k) => !this.#desired.has(k) && this.#opts.owns(k));
+      await forEachLimit(stray, this.#concurrency, async (key) => {
+        await kv.delete(key);
+        this.#published.delete(key);
+        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'delete', result: 'ok' });
+      });
+      for (const key of [...this.#published.keys()]) if (!existing.has(key) && !this.#desired.has(key)) this.#published.delete(key);
+      this.#broken = false;
+      // Changes that arrived while the sync ran are still to be written.
+      for (const [key, value] of this.#desired) {
+        const pub = this.#published.get(key);
+        if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
+        else this.#dirty.delete(key);
+      }
+      for (const key of this.#published.keys()) if (!this.#desired.has(key)) this.#markDirty(key);
+    } finally {
+      this.#syncing = false;
+      this.#schedule();
+      this.#notifySettled();
+    }
+  }
+
+  #markDirty(key: string): void {
+    if (!this.#dirty.has(key)) this.#dirty.set(key, performance.now());
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    // One flush per event-loop turn: a burst of changes (a relist, a file reload) goes out together.
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    if (!this.#enabled || !this.#kv || this.#syncing || this.#broken) {
+      this.#notifySettled();
+      return;
+    }
+    for (const [key, since] of this.#dirty) {
+      if (this.#inFlight.size >= this.#concurrency) break;
+      if (this.#inFlight.has(key)) continue;
+      this.#dirty.delete(key);
+      this.#write(this.#kv, key, since);
+    }
+    this.#notifySettled();
+  }
+
+  #write(kv: KvTarget<T>, key: string, since: number): void {
+    const value = this.#desired.get(key);
+    const op = value === undefined ? 'delete' : 'put';
+    this.#inFlight.add(key);
+    const done = value === undefined ? kv.delete(key) : kv.put(key, value);
+    done.then(
+      () => {
+        if (value === undefined) this.#published.delete(key);
+        else this.#published.set(key, value);
+        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'ok' });
+        this.#opts.metrics?.publishLatency.observe({ bucket: this.bucket }, (performance.now() - since) / 1000);
+      },
+      (err: Error) => {
+        if (!this.#dirty.has(key)) this.#dirty.set(key, since);
+        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'error' });
+        if (!this.#broken) this.#opts.logger.warn({ bucket: this.bucket, key, op, err: err.message }, 'KV write failed; will resync');
+        this.#broken = true;
+        this.#opts.onWriteError(err);
+      },
+    ).finally(() => {
+      this.#inFlight.delete(key);
+      this.#schedule();
+      this.#notifySettled();
+    });
+  }
+
+  #notifySettled(): void {
+    if (this.#inFlight.size > 0) return;
+    for (const resolve of this.#drained) resolve();
+    this.#drained.clear();
+    if (!this.settled) return;
+    for (const resolve of this.#settled) resolve();
+    this.#settled.clear();
+  }
+}
+
+/** Runs `fn` over `items` with at most `limit` at once; rejects with the first failure (after the others settle). */
+async function forEachLimit<I>(items: readonly I[], limit: number, fn: (item: I) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: unknown;
+  const worker = async () => {
+    while (next < items.length && failure === undefined) {
+      const item = items[next++] as I;
+      try {
+        await fn(item);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failure !== undefined) throw failure;
+}

@@ -1,0 +1,68 @@
+import { SCHEMA_VERSION, type EndpointRecord, type MetricsSnapshot, type ModelRouteRecord, type ModelServerRecord } from '@triad/bus';
+import { resolvePipelineMode, type ModelRoute, type ModelServer } from '@triad/crd';
+import type { Placement } from '../topology/placement';
+import type { TargetView } from '../scrape/scraper';
+
+const NO_METRICS: MetricsSnapshot = { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false };
+
+/** The endpoint record of a placement with what the scraper knows of its address (nothing yet: never scraped). */
+export function endpointRecord(p: Placement, view: TargetView | undefined, now: number): EndpointRecord {
+  const r: EndpointRecord = {
+    schemaVersion: SCHEMA_VERSION,
+    namespace: p.namespace,
+    modelServer: p.modelServer,
+    pod: p.pod,
+    role: p.role,
+    ip: p.ip,
+    port: p.port,
+    engine: p.engine,
+    // Only Ready pods are placed; a pod that stops being Ready has its record deleted.
+    ready: true,
+    models: [...(view?.models ?? [])],
+    metrics: { ...(view?.metrics ?? NO_METRICS) },
+    updatedAt: now,
+  };
+  if (p.group !== undefined) r.group = p.group;
+  if (p.bootstrapPort !== undefined) r.bootstrapPort = p.bootstrapPort;
+  return r;
+}
+
+/** Everything but the write time and the scrape time, in a fixed field order. */
+function contentKey(r: EndpointRecord): string {
+  const { updatedAt: _u, metrics, ...rest } = r;
+  const { scrapedAt: _s, ...values } = metrics;
+  return JSON.stringify([rest, values]);
+}
+
+/**
+ * Whether `next` says nothing new compared with `published`: same fields and metric values, and a scrape time
+ * less than `heartbeatMs` newer. So an idle engine's record is rewritten once per heartbeat instead of on every
+ * scrape, and a busy one at the scrape cadence.
+ */
+export function sameEndpointRecord(published: EndpointRecord, next: EndpointRecord, heartbeatMs: number): boolean {
+  if (published.metrics.scrapedAt === 0 ? next.metrics.scrapedAt !== 0 : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs) return false;
+  return contentKey(published) === contentKey(next);
+}
+
+export function modelServerRecord(ms: ModelServer): ModelServerRecord {
+  const r: ModelServerRecord = {
+    schemaVersion: SCHEMA_VERSION,
+    namespace: ms.metadata.namespace,
+    name: ms.metadata.name,
+    mode: resolvePipelineMode(ms.spec),
+    spec: ms.spec,
+  };
+  if (ms.metadata.creationTimestamp) r.creationTimestamp = ms.metadata.creationTimestamp;
+  return r;
+}
+
+export function modelRouteRecord(mr: ModelRoute): ModelRouteRecord {
+  const r: ModelRouteRecord = { schemaVersion: SCHEMA_VERSION, namespace: mr.metadata.namespace, name: mr.metadata.name, spec: mr.spec };
+  if (mr.metadata.creationTimestamp) r.creationTimestamp = mr.metadata.creationTimestamp;
+  return r;
+}
+
+/** Spec records are equal when their JSON is (they are built in a fixed field order). */
+export function sameJson<T>(a: T, b: T): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}

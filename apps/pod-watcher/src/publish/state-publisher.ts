@@ -1,0 +1,155 @@
+import {
+  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, parseEndpointKey, parseObjectKey,
+  type EndpointRecord, type ModelRouteRecord, type ModelServerRecord,
+} from '@triad/bus';
+import type { Bus } from '@triad/bus/client';
+import type { Logger } from '@triad/runtime';
+import type { WatcherMetrics } from '../ops/metrics';
+import { KvPublisher } from './kv-publisher';
+import { sameEndpointRecord, sameJson } from './records';
+import { LEASE_BUCKET, LeaseRecordSchema, WriterLease } from './writer-lease';
+
+export interface StatePublisherOptions {
+  readonly bus: Bus;
+  readonly logger: Logger;
+  readonly metrics?: WatcherMetrics;
+  /** Watched namespaces; empty = all. Keys of other namespaces are never deleted. */
+  readonly namespaces: readonly string[];
+  readonly identity: string;
+  readonly leaseTtlMs: number;
+  readonly metricsHeartbeatMs: number;
+  /** Called when this replica becomes or stops being the writer (the registry sync follows it). */
+  readonly onLeaderChange?: (leader: boolean) => void;
+}
+
+const MAX_BACKOFF_MS = 5_000;
+
+/**
+ * Publishes the watcher's state to the three KV buckets while this replica holds the writer lease. Every
+ * recovery is the same move, a full sync (write everything, delete strays): after the first sync, after a NATS
+ * reconnect (the server may have lost its store), when the lease is won, and after any failed write.
+ */
+export class StatePublisher {
+  readonly endpoints: KvPublisher<EndpointRecord>;
+  readonly modelServers: KvPublisher<ModelServerRecord>;
+  readonly modelRoutes: KvPublisher<ModelRouteRecord>;
+  readonly lease: WriterLease;
+  readonly #opts: StatePublisherOptions;
+  readonly #all: KvPublisher<never>[];
+  #syncWanted = false;
+  #syncing: Promise<void> | undefined;
+  #synced = false;
+  #sourceReady = false;
+  #closed = false;
+  #backoff: NodeJS.Timeout | undefined;
+  #unsubscribeReconnect: (() => void) | undefined;
+
+  constructor(options: StatePublisherOptions) {
+    this.#opts = options;
+    const scope = new Set(options.namespaces);
+    const ownsNs = (ns: string | undefined) => ns !== undefined && (scope.size === 0 || scope.has(ns));
+    const common = { logger: options.logger, metrics: options.metrics, onWriteError: () => this.requestFullSync('a write failed') } as const;
+    this.endpoints = new KvPublisher<EndpointRecord>({
+      ...common, bucket: Buckets.endpoints, owns: (k) => ownsNs(parseEndpointKey(k)?.namespace),
+      same: (a, b) => sameEndpointRecord(a, b, options.metricsHeartbeatMs),
+    });
+    this.modelServers = new KvPublisher<ModelServerRecord>({ ...common, bucket: Buckets.modelServers, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson });
+    this.modelRoutes = new KvPublisher<ModelRouteRecord>({ ...common, bucket: Buckets.modelRoutes, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson });
+    // Specs first, so a reader never sees endpoints of a ModelServer it does not know yet.
+    this.#all = [this.modelServers, this.modelRoutes, this.endpoints] as unknown as KvPublisher<never>[];
+    const leaseKey = options.namespaces.length === 0 ? 'all' : [...options.namespaces].sort().join('_');
+    this.lease = new WriterLease({
+      open: () => options.bus.kv(LEASE_BUCKET, LeaseRecordSchema),
+      key: leaseKey,
+      identity: options.identity,
+      ttlMs: options.leaseTtlMs,
+      logger: options.logger,
+      onChange: (leader) => this.#leaderChanged(leader),
+    });
+  }
+
+  /** Joins the lease; writing starts once the source has delivered its first full state (`sourceSynced`). */
+  async start(): Promise<void> {
+    this.#unsubscribeReconnect = this.#opts.bus.onReconnect(() => {
+      void this.lease.tick().then(() => this.requestFullSync('NATS reconnected'));
+    });
+    await this.lease.start();
+  }
+
+  /** The source delivered its first full state: the first sync may run. */
+  sourceSynced(): void {
+    this.#sourceReady = true;
+    this.requestFullSync('initial state');
+  }
+
+  /** True after the first full sync as the writer, or, for a standby, once it knows it is one. */
+  get ready(): boolean {
+    return this.#sourceReady && (this.lease.isLeader ? this.#synced : this.lease.known);
+  }
+
+  get isLeader(): boolean {
+    return this.lease.isLeader;
+  }
+
+  /** Resolves when everything desired is written (only meaningful for the writer). */
+  async whenSettled(): Promise<void> {
+    if (!this.lease.isLeader) return;
+    while (this.#syncWanted || this.#syncing) await (this.#syncing ?? new Promise((r) => setTimeout(r, 10)));
+    await Promise.all(this.#all.map((p) => p.whenSettled()));
+  }
+
+  requestFullSync(reason: string): void {
+    if (this.#closed || !this.#sourceReady) return;
+    this.#syncWanted = true;
+    if (!this.lease.isLeader) return;
+    this.#syncing ??= this.#runSyncs(reason).finally(() => {
+      this.#syncing = undefined;
+    });
+  }
+
+  async #runSyncs(reason: string): Promise<void> {
+    let delay = 250;
+    while (this.#syncWanted && this.lease.isLeader && !this.#closed) {
+      this.#syncWanted = false;
+      const started = performance.now();
+      try {
+        for (const p of this.#all) await p.fullSync(await this.#open(p.bucket));
+        this.#synced = true;
+        this.#opts.metrics?.fullSyncs.inc({ result: 'ok' });
+        this.#opts.logger.info({ reason, endpoints: this.endpoints.size, modelServers: this.modelServers.size, modelRoutes: this.modelRoutes.size, ms: Math.round(performance.now() - started) }, 'published full state');
+        delay = 250;
+      } catch (err) {
+        this.#syncWanted = true;
+        this.#opts.metrics?.fullSyncs.inc({ result: 'error' });
+        this.#opts.logger.warn({ reason, err: (err as Error).message, retryInMs: delay }, 'full sync failed');
+        await new Promise<void>((resolve) => {
+          this.#backoff = setTimeout(resolve, delay);
+        });
+        delay = Math.min(MAX_BACKOFF_MS, delay * 2);
+      }
+    }
+  }
+
+  #open(bucket: string) {
+    const schema = bucket === Buckets.endpoints ? EndpointRecordSchema : bucket === Buckets.modelServers ? ModelServerRecordSchema : ModelRouteRecordSchema;
+    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{ put(k: string, v: never): Promise<number>; delete(k: string): Promise<void>; keys(f?: string): Promise<string[]> }>;
+  }
+
+  #leaderChanged(leader: boolean): void {
+    for (const p of this.#all) p.setEnabled(leader);
+    this.#opts.onLeaderChange?.(leader);
+    if (leader) this.requestFullSync('won the writer lease');
+  }
+
+  /** Stops writing and gives up the lease (after the pending writes, so a standby starts from them). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#backoff) clearTimeout(this.#backoff);
+    this.#unsubscribeReconnect?.();
+    await this.#syncing;
+    if (this.lease.isLeader) {
+      await Promise.race([Promise.all(this.#all.map((p) => p.whenSettled())), new Promise((r) => setTimeout(r, 2000))]);
+    }
+    await this.lease.release();
+  }
+}

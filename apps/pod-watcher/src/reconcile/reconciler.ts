@@ -1,0 +1,150 @@
+import { objectKey } from '@triad/bus';
+import type { Inventory, InventoryChange } from '../inventory/inventory';
+import type { StatePublisher } from '../publish/state-publisher';
+import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/records';
+import type { EncoderRegistrySync } from '../registry/encoder-registry-sync';
+import { baseUrl, planEncoderRegistries } from '../registry/registry-plan';
+import type { Scraper } from '../scrape/scraper';
+import { EndpointTable } from '../topology/endpoint-table';
+import { targetId, type Placement } from '../topology/placement';
+
+export interface ReconcilerOptions {
+  readonly inventory: Inventory;
+  readonly scraper: Scraper;
+  readonly publisher: StatePublisher;
+  readonly registry?: EncoderRegistrySync;
+  readonly now?: () => number;
+}
+
+/**
+ * Turns inventory changes and scrape results into the desired KV state. Changes are collected and applied once
+ * per event-loop turn: every namespace touched is reclassified as a whole (EndpointTable), scrape targets follow
+ * the placements, and the publisher gets the new records. Whatever arrives in one turn (a relist, a file
+ * reload) is therefore applied as one consistent step.
+ */
+export class Reconciler {
+  readonly table = new EndpointTable();
+  readonly #opts: ReconcilerOptions;
+  readonly #now: () => number;
+  readonly #dirtyNamespaces = new Set<string>();
+  readonly #dirtyServers = new Set<string>();
+  readonly #dirtyRoutes = new Set<string>();
+  /** Scrape target → keys of the placements using it. */
+  readonly #byTarget = new Map<string, Set<string>>();
+  /** Placement key → its scrape target. */
+  readonly #targetOf = new Map<string, string>();
+  /** Encode targets' stale flag as last used in the registry plan. */
+  readonly #encoderStale = new Map<string, boolean>();
+  #registryDirty = false;
+  #scheduled = false;
+
+  constructor(options: ReconcilerOptions) {
+    this.#opts = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Inventory listener. */
+  onInventoryChange(c: InventoryChange): void {
+    this.#dirtyNamespaces.add(c.namespace);
+    if (c.kind === 'ModelServer') this.#dirtyServers.add(`${c.namespace}/${c.name}`);
+    if (c.kind === 'ModelRoute') this.#dirtyRoutes.add(`${c.namespace}/${c.name}`);
+    this.#schedule();
+  }
+
+  /** Scraper listener: refresh the records of every placement on that address. */
+  onScrapeUpdate(target: string): void {
+    const keys = this.#byTarget.get(target);
+    if (!keys) return;
+    const view = this.#opts.scraper.view(target);
+    const now = this.#now();
+    for (const key of keys) {
+      const p = this.table.get(key);
+      if (!p) continue;
+      this.#opts.publisher.endpoints.set(key, endpointRecord(p, view, now));
+      if (p.role === 'encode' && this.#encoderStale.get(target) !== view?.metrics.stale) this.#registryDirty = true;
+    }
+    if (this.#registryDirty) this.#schedule();
+  }
+
+  /** Applies pending changes now (the scheduled turn does the same). */
+  flush(): void {
+    this.#scheduled = false;
+    const { inventory, publisher } = this.#opts;
+    for (const id of this.#dirtyServers) {
+      const [ns, name] = id.split('/') as [string, string];
+      const ms = inventory.modelServer(ns, name);
+      if (ms) publisher.modelServers.set(objectKey(ns, name), modelServerRecord(ms));
+      else publisher.modelServers.remove(objectKey(ns, name));
+    }
+    for (const id of this.#dirtyRoutes) {
+      const [ns, name] = id.split('/') as [string, string];
+      const mr = inventory.modelRoute(ns, name);
+      if (mr) publisher.modelRoutes.set(objectKey(ns, name), modelRouteRecord(mr));
+      else publisher.modelRoutes.remove(objectKey(ns, name));
+    }
+    this.#dirtyServers.clear();
+    this.#dirtyRoutes.clear();
+    for (const ns of this.#dirtyNamespaces) this.#reconcileNamespace(ns);
+    this.#dirtyNamespaces.clear();
+    if (this.#registryDirty) this.#updateRegistryPlan();
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  #reconcileNamespace(namespace: string): void {
+    const { inventory, scraper, publisher } = this.#opts;
+    const diff = this.table.recompute(namespace, inventory.modelServers(namespace), inventory.pods(namespace));
+    const now = this.#now();
+    for (const p of diff.removed) {
+      this.#unlink(p.key);
+      publisher.endpoints.remove(p.key);
+    }
+    for (const p of diff.upserted) {
+      const id = targetId(p);
+      this.#link(p, id);
+      publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now));
+    }
+    if (diff.upserted.some((p) => p.mode === 'epd') || diff.removed.some((p) => p.mode === 'epd')) this.#registryDirty = true;
+  }
+
+  /** Points a placement at its address; a placement whose address changed lets go of the old one. */
+  #link(p: Placement, id: string): void {
+    const old = this.#targetOf.get(p.key);
+    if (old === id) return;
+    if (old !== undefined) this.#unlink(p.key);
+    this.#targetOf.set(p.key, id);
+    let keys = this.#byTarget.get(id);
+    if (!keys) this.#byTarget.set(id, (keys = new Set()));
+    keys.add(p.key);
+    this.#opts.scraper.acquire(id, baseUrl(p), p.engine);
+  }
+
+  #unlink(key: string): void {
+    const id = this.#targetOf.get(key);
+    if (id === undefined) return;
+    this.#targetOf.delete(key);
+    const keys = this.#byTarget.get(id);
+    if (!keys?.delete(key)) return;
+    if (keys.size === 0) {
+      this.#byTarget.delete(id);
+      this.#encoderStale.delete(id);
+    }
+    this.#opts.scraper.release(id);
+  }
+
+  #updateRegistryPlan(): void {
+    this.#registryDirty = false;
+    const { scraper, registry } = this.#opts;
+    if (!registry) return;
+    const healthy = (p: Placement) => {
+      const stale = scraper.view(targetId(p))?.metrics.stale ?? false;
+      this.#encoderStale.set(targetId(p), stale);
+      return !stale;
+    };
+    registry.update(planEncoderRegistries(this.table.all(), healthy));
+  }
+}

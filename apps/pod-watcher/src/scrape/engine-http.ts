@@ -1,0 +1,90 @@
+import { Agent, request } from 'undici';
+
+export type ScrapeFailureReason = 'timeout' | 'connect' | 'http' | 'body' | 'parse';
+
+/** A failed scrape request, with a reason label for metrics and a message for the endpoint's `lastError`. */
+export class ScrapeError extends Error {
+  readonly reason: ScrapeFailureReason;
+  constructor(reason: ScrapeFailureReason, message: string) {
+    super(message);
+    this.name = 'ScrapeError';
+    this.reason = reason;
+  }
+}
+
+export interface EngineHttpOptions {
+  /** Whole-request budget: connect, headers and body. */
+  readonly timeoutMs: number;
+  /** Larger bodies are cut off as errors (a /metrics page is tens of KB; this guards memory). */
+  readonly maxBodyBytes?: number;
+}
+
+/**
+ * Small HTTP calls to many engines over kept-alive connections (undici; two sockets per engine, since the
+ * scraper sends at most one metrics and one models request to an engine at once).
+ */
+export class EngineHttp {
+  readonly #agent: Agent;
+  readonly #timeoutMs: number;
+  readonly #maxBody: number;
+
+  constructor(options: EngineHttpOptions) {
+    this.#timeoutMs = options.timeoutMs;
+    this.#maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024;
+    this.#agent = new Agent({ connections: 2, keepAliveTimeout: 30_000, connectTimeout: options.timeoutMs });
+  }
+
+  /** Resolves to the body of a 2xx answer; rejects with a ScrapeError otherwise. */
+  async getText(url: string): Promise<string> {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
+    try {
+      const res = await request(url, { method: 'GET', dispatcher: this.#agent, signal: ctl.signal, headers: { accept: 'text/plain, application/json' } });
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        res.body.dump().catch(() => undefined);
+        throw new ScrapeError('http', `GET ${url}: HTTP ${res.statusCode}`);
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of res.body) {
+        size += (chunk as Buffer).length;
+        if (size > this.#maxBody) {
+          res.body.destroy();
+          throw new ScrapeError('body', `GET ${url}: body larger than ${this.#maxBody} bytes`);
+        }
+        chunks.push(chunk as Buffer);
+      }
+      return Buffer.concat(chunks, size).toString('utf8');
+    } catch (err) {
+      if (err instanceof ScrapeError) throw err;
+      if (ctl.signal.aborted) throw new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);
+      const code = (err as { code?: string }).code;
+      const reason: ScrapeFailureReason = code && /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT|UND_ERR_SOCKET|EPIPE/.test(code) ? 'connect' : 'body';
+      throw new ScrapeError(reason, `GET ${url}: ${code ? `${code} ` : ''}${(err as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A JSON request (the SGLang encoder registry); resolves to the status and body text, whatever the status. */
+  async send(method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown): Promise<{ status: number; text: string }> {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
+    try {
+      const res = await request(url, {
+        method, dispatcher: this.#agent, signal: ctl.signal,
+        ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+      });
+      return { status: res.statusCode, text: await res.body.text() };
+    } catch (err) {
+      if (ctl.signal.aborted) throw new ScrapeError('timeout', `${method} ${url}: no complete answer within ${this.#timeoutMs} ms`);
+      throw new ScrapeError('connect', `${method} ${url}: ${(err as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#agent.close().catch(() => this.#agent.destroy());
+  }
+}

@@ -1,0 +1,103 @@
+import type { InferenceEngine } from '@triad/crd';
+import { histogramTotals, parsePrometheusText, sumSamples, type MetricFamily } from '@triad/prom-text';
+import type { HistogramTotals } from './histogram-mean';
+
+/** Load figures read from one /metrics response, summed over every series (DP ranks, label sets). */
+export interface EngineLoad {
+  readonly running: number;
+  readonly waiting: number;
+  /** Mean KV-cache usage over the engine's ranks, 0..1. */
+  readonly kvCacheUsage: number;
+  readonly ttft: HistogramTotals | undefined;
+  readonly tpot: HistogramTotals | undefined;
+}
+
+interface MetricNames {
+  readonly running: string;
+  readonly waiting: string;
+  /** Current name first, then older names some builds still serve. */
+  readonly kvUsage: readonly string[];
+  readonly ttft: readonly string[];
+  readonly tpot: readonly string[];
+}
+
+/** The metric names each engine serves (wire-protocols §4; Kthena's table plus the renamed and older names). */
+export const ENGINE_METRIC_NAMES: Readonly<Record<InferenceEngine, MetricNames>> = {
+  vLLM: {
+    running: 'vllm:num_requests_running',
+    waiting: 'vllm:num_requests_waiting',
+    kvUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
+    ttft: ['vllm:time_to_first_token_seconds'],
+    tpot: ['vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'],
+  },
+  SGLang: {
+    running: 'sglang:num_running_reqs',
+    waiting: 'sglang:num_queue_reqs',
+    kvUsage: ['sglang:token_usage'],
+    ttft: ['sglang:time_to_first_token_seconds'],
+    tpot: ['sglang:inter_token_latency_seconds', 'sglang:time_per_output_token_seconds'],
+  },
+};
+
+const FAMILY_FILTER: Readonly<Record<InferenceEngine, ReadonlySet<string>>> = {
+  vLLM: familySet(ENGINE_METRIC_NAMES.vLLM),
+  SGLang: familySet(ENGINE_METRIC_NAMES.SGLang),
+};
+
+function familySet(n: MetricNames): ReadonlySet<string> {
+  return new Set([n.running, n.waiting, ...n.kvUsage, ...n.ttft, ...n.tpot]);
+}
+
+type Families = ReadonlyMap<string, MetricFamily>;
+
+/** A ratio per rank: the pod's usage is the mean over its ranks (a sum of ratios means nothing, the last one is a guess). */
+function meanGauge(families: Families, names: readonly string[]): number | undefined {
+  for (const name of names) {
+    const fam = families.get(name);
+    if (!fam) continue;
+    let total = 0;
+    let n = 0;
+    for (const s of fam.samples) {
+      if (s.name !== name || !Number.isFinite(s.value)) continue;
+      total += s.value;
+      n += 1;
+    }
+    if (n > 0) return Math.min(1, Math.max(0, total / n));
+  }
+  return undefined;
+}
+
+function firstHistogram(families: Families, names: readonly string[]): HistogramTotals | undefined {
+  for (const name of names) {
+    const h = histogramTotals(families, name);
+    if (h && Number.isFinite(h.sum) && Number.isFinite(h.count)) return h;
+  }
+  return undefined;
+}
+
+const finiteOrZero = (v: number | undefined): number => (v !== undefined && Number.isFinite(v) && v > 0 ? v : 0);
+
+/**
+ * Reads an engine's load from its Prometheus text. A response with none of the engine's gauges is an error (a
+ * wrong `inferenceEngine`, a proxy's error page, SGLang without `--enable-metrics`), not an idle engine.
+ */
+export function readEngineLoad(engine: InferenceEngine, text: string): { ok: true; load: EngineLoad } | { ok: false; error: string } {
+  const names = ENGINE_METRIC_NAMES[engine];
+  const { families } = parsePrometheusText(text, { families: FAMILY_FILTER[engine] });
+  const running = sumSamples(families, names.running);
+  const waiting = sumSamples(families, names.waiting);
+  const kvCacheUsage = meanGauge(families, names.kvUsage);
+  if (running === undefined && waiting === undefined && kvCacheUsage === undefined) {
+    return { ok: false, error: `no ${names.running}, ${names.waiting} or ${names.kvUsage[0]} in the /metrics response (is inferenceEngine ${engine} right?)` };
+  }
+  return {
+    ok: true,
+    load: {
+      running: finiteOrZero(running),
+      waiting: finiteOrZero(waiting),
+      kvCacheUsage: kvCacheUsage ?? 0,
+      ttft: firstHistogram(families, names.ttft),
+      tpot: firstHistogram(families, names.tpot),
+    },
+  };
+}

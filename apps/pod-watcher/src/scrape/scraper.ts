@@ -1,0 +1,212 @@
+import type { InferenceEngine } from '@triad/crd';
+import type { MetricsSnapshot } from '@triad/bus';
+import type { Logger } from '@triad/runtime';
+import type { WatcherMetrics } from '../ops/metrics';
+import { readEngineLoad } from './engine-metrics';
+import { ScrapeError, type EngineHttp } from './engine-http';
+import { intervalMeanMs, type HistogramTotals } from './histogram-mean';
+import { parseModelIds } from './models';
+
+/** What the scraper knows of one engine address. */
+export interface TargetView {
+  readonly metrics: MetricsSnapshot;
+  /** Model ids from GET /v1/models (base model and LoRA adapters); empty until the first answer. */
+  readonly models: readonly string[];
+}
+
+export interface ScraperOptions {
+  readonly intervalMs: number;
+  readonly modelsIntervalMs: number;
+  readonly concurrency: number;
+  readonly http: EngineHttp;
+  readonly logger: Logger;
+  readonly metrics?: WatcherMetrics;
+  /** Called after a target's metrics or models changed (or its scrape failed). */
+  readonly onUpdate: (targetId: string) => void;
+  readonly now?: () => number;
+}
+
+interface Target {
+  readonly id: string;
+  readonly baseUrl: string;
+  engine: InferenceEngine;
+  /** Placements using this address (several ModelServers may share a pod and port). */
+  refs: number;
+  view: TargetView;
+  ttftTotals: HistogramTotals | undefined;
+  tpotTotals: HistogramTotals | undefined;
+  modelsAt: number;
+  queued: boolean;
+  removed: boolean;
+}
+
+const NEVER_SCRAPED: MetricsSnapshot = Object.freeze({ running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false });
+
+/**
+ * Scrapes every engine address on a fixed interval with bounded concurrency. Each address is scraped on its own:
+ * a slow or dead engine holds one worker until its timeout and never delays the others' cycle (Kthena waited
+ * for the whole pass). A failed scrape keeps the last good numbers and marks the snapshot stale with the error;
+ * the endpoint is never dropped for it.
+ */
+export class Scraper {
+  readonly #targets = new Map<string, Target>();
+  readonly #queue: Target[] = [];
+  readonly #opts: ScraperOptions;
+  readonly #now: () => number;
+  #active = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+  readonly #idle = new Set<() => void>();
+
+  constructor(options: ScraperOptions) {
+    this.#opts = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  start(): void {
+    if (this.#timer || this.#closed) return;
+    this.#timer = setInterval(() => this.#tick(), this.#opts.intervalMs);
+    this.#timer.unref?.();
+  }
+
+  /** Adds a reference to `ip:port`; a new address is scraped at once. */
+  acquire(id: string, baseUrl: string, engine: InferenceEngine): void {
+    const t = this.#targets.get(id);
+    if (t) {
+      t.refs += 1;
+      t.engine = engine;
+      return;
+    }
+    const target: Target = { id, baseUrl, engine, refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, queued: false, removed: false };
+    this.#targets.set(id, target);
+    this.#enqueue(target);
+  }
+
+  /** Drops a reference; the address is forgotten when no placement uses it. */
+  release(id: string): void {
+    const t = this.#targets.get(id);
+    if (!t) return;
+    t.refs -= 1;
+    if (t.refs <= 0) {
+      t.removed = true;
+      this.#targets.delete(id);
+    }
+  }
+
+  view(id: string): TargetView | undefined {
+    return this.#targets.get(id)?.view;
+  }
+
+  get size(): number {
+    return this.#targets.size;
+  }
+
+  staleCount(): number {
+    let n = 0;
+    for (const t of this.#targets.values()) if (t.view.metrics.stale) n += 1;
+    return n;
+  }
+
+  /** Resolves when no scrape is running or queued (tests and shutdown). */
+  idle(): Promise<void> {
+    if (this.#active === 0 && this.#queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idle.add(resolve));
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#queue.length = 0;
+    await this.idle();
+  }
+
+  #tick(): void {
+    for (const t of this.#targets.values()) this.#enqueue(t);
+  }
+
+  #enqueue(t: Target): void {
+    // A target still queued or in flight from the previous tick is not queued twice.
+    if (t.queued || this.#closed) return;
+    t.queued = true;
+    this.#queue.push(t);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (this.#active < this.#opts.concurrency && this.#queue.length > 0) {
+      const t = this.#queue.shift() as Target;
+      if (t.removed) {
+        t.queued = false;
+        continue;
+      }
+      this.#active += 1;
+      this.#scrape(t).finally(() => {
+        t.queued = false;
+        this.#active -= 1;
+        this.#pump();
+        if (this.#active === 0 && this.#queue.length === 0) {
+          for (const resolve of this.#idle) resolve();
+          this.#idle.clear();
+        }
+      });
+    }
+  }
+
+  async #scrape(t: Target): Promise<void> {
+    const started = this.#now();
+    const modelsDue = t.modelsAt === 0 || started - t.modelsAt >= this.#opts.modelsIntervalMs;
+    const [metricsResult, modelsResult] = await Promise.allSettled([
+      this.#fetchLoad(t),
+      modelsDue ? this.#opts.http.getText(`${t.baseUrl}/v1/models`).then(parseModelIds) : Promise.resolve(undefined),
+    ]);
+    if (t.removed) return;
+    const prev = t.view;
+    let metrics = prev.metrics;
+    let models = prev.models;
+    if (metricsResult.status === 'fulfilled') {
+      const load = metricsResult.value;
+      const m: MetricsSnapshot = { running: load.running, waiting: load.waiting, kvCacheUsage: load.kvCacheUsage, scrapedAt: this.#now(), stale: false };
+      const ttftMs = intervalMeanMs(t.ttftTotals, load.ttft, prev.metrics.ttftMs);
+      const tpotMs = intervalMeanMs(t.tpotTotals, load.tpot, prev.metrics.tpotMs);
+      if (ttftMs !== undefined) m.ttftMs = ttftMs;
+      if (tpotMs !== undefined) m.tpotMs = tpotMs;
+      t.ttftTotals = load.ttft ?? t.ttftTotals;
+      t.tpotTotals = load.tpot ?? t.tpotTotals;
+      metrics = m;
+      this.#opts.metrics?.scrapes.inc({ what: 'metrics', result: 'ok' });
+      this.#opts.metrics?.scrapeDuration.observe((this.#now() - started) / 1000);
+      if (prev.metrics.stale) this.#opts.logger.info({ target: t.id }, 'scrapes succeed again');
+    } else {
+      const err = metricsResult.reason as Error;
+      const reason = err instanceof ScrapeError ? err.reason : 'parse';
+      this.#opts.metrics?.scrapes.inc({ what: 'metrics', result: 'error' });
+      this.#opts.metrics?.scrapeErrors.inc({ what: 'metrics', reason });
+      if (!prev.metrics.stale || prev.metrics.lastError !== err.message) this.#opts.logger.warn({ target: t.id, reason, err: err.message }, 'scrape failed; endpoint marked stale');
+      metrics = { ...prev.metrics, stale: true, lastError: err.message };
+    }
+    if (modelsDue) {
+      if (modelsResult.status === 'fulfilled' && modelsResult.value) {
+        t.modelsAt = this.#now();
+        models = sameList(prev.models, modelsResult.value) ? prev.models : modelsResult.value;
+        this.#opts.metrics?.scrapes.inc({ what: 'models', result: 'ok' });
+      } else if (modelsResult.status === 'rejected') {
+        const err = modelsResult.reason as Error;
+        this.#opts.metrics?.scrapes.inc({ what: 'models', result: 'error' });
+        this.#opts.metrics?.scrapeErrors.inc({ what: 'models', reason: err instanceof ScrapeError ? err.reason : 'parse' });
+      }
+    }
+    t.view = { metrics, models };
+    this.#opts.onUpdate(t.id);
+  }
+
+  async #fetchLoad(t: Target) {
+    const text = await this.#opts.http.getText(`${t.baseUrl}/metrics`);
+    const read = readEngineLoad(t.engine, text);
+    if (!read.ok) throw new ScrapeError('parse', read.error);
+    return read.load;
+  }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}

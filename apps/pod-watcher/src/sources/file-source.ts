@@ -1,0 +1,148 @@
+import { createHash } from 'node:crypto';
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import type { Logger } from '@triad/runtime';
+import { WATCHED_KINDS, type WatchedKind } from '../inventory/inventory';
+import type { WatcherMetrics } from '../ops/metrics';
+import type { ObjectSource, SourceSink } from './source';
+
+interface Identified {
+  readonly kind: WatchedKind;
+  readonly namespace: string;
+  readonly name: string;
+  readonly raw: Record<string, unknown>;
+}
+
+/** Objects of one file version, or why the whole version is refused. */
+export type FileParse = { ok: true; objects: Identified[]; duplicates: string[] } | { ok: false; error: string };
+
+/**
+ * Parses the multi-document YAML. A syntax error, or a watched object without a kind or name, refuses the whole
+ * version: without its identity we cannot tell which object it was meant to replace, and treating it as deleted
+ * could empty a live pool. Invalid specs are not refused here; the inventory keeps their last valid version.
+ */
+export function parseSourceFile(text: string): FileParse {
+  const docs = parseAllDocuments(text, { prettyErrors: false });
+  const list = Array.isArray(docs) ? docs : [docs];
+  const objects = new Map<string, Identified>();
+  const duplicates: string[] = [];
+  for (const [i, doc] of list.entries()) {
+    if (doc.errors.length > 0) return { ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}` };
+    const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
+    if (value === null || value === undefined) continue;
+    if (typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: `document ${i + 1}: not a YAML mapping` };
+    const raw = value as Record<string, unknown>;
+    const kind = raw['kind'];
+    if (kind === undefined) return { ok: false, error: `document ${i + 1}: no kind` };
+    if (!WATCHED_KINDS.includes(kind as WatchedKind)) continue;
+    const meta = (raw['metadata'] ?? {}) as Record<string, unknown>;
+    if (typeof meta['name'] !== 'string' || meta['name'] === '') return { ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name` };
+    const namespace = typeof meta['namespace'] === 'string' && meta['namespace'] !== '' ? meta['namespace'] : 'default';
+    const id = `${String(kind)}/${namespace}/${meta['name']}`;
+    if (objects.has(id)) duplicates.push(id);
+    objects.set(id, { kind: kind as WatchedKind, namespace, name: meta['name'], raw });
+  }
+  return { ok: true, objects: [...objects.values()], duplicates };
+}
+
+export interface FileSourceOptions {
+  readonly path: string;
+  readonly logger: Logger;
+  readonly metrics?: WatcherMetrics;
+  /** Quiet time after a change before re-reading (editors write in several steps). */
+  readonly debounceMs?: number;
+}
+
+/**
+ * `--source file:PATH`: the objects of a YAML file, re-read whenever its directory changes (editors and
+ * ConfigMap mounts replace files by renaming, which a watch on the file itself would miss). Identical content is
+ * skipped; a refused version is logged and the previous state stays.
+ */
+export class FileSource implements ObjectSource {
+  readonly #path: string;
+  readonly #opts: FileSourceOptions;
+  #sink: SourceSink | undefined;
+  #watcher: FSWatcher | undefined;
+  #debounce: NodeJS.Timeout | undefined;
+  #lastHash = '';
+  #known = new Map<string, Identified>();
+  #loading: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(options: FileSourceOptions) {
+    this.#path = resolve(options.path);
+    this.#opts = options;
+  }
+
+  async start(sink: SourceSink): Promise<void> {
+    this.#sink = sink;
+    const text = await readFile(this.#path, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      throw new Error(`cannot read the source file ${this.#path}: ${err.code ?? err.message}`);
+    });
+    const parsed = parseSourceFile(text);
+    if (!parsed.ok) throw new Error(`source file ${this.#path} refused: ${parsed.error}`);
+    this.#apply(text, parsed);
+    // Any entry of the directory may mean our file changed (ConfigMap mounts swap a `..data` symlink); the
+    // content hash makes unrelated events cheap.
+    this.#watcher = watch(dirname(this.#path), () => this.#scheduleReload());
+    this.#watcher.on('error', (err) => this.#opts.logger.warn({ path: this.#path, err: err.message }, 'file watch failed'));
+  }
+
+  /** Re-reads the file now (also what a change notification does after the debounce). */
+  reload(): Promise<void> {
+    this.#loading = this.#loading.then(() => this.#reload());
+    return this.#loading;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#debounce) clearTimeout(this.#debounce);
+    this.#watcher?.close();
+    await this.#loading;
+  }
+
+  #scheduleReload(): void {
+    if (this.#closed) return;
+    if (this.#debounce) clearTimeout(this.#debounce);
+    this.#debounce = setTimeout(() => void this.reload(), this.#opts.debounceMs ?? 50);
+  }
+
+  async #reload(): Promise<void> {
+    if (this.#closed) return;
+    let text: string;
+    try {
+      text = await readFile(this.#path, 'utf8');
+    } catch (err) {
+      // Mid-rename, or deleted: keep the state; the next change event re-reads.
+      this.#opts.logger.warn({ path: this.#path, err: (err as NodeJS.ErrnoException).code }, 'cannot read the source file; keeping the last state');
+      return;
+    }
+    if (hash(text) === this.#lastHash) return;
+    const parsed = parseSourceFile(text);
+    if (!parsed.ok) {
+      this.#lastHash = hash(text);
+      this.#opts.metrics?.fileReloads.inc({ result: 'refused' });
+      this.#opts.logger.warn({ path: this.#path, error: parsed.error }, 'source file refused; keeping the last state');
+      return;
+    }
+    this.#apply(text, parsed);
+  }
+
+  #apply(text: string, parsed: Extract<FileParse, { ok: true }>): void {
+    const sink = this.#sink as SourceSink;
+    this.#lastHash = hash(text);
+    for (const id of parsed.duplicates) this.#opts.logger.warn({ path: this.#path, object: id }, 'object defined twice; the later document wins');
+    const next = new Map(parsed.objects.map((o) => [`${o.kind}/${o.namespace}/${o.name}`, o]));
+    for (const [id, o] of this.#known) if (!next.has(id)) sink.remove(o.kind, o.namespace, o.name);
+    for (const o of next.values()) sink.upsert(o.raw);
+    this.#known = next;
+    this.#opts.metrics?.fileReloads.inc({ result: 'applied' });
+    this.#opts.logger.info({ path: this.#path, objects: next.size }, 'source file loaded');
+  }
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

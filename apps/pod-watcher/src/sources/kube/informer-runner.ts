@@ -1,0 +1,111 @@
+import type { Logger } from '@triad/runtime';
+
+/** The informer surface the runner drives (client-node's `Informer`). */
+export interface RunnableInformer {
+  on(verb: 'error' | 'connect', cb: (err?: unknown) => void): void;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const MIN_BACKOFF_MS = 250;
+const MAX_BACKOFF_MS = 30_000;
+
+/**
+ * Keeps one client-node informer running. The informer relists by itself after 410 Gone and resumes after a
+ * clean close, but after any other list or watch error it stops for good; the runner restarts it with
+ * exponential backoff (and jitter, so many watchers do not hammer a recovering API server in step). `stop()`
+ * aborts the watch, which the informer also reports as an error: that one must not restart it.
+ */
+export class InformerRunner {
+  readonly #name: string;
+  readonly #informer: RunnableInformer;
+  readonly #logger: Logger;
+  #errors = 0;
+  #starting = false;
+  #stopping = false;
+  #attempt = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #synced = false;
+  #resolveSynced: () => void = () => undefined;
+  readonly #syncedPromise = new Promise<void>((resolve) => {
+    this.#resolveSynced = resolve;
+  });
+
+  constructor(name: string, informer: RunnableInformer, logger: Logger) {
+    this.#name = name;
+    this.#informer = informer;
+    this.#logger = logger;
+    informer.on('error', (err) => {
+      this.#errors += 1;
+      if (this.#stopping) return;
+      this.#logger.warn({ informer: name, err: describe(err) }, 'list/watch failed; restarting');
+      if (!this.#starting) this.#scheduleRestart();
+    });
+  }
+
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  /** Starts the informer; resolves after its first successful list and watch (retrying until then). */
+  async start(): Promise<void> {
+    if (await this.#attemptStart()) this.#markSynced();
+    else this.#scheduleRestart();
+    await this.#syncedPromise;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#informer.stop();
+  }
+
+  /** One start of the informer; true when it listed and opened its watch without an error. */
+  async #attemptStart(): Promise<boolean> {
+    this.#starting = true;
+    const before = this.#errors;
+    try {
+      await this.#informer.start();
+    } catch (err) {
+      this.#errors += 1;
+      this.#logger.warn({ informer: this.#name, err: describe(err) }, 'informer start failed');
+    } finally {
+      this.#starting = false;
+    }
+    return this.#errors === before && !this.#stopping;
+  }
+
+  #scheduleRestart(): void {
+    if (this.#timer || this.#stopping) return;
+    const base = Math.min(MAX_BACKOFF_MS, MIN_BACKOFF_MS * 2 ** this.#attempt);
+    const delay = Math.round(base / 2 + Math.random() * (base / 2));
+    this.#attempt += 1;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.#stopping) return;
+      void this.#attemptStart().then((ok) => {
+        if (ok) {
+          this.#logger.info({ informer: this.#name }, 'list/watch resumed');
+          this.#attempt = 0;
+          this.#markSynced();
+        } else {
+          this.#scheduleRestart();
+        }
+      });
+    }, delay);
+  }
+
+  #markSynced(): void {
+    if (this.#synced) return;
+    this.#synced = true;
+    this.#resolveSynced();
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown; statusCode?: unknown }).statusCode ?? (err as { code?: unknown }).code;
+    return code !== undefined ? `${String(code)} ${err.message}` : err.message;
+  }
+  return String(err);
+}

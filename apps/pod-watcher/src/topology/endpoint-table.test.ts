@@ -1,0 +1,73 @@
+import { ModelServerSchema, PodSchema, type ModelServer, type Pod } from '@triad/crd';
+import { modelServer, pod } from '../../test/support/objects';
+import { EndpointTable } from './endpoint-table';
+import { placePods } from './placement';
+
+const ms = (...args: Parameters<typeof modelServer>): ModelServer => ModelServerSchema.parse(modelServer(...args));
+const p = (...args: Parameters<typeof pod>): Pod => PodSchema.parse(pod(...args));
+
+describe('placing pods of a ModelServer', () => {
+  it('classifies Ready matching pods with role, group, role port and SGLang bootstrap port', () => {
+    const server = ms('qwen', { engine: 'SGLang', mode: 'pd', ports: { prefillPort: 30001 }, bootstrapPort: 9000 });
+    const placed = placePods(server, [
+      p('p0', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.1' }),
+      p('p1', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.2', annotations: { 'triad.io/bootstrap-port': '8999' } }),
+      p('d0', { app: 'qwen', group: 'g1', role: 'decode' }, { ip: '10.0.0.3' }),
+      p('x0', { app: 'qwen', role: 'decode' }, { ip: '10.0.0.4' }),
+      p('u0', { app: 'qwen', group: 'g1', role: 'decode' }, { ip: '10.0.0.5', ready: false }),
+      p('o0', { app: 'other', group: 'g1', role: 'decode' }, { ip: '10.0.0.6' }),
+      p('n0', { app: 'qwen', group: 'g1', role: 'decode' }, { ip: '10.0.0.7', namespace: 'elsewhere' }),
+    ]);
+    expect(placed.map((x) => [x.pod, x.role, x.group, x.ip, x.port, x.bootstrapPort])).toEqual([
+      ['p0', 'prefill', 'g1', '10.0.0.1', 30001, 9000],
+      ['p1', 'prefill', 'g1', '10.0.0.2', 30001, 8999],
+      ['d0', 'decode', 'g1', '10.0.0.3', 8000, undefined],
+    ]);
+    expect(placed[0]).toMatchObject({ key: 'default.qwen.p0', engine: 'SGLang', mode: 'pd', namespace: 'default', modelServer: 'qwen' });
+  });
+});
+
+describe('endpoint table', () => {
+  const labels = (role: string) => ({ app: 'qwen', group: 'g1', role });
+
+  it('reports a relabelled pod as changed (prefill → decode), never keeping the old role', () => {
+    const t = new EndpointTable();
+    const server = ms('qwen');
+    t.recompute('default', [server], [p('a', labels('prefill'))]);
+    const diff = t.recompute('default', [server], [p('a', labels('decode'))]);
+    expect(diff.upserted.map((x) => [x.pod, x.role])).toEqual([['a', 'decode']]);
+    expect(diff.removed).toEqual([]);
+    expect(t.all().map((x) => x.role)).toEqual(['decode']);
+  });
+
+  it('removes pods that become unready, leave the selector, or whose ModelServer is gone', () => {
+    const t = new EndpointTable();
+    const server = ms('qwen');
+    t.recompute('default', [server], [p('a', labels('prefill')), p('b', labels('decode')), p('c', labels('decode'))]);
+    const diff = t.recompute('default', [server], [p('a', labels('prefill'), { ready: false }), p('b', { ...labels('decode'), app: 'other' }), p('c', labels('decode'))]);
+    expect(diff.removed.map((x) => x.pod).sort()).toEqual(['a', 'b']);
+    expect(t.recompute('default', [], [p('c', labels('decode'))]).removed.map((x) => x.pod)).toEqual(['c']);
+    expect(t.size).toBe(0);
+  });
+
+  it('empties the pool when the selector is edited to match nothing, and follows a pipelineMode change', () => {
+    const t = new EndpointTable();
+    const pods = [p('a', labels('prefill')), p('b', labels('decode'))];
+    t.recompute('default', [ms('qwen')], pods);
+    expect(t.recompute('default', [ms('qwen', { matchLabels: { app: 'nobody' } })], pods).removed).toHaveLength(2);
+    expect(t.size).toBe(0);
+    t.recompute('default', [ms('qwen')], pods);
+    const agg = t.recompute('default', [ms('qwen', { mode: 'aggregated' })], pods);
+    expect(agg.upserted.map((x) => [x.pod, x.role, x.group])).toEqual([['a', 'aggregated', undefined], ['b', 'aggregated', undefined]]);
+    expect(t.countByRole()).toEqual({ aggregated: 2 });
+  });
+
+  it('places one pod in several ModelServers, and reports nothing when nothing changed', () => {
+    const t = new EndpointTable();
+    const pods = [p('a', { ...labels('decode'), shared: 'yes' })];
+    const servers = [ms('qwen'), ms('other', { mode: 'aggregated', matchLabels: { shared: 'yes' } })];
+    expect(t.recompute('default', servers, pods).upserted.map((x) => x.key)).toEqual(['default.qwen.a', 'default.other.a']);
+    expect(t.recompute('default', servers, pods)).toEqual({ upserted: [], removed: [] });
+    expect(t.ofModelServer('default', 'other').map((x) => x.role)).toEqual(['aggregated']);
+  });
+});

@@ -1,0 +1,129 @@
+import { connectBus, type Bus } from '@triad/bus/client';
+import { startOpsServer, type Logger, type OpsServer } from '@triad/runtime';
+import { registryInterval, type WatcherConfig } from './config';
+import { Inventory } from './inventory/inventory';
+import { WatcherMetrics } from './ops/metrics';
+import { StatePublisher } from './publish/state-publisher';
+import { Reconciler } from './reconcile/reconciler';
+import { EncoderRegistrySync } from './registry/encoder-registry-sync';
+import { EngineHttp } from './scrape/engine-http';
+import { Scraper } from './scrape/scraper';
+import { FileSource } from './sources/file-source';
+import type { ObjectSource } from './sources/source';
+
+export interface PodWatcher {
+  readonly opsPort: number;
+  /** First full state delivered and published (or, for a standby, the lease state known). */
+  readonly ready: boolean;
+  readonly isLeader: boolean;
+  readonly inventory: Inventory;
+  readonly reconciler: Reconciler;
+  readonly scraper: Scraper;
+  readonly publisher: StatePublisher;
+  readonly registry: EncoderRegistrySync;
+  readonly source: ObjectSource;
+  readonly metrics: WatcherMetrics;
+  /** Resolves when every pending KV write is acknowledged (writer only). */
+  whenSettled(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StartPodWatcherOptions {
+  readonly config: WatcherConfig;
+  readonly logger: Logger;
+  /** Replaces the source named by `config.source` (tests). */
+  readonly source?: ObjectSource;
+  /** Register the process-wide default metrics (off in tests that run several watchers in one process). */
+  readonly defaultMetrics?: boolean;
+}
+
+function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMetrics): ObjectSource {
+  if (config.source.kind === 'file') return new FileSource({ path: config.source.path, logger, metrics });
+  // Loaded only for the kube source: it pulls in @kubernetes/client-node.
+  const { KubeSource } = require('./sources/kube/kube-source') as typeof import('./sources/kube/kube-source');
+  return new KubeSource({ namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), logger, metrics });
+}
+
+/**
+ * Wires the pod-watcher: source → inventory (validation) → reconciler (classification, scrape targets) →
+ * publisher (KV, under the writer lease), with the scraper and the SGLang encoder-registry sync on the side.
+ */
+export async function startPodWatcher(options: StartPodWatcherOptions): Promise<PodWatcher> {
+  const { config, logger } = options;
+  const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+  let publisher: StatePublisher | undefined;
+  let closed = false;
+  const ops: OpsServer = await startOpsServer({
+    port: config.metricsPort,
+    registry: metrics.registry,
+    readiness: () => (publisher?.ready ? { ready: true } : { ready: false, reason: publisher ? 'first sync not published yet' : 'connecting to NATS' }),
+    liveness: () => !closed,
+  });
+  logger.info({ config: { ...config, source: config.source.kind === 'file' ? `file:${config.source.path}` : 'kube' }, opsPort: ops.port }, 'pod-watcher starting');
+
+  let bus: Bus | undefined;
+  const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });
+  try {
+    bus = await connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, waitOnFirstConnect: true });
+    const registry = new EncoderRegistrySync({ http, intervalMs: registryInterval(config), logger, metrics });
+    publisher = new StatePublisher({
+      bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,
+      metricsHeartbeatMs: config.metricsHeartbeatMs, onLeaderChange: (leader) => registry.setEnabled(leader),
+    });
+    const pub = publisher;
+    // The inventory and scraper report to the reconciler, which needs both: built last, found through this binding.
+    let reconciler: Reconciler | undefined;
+    const scraper = new Scraper({
+      intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, concurrency: config.scrapeConcurrency,
+      http, logger, metrics, onUpdate: (target) => reconciler?.onScrapeUpdate(target),
+    });
+    const source = options.source ?? createSource(config, logger, metrics);
+    const inventory = new Inventory({ logger, metrics, ...(source.status ? { status: source.status } : {}), onChange: (c) => reconciler?.onInventoryChange(c) });
+    reconciler = new Reconciler({ inventory, scraper, publisher: pub, registry });
+    const rec = reconciler;
+    metrics.watch({
+      objects: () => inventory.counts(),
+      invalidObjects: () => inventory.invalidCounts(),
+      endpoints: () => rec.table.countByRole(),
+      scrapeTargets: () => scraper.size,
+      staleTargets: () => scraper.staleCount(),
+      isLeader: () => pub.isLeader,
+    });
+
+    await pub.start();
+    await source.start({ upsert: (raw) => inventory.upsert(raw), remove: (kind, ns, name) => inventory.remove(kind, ns, name) });
+    rec.flush();
+    scraper.start();
+    pub.sourceSynced();
+    logger.info({ objects: inventory.counts(), endpoints: rec.table.size, leader: pub.isLeader }, 'source synced');
+
+    return {
+      opsPort: ops.port,
+      get ready() {
+        return pub.ready;
+      },
+      get isLeader() {
+        return pub.isLeader;
+      },
+      inventory, reconciler: rec, scraper, publisher: pub, registry, source, metrics,
+      whenSettled: () => pub.whenSettled(),
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        await source.close();
+        await scraper.close();
+        await registry.close();
+        await pub.close();
+        await bus?.drain().catch(() => bus?.close());
+        await http.close();
+        await ops.close();
+      },
+    };
+  } catch (err) {
+    closed = true;
+    await bus?.close().catch(() => undefined);
+    await http.close();
+    await ops.close();
+    throw err;
+  }
+}

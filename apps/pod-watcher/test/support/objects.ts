@@ -1,0 +1,62 @@
+import { API_VERSION } from '@triad/crd';
+
+/** Test builders for the objects a source delivers (the shapes of architecture.md §2). */
+export interface PodOptions {
+  readonly namespace?: string;
+  readonly ip?: string;
+  readonly ready?: boolean;
+  readonly annotations?: Record<string, string>;
+}
+
+export function pod(name: string, labels: Record<string, string>, opts: PodOptions = {}) {
+  const ready = opts.ready ?? true;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: opts.namespace ?? 'default', labels, ...(opts.annotations ? { annotations: opts.annotations } : {}) },
+    status: { phase: 'Running', podIP: opts.ip ?? '127.0.0.1', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+  };
+}
+
+export interface ServerOptions {
+  readonly namespace?: string;
+  readonly engine?: 'vLLM' | 'SGLang';
+  readonly mode?: 'aggregated' | 'pd' | 'epd';
+  readonly matchLabels?: Record<string, string>;
+  readonly port?: number;
+  readonly ports?: { encodePort?: number; prefillPort?: number; decodePort?: number };
+  readonly bootstrapPort?: number;
+}
+
+/** A ModelServer; `pd` and `epd` get a pdGroup keyed on `group` with `role: encode|prefill|decode` labels. */
+export function modelServer(name: string, opts: ServerOptions = {}) {
+  const mode = opts.mode ?? 'pd';
+  const pdGroup = mode === 'aggregated' ? undefined : {
+    groupKey: 'group',
+    ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
+    prefillLabels: { role: 'prefill' },
+    decodeLabels: { role: 'decode' },
+  };
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ModelServer',
+    metadata: { name, namespace: opts.namespace ?? 'default' },
+    spec: {
+      model: 'sim-model',
+      inferenceEngine: opts.engine ?? 'vLLM',
+      pipelineMode: mode,
+      workloadPort: { port: opts.port ?? 8000, ...(opts.ports ?? {}) },
+      workloadSelector: { matchLabels: opts.matchLabels ?? { app: name }, ...(pdGroup ? { pdGroup } : {}) },
+      ...(opts.bootstrapPort ? { bootstrapPort: opts.bootstrapPort } : {}),
+    },
+  };
+}
+
+export function modelRoute(name: string, modelServerName: string, namespace = 'default') {
+  return {
+    apiVersion: API_VERSION,
+    kind: 'ModelRoute',
+    metadata: { name, namespace },
+    spec: { modelName: name, rules: [{ targetModels: [{ modelServerName }] }] },
+  };
+}
