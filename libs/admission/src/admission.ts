@@ -253,6 +253,7 @@ class AdmissionService implements Admission {
       releasePermit = () => queued.permit.release();
     }
     this.#metrics.decisions.inc({ model: req.model, result: 'admitted', reason: '' });
+    req.span?.addEvent('triad.admission.admitted', { 'triad.admission.reserved_input_tokens': reservedIn, 'triad.admission.reserved_output_tokens': reservedOut, 'triad.queue.wait_ms': queueWaitMs });
     return new AdmittedRequest(req, { inputTokens: reservedIn, outputTokens: reservedOut }, queueWaitMs, reservation, releasePermit, this.#fair);
   }
 

@@ -17,8 +17,10 @@ export interface AdmissionMetrics {
   readonly queueSize: Gauge<'model' | 'user_id'>;
   readonly queueDuration: Histogram<'model' | 'user_id'>;
   readonly queueCancelled: Counter<'model' | 'user_id'>;
-  readonly queueDequeued: Counter<'model' | 'user_id'>;
+  readonly queueDequeued: CounterBatch<'model' | 'user_id'>;
   readonly queueInflight: Gauge<'model'>;
+  /** Runs `hook` whenever the in-flight gauge is collected (the fair scheduler sets it then). Returns a remover. */
+  onCollectInflight(hook: () => void): () => void;
 }
 
 /** Flush hooks of the batches feeding each counter, run by the counter's `collect` (at scrape time). */
@@ -74,16 +76,28 @@ function counter<L extends string>(registry: Registry, name: string, help: strin
   return (registry.getSingleMetric(name) as Counter<L> | undefined) ?? new Counter({ name, help, labelNames, registers: [registry] });
 }
 
+/** A gauge whose values are set by hooks when it is collected, instead of on every change. */
+function collectedGauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Gauge<L> {
+  let metric = registry.getSingleMetric(name) as Gauge<L> | undefined;
+  if (!metric) {
+    const hooks = new Set<() => void>();
+    metric = new Gauge({ name, help, labelNames, registers: [registry], collect: () => hooks.forEach((h) => h()) });
+    flushHooks.set(metric, hooks);
+  }
+  return metric;
+}
+
 function gauge<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Gauge<L> {
   return (registry.getSingleMetric(name) as Gauge<L> | undefined) ?? new Gauge({ name, help, labelNames, registers: [registry] });
 }
 
 /** Stops this instance's batches feeding the registry (after a last flush). */
 export function detachAdmissionMetrics(metrics: AdmissionMetrics): void {
-  for (const b of [metrics.decisions, metrics.auth, metrics.tokenEstimates, metrics.budgetPath]) b.detach();
+  for (const b of [metrics.decisions, metrics.auth, metrics.tokenEstimates, metrics.budgetPath, metrics.queueDequeued]) b.detach();
 }
 
 export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
+  const queueInflight = collectedGauge(registry, 'kthena_router_fairness_queue_inflight', 'Requests admitted by the fairness queue and not yet released.', ['model']);
   return {
     rateLimitExceeded: counter(registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', ['model', 'limit_type', 'path']),
     decisions: batched(registry, 'triad_admission_decisions_total', 'Admission decisions by result (admitted, rejected, fail_open) and reason.', ['model', 'result', 'reason']),
@@ -103,7 +117,12 @@ export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
         registers: [registry],
       }),
     queueCancelled: counter(registry, 'kthena_router_fairness_queue_cancelled_total', 'Queued requests that timed out or whose client went away.', ['model', 'user_id']),
-    queueDequeued: counter(registry, 'kthena_router_fairness_queue_dequeue_total', 'Requests taken out of the fairness queue for processing.', ['model', 'user_id']),
-    queueInflight: gauge(registry, 'kthena_router_fairness_queue_inflight', 'Requests admitted by the fairness queue and not yet released.', ['model']),
+    queueDequeued: batched(registry, 'kthena_router_fairness_queue_dequeue_total', 'Requests taken out of the fairness queue for processing.', ['model', 'user_id']),
+    queueInflight,
+    onCollectInflight: (hook) => {
+      const hooks = flushHooks.get(queueInflight);
+      hooks?.add(hook);
+      return () => hooks?.delete(hook);
+    },
   };
 }

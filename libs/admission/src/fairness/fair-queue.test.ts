@@ -103,6 +103,7 @@ describe('fair queueing through the admission facade', () => {
     expect(results.every((r) => r.ok)).toBe(true);
     // The first starts at once; the other three had to wait for their turn.
     expect(queuedEvents.filter((e) => e === 'triad.admission.queued')).toHaveLength(3);
+    expect(queuedEvents.filter((e) => e === 'triad.admission.admitted')).toHaveLength(4);
     expect(await metricValue(registry, 'kthena_router_fairness_queue_dequeue_total', { model: 'q' })).toBe(4);
   });
 });

@@ -99,7 +99,6 @@ export class FairQueue {
     const waitedMs = now - enqueuedAt;
     this.#deps.metrics.queueDequeued.inc(labels);
     this.#deps.metrics.queueDuration.observe(labels, waitedMs / 1000);
-    this.#deps.metrics.queueInflight.set({ model: this.#model }, this.#inflight);
     span?.addEvent('triad.admission.dequeued', { 'triad.queue.wait_ms': waitedMs });
     let released = false;
     return {
@@ -108,7 +107,6 @@ export class FairQueue {
         if (released) return;
         released = true;
         this.#inflight--;
-        this.#deps.metrics.queueInflight.set({ model: this.#model }, this.#inflight);
         this.#pump();
       },
     };

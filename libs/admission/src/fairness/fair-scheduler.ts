@@ -16,6 +16,7 @@ export class FairScheduler {
   readonly #queues = new Map<string, FairQueue>();
   readonly #tracker: UsageTracker;
   readonly #sweep: NodeJS.Timeout;
+  readonly #stopInflightHook: () => void;
 
   constructor(config: FairnessConfig, deps: { metrics: AdmissionMetrics; now: () => number; userLabel: (user: string | undefined) => string }) {
     this.#config = config;
@@ -25,6 +26,10 @@ export class FairScheduler {
     this.#tracker = new UsageTracker(config.windowSize, deps.now);
     this.#sweep = setInterval(() => this.#dropIdle(), 30_000);
     this.#sweep.unref();
+    // In-flight counts change on every request; the gauge reads them only when scraped.
+    this.#stopInflightHook = deps.metrics.onCollectInflight(() => {
+      for (const [model, q] of this.#queues) deps.metrics.queueInflight.set({ model }, q.inflight);
+    });
   }
 
   get tracker(): UsageTracker {
@@ -66,12 +71,17 @@ export class FairScheduler {
 
   #dropIdle(): void {
     const now = this.#now();
-    for (const [model, q] of this.#queues) if (q.idle(now)) this.#queues.delete(model);
+    for (const [model, q] of this.#queues) {
+      if (!q.idle(now)) continue;
+      this.#queues.delete(model);
+      this.#metrics.queueInflight.set({ model }, 0);
+    }
     this.#tracker.prune();
   }
 
   close(): void {
     clearInterval(this.#sweep);
+    this.#stopInflightHook();
     for (const q of this.#queues.values()) q.drain();
   }
 }
