@@ -161,10 +161,12 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
       write ||= changed;
     } else if (usage.window === rec.window - 1) {
       // The replica reports everything it spent in the previous window: its open lease there is settled.
+      // Not so for a keep-lease report, which leaves out what was spent from the lease.
       const open = rec.prevLeases[req.replica] !== undefined;
-      if (changed) for (const dim of DIMS) carry[dim] += (open ? usage.consumed[dim] : 0) - usage.refunded[dim];
-      if (open) delete rec.prevLeases[req.replica];
-      write ||= changed || open;
+      const complete = !(req.keepLease && usage === req.current);
+      if (changed) for (const dim of DIMS) carry[dim] += (open && complete ? usage.consumed[dim] : 0) - usage.refunded[dim];
+      if (open && complete) delete rec.prevLeases[req.replica];
+      write ||= changed || (open && complete);
     }
   }
   if (hadEntry) {

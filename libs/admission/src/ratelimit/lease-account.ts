@@ -273,7 +273,7 @@ export class LeaseAccount {
     if (outcome.window > this.#cur.window) {
       // Another replica's clock is ahead and rolled the record: follow the record's window.
       const old = this.#cur;
-      this.#prev = outcome.window === old.window + 1 && nonZero(old.refunded) ? old : undefined;
+      this.#prev = outcome.window === old.window + 1 && (nonZero(old.refunded) || nonZero(old.consumed)) ? old : undefined;
       this.#cur = { window: outcome.window, consumed: zero(), refunded: zero() };
     }
     this.#grant = outcome.grant;
