@@ -2,10 +2,9 @@ import type { EndpointRecord, EndpointRef } from '@triad/bus';
 import { hashString32 } from '../hashing/fast-hash';
 
 /**
- * What plugins see of an endpoint: its key, the latest record from the pod-watcher, a stable key hash, and the
- * metrics scorers read on every request copied into flat fields. Plugins loop over thousands of endpoints per
- * request; one object with fixed fields is far faster to read than `record.metrics.x` (three objects, shapes
- * varying with optional fields).
+ * An endpoint as plugins see it through `Candidates.endpoint(i)`: its key, the latest record from the
+ * pod-watcher, a stable key hash, and the metrics the index copies into its typed-array columns (flat here, so the
+ * copy reads one object with fixed fields rather than `record.metrics.x`, whose shape varies with optional fields).
  */
 export interface Endpoint {
   /** KV key `ns.modelserver.pod`. */
@@ -38,8 +37,8 @@ export interface InflightCell {
 }
 
 /**
- * The index's endpoint object. Besides the public fields it carries scratch slots the scheduler writes while it
- * runs one profile (`stamp`/`slot`) and the cached in-flight cell; they avoid building maps per request.
+ * The index's endpoint object. Besides the public fields it records which list holds it (for O(1) removal and
+ * position lookups) and caches its in-flight cell, so the hot path needs no per-request maps.
  */
 export class IndexedEndpoint implements Endpoint {
   readonly key: string;
@@ -58,9 +57,6 @@ export class IndexedEndpoint implements Endpoint {
   /** Which list of its ModelServer pool holds it ('' = none, e.g. not ready) and where. */
   listId = '';
   listPos = -1;
-  /** Profile-run stamp and the endpoint's position among that run's candidates. */
-  stamp = 0;
-  slot = -1;
   /** In-flight cell and the tracker it belongs to. */
   cell: InflightCell | undefined;
   cellOwner: object | undefined;
