@@ -42,7 +42,8 @@ export function startRequestSpan(info: RequestSpanInfo): Traced {
 export interface RouteInfo {
   readonly namespace: string;
   readonly modelServer: string;
-  readonly mode: string;
+  /** Pipeline mode, when routing already knows it (otherwise the decision sets it). */
+  readonly mode?: string;
   readonly modelRoute?: string;
   /** The model the engines will see (ModelServer model or LoRA adapter). */
   readonly targetModel?: string;
@@ -90,7 +91,8 @@ export function startRouteSpan(parent: Parent, info: { readonly model: string })
 }
 
 function routeAttributes(route: RouteInfo): Attributes {
-  const attrs: Attributes = { [ATTR.namespace]: route.namespace, [ATTR.modelServer]: route.modelServer, [ATTR.mode]: route.mode };
+  const attrs: Attributes = { [ATTR.namespace]: route.namespace, [ATTR.modelServer]: route.modelServer };
+  put(attrs, ATTR.mode, route.mode);
   put(attrs, ATTR.modelRoute, route.modelRoute);
   put(attrs, ATTR.lora, route.lora);
   return attrs;
