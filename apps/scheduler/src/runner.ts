@@ -49,31 +49,33 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
 
   let ready = false;
   let reason = 'connecting to NATS';
-  const bus = await connectBus({ servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger, waitOnFirstConnect: true });
-  metrics.watch(index, tracker, () => [...bus.rejected.values()].reduce((a, b) => a + b, 0));
+  let bus: Bus | undefined;
+  metrics.watch(index, tracker, () => (bus ? [...bus.rejected.values()].reduce((a, b) => a + b, 0) : 0));
+  // Probes answer from the start: 503 "connecting to NATS" rather than a refused connection while NATS is away.
+  const ops = await startOpsServer({
+    port: options.metricsPort,
+    registry: metrics.registry,
+    readiness: () => ({ ready, reason }),
+    liveness: () => bus === undefined || !bus.nc.isClosed(),
+  });
   const closers: (() => void | Promise<void>)[] = [];
-  let ops: OpsServer | undefined;
   try {
-    ops = await startOpsServer({
-      port: options.metricsPort,
-      registry: metrics.registry,
-      readiness: () => ({ ready, reason }),
-      liveness: () => !bus.nc.isClosed(),
-    });
+    bus = await connectBus({ servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger, waitOnFirstConnect: true });
+    const nats = bus;
     reason = 'loading config and syncing the index';
-    const kvConfig = await watchKvConfig(bus, (text) => config.kvChanged(text));
+    const kvConfig = await watchKvConfig(nats, (text) => config.kvChanged(text));
     closers.push(() => kvConfig.stop());
     if (kvConfig.initial !== undefined) config.kvChanged(kvConfig.initial);
     if (options.configFile) {
       const file = watchFile(options.configFile, (text) => config.fileChanged(text), (err) => logger.warn({ err }, 'config file watch failed'));
       closers.push(() => file.close());
     }
-    const dispatch = startDispatchFeed(bus, tracker);
+    const dispatch = startDispatchFeed(nats, tracker);
     closers.push(() => dispatch.stop());
-    const feed = await startKvFeed(bus, index);
+    const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
     await feed.synced;
-    const sub = bus.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, scheduler, index, metrics, ctx.headers), {
+    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, scheduler, index, metrics, ctx.headers), {
       queue: SCHEDULER_QUEUE_GROUP,
       onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
       onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
@@ -90,6 +92,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   }
 
   const opsServer = ops;
+  const nats = bus;
   let closed: Promise<void> | undefined;
   return {
     instanceId: options.instanceId,
@@ -102,13 +105,13 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     close: () => {
       ready = false;
       reason = 'shutting down';
-      closed ??= closeAll(closers, opsServer, bus, logger).then(() => scheduler.close());
+      closed ??= closeAll(closers, opsServer, nats, logger).then(() => scheduler.close());
       return closed;
     },
   };
 }
 
-async function closeAll(closers: readonly (() => void | Promise<void>)[], ops: OpsServer | undefined, bus: Bus, logger: Logger): Promise<void> {
+async function closeAll(closers: readonly (() => void | Promise<void>)[], ops: OpsServer, bus: Bus | undefined, logger: Logger): Promise<void> {
   for (const close of closers) {
     try {
       await close();
@@ -116,6 +119,6 @@ async function closeAll(closers: readonly (() => void | Promise<void>)[], ops: O
       logger.warn({ err }, 'error while closing');
     }
   }
-  await bus.drain().catch((err: unknown) => logger.warn({ err }, 'NATS drain failed'));
-  await ops?.close();
+  await bus?.drain().catch((err: unknown) => logger.warn({ err }, 'NATS drain failed'));
+  await ops.close();
 }
