@@ -8,8 +8,9 @@ import type { Bus } from '@triad/bus/client';
  * `onChange(text)` on every value and `onChange(undefined)` when the key is deleted. `initial` is the value at start.
  */
 export async function watchKvConfig(bus: Bus, onChange: (text: string | undefined) => void): Promise<{ initial: string | undefined; stop(): void }> {
-  // Opening through the typed client creates the bucket with the same settings everyone else uses.
-  await bus.kv(Buckets.config, z.unknown());
+  // Opening through the typed client creates the bucket (when missing) with the settings the gateway uses: a few
+  // revisions of history, so an operator can see what changed.
+  await bus.kv(Buckets.config, z.unknown(), { history: 5 });
   const kv = await new Kvm(bus.nc).open(Buckets.config);
   const entry = await kv.get(ConfigKeys.scheduler);
   const initial = entry && entry.operation === 'PUT' ? entry.string() : undefined;
