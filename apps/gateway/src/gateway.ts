@@ -10,6 +10,7 @@ import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
+import { TurnFlusher } from './nats/turn-flusher';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
@@ -41,7 +42,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const timeouts = { encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs, totalMs: config.totalTimeoutMs };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
-  const dispatch = new DispatchPublisher(bus.nc, id, config.snapshotIntervalMs, (e) => fallback.dispatched(e));
+  // One end-of-turn callback sends the scheduling batch first, then the dispatch events: one NATS write per turn.
+  const turn = new TurnFlusher();
   const scheduler = new SchedulerClient(bus.nc, fallback, {
     budgetMs: config.scheduleBudgetMs,
     backoffMs: config.schedulerBackoffMs,
@@ -49,7 +51,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     maxInFlight: config.scheduleMaxInFlight,
     onLocal: (reason, n) => metrics.local(reason, n),
     onBatch: (size) => metrics.batch(size),
-  });
+  }, turn);
+  const dispatch = new DispatchPublisher(bus.nc, id, config.snapshotIntervalMs, turn, (e) => fallback.dispatched(e));
   const hooks = composeHooks(options.hooks ?? []);
   const observer = new GatewayObserver(dispatch, metrics, hooks);
   const handler = new InferenceHandler({

@@ -2,6 +2,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DispatchBatchSchema, Subjects, decodeMessage, type DispatchBatch } from '@triad/bus';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { DispatchPublisher } from '../src/dispatch/dispatch-publisher';
+import { TurnFlusher } from '../src/nats/turn-flusher';
 
 describe('DispatchPublisher against a real nats-server', () => {
   let nats: NatsServerHandle;
@@ -26,7 +27,7 @@ describe('DispatchPublisher against a real nats-server', () => {
     } });
     await reader.flush();
     const local: string[] = [];
-    const p = new DispatchPublisher(nc, 'gw-1', 60_000, (e) => local.push(`${e.type}:${e.endpoint}`));
+    const p = new DispatchPublisher(nc, 'gw-1', 60_000, new TurnFlusher(), (e) => local.push(`${e.type}:${e.endpoint}`));
     p.start();
     p.started('r1', 'ns.ms.a', 'prefill', 10);
     p.started('r1', 'ns.ms.b', 'decode', 10);

@@ -1,6 +1,7 @@
 import { connect, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { SCHEDULER_QUEUE_GROUP, Subjects, type SchedulingRequest } from '@triad/bus';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { TurnFlusher } from '../src/nats/turn-flusher';
 import { SchedulerClient, type LocalReason } from '../src/scheduling/scheduler-client';
 
 const enc = new TextEncoder();
@@ -36,7 +37,7 @@ describe('SchedulerClient against a real nats-server', () => {
       sizes.push(batch.requests.length);
       m.respond(enc.encode(JSON.stringify({ v: 1, decisions: batch.requests.map((r) => decision(r.id, 'svc')) })));
     };
-    const client = new SchedulerClient(gateway, local, { budgetMs: 5000, backoffMs: 0, maxBatch: 3, maxInFlight: 1 });
+    const client = new SchedulerClient(gateway, local, { budgetMs: 5000, backoffMs: 0, maxBatch: 3, maxInFlight: 1 }, new TurnFlusher());
     const first = client.schedule(request('r0'));
     await waitFor(() => held.length === 1, { what: 'first batch' });
     const rest = ['r1', 'r2', 'r3', 'r4'].map((id) => client.schedule(request(id)));
@@ -55,7 +56,7 @@ describe('SchedulerClient against a real nats-server', () => {
 
   it('decides locally when nobody serves the subject, then backs off from the scheduler for a while', async () => {
     const reasons: LocalReason[] = [];
-    const client = new SchedulerClient(gateway, local, { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) });
+    const client = new SchedulerClient(gateway, local, { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) }, new TurnFlusher());
     const a = await client.schedule(request('a'));
     const b = await client.schedule(request('b'));
     expect([a.local, b.local]).toEqual([true, true]);
@@ -70,7 +71,7 @@ describe('SchedulerClient against a real nats-server', () => {
     } });
     await scheduler.flush();
     const reasons: LocalReason[] = [];
-    const client = new SchedulerClient(gateway, local, { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) });
+    const client = new SchedulerClient(gateway, local, { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) }, new TurnFlusher());
     expect((await client.schedule(request('bad'))).local).toBe(true);
     expect((await client.schedule(request('slow'))).local).toBe(true);
     expect(reasons).toEqual(['invalid-reply', 'timeout']);

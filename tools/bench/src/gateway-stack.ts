@@ -18,8 +18,8 @@ interface Child {
   stderr: string;
 }
 
-function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore'): Child {
-  const proc = spawn(process.execPath, [TRIAD, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
+function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = []): Child {
+  const proc = spawn(process.execPath, [...nodeArgs, TRIAD, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
   const child: Child = { name, proc, stderr: '' };
   proc.stderr?.on('data', (d: Buffer) => {
     child.stderr = (child.stderr + d.toString()).slice(-4000);
@@ -91,7 +91,7 @@ const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
  * nats-server, and writes the KV records the pod-watcher would: one ModelServer and ModelRoute per mode
  * (`agg`, `pd`, `epd` are the model names clients use) and one endpoint per sim.
  */
-export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; gatewayLogFd?: number } = {}): Promise<GatewayStack> {
+export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; gatewayLogFd?: number; gatewayNodeArgs?: string[] } = {}): Promise<GatewayStack> {
   const children: Child[] = [];
   const ecDir = mkdtempSync(join(tmpdir(), 'triad-bench-ec-'));
   let nats: NatsServerHandle | undefined;
@@ -136,7 +136,7 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
     children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)]));
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
-    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd));
+    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, opts.gatewayNodeArgs));
     const ready = async () => {
       for (const c of children) if (c.proc.exitCode !== null) throw new Error(`${c.name} exited with ${c.proc.exitCode}: ${c.stderr}`);
       for (const url of Object.values(sims)) if (!(await httpOk(`${url}/health`))) return false;

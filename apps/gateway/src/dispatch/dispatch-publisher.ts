@@ -1,11 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { SCHEMA_VERSION, Subjects, type DispatchEvent, type Stage } from '@triad/bus';
+import type { TurnFlushable, TurnFlusher } from '../nats/turn-flusher';
 
 const encoder = new TextEncoder();
-
-function flushEvents(publisher: DispatchPublisher): void {
-  publisher.flush();
-}
 
 function publishSnapshot(publisher: DispatchPublisher): void {
   publisher.snapshot();
@@ -17,22 +14,24 @@ function publishSnapshot(publisher: DispatchPublisher): void {
  * this gateway with it, healing lost events). Every event is also handed to `onEvent` (the local fallback's
  * in-flight tracker) at once.
  */
-export class DispatchPublisher {
+export class DispatchPublisher implements TurnFlushable {
   readonly #nc: NatsConnection;
   readonly #gateway: string;
   readonly #intervalMs: number;
   readonly #onEvent: ((event: DispatchEvent) => void) | undefined;
   readonly #inflight = new Map<string, number>();
+  readonly #turn: TurnFlusher;
   #events: DispatchEvent[] = [];
   #seq = 0;
-  #scheduled = false;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(nc: NatsConnection, gateway: string, snapshotIntervalMs: number, onEvent?: (event: DispatchEvent) => void) {
+  constructor(nc: NatsConnection, gateway: string, snapshotIntervalMs: number, turn: TurnFlusher, onEvent?: (event: DispatchEvent) => void) {
     this.#nc = nc;
     this.#gateway = gateway;
     this.#intervalMs = snapshotIntervalMs;
+    this.#turn = turn;
     this.#onEvent = onEvent;
+    turn.add(this);
   }
 
   /** Starts the periodic snapshots (the first goes out at once, so schedulers learn of this gateway). */
@@ -65,16 +64,16 @@ export class DispatchPublisher {
 
   #push(event: DispatchEvent): void {
     this.#onEvent?.(event);
+    if (this.#events.length === 0) this.#turn.request();
     this.#events.push(event);
-    if (!this.#scheduled) {
-      this.#scheduled = true;
-      setImmediate(flushEvents, this);
-    }
+  }
+
+  flushTurn(): void {
+    this.flush();
   }
 
   /** Publishes the events gathered in this turn. */
   flush(): void {
-    this.#scheduled = false;
     if (this.#events.length === 0 || this.#nc.isClosed()) return;
     const events = this.#events;
     this.#events = [];

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { SCHEMA_VERSION, Subjects, type DecisionOrError, type SchedulingRequest } from '@triad/bus';
 import { ErrorCode, TriadError } from '@triad/errors';
+import type { TurnFlushable, TurnFlusher } from '../nats/turn-flusher';
 import { checkScheduleReply } from './schedule-reply';
 
 /** A decision and where it came from. */
@@ -38,10 +39,6 @@ interface Pending {
 
 const encoder = new TextEncoder();
 
-function flushQueue(client: SchedulerClient): void {
-  client.flush();
-}
-
 /**
  * Asks the scheduler service for decisions over `triad.v1.schedule`, micro-batched without any timer: requests
  * that arrive in the same event-loop turn, or while the in-flight limit is reached, travel together in one
@@ -50,19 +47,21 @@ function flushQueue(client: SchedulerClient): void {
  * client keeps deciding locally for `backoffMs` before it probes the scheduler again — so an outage degrades
  * placement quality, not availability.
  */
-export class SchedulerClient {
+export class SchedulerClient implements TurnFlushable {
   readonly #nc: NatsConnection;
   readonly #local: LocalDecider | undefined;
   readonly #options: SchedulerClientOptions;
+  readonly #turn: TurnFlusher;
   #queue: Pending[] = [];
   #inFlight = 0;
-  #flushScheduled = false;
   #localUntil = 0;
 
-  constructor(nc: NatsConnection, local: LocalDecider | undefined, options: SchedulerClientOptions) {
+  constructor(nc: NatsConnection, local: LocalDecider | undefined, options: SchedulerClientOptions, turn: TurnFlusher) {
     this.#nc = nc;
     this.#local = local;
     this.#options = options;
+    this.#turn = turn;
+    turn.add(this);
   }
 
   /** Messages currently awaiting a reply. */
@@ -77,16 +76,16 @@ export class SchedulerClient {
     }
     return new Promise<Scheduled>((resolve) => {
       this.#queue.push({ request, resolve });
-      if (!this.#flushScheduled && this.#inFlight < this.#options.maxInFlight) {
-        this.#flushScheduled = true;
-        setImmediate(flushQueue, this);
-      }
+      if (this.#inFlight < this.#options.maxInFlight) this.#turn.request();
     });
+  }
+
+  flushTurn(): void {
+    this.flush();
   }
 
   /** Sends what is queued, as far as the in-flight limit allows. */
   flush(): void {
-    this.#flushScheduled = false;
     while (this.#queue.length > 0 && this.#inFlight < this.#options.maxInFlight) {
       const batch = this.#queue.length <= this.#options.maxBatch ? this.#queue : this.#queue.slice(0, this.#options.maxBatch);
       this.#queue = batch === this.#queue ? [] : this.#queue.slice(this.#options.maxBatch);
@@ -110,8 +109,8 @@ export class SchedulerClient {
       this.#fallBack(batch, timeout ? 'timeout' : 'unavailable');
     } finally {
       this.#inFlight--;
-      // What queued up behind the in-flight limit goes out now, together.
-      if (this.#queue.length > 0 && !this.#flushScheduled) this.flush();
+      // What queued up behind the in-flight limit goes out at the end of this turn, together.
+      if (this.#queue.length > 0) this.#turn.request();
     }
   }
 
