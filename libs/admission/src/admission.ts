@@ -9,7 +9,7 @@ import { AdmissionConfigSchema, type AdmissionConfig, type AdmissionConfigInput 
 import { readDocument, validateDocument, watchDocument, type ParseOutcome, type WatchedDocument } from './config/config-file';
 import { withKthenaEnv } from './config/kthena-env';
 import { FairScheduler } from './fairness/fair-scheduler';
-import type { SpanLike } from './fairness/fair-queue';
+import type { QueuePermit, SpanLike } from './fairness/fair-queue';
 import { mayUseModel, type Identity } from './identity';
 import { SILENT_LOGGER, type AdmissionLogger } from './logger';
 import { createAdmissionMetrics, detachAdmissionMetrics, type AdmissionMetrics } from './metrics';
@@ -123,18 +123,18 @@ class AdmittedRequest implements Admitted {
   readonly reservedOutputTokens: number;
   readonly queueWaitMs: number;
   readonly #reservation: Reservation | undefined;
-  readonly #releasePermit: (() => void) | undefined;
+  readonly #permit: QueuePermit | undefined;
   readonly #fair: FairScheduler;
   #released = false;
 
-  constructor(req: AdmitRequest, reserved: Usage, queueWaitMs: number, reservation: Reservation | undefined, releasePermit: (() => void) | undefined, fair: FairScheduler) {
+  constructor(req: AdmitRequest, reserved: Usage, reservation: Reservation | undefined, permit: QueuePermit | undefined, fair: FairScheduler) {
     this.identity = req.identity;
     this.model = req.model;
     this.reservedInputTokens = reserved.inputTokens;
     this.reservedOutputTokens = reserved.outputTokens;
-    this.queueWaitMs = queueWaitMs;
+    this.queueWaitMs = permit?.waitedMs ?? 0;
     this.#reservation = reservation;
-    this.#releasePermit = releasePermit;
+    this.#permit = permit;
     this.#fair = fair;
   }
 
@@ -142,7 +142,7 @@ class AdmittedRequest implements Admitted {
     if (this.#released) return;
     this.#released = true;
     this.#reservation?.settle(usage ? { in: usage.inputTokens, out: usage.outputTokens } : undefined);
-    this.#releasePermit?.();
+    this.#permit?.release();
     if (usage) this.#fair.record(this.model, this.identity.user, usage.inputTokens, usage.outputTokens);
   }
 }
@@ -246,8 +246,7 @@ class AdmissionService implements Admission {
       if (!decision.ok) return this.#reject(req, decision.rejection);
       reservation = decision.reservation;
     }
-    let queueWaitMs = 0;
-    let releasePermit: (() => void) | undefined;
+    let permit: QueuePermit | undefined;
     if (cfg.fairness.enabled) {
       const queued = await this.#fair.acquire(req.model, req.identity.user, req.signal, req.span);
       if (!queued.ok) {
@@ -255,12 +254,11 @@ class AdmissionService implements Admission {
         const rejection = queued.reason === 'timeout' ? Rejections.queueTimeout(req.model) : queued.reason === 'full' ? Rejections.queueFull(req.model) : Rejections.clientAborted();
         return this.#reject(req, rejection);
       }
-      queueWaitMs = queued.permit.waitedMs;
-      releasePermit = () => queued.permit.release();
+      permit = queued.permit;
     }
     this.#metrics.decisions.inc({ model: req.model, result: 'admitted', reason: '' });
-    req.span?.addEvent('triad.admission.admitted', { 'triad.admission.reserved_input_tokens': reservedIn, 'triad.admission.reserved_output_tokens': reservedOut, 'triad.queue.wait_ms': queueWaitMs });
-    return new AdmittedRequest(req, { inputTokens: reservedIn, outputTokens: reservedOut }, queueWaitMs, reservation, releasePermit, this.#fair);
+    req.span?.addEvent('triad.admission.admitted', { 'triad.admission.reserved_input_tokens': reservedIn, 'triad.admission.reserved_output_tokens': reservedOut, 'triad.queue.wait_ms': permit?.waitedMs ?? 0 });
+    return new AdmittedRequest(req, { inputTokens: reservedIn, outputTokens: reservedOut }, reservation, permit, this.#fair);
   }
 
   #reject(req: AdmitRequest, rejection: AdmissionRejection): Rejected {

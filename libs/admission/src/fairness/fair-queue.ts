@@ -15,6 +15,23 @@ export interface SpanLike {
   addEvent(name: string, attributes?: Record<string, string | number | boolean>): unknown;
 }
 
+/** A started request's slot (a class, not a closure: one is made per request). */
+class Permit implements QueuePermit {
+  #queue: FairQueue | undefined;
+  readonly waitedMs: number;
+
+  constructor(queue: FairQueue, waitedMs: number) {
+    this.#queue = queue;
+    this.waitedMs = waitedMs;
+  }
+
+  release(): void {
+    const queue = this.#queue;
+    this.#queue = undefined;
+    queue?.returned();
+  }
+}
+
 interface Entry {
   readonly seq: number;
   readonly user: string | undefined;
@@ -100,16 +117,13 @@ export class FairQueue {
     this.#deps.metrics.queueDequeued.inc(labels);
     this.#deps.metrics.queueDuration.observe(labels, waitedMs / 1000);
     span?.addEvent('triad.admission.dequeued', { 'triad.queue.wait_ms': waitedMs });
-    let released = false;
-    return {
-      waitedMs,
-      release: () => {
-        if (released) return;
-        released = true;
-        this.#inflight--;
-        this.#pump();
-      },
-    };
+    return new Permit(this, waitedMs);
+  }
+
+  /** A permit came back (once per permit, see {@link Permit}). */
+  returned(): void {
+    this.#inflight--;
+    this.#pump();
   }
 
   /** Starts as many waiting requests as capacity allows, best user first; re-arms the QPS timer. */
