@@ -123,3 +123,20 @@ describe('errorTypeOf', () => {
     expect(errorTypeOf('boom')).toBe('_OTHER');
   });
 });
+
+describe('children of an unsampled span', () => {
+  it('reuse the parent locally, but a remote unsampled caller is left to the sampler', async () => {
+    const memory = new InMemorySpanExporter();
+    const off = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' }, exporter: memory });
+    const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
+    const decode = startDecodeSpan(request, decodeLeg);
+    expect(decode).toBe(request);
+    expect(traceIdOf(decode)).toBe(traceIdOf(request));
+    await off.shutdown();
+    const on = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_on' }, exporter: memory });
+    const followed = startRequestSpan({ method: 'POST', route: '/v1/chat/completions', headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' } });
+    expect(followed.span.isRecording()).toBe(true);
+    followed.span.end();
+    await on.shutdown();
+  });
+});

@@ -1,5 +1,5 @@
 import {
-  context as otelContext, INVALID_SPAN_CONTEXT, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace,
+  context as otelContext, INVALID_SPAN_CONTEXT, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags,
   type Attributes, type Context, type Link, type Span, type TimeInput,
 } from '@opentelemetry/api';
 import { isTriadError } from '@triad/errors';
@@ -51,6 +51,18 @@ export function startTraced(name: string, options: StartOptions = {}, attributes
   const tracer = tracing.tracer;
   if (!tracer) return NOOP_TRACED;
   const parent = options.root ? ROOT_CONTEXT : options.parent ? contextOf(options.parent) : otelContext.active();
+  if (!options.root) {
+    const parentSpan = trace.getSpan(parent);
+    const sc = parentSpan?.spanContext();
+    if (parentSpan && sc && !sc.isRemote && (sc.traceFlags & TraceFlags.SAMPLED) === 0 && isSpanContextValid(sc)) {
+      // A local unsampled parent was dropped by this process's own sampler, which drops its children too
+      // (parent-based samplers by rule, ratio samplers by the shared trace id, always_off always). So skip minting
+      // span ids nobody records: the parent stands in, and ending or annotating it is a no-op. Downstream still
+      // gets this trace id with the sampled flag cleared. (A remote parent is left to the sampler: always_on or a
+      // ratio sampler may record under an unsampled caller.)
+      return options.parent !== undefined && isTraced(options.parent) ? options.parent : { span: parentSpan, context: parent, startedAt: performance.now() };
+    }
+  }
   const span = tracer.startSpan(name, {
     kind: options.kind ?? SpanKind.INTERNAL,
     ...(options.root ? { root: true } : {}),
