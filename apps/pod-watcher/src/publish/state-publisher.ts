@@ -148,7 +148,12 @@ export class StatePublisher {
     this.#unsubscribeReconnect?.();
     await this.#syncing;
     if (this.lease.isLeader) {
-      await Promise.race([Promise.all(this.#all.map((p) => p.whenSettled())), new Promise((r) => setTimeout(r, 2000))]);
+      let timer: NodeJS.Timeout | undefined;
+      const giveUp = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, 2000);
+      });
+      await Promise.race([Promise.all(this.#all.map((p) => p.whenSettled())), giveUp]);
+      clearTimeout(timer);
     }
     await this.lease.release();
   }

@@ -1,0 +1,145 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema } from '@triad/bus';
+import { API_VERSION } from '@triad/crd';
+import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
+import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
+import { modelRoute, modelServer, pod } from './support/objects';
+
+// Nothing listens on these addresses: scrapes fail fast and the endpoints are marked stale, which is all these
+// tests need (discovery, classification and status are what they check).
+jest.setTimeout(30_000);
+
+const ip = (n: number) => `127.0.9.${n}`;
+const labels = (role: string, group = 'g1') => ({ app: 'qwen', group, role });
+
+describe('pod-watcher with the kube source (fake API server, real client-node informers, real NATS)', () => {
+  let nats: NatsServerHandle;
+  let kube: FakeKubeServer;
+  let dir: string;
+  let watcher: TestWatcher;
+  let starting: Promise<TestWatcher> | undefined;
+  let endpoints: KvMirror<typeof EndpointRecordSchema>;
+  let servers: KvMirror<typeof ModelServerRecordSchema>;
+  let routes: KvMirror<typeof ModelRouteRecordSchema>;
+
+  const apply = (o: object) => kube.apply(o as KubeObject);
+  const role = (podName: string, ms = 'qwen') => endpoints.get(`default.${ms}.${podName}`)?.role;
+  const accepted = (name: string) => (kube.get(API_VERSION, 'ModelServer', 'default', name)?.status as { conditions?: { type: string; status: string; reason?: string; message?: string; observedGeneration?: number }[] } | undefined)?.conditions?.find((c) => c.type === 'Accepted');
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    kube = await startFakeKubeServer();
+    dir = mkdtempSync(join(tmpdir(), 'triad-pw-kube-'));
+    writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
+    apply(modelServer('qwen'));
+    apply(modelRoute('qwen-route', 'qwen'));
+    apply(pod('p0', labels('prefill'), { ip: ip(1) }));
+    apply(pod('d0', labels('decode'), { ip: ip(2) }));
+    apply(pod('other', { app: 'unrelated' }, { ip: ip(3) }));
+    starting = startTestWatcher({ nats: nats.url, source: 'kube', kubeconfig: join(dir, 'kubeconfig'), namespaces: ['default'] });
+    watcher = await starting;
+    endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
+    servers = await KvMirror.open(nats.url, Buckets.modelServers, ModelServerRecordSchema);
+    routes = await KvMirror.open(nats.url, Buckets.modelRoutes, ModelRouteRecordSchema);
+  }, 120_000);
+
+  afterAll(async () => {
+    await endpoints?.close();
+    await servers?.close();
+    await routes?.close();
+    // Also when beforeAll timed out while the watcher was still starting: a running watcher keeps jest alive.
+    await (await starting?.catch(() => undefined))?.close();
+    await kube?.close();
+    await nats?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('publishes the initial state once synced: endpoints with roles, the ModelServer with its mode, the route', async () => {
+    await waitFor(() => watcher.ready, { what: 'watcher ready' });
+    await waitFor(() => endpoints.keys('default.qwen.').length === 2, { what: 'two endpoints' });
+    expect(endpoints.get('default.qwen.p0')).toMatchObject({ schemaVersion: 1, role: 'prefill', group: 'g1', ip: ip(1), port: 8000, engine: 'vLLM', ready: true });
+    expect(endpoints.get('default.qwen.d0')).toMatchObject({ role: 'decode', group: 'g1' });
+    expect(servers.get('default.qwen')).toMatchObject({ schemaVersion: 1, mode: 'pd', spec: { inferenceEngine: 'vLLM' } });
+    expect(routes.get('default.qwen-route')).toMatchObject({ schemaVersion: 1, spec: { modelName: 'qwen-route' } });
+    await waitFor(() => accepted('qwen')?.status === 'True', { what: 'Accepted=True patched' });
+    expect(accepted('qwen')).toMatchObject({ reason: 'Valid', observedGeneration: 1 });
+    expect(kube.patches.every((p) => p.subresource === 'status' && p.contentType === 'application/merge-patch+json')).toBe(true);
+  });
+
+  it('reclassifies a pod relabelled from prefill to decode', async () => {
+    apply(pod('p0', labels('decode'), { ip: ip(1) }));
+    await waitFor(() => role('p0') === 'decode', { what: 'p0 is decode' });
+  });
+
+  it('deletes the record of a pod made unready, and restores it when Ready again', async () => {
+    apply(pod('d0', labels('decode'), { ip: ip(2), ready: false }));
+    await waitFor(() => endpoints.get('default.qwen.d0') === undefined, { what: 'd0 removed' });
+    apply(pod('d0', labels('decode'), { ip: ip(2) }));
+    await waitFor(() => role('d0') === 'decode', { what: 'd0 back' });
+  });
+
+  it('deletes the record of a deleted pod and adds a new pod', async () => {
+    kube.remove('v1', 'Pod', 'default', 'd0');
+    apply(pod('p1', labels('prefill'), { ip: ip(4) }));
+    await waitFor(() => endpoints.get('default.qwen.d0') === undefined && role('p1') === 'prefill', { what: 'd0 gone, p1 added' });
+  });
+
+  it('follows a selector edit, including one that matches nothing (the pool empties)', async () => {
+    apply({ ...modelServer('qwen', { matchLabels: { app: 'unrelated' }, mode: 'aggregated' }) });
+    await waitFor(() => endpoints.keys('default.qwen.').join() === 'default.qwen.other', { what: 'only the unrelated pod' });
+    expect(role('other')).toBe('aggregated');
+    expect(servers.get('default.qwen')?.mode).toBe('aggregated');
+    apply(modelServer('qwen', { matchLabels: { app: 'nobody' }, mode: 'aggregated' }));
+    await waitFor(() => endpoints.keys('default.qwen.').length === 0, { what: 'pool emptied' });
+    apply(modelServer('qwen'));
+    await waitFor(() => endpoints.keys('default.qwen.').length === 2, { what: 'pool back' });
+  });
+
+  it('rejects an invalid ModelServer edit with Accepted=False in its status while the last valid one stays live', async () => {
+    const bad = modelServer('qwen');
+    (bad.spec.workloadSelector as Record<string, unknown>)['pdGroup'] = undefined;
+    bad.spec.inferenceEngine = 'TGI' as never;
+    apply(bad);
+    await waitFor(() => accepted('qwen')?.status === 'False', { what: 'Accepted=False patched' });
+    const cond = accepted('qwen');
+    expect(cond?.reason).toBe('InvalidSpec');
+    expect(cond?.message).toContain('spec.inferenceEngine');
+    expect(cond?.message).toContain('spec.workloadSelector.pdGroup: required when pipelineMode is pd');
+    expect(cond?.observedGeneration).toBe(kube.get(API_VERSION, 'ModelServer', 'default', 'qwen')?.metadata.generation);
+    // The old spec is still in force: KV unchanged, and a new pod is classified by it.
+    expect(servers.get('default.qwen')).toMatchObject({ mode: 'pd', spec: { inferenceEngine: 'vLLM' } });
+    apply(pod('p2', labels('prefill', 'g2'), { ip: ip(5) }));
+    await waitFor(() => role('p2') === 'prefill', { what: 'p2 classified by the last valid spec' });
+    expect(watcher.log.lines.some((l) => l['msg'] === 'rejected invalid object' && l['lastValidInForce'] === true)).toBe(true);
+    const before = kube.patches.length;
+    apply(modelServer('qwen'));
+    await waitFor(() => accepted('qwen')?.status === 'True', { what: 'Accepted=True again' });
+    expect(kube.patches.length).toBe(before + 1);
+  });
+
+  it('resumes after the watch dies with HTTP 500 (informer restarted) and sees what changed meanwhile', async () => {
+    kube.failNext('watch', 2, 500, 'api/v1/pods');
+    kube.closeWatches();
+    apply(pod('p3', labels('decode', 'g2'), { ip: ip(6) }));
+    await waitFor(() => role('p3') === 'decode', { what: 'p3 after the watch restarted' });
+    expect(watcher.log.lines.some((l) => l['msg'] === 'list/watch failed; restarting')).toBe(true);
+    await waitFor(() => kube.openWatches('api/v1/pods') === 1, { what: 'one pod watch open again' });
+  });
+
+  it('relists after 410 Gone (compacted history) and applies a deletion it never saw as an event', async () => {
+    kube.bookmark();
+    kube.expireWatches();
+    kube.remove('v1', 'Pod', 'default', 'p3');
+    apply(pod('p1', labels('decode'), { ip: ip(4) }));
+    await waitFor(() => endpoints.get('default.qwen.p3') === undefined && role('p1') === 'decode', { what: 'state after relist' });
+  });
+
+  it('removes a deleted ModelRoute and a deleted ModelServer with all its endpoints', async () => {
+    kube.remove(API_VERSION, 'ModelRoute', 'default', 'qwen-route');
+    kube.remove(API_VERSION, 'ModelServer', 'default', 'qwen');
+    await waitFor(() => routes.get('default.qwen-route') === undefined && servers.get('default.qwen') === undefined && endpoints.keys('default.qwen.').length === 0, { what: 'all gone' });
+  });
+});
