@@ -12,11 +12,14 @@ export function memoryLogger(): { logger: Logger; lines: () => Record<string, un
   return { logger, lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
 }
 
-/** Writes endpoint records for default/<ms> with fresh metrics (scraped now). */
+/**
+ * Writes endpoint records for default/<ms>. Their scrape time is an hour ahead, so the stale-metrics filter never
+ * sees them age during a slow test run (which would make decisions depend on timing).
+ */
 export async function putEndpoints(bus: Bus, specs: readonly EndpointSpec[]): Promise<void> {
   const kv = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
   for (const s of specs) {
-    const r = endpointRecord({ scrapedAt: Date.now(), ...s });
+    const r = endpointRecord({ scrapedAt: Date.now() + 3_600_000, ...s });
     await kv.put(endpointKey(r.namespace, r.modelServer, r.pod), r);
   }
 }
