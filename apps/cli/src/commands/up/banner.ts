@@ -1,4 +1,4 @@
-import { relative } from 'node:path';
+import { isAbsolute, relative } from 'node:path';
 import type { RunningStack } from './stack';
 import { callableModels, curlLines, pickTryModels } from './try-requests';
 
@@ -7,6 +7,12 @@ const NATS_ORIGIN: Record<RunningStack['nats']['origin'], string> = {
   local: 'the server already running on this machine',
   started: 'started by triad up, store in a temp dir',
 };
+
+/** The path relative to the working directory when it lies below it, else absolute. */
+function shortPath(cwd: string, path: string): string {
+  const rel = relative(cwd, path);
+  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : path;
+}
 
 /** Lines about pods that get no sim (non-loopback IPs, unselected pods...), printed before the services start. */
 export function renderPlanNotes(notes: readonly string[]): string {
@@ -19,7 +25,7 @@ export function renderReadyBanner(stack: RunningStack, elapsedMs: number, cwd: s
   const lines = [
     '',
     `Triad is ready in ${(elapsedMs / 1000).toFixed(1)} s: gateway ${stack.gatewayUrl} (OpenAI API under /v1)`,
-    `  config   ${relative(cwd, stack.config.path) || stack.config.path} (edit it while this runs: the pools follow)`,
+    `  config   ${shortPath(cwd, stack.config.path)} (edit it while this runs: the pools follow)`,
     `  nats     ${stack.nats.url} (${NATS_ORIGIN[stack.nats.origin]})`,
     `  engines  ${stack.plan.sims.length} simulated, one per loopback pod`,
     `  models   ${models.map((m) => `${m.name} (${m.engine} ${m.mode})`).join(', ') || '(no ModelRoute)'}`,

@@ -1,16 +1,27 @@
+import { get } from 'node:http';
 import { describeExit, type ManagedChild } from './managed-child';
 import { StartupError } from './startup-error';
 
 const POLL_MS = 100;
 
-/** One GET with a short timeout; resolves to the status and body, or undefined when nothing answered. */
-export async function httpGet(url: string, timeoutMs = 1000): Promise<{ status: number; body: string } | undefined> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
-    return { status: res.status, body: await res.text() };
-  } catch {
-    return undefined;
-  }
+/**
+ * One GET with a short timeout; resolves to the status and body, or undefined when nothing answered. Plain
+ * node:http rather than fetch, which refuses the ports on the Fetch standard's "bad ports" list (22, 25, ...).
+ */
+export function httpGet(url: string, timeoutMs = 1000): Promise<{ status: number; body: string } | undefined> {
+  return new Promise((resolve) => {
+    const req = get(url, { timeout: timeoutMs, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => {
+        body += d;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(undefined));
+  });
 }
 
 function exitedError(child: ManagedChild, why: string): StartupError {

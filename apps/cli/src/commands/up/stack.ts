@@ -59,13 +59,16 @@ async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
 
 /**
  * After every /readyz: waits (within the deadline) until the gateway lists every routed model, so the curl lines
- * printed next work at once. A gateway without `GET /v1/models` is taken as ready.
+ * printed next work at once. Returns the names still missing at the deadline (a gateway without
+ * `GET /v1/models` counts as listing them all).
  */
-async function waitForModels(gatewayUrl: string, names: readonly string[], deadline: number): Promise<void> {
-  while (Date.now() < deadline) {
+async function waitForModels(gatewayUrl: string, names: readonly string[], deadline: number): Promise<string[]> {
+  let missing = [...names];
+  for (;;) {
     const res = await httpGet(`${gatewayUrl}/v1/models`);
-    if (res && res.status === 404) return;
-    if (res?.status === 200 && names.every((n) => res.body.includes(JSON.stringify(n)))) return;
+    if (res?.status === 404) return [];
+    if (res?.status === 200) missing = names.filter((n) => !res.body.includes(JSON.stringify(n)));
+    if (missing.length === 0 || Date.now() > deadline) return missing;
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -125,7 +128,10 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
 
     const gatewayUrl = `http://127.0.0.1:${options.port}`;
     const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://127.0.0.1:${opsPort}/readyz`, deadline)))
-      .then(() => waitForModels(gatewayUrl, config.modelRoutes.flatMap((r) => (r.spec.modelName ? [r.spec.modelName] : [])), deadline));
+      .then(() => waitForModels(gatewayUrl, config.modelRoutes.flatMap((r) => (r.spec.modelName ? [r.spec.modelName] : [])), deadline))
+      .then((missing) => {
+        if (missing.length > 0) environment.out.write(`triad up: note: the gateway does not list ${missing.join(', ')} yet (GET /v1/models); see the pod-watcher's lines above\n`);
+      });
     const crashedFirst = crashed.then(({ child, exit }) => {
       throw new StartupError(`${child.name} stopped while the stack was starting (${exit.error ? exit.error.message : exit.signal ?? `code ${exit.code}`}):\n  ${child.lastLines().join('\n  ')}`);
     });
