@@ -77,6 +77,9 @@ export const ATTR = {
   reconcileInvalid: 'triad.reconcile.invalid_specs',
   encoderRegistryChange: 'triad.encoder_registry.change',
   encoderRegistryEncoders: 'triad.encoder_registry.encoders',
+  encoderRegistryPrefill: 'triad.encoder_registry.prefill',
+  encoderRegistryRegistered: 'triad.encoder_registry.registered',
+  encoderRegistryUnregistered: 'triad.encoder_registry.unregistered',
 } as const;
 
 /** Adds `key` only when `value` is defined: the SDK warns about (and drops) undefined attribute values. */

@@ -32,5 +32,5 @@ export { createGatewayTracingHooks, requestTraceId, scheduleSpanOf, TRACE_LOCALS
 export type { GatewayTracingOptions, TracedHookRequest, TracedHookOutcome, TracedStageSpan } from './gateway-hooks';
 export { startDecideSpan, finishDecideSpan, startPhaseSpan, finishPhaseSpan } from './scheduler-spans';
 export type { DecideSpanInfo, PhaseInfo } from './scheduler-spans';
-export { startReconcileSpan, finishReconcileSpan, startEncoderRegistrySpan } from './pod-watcher-spans';
-export type { ReconcileResult } from './pod-watcher-spans';
+export { startReconcileSpan, finishReconcileSpan, startEncoderRegistrySpan, finishEncoderRegistrySpan } from './pod-watcher-spans';
+export type { ReconcileResult, EncoderRegistryInfo, EncoderRegistryResult } from './pod-watcher-spans';

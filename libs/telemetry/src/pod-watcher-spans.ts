@@ -40,24 +40,48 @@ export function finishReconcileSpan(t: Traced, result: ReconcileResult): void {
   span.end();
 }
 
-/** A change to an SGLang EPD encoder registry (own trace); end it with `endTraced(t, err?)`. */
-export function startEncoderRegistrySpan(info: {
-  readonly namespace: string;
-  readonly modelServer: string;
-  /** `add`, `remove` or `update`. */
-  readonly change: string;
-  /** Encoders registered after the change. */
-  readonly encoders: number;
+/** What an encoder-registry pass is about: one SGLang EPD prefill server's registry. */
+export interface EncoderRegistryInfo {
+  /** Base URL of the prefill server whose registry is reconciled. */
+  readonly prefillUrl: string;
+  readonly namespace?: string;
+  readonly modelServer?: string;
   readonly endpointKey?: string;
-}): Traced {
+}
+
+/** An SGLang EPD encoder-registry pass (list, register, unregister) as the root of its own trace. */
+export function startEncoderRegistrySpan(info: EncoderRegistryInfo): Traced {
   return startTraced('encoder-registry', { root: true }, () => {
-    const attrs: Attributes = {
-      [ATTR.namespace]: info.namespace,
-      [ATTR.modelServer]: info.modelServer,
-      [ATTR.encoderRegistryChange]: info.change,
-      [ATTR.encoderRegistryEncoders]: info.encoders,
-    };
+    const attrs: Attributes = { [ATTR.encoderRegistryPrefill]: info.prefillUrl };
+    put(attrs, ATTR.namespace, info.namespace);
+    put(attrs, ATTR.modelServer, info.modelServer);
     put(attrs, ATTR.endpointKey, info.endpointKey);
     return attrs;
   });
+}
+
+export interface EncoderRegistryResult {
+  readonly registered?: readonly string[];
+  readonly unregistered?: readonly string[];
+  /** Encoders the registry should hold after the pass. */
+  readonly encoders?: number;
+  readonly error?: unknown;
+}
+
+/** Ends the pass with what changed: `add`, `remove`, `update` (both) or `none`. */
+export function finishEncoderRegistrySpan(t: Traced, result: EncoderRegistryResult): void {
+  const span = t.span;
+  if (span.isRecording()) {
+    const added = result.registered?.length ?? 0;
+    const removed = result.unregistered?.length ?? 0;
+    const attrs: Attributes = {
+      [ATTR.encoderRegistryChange]: added && removed ? 'update' : added ? 'add' : removed ? 'remove' : 'none',
+    };
+    if (added) attrs[ATTR.encoderRegistryRegistered] = [...(result.registered ?? [])];
+    if (removed) attrs[ATTR.encoderRegistryUnregistered] = [...(result.unregistered ?? [])];
+    put(attrs, ATTR.encoderRegistryEncoders, result.encoders);
+    span.setAttributes(attrs);
+    if (result.error !== undefined) recordFailure(t, result.error);
+  }
+  span.end();
 }

@@ -6,8 +6,8 @@ import {
   finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordRetry, startDecodeSpan, startRequestSpan,
   startRouteSpan, startScheduleSpan,
 } from './gateway-spans';
-import { finishReconcileSpan, startEncoderRegistrySpan, startReconcileSpan } from './pod-watcher-spans';
-import { endTraced, errorTypeOf, inSpan, startTraced, traceIdOf } from './spans';
+import { finishEncoderRegistrySpan, finishReconcileSpan, startEncoderRegistrySpan, startReconcileSpan } from './pod-watcher-spans';
+import { errorTypeOf, inSpan, startTraced, traceIdOf } from './spans';
 
 const endpoint = { key: 'default.m.decode-0', pod: 'decode-0', ip: '10.0.0.7', port: 8000 };
 const decodeLeg = { operation: 'chat', engine: 'SGLang', model: 'm', endpoint };
@@ -91,7 +91,9 @@ describe('span helpers (in-memory exporter)', () => {
     const outer = startTraced('outer', { root: true });
     const pass = startReconcileSpan({ source: 'file', trigger: 'watch' });
     finishReconcileSpan(pass, { endpoints: 4, written: 1, deleted: 0 });
-    endTraced(startEncoderRegistrySpan({ namespace: 'd', modelServer: 'm', change: 'add', encoders: 2 }));
+    finishEncoderRegistrySpan(startEncoderRegistrySpan({ prefillUrl: 'http://10.0.0.9:30000', modelServer: 'm' }), {
+      registered: ['http://10.0.0.5:30001'], unregistered: [], encoders: 2,
+    });
     outer.span.end();
     const spans = await finished();
     const ids = new Set(spans.map((s) => s.spanContext().traceId));
@@ -99,6 +101,10 @@ describe('span helpers (in-memory exporter)', () => {
     expect(spans.find((s) => s.name === 'reconcile')!.attributes).toEqual({
       'triad.reconcile.source': 'file', 'triad.reconcile.trigger': 'watch', 'triad.reconcile.endpoints': 4,
       'triad.reconcile.endpoints_written': 1, 'triad.reconcile.endpoints_deleted': 0,
+    });
+    expect(spans.find((s) => s.name === 'encoder-registry')!.attributes).toEqual({
+      'triad.encoder_registry.prefill': 'http://10.0.0.9:30000', 'triad.model_server': 'm', 'triad.encoder_registry.change': 'add',
+      'triad.encoder_registry.registered': ['http://10.0.0.5:30001'], 'triad.encoder_registry.encoders': 2,
     });
   });
 
