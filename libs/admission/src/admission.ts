@@ -36,6 +36,11 @@ export interface AdmissionDeps {
   readonly replicaId?: string;
   /** How often a config file given by path is checked for changes (default 2 s). */
   readonly configPollMs?: number;
+  /**
+   * Count refusals in `kthena_router_rate_limit_exceeded_total` (default true). Pass false when the caller counts
+   * them itself from the rejection (the gateway does, from `details.limitType`), so they are not counted twice.
+   */
+  readonly countRateLimitExceeded?: boolean;
 }
 
 export interface AdmitRequest {
@@ -164,7 +169,7 @@ class AdmissionService implements Admission {
     this.#config = config;
     this.#deps = deps;
     this.#logger = deps.logger ?? SILENT_LOGGER;
-    this.#metrics = createAdmissionMetrics(deps.registry);
+    this.#metrics = createAdmissionMetrics(deps.registry, { countRateLimitExceeded: deps.countRateLimitExceeded ?? true });
     this.#now = deps.now ?? Date.now;
     const core = { metrics: this.#metrics, logger: this.#logger, now: this.#now };
     this.#auth = new Authenticator(config, core);

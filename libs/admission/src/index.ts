@@ -2,6 +2,8 @@
 // (NATS KV or Redis, with local leases), input token estimates, and Kthena-style user-fairness queueing.
 export { createAdmission, parseAdmissionConfig } from './admission';
 export type { Admission, AdmissionDeps, AdmitRequest, Admitted, Rejected, Usage, ReloadResult } from './admission';
+export { createAdmissionHooks } from './admission-hooks';
+export type { AdmissionHookRequest, AdmissionHookOutcome, AdmissionHookOptions } from './admission-hooks';
 export {
   AdmissionConfigSchema, AuthConfigSchema, RateLimitConfigSchema, FairnessConfigSchema, TokenizerConfigSchema,
   LeaseConfigSchema, StoreConfigSchema, TokenLimitSchema, DurationMsSchema,

@@ -6,7 +6,8 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
  * Registering twice on one registry (two admission instances in a test or benchmark) reuses the metric.
  */
 export interface AdmissionMetrics {
-  readonly rateLimitExceeded: Counter<'model' | 'limit_type' | 'path'>;
+  /** A no-op when the gateway counts `kthena_router_rate_limit_exceeded_total` itself. */
+  readonly rateLimitExceeded: Pick<Counter<'model' | 'limit_type' | 'path'>, 'inc'>;
   readonly decisions: CounterBatch<'model' | 'result' | 'reason'>;
   readonly auth: CounterBatch<'method' | 'result'>;
   readonly tokenEstimates: CounterBatch<'method'>;
@@ -96,10 +97,12 @@ export function detachAdmissionMetrics(metrics: AdmissionMetrics): void {
   for (const b of [metrics.decisions, metrics.auth, metrics.tokenEstimates, metrics.budgetPath, metrics.queueDequeued]) b.detach();
 }
 
-export function createAdmissionMetrics(registry: Registry): AdmissionMetrics {
+export function createAdmissionMetrics(registry: Registry, opts: { countRateLimitExceeded?: boolean } = {}): AdmissionMetrics {
   const queueInflight = collectedGauge(registry, 'kthena_router_fairness_queue_inflight', 'Requests admitted by the fairness queue and not yet released.', ['model']);
   return {
-    rateLimitExceeded: counter(registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', ['model', 'limit_type', 'path']),
+    rateLimitExceeded: opts.countRateLimitExceeded === false
+      ? { inc: () => undefined }
+      : counter(registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', ['model', 'limit_type', 'path']),
     decisions: batched(registry, 'triad_admission_decisions_total', 'Admission decisions by result (admitted, rejected, fail_open) and reason.', ['model', 'result', 'reason']),
     auth: batched(registry, 'triad_admission_auth_total', 'Authentication outcomes by method (api_key, jwt, none).', ['method', 'result']),
     tokenEstimates: batched(registry, 'triad_admission_input_token_estimates_total', 'Input token estimates by method (tiktoken_cl100k_base, tiktoken_o200k_base, hf_tokenizer, chars_div_4).', ['method']),

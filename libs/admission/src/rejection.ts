@@ -28,7 +28,7 @@ export interface AdmissionRejection {
   readonly body: OpenAiErrorBody;
   /** Whole seconds until a retry can succeed (429/503); also in `headers['retry-after']`. */
   readonly retryAfterSec?: number;
-  /** The same refusal as a TriadError (details carry status, reason and retryAfterSec) for one-place error mapping. */
+  /** The same refusal as a TriadError (details: status, reason, headers, retryAfterSeconds, limitType) for one-place error mapping. */
   toError(): TriadError;
 }
 
@@ -54,7 +54,14 @@ function reject(status: AdmissionRejection['status'], code: ErrorCodeValue, reas
   return {
     status, code, reason, message, headers, body,
     ...(retryAfterSec !== undefined ? { retryAfterSec } : {}),
-    toError: () => new TriadError(code, message, { details: { status, reason, ...(retryAfterSec !== undefined ? { retryAfterSec } : {}) } }),
+    // `retryAfterSeconds` and `limitType` are the detail keys the gateway's error mapping and metrics read.
+    toError: () => new TriadError(code, message, {
+      details: {
+        status, reason, headers,
+        ...(retryAfterSec !== undefined ? { retryAfterSeconds: retryAfterSec } : {}),
+        ...(reason === 'input_rate_limited' ? { limitType: 'input' } : reason === 'output_rate_limited' ? { limitType: 'output' } : {}),
+      },
+    }),
   };
 }
 

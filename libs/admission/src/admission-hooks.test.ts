@@ -1,0 +1,67 @@
+import { Registry } from 'prom-client';
+import { isTriadError } from '@triad/errors';
+import { createAdmission, type Admission } from './admission';
+import { createAdmissionHooks, type AdmissionHookRequest } from './admission-hooks';
+import { generateApiKey, hashApiKey } from './auth/api-key-hash';
+
+const request = (key: string | undefined, body: Record<string, unknown> = {}): AdmissionHookRequest => ({
+  path: '/v1/chat/completions',
+  headers: key ? { authorization: `Bearer ${key}` } : {},
+  model: 'llama-3',
+  body: { model: 'llama-3', ...body },
+  inputTokens: 40,
+  locals: {},
+});
+
+async function rejection(p: Promise<unknown>): Promise<Record<string, unknown>> {
+  try {
+    await p;
+  } catch (err) {
+    if (isTriadError(err)) return { code: err.code, ...err.details };
+    throw err;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
+  const { key, id } = generateApiKey();
+  let admission: Admission;
+  beforeAll(async () => {
+    admission = await createAdmission(
+      { auth: { apiKeys: { keys: [{ name: 'ci', id, hash: hashApiKey(key, { N: 1024, r: 8, p: 1 }) }] } }, rateLimit: { lease: { maxFraction: 0 } } },
+      { registry: new Registry() },
+    );
+  });
+  afterAll(async () => {
+    await admission.close();
+  });
+  const hooks = () => createAdmissionHooks(admission, { rateLimitFor: (m) => (m === 'llama-3' ? { inputTokensPerUnit: 100, unit: 'hour' } : undefined) });
+
+  it('throws the TriadError the gateway maps to 401, with the WWW-Authenticate header in the details', async () => {
+    expect(await rejection(hooks().admit(request(undefined)))).toMatchObject({ code: 'GATEWAY_UNAUTHORIZED', status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } });
+  });
+
+  it('reserves with the route limit, refuses with retryAfterSeconds and limitType, and refunds failed requests', async () => {
+    const h = hooks();
+    const first = request(key);
+    await h.admit(first);
+    await h.admit(request(key));
+    expect(await rejection(h.admit(request(key)))).toMatchObject({ code: 'GATEWAY_RATE_LIMITED', status: 429, limitType: 'input', retryAfterSeconds: expect.any(Number) });
+    h.onEnd(first, { status: 502, usage: undefined }); // failed before any output: everything back
+    await h.admit(request(key));
+  });
+
+  it('charges the real usage, or the whole reservation when output was produced without usage', async () => {
+    const h = createAdmissionHooks(admission, { rateLimitFor: () => ({ outputTokensPerUnit: 100, unit: 'hour' }) });
+    const a = { ...request(key, { max_tokens: 60 }), model: 'out-model' };
+    await h.admit(a);
+    h.onFirstToken(a);
+    h.onEnd(a, { status: 499, usage: undefined }); // client left mid-stream: the 60 stay charged
+    const b = { ...request(key, { max_tokens: 50 }), model: 'out-model' };
+    expect(await rejection(h.admit(b))).toMatchObject({ limitType: 'output' });
+    const c = { ...request(key, { max_tokens: 40 }), model: 'out-model' };
+    await h.admit(c);
+    h.onEnd(c, { status: 200, usage: { promptTokens: 40, completionTokens: 10 } }); // 30 of the 40 come back
+    await h.admit({ ...request(key, { max_tokens: 30 }), model: 'out-model' });
+  });
+});
