@@ -64,9 +64,14 @@ export class DispatchPublisher implements TurnFlushable {
 
   #push(event: DispatchEvent): void {
     this.#onEvent?.(event);
-    if (this.#events.length === 0) this.#turn.request();
+    // Ask for the flush from a microtask, i.e. after the code that started the leg has handed it to undici:
+    // undici writes the leg from its own end-of-turn callback, and ours is then queued behind it, so the
+    // event's socket write never delays the leg's.
+    if (this.#events.length === 0) queueMicrotask(this.#requestTurn);
     this.#events.push(event);
   }
+
+  readonly #requestTurn = (): void => this.#turn.request();
 
   flushTurn(): void {
     this.flush();
