@@ -82,6 +82,8 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     });
     // Stop taking requests first on close; drain lets the batches already received be answered.
     closers.unshift(() => sub.drain());
+    // A round-trip to the server: once it returns, the server has our subscription, so "ready" means reachable.
+    await nats.nc.flush();
     ready = true;
     reason = '';
     logger.info({ origin: config.active.origin, config: scheduler.config.config }, 'scheduler config in effect (defaults filled in)');
