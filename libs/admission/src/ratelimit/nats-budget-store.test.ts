@@ -81,5 +81,5 @@ describe('NATS KV budget store', () => {
     (admitted as Admitted).release({ inputTokens: 1, outputTokens: 0 });
     await server.start();
     await waitFor(async () => (await ask(closed)).ok, { what: 'recovery after NATS restart', timeoutMs: 15_000 });
-  });
+  }, 30_000);
 });
