@@ -1,4 +1,4 @@
-import { SpanKind, type Attributes, type Context } from '@opentelemetry/api';
+import { SpanKind, type Attributes, type Context, type TimeInput } from '@opentelemetry/api';
 import type { DecisionOrError, SchedulingRequest } from '@triad/bus';
 import { ATTR, put } from './attributes';
 import { decisionAttributes } from './decision-attributes';
@@ -62,11 +62,16 @@ export interface PhaseInfo {
   readonly pdGroup?: string;
   /** Media item index for encode profiles. */
   readonly item?: number;
+  /**
+   * When the phase began, if it is reported after the fact (the pure scheduling library times its phases and the
+   * app records them afterwards): epoch ms, or a `performance.now()` value taken in this process.
+   */
+  readonly startTime?: TimeInput;
 }
 
 /** A child of the decide span per filter/scorer phase, named `{phase}` or `{phase} {profile}` (`filter decode`). */
 export function startPhaseSpan(parent: Parent, phase: string, info: PhaseInfo = {}): Traced {
-  return startTraced(info.profile ? `${phase} ${info.profile}` : phase, { parent }, () => {
+  return startTraced(info.profile ? `${phase} ${info.profile}` : phase, { parent, ...(info.startTime !== undefined ? { startTime: info.startTime } : {}) }, () => {
     const attrs: Attributes = { [ATTR.schedulerPhase]: phase };
     put(attrs, ATTR.schedulerProfile, info.profile);
     put(attrs, ATTR.schedulerPlugin, info.plugin);
@@ -77,13 +82,16 @@ export function startPhaseSpan(parent: Parent, phase: string, info: PhaseInfo = 
   });
 }
 
-/** Ends a phase span with how many endpoints survived it (and optional extra facts, e.g. the top score). */
-export function finishPhaseSpan(t: Traced, result: { readonly remaining?: number; readonly error?: unknown; readonly attributes?: Attributes } = {}): void {
+/**
+ * Ends a phase span with how many endpoints survived it (and optional extra facts, e.g. the top score); `endTime`
+ * pairs with a reported `startTime`.
+ */
+export function finishPhaseSpan(t: Traced, result: { readonly remaining?: number; readonly error?: unknown; readonly attributes?: Attributes; readonly endTime?: TimeInput } = {}): void {
   const span = t.span;
   if (span.isRecording()) {
     if (result.remaining !== undefined) span.setAttribute(ATTR.schedulerRemaining, result.remaining);
     if (result.attributes) span.setAttributes(result.attributes);
     if (result.error !== undefined) recordFailure(t, result.error);
   }
-  span.end();
+  span.end(result.endTime);
 }

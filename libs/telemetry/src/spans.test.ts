@@ -7,6 +7,7 @@ import {
   startRouteSpan, startScheduleSpan,
 } from './gateway-spans';
 import { finishEncoderRegistrySpan, finishReconcileSpan, startEncoderRegistrySpan, startReconcileSpan } from './pod-watcher-spans';
+import { finishPhaseSpan, startPhaseSpan } from './scheduler-spans';
 import { errorTypeOf, inSpan, startTraced, traceIdOf } from './spans';
 
 const endpoint = { key: 'default.m.decode-0', pod: 'decode-0', ip: '10.0.0.7', port: 8000 };
@@ -117,6 +118,22 @@ describe('span helpers (in-memory exporter)', () => {
     expect(spans.map((s) => [s.name, s.status.code, s.attributes['error.type']])).toEqual([
       ['work', SpanStatusCode.ERROR, 'BUS_UNAVAILABLE'], ['ok', SpanStatusCode.UNSET, undefined],
     ]);
+  });
+});
+
+describe('phase spans reported after the fact', () => {
+  it('take the measured start and end (performance.now() values)', async () => {
+    const memory = new InMemorySpanExporter();
+    const t = setupTelemetry({ serviceName: 'triad-scheduler', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: memory });
+    const decide = startTraced('schedule', { root: true });
+    const t0 = performance.now();
+    const t1 = t0 + 0.25;
+    finishPhaseSpan(startPhaseSpan(decide, 'score', { profile: 'decode', startTime: t0 }), { remaining: 2, endTime: t1 });
+    decide.span.end();
+    await t.forceFlush();
+    const phase = memory.getFinishedSpans().find((s) => s.name === 'score decode')!;
+    expect(phase.duration[0] * 1e3 + phase.duration[1] / 1e6).toBeCloseTo(0.25, 3);
+    await t.shutdown();
   });
 });
 
