@@ -6,10 +6,11 @@ import { isEndpointAware, type ProfileRole } from './framework/plugin';
 import type { PluginRegistry } from './framework/registry';
 import { createInTreeRegistry } from './plugins/in-tree';
 import { Cycle } from './planning/cycle';
+import { planAggregated } from './planning/aggregated-plan';
 import { planEncoders } from './planning/encoder-plan';
 import { ExplanationRecorder } from './planning/explanation';
 import { planPairs } from './planning/pd-plan';
-import { ProfileSlot, runProfile, type SchedulingObserver } from './planning/profile-run';
+import { ProfileSlot, type SchedulingObserver } from './planning/profile-run';
 import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
 import type { InflightTracker } from './state/inflight-tracker';
@@ -99,14 +100,12 @@ export class Scheduler {
     let encoders: EncoderChoice[] = [];
 
     if (mode === 'aggregated') {
-      const profile = cfg.profiles.aggregated;
-      const run = runProfile(this.#cycle, profile, pool.aggregated, this.#slots.aggregated, { what: 'aggregated', exclude, recorder, observer: this.#observer });
-      if (!run.ok) return fail(request.id, run.code, run.message);
-      const order = this.#timedPick(profile, () => profile.picker.pick(this.#cycle, { candidates: run.candidates, finals: run.finals, count: cfg.topN }).order);
-      const picked = order.map((i) => run.candidates.endpoint(i));
-      run.trace?.chose(picked.map((e) => e.key));
-      attempts = picked.map((e) => ({ endpoint: e.ref }));
-      chosen.push({ profile, endpoint: picked[0] as Endpoint });
+      const plan = planAggregated({
+        cycle: this.#cycle, profile: cfg.profiles.aggregated, pool, topN: cfg.topN, slot: this.#slots.aggregated, exclude, recorder, observer: this.#observer,
+      });
+      if (!plan.ok) return fail(request.id, plan.code, plan.message);
+      attempts = plan.attempts;
+      chosen.push({ profile: cfg.profiles.aggregated, endpoint: plan.chosen });
     } else {
       const pairs = planPairs({
         cycle: this.#cycle, decodeProfile: cfg.profiles.decode, prefillProfile: cfg.profiles.prefill, pool,
@@ -132,14 +131,6 @@ export class Scheduler {
     if (recorder) decision.explanation = recorder.render(cfg.explainLimit);
     if (this.#instanceId !== undefined) decision.decidedBy = this.#instanceId;
     return decision;
-  }
-
-  #timedPick<T>(profile: LoadedProfile, pick: () => T): T {
-    if (!this.#observer) return pick();
-    const t0 = performance.now();
-    const out = pick();
-    this.#observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
-    return out;
   }
 
   /** Post-schedule hooks run only once the whole decision stands, with the first choice of each stage. */

@@ -34,11 +34,6 @@ export class ModelServerPool {
     return (group === undefined ? undefined : this.#prefill.get(group)) ?? NONE;
   }
 
-  /** Every PD group that has at least one ready prefill endpoint. */
-  prefillGroups(): IterableIterator<string> {
-    return this.#prefill.keys();
-  }
-
   /**
    * Encoders that may serve a request decoded in `group`: those labelled with that group plus those with no group
    * label (which serve every group). Cached until an encoder joins or leaves.

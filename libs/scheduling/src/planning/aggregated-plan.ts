@@ -1,0 +1,37 @@
+import type { Attempt } from '@triad/bus';
+import type { LoadedProfile } from '../config/load-config';
+import type { Endpoint } from '../state/endpoint';
+import type { ModelServerPool } from '../state/model-server-pool';
+import type { Cycle } from './cycle';
+import type { ExplanationRecorder } from './explanation';
+import { runProfile, type ProfileRun, type ProfileSlot, type SchedulingObserver } from './profile-run';
+
+export interface AggregatedPlanInput {
+  readonly cycle: Cycle;
+  readonly profile: LoadedProfile;
+  readonly pool: ModelServerPool;
+  readonly topN: number;
+  readonly slot: ProfileSlot;
+  readonly exclude: ReadonlySet<string> | undefined;
+  readonly recorder: ExplanationRecorder | undefined;
+  readonly observer: SchedulingObserver | undefined;
+}
+
+export type AggregatedPlan =
+  | { readonly ok: true; readonly attempts: Attempt[]; readonly chosen: Endpoint }
+  | Extract<ProfileRun, { ok: false }>;
+
+/** Aggregated mode: the profile's picker orders the ready pods; the first topN are the failover list. */
+export function planAggregated(input: AggregatedPlanInput): AggregatedPlan {
+  const { cycle, profile } = input;
+  const run = runProfile(cycle, profile, input.pool.aggregated, input.slot, {
+    what: 'aggregated', exclude: input.exclude, recorder: input.recorder, observer: input.observer,
+  });
+  if (!run.ok) return run;
+  const t0 = input.observer ? performance.now() : 0;
+  const order = profile.picker.pick(cycle, { candidates: run.candidates, finals: run.finals, count: input.topN }).order;
+  if (input.observer) input.observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
+  const picked = order.map((i) => run.candidates.endpoint(i));
+  run.trace?.chose(picked.map((e) => e.key));
+  return { ok: true, attempts: picked.map((e) => ({ endpoint: e.ref })), chosen: picked[0] as Endpoint };
+}
