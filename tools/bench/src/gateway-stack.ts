@@ -108,7 +108,9 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
     for (const s of SIMS) {
       ports[s.name] = await freePort();
       const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', 'zero'];
-      if (s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
+      // No shared EC directory: its per-request file writes are the simulator's cost, not the router's, and the
+      // zero-latency stand-ins of the reference figures do not have it. `BENCH_EC_DIR=1` turns it on.
+      if (process.env['BENCH_EC_DIR'] && s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
       children.push(startChild(s.name, args));
       sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
     }
