@@ -54,7 +54,7 @@ spec: {inferenceEngine: vLLM, pipelineMode: pd, workloadPort: {port: 8000}, work
     expect(problems).toEqual(['planted.yaml:1 ModelServer/bad: spec.workloadSelector.pdGroup: required when pipelineMode is pd']);
   });
 
-  it('selectors that miss the template and probes on undeclared ports', () => {
+  it('selectors that miss the template, undefined $(VAR) in args, and probes on undeclared ports', () => {
     expect(checkWorkloads(docs(`
 apiVersion: apps/v1
 kind: Deployment
@@ -67,8 +67,10 @@ spec:
       containers:
         - name: c
           image: nginx
+          args: [--advertise, $(POD_IP)]
           readinessProbe: {httpGet: {path: /, port: admin}}`))).toEqual([
       'planted.yaml:1 Deployment/web: spec.selector.matchLabels does not match the pod template labels',
+      'planted.yaml:1 Deployment/web: container c uses $(POD_IP) but defines no env var POD_IP',
       'planted.yaml:1 Deployment/web: container c readinessProbe port admin is not one of its ports',
     ]);
   });

@@ -80,6 +80,12 @@ export function checkWorkloads(docs: readonly ManifestDoc[]): string[] {
     if (containers.length === 0) problems.push(`${where(doc)}: no containers`);
     for (const c of containers) {
       if (!c.name || !c.image) problems.push(`${where(doc)}: a container needs a name and an image`);
+      // Kubernetes expands $(VAR) in command and args only for variables the container's env defines;
+      // anything else stays literal text, a silent bug.
+      const defined = new Set(list(c.raw['env']).map((e) => String(e['name'])));
+      for (const ref of [...c.command, ...c.args].flatMap((a) => [...a.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g)].map((m) => m[1]))) {
+        if (!defined.has(ref as string)) problems.push(`${where(doc)}: container ${c.name} uses $(${ref}) but defines no env var ${ref}`);
+      }
       for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
         const http = obj(obj(c.raw[probe])['httpGet']);
         if (Object.keys(http).length > 0 && resolvePort(c, http['port']) === undefined) {
