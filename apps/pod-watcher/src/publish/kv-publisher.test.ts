@@ -104,3 +104,24 @@ describe('KV publisher', () => {
     expect([...kv.data.entries()].sort()).toEqual([['mine.a', 1], ['mine.b', 2]]);
   });
 });
+
+describe('KV publisher, a key changing back while its write is in flight', () => {
+  it('writes the value back instead of leaving the in-flight one in KV', async () => {
+    const kv = new MemoryKv();
+    const p = publisher();
+    p.setEnabled(true);
+    p.set('mine.a', 1);
+    await p.fullSync(kv);
+    let release: () => void = () => undefined;
+    kv.hold = new Promise((r) => { release = r; });
+    p.set('mine.a', 2);
+    await waitFor(() => !p.settled);
+    await new Promise((r) => setImmediate(r));
+    p.set('mine.a', 1);
+    kv.hold = undefined;
+    release();
+    await p.whenSettled();
+    expect(kv.data.get('mine.a')).toBe(1);
+    expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=2', 'put mine.a=1']);
+  });
+});

@@ -42,8 +42,6 @@ export class KvPublisher<T> {
   #syncing = false;
   #broken = false;
   #scheduled = false;
-  /** Waiting for no write in flight (a full sync starting). */
-  readonly #drained = new Set<() => void>();
   /** Waiting for everything written (tests, benchmarks, shutdown). */
   readonly #settled = new Set<() => void>();
 
@@ -106,7 +104,8 @@ export class KvPublisher<T> {
   async fullSync(kv: KvTarget<T>): Promise<void> {
     this.#syncing = true;
     try {
-      while (this.#inFlight.size > 0) await new Promise<void>((r) => this.#drained.add(r));
+      // Writes still in flight (perhaps hanging on a lost server) are not waited for: they went out earlier on the
+      // same connection, so the sync's writes land after them, and their completion re-checks the key.
       this.#kv = kv;
       const existing = new Set(await kv.keys());
       const entries = [...this.#desired];
@@ -175,6 +174,9 @@ export class KvPublisher<T> {
       () => {
         if (value === undefined) this.#published.delete(key);
         else this.#published.set(key, value);
+        // The key may have changed while this write was in flight, even back to what was published before it.
+        const now = this.#desired.get(key);
+        if (now === undefined ? value !== undefined : value === undefined || !this.#opts.same(value, now)) this.#markDirty(key);
         this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'ok' });
         this.#opts.metrics?.publishLatency.observe({ bucket: this.bucket }, (performance.now() - since) / 1000);
       },
@@ -193,9 +195,6 @@ export class KvPublisher<T> {
   }
 
   #notifySettled(): void {
-    if (this.#inFlight.size > 0) return;
-    for (const resolve of this.#drained) resolve();
-    this.#drained.clear();
     if (!this.settled) return;
     for (const resolve of this.#settled) resolve();
     this.#settled.clear();

@@ -71,7 +71,9 @@ export class StatePublisher {
   /** Joins the lease; writing starts once the source has delivered its first full state (`sourceSynced`). */
   async start(): Promise<void> {
     this.#unsubscribeReconnect = this.#opts.bus.onReconnect(() => {
-      void this.lease.tick().then(() => this.requestFullSync('NATS reconnected'));
+      // The server may have lost its store: republish now (as the writer) and renew the lease alongside.
+      this.requestFullSync('NATS reconnected');
+      void this.lease.tick();
     });
     await this.lease.start();
   }

@@ -134,7 +134,7 @@ export class WriterLease {
         return;
       }
       this.#kv = undefined;
-      if (this.#leader && now - this.#lastRenewed >= ttlMs) this.#lost(`could not renew the lease for ${ttlMs} ms: ${msg}`);
+      if (this.#leader && this.#now() - this.#lastRenewed >= ttlMs) this.#lost(`could not renew the lease for ${ttlMs} ms: ${msg}`);
       else this.#opts.logger.debug({ err: msg }, 'lease round failed');
     }
   }
