@@ -9,7 +9,7 @@ module.exports = {
     '^.+\\.m?js$': ['@swc/jest', { jsc: { parser: { syntax: 'ecmascript' }, target: 'es2022' }, module: { type: 'commonjs' } }],
   },
   transformIgnorePatterns: [
-    '/node_modules/(?!(@kubernetes/client-node|openid-client|oauth4webapi|jose|jsonpath-plus|@jsep-plugin|jsep|rfc4648|p-limit|yocto-queue)/)',
+    '/node_modules/(?!(@opentelemetry/otlp-exporter-base|@kubernetes/client-node|openid-client|oauth4webapi|jose|jsonpath-plus|@jsep-plugin|jsep|rfc4648|p-limit|yocto-queue)/)',
   ],
   testTimeout: 30000,
 };

@@ -1,5 +1,5 @@
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { startOtlpReceiver, treeShape, type OtlpReceiver, type ReceivedSpan } from '@triad/testing/otlp';
+import { startOtlpReceiver, treeShape, type OtlpReceiver, type ReceivedSpan } from '@triad/telemetry/receiver';
 import {
   finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordFirstToken, recordMessageContent,
   setupTelemetry, startDecodeSpan, startEncodeSpan, startPrefillSpan, startRequestSpan, startRouteSpan, startScheduleSpan,

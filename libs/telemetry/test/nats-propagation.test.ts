@@ -2,7 +2,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { SCHEMA_VERSION, ScheduleBatchReplySchema, ScheduleBatchSchema, Subjects, type DecisionOrError } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startNatsServer, type NatsServerHandle } from '@triad/testing';
-import { startOtlpReceiver, type OtlpReceiver } from '@triad/testing/otlp';
+import { startOtlpReceiver, type OtlpReceiver } from '@triad/telemetry/receiver';
 import { z } from 'zod';
 import {
   extractBatchTraceContexts, extractTraceContext, finishDecideSpan, finishPhaseSpan, finishScheduleSpan, injectBatchTraceHeaders,

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { startOtlpReceiver, type OtlpReceiver } from '@triad/testing/otlp';
+import { startOtlpReceiver, type OtlpReceiver } from '@triad/telemetry/receiver';
 import {
   extractTraceContext, finishLegSpan, finishRequestSpan, injectTraceHeaders, NOOP_TRACED, recordFirstToken, recordMessageContent,
   recordRetry, setupTelemetry, startDecodeSpan, startRequestSpan, startTraced, traceIdOf, tracingEnabled,

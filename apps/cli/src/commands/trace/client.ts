@@ -1,4 +1,4 @@
-import type { ReceivedSpan, TraceSummary } from './otlp/index';
+import type { ReceivedSpan, TraceSummary } from '@triad/telemetry/receiver';
 
 /** A problem the user can fix (receiver not running, unknown trace): printed without a stack, exit code 1. */
 export class TraceCommandError extends Error {}

@@ -1,4 +1,4 @@
-import type { ReceivedSpan } from './otlp/index';
+import type { ReceivedSpan } from '@triad/telemetry/receiver';
 import { renderTrace, renderTraceList } from './render';
 
 const T0 = 1_796_000_000_000;

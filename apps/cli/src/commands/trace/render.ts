@@ -1,4 +1,4 @@
-import { buildSpanTree, type AttrValue, type ReceivedSpan, type SpanTreeNode, type TraceSummary } from './otlp/index';
+import { buildSpanTree, type AttrValue, type ReceivedSpan, type SpanTreeNode, type TraceSummary } from '@triad/telemetry/receiver';
 
 /** Attributes worth a glance, in display order; `--all-attributes` shows every one instead. */
 const KEY_ATTRIBUTES = [

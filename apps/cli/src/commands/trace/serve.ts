@@ -1,4 +1,4 @@
-import { startOtlpReceiver } from './otlp/index';
+import { startOtlpReceiver } from '@triad/telemetry/receiver';
 
 export interface ServeOptions {
   readonly host: string;

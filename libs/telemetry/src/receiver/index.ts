@@ -1,4 +1,4 @@
-// A local OTLP/HTTP trace receiver for tests (and the `triad trace` viewer's copy in apps/cli).
+// A local OTLP/HTTP trace receiver: `triad trace serve` runs it for users without Jaeger, and tests use it too.
 export { startOtlpReceiver } from './receiver';
 export type { OtlpReceiver, OtlpReceiverOptions, ReceiverStats } from './receiver';
 export type { WaitForSpansOptions } from './span-store';

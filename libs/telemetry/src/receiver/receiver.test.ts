@@ -6,9 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { startOtlpReceiver, treeShape, type OtlpReceiver, type ReceivedSpan } from './index';
 
 // The bodies are made by the OTLP exporters' own serializers (@opentelemetry/otlp-transformer), byte for byte
-// what exporter-trace-otlp-proto / -http send. The exporters' HTTP transport itself loads `http` with a dynamic
-// import(), which jest cannot run without --experimental-vm-modules; libs/telemetry's tests run the real
-// exporter end to end (its jest config compiles that import to require).
+// what exporter-trace-otlp-proto / -http send; test/export.test.ts runs the real exporter end to end.
 
 type Format = 'protobuf' | 'json';
 
