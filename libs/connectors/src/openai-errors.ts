@@ -79,7 +79,7 @@ export function toOpenAiError(err: unknown): OpenAiError {
 /** Writes a complete error response (nothing was sent to the client yet). */
 export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string): number {
   const e = toOpenAiError(err);
-  if (sink.destroyed || sink.headersSent) return e.status;
+  if (sink.destroyed || sink.headersSent || sink.writableEnded) return e.status;
   sink.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), 'x-request-id': requestId, ...e.headers });
   sink.end(e.body);
   return e.status;
@@ -88,6 +88,7 @@ export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: st
 /** Ends a stream that already started: an SSE error event, then `[DONE]`, as vLLM does. */
 export function writeStreamError(sink: ClientSink, err: unknown): number {
   const e = toOpenAiError(err);
-  if (!sink.destroyed) sink.end(`data: ${e.body}\n\ndata: [DONE]\n\n`);
+  // A stream that already ended (SGLang: decode done, then the prefill failed) keeps its complete answer.
+  if (!sink.destroyed && !sink.writableEnded) sink.end(`data: ${e.body}\n\ndata: [DONE]\n\n`);
   return e.status;
 }

@@ -40,7 +40,7 @@ export class StageLoop implements LegRunner, LegOwner {
   constructor(call: ProxyCall, pools: UpstreamPools) {
     this.#call = call;
     this.#pools = pools;
-    this.suppressUsage = call.stream && !call.clientWantsUsage;
+    this.suppressUsage = call.injectUsage && !call.clientWantsUsage;
     this.totalMs = call.server.timeouts.totalMs;
   }
 
@@ -149,7 +149,7 @@ export class StageLoop implements LegRunner, LegOwner {
   commit(status: number, contentType: string, contentLength: number): boolean {
     const call = this.#call;
     const sink = call.sink;
-    if (sink.destroyed) return false;
+    if (sink.destroyed || sink.headersSent) return false;
     this.#committed = true;
     call.result.status = status;
     call.result.firstByteAt = performance.now();
@@ -164,7 +164,7 @@ export class StageLoop implements LegRunner, LegOwner {
 
   writeClient(chunk: Buffer, leg: Leg): void {
     const sink = this.#call.sink;
-    if (sink.destroyed) return;
+    if (sink.destroyed || sink.writableEnded) return;
     if (!sink.write(chunk)) {
       leg.pause();
       sink.once('drain', () => leg.resume());
@@ -173,7 +173,7 @@ export class StageLoop implements LegRunner, LegOwner {
 
   endClient(chunk: Buffer | undefined): void {
     const sink = this.#call.sink;
-    if (!sink.destroyed) sink.end(chunk);
+    if (!sink.destroyed && !sink.writableEnded) sink.end(chunk);
   }
 
   recordUsage(promptTokens: number, completionTokens: number): void {

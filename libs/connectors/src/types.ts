@@ -24,6 +24,8 @@ export interface ClientSink {
   once(event: 'drain', listener: () => void): unknown;
   readonly destroyed: boolean;
   readonly headersSent: boolean;
+  /** `end()` was called: nothing more may be written. */
+  readonly writableEnded: boolean;
 }
 
 /** Per-stage time budgets in ms; 0 disables one. */
@@ -125,6 +127,11 @@ export interface ProxyCall {
   readonly body: Record<string, unknown>;
   /** The client asked for a stream. */
   readonly stream: boolean;
+  /**
+   * Add `stream_options.include_usage` for accounting (streamed chat/completions only; other paths such as
+   * `/v1/responses` have no such option and are relayed as they are).
+   */
+  readonly injectUsage: boolean;
   /** The client asked for the usage chunk itself (else an injected one is removed again). */
   readonly clientWantsUsage: boolean;
   /** Headers forwarded to every leg (authorization, trace context), lower-case names. */

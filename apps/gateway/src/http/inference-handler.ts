@@ -123,7 +123,10 @@ export class InferenceHandler {
     d.hooks.onRouted?.(req);
 
     const inference = req.path === CHAT || req.path === COMPLETIONS;
-    if (inference) req.clientWantsUsage = req.stream && clientWantsUsage(req.body, profile.engine);
+    if (inference && req.stream) {
+      req.injectUsage = true;
+      req.clientWantsUsage = clientWantsUsage(req.body, profile.engine);
+    }
     if (inference && profile.mode === 'epd' && req.path === CHAT) req.media = extractMediaParts(req.body);
 
     const started = performance.now();

@@ -28,6 +28,7 @@ export class InferenceRequest implements HookRequest, ProxyCall {
   upstreamModel = '';
   mode = '';
   clientWantsUsage = false;
+  injectUsage = false;
   media: readonly MediaPart[] = NO_MEDIA;
   epdBootstrapAddr: string | undefined = undefined;
   server!: ServerProfile;

@@ -11,7 +11,7 @@ export class AggregatedConnector implements Connector {
       endpoint: attempt.endpoint,
       item: -1,
       attempt: index,
-      body: finalLegBody(call.body, call.stream),
+      body: finalLegBody(call.body, call.injectUsage),
       requestId: call.id,
       timeoutMs: call.server.timeouts.firstByteMs,
     }).promise;

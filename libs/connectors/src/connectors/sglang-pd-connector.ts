@@ -22,7 +22,7 @@ export class SglangPdConnector implements Connector {
     if (prefill === undefined) {
       throw new TriadError(ErrorCode.SchedNoPrefillPair, `SGLang PD needs a prefill endpoint for ${attempt.endpoint.key}`);
     }
-    const { body } = sglangBody(call.body, call.stream, prefill, this.name === 'sglang-epd' ? call.epdBootstrapAddr : undefined);
+    const { body } = sglangBody(call.body, call.injectUsage, prefill, this.name === 'sglang-epd' ? call.epdBootstrapAddr : undefined);
     const timeouts = call.server.timeouts;
     const p = run.drained({ stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: call.id, timeoutMs: timeouts.prefillMs });
     const decode = { stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: call.id, timeoutMs: timeouts.firstByteMs };

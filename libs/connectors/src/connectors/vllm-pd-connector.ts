@@ -45,7 +45,7 @@ export async function runVllmPrefillDecode(call: ProxyCall, attempt: Attempt, in
     endpoint: attempt.endpoint,
     item: -1,
     attempt: index,
-    body: finalLegBody(call.body, call.stream, kvParams),
+    body: finalLegBody(call.body, call.injectUsage, kvParams),
     requestId: call.id,
     timeoutMs: call.server.timeouts.firstByteMs,
   }).promise;
