@@ -9,6 +9,10 @@ import { parseBodyUsage } from './usage';
 
 const STAGE_SLOT: Readonly<Record<Stage, number>> = { encode: 0, prefill: 1, decode: 2, aggregated: 2 };
 
+function flushClient(loop: StageLoop): void {
+  loop.flushClient();
+}
+
 function onTotalTimeout(loop: StageLoop): void {
   loop.abort(totalTimeoutError(loop.totalMs));
 }
@@ -35,6 +39,9 @@ export class StageLoop implements LegRunner, LegOwner {
   readonly #stageEnd = [0, 0, 0];
   #aborted: Error | undefined;
   #committed = false;
+  /** Relayed chunks of the current socket read, written together (see writeClient). */
+  #out: Buffer[] | undefined;
+  #outLeg: Leg | undefined;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(call: ProxyCall, pools: UpstreamPools) {
@@ -73,7 +80,10 @@ export class StageLoop implements LegRunner, LegOwner {
       // An abort (client gone, total timeout) explains the failure better than the leg error it caused.
       const error = this.#aborted ?? (err as Error);
       result.error = error;
-      if (this.#committed) writeStreamError(call.sink, error);
+      if (this.#committed) {
+        this.flushClient(); // relayed bytes still gathered for this read go out before the error event
+        writeStreamError(call.sink, error);
+      }
       else result.status = writeErrorResponse(call.sink, error, call.id);
     } finally {
       if (this.#timer !== undefined) clearTimeout(this.#timer);
@@ -165,7 +175,25 @@ export class StageLoop implements LegRunner, LegOwner {
   writeClient(chunk: Buffer, leg: Leg): void {
     const sink = this.#call.sink;
     if (sink.destroyed || sink.writableEnded) return;
-    if (!sink.write(chunk)) {
+    // undici hands over one HTTP chunk (one SSE event) at a time, many per socket read. Gathering them until the
+    // parser is done with the read (nextTick) and writing once saves node's per-write work and a syscall each.
+    if (this.#out === undefined) {
+      this.#out = [chunk];
+      this.#outLeg = leg;
+      process.nextTick(flushClient, this);
+    } else {
+      this.#out.push(chunk);
+    }
+  }
+
+  flushClient(): void {
+    const out = this.#out;
+    const leg = this.#outLeg as Leg;
+    this.#out = undefined;
+    this.#outLeg = undefined;
+    const sink = this.#call.sink;
+    if (out === undefined || sink.destroyed || sink.writableEnded) return;
+    if (!sink.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out))) {
       leg.pause();
       sink.once('drain', () => leg.resume());
     }
@@ -173,7 +201,14 @@ export class StageLoop implements LegRunner, LegOwner {
 
   endClient(chunk: Buffer | undefined): void {
     const sink = this.#call.sink;
-    if (!sink.destroyed && !sink.writableEnded) sink.end(chunk);
+    let last = chunk;
+    if (this.#out !== undefined) {
+      if (chunk !== undefined) this.#out.push(chunk);
+      last = Buffer.concat(this.#out);
+      this.#out = undefined;
+      this.#outLeg = undefined;
+    }
+    if (!sink.destroyed && !sink.writableEnded) sink.end(last);
   }
 
   recordUsage(promptTokens: number, completionTokens: number): void {
