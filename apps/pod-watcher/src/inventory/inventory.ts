@@ -109,6 +109,10 @@ export class Inventory {
     return this.#servers.get(namespace)?.get(name)?.value;
   }
 
+  pod(namespace: string, name: string): Pod | undefined {
+    return this.#pods.get(namespace)?.get(name)?.value;
+  }
+
   modelRoute(namespace: string, name: string): ModelRoute | undefined {
     return this.#routes.get(namespace)?.get(name)?.value;
   }

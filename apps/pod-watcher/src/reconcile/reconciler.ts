@@ -5,7 +5,7 @@ import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/
 import type { EncoderRegistrySync } from '../registry/encoder-registry-sync';
 import { baseUrl, planEncoderRegistries } from '../registry/registry-plan';
 import type { Scraper } from '../scrape/scraper';
-import { EndpointTable } from '../topology/endpoint-table';
+import { EndpointTable, type PlacementDiff } from '../topology/endpoint-table';
 import { targetId, type Placement } from '../topology/placement';
 
 export interface ReconcilerOptions {
@@ -18,15 +18,18 @@ export interface ReconcilerOptions {
 
 /**
  * Turns inventory changes and scrape results into the desired KV state. Changes are collected and applied once
- * per event-loop turn: every namespace touched is reclassified as a whole (EndpointTable), scrape targets follow
- * the placements, and the publisher gets the new records. Whatever arrives in one turn (a relist, a file
- * reload) is therefore applied as one consistent step.
+ * per event-loop turn: a ModelServer change reclassifies its whole namespace, a pod change reclassifies that pod
+ * against every ModelServer of its namespace (EndpointTable); scrape targets follow the placements, and the
+ * publisher gets the new records. Whatever arrives in one turn (a relist, a file reload) is applied as one step.
  */
 export class Reconciler {
   readonly table = new EndpointTable();
   readonly #opts: ReconcilerOptions;
   readonly #now: () => number;
+  /** Namespaces whose ModelServers changed: reclassified as a whole. */
   readonly #dirtyNamespaces = new Set<string>();
+  /** Pods changed in namespaces whose ModelServers did not: only those pods are reclassified. */
+  readonly #dirtyPods = new Map<string, Set<string>>();
   readonly #dirtyServers = new Set<string>();
   readonly #dirtyRoutes = new Set<string>();
   /** Scrape target → keys of the placements using it. */
@@ -45,8 +48,15 @@ export class Reconciler {
 
   /** Inventory listener. */
   onInventoryChange(c: InventoryChange): void {
-    this.#dirtyNamespaces.add(c.namespace);
-    if (c.kind === 'ModelServer') this.#dirtyServers.add(`${c.namespace}/${c.name}`);
+    if (c.kind === 'Pod') {
+      let pods = this.#dirtyPods.get(c.namespace);
+      if (!pods) this.#dirtyPods.set(c.namespace, (pods = new Set()));
+      pods.add(c.name);
+    }
+    if (c.kind === 'ModelServer') {
+      this.#dirtyNamespaces.add(c.namespace);
+      this.#dirtyServers.add(`${c.namespace}/${c.name}`);
+    }
     if (c.kind === 'ModelRoute') this.#dirtyRoutes.add(`${c.namespace}/${c.name}`);
     this.#schedule();
   }
@@ -84,8 +94,14 @@ export class Reconciler {
     }
     this.#dirtyServers.clear();
     this.#dirtyRoutes.clear();
-    for (const ns of this.#dirtyNamespaces) this.#reconcileNamespace(ns);
+    for (const ns of this.#dirtyNamespaces) this.#apply(this.table.recompute(ns, inventory.modelServers(ns), inventory.pods(ns)));
+    for (const [ns, names] of this.#dirtyPods) {
+      if (this.#dirtyNamespaces.has(ns)) continue;
+      const pods = new Map([...names].map((name) => [name, inventory.pod(ns, name)] as const));
+      this.#apply(this.table.recomputePods(ns, inventory.modelServers(ns), pods));
+    }
     this.#dirtyNamespaces.clear();
+    this.#dirtyPods.clear();
     if (this.#registryDirty) this.#updateRegistryPlan();
   }
 
@@ -95,9 +111,9 @@ export class Reconciler {
     setImmediate(() => this.flush());
   }
 
-  #reconcileNamespace(namespace: string): void {
-    const { inventory, scraper, publisher } = this.#opts;
-    const diff = this.table.recompute(namespace, inventory.modelServers(namespace), inventory.pods(namespace));
+  /** Applies a classification diff: scrape targets follow the placements, the publisher gets the records. */
+  #apply(diff: PlacementDiff): void {
+    const { scraper, publisher } = this.#opts;
     const now = this.#now();
     for (const p of diff.removed) {
       this.#unlink(p.key);

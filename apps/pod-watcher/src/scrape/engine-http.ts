@@ -31,7 +31,7 @@ export class EngineHttp {
   constructor(options: EngineHttpOptions) {
     this.#timeoutMs = options.timeoutMs;
     this.#maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024;
-    this.#agent = new Agent({ connections: 2, keepAliveTimeout: 30_000, connectTimeout: options.timeoutMs });
+    this.#agent = new Agent({ connections: 1, keepAliveTimeout: 30_000, connectTimeout: options.timeoutMs });
   }
 
   /** Resolves to the body of a 2xx answer; rejects with a ScrapeError otherwise. */

@@ -1,4 +1,4 @@
-import { readEngineLoad } from './engine-metrics';
+import { readEngineLoad, relevantLines } from './engine-metrics';
 import { intervalMeanMs } from './histogram-mean';
 
 const vllmTwoRanks = `# HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -67,5 +67,21 @@ describe('interval mean from histogram deltas', () => {
   it('uses the new totals after an engine restart (counters went down)', () => {
     expect(intervalMeanMs({ sum: 10, count: 100 }, { sum: 0.2, count: 2 }, 50)).toBeCloseTo(100);
     expect(intervalMeanMs({ sum: 10, count: 100 }, { sum: 0, count: 0 }, 50)).toBe(50);
+  });
+});
+
+describe('line prefilter', () => {
+  it('keeps TYPE lines and samples of the wanted families, drops buckets, HELP lines and look-alike names', () => {
+    const text = [
+      '# HELP vllm:num_requests_running x', '# TYPE vllm:num_requests_running gauge', 'vllm:num_requests_running{engine="0"} 1',
+      'vllm:num_requests_running_extra 9', '# TYPE vllm:ttft histogram', 'vllm:ttft_bucket{le="1"} 1', 'vllm:ttft_sum 2', 'vllm:ttft_count 3',
+      'vllm:other 4', 'vllm:num_requests_running 5',
+    ].join('\n');
+    expect(relevantLines(text, ['vllm:num_requests_running', 'vllm:ttft']).split('\n')).toEqual([
+      '# TYPE vllm:num_requests_running gauge', '# TYPE vllm:ttft histogram',
+      'vllm:num_requests_running{engine="0"} 1', 'vllm:num_requests_running_extra 9', 'vllm:num_requests_running 5',
+      'vllm:ttft_sum 2', 'vllm:ttft_count 3',
+    ]);
+    expect(relevantLines('vllm:a 1\nvllm:ab 2', ['vllm:a', 'vllm:ab']).split('\n').filter(Boolean)).toEqual(['vllm:a 1', 'vllm:ab 2']);
   });
 });

@@ -48,6 +48,42 @@ function familySet(n: MetricNames): ReadonlySet<string> {
   return new Set([n.running, n.waiting, ...n.kvUsage, ...n.ttft, ...n.tpot]);
 }
 
+const FAMILY_LIST: Readonly<Record<InferenceEngine, readonly string[]>> = {
+  vLLM: [...FAMILY_FILTER.vLLM],
+  SGLang: [...FAMILY_FILTER.SGLang],
+};
+
+/**
+ * The lines the parser needs: `# TYPE` lines and samples of the wanted families, without histogram buckets (only
+ * `_sum` and `_count` are used). An engine page is ~300 lines and ~26 KB, scraped by the thousand every second;
+ * finding the few wanted lines with `indexOf` (native string search) spares the parser nine lines in ten and
+ * slices only the lines kept. TYPE lines come first so the parser knows each family before its samples.
+ */
+export function relevantLines(text: string, families: readonly string[]): string {
+  const types: string[] = [];
+  const samples: string[] = [];
+  /** Line starts already kept (a family name that prefixes another must not count a line twice). */
+  const taken = new Set<number>();
+  const lineAt = (start: number) => {
+    const end = text.indexOf('\n', start);
+    return text.slice(start, end < 0 ? text.length : end);
+  };
+  for (const name of families) {
+    const type = text.indexOf(`# TYPE ${name} `);
+    if (type >= 0) types.push(lineAt(type));
+    for (let at = text.startsWith(name) ? 0 : text.indexOf(`\n${name}`); at >= 0; at = text.indexOf(`\n${name}`, at + 1)) {
+      const start = text.charCodeAt(at) === 10 ? at + 1 : at;
+      const next = text.charCodeAt(start + name.length);
+      // The family itself (followed by `{` or a space) or a suffixed sample other than `_bucket`.
+      if ((next === 123 || next === 32 || (next === 95 && !text.startsWith('_bucket', start + name.length))) && !taken.has(start)) {
+        taken.add(start);
+        samples.push(lineAt(start));
+      }
+    }
+  }
+  return `${types.join('\n')}\n${samples.join('\n')}`;
+}
+
 type Families = ReadonlyMap<string, MetricFamily>;
 
 /** A ratio per rank: the pod's usage is the mean over its ranks (a sum of ratios means nothing, the last one is a guess). */
@@ -83,7 +119,7 @@ const finiteOrZero = (v: number | undefined): number => (v !== undefined && Numb
  */
 export function readEngineLoad(engine: InferenceEngine, text: string): { ok: true; load: EngineLoad } | { ok: false; error: string } {
   const names = ENGINE_METRIC_NAMES[engine];
-  const { families } = parsePrometheusText(text, { families: FAMILY_FILTER[engine] });
+  const { families } = parsePrometheusText(relevantLines(text, FAMILY_LIST[engine]), { families: FAMILY_FILTER[engine] });
   const running = sumSamples(families, names.running);
   const waiting = sumSamples(families, names.waiting);
   const kvCacheUsage = meanGauge(families, names.kvUsage);

@@ -71,3 +71,37 @@ describe('endpoint table', () => {
     expect(t.ofModelServer('default', 'other').map((x) => x.role)).toEqual(['aggregated']);
   });
 });
+
+describe('endpoint table, pod-only reclassification', () => {
+  it('reaches the same state as a full recompute over a random sequence of pod changes', () => {
+    const servers = [ms('qwen'), ms('agg', { mode: 'aggregated', matchLabels: { shared: 'yes' } })];
+    const roles = ['prefill', 'decode', 'other'];
+    let seed = 7;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    const pods = new Map<string, Pod>();
+    const incremental = new EndpointTable();
+    incremental.recompute('default', servers, []);
+    for (let step = 0; step < 300; step++) {
+      const name = `p${rand(12)}`;
+      const change = new Map<string, Pod | undefined>();
+      if (rand(5) === 0) {
+        pods.delete(name);
+        change.set(name, undefined);
+      } else {
+        const labels: Record<string, string> = { app: rand(4) === 0 ? 'x' : 'qwen', role: roles[rand(3)] as string };
+        if (rand(3) > 0) labels['group'] = `g${rand(2)}`;
+        if (rand(2) === 0) labels['shared'] = 'yes';
+        const next = p(name, labels, { ready: rand(6) > 0, ip: `10.0.0.${rand(20)}` });
+        pods.set(name, next);
+        change.set(name, next);
+      }
+      incremental.recomputePods('default', servers, change);
+      const full = new EndpointTable();
+      full.recompute('default', servers, [...pods.values()]);
+      expect(incremental.all().sort((a, b) => a.key.localeCompare(b.key))).toEqual(full.all().sort((a, b) => a.key.localeCompare(b.key)));
+    }
+  });
+});

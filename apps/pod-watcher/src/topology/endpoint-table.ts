@@ -1,3 +1,4 @@
+import { endpointKey } from '@triad/bus';
 import type { ModelServer, Pod } from '@triad/crd';
 import { placePods, samePlacement, type Placement } from './placement';
 
@@ -32,6 +33,39 @@ export class EndpointTable {
     for (const p of upserted) this.#byKey.set(p.key, p);
     if (next.size > 0) this.#byNamespace.set(namespace, next);
     else this.#byNamespace.delete(namespace);
+    return { upserted, removed };
+  }
+
+  /**
+   * Reclassifies only the given pods of a namespace (undefined = the pod is gone) against its ModelServers: what
+   * a pod event needs, in time proportional to the ModelServers rather than to every pod of the namespace. Only
+   * valid while the namespace's ModelServers are unchanged since its last full `recompute` (a ModelServer change
+   * takes the full path).
+   */
+  recomputePods(namespace: string, servers: readonly ModelServer[], pods: ReadonlyMap<string, Pod | undefined>): PlacementDiff {
+    let current = this.#byNamespace.get(namespace);
+    if (!current) this.#byNamespace.set(namespace, (current = new Map()));
+    const upserted: Placement[] = [];
+    const removed: Placement[] = [];
+    for (const [name, pod] of pods) {
+      const next = new Map<string, Placement>();
+      if (pod) for (const ms of servers) for (const p of placePods(ms, [pod])) next.set(p.key, p);
+      for (const ms of servers) {
+        const key = endpointKey(namespace, ms.metadata.name, name);
+        const old = current.get(key);
+        const now = next.get(key);
+        if (old && !now) {
+          removed.push(old);
+          current.delete(key);
+          this.#byKey.delete(key);
+        } else if (now && (!old || !samePlacement(old, now))) {
+          upserted.push(now);
+          current.set(key, now);
+          this.#byKey.set(key, now);
+        }
+      }
+    }
+    if (current.size === 0) this.#byNamespace.delete(namespace);
     return { upserted, removed };
   }
 
