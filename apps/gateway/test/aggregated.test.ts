@@ -12,10 +12,10 @@ describe('gateway, aggregated ModelServer behind a vLLM engine-sim', () => {
 
   beforeAll(async () => {
     h = await startHarness();
-    sim = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.0.1', model: MODEL });
+    sim = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.0.1', model: MODEL, loraAdapters: ['sql-lora'] });
     direct = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.0.1', model: MODEL });
     await h.putServer('agg', { model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: sim.port, protocol: 'http' } });
-    await h.putRoute('chat', { modelName: 'chat', rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] });
+    await h.putRoute('chat', { modelName: 'chat', loraAdapters: ['sql-lora'], rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] });
     const ep = await h.putEndpoint('agg', 'agg-0', 'aggregated', sim);
     h.decide = (r) => ({ id: r.id, ok: true, mode: 'aggregated', attempts: [{ endpoint: ep }], encoders: [] });
     await h.waitForModel('chat');
@@ -74,8 +74,7 @@ describe('gateway, aggregated ModelServer behind a vLLM engine-sim', () => {
     expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
   });
 
-  it('proxies other /v1 POST paths on the aggregated path', async () => {
-    sim.clearRequests();
+  it('serves /v1/completions too', async () => {
     const res = await fetch(`${h.gateway.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat', prompt: 'plain', max_tokens: 2 }) });
     expect(res.status).toBe(200);
     const json = (await res.json()) as { object: string; usage: { completion_tokens: number } };
@@ -83,9 +82,26 @@ describe('gateway, aggregated ModelServer behind a vLLM engine-sim', () => {
     expect(json.usage.completion_tokens).toBe(2);
   });
 
+  it('proxies other /v1 POST paths with a JSON model on the aggregated path (engine status kept, stage named)', async () => {
+    sim.clearRequests();
+    const res = await fetch(`${h.gateway.url}/v1/embeddings`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'chat', input: 'embed me' }) });
+    const sent = inferenceRequests(sim);
+    expect(sent.map((r) => [r.path, (r.body as { model: string }).model])).toEqual([['/v1/embeddings', MODEL]]);
+    // The simulator has no embeddings endpoint: its 404 comes back OpenAI-shaped, naming the stage.
+    expect(res.status).toBe(404);
+    expect(((await res.json()) as { error: { message: string; code: string } }).error).toMatchObject({ code: 'GATEWAY_UPSTREAM_ERROR', message: expect.stringMatching(/^aggregated on default\.agg\.agg-0 failed with HTTP 404/) });
+  });
+
+  it('keeps the model of a LoRA match instead of rewriting it', async () => {
+    sim.clearRequests();
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sql-lora', messages: [{ role: 'user', content: 'select' }], max_tokens: 2 }) });
+    expect(res.status).toBe(200);
+    expect((inferenceRequests(sim)[0]?.body as { model: string }).model).toBe('sql-lora');
+  });
+
   it('lists ModelRoute names on /v1/models and writes an access log line per request', async () => {
     const res = await fetch(`${h.gateway.url}/v1/models`);
-    expect(await res.json()).toEqual({ object: 'list', data: [{ id: 'chat', object: 'model', created: 0, owned_by: 'triad' }] });
+    expect(await res.json()).toEqual({ object: 'list', data: [{ id: 'chat', object: 'model', created: 0, owned_by: 'triad' }, { id: 'sql-lora', object: 'model', created: 0, owned_by: 'triad' }] });
     const line = accessLines(h).find((l) => l['path'] === '/v1/chat/completions');
     expect(line).toMatchObject({ method: 'POST', status_code: 200, model_name: 'chat', model_route: 'default/chat', model_server: 'default/agg', upstream_model: MODEL, mode: 'aggregated', endpoints: { aggregated: ['agg-0'] } });
     expect(line?.['timings_ms']).toEqual(expect.objectContaining({ total: expect.any(Number), schedule: expect.any(Number), decode: expect.any(Number) }));
