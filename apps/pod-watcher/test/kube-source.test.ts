@@ -120,6 +120,16 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     expect(kube.patches.length).toBe(before + 1);
   });
 
+  it('retries a status patch the API server refused', async () => {
+    const failedBefore = kube.patches.filter((p) => p.status === 500).length;
+    kube.failNext('patch', 1, 500);
+    apply({ ...modelServer('qwen'), spec: { ...modelServer('qwen').spec, workloadPort: { port: 0 } } });
+    await waitFor(() => accepted('qwen')?.status === 'False', { what: 'Accepted=False after a retry' });
+    expect(kube.patches.filter((p) => p.status === 500).length).toBe(failedBefore + 1);
+    apply(modelServer('qwen'));
+    await waitFor(() => accepted('qwen')?.status === 'True', { what: 'Accepted=True again' });
+  });
+
   it('resumes after the watch dies with HTTP 500 (informer restarted) and sees what changed meanwhile', async () => {
     kube.failNext('watch', 2, 500, 'api/v1/pods');
     kube.closeWatches();
