@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import type { KvConnectorType } from '@triad/crd';
+import { waitFor } from '@triad/testing';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
 
 const MODEL = 'Qwen/Qwen2.5-7B';
@@ -29,15 +30,23 @@ describe('gateway, vLLM PD against engine-sims', () => {
       await h.putEndpoint(server, `${server}-p`, 'prefill', p, { group: 'g1' });
       await h.putEndpoint(server, `${server}-d`, 'decode', d, { group: 'g1' });
     }
-    h.decide = (r) => {
-      const { p, d } = pairs.get(r.modelServer.slice(3)) as { p: SimEngineHandle; d: SimEngineHandle };
-      const key = (pod: string) => `default.${r.modelServer}.${pod}`;
-      return {
-        id: r.id, ok: true, mode: 'pd', encoders: [],
-        attempts: [{ endpoint: { key: key(`${r.modelServer}-d`), pod: `${r.modelServer}-d`, ip: d.host, port: d.port }, prefill: { key: key(`${r.modelServer}-p`), pod: `${r.modelServer}-p`, ip: p.host, port: p.port } }],
-      };
+    // A server whose decision lists two P/D pairs (the nixl pair first, the mooncake pair as the alternate).
+    await h.putServer('pd-failover', {
+      model: MODEL, inferenceEngine: 'vLLM', workloadPort: { port: 8000, protocol: 'http' }, kvConnector: { type: 'nixl' },
+      workloadSelector: { matchLabels: { app: 'f' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+    });
+    await h.putRoute('pd-failover', { modelName: 'pd-failover', rules: [{ targetModels: [{ modelServerName: 'pd-failover', weight: 100 }] }] });
+    const attemptOf = (server: string) => {
+      const { p, d } = pairs.get(server.slice(3)) as { p: SimEngineHandle; d: SimEngineHandle };
+      const key = (pod: string) => `default.${server}.${pod}`;
+      return { endpoint: { key: key(`${server}-d`), pod: `${server}-d`, ip: d.host, port: d.port }, prefill: { key: key(`${server}-p`), pod: `${server}-p`, ip: p.host, port: p.port } };
     };
+    h.decide = (r) => ({
+      id: r.id, ok: true, mode: 'pd', encoders: [],
+      attempts: r.modelServer === 'pd-failover' ? [attemptOf('pd-nixl'), attemptOf('pd-mooncake')] : [attemptOf(r.modelServer)],
+    });
     for (const kind of kinds) await h.waitForModel(`pd-${kind}`);
+    await h.waitForModel('pd-failover');
   });
   afterAll(async () => {
     await h?.close();
@@ -82,6 +91,19 @@ describe('gateway, vLLM PD against engine-sims', () => {
     expect(pb['kv_transfer_params']).toBeUndefined();
     expect(db).toEqual({ model: MODEL, prompt: 'hello', max_tokens: 3 });
     expect(inferenceRequests(p)[0]?.path).toBe('/v1/completions');
+  });
+
+  it('retries the next P/D pair when the first prefill fails before any byte went out', async () => {
+    const first = pairs.get('nixl')!;
+    const second = pairs.get('mooncake')!;
+    for (const s of [first.p, first.d, second.p, second.d]) s.clearRequests();
+    first.p.setFault({ mode: 'error500', count: 1 });
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'pd-failover', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }) });
+    expect(res.status).toBe(200);
+    expect(inferenceRequests(first.p)).toHaveLength(1);
+    expect(inferenceRequests(first.d)).toHaveLength(0);
+    expect(inferenceRequests(second.p)).toHaveLength(1);
+    expect(inferenceRequests(second.d)).toHaveLength(1);
   });
 });
 
@@ -133,6 +155,15 @@ describe('gateway, SGLang PD against engine-sims', () => {
     // The decode only answers after the prefill registered the room while the decode waited: concurrency.
     expect(d.counters()['roomsMatched']).toBeGreaterThanOrEqual(6);
     expect(d.counters()['bootstrapTimeouts']).toBe(0);
+  });
+
+  it('fails the request when the prefill fails, aborting the waiting decode', async () => {
+    p.setFault({ mode: 'error500', count: 1 });
+    const abortedBefore = d.counters()['aborted'] ?? 0;
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sg', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }) });
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/^prefill on default\.sg\.sg-p failed with HTTP 500/);
+    await waitFor(() => (d.counters()['aborted'] ?? 0) > abortedBefore, { what: 'decode leg aborted while it waited for the room' });
   });
 
   it('streams the decode answer and drains the prefill one', async () => {
