@@ -52,9 +52,9 @@ describe('two pod-watcher replicas at once', () => {
     file = join(dir, 'cluster.yaml');
     write('prefill');
     endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
-    starting.push(startTestWatcher({ nats: nats.url, source: `file:${file}`, identity: 'replica-a', leaseTtlMs: 2000 }));
+    starting.push(startTestWatcher({ nats: nats.url, source: `file:${file}`, identity: 'replica-a', leaseTtlMs: 2000, scrapeTimeoutMs: 3000 }));
     a = await starting[0]!;
-    starting.push(startTestWatcher({ nats: nats.url, source: `file:${file}`, identity: 'replica-b', leaseTtlMs: 2000 }));
+    starting.push(startTestWatcher({ nats: nats.url, source: `file:${file}`, identity: 'replica-b', leaseTtlMs: 2000, scrapeTimeoutMs: 3000 }));
     b = await starting[1]!;
   }, 60_000);
 
@@ -82,6 +82,7 @@ describe('two pod-watcher replicas at once', () => {
     await waitFor(() => totalScrapes() >= start + 40, { what: 'forty more scrapes' });
     await a.whenSettled();
     expect(Object.fromEntries(endpoints.puts)).toEqual(puts);
+    expect(a.log.lines.filter((l) => l['msg'] === 'published full state')).toHaveLength(1);
   });
 
   it('writes a change once, from the writer only', async () => {
@@ -91,7 +92,8 @@ describe('two pod-watcher replicas at once', () => {
     await waitFor(() => b.reconciler.table.get('default.qwen.p0')?.role === 'decode', { what: 'the standby saw it too' });
     const start = totalScrapes();
     await waitFor(() => totalScrapes() >= start + 20, { what: 'more scrapes' });
-    expect(endpoints.puts.get('default.qwen.p0')).toBe(before + 1);
+    const writes = (endpoints.history.get('default.qwen.p0') ?? []).slice(before).map((r) => `${r.role} stale=${r.metrics.stale} ${r.metrics.lastError ?? ''}`);
+    expect(writes).toEqual(['decode stale=false ']);
   });
 
   it('fails over: when the writer stops, the standby takes the lease and publishes the next change', async () => {

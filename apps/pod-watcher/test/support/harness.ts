@@ -50,10 +50,13 @@ export class KvMirror<S extends z.ZodType> {
   /** Writes seen per key (a flapping record shows up here). */
   readonly puts: Map<string, number>;
   readonly deletes: Map<string, number>;
+  /** Every value written per key, oldest first (to show what a flapping record flapped between). */
+  readonly history: Map<string, z.output<S>[]>;
   readonly #bus: Bus;
   readonly #watch: KvWatchHandle;
 
-  private constructor(bus: Bus, watch: KvWatchHandle, values: Map<string, z.output<S>>, puts: Map<string, number>, deletes: Map<string, number>) {
+  private constructor(bus: Bus, watch: KvWatchHandle, values: Map<string, z.output<S>>, puts: Map<string, number>, deletes: Map<string, number>, history: Map<string, z.output<S>[]>) {
+    this.history = history;
     this.#bus = bus;
     this.#watch = watch;
     this.values = values;
@@ -67,11 +70,13 @@ export class KvMirror<S extends z.ZodType> {
     const values = new Map<string, z.output<S>>();
     const puts = new Map<string, number>();
     const deletes = new Map<string, number>();
+    const history = new Map<string, z.output<S>[]>();
     const watch = await kv.watch({
       onChange: (c) => {
         if (c.op === 'PUT') {
           values.set(c.key, c.value);
           puts.set(c.key, (puts.get(c.key) ?? 0) + 1);
+          history.set(c.key, [...(history.get(c.key) ?? []), c.value]);
         } else {
           values.delete(c.key);
           deletes.set(c.key, (deletes.get(c.key) ?? 0) + 1);
@@ -79,7 +84,7 @@ export class KvMirror<S extends z.ZodType> {
       },
     });
     await watch.synced;
-    return new KvMirror<S>(bus, watch, values, puts, deletes);
+    return new KvMirror<S>(bus, watch, values, puts, deletes, history);
   }
 
   get(key: string): z.output<S> | undefined {
