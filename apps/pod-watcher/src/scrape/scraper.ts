@@ -30,6 +30,8 @@ interface Target {
   readonly id: string;
   readonly baseUrl: string;
   engine: InferenceEngine;
+  /** Fixed position of this target within the scrape interval (a hash of its address). */
+  readonly phase: number;
   /** Placements using this address (several ModelServers may share a pod and port). */
   refs: number;
   view: TargetView;
@@ -38,6 +40,16 @@ interface Target {
   modelsAt: number;
   queued: boolean;
   removed: boolean;
+}
+
+/** Slots per scrape interval (each a twentieth of it, at least 10 ms). */
+const SLOTS = 20;
+
+/** FNV-1a of the address: a stable, well-spread phase per target. */
+function phaseOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return h >>> 0;
 }
 
 const NEVER_SCRAPED: MetricsSnapshot = Object.freeze({ running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false });
@@ -63,9 +75,20 @@ export class Scraper {
     this.#now = options.now ?? Date.now;
   }
 
+  /**
+   * Scrapes every target once per interval, spread over the interval: each target has a fixed phase (a slot from
+   * a hash of its address), so 2,000 engines are 100 scrapes every 50 ms rather than one burst of 2,000 a second
+   * that would delay everything else the process does (watch events, KV writes) behind it.
+   */
   start(): void {
     if (this.#timer || this.#closed) return;
-    this.#timer = setInterval(() => this.#tick(), this.#opts.intervalMs);
+    const slotMs = Math.max(10, Math.floor(this.#opts.intervalMs / SLOTS));
+    const slots = Math.max(1, Math.round(this.#opts.intervalMs / slotMs));
+    let slot = 0;
+    this.#timer = setInterval(() => {
+      this.#tick(slot, slots);
+      slot = (slot + 1) % slots;
+    }, slotMs);
     this.#timer.unref?.();
   }
 
@@ -77,7 +100,7 @@ export class Scraper {
       t.engine = engine;
       return;
     }
-    const target: Target = { id, baseUrl, engine, refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, queued: false, removed: false };
+    const target: Target = { id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, queued: false, removed: false };
     this.#targets.set(id, target);
     this.#enqueue(target);
   }
@@ -120,8 +143,8 @@ export class Scraper {
     await this.idle();
   }
 
-  #tick(): void {
-    for (const t of this.#targets.values()) this.#enqueue(t);
+  #tick(slot: number, slots: number): void {
+    for (const t of this.#targets.values()) if (t.phase % slots === slot) this.#enqueue(t);
   }
 
   #enqueue(t: Target): void {
