@@ -13,9 +13,13 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--body-limit <bytes>', 'largest request body (TRIAD_BODY_LIMIT, default 10 MiB)')
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
+    .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
     .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)');
   program.parse([...argv], { from: 'user' });
-  const opts = program.opts<{ nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string; accessLog?: boolean }>();
+  const opts = program.opts<{
+    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string;
+    accessLog?: boolean; admissionConfig?: string;
+  }>();
   const config = resolveConfig({
     nats: opts.nats,
     host: opts.host,
@@ -25,10 +29,17 @@ export async function main(argv: readonly string[]): Promise<void> {
     scheduleBudgetMs: opts.scheduleBudgetMs,
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,
+    admissionConfig: opts.admissionConfig,
   });
   const logger = createLogger({ service: 'gateway' });
-  // Loaded lazily so `triad gateway --help` does not pay for fastify, undici and NATS.
+  // Loaded lazily so `triad gateway --help` does not pay for fastify, undici, NATS and OpenTelemetry.
+  const { setupTelemetry } = require('@triad/telemetry') as typeof import('@triad/telemetry');
+  const { version } = require('../package.json') as { version: string };
+  const telemetry = setupTelemetry({ serviceName: 'triad-gateway', version, logger });
   const { startGateway } = require('./gateway') as typeof import('./gateway');
-  const gateway = await startGateway({ config, logger });
-  onShutdown(logger, () => gateway.close(), { graceMs: config.drainTimeoutMs + 5_000 });
+  const gateway = await startGateway({ config, logger, tracing: telemetry.enabled });
+  onShutdown(logger, async () => {
+    await gateway.close();
+    await telemetry.shutdown();
+  }, { graceMs: config.drainTimeoutMs + 5_000 });
 }

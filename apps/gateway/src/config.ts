@@ -33,6 +33,8 @@ export const GatewayConfigSchema = z.object({
   accessLog: z.union([z.boolean(), z.enum(['true', 'false', '1', '0'])]).transform((v) => v === true || v === 'true' || v === '1').default(true),
   /** Gateway instance id in dispatch events (defaults to hostname-pid). */
   instanceId: z.string().optional(),
+  /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
+  admissionConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
@@ -57,6 +59,7 @@ export const CONFIG_ENV: Readonly<Record<keyof GatewayConfig, string>> = {
   snapshotIntervalMs: 'TRIAD_SNAPSHOT_INTERVAL_MS',
   accessLog: 'TRIAD_ACCESS_LOG',
   instanceId: 'TRIAD_INSTANCE_ID',
+  admissionConfig: 'TRIAD_ADMISSION_CONFIG',
 };
 
 /** Builds the config from explicit values over environment variables over defaults; throws with the field named. */

@@ -10,6 +10,7 @@ import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
+import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
@@ -18,8 +19,10 @@ import { KvView } from './state/kv-view';
 export interface GatewayOptions {
   readonly config: GatewayConfig;
   readonly logger?: Logger;
-  /** Lifecycle hooks (tracing, admission), called in this order. */
+  /** More lifecycle hooks, called after the built-in integrations (tracing, admission). */
   readonly hooks?: readonly RequestHooks[];
+  /** Telemetry is set up (`setupTelemetry`) and exporting: install the tracing hooks. */
+  readonly tracing?: boolean;
 }
 
 export interface GatewayHandle {
@@ -46,6 +49,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const timeouts = { encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs, totalMs: config.totalTimeoutMs };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
+  const integrations = await createIntegrations({ config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true });
   // One end-of-turn callback sends the scheduling batch first, then the dispatch events: one NATS write per turn.
   const turn = new TurnFlusher();
   const scheduler = new SchedulerClient(bus.nc, fallback, {
@@ -55,9 +59,10 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     maxInFlight: config.scheduleMaxInFlight,
     onLocal: (reason, n) => metrics.local(reason, n),
     onBatch: (size) => metrics.batch(size),
+    ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
   }, turn);
   const dispatch = new DispatchPublisher(bus.nc, id, config.snapshotIntervalMs, turn, (e) => fallback.dispatched(e));
-  const hooks = composeHooks(options.hooks ?? []);
+  const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks);
   const handler = new InferenceHandler({
     kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
@@ -88,6 +93,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     dispatch.stop();
     kv.stop();
     fallback.stop();
+    await integrations.close();
     await pools.close(true);
     await bus.drain().catch(() => undefined);
     await ops.close();

@@ -25,6 +25,8 @@ export interface HookRequest {
   /** Extra headers for every engine leg (trace context from a tracing hook). */
   readonly upstreamHeaders: Record<string, string>;
   readonly locals: Record<string, unknown>;
+  /** Aborted when the client goes away (a queued request leaves its queue). Created on first use. */
+  readonly signal: AbortSignal;
 }
 
 /** How a request ended, given to `onEnd`. */

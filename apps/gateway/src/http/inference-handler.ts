@@ -55,7 +55,7 @@ function forwardedHeaders(headers: Record<string, string | string[] | undefined>
 
 function onClientClose(this: ServerResponse & { triadRequest?: InferenceRequest }): void {
   const req = this.triadRequest;
-  if (req !== undefined && !this.writableFinished) req.abort?.(clientAbortedError());
+  if (req !== undefined && !this.writableFinished) req.clientGone(clientAbortedError());
 }
 
 /**
@@ -131,7 +131,7 @@ export class InferenceHandler {
 
     const started = performance.now();
     const scheduling = buildSchedulingRequest(req.id, match.namespace, match.modelServer, upstreamModel, req.prompt, req.inputTokens, req.media, d.hashOptions());
-    const { decision, local } = await d.scheduler.schedule(scheduling);
+    const { decision, local } = await d.scheduler.schedule(scheduling, req);
     req.scheduleMs = performance.now() - started;
     req.decidedLocally = local;
     d.metrics.scheduled(local ? 'local' : 'scheduler', req.scheduleMs / 1000);

@@ -41,6 +41,7 @@ export class InferenceRequest implements HookRequest, ProxyCall {
   /** Open stage spans from tracing hooks, by leg. */
   spans: Map<object, StageSpan> | undefined = undefined;
   #locals: Record<string, unknown> | undefined;
+  #abortController: AbortController | undefined;
 
   constructor(
     id: string,
@@ -74,5 +75,17 @@ export class InferenceRequest implements HookRequest, ProxyCall {
   get locals(): Record<string, unknown> {
     this.#locals ??= {};
     return this.#locals;
+  }
+
+  get signal(): AbortSignal {
+    this.#abortController ??= new AbortController();
+    if (this.sink.destroyed && !this.#abortController.signal.aborted) this.#abortController.abort();
+    return this.#abortController.signal;
+  }
+
+  /** The client closed the connection before the answer was complete: abort legs and anyone waiting. */
+  clientGone(reason: Error): void {
+    this.#abortController?.abort(reason);
+    this.abort?.(reason);
   }
 }

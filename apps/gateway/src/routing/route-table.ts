@@ -1,5 +1,5 @@
 import type { ModelRouteRecord } from '@triad/bus';
-import { compileStringMatch, type RouteRule } from '@triad/crd';
+import { compileStringMatch, type RateLimit, type RouteRule } from '@triad/crd';
 
 /** The outcome of ModelRoute resolution for one request. */
 export interface RouteMatch {
@@ -145,6 +145,17 @@ export class RouteTable {
       if (server === undefined) continue;
       return { route: route.key, namespace: route.record.namespace, modelServer: server, lora, rule: rule.name };
     }
+    return undefined;
+  }
+
+  /**
+   * The `rateLimit` that applies to a request model: Kthena keys limiters by `spec.modelName`, so the oldest
+   * route of that name with a limit decides, and LoRA names are not limited.
+   */
+  rateLimitFor(model: string): RateLimit | undefined {
+    const routes = this.#byModel.get(model);
+    if (routes === undefined) return undefined;
+    for (const r of routes) if (r.record.spec.rateLimit !== undefined) return r.record.spec.rateLimit;
     return undefined;
   }
 

@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { SCHEMA_VERSION, Subjects, type DecisionOrError, type SchedulingRequest } from '@triad/bus';
 import { ErrorCode, TriadError } from '@triad/errors';
 import type { TurnFlushable, TurnFlusher } from '../nats/turn-flusher';
@@ -30,10 +30,13 @@ export interface SchedulerClientOptions {
   readonly onLocal?: (reason: LocalReason, count: number) => void;
   /** Observes each NATS round-trip (batch size, seconds). */
   readonly onBatch?: (size: number, seconds: number) => void;
+  /** NATS headers for a batch from the requests' trace handles (W3C context; set only when tracing is on). */
+  readonly batchHeaders?: (traces: readonly unknown[]) => Record<string, string> | undefined;
 }
 
 interface Pending {
   readonly request: SchedulingRequest;
+  readonly trace: unknown;
   readonly resolve: (value: Scheduled) => void;
 }
 
@@ -69,13 +72,14 @@ export class SchedulerClient implements TurnFlushable {
     return this.#inFlight;
   }
 
-  schedule(request: SchedulingRequest): Promise<Scheduled> {
+  /** Decides one request; `trace` is handed to `batchHeaders` (the gateway passes the request's hook object). */
+  schedule(request: SchedulingRequest, trace?: unknown): Promise<Scheduled> {
     if (this.#localUntil > 0) {
       if (Date.now() < this.#localUntil) return Promise.resolve(this.#decideLocally(request, 'backoff'));
       this.#localUntil = 0;
     }
     return new Promise<Scheduled>((resolve) => {
-      this.#queue.push({ request, resolve });
+      this.#queue.push({ request, trace, resolve });
       if (this.#inFlight < this.#options.maxInFlight) this.#turn.request();
     });
   }
@@ -99,7 +103,8 @@ export class SchedulerClient implements TurnFlushable {
     const requests = new Array<SchedulingRequest>(batch.length);
     for (let i = 0; i < batch.length; i++) requests[i] = (batch[i] as Pending).request;
     try {
-      const msg = await this.#nc.request(Subjects.schedule, encoder.encode(JSON.stringify({ v: SCHEMA_VERSION, requests })), { timeout: this.#options.budgetMs });
+      const data = encoder.encode(JSON.stringify({ v: SCHEMA_VERSION, requests }));
+      const msg = await this.#nc.request(Subjects.schedule, data, { timeout: this.#options.budgetMs, ...this.#headersOf(batch) });
       const checked = checkScheduleReply(msg.data, batch.length);
       this.#options.onBatch?.(batch.length, (performance.now() - started) / 1000);
       if (typeof checked === 'string') this.#fallBack(batch, 'invalid-reply');
@@ -112,6 +117,15 @@ export class SchedulerClient implements TurnFlushable {
       // What queued up behind the in-flight limit goes out at the end of this turn, together.
       if (this.#queue.length > 0) this.#turn.request();
     }
+  }
+
+  #headersOf(batch: Pending[]): { headers?: MsgHdrs } {
+    if (this.#options.batchHeaders === undefined) return {};
+    const map = this.#options.batchHeaders(batch.map((p) => p.trace));
+    if (map === undefined || Object.keys(map).length === 0) return {};
+    const h = natsHeaders();
+    for (const [k, v] of Object.entries(map)) h.set(k, v);
+    return { headers: h };
   }
 
   #fallBack(batch: Pending[], reason: LocalReason): void {

@@ -50,7 +50,7 @@ export function ref(server: string, pod: string, sim: SimEngineHandle, bootstrap
 }
 
 /** Starts nats-server, a stand-in scheduler and a gateway wired to them; sims are started per test. */
-export async function startHarness(opts: { config?: Partial<Record<keyof GatewayConfig, unknown>>; hooks?: RequestHooks[] } = {}): Promise<Harness> {
+export async function startHarness(opts: { config?: Partial<Record<keyof GatewayConfig, unknown>>; hooks?: RequestHooks[]; tracing?: boolean } = {}): Promise<Harness> {
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'gateway-test' });
   const [servers, routes, endpoints] = await Promise.all([
@@ -136,7 +136,7 @@ export async function startHarness(opts: { config?: Partial<Record<keyof Gateway
   };
   h.startScheduler();
   const config = resolveConfig({ nats: nats.url, host: '127.0.0.1', port: 0, metricsPort: 0, drainTimeoutMs: 2000, ...opts.config }, {});
-  h.gateway = await startGateway({ config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }), ...(opts.hooks ? { hooks: opts.hooks } : {}) });
+  h.gateway = await startGateway({ config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }), ...(opts.hooks ? { hooks: opts.hooks } : {}), tracing: opts.tracing === true });
   return h;
 }
 

@@ -1,0 +1,66 @@
+import type { Bus } from '@triad/bus/client';
+import type { Logger } from '@triad/runtime';
+import type { Registry } from 'prom-client';
+import type { GatewayConfig } from './config';
+import type { HookRequest, RequestHooks } from './hooks';
+import type { KvView } from './state/kv-view';
+
+/** What the optional integrations need from the gateway. */
+export interface IntegrationDeps {
+  readonly config: GatewayConfig;
+  readonly kv: KvView;
+  readonly bus: Bus;
+  readonly registry: Registry;
+  readonly logger: Logger;
+  readonly replicaId: string;
+  /** Telemetry was set up and exports spans. */
+  readonly tracing: boolean;
+}
+
+/** The lifecycle hooks of the configured integrations, in call order, and how to stop them. */
+export interface Integrations {
+  readonly hooks: RequestHooks[];
+  /** NATS headers for a scheduling batch (trace context), when tracing is on. */
+  readonly batchHeaders: ((traces: readonly unknown[]) => Record<string, string> | undefined) | undefined;
+  close(): Promise<void>;
+}
+
+function serverEngine(kv: KvView, modelServer: string | undefined): string | undefined {
+  if (modelServer === undefined) return undefined;
+  const slash = modelServer.indexOf('/');
+  return kv.server(modelServer.slice(0, slash), modelServer.slice(slash + 1))?.record.spec.inferenceEngine;
+}
+
+/**
+ * Plugs tracing (libs/telemetry) and admission control (libs/admission) into the request lifecycle through the
+ * hook interface only. Both are loaded on demand: without `OTEL_*` tracing config and without an admission
+ * config file the gateway runs with no hooks at all.
+ */
+export async function createIntegrations(deps: IntegrationDeps): Promise<Integrations> {
+  const hooks: RequestHooks[] = [];
+  let batchHeaders: Integrations['batchHeaders'];
+  const closers: (() => Promise<void>)[] = [];
+  if (deps.tracing) {
+    const telemetry = require('@triad/telemetry') as typeof import('@triad/telemetry');
+    // Tracing first: its request span is open before admission runs and closes after admission released.
+    hooks.push(telemetry.createGatewayTracingHooks({ engineOf: (req) => serverEngine(deps.kv, req.modelServer) }));
+    batchHeaders = (traces) => telemetry.injectBatchTraceHeaders(traces.map((t) => telemetry.scheduleSpanOf(t as HookRequest)));
+  }
+  if (deps.config.admissionConfig !== undefined) {
+    const { createAdmission, createAdmissionHooks } = require('@triad/admission') as typeof import('@triad/admission');
+    const admission = await createAdmission(deps.config.admissionConfig, {
+      registry: deps.registry, logger: deps.logger, bus: deps.bus, env: process.env, replicaId: deps.replicaId,
+      // The gateway counts rate-limit refusals itself (kthena_router_rate_limit_exceeded_total).
+      countRateLimitExceeded: false,
+    });
+    hooks.push(createAdmissionHooks(admission, { rateLimitFor: (model) => deps.kv.routes.rateLimitFor(model) }));
+    closers.push(() => admission.close());
+  }
+  return {
+    hooks,
+    batchHeaders,
+    close: async () => {
+      for (const c of closers) await c();
+    },
+  };
+}
