@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { ObjectStore, collectionOf, matchesSelector, type KubeObject, type StoredEvent } from './object-store';
 import { applyJsonPatch, applyMergePatch, type JsonPatchOperation } from './patch';
+import { readBody, route, sendJson, statusBody, type Route } from './rest';
 
 /** A request the server received (for asserting relists, watch resumption, selectors). */
 export interface RecordedRequest {
@@ -79,48 +80,6 @@ interface OpenWatch {
   readonly namespace: string | undefined;
   readonly selector: string | null;
   readonly res: ServerResponse;
-}
-
-interface Route {
-  readonly collection: string;
-  readonly namespace: string | undefined;
-  readonly name: string | undefined;
-  readonly subresource: string | undefined;
-}
-
-/** Splits `/api/v1/namespaces/ns/pods/name/status` (or `/apis/g/v/...`) into its parts. */
-function route(pathname: string): Route | undefined {
-  const segs = pathname.split('/').filter(Boolean);
-  let prefix: string[];
-  if (segs[0] === 'api' && segs.length >= 3) prefix = segs.slice(0, 2);
-  else if (segs[0] === 'apis' && segs.length >= 4) prefix = segs.slice(0, 3);
-  else return undefined;
-  let rest = segs.slice(prefix.length);
-  let namespace: string | undefined;
-  if (rest[0] === 'namespaces' && rest.length >= 3) {
-    namespace = rest[1];
-    rest = rest.slice(2);
-  }
-  const [plural, name, subresource] = rest;
-  if (!plural) return undefined;
-  return { collection: [...prefix, plural].join('/'), namespace, name, subresource };
-}
-
-const statusBody = (code: number, reason: string, message: string) => ({
-  kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code,
-});
-
-function sendJson(res: ServerResponse, code: number, body: unknown): void {
-  res.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 /**
