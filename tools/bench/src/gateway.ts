@@ -39,6 +39,9 @@ async function main(): Promise<void> {
       cases.push({ target: 'gateway PD (vLLM nixl)', url: g, body: chatBody('pd', stream, false), stream, baseline: `direct-${kind}` });
       cases.push({ target: 'gateway EPD (1 image + text)', url: g, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}` });
     }
+    // Warm every path at 32 connections first: at 1 connection a few hundred requests leave V8 running the
+    // gateway's code unoptimised (baseline tier plus background compiles), which measures the JIT, not the router.
+    for (const k of cases) await runWrk({ url: k.url, body: k.body, connections: 32, durationSec: warmupSec + 1 });
     const rows: (string | number)[][] = [];
     const results = new Map<string, WrkResult>();
     for (const c of connections) {
