@@ -139,6 +139,8 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
       expect(metrics).toContain(`# TYPE ${name}`);
     }
     expect(metrics).toMatch(/kthena_router_requests_total\{model="unknown",path="\/v1\/chat\/completions",status_code="404"/);
+    // Bodies that do not parse are counted too.
+    expect(metrics).toMatch(/kthena_router_requests_total\{model="unknown",path="\/v1\/chat\/completions",status_code="400",error_type="GATEWAY_BAD_REQUEST"/);
     expect(metrics).toMatch(/kthena_router_tokens_total\{model="ok",path="\/v1\/chat\/completions",token_type="output",model_route="default\/ok",model_server="default\/ok"\} [1-9]/);
   });
 });

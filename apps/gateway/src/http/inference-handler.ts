@@ -79,8 +79,12 @@ export class InferenceHandler {
     try {
       body = parseInferenceBody(raw, path);
     } catch (err) {
-      writeErrorResponse(sink, err, id);
-      d.metrics.activeRequests.dec();
+      // Counted and logged like any request (model "unknown"), but hooks never saw it, so they are not told.
+      const bad = new InferenceRequest(id, method, path, headers, {}, '', '', 0, receivedAt, sink, d.observer, {});
+      bad.result.error = err as Error;
+      bad.result.status = writeErrorResponse(sink, err, id);
+      d.metrics.downstream('', 1);
+      this.#finish(bad, false);
       return;
     }
     const model = body['model'] as string;
@@ -101,7 +105,7 @@ export class InferenceHandler {
       if (err instanceof TriadError && err.code === ErrorCode.GatewayRateLimited) d.metrics.rateLimited(model, String(err.details['limitType'] ?? 'tokens'), path);
       req.result.status = writeErrorResponse(sink, err, id);
     } finally {
-      this.#finish(req);
+      this.#finish(req, true);
     }
   }
 
@@ -156,7 +160,7 @@ export class InferenceHandler {
     return prefill === undefined ? undefined : `http://${prefill.ip.includes(':') ? `[${prefill.ip}]` : prefill.ip}:${prefill.port}`;
   }
 
-  #finish(req: InferenceRequest): void {
+  #finish(req: InferenceRequest, hooked: boolean): void {
     const d = this.#d;
     const end = performance.now();
     const r = req.result;
@@ -186,6 +190,6 @@ export class InferenceHandler {
       completionTokens: completion,
     });
     if (d.accessLog) writeAccessLog(d.logger, req, end);
-    d.hooks.onEnd?.(req, { status: r.status, error: r.error, usage: r.usage, durationMs: end - req.receivedAt });
+    if (hooked) d.hooks.onEnd?.(req, { status: r.status, error: r.error, usage: r.usage, durationMs: end - req.receivedAt });
   }
 }
