@@ -38,7 +38,7 @@ async function httpOk(url: string): Promise<boolean> {
 /** The processes of one benchmark run: nats-server, zero-latency engine-sims, the scheduler and the gateway. */
 export interface GatewayStack {
   readonly gatewayUrl: string;
-  /** Direct URLs of the sims, by name: agg, pd-p, pd-d, epd-e, epd-p, epd-d. */
+  /** Direct URLs of the sims, by name: agg, pd-p, pd-d, epd-e, epd-p, epd-d, paced. */
   readonly sims: Readonly<Record<string, string>>;
   /** CPU seconds (user + system) the named child has used so far (Linux /proc), e.g. `gateway`. */
   cpuSeconds(name: string): number;
@@ -72,10 +72,13 @@ const SIMS: readonly SimSpec[] = [
   { name: 'epd-e', role: 'encode', server: 'epd', recordRole: 'encode' },
   { name: 'epd-p', role: 'prefill', server: 'epd', recordRole: 'prefill' },
   { name: 'epd-d', role: 'decode', server: 'epd', recordRole: 'decode' },
+  // An engine that paces its tokens (realistic profile: 20 ms per token), as real engines do.
+  { name: 'paced', role: 'both', server: 'paced', recordRole: 'aggregated' },
 ];
 
 const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
   agg: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: 8000, protocol: 'http' } },
+  paced: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'paced' } }, workloadPort: { port: 8000, protocol: 'http' } },
   pd: {
     model: BENCH_MODEL, inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
     workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
@@ -107,7 +110,8 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
     const ports: Record<string, number> = {};
     for (const s of SIMS) {
       ports[s.name] = await freePort();
-      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', 'zero'];
+      const profile = s.name === 'paced' ? 'realistic' : 'zero';
+      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', profile];
       // No shared EC directory: its per-request file writes are the simulator's cost, not the router's, and the
       // zero-latency stand-ins of the reference figures do not have it. `BENCH_EC_DIR=1` turns it on.
       if (process.env['BENCH_EC_DIR'] && s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
@@ -121,14 +125,14 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
       bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
     for (const [name, spec] of Object.entries(SERVERS)) {
-      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: name === 'agg' ? 'aggregated' : (name as 'pd' | 'epd'), spec });
+      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: name === 'agg' || name === 'paced' ? 'aggregated' : (name as 'pd' | 'epd'), spec });
       await routes.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] } });
     }
     for (const s of SIMS) {
       const now = Date.now();
       await endpoints.put(endpointKey('default', s.server, s.name), {
         schemaVersion: 1, namespace: 'default', modelServer: s.server, pod: s.name, role: s.recordRole, ip: '127.0.0.1', port: ports[s.name] as number,
-        ...(s.server === 'agg' ? {} : { group: 'g1' }),
+        ...(s.server === 'agg' || s.server === 'paced' ? {} : { group: 'g1' }),
         engine: 'vLLM', ready: true, models: [BENCH_MODEL], updatedAt: now,
         metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
       });

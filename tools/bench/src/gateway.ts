@@ -56,6 +56,13 @@ async function main(): Promise<void> {
         rows.push([k.target, k.stream ? 'SSE 64 tok' : 'JSON', String(c), r.rps, r.p50ms, r.p99ms, base ? `${((r.rps / base.rps) * 100).toFixed(0)}%` : '', Number.isFinite(cpuUs) ? String(Math.round(cpuUs)) : '–', String(r.errors + r.non2xx)]);
       }
     }
+    // SSE from an engine that paces its tokens (20 ms each, as real decoders do): the relay's cost disappears
+    // behind the engine's, which is how the "SSE at 95% of direct" goal is meant.
+    const pacedSec = Math.max(durationSec, 5);
+    const pacedDirect = await runWrk({ url: direct('paced'), body: chatBody(BENCH_MODEL, true, false), connections: 32, durationSec: pacedSec, warmupSec });
+    const pacedGateway = await runWrk({ url: g, body: chatBody('paced', true, false), connections: 32, durationSec: pacedSec, warmupSec });
+    rows.push(['direct (paced engine-sim)', 'SSE 64 tok', '32', pacedDirect.rps, pacedDirect.p50ms, pacedDirect.p99ms, '100%', '–', String(pacedDirect.errors + pacedDirect.non2xx)]);
+    rows.push(['gateway aggregated (paced)', 'SSE 64 tok', '32', pacedGateway.rps, pacedGateway.p50ms, pacedGateway.p99ms, `${((pacedGateway.rps / pacedDirect.rps) * 100).toFixed(0)}%`, '–', String(pacedGateway.errors + pacedGateway.non2xx)]);
     // The three stages of an EPD request, each sent directly at 1 connection, for the added-latency figure.
     const stageBodies = {
       encode: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 1, stream: false }),
