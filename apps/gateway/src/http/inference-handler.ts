@@ -83,7 +83,6 @@ export class InferenceHandler {
       const bad = new InferenceRequest(id, method, path, headers, {}, '', '', 0, receivedAt, sink, d.observer, {});
       bad.result.error = err as Error;
       bad.result.status = writeErrorResponse(sink, err, id);
-      d.metrics.downstream('', 1);
       this.#finish(bad, false);
       return;
     }
@@ -92,7 +91,6 @@ export class InferenceHandler {
     const req = new InferenceRequest(id, method, path, headers, body, model, prompt, estimateTokens(prompt), receivedAt, sink, d.observer, forwardedHeaders(headers));
     (sink as ServerResponse & { triadRequest?: InferenceRequest }).triadRequest = req;
     sink.once('close', onClientClose);
-    d.metrics.downstream(model, 1);
     try {
       d.hooks.onRequest?.(req);
       if (d.hooks.admit !== undefined) {
@@ -102,7 +100,9 @@ export class InferenceHandler {
       await this.#routeAndProxy(req);
     } catch (err) {
       req.result.error = err as Error;
-      if (err instanceof TriadError && err.code === ErrorCode.GatewayRateLimited) d.metrics.rateLimited(model, String(err.details['limitType'] ?? 'tokens'), path);
+      if (err instanceof TriadError && err.code === ErrorCode.GatewayRateLimited) {
+        d.metrics.rateLimited(d.kv.routes.knows(model) ? model : 'unknown', String(err.details['limitType'] ?? 'tokens'), path);
+      }
       req.result.status = writeErrorResponse(sink, err, id);
     } finally {
       this.#finish(req, true);
@@ -114,6 +114,8 @@ export class InferenceHandler {
     const match = d.kv.routes.resolve(req);
     if (match === undefined) throw new TriadError(ErrorCode.GatewayModelNotFound, `The model '${req.model}' does not exist (no ModelRoute matches it)`, { details: { param: 'model' } });
     req.route = match.route;
+    // Counted per model only once routed: client-chosen names that match nothing must not become label values.
+    d.metrics.downstream(req.model, 1);
     const entry = d.kv.server(match.namespace, match.modelServer);
     if (entry === undefined) throw new TriadError(ErrorCode.GatewayModelNotFound, `can't find model server: ${match.namespace}/${match.modelServer}`, { details: { param: 'model' } });
     req.modelServer = `${match.namespace}/${match.modelServer}`;
@@ -166,7 +168,7 @@ export class InferenceHandler {
     const r = req.result;
     if (r.status === 0) r.status = req.sink.destroyed ? 499 : 500;
     d.metrics.activeRequests.dec();
-    d.metrics.downstream(req.model, -1);
+    if (req.route !== undefined) d.metrics.downstream(req.model, -1);
     const streamed = req.stream && r.firstByteAt > 0;
     if (streamed) d.metrics.streams(req.model, -1);
     const completion = r.usage?.completionTokens ?? 0;

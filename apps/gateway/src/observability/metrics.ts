@@ -64,9 +64,22 @@ export class GatewayMetrics {
   readonly #local = new Counter({ name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'], registers: [this.registry] });
   readonly #retries = new Counter({ name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'], registers: [this.registry] });
   readonly #children = new Map<string, Children>();
+  readonly #gauges = new Map<string, Gauge.Internal<string>>();
+  readonly #scheduledBySource: Record<'scheduler' | 'local', Histogram.Internal<string>>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_gateway_' });
+    this.#scheduledBySource = { scheduler: this.#schedule.labels('scheduler'), local: this.#schedule.labels('local') };
+  }
+
+  /** A labelled gauge child, cached (the gauges move twice per leg). */
+  #gauge(gauge: Gauge<string>, key: string, ...labels: string[]): Gauge.Internal<string> {
+    let child = this.#gauges.get(key);
+    if (child === undefined) {
+      child = gauge.labels(...labels);
+      this.#gauges.set(key, child);
+    }
+    return child;
   }
 
   request(s: RequestSample): void {
@@ -124,15 +137,15 @@ export class GatewayMetrics {
   }
 
   downstream(model: string, delta: number): void {
-    this.#activeDownstream.inc({ model }, delta);
+    this.#gauge(this.#activeDownstream, `d\u0000${model}`, model).inc(delta);
   }
 
   upstream(server: string, stage: Stage, delta: number): void {
-    this.#activeUpstream.inc({ model_server: server, stage }, delta);
+    this.#gauge(this.#activeUpstream, `u\u0000${server}\u0000${stage}`, server, stage).inc(delta);
   }
 
   streams(model: string, delta: number): void {
-    this.#activeStreams.inc({ model }, delta);
+    this.#gauge(this.#activeStreams, `s\u0000${model}`, model).inc(delta);
   }
 
   rateLimited(model: string, limitType: string, path: string): void {
@@ -140,7 +153,7 @@ export class GatewayMetrics {
   }
 
   scheduled(source: 'scheduler' | 'local', seconds: number): void {
-    this.#schedule.observe({ source }, seconds);
+    this.#scheduledBySource[source].observe(seconds);
   }
 
   batch(size: number): void {

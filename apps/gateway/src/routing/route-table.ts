@@ -148,6 +148,11 @@ export class RouteTable {
     return undefined;
   }
 
+  /** Whether any route names `model` (as modelName or LoRA adapter): bounds metric label values. */
+  knows(model: string): boolean {
+    return this.#byModel.has(model) || this.#byLora.has(model);
+  }
+
   /**
    * The `rateLimit` that applies to a request model: Kthena keys limiters by `spec.modelName`, so the oldest
    * route of that name with a limit decides, and LoRA names are not limited.
