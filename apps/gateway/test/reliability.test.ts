@@ -125,7 +125,7 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     expect(first.done).toBe(false);
     abort.abort();
     await waitFor(() => (sgD.counters()['aborted'] ?? 0) > 0, { what: 'decode leg aborted on the engine' });
-    await waitFor(() => accessLines(h).some((l) => l['model_name'] === 'sg-slow' && (l['error'] as { type?: string } | undefined)?.type === 'GATEWAY_CLIENT_ABORTED'), { what: 'access line of the aborted request' });
+    await waitFor(() => accessLines(h).some((l) => l['model_name'] === 'sg-slow' && l['status_code'] === 499 && (l['error'] as { type?: string } | undefined)?.type === 'GATEWAY_CLIENT_ABORTED'), { what: 'access line of the aborted request' });
   });
 
   it('aborts every leg in flight (two concurrent encoder requests) when the client disconnects', async () => {

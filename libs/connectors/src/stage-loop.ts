@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Stage } from '@triad/bus';
+import { ErrorCode } from '@triad/errors';
 import { clientAbortedError, isRetryable, totalTimeoutError } from './errors';
 import { Leg, LegMode, type LegOwner } from './leg';
 import { writeErrorResponse, writeStreamError } from './openai-errors';
@@ -83,8 +84,11 @@ export class StageLoop implements LegRunner, LegOwner {
       if (this.#committed) {
         this.flushClient(); // relayed bytes still gathered for this read go out before the error event
         writeStreamError(call.sink, error);
+        // A client that left mid-stream is recorded as such (nginx's 499), not as the 200 it had started with.
+        if ((error as { code?: string }).code === ErrorCode.ClientAborted) result.status = 499;
+      } else {
+        result.status = writeErrorResponse(call.sink, error, call.id);
       }
-      else result.status = writeErrorResponse(call.sink, error, call.id);
     } finally {
       if (this.#timer !== undefined) clearTimeout(this.#timer);
       // Legs still running (a sibling encode of a failed item) are not needed any more.
