@@ -33,6 +33,6 @@ export { PluginRegistry } from './framework/registry';
 export { registerInTreePlugins, createInTreeRegistry } from './plugins/in-tree';
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
-export type { SchedulingObserver } from './planning/profile-run';
+export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';
 export { createLocalScheduling } from './local-scheduling';
 export type { LocalScheduling, LocalSchedulingOptions } from './local-scheduling';

@@ -10,7 +10,7 @@ import { planAggregated } from './planning/aggregated-plan';
 import { planEncoders } from './planning/encoder-plan';
 import { ExplanationRecorder } from './planning/explanation';
 import { planPairs } from './planning/pd-plan';
-import { ProfileSlot, type SchedulingObserver } from './planning/profile-run';
+import { ProfileSlot, Timing, phase, type SchedulingObserver } from './planning/profile-run';
 import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
 import type { InflightTracker } from './state/inflight-tracker';
@@ -25,8 +25,13 @@ export interface SchedulerOptions {
   readonly registry?: PluginRegistry;
   /** Written into `Decision.decidedBy`. */
   readonly instanceId?: string;
-  /** Receives per-plugin timings (costs a clock read per plugin call, so only when set). */
+  /**
+   * Receives per-plugin timings (costs two clock reads per plugin call, so only when set) and, for the requests
+   * it asks for (`phasesFor`), a record per phase.
+   */
   readonly observer?: SchedulingObserver;
+  /** The clock of plugin timings and phase start/end times (default `performance.now()`); used only with an observer. */
+  readonly clock?: () => number;
 }
 
 type Chosen = { profile: LoadedProfile; endpoint: Endpoint };
@@ -41,7 +46,7 @@ export class Scheduler {
   readonly #tracker: InflightTracker;
   readonly #cycle: Cycle;
   readonly #instanceId: string | undefined;
-  readonly #observer: SchedulingObserver | undefined;
+  readonly #timing: Timing | undefined;
   readonly #slots: Record<ProfileRole, ProfileSlot>;
   #config: LoadedSchedulerConfig;
   readonly #unsubscribe: () => void;
@@ -53,7 +58,7 @@ export class Scheduler {
     const slot = () => new ProfileSlot(options.index, options.tracker);
     this.#slots = { aggregated: slot(), decode: slot(), prefill: slot(), encode: slot() };
     this.#instanceId = options.instanceId;
-    this.#observer = options.observer;
+    this.#timing = options.observer ? new Timing(options.observer, options.clock ?? (() => performance.now())) : undefined;
     this.#config = options.config ?? loadDefault(options.registry ?? createInTreeRegistry());
     this.#unsubscribe = options.index.onEndpointRemoved((key) => {
       for (const p of this.#config.plugins.values()) if (isEndpointAware(p)) p.endpointRemoved(key);
@@ -76,11 +81,15 @@ export class Scheduler {
 
   /** Decides one request. Never throws: failures are `{ok: false, code, message}` with a SCHED_* code. */
   schedule(request: SchedulingRequest, now: number = Date.now()): DecisionOrError {
+    const timing = this.#timing;
     try {
+      if (timing) timing.sink = timing.observer.phasesFor?.(request);
       return this.#schedule(request, now);
     } catch (err) {
       const code = err instanceof TriadError ? err.code : ErrorCode.Internal;
       return fail(request.id, code, `scheduling failed: ${(err as Error).message}`);
+    } finally {
+      if (timing) timing.sink = undefined;
     }
   }
 
@@ -101,7 +110,7 @@ export class Scheduler {
 
     if (mode === 'aggregated') {
       const plan = planAggregated({
-        cycle: this.#cycle, profile: cfg.profiles.aggregated, pool, topN: cfg.topN, slot: this.#slots.aggregated, exclude, recorder, observer: this.#observer,
+        cycle: this.#cycle, profile: cfg.profiles.aggregated, pool, topN: cfg.topN, slot: this.#slots.aggregated, exclude, recorder, timing: this.#timing,
       });
       if (!plan.ok) return fail(request.id, plan.code, plan.message);
       attempts = plan.attempts;
@@ -110,7 +119,7 @@ export class Scheduler {
       const pairs = planPairs({
         cycle: this.#cycle, decodeProfile: cfg.profiles.decode, prefillProfile: cfg.profiles.prefill, pool,
         withPrefill: mode === 'pd' || hasPrefillStage(pool), topN: cfg.topN,
-        decodeSlot: this.#slots.decode, prefillSlot: this.#slots.prefill, exclude, recorder, observer: this.#observer,
+        decodeSlot: this.#slots.decode, prefillSlot: this.#slots.prefill, exclude, recorder, timing: this.#timing,
       });
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
       attempts = pairs.attempts;
@@ -119,7 +128,7 @@ export class Scheduler {
       if (mode === 'epd' && request.mediaItems.length > 0) {
         const plan = planEncoders({
           cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.group, items: request.mediaItems,
-          topN: cfg.topN, slot: this.#slots.encode, exclude, recorder, observer: this.#observer,
+          topN: cfg.topN, slot: this.#slots.encode, exclude, recorder, timing: this.#timing,
         });
         if (!plan.ok) return fail(request.id, plan.code, plan.message);
         encoders = plan.choices;
@@ -139,9 +148,15 @@ export class Scheduler {
       if (profile.hooks.length === 0) continue;
       this.#cycle.role = profile.role;
       for (const hook of profile.hooks) {
-        const t0 = this.#observer ? performance.now() : 0;
+        const timing = this.#timing;
+        if (!timing) {
+          hook.postSchedule(this.#cycle, endpoint);
+          continue;
+        }
+        const t0 = timing.clock();
         hook.postSchedule(this.#cycle, endpoint);
-        if (this.#observer) this.#observer.pluginTime(hook.name, 'post-schedule', performance.now() - t0);
+        const t1 = timing.pluginDone(hook.name, 'post-schedule', t0);
+        timing.sink?.(phase('post-schedule', profile.role, hook.name, endpoint.group, undefined, undefined, t0, t1));
       }
     }
   }

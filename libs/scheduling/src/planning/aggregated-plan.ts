@@ -4,7 +4,7 @@ import type { Endpoint } from '../state/endpoint';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
-import { runProfile, type ProfileRun, type ProfileSlot, type SchedulingObserver } from './profile-run';
+import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export interface AggregatedPlanInput {
   readonly cycle: Cycle;
@@ -14,7 +14,7 @@ export interface AggregatedPlanInput {
   readonly slot: ProfileSlot;
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
-  readonly observer: SchedulingObserver | undefined;
+  readonly timing: Timing | undefined;
 }
 
 export type AggregatedPlan =
@@ -25,12 +25,10 @@ export type AggregatedPlan =
 export function planAggregated(input: AggregatedPlanInput): AggregatedPlan {
   const { cycle, profile } = input;
   const run = runProfile(cycle, profile, input.pool.aggregated, input.slot, {
-    what: 'aggregated', exclude: input.exclude, recorder: input.recorder, observer: input.observer,
+    what: 'aggregated', exclude: input.exclude, recorder: input.recorder, timing: input.timing,
   });
   if (!run.ok) return run;
-  const t0 = input.observer ? performance.now() : 0;
-  const order = profile.picker.pick(cycle, { candidates: run.candidates, finals: run.finals, count: input.topN }).order;
-  if (input.observer) input.observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
+  const order = timedPick(cycle, profile, { candidates: run.candidates, finals: run.finals, count: input.topN }, input.timing).order;
   const picked = order.map((i) => run.candidates.endpoint(i));
   run.trace?.chose(picked.map((e) => e.key));
   return { ok: true, attempts: picked.map((e) => ({ endpoint: e.ref })), chosen: picked[0] as Endpoint };

@@ -6,7 +6,7 @@ import { EndpointList } from '../state/endpoint-list';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
-import { runProfile, type ProfileRun, type ProfileSlot, type SchedulingObserver } from './profile-run';
+import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export type EncoderPlan =
   | { readonly ok: true; readonly choices: EncoderChoice[]; readonly chosen: Endpoint[] }
@@ -23,7 +23,7 @@ export interface EncoderPlanInput {
   readonly slot: ProfileSlot;
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
-  readonly observer: SchedulingObserver | undefined;
+  readonly timing: Timing | undefined;
 }
 
 /**
@@ -39,7 +39,7 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
     return { ok: false, code: ErrorCode.SchedNoEncoder, message: `no ready encode endpoint${where}, and the request has ${items.length} media item(s)` };
   }
   const run = runProfile(cycle, profile, source, input.slot, {
-    what: 'encode', where, group: input.group, exclude: input.exclude, recorder: input.recorder, observer: input.observer,
+    what: 'encode', where, group: input.group, exclude: input.exclude, recorder: input.recorder, timing: input.timing,
   });
   if (!run.ok) return run.code === ErrorCode.SchedNoCandidates ? { ...run, code: ErrorCode.SchedNoEncoder } : run;
   const set = run.candidates;
@@ -47,9 +47,7 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
   const choices: EncoderChoice[] = [];
   const chosen: Endpoint[] = [];
   for (const item of items) {
-    const t0 = input.observer ? performance.now() : 0;
-    const picked = profile.picker.pick(cycle, { candidates: set, finals: run.finals, count: input.topN, item, pending });
-    if (input.observer) input.observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
+    const picked = timedPick(cycle, profile, { candidates: set, finals: run.finals, count: input.topN, item, pending }, input.timing, input.group);
     const first = picked.order[0] as number;
     pending[first] = (pending[first] as number) + 1;
     const endpoint = set.endpoint(first);

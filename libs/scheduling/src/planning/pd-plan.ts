@@ -5,7 +5,7 @@ import type { Endpoint, IndexedEndpoint } from '../state/endpoint';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
-import { runProfile, type ProfileRun, type ProfileSlot, type SchedulingObserver } from './profile-run';
+import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export interface PairPlanInput {
   readonly cycle: Cycle;
@@ -19,19 +19,15 @@ export interface PairPlanInput {
   readonly prefillSlot: ProfileSlot;
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
-  readonly observer: SchedulingObserver | undefined;
+  readonly timing: Timing | undefined;
 }
 
 export type PairPlan =
   | { readonly ok: true; readonly attempts: Attempt[]; readonly decode: Endpoint; readonly prefill: Endpoint | undefined }
   | Extract<ProfileRun, { ok: false }>;
 
-function timedPick(input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number): number[] {
-  input.cycle.role = profile.role;
-  const t0 = input.observer ? performance.now() : 0;
-  const order = profile.picker.pick(input.cycle, { candidates: run.candidates, finals: run.finals, count }).order;
-  if (input.observer) input.observer.pluginTime(profile.picker.name, 'picker', performance.now() - t0);
-  return order;
+function pickFrom(input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number, group?: string): number[] {
+  return timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group).order;
 }
 
 /**
@@ -41,11 +37,11 @@ function timedPick(input: PairPlanInput, profile: LoadedProfile, run: Extract<Pr
  */
 export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
-  const common = { exclude: input.exclude, recorder: input.recorder, observer: input.observer };
+  const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing };
   const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, { what: 'decode', ...common });
   if (!decodes.ok) return decodes;
   const decodeAt = (i: number): IndexedEndpoint => decodes.candidates.endpoint(i);
-  let order = timedPick(input, input.decodeProfile, decodes, input.topN);
+  let order = pickFrom(input, input.decodeProfile, decodes, input.topN);
   if (!input.withPrefill) {
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
     return { ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined };
@@ -60,7 +56,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
     const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, { what: 'prefill', where: ` in PD group '${group}'`, group, ...common });
     let best: IndexedEndpoint | undefined;
     if (run.ok) {
-      best = run.candidates.endpoint(timedPick(input, input.prefillProfile, run, 1)[0] as number);
+      best = run.candidates.endpoint(pickFrom(input, input.prefillProfile, run, 1, group)[0] as number);
       run.trace?.chose([best.key]);
     } else {
       whyNot.push(run.message);
@@ -86,7 +82,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
   if (attempts.length < input.topN && order.length < decodes.candidates.size) {
     // Some top decodes had no prefill: walk further down the ranking (rare, so the full order is fine here).
     const seen = order.length;
-    order = timedPick(input, input.decodeProfile, decodes, decodes.candidates.size);
+    order = pickFrom(input, input.decodeProfile, decodes, decodes.candidates.size);
     pairFrom(order, seen);
   }
   decodes.trace?.chose(decodeKeys);

@@ -1,5 +1,7 @@
+import type { SchedulingRequest } from '@triad/bus';
 import { ErrorCode, type ErrorCodeValue } from '@triad/errors';
 import type { LoadedProfile } from '../config/load-config';
+import type { PickInput, PickResult, PluginKind, ProfileRole } from '../framework/plugin';
 import type { EndpointIndex } from '../state/endpoint-index';
 import { EndpointList } from '../state/endpoint-list';
 import type { InflightTracker } from '../state/inflight-tracker';
@@ -8,9 +10,70 @@ import { CandidateSet } from './candidate-set';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder, ProfileTrace } from './explanation';
 
-/** Per-plugin timing sink (the scheduler app turns it into metrics). */
+/**
+ * One timed step of a decision, reported to the observer's phase sink once it has ended (so a tracer can record
+ * it after the fact). Times are readings of the scheduler's `clock`. Kinds:
+ * - `plan`: one profile run, i.e. the filters and scorers of one profile over one pool (the decode endpoints, one
+ *   PD group's prefill endpoints, the encoders). `candidatesIn` is the pool, `candidatesOut` what survived the
+ *   filters (0 when the run failed, with `failure` saying why). Reported after its filter and scorer phases.
+ * - `filter`, `scorer`: one plugin call inside the plan reported next (`exclude` is the request's exclusion list,
+ *   applied before the filters); `picker`: one pick (`candidatesOut` = endpoints picked; one per media item for
+ *   encode); `post-schedule`: one hook on the chosen endpoint (no candidate counts).
+ */
+export interface SchedulingPhase {
+  readonly kind: 'plan' | PluginKind;
+  readonly profile: ProfileRole;
+  /** The plugin; undefined for `plan`. */
+  readonly plugin: string | undefined;
+  /** PD group of a prefill or encode run. */
+  readonly group: string | undefined;
+  /** Media item index of an encode pick. */
+  readonly item: number | undefined;
+  readonly candidatesIn: number | undefined;
+  readonly candidatesOut: number | undefined;
+  readonly start: number;
+  readonly end: number;
+  /** Why a `plan` ended without candidates. */
+  readonly failure: { readonly code: ErrorCodeValue; readonly message: string } | undefined;
+}
+
+/** Receives one request's phases, in the order they end. */
+export type SchedulingPhaseSink = (phase: SchedulingPhase) => void;
+
+/** Per-plugin timing sink (the scheduler app turns it into metrics) and, optionally, per-request phase records. */
 export interface SchedulingObserver {
-  pluginTime(plugin: string, kind: 'filter' | 'scorer' | 'picker' | 'post-schedule', ms: number): void;
+  pluginTime(plugin: string, kind: PluginKind, ms: number): void;
+  /**
+   * Asked once per request, before it is decided: a sink for that request's phases, or undefined to skip them
+   * (no phase records are built then). Without this method no request reports phases.
+   */
+  phasesFor?(request: SchedulingRequest): SchedulingPhaseSink | undefined;
+}
+
+/**
+ * The scheduler's instruments, which exist only when an observer is set: the clock, the observer, and the phase
+ * sink of the request being decided (set per request; undefined when the observer declined it).
+ */
+export class Timing {
+  sink: SchedulingPhaseSink | undefined = undefined;
+
+  constructor(readonly observer: SchedulingObserver, readonly clock: () => number) {}
+
+  /** Ends a plugin call that began at `start`: reports its duration to the observer and returns the end time. */
+  pluginDone(plugin: string, kind: PluginKind, start: number): number {
+    const end = this.clock();
+    this.observer.pluginTime(plugin, kind, end - start);
+    return end;
+  }
+}
+
+/** A phase record (one object shape for every kind). */
+export function phase(
+  kind: SchedulingPhase['kind'], profile: ProfileRole, plugin: string | undefined, group: string | undefined,
+  candidatesIn: number | undefined, candidatesOut: number | undefined, start: number, end: number, item?: number,
+  failure?: SchedulingPhase['failure'],
+): SchedulingPhase {
+  return { kind, profile, plugin, group, item, candidatesIn, candidatesOut, start, end, failure };
 }
 
 /**
@@ -47,9 +110,9 @@ export interface RunOptions {
   readonly where?: string;
   readonly exclude?: ReadonlySet<string> | undefined;
   readonly recorder?: ExplanationRecorder | undefined;
-  /** Group recorded in the explanation. */
+  /** Group recorded in the explanation and the phases. */
   readonly group?: string | undefined;
-  readonly observer?: SchedulingObserver | undefined;
+  readonly timing?: Timing | undefined;
 }
 
 const clampScore = (v: number): number => (v >= 0 ? (v <= 100 ? v : 100) : 0);
@@ -58,9 +121,26 @@ const sizeOf = (source: CandidateSource): number => (source instanceof EndpointL
 /**
  * Filters then scores one profile's candidates: `final[i] = Σ weight·clamp(score[i])`. A candidate a scorer leaves
  * at 0 stays a candidate. A filter that empties the set ends the run with its name in the reason. The result's
- * `candidates` and `finals` belong to `slot` and stay valid until the slot's next run.
+ * `candidates` and `finals` belong to `slot` and stay valid until the slot's next run. With a phase sink, the run
+ * is reported as a `plan` phase after its plugins' phases.
  */
 export function runProfile(cycle: Cycle, profile: LoadedProfile, source: CandidateSource, slot: ProfileSlot, opts: RunOptions): ProfileRun {
+  const timing = opts.timing;
+  const sink = timing?.sink;
+  if (!timing || !sink) return filterAndScore(cycle, profile, source, slot, opts, timing, undefined);
+  const start = timing.clock();
+  const run = filterAndScore(cycle, profile, source, slot, opts, timing, sink);
+  const end = timing.clock();
+  sink(run.ok
+    ? phase('plan', profile.role, undefined, opts.group, sizeOf(source), run.candidates.size, start, end)
+    : phase('plan', profile.role, undefined, opts.group, sizeOf(source), 0, start, end, undefined, { code: run.code, message: run.message }));
+  return run;
+}
+
+function filterAndScore(
+  cycle: Cycle, profile: LoadedProfile, source: CandidateSource, slot: ProfileSlot, opts: RunOptions, timing: Timing | undefined,
+  sink: SchedulingPhaseSink | undefined,
+): ProfileRun {
   cycle.role = profile.role;
   const where = opts.where ?? '';
   if (sizeOf(source) === 0) return { ok: false, code: ErrorCode.SchedNoCandidates, message: `no ready ${opts.what} endpoint${where}` };
@@ -72,20 +152,24 @@ export function runProfile(cycle: Cycle, profile: LoadedProfile, source: Candida
   const exclude = opts.exclude;
   if (exclude && exclude.size > 0) {
     const keep = slot.keep;
+    const before = set.size;
+    const t0 = sink && timing ? timing.clock() : 0;
     for (let i = 0; i < set.size; i++) keep[i] = exclude.has(set.endpoint(i).key) ? 0 : 1;
     trace?.filtered('exclude', set, keep);
     set.compact(keep);
+    if (sink && timing) sink(phase('filter', profile.role, 'exclude', opts.group, before, set.size, t0, timing.clock()));
     if (set.size === 0) return { ok: false, code: ErrorCode.SchedNoCandidates, message: `every ready ${opts.what} endpoint${where} is excluded by the request` };
   }
-  const observer = opts.observer;
   for (const f of profile.filters) {
     const keep = slot.keep;
     keep.fill(1, 0, set.size);
-    const t0 = observer ? performance.now() : 0;
+    const before = set.size;
+    const t0 = timing ? timing.clock() : 0;
     f.filter(cycle, set, keep);
-    if (observer) observer.pluginTime(f.name, 'filter', performance.now() - t0);
+    const t1 = timing ? timing.pluginDone(f.name, 'filter', t0) : 0;
     trace?.filtered(f.name, set, keep);
     set.compact(keep);
+    if (sink) sink(phase('filter', profile.role, f.name, opts.group, before, set.size, t0, t1));
     if (set.size === 0) {
       return { ok: false, code: ErrorCode.SchedFilteredOut, message: `${opts.what} endpoints${where} have all been filtered out by "${f.name}"` };
     }
@@ -95,16 +179,31 @@ export function runProfile(cycle: Cycle, profile: LoadedProfile, source: Candida
   finals.fill(0, 0, n);
   for (const { scorer, weight } of profile.scorers) {
     scratch.fill(0, 0, n);
-    const t0 = observer ? performance.now() : 0;
+    const t0 = timing ? timing.clock() : 0;
     scorer.score(cycle, set, scratch);
-    if (observer) observer.pluginTime(scorer.name, 'scorer', performance.now() - t0);
+    const t1 = timing ? timing.pluginDone(scorer.name, 'scorer', t0) : 0;
     for (let i = 0; i < n; i++) {
       const v = clampScore(scratch[i] as number);
       scratch[i] = v;
       finals[i] = (finals[i] as number) + weight * v;
     }
     trace?.scored(scorer.name, set, scratch);
+    if (sink) sink(phase('scorer', profile.role, scorer.name, opts.group, n, n, t0, t1));
   }
   trace?.finals(set, finals);
   return { ok: true, candidates: set, finals, trace };
+}
+
+/**
+ * Runs the profile's picker on a run's candidates: timed for the observer, and reported as a `picker` phase (with
+ * the run's group and the media item, if any) when a sink is set.
+ */
+export function timedPick(cycle: Cycle, profile: LoadedProfile, input: PickInput, timing: Timing | undefined, group?: string): PickResult {
+  cycle.role = profile.role;
+  if (!timing) return profile.picker.pick(cycle, input);
+  const t0 = timing.clock();
+  const picked = profile.picker.pick(cycle, input);
+  const t1 = timing.pluginDone(profile.picker.name, 'picker', t0);
+  timing.sink?.(phase('picker', profile.role, profile.picker.name, group, input.candidates.size, picked.order.length, t0, t1, input.item?.index));
+  return picked;
 }
