@@ -8,6 +8,7 @@ import { watchFile } from './config/file-watch';
 import { watchKvConfig } from './config/kv-config-watch';
 import { SchedulerMetrics } from './metrics';
 import type { SchedulerServiceOptions } from './options';
+import { DecideObserver } from './service/decide-tracing';
 import { LenientScheduleBatchSchema, batchError, handleScheduleBatch } from './service/schedule-handler';
 import { startDispatchFeed } from './state/dispatch-feed';
 import { startKvFeed } from './state/kv-feed';
@@ -43,7 +44,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   const metrics = new SchedulerMetrics();
   const index = new EndpointIndex();
   const tracker = new InflightTracker();
-  const scheduler = new Scheduler({ index, tracker, registry, instanceId: options.instanceId, observer: metrics });
+  // Plugin timings feed the metrics; a traced request's phases become spans under its decide span.
+  const observer = new DecideObserver(metrics);
+  const scheduler = new Scheduler({ index, tracker, registry, instanceId: options.instanceId, observer });
   const config = new ConfigSource({ scheduler, registry, logger, metrics });
   if (options.configFile) config.loadInitialFile(options.configFile);
 
@@ -75,7 +78,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
     await feed.synced;
-    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, scheduler, index, metrics, ctx.headers), {
+    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, { scheduler, index, metrics, observer }, ctx.headers), {
       queue: SCHEDULER_QUEUE_GROUP,
       onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
       onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),

@@ -8,6 +8,7 @@ import type { HeaderMap } from '@triad/bus/client';
 import type { EndpointIndex, Scheduler } from '@triad/scheduling';
 import { extractBatchTraceContexts, finishDecideSpan, startDecideSpan } from '@triad/telemetry';
 import type { SchedulerMetrics } from '../metrics';
+import { recordPhaseSpans, type DecideObserver } from './decide-tracing';
 
 /**
  * A schedule batch read leniently: the envelope must be valid, but each request is validated on its own, so one
@@ -19,11 +20,23 @@ export const LenientScheduleBatchSchema = z.object({
 });
 export type LenientScheduleBatch = z.infer<typeof LenientScheduleBatchSchema>;
 
+/** What the handler works with (one set per replica). */
+export interface ScheduleHandlerDeps {
+  readonly scheduler: Scheduler;
+  readonly index: EndpointIndex;
+  readonly metrics: SchedulerMetrics;
+  /** The scheduler's observer; collects a request's phases when its span records. */
+  readonly observer?: DecideObserver;
+}
+
 /**
  * Turns a batch into decisions, one per request, in order; records latency and outcome per decision, and a
  * `schedule` span per request continuing that request's trace from the batch headers (no-ops when tracing is off).
+ * A recording span gets a child per scheduling phase (plan, filter, score, pick, post-schedule), recorded after
+ * the decision from the timings the scheduler reported, and the decision as attributes.
  */
-export function handleScheduleBatch(batch: LenientScheduleBatch, scheduler: Scheduler, index: EndpointIndex, metrics: SchedulerMetrics, headers?: HeaderMap): ScheduleBatchReply {
+export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleHandlerDeps, headers?: HeaderMap): ScheduleBatchReply {
+  const { scheduler, index, metrics, observer } = deps;
   metrics.batchSize.observe(batch.requests.length);
   const parents = extractBatchTraceContexts(headers, batch.requests.length);
   const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
@@ -35,9 +48,11 @@ export function handleScheduleBatch(batch: LenientScheduleBatch, scheduler: Sche
     }
     const request = parsed.data;
     const span = startDecideSpan(parents[i] as (typeof parents)[number], { request, batchSize: batch.requests.length });
+    const phases = observer && span.span.isRecording() ? observer.collect(request) : undefined;
     const t0 = performance.now();
     const decision = scheduler.schedule(request, Date.now());
     const seconds = (performance.now() - t0) / 1000;
+    if (phases) recordPhaseSpans(span, phases);
     finishDecideSpan(span, decision);
     const mode = decision.ok ? decision.mode : (index.pool(request.namespace, request.modelServer)?.record?.mode ?? 'unknown');
     metrics.decided(mode, decision.ok ? 'ok' : decision.code, seconds);

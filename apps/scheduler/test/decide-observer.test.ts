@@ -1,0 +1,34 @@
+import { Scheduler, InflightTracker } from '@triad/scheduling';
+import { buildIndex, schedulingRequest } from '@triad/scheduling/testing';
+import { SchedulerMetrics } from '../src/metrics';
+import { DecideObserver } from '../src/service/decide-tracing';
+import { handleScheduleBatch } from '../src/service/schedule-handler';
+
+describe('DecideObserver', () => {
+  it('hands a sink only to the request it was asked to collect, once', () => {
+    const observer = new DecideObserver({ pluginTime: () => undefined });
+    const a = schedulingRequest({ id: 'a' });
+    const b = schedulingRequest({ id: 'b' });
+    expect(observer.phasesFor(a)).toBeUndefined();
+    observer.collect(a);
+    expect(observer.phasesFor(b)).toBeUndefined(); // another request: not collected, and the request is forgotten
+    expect(observer.phasesFor(a)).toBeUndefined();
+    const phases = observer.collect(a);
+    observer.phasesFor(a)?.({ kind: 'plan', profile: 'aggregated', plugin: undefined, group: undefined, item: undefined, candidatesIn: 1, candidatesOut: 1, start: 1, end: 2, failure: undefined });
+    expect(phases).toHaveLength(1);
+    expect(observer.phasesFor(a)).toBeUndefined();
+  });
+
+  it('with tracing off the handler never asks for phases, and plugin timings still reach the metrics', async () => {
+    const metrics = new SchedulerMetrics();
+    const observer = new DecideObserver(metrics);
+    const collect = jest.spyOn(observer, 'collect');
+    const index = buildIndex([{ pod: 'a' }, { pod: 'b' }]);
+    const scheduler = new Scheduler({ index, tracker: new InflightTracker(), observer });
+    const reply = handleScheduleBatch({ v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] }, { scheduler, index, metrics, observer });
+    expect('decisions' in reply && reply.decisions[0]?.ok).toBe(true);
+    expect(collect).not.toHaveBeenCalled();
+    // The plugin counters are filled at scrape time.
+    expect(await metrics.registry.metrics()).toMatch(/plugin="max-score",kind="picker"\} 1/);
+  });
+});
