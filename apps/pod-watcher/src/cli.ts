@@ -2,6 +2,8 @@ import { Command } from 'commander';
 import { createLogger, onShutdown } from '@triad/runtime';
 import { resolveConfig, type WatcherConfig } from './config';
 
+const VERSION = '0.1.0';
+
 const collect = (value: string, previous: string[]): string[] => [...previous, ...value.split(',').map((s) => s.trim()).filter(Boolean)];
 
 /** `triad pod-watcher`: flags (with TRIAD_* env equivalents) → config → running watcher until SIGTERM/SIGINT. */
@@ -32,8 +34,17 @@ export async function main(argv: readonly string[]): Promise<void> {
   };
   const config = resolveConfig(flags);
   const logger = createLogger({ service: 'pod-watcher' });
-  // Loaded lazily so `triad pod-watcher --help` does not pay for NATS, undici and the sources.
+  // Loaded lazily so `triad pod-watcher --help` does not pay for NATS, undici, the sources and OpenTelemetry.
+  const { setupTelemetry } = require('@triad/telemetry') as typeof import('@triad/telemetry');
   const { startPodWatcher } = require('./watcher') as typeof import('./watcher');
-  const watcher = await startPodWatcher({ config, logger });
-  onShutdown(logger, () => watcher.close(), { graceMs: config.drainTimeoutMs });
+  // Reconcile and encoder-registry passes are traced (their own traces) when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  const telemetry = setupTelemetry({ serviceName: 'triad-pod-watcher', version: VERSION, logger });
+  const watcher = await startPodWatcher({ config, logger }).catch(async (err: unknown) => {
+    await telemetry.shutdown();
+    throw err;
+  });
+  onShutdown(logger, async () => {
+    await watcher.close();
+    await telemetry.shutdown();
+  }, { graceMs: config.drainTimeoutMs });
 }

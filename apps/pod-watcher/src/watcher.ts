@@ -82,8 +82,11 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       http, logger, metrics, onUpdate: (target) => reconciler?.onScrapeUpdate(target),
     });
     const source = options.source ?? createSource(config, logger, metrics);
-    const inventory = new Inventory({ logger, metrics, ...(source.status ? { status: source.status } : {}), onChange: (c) => reconciler?.onInventoryChange(c) });
-    reconciler = new Reconciler({ inventory, scraper, publisher: pub, registry });
+    const inventory = new Inventory({
+      logger, metrics, ...(source.status ? { status: source.status } : {}),
+      onChange: (c) => reconciler?.onInventoryChange(c), onReject: (kind) => reconciler?.onInventoryRejected(kind),
+    });
+    reconciler = new Reconciler({ inventory, scraper, publisher: pub, registry, source: config.source.kind });
     const rec = reconciler;
     metrics.watch({
       objects: () => inventory.counts(),
@@ -96,7 +99,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
 
     await pub.start();
     await source.start({ upsert: (raw) => inventory.upsert(raw), remove: (kind, ns, name) => inventory.remove(kind, ns, name) });
-    rec.flush();
+    rec.flushInitial();
     scraper.start();
     pub.sourceSynced();
     logger.info({ objects: inventory.counts(), endpoints: rec.table.size, leader: pub.isLeader }, 'source synced');

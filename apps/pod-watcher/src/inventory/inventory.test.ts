@@ -11,8 +11,9 @@ function setup() {
   const changes: InventoryChange[] = [];
   const reports: [string, string, number][] = [];
   const status: StatusReporter = { report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]), forget: () => undefined };
-  const inv = new Inventory({ logger, status, onChange: (c) => changes.push(c) });
-  return { inv, changes, reports, lines };
+  const rejects: string[] = [];
+  const inv = new Inventory({ logger, status, onChange: (c) => changes.push(c), onReject: (kind) => rejects.push(kind) });
+  return { inv, changes, reports, lines, rejects };
 }
 
 describe('inventory', () => {
@@ -29,6 +30,20 @@ describe('inventory', () => {
     inv.upsert(modelServer('qwen', { engine: 'SGLang' }));
     expect(inv.invalidCounts().ModelServer).toBe(0);
     expect(changes).toHaveLength(2);
+  });
+
+  it('tells the reconciler about each new invalid version once (a resync of the same one is not news)', () => {
+    const { inv, rejects } = setup();
+    const bad = modelServer('qwen');
+    (bad.spec as Record<string, unknown>)['inferenceEngine'] = 'TGI';
+    inv.upsert(bad);
+    inv.upsert(bad);
+    expect(rejects).toEqual(['ModelServer']);
+    const worse = modelServer('qwen');
+    (worse.spec as Record<string, unknown>)['inferenceEngine'] = 'TGI';
+    (worse.spec as Record<string, unknown>)['workloadPort'] = { port: 70000 };
+    inv.upsert(worse);
+    expect(rejects).toEqual(['ModelServer', 'ModelServer']);
   });
 
   it('signals a pod change only when labels, annotations, IP or readiness change', () => {

@@ -45,12 +45,18 @@ export class Inventory {
   readonly #metrics: WatcherMetrics | undefined;
   readonly #status: StatusReporter | undefined;
   readonly #onChange: (c: InventoryChange) => void;
+  readonly #onReject: ((kind: string) => void) | undefined;
 
-  constructor(options: { logger: Logger; metrics?: WatcherMetrics; status?: StatusReporter; onChange: (c: InventoryChange) => void }) {
+  /**
+   * `onChange`: an object that matters downstream changed or left. `onReject`: a new invalid version arrived (the
+   * same bad version again, on a resync or status write, is not reported twice).
+   */
+  constructor(options: { logger: Logger; metrics?: WatcherMetrics; status?: StatusReporter; onChange: (c: InventoryChange) => void; onReject?: (kind: string) => void }) {
     this.#logger = options.logger;
     this.#metrics = options.metrics;
     this.#status = options.status;
     this.#onChange = options.onChange;
+    this.#onReject = options.onReject;
   }
 
   /** Takes a new or changed object as the source delivered it. */
@@ -153,6 +159,7 @@ export class Inventory {
     const text = problems.map(formatProblem).join('; ');
     if (!name) {
       this.#logger.warn({ kind, namespace, problems: text }, 'rejected an object without a usable name');
+      this.#onReject?.(kind);
       return;
     }
     const ns = namespace ?? 'default';
@@ -161,6 +168,7 @@ export class Inventory {
     // The same bad version arrives again on every resync or status write; say it once.
     if (this.#rejected.get(id) !== text) {
       this.#logger.warn({ kind, namespace: ns, name, problems: text, lastValidInForce: inForce }, 'rejected invalid object');
+      this.#onReject?.(kind);
     }
     this.#rejected.set(id, text);
     if (kind === 'ModelServer' || kind === 'ModelRoute') this.#status?.report(kind, ns, name, problems, raw);

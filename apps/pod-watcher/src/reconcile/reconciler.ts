@@ -1,4 +1,5 @@
 import { objectKey } from '@triad/bus';
+import { finishReconcileSpan, startReconcileSpan } from '@triad/telemetry';
 import type { Inventory, InventoryChange } from '../inventory/inventory';
 import type { StatePublisher } from '../publish/state-publisher';
 import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/records';
@@ -14,6 +15,14 @@ export interface ReconcilerOptions {
   readonly publisher: StatePublisher;
   readonly registry?: EncoderRegistrySync;
   readonly now?: () => number;
+  /** Where the objects come from (`kube`, `file`), for the reconcile spans. */
+  readonly source?: string;
+}
+
+/** What one pass did, for its span. */
+interface PassCounts {
+  written: number;
+  deleted: number;
 }
 
 /**
@@ -40,6 +49,11 @@ export class Reconciler {
   readonly #encoderStale = new Map<string, boolean>();
   #registryDirty = false;
   #scheduled = false;
+  /** Kinds changed or rejected since the last pass (its span's trigger), and versions rejected since then. */
+  readonly #changedKinds = new Set<string>();
+  #rejected = 0;
+  /** True until the source's first full state is applied (`flushInitial`): passes until then are `initial`. */
+  #initial = true;
 
   constructor(options: ReconcilerOptions) {
     this.#opts = options;
@@ -48,6 +62,7 @@ export class Reconciler {
 
   /** Inventory listener. */
   onInventoryChange(c: InventoryChange): void {
+    this.#changedKinds.add(c.kind);
     if (c.kind === 'Pod') {
       let pods = this.#dirtyPods.get(c.namespace);
       if (!pods) this.#dirtyPods.set(c.namespace, (pods = new Set()));
@@ -58,6 +73,16 @@ export class Reconciler {
       this.#dirtyServers.add(`${c.namespace}/${c.name}`);
     }
     if (c.kind === 'ModelRoute') this.#dirtyRoutes.add(`${c.namespace}/${c.name}`);
+    this.#schedule();
+  }
+
+  /**
+   * Inventory listener for a rejected (invalid) version: nothing to apply (the last valid version stays), but the
+   * next pass reports it.
+   */
+  onInventoryRejected(kind: string): void {
+    this.#changedKinds.add(kind);
+    this.#rejected++;
     this.#schedule();
   }
 
@@ -76,9 +101,44 @@ export class Reconciler {
     if (this.#registryDirty) this.#schedule();
   }
 
-  /** Applies pending changes now (the scheduled turn does the same). */
+  /**
+   * Applies pending changes now (the scheduled turn does the same). A pass with inventory changes (or rejected
+   * versions) is traced as a `reconcile` span, the root of its own trace: trigger (`initial` while the source's
+   * first state is applied, else the kinds that changed, e.g. `ModelServer+Pod`), endpoints after the pass,
+   * endpoint records written and deleted, versions rejected.
+   */
   flush(): void {
     this.#scheduled = false;
+    const inventoryDirty = this.#dirtyServers.size > 0 || this.#dirtyRoutes.size > 0 || this.#dirtyNamespaces.size > 0 || this.#dirtyPods.size > 0;
+    if (!inventoryDirty && this.#rejected === 0) {
+      if (this.#registryDirty) this.#updateRegistryPlan();
+      return;
+    }
+    const trigger = this.#initial ? 'initial' : [...this.#changedKinds].sort().join('+');
+    const namespaces = this.#touchedNamespaces();
+    const invalidSpecs = this.#rejected;
+    this.#changedKinds.clear();
+    this.#rejected = 0;
+    const span = startReconcileSpan({
+      source: this.#opts.source ?? 'unknown', trigger, ...(namespaces.size === 1 ? { namespace: [...namespaces][0] as string } : {}),
+    });
+    const counts: PassCounts = { written: 0, deleted: 0 };
+    try {
+      this.#applyInventory(counts);
+    } catch (err) {
+      finishReconcileSpan(span, { endpoints: this.table.size, ...counts, invalidSpecs, error: err });
+      throw err;
+    }
+    finishReconcileSpan(span, { endpoints: this.table.size, ...counts, invalidSpecs });
+  }
+
+  /** Applies the source's first full state; later passes are named after what changed. */
+  flushInitial(): void {
+    this.flush();
+    this.#initial = false;
+  }
+
+  #applyInventory(counts: PassCounts): void {
     const { inventory, publisher } = this.#opts;
     for (const id of this.#dirtyServers) {
       const [ns, name] = id.split('/') as [string, string];
@@ -94,15 +154,23 @@ export class Reconciler {
     }
     this.#dirtyServers.clear();
     this.#dirtyRoutes.clear();
-    for (const ns of this.#dirtyNamespaces) this.#apply(this.table.recompute(ns, inventory.modelServers(ns), inventory.pods(ns)));
+    for (const ns of this.#dirtyNamespaces) this.#apply(this.table.recompute(ns, inventory.modelServers(ns), inventory.pods(ns)), counts);
     for (const [ns, names] of this.#dirtyPods) {
       if (this.#dirtyNamespaces.has(ns)) continue;
       const pods = new Map([...names].map((name) => [name, inventory.pod(ns, name)] as const));
-      this.#apply(this.table.recomputePods(ns, inventory.modelServers(ns), pods));
+      this.#apply(this.table.recomputePods(ns, inventory.modelServers(ns), pods), counts);
     }
     this.#dirtyNamespaces.clear();
     this.#dirtyPods.clear();
     if (this.#registryDirty) this.#updateRegistryPlan();
+  }
+
+  /** Namespaces the pending changes touch (a pass touching exactly one names it on its span). */
+  #touchedNamespaces(): Set<string> {
+    const out = new Set<string>([...this.#dirtyNamespaces, ...this.#dirtyPods.keys()]);
+    for (const id of this.#dirtyServers) out.add(id.slice(0, id.indexOf('/')));
+    for (const id of this.#dirtyRoutes) out.add(id.slice(0, id.indexOf('/')));
+    return out;
   }
 
   #schedule(): void {
@@ -112,9 +180,11 @@ export class Reconciler {
   }
 
   /** Applies a classification diff: scrape targets follow the placements, the publisher gets the records. */
-  #apply(diff: PlacementDiff): void {
+  #apply(diff: PlacementDiff, counts: PassCounts): void {
     const { scraper, publisher } = this.#opts;
     const now = this.#now();
+    counts.written += diff.upserted.length;
+    counts.deleted += diff.removed.length;
     for (const p of diff.removed) {
       this.#unlink(p.key);
       publisher.endpoints.remove(p.key);

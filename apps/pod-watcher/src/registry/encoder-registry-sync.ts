@@ -1,4 +1,5 @@
 import type { Logger } from '@triad/runtime';
+import { finishEncoderRegistrySpan, startEncoderRegistrySpan, type Traced } from '@triad/telemetry';
 import type { WatcherMetrics } from '../ops/metrics';
 import type { EngineHttp } from '../scrape/engine-http';
 
@@ -95,24 +96,44 @@ export class EncoderRegistrySync {
     this.#running.add(run);
   }
 
+  /**
+   * One pass over one prefill's registry. A pass that changes the registry is traced as an `encoder-registry` span
+   * (the root of its own trace) from the moment the listing shows what to change: encoders registered and
+   * unregistered, encoders wanted, or the error that stopped it. A pass that changes nothing is not traced, and a
+   * failing one only when its error is new (as it is logged), so the periodic repair adds no noise.
+   */
   async #once(url: string, s: PrefillState): Promise<void> {
     const { http, metrics, logger } = this.#opts;
+    let span: Traced | undefined;
+    const registered: string[] = [];
+    const unregistered: string[] = [];
+    const want = new Set(s.want);
     try {
       const listed = await http.send('GET', `${url}/list_encoder_urls`);
       metrics?.registryOps.inc({ op: 'list', result: listed.status === 200 ? 'ok' : 'error' });
       if (listed.status !== 200) throw new Error(`GET ${url}/list_encoder_urls: HTTP ${listed.status}`);
       const current = new Set(((JSON.parse(listed.text) as { encoder_urls?: unknown }).encoder_urls as string[] | undefined ?? []).map((u) => String(u).replace(/\/+$/, '')));
-      const want = new Set(s.want);
       const add = [...want].filter((u) => !current.has(u));
       const drop = [...current].filter((u) => !want.has(u));
-      for (const encoder of add) await this.#call(url, 'POST', '/register_encoder_url', encoder, 'register');
-      for (const encoder of drop) await this.#call(url, 'DELETE', '/unregister_encoder_url', encoder, 'unregister');
+      if (add.length > 0 || drop.length > 0) span = startEncoderRegistrySpan({ prefillUrl: url });
+      for (const encoder of add) {
+        await this.#call(url, 'POST', '/register_encoder_url', encoder, 'register');
+        registered.push(encoder);
+      }
+      for (const encoder of drop) {
+        await this.#call(url, 'DELETE', '/unregister_encoder_url', encoder, 'unregister');
+        unregistered.push(encoder);
+      }
       if (add.length > 0 || drop.length > 0) logger.info({ prefill: url, registered: add, unregistered: drop }, 'encoder registry reconciled');
       s.lastError = undefined;
+      if (span) finishEncoderRegistrySpan(span, { registered, unregistered, encoders: want.size });
     } catch (err) {
       const msg = (err as Error).message;
-      if (s.lastError !== msg) logger.warn({ prefill: url, err: msg }, 'encoder registry reconcile failed; retrying next interval');
+      const fresh = s.lastError !== msg;
+      if (fresh) logger.warn({ prefill: url, err: msg }, 'encoder registry reconcile failed; retrying next interval');
       s.lastError = msg;
+      if (!span && fresh) span = startEncoderRegistrySpan({ prefillUrl: url });
+      if (span) finishEncoderRegistrySpan(span, { registered, unregistered, encoders: want.size, error: err });
     }
   }
 

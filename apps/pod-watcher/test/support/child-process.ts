@@ -1,0 +1,51 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { waitFor } from '@triad/testing';
+
+const TRIAD = resolve(__dirname, '../../../cli/bin/triad.js');
+
+/** A `triad <command>` child process with its output kept (shown when it fails to become ready). */
+export interface TriadChild {
+  readonly process: ChildProcess;
+  output(): string;
+  /** SIGTERM, then resolves once it has exited (its drain flushes traces first). */
+  stop(): Promise<void>;
+}
+
+/** Spawns `node apps/cli/bin/triad.js <args>` with `env` added to this process's environment. */
+export function spawnTriad(args: readonly string[], env: Record<string, string>): TriadChild {
+  const child = spawn(process.execPath, [TRIAD, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-20_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<void>((done) => {
+    if (child.exitCode !== null || child.signalCode !== null) done();
+    else child.once('exit', () => done());
+  });
+  return {
+    process: child,
+    output: () => output,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Waits until the child's `/readyz` answers 200; fails at once if it exits, and the error carries its output. */
+export async function waitReady(child: TriadChild, opsPort: number, what: string): Promise<void> {
+  const died = new Promise<never>((_, reject) => {
+    child.process.once('exit', (code) => reject(new Error(`${what}: exited with code ${code}`)));
+  });
+  try {
+    await Promise.race([
+      died,
+      waitFor(async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, { what, timeoutMs: 60_000, intervalMs: 100 }),
+    ]);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\n--- output ---\n${child.output()}`);
+  }
+}
