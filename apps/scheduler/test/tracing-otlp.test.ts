@@ -11,17 +11,14 @@ const traceId = (n: number) => `${hex(0xab, 2)}${hex(n, 30)}`;
 const spanId = (n: number) => `${hex(0xcd, 2)}${hex(n, 14)}`;
 const traceparent = (n: number, sampled = true) => `00-${traceId(n)}-${spanId(n)}-${sampled ? '01' : '00'}`;
 
-/** Span label for shape assertions: the name, plus the plugin for plugin phases. */
-const label = (s: ReceivedSpan) => (typeof s.attributes['triad.scheduler.plugin'] === 'string' ? `${s.name} ${s.attributes['triad.scheduler.plugin']}` : s.name);
-
-/** The default config's language profiles: filters stale-metrics, least-request; four scorers. */
-const languagePlan = (profile: string) => ({
-  name: `plan ${profile}`,
-  children: [
-    `filter ${profile} least-request`, `filter ${profile} stale-metrics`,
-    `score ${profile} gpu-usage`, `score ${profile} least-latency`, `score ${profile} least-request`, `score ${profile} prefix-cache`,
-  ].map((name) => ({ name, children: [] })),
-});
+/** An event as `name plugin[#item] in→out` (the parts it has). */
+const eventLine = (e: ReceivedSpan['events'][number]) => {
+  const a = e.attributes;
+  const item = a['triad.encoder.item_index'] !== undefined ? `#${a['triad.encoder.item_index']}` : '';
+  const counts = a['triad.scheduler.candidates'] !== undefined ? ` ${a['triad.scheduler.candidates']}→${a['triad.scheduler.remaining']}` : '';
+  const profile = a['triad.scheduler.profile'] !== undefined ? ` ${a['triad.scheduler.profile']}` : '';
+  return `${e.name}${profile} ${a['triad.scheduler.plugin']}${item}${counts}`;
+};
 const leaf = (name: string) => ({ name, children: [] });
 
 describe('triad scheduler exports its decide spans over OTLP (child process, real nats-server and receiver)', () => {
@@ -69,7 +66,7 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
   it('continues the traceparent of the NATS message: a SERVER span with the decision, and a child per phase', async () => {
     const reply = await ask([epd('one')], { traceparent: traceparent(1) });
     expect('decisions' in reply && reply.decisions[0]?.ok).toBe(true);
-    const spans = await traceOf(traceId(1), 24);
+    const spans = await traceOf(traceId(1), 7);
     const server = spans.find((s) => s.kind === 'SERVER')!;
     expect(server.name).toBe('schedule');
     expect(server.parentSpanId).toBe(spanId(1));
@@ -81,28 +78,41 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     }));
     expect(server.attributes['triad.decision.encoders']).toEqual([expect.stringMatching(/^default\.vl\.e[12]$/)]);
 
-    expect(treeShape(receiver.tree(traceId(1)), label, { sorted: true })).toEqual([{
+    // Two phase spans per profile run, the plugins as their events; picks and hooks are events of the decide span.
+    expect(treeShape(receiver.tree(traceId(1)), undefined, { sorted: true })).toEqual([{
       name: 'schedule',
-      children: [
-        leaf('pick decode max-score'), leaf('pick encode encoder-affinity'), leaf('pick prefill max-score'),
-        languagePlan('decode'),
-        { name: 'plan encode', children: [leaf('filter encode least-request'), leaf('filter encode stale-metrics'), leaf('score encode least-request')] },
-        languagePlan('prefill'),
-        leaf('post-schedule decode prefix-cache'), leaf('post-schedule prefill prefix-cache'),
-      ],
+      children: ['filter decode', 'filter encode', 'filter prefill', 'score decode', 'score encode', 'score prefill'].map(leaf),
     }]);
-    const byLabel = (l: string) => spans.find((s) => label(s) === l)!;
-    expect(byLabel('plan decode').attributes).toEqual(expect.objectContaining({
-      'triad.scheduler.phase': 'plan', 'triad.scheduler.profile': 'decode', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 1,
+    expect(server.events.map(eventLine)).toEqual([
+      'pick decode max-score 1→1', 'pick prefill max-score 1→1', 'pick encode encoder-affinity#0 2→2',
+      'post-schedule decode prefix-cache', 'post-schedule prefill prefix-cache',
+    ]);
+    const byName = (name: string) => spans.find((s) => s.name === name)!;
+    // d2 has 50 waiting requests: the least-request filter removes it.
+    expect(byName('filter decode').attributes).toEqual(expect.objectContaining({
+      'triad.scheduler.phase': 'filter', 'triad.scheduler.profile': 'decode', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 1,
     }));
-    expect(byLabel('filter decode least-request').attributes).toEqual(expect.objectContaining({
-      'triad.scheduler.phase': 'filter', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 1,
-    }));
-    expect(byLabel('plan prefill').attributes['triad.pd_group']).toBe('g1');
-    // The encoder picker orders both encoders: the choice for item 0 and its alternate.
-    expect(byLabel('pick encode encoder-affinity').attributes).toEqual(expect.objectContaining({
-      'triad.encoder.item_index': 0, 'triad.pd_group': 'g1', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 2,
-    }));
+    expect(byName('filter decode').events.map(eventLine)).toEqual(['filter stale-metrics 2→2', 'filter least-request 2→1']);
+    expect(byName('score decode').attributes).toEqual(expect.objectContaining({ 'triad.scheduler.phase': 'score', 'triad.scheduler.candidates': 1, 'triad.scheduler.remaining': 1 }));
+    expect(byName('score decode').events.map(eventLine)).toEqual(['score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache']);
+    expect(byName('filter prefill').attributes['triad.pd_group']).toBe('g1');
+    expect(byName('filter encode').events.map(eventLine)).toEqual(['filter stale-metrics 2→2', 'filter least-request 2→2']);
+    expect(spans.filter((s) => s.status.code === 'ERROR')).toEqual([]);
+  });
+
+  it('a run that fails marks its filter span with the reason, and the decide span with the decision\'s code', async () => {
+    // Only d2 (50 waiting) is left once d1 is excluded: the least-request filter empties the decode run.
+    await ask([{ ...epd('excluded'), exclude: ['default.vl.d1'] }], { traceparent: traceparent(6) });
+    const spans = await traceOf(traceId(6), 2);
+    const server = spans.find((s) => s.kind === 'SERVER')!;
+    expect(server.status.code).toBe('ERROR');
+    expect(server.attributes['error.type']).toBe('SCHED_FILTERED_OUT');
+    const filter = spans.find((s) => s.name === 'filter decode')!;
+    expect(filter.status.code).toBe('ERROR');
+    expect(filter.attributes).toEqual(expect.objectContaining({ 'error.type': 'SCHED_FILTERED_OUT', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 0 }));
+    expect(filter.events.filter((e) => e.name === 'filter').map(eventLine)).toEqual(['filter exclude 2→1', 'filter stale-metrics 1→1', 'filter least-request 1→0']);
+    expect(filter.events.find((e) => e.name === 'exception')?.attributes['exception.message']).toContain('filtered out by "least-request"');
+    expect(treeShape(receiver.tree(traceId(6)))).toEqual([{ name: 'schedule', children: [leaf('filter decode')] }]);
   });
 
   it('continues each request of a coalesced batch in its own trace (triad-trace-batch header); a failed decision fails its span', async () => {
@@ -112,11 +122,12 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     };
     const reply = await ask([epd('two', 2), req('three', { modelServer: 'nope' }), epd('untraced')], headers);
     expect('decisions' in reply && reply.decisions.map((d) => d.ok)).toEqual([true, false, true]);
-    const two = await traceOf(traceId(2), 25); // two images: two encode picks
+    const two = await traceOf(traceId(2), 7);
     const twoServer = two.find((s) => s.kind === 'SERVER')!;
     expect(twoServer.parentSpanId).toBe(spanId(2));
     expect(twoServer.attributes['messaging.batch.message_count']).toBe(3);
-    expect(two.filter((s) => s.name === 'pick encode').map((s) => s.attributes['triad.encoder.item_index']).sort()).toEqual([0, 1]);
+    // Two images: two encode picks.
+    expect(twoServer.events.filter((e) => e.name === 'pick' && e.attributes['triad.scheduler.profile'] === 'encode').map((e) => e.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
 
     const [three] = await traceOf(traceId(3), 1);
     expect(three!.parentSpanId).toBe(spanId(3));
@@ -131,7 +142,7 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     await ask([epd('declined')], { traceparent: traceparent(4, false) });
     // Spans leave in the order they end: once a later request's span is in, the declined one would be too.
     await ask([epd('marker')], { traceparent: traceparent(5) });
-    await traceOf(traceId(5), 24);
+    await traceOf(traceId(5), 7);
     expect(receiver.byTrace(traceId(4))).toEqual([]);
     expect(receiver.spans().filter((s) => s.attributes['triad.request.id'] === 'declined')).toEqual([]);
   });

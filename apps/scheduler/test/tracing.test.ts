@@ -1,9 +1,11 @@
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ScheduleBatchReplySchema, ScheduleBatchSchema, Subjects } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { setupTelemetry, type Telemetry } from '@triad/telemetry';
+import type { SchedulingPhase } from '@triad/scheduling';
+import { setupTelemetry, startTraced, type Telemetry } from '@triad/telemetry';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { startScheduler, type SchedulerService } from '../src/runner';
+import { recordPhaseSpans } from '../src/service/decide-tracing';
 import { memoryLogger, putEndpoints, putModelServer, req } from './helpers';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -43,5 +45,26 @@ describe('scheduler tracing', () => {
     expect(span.spanContext().traceId).toBe(TRACE);
     expect(span.parentSpanContext?.spanId).toBe(PARENT);
     expect(JSON.stringify(span.attributes)).toContain('default.ms.p0');
+    const phases = exporter.getFinishedSpans().filter((s) => s.parentSpanContext?.spanId === span.spanContext().spanId).map((s) => s.name).sort();
+    expect(phases).toEqual(['filter aggregated', 'score aggregated']);
+  });
+
+  it('a run that found no candidates at all is a failed filter span; plugin phases without a run still show', async () => {
+    const base = { plugin: undefined, item: undefined, failure: undefined } as const;
+    const phases: SchedulingPhase[] = [
+      { ...base, kind: 'plan', profile: 'prefill', group: 'g3', candidatesIn: 0, candidatesOut: 0, start: 10, end: 11, failure: { code: 'SCHED_NO_CANDIDATES', message: "no ready prefill endpoint in PD group 'g3'" } },
+      { ...base, kind: 'scorer', profile: 'decode', group: undefined, plugin: 'gpu-usage', candidatesIn: 3, candidatesOut: 3, start: 12, end: 13 },
+    ];
+    exporter.reset();
+    const decide = startTraced('schedule', { root: true });
+    recordPhaseSpans(decide, phases);
+    decide.span.end();
+    await telemetry.forceFlush();
+    const spans = exporter.getFinishedSpans();
+    const filter = spans.find((s) => s.name === 'filter prefill')!;
+    expect(filter.status.code).toBe(2);
+    expect(filter.attributes).toEqual(expect.objectContaining({ 'error.type': 'SCHED_NO_CANDIDATES', 'triad.pd_group': 'g3', 'triad.scheduler.candidates': 0, 'triad.scheduler.remaining': 0 }));
+    expect(spans.find((s) => s.name === 'score decode')?.events.map((e) => e.attributes?.['triad.scheduler.plugin'])).toEqual(['gpu-usage']);
+    expect(spans.every((s) => s.name === 'schedule' || s.parentSpanContext?.spanId === decide.span.spanContext().spanId)).toBe(true);
   });
 });

@@ -1,7 +1,7 @@
 import type { SchedulingRequest } from '@triad/bus';
 import { TriadError } from '@triad/errors';
 import type { PluginKind, SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from '@triad/scheduling';
-import { finishPhaseSpan, startPhaseSpan, type Parent, type Traced } from '@triad/telemetry';
+import { ATTR, finishPhaseSpan, put, startPhaseSpan, type Traced } from '@triad/telemetry';
 
 /** What the scheduler's observer forwards plugin timings to (the metrics). */
 export interface PluginTimeSink {
@@ -42,50 +42,75 @@ export class DecideObserver implements SchedulingObserver {
   }
 }
 
-/** Span name prefix per phase kind: `plan decode`, `filter decode`, `score decode`, `pick decode`, ... */
-const PHASE_NAMES: Record<SchedulingPhase['kind'], string> = {
-  plan: 'plan', filter: 'filter', scorer: 'score', picker: 'pick', 'post-schedule': 'post-schedule',
-};
+/** Span attributes, as `@triad/telemetry` takes them. */
+type Attributes = Parameters<typeof put>[0];
 
-function startPhase(parent: Parent, p: SchedulingPhase): Traced {
-  return startPhaseSpan(parent, PHASE_NAMES[p.kind], {
-    profile: p.profile,
-    ...(p.plugin !== undefined ? { plugin: p.plugin } : {}),
-    ...(p.candidatesIn !== undefined ? { candidates: p.candidatesIn } : {}),
-    ...(p.group !== undefined ? { pdGroup: p.group } : {}),
-    ...(p.item !== undefined ? { item: p.item } : {}),
-    startTime: p.start,
-  });
+/**
+ * A phase as event attributes (the names the phase spans use). On a phase span the span names the profile and,
+ * for scores, the candidates; on the decide span (picks, hooks) the event says it all.
+ */
+function eventAttributes(p: SchedulingPhase, onDecide: boolean): Attributes {
+  const attrs: Attributes = {};
+  if (onDecide) attrs[ATTR.schedulerProfile] = p.profile;
+  put(attrs, ATTR.schedulerPlugin, p.plugin);
+  if (onDecide) put(attrs, ATTR.pdGroup, p.group);
+  put(attrs, ATTR.itemIndex, p.item);
+  if (onDecide || p.kind === 'filter') {
+    put(attrs, ATTR.schedulerCandidates, p.candidatesIn);
+    put(attrs, ATTR.schedulerRemaining, p.candidatesOut);
+  }
+  return attrs;
 }
 
-function finishPhase(t: Traced, p: SchedulingPhase): void {
-  finishPhaseSpan(t, {
-    ...(p.candidatesOut !== undefined ? { remaining: p.candidatesOut } : {}),
-    ...(p.failure ? { error: new TriadError(p.failure.code, p.failure.message) } : {}),
-    endTime: p.end,
+/**
+ * One phase span (`filter {profile}` or `score {profile}`) over a run's plugin calls of that kind: from the first
+ * call's start to the last one's end, candidates in and out, and an event per plugin at its start (plugin,
+ * candidates in and out), so Jaeger shows which filter removed whom without a span per plugin call.
+ */
+function recordPhase(decide: Traced, name: 'filter' | 'score', plan: SchedulingPhase | undefined, calls: readonly SchedulingPhase[]): void {
+  const first = calls[0];
+  const last = calls[calls.length - 1];
+  const from = first ?? plan;
+  if (!from) return;
+  const candidates = plan?.candidatesIn ?? first?.candidatesIn;
+  const span = startPhaseSpan(decide, name, {
+    profile: from.profile,
+    ...(candidates !== undefined ? { candidates } : {}),
+    ...(from.group !== undefined ? { pdGroup: from.group } : {}),
+    startTime: from.start,
+  });
+  if (span.span.isRecording()) for (const call of calls) span.span.addEvent(name, eventAttributes(call, false), call.start);
+  const remaining = last ? last.candidatesOut : 0;
+  const failure = plan?.failure;
+  finishPhaseSpan(span, {
+    ...(remaining !== undefined ? { remaining } : {}),
+    ...(failure ? { error: new TriadError(failure.code, failure.message) } : {}),
+    endTime: last?.end ?? (plan as SchedulingPhase).end,
   });
 }
 
 /**
- * Records a decided request's phases, after the fact, as children of its decide span: each profile run as a `plan`
- * span holding its filter and scorer spans (the library reports a run's plugins first, then the run), and picks and
- * post-schedule hooks directly under the decide span. Start and end are the phases' own `performance.now()`
- * readings, so the spans show when each step really ran.
+ * Records a decided request's phases, after the fact, under its decide span. Each profile run (the decode
+ * endpoints, one PD group's prefill endpoints, the encoders) becomes a `filter {profile}` span and a `score {profile}`
+ * span with an event per plugin; a run that failed marks its filter span with the reason. Picks and post-schedule
+ * hooks are events on the decide span. Times are the phases' own `performance.now()` readings, so the spans show when
+ * each step really ran. A span per plugin call would be 50+ spans for a PD decision over five PD groups; this is
+ * two per profile run, and events cost a fraction of a span.
  */
 export function recordPhaseSpans(decide: Traced, phases: readonly SchedulingPhase[]): void {
-  let pending: SchedulingPhase[] = [];
+  let run: SchedulingPhase[] = [];
+  const flush = (plan: SchedulingPhase | undefined) => {
+    const filters = run.filter((p) => p.kind === 'filter');
+    const scorers = run.filter((p) => p.kind === 'scorer');
+    if (filters.length > 0 || plan?.failure) recordPhase(decide, 'filter', plan, filters);
+    if (scorers.length > 0) recordPhase(decide, 'score', undefined, scorers);
+    run = [];
+  };
   for (const p of phases) {
-    if (p.kind === 'filter' || p.kind === 'scorer') {
-      pending.push(p);
-    } else if (p.kind === 'plan') {
-      const plan = startPhase(decide, p);
-      for (const child of pending) finishPhase(startPhase(plan, child), child);
-      pending = [];
-      finishPhase(plan, p);
-    } else {
-      finishPhase(startPhase(decide, p), p);
-    }
+    if (p.kind === 'filter' || p.kind === 'scorer') run.push(p);
+    else if (p.kind === 'plan') flush(p);
+    else if (decide.span.isRecording()) decide.span.addEvent(p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), p.start);
   }
-  // Every run ends with its plan; a plugin phase without one (a library change) still shows, under the decide span.
-  for (const p of pending) finishPhase(startPhase(decide, p), p);
+  // Every run ends with its plan; plugin phases without one (a library change) still show.
+  if (run.length > 0) flush(undefined);
 }
