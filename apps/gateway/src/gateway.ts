@@ -40,10 +40,6 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const id = config.instanceId ?? `${hostname()}-${process.pid}`;
   const bus = await connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, waitOnFirstConnect: true });
-  // nats.js allocates two Errors per request-reply to carry the caller's stack into a timeout; the scheduling
-  // request runs per batch on the hot path and its timeout is handled (local fallback), so skip them.
-  const natsOptions = (bus.nc as unknown as { options?: { noAsyncTraces?: boolean } }).options;
-  if (natsOptions !== undefined) natsOptions.noAsyncTraces = true;
   const metrics = new GatewayMetrics();
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
   const timeouts = { encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs, totalMs: config.totalTimeoutMs };
