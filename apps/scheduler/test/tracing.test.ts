@@ -5,7 +5,7 @@ import type { SchedulingPhase } from '@triad/scheduling';
 import { setupTelemetry, startTraced, type Telemetry } from '@triad/telemetry';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { startScheduler, type SchedulerService } from '../src/runner';
-import { recordPhaseSpans } from '../src/service/decide-tracing';
+import { epochAnchor, finishDecideWithPhases } from '../src/service/decide-tracing';
 import { memoryLogger, putEndpoints, putModelServer, req } from './helpers';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -51,14 +51,14 @@ describe('scheduler tracing', () => {
 
   it('a run that found no candidates at all is a failed filter span; plugin phases without a run still show', async () => {
     const base = { plugin: undefined, item: undefined, failure: undefined } as const;
+    const t = performance.now();
     const phases: SchedulingPhase[] = [
-      { ...base, kind: 'plan', profile: 'prefill', group: 'g3', candidatesIn: 0, candidatesOut: 0, start: 10, end: 11, failure: { code: 'SCHED_NO_CANDIDATES', message: "no ready prefill endpoint in PD group 'g3'" } },
-      { ...base, kind: 'scorer', profile: 'decode', group: undefined, plugin: 'gpu-usage', candidatesIn: 3, candidatesOut: 3, start: 12, end: 13 },
+      { ...base, kind: 'plan', profile: 'prefill', group: 'g3', candidatesIn: 0, candidatesOut: 0, start: t + 0.01, end: t + 0.02, failure: { code: 'SCHED_NO_CANDIDATES', message: "no ready prefill endpoint in PD group 'g3'" } },
+      { ...base, kind: 'scorer', profile: 'decode', group: undefined, plugin: 'gpu-usage', candidatesIn: 3, candidatesOut: 3, start: t + 0.03, end: t + 0.04 },
     ];
     exporter.reset();
     const decide = startTraced('schedule', { root: true });
-    recordPhaseSpans(decide, phases);
-    decide.span.end();
+    finishDecideWithPhases(decide, { id: 'r', ok: false, code: 'SCHED_NO_PREFILL_PAIR', message: 'no valid prefill-decode pair' }, phases, epochAnchor());
     await telemetry.forceFlush();
     const spans = exporter.getFinishedSpans();
     const filter = spans.find((s) => s.name === 'filter prefill')!;

@@ -1,7 +1,7 @@
-import type { SchedulingRequest } from '@triad/bus';
+import type { DecisionOrError, SchedulingRequest } from '@triad/bus';
 import { TriadError } from '@triad/errors';
 import type { PluginKind, SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from '@triad/scheduling';
-import { ATTR, finishPhaseSpan, put, startPhaseSpan, type Traced } from '@triad/telemetry';
+import { ATTR, finishDecideSpan, finishPhaseSpan, put, startPhaseSpan, type Traced } from '@triad/telemetry';
 
 /** What the scheduler's observer forwards plugin timings to (the metrics). */
 export interface PluginTimeSink {
@@ -42,6 +42,21 @@ export class DecideObserver implements SchedulingObserver {
   }
 }
 
+/** Turns a scheduler clock reading (`performance.now()`) into epoch milliseconds. */
+export type ToEpoch = (clock: number) => number;
+
+/**
+ * The epoch time of clock readings taken after this call, anchored at this call: create it right after the decide
+ * span starts. One anchor for all of a request's phases keeps their order and durations exact (the SDK would
+ * anchor each span on its own, to a millisecond-resolution `Date.now()`, which scrambles sub-millisecond phases),
+ * and, as the decide span's own start is the same `Date.now()` millisecond, the phases fall inside it.
+ */
+export function epochAnchor(): ToEpoch {
+  const wall = Date.now();
+  const perf = performance.now();
+  return (clock) => wall + (clock - perf);
+}
+
 /** Span attributes, as `@triad/telemetry` takes them. */
 type Attributes = Parameters<typeof put>[0];
 
@@ -64,10 +79,10 @@ function eventAttributes(p: SchedulingPhase, onDecide: boolean): Attributes {
 
 /**
  * One phase span (`filter {profile}` or `score {profile}`) over a run's plugin calls of that kind: from the first
- * call's start to the last one's end, candidates in and out, and an event per plugin at its start (plugin,
- * candidates in and out), so Jaeger shows which filter removed whom without a span per plugin call.
+ * call's start to the last one's end, candidates in and out, and an event per plugin at its start (the plugin;
+ * for filters also candidates in and out), so Jaeger shows which filter removed whom without a span per call.
  */
-function recordPhase(decide: Traced, name: 'filter' | 'score', plan: SchedulingPhase | undefined, calls: readonly SchedulingPhase[]): void {
+function recordPhase(decide: Traced, name: 'filter' | 'score', plan: SchedulingPhase | undefined, calls: readonly SchedulingPhase[], at: ToEpoch): void {
   const first = calls[0];
   const last = calls[calls.length - 1];
   const from = first ?? plan;
@@ -77,39 +92,45 @@ function recordPhase(decide: Traced, name: 'filter' | 'score', plan: SchedulingP
     profile: from.profile,
     ...(candidates !== undefined ? { candidates } : {}),
     ...(from.group !== undefined ? { pdGroup: from.group } : {}),
-    startTime: from.start,
+    startTime: at(from.start),
   });
-  if (span.span.isRecording()) for (const call of calls) span.span.addEvent(name, eventAttributes(call, false), call.start);
+  if (span.span.isRecording()) for (const call of calls) span.span.addEvent(name, eventAttributes(call, false), at(call.start));
   const remaining = last ? last.candidatesOut : 0;
   const failure = plan?.failure;
   finishPhaseSpan(span, {
     ...(remaining !== undefined ? { remaining } : {}),
     ...(failure ? { error: new TriadError(failure.code, failure.message) } : {}),
-    endTime: last?.end ?? (plan as SchedulingPhase).end,
+    endTime: at(last?.end ?? (plan as SchedulingPhase).end),
   });
 }
 
 /**
- * Records a decided request's phases, after the fact, under its decide span. Each profile run (the decode
- * endpoints, one PD group's prefill endpoints, the encoders) becomes a `filter {profile}` span and a `score {profile}`
- * span with an event per plugin; a run that failed marks its filter span with the reason. Picks and post-schedule
- * hooks are events on the decide span. Times are the phases' own `performance.now()` readings, so the spans show when
- * each step really ran. A span per plugin call would be 50+ spans for a PD decision over five PD groups; this is
- * two per profile run, and events cost a fraction of a span.
+ * Ends a decided request's decide span with its phases, recorded after the fact. Each profile run (the decode
+ * endpoints, one PD group's prefill endpoints, the encoders) becomes a `filter {profile}` span and a
+ * `score {profile}` span with an event per plugin; a run that failed marks its filter span with the reason. Picks
+ * and post-schedule hooks are events on the decide span. Times are the phases' own clock readings (`at` turns them
+ * into epoch time), so the spans show when each step really ran. The decide span ends before its phase spans are
+ * built, so its duration is the decision's, not the tracing's. A span per plugin call would be 50+ spans for a PD
+ * decision over five PD groups; this is two per profile run, and an event costs a fraction of a span.
  */
-export function recordPhaseSpans(decide: Traced, phases: readonly SchedulingPhase[]): void {
+export function finishDecideWithPhases(decide: Traced, decision: DecisionOrError, phases: readonly SchedulingPhase[], at: ToEpoch): void {
+  if (decide.span.isRecording()) {
+    for (const p of phases) {
+      if (p.kind === 'picker' || p.kind === 'post-schedule') decide.span.addEvent(p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), at(p.start));
+    }
+  }
+  finishDecideSpan(decide, decision);
   let run: SchedulingPhase[] = [];
   const flush = (plan: SchedulingPhase | undefined) => {
     const filters = run.filter((p) => p.kind === 'filter');
     const scorers = run.filter((p) => p.kind === 'scorer');
-    if (filters.length > 0 || plan?.failure) recordPhase(decide, 'filter', plan, filters);
-    if (scorers.length > 0) recordPhase(decide, 'score', undefined, scorers);
+    if (filters.length > 0 || plan?.failure) recordPhase(decide, 'filter', plan, filters, at);
+    if (scorers.length > 0) recordPhase(decide, 'score', undefined, scorers, at);
     run = [];
   };
   for (const p of phases) {
     if (p.kind === 'filter' || p.kind === 'scorer') run.push(p);
     else if (p.kind === 'plan') flush(p);
-    else if (decide.span.isRecording()) decide.span.addEvent(p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), p.start);
   }
   // Every run ends with its plan; plugin phases without one (a library change) still show.
   if (run.length > 0) flush(undefined);

@@ -8,7 +8,7 @@ import type { HeaderMap } from '@triad/bus/client';
 import type { EndpointIndex, Scheduler } from '@triad/scheduling';
 import { extractBatchTraceContexts, finishDecideSpan, startDecideSpan } from '@triad/telemetry';
 import type { SchedulerMetrics } from '../metrics';
-import { recordPhaseSpans, type DecideObserver } from './decide-tracing';
+import { epochAnchor, finishDecideWithPhases, type DecideObserver, type ToEpoch } from './decide-tracing';
 
 /**
  * A schedule batch read leniently: the envelope must be valid, but each request is validated on its own, so one
@@ -48,12 +48,17 @@ export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleH
     }
     const request = parsed.data;
     const span = startDecideSpan(parents[i] as (typeof parents)[number], { request, batchSize: batch.requests.length });
-    const phases = observer && span.span.isRecording() ? observer.collect(request) : undefined;
+    let phases: ReturnType<DecideObserver['collect']> | undefined;
+    let at: ToEpoch | undefined;
+    if (observer && span.span.isRecording()) {
+      at = epochAnchor();
+      phases = observer.collect(request);
+    }
     const t0 = performance.now();
     const decision = scheduler.schedule(request, Date.now());
     const seconds = (performance.now() - t0) / 1000;
-    if (phases) recordPhaseSpans(span, phases);
-    finishDecideSpan(span, decision);
+    if (phases && at) finishDecideWithPhases(span, decision, phases, at);
+    else finishDecideSpan(span, decision);
     const mode = decision.ok ? decision.mode : (index.pool(request.namespace, request.modelServer)?.record?.mode ?? 'unknown');
     metrics.decided(mode, decision.ok ? 'ok' : decision.code, seconds);
     return decision;
