@@ -65,10 +65,6 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });
   try {
     bus = await connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, waitOnFirstConnect: true });
-    // nats.js builds an Error (with a stack) up front for every request, KV puts included, only to have a stack if
-    // it times out; at thousands of record writes a second that shows in the profile.
-    const natsOptions = (bus.nc as unknown as { options?: { noAsyncTraces?: boolean } }).options;
-    if (natsOptions) natsOptions.noAsyncTraces = true;
     const registry = new EncoderRegistrySync({ http, intervalMs: registryInterval(config), logger, metrics });
     publisher = new StatePublisher({
       bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,

@@ -5,7 +5,7 @@ import { stringify } from 'yaml';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '@triad/telemetry/receiver';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { spawnTriad, waitReady, type TriadChild } from './support/child-process';
+import { spawnTriad, waitReady, type TriadChild } from '@triad/testing';
 import { modelServer, pod } from './support/objects';
 
 jest.setTimeout(60_000);

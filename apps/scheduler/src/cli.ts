@@ -11,7 +11,14 @@ const VERSION = '0.1.0';
  * replica is serving.
  */
 export async function main(argv: readonly string[]): Promise<void> {
-  const options = parseOptions(argv);
+  let options: ReturnType<typeof parseOptions>;
+  try {
+    options = parseOptions(argv);
+  } catch (err) {
+    // parseOptions uses commander's exitOverride (so tests can parse); `--help` is a normal exit, not a failure.
+    if ((err as { code?: string }).code === 'commander.helpDisplayed') return;
+    throw err;
+  }
   const logger = createLogger({ service: 'scheduler' });
   const telemetry = setupTelemetry({ serviceName: 'triad-scheduler', version: VERSION, logger });
   const service = await startScheduler({ ...options, logger }).catch(async (err: unknown) => {

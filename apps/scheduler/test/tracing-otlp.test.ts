@@ -3,7 +3,7 @@ import { connectBus, type Bus } from '@triad/bus/client';
 import { BATCH_TRACE_HEADER } from '@triad/telemetry';
 import { startOtlpReceiver, treeShape, type OtlpReceiver, type ReceivedSpan } from '@triad/telemetry/receiver';
 import { freePort, startNatsServer, type NatsServerHandle } from '@triad/testing';
-import { spawnTriad, waitReady, type TriadChild } from './child-process';
+import { spawnTriad, waitReady, type TriadChild } from '@triad/testing';
 import { putEndpoints, putModelServer, req } from './helpers';
 
 const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');

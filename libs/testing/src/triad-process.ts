@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
-import { waitFor } from '@triad/testing';
+import { waitFor } from './wait-for';
 
-const TRIAD = resolve(__dirname, '../../cli/bin/triad.js');
+// The `triad` binary of this checkout: tests run the real services as child processes.
+const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
 
 /** A `triad <command>` child process with its output kept (shown when it fails to become ready). */
 export interface TriadChild {
