@@ -24,6 +24,8 @@ export interface HookRequest {
   modelServer: string | undefined;
   /** Extra headers for every engine leg (trace context from a tracing hook). */
   readonly upstreamHeaders: Record<string, string>;
+  /** Set by the tracing integration in `onRequest`: answered as `x-triad-trace-id` and logged as `trace_id`. */
+  traceId: string | undefined;
   readonly locals: Record<string, unknown>;
   /** Aborted when the client goes away (a queued request leaves its queue). Created on first use. */
   readonly signal: AbortSignal;

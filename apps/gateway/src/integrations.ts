@@ -43,7 +43,15 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
   if (deps.tracing) {
     const telemetry = require('@triad/telemetry') as typeof import('@triad/telemetry');
     // Tracing first: its request span is open before admission runs and closes after admission released.
-    hooks.push(telemetry.createGatewayTracingHooks({ engineOf: (req) => serverEngine(deps.kv, req.modelServer) }));
+    const tracingHooks = telemetry.createGatewayTracingHooks({ engineOf: (req) => serverEngine(deps.kv, req.modelServer) });
+    hooks.push({
+      ...tracingHooks,
+      // The request's trace id, for the `x-triad-trace-id` answer header and the access log.
+      onRequest: (req: HookRequest) => {
+        tracingHooks.onRequest(req);
+        req.traceId = telemetry.requestTraceId(req);
+      },
+    });
     batchHeaders = (traces) => telemetry.injectBatchTraceHeaders(traces.map((t) => telemetry.scheduleSpanOf(t as HookRequest)));
   }
   if (deps.config.admissionConfig !== undefined) {

@@ -157,12 +157,15 @@ export function createGatewayTracingHooks(options: GatewayTracingOptions = {}) {
       // A request rejected before routing or scheduling still closes those spans, failed with the request's error.
       if (state.route) endTraced(state.route, outcome.error ?? `HTTP ${outcome.status}`);
       if (state.schedule) endTraced(state.schedule, outcome.error ?? `HTTP ${outcome.status}`);
+      // Engine-leg errors (libs/connectors) name their stage in `details.stage`: `triad.failed_stage`.
+      const failedStage = (outcome.error as { details?: { stage?: unknown } } | undefined)?.details?.stage;
       finishRequestSpan(state.request, {
         statusCode: outcome.status,
         requestModel: req.model,
         operation: OPERATIONS[req.path] ?? req.path,
         ...(outcome.usage ? { response: { inputTokens: outcome.usage.promptTokens, outputTokens: outcome.usage.completionTokens } } : {}),
         ...(outcome.error ? { error: outcome.error } : {}),
+        ...(typeof failedStage === 'string' ? { failedStage } : {}),
       });
     },
   };

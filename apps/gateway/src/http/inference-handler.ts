@@ -93,6 +93,8 @@ export class InferenceHandler {
     sink.once('close', onClientClose);
     try {
       d.hooks.onRequest?.(req);
+      // Set before any answer (success or error) is written, so a user can look the request up in Jaeger.
+      if (req.traceId !== undefined) sink.setHeader('x-triad-trace-id', req.traceId);
       if (d.hooks.admit !== undefined) {
         const pending = d.hooks.admit(req);
         if (pending !== undefined) await pending;

@@ -25,6 +25,7 @@ export class InferenceRequest implements HookRequest, ProxyCall {
   readonly result = emptyResult();
   route: string | undefined = undefined;
   modelServer: string | undefined = undefined;
+  traceId: string | undefined = undefined;
   upstreamModel = '';
   mode = '';
   clientWantsUsage = false;

@@ -35,6 +35,7 @@ export function writeAccessLog(logger: Logger, req: InferenceRequest, endMs: num
       ttft: r.firstByteAt > 0 ? round(r.firstByteAt - req.receivedAt) : null,
     },
   };
+  if (req.traceId !== undefined) line['trace_id'] = req.traceId;
   if (r.error !== undefined) {
     line['error'] = { type: (r.error as { code?: string }).code ?? r.error.name, message: r.error.message };
   }
