@@ -65,16 +65,20 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     hashOptions: () => fallback.hashOptions,
   });
   let draining = false;
-  const ready = () => kv.synced && !draining && !bus.nc.isClosed();
+  // Ready only once the data port listens: the ops port comes up first, and a probe must not see "ready" while
+  // connections to the API port would still be refused.
+  let listening = false;
+  const ready = () => listening && kv.synced && !draining && !bus.nc.isClosed();
   const ops = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    readiness: () => (ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : 'syncing KV' }),
+    readiness: () => (ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' }),
   });
   await kv.start(bus);
   await fallback.followConfig(bus);
   const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
   await app.listen({ port: config.port, host: config.host });
+  listening = true;
   dispatch.start();
   const port = (app.server.address() as AddressInfo).port;
   logger.info({ port, metricsPort: ops.port, nats: config.nats, id }, 'gateway listening');
