@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
@@ -9,6 +9,7 @@ import { connectBus } from '@triad/bus/client';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 
 const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
+const SIM_HOST = resolve(__dirname, 'gateway-sims.ts');
 export const BENCH_MODEL = 'bench-model';
 
 /** A child process of the benchmark (engine-sim, scheduler, gateway). */
@@ -18,8 +19,8 @@ interface Child {
   stderr: string;
 }
 
-function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = []): Child {
-  const proc = spawn(process.execPath, [...nodeArgs, TRIAD, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
+function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = [], script: string[] = [TRIAD]): Child {
+  const proc = spawn(process.execPath, [...nodeArgs, ...script, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
   const child: Child = { name, proc, stderr: '' };
   proc.stderr?.on('data', (d: Buffer) => {
     child.stderr = (child.stderr + d.toString()).slice(-4000);
@@ -38,14 +39,36 @@ async function httpOk(url: string): Promise<boolean> {
 /** The processes of one benchmark run: nats-server, zero-latency engine-sims, the scheduler and the gateway. */
 export interface GatewayStack {
   readonly gatewayUrl: string;
+  /** Ops endpoints (`/metrics`) of the gateway and the scheduler. */
+  readonly gatewayOpsUrl: string;
+  readonly schedulerOpsUrl: string;
+  readonly natsUrl: string;
   /** Direct URLs of the sims, by name: agg, pd-p, pd-d, epd-e, epd-p, epd-d, paced. */
   readonly sims: Readonly<Record<string, string>>;
-  /** CPU seconds (user + system) the named child has used so far (Linux /proc), e.g. `gateway`. */
+  /** CPU seconds (user + system) the named child has used so far (Linux /proc), e.g. `gateway`, `nats`. */
   cpuSeconds(name: string): number;
+  /** Names of the processes `cpuSeconds` knows: every child plus `nats`. */
+  readonly processes: readonly string[];
+  /** Process id of a child (or `nats`). */
+  pid(name: string): number | undefined;
   close(): Promise<void>;
 }
 
 const CLOCK_TICKS = 100;
+
+/** The nats-server process listening on `port` (startNatsServer does not expose its pid). */
+function natsPid(port: number): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (args[0]?.endsWith('nats-server') && args.includes(String(port))) return Number(entry);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return undefined;
+}
 
 function procCpuSeconds(pid: number | undefined): number {
   if (pid === undefined) return NaN;
@@ -94,11 +117,37 @@ const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
  * nats-server, and writes the KV records the pod-watcher would: one ModelServer and ModelRoute per mode
  * (`agg`, `pd`, `epd` are the model names clients use) and one endpoint per sim.
  */
-export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; gatewayLogFd?: number; gatewayNodeArgs?: string[] } = {}): Promise<GatewayStack> {
+export interface GatewayStackOptions {
+  readonly gatewayEnv?: NodeJS.ProcessEnv;
+  readonly gatewayLogFd?: number;
+  readonly gatewayNodeArgs?: string[];
+  /** Extra node flags per child (`gateway`, `scheduler`, a sim name, or `sims` for the shared sim process). */
+  readonly nodeArgs?: Readonly<Record<string, string[]>>;
+  /**
+   * `one` (default): every engine-sim in one child process (`sims`), as `triad up` hosts them; `each`: one
+   * `triad sim-engine` process per sim.
+   */
+  readonly simProcesses?: 'one' | 'each';
+}
+
+export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise<GatewayStack> {
   const children: Child[] = [];
+  const nodeArgsOf = (name: string): string[] => opts.nodeArgs?.[name] ?? (name === 'gateway' ? opts.gatewayNodeArgs ?? [] : []);
+  // A benchmark script that crashes or is interrupted must not leave the stack running (orphans skew later runs).
+  const killAll = () => {
+    for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGKILL');
+  };
+  const interrupted = () => {
+    killAll();
+    process.exit(130);
+  };
+  process.once('exit', killAll);
+  process.once('SIGINT', interrupted);
   const ecDir = mkdtempSync(join(tmpdir(), 'triad-bench-ec-'));
   let nats: NatsServerHandle | undefined;
   const close = async () => {
+    process.off('exit', killAll);
+    process.off('SIGINT', interrupted);
     for (const c of children) c.proc.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.proc.exitCode === null ? new Promise((r) => c.proc.once('exit', r)) : undefined)));
     await nats?.close();
@@ -108,15 +157,24 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
     nats = await startNatsServer();
     const sims: Record<string, string> = {};
     const ports: Record<string, number> = {};
+    const hosted: { name: string; role: string; port: number; profile: string }[] = [];
     for (const s of SIMS) {
       ports[s.name] = await freePort();
       const profile = s.name === 'paced' ? 'realistic' : 'zero';
+      sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
+      if (opts.simProcesses !== 'each') {
+        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile });
+        continue;
+      }
       const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', profile];
       // No shared EC directory: its per-request file writes are the simulator's cost, not the router's, and the
       // zero-latency stand-ins of the reference figures do not have it. `BENCH_EC_DIR=1` turns it on.
       if (process.env['BENCH_EC_DIR'] && s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
-      children.push(startChild(s.name, args));
-      sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
+      children.push(startChild(s.name, args, {}, 'ignore', nodeArgsOf(s.name)));
+    }
+    if (hosted.length > 0) {
+      const host = ['-e', `require(${JSON.stringify(require.resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(SIM_HOST)});`];
+      children.push(startChild('sims', [JSON.stringify(hosted), BENCH_MODEL], {}, 'ignore', nodeArgsOf('sims'), host));
     }
     const bus = await connectBus({ servers: nats.url, name: 'bench' });
     const [servers, routes, endpoints] = await Promise.all([
@@ -139,18 +197,27 @@ export async function startGatewayStack(opts: { gatewayEnv?: NodeJS.ProcessEnv; 
     }
     await bus.close();
     const schedulerMetrics = await freePort();
-    children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)]));
+    children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)], {}, 'ignore', nodeArgsOf('scheduler')));
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
-    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, opts.gatewayNodeArgs));
+    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway')));
     const ready = async () => {
       for (const c of children) if (c.proc.exitCode !== null) throw new Error(`${c.name} exited with ${c.proc.exitCode}: ${c.stderr}`);
       for (const url of Object.values(sims)) if (!(await httpOk(`${url}/health`))) return false;
       return (await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`)) && (await httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`));
     };
     await waitFor(ready, { timeoutMs: 60_000, intervalMs: 200, what: 'benchmark stack ready' });
-    const cpuSeconds = (name: string) => procCpuSeconds(children.find((c) => c.name === name)?.proc.pid);
-    return { gatewayUrl: `http://127.0.0.1:${gatewayPort}`, sims, cpuSeconds, close };
+    const natsProcess = natsPid(nats.port);
+    const pid = (name: string) => (name === 'nats' ? natsProcess : children.find((c) => c.name === name)?.proc.pid);
+    const cpuSeconds = (name: string) => procCpuSeconds(pid(name));
+    const processes = [...children.map((c) => c.name), 'nats'];
+    return {
+      gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+      gatewayOpsUrl: `http://127.0.0.1:${gatewayMetrics}`,
+      schedulerOpsUrl: `http://127.0.0.1:${schedulerMetrics}`,
+      natsUrl: nats.url,
+      sims, cpuSeconds, processes, pid, close,
+    };
   } catch (err) {
     await close();
     throw err;

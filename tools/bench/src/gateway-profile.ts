@@ -1,0 +1,188 @@
+// Development profiler for the gateway benchmark stack: one case under wrk, CPU µs per request of every process
+// (gateway, scheduler, each engine-sim, nats-server), and optionally V8 CPU profiles of chosen children
+// summarised by self time. Run:
+//   npx tsx tools/bench/src/gateway-profile.ts [--model epd|pd|agg] [--stream] [--connections 32]
+//     [--duration 10] [--warmup 2] [--prof gateway,scheduler,sims] [--top 30] [--strace gateway] [--perf gateway]
+//     [--env TRIAD_X=1 (gateway environment, repeatable)] [--sim-processes one|each] [--keep]
+// (--strace counts the named process's system calls per request during the run; it slows that process.
+// --perf samples the named processes' CPU with Linux perf, JIT names included: V8's --cpu-prof samples wall
+// time, so a process waiting for a core after a socket write shows that wait as `writev`.)
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connectBus } from '@triad/bus/client';
+import { markdownTable } from './lib/table';
+import { runWrk } from './lib/wrk';
+import { startGatewayStack } from './gateway-stack';
+
+const TEXT = 'Describe the picture in one sentence, please.';
+
+function chatBody(model: string, stream: boolean): string {
+  const content = model === 'epd' ? [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } }] : TEXT;
+  return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: stream ? 64 : 16, stream });
+}
+
+interface ProfileNode {
+  readonly id: number;
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+}
+interface Profile {
+  readonly nodes: readonly ProfileNode[];
+  readonly samples: readonly number[];
+  readonly timeDeltas: readonly number[];
+}
+
+/**
+ * Self time per function and per file of a .cpuprofile, as shares of the busy samples (idle excluded) taken
+ * between `fromMs` and `toMs` after the process started (the measured run, not start-up and warm-up).
+ */
+function summarise(file: string, top: number, fromMs: number, toMs: number): string {
+  const p = JSON.parse(readFileSync(file, 'utf8')) as Profile;
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const fn = new Map<string, number>();
+  const files = new Map<string, number>();
+  let total = 0;
+  let at = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const n = byId.get(p.samples[i] as number);
+    const dt = p.timeDeltas[i] ?? 0;
+    at += dt / 1000;
+    if (n === undefined || at < fromMs || at > toMs || n.callFrame.functionName === '(idle)') continue;
+    total += dt;
+    const url = n.callFrame.url.replace(/^file:\/\//, '').replace(/.*node_modules\//, 'nm:').replace(/.*\/work\/main\//, '');
+    const key = `${n.callFrame.functionName || '(anonymous)'} ${url}:${n.callFrame.lineNumber + 1}`;
+    fn.set(key, (fn.get(key) ?? 0) + dt);
+    const f = url === '' ? `(${n.callFrame.functionName})` : url;
+    files.set(f, (files.get(f) ?? 0) + dt);
+  }
+  const rows = (m: Map<string, number>) =>
+    [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, v]) => [((v / total) * 100).toFixed(1) + '%', k]);
+  return `${markdownTable(['self', 'function'], rows(fn))}\n\n${markdownTable(['self', 'file'], rows(files))}`;
+}
+
+/** Busy CPU seconds of the whole machine so far (all cores, /proc/stat: everything but idle and iowait). */
+function machineBusySeconds(): number {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  return (total - (fields[3] ?? 0) - (fields[4] ?? 0)) / 100;
+}
+
+/** Sum and count of a Prometheus histogram (all label sets) from a /metrics text. */
+async function histogram(url: string, name: string): Promise<[number, number]> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let sum = 0;
+  let count = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}_sum`)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (line.startsWith(`${name}_count`)) count += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return [sum, count];
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      model: { type: 'string', default: 'epd' },
+      stream: { type: 'boolean', default: false },
+      connections: { type: 'string', default: '32' },
+      duration: { type: 'string', default: '10' },
+      warmup: { type: 'string', default: '2' },
+      prof: { type: 'string', default: '' },
+      top: { type: 'string', default: '30' },
+      strace: { type: 'string', default: '' },
+      perf: { type: 'string', default: '' },
+      keep: { type: 'boolean', default: false },
+      env: { type: 'string', multiple: true, default: [] },
+      'sim-processes': { type: 'string', default: 'one' },
+    },
+  });
+  const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
+  const profiled = String(values.prof).split(',').filter((s) => s !== '');
+  const nodeArgs: Record<string, string[]> = {};
+  for (const name of profiled) nodeArgs[name] = ['--cpu-prof', `--cpu-prof-dir=${join(profDir, name)}`];
+  const perfed = String(values.perf).split(',').filter((s) => s !== '');
+  for (const name of perfed) nodeArgs[name] = [...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'];
+  const t0 = Date.now();
+  const gatewayEnv = Object.fromEntries((values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  const stack = await startGatewayStack({ nodeArgs, gatewayEnv, simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one' });
+  const connections = Number(values.connections);
+  const durationSec = Number(values.duration);
+  const url = `${stack.gatewayUrl}/v1/chat/completions`;
+  const body = chatBody(String(values.model), values.stream === true);
+  let summary = '';
+  let window = [0, 0];
+  try {
+    await runWrk({ url, body, connections: 32, durationSec: Number(values.warmup) });
+    const before = new Map(stack.processes.map((n) => [n, stack.cpuSeconds(n)]));
+    const batchBefore = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
+    // Messages on the gateway's subjects during the run (this subscriber adds a little nats-server work).
+    const counter = await connectBus({ servers: stack.natsUrl, name: 'bench-profile' });
+    const counts = { dispatch: 0, schedule: 0 };
+    counter.nc.subscribe('triad.v1.dispatch', { callback: () => void counts.dispatch++ });
+    counter.nc.subscribe('triad.v1.schedule', { callback: () => void counts.schedule++ });
+    await counter.nc.flush();
+    const from = Date.now() - t0;
+    const straced = String(values.strace);
+    const tracer = straced === '' ? undefined : spawn('strace', ['-c', '-f', '-p', String(stack.pid(straced))], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let traceOut = '';
+    tracer?.stderr.on('data', (d: Buffer) => (traceOut += d.toString()));
+    const perfData = join(profDir, 'perf.data');
+    const perf = perfed.length === 0 ? undefined : spawn('perf', ['record', '-F', '999', '-g', '-o', perfData, '-p', perfed.map((n) => String(stack.pid(n))).join(',')], { stdio: 'ignore' });
+    const busyBefore = machineBusySeconds();
+    const wallBefore = Date.now();
+    const r = await runWrk({ url, body, connections, durationSec });
+    const busy = machineBusySeconds() - busyBefore;
+    const wall = (Date.now() - wallBefore) / 1000;
+    window = [from, Date.now() - t0];
+    if (perf !== undefined) {
+      const exited = new Promise((res) => perf.once('exit', res));
+      perf.kill('SIGINT');
+      await exited;
+      const report = spawn('perf', ['report', '-i', perfData, '--no-children', '--sort', 'pid,sym', '--stdio', '-g', 'none'], { stdio: ['ignore', 'pipe', 'ignore'] });
+      let text = '';
+      report.stdout.on('data', (d: Buffer) => (text += d.toString()));
+      await new Promise((res) => report.once('exit', res));
+      const top = Number(values.top);
+      summary += `perf (${perfed.join(', ')}):\n${text.split('\n').filter((l) => /^\s+[\d.]+%/.test(l)).slice(0, top).join('\n')}\n\n`;
+    }
+    if (tracer !== undefined) {
+      const exited = new Promise((res) => tracer.once('exit', res));
+      tracer.kill('SIGINT');
+      await exited;
+      const lines = traceOut.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l));
+      const calls = lines.map((l) => l.trim().split(/\s+/)).map((f) => [f[f.length - 1] as string, Number(f[3]) / r.requests] as const);
+      summary += `strace ${straced}: system calls per request (${r.requests} requests, slowed by strace)\n\n${markdownTable(['syscall', 'per request'], calls.filter(([, n]) => n >= 0.01).map(([n, c]) => [n, c.toFixed(2)]))}\n\n`;
+    }
+    const rows = stack.processes
+      .map((n) => [n, ((stack.cpuSeconds(n) - (before.get(n) ?? 0)) * 1e6) / r.requests] as const)
+      .filter(([, us]) => us >= 1)
+      .map(([n, us]) => [n, Math.round(us)]);
+    const sum = rows.reduce((s, [, us]) => s + (us as number), 0);
+    const stackSeconds = (sum * r.requests) / 1e6;
+    summary += `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}%\n`;
+    await counter.close();
+    summary += `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ${(counts.schedule / r.requests).toFixed(2)}\n`;
+    const batchAfter = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
+    const batches = batchAfter[1] - batchBefore[1];
+    summary += `scheduling: ${batches} NATS batches, ${((batchAfter[0] - batchBefore[0]) / batches).toFixed(2)} requests per batch\n`;
+    summary +=
+      `${values.model} ${values.stream ? 'SSE' : 'JSON'} c=${connections}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50ms.toFixed(2)} ms, p99 ${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
+      `${markdownTable(['process', 'CPU µs/req'], [...rows, ['all (excl. wrk)', sum]])}\n`;
+  } finally {
+    await stack.close();
+  }
+  process.stdout.write(summary);
+  for (const name of profiled) {
+    const dir = join(profDir, name);
+    for (const f of readdirSync(dir)) process.stdout.write(`\n### ${name} (${f})\n\n${summarise(join(dir, f), Number(values.top), window[0] as number, window[1] as number)}\n`);
+  }
+  if (values.keep === true) process.stdout.write(`\nprofiles kept in ${profDir} (measured window ${window[0]}..${window[1]} ms)\n`);
+  else rmSync(profDir, { recursive: true, force: true });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`gateway profile: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,37 @@
+// Child process of the gateway benchmark (tools/bench/src/gateway-stack.ts): hosts every engine-sim of the
+// stack in one process, as `triad up` does, so the stand-in engines cost what one engine process costs instead of
+// seven processes' wake-ups on a 2-core machine. Argument: a JSON array of sims
+// [{name, role, port, profile}], then the model (the last two arguments). Stops on SIGTERM/SIGINT.
+import { startSimEngine, type SimEngineHandle, type SimRole } from '@triad/engine-sim';
+
+interface HostedSim {
+  readonly name: string;
+  readonly role: SimRole;
+  readonly port: number;
+  readonly profile: 'zero' | 'realistic';
+}
+
+async function main(): Promise<void> {
+  const [spec, model] = process.argv.slice(-2) as [string, string];
+  const sims = JSON.parse(spec) as HostedSim[];
+  const handles: SimEngineHandle[] = [];
+  const logger = {
+    info: () => undefined,
+    debug: () => undefined,
+    warn: (obj: object, msg?: string) => process.stderr.write(`${msg ?? ''} ${JSON.stringify(obj)}\n`),
+    error: (obj: object, msg?: string) => process.stderr.write(`${msg ?? ''} ${JSON.stringify(obj)}\n`),
+  };
+  for (const s of sims) {
+    handles.push(await startSimEngine({ engine: 'vllm', role: s.role, host: '127.0.0.1', port: s.port, model, latencyProfile: s.profile, logger }));
+  }
+  const stop = () => {
+    void Promise.all(handles.map((h) => h.close())).finally(() => process.exit(0));
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`gateway sims: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.exit(1);
+});
