@@ -21,6 +21,8 @@ export const COUNTER_NAMES = [
   'kvPullsServed',
   'kvPullsRejected',
   'kvPullsReceived',
+  /** Decode pulls answered by a prefill in the same process without HTTP (`nixlSideChannel: 'in-process'`). */
+  'kvPullsInProcess',
   'kvPullFailures',
   'kvLeasesExpired',
   'localPrefillFallbacks',

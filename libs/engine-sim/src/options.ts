@@ -83,8 +83,20 @@ export interface SimEngineOptions {
   readonly maxModelLen?: number;
   /** vLLM prefill: how long KV blocks are held for a decode to pull them. Default 30 000 ms. */
   readonly kvLeaseMs?: number;
-  /** Most recent requests kept for `requests()` and `/admin/log`. Default 10 000. */
+  /**
+   * Most recent requests kept for `requests()` and `/admin/log`. Default 10 000; 0 keeps none (load generators:
+   * the log holds every body, which a long benchmark pays for in garbage collection).
+   */
   readonly requestLogLimit?: number;
+  /**
+   * vLLM decode: how a NIXL pull reaches the prefill. `http` (default): `POST /sim/nixl/pull` on the prefill's
+   * port, the simulator's stand-in for NIXL's side channel. `in-process`: when the prefill named by
+   * `remote_host:remote_port` runs in this process and was started with the same option, its block store is
+   * asked directly — the same checks (engine id, request id, block ids), blocks freed, `kvPullsServed` on the
+   * prefill — without an HTTP exchange (counted in `kvPullsInProcess`); any other prefill is pulled over HTTP.
+   * For benchmarks, where the side channel's HTTP cost is the stand-in engines', not the router's.
+   */
+  readonly nixlSideChannel?: 'http' | 'in-process';
   readonly logger?: SimLogger;
 }
 

@@ -10,10 +10,16 @@ export class RequestLog {
   #start = 0;
 
   constructor(limit: number) {
-    this.#limit = Math.max(1, limit);
+    this.#limit = Math.max(0, Math.floor(limit));
+  }
+
+  /** False when the log keeps nothing (limit 0): callers can skip building entries. */
+  get enabled(): boolean {
+    return this.#limit > 0;
   }
 
   add(entry: LoggedRequest): void {
+    if (this.#limit === 0) return;
     if (this.#entries.length < this.#limit) {
       this.#entries.push(entry);
       return;

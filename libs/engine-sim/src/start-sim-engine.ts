@@ -6,6 +6,7 @@ import { EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle,
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
 import { registerSglangRoutes } from './sglang/sglang-routes';
+import { offerInProcessPulls } from './vllm/kv-side-channel';
 import { registerVllmRoutes } from './vllm/vllm-routes';
 
 /** uvicorn's keep-alive timeout, which both engines run behind. */
@@ -56,8 +57,8 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
         },
       })
     : undefined;
-  if (ctx.engine === 'vllm') registerVllmRoutes(router, ctx, bootstrap);
-  else registerSglangRoutes(router, ctx, bootstrap);
+  const vllm = ctx.engine === 'vllm' ? registerVllmRoutes(router, ctx, bootstrap) : undefined;
+  if (vllm === undefined) registerSglangRoutes(router, ctx, bootstrap);
   if (opts.admin) registerAdminRoutes(router, ctx);
 
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, router.listener);
@@ -68,6 +69,8 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     await ctx.close();
     throw err;
   }
+  const withdrawPulls =
+    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both') ? offerInProcessPulls(ctx, vllm.kv) : undefined;
 
   let closing: Promise<void> | undefined;
   return {
@@ -84,6 +87,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     counters: () => ctx.counters.snapshot(),
     close: () =>
       (closing ??= (async () => {
+        withdrawPulls?.();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           server.closeAllConnections();

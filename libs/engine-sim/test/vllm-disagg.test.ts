@@ -88,6 +88,64 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   });
 });
 
+describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', () => {
+  const fleet = new SimFleet();
+  let prefill: SimEngineHandle;
+  let decode: SimEngineHandle;
+  let httpPrefill: SimEngineHandle;
+
+  beforeAll(async () => {
+    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.5', nixlSideChannel: 'in-process' });
+    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.6', nixlSideChannel: 'in-process' });
+    // A prefill that did not opt in: the same decode pulls from it over HTTP.
+    httpPrefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.7' });
+  });
+  afterAll(() => fleet.closeAll());
+
+  async function prefillOn(sim: SimEngineHandle, requestId: string): Promise<Record<string, unknown>> {
+    const res = await post(`${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV }, { 'x-request-id': requestId });
+    return res.json<{ kv_transfer_params: Record<string, unknown> }>().kv_transfer_params;
+  }
+
+  it('hands off without an HTTP exchange: same checks, counted on both sides and as in-process', async () => {
+    const kv = await prefillOn(prefill, 'inproc-1');
+    const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 4, kv_transfer_params: kv }, { 'x-request-id': 'inproc-1' });
+    expect(res.json()).toMatchObject({ id: 'chatcmpl-inproc-1', usage: { completion_tokens: 4 } });
+    expect(prefill.counters()).toMatchObject({ kvPullsServed: 1, kvPullsRejected: 0 });
+    expect(decode.counters()).toMatchObject({ kvPullsReceived: 1, kvPullsInProcess: 1, kvPullFailures: 0, localPrefillFallbacks: 0 });
+    expect(prefill.requests().some((r) => r.path === '/sim/nixl/pull')).toBe(false);
+  });
+
+  it('rejects blocks already read or with the wrong engine id, as the HTTP side channel does', async () => {
+    const kv = await prefillOn(prefill, 'inproc-2');
+    await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
+    const before = { failures: decode.counters()['kvPullFailures']!, fallbacks: decode.counters()['localPrefillFallbacks']!, rejected: prefill.counters()['kvPullsRejected']! };
+    expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv })).status).toBe(200);
+    const kv3 = await prefillOn(prefill, 'inproc-3');
+    await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: { ...kv3, remote_engine_id: 'someone-else' } });
+    expect(decode.counters()['kvPullFailures']).toBe(before.failures + 2);
+    expect(decode.counters()['localPrefillFallbacks']).toBe(before.fallbacks + 2);
+    expect(prefill.counters()['kvPullsRejected']).toBe(before.rejected + 2);
+  });
+
+  it('pulls over HTTP from a prefill that does not offer in-process pulls', async () => {
+    const inProcess = decode.counters()['kvPullsInProcess']!;
+    const kv = await prefillOn(httpPrefill, 'inproc-4');
+    await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv }, { 'x-request-id': 'inproc-4' });
+    expect(httpPrefill.counters()['kvPullsServed']).toBe(1);
+    expect(httpPrefill.requests().some((r) => r.path === '/sim/nixl/pull')).toBe(true);
+    expect(decode.counters()['kvPullsInProcess']).toBe(inProcess);
+  });
+
+  it('a closed prefill no longer answers in-process pulls', async () => {
+    const kv = await prefillOn(prefill, 'inproc-5');
+    await prefill.close();
+    const before = decode.counters()['localPrefillFallbacks']!;
+    expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv })).status).toBe(200);
+    expect(decode.counters()['localPrefillFallbacks']).toBe(before + 1);
+  });
+});
+
 describe('vLLM simulator: Mooncake-style concurrent P/D (transfer ids on the bootstrap server)', () => {
   const fleet = new SimFleet();
   let prefill: SimEngineHandle;

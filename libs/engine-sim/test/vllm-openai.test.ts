@@ -171,3 +171,16 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     expect(sim.requests()).toHaveLength(0);
   });
 });
+
+describe('vLLM simulator: request log off (requestLogLimit 0)', () => {
+  const fleet = new SimFleet();
+  afterAll(() => fleet.closeAll());
+
+  it('answers as usual and keeps no requests', async () => {
+    const sim = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.2', requestLogLimit: 0 });
+    const res = await post(`${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2 });
+    expect(res.json()).toMatchObject({ usage: { completion_tokens: 2 } });
+    expect(sim.requests()).toHaveLength(0);
+    expect(sim.counters()['requests']).toBe(1);
+  });
+});

@@ -3,7 +3,7 @@
 // summarised by self time. Run:
 //   npx tsx tools/bench/src/gateway-profile.ts [--model epd|pd|agg] [--stream] [--connections 32]
 //     [--duration 10] [--warmup 2] [--prof gateway,scheduler,sims] [--top 30] [--strace gateway] [--perf gateway]
-//     [--env TRIAD_X=1 (gateway environment, repeatable)] [--sim-processes one|each] [--keep]
+//     [--env TRIAD_X=1 (gateway environment, repeatable)] [--sim-processes one|each] [--nixl in-process|http] [--keep]
 // (--strace counts the named process's system calls per request during the run; it slows that process.
 // --perf samples the named processes' CPU with Linux perf, JIT names included: V8's --cpu-prof samples wall
 // time, so a process waiting for a core after a socket write shows that wait as `writev`.)
@@ -96,6 +96,7 @@ async function main(): Promise<void> {
       keep: { type: 'boolean', default: false },
       env: { type: 'string', multiple: true, default: [] },
       'sim-processes': { type: 'string', default: 'one' },
+      nixl: { type: 'string', default: 'in-process' },
     },
   });
   const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
@@ -106,7 +107,7 @@ async function main(): Promise<void> {
   for (const name of perfed) nodeArgs[name] = [...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'];
   const t0 = Date.now();
   const gatewayEnv = Object.fromEntries((values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-  const stack = await startGatewayStack({ nodeArgs, gatewayEnv, simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one' });
+  const stack = await startGatewayStack({ nodeArgs, gatewayEnv, simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one', nixlPull: values.nixl === 'http' ? 'http' : 'in-process' });
   const connections = Number(values.connections);
   const durationSec = Number(values.duration);
   const url = `${stack.gatewayUrl}/v1/chat/completions`;

@@ -128,6 +128,12 @@ export interface GatewayStackOptions {
    * `triad sim-engine` process per sim.
    */
   readonly simProcesses?: 'one' | 'each';
+  /**
+   * How a decode sim pulls KV blocks from its prefill (engine-sim `nixlSideChannel`), with `simProcesses: 'one'`:
+   * `in-process` (default; same checks, no HTTP exchange) or `http` (`POST /sim/nixl/pull`, as separate
+   * processes always do).
+   */
+  readonly nixlPull?: 'http' | 'in-process';
 }
 
 export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise<GatewayStack> {
@@ -174,7 +180,8 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     }
     if (hosted.length > 0) {
       const host = ['-e', `require(${JSON.stringify(require.resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(SIM_HOST)});`];
-      children.push(startChild('sims', [JSON.stringify(hosted), BENCH_MODEL], {}, 'ignore', nodeArgsOf('sims'), host));
+      const spec = { model: BENCH_MODEL, nixl: opts.nixlPull ?? 'in-process', sims: hosted };
+      children.push(startChild('sims', [JSON.stringify(spec)], {}, 'ignore', nodeArgsOf('sims'), host));
     }
     const bus = await connectBus({ servers: nats.url, name: 'bench' });
     const [servers, routes, endpoints] = await Promise.all([

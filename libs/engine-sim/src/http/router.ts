@@ -75,7 +75,7 @@ export class Router {
     const method = req.method ?? 'GET';
     const rawBody = BODYLESS.has(method) ? '' : await readBody(req);
     const body = parseJsonBody(rawBody);
-    if (!path.startsWith('/admin/')) {
+    if (this.#deps.log.enabled && !path.startsWith('/admin/')) {
       this.#deps.log.add({ method, path, headers: req.headers, body: body.ok ? body.value : rawBody, rawBody, at: Date.now() });
     }
     const byMethod = this.#routes.get(path);

@@ -30,6 +30,11 @@ function safetensors(tokens: number): Buffer {
 export class EcStore {
   constructor(readonly dir: string | undefined) {}
 
+  /** Whether there is a store at all; without one every lookup misses (callers skip computing keys). */
+  get enabled(): boolean {
+    return this.dir !== undefined;
+  }
+
   has(key: string): boolean {
     return this.dir !== undefined && existsSync(join(this.dir, dirName(key), CACHE_FILE));
   }

@@ -2,7 +2,7 @@ import { request } from 'undici';
 import type { Exchange, RouteHandler } from '../http/router';
 import { sendJson } from '../http/respond';
 import type { SimContext } from '../sim-context';
-import type { KvBlockStore } from './kv-block-store';
+import type { KvBlockStore, PullResult } from './kv-block-store';
 
 /**
  * The NIXL side channel, as HTTP. Real NIXL does a ZMQ handshake on `remote_host:remote_port` and then an RDMA
@@ -10,18 +10,41 @@ import type { KvBlockStore } from './kv-block-store';
  */
 export const KV_PULL_PATH = '/sim/nixl/pull';
 
+/** A pull as the prefill answers it, counted on the prefill (served or rejected). */
+function answerPull(ctx: SimContext, store: KvBlockStore, engineId: unknown, requestId: unknown, blockIds: unknown): PullResult {
+  const result = store.pull(engineId, requestId, blockIds);
+  ctx.counters.inc(result.ok ? 'kvPullsServed' : 'kvPullsRejected');
+  return result;
+}
+
 /** Prefill side: serves pulls of held blocks. */
 export function kvPullHandler(ctx: SimContext, store: KvBlockStore): RouteHandler {
   return (ex: Exchange) => {
     const body = (ex.body.ok ? ex.body.value : undefined) as Record<string, unknown> | undefined;
-    const result = store.pull(body?.['remote_engine_id'], body?.['remote_request_id'], body?.['remote_block_ids']);
-    if (result.ok) {
-      ctx.counters.inc('kvPullsServed');
-      sendJson(ex.res, 200, JSON.stringify({ num_tokens: result.numTokens, block_ids: result.blockIds }));
-      return;
-    }
-    ctx.counters.inc('kvPullsRejected');
-    sendJson(ex.res, result.status, JSON.stringify({ error: result.reason }));
+    const result = answerPull(ctx, store, body?.['remote_engine_id'], body?.['remote_request_id'], body?.['remote_block_ids']);
+    if (result.ok) sendJson(ex.res, 200, JSON.stringify({ num_tokens: result.numTokens, block_ids: result.blockIds }));
+    else sendJson(ex.res, result.status, JSON.stringify({ error: result.reason }));
+  };
+}
+
+interface InProcessPrefill {
+  readonly ctx: SimContext;
+  readonly store: KvBlockStore;
+}
+
+/**
+ * Prefills of this process that answer in-process pulls (`nixlSideChannel: 'in-process'`), by the address they
+ * advertise in `remote_host:remote_port`. Process-wide like the port space it mirrors; entries leave on close.
+ */
+const inProcessPrefills = new Map<string, InProcessPrefill>();
+
+/** Makes a listening prefill's blocks pullable in-process; returns the function that withdraws it. */
+export function offerInProcessPulls(ctx: SimContext, store: KvBlockStore): () => void {
+  const key = `${ctx.advertiseHost}:${ctx.port}`;
+  const entry: InProcessPrefill = { ctx, store };
+  inProcessPrefills.set(key, entry);
+  return () => {
+    if (inProcessPrefills.get(key) === entry) inProcessPrefills.delete(key);
   };
 }
 
@@ -50,6 +73,15 @@ const PULL_TIMEOUT_MS = 10_000;
 
 /** Decode side: reads the blocks from the prefill; resolves to the transferred token count, or undefined on failure. */
 export async function pullKv(ctx: SimContext, remote: RemotePrefill, headers: Record<string, string>): Promise<number | undefined> {
+  const peer = ctx.options.nixlSideChannel === 'in-process' ? inProcessPrefills.get(`${remote.host}:${remote.port}`) : undefined;
+  if (peer !== undefined) {
+    ctx.counters.inc('kvPullsInProcess');
+    const result = answerPull(peer.ctx, peer.store, remote.engineId, remote.requestId, remote.blockIds);
+    if (result.ok) return result.numTokens;
+    ctx.logger?.debug({ status: result.status, error: result.reason, requestId: remote.requestId }, 'KV pull rejected');
+    ctx.counters.inc('kvPullFailures');
+    return undefined;
+  }
   const host = remote.host.includes(':') ? `[${remote.host}]` : remote.host;
   try {
     const res = await request(`http://${host}:${remote.port}${KV_PULL_PATH}`, {

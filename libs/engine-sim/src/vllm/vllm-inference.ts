@@ -115,8 +115,11 @@ function encoderCacheMisses(deps: VllmDeps, request: InferenceRequest, rank: Ran
   if (request.media.length === 0) return 0;
   if (ctx.role === 'decode') return request.media.length;
   let hits = 0;
-  for (const item of request.media) {
-    if (deps.ec.has(mediaKey(item))) hits++;
+  // Without a shared EC directory nothing can hit, so the keys (a sha256 each) are not computed.
+  if (deps.ec.enabled) {
+    for (const item of request.media) {
+      if (deps.ec.has(mediaKey(item))) hits++;
+    }
   }
   ctx.counters.inc('ecHits', hits);
   ctx.counters.inc('ecMisses', request.media.length - hits);
