@@ -2,7 +2,8 @@
 // key only, and with an API key plus token rate limits high enough never to refuse (a ModelRoute limit for the
 // model and a per-key limit: two scopes, each a shared budget in NATS JetStream KV spent through local leases),
 // in the same run. One stack (gateway-stack.ts) per variant runs side by side; the variants are measured in
-// turns, in an order that rotates every round. The in-process cost of admission alone is tools/bench/src/admission.ts.
+// turns, in an order that rotates every round, and each row is the median of the rounds (a shared machine is
+// noisy). The in-process cost of admission alone is tools/bench/src/admission.ts.
 // Run: npx tsx tools/bench/src/admission-gateway.ts [--duration S] [--warmup S] [--rounds N] [--connections 32]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,7 +70,11 @@ async function putRouteLimit(stack: GatewayStack, auth: string): Promise<void> {
   }
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const median = (xs: readonly number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
 const cost = (value: number, base: number, higherIsWorse: boolean) => {
   const c = higherIsWorse ? (value - base) / base : (base - value) / base;
   return `${c >= 0 ? '+' : ''}${(c * 100).toFixed(1)}%`;
@@ -77,7 +82,7 @@ const cost = (value: number, base: number, higherIsWorse: boolean) => {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '3' }, connections: { type: 'string', default: '32' } },
+    options: { duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '5' }, connections: { type: 'string', default: '32' } },
   });
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
@@ -133,7 +138,7 @@ async function main(): Promise<void> {
 
     const summary = (k: string) => {
       const s = samples.get(k) as { wrk: WrkResult; gatewayUs: number }[];
-      return { rps: mean(s.map((x) => x.wrk.rps)), p50: mean(s.map((x) => x.wrk.p50ms)), p99: mean(s.map((x) => x.wrk.p99ms)), g: mean(s.map((x) => x.gatewayUs)), errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0) };
+      return { rps: median(s.map((x) => x.wrk.rps)), p50: median(s.map((x) => x.wrk.p50ms)), p99: median(s.map((x) => x.wrk.p99ms)), g: median(s.map((x) => x.gatewayUs)), errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0) };
     };
     const base = summary('off');
     const rows = variants.map((v) => {
@@ -141,7 +146,7 @@ async function main(): Promise<void> {
       const vs = v.key === 'off';
       return [v.label, String(connections), r.rps, r.p50, r.p99, Math.round(r.g), vs ? '–' : cost(r.rps, base.rps, false), vs ? '–' : cost(r.p50, base.p50, true), vs ? '–' : cost(r.g, base.g, true), String(r.errors)];
     });
-    process.stdout.write(`\nGateway aggregated (non-stream, 16 tokens); mean of ${rounds} interleaved ${durationSec} s runs per row.\n\n`);
+    process.stdout.write(`\nGateway aggregated (non-stream, 16 tokens); median of ${rounds} interleaved ${durationSec} s runs per row.\n\n`);
     process.stdout.write(`${markdownTable(['admission', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'gateway CPU µs/req', 'throughput cost', 'p50 cost', 'gateway CPU cost', 'errors + non-2xx'], rows)}\n`);
   } finally {
     for (const s of stacks.values()) await s.close();

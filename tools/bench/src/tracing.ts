@@ -1,11 +1,15 @@
 // Tracing cost benchmark (issue 6): gateway EPD throughput (1 image + text, non-stream) with tracing off against
-// tracing on at 100 % sampling, exporting over OTLP/HTTP to a local receiver (`triad trace serve` in its own
-// process, as a collector would be), in the same run. Also on at 10 % (the production setting) and sampled out
-// (`always_off`: spans are not recorded, context still propagates), to show where the cost is.
-// One complete stack (gateway-stack.ts) per variant runs side by side; the variants are measured in turns,
-// in an order that rotates every round, so drift on a shared machine hits all of them alike.
-// Run: npx tsx tools/bench/src/tracing.ts [--duration S] [--warmup S] [--rounds N] [--variants off,100,10,0]
+// tracing on at 100 % sampling, exporting over OTLP/HTTP to a local receiver, in the same run. Two receivers:
+// `triad trace serve` (its own process; it decodes and keeps every span, and on a 2-core machine its CPU is taken
+// from the stack under test) and a sink in this process that reads each export and answers 200 without decoding
+// it (what the gateway sees of a collector on another machine). Also on at 10 % (the production setting) and
+// sampled out (`always_off`: no span recorded, context still propagated), to show where the cost is.
+// One complete stack (gateway-stack.ts) per variant runs side by side; the variants are measured in turns, in an
+// order that rotates every round, and each row is the median of the rounds (a shared machine is noisy).
+// Run: npx tsx tools/bench/src/tracing.ts [--duration S] [--warmup S] [--rounds N] [--variants off,100,100-sink,10,0]
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -30,14 +34,38 @@ interface Variant {
   readonly ratio?: string;
   /** Expected share of requests traced. */
   readonly sampled: number;
+  /** Where spans go: `triad trace serve`, or the discarding sink. */
+  readonly to: 'serve' | 'sink';
 }
 
 const VARIANTS: readonly Variant[] = [
-  { key: 'off', label: 'off', sampled: 0 },
-  { key: '100', label: 'on, 100 % (always_on)', sampler: 'always_on', sampled: 1 },
-  { key: '10', label: 'on, 10 % (parentbased_traceidratio 0.1)', sampler: 'parentbased_traceidratio', ratio: '0.1', sampled: 0.1 },
-  { key: '0', label: 'on, sampled out (always_off)', sampler: 'always_off', sampled: 0 },
+  { key: 'off', label: 'off', sampled: 0, to: 'serve' },
+  { key: '100', label: 'on, 100 % → triad trace serve', sampler: 'always_on', sampled: 1, to: 'serve' },
+  { key: '100-sink', label: 'on, 100 % → discarding sink', sampler: 'always_on', sampled: 1, to: 'sink' },
+  { key: '10', label: 'on, 10 % (parentbased ratio) → triad trace serve', sampler: 'parentbased_traceidratio', ratio: '0.1', sampled: 0.1, to: 'serve' },
+  { key: '0', label: 'on, sampled out (always_off)', sampler: 'always_off', sampled: 0, to: 'serve' },
 ];
+
+/** An OTLP/HTTP endpoint that reads each export request and answers 200 without decoding it. */
+async function startSink(): Promise<{ url: string; exports(): number; close(): Promise<void> }> {
+  let exports = 0;
+  const server = createServer((req, res) => {
+    req.on('data', () => undefined);
+    req.on('end', () => {
+      exports++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    exports: () => exports,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
 
 function cpuSecondsOf(pid: number | undefined): number {
   if (pid === undefined) return NaN;
@@ -96,7 +124,11 @@ interface Sample {
   readonly schedulerUs: number;
 }
 
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const median = (xs: readonly number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
 const cost = (value: number, base: number, higherIsWorse: boolean) => {
   const c = higherIsWorse ? (value - base) / base : (base - value) / base;
   return `${c >= 0 ? '+' : ''}${(c * 100).toFixed(1)}%`;
@@ -104,22 +136,23 @@ const cost = (value: number, base: number, higherIsWorse: boolean) => {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '3' }, variants: { type: 'string', default: 'off,100,10,0' } },
+    options: { duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '5' }, variants: { type: 'string', default: 'off,100,100-sink,10,0' } },
   });
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const rounds = Number(values.rounds);
   const variants = String(values.variants).split(',').map((k) => {
     const v = VARIANTS.find((x) => x.key === k);
-    if (!v) throw new Error(`unknown variant '${k}' (off, 100, 10, 0)`);
+    if (!v) throw new Error(`unknown variant '${k}' (${VARIANTS.map((x) => x.key).join(', ')})`);
     return v;
   });
   if (variants[0]?.key !== 'off') throw new Error('the first variant must be off (the baseline)');
 
   const receiver = await startReceiver();
+  const sink = await startSink();
   const stacks = new Map<string, GatewayStack>();
   try {
-    for (const v of variants) stacks.set(v.key, await startVariant(v, receiver.url));
+    for (const v of variants) stacks.set(v.key, await startVariant(v, v.to === 'sink' ? sink.url : receiver.url));
 
     // Sanity: a traced request is one whole trace from both services.
     const full = stacks.get('100');
@@ -150,17 +183,19 @@ async function main(): Promise<void> {
           const wrk = await runWrk({ url: `${stack.gatewayUrl}/v1/chat/completions`, body: BODY, connections, durationSec, warmupSec });
           const requests = wrk.requests * (1 + warmupSec / durationSec);
           if (v.sampled > 0) {
-            // Export is asynchronous (a batch every 5 s by default): wait until the receiver's count stops moving,
-            // so the export work is in the CPU figures and the next run does not share the machine with it.
+            // Export is asynchronous (a batch every 5 s by default): wait until the receiver stops receiving, so
+            // the export work is in the CPU figures and the next run does not share the machine with it.
             let last = -1;
             await waitFor(async () => {
-              const n = await receiver.spans();
+              const n = v.to === 'sink' ? sink.exports() : await receiver.spans();
               const settled = n === last;
               last = n;
               return settled;
             }, { what: 'exports settled', timeoutMs: 60_000, intervalMs: 6_000 });
-            const e = exported.get(v.key) ?? { spans: 0, requests: 0, receiverCpu: 0 };
-            exported.set(v.key, { spans: e.spans + last - spansBefore, requests: e.requests + requests, receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r });
+            if (v.to === 'serve') {
+              const e = exported.get(v.key) ?? { spans: 0, requests: 0, receiverCpu: 0 };
+              exported.set(v.key, { spans: e.spans + last - spansBefore, requests: e.requests + requests, receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r });
+            }
           }
           const sample: Sample = {
             wrk,
@@ -177,8 +212,8 @@ async function main(): Promise<void> {
     const summary = (key: string, connections: number) => {
       const s = samples.get(`${key}|${connections}`) as Sample[];
       return {
-        rps: mean(s.map((x) => x.wrk.rps)), p50: mean(s.map((x) => x.wrk.p50ms)), p99: mean(s.map((x) => x.wrk.p99ms)),
-        g: mean(s.map((x) => x.gatewayUs)), sch: mean(s.map((x) => x.schedulerUs)), errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0),
+        rps: median(s.map((x) => x.wrk.rps)), p50: median(s.map((x) => x.wrk.p50ms)), p99: median(s.map((x) => x.wrk.p99ms)),
+        g: median(s.map((x) => x.gatewayUs)), sch: median(s.map((x) => x.schedulerUs)), errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0),
       };
     };
     const rows: (string | number)[][] = [];
@@ -191,7 +226,7 @@ async function main(): Promise<void> {
           vs ? '–' : cost(r.rps, base.rps, false), vs ? '–' : cost(r.p50, base.p50, true), vs ? '–' : cost(r.g, base.g, true), String(r.errors)]);
       }
     }
-    process.stdout.write(`\nGateway EPD (1 image + text, non-stream, 16 tokens); mean of ${rounds} interleaved ${durationSec} s runs per row; exporting to triad trace serve.\n\n`);
+    process.stdout.write(`\nGateway EPD (1 image + text, non-stream, 16 tokens); median of ${rounds} interleaved ${durationSec} s runs per row.\n\n`);
     process.stdout.write(`${markdownTable(['tracing', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'gateway CPU µs/req', 'scheduler CPU µs/req', 'throughput cost', 'p50 cost', 'gateway CPU cost', 'errors'], rows)}\n\n`);
     for (const v of variants) {
       const e = exported.get(v.key);
@@ -203,7 +238,7 @@ async function main(): Promise<void> {
     }
   } finally {
     for (const s of stacks.values()) await s.close();
-    await receiver.close();
+    await Promise.all([receiver.close(), sink.close()]);
   }
 }
 
