@@ -5,7 +5,7 @@
 // turns, in an order that rotates every round, and each row is the median of the rounds (a shared machine is
 // noisy). The in-process cost of admission alone is tools/bench/src/admission.ts.
 // Run: npx tsx tools/bench/src/admission-gateway.ts [--duration S] [--warmup S] [--rounds N] [--connections 32]
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -33,14 +33,6 @@ function cpuSecondsOf(stack: GatewayStack): number {
   return stack.cpuSeconds('gateway');
 }
 
-/** The stack's nats-server URL, from its command line (gateway-stack does not hand it out). */
-function natsUrlOf(stack: GatewayStack): string {
-  const args = readFileSync(`/proc/${stack.pid('nats')}/cmdline`, 'utf8').split('\0');
-  const port = args[args.indexOf('-p') + 1];
-  const host = args.includes('-a') ? args[args.indexOf('-a') + 1] : '127.0.0.1';
-  return `nats://${host}:${port}`;
-}
-
 async function chat(stack: GatewayStack, auth: string): Promise<{ status: number; body: string }> {
   const res = await fetch(`${stack.gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: BODY });
   return { status: res.status, body: await res.text() };
@@ -51,7 +43,7 @@ async function chat(stack: GatewayStack, auth: string): Promise<{ status: number
  * GATEWAY_RATE_LIMITED (so the route limit is known to be applied), then the real one until it admits again.
  */
 async function putRouteLimit(stack: GatewayStack, auth: string): Promise<void> {
-  const bus = await connectBus({ servers: natsUrlOf(stack), name: 'bench-admission' });
+  const bus = await connectBus({ servers: stack.natsUrl, name: 'bench-admission' });
   try {
     const routes = await bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema);
     const put = (inputTokensPerUnit: number, outputTokensPerUnit: number) => routes.put(objectKey('default', 'agg'), {
