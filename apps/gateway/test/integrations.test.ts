@@ -48,9 +48,10 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 3 }),
     });
 
-  it('rejects requests without a key (401) and keys used for another model (403), OpenAI-shaped', async () => {
+  it('rejects requests without a key (401 with WWW-Authenticate) and keys used for another model (403), OpenAI-shaped', async () => {
     const none = await chat('pd');
     expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="triad"');
     expect(((await none.json()) as { error: { type: string } }).error.type).toBe('authentication_error');
     const wrongModel = await chat('other', key.key);
     expect(wrongModel.status).toBe(403);

@@ -28,4 +28,12 @@ describe('toOpenAiError', () => {
     expect(JSON.parse(toOpenAiError(upstreamHttpError({ stage: 'encode', endpoint: 'ns.ms.e0', item: 2, status: 503 }, 'busy')).body).error.message).toBe('encode of item 2 on ns.ms.e0 failed with HTTP 503: busy');
     expect(toOpenAiError(new TriadError(ErrorCode.GatewayRateLimited, 'x', { details: { retryAfterSeconds: 2.2 } })).headers).toEqual({ 'retry-after': '3' });
   });
+
+  it('passes the headers in details.headers on (WWW-Authenticate on a 401), never framing headers', () => {
+    const err = new TriadError(ErrorCode.GatewayUnauthorized, 'no', {
+      details: { headers: { 'WWW-Authenticate': 'Bearer realm="triad"', 'content-length': '0', 'x-request-id': 'evil', n: 3 } },
+    });
+    expect(toOpenAiError(err)).toMatchObject({ status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } });
+    expect(Object.keys(toOpenAiError(err).headers)).toEqual(['www-authenticate']);
+  });
 });

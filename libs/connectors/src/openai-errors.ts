@@ -47,13 +47,25 @@ export interface OpenAiError {
   readonly status: number;
   /** `{"error":{"message","type","param","code"}}` */
   readonly body: string;
-  /** Extra response headers (Retry-After on 429). */
+  /** Extra response headers (Retry-After on 429, the error's own `details.headers` such as WWW-Authenticate on 401). */
   readonly headers: Record<string, string>;
+}
+
+/** Headers the error response frames itself; an error's `details.headers` never replace them. */
+const RESERVED = new Set(['content-type', 'content-length', 'transfer-encoding', 'connection', 'x-request-id']);
+
+function copyDetailHeaders(from: unknown, to: Record<string, string>): void {
+  if (typeof from !== 'object' || from === null) return;
+  for (const [name, value] of Object.entries(from)) {
+    const lower = name.toLowerCase();
+    if (typeof value === 'string' && !RESERVED.has(lower)) to[lower] = value;
+  }
 }
 
 /**
  * Maps any error to its status and OpenAI-shaped body. Engine 4xx answers keep their status (the request was
  * bad for the engine too); engine 5xx and transport failures are 502; 5xx messages of unexpected errors are masked.
+ * String entries of `details.headers` become response headers (lower-cased; framing headers are never taken).
  */
 export function toOpenAiError(err: unknown): OpenAiError {
   let status = 500;
@@ -68,6 +80,8 @@ export function toOpenAiError(err: unknown): OpenAiError {
     const engineStatus = err.details['status'];
     if (err.code === ErrorCode.UpstreamError && typeof engineStatus === 'number' && engineStatus >= 400 && engineStatus < 500) status = engineStatus;
     if (typeof err.details['param'] === 'string') param = err.details['param'];
+    // Admission refusals carry their response headers (WWW-Authenticate, Retry-After) in `details.headers`.
+    copyDetailHeaders(err.details['headers'], headers);
     const retryAfter = err.details['retryAfterSeconds'];
     if (typeof retryAfter === 'number') headers['retry-after'] = String(Math.max(0, Math.ceil(retryAfter)));
   }
