@@ -64,6 +64,16 @@ describe('readTelemetryConfig', () => {
     expect(c.warnings).toEqual([expect.stringContaining('OTEL_BSP_SCHEDULE_DELAY')]);
   });
 
+  it('reads span limits: OTEL_SPAN_* first, then the general OTEL_ATTRIBUTE_*, else the SDK defaults', () => {
+    expect(readTelemetryConfig('x', {}).spanLimits).toEqual({ attributeCountLimit: 128, attributeValueLengthLimit: Infinity, eventCountLimit: 128, linkCountLimit: 128 });
+    const c = readTelemetryConfig('x', {
+      OTEL_ATTRIBUTE_COUNT_LIMIT: '10', OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: '20', OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '256',
+      OTEL_SPAN_EVENT_COUNT_LIMIT: '-1',
+    });
+    expect(c.spanLimits).toEqual({ attributeCountLimit: 20, attributeValueLengthLimit: 256, eventCountLimit: 128, linkCountLimit: 128 });
+    expect(c.warnings).toEqual([expect.stringContaining('OTEL_SPAN_EVENT_COUNT_LIMIT=-1')]);
+  });
+
   it('captures message content only with the explicit opt-in', () => {
     expect(readTelemetryConfig('x', {}).captureMessageContent).toBe(false);
     expect(readTelemetryConfig('x', { OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: '1' }).captureMessageContent).toBe(false);

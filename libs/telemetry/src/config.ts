@@ -21,6 +21,14 @@ export interface BatchConfig {
   readonly exportTimeoutMillis: number;
 }
 
+export interface SpanLimitsConfig {
+  readonly attributeCountLimit: number;
+  /** Longest string attribute value (longer ones are cut); `Infinity` when unset. */
+  readonly attributeValueLengthLimit: number;
+  readonly eventCountLimit: number;
+  readonly linkCountLimit: number;
+}
+
 export interface TelemetryConfig {
   /** True when traces are exported; false means every helper is a no-op and no SDK module is loaded. */
   readonly enabled: boolean;
@@ -35,6 +43,8 @@ export interface TelemetryConfig {
   /** Ratio for the `*traceidratio` samplers, in [0, 1]. */
   readonly samplerRatio: number;
   readonly batch: BatchConfig;
+  /** `OTEL_SPAN_*_LIMIT` / `OTEL_ATTRIBUTE_*_LIMIT` (the SDK's defaults: 128 attributes, events and links; no length limit). */
+  readonly spanLimits: SpanLimitsConfig;
   /** Resource attributes from `OTEL_RESOURCE_ATTRIBUTES` and the downward-API env, before the service name. */
   readonly resourceAttributes: Readonly<Record<string, string>>;
   /** Record prompt/completion text (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`). Off by default. */
@@ -59,6 +69,27 @@ function positiveInt(env: Env, name: string, fallback: number, warnings: string[
   if (Number.isInteger(n) && n > 0) return n;
   warnings.push(`${name}=${raw} is not a positive integer; using ${fallback}`);
   return fallback;
+}
+
+function nonNegativeInt(env: Env, name: string, fallback: number, warnings: string[]): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (Number.isInteger(n) && n >= 0) return n;
+  warnings.push(`${name}=${raw} is not a non-negative integer; using ${fallback}`);
+  return fallback;
+}
+
+/** Span limits with the spec's precedence: the `OTEL_SPAN_*` variable, then the general `OTEL_ATTRIBUTE_*` one. */
+function spanLimits(env: Env, warnings: string[]): SpanLimitsConfig {
+  const count = nonNegativeInt(env, 'OTEL_ATTRIBUTE_COUNT_LIMIT', 128, warnings);
+  const length = nonNegativeInt(env, 'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', Infinity, warnings);
+  return {
+    attributeCountLimit: nonNegativeInt(env, 'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT', count, warnings),
+    attributeValueLengthLimit: nonNegativeInt(env, 'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT', length, warnings),
+    eventCountLimit: nonNegativeInt(env, 'OTEL_SPAN_EVENT_COUNT_LIMIT', 128, warnings),
+    linkCountLimit: nonNegativeInt(env, 'OTEL_SPAN_LINK_COUNT_LIMIT', 128, warnings),
+  };
 }
 
 function truthy(env: Env, name: string): boolean {
@@ -168,6 +199,7 @@ export function readTelemetryConfig(serviceName: string, env: Env = process.env)
       scheduledDelayMillis: positiveInt(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000, warnings),
       exportTimeoutMillis: positiveInt(env, 'OTEL_BSP_EXPORT_TIMEOUT', 30_000, warnings),
     },
+    spanLimits: spanLimits(env, warnings),
     resourceAttributes,
     captureMessageContent: truthy(env, 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT'),
     warnings,

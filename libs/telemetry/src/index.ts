@@ -2,7 +2,7 @@
 export { setupTelemetry } from './setup';
 export type { Telemetry, TelemetryOptions } from './setup';
 export { readTelemetryConfig, parseKeyValueList } from './config';
-export type { TelemetryConfig, ServiceName, SamplerName, BatchConfig } from './config';
+export type { TelemetryConfig, ServiceName, SamplerName, BatchConfig, SpanLimitsConfig } from './config';
 export type { TelemetryLogger } from './diag-logger';
 export { tracingEnabled, messageContentCaptureEnabled } from './state';
 

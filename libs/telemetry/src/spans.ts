@@ -1,10 +1,11 @@
 import {
   context as otelContext, INVALID_SPAN_CONTEXT, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags,
-  type Attributes, type Context, type Link, type Span, type TimeInput,
+  type Attributes, type Context, type Link, type Span, type SpanContext, type TimeInput,
 } from '@opentelemetry/api';
 import { isTriadError } from '@triad/errors';
 import { ATTR } from './attributes';
 import { tracing } from './state';
+import { epochOf, RecordedSpan } from './tracer';
 
 /** A started span together with the context that holds it (parent of its children, source of outgoing headers). */
 export interface Traced {
@@ -43,34 +44,55 @@ export interface StartOptions {
   readonly startTime?: TimeInput;
 }
 
+/** A started span; its context (parent of non-Triad code, source of headers via the API) is built on first use. */
+class TracedSpan implements Traced {
+  #context: Context | undefined;
+  readonly #parent: Parent;
+
+  constructor(readonly span: Span, readonly startedAt: number, parent: Parent) {
+    this.#parent = parent;
+  }
+
+  get context(): Context {
+    return (this.#context ??= trace.setSpan(contextOf(this.#parent), this.span));
+  }
+}
+
+/**
+ * The span context a child of `parent` continues, or undefined for a new trace. A `Traced` made by these helpers
+ * always holds a valid context (except the shared no-op); any other context is checked.
+ */
+export function spanContextOf(parent: Parent): SpanContext | undefined {
+  if (isTraced(parent)) return parent === NOOP_TRACED ? undefined : parent.span.spanContext();
+  const sc = trace.getSpanContext(parent);
+  return sc !== undefined && isSpanContextValid(sc) ? sc : undefined;
+}
+
 /**
  * Starts a span. `attributes` is a function so nothing is built unless the span records (sampled and tracing
- * on); the sampler never needs them (Triad's samplers look at the trace id and parent only).
+ * on); the sampler never needs them (Triad's samplers look at the trace id and parent only). The function must
+ * not put `undefined` values in the object (use `put`): the span keeps the object as built.
  */
 export function startTraced(name: string, options: StartOptions = {}, attributes?: () => Attributes): Traced {
   const tracer = tracing.tracer;
   if (!tracer) return NOOP_TRACED;
-  const parent = options.root ? ROOT_CONTEXT : options.parent ? contextOf(options.parent) : otelContext.active();
+  let parent: Parent = ROOT_CONTEXT;
+  let parentSc: SpanContext | undefined;
   if (!options.root) {
-    const parentSpan = trace.getSpan(parent);
-    const sc = parentSpan?.spanContext();
-    if (parentSpan && sc && !sc.isRemote && (sc.traceFlags & TraceFlags.SAMPLED) === 0 && isSpanContextValid(sc)) {
+    parent = options.parent ?? otelContext.active();
+    parentSc = spanContextOf(parent);
+    if (parentSc !== undefined && !parentSc.isRemote && (parentSc.traceFlags & TraceFlags.SAMPLED) === 0) {
       // A local unsampled parent was dropped by this process's own sampler, which drops its children too
       // (parent-based samplers by rule, ratio samplers by the shared trace id, always_off always). So skip minting
       // span ids nobody records: the parent stands in, and ending or annotating it is a no-op. Downstream still
       // gets this trace id with the sampled flag cleared. (A remote parent is left to the sampler: always_on or a
       // ratio sampler may record under an unsampled caller.)
-      return options.parent !== undefined && isTraced(options.parent) ? options.parent : { span: parentSpan, context: parent, startedAt: performance.now() };
+      return isTraced(parent) ? parent : { span: trace.getSpan(parent) as Span, context: parent, startedAt: performance.now() };
     }
   }
-  const span = tracer.startSpan(name, {
-    kind: options.kind ?? SpanKind.INTERNAL,
-    ...(options.root ? { root: true } : {}),
-    ...(options.links ? { links: options.links } : {}),
-    ...(options.startTime !== undefined ? { startTime: options.startTime } : {}),
-  }, parent);
-  if (attributes && span.isRecording()) span.setAttributes(attributes());
-  return { span, context: trace.setSpan(parent, span), startedAt: performance.now() };
+  const span = tracer.begin(name, options.kind ?? SpanKind.INTERNAL, parentSc, options.startTime === undefined ? undefined : epochOf(options.startTime), attributes);
+  if (options.links !== undefined && span instanceof RecordedSpan) span.addLinks(options.links);
+  return new TracedSpan(span, performance.now(), parent);
 }
 
 /** Sets attributes built by `build` only when the span records. */

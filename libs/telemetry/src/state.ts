@@ -1,4 +1,4 @@
-import type { Tracer } from '@opentelemetry/api';
+import type { TriadTracer } from './tracer';
 
 /**
  * The process-wide tracing state the span helpers read. One mutable object so `setupTelemetry` and `shutdown`
@@ -6,7 +6,7 @@ import type { Tracer } from '@opentelemetry/api';
  * into OpenTelemetry at all (the disabled hot path is one property read).
  */
 interface TracingState {
-  tracer: Tracer | undefined;
+  tracer: TriadTracer | undefined;
   captureMessageContent: boolean;
 }
 

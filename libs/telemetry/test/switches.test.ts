@@ -122,10 +122,12 @@ describe('lazy loading', () => {
     return JSON.parse(run.stdout) as string[];
   }
 
-  it('a disabled service loads only the API; an enabled one loads sdk-trace-node and the proto exporter, not sdk-node', () => {
+  it('a disabled service loads only the API; an enabled one loads the batch processor and the proto exporter, not sdk-node nor the async-hooks context manager', () => {
     expect(sdkModulesLoaded({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' })).toEqual(['api']);
     const enabled = sdkModulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
-    expect(enabled).toEqual(expect.arrayContaining(['sdk-trace-node', 'sdk-trace-base', 'exporter-trace-otlp-proto', 'resources', 'core']));
+    expect(enabled).toEqual(expect.arrayContaining(['sdk-trace-base', 'exporter-trace-otlp-proto', 'resources', 'core']));
+    expect(enabled).not.toContain('sdk-trace-node');
+    expect(enabled).not.toContain('context-async-hooks');
     expect(enabled).not.toContain('sdk-node');
     expect(enabled).not.toContain('exporter-trace-otlp-grpc');
   });
