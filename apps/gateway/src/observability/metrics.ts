@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from '@triad/bus';
+import { FastCounter, FastGauge, FastHistogram, type CounterChild, type GaugeChild, type HistogramChild } from './fast-metrics';
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const STAGE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -27,45 +28,49 @@ export interface RequestSample {
 }
 
 interface Children {
-  readonly requests: Map<string, Counter.Internal>;
-  readonly duration: Map<number, Histogram.Internal<string>>;
-  readonly prefill: Histogram.Internal<string>;
-  readonly decode: Histogram.Internal<string>;
-  readonly stage: Record<'encode' | 'prefill' | 'decode', Histogram.Internal<string>>;
-  readonly ttft: Histogram.Internal<string>;
-  readonly tpot: Histogram.Internal<string>;
-  readonly promptTokens: Counter.Internal;
-  readonly completionTokens: Counter.Internal;
+  readonly requests: Map<string, CounterChild>;
+  readonly duration: Map<number, HistogramChild>;
+  readonly prefill: HistogramChild;
+  readonly decode: HistogramChild;
+  readonly stage: Record<'encode' | 'prefill' | 'decode', HistogramChild>;
+  readonly ttft: HistogramChild;
+  readonly tpot: HistogramChild;
+  readonly promptTokens: CounterChild;
+  readonly completionTokens: CounterChild;
 }
 
 /**
  * The gateway's Prometheus metrics. Names follow Kthena's `kthena_router_*` where Kthena has the metric (so its
  * dashboards work); the router-side TTFT/TPOT and per-stage histograms Kthena lacks are `triad_gateway_*`.
  * Labelled children are cached per (model, path, route, server, mode), so a request costs map lookups, not
- * prom-client's label hashing.
+ * prom-client's label hashing; the per-request metrics are fast-metrics (plain numbers per label set, exported
+ * through the same registry in prom-client's format), the rare ones prom-client's own.
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly #requests = new Counter({ name: 'kthena_router_requests_total', help: 'Requests by outcome', labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'], registers: [this.registry] });
-  readonly #duration = new Histogram({ name: 'kthena_router_request_duration_seconds', help: 'Request duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
-  readonly #prefill = new Histogram({ name: 'kthena_router_request_prefill_duration_seconds', help: 'Prefill phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
-  readonly #decode = new Histogram({ name: 'kthena_router_request_decode_duration_seconds', help: 'Decode phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
-  readonly #tokens = new Counter({ name: 'kthena_router_tokens_total', help: 'Tokens by type', labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'], registers: [this.registry] });
+  readonly #requests = new FastCounter({ name: 'kthena_router_requests_total', help: 'Requests by outcome', labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'], registers: [this.registry] });
+  readonly #duration = new FastHistogram({ name: 'kthena_router_request_duration_seconds', help: 'Request duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly #prefill = new FastHistogram({ name: 'kthena_router_request_prefill_duration_seconds', help: 'Prefill phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly #decode = new FastHistogram({ name: 'kthena_router_request_decode_duration_seconds', help: 'Decode phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
+  readonly #tokens = new FastCounter({ name: 'kthena_router_tokens_total', help: 'Tokens by type', labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'], registers: [this.registry] });
   readonly #rateLimited = new Counter({ name: 'kthena_router_rate_limit_exceeded_total', help: 'Requests rejected by rate limits', labelNames: ['model', 'limit_type', 'path'], registers: [this.registry] });
-  readonly activeRequests = new Gauge({ name: 'kthena_router_active_requests', help: 'Requests being handled', registers: [this.registry] });
-  readonly #activeDownstream = new Gauge({ name: 'kthena_router_active_downstream_requests', help: 'Client requests in flight per model', labelNames: ['model'], registers: [this.registry] });
-  readonly #activeUpstream = new Gauge({ name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'], registers: [this.registry] });
-  readonly #activeStreams = new Gauge({ name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry] });
-  readonly #stage = new Histogram({ name: 'triad_gateway_stage_duration_seconds', help: 'Per-stage duration (encode fan-out span, prefill, decode)', labelNames: ['model', 'mode', 'stage'], buckets: STAGE_BUCKETS, registers: [this.registry] });
-  readonly #ttft = new Histogram({ name: 'triad_gateway_time_to_first_token_seconds', help: 'Router-side time to first token (streams)', labelNames: ['model', 'mode'], buckets: TTFT_BUCKETS, registers: [this.registry] });
-  readonly #tpot = new Histogram({ name: 'triad_gateway_time_per_output_token_seconds', help: 'Router-side time per output token after the first (streams)', labelNames: ['model', 'mode'], buckets: TPOT_BUCKETS, registers: [this.registry] });
-  readonly #schedule = new Histogram({ name: 'triad_gateway_schedule_duration_seconds', help: 'Time to a scheduling decision', labelNames: ['source'], buckets: STAGE_BUCKETS, registers: [this.registry] });
-  readonly #batch = new Histogram({ name: 'triad_gateway_schedule_batch_size', help: 'Scheduling requests per NATS message', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers: [this.registry] });
+  readonly #activeRequests = new FastGauge({ name: 'kthena_router_active_requests', help: 'Requests being handled', registers: [this.registry] });
+  /** Requests being handled (inc when one arrives, dec when it ends). */
+  readonly activeRequests: GaugeChild = this.#activeRequests.labels();
+  readonly #activeDownstream = new FastGauge({ name: 'kthena_router_active_downstream_requests', help: 'Client requests in flight per model', labelNames: ['model'], registers: [this.registry] });
+  readonly #activeUpstream = new FastGauge({ name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'], registers: [this.registry] });
+  readonly #activeStreams = new FastGauge({ name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry] });
+  readonly #stage = new FastHistogram({ name: 'triad_gateway_stage_duration_seconds', help: 'Per-stage duration (encode fan-out span, prefill, decode)', labelNames: ['model', 'mode', 'stage'], buckets: STAGE_BUCKETS, registers: [this.registry] });
+  readonly #ttft = new FastHistogram({ name: 'triad_gateway_time_to_first_token_seconds', help: 'Router-side time to first token (streams)', labelNames: ['model', 'mode'], buckets: TTFT_BUCKETS, registers: [this.registry] });
+  readonly #tpot = new FastHistogram({ name: 'triad_gateway_time_per_output_token_seconds', help: 'Router-side time per output token after the first (streams)', labelNames: ['model', 'mode'], buckets: TPOT_BUCKETS, registers: [this.registry] });
+  readonly #schedule = new FastHistogram({ name: 'triad_gateway_schedule_duration_seconds', help: 'Time to a scheduling decision', labelNames: ['source'], buckets: STAGE_BUCKETS, registers: [this.registry] });
+  readonly #batch = new FastHistogram({ name: 'triad_gateway_schedule_batch_size', help: 'Scheduling requests per NATS message', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers: [this.registry] });
+  readonly #batchSizes: HistogramChild = this.#batch.labels();
   readonly #local = new Counter({ name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'], registers: [this.registry] });
   readonly #retries = new Counter({ name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'], registers: [this.registry] });
   readonly #children = new Map<string, Children>();
-  readonly #gauges = new Map<string, Gauge.Internal<string>>();
-  readonly #scheduledBySource: Record<'scheduler' | 'local', Histogram.Internal<string>>;
+  readonly #gauges = new Map<string, GaugeChild>();
+  readonly #scheduledBySource: Record<'scheduler' | 'local', HistogramChild>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_gateway_' });
@@ -73,7 +78,7 @@ export class GatewayMetrics {
   }
 
   /** A labelled gauge child, cached (the gauges move twice per leg). */
-  #gauge(gauge: Gauge<string>, key: string, ...labels: string[]): Gauge.Internal<string> {
+  #gauge(gauge: FastGauge, key: string, ...labels: string[]): GaugeChild {
     let child = this.#gauges.get(key);
     if (child === undefined) {
       child = gauge.labels(...labels);
@@ -157,7 +162,7 @@ export class GatewayMetrics {
   }
 
   batch(size: number): void {
-    this.#batch.observe(size);
+    this.#batchSizes.observe(size);
   }
 
   local(reason: string, count: number): void {
