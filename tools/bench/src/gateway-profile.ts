@@ -8,7 +8,7 @@
 // --perf samples the named processes' CPU with Linux perf, JIT names included: V8's --cpu-prof samples wall
 // time, so a process waiting for a core after a socket write shows that wait as `writev`.)
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -62,11 +62,32 @@ function summarise(file: string, top: number, fromMs: number, toMs: number): str
   return `${markdownTable(['self', 'function'], rows(fn))}\n\n${markdownTable(['self', 'file'], rows(files))}`;
 }
 
+/** Median per-stage timings the gateway logged for requests that ended inside the measured window. */
+function accessLogMedians(file: string, fromMs: number, toMs: number, t0: number): string {
+  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.includes('"kind":"access"'));
+  const timings = lines
+    .map((l) => JSON.parse(l) as { time?: string; timings_ms?: Record<string, number | null> })
+    .filter((l) => l.time !== undefined && Date.parse(l.time) - t0 >= fromMs && Date.parse(l.time) - t0 <= toMs)
+    .map((l) => l.timings_ms ?? {});
+  const median = (k: string): string => {
+    const v = timings.map((t) => t[k] ?? 0).sort((a, b) => (a as number) - (b as number));
+    return ((v[Math.floor(v.length / 2)] as number | undefined) ?? NaN).toFixed(3);
+  };
+  const keys = ['total', 'schedule', 'encode', 'prefill', 'decode'];
+  return `gateway access log, medians of ${timings.length} requests (ms): ${keys.map((k) => `${k} ${median(k)}`).join(', ')}`;
+}
+
 /** Busy CPU seconds of the whole machine so far (all cores, /proc/stat: everything but idle and iowait). */
 function machineBusySeconds(): number {
   const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
   const total = fields.reduce((a, b) => a + b, 0);
-  return (total - (fields[3] ?? 0) - (fields[4] ?? 0)) / 100;
+  return (total - (fields[3] ?? 0) - (fields[4] ?? 0) - (fields[7] ?? 0)) / 100;
+}
+
+/** CPU seconds the hypervisor gave to others (steal) and spent in soft interrupts, so far. */
+function machineStealSoftirq(): [number, number] {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  return [(fields[7] ?? 0) / 100, (fields[6] ?? 0) / 100];
 }
 
 /** Sum and count of a Prometheus histogram (all label sets) from a /metrics text. */
@@ -97,6 +118,8 @@ async function main(): Promise<void> {
       env: { type: 'string', multiple: true, default: [] },
       'sim-processes': { type: 'string', default: 'one' },
       nixl: { type: 'string', default: 'in-process' },
+      'access-log': { type: 'boolean', default: false },
+      repeat: { type: 'string', default: '0' },
     },
   });
   const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
@@ -106,8 +129,10 @@ async function main(): Promise<void> {
   const perfed = String(values.perf).split(',').filter((s) => s !== '');
   for (const name of perfed) nodeArgs[name] = [...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'];
   const t0 = Date.now();
-  const gatewayEnv = Object.fromEntries((values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-  const stack = await startGatewayStack({ nodeArgs, gatewayEnv, simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one', nixlPull: values.nixl === 'http' ? 'http' : 'in-process' });
+  const gatewayEnv: NodeJS.ProcessEnv = Object.fromEntries((values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  const accessLog = values['access-log'] === true ? join(profDir, 'access.log') : undefined;
+  if (accessLog !== undefined) gatewayEnv['TRIAD_LOG_LEVEL'] = 'info';
+  const stack = await startGatewayStack({ nodeArgs, gatewayEnv, ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}), simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one', nixlPull: values.nixl === 'http' ? 'http' : 'in-process' });
   const connections = Number(values.connections);
   const durationSec = Number(values.duration);
   const url = `${stack.gatewayUrl}/v1/chat/completions`;
@@ -116,6 +141,13 @@ async function main(): Promise<void> {
   let window = [0, 0];
   try {
     await runWrk({ url, body, connections: 32, durationSec: Number(values.warmup) });
+    // Extra measured windows on the same stack (before the main one): how much a run varies within one stack.
+    for (let i = 0; i < Number(values.repeat); i++) {
+      const cpu = stack.processes.map((n) => stack.cpuSeconds(n));
+      const w = await runWrk({ url, body, connections, durationSec });
+      const us = stack.processes.map((n, j) => `${n} ${Math.round(((stack.cpuSeconds(n) - (cpu[j] as number)) * 1e6) / w.requests)}`).join(', ');
+      summary += `window ${i + 1}: ${w.rps.toFixed(0)} req/s, p50 ${w.p50ms.toFixed(2)} ms; CPU µs/req ${us}\n`;
+    }
     const before = new Map(stack.processes.map((n) => [n, stack.cpuSeconds(n)]));
     const batchBefore = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     // Messages on the gateway's subjects during the run (this subscriber adds a little nats-server work).
@@ -132,9 +164,11 @@ async function main(): Promise<void> {
     const perfData = join(profDir, 'perf.data');
     const perf = perfed.length === 0 ? undefined : spawn('perf', ['record', '-F', '999', '-g', '-o', perfData, '-p', perfed.map((n) => String(stack.pid(n))).join(',')], { stdio: 'ignore' });
     const busyBefore = machineBusySeconds();
+    const [stealBefore, softBefore] = machineStealSoftirq();
     const wallBefore = Date.now();
     const r = await runWrk({ url, body, connections, durationSec });
     const busy = machineBusySeconds() - busyBefore;
+    const [stealAfter, softAfter] = machineStealSoftirq();
     const wall = (Date.now() - wallBefore) / 1000;
     window = [from, Date.now() - t0];
     if (perf !== undefined) {
@@ -162,7 +196,7 @@ async function main(): Promise<void> {
       .map(([n, us]) => [n, Math.round(us)]);
     const sum = rows.reduce((s, [, us]) => s + (us as number), 0);
     const stackSeconds = (sum * r.requests) / 1e6;
-    summary += `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}%\n`;
+    summary += `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}% (softirq ${(((softAfter - softBefore) / wall) * 50).toFixed(0)}%); steal ${(((stealAfter - stealBefore) / wall) * 50).toFixed(0)}%\n`;
     await counter.close();
     summary += `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ${(counts.schedule / r.requests).toFixed(2)}\n`;
     const batchAfter = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
@@ -175,6 +209,7 @@ async function main(): Promise<void> {
     await stack.close();
   }
   process.stdout.write(summary);
+  if (accessLog !== undefined) process.stdout.write(`\n${accessLogMedians(accessLog, window[0] as number, window[1] as number, t0)}\n`);
   for (const name of profiled) {
     const dir = join(profDir, name);
     for (const f of readdirSync(dir)) process.stdout.write(`\n### ${name} (${f})\n\n${summarise(join(dir, f), Number(values.top), window[0] as number, window[1] as number)}\n`);
