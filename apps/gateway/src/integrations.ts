@@ -40,6 +40,8 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
   const hooks: RequestHooks[] = [];
   let batchHeaders: Integrations['batchHeaders'];
   const closers: (() => Promise<void>)[] = [];
+  // The request span for admission's events, when tracing is on.
+  let spanOf: import('@triad/admission').AdmissionHookOptions['spanOf'];
   if (deps.tracing) {
     const telemetry = require('@triad/telemetry') as typeof import('@triad/telemetry');
     // Tracing first: its request span is open before admission runs and closes after admission released.
@@ -52,6 +54,7 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
         req.traceId = telemetry.requestTraceId(req);
       },
     });
+    spanOf = telemetry.requestSpanOf;
     batchHeaders = (traces) => telemetry.injectBatchTraceHeaders(traces.map((t) => telemetry.scheduleSpanOf(t as HookRequest)));
   }
   if (deps.config.admissionConfig !== undefined) {
@@ -61,7 +64,11 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
       // The gateway counts rate-limit refusals itself (kthena_router_rate_limit_exceeded_total).
       countRateLimitExceeded: false,
     });
-    hooks.push(createAdmissionHooks(admission, { rateLimitFor: (model) => deps.kv.routes.rateLimitFor(model) }));
+    hooks.push(createAdmissionHooks(admission, {
+      rateLimitFor: (model) => deps.kv.routes.rateLimitFor(model),
+      // The `triad.admission.*` events (queued, dequeued, admitted, rejected) land on the request span.
+      ...(spanOf !== undefined ? { spanOf } : {}),
+    }));
     closers.push(() => admission.close());
   }
   return {

@@ -57,7 +57,7 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
     expect(wrongModel.status).toBe(403);
   });
 
-  it('admits a valid key, and traces the request with one span per leg whose context reaches the engines', async () => {
+  it('admits a valid key, and traces the request (admission event on the request span) with one span per leg whose context reaches the engines', async () => {
     p.clearRequests();
     d.clearRequests();
     const res = await chat('pd', key.key);
@@ -71,7 +71,10 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
       await telemetry.forceFlush();
       return exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId).length >= 4;
     }, { what: 'request, schedule and leg spans exported' });
-    const names = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId).map((s) => s.name);
-    expect(names.length).toBeGreaterThanOrEqual(4);
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    expect(spans.length).toBeGreaterThanOrEqual(4);
+    // Admission's decision is an event on the request span (the gateway hands it over as `spanOf`).
+    const request = spans.find((s) => s.name === 'POST /v1/chat/completions');
+    expect(request?.events.map((e) => e.name)).toContain('triad.admission.admitted');
   });
 });

@@ -2,7 +2,7 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { TriadError, ErrorCode } from '@triad/errors';
 import { epdDecision } from '../test/fixtures';
-import { createGatewayTracingHooks, requestTraceId, scheduleSpanOf, type TracedHookRequest } from './gateway-hooks';
+import { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf, type TracedHookRequest } from './gateway-hooks';
 import { setupTelemetry, type Telemetry } from './setup';
 
 function hookRequest(extra: Partial<TracedHookRequest> = {}): TracedHookRequest & { route: string | undefined; modelServer: string | undefined } {
@@ -76,12 +76,16 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(request.events.map((e) => [e.name, e.attributes?.['triad.stage']])).toEqual([['retry', 'prefill']]);
   });
 
-  it('closes the spans of a request rejected before routing', async () => {
+  it('closes the spans of a request rejected before routing, with admission\'s events on the request span', async () => {
     const req = hookRequest({ headers: {} });
+    expect(requestSpanOf(req)).toBeUndefined();
     hooks.onRequest(req);
+    // What createAdmissionHooks({ spanOf: requestSpanOf }) does when it refuses.
+    requestSpanOf(req)!.addEvent('triad.admission.rejected', { 'triad.admission.reason': 'input_rate_limited' });
     hooks.onEnd(req, { status: 429, error: new TriadError(ErrorCode.GatewayRateLimited, 'slow down'), usage: undefined });
     const spans = await finished();
     expect(spans.map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'route']);
+    expect(spans.find((s) => s.kind === SpanKind.SERVER)!.events.map((e) => e.name)).toEqual(['triad.admission.rejected']);
     expect(spans.find((s) => s.name === 'route')!.attributes['error.type']).toBe('GATEWAY_RATE_LIMITED');
     expect(spans.find((s) => s.kind === SpanKind.SERVER)!.status.code).toBe(SpanStatusCode.UNSET);
   });

@@ -1,3 +1,4 @@
+import type { Span } from '@opentelemetry/api';
 import type { Decision, EndpointRef, Stage } from '@triad/bus';
 import {
   finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordFirstToken, recordRetry, startLegSpan, startRequestSpan,
@@ -77,6 +78,15 @@ export function requestTraceId(req: { readonly locals: Record<string, unknown> }
 /** The `schedule` span to inject into the scheduling batch (`injectBatchTraceHeaders`), while it is open. */
 export function scheduleSpanOf(req: { readonly locals: Record<string, unknown> }): Traced | undefined {
   return (req.locals[TRACE_LOCALS_KEY] as RequestTrace | undefined)?.schedule;
+}
+
+/**
+ * The request (SERVER) span, for events other integrations add under it (admission's `triad.admission.*`, via
+ * `createAdmissionHooks({ spanOf: requestSpanOf })`); undefined before `onRequest` and when it is not recording.
+ */
+export function requestSpanOf(req: { readonly locals: Record<string, unknown> }): Span | undefined {
+  const span = (req.locals[TRACE_LOCALS_KEY] as RequestTrace | undefined)?.request.span;
+  return span?.isRecording() ? span : undefined;
 }
 
 /**
