@@ -22,6 +22,8 @@ export interface HookRequest {
   /** ModelRoute `ns/name` and ModelServer `ns/name`, set once routed. */
   route: string | undefined;
   modelServer: string | undefined;
+  /** The model the engines get (ModelServer `spec.model`, or the request model for a LoRA adapter); '' until routed. */
+  upstreamModel: string;
   /** Extra headers for every engine leg (trace context from a tracing hook). */
   readonly upstreamHeaders: Record<string, string>;
   /** Set by the tracing integration in `onRequest`: answered as `x-triad-trace-id` and logged as `trace_id`. */

@@ -76,5 +76,9 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
     // Admission's decision is an event on the request span (the gateway hands it over as `spanOf`).
     const request = spans.find((s) => s.name === 'POST /v1/chat/completions');
     expect(request?.events.map((e) => e.name)).toContain('triad.admission.admitted');
+    // Route `pd` sends the ModelServer's model: legs carry that one, the request span the client's name.
+    expect(request?.attributes['gen_ai.request.model']).toBe('pd');
+    const legs = spans.filter((s) => s.name === 'prefill' || s.name === 'decode');
+    expect(legs.map((s) => s.attributes['gen_ai.request.model'])).toEqual([MODEL, MODEL]);
   });
 });

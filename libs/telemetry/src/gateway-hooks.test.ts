@@ -5,9 +5,9 @@ import { epdDecision } from '../test/fixtures';
 import { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf, type TracedHookRequest } from './gateway-hooks';
 import { setupTelemetry, type Telemetry } from './setup';
 
-function hookRequest(extra: Partial<TracedHookRequest> = {}): TracedHookRequest & { route: string | undefined; modelServer: string | undefined } {
+function hookRequest(extra: Partial<TracedHookRequest> = {}): TracedHookRequest & { route: string | undefined; modelServer: string | undefined; upstreamModel: string } {
   return {
-    id: 'req-9', method: 'POST', path: '/v1/chat/completions', model: 'qwen-vl', stream: true, route: undefined, modelServer: undefined,
+    id: 'req-9', method: 'POST', path: '/v1/chat/completions', model: 'qwen-vl', stream: true, route: undefined, modelServer: undefined, upstreamModel: '',
     headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }, locals: {}, ...extra,
   };
 }
@@ -35,6 +35,7 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(requestTraceId(req)).toBe('0af7651916cd43dd8448eb211c80319c');
     req.route = 'default/qwen-vl';
     req.modelServer = 'default/qwen-vl-epd';
+    req.upstreamModel = 'Qwen/Qwen2.5-VL-3B-Instruct';
     hooks.onRouted(req);
     expect(scheduleSpanOf(req)?.span.isRecording()).toBe(true);
     hooks.onScheduled(req, epdDecision, false);
@@ -64,6 +65,11 @@ describe('gateway lifecycle hooks → spans', () => {
       ['127.0.1.1', 0, true], ['127.0.1.4', 1, false],
     ]);
     expect(encodes[0]!.attributes['gen_ai.provider.name']).toBe('vllm');
+    // The route rewrote the model: the legs name what the engines got, the request span what the client asked for.
+    const legs = spans.filter((s) => s.kind === SpanKind.CLIENT && s.name !== 'schedule');
+    expect(legs).toHaveLength(5);
+    expect(legs.every((s) => s.attributes['gen_ai.request.model'] === 'Qwen/Qwen2.5-VL-3B-Instruct')).toBe(true);
+    expect(request.attributes['gen_ai.request.model']).toBe('qwen-vl');
     const prefills = spans.filter((s) => s.name === 'prefill');
     expect(prefills.map((s) => [s.attributes['triad.attempt'], s.status.code, s.attributes['gen_ai.request.max_tokens']])).toEqual([
       [0, SpanStatusCode.ERROR, 1], [1, SpanStatusCode.UNSET, 1],

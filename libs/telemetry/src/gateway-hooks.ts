@@ -22,6 +22,8 @@ export interface TracedHookRequest {
   readonly stream: boolean;
   readonly route: string | undefined;
   readonly modelServer: string | undefined;
+  /** The model the engines get once routed (the route may rewrite the client's name); '' or absent before. */
+  readonly upstreamModel?: string;
   readonly locals: Record<string, unknown>;
 }
 
@@ -137,7 +139,8 @@ export function createGatewayTracingHooks(options: GatewayTracingOptions = {}) {
         if (choice) item = { index: choice.item, affinity: choice.affinity };
       }
       const leg = startLegSpan(state.request, stage, {
-        operation: OPERATIONS[req.path] ?? req.path, engine: options.engineOf?.(req) ?? 'unknown', model: req.model, endpoint, attempt,
+        // Legs carry the model the engine is sent; the request span keeps the one the client named.
+        operation: OPERATIONS[req.path] ?? req.path, engine: options.engineOf?.(req) ?? 'unknown', model: req.upstreamModel || req.model, endpoint, attempt,
         ...(state.decision ? { mode: state.decision.mode } : {}),
         ...(item ? { item } : {}),
         ...(stage === 'prefill' ? { maxTokens: 1 } : stage === 'encode' ? {} : { stream: req.stream }),
