@@ -48,7 +48,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   program
     .command('show')
     .description('print the span tree of one trace (name, service, kind, start offset, duration, key attributes)')
-    .argument('<trace-id>', 'the 32-hex-digit trace id (x-triad-trace-id response header, access log `traceId`)')
+    .argument('<trace-id>', 'the 32-hex-digit trace id (x-triad-trace-id response header, access log `trace_id`)')
     .option('--from <url>', 'receiver URL (env TRIAD_TRACE_URL)', from)
     .option('--all-attributes', 'print every attribute, not only the key ones')
     .option('--json', 'print the spans as JSON')
