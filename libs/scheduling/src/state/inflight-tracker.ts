@@ -13,6 +13,8 @@ interface GatewayView {
   lastSeq: number;
   lastSnapshotAt: number;
   intervalMs: number;
+  /** Fed directly by its own process (`applyEvent`): it sends itself no snapshots, so it never expires. */
+  readonly own?: boolean;
 }
 
 /** Counters about the dispatch feed itself, for metrics. */
@@ -75,14 +77,16 @@ export class InflightTracker {
     this.#nextExpiry = Math.min(this.#nextExpiry, gw.lastSnapshotAt + this.#missed * gw.intervalMs);
   }
 
-  /** Applies one event of `gateway` directly (a gateway feeding its own dispatches without a round-trip). */
-  applyEvent(gateway: string, event: DispatchEvent, now: number): void {
+  /**
+   * Applies one event of `gateway` directly (a gateway feeding its own dispatches without a round-trip). That
+   * gateway's counts never expire: it is this process, and it sends itself no snapshots.
+   */
+  applyEvent(gateway: string, event: DispatchEvent, _now: number): void {
     let gw = this.#gateways.get(gateway);
     if (!gw) {
-      gw = { counts: new Map(), lastSeq: -1, lastSnapshotAt: now, intervalMs: this.#defaultInterval };
+      gw = { counts: new Map(), lastSeq: -1, lastSnapshotAt: 0, intervalMs: this.#defaultInterval, own: true };
       this.#gateways.set(gateway, gw);
       this.stats.gateways = this.#gateways.size;
-      this.#nextExpiry = Math.min(this.#nextExpiry, now + this.#missed * gw.intervalMs);
     }
     this.#applyEvent(gw, event);
   }
@@ -108,6 +112,7 @@ export class InflightTracker {
     const dropped: string[] = [];
     let next = Number.POSITIVE_INFINITY;
     for (const [id, gw] of this.#gateways) {
+      if (gw.own === true) continue;
       const deadline = gw.lastSnapshotAt + this.#missed * gw.intervalMs;
       if (now >= deadline) {
         this.#replace(gw, new Map());
