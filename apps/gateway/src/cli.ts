@@ -11,13 +11,14 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--port <port>', 'HTTP port for the OpenAI API (TRIAD_PORT, default 8080)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
     .option('--body-limit <bytes>', 'largest request body (TRIAD_BODY_LIMIT, default 10 MiB)')
+    .option('--scheduling <mode>', 'service (ask the scheduler over NATS) or in-process (decide in the gateway) (TRIAD_SCHEDULING, service)')
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
     .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
-    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string;
+    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string;
     accessLog?: boolean; admissionConfig?: string;
   }>();
   const config = resolveConfig({
@@ -26,6 +27,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     port: opts.port,
     metricsPort: opts.metricsPort,
     bodyLimit: opts.bodyLimit,
+    scheduling: opts.scheduling,
     scheduleBudgetMs: opts.scheduleBudgetMs,
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,

@@ -8,4 +8,9 @@ describe('resolveConfig', () => {
   it('names the bad field', () => {
     expect(() => resolveConfig({ port: 'eighty' }, {})).toThrow(/port/);
   });
+  it('schedules through the service by default; TRIAD_SCHEDULING=in-process decides in the gateway; anything else is refused', () => {
+    expect(resolveConfig({}, {}).scheduling).toBe('service');
+    expect(resolveConfig({}, { TRIAD_SCHEDULING: 'in-process' }).scheduling).toBe('in-process');
+    expect(() => resolveConfig({ scheduling: 'nearby' }, {})).toThrow(/scheduling/);
+  });
 });

@@ -11,6 +11,12 @@ export const GatewayConfigSchema = z.object({
   metricsPort: Port.default(9090),
   /** Largest request body accepted (bytes); larger ones get 413. */
   bodyLimit: z.coerce.number().int().min(1024).default(10 * 1024 * 1024),
+  /**
+   * Where decisions are made: `service` asks the scheduler replicas over NATS (cluster-wide in-flight counts,
+   * one place to run plugins); `in-process` decides in the gateway with the same plugins over the same KV state
+   * and every gateway's dispatch events (no scheduling round-trip; each gateway replica pays the scoring CPU).
+   */
+  scheduling: z.enum(['service', 'in-process']).default('service'),
   /** Wait this long for a scheduling decision before deciding locally. */
   scheduleBudgetMs: Ms.default(50),
   /** After a scheduler failure, decide locally this long before asking the scheduler again. */
@@ -46,6 +52,7 @@ export const CONFIG_ENV: Readonly<Record<keyof GatewayConfig, string>> = {
   port: 'TRIAD_PORT',
   metricsPort: 'TRIAD_METRICS_PORT',
   bodyLimit: 'TRIAD_BODY_LIMIT',
+  scheduling: 'TRIAD_SCHEDULING',
   scheduleBudgetMs: 'TRIAD_SCHEDULE_BUDGET_MS',
   schedulerBackoffMs: 'TRIAD_SCHEDULER_BACKOFF_MS',
   scheduleMaxBatch: 'TRIAD_SCHEDULE_MAX_BATCH',

@@ -48,7 +48,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const integrations = await createIntegrations({ config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true });
   // One end-of-turn callback sends the scheduling batch first, then the dispatch events: one NATS write per turn.
   const turn = new TurnFlusher();
+  if (config.scheduling === 'in-process') fallback.followPeers(bus);
   const scheduler = new SchedulerClient(bus.nc, fallback, {
+    inProcess: config.scheduling === 'in-process',
     budgetMs: config.scheduleBudgetMs,
     backoffMs: config.schedulerBackoffMs,
     maxBatch: config.scheduleMaxBatch,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
+import { Buckets, ConfigKeys, DispatchBatchSchema, Subjects, type DispatchEvent } from '@triad/bus';
 import type { Bus, KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
 import { createLocalScheduling, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
@@ -16,6 +16,7 @@ export class LocalSchedulingFallback {
   readonly #logger: Logger;
   #hashOptions: PrefixHashOptions;
   #watch: KvWatchHandle | undefined;
+  #peers: { stop(): void } | undefined;
 
   constructor(kv: KvView, gatewayId: string, logger: Logger) {
     this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
@@ -34,6 +35,25 @@ export class LocalSchedulingFallback {
   /** Counts this gateway's own legs (the fallback sees only its own gateway's load). */
   dispatched(event: DispatchEvent): void {
     this.local.tracker.applyEvent(this.#gatewayId, event, event.at);
+  }
+
+  /**
+   * In-process scheduling: also counts the legs other gateway replicas have in flight, from their dispatch
+   * batches (as every scheduler replica does), so the decisions see the cluster's load and not this gateway's
+   * alone. A replica whose snapshots stop expires from the counts.
+   */
+  followPeers(bus: Bus, sweepMs = 500): void {
+    const sub = bus.subscribe(Subjects.dispatch, DispatchBatchSchema, (batch) => {
+      if (batch.gateway !== this.#gatewayId) this.local.applyDispatch(batch, Date.now());
+    });
+    const sweep = setInterval(() => this.local.tracker.expire(Date.now()), sweepMs);
+    sweep.unref();
+    this.#peers = {
+      stop: () => {
+        clearInterval(sweep);
+        sub.unsubscribe();
+      },
+    };
   }
 
   /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
@@ -56,5 +76,6 @@ export class LocalSchedulingFallback {
 
   stop(): void {
     this.#watch?.stop();
+    this.#peers?.stop();
   }
 }

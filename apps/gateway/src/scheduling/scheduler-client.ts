@@ -20,6 +20,8 @@ export interface LocalDecider {
 }
 
 export interface SchedulerClientOptions {
+  /** Decide every request with the local decider and never ask the scheduler service (`--scheduling in-process`). */
+  readonly inProcess?: boolean;
   /** How long a batch may wait for its reply before its requests are decided locally. */
   readonly budgetMs: number;
   /** After a failure, decide locally for this long before trying the scheduler again. */
@@ -58,10 +60,14 @@ export class SchedulerClient implements TurnFlushable {
   #queue: Pending[] = [];
   #inFlight = 0;
   #localUntil = 0;
+  /** The decider when scheduling in-process (then never a NATS request). */
+  readonly #inProcess: LocalDecider | undefined;
 
   constructor(nc: NatsConnection, local: LocalDecider | undefined, options: SchedulerClientOptions, turn: TurnFlusher) {
+    if (options.inProcess === true && local === undefined) throw new Error('in-process scheduling needs a local decider');
     this.#nc = nc;
     this.#local = local;
+    this.#inProcess = options.inProcess === true ? local : undefined;
     this.#options = options;
     this.#turn = turn;
     turn.add(this);
@@ -74,6 +80,7 @@ export class SchedulerClient implements TurnFlushable {
 
   /** Decides one request; `trace` is handed to `batchHeaders` (the gateway passes the request's hook object). */
   schedule(request: SchedulingRequest, trace?: unknown): Promise<Scheduled> {
+    if (this.#inProcess !== undefined) return Promise.resolve({ decision: this.#inProcess.schedule(request), local: true });
     if (this.#localUntil > 0) {
       if (Date.now() < this.#localUntil) return Promise.resolve(this.#decideLocally(request, 'backoff'));
       this.#localUntil = 0;
