@@ -2,7 +2,7 @@ import { Buckets, EndpointRecordSchema } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import type { ObjectSource, SourceSink } from '../src/sources/source';
-import { LEASE_BUCKET, LeaseRecordSchema } from '../src/publish/writer-lease';
+import { LeaseRecordSchema } from '../src/publish/writer-lease';
 import { startPodWatcher } from '../src/watcher';
 import { KvMirror, captureLog, testConfig, type TestWatcher } from './support/harness';
 import { modelServer, pod } from './support/objects';
@@ -85,7 +85,7 @@ describe('operational surface', () => {
     const port = watcher.opsPort;
     await watcher.close();
     const bus = await connectBus({ servers: nats.url, name: 'lease-check' });
-    const lease = await bus.kv(LEASE_BUCKET, LeaseRecordSchema);
+    const lease = await bus.kv(Buckets.podWatcherLease, LeaseRecordSchema);
     expect(await lease.get('all')).toBeUndefined();
     await bus.close();
     await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();

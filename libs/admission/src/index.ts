@@ -25,7 +25,6 @@ export { promptText } from './tokens/prompt-text';
 export type { SpanLike } from './fairness/fair-queue';
 export { MemoryBudgetStore, StoreUnavailableError } from './ratelimit/budget-store';
 export type { BudgetStore } from './ratelimit/budget-store';
-export { ADMISSION_BUCKET, ADMISSION_LEASE_SUBJECT } from './ratelimit/nats-budget-store';
 export { createAdmissionMetrics } from './metrics';
 export type { AdmissionMetrics } from './metrics';
 export type { AdmissionLogger } from './logger';

@@ -1,4 +1,4 @@
-import { endpointKey, endpointKeyFilter, objectKey, parseEndpointKey, parseObjectKey } from './names';
+import { Buckets, Subjects, endpointKey, endpointKeyFilter, objectKey, parseEndpointKey, parseObjectKey } from './names';
 
 describe('KV key names', () => {
   it('round-trips names that contain dots', () => {
@@ -12,5 +12,17 @@ describe('KV key names', () => {
     expect(parseEndpointKey('a.b')).toBeUndefined();
     expect(parseEndpointKey('a..c')).toBeUndefined();
     expect(parseObjectKey('a.b.c')).toBeUndefined();
+  });
+});
+
+describe('subject and bucket names', () => {
+  it('are versioned, valid NATS names, and distinct', () => {
+    const buckets = Object.values(Buckets);
+    const subjects = Object.values(Subjects);
+    expect(buckets.every((b) => /^triad_v1_[A-Za-z0-9_-]+$/.test(b))).toBe(true);
+    expect(subjects.every((s) => /^triad\.v1(\.[a-z]+)+$/.test(s))).toBe(true);
+    expect(new Set(buckets).size).toBe(buckets.length);
+    expect(new Set(subjects).size).toBe(subjects.length);
+    expect([Buckets.admission, Subjects.admissionLease, Buckets.podWatcherLease]).toEqual(['triad_v1_admission', 'triad.v1.admission.lease', 'triad_v1_podwatcher_lease']);
   });
 });

@@ -4,6 +4,8 @@ export const Subjects = {
   schedule: 'triad.v1.schedule',
   /** Publish: gateways' dispatch start/finish events and in-flight snapshots; every scheduler replica reads all. */
   dispatch: 'triad.v1.dispatch',
+  /** Publish: admission's lease reclaim/released messages between gateway replicas sharing a NATS budget store. */
+  admissionLease: 'triad.v1.admission.lease',
 } as const;
 
 /** Queue group of the scheduler replicas: one of them answers each scheduling request. */
@@ -19,6 +21,10 @@ export const Buckets = {
   modelRoutes: 'triad_v1_modelroutes',
   /** Operator-set configuration documents (e.g. key `scheduler`). */
   config: 'triad_v1_config',
+  /** Admission's token budgets (default of the NATS budget store), one record per limit scope and window. */
+  admission: 'triad_v1_admission',
+  /** The pod-watcher's writer lease: one key per watched scope, held by the replica that writes. */
+  podWatcherLease: 'triad_v1_podwatcher_lease',
 } as const;
 export type BucketName = (typeof Buckets)[keyof typeof Buckets];
 

@@ -7,7 +7,7 @@ import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
 import { KvPublisher } from './kv-publisher';
 import { sameEndpointRecord, sameJson } from './records';
-import { LEASE_BUCKET, LeaseRecordSchema, WriterLease } from './writer-lease';
+import { LeaseRecordSchema, WriterLease } from './writer-lease';
 
 export interface StatePublisherOptions {
   readonly bus: Bus;
@@ -59,7 +59,7 @@ export class StatePublisher {
     this.#all = [this.modelServers, this.modelRoutes, this.endpoints] as unknown as KvPublisher<never>[];
     const leaseKey = options.namespaces.length === 0 ? 'all' : [...options.namespaces].sort().join('_');
     this.lease = new WriterLease({
-      open: () => options.bus.kv(LEASE_BUCKET, LeaseRecordSchema),
+      open: () => options.bus.kv(Buckets.podWatcherLease, LeaseRecordSchema),
       key: leaseKey,
       identity: options.identity,
       ttlMs: options.leaseTtlMs,

@@ -1,9 +1,6 @@
 import { z } from 'zod';
 import type { Logger } from '@triad/runtime';
 
-/** KV bucket of the pod-watcher's writer lease (one key per watched scope). */
-export const LEASE_BUCKET = 'triad_v1_podwatcher_lease';
-
 export const LeaseRecordSchema = z.object({
   holder: z.string().min(1),
   /** Holder's clock when it last renewed (for people; expiry is judged by each replica's own clock). */

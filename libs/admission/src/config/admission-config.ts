@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Buckets } from '@triad/bus';
 import { DurationSchema, RateLimitUnitSchema, parseGoDuration } from '@triad/crd';
 import { ApiKeyEntrySchema } from '../auth/api-key-file';
 
@@ -72,7 +73,7 @@ export const LeaseConfigSchema = z
 
 export const StoreConfigSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('auto') }).strict(),
-  z.object({ type: z.literal('nats'), bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default('triad_v1_admission') }).strict(),
+  z.object({ type: z.literal('nats'), bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default(Buckets.admission) }).strict(),
   z.object({ type: z.literal('redis'), address: z.string().min(1), keyPrefix: z.string().default('triad:admission:') }).strict(),
   z.object({ type: z.literal('memory') }).strict(),
 ]);

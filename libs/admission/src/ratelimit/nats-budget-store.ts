@@ -2,15 +2,10 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Subscription } from '@nats-io/transport-node';
 import type { Bus } from '@triad/bus/client';
-import { decodeMessage } from '@triad/bus';
+import { Buckets, Subjects, decodeMessage } from '@triad/bus';
 import type { AdmissionLogger } from '../logger';
 import { BudgetRecordSchema, type BudgetRecord } from './budget-record';
 import { LeaseMessageSchema, StoreUnavailableError, isStale, type BudgetStore, type LeaseMessage, type StoredRecord } from './budget-store';
-
-/** Default bucket of admission budgets (move to `Buckets` in libs/bus when the gateway wires admission in). */
-export const ADMISSION_BUCKET = 'triad_v1_admission';
-/** Core subject for lease reclaim/released messages (same note as the bucket). */
-export const ADMISSION_LEASE_SUBJECT = 'triad.v1.admission.lease';
 
 const encoder = new TextEncoder();
 
@@ -41,7 +36,7 @@ export class NatsBudgetStore implements BudgetStore {
 
   constructor(bus: Bus, opts: { bucket?: string; timeoutMs: number; logger: AdmissionLogger }) {
     this.#bus = bus;
-    this.#bucket = opts.bucket ?? ADMISSION_BUCKET;
+    this.#bucket = opts.bucket ?? Buckets.admission;
     this.#timeoutMs = opts.timeoutMs;
     this.#logger = opts.logger;
     this.#connected = !bus.nc.isClosed();
@@ -107,12 +102,12 @@ export class NatsBudgetStore implements BudgetStore {
 
   publish(message: LeaseMessage): void {
     if (!this.available) return;
-    this.#bus.publish(ADMISSION_LEASE_SUBJECT, LeaseMessageSchema, message);
+    this.#bus.publish(Subjects.admissionLease, LeaseMessageSchema, message);
   }
 
   subscribe(handler: (message: LeaseMessage) => void): () => void {
     this.#handlers.add(handler);
-    this.#sub ??= this.#bus.subscribe(ADMISSION_LEASE_SUBJECT, LeaseMessageSchema, (m) => this.#handlers.forEach((h) => h(m)));
+    this.#sub ??= this.#bus.subscribe(Subjects.admissionLease, LeaseMessageSchema, (m) => this.#handlers.forEach((h) => h(m)));
     return () => this.#handlers.delete(handler);
   }
 
