@@ -1,9 +1,11 @@
 // Gateway benchmark: direct to a zero-profile engine-sim vs the gateway in aggregated, PD and EPD modes,
 // non-stream and 64-token stream, at 1 and 32 connections (wrk). Run: npx tsx tools/bench/src/gateway.ts [--duration S]
+// [--reference-proxy PATH]: also vLLM's reference EPD proxy in front of the same EPD sims (reference-proxy.ts).
 import { parseArgs } from 'node:util';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { markdownTable } from './lib/table';
 import { BENCH_MODEL, startGatewayStack } from './gateway-stack';
+import { REFERENCE_HINT, referenceSummary, startReferenceProxies, type ReferenceProxies } from './reference-proxy';
 
 const IMAGE = 'https://example.com/bench/cat.png';
 const TEXT = 'Describe the picture in one sentence, please.';
@@ -20,24 +22,32 @@ interface Case {
   readonly stream: boolean;
   /** Which direct run this case is compared to. */
   readonly baseline: string;
+  /** CPU seconds used so far by the router under test (none for direct runs). */
+  readonly cpu?: () => number;
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' }, connections: { type: 'string', default: '1,32' } } });
+  const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' }, connections: { type: 'string', default: '1,32' }, 'reference-proxy': { type: 'string' } } });
+  const referenceScript = values['reference-proxy'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const connections = String(values.connections).split(',').map(Number);
   const stack = await startGatewayStack();
+  let reference: ReferenceProxies | undefined;
   try {
+    if (referenceScript) reference = await startReferenceProxies(referenceScript, { encode: stack.sims['epd-e'] as string, prefill: stack.sims['epd-p'] as string, decode: stack.sims['epd-d'] as string });
     const g = `${stack.gatewayUrl}/v1/chat/completions`;
     const direct = (sim: string) => `${stack.sims[sim]}/v1/chat/completions`;
     const cases: Case[] = [];
+    const cpu = () => stack.cpuSeconds('gateway');
     for (const stream of [false, true]) {
       const kind = stream ? 'stream' : 'json';
       cases.push({ target: 'direct (engine-sim)', url: direct('agg'), body: chatBody(BENCH_MODEL, stream, false), stream, baseline: `direct-${kind}` });
-      cases.push({ target: 'gateway aggregated', url: g, body: chatBody('agg', stream, false), stream, baseline: `direct-${kind}` });
-      cases.push({ target: 'gateway PD (vLLM nixl)', url: g, body: chatBody('pd', stream, false), stream, baseline: `direct-${kind}` });
-      cases.push({ target: 'gateway EPD (1 image + text)', url: g, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}` });
+      cases.push({ target: 'gateway aggregated', url: g, body: chatBody('agg', stream, false), stream, baseline: `direct-${kind}`, cpu });
+      cases.push({ target: 'gateway PD (vLLM nixl)', url: g, body: chatBody('pd', stream, false), stream, baseline: `direct-${kind}`, cpu });
+      cases.push({ target: 'gateway EPD (1 image + text)', url: g, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}`, cpu });
+      // The reference proxy sends the model name on to the engines, so it gets the engines' name.
+      if (!stream) for (const r of reference?.targets ?? []) cases.push({ target: r.target, url: r.url, body: chatBody(BENCH_MODEL, false, true), stream, baseline: 'direct-json', cpu: r.cpuSeconds });
     }
     // Warm every path at 32 connections first: at 1 connection a few hundred requests leave V8 running the
     // gateway's code unoptimised (baseline tier plus background compiles), which measures the JIT, not the router.
@@ -47,9 +57,9 @@ async function main(): Promise<void> {
     for (const c of connections) {
       for (const k of cases) {
         // Gateway CPU per request is the figure a busy shared machine does not distort: wall-clock rates do.
-        const cpuBefore = stack.cpuSeconds('gateway');
+        const cpuBefore = k.cpu?.() ?? NaN;
         const r = await runWrk({ url: k.url, body: k.body, connections: c, durationSec, warmupSec });
-        const cpuUs = k.target.startsWith('gateway') ? ((stack.cpuSeconds('gateway') - cpuBefore) * 1e6) / (r.requests * (1 + warmupSec / durationSec)) : NaN;
+        const cpuUs = (((k.cpu?.() ?? NaN) - cpuBefore) * 1e6) / (r.requests * (1 + warmupSec / durationSec));
         const key = `${k.target}|${k.stream}|${c}`;
         results.set(key, r);
         const base = results.get(`direct (engine-sim)|${k.stream}|${c}`);
@@ -74,14 +84,23 @@ async function main(): Promise<void> {
     const p = await stage('epd-p', stageBodies.prefill);
     const d = await stage('epd-d', stageBodies.decode);
     const epd1 = results.get('gateway EPD (1 image + text)|false|1');
-    process.stdout.write(`\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'gateway CPU µs/req', 'errors'], rows)}\n`);
+    process.stdout.write(`\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'errors'], rows)}\n`);
     if (epd1) {
       process.stdout.write(
         `\nEPD at 1 connection: p50 ${epd1.p50ms.toFixed(3)} ms; direct stage p50s encode ${e.toFixed(3)} + prefill ${p.toFixed(3)} + decode ${d.toFixed(3)} = ${(e + p + d).toFixed(3)} ms; ` +
           `gateway adds ${(epd1.p50ms - (e + p + d)).toFixed(3)} ms (incl. the NATS scheduling round-trip).\n`,
       );
     }
+    const many = Math.max(...connections);
+    const at = (target: string, c: number) => results.get(`${target}|false|${c}`);
+    const triadEpd = 'gateway EPD (1 image + text)';
+    process.stdout.write(
+      reference
+        ? `\n${referenceSummary({ many: at(triadEpd, many), one: at(triadEpd, 1) }, reference.targets.map((r) => ({ target: r.target, many: at(r.target, many), one: at(r.target, 1) })), many, e + p + d)}`
+        : `\n${REFERENCE_HINT}\n`,
+    );
   } finally {
+    await reference?.close();
     await stack.close();
   }
 }
