@@ -41,6 +41,8 @@ export interface GatewayStack {
   readonly gatewayUrl: string;
   /** Ops endpoints (`/metrics`) of the gateway and the scheduler. */
   readonly gatewayOpsUrl: string;
+  /** The `--scheduling in-process` gateway, when asked for (`inProcessGateway`). */
+  readonly inProcessGatewayUrl?: string;
   readonly schedulerOpsUrl: string;
   readonly natsUrl: string;
   /** Direct URLs of the sims, by name: agg, pd-p, pd-d, epd-e, epd-p, epd-d, paced. */
@@ -134,6 +136,8 @@ export interface GatewayStackOptions {
    * processes always do).
    */
   readonly nixlPull?: 'http' | 'in-process';
+  /** Also start a second gateway (`gateway-in-process`) with `--scheduling in-process` on the same state. */
+  readonly inProcessGateway?: boolean;
 }
 
 export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise<GatewayStack> {
@@ -208,7 +212,13 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
     children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway')));
+    const inProcessPort = opts.inProcessGateway === true ? await freePort() : undefined;
+    const inProcessMetrics = inProcessPort !== undefined ? await freePort() : undefined;
+    if (inProcessPort !== undefined) {
+      children.push(startChild('gateway-in-process', ['gateway', '--scheduling', 'in-process', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(inProcessPort), '--metrics-port', String(inProcessMetrics)], opts.gatewayEnv, 'ignore', nodeArgsOf('gateway-in-process')));
+    }
     const ready = async () => {
+      if (inProcessMetrics !== undefined && !(await httpOk(`http://127.0.0.1:${inProcessMetrics}/readyz`))) return false;
       for (const c of children) if (c.proc.exitCode !== null) throw new Error(`${c.name} exited with ${c.proc.exitCode}: ${c.stderr}`);
       for (const url of Object.values(sims)) if (!(await httpOk(`${url}/health`))) return false;
       return (await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`)) && (await httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`));
@@ -221,6 +231,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     return {
       gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
       gatewayOpsUrl: `http://127.0.0.1:${gatewayMetrics}`,
+      ...(inProcessPort !== undefined ? { inProcessGatewayUrl: `http://127.0.0.1:${inProcessPort}` } : {}),
       schedulerOpsUrl: `http://127.0.0.1:${schedulerMetrics}`,
       natsUrl: nats.url,
       sims, cpuSeconds, processes, pid, close,

@@ -32,11 +32,12 @@ async function main(): Promise<void> {
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const connections = String(values.connections).split(',').map(Number);
-  const stack = await startGatewayStack();
+  const stack = await startGatewayStack({ inProcessGateway: true });
   let reference: ReferenceProxies | undefined;
   try {
     if (referenceScript) reference = await startReferenceProxies(referenceScript, { encode: stack.sims['epd-e'] as string, prefill: stack.sims['epd-p'] as string, decode: stack.sims['epd-d'] as string });
     const g = `${stack.gatewayUrl}/v1/chat/completions`;
+    const inProcess = `${stack.inProcessGatewayUrl as string}/v1/chat/completions`;
     const direct = (sim: string) => `${stack.sims[sim]}/v1/chat/completions`;
     const cases: Case[] = [];
     const cpu = () => stack.cpuSeconds('gateway');
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
       cases.push({ target: 'gateway aggregated', url: g, body: chatBody('agg', stream, false), stream, baseline: `direct-${kind}`, cpu });
       cases.push({ target: 'gateway PD (vLLM nixl)', url: g, body: chatBody('pd', stream, false), stream, baseline: `direct-${kind}`, cpu });
       cases.push({ target: 'gateway EPD (1 image + text)', url: g, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}`, cpu });
+      cases.push({ target: 'gateway EPD, in-process scheduling', url: inProcess, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}`, cpu: () => stack.cpuSeconds('gateway-in-process') });
       // The reference proxy sends the model name on to the engines, so it gets the engines' name.
       if (!stream) for (const r of reference?.targets ?? []) cases.push({ target: r.target, url: r.url, body: chatBody(BENCH_MODEL, false, true), stream, baseline: 'direct-json', cpu: r.cpuSeconds });
     }
@@ -93,12 +95,11 @@ async function main(): Promise<void> {
     }
     const many = Math.max(...connections);
     const at = (target: string, c: number) => results.get(`${target}|false|${c}`);
-    const triadEpd = 'gateway EPD (1 image + text)';
-    process.stdout.write(
-      reference
-        ? `\n${referenceSummary({ many: at(triadEpd, many), one: at(triadEpd, 1) }, reference.targets.map((r) => ({ target: r.target, many: at(r.target, many), one: at(r.target, 1) })), many, e + p + d)}`
-        : `\n${REFERENCE_HINT}\n`,
-    );
+    const refs = (reference?.targets ?? []).map((r) => ({ target: r.target, many: at(r.target, many), one: at(r.target, 1) }));
+    for (const [target, label] of [['gateway EPD (1 image + text)', 'Triad EPD (scheduler service)'], ['gateway EPD, in-process scheduling', 'Triad EPD (in-process scheduling)']] as const) {
+      process.stdout.write(`\n${referenceSummary({ many: at(target, many), one: at(target, 1) }, refs, many, e + p + d, label)}`);
+    }
+    if (!reference) process.stdout.write(`\n${REFERENCE_HINT}\n`);
   } finally {
     await reference?.close();
     await stack.close();

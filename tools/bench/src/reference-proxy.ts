@@ -109,13 +109,13 @@ export interface Measured {
  * The issue-10 comparison: Triad EPD throughput over each reference variant's at `conns` connections, and at 1
  * connection each one's p50 minus the sum of the three direct stage p50s.
  */
-export function referenceSummary(triad: { many?: Measured; one?: Measured }, refs: readonly { target: string; many?: Measured; one?: Measured }[], conns: number, stageSumMs: number): string {
+export function referenceSummary(triad: { many?: Measured; one?: Measured }, refs: readonly { target: string; many?: Measured; one?: Measured }[], conns: number, stageSumMs: number, label = 'Triad EPD'): string {
   const lines: string[] = [];
   const added = (m: Measured | undefined) => (m ? `${(m.p50ms - stageSumMs).toFixed(3)} ms` : '–');
   for (const r of refs) {
     const ratio = triad.many && r.many ? `${(triad.many.rps / r.many.rps).toFixed(2)}×` : '–';
-    lines.push(`Triad EPD ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the direct stages.`);
+    lines.push(`${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the direct stages.`);
   }
-  lines.push(`Triad EPD at 1 connection adds ${added(triad.one)} over the direct stages (sum ${stageSumMs.toFixed(3)} ms).`);
+  lines.push(`${label} at 1 connection adds ${added(triad.one)} over the direct stages (sum ${stageSumMs.toFixed(3)} ms).`);
   return `${lines.join('\n')}\n`;
 }
