@@ -1,6 +1,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, createTraceState, type SpanContext } from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-base';
-import { DEFAULT_SPAN_LIMITS, hrTimeOf, RecordedSpan, samplerFor, TriadTracer, type SpanLimits } from './tracer';
+import { DEFAULT_SPAN_LIMITS, epochNow, epochOf, hrTimeOf, RecordedSpan, samplerFor, TriadTracer, type SpanLimits } from './tracer';
 
 function collectingTracer(sampler = samplerFor('always_on', 1), limits?: SpanLimits): { tracer: TriadTracer; ended: RecordedSpan[] } {
   const ended: RecordedSpan[] = [];
@@ -49,6 +49,18 @@ describe('samplers', () => {
     // Non-parent-based samplers ignore the caller's flag.
     expect(samplerFor('always_on', 1)(unsampledParent, unsampledParent.traceId)).toBe(true);
     expect(samplerFor('always_off', 1)(sampledParent, sampledParent.traceId)).toBe(false);
+  });
+});
+
+describe('epochOf', () => {
+  it('reads performance.now() values (also ones slightly ahead) on the spans clock, and passes epoch ms and Dates through', () => {
+    const perf = performance.now();
+    const now = epochNow();
+    expect(Math.abs(epochOf(perf) - now)).toBeLessThan(50);
+    expect(epochOf(perf + 0.25) - epochOf(perf)).toBeCloseTo(0.25, 6);
+    expect(epochOf(1_700_000_000_000)).toBe(1_700_000_000_000);
+    expect(epochOf(new Date(1_700_000_000_123))).toBe(1_700_000_000_123);
+    expect(epochOf([1_700_000_000, 500_000_000])).toBe(1_700_000_000_500);
   });
 });
 

@@ -61,9 +61,12 @@ export function epochOfPerf(perf: number): number {
   return clockOffset + perf;
 }
 
-/** `TimeInput` as epoch ms: a number up to `performance.now()` is a performance timestamp, as in the SDK. */
+/**
+ * `TimeInput` as epoch ms. A number below `performance.timeOrigin` is a `performance.now()` reading (as in the
+ * SDK), including one slightly in the future (an end time computed ahead); a larger one is already epoch ms.
+ */
 export function epochOf(time: TimeInput): number {
-  if (typeof time === 'number') return time <= performance.now() ? clockOffset + time : time;
+  if (typeof time === 'number') return time < performance.timeOrigin ? clockOffset + time : time;
   if (time instanceof Date) return time.getTime();
   return time[0] * 1e3 + time[1] / 1e6;
 }
