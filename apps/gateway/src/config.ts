@@ -35,6 +35,8 @@ export const GatewayConfigSchema = z.object({
   drainTimeoutMs: Ms.default(30_000),
   /** In-flight snapshot period on `triad.v1.dispatch`. */
   snapshotIntervalMs: z.coerce.number().int().min(1).default(1000),
+  /** How long a dispatch event may wait to share a message with later ones (0: end of its event-loop turn). */
+  dispatchFlushMs: z.coerce.number().int().min(0).max(1000).default(5),
   /** Write the per-request JSON access log line. */
   accessLog: z.union([z.boolean(), z.enum(['true', 'false', '1', '0'])]).transform((v) => v === true || v === 'true' || v === '1').default(true),
   /** Gateway instance id in dispatch events (defaults to hostname-pid). */
@@ -64,6 +66,7 @@ export const CONFIG_ENV: Readonly<Record<keyof GatewayConfig, string>> = {
   upstreamConnections: 'TRIAD_UPSTREAM_CONNECTIONS',
   drainTimeoutMs: 'TRIAD_DRAIN_TIMEOUT_MS',
   snapshotIntervalMs: 'TRIAD_SNAPSHOT_INTERVAL_MS',
+  dispatchFlushMs: 'TRIAD_DISPATCH_FLUSH_MS',
   accessLog: 'TRIAD_ACCESS_LOG',
   instanceId: 'TRIAD_INSTANCE_ID',
   admissionConfig: 'TRIAD_ADMISSION_CONFIG',

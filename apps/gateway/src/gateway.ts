@@ -59,7 +59,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     onBatch: (size) => metrics.batch(size),
     ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
   }, turn);
-  const dispatch = new DispatchPublisher(bus.nc, id, config.snapshotIntervalMs, turn, (e) => fallback.dispatched(e));
+  const dispatch = new DispatchPublisher(bus.nc, id, { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs }, turn, (e) => fallback.dispatched(e));
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks);
   const handler = new InferenceHandler({

@@ -8,11 +8,33 @@ function publishSnapshot(publisher: DispatchPublisher): void {
   publisher.snapshot();
 }
 
+function windowElapsed(publisher: DispatchPublisher): void {
+  publisher.windowElapsed();
+}
+
+/** Events in one message at most before it goes out without waiting for the window. */
+const MAX_EVENTS_PER_MESSAGE = 512;
+
+export interface DispatchPublisherOptions {
+  /** Full in-flight snapshot period. */
+  readonly snapshotIntervalMs: number;
+  /**
+   * How long an event may wait for company (0: it goes out at the end of its event-loop turn). Events also leave
+   * early with the next scheduling batch, in the same socket write.
+   */
+  readonly flushWindowMs?: number;
+}
+
 /**
- * Publishes this gateway's dispatch start/finish events on `triad.v1.dispatch`, coalesced into one message per
- * event-loop turn, plus a full in-flight snapshot every `snapshotIntervalMs` (schedulers replace their view of
- * this gateway with it, healing lost events). Every event is also handed to `onEvent` (the local fallback's
- * in-flight tracker) at once.
+ * Publishes this gateway's dispatch start/finish events on `triad.v1.dispatch`, plus a full in-flight snapshot
+ * every `snapshotIntervalMs` (schedulers replace their view of this gateway with it, healing lost events). Every
+ * event is also handed to `onEvent` (the local fallback's in-flight tracker) at once.
+ *
+ * Events are coalesced: with `flushWindowMs` 0, into one message per event-loop turn; otherwise an event waits
+ * up to the window for the others (an EPD request makes four turns of events: at low load, four messages, each a
+ * socket write here, a delivery by nats-server and a wake-up of every scheduler replica), and whatever is pending
+ * rides along with the next scheduling batch in the same write. Schedulers then see a leg up to the window late,
+ * far inside the snapshot period they already tolerate.
  */
 export class DispatchPublisher implements TurnFlushable {
   readonly #nc: NatsConnection;
@@ -24,11 +46,14 @@ export class DispatchPublisher implements TurnFlushable {
   #events: DispatchEvent[] = [];
   #seq = 0;
   #timer: NodeJS.Timeout | undefined;
+  readonly #windowMs: number;
+  #window: NodeJS.Timeout | undefined;
 
-  constructor(nc: NatsConnection, gateway: string, snapshotIntervalMs: number, turn: TurnFlusher, onEvent?: (event: DispatchEvent) => void) {
+  constructor(nc: NatsConnection, gateway: string, options: DispatchPublisherOptions, turn: TurnFlusher, onEvent?: (event: DispatchEvent) => void) {
     this.#nc = nc;
     this.#gateway = gateway;
-    this.#intervalMs = snapshotIntervalMs;
+    this.#intervalMs = options.snapshotIntervalMs;
+    this.#windowMs = options.flushWindowMs ?? 0;
     this.#turn = turn;
     this.#onEvent = onEvent;
     turn.add(this);
@@ -64,21 +89,41 @@ export class DispatchPublisher implements TurnFlushable {
 
   #push(event: DispatchEvent): void {
     this.#onEvent?.(event);
+    const first = this.#events.length === 0;
+    this.#events.push(event);
+    if (this.#windowMs > 0 && this.#events.length < MAX_EVENTS_PER_MESSAGE) {
+      if (first) {
+        this.#window = setTimeout(windowElapsed, this.#windowMs, this);
+        this.#window.unref();
+      }
+      return;
+    }
     // Ask for the flush from a microtask, i.e. after the code that started the leg has handed it to undici:
     // undici writes the leg from its own end-of-turn callback, and ours is then queued behind it, so the
     // event's socket write never delays the leg's.
-    if (this.#events.length === 0) queueMicrotask(this.#requestTurn);
-    this.#events.push(event);
+    if (first || this.#events.length === MAX_EVENTS_PER_MESSAGE) queueMicrotask(this.#requestTurn);
   }
 
   readonly #requestTurn = (): void => this.#turn.request();
 
+  /** @internal The flush window of the pending events ended: they go out at the end of this turn. */
+  windowElapsed(): void {
+    this.#window = undefined;
+    this.#turn.request();
+  }
+
   flushTurn(): void {
+    // Every turn flush publishes what is pending: when it is not the window's, it is a scheduling batch going
+    // out, and the events join its socket write.
     this.flush();
   }
 
   /** Publishes the events gathered in this turn. */
   flush(): void {
+    if (this.#window !== undefined) {
+      clearTimeout(this.#window);
+      this.#window = undefined;
+    }
     if (this.#events.length === 0 || this.#nc.isClosed()) return;
     const events = this.#events;
     this.#events = [];
