@@ -12,6 +12,8 @@ export interface SchedulerServiceOptions {
   readonly instanceId: string;
   /** Longest a SIGTERM drain may take. */
   readonly shutdownGraceMs: number;
+  /** Traced decisions get a child span per scheduling phase (`TRIAD_TRACE_SCHEDULER_PHASES`; unset means true). */
+  readonly tracePhases?: boolean;
 }
 
 export const DEFAULT_METRICS_PORT = 9091;
@@ -35,5 +37,13 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     metricsPort,
     instanceId: o.instanceId,
     shutdownGraceMs: Number(env['TRIAD_SHUTDOWN_GRACE_MS'] ?? 10_000),
+    tracePhases: tracePhasesOf(env['TRIAD_TRACE_SCHEDULER_PHASES']),
   };
+}
+
+/** `TRIAD_TRACE_SCHEDULER_PHASES`: true (default) or false; anything else is refused with the variable named. */
+function tracePhasesOf(raw: string | undefined): boolean {
+  if (raw === undefined || raw === '' || raw === 'true') return true;
+  if (raw === 'false') return false;
+  throw new Error(`TRIAD_TRACE_SCHEDULER_PHASES: expected true or false, got ${raw}`);
 }

@@ -67,4 +67,20 @@ describe('scheduler tracing', () => {
     expect(spans.find((s) => s.name === 'score decode')?.events.map((e) => e.attributes?.['triad.scheduler.plugin'])).toEqual(['gpu-usage']);
     expect(spans.every((s) => s.name === 'schedule' || s.parentSpanContext?.spanId === decide.span.spanContext().spanId)).toBe(true);
   });
+
+  it('with tracePhases off (TRIAD_TRACE_SCHEDULER_PHASES=false) a traced decision is its schedule span alone', async () => {
+    await service.close();
+    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'no-phases', shutdownGraceMs: 1000, logger: memoryLogger().logger, tracePhases: false });
+    exporter.reset();
+    const trace = '1bf7651916cd43dd8448eb211c80319d';
+    await client.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests: [req('untraced-phases')] }, ScheduleBatchReplySchema, {
+      timeoutMs: 5000, headers: { traceparent: `00-${trace}-${PARENT}-01` },
+    });
+    const span = await waitFor(async () => {
+      await telemetry.forceFlush();
+      return exporter.getFinishedSpans().find((s) => s.name === 'schedule' && s.spanContext().traceId === trace);
+    }, { what: 'the schedule span' });
+    expect(JSON.stringify(span.attributes)).toContain('default.ms.p0');
+    expect(exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === trace).map((s) => s.name)).toEqual(['schedule']);
+  });
 });
