@@ -23,6 +23,8 @@ const tracingEnv = (endpoint: string, sampler = 'always_on'): Record<string, str
   OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
   OTEL_TRACES_SAMPLER: sampler,
   OTEL_BSP_SCHEDULE_DELAY: '50',
+  // The scheduler's phase spans are opt-in; this test follows a whole trace, phases included.
+  TRIAD_TRACE_SCHEDULER_PHASES: 'true',
 });
 
 const leaf = (name: string): SpanShape => ({ name, children: [] });

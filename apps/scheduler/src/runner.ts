@@ -78,7 +78,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
     await feed.synced;
-    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases !== false }, ctx.headers), {
+    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers), {
       queue: SCHEDULER_QUEUE_GROUP,
       onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
       onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),

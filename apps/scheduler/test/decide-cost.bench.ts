@@ -97,7 +97,7 @@ function variants(mode: Mode, size: number, now: number): Variant[] {
     { name: 'schedule(), app observer, phases collected', decide: (r) => { collecting.collect(r); collectingScheduler.schedule(r, now); } },
     { name: 'handler, tracing off', decide: (r) => handleScheduleBatch(batch(r), { scheduler: handlerScheduler, index, metrics, observer: handlerObserver }) },
     { name: 'handler, traced: decide span only', traced: true, decide: (r) => handleScheduleBatch(batch(r), { scheduler: spanOnlyScheduler, index, metrics }) },
-    { name: 'handler, traced: decide span + phase spans', traced: true, decide: (r) => handleScheduleBatch(batch(r), { scheduler: handlerScheduler, index, metrics, observer: handlerObserver }) },
+    { name: 'handler, traced: decide span + phase spans', traced: true, decide: (r) => handleScheduleBatch(batch(r), { scheduler: handlerScheduler, index, metrics, observer: handlerObserver, tracePhases: true }) },
   ];
 }
 

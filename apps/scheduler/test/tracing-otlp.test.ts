@@ -52,6 +52,7 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     scheduler = spawnTriad(['scheduler', '--nats', nats.url, '--metrics-port', String(opsPort), '--instance-id', 'traced-replica'], {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_BSP_SCHEDULE_DELAY: '50',
+      TRIAD_TRACE_SCHEDULER_PHASES: 'true',
       TRIAD_LOG_LEVEL: 'warn',
     });
     await waitReady(scheduler, opsPort, 'triad scheduler ready');

@@ -24,7 +24,7 @@ describe('scheduler tracing', () => {
     client = await connectBus({ servers: nats.url, name: 'test-gateway' });
     await putModelServer(client, { name: 'ms' });
     await putEndpoints(client, [{ pod: 'p0' }]);
-    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'traced', shutdownGraceMs: 1000, logger: memoryLogger().logger });
+    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'traced', shutdownGraceMs: 1000, logger: memoryLogger().logger, tracePhases: true });
   });
 
   afterAll(async () => {
@@ -68,9 +68,9 @@ describe('scheduler tracing', () => {
     expect(spans.every((s) => s.name === 'schedule' || s.parentSpanContext?.spanId === decide.span.spanContext().spanId)).toBe(true);
   });
 
-  it('with tracePhases off (TRIAD_TRACE_SCHEDULER_PHASES=false) a traced decision is its schedule span alone', async () => {
+  it('by default (no TRIAD_TRACE_SCHEDULER_PHASES) a traced decision is its schedule span alone', async () => {
     await service.close();
-    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'no-phases', shutdownGraceMs: 1000, logger: memoryLogger().logger, tracePhases: false });
+    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'no-phases', shutdownGraceMs: 1000, logger: memoryLogger().logger });
     exporter.reset();
     const trace = '1bf7651916cd43dd8448eb211c80319d';
     await client.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests: [req('untraced-phases')] }, ScheduleBatchReplySchema, {

@@ -28,8 +28,8 @@ export interface ScheduleHandlerDeps {
   /** The scheduler's observer; collects a request's phases when its span records. */
   readonly observer?: DecideObserver;
   /**
-   * Record the phases of a traced decision as child spans (`TRIAD_TRACE_SCHEDULER_PHASES`, default on). Off, a
-   * traced decision is its decide span alone (with the decision's attributes): 1 span instead of 7 per EPD trace.
+   * Record the phases of a traced decision as child spans (`TRIAD_TRACE_SCHEDULER_PHASES=true`). Without, a traced
+   * decision is its decide span alone (with the decision's attributes): 1 span instead of 7 per EPD trace.
    */
   readonly tracePhases?: boolean;
 }
@@ -42,7 +42,7 @@ export interface ScheduleHandlerDeps {
  */
 export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleHandlerDeps, headers?: HeaderMap): ScheduleBatchReply {
   const { scheduler, index, metrics } = deps;
-  const observer = deps.tracePhases === false ? undefined : deps.observer;
+  const observer = deps.tracePhases === true ? deps.observer : undefined;
   metrics.batchSize.observe(batch.requests.length);
   const parents = extractBatchTraceContexts(headers, batch.requests.length);
   const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
