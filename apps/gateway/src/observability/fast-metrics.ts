@@ -86,9 +86,10 @@ abstract class FastMetric<C> {
   }
 }
 
-/** One label set of a FastCounter. */
+/** One label set of a FastCounter: a value that only goes up. */
 export class CounterChild {
   value = 0;
+  /** Updated since creation or reset: prom-client exports a labelled child only once it was used. */
   used = false;
   constructor(readonly labels: Labels) {}
 
@@ -98,41 +99,8 @@ export class CounterChild {
   }
 }
 
-export class FastCounter extends FastMetric<CounterChild> {
-  readonly type = 'counter' as const;
-
-  constructor(config: Config) {
-    super(config);
-    if (this.unlabelled) this.labels();
-  }
-
-  protected create(labels: Labels): CounterChild {
-    return new CounterChild(labels);
-  }
-
-  protected zero(c: CounterChild): void {
-    c.value = 0;
-    c.used = false;
-  }
-
-  protected values(): MetricValue[] {
-    const out: MetricValue[] = [];
-    for (const c of this.children()) if (c.used || this.unlabelled) out.push({ value: c.value, labels: c.labels });
-    return out;
-  }
-}
-
-/** One label set of a FastGauge. */
-export class GaugeChild {
-  value = 0;
-  used = false;
-  constructor(readonly labels: Labels) {}
-
-  inc(n = 1): void {
-    this.value += n;
-    this.used = true;
-  }
-
+/** One label set of a FastGauge: a counter that may also go down or be set. */
+export class GaugeChild extends CounterChild {
   dec(n = 1): void {
     this.value -= n;
     this.used = true;
@@ -144,19 +112,14 @@ export class GaugeChild {
   }
 }
 
-export class FastGauge extends FastMetric<GaugeChild> {
-  readonly type = 'gauge' as const;
-
+/** A metric of one number per label set (counters and gauges export alike). */
+abstract class FastScalar<C extends CounterChild> extends FastMetric<C> {
   constructor(config: Config) {
     super(config);
     if (this.unlabelled) this.labels();
   }
 
-  protected create(labels: Labels): GaugeChild {
-    return new GaugeChild(labels);
-  }
-
-  protected zero(c: GaugeChild): void {
+  protected zero(c: C): void {
     c.value = 0;
     c.used = false;
   }
@@ -165,6 +128,22 @@ export class FastGauge extends FastMetric<GaugeChild> {
     const out: MetricValue[] = [];
     for (const c of this.children()) if (c.used || this.unlabelled) out.push({ value: c.value, labels: c.labels });
     return out;
+  }
+}
+
+export class FastCounter extends FastScalar<CounterChild> {
+  readonly type = 'counter' as const;
+
+  protected create(labels: Labels): CounterChild {
+    return new CounterChild(labels);
+  }
+}
+
+export class FastGauge extends FastScalar<GaugeChild> {
+  readonly type = 'gauge' as const;
+
+  protected create(labels: Labels): GaugeChild {
+    return new GaugeChild(labels);
   }
 }
 
