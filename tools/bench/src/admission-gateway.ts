@@ -14,6 +14,7 @@ import { Buckets, ModelRouteRecordSchema, objectKey } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { waitFor } from '@triad/testing';
 import { markdownTable } from './lib/table';
+import { median, relativeCost as cost } from './lib/stats';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { startGatewayStack, type GatewayStack } from './gateway-stack';
 
@@ -62,15 +63,6 @@ async function putRouteLimit(stack: GatewayStack, auth: string): Promise<void> {
   }
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
-const cost = (value: number, base: number, higherIsWorse: boolean) => {
-  const c = higherIsWorse ? (value - base) / base : (base - value) / base;
-  return `${c >= 0 ? '+' : ''}${(c * 100).toFixed(1)}%`;
-};
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

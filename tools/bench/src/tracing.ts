@@ -15,6 +15,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { freePort, waitFor } from '@triad/testing';
 import { markdownTable } from './lib/table';
+import { median, relativeCost as cost } from './lib/stats';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { startGatewayStack, type GatewayStack } from './gateway-stack';
 
@@ -133,15 +134,6 @@ interface Sample {
   readonly schedulerUs: number;
 }
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
-const cost = (value: number, base: number, higherIsWorse: boolean) => {
-  const c = higherIsWorse ? (value - base) / base : (base - value) / base;
-  return `${c >= 0 ? '+' : ''}${(c * 100).toFixed(1)}%`;
-};
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
