@@ -1,9 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { TriadError, ErrorCode } from '@triad/errors';
-import { epdDecision } from '../test/fixtures';
+import { epdDecision, useMemoryTelemetry } from '../test/fixtures';
 import { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf, type TracedHookRequest } from './gateway-hooks';
-import { setupTelemetry, type Telemetry } from './setup';
 
 function hookRequest(extra: Partial<TracedHookRequest> = {}): TracedHookRequest & { route: string | undefined; modelServer: string | undefined; upstreamModel: string } {
   return {
@@ -13,21 +11,8 @@ function hookRequest(extra: Partial<TracedHookRequest> = {}): TracedHookRequest 
 }
 
 describe('gateway lifecycle hooks → spans', () => {
-  const memory = new InMemorySpanExporter();
-  let telemetry: Telemetry;
+  const { finished } = useMemoryTelemetry();
   const hooks = createGatewayTracingHooks({ engineOf: () => 'vLLM' });
-  beforeAll(() => {
-    telemetry = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: memory });
-  });
-  afterAll(async () => {
-    await telemetry.shutdown();
-  });
-  beforeEach(() => memory.reset());
-
-  async function finished(): Promise<ReadableSpan[]> {
-    await telemetry.forceFlush();
-    return memory.getFinishedSpans();
-  }
 
   it('turns the hook sequence of an EPD request into the request tree, each leg with its own traceparent', async () => {
     const req = hookRequest();

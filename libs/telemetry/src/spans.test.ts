@@ -1,7 +1,8 @@
-import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { TriadError, ErrorCode } from '@triad/errors';
-import { setupTelemetry, type Telemetry } from './setup';
+import { useMemoryTelemetry } from '../test/fixtures';
+import { setupTelemetry } from './setup';
 import {
   finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordRetry, startDecodeSpan, startRequestSpan,
   startRouteSpan, startScheduleSpan,
@@ -14,20 +15,7 @@ const endpoint = { key: 'default.m.decode-0', pod: 'decode-0', ip: '10.0.0.7', p
 const decodeLeg = { operation: 'chat', engine: 'SGLang', model: 'm', endpoint };
 
 describe('span helpers (in-memory exporter)', () => {
-  const memory = new InMemorySpanExporter();
-  let telemetry: Telemetry;
-  beforeAll(() => {
-    telemetry = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: memory });
-  });
-  afterAll(async () => {
-    await telemetry.shutdown();
-  });
-  beforeEach(() => memory.reset());
-
-  async function finished(): Promise<ReadableSpan[]> {
-    await telemetry.forceFlush();
-    return memory.getFinishedSpans();
-  }
+  const { finished } = useMemoryTelemetry();
 
   it('a 4xx request leaves the server span status unset; a 5xx sets ERROR with error.type', async () => {
     finishRequestSpan(startRequestSpan({ method: 'POST', route: '/v1/completions' }), { statusCode: 404 });

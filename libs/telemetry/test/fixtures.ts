@@ -1,5 +1,30 @@
+import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { Decision } from '@triad/bus';
 import type { LegInfo } from '../src/index';
+import type { ServiceName } from '../src/config';
+import { setupTelemetry, type Telemetry } from '../src/setup';
+
+/**
+ * Sets tracing up for the enclosing `describe` (100 % sampling into an in-memory exporter, cleared before each
+ * test) and returns `finished()`: the spans ended so far, after a flush.
+ */
+export function useMemoryTelemetry(serviceName: ServiceName = 'triad-gateway'): { finished(): Promise<ReadableSpan[]> } {
+  const memory = new InMemorySpanExporter();
+  let telemetry: Telemetry;
+  beforeAll(() => {
+    telemetry = setupTelemetry({ serviceName, version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: memory });
+  });
+  afterAll(async () => {
+    await telemetry.shutdown();
+  });
+  beforeEach(() => memory.reset());
+  return {
+    async finished() {
+      await telemetry.forceFlush();
+      return memory.getFinishedSpans();
+    },
+  };
+}
 
 /** A vLLM EPD decision for a request with two images (the shape the scheduler replies with). */
 export const epdDecision: Decision = {
