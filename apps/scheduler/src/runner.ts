@@ -1,6 +1,6 @@
 import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
-import { connectBus, type Bus } from '@triad/bus/client';
+import { connectBus, startDispatchFeed, type Bus } from '@triad/bus/client';
 import { createLogger, startOpsServer, type Logger, type OpsServer } from '@triad/runtime';
 import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
 import { ConfigSource, type ActiveConfig } from './config/config-source';
@@ -10,7 +10,6 @@ import { SchedulerMetrics } from './metrics';
 import type { SchedulerServiceOptions } from './options';
 import { DecideObserver } from './service/decide-tracing';
 import { LenientScheduleBatchSchema, batchError, handleScheduleBatch } from './service/schedule-handler';
-import { startDispatchFeed } from './state/dispatch-feed';
 import { startKvFeed } from './state/kv-feed';
 
 /** A running scheduler replica. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { Buckets, ConfigKeys, DispatchBatchSchema, Subjects, type DispatchEvent } from '@triad/bus';
-import type { Bus, KvWatchHandle } from '@triad/bus/client';
+import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
+import { startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
 import { createLocalScheduling, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
 import type { KvView } from '../state/kv-view';
@@ -42,18 +42,8 @@ export class LocalSchedulingFallback {
    * batches (as every scheduler replica does), so the decisions see the cluster's load and not this gateway's
    * alone. A replica whose snapshots stop expires from the counts.
    */
-  followPeers(bus: Bus, sweepMs = 500): void {
-    const sub = bus.subscribe(Subjects.dispatch, DispatchBatchSchema, (batch) => {
-      if (batch.gateway !== this.#gatewayId) this.local.applyDispatch(batch, Date.now());
-    });
-    const sweep = setInterval(() => this.local.tracker.expire(Date.now()), sweepMs);
-    sweep.unref();
-    this.#peers = {
-      stop: () => {
-        clearInterval(sweep);
-        sub.unsubscribe();
-      },
-    };
+  followPeers(bus: Bus): void {
+    this.#peers = startDispatchFeed(bus, this.local.tracker, { ignoreGateway: this.#gatewayId });
   }
 
   /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
