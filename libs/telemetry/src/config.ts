@@ -62,23 +62,18 @@ function text(env: Env, name: string): string | undefined {
   return v ? v : undefined;
 }
 
-function positiveInt(env: Env, name: string, fallback: number, warnings: string[]): number {
+/** An integer variable of at least `min` (1: "positive", 0: "non-negative"); anything else warns and falls back. */
+function intAtLeast(min: 0 | 1, env: Env, name: string, fallback: number, warnings: string[]): number {
   const raw = text(env, name);
   if (raw === undefined) return fallback;
   const n = Number(raw);
-  if (Number.isInteger(n) && n > 0) return n;
-  warnings.push(`${name}=${raw} is not a positive integer; using ${fallback}`);
+  if (Number.isInteger(n) && n >= min) return n;
+  warnings.push(`${name}=${raw} is not a ${min === 1 ? 'positive' : 'non-negative'} integer; using ${fallback}`);
   return fallback;
 }
 
-function nonNegativeInt(env: Env, name: string, fallback: number, warnings: string[]): number {
-  const raw = text(env, name);
-  if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (Number.isInteger(n) && n >= 0) return n;
-  warnings.push(`${name}=${raw} is not a non-negative integer; using ${fallback}`);
-  return fallback;
-}
+const positiveInt = (env: Env, name: string, fallback: number, warnings: string[]) => intAtLeast(1, env, name, fallback, warnings);
+const nonNegativeInt = (env: Env, name: string, fallback: number, warnings: string[]) => intAtLeast(0, env, name, fallback, warnings);
 
 /** Span limits with the spec's precedence: the `OTEL_SPAN_*` variable, then the general `OTEL_ATTRIBUTE_*` one. */
 function spanLimits(env: Env, warnings: string[]): SpanLimitsConfig {
