@@ -34,7 +34,7 @@ export class LocalSchedulingFallback {
 
   /** Counts this gateway's own legs (the fallback sees only its own gateway's load). */
   dispatched(event: DispatchEvent): void {
-    this.local.tracker.applyEvent(this.#gatewayId, event, event.at);
+    this.local.tracker.applyEvent(this.#gatewayId, event);
   }
 
   /**

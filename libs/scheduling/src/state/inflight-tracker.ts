@@ -81,7 +81,7 @@ export class InflightTracker {
    * Applies one event of `gateway` directly (a gateway feeding its own dispatches without a round-trip). That
    * gateway's counts never expire: it is this process, and it sends itself no snapshots.
    */
-  applyEvent(gateway: string, event: DispatchEvent, _now: number): void {
+  applyEvent(gateway: string, event: DispatchEvent): void {
     let gw = this.#gateways.get(gateway);
     if (!gw) {
       gw = { counts: new Map(), lastSeq: -1, lastSnapshotAt: 0, intervalMs: this.#defaultInterval, own: true };
