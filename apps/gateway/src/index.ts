@@ -4,7 +4,5 @@ export { startGateway } from './gateway';
 export type { GatewayOptions, GatewayHandle } from './gateway';
 export { resolveConfig, GatewayConfigSchema, CONFIG_ENV } from './config';
 export type { GatewayConfig, GatewayConfigInput } from './config';
-export { composeHooks } from './hooks';
-export type { RequestHooks, HookRequest, HookOutcome, StageSpan } from './hooks';
 export { RouteTable } from './routing/route-table';
-export type { RouteMatch, RouteRequest } from './routing/route-table';
+export type { RouteMatch } from './routing/route-table';

@@ -1,8 +1,8 @@
 import type { Bus } from '@triad/bus/client';
+import type { RequestContext, RequestHooks } from '@triad/request';
 import type { Logger } from '@triad/runtime';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from './config';
-import type { HookRequest, RequestHooks } from './hooks';
 import type { KvView } from './state/kv-view';
 
 /** What the optional integrations need from the gateway. */
@@ -21,14 +21,8 @@ export interface IntegrationDeps {
 export interface Integrations {
   readonly hooks: RequestHooks[];
   /** NATS headers for a scheduling batch (trace context), when tracing is on. */
-  readonly batchHeaders: ((traces: readonly unknown[]) => Record<string, string> | undefined) | undefined;
+  readonly batchHeaders: ((requests: readonly (RequestContext | undefined)[]) => Record<string, string> | undefined) | undefined;
   close(): Promise<void>;
-}
-
-function serverEngine(kv: KvView, modelServer: string | undefined): string | undefined {
-  if (modelServer === undefined) return undefined;
-  const slash = modelServer.indexOf('/');
-  return kv.server(modelServer.slice(0, slash), modelServer.slice(slash + 1))?.record.spec.inferenceEngine;
 }
 
 /**
@@ -45,17 +39,17 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
   if (deps.tracing) {
     const telemetry = require('@triad/telemetry') as typeof import('@triad/telemetry');
     // Tracing first: its request span is open before admission runs and closes after admission released.
-    const tracingHooks = telemetry.createGatewayTracingHooks({ engineOf: (req) => serverEngine(deps.kv, req.modelServer) });
+    const tracingHooks = telemetry.createGatewayTracingHooks();
     hooks.push({
       ...tracingHooks,
       // The request's trace id, for the `x-triad-trace-id` answer header and the access log.
-      onRequest: (req: HookRequest) => {
-        tracingHooks.onRequest(req);
-        req.traceId = telemetry.requestTraceId(req);
+      onRequest: (ctx) => {
+        tracingHooks.onRequest(ctx);
+        ctx.traceId = telemetry.requestTraceId(ctx);
       },
     });
     spanOf = telemetry.requestSpanOf;
-    batchHeaders = (traces) => telemetry.injectBatchTraceHeaders(traces.map((t) => telemetry.scheduleSpanOf(t as HookRequest)));
+    batchHeaders = (requests) => telemetry.injectBatchTraceHeaders(requests.map((ctx) => (ctx === undefined ? undefined : telemetry.scheduleSpanOf(ctx))));
   }
   if (deps.config.admissionConfig !== undefined) {
     const { createAdmission, createAdmissionHooks } = require('@triad/admission') as typeof import('@triad/admission');

@@ -1,7 +1,7 @@
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { ErrorCode, TriadError } from '@triad/errors';
+import { RateLimitedError, RequestLocal, type RequestContext, type RequestHooks, type Usage } from '@triad/request';
 import { waitFor } from '@triad/testing';
-import type { HookOutcome, HookRequest, RequestHooks } from '../src/hooks';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
 
 const MODEL = 'm-errors';
@@ -20,41 +20,42 @@ const ok = (model = 'ok') => JSON.stringify({ model, messages: [{ role: 'user', 
 describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () => {
   let h: Harness;
   let sim: SimEngineHandle;
-  const ended: { req: HookRequest; outcome: HookOutcome }[] = [];
+  const ended: { req: RequestContext; outcome: { status: number; usage: Usage | undefined } }[] = [];
   const order: string[] = [];
+  const trace = new RequestLocal<string>('test.trace');
 
   const admission: RequestHooks = {
     admit(req) {
       order.push(`admit:${req.id}`);
       if (req.headers['x-test'] === 'deny') throw new TriadError(ErrorCode.GatewayUnauthorized, 'invalid API key');
-      if (req.headers['x-test'] === 'limit') throw new TriadError(ErrorCode.GatewayRateLimited, 'input token rate limit exceeded', { details: { retryAfterSeconds: 7, limitType: 'input' } });
+      if (req.headers['x-test'] === 'limit') throw new RateLimitedError('input token rate limit exceeded', 'input_rate_limited', 7);
       if (req.headers['x-test'] === 'queue') return Promise.resolve();
       return undefined;
     },
-    onEnd(req, outcome) {
-      ended.push({ req, outcome });
+    onEnd(req) {
+      ended.push({ req, outcome: { status: req.result.status, usage: req.result.usage } });
     },
   };
   const tracing: RequestHooks = {
     onRequest(req) {
       order.push(`request:${req.id}`);
-      req.locals['trace'] = 'span-1';
+      trace.set(req, 'span-1');
     },
     onRouted(req) {
-      order.push(`routed:${req.route}`);
+      order.push(`routed:${req.routing.route}`);
     },
-    onScheduled(req, _d, local) {
-      order.push(`scheduled:${local}`);
+    onScheduled(req) {
+      order.push(`scheduled:${req.schedule?.local}`);
     },
     onStageStart(req, stage) {
       order.push(`stage:${stage}`);
-      return { headers: { 'x-span': `${String(req.locals['trace'])}/${stage}` }, end: (okay) => order.push(`stage-end:${okay}`) };
+      return { headers: { 'x-span': `${String(trace.get(req))}/${stage}` }, end: (okay) => order.push(`stage-end:${okay}`) };
     },
     onFirstToken() {
       order.push('first-token');
     },
-    onEnd(req, outcome) {
-      order.push(`end:${outcome.status}`);
+    onEnd(req) {
+      order.push(`end:${req.result.status}`);
     },
   };
 

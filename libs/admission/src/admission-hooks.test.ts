@@ -1,26 +1,35 @@
 import { Registry } from 'prom-client';
-import { isTriadError } from '@triad/errors';
+import { RateLimitedError, RequestError, toOpenAiError, type RequestContext, type Usage } from '@triad/request';
+import { requestContext } from '@triad/request/testing';
 import { createAdmission, type Admission } from './admission';
-import { createAdmissionHooks, type AdmissionHookRequest } from './admission-hooks';
+import { createAdmissionHooks } from './admission-hooks';
 import { generateApiKey, hashApiKey } from './auth/api-key-hash';
 
-const request = (key: string | undefined, body: Record<string, unknown> = {}): AdmissionHookRequest => ({
+const request = (key: string | undefined, body: Record<string, unknown> = {}): RequestContext => requestContext({
   path: '/v1/chat/completions',
   headers: key ? { authorization: `Bearer ${key}` } : {},
-  model: 'llama-3',
   body: { model: 'llama-3', ...body },
   inputTokens: 40,
-  locals: {},
 });
 
+/** The refusal as the gateway answers it: code, status and headers, and a rate limit's own facts. */
 async function rejection(p: Promise<unknown>): Promise<Record<string, unknown>> {
   try {
     await p;
   } catch (err) {
-    if (isTriadError(err)) return { code: err.code, ...err.details };
-    throw err;
+    if (!(err instanceof RequestError)) throw err;
+    const answer = toOpenAiError(err);
+    const limit = err instanceof RateLimitedError ? { limitType: err.limitType, retryAfterSeconds: err.retryAfter } : {};
+    return { code: err.code, status: answer.status, headers: answer.headers, ...limit };
   }
   throw new Error('expected a rejection');
+}
+
+/** How the gateway ends a request for the hooks: its status and usage in `ctx.result`. */
+function ended(ctx: RequestContext, status: number, usage: Usage | undefined): RequestContext {
+  ctx.result.status = status;
+  ctx.result.usage = usage;
+  return ctx;
 }
 
 describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
@@ -47,21 +56,21 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
     await h.admit(first);
     await h.admit(request(key));
     expect(await rejection(h.admit(request(key)))).toMatchObject({ code: 'GATEWAY_RATE_LIMITED', status: 429, limitType: 'input', retryAfterSeconds: expect.any(Number) });
-    h.onEnd(first, { status: 502, usage: undefined }); // failed before any output: everything back
+    h.onEnd(ended(first, 502, undefined)); // failed before any output: everything back
     await h.admit(request(key));
   });
 
   it('charges the real usage, or the whole reservation when output was produced without usage', async () => {
     const h = createAdmissionHooks(admission, { rateLimitFor: () => ({ outputTokensPerUnit: 100, unit: 'hour' }) });
-    const a = { ...request(key, { max_tokens: 60 }), model: 'out-model' };
+    const a = request(key, { max_tokens: 60, model: 'out-model' });
     await h.admit(a);
     h.onFirstToken(a);
-    h.onEnd(a, { status: 499, usage: undefined }); // client left mid-stream: the 60 stay charged
-    const b = { ...request(key, { max_tokens: 50 }), model: 'out-model' };
+    h.onEnd(ended(a, 499, undefined)); // client left mid-stream: the 60 stay charged
+    const b = request(key, { max_tokens: 50, model: 'out-model' });
     expect(await rejection(h.admit(b))).toMatchObject({ limitType: 'output' });
-    const c = { ...request(key, { max_tokens: 40 }), model: 'out-model' };
+    const c = request(key, { max_tokens: 40, model: 'out-model' });
     await h.admit(c);
-    h.onEnd(c, { status: 200, usage: { promptTokens: 40, completionTokens: 10 } }); // 30 of the 40 come back
-    await h.admit({ ...request(key, { max_tokens: 30 }), model: 'out-model' });
+    h.onEnd(ended(c, 200, { promptTokens: 40, completionTokens: 10 })); // 30 of the 40 come back
+    await h.admit(request(key, { max_tokens: 30, model: 'out-model' }));
   });
 });

@@ -9,6 +9,7 @@ import { generateApiKey, hashApiKey } from './auth/api-key-hash';
 import type { ApiKeyEntrySchema } from './auth/api-key-file';
 import { MemoryBudgetStore } from './ratelimit/budget-store';
 import type { Identity } from './identity';
+import { answered, answeredOutcome } from '../test/answered';
 
 const FAST = { N: 1024, r: 8, p: 1 };
 const HOUR = 3_600_000;
@@ -57,15 +58,15 @@ describe('createAdmission', () => {
   it('answers 401 without credentials or with a wrong key, in the OpenAI error shape, never echoing the key', async () => {
     const admission = await make(config);
     const missing = await admission.authenticate({});
-    expect(missing).toMatchObject({ ok: false, rejection: { status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } } });
-    expect((missing as { rejection: Rejected['rejection'] }).rejection.body).toEqual({
+    expect(answeredOutcome(missing)).toMatchObject({ ok: false, rejection: { status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } } });
+    expect(answered((missing as { rejection: Rejected['rejection'] }).rejection).body).toEqual({
       error: { message: 'Missing credentials: send "Authorization: Bearer <api key or JWT>".', type: 'authentication_error', param: null, code: 'GATEWAY_UNAUTHORIZED' },
     });
     const forged = `${alice.key.slice(0, -4)}AAAA`;
     const wrong = await admission.authenticate({ authorization: `Bearer ${forged}` });
     expect(wrong.ok).toBe(false);
     expect(JSON.stringify(wrong)).not.toContain(forged);
-    expect(await admission.authenticate({ authorization: 'Basic abc' })).toMatchObject({ ok: false, rejection: { status: 401 } });
+    expect(answeredOutcome(await admission.authenticate({ authorization: 'Basic abc' }))).toMatchObject({ ok: false, rejection: { status: 401 } });
     expect(await admission.authenticate(new Headers({ authorization: `Bearer ${alice.key}` }))).toMatchObject({ ok: true, identity: { id: 'key:alice', user: 'team-a', tier: 'free' } });
   });
 
@@ -73,8 +74,8 @@ describe('createAdmission', () => {
     const admission = await make(config);
     const identity = await identityOf(admission, alice.key);
     const denied = (await admission.admit({ identity, model: 'gpt-4o', inputTokens: 1 })) as Rejected;
-    expect(denied.rejection.status).toBe(403);
-    expect(denied.rejection.body.error).toMatchObject({ type: 'permission_error', code: 'GATEWAY_FORBIDDEN' });
+    expect(answered(denied.rejection).status).toBe(403);
+    expect(answered(denied.rejection).body.error).toMatchObject({ type: 'permission_error', code: 'GATEWAY_FORBIDDEN' });
     const allowed = await admission.admit({ identity, model: 'llama-3-8b', inputTokens: 1 });
     expect(allowed.ok).toBe(true);
     (allowed as Admitted).release({ inputTokens: 1, outputTokens: 1 });
@@ -88,11 +89,12 @@ describe('createAdmission', () => {
     expect(first.ok).toBe(true);
     const second = (await admission.admit({ identity: a, model: 'llama-3', inputTokens: 60 })) as Rejected;
     expect(second.ok).toBe(false);
-    expect(second.rejection).toMatchObject({ status: 429, reason: 'input_rate_limited', retryAfterSec: 3600, headers: { 'retry-after': '3600' } });
-    expect(second.rejection.body.error).toMatchObject({ type: 'rate_limit_error', code: 'GATEWAY_RATE_LIMITED', param: null });
+    expect(answered(second.rejection)).toMatchObject({ status: 429, reason: 'input_rate_limited', headers: { 'retry-after': '3600' } });
+    expect(second.rejection).toMatchObject({ retryAfter: 3600 });
+    expect(answered(second.rejection).body.error).toMatchObject({ type: 'rate_limit_error', code: 'GATEWAY_RATE_LIMITED', param: null });
     expect(second.rejection.message).toContain('key:alice (tier free)');
     expect((await admission.admit({ identity: b, model: 'llama-3', inputTokens: 60 })).ok).toBe(true);
-    expect((await admission.admit({ identity: a, model: 'llama-3', inputTokens: 500 })) as Rejected).toMatchObject({ rejection: { status: 429, reason: 'request_too_large' } });
+    expect(answeredOutcome(await admission.admit({ identity: a, model: 'llama-3', inputTokens: 500 }))).toMatchObject({ rejection: { status: 429, reason: 'request_too_large' } });
     // Giving back unused tokens makes room again once reported.
     (first as Admitted).release({ inputTokens: 10, outputTokens: 0 });
     await waitFor(async () => {
@@ -125,10 +127,10 @@ describe('createAdmission', () => {
   it('rejects an invalid config with every reason', async () => {
     await expect(make({ rateLimit: { failMode: 'sometimes' }, fairness: { windowSize: '1s' }, extra: 1 } as never)).rejects.toMatchObject({
       code: 'CONFIG_INVALID',
-      details: { problems: [expect.stringContaining('rateLimit.failMode'), expect.stringContaining('fairness.windowSize: must be between 1m and 1h'), expect.stringContaining('(root): Unrecognized key: "extra"')] },
+      problems: [expect.stringContaining('rateLimit.failMode'), expect.stringContaining('fairness.windowSize: must be between 1m and 1h'), expect.stringContaining('(root): Unrecognized key: "extra"')],
     });
     await expect(make({ rateLimit: { defaultTier: 'gold', identities: { 'key:x': { tier: 'silver' } } } })).rejects.toMatchObject({
-      details: { problems: [expect.stringContaining("rateLimit.defaultTier: unknown tier 'gold'"), expect.stringContaining("rateLimit.identities[\"key:x\"].tier: unknown tier 'silver'")] },
+      problems: [expect.stringContaining("rateLimit.defaultTier: unknown tier 'gold'"), expect.stringContaining("rateLimit.identities[\"key:x\"].tier: unknown tier 'silver'")],
     });
   });
 

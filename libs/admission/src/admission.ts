@@ -3,7 +3,8 @@ import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { RateLimit } from '@triad/crd';
 import type { Bus } from '@triad/bus/client';
-import { ErrorCode, TriadError } from '@triad/errors';
+import { ConfigError } from '@triad/errors';
+import { httpStatusOf } from '@triad/request';
 import { Authenticator, type AuthOutcome, type RequestHeaders } from './auth/authenticator';
 import { AdmissionConfigSchema, type AdmissionConfig, type AdmissionConfigInput } from './config/admission-config';
 import { readDocument, validateDocument, watchDocument, type ParseOutcome, type WatchedDocument } from './config/config-file';
@@ -38,7 +39,7 @@ export interface AdmissionDeps {
   readonly configPollMs?: number;
   /**
    * Count refusals in `kthena_router_rate_limit_exceeded_total` (default true). Pass false when the caller counts
-   * them itself from the rejection (the gateway does, from `details.limitType`), so they are not counted twice.
+   * them itself from the rejection (the gateway does, from the refusal's `limitType`), so they are not counted twice.
    */
   readonly countRateLimitExceeded?: boolean;
 }
@@ -113,7 +114,7 @@ export async function createAdmission(config: AdmissionConfigInput | string, dep
   const file = typeof config === 'string' ? config : undefined;
   const raw = file !== undefined ? readDocument(file) : { ok: true as const, value: config };
   const parsed = raw.ok ? parseAdmissionConfig(raw.value, deps.env, file) : raw;
-  if (!parsed.ok) throw new TriadError(ErrorCode.ConfigInvalid, `invalid admission config: ${parsed.problems.join('; ')}`, { details: { problems: parsed.problems } });
+  if (!parsed.ok) throw new ConfigError(`invalid admission config: ${parsed.problems.join('; ')}`, parsed.problems);
   const instance = new AdmissionService(parsed.value, deps);
   if (file !== undefined) instance.watch(file, deps.configPollMs ?? 2_000);
   return instance;
@@ -268,7 +269,7 @@ class AdmissionService implements Admission {
 
   #reject(req: AdmitRequest, rejection: AdmissionRejection): Rejected {
     this.#metrics.decisions.inc({ model: req.model, result: 'rejected', reason: rejection.reason });
-    req.span?.addEvent('triad.admission.rejected', { 'triad.admission.reason': rejection.reason, 'http.response.status_code': rejection.status });
+    req.span?.addEvent('triad.admission.rejected', { 'triad.admission.reason': rejection.reason, 'http.response.status_code': httpStatusOf(rejection) });
     return { ok: false, rejection };
   }
 

@@ -3,7 +3,7 @@
 export { createAdmission, parseAdmissionConfig } from './admission';
 export type { Admission, AdmissionDeps, AdmitRequest, Admitted, Rejected, Usage, ReloadResult } from './admission';
 export { createAdmissionHooks } from './admission-hooks';
-export type { AdmissionHookRequest, AdmissionHookOutcome, AdmissionHookOptions } from './admission-hooks';
+export type { AdmissionHookOptions } from './admission-hooks';
 export {
   AdmissionConfigSchema, AuthConfigSchema, RateLimitConfigSchema, FairnessConfigSchema, TokenizerConfigSchema,
   LeaseConfigSchema, StoreConfigSchema, TokenLimitSchema, DurationMsSchema,
@@ -17,8 +17,8 @@ export { generateApiKey, hashApiKey, apiKeyId, DEFAULT_SCRYPT } from './auth/api
 export type { ScryptParams } from './auth/api-key-hash';
 export { ANONYMOUS, compileModelMatcher, mayUseModel } from './identity';
 export type { Identity, ModelMatcher } from './identity';
-export { Rejections, openAiErrorBody, retryAfterSeconds } from './rejection';
-export type { AdmissionRejection, OpenAiErrorBody, RejectionReason } from './rejection';
+export { Rejections, retryAfterSeconds } from './rejection';
+export type { AdmissionRejection } from './rejection';
 export { TokenEstimator, tiktokenEncodingFor } from './tokens/token-estimator';
 export type { TokenEstimate, EstimateMethod } from './tokens/token-estimator';
 export { promptText } from './tokens/prompt-text';

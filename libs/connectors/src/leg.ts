@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { EndpointRef, Stage } from '@triad/bus';
-import type { TriadError } from '@triad/errors';
+import type { LegFailure, StageSpan } from '@triad/request';
 import { clientAbortedError, engineErrorMessage, stageTimeoutError, upstreamHttpError, upstreamTransportError } from './errors';
 import type { BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec } from './types';
 import { SseUsageRelay, parseBodyUsage } from './usage';
@@ -37,7 +37,7 @@ function onTimeout(leg: Leg): void {
 
 /**
  * One HTTP request to an engine, driven by undici's dispatch handler API (no stream objects on the hot path).
- * It settles exactly once: with the answer, or with a TriadError naming the stage, endpoint and status.
+ * It settles exactly once: with the answer, or with an UpstreamError naming the stage, endpoint and status.
  */
 export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<BufferedAnswer | undefined> {
   readonly stage: Stage;
@@ -46,6 +46,8 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
   readonly attempt: number;
   readonly startedAt: number;
   readonly promise: Promise<BufferedAnswer | undefined>;
+  /** The observer's span for this leg (set when it is sent), ended by the owner when the leg settles. */
+  span: StageSpan | undefined = undefined;
   readonly #owner: LegOwner;
   readonly #mode: LegMode;
   readonly #timeoutMs: number;
@@ -179,7 +181,7 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
     return false;
   }
 
-  #failure(): { stage: Stage; endpoint: string; item: number; status: number } {
+  #failure(): LegFailure {
     return { stage: this.stage, endpoint: this.endpoint.key, item: this.item, status: this.#status };
   }
 
@@ -197,7 +199,7 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
     this.#resolve(answer);
   }
 
-  #fail(err: Error | TriadError): void {
+  #fail(err: Error): void {
     this.#settled = true;
     this.#clearTimer();
     this.#owner.legSettled(this, { ok: false, status: this.#status, error: err });

@@ -1,5 +1,6 @@
 import { ConnectorRegistry, connectorFor, relaysKvParams } from './registry';
-import { retryPolicyOf, serverProfileOf, stageTimeoutsOf, defaultStageTimeouts } from './server-profile';
+import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
+import { retryPolicyOf, serverProfileOf, stageTimeoutsOf } from './server-profile';
 import type { ModelServerRecord } from '@triad/bus';
 
 describe('connectorFor / relaysKvParams', () => {
@@ -42,11 +43,11 @@ describe('server profile', () => {
     expect(retryPolicyOf(record({ retry: { attempts: 0, retryInterval: '100ms' } }))).toEqual({ retries: 0, intervalMs: 100 });
   });
   it('applies trafficPolicy.timeout to every stage but keeps the total', () => {
-    const d = defaultStageTimeouts();
+    const d = DEFAULT_STAGE_TIMEOUTS;
     expect(stageTimeoutsOf(record({ timeout: '1.5s' }), d)).toEqual({ encodeMs: 1500, prefillMs: 1500, firstByteMs: 1500, totalMs: d.totalMs });
     expect(stageTimeoutsOf(record(), d)).toBe(d);
   });
   it('resolves the connector of the record', () => {
-    expect(serverProfileOf(record(), defaultStageTimeouts())).toMatchObject({ namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true });
+    expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS)).toMatchObject({ namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true });
   });
 });

@@ -3,7 +3,8 @@ import { AggregatedConnector } from './connectors/aggregated-connector';
 import { SglangPdConnector } from './connectors/sglang-pd-connector';
 import { VllmEpdConnector } from './connectors/vllm-epd-connector';
 import { VllmPdConnector } from './connectors/vllm-pd-connector';
-import type { Connector, ConnectorName } from './types';
+import type { ConnectorName } from '@triad/request';
+import type { Connector } from './types';
 
 /** Builds one connector; connectors are stateless, so one instance serves every request. */
 export type ConnectorFactory = () => Connector;

@@ -1,5 +1,5 @@
 import { clientWantsUsage, encoderBody, finalLegBody, sglangBody, vllmPrefillBody } from './request-bodies';
-import { extractMediaParts } from './media';
+import { extractMediaParts } from '@triad/request';
 
 describe('clientWantsUsage', () => {
   it.each([

@@ -1,7 +1,7 @@
 import type { EndpointRef } from '@triad/bus';
 import { DEFAULT_SGLANG_BOOTSTRAP_PORT, type InferenceEngine } from '@triad/crd';
 import { randomBootstrapRoom, serializeWith } from './json-text';
-import type { MediaPart } from './media';
+import type { MediaPart } from '@triad/request';
 
 /**
  * Whether the client itself asked for the final usage chunk of a stream. vLLM turns `include_usage` on as soon

@@ -1,12 +1,7 @@
 import type { ModelServerRecord } from '@triad/bus';
 import { durationMs } from '@triad/crd';
+import type { RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
-import type { RetryPolicy, ServerProfile, StageTimeouts } from './types';
-
-/** Gateway-wide stage budgets used when a ModelServer sets no `trafficPolicy.timeout`. */
-export function defaultStageTimeouts(): StageTimeouts {
-  return { encodeMs: 30_000, prefillMs: 60_000, firstByteMs: 60_000, totalMs: 600_000 };
-}
 
 /**
  * `trafficPolicy.retry` as the stage loop applies it: `attempts` is the number of retries after the first try
@@ -38,6 +33,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
   return {
     namespace: record.namespace,
     name: record.name,
+    key: `${record.namespace}/${record.name}`,
     engine: spec.inferenceEngine,
     mode: record.mode,
     connector: connectorFor(spec.inferenceEngine, record.mode, kv),

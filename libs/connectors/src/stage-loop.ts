@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks';
 import type { Stage } from '@triad/bus';
-import { ErrorCode } from '@triad/errors';
-import { clientAbortedError, isRetryable, totalTimeoutError } from './errors';
+import { ErrorCode, isTriadError } from '@triad/errors';
+import { asError, isRetryable, writeErrorResponse, writeStreamError, type ProxyRequest } from '@triad/request';
+import { clientAbortedError, totalTimeoutError } from './errors';
 import { Leg, LegMode, type LegOwner } from './leg';
-import { writeErrorResponse, writeStreamError } from './openai-errors';
-import type { BufferedAnswer, Connector, LegHandle, LegOutcome, LegRunner, LegSpec, ProxyCall } from './types';
+import type { BufferedAnswer, Connector, LegHandle, LegOutcome, LegRunner, LegSpec, StageObserver } from './types';
 import type { UpstreamPools } from './upstream-pools';
 import { parseBodyUsage } from './usage';
 
@@ -18,13 +18,8 @@ function onTotalTimeout(loop: StageLoop): void {
   loop.abort(totalTimeoutError(loop.totalMs));
 }
 
-/** An empty result for a new call. */
-export function emptyResult(): ProxyCall['result'] {
-  return { status: 0, error: undefined, attempt: 0, tries: 0, usage: undefined, firstByteAt: 0, encodeMs: 0, prefillMs: 0, decodeMs: 0 };
-}
-
 /**
- * Runs one call through a connector: the once-per-request stage (EPD encode), then the decision's attempts in
+ * Runs one request through a connector: the once-per-request stage (EPD encode), then the decision's attempts in
  * order, retrying only while no byte has reached the client and only on retryable failures (connect, 5xx, 429,
  * stage timeouts) as `trafficPolicy.retry` allows. It owns every leg, so a client disconnect or the total
  * timeout aborts all of them, and it writes the error answer itself: an OpenAI error before the first byte, an
@@ -33,8 +28,9 @@ export function emptyResult(): ProxyCall['result'] {
 export class StageLoop implements LegRunner, LegOwner {
   readonly suppressUsage: boolean;
   readonly totalMs: number;
-  readonly #call: ProxyCall;
+  readonly #ctx: ProxyRequest;
   readonly #pools: UpstreamPools;
+  readonly #observer: StageObserver;
   readonly #active = new Set<Leg>();
   readonly #stageStart = [0, 0, 0];
   readonly #stageEnd = [0, 0, 0];
@@ -45,49 +41,51 @@ export class StageLoop implements LegRunner, LegOwner {
   #outLeg: Leg | undefined;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(call: ProxyCall, pools: UpstreamPools) {
-    this.#call = call;
+  constructor(ctx: ProxyRequest, pools: UpstreamPools, observer: StageObserver) {
+    this.#ctx = ctx;
     this.#pools = pools;
-    this.suppressUsage = call.injectUsage && !call.clientWantsUsage;
-    this.totalMs = call.server.timeouts.totalMs;
+    this.#observer = observer;
+    this.suppressUsage = ctx.proxy.injectUsage && !ctx.proxy.clientWantsUsage;
+    this.totalMs = ctx.routing.server.timeouts.totalMs;
   }
 
-  /** Runs the call to its end; never rejects (the outcome is in `call.result`). */
+  /** Runs the request to its end; never rejects (the outcome is in `ctx.result`). */
   async run(connector: Connector): Promise<void> {
-    const call = this.#call;
-    const result = call.result;
+    const ctx = this.#ctx;
+    const result = ctx.result;
+    const retry = ctx.routing.server.retry;
     if (this.totalMs > 0) {
-      const left = Math.max(1, this.totalMs - (performance.now() - call.receivedAt));
+      const left = Math.max(1, this.totalMs - (performance.now() - ctx.receivedAt));
       this.#timer = setTimeout(onTotalTimeout, left, this);
     }
     try {
-      if (connector.prepare !== undefined) await connector.prepare(call, this);
-      const attempts = call.decision.attempts;
-      const tries = Math.min(attempts.length, 1 + call.server.retry.retries);
+      if (connector.prepare !== undefined) await connector.prepare(ctx, this);
+      const attempts = ctx.proxy.decision.attempts;
+      const tries = Math.min(attempts.length, 1 + retry.retries);
       for (let i = 0; ; i++) {
         result.attempt = i;
         result.tries = i + 1;
         try {
-          await connector.attempt(call, attempts[i] as (typeof attempts)[number], i, this);
+          await connector.attempt(ctx, attempts[i], i, this);
           break;
         } catch (err) {
           if (this.#aborted !== undefined || this.#committed || i + 1 >= tries || !isRetryable(err)) throw err;
-          call.observer.retry(call, i, err as Error);
-          await this.pause(call.server.retry.intervalMs);
+          this.#observer.retry(ctx, i, err);
+          await this.pause(retry.intervalMs);
         }
       }
       if (result.status === 0) result.status = 200;
     } catch (err) {
       // An abort (client gone, total timeout) explains the failure better than the leg error it caused.
-      const error = this.#aborted ?? (err as Error);
+      const error = this.#aborted ?? asError(err);
       result.error = error;
       if (this.#committed) {
         this.flushClient(); // relayed bytes still gathered for this read go out before the error event
-        writeStreamError(call.sink, error);
+        writeStreamError(ctx.sink, error);
         // A client that left mid-stream is recorded as such (nginx's 499), not as the 200 it had started with.
-        if ((error as { code?: string }).code === ErrorCode.ClientAborted) result.status = 499;
+        if (isTriadError(error) && error.code === ErrorCode.ClientAborted) result.status = 499;
       } else {
-        result.status = writeErrorResponse(call.sink, error, call.id);
+        result.status = writeErrorResponse(ctx.sink, error, ctx.id);
       }
     } finally {
       if (this.#timer !== undefined) clearTimeout(this.#timer);
@@ -97,7 +95,7 @@ export class StageLoop implements LegRunner, LegOwner {
     }
   }
 
-  /** Aborts every leg in flight and fails the call with `reason`. */
+  /** Aborts every leg in flight and fails the request with `reason`. */
   abort(reason: Error): void {
     this.#aborted ??= reason;
     this.#abortActive(reason);
@@ -125,6 +123,10 @@ export class StageLoop implements LegRunner, LegOwner {
     if (this.commit(answer.status, answer.contentType, answer.body.length)) this.endClient(answer.body);
   }
 
+  retrying(attempt: number, error: Error): void {
+    this.#observer.retry(this.#ctx, attempt, error);
+  }
+
   pause(ms: number): Promise<void> {
     if (ms <= 0) return this.#aborted === undefined ? Promise.resolve() : Promise.reject(this.#aborted);
     return new Promise<void>((resolve, reject) => {
@@ -133,7 +135,7 @@ export class StageLoop implements LegRunner, LegOwner {
   }
 
   #send(spec: LegSpec, mode: LegMode): Leg {
-    const call = this.#call;
+    const ctx = this.#ctx;
     const leg = new Leg(this, spec, mode, performance.now());
     this.#active.add(leg);
     const slot = STAGE_SLOT[spec.stage];
@@ -142,11 +144,17 @@ export class StageLoop implements LegRunner, LegOwner {
       leg.abort(this.#aborted);
       return leg;
     }
-    const extra = call.observer.legStart(call, leg);
-    const headers: Record<string, string> = { ...call.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': spec.requestId };
-    if (extra !== undefined) Object.assign(headers, extra);
+    const pods = ctx.result.endpoints[spec.stage];
+    if (pods === undefined) ctx.result.endpoints[spec.stage] = [spec.endpoint.pod];
+    else pods.push(spec.endpoint.pod);
+    const span = this.#observer.legStart(ctx, leg);
+    const headers: Record<string, string> = { ...ctx.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': spec.requestId };
+    if (span !== undefined) {
+      leg.span = span;
+      if (span.headers !== undefined) Object.assign(headers, span.headers);
+    }
     try {
-      this.#pools.get(spec.endpoint.ip, spec.endpoint.port).dispatch({ path: spec.path ?? call.path, method: 'POST', headers, body: spec.body }, leg);
+      this.#pools.get(spec.endpoint.ip, spec.endpoint.port).dispatch({ path: spec.path ?? ctx.path, method: 'POST', headers, body: spec.body }, leg);
     } catch (err) {
       leg.onResponseError(undefined as never, err as Error);
     }
@@ -157,27 +165,32 @@ export class StageLoop implements LegRunner, LegOwner {
     this.#active.delete(leg);
     const slot = STAGE_SLOT[leg.stage];
     this.#stageEnd[slot] = performance.now();
-    this.#call.observer.legEnd(this.#call, leg, outcome);
+    this.#observer.legEnd(this.#ctx, leg, outcome);
+    if (leg.span !== undefined) {
+      const span = leg.span;
+      leg.span = undefined;
+      span.end(outcome.ok, outcome.status, outcome.error);
+    }
   }
 
   commit(status: number, contentType: string, contentLength: number): boolean {
-    const call = this.#call;
-    const sink = call.sink;
+    const ctx = this.#ctx;
+    const sink = ctx.sink;
     if (sink.destroyed || sink.headersSent) return false;
     this.#committed = true;
-    call.result.status = status;
-    call.result.firstByteAt = performance.now();
+    ctx.result.status = status;
+    ctx.result.firstByteAt = performance.now();
     if (contentLength >= 0) {
-      sink.writeHead(status, { 'content-type': contentType, 'content-length': contentLength, 'x-request-id': call.id });
+      sink.writeHead(status, { 'content-type': contentType, 'content-length': contentLength, 'x-request-id': ctx.id });
     } else {
-      sink.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': call.id });
+      sink.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id });
     }
-    call.observer.firstByte(call);
+    this.#observer.firstByte(ctx);
     return true;
   }
 
   writeClient(chunk: Buffer, leg: Leg): void {
-    const sink = this.#call.sink;
+    const sink = this.#ctx.sink;
     if (sink.destroyed || sink.writableEnded) return;
     // undici hands over one HTTP chunk (one SSE event) at a time, many per socket read. Gathering them until the
     // parser is done with the read (nextTick) and writing once saves node's per-write work and a syscall each.
@@ -195,7 +208,7 @@ export class StageLoop implements LegRunner, LegOwner {
     const leg = this.#outLeg as Leg;
     this.#out = undefined;
     this.#outLeg = undefined;
-    const sink = this.#call.sink;
+    const sink = this.#ctx.sink;
     if (out === undefined || sink.destroyed || sink.writableEnded) return;
     if (!sink.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out))) {
       leg.pause();
@@ -204,7 +217,7 @@ export class StageLoop implements LegRunner, LegOwner {
   }
 
   endClient(chunk: Buffer | undefined): void {
-    const sink = this.#call.sink;
+    const sink = this.#ctx.sink;
     let last = chunk;
     if (this.#out !== undefined) {
       if (chunk !== undefined) this.#out.push(chunk);
@@ -216,11 +229,11 @@ export class StageLoop implements LegRunner, LegOwner {
   }
 
   recordUsage(promptTokens: number, completionTokens: number): void {
-    this.#call.result.usage = { promptTokens, completionTokens };
+    this.#ctx.result.usage = { promptTokens, completionTokens };
   }
 
   #recordStageTimes(): void {
-    const result = this.#call.result;
+    const result = this.#ctx.result;
     const [es, ps, ds] = this.#stageStart as [number, number, number];
     const [ee, pe, de] = this.#stageEnd as [number, number, number];
     if (es > 0 && ee > 0) result.encodeMs = ee - es;
@@ -229,9 +242,12 @@ export class StageLoop implements LegRunner, LegOwner {
   }
 }
 
-/** Runs `call` through `connector`; wires `call.abort` so the caller can abort every leg (client disconnect). */
-export function runProxy(call: ProxyCall, connector: Connector, pools: UpstreamPools): Promise<void> {
-  const loop = new StageLoop(call, pools);
-  call.abort = (reason) => loop.abort(reason);
+/**
+ * Runs `ctx` through `connector`, reporting legs to `observer`; attaches the loop to the context so the
+ * client's departure (`ctx.clientGone`) aborts every leg.
+ */
+export function runProxy(ctx: ProxyRequest, connector: Connector, pools: UpstreamPools, observer: StageObserver): Promise<void> {
+  const loop = new StageLoop(ctx, pools, observer);
+  ctx.attach(loop);
   return loop.run(connector);
 }

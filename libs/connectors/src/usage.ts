@@ -1,4 +1,4 @@
-import type { Usage } from './types';
+import type { Usage } from '@triad/request';
 
 const USAGE_KEY = '"usage":';
 const USAGE_NEEDLE = Buffer.from(USAGE_KEY);

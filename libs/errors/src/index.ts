@@ -1,2 +1,2 @@
-export { ErrorCode, TriadError, isTriadError } from './triad-error';
+export { ErrorCode, TriadError, ConfigError, isTriadError, isErrorCode } from './triad-error';
 export type { ErrorCodeValue } from './triad-error';

@@ -3,7 +3,6 @@
  * they appear in logs, metrics labels, NATS error replies and the `code` of OpenAI-shaped error bodies.
  */
 export const ErrorCode = {
-  CrdInvalid: 'CRD_INVALID',
   ConfigInvalid: 'CONFIG_INVALID',
   BusMessageInvalid: 'BUS_MESSAGE_INVALID',
   BusUnavailable: 'BUS_UNAVAILABLE',
@@ -13,14 +12,12 @@ export const ErrorCode = {
   SchedNoEncoder: 'SCHED_NO_ENCODER',
   SchedUnknownModelServer: 'SCHED_UNKNOWN_MODEL_SERVER',
   SchedBadRequest: 'SCHED_BAD_REQUEST',
-  SchedTimeout: 'SCHED_TIMEOUT',
   GatewayBadRequest: 'GATEWAY_BAD_REQUEST',
   GatewayModelNotFound: 'GATEWAY_MODEL_NOT_FOUND',
   GatewayBodyTooLarge: 'GATEWAY_BODY_TOO_LARGE',
   GatewayRateLimited: 'GATEWAY_RATE_LIMITED',
   GatewayUnauthorized: 'GATEWAY_UNAUTHORIZED',
   GatewayForbidden: 'GATEWAY_FORBIDDEN',
-  GatewayNoEndpoint: 'GATEWAY_NO_ENDPOINT',
   GatewayQueueTimeout: 'GATEWAY_QUEUE_TIMEOUT',
   UpstreamError: 'GATEWAY_UPSTREAM_ERROR',
   UpstreamTimeout: 'GATEWAY_UPSTREAM_TIMEOUT',
@@ -32,21 +29,39 @@ export const ErrorCode = {
 } as const;
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
 
-/** Base class of Triad's errors: a stable `code`, a human message, and the cause kept for logs. */
+const CODES: ReadonlySet<string> = new Set(Object.values(ErrorCode));
+
+/** Whether a code read off the wire (a decision, a NATS error reply) is one Triad knows. */
+export function isErrorCode(code: string): code is ErrorCodeValue {
+  return CODES.has(code);
+}
+
+/**
+ * Base class of Triad's errors: a stable `code`, a human message, and the cause kept for logs. Facts beyond the
+ * code live in typed fields of subclasses (the request path's kinds are in @triad/request), never in a bag.
+ */
 export class TriadError extends Error {
   readonly code: ErrorCodeValue;
-  /** Extra structured facts for logs and error bodies (stage, endpoint, field path, ...). */
-  readonly details: Readonly<Record<string, unknown>>;
 
-  constructor(code: ErrorCodeValue, message: string, options?: { cause?: unknown; details?: Record<string, unknown> }) {
+  constructor(code: ErrorCodeValue, message: string, options?: { cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'TriadError';
+    this.name = new.target.name;
     this.code = code;
-    this.details = options?.details ?? {};
+  }
+}
+
+/** A configuration document or setting was refused; `problems` lists every reason (field path and why). */
+export class ConfigError extends TriadError {
+  readonly problems: readonly string[];
+
+  constructor(message: string, problems: readonly string[], options?: { cause?: unknown }) {
+    super(ErrorCode.ConfigInvalid, message, options);
+    this.problems = problems;
   }
 }
 
 /** True for any TriadError, including ones from another copy of this module (checks the shape, not the class). */
 export function isTriadError(err: unknown): err is TriadError {
-  return err instanceof TriadError || (err instanceof Error && typeof (err as { code?: unknown }).code === 'string' && Object.values(ErrorCode).includes((err as TriadError).code));
+  if (err instanceof TriadError) return true;
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' && CODES.has(err.code);
 }

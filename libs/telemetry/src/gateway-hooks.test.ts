@@ -1,29 +1,35 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { TriadError, ErrorCode } from '@triad/errors';
+import { ErrorCode } from '@triad/errors';
+import { RateLimitedError, UpstreamError, isRouted, type IncomingHeaders, type RequestContext } from '@triad/request';
+import { requestContext, serverProfile } from '@triad/request/testing';
 import { epdDecision, useMemoryTelemetry } from '../test/fixtures';
-import { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf, type TracedHookRequest } from './gateway-hooks';
+import { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf } from './gateway-hooks';
 
-function hookRequest(extra: Partial<TracedHookRequest> = {}): TracedHookRequest & { route: string | undefined; modelServer: string | undefined; upstreamModel: string } {
-  return {
-    id: 'req-9', method: 'POST', path: '/v1/chat/completions', model: 'qwen-vl', stream: true, route: undefined, modelServer: undefined, upstreamModel: '',
-    headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }, locals: {}, ...extra,
-  };
+const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+
+function hookRequest(headers: IncomingHeaders = { traceparent: TRACEPARENT }): RequestContext {
+  return requestContext({ id: 'req-9', body: { model: 'qwen-vl', stream: true, messages: [] }, headers });
 }
+
+const prefillFailed = () =>
+  new UpstreamError(ErrorCode.UpstreamError, 'prefill 503', { stage: 'prefill', endpoint: 'default.qwen-vl-epd.p0', item: -1, status: 503 }, true);
 
 describe('gateway lifecycle hooks → spans', () => {
   const { finished } = useMemoryTelemetry();
-  const hooks = createGatewayTracingHooks({ engineOf: () => 'vLLM' });
+  const hooks = createGatewayTracingHooks();
 
   it('turns the hook sequence of an EPD request into the request tree, each leg with its own traceparent', async () => {
-    const req = hookRequest();
+    const req: RequestContext = hookRequest();
     hooks.onRequest(req);
     expect(requestTraceId(req)).toBe('0af7651916cd43dd8448eb211c80319c');
-    req.route = 'default/qwen-vl';
-    req.modelServer = 'default/qwen-vl-epd';
-    req.upstreamModel = 'Qwen/Qwen2.5-VL-3B-Instruct';
+    const server = serverProfile({ namespace: 'default', name: 'qwen-vl-epd', engine: 'vLLM', mode: 'epd', connector: 'vllm-epd' });
+    req.routed({ route: 'default/qwen-vl', namespace: 'default', serverName: 'qwen-vl-epd', lora: false, server, upstreamModel: 'Qwen/Qwen2.5-VL-3B-Instruct' });
+    if (!isRouted(req)) throw new Error('not routed');
     hooks.onRouted(req);
     expect(scheduleSpanOf(req)?.span.isRecording()).toBe(true);
-    hooks.onScheduled(req, epdDecision, false);
+    req.scheduled({ decision: epdDecision, local: false, durationMs: 1 });
+    req.prepared({ decision: epdDecision, connector: 'vllm-epd', injectUsage: true, clientWantsUsage: false, media: [], epdBootstrapAddr: undefined });
+    hooks.onScheduled(req);
     expect(scheduleSpanOf(req)).toBeUndefined();
     // Encoders in reverse order: the item is recovered from the decision by endpoint, not by arrival order.
     const e1 = hooks.onStageStart(req, 'encode', epdDecision.encoders[1]!.endpoint, 0)!;
@@ -32,13 +38,15 @@ describe('gateway lifecycle hooks → spans', () => {
     e0.end(true, 200);
     e1.end(true, 200);
     const prefill = hooks.onStageStart(req, 'prefill', epdDecision.attempts[0]!.prefill!, 0)!;
-    prefill.end(false, 503, new TriadError(ErrorCode.UpstreamError, 'prefill 503', { details: { stage: 'prefill' } }));
-    hooks.onRetry(req, 1, new TriadError(ErrorCode.UpstreamError, 'prefill 503', { details: { stage: 'prefill' } }));
+    prefill.end(false, 503, prefillFailed());
+    hooks.onRetry(req, 1, prefillFailed());
     hooks.onStageStart(req, 'prefill', epdDecision.attempts[0]!.prefill!, 1)!.end(true, 200);
     const decode = hooks.onStageStart(req, 'decode', epdDecision.attempts[0]!.endpoint, 1)!;
     hooks.onFirstToken(req);
     decode.end(true, 200);
-    hooks.onEnd(req, { status: 200, error: undefined, usage: { promptTokens: 812, completionTokens: 42 } });
+    req.result.status = 200;
+    req.result.usage = { promptTokens: 812, completionTokens: 42 };
+    hooks.onEnd(req);
 
     const spans = await finished();
     const request = spans.find((s) => s.kind === SpanKind.SERVER)!;
@@ -68,12 +76,14 @@ describe('gateway lifecycle hooks → spans', () => {
   });
 
   it('closes the spans of a request rejected before routing, with admission\'s events on the request span', async () => {
-    const req = hookRequest({ headers: {} });
+    const req = hookRequest({});
     expect(requestSpanOf(req)).toBeUndefined();
     hooks.onRequest(req);
     // What createAdmissionHooks({ spanOf: requestSpanOf }) does when it refuses.
     requestSpanOf(req)!.addEvent('triad.admission.rejected', { 'triad.admission.reason': 'input_rate_limited' });
-    hooks.onEnd(req, { status: 429, error: new TriadError(ErrorCode.GatewayRateLimited, 'slow down'), usage: undefined });
+    req.result.status = 429;
+    req.result.error = new RateLimitedError('slow down', 'input_rate_limited', 1);
+    hooks.onEnd(req);
     const spans = await finished();
     expect(spans.map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'route']);
     expect(spans.find((s) => s.kind === SpanKind.SERVER)!.events.map((e) => e.name)).toEqual(['triad.admission.rejected']);

@@ -1,6 +1,9 @@
 import type { Span } from '@opentelemetry/api';
 import type { Decision, EndpointRef, Stage } from '@triad/bus';
 import {
+  RequestLocal, failedStageOf, type ProxyRequest, type RequestContext, type RequestHooks, type RoutedRequest, type StageSpan,
+} from '@triad/request';
+import {
   finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordFirstToken, recordRetry, startLegSpan, startRequestSpan,
   startRouteSpan, startScheduleSpan,
 } from './gateway-spans';
@@ -8,44 +11,10 @@ import { ATTR } from './attributes';
 import { injectTraceHeaders } from './propagation';
 import { endTraced, errorTypeOf, traceIdOf, type Traced } from './spans';
 
-// Adapter from the gateway's request-lifecycle hooks (apps/gateway `RequestHooks`) to the span helpers. The
-// types below are the structural subset of the gateway's hook arguments this adapter reads, so libs/telemetry
-// does not depend on the app; the gateway's `composeHooks([createGatewayTracingHooks(...)])` type-checks it.
+// The gateway's request-lifecycle hooks (`RequestHooks` of @triad/request) as spans.
 
-/** What the adapter reads of the gateway's `HookRequest`. */
-export interface TracedHookRequest {
-  readonly id: string;
-  readonly method: string;
-  readonly path: string;
-  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
-  readonly model: string;
-  readonly stream: boolean;
-  readonly route: string | undefined;
-  readonly modelServer: string | undefined;
-  /** The model the engines get once routed (the route may rewrite the client's name); '' or absent before. */
-  readonly upstreamModel?: string;
-  readonly locals: Record<string, unknown>;
-}
-
-export interface TracedHookOutcome {
-  readonly status: number;
-  readonly error: Error | undefined;
-  readonly usage: { readonly promptTokens: number; readonly completionTokens: number } | undefined;
-}
-
-/** The per-leg handle the gateway's `onStageStart` returns. */
-export interface TracedStageSpan {
-  readonly headers?: Record<string, string>;
-  end(ok: boolean, status: number, error?: Error): void;
-}
-
-export interface GatewayTracingOptions {
-  /** `vLLM` / `SGLang` of the request's ModelServer (for `gen_ai.provider.name`); `unknown` when omitted. */
-  readonly engineOf?: (req: TracedHookRequest) => string | undefined;
-}
-
-/** Per-request tracing state, kept in `req.locals` under this key. */
-export const TRACE_LOCALS_KEY = 'triad.trace';
+/** Per-request tracing state. */
+const TRACE = new RequestLocal<RequestTrace>('triad.trace');
 
 interface RequestTrace {
   readonly request: Traced;
@@ -62,32 +31,28 @@ const OPERATIONS: Record<string, string> = {
   '/v1/chat/completions': 'chat', '/v1/completions': 'text_completion', '/v1/embeddings': 'embeddings',
 };
 
-function stateOf(req: TracedHookRequest): RequestTrace | undefined {
-  return req.locals[TRACE_LOCALS_KEY] as RequestTrace | undefined;
-}
-
-function splitName(qualified: string | undefined): { namespace: string; name: string } {
-  const [namespace = '', name = ''] = (qualified ?? '/').split('/');
+function splitName(qualified: string): { namespace: string; name: string } {
+  const [namespace = '', name = ''] = qualified.split('/');
   return { namespace, name };
 }
 
 /** The request's trace id (for the access log and the `x-triad-trace-id` header), once `onRequest` ran. */
-export function requestTraceId(req: { readonly locals: Record<string, unknown> }): string | undefined {
-  const state = req.locals[TRACE_LOCALS_KEY] as RequestTrace | undefined;
+export function requestTraceId(ctx: RequestContext): string | undefined {
+  const state = TRACE.get(ctx);
   return state ? traceIdOf(state.request) : undefined;
 }
 
 /** The `schedule` span to inject into the scheduling batch (`injectBatchTraceHeaders`), while it is open. */
-export function scheduleSpanOf(req: { readonly locals: Record<string, unknown> }): Traced | undefined {
-  return (req.locals[TRACE_LOCALS_KEY] as RequestTrace | undefined)?.schedule;
+export function scheduleSpanOf(ctx: RequestContext): Traced | undefined {
+  return TRACE.get(ctx)?.schedule;
 }
 
 /**
  * The request (SERVER) span, for events other integrations add under it (admission's `triad.admission.*`, via
  * `createAdmissionHooks({ spanOf: requestSpanOf })`); undefined before `onRequest` and when it is not recording.
  */
-export function requestSpanOf(req: { readonly locals: Record<string, unknown> }): Span | undefined {
-  const span = (req.locals[TRACE_LOCALS_KEY] as RequestTrace | undefined)?.request.span;
+export function requestSpanOf(ctx: RequestContext): Span | undefined {
+  const span = TRACE.get(ctx)?.request.span;
   return span?.isRecording() ? span : undefined;
 }
 
@@ -97,40 +62,40 @@ export function requestSpanOf(req: { readonly locals: Record<string, unknown> })
  * leg span per `onStageStart`, whose `traceparent` rides on that leg. Install only when tracing is enabled
  * (`telemetry.enabled`): the gateway then skips every hook point and tracing costs nothing.
  */
-export function createGatewayTracingHooks(options: GatewayTracingOptions = {}) {
+export function createGatewayTracingHooks() {
   return {
-    onRequest(req: TracedHookRequest): void {
-      const request = startRequestSpan({ method: req.method, route: req.path, headers: req.headers, requestId: req.id });
-      const state: RequestTrace = {
-        request, route: startRouteSpan(request, { model: req.model }), schedule: undefined, decision: undefined, unmatchedEncoders: [], streaming: undefined,
-      };
-      req.locals[TRACE_LOCALS_KEY] = state;
+    onRequest(ctx: RequestContext): void {
+      const request = startRequestSpan({ method: ctx.method, route: ctx.path, headers: ctx.headers, requestId: ctx.id });
+      TRACE.set(ctx, {
+        request, route: startRouteSpan(request, { model: ctx.model }), schedule: undefined, decision: undefined, unmatchedEncoders: [], streaming: undefined,
+      });
     },
 
-    onRouted(req: TracedHookRequest): void {
-      const state = stateOf(req);
+    onRouted(ctx: RoutedRequest): void {
+      const state = TRACE.get(ctx);
       if (!state) return;
-      const server = splitName(req.modelServer);
+      const server = ctx.routing.server;
       if (state.route) {
-        const route = splitName(req.route);
+        const route = splitName(ctx.routing.route);
         finishRouteSpan(state.route, { namespace: server.namespace, modelServer: server.name, ...(route.name ? { modelRoute: route.name } : {}) }, state.request);
         state.route = undefined;
       }
       state.schedule = startScheduleSpan(state.request, { namespace: server.namespace, modelServer: server.name });
     },
 
-    onScheduled(req: TracedHookRequest, decision: Decision, local: boolean): void {
-      const state = stateOf(req);
+    onScheduled(ctx: ProxyRequest): void {
+      const state = TRACE.get(ctx);
       if (!state) return;
+      const decision = ctx.proxy.decision;
       state.decision = decision;
       state.unmatchedEncoders = [...decision.encoders];
-      if (state.schedule) finishScheduleSpan(state.schedule, decision, { local });
+      if (state.schedule) finishScheduleSpan(state.schedule, decision, { local: ctx.schedule?.local ?? false });
       state.schedule = undefined;
       if (state.request.span.isRecording()) state.request.span.setAttribute(ATTR.mode, decision.mode);
     },
 
-    onStageStart(req: TracedHookRequest, stage: Stage, endpoint: EndpointRef, attempt: number): TracedStageSpan | undefined {
-      const state = stateOf(req);
+    onStageStart(ctx: ProxyRequest, stage: Stage, endpoint: EndpointRef, attempt: number): StageSpan | undefined {
+      const state = TRACE.get(ctx);
       if (!state) return undefined;
       let item: { index: number; affinity: boolean } | undefined;
       if (stage === 'encode') {
@@ -140,10 +105,10 @@ export function createGatewayTracingHooks(options: GatewayTracingOptions = {}) {
       }
       const leg = startLegSpan(state.request, stage, {
         // Legs carry the model the engine is sent; the request span keeps the one the client named.
-        operation: OPERATIONS[req.path] ?? req.path, engine: options.engineOf?.(req) ?? 'unknown', model: req.upstreamModel || req.model, endpoint, attempt,
+        operation: OPERATIONS[ctx.path] ?? ctx.path, engine: ctx.routing.server.engine, model: ctx.routing.upstreamModel || ctx.model, endpoint, attempt,
         ...(state.decision ? { mode: state.decision.mode } : {}),
         ...(item ? { item } : {}),
-        ...(stage === 'prefill' ? { maxTokens: 1 } : stage === 'encode' ? {} : { stream: req.stream }),
+        ...(stage === 'prefill' ? { maxTokens: 1 } : stage === 'encode' ? {} : { stream: ctx.stream }),
       });
       if (stage === 'decode' || stage === 'aggregated') state.streaming = leg;
       return {
@@ -152,34 +117,34 @@ export function createGatewayTracingHooks(options: GatewayTracingOptions = {}) {
       };
     },
 
-    onFirstToken(req: TracedHookRequest): void {
-      const state = stateOf(req);
+    onFirstToken(ctx: ProxyRequest): void {
+      const state = TRACE.get(ctx);
       if (state?.streaming) recordFirstToken(state.streaming);
     },
 
-    onRetry(req: TracedHookRequest, attempt: number, error: Error): void {
-      const state = stateOf(req);
+    onRetry(ctx: ProxyRequest, attempt: number, error: Error): void {
+      const state = TRACE.get(ctx);
       if (!state) return;
-      const stage = (error as { details?: { stage?: string } }).details?.stage ?? 'unknown';
-      recordRetry(state.request, { attempt, stage, reason: errorTypeOf(error) });
+      recordRetry(state.request, { attempt, stage: failedStageOf(error) ?? 'unknown', reason: errorTypeOf(error) });
     },
 
-    onEnd(req: TracedHookRequest, outcome: TracedHookOutcome): void {
-      const state = stateOf(req);
+    onEnd(ctx: RequestContext): void {
+      const state = TRACE.get(ctx);
       if (!state) return;
+      const { status, error, usage } = ctx.result;
       // A request rejected before routing or scheduling still closes those spans, failed with the request's error.
-      if (state.route) endTraced(state.route, outcome.error ?? `HTTP ${outcome.status}`);
-      if (state.schedule) endTraced(state.schedule, outcome.error ?? `HTTP ${outcome.status}`);
-      // Engine-leg errors (libs/connectors) name their stage in `details.stage`: `triad.failed_stage`.
-      const failedStage = (outcome.error as { details?: { stage?: unknown } } | undefined)?.details?.stage;
+      if (state.route) endTraced(state.route, error ?? `HTTP ${status}`);
+      if (state.schedule) endTraced(state.schedule, error ?? `HTTP ${status}`);
+      // Engine-leg and placement errors name their stage: `triad.failed_stage`.
+      const failedStage = failedStageOf(error);
       finishRequestSpan(state.request, {
-        statusCode: outcome.status,
-        requestModel: req.model,
-        operation: OPERATIONS[req.path] ?? req.path,
-        ...(outcome.usage ? { response: { inputTokens: outcome.usage.promptTokens, outputTokens: outcome.usage.completionTokens } } : {}),
-        ...(outcome.error ? { error: outcome.error } : {}),
-        ...(typeof failedStage === 'string' ? { failedStage } : {}),
+        statusCode: status,
+        requestModel: ctx.model,
+        operation: OPERATIONS[ctx.path] ?? ctx.path,
+        ...(usage ? { response: { inputTokens: usage.promptTokens, outputTokens: usage.completionTokens } } : {}),
+        ...(error ? { error } : {}),
+        ...(failedStage !== undefined ? { failedStage } : {}),
       });
     },
-  };
+  } satisfies RequestHooks;
 }

@@ -28,8 +28,7 @@ export {
   startLegSpan, startEncodeSpan, startPrefillSpan, startDecodeSpan, finishLegSpan, recordFirstToken, recordRetry,
 } from './gateway-spans';
 export type { RequestSpanInfo, RouteInfo, RequestOutcome, ScheduleSpanInfo, LegInfo, LegOutcome } from './gateway-spans';
-export { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf, TRACE_LOCALS_KEY } from './gateway-hooks';
-export type { GatewayTracingOptions, TracedHookRequest, TracedHookOutcome, TracedStageSpan } from './gateway-hooks';
+export { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf } from './gateway-hooks';
 export { startDecideSpan, finishDecideSpan, startPhaseSpan, finishPhaseSpan } from './scheduler-spans';
 export type { DecideSpanInfo, PhaseInfo } from './scheduler-spans';
 export { startReconcileSpan, finishReconcileSpan, startEncoderRegistrySpan, finishEncoderRegistrySpan } from './pod-watcher-spans';

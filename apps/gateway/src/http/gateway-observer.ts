@@ -1,13 +1,12 @@
-import type { LegInfo, LegOutcome, ProxyCall, StageObserver } from '@triad/connectors';
+import type { LegInfo, LegOutcome, StageObserver } from '@triad/connectors';
+import { failedStageOf, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
 import type { DispatchPublisher } from '../dispatch/dispatch-publisher';
-import type { RequestHooks } from '../hooks';
 import type { GatewayMetrics } from '../observability/metrics';
-import type { InferenceRequest } from './inference-request';
 
 /**
  * The stage loop's observer, one for the whole gateway: each leg becomes dispatch start/finish events (in-flight
- * counts for the schedulers), upstream gauges, access-log endpoints and, when a tracing hook is installed, a
- * stage span whose headers ride on the leg.
+ * counts for the schedulers), upstream gauges and, when a tracing hook is installed, a stage span whose headers
+ * ride on the leg (the stage loop ends it).
  */
 export class GatewayObserver implements StageObserver {
   readonly #dispatch: DispatchPublisher;
@@ -20,44 +19,25 @@ export class GatewayObserver implements StageObserver {
     this.#hooks = hooks;
   }
 
-  legStart(call: ProxyCall, leg: LegInfo): Record<string, string> | undefined {
-    const req = call as InferenceRequest;
-    this.#dispatch.started(req.id, leg.endpoint.key, leg.stage, leg.stage === 'encode' ? undefined : req.inputTokens);
-    this.#metrics.upstream(call.server.name, leg.stage, 1);
-    const pods = req.endpoints[leg.stage];
-    if (pods === undefined) req.endpoints[leg.stage] = [leg.endpoint.pod];
-    else pods.push(leg.endpoint.pod);
-    if (this.#hooks.onStageStart === undefined) return undefined;
-    const span = this.#hooks.onStageStart(req, leg.stage, leg.endpoint, leg.attempt);
-    if (span === undefined) return undefined;
-    (req.spans ??= new Map()).set(leg, span);
-    return span.headers;
+  legStart(ctx: ProxyRequest, leg: LegInfo): StageSpan | undefined {
+    this.#dispatch.started(ctx.id, leg.endpoint.key, leg.stage, leg.stage === 'encode' ? undefined : ctx.inputTokens);
+    this.#metrics.upstream(ctx.routing.server.name, leg.stage, 1);
+    return this.#hooks.onStageStart?.(ctx, leg.stage, leg.endpoint, leg.attempt);
   }
 
-  legEnd(call: ProxyCall, leg: LegInfo, outcome: LegOutcome): void {
-    const req = call as InferenceRequest;
+  legEnd(ctx: ProxyRequest, leg: LegInfo, outcome: LegOutcome): void {
     const final = leg.stage === 'decode' || leg.stage === 'aggregated';
-    this.#dispatch.finished(req.id, leg.endpoint.key, leg.stage, outcome.ok, final ? req.result.usage?.completionTokens : undefined);
-    this.#metrics.upstream(call.server.name, leg.stage, -1);
-    if (req.spans !== undefined) {
-      const span = req.spans.get(leg);
-      if (span !== undefined) {
-        req.spans.delete(leg);
-        span.end(outcome.ok, outcome.status, outcome.error);
-      }
-    }
+    this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, final ? ctx.result.usage?.completionTokens : undefined);
+    this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
   }
 
-  firstByte(call: ProxyCall): void {
-    const req = call as InferenceRequest;
-    if (req.stream) this.#metrics.streams(req.model, 1);
-    this.#hooks.onFirstToken?.(req);
+  firstByte(ctx: ProxyRequest): void {
+    if (ctx.stream) this.#metrics.streams(ctx.model, 1);
+    this.#hooks.onFirstToken?.(ctx);
   }
 
-  retry(call: ProxyCall, attempt: number, error: Error): void {
-    const req = call as InferenceRequest;
-    const stage = (error as { details?: { stage?: string } }).details?.stage ?? 'unknown';
-    this.#metrics.retry(req.model, stage);
-    this.#hooks.onRetry?.(req, attempt, error);
+  retry(ctx: ProxyRequest, attempt: number, error: Error): void {
+    this.#metrics.retry(ctx.model, failedStageOf(error) ?? 'unknown');
+    this.#hooks.onRetry?.(ctx, attempt, error);
   }
 }

@@ -1,21 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  clientAbortedError, clientWantsUsage, extractMediaParts, runProxy, writeErrorResponse, type ConnectorRegistry, type UpstreamPools,
-} from '@triad/connectors';
-import { ErrorCode, TriadError } from '@triad/errors';
+  NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, writeErrorResponse,
+  type IncomingHeaders, type MediaPart, type RequestHooks,
+} from '@triad/request';
 import type { Logger } from '@triad/runtime';
 import type { PrefixHashOptions } from '@triad/scheduling';
-import type { RequestHooks } from '../hooks';
 import { writeAccessLog } from '../observability/access-log';
 import type { GatewayMetrics } from '../observability/metrics';
-import type { SchedulerClient } from '../scheduling/scheduler-client';
-import { decisionError } from '../scheduling/scheduler-client';
+import { schedulingError, type SchedulerClient } from '../scheduling/scheduler-client';
 import { buildSchedulingRequest, estimateTokens, promptText } from '../scheduling/scheduling-request';
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
-import { InferenceRequest } from './inference-request';
 import { parseInferenceBody } from './parse-body';
 
 /** What the inference pipeline is built from. */
@@ -33,18 +31,25 @@ export interface InferenceDeps {
   readonly hashOptions: () => PrefixHashOptions;
 }
 
+/** The response of an inference request, which knows its request once parsed (to abort it on disconnect). */
+export interface InferenceResponse extends ServerResponse {
+  triadRequest?: RequestContext;
+}
+
 /** Headers a client sends that every engine leg carries too. */
 const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
+const NO_MEDIA: readonly MediaPart[] = [];
+const NO_BODY: Record<string, unknown> = {};
 
-function requestIdOf(headers: Record<string, string | string[] | undefined>): string {
+function requestIdOf(headers: IncomingHeaders): string {
   const given = headers['x-request-id'];
   return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
-function forwardedHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+function forwardedHeaders(headers: IncomingHeaders): Record<string, string> {
   const out: Record<string, string> = {};
   for (const name of FORWARDED) {
     const v = headers[name];
@@ -53,9 +58,9 @@ function forwardedHeaders(headers: Record<string, string | string[] | undefined>
   return out;
 }
 
-function onClientClose(this: ServerResponse & { triadRequest?: InferenceRequest }): void {
-  const req = this.triadRequest;
-  if (req !== undefined && !this.writableFinished) req.clientGone(clientAbortedError());
+function onClientClose(this: InferenceResponse): void {
+  const ctx = this.triadRequest;
+  if (ctx !== undefined && !this.writableFinished) ctx.clientGone(clientAbortedError());
 }
 
 /**
@@ -70,7 +75,7 @@ export class InferenceHandler {
     this.#d = deps;
   }
 
-  async handle(method: string, path: string, headers: Record<string, string | string[] | undefined>, raw: Buffer | undefined, sink: ServerResponse): Promise<void> {
+  async handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
     const d = this.#d;
     const receivedAt = performance.now();
     const id = requestIdOf(headers);
@@ -80,120 +85,115 @@ export class InferenceHandler {
       body = parseInferenceBody(raw, path);
     } catch (err) {
       // Counted and logged like any request (model "unknown"), but hooks never saw it, so they are not told.
-      const bad = new InferenceRequest(id, method, path, headers, {}, '', '', 0, receivedAt, sink, d.observer, {});
-      bad.result.error = err as Error;
+      const bad = new RequestContext(id, method, path, headers, NO_BODY, '', 0, receivedAt, sink, {});
+      bad.result.error = asError(err);
       bad.result.status = writeErrorResponse(sink, err, id);
       this.#finish(bad, false);
       return;
     }
-    const model = body['model'] as string;
     const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : '';
-    const req = new InferenceRequest(id, method, path, headers, body, model, prompt, estimateTokens(prompt), receivedAt, sink, d.observer, forwardedHeaders(headers));
-    (sink as ServerResponse & { triadRequest?: InferenceRequest }).triadRequest = req;
+    const ctx = new RequestContext(id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers));
+    sink.triadRequest = ctx;
     sink.once('close', onClientClose);
     try {
-      d.hooks.onRequest?.(req);
+      d.hooks.onRequest?.(ctx);
       // Set before any answer (success or error) is written, so a user can look the request up in Jaeger.
-      if (req.traceId !== undefined) sink.setHeader('x-triad-trace-id', req.traceId);
+      if (ctx.traceId !== undefined) sink.setHeader('x-triad-trace-id', ctx.traceId);
       if (d.hooks.admit !== undefined) {
-        const pending = d.hooks.admit(req);
+        const pending = d.hooks.admit(ctx);
         if (pending !== undefined) await pending;
       }
-      await this.#routeAndProxy(req);
+      await this.#routeAndProxy(ctx);
     } catch (err) {
-      req.result.error = err as Error;
-      if (err instanceof TriadError && err.code === ErrorCode.GatewayRateLimited) {
-        d.metrics.rateLimited(d.kv.routes.knows(model) ? model : 'unknown', String(err.details['limitType'] ?? 'tokens'), path);
+      ctx.result.error = asError(err);
+      if (err instanceof RateLimitedError) {
+        d.metrics.rateLimited(d.kv.routes.knows(ctx.model) ? ctx.model : 'unknown', err.limitType ?? 'tokens', path);
       }
-      req.result.status = writeErrorResponse(sink, err, id);
+      ctx.result.status = writeErrorResponse(sink, err, id);
     } finally {
-      this.#finish(req, true);
+      this.#finish(ctx, true);
     }
   }
 
-  async #routeAndProxy(req: InferenceRequest): Promise<void> {
+  async #routeAndProxy(ctx: RequestContext): Promise<void> {
     const d = this.#d;
-    const match = d.kv.routes.resolve(req);
-    if (match === undefined) throw new TriadError(ErrorCode.GatewayModelNotFound, `The model '${req.model}' does not exist (no ModelRoute matches it)`, { details: { param: 'model' } });
-    req.route = match.route;
-    // Counted per model only once routed: client-chosen names that match nothing must not become label values.
-    d.metrics.downstream(req.model, 1);
+    const match = d.kv.routes.resolve(ctx);
+    if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
     const entry = d.kv.server(match.namespace, match.modelServer);
-    if (entry === undefined) throw new TriadError(ErrorCode.GatewayModelNotFound, `can't find model server: ${match.namespace}/${match.modelServer}`, { details: { param: 'model' } });
-    req.modelServer = `${match.namespace}/${match.modelServer}`;
-    const profile = entry.profile;
-    req.server = profile;
-    req.mode = profile.mode;
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
-    const upstreamModel = !match.lora && entry.record.spec.model ? entry.record.spec.model : req.model;
-    if (upstreamModel !== req.model) req.body['model'] = upstreamModel;
-    req.upstreamModel = upstreamModel;
-    d.hooks.onRouted?.(req);
+    const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;
+    ctx.routed({ route: match.route, namespace: match.namespace, serverName: match.modelServer, lora: match.lora, server: entry?.profile, upstreamModel });
+    // Counted per model only once routed: client-chosen names that match nothing must not become label values.
+    d.metrics.downstream(ctx.model, 1);
+    if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
+    if (upstreamModel !== ctx.model) ctx.body['model'] = upstreamModel;
+    d.hooks.onRouted?.(ctx);
 
-    const inference = req.path === CHAT || req.path === COMPLETIONS;
-    if (inference && req.stream) {
-      req.injectUsage = true;
-      req.clientWantsUsage = clientWantsUsage(req.body, profile.engine);
-    }
-    if (inference && profile.mode === 'epd' && req.path === CHAT) req.media = extractMediaParts(req.body);
-
+    const profile = ctx.routing.server;
+    const inference = ctx.path === CHAT || ctx.path === COMPLETIONS;
+    const injectUsage = inference && ctx.stream;
+    const media = inference && profile.mode === 'epd' && ctx.path === CHAT ? extractMediaParts(ctx.body) : NO_MEDIA;
     const started = performance.now();
-    const scheduling = buildSchedulingRequest(req.id, match.namespace, match.modelServer, upstreamModel, req.prompt, req.inputTokens, req.media, d.hashOptions());
-    const { decision, local } = await d.scheduler.schedule(scheduling, req);
-    req.scheduleMs = performance.now() - started;
-    req.decidedLocally = local;
-    d.metrics.scheduled(local ? 'local' : 'scheduler', req.scheduleMs / 1000);
-    if (!decision.ok) throw decisionError(decision.code, decision.message);
-    req.decision = decision;
-    d.hooks.onScheduled?.(req, decision, local);
-    if (profile.engine === 'SGLang' && profile.mode === 'epd') req.epdBootstrapAddr = this.#epdBootstrapAddr(req);
-    if (req.sink.destroyed) throw clientAbortedError();
-    await runProxy(req, d.connectors.get(inference ? profile.connector : 'aggregated'), d.pools);
+    const { decision, local } = await d.scheduler.schedule(buildSchedulingRequest(ctx, media, d.hashOptions()), ctx);
+    const durationMs = performance.now() - started;
+    ctx.scheduled({ decision, local, durationMs });
+    d.metrics.scheduled(local ? 'local' : 'scheduler', durationMs / 1000);
+    if (!decision.ok) throw schedulingError(decision.code, decision.message);
+    ctx.prepared({
+      decision,
+      connector: inference ? profile.connector : 'aggregated',
+      injectUsage,
+      clientWantsUsage: injectUsage && clientWantsUsage(ctx.body, profile.engine),
+      media,
+      epdBootstrapAddr: profile.engine === 'SGLang' && profile.mode === 'epd' ? this.#epdBootstrapAddr(decision.encoders[0]?.endpoint.key) : undefined,
+    });
+    d.hooks.onScheduled?.(ctx);
+    if (ctx.sink.destroyed) throw clientAbortedError();
+    await runProxy(ctx, d.connectors.get(ctx.proxy.connector), d.pools, d.observer);
   }
 
   /**
    * SGLang EPD: when the scheduler named an encoder for the request, the encoder group is that encoder's PD
    * group, and the prefill whose registry holds the group is addressed with `epd_bootstrap_addr`.
    */
-  #epdBootstrapAddr(req: InferenceRequest): string | undefined {
-    const choice = req.decision.encoders[0];
-    if (choice === undefined) return undefined;
-    const encoder = this.#d.kv.endpoint(choice.endpoint.key);
+  #epdBootstrapAddr(encoderKey: string | undefined): string | undefined {
+    if (encoderKey === undefined) return undefined;
+    const encoder = this.#d.kv.endpoint(encoderKey);
     if (encoder?.group === undefined) return undefined;
     const prefill = this.#d.kv.prefillOfGroup(encoder.namespace, encoder.modelServer, encoder.group);
     return prefill === undefined ? undefined : `http://${prefill.ip.includes(':') ? `[${prefill.ip}]` : prefill.ip}:${prefill.port}`;
   }
 
-  #finish(req: InferenceRequest, hooked: boolean): void {
+  #finish(ctx: RequestContext, hooked: boolean): void {
     const d = this.#d;
     const end = performance.now();
-    const r = req.result;
-    if (r.status === 0) r.status = req.sink.destroyed ? 499 : 500;
+    const r = ctx.result;
+    const routing = ctx.routing;
+    if (r.status === 0) r.status = ctx.sink.destroyed ? 499 : 500;
     d.metrics.activeRequests.dec();
-    if (req.route !== undefined) d.metrics.downstream(req.model, -1);
-    const streamed = req.stream && r.firstByteAt > 0;
-    if (streamed) d.metrics.streams(req.model, -1);
+    if (routing !== undefined) d.metrics.downstream(ctx.model, -1);
+    const streamed = ctx.stream && r.firstByteAt > 0;
+    if (streamed) d.metrics.streams(ctx.model, -1);
     const completion = r.usage?.completionTokens ?? 0;
-    const routed = req.route !== undefined;
     d.metrics.request({
-      model: routed ? req.model : 'unknown',
-      path: req.path,
-      route: req.route ?? '',
-      server: req.modelServer ?? '',
-      upstreamModel: req.upstreamModel,
-      mode: req.mode,
+      model: routing !== undefined ? ctx.model : 'unknown',
+      path: ctx.path,
+      route: routing?.route ?? '',
+      server: routing?.server?.key ?? '',
+      upstreamModel: routing?.upstreamModel ?? '',
+      mode: routing?.server?.mode ?? '',
       status: r.status,
-      errorType: r.error === undefined ? '' : ((r.error as { code?: string }).code ?? 'INTERNAL'),
-      durationS: (end - req.receivedAt) / 1000,
+      errorType: r.error === undefined ? '' : (errorCodeOf(r.error) ?? 'INTERNAL'),
+      durationS: (end - ctx.receivedAt) / 1000,
       encodeS: r.encodeMs / 1000,
       prefillS: r.prefillMs / 1000,
       decodeS: r.decodeMs / 1000,
-      ttftS: streamed ? (r.firstByteAt - req.receivedAt) / 1000 : 0,
+      ttftS: streamed ? (r.firstByteAt - ctx.receivedAt) / 1000 : 0,
       tpotS: streamed && completion > 1 ? (end - r.firstByteAt) / 1000 / (completion - 1) : 0,
       promptTokens: r.usage?.promptTokens ?? 0,
       completionTokens: completion,
     });
-    if (d.accessLog) writeAccessLog(d.logger, req, end);
-    if (hooked) d.hooks.onEnd?.(req, { status: r.status, error: r.error, usage: r.usage, durationMs: end - req.receivedAt });
+    if (d.accessLog) writeAccessLog(d.logger, ctx, end);
+    if (hooked) d.hooks.onEnd?.(ctx);
   }
 }

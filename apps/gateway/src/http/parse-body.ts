@@ -1,7 +1,7 @@
-import { ErrorCode, TriadError } from '@triad/errors';
+import { BadRequestError } from '@triad/request';
 
-function bad(message: string, param: string | null): TriadError {
-  return new TriadError(ErrorCode.GatewayBadRequest, message, param === null ? undefined : { details: { param } });
+function bad(message: string, param: string | null): BadRequestError {
+  return new BadRequestError(message, param);
 }
 
 function checkCount(body: Record<string, unknown>, field: string, min: number): void {
@@ -13,7 +13,7 @@ function checkCount(body: Record<string, unknown>, field: string, min: number): 
 /**
  * Parses and sanity-checks an inference body with cheap hand checks (no schema on the hot path): JSON object,
  * non-empty string `model`, boolean `stream`, counts that are integers, `messages` for chat and `prompt` for
- * completions. Everything else is the engine's to judge. Throws GATEWAY_BAD_REQUEST (400) naming the field.
+ * completions. Everything else is the engine's to judge. Throws a BadRequestError (400) naming the field.
  */
 export function parseInferenceBody(raw: Buffer | undefined, path: string): Record<string, unknown> {
   if (raw === undefined || raw.length === 0) throw bad('request body is empty; expected a JSON object', null);

@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import { toOpenAiError } from '@triad/connectors';
 import { ErrorCode, TriadError } from '@triad/errors';
+import { BadRequestError, BodyTooLargeError, NotFoundError, toOpenAiError } from '@triad/request';
 import type { InferenceHandler } from './inference-handler';
 import type { RouteTable } from '../routing/route-table';
 
@@ -19,12 +19,10 @@ function sendError(reply: { code(n: number): unknown; headers(h: Record<string, 
   reply.send(e.body);
 }
 
-/** fastify's own errors (body too large, bad content type, malformed request) as TriadErrors. */
+/** fastify's own errors (body too large, bad content type, malformed request) as request errors. */
 function fromFastifyError(err: { code?: string; statusCode?: number; message: string }): TriadError {
-  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
-    return new TriadError(ErrorCode.GatewayBodyTooLarge, 'request body is larger than the gateway accepts');
-  }
-  if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) return new TriadError(ErrorCode.GatewayBadRequest, err.message);
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) return new BodyTooLargeError('request body is larger than the gateway accepts');
+  if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) return new BadRequestError(err.message);
   return new TriadError(ErrorCode.Internal, 'internal error', { cause: err });
 }
 
@@ -46,7 +44,7 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
 
   app.setErrorHandler((err, _request, reply) => sendError(reply, fromFastifyError(err as { code?: string; statusCode?: number; message: string })));
   app.setNotFoundHandler((request, reply) => {
-    sendError(reply, new TriadError(ErrorCode.GatewayModelNotFound, `no route for ${request.method} ${request.url.split('?')[0]}`));
+    sendError(reply, new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`));
   });
 
   app.get('/healthz', (_req, reply) => reply.type('text/plain').send('ok'));

@@ -1,12 +1,14 @@
 import type { ModelRouteRecord } from '@triad/bus';
 import type { ModelRouteSpec } from '@triad/crd';
-import { RouteTable, type RouteRequest } from './route-table';
+import type { IncomingHeaders } from '@triad/request';
+import { requestContext } from '@triad/request/testing';
+import { RouteTable } from './route-table';
 
 function route(name: string, spec: ModelRouteSpec, creationTimestamp?: string, resourceVersion?: string): ModelRouteRecord {
   return { schemaVersion: 1, namespace: 'ns', name, spec, ...(creationTimestamp ? { creationTimestamp } : {}), ...(resourceVersion ? { resourceVersion } : {}) };
 }
 const to = (server: string, weight = 100) => ({ modelServerName: server, weight });
-const req = (model: string, headers: RouteRequest['headers'] = {}, path = '/v1/chat/completions'): RouteRequest => ({ model, path, headers });
+const req = (model: string, headers: IncomingHeaders = {}, path = '/v1/chat/completions') => requestContext({ body: { model }, path, headers });
 
 describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('matches modelName exactly, then LoRA adapters (no model rewrite for those)', () => {

@@ -1,5 +1,6 @@
 import type { ModelRouteRecord } from '@triad/bus';
 import { compileStringMatch, type RateLimit, type RouteRule } from '@triad/crd';
+import type { RequestContext } from '@triad/request';
 
 /** The outcome of ModelRoute resolution for one request. */
 export interface RouteMatch {
@@ -13,12 +14,8 @@ export interface RouteMatch {
   readonly rule: string | undefined;
 }
 
-/** Request facts rules can match on. */
-export interface RouteRequest {
-  readonly model: string;
-  readonly path: string;
-  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
-}
+/** The request facts rules match on. */
+type RouteFacts = Pick<RequestContext, 'model' | 'path' | 'headers'>;
 
 type Predicate = (value: string) => boolean;
 
@@ -61,12 +58,12 @@ function compileRule(rule: RouteRule): CompiledRule {
   };
 }
 
-function headerValue(headers: RouteRequest['headers'], name: string): string {
+function headerValue(headers: RouteFacts['headers'], name: string): string {
   const v = headers[name];
   return v === undefined ? '' : Array.isArray(v) ? (v[0] ?? '') : v;
 }
 
-function ruleMatches(rule: CompiledRule, req: RouteRequest): boolean {
+function ruleMatches(rule: CompiledRule, req: RouteFacts): boolean {
   if (rule.bodyModel !== undefined && rule.bodyModel !== req.model) return false;
   if (rule.uri !== undefined && !rule.uri(req.path)) return false;
   for (const [name, test] of rule.headers) if (!test(headerValue(req.headers, name))) return false;
@@ -129,7 +126,7 @@ export class RouteTable {
     return this.#routes.size;
   }
 
-  resolve(req: RouteRequest): RouteMatch | undefined {
+  resolve(req: RouteFacts): RouteMatch | undefined {
     let lora = false;
     let candidates = this.#byModel.get(req.model);
     if (candidates === undefined) {

@@ -1,6 +1,7 @@
-import { headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { TimeoutError, headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { SCHEMA_VERSION, Subjects, type DecisionOrError, type SchedulingRequest } from '@triad/bus';
-import { ErrorCode, TriadError } from '@triad/errors';
+import { ErrorCode, isErrorCode } from '@triad/errors';
+import { SchedulingError, type RequestContext } from '@triad/request';
 import type { TurnFlushable, TurnFlusher } from '../nats/turn-flusher';
 import { checkScheduleReply } from './schedule-reply';
 
@@ -32,13 +33,13 @@ export interface SchedulerClientOptions {
   readonly onLocal?: (reason: LocalReason, count: number) => void;
   /** Observes each NATS round-trip (batch size, seconds). */
   readonly onBatch?: (size: number, seconds: number) => void;
-  /** NATS headers for a batch from the requests' trace handles (W3C context; set only when tracing is on). */
-  readonly batchHeaders?: (traces: readonly unknown[]) => Record<string, string> | undefined;
+  /** NATS headers for a batch from its requests (W3C trace context; set only when tracing is on). */
+  readonly batchHeaders?: (requests: readonly (RequestContext | undefined)[]) => Record<string, string> | undefined;
 }
 
 interface Pending {
   readonly request: SchedulingRequest;
-  readonly trace: unknown;
+  readonly ctx: RequestContext | undefined;
   readonly resolve: (value: Scheduled) => void;
 }
 
@@ -78,15 +79,15 @@ export class SchedulerClient implements TurnFlushable {
     return this.#inFlight;
   }
 
-  /** Decides one request; `trace` is handed to `batchHeaders` (the gateway passes the request's hook object). */
-  schedule(request: SchedulingRequest, trace?: unknown): Promise<Scheduled> {
+  /** Decides one request; `ctx`, the request it is for, is handed to `batchHeaders`. */
+  schedule(request: SchedulingRequest, ctx?: RequestContext): Promise<Scheduled> {
     if (this.#inProcess !== undefined) return Promise.resolve({ decision: this.#inProcess.schedule(request), local: true });
     if (this.#localUntil > 0) {
       if (Date.now() < this.#localUntil) return Promise.resolve(this.#decideLocally(request, 'backoff'));
       this.#localUntil = 0;
     }
     return new Promise<Scheduled>((resolve) => {
-      this.#queue.push({ request, trace, resolve });
+      this.#queue.push({ request, ctx, resolve });
       if (this.#inFlight < this.#options.maxInFlight) this.#turn.request();
     });
   }
@@ -117,8 +118,9 @@ export class SchedulerClient implements TurnFlushable {
       if (typeof checked === 'string') this.#fallBack(batch, 'invalid-reply');
       else for (let i = 0; i < batch.length; i++) (batch[i] as Pending).resolve({ decision: checked[i] as DecisionOrError, local: false });
     } catch (err) {
-      const timeout = (err as { name?: string; message?: string }).name === 'TimeoutError' || /timeout/i.test((err as Error).message ?? '');
-      this.#fallBack(batch, timeout ? 'timeout' : 'unavailable');
+      // nats.js rejects a request that ran out of time with TimeoutError; no responders, a closed or draining
+      // connection and a disconnect are RequestError or connection errors: the scheduler is unavailable.
+      this.#fallBack(batch, err instanceof TimeoutError ? 'timeout' : 'unavailable');
     } finally {
       this.#inFlight--;
       // What queued up behind the in-flight limit goes out at the end of this turn, together.
@@ -128,7 +130,7 @@ export class SchedulerClient implements TurnFlushable {
 
   #headersOf(batch: Pending[]): { headers?: MsgHdrs } {
     if (this.#options.batchHeaders === undefined) return {};
-    const map = this.#options.batchHeaders(batch.map((p) => p.trace));
+    const map = this.#options.batchHeaders(batch.map((p) => p.ctx));
     if (map === undefined || Object.keys(map).length === 0) return {};
     const h = natsHeaders();
     for (const [k, v] of Object.entries(map)) h.set(k, v);
@@ -149,8 +151,7 @@ export class SchedulerClient implements TurnFlushable {
   }
 }
 
-/** The TriadError for a decision the scheduler could not make. */
-export function decisionError(code: string, message: string): TriadError {
-  const known = (Object.values(ErrorCode) as string[]).includes(code) ? (code as (typeof ErrorCode)[keyof typeof ErrorCode]) : ErrorCode.SchedNoCandidates;
-  return new TriadError(known, message);
+/** The error for a decision the scheduler could not make (an unknown code counts as no candidates). */
+export function schedulingError(code: string, message: string): SchedulingError {
+  return new SchedulingError(isErrorCode(code) ? code : ErrorCode.SchedNoCandidates, message);
 }

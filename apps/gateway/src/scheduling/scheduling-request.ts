@@ -1,5 +1,5 @@
 import { SchedulingLimits, type MediaItem, type SchedulingRequest } from '@triad/bus';
-import type { MediaPart } from '@triad/connectors';
+import type { MediaPart, RoutedRequest } from '@triad/request';
 import { mediaContentKey, prefixBlockHashes, type PrefixHashOptions } from '@triad/scheduling';
 
 /** Text of one message content: the string, or its text parts joined by newlines (media parts are skipped). */
@@ -54,28 +54,23 @@ function mediaItem(part: MediaPart): MediaItem {
   return item;
 }
 
-/** What the gateway asks the scheduler for one request (never the body: prefix hashes and media keys only). */
-export function buildSchedulingRequest(
-  id: string,
-  namespace: string,
-  modelServer: string,
-  model: string,
-  prompt: string,
-  inputTokens: number,
-  media: readonly MediaPart[],
-  hashOptions: PrefixHashOptions,
-): SchedulingRequest {
-  const hashes = prefixBlockHashes(model, prompt, hashOptions);
+/**
+ * What the gateway asks the scheduler for one routed request (never the body: prefix hashes of the prompt as
+ * the engines get it, and media keys).
+ */
+export function buildSchedulingRequest(ctx: RoutedRequest, media: readonly MediaPart[], hashOptions: PrefixHashOptions): SchedulingRequest {
+  const routing = ctx.routing;
+  const hashes = prefixBlockHashes(routing.upstreamModel, ctx.prompt, hashOptions);
   const request: SchedulingRequest = {
-    id,
-    namespace,
-    modelServer,
-    model,
+    id: ctx.id,
+    namespace: routing.namespace,
+    modelServer: routing.serverName,
+    model: routing.upstreamModel,
     prefixHashes: hashes.length > SchedulingLimits.maxPrefixHashes ? hashes.slice(0, SchedulingLimits.maxPrefixHashes) : hashes,
     mediaItems: [],
-    inputTokens,
+    inputTokens: ctx.inputTokens,
   };
   const n = Math.min(media.length, SchedulingLimits.maxMediaItems);
-  for (let i = 0; i < n; i++) request.mediaItems.push(mediaItem(media[i] as MediaPart));
+  for (let i = 0; i < n; i++) request.mediaItems.push(mediaItem(media[i]));
   return request;
 }

@@ -1,7 +1,8 @@
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, parseObjectKey } from '@triad/bus';
 import type { EndpointRecord, ModelServerRecord } from '@triad/bus';
 import type { Bus, KvChange, KvWatchHandle } from '@triad/bus/client';
-import { serverProfileOf, type ServerProfile, type StageTimeouts } from '@triad/connectors';
+import { serverProfileOf } from '@triad/connectors';
+import type { ServerProfile, StageTimeouts } from '@triad/request';
 import { RouteTable } from '../routing/route-table';
 
 /** A ModelServer as the gateway uses it: the record and its resolved connector profile. */

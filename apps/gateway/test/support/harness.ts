@@ -11,7 +11,7 @@ import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing'
 import type { Subscription } from '@nats-io/transport-node';
 import { resolveConfig, type GatewayConfig } from '../../src/config';
 import { startGateway, type GatewayHandle } from '../../src/gateway';
-import type { RequestHooks } from '../../src/hooks';
+import type { RequestHooks } from '@triad/request';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -3,6 +3,7 @@ import { waitFor } from '@triad/testing';
 import { createAdmission, type Admission, type Admitted, type Rejected } from '../admission';
 import type { Identity } from '../identity';
 import { UsageTracker } from './usage-tracker';
+import { answered, answeredOutcome } from '../../test/answered';
 
 const user = (name: string): Identity => ({ kind: 'jwt', id: `jwt:${name}`, user: name, name, labels: {} });
 
@@ -71,7 +72,7 @@ describe('fair queueing through the admission facade', () => {
     const holder = (await admission.admit({ identity: user('a'), model: 'm', inputTokens: 1 })) as Admitted;
     const events: string[] = [];
     const late = (await admission.admit({ identity: user('b'), model: 'm', inputTokens: 1, span: { addEvent: (n) => events.push(n) } })) as Rejected;
-    expect(late.rejection).toMatchObject({ status: 504, code: 'GATEWAY_QUEUE_TIMEOUT', body: { error: { type: 'timeout_error', message: "Request processing timed out in queue for model 'm'." } } });
+    expect(answered(late.rejection)).toMatchObject({ status: 504, code: 'GATEWAY_QUEUE_TIMEOUT', body: { error: { type: 'timeout_error', message: "Request processing timed out in queue for model 'm'." } } });
     expect(events).toEqual(['triad.admission.queued', 'triad.admission.queue_cancelled', 'triad.admission.rejected']);
     expect(await metricValue(registry, 'kthena_router_fairness_queue_cancelled_total', { model: 'm', user_id: 'b' })).toBe(1);
     expect(await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm' })).toBe(0);
@@ -86,7 +87,7 @@ describe('fair queueing through the admission facade', () => {
     const pending = admission.admit({ identity: user('b'), model: 'm', inputTokens: 1, signal: controller.signal });
     await waitFor(async () => (await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm', user_id: 'b' })) === 1, { what: 'queued' });
     controller.abort();
-    expect(await pending).toMatchObject({ ok: false, rejection: { status: 499, code: 'GATEWAY_CLIENT_ABORTED' } });
+    expect(answeredOutcome(await pending)).toMatchObject({ ok: false, rejection: { status: 499, code: 'GATEWAY_CLIENT_ABORTED' } });
     expect(await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm' })).toBe(0);
     holder.release();
     const next = await admission.admit({ identity: user('c'), model: 'm', inputTokens: 1 });

@@ -6,6 +6,7 @@ import { ANONYMOUS } from '../identity';
 import { SILENT_LOGGER } from '../logger';
 import { freshRecord } from './budget-record';
 import { RedisStorePool, redisOptionsFor } from './redis-budget-store';
+import { answeredOutcome } from '../../test/answered';
 
 const ADDRESS = '127.0.0.1:6379';
 
@@ -64,6 +65,6 @@ describe('Redis budget store (Kthena rateLimit.global.redis)', () => {
       return adm.admit({ identity: ANONYMOUS, model: 'unreachable', rateLimit, inputTokens: 1 });
     };
     expect((await ask('open')).ok).toBe(true);
-    expect(await ask('closed')).toMatchObject({ ok: false, rejection: { status: 503, reason: 'store_unavailable' } });
+    expect(answeredOutcome(await ask('closed'))).toMatchObject({ ok: false, rejection: { status: 503, reason: 'store_unavailable' } });
   });
 });

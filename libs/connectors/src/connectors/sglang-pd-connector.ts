@@ -1,6 +1,7 @@
-import { ErrorCode, TriadError } from '@triad/errors';
+import { ErrorCode } from '@triad/errors';
+import { SchedulingError, type ConnectorName, type ProxyRequest } from '@triad/request';
 import { sglangBody } from '../request-bodies';
-import type { Attempt, Connector, ConnectorName, LegHandle, LegRunner, ProxyCall } from '../types';
+import type { Attempt, Connector, LegHandle, LegRunner } from '../types';
 
 /**
  * SGLang PD (wire-protocols §3.1), and SGLang EPD (§3.2/§7: the same against the language-only prefill, plus
@@ -17,16 +18,19 @@ export class SglangPdConnector implements Connector {
     this.name = name;
   }
 
-  async attempt(call: ProxyCall, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+  async attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     const prefill = attempt.prefill;
     if (prefill === undefined) {
-      throw new TriadError(ErrorCode.SchedNoPrefillPair, `SGLang PD needs a prefill endpoint for ${attempt.endpoint.key}`);
+      throw new SchedulingError(ErrorCode.SchedNoPrefillPair, `SGLang PD needs a prefill endpoint for ${attempt.endpoint.key}`);
     }
-    const { body } = sglangBody(call.body, call.injectUsage, prefill, this.name === 'sglang-epd' ? call.epdBootstrapAddr : undefined);
-    const timeouts = call.server.timeouts;
-    const p = run.drained({ stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: call.id, timeoutMs: timeouts.prefillMs });
-    const decode = { stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: call.id, timeoutMs: timeouts.firstByteMs };
-    if (call.stream) {
+    const epdBootstrapAddr = this.name === 'sglang-epd' ? ctx.proxy.epdBootstrapAddr : undefined;
+    const { body } = sglangBody(ctx.body, ctx.proxy.injectUsage, prefill, epdBootstrapAddr);
+    const timeouts = ctx.routing.server.timeouts;
+    const p = run.drained({ stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: ctx.id, timeoutMs: timeouts.prefillMs });
+    const decode = {
+      stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: ctx.id, timeoutMs: timeouts.firstByteMs,
+    };
+    if (ctx.stream) {
       await together(p, run.relay(decode));
       return;
     }

@@ -1,9 +1,8 @@
-import { ErrorCode, TriadError } from '@triad/errors';
 import type { EncoderChoice } from '@triad/bus';
-import { isRetryable } from '../errors';
-import type { MediaPart } from '../media';
+import { ErrorCode } from '@triad/errors';
+import { SchedulingError, isRetryable, type MediaPart, type ProxyRequest } from '@triad/request';
 import { encoderBody } from '../request-bodies';
-import type { Attempt, Connector, LegRunner, ProxyCall } from '../types';
+import type { Attempt, Connector, LegRunner } from '../types';
 import { runVllmPrefillDecode } from './vllm-pd-connector';
 
 const ENCODER_PATH = '/v1/chat/completions';
@@ -21,18 +20,18 @@ function encoderRequestId(parent: string, item: number): string {
 export class VllmEpdConnector implements Connector {
   readonly name = 'vllm-epd' as const;
 
-  async prepare(call: ProxyCall, run: LegRunner): Promise<void> {
-    const media = call.media;
+  async prepare(ctx: ProxyRequest, run: LegRunner): Promise<void> {
+    const media = ctx.proxy.media;
     if (media.length === 0) return;
-    const choices = call.decision.encoders;
-    if (media.length === 1) return encodeItem(call, media[0] as MediaPart, choiceFor(choices, 0), run);
+    const choices = ctx.proxy.decision.encoders;
+    if (media.length === 1) return encodeItem(ctx, media[0], choiceFor(choices, 0), run);
     const items: Promise<void>[] = [];
-    for (const part of media) items.push(encodeItem(call, part, choiceFor(choices, part.index), run));
+    for (const part of media) items.push(encodeItem(ctx, part, choiceFor(choices, part.index), run));
     await Promise.all(items);
   }
 
-  attempt(call: ProxyCall, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
-    return runVllmPrefillDecode(call, attempt, index, run);
+  attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    return runVllmPrefillDecode(ctx, attempt, index, run);
   }
 }
 
@@ -40,15 +39,16 @@ function choiceFor(choices: readonly EncoderChoice[], item: number): EncoderChoi
   const direct = choices[item];
   if (direct !== undefined && direct.item === item) return direct;
   const found = choices.find((c) => c.item === item);
-  if (found === undefined) throw new TriadError(ErrorCode.SchedNoEncoder, `no encoder was chosen for media item ${item}`, { details: { stage: 'encode', item } });
+  if (found === undefined) throw new SchedulingError(ErrorCode.SchedNoEncoder, `no encoder was chosen for media item ${item}`, { stage: 'encode', item });
   return found;
 }
 
-async function encodeItem(call: ProxyCall, part: MediaPart, choice: EncoderChoice, run: LegRunner): Promise<void> {
-  const body = encoderBody(call.body, part);
-  const tries = Math.min(1 + choice.alternates.length, 1 + call.server.retry.retries);
+async function encodeItem(ctx: ProxyRequest, part: MediaPart, choice: EncoderChoice, run: LegRunner): Promise<void> {
+  const body = encoderBody(ctx.body, part);
+  const server = ctx.routing.server;
+  const tries = Math.min(1 + choice.alternates.length, 1 + server.retry.retries);
   for (let t = 0; ; t++) {
-    const endpoint = t === 0 ? choice.endpoint : (choice.alternates[t - 1] as EncoderChoice['endpoint']);
+    const endpoint = t === 0 ? choice.endpoint : choice.alternates[t - 1];
     try {
       await run.buffered({
         stage: 'encode',
@@ -56,15 +56,15 @@ async function encodeItem(call: ProxyCall, part: MediaPart, choice: EncoderChoic
         item: part.index,
         attempt: t,
         body,
-        requestId: encoderRequestId(call.id, part.index),
-        timeoutMs: call.server.timeouts.encodeMs,
+        requestId: encoderRequestId(ctx.id, part.index),
+        timeoutMs: server.timeouts.encodeMs,
         path: ENCODER_PATH,
       }).promise;
       return;
     } catch (err) {
       if (t + 1 >= tries || !isRetryable(err)) throw err;
-      call.observer.retry(call, t, err as Error);
-      await run.pause(call.server.retry.intervalMs);
+      run.retrying(t, err);
+      await run.pause(server.retry.intervalMs);
     }
   }
 }

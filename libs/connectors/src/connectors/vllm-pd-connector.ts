@@ -1,6 +1,7 @@
+import type { ConnectorName, ProxyRequest } from '@triad/request';
 import { topLevelValue } from '../json-text';
 import { finalLegBody, vllmPrefillBody } from '../request-bodies';
-import type { Attempt, Connector, ConnectorName, LegRunner, ProxyCall } from '../types';
+import type { Attempt, Connector, LegRunner } from '../types';
 
 /**
  * vLLM prefill → decode, in sequence (wire-protocols §2). Prefill gets one token, no stream and, for the
@@ -15,14 +16,15 @@ export class VllmPdConnector implements Connector {
     this.name = name;
   }
 
-  attempt(call: ProxyCall, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
-    return runVllmPrefillDecode(call, attempt, index, run);
+  attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    return runVllmPrefillDecode(ctx, attempt, index, run);
   }
 }
 
 /** The P→D part shared by vLLM PD and vLLM EPD. */
-export async function runVllmPrefillDecode(call: ProxyCall, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
-  const relayKv = call.server.relayKvParams;
+export async function runVllmPrefillDecode(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+  const server = ctx.routing.server;
+  const relayKv = server.relayKvParams;
   let kvParams: string | undefined;
   if (attempt.prefill !== undefined) {
     const answer = await run.buffered({
@@ -30,9 +32,9 @@ export async function runVllmPrefillDecode(call: ProxyCall, attempt: Attempt, in
       endpoint: attempt.prefill,
       item: -1,
       attempt: index,
-      body: vllmPrefillBody(call.body, relayKv),
-      requestId: call.id,
-      timeoutMs: call.server.timeouts.prefillMs,
+      body: vllmPrefillBody(ctx.body, relayKv),
+      requestId: ctx.id,
+      timeoutMs: server.timeouts.prefillMs,
     }).promise;
     if (relayKv) {
       const raw = topLevelValue(answer.body.toString('utf8'), 'kv_transfer_params');
@@ -45,8 +47,8 @@ export async function runVllmPrefillDecode(call: ProxyCall, attempt: Attempt, in
     endpoint: attempt.endpoint,
     item: -1,
     attempt: index,
-    body: finalLegBody(call.body, call.injectUsage, kvParams),
-    requestId: call.id,
-    timeoutMs: call.server.timeouts.firstByteMs,
+    body: finalLegBody(ctx.body, ctx.proxy.injectUsage, kvParams),
+    requestId: ctx.id,
+    timeoutMs: server.timeouts.firstByteMs,
   }).promise;
 }

@@ -1,0 +1,86 @@
+import type { Decision, DecisionOrError, Stage } from '@triad/bus';
+import type { MediaPart } from '../body/media';
+import type { ConnectorName, ServerProfile } from '../server-profile';
+
+/** Token counts from the engine's usage (the decode's, for disaggregated requests). */
+export interface Usage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+/**
+ * Routing's record (`ctx.routing`), written once by route resolution: the ModelRoute that matched, the
+ * ModelServer its rule picked and, when the gateway knows that ModelServer, its profile and the model the
+ * engines get.
+ */
+export interface RoutingPart {
+  /** ModelRoute `namespace/name`. */
+  readonly route: string;
+  /** Namespace of the route and of its ModelServers. */
+  readonly namespace: string;
+  /** Name of the ModelServer the rule picked (it may not exist). */
+  readonly serverName: string;
+  /** The request named a LoRA adapter of the route: its `model` is not rewritten. */
+  readonly lora: boolean;
+  /** The picked ModelServer; undefined when the gateway's view has no such ModelServer (the request fails 404). */
+  readonly server: ServerProfile | undefined;
+  /** The model the engines get (ModelServer `spec.model`, or the request model for a LoRA adapter); '' unresolved. */
+  readonly upstreamModel: string;
+}
+
+/** Routing that resolved to a ModelServer the gateway knows. */
+export interface ResolvedRouting extends RoutingPart {
+  readonly server: ServerProfile;
+}
+
+/** Scheduling's record (`ctx.schedule`), written once when the decision (or its failure) arrived. */
+export interface SchedulePart {
+  readonly decision: DecisionOrError;
+  /** Decided by the gateway's own scheduling (fallback or `--scheduling in-process`), not the scheduler service. */
+  readonly local: boolean;
+  /** Time from asking to the answer. */
+  readonly durationMs: number;
+}
+
+/**
+ * What the stage loop runs (`ctx.proxy`), written once by the gateway after a successful decision: the
+ * decision, which connector, and how the body is shaped for the engines.
+ */
+export interface ProxyPart {
+  readonly decision: Decision;
+  readonly connector: ConnectorName;
+  /**
+   * Add `stream_options.include_usage` for accounting (streamed chat/completions only; other paths such as
+   * `/v1/responses` have no such option and are relayed as they are).
+   */
+  readonly injectUsage: boolean;
+  /** The client asked for the usage chunk itself (else an injected one is removed again). */
+  readonly clientWantsUsage: boolean;
+  /** Media parts of the request in order (only extracted for epd servers), else empty. */
+  readonly media: readonly MediaPart[];
+  /** SGLang EPD: `http://prefill:port` whose encoder group serves the request, when the scheduler named one. */
+  readonly epdBootstrapAddr: string | undefined;
+}
+
+/**
+ * How the request ended (`ctx.result`): written by the stage loop (and by the gateway for a request that
+ * failed before it), read by metrics, the access log and the `onEnd` hooks.
+ */
+export class RequestResult {
+  /** HTTP status the client got (499 when it went away), 0 until known. */
+  status = 0;
+  error: Error | undefined = undefined;
+  /** Index of the attempt that answered (or the last one tried). */
+  attempt = 0;
+  /** Tries of the final leg (1 + retries). */
+  tries = 0;
+  usage: Usage | undefined = undefined;
+  /** When the first byte was written to the client (`performance.now()`), 0 if never. */
+  firstByteAt = 0;
+  /** Wall-clock ms spent per stage (sum over legs of that stage; encode legs run concurrently: their span). */
+  encodeMs = 0;
+  prefillMs = 0;
+  decodeMs = 0;
+  /** Pod names per stage, in the order legs were sent (retries included). */
+  readonly endpoints: Partial<Record<Stage, string[]>> = {};
+}

@@ -1,0 +1,217 @@
+import type { Stage } from '@triad/bus';
+import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
+
+/** Response headers an error answers with besides its body (`WWW-Authenticate`, custom ones from a hook). */
+export type ErrorHeaders = Readonly<Record<string, string>>;
+
+const NO_HEADERS: ErrorHeaders = Object.freeze({});
+
+/**
+ * A failure of one client request. Each kind below carries its facts in typed fields; `toOpenAiError` (the one
+ * mapping to HTTP) reads them. `headers` are extra response headers (framing headers are never taken).
+ */
+export class RequestError extends TriadError {
+  readonly headers: ErrorHeaders;
+
+  constructor(code: ErrorCodeValue, message: string, options?: { cause?: unknown; headers?: ErrorHeaders }) {
+    super(code, message, options);
+    this.headers = options?.headers ?? NO_HEADERS;
+  }
+}
+
+/** 400: the request is malformed; `param` names the body field to blame, when one is. */
+export class BadRequestError extends RequestError {
+  readonly param: string | null;
+
+  constructor(message: string, param: string | null = null) {
+    super(ErrorCode.GatewayBadRequest, message);
+    this.param = param;
+  }
+}
+
+/** 413: the body is larger than the gateway accepts. */
+export class BodyTooLargeError extends RequestError {
+  constructor(message: string) {
+    super(ErrorCode.GatewayBodyTooLarge, message);
+  }
+}
+
+/** 404: no ModelRoute or ModelServer serves the model (`param: 'model'`), or no such path (`param: null`). */
+export class NotFoundError extends RequestError {
+  readonly param: string | null;
+
+  constructor(message: string, param: string | null = null) {
+    super(ErrorCode.GatewayModelNotFound, message);
+    this.param = param;
+  }
+}
+
+/** Why admission refused a request; also the `reason` label of its decision metric. */
+export type RejectionReason =
+  | 'missing_credentials'
+  | 'invalid_credentials'
+  | 'model_forbidden'
+  | 'input_rate_limited'
+  | 'output_rate_limited'
+  | 'request_too_large'
+  | 'queue_full'
+  | 'queue_timeout'
+  | 'client_aborted'
+  | 'store_unavailable';
+
+/** 401 with a `WWW-Authenticate: Bearer` challenge (`error="invalid_token"` when a credential was refused). */
+export class UnauthorizedError extends RequestError {
+  readonly reason: 'missing_credentials' | 'invalid_credentials';
+
+  constructor(message: string, reason: 'missing_credentials' | 'invalid_credentials', options?: { headers?: ErrorHeaders }) {
+    const challenge = `Bearer realm="triad"${reason === 'invalid_credentials' ? ', error="invalid_token"' : ''}`;
+    super(ErrorCode.GatewayUnauthorized, message, { headers: options?.headers ?? { 'www-authenticate': challenge } });
+    this.reason = reason;
+  }
+}
+
+/** 403: the credentials may not use the model. */
+export class ForbiddenError extends RequestError {
+  readonly reason = 'model_forbidden' as const;
+
+  constructor(message: string) {
+    super(ErrorCode.GatewayForbidden, message);
+  }
+}
+
+/** Why a request was refused with 429. */
+export type RateLimitReason = 'input_rate_limited' | 'output_rate_limited' | 'request_too_large' | 'queue_full';
+
+/** 429 with `Retry-After` (`retryAfter` seconds, rounded up; 1 when unknown). */
+export class RateLimitedError extends RequestError {
+  readonly reason: RateLimitReason;
+  /** Seconds until a retry can succeed, when known. */
+  readonly retryAfter: number | undefined;
+
+  constructor(message: string, reason: RateLimitReason, retryAfter?: number) {
+    super(ErrorCode.GatewayRateLimited, message);
+    this.reason = reason;
+    this.retryAfter = retryAfter;
+  }
+
+  /** Which token budget ran out (the `limit_type` label), undefined for queue and size refusals. */
+  get limitType(): 'input' | 'output' | undefined {
+    return this.reason === 'input_rate_limited' ? 'input' : this.reason === 'output_rate_limited' ? 'output' : undefined;
+  }
+}
+
+/** 504: the request waited in the fairness queue longer than allowed. */
+export class QueueTimeoutError extends RequestError {
+  readonly reason = 'queue_timeout' as const;
+
+  constructor(message: string) {
+    super(ErrorCode.GatewayQueueTimeout, message);
+  }
+}
+
+/** 503 with `Retry-After`: rate limits cannot be checked (budget store unreachable, failing closed). */
+export class AdmissionUnavailableError extends RequestError {
+  readonly reason = 'store_unavailable' as const;
+  readonly retryAfter: number;
+
+  constructor(message: string, retryAfter: number) {
+    super(ErrorCode.AdmissionUnavailable, message);
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** 499: the client went away (before admission, or mid-request: every leg is aborted with this). */
+export class ClientAbortedError extends RequestError {
+  readonly reason = 'client_aborted' as const;
+
+  constructor(message = 'client closed the connection') {
+    super(ErrorCode.ClientAborted, message);
+  }
+}
+
+/** Where an engine leg failed. */
+export interface LegFailure {
+  readonly stage: Stage;
+  /** Endpoint key (`ns.server.pod`). */
+  readonly endpoint: string;
+  /** Media item index of an encode leg, else -1. */
+  readonly item: number;
+  /** The engine's HTTP status, 0 when none arrived. */
+  readonly status: number;
+}
+
+/**
+ * An engine leg failed: `GATEWAY_UPSTREAM_ERROR` (non-2xx answer or broken transfer, 502 — an engine 4xx keeps
+ * its status), `GATEWAY_UPSTREAM_CONNECT` (502) or `GATEWAY_UPSTREAM_TIMEOUT` (a stage budget, 504).
+ * `retryable` says whether the next alternate may be tried (only before the first byte reached the client).
+ */
+export class UpstreamError extends RequestError implements LegFailure {
+  readonly stage: Stage;
+  readonly endpoint: string;
+  readonly item: number;
+  readonly status: number;
+  readonly retryable: boolean;
+
+  constructor(
+    code: typeof ErrorCode.UpstreamError | typeof ErrorCode.UpstreamConnect | typeof ErrorCode.UpstreamTimeout,
+    message: string,
+    where: LegFailure,
+    retryable: boolean,
+    cause?: unknown,
+  ) {
+    super(code, message, cause === undefined ? undefined : { cause });
+    this.stage = where.stage;
+    this.endpoint = where.endpoint;
+    this.item = where.item;
+    this.status = where.status;
+    this.retryable = retryable;
+  }
+}
+
+/** 504: the whole request ran out of its total time budget (never retried). */
+export class TotalTimeoutError extends RequestError {
+  readonly budgetMs: number;
+
+  constructor(budgetMs: number) {
+    super(ErrorCode.UpstreamTimeout, `request exceeded the total timeout of ${budgetMs} ms`);
+    this.budgetMs = budgetMs;
+  }
+}
+
+/**
+ * No placement for the request: the scheduler's failed decision (its `SCHED_*` / `BUS_*` code), or a decision a
+ * connector cannot run (no prefill for SGLang PD, no encoder for a media item: then `stage` and `item` say where).
+ */
+export class SchedulingError extends RequestError {
+  readonly stage: Stage | undefined;
+  /** Media item the failure concerns, else -1. */
+  readonly item: number;
+
+  constructor(code: ErrorCodeValue, message: string, where?: { stage: Stage; item: number }) {
+    super(code, message);
+    this.stage = where?.stage;
+    this.item = where?.item ?? -1;
+  }
+}
+
+/** Whether the stage loop may try the next alternate after `err` (only before any byte reached the client). */
+export function isRetryable(err: unknown): err is UpstreamError {
+  return err instanceof UpstreamError && err.retryable;
+}
+
+/** The stage a failure belongs to (`triad.failed_stage`, the retry metric's `stage`), when it names one. */
+export function failedStageOf(err: unknown): Stage | undefined {
+  if (err instanceof UpstreamError) return err.stage;
+  if (err instanceof SchedulingError) return err.stage;
+  return undefined;
+}
+
+/** The error's code for labels and logs: the TriadError code, or a Node error's own `code`, else undefined. */
+export function errorCodeOf(err: Error): string | undefined {
+  return 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+/** What was thrown, as an Error (anything else is wrapped, so results and hooks always get an Error). */
+export function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
+}

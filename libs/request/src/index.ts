@@ -1,0 +1,22 @@
+// The request contract: one RequestContext from arrival to the last byte, the lifecycle hooks, the request
+// errors and their one mapping to OpenAI HTTP errors, and the request-body facts every stage shares.
+export { RequestContext, isRouted } from './context/request-context';
+export type { RoutedRequest, ProxyRequest, IncomingHeaders, Abortable } from './context/request-context';
+export { RequestResult } from './context/parts';
+export type { RoutingPart, ResolvedRouting, SchedulePart, ProxyPart, Usage } from './context/parts';
+export { RequestLocal } from './context/request-local';
+export { composeHooks } from './hooks';
+export type { RequestHooks, StageSpan } from './hooks';
+export type { ClientSink } from './client-sink';
+export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
+export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy } from './server-profile';
+export {
+  RequestError, BadRequestError, BodyTooLargeError, NotFoundError, UnauthorizedError, ForbiddenError, RateLimitedError,
+  QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, TotalTimeoutError, SchedulingError,
+  isRetryable, failedStageOf, errorCodeOf, asError,
+} from './errors/request-errors';
+export type { ErrorHeaders, RejectionReason, RateLimitReason, LegFailure } from './errors/request-errors';
+export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
+export type { OpenAiError } from './errors/openai-errors';
+export { extractMediaParts, inlineMediaBytes } from './body/media';
+export type { MediaPart, Modality } from './body/media';

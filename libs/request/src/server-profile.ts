@@ -1,0 +1,51 @@
+import type { InferenceEngine, PipelineMode } from '@triad/crd';
+
+/** Names of the connectors that proxy a request (one per protocol, not per transport × mode). */
+export type ConnectorName =
+  | 'aggregated'
+  | 'vllm-http'
+  | 'vllm-nixl'
+  | 'vllm-mooncake'
+  | 'vllm-lmcache'
+  | 'vllm-epd'
+  | 'sglang-pd'
+  | 'sglang-epd';
+
+/** Per-stage time budgets in ms; 0 disables one. */
+export interface StageTimeouts {
+  /** One encoder request, headers to last byte. */
+  readonly encodeMs: number;
+  /** The prefill request, headers to last byte. */
+  readonly prefillMs: number;
+  /** From sending the final leg (aggregated or decode) to its first body byte. */
+  readonly firstByteMs: number;
+  /** The whole request, from arrival to the last byte. */
+  readonly totalMs: number;
+}
+
+/**
+ * The gateway-wide stage budgets used when a ModelServer sets no `trafficPolicy.timeout` (and the defaults of
+ * the gateway's `--*-timeout-ms` settings): the one place they are written.
+ */
+export const DEFAULT_STAGE_TIMEOUTS: StageTimeouts = Object.freeze({ encodeMs: 30_000, prefillMs: 60_000, firstByteMs: 60_000, totalMs: 600_000 });
+
+/** `trafficPolicy.retry` resolved: how many retries after the first try, and the pause before each. */
+export interface RetryPolicy {
+  readonly retries: number;
+  readonly intervalMs: number;
+}
+
+/** What proxying needs to know about a ModelServer (resolved once per KV update, not per request). */
+export interface ServerProfile {
+  readonly namespace: string;
+  readonly name: string;
+  /** `namespace/name`: the label value and log field of the ModelServer. */
+  readonly key: string;
+  readonly engine: InferenceEngine;
+  readonly mode: PipelineMode;
+  readonly connector: ConnectorName;
+  readonly retry: RetryPolicy;
+  readonly timeouts: StageTimeouts;
+  /** vLLM P→D: relay the prefill's `kv_transfer_params` to decode (nixl, mooncake, lmcache; not plain http). */
+  readonly relayKvParams: boolean;
+}
