@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { createLogger, onShutdown } from '@triad/runtime';
 import { resolveConfig } from './config';
 
-/** `triad gateway`: flags (with TRIAD_* env equivalents) → config → running gateway until SIGTERM/SIGINT. */
+/** `triad gateway`: flags > TRIAD_* env > settings file > defaults → config → running gateway until SIGTERM/SIGINT. */
 export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad gateway')
     .description('OpenAI-compatible ingress and the E→P→D stage loop')
@@ -15,11 +15,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
-    .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)');
+    .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)')
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
     nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string;
-    accessLog?: boolean; admissionConfig?: string;
+    accessLog?: boolean; admissionConfig?: string; settings?: string;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
@@ -32,7 +33,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,
     admissionConfig: opts.admissionConfig,
-  });
+  }, process.env, opts.settings);
   const logger = createLogger({ service: 'gateway' });
   // Loaded lazily so `triad gateway --help` does not pay for fastify, undici, NATS and OpenTelemetry.
   const { setupTelemetry } = require('@triad/telemetry') as typeof import('@triad/telemetry');

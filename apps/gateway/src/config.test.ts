@@ -1,3 +1,7 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
 import { resolveConfig } from './config';
 
 describe('resolveConfig', () => {
@@ -12,5 +16,19 @@ describe('resolveConfig', () => {
     expect(resolveConfig({}, {}).scheduling).toBe('service');
     expect(resolveConfig({}, { TRIAD_SCHEDULING: 'in-process' }).scheduling).toBe('in-process');
     expect(() => resolveConfig({ scheduling: 'nearby' }, {})).toThrow(/scheduling/);
+  });
+  it('reads a settings file under flags and env, naming a bad value\'s file, and defaults the stage budgets once', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'triad-gw-settings-'));
+    try {
+      const file = join(dir, 'gateway.yaml');
+      writeFileSync(file, 'port: 7100\nscheduler-backoff-ms: 250\naccess-log: false\nschedule-budget-ms: 20\n');
+      const c = resolveConfig({ port: 7200 }, { TRIAD_SCHEDULE_BUDGET_MS: '30', TRIAD_SETTINGS_FILE: file });
+      expect(c).toMatchObject({ port: 7200, scheduleBudgetMs: 30, schedulerBackoffMs: 250, accessLog: false });
+      expect(c).toMatchObject({ encodeTimeoutMs: DEFAULT_STAGE_TIMEOUTS.encodeMs, totalTimeoutMs: DEFAULT_STAGE_TIMEOUTS.totalMs });
+      writeFileSync(file, 'schedule-max-batch: 0\n');
+      expect(() => resolveConfig({}, {}, file)).toThrow(`scheduleMaxBatch: Too small: expected number to be >=1 (from schedule-max-batch in ${file})`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

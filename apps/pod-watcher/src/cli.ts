@@ -6,7 +6,7 @@ const VERSION = '0.1.0';
 
 const collect = (value: string, previous: string[]): string[] => [...previous, ...value.split(',').map((s) => s.trim()).filter(Boolean)];
 
-/** `triad pod-watcher`: flags (with TRIAD_* env equivalents) → config → running watcher until SIGTERM/SIGINT. */
+/** `triad pod-watcher`: flags > TRIAD_* env > settings file > defaults → config → running watcher until SIGTERM/SIGINT. */
 export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad pod-watcher')
     .description('Discovery (Kubernetes or a YAML file), role classification and engine metrics → NATS KV')
@@ -22,8 +22,9 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--metrics-heartbeat <ms>', 'rewrite an unchanged endpoint record this often (TRIAD_METRICS_HEARTBEAT_MS, default 5000)')
     .option('--registry-interval <ms>', 'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)')
     .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
-    .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, default POD_NAME or hostname-pid)')
-    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)');
+    .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid)')
+    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
   const flags: Partial<Record<keyof WatcherConfig, unknown>> = {
@@ -32,7 +33,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     modelsIntervalMs: o['modelsInterval'], metricsHeartbeatMs: o['metricsHeartbeat'], registryIntervalMs: o['registryInterval'],
     leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
   };
-  const config = resolveConfig(flags);
+  const settings = o['settings'];
+  const config = resolveConfig(flags, process.env, typeof settings === 'string' ? settings : undefined);
   const logger = createLogger({ service: 'pod-watcher' });
   // Loaded lazily so `triad pod-watcher --help` does not pay for NATS, undici, the sources and OpenTelemetry.
   const { setupTelemetry } = require('@triad/telemetry') as typeof import('@triad/telemetry');

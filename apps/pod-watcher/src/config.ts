@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
-const Port = z.coerce.number().int().min(0).max(65535);
-const Ms = (min: number) => z.coerce.number().int().min(min);
+const Ms = Setting.ms;
 
 /** `kube`, or `file:PATH` (multi-document YAML of ModelServers, ModelRoutes and Pods). */
 export type SourceSpec = { readonly kind: 'kube' } | { readonly kind: 'file'; readonly path: string };
@@ -14,7 +14,7 @@ const SourceSchema = z.string().transform((text, ctx): SourceSpec => {
   return z.NEVER;
 });
 
-/** Pod-watcher settings: flags, with `TRIAD_*` environment variables as defaults. */
+/** Pod-watcher settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 export const WatcherConfigSchema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
   source: SourceSchema.default({ kind: 'kube' }),
@@ -22,13 +22,13 @@ export const WatcherConfigSchema = z.object({
   namespaces: z.array(z.string().min(1)).default([]),
   /** Kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster service account. */
   kubeconfig: z.string().optional(),
-  metricsPort: Port.default(9092),
+  metricsPort: Setting.port().default(9092),
   /** How often each endpoint's /metrics is scraped. */
   scrapeIntervalMs: Ms(50).default(1000),
   /** Per-request timeout of a scrape (metrics or models). */
   scrapeTimeoutMs: Ms(10).default(2000),
   /** Scrapes in flight at once, across all endpoints. */
-  scrapeConcurrency: z.coerce.number().int().min(1).max(1024).default(64),
+  scrapeConcurrency: Setting.count(1, 1024).default(64),
   /** How often GET /v1/models is refreshed per endpoint (new endpoints are asked at once). */
   modelsIntervalMs: Ms(50).default(5000),
   /**
@@ -40,50 +40,42 @@ export const WatcherConfigSchema = z.object({
   registryIntervalMs: Ms(50).optional(),
   /** Writer lease in NATS KV: a replica that has not renewed it for this long is replaced by another. */
   leaseTtlMs: Ms(300).default(5000),
-  /** This replica's name in the lease (defaults to POD_NAME, else hostname-pid). */
-  identity: z.string().min(1).default(() => process.env['POD_NAME'] ?? `${hostname()}-${process.pid}`),
+  /** This replica's name in the lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid). */
+  identity: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
   /** Longest time a SIGTERM shutdown may take. */
   drainTimeoutMs: Ms(0).default(10_000),
 });
 export type WatcherConfig = z.infer<typeof WatcherConfigSchema>;
 export type WatcherConfigInput = z.input<typeof WatcherConfigSchema>;
 
-/** Environment variable of each setting (the flags are the kebab-case keys; `namespaces` is `--namespace`). */
-export const CONFIG_ENV: Readonly<Record<keyof WatcherConfig, string>> = {
-  nats: 'TRIAD_NATS_URL',
-  source: 'TRIAD_SOURCE',
-  namespaces: 'TRIAD_NAMESPACES',
-  kubeconfig: 'KUBECONFIG',
-  metricsPort: 'TRIAD_METRICS_PORT',
-  scrapeIntervalMs: 'TRIAD_SCRAPE_INTERVAL_MS',
-  scrapeTimeoutMs: 'TRIAD_SCRAPE_TIMEOUT_MS',
-  scrapeConcurrency: 'TRIAD_SCRAPE_CONCURRENCY',
-  modelsIntervalMs: 'TRIAD_MODELS_INTERVAL_MS',
-  metricsHeartbeatMs: 'TRIAD_METRICS_HEARTBEAT_MS',
-  registryIntervalMs: 'TRIAD_REGISTRY_INTERVAL_MS',
-  leaseTtlMs: 'TRIAD_LEASE_TTL_MS',
-  identity: 'TRIAD_IDENTITY',
-  drainTimeoutMs: 'TRIAD_DRAIN_TIMEOUT_MS',
+/**
+ * The flag / settings-file name and environment variable of each setting (the kube client reads KUBECONFIG
+ * itself, so `--kubeconfig` has no variable here).
+ */
+export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
+  nats: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  source: { name: 'source', env: 'TRIAD_SOURCE' },
+  namespaces: { name: 'namespace', env: 'TRIAD_NAMESPACES', list: true },
+  kubeconfig: { name: 'kubeconfig' },
+  metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  scrapeIntervalMs: { name: 'scrape-interval', env: 'TRIAD_SCRAPE_INTERVAL_MS' },
+  scrapeTimeoutMs: { name: 'scrape-timeout', env: 'TRIAD_SCRAPE_TIMEOUT_MS' },
+  scrapeConcurrency: { name: 'scrape-concurrency', env: 'TRIAD_SCRAPE_CONCURRENCY' },
+  modelsIntervalMs: { name: 'models-interval', env: 'TRIAD_MODELS_INTERVAL_MS' },
+  metricsHeartbeatMs: { name: 'metrics-heartbeat', env: 'TRIAD_METRICS_HEARTBEAT_MS' },
+  registryIntervalMs: { name: 'registry-interval', env: 'TRIAD_REGISTRY_INTERVAL_MS' },
+  leaseTtlMs: { name: 'lease-ttl', env: 'TRIAD_LEASE_TTL_MS' },
+  identity: { name: 'identity', env: ['TRIAD_IDENTITY', 'POD_NAME'] },
+  drainTimeoutMs: { name: 'drain-timeout', env: 'TRIAD_DRAIN_TIMEOUT_MS' },
 };
 
 /**
- * Merges flags over environment variables over defaults and validates the result. Throws an Error listing every
- * bad setting (the CLI prints it and exits 1).
+ * Merges flags over environment variables over a settings file (`file`, else `TRIAD_SETTINGS_FILE`) over
+ * defaults and validates the result. Throws a ConfigError listing every bad setting with its flag, variable or
+ * file (the CLI prints it and exits 1).
  */
-export function resolveConfig(flags: Partial<Record<keyof WatcherConfig, unknown>>, env: NodeJS.ProcessEnv = process.env): WatcherConfig {
-  const merged: Record<string, unknown> = {};
-  for (const [key, envName] of Object.entries(CONFIG_ENV) as [keyof WatcherConfig, string][]) {
-    const flag = flags[key];
-    const fromEnv = key === 'kubeconfig' ? undefined : env[envName];
-    if (flag !== undefined && !(Array.isArray(flag) && flag.length === 0)) merged[key] = flag;
-    else if (fromEnv !== undefined && fromEnv !== '') merged[key] = key === 'namespaces' ? fromEnv.split(',').map((s) => s.trim()).filter(Boolean) : fromEnv;
-  }
-  const parsed = WatcherConfigSchema.safeParse(merged);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`);
-    throw new Error(`invalid pod-watcher settings: ${problems.join('; ')}`);
-  }
-  return parsed.data;
+export function resolveConfig(flags: Partial<Record<keyof WatcherConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string): WatcherConfig {
+  return resolveSettings('pod-watcher', WatcherConfigSchema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }
 
 /** The encoder-registry period: its own setting, else the scrape interval (a dead encoder leaves within one). */

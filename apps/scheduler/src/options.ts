@@ -1,7 +1,9 @@
 import { hostname } from 'node:os';
 import { Command } from 'commander';
+import { z } from 'zod';
+import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
-/** What `triad scheduler` runs with (flags, else env, else defaults). */
+/** What `triad scheduler` runs with (flags, else env, else a settings file, else defaults). */
 export interface SchedulerServiceOptions {
   readonly natsUrl: string;
   /** Scheduler config YAML, watched for changes. */
@@ -21,32 +23,40 @@ export interface SchedulerServiceOptions {
 
 export const DEFAULT_METRICS_PORT = 9091;
 
+const SchedulerSettingsSchema = z.object({
+  natsUrl: z.string().min(1).default('nats://127.0.0.1:4222'),
+  configFile: z.string().min(1).optional(),
+  metricsPort: Setting.port().default(DEFAULT_METRICS_PORT),
+  instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
+  shutdownGraceMs: Setting.ms(0).default(10_000),
+  tracePhases: z.union([z.boolean(), z.enum(['true', 'false'])], { error: 'expected true or false' }).transform((v) => v === true || v === 'true').default(false),
+});
+
+/** The flag / settings-file name and environment variable of each setting. */
+const SOURCES: SettingSources<z.infer<typeof SchedulerSettingsSchema>> = {
+  natsUrl: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  configFile: { name: 'config', env: 'TRIAD_SCHEDULER_CONFIG' },
+  metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  instanceId: { name: 'instance-id', env: ['TRIAD_INSTANCE_ID', 'POD_NAME'] },
+  shutdownGraceMs: { name: 'shutdown-grace-ms', env: 'TRIAD_SHUTDOWN_GRACE_MS' },
+  tracePhases: { name: 'trace-scheduler-phases', env: 'TRIAD_TRACE_SCHEDULER_PHASES' },
+};
+
 /** Parses `triad scheduler` flags with their env equivalents (TRIAD_NATS_URL, TRIAD_SCHEDULER_CONFIG, ...). */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): SchedulerServiceOptions {
   const program = new Command('triad scheduler')
     .description('scheduling service: answers triad.v1.schedule in queue group "schedulers"')
-    .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL)', env['TRIAD_NATS_URL'] ?? 'nats://127.0.0.1:4222')
-    .option('--config <file>', 'scheduler config YAML, hot-reloaded (TRIAD_SCHEDULER_CONFIG)', env['TRIAD_SCHEDULER_CONFIG'])
-    .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT)', env['TRIAD_METRICS_PORT'] ?? String(DEFAULT_METRICS_PORT))
-    .option('--instance-id <id>', 'instance name in decisions and logs (TRIAD_INSTANCE_ID, POD_NAME)', env['TRIAD_INSTANCE_ID'] ?? env['POD_NAME'] ?? `${hostname()}-${process.pid}`)
+    .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
+    .option('--config <file>', 'scheduler config YAML, hot-reloaded (TRIAD_SCHEDULER_CONFIG)')
+    .option('--metrics-port <port>', `/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default ${DEFAULT_METRICS_PORT})`)
+    .option('--instance-id <id>', 'instance name in decisions and logs (TRIAD_INSTANCE_ID, else POD_NAME, else hostname-pid)')
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
     .exitOverride();
   program.parse([...argv], { from: 'user' });
-  const o = program.opts<{ nats: string; config?: string; metricsPort: string; instanceId: string }>();
-  const metricsPort = Number(o.metricsPort);
-  if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) throw new Error(`--metrics-port: not a port: ${o.metricsPort}`);
-  return {
-    natsUrl: o.nats,
-    ...(o.config ? { configFile: o.config } : {}),
-    metricsPort,
-    instanceId: o.instanceId,
-    shutdownGraceMs: Number(env['TRIAD_SHUTDOWN_GRACE_MS'] ?? 10_000),
-    tracePhases: tracePhasesOf(env['TRIAD_TRACE_SCHEDULER_PHASES']),
-  };
-}
-
-/** `TRIAD_TRACE_SCHEDULER_PHASES`: true or false (default); anything else is refused with the variable named. */
-function tracePhasesOf(raw: string | undefined): boolean {
-  if (raw === 'true') return true;
-  if (raw === undefined || raw === '' || raw === 'false') return false;
-  throw new Error(`TRIAD_TRACE_SCHEDULER_PHASES: expected true or false, got ${raw}`);
+  const o = program.opts<{ nats?: string; config?: string; metricsPort?: string; instanceId?: string; settings?: string }>();
+  return resolveSettings('scheduler', SchedulerSettingsSchema, SOURCES, {
+    flags: { natsUrl: o.nats, configFile: o.config, metricsPort: o.metricsPort, instanceId: o.instanceId },
+    env,
+    ...(o.settings === undefined ? {} : { file: o.settings }),
+  });
 }

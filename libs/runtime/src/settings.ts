@@ -1,0 +1,115 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError } from '@triad/errors';
+
+/** Where one setting of a service can be given, besides its default. */
+export interface SettingSource {
+  /**
+   * The setting's kebab-case name: its flag (`--metrics-port`) where the CLI has one, and its key in a settings
+   * file (`metrics-port: 9090`).
+   */
+  readonly name: string;
+  /** Environment variables, the first one set wins (`TRIAD_INSTANCE_ID`, then `POD_NAME`); none: no variable. */
+  readonly env?: string | readonly string[];
+  /** The environment variable holds a comma-separated list. */
+  readonly list?: boolean;
+}
+
+/** The sources of every setting of a schema. */
+export type SettingSources<T> = { readonly [K in keyof T]-?: SettingSource };
+
+/** The layers a service's settings come from, strongest first: flags, environment, settings file, defaults. */
+export interface SettingsLayers {
+  /** Values given on the command line (or by a caller such as a test), by setting key; undefined or [] = not given. */
+  readonly flags?: Readonly<Partial<Record<string, unknown>>>;
+  /** Default `process.env`. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** A YAML or JSON settings file keyed by setting name; default `$TRIAD_SETTINGS_FILE`. */
+  readonly file?: string;
+}
+
+/** The environment variable naming a settings file when no `--settings` flag does. */
+export const SETTINGS_FILE_ENV = 'TRIAD_SETTINGS_FILE';
+
+function given(value: unknown): boolean {
+  return value !== undefined && !(Array.isArray(value) && value.length === 0);
+}
+
+function envNames(source: SettingSource): readonly string[] {
+  return source.env === undefined ? [] : typeof source.env === 'string' ? [source.env] : source.env;
+}
+
+/** Reads a settings file: a YAML/JSON mapping by setting name. Throws a ConfigError naming the file. */
+function readSettingsFile(path: string, known: ReadonlySet<string>): Record<string, unknown> {
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(path, 'utf8'));
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(`cannot read settings file ${path}: ${why}`, [`${path}: ${why}`], { cause: err });
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`settings file ${path} must be a mapping of setting names`, [`${path}: not a mapping`]);
+  const values: Record<string, unknown> = { ...doc };
+  const unknown = Object.keys(values).filter((k) => !known.has(k));
+  if (unknown.length > 0) {
+    const problems = unknown.map((k) => `${path}: unknown setting '${k}'`);
+    throw new ConfigError(`invalid settings file ${path}: ${problems.join('; ')}`, problems);
+  }
+  return values;
+}
+
+/**
+ * A service's settings: each value from its flag, else its environment variable, else the settings file, else
+ * the schema's default, then validated by the zod schema. Throws a ConfigError listing every bad setting, each
+ * naming where its value came from (`metricsPort: not a port (from TRIAD_METRICS_PORT)`).
+ */
+export function resolveSettings<T extends object>(service: string, schema: z.ZodType<T>, sources: SettingSources<T>, layers: SettingsLayers = {}): T {
+  const env = layers.env ?? process.env;
+  const entries: [string, SettingSource][] = Object.entries(sources);
+  const filePath = layers.file ?? (env[SETTINGS_FILE_ENV] || undefined);
+  const file = filePath === undefined ? undefined : readSettingsFile(filePath, new Set(entries.map(([, s]) => s.name)));
+  const merged: Record<string, unknown> = {};
+  const origin = new Map<string, string>();
+  for (const [key, source] of entries) {
+    const flag = layers.flags?.[key];
+    if (given(flag)) {
+      merged[key] = flag;
+      origin.set(key, `--${source.name}`);
+      continue;
+    }
+    const envName = envNames(source).find((n) => env[n] !== undefined && env[n] !== '');
+    if (envName !== undefined) {
+      const text = env[envName] ?? '';
+      merged[key] = source.list ? text.split(',').map((s) => s.trim()).filter(Boolean) : text;
+      origin.set(key, envName);
+      continue;
+    }
+    if (file !== undefined && file[source.name] !== undefined) {
+      merged[key] = file[source.name];
+      origin.set(key, `${source.name} in ${filePath}`);
+    }
+  }
+  const parsed = schema.safeParse(merged);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => {
+    const from = origin.get(String(issue.path[0]));
+    return `${issue.path.join('.') || 'settings'}: ${issue.message}${from === undefined ? '' : ` (from ${from})`}`;
+  });
+  throw new ConfigError(`invalid ${service} settings: ${problems.join('; ')}`, problems);
+}
+
+const NOT_A_PORT = 'not a port (an integer from 0 to 65535)';
+
+/** Schemas of the kinds of settings every service has, so they read and fail alike. */
+export const Setting = {
+  /** A TCP port; 0 picks a free one. */
+  port: () => z.coerce.number({ error: NOT_A_PORT }).int(NOT_A_PORT).min(0, NOT_A_PORT).max(65535, NOT_A_PORT),
+  /** A whole number of milliseconds, at least `min`. */
+  ms: (min = 0) => z.coerce.number().int().min(min),
+  /** A whole count from `min` to `max`. */
+  count: (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max),
+  /** true / false (also `1` / `0` in the environment). */
+  boolean: () => z.union([z.boolean(), z.enum(['true', 'false', '1', '0'])]).transform((v) => v === true || v === 'true' || v === '1'),
+} as const;
