@@ -1,8 +1,7 @@
 import type { RateLimit } from '@triad/crd';
-import { RequestLocal, type RequestContext, type RequestHooks } from '@triad/request';
+import { RequestLocal, promptText, type RequestContext, type RequestHooks } from '@triad/request';
 import type { Admission, Admitted } from './admission';
 import type { SpanLike } from './fairness/fair-queue';
-import { promptText } from './tokens/prompt-text';
 
 export interface AdmissionHookOptions {
   /** `ModelRoute.spec.rateLimit` for a request model name (Kthena keys limits by the model name, before routing). */
@@ -17,6 +16,9 @@ interface Ticket {
   readonly admitted: Admitted;
   started: boolean;
 }
+
+/** The limiter counts everything a request carries as input, not only what prefix hashing reads. */
+const ALL_INPUTS = { allInputs: true } as const;
 
 /** What `admit` took for a request, released in `onEnd`. */
 const TICKET = new RequestLocal<Ticket>('triad.admission');
@@ -37,7 +39,7 @@ export function createAdmissionHooks(admission: Admission, opts: AdmissionHookOp
     async admit(ctx: RequestContext): Promise<void> {
       const auth = await admission.authenticate(ctx.headers);
       if (!auth.ok) throw auth.rejection;
-      const inputTokens = opts.tokenizer ? admission.estimateInputTokens(ctx.model, promptText(ctx.body)).tokens : ctx.inputTokens;
+      const inputTokens = opts.tokenizer ? admission.estimateInputTokens(ctx.model, promptText(ctx.body, ALL_INPUTS)).tokens : ctx.inputTokens;
       const decision = await admission.admit({
         identity: auth.identity, model: ctx.model, rateLimit: opts.rateLimitFor(ctx.model), inputTokens,
         maxTokens: maxTokensOf(ctx.body), signal: ctx.signal, span: opts.spanOf?.(ctx), path: ctx.path,

@@ -21,7 +21,6 @@ export { Rejections, retryAfterSeconds } from './rejection';
 export type { AdmissionRejection } from './rejection';
 export { TokenEstimator, tiktokenEncodingFor } from './tokens/token-estimator';
 export type { TokenEstimate, EstimateMethod } from './tokens/token-estimator';
-export { promptText } from './tokens/prompt-text';
 export type { SpanLike } from './fairness/fair-queue';
 export { MemoryBudgetStore, StoreUnavailableError } from './ratelimit/budget-store';
 export type { BudgetStore } from './ratelimit/budget-store';

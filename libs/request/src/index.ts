@@ -20,3 +20,5 @@ export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } fro
 export type { OpenAiError } from './errors/openai-errors';
 export { extractMediaParts, inlineMediaBytes } from './body/media';
 export type { MediaPart, Modality } from './body/media';
+export { promptText } from './body/prompt-text';
+export type { PromptTextOptions } from './body/prompt-text';

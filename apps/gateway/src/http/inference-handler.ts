@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, writeErrorResponse,
+  NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
   type IncomingHeaders, type MediaPart, type RequestHooks,
 } from '@triad/request';
 import type { Logger } from '@triad/runtime';
@@ -11,7 +11,7 @@ import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
 import type { GatewayMetrics } from '../observability/metrics';
 import { schedulingError, type SchedulerClient } from '../scheduling/scheduler-client';
-import { buildSchedulingRequest, estimateTokens, promptText } from '../scheduling/scheduling-request';
+import { buildSchedulingRequest, estimateTokens } from '../scheduling/scheduling-request';
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';

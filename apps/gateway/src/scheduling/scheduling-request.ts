@@ -2,40 +2,6 @@ import { SchedulingLimits, type MediaItem, type SchedulingRequest } from '@triad
 import type { MediaPart, RoutedRequest } from '@triad/request';
 import { mediaContentKey, prefixBlockHashes, type PrefixHashOptions } from '@triad/scheduling';
 
-/** Text of one message content: the string, or its text parts joined by newlines (media parts are skipped). */
-function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  let out = '';
-  for (const part of content) {
-    const p = part as { type?: unknown; text?: unknown } | null;
-    if (p !== null && typeof p === 'object' && typeof p.text === 'string' && (p.type === 'text' || p.type === 'input_text' || p.type === 'output_text')) {
-      out = out === '' ? p.text : `${out}\n${p.text}`;
-    }
-  }
-  return out;
-}
-
-/**
- * The prompt string used for prefix-cache hashing and token estimates, as Kthena builds it: a completion's
- * `prompt` string, or chat messages rendered ChatML-style from their text parts.
- */
-export function promptText(body: Record<string, unknown>): string {
-  const prompt = body['prompt'];
-  if (typeof prompt === 'string') return prompt;
-  const messages = body['messages'];
-  if (!Array.isArray(messages)) return '';
-  let out = '';
-  for (const m of messages) {
-    const msg = m as { role?: unknown; content?: unknown } | null;
-    if (msg === null || typeof msg !== 'object') continue;
-    const text = contentText(msg.content);
-    if (text === '') continue;
-    out += `<|im_start|>${typeof msg.role === 'string' ? msg.role : 'user'}\n${text}<|im_end|>\n`;
-  }
-  return out;
-}
-
 /** Kthena's input-token estimate: a quarter of the prompt's characters, rounded up. */
 export function estimateTokens(prompt: string): number {
   return Math.ceil(prompt.length / 4);

@@ -2,7 +2,6 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { createAdmission } from '../admission';
 import { SILENT_LOGGER } from '../logger';
-import { promptText } from './prompt-text';
 import { TokenEstimator, tiktokenEncodingFor } from './token-estimator';
 
 const FIXTURE = join(__dirname, '__fixtures__', 'tokenizer.json');
@@ -49,19 +48,5 @@ describe('TokenEstimator', () => {
     const values = (await registry.getSingleMetric('triad_admission_input_token_estimates_total')?.get())?.values;
     expect(values).toEqual([expect.objectContaining({ labels: { method: 'chars_div_4' }, value: 1 })]);
     await admission.close();
-  });
-});
-
-describe('promptText', () => {
-  it('renders chat messages as ChatML and keeps only text parts', () => {
-    expect(promptText({ system: 'be brief', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: 'x' } }] }] }))
-      .toBe('<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n');
-  });
-
-  it('takes prompt strings and arrays, and Responses input with instructions', () => {
-    expect(promptText({ prompt: 'abc' })).toBe('abc');
-    expect(promptText({ prompt: ['a', 'b'] })).toBe('a\nb');
-    expect(promptText({ instructions: 'rules', input: 'question' })).toBe('<|im_start|>developer\nrules<|im_end|>\nquestion');
-    expect(promptText(null)).toBe('');
   });
 });
