@@ -5,7 +5,7 @@ import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 const Ms = Setting.ms(0);
 
 /** Gateway configuration: flags over `TRIAD_*` environment variables over a settings file over defaults. */
-export const GatewayConfigSchema = z.object({
+const GatewayConfigSchema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
   host: z.string().default('0.0.0.0'),
   port: Setting.port().default(8080),
@@ -46,7 +46,6 @@ export const GatewayConfigSchema = z.object({
   admissionConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
-export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
 
 /** The flag / settings-file name and environment variable of each setting. */
 export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {

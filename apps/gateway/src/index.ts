@@ -2,7 +2,7 @@
 export { main } from './cli';
 export { startGateway } from './gateway';
 export type { GatewayOptions, GatewayHandle } from './gateway';
-export { resolveConfig, GatewayConfigSchema, CONFIG_SOURCES } from './config';
-export type { GatewayConfig, GatewayConfigInput } from './config';
+export { resolveConfig, CONFIG_SOURCES } from './config';
+export type { GatewayConfig } from './config';
 export { RouteTable } from './routing/route-table';
 export type { RouteMatch } from './routing/route-table';

@@ -15,7 +15,7 @@ const SourceSchema = z.string().transform((text, ctx): SourceSpec => {
 });
 
 /** Pod-watcher settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
-export const WatcherConfigSchema = z.object({
+const WatcherConfigSchema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
   source: SourceSchema.default({ kind: 'kube' }),
   /** Namespaces to watch (kube source); empty means all namespaces. */
@@ -46,7 +46,6 @@ export const WatcherConfigSchema = z.object({
   drainTimeoutMs: Ms(0).default(10_000),
 });
 export type WatcherConfig = z.infer<typeof WatcherConfigSchema>;
-export type WatcherConfigInput = z.input<typeof WatcherConfigSchema>;
 
 /**
  * The flag / settings-file name and environment variable of each setting (the kube client reads KUBECONFIG

@@ -2,4 +2,4 @@
 // watcher's modules (NATS, undici, the sources) load when main() starts one.
 export { main } from './cli';
 export type { PodWatcher, StartPodWatcherOptions } from './watcher';
-export type { WatcherConfig, WatcherConfigInput, SourceSpec } from './config';
+export type { WatcherConfig, SourceSpec } from './config';

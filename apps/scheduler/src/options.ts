@@ -21,7 +21,7 @@ export interface SchedulerServiceOptions {
   readonly tracePhases?: boolean;
 }
 
-export const DEFAULT_METRICS_PORT = 9091;
+const DEFAULT_METRICS_PORT = 9091;
 
 const SchedulerSettingsSchema = z.object({
   natsUrl: z.string().min(1).default('nats://127.0.0.1:4222'),

@@ -101,7 +101,7 @@ export interface Admission {
 }
 
 /** Validates an admission config document (with Kthena env defaults under it); never throws. */
-export function parseAdmissionConfig(raw: unknown, env?: Readonly<Record<string, string | undefined>>, source = 'admission config'): ParseOutcome<AdmissionConfig> {
+function parseAdmissionConfig(raw: unknown, env?: Readonly<Record<string, string | undefined>>, source = 'admission config'): ParseOutcome<AdmissionConfig> {
   return validateDocument(AdmissionConfigSchema, withKthenaEnv(raw ?? {}, env), source);
 }
 

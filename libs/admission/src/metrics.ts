@@ -31,7 +31,7 @@ const flushHooks = new WeakMap<object, Set<() => void>>();
  * Counts for a counter that moves on every request. prom-client hashes the label set on each `inc`; here the
  * request path adds to a plain number under a cheap key, and the sums reach the counter when it is collected.
  */
-export class CounterBatch<L extends string> {
+class CounterBatch<L extends string> {
   readonly #counter: Counter<L>;
   readonly #labelNames: readonly L[];
   readonly #pending = new Map<string, { labels: Record<L, string>; n: number }>();

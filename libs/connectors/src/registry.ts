@@ -20,9 +20,6 @@ const FACTORIES: Readonly<Record<ConnectorName, ConnectorFactory>> = {
   'sglang-epd': () => new SglangPdConnector('sglang-epd'),
 };
 
-/** Every connector name, in registry order. */
-export const CONNECTOR_NAMES = Object.keys(FACTORIES) as ConnectorName[];
-
 /** The connectors of one gateway, built once from the registry. */
 export class ConnectorRegistry {
   readonly #instances = new Map<ConnectorName, Connector>();

@@ -25,7 +25,7 @@ function onTotalTimeout(loop: StageLoop): void {
  * timeout aborts all of them, and it writes the error answer itself: an OpenAI error before the first byte, an
  * SSE error event plus `[DONE]` after it.
  */
-export class StageLoop implements LegRunner, LegOwner {
+class StageLoop implements LegRunner, LegOwner {
   readonly suppressUsage: boolean;
   readonly totalMs: number;
   readonly #ctx: ProxyRequest;

@@ -11,12 +11,12 @@ export interface UpstreamPoolOptions {
 }
 
 /** Defaults sized for one gateway in front of a handful of engines. */
-export function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
+function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
   return { connections: 256, keepAliveTimeoutMs: 30_000, connectTimeoutMs: 5_000 };
 }
 
 /** The origin string of an engine address (IPv6 literals in brackets). */
-export function originOf(ip: string, port: number): string {
+function originOf(ip: string, port: number): string {
   return ip.includes(':') && !ip.startsWith('[') ? `http://[${ip}]:${port}` : `http://${ip}:${port}`;
 }
 

@@ -4,7 +4,7 @@ import { API_GROUP, ModelServerSpecSchema } from './model-server';
 import { ModelRouteSpecSchema } from './model-route';
 import { ResourceStatusSchema } from './meta';
 
-export const CRD_HEADER = '# GENERATED from the zod schemas in libs/crd by `npx triad crds`. Do not edit.\n';
+const CRD_HEADER = '# GENERATED from the zod schemas in libs/crd by `npx triad crds`. Do not edit.\n';
 
 type JsonSchema = Record<string, unknown>;
 

@@ -27,4 +27,4 @@ export type { ValidationProblem } from './problems';
 export { modelServerRules, modelRouteRules, durationMs } from './semantic-rules';
 export { validateResource, validateManifests } from './validate';
 export type { TriadResource, ResourceKind, ResourceValidation, DocumentValidation } from './validate';
-export { buildCrds, renderCrdFiles, CRD_HEADER } from './crd-generator';
+export { buildCrds, renderCrdFiles } from './crd-generator';

@@ -2,7 +2,7 @@
  * Protocol counters a test reads through `handle.counters()` to tell a real hand-off from a silent fallback.
  * All names are always present (zero until they happen), so a test can assert on any of them.
  */
-export const COUNTER_NAMES = [
+const COUNTER_NAMES = [
   /** Inference requests accepted (chat, completions, generate, encode). */
   'requests',
   /** Requests answered with an error body produced by validation (4xx). */

@@ -1,12 +1,5 @@
 export { startSimEngine } from './start-sim-engine';
-export {
-  EngineKindSchema,
-  FaultModeSchema,
-  FaultSpecSchema,
-  LatencyOverridesSchema,
-  LatencyProfileNameSchema,
-  SimRoleSchema,
-} from './options';
+export { EngineKindSchema, FaultSpecSchema, SimRoleSchema } from './options';
 export type {
   EngineKind,
   FaultMode,
@@ -19,5 +12,4 @@ export type {
   SimLogger,
   SimRole,
 } from './options';
-export { COUNTER_NAMES } from './counters';
 export type { CounterName } from './counters';

@@ -9,10 +9,10 @@ export const SimRoleSchema = z.enum(['encode', 'prefill', 'decode', 'both']);
 export type SimRole = z.infer<typeof SimRoleSchema>;
 
 /** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
-export const LatencyProfileNameSchema = z.enum(['zero', 'realistic']);
+const LatencyProfileNameSchema = z.enum(['zero', 'realistic']);
 export type LatencyProfileName = z.infer<typeof LatencyProfileNameSchema>;
 
-export const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse']);
+const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse']);
 export type FaultMode = z.infer<typeof FaultModeSchema>;
 
 /** A fault applied to the next `count` inference requests (all of them when `count` is absent). */
@@ -27,7 +27,7 @@ export const FaultSpecSchema = z
 export type FaultSpec = z.infer<typeof FaultSpecSchema>;
 
 /** Overrides of the latency model's numbers (see `latency.ts` for the defaults of each profile). */
-export const LatencyOverridesSchema = z
+const LatencyOverridesSchema = z
   .object({
     encodeMsPerItem: z.number().nonnegative(),
     prefillMsPer1kTokens: z.number().nonnegative(),

@@ -15,10 +15,10 @@ export {
   QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, TotalTimeoutError, SchedulingError,
   isRetryable, failedStageOf, errorCodeOf, asError,
 } from './errors/request-errors';
-export type { ErrorHeaders, RejectionReason, RateLimitReason, LegFailure } from './errors/request-errors';
+export type { ErrorHeaders, RateLimitReason, LegFailure } from './errors/request-errors';
 export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
 export type { OpenAiError } from './errors/openai-errors';
-export { extractMediaParts, inlineMediaBytes } from './body/media';
+export { extractMediaParts } from './body/media';
 export type { MediaPart, Modality } from './body/media';
 export { promptText } from './body/prompt-text';
 export type { PromptTextOptions } from './body/prompt-text';

@@ -4,5 +4,5 @@ export { startOpsServer } from './ops-server';
 export type { OpsServer, OpsServerOptions } from './ops-server';
 export { onShutdown } from './shutdown';
 export type { ShutdownOptions } from './shutdown';
-export { resolveSettings, Setting, SETTINGS_FILE_ENV } from './settings';
+export { resolveSettings, Setting } from './settings';
 export type { SettingSource, SettingSources, SettingsLayers } from './settings';

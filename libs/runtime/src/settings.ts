@@ -30,7 +30,7 @@ export interface SettingsLayers {
 }
 
 /** The environment variable naming a settings file when no `--settings` flag does. */
-export const SETTINGS_FILE_ENV = 'TRIAD_SETTINGS_FILE';
+const SETTINGS_FILE_ENV = 'TRIAD_SETTINGS_FILE';
 
 function given(value: unknown): boolean {
   return value !== undefined && !(Array.isArray(value) && value.length === 0);

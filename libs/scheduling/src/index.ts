@@ -16,8 +16,8 @@ export type { Endpoint } from './state/endpoint';
 export type { Candidates } from './framework/candidates';
 
 // Config.
-export { SchedulerConfigSchema, ProfileConfigSchema, PluginConfigSchema, ScorerRefSchema } from './config/config-schema';
-export type { SchedulerConfig, SchedulerConfigInput, ProfileConfig, PluginConfig, ScorerRef } from './config/config-schema';
+export { SchedulerConfigSchema } from './config/config-schema';
+export type { SchedulerConfig, ProfileConfig, PluginConfig } from './config/config-schema';
 export { defaultSchedulerConfig, builtInProfile } from './config/default-config';
 export { loadSchedulerConfig } from './config/load-config';
 export type { ConfigLoadResult, LoadConfigOptions, LoadedSchedulerConfig, LoadedProfile } from './config/load-config';

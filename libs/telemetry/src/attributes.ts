@@ -89,7 +89,7 @@ export function put(attrs: Attributes, key: string, value: AttributeValue | unde
 }
 
 /** `gen_ai.provider.name` for a self-hosted engine: the spec has no registered value, so `vllm` / `sglang`. */
-export function providerName(engine: string): string {
+function providerName(engine: string): string {
   return engine.toLowerCase();
 }
 

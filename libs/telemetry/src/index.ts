@@ -7,17 +7,20 @@ export type { TelemetryLogger } from './diag-logger';
 export { tracingEnabled, messageContentCaptureEnabled } from './state';
 
 // Generic spans.
-export { NOOP_TRACED, startTraced, setAttributes, addEvent, recordFailure, endTraced, inSpan, errorTypeOf, traceIdOf, currentTraceId, contextOf } from './spans';
+export {
+  NOOP_TRACED, startTraced, setAttributes, addEvent, recordFailure, endTraced, inSpan, errorTypeOf, traceIdOf,
+  contextOf,
+} from './spans';
 export type { Traced, Parent, StartOptions } from './spans';
 
 // W3C propagation over HTTP and NATS headers.
 export {
-  injectTraceHeaders, extractTraceContext, injectBatchTraceHeaders, extractBatchTraceContexts, TRACE_ID_HEADER, BATCH_TRACE_HEADER,
+  injectTraceHeaders, extractTraceContext, injectBatchTraceHeaders, extractBatchTraceContexts, BATCH_TRACE_HEADER,
 } from './propagation';
 export type { HeaderCarrier } from './propagation';
 
 // Attributes (GenAI conventions + triad.*).
-export { ATTR, put, providerName, genAiRequestAttributes, genAiResponseAttributes, endpointAttributes } from './attributes';
+export { ATTR, put, genAiRequestAttributes, genAiResponseAttributes, endpointAttributes } from './attributes';
 export type { InferenceRequestInfo, InferenceResponseInfo, EndpointInfo } from './attributes';
 export { decisionAttributes } from './decision-attributes';
 export { recordMessageContent } from './message-content';

@@ -8,9 +8,6 @@ import { tracing } from './state';
  */
 export type HeaderCarrier = Readonly<Record<string, string | readonly string[] | undefined>>;
 
-/** Response header carrying the trace id so a user can look the request up in Jaeger. */
-export const TRACE_ID_HEADER = 'x-triad-trace-id';
-
 /**
  * NATS header that carries one context per request of a coalesced `triad.v1.schedule` batch (a JSON array of
  * propagator carriers, `null` where a request has no span). The standard `traceparent` of the message is the

@@ -62,7 +62,7 @@ class TracedSpan implements Traced {
  * The span context a child of `parent` continues, or undefined for a new trace. A `Traced` made by these helpers
  * always holds a valid context (except the shared no-op); any other context is checked.
  */
-export function spanContextOf(parent: Parent): SpanContext | undefined {
+function spanContextOf(parent: Parent): SpanContext | undefined {
   if (isTraced(parent)) return parent === NOOP_TRACED ? undefined : parent.span.spanContext();
   const sc = trace.getSpanContext(parent);
   return sc !== undefined && isSpanContextValid(sc) ? sc : undefined;
@@ -167,7 +167,3 @@ export function traceIdOf(source?: Traced | Span | Context): string | undefined 
   return sc && isSpanContextValid(sc) ? sc.traceId : undefined;
 }
 
-/** The active span's trace id, for log lines written outside a request's explicit context. */
-export function currentTraceId(): string | undefined {
-  return traceIdOf();
-}

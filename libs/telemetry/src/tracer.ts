@@ -56,11 +56,6 @@ export function epochNow(): number {
   return clockOffset + perf;
 }
 
-/** A `performance.now()` reading of this process in epoch milliseconds, on the spans' clock. */
-export function epochOfPerf(perf: number): number {
-  return clockOffset + perf;
-}
-
 /**
  * `TimeInput` as epoch ms. A number below `performance.timeOrigin` is a `performance.now()` reading (as in the
  * SDK), including one slightly in the future (an end time computed ahead); a larger one is already epoch ms.
@@ -137,7 +132,7 @@ const NO_LINKS: Link[] = [];
 const NO_EVENTS: RecordedEvent[] = [];
 
 /** An event of a recorded span (`TimedEvent` for the SDK's exporters: `time` is derived from `ms`). */
-export class RecordedEvent {
+class RecordedEvent {
   readonly droppedAttributesCount = 0;
   constructor(readonly name: string, readonly attributes: Attributes | undefined, readonly ms: number) {}
   get time(): HrTime {

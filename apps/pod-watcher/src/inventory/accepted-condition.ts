@@ -1,6 +1,6 @@
 import { formatProblem, type Condition, type ValidationProblem } from '@triad/crd';
 
-export const ACCEPTED = 'Accepted';
+const ACCEPTED = 'Accepted';
 /** Status messages are for people; a spec with dozens of problems gets the first ones and a count. */
 const MAX_MESSAGE = 1024;
 

@@ -22,7 +22,7 @@ interface MetricNames {
 }
 
 /** The metric names each engine serves (wire-protocols §4; Kthena's table plus the renamed and older names). */
-export const ENGINE_METRIC_NAMES: Readonly<Record<InferenceEngine, MetricNames>> = {
+const ENGINE_METRIC_NAMES: Readonly<Record<InferenceEngine, MetricNames>> = {
   vLLM: {
     running: 'vllm:num_requests_running',
     waiting: 'vllm:num_requests_waiting',

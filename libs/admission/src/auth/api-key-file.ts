@@ -34,4 +34,3 @@ export const ApiKeyFileSchema = z
       }
     });
   });
-export type ApiKeyFile = z.infer<typeof ApiKeyFileSchema>;

@@ -14,7 +14,7 @@ export interface ScryptParams {
 }
 
 /** OWASP's minimum for scrypt (N=2^15 would double the one-time cost per key without changing the design). */
-export const DEFAULT_SCRYPT: ScryptParams = { N: 16_384, r: 8, p: 1 };
+const DEFAULT_SCRYPT: ScryptParams = { N: 16_384, r: 8, p: 1 };
 const KEY_LEN = 32;
 
 export interface ParsedHash extends ScryptParams {

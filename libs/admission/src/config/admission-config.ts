@@ -4,12 +4,12 @@ import { DurationSchema, RateLimitUnitSchema, parseGoDuration } from '@triad/crd
 import { ApiKeyEntrySchema } from '../auth/api-key-file';
 
 /** A duration as a Go duration string (`250ms`, `5m`) or a number of milliseconds; parsed to milliseconds. */
-export const DurationMsSchema = z
+const DurationMsSchema = z
   .union([z.number().nonnegative(), DurationSchema])
   .transform((v) => (typeof v === 'number' ? v : (parseGoDuration(v) as number)));
 
 /** A token limit in the shape of `ModelRoute.spec.rateLimit` (without `global`): used by tiers and identities. */
-export const TokenLimitSchema = z
+const TokenLimitSchema = z
   .object({
     inputTokensPerUnit: z.number().int().min(1).optional(),
     outputTokensPerUnit: z.number().int().min(1).optional(),
@@ -19,7 +19,7 @@ export const TokenLimitSchema = z
 export type TokenLimit = z.infer<typeof TokenLimitSchema>;
 
 /** Kthena's `auth` keys (issuer, audiences, jwksUri) plus Triad's API keys and JWT options. */
-export const AuthConfigSchema = z
+const AuthConfigSchema = z
   .object({
     issuer: z.string().min(1).optional(),
     audiences: z.array(z.string().min(1)).optional(),
@@ -58,7 +58,7 @@ export const AuthConfigSchema = z
   })
   .strict();
 
-export const LeaseConfigSchema = z
+const LeaseConfigSchema = z
   .object({
     /** Upper bound of one replica's lease, as a fraction of the limit per unit. 0 disables leases. */
     maxFraction: z.number().min(0).max(1).default(0.1),
@@ -71,15 +71,14 @@ export const LeaseConfigSchema = z
   })
   .strict();
 
-export const StoreConfigSchema = z.discriminatedUnion('type', [
+const StoreConfigSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('auto') }).strict(),
   z.object({ type: z.literal('nats'), bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default(Buckets.admission) }).strict(),
   z.object({ type: z.literal('redis'), address: z.string().min(1), keyPrefix: z.string().default('triad:admission:') }).strict(),
   z.object({ type: z.literal('memory') }).strict(),
 ]);
-export type StoreConfig = z.infer<typeof StoreConfigSchema>;
 
-export const RateLimitConfigSchema = z
+const RateLimitConfigSchema = z
   .object({
     /** When the shared budget store cannot be reached: admit (`open`) or answer 503 (`closed`). */
     failMode: z.enum(['open', 'closed']).default('open'),
@@ -116,7 +115,7 @@ export const RateLimitConfigSchema = z
 export type RateLimitConfig = z.infer<typeof RateLimitConfigSchema>;
 
 /** Kthena's user-fairness queue; the defaults are Kthena's code defaults (env names in `kthena-env.ts`). */
-export const FairnessConfigSchema = z
+const FairnessConfigSchema = z
   .object({
     enabled: z.boolean().default(false),
     windowSize: DurationMsSchema.default(300_000).refine((ms) => ms >= 60_000 && ms <= 3_600_000, 'must be between 1m and 1h'),

@@ -6,17 +6,6 @@ import { formatPath } from '@triad/crd';
 /** Result of reading a config document: the parsed value, or every problem as `path: message`. */
 export type ParseOutcome<T> = { ok: true; value: T } | { ok: false; problems: string[] };
 
-/** Parses YAML or JSON text (YAML is a superset) and validates it; never throws. */
-export function parseDocument<S extends z.ZodType>(schema: S, text: string, source: string): ParseOutcome<z.output<S>> {
-  let raw: unknown;
-  try {
-    raw = text.trim() === '' ? {} : parseYaml(text);
-  } catch (err) {
-    return { ok: false, problems: [`${source}: not valid YAML/JSON: ${(err as Error).message}`] };
-  }
-  return validateDocument(schema, raw ?? {}, source);
-}
-
 /** Validates an already parsed value against `schema`, listing every issue with its path. */
 export function validateDocument<S extends z.ZodType>(schema: S, raw: unknown, source: string): ParseOutcome<z.output<S>> {
   const parsed = schema.safeParse(raw);

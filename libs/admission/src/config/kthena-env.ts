@@ -21,7 +21,7 @@ const DURATION_ENV: ReadonlyArray<readonly [string, string]> = [
  * Reads Kthena's fairness env vars into a partial `fairness` config section. Values that do not parse are
  * returned as-is so the schema reports them with the variable's config path instead of silently dropping them.
  */
-export function fairnessFromKthenaEnv(env: Readonly<Record<string, string | undefined>>): Record<string, unknown> {
+function fairnessFromKthenaEnv(env: Readonly<Record<string, string | undefined>>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const enabled = env['ENABLE_FAIRNESS_SCHEDULING'];
   if (enabled !== undefined && enabled !== '') out['enabled'] = enabled.toLowerCase() === 'true' || enabled === '1';

@@ -94,7 +94,7 @@ function sumOf(map: Readonly<Record<string, TokenPair>>, dim: Dim, except?: stri
 }
 
 /** The debt a record's window started with: previous overflow plus unreported previous leases, bounded. */
-export function debtOf(rec: BudgetRecord, dim: Dim, maxDebt: TokenPair): number {
+function debtOf(rec: BudgetRecord, dim: Dim, maxDebt: TokenPair): number {
   return Math.min(maxDebt[dim], Math.max(0, rec.carry[dim] + sumOf(rec.prevLeases, dim)));
 }
 
@@ -110,7 +110,7 @@ export function freshRecord(unitMs: number, window: number): BudgetRecord {
 }
 
 /** Moves a record to `window`, turning what is known of the old window into carry. */
-export function rollRecord(prev: BudgetRecord, window: number, limits: Limits, maxDebt: TokenPair): BudgetRecord {
+function rollRecord(prev: BudgetRecord, window: number, limits: Limits, maxDebt: TokenPair): BudgetRecord {
   const steps = window - prev.window;
   const next = freshRecord(prev.unitMs, window);
   for (const dim of DIMS) {

@@ -38,7 +38,7 @@ export function redisOptionsFor(address: string): RedisOptions {
  * Budget records in Redis, same semantics as the NATS store: compare-and-set per scope (a Lua script),
  * lease messages over pub/sub on a second connection. Commands fail fast once a connection that was up drops.
  */
-export class RedisBudgetStore implements BudgetStore {
+class RedisBudgetStore implements BudgetStore {
   readonly backend = 'redis';
   readonly #client: CasClient;
   readonly #subscriber: Redis;

@@ -25,7 +25,7 @@ export interface StoreResolver {
  * Encodes a name as one KV key token: letters, digits, `-` and `_` stay, every other byte becomes `=XX`
  * (NATS keys allow `=`; dots would split tokens, and model names carry `/`, `:` and `.`).
  */
-export function keyToken(name: string): string {
+function keyToken(name: string): string {
   const hit = tokenCache.get(name);
   if (hit !== undefined) return hit;
   if (tokenCache.size >= 10_000) tokenCache.clear();
@@ -74,7 +74,7 @@ function computeSettings(limit: LimitShape, maxDebtUnits: number): ScopeSettings
  * (`tenant:<name>`), else its tier (key label / JWT claim), else `defaultTier`. An entry is explicit limits or
  * `{tier}`. Unknown tier names (a label naming a tier the config lacks) fall through to `defaultTier`.
  */
-export function identityLimit(identity: Identity, config: RateLimitConfig): { limit: TokenLimit; via: string } | undefined {
+function identityLimit(identity: Identity, config: RateLimitConfig): { limit: TokenLimit; via: string } | undefined {
   const entry = config.identities[identity.id] ?? (identity.tenant !== undefined ? config.identities[`tenant:${identity.tenant}`] : undefined);
   if (entry && !('tier' in entry)) return { limit: entry, via: identity.id };
   const tierName = entry && 'tier' in entry ? entry.tier : identity.tier !== undefined && identity.tier in config.tiers ? identity.tier : config.defaultTier;

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 
 /** Largest request body accepted (a few large data-URI images fit). */
-export const MAX_BODY_BYTES = 64 * 1024 * 1024;
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 export class BodyTooLargeError extends Error {
   constructor() {

@@ -17,7 +17,7 @@ export class EngineHttpError extends Error {
 }
 
 /** The error `type` both engines use for a status. */
-export function errorTypeFor(status: number): string {
+function errorTypeFor(status: number): string {
   switch (status) {
     case 400:
       return 'BadRequestError';

@@ -18,7 +18,7 @@ const ENCODE_TIMEOUT_MS = 60_000;
  * Splits the items across encoders the way SGLang's MMReceiverHTTP does: per modality, counts balanced over the
  * encoders with a rotating start, one part per (modality, encoder) that got items.
  */
-export function splitAcrossEncoders(media: readonly MediaItem[], urls: readonly string[], start: number): EncodePart[] {
+function splitAcrossEncoders(media: readonly MediaItem[], urls: readonly string[], start: number): EncodePart[] {
   const parts: EncodePart[] = [];
   const byModality = new Map<Modality, string[]>();
   for (const item of media) {

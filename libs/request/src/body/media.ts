@@ -56,8 +56,3 @@ export function extractMediaParts(body: Record<string, unknown>): readonly Media
   return out ?? NONE;
 }
 
-/** Size in bytes of an inline `data:` URL or base64 payload (what `MediaItem.bytes` reports), else undefined. */
-export function inlineMediaBytes(part: MediaPart): number | undefined {
-  if (part.source.startsWith('data:')) return part.source.length;
-  return part.modality === 'audio' && part.part['type'] === 'input_audio' ? part.source.length : undefined;
-}

@@ -46,19 +46,6 @@ export class NotFoundError extends RequestError {
   }
 }
 
-/** Why admission refused a request; also the `reason` label of its decision metric. */
-export type RejectionReason =
-  | 'missing_credentials'
-  | 'invalid_credentials'
-  | 'model_forbidden'
-  | 'input_rate_limited'
-  | 'output_rate_limited'
-  | 'request_too_large'
-  | 'queue_full'
-  | 'queue_timeout'
-  | 'client_aborted'
-  | 'store_unavailable';
-
 /** 401 with a `WWW-Authenticate: Bearer` challenge (`error="invalid_token"` when a credential was refused). */
 export class UnauthorizedError extends RequestError {
   readonly reason: 'missing_credentials' | 'invalid_credentials';

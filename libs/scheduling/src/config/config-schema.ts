@@ -9,14 +9,13 @@ const WeightedScorerSchema = z.object({
  * A scorer in a profile: `{plugin, weight}`, or just the plugin name for weight 1. (A preprocess rather than a
  * union, so a bad weight is reported at its own path instead of as "invalid input".)
  */
-export const ScorerRefSchema = z.preprocess(
+const ScorerRefSchema = z.preprocess(
   (v) => (typeof v === 'string' ? { plugin: v } : v),
   WeightedScorerSchema,
 ) as z.ZodType<z.output<typeof WeightedScorerSchema>, string | z.input<typeof WeightedScorerSchema>>;
-export type ScorerRef = z.infer<typeof ScorerRefSchema>;
 
 /** Filters (in order), weighted scorers and a picker for one stage. Names refer to `plugins` or to plugin types. */
-export const ProfileConfigSchema = z.object({
+const ProfileConfigSchema = z.object({
   filters: z.array(z.string().min(1)).default([]),
   scorers: z.array(ScorerRefSchema).default([]),
   /** Defaults to `max-score`, or `encoder-affinity` in the encode profile. */
@@ -25,14 +24,12 @@ export const ProfileConfigSchema = z.object({
 export type ProfileConfig = z.infer<typeof ProfileConfigSchema>;
 
 /** A configured plugin instance: its type, an optional instance name (default: the type) and its args. */
-export const PluginConfigSchema = z.object({
+const PluginConfigSchema = z.object({
   type: z.string().min(1),
   name: z.string().min(1).optional(),
   args: z.record(z.string(), z.unknown()).optional(),
 }).strict();
 export type PluginConfig = z.infer<typeof PluginConfigSchema>;
-
-export const PROFILE_KEYS = ['default', 'aggregated', 'decode', 'prefill', 'encode'] as const;
 
 /**
  * The scheduler config (YAML file, or KV `triad_v1_config/scheduler`). A stage uses `profiles.<stage>`, else
@@ -54,4 +51,3 @@ export const SchedulerConfigSchema = z.object({
   }).strict().default({}),
 }).strict();
 export type SchedulerConfig = z.infer<typeof SchedulerConfigSchema>;
-export type SchedulerConfigInput = z.input<typeof SchedulerConfigSchema>;

@@ -8,7 +8,7 @@ export type RankOrder = (a: number, b: number) => boolean;
  * The tie-break between candidates a and b: smaller seeded hash of the endpoint key, then the smaller key (a total
  * order, so the result never depends on list order; the seed makes equal endpoints take turns across requests).
  */
-export function tieBefore(c: Candidates, a: number, b: number, seed: number): boolean {
+function tieBefore(c: Candidates, a: number, b: number, seed: number): boolean {
   const ta = combine32(seed, c.keyHash[a] as number);
   const tb = combine32(seed, c.keyHash[b] as number);
   if (ta !== tb) return ta < tb;

@@ -12,7 +12,7 @@ export function hashString32(s: string): number {
 }
 
 /** murmur3's fmix32 finaliser: a bijection on 32-bit integers with full avalanche. Returns an unsigned value. */
-export function mix32(x: number): number {
+function mix32(x: number): number {
   let h = x | 0;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);

@@ -7,7 +7,7 @@ import type { CandidateSource } from '../state/model-server-pool';
 import type { InflightTracker } from '../state/inflight-tracker';
 
 /** In-flight count of an endpoint, through the tracker cell cached on it (rebound if the tracker changed). */
-export function inflightOf(e: IndexedEndpoint, tracker: InflightTracker): number {
+function inflightOf(e: IndexedEndpoint, tracker: InflightTracker): number {
   let cell: InflightCell | undefined = e.cell;
   if (e.cellOwner !== tracker || cell === undefined) {
     cell = tracker.cell(e.key);

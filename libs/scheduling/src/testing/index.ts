@@ -146,11 +146,3 @@ export function applyScorer(scorer: Scorer, ctx: CycleContext, candidates: Candi
   return [...out];
 }
 
-/** The endpoints of `pods` (default/ms) from an index, in that order. */
-export function endpointsOf(index: EndpointIndex, pods: readonly string[]): Endpoint[] {
-  return pods.map((p) => {
-    const e = index.get(keyOf(p));
-    if (!e) throw new Error(`no endpoint ${p}`);
-    return e;
-  });
-}

@@ -74,7 +74,7 @@ export function int64Value(v: bigint): number | string {
 }
 
 /** Nanoseconds to epoch milliseconds, keeping sub-millisecond precision (split so no precision is lost early). */
-export function nanosToMs(nanos: bigint): number {
+function nanosToMs(nanos: bigint): number {
   return Number(nanos / 1_000_000n) + Number(nanos % 1_000_000n) / 1e6;
 }
 

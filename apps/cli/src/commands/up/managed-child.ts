@@ -22,7 +22,7 @@ export interface ManagedChildOptions {
 const TAIL_LINES = 30;
 
 /** Sends `signal` to a whole process group; a group that is already gone is not an error. */
-export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pgid, signal);
   } catch (err) {

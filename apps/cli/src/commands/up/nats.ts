@@ -12,7 +12,7 @@ export interface NatsEndpoint {
   readonly origin: 'given' | 'local' | 'started';
 }
 
-export const LOCAL_NATS_URL = 'nats://127.0.0.1:4222';
+const LOCAL_NATS_URL = 'nats://127.0.0.1:4222';
 
 export const NATS_INSTALL_HELP = [
   'nats-server is not installed (it is not on PATH), and no NATS server with JetStream answers on 127.0.0.1:4222.',
