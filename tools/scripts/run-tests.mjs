@@ -23,7 +23,10 @@ function check(label, cmd, args) {
 
 if (extraArgs.length === 0) {
   check('lint: module boundaries', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
-  check('typecheck: tsc over the workspace', process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json')]);
+  check(
+    'typecheck: tsc over the workspace', process.execPath,
+    [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json')],
+  );
 }
 
 const resultsDir = join(root, '.test-results');

@@ -111,7 +111,9 @@ describe('triad up supervisor (stand-in services)', () => {
 
   it('fails with the service\'s own words when one exits during start-up, and stops the others', async () => {
     const before = processesOf(process.pid);
-    const error = await startStack(await options(), { ...env({ FAKE_TRIAD_FAIL: 'scheduler' }), out: capture().out }).catch((e: unknown) => e);
+    const error = await startStack(
+      await options(), { ...env({ FAKE_TRIAD_FAIL: 'scheduler' }), out: capture().out },
+    ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StartupError);
     expect((error as Error).message).toMatch(/scheduler (exited with code 3|stopped while the stack was starting)/);
     expect((error as Error).message).toContain('failing on purpose');
@@ -162,7 +164,10 @@ describe('triad up supervisor (stand-in services)', () => {
 
   it('stops every service through the watchdog when triad up itself is killed', async () => {
     const opts = await options();
-    const driver = spawn(process.execPath, [join(fixtures, 'up-driver.cjs'), opts.configPath, String(opts.port), fakeEntry], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const driver = spawn(
+      process.execPath, [join(fixtures, 'up-driver.cjs'), opts.configPath, String(opts.port), fakeEntry],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     drivers.push(driver);
     let stdout = '';
     let stderr = '';

@@ -87,7 +87,9 @@ beforeAll(async () => {
   simPort = await freePort();
   gatewayPort = await freePort();
   writeConfig(simPort, [...aggregatedPods, ...epdPods]);
-  up = spawn(process.execPath, [cli, 'up', '--config', configPath, '--port', String(gatewayPort), '--nats', 'spawn', '--sim-latency', 'zero', '--raw-logs'], {
+  up = spawn(process.execPath, [
+    cli, 'up', '--config', configPath, '--port', String(gatewayPort), '--nats', 'spawn', '--sim-latency', 'zero', '--raw-logs',
+  ], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const collect = (d: Buffer) => {
@@ -131,7 +133,10 @@ describe('triad up (end to end)', () => {
     const before = await servedBy(epdPods[0]?.ip as string, simPort);
     const res = await client.chat.completions.create({
       model: 'tiny-vl',
-      messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }] }],
+      messages: [{
+        role: 'user',
+        content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }],
+      }],
       max_tokens: 8,
     });
     expect(res.choices[0]?.message.content?.length).toBeGreaterThan(0);
@@ -139,7 +144,9 @@ describe('triad up (end to end)', () => {
   });
 
   it('streams an answer', async () => {
-    const stream = await client.chat.completions.create({ model: 'tiny-vl', messages: [{ role: 'user', content: 'Count to five' }], max_tokens: 8, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'tiny-vl', messages: [{ role: 'user', content: 'Count to five' }], max_tokens: 8, stream: true,
+    });
     const parts: string[] = [];
     let finish: string | null | undefined;
     for await (const chunk of stream) {

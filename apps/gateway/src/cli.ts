@@ -11,7 +11,9 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--port <port>', 'HTTP port for the OpenAI API (TRIAD_PORT, default 8080)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
     .option('--body-limit <bytes>', 'largest request body (TRIAD_BODY_LIMIT, default 10 MiB)')
-    .option('--scheduling <mode>', 'service (ask the scheduler over NATS) or in-process (decide in the gateway) (TRIAD_SCHEDULING, service)')
+    .option(
+      '--scheduling <mode>', 'service (ask the scheduler over NATS) or in-process (decide in the gateway) (TRIAD_SCHEDULING, service)',
+    )
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
@@ -19,7 +21,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
-    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string; scheduleBudgetMs?: string; drainTimeoutMs?: string;
+    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
+    scheduleBudgetMs?: string; drainTimeoutMs?: string;
     accessLog?: boolean; admissionConfig?: string; settings?: string;
   }>();
   const config = resolveConfig({

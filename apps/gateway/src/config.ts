@@ -76,6 +76,8 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
  * Builds the config from explicit values (flags) over environment variables over a settings file (`file`, else
  * `TRIAD_SETTINGS_FILE`) over defaults; throws a ConfigError naming each bad setting's flag, variable or file.
  */
-export function resolveConfig(values: Partial<Record<keyof GatewayConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string): GatewayConfig {
+export function resolveConfig(
+  values: Partial<Record<keyof GatewayConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
+): GatewayConfig {
   return resolveSettings('gateway', GatewayConfigSchema, CONFIG_SOURCES, { flags: values, env, ...(file === undefined ? {} : { file }) });
 }

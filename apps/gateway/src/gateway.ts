@@ -42,10 +42,15 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const bus = await connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, waitOnFirstConnect: true });
   const metrics = new GatewayMetrics();
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
-  const timeouts = { encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs, totalMs: config.totalTimeoutMs };
+  const timeouts = {
+    encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs,
+    totalMs: config.totalTimeoutMs,
+  };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
-  const integrations = await createIntegrations({ config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true });
+  const integrations = await createIntegrations({
+    config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
+  });
   // One end-of-turn callback sends the scheduling batch first, then the dispatch events: one NATS write per turn.
   const turn = new TurnFlusher();
   if (config.scheduling === 'in-process') fallback.followPeers(bus);
@@ -59,7 +64,10 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     onBatch: (size) => metrics.batch(size),
     ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
   }, turn);
-  const dispatch = new DispatchPublisher(bus.nc, id, { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs }, turn, (e) => fallback.dispatched(e));
+  const dispatch = new DispatchPublisher(
+    bus.nc, id, { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs }, turn,
+    (e) => fallback.dispatched(e),
+  );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks);
   const handler = new InferenceHandler({
@@ -74,7 +82,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const ops = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    readiness: () => (ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' }),
+    readiness: () => (ready() ? { ready: true } : {
+      ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV',
+    }),
   });
   await kv.start(bus);
   await fallback.followConfig(bus);

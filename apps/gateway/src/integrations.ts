@@ -49,7 +49,8 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
       },
     });
     spanOf = telemetry.requestSpanOf;
-    batchHeaders = (requests) => telemetry.injectBatchTraceHeaders(requests.map((ctx) => (ctx === undefined ? undefined : telemetry.scheduleSpanOf(ctx))));
+    batchHeaders = (requests) =>
+      telemetry.injectBatchTraceHeaders(requests.map((ctx) => (ctx === undefined ? undefined : telemetry.scheduleSpanOf(ctx))));
   }
   if (deps.config.admissionConfig !== undefined) {
     const { createAdmission, createAdmissionHooks } = require('@triad/admission') as typeof import('@triad/admission');

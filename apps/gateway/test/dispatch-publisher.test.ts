@@ -27,7 +27,9 @@ describe('DispatchPublisher against a real nats-server', () => {
     } });
     await reader.flush();
     const local: string[] = [];
-    const p = new DispatchPublisher(nc, 'gw-1', { snapshotIntervalMs: 60_000 }, new TurnFlusher(), (e) => local.push(`${e.type}:${e.endpoint}`));
+    const p = new DispatchPublisher(
+      nc, 'gw-1', { snapshotIntervalMs: 60_000 }, new TurnFlusher(), (e) => local.push(`${e.type}:${e.endpoint}`),
+    );
     p.start();
     p.started('r1', 'ns.ms.a', 'prefill', 10);
     p.started('r1', 'ns.ms.b', 'decode', 10);
@@ -35,7 +37,9 @@ describe('DispatchPublisher against a real nats-server', () => {
     await waitFor(() => got.length === 2, { what: 'snapshot and one event batch' });
     expect(got[0]).toMatchObject({ gateway: 'gw-1', seq: 0, events: [], inflight: {}, snapshotIntervalMs: 60_000 });
     expect(got[1]?.seq).toBe(1);
-    expect(got[1]?.events.map((e) => [e.type, e.endpoint, e.stage])).toEqual([['start', 'ns.ms.a', 'prefill'], ['start', 'ns.ms.b', 'decode'], ['finish', 'ns.ms.a', 'prefill']]);
+    expect(got[1]?.events.map((e) => [e.type, e.endpoint, e.stage])).toEqual([
+      ['start', 'ns.ms.a', 'prefill'], ['start', 'ns.ms.b', 'decode'], ['finish', 'ns.ms.a', 'prefill'],
+    ]);
     expect(local).toEqual(['start:ns.ms.a', 'start:ns.ms.b', 'finish:ns.ms.a']);
     p.snapshot();
     await waitFor(() => got.length === 3, { what: 'second snapshot' });
@@ -43,7 +47,8 @@ describe('DispatchPublisher against a real nats-server', () => {
     p.stop();
   });
 
-  it('with a flush window, events of several turns share one message, sent with the next scheduling batch or when the window ends', async () => {
+  it('with a flush window, events of several turns share one message, sent with the next scheduling batch or when the window ' +
+    'ends', async () => {
     const got: DispatchBatch[] = [];
     const sub = reader.subscribe(Subjects.dispatch, { callback: (_e, m) => {
       const d = decodeMessage(DispatchBatchSchema, m.data);

@@ -17,7 +17,13 @@ function multimodal(model: string, extra: Body = {}): Body {
     model,
     messages: [
       { role: 'system', content: 'you describe images' },
-      { role: 'user', content: [{ type: 'text', text: 'compare' }, { type: 'image_url', image_url: { url: IMAGE_A } }, { type: 'image_url', image_url: { url: IMAGE_B } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'compare' }, { type: 'image_url', image_url: { url: IMAGE_A } },
+          { type: 'image_url', image_url: { url: IMAGE_B } },
+        ],
+      },
     ],
     max_tokens: 5,
     mm_processor_kwargs: { max_pixels: 1024 },
@@ -26,7 +32,10 @@ function multimodal(model: string, extra: Body = {}): Body {
 }
 
 async function post(h: Harness, body: Body, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  return fetch(
+    `${h.gateway.url}/v1/chat/completions`,
+    { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) },
+  );
 }
 
 describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
@@ -47,9 +56,23 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.4.3', model: MODEL, sharedEcDir: ecDir });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.4.4', model: MODEL });
     pd = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.4.5', model: MODEL, sharedEcDir: ecDir });
-    const selector = { matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } };
-    await h.putServer('epd', { model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' }, workloadSelector: selector });
-    await h.putServer('epd2', { model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', workloadPort: { port: 8000, protocol: 'http' }, workloadSelector: { ...selector, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } } } });
+    const selector = {
+      matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+    };
+    await h.putServer(
+      'epd',
+      {
+        model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+        workloadPort: { port: 8000, protocol: 'http' }, workloadSelector: selector,
+      },
+    );
+    await h.putServer(
+      'epd2',
+      {
+        model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', workloadPort: { port: 8000, protocol: 'http' },
+        workloadSelector: { ...selector, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } } },
+      },
+    );
     await h.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'epd', weight: 100 }] }] });
     await h.putRoute('vl2', { modelName: 'vl-e-pd', rules: [{ targetModels: [{ modelServerName: 'epd2', weight: 100 }] }] });
     refs['e0'] = await h.putEndpoint('epd', 'e0', 'encode', e0, { group: 'g1' });
@@ -59,8 +82,13 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     refs['pd'] = await h.putEndpoint('epd2', 'pd', 'decode', pd, { group: 'g1' });
     h.decide = (r) => ({
       id: r.id, ok: true, mode: 'epd',
-      encoders: r.mediaItems.map((m) => ({ item: m.index, endpoint: m.index % 2 === 0 ? (refs['e0'] as EndpointRef) : (refs['e1'] as EndpointRef), alternates: [], affinity: false })),
-      attempts: r.modelServer === 'epd' ? [{ endpoint: refs['d'] as EndpointRef, prefill: refs['p'] as EndpointRef }] : [{ endpoint: refs['pd'] as EndpointRef }],
+      encoders: r.mediaItems.map((m) => ({
+        item: m.index, endpoint: m.index % 2 === 0 ? (refs['e0'] as EndpointRef) : (refs['e1'] as EndpointRef), alternates: [],
+        affinity: false,
+      })),
+      attempts: r.modelServer === 'epd' ? [{
+        endpoint: refs['d'] as EndpointRef, prefill: refs['p'] as EndpointRef,
+      }] : [{ endpoint: refs['pd'] as EndpointRef }],
     });
     await h.waitForModel('vl');
     await h.waitForModel('vl-e-pd');
@@ -86,8 +114,13 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     expect(inferenceRequests(e1)).toHaveLength(1);
     expect(enc0?.headers['x-request-id']).toMatch(/^req-epd-1:0:[0-9a-f]{6}$/);
     expect(enc1?.headers['x-request-id']).toMatch(/^req-epd-1:1:[0-9a-f]{6}$/);
-    expect(enc0?.body).toEqual({ model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE_A } }] }], max_tokens: 1, stream: false, mm_processor_kwargs: { max_pixels: 1024 } });
-    expect((enc1?.body as { messages: { content: unknown[] }[] }).messages[0]?.content).toEqual([{ type: 'image_url', image_url: { url: IMAGE_B } }]);
+    expect(enc0?.body).toEqual({
+      model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE_A } }] }], max_tokens: 1,
+      stream: false, mm_processor_kwargs: { max_pixels: 1024 },
+    });
+    expect((enc1?.body as { messages: { content: unknown[] }[] }).messages[0]?.content).toEqual([{
+      type: 'image_url', image_url: { url: IMAGE_B },
+    }]);
     const [pre] = inferenceRequests(p);
     const [dec] = inferenceRequests(d);
     expect(pre?.headers['x-request-id']).toBe('req-epd-1');
@@ -143,11 +176,16 @@ describe('gateway, SGLang EPD against engine-sims', () => {
   beforeAll(async () => {
     h = await startHarness();
     e = await h.startSim({ engine: 'sglang', role: 'encode', host: '127.0.5.1', model: MODEL });
-    p = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.5.2', model: MODEL, bootstrapPort: 0, languageOnly: true, encoderUrls: [e.url] });
+    p = await h.startSim({
+      engine: 'sglang', role: 'prefill', host: '127.0.5.2', model: MODEL, bootstrapPort: 0, languageOnly: true, encoderUrls: [e.url],
+    });
     d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.5.3', model: MODEL });
     await h.putServer('sgepd', {
       model: MODEL, inferenceEngine: 'SGLang', pipelineMode: 'epd', workloadPort: { port: 30000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'sgvl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+      workloadSelector: {
+        matchLabels: { app: 'sgvl' },
+        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      },
     });
     await h.putRoute('sgvl', { modelName: 'sgvl', rules: [{ targetModels: [{ modelServerName: 'sgepd', weight: 100 }] }] });
     const enc = await h.putEndpoint('sgepd', 'e', 'encode', e, { group: 'g1' });

@@ -16,7 +16,13 @@ describe('gateway with --scheduling in-process', () => {
     h = await startHarness({ config: { scheduling: 'in-process' } });
     d1 = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.10.1', model: MODEL });
     d2 = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.10.2', model: MODEL });
-    await h.putServer('agg', { model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: 8000, protocol: 'http' } });
+    await h.putServer(
+      'agg',
+      {
+        model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } },
+        workloadPort: { port: 8000, protocol: 'http' },
+      },
+    );
     await h.putRoute('chat', { modelName: 'chat', rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] });
     await h.putEndpoint('agg', 'd1', 'aggregated', d1);
     await h.putEndpoint('agg', 'd2', 'aggregated', d2);
@@ -38,7 +44,9 @@ describe('gateway with --scheduling in-process', () => {
 
   it('decides in the gateway (no scheduling message on NATS) and counts the legs other gateways have in flight', async () => {
     // Another gateway replica reports 50 requests in flight on d1: least-request must steer this gateway to d2.
-    const peer: DispatchBatch = { v: SCHEMA_VERSION, gateway: 'peer-gateway', seq: 0, events: [], inflight: { 'default.agg.d1': 50 }, snapshotIntervalMs: 60_000 };
+    const peer: DispatchBatch = {
+      v: SCHEMA_VERSION, gateway: 'peer-gateway', seq: 0, events: [], inflight: { 'default.agg.d1': 50 }, snapshotIntervalMs: 60_000,
+    };
     h.bus.nc.publish(Subjects.dispatch, encoder.encode(JSON.stringify(peer)));
     let n = 0;
     // The peer batch reaches the gateway asynchronously: wait until a request lands on d2, then hold it to it.

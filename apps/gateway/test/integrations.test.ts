@@ -20,14 +20,30 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
   const key = generateApiKey();
 
   beforeAll(async () => {
-    telemetry = setupTelemetry({ serviceName: 'triad-gateway', version: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter });
+    telemetry = setupTelemetry({
+      serviceName: 'triad-gateway', version: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter,
+    });
     const config = join(dir, 'admission.json');
-    writeFileSync(config, JSON.stringify({ auth: { apiKeys: { keys: [{ name: 'team-a', id: key.id, hash: hashApiKey(key.key, { N: 1024, r: 8, p: 1 }), models: ['pd'] }] } } }));
+    writeFileSync(
+      config,
+      JSON.stringify({ auth: { apiKeys: { keys: [{
+        name: 'team-a', id: key.id, hash: hashApiKey(key.key, { N: 1024, r: 8, p: 1 }), models: ['pd'],
+      }] } } }),
+    );
     h = await startHarness({ config: { admissionConfig: config }, tracing: true });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.10.1', model: MODEL });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.10.2', model: MODEL });
-    const server = { model: MODEL, inferenceEngine: 'vLLM' as const, kvConnector: { type: 'nixl' as const }, workloadPort: { port: 8000, protocol: 'http' as const } };
-    await h.putServer('pd', { ...server, workloadSelector: { matchLabels: { a: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } } });
+    const server = {
+      model: MODEL, inferenceEngine: 'vLLM' as const, kvConnector: { type: 'nixl' as const },
+      workloadPort: { port: 8000, protocol: 'http' as const },
+    };
+    await h.putServer(
+      'pd',
+      {
+        ...server,
+        workloadSelector: { matchLabels: { a: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+      },
+    );
     await h.putRoute('pd', { modelName: 'pd', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
     await h.putRoute('other', { modelName: 'other', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
     const pre = await h.putEndpoint('pd', 'p', 'prefill', p, { group: 'g1' });
@@ -57,7 +73,8 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
     expect(wrongModel.status).toBe(403);
   });
 
-  it('admits a valid key, and traces the request (admission event on the request span) with one span per leg whose context reaches the engines', async () => {
+  it('admits a valid key, and traces the request (admission event on the request span) with one span per leg whose context reaches ' +
+    'the engines', async () => {
     p.clearRequests();
     d.clearRequests();
     const res = await chat('pd', key.key);

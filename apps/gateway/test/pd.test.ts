@@ -35,11 +35,16 @@ describe('gateway, vLLM PD against engine-sims', () => {
       model: MODEL, inferenceEngine: 'vLLM', workloadPort: { port: 8000, protocol: 'http' }, kvConnector: { type: 'nixl' },
       workloadSelector: { matchLabels: { app: 'f' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
     });
-    await h.putRoute('pd-failover', { modelName: 'pd-failover', rules: [{ targetModels: [{ modelServerName: 'pd-failover', weight: 100 }] }] });
+    await h.putRoute(
+      'pd-failover', { modelName: 'pd-failover', rules: [{ targetModels: [{ modelServerName: 'pd-failover', weight: 100 }] }] },
+    );
     const attemptOf = (server: string) => {
       const { p, d } = pairs.get(server.slice(3)) as { p: SimEngineHandle; d: SimEngineHandle };
       const key = (pod: string) => `default.${server}.${pod}`;
-      return { endpoint: { key: key(`${server}-d`), pod: `${server}-d`, ip: d.host, port: d.port }, prefill: { key: key(`${server}-p`), pod: `${server}-p`, ip: p.host, port: p.port } };
+      return {
+        endpoint: { key: key(`${server}-d`), pod: `${server}-d`, ip: d.host, port: d.port },
+        prefill: { key: key(`${server}-p`), pod: `${server}-p`, ip: p.host, port: p.port },
+      };
     };
     h.decide = (r) => ({
       id: r.id, ok: true, mode: 'pd', encoders: [],
@@ -52,12 +57,16 @@ describe('gateway, vLLM PD against engine-sims', () => {
     await h?.close();
   });
 
-  it.each(['nixl', 'mooncake', 'lmcache'] as const)('%s: prefill asks for a remote decode, decode gets the prefill kv_transfer_params verbatim', async (kind) => {
+  it.each([
+    'nixl', 'mooncake', 'lmcache',
+  ] as const)('%s: prefill asks for a remote decode, decode gets the prefill kv_transfer_params verbatim', async (kind) => {
     const { p, d } = pairs.get(kind)!;
     p.clearRequests();
     d.clearRequests();
     const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
-    const stream = await client.chat.completions.create({ model: `pd-${kind}`, messages: [{ role: 'user', content: 'disaggregate me' }], max_tokens: 6, stream: true, max_completion_tokens: 6 });
+    const stream = await client.chat.completions.create({
+      model: `pd-${kind}`, messages: [{ role: 'user', content: 'disaggregate me' }], max_tokens: 6, stream: true, max_completion_tokens: 6,
+    });
     let text = '';
     for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
     expect(text.length).toBeGreaterThan(0);
@@ -67,9 +76,14 @@ describe('gateway, vLLM PD against engine-sims', () => {
     const db = dec?.body as Body;
     expect(pb).toMatchObject({ model: MODEL, stream: false, max_tokens: 1, max_completion_tokens: 1 });
     expect(pb['stream_options']).toBeUndefined();
-    expect(pb['kv_transfer_params']).toEqual({ do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null });
+    expect(pb['kv_transfer_params']).toEqual({
+      do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null,
+      remote_port: null,
+    });
     expect(db).toMatchObject({ model: MODEL, stream: true, max_tokens: 6, stream_options: { include_usage: true } });
-    expect(db['kv_transfer_params']).toMatchObject({ do_remote_prefill: true, do_remote_decode: false, remote_engine_id: expect.any(String), remote_block_ids: expect.any(Array) });
+    expect(db['kv_transfer_params']).toMatchObject({
+      do_remote_prefill: true, do_remote_decode: false, remote_engine_id: expect.any(String), remote_block_ids: expect.any(Array),
+    });
     expect(dec?.headers['x-request-id']).toBe(pre?.headers['x-request-id']);
     // The decode pulled the blocks the prefill kept: a real hand-off, not a silent local prefill.
     expect(d.counters()['kvPullsReceived']).toBeGreaterThan(0);
@@ -82,7 +96,13 @@ describe('gateway, vLLM PD against engine-sims', () => {
     const { p, d } = pairs.get(kind)!;
     p.clearRequests();
     d.clearRequests();
-    const res = await fetch(`${h.gateway.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: `pd-${kind}`, prompt: 'hello', max_tokens: 3 }) });
+    const res = await fetch(
+      `${h.gateway.url}/v1/completions`,
+      {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: `pd-${kind}`, prompt: 'hello', max_tokens: 3 }),
+      },
+    );
     expect(res.status).toBe(200);
     expect(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
     const pb = inferenceRequests(p)[0]?.body as Body;
@@ -98,7 +118,13 @@ describe('gateway, vLLM PD against engine-sims', () => {
     const second = pairs.get('mooncake')!;
     for (const s of [first.p, first.d, second.p, second.d]) s.clearRequests();
     first.p.setFault({ mode: 'error500', count: 1 });
-    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'pd-failover', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }) });
+    const res = await fetch(
+      `${h.gateway.url}/v1/chat/completions`,
+      {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'pd-failover', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+      },
+    );
     expect(res.status).toBe(200);
     expect(inferenceRequests(first.p)).toHaveLength(1);
     expect(inferenceRequests(first.d)).toHaveLength(0);
@@ -160,16 +186,25 @@ describe('gateway, SGLang PD against engine-sims', () => {
   it('fails the request when the prefill fails, aborting the waiting decode', async () => {
     p.setFault({ mode: 'error500', count: 1 });
     const abortedBefore = d.counters()['aborted'] ?? 0;
-    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sg', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }) });
+    const res = await fetch(
+      `${h.gateway.url}/v1/chat/completions`,
+      {
+        method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sg', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+      },
+    );
     expect(res.status).toBe(502);
-    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/^prefill on default\.sg\.sg-p failed with HTTP 500/);
+    const message = ((await res.json()) as { error: { message: string } }).error.message;
+    expect(message).toMatch(/^prefill on default\.sg\.sg-p failed with HTTP 500/);
     await waitFor(() => (d.counters()['aborted'] ?? 0) > abortedBefore, { what: 'decode leg aborted while it waited for the room' });
   });
 
   it('streams the decode answer and drains the prefill one', async () => {
     const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
     p.clearRequests();
-    const stream = await client.chat.completions.create({ model: 'sg', messages: [{ role: 'user', content: 'stream' }], max_tokens: 5, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'sg', messages: [{ role: 'user', content: 'stream' }], max_tokens: 5, stream: true,
+    });
     let n = 0;
     for await (const c of stream) if (c.choices[0]?.delta.content) n++;
     expect(n).toBe(5);

@@ -6,8 +6,14 @@ import { SchedulerClient, type LocalReason } from '../src/scheduling/scheduler-c
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const request = (id: string): SchedulingRequest => ({ id, namespace: 'ns', modelServer: 'ms', model: 'm', prefixHashes: [], mediaItems: [] });
-const decision = (id: string, by: string) => ({ id, ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '127.0.0.1', port: 1 } }], encoders: [], decidedBy: by });
+const request = (id: string): SchedulingRequest => ({
+  id, namespace: 'ns', modelServer: 'ms', model: 'm', prefixHashes: [], mediaItems: [],
+});
+const decision = (
+  id: string, by: string,
+) => ({
+  id, ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '127.0.0.1', port: 1 } }], encoders: [], decidedBy: by,
+});
 
 describe('SchedulerClient against a real nats-server', () => {
   let nats: NatsServerHandle;
@@ -56,7 +62,10 @@ describe('SchedulerClient against a real nats-server', () => {
 
   it('decides locally when nobody serves the subject, then backs off from the scheduler for a while', async () => {
     const reasons: LocalReason[] = [];
-    const client = new SchedulerClient(gateway, local, { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) }, new TurnFlusher());
+    const client = new SchedulerClient(
+      gateway, local, { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) },
+      new TurnFlusher(),
+    );
     const a = await client.schedule(request('a'));
     const b = await client.schedule(request('b'));
     expect([a.local, b.local]).toEqual([true, true]);
@@ -71,7 +80,9 @@ describe('SchedulerClient against a real nats-server', () => {
     } });
     await scheduler.flush();
     const reasons: LocalReason[] = [];
-    const client = new SchedulerClient(gateway, local, { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) }, new TurnFlusher());
+    const client = new SchedulerClient(
+      gateway, local, { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) }, new TurnFlusher(),
+    );
     expect((await client.schedule(request('bad'))).local).toBe(true);
     expect((await client.schedule(request('slow'))).local).toBe(true);
     expect(reasons).toEqual(['invalid-reply', 'timeout']);

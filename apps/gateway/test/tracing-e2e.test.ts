@@ -15,7 +15,12 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-(0[01])$/;
 const epdBody = (text = 'Compare the two pictures') => ({
   model: 'vl',
   max_tokens: 8,
-  messages: [{ role: 'user', content: [{ type: 'text', text }, { type: 'image_url', image_url: { url: IMAGE_A } }, { type: 'image_url', image_url: { url: IMAGE_B } }] }],
+  messages: [{
+    role: 'user',
+    content: [
+      { type: 'text', text }, { type: 'image_url', image_url: { url: IMAGE_A } }, { type: 'image_url', image_url: { url: IMAGE_B } },
+    ],
+  }],
 });
 
 /** Tracing on at 100 %, exporting every 50 ms so tests do not wait for the 5 s default batch delay. */
@@ -59,8 +64,12 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
   /** Registers the EPD ModelServer, its route and the four sims in one nats-server's KV. */
   async function writeInventory(writer: KvWriter): Promise<void> {
     await writer.putServer('vl', {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+      workloadPort: { port: 8000, protocol: 'http' },
+      workloadSelector: {
+        matchLabels: { app: 'vl' },
+        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      },
     });
     await writer.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'vl', weight: 100 }] }] });
     await writer.putEndpoint('vl', 'e1', 'encode', e1, { group: 'g1' });
@@ -87,8 +96,12 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
     // Each encode takes 25 ms, so the two encode legs of a request overlap by far more than the SDK's
     // millisecond start stamps; the other stages answer at once.
-    e1 = await startSimEngine({ engine: 'vllm', role: 'encode', host: '127.0.21.1', model: MODEL, latencyProfile: 'zero', latency: { encodeMsPerItem: 25 } });
-    e2 = await startSimEngine({ engine: 'vllm', role: 'encode', host: '127.0.21.2', model: MODEL, latencyProfile: 'zero', latency: { encodeMsPerItem: 25 } });
+    e1 = await startSimEngine({
+      engine: 'vllm', role: 'encode', host: '127.0.21.1', model: MODEL, latencyProfile: 'zero', latency: { encodeMsPerItem: 25 },
+    });
+    e2 = await startSimEngine({
+      engine: 'vllm', role: 'encode', host: '127.0.21.2', model: MODEL, latencyProfile: 'zero', latency: { encodeMsPerItem: 25 },
+    });
     p = await startSimEngine({ engine: 'vllm', role: 'prefill', host: '127.0.21.3', model: MODEL, latencyProfile: 'zero' });
     d = await startSimEngine({ engine: 'vllm', role: 'decode', host: '127.0.21.4', model: MODEL, latencyProfile: 'zero' });
     sims.push(e1, e2, p, d);
@@ -97,7 +110,9 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     const env = tracingEnv(receiver.url);
     // A generous scheduling budget: on a loaded machine the gateway must still wait for the scheduler's decision
     // instead of deciding locally (which would leave the scheduler's span out of the trace).
-    const [s, g] = await Promise.all([startSchedulerChild(nats.url, env), startGatewayChild(nats.url, env, ['--schedule-budget-ms', '5000'])]);
+    const [s, g] = await Promise.all([
+      startSchedulerChild(nats.url, env), startGatewayChild(nats.url, env, ['--schedule-budget-ms', '5000']),
+    ]);
     scheduler = s;
     gateway = g;
     children.push(s, g);
@@ -111,7 +126,8 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     await Promise.all([receiver?.close(), nats?.close()]);
   });
 
-  it('one trace across both services: request → route, schedule → scheduler span and its phases, encode ×2 (overlapping), prefill, decode', async () => {
+  it('one trace across both services: request → route, schedule → scheduler span and its phases, encode ×2 (overlapping), ' +
+    'prefill, decode', async () => {
     const gw = gateway!;
     for (const s of sims) s.clearRequests();
     const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': 'trace-epd' });
@@ -120,8 +136,13 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
     // 7 gateway spans + the scheduler's decide span + 2 phase spans for each of its 3 profile runs.
-    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', { what: 'the request span', timeoutMs: 20_000 });
-    const spans = await receiver.waitForSpans((s) => s.traceId === traceId, { count: 14, what: '14 spans of the EPD trace', timeoutMs: 20_000 });
+    await receiver.waitForSpans(
+      (s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway',
+      { what: 'the request span', timeoutMs: 20_000 },
+    );
+    const spans = await receiver.waitForSpans(
+      (s) => s.traceId === traceId, { count: 14, what: '14 spans of the EPD trace', timeoutMs: 20_000 },
+    );
     expect(spans).toHaveLength(14);
 
     expect(treeShape(receiver.tree(traceId!), label, { sorted: true })).toEqual([{
@@ -135,7 +156,9 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
           name: 'gateway CLIENT schedule',
           children: [{
             name: 'scheduler SERVER schedule',
-            children: ['filter decode', 'filter encode', 'filter prefill', 'score decode', 'score encode', 'score prefill'].map((n) => leaf(`scheduler INTERNAL ${n}`)),
+            children: [
+              'filter decode', 'filter encode', 'filter prefill', 'score decode', 'score encode', 'score prefill',
+            ].map((n) => leaf(`scheduler INTERNAL ${n}`)),
           }],
         },
         leaf('gateway INTERNAL route'),
@@ -146,18 +169,24 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     const request = gatewaySpan('POST /v1/chat/completions')[0]!;
     expect(request.parentSpanId).toBeUndefined();
     expect(request.status.code).toBe('UNSET');
-    expect(request.attributes).toEqual(expect.objectContaining({ 'triad.request.id': 'trace-epd', 'http.response.status_code': 200, 'triad.mode': 'epd', 'triad.model_server': 'vl' }));
+    expect(request.attributes).toEqual(expect.objectContaining({
+      'triad.request.id': 'trace-epd', 'http.response.status_code': 200, 'triad.mode': 'epd', 'triad.model_server': 'vl',
+    }));
 
     // The scheduler continued the gateway's `schedule` span from the NATS headers: same trace, that span as parent.
     const schedule = gatewaySpan('schedule')[0]!;
     const decide = spans.find((s) => s.serviceName === 'triad-scheduler' && s.kind === 'SERVER')!;
     expect(decide.parentSpanId).toBe(schedule.spanId);
-    expect(decide.attributes).toEqual(expect.objectContaining({ 'triad.request.id': 'trace-epd', 'triad.mode': 'epd', 'triad.decision.endpoint': 'default.vl.d', 'triad.decision.prefill': 'default.vl.p' }));
+    expect(decide.attributes).toEqual(expect.objectContaining({
+      'triad.request.id': 'trace-epd', 'triad.mode': 'epd', 'triad.decision.endpoint': 'default.vl.d',
+      'triad.decision.prefill': 'default.vl.p',
+    }));
     expect(schedule.attributes['triad.schedule.local']).toBeUndefined();
     expect(new Set(spans.map((s) => s.serviceName))).toEqual(new Set(['triad-gateway', 'triad-scheduler']));
 
     // Two encode legs, one per image, running at the same time; prefill after them, decode after prefill.
-    const encodes = gatewaySpan('encode').sort((a, b) => Number(a.attributes['triad.encoder.item_index']) - Number(b.attributes['triad.encoder.item_index']));
+    const itemOf = (s: ReceivedSpan) => Number(s.attributes['triad.encoder.item_index']);
+    const encodes = gatewaySpan('encode').sort((a, b) => itemOf(a) - itemOf(b));
     expect(encodes.map((s) => s.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
     const [ea, eb] = encodes as [ReceivedSpan, ReceivedSpan];
     expect(ea.startMs < eb.endMs && eb.startMs < ea.endMs).toBe(true);
@@ -199,20 +228,31 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     const traceId = res.headers.get('x-triad-trace-id')!;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     // Gateway: request, route, schedule, encode ×2, prefill (no decode); scheduler: decide + 6 phases.
-    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', { what: 'the failed request span', timeoutMs: 20_000 });
-    const spans = await receiver.waitForSpans((s) => s.traceId === traceId, { count: 13, what: '13 spans of the failed trace', timeoutMs: 20_000 });
+    await receiver.waitForSpans(
+      (s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway',
+      { what: 'the failed request span', timeoutMs: 20_000 },
+    );
+    const spans = await receiver.waitForSpans(
+      (s) => s.traceId === traceId, { count: 13, what: '13 spans of the failed trace', timeoutMs: 20_000 },
+    );
     const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
-    expect(gatewaySpans.map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'encode', 'encode', 'prefill', 'route', 'schedule']);
+    expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
+      'POST /v1/chat/completions', 'encode', 'encode', 'prefill', 'route', 'schedule',
+    ]);
 
     const prefill = gatewaySpans.find((s) => s.name === 'prefill')!;
     expect(prefill.status.code).toBe('ERROR');
-    expect(prefill.attributes).toEqual(expect.objectContaining({ 'error.type': 'GATEWAY_UPSTREAM_ERROR', 'http.response.status_code': 500, 'triad.stage': 'prefill', 'triad.endpoint.pod': 'p' }));
+    expect(prefill.attributes).toEqual(expect.objectContaining({
+      'error.type': 'GATEWAY_UPSTREAM_ERROR', 'http.response.status_code': 500, 'triad.stage': 'prefill', 'triad.endpoint.pod': 'p',
+    }));
     expect(prefill.events.map((e) => e.name)).toContain('exception');
 
     const request = gatewaySpans.find((s) => s.kind === 'SERVER')!;
     expect(request.status.code).toBe('ERROR');
     expect(request.status.message).toContain('prefill');
-    expect(request.attributes).toEqual(expect.objectContaining({ 'http.response.status_code': 502, 'error.type': 'GATEWAY_UPSTREAM_ERROR', 'triad.failed_stage': 'prefill' }));
+    expect(request.attributes).toEqual(expect.objectContaining({
+      'http.response.status_code': 502, 'error.type': 'GATEWAY_UPSTREAM_ERROR', 'triad.failed_stage': 'prefill',
+    }));
 
     // Only the failed leg and the request fail: routing, scheduling and both encodes succeeded.
     expect(spans.filter((s) => s.status.code === 'ERROR').map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'prefill']);
@@ -220,7 +260,8 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     expect(line).toMatchObject({ status_code: 502, trace_id: traceId });
   });
 
-  it('sampling off (always_off in gateway and scheduler) exports nothing, and still hands the engines a not-sampled traceparent', async () => {
+  it('sampling off (always_off in gateway and scheduler) exports nothing, and still hands the engines a not-sampled ' +
+    'traceparent', async () => {
     const offNats = await startNatsServer();
     const offReceiver = await startOtlpReceiver();
     const offKv = await kvWriter(offNats.url);
@@ -229,7 +270,9 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     try {
       await writeInventory(offKv);
       const env = tracingEnv(offReceiver.url, 'always_off');
-      [offScheduler, offGateway] = await Promise.all([startSchedulerChild(offNats.url, env), startGatewayChild(offNats.url, env, ['--schedule-budget-ms', '5000'])]);
+      [
+        offScheduler, offGateway,
+      ] = await Promise.all([startSchedulerChild(offNats.url, env), startGatewayChild(offNats.url, env, ['--schedule-budget-ms', '5000'])]);
       await warmUp(offGateway, 'off');
       for (const s of sims) s.clearRequests();
       const res = await postJson(`${offGateway.url}/v1/chat/completions`, epdBody(), { 'x-request-id': 'trace-off' });
@@ -279,7 +322,9 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       for (const [i, gw] of deadGateways.entries()) {
         // Waves of 4 concurrent requests, 40 in all: spans are exported (and fail) every 20 ms meanwhile.
         for (let wave = 0; wave < 10; wave++) {
-          const results = await Promise.all([0, 1, 2, 3].map((k) => postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': `dead-${i}-${wave}-${k}` })));
+          const results = await Promise.all([0, 1, 2, 3].map((k) => postJson(
+            `${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': `dead-${i}-${wave}-${k}` },
+          )));
           for (const r of results) {
             expect(r.status).toBe(200);
             expect(r.ms).toBeLessThan(BOUND_MS);

@@ -73,7 +73,9 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
  * defaults and validates the result. Throws a ConfigError listing every bad setting with its flag, variable or
  * file (the CLI prints it and exits 1).
  */
-export function resolveConfig(flags: Partial<Record<keyof WatcherConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string): WatcherConfig {
+export function resolveConfig(
+  flags: Partial<Record<keyof WatcherConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
+): WatcherConfig {
   return resolveSettings('pod-watcher', WatcherConfigSchema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }
 

@@ -41,7 +41,9 @@ function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMet
   if (config.source.kind === 'file') return new FileSource({ path: config.source.path, logger, metrics });
   // Loaded only for the kube source: it pulls in @kubernetes/client-node.
   const { KubeSource } = require('./sources/kube/kube-source') as typeof import('./sources/kube/kube-source');
-  return new KubeSource({ namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), logger, metrics });
+  return new KubeSource({
+    namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), logger, metrics,
+  });
 }
 
 /**
@@ -56,10 +58,15 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const ops: OpsServer = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    readiness: () => (publisher?.ready ? { ready: true } : { ready: false, reason: publisher ? 'first sync not published yet' : 'connecting to NATS' }),
+    readiness: () => (publisher?.ready ? { ready: true } : {
+      ready: false, reason: publisher ? 'first sync not published yet' : 'connecting to NATS',
+    }),
     liveness: () => !closed,
   });
-  logger.info({ config: { ...config, source: config.source.kind === 'file' ? `file:${config.source.path}` : 'kube' }, opsPort: ops.port }, 'pod-watcher starting');
+  logger.info(
+    { config: { ...config, source: config.source.kind === 'file' ? `file:${config.source.path}` : 'kube' }, opsPort: ops.port },
+    'pod-watcher starting',
+  );
 
   let bus: Bus | undefined;
   const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });

@@ -36,7 +36,9 @@ describe('SGLang EPD encoder registries', () => {
     renameSync(`${file}.tmp`, file);
   };
   const encoder = async (n: number) => {
-    const sim = await startSimEngine({ engine: 'sglang', role: 'encode', host: `127.0.5.${n}`, port: ports.encodePort, latencyProfile: 'zero' });
+    const sim = await startSimEngine({
+      engine: 'sglang', role: 'encode', host: `127.0.5.${n}`, port: ports.encodePort, latencyProfile: 'zero',
+    });
     sims.set(`e${n}`, sim);
     return sim;
   };
@@ -44,10 +46,23 @@ describe('SGLang EPD encoder registries', () => {
   beforeAll(async () => {
     nats = await startNatsServer();
     ports = { encodePort: await freePort(), prefillPort: await freePort(), decodePort: await freePort() };
-    sims.set('p1', await startSimEngine({ engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.101', port: ports.prefillPort, latencyProfile: 'zero' }));
+    sims.set(
+      'p1',
+      await startSimEngine({
+        engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.101', port: ports.prefillPort, latencyProfile: 'zero',
+      }),
+    );
     // p2 starts with an encoder nobody asked for (as if self-registered); the reconcile must remove it.
-    sims.set('p2', await startSimEngine({ engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.102', port: ports.prefillPort, latencyProfile: 'zero', encoderUrls: ['http://10.9.9.9:1'] }));
-    sims.set('d1', await startSimEngine({ engine: 'sglang', role: 'decode', host: '127.0.5.201', port: ports.decodePort, latencyProfile: 'zero' }));
+    sims.set(
+      'p2',
+      await startSimEngine({
+        engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.102', port: ports.prefillPort, latencyProfile: 'zero',
+        encoderUrls: ['http://10.9.9.9:1'],
+      }),
+    );
+    sims.set(
+      'd1', await startSimEngine({ engine: 'sglang', role: 'decode', host: '127.0.5.201', port: ports.decodePort, latencyProfile: 'zero' }),
+    );
     await encoder(1);
     await encoder(2);
     await encoder(3);
@@ -66,7 +81,9 @@ describe('SGLang EPD encoder registries', () => {
   });
 
   it('registers the encode pods of each prefill\'s own PD group and removes unknown ones', async () => {
-    await waitFor(async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'p1 registry = e1, e2' });
+    await waitFor(
+      async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'p1 registry = e1, e2' },
+    );
     await waitFor(async () => (await list(sims.get('p2')!)).join() === encoderUrl(3), { what: 'p2 registry = e3 only' });
   });
 
@@ -75,7 +92,9 @@ describe('SGLang EPD encoder registries', () => {
     sims.delete('e2');
     await waitFor(async () => (await list(sims.get('p1')!)).join() === encoderUrl(1), { what: 'e2 unregistered' });
     await encoder(2);
-    await waitFor(async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'e2 registered again' });
+    await waitFor(
+      async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'e2 registered again' },
+    );
   });
 
   it('follows the pods: a new encode pod joins, a deleted one leaves', async () => {
@@ -85,7 +104,13 @@ describe('SGLang EPD encoder registries', () => {
   });
 
   it('repairs a registry changed behind its back (a restarted prefill comes back empty)', async () => {
-    await fetch(`${sims.get('p1')!.url}/unregister_encoder_url`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: encoderUrl(4) }) });
-    await waitFor(async () => (await list(sims.get('p1')!)).join() === [encoderUrl(2), encoderUrl(4)].join(), { what: 'repaired by the periodic reconcile' });
+    await fetch(
+      `${sims.get('p1')!.url}/unregister_encoder_url`,
+      { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: encoderUrl(4) }) },
+    );
+    await waitFor(
+      async () => (await list(sims.get('p1')!)).join() === [encoderUrl(2), encoderUrl(4)].join(),
+      { what: 'repaired by the periodic reconcile' },
+    );
   });
 });

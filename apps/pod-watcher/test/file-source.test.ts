@@ -61,12 +61,16 @@ describe('pod-watcher with the file source', () => {
   it('keeps the last valid ModelServer when an edit makes it invalid, and says so in the log', async () => {
     const bad = modelServer('qwen', { mode: 'aggregated' });
     bad.spec.workloadPort = { port: 70000 };
-    write([bad, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) })]);
+    write([
+      bad, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }),
+    ]);
     // The valid part of the same edit (pod d) applies; the ModelServer stays as it was (pd, port 8000).
     await waitFor(() => role('d') === 'decode', { what: 'pod d' });
     expect(servers.get('default.qwen')).toMatchObject({ mode: 'pd', spec: { workloadPort: { port: 8000 } } });
     expect(role('a')).toBe('decode');
-    expect(watcher.log.lines.find((l) => l['msg'] === 'rejected invalid object')).toMatchObject({ kind: 'ModelServer', name: 'qwen', problems: expect.stringContaining('spec.workloadPort.port') });
+    expect(watcher.log.lines.find((l) => l['msg'] === 'rejected invalid object')).toMatchObject({
+      kind: 'ModelServer', name: 'qwen', problems: expect.stringContaining('spec.workloadPort.port'),
+    });
   });
 
   it('refuses a file with a YAML syntax error as a whole and keeps the last state', async () => {
@@ -78,7 +82,11 @@ describe('pod-watcher with the file source', () => {
 
   it('recovers with the next good version, including a fixed ModelServer', async () => {
     write([modelServer('qwen', { mode: 'aggregated' }), pod('a', labels('decode'), { ip: ip(1) })]);
-    await waitFor(() => servers.get('default.qwen')?.mode === 'aggregated' && endpoints.keys('default.qwen.').join() === 'default.qwen.a' && role('a') === 'aggregated', { what: 'aggregated state' });
+    await waitFor(
+      () => servers.get('default.qwen')?.mode === 'aggregated' && endpoints.keys('default.qwen.').join() === 'default.qwen.a' &&
+        role('a') === 'aggregated',
+      { what: 'aggregated state' },
+    );
     expect(watcher.inventory.invalidCounts().ModelServer).toBe(0);
   });
 });

@@ -45,12 +45,16 @@ describe('operational surface', () => {
     await nats?.close();
   });
 
-  const opsPortFromLog = (w: { log: { lines: Record<string, unknown>[] } }) => w.log.lines.find((l) => l['msg'] === 'pod-watcher starting')?.['opsPort'] as number | undefined;
+  const opsPortFromLog = (w: { log: {
+    lines: Record<string, unknown>[],
+  } }) => w.log.lines.find((l) => l['msg'] === 'pod-watcher starting')?.['opsPort'] as number | undefined;
 
   it('is live at once, ready only after the first full sync is published, and exports its metrics', async () => {
     // The watcher's start resolves after the source's first state, so readiness is watched on the ops port meanwhile.
     const log = captureLog();
-    starting = startPodWatcher({ config: testConfig({ nats: nats.url, source: 'kube' }), logger: log.logger, defaultMetrics: false, source }).then((w) => Object.assign(w, { log }));
+    starting = startPodWatcher({
+      config: testConfig({ nats: nats.url, source: 'kube' }), logger: log.logger, defaultMetrics: false, source,
+    }).then((w) => Object.assign(w, { log }));
     const port = await waitFor(() => opsPortFromLog({ log }), { what: 'ops port' });
     const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`).then(async (r) => ({ status: r.status, text: await r.text() }));
     await waitFor(() => source.sink, { what: 'source started' });

@@ -52,9 +52,13 @@ describe('two pod-watcher replicas at once', () => {
     file = join(dir, 'cluster.yaml');
     write('prefill');
     endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
-    starting.push(startTestWatcher({ nats: nats.url, source: `file:${file}`, identity: 'replica-a', leaseTtlMs: 2000, scrapeTimeoutMs: 3000 }));
+    starting.push(startTestWatcher({
+      nats: nats.url, source: `file:${file}`, identity: 'replica-a', leaseTtlMs: 2000, scrapeTimeoutMs: 3000,
+    }));
     a = await starting[0]!;
-    starting.push(startTestWatcher({ nats: nats.url, source: `file:${file}`, identity: 'replica-b', leaseTtlMs: 2000, scrapeTimeoutMs: 3000 }));
+    starting.push(startTestWatcher({
+      nats: nats.url, source: `file:${file}`, identity: 'replica-b', leaseTtlMs: 2000, scrapeTimeoutMs: 3000,
+    }));
     b = await starting[1]!;
   }, 60_000);
 
@@ -72,7 +76,10 @@ describe('two pod-watcher replicas at once', () => {
   it('has exactly one writer; both are ready (the other as a hot standby)', async () => {
     await waitFor(() => a.ready && b.ready, { what: 'both ready' });
     expect([a.isLeader, b.isLeader]).toEqual([true, false]);
-    await waitFor(() => endpoints.get('default.qwen.p0')?.metrics.scrapedAt && endpoints.get('default.qwen.d0')?.metrics.scrapedAt, { what: 'scraped records' });
+    await waitFor(
+      () => endpoints.get('default.qwen.p0')?.metrics.scrapedAt && endpoints.get('default.qwen.d0')?.metrics.scrapedAt,
+      { what: 'scraped records' },
+    );
   });
 
   it('does not rewrite records while nothing changes, though both replicas scrape', async () => {
@@ -92,7 +99,8 @@ describe('two pod-watcher replicas at once', () => {
     await waitFor(() => b.reconciler.table.get('default.qwen.p0')?.role === 'decode', { what: 'the standby saw it too' });
     const start = totalScrapes();
     await waitFor(() => totalScrapes() >= start + 20, { what: 'more scrapes' });
-    const writes = (endpoints.history.get('default.qwen.p0') ?? []).slice(before).map((r) => `${r.role} stale=${r.metrics.stale} ${r.metrics.lastError ?? ''}`);
+    const writes = (endpoints.history.get('default.qwen.p0') ??
+        []).slice(before).map((r) => `${r.role} stale=${r.metrics.stale} ${r.metrics.lastError ?? ''}`);
     expect(writes).toEqual(['decode stale=false ']);
   });
 

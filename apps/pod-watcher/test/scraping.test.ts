@@ -21,7 +21,13 @@ class ListSource implements ObjectSource {
 type StubMode = 'ok' | 'hang' | 'html' | 'http500';
 
 /** A vLLM-like /metrics endpoint whose answers the test controls (timeouts, garbage, errors). */
-async function startStub(host: string): Promise<{ server: Server; port: number; set(mode: StubMode, running?: number): void; hits: () => number; maxConcurrent: () => number }> {
+async function startStub(host: string): Promise<{
+  server: Server;
+  port: number;
+  set(mode: StubMode, running?: number): void;
+  hits: () => number;
+  maxConcurrent: () => number;
+}> {
   let mode: StubMode = 'ok';
   let running = 4;
   let hits = 0;
@@ -39,10 +45,16 @@ async function startStub(host: string): Promise<{ server: Server; port: number; 
     if (mode === 'hang') return;
     if (mode === 'http500') res.writeHead(500).end('boom');
     else if (mode === 'html') res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>502 Bad Gateway</body></html>');
-    else res.writeHead(200, { 'content-type': 'text/plain' }).end(`# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} ${running}\nbroken line {\nvllm:num_requests_waiting{engine="0"} 1\n`);
+    else res.writeHead(
+      200, { 'content-type': 'text/plain' },
+    ).end(`# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} ${running}\nbroken line ` +
+      `{\nvllm:num_requests_waiting{engine="0"} 1\n`);
   });
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  return { server, port: (server.address() as AddressInfo).port, set: (m, r) => { mode = m; if (r !== undefined) running = r; }, hits: () => hits, maxConcurrent: () => maxOpen };
+  return {
+    server, port: (server.address() as AddressInfo).port, set: (m, r) => { mode = m; if (r !== undefined) running = r; }, hits: () => hits,
+    maxConcurrent: () => maxOpen,
+  };
 }
 
 describe('scraping engine metrics', () => {
@@ -56,9 +68,17 @@ describe('scraping engine metrics', () => {
   beforeAll(async () => {
     nats = await startNatsServer();
     // Two vLLM pods with two DP ranks each, on distinct loopback IPs and the same port, as pods in a cluster.
-    const v0 = await startSimEngine({ engine: 'vllm', role: 'both', host: '127.0.3.1', port: 0, dataParallel: 2, loraAdapters: ['lora-a'], latencyProfile: 'zero', latency: { decodeMsPerToken: 15 } });
-    const v1 = await startSimEngine({ engine: 'vllm', role: 'both', host: '127.0.3.2', port: v0.port, dataParallel: 2, latencyProfile: 'zero' });
-    const sg = await startSimEngine({ engine: 'sglang', role: 'both', host: '127.0.3.3', port: 0, dataParallel: 2, latencyProfile: 'zero', latency: { decodeMsPerToken: 15 } });
+    const v0 = await startSimEngine({
+      engine: 'vllm', role: 'both', host: '127.0.3.1', port: 0, dataParallel: 2, loraAdapters: ['lora-a'], latencyProfile: 'zero',
+      latency: { decodeMsPerToken: 15 },
+    });
+    const v1 = await startSimEngine({
+      engine: 'vllm', role: 'both', host: '127.0.3.2', port: v0.port, dataParallel: 2, latencyProfile: 'zero',
+    });
+    const sg = await startSimEngine({
+      engine: 'sglang', role: 'both', host: '127.0.3.3', port: 0, dataParallel: 2, latencyProfile: 'zero',
+      latency: { decodeMsPerToken: 15 },
+    });
     sims.push(v0, v1, sg);
     stub = await startStub('127.0.3.4');
     const source = new ListSource([
@@ -97,7 +117,10 @@ describe('scraping engine metrics', () => {
     const done = Promise.all([chat(sims[0]!.url, 200), chat(sims[0]!.url, 200), chat(sims[0]!.url, 200)]);
     await waitFor(() => record('vllm-agg', 'v0')?.metrics.running === 3, { what: 'running = 3 across ranks' });
     await done;
-    await waitFor(() => record('vllm-agg', 'v0')?.metrics.running === 0 && record('vllm-agg', 'v0')?.metrics.tpotMs !== undefined, { what: 'idle with latency means' });
+    await waitFor(
+      () => record('vllm-agg', 'v0')?.metrics.running === 0 && record('vllm-agg', 'v0')?.metrics.tpotMs !== undefined,
+      { what: 'idle with latency means' },
+    );
     const m = record('vllm-agg', 'v0')!.metrics;
     expect(m.ttftMs).toBeGreaterThanOrEqual(0);
     expect(m.tpotMs).toBeGreaterThan(5);
@@ -119,7 +142,9 @@ describe('scraping engine metrics', () => {
     const good = record('stub', 'st0')!.metrics.scrapedAt;
     stub.set('hang');
     await waitFor(() => record('stub', 'st0')?.metrics.stale, { what: 'stale after a timeout' });
-    expect(record('stub', 'st0')?.metrics).toMatchObject({ running: 4, waiting: 1, scrapedAt: good, lastError: expect.stringContaining('within 400 ms') });
+    expect(record('stub', 'st0')?.metrics).toMatchObject({
+      running: 4, waiting: 1, scrapedAt: good, lastError: expect.stringContaining('within 400 ms'),
+    });
     stub.set('html');
     await waitFor(() => record('stub', 'st0')?.metrics.lastError?.includes('vllm:num_requests_running'), { what: 'garbage reported' });
     stub.set('http500');

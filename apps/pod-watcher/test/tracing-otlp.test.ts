@@ -46,7 +46,10 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
   const ip = (n: number) => `127.0.41.${n}`;
   /** Waits for the reconcile span with this trigger (the n-th, counting from 1). */
   const reconcile = async (trigger: string, n = 1) =>
-    (await receiver.waitForSpans((s) => s.name === 'reconcile' && attr(s, 'triad.reconcile.trigger') === trigger, { count: n, what: `reconcile span #${n} for ${trigger}`, timeoutMs: 20_000 }))[n - 1]!;
+    (await receiver.waitForSpans(
+      (s) => s.name === 'reconcile' && attr(s, 'triad.reconcile.trigger') === trigger,
+      { count: n, what: `reconcile span #${n} for ${trigger}`, timeoutMs: 20_000 },
+    ))[n - 1]!;
 
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
@@ -75,7 +78,8 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
     file.write([modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) })]);
     const span = await reconcile('Pod');
     expect(span.attributes).toEqual(expect.objectContaining({
-      'triad.reconcile.source': 'file', 'triad.reconcile.endpoints': 2, 'triad.reconcile.endpoints_written': 2, 'triad.reconcile.endpoints_deleted': 1,
+      'triad.reconcile.source': 'file', 'triad.reconcile.endpoints': 2, 'triad.reconcile.endpoints_written': 2,
+      'triad.reconcile.endpoints_deleted': 1,
     }));
     const initial = await reconcile('initial');
     expect(span.traceId).not.toBe(initial.traceId);
@@ -87,7 +91,8 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
     file.write([bad, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) })]);
     const span = await reconcile('ModelServer');
     expect(span.attributes).toEqual(expect.objectContaining({
-      'triad.reconcile.invalid_specs': 1, 'triad.reconcile.endpoints_written': 0, 'triad.reconcile.endpoints_deleted': 0, 'triad.reconcile.endpoints': 2,
+      'triad.reconcile.invalid_specs': 1, 'triad.reconcile.endpoints_written': 0, 'triad.reconcile.endpoints_deleted': 0,
+      'triad.reconcile.endpoints': 2,
     }));
   });
 });
@@ -113,15 +118,21 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
     return [...body.encoder_urls].sort();
   };
   /** The encoder-registry spans of the prefill, in the order they arrived. */
-  const registrySpans = () => receiver.spans().filter((s) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl());
+  const registrySpans = () => receiver.spans().filter((s) => s.name === 'encoder-registry' &&
+      attr(s, 'triad.encoder_registry.prefill') === prefillUrl());
   const registrySpan = async (n: number) =>
-    (await receiver.waitForSpans((s) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl(), { count: n, what: `encoder-registry span #${n}`, timeoutMs: 20_000 }))[n - 1]!;
+    (await receiver.waitForSpans(
+      (s) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl(),
+      { count: n, what: `encoder-registry span #${n}`, timeoutMs: 20_000 },
+    ))[n - 1]!;
 
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
     ports = { encodePort: await freePort(), prefillPort: await freePort(), decodePort: await freePort() };
     const sim = async (role: 'encode' | 'prefill' | 'decode', n: number, port: number) => {
-      sims.push(await startSimEngine({ engine: 'sglang', role, ...(role === 'prefill' ? { languageOnly: true } : {}), host: host(n), port, latencyProfile: 'zero' }));
+      sims.push(await startSimEngine({
+        engine: 'sglang', role, ...(role === 'prefill' ? { languageOnly: true } : {}), host: host(n), port, latencyProfile: 'zero',
+      }));
     };
     await sim('prefill', 101, ports.prefillPort);
     await sim('decode', 201, ports.decodePort);
@@ -158,11 +169,15 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
     file.write(objects([2]));
     await waitFor(async () => (await list()).join() === encoderUrl(2), { what: 'e1 unregistered' });
     expect((await registrySpan(3)).attributes).toEqual(expect.objectContaining({
-      'triad.encoder_registry.change': 'remove', 'triad.encoder_registry.unregistered': [encoderUrl(1)], 'triad.encoder_registry.encoders': 1,
+      'triad.encoder_registry.change': 'remove', 'triad.encoder_registry.unregistered': [encoderUrl(1)],
+      'triad.encoder_registry.encoders': 1,
     }));
     // The registry is reconciled every 150 ms; once a later pass has been traced for another reason, none of the
     // unchanged passes in between produced a span. A registry changed behind its back is repaired and traced.
-    await fetch(`${prefillUrl()}/unregister_encoder_url`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: encoderUrl(2) }) });
+    await fetch(
+      `${prefillUrl()}/unregister_encoder_url`,
+      { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: encoderUrl(2) }) },
+    );
     expect((await registrySpan(4)).attributes).toEqual(expect.objectContaining({
       'triad.encoder_registry.change': 'add', 'triad.encoder_registry.registered': [encoderUrl(2)],
     }));

@@ -29,7 +29,9 @@ const SchedulerSettingsSchema = z.object({
   metricsPort: Setting.port().default(DEFAULT_METRICS_PORT),
   instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
   shutdownGraceMs: Setting.ms(0).default(10_000),
-  tracePhases: z.union([z.boolean(), z.enum(['true', 'false'])], { error: 'expected true or false' }).transform((v) => v === true || v === 'true').default(false),
+  tracePhases: z.union(
+    [z.boolean(), z.enum(['true', 'false'])], { error: 'expected true or false' },
+  ).transform((v) => v === true || v === 'true').default(false),
 });
 
 /** The flag / settings-file name and environment variable of each setting. */

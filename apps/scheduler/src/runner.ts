@@ -69,7 +69,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     closers.push(() => kvConfig.stop());
     if (kvConfig.initial !== undefined) config.kvChanged(kvConfig.initial);
     if (options.configFile) {
-      const file = watchFile(options.configFile, (text) => config.fileChanged(text), (err) => logger.warn({ err }, 'config file watch failed'));
+      const file = watchFile(
+        options.configFile, (text) => config.fileChanged(text), (err) => logger.warn({ err }, 'config file watch failed'),
+      );
       closers.push(() => file.close());
     }
     const dispatch = startDispatchFeed(nats, tracker);
@@ -77,7 +79,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
     await feed.synced;
-    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers), {
+    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(
+      batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers,
+    ), {
       queue: SCHEDULER_QUEUE_GROUP,
       onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
       onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
@@ -89,7 +93,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     ready = true;
     reason = '';
     logger.info({ origin: config.active.origin, config: scheduler.config.config }, 'scheduler config in effect (defaults filled in)');
-    logger.info({ instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port }, 'scheduler ready');
+    logger.info(
+      { instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port }, 'scheduler ready',
+    );
   } catch (err) {
     await closeAll(closers, ops, bus, logger);
     throw err;
@@ -115,7 +121,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   };
 }
 
-async function closeAll(closers: readonly (() => void | Promise<void>)[], ops: OpsServer, bus: Bus | undefined, logger: Logger): Promise<void> {
+async function closeAll(
+  closers: readonly (() => void | Promise<void>)[], ops: OpsServer, bus: Bus | undefined, logger: Logger,
+): Promise<void> {
   for (const close of closers) {
     try {
       await close();

@@ -38,14 +38,21 @@ describe('scheduler config file', () => {
   it('refuses to start on an invalid file, with the reasons', async () => {
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'plugins: [{type: nope}]\nprofiles: {decode: {filters: [missing]}}\n');
-    await expect(startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'x', shutdownGraceMs: 1000, configFile: bad, logger: logs.logger }))
-      .rejects.toThrow(/plugins\[0\]\.type: unknown plugin type 'nope'.*\n\s+profiles\.decode\.filters\[0\]: references undefined plugin 'missing'/);
+    await expect(startScheduler({
+      natsUrl: nats.url, metricsPort: 0, instanceId: 'x', shutdownGraceMs: 1000, configFile: bad, logger: logs.logger,
+    }))
+      .rejects.toThrow(new RegExp(
+        String.raw`plugins\[0\]\.type: unknown plugin type 'nope'.*\n\s+` +
+        String.raw`profiles\.decode\.filters\[0\]: references undefined plugin 'missing'`,
+      ));
   });
 
   it('loads the file, applies a valid edit live, and keeps the running config on an invalid edit', async () => {
     const file = join(dir, 'scheduler.yaml');
     writeFileSync(file, 'topN: 1\n');
-    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'file', shutdownGraceMs: 1000, configFile: file, logger: logs.logger });
+    service = await startScheduler({
+      natsUrl: nats.url, metricsPort: 0, instanceId: 'file', shutdownGraceMs: 1000, configFile: file, logger: logs.logger,
+    });
     expect(service.activeConfig().origin).toBe('file');
     expect(await attempts('one')).toBe(1);
 
@@ -56,8 +63,15 @@ describe('scheduler config file', () => {
     expect(await attempts('two')).toBe(2);
     expect(service.scheduler.config.profiles.decode.filters.map((f) => f.name)).toEqual(['kv-pressure']);
 
-    writeFileSync(file, 'topN: 3\nprofiles:\n  default: {scorers: [{plugin: least-latency, weight: 1}]}\nplugins: [{type: least-latency, args: {TTFTTPOTWeightFactor: .nan}}]\n');
-    await waitFor(() => logs.lines().some((l) => l['source'] === 'file' && l['msg'] === 'invalid scheduler config rejected; keeping the running one'), { what: 'rejection logged' });
+    writeFileSync(
+      file,
+      'topN: 3\nprofiles:\n  default: {scorers: [{plugin: least-latency, weight: 1}]}\nplugins: [{type: least-latency, args: ' +
+        '{TTFTTPOTWeightFactor: .nan}}]\n',
+    );
+    await waitFor(
+      () => logs.lines().some((l) => l['source'] === 'file' && l['msg'] === 'invalid scheduler config rejected; keeping the running one'),
+      { what: 'rejection logged' },
+    );
     expect(service.activeConfig().version).toBe(2);
     expect(await attempts('still-two')).toBe(2);
   });

@@ -14,7 +14,10 @@ describe('DecideObserver', () => {
     expect(observer.phasesFor(b)).toBeUndefined(); // another request: not collected, and the request is forgotten
     expect(observer.phasesFor(a)).toBeUndefined();
     const phases = observer.collect(a);
-    observer.phasesFor(a)?.({ kind: 'plan', profile: 'aggregated', plugin: undefined, group: undefined, item: undefined, candidatesIn: 1, candidatesOut: 1, start: 1, end: 2, failure: undefined });
+    observer.phasesFor(a)?.({
+      kind: 'plan', profile: 'aggregated', plugin: undefined, group: undefined, item: undefined, candidatesIn: 1, candidatesOut: 1,
+      start: 1, end: 2, failure: undefined,
+    });
     expect(phases).toHaveLength(1);
     expect(observer.phasesFor(a)).toBeUndefined();
   });
@@ -25,7 +28,9 @@ describe('DecideObserver', () => {
     const collect = jest.spyOn(observer, 'collect');
     const index = buildIndex([{ pod: 'a' }, { pod: 'b' }]);
     const scheduler = new Scheduler({ index, tracker: new InflightTracker(), observer });
-    const reply = handleScheduleBatch({ v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] }, { scheduler, index, metrics, observer });
+    const reply = handleScheduleBatch(
+      { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] }, { scheduler, index, metrics, observer },
+    );
     expect('decisions' in reply && reply.decisions[0]?.ok).toBe(true);
     expect(collect).not.toHaveBeenCalled();
     // The plugin counters are filled at scrape time.

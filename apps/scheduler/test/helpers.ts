@@ -1,5 +1,8 @@
 import { Writable } from 'node:stream';
-import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScheduleBatchReplySchema, ScheduleBatchSchema, Subjects, endpointKey, objectKey, type ScheduleBatchReply, type SchedulingRequestInput } from '@triad/bus';
+import {
+  Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScheduleBatchReplySchema, ScheduleBatchSchema, Subjects, endpointKey, objectKey,
+  type ScheduleBatchReply, type SchedulingRequestInput,
+} from '@triad/bus';
 import type { Bus } from '@triad/bus/client';
 import { createLogger, type Logger } from '@triad/runtime';
 import { endpointRecord, modelServerRecord, type EndpointSpec, type ModelServerSpecInput } from '@triad/scheduling/testing';
@@ -40,6 +43,8 @@ export function schedule(bus: Bus, requests: SchedulingRequestInput[]): Promise<
   return bus.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 5000 });
 }
 
-export const req = (id: string, extra: Partial<SchedulingRequestInput> = {}): SchedulingRequestInput => ({ id, namespace: 'default', modelServer: 'ms', model: 'm', ...extra });
+export const req = (
+  id: string, extra: Partial<SchedulingRequestInput> = {},
+): SchedulingRequestInput => ({ id, namespace: 'default', modelServer: 'ms', model: 'm', ...extra });
 
 export const podOf = (key: string): string => key.split('.')[2] as string;

@@ -52,7 +52,9 @@ describe('scheduler service over a real nats-server, two replicas', () => {
   });
 
   it('answers a batch in order, with a typed error for the one bad request', async () => {
-    const reply = decisions(await schedule(client, [req('r1'), { id: 'bad', namespace: 'default' } as never, req('r3', { modelServer: 'nope' })]));
+    const reply = decisions(await schedule(
+      client, [req('r1'), { id: 'bad', namespace: 'default' } as never, req('r3', { modelServer: 'nope' })],
+    ));
     expect(reply.map((d) => d.id)).toEqual(['r1', 'bad', 'r3']);
     expect(ok(reply[0]).attempts.map((x) => podOf(x.endpoint.key)).sort()).toEqual(['p0', 'p1']);
     expect(reply[1]).toMatchObject({ ok: false, code: 'SCHED_BAD_REQUEST' });
@@ -78,8 +80,14 @@ describe('scheduler service over a real nats-server, two replicas', () => {
   });
 
   it('shares in-flight counts from gateway dispatch batches across both replicas', async () => {
-    client.publish(Subjects.dispatch, DispatchBatchSchema, { v: 1, gateway: 'gw-1', seq: 0, events: [], inflight: { [endpointKey('default', 'ms', 'p0')]: 6 }, snapshotIntervalMs: 60_000 });
-    await waitFor(() => a.tracker.count(endpointKey('default', 'ms', 'p0')) === 6 && b.tracker.count(endpointKey('default', 'ms', 'p0')) === 6, { what: 'both replicas to see the snapshot' });
+    client.publish(
+      Subjects.dispatch, DispatchBatchSchema,
+      { v: 1, gateway: 'gw-1', seq: 0, events: [], inflight: { [endpointKey('default', 'ms', 'p0')]: 6 }, snapshotIntervalMs: 60_000 },
+    );
+    await waitFor(
+      () => a.tracker.count(endpointKey('default', 'ms', 'p0')) === 6 && b.tracker.count(endpointKey('default', 'ms', 'p0')) === 6,
+      { what: 'both replicas to see the snapshot' },
+    );
     const deciders = new Set<string>();
     let n = 0;
     await waitFor(async () => {
@@ -90,8 +98,13 @@ describe('scheduler service over a real nats-server, two replicas', () => {
     }, { what: 'answers from both replicas', timeoutMs: 20_000 });
     expect([...deciders].sort()).toEqual(['A', 'B']);
     // the gateway's requests finish: counts drop on both
-    client.publish(Subjects.dispatch, DispatchBatchSchema, { v: 1, gateway: 'gw-1', seq: 1, events: [], inflight: {}, snapshotIntervalMs: 60_000 });
-    await waitFor(() => a.tracker.count(endpointKey('default', 'ms', 'p0')) === 0 && b.tracker.count(endpointKey('default', 'ms', 'p0')) === 0, { what: 'counts to drop' });
+    client.publish(
+      Subjects.dispatch, DispatchBatchSchema, { v: 1, gateway: 'gw-1', seq: 1, events: [], inflight: {}, snapshotIntervalMs: 60_000 },
+    );
+    await waitFor(
+      () => a.tracker.count(endpointKey('default', 'ms', 'p0')) === 0 && b.tracker.count(endpointKey('default', 'ms', 'p0')) === 0,
+      { what: 'counts to drop' },
+    );
   });
 
   it('follows endpoint changes in KV incrementally', async () => {
@@ -114,7 +127,10 @@ describe('scheduler service over a real nats-server, two replicas', () => {
 
     const applied = a.activeConfig().version;
     await configKv.put('scheduler', { topN: 2, profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: -1 }] } } });
-    await waitFor(async () => (await (await fetch(`http://127.0.0.1:${a.opsPort}/metrics`)).text()).includes('triad_scheduler_config_reloads_total{source="kv",result="rejected"} 1'), { what: 'rejection counted' });
+    const metrics = async () => (await fetch(`http://127.0.0.1:${a.opsPort}/metrics`)).text();
+    await waitFor(async () => (await metrics()).includes('triad_scheduler_config_reloads_total{source="kv",result="rejected"} 1'), {
+      what: 'rejection counted',
+    });
     expect(a.activeConfig().version).toBe(applied);
     expect(ok(decisions(await schedule(client, [req('still-top1')]))[0]).attempts).toHaveLength(1);
     const rejection = logs.lines().find((l) => l['msg'] === 'invalid scheduler config rejected; keeping the running one');

@@ -15,7 +15,8 @@ const traceparent = (n: number, sampled = true) => `00-${traceId(n)}-${spanId(n)
 const eventLine = (e: ReceivedSpan['events'][number]) => {
   const a = e.attributes;
   const item = a['triad.encoder.item_index'] !== undefined ? `#${a['triad.encoder.item_index']}` : '';
-  const counts = a['triad.scheduler.candidates'] !== undefined ? ` ${a['triad.scheduler.candidates']}→${a['triad.scheduler.remaining']}` : '';
+  const counts = a['triad.scheduler.candidates'] !== undefined
+    ? ` ${a['triad.scheduler.candidates']}→${a['triad.scheduler.remaining']}` : '';
   const profile = a['triad.scheduler.profile'] !== undefined ? ` ${a['triad.scheduler.profile']}` : '';
   return `${e.name}${profile} ${a['triad.scheduler.plugin']}${item}${counts}`;
 };
@@ -29,7 +30,13 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
 
   const ask = (requests: SchedulingRequestInput[], headers: Record<string, string>): Promise<ScheduleBatchReply> =>
     client.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 10_000, headers });
-  const epd = (id: string, images = 1) => req(id, { modelServer: 'vl', mediaItems: Array.from({ length: images }, (_, index) => ({ index, key: `u:${id}-${index}`, modality: 'image' as const })) });
+  const epd = (id: string, images = 1) => req(
+    id,
+    {
+      modelServer: 'vl',
+      mediaItems: Array.from({ length: images }, (_, index) => ({ index, key: `u:${id}-${index}`, modality: 'image' as const })),
+    },
+  );
   /** The scheduler's span of a trace, then every span of that trace once `count` have arrived. */
   const traceOf = async (id: string, count: number) => {
     await receiver.waitForSpans((s) => s.traceId === id && s.kind === 'SERVER', { what: `the schedule span of ${id}`, timeoutMs: 20_000 });
@@ -91,11 +98,16 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     const byName = (name: string) => spans.find((s) => s.name === name)!;
     // d2 has 50 waiting requests: the least-request filter removes it.
     expect(byName('filter decode').attributes).toEqual(expect.objectContaining({
-      'triad.scheduler.phase': 'filter', 'triad.scheduler.profile': 'decode', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 1,
+      'triad.scheduler.phase': 'filter', 'triad.scheduler.profile': 'decode', 'triad.scheduler.candidates': 2,
+      'triad.scheduler.remaining': 1,
     }));
     expect(byName('filter decode').events.map(eventLine)).toEqual(['filter stale-metrics 2→2', 'filter least-request 2→1']);
-    expect(byName('score decode').attributes).toEqual(expect.objectContaining({ 'triad.scheduler.phase': 'score', 'triad.scheduler.candidates': 1, 'triad.scheduler.remaining': 1 }));
-    expect(byName('score decode').events.map(eventLine)).toEqual(['score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache']);
+    expect(byName('score decode').attributes).toEqual(expect.objectContaining({
+      'triad.scheduler.phase': 'score', 'triad.scheduler.candidates': 1, 'triad.scheduler.remaining': 1,
+    }));
+    expect(byName('score decode').events.map(eventLine)).toEqual([
+      'score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache',
+    ]);
     expect(byName('filter prefill').attributes['triad.pd_group']).toBe('g1');
     expect(byName('filter encode').events.map(eventLine)).toEqual(['filter stale-metrics 2→2', 'filter least-request 2→2']);
     expect(spans.filter((s) => s.status.code === 'ERROR')).toEqual([]);
@@ -110,13 +122,18 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     expect(server.attributes['error.type']).toBe('SCHED_FILTERED_OUT');
     const filter = spans.find((s) => s.name === 'filter decode')!;
     expect(filter.status.code).toBe('ERROR');
-    expect(filter.attributes).toEqual(expect.objectContaining({ 'error.type': 'SCHED_FILTERED_OUT', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 0 }));
-    expect(filter.events.filter((e) => e.name === 'filter').map(eventLine)).toEqual(['filter exclude 2→1', 'filter stale-metrics 1→1', 'filter least-request 1→0']);
+    expect(filter.attributes).toEqual(expect.objectContaining({
+      'error.type': 'SCHED_FILTERED_OUT', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 0,
+    }));
+    expect(filter.events.filter((e) => e.name === 'filter').map(eventLine)).toEqual([
+      'filter exclude 2→1', 'filter stale-metrics 1→1', 'filter least-request 1→0',
+    ]);
     expect(filter.events.find((e) => e.name === 'exception')?.attributes['exception.message']).toContain('filtered out by "least-request"');
     expect(treeShape(receiver.tree(traceId(6)))).toEqual([{ name: 'schedule', children: [leaf('filter decode')] }]);
   });
 
-  it('continues each request of a coalesced batch in its own trace (triad-trace-batch header); a failed decision fails its span', async () => {
+  it('continues each request of a coalesced batch in its own trace (triad-trace-batch header); a failed decision fails its ' +
+    'span', async () => {
     const headers = {
       traceparent: traceparent(2),
       [BATCH_TRACE_HEADER]: JSON.stringify([{ traceparent: traceparent(2) }, { traceparent: traceparent(3) }, null]),
@@ -128,14 +145,17 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     expect(twoServer.parentSpanId).toBe(spanId(2));
     expect(twoServer.attributes['messaging.batch.message_count']).toBe(3);
     // Two images: two encode picks.
-    expect(twoServer.events.filter((e) => e.name === 'pick' && e.attributes['triad.scheduler.profile'] === 'encode').map((e) => e.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
+    expect(twoServer.events.filter((e) => e.name === 'pick' &&
+        e.attributes['triad.scheduler.profile'] === 'encode').map((e) => e.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
 
     const [three] = await traceOf(traceId(3), 1);
     expect(three!.parentSpanId).toBe(spanId(3));
     expect(three!.status.code).toBe('ERROR');
     expect(three!.attributes['error.type']).toBe('SCHED_UNKNOWN_MODEL_SERVER');
     // The third request had no context: its span starts a trace of its own.
-    const [own] = await receiver.waitForSpans((s) => s.kind === 'SERVER' && s.attributes['triad.request.id'] === 'untraced', { what: 'the untraced request\'s span' });
+    const [own] = await receiver.waitForSpans(
+      (s) => s.kind === 'SERVER' && s.attributes['triad.request.id'] === 'untraced', { what: 'the untraced request\'s span' },
+    );
     expect(own!.parentSpanId).toBeUndefined();
   });
 

@@ -19,12 +19,16 @@ describe('scheduler tracing', () => {
   const exporter = new InMemorySpanExporter();
 
   beforeAll(async () => {
-    telemetry = setupTelemetry({ serviceName: 'triad-scheduler', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter });
+    telemetry = setupTelemetry({
+      serviceName: 'triad-scheduler', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter,
+    });
     nats = await startNatsServer();
     client = await connectBus({ servers: nats.url, name: 'test-gateway' });
     await putModelServer(client, { name: 'ms' });
     await putEndpoints(client, [{ pod: 'p0' }]);
-    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'traced', shutdownGraceMs: 1000, logger: memoryLogger().logger, tracePhases: true });
+    service = await startScheduler({
+      natsUrl: nats.url, metricsPort: 0, instanceId: 'traced', shutdownGraceMs: 1000, logger: memoryLogger().logger, tracePhases: true,
+    });
   });
 
   afterAll(async () => {
@@ -45,7 +49,10 @@ describe('scheduler tracing', () => {
     expect(span.spanContext().traceId).toBe(TRACE);
     expect(span.parentSpanContext?.spanId).toBe(PARENT);
     expect(JSON.stringify(span.attributes)).toContain('default.ms.p0');
-    const phases = exporter.getFinishedSpans().filter((s) => s.parentSpanContext?.spanId === span.spanContext().spanId).map((s) => s.name).sort();
+    const phases = exporter.getFinishedSpans()
+      .filter((s) => s.parentSpanContext?.spanId === span.spanContext().spanId)
+      .map((s) => s.name)
+      .sort();
     expect(phases).toEqual(['filter aggregated', 'score aggregated']);
   });
 
@@ -53,24 +60,37 @@ describe('scheduler tracing', () => {
     const base = { plugin: undefined, item: undefined, failure: undefined } as const;
     const t = performance.now();
     const phases: SchedulingPhase[] = [
-      { ...base, kind: 'plan', profile: 'prefill', group: 'g3', candidatesIn: 0, candidatesOut: 0, start: t + 0.01, end: t + 0.02, failure: { code: 'SCHED_NO_CANDIDATES', message: "no ready prefill endpoint in PD group 'g3'" } },
-      { ...base, kind: 'scorer', profile: 'decode', group: undefined, plugin: 'gpu-usage', candidatesIn: 3, candidatesOut: 3, start: t + 0.03, end: t + 0.04 },
+      {
+        ...base, kind: 'plan', profile: 'prefill', group: 'g3', candidatesIn: 0, candidatesOut: 0, start: t + 0.01, end: t + 0.02,
+        failure: { code: 'SCHED_NO_CANDIDATES', message: "no ready prefill endpoint in PD group 'g3'" },
+      },
+      {
+        ...base, kind: 'scorer', profile: 'decode', group: undefined, plugin: 'gpu-usage', candidatesIn: 3, candidatesOut: 3,
+        start: t + 0.03, end: t + 0.04,
+      },
     ];
     exporter.reset();
     const decide = startTraced('schedule', { root: true });
-    finishDecideWithPhases(decide, { id: 'r', ok: false, code: 'SCHED_NO_PREFILL_PAIR', message: 'no valid prefill-decode pair' }, phases, epochAnchor());
+    finishDecideWithPhases(
+      decide, { id: 'r', ok: false, code: 'SCHED_NO_PREFILL_PAIR', message: 'no valid prefill-decode pair' }, phases, epochAnchor(),
+    );
     await telemetry.forceFlush();
     const spans = exporter.getFinishedSpans();
     const filter = spans.find((s) => s.name === 'filter prefill')!;
     expect(filter.status.code).toBe(2);
-    expect(filter.attributes).toEqual(expect.objectContaining({ 'error.type': 'SCHED_NO_CANDIDATES', 'triad.pd_group': 'g3', 'triad.scheduler.candidates': 0, 'triad.scheduler.remaining': 0 }));
-    expect(spans.find((s) => s.name === 'score decode')?.events.map((e) => e.attributes?.['triad.scheduler.plugin'])).toEqual(['gpu-usage']);
+    expect(filter.attributes).toEqual(expect.objectContaining({
+      'error.type': 'SCHED_NO_CANDIDATES', 'triad.pd_group': 'g3', 'triad.scheduler.candidates': 0, 'triad.scheduler.remaining': 0,
+    }));
+    const scoreDecode = spans.find((s) => s.name === 'score decode');
+    expect(scoreDecode?.events.map((e) => e.attributes?.['triad.scheduler.plugin'])).toEqual(['gpu-usage']);
     expect(spans.every((s) => s.name === 'schedule' || s.parentSpanContext?.spanId === decide.span.spanContext().spanId)).toBe(true);
   });
 
   it('by default (no TRIAD_TRACE_SCHEDULER_PHASES) a traced decision is its schedule span alone', async () => {
     await service.close();
-    service = await startScheduler({ natsUrl: nats.url, metricsPort: 0, instanceId: 'no-phases', shutdownGraceMs: 1000, logger: memoryLogger().logger });
+    service = await startScheduler({
+      natsUrl: nats.url, metricsPort: 0, instanceId: 'no-phases', shutdownGraceMs: 1000, logger: memoryLogger().logger,
+    });
     exporter.reset();
     const trace = '1bf7651916cd43dd8448eb211c80319d';
     await client.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests: [req('untraced-phases')] }, ScheduleBatchReplySchema, {

@@ -37,17 +37,24 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
   let admission: Admission;
   beforeAll(async () => {
     admission = await createAdmission(
-      { auth: { apiKeys: { keys: [{ name: 'ci', id, hash: hashApiKey(key, { N: 1024, r: 8, p: 1 }) }] } }, rateLimit: { lease: { maxFraction: 0 } } },
+      {
+        auth: { apiKeys: { keys: [{ name: 'ci', id, hash: hashApiKey(key, { N: 1024, r: 8, p: 1 }) }] } },
+        rateLimit: { lease: { maxFraction: 0 } },
+      },
       { registry: new Registry() },
     );
   });
   afterAll(async () => {
     await admission.close();
   });
-  const hooks = () => createAdmissionHooks(admission, { rateLimitFor: (m) => (m === 'llama-3' ? { inputTokensPerUnit: 100, unit: 'hour' } : undefined) });
+  const hooks = () => createAdmissionHooks(
+    admission, { rateLimitFor: (m) => (m === 'llama-3' ? { inputTokensPerUnit: 100, unit: 'hour' } : undefined) },
+  );
 
   it('throws the TriadError the gateway maps to 401, with the WWW-Authenticate header in the details', async () => {
-    expect(await rejection(hooks().admit(request(undefined)))).toMatchObject({ code: 'GATEWAY_UNAUTHORIZED', status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } });
+    expect(await rejection(hooks().admit(request(undefined)))).toMatchObject({
+      code: 'GATEWAY_UNAUTHORIZED', status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' },
+    });
   });
 
   it('reserves with the route limit, refuses with retryAfterSeconds and limitType, and refunds failed requests', async () => {
@@ -55,7 +62,9 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
     const first = request(key);
     await h.admit(first);
     await h.admit(request(key));
-    expect(await rejection(h.admit(request(key)))).toMatchObject({ code: 'GATEWAY_RATE_LIMITED', status: 429, limitType: 'input', retryAfterSeconds: expect.any(Number) });
+    expect(await rejection(h.admit(request(key)))).toMatchObject({
+      code: 'GATEWAY_RATE_LIMITED', status: 429, limitType: 'input', retryAfterSeconds: expect.any(Number),
+    });
     h.onEnd(ended(first, 502, undefined)); // failed before any output: everything back
     await h.admit(request(key));
   });

@@ -32,8 +32,12 @@ export const Rejections = {
       retryAfterSec,
     ),
   requestTooLarge: (scope: string, tokens: number, limit: number): AdmissionRejection =>
-    new RateLimitedError(`The request needs about ${tokens} input tokens, more than the whole limit of ${limit} per unit for ${scope}.`, 'request_too_large'),
-  queueFull: (model: string): AdmissionRejection => new RateLimitedError(`Too many requests are waiting for model '${model}'.`, 'queue_full', 1),
+    new RateLimitedError(
+      `The request needs about ${tokens} input tokens, more than the whole limit of ${limit} per unit for ${scope}.`, 'request_too_large',
+    ),
+  queueFull: (model: string): AdmissionRejection => new RateLimitedError(
+    `Too many requests are waiting for model '${model}'.`, 'queue_full', 1,
+  ),
   queueTimeout: (model: string): AdmissionRejection => new QueueTimeoutError(`Request processing timed out in queue for model '${model}'.`),
   clientAborted: (): AdmissionRejection => new ClientAbortedError('The client closed the request before it was admitted.'),
   storeUnavailable: (retryAfterSec = 1): AdmissionRejection =>

@@ -21,7 +21,9 @@ interface ReplicaResult {
 }
 
 function startReplica(options: Record<string, unknown>): Replica {
-  const child = spawn(process.execPath, ['--require', 'tsx/cjs', HARNESS, JSON.stringify(options)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath, ['--require', 'tsx/cjs', HARNESS, JSON.stringify(options)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const lines = createInterface({ input: child.stdout });

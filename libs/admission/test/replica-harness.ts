@@ -44,7 +44,8 @@ async function main(): Promise<void> {
   const paths = (await registry.getSingleMetric('triad_admission_budget_path_total')?.get())?.values ?? [];
   const byPath = (p: string): number => paths.filter((v) => v.labels['path'] === p).reduce((s, v) => s + v.value, 0);
   const admitted = results.filter((r): r is Admitted => r.ok);
-  process.stdout.write(`${JSON.stringify({ admitted: admitted.length, rejected: results.length - admitted.length, local: byPath('local'), store: byPath('store') })}\n`);
+  const summary = { admitted: admitted.length, rejected: results.length - admitted.length, local: byPath('local'), store: byPath('store') };
+  process.stdout.write(`${JSON.stringify(summary)}\n`);
   await next();
   for (const a of admitted) a.release({ inputTokens: opts.costPerRequest, outputTokens: 0 });
   await admission.close();

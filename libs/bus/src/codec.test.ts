@@ -4,9 +4,14 @@ import { DispatchBatchSchema } from './dispatch';
 
 describe('message codec', () => {
   it('round-trips a schedule batch and applies defaults', () => {
-    const bytes = encodeMessage(ScheduleBatchSchema, { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] });
+    const bytes = encodeMessage(
+      ScheduleBatchSchema, { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] },
+    );
     const decoded = decodeMessage(ScheduleBatchSchema, bytes);
-    expect(decoded).toEqual({ ok: true, value: { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm', prefixHashes: [], mediaItems: [] }] } });
+    expect(decoded).toEqual({
+      ok: true,
+      value: { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm', prefixHashes: [], mediaItems: [] }] },
+    });
   });
 
   it('reports malformed JSON and schema violations with paths, never throwing', () => {
@@ -14,7 +19,13 @@ describe('message codec', () => {
     const bad = decodeMessage(ScheduleBatchSchema, JSON.stringify({ v: 2, requests: [] }));
     expect(bad.ok).toBe(false);
     expect(!bad.ok && bad.error).toContain('v: Invalid input: expected 1');
-    const wrongItem = decodeMessage(ScheduleBatchSchema, JSON.stringify({ v: 1, requests: [{ id: 'x', namespace: 'n', modelServer: 'm', model: 'm', mediaItems: [{ index: -1, key: 'k', modality: 'image' }] }] }));
+    const wrongItem = decodeMessage(
+      ScheduleBatchSchema,
+      JSON.stringify({
+        v: 1,
+        requests: [{ id: 'x', namespace: 'n', modelServer: 'm', model: 'm', mediaItems: [{ index: -1, key: 'k', modality: 'image' }] }],
+      }),
+    );
     expect(!wrongItem.ok && wrongItem.error).toContain('requests[0].mediaItems[0].index');
   });
 
@@ -26,7 +37,11 @@ describe('message codec', () => {
   });
 
   it('accepts dispatch batches with in-flight snapshots', () => {
-    const msg = { v: 1 as const, gateway: 'gw-1', seq: 3, events: [{ type: 'start' as const, requestId: 'r', endpoint: 'default.ms.p', stage: 'decode' as const, at: 1 }], inflight: { 'default.ms.p': 1 } };
+    const msg = {
+      v: 1 as const, gateway: 'gw-1', seq: 3,
+      events: [{ type: 'start' as const, requestId: 'r', endpoint: 'default.ms.p', stage: 'decode' as const, at: 1 }],
+      inflight: { 'default.ms.p': 1 },
+    };
     expect(decodeMessage(DispatchBatchSchema, encodeMessage(DispatchBatchSchema, msg))).toEqual({ ok: true, value: msg });
   });
 });

@@ -1,5 +1,7 @@
 // Pure contracts (zod schemas and names). The NATS client is the separate entry point `@triad/bus/client`.
-export { Subjects, SCHEDULER_QUEUE_GROUP, Buckets, ConfigKeys, endpointKey, endpointKeyFilter, parseEndpointKey, objectKey, parseObjectKey } from './names';
+export {
+  Subjects, SCHEDULER_QUEUE_GROUP, Buckets, ConfigKeys, endpointKey, endpointKeyFilter, parseEndpointKey, objectKey, parseObjectKey,
+} from './names';
 export type { BucketName } from './names';
 export { SCHEMA_VERSION, MetricsSnapshotSchema, EndpointRecordSchema, ModelServerRecordSchema, ModelRouteRecordSchema } from './records';
 export type { MetricsSnapshot, EndpointRecord, ModelServerRecord, ModelRouteRecord } from './records';

@@ -23,6 +23,8 @@ describe('subject and bucket names', () => {
     expect(subjects.every((s) => /^triad\.v1(\.[a-z]+)+$/.test(s))).toBe(true);
     expect(new Set(buckets).size).toBe(buckets.length);
     expect(new Set(subjects).size).toBe(subjects.length);
-    expect([Buckets.admission, Subjects.admissionLease, Buckets.podWatcherLease]).toEqual(['triad_v1_admission', 'triad.v1.admission.lease', 'triad_v1_podwatcher_lease']);
+    expect([Buckets.admission, Subjects.admissionLease, Buckets.podWatcherLease]).toEqual([
+      'triad_v1_admission', 'triad.v1.admission.lease', 'triad_v1_podwatcher_lease',
+    ]);
   });
 });

@@ -7,14 +7,18 @@ function where(f: LegFailure): string {
 
 /** The engine answered a leg with a non-2xx status; the message carries the engine's own error text. */
 export function upstreamHttpError(f: LegFailure, engineMessage: string): UpstreamError {
-  return new UpstreamError(ErrorCode.UpstreamError, `${where(f)} failed with HTTP ${f.status}: ${engineMessage}`, f, f.status >= 500 || f.status === 429);
+  return new UpstreamError(
+    ErrorCode.UpstreamError, `${where(f)} failed with HTTP ${f.status}: ${engineMessage}`, f, f.status >= 500 || f.status === 429,
+  );
 }
 
 /** A leg failed in transport (refused, reset, closed mid-answer). */
 export function upstreamTransportError(f: LegFailure, cause: Error): UpstreamError {
   const code = 'code' in cause ? cause.code : undefined;
   const connect = code === 'ECONNREFUSED' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'EHOSTUNREACH' || code === 'ENOTFOUND';
-  return new UpstreamError(connect ? ErrorCode.UpstreamConnect : ErrorCode.UpstreamError, `${where(f)} failed: ${cause.message}`, f, true, cause);
+  return new UpstreamError(
+    connect ? ErrorCode.UpstreamConnect : ErrorCode.UpstreamError, `${where(f)} failed: ${cause.message}`, f, true, cause,
+  );
 }
 
 /** A stage ran out of its time budget (`budget`: the stage, or `first-byte` for the final leg). */
@@ -43,7 +47,8 @@ export function engineErrorMessage(body: Buffer): string {
       if (inner !== null && typeof inner === 'object' && 'message' in inner && typeof inner.message === 'string') return inner.message;
       if (typeof inner === 'string') return inner;
       if ('message' in parsed && typeof parsed.message === 'string') return parsed.message;
-      if ('detail' in parsed && parsed.detail !== undefined) return typeof parsed.detail === 'string' ? parsed.detail : JSON.stringify(parsed.detail);
+      if ('detail' in parsed && parsed.detail !== undefined) return typeof parsed.detail === 'string'
+        ? parsed.detail : JSON.stringify(parsed.detail);
     }
   } catch {
     // not JSON: fall through to the raw text

@@ -101,7 +101,9 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
     if (this.#pendingAbort !== undefined) controller.abort(this.#pendingAbort);
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onResponseStart(
+    _controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>,
+  ): void {
     this.#status = statusCode;
     if (statusCode < 200 || statusCode >= 300) {
       this.#failed = true;
@@ -109,7 +111,8 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
     }
     const ct = headers['content-type'];
     this.#contentType = typeof ct === 'string' ? ct : 'application/json';
-    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) this.#sse = new SseUsageRelay(this.#owner.suppressUsage);
+    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) this.#sse =
+      new SseUsageRelay(this.#owner.suppressUsage);
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -154,7 +157,9 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
       this.#succeed(undefined);
       return;
     }
-    const body = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(this.#chunks, this.#size);
+    const body = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(
+      this.#chunks, this.#size,
+    );
     this.#chunks = [];
     if (this.#mode === LegMode.Relay) {
       const usage = parseBodyUsage(body);

@@ -30,7 +30,10 @@ describe('connectorFor / relaysKvParams', () => {
 function record(trafficPolicy?: ModelServerRecord['spec']['trafficPolicy']): ModelServerRecord {
   return {
     schemaVersion: 1, namespace: 'ns', name: 'ms', mode: 'pd',
-    spec: { inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadSelector: { matchLabels: { a: 'b' } }, workloadPort: { port: 8000, protocol: 'http' }, ...(trafficPolicy ? { trafficPolicy } : {}) },
+    spec: {
+      inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadSelector: { matchLabels: { a: 'b' } },
+      workloadPort: { port: 8000, protocol: 'http' }, ...(trafficPolicy ? { trafficPolicy } : {}),
+    },
   };
 }
 
@@ -44,10 +47,14 @@ describe('server profile', () => {
   });
   it('applies trafficPolicy.timeout to every stage but keeps the total', () => {
     const d = DEFAULT_STAGE_TIMEOUTS;
-    expect(stageTimeoutsOf(record({ timeout: '1.5s' }), d)).toEqual({ encodeMs: 1500, prefillMs: 1500, firstByteMs: 1500, totalMs: d.totalMs });
+    expect(stageTimeoutsOf(record({ timeout: '1.5s' }), d)).toEqual({
+      encodeMs: 1500, prefillMs: 1500, firstByteMs: 1500, totalMs: d.totalMs,
+    });
     expect(stageTimeoutsOf(record(), d)).toBe(d);
   });
   it('resolves the connector of the record', () => {
-    expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS)).toMatchObject({ namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true });
+    expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS)).toMatchObject({
+      namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true,
+    });
   });
 });

@@ -16,22 +16,31 @@ describe('clientWantsUsage', () => {
 
 describe('finalLegBody', () => {
   it('injects include_usage into streams, keeping other stream options', () => {
-    expect(JSON.parse(finalLegBody({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true } }, true))).toEqual({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true, include_usage: true } });
+    expect(JSON.parse(finalLegBody({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true } }, true))).toEqual({
+      model: 'm', stream: true, stream_options: { continuous_usage_stats: true, include_usage: true },
+    });
   });
   it('leaves non-stream bodies alone', () => {
     expect(finalLegBody({ model: 'm', max_tokens: 3 }, false)).toBe('{"model":"m","max_tokens":3}');
   });
   it('adds the prefill kv_transfer_params verbatim, replacing a client value', () => {
-    expect(finalLegBody({ model: 'm', kv_transfer_params: { x: 1 } }, false, '{"remote_engine_id":"e","remote_block_ids":[1]}')).toBe('{"model":"m","kv_transfer_params":{"remote_engine_id":"e","remote_block_ids":[1]}}');
+    expect(finalLegBody(
+      { model: 'm', kv_transfer_params: { x: 1 } }, false, '{"remote_engine_id":"e","remote_block_ids":[1]}',
+    )).toBe('{"model":"m","kv_transfer_params":{"remote_engine_id":"e","remote_block_ids":[1]}}');
   });
 });
 
 describe('vllmPrefillBody', () => {
   it('asks for one token without streaming and with a remote decode', () => {
-    const body = JSON.parse(vllmPrefillBody({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: 50, max_completion_tokens: 50 }, true));
+    const body = JSON.parse(vllmPrefillBody(
+      { model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: 50, max_completion_tokens: 50 }, true,
+    ));
     expect(body).toEqual({
       model: 'm', stream: false, max_tokens: 1, max_completion_tokens: 1,
-      kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null },
+      kv_transfer_params: {
+        do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null,
+        remote_port: null,
+      },
     });
   });
   it('adds max_completion_tokens only when the client sent it, and no KV params for the http connector', () => {
@@ -41,9 +50,18 @@ describe('vllmPrefillBody', () => {
 
 describe('encoderBody', () => {
   it('holds only the item, one token, no stream, and forwards mm_processor_kwargs', () => {
-    const body = { model: 'vl', messages: [{ role: 'user', content: [{ type: 'text', text: 't' }, { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }], mm_processor_kwargs: { fps: 2 }, temperature: 0 };
+    const body = {
+      model: 'vl',
+      messages: [{
+        role: 'user', content: [{ type: 'text', text: 't' }, { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }],
+      }],
+      mm_processor_kwargs: { fps: 2 }, temperature: 0,
+    };
     const [part] = extractMediaParts(body);
-    expect(JSON.parse(encoderBody(body, part!))).toEqual({ model: 'vl', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }], max_tokens: 1, stream: false, mm_processor_kwargs: { fps: 2 } });
+    expect(JSON.parse(encoderBody(body, part!))).toEqual({
+      model: 'vl', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }],
+      max_tokens: 1, stream: false, mm_processor_kwargs: { fps: 2 },
+    });
   });
 });
 
@@ -56,7 +74,9 @@ describe('sglangBody', () => {
   });
   it('uses the endpoint bootstrap port, brackets IPv6 and adds epd_bootstrap_addr', () => {
     const { body } = sglangBody({ model: 'm' }, false, { ...prefill, ip: 'fd00::1', bootstrapPort: 9000 }, 'http://10.0.0.8:30000');
-    expect(JSON.parse(body)).toMatchObject({ bootstrap_host: '[fd00::1]', bootstrap_port: 9000, epd_bootstrap_addr: 'http://10.0.0.8:30000' });
+    expect(JSON.parse(body)).toMatchObject({
+      bootstrap_host: '[fd00::1]', bootstrap_port: 9000, epd_bootstrap_addr: 'http://10.0.0.8:30000',
+    });
   });
   it.each([
     { name: 'completions with a prompt list', body: { model: 'm', prompt: ['a', 'b', 'c'] }, n: 3 },

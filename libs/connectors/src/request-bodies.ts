@@ -39,7 +39,8 @@ export function finalLegBody(body: Record<string, unknown>, stream: boolean, kvT
 const KV_PARAMS_KEY = ['kv_transfer_params'] as const;
 const PREFILL_DROP = ['stream_options', 'kv_transfer_params'] as const;
 const PREFILL_KV_PARAMS =
-  '"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}';
+  '"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,' +
+    '"remote_host":null,"remote_port":null}';
 
 /**
  * vLLM prefill body: one token, no stream, no stream_options; with `relayKvParams` it asks the KV connector
@@ -91,7 +92,9 @@ export interface SglangBootstrap {
  * `bootstrap_host`, `bootstrap_port` and a fresh random 63-bit `bootstrap_room` (arrays for batches), written
  * as exact integers; `epdBootstrapAddr` adds SGLang EPD's encoder-group selector.
  */
-export function sglangBody(body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, epdBootstrapAddr?: string): SglangBootstrap {
+export function sglangBody(
+  body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, epdBootstrapAddr?: string,
+): SglangBootstrap {
   const host = JSON.stringify(bootstrapHost(prefill.ip));
   const port = String(prefill.bootstrapPort ?? DEFAULT_SGLANG_BOOTSTRAP_PORT);
   const n = batchSize(body);
@@ -100,7 +103,8 @@ export function sglangBody(body: Record<string, unknown>, stream: boolean, prefi
   let raw =
     n === 1
       ? `"bootstrap_host":${host},"bootstrap_port":${port},"bootstrap_room":${rooms[0] as string}`
-      : `"bootstrap_host":[${new Array<string>(n).fill(host).join(',')}],"bootstrap_port":[${new Array<string>(n).fill(port).join(',')}],"bootstrap_room":[${rooms.join(',')}]`;
+      : `"bootstrap_host":[${new Array<string>(n).fill(host).join(',')}],"bootstrap_port":[${new Array<string>(n).fill(port).join(',')}],` +
+        `"bootstrap_room":[${rooms.join(',')}]`;
   if (epdBootstrapAddr !== undefined) raw += `,"epd_bootstrap_addr":${JSON.stringify(epdBootstrapAddr)}`;
   return { body: serializeWith(body, usageFields(body, stream), BOOTSTRAP_KEYS, raw), rooms };
 }

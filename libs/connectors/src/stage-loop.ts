@@ -154,7 +154,9 @@ class StageLoop implements LegRunner, LegOwner {
       if (span.headers !== undefined) Object.assign(headers, span.headers);
     }
     try {
-      this.#pools.get(spec.endpoint.ip, spec.endpoint.port).dispatch({ path: spec.path ?? ctx.path, method: 'POST', headers, body: spec.body }, leg);
+      this.#pools.get(spec.endpoint.ip, spec.endpoint.port).dispatch(
+        { path: spec.path ?? ctx.path, method: 'POST', headers, body: spec.body }, leg,
+      );
     } catch (err) {
       leg.onResponseError(undefined as never, err as Error);
     }

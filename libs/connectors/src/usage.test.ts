@@ -1,7 +1,9 @@
 import { SseUsageRelay, parseBodyUsage } from './usage';
 
-const content = (i: number) => `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}]}\n\n`;
-const usage = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"total_tokens":10,"completion_tokens":3}}\n\n';
+const content = (i: number) =>
+  `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}]}\n\n`;
+const usage = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"total_tokens":10,' +
+  '"completion_tokens":3}}\n\n';
 const done = 'data: [DONE]\n\n';
 
 function relayAll(relay: SseUsageRelay, chunks: string[]): string {
@@ -49,10 +51,25 @@ describe('SseUsageRelay', () => {
 
 describe('parseBodyUsage', () => {
   it.each([
-    { name: 'vLLM body', body: '{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8,"prompt_tokens_details":null}}', want: { promptTokens: 12, completionTokens: 8 } },
-    { name: 'spaces after the colon', body: '{"usage": {"prompt_tokens": 1, "completion_tokens": 2}}', want: { promptTokens: 1, completionTokens: 2 } },
-    { name: 'generated text that mentions usage', body: '{"choices":[{"text":"\\"usage\\":{\\"prompt_tokens\\":99}"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}', want: { promptTokens: 3, completionTokens: 4 } },
-    { name: 'nested details', body: '{"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":6}}', want: { promptTokens: 5, completionTokens: 6 } },
+    {
+      name: 'vLLM body',
+      body: '{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8,' +
+        '"prompt_tokens_details":null}}',
+      want: { promptTokens: 12, completionTokens: 8 },
+    },
+    {
+      name: 'spaces after the colon', body: '{"usage": {"prompt_tokens": 1, "completion_tokens": 2}}',
+      want: { promptTokens: 1, completionTokens: 2 },
+    },
+    {
+      name: 'generated text that mentions usage',
+      body: '{"choices":[{"text":"\\"usage\\":{\\"prompt_tokens\\":99}"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}',
+      want: { promptTokens: 3, completionTokens: 4 },
+    },
+    {
+      name: 'nested details', body: '{"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":6}}',
+      want: { promptTokens: 5, completionTokens: 6 },
+    },
     { name: 'no usage', body: '{"choices":[]}', want: undefined },
   ])('$name', ({ body, want }) => {
     expect(parseBodyUsage(Buffer.from(body))).toEqual(want);

@@ -50,7 +50,9 @@ function crd(def: CrdSpec): JsonSchema {
     metadata: { name: `${def.plural}.${API_GROUP}` },
     spec: {
       group: API_GROUP,
-      names: { kind: def.kind, listKind: `${def.kind}List`, plural: def.plural, singular: def.kind.toLowerCase(), shortNames: def.shortNames },
+      names: {
+        kind: def.kind, listKind: `${def.kind}List`, plural: def.plural, singular: def.kind.toLowerCase(), shortNames: def.shortNames,
+      },
       scope: 'Namespaced',
       versions: [
         {
@@ -82,7 +84,8 @@ function modelServerSpec(): JsonSchema {
   const spec = schemaOf(ModelServerSpecSchema);
   spec['x-kubernetes-validations'] = [
     {
-      rule: "!has(self.pipelineMode) || !(self.pipelineMode in ['epd', 'vllm-epd', 'sglang-epd']) || (has(self.workloadSelector.pdGroup) && has(self.workloadSelector.pdGroup.encodeLabels) && has(self.workloadSelector.pdGroup.decodeLabels))",
+      rule: "!has(self.pipelineMode) || !(self.pipelineMode in ['epd', 'vllm-epd', 'sglang-epd']) || (has(self.workloadSelector.pdGroup) " +
+        "&& has(self.workloadSelector.pdGroup.encodeLabels) && has(self.workloadSelector.pdGroup.decodeLabels))",
       message: 'pipelineMode epd needs workloadSelector.pdGroup with encodeLabels and decodeLabels',
     },
   ];
@@ -102,7 +105,10 @@ function modelRouteSpec(): JsonSchema {
   const rules = props['rules'] as JsonSchema;
   const targets = ((rules['items'] as JsonSchema)['properties'] as Record<string, JsonSchema>)['targetModels'] as JsonSchema;
   (targets['items'] as JsonSchema)['x-kubernetes-validations'] = [
-    { rule: 'has(self.modelServerName) != has(self.externalModelProviderName)', message: 'exactly one of modelServerName or externalModelProviderName is required' },
+    {
+      rule: 'has(self.modelServerName) != has(self.externalModelProviderName)',
+      message: 'exactly one of modelServerName or externalModelProviderName is required',
+    },
   ];
   return spec;
 }

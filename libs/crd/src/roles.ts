@@ -18,7 +18,9 @@ export interface PodClassification {
 }
 
 /** True when every selector label is present on the pod with the same value (an empty selector matches nothing). */
-export function matchesLabels(labels: Readonly<Record<string, string>> | undefined, selector: Readonly<Record<string, string>> | undefined): boolean {
+export function matchesLabels(
+  labels: Readonly<Record<string, string>> | undefined, selector: Readonly<Record<string, string>> | undefined,
+): boolean {
   if (!selector) return false;
   const entries = Object.entries(selector);
   if (entries.length === 0) return false;
@@ -30,8 +32,12 @@ export function matchesLabels(labels: Readonly<Record<string, string>> | undefin
  * Disaggregated modes check decode, then prefill, then encode labels (Kthena checks decode first); prefill and
  * decode pods need the `groupKey` label, encode pods may omit it to serve every group.
  */
-export function classifyPod(spec: Pick<ModelServerSpec, 'pipelineMode' | 'workloadSelector'>, labels: Readonly<Record<string, string>> | undefined): PodClassification {
-  if (!matchesLabels(labels, spec.workloadSelector.matchLabels)) return { role: 'none', reason: 'labels do not match workloadSelector.matchLabels' };
+export function classifyPod(
+  spec: Pick<ModelServerSpec, 'pipelineMode' | 'workloadSelector'>, labels: Readonly<Record<string, string>> | undefined,
+): PodClassification {
+  if (!matchesLabels(labels, spec.workloadSelector.matchLabels)) return {
+    role: 'none', reason: 'labels do not match workloadSelector.matchLabels',
+  };
   const mode = resolvePipelineMode(spec);
   const pd = spec.workloadSelector.pdGroup;
   if (mode === 'aggregated' || !pd) return { role: 'aggregated' };
@@ -57,7 +63,9 @@ export function classifyPod(spec: Pick<ModelServerSpec, 'pipelineMode' | 'worklo
  * Pairs of role label sets that one pod could satisfy at once (no shared key with different values), which
  * makes classification depend on precedence rather than intent.
  */
-export function overlappingRoleLabels(pd: NonNullable<ModelServerSpec['workloadSelector']['pdGroup']>, roles: readonly ('encode' | 'prefill' | 'decode')[]): [string, string][] {
+export function overlappingRoleLabels(
+  pd: NonNullable<ModelServerSpec['workloadSelector']['pdGroup']>, roles: readonly ('encode' | 'prefill' | 'decode')[],
+): [string, string][] {
   const sets = roles
     .map((r) => [r, pd[`${r}Labels` as const]] as const)
     .filter((e): e is readonly [typeof e[0], Record<string, string>] => !!e[1] && Object.keys(e[1]).length > 0);

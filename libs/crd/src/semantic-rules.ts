@@ -59,7 +59,9 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
   if (pd && (mode === 'pd' || mode === 'epd')) {
     const roles = mode === 'epd' ? (['encode', 'prefill', 'decode'] as const) : (['prefill', 'decode'] as const);
     for (const [a, b] of overlappingRoleLabels(pd as never, roles)) {
-      problems.push({ path: pdPath, message: `ambiguous roles: a pod can match both ${a} and ${b}; give them a label key with different values` });
+      problems.push({
+        path: pdPath, message: `ambiguous roles: a pod can match both ${a} and ${b}; give them a label key with different values`,
+      });
     }
   }
   return problems;
@@ -107,7 +109,9 @@ export function modelRouteRules(spec: unknown): ValidationProblem[] {
       const hasServer = typeof t?.['modelServerName'] === 'string' && t['modelServerName'] !== '';
       const hasProvider = typeof t?.['externalModelProviderName'] === 'string' && t['externalModelProviderName'] !== '';
       if (hasServer === hasProvider) {
-        problems.push({ path: `${base}.targetModels[${j}]`, message: 'exactly one of modelServerName or externalModelProviderName is required' });
+        problems.push({
+          path: `${base}.targetModels[${j}]`, message: 'exactly one of modelServerName or externalModelProviderName is required',
+        });
       }
       if (hasProvider && lora.length > 0) {
         problems.push({ path: `${base}.targetModels[${j}]`, message: 'LoRA routes may not target an ExternalModelProvider' });

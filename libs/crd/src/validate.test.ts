@@ -20,7 +20,9 @@ function route(spec: Record<string, unknown>) {
   return { apiVersion: 'networking.serving.volcano.sh/v1alpha1', kind: 'ModelRoute', metadata: { name: 'r' }, spec };
 }
 const problemsOf = (obj: unknown) => validateResource(obj).problems.map(formatProblem);
-const epdGroup = { groupKey: 'group', encodeLabels: { role: 'encode' }, prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' } };
+const epdGroup = {
+  groupKey: 'group', encodeLabels: { role: 'encode' }, prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' },
+};
 
 describe('Kthena and EPD example manifests', () => {
   it.each(['kthena-examples.yaml', 'epd-examples.yaml'])('%s validates unchanged', (file) => {
@@ -35,23 +37,53 @@ describe('ModelServer validation errors', () => {
     ['missing inferenceEngine', { inferenceEngine: undefined }, ['spec.inferenceEngine: Invalid option: expected one of "vLLM"|"SGLang"']],
     ['unknown engine', { inferenceEngine: 'TGI' }, ['spec.inferenceEngine: Invalid option: expected one of "vLLM"|"SGLang"']],
     ['port out of range', { workloadPort: { port: 70000 } }, ['spec.workloadPort.port: Too big: expected number to be <=65535']],
-    ['bad protocol', { workloadPort: { port: 1, protocol: 'grpc' } }, ['spec.workloadPort.protocol: Invalid option: expected one of "http"|"https"']],
+    [
+      'bad protocol', { workloadPort: { port: 1, protocol: 'grpc' } },
+      ['spec.workloadPort.protocol: Invalid option: expected one of "http"|"https"'],
+    ],
     ['empty matchLabels', { workloadSelector: { matchLabels: {} } }, ['spec.workloadSelector.matchLabels: must have at least one label']],
-    ['bad label key', { workloadSelector: { matchLabels: { 'bad key!': 'x' } } }, ['spec.workloadSelector.matchLabels["bad key!"]: invalid label key \'bad key!\'']],
-    ['bad label value', { workloadSelector: { matchLabels: { app: 'has space' } } }, ["spec.workloadSelector.matchLabels.app: invalid label value 'has space'"]],
-    ['bad duration', { trafficPolicy: { timeout: '10' } }, ['spec.trafficPolicy.timeout: must be a Go duration such as 500ms, 10s or 1m30s']],
-    ['bad retry interval', { trafficPolicy: { retry: { attempts: 2, retryInterval: 'soon' } } }, ['spec.trafficPolicy.retry.retryInterval: must be a Go duration such as 500ms, 10s or 1m30s']],
-    ['negative attempts', { trafficPolicy: { retry: { attempts: -1 } } }, ['spec.trafficPolicy.retry.attempts: Too small: expected number to be >=0']],
-    ['unknown kvConnector', { kvConnector: { type: 'p2p' } }, ['spec.kvConnector.type: Invalid option: expected one of "http"|"lmcache"|"nixl"|"mooncake"']],
-    ['unknown pipelineMode', { pipelineMode: 'edp' }, ['spec.pipelineMode: Invalid option: expected one of "aggregated"|"pd"|"epd"|"pd-disaggregated"|"vllm-epd"|"sglang-epd"']],
+    [
+      'bad label key', { workloadSelector: { matchLabels: { 'bad key!': 'x' } } },
+      ['spec.workloadSelector.matchLabels["bad key!"]: invalid label key \'bad key!\''],
+    ],
+    [
+      'bad label value', { workloadSelector: { matchLabels: { app: 'has space' } } },
+      ["spec.workloadSelector.matchLabels.app: invalid label value 'has space'"],
+    ],
+    [
+      'bad duration', { trafficPolicy: { timeout: '10' } },
+      ['spec.trafficPolicy.timeout: must be a Go duration such as 500ms, 10s or 1m30s'],
+    ],
+    [
+      'bad retry interval', { trafficPolicy: { retry: { attempts: 2, retryInterval: 'soon' } } },
+      ['spec.trafficPolicy.retry.retryInterval: must be a Go duration such as 500ms, 10s or 1m30s'],
+    ],
+    [
+      'negative attempts', { trafficPolicy: { retry: { attempts: -1 } } },
+      ['spec.trafficPolicy.retry.attempts: Too small: expected number to be >=0'],
+    ],
+    [
+      'unknown kvConnector', { kvConnector: { type: 'p2p' } },
+      ['spec.kvConnector.type: Invalid option: expected one of "http"|"lmcache"|"nixl"|"mooncake"'],
+    ],
+    [
+      'unknown pipelineMode', { pipelineMode: 'edp' },
+      ['spec.pipelineMode: Invalid option: expected one of "aggregated"|"pd"|"epd"|"pd-disaggregated"|"vllm-epd"|"sglang-epd"'],
+    ],
     ['model too long', { model: 'x'.repeat(257) }, ['spec.model: Too big: expected string to have <=256 characters']],
     ['epd without pdGroup', { pipelineMode: 'epd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is epd']],
     ['pd without pdGroup', { pipelineMode: 'pd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is pd']],
-    ['epd without encodeLabels', { pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } } },
+    ['epd without encodeLabels', {
+      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } },
+    },
       ['spec.workloadSelector.pdGroup.encodeLabels: required when pipelineMode is epd']],
-    ['epd with empty decodeLabels', { pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, decodeLabels: {} } } },
+    ['epd with empty decodeLabels', {
+      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, decodeLabels: {} } },
+    },
       ['spec.workloadSelector.pdGroup.decodeLabels: required when pipelineMode is epd']],
-    ['epd with empty prefillLabels', { pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, prefillLabels: {} } } },
+    ['epd with empty prefillLabels', {
+      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, prefillLabels: {} } },
+    },
       ['spec.workloadSelector.pdGroup.prefillLabels: must have at least one label, or be omitted for E→PD']],
     ['pd without prefillLabels', { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { groupKey: 'g', decodeLabels: { r: 'd' } } } },
       ['spec.workloadSelector.pdGroup.prefillLabels: required when pipelineMode is pd']],
@@ -59,15 +91,27 @@ describe('ModelServer validation errors', () => {
       ['spec.workloadSelector.pdGroup.encodeLabels: only used when pipelineMode is epd; set pipelineMode: epd or remove it']],
     ['empty groupKey', { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, groupKey: '', encodeLabels: undefined } } },
       ['spec.workloadSelector.pdGroup.groupKey: must not be empty']],
-    ['aggregated with pdGroup', { pipelineMode: 'aggregated', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } } },
+    ['aggregated with pdGroup', {
+      pipelineMode: 'aggregated', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } },
+    },
       ['spec.workloadSelector.pdGroup: must not be set when pipelineMode is aggregated']],
-    ['vllm-epd on SGLang', { inferenceEngine: 'SGLang', pipelineMode: 'vllm-epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup } },
+    ['vllm-epd on SGLang', {
+      inferenceEngine: 'SGLang', pipelineMode: 'vllm-epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup },
+    },
       ["spec.pipelineMode: 'vllm-epd' needs inferenceEngine vLLM, got SGLang"]],
     ['sglang-epd on vLLM', { pipelineMode: 'sglang-epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup } },
       ["spec.pipelineMode: 'sglang-epd' needs inferenceEngine SGLang, got vLLM"]],
-    ['ambiguous role labels', { pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { groupKey: 'g', encodeLabels: { enc: 'y' }, prefillLabels: { role: 'p' }, decodeLabels: { role: 'd', tier: 'x' } } } },
-      ['spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and prefillLabels; give them a label key with different values',
-        'spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and decodeLabels; give them a label key with different values']],
+    ['ambiguous role labels', {
+      pipelineMode: 'epd',
+      workloadSelector: {
+        matchLabels: { app: 'a' },
+        pdGroup: { groupKey: 'g', encodeLabels: { enc: 'y' }, prefillLabels: { role: 'p' }, decodeLabels: { role: 'd', tier: 'x' } },
+      },
+    },
+      ['spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and prefillLabels; give them a label key with ' +
+        'different values',
+        'spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and decodeLabels; give them a label key with ' +
+          'different values']],
     ['bootstrapPort out of range', { bootstrapPort: 0 }, ['spec.bootstrapPort: Too small: expected number to be >=1']],
   ];
   it.each(cases)('%s', (_name, spec, expected) => {
@@ -80,7 +124,9 @@ describe('ModelServer validation errors', () => {
   });
 
   it('rejects a bad name and a wrong apiVersion', () => {
-    expect(problemsOf(server({}, { metadata: { name: 'Bad_Name' } }))).toEqual(['metadata.name: must be a lowercase DNS-1123 subdomain (a-z, 0-9, "-" and ".")']);
+    expect(problemsOf(server(
+      {}, { metadata: { name: 'Bad_Name' } },
+    ))).toEqual(['metadata.name: must be a lowercase DNS-1123 subdomain (a-z, 0-9, "-" and ".")']);
     expect(problemsOf(server({}, { apiVersion: 'v1' }))).toEqual(['apiVersion: must be networking.serving.volcano.sh/v1alpha1']);
   });
 });
@@ -90,10 +136,22 @@ describe('ModelRoute validation errors', () => {
   const cases: [string, Record<string, unknown>, string[]][] = [
     ['no modelName nor lora', { rules: [{ targetModels: [target] }] }, ['spec: modelName or loraAdapters is required']],
     ['empty lora name', { loraAdapters: ['a', ''] }, ['spec.loraAdapters[1]: must not be empty']],
-    ['too many lora adapters', { loraAdapters: Array.from({ length: 11 }, (_, i) => `l${i}`) }, ['spec.loraAdapters: Too big: expected array to have <=10 items']],
-    ['rule without targets', { modelName: 'm', rules: [{ targetModels: [] }] }, ['spec.rules[0].targetModels: Too small: expected array to have >=1 items']],
-    ['weight out of range', { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 101 }] }] }, ['spec.rules[0].targetModels[0].weight: Too big: expected number to be <=100']],
-    ['zero weight sum', { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 0 }, { modelServerName: 'b', weight: 0 }] }] }, ['spec.rules[0].targetModels: weights must sum to more than 0']],
+    [
+      'too many lora adapters', { loraAdapters: Array.from({ length: 11 }, (_, i) => `l${i}`) },
+      ['spec.loraAdapters: Too big: expected array to have <=10 items'],
+    ],
+    [
+      'rule without targets', { modelName: 'm', rules: [{ targetModels: [] }] },
+      ['spec.rules[0].targetModels: Too small: expected array to have >=1 items'],
+    ],
+    [
+      'weight out of range', { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 101 }] }] },
+      ['spec.rules[0].targetModels[0].weight: Too big: expected number to be <=100'],
+    ],
+    [
+      'zero weight sum', { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 0 }, { modelServerName: 'b', weight: 0 }] }] },
+      ['spec.rules[0].targetModels: weights must sum to more than 0'],
+    ],
     ['both target kinds', { modelName: 'm', rules: [{ targetModels: [{ modelServerName: 'a', externalModelProviderName: 'b' }] }] },
       ['spec.rules[0].targetModels[0]: exactly one of modelServerName or externalModelProviderName is required']],
     ['neither target kind', { modelName: 'm', rules: [{ targetModels: [{ weight: 5 }] }] },
@@ -105,9 +163,18 @@ describe('ModelRoute validation errors', () => {
     ['two match kinds', { modelName: 'm', rules: [{ modelMatch: { uri: { exact: '/a', prefix: '/b' } }, targetModels: [target] }] },
       ['spec.rules[0].modelMatch.uri: only one of exact, prefix or regex may be set (got exact, prefix)']],
     ['bad rate limit', { modelName: 'm', rateLimit: { inputTokensPerUnit: 0, unit: 'week' } },
-      ['spec.rateLimit.inputTokensPerUnit: Too small: expected number to be >=1', 'spec.rateLimit.unit: Invalid option: expected one of "second"|"minute"|"hour"|"day"|"month"']],
-    ['bad redis address', { modelName: 'm', rateLimit: { inputTokensPerUnit: 5, global: { redis: { address: 'redis' } } } }, ['spec.rateLimit.global.redis.address: must be host:port']],
-    ['too many rules', { modelName: 'm', rules: Array.from({ length: 17 }, () => ({ targetModels: [target] })) }, ['spec.rules: Too big: expected array to have <=16 items']],
+      [
+        'spec.rateLimit.inputTokensPerUnit: Too small: expected number to be >=1',
+        'spec.rateLimit.unit: Invalid option: expected one of "second"|"minute"|"hour"|"day"|"month"',
+      ]],
+    [
+      'bad redis address', { modelName: 'm', rateLimit: { inputTokensPerUnit: 5, global: { redis: { address: 'redis' } } } },
+      ['spec.rateLimit.global.redis.address: must be host:port'],
+    ],
+    [
+      'too many rules', { modelName: 'm', rules: Array.from({ length: 17 }, () => ({ targetModels: [target] })) },
+      ['spec.rules: Too big: expected array to have <=16 items'],
+    ],
   ];
   it.each(cases)('%s', (_name, spec, expected) => {
     expect(problemsOf(route(spec))).toEqual(expected);
@@ -127,7 +194,9 @@ describe('documents and kinds', () => {
   });
 
   it('checks pods', () => {
-    expect(problemsOf({ apiVersion: 'v1', kind: 'Pod', metadata: {} })).toEqual(['metadata.name: Invalid input: expected string, received undefined']);
+    expect(problemsOf({
+      apiVersion: 'v1', kind: 'Pod', metadata: {},
+    })).toEqual(['metadata.name: Invalid input: expected string, received undefined']);
   });
 });
 
@@ -156,6 +225,8 @@ describe('schema round-trips and derived values', () => {
 
   it('role ports fall back to workloadPort.port', () => {
     const spec = { workloadPort: { port: 8000, protocol: 'http' as const, encodePort: 9000 } };
-    expect([rolePort(spec, 'encode'), rolePort(spec, 'prefill'), rolePort(spec, 'decode'), rolePort(spec, 'aggregated')]).toEqual([9000, 8000, 8000, 8000]);
+    expect([
+      rolePort(spec, 'encode'), rolePort(spec, 'prefill'), rolePort(spec, 'decode'), rolePort(spec, 'aggregated'),
+    ]).toEqual([9000, 8000, 8000, 8000]);
   });
 });

@@ -11,9 +11,28 @@ export type ResourceKind = TriadResource['kind'];
 
 /** Outcome of validating one object. `skipped` objects are kinds Triad does not read (Deployments, Services...). */
 export type ResourceValidation =
-  | { readonly status: 'valid'; readonly kind: ResourceKind; readonly name: string; readonly namespace: string; readonly value: TriadResource; readonly problems: readonly [] }
-  | { readonly status: 'invalid'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: readonly ValidationProblem[] }
-  | { readonly status: 'skipped'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: readonly [] };
+  | {
+    readonly status: 'valid';
+    readonly kind: ResourceKind;
+    readonly name: string;
+    readonly namespace: string;
+    readonly value: TriadResource;
+    readonly problems: readonly [];
+  }
+  | {
+    readonly status: 'invalid';
+    readonly kind: string;
+    readonly name?: string;
+    readonly namespace?: string;
+    readonly problems: readonly ValidationProblem[];
+  }
+  | {
+    readonly status: 'skipped';
+    readonly kind: string;
+    readonly name?: string;
+    readonly namespace?: string;
+    readonly problems: readonly [];
+  };
 
 function zodProblems(error: z.ZodError): ValidationProblem[] {
   return error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
@@ -28,7 +47,9 @@ function identity(raw: Record<string, unknown>): { kind: string; name?: string; 
   };
 }
 
-function check<T extends TriadResource>(schema: z.ZodType<T>, rules: (spec: unknown) => ValidationProblem[], raw: Record<string, unknown>): ResourceValidation {
+function check<T extends TriadResource>(
+  schema: z.ZodType<T>, rules: (spec: unknown) => ValidationProblem[], raw: Record<string, unknown>,
+): ResourceValidation {
   const parsed = schema.safeParse(raw);
   const problems = [...(parsed.success ? [] : zodProblems(parsed.error)), ...rules(raw['spec'])];
   const id = identity(raw);
@@ -81,7 +102,9 @@ export function validateManifests(text: string): DocumentValidation[] {
     const start = doc.contents?.range?.[0] ?? doc.range?.[0] ?? 0;
     const line = lineCounter.linePos(start).line;
     if (doc.errors.length > 0) {
-      const problems = doc.errors.map((e) => ({ path: '', message: `YAML syntax error at line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split('\n')[0]}` }));
+      const problems = doc.errors.map((e) => ({
+        path: '', message: `YAML syntax error at line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split('\n')[0]}`,
+      }));
       results.push({ status: 'invalid', kind: '(unparsed)', problems, line });
       continue;
     }

@@ -53,7 +53,10 @@ export interface SimEngineOptions {
   readonly role: SimRole;
   /** Listen address; any 127.x.y.z loopback works. Default 127.0.0.1. */
   readonly host?: string;
-  /** Address announced to peers (vLLM `remote_host`, SGLang `prefill_host`); default `host`, or the first external IPv4 when `host` is 0.0.0.0. */
+  /**
+   * Address announced to peers (vLLM `remote_host`, SGLang `prefill_host`); default `host`, or the first external
+   * IPv4 when `host` is 0.0.0.0.
+   */
   readonly advertiseHost?: string;
   /** 0 or absent picks a free port. */
   readonly port?: number;

@@ -55,7 +55,10 @@ export class SimContext {
     this.faults = new FaultController(options.fault);
     this.log = new RequestLog(options.requestLogLimit ?? 10_000);
     this.logger = options.logger;
-    const setup = { model: this.model, ranks: this.ranks, maxModelLen: this.maxModelLen, loraAdapters: this.loraAdapters, engineType: sglangEngineType(this.role) };
+    const setup = {
+      model: this.model, ranks: this.ranks, maxModelLen: this.maxModelLen, loraAdapters: this.loraAdapters,
+      engineType: sglangEngineType(this.role),
+    };
     this.metrics = this.engine === 'vllm' ? new VllmMetrics(setup) : new SglangMetrics(setup);
     this.env = { model: this.latency, clock: this.clock, recorder: this.metrics, onAbort: () => this.counters.inc('aborted') };
   }

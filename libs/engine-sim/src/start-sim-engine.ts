@@ -19,7 +19,9 @@ function validate(opts: SimEngineOptions): void {
   if (opts.languageOnly && !(opts.engine === 'sglang' && (opts.role === 'prefill' || opts.role === 'both'))) {
     throw new Error('languageOnly needs engine sglang and role prefill (EPD) or both (E+PD)');
   }
-  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
+  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) {
+    throw new Error('dataParallel must be a positive integer');
+  }
 }
 
 /** SGLang prefills always run one; a vLLM prefill only when asked (its Mooncake connector bootstrap). */
@@ -45,7 +47,9 @@ function listen(server: Server, host: string, port: number): Promise<number> {
 export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineHandle> {
   validate(opts);
   const ctx = new SimContext(opts);
-  const router = new Router({ engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger });
+  const router = new Router({
+    engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger,
+  });
   const bootstrap = wantsBootstrap(opts)
     ? await BootstrapServer.start({
         host: ctx.host,
@@ -70,7 +74,8 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     throw err;
   }
   const withdrawPulls =
-    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both') ? offerInProcessPulls(ctx, vllm.kv) : undefined;
+    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both')
+      ? offerInProcessPulls(ctx, vllm.kv) : undefined;
 
   let closing: Promise<void> | undefined;
   return {

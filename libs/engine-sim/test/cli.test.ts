@@ -36,12 +36,17 @@ describe('triad sim-engine (CLI)', () => {
 
   it('serves a vLLM engine with the flags applied, and exits 0 on SIGTERM', async () => {
     const { url } = await startCli(
-      ['--engine', 'vllm', '--role', 'both', '--host', '127.0.0.15', '--port', '0', '--model', 'cli-model', '--admin', '--fault', 'error500:1', '--lora', 'a1', 'a2', '--dp-size', '2'],
+      [
+        '--engine', 'vllm', '--role', 'both', '--host', '127.0.0.15', '--port', '0', '--model', 'cli-model', '--admin', '--fault',
+        'error500:1', '--lora', 'a1', 'a2', '--dp-size', '2',
+      ],
       children,
     );
     expect(url).toMatch(/^http:\/\/127\.0\.0\.15:\d+$/);
     expect((await post(`${url}/v1/chat/completions`, { model: 'cli-model', messages: CHAT })).status).toBe(500);
-    expect((await post(`${url}/v1/chat/completions`, { model: 'cli-model', messages: CHAT, max_tokens: 2 })).json()).toMatchObject({ model: 'cli-model', usage: { completion_tokens: 2 } });
+    expect((await post(`${url}/v1/chat/completions`, { model: 'cli-model', messages: CHAT, max_tokens: 2 })).json()).toMatchObject({
+      model: 'cli-model', usage: { completion_tokens: 2 },
+    });
     expect((await get(`${url}/v1/models`)).json<{ data: { id: string }[] }>().data.map((m) => m.id)).toEqual(['cli-model', 'a1', 'a2']);
     expect((await get(`${url}/metrics`)).text).toContain('vllm:num_requests_running{model_name="cli-model",engine="1"} 0.0');
     expect((await get(`${url}/admin/counters`)).json()).toMatchObject({ faultsInjected: 1 });
@@ -52,14 +57,18 @@ describe('triad sim-engine (CLI)', () => {
   });
 
   it('serves a SGLang prefill with its bootstrap server', async () => {
-    const { url, bootstrapPort } = await startCli(['--engine', 'sglang', '--role', 'prefill', '--port', '0', '--bootstrap-port', '0'], children);
+    const { url, bootstrapPort } = await startCli(
+      ['--engine', 'sglang', '--role', 'prefill', '--port', '0', '--bootstrap-port', '0'], children,
+    );
     expect(bootstrapPort).toBeGreaterThan(0);
     expect((await get(`http://127.0.0.1:${bootstrapPort}/health`)).text).toBe('OK');
     expect((await post(`${url}/generate`, { text: 'hi' })).status).toBe(400);
   });
 
   it('rejects an unknown role with a usage error', async () => {
-    const child = spawn(process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--role', 'router'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--role', 'router'], { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     children.push(child);
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));

@@ -30,14 +30,19 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
   });
   afterAll(() => fleet.closeAll());
 
-  const pd = (fields: Record<string, unknown>, room: number) => ({ ...fields, bootstrap_host: lang.host, bootstrap_port: lang.bootstrapPort, bootstrap_room: room });
+  const pd = (
+    fields: Record<string, unknown>, room: number,
+  ) => ({ ...fields, bootstrap_host: lang.host, bootstrap_port: lang.bootstrapPort, bootstrap_room: room });
 
   it('keeps an encoder registry (register, list, unregister; a missing url is a 400)', async () => {
     expect((await post(`${lang.url}/register_encoder_url`, { url: e0.url })).text).toBe('OK');
     expect((await post(`${lang.url}/register_encoder_url`, { url: `${e1.url}/` })).text).toBe('OK');
     expect((await get(`${lang.url}/list_encoder_urls`)).json()).toEqual({ encoder_urls: [e0.url, e1.url] });
     expect((await post(`${lang.url}/register_encoder_url`, {})).status).toBe(400);
-    const del = await fetch(`${lang.url}/unregister_encoder_url`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: e1.url }) });
+    const del = await fetch(
+      `${lang.url}/unregister_encoder_url`,
+      { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: e1.url }) },
+    );
     expect(del.status).toBe(200);
     expect((await get(`${lang.url}/list_encoder_urls`)).json()).toEqual({ encoder_urls: [e0.url] });
     await post(`${lang.url}/register_encoder_url`, { url: e1.url });
@@ -81,7 +86,10 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
 
   it('fails a multimodal request when no encoder is registered', async () => {
     const lonely = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.14', languageOnly: true });
-    const res = await post(`${lonely.url}/v1/chat/completions`, { messages: mmMessages(image(9)), bootstrap_host: lonely.host, bootstrap_port: lonely.bootstrapPort, bootstrap_room: 14 });
+    const res = await post(
+      `${lonely.url}/v1/chat/completions`,
+      { messages: mmMessages(image(9)), bootstrap_host: lonely.host, bootstrap_port: lonely.bootstrapPort, bootstrap_room: 14 },
+    );
     expect(res.status).toBe(500);
     expect(res.json()).toMatchObject({ object: 'error', type: 'InternalServerError', code: 500 });
   });
@@ -95,7 +103,13 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
   });
 
   it('encoder answers /encode with null and rejects a malformed body with its error shape', async () => {
-    const ok = await post(`${e0.url}/encode`, { encoder_idx: 0, mm_items: ['https://example.com/x.png'], num_parts: 1, part_idx: 0, req_id: 'r_local_part_0', modality: 'IMAGE', prefill_host: '127.0.0.1', embedding_port: null });
+    const ok = await post(
+      `${e0.url}/encode`,
+      {
+        encoder_idx: 0, mm_items: ['https://example.com/x.png'], num_parts: 1, part_idx: 0, req_id: 'r_local_part_0', modality: 'IMAGE',
+        prefill_host: '127.0.0.1', embedding_port: null,
+      },
+    );
     expect(ok).toMatchObject({ status: 200, text: 'null' });
     const bad = await post(`${e0.url}/encode`, { req_id: 'r2', mm_items: [] });
     expect(bad.status).toBe(400);

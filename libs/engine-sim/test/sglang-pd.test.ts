@@ -18,7 +18,9 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.6' });
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.7', bootstrapTimeoutMs: 400 });
-    body = (room, extra = {}) => pdBody({ model: 'sim-model', messages: CHAT, max_tokens: 4, ...extra }, prefill.host, prefill.bootstrapPort!, room);
+    body = (room, extra = {}) => pdBody(
+      { model: 'sim-model', messages: CHAT, max_tokens: 4, ...extra }, prefill.host, prefill.bootstrapPort!, room,
+    );
   });
   afterAll(() => fleet.closeAll());
 
@@ -29,7 +31,9 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
 
   it('serves P and D called concurrently with the same room (2^63-1, exact)', async () => {
     const room = '9223372036854775807';
-    const [d, p] = await Promise.all([post(`${decode.url}/v1/chat/completions`, body(room)), post(`${prefill.url}/v1/chat/completions`, body(room))]);
+    const [d, p] = await Promise.all([
+      post(`${decode.url}/v1/chat/completions`, body(room)), post(`${prefill.url}/v1/chat/completions`, body(room)),
+    ]);
     expect(p.status).toBe(200);
     expect(d.status).toBe(200);
     expect(d.json()).toMatchObject({ object: 'chat.completion', usage: { completion_tokens: 4 } });
@@ -79,7 +83,9 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
 
   it('routes /generate and completions the same way', async () => {
     const room = '18446744073709551615';
-    const gen = pdBody({ text: 'The capital of France is', sampling_params: { max_new_tokens: 3 } }, prefill.host, prefill.bootstrapPort!, room);
+    const gen = pdBody(
+      { text: 'The capital of France is', sampling_params: { max_new_tokens: 3 } }, prefill.host, prefill.bootstrapPort!, room,
+    );
     const [d, p] = await Promise.all([post(`${decode.url}/generate`, gen), post(`${prefill.url}/generate`, gen)]);
     expect(p.status).toBe(200);
     expect(d.json()).toMatchObject({ meta_info: { finish_reason: { type: 'length', length: 3 }, completion_tokens: 3 } });
@@ -136,15 +142,21 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
     const plain = await post(`${sim.url}/v1/chat/completions`, { model: 'm', messages: CHAT, max_tokens: 3 });
     const tokens = plain.json<{ choices: { message: { content: string } }[] }>().choices[0]!.message.content.match(/ [a-z]+/g)!;
     const p = plain.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
-    const res = await post(`${sim.url}/v1/chat/completions`, { model: 'm', messages: CHAT, max_tokens: 3, stream: true, stream_options: { include_usage: true } }, { 'x-request-id': 'sg-1' });
+    const res = await post(
+      `${sim.url}/v1/chat/completions`,
+      { model: 'm', messages: CHAT, max_tokens: 3, stream: true, stream_options: { include_usage: true } }, { 'x-request-id': 'sg-1' },
+    );
     expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const created = JSON.parse(sseEvents(res.text)[0]!).created as number;
     const head = `{"id":"sg-1","object":"chat.completion.chunk","created":${created},"model":"m"`;
     const delta = (role: string, content: string) => `{"role":${role},"content":${content},"reasoning_content":null,"tool_calls":null}`;
     const expected = [
-      `${head},"choices":[{"index":0,"delta":${delta('"assistant"', '""')},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
-      ...tokens.map((t) => `${head},"choices":[{"index":0,"delta":${delta('null', `"${t}"`)},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`),
-      `${head},"choices":[{"index":0,"delta":${delta('null', 'null')},"logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}`,
+      `${head},"choices":[{"index":0,"delta":${delta('"assistant"', '""')},"logprobs":null,"finish_reason":null,"matched_stop":null}],` +
+        `"usage":null}`,
+      ...tokens.map((t) => `${head},"choices":[{"index":0,"delta":${delta('null', `"${t}"`)},"logprobs":null,"finish_reason":null,` +
+        `"matched_stop":null}],"usage":null}`),
+      `${head},"choices":[{"index":0,"delta":${delta('null', 'null')},"logprobs":null,"finish_reason":"length","matched_stop":null}],` +
+        `"usage":null}`,
       `${head},"choices":[],"usage":{"prompt_tokens":${p},"total_tokens":${p + 3},"completion_tokens":3,"prompt_tokens_details":null}}`,
       '[DONE]',
     ]
@@ -168,7 +180,10 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
     const res = await post(`${sim.url}/generate`, { text: 'Hello', sampling_params: { max_new_tokens: 3 }, stream: true, rid: 'g1' });
     const events = sseEvents(res.text);
     expect(events.at(-1)).toBe('[DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { text: string; meta_info: { id: string; finish_reason: unknown; completion_tokens: number } });
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as {
+      text: string;
+      meta_info: { id: string; finish_reason: unknown; completion_tokens: number };
+    });
     expect(chunks).toHaveLength(3);
     expect(chunks[2]!.text.startsWith(chunks[1]!.text)).toBe(true);
     expect(chunks.map((c) => c.meta_info.finish_reason)).toEqual([null, null, { type: 'length', length: 3 }]);
@@ -189,6 +204,8 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
   });
 
   it('lists the model with owned_by sglang', async () => {
-    expect((await get(`${sim.url}/v1/models`)).json()).toMatchObject({ object: 'list', data: [{ id: 'sim-model', owned_by: 'sglang', parent: null }] });
+    expect((await get(`${sim.url}/v1/models`)).json()).toMatchObject({
+      object: 'list', data: [{ id: 'sim-model', owned_by: 'sglang', parent: null }],
+    });
   });
 });

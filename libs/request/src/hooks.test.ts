@@ -1,7 +1,10 @@
 import { composeHooks, type RequestHooks } from './hooks';
 import { proxyRequest, requestContext } from './testing';
 
-const decision = { id: 'r', ok: true as const, mode: 'aggregated' as const, attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }], encoders: [] };
+const decision = {
+  id: 'r', ok: true as const, mode: 'aggregated' as const, attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }],
+  encoders: [],
+};
 
 describe('composeHooks', () => {
   it('calls each point in order, ends in reverse order, and leaves points no hook implements undefined', async () => {

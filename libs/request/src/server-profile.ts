@@ -27,7 +27,9 @@ export interface StageTimeouts {
  * The gateway-wide stage budgets used when a ModelServer sets no `trafficPolicy.timeout` (and the defaults of
  * the gateway's `--*-timeout-ms` settings): the one place they are written.
  */
-export const DEFAULT_STAGE_TIMEOUTS: StageTimeouts = Object.freeze({ encodeMs: 30_000, prefillMs: 60_000, firstByteMs: 60_000, totalMs: 600_000 });
+export const DEFAULT_STAGE_TIMEOUTS: StageTimeouts = Object.freeze({
+  encodeMs: 30_000, prefillMs: 60_000, firstByteMs: 60_000, totalMs: 600_000,
+});
 
 /** `trafficPolicy.retry` resolved: how many retries after the first try, and the pause before each. */
 export interface RetryPolicy {

@@ -50,7 +50,9 @@ function readSettingsFile(path: string, known: ReadonlySet<string>): Record<stri
     throw new ConfigError(`cannot read settings file ${path}: ${why}`, [`${path}: ${why}`], { cause: err });
   }
   if (doc === null || doc === undefined) return {};
-  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`settings file ${path} must be a mapping of setting names`, [`${path}: not a mapping`]);
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(
+    `settings file ${path} must be a mapping of setting names`, [`${path}: not a mapping`],
+  );
   const values: Record<string, unknown> = { ...doc };
   const unknown = Object.keys(values).filter((k) => !known.has(k));
   if (unknown.length > 0) {
@@ -65,7 +67,9 @@ function readSettingsFile(path: string, known: ReadonlySet<string>): Record<stri
  * the schema's default, then validated by the zod schema. Throws a ConfigError listing every bad setting, each
  * naming where its value came from (`metricsPort: not a port (from TRIAD_METRICS_PORT)`).
  */
-export function resolveSettings<T extends object>(service: string, schema: z.ZodType<T>, sources: SettingSources<T>, layers: SettingsLayers = {}): T {
+export function resolveSettings<T extends object>(
+  service: string, schema: z.ZodType<T>, sources: SettingSources<T>, layers: SettingsLayers = {},
+): T {
   const env = layers.env ?? process.env;
   const entries: [string, SettingSource][] = Object.entries(sources);
   const filePath = layers.file ?? (env[SETTINGS_FILE_ENV] || undefined);

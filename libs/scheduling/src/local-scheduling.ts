@@ -38,7 +38,9 @@ export function createLocalScheduling(options: LocalSchedulingOptions = {}): Loc
   const tracker = new InflightTracker(options.tracker);
   const initial = loadSchedulerConfig(defaultSchedulerConfig(), { registry });
   if (!initial.ok) throw new Error(`default scheduler config does not load: ${initial.reasons.join('; ')}`);
-  const scheduler = new Scheduler({ index, tracker, config: initial.loaded, ...(options.instanceId ? { instanceId: options.instanceId } : {}) });
+  const scheduler = new Scheduler({
+    index, tracker, config: initial.loaded, ...(options.instanceId ? { instanceId: options.instanceId } : {}),
+  });
   return {
     index, tracker, scheduler, registry,
     applyEndpoint: (c) => index.applyEndpoint(c),

@@ -34,7 +34,9 @@ function recordingObserver(): SchedulingObserver & { timings: string[]; phases: 
 function scheduler(index: EndpointIndex, observer: SchedulingObserver | undefined, clock: () => number, cfg?: unknown): Scheduler {
   const loaded = cfg === undefined ? undefined : loadSchedulerConfig(cfg, { registry: createInTreeRegistry() });
   if (loaded && !loaded.ok) throw new Error(loaded.reasons.join('\n'));
-  return new Scheduler({ index, tracker: new InflightTracker(), ...(loaded ? { config: loaded.loaded } : {}), ...(observer ? { observer } : {}), clock });
+  return new Scheduler({
+    index, tracker: new InflightTracker(), ...(loaded ? { config: loaded.loaded } : {}), ...(observer ? { observer } : {}), clock,
+  });
 }
 
 const decide = (s: Scheduler, req: Partial<SchedulingRequestInput>) => s.schedule(schedulingRequest(req), TEST_NOW);
@@ -111,7 +113,10 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
   it('a plan that ends without candidates carries the failure; the filter that emptied it shows n→0', () => {
     const observer = recordingObserver();
     const index = buildIndex([{ pod: 'a', kv: 0.97 }, { pod: 'b', kv: 0.99 }]);
-    const d = decide(scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: ['kv-pressure'], scorers: ['gpu-usage'] } } }), { id: 'traced-4' });
+    const d = decide(
+      scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: ['kv-pressure'], scorers: ['gpu-usage'] } } }),
+      { id: 'traced-4' },
+    );
     expect(d).toMatchObject({ ok: false, code: 'SCHED_FILTERED_OUT' });
     const phases = observer.phases.get('traced-4')!;
     expect(phases.map(line)).toEqual(['filter aggregated kv-pressure 2→0', 'plan aggregated 2→0 SCHED_FILTERED_OUT']);
@@ -121,7 +126,10 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
   it('reports the request\'s exclusion list as the first filter', () => {
     const observer = recordingObserver();
     const index = buildIndex(['a', 'b', 'c'].map((pod) => ({ pod })));
-    decide(scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: [], scorers: ['gpu-usage'] } } }), { id: 'traced-5', exclude: [keyOf('a')] });
+    decide(
+      scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: [], scorers: ['gpu-usage'] } } }),
+      { id: 'traced-5', exclude: [keyOf('a')] },
+    );
     expect(observer.phases.get('traced-5')!.map(line)).toEqual([
       'filter aggregated exclude 3→2', 'scorer aggregated gpu-usage 2→2', 'plan aggregated 3→2', 'picker aggregated max-score 2→2',
     ]);

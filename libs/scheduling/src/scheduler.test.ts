@@ -70,7 +70,9 @@ describe('Scheduler: framework', () => {
 
   it('keeps endpoints a scorer does not score (0 from it) and clamps scores into 0..100', () => {
     const index = buildIndex(['a', 'b', 'c', 'd'].map((pod) => ({ pod })));
-    const s = scheduler(index, { plugins: [{ type: 'fixed', args: { scores: { a: 150, b: -20, c: 60 } } }], profiles: { default: { scorers: ['fixed'] } } });
+    const s = scheduler(
+      index, { plugins: [{ type: 'fixed', args: { scores: { a: 150, b: -20, c: 60 } } }], profiles: { default: { scorers: ['fixed'] } } },
+    );
     const d = ok(decide(s, { explain: true }));
     expect(d.attempts).toHaveLength(4);
     const scores = Object.fromEntries((d.explanation?.profiles[0]?.endpoints ?? []).map((e) => [podOf(e.key), e.scores['fixed']]));
@@ -115,7 +117,9 @@ describe('Scheduler: framework', () => {
     const index = buildIndex(['a', 'b', 'c'].map((pod) => ({ pod })));
     expect(ok(decide(scheduler(index, { topN: 2 }))).attempts).toHaveLength(2);
     expect(attemptPods(ok(decide(scheduler(index), { exclude: [keyOf('a'), keyOf('b')] })))).toEqual(['c']);
-    expect(decide(scheduler(index), { exclude: ['a', 'b', 'c'].map((p) => keyOf(p)) })).toMatchObject({ ok: false, code: 'SCHED_NO_CANDIDATES' });
+    expect(decide(
+      scheduler(index), { exclude: ['a', 'b', 'c'].map((p) => keyOf(p)) },
+    )).toMatchObject({ ok: false, code: 'SCHED_NO_CANDIDATES' });
     expect(decide(scheduler(index), { modelServer: 'nope' })).toMatchObject({ ok: false, code: 'SCHED_UNKNOWN_MODEL_SERVER' });
     expect(decide(scheduler(buildIndex([])))).toMatchObject({ ok: false, code: 'SCHED_NO_CANDIDATES' });
   });
@@ -181,7 +185,9 @@ describe('Scheduler: stage planning', () => {
   });
 
   it('pd: no pair at all is a clear error', () => {
-    const index = buildIndex([{ pod: 'd3', role: 'decode', group: 'g3' }, { pod: 'p1', role: 'prefill', group: 'g1' }], [modelServerRecord({ mode: 'pd' })]);
+    const index = buildIndex(
+      [{ pod: 'd3', role: 'decode', group: 'g3' }, { pod: 'p1', role: 'prefill', group: 'g1' }], [modelServerRecord({ mode: 'pd' })],
+    );
     const d = decide(scheduler(index));
     expect(d).toMatchObject({ ok: false, code: 'SCHED_NO_PREFILL_PAIR' });
     expect(!d.ok && d.message).toContain("no ready prefill endpoint in PD group 'g3'");
@@ -241,7 +247,9 @@ describe('Scheduler: stage planning', () => {
   });
 
   it('epd: items of one request spread over the encoders by load', () => {
-    const d = ok(decide(scheduler(pdIndex(encoders, 'epd'), { ...gpuOnly, plugins: [{ type: 'encoder-affinity', args: { loadFactor: 1 } }] }), {
+    const d = ok(decide(scheduler(
+      pdIndex(encoders, 'epd'), { ...gpuOnly, plugins: [{ type: 'encoder-affinity', args: { loadFactor: 1 } }] },
+    ), {
       mediaItems: images('u:1', 'u:1', 'u:1', 'u:1'),
     }));
     const counts = new Map<string, number>();
@@ -250,7 +258,10 @@ describe('Scheduler: stage planning', () => {
   });
 
   it('epd: E→PD (no prefill labels) plans encoders and decode only', () => {
-    const index = buildIndex([{ pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'e1', role: 'encode', group: 'g1' }], [modelServerRecord({ mode: 'epd', prefill: false })]);
+    const index = buildIndex(
+      [{ pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'e1', role: 'encode', group: 'g1' }],
+      [modelServerRecord({ mode: 'epd', prefill: false })],
+    );
     const d = ok(decide(scheduler(index), { mediaItems: images('u:a') }));
     expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ pod: 'd1' }) }]);
     expect(podOf(d.encoders[0]?.endpoint.key ?? '')).toBe('e1');
@@ -267,7 +278,15 @@ describe('Scheduler: stage planning', () => {
   });
 
   it('returns SGLang bootstrap ports with the prefill endpoint', () => {
-    const index = buildIndex([{ pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'p1', role: 'prefill', group: 'g1', bootstrapPort: 8998, ip: '10.0.0.7', port: 30000 }], [modelServerRecord({ mode: 'pd' })]);
-    expect(ok(decide(scheduler(index))).attempts[0]?.prefill).toEqual({ key: keyOf('p1'), pod: 'p1', ip: '10.0.0.7', port: 30000, bootstrapPort: 8998 });
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1' },
+        { pod: 'p1', role: 'prefill', group: 'g1', bootstrapPort: 8998, ip: '10.0.0.7', port: 30000 },
+      ],
+      [modelServerRecord({ mode: 'pd' })],
+    );
+    expect(ok(decide(scheduler(index))).attempts[0]?.prefill).toEqual({
+      key: keyOf('p1'), pod: 'p1', ip: '10.0.0.7', port: 30000, bootstrapPort: 8998,
+    });
   });
 });

@@ -110,7 +110,8 @@ export class Scheduler {
 
     if (mode === 'aggregated') {
       const plan = planAggregated({
-        cycle: this.#cycle, profile: cfg.profiles.aggregated, pool, topN: cfg.topN, slot: this.#slots.aggregated, exclude, recorder, timing: this.#timing,
+        cycle: this.#cycle, profile: cfg.profiles.aggregated, pool, topN: cfg.topN, slot: this.#slots.aggregated, exclude, recorder,
+        timing: this.#timing,
       });
       if (!plan.ok) return fail(request.id, plan.code, plan.message);
       attempts = plan.attempts;

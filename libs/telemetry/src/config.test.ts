@@ -21,7 +21,9 @@ describe('readTelemetryConfig', () => {
   });
 
   it('OTEL_TRACES_EXPORTER=otlp turns on with the default endpoint; none and OTEL_SDK_DISABLED turn off', () => {
-    expect(readTelemetryConfig('x', { OTEL_TRACES_EXPORTER: 'otlp' })).toEqual(expect.objectContaining({ enabled: true, tracesUrl: 'http://localhost:4318/v1/traces' }));
+    expect(readTelemetryConfig(
+      'x', { OTEL_TRACES_EXPORTER: 'otlp' },
+    )).toEqual(expect.objectContaining({ enabled: true, tracesUrl: 'http://localhost:4318/v1/traces' }));
     expect(readTelemetryConfig('x', { OTEL_TRACES_EXPORTER: 'none', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a' }).enabled).toBe(false);
     const disabled = readTelemetryConfig('x', { OTEL_SDK_DISABLED: 'TRUE', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a' });
     expect(disabled.enabled).toBe(false);
@@ -45,7 +47,9 @@ describe('readTelemetryConfig', () => {
   it('service name: OTEL_SERVICE_NAME, then service.name in OTEL_RESOURCE_ATTRIBUTES, then the app name', () => {
     expect(readTelemetryConfig('triad-scheduler', {}).serviceName).toBe('triad-scheduler');
     expect(readTelemetryConfig('triad-scheduler', { OTEL_RESOURCE_ATTRIBUTES: 'service.name=sched-b' }).serviceName).toBe('sched-b');
-    expect(readTelemetryConfig('triad-scheduler', { OTEL_RESOURCE_ATTRIBUTES: 'service.name=sched-b', OTEL_SERVICE_NAME: 'sched-c' }).serviceName).toBe('sched-c');
+    expect(readTelemetryConfig(
+      'triad-scheduler', { OTEL_RESOURCE_ATTRIBUTES: 'service.name=sched-b', OTEL_SERVICE_NAME: 'sched-c' },
+    ).serviceName).toBe('sched-c');
   });
 
   it('adds downward-API pod attributes and lets OTEL_RESOURCE_ATTRIBUTES override them', () => {
@@ -59,13 +63,17 @@ describe('readTelemetryConfig', () => {
   });
 
   it('bounds the batch queue and keeps the batch size within it', () => {
-    const c = readTelemetryConfig('x', { OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512', OTEL_BSP_SCHEDULE_DELAY: 'soon' });
+    const c = readTelemetryConfig(
+      'x', { OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512', OTEL_BSP_SCHEDULE_DELAY: 'soon' },
+    );
     expect(c.batch).toEqual({ maxQueueSize: 100, maxExportBatchSize: 100, scheduledDelayMillis: 5000, exportTimeoutMillis: 30000 });
     expect(c.warnings).toEqual([expect.stringContaining('OTEL_BSP_SCHEDULE_DELAY')]);
   });
 
   it('reads span limits: OTEL_SPAN_* first, then the general OTEL_ATTRIBUTE_*, else the SDK defaults', () => {
-    expect(readTelemetryConfig('x', {}).spanLimits).toEqual({ attributeCountLimit: 128, attributeValueLengthLimit: Infinity, eventCountLimit: 128, linkCountLimit: 128 });
+    expect(readTelemetryConfig('x', {}).spanLimits).toEqual({
+      attributeCountLimit: 128, attributeValueLengthLimit: Infinity, eventCountLimit: 128, linkCountLimit: 128,
+    });
     const c = readTelemetryConfig('x', {
       OTEL_ATTRIBUTE_COUNT_LIMIT: '10', OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT: '20', OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT: '256',
       OTEL_SPAN_EVENT_COUNT_LIMIT: '-1',

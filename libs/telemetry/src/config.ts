@@ -92,7 +92,9 @@ function truthy(env: Env, name: string): boolean {
 }
 
 /** Parses `key1=value1,key2=value2` with percent-encoded values (the W3C Baggage-like format the spec uses). */
-export function parseKeyValueList(raw: string | undefined, warnings: string[] = [], what = 'OTEL_RESOURCE_ATTRIBUTES'): Record<string, string> {
+export function parseKeyValueList(
+  raw: string | undefined, warnings: string[] = [], what = 'OTEL_RESOURCE_ATTRIBUTES',
+): Record<string, string> {
   const out: Record<string, string> = {};
   if (!raw) return out;
   for (const part of raw.split(',')) {
@@ -179,7 +181,9 @@ export function readTelemetryConfig(serviceName: string, env: Env = process.env)
   const fromEnv = parseKeyValueList(text(env, 'OTEL_RESOURCE_ATTRIBUTES'), warnings);
   const resourceAttributes = { ...kubernetesAttributes(env), ...fromEnv };
   const reason = offReason(env);
-  const exportTimeoutMs = positiveInt(env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', positiveInt(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, warnings), warnings);
+  const exportTimeoutMs = positiveInt(
+    env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', positiveInt(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, warnings), warnings,
+  );
   const maxQueueSize = positiveInt(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048, warnings);
   return {
     enabled: reason === undefined,

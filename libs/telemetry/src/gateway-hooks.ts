@@ -67,7 +67,8 @@ export function createGatewayTracingHooks() {
     onRequest(ctx: RequestContext): void {
       const request = startRequestSpan({ method: ctx.method, route: ctx.path, headers: ctx.headers, requestId: ctx.id });
       TRACE.set(ctx, {
-        request, route: startRouteSpan(request, { model: ctx.model }), schedule: undefined, decision: undefined, unmatchedEncoders: [], streaming: undefined,
+        request, route: startRouteSpan(request, { model: ctx.model }), schedule: undefined, decision: undefined, unmatchedEncoders: [],
+        streaming: undefined,
       });
     },
 
@@ -77,7 +78,10 @@ export function createGatewayTracingHooks() {
       const server = ctx.routing.server;
       if (state.route) {
         const route = splitName(ctx.routing.route);
-        finishRouteSpan(state.route, { namespace: server.namespace, modelServer: server.name, ...(route.name ? { modelRoute: route.name } : {}) }, state.request);
+        finishRouteSpan(
+          state.route, { namespace: server.namespace, modelServer: server.name, ...(route.name ? { modelRoute: route.name } : {}) },
+          state.request,
+        );
         state.route = undefined;
       }
       state.schedule = startScheduleSpan(state.request, { namespace: server.namespace, modelServer: server.name });
@@ -105,7 +109,8 @@ export function createGatewayTracingHooks() {
       }
       const leg = startLegSpan(state.request, stage, {
         // Legs carry the model the engine is sent; the request span keeps the one the client named.
-        operation: OPERATIONS[ctx.path] ?? ctx.path, engine: ctx.routing.server.engine, model: ctx.routing.upstreamModel || ctx.model, endpoint, attempt,
+        operation: OPERATIONS[ctx.path] ?? ctx.path, engine: ctx.routing.server.engine, model: ctx.routing.upstreamModel || ctx.model,
+        endpoint, attempt,
         ...(state.decision ? { mode: state.decision.mode } : {}),
         ...(item ? { item } : {}),
         ...(stage === 'prefill' ? { maxTokens: 1 } : stage === 'encode' ? {} : { stream: ctx.stream }),
@@ -113,7 +118,9 @@ export function createGatewayTracingHooks() {
       if (stage === 'decode' || stage === 'aggregated') state.streaming = leg;
       return {
         headers: injectTraceHeaders(leg),
-        end: (ok, status, error) => finishLegSpan(leg, ok ? { statusCode: status } : { ...(status > 0 ? { statusCode: status } : {}), error: error ?? `HTTP ${status}` }),
+        end: (ok, status, error) => finishLegSpan(
+          leg, ok ? { statusCode: status } : { ...(status > 0 ? { statusCode: status } : {}), error: error ?? `HTTP ${status}` },
+        ),
       };
     },
 

@@ -137,7 +137,9 @@ export function startScheduleSpan(parent: Parent, info: ScheduleSpanInfo): Trace
 }
 
 /** Ends the schedule span with the decision (or the error that stopped it). */
-export function finishScheduleSpan(t: Traced, outcome: DecisionOrError | { error: unknown }, opts: { batchSize?: number; local?: boolean } = {}): void {
+export function finishScheduleSpan(
+  t: Traced, outcome: DecisionOrError | { error: unknown }, opts: { batchSize?: number; local?: boolean } = {},
+): void {
   const span = t.span;
   if (span.isRecording()) {
     if ('error' in outcome) {
@@ -238,7 +240,9 @@ export function recordFirstToken(t: Traced): void {
 }
 
 /** A failover: an event on the request span naming the attempt, the stage and why the previous one failed. */
-export function recordRetry(t: Traced, info: { readonly attempt: number; readonly stage: string; readonly reason: string; readonly endpointKey?: string }): void {
+export function recordRetry(
+  t: Traced, info: { readonly attempt: number; readonly stage: string; readonly reason: string; readonly endpointKey?: string },
+): void {
   const span = t.span;
   if (!span.isRecording()) return;
   const attrs: Attributes = { [ATTR.attempt]: info.attempt, [ATTR.stage]: info.stage, [ATTR.retryReason]: info.reason };

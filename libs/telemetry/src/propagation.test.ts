@@ -1,7 +1,9 @@
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { isSpanContextValid, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import { setupTelemetry, type Telemetry } from './setup';
-import { BATCH_TRACE_HEADER, extractBatchTraceContexts, extractTraceContext, injectBatchTraceHeaders, injectTraceHeaders } from './propagation';
+import {
+  BATCH_TRACE_HEADER, extractBatchTraceContexts, extractTraceContext, injectBatchTraceHeaders, injectTraceHeaders,
+} from './propagation';
 import { startTraced } from './spans';
 
 const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
@@ -14,7 +16,10 @@ function spanIdIn(ctx: ReturnType<typeof extractTraceContext>): string | undefin
 describe('W3C propagation helpers', () => {
   let telemetry: Telemetry;
   beforeAll(() => {
-    telemetry = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: new InMemorySpanExporter() });
+    telemetry = setupTelemetry({
+      serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+      exporter: new InMemorySpanExporter(),
+    });
   });
   afterAll(async () => {
     await telemetry.shutdown();
@@ -33,7 +38,10 @@ describe('W3C propagation helpers', () => {
     const ctx = extractTraceContext({ traceparent: TP, tracestate: 'vendor=abc' });
     const child = startTraced('child', { parent: ctx });
     const out = injectTraceHeaders(child, { 'content-type': 'application/json' });
-    expect(out).toEqual({ 'content-type': 'application/json', traceparent: expect.stringMatching(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/), tracestate: 'vendor=abc' });
+    expect(out).toEqual({
+      'content-type': 'application/json', traceparent: expect.stringMatching(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/),
+      tracestate: 'vendor=abc',
+    });
     child.span.end();
   });
 
@@ -51,8 +59,12 @@ describe('W3C propagation helpers', () => {
 
   it('batch extraction survives a missing or malformed batch header', () => {
     expect(extractBatchTraceContexts({ traceparent: TP }, 2).map(spanIdIn)).toEqual(['b7ad6b7169203331', undefined]);
-    expect(extractBatchTraceContexts({ traceparent: TP, [BATCH_TRACE_HEADER]: '{nope' }, 2).map(spanIdIn)).toEqual(['b7ad6b7169203331', undefined]);
-    expect(extractBatchTraceContexts({ [BATCH_TRACE_HEADER]: JSON.stringify([{ traceparent: 7 }, 'x', { traceparent: TP }]) }, 3).map(spanIdIn))
+    expect(extractBatchTraceContexts(
+      { traceparent: TP, [BATCH_TRACE_HEADER]: '{nope' }, 2,
+    ).map(spanIdIn)).toEqual(['b7ad6b7169203331', undefined]);
+    expect(extractBatchTraceContexts(
+      { [BATCH_TRACE_HEADER]: JSON.stringify([{ traceparent: 7 }, 'x', { traceparent: TP }]) }, 3,
+    ).map(spanIdIn))
       .toEqual([undefined, undefined, 'b7ad6b7169203331']);
     expect(extractBatchTraceContexts(undefined, 2)).toEqual([ROOT_CONTEXT, ROOT_CONTEXT]);
   });

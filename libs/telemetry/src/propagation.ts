@@ -1,4 +1,6 @@
-import { isSpanContextValid, propagation, ROOT_CONTEXT, trace, type Context, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
+import {
+  isSpanContextValid, propagation, ROOT_CONTEXT, trace, type Context, type TextMapGetter, type TextMapSetter,
+} from '@opentelemetry/api';
 import { contextOf, type Parent } from './spans';
 import { tracing } from './state';
 
@@ -70,7 +72,9 @@ function hasSpan(ctx: Context | undefined): ctx is Context {
  * standard headers, and every request's context in `triad-trace-batch` when there is more than one, so the
  * scheduler can continue each request's own trace.
  */
-export function injectBatchTraceHeaders(parents: readonly (Parent | undefined)[], headers: Record<string, string> = {}): Record<string, string> {
+export function injectBatchTraceHeaders(
+  parents: readonly (Parent | undefined)[], headers: Record<string, string> = {},
+): Record<string, string> {
   if (!tracing.tracer || parents.length === 0) return headers;
   const contexts = parents.map((p) => (p === undefined ? undefined : contextOf(p)));
   const first = contexts[0];

@@ -71,7 +71,9 @@ export interface PhaseInfo {
 
 /** A child of the decide span per filter/scorer phase, named `{phase}` or `{phase} {profile}` (`filter decode`). */
 export function startPhaseSpan(parent: Parent, phase: string, info: PhaseInfo = {}): Traced {
-  return startTraced(info.profile ? `${phase} ${info.profile}` : phase, { parent, ...(info.startTime !== undefined ? { startTime: info.startTime } : {}) }, () => {
+  return startTraced(info.profile ? `${phase} ${info.profile}` : phase, {
+    parent, ...(info.startTime !== undefined ? { startTime: info.startTime } : {}),
+  }, () => {
     const attrs: Attributes = { [ATTR.schedulerPhase]: phase };
     put(attrs, ATTR.schedulerProfile, info.profile);
     put(attrs, ATTR.schedulerPlugin, info.plugin);
@@ -86,7 +88,10 @@ export function startPhaseSpan(parent: Parent, phase: string, info: PhaseInfo = 
  * Ends a phase span with how many endpoints survived it (and optional extra facts, e.g. the top score); `endTime`
  * pairs with a reported `startTime`.
  */
-export function finishPhaseSpan(t: Traced, result: { readonly remaining?: number; readonly error?: unknown; readonly attributes?: Attributes; readonly endTime?: TimeInput } = {}): void {
+export function finishPhaseSpan(
+  t: Traced,
+  result: { readonly remaining?: number; readonly error?: unknown; readonly attributes?: Attributes; readonly endTime?: TimeInput } = {},
+): void {
   const span = t.span;
   if (span.isRecording()) {
     if (result.remaining !== undefined) span.setAttribute(ATTR.schedulerRemaining, result.remaining);

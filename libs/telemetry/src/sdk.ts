@@ -27,7 +27,8 @@ export function startSdk(config: TelemetryConfig, version: string, exporterOverr
   const { propagation, trace } = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
 
   const exporter = exporterOverride ?? (() => {
-    const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-proto') as typeof import('@opentelemetry/exporter-trace-otlp-proto');
+    const { OTLPTraceExporter } =
+      require('@opentelemetry/exporter-trace-otlp-proto') as typeof import('@opentelemetry/exporter-trace-otlp-proto');
     return new OTLPTraceExporter({ url: config.tracesUrl, timeoutMillis: config.exportTimeoutMs });
   })();
   const resource = defaultResource().merge(resourceFromAttributes({

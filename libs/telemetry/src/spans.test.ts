@@ -49,25 +49,33 @@ describe('span helpers (in-memory exporter)', () => {
     expect(legs[0]!.attributes['gen_ai.provider.name']).toBe('sglang');
     const request = spans.find((s) => s.kind === 1)!;
     expect(request.events).toEqual([expect.objectContaining({
-      name: 'retry', attributes: { 'triad.attempt': 1, 'triad.stage': 'decode', 'triad.retry.reason': 'ECONNREFUSED', 'triad.endpoint.key': endpoint.key },
+      name: 'retry',
+      attributes: { 'triad.attempt': 1, 'triad.stage': 'decode', 'triad.retry.reason': 'ECONNREFUSED', 'triad.endpoint.key': endpoint.key },
     })]);
   });
 
   it('route and schedule failures mark their own spans', async () => {
     const req = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
     finishRouteSpan(startRouteSpan(req, { model: 'nope' }), { error: new TriadError(ErrorCode.GatewayModelNotFound, 'no route') });
-    finishScheduleSpan(startScheduleSpan(req, { namespace: 'd', modelServer: 'm', local: true }), { id: 'x', ok: false, code: 'SCHED_NO_CANDIDATES', message: 'none ready' }, { local: true });
+    finishScheduleSpan(
+      startScheduleSpan(req, { namespace: 'd', modelServer: 'm', local: true }),
+      { id: 'x', ok: false, code: 'SCHED_NO_CANDIDATES', message: 'none ready' }, { local: true },
+    );
     req.span.end();
     const spans = await finished();
     expect(spans.find((s) => s.name === 'route')!.attributes['error.type']).toBe('GATEWAY_MODEL_NOT_FOUND');
     const schedule = spans.find((s) => s.name === 'schedule')!;
     expect(schedule.status).toEqual({ code: SpanStatusCode.ERROR, message: 'none ready' });
-    expect(schedule.attributes).toEqual(expect.objectContaining({ 'error.type': 'SCHED_NO_CANDIDATES', 'triad.decision.error_code': 'SCHED_NO_CANDIDATES', 'triad.schedule.local': true }));
+    expect(schedule.attributes).toEqual(expect.objectContaining({
+      'error.type': 'SCHED_NO_CANDIDATES', 'triad.decision.error_code': 'SCHED_NO_CANDIDATES', 'triad.schedule.local': true,
+    }));
     expect(spans.find((s) => s.kind === 1)!.status.code).toBe(SpanStatusCode.UNSET);
   });
 
   it('continues an incoming traceparent and reports its trace id', async () => {
-    const t = startRequestSpan({ method: 'GET', route: '/v1/models', headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } });
+    const t = startRequestSpan({
+      method: 'GET', route: '/v1/models', headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
+    });
     expect(traceIdOf(t)).toBe('0af7651916cd43dd8448eb211c80319c');
     expect(traceIdOf(t.span)).toBe('0af7651916cd43dd8448eb211c80319c');
     expect(traceIdOf(t.context)).toBe('0af7651916cd43dd8448eb211c80319c');
@@ -112,7 +120,9 @@ describe('span helpers (in-memory exporter)', () => {
 describe('phase spans reported after the fact', () => {
   it('take the measured start and end (performance.now() values)', async () => {
     const memory = new InMemorySpanExporter();
-    const t = setupTelemetry({ serviceName: 'triad-scheduler', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: memory });
+    const t = setupTelemetry({
+      serviceName: 'triad-scheduler', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: memory,
+    });
     const decide = startTraced('schedule', { root: true });
     const t0 = performance.now();
     const t1 = t0 + 0.25;
@@ -138,14 +148,22 @@ describe('errorTypeOf', () => {
 describe('children of an unsampled span', () => {
   it('reuse the parent locally, but a remote unsampled caller is left to the sampler', async () => {
     const memory = new InMemorySpanExporter();
-    const off = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' }, exporter: memory });
+    const off = setupTelemetry({
+      serviceName: 'triad-gateway', version: 't',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' }, exporter: memory,
+    });
     const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
     const decode = startDecodeSpan(request, decodeLeg);
     expect(decode).toBe(request);
     expect(traceIdOf(decode)).toBe(traceIdOf(request));
     await off.shutdown();
-    const on = setupTelemetry({ serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_on' }, exporter: memory });
-    const followed = startRequestSpan({ method: 'POST', route: '/v1/chat/completions', headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' } });
+    const on = setupTelemetry({
+      serviceName: 'triad-gateway', version: 't',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_on' }, exporter: memory,
+    });
+    const followed = startRequestSpan({
+      method: 'POST', route: '/v1/chat/completions', headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' },
+    });
     expect(followed.span.isRecording()).toBe(true);
     followed.span.end();
     await on.shutdown();

@@ -90,7 +90,9 @@ export function startTraced(name: string, options: StartOptions = {}, attributes
       return isTraced(parent) ? parent : { span: trace.getSpan(parent) as Span, context: parent, startedAt: performance.now() };
     }
   }
-  const span = tracer.begin(name, options.kind ?? SpanKind.INTERNAL, parentSc, options.startTime === undefined ? undefined : epochOf(options.startTime), attributes);
+  const span = tracer.begin(
+    name, options.kind ?? SpanKind.INTERNAL, parentSc, options.startTime === undefined ? undefined : epochOf(options.startTime), attributes,
+  );
   if (options.links !== undefined && span instanceof RecordedSpan) span.addLinks(options.links);
   return new TracedSpan(span, performance.now(), parent);
 }
@@ -143,7 +145,9 @@ export function endTraced(t: Traced, err?: unknown): void {
 }
 
 /** Runs `fn` inside a span that ends when it settles and records the error when it throws. */
-export async function inSpan<T>(name: string, options: StartOptions, fn: (t: Traced) => Promise<T> | T, attributes?: () => Attributes): Promise<T> {
+export async function inSpan<T>(
+  name: string, options: StartOptions, fn: (t: Traced) => Promise<T> | T, attributes?: () => Attributes,
+): Promise<T> {
   const t = startTraced(name, options, attributes);
   try {
     return await fn(t);

@@ -17,7 +17,9 @@ import type { SamplerName, SpanLimitsConfig } from './config';
 /** Span limits (`OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`, `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`, ...), as the SDK applies them. */
 export type SpanLimits = SpanLimitsConfig;
 
-export const DEFAULT_SPAN_LIMITS: SpanLimits = { attributeCountLimit: 128, attributeValueLengthLimit: Infinity, eventCountLimit: 128, linkCountLimit: 128 };
+export const DEFAULT_SPAN_LIMITS: SpanLimits = {
+  attributeCountLimit: 128, attributeValueLengthLimit: Infinity, eventCountLimit: 128, linkCountLimit: 128,
+};
 
 /** What receives ended spans: the SDK's `BatchSpanProcessor` (any `SpanProcessor`). */
 export interface EndedSpanSink {
@@ -142,7 +144,9 @@ class RecordedEvent {
 
 function truncate(value: AttributeValue, limit: number): AttributeValue {
   if (typeof value === 'string') return value.length > limit ? value.slice(0, limit) : value;
-  if (Array.isArray(value)) return (value as unknown[]).map((v) => (typeof v === 'string' && v.length > limit ? v.slice(0, limit) : v)) as AttributeValue;
+  if (Array.isArray(value)) {
+    return (value as unknown[]).map((v) => (typeof v === 'string' && v.length > limit ? v.slice(0, limit) : v)) as AttributeValue;
+  }
   return value;
 }
 
@@ -274,7 +278,9 @@ export class RecordedSpan implements Span {
 
   setStatus(status: SpanStatus): this {
     if (this.ended) return this;
-    this.status = status.code === SpanStatusCode.ERROR && typeof status.message === 'string' ? { code: status.code, message: status.message } : { code: status.code };
+    this.status = status.code === SpanStatusCode.ERROR && typeof status.message === 'string' ? {
+      code: status.code, message: status.message,
+    } : { code: status.code };
     return this;
   }
 
@@ -367,7 +373,9 @@ export class TriadTracer implements Tracer {
       const sc = trace.getSpanContext(context);
       if (sc !== undefined && isSpanContextValid(sc)) parent = sc;
     }
-    const span = this.begin(name, options.kind ?? SpanKind.INTERNAL, parent, options.startTime === undefined ? undefined : epochOf(options.startTime));
+    const span = this.begin(
+      name, options.kind ?? SpanKind.INTERNAL, parent, options.startTime === undefined ? undefined : epochOf(options.startTime),
+    );
     if (span instanceof RecordedSpan) {
       if (options.attributes) span.setAttributes(options.attributes);
       if (options.links) span.addLinks(options.links);

@@ -25,7 +25,9 @@ function epdRequest(): Traced {
   const decode = startDecodeSpan(req, leg(epdDecision.attempts[0]!.endpoint, { maxTokens: 256, stream: true }));
   recordMessageContent(decode, { input: [{ role: 'user', content: SECRET_PROMPT }], output: 'two cats' });
   recordFirstToken(decode);
-  const response = { statusCode: 200, responseModel: 'Qwen/Qwen2.5-VL-3B-Instruct', inputTokens: 812, outputTokens: 42, finishReasons: ['stop'] };
+  const response = {
+    statusCode: 200, responseModel: 'Qwen/Qwen2.5-VL-3B-Instruct', inputTokens: 812, outputTokens: 42, finishReasons: ['stop'],
+  };
   finishLegSpan(decode, response);
   finishRequestSpan(req, { statusCode: 200, requestModel: 'qwen-vl', operation: 'chat', response });
   return req;

@@ -39,14 +39,20 @@ export const epdDecision: Decision = {
     { endpoint: { key: 'default.qwen-vl.decode-1', pod: 'decode-1', ip: '127.0.1.5', port: 8000 } },
   ],
   encoders: [
-    { item: 0, endpoint: { key: 'default.qwen-vl.encode-0', pod: 'encode-0', ip: '127.0.1.1', port: 8000 }, alternates: [], affinity: true },
-    { item: 1, endpoint: { key: 'default.qwen-vl.encode-1', pod: 'encode-1', ip: '127.0.1.4', port: 8000 }, alternates: [], affinity: false },
+    {
+      item: 0, endpoint: { key: 'default.qwen-vl.encode-0', pod: 'encode-0', ip: '127.0.1.1', port: 8000 }, alternates: [], affinity: true,
+    },
+    {
+      item: 1, endpoint: { key: 'default.qwen-vl.encode-1', pod: 'encode-1', ip: '127.0.1.4', port: 8000 }, alternates: [], affinity: false,
+    },
   ],
   decidedBy: 'scheduler-0',
 };
 
 export function leg(endpoint: { key: string; pod: string; ip: string; port: number }, extra: Partial<LegInfo> = {}): LegInfo {
-  return { operation: 'chat', engine: 'vLLM', model: 'Qwen/Qwen2.5-VL-3B-Instruct', endpoint, mode: 'epd', pdGroup: 'g1', attempt: 0, ...extra };
+  return {
+    operation: 'chat', engine: 'vLLM', model: 'Qwen/Qwen2.5-VL-3B-Instruct', endpoint, mode: 'epd', pdGroup: 'g1', attempt: 0, ...extra,
+  };
 }
 
 /** A prompt that must never reach a span unless content capture is switched on. */

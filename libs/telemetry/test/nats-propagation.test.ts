@@ -32,7 +32,10 @@ function serveSchedule(bus: Bus): void {
       return decision;
     });
     return { v: V, decisions };
-  }, { queue: 'schedulers', onInvalid: (error) => ({ v: V, error: { code: 'BUS_MESSAGE_INVALID', message: error } }), onError: () => ({ v: V, error: { code: 'INTERNAL', message: 'x' } }) });
+  }, {
+    queue: 'schedulers', onInvalid: (error) => ({ v: V, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+    onError: () => ({ v: V, error: { code: 'INTERNAL', message: 'x' } }),
+  });
 }
 
 function schedulingRequest(id: string, model = 'qwen') {
@@ -98,12 +101,14 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
     const server = spans.find((s) => s.name === 'schedule' && s.kind === 'SERVER')!;
     expect(server.parentSpanId).toBe(client.spanId);
     expect(server.attributes).toEqual(expect.objectContaining({
-      'triad.request.id': 'r-1', 'messaging.batch.message_count': 1, 'triad.decision.endpoint': 'default.qwen-vl.decode-0', 'triad.mode': 'epd',
+      'triad.request.id': 'r-1', 'messaging.batch.message_count': 1, 'triad.decision.endpoint': 'default.qwen-vl.decode-0',
+      'triad.mode': 'epd',
     }));
     const phases = spans.filter((s) => s.parentSpanId === server.spanId).map((s) => s.name).sort();
     expect(phases).toEqual(['filter decode', 'score decode']);
     expect(spans.find((s) => s.name === 'score decode')!.attributes).toEqual(expect.objectContaining({
-      'triad.scheduler.phase': 'score', 'triad.scheduler.plugin': 'prefix-cache', 'triad.scheduler.candidates': 2, 'triad.scheduler.remaining': 2,
+      'triad.scheduler.phase': 'score', 'triad.scheduler.plugin': 'prefix-cache', 'triad.scheduler.candidates': 2,
+      'triad.scheduler.remaining': 2,
     }));
   });
 
@@ -119,7 +124,9 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
     await telemetry.forceFlush();
     const ids = requests.map((r) => traceIdOf(r)!);
     expect(new Set(ids).size).toBe(3);
-    const servers = await receiver.waitForSpans((s) => ids.includes(s.traceId) && s.kind === 'SERVER' && s.name === 'schedule', { count: 3 });
+    const servers = await receiver.waitForSpans(
+      (s) => ids.includes(s.traceId) && s.kind === 'SERVER' && s.name === 'schedule', { count: 3 },
+    );
     for (const [i, traceId] of ids.entries()) {
       const server = servers.find((s) => s.traceId === traceId)!;
       expect(server.parentSpanId).toBe(schedules[i]!.span.spanContext().spanId);

@@ -21,7 +21,9 @@ function oneRequest(): void {
   const schedule = startScheduleSpan(req, { namespace: 'default', modelServer: 'qwen-vl', mediaItems: 2 });
   injectBatchTraceHeaders([schedule]);
   finishScheduleSpan(schedule, epdDecision, { batchSize: 1 });
-  const encodes = epdDecision.encoders.map((e) => startEncodeSpan(req, { ...leg(e.endpoint), item: { index: e.item, modality: 'image', affinity: e.affinity } }));
+  const encodes = epdDecision.encoders.map((e) => startEncodeSpan(
+    req, { ...leg(e.endpoint), item: { index: e.item, modality: 'image', affinity: e.affinity } },
+  ));
   for (const e of encodes) {
     injectTraceHeaders(e, { 'content-type': 'application/json' });
     finishLegSpan(e, { statusCode: 200 });
@@ -52,7 +54,10 @@ function measure(n: number): number {
 
 async function startReceiverProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
   const root = join(__dirname, '../../..');
-  const child = spawn(process.execPath, [join(root, 'apps/cli/bin/triad.js'), 'trace', 'serve', '--port', '0', '--max-spans', '10000'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath, [join(root, 'apps/cli/bin/triad.js'), 'trace', 'serve', '--port', '0', '--max-spans', '10000'],
+    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   let out = '';
   const url = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
@@ -69,17 +74,30 @@ async function main(): Promise<void> {
   const n = 20_000;
   const rows: [string, number][] = [];
   rows.push(['tracing off (no endpoint)', measure(n)]);
-  let t = setupTelemetry({ serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' }, exporter: discard });
+  let t = setupTelemetry({
+    serviceName: 'triad-gateway', version: 'bench',
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' }, exporter: discard,
+  });
   rows.push(['on, sampled out (always_off)', measure(n)]);
   await t.shutdown();
-  t = setupTelemetry({ serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' }, exporter: discard });
+  t = setupTelemetry({
+    serviceName: 'triad-gateway', version: 'bench',
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1',
+    },
+    exporter: discard,
+  });
   rows.push(['on, 10% (parentbased_traceidratio), discarding exporter', measure(n)]);
   await t.shutdown();
-  t = setupTelemetry({ serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: discard });
+  t = setupTelemetry({
+    serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: discard,
+  });
   rows.push(['on, 100% recorded, discarding exporter', measure(n)]);
   await t.shutdown();
   const receiver = await startReceiverProcess();
-  t = setupTelemetry({ serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_MAX_QUEUE_SIZE: '100000' } });
+  t = setupTelemetry({
+    serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_MAX_QUEUE_SIZE: '100000' },
+  });
   // Export runs on this thread too (protobuf serialization, HTTP): count this process's CPU time through the final
   // flush (wall time would include the receiver's own decoding, which runs in the other process).
   const m = 20_000;
@@ -94,7 +112,9 @@ async function main(): Promise<void> {
   await receiver.stop();
   const base = rows[0]![1];
   process.stdout.write('| tracing | µs per EPD request (7 spans, 5 injects) | vs off |\n|---|---:|---:|\n');
-  for (const [name, us] of rows) process.stdout.write(`| ${name} | ${us.toFixed(2)} | ${us === base ? '–' : `+${(us - base).toFixed(2)} µs`} |\n`);
+  for (const [name, us] of rows) {
+    process.stdout.write(`| ${name} | ${us.toFixed(2)} | ${us === base ? '–' : `+${(us - base).toFixed(2)} µs`} |\n`);
+  }
 }
 
 void main();

@@ -53,7 +53,9 @@ describe('sampling and on/off switches', () => {
     });
     const fresh = startRequestSpan({ method: 'POST', route: '/v1/completions', headers: {} });
     const followed = startRequestSpan({ method: 'POST', route: '/v1/completions', headers: { traceparent: `00-${TRACE}-${PARENT}-01` } });
-    const declined = startRequestSpan({ method: 'POST', route: '/v1/completions', headers: { traceparent: `00-${'1'.repeat(32)}-${PARENT}-00` } });
+    const declined = startRequestSpan({
+      method: 'POST', route: '/v1/completions', headers: { traceparent: `00-${'1'.repeat(32)}-${PARENT}-00` },
+    });
     expect([fresh, followed, declined].map((t) => t.span.isRecording())).toEqual([false, true, false]);
     [fresh, followed, declined].forEach((t) => finishRequestSpan(t, { statusCode: 200 }));
     await telemetry.forceFlush();
@@ -70,7 +72,9 @@ describe('sampling and on/off switches', () => {
     });
     expect(telemetry.enabled).toBe(false);
     expect(tracingEnabled()).toBe(false);
-    const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions', headers: { traceparent: `00-${TRACE}-${PARENT}-01` } });
+    const request = startRequestSpan({
+      method: 'POST', route: '/v1/chat/completions', headers: { traceparent: `00-${TRACE}-${PARENT}-01` },
+    });
     expect(request).toBe(NOOP_TRACED);
     const decode = startDecodeSpan(request, leg(epdDecision.attempts[0]!.endpoint));
     expect(decode).toBe(NOOP_TRACED);
@@ -122,7 +126,8 @@ describe('lazy loading', () => {
     return JSON.parse(run.stdout) as string[];
   }
 
-  it('a disabled service loads only the API; an enabled one loads the batch processor and the proto exporter, not sdk-node nor the async-hooks context manager', () => {
+  it('a disabled service loads only the API; an enabled one loads the batch processor and the proto exporter, not sdk-node nor the ' +
+    'async-hooks context manager', () => {
     expect(sdkModulesLoaded({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' })).toEqual(['api']);
     const enabled = sdkModulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
     expect(enabled).toEqual(expect.arrayContaining(['sdk-trace-base', 'exporter-trace-otlp-proto', 'resources', 'core']));

@@ -39,7 +39,9 @@ interface RunResult {
   readonly storeShare: number;
 }
 
-const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
+const percentile = (
+  sorted: readonly number[], p: number,
+): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 
 /** `concurrency` loops, each doing one request after another, until `requests` are done; per-request latency. */
 async function drive(requests: number, concurrency: number, once: () => Promise<boolean>): Promise<Omit<RunResult, 'storeShare'>> {
@@ -78,7 +80,9 @@ interface Scenario {
 /** Limits far above the offered load: the admitted path is measured, never a 429. */
 const ROUTE_LIMIT = { inputTokensPerUnit: 1_000_000_000, outputTokensPerUnit: 1_000_000_000, unit: 'minute' as const };
 
-async function runScenario(s: Scenario, key: string, keys: AdmissionConfigInput['auth'], opts: BenchOptions, bus: Bus | undefined): Promise<RunResult> {
+async function runScenario(
+  s: Scenario, key: string, keys: AdmissionConfigInput['auth'], opts: BenchOptions, bus: Bus | undefined,
+): Promise<RunResult> {
   const registry = new Registry();
   const config: AdmissionConfigInput = { ...s.config, auth: s.config.auth === undefined ? {} : keys };
   const admission: Admission = await createAdmission(config, { registry, ...(s.store === 'nats' && bus ? { bus } : {}) });
@@ -87,7 +91,9 @@ async function runScenario(s: Scenario, key: string, keys: AdmissionConfigInput[
     const auth = await admission.authenticate(headers);
     if (!auth.ok) return false;
     const identity: Identity = auth.identity;
-    const admitted = await admission.admit({ identity, model: 'bench-model', rateLimit: s.routeLimit ? ROUTE_LIMIT : undefined, inputTokens: 100, maxTokens: 100 });
+    const admitted = await admission.admit({
+      identity, model: 'bench-model', rateLimit: s.routeLimit ? ROUTE_LIMIT : undefined, inputTokens: 100, maxTokens: 100,
+    });
     if (!admitted.ok) return false;
     admitted.release({ inputTokens: 100, outputTokens: 60 });
     return true;
@@ -117,10 +123,23 @@ async function main(): Promise<void> {
     { name: 'admission, no auth, no limits', config: {}, routeLimit: false, store: 'memory' },
     { name: 'API key', config: { auth: {} }, routeLimit: false, store: 'memory' },
     { name: 'API key + route limit (memory)', config: { auth: {} }, routeLimit: true, store: 'memory' },
-    { name: 'API key + route limit (NATS, lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' } } }, routeLimit: true, store: 'nats' },
-    { name: 'API key + route + tier limit (NATS, lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' }, ...tiers } }, routeLimit: true, store: 'nats' },
-    { name: 'API key + route limit (NATS, no lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' }, lease: { maxFraction: 0 } } }, routeLimit: true, store: 'nats' },
-    { name: 'API key + route limit (NATS, lease) + fairness', config: { auth: {}, rateLimit: { store: { type: 'nats' } }, fairness: { enabled: true, maxConcurrent: 64 } }, routeLimit: true, store: 'nats' },
+    {
+      name: 'API key + route limit (NATS, lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' } } }, routeLimit: true,
+      store: 'nats',
+    },
+    {
+      name: 'API key + route + tier limit (NATS, lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' }, ...tiers } },
+      routeLimit: true, store: 'nats',
+    },
+    {
+      name: 'API key + route limit (NATS, no lease)',
+      config: { auth: {}, rateLimit: { store: { type: 'nats' }, lease: { maxFraction: 0 } } }, routeLimit: true, store: 'nats',
+    },
+    {
+      name: 'API key + route limit (NATS, lease) + fairness',
+      config: { auth: {}, rateLimit: { store: { type: 'nats' } }, fairness: { enabled: true, maxConcurrent: 64 } }, routeLimit: true,
+      store: 'nats',
+    },
   ];
   let server: NatsServerHandle | undefined;
   let bus: Bus | undefined;
@@ -143,12 +162,16 @@ async function main(): Promise<void> {
   scenarios.forEach((s, i) => {
     const r = best[i];
     if (!r) return;
-    rows.push([s.name, r.perSecond, r.p50us, r.p99us, `${(r.storeShare * 100).toFixed(1)} %`, 1e6 / r.perSecond - 1e6 / b.perSecond, r.rejected]);
+    rows.push([
+      s.name, r.perSecond, r.p50us, r.p99us, `${(r.storeShare * 100).toFixed(1)} %`, 1e6 / r.perSecond - 1e6 / b.perSecond, r.rejected,
+    ]);
   });
   await bus?.close();
   await server?.close();
-  process.stdout.write(`\nAdmission path per request (authenticate + admit + release), ${opts.requests} requests, ${opts.concurrency} concurrent, in one process, best of ${opts.rounds}\n\n`);
-  process.stdout.write(`${markdownTable(['scenario', 'req/s', 'p50 µs', 'p99 µs', 'store round-trips', 'CPU µs/req over baseline', 'rejected'], rows)}\n`);
+  process.stdout.write(`\nAdmission path per request (authenticate + admit + release), ${opts.requests} requests, ${opts.concurrency} ` +
+    `concurrent, in one process, best of ${opts.rounds}\n\n`);
+  const header = ['scenario', 'req/s', 'p50 µs', 'p99 µs', 'store round-trips', 'CPU µs/req over baseline', 'rejected'];
+  process.stdout.write(`${markdownTable(header, rows)}\n`);
 }
 
 main().catch((err: unknown) => {

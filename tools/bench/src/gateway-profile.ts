@@ -20,7 +20,9 @@ import { startGatewayStack } from './gateway-stack';
 const TEXT = 'Describe the picture in one sentence, please.';
 
 function chatBody(model: string, stream: boolean): string {
-  const content = model === 'epd' ? [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } }] : TEXT;
+  const content = model === 'epd' ? [
+    { type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
+  ] : TEXT;
   return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: stream ? 64 : 16, stream });
 }
 
@@ -127,12 +129,19 @@ async function main(): Promise<void> {
   const nodeArgs: Record<string, string[]> = {};
   for (const name of profiled) nodeArgs[name] = ['--cpu-prof', `--cpu-prof-dir=${join(profDir, name)}`];
   const perfed = String(values.perf).split(',').filter((s) => s !== '');
-  for (const name of perfed) nodeArgs[name] = [...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'];
+  for (const name of perfed) nodeArgs[name] = [
+    ...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack',
+  ];
   const t0 = Date.now();
-  const gatewayEnv: NodeJS.ProcessEnv = Object.fromEntries((values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  const gatewayEnv: NodeJS.ProcessEnv = Object.fromEntries((values.env as string[]).map((kv) => [
+    kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1),
+  ]));
   const accessLog = values['access-log'] === true ? join(profDir, 'access.log') : undefined;
   if (accessLog !== undefined) gatewayEnv['TRIAD_LOG_LEVEL'] = 'info';
-  const stack = await startGatewayStack({ nodeArgs, gatewayEnv, ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}), simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one', nixlPull: values.nixl === 'http' ? 'http' : 'in-process' });
+  const stack = await startGatewayStack({
+    nodeArgs, gatewayEnv, ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}),
+    simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one', nixlPull: values.nixl === 'http' ? 'http' : 'in-process',
+  });
   const connections = Number(values.connections);
   const durationSec = Number(values.duration);
   const url = `${stack.gatewayUrl}/v1/chat/completions`;
@@ -145,7 +154,9 @@ async function main(): Promise<void> {
     for (let i = 0; i < Number(values.repeat); i++) {
       const cpu = stack.processes.map((n) => stack.cpuSeconds(n));
       const w = await runWrk({ url, body, connections, durationSec });
-      const us = stack.processes.map((n, j) => `${n} ${Math.round(((stack.cpuSeconds(n) - (cpu[j] as number)) * 1e6) / w.requests)}`).join(', ');
+      const us = stack.processes
+        .map((n, j) => `${n} ${Math.round(((stack.cpuSeconds(n) - (cpu[j] as number)) * 1e6) / w.requests)}`)
+        .join(', ');
       summary += `window ${i + 1}: ${w.rps.toFixed(0)} req/s, p50 ${w.p50ms.toFixed(2)} ms; CPU µs/req ${us}\n`;
     }
     const before = new Map(stack.processes.map((n) => [n, stack.cpuSeconds(n)]));
@@ -158,11 +169,15 @@ async function main(): Promise<void> {
     await counter.nc.flush();
     const from = Date.now() - t0;
     const straced = String(values.strace);
-    const tracer = straced === '' ? undefined : spawn('strace', ['-c', '-f', '-p', String(stack.pid(straced))], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const tracer = straced === '' ? undefined : spawn(
+      'strace', ['-c', '-f', '-p', String(stack.pid(straced))], { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let traceOut = '';
     tracer?.stderr.on('data', (d: Buffer) => (traceOut += d.toString()));
     const perfData = join(profDir, 'perf.data');
-    const perf = perfed.length === 0 ? undefined : spawn('perf', ['record', '-F', '999', '-g', '-o', perfData, '-p', perfed.map((n) => String(stack.pid(n))).join(',')], { stdio: 'ignore' });
+    const perf = perfed.length === 0 ? undefined : spawn(
+      'perf', ['record', '-F', '999', '-g', '-o', perfData, '-p', perfed.map((n) => String(stack.pid(n))).join(',')], { stdio: 'ignore' },
+    );
     const busyBefore = machineBusySeconds();
     const [stealBefore, softBefore] = machineStealSoftirq();
     const wallBefore = Date.now();
@@ -175,7 +190,10 @@ async function main(): Promise<void> {
       const exited = new Promise((res) => perf.once('exit', res));
       perf.kill('SIGINT');
       await exited;
-      const report = spawn('perf', ['report', '-i', perfData, '--no-children', '--sort', 'pid,sym', '--stdio', '-g', 'none'], { stdio: ['ignore', 'pipe', 'ignore'] });
+      const report = spawn(
+        'perf', ['report', '-i', perfData, '--no-children', '--sort', 'pid,sym', '--stdio', '-g', 'none'],
+        { stdio: ['ignore', 'pipe', 'ignore'] },
+      );
       let text = '';
       report.stdout.on('data', (d: Buffer) => (text += d.toString()));
       await new Promise((res) => report.once('exit', res));
@@ -188,7 +206,8 @@ async function main(): Promise<void> {
       await exited;
       const lines = traceOut.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l));
       const calls = lines.map((l) => l.trim().split(/\s+/)).map((f) => [f[f.length - 1] as string, Number(f[3]) / r.requests] as const);
-      summary += `strace ${straced}: system calls per request (${r.requests} requests, slowed by strace)\n\n${markdownTable(['syscall', 'per request'], calls.filter(([, n]) => n >= 0.01).map(([n, c]) => [n, c.toFixed(2)]))}\n\n`;
+      const table = markdownTable(['syscall', 'per request'], calls.filter(([, n]) => n >= 0.01).map(([n, c]) => [n, c.toFixed(2)]));
+      summary += `strace ${straced}: system calls per request (${r.requests} requests, slowed by strace)\n\n${table}\n\n`;
     }
     const rows = stack.processes
       .map((n) => [n, ((stack.cpuSeconds(n) - (before.get(n) ?? 0)) * 1e6) / r.requests] as const)
@@ -196,14 +215,18 @@ async function main(): Promise<void> {
       .map(([n, us]) => [n, Math.round(us)]);
     const sum = rows.reduce((s, [, us]) => s + (us as number), 0);
     const stackSeconds = (sum * r.requests) / 1e6;
-    summary += `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}% (softirq ${(((softAfter - softBefore) / wall) * 50).toFixed(0)}%); steal ${(((stealAfter - stealBefore) / wall) * 50).toFixed(0)}%\n`;
+    summary += `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and ` +
+      `everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}% (softirq ` +
+        `${(((softAfter - softBefore) / wall) * 50).toFixed(0)}%); steal ${(((stealAfter - stealBefore) / wall) * 50).toFixed(0)}%\n`;
     await counter.close();
-    summary += `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ${(counts.schedule / r.requests).toFixed(2)}\n`;
+    summary += `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ` +
+      `${(counts.schedule / r.requests).toFixed(2)}\n`;
     const batchAfter = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     const batches = batchAfter[1] - batchBefore[1];
     summary += `scheduling: ${batches} NATS batches, ${((batchAfter[0] - batchBefore[0]) / batches).toFixed(2)} requests per batch\n`;
     summary +=
-      `${values.model} ${values.stream ? 'SSE' : 'JSON'} c=${connections}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50ms.toFixed(2)} ms, p99 ${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
+      `${values.model} ${values.stream ? 'SSE' : 'JSON'} c=${connections}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50ms.toFixed(2)} ms, p99 ` +
+        `${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
       `${markdownTable(['process', 'CPU µs/req'], [...rows, ['all (excl. wrk)', sum]])}\n`;
   } finally {
     await stack.close();
@@ -212,7 +235,10 @@ async function main(): Promise<void> {
   if (accessLog !== undefined) process.stdout.write(`\n${accessLogMedians(accessLog, window[0] as number, window[1] as number, t0)}\n`);
   for (const name of profiled) {
     const dir = join(profDir, name);
-    for (const f of readdirSync(dir)) process.stdout.write(`\n### ${name} (${f})\n\n${summarise(join(dir, f), Number(values.top), window[0] as number, window[1] as number)}\n`);
+    for (const f of readdirSync(dir)) {
+      const summary = summarise(join(dir, f), Number(values.top), window[0] as number, window[1] as number);
+      process.stdout.write(`\n### ${name} (${f})\n\n${summary}\n`);
+    }
   }
   if (values.keep === true) process.stdout.write(`\nprofiles kept in ${profDir} (measured window ${window[0]}..${window[1]} ms)\n`);
   else rmSync(profDir, { recursive: true, force: true });

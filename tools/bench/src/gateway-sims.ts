@@ -13,7 +13,11 @@ interface HostedSim {
 }
 
 async function main(): Promise<void> {
-  const { model, nixl, sims } = JSON.parse(process.argv[process.argv.length - 1] as string) as { model: string; nixl: SimEngineOptions['nixlSideChannel']; sims: HostedSim[] };
+  const { model, nixl, sims } = JSON.parse(process.argv[process.argv.length - 1] as string) as {
+    model: string;
+    nixl: SimEngineOptions['nixlSideChannel'];
+    sims: HostedSim[];
+  };
   const handles: SimEngineHandle[] = [];
   const logger = {
     info: () => undefined,
@@ -22,7 +26,10 @@ async function main(): Promise<void> {
     error: (obj: object, msg?: string) => process.stderr.write(`${msg ?? ''} ${JSON.stringify(obj)}\n`),
   };
   for (const s of sims) {
-    handles.push(await startSimEngine({ engine: 'vllm', role: s.role, host: '127.0.0.1', port: s.port, model, latencyProfile: s.profile, logger, requestLogLimit: 0, nixlSideChannel: nixl }));
+    handles.push(await startSimEngine({
+      engine: 'vllm', role: s.role, host: '127.0.0.1', port: s.port, model, latencyProfile: s.profile, logger, requestLogLimit: 0,
+      nixlSideChannel: nixl,
+    }));
   }
   const stop = () => {
     void Promise.all(handles.map((h) => h.close())).finally(() => process.exit(0));

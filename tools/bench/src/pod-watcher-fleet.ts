@@ -100,7 +100,9 @@ export function fleetObjects(fleet: ScrapeFleet): KubeObject[] {
     apiVersion: API_VERSION, kind: 'ModelServer', metadata: { name: 'bench', namespace: 'default' },
     spec: {
       model: 'sim-model', inferenceEngine: 'vLLM', pipelineMode: 'pd', workloadPort: { port: fleet.port }, kvConnector: { type: 'nixl' },
-      workloadSelector: { matchLabels: { app: 'bench' }, pdGroup: { groupKey: 'group', prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' } } },
+      workloadSelector: {
+        matchLabels: { app: 'bench' }, pdGroup: { groupKey: 'group', prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' } },
+      },
     },
   };
   return [ms, ...fleet.ips.map((ip, i) => benchPod(i, ip, i % 2 === 0 ? 'prefill' : 'decode'))];

@@ -31,7 +31,8 @@ proxy.app.state.e_urls, proxy.app.state.p_urls, proxy.app.state.d_urls = [sys.ar
 uvicorn.run(proxy.app, host='127.0.0.1', port=int(sys.argv[2]), log_level='warning', loop='uvloop', access_log=False)`;
 
 export const REFERENCE_HINT =
-  'vLLM reference EPD proxy comparison skipped: pass --reference-proxy <path to disagg_epd_proxy.py> (or set TRIAD_BENCH_REFERENCE_PROXY); see docs/gateway.md, Benchmark.';
+  'vLLM reference EPD proxy comparison skipped: pass --reference-proxy <path to disagg_epd_proxy.py> (or set ' +
+    'TRIAD_BENCH_REFERENCE_PROXY); see docs/gateway.md, Benchmark.';
 
 /** One running reference proxy. */
 export interface ReferenceTarget {
@@ -57,7 +58,9 @@ function cpuSecondsOf(pid: number | undefined): number {
 }
 
 /** Starts the shipped and the quiet variant in front of the given encode, prefill and decode engine URLs. */
-export async function startReferenceProxies(script: string, stages: { encode: string; prefill: string; decode: string }): Promise<ReferenceProxies> {
+export async function startReferenceProxies(
+  script: string, stages: { encode: string; prefill: string; decode: string },
+): Promise<ReferenceProxies> {
   const logDir = mkdtempSync(join(tmpdir(), 'triad-bench-refproxy-'));
   const procs: ChildProcess[] = [];
   const killAll = () => {
@@ -80,9 +83,13 @@ export async function startReferenceProxies(script: string, stages: { encode: st
     procs.push(proc);
     const url = `http://127.0.0.1:${port}`;
     const died = new Promise<never>((_, reject) =>
-      proc.once('exit', (code, signal) => reject(new Error(`${target} exited (${code ?? signal}): ${readFileSync(log, 'utf8').slice(-2000)}`))),
+      proc.once(
+        'exit', (code, signal) => reject(new Error(`${target} exited (${code ?? signal}): ${readFileSync(log, 'utf8').slice(-2000)}`)),
+      ),
     );
-    const ready = waitFor(() => fetch(`${url}/health`).then((r) => r.ok, () => false), { timeoutMs: 30_000, intervalMs: 200, what: `${target} ready` });
+    const ready = waitFor(
+      () => fetch(`${url}/health`).then((r) => r.ok, () => false), { timeoutMs: 30_000, intervalMs: 200, what: `${target} ready` },
+    );
     await Promise.race([ready, died]);
     return { target, url: `${url}/v1/chat/completions`, cpuSeconds: () => cpuSecondsOf(proc.pid) };
   };
@@ -91,7 +98,10 @@ export async function startReferenceProxies(script: string, stages: { encode: st
       '-c', SHIPPED, script, '--host', '127.0.0.1', '--port', String(port),
       '--encode-servers-urls', stages.encode, '--prefill-servers-urls', stages.prefill, '--decode-servers-urls', stages.decode,
     ]);
-    const quiet = await start('vLLM reference EPD proxy (quiet)', 'quiet.log', (port) => ['-c', QUIET, script, String(port), stages.encode, stages.prefill, stages.decode]);
+    const quiet = await start(
+      'vLLM reference EPD proxy (quiet)', 'quiet.log',
+      (port) => ['-c', QUIET, script, String(port), stages.encode, stages.prefill, stages.decode],
+    );
     return { targets: [shipped, quiet], close };
   } catch (err) {
     await close();
@@ -109,12 +119,16 @@ export interface Measured {
  * The issue-10 comparison: Triad EPD throughput over each reference variant's at `conns` connections, and at 1
  * connection each one's p50 minus the sum of the three direct stage p50s.
  */
-export function referenceSummary(triad: { many?: Measured; one?: Measured }, refs: readonly { target: string; many?: Measured; one?: Measured }[], conns: number, stageSumMs: number, label = 'Triad EPD'): string {
+export function referenceSummary(
+  triad: { many?: Measured; one?: Measured }, refs: readonly { target: string; many?: Measured; one?: Measured }[], conns: number,
+  stageSumMs: number, label = 'Triad EPD',
+): string {
   const lines: string[] = [];
   const added = (m: Measured | undefined) => (m ? `${(m.p50ms - stageSumMs).toFixed(3)} ms` : '–');
   for (const r of refs) {
     const ratio = triad.many && r.many ? `${(triad.many.rps / r.many.rps).toFixed(2)}×` : '–';
-    lines.push(`${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the direct stages.`);
+    lines.push(`${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the ` +
+      `direct stages.`);
   }
   lines.push(`${label} at 1 connection adds ${added(triad.one)} over the direct stages (sum ${stageSumMs.toFixed(3)} ms).`);
   return `${lines.join('\n')}\n`;

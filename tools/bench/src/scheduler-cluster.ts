@@ -30,7 +30,9 @@ export interface Cluster {
 export function buildCluster(mode: BenchMode, size: number, scrapedAt: number): Cluster {
   const name = modelServerName(mode, size);
   const rand = prng(size * 31 + mode.length);
-  const roles: EndpointRecord['role'][] = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['decode', 'prefill'] : ['decode', 'prefill', 'encode'];
+  const roles: EndpointRecord['role'][] = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['decode', 'prefill'] : [
+    'decode', 'prefill', 'encode',
+  ];
   const perGroup = mode === 'pd' ? 8 : 9;
   const endpoints: EndpointRecord[] = [];
   for (let i = 0; i < size; i++) {

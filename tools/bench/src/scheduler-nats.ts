@@ -17,11 +17,16 @@ const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 
 function summarize(latencies: number[], elapsedMs: number, errors: number): LoadResult {
   latencies.sort((a, b) => a - b);
-  return { p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), perSecond: (latencies.length / elapsedMs) * 1000, decisions: latencies.length, errors };
+  return {
+    p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), perSecond: (latencies.length / elapsedMs) * 1000,
+    decisions: latencies.length, errors,
+  };
 }
 
 async function ask(bus: Bus, requests: SchedulingRequest[]): Promise<number> {
-  const reply = await bus.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 10_000 });
+  const reply = await bus.request(
+    Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 10_000 },
+  );
   if (!('decisions' in reply)) return requests.length;
   return reply.decisions.filter((d) => !d.ok).length;
 }

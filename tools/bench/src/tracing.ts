@@ -22,7 +22,13 @@ import { startGatewayStack, type GatewayStack } from './gateway-stack';
 const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
 const BODY = JSON.stringify({
   model: 'epd', max_tokens: 16, stream: false,
-  messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe the picture in one sentence, please.' }, { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } }] }],
+  messages: [{
+    role: 'user',
+    content: [
+      { type: 'text', text: 'Describe the picture in one sentence, please.' },
+      { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
+    ],
+  }],
 });
 /**
  * A traced EPD request with one image: gateway request, route, schedule, encode, prefill, decode; the scheduler's
@@ -48,8 +54,14 @@ const VARIANTS: readonly Variant[] = [
   { key: 'off', label: 'off', sampled: 0, to: 'serve' },
   { key: '100', label: 'on, 100 % → triad trace serve', sampler: 'always_on', sampled: 1, to: 'serve' },
   { key: '100-sink', label: 'on, 100 % → discarding sink', sampler: 'always_on', sampled: 1, to: 'sink' },
-  { key: '100-sink-phases', label: 'on, 100 % → discarding sink, with scheduler phase spans', sampler: 'always_on', sampled: 1, to: 'sink', schedulerPhases: true },
-  { key: '10', label: 'on, 10 % (parentbased ratio) → triad trace serve', sampler: 'parentbased_traceidratio', ratio: '0.1', sampled: 0.1, to: 'serve' },
+  {
+    key: '100-sink-phases', label: 'on, 100 % → discarding sink, with scheduler phase spans', sampler: 'always_on', sampled: 1, to: 'sink',
+    schedulerPhases: true,
+  },
+  {
+    key: '10', label: 'on, 10 % (parentbased ratio) → triad trace serve', sampler: 'parentbased_traceidratio', ratio: '0.1', sampled: 0.1,
+    to: 'serve',
+  },
   { key: '0', label: 'on, sampled out (always_off)', sampler: 'always_off', sampled: 0, to: 'serve' },
 ];
 
@@ -110,7 +122,9 @@ async function startReceiver(): Promise<{ url: string; proc: ChildProcess; spans
  */
 async function startVariant(v: Variant, receiverUrl: string): Promise<GatewayStack> {
   if (v.sampler === undefined) return startGatewayStack();
-  const gatewayEnv: Record<string, string> = { OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: v.sampler, ...(v.ratio ? { OTEL_TRACES_SAMPLER_ARG: v.ratio } : {}) };
+  const gatewayEnv: Record<string, string> = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: v.sampler, ...(v.ratio ? { OTEL_TRACES_SAMPLER_ARG: v.ratio } : {}),
+  };
   const schedulerEnv: Record<string, string> = {
     OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: 'parentbased_always_on',
     TRIAD_TRACE_SCHEDULER_PHASES: v.schedulerPhases === true ? 'true' : 'false',
@@ -137,7 +151,10 @@ interface Sample {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '5' }, variants: { type: 'string', default: 'off,100,100-sink,100-sink-phases,10,0' } },
+    options: {
+      duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '5' },
+      variants: { type: 'string', default: 'off,100,100-sink,100-sink-phases,10,0' },
+    },
   });
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
@@ -158,7 +175,9 @@ async function main(): Promise<void> {
     // Sanity: a traced request is one whole trace from both services.
     const full = stacks.get('100');
     if (full) {
-      const res = await fetch(`${full.gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODY });
+      const res = await fetch(
+        `${full.gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODY },
+      );
       await res.text();
       const traceId = res.headers.get('x-triad-trace-id');
       const trace = await waitFor(async () => {
@@ -171,7 +190,9 @@ async function main(): Promise<void> {
     }
 
     // Warm every stack at 32 connections (JIT, pools), then measure in turns.
-    for (const s of stacks.values()) await runWrk({ url: `${s.gatewayUrl}/v1/chat/completions`, body: BODY, connections: 32, durationSec: warmupSec + 2 });
+    for (const s of stacks.values()) await runWrk({
+      url: `${s.gatewayUrl}/v1/chat/completions`, body: BODY, connections: 32, durationSec: warmupSec + 2,
+    });
     const samples = new Map<string, Sample[]>();
     const exported = new Map<string, { spans: number; requests: number; receiverCpu: number }>();
     for (let round = 0; round < rounds; round++) {
@@ -195,7 +216,13 @@ async function main(): Promise<void> {
             }, { what: 'exports settled', timeoutMs: 60_000, intervalMs: 6_000 });
             if (v.to === 'serve') {
               const e = exported.get(v.key) ?? { spans: 0, requests: 0, receiverCpu: 0 };
-              exported.set(v.key, { spans: e.spans + last - spansBefore, requests: e.requests + requests, receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r });
+              exported.set(
+                v.key,
+                {
+                  spans: e.spans + last - spansBefore, requests: e.requests + requests,
+                  receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r,
+                },
+              );
             }
           }
           const sample: Sample = {
@@ -205,7 +232,8 @@ async function main(): Promise<void> {
           };
           const key = `${v.key}|${connections}`;
           samples.set(key, [...(samples.get(key) ?? []), sample]);
-          process.stdout.write(`round ${round + 1} ${v.label}, ${connections} conns: ${Math.round(wrk.rps)} req/s, p50 ${wrk.p50ms.toFixed(2)} ms, gateway ${Math.round(sample.gatewayUs)} µs/req\n`);
+          process.stdout.write(`round ${round + 1} ${v.label}, ${connections} conns: ${Math.round(wrk.rps)} req/s, p50 ` +
+            `${wrk.p50ms.toFixed(2)} ms, gateway ${Math.round(sample.gatewayUs)} µs/req\n`);
         }
       }
     }
@@ -214,7 +242,8 @@ async function main(): Promise<void> {
       const s = samples.get(`${key}|${connections}`) as Sample[];
       return {
         rps: median(s.map((x) => x.wrk.rps)), p50: median(s.map((x) => x.wrk.p50ms)), p99: median(s.map((x) => x.wrk.p99ms)),
-        g: median(s.map((x) => x.gatewayUs)), sch: median(s.map((x) => x.schedulerUs)), errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0),
+        g: median(s.map((x) => x.gatewayUs)), sch: median(s.map((x) => x.schedulerUs)),
+        errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0),
       };
     };
     const rows: (string | number)[][] = [];
@@ -224,17 +253,25 @@ async function main(): Promise<void> {
         const r = summary(v.key, connections);
         const vs = v.key === 'off';
         rows.push([v.label, String(connections), r.rps, r.p50, r.p99, Math.round(r.g), Math.round(r.sch),
-          vs ? '–' : cost(r.rps, base.rps, false), vs ? '–' : cost(r.p50, base.p50, true), vs ? '–' : cost(r.g, base.g, true), String(r.errors)]);
+          vs ? '–' : cost(
+            r.rps, base.rps, false,
+          ), vs ? '–' : cost(r.p50, base.p50, true), vs ? '–' : cost(r.g, base.g, true), String(r.errors)]);
       }
     }
-    process.stdout.write(`\nGateway EPD (1 image + text, non-stream, 16 tokens); median of ${rounds} interleaved ${durationSec} s runs per row.\n\n`);
-    process.stdout.write(`${markdownTable(['tracing', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'gateway CPU µs/req', 'scheduler CPU µs/req', 'throughput cost', 'p50 cost', 'gateway CPU cost', 'errors'], rows)}\n\n`);
+    process.stdout.write(`\nGateway EPD (1 image + text, non-stream, 16 tokens); median of ${rounds} interleaved ${durationSec} s runs ` +
+      `per row.\n\n`);
+    const header = [
+      'tracing', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'gateway CPU µs/req', 'scheduler CPU µs/req', 'throughput cost', 'p50 cost',
+      'gateway CPU cost', 'errors',
+    ];
+    process.stdout.write(`${markdownTable(header, rows)}\n\n`);
     for (const v of variants) {
       const e = exported.get(v.key);
       if (!e) continue;
       process.stdout.write(
         `${v.label}: ${(e.spans / e.requests).toFixed(2)} spans received per request (a whole trace is ${SPANS_PER_TRACE}; ` +
-          `expected ${(SPANS_PER_TRACE * v.sampled).toFixed(1)}, fewer means spans were dropped); receiver CPU ${((e.receiverCpu * 1e6) / e.requests).toFixed(0)} µs per request.\n`,
+          `expected ${(SPANS_PER_TRACE * v.sampled).toFixed(1)}, fewer means spans were dropped); receiver CPU ` +
+            `${((e.receiverCpu * 1e6) / e.requests).toFixed(0)} µs per request.\n`,
       );
     }
   } finally {

@@ -104,7 +104,9 @@ export function checkProject(projects, projectName) {
       if (specifier.startsWith('.')) {
         const target = resolve(dirname(file), specifier);
         if (!target.startsWith(project.root + sep) && target !== project.root) {
-          report(file, line, 'relative-escape', `relative import '${specifier}' leaves project ${project.name}; import the package instead`);
+          report(
+            file, line, 'relative-escape', `relative import '${specifier}' leaves project ${project.name}; import the package instead`,
+          );
         }
         continue;
       }

@@ -24,7 +24,8 @@ describe('module boundary checker', () => {
   });
 
   it('finds static, type-only, side-effect, dynamic and require imports but not commented ones', () => {
-    const text = `import a from 'a';\nimport type { B } from 'b';\nimport 'c';\nconst d = await import('d');\nconst e = require('e');\n// import f from 'f';\nexport { g } from 'g';`;
+    const text = `import a from 'a';\nimport type { B } from 'b';\nimport 'c';\nconst d = await import('d');\nconst e = ` +
+      `require('e');\n// import f from 'f';\nexport { g } from 'g';`;
     expect(importSpecifiers(text).map((s) => s.specifier).sort()).toEqual(['a', 'b', 'c', 'd', 'e', 'g']);
   });
 

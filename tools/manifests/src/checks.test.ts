@@ -11,7 +11,9 @@ import type { ManifestDoc } from './documents';
 const docs = (yaml: string): ManifestDoc[] =>
   parseAllDocuments(yaml).map((d, i) => ({ file: 'planted.yaml', line: i + 1, value: d.toJS() as Record<string, unknown> }));
 
-const crds: CrdInfo[] = [{ kind: 'ModelServer', group: 'networking.serving.volcano.sh', versions: ['v1alpha1'], file: 'infra/crds/ms.yaml' }];
+const crds: CrdInfo[] = [{
+  kind: 'ModelServer', group: 'networking.serving.volcano.sh', versions: ['v1alpha1'], file: 'infra/crds/ms.yaml',
+}];
 
 const deployment = (extra: string, containers: string) => `
 apiVersion: apps/v1
@@ -139,7 +141,8 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}`));
       'planted.yaml:1 Deployment/web container gw (triad gateway): resources.requests needs cpu and memory',
       'planted.yaml:1 Deployment/web container gw (triad gateway): POD_NAME must come from the downward API (metadata.name)',
       'planted.yaml:1 Deployment/web container gw (triad gateway): POD_NAMESPACE must come from the downward API (metadata.namespace)',
-      'planted.yaml:1 Deployment/web container typo: must run `triad <command>` with a command of the CLI (gateway, scheduler), not `triad gatway`',
+      'planted.yaml:1 Deployment/web container typo: must run `triad <command>` with a command of the CLI (gateway, scheduler), not ' +
+        '`triad gatway`',
     ]);
   });
 

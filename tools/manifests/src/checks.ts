@@ -46,7 +46,9 @@ export function checkKinds(docs: readonly ManifestDoc[], crds: readonly CrdInfo[
     else if (builtIn) {
       if (apiVersion !== builtIn) problems.push(`${where(doc)}: apiVersion ${apiVersion || '(none)'} should be ${builtIn}`);
     } else if (crd) {
-      if (!crd.versions.some((v) => apiVersion === `${crd.group}/${v}`)) problems.push(`${where(doc)}: apiVersion ${apiVersion} is not served by the CRD in ${crd.file}`);
+      if (!crd.versions.some((v) => apiVersion === `${crd.group}/${v}`)) {
+        problems.push(`${where(doc)}: apiVersion ${apiVersion} is not served by the CRD in ${crd.file}`);
+      }
     } else problems.push(`${where(doc)}: unknown kind (neither built in nor defined in infra/crds)`);
     if (kind && kind !== 'Kustomization' && !nameOf(doc)) problems.push(`${doc.file}:${doc.line} ${kind} has no metadata.name`);
   }
@@ -61,7 +63,9 @@ export function checkTriadResources(docs: readonly ManifestDoc[]): string[] {
     const isTriad = String(doc.value['apiVersion'] ?? '').startsWith(`${API_GROUP}/`);
     if (!isTriad && !(kind === 'Pod' && doc.value['status'])) continue;
     const result = validateResource(doc.value);
-    if (result.status === 'invalid') problems.push(...result.problems.map((p) => `${where(doc)}: ${p.path ? `${p.path}: ` : ''}${p.message}`));
+    if (result.status === 'invalid') {
+      problems.push(...result.problems.map((p) => `${where(doc)}: ${p.path ? `${p.path}: ` : ''}${p.message}`));
+    }
   }
   return problems;
 }
@@ -119,12 +123,18 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
       problems.push(`${where(doc)}: serviceAccountName ${refs.serviceAccount} is not defined`);
     }
     for (const n of refs.configMaps) if (!configMaps.has(n)) problems.push(`${where(doc)}: ConfigMap ${n} is not defined`);
-    for (const n of refs.secrets) if (!secrets.has(n)) problems.push(`${where(doc)}: Secret ${n} is not defined (mark the reference optional if users bring it)`);
+    for (const n of refs.secrets) {
+      if (!secrets.has(n)) problems.push(`${where(doc)}: Secret ${n} is not defined (mark the reference optional if users bring it)`);
+    }
     for (const n of refs.claims) if (!claims.has(n)) problems.push(`${where(doc)}: PersistentVolumeClaim ${n} is not defined`);
-    const volumes = new Set([...list(template?.spec['volumes']).map((v) => String(v['name'])), ...(kindOf(doc) === 'StatefulSet' ? volumeClaimTemplates : [])]);
+    const volumes = new Set([
+      ...list(template?.spec['volumes']).map((v) => String(v['name'])), ...(kindOf(doc) === 'StatefulSet' ? volumeClaimTemplates : []),
+    ]);
     for (const c of containersOf(template?.spec ?? {})) {
       for (const m of list(c.raw['volumeMounts'])) {
-        if (!volumes.has(String(m['name']))) problems.push(`${where(doc)}: container ${c.name} mounts volume ${String(m['name'])}, which the pod does not declare`);
+        if (!volumes.has(String(m['name']))) {
+          problems.push(`${where(doc)}: container ${c.name} mounts volume ${String(m['name'])}, which the pod does not declare`);
+        }
       }
     }
   }
@@ -133,18 +143,26 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
     const spec = obj(doc.value['spec']);
     if (kind === 'RoleBinding' || kind === 'ClusterRoleBinding') {
       const roleRef = obj(doc.value['roleRef']);
-      if (!names(String(roleRef['kind'])).has(String(roleRef['name']))) problems.push(`${where(doc)}: roleRef ${String(roleRef['kind'])}/${String(roleRef['name'])} is not defined`);
+      if (!names(String(roleRef['kind'])).has(String(roleRef['name']))) {
+        problems.push(`${where(doc)}: roleRef ${String(roleRef['kind'])}/${String(roleRef['name'])} is not defined`);
+      }
       for (const s of list(doc.value['subjects'])) {
-        if (s['kind'] === 'ServiceAccount' && !serviceAccounts.has(String(s['name']))) problems.push(`${where(doc)}: subject ServiceAccount ${String(s['name'])} is not defined`);
+        if (s['kind'] === 'ServiceAccount' && !serviceAccounts.has(String(s['name']))) {
+          problems.push(`${where(doc)}: subject ServiceAccount ${String(s['name'])} is not defined`);
+        }
       }
     }
     if (kind === 'HorizontalPodAutoscaler') {
       const target = obj(spec['scaleTargetRef']);
-      if (!names(String(target['kind'])).has(String(target['name']))) problems.push(`${where(doc)}: scaleTargetRef ${String(target['kind'])}/${String(target['name'])} is not defined`);
+      if (!names(String(target['kind'])).has(String(target['name']))) {
+        problems.push(`${where(doc)}: scaleTargetRef ${String(target['kind'])}/${String(target['name'])} is not defined`);
+      }
     }
     if (kind === 'PodDisruptionBudget') {
       const selector = obj(obj(spec['selector'])['matchLabels']);
-      if (!templates.some((t) => selects(selector, t.template?.labels ?? {}))) problems.push(`${where(doc)}: selector matches no pod template`);
+      if (!templates.some((t) => selects(
+        selector, t.template?.labels ?? {},
+      ))) problems.push(`${where(doc)}: selector matches no pod template`);
     }
     if (kind === 'Service') {
       const selector = obj(spec['selector']);
@@ -153,7 +171,9 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
       for (const port of list(spec['ports'])) {
         const target = port['targetPort'] ?? port['port'];
         const served = selected.some((t) => containersOf(t.template?.spec ?? {}).some((c) => resolvePort(c, target) !== undefined));
-        if (selected.length > 0 && typeof target === 'string' && !served) problems.push(`${where(doc)}: targetPort ${target} is no container port of the selected pods`);
+        if (selected.length > 0 && typeof target === 'string' && !served) {
+          problems.push(`${where(doc)}: targetPort ${target} is no container port of the selected pods`);
+        }
       }
     }
   }
@@ -174,7 +194,9 @@ function checkTriadService(doc: ManifestDoc, c: Container, annotations: Readonly
   if (!opsPort) problems.push(`${at}: give --metrics-port explicitly, so probes and scraping agree on it`);
   const probe = (name: string, path: string) => {
     const http = obj(obj(c.raw[name])['httpGet']);
-    if (http['path'] !== path || resolvePort(c, http['port']) !== opsPort) problems.push(`${at}: ${name} must GET ${path} on the ops port ${opsPort}`);
+    if (http['path'] !== path || resolvePort(c, http['port']) !== opsPort) {
+      problems.push(`${at}: ${name} must GET ${path} on the ops port ${opsPort}`);
+    }
   };
   probe('readinessProbe', '/readyz');
   probe('livenessProbe', '/healthz');
@@ -182,7 +204,9 @@ function checkTriadService(doc: ManifestDoc, c: Container, annotations: Readonly
   if (!requests['cpu'] || !requests['memory']) problems.push(`${at}: resources.requests needs cpu and memory`);
   const env = new Map(list(c.raw['env']).map((e) => [String(e['name']), obj(obj(e['valueFrom'])['fieldRef'])['fieldPath']]));
   if (env.get('POD_NAME') !== 'metadata.name') problems.push(`${at}: POD_NAME must come from the downward API (metadata.name)`);
-  if (env.get('POD_NAMESPACE') !== 'metadata.namespace') problems.push(`${at}: POD_NAMESPACE must come from the downward API (metadata.namespace)`);
+  if (env.get('POD_NAMESPACE') !== 'metadata.namespace') {
+    problems.push(`${at}: POD_NAMESPACE must come from the downward API (metadata.namespace)`);
+  }
   if (annotations['prometheus.io/scrape'] !== 'true' || Number(annotations['prometheus.io/port']) !== opsPort) {
     problems.push(`${at}: pod annotations prometheus.io/scrape "true" and prometheus.io/port "${opsPort}" are required`);
   }
@@ -194,7 +218,9 @@ function checkTriadService(doc: ManifestDoc, c: Container, annotations: Readonly
  * the gateway, scheduler and pod-watcher also get probes and scrape annotations on their ops port, resource
  * requests and the downward-API pod identity.
  */
-export function checkTriadContainers(docs: readonly ManifestDoc[], commands: ReadonlySet<string>, help: ReadonlyMap<string, CommandHelp>): string[] {
+export function checkTriadContainers(
+  docs: readonly ManifestDoc[], commands: ReadonlySet<string>, help: ReadonlyMap<string, CommandHelp>,
+): string[] {
   const problems: string[] = [];
   for (const doc of docs) {
     const template = podTemplateOf(doc);
@@ -204,7 +230,8 @@ export function checkTriadContainers(docs: readonly ManifestDoc[], commands: Rea
       const [bin, command, ...rest] = [...c.command, ...c.args];
       const at = `${where(doc)} container ${c.name}`;
       if (bin !== 'triad' || !command || !commands.has(command)) {
-        problems.push(`${at}: must run \`triad <command>\` with a command of the CLI (${[...commands].join(', ')}), not \`${[bin, command].join(' ')}\``);
+        problems.push(`${at}: must run \`triad <command>\` with a command of the CLI (${[...commands].join(', ')}), not ` +
+          `\`${[bin, command].join(' ')}\``);
         continue;
       }
       const answer = help.get(command);
@@ -244,7 +271,9 @@ export function checkModelServerWorkloads(docs: readonly ManifestDoc[]): string[
     const ms = result.value as ModelServer;
     const mode = resolvePipelineMode(ms.spec);
     const pd = ms.spec.workloadSelector.pdGroup;
-    const needed = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['prefill', 'decode'] : pd?.prefillLabels ? ['encode', 'prefill', 'decode'] : ['encode', 'decode'];
+    const needed = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['prefill', 'decode'] : pd?.prefillLabels ? [
+      'encode', 'prefill', 'decode',
+    ] : ['encode', 'decode'];
     for (const role of needed) {
       const serving = templates.filter((t) => classifyPod(ms.spec, t.template?.labels).role === role);
       if (serving.length === 0) {
@@ -254,7 +283,9 @@ export function checkModelServerWorkloads(docs: readonly ManifestDoc[]): string[
       const port = rolePort(ms.spec, role as 'encode' | 'prefill' | 'decode' | 'aggregated');
       for (const t of serving) {
         const ports = containersOf(t.template?.spec ?? {}).flatMap((c) => list(c.raw['ports']).map((p) => p['containerPort']));
-        if (!ports.includes(port)) problems.push(`${where(t.doc)}: plays ${role} for ModelServer ${ms.metadata.name} but no container declares port ${port}`);
+        if (!ports.includes(port)) {
+          problems.push(`${where(t.doc)}: plays ${role} for ModelServer ${ms.metadata.name} but no container declares port ${port}`);
+        }
       }
     }
   }
@@ -268,7 +299,9 @@ export function checkSchedulerConfigs(docs: readonly ManifestDoc[]): string[] {
     const text = obj(doc.value['data'])['scheduler.yaml'];
     if (typeof text !== 'string') continue;
     const parsed = SchedulerConfigSchema.safeParse(parseYaml(text) ?? {});
-    if (!parsed.success) problems.push(...parsed.error.issues.map((i) => `${where(doc)}: scheduler.yaml ${i.path.join('.')}: ${i.message}`));
+    if (!parsed.success) {
+      problems.push(...parsed.error.issues.map((i) => `${where(doc)}: scheduler.yaml ${i.path.join('.')}: ${i.message}`));
+    }
   }
   return problems;
 }

@@ -33,7 +33,9 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
   const rel = relative(workspaceRoot, dir) || '.';
   const file = join(dir, 'kustomization.yaml');
   if (!existsSync(file)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
-  if (stack.includes(dir)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`] };
+  if (stack.includes(dir)) return {
+    dir: rel, docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
+  };
   const parsed = parseManifestFile(workspaceRoot, file);
   const problems = [...parsed.problems];
   const k = parsed.docs[0]?.value ?? {};
@@ -50,7 +52,8 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
       dataFiles.push(...nested.dataFiles);
       problems.push(...nested.problems);
     } else if (!within(dir, target)) {
-      problems.push(`${rel}/kustomization.yaml: resource ${entry} is outside the kustomization root (kustomize's load restrictor refuses it)`);
+      problems.push(`${rel}/kustomization.yaml: resource ${entry} is outside the kustomization root (kustomize's load restrictor ` +
+        `refuses it)`);
     } else {
       const f = parseManifestFile(workspaceRoot, target);
       docs.push(...f.docs);
@@ -78,7 +81,9 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     return template ? containersOf(template.spec).map((c) => c.image.split(/[:@]/)[0]) : [];
   });
   for (const image of list(k['images'])) {
-    if (!images.includes(String(image['name']))) problems.push(`${rel}/kustomization.yaml: images entry ${String(image['name'])} matches no container image`);
+    if (!images.includes(String(image['name']))) {
+      problems.push(`${rel}/kustomization.yaml: images entry ${String(image['name'])} matches no container image`);
+    }
   }
   const namespace = typeof k['namespace'] === 'string' ? k['namespace'] : undefined;
   return { dir: rel, docs, ...(namespace ? { namespace } : {}), dataFiles, problems };
@@ -96,7 +101,9 @@ function generatorFile(dir: string, entry: string): { key: string; path: string 
  * under their base name (kustomize adds a content hash and rewrites the references to it). `behavior: merge` or
  * `replace` changes the object an earlier resource generated instead of adding one.
  */
-function generateConfigMaps(workspaceRoot: string, dir: string, rel: string, k: Record<string, unknown>, docs: ManifestDoc[], dataFiles: string[]): string[] {
+function generateConfigMaps(
+  workspaceRoot: string, dir: string, rel: string, k: Record<string, unknown>, docs: ManifestDoc[], dataFiles: string[],
+): string[] {
   const problems: string[] = [];
   const file = relative(workspaceRoot, join(dir, 'kustomization.yaml'));
   for (const [field, kind] of [['configMapGenerator', 'ConfigMap'], ['secretGenerator', 'Secret']] as const) {

@@ -28,7 +28,10 @@ export function podTemplateOf(doc: ManifestDoc): PodTemplate | undefined {
       return undefined;
   }
   const meta = obj(template['metadata']);
-  return { labels: obj(meta['labels']) as Record<string, string>, annotations: obj(meta['annotations']) as Record<string, string>, spec: obj(template['spec']) };
+  return {
+    labels: obj(meta['labels']) as Record<string, string>, annotations: obj(meta['annotations']) as Record<string, string>,
+    spec: obj(template['spec']),
+  };
 }
 
 export interface Container {

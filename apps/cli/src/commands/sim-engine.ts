@@ -57,7 +57,10 @@ function buildCommand(): Command {
     .option('--shared-ec-dir <dir>', 'vLLM shared-storage EC connector directory')
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
-    .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
+    .option(
+      '--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port',
+      parseNonNegativeInt, 8998,
+    )
     .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for the prefill to register a room', parsePositiveInt)
     .option('--language-only', 'SGLang EPD prefill: encoder registry, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
@@ -95,6 +98,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.lora ? { loraAdapters: o.lora } : {}),
     ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
   });
-  logger.info({ url: handle.url, port: handle.port, bootstrapPort: handle.bootstrapPort, engine: handle.engine, role: handle.role, model: handle.model }, 'sim-engine ready');
+  logger.info(
+    {
+      url: handle.url, port: handle.port, bootstrapPort: handle.bootstrapPort, engine: handle.engine, role: handle.role,
+      model: handle.model,
+    },
+    'sim-engine ready',
+  );
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

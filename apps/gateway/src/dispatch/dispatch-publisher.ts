@@ -49,7 +49,9 @@ export class DispatchPublisher implements TurnFlushable {
   readonly #windowMs: number;
   #window: NodeJS.Timeout | undefined;
 
-  constructor(nc: NatsConnection, gateway: string, options: DispatchPublisherOptions, turn: TurnFlusher, onEvent?: (event: DispatchEvent) => void) {
+  constructor(
+    nc: NatsConnection, gateway: string, options: DispatchPublisherOptions, turn: TurnFlusher, onEvent?: (event: DispatchEvent) => void,
+  ) {
     this.#nc = nc;
     this.#gateway = gateway;
     this.#intervalMs = options.snapshotIntervalMs;

@@ -92,7 +92,9 @@ export class InferenceHandler {
       return;
     }
     const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : '';
-    const ctx = new RequestContext(id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers));
+    const ctx = new RequestContext(
+      id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
+    );
     sink.triadRequest = ctx;
     sink.once('close', onClientClose);
     try {
@@ -122,7 +124,10 @@ export class InferenceHandler {
     const entry = d.kv.server(match.namespace, match.modelServer);
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
     const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;
-    ctx.routed({ route: match.route, namespace: match.namespace, serverName: match.modelServer, lora: match.lora, server: entry?.profile, upstreamModel });
+    ctx.routed({
+      route: match.route, namespace: match.namespace, serverName: match.modelServer, lora: match.lora, server: entry?.profile,
+      upstreamModel,
+    });
     // Counted per model only once routed: client-chosen names that match nothing must not become label values.
     d.metrics.downstream(ctx.model, 1);
     if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
@@ -145,7 +150,8 @@ export class InferenceHandler {
       injectUsage,
       clientWantsUsage: injectUsage && clientWantsUsage(ctx.body, profile.engine),
       media,
-      epdBootstrapAddr: profile.engine === 'SGLang' && profile.mode === 'epd' ? this.#epdBootstrapAddr(decision.encoders[0]?.endpoint.key) : undefined,
+      epdBootstrapAddr: profile.engine === 'SGLang' && profile.mode === 'epd'
+        ? this.#epdBootstrapAddr(decision.encoders[0]?.endpoint.key) : undefined,
     });
     d.hooks.onScheduled?.(ctx);
     if (ctx.sink.destroyed) throw clientAbortedError();

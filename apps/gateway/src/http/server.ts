@@ -12,7 +12,9 @@ export interface HttpServerOptions {
   readonly ready: () => boolean;
 }
 
-function sendError(reply: { code(n: number): unknown; headers(h: Record<string, string>): unknown; send(b: string): unknown }, err: unknown): void {
+function sendError(
+  reply: { code(n: number): unknown; headers(h: Record<string, string>): unknown; send(b: string): unknown }, err: unknown,
+): void {
   const e = toOpenAiError(err);
   reply.code(e.status);
   reply.headers({ 'content-type': 'application/json', ...e.headers });
@@ -21,7 +23,9 @@ function sendError(reply: { code(n: number): unknown; headers(h: Record<string, 
 
 /** fastify's own errors (body too large, bad content type, malformed request) as request errors. */
 function fromFastifyError(err: { code?: string; statusCode?: number; message: string }): TriadError {
-  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) return new BodyTooLargeError('request body is larger than the gateway accepts');
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
+    return new BodyTooLargeError('request body is larger than the gateway accepts');
+  }
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) return new BadRequestError(err.message);
   return new TriadError(ErrorCode.Internal, 'internal error', { cause: err });
 }
@@ -42,14 +46,21 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (_req, body, done) => done(null, body));
 
-  app.setErrorHandler((err, _request, reply) => sendError(reply, fromFastifyError(err as { code?: string; statusCode?: number; message: string })));
+  app.setErrorHandler((err, _request, reply) => sendError(
+    reply, fromFastifyError(err as { code?: string; statusCode?: number; message: string }),
+  ));
   app.setNotFoundHandler((request, reply) => {
     sendError(reply, new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`));
   });
 
   app.get('/healthz', (_req, reply) => reply.type('text/plain').send('ok'));
-  app.get('/readyz', (_req, reply) => (options.ready() ? reply.type('text/plain').send('ready') : reply.code(503).type('text/plain').send('not ready')));
-  const models = (_req: FastifyRequest, reply: { type(t: string): { send(b: string): unknown } }) => reply.type('application/json').send(options.routes.modelsJson());
+  app.get(
+    '/readyz',
+    (_req, reply) => (options.ready() ? reply.type('text/plain').send('ready') : reply.code(503).type('text/plain').send('not ready')),
+  );
+  const models = (
+    _req: FastifyRequest, reply: { type(t: string): { send(b: string): unknown } },
+  ) => reply.type('application/json').send(options.routes.modelsJson());
   app.get('/v1/models', models);
   app.get('/models', models);
 

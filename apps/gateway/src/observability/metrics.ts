@@ -48,26 +48,75 @@ interface Children {
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly #requests = new FastCounter({ name: 'kthena_router_requests_total', help: 'Requests by outcome', labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'], registers: [this.registry] });
-  readonly #duration = new FastHistogram({ name: 'kthena_router_request_duration_seconds', help: 'Request duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
-  readonly #prefill = new FastHistogram({ name: 'kthena_router_request_prefill_duration_seconds', help: 'Prefill phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
-  readonly #decode = new FastHistogram({ name: 'kthena_router_request_decode_duration_seconds', help: 'Decode phase duration', labelNames: ['model', 'path', 'status_code'], buckets: DURATION_BUCKETS, registers: [this.registry] });
-  readonly #tokens = new FastCounter({ name: 'kthena_router_tokens_total', help: 'Tokens by type', labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'], registers: [this.registry] });
-  readonly #rateLimited = new Counter({ name: 'kthena_router_rate_limit_exceeded_total', help: 'Requests rejected by rate limits', labelNames: ['model', 'limit_type', 'path'], registers: [this.registry] });
-  readonly #activeRequests = new FastGauge({ name: 'kthena_router_active_requests', help: 'Requests being handled', registers: [this.registry] });
+  readonly #requests = new FastCounter({
+    name: 'kthena_router_requests_total', help: 'Requests by outcome',
+    labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'], registers: [this.registry],
+  });
+  readonly #duration = new FastHistogram({
+    name: 'kthena_router_request_duration_seconds', help: 'Request duration', labelNames: ['model', 'path', 'status_code'],
+    buckets: DURATION_BUCKETS, registers: [this.registry],
+  });
+  readonly #prefill = new FastHistogram({
+    name: 'kthena_router_request_prefill_duration_seconds', help: 'Prefill phase duration', labelNames: ['model', 'path', 'status_code'],
+    buckets: DURATION_BUCKETS, registers: [this.registry],
+  });
+  readonly #decode = new FastHistogram({
+    name: 'kthena_router_request_decode_duration_seconds', help: 'Decode phase duration', labelNames: ['model', 'path', 'status_code'],
+    buckets: DURATION_BUCKETS, registers: [this.registry],
+  });
+  readonly #tokens = new FastCounter({
+    name: 'kthena_router_tokens_total', help: 'Tokens by type', labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'],
+    registers: [this.registry],
+  });
+  readonly #rateLimited = new Counter({
+    name: 'kthena_router_rate_limit_exceeded_total', help: 'Requests rejected by rate limits', labelNames: ['model', 'limit_type', 'path'],
+    registers: [this.registry],
+  });
+  readonly #activeRequests = new FastGauge({
+    name: 'kthena_router_active_requests', help: 'Requests being handled', registers: [this.registry],
+  });
   /** Requests being handled (inc when one arrives, dec when it ends). */
   readonly activeRequests: GaugeChild = this.#activeRequests.labels();
-  readonly #activeDownstream = new FastGauge({ name: 'kthena_router_active_downstream_requests', help: 'Client requests in flight per model', labelNames: ['model'], registers: [this.registry] });
-  readonly #activeUpstream = new FastGauge({ name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'], registers: [this.registry] });
-  readonly #activeStreams = new FastGauge({ name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry] });
-  readonly #stage = new FastHistogram({ name: 'triad_gateway_stage_duration_seconds', help: 'Per-stage duration (encode fan-out span, prefill, decode)', labelNames: ['model', 'mode', 'stage'], buckets: STAGE_BUCKETS, registers: [this.registry] });
-  readonly #ttft = new FastHistogram({ name: 'triad_gateway_time_to_first_token_seconds', help: 'Router-side time to first token (streams)', labelNames: ['model', 'mode'], buckets: TTFT_BUCKETS, registers: [this.registry] });
-  readonly #tpot = new FastHistogram({ name: 'triad_gateway_time_per_output_token_seconds', help: 'Router-side time per output token after the first (streams)', labelNames: ['model', 'mode'], buckets: TPOT_BUCKETS, registers: [this.registry] });
-  readonly #schedule = new FastHistogram({ name: 'triad_gateway_schedule_duration_seconds', help: 'Time to a scheduling decision', labelNames: ['source'], buckets: STAGE_BUCKETS, registers: [this.registry] });
-  readonly #batch = new FastHistogram({ name: 'triad_gateway_schedule_batch_size', help: 'Scheduling requests per NATS message', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers: [this.registry] });
+  readonly #activeDownstream = new FastGauge({
+    name: 'kthena_router_active_downstream_requests', help: 'Client requests in flight per model', labelNames: ['model'],
+    registers: [this.registry],
+  });
+  readonly #activeUpstream = new FastGauge({
+    name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'],
+    registers: [this.registry],
+  });
+  readonly #activeStreams = new FastGauge({
+    name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry],
+  });
+  readonly #stage = new FastHistogram({
+    name: 'triad_gateway_stage_duration_seconds', help: 'Per-stage duration (encode fan-out span, prefill, decode)',
+    labelNames: ['model', 'mode', 'stage'], buckets: STAGE_BUCKETS, registers: [this.registry],
+  });
+  readonly #ttft = new FastHistogram({
+    name: 'triad_gateway_time_to_first_token_seconds', help: 'Router-side time to first token (streams)', labelNames: ['model', 'mode'],
+    buckets: TTFT_BUCKETS, registers: [this.registry],
+  });
+  readonly #tpot = new FastHistogram({
+    name: 'triad_gateway_time_per_output_token_seconds', help: 'Router-side time per output token after the first (streams)',
+    labelNames: ['model', 'mode'], buckets: TPOT_BUCKETS, registers: [this.registry],
+  });
+  readonly #schedule = new FastHistogram({
+    name: 'triad_gateway_schedule_duration_seconds', help: 'Time to a scheduling decision', labelNames: ['source'], buckets: STAGE_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #batch = new FastHistogram({
+    name: 'triad_gateway_schedule_batch_size', help: 'Scheduling requests per NATS message', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [this.registry],
+  });
   readonly #batchSizes: HistogramChild = this.#batch.labels();
-  readonly #local = new Counter({ name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'], registers: [this.registry] });
-  readonly #retries = new Counter({ name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'], registers: [this.registry] });
+  readonly #local = new Counter({
+    name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  readonly #retries = new Counter({
+    name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'],
+    registers: [this.registry],
+  });
   readonly #children = new Map<string, Children>();
   readonly #gauges = new Map<string, GaugeChild>();
   readonly #scheduledBySource: Record<'scheduler' | 'local', HistogramChild>;

@@ -5,10 +5,15 @@ import { requestContext } from '@triad/request/testing';
 import { RouteTable } from './route-table';
 
 function route(name: string, spec: ModelRouteSpec, creationTimestamp?: string, resourceVersion?: string): ModelRouteRecord {
-  return { schemaVersion: 1, namespace: 'ns', name, spec, ...(creationTimestamp ? { creationTimestamp } : {}), ...(resourceVersion ? { resourceVersion } : {}) };
+  return {
+    schemaVersion: 1, namespace: 'ns', name, spec, ...(creationTimestamp ? { creationTimestamp } : {}),
+    ...(resourceVersion ? { resourceVersion } : {}),
+  };
 }
 const to = (server: string, weight = 100) => ({ modelServerName: server, weight });
-const req = (model: string, headers: IncomingHeaders = {}, path = '/v1/chat/completions') => requestContext({ body: { model }, path, headers });
+const req = (
+  model: string, headers: IncomingHeaders = {}, path = '/v1/chat/completions',
+) => requestContext({ body: { model }, path, headers });
 
 describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('matches modelName exactly, then LoRA adapters (no model rewrite for those)', () => {
@@ -22,7 +27,10 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('prefers the oldest route and falls through to the next when its rules do not match', () => {
     const t = new RouteTable();
     t.put(route('young', { modelName: 'm', rules: [{ targetModels: [to('young-ms')] }] }, '2026-01-02T00:00:00Z'));
-    t.put(route('old', { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { exact: 'gold' } } }, targetModels: [to('old-ms')] }] }, '2026-01-01T00:00:00Z'));
+    t.put(route(
+      'old', { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { exact: 'gold' } } }, targetModels: [to('old-ms')] }] },
+      '2026-01-01T00:00:00Z',
+    ));
     expect(t.resolve(req('m', { 'x-tier': 'gold' }))?.route).toBe('ns/old');
     expect(t.resolve(req('m', { 'x-tier': 'silver' }))?.route).toBe('ns/young');
   });
@@ -42,7 +50,10 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
     t.put(route('r', {
       modelName: 'm',
       rules: [
-        { name: 'canary', modelMatch: { headers: { 'X-Canary': { exact: 'true' } }, uri: { prefix: '/v1/chat' } }, targetModels: [to('canary')] },
+        {
+          name: 'canary', modelMatch: { headers: { 'X-Canary': { exact: 'true' } }, uri: { prefix: '/v1/chat' } },
+          targetModels: [to('canary')],
+        },
         { name: 'regex', modelMatch: { headers: { 'x-user': { regex: '^team-[0-9]+$' } } }, targetModels: [to('team')] },
         { name: 'body', modelMatch: { body: { model: 'other' } }, targetModels: [to('never')] },
         { name: 'default', targetModels: [to('stable')] },
@@ -69,7 +80,9 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
     const t = new RouteTable();
     t.put(route('gw', { modelName: 'm', parentRefs: [{ name: 'gw' }], rules: [{ targetModels: [to('gw')] }] }, '2026-01-01T00:00:00Z'));
     t.put(route('zero', { modelName: 'm', rules: [{ targetModels: [to('z', 0)] }] }, '2026-01-02T00:00:00Z'));
-    t.put(route('ext', { modelName: 'm', rules: [{ targetModels: [{ externalModelProviderName: 'openai', weight: 100 }] }] }, '2026-01-03T00:00:00Z'));
+    t.put(route(
+      'ext', { modelName: 'm', rules: [{ targetModels: [{ externalModelProviderName: 'openai', weight: 100 }] }] }, '2026-01-03T00:00:00Z',
+    ));
     t.put(route('last', { modelName: 'm', rules: [{ targetModels: [to('served')] }] }, '2026-01-04T00:00:00Z'));
     expect(t.resolve(req('m'))?.route).toBe('ns/last');
     t.delete('ns', 'last');

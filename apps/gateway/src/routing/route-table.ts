@@ -114,7 +114,9 @@ export class RouteTable {
   /** Adds or replaces a route (key `ns/name`). */
   put(record: ModelRouteRecord): void {
     const key = `${record.namespace}/${record.name}`;
-    this.#routes.set(key, { key, record, gatewayOnly: (record.spec.parentRefs?.length ?? 0) > 0, rules: (record.spec.rules ?? []).map(compileRule) });
+    this.#routes.set(
+      key, { key, record, gatewayOnly: (record.spec.parentRefs?.length ?? 0) > 0, rules: (record.spec.rules ?? []).map(compileRule) },
+    );
     this.#rebuild();
   }
 

@@ -145,7 +145,10 @@ export class SchedulerClient implements TurnFlushable {
   #decideLocally(request: SchedulingRequest, reason: LocalReason): Scheduled {
     this.#options.onLocal?.(reason, 1);
     if (this.#local === undefined) {
-      return { decision: { id: request.id, ok: false, code: ErrorCode.BusUnavailable, message: `scheduler ${reason} and no local scheduling` }, local: true };
+      return {
+        decision: { id: request.id, ok: false, code: ErrorCode.BusUnavailable, message: `scheduler ${reason} and no local scheduling` },
+        local: true,
+      };
     }
     return { decision: this.#local.schedule(request), local: true };
   }

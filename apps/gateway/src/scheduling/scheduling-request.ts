@@ -10,7 +10,9 @@ export function estimateTokens(prompt: string): number {
 function mediaItem(part: MediaPart): MediaItem {
   let key: string;
   try {
-    key = mediaContentKey(part.part['type'] === 'input_audio' ? { uuid: part.uuid ?? null, data: part.source } : { uuid: part.uuid ?? null, url: part.source });
+    key = mediaContentKey(part.part['type'] === 'input_audio' ? {
+      uuid: part.uuid ?? null, data: part.source,
+    } : { uuid: part.uuid ?? null, url: part.source });
   } catch {
     // A part with nothing to key it by still needs an encoder; the engine will judge the part itself.
     key = `none:${part.index}`;

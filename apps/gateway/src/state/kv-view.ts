@@ -108,7 +108,9 @@ export class KvView {
     const previous = this.#endpoints.get(change.key);
     if (change.op === 'PUT') {
       this.#endpoints.set(change.key, change.value);
-      if (previous === undefined || previous.ip !== change.value.ip || previous.port !== change.value.port) this.#useAddress(change.value, 1);
+      if (previous === undefined || previous.ip !== change.value.ip || previous.port !== change.value.port) {
+        this.#useAddress(change.value, 1);
+      }
     } else {
       this.#endpoints.delete(change.key);
     }

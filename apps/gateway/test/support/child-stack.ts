@@ -18,7 +18,9 @@ export interface KvWriter {
   readonly bus: Bus;
   putServer(name: string, spec: ModelServerSpec): Promise<void>;
   putRoute(name: string, spec: ModelRouteSpec, extra?: Partial<ModelRouteRecord>): Promise<void>;
-  putEndpoint(server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>): Promise<void>;
+  putEndpoint(
+    server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>,
+  ): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -92,7 +94,10 @@ function jsonLines(child: TriadChild): () => Record<string, unknown>[] {
 export async function startGatewayChild(natsUrl: string, env: Record<string, string>, args: readonly string[] = []): Promise<GatewayChild> {
   const [port, opsPort] = [await freePort(), await freePort()];
   const child = spawnTriad(
-    ['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort), '--drain-timeout-ms', '2000', ...args],
+    [
+      'gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort), '--drain-timeout-ms',
+      '2000', ...args,
+    ],
     { TRIAD_LOG_LEVEL: 'info', ...env },
   );
   const lines = jsonLines(child);
@@ -109,7 +114,9 @@ export async function startGatewayChild(natsUrl: string, env: Record<string, str
     child,
     lines,
     accessLines,
-    accessLine: (requestId) => waitFor(() => accessLines().find((l) => l['request_id'] === requestId), { what: `access line of ${requestId}` }),
+    accessLine: (requestId) => waitFor(
+      () => accessLines().find((l) => l['request_id'] === requestId), { what: `access line of ${requestId}` },
+    ),
     stop: () => child.stop(),
   };
 }
@@ -128,7 +135,9 @@ export async function startSchedulerChild(natsUrl: string, env: Record<string, s
 }
 
 /** POSTs a JSON body to the gateway; the answer body is read to the end. */
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Headers; body: string; ms: number }> {
+export async function postJson(
+  url: string, body: unknown, headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; body: string; ms: number }> {
   const started = performance.now();
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
   const text = await res.text();

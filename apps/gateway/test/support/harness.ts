@@ -32,7 +32,9 @@ export interface Harness {
   startSim(opts: SimEngineOptions): Promise<SimEngineHandle>;
   putServer(name: string, spec: ModelServerSpec, extra?: Partial<ModelServerRecord>): Promise<void>;
   putRoute(name: string, spec: ModelRouteSpec, extra?: Partial<ModelRouteRecord>): Promise<void>;
-  putEndpoint(server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>): Promise<EndpointRef>;
+  putEndpoint(
+    server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>,
+  ): Promise<EndpointRef>;
   /** Waits until the gateway's KV view shows `model` in /v1/models. */
   waitForModel(model: string): Promise<void>;
   /** Stops answering scheduling requests (the scheduler is "down"). */
@@ -50,7 +52,9 @@ export function ref(server: string, pod: string, sim: SimEngineHandle, bootstrap
 }
 
 /** Starts nats-server, a stand-in scheduler and a gateway wired to them; sims are started per test. */
-export async function startHarness(opts: { config?: Partial<Record<keyof GatewayConfig, unknown>>; hooks?: RequestHooks[]; tracing?: boolean } = {}): Promise<Harness> {
+export async function startHarness(opts: {
+  config?: Partial<Record<keyof GatewayConfig, unknown>>; hooks?: RequestHooks[]; tracing?: boolean,
+} = {}): Promise<Harness> {
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'gateway-test' });
   const [servers, routes, endpoints] = await Promise.all([
@@ -136,7 +140,10 @@ export async function startHarness(opts: { config?: Partial<Record<keyof Gateway
   };
   h.startScheduler();
   const config = resolveConfig({ nats: nats.url, host: '127.0.0.1', port: 0, metricsPort: 0, drainTimeoutMs: 2000, ...opts.config }, {});
-  h.gateway = await startGateway({ config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }), ...(opts.hooks ? { hooks: opts.hooks } : {}), tracing: opts.tracing === true });
+  h.gateway = await startGateway({
+    config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }),
+    ...(opts.hooks ? { hooks: opts.hooks } : {}), tracing: opts.tracing === true,
+  });
   return h;
 }
 

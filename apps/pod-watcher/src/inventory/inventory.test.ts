@@ -10,7 +10,9 @@ function setup() {
   const logger = createLogger({ service: 'test', destination });
   const changes: InventoryChange[] = [];
   const reports: [string, string, number][] = [];
-  const status: StatusReporter = { report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]), forget: () => undefined };
+  const status: StatusReporter = {
+    report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]), forget: () => undefined,
+  };
   const rejects: string[] = [];
   const inv = new Inventory({ logger, status, onChange: (c) => changes.push(c), onReject: (kind) => rejects.push(kind) });
   return { inv, changes, reports, lines, rejects };
@@ -80,7 +82,9 @@ describe('Accepted condition', () => {
   it('says True/Valid or False/InvalidSpec with every problem', () => {
     expect(acceptedCondition([], 3, now)).toMatchObject({ type: 'Accepted', status: 'True', reason: 'Valid', observedGeneration: 3 });
     const c = acceptedCondition([{ path: 'spec.inferenceEngine', message: 'bad' }, { path: '', message: 'worse' }], 4, now);
-    expect(c).toMatchObject({ status: 'False', reason: 'InvalidSpec', message: 'spec.inferenceEngine: bad; worse; the last valid version stays in force' });
+    expect(c).toMatchObject({
+      status: 'False', reason: 'InvalidSpec', message: 'spec.inferenceEngine: bad; worse; the last valid version stays in force',
+    });
   });
 
   it('changes only when something but the time differs, keeps other conditions and the transition time', () => {

@@ -1,4 +1,6 @@
-import { formatProblem, isPodReady, validateResource, type ModelRoute, type ModelServer, type Pod, type ValidationProblem } from '@triad/crd';
+import {
+  formatProblem, isPodReady, validateResource, type ModelRoute, type ModelServer, type Pod, type ValidationProblem,
+} from '@triad/crd';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
 
@@ -27,7 +29,9 @@ type ByNamespace<T> = Map<string, Map<string, Entry<T>>>;
 
 // Only these parts of a pod feed classification and addressing: resourceVersion bumps, container statuses and
 // the like must not wake the reconciler.
-const podFingerprint = (p: Pod): string => JSON.stringify([p.metadata.labels ?? {}, p.metadata.annotations ?? {}, p.status?.podIP ?? '', isPodReady(p)]);
+const podFingerprint = (p: Pod): string => JSON.stringify([
+  p.metadata.labels ?? {}, p.metadata.annotations ?? {}, p.status?.podIP ?? '', isPodReady(p),
+]);
 const specFingerprint = (o: ModelServer | ModelRoute): string => JSON.stringify(o.spec);
 
 /**
@@ -51,7 +55,13 @@ export class Inventory {
    * `onChange`: an object that matters downstream changed or left. `onReject`: a new invalid version arrived (the
    * same bad version again, on a resync or status write, is not reported twice).
    */
-  constructor(options: { logger: Logger; metrics?: WatcherMetrics; status?: StatusReporter; onChange: (c: InventoryChange) => void; onReject?: (kind: string) => void }) {
+  constructor(options: {
+    logger: Logger;
+    metrics?: WatcherMetrics;
+    status?: StatusReporter;
+    onChange: (c: InventoryChange) => void;
+    onReject?: (kind: string) => void;
+  }) {
     this.#logger = options.logger;
     this.#metrics = options.metrics;
     this.#status = options.status;
@@ -145,7 +155,9 @@ export class Inventory {
     return out;
   }
 
-  #store<T>(map: ByNamespace<T>, kind: WatchedKind, value: T & { metadata: { namespace: string; name: string } }, fingerprint: string): void {
+  #store<T>(
+    map: ByNamespace<T>, kind: WatchedKind, value: T & { metadata: { namespace: string; name: string } }, fingerprint: string,
+  ): void {
     const { namespace, name } = value.metadata;
     let ns = map.get(namespace);
     if (!ns) map.set(namespace, (ns = new Map()));
@@ -154,7 +166,9 @@ export class Inventory {
     if (prev?.fingerprint !== fingerprint) this.#onChange({ kind, namespace, name });
   }
 
-  #reject(kind: string, namespace: string | undefined, name: string | undefined, problems: readonly ValidationProblem[], raw: unknown): void {
+  #reject(
+    kind: string, namespace: string | undefined, name: string | undefined, problems: readonly ValidationProblem[], raw: unknown,
+  ): void {
     this.#metrics?.rejections.inc({ kind: WATCHED_KINDS.includes(kind as WatchedKind) ? kind : 'other' });
     const text = problems.map(formatProblem).join('; ');
     if (!name) {

@@ -17,17 +17,53 @@ export interface WatcherGaugeSources {
 /** The pod-watcher's own Prometheus metrics, in their own registry (served on the ops port). */
 export class WatcherMetrics {
   readonly registry = new Registry();
-  readonly sourceEvents = new Counter({ name: 'triad_podwatcher_source_events_total', help: 'Object events received from the source, by kind and type (upsert, delete)', labelNames: ['kind', 'type'] as const, registers: [this.registry] });
-  readonly rejections = new Counter({ name: 'triad_podwatcher_invalid_object_events_total', help: 'Object versions rejected by validation, by kind', labelNames: ['kind'] as const, registers: [this.registry] });
-  readonly fileReloads = new Counter({ name: 'triad_podwatcher_file_reloads_total', help: 'File source versions by result (applied, refused)', labelNames: ['result'] as const, registers: [this.registry] });
-  readonly statusPatches = new Counter({ name: 'triad_podwatcher_status_patches_total', help: 'Accepted-condition writes to object status, by result', labelNames: ['result'] as const, registers: [this.registry] });
-  readonly scrapes = new Counter({ name: 'triad_podwatcher_scrapes_total', help: 'Scrapes by what (metrics, models) and result (ok, error)', labelNames: ['what', 'result'] as const, registers: [this.registry] });
-  readonly scrapeErrors = new Counter({ name: 'triad_podwatcher_scrape_errors_total', help: 'Failed scrapes by what (metrics, models) and reason (timeout, http, connect, parse)', labelNames: ['what', 'reason'] as const, registers: [this.registry] });
-  readonly scrapeDuration = new Histogram({ name: 'triad_podwatcher_scrape_duration_seconds', help: 'Duration of one /metrics scrape', buckets: SCRAPE_BUCKETS, registers: [this.registry] });
-  readonly publishLatency = new Histogram({ name: 'triad_podwatcher_publish_latency_seconds', help: 'From a state change to its KV write being acknowledged, by bucket', labelNames: ['bucket'] as const, buckets: PUBLISH_BUCKETS, registers: [this.registry] });
-  readonly kvWrites = new Counter({ name: 'triad_podwatcher_kv_writes_total', help: 'KV writes by bucket, op (put, delete) and result', labelNames: ['bucket', 'op', 'result'] as const, registers: [this.registry] });
-  readonly fullSyncs = new Counter({ name: 'triad_podwatcher_full_syncs_total', help: 'Full republications of the state (start, reconnect, lease won, error recovery) by result', labelNames: ['result'] as const, registers: [this.registry] });
-  readonly registryOps = new Counter({ name: 'triad_podwatcher_encoder_registry_ops_total', help: 'SGLang encoder-registry calls by op (list, register, unregister) and result', labelNames: ['op', 'result'] as const, registers: [this.registry] });
+  readonly sourceEvents = new Counter({
+    name: 'triad_podwatcher_source_events_total', help: 'Object events received from the source, by kind and type (upsert, delete)',
+    labelNames: ['kind', 'type'] as const, registers: [this.registry],
+  });
+  readonly rejections = new Counter({
+    name: 'triad_podwatcher_invalid_object_events_total', help: 'Object versions rejected by validation, by kind',
+    labelNames: ['kind'] as const, registers: [this.registry],
+  });
+  readonly fileReloads = new Counter({
+    name: 'triad_podwatcher_file_reloads_total', help: 'File source versions by result (applied, refused)', labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly statusPatches = new Counter({
+    name: 'triad_podwatcher_status_patches_total', help: 'Accepted-condition writes to object status, by result',
+    labelNames: ['result'] as const, registers: [this.registry],
+  });
+  readonly scrapes = new Counter({
+    name: 'triad_podwatcher_scrapes_total', help: 'Scrapes by what (metrics, models) and result (ok, error)',
+    labelNames: ['what', 'result'] as const, registers: [this.registry],
+  });
+  readonly scrapeErrors = new Counter({
+    name: 'triad_podwatcher_scrape_errors_total',
+    help: 'Failed scrapes by what (metrics, models) and reason (timeout, http, connect, parse)', labelNames: ['what', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly scrapeDuration = new Histogram({
+    name: 'triad_podwatcher_scrape_duration_seconds', help: 'Duration of one /metrics scrape', buckets: SCRAPE_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly publishLatency = new Histogram({
+    name: 'triad_podwatcher_publish_latency_seconds', help: 'From a state change to its KV write being acknowledged, by bucket',
+    labelNames: ['bucket'] as const, buckets: PUBLISH_BUCKETS, registers: [this.registry],
+  });
+  readonly kvWrites = new Counter({
+    name: 'triad_podwatcher_kv_writes_total', help: 'KV writes by bucket, op (put, delete) and result',
+    labelNames: ['bucket', 'op', 'result'] as const, registers: [this.registry],
+  });
+  readonly fullSyncs = new Counter({
+    name: 'triad_podwatcher_full_syncs_total',
+    help: 'Full republications of the state (start, reconnect, lease won, error recovery) by result', labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly registryOps = new Counter({
+    name: 'triad_podwatcher_encoder_registry_ops_total',
+    help: 'SGLang encoder-registry calls by op (list, register, unregister) and result', labelNames: ['op', 'result'] as const,
+    registers: [this.registry],
+  });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_podwatcher_' });
@@ -43,10 +79,22 @@ export class WatcherMetrics {
       },
     });
     byKey('triad_podwatcher_objects', 'Valid objects in force, by kind', 'kind', () => src.objects());
-    byKey('triad_podwatcher_invalid_objects', 'Objects whose latest version is invalid (the last valid one stays in force), by kind', 'kind', () => src.invalidObjects());
+    byKey(
+      'triad_podwatcher_invalid_objects', 'Objects whose latest version is invalid (the last valid one stays in force), by kind', 'kind',
+      () => src.invalidObjects(),
+    );
     byKey('triad_podwatcher_endpoints', 'Endpoints (pod × ModelServer) by role', 'role', () => src.endpoints());
-    new Gauge({ name: 'triad_podwatcher_scrape_targets', help: 'Engine addresses being scraped', registers: [this.registry], collect() { this.set(src.scrapeTargets()); } });
-    new Gauge({ name: 'triad_podwatcher_stale_targets', help: 'Engine addresses whose last scrape failed', registers: [this.registry], collect() { this.set(src.staleTargets()); } });
-    new Gauge({ name: 'triad_podwatcher_leader', help: '1 when this replica holds the writer lease', registers: [this.registry], collect() { this.set(src.isLeader() ? 1 : 0); } });
+    new Gauge({
+      name: 'triad_podwatcher_scrape_targets', help: 'Engine addresses being scraped', registers: [this.registry],
+      collect() { this.set(src.scrapeTargets()); },
+    });
+    new Gauge({
+      name: 'triad_podwatcher_stale_targets', help: 'Engine addresses whose last scrape failed', registers: [this.registry],
+      collect() { this.set(src.staleTargets()); },
+    });
+    new Gauge({
+      name: 'triad_podwatcher_leader', help: '1 when this replica holds the writer lease', registers: [this.registry],
+      collect() { this.set(src.isLeader() ? 1 : 0); },
+    });
   }
 }

@@ -2,15 +2,26 @@ import { EndpointRecordSchema } from '@triad/bus';
 import type { Placement } from '../topology/placement';
 import { endpointRecord, sameEndpointRecord } from './records';
 
-const placement: Placement = { key: 'default.ms.p', namespace: 'default', modelServer: 'ms', pod: 'p', role: 'prefill', group: 'g', ip: '10.0.0.1', port: 8000, bootstrapPort: 8998, engine: 'SGLang', mode: 'pd' };
-const view = (running: number, scrapedAt: number, stale = false) => ({ metrics: { running, waiting: 0, kvCacheUsage: 0.1, scrapedAt, stale, ...(stale ? { lastError: 'x' } : {}) }, models: ['m', 'lora'] });
+const placement: Placement = {
+  key: 'default.ms.p', namespace: 'default', modelServer: 'ms', pod: 'p', role: 'prefill', group: 'g', ip: '10.0.0.1', port: 8000,
+  bootstrapPort: 8998, engine: 'SGLang', mode: 'pd',
+};
+const view = (
+  running: number, scrapedAt: number, stale = false,
+) => ({
+  metrics: { running, waiting: 0, kvCacheUsage: 0.1, scrapedAt, stale, ...(stale ? { lastError: 'x' } : {}) }, models: ['m', 'lora'],
+});
 
 describe('endpoint records', () => {
   it('carry the schema version, the placement and the scrape view, and validate against the bus schema', () => {
     const r = endpointRecord(placement, view(2, 1000), 5);
     expect(EndpointRecordSchema.parse(r)).toEqual(r);
-    expect(r).toMatchObject({ schemaVersion: 1, role: 'prefill', group: 'g', bootstrapPort: 8998, ready: true, models: ['m', 'lora'], updatedAt: 5 });
-    expect(endpointRecord(placement, undefined, 5).metrics).toEqual({ running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false });
+    expect(r).toMatchObject({
+      schemaVersion: 1, role: 'prefill', group: 'g', bootstrapPort: 8998, ready: true, models: ['m', 'lora'], updatedAt: 5,
+    });
+    expect(endpointRecord(placement, undefined, 5).metrics).toEqual({
+      running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false,
+    });
   });
 
   it('are rewritten for new values at once, for an unchanged scrape only once per heartbeat', () => {

@@ -40,7 +40,10 @@ function contentKey(r: EndpointRecord): string {
  * scrape, and a busy one at the scrape cadence.
  */
 export function sameEndpointRecord(published: EndpointRecord, next: EndpointRecord, heartbeatMs: number): boolean {
-  if (published.metrics.scrapedAt === 0 ? next.metrics.scrapedAt !== 0 : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs) return false;
+  const stale = published.metrics.scrapedAt === 0
+    ? next.metrics.scrapedAt !== 0
+    : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs;
+  if (stale) return false;
   return contentKey(published) === contentKey(next);
 }
 

@@ -48,13 +48,19 @@ export class StatePublisher {
     this.#opts = options;
     const scope = new Set(options.namespaces);
     const ownsNs = (ns: string | undefined) => ns !== undefined && (scope.size === 0 || scope.has(ns));
-    const common = { logger: options.logger, metrics: options.metrics, onWriteError: () => this.requestFullSync('a write failed') } as const;
+    const common = {
+      logger: options.logger, metrics: options.metrics, onWriteError: () => this.requestFullSync('a write failed'),
+    } as const;
     this.endpoints = new KvPublisher<EndpointRecord>({
       ...common, bucket: Buckets.endpoints, owns: (k) => ownsNs(parseEndpointKey(k)?.namespace),
       same: (a, b) => sameEndpointRecord(a, b, options.metricsHeartbeatMs),
     });
-    this.modelServers = new KvPublisher<ModelServerRecord>({ ...common, bucket: Buckets.modelServers, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson });
-    this.modelRoutes = new KvPublisher<ModelRouteRecord>({ ...common, bucket: Buckets.modelRoutes, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson });
+    this.modelServers = new KvPublisher<ModelServerRecord>({
+      ...common, bucket: Buckets.modelServers, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson,
+    });
+    this.modelRoutes = new KvPublisher<ModelRouteRecord>({
+      ...common, bucket: Buckets.modelRoutes, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson,
+    });
     // Specs first, so a reader never sees endpoints of a ModelServer it does not know yet.
     this.#all = [this.modelServers, this.modelRoutes, this.endpoints] as unknown as KvPublisher<never>[];
     const leaseKey = options.namespaces.length === 0 ? 'all' : [...options.namespaces].sort().join('_');
@@ -118,7 +124,13 @@ export class StatePublisher {
         for (const p of this.#all) await p.fullSync(await this.#open(p.bucket));
         this.#synced = true;
         this.#opts.metrics?.fullSyncs.inc({ result: 'ok' });
-        this.#opts.logger.info({ reason, endpoints: this.endpoints.size, modelServers: this.modelServers.size, modelRoutes: this.modelRoutes.size, ms: Math.round(performance.now() - started) }, 'published full state');
+        this.#opts.logger.info(
+          {
+            reason, endpoints: this.endpoints.size, modelServers: this.modelServers.size, modelRoutes: this.modelRoutes.size,
+            ms: Math.round(performance.now() - started),
+          },
+          'published full state',
+        );
         delay = 250;
       } catch (err) {
         this.#syncWanted = true;
@@ -133,8 +145,13 @@ export class StatePublisher {
   }
 
   #open(bucket: string) {
-    const schema = bucket === Buckets.endpoints ? EndpointRecordSchema : bucket === Buckets.modelServers ? ModelServerRecordSchema : ModelRouteRecordSchema;
-    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{ put(k: string, v: never): Promise<number>; delete(k: string): Promise<void>; keys(f?: string): Promise<string[]> }>;
+    const schema = bucket === Buckets.endpoints ? EndpointRecordSchema : bucket === Buckets.modelServers
+      ? ModelServerRecordSchema : ModelRouteRecordSchema;
+    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{
+      put(k: string, v: never): Promise<number>;
+      delete(k: string): Promise<void>;
+      keys(f?: string): Promise<string[]>;
+    }>;
   }
 
   #leaderChanged(leader: boolean): void {

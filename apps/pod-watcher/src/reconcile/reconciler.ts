@@ -109,7 +109,8 @@ export class Reconciler {
    */
   flush(): void {
     this.#scheduled = false;
-    const inventoryDirty = this.#dirtyServers.size > 0 || this.#dirtyRoutes.size > 0 || this.#dirtyNamespaces.size > 0 || this.#dirtyPods.size > 0;
+    const inventoryDirty = this.#dirtyServers.size > 0 || this.#dirtyRoutes.size > 0 || this.#dirtyNamespaces.size > 0 ||
+      this.#dirtyPods.size > 0;
     if (!inventoryDirty && this.#rejected === 0) {
       if (this.#registryDirty) this.#updateRegistryPlan();
       return;

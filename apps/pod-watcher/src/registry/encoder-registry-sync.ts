@@ -112,7 +112,8 @@ export class EncoderRegistrySync {
       const listed = await http.send('GET', `${url}/list_encoder_urls`);
       metrics?.registryOps.inc({ op: 'list', result: listed.status === 200 ? 'ok' : 'error' });
       if (listed.status !== 200) throw new Error(`GET ${url}/list_encoder_urls: HTTP ${listed.status}`);
-      const current = new Set(((JSON.parse(listed.text) as { encoder_urls?: unknown }).encoder_urls as string[] | undefined ?? []).map((u) => String(u).replace(/\/+$/, '')));
+      const current = new Set(((JSON.parse(listed.text) as { encoder_urls?: unknown }).encoder_urls as string[] | undefined ??
+          []).map((u) => String(u).replace(/\/+$/, '')));
       const add = [...want].filter((u) => !current.has(u));
       const drop = [...current].filter((u) => !want.has(u));
       if (add.length > 0 || drop.length > 0) span = startEncoderRegistrySpan({ prefillUrl: url });
@@ -124,7 +125,9 @@ export class EncoderRegistrySync {
         await this.#call(url, 'DELETE', '/unregister_encoder_url', encoder, 'unregister');
         unregistered.push(encoder);
       }
-      if (add.length > 0 || drop.length > 0) logger.info({ prefill: url, registered: add, unregistered: drop }, 'encoder registry reconciled');
+      if (add.length > 0 || drop.length > 0) logger.info(
+        { prefill: url, registered: add, unregistered: drop }, 'encoder registry reconciled',
+      );
       s.lastError = undefined;
       if (span) finishEncoderRegistrySpan(span, { registered, unregistered, encoders: want.size });
     } catch (err) {

@@ -25,7 +25,9 @@ vllm:time_per_output_token_seconds_count{model_name="m",engine="0"} 10.0
 describe('reading engine load from /metrics text', () => {
   it('sums running and waiting over DP ranks, averages KV usage, totals histograms over series', () => {
     const r = readEngineLoad('vLLM', vllmTwoRanks);
-    expect(r).toEqual({ ok: true, load: { running: 5, waiting: 4, kvCacheUsage: 0.4, ttft: { sum: 0.6, count: 3 }, tpot: { sum: 0.3, count: 10 } } });
+    expect(r).toEqual({
+      ok: true, load: { running: 5, waiting: 4, kvCacheUsage: 0.4, ttft: { sum: 0.6, count: 3 }, tpot: { sum: 0.3, count: 10 } },
+    });
   });
 
   it('reads SGLang names (dp_rank series, is_streaming label sets) and the older KV name of vLLM', () => {
@@ -46,12 +48,16 @@ describe('reading engine load from /metrics text', () => {
   it('skips malformed lines, and calls a response without the engine gauges an error', () => {
     const r = readEngineLoad('vLLM', 'garbage line {\nvllm:num_requests_running{model_name="m" 3\nvllm:num_requests_waiting 2\n');
     expect(r).toMatchObject({ ok: true, load: { running: 0, waiting: 2 } });
-    expect(readEngineLoad('vLLM', '<html>502 Bad Gateway</html>')).toMatchObject({ ok: false, error: expect.stringContaining('vllm:num_requests_running') });
+    expect(readEngineLoad('vLLM', '<html>502 Bad Gateway</html>')).toMatchObject({
+      ok: false, error: expect.stringContaining('vllm:num_requests_running'),
+    });
     expect(readEngineLoad('SGLang', vllmTwoRanks)).toMatchObject({ ok: false, error: expect.stringContaining('inferenceEngine SGLang') });
   });
 
   it('clamps KV usage into 0..1 and ignores NaN series', () => {
-    const r = readEngineLoad('vLLM', 'vllm:kv_cache_usage_perc{engine="0"} 1.2\nvllm:kv_cache_usage_perc{engine="1"} NaN\nvllm:num_requests_running NaN\n');
+    const r = readEngineLoad(
+      'vLLM', 'vllm:kv_cache_usage_perc{engine="0"} 1.2\nvllm:kv_cache_usage_perc{engine="1"} NaN\nvllm:num_requests_running NaN\n',
+    );
     expect(r.ok && r.load).toMatchObject({ kvCacheUsage: 1, running: 0 });
   });
 });
@@ -74,7 +80,8 @@ describe('line prefilter', () => {
   it('keeps TYPE lines and samples of the wanted families, drops buckets, HELP lines and look-alike names', () => {
     const text = [
       '# HELP vllm:num_requests_running x', '# TYPE vllm:num_requests_running gauge', 'vllm:num_requests_running{engine="0"} 1',
-      'vllm:num_requests_running_extra 9', '# TYPE vllm:ttft histogram', 'vllm:ttft_bucket{le="1"} 1', 'vllm:ttft_sum 2', 'vllm:ttft_count 3',
+      'vllm:num_requests_running_extra 9', '# TYPE vllm:ttft histogram', 'vllm:ttft_bucket{le="1"} 1', 'vllm:ttft_sum 2',
+      'vllm:ttft_count 3',
       'vllm:other 4', 'vllm:num_requests_running 5',
     ].join('\n');
     expect(relevantLines(text, ['vllm:num_requests_running', 'vllm:ttft']).split('\n')).toEqual([

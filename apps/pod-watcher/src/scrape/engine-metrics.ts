@@ -124,7 +124,10 @@ export function readEngineLoad(engine: InferenceEngine, text: string): { ok: tru
   const waiting = sumSamples(families, names.waiting);
   const kvCacheUsage = meanGauge(families, names.kvUsage);
   if (running === undefined && waiting === undefined && kvCacheUsage === undefined) {
-    return { ok: false, error: `no ${names.running}, ${names.waiting} or ${names.kvUsage[0]} in the /metrics response (is inferenceEngine ${engine} right?)` };
+    return {
+      ok: false,
+      error: `no ${names.running}, ${names.waiting} or ${names.kvUsage[0]} in the /metrics response (is inferenceEngine ${engine} right?)`,
+    };
   }
   return {
     ok: true,

@@ -10,7 +10,9 @@ export interface HistogramTotals {
  * - No new observations (Δcount = 0): the previous mean stays, since an idle interval says nothing about latency.
  * - The totals went down (the engine restarted): the new process's totals are the interval.
  */
-export function intervalMeanMs(prev: HistogramTotals | undefined, cur: HistogramTotals | undefined, previousMeanMs: number | undefined): number | undefined {
+export function intervalMeanMs(
+  prev: HistogramTotals | undefined, cur: HistogramTotals | undefined, previousMeanMs: number | undefined,
+): number | undefined {
   if (!cur || !prev) return previousMeanMs;
   const reset = cur.count < prev.count || cur.sum < prev.sum;
   const dCount = reset ? cur.count : cur.count - prev.count;

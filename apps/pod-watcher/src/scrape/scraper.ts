@@ -100,7 +100,10 @@ export class Scraper {
       t.engine = engine;
       return;
     }
-    const target: Target = { id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, queued: false, removed: false };
+    const target: Target = {
+      id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined,
+      tpotTotals: undefined, modelsAt: 0, queued: false, removed: false,
+    };
     this.#targets.set(id, target);
     this.#enqueue(target);
   }
@@ -188,7 +191,9 @@ export class Scraper {
     let models = prev.models;
     if (metricsResult.status === 'fulfilled') {
       const load = metricsResult.value;
-      const m: MetricsSnapshot = { running: load.running, waiting: load.waiting, kvCacheUsage: load.kvCacheUsage, scrapedAt: this.#now(), stale: false };
+      const m: MetricsSnapshot = {
+        running: load.running, waiting: load.waiting, kvCacheUsage: load.kvCacheUsage, scrapedAt: this.#now(), stale: false,
+      };
       const ttftMs = intervalMeanMs(t.ttftTotals, load.ttft, prev.metrics.ttftMs);
       const tpotMs = intervalMeanMs(t.tpotTotals, load.tpot, prev.metrics.tpotMs);
       if (ttftMs !== undefined) m.ttftMs = ttftMs;
@@ -204,7 +209,9 @@ export class Scraper {
       const reason = err instanceof ScrapeError ? err.reason : 'parse';
       this.#opts.metrics?.scrapes.inc({ what: 'metrics', result: 'error' });
       this.#opts.metrics?.scrapeErrors.inc({ what: 'metrics', reason });
-      if (!prev.metrics.stale || prev.metrics.lastError !== err.message) this.#opts.logger.warn({ target: t.id, reason, err: err.message }, 'scrape failed; endpoint marked stale');
+      if (!prev.metrics.stale || prev.metrics.lastError !== err.message) this.#opts.logger.warn(
+        { target: t.id, reason, err: err.message }, 'scrape failed; endpoint marked stale',
+      );
       metrics = { ...prev.metrics, stale: true, lastError: err.message };
     }
     if (modelsDue) {

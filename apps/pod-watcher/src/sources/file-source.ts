@@ -29,7 +29,9 @@ export function parseSourceFile(text: string): FileParse {
   const objects = new Map<string, Identified>();
   const duplicates: string[] = [];
   for (const [i, doc] of list.entries()) {
-    if (doc.errors.length > 0) return { ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}` };
+    if (doc.errors.length > 0) return {
+      ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}`,
+    };
     const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
     if (value === null || value === undefined) continue;
     if (typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: `document ${i + 1}: not a YAML mapping` };
@@ -38,7 +40,9 @@ export function parseSourceFile(text: string): FileParse {
     if (kind === undefined) return { ok: false, error: `document ${i + 1}: no kind` };
     if (!WATCHED_KINDS.includes(kind as WatchedKind)) continue;
     const meta = (raw['metadata'] ?? {}) as Record<string, unknown>;
-    if (typeof meta['name'] !== 'string' || meta['name'] === '') return { ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name` };
+    if (typeof meta['name'] !== 'string' || meta['name'] === '') return {
+      ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name`,
+    };
     const namespace = typeof meta['namespace'] === 'string' && meta['namespace'] !== '' ? meta['namespace'] : 'default';
     const id = `${String(kind)}/${namespace}/${meta['name']}`;
     if (objects.has(id)) duplicates.push(id);
@@ -116,7 +120,9 @@ export class FileSource implements ObjectSource {
       text = await readFile(this.#path, 'utf8');
     } catch (err) {
       // Mid-rename, or deleted: keep the state; the next change event re-reads.
-      this.#opts.logger.warn({ path: this.#path, err: (err as NodeJS.ErrnoException).code }, 'cannot read the source file; keeping the last state');
+      this.#opts.logger.warn(
+        { path: this.#path, err: (err as NodeJS.ErrnoException).code }, 'cannot read the source file; keeping the last state',
+      );
       return;
     }
     if (hash(text) === this.#lastHash) return;
@@ -133,7 +139,9 @@ export class FileSource implements ObjectSource {
   #apply(text: string, parsed: Extract<FileParse, { ok: true }>): void {
     const sink = this.#sink as SourceSink;
     this.#lastHash = hash(text);
-    for (const id of parsed.duplicates) this.#opts.logger.warn({ path: this.#path, object: id }, 'object defined twice; the later document wins');
+    for (const id of parsed.duplicates) this.#opts.logger.warn(
+      { path: this.#path, object: id }, 'object defined twice; the later document wins',
+    );
     const next = new Map(parsed.objects.map((o) => [`${o.kind}/${o.namespace}/${o.name}`, o]));
     for (const [id, o] of this.#known) if (!next.has(id)) sink.remove(o.kind, o.namespace, o.name);
     for (const o of next.values()) sink.upsert(o.raw);

@@ -44,7 +44,10 @@ describe('endpoint table', () => {
     const t = new EndpointTable();
     const server = ms('qwen');
     t.recompute('default', [server], [p('a', labels('prefill')), p('b', labels('decode')), p('c', labels('decode'))]);
-    const diff = t.recompute('default', [server], [p('a', labels('prefill'), { ready: false }), p('b', { ...labels('decode'), app: 'other' }), p('c', labels('decode'))]);
+    const diff = t.recompute(
+      'default', [server],
+      [p('a', labels('prefill'), { ready: false }), p('b', { ...labels('decode'), app: 'other' }), p('c', labels('decode'))],
+    );
     expect(diff.removed.map((x) => x.pod).sort()).toEqual(['a', 'b']);
     expect(t.recompute('default', [], [p('c', labels('decode'))]).removed.map((x) => x.pod)).toEqual(['c']);
     expect(t.size).toBe(0);

@@ -37,7 +37,9 @@ export interface TestWatcher extends PodWatcher {
 
 export async function startTestWatcher(flags: Partial<Record<keyof WatcherConfig, unknown>>, source?: ObjectSource): Promise<TestWatcher> {
   const log = captureLog();
-  const watcher = await startPodWatcher({ config: testConfig(flags), logger: log.logger, defaultMetrics: false, ...(source ? { source } : {}) });
+  const watcher = await startPodWatcher({
+    config: testConfig(flags), logger: log.logger, defaultMetrics: false, ...(source ? { source } : {}),
+  });
   return Object.assign(watcher, { log });
 }
 
@@ -55,7 +57,10 @@ export class KvMirror<S extends z.ZodType> {
   readonly #bus: Bus;
   readonly #watch: KvWatchHandle;
 
-  private constructor(bus: Bus, watch: KvWatchHandle, values: Map<string, z.output<S>>, puts: Map<string, number>, deletes: Map<string, number>, history: Map<string, z.output<S>[]>) {
+  private constructor(
+    bus: Bus, watch: KvWatchHandle, values: Map<string, z.output<S>>, puts: Map<string, number>, deletes: Map<string, number>,
+    history: Map<string, z.output<S>[]>,
+  ) {
     this.history = history;
     this.#bus = bus;
     this.#watch = watch;

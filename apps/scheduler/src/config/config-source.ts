@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { Logger } from '@triad/runtime';
-import { defaultSchedulerConfig, loadSchedulerConfig, type LoadedSchedulerConfig, type PluginRegistry, type Scheduler } from '@triad/scheduling';
+import {
+  defaultSchedulerConfig, loadSchedulerConfig, type LoadedSchedulerConfig, type PluginRegistry, type Scheduler,
+} from '@triad/scheduling';
 import type { SchedulerMetrics } from '../metrics';
 
 export type ConfigOrigin = 'kv' | 'file' | 'default';
@@ -75,7 +77,9 @@ export class ConfigSource {
   }
 
   #apply(source?: 'file' | 'kv'): void {
-    const [origin, next] = this.#kv ? ['kv' as const, this.#kv] : this.#file ? ['file' as const, this.#file] : ['default' as const, this.#defaults()];
+    const [origin, next] = this.#kv ? ['kv' as const, this.#kv] : this.#file ? ['file' as const, this.#file] : [
+      'default' as const, this.#defaults(),
+    ];
     if (next.fingerprint === this.#active.fingerprint && origin === this.#active.origin) {
       if (source) this.#metrics.configReloads.inc({ source, result: 'unchanged' });
       return;

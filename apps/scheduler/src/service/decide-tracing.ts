@@ -82,7 +82,9 @@ function eventAttributes(p: SchedulingPhase, onDecide: boolean): Attributes {
  * call's start to the last one's end, candidates in and out, and an event per plugin at its start (the plugin;
  * for filters also candidates in and out), so Jaeger shows which filter removed whom without a span per call.
  */
-function recordPhase(decide: Traced, name: 'filter' | 'score', plan: SchedulingPhase | undefined, calls: readonly SchedulingPhase[], at: ToEpoch): void {
+function recordPhase(
+  decide: Traced, name: 'filter' | 'score', plan: SchedulingPhase | undefined, calls: readonly SchedulingPhase[], at: ToEpoch,
+): void {
   const first = calls[0];
   const last = calls[calls.length - 1];
   const from = first ?? plan;
@@ -116,7 +118,9 @@ function recordPhase(decide: Traced, name: 'filter' | 'score', plan: SchedulingP
 export function finishDecideWithPhases(decide: Traced, decision: DecisionOrError, phases: readonly SchedulingPhase[], at: ToEpoch): void {
   if (decide.span.isRecording()) {
     for (const p of phases) {
-      if (p.kind === 'picker' || p.kind === 'post-schedule') decide.span.addEvent(p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), at(p.start));
+      if (p.kind === 'picker' || p.kind === 'post-schedule') decide.span.addEvent(
+        p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), at(p.start),
+      );
     }
   }
   finishDecideSpan(decide, decision);

@@ -50,6 +50,8 @@ describe('API key hashing and the verified-key cache', () => {
       { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('k', FAST) },
       { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('l', FAST) },
     ] });
-    expect(dup.error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`)).toEqual(["keys.1.name: duplicate key name 'x'", "keys.1.id: duplicate key id 'aaaaaaaaaaaa'"]);
+    expect(dup.error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`)).toEqual([
+      "keys.1.name: duplicate key name 'x'", "keys.1.id: duplicate key id 'aaaaaaaaaaaa'",
+    ]);
   });
 });

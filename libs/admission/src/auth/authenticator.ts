@@ -11,12 +11,15 @@ import { JwtVerifier } from './jwt-verifier';
 export type AuthOutcome = { ok: true; identity: Identity } | { ok: false; rejection: AdmissionRejection };
 
 /** Request headers as Node gives them, or anything with a `get(name)` (fetch/undici `Headers`). */
-export type RequestHeaders = Readonly<Record<string, string | readonly string[] | undefined>> | { get(name: string): string | null | undefined };
+export type RequestHeaders =
+  Readonly<Record<string, string | readonly string[] | undefined>> | { get(name: string): string | null | undefined };
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 function authorizationOf(headers: RequestHeaders): string | undefined {
-  if (typeof (headers as { get?: unknown }).get === 'function') return (headers as { get(n: string): string | null | undefined }).get('authorization') ?? undefined;
+  if (typeof (headers as { get?: unknown }).get === 'function') {
+    return (headers as { get(n: string): string | null | undefined }).get('authorization') ?? undefined;
+  }
   const v = (headers as Record<string, string | readonly string[] | undefined>)['authorization'];
   return Array.isArray(v) ? v[0] : (v as string | undefined);
 }
@@ -107,7 +110,9 @@ export class Authenticator {
     const credential = m[1] as string;
     if (credential.startsWith('sk-')) {
       const verified = this.#registry.cached(credential) ?? (await this.#registry.verify(credential));
-      return verified.ok ? this.#pass('api_key', verified.identity) : this.#fail('api_key', 'invalid', Rejections.invalidCredentials('unknown or revoked API key'));
+      return verified.ok ? this.#pass('api_key', verified.identity) : this.#fail(
+        'api_key', 'invalid', Rejections.invalidCredentials('unknown or revoked API key'),
+      );
     }
     if (this.#jwt && JWT_SHAPE.test(credential)) {
       const verified = await this.#jwt.verify(credential, auth);

@@ -109,7 +109,9 @@ const RateLimitConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['defaultTier'], message: `unknown tier '${c.defaultTier}'` });
     }
     for (const [id, v] of Object.entries(c.identities)) {
-      if ('tier' in v && !(v.tier in c.tiers)) ctx.addIssue({ code: 'custom', path: ['identities', id, 'tier'], message: `unknown tier '${v.tier}'` });
+      if ('tier' in v && !(v.tier in c.tiers)) ctx.addIssue({
+        code: 'custom', path: ['identities', id, 'tier'], message: `unknown tier '${v.tier}'`,
+      });
     }
   });
 export type RateLimitConfig = z.infer<typeof RateLimitConfigSchema>;
@@ -140,7 +142,9 @@ export const TokenizerConfigSchema = z
     /** Text beyond this many characters is estimated from the ratio measured on the first part. */
     maxChars: z.number().int().min(1).default(16_384),
     /** Local `tokenizer.json` files, by model name pattern (`*` wildcards); first match wins. */
-    models: z.array(z.object({ match: z.string().min(1), path: z.string().min(1), configPath: z.string().optional() }).strict()).default([]),
+    models: z.array(z.object({
+      match: z.string().min(1), path: z.string().min(1), configPath: z.string().optional(),
+    }).strict()).default([]),
   })
   .strict();
 

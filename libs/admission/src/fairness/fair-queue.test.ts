@@ -9,7 +9,8 @@ const user = (name: string): Identity => ({ kind: 'jwt', id: `jwt:${name}`, user
 
 async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
   const m = await registry.getSingleMetric(name)?.get();
-  const values = (m?.values ?? []).filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val) && !(v as { metricName?: string }).metricName?.endsWith('_bucket'));
+  const values = (m?.values ?? []).filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val) &&
+      !(v as { metricName?: string }).metricName?.endsWith('_bucket'));
   return values.reduce((s, v) => s + v.value, 0);
 }
 
@@ -71,8 +72,13 @@ describe('fair queueing through the admission facade', () => {
     const admission = await make({ maxConcurrent: 1, queueTimeout: '30ms' }, registry);
     const holder = (await admission.admit({ identity: user('a'), model: 'm', inputTokens: 1 })) as Admitted;
     const events: string[] = [];
-    const late = (await admission.admit({ identity: user('b'), model: 'm', inputTokens: 1, span: { addEvent: (n) => events.push(n) } })) as Rejected;
-    expect(answered(late.rejection)).toMatchObject({ status: 504, code: 'GATEWAY_QUEUE_TIMEOUT', body: { error: { type: 'timeout_error', message: "Request processing timed out in queue for model 'm'." } } });
+    const late = (await admission.admit({
+      identity: user('b'), model: 'm', inputTokens: 1, span: { addEvent: (n) => events.push(n) },
+    })) as Rejected;
+    expect(answered(late.rejection)).toMatchObject({
+      status: 504, code: 'GATEWAY_QUEUE_TIMEOUT',
+      body: { error: { type: 'timeout_error', message: "Request processing timed out in queue for model 'm'." } },
+    });
     expect(events).toEqual(['triad.admission.queued', 'triad.admission.queue_cancelled', 'triad.admission.rejected']);
     expect(await metricValue(registry, 'kthena_router_fairness_queue_cancelled_total', { model: 'm', user_id: 'b' })).toBe(1);
     expect(await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm' })).toBe(0);
@@ -85,7 +91,10 @@ describe('fair queueing through the admission facade', () => {
     const holder = (await admission.admit({ identity: user('a'), model: 'm', inputTokens: 1 })) as Admitted;
     const controller = new AbortController();
     const pending = admission.admit({ identity: user('b'), model: 'm', inputTokens: 1, signal: controller.signal });
-    await waitFor(async () => (await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm', user_id: 'b' })) === 1, { what: 'queued' });
+    await waitFor(
+      async () => (await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm', user_id: 'b' })) === 1,
+      { what: 'queued' },
+    );
     controller.abort();
     expect(answeredOutcome(await pending)).toMatchObject({ ok: false, rejection: { status: 499, code: 'GATEWAY_CLIENT_ABORTED' } });
     expect(await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm' })).toBe(0);
@@ -100,7 +109,9 @@ describe('fair queueing through the admission facade', () => {
     const admission = await make({ maxQps: 50 }, registry);
     const queuedEvents: string[] = [];
     const span = { addEvent: (name: string) => queuedEvents.push(name) };
-    const results = await Promise.all(['a', 'b', 'a', 'c'].map((u) => admission.admit({ identity: user(u), model: 'q', inputTokens: 1, span })));
+    const results = await Promise.all(['a', 'b', 'a', 'c'].map((u) => admission.admit({
+      identity: user(u), model: 'q', inputTokens: 1, span,
+    })));
     expect(results.every((r) => r.ok)).toBe(true);
     // The first starts at once; the other three had to wait for their turn.
     expect(queuedEvents.filter((e) => e === 'triad.admission.queued')).toHaveLength(3);

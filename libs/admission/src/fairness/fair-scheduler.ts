@@ -18,7 +18,9 @@ export class FairScheduler {
   readonly #sweep: NodeJS.Timeout;
   readonly #stopInflightHook: () => void;
 
-  constructor(config: FairnessConfig, deps: { metrics: AdmissionMetrics; now: () => number; userLabel: (user: string | undefined) => string }) {
+  constructor(
+    config: FairnessConfig, deps: { metrics: AdmissionMetrics; now: () => number; userLabel: (user: string | undefined) => string },
+  ) {
     this.#config = config;
     this.#metrics = deps.metrics;
     this.#now = deps.now;

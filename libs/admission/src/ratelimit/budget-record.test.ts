@@ -84,7 +84,13 @@ describe('settleRecord', () => {
     expect(leaseIn).toBeGreaterThan(0);
     const rolled = settleRecord(rec, base({ replica: 'b', now: 11 * UNIT })).record;
     expect(headroom(rolled, 'in', { in: 100 }, { in: 100, out: 100 })).toBe(100 - leaseIn);
-    const reported = settleRecord(rolled, base({ now: 11 * UNIT, current: { window: 11, consumed: ZERO, refunded: ZERO }, previous: { window: 10, consumed: need(2), refunded: ZERO } })).record;
+    const reported = settleRecord(
+      rolled,
+      base({
+        now: 11 * UNIT, current: { window: 11, consumed: ZERO, refunded: ZERO },
+        previous: { window: 10, consumed: need(2), refunded: ZERO },
+      }),
+    ).record;
     expect(reported.prevLeases['a']).toBeUndefined();
     expect(headroom(reported, 'in', { in: 100 }, { in: 100, out: 100 })).toBe(98);
   });
@@ -92,13 +98,17 @@ describe('settleRecord', () => {
   it('keeps the lease in place on a keep-lease report: refunds count, spending is reported later', () => {
     let rec = settleRecord(undefined, base({ needs: [need(40)], wantLease: true })).record;
     const lease = rec.leases['a'] as { in: number; exp: number };
-    const o = settleRecord(rec, base({ now: 10 * UNIT + 500, keepLease: true, current: { window: 10, consumed: ZERO, refunded: need(15) } }));
+    const o = settleRecord(
+      rec, base({ now: 10 * UNIT + 500, keepLease: true, current: { window: 10, consumed: ZERO, refunded: need(15) } }),
+    );
     rec = o.record;
     expect(o.grant.in).toBe(lease.in);
     expect(rec.leases['a']).toEqual({ in: lease.in, out: expect.any(Number), exp: 10 * UNIT + 500 + 2000 });
     expect(rec.used.in).toBe(25);
     // Across a roll the open lease is not settled by a keep-lease report: it still counts until fully reported.
-    const rolled = settleRecord(rec, base({ now: 11 * UNIT, keepLease: true, current: { window: 10, consumed: ZERO, refunded: ZERO } })).record;
+    const rolled = settleRecord(
+      rec, base({ now: 11 * UNIT, keepLease: true, current: { window: 10, consumed: ZERO, refunded: ZERO } }),
+    ).record;
     expect(rolled.prevLeases['a']).toBeDefined();
     const reported = settleRecord(rolled, base({ now: 11 * UNIT, current: { window: 10, consumed: need(3), refunded: ZERO } })).record;
     expect(reported.prevLeases['a']).toBeUndefined();

@@ -209,7 +209,10 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
     write = true;
   }
   if (kept) {
-    return { record: rec, write, window: rec.window, windowEndsAt: (rec.window + 1) * rec.unitMs, blocked, grant: { in: kept.in, out: kept.out }, holders };
+    return {
+      record: rec, write, window: rec.window, windowEndsAt: (rec.window + 1) * rec.unitMs, blocked, grant: { in: kept.in, out: kept.out },
+      holders,
+    };
   }
   const grant = leaseGrant(rec, req, room);
   const admittedAny = blocked.some((b) => b === undefined) && req.needs.length > 0;

@@ -148,7 +148,8 @@ export class LeaseAccount {
   /** True when the account holds nothing and can be dropped. */
   idle(): boolean {
     return !this.#settling && this.#waiters.length === 0 && this.#outstanding === 0 && !nonZero(this.#grant) && !this.#prev
-      && !nonZero(this.#debit) && !nonZero(this.#cur.consumed) && !nonZero(this.#cur.refunded) && this.#now() - this.#lastUse > 2 * this.#lease.ttlMs;
+      && !nonZero(this.#debit) && !nonZero(this.#cur.consumed) && !nonZero(this.#cur.refunded) &&
+        this.#now() - this.#lastUse > 2 * this.#lease.ttlMs;
   }
 
   /** Gives the lease back and reports everything pending; resolves when done (or the store failed). */
@@ -215,11 +216,14 @@ export class LeaseAccount {
       this.#returnRequested = false;
       this.#flushWanted = false;
       // Refunds, overruns and renewals keep the lease in place (light); needs and returns replace it (blocking).
-      const light = batch.length === 0 && !returning && nonZero(this.#grant) && this.#grantWindow === this.#cur.window && now - this.#lastUse < this.#lease.ttlMs;
+      const light = batch.length === 0 && !returning && nonZero(this.#grant) && this.#grantWindow === this.#cur.window &&
+        now - this.#lastUse < this.#lease.ttlMs;
       this.#blocking = !light;
       let outcome: SettleOutcome;
       try {
-        outcome = await this.#settle(batch.map((w) => w.cost), !returning && (batch.length > 0 || now - this.#lastUse < this.#lease.ttlMs), now, light);
+        outcome = await this.#settle(
+          batch.map((w) => w.cost), !returning && (batch.length > 0 || now - this.#lastUse < this.#lease.ttlMs), now, light,
+        );
       } catch (err) {
         for (const w of batch) w.resolve({ ok: false, kind: 'unavailable', error: err as Error });
         return;

@@ -75,7 +75,9 @@ export class RateLimiter {
     return this.#from(scopes, 0, cost, ctx, []);
   }
 
-  #from(scopes: readonly Scope[], start: number, cost: TokenPair, ctx: ReserveContext, parts: ReservedPart[]): LimitDecision | Promise<LimitDecision> {
+  #from(
+    scopes: readonly Scope[], start: number, cost: TokenPair, ctx: ReserveContext, parts: ReservedPart[],
+  ): LimitDecision | Promise<LimitDecision> {
     for (let i = start; i < scopes.length; i++) {
       const scope = scopes[i] as Scope;
       const { limits } = scope.settings;
@@ -98,7 +100,9 @@ export class RateLimiter {
   }
 
   /** Records an outcome; returns the refusal, or undefined to go on with the next scope. */
-  #apply(scope: Scope, account: LeaseAccount, want: TokenPair, o: ReserveOutcome, ctx: ReserveContext, parts: ReservedPart[]): LimitDecision | undefined {
+  #apply(
+    scope: Scope, account: LeaseAccount, want: TokenPair, o: ReserveOutcome, ctx: ReserveContext, parts: ReservedPart[],
+  ): LimitDecision | undefined {
     const { metrics } = this.#opts;
     if (o.ok) {
       parts.push({ account, window: o.window, reserved: want });
@@ -112,7 +116,9 @@ export class RateLimiter {
       return { ok: false, rejection: Rejections.rateLimited(kind, scope.label, retryAfterSeconds(this.#opts.now(), o.retryAt)) };
     }
     metrics.storeErrors.inc({ backend: scope.store.backend, op: 'reserve' });
-    this.#opts.logger.warn({ scope: scope.key, backend: scope.store.backend, error: o.error.message, failMode: ctx.failMode }, 'rate-limit store unavailable');
+    this.#opts.logger.warn(
+      { scope: scope.key, backend: scope.store.backend, error: o.error.message, failMode: ctx.failMode }, 'rate-limit store unavailable',
+    );
     if (ctx.failMode === 'open') {
       metrics.failOpen.inc({ backend: scope.store.backend });
       return undefined;

@@ -51,7 +51,9 @@ describe('Redis budget store (Kthena rateLimit.global.redis)', () => {
     const rateLimit = { inputTokensPerUnit: 150, unit: 'hour' as const, global: { redis: { address: ADDRESS } } };
     const results = [];
     for (let wave = 0; wave < 10; wave++) {
-      results.push(...(await Promise.all([a, b, a, b].map((adm) => adm.admit({ identity: ANONYMOUS, model: 'redis-model', rateLimit, inputTokens: 10 })))));
+      results.push(...(await Promise.all([a, b, a, b].map((adm) => adm.admit({
+        identity: ANONYMOUS, model: 'redis-model', rateLimit, inputTokens: 10,
+      })))));
     }
     expect(results.filter((r) => r.ok)).toHaveLength(15);
     expect(await admin.exists(`${prefix}model.redis-model`)).toBe(1);
@@ -60,7 +62,9 @@ describe('Redis budget store (Kthena rateLimit.global.redis)', () => {
   it('fails open or closed when the Redis address cannot be reached', async () => {
     const rateLimit = { inputTokensPerUnit: 100, unit: 'minute' as const, global: { redis: { address: '127.0.0.1:1' } } };
     const ask = async (failMode: 'open' | 'closed') => {
-      const adm = await createAdmission({ rateLimit: { failMode, storeTimeout: '200ms', redisKeyPrefix: prefix } }, { registry: new Registry() });
+      const adm = await createAdmission(
+        { rateLimit: { failMode, storeTimeout: '200ms', redisKeyPrefix: prefix } }, { registry: new Registry() },
+      );
       admissions.push(adm);
       return adm.admit({ identity: ANONYMOUS, model: 'unreachable', rateLimit, inputTokens: 1 });
     };

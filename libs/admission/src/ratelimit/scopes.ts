@@ -45,7 +45,11 @@ function encodeToken(name: string): string {
   return out || '=';
 }
 
-type LimitShape = { inputTokensPerUnit?: number | undefined; outputTokensPerUnit?: number | undefined; unit: keyof typeof RATE_LIMIT_UNIT_SECONDS };
+type LimitShape = {
+  inputTokensPerUnit?: number | undefined;
+  outputTokensPerUnit?: number | undefined;
+  unit: keyof typeof RATE_LIMIT_UNIT_SECONDS;
+};
 
 // Route and config limit objects are immutable once parsed, so their settings are computed once per object.
 const settingsCache = new WeakMap<LimitShape, { maxDebtUnits: number; settings: ScopeSettings | undefined }>();
@@ -75,16 +79,20 @@ function computeSettings(limit: LimitShape, maxDebtUnits: number): ScopeSettings
  * `{tier}`. Unknown tier names (a label naming a tier the config lacks) fall through to `defaultTier`.
  */
 function identityLimit(identity: Identity, config: RateLimitConfig): { limit: TokenLimit; via: string } | undefined {
-  const entry = config.identities[identity.id] ?? (identity.tenant !== undefined ? config.identities[`tenant:${identity.tenant}`] : undefined);
+  const entry = config.identities[identity.id] ??
+    (identity.tenant !== undefined ? config.identities[`tenant:${identity.tenant}`] : undefined);
   if (entry && !('tier' in entry)) return { limit: entry, via: identity.id };
-  const tierName = entry && 'tier' in entry ? entry.tier : identity.tier !== undefined && identity.tier in config.tiers ? identity.tier : config.defaultTier;
+  const tierName = entry && 'tier' in entry ? entry.tier : identity.tier !== undefined && identity.tier in config.tiers
+    ? identity.tier : config.defaultTier;
   if (tierName === undefined) return undefined;
   const tier = config.tiers[tierName];
   return tier ? { limit: tier, via: `tier ${tierName}` } : undefined;
 }
 
 /** Every scope a request to `model` by `identity` is counted against, model scope first. */
-export function resolveScopes(model: string, routeLimit: RateLimit | undefined, identity: Identity, config: RateLimitConfig, stores: StoreResolver): Scope[] {
+export function resolveScopes(
+  model: string, routeLimit: RateLimit | undefined, identity: Identity, config: RateLimitConfig, stores: StoreResolver,
+): Scope[] {
   const scopes: Scope[] = [];
   const modelSettings = routeLimit ? settingsOf(routeLimit, config.maxDebtUnits) : undefined;
   if (modelSettings && routeLimit) {

@@ -7,17 +7,25 @@ import { SglangPdConnector } from './sglang-pd-connector';
 const prefill = { key: 'default.pd.p-0', pod: 'p-0', ip: '10.0.2.1', port: 30000, bootstrapPort: 8998 };
 const decode = { key: 'default.pd.d-0', pod: 'd-0', ip: '10.0.2.2', port: 30000 };
 const decision: Decision = { id: 'r', ok: true, mode: 'pd', attempts: [{ endpoint: decode, prefill }, { endpoint: decode }], encoders: [] };
-const server = serverProfile({ name: 'pd', engine: 'SGLang', mode: 'pd', connector: 'sglang-pd', timeouts: { encodeMs: 1, prefillMs: 2, firstByteMs: 3, totalMs: 4 } });
+const server = serverProfile({
+  name: 'pd', engine: 'SGLang', mode: 'pd', connector: 'sglang-pd', timeouts: { encodeMs: 1, prefillMs: 2, firstByteMs: 3, totalMs: 4 },
+});
 const chat = (stream: boolean) => ({ model: 'm', stream, messages: [{ role: 'user', content: 'hi' }] });
 
 describe('SglangPdConnector', () => {
   it('streams: prefill (drained) and decode (relayed) at once, with the same body and bootstrap room', async () => {
     const ctx = proxyRequest({ id: 'sg-1', body: chat(true), server, decision, injectUsage: true });
-    const run = new FakeLegRunner((spec) => (spec.stage === 'decode' ? { contentType: 'text/event-stream', body: 'data: [DONE]\n\n' } : {}));
+    const run = new FakeLegRunner((spec) => (spec.stage === 'decode' ? {
+      contentType: 'text/event-stream', body: 'data: [DONE]\n\n',
+    } : {}));
     await new SglangPdConnector('sglang-pd').attempt(ctx, decision.attempts[0], 0, run);
-    expect(run.legs.map((l) => [l.spec.stage, l.mode, l.spec.requestId, l.spec.timeoutMs])).toEqual([['prefill', 'drained', 'sg-1', 2], ['decode', 'relay', 'sg-1', 3]]);
+    expect(run.legs.map((l) => [l.spec.stage, l.mode, l.spec.requestId, l.spec.timeoutMs])).toEqual([
+      ['prefill', 'drained', 'sg-1', 2], ['decode', 'relay', 'sg-1', 3],
+    ]);
     expect(run.legs[0].spec.body).toBe(run.legs[1].spec.body);
-    expect(run.legs[0].json()).toMatchObject({ bootstrap_host: '10.0.2.1', bootstrap_port: 8998, bootstrap_room: expect.any(Number), stream_options: { include_usage: true } });
+    expect(run.legs[0].json()).toMatchObject({
+      bootstrap_host: '10.0.2.1', bootstrap_port: 8998, bootstrap_room: expect.any(Number), stream_options: { include_usage: true },
+    });
     expect(run.legs[0].json()).not.toHaveProperty('epd_bootstrap_addr');
     expect(run.answers).toEqual([{ via: 'relay', status: 200, body: 'data: [DONE]\n\n' }]);
   });
@@ -30,7 +38,9 @@ describe('SglangPdConnector', () => {
       prefillDone = true;
       return {};
     });
-    const answered = new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body: chat(false), server, decision }), decision.attempts[0], 0, run);
+    const answered = new SglangPdConnector('sglang-pd').attempt(
+      proxyRequest({ body: chat(false), server, decision }), decision.attempts[0], 0, run,
+    );
     await answered;
     expect(prefillDone).toBe(true);
     expect(run.legsOf('decode')[0].mode).toBe('buffered');
@@ -39,7 +49,9 @@ describe('SglangPdConnector', () => {
 
   it('aborts the waiting decode when the prefill fails, and fails the attempt with the prefill\'s error', async () => {
     const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? engineError(spec, 503, 'no KV space') : 'hang'));
-    const err = await new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run).catch((e: unknown) => e);
+    const err = await new SglangPdConnector('sglang-pd').attempt(
+      proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run,
+    ).catch((e: unknown) => e);
     expect(err).toMatchObject({ stage: 'prefill', status: 503, retryable: true });
     expect(run.legsOf('decode')[0].abortedWith).toBe(err);
     expect(run.answers).toEqual([]);
@@ -58,7 +70,9 @@ describe('SglangPdConnector', () => {
   });
 
   it('refuses an attempt without a prefill endpoint', async () => {
-    await expect(new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body: chat(true), server, decision }), decision.attempts[1], 1, new FakeLegRunner())).rejects.toMatchObject({
+    await expect(new SglangPdConnector('sglang-pd').attempt(
+      proxyRequest({ body: chat(true), server, decision }), decision.attempts[1], 1, new FakeLegRunner(),
+    )).rejects.toMatchObject({
       code: ErrorCode.SchedNoPrefillPair,
     });
   });

@@ -26,9 +26,12 @@ export class SglangPdConnector implements Connector {
     const epdBootstrapAddr = this.name === 'sglang-epd' ? ctx.proxy.epdBootstrapAddr : undefined;
     const { body } = sglangBody(ctx.body, ctx.proxy.injectUsage, prefill, epdBootstrapAddr);
     const timeouts = ctx.routing.server.timeouts;
-    const p = run.drained({ stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: ctx.id, timeoutMs: timeouts.prefillMs });
+    const p = run.drained({
+      stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: ctx.id, timeoutMs: timeouts.prefillMs,
+    });
     const decode = {
-      stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: ctx.id, timeoutMs: timeouts.firstByteMs,
+      stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: ctx.id,
+      timeoutMs: timeouts.firstByteMs,
     };
     if (ctx.stream) {
       await together(p, run.relay(decode));

@@ -11,7 +11,8 @@ const nixl = serverProfile({ name: 'pd', mode: 'pd', connector: 'vllm-nixl', rel
 const plain = serverProfile({ name: 'pd', mode: 'pd', connector: 'vllm-http', relayKvParams: false, timeouts });
 const body = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 };
 // Key order and number formatting as the engine sent them: the decode must get these bytes unchanged.
-const KV = '{"remote_block_ids":[1,2,3],"remote_engine_id":"e-1","remote_host":"10.0.0.1","remote_port":5600,"do_remote_prefill":true,"x":1.50}';
+const KV = '{"remote_block_ids":[1,2,3],"remote_engine_id":"e-1","remote_host":"10.0.0.1","remote_port":5600,"do_remote_prefill":true,' +
+  '"x":1.50}';
 
 describe('VllmPdConnector', () => {
   it('prefills one token without stream, then sends decode the prefill\'s kv_transfer_params byte for byte', async () => {
@@ -22,14 +23,18 @@ describe('VllmPdConnector', () => {
       ['prefill', 'buffered', prefill.key, 'pd-1', 2],
       ['decode', 'relay', decode.key, 'pd-1', 3],
     ]);
-    expect(run.legs[0].json()).toMatchObject({ stream: false, max_tokens: 1, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false } });
+    expect(run.legs[0].json()).toMatchObject({
+      stream: false, max_tokens: 1, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false },
+    });
     expect(run.legs[0].json()).not.toHaveProperty('stream_options');
     expect(run.legs[1].spec.body).toContain(`"kv_transfer_params":${KV}`);
     expect(run.legs[1].json()).toMatchObject({ stream: true, max_tokens: 50, stream_options: { include_usage: true } });
   });
 
   it('relays no kv_transfer_params over plain http, nor when the prefill returned none or null', async () => {
-    for (const [server, prefillBody] of [[plain, `{"kv_transfer_params":${KV}}`], [nixl, '{"kv_transfer_params":null}'], [nixl, '{}']] as const) {
+    for (const [server, prefillBody] of [
+      [plain, `{"kv_transfer_params":${KV}}`], [nixl, '{"kv_transfer_params":null}'], [nixl, '{}'],
+    ] as const) {
       const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? { body: prefillBody } : {}));
       await new VllmPdConnector(server.connector).attempt(proxyRequest({ body, server, decision }), decision.attempts[0], 0, run);
       // Only the KV connectors ask the prefill to keep the blocks for a remote decode.
@@ -46,7 +51,9 @@ describe('VllmPdConnector', () => {
 
   it('sends no decode when the prefill fails, and fails with the prefill\'s error', async () => {
     const run = new FakeLegRunner((spec) => engineError(spec, 500, 'prefill crashed'));
-    await expect(new VllmPdConnector('vllm-nixl').attempt(proxyRequest({ body, server: nixl, decision }), decision.attempts[0], 0, run)).rejects.toMatchObject({
+    await expect(new VllmPdConnector('vllm-nixl').attempt(
+      proxyRequest({ body, server: nixl, decision }), decision.attempts[0], 0, run,
+    )).rejects.toMatchObject({
       stage: 'prefill', endpoint: prefill.key, status: 500, retryable: true,
     });
     expect(run.legsOf('decode')).toEqual([]);

@@ -58,7 +58,9 @@ class RecordedLeg implements FakeLeg {
 
   json(): Record<string, unknown> {
     const parsed: unknown = JSON.parse(this.spec.body);
-    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error(`leg body is not a JSON object: ${this.spec.body}`);
+    if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new Error(`leg body is not a JSON object: ${this.spec.body}`);
+    }
     return { ...parsed };
   }
 }

@@ -80,11 +80,15 @@ export class BootstrapServer {
       return sendText(res, 200, 'OK');
     }
     if (req.method === 'GET' && path === '/route') {
-      const info = { prefill_attn_tp_size: 1, prefill_dp_size: this.#opts.dpSize, prefill_pp_size: 1, prefill_page_size: 16, registered: this.#routes };
+      const info = {
+        prefill_attn_tp_size: 1, prefill_dp_size: this.#opts.dpSize, prefill_pp_size: 1, prefill_page_size: 16, registered: this.#routes,
+      };
       return sendJson(res, 200, JSON.stringify(info));
     }
     if (req.method === 'GET' && path === '/query') {
-      return sendJson(res, 200, JSON.stringify(Object.fromEntries(this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id }]))));
+      return sendJson(
+        res, 200, JSON.stringify(Object.fromEntries(this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id }]))),
+      );
     }
     if (req.method === 'GET' && path.startsWith(ROOM_WAIT_PATH)) {
       const room = canonicalRoom(decodeURIComponent(path.slice(ROOM_WAIT_PATH.length)));

@@ -10,7 +10,9 @@ const RETRY_MS = 50;
  * prefill has computed the room or transfer. An unreachable bootstrap server is retried until the deadline, as a
  * decode keeps polling a prefill that is still starting.
  */
-export async function waitForHandoff(ctx: SimContext, baseUrl: string, path: string, timeoutMs: number, headers: Record<string, string>, signal: AbortSignal): Promise<HandoffWait> {
+export async function waitForHandoff(
+  ctx: SimContext, baseUrl: string, path: string, timeoutMs: number, headers: Record<string, string>, signal: AbortSignal,
+): Promise<HandoffWait> {
   const deadline = Date.now() + timeoutMs;
   let lastError = 'no answer';
   for (;;) {

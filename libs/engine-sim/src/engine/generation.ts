@@ -60,7 +60,9 @@ export interface GenerationEnv {
  * Runs one request through its rank: waits for admission, pays the prefill cost, then produces tokens, either
  * in batches per event-loop turn (zero profile) or one per shared decode step (realistic profile).
  */
-export async function runGeneration(spec: GenerationSpec, sink: TokenSink, ctl: GenerationControl, env: GenerationEnv): Promise<GenerationOutcome> {
+export async function runGeneration(
+  spec: GenerationSpec, sink: TokenSink, ctl: GenerationControl, env: GenerationEnv,
+): Promise<GenerationOutcome> {
   const { rank, plan } = spec;
   const kvTokens = spec.promptTokens + plan.count;
   if (!rank.tryAdmit(kvTokens)) {
@@ -70,7 +72,9 @@ export async function runGeneration(spec: GenerationSpec, sink: TokenSink, ctl: 
     ctl.cancelQueue = undefined;
     if (!admitted) {
       const waited = (performance.now() - spec.arrivedAt) / 1000;
-      const outcome: GenerationOutcome = { produced: 0, finishReason: 'abort', queueSec: waited, prefillSec: 0, decodeSec: 0, ttftSec: waited, e2eSec: waited };
+      const outcome: GenerationOutcome = {
+        produced: 0, finishReason: 'abort', queueSec: waited, prefillSec: 0, decodeSec: 0, ttftSec: waited, e2eSec: waited,
+      };
       env.recorder.finished(rank, spec, outcome);
       return outcome;
     }

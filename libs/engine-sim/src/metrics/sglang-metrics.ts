@@ -39,7 +39,9 @@ export class SglangMetrics implements EngineMetrics {
     this.#generatedByRank = setup.ranks.map(() => 0);
     this.#lastGenerated = setup.ranks.map(() => 0);
     for (const rank of setup.ranks) {
-      const l = { model_name: setup.model, engine_type: setup.engineType, tp_rank: '0', pp_rank: '0', ...(dp ? { dp_rank: String(rank.index) } : {}) };
+      const l = {
+        model_name: setup.model, engine_type: setup.engineType, tp_rank: '0', pp_rank: '0', ...(dp ? { dp_rank: String(rank.index) } : {}),
+      };
       const st = this.#state[rank.index] as RankState;
       r.gauge('sglang:num_running_reqs', 'The number of running requests.', l, () => rank.running);
       r.gauge('sglang:num_queue_reqs', 'The number of requests in the waiting queue.', l, () => rank.waiting);
@@ -52,7 +54,9 @@ export class SglangMetrics implements EngineMetrics {
         r.gauge('sglang:num_prefill_inflight_queue_reqs', 'The number of requests in the prefill inflight queue.', l, () => rank.running);
       }
       if (setup.engineType === 'decode') {
-        r.gauge('sglang:num_decode_transfer_queue_reqs', 'The number of requests in the decode transfer queue.', l, () => st.transferWaiting);
+        r.gauge(
+          'sglang:num_decode_transfer_queue_reqs', 'The number of requests in the decode transfer queue.', l, () => st.transferWaiting,
+        );
       }
     }
     const t = { model_name: setup.model };
@@ -63,8 +67,12 @@ export class SglangMetrics implements EngineMetrics {
     this.#aborted = r.counter('sglang:num_aborted_requests_total', 'Number of requests aborted.', t);
     this.#ttft = r.histogram('sglang:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', t, SGLANG_TTFT_BUCKETS);
     this.#itl = r.histogram('sglang:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.', t, SGLANG_ITL_BUCKETS);
-    this.#tpot = r.histogram('sglang:time_per_output_token_seconds', 'Histogram of time per output token in seconds.', t, SGLANG_ITL_BUCKETS);
-    this.#e2e = r.histogram('sglang:e2e_request_latency_seconds', 'Histogram of End-to-end request latency in seconds', t, SGLANG_E2E_BUCKETS);
+    this.#tpot = r.histogram(
+      'sglang:time_per_output_token_seconds', 'Histogram of time per output token in seconds.', t, SGLANG_ITL_BUCKETS,
+    );
+    this.#e2e = r.histogram(
+      'sglang:e2e_request_latency_seconds', 'Histogram of End-to-end request latency in seconds', t, SGLANG_E2E_BUCKETS,
+    );
   }
 
   finished(rank: Rank, spec: GenerationSpec, o: GenerationOutcome): void {

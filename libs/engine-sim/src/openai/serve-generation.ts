@@ -1,5 +1,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
-import { runGeneration, type GenerationControl, type GenerationEnv, type GenerationOutcome, type GenerationSpec, type TokenSink } from '../engine/generation';
+import {
+  runGeneration, type GenerationControl, type GenerationEnv, type GenerationOutcome, type GenerationSpec, type TokenSink,
+} from '../engine/generation';
 import type { Exchange } from '../http/router';
 import { sendJson, startEventStream } from '../http/respond';
 import type { BodyExtras, ResponseFormat, ResponseView } from './format';

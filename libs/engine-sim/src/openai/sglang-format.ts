@@ -28,18 +28,21 @@ class SglangChatFramer implements StreamFramer {
     this.#prefix = `data: ${head(view, 'chat.completion.chunk')},"choices":[{"index":0,"delta":`;
   }
   open(): string {
-    return `${this.#prefix}{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n`;
+    return `${this.#prefix}{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,` +
+      `"finish_reason":null,"matched_stop":null}],"usage":null}\n\n`;
   }
   tokens(from: number, to: number): string {
     let out = '';
     for (let i = from; i < to; i++) {
       const usage = this.view.continuousUsage ? usageObject(this.view, i + 1) : 'null';
-      out += `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, i)}","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":${usage}}\n\n`;
+      out += `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, i)}","reasoning_content":null,"tool_calls":null},` +
+        `"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":${usage}}\n\n`;
     }
     return out;
   }
   close(): string {
-    const finish = `${this.#prefix}{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"${this.view.plan.finishReason}","matched_stop":${matchedStop(this.view)}}],"usage":null}\n\n`;
+    const finish = `${this.#prefix}{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,` +
+      `"finish_reason":"${this.view.plan.finishReason}","matched_stop":${matchedStop(this.view)}}],"usage":null}\n\n`;
     return finish + usageChunk(this.view, 'chat.completion.chunk') + DONE_EVENT;
   }
 }
@@ -73,8 +76,10 @@ export const sglangChatFormat: ResponseFormat = {
   body(view) {
     const text = tokensText(view.outputKey, 0, view.plan.count);
     return (
-      `${head(view, 'chat.completion')},"choices":[{"index":0,"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":null},` +
-      `"logprobs":null,"finish_reason":"${view.plan.finishReason}","matched_stop":${matchedStop(view)}}],"usage":${usageObject(view, view.plan.count)}${METADATA}}`
+      `${head(view, 'chat.completion')},"choices":[{"index":0,` +
+      `"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":null},` +
+      `"logprobs":null,"finish_reason":"${view.plan.finishReason}","matched_stop":${matchedStop(view)}}],` +
+      `"usage":${usageObject(view, view.plan.count)}${METADATA}}`
     );
   },
   framer: (view) => new SglangChatFramer(view),
@@ -84,8 +89,9 @@ export const sglangCompletionFormat: ResponseFormat = {
   body(view) {
     const text = tokensText(view.outputKey, 0, view.plan.count);
     return (
-      `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,"finish_reason":"${view.plan.finishReason}",` +
-      `"matched_stop":${matchedStop(view)}}],"usage":${usageObject(view, view.plan.count)}${METADATA}}`
+      `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,` +
+      `"finish_reason":"${view.plan.finishReason}","matched_stop":${matchedStop(view)}}],` +
+      `"usage":${usageObject(view, view.plan.count)}${METADATA}}`
     );
   },
   framer: (view) => new SglangCompletionFramer(view),
@@ -99,7 +105,8 @@ function metaInfo(view: ResponseView, completion: number, finished: boolean): st
       ? `{"type":"length","length":${completion}}`
       : `{"type":"stop","matched":${EOS_TOKEN_ID}}`;
   const e2e = finished && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
-  return `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default","completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`;
+  return `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default",` +
+    `"completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`;
 }
 
 /** SGLang `/generate` streams cumulative text (not deltas), one event per token. */
@@ -126,7 +133,8 @@ export const sglangGenerateFormat: ResponseFormat = {
   body(view) {
     const ids: number[] = [];
     for (let i = 0; i < view.plan.count; i++) ids.push(tokenId(view.outputKey, i));
-    return `{"text":"${tokensText(view.outputKey, 0, view.plan.count)}","output_ids":[${ids.join(',')}],"meta_info":${metaInfo(view, view.plan.count, true)}}`;
+    return `{"text":"${tokensText(view.outputKey, 0, view.plan.count)}","output_ids":[${ids.join(',')}],` +
+      `"meta_info":${metaInfo(view, view.plan.count, true)}}`;
   },
   framer: (view) => new SglangGenerateFramer(view),
 };

@@ -15,7 +15,8 @@ function finishOf(view: ResponseView, i: number): string {
 }
 
 function usageChunk(view: ResponseView, object: string): string {
-  return view.includeUsage ? `data: ${head(view, object)},"choices":[],"usage":${usageFields(view.promptTokens, view.plan.count)}}}\n\n` : '';
+  return view.includeUsage
+    ? `data: ${head(view, object)},"choices":[],"usage":${usageFields(view.promptTokens, view.plan.count)}}}\n\n` : '';
 }
 
 class VllmChatFramer implements StreamFramer {
@@ -32,7 +33,8 @@ class VllmChatFramer implements StreamFramer {
   tokens(from: number, to: number): string {
     let out = '';
     for (let i = from; i < to; i++) {
-      out += `${this.#prefix}{"content":"${tokenText(this.view.outputKey, i)}"},"logprobs":null,"finish_reason":${finishOf(this.view, i)}}]${this.#usage(i + 1)}}\n\n`;
+      out += `${this.#prefix}{"content":"${tokenText(this.view.outputKey, i)}"},"logprobs":null,` +
+        `"finish_reason":${finishOf(this.view, i)}}]${this.#usage(i + 1)}}\n\n`;
     }
     return out;
   }
@@ -54,7 +56,8 @@ class VllmCompletionFramer implements StreamFramer {
     for (let i = from; i < to; i++) {
       const usage = this.view.continuousUsage ? `${usageFields(this.view.promptTokens, i + 1)}}` : 'null';
       const finish = i === this.view.plan.count - 1 ? `"${this.view.plan.finishReason}"` : 'null';
-      out += `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish},"stop_reason":null}],"usage":${usage}}\n\n`;
+      out += `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish},"stop_reason":null}],` +
+        `"usage":${usage}}\n\n`;
     }
     return out;
   }
@@ -68,15 +71,18 @@ function bodyUsage(view: ResponseView): string {
 }
 
 function extrasText(extras: BodyExtras): string {
-  return `,"kv_transfer_params":${extras.kvTransferParams ?? 'null'}${extras.ecTransferParams ? `,"ec_transfer_params":${extras.ecTransferParams}` : ''}`;
+  return `,"kv_transfer_params":${extras.kvTransferParams ?? 'null'}${extras.ecTransferParams
+    ? `,"ec_transfer_params":${extras.ecTransferParams}` : ''}`;
 }
 
 export const vllmChatFormat: ResponseFormat = {
   body(view, extras) {
     const text = tokensText(view.outputKey, 0, view.plan.count);
     return (
-      `${head(view, 'chat.completion')},"choices":[{"index":0,"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":[]},` +
-      `"logprobs":null,"finish_reason":"${view.plan.finishReason}","stop_reason":null}],"usage":${bodyUsage(view)},"prompt_logprobs":null${extrasText(extras)}}`
+      `${head(view, 'chat.completion')},"choices":[{"index":0,` +
+      `"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":[]},` +
+      `"logprobs":null,"finish_reason":"${view.plan.finishReason}","stop_reason":null}],"usage":${bodyUsage(view)},` +
+      `"prompt_logprobs":null${extrasText(extras)}}`
     );
   },
   framer: (view) => new VllmChatFramer(view),
@@ -86,8 +92,9 @@ export const vllmCompletionFormat: ResponseFormat = {
   body(view, extras) {
     const text = tokensText(view.outputKey, 0, view.plan.count);
     return (
-      `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,"finish_reason":"${view.plan.finishReason}",` +
-      `"stop_reason":null,"prompt_logprobs":null}],"usage":${bodyUsage(view)}${extrasText(extras)}}`
+      `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,` +
+      `"finish_reason":"${view.plan.finishReason}","stop_reason":null,"prompt_logprobs":null}],` +
+      `"usage":${bodyUsage(view)}${extrasText(extras)}}`
     );
   },
   framer: (view) => new VllmCompletionFramer(view),

@@ -33,7 +33,9 @@ describe('canonicalRoom', () => {
 describe('bootstrapFieldsOf', () => {
   it('keeps every digit of a room beyond 2^53', () => {
     const raw = '{"bootstrap_host":"10.0.0.1","bootstrap_port":8998,"bootstrap_room":9007199254740993}';
-    expect(bootstrapFieldsOf(raw, JSON.parse(raw) as Record<string, unknown>, 'decode')).toEqual({ host: '10.0.0.1', port: 8998, room: '9007199254740993' });
+    expect(bootstrapFieldsOf(
+      raw, JSON.parse(raw) as Record<string, unknown>, 'decode',
+    )).toEqual({ host: '10.0.0.1', port: 8998, room: '9007199254740993' });
   });
 
   it.each([

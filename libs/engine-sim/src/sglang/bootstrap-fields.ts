@@ -31,8 +31,11 @@ export function bootstrapFieldsOf(rawBody: string, body: Record<string, unknown>
   } catch {
     rawRoom = undefined;
   }
-  if (typeof host !== 'string' || host.length === 0 || typeof port !== 'number' || !Number.isInteger(port) || rawRoom === undefined || rawRoom === 'null') {
-    throw new EngineHttpError(400, `Disaggregation mode is ${mode}, but bootstrap_host, bootstrap_port and bootstrap_room are required in the request.`);
+  if (typeof host !== 'string' || host.length === 0 || typeof port !== 'number' || !Number.isInteger(port) || rawRoom === undefined ||
+      rawRoom === 'null') {
+    throw new EngineHttpError(
+      400, `Disaggregation mode is ${mode}, but bootstrap_host, bootstrap_port and bootstrap_room are required in the request.`,
+    );
   }
   if (rawRoom.startsWith('[')) throw new EngineHttpError(400, 'batched requests (bootstrap_room lists) are not supported by the simulator');
   const room = canonicalRoom(rawRoom);

@@ -14,9 +14,15 @@ export function encodeHandler(ctx: SimContext): RouteHandler {
     const reqId = body && typeof body['req_id'] === 'string' ? body['req_id'] : null;
     const items = body?.['mm_items'];
     const modality = body?.['modality'];
-    if (!body || !Array.isArray(items) || items.length === 0 || items.some((i) => typeof i !== 'string') || reqId === null || (modality !== undefined && !MODALITIES.has(String(modality)))) {
+    if (!body || !Array.isArray(items) || items.length === 0 || items.some((i) => typeof i !== 'string') || reqId === null ||
+        (modality !== undefined && !MODALITIES.has(String(modality)))) {
       ctx.counters.inc('badRequests');
-      sendJson(ex.res, 400, JSON.stringify({ status: 'error', message: 'invalid encode request: mm_items (strings), req_id and modality are required', req_id: reqId }));
+      sendJson(
+        ex.res, 400,
+        JSON.stringify({
+          status: 'error', message: 'invalid encode request: mm_items (strings), req_id and modality are required', req_id: reqId,
+        }),
+      );
       return;
     }
     ctx.counters.inc('requests');

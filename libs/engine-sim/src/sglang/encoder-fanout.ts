@@ -39,9 +39,13 @@ function splitAcrossEncoders(media: readonly MediaItem[], urls: readonly string[
 async function encoderUrls(ctx: SimContext, registry: EncoderRegistry, epdBootstrapAddr: unknown): Promise<readonly string[]> {
   if (typeof epdBootstrapAddr !== 'string' || epdBootstrapAddr.length === 0) return registry.list();
   // `epd_bootstrap_addr` names the prefill whose encoder group serves this request (nEmP topologies).
-  const res = await request(`${epdBootstrapAddr.replace(/\/+$/, '')}/list_encoder_urls`, { dispatcher: ctx.http, headersTimeout: ENCODE_TIMEOUT_MS });
+  const res = await request(
+    `${epdBootstrapAddr.replace(/\/+$/, '')}/list_encoder_urls`, { dispatcher: ctx.http, headersTimeout: ENCODE_TIMEOUT_MS },
+  );
   const body = (await res.body.json()) as { encoder_urls?: unknown };
-  if (res.statusCode !== 200 || !Array.isArray(body.encoder_urls)) throw new EngineHttpError(500, `cannot read encoder urls from epd_bootstrap_addr ${epdBootstrapAddr}`);
+  if (res.statusCode !== 200 || !Array.isArray(body.encoder_urls)) throw new EngineHttpError(
+    500, `cannot read encoder urls from epd_bootstrap_addr ${epdBootstrapAddr}`,
+  );
   return body.encoder_urls.filter((u): u is string => typeof u === 'string');
 }
 
@@ -59,7 +63,9 @@ export async function encodeOnEncoders(
   start: number,
 ): Promise<void> {
   const urls = await encoderUrls(ctx, registry, epdBootstrapAddr);
-  if (urls.length === 0) throw new EngineHttpError(500, 'No encoder urls available: the language-only server has no registered encoder for this multimodal request');
+  if (urls.length === 0) throw new EngineHttpError(
+    500, 'No encoder urls available: the language-only server has no registered encoder for this multimodal request',
+  );
   const parts = splitAcrossEncoders(media, urls, start);
   ctx.counters.inc('encoderCalls', parts.length);
   const calls = parts.map(async (part, partIdx) => {

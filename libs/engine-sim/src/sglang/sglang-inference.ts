@@ -29,7 +29,9 @@ export interface SglangDeps {
   readonly bootstrapTimeoutMs: number;
 }
 
-const FORMATS: Record<RequestKind, ResponseFormat> = { chat: sglangChatFormat, completion: sglangCompletionFormat, generate: sglangGenerateFormat };
+const FORMATS: Record<RequestKind, ResponseFormat> = {
+  chat: sglangChatFormat, completion: sglangCompletionFormat, generate: sglangGenerateFormat,
+};
 
 function ridOf(ex: Exchange, request: InferenceRequest): string {
   const rid = request.body['rid'];
@@ -59,7 +61,9 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     const rank = pickRank(ctx, request, fields);
     const headers = responseHeaders(rid);
     if (deps.encoders && request.media.length > 0) {
-      await encodeOnEncoders(ctx, deps.encoders, request.media, rid, request.body['epd_bootstrap_addr'], traceHeaders(ex.req.headers), encodeStart++);
+      await encodeOnEncoders(
+        ctx, deps.encoders, request.media, rid, request.body['epd_bootstrap_addr'], traceHeaders(ex.req.headers), encodeStart++,
+      );
     }
     let transferred = 0;
     if (mode === 'decode' && fields) {
@@ -115,14 +119,19 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
  * Decode: waits for the prefill to have computed the room. On timeout it fails like SGLang's decode does when the
  * KV never arrives: 500 for a plain request, an error event inside an already-started stream.
  */
-async function awaitPrefill(deps: SglangDeps, ex: Exchange, request: InferenceRequest, fields: BootstrapFields, rank: Rank, headers: OutgoingHttpHeaders): Promise<number | undefined> {
+async function awaitPrefill(
+  deps: SglangDeps, ex: Exchange, request: InferenceRequest, fields: BootstrapFields, rank: Rank, headers: OutgoingHttpHeaders,
+): Promise<number | undefined> {
   const { ctx } = deps;
   // SGLang answers streams with 200 at once and reports a failed transfer inside the stream.
   if (request.stream) startEventStream(ex.res, headers);
   const abort = new AbortController();
   ex.res.once('close', () => abort.abort());
   ctx.metrics.transferWaiting(rank, 1);
-  const result = await waitForHandoff(ctx, httpBase(fields.host, fields.port), `${ROOM_WAIT_PATH}${fields.room}`, deps.bootstrapTimeoutMs, traceHeaders(ex.req.headers), abort.signal).finally(() => ctx.metrics.transferWaiting(rank, -1));
+  const result = await waitForHandoff(
+    ctx, httpBase(fields.host, fields.port), `${ROOM_WAIT_PATH}${fields.room}`, deps.bootstrapTimeoutMs, traceHeaders(ex.req.headers),
+    abort.signal,
+  ).finally(() => ctx.metrics.transferWaiting(rank, -1));
   if (result.ok) {
     ctx.counters.inc('roomsMatched');
     return result.promptTokens;
@@ -134,7 +143,8 @@ async function awaitPrefill(deps: SglangDeps, ex: Exchange, request: InferenceRe
   ctx.counters.inc('bootstrapTimeouts');
   const err = new EngineHttpError(
     500,
-    `Decode transfer failed for request rank=0 req.rid='${ridOf(ex, request)}' req.bootstrap_room=${fields.room} with exception KVTransferError(bootstrap_room=${fields.room}): ` +
+    `Decode transfer failed for request rank=0 req.rid='${ridOf(ex, request)}' req.bootstrap_room=${fields.room} with exception ` +
+      `KVTransferError(bootstrap_room=${fields.room}): ` +
       `Request timed out after ${deps.bootstrapTimeoutMs / 1000}s in KVPoll.WaitingForInput (${result.reason})`,
     'InternalServerError',
   );

@@ -23,12 +23,17 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
     .add('GET', '/health_generate', (ex) => sendText(ex.res, 200, ''))
     .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
     .add('GET', '/v1/models', (ex) => sendJson(ex.res, 200, models))
-    .add('GET', '/get_model_info', (ex) => sendJson(ex.res, 200, JSON.stringify({ model_path: ctx.model, tokenizer_path: ctx.model, is_generation: true })))
+    .add(
+      'GET', '/get_model_info',
+      (ex) => sendJson(ex.res, 200, JSON.stringify({ model_path: ctx.model, tokenizer_path: ctx.model, is_generation: true })),
+    )
     .add('GET', '/get_server_info', (ex) => sendJson(ex.res, 200, JSON.stringify(serverInfo(ctx, bootstrap))))
     .add('POST', '/flush_cache', (ex) => sendText(ex.res, 200, 'Cache flushed.\n'))
     .add('POST', '/abort_request', (ex) => sendText(ex.res, 200, ''));
   if (ctx.role === 'encode') {
-    router.add('POST', '/encode', encodeHandler(ctx), { inference: true }).add('POST', '/scheduler_receive_url', schedulerReceiveUrlHandler());
+    router.add('POST', '/encode', encodeHandler(ctx), { inference: true }).add(
+      'POST', '/scheduler_receive_url', schedulerReceiveUrlHandler(),
+    );
     return deps;
   }
   router

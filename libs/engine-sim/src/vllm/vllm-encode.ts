@@ -12,13 +12,18 @@ import type { VllmDeps } from './vllm-inference';
  * item, saves it to the shared EC store under its key and answers a 1-token chat completion carrying
  * `ec_transfer_params.ec_items[].mm_hash`.
  */
-export async function serveVllmEncode(deps: VllmDeps, ex: Exchange, request: InferenceRequest, requestId: string, model: string): Promise<void> {
+export async function serveVllmEncode(
+  deps: VllmDeps, ex: Exchange, request: InferenceRequest, requestId: string, model: string,
+): Promise<void> {
   const { ctx } = deps;
-  if (request.kind !== 'chat') throw new EngineHttpError(400, 'this encoder instance serves only chat completions with one multimodal item');
+  if (request.kind !== 'chat') throw new EngineHttpError(
+    400, 'this encoder instance serves only chat completions with one multimodal item',
+  );
   if (request.media.length !== 1 || request.textParts > 0) {
     throw new EngineHttpError(
       400,
-      `an encode request must hold exactly one multimodal item and no text; got ${request.media.length} item(s) and ${request.textParts} text part(s)`,
+      `an encode request must hold exactly one multimodal item and no text; got ${request.media.length} item(s) and ${request.textParts} ` +
+        `text part(s)`,
     );
   }
   const item = request.media[0]!;
@@ -28,7 +33,10 @@ export async function serveVllmEncode(deps: VllmDeps, ex: Exchange, request: Inf
   await serveGeneration({
     ex,
     env: ctx.env,
-    spec: { rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: 0, work: { computeTokens: 0, encodeItems: 1, transferTokens: 0 }, plan },
+    spec: {
+      rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: 0,
+      work: { computeTokens: 0, encodeItems: 1, transferTokens: 0 }, plan,
+    },
     view: {
       id: `chatcmpl-${requestId}`,
       created: Math.floor(Date.now() / 1000),

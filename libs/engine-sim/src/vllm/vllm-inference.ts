@@ -51,7 +51,9 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
     const rank = ctx.pickRank(typeof rankHeader === 'string' ? Number(rankHeader) : undefined);
     const prep = await prepare(deps, ex, request, rank, requestId);
     const plan = planOutput(request.outputKey, request);
-    const spec: GenerationSpec = { rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: prep.cachedTokens, work: prep.work, plan };
+    const spec: GenerationSpec = {
+      rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: prep.cachedTokens, work: prep.work, plan,
+    };
     const view: ResponseView = {
       id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestId}`,
       created: Math.floor(Date.now() / 1000),

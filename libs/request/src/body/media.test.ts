@@ -5,8 +5,20 @@ describe('extractMediaParts', () => {
     const parts = extractMediaParts({
       messages: [
         { role: 'system', content: 'plain string' },
-        { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'https://i/1.png', detail: 'low' } }, { type: 'video_url', video_url: { url: 'https://v/1.mp4' } }] },
-        { role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } }, { type: 'audio_url', audio_url: { url: 'https://a/1.mp3' }, uuid: 'my-audio' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'https://i/1.png', detail: 'low' } },
+            { type: 'video_url', video_url: { url: 'https://v/1.mp4' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'input_audio', input_audio: { data: 'UklG', format: 'wav' } },
+            { type: 'audio_url', audio_url: { url: 'https://a/1.mp3' }, uuid: 'my-audio' },
+          ],
+        },
       ],
     });
     expect(parts.map((p) => [p.index, p.modality, p.source, p.uuid])).toEqual([

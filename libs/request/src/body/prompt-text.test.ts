@@ -13,7 +13,8 @@ describe('promptText for prefix hashing (the gateway\'s scheduling input)', () =
         null,
       ],
     };
-    expect(promptText(body)).toBe('<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi\nthere<|im_end|>\n<|im_start|>user\nodd role<|im_end|>\n');
+    expect(promptText(body)).toBe('<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi\nthere<|im_end|>\n<|im_start|>user\nodd ' +
+      'role<|im_end|>\n');
   });
 
   it('takes a completion\'s prompt string, and nothing else Kthena does not hash', () => {
@@ -38,7 +39,9 @@ describe('promptText with allInputs (admission\'s token estimate)', () => {
     expect(promptText({ prompt: 'abc' }, all)).toBe('abc');
     expect(promptText({ prompt: ['a', 3, 'b'] }, all)).toBe('a\nb');
     expect(promptText({ instructions: 'rules', input: 'question' }, all)).toBe('<|im_start|>developer\nrules<|im_end|>\nquestion');
-    expect(promptText({ input: ['raw', { role: 'user', content: [{ type: 'input_text', text: 'q' }] }, { role: 'user', content: [] }] }, all))
+    expect(promptText(
+      { input: ['raw', { role: 'user', content: [{ type: 'input_text', text: 'q' }] }, { role: 'user', content: [] }] }, all,
+    ))
       .toBe('raw<|im_start|>user\nq<|im_end|>\n');
     expect(promptText(null, all)).toBe('');
   });

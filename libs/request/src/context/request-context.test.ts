@@ -3,7 +3,9 @@ import { RecordingSink, requestContext, serverProfile } from '../testing';
 import { RequestContext, isRouted } from './request-context';
 import { RequestLocal } from './request-local';
 
-const decision: Decision = { id: 'r', ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }], encoders: [] };
+const decision: Decision = {
+  id: 'r', ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }], encoders: [],
+};
 
 describe('RequestContext', () => {
   it('takes the model and stream flag from the body (an unparsed body has model "")', () => {
@@ -22,7 +24,9 @@ describe('RequestContext', () => {
     if (!isRouted(ctx)) throw new Error('expected a routed request');
     expect(ctx.routing.server.key).toBe('ns/ms');
     ctx.scheduled({ decision, local: true, durationMs: 2 });
-    ctx.prepared({ decision, connector: 'aggregated', injectUsage: false, clientWantsUsage: false, media: [], epdBootstrapAddr: undefined });
+    ctx.prepared({
+      decision, connector: 'aggregated', injectUsage: false, clientWantsUsage: false, media: [], epdBootstrapAddr: undefined,
+    });
     expect([ctx.schedule?.local, ctx.proxy.decision]).toEqual([true, decision]);
   });
 

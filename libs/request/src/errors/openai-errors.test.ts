@@ -45,7 +45,10 @@ describe('toOpenAiError', () => {
   it('answers each admission refusal with its status, OpenAI type and headers', () => {
     const cases: [Error, number, string, Record<string, string>][] = [
       [new UnauthorizedError('m', 'missing_credentials'), 401, 'authentication_error', { 'www-authenticate': 'Bearer realm="triad"' }],
-      [new UnauthorizedError('m', 'invalid_credentials'), 401, 'authentication_error', { 'www-authenticate': 'Bearer realm="triad", error="invalid_token"' }],
+      [
+        new UnauthorizedError('m', 'invalid_credentials'), 401, 'authentication_error',
+        { 'www-authenticate': 'Bearer realm="triad", error="invalid_token"' },
+      ],
       [new ForbiddenError('m'), 403, 'permission_error', {}],
       [new RateLimitedError('m', 'queue_full', 1), 429, 'rate_limit_error', { 'retry-after': '1' }],
       [new RateLimitedError('m', 'request_too_large'), 429, 'rate_limit_error', { 'retry-after': '1' }],

@@ -101,7 +101,9 @@ export function toOpenAiError(err: unknown): OpenAiError {
 export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string): number {
   const e = toOpenAiError(err);
   if (sink.destroyed || sink.headersSent || sink.writableEnded) return e.status;
-  sink.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), 'x-request-id': requestId, ...e.headers });
+  sink.writeHead(
+    e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), 'x-request-id': requestId, ...e.headers },
+  );
   sink.end(e.body);
   return e.status;
 }

@@ -17,7 +17,9 @@ describe('loadSchedulerConfig', () => {
     expect(r.loaded.topN).toBe(5);
     const decode = r.loaded.profiles.decode;
     expect(decode.filters.map((f) => f.name)).toEqual(['stale-metrics', 'least-request']);
-    expect(decode.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1]]);
+    expect(decode.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([
+      ['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1],
+    ]);
     expect(decode.picker.name).toBe('max-score');
     expect(decode.hooks.map((h) => h.name)).toEqual(['prefix-cache']);
     expect(r.loaded.profiles.encode.picker.name).toBe('encoder-affinity');
@@ -67,17 +69,49 @@ profiles:
     { name: 'YAML syntax', input: 'topN: [1,', expected: /not valid YAML/ },
     { name: 'unknown top-level key', input: { topn: 3 }, expected: /\(root\): Unrecognized key: "topn"/ },
     { name: 'topN zero', input: { topN: 0 }, expected: /topN: / },
-    { name: 'negative weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: -1 }] } } }, expected: /profiles\.default\.scorers\[0\]\.weight: must be >= 0/ },
-    { name: 'NaN weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: Number.NaN }] } } }, expected: /weight/ },
-    { name: 'unknown plugin type', input: { plugins: [{ type: 'kvcache-aware' }] }, expected: /plugins\[0\]\.type: unknown plugin type 'kvcache-aware'/ },
-    { name: 'undefined reference', input: { profiles: { decode: { filters: ['nope'] } } }, expected: /profiles\.decode\.filters\[0\]: references undefined plugin 'nope'/ },
-    { name: 'plugin in the wrong slot', input: { profiles: { decode: { filters: ['gpu-usage'] } } }, expected: /profiles\.decode\.filters\[0\]: plugin 'gpu-usage' \(gpu-usage\) is not a filter/ },
-    { name: 'picker that is not a picker', input: { profiles: { decode: { picker: 'least-request' } } }, expected: /profiles\.decode\.picker: .* is not a picker/ },
-    { name: 'duplicate names', input: { plugins: [{ type: 'gpu-usage' }, { type: 'gpu-usage' }] }, expected: /plugins\[1\]\.name: duplicate plugin name 'gpu-usage'/ },
-    { name: 'bad plugin args', input: { plugins: [{ type: 'least-request', args: { maxWaitingRequests: 0 } }] }, expected: /plugins\[0\]\.args\.maxWaitingRequests/ },
-    { name: 'unknown plugin arg', input: { plugins: [{ type: 'kv-pressure', args: { treshold: 0.5 } }] }, expected: /plugins\[0\]\.args: Unrecognized key: "treshold"/ },
-    { name: 'kv threshold out of range', input: { plugins: [{ type: 'kv-pressure', args: { threshold: 1.5 } }] }, expected: /plugins\[0\]\.args\.threshold/ },
-    { name: 'encoder loadFactor below 1', input: { plugins: [{ type: 'encoder-affinity', args: { loadFactor: 0.5 } }] }, expected: /plugins\[0\]\.args\.loadFactor/ },
+    {
+      name: 'negative weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: -1 }] } } },
+      expected: /profiles\.default\.scorers\[0\]\.weight: must be >= 0/,
+    },
+    {
+      name: 'NaN weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: Number.NaN }] } } }, expected: /weight/,
+    },
+    {
+      name: 'unknown plugin type', input: { plugins: [{ type: 'kvcache-aware' }] },
+      expected: /plugins\[0\]\.type: unknown plugin type 'kvcache-aware'/,
+    },
+    {
+      name: 'undefined reference', input: { profiles: { decode: { filters: ['nope'] } } },
+      expected: /profiles\.decode\.filters\[0\]: references undefined plugin 'nope'/,
+    },
+    {
+      name: 'plugin in the wrong slot', input: { profiles: { decode: { filters: ['gpu-usage'] } } },
+      expected: /profiles\.decode\.filters\[0\]: plugin 'gpu-usage' \(gpu-usage\) is not a filter/,
+    },
+    {
+      name: 'picker that is not a picker', input: { profiles: { decode: { picker: 'least-request' } } },
+      expected: /profiles\.decode\.picker: .* is not a picker/,
+    },
+    {
+      name: 'duplicate names', input: { plugins: [{ type: 'gpu-usage' }, { type: 'gpu-usage' }] },
+      expected: /plugins\[1\]\.name: duplicate plugin name 'gpu-usage'/,
+    },
+    {
+      name: 'bad plugin args', input: { plugins: [{ type: 'least-request', args: { maxWaitingRequests: 0 } }] },
+      expected: /plugins\[0\]\.args\.maxWaitingRequests/,
+    },
+    {
+      name: 'unknown plugin arg', input: { plugins: [{ type: 'kv-pressure', args: { treshold: 0.5 } }] },
+      expected: /plugins\[0\]\.args: Unrecognized key: "treshold"/,
+    },
+    {
+      name: 'kv threshold out of range', input: { plugins: [{ type: 'kv-pressure', args: { threshold: 1.5 } }] },
+      expected: /plugins\[0\]\.args\.threshold/,
+    },
+    {
+      name: 'encoder loadFactor below 1', input: { plugins: [{ type: 'encoder-affinity', args: { loadFactor: 0.5 } }] },
+      expected: /plugins\[0\]\.args\.loadFactor/,
+    },
   ])('rejects $name with a reason naming the field', ({ input, expected }) => {
     const r = load(input);
     expect(r.ok).toBe(false);
@@ -86,7 +120,9 @@ profiles:
 
   it('keeps plugin instances (and their state) across a reload when name, type and args are unchanged', () => {
     const first = load({ plugins: [{ type: 'prefix-cache' }, { type: 'least-request', args: { maxWaitingRequests: 5 } }] });
-    const second = load({ topN: 2, plugins: [{ type: 'prefix-cache' }, { type: 'least-request', args: { maxWaitingRequests: 6 } }] }, first);
+    const second = load(
+      { topN: 2, plugins: [{ type: 'prefix-cache' }, { type: 'least-request', args: { maxWaitingRequests: 6 } }] }, first,
+    );
     expect(first.ok && second.ok).toBe(true);
     if (!first.ok || !second.ok) return;
     expect(second.loaded.plugins.get('prefix-cache')).toBe(first.loaded.plugins.get('prefix-cache'));

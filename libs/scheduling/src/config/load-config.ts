@@ -1,7 +1,10 @@
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { formatPath } from '@triad/crd';
-import { isFilter, isPicker, isPostScheduleHook, isScorer, type Filter, type Picker, type Plugin, type PostScheduleHook, type ProfileRole, type Scorer } from '../framework/plugin';
+import {
+  isFilter, isPicker, isPostScheduleHook, isScorer, type Filter, type Picker, type Plugin, type PostScheduleHook, type ProfileRole,
+  type Scorer,
+} from '../framework/plugin';
 import type { PluginRegistry } from '../framework/registry';
 import { SchedulerConfigSchema, type PluginConfig, type ProfileConfig, type SchedulerConfig } from './config-schema';
 import { builtInProfile, defaultPicker } from './default-config';
@@ -74,7 +77,8 @@ export function loadSchedulerConfig(input: unknown, options: LoadConfigOptions):
     if (found) return found.plugin;
     const def = options.registry.get(name);
     if (!def) {
-      reasons.push(`${path}: references undefined plugin '${name}' (declare it under plugins, or use a plugin type: ${typeList(options.registry)})`);
+      reasons.push(`${path}: references undefined plugin '${name}' (declare it under plugins, or use a plugin type: ' +
+        '${typeList(options.registry)})`);
       return undefined;
     }
     const created = instantiate(name, name, {}, options, `${path}`, reasons);
@@ -90,7 +94,12 @@ export function loadSchedulerConfig(input: unknown, options: LoadConfigOptions):
   if (reasons.length > 0) return { ok: false, reasons };
   const plugins = new Map([...instances].map(([n, i]) => [n, i.plugin]));
   const pluginArgs = new Map([...instances].map(([n, i]) => [n, i.argsKey]));
-  return { ok: true, loaded: { config, topN: config.topN, explainLimit: config.explainLimit, profiles, plugins, pluginArgs, fingerprint: JSON.stringify(config) } };
+  return {
+    ok: true,
+    loaded: {
+      config, topN: config.topN, explainLimit: config.explainLimit, profiles, plugins, pluginArgs, fingerprint: JSON.stringify(config),
+    },
+  };
 }
 
 function instantiateDeclared(declared: readonly PluginConfig[], options: LoadConfigOptions, reasons: string[]): Map<string, Instance> {
@@ -111,12 +120,16 @@ function instantiateDeclared(declared: readonly PluginConfig[], options: LoadCon
   return out;
 }
 
-function instantiate(name: string, type: string, args: unknown, options: LoadConfigOptions, path: string, reasons: string[]): Instance | undefined {
+function instantiate(
+  name: string, type: string, args: unknown, options: LoadConfigOptions, path: string, reasons: string[],
+): Instance | undefined {
   const def = options.registry.get(type);
   if (!def) return undefined;
   const parsed = (def.params as z.ZodType).safeParse(args);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) reasons.push(`${path}.args${issue.path.length ? `.${formatPath(issue.path)}` : ''}: ${issue.message}`);
+    for (const issue of parsed.error.issues) {
+      reasons.push(`${path}.args${issue.path.length ? `.${formatPath(issue.path)}` : ''}: ${issue.message}`);
+    }
     return undefined;
   }
   const argsKey = JSON.stringify(parsed.data);
@@ -137,7 +150,9 @@ function profileFor(config: SchedulerConfig, role: ProfileRole): [ProfileConfig,
   return [builtInProfile(role), 'built-in'];
 }
 
-function loadProfile(role: ProfileRole, profile: ProfileConfig, source: string, resolve: (name: string, path: string) => Plugin | undefined, reasons: string[]): LoadedProfile | undefined {
+function loadProfile(
+  role: ProfileRole, profile: ProfileConfig, source: string, resolve: (name: string, path: string) => Plugin | undefined, reasons: string[],
+): LoadedProfile | undefined {
   const before = reasons.length;
   const slot = <T extends Plugin>(name: string, path: string, guard: (p: Plugin) => p is T, kind: string): T | undefined => {
     const p = resolve(name, path);

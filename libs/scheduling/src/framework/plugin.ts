@@ -79,7 +79,8 @@ export const isFilter = (p: Plugin): p is Filter => typeof (p as Partial<Filter>
 export const isScorer = (p: Plugin): p is Scorer => typeof (p as Partial<Scorer>).score === 'function';
 export const isPicker = (p: Plugin): p is Picker => typeof (p as Partial<Picker>).pick === 'function';
 export const isPostScheduleHook = (p: Plugin): p is PostScheduleHook => typeof (p as Partial<PostScheduleHook>).postSchedule === 'function';
-export const isEndpointAware = (p: Plugin): p is Plugin & EndpointAware => typeof (p as Partial<EndpointAware>).endpointRemoved === 'function';
+export const isEndpointAware = (p: Plugin): p is Plugin & EndpointAware =>
+  typeof (p as Partial<EndpointAware>).endpointRemoved === 'function';
 
 /** The slots a plugin type can fill, for docs and load-time checks. */
 export type PluginKind = 'filter' | 'scorer' | 'picker' | 'post-schedule';

@@ -36,7 +36,10 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
   const source = input.pool.encoders(input.group);
   const where = input.group === undefined ? '' : ` for PD group '${input.group}'`;
   if ((source instanceof EndpointList ? source.size : source.length) === 0) {
-    return { ok: false, code: ErrorCode.SchedNoEncoder, message: `no ready encode endpoint${where}, and the request has ${items.length} media item(s)` };
+    return {
+      ok: false, code: ErrorCode.SchedNoEncoder,
+      message: `no ready encode endpoint${where}, and the request has ${items.length} media item(s)`,
+    };
   }
   const run = runProfile(cycle, profile, source, input.slot, {
     what: 'encode', where, group: input.group, exclude: input.exclude, recorder: input.recorder, timing: input.timing,
@@ -47,7 +50,9 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
   const choices: EncoderChoice[] = [];
   const chosen: Endpoint[] = [];
   for (const item of items) {
-    const picked = timedPick(cycle, profile, { candidates: set, finals: run.finals, count: input.topN, item, pending }, input.timing, input.group);
+    const picked = timedPick(
+      cycle, profile, { candidates: set, finals: run.finals, count: input.topN, item, pending }, input.timing, input.group,
+    );
     const first = picked.order[0] as number;
     pending[first] = (pending[first] as number) + 1;
     const endpoint = set.endpoint(first);

@@ -26,7 +26,9 @@ export type PairPlan =
   | { readonly ok: true; readonly attempts: Attempt[]; readonly decode: Endpoint; readonly prefill: Endpoint | undefined }
   | Extract<ProfileRun, { ok: false }>;
 
-function pickFrom(input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number, group?: string): number[] {
+function pickFrom(
+  input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number, group?: string,
+): number[] {
   return timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group).order;
 }
 
@@ -44,7 +46,9 @@ export function planPairs(input: PairPlanInput): PairPlan {
   let order = pickFrom(input, input.decodeProfile, decodes, input.topN);
   if (!input.withPrefill) {
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
-    return { ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined };
+    return {
+      ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined,
+    };
   }
 
   // The best prefill per group, computed once per group this request touches.
@@ -53,7 +57,10 @@ export function planPairs(input: PairPlanInput): PairPlan {
   const prefillFor = (group: string | undefined): IndexedEndpoint | undefined => {
     if (group === undefined) return undefined;
     if (bestPrefill.has(group)) return bestPrefill.get(group);
-    const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, { what: 'prefill', where: ` in PD group '${group}'`, group, ...common });
+    const run = runProfile(
+      cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot,
+      { what: 'prefill', where: ` in PD group '${group}'`, group, ...common },
+    );
     let best: IndexedEndpoint | undefined;
     if (run.ok) {
       best = run.candidates.endpoint(pickFrom(input, input.prefillProfile, run, 1, group)[0] as number);
@@ -87,7 +94,8 @@ export function planPairs(input: PairPlanInput): PairPlan {
   }
   decodes.trace?.chose(decodeKeys);
   if (!first) {
-    const detail = whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
+    const detail = whyNot.length > 0
+      ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
   return { ok: true, attempts, decode: first.decode, prefill: first.prefill };

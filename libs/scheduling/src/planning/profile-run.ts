@@ -133,7 +133,9 @@ export function runProfile(cycle: Cycle, profile: LoadedProfile, source: Candida
   const end = timing.clock();
   sink(run.ok
     ? phase('plan', profile.role, undefined, opts.group, sizeOf(source), run.candidates.size, start, end)
-    : phase('plan', profile.role, undefined, opts.group, sizeOf(source), 0, start, end, undefined, { code: run.code, message: run.message }));
+    : phase(
+      'plan', profile.role, undefined, opts.group, sizeOf(source), 0, start, end, undefined, { code: run.code, message: run.message },
+    ));
   return run;
 }
 
@@ -158,7 +160,9 @@ function filterAndScore(
     trace?.filtered('exclude', set, keep);
     set.compact(keep);
     if (sink && timing) sink(phase('filter', profile.role, 'exclude', opts.group, before, set.size, t0, timing.clock()));
-    if (set.size === 0) return { ok: false, code: ErrorCode.SchedNoCandidates, message: `every ready ${opts.what} endpoint${where} is excluded by the request` };
+    if (set.size === 0) return {
+      ok: false, code: ErrorCode.SchedNoCandidates, message: `every ready ${opts.what} endpoint${where} is excluded by the request`,
+    };
   }
   for (const f of profile.filters) {
     const keep = slot.keep;
@@ -171,7 +175,9 @@ function filterAndScore(
     set.compact(keep);
     if (sink) sink(phase('filter', profile.role, f.name, opts.group, before, set.size, t0, t1));
     if (set.size === 0) {
-      return { ok: false, code: ErrorCode.SchedFilteredOut, message: `${opts.what} endpoints${where} have all been filtered out by "${f.name}"` };
+      return {
+        ok: false, code: ErrorCode.SchedFilteredOut, message: `${opts.what} endpoints${where} have all been filtered out by "${f.name}"`,
+      };
     }
   }
   const n = set.size;
@@ -204,6 +210,8 @@ export function timedPick(cycle: Cycle, profile: LoadedProfile, input: PickInput
   const t0 = timing.clock();
   const picked = profile.picker.pick(cycle, input);
   const t1 = timing.pluginDone(profile.picker.name, 'picker', t0);
-  timing.sink?.(phase('picker', profile.role, profile.picker.name, group, input.candidates.size, picked.order.length, t0, t1, input.item?.index));
+  timing.sink?.(phase(
+    'picker', profile.role, profile.picker.name, group, input.candidates.size, picked.order.length, t0, t1, input.item?.index,
+  ));
   return picked;
 }

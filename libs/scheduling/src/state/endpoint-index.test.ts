@@ -4,7 +4,8 @@ import { EndpointIndex } from './endpoint-index';
 import { EndpointList } from './endpoint-list';
 import type { CandidateSource } from './model-server-pool';
 
-const pods = (source: CandidateSource): string[] => (source instanceof EndpointList ? source.items : source).map((e) => e.record.pod).sort();
+const pods = (source: CandidateSource): string[] =>
+  (source instanceof EndpointList ? source.items : source).map((e) => e.record.pod).sort();
 
 describe('EndpointIndex', () => {
   it('files ready endpoints by role and group, and moves them when labels or readiness change', () => {

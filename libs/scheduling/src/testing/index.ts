@@ -97,7 +97,9 @@ export function modelServerRecord(input: ModelServerSpecInput = {}): ModelServer
 }
 
 /** An index holding `endpoints` (records or specs) and the ModelServer records. */
-export function buildIndex(endpoints: readonly (EndpointSpec | EndpointRecord)[], modelServers: readonly ModelServerRecord[] = [modelServerRecord()]): EndpointIndex {
+export function buildIndex(
+  endpoints: readonly (EndpointSpec | EndpointRecord)[], modelServers: readonly ModelServerRecord[] = [modelServerRecord()],
+): EndpointIndex {
   const index = new EndpointIndex();
   for (const ms of modelServers) index.applyModelServer({ op: 'PUT', value: ms });
   for (const e of endpoints) index.applyEndpoint({ op: 'PUT', value: 'schemaVersion' in e ? e : endpointRecord(e) });

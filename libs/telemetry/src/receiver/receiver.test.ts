@@ -126,7 +126,10 @@ describe('OTLP receiver', () => {
     await receiver.waitForSpans((s) => s.traceId === traceId, { count: 4 });
     const tree = receiver.tree(traceId);
     expect(treeShape(tree)).toEqual([
-      { name: 'request', children: [{ name: 'z-early', children: [{ name: 'grandchild', children: [] }] }, { name: 'b-late', children: [] }] },
+      {
+        name: 'request',
+        children: [{ name: 'z-early', children: [{ name: 'grandchild', children: [] }] }, { name: 'b-late', children: [] }],
+      },
     ]);
     expect(treeShape(tree, undefined, { sorted: true })[0]!.children.map((c) => c.name)).toEqual(['b-late', 'z-early']);
     expect(tree[0]!.children[0]!.span.startMs - tree[0]!.span.startMs).toBe(10);
@@ -147,7 +150,12 @@ describe('OTLP receiver', () => {
     const { body, traceId } = exportBody('protobuf', emitTrace);
     await post(receiver.tracesUrl, 'protobuf', body);
     await receiver.waitForSpans((s) => s.traceId === traceId, { count: 3 });
-    const list = (await (await fetch(`${receiver.url}/api/traces?limit=5`)).json()) as { traces: { traceId: string; rootName: string; spanCount: number; errors: number }[] };
+    const list = (await (await fetch(`${receiver.url}/api/traces?limit=5`)).json()) as { traces: {
+      traceId: string;
+      rootName: string;
+      spanCount: number;
+      errors: number;
+    }[] };
     expect(list.traces[0]).toEqual(expect.objectContaining({ traceId, rootName: 'POST /v1/chat/completions', spanCount: 3, errors: 1 }));
     const one = (await (await fetch(`${receiver.url}/api/traces/${traceId}`)).json()) as { spans: ReceivedSpan[] };
     expect(one.spans.map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'encode', 'route']);
@@ -173,7 +181,10 @@ describe('OTLP receiver', () => {
   it('rejects unsupported content types and undecodable bodies', async () => {
     const text = await fetch(receiver.tracesUrl, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
     expect(text.status).toBe(415);
-    const bad = await fetch(receiver.tracesUrl, { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([0x0a, 0x05, 0x01]) });
+    const bad = await fetch(
+      receiver.tracesUrl,
+      { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([0x0a, 0x05, 0x01]) },
+    );
     expect(bad.status).toBe(400);
     const json = await fetch(receiver.tracesUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
     expect(json.status).toBe(400);

@@ -99,10 +99,15 @@ describe('fake Kubernetes API server', () => {
   it('serves custom resources and records status patches (merge and JSON patch)', async () => {
     server.apply(widget('w1', 1));
     const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const list = (await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets' })) as { items: KubeObject[] };
+    const list = (await custom.listNamespacedCustomObject({
+      group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets',
+    })) as { items: KubeObject[] };
     expect(list.items.map((o) => o.metadata.name)).toEqual(['w1']);
     await custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets', name: 'w1', body: { status: { conditions: [{ type: 'Accepted', status: 'True' }] } } },
+      {
+        group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets', name: 'w1',
+        body: { status: { conditions: [{ type: 'Accepted', status: 'True' }] } },
+      },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     await custom.patchNamespacedCustomObjectStatus({
@@ -118,7 +123,9 @@ describe('fake Kubernetes API server', () => {
     ]);
     // A spec change bumps the generation and keeps the status (status subresource semantics).
     server.apply(widget('w1', 2));
-    expect(server.get(`${GROUP}/${VERSION}`, 'Widget', 'default', 'w1')).toMatchObject({ metadata: { generation: 2 }, status: { observed: 7 } });
+    expect(server.get(`${GROUP}/${VERSION}`, 'Widget', 'default', 'w1')).toMatchObject({
+      metadata: { generation: 2 }, status: { observed: 7 },
+    });
   });
 
   it('answers a patch of a missing object with 404 and an injected failure with its status', async () => {

@@ -166,7 +166,9 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     }
     const name = r.name as string;
     const subresource = r.subresource === 'status' ? 'status' : undefined;
-    const record = (status: number) => patches.push({ collection: r.collection, namespace: r.namespace, name, subresource, contentType, body, status });
+    const record = (status: number) => patches.push({
+      collection: r.collection, namespace: r.namespace, name, subresource, contentType, body, status,
+    });
     const injected = takeFailure('patch', r.collection);
     if (injected !== undefined) {
       record(injected);
@@ -182,7 +184,8 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     let patched: KubeObject;
     try {
       if (contentType === 'application/json-patch+json') patched = applyJsonPatch(current, body as JsonPatchOperation[]) as KubeObject;
-      else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') patched = applyMergePatch(current, body) as KubeObject;
+      else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') patched =
+        applyMergePatch(current, body) as KubeObject;
       else {
         record(415);
         sendJson(res, 415, statusBody(415, 'UnsupportedMediaType', `unsupported patch type ${contentType}`));
@@ -263,7 +266,10 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     bookmark: () => {
       for (const w of watches) {
         const known = store.kindOf(w.collection);
-        writeEvent(w, 'BOOKMARK', { apiVersion: known?.apiVersion ?? 'v1', kind: known?.kind ?? '', metadata: { resourceVersion: String(store.resourceVersion) } });
+        writeEvent(
+          w, 'BOOKMARK',
+          { apiVersion: known?.apiVersion ?? 'v1', kind: known?.kind ?? '', metadata: { resourceVersion: String(store.resourceVersion) } },
+        );
       }
     },
     compact: () => store.compact(),

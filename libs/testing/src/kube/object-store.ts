@@ -88,7 +88,8 @@ export class ObjectStore {
 
   /** Events after `sinceRv` in one collection (optionally one namespace). */
   eventsSince(collection: string, sinceRv: number, namespace?: string): StoredEvent[] {
-    return this.#events.filter((e) => e.rv > sinceRv && e.collection === collection && (namespace === undefined || e.object.metadata.namespace === namespace));
+    return this.#events.filter((e) => e.rv > sinceRv && e.collection === collection &&
+        (namespace === undefined || e.object.metadata.namespace === namespace));
   }
 
   /**

@@ -63,7 +63,10 @@ function flatten(nodes: readonly SpanTreeNode[], indent: string, rows: Row[], de
     const branch = depth === 0 ? '' : last ? '└─ ' : '├─ ';
     const below = depth === 0 ? '' : last ? '   ' : '│  ';
     // The detail line continues this node's own line down to its children, if it has any.
-    rows.push({ label: `${indent}${branch}${node.span.name}`, detailIndent: `${indent}${below}${node.children.length ? '│  ' : '   '}`, span: node.span });
+    rows.push({
+      label: `${indent}${branch}${node.span.name}`, detailIndent: `${indent}${below}${node.children.length ? '│  ' : '   '}`,
+      span: node.span,
+    });
     flatten(node.children, `${indent}${below}`, rows, depth + 1);
   });
 }
@@ -91,12 +94,17 @@ export function renderTrace(traceId: string, spans: readonly ReceivedSpan[], opt
   const labelWidth = Math.max(4, ...rows.map((r) => [...r.label].length));
   const serviceWidth = Math.max(7, ...rows.map((r) => r.span.serviceName.length));
   const out: string[] = [];
-  out.push(`trace ${traceId} · ${spans.length} span${spans.length === 1 ? '' : 's'} · ${services.join(', ') || 'no service'} · ${ms(total)} ms`, '');
-  out.push(`${pad('SPAN', labelWidth)}  ${pad('SERVICE', serviceWidth)}  ${pad('KIND', 8)}  ${padStart('START ms', 10)}  ${padStart('DURATION ms', 11)}  TIMELINE`);
+  out.push(
+    `trace ${traceId} · ${spans.length} span${spans.length === 1 ? '' : 's'} · ${services.join(', ') || 'no service'} · ${ms(total)} ms`,
+    '',
+  );
+  out.push(`${pad('SPAN', labelWidth)}  ${pad('SERVICE', serviceWidth)}  ${pad('KIND', 8)}  ${padStart('START ms', 10)}  ` +
+    `${padStart('DURATION ms', 11)}  TIMELINE`);
   for (const row of rows) {
     const s = row.span;
     const mark = s.status.code === 'ERROR' ? ' ✗' : '';
-    out.push(`${pad(row.label, labelWidth)}  ${pad(s.serviceName, serviceWidth)}  ${pad(s.kind, 8)}  ${padStart(`+${ms(s.startMs - start)}`, 10)}  ${padStart(ms(s.durationMs), 11)}  ${timeline(s, start, total)}${mark}`);
+    out.push(`${pad(row.label, labelWidth)}  ${pad(s.serviceName, serviceWidth)}  ${pad(s.kind, 8)}  ` +
+      `${padStart(`+${ms(s.startMs - start)}`, 10)}  ${padStart(ms(s.durationMs), 11)}  ${timeline(s, start, total)}${mark}`);
     const attrs = attributeLine(s, opts);
     if (attrs) out.push(`${row.detailIndent}  ${attrs}`);
     for (const e of s.events) {
@@ -111,16 +119,19 @@ export function renderTrace(traceId: string, spans: readonly ReceivedSpan[], opt
 function localTime(epochMs: number): string {
   const d = new Date(epochMs);
   const p = (n: number, w = 2) => String(n).padStart(w, '0');
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
+    `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
 }
 
 /** Recent traces, newest first, one line each. */
 export function renderTraceList(traces: readonly TraceSummary[]): string {
   if (traces.length === 0) return 'no traces received yet\n';
-  const lines = [`${pad('TRACE ID', 32)}  ${pad('START', 23)}  ${padStart('DURATION ms', 11)}  ${padStart('SPANS', 5)}  ${padStart('ERRORS', 6)}  ROOT`];
+  const lines = [`${pad('TRACE ID', 32)}  ${pad('START', 23)}  ${padStart('DURATION ms', 11)}  ${padStart('SPANS', 5)}  ` +
+    `${padStart('ERRORS', 6)}  ROOT`];
   for (const t of traces) {
     const root = t.rootName ? `${t.rootService}: ${t.rootName}` : '(root span not received)';
-    lines.push(`${t.traceId}  ${localTime(t.startMs)}  ${padStart(ms(t.durationMs), 11)}  ${padStart(String(t.spanCount), 5)}  ${padStart(String(t.errors), 6)}  ${root}`);
+    lines.push(`${t.traceId}  ${localTime(t.startMs)}  ${padStart(ms(t.durationMs), 11)}  ${padStart(String(t.spanCount), 5)}  ` +
+      `${padStart(String(t.errors), 6)}  ${root}`);
   }
   return `${lines.join('\n')}\n`;
 }

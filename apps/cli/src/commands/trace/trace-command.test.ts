@@ -24,13 +24,20 @@ function exportBody(): { body: Uint8Array; traceId: string } {
   const gateway = provider('triad-gateway');
   const scheduler = provider('triad-scheduler');
   const t0 = Date.now() - 1000;
-  const request = gateway.startSpan('POST /v1/chat/completions', { kind: SpanKind.SERVER, startTime: t0, attributes: { 'http.response.status_code': 200 } }, ROOT_CONTEXT);
+  const request = gateway.startSpan(
+    'POST /v1/chat/completions', { kind: SpanKind.SERVER, startTime: t0, attributes: { 'http.response.status_code': 200 } }, ROOT_CONTEXT,
+  );
   const ctx = trace.setSpan(ROOT_CONTEXT, request);
   const schedule = gateway.startSpan('schedule', { kind: SpanKind.CLIENT, startTime: t0 + 1 }, ctx);
-  scheduler.startSpan('schedule', { kind: SpanKind.SERVER, startTime: t0 + 2, attributes: { 'triad.decision.endpoint': 'default.m.decode-0' } }, trace.setSpan(ROOT_CONTEXT, schedule)).end(t0 + 3);
+  scheduler.startSpan(
+    'schedule', { kind: SpanKind.SERVER, startTime: t0 + 2, attributes: { 'triad.decision.endpoint': 'default.m.decode-0' } },
+    trace.setSpan(ROOT_CONTEXT, schedule),
+  ).end(t0 + 3);
   schedule.end(t0 + 4);
   for (const [i, start] of [[0, 5], [1, 7]] as const) {
-    gateway.startSpan('encode', { kind: SpanKind.CLIENT, startTime: t0 + start, attributes: { 'triad.encoder.item_index': i } }, ctx).end(t0 + start + 40);
+    gateway.startSpan(
+      'encode', { kind: SpanKind.CLIENT, startTime: t0 + start, attributes: { 'triad.encoder.item_index': i } }, ctx,
+    ).end(t0 + start + 40);
   }
   gateway.startSpan('decode', { kind: SpanKind.CLIENT, startTime: t0 + 50 }, ctx).end(t0 + 90);
   request.end(t0 + 91);

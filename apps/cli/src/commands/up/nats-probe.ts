@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 
 /** What a NATS server says about itself in the INFO line it sends every new client. */
-export type NatsProbe = { readonly reachable: false } | { readonly reachable: true; readonly jetstream: boolean; readonly version?: string };
+export type NatsProbe =
+  { readonly reachable: false } | { readonly reachable: true; readonly jetstream: boolean; readonly version?: string };
 
 /** host and port of a `nats://host:port` URL (port 4222 when omitted). */
 export function natsHostPort(url: string): { host: string; port: number } {

@@ -19,7 +19,8 @@ export const NATS_INSTALL_HELP = [
   'Install it, then run again:',
   '  Debian/Ubuntu:  sudo apt-get install nats-server',
   '  macOS:          brew install nats-server',
-  '  any OS:         go install github.com/nats-io/nats-server/v2@latest  (or a release binary from github.com/nats-io/nats-server/releases)',
+  '  any OS:         go install github.com/nats-io/nats-server/v2@latest  (or a release binary from ' +
+    'github.com/nats-io/nats-server/releases)',
   'Or point Triad at a running server with JetStream: TRIAD_NATS_URL=nats://host:4222 npm start  (start one with `nats-server -js`)',
 ].join('\n');
 
@@ -28,8 +29,14 @@ const binary = (env: NodeJS.ProcessEnv): string => env['NATS_SERVER_BIN'] ?? 'na
 async function useGiven(url: string): Promise<NatsEndpoint> {
   const { host, port } = natsHostPort(url);
   const probe = await probeNats(host, port);
-  if (!probe.reachable) throw new StartupError(`no NATS server answers at ${url} (from --nats or TRIAD_NATS_URL). Start one (nats-server -js) or unset TRIAD_NATS_URL to let triad up start its own.`);
-  if (!probe.jetstream) throw new StartupError(`the NATS server at ${url} has JetStream disabled; Triad keeps its state in JetStream KV. Restart it with -js (nats-server -js).`);
+  if (!probe.reachable) {
+    throw new StartupError(`no NATS server answers at ${url} (from --nats or TRIAD_NATS_URL). Start one (nats-server -js) or unset ` +
+      `TRIAD_NATS_URL to let triad up start its own.`);
+  }
+  if (!probe.jetstream) {
+    throw new StartupError(`the NATS server at ${url} has JetStream disabled; Triad keeps its state in JetStream KV. Restart it with -js ` +
+      `(nats-server -js).`);
+  }
   return { url, origin: 'given' };
 }
 
@@ -38,7 +45,9 @@ async function startPrivate(supervisor: Supervisor, storeDir: string, env: NodeJ
   mkdirSync(storeDir, { recursive: true });
   const port = await freeLoopbackPort();
   // nats-server's 25-line start-up banner would bury the services' lines; only its warnings and errors are shown.
-  const child = supervisor.start('nats', binary(env), ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], env, (line) => !line.includes('[INF]'));
+  const child = supervisor.start(
+    'nats', binary(env), ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], env, (line) => !line.includes('[INF]'),
+  );
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const probe = await Promise.race([child.exited, probeNats('127.0.0.1', port, 500)]);
@@ -56,7 +65,9 @@ async function startPrivate(supervisor: Supervisor, storeDir: string, env: NodeJ
  * Finds or starts the NATS server: an explicit URL must answer with JetStream; `auto` reuses a JetStream server on
  * 127.0.0.1:4222 and otherwise starts a private one, as does `spawn` always.
  */
-export async function resolveNats(choice: NatsChoice, supervisor: Supervisor, storeDir: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<{ endpoint: NatsEndpoint; note?: string }> {
+export async function resolveNats(
+  choice: NatsChoice, supervisor: Supervisor, storeDir: string, env: NodeJS.ProcessEnv, timeoutMs: number,
+): Promise<{ endpoint: NatsEndpoint; note?: string }> {
   if (choice.kind === 'url') return { endpoint: await useGiven(choice.url) };
   if (choice.kind === 'auto') {
     const { host, port } = natsHostPort(LOCAL_NATS_URL);

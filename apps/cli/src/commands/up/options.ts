@@ -56,14 +56,29 @@ export function parseUpOptions(argv: readonly string[], env: NodeJS.ProcessEnv, 
     .description('Run the whole local stack: NATS, engine sims for loopback pods, pod-watcher, scheduler and gateway')
     .option('--config <file>', `ModelServers, ModelRoutes and Pods (default ${DEFAULT_CONFIG})`)
     .option('--port <port>', 'gateway port', intArg('--port', 1, 65535), Number(env['TRIAD_PORT'] ?? 8080))
-    .option('--nats <auto|spawn|url>', 'auto (default): TRIAD_NATS_URL, else a JetStream server on 127.0.0.1:4222, else start nats-server; spawn: always start a private one', natsArg)
+    .option(
+      '--nats <auto|spawn|url>',
+      'auto (default): TRIAD_NATS_URL, else a JetStream server on 127.0.0.1:4222, else start nats-server; spawn: always start a ' +
+        'private one',
+      natsArg,
+    )
     .option('--sim-latency <profile>', 'engine sim latency profile: realistic or zero', 'realistic')
     .option('--raw-logs', 'print the services\' JSON log lines unchanged', false)
     .option('--ready-timeout <seconds>', 'how long the services get to become ready', intArg('--ready-timeout', 1, 3600), 90)
-    .option('--stop-timeout <seconds>', 'how long a service gets to stop after SIGTERM before SIGKILL', intArg('--stop-timeout', 1, 600), 10)
+    .option(
+      '--stop-timeout <seconds>', 'how long a service gets to stop after SIGTERM before SIGKILL', intArg('--stop-timeout', 1, 600), 10,
+    )
     .showHelpAfterError();
   program.parse([...argv], { from: 'user' });
-  const o = program.opts<{ config?: string; port: number; nats?: NatsChoice; simLatency: string; rawLogs: boolean; readyTimeout: number; stopTimeout: number }>();
+  const o = program.opts<{
+    config?: string;
+    port: number;
+    nats?: NatsChoice;
+    simLatency: string;
+    rawLogs: boolean;
+    readyTimeout: number;
+    stopTimeout: number;
+  }>();
   const simLatency = o.simLatency;
   if (simLatency !== 'zero' && simLatency !== 'realistic') program.error('--sim-latency must be zero or realistic');
   const explicitUrl = env['TRIAD_NATS_URL'];

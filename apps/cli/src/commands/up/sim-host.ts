@@ -50,9 +50,13 @@ export async function main(argv: readonly string[]): Promise<void> {
   const logger = createLogger({ service: 'sim-pods' });
   const { startSimEngine } = require('@triad/engine-sim') as EngineSim;
   const fleet = new SimFleet((spec) => startSimEngine(simOptions(spec, flags, logger.child({ pod: spec.key }))), {
-    started: (spec, sim) => logger.info({ pod: spec.key, engine: spec.engine, role: spec.role, url: sim.url, model: spec.model }, 'engine sim started'),
+    started: (spec, sim) => logger.info(
+      { pod: spec.key, engine: spec.engine, role: spec.role, url: sim.url, model: spec.model }, 'engine sim started',
+    ),
     stopped: (spec) => logger.info({ pod: spec.key }, 'engine sim stopped'),
-    failed: (spec, err) => logger.error({ pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start'),
+    failed: (spec, err) => logger.error(
+      { pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start',
+    ),
   }, Number(flags.drainMs));
 
   const plan = () => {
@@ -62,7 +66,8 @@ export async function main(argv: readonly string[]): Promise<void> {
   const failedAtStart = await fleet.apply(plan());
   if (failedAtStart.length > 0) {
     logger.flush?.();
-    throw new Error(`${failedAtStart.length} engine sim(s) could not start: ${failedAtStart.map((s) => `${s.key} on ${s.host}:${s.port}`).join(', ')}`);
+    throw new Error(`${failedAtStart.length} engine sim(s) could not start: ` +
+      `${failedAtStart.map((s) => `${s.key} on ${s.host}:${s.port}`).join(', ')}`);
   }
 
   // Reloads run one at a time; edits that land during one are folded into a single follow-up reload.

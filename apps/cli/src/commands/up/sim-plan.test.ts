@@ -27,7 +27,8 @@ describe('planSims', () => {
     const text = readFileSync(join(__dirname, '../../../../../infra/local/cluster.yaml'), 'utf8');
     const { sims, notes } = plan(text);
     expect(notes).toEqual([]);
-    expect(sims.map((s) => `${s.key} ${s.engine} ${s.role} ${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}`)).toEqual([
+    expect(sims.map((s) => `${s.key} ${s.engine} ${s.role} ` +
+      `${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}`)).toEqual([
       'default/qwen-vl-encode-0 vllm encode 127.0.1.1:8000 ec',
       'default/qwen-vl-encode-1 vllm encode 127.0.1.2:8000 ec',
       'default/qwen-vl-prefill-0 vllm prefill 127.0.1.11:8000 ec',
@@ -38,7 +39,9 @@ describe('planSims', () => {
       'default/qwen-small-0 vllm both 127.0.3.1:8000',
       'default/qwen-small-1 vllm both 127.0.3.2:8000',
     ]);
-    expect(new Set(sims.map((s) => s.model))).toEqual(new Set(['Qwen/Qwen2.5-VL-3B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct', 'Qwen/Qwen2.5-0.5B-Instruct']));
+    expect(new Set(sims.map((s) => s.model))).toEqual(new Set([
+      'Qwen/Qwen2.5-VL-3B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct', 'Qwen/Qwen2.5-0.5B-Instruct',
+    ]));
   });
 
   it('maps SGLang EPD and E→PD topologies, role ports, bootstrap annotations and LoRA adapters', () => {

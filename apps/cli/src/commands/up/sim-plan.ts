@@ -108,10 +108,14 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
     for (const ms of sameNs) {
       const c = classifyPod(ms.spec, pod.metadata.labels);
       if (c.role !== 'none') classified.push({ ms, role: c.role });
-      else if (!c.reason?.startsWith('labels do not match workloadSelector')) notes.push(`${id} matches ModelServer ${ms.metadata.name} but gets no role: ${c.reason}`);
+      else if (!c.reason?.startsWith('labels do not match workloadSelector')) {
+        notes.push(`${id} matches ModelServer ${ms.metadata.name} but gets no role: ${c.reason}`);
+      }
     }
     if (!isLoopbackAddress(ip)) {
-      if (classified.length > 0) notes.push(`${id} has IP ${ip}, which is not a loopback address: no sim started; Triad will route to ${ip} as a real engine`);
+      if (classified.length > 0) {
+        notes.push(`${id} has IP ${ip}, which is not a loopback address: no sim started; Triad will route to ${ip} as a real engine`);
+      }
       continue;
     }
     const first = classified[0];
@@ -121,7 +125,8 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
     }
     if (classified.length > 1) {
       const others = classified.slice(1).map((c) => c.ms.metadata.name).join(', ');
-      notes.push(`${id} is selected by ${first.ms.metadata.name} and ${others}; its sim plays its ${first.role} role for ${first.ms.metadata.name}`);
+      notes.push(`${id} is selected by ${first.ms.metadata.name} and ${others}; its sim plays its ${first.role} role for ` +
+        `${first.ms.metadata.name}`);
     }
     const sim = simFor(pod, ip, first, modelRoutes);
     const addresses = [sim.port, ...(sim.bootstrapPort ? [sim.bootstrapPort] : [])].map((p) => `${ip}:${p}`);

@@ -106,7 +106,9 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
 
   try {
     const deadline = Date.now() + options.readyTimeoutMs;
-    const { endpoint: nats, note: natsNote } = await resolveNats(options.nats, supervisor, join(workDir, 'nats'), environment.env, options.readyTimeoutMs);
+    const { endpoint: nats, note: natsNote } = await resolveNats(
+      options.nats, supervisor, join(workDir, 'nats'), environment.env, options.readyTimeoutMs,
+    );
     environment.out.write(`triad up: NATS at ${nats.url}${nats.origin === 'started' ? ' (nats-server started with JetStream)' : ''}\n`);
     const triad = (name: string, args: readonly string[], opsPort: number) => {
       const child = supervisor.start(name, process.execPath, [environment.cliEntry, ...args], environment.env);
@@ -117,7 +119,11 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     const starting: { child: ManagedChild; opsPort: number }[] = [];
     if (plan.sims.length > 0) {
       const p = await port();
-      starting.push(triad('sim-pods', ['_sim-pods', '--config', config.path, '--shared-ec-dir', sharedEcDir, '--metrics-port', p, '--latency', options.simLatency], Number(p)));
+      starting.push(triad(
+        'sim-pods',
+        ['_sim-pods', '--config', config.path, '--shared-ec-dir', sharedEcDir, '--metrics-port', p, '--latency', options.simLatency],
+        Number(p),
+      ));
     }
     let p = await port();
     starting.push(triad('pod-watcher', ['pod-watcher', ...natsArgs, '--source', `file:${config.path}`, '--metrics-port', p], Number(p)));
@@ -130,10 +136,14 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://127.0.0.1:${opsPort}/readyz`, deadline)))
       .then(() => waitForModels(gatewayUrl, config.modelRoutes.flatMap((r) => (r.spec.modelName ? [r.spec.modelName] : [])), deadline))
       .then((missing) => {
-        if (missing.length > 0) environment.out.write(`triad up: note: the gateway does not list ${missing.join(', ')} yet (GET /v1/models); see the pod-watcher's lines above\n`);
+        if (missing.length > 0) {
+          environment.out.write(`triad up: note: the gateway does not list ${missing.join(', ')} yet (GET /v1/models); see the ` +
+            `pod-watcher's lines above\n`);
+        }
       });
     const crashedFirst = crashed.then(({ child, exit }) => {
-      throw new StartupError(`${child.name} stopped while the stack was starting (${exit.error ? exit.error.message : exit.signal ?? `code ${exit.code}`}):\n  ${child.lastLines().join('\n  ')}`);
+      throw new StartupError(`${child.name} stopped while the stack was starting ` +
+        `(${exit.error ? exit.error.message : exit.signal ?? `code ${exit.code}`}):\n  ${child.lastLines().join('\n  ')}`);
     });
     const aborted = new Promise<never>((_, reject) => {
       const fail = () => reject(new StartupError('interrupted while starting; everything started so far has been stopped'));

@@ -29,7 +29,9 @@ export class Supervisor {
   }
 
   /** Starts a service; `show` decides which of its lines reach the terminal (all are kept for error reports). */
-  start(name: string, command: string, args: readonly string[], env?: NodeJS.ProcessEnv, show: (line: string) => boolean = () => true): ManagedChild {
+  start(
+    name: string, command: string, args: readonly string[], env?: NodeJS.ProcessEnv, show: (line: string) => boolean = () => true,
+  ): ManagedChild {
     const child = new ManagedChild({
       name, command, args, ...(env ? { env } : {}),
       onLine: (n, line) => {

@@ -1,7 +1,8 @@
 import { resolvePipelineMode, type ModelRoute, type ModelServer, type PipelineMode } from '@triad/crd';
 
 /** A 1×1 PNG as a data URI: an image the engines accept without fetching anything. */
-export const TINY_PNG_DATA_URI = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+export const TINY_PNG_DATA_URI =
+  'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 
 /** A route clients can call, with the pipeline mode of the ModelServer it leads to. */
 export interface CallableModel {
@@ -48,7 +49,9 @@ export function curlLines(baseUrl: string, picks: TryRequests): { label: string;
   if (picks.text) {
     lines.push({
       label: `text (${picks.text.name}, ${picks.text.engine} ${picks.text.mode})`,
-      command: curl(baseUrl, { model: picks.text.name, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 32 }, false),
+      command: curl(
+        baseUrl, { model: picks.text.name, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 32 }, false,
+      ),
     });
   }
   if (picks.image) {
@@ -56,7 +59,10 @@ export function curlLines(baseUrl: string, picks: TryRequests): { label: string;
       label: `image (${picks.image.name}, ${picks.image.engine} ${picks.image.mode})`,
       command: curl(baseUrl, {
         model: picks.image.name,
-        messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }] }],
+        messages: [{
+          role: 'user',
+          content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }],
+        }],
         max_tokens: 32,
       }, false),
     });
@@ -64,7 +70,10 @@ export function curlLines(baseUrl: string, picks: TryRequests): { label: string;
   if (picks.stream) {
     lines.push({
       label: `stream (${picks.stream.name}, ${picks.stream.engine} ${picks.stream.mode})`,
-      command: curl(baseUrl, { model: picks.stream.name, messages: [{ role: 'user', content: 'Count from one to ten.' }], max_tokens: 32, stream: true }, true),
+      command: curl(
+        baseUrl,
+        { model: picks.stream.name, messages: [{ role: 'user', content: 'Count from one to ten.' }], max_tokens: 32, stream: true }, true,
+      ),
     });
   }
   return lines;

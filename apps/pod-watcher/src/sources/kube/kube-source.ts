@@ -51,7 +51,10 @@ export class KubeSource implements ObjectSource {
     const mergePatch = this.#k8s.setHeaderOptions('Content-Type', this.#k8s.PatchStrategy.MergePatch);
     this.status = new KubeStatusWriter(async (kind, namespace, name, conditions: Condition[]) => {
       await custom.patchNamespacedCustomObjectStatus(
-        { group: API_GROUP, version: VERSION, namespace, plural: kind === 'ModelServer' ? 'modelservers' : 'modelroutes', name, body: { status: { conditions } } },
+        {
+          group: API_GROUP, version: VERSION, namespace, plural: kind === 'ModelServer' ? 'modelservers' : 'modelroutes', name,
+          body: { status: { conditions } },
+        },
         mergePatch,
       );
     }, options.logger, options.metrics);
@@ -90,13 +93,19 @@ export class KubeSource implements ObjectSource {
     if (res.kind === 'Pod') {
       const core = kc.makeApiClient(k8s.CoreV1Api);
       const path = namespace ? `/api/v1/namespaces/${namespace}/pods` : '/api/v1/pods';
-      return k8s.makeInformer<KubeObject>(kc, path, () => (namespace ? core.listNamespacedPod({ namespace }) : core.listPodForAllNamespaces()) as Promise<import('@kubernetes/client-node').KubernetesListObject<KubeObject>>);
+      type PodList = Promise<import('@kubernetes/client-node').KubernetesListObject<KubeObject>>;
+      return k8s.makeInformer<KubeObject>(
+        kc, path, () => (namespace ? core.listNamespacedPod({ namespace }) : core.listPodForAllNamespaces()) as PodList,
+      );
     }
     const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const path = namespace ? `/apis/${API_GROUP}/${VERSION}/namespaces/${namespace}/${res.plural}` : `/apis/${API_GROUP}/${VERSION}/${res.plural}`;
+    const path = namespace
+      ? `/apis/${API_GROUP}/${VERSION}/namespaces/${namespace}/${res.plural}` : `/apis/${API_GROUP}/${VERSION}/${res.plural}`;
     const list = () => (namespace
       ? custom.listNamespacedCustomObject({ group: API_GROUP, version: VERSION, namespace, plural: res.plural })
-      : custom.listClusterCustomObject({ group: API_GROUP, version: VERSION, plural: res.plural })) as Promise<import('@kubernetes/client-node').KubernetesListObject<KubeObject>>;
+      : custom.listClusterCustomObject({
+        group: API_GROUP, version: VERSION, plural: res.plural,
+      })) as Promise<import('@kubernetes/client-node').KubernetesListObject<KubeObject>>;
     return k8s.makeInformer<KubeObject>(kc, path, list);
   }
 }

@@ -82,13 +82,19 @@ export class KubeStatusWriter implements StatusReporter {
     try {
       await this.#patch(job.kind, job.namespace, job.name, mergeCondition(job.current, job.desired));
       this.#metrics?.statusPatches.inc({ result: 'ok' });
-      this.#logger.info({ kind: job.kind, namespace: job.namespace, name: job.name, accepted: job.desired.status, reason: job.desired.reason }, 'status condition written');
+      this.#logger.info(
+        { kind: job.kind, namespace: job.namespace, name: job.name, accepted: job.desired.status, reason: job.desired.reason },
+        'status condition written',
+      );
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       this.#metrics?.statusPatches.inc({ result: 'error' });
       if (code === 404) return;
       job.attempts += 1;
-      this.#logger.warn({ kind: job.kind, namespace: job.namespace, name: job.name, code, err: (err as Error).message, attempt: job.attempts }, 'status patch failed');
+      this.#logger.warn(
+        { kind: job.kind, namespace: job.namespace, name: job.name, code, err: (err as Error).message, attempt: job.attempts },
+        'status patch failed',
+      );
       if (job.attempts >= MAX_ATTEMPTS || this.#closed) return;
       const timer = setTimeout(() => {
         this.#timers.delete(timer);

@@ -10,7 +10,10 @@ const item = (key: string): MediaItem => ({ index: 0, key, modality: 'image' });
 function setup(inflight: Record<string, number> = {}, pods = encoders) {
   const index = buildIndex(pods.map((pod) => ({ pod, role: 'encode' as const })));
   const tracker = new InflightTracker();
-  tracker.applyBatch({ v: 1, gateway: 'gw', seq: 0, events: [], inflight: Object.fromEntries(Object.entries(inflight).map(([p, n]) => [keyOf(p), n])) }, TEST_NOW);
+  tracker.applyBatch(
+    { v: 1, gateway: 'gw', seq: 0, events: [], inflight: Object.fromEntries(Object.entries(inflight).map(([p, n]) => [keyOf(p), n])) },
+    TEST_NOW,
+  );
   const candidates = candidatesOf(index, pods, tracker);
   const ctx = pluginContext();
   const finals = new Float64Array(pods.length);
@@ -33,14 +36,20 @@ describe('encoder-affinity', () => {
 
   it('spreads different content over the encoders', () => {
     const { candidates, ctx, finals } = setup();
-    const homes = new Set(Array.from({ length: 40 }, (_, i) => podOf(candidates, picker.pick(ctx, { candidates, finals, count: 1, item: item(`u:img-${i}`) }).order[0])));
+    const homes = new Set(Array.from(
+      { length: 40 }, (_, i) => podOf(candidates, picker.pick(ctx, { candidates, finals, count: 1, item: item(`u:img-${i}`) }).order[0]),
+    ));
     expect(homes.size).toBe(4);
   });
 
   it('spills a hot key to its next encoder when its home is over the load bound, and always the same one', () => {
     const calm = setup();
-    const home = podOf(calm.candidates, picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[0]);
-    const second = podOf(calm.candidates, picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[1]);
+    const home = podOf(
+      calm.candidates, picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[0],
+    );
+    const second = podOf(
+      calm.candidates, picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[1],
+    );
     // total load 8+1 over 4 encoders: cap = ceil(1.25·9/4) = 3, and the home has 8.
     const hot = setup({ [home]: 8 });
     const spilled = picker.pick(hot.ctx, { candidates: hot.candidates, finals: hot.finals, count: 4, item: item('u:hot') });
