@@ -5,7 +5,7 @@ import type { MediaPart } from '@triad/request';
 
 /**
  * Whether the client itself asked for the final usage chunk of a stream. vLLM turns `include_usage` on as soon
- * as a `stream_options` object is present; SGLang only when it is true (wire-protocols §5.1).
+ * as a `stream_options` object is present; SGLang only when it is true (docs/protocols/openai.md).
  */
 export function clientWantsUsage(body: Record<string, unknown>, engine: InferenceEngine): boolean {
   const options = body['stream_options'];

@@ -95,7 +95,7 @@ function olderFirst(a: CompiledRoute, b: CompiledRoute): number {
 }
 
 /**
- * ModelRoute resolution exactly as Kthena's `MatchModelTarget` (kthena-router.md §1.2): routes whose
+ * ModelRoute resolution exactly as Kthena's router (`MatchModelTarget`; docs/gateway.md, Routing): routes whose
  * `modelName` equals the request model, else routes listing it among `loraAdapters` (a LoRA match); candidates
  * oldest first; for each, the first matching rule (headers, uri, body.model, all ANDed) and a weighted-random
  * target; any failure falls through to the next route.

@@ -22,7 +22,7 @@ const sameSet = (a: ReadonlySet<string>, b: ReadonlySet<string>) => a.size === b
 
 /**
  * Keeps each SGLang language-only prefill's encoder registry equal to its planned set of encoder URLs
- * (wire-protocols §7): lists it, registers what is missing, unregisters what is extra. A prefill is reconciled at
+ * (docs/protocols/sglang.md): lists it, registers what is missing, unregisters what is extra. A prefill is reconciled at
  * once when its plan changes and every interval anyway (a restarted prefill comes back with an empty registry).
  * Only the writer replica runs it, so two replicas never fight over a registry.
  */

@@ -21,7 +21,7 @@ interface MetricNames {
   readonly tpot: readonly string[];
 }
 
-/** The metric names each engine serves (wire-protocols §4; Kthena's table plus the renamed and older names). */
+/** The metric names each engine serves (docs/protocols/vllm.md, sglang.md: Kthena's table plus renamed and older names). */
 const ENGINE_METRIC_NAMES: Readonly<Record<InferenceEngine, MetricNames>> = {
   vLLM: {
     running: 'vllm:num_requests_running',

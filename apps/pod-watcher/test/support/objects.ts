@@ -1,6 +1,6 @@
 import { API_VERSION } from '@triad/crd';
 
-/** Test builders for the objects a source delivers (the shapes of architecture.md §2). */
+/** Test builders for the objects a source delivers (the shapes of a cluster's objects, docs/pod-watcher.md). */
 export interface PodOptions {
   readonly namespace?: string;
   readonly ip?: string;

@@ -4,12 +4,12 @@ import { sglangBody } from '../request-bodies';
 import type { Attempt, Connector, LegHandle, LegRunner } from '../types';
 
 /**
- * SGLang PD (wire-protocols §3.1), and SGLang EPD (§3.2/§7: the same against the language-only prefill, plus
+ * SGLang PD, and SGLang EPD (the same against the language-only prefill, plus
  * `epd_bootstrap_addr` when the scheduler named an encoder group). The identical body with
  * `bootstrap_host/port/room` goes to prefill and decode concurrently — the decode waits for the prefill's
  * bootstrap server — and the decode's answer is the client's. The prefill answer is drained and dropped, but
  * a prefill failure fails the attempt (and aborts the decode); a decode failure aborts the prefill. Each try
- * gets a fresh room.
+ * gets a fresh room. The protocol: docs/protocols/sglang.md.
  */
 export class SglangPdConnector implements Connector {
   readonly name: ConnectorName;

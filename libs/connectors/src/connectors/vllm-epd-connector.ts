@@ -12,7 +12,7 @@ function encoderRequestId(parent: string, item: number): string {
 }
 
 /**
- * vLLM E→P→D and E→PD (wire-protocols §1). Before the attempt loop, every media item goes to the encoder the
+ * vLLM E→P→D and E→PD (docs/protocols/vllm.md). Before the attempt loop, every media item goes to the encoder the
  * scheduler chose for it — one request per item, all concurrently, body holding only that item — with
  * `x-request-id parent:i:hex`; an item retries on its own alternates. All items must succeed or the request
  * fails naming the item, and nothing downstream runs. Text-only requests skip encode. Then P→D as vLLM PD.

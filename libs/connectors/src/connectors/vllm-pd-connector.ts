@@ -4,7 +4,7 @@ import { finalLegBody, vllmPrefillBody } from '../request-bodies';
 import type { Attempt, Connector, LegRunner } from '../types';
 
 /**
- * vLLM prefill → decode, in sequence (wire-protocols §2). Prefill gets one token, no stream and, for the
+ * vLLM prefill → decode, in sequence (docs/protocols/vllm.md). Prefill gets one token, no stream and, for the
  * NIXL/Mooncake/LMCache connectors, `kv_transfer_params.do_remote_decode`; decode gets the original body plus
  * the prefill's returned `kv_transfer_params` verbatim (byte for byte). Both get the same `x-request-id`. An
  * attempt without a prefill endpoint (E→PD) goes straight to decode.

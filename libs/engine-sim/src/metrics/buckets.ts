@@ -1,4 +1,4 @@
-/** Histogram buckets the real engines use (wire-protocols §4), so bucket-based quantiles look the same. */
+/** Histogram buckets the real engines use (docs/protocols/vllm.md, sglang.md), so bucket-based quantiles look the same. */
 export const VLLM_TTFT_BUCKETS = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560,
 ];

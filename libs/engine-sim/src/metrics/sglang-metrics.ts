@@ -11,7 +11,7 @@ interface RankState {
 }
 
 /**
- * SGLang metrics with their real names and label sets (wire-protocols §4.2): scheduler gauges per DP rank
+ * SGLang metrics with their real names and label sets (docs/protocols/sglang.md): scheduler gauges per DP rank
  * (`model_name`, `engine_type`, `tp_rank`, `pp_rank`, plus `dp_rank` when DP > 1), tokenizer-side counters and
  * latency histograms labelled by `model_name` only.
  */

@@ -32,7 +32,7 @@ interface RankSeries {
 }
 
 /**
- * vLLM V1 metrics with their real names, types, labels (`model_name`, `engine`) and buckets (wire-protocols §4.1).
+ * vLLM V1 metrics with their real names, types, labels (`model_name`, `engine`) and buckets (docs/protocols/vllm.md).
  * Gauges read the rank's live state at scrape time, so requests pay nothing for them.
  */
 export class VllmMetrics implements EngineMetrics {

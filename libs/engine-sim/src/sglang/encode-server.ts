@@ -5,7 +5,7 @@ import type { SimContext } from '../sim-context';
 const MODALITIES = new Set(['IMAGE', 'VIDEO', 'AUDIO']);
 
 /**
- * SGLang `--encoder-only` `POST /encode` (MMReceiver body from wire-protocols §3.2): pays the encode cost per item and
+ * SGLang `--encoder-only` `POST /encode` (MMReceiver body, docs/protocols/sglang.md): pays the encode cost per item and
  * answers `null`, as the zmq_to_scheduler backend does (the embeddings would then be pushed over ZMQ).
  */
 export function encodeHandler(ctx: SimContext): RouteHandler {

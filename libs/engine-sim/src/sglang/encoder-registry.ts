@@ -3,7 +3,7 @@ import type { Exchange, RouteHandler } from '../http/router';
 import { sendJson, sendText } from '../http/respond';
 
 /**
- * The encoder registry a `--language-only` SGLang server embeds (wire-protocols §7): the control plane keeps it
+ * The encoder registry a `--language-only` SGLang server embeds (docs/protocols/sglang.md): the control plane keeps it
  * equal to the healthy encoders of the PD group.
  */
 export class EncoderRegistry {

@@ -4,7 +4,7 @@ import { waitForHandoff } from '../bootstrap/handoff-wait';
 import type { SimContext } from '../sim-context';
 
 /**
- * vLLM's Mooncake connector flow (wire-protocols §2.2): the proxy calls P and D concurrently, P with
+ * vLLM's Mooncake connector flow (docs/protocols/vllm.md): the proxy calls P and D concurrently, P with
  * `{do_remote_decode: true, transfer_id}` and D with `{do_remote_prefill: true, remote_bootstrap_addr, remote_engine_id,
  * transfer_id}`; D waits at P's bootstrap server until P has computed that transfer.
  */
