@@ -42,7 +42,7 @@ export interface RequestHooks {
  */
 export function composeHooks(list: readonly RequestHooks[]): RequestHooks {
   if (list.length === 0) return {};
-  if (list.length === 1) return list[0] as RequestHooks;
+  if (list.length === 1) return list[0];
   const out: RequestHooks = {};
   const all = <K extends keyof RequestHooks>(k: K) => list.filter((h) => h[k] !== undefined);
   const onRequest = all('onRequest');

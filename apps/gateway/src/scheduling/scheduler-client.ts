@@ -109,14 +109,14 @@ export class SchedulerClient implements TurnFlushable {
     this.#inFlight++;
     const started = performance.now();
     const requests = new Array<SchedulingRequest>(batch.length);
-    for (let i = 0; i < batch.length; i++) requests[i] = (batch[i] as Pending).request;
+    for (let i = 0; i < batch.length; i++) requests[i] = batch[i].request;
     try {
       const data = encoder.encode(JSON.stringify({ v: SCHEMA_VERSION, requests }));
       const msg = await this.#nc.request(Subjects.schedule, data, { timeout: this.#options.budgetMs, ...this.#headersOf(batch) });
       const checked = checkScheduleReply(msg.data, batch.length);
       this.#options.onBatch?.(batch.length, (performance.now() - started) / 1000);
       if (typeof checked === 'string') this.#fallBack(batch, 'invalid-reply');
-      else for (let i = 0; i < batch.length; i++) (batch[i] as Pending).resolve({ decision: checked[i] as DecisionOrError, local: false });
+      else for (let i = 0; i < batch.length; i++) batch[i].resolve({ decision: checked[i], local: false });
     } catch (err) {
       // nats.js rejects a request that ran out of time with TimeoutError; no responders, a closed or draining
       // connection and a disconnect are RequestError or connection errors: the scheduler is unavailable.
