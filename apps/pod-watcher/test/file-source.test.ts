@@ -80,6 +80,53 @@ describe('pod-watcher with the file source', () => {
     expect(endpoints.keys('default.qwen.')).toEqual(['default.qwen.a', 'default.qwen.c', 'default.qwen.d']);
   });
 
+  it('keeps a live pool when a later copy of its ModelServer (same name) is pasted in broken', async () => {
+    const broken = modelServer('qwen', { mode: 'aggregated' });
+    broken.spec.workloadSelector = { matchLabels: { app: 'nothing-matches' } };
+    const refusals = () => watcher.log.lines.filter((l) => l['msg']?.toString().startsWith('object defined more than once')).length;
+    write([modelServer('qwen'), broken, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }), pod('e', labels('decode'), { ip: ip(5) })]);
+    // The rest of the edit applies (pod e); the duplicated ModelServer keeps its last state, so no pod loses its role.
+    await waitFor(() => role('e') === 'decode' && refusals() === 1, { what: 'pod e and the duplicate warning' });
+    expect(servers.get('default.qwen')).toMatchObject({ mode: 'pd', spec: { workloadSelector: { matchLabels: { app: 'qwen' } } } });
+    expect(endpoints.keys('default.qwen.')).toEqual(['default.qwen.a', 'default.qwen.c', 'default.qwen.d', 'default.qwen.e']);
+  });
+
+  it('refuses an emptied file and keeps every object', async () => {
+    const refused = () => watcher.log.lines.filter((l) => String(l['error'] ?? '').includes('holds no ModelServer')).length;
+    write('');
+    await waitFor(() => refused() === 1, { what: 'empty file refused' });
+    write('# nothing here yet\n---\n');
+    await waitFor(() => refused() === 2, { what: 'comment-only file refused' });
+    expect(endpoints.keys('default.qwen.')).toEqual(['default.qwen.a', 'default.qwen.c', 'default.qwen.d', 'default.qwen.e']);
+    expect(servers.get('default.qwen')?.mode).toBe('pd');
+  });
+
+  it('does not delete what a file rewritten in place still holds once it is complete', async () => {
+    const full = [modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }), pod('e', labels('decode'), { ip: ip(5) }), pod('f', labels('decode'), { ip: ip(6) })];
+    const text = full.map((d) => stringify(d)).join('---\n');
+    const cut = text.indexOf('---\n', text.indexOf('name: c')) + 4;
+    const count = (msg: string) => watcher.log.lines.filter((l) => l['msg'] === msg).length;
+    const removals = count('objects removed from the source file');
+    const settling = count('source file version removes objects; waiting for the file to settle');
+    // The writer truncates the file and writes its first half; the rest follows before the file settles.
+    writeFileSync(file, text.slice(0, cut));
+    await waitFor(() => count('source file version removes objects; waiting for the file to settle') === settling + 1, { what: 'half file seen' });
+    writeFileSync(file, text);
+    await waitFor(() => role('f') === 'decode', { what: 'pod f' });
+    expect(endpoints.keys('default.qwen.')).toEqual(['default.qwen.a', 'default.qwen.c', 'default.qwen.d', 'default.qwen.e', 'default.qwen.f']);
+    expect(count('objects removed from the source file')).toBe(removals);
+  });
+
+  it('never publishes a pod whose address is not an IP, and keeps its last valid address', async () => {
+    const docs = (fIp: string, gIp: string) => [modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }), pod('e', labels('decode'), { ip: ip(5) }), pod('f', labels('decode'), { ip: fIp }), pod('g', labels('decode'), { ip: gIp })];
+    write(docs('127.0.0.999', '::::'));
+    await waitFor(() => watcher.log.lines.filter((l) => l['msg'] === 'rejected invalid object' && l['kind'] === 'Pod').length === 2, { what: 'two pods rejected' });
+    expect(endpoints.get('default.qwen.f')?.ip).toBe(ip(6));
+    expect(endpoints.get('default.qwen.g')).toBeUndefined();
+    write(docs(ip(6), ip(7)));
+    await waitFor(() => role('g') === 'decode', { what: 'pod g with a valid address' });
+  });
+
   it('recovers with the next good version, including a fixed ModelServer', async () => {
     write([modelServer('qwen', { mode: 'aggregated' }), pod('a', labels('decode'), { ip: ip(1) })]);
     await waitFor(

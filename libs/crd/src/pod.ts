@@ -9,7 +9,9 @@ export const PodSchema = z.object({
   status: z
     .object({
       phase: z.string().optional(),
-      podIP: z.string().optional(),
+      // A pod address is dialled by every gateway: anything but an IP literal (`127.0.0.999`, `::::`, a hostname)
+      // refuses the pod version, so the last valid one stays in force. '' is the API server's "not assigned yet".
+      podIP: z.union([z.literal(''), z.ipv4(), z.ipv6()], { error: 'must be an IPv4 or IPv6 address' }).optional(),
       conditions: z.array(z.object({ type: z.string(), status: z.string() })).optional(),
     })
     .optional(),

@@ -198,6 +198,16 @@ describe('documents and kinds', () => {
       apiVersion: 'v1', kind: 'Pod', metadata: {},
     })).toEqual(['metadata.name: Invalid input: expected string, received undefined']);
   });
+
+  it.each(['127.0.0.999', '::::', '1.2.3', 'engine.local', '10.0.0.1 '])('refuses a pod whose podIP is not an IP literal (%j)', (podIP) => {
+    expect(problemsOf({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, status: { phase: 'Running', podIP } })).toEqual([
+      'status.podIP: must be an IPv4 or IPv6 address',
+    ]);
+  });
+
+  it.each(['10.1.2.3', 'fd00::7', ''])('accepts an IPv4 or IPv6 podIP, or none assigned yet (%j)', (podIP) => {
+    expect(problemsOf({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p' }, status: { phase: 'Running', podIP } })).toEqual([]);
+  });
 });
 
 describe('schema round-trips and derived values', () => {

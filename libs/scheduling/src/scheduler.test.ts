@@ -171,12 +171,35 @@ const pdIndex = (extra: EndpointSpec[] = [], mode: 'pd' | 'epd' = 'pd', prefill 
 describe('Scheduler: stage planning', () => {
   const gpuOnly = { profiles: { default: { filters: [], scorers: ['gpu-usage'] } } };
 
-  it('pd: pairs each decode with the best prefill of its own PD group, dropping decodes without one', () => {
+  const pairs = (d: Decision): string[][] => d.attempts.map((a) => [podOf(a.endpoint.key), podOf(a.prefill?.key ?? '')]);
+
+  it('pd: pairs each decode with a prefill of its own PD group, dropping decodes without one', () => {
     const d = ok(decide(scheduler(pdIndex(), gpuOnly)));
     expect(d.mode).toBe('pd');
-    // d3 scores best but g3 has no prefill: skipped. d1 (kv .5) before d2 (kv .6); g1's best prefill is p1b.
-    expect(d.attempts.map((a) => [podOf(a.endpoint.key), podOf(a.prefill?.key ?? '')])).toEqual([['d1', 'p1b'], ['d2', 'p2']]);
+    // d3 scores best but g3 has no prefill: skipped. d1 (kv .5) before d2 (kv .6); g1's best prefill is p1b. The
+    // remaining pair of g1 (d1 with p1a) comes last.
+    expect(pairs(d)).toEqual([['d1', 'p1b'], ['d2', 'p2'], ['d1', 'p1a']]);
     expect(d.encoders).toEqual([]);
+  });
+
+  it('pd: the alternates move away from the first prefill too (one decode, two prefills)', () => {
+    const index = buildIndex([
+      { pod: 'd1', role: 'decode', group: 'g1' },
+      { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
+      { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
+    ], [modelServerRecord({ mode: 'pd' })]);
+    expect(pairs(ok(decide(scheduler(index, gpuOnly))))).toEqual([['d1', 'pa'], ['d1', 'pb']]);
+  });
+
+  it('pd: distinct pairs first, then the rest (two decodes and two prefills of one group)', () => {
+    const index = buildIndex([
+      { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1 },
+      { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
+      { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
+      { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
+    ], [modelServerRecord({ mode: 'pd' })]);
+    expect(pairs(ok(decide(scheduler(index, gpuOnly))))).toEqual([['d1', 'pa'], ['d2', 'pb'], ['d1', 'pb'], ['d2', 'pa']]);
+    expect(pairs(ok(decide(scheduler(index, { ...gpuOnly, topN: 2 }))))).toEqual([['d1', 'pa'], ['d2', 'pb']]);
   });
 
   it('pd: walks past the topN decodes when the top ones have no prefill', () => {

@@ -18,9 +18,10 @@ describe('source file parsing', () => {
     expect(parseSourceFile('- a\n- b\n')).toMatchObject({ ok: false });
   });
 
-  it('lets a later duplicate win and reports it', () => {
-    const r = parseSourceFile('kind: Pod\nmetadata: {name: a, labels: {v: "1"}}\n---\nkind: Pod\nmetadata: {name: a, labels: {v: "2"}}\n');
+  it('trusts neither copy of an object defined twice and reports it once', () => {
+    const twice = 'kind: Pod\nmetadata: {name: a, labels: {v: "1"}}\n---\nkind: Pod\nmetadata: {name: a, labels: {v: "2"}}\n';
+    const r = parseSourceFile(`${twice}---\n${twice}---\nkind: Pod\nmetadata: {name: b}\n`);
     expect(r.ok && r.duplicates).toEqual(['Pod/default/a']);
-    expect(r.ok && (r.objects[0]?.raw['metadata'] as { labels: unknown }).labels).toEqual({ v: '2' });
+    expect(r.ok && r.objects.map((o) => o.name)).toEqual(['b']);
   });
 });

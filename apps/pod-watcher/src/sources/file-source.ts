@@ -21,7 +21,9 @@ export type FileParse = { ok: true; objects: Identified[]; duplicates: string[] 
 /**
  * Parses the multi-document YAML. A syntax error, or a watched object without a kind or name, refuses the whole
  * version: without its identity we cannot tell which object it was meant to replace, and treating it as deleted
- * could empty a live pool. Invalid specs are not refused here; the inventory keeps their last valid version.
+ * could empty a live pool. An identity defined more than once is left out of `objects` and listed in `duplicates`:
+ * neither copy is trusted (the later one may be a broken paste), so that object keeps its last state. Invalid
+ * specs are not refused here; the inventory keeps their last valid version.
  */
 export function parseSourceFile(text: string): FileParse {
   const docs = parseAllDocuments(text, { prettyErrors: false });
@@ -29,9 +31,7 @@ export function parseSourceFile(text: string): FileParse {
   const objects = new Map<string, Identified>();
   const duplicates: string[] = [];
   for (const [i, doc] of list.entries()) {
-    if (doc.errors.length > 0) return {
-      ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}`,
-    };
+    if (doc.errors.length > 0) return { ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}` };
     const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
     if (value === null || value === undefined) continue;
     if (typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: `document ${i + 1}: not a YAML mapping` };
@@ -40,16 +40,27 @@ export function parseSourceFile(text: string): FileParse {
     if (kind === undefined) return { ok: false, error: `document ${i + 1}: no kind` };
     if (!WATCHED_KINDS.includes(kind as WatchedKind)) continue;
     const meta = (raw['metadata'] ?? {}) as Record<string, unknown>;
-    if (typeof meta['name'] !== 'string' || meta['name'] === '') return {
-      ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name`,
-    };
+    if (typeof meta['name'] !== 'string' || meta['name'] === '') return { ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name` };
     const namespace = typeof meta['namespace'] === 'string' && meta['namespace'] !== '' ? meta['namespace'] : 'default';
     const id = `${String(kind)}/${namespace}/${meta['name']}`;
-    if (objects.has(id)) duplicates.push(id);
+    if (objects.has(id) && !duplicates.includes(id)) duplicates.push(id);
     objects.set(id, { kind: kind as WatchedKind, namespace, name: meta['name'], raw });
   }
+  for (const id of duplicates) objects.delete(id);
   return { ok: true, objects: [...objects.values()], duplicates };
 }
+
+/** How one parsed version would change the objects in force. */
+function removedBy(known: ReadonlyMap<string, Identified>, parsed: Extract<FileParse, { ok: true }>): string[] {
+  const next = new Set(parsed.objects.map(idOf));
+  const removed: string[] = [];
+  for (const id of known.keys()) if (!next.has(id) && !parsed.duplicates.includes(id)) removed.push(id);
+  return removed;
+}
+
+const idOf = (o: Identified): string => `${o.kind}/${o.namespace}/${o.name}`;
+/** Most object ids named in one log line. */
+const LOGGED_IDS = 20;
 
 export interface FileSourceOptions {
   readonly path: string;
@@ -57,12 +68,19 @@ export interface FileSourceOptions {
   readonly metrics?: WatcherMetrics;
   /** Quiet time after a change before re-reading (editors write in several steps). */
   readonly debounceMs?: number;
+  /**
+   * A version that removes objects is applied only if the file still reads the same after this long: a file being
+   * rewritten in place (truncated, then written) must not delete what its second half holds. Default 1 s.
+   */
+  readonly removalSettleMs?: number;
 }
 
 /**
  * `--source file:PATH`: the objects of a YAML file, re-read whenever its directory changes (editors and
  * ConfigMap mounts replace files by renaming, which a watch on the file itself would miss). Identical content is
- * skipped; a refused version is logged and the previous state stays.
+ * skipped; a refused version is logged and the previous state stays. A version holding no watched object at all
+ * (an empty or emptied file) is refused like a syntax error once the file held objects, and a version that removes
+ * objects waits until the file has settled.
  */
 export class FileSource implements ObjectSource {
   readonly #path: string;
@@ -120,34 +138,62 @@ export class FileSource implements ObjectSource {
       text = await readFile(this.#path, 'utf8');
     } catch (err) {
       // Mid-rename, or deleted: keep the state; the next change event re-reads.
-      this.#opts.logger.warn(
-        { path: this.#path, err: (err as NodeJS.ErrnoException).code }, 'cannot read the source file; keeping the last state',
-      );
+      this.#opts.logger.warn({ path: this.#path, err: (err as NodeJS.ErrnoException).code }, 'cannot read the source file; keeping the last state');
       return;
     }
     if (hash(text) === this.#lastHash) return;
-    const parsed = parseSourceFile(text);
+    let parsed = parseSourceFile(text);
+    if (parsed.ok && parsed.objects.length === 0 && parsed.duplicates.length === 0 && this.#known.size > 0) {
+      parsed = { ok: false, error: 'the file holds no ModelServer, ModelRoute or Pod (empty or truncated?)' };
+    }
     if (!parsed.ok) {
-      this.#lastHash = hash(text);
-      this.#opts.metrics?.fileReloads.inc({ result: 'refused' });
-      this.#opts.logger.warn({ path: this.#path, error: parsed.error }, 'source file refused; keeping the last state');
+      this.#refuse(text, parsed.error);
       return;
+    }
+    const removed = removedBy(this.#known, parsed).length;
+    if (removed > 0) {
+      this.#opts.logger.debug({ path: this.#path, removed }, 'source file version removes objects; waiting for the file to settle');
+      if (!(await this.#settled(text))) return;
     }
     this.#apply(text, parsed);
   }
 
+  /** True when the file still holds `text` after the settle time (else a later change event re-reads it). */
+  async #settled(text: string): Promise<boolean> {
+    await new Promise((resolve) => setTimeout(resolve, this.#opts.removalSettleMs ?? 1000));
+    if (this.#closed) return false;
+    const again = await readFile(this.#path, 'utf8').catch(() => undefined);
+    return again === text;
+  }
+
+  #refuse(text: string, error: string): void {
+    this.#lastHash = hash(text);
+    this.#opts.metrics?.fileReloads.inc({ result: 'refused' });
+    this.#opts.logger.warn({ path: this.#path, error }, 'source file refused; keeping the last state');
+  }
+
   #apply(text: string, parsed: Extract<FileParse, { ok: true }>): void {
     const sink = this.#sink as SourceSink;
+    const log = this.#opts.logger;
     this.#lastHash = hash(text);
-    for (const id of parsed.duplicates) this.#opts.logger.warn(
-      { path: this.#path, object: id }, 'object defined twice; the later document wins',
-    );
-    const next = new Map(parsed.objects.map((o) => [`${o.kind}/${o.namespace}/${o.name}`, o]));
-    for (const [id, o] of this.#known) if (!next.has(id)) sink.remove(o.kind, o.namespace, o.name);
-    for (const o of next.values()) sink.upsert(o.raw);
+    const next = new Map(parsed.objects.map((o) => [idOf(o), o]));
+    for (const id of parsed.duplicates) {
+      log.warn({ path: this.#path, object: id }, 'object defined more than once; keeping its last state until one definition remains');
+      const kept = this.#known.get(id);
+      if (kept !== undefined) next.set(id, kept);
+    }
+    const removed = removedBy(this.#known, parsed);
+    if (removed.length > 0) {
+      log.warn({ path: this.#path, removed: removed.length, objects: removed.slice(0, LOGGED_IDS) }, 'objects removed from the source file');
+    }
+    for (const id of removed) {
+      const o = this.#known.get(id) as Identified;
+      sink.remove(o.kind, o.namespace, o.name);
+    }
+    for (const o of parsed.objects) sink.upsert(o.raw);
     this.#known = next;
     this.#opts.metrics?.fileReloads.inc({ result: 'applied' });
-    this.#opts.logger.info({ path: this.#path, objects: next.size }, 'source file loaded');
+    log.info({ path: this.#path, objects: next.size }, 'source file loaded');
   }
 }
 

@@ -26,16 +26,18 @@ export type PairPlan =
   | { readonly ok: true; readonly attempts: Attempt[]; readonly decode: Endpoint; readonly prefill: Endpoint | undefined }
   | Extract<ProfileRun, { ok: false }>;
 
-function pickFrom(
-  input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number, group?: string,
-): number[] {
+function pickFrom(input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number, group?: string): number[] {
   return timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group).order;
 }
 
 /**
- * Decode endpoints ranked by the decode profile, each paired with the best prefill endpoint of its own PD group
- * (KV transfer only works inside a group). Decode endpoints whose group has no usable prefill are skipped and the
- * next-ranked ones fill the list, up to topN pairs; no pair at all is an error that says why.
+ * Decode endpoints ranked by the decode profile, each paired with a prefill endpoint of its own PD group (KV
+ * transfer only works inside a group), up to topN pairs. The alternates move away from both pods of the first
+ * choice where they can, so a retry after a failing prefill does not land on it again: the first pass pairs the
+ * ranked decodes with their group's ranked prefills in turn (the k-th decode of a group gets the group's k-th best
+ * prefill, wrapping), and a second pass adds the remaining pairs (each decode with its group's other prefills, in
+ * rank order). Decode endpoints whose group has no usable prefill are skipped; no pair at all is an error that
+ * says why.
  */
 export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
@@ -46,57 +48,86 @@ export function planPairs(input: PairPlanInput): PairPlan {
   let order = pickFrom(input, input.decodeProfile, decodes, input.topN);
   if (!input.withPrefill) {
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
-    return {
-      ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined,
-    };
+    return { ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined };
   }
 
-  // The best prefill per group, computed once per group this request touches.
-  const bestPrefill = new Map<string, IndexedEndpoint | undefined>();
+  // The ranked prefills per group (up to topN), computed once per group this request touches.
+  const rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
   const whyNot: string[] = [];
-  const prefillFor = (group: string | undefined): IndexedEndpoint | undefined => {
-    if (group === undefined) return undefined;
-    if (bestPrefill.has(group)) return bestPrefill.get(group);
-    const run = runProfile(
-      cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot,
-      { what: 'prefill', where: ` in PD group '${group}'`, group, ...common },
-    );
-    let best: IndexedEndpoint | undefined;
+  const prefillsOf = (group: string | undefined): readonly IndexedEndpoint[] => {
+    if (group === undefined) return NONE;
+    const known = rankedPrefills.get(group);
+    if (known !== undefined) return known;
+    const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, { what: 'prefill', where: ` in PD group '${group}'`, group, ...common });
+    let ranked: readonly IndexedEndpoint[] = NONE;
     if (run.ok) {
-      best = run.candidates.endpoint(pickFrom(input, input.prefillProfile, run, 1, group)[0] as number);
-      run.trace?.chose([best.key]);
+      ranked = pickFrom(input, input.prefillProfile, run, input.topN, group).map((i) => run.candidates.endpoint(i));
+      run.trace?.chose(ranked.map((e) => e.key));
     } else {
       whyNot.push(run.message);
     }
-    bestPrefill.set(group, best);
-    return best;
+    rankedPrefills.set(group, ranked);
+    return ranked;
   };
 
   const attempts: Attempt[] = [];
   const decodeKeys: string[] = [];
+  /** Pairs handed out per group in the first pass (which prefill the group's next decode gets). */
+  const turn = new Map<string, number>();
   let first: { decode: Endpoint; prefill: Endpoint } | undefined;
-  const pairFrom = (indices: readonly number[], skip: number): void => {
+  const add = (d: IndexedEndpoint, p: IndexedEndpoint): void => {
+    attempts.push({ endpoint: d.ref, prefill: p.ref });
+    if (!decodeKeys.includes(d.key)) decodeKeys.push(d.key);
+    first ??= { decode: d, prefill: p };
+  };
+  const firstPass = (indices: readonly number[], skip: number): void => {
     for (let k = skip; k < indices.length && attempts.length < input.topN; k++) {
       const d = decodeAt(indices[k] as number);
-      const p = prefillFor(d.group);
-      if (!p) continue;
-      attempts.push({ endpoint: d.ref, prefill: p.ref });
-      decodeKeys.push(d.key);
-      first ??= { decode: d, prefill: p };
+      const prefills = prefillsOf(d.group);
+      if (prefills.length === 0) continue;
+      const t = turn.get(d.group as string) ?? 0;
+      turn.set(d.group as string, t + 1);
+      add(d, prefills[t % prefills.length] as IndexedEndpoint);
     }
   };
-  pairFrom(order, 0);
+  firstPass(order, 0);
   if (attempts.length < input.topN && order.length < decodes.candidates.size) {
     // Some top decodes had no prefill: walk further down the ranking (rare, so the full order is fine here).
     const seen = order.length;
     order = pickFrom(input, input.decodeProfile, decodes, decodes.candidates.size);
-    pairFrom(order, seen);
+    firstPass(order, seen);
   }
+  if (attempts.length < input.topN && first !== undefined) addRemainingPairs(attempts, decodeKeys, prefillsOf, decodeAt, order, input.topN, add);
   decodes.trace?.chose(decodeKeys);
   if (!first) {
-    const detail = whyNot.length > 0
-      ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
+    const detail = whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
   return { ok: true, attempts, decode: first.decode, prefill: first.prefill };
+}
+
+const NONE: readonly IndexedEndpoint[] = [];
+
+/**
+ * Second pass: the paired decodes, in rank order, with each prefill of their group not yet paired with them, until
+ * topN pairs (e.g. one decode and two prefills give both pairs; two and two give all four).
+ */
+function addRemainingPairs(
+  attempts: readonly Attempt[],
+  decodeKeys: readonly string[],
+  prefillsOf: (group: string | undefined) => readonly IndexedEndpoint[],
+  decodeAt: (i: number) => IndexedEndpoint,
+  order: readonly number[],
+  topN: number,
+  add: (d: IndexedEndpoint, p: IndexedEndpoint) => void,
+): void {
+  const used = new Set(attempts.map((a) => `${a.endpoint.key} ${a.prefill?.key ?? ''}`));
+  for (const i of order) {
+    const d = decodeAt(i);
+    if (!decodeKeys.includes(d.key)) continue;
+    for (const p of prefillsOf(d.group)) {
+      if (attempts.length >= topN) return;
+      if (!used.has(`${d.key} ${p.key}`)) add(d, p);
+    }
+  }
 }
