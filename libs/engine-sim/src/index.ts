@@ -1,5 +1,6 @@
 export { startSimEngine } from './start-sim-engine';
 export {
+  EcConnectorKindSchema,
   EngineKindSchema,
   FaultModeSchema,
   FaultSpecSchema,
@@ -8,6 +9,7 @@ export {
   SimRoleSchema,
 } from './options';
 export type {
+  EcConnectorKind,
   EngineKind,
   FaultMode,
   FaultSpec,

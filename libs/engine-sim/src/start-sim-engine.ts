@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { registerAdminRoutes } from './admin-routes';
 import { Router } from './http/router';
-import { EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions } from './options';
+import { EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions } from './options';
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
 import { registerSglangRoutes } from './sglang/sglang-routes';
@@ -20,6 +20,11 @@ function validate(opts: SimEngineOptions): void {
     throw new Error('languageOnly needs engine sglang and role prefill (EPD) or both (E+PD)');
   }
   if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
+  if (opts.ecConnector !== undefined) EcConnectorKindSchema.parse(opts.ecConnector);
+  if (opts.ecControlPort !== undefined && (!Number.isInteger(opts.ecControlPort) || opts.ecControlPort < 0 || opts.ecControlPort + (opts.dataParallel ?? 1) > 65536)) {
+    throw new Error('ecControlPort must be 0 or a port that leaves room for one port per DP rank');
+  }
+  if (opts.ecPushWaitTimeoutMs !== undefined && !(opts.ecPushWaitTimeoutMs > 0)) throw new Error('ecPushWaitTimeoutMs must be positive');
 }
 
 /** SGLang prefills always run one; a vLLM prefill only when asked (its Mooncake connector bootstrap). */
@@ -64,7 +69,9 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, router.listener);
   try {
     ctx.port = await listen(server, ctx.host, opts.port ?? 0);
+    await vllm?.ec.start();
   } catch (err) {
+    server.close();
     await bootstrap?.close();
     await ctx.close();
     throw err;
@@ -78,6 +85,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     host: ctx.host,
     port: ctx.port,
     ...(bootstrap ? { bootstrapPort: bootstrap.port } : {}),
+    ...(vllm?.ec.controlAddresses ? { ecControlAddresses: vllm.ec.controlAddresses } : {}),
     engine: ctx.engine,
     role: ctx.role,
     model: ctx.model,
@@ -93,6 +101,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
           server.closeAllConnections();
         });
         await bootstrap?.close();
+        await vllm?.ec.close();
         await ctx.close();
       })()),
   };

@@ -212,26 +212,26 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
     rmSync(ecDir, { recursive: true, force: true });
   });
 
-  it('encoder writes the item to the EC store and returns its mm_hash', async () => {
+  it('encoder writes the item to the EC store and answers its entry keyed by identifier', async () => {
     const res = await post(`${encoder.url}/v1/chat/completions`, { model: 'sim-model', messages: [{ role: 'user', content: [IMAGE_A] }], max_tokens: 1, stream: false }, { 'x-request-id': 'p:0:abcdef' });
     expect(res.status).toBe(200);
-    const body = res.json<{ ec_transfer_params: { ec_items: { mm_hash: string }[] }; usage: { completion_tokens: number } }>();
+    const body = res.json<{ ec_transfer_params: Record<string, unknown>; usage: { completion_tokens: number } }>();
     expect(body).toMatchObject({ object: 'chat.completion', id: 'chatcmpl-p:0:abcdef', usage: { completion_tokens: 1 } });
-    const key = body.ec_transfer_params.ec_items[0]!.mm_hash;
-    expect(key).toMatch(/^[0-9a-f]{64}$/);
-    expect(existsSync(join(ecDir, key, 'encoder_cache.safetensors'))).toBe(true);
-    expect(encoder.counters()).toMatchObject({ encodes: 1, ecWrites: 1 });
+    const keys = Object.keys(body.ec_transfer_params);
+    expect(keys).toEqual([expect.stringMatching(/^[0-9a-f]{64}$/)]);
+    expect(body.ec_transfer_params[keys[0]!]).toEqual({ metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0] });
+    expect(existsSync(join(ecDir, keys[0]!, 'encoder_cache.safetensors'))).toBe(true);
+    expect(encoder.counters()).toMatchObject({ encodes: 1, ecWrites: 1, encoderRequests: 1, encoderItems: 1 });
   });
 
   it('uses the part uuid as the key when one is given', async () => {
     const res = await post(`${encoder.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ ...IMAGE_B, uuid: 'dog-1' }] }] });
-    expect(res.json()).toMatchObject({ ec_transfer_params: { ec_items: [{ mm_hash: 'dog-1' }] } });
+    expect(res.json()).toMatchObject({ ec_transfer_params: { 'dog-1': { item_indices: [0] } } });
     expect(readdirSync(ecDir)).toContain('dog-1');
   });
 
   it.each([
     ['text next to the item', [{ role: 'user', content: [{ type: 'text', text: 'hi' }, IMAGE_A] }]],
-    ['two items', [{ role: 'user', content: [IMAGE_A, IMAGE_B] }]],
     ['no item', CHAT],
   ])('encoder rejects %s with 400', async (_name, messages) => {
     const res = await post(`${encoder.url}/v1/chat/completions`, { messages, max_tokens: 1 });
