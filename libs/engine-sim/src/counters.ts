@@ -33,6 +33,8 @@ export const COUNTER_NAMES = [
   /** Consumer: pulls that brought the encoding / failed (refused or unreachable producer). */
   'ecPullsReceived',
   'ecPullsFailed',
+  /** Consumer: pulls answered by an encoder in the same process without HTTP (`nixlSideChannel: 'in-process'`). */
+  'ecPullsInProcess',
   /** Consumer: announced `size_bytes` that does not match the item's size (the request fails). */
   'ecHandlesInvalid',
   // vLLM Mooncake EC connector (ECMooncakeConnector)

@@ -113,7 +113,8 @@ export interface SimEngineOptions {
    * `remote_host:remote_port` runs in this process and was started with the same option, its block store is
    * asked directly — the same checks (engine id, request id, block ids), blocks freed, `kvPullsServed` on the
    * prefill — without an HTTP exchange (counted in `kvPullsInProcess`); any other prefill is pulled over HTTP.
-   * For benchmarks, where the side channel's HTTP cost is the stand-in engines', not the router's.
+   * For benchmarks, where the side channel's HTTP cost is the stand-in engines', not the router's. The same holds
+   * for the NIXL EC connector's pulls (`ecConnector: 'nixl'`): an encoder in this process is asked directly.
    */
   readonly nixlSideChannel?: 'http' | 'in-process';
   readonly logger?: SimLogger;

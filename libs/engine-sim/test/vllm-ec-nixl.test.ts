@@ -115,6 +115,18 @@ describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
     expect(counted).toMatchObject({ ecHandlesInvalid: 2, ecRequestsFailed: 2, ecPullsReceived: 0 });
   });
 
+  it('in-process pulls (nixlSideChannel) ask an encoder of the same process directly, with the same checks', async () => {
+    const e = await fleet.start({ engine: 'vllm', role: 'encode', host: '127.0.0.54', ecConnector: 'nixl', nixlSideChannel: 'in-process' });
+    const c = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.55', ecConnector: 'nixl', enableMmEmbeds: true, nixlSideChannel: 'in-process' });
+    const parts = [image('https://example.com/nixl/in-process.png')];
+    const res = await post(`${e.url}/v1/chat/completions`, encoderRequest(parts));
+    const entries = res.json<Answer>().ec_transfer_params;
+    const onC = await delta(c, async () => expect((await post(`${c.url}/v1/chat/completions`, rewritten(parts, entries))).status).toBe(200));
+    expect(onC).toMatchObject({ ecPullsInProcess: 1, ecPullsReceived: 1, localEncodes: 0 });
+    expect(e.counters()['ecPullsServed']).toBe(1);
+    expect(e.requests().some((r) => r.path === '/sim/ec/pull')).toBe(false);
+  });
+
   it('a handle under another identifier is not announced for this item: local encode from the media', async () => {
     const a = image('https://example.com/nixl/other.png');
     const entries = await encode([a]);

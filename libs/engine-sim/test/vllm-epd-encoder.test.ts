@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { CHAT, post, SimFleet } from './helpers';
-import { audio, contentUuid, embedsRef, encoderRequest, image, QUESTION, sha256, video, type EcEntry } from './epd-shapes';
+import { audio, contentUuid, embedsRef, encoderRequest, image, QUESTION, sha256, video, type EcEntry, type Part } from './epd-shapes';
 
 type EncoderAnswer = { ec_transfer_params: Record<string, EcEntry>; usage: { completion_tokens: number }; choices: { finish_reason: string }[] };
 
@@ -59,7 +59,7 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
 
   it('hashes mm_processor_kwargs and media_io_kwargs into the identifier; empty kwargs change nothing', async () => {
     const cat = image('https://example.com/kw/cat.png', { uuid: 'kw-cat' });
-    const keyOf = async (extra: object) => Object.keys((await encode(encoderRequest([cat], extra))).ec_transfer_params)[0]!;
+    const keyOf = async (extra: Part) => Object.keys((await encode(encoderRequest([cat], extra))).ec_transfer_params)[0]!;
     const plainKey = await keyOf({});
     const pixels = await keyOf({ mm_processor_kwargs: { max_pixels: 262144 } });
     const mode = await keyOf({ media_io_kwargs: { image: { image_mode: 'RGB' } } });

@@ -167,19 +167,23 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     nats = await startNatsServer();
     const sims: Record<string, string> = {};
     const ports: Record<string, number> = {};
-    const hosted: { name: string; role: string; port: number; profile: string }[] = [];
+    const hosted: { name: string; role: string; port: number; profile: string; ecConnector?: string; sharedEcDir?: string }[] = [];
     for (const s of SIMS) {
       ports[s.name] = await freePort();
       const profile = s.name === 'paced' ? 'realistic' : 'zero';
       sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
+      // The EPD sims run the NIXL EC connector: the newest reference proxy passes the encoder's handles and the
+      // consumer pulls (in-process with one sim process); the gateway and the classic proxy send none, so the
+      // prefill encodes locally, which costs a zero-latency sim nothing. No shared EC directory: its per-request
+      // file writes are the simulator's cost, not the router's. `BENCH_EC_DIR=1` runs shared storage instead.
+      const epd = s.server === 'epd' && s.role !== 'decode';
+      const shared = !!process.env['BENCH_EC_DIR'] && epd;
       if (opts.simProcesses !== 'each') {
-        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile });
+        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile, ...(epd ? (shared ? { sharedEcDir: ecDir } : { ecConnector: 'nixl' }) : {}) });
         continue;
       }
-      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', profile];
-      // No shared EC directory: its per-request file writes are the simulator's cost, not the router's, and the
-      // zero-latency stand-ins of the reference figures do not have it. `BENCH_EC_DIR=1` turns it on.
-      if (process.env['BENCH_EC_DIR'] && s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
+      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', profile, '--enable-mm-embeds'];
+      if (epd) args.push(...(shared ? ['--shared-ec-dir', ecDir] : ['--ec-connector', 'nixl']));
       children.push(startChild(s.name, args, {}, 'ignore', nodeArgsOf(s.name)));
     }
     if (hosted.length > 0) {

@@ -1,11 +1,12 @@
 // Gateway benchmark: direct to a zero-profile engine-sim vs the gateway in aggregated, PD and EPD modes,
 // non-stream and 64-token stream, at 1 and 32 connections (wrk). Run: npx tsx tools/bench/src/gateway.ts [--duration S]
-// [--reference-proxy PATH]: also vLLM's reference EPD proxy in front of the same EPD sims (reference-proxy.ts).
+// [--reference-proxy PATH] [--reference-proxy-newest PATH]: also vLLM's classic and newest reference EPD proxies in
+// front of the same EPD sims (reference-proxy.ts, docs/reference-proxies.md).
 import { parseArgs } from 'node:util';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { markdownTable } from './lib/table';
 import { BENCH_MODEL, startGatewayStack } from './gateway-stack';
-import { REFERENCE_HINT, referenceSummary, startReferenceProxies, type ReferenceProxies } from './reference-proxy';
+import { REFERENCE_HINT, referenceSummary, startReferenceProxies, type ReferenceProxies, type ReferenceScripts } from './reference-proxy';
 
 const IMAGE = 'https://example.com/bench/cat.png';
 const TEXT = 'Describe the picture in one sentence, please.';
@@ -27,15 +28,19 @@ interface Case {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' }, connections: { type: 'string', default: '1,32' }, 'reference-proxy': { type: 'string' } } });
-  const referenceScript = values['reference-proxy'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
+  const { values } = parseArgs({
+    options: { duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' }, connections: { type: 'string', default: '1,32' }, 'reference-proxy': { type: 'string' }, 'reference-proxy-newest': { type: 'string' } },
+  });
+  const classic = values['reference-proxy'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
+  const newest = values['reference-proxy-newest'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY_NEWEST'];
+  const referenceScripts: ReferenceScripts = { ...(classic ? { classic } : {}), ...(newest ? { newest } : {}) };
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const connections = String(values.connections).split(',').map(Number);
   const stack = await startGatewayStack({ inProcessGateway: true });
   let reference: ReferenceProxies | undefined;
   try {
-    if (referenceScript) reference = await startReferenceProxies(referenceScript, { encode: stack.sims['epd-e'] as string, prefill: stack.sims['epd-p'] as string, decode: stack.sims['epd-d'] as string });
+    if (classic || newest) reference = await startReferenceProxies(referenceScripts, { encode: stack.sims['epd-e'] as string, prefill: stack.sims['epd-p'] as string, decode: stack.sims['epd-d'] as string });
     const g = `${stack.gatewayUrl}/v1/chat/completions`;
     const inProcess = `${stack.inProcessGatewayUrl as string}/v1/chat/completions`;
     const direct = (sim: string) => `${stack.sims[sim]}/v1/chat/completions`;

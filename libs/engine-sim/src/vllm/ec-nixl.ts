@@ -11,6 +11,12 @@ import type { DistinctItem } from './mm-features';
  */
 export const EC_PULL_PATH = '/sim/ec/pull';
 
+/**
+ * Encoders of this process that answer in-process pulls (`nixlSideChannel: 'in-process'`), by the address they
+ * announce in `peer_host:peer_port`. Process-wide like the port space it mirrors; entries leave on close.
+ */
+const inProcessEncoders = new Map<string, NixlEcConnector>();
+
 /** Encodings an encoder keeps for pulls; the oldest are evicted first (vLLM's region is FIFO-evicted too). */
 const HELD_CAPACITY = 16_384;
 const PULL_TIMEOUT_MS = 10_000;
@@ -27,8 +33,20 @@ function asRecord(v: unknown): Record<string, unknown> | undefined {
  */
 export class NixlEcConnector implements EcConnector {
   readonly #held = new Map<string, number>();
+  #offeredAs: string | undefined;
 
   constructor(private readonly ctx: SimContext) {}
+
+  /** An encoder's answer to a pull: served (true) or refused (counted on the encoder either way). */
+  #answerPull(id: unknown, size: unknown): { ok: true } | { ok: false; status: 404 | 409; reason: string } {
+    const held = typeof id === 'string' ? this.#held.get(id) : undefined;
+    if (held !== undefined && held === size) {
+      this.ctx.counters.inc('ecPullsServed');
+      return { ok: true };
+    }
+    this.ctx.counters.inc('ecPullsRejected');
+    return held === undefined ? { ok: false, status: 404, reason: `no encoding held for ${String(id)}` } : { ok: false, status: 409, reason: `size_bytes ${String(size)} is not ${held}` };
+  }
 
   async publish(items: readonly DistinctItem[]): Promise<ReadonlyMap<string, Readonly<Record<string, unknown>>>> {
     const fields = new Map<string, Readonly<Record<string, unknown>>>();
@@ -45,16 +63,9 @@ export class NixlEcConnector implements EcConnector {
   /** Encoder side of the side channel. */
   readonly pullHandler: RouteHandler = (ex: Exchange) => {
     const body = asRecord(ex.body.ok ? ex.body.value : undefined);
-    const id = body?.['mm_hash'];
-    const held = typeof id === 'string' ? this.#held.get(id) : undefined;
-    if (held === undefined || held !== body?.['size_bytes']) {
-      this.ctx.counters.inc('ecPullsRejected');
-      const reason = held === undefined ? `no encoding held for ${String(id)}` : `size_bytes ${String(body?.['size_bytes'])} is not ${held}`;
-      sendJson(ex.res, held === undefined ? 404 : 409, JSON.stringify({ error: reason }));
-      return;
-    }
-    this.ctx.counters.inc('ecPullsServed');
-    sendJson(ex.res, 200, JSON.stringify({ mm_hash: id, size_bytes: held }));
+    const answer = this.#answerPull(body?.['mm_hash'], body?.['size_bytes']);
+    if (answer.ok) sendJson(ex.res, 200, JSON.stringify({ mm_hash: body?.['mm_hash'], size_bytes: body?.['size_bytes'] }));
+    else sendJson(ex.res, answer.status, JSON.stringify({ error: answer.reason }));
   };
 
   async acquire(items: readonly DistinctItem[], req: EcRequest): Promise<ReadonlySet<string>> {
@@ -77,7 +88,14 @@ export class NixlEcConnector implements EcConnector {
 
   async #pull(id: string, entry: Record<string, unknown>, size: number, req: EcRequest): Promise<boolean> {
     const { peer_host: host, peer_port: port } = entry;
-    if (typeof host === 'string' && typeof port === 'number' && Number.isInteger(port)) {
+    const peer = this.ctx.options.nixlSideChannel === 'in-process' ? inProcessEncoders.get(`${String(host)}:${String(port)}`) : undefined;
+    if (peer !== undefined) {
+      this.ctx.counters.inc('ecPullsInProcess');
+      if (peer.#answerPull(id, size).ok) {
+        this.ctx.counters.inc('ecPullsReceived');
+        return true;
+      }
+    } else if (typeof host === 'string' && typeof port === 'number' && Number.isInteger(port)) {
       try {
         const res = await request(`http://${host.includes(':') ? `[${host}]` : host}:${port}${EC_PULL_PATH}`, {
           method: 'POST',
@@ -102,7 +120,14 @@ export class NixlEcConnector implements EcConnector {
     return false;
   }
 
-  async start(): Promise<void> {}
+  /** With `nixlSideChannel: 'in-process'`, the encoder also answers pulls of consumers in this process directly. */
+  async start(): Promise<void> {
+    if (this.ctx.options.nixlSideChannel !== 'in-process' || this.ctx.role !== 'encode') return;
+    this.#offeredAs = `${this.ctx.advertiseHost}:${this.ctx.port}`;
+    inProcessEncoders.set(this.#offeredAs, this);
+  }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    if (this.#offeredAs !== undefined && inProcessEncoders.get(this.#offeredAs) === this) inProcessEncoders.delete(this.#offeredAs);
+  }
 }
