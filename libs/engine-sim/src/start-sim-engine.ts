@@ -2,7 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { registerAdminRoutes } from './admin-routes';
 import { Router } from './http/router';
-import { EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions } from './options';
+import {
+  EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions,
+} from './options';
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
 import { registerSglangRoutes } from './sglang/sglang-routes';
@@ -21,7 +23,8 @@ function validate(opts: SimEngineOptions): void {
   }
   if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
   if (opts.ecConnector !== undefined) EcConnectorKindSchema.parse(opts.ecConnector);
-  if (opts.ecControlPort !== undefined && (!Number.isInteger(opts.ecControlPort) || opts.ecControlPort < 0 || opts.ecControlPort + (opts.dataParallel ?? 1) > 65536)) {
+  const port = opts.ecControlPort;
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port + (opts.dataParallel ?? 1) > 65536)) {
     throw new Error('ecControlPort must be 0 or a port that leaves room for one port per DP rank');
   }
   if (opts.ecPushWaitTimeoutMs !== undefined && !(opts.ecPushWaitTimeoutMs > 0)) throw new Error('ecPushWaitTimeoutMs must be positive');

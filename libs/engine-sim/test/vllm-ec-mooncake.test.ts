@@ -1,7 +1,7 @@
 import type { SimEngineHandle, SimEngineOptions } from '@triad/engine-sim';
 import { freePort, waitFor } from '@triad/testing';
-import { post, SimFleet, sseEvents } from './helpers';
-import { contentUuid, embedsRef, encoderRequest, image, QUESTION, type EcEntry, type Part } from './epd-shapes';
+import { SimFleet, sseEvents } from './helpers';
+import { chat, contentUuid, embedsRef, encoderRequest, ERROR_EVENT, image, QUESTION, user, type EcEntry, type Part } from './epd-shapes';
 
 type Answer = { ec_transfer_params: Record<string, EcEntry> };
 
@@ -23,7 +23,10 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
 
   beforeAll(async () => {
     encoder = await fleet.start({ engine: 'vllm', role: 'encode', host: '127.0.0.60', ecConnector: 'mooncake' });
-    pd = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.61', ecConnector: 'mooncake', enableMmEmbeds: true, dataParallel: 2, ecPushWaitTimeoutMs: PUSH_WAIT_MS });
+    pd = await fleet.start({
+      engine: 'vllm', role: 'both', host: '127.0.0.61', ecConnector: 'mooncake', enableMmEmbeds: true, dataParallel: 2,
+      ecPushWaitTimeoutMs: PUSH_WAIT_MS,
+    });
   });
   afterAll(() => fleet.closeAll());
 
@@ -31,16 +34,19 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
   async function encodeFor(parts: Part[], rank: number, consumerRank = rank): Promise<{ body: Record<string, unknown>; ids: string[] }> {
     const ids = parts.map(() => `t${++seq}`);
     const params = { consumer_zmq: pd.ecControlAddresses![consumerRank], ec_items: ids.map((transfer_id) => ({ transfer_id })) };
-    const res = await post(`${encoder.url}/v1/chat/completions`, encoderRequest(parts, { ec_transfer_params: params }));
+    const res = await chat(encoder, encoderRequest(parts, { ec_transfer_params: params }));
     expect(res.status).toBe(200);
     const entries = res.json<Answer>().ec_transfer_params;
     const content = [QUESTION, ...parts.map((p) => embedsRef(p, entries[contentUuid(p)]!))];
     const ecItems = parts.map((p, i) => ({ mm_hash: contentUuid(p), transfer_id: ids[i] }));
-    return { body: { model: 'sim-model', messages: [{ role: 'user', content }], max_tokens: 3, ec_transfer_params: { ec_items: ecItems, ...entries } }, ids };
+    const handles = { ec_items: ecItems, ...entries };
+    const body = { model: 'sim-model', messages: [{ role: 'user', content }], max_tokens: 3, ec_transfer_params: handles };
+    return { body, ids };
   }
 
   it('exposes one tcp:// control address per DP rank', () => {
-    expect(pd.ecControlAddresses).toEqual([expect.stringMatching(/^tcp:\/\/127\.0\.0\.61:\d+$/), expect.stringMatching(/^tcp:\/\/127\.0\.0\.61:\d+$/)]);
+    const address = expect.stringMatching(/^tcp:\/\/127\.0\.0\.61:\d+$/);
+    expect(pd.ecControlAddresses).toEqual([address, address]);
     expect(new Set(pd.ecControlAddresses).size).toBe(2);
     expect(encoder.ecControlAddresses).toBeUndefined();
   });
@@ -51,7 +57,7 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     const onE = await delta(encoder, async () => (request = await encodeFor(parts, 1)));
     expect(onE).toMatchObject({ pushesSent: 2, pushFailures: 0 });
     const onPd = await delta(pd, async () => {
-      const res = await post(`${pd.url}/v1/chat/completions`, request!.body, { 'x-data-parallel-rank': '1' });
+      const res = await chat(pd, request!.body, { 'x-data-parallel-rank': '1' });
       expect(res.status).toBe(200);
     });
     expect(onPd).toMatchObject({ ecHits: 2, localEncodes: 0, pushWaitTimeouts: 0, dpRank1Requests: 1, dpRank0Requests: 0 });
@@ -61,11 +67,12 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     const parts = [image('https://example.com/mc/late.png')];
     const ids = [`t${++seq}`];
     const entry = { metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0] };
-    const body = { messages: [{ role: 'user', content: [embedsRef(parts[0]!, entry)] }], max_tokens: 2, ec_transfer_params: { ec_items: [{ mm_hash: contentUuid(parts[0]!), transfer_id: ids[0] }] } };
-    const waiting = post(`${pd.url}/v1/chat/completions`, body, { 'x-data-parallel-rank': '0', 'x-request-id': 'mc-late' });
+    const ecItems = [{ mm_hash: contentUuid(parts[0]!), transfer_id: ids[0] }];
+    const body = { messages: user(embedsRef(parts[0]!, entry)), max_tokens: 2, ec_transfer_params: { ec_items: ecItems } };
+    const waiting = chat(pd, body, { 'x-data-parallel-rank': '0', 'x-request-id': 'mc-late' });
     await waitFor(() => pd.requests().some((r) => r.headers['x-request-id'] === 'mc-late'), { what: 'the PD to hold the request' });
     const params = { consumer_zmq: pd.ecControlAddresses![0], ec_items: [{ transfer_id: ids[0] }] };
-    expect((await post(`${encoder.url}/v1/chat/completions`, encoderRequest(parts, { ec_transfer_params: params }))).status).toBe(200);
+    expect((await chat(encoder, encoderRequest(parts, { ec_transfer_params: params }))).status).toBe(200);
     expect((await waiting).status).toBe(200);
   });
 
@@ -74,39 +81,40 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     // The push goes to rank 0 while the request runs on rank 1: it never reaches the rank that waits.
     const { body } = await encodeFor(parts, 1, 0);
     const failed = await delta(pd, async () => {
-      const res = await post(`${pd.url}/v1/chat/completions`, body, { 'x-data-parallel-rank': '1' });
+      const res = await chat(pd, body, { 'x-data-parallel-rank': '1' });
       expect(res.status).toBe(500);
       expect(res.json()).toEqual({ error: { message: 'Internal server error', type: 'InternalServerError', param: null, code: 500 } });
     });
     expect(failed).toMatchObject({ pushWaitTimeouts: 1, ecRequestsFailed: 1, localEncodes: 0 });
     const retry = await encodeFor(parts, 1);
-    const res = await post(`${pd.url}/v1/chat/completions`, retry.body, { 'x-data-parallel-rank': '1' });
+    const res = await chat(pd, retry.body, { 'x-data-parallel-rank': '1' });
     expect(res.status).toBe(200);
   });
 
   it('a streamed request whose push never arrives gets the open stream, then an error event and [DONE]', async () => {
     const { body } = await encodeFor([image('https://example.com/mc/lost-stream.png')], 0, 1);
-    const res = await post(`${pd.url}/v1/chat/completions`, { ...body, stream: true }, { 'x-data-parallel-rank': '0' });
+    const res = await chat(pd, { ...body, stream: true }, { 'x-data-parallel-rank': '0' });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    expect(sseEvents(res.text)).toEqual(['{"error":{"message":"Internal server error","type":"InternalServerError","param":null,"code":500}}', '[DONE]']);
+    expect(sseEvents(res.text)).toEqual([ERROR_EVENT, '[DONE]']);
   });
 
   it('without consumer_zmq the encoder pushes nothing, and a consumer given raw media waits and fails (no fallback)', async () => {
     const a = image('https://example.com/mc/classic.png');
     const onE = await delta(encoder, async () => {
-      const res = await post(`${encoder.url}/v1/chat/completions`, { model: 'sim-model', messages: [{ role: 'user', content: [a] }], max_tokens: 1, stream: false });
+      const res = await chat(encoder, { model: 'sim-model', messages: [{ role: 'user', content: [a] }], max_tokens: 1, stream: false });
       expect(res.status).toBe(200);
     });
     expect(onE).toMatchObject({ pushesSent: 0, pushFailures: 0 });
-    const onPd = await delta(pd, async () => expect((await post(`${pd.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [QUESTION, a] }], max_tokens: 1 })).status).toBe(500));
+    const onPd = await delta(pd, async () => expect((await chat(pd, { messages: user(QUESTION, a), max_tokens: 1 })).status).toBe(500));
     expect(onPd).toMatchObject({ pushWaitTimeouts: 1, localEncodes: 0 });
   });
 
   it('counts a push to an address nobody listens on as failed; the encoder still answers', async () => {
     const dead = `tcp://127.0.0.62:${await freePort()}`;
     const onE = await delta(encoder, async () => {
-      const res = await post(`${encoder.url}/v1/chat/completions`, encoderRequest([image('https://example.com/mc/dead.png')], { ec_transfer_params: { consumer_zmq: dead, ec_items: [{ transfer_id: 'dead-1' }] } }));
+      const params = { consumer_zmq: dead, ec_items: [{ transfer_id: 'dead-1' }] };
+      const res = await chat(encoder, encoderRequest([image('https://example.com/mc/dead.png')], { ec_transfer_params: params }));
       expect(res.status).toBe(200);
     });
     expect(onE).toMatchObject({ pushesSent: 0, pushFailures: 1 });

@@ -2,10 +2,16 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { CHAT, post, SimFleet } from './helpers';
-import { audio, contentUuid, embedsRef, encoderRequest, image, QUESTION, sha256, video, type EcEntry, type Part } from './epd-shapes';
+import { CHAT, SimFleet } from './helpers';
+import {
+  audio, chat, contentUuid, embedsRef, encoderRequest, image, QUESTION, sha256, user, video, type EcEntry, type Part,
+} from './epd-shapes';
 
-type EncoderAnswer = { ec_transfer_params: Record<string, EcEntry>; usage: { completion_tokens: number }; choices: { finish_reason: string }[] };
+interface EncoderAnswer {
+  readonly ec_transfer_params: Record<string, EcEntry>;
+  readonly usage: { completion_tokens: number };
+  readonly choices: { finish_reason: string }[];
+}
 
 describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives them (shared storage)', () => {
   const fleet = new SimFleet();
@@ -17,7 +23,9 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
   beforeAll(async () => {
     ecDir = mkdtempSync(join(tmpdir(), 'triad-ec-'));
     encoder = await fleet.start({ engine: 'vllm', role: 'encode', host: '127.0.0.40', sharedEcDir: ecDir });
-    prefill = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.41', sharedEcDir: ecDir, enableMmEmbeds: true, dataParallel: 2 });
+    prefill = await fleet.start({
+      engine: 'vllm', role: 'both', host: '127.0.0.41', sharedEcDir: ecDir, enableMmEmbeds: true, dataParallel: 2,
+    });
     plain = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.42', sharedEcDir: ecDir });
   });
   afterAll(async () => {
@@ -26,7 +34,7 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
   });
 
   async function encode(body: object): Promise<EncoderAnswer> {
-    const res = await post(`${encoder.url}/v1/chat/completions`, body);
+    const res = await chat(encoder, body);
     expect(res.status).toBe(200);
     return res.json<EncoderAnswer>();
   }
@@ -52,9 +60,10 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     const clip = audio('https://example.com/a.wav');
     const film = video('https://example.com/v.mp4');
     const raw = { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' }, uuid: 'clip-7' };
-    expect((await encode(encoderRequest([clip]))).ec_transfer_params[contentUuid(clip)]!.metadata).toEqual({ audio_feature_lengths: [128] });
-    expect((await encode(encoderRequest([film]))).ec_transfer_params[contentUuid(film)]!.metadata).toEqual({ video_grid_thw: [[4, 32, 32]] });
-    expect((await encode(encoderRequest([raw]))).ec_transfer_params['clip-7']!.metadata).toEqual({ audio_feature_lengths: [128] });
+    const metadataOf = async (part: Part, key: string) => (await encode(encoderRequest([part]))).ec_transfer_params[key]!.metadata;
+    expect(await metadataOf(clip, contentUuid(clip))).toEqual({ audio_feature_lengths: [128] });
+    expect(await metadataOf(film, contentUuid(film))).toEqual({ video_grid_thw: [[4, 32, 32]] });
+    expect(await metadataOf(raw, 'clip-7')).toEqual({ audio_feature_lengths: [128] });
   });
 
   it('hashes mm_processor_kwargs and media_io_kwargs into the identifier; empty kwargs change nothing', async () => {
@@ -75,15 +84,15 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     const kwargs = { mm_processor_kwargs: { max_pixels: 262144 } };
     const entry = Object.values((await encode(encoderRequest([dog], kwargs))).ec_transfer_params)[0]!;
     const ref = embedsRef(dog, entry);
-    const body = (extra: object) => ({ model: 'sim-model', messages: [{ role: 'user', content: [QUESTION, ref] }], max_tokens: 3, ...extra });
+    const body = (extra: object) => ({ model: 'sim-model', messages: user(QUESTION, ref), max_tokens: 3, ...extra });
     const before = prefill.counters();
-    expect((await post(`${prefill.url}/v1/chat/completions`, body(kwargs))).status).toBe(200);
+    expect((await chat(prefill, body(kwargs))).status).toBe(200);
     expect(prefill.counters()['ecHits']! - before['ecHits']!).toBe(1);
-    const miss = await post(`${prefill.url}/v1/chat/completions`, body({}));
+    const miss = await chat(prefill, body({}));
     expect(miss.status).toBe(500);
     expect(miss.json()).toEqual({ error: { message: 'Internal server error', type: 'InternalServerError', param: null, code: 500 } });
     // The same item as media, without the kwargs: a different key, so a local encode.
-    const raw = await post(`${prefill.url}/v1/chat/completions`, { model: 'sim-model', messages: [{ role: 'user', content: [QUESTION, dog] }], max_tokens: 3 });
+    const raw = await chat(prefill, { model: 'sim-model', messages: [{ role: 'user', content: [QUESTION, dog] }], max_tokens: 3 });
     expect(raw.status).toBe(200);
     const after = prefill.counters();
     expect(after['localEncodes']! - before['localEncodes']!).toBe(1);
@@ -92,45 +101,47 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
 
   it('rejects *_embeds parts with vLLM\'s 400 unless started with enableMmEmbeds', async () => {
     for (const type of ['image_embeds', 'audio_embeds', 'video_embeds']) {
-      const res = await post(`${plain.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ type, [type]: {}, uuid: 'x' }] }] });
+      const res = await chat(plain, { messages: [{ role: 'user', content: [{ type, [type]: {}, uuid: 'x' }] }] });
       expect(res.status).toBe(400);
-      expect(res.json()).toEqual({ error: { message: `You must set \`--enable-mm-embeds\` to input \`${type}\``, type: 'BadRequestError', param: type, code: 400 } });
+      const message = `You must set \`--enable-mm-embeds\` to input \`${type}\``;
+      expect(res.json()).toEqual({ error: { message, type: 'BadRequestError', param: type, code: 400 } });
     }
   });
 
   it('sizes a metadata reference\'s placeholder range from its grid and counts the embeds parts', async () => {
     const grid = async (thw: number[], uuid: string) => {
       await encode(encoderRequest([image(`https://example.com/grid/${uuid}.png`, { uuid })]));
-      const res = await post(`${prefill.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ type: 'image_embeds', image_embeds: { image_grid_thw: thw }, uuid }] }], max_tokens: 1 });
+      const ref = { type: 'image_embeds', image_embeds: { image_grid_thw: thw }, uuid };
+      const res = await chat(prefill, { messages: user(ref), max_tokens: 1 });
       expect(res.status).toBe(200);
       return res.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
     };
     const before = prefill.counters()['embedsParts']!;
     expect((await grid([1, 64, 64], 'big')) - (await grid([1, 32, 32], 'small'))).toBe(1024 - 256);
     expect(prefill.counters()['embedsParts']! - before).toBe(2);
-    const bad = await post(`${prefill.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ type: 'image_embeds', image_embeds: { image_grid_thw: [1, 'x'] }, uuid: 'u' }] }] });
+    const bad = await chat(prefill, { messages: user({ type: 'image_embeds', image_embeds: { image_grid_thw: [1, 'x'] }, uuid: 'u' }) });
     expect(bad.status).toBe(400);
     expect(bad.json()).toMatchObject({ error: { param: 'image_embeds', message: expect.stringContaining('image_grid_thw') } });
   });
 
   it('honours X-data-parallel-rank, records the rank that served, and rejects a rank out of range as vLLM does', async () => {
     const before = prefill.counters();
-    expect((await post(`${prefill.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1 }, { 'x-data-parallel-rank': '1' })).status).toBe(200);
+    expect((await chat(prefill, { messages: CHAT, max_tokens: 1 }, { 'x-data-parallel-rank': '1' })).status).toBe(200);
     const after = prefill.counters();
     expect(after['dpRank1Requests']! - before['dpRank1Requests']!).toBe(1);
     expect(after['dpRank0Requests']).toBe(before['dpRank0Requests']);
     expect(after['dpRankPinned']! - before['dpRankPinned']!).toBe(1);
-    const out = await post(`${prefill.url}/v1/chat/completions`, { messages: CHAT }, { 'x-data-parallel-rank': '2' });
+    const out = await chat(prefill, { messages: CHAT }, { 'x-data-parallel-rank': '2' });
     expect(out.status).toBe(400);
     expect(out.json()).toMatchObject({ error: { message: 'data_parallel_rank 2 is out of range [0, 2).' } });
-    expect((await post(`${prefill.url}/v1/chat/completions`, { messages: CHAT }, { 'x-data-parallel-rank': 'one' })).status).toBe(400);
+    expect((await chat(prefill, { messages: CHAT }, { 'x-data-parallel-rank': 'one' })).status).toBe(400);
   });
 
   it.each([
     ['mm_processor_kwargs that is not a dict', { mm_processor_kwargs: 'max_pixels=1' }, 'mm_processor_kwargs'],
     ['ec_transfer_params that is not a dict', { ec_transfer_params: ['x'] }, 'ec_transfer_params'],
   ])('rejects %s with 400', async (_name, extra, param) => {
-    const res = await post(`${prefill.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [image(`https://example.com/${sha256(param)}.png`)] }], ...extra });
+    const res = await chat(prefill, { messages: user(image(`https://example.com/${sha256(param)}.png`)), ...extra });
     expect(res.status).toBe(400);
     expect(res.json()).toMatchObject({ error: { param } });
   });

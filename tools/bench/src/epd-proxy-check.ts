@@ -48,11 +48,14 @@ function handoffs(connector: EcConnectorKind, d: Record<string, number>): string
   return `${d['ecHits']} found`;
 }
 
-async function runProxy(version: 'newest' | 'classic', script: string, mode: 'quiet' | 'shipped', setup: Setup, logDir: string): Promise<Row[]> {
+type Version = 'newest' | 'classic';
+
+async function runProxy(version: Version, script: string, mode: 'quiet' | 'shipped', setup: Setup, logDir: string): Promise<Row[]> {
+  const mooncake = version === 'newest' && setup.ecConsumerZmqAddrs;
   const proxy = await startReferenceProxy({
     script, mode, logDir, name: `${version}-${setup.connector}-${setup.topology === 'E→PD' ? 'epd' : 'e-p-d'}`,
     encode: setup.encoders.map((e) => e.url), prefill: setup.prefill ? [setup.prefill.url] : [], decode: [setup.decode.url],
-    ...(version === 'newest' && setup.ecConsumerZmqAddrs ? { ecConsumerZmqAddrs: setup.ecConsumerZmqAddrs, ecConsumerDpSize: setup.ecConsumerDpSize ?? 1 } : {}),
+    ...(mooncake ? { ecConsumerZmqAddrs: setup.ecConsumerZmqAddrs, ecConsumerDpSize: setup.ecConsumerDpSize ?? 1 } : {}),
   });
   const rows: Row[] = [];
   try {
@@ -61,31 +64,39 @@ async function runProxy(version: 'newest' | 'classic', script: string, mode: 'qu
       const answer = await send(proxy.url, c);
       const after = snapshot(setup);
       const d = Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] ?? 0) - (before[k] ?? 0)]));
-      const ok = version === 'newest'
-        ? answer.complete && d['localEncodes'] === 0 && d['failures'] === 0 && d['encoderRequests'] === c.encoderRequests && d['encoderItems'] === c.items
-        : undefined;
+      const batched = d['encoderRequests'] === c.encoderRequests && d['encoderItems'] === c.items;
+      const ok = version === 'newest' ? answer.complete && d['localEncodes'] === 0 && d['failures'] === 0 && batched : undefined;
       const verdict = ok === undefined ? '(comparison)' : ok ? 'ok' : `FAIL${answer.error ? `: ${answer.error}` : ''}`;
       rows.push({
         ok,
-        cells: [`${version} (${mode})`, setup.connector, setup.topology, c.name, String(answer.status), String(d['localEncodes']), `${d['encoderRequests']}/${d['encoderItems']}`, handoffs(setup.connector, d), String(d['embeds']), verdict],
+        cells: [
+          `${version} (${mode})`, setup.connector, setup.topology, c.name, String(answer.status), String(d['localEncodes']),
+          `${d['encoderRequests']}/${d['encoderItems']}`, handoffs(setup.connector, d), String(d['embeds']), verdict,
+        ],
       });
     }
   } finally {
-    if (rows.some((r) => r.ok === false)) process.stderr.write(`--- ${version} proxy log (${setup.connector}, ${setup.topology}) ---\n${proxy.log()}\n`);
+    if (rows.some((r) => r.ok === false)) {
+      process.stderr.write(`--- ${version} proxy log (${setup.connector}, ${setup.topology}) ---\n${proxy.log()}\n`);
+    }
     await proxy.close();
   }
   return rows;
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { newest: { type: 'string' }, classic: { type: 'string' }, mode: { type: 'string', default: 'quiet' } } });
+  const options = { newest: { type: 'string' }, classic: { type: 'string' }, mode: { type: 'string', default: 'quiet' } } as const;
+  const { values } = parseArgs({ options });
   const newest = values.newest ?? process.env['TRIAD_BENCH_REFERENCE_PROXY_NEWEST'];
   const classic = values.classic ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
   const mode = values.mode === 'shipped' ? 'shipped' : 'quiet';
   if (!newest) throw new Error('pass --newest <path to the newest disagg_epd_proxy.py> (see docs/reference-proxies.md)');
   const logDir = mkdtempSync(join(tmpdir(), 'triad-epd-check-logs-'));
   const rows: Row[] = [];
-  const topologies: [EcConnectorKind, boolean][] = [['shared-storage', true], ['shared-storage', false], ['nixl', true], ['nixl', false], ['mooncake', false]];
+  // [connector, E→P→D?]; Mooncake consumer addresses are static-proxy flags for E→PD only.
+  const topologies: [EcConnectorKind, boolean][] = [
+    ['shared-storage', true], ['shared-storage', false], ['nixl', true], ['nixl', false], ['mooncake', false],
+  ];
   try {
     for (const [version, script] of [['newest', newest], ['classic', classic]] as const) {
       if (!script) continue;
@@ -103,7 +114,8 @@ async function main(): Promise<void> {
   } finally {
     rmSync(logDir, { recursive: true, force: true });
   }
-  const headers = ['proxy', 'EC connector', 'topology', 'case', 'HTTP', 'local encodes', 'E requests/items', 'hand-offs', 'embeds parts', 'verdict'];
+  const headers = ['proxy', 'EC connector', 'topology', 'case', 'HTTP', 'local encodes', 'E requests/items', 'hand-offs', 'embeds parts',
+    'verdict'];
   process.stdout.write(`${markdownTable(headers, rows.map((r) => r.cells))}\n`);
   const failed = rows.filter((r) => r.ok === false).length;
   process.stdout.write(failed === 0 ? '\nnewest proxy: every case ok (0 local encodes)\n' : `\nnewest proxy: ${failed} case(s) failed\n`);

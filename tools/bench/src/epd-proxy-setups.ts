@@ -33,7 +33,8 @@ export async function startSetup(connector: EcConnectorKind, split: boolean): Pr
   const ecDir = connector === 'shared-storage' ? mkdtempSync(join(tmpdir(), 'triad-epd-check-')) : undefined;
   const handles: SimEngineHandle[] = [];
   const start = async (opts: Omit<SimEngineOptions, 'engine' | 'host' | 'model'>) => {
-    const sim = await startSimEngine({ engine: 'vllm', host: nextHost(), model: CHECK_MODEL, requestLogLimit: 0, ecConnector: connector, ...opts });
+    const base = { engine: 'vllm', host: nextHost(), model: CHECK_MODEL, requestLogLimit: 0, ecConnector: connector } as const;
+    const sim = await startSimEngine({ ...base, ...opts });
     handles.push(sim);
     return sim;
   };
@@ -50,7 +51,8 @@ export async function startSetup(connector: EcConnectorKind, split: boolean): Pr
       return { connector, topology: 'E→P→D', encoders, prefill, decode, close };
     }
     const mooncake = connector === 'mooncake';
-    const decode = await start({ role: 'both', enableMmEmbeds: true, ...ec, ...(mooncake ? { dataParallel: DP_SIZE, ecPushWaitTimeoutMs: PUSH_WAIT_MS } : {}) });
+    const dp = mooncake ? { dataParallel: DP_SIZE, ecPushWaitTimeoutMs: PUSH_WAIT_MS } : {};
+    const decode = await start({ role: 'both', enableMmEmbeds: true, ...ec, ...dp });
     return {
       connector, topology: 'E→PD', encoders, decode, close,
       ...(mooncake ? { ecConsumerZmqAddrs: decode.ecControlAddresses ?? [], ecConsumerDpSize: DP_SIZE } : {}),
@@ -74,13 +76,15 @@ export interface Case {
 export function cases(tag: string): Case[] {
   const text = { type: 'text', text: 'Describe what you see and hear.' };
   const image = (n: number) => ({ type: 'image_url', image_url: { url: `https://example.com/check/${tag}/image-${n}.png` } });
+  const clip = { type: 'audio_url', audio_url: { url: `https://example.com/check/${tag}/clip.wav` } };
+  const film = { type: 'video_url', video_url: { url: `https://example.com/check/${tag}/film.mp4` } };
   return [
     { name: '1 image', content: [text, image(1)], stream: false, items: 1, encoderRequests: 1 },
     { name: '1 image, stream', content: [text, image(2)], stream: true, items: 1, encoderRequests: 1 },
     // Round-robin puts images 1 and 3 on one encoder (one batched request) and image 2 on the other.
     { name: '3 images, 2 encoders', content: [text, image(3), image(4), image(5)], stream: false, items: 3, encoderRequests: 2 },
-    { name: 'audio', content: [text, { type: 'audio_url', audio_url: { url: `https://example.com/check/${tag}/clip.wav` } }], stream: false, items: 1, encoderRequests: 1 },
-    { name: 'video', content: [text, { type: 'video_url', video_url: { url: `https://example.com/check/${tag}/film.mp4` } }], stream: false, items: 1, encoderRequests: 1 },
+    { name: 'audio', content: [text, clip], stream: false, items: 1, encoderRequests: 1 },
+    { name: 'video', content: [text, film], stream: false, items: 1, encoderRequests: 1 },
     { name: 'text only', content: 'What is disaggregated inference?', stream: false, items: 0, encoderRequests: 0 },
   ];
 }

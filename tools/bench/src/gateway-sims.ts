@@ -27,7 +27,8 @@ async function main(): Promise<void> {
   for (const s of sims) {
     handles.push(
       await startSimEngine({
-        engine: 'vllm', role: s.role, host: '127.0.0.1', port: s.port, model, latencyProfile: s.profile, logger, requestLogLimit: 0, nixlSideChannel: nixl, enableMmEmbeds: true,
+        engine: 'vllm', role: s.role, host: '127.0.0.1', port: s.port, model, latencyProfile: s.profile, logger, requestLogLimit: 0,
+        nixlSideChannel: nixl, enableMmEmbeds: true,
         ...(s.ecConnector ? { ecConnector: s.ecConnector } : {}),
         ...(s.sharedEcDir ? { sharedEcDir: s.sharedEcDir } : {}),
       }),

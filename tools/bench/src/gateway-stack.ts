@@ -179,10 +179,12 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       const epd = s.server === 'epd' && s.role !== 'decode';
       const shared = !!process.env['BENCH_EC_DIR'] && epd;
       if (opts.simProcesses !== 'each') {
-        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile, ...(epd ? (shared ? { sharedEcDir: ecDir } : { ecConnector: 'nixl' }) : {}) });
+        const ec = epd ? (shared ? { sharedEcDir: ecDir } : { ecConnector: 'nixl' }) : {};
+        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile, ...ec });
         continue;
       }
-      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL, '--latency-profile', profile, '--enable-mm-embeds'];
+      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]),
+        '--model', BENCH_MODEL, '--latency-profile', profile, '--enable-mm-embeds'];
       if (epd) args.push(...(shared ? ['--shared-ec-dir', ecDir] : ['--ec-connector', 'nixl']));
       children.push(startChild(s.name, args, {}, 'ignore', nodeArgsOf(s.name)));
     }

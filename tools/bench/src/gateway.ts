@@ -29,7 +29,11 @@ interface Case {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' }, connections: { type: 'string', default: '1,32' }, 'reference-proxy': { type: 'string' }, 'reference-proxy-newest': { type: 'string' } },
+    options: {
+      duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' },
+      connections: { type: 'string', default: '1,32' },
+      'reference-proxy': { type: 'string' }, 'reference-proxy-newest': { type: 'string' },
+    },
   });
   const classic = values['reference-proxy'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
   const newest = values['reference-proxy-newest'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY_NEWEST'];
@@ -40,7 +44,9 @@ async function main(): Promise<void> {
   const stack = await startGatewayStack({ inProcessGateway: true });
   let reference: ReferenceProxies | undefined;
   try {
-    if (classic || newest) reference = await startReferenceProxies(referenceScripts, { encode: stack.sims['epd-e'] as string, prefill: stack.sims['epd-p'] as string, decode: stack.sims['epd-d'] as string });
+    const simUrl = (name: string) => stack.sims[name] as string;
+    const epdStages = { encode: simUrl('epd-e'), prefill: simUrl('epd-p'), decode: simUrl('epd-d') };
+    if (classic || newest) reference = await startReferenceProxies(referenceScripts, epdStages);
     const g = `${stack.gatewayUrl}/v1/chat/completions`;
     const inProcess = `${stack.inProcessGatewayUrl as string}/v1/chat/completions`;
     const direct = (sim: string) => `${stack.sims[sim]}/v1/chat/completions`;

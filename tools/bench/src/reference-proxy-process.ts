@@ -57,7 +57,9 @@ export async function startReferenceProxy(spec: ReferenceProxySpec): Promise<Ref
   const args = [
     LAUNCHER, '--script', spec.script, '--mode', spec.mode, '--port', String(port),
     '--encode', spec.encode.join(','), '--prefill', spec.prefill.join(','), '--decode', spec.decode.join(','),
-    ...(spec.ecConsumerZmqAddrs?.length ? ['--ec-consumer-zmq-addrs', spec.ecConsumerZmqAddrs.join(','), '--ec-consumer-dp-size', String(spec.ecConsumerDpSize ?? 1)] : []),
+    ...(spec.ecConsumerZmqAddrs?.length
+      ? ['--ec-consumer-zmq-addrs', spec.ecConsumerZmqAddrs.join(','), '--ec-consumer-dp-size', String(spec.ecConsumerDpSize ?? 1)]
+      : []),
   ];
   const proc = spawn(PYTHON, args, { stdio: ['ignore', fd, fd] });
   closeSync(fd);
@@ -80,10 +82,13 @@ export async function startReferenceProxy(spec: ReferenceProxySpec): Promise<Ref
     await exited;
   };
   const url = `http://127.0.0.1:${port}`;
-  const died = new Promise<never>((_, reject) => proc.once('exit', (code, signal) => reject(new Error(`${spec.name} exited (${code ?? signal}): ${log()}`))));
+  const died = new Promise<never>((_, reject) => {
+    proc.once('exit', (code, signal) => reject(new Error(`${spec.name} exited (${code ?? signal}): ${log()}`)));
+  });
   died.catch(() => undefined);
   try {
-    const ready = waitFor(() => fetch(`${url}/health`).then((r) => r.ok, () => false), { timeoutMs: 30_000, intervalMs: 200, what: `${spec.name} ready` });
+    const healthy = () => fetch(`${url}/health`).then((r) => r.ok, () => false);
+    const ready = waitFor(healthy, { timeoutMs: 30_000, intervalMs: 200, what: `${spec.name} ready` });
     await Promise.race([ready, died]);
   } catch (err) {
     await close();

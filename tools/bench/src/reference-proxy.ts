@@ -14,8 +14,9 @@ import { join } from 'node:path';
 import { startReferenceProxy, type ReferenceProxyProcess } from './reference-proxy-process';
 
 export const REFERENCE_HINT =
-  'vLLM reference EPD proxy comparison skipped: pass --reference-proxy <classic disagg_epd_proxy.py> and/or --reference-proxy-newest <newest copy> ' +
-  '(or TRIAD_BENCH_REFERENCE_PROXY / TRIAD_BENCH_REFERENCE_PROXY_NEWEST); see docs/reference-proxies.md.';
+  'vLLM reference EPD proxy comparison skipped: pass --reference-proxy <classic disagg_epd_proxy.py> and/or ' +
+  '--reference-proxy-newest <newest copy> (or TRIAD_BENCH_REFERENCE_PROXY / TRIAD_BENCH_REFERENCE_PROXY_NEWEST); ' +
+  'see docs/reference-proxies.md.';
 
 /** One running reference proxy. */
 export interface ReferenceTarget {
@@ -36,7 +37,10 @@ export interface ReferenceScripts {
 }
 
 /** Starts each given script as shipped and quiet in front of the given encode, prefill and decode engine URLs. */
-export async function startReferenceProxies(scripts: ReferenceScripts, stages: { encode: string; prefill: string; decode: string }): Promise<ReferenceProxies> {
+export async function startReferenceProxies(
+  scripts: ReferenceScripts,
+  stages: { encode: string; prefill: string; decode: string },
+): Promise<ReferenceProxies> {
   const logDir = mkdtempSync(join(tmpdir(), 'triad-bench-refproxy-'));
   const procs: ReferenceProxyProcess[] = [];
   const targets: ReferenceTarget[] = [];
@@ -49,7 +53,9 @@ export async function startReferenceProxies(scripts: ReferenceScripts, stages: {
       if (!script) continue;
       for (const mode of ['shipped', 'quiet'] as const) {
         const target = `vLLM reference EPD proxy, ${version} (${mode === 'shipped' ? 'as shipped' : 'quiet'})`;
-        const proc = await startReferenceProxy({ script, mode, encode: [stages.encode], prefill: [stages.prefill], decode: [stages.decode], logDir, name: `${version}-${mode}` });
+        const proc = await startReferenceProxy({
+          script, mode, encode: [stages.encode], prefill: [stages.prefill], decode: [stages.decode], logDir, name: `${version}-${mode}`,
+        });
         procs.push(proc);
         targets.push({ target, url: `${proc.url}/v1/chat/completions`, cpuSeconds: proc.cpuSeconds });
       }

@@ -64,7 +64,8 @@ function buildCommand(): Command {
     .option('--enable-mm-embeds', 'vLLM --enable-mm-embeds: accept image_embeds/audio_embeds/video_embeds parts')
     .option('--ec-control-port <port>', 'vLLM Mooncake EC consumer: control listener base port, DP rank r on port + r; 0 = free ports',
       parseNonNegativeInt, 14579)
-    .option('--ec-push-wait-timeout-ms <ms>', 'vLLM Mooncake EC consumer: how long a request waits for a push (default 60000)', parsePositiveInt)
+    .option('--ec-push-wait-timeout-ms <ms>', 'vLLM Mooncake EC consumer: how long a request waits for a push (default 60000)',
+      parsePositiveInt)
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
     .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
@@ -109,9 +110,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.ecConnector === 'mooncake' ? { ecControlPort: o.ecControlPort } : {}),
     ...(o.ecPushWaitTimeoutMs ? { ecPushWaitTimeoutMs: o.ecPushWaitTimeoutMs } : {}),
   });
-  logger.info(
-    { url: handle.url, port: handle.port, bootstrapPort: handle.bootstrapPort, ecControlAddresses: handle.ecControlAddresses, engine: handle.engine, role: handle.role, model: handle.model },
-    'sim-engine ready',
-  );
+  const { url, port, bootstrapPort, ecControlAddresses, engine, role, model } = handle;
+  logger.info({ url, port, bootstrapPort, ecControlAddresses, engine, role, model }, 'sim-engine ready');
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

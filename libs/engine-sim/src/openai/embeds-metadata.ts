@@ -38,7 +38,10 @@ function tokensOf(modality: Modality, values: readonly number[]): number | undef
   if (modality === 'AUDIO') return values.length > 0 ? values.reduce((a, b) => a + b, 0) : undefined;
   if (values.length === 0 || values.length % 3 !== 0) return undefined;
   let tokens = 0;
-  for (let i = 0; i < values.length; i += 3) tokens += Math.ceil(((values[i] as number) * (values[i + 1] as number) * (values[i + 2] as number)) / MERGE);
+  for (let i = 0; i < values.length; i += 3) {
+    const [t, h, w] = values.slice(i, i + 3) as [number, number, number];
+    tokens += Math.ceil((t * h * w) / MERGE);
+  }
   return tokens;
 }
 

@@ -52,7 +52,8 @@ export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefine
     const modality = EMBEDS_PARTS[type] as Modality;
     const value = part[type];
     const tokens = embedsPlaceholderTokens(type, modality, value);
-    return { partType: type, modality, source: JSON.stringify(value ?? null), embeds: value, ...(uuid ? { uuid } : {}), ...(tokens !== undefined ? { tokens } : {}) };
+    const source = JSON.stringify(value ?? null);
+    return { partType: type, modality, source, embeds: value, ...(uuid ? { uuid } : {}), ...(tokens !== undefined ? { tokens } : {}) };
   }
   throw new EngineHttpError(400, `Unknown part type: ${String(type)}`);
 }

@@ -53,7 +53,9 @@ export const GENERATION_ERROR = new EngineHttpError(500, 'Internal server error'
 export function ecParamsOf(body: Record<string, unknown>): Record<string, unknown> | undefined {
   const v = body['ec_transfer_params'];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v)) throw new EngineHttpError(400, 'ec_transfer_params: Input should be a valid dictionary', 'BadRequestError', 'ec_transfer_params');
+  if (typeof v !== 'object' || Array.isArray(v)) {
+    throw new EngineHttpError(400, 'ec_transfer_params: Input should be a valid dictionary', 'BadRequestError', 'ec_transfer_params');
+  }
   return v as Record<string, unknown>;
 }
 

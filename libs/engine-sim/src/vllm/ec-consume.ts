@@ -34,14 +34,18 @@ export async function localEncodesNeeded(
       // vLLM's server has answered 200 and opened the stream before the engine waits for anything.
       if (request.stream && !ex.res.headersSent) startEventStream(ex.res, responseHeaders(requestId));
     };
-    acquired = await ec.acquire(items, { params: ecParamsOf(request.body), requestId, rank, headers: traceHeaders(ex.req.headers), signal: abort.signal, onWait });
+    const params = ecParamsOf(request.body);
+    acquired = await ec.acquire(items, { params, requestId, rank, headers: traceHeaders(ex.req.headers), signal: abort.signal, onWait });
     ctx.counters.inc('ecHits', acquired.size);
     ctx.counters.inc('ecMisses', items.length - acquired.size);
     ctx.metrics.mmCache(rank, items.length, acquired.size);
   }
   const missing = items.filter((i) => !acquired.has(i.feature.identifier));
   const unencodable = missing.find((i) => !i.feature.localInput);
-  if (unencodable) throw new EcUnavailableError(`item ${unencodable.feature.identifier} arrived as a metadata reference and its encoding could not be had`);
+  if (unencodable) {
+    const id = unencodable.feature.identifier;
+    throw new EcUnavailableError(`item ${id} arrived as a metadata reference and its encoding could not be had`);
+  }
   ctx.counters.inc('localEncodes', missing.length);
   return missing.length;
 }
@@ -50,7 +54,13 @@ export async function localEncodesNeeded(
  * Answers a request whose encoding could not be had the way vLLM answers a request that finished with an error:
  * 500 `Internal server error` before any byte, or, when the stream was already open, an error event and `[DONE]`.
  */
-export function failUnavailable(ctx: SimContext, ex: Exchange, err: EcUnavailableError, request: InferenceRequest, requestId: string): void {
+export function failUnavailable(
+  ctx: SimContext,
+  ex: Exchange,
+  err: EcUnavailableError,
+  request: InferenceRequest,
+  requestId: string,
+): void {
   ctx.counters.inc('ecRequestsFailed');
   ctx.logger?.debug({ requestId, reason: err.reason }, 'EC hand-off failed; request finished with an error');
   if (!request.stream) throw GENERATION_ERROR;

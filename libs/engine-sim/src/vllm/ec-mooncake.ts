@@ -14,11 +14,13 @@ const NO_FIELDS: Readonly<Record<string, unknown>> = Object.freeze({});
  */
 export function requestTransferId(params: Record<string, unknown> | undefined, index: number, identifier: string): string | undefined {
   const items = Array.isArray(params?.['ec_items']) ? (params['ec_items'] as unknown[]) : [];
-  const usable = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !!(v as Record<string, unknown>)['transfer_id'];
+  const usable = (v: unknown): v is Record<string, unknown> =>
+    !!v && typeof v === 'object' && !!(v as Record<string, unknown>)['transfer_id'];
   const at = items[index];
-  if (usable(at) && (at['mm_hash'] === undefined || at['mm_hash'] === null || at['mm_hash'] === identifier)) return String(at['transfer_id']);
-  const named = items.find((v) => usable(v) && v['mm_hash'] === identifier) as Record<string, unknown> | undefined;
-  return named ? String(named['transfer_id']) : undefined;
+  const named = (v: Record<string, unknown>) => v['mm_hash'] === undefined || v['mm_hash'] === null || v['mm_hash'] === identifier;
+  if (usable(at) && named(at)) return String(at['transfer_id']);
+  const byHash = items.find((v) => usable(v) && v['mm_hash'] === identifier) as Record<string, unknown> | undefined;
+  return byHash ? String(byHash['transfer_id']) : undefined;
 }
 
 /** `tcp://host:port` → `http://host:port` of the sim's control listener; undefined when malformed. */
@@ -52,7 +54,8 @@ export class MooncakeEcConnector implements EcConnector {
     const base = this.ctx.options.ecControlPort ?? 0;
     try {
       for (const rank of this.ctx.ranks) {
-        this.#receivers.push(await MooncakeReceiver.start(this.ctx.counters, this.ctx.host, this.ctx.advertiseHost, base > 0 ? base + rank.index : 0));
+        const port = base > 0 ? base + rank.index : 0;
+        this.#receivers.push(await MooncakeReceiver.start(this.ctx.counters, this.ctx.host, this.ctx.advertiseHost, port));
       }
     } catch (err) {
       await this.close();
@@ -76,7 +79,13 @@ export class MooncakeEcConnector implements EcConnector {
         const transferId = requestTransferId(req.params, index, feature.identifier) ?? `${req.requestId}:${index}`;
         if (pushed.has(transferId)) continue;
         pushed.add(transferId);
-        const body = { transfer_id: transferId, mm_hash: feature.identifier, nbytes: embeddingBytes(feature.tokens), shape: [feature.tokens, EMBEDDING_HIDDEN], dtype: 'float16' };
+        const body = {
+          transfer_id: transferId,
+          mm_hash: feature.identifier,
+          nbytes: embeddingBytes(feature.tokens),
+          shape: [feature.tokens, EMBEDDING_HIDDEN],
+          dtype: 'float16',
+        };
         pushes.push(this.#push(url, consumerZmq, body, req));
       }
     }
@@ -122,7 +131,8 @@ export class MooncakeEcConnector implements EcConnector {
     const missing = wanted.filter((_, i) => outcomes[i] !== 'arrived');
     if (missing.length > 0) {
       if (outcomes.some((o) => o === 'timeout')) this.ctx.counters.inc('pushWaitTimeouts', outcomes.filter((o) => o === 'timeout').length);
-      throw new EcUnavailableError(`no push of ${missing.map((w) => `${w.identifier} (transfer_id ${w.first})`).join(', ')} arrived within ${timeoutMs} ms`);
+      const named = missing.map((w) => `${w.identifier} (transfer_id ${w.first})`).join(', ');
+      throw new EcUnavailableError(`no push of ${named} arrived within ${timeoutMs} ms`);
     }
     return new Set(wanted.map((w) => w.identifier));
   }

@@ -45,7 +45,8 @@ export class NixlEcConnector implements EcConnector {
       return { ok: true };
     }
     this.ctx.counters.inc('ecPullsRejected');
-    return held === undefined ? { ok: false, status: 404, reason: `no encoding held for ${String(id)}` } : { ok: false, status: 409, reason: `size_bytes ${String(size)} is not ${held}` };
+    if (held === undefined) return { ok: false, status: 404, reason: `no encoding held for ${String(id)}` };
+    return { ok: false, status: 409, reason: `size_bytes ${String(size)} is not ${held}` };
   }
 
   async publish(items: readonly DistinctItem[]): Promise<ReadonlyMap<string, Readonly<Record<string, unknown>>>> {
@@ -78,7 +79,8 @@ export class NixlEcConnector implements EcConnector {
       const expected = embeddingBytes(feature.tokens);
       if (entry['size_bytes'] !== expected) {
         this.ctx.counters.inc('ecHandlesInvalid');
-        throw new EcUnavailableError(`announced size_bytes ${JSON.stringify(entry['size_bytes'])} for ${feature.identifier} is not ${expected}`);
+        const announced = JSON.stringify(entry['size_bytes']);
+        throw new EcUnavailableError(`announced size_bytes ${announced} for ${feature.identifier} is not ${expected}`);
       }
       pulls.push(this.#pull(feature.identifier, entry, expected, req).then((ok) => void (ok && found.add(feature.identifier))));
     }

@@ -25,7 +25,9 @@ function processingKwargs(body: Record<string, unknown>): Record<string, unknown
   for (const field of PROCESSING_KWARGS) {
     const v = body[field];
     if (v === undefined || v === null) continue;
-    if (typeof v !== 'object' || Array.isArray(v)) throw new EngineHttpError(400, `${field}: Input should be a valid dictionary`, 'BadRequestError', field);
+    if (typeof v !== 'object' || Array.isArray(v)) {
+      throw new EngineHttpError(400, `${field}: Input should be a valid dictionary`, 'BadRequestError', field);
+    }
     // An empty dict is falsy to vLLM: it does not change the key.
     if (Object.keys(v).length > 0) (found ??= {})[field] = v;
   }
@@ -75,7 +77,8 @@ export function checkEmbedsAllowed(features: readonly MmFeature[], enabled: bool
   let embeds = 0;
   for (const f of features) {
     if (!isEmbedsPart(f.item)) continue;
-    if (!enabled) throw new EngineHttpError(400, `You must set \`--enable-mm-embeds\` to input \`${f.item.partType}\``, 'BadRequestError', f.item.partType);
+    const type = f.item.partType;
+    if (!enabled) throw new EngineHttpError(400, `You must set \`--enable-mm-embeds\` to input \`${type}\``, 'BadRequestError', type);
     embeds++;
   }
   return embeds;

@@ -18,7 +18,8 @@ import type { VllmDeps } from './vllm-inference';
 function answerParams(items: readonly DistinctItem[], fields: ReadonlyMap<string, Readonly<Record<string, unknown>>>): string {
   const params: Record<string, unknown> = {};
   for (const { feature, indices } of items) {
-    params[feature.identifier] = { metadata: reportedMetadata(feature.item.modality, feature.item.embeds), item_indices: indices, ...fields.get(feature.identifier) };
+    const metadata = reportedMetadata(feature.item.modality, feature.item.embeds);
+    params[feature.identifier] = { metadata, item_indices: indices, ...fields.get(feature.identifier) };
   }
   return JSON.stringify(params);
 }
@@ -28,13 +29,22 @@ function answerParams(items: readonly DistinctItem[], fields: ReadonlyMap<string
  * proxy batches the images it sends to one encoder), with or without `max_tokens` — is encoded, published through
  * the EC connector and answered as a 1-token chat completion carrying `ec_transfer_params` keyed by identifier.
  */
-export async function serveVllmEncode(deps: VllmDeps, ex: Exchange, request: InferenceRequest, features: readonly MmFeature[], rank: Rank, requestId: string, model: string): Promise<void> {
+export async function serveVllmEncode(
+  deps: VllmDeps,
+  ex: Exchange,
+  request: InferenceRequest,
+  features: readonly MmFeature[],
+  rank: Rank,
+  requestId: string,
+  model: string,
+): Promise<void> {
   const { ctx } = deps;
   if (request.kind !== 'chat') throw new EngineHttpError(400, 'this encoder instance serves only chat completions with multimodal items');
   if (features.length === 0 || request.textParts > 0) {
     throw new EngineHttpError(
       400,
-      `an encode request must hold one or more multimodal items and no text; got ${features.length} item(s) and ${request.textParts} text part(s)`,
+      'an encode request must hold one or more multimodal items and no text; ' +
+        `got ${features.length} item(s) and ${request.textParts} text part(s)`,
     );
   }
   const params = ecParamsOf(request.body);
@@ -48,7 +58,14 @@ export async function serveVllmEncode(deps: VllmDeps, ex: Exchange, request: Inf
   await serveGeneration({
     ex,
     env: ctx.env,
-    spec: { rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: 0, work: { computeTokens: 0, encodeItems: items.length, transferTokens: 0 }, plan },
+    spec: {
+      rank,
+      arrivedAt: ex.arrivedAt,
+      promptTokens: request.promptTokens,
+      cachedTokens: 0,
+      work: { computeTokens: 0, encodeItems: items.length, transferTokens: 0 },
+      plan,
+    },
     view: {
       id: `chatcmpl-${requestId}`,
       created: Math.floor(Date.now() / 1000),

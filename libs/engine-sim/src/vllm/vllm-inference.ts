@@ -93,7 +93,9 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
 function requestedRank(header: string | string[] | undefined, ranks: number): number | undefined {
   if (header === undefined) return undefined;
   const text = (Array.isArray(header) ? header[0] : header)?.trim() ?? '';
-  if (!/^-?\d+$/.test(text)) throw new EngineHttpError(400, `Invalid X-data-parallel-rank header: ${JSON.stringify(text)} is not an integer.`);
+  if (!/^-?\d+$/.test(text)) {
+    throw new EngineHttpError(400, `Invalid X-data-parallel-rank header: ${JSON.stringify(text)} is not an integer.`);
+  }
   const rank = Number(text);
   if (rank < 0 || rank >= ranks) throw new EngineHttpError(400, `data_parallel_rank ${rank} is out of range [0, ${ranks}).`);
   return rank;
@@ -104,7 +106,14 @@ function isRemoteDecodeRequest(params: unknown): boolean {
 }
 
 /** Prefix-cache lookup, NIXL pull (decode) and EC lookups (EC consumer), in the order vLLM does them. */
-async function prepare(deps: VllmDeps, ex: Exchange, request: InferenceRequest, features: readonly MmFeature[], rank: Rank, requestId: string): Promise<Preparation> {
+async function prepare(
+  deps: VllmDeps,
+  ex: Exchange,
+  request: InferenceRequest,
+  features: readonly MmFeature[],
+  rank: Rank,
+  requestId: string,
+): Promise<Preparation> {
   const { ctx } = deps;
   const prefixHit = rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);

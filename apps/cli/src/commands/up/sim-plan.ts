@@ -125,7 +125,8 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
     ...(sglangPrefill ? { bootstrapPort: bootstrapPortOf(pod, ms) } : {}),
     // In SGLang EPD the prefill (or E→PD server) is the `--language-only` side that calls the encoders.
     ...(engine === 'sglang' && mode === 'epd' && simRole !== 'encode' && simRole !== 'decode' ? { languageOnly: true } : {}),
-    usesSharedEc: engine === 'vllm' && mode === 'epd' && simRole !== 'decode' && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
+    usesSharedEc: engine === 'vllm' && mode === 'epd' && simRole !== 'decode'
+      && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
     loraAdapters: loraAdaptersOf(ms, routes),
     ...knobs,
   };
@@ -168,7 +169,8 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
       notes.push(`${id} is selected by ${first.ms.metadata.name} and ${others}; its sim plays its ${first.role} role for ${first.ms.metadata.name}`);
     }
     const sim = simFor(pod, ip, first, modelRoutes);
-    const controlPorts = sim.ecControlPort ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => (sim.ecControlPort as number) + r) : [];
+    const base = sim.ecControlPort;
+    const controlPorts = base ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => base + r) : [];
     const addresses = [sim.port, ...(sim.bootstrapPort ? [sim.bootstrapPort] : []), ...controlPorts].map((p) => `${ip}:${p}`);
     const twice = addresses.find((a, i) => addresses.indexOf(a) !== i);
     if (twice) {
