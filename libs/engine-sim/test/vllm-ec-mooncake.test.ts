@@ -99,6 +99,22 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     expect(sseEvents(res.text)).toEqual([ERROR_EVENT, '[DONE]']);
   });
 
+  it('a client that leaves while the consumer waits for a push is an abort, not a failed hand-off', async () => {
+    // A consumer that would wait long: the request can only end through the client leaving.
+    const patient = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.64', ecConnector: 'mooncake', enableMmEmbeds: true });
+    const ref = { type: 'image_embeds', image_embeds: { image_grid_thw: [1, 32, 32] }, uuid: 'mc-gone' };
+    const client = new AbortController();
+    const leaving = fetch(`${patient.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'mc-gone' },
+      body: JSON.stringify({ messages: user(ref), max_tokens: 1 }), signal: client.signal,
+    }).catch(() => 'left');
+    await waitFor(() => patient.requests().some((r) => r.headers['x-request-id'] === 'mc-gone'), { what: 'the PD to hold the request' });
+    client.abort();
+    expect(await leaving).toBe('left');
+    await waitFor(() => patient.counters()['aborted'] === 1, { what: 'the abort to be counted' });
+    expect(patient.counters()).toMatchObject({ ecRequestsFailed: 0, pushWaitTimeouts: 0 });
+  });
+
   it('without consumer_zmq the encoder pushes nothing, and a consumer given raw media waits and fails (no fallback)', async () => {
     const a = image('https://example.com/mc/classic.png');
     const onE = await delta(encoder, async () => {

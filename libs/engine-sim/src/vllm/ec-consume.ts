@@ -30,6 +30,8 @@ export async function localEncodesNeeded(
   if (ctx.role !== 'decode') {
     const abort = new AbortController();
     ex.res.once('close', () => abort.abort());
+    // The client may be gone already (it left while a KV pull was in progress).
+    if (ex.res.destroyed || ex.req.socket.destroyed) abort.abort();
     const onWait = () => {
       // vLLM's server has answered 200 and opened the stream before the engine waits for anything.
       if (request.stream && !ex.res.headersSent) startEventStream(ex.res, responseHeaders(requestId));
@@ -61,10 +63,14 @@ export function failUnavailable(
   request: InferenceRequest,
   requestId: string,
 ): void {
+  if (ex.res.destroyed) {
+    // The client left while the request waited for a transfer: an abort, not a failed hand-off.
+    ctx.counters.inc('aborted');
+    return;
+  }
   ctx.counters.inc('ecRequestsFailed');
   ctx.logger?.debug({ requestId, reason: err.reason }, 'EC hand-off failed; request finished with an error');
   if (!request.stream) throw GENERATION_ERROR;
-  if (ex.res.destroyed) return;
   if (!ex.res.headersSent) startEventStream(ex.res, responseHeaders(requestId));
   ex.res.end(streamErrorEvents('vllm', GENERATION_ERROR));
 }

@@ -130,7 +130,7 @@ export class MooncakeEcConnector implements EcConnector {
     for (const w of wanted) for (const id of w.rest) receiver.discard(id);
     const missing = wanted.filter((_, i) => outcomes[i] !== 'arrived');
     if (missing.length > 0) {
-      if (outcomes.some((o) => o === 'timeout')) this.ctx.counters.inc('pushWaitTimeouts', outcomes.filter((o) => o === 'timeout').length);
+      this.ctx.counters.inc('pushWaitTimeouts', outcomes.filter((o) => o === 'timeout').length);
       const named = missing.map((w) => `${w.identifier} (transfer_id ${w.first})`).join(', ');
       throw new EcUnavailableError(`no push of ${named} arrived within ${timeoutMs} ms`);
     }

@@ -118,6 +118,7 @@ async function prepare(
   const prefixHit = rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   let transferTokens = 0;
+  let kvArrived = false;
   const params = request.body['kv_transfer_params'];
   const mooncake = mooncakeRemoteOf(params);
   const nixl = mooncake ? undefined : remotePrefillOf(params, requestId);
@@ -125,6 +126,7 @@ async function prepare(
     const headers = traceHeaders(ex.req.headers);
     const pulled = mooncake ? await awaitMooncakeTransfer(ctx, mooncake, headers, ex.res) : await pullKv(ctx, nixl!, headers);
     if (pulled !== undefined) {
+      kvArrived = true;
       ctx.counters.inc('kvPullsReceived');
       transferTokens = Math.max(0, Math.min(pulled, request.promptTokens - 1) - prefixHit);
       ctx.metrics.externalCache(rank, request.promptTokens - prefixHit, transferTokens);
@@ -135,8 +137,10 @@ async function prepare(
     // A decode asked to decode without a usable remote prefill recomputes the prompt itself.
     ctx.counters.inc('localPrefillFallbacks');
   }
-  // With the prompt's KV pulled from a prefill, nothing of it is computed here, so nothing needs encoding.
-  const encodeItems = transferTokens > 0 ? 0 : await localEncodesNeeded(ctx, deps.ec, ex, request, features, rank, requestId);
+  // With the prompt's KV pulled from a prefill, nothing of it is computed here, so nothing needs encoding. Otherwise
+  // every item is acquired or encoded, also when the prefix cache holds the prompt: a sim's prefix cache also learns
+  // from requests that failed, and a retry must not pass for a success because of it.
+  const encodeItems = kvArrived ? 0 : await localEncodesNeeded(ctx, deps.ec, ex, request, features, rank, requestId);
   const cachedTokens = prefixHit + transferTokens;
   return { cachedTokens, work: { computeTokens: Math.max(0, request.promptTokens - cachedTokens), encodeItems, transferTokens } };
 }
