@@ -12,10 +12,41 @@ const COUNTER_NAMES = [
   /** Client disconnects before the response finished. */
   'aborted',
   // vLLM encode / EC consumer
+  /** Distinct items an encoder encoded (a repeated image in one request is encoded once). */
   'encodes',
   'ecWrites',
   'ecHits',
   'ecMisses',
+  /** Encoder: requests served and media positions in them (a batch of 3 images is 1 request, 3 items). */
+  'encoderRequests',
+  'encoderItems',
+  /** EC consumer (prefill, both) or decode: items it had to run the vision encoder for itself. */
+  'localEncodes',
+  /** `image_embeds`/`audio_embeds`/`video_embeds` parts accepted (with `enableMmEmbeds`). */
+  'embedsParts',
+  /** Requests failed because an item's encoding could not be had and the request carried no media to encode. */
+  'ecRequestsFailed',
+  // vLLM NIXL P2P EC connector (ECCPUConnector)
+  /** Producer: pulls it answered / refused (unknown item, wrong size). */
+  'ecPullsServed',
+  'ecPullsRejected',
+  /** Consumer: pulls that brought the encoding / failed (refused or unreachable producer). */
+  'ecPullsReceived',
+  'ecPullsFailed',
+  /** Consumer: pulls answered by an encoder in the same process without HTTP (`nixlSideChannel: 'in-process'`). */
+  'ecPullsInProcess',
+  /** Consumer: announced `size_bytes` that does not match the item's size (the request fails). */
+  'ecHandlesInvalid',
+  // vLLM Mooncake EC connector (ECMooncakeConnector)
+  /** Producer: pushes delivered to / refused or not delivered to a consumer's control address. */
+  'pushesSent',
+  'pushFailures',
+  /** Consumer: pushes that arrived on a control listener. */
+  'pushesReceived',
+  /** Consumer: items whose push did not arrive within the push wait timeout (the request fails). */
+  'pushWaitTimeouts',
+  /** Requests that carried a valid `X-data-parallel-rank` header. */
+  'dpRankPinned',
   // vLLM NIXL-style KV hand-off
   'kvHandoffsPrepared',
   'kvPullsServed',
@@ -36,12 +67,22 @@ const COUNTER_NAMES = [
 ] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 
-/** Mutable counters of one simulated engine (no module-level state: many sims share a process). */
+/**
+ * Mutable counters of one simulated engine (no module-level state: many sims share a process). Besides the names
+ * above, the snapshot holds `dpRank<i>Requests` for each data-parallel rank: the inference requests it served.
+ */
 export class SimCounters {
   readonly #values: Record<CounterName, number>;
+  readonly #rankRequests: number[];
 
-  constructor() {
+  constructor(ranks = 1) {
     this.#values = Object.fromEntries(COUNTER_NAMES.map((n) => [n, 0])) as Record<CounterName, number>;
+    this.#rankRequests = new Array<number>(Math.max(1, ranks)).fill(0);
+  }
+
+  /** Counts a request served by data-parallel rank `rank`. */
+  incRank(rank: number): void {
+    if (rank >= 0 && rank < this.#rankRequests.length) this.#rankRequests[rank]! += 1;
   }
 
   inc(name: CounterName, by = 1): void {
@@ -53,6 +94,8 @@ export class SimCounters {
   }
 
   snapshot(): Record<string, number> {
-    return { ...this.#values };
+    const out: Record<string, number> = { ...this.#values };
+    this.#rankRequests.forEach((n, i) => (out[`dpRank${i}Requests`] = n));
+    return out;
   }
 }

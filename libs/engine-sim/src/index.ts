@@ -1,6 +1,7 @@
 export { startSimEngine } from './start-sim-engine';
-export { EngineKindSchema, FaultSpecSchema, SimRoleSchema } from './options';
+export { EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema } from './options';
 export type {
+  EcConnectorKind,
   EngineKind,
   FaultMode,
   FaultSpec,

@@ -8,6 +8,14 @@ export type EngineKind = z.infer<typeof EngineKindSchema>;
 export const SimRoleSchema = z.enum(['encode', 'prefill', 'decode', 'both']);
 export type SimRole = z.infer<typeof SimRoleSchema>;
 
+/**
+ * vLLM EC connector (`--ec-transfer-config`): `shared-storage` is ECExampleConnector (a shared directory),
+ * `nixl` is ECCPUConnector with its P2P NIXL transport (consumers pull from the encoder), `mooncake` is
+ * ECMooncakeConnector (the encoder pushes to the consumer's control address). See docs/engine-sim.md.
+ */
+export const EcConnectorKindSchema = z.enum(['shared-storage', 'nixl', 'mooncake']);
+export type EcConnectorKind = z.infer<typeof EcConnectorKindSchema>;
+
 /** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
 const LatencyProfileNameSchema = z.enum(['zero', 'realistic']);
 export type LatencyProfileName = z.infer<typeof LatencyProfileNameSchema>;
@@ -67,6 +75,17 @@ export interface SimEngineOptions {
   readonly latency?: LatencyOverrides;
   /** vLLM shared-storage EC connector directory (`shared_storage_path`). Without it, EC lookups always miss. */
   readonly sharedEcDir?: string;
+  /** vLLM EC connector of an encoder or EC consumer (prefill, both). Default `shared-storage` (with `sharedEcDir`). */
+  readonly ecConnector?: EcConnectorKind;
+  /** vLLM `--enable-mm-embeds`: accept `image_embeds`/`audio_embeds`/`video_embeds` parts (else 400, as vLLM). */
+  readonly enableMmEmbeds?: boolean;
+  /**
+   * vLLM Mooncake EC consumer: base port of its control listeners (`reservation_zmq_port`); DP rank r listens on
+   * port + r. 0 or absent picks a free port per rank (read them from `ecControlAddresses`); the CLI defaults to 14579.
+   */
+  readonly ecControlPort?: number;
+  /** vLLM Mooncake EC consumer: how long a request waits for an item's push (`push_wait_timeout_s`). Default 60 000 ms. */
+  readonly ecPushWaitTimeoutMs?: number;
   /** Serves `/admin/*` (fault injection, request log, counters). */
   readonly admin?: boolean;
   readonly fault?: FaultSpec;
@@ -97,7 +116,8 @@ export interface SimEngineOptions {
    * `remote_host:remote_port` runs in this process and was started with the same option, its block store is
    * asked directly — the same checks (engine id, request id, block ids), blocks freed, `kvPullsServed` on the
    * prefill — without an HTTP exchange (counted in `kvPullsInProcess`); any other prefill is pulled over HTTP.
-   * For benchmarks, where the side channel's HTTP cost is the stand-in engines', not the router's.
+   * For benchmarks, where the side channel's HTTP cost is the stand-in engines', not the router's. The same holds
+   * for the NIXL EC connector's pulls (`ecConnector: 'nixl'`): an encoder in this process is asked directly.
    */
   readonly nixlSideChannel?: 'http' | 'in-process';
   readonly logger?: SimLogger;
@@ -122,6 +142,8 @@ export interface SimEngineHandle {
   readonly port: number;
   /** SGLang prefill only: the bootstrap server's port. */
   readonly bootstrapPort?: number;
+  /** vLLM Mooncake EC consumer: `tcp://host:port` of each DP rank's control listener, rank order. */
+  readonly ecControlAddresses?: readonly string[];
   readonly engine: EngineKind;
   readonly role: SimRole;
   readonly model: string;
@@ -129,7 +151,10 @@ export interface SimEngineHandle {
   requests(): readonly LoggedRequest[];
   clearRequests(): void;
   setFault(fault: FaultSpec): void;
-  /** Protocol counters (see docs/engine-sim.md): kvPullsServed, kvPullsReceived, localPrefillFallbacks, ecHits, ... */
+  /**
+   * Protocol counters (see docs/engine-sim.md): kvPullsServed, localPrefillFallbacks, ecHits, localEncodes,
+   * ecPullsServed, pushesReceived, ..., and `dpRank<i>Requests` per data-parallel rank.
+   */
   counters(): Record<string, number>;
   close(): Promise<void>;
 }

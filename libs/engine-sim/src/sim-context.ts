@@ -31,7 +31,7 @@ export class SimContext {
   readonly latency: LatencyModel;
   readonly clock = new SimClock();
   readonly ranks: readonly Rank[];
-  readonly counters = new SimCounters();
+  readonly counters: SimCounters;
   readonly faults: FaultController;
   readonly log: RequestLog;
   readonly metrics: EngineMetrics;
@@ -52,6 +52,7 @@ export class SimContext {
     this.maxModelLen = options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN;
     this.latency = resolveLatencyModel(options.latencyProfile ?? 'zero', options.latency);
     this.ranks = Array.from({ length: Math.max(1, options.dataParallel ?? 1) }, (_, i) => new Rank(i, this.latency));
+    this.counters = new SimCounters(this.ranks.length);
     this.faults = new FaultController(options.fault);
     this.log = new RequestLog(options.requestLogLimit ?? 10_000);
     this.logger = options.logger;
@@ -67,13 +68,16 @@ export class SimContext {
     return `http://${this.host.includes(':') ? `[${this.host}]` : this.host}:${this.port}`;
   }
 
-  /** The rank a request runs on: the requested one when valid (DP-rank pinning), else round-robin. */
+  /** The rank a request runs on: the requested one when valid (DP-rank pinning), else round-robin. Counted per rank. */
   pickRank(requested?: number): Rank {
+    let rank: Rank;
     if (requested !== undefined && Number.isInteger(requested) && requested >= 0 && requested < this.ranks.length) {
-      return this.ranks[requested] as Rank;
+      rank = this.ranks[requested] as Rank;
+    } else {
+      rank = this.ranks[this.#nextRank] as Rank;
+      this.#nextRank = (this.#nextRank + 1) % this.ranks.length;
     }
-    const rank = this.ranks[this.#nextRank] as Rank;
-    this.#nextRank = (this.#nextRank + 1) % this.ranks.length;
+    this.counters.incRank(rank.index);
     return rank;
   }
 

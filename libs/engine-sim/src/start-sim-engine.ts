@@ -2,7 +2,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { registerAdminRoutes } from './admin-routes';
 import { Router } from './http/router';
-import { EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions } from './options';
+import {
+  EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions,
+} from './options';
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
 import { registerSglangRoutes } from './sglang/sglang-routes';
@@ -19,9 +21,13 @@ function validate(opts: SimEngineOptions): void {
   if (opts.languageOnly && !(opts.engine === 'sglang' && (opts.role === 'prefill' || opts.role === 'both'))) {
     throw new Error('languageOnly needs engine sglang and role prefill (EPD) or both (E+PD)');
   }
-  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) {
-    throw new Error('dataParallel must be a positive integer');
+  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
+  if (opts.ecConnector !== undefined) EcConnectorKindSchema.parse(opts.ecConnector);
+  const port = opts.ecControlPort;
+  if (port !== undefined && (!Number.isInteger(port) || port < 0 || port + (opts.dataParallel ?? 1) > 65536)) {
+    throw new Error('ecControlPort must be 0 or a port that leaves room for one port per DP rank');
   }
+  if (opts.ecPushWaitTimeoutMs !== undefined && !(opts.ecPushWaitTimeoutMs > 0)) throw new Error('ecPushWaitTimeoutMs must be positive');
 }
 
 /** SGLang prefills always run one; a vLLM prefill only when asked (its Mooncake connector bootstrap). */
@@ -47,9 +53,7 @@ function listen(server: Server, host: string, port: number): Promise<number> {
 export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineHandle> {
   validate(opts);
   const ctx = new SimContext(opts);
-  const router = new Router({
-    engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger,
-  });
+  const router = new Router({ engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger });
   const bootstrap = wantsBootstrap(opts)
     ? await BootstrapServer.start({
         host: ctx.host,
@@ -68,14 +72,15 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, router.listener);
   try {
     ctx.port = await listen(server, ctx.host, opts.port ?? 0);
+    await vllm?.ec.start();
   } catch (err) {
+    server.close();
     await bootstrap?.close();
     await ctx.close();
     throw err;
   }
   const withdrawPulls =
-    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both')
-      ? offerInProcessPulls(ctx, vllm.kv) : undefined;
+    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both') ? offerInProcessPulls(ctx, vllm.kv) : undefined;
 
   let closing: Promise<void> | undefined;
   return {
@@ -83,6 +88,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     host: ctx.host,
     port: ctx.port,
     ...(bootstrap ? { bootstrapPort: bootstrap.port } : {}),
+    ...(vllm?.ec.controlAddresses ? { ecControlAddresses: vllm.ec.controlAddresses } : {}),
     engine: ctx.engine,
     role: ctx.role,
     model: ctx.model,
@@ -98,6 +104,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
           server.closeAllConnections();
         });
         await bootstrap?.close();
+        await vllm?.ec.close();
         await ctx.close();
       })()),
   };

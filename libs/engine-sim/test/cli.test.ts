@@ -9,6 +9,7 @@ const TRIAD = join(__dirname, '..', '..', '..', 'apps', 'cli', 'bin', 'triad.js'
 interface Ready {
   readonly url: string;
   readonly bootstrapPort?: number;
+  readonly ecControlAddresses?: string[];
 }
 
 /** Runs `triad sim-engine ...` and resolves with the ready line it logs. */
@@ -16,8 +17,11 @@ async function startCli(args: readonly string[], children: ChildProcess[]): Prom
   const child = spawn(process.execPath, [TRIAD, 'sim-engine', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   for await (const line of createInterface({ input: child.stdout! })) {
-    const msg = JSON.parse(line) as { msg?: string; url?: string; bootstrapPort?: number };
-    if (msg.msg === 'sim-engine ready') return { url: msg.url!, ...(msg.bootstrapPort ? { bootstrapPort: msg.bootstrapPort } : {}) };
+    const msg = JSON.parse(line) as { msg?: string; url?: string; bootstrapPort?: number; ecControlAddresses?: string[] };
+    if (msg.msg === 'sim-engine ready') {
+      const { url, bootstrapPort, ecControlAddresses } = msg;
+      return { url: url!, ...(bootstrapPort ? { bootstrapPort } : {}), ...(ecControlAddresses ? { ecControlAddresses } : {}) };
+    }
   }
   throw new Error('triad sim-engine exited before it was ready');
 }
@@ -63,6 +67,19 @@ describe('triad sim-engine (CLI)', () => {
     expect(bootstrapPort).toBeGreaterThan(0);
     expect((await get(`http://127.0.0.1:${bootstrapPort}/health`)).text).toBe('OK');
     expect((await post(`${url}/generate`, { text: 'hi' })).status).toBe(400);
+  });
+
+  it('serves a vLLM Mooncake EC consumer that accepts embeds parts and logs its control addresses', async () => {
+    const { url, ecControlAddresses } = await startCli(
+      ['--engine', 'vllm', '--role', 'both', '--host', '127.0.0.16', '--port', '0', '--ec-connector', 'mooncake', '--ec-control-port', '0',
+        '--dp-size', '2', '--enable-mm-embeds', '--ec-push-wait-timeout-ms', '50'],
+      children,
+    );
+    const address = expect.stringMatching(/^tcp:\/\/127\.0\.0\.16:\d+$/);
+    expect(ecControlAddresses).toEqual([address, address]);
+    // A metadata reference whose push never comes: the consumer waits (50 ms here) and fails the request.
+    const ref = { type: 'image_embeds', image_embeds: { image_grid_thw: [1, 32, 32] }, uuid: 'cli-cat' };
+    expect((await post(`${url}/v1/chat/completions`, { messages: [{ role: 'user', content: [ref] }], max_tokens: 1 })).status).toBe(500);
   });
 
   it('rejects an unknown role with a usage error', async () => {

@@ -3,8 +3,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord,
-  type ModelServerRecord,
+  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord, type ModelServerRecord,
 } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
@@ -20,14 +19,8 @@ interface Child {
   stderr: string;
 }
 
-function startChild(
-  name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = [],
-  script: string[] = [TRIAD],
-): Child {
-  const proc = spawn(
-    process.execPath, [...nodeArgs, ...script, ...args],
-    { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } },
-  );
+function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = [], script: string[] = [TRIAD]): Child {
+  const proc = spawn(process.execPath, [...nodeArgs, ...script, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
   const child: Child = { name, proc, stderr: '' };
   proc.stderr?.on('data', (d: Buffer) => {
     child.stderr = (child.stderr + d.toString()).slice(-4000);
@@ -109,25 +102,15 @@ const SIMS: readonly SimSpec[] = [
 ];
 
 const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
-  agg: {
-    model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } },
-    workloadPort: { port: 8000, protocol: 'http' },
-  },
-  paced: {
-    model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'paced' } },
-    workloadPort: { port: 8000, protocol: 'http' },
-  },
+  agg: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: 8000, protocol: 'http' } },
+  paced: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'paced' } }, workloadPort: { port: 8000, protocol: 'http' } },
   pd: {
     model: BENCH_MODEL, inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
     workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
   },
   epd: {
-    model: BENCH_MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
-    workloadPort: { port: 8000, protocol: 'http' },
-    workloadSelector: {
-      matchLabels: { app: 'epd' },
-      pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-    },
+    model: BENCH_MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
+    workloadSelector: { matchLabels: { app: 'epd' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
   },
 };
 
@@ -184,22 +167,25 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     nats = await startNatsServer();
     const sims: Record<string, string> = {};
     const ports: Record<string, number> = {};
-    const hosted: { name: string; role: string; port: number; profile: string }[] = [];
+    const hosted: { name: string; role: string; port: number; profile: string; ecConnector?: string; sharedEcDir?: string }[] = [];
     for (const s of SIMS) {
       ports[s.name] = await freePort();
       const profile = s.name === 'paced' ? 'realistic' : 'zero';
       sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
+      // The EPD sims run the NIXL EC connector: the newest reference proxy passes the encoder's handles and the
+      // consumer pulls (in-process with one sim process); the gateway and the classic proxy send none, so the
+      // prefill encodes locally, which costs a zero-latency sim nothing. No shared EC directory: its per-request
+      // file writes are the simulator's cost, not the router's. `BENCH_EC_DIR=1` runs shared storage instead.
+      const epd = s.server === 'epd' && s.role !== 'decode';
+      const shared = !!process.env['BENCH_EC_DIR'] && epd;
       if (opts.simProcesses !== 'each') {
-        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile });
+        const ec = epd ? (shared ? { sharedEcDir: ecDir } : { ecConnector: 'nixl' }) : {};
+        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile, ...ec });
         continue;
       }
-      const args = [
-        'sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]), '--model', BENCH_MODEL,
-        '--latency-profile', profile,
-      ];
-      // No shared EC directory: its per-request file writes are the simulator's cost, not the router's, and the
-      // zero-latency stand-ins of the reference figures do not have it. `BENCH_EC_DIR=1` turns it on.
-      if (process.env['BENCH_EC_DIR'] && s.server === 'epd' && s.role !== 'decode') args.push('--shared-ec-dir', ecDir);
+      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]),
+        '--model', BENCH_MODEL, '--latency-profile', profile, '--enable-mm-embeds'];
+      if (epd) args.push(...(shared ? ['--shared-ec-dir', ecDir] : ['--ec-connector', 'nixl']));
       children.push(startChild(s.name, args, {}, 'ignore', nodeArgsOf(s.name)));
     }
     if (hosted.length > 0) {
@@ -214,26 +200,13 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
     for (const [name, spec] of Object.entries(SERVERS)) {
-      await servers.put(
-        objectKey('default', name),
-        {
-          schemaVersion: 1, namespace: 'default', name, mode: name === 'agg' || name === 'paced' ? 'aggregated' : (name as 'pd' | 'epd'),
-          spec,
-        },
-      );
-      await routes.put(
-        objectKey('default', name),
-        {
-          schemaVersion: 1, namespace: 'default', name,
-          spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
-        },
-      );
+      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: name === 'agg' || name === 'paced' ? 'aggregated' : (name as 'pd' | 'epd'), spec });
+      await routes.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] } });
     }
     for (const s of SIMS) {
       const now = Date.now();
       await endpoints.put(endpointKey('default', s.server, s.name), {
-        schemaVersion: 1, namespace: 'default', modelServer: s.server, pod: s.name, role: s.recordRole, ip: '127.0.0.1',
-        port: ports[s.name] as number,
+        schemaVersion: 1, namespace: 'default', modelServer: s.server, pod: s.name, role: s.recordRole, ip: '127.0.0.1', port: ports[s.name] as number,
         ...(s.server === 'agg' || s.server === 'paced' ? {} : { group: 'g1' }),
         engine: 'vLLM', ready: true, models: [BENCH_MODEL], updatedAt: now,
         metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
@@ -241,27 +214,14 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     }
     await bus.close();
     const schedulerMetrics = await freePort();
-    children.push(startChild(
-      'scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)], {}, 'ignore', nodeArgsOf('scheduler'),
-    ));
+    children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)], {}, 'ignore', nodeArgsOf('scheduler')));
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
-    children.push(startChild(
-      'gateway',
-      ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)],
-      opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway'),
-    ));
+    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway')));
     const inProcessPort = opts.inProcessGateway === true ? await freePort() : undefined;
     const inProcessMetrics = inProcessPort !== undefined ? await freePort() : undefined;
     if (inProcessPort !== undefined) {
-      children.push(startChild(
-        'gateway-in-process',
-        [
-          'gateway', '--scheduling', 'in-process', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(inProcessPort),
-          '--metrics-port', String(inProcessMetrics),
-        ],
-        opts.gatewayEnv, 'ignore', nodeArgsOf('gateway-in-process'),
-      ));
+      children.push(startChild('gateway-in-process', ['gateway', '--scheduling', 'in-process', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(inProcessPort), '--metrics-port', String(inProcessMetrics)], opts.gatewayEnv, 'ignore', nodeArgsOf('gateway-in-process')));
     }
     const ready = async () => {
       if (inProcessMetrics !== undefined && !(await httpOk(`http://127.0.0.1:${inProcessMetrics}/readyz`))) return false;

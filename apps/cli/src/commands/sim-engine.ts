@@ -42,6 +42,10 @@ interface CliOptions {
   lora?: string[];
   dpSize: number;
   maxModelLen?: number;
+  ecConnector: 'shared-storage' | 'nixl' | 'mooncake';
+  enableMmEmbeds?: boolean;
+  ecControlPort: number;
+  ecPushWaitTimeoutMs?: number;
 }
 
 function buildCommand(): Command {
@@ -55,12 +59,16 @@ function buildCommand(): Command {
     .option('--model <name>', 'served model name', 'sim-model')
     .addOption(new Option('--latency-profile <profile>', 'behaviour model').choices(['zero', 'realistic']).default('zero'))
     .option('--shared-ec-dir <dir>', 'vLLM shared-storage EC connector directory')
+    .addOption(new Option('--ec-connector <kind>', 'vLLM EC connector: ECExampleConnector, ECCPUConnector (NIXL P2P), ECMooncakeConnector')
+      .choices(['shared-storage', 'nixl', 'mooncake']).default('shared-storage'))
+    .option('--enable-mm-embeds', 'vLLM --enable-mm-embeds: accept image_embeds/audio_embeds/video_embeds parts')
+    .option('--ec-control-port <port>', 'vLLM Mooncake EC consumer: control listener base port, DP rank r on port + r; 0 = free ports',
+      parseNonNegativeInt, 14579)
+    .option('--ec-push-wait-timeout-ms <ms>', 'vLLM Mooncake EC consumer: how long a request waits for a push (default 60000)',
+      parsePositiveInt)
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
-    .option(
-      '--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port',
-      parseNonNegativeInt, 8998,
-    )
+    .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
     .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for the prefill to register a room', parsePositiveInt)
     .option('--language-only', 'SGLang EPD prefill: encoder registry, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
@@ -97,13 +105,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.encoderUrls ? { encoderUrls: o.encoderUrls } : {}),
     ...(o.lora ? { loraAdapters: o.lora } : {}),
     ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
+    ecConnector: o.ecConnector,
+    enableMmEmbeds: o.enableMmEmbeds ?? false,
+    ...(o.ecConnector === 'mooncake' ? { ecControlPort: o.ecControlPort } : {}),
+    ...(o.ecPushWaitTimeoutMs ? { ecPushWaitTimeoutMs: o.ecPushWaitTimeoutMs } : {}),
   });
-  logger.info(
-    {
-      url: handle.url, port: handle.port, bootstrapPort: handle.bootstrapPort, engine: handle.engine, role: handle.role,
-      model: handle.model,
-    },
-    'sim-engine ready',
-  );
+  const { url, port, bootstrapPort, ecControlAddresses, engine, role, model } = handle;
+  logger.info({ url, port, bootstrapPort, ecControlAddresses, engine, role, model }, 'sim-engine ready');
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

@@ -98,7 +98,7 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
         if (item) {
           media.push(item);
           text += mediaMarker(item);
-          tokens += MEDIA_TOKENS[item.modality];
+          tokens += item.tokens ?? MEDIA_TOKENS[item.modality];
         } else {
           const t = (part as { text: string }).text;
           text += t;

@@ -1,23 +1,29 @@
 import { createHash } from 'node:crypto';
 import { EngineHttpError } from '../http/engine-error';
+import { embedsPlaceholderTokens } from './embeds-metadata';
 
 export type Modality = 'IMAGE' | 'AUDIO' | 'VIDEO';
 
 /** One multimodal content part of a chat request. */
 export interface MediaItem {
-  /** The OpenAI part type: image_url, audio_url, input_audio, video_url, image_embeds. */
+  /** The OpenAI part type: image_url, audio_url, input_audio, video_url, image_embeds, audio_embeds, video_embeds. */
   readonly partType: string;
   readonly modality: Modality;
   /** URL or data (what the encoder gets and what the cache key is computed from). */
   readonly source: string;
   /** vLLM `multi_modal_uuids`: an explicit cache key sent with the part. */
   readonly uuid?: string;
+  /** `*_embeds` parts: the part's value (a tensor as base64, or a metadata reference such as `{image_grid_thw}`). */
+  readonly embeds?: unknown;
+  /** `*_embeds` parts that declare their placeholder size (`image_grid_thw`, ...): that many prompt tokens. */
+  readonly tokens?: number;
 }
 
 /** Simulated prompt tokens per media item (a 336px image in a LLaVA-like model is in this range). */
 export const MEDIA_TOKENS: Readonly<Record<Modality, number>> = { IMAGE: 256, AUDIO: 128, VIDEO: 1024 };
 
 const URL_PARTS: Readonly<Record<string, Modality>> = { image_url: 'IMAGE', audio_url: 'AUDIO', video_url: 'VIDEO' };
+const EMBEDS_PARTS: Readonly<Record<string, Modality>> = { image_embeds: 'IMAGE', audio_embeds: 'AUDIO', video_embeds: 'VIDEO' };
 
 function urlOf(part: Record<string, unknown>, field: string): string {
   const v = part[field];
@@ -42,8 +48,12 @@ export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefine
     if (!audio || typeof audio.data !== 'string') throw new EngineHttpError(400, 'input_audio.data: Field required');
     return { partType: type, modality: 'AUDIO', source: audio.data, ...(uuid ? { uuid } : {}) };
   }
-  if (type === 'image_embeds') {
-    return { partType: type, modality: 'IMAGE', source: JSON.stringify(part['image_embeds'] ?? null), ...(uuid ? { uuid } : {}) };
+  if (typeof type === 'string' && EMBEDS_PARTS[type]) {
+    const modality = EMBEDS_PARTS[type] as Modality;
+    const value = part[type];
+    const tokens = embedsPlaceholderTokens(type, modality, value);
+    const source = JSON.stringify(value ?? null);
+    return { partType: type, modality, source, embeds: value, ...(uuid ? { uuid } : {}), ...(tokens !== undefined ? { tokens } : {}) };
   }
   throw new EngineHttpError(400, `Unknown part type: ${String(type)}`);
 }

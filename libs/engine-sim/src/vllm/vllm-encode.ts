@@ -1,41 +1,70 @@
+import type { Rank } from '../engine/rank';
 import { EngineHttpError } from '../http/engine-error';
 import type { Exchange } from '../http/router';
-import { responseHeaders } from '../openai/common';
+import { responseHeaders, traceHeaders } from '../openai/common';
+import { reportedMetadata } from '../openai/embeds-metadata';
 import type { InferenceRequest } from '../openai/inference-request';
-import { MEDIA_TOKENS, mediaKey } from '../openai/media';
 import { serveGeneration } from '../openai/serve-generation';
 import { vllmChatFormat } from '../openai/vllm-format';
+import { ecParamsOf } from './ec-connector';
+import { distinctItems, type DistinctItem, type MmFeature } from './mm-features';
 import type { VllmDeps } from './vllm-inference';
 
 /**
- * vLLM encoder (`ec_producer`): one media item per request and no text, as the EPD proxies send. It encodes the
- * item, saves it to the shared EC store under its key and answers a 1-token chat completion carrying
- * `ec_transfer_params.ec_items[].mm_hash`.
+ * The `ec_transfer_params` of an encoder's answer: one entry per distinct item, keyed by its identifier, with the
+ * placeholder `metadata`, the positions in this request that carry it (`item_indices`) and the connector's handle
+ * fields (NIXL: `peer_host`, `peer_port`, `size_bytes`).
+ */
+function answerParams(items: readonly DistinctItem[], fields: ReadonlyMap<string, Readonly<Record<string, unknown>>>): string {
+  const params: Record<string, unknown> = {};
+  for (const { feature, indices } of items) {
+    const metadata = reportedMetadata(feature.item.modality, feature.item.embeds);
+    params[feature.identifier] = { metadata, item_indices: indices, ...fields.get(feature.identifier) };
+  }
+  return JSON.stringify(params);
+}
+
+/**
+ * vLLM encoder (`ec_producer`): a chat request whose content is media only — one item or a batch (the newest EPD
+ * proxy batches the images it sends to one encoder), with or without `max_tokens` — is encoded, published through
+ * the EC connector and answered as a 1-token chat completion carrying `ec_transfer_params` keyed by identifier.
  */
 export async function serveVllmEncode(
-  deps: VllmDeps, ex: Exchange, request: InferenceRequest, requestId: string, model: string,
+  deps: VllmDeps,
+  ex: Exchange,
+  request: InferenceRequest,
+  features: readonly MmFeature[],
+  rank: Rank,
+  requestId: string,
+  model: string,
 ): Promise<void> {
   const { ctx } = deps;
-  if (request.kind !== 'chat') throw new EngineHttpError(
-    400, 'this encoder instance serves only chat completions with one multimodal item',
-  );
-  if (request.media.length !== 1 || request.textParts > 0) {
+  if (request.kind !== 'chat') throw new EngineHttpError(400, 'this encoder instance serves only chat completions with multimodal items');
+  if (features.length === 0 || request.textParts > 0) {
     throw new EngineHttpError(
       400,
-      `an encode request must hold exactly one multimodal item and no text; got ${request.media.length} item(s) and ${request.textParts} ` +
-        `text part(s)`,
+      'an encode request must hold one or more multimodal items and no text; ' +
+        `got ${features.length} item(s) and ${request.textParts} text part(s)`,
     );
   }
-  const item = request.media[0]!;
-  const key = mediaKey(item);
-  const rank = ctx.pickRank();
+  const params = ecParamsOf(request.body);
+  const items = distinctItems(features);
+  ctx.counters.inc('encoderRequests');
+  ctx.counters.inc('encoderItems', features.length);
+  // An encoder-only instance never samples: it finishes once the items are encoded, whatever max_tokens says.
   const plan = { count: 1, finishReason: 'length' as const };
+  const abort = new AbortController();
+  ex.res.once('close', () => abort.abort());
   await serveGeneration({
     ex,
     env: ctx.env,
     spec: {
-      rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: 0,
-      work: { computeTokens: 0, encodeItems: 1, transferTokens: 0 }, plan,
+      rank,
+      arrivedAt: ex.arrivedAt,
+      promptTokens: request.promptTokens,
+      cachedTokens: 0,
+      work: { computeTokens: 0, encodeItems: items.length, transferTokens: 0 },
+      plan,
     },
     view: {
       id: `chatcmpl-${requestId}`,
@@ -52,9 +81,9 @@ export async function serveVllmEncode(
     stream: request.stream,
     headers: responseHeaders(requestId),
     finish: async () => {
-      ctx.counters.inc('encodes');
-      if (await deps.ec.write(key, MEDIA_TOKENS[item.modality])) ctx.counters.inc('ecWrites');
-      return { ecTransferParams: JSON.stringify({ ec_items: [{ mm_hash: key }] }) };
+      ctx.counters.inc('encodes', items.length);
+      const fields = await deps.ec.publish(items, { params, requestId, rank, headers: traceHeaders(ex.req.headers), signal: abort.signal });
+      return { ecTransferParams: answerParams(items, fields) };
     },
   });
 }

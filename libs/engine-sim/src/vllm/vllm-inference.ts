@@ -7,14 +7,15 @@ import type { Exchange, RouteHandler } from '../http/router';
 import { checkContextLength, requestIdOf, responseHeaders, traceHeaders } from '../openai/common';
 import type { BodyExtras, ResponseFormat, ResponseView } from '../openai/format';
 import { parseInferenceRequest, type InferenceRequest } from '../openai/inference-request';
-import { mediaKey } from '../openai/media';
 import { serveGeneration } from '../openai/serve-generation';
 import { vllmChatFormat, vllmCompletionFormat } from '../openai/vllm-format';
 import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import type { SimContext } from '../sim-context';
-import type { EcStore } from './ec-store';
+import { EcUnavailableError, type EcConnector } from './ec-connector';
+import { failUnavailable, localEncodesNeeded } from './ec-consume';
 import type { KvBlockStore } from './kv-block-store';
 import { pullKv, remotePrefillOf } from './kv-side-channel';
+import { checkEmbedsAllowed, mmFeatures, type MmFeature } from './mm-features';
 import { awaitMooncakeTransfer, mooncakeRemoteOf, mooncakeTransferIdOf } from './mooncake';
 import { serveVllmEncode } from './vllm-encode';
 
@@ -22,7 +23,8 @@ export interface VllmDeps {
   readonly ctx: SimContext;
   /** Mooncake bootstrap server (prefill started with a bootstrap port). */
   readonly bootstrap: BootstrapServer | undefined;
-  readonly ec: EcStore;
+  /** The EC connector (`ecConnector` option) of an encoder or EC consumer. */
+  readonly ec: EcConnector;
   readonly kv: KvBlockStore;
 }
 
@@ -42,14 +44,24 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
     if (!ctx.servesModel(model)) throw new EngineHttpError(404, `The model \`${model}\` does not exist.`, 'NotFoundError', 'model');
     ctx.counters.inc('requests');
     const requestId = requestIdOf(ex.req.headers);
+    const features = mmFeatures(request, ctx.model);
+    ctx.counters.inc('embedsParts', checkEmbedsAllowed(features, ctx.options.enableMmEmbeds ?? false));
+    const pinned = requestedRank(ex.req.headers['x-data-parallel-rank'], ctx.ranks.length);
+    if (ctx.role !== 'encode') checkContextLength(ctx, request);
+    if (pinned !== undefined) ctx.counters.inc('dpRankPinned');
+    const rank = ctx.pickRank(pinned);
     if (ctx.role === 'encode') {
-      await serveVllmEncode(deps, ex, request, requestId, model);
+      await serveVllmEncode(deps, ex, request, features, rank, requestId, model);
       return;
     }
-    checkContextLength(ctx, request);
-    const rankHeader = ex.req.headers['x-data-parallel-rank'];
-    const rank = ctx.pickRank(typeof rankHeader === 'string' ? Number(rankHeader) : undefined);
-    const prep = await prepare(deps, ex, request, rank, requestId);
+    let prep: Preparation;
+    try {
+      prep = await prepare(deps, ex, request, features, rank, requestId);
+    } catch (err) {
+      if (!(err instanceof EcUnavailableError)) throw err;
+      failUnavailable(ctx, ex, err, request, requestId);
+      return;
+    }
     const plan = planOutput(request.outputKey, request);
     const spec: GenerationSpec = {
       rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: prep.cachedTokens, work: prep.work, plan,
@@ -79,16 +91,36 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
   };
 }
 
+/** vLLM's `X-data-parallel-rank`: an integer below the DP size, else the engine's 400. */
+function requestedRank(header: string | string[] | undefined, ranks: number): number | undefined {
+  if (header === undefined) return undefined;
+  const text = (Array.isArray(header) ? header[0] : header)?.trim() ?? '';
+  if (!/^-?\d+$/.test(text)) {
+    throw new EngineHttpError(400, `Invalid X-data-parallel-rank header: ${JSON.stringify(text)} is not an integer.`);
+  }
+  const rank = Number(text);
+  if (rank < 0 || rank >= ranks) throw new EngineHttpError(400, `data_parallel_rank ${rank} is out of range [0, ${ranks}).`);
+  return rank;
+}
+
 function isRemoteDecodeRequest(params: unknown): boolean {
   return !!params && typeof params === 'object' && (params as Record<string, unknown>)['do_remote_decode'] === true;
 }
 
 /** Prefix-cache lookup, NIXL pull (decode) and EC lookups (EC consumer), in the order vLLM does them. */
-async function prepare(deps: VllmDeps, ex: Exchange, request: InferenceRequest, rank: Rank, requestId: string): Promise<Preparation> {
+async function prepare(
+  deps: VllmDeps,
+  ex: Exchange,
+  request: InferenceRequest,
+  features: readonly MmFeature[],
+  rank: Rank,
+  requestId: string,
+): Promise<Preparation> {
   const { ctx } = deps;
   const prefixHit = rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   let transferTokens = 0;
+  let kvArrived = false;
   const params = request.body['kv_transfer_params'];
   const mooncake = mooncakeRemoteOf(params);
   const nixl = mooncake ? undefined : remotePrefillOf(params, requestId);
@@ -96,6 +128,7 @@ async function prepare(deps: VllmDeps, ex: Exchange, request: InferenceRequest, 
     const headers = traceHeaders(ex.req.headers);
     const pulled = mooncake ? await awaitMooncakeTransfer(ctx, mooncake, headers, ex.res) : await pullKv(ctx, nixl!, headers);
     if (pulled !== undefined) {
+      kvArrived = true;
       ctx.counters.inc('kvPullsReceived');
       transferTokens = Math.max(0, Math.min(pulled, request.promptTokens - 1) - prefixHit);
       ctx.metrics.externalCache(rank, request.promptTokens - prefixHit, transferTokens);
@@ -106,27 +139,12 @@ async function prepare(deps: VllmDeps, ex: Exchange, request: InferenceRequest, 
     // A decode asked to decode without a usable remote prefill recomputes the prompt itself.
     ctx.counters.inc('localPrefillFallbacks');
   }
-  const encodeItems = transferTokens > 0 ? 0 : encoderCacheMisses(deps, request, rank);
+  // With the prompt's KV pulled from a prefill, nothing of it is computed here, so nothing needs encoding. Otherwise
+  // every item is acquired or encoded, also when the prefix cache holds the prompt: a sim's prefix cache also learns
+  // from requests that failed, and a retry must not pass for a success because of it.
+  const encodeItems = kvArrived ? 0 : await localEncodesNeeded(ctx, deps.ec, ex, request, features, rank, requestId);
   const cachedTokens = prefixHit + transferTokens;
   return { cachedTokens, work: { computeTokens: Math.max(0, request.promptTokens - cachedTokens), encodeItems, transferTokens } };
-}
-
-/** EC consumer lookups (prefill and aggregated roles); returns how many items must be encoded locally. */
-function encoderCacheMisses(deps: VllmDeps, request: InferenceRequest, rank: Rank): number {
-  const { ctx } = deps;
-  if (request.media.length === 0) return 0;
-  if (ctx.role === 'decode') return request.media.length;
-  let hits = 0;
-  // Without a shared EC directory nothing can hit, so the keys (a sha256 each) are not computed.
-  if (deps.ec.enabled) {
-    for (const item of request.media) {
-      if (deps.ec.has(mediaKey(item))) hits++;
-    }
-  }
-  ctx.counters.inc('ecHits', hits);
-  ctx.counters.inc('ecMisses', request.media.length - hits);
-  ctx.metrics.mmCache(rank, request.media.length, hits);
-  return request.media.length - hits;
 }
 
 /**

@@ -3,6 +3,10 @@ import type { Router } from '../http/router';
 import { sendJson, sendText } from '../http/respond';
 import { modelsBody } from '../openai/common';
 import type { SimContext } from '../sim-context';
+import type { EcConnector } from './ec-connector';
+import { MooncakeEcConnector } from './ec-mooncake';
+import { EC_PULL_PATH, NixlEcConnector } from './ec-nixl';
+import { SharedStorageEcConnector } from './ec-shared-storage';
 import { EcStore } from './ec-store';
 import { KvBlockStore } from './kv-block-store';
 import { KV_PULL_PATH, kvPullHandler } from './kv-side-channel';
@@ -11,12 +15,27 @@ import { vllmInferenceHandler, type VllmDeps } from './vllm-inference';
 const PROMETHEUS_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const SIM_VLLM_VERSION = '0.11.0+triad.sim';
 
-/** Registers a vLLM instance's HTTP surface (OpenAI API, health, metrics, and the NIXL side channel). */
+/** The EC connector the instance was configured with (`ecConnector`; a decode has none that matters). */
+function ecConnectorOf(ctx: SimContext): EcConnector {
+  switch (ctx.options.ecConnector ?? 'shared-storage') {
+    case 'nixl':
+      return new NixlEcConnector(ctx);
+    case 'mooncake':
+      return new MooncakeEcConnector(ctx, ctx.role === 'prefill' || ctx.role === 'both');
+    default:
+      return new SharedStorageEcConnector(new EcStore(ctx.options.sharedEcDir), ctx.counters);
+  }
+}
+
+/**
+ * Registers a vLLM instance's HTTP surface (OpenAI API, health, metrics, and the NIXL side channels). The EC
+ * connector's listeners (Mooncake control addresses) start with `deps.ec.start()`.
+ */
 export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: BootstrapServer | undefined): VllmDeps {
   const deps: VllmDeps = {
     ctx,
     bootstrap,
-    ec: new EcStore(ctx.options.sharedEcDir),
+    ec: ecConnectorOf(ctx),
     kv: new KvBlockStore(ctx.engineId, ctx.options.kvLeaseMs ?? 30_000, ctx.counters),
   };
   const models = modelsBody(ctx);
@@ -30,5 +49,6 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
     .add('GET', '/version', (ex) => sendJson(ex.res, 200, JSON.stringify({ version: SIM_VLLM_VERSION })))
     .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
     .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv));
+  if (deps.ec instanceof NixlEcConnector) router.add('POST', EC_PULL_PATH, deps.ec.pullHandler);
   return deps;
 }

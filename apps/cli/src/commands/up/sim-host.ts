@@ -30,6 +30,10 @@ function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions
     ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
     ...(spec.languageOnly ? { languageOnly: true } : {}),
     ...(spec.loraAdapters.length > 0 ? { loraAdapters: spec.loraAdapters } : {}),
+    ...(spec.ecConnector ? { ecConnector: spec.ecConnector } : {}),
+    ...(spec.enableMmEmbeds ? { enableMmEmbeds: true } : {}),
+    ...(spec.dataParallel ? { dataParallel: spec.dataParallel } : {}),
+    ...(spec.ecControlPort !== undefined ? { ecControlPort: spec.ecControlPort } : {}),
   };
 }
 

@@ -90,6 +90,37 @@ ${pod('epd-pd', '127.0.6.2', '{app: epd, g: a, role: pd}')}
     expect(byKey['epd-pd']).toMatchObject({ role: 'both', usesSharedEc: true });
   });
 
+  it('reads the sim-only annotations of vLLM pods: EC connector, mm embeds, DP size, Mooncake control ports', () => {
+    const MOONCAKE_PD = '{"sim.triad.io/ec-connector": "mooncake", "sim.triad.io/enable-mm-embeds": "true", "sim.triad.io/dp-size": "2"}';
+    const CLASHING_PD = '{"sim.triad.io/ec-connector": "mooncake", "sim.triad.io/ec-control-port": "8000"}';
+    const { sims, notes } = plan(`
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: mc, namespace: default}
+spec:
+  inferenceEngine: vLLM
+  pipelineMode: epd
+  workloadPort: {port: 8000}
+  workloadSelector:
+    matchLabels: {app: mc}
+    pdGroup: {groupKey: g, encodeLabels: {role: e}, decodeLabels: {role: pd}}
+${pod('mc-e', '127.0.8.1', '{app: mc, g: a, role: e}', '{"sim.triad.io/ec-connector": "mooncake"}')}
+${pod('mc-pd', '127.0.8.2', '{app: mc, g: a, role: pd}', MOONCAKE_PD)}
+${pod('mc-pd2', '127.0.8.3', '{app: mc, g: a, role: pd}', CLASHING_PD)}
+${pod('nixl-pd', '127.0.8.4', '{app: mc, g: a, role: pd}', '{"sim.triad.io/ec-connector": "nixl", "sim.triad.io/dp-size": "zero"}')}
+`);
+    const byKey = Object.fromEntries(sims.map((s) => [s.key.split('/')[1], s]));
+    expect(byKey['mc-e']).toMatchObject({ role: 'encode', ecConnector: 'mooncake', usesSharedEc: false });
+    expect(byKey['mc-e']?.ecControlPort).toBeUndefined();
+    expect(byKey['mc-pd']).toMatchObject({ role: 'both', ecConnector: 'mooncake', enableMmEmbeds: true, dataParallel: 2 });
+    expect(byKey['mc-pd']?.ecControlPort).toBe(14579);
+    expect(byKey['nixl-pd']).toMatchObject({ ecConnector: 'nixl', usesSharedEc: false });
+    expect(byKey['nixl-pd']?.dataParallel).toBeUndefined();
+    // The control port would take the workload port's address.
+    expect(byKey['mc-pd2']).toBeUndefined();
+    expect(notes).toEqual(['pod default/mc-pd2 needs 127.0.8.3:8000 for two of its listeners: no engine sim started']);
+  });
+
   it('leaves pods off loopback, unselected pods and address clashes alone, with a note for each', () => {
     const { sims, notes } = plan(`
 apiVersion: networking.serving.volcano.sh/v1alpha1

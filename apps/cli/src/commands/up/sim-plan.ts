@@ -5,6 +5,19 @@ import {
 
 export type SimEngineKind = 'vllm' | 'sglang';
 export type SimRole = 'encode' | 'prefill' | 'decode' | 'both';
+export type SimEcConnector = 'shared-storage' | 'nixl' | 'mooncake';
+
+/**
+ * Pod annotations that shape a vLLM pod's engine sim in the local stack (`triad up` reads them; nothing else does):
+ * the EC connector the pod's engine runs, whether it accepts `*_embeds` parts (`--enable-mm-embeds`), its
+ * data-parallel size, and a Mooncake consumer's control base port (DP rank r listens on port + r).
+ */
+export const SIM_EC_CONNECTOR_ANNOTATION = 'sim.triad.io/ec-connector';
+export const SIM_MM_EMBEDS_ANNOTATION = 'sim.triad.io/enable-mm-embeds';
+export const SIM_DP_SIZE_ANNOTATION = 'sim.triad.io/dp-size';
+export const SIM_EC_CONTROL_PORT_ANNOTATION = 'sim.triad.io/ec-control-port';
+/** vLLM's default Mooncake EC control port. */
+export const DEFAULT_EC_CONTROL_PORT = 14579;
 
 /** One engine sim to run for one loopback pod, derived from the ModelServer that selects the pod. */
 export interface SimSpec {
@@ -23,6 +36,14 @@ export interface SimSpec {
   /** vLLM EPD: encoders write and consumers read the shared EC store. */
   readonly usesSharedEc: boolean;
   readonly loraAdapters: readonly string[];
+  /** vLLM: the EC connector (absent: shared storage). */
+  readonly ecConnector?: SimEcConnector;
+  /** vLLM: accepts `*_embeds` parts. */
+  readonly enableMmEmbeds?: boolean;
+  /** Data-parallel ranks (absent: 1). */
+  readonly dataParallel?: number;
+  /** vLLM Mooncake EC consumer: control listener base port. */
+  readonly ecControlPort?: number;
 }
 
 export interface SimPlan {
@@ -63,6 +84,27 @@ function bootstrapPortOf(pod: Pod, ms: ModelServer): number {
 
 type Classified = { readonly ms: ModelServer; readonly role: 'encode' | 'prefill' | 'decode' | 'aggregated' };
 
+function positiveIntAnnotation(pod: Pod, name: string, max: number): number | undefined {
+  const n = Number(pod.metadata.annotations?.[name]);
+  return Number.isInteger(n) && n > 0 && n <= max ? n : undefined;
+}
+
+/** The sim-only knobs of a vLLM pod (see the SIM_*_ANNOTATION constants); invalid values are ignored. */
+function vllmSimKnobs(pod: Pod, role: SimRole): Pick<SimSpec, 'ecConnector' | 'enableMmEmbeds' | 'dataParallel' | 'ecControlPort'> {
+  const annotations = pod.metadata.annotations ?? {};
+  const connector = annotations[SIM_EC_CONNECTOR_ANNOTATION];
+  const ecConnector = connector === 'nixl' || connector === 'mooncake' || connector === 'shared-storage' ? connector : undefined;
+  const dataParallel = positiveIntAnnotation(pod, SIM_DP_SIZE_ANNOTATION, 64);
+  const consumer = ecConnector === 'mooncake' && (role === 'prefill' || role === 'both');
+  const port = consumer ? (positiveIntAnnotation(pod, SIM_EC_CONTROL_PORT_ANNOTATION, 65535) ?? DEFAULT_EC_CONTROL_PORT) : undefined;
+  return {
+    ...(ecConnector ? { ecConnector } : {}),
+    ...(annotations[SIM_MM_EMBEDS_ANNOTATION] === 'true' ? { enableMmEmbeds: true } : {}),
+    ...(dataParallel && dataParallel > 1 ? { dataParallel } : {}),
+    ...(port !== undefined ? { ecControlPort: port } : {}),
+  };
+}
+
 /** Maps a pod's role for a ModelServer to what its sim must do. */
 function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly ModelRoute[]): SimSpec {
   const engine: SimEngineKind = ms.spec.inferenceEngine === 'SGLang' ? 'sglang' : 'vllm';
@@ -71,6 +113,7 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
   const prefillsItself = mode === 'epd' && !ms.spec.workloadSelector.pdGroup?.prefillLabels;
   const simRole: SimRole = role === 'aggregated' || (role === 'decode' && prefillsItself) ? 'both' : role;
   const sglangPrefill = engine === 'sglang' && simRole === 'prefill';
+  const knobs = engine === 'vllm' ? vllmSimKnobs(pod, simRole) : {};
   return {
     key: `${pod.metadata.namespace}/${pod.metadata.name}`,
     modelServer: `${ms.metadata.namespace}/${ms.metadata.name}`,
@@ -82,8 +125,10 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
     ...(sglangPrefill ? { bootstrapPort: bootstrapPortOf(pod, ms) } : {}),
     // In SGLang EPD the prefill (or E→PD server) is the `--language-only` side that calls the encoders.
     ...(engine === 'sglang' && mode === 'epd' && simRole !== 'encode' && simRole !== 'decode' ? { languageOnly: true } : {}),
-    usesSharedEc: engine === 'vllm' && mode === 'epd' && simRole !== 'decode',
+    usesSharedEc: engine === 'vllm' && mode === 'epd' && simRole !== 'decode'
+      && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
     loraAdapters: loraAdaptersOf(ms, routes),
+    ...knobs,
   };
 }
 
@@ -129,7 +174,14 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
         `${first.ms.metadata.name}`);
     }
     const sim = simFor(pod, ip, first, modelRoutes);
-    const addresses = [sim.port, ...(sim.bootstrapPort ? [sim.bootstrapPort] : [])].map((p) => `${ip}:${p}`);
+    const base = sim.ecControlPort;
+    const controlPorts = base ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => base + r) : [];
+    const addresses = [sim.port, ...(sim.bootstrapPort ? [sim.bootstrapPort] : []), ...controlPorts].map((p) => `${ip}:${p}`);
+    const twice = addresses.find((a, i) => addresses.indexOf(a) !== i);
+    if (twice) {
+      notes.push(`${id} needs ${twice} for two of its listeners: no engine sim started`);
+      continue;
+    }
     const clash = addresses.find((a) => taken.has(a));
     if (clash) {
       notes.push(`${id} needs ${clash}, which ${taken.get(clash)} already uses: no engine sim started`);
