@@ -9,6 +9,7 @@ const TRIAD = join(__dirname, '..', '..', '..', 'apps', 'cli', 'bin', 'triad.js'
 interface Ready {
   readonly url: string;
   readonly bootstrapPort?: number;
+  readonly encoderBootstrapPort?: number;
 }
 
 /** Runs `triad sim-engine ...` and resolves with the ready line it logs. */
@@ -16,8 +17,10 @@ async function startCli(args: readonly string[], children: ChildProcess[]): Prom
   const child = spawn(process.execPath, [TRIAD, 'sim-engine', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   for await (const line of createInterface({ input: child.stdout! })) {
-    const msg = JSON.parse(line) as { msg?: string; url?: string; bootstrapPort?: number };
-    if (msg.msg === 'sim-engine ready') return { url: msg.url!, ...(msg.bootstrapPort ? { bootstrapPort: msg.bootstrapPort } : {}) };
+    const msg = JSON.parse(line) as { msg?: string; url?: string; bootstrapPort?: number; encoderBootstrapPort?: number };
+    if (msg.msg === 'sim-engine ready') {
+      return { url: msg.url!, ...(msg.bootstrapPort ? { bootstrapPort: msg.bootstrapPort } : {}), ...(msg.encoderBootstrapPort ? { encoderBootstrapPort: msg.encoderBootstrapPort } : {}) };
+    }
   }
   throw new Error('triad sim-engine exited before it was ready');
 }
@@ -56,6 +59,18 @@ describe('triad sim-engine (CLI)', () => {
     expect(bootstrapPort).toBeGreaterThan(0);
     expect((await get(`http://127.0.0.1:${bootstrapPort}/health`)).text).toBe('OK');
     expect((await post(`${url}/generate`, { text: 'hi' })).status).toBe(400);
+  });
+
+  it('serves a SGLang language-only prefill with its encoder registry listener and options', async () => {
+    const args = ['--engine', 'sglang', '--role', 'prefill', '--host', '127.0.0.30', '--port', '0', '--bootstrap-port', '0', '--language-only', '--encoder-bootstrap-port', '0',
+      '--encoder-health-check-interval-ms', '0', '--no-vision-tower', '--dp-size', '2', '--load-balance-method', 'round_robin'];
+    const { url, encoderBootstrapPort } = await startCli(args, children);
+    expect(encoderBootstrapPort).toBeGreaterThan(0);
+    expect((await get(`http://127.0.0.30:${encoderBootstrapPort}/list_encoder_urls`)).json()).toEqual({ encoder_urls: [] });
+    expect((await get(`${url}/server_info`)).json()).toMatchObject({ language_only: true, encoder_bootstrap_port: encoderBootstrapPort, dp_size: 2, load_balance_method: 'round_robin' });
+    const image = { type: 'image_url', image_url: { url: 'https://example.com/a.png' } };
+    const res = await post(`${url}/v1/chat/completions`, { messages: [{ role: 'user', content: [image] }], bootstrap_room: 1, max_tokens: 1 });
+    expect(res.status).toBe(500);
   });
 
   it('rejects an unknown role with a usage error', async () => {
