@@ -38,6 +38,15 @@ export const WatcherConfigSchema = z.object({
   metricsHeartbeatMs: Ms(0).default(5000),
   /** Period of the SGLang EPD encoder-registry reconcile (changes are applied at once as well). */
   registryIntervalMs: Ms(50).optional(),
+  /**
+   * SGLang's evicted TTL (`SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL`, 600 s): an encoder SGLang evicted for failing health
+   * checks is registered again only after this long (SGLang has then forgotten it), never sooner.
+   */
+  registryEvictedTtlMs: Ms(0).default(600_000),
+  /** Encoders per language-only server's registry: 0 = every eligible encoder; N spreads N per registry. */
+  encodersPerPrefill: z.coerce.number().int().min(0).max(10_000).default(0),
+  /** How often each SGLang engine's `/server_info` is re-read (also at once after an engine answers again). */
+  serverInfoIntervalMs: Ms(100).default(30_000),
   /** Writer lease in NATS KV: a replica that has not renewed it for this long is replaced by another. */
   leaseTtlMs: Ms(300).default(5000),
   /** This replica's name in the lease (defaults to POD_NAME, else hostname-pid). */
@@ -61,6 +70,9 @@ export const CONFIG_ENV: Readonly<Record<keyof WatcherConfig, string>> = {
   modelsIntervalMs: 'TRIAD_MODELS_INTERVAL_MS',
   metricsHeartbeatMs: 'TRIAD_METRICS_HEARTBEAT_MS',
   registryIntervalMs: 'TRIAD_REGISTRY_INTERVAL_MS',
+  registryEvictedTtlMs: 'TRIAD_REGISTRY_EVICTED_TTL_MS',
+  encodersPerPrefill: 'TRIAD_ENCODERS_PER_PREFILL',
+  serverInfoIntervalMs: 'TRIAD_SERVER_INFO_INTERVAL_MS',
   leaseTtlMs: 'TRIAD_LEASE_TTL_MS',
   identity: 'TRIAD_IDENTITY',
   drainTimeoutMs: 'TRIAD_DRAIN_TIMEOUT_MS',

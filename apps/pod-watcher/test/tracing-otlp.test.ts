@@ -101,7 +101,9 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
   let ports: { encodePort: number; prefillPort: number; decodePort: number };
   const host = (n: number) => `127.0.42.${n}`;
   const encoderUrl = (n: number) => `http://${host(n)}:${ports.encodePort}`;
-  const prefillUrl = () => `http://${host(101)}:${ports.prefillPort}`;
+  /** The prefill's encoder registry listener (a free port, found by the watcher through /server_info). */
+  const prefillUrl = () => `http://${host(101)}:${registryPort}`;
+  let registryPort: number;
   const objects = (encoders: number[]) => [
     modelServer('vl', { engine: 'SGLang', mode: 'epd', ports }),
     pod('p1', { app: 'vl', group: 'g1', role: 'prefill' }, { ip: host(101) }),
@@ -120,8 +122,9 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
     ports = { encodePort: await freePort(), prefillPort: await freePort(), decodePort: await freePort() };
+    registryPort = await freePort();
     const sim = async (role: 'encode' | 'prefill' | 'decode', n: number, port: number) => {
-      sims.push(await startSimEngine({ engine: 'sglang', role, ...(role === 'prefill' ? { languageOnly: true } : {}), host: host(n), port, latencyProfile: 'zero' }));
+      sims.push(await startSimEngine({ engine: 'sglang', role, ...(role === 'prefill' ? { languageOnly: true, encoderBootstrapPort: registryPort } : {}), host: host(n), port, latencyProfile: 'zero' }));
     };
     await sim('prefill', 101, ports.prefillPort);
     await sim('decode', 201, ports.decodePort);
@@ -160,12 +163,18 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
     expect((await registrySpan(3)).attributes).toEqual(expect.objectContaining({
       'triad.encoder_registry.change': 'remove', 'triad.encoder_registry.unregistered': [encoderUrl(1)], 'triad.encoder_registry.encoders': 1,
     }));
-    // The registry is reconciled every 150 ms; once a later pass has been traced for another reason, none of the
-    // unchanged passes in between produced a span. A registry changed behind its back is repaired and traced.
-    await fetch(`${prefillUrl()}/unregister_encoder_url`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: encoderUrl(2) }) });
-    expect((await registrySpan(4)).attributes).toEqual(expect.objectContaining({
+    // The registry is passed over every 150 ms; once a later pass has been traced for another reason, none of the
+    // unchanged passes in between produced a span. A prefill that goes away is traced once (its error), and when it
+    // is back with an empty registry, the registration is traced.
+    const prefill = sims.shift()!;
+    await prefill.close();
+    const failed = await registrySpan(4);
+    expect(failed.status.code).toBe('ERROR');
+    sims.push(await startSimEngine({ engine: 'sglang', role: 'prefill', languageOnly: true, encoderBootstrapPort: registryPort, host: host(101), port: ports.prefillPort, latencyProfile: 'zero' }));
+    expect((await registrySpan(5)).attributes).toEqual(expect.objectContaining({
       'triad.encoder_registry.change': 'add', 'triad.encoder_registry.registered': [encoderUrl(2)],
     }));
-    expect(registrySpans()).toHaveLength(4);
+    await waitFor(async () => (await list()).join() === encoderUrl(2), { what: 'registry rebuilt' });
+    expect(registrySpans()).toHaveLength(5);
   });
 });
