@@ -86,7 +86,8 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     const pub = publisher;
     // The inventory and scraper report to the reconciler, which needs both: built last, found through `reconciler`.
     const scraper = new Scraper({
-      intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, serverInfoIntervalMs: config.serverInfoIntervalMs, concurrency: config.scrapeConcurrency,
+      intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, serverInfoIntervalMs: config.serverInfoIntervalMs,
+      concurrency: config.scrapeConcurrency,
       http, logger, metrics, onUpdate: (target) => reconciler?.onScrapeUpdate(target),
     });
     const source = options.source ?? createSource(config, logger, metrics);
@@ -94,7 +95,9 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       logger, metrics, ...(source.status ? { status: source.status } : {}),
       onChange: (c) => reconciler?.onInventoryChange(c), onReject: (kind) => reconciler?.onInventoryRejected(kind),
     });
-    reconciler = new Reconciler({ inventory, scraper, publisher: pub, registry, source: config.source.kind, encodersPerPrefill: config.encodersPerPrefill, logger });
+    reconciler = new Reconciler({
+      inventory, scraper, publisher: pub, registry, source: config.source.kind, encodersPerPrefill: config.encodersPerPrefill, logger,
+    });
     const rec = reconciler;
     metrics.watch({
       objects: () => inventory.counts(),

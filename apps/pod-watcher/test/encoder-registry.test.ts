@@ -12,7 +12,8 @@ jest.setTimeout(60_000);
 
 /** The registry as the prefill's own listener lists it. */
 const list = async (prefill: SimEngineHandle): Promise<string[]> => {
-  const body = (await (await fetch(`http://${prefill.host}:${prefill.encoderBootstrapPort}/list_encoder_urls`)).json()) as { encoder_urls: string[] };
+  const res = await fetch(`http://${prefill.host}:${prefill.encoderBootstrapPort}/list_encoder_urls`);
+  const body = (await res.json()) as { encoder_urls: string[] };
   return [...body.encoder_urls].sort();
 };
 
@@ -30,7 +31,9 @@ describe('SGLang EPD encoder registries', () => {
   const objects = (encoders: number[], group2Encoders: number[] = []) => [
     modelServer('vl', { engine: 'SGLang', mode: 'epd', ports }),
     pod('p1', { app: 'vl', group: 'g1', role: 'prefill' }, { ip: '127.0.5.101' }),
-    pod('p2', { app: 'vl', group: 'g2', role: 'prefill' }, { ip: '127.0.5.102', annotations: { 'triad.io/encoder-bootstrap-port': String(p2RegistryPort) } }),
+    pod('p2', { app: 'vl', group: 'g2', role: 'prefill' }, {
+      ip: '127.0.5.102', annotations: { 'triad.io/encoder-bootstrap-port': String(p2RegistryPort) },
+    }),
     pod('d1', { app: 'vl', group: 'g1', role: 'decode' }, { ip: '127.0.5.201' }),
     ...encoders.map((n) => pod(`e${n}`, { app: 'vl', group: 'g1', role: 'encode' }, { ip: `127.0.5.${n}` })),
     ...group2Encoders.map((n) => pod(`e${n}`, { app: 'vl', group: 'g2', role: 'encode' }, { ip: `127.0.5.${n}` })),
@@ -51,13 +54,19 @@ describe('SGLang EPD encoder registries', () => {
   const encoder = (n: number) => start(`e${n}`, { engine: 'sglang', role: 'encode', host: `127.0.5.${n}`, port: ports.encodePort });
   // SGLang's health check, fast: an encoder that stops answering is evicted within ~3 × 100 ms.
   const health = { encoderHealthCheckIntervalMs: 100, encoderHealthCheckTimeoutMs: 300 };
-  const p1 = () => start('p1', { engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.101', port: ports.prefillPort, encoderBootstrapPort: 0, ...health });
-  const p2 = (encoderUrls: string[] = []) => start('p2', {
-    engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.102', port: ports.prefillPort, encoderBootstrapPort: p2RegistryPort, encoderUrls, ...health,
+  const p1 = () => start('p1', {
+    engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.101', port: ports.prefillPort, encoderBootstrapPort: 0, ...health,
   });
-  const debug = async (): Promise<RegistryView[]> => ((await (await fetch(`http://127.0.0.1:${watcher!.opsPort}/debug/encoder-registries`)).json()) as { registries: RegistryView[] }).registries;
-  const registryOf = async (sim: SimEngineHandle) => (await debug()).find((r) => r.registryUrl === `http://${sim.host}:${sim.encoderBootstrapPort}`);
-  const metric = async (pattern: RegExp) => Number(pattern.exec(await (await fetch(`http://127.0.0.1:${watcher!.opsPort}/metrics`)).text())?.[1] ?? 0);
+  const p2 = (encoderUrls: string[] = []) => start('p2', {
+    engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.102', port: ports.prefillPort,
+    encoderBootstrapPort: p2RegistryPort, encoderUrls, ...health,
+  });
+  const ops = (path: string) => fetch(`http://127.0.0.1:${watcher!.opsPort}${path}`);
+  const debug = async () => ((await (await ops('/debug/encoder-registries')).json()) as { registries: RegistryView[] }).registries;
+  const registryOf = async (sim: SimEngineHandle) =>
+    (await debug()).find((r) => r.registryUrl === `http://${sim.host}:${sim.encoderBootstrapPort}`);
+  const entry = async (sim: SimEngineHandle, url: string) => (await registryOf(sim))?.encoders.find((e) => e.url === url);
+  const metric = async (pattern: RegExp) => Number(pattern.exec(await (await ops('/metrics')).text())?.[1] ?? 0);
   const lists = () => metric(/triad_podwatcher_encoder_registry_ops_total\{op="list",result="ok"\} (\d+)/);
 
   beforeAll(async () => {
@@ -84,7 +93,7 @@ describe('SGLang EPD encoder registries', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('registers each prefill\'s group encoders on its registry listener (port from /server_info or the annotation), removing unknown ones', async () => {
+  it('registers each prefill\'s group encoders on its registry listener (port: /server_info or annotation), removing others', async () => {
     await waitFor(async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'p1 registry = e1, e2' });
     await waitFor(async () => (await list(sims.get('p2')!)).join() === encoderUrl(3), { what: 'p2 registry = e3 only' });
     // Nothing went to the API port.
@@ -94,7 +103,8 @@ describe('SGLang EPD encoder registries', () => {
       [`http://127.0.5.101:${sims.get('p1')!.encoderBootstrapPort}`, 'server-info', true],
       [`http://127.0.5.102:${p2RegistryPort}`, 'annotation', true],
     ]);
-    await waitFor(async () => (await debug()).every((r) => r.drift.missing.length === 0 && r.drift.extra.length === 0), { what: 'no drift' });
+    const noDrift = async () => (await debug()).every((r) => r.drift.missing.length === 0 && r.drift.extra.length === 0);
+    await waitFor(noDrift, { what: 'no drift' });
   });
 
   it('leaves an encoder SGLang evicted for failing health alone, and sees SGLang revive it', async () => {
@@ -108,15 +118,14 @@ describe('SGLang EPD encoder registries', () => {
     await waitFor(async () => (await lists()) >= passes + 4, { what: 'four more registry passes' });
     expect(await list(prefill)).toEqual([encoderUrl(1)]);
     expect(prefill.counters()['registryRegistrations']).toBe(registrations);
-    const view = await registryOf(prefill);
-    expect(view?.encoders.find((e) => e.url === encoderUrl(2))).toMatchObject({ wanted: true, state: 'evicted', listed: false });
-    expect(view?.drift.missing).toEqual([encoderUrl(2)]);
+    expect(await entry(prefill, encoderUrl(2))).toMatchObject({ wanted: true, state: 'evicted', listed: false });
+    expect((await registryOf(prefill))?.drift.missing).toEqual([encoderUrl(2)]);
     expect(await metric(/triad_podwatcher_encoder_registry_events_total\{event="evicted"\} (\d+)/)).toBe(1);
     await encoder(2);
     await waitFor(async () => (await list(prefill)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'e2 revived by SGLang' });
     expect(prefill.counters()['registryRevivals']).toBe(1);
     expect(prefill.counters()['registryRegistrations']).toBe(registrations);
-    await waitFor(async () => (await registryOf(prefill))?.encoders.find((e) => e.url === encoderUrl(2))?.state === 'registered', { what: 'watcher sees the revival' });
+    await waitFor(async () => (await entry(prefill, encoderUrl(2)))?.state === 'registered', { what: 'watcher sees the revival' });
   });
 
   it('registers a new encode pod once it is Ready and answers, and unregisters a deleted one', async () => {
@@ -124,7 +133,7 @@ describe('SGLang EPD encoder registries', () => {
     write(objects([2, 4], [3]));
     await waitFor(async () => (await list(prefill)).join() === encoderUrl(2), { what: 'e1 unregistered' });
     // e4 is Ready in the cluster but its engine does not answer yet: pending, not registered.
-    await waitFor(async () => (await registryOf(prefill))?.encoders.find((e) => e.url === encoderUrl(4))?.state === 'pending', { what: 'e4 pending' });
+    await waitFor(async () => (await entry(prefill, encoderUrl(4)))?.state === 'pending', { what: 'e4 pending' });
     expect(await list(prefill)).toEqual([encoderUrl(2)]);
     await encoder(4);
     await waitFor(async () => (await list(prefill)).join() === [encoderUrl(2), encoderUrl(4)].join(), { what: 'e4 registered' });
@@ -132,14 +141,16 @@ describe('SGLang EPD encoder registries', () => {
 
   it('registers everything again when a prefill restarts and forgets its registry (same or a new listener port)', async () => {
     await stop('p2');
-    await waitFor(async () => (await debug()).find((r) => r.registryUrl.endsWith(`:${p2RegistryPort}`))?.reachable === false, { what: 'p2 unreachable' });
+    const p2Registry = async () => (await debug()).find((r) => r.registryUrl.endsWith(`:${p2RegistryPort}`));
+    await waitFor(async () => (await p2Registry())?.reachable === false, { what: 'p2 unreachable' });
     const again = await p2();
     await waitFor(async () => (await list(again)).join() === encoderUrl(3), { what: 'p2 registry rebuilt' });
     const oldPort = sims.get('p1')!.encoderBootstrapPort;
     await stop('p1');
     const restarted = await p1();
     expect(restarted.encoderBootstrapPort).not.toBe(oldPort);
-    await waitFor(async () => (await list(restarted)).join() === [encoderUrl(2), encoderUrl(4)].join(), { what: 'p1 registry rebuilt on its new port' });
+    const rebuilt = [encoderUrl(2), encoderUrl(4)].join();
+    await waitFor(async () => (await list(restarted)).join() === rebuilt, { what: 'p1 registry rebuilt on its new port' });
     expect(await metric(/triad_podwatcher_encoder_registry_events_total\{event="session_started"\} (\d+)/)).toBeGreaterThanOrEqual(4);
   });
 });

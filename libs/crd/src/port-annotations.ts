@@ -70,7 +70,8 @@ export function staticBootstrapPort(annotations: Annotations, rolePort: number, 
   problems: string[];
 } {
   const problems: string[] = [];
-  for (const [name, source] of [[BOOTSTRAP_PORT_ANNOTATION, 'annotation:triad.io'], [SGLANG_BOOTSTRAP_PORT_ANNOTATION, 'annotation:sglang.ai']] as const) {
+  const sources = [[BOOTSTRAP_PORT_ANNOTATION, 'annotation:triad.io'], [SGLANG_BOOTSTRAP_PORT_ANNOTATION, 'annotation:sglang.ai']] as const;
+  for (const [name, source] of sources) {
     const read = annotatedPortFor(annotations, name, rolePort);
     if (read.port !== undefined) return { port: read.port, source, problems };
     if (read.problem) problems.push(read.problem);

@@ -84,7 +84,10 @@ export interface SimEngineOptions {
    * 0 or absent picks a free port (the CLI defaults to 8997 like SGLang).
    */
   readonly encoderBootstrapPort?: number;
-  /** SGLang language-only: registry health-probe period (`SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL`). Default 10 000 ms; 0 disables. */
+  /**
+   * SGLang language-only: registry health-probe period (`SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL`). Default
+   * 10 000 ms; 0 disables.
+   */
   readonly encoderHealthCheckIntervalMs?: number;
   /** SGLang language-only: one health probe's budget. Default 2 000 ms. */
   readonly encoderHealthCheckTimeoutMs?: number;

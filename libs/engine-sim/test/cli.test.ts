@@ -19,7 +19,8 @@ async function startCli(args: readonly string[], children: ChildProcess[]): Prom
   for await (const line of createInterface({ input: child.stdout! })) {
     const msg = JSON.parse(line) as { msg?: string; url?: string; bootstrapPort?: number; encoderBootstrapPort?: number };
     if (msg.msg === 'sim-engine ready') {
-      return { url: msg.url!, ...(msg.bootstrapPort ? { bootstrapPort: msg.bootstrapPort } : {}), ...(msg.encoderBootstrapPort ? { encoderBootstrapPort: msg.encoderBootstrapPort } : {}) };
+      const { bootstrapPort, encoderBootstrapPort } = msg;
+      return { url: msg.url!, ...(bootstrapPort ? { bootstrapPort } : {}), ...(encoderBootstrapPort ? { encoderBootstrapPort } : {}) };
     }
   }
   throw new Error('triad sim-engine exited before it was ready');
@@ -62,14 +63,20 @@ describe('triad sim-engine (CLI)', () => {
   });
 
   it('serves a SGLang language-only prefill with its encoder registry listener and options', async () => {
-    const args = ['--engine', 'sglang', '--role', 'prefill', '--host', '127.0.0.30', '--port', '0', '--bootstrap-port', '0', '--language-only', '--encoder-bootstrap-port', '0',
-      '--encoder-health-check-interval-ms', '0', '--no-vision-tower', '--dp-size', '2', '--load-balance-method', 'round_robin'];
+    const args = [
+      '--engine', 'sglang', '--role', 'prefill', '--host', '127.0.0.30', '--port', '0', '--bootstrap-port', '0', '--language-only',
+      '--encoder-bootstrap-port', '0', '--encoder-health-check-interval-ms', '0', '--no-vision-tower', '--dp-size', '2',
+      '--load-balance-method', 'round_robin',
+    ];
     const { url, encoderBootstrapPort } = await startCli(args, children);
     expect(encoderBootstrapPort).toBeGreaterThan(0);
     expect((await get(`http://127.0.0.30:${encoderBootstrapPort}/list_encoder_urls`)).json()).toEqual({ encoder_urls: [] });
-    expect((await get(`${url}/server_info`)).json()).toMatchObject({ language_only: true, encoder_bootstrap_port: encoderBootstrapPort, dp_size: 2, load_balance_method: 'round_robin' });
+    const info = (await get(`${url}/server_info`)).json();
+    expect(info).toMatchObject({ language_only: true, encoder_bootstrap_port: encoderBootstrapPort, dp_size: 2 });
+    expect(info).toMatchObject({ load_balance_method: 'round_robin' });
     const image = { type: 'image_url', image_url: { url: 'https://example.com/a.png' } };
-    const res = await post(`${url}/v1/chat/completions`, { messages: [{ role: 'user', content: [image] }], bootstrap_room: 1, max_tokens: 1 });
+    const messages = [{ role: 'user', content: [image] }];
+    const res = await post(`${url}/v1/chat/completions`, { messages, bootstrap_room: 1, max_tokens: 1 });
     expect(res.status).toBe(500);
   });
 

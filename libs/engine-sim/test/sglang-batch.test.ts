@@ -37,7 +37,8 @@ describe('SGLang simulator: batches on /generate and completions', () => {
 
   it('pairs a /generate text batch with a room list as given, and answers with one entry per prompt', async () => {
     const before = decode.counters()['roomsMatched']!;
-    const body = raw({ text: ['The capital of France is', 'Two plus two is'], sampling_params: { max_new_tokens: 3 }, rid: ['b-0', 'b-1'] }, pd('[9223372036854775806,9223372036854775807]'));
+    const fields = { text: ['The capital of France is', 'Two plus two is'], sampling_params: { max_new_tokens: 3 }, rid: ['b-0', 'b-1'] };
+    const body = raw(fields, pd('[9223372036854775806,9223372036854775807]'));
     const [p, d] = await both('/generate', body);
     expect(p.status).toBe(200);
     expect(p.json<GenerateOut[]>()).toHaveLength(2);
@@ -87,7 +88,8 @@ describe('SGLang simulator: batches on /generate and completions', () => {
     expect(body.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: 4, total_tokens: prompt + 4 });
     expect(body.choices[1]!.text).toBe(other.json<CompletionOut>().choices[0]!.text);
 
-    const streamed = await post(`${unified.url}/v1/completions`, { prompt: ['Hello', 'Bonjour tout le monde'], max_tokens: 2, stream: true, stream_options: { include_usage: true } });
+    const streamBody = { prompt: ['Hello', 'Bonjour tout le monde'], max_tokens: 2, stream: true, stream_options: { include_usage: true } };
+    const streamed = await post(`${unified.url}/v1/completions`, streamBody);
     const chunks = sseEvents(streamed.text).slice(0, -1).map((e) => JSON.parse(e) as CompletionOut);
     expect(chunks.filter((c) => c.choices[0]?.index === 0)).toHaveLength(2);
     expect(chunks.filter((c) => c.choices[0]?.index === 1)).toHaveLength(2);
@@ -112,15 +114,24 @@ describe('SGLang simulator: n > 1 under PD behaves as upstream (samples collide 
   });
   afterAll(() => fleet.closeAll());
 
-  const body = (room: number, extra: Record<string, unknown> = {}) => ({ messages: CHAT, max_tokens: 2, n: 3, rid: `n-${room}`, bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: [room, room, room], ...extra });
+  const body = (room: number, extra: Record<string, unknown> = {}) => ({
+    messages: CHAT, max_tokens: 2, n: 3, rid: `n-${room}`,
+    bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: [room, room, room], ...extra,
+  });
 
   it('hangs both legs until the waiting timeout, then fails them with 500 and SGLang\'s texts', async () => {
-    const [p, d] = await Promise.all([post(`${prefill.url}/v1/chat/completions`, body(7)), post(`${decode.url}/v1/chat/completions`, body(7))]);
+    const [p, d] = await Promise.all([
+      post(`${prefill.url}/v1/chat/completions`, body(7)),
+      post(`${decode.url}/v1/chat/completions`, body(7)),
+    ]);
     expect([p.status, d.status]).toEqual([500, 500]);
     expect(d.json<{ message: string }>().message).toBe(
-      "Decode transfer failed for request rank=0 req.rid='n-7' req.bootstrap_room=7 with exception KVTransferError(bootstrap_room=7): Request 7 timed out after 0.2s in KVPoll.WaitingForInput",
+      "Decode transfer failed for request rank=0 req.rid='n-7' req.bootstrap_room=7 " +
+        'with exception KVTransferError(bootstrap_room=7): Request 7 timed out after 0.2s in KVPoll.WaitingForInput',
     );
-    expect(p.json<{ message: string }>().message).toMatch(/^Prefill bootstrap failed for request rank=0 req\.rid='n-7' req\.bootstrap_room=7 .*KVPoll\.Bootstrapping$/);
+    const prefillMessage = p.json<{ message: string }>().message;
+    expect(prefillMessage).toMatch(/^Prefill bootstrap failed for request rank=0 req\.rid='n-7' req\.bootstrap_room=7 /);
+    expect(prefillMessage).toMatch(/KVPoll\.Bootstrapping$/);
     expect(decode.counters()).toMatchObject({ parallelSamplingHangs: 1, roomsMatched: 0 });
   });
 
@@ -128,7 +139,9 @@ describe('SGLang simulator: n > 1 under PD behaves as upstream (samples collide 
     const d = await post(`${decode.url}/v1/chat/completions`, body(8, { stream: true }));
     expect(d.status).toBe(200);
     expect(JSON.parse(sseEvents(d.text)[0]!)).toMatchObject({ error: { code: 500, type: 'InternalServerError' } });
-    const g = await post(`${decode.url}/generate`, { text: 'x', sampling_params: { n: 2 }, bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: 9 });
+    const pd = { bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: 9 };
+    const generate = { text: 'x', sampling_params: { n: 2 }, ...pd };
+    const g = await post(`${decode.url}/generate`, generate);
     expect(g.status).toBe(500);
     expect(decode.counters()['parallelSamplingHangs']).toBe(3);
   });

@@ -18,7 +18,9 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
 
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.21', dataParallel: 2 });
-    roundRobinPrefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.22', dataParallel: 2, loadBalanceMethod: 'round_robin' });
+    roundRobinPrefill = await fleet.start({
+      engine: 'sglang', role: 'prefill', host: '127.0.0.22', dataParallel: 2, loadBalanceMethod: 'round_robin',
+    });
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.23', dataParallel: 2, bootstrapTimeoutMs: 300 });
     single = await fleet.start({ engine: 'sglang', role: 'both', host: '127.0.0.24' });
   });
@@ -27,13 +29,18 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
   const body = (p: SimEngineHandle, room: number, extra: Record<string, unknown> = {}) => ({
     messages: CHAT, max_tokens: 2, bootstrap_host: p.host, bootstrap_port: p.bootstrapPort, bootstrap_room: room, ...extra,
   });
-  const pair = (p: SimEngineHandle, room: number, pExtra: Record<string, unknown>, dExtra: Record<string, unknown>, pHeaders: Record<string, string> = {}) =>
-    Promise.all([post(`${p.url}/v1/chat/completions`, body(p, room, pExtra), pHeaders), post(`${decode.url}/v1/chat/completions`, body(p, room, dExtra))]);
+  type Fields = Record<string, unknown>;
+  const pair = (p: SimEngineHandle, room: number, pExtra: Fields, dExtra: Fields, pHeaders: Record<string, string> = {}) =>
+    Promise.all([
+      post(`${p.url}/v1/chat/completions`, body(p, room, pExtra), pHeaders),
+      post(`${decode.url}/v1/chat/completions`, body(p, room, dExtra)),
+    ]);
 
   it('reports dp_size and the resolved load-balance method per role', async () => {
     expect((await get(`${prefill.url}/server_info`)).json()).toMatchObject({ dp_size: 2, load_balance_method: 'follow_bootstrap_room' });
     expect((await get(`${roundRobinPrefill.url}/server_info`)).json()).toMatchObject({ dp_size: 2, load_balance_method: 'round_robin' });
-    expect((await get(`${decode.url}/server_info`)).json()).toMatchObject({ dp_size: 2, load_balance_method: 'round_robin', disaggregation_mode: 'decode' });
+    const info = (await get(`${decode.url}/server_info`)).json();
+    expect(info).toMatchObject({ dp_size: 2, load_balance_method: 'round_robin', disaggregation_mode: 'decode' });
   });
 
   it('pairs without hints: the prefill follows the room (room % dp) and the decode derives the same rank', async () => {
@@ -61,8 +68,9 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
 
   it('pins the decode rank with routed_dp_rank (its transfer queue gauge shows the waiting request on that rank)', async () => {
     const pending = post(`${decode.url}/v1/chat/completions`, body(prefill, 18, { routed_dp_rank: 1 }));
-    await waitFor(async () => (await rankGauge(decode, 'sglang:num_decode_transfer_queue_reqs', 1)) === 1, { what: 'decode waiting on rank 1' });
-    expect(await rankGauge(decode, 'sglang:num_decode_transfer_queue_reqs', 0)).toBe(0);
+    const waiting = (rank: number) => rankGauge(decode, 'sglang:num_decode_transfer_queue_reqs', rank);
+    await waitFor(async () => (await waiting(1)) === 1, { what: 'decode waiting on rank 1' });
+    expect(await waiting(0)).toBe(0);
     await post(`${prefill.url}/v1/chat/completions`, body(prefill, 18));
     expect((await pending).status).toBe(200);
   });
@@ -84,7 +92,8 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
     expect(header.json()).toEqual({ error: { message: "Invalid X-Data-Parallel-Rank header: must be an integer, got 'one'" } });
     const streamed = await post(`${prefill.url}/v1/chat/completions`, body(prefill, 32, { routed_dp_rank: -1, stream: true }));
     expect(streamed.status).toBe(200);
-    expect(JSON.parse(sseEvents(streamed.text)[0]!)).toMatchObject({ error: { message: 'routed_dp_rank=-1 out of range [0, 2)', code: 400 } });
+    const event = JSON.parse(sseEvents(streamed.text)[0]!);
+    expect(event).toMatchObject({ error: { message: 'routed_dp_rank=-1 out of range [0, 2)', code: 400 } });
     const generate = await post(`${prefill.url}/generate`, { text: 'x', bootstrap_room: 33, routed_dp_rank: 5 });
     expect(generate.json()).toEqual({ error: { message: 'routed_dp_rank=5 out of range [0, 2)' } });
   });

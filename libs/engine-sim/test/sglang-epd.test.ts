@@ -2,7 +2,10 @@ import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import { get, post, SimFleet } from './helpers';
 
-const image = (n: number, detail?: string) => ({ type: 'image_url', image_url: { url: `https://example.com/img-${n}.png`, ...(detail ? { detail } : {}) } });
+const image = (n: number, detail?: string) => ({
+  type: 'image_url',
+  image_url: { url: `https://example.com/img-${n}.png`, ...(detail ? { detail } : {}) },
+});
 const mmMessages = (...parts: object[]) => [{ role: 'user', content: [{ type: 'text', text: 'Compare these.' }, ...parts] }];
 
 interface EncodeBody {
@@ -21,11 +24,13 @@ interface EncodeBody {
 const registryUrl = (sim: SimEngineHandle) => `http://${sim.host}:${sim.encoderBootstrapPort}`;
 
 async function send(method: 'POST' | 'DELETE', url: string, body: unknown): Promise<{ status: number; text: string }> {
-  const res = await fetch(url, { method, headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  const res = await fetch(url, { method, headers: { 'content-type': 'application/json' }, body: text });
   return { status: res.status, text: await res.text() };
 }
 
-const listed = async (sim: SimEngineHandle) => (await get(`${registryUrl(sim)}/list_encoder_urls`)).json<{ encoder_urls: string[] }>().encoder_urls;
+const listed = async (sim: SimEngineHandle) =>
+  (await get(`${registryUrl(sim)}/list_encoder_urls`)).json<{ encoder_urls: string[] }>().encoder_urls;
 
 describe('SGLang simulator: EPD (encoder-only servers and a language-only prefill)', () => {
   const fleet = new SimFleet();
@@ -37,7 +42,9 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
   beforeAll(async () => {
     e0 = await fleet.start({ engine: 'sglang', role: 'encode', host: '127.0.0.9' });
     e1 = await fleet.start({ engine: 'sglang', role: 'encode', host: '127.0.0.10' });
-    lang = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.11', languageOnly: true, encoderHealthCheckIntervalMs: 0 });
+    lang = await fleet.start({
+      engine: 'sglang', role: 'prefill', host: '127.0.0.11', languageOnly: true, encoderHealthCheckIntervalMs: 0,
+    });
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.12', bootstrapTimeoutMs: 5_000 });
   });
   afterAll(() => fleet.closeAll());
@@ -67,7 +74,8 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
     expect(await listed(lang)).toEqual([e0.url, `${e1.url}/`]);
     expect(await send('DELETE', `${registryUrl(lang)}/unregister_encoder_url`, { url: `${e1.url}/` })).toEqual({ status: 200, text: 'OK' });
     for (const [method, path] of [['POST', '/register_encoder_url'], ['DELETE', '/unregister_encoder_url']] as const) {
-      expect(await send(method, `${registryUrl(lang)}${path}`, { url: '' })).toEqual({ status: 400, text: '{"error":"Missing or empty \'url\' field"}' });
+      const missing = await send(method, `${registryUrl(lang)}${path}`, { url: '' });
+      expect(missing).toEqual({ status: 400, text: '{"error":"Missing or empty \'url\' field"}' });
     }
     expect((await send('POST', `${registryUrl(lang)}/register_encoder_url`, '[1]')).status).toBe(422);
     expect(await listed(lang)).toEqual([e0.url]);
@@ -86,7 +94,10 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
     expect(calls).toHaveLength(2);
     const items = calls.flatMap((c) => c.mm_items);
     expect(items).toHaveLength(3);
-    expect(items).toEqual(expect.arrayContaining(['https://example.com/img-1.png', { url: 'https://example.com/img-2.png', detail: 'high' }, 'https://example.com/img-3.png']));
+    const expected = [
+      'https://example.com/img-1.png', { url: 'https://example.com/img-2.png', detail: 'high' }, 'https://example.com/img-3.png',
+    ];
+    expect(items).toEqual(expect.arrayContaining(expected));
     for (const c of calls) {
       expect(c).toMatchObject({ num_parts: 2, modality: 'IMAGE', prefill_host: lang.host, embedding_port: null, time_stats_json: null });
       expect(c.encoder_url).toBe([e0.url, e1.url][c.encoder_idx]);
@@ -124,7 +135,9 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
     const failed = await post(`${towerless.url}/v1/chat/completions`, { messages: mmMessages(image(9)), max_tokens: 2 });
     expect(failed.status).toBe(500);
     expect(failed.json()).toMatchObject({ object: 'error', type: 'InternalServerError', code: 500 });
-    expect((await post(`${towerless.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'text is fine' }], max_tokens: 2 })).status).toBe(200);
+    const textOnly = { messages: [{ role: 'user', content: 'text is fine' }], max_tokens: 2 };
+    const text = await post(`${towerless.url}/v1/chat/completions`, textOnly);
+    expect(text.status).toBe(200);
   });
 
   it('fails the request when an encoder fails', async () => {
@@ -137,8 +150,12 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
   });
 
   it('encoder answers /encode with null (URL or object items) and rejects a malformed body with its error shape', async () => {
-    const encode = { encoder_idx: 0, encoder_url: e0.url, num_parts: 1, part_idx: 0, req_id: 'r_local_part_0', modality: 'IMAGE', prefill_host: '127.0.0.1', embedding_port: null, time_stats_json: null };
-    const ok = await post(`${e0.url}/encode`, { ...encode, mm_items: ['https://example.com/x.png', { url: 'https://example.com/y.png', detail: 'low' }] });
+    const encode = {
+      encoder_idx: 0, encoder_url: e0.url, num_parts: 1, part_idx: 0, req_id: 'r_local_part_0', modality: 'IMAGE',
+      prefill_host: '127.0.0.1', embedding_port: null, time_stats_json: null,
+    };
+    const items = ['https://example.com/x.png', { url: 'https://example.com/y.png', detail: 'low' }];
+    const ok = await post(`${e0.url}/encode`, { ...encode, mm_items: items });
     expect(ok).toMatchObject({ status: 200, text: 'null' });
     const bad = await post(`${e0.url}/encode`, { req_id: 'r2', mm_items: [] });
     expect(bad.status).toBe(400);

@@ -54,7 +54,10 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(res.status).toBe(500);
     const err = res.json<Record<string, unknown>>();
     expect(err).toMatchObject({ object: 'error', type: 'InternalServerError', param: null, code: 500 });
-    expect(err['message']).toBe("Decode transfer failed for request rank=0 req.rid='late-1' req.bootstrap_room=1234567 with exception KVTransferError(bootstrap_room=1234567): Request 1234567 timed out after 0.4s in KVPoll.WaitingForInput");
+    expect(err['message']).toBe(
+      "Decode transfer failed for request rank=0 req.rid='late-1' req.bootstrap_room=1234567 " +
+        'with exception KVTransferError(bootstrap_room=1234567): Request 1234567 timed out after 0.4s in KVPoll.WaitingForInput',
+    );
     expect(decode.counters()['bootstrapTimeouts']).toBe(before + 1);
   });
 
@@ -95,23 +98,31 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     const res = await post(`${sim().url}/v1/chat/completions`, { messages: CHAT, rid: 'no-room' });
     expect(res.status).toBe(400);
     expect(res.json()).toEqual({
-      object: 'error', message: "Invalid request: Disaggregated request received without bootstrap room id. req.rid='no-room'", type: 'BadRequestError', param: null, code: 400,
+      object: 'error',
+      message: "Invalid request: Disaggregated request received without bootstrap room id. req.rid='no-room'",
+      type: 'BadRequestError',
+      param: null,
+      code: 400,
     });
-    const streamed = await post(`${sim().url}/v1/chat/completions`, { messages: CHAT, stream: true, bootstrap_host: 'h', bootstrap_port: 1 });
+    const streamBody = { messages: CHAT, stream: true, bootstrap_host: 'h', bootstrap_port: 1 };
+    const streamed = await post(`${sim().url}/v1/chat/completions`, streamBody);
     expect(streamed.status).toBe(200);
     const events = sseEvents(streamed.text);
-    expect(JSON.parse(events[0]!)).toMatchObject({ error: { object: 'error', type: 'BadRequestError', code: 400, message: expect.stringMatching(/^Invalid request: Disaggregated request received without bootstrap room id/) } });
+    const message = expect.stringMatching(/^Invalid request: Disaggregated request received without bootstrap room id/);
+    expect(JSON.parse(events[0]!)).toMatchObject({ error: { object: 'error', type: 'BadRequestError', code: 400, message } });
     expect(events.at(-1)).toBe('[DONE]');
     const generate = await post(`${sim().url}/generate`, { text: 'hi', rid: 'g-no-room' });
     expect(generate.status).toBe(400);
-    expect(generate.json()).toEqual({ error: { message: "Invalid request: Disaggregated request received without bootstrap room id. req.rid='g-no-room'" } });
+    const generateMessage = "Invalid request: Disaggregated request received without bootstrap room id. req.rid='g-no-room'";
+    expect(generate.json()).toEqual({ error: { message: generateMessage } });
   });
 
   it('fails a decode whose bootstrap address answers nobody with SGLang\'s handshake error', async () => {
     const res = await post(`${decode.url}/v1/chat/completions`, pdBody({ messages: CHAT, max_tokens: 1 }, prefill.host, 9, '77'));
     expect(res.status).toBe(500);
     expect(res.json<{ message: string }>().message).toBe(
-      `Decode handshake failed for request rank=0 bootstrap_room=77 with exception KVTransferError(bootstrap_room=77): Could not fetch prefill parallel info from bootstrap_addr: ${prefill.host}:9`,
+      'Decode handshake failed for request rank=0 bootstrap_room=77 with exception KVTransferError(bootstrap_room=77): ' +
+        `Could not fetch prefill parallel info from bootstrap_addr: ${prefill.host}:9`,
     );
   });
 

@@ -50,6 +50,12 @@ function row(name: string, samples: readonly number[]): (string | number)[] {
 
 const registryOf = (sim: SimEngineHandle) => `http://${sim.host}:${sim.encoderBootstrapPort}`;
 
+/** A JSON request (the registry's routes, a chat completion); the answer is read and dropped. */
+async function send(method: 'POST' | 'DELETE', url: string, body: unknown): Promise<void> {
+  const res = await fetch(url, { method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  await res.arrayBuffer();
+}
+
 async function listed(sim: SimEngineHandle): Promise<string[]> {
   return ((await (await fetch(`${registryOf(sim)}/list_encoder_urls`)).json()) as { encoder_urls: string[] }).encoder_urls;
 }
@@ -83,13 +89,17 @@ async function main(): Promise<void> {
   };
   const health = { encoderHealthCheckIntervalMs: HEALTH_MS, encoderHealthCheckTimeoutMs: Math.min(2_000, HEALTH_MS) };
   // E→PD: the language-only server prefills and decodes; Triad keeps its registry.
-  const managed = await sim({ engine: 'sglang', role: 'both', languageOnly: true, host: '127.2.0.1', port: ports.port, encoderBootstrapPort: 0, ...health });
-  const unmanaged = await sim({ engine: 'sglang', role: 'both', languageOnly: true, host: '127.2.0.2', port: ports.port, encoderBootstrapPort: 0, ...health });
+  const languageOnly = { engine: 'sglang', role: 'both', languageOnly: true, port: ports.port, encoderBootstrapPort: 0 } as const;
+  const managed = await sim({ ...languageOnly, ...health, host: '127.2.0.1' });
+  const unmanaged = await sim({ ...languageOnly, ...health, host: '127.2.0.2' });
   kube.apply({
     apiVersion: API_VERSION, kind: 'ModelServer', metadata: { name: 'vl', namespace: 'default' },
     spec: {
       model: 'sim-model', inferenceEngine: 'SGLang', pipelineMode: 'epd', workloadPort: { port: ports.port, encodePort: ports.encodePort },
-      workloadSelector: { matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'group', encodeLabels: { role: 'encode' }, decodeLabels: { role: 'pd' } } },
+      workloadSelector: {
+        matchLabels: { app: 'vl' },
+        pdGroup: { groupKey: 'group', encodeLabels: { role: 'encode' }, decodeLabels: { role: 'pd' } },
+      },
     },
   });
   kube.apply({
@@ -106,15 +116,18 @@ async function main(): Promise<void> {
   try {
     const w = await startWatcherProcess(nats.url, kubeconfig, ['--scrape-interval', String(SCRAPE_MS)]);
     watcher = w.child;
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${w.opsPort}/readyz`)).ok, { timeoutMs: 60_000, intervalMs: 50, what: 'watcher ready' });
+    const ops = (path: string) => fetch(`http://127.0.0.1:${w.opsPort}${path}`);
+    await waitFor(async () => (await ops('/readyz')).ok, { timeoutMs: 60_000, intervalMs: 50, what: 'watcher ready' });
     await waitFor(async () => {
-      const body = (await (await fetch(`http://127.0.0.1:${w.opsPort}/debug/encoder-registries`)).json()) as { registries: { reachable?: boolean }[] };
+      const body = (await (await ops('/debug/encoder-registries')).json()) as { registries: { reachable?: boolean }[] };
       return body.registries.some((r) => r.reachable === true);
     }, { timeoutMs: 30_000, what: 'registry reached' });
 
     for (let i = 0; i < ITERATIONS; i++) {
       const ip = `127.2.1.${i + 1}`;
-      const encoder = await startSimEngine({ engine: 'sglang', role: 'encode', host: ip, port: ports.encodePort, latencyProfile: 'zero', requestLogLimit: 0 });
+      const encoder = await startSimEngine({
+        engine: 'sglang', role: 'encode', host: ip, port: ports.encodePort, latencyProfile: 'zero', requestLogLimit: 0,
+      });
       const url = `http://${ip}:${ports.encodePort}`;
       try {
         const t0 = performance.now();
@@ -122,7 +135,7 @@ async function main(): Promise<void> {
         join_.push(await timeUntil(t0, async () => (await listed(managed)).includes(url), `enc-${i} registered`));
         // Serving: requests go to the server until one of its items lands on the new encoder (the only one listed).
         serve.push(await timeUntil(t0, async () => {
-          await fetch(`${managed.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: [IMAGE] }], max_tokens: 1 }) });
+          await send('POST', `${managed.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [IMAGE] }], max_tokens: 1 });
           return (encoder.counters()['encoderItemsServed'] ?? 0) > 0;
         }, `enc-${i} serving`));
         const t1 = performance.now();
@@ -131,14 +144,14 @@ async function main(): Promise<void> {
 
         // Baselines on the unmanaged server: the encoder registers and unregisters itself.
         const t2 = performance.now();
-        await fetch(`${registryOf(unmanaged)}/register_encoder_url`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url }) });
+        await send('POST', `${registryOf(unmanaged)}/register_encoder_url`, { url });
         selfJoin.push(await timeUntil(t2, async () => (await listed(unmanaged)).includes(url), 'self-registered'));
         const t3 = performance.now();
-        await fetch(`${registryOf(unmanaged)}/unregister_encoder_url`, { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url }) });
+        await send('DELETE', `${registryOf(unmanaged)}/unregister_encoder_url`, { url });
         selfLeave.push(await timeUntil(t3, async () => !(await listed(unmanaged)).includes(url), 'self-unregistered'));
         if (i < EVICTIONS) {
           // A dead encoder nobody unregisters leaves only by SGLang's health check (three failed probes).
-          await fetch(`${registryOf(unmanaged)}/register_encoder_url`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url }) });
+          await send('POST', `${registryOf(unmanaged)}/register_encoder_url`, { url });
           await encoder.close();
           const t4 = performance.now();
           evict.push(await timeUntil(t4, async () => !(await listed(unmanaged)).includes(url), 'evicted', HEALTH_MS * 10 + 10_000));
@@ -148,8 +161,8 @@ async function main(): Promise<void> {
       }
     }
 
-    process.stdout.write(`\nencoder registries: ${ITERATIONS} encode pods, pod-watcher scrape interval ${SCRAPE_MS} ms (registry interval = scrape interval), `
-      + `SGLang health probe every ${HEALTH_MS} ms, registry polled every ${POLL_MS} ms\n\n`);
+    process.stdout.write(`\nencoder registries: ${ITERATIONS} encode pods, pod-watcher scrape interval ${SCRAPE_MS} ms `
+      + `(registry interval = scrape interval), SGLang health probe every ${HEALTH_MS} ms, registry polled every ${POLL_MS} ms\n\n`);
     process.stdout.write(`${markdownTable(['path', 'n', 'p50 ms', 'p99 ms', 'max ms'], [
       row('baseline: encoder registers itself (POST) → listed', selfJoin),
       row('Triad: encode pod Ready → registered', join_),

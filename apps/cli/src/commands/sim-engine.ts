@@ -64,15 +64,16 @@ function buildCommand(): Command {
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
     .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
-    .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for a room\'s KV (also how long a PD request with n>1 hangs)', parsePositiveInt)
+    .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for a room\'s KV (n>1 PD hangs)', parsePositiveInt)
     .option('--language-only', 'SGLang EPD prefill: encoder registry listener, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
-    .option('--encoder-bootstrap-port <port>', 'SGLang language-only: encoder registry listener port; 0 = free port', parseNonNegativeInt, 8997)
-    .option('--encoder-health-check-interval-ms <ms>', 'SGLang language-only: registry health-probe period (default 10000; 0 disables)', parseNonNegativeInt)
+    .option('--encoder-bootstrap-port <port>', 'SGLang language-only: encoder registry listener port; 0 = free', parseNonNegativeInt, 8997)
+    .option('--encoder-health-check-interval-ms <ms>', 'SGLang language-only: probe period (10000; 0 off)', parseNonNegativeInt)
     .option('--encoder-health-check-timeout-ms <ms>', 'SGLang language-only: one health probe\'s budget (default 2000)', parsePositiveInt)
-    .option('--encoder-evicted-ttl-ms <ms>', 'SGLang language-only: how long evicted encoders are probed for revival (default 600000; 0 = forever)', parseNonNegativeInt)
+    .option('--encoder-evicted-ttl-ms <ms>', 'SGLang language-only: evicted encoders kept (600000; 0 = forever)', parseNonNegativeInt)
     .option('--no-vision-tower', 'SGLang language-only: the model has no vision tower (multimodal requests fail without encoders)')
-    .addOption(new Option('--load-balance-method <method>', 'SGLang DP rank choice without a pinned rank').choices(['auto', 'follow_bootstrap_room', 'round_robin']))
+    .addOption(new Option('--load-balance-method <method>', 'SGLang DP rank choice without a pinned rank')
+      .choices(['auto', 'follow_bootstrap_room', 'round_robin']))
     .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
     .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
     .option('--max-model-len <n>', 'context length', parsePositiveInt);
@@ -112,7 +113,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.lora ? { loraAdapters: o.lora } : {}),
     ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
   });
-  const ready = { url: handle.url, port: handle.port, bootstrapPort: handle.bootstrapPort, encoderBootstrapPort: handle.encoderBootstrapPort };
+  const { url, port, bootstrapPort, encoderBootstrapPort } = handle;
+  const ready = { url, port, bootstrapPort, encoderBootstrapPort };
   logger.info({ ...ready, engine: handle.engine, role: handle.role, model: handle.model }, 'sim-engine ready');
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

@@ -33,7 +33,8 @@ export class WatcherMetrics {
   readonly registryOps = new Counter({ name: 'triad_podwatcher_encoder_registry_ops_total', help: 'SGLang encoder-registry calls by op (list, register, unregister) and result', labelNames: ['op', 'result'] as const, registers: [this.registry] });
   readonly registryEvents = new Counter({
     name: 'triad_podwatcher_encoder_registry_events_total',
-    help: 'SGLang encoder-registry events seen: session_started (first pass, server restart or unreachable), evicted and revived (by SGLang\'s health check), reregistered_after_ttl',
+    help: 'SGLang encoder-registry events: session_started (first pass, server restarted or was unreachable), evicted and revived '
+      + '(by SGLang\'s health check), reregistered_after_ttl',
     labelNames: ['event'] as const, registers: [this.registry],
   });
 
@@ -57,17 +58,20 @@ export class WatcherMetrics {
     new Gauge({ name: 'triad_podwatcher_stale_targets', help: 'Engine addresses whose last scrape failed', registers: [this.registry], collect() { this.set(src.staleTargets()); } });
     new Gauge({ name: 'triad_podwatcher_leader', help: '1 when this replica holds the writer lease', registers: [this.registry], collect() { this.set(src.isLeader() ? 1 : 0); } });
     const registries = () => src.encoderRegistries?.() ?? [];
-    byKey('triad_podwatcher_encoder_registries', 'SGLang encoder registries by reachability of their listener (reachable, unreachable, unknown)', 'state', () => {
+    const registriesHelp = 'SGLang encoder registries by reachability of their listener (reachable, unreachable, unknown)';
+    byKey('triad_podwatcher_encoder_registries', registriesHelp, 'state', () => {
       const out: Record<string, number> = { reachable: 0, unreachable: 0, unknown: 0 };
       for (const r of registries()) out[r.reachable === undefined ? 'unknown' : r.reachable ? 'reachable' : 'unreachable'] += 1;
       return out;
     });
-    byKey('triad_podwatcher_encoder_registry_entries', 'Encoders in SGLang registries by state (registered, pending, evicted, extra), over all registries', 'state', () => {
+    const entriesHelp = 'Encoders in SGLang registries by state (registered, pending, evicted, extra), over all registries';
+    byKey('triad_podwatcher_encoder_registry_entries', entriesHelp, 'state', () => {
       const out: Record<string, number> = { registered: 0, pending: 0, evicted: 0, extra: 0 };
       for (const r of registries()) for (const e of r.encoders) out[e.state] = (out[e.state] ?? 0) + 1;
       return out;
     });
-    byKey('triad_podwatcher_encoder_registry_drift', 'Registry drift over all registries: wanted encoders not listed (missing), listed encoders not wanted (extra)', 'kind', () => {
+    const driftHelp = 'Registry drift over all registries: wanted encoders not listed (missing), listed encoders not wanted (extra)';
+    byKey('triad_podwatcher_encoder_registry_drift', driftHelp, 'kind', () => {
       const out = { missing: 0, extra: 0 };
       for (const r of registries()) {
         out.missing += r.drift.missing.length;

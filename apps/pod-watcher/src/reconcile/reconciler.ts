@@ -260,9 +260,11 @@ export class Reconciler {
       this.#registryInputs.set(targetId(p), registryInput(view));
       if (!view) return undefined;
       const { metrics, serverInfo } = view;
-      return { healthy: metrics.scrapedAt > 0 && !metrics.stale, load: metrics.running + metrics.waiting, ...(serverInfo ? { serverInfo } : {}) };
+      const healthy = metrics.scrapedAt > 0 && !metrics.stale;
+      return { healthy, load: metrics.running + metrics.waiting, ...(serverInfo ? { serverInfo } : {}) };
     };
-    const plan = planEncoderRegistries(this.table.all(), stateOf, { encodersPerPrefill: this.#opts.encodersPerPrefill ?? 0, previous: registry.planned() });
+    const options = { encodersPerPrefill: this.#opts.encodersPerPrefill ?? 0, previous: registry.planned() };
+    const plan = planEncoderRegistries(this.table.all(), stateOf, options);
     registry.update(plan);
     if (this.#resyncOwners.size === 0) return;
     for (const p of this.table.all()) {

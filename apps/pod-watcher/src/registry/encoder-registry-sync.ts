@@ -110,7 +110,8 @@ export class EncoderRegistrySync {
       if (s) s.plan = plan;
       else {
         this.#registries.set(url, {
-          plan, session: new RegistrySession(), reachable: undefined, lost: false, listed: undefined, listedAt: undefined, lastError: undefined, running: false, again: false,
+          plan, session: new RegistrySession(), reachable: undefined, lost: false, listed: undefined, listedAt: undefined,
+          lastError: undefined, running: false, again: false,
         });
       }
       this.#pass(url);
@@ -195,7 +196,8 @@ export class EncoderRegistrySync {
       s.listed = listed;
       s.listedAt = now;
       const decision = s.session.pass(want, new Set(listed), now, this.#opts.evictedTtlMs);
-      for (const e of decision.evicted) logger.info({ registry: url, encoder: e }, 'encoder left the registry without Triad (SGLang health eviction); SGLang owns its revival');
+      const leftMsg = 'encoder left the registry without Triad (SGLang health eviction); SGLang owns its revival';
+      for (const e of decision.evicted) logger.info({ registry: url, encoder: e }, leftMsg);
       for (const e of decision.revived) logger.info({ registry: url, encoder: e }, 'encoder is back in the registry (SGLang revived it)');
       metrics?.registryEvents.inc({ event: 'evicted' }, decision.evicted.length);
       metrics?.registryEvents.inc({ event: 'revived' }, decision.revived.length);
@@ -211,13 +213,15 @@ export class EncoderRegistrySync {
         s.session.unregistered(encoder);
         unregistered.push(encoder);
       }
-      if (registered.length > 0 || unregistered.length > 0) logger.info({ registry: url, prefills: s.plan.prefills, registered, unregistered }, 'encoder registry reconciled');
+      if (registered.length > 0 || unregistered.length > 0) {
+        logger.info({ registry: url, prefills: s.plan.prefills, registered, unregistered }, 'encoder registry reconciled');
+      }
       s.lastError = undefined;
       if (span) finishEncoderRegistrySpan(span, { registered, unregistered, encoders: want.size });
     } catch (err) {
       const msg = (err as Error).message;
       const fresh = s.lastError !== msg;
-      if (fresh) logger.warn({ registry: url, prefills: s.plan.prefills, err: msg }, 'encoder registry pass failed; retrying next interval');
+      if (fresh) logger.warn({ registry: url, prefills: s.plan.prefills, err: msg }, 'encoder registry pass failed; retrying next pass');
       s.lastError = msg;
       if (!span && fresh) span = startEncoderRegistrySpan({ prefillUrl: url });
       if (span) finishEncoderRegistrySpan(span, { registered, unregistered, encoders: want.size, error: err });
@@ -257,7 +261,8 @@ function viewOf(s: RegistryState): RegistryView {
   const encoders: RegistryEntryView[] = [];
   for (const [url, w] of s.plan.want) {
     const e = s.session.entries.get(url);
-    encoders.push({ url, wanted: true, healthy: w.healthy, listed: listed.has(url), state: e?.state ?? 'pending', ...(e ? { since: iso(e.since) as string } : {}) });
+    const since = e ? { since: iso(e.since) as string } : {};
+    encoders.push({ url, wanted: true, healthy: w.healthy, listed: listed.has(url), state: e?.state ?? 'pending', ...since });
   }
   const extra = [...listed].filter((u) => !s.plan.want.has(u));
   for (const url of extra) encoders.push({ url, wanted: false, healthy: undefined, listed: true, state: 'extra' });

@@ -25,9 +25,14 @@ describe('encoder registry plan', () => {
 
   it('takes the registry port from the annotation over /server_info, and skips servers that are not language-only', () => {
     const plan = planEncoderRegistries([
-      at('p1', 'prefill', '10.0.0.1', 'g1', { encoderBootstrapPort: 7001 }), at('p2', 'prefill', '10.0.0.2', 'g1'), at('p3', 'prefill', '10.0.0.3', 'g1'),
-    ], (p) => ({ healthy: true, load: 0, serverInfo: p.pod === 'p3' ? { languageOnly: false } : { languageOnly: true, encoderBootstrapPort: 7002 } }), { encodersPerPrefill: 0 });
-    expect([...plan.values()].map((r) => [r.registryUrl, r.portSource])).toEqual([['http://10.0.0.1:7001', 'annotation'], ['http://10.0.0.2:7002', 'server-info']]);
+      at('p1', 'prefill', '10.0.0.1', 'g1', { encoderBootstrapPort: 7001 }),
+      at('p2', 'prefill', '10.0.0.2', 'g1'),
+      at('p3', 'prefill', '10.0.0.3', 'g1'),
+    ], (p) => ({
+      healthy: true, load: 0, serverInfo: p.pod === 'p3' ? { languageOnly: false } : { languageOnly: true, encoderBootstrapPort: 7002 },
+    }), { encodersPerPrefill: 0 });
+    const ports = [...plan.values()].map((r) => [r.registryUrl, r.portSource]);
+    expect(ports).toEqual([['http://10.0.0.1:7001', 'annotation'], ['http://10.0.0.2:7002', 'server-info']]);
   });
 
   it('ignores vLLM and non-epd ModelServers, and keeps a prefill with no encoder (empty registry)', () => {
@@ -42,22 +47,24 @@ describe('encoder registry plan', () => {
   describe('spreading N encoders per registry', () => {
     const prefills = ['p1', 'p2', 'p3'].map((p, i) => at(p, 'prefill', `10.0.0.${i + 1}`, 'g'));
     const encoders = ['e1', 'e2', 'e3', 'e4'].map((e, i) => at(e, 'encode', `10.0.1.${i + 1}`, 'g'));
+    const all = [...prefills, ...encoders];
 
     it('balances encoders over registries, the least loaded first', () => {
       const load: Record<string, number> = { e1: 5, e2: 0, e3: 1, e4: 9 };
-      const plan = planEncoderRegistries([...prefills, ...encoders], (p) => ({ healthy: true, load: load[p.pod] ?? 0 }), { encodersPerPrefill: 1 });
+      const plan = planEncoderRegistries(all, (p) => ({ healthy: true, load: load[p.pod] ?? 0 }), { encodersPerPrefill: 1 });
       const chosen = [...plan.values()].map((r) => [...r.want.keys()][0]);
       expect(new Set(chosen).size).toBe(3);
       expect(chosen).not.toContain('http://10.0.1.4:9000');
     });
 
     it('keeps earlier choices while valid, and swaps an unhealthy member for a healthy spare', () => {
-      const first = planEncoderRegistries([...prefills, ...encoders], () => healthy, { encodersPerPrefill: 1 });
+      const first = planEncoderRegistries(all, () => healthy, { encodersPerPrefill: 1 });
       const previous = new Map([...first].map(([k, v]) => [k, new Set(v.want.keys())]));
-      const again = planEncoderRegistries([...prefills, ...encoders], () => ({ healthy: true, load: 100 }), { encodersPerPrefill: 1, previous });
+      const again = planEncoderRegistries(all, () => ({ healthy: true, load: 100 }), { encodersPerPrefill: 1, previous });
       expect(members(again)).toEqual(members(first));
       const sick = [...(previous.get('http://10.0.0.1:8997') ?? [])][0];
-      const swapped = planEncoderRegistries([...prefills, ...encoders], (p) => ({ healthy: `http://${p.ip}:9000` !== sick, load: 0 }), { encodersPerPrefill: 1, previous });
+      const sickState = (p: Placement) => ({ healthy: `http://${p.ip}:9000` !== sick, load: 0 });
+      const swapped = planEncoderRegistries(all, sickState, { encodersPerPrefill: 1, previous });
       expect(swapped.get('http://10.0.0.1:8997')?.want.has(sick!)).toBe(false);
       expect(swapped.get('http://10.0.0.1:8997')?.want.size).toBe(1);
       expect(members(swapped)['http://10.0.0.2:8997']).toEqual(members(first)['http://10.0.0.2:8997']);

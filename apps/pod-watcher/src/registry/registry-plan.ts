@@ -67,7 +67,12 @@ interface Candidate {
  * registries so far, the least loaded first, ties broken by a stable hash. Load only matters when a choice is made,
  * so a busy engine does not make registries churn.
  */
-function spread(registries: readonly string[], candidatesOf: (registry: string) => readonly Candidate[], perRegistry: number, previous: PlanOptions['previous']): Map<string, Set<string>> {
+function spread(
+  registries: readonly string[],
+  candidatesOf: (registry: string) => readonly Candidate[],
+  perRegistry: number,
+  previous: PlanOptions['previous'],
+): Map<string, Set<string>> {
   const out = new Map<string, Set<string>>();
   const serving = new Map<string, number>();
   const bump = (url: string) => serving.set(url, (serving.get(url) ?? 0) + 1);
@@ -94,7 +99,8 @@ function spread(registries: readonly string[], candidatesOf: (registry: string) 
     const chosen = out.get(registry) as Set<string>;
     const free = candidatesOf(registry)
       .filter((c) => c.healthy && !chosen.has(c.url))
-      .sort((x, y) => (serving.get(x.url) ?? 0) - (serving.get(y.url) ?? 0) || x.load - y.load || pairHash(registry, x.url) - pairHash(registry, y.url));
+      .sort((x, y) => (serving.get(x.url) ?? 0) - (serving.get(y.url) ?? 0) || x.load - y.load
+        || pairHash(registry, x.url) - pairHash(registry, y.url));
     for (const c of free) {
       if (chosen.size >= perRegistry) break;
       chosen.add(c.url);
@@ -111,7 +117,11 @@ function spread(registries: readonly string[], candidatesOf: (registry: string) 
  * process; a pod serving two such ModelServers gets the union. A server whose `/server_info` says it is not
  * language-only has no registry and is left out.
  */
-export function planEncoderRegistries(placements: Iterable<Placement>, stateOf: (p: Placement) => EngineState | undefined, options: PlanOptions): Map<string, RegistryPlan> {
+export function planEncoderRegistries(
+  placements: Iterable<Placement>,
+  stateOf: (p: Placement) => EngineState | undefined,
+  options: PlanOptions,
+): Map<string, RegistryPlan> {
   const byServer = new Map<string, { owners: Placement[]; encoders: Placement[] }>();
   for (const p of placements) {
     if (p.engine !== 'SGLang' || p.mode !== 'epd' || (!p.registryOwner && p.role !== 'encode')) continue;
@@ -121,7 +131,8 @@ export function planEncoderRegistries(placements: Iterable<Placement>, stateOf: 
     if (p.registryOwner) s.owners.push(p);
     else s.encoders.push(p);
   }
-  const plans = new Map<string, { registryUrl: string; portSource: RegistryPlan['portSource']; prefills: string[]; candidates: Map<string, Candidate> }>();
+  type Draft = { registryUrl: string; portSource: RegistryPlan['portSource']; prefills: string[]; candidates: Map<string, Candidate> };
+  const plans = new Map<string, Draft>();
   for (const { owners, encoders } of byServer.values()) {
     for (const owner of owners) {
       const state = stateOf(owner);

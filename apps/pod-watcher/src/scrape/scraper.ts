@@ -108,7 +108,10 @@ export class Scraper {
       t.engine = engine;
       return;
     }
-    const target: Target = { id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, infoAt: 0, infoPath: SERVER_INFO_PATHS[0], queued: false, removed: false };
+    const target: Target = {
+      id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] },
+      ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, infoAt: 0, infoPath: SERVER_INFO_PATHS[0], queued: false, removed: false,
+    };
     this.#targets.set(id, target);
     this.#enqueue(target);
   }
@@ -237,7 +240,8 @@ export class Scraper {
     const infoDue = t.engine === 'SGLang' && !metrics.stale && (recovered || this.#infoDue(t));
     const serverInfo = infoDue ? await this.#fetchServerInfo(t) : prev.serverInfo;
     if (t.removed) return;
-    t.view = { metrics, models, ...(serverInfo ? { serverInfo: sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo! : serverInfo } : {}) };
+    const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
+    t.view = { metrics, models, ...(info ? { serverInfo: info } : {}) };
     this.#opts.onUpdate(t.id);
   }
 

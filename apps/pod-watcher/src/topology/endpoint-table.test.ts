@@ -30,10 +30,11 @@ describe('placing pods of a ModelServer', () => {
 describe('SGLang side ports of placements', () => {
   it('reads sglang.ai/bootstrap-port (single or aligned with smg.ai/worker-ports) after triad.io, and reports ignored values', () => {
     const server = ms('qwen', { engine: 'SGLang', mode: 'pd', ports: { prefillPort: 30001 } });
+    const labels = { app: 'qwen', group: 'g1', role: 'prefill' };
     const placed = placePods(server, [
       p('a', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.1', annotations: { 'sglang.ai/bootstrap-port': '9101' } }),
-      p('b', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.2', annotations: { 'smg.ai/worker-ports': '30000,30001', 'sglang.ai/bootstrap-port': '9200,9201' } }),
-      p('c', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.3', annotations: { 'triad.io/bootstrap-port': '9300', 'sglang.ai/bootstrap-port': '9301' } }),
+      p('b', labels, { ip: '10.0.0.2', annotations: { 'smg.ai/worker-ports': '30000,30001', 'sglang.ai/bootstrap-port': '9200,9201' } }),
+      p('c', labels, { ip: '10.0.0.3', annotations: { 'triad.io/bootstrap-port': '9300', 'sglang.ai/bootstrap-port': '9301' } }),
       p('d', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.4', annotations: { 'sglang.ai/bootstrap-port': '9400,9401' } }),
     ]);
     expect(placed.map((x) => [x.pod, x.bootstrapPort, x.bootstrapPortSource])).toEqual([
@@ -53,7 +54,8 @@ describe('SGLang side ports of placements', () => {
       p('dec', { app: 'vl', group: 'g', role: 'decode' }, { ip: '10.0.1.2' }),
       p('enc', { app: 'vl', group: 'g', role: 'encode' }, { ip: '10.0.1.3' }),
     ];
-    expect(placePods(epd, pods).map((x) => [x.pod, x.registryOwner ?? false, x.encoderBootstrapPort])).toEqual([['pre', true, 7000], ['dec', false, undefined], ['enc', false, undefined]]);
+    const owners = placePods(epd, pods).map((x) => [x.pod, x.registryOwner ?? false, x.encoderBootstrapPort]);
+    expect(owners).toEqual([['pre', true, 7000], ['dec', false, undefined], ['enc', false, undefined]]);
     expect(placePods(ePd, pods).filter((x) => x.registryOwner).map((x) => x.pod)).toEqual(['dec']);
   });
 });

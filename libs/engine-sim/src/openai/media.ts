@@ -30,7 +30,9 @@ function urlOf(part: Record<string, unknown>, field: string): string {
 
 function optionsOf(value: unknown): Record<string, unknown> | undefined {
   if (!value || typeof value !== 'object') return undefined;
-  const entries = Object.entries(value as Record<string, unknown>).filter(([k, v]) => k !== 'url' && v !== null && v !== undefined && !(k === 'detail' && v === 'auto'));
+  const entries = Object.entries(value as Record<string, unknown>).filter(
+    ([k, v]) => k !== 'url' && v !== null && v !== undefined && !(k === 'detail' && v === 'auto'),
+  );
   return entries.length > 0 ? Object.fromEntries(entries) : undefined;
 }
 
@@ -44,7 +46,8 @@ export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefine
   }
   if (typeof type === 'string' && URL_PARTS[type]) {
     const options = optionsOf(part[type]);
-    return { partType: type, modality: URL_PARTS[type] as Modality, source: urlOf(part, type), ...(uuid ? { uuid } : {}), ...(options ? { options } : {}) };
+    const source = urlOf(part, type);
+    return { partType: type, modality: URL_PARTS[type] as Modality, source, ...(uuid ? { uuid } : {}), ...(options ? { options } : {}) };
   }
   if (type === 'input_audio') {
     const audio = part['input_audio'] as { data?: unknown } | undefined;

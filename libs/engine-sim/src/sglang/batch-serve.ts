@@ -62,7 +62,14 @@ const NO_SINK: TokenSink = { batch: Number.MAX_SAFE_INTEGER, first() {}, write: 
  * per-prompt answers (streamed: each event carries `"index"`), completions return one choice per prompt (streamed:
  * chunks of all prompts interleaved, each with its choice index). Client aborts stop every prompt.
  */
-export async function serveBatch(ex: Exchange, env: GenerationEnv, kind: BatchKind, items: readonly BatchItem[], stream: boolean, headers: OutgoingHttpHeaders): Promise<void> {
+export async function serveBatch(
+  ex: Exchange,
+  env: GenerationEnv,
+  kind: BatchKind,
+  items: readonly BatchItem[],
+  stream: boolean,
+  headers: OutgoingHttpHeaders,
+): Promise<void> {
   const { res } = ex;
   const controls: GenerationControl[] = items.map(() => ({ aborted: res.destroyed }));
   res.once('close', () => {
@@ -105,5 +112,6 @@ export async function serveBatch(ex: Exchange, env: GenerationEnv, kind: BatchKi
   }
   for (const item of items) item.finish?.();
   if (stream) res.end(closingEvents(kind, items));
-  else sendJson(res, 200, kind === 'generate' ? `[${items.map((i) => sglangGenerateFormat.body(i.view, {})).join(',')}]` : completionBatchBody(items), headers);
+  else if (kind === 'generate') sendJson(res, 200, `[${items.map((i) => sglangGenerateFormat.body(i.view, {})).join(',')}]`, headers);
+  else sendJson(res, 200, completionBatchBody(items), headers);
 }

@@ -32,14 +32,16 @@ describe('canonicalRoom', () => {
 
 describe('rawArrayElements', () => {
   it('splits an array into raw element texts and leaves other values alone', () => {
-    expect(rawArrayElements('[9223372036854775807, 18446744073709551615,null,"7"]')).toEqual(['9223372036854775807', '18446744073709551615', 'null', '"7"']);
+    const elements = rawArrayElements('[9223372036854775807, 18446744073709551615,null,"7"]');
+    expect(elements).toEqual(['9223372036854775807', '18446744073709551615', 'null', '"7"']);
     expect(rawArrayElements('[]')).toEqual([]);
     expect(rawArrayElements('12')).toBeUndefined();
   });
 });
 
 describe('pdFieldsOf', () => {
-  const fields = (raw: string, size = 1, batched = false, samples = 1) => pdFieldsOf(raw, JSON.parse(raw) as Record<string, unknown>, { size, batched, samples });
+  const fields = (raw: string, size = 1, batched = false, samples = 1) =>
+    pdFieldsOf(raw, JSON.parse(raw) as Record<string, unknown>, { size, batched, samples });
 
   it('keeps every digit of a room beyond 2^53', () => {
     expect(fields('{"bootstrap_host":"10.0.0.1","bootstrap_port":8998,"bootstrap_room":9007199254740993}')).toEqual({
@@ -49,9 +51,13 @@ describe('pdFieldsOf', () => {
 
   it('takes a room list as given and expands a scalar room to room + i for a batch', () => {
     const list = fields('{"bootstrap_host":["a","b"],"bootstrap_port":8998,"bootstrap_room":[18446744073709551615,3]}', 2, true);
-    expect(list).toEqual({ ok: true, items: [{ host: 'a', port: 8998, room: '18446744073709551615' }, { host: 'b', port: 8998, room: '3' }] });
+    expect(list).toEqual({
+      ok: true,
+      items: [{ host: 'a', port: 8998, room: '18446744073709551615' }, { host: 'b', port: 8998, room: '3' }],
+    });
     const scalar = fields('{"bootstrap_host":"h","bootstrap_port":[1,2,3],"bootstrap_room":9007199254740993}', 3, true);
-    expect(scalar.ok && scalar.items.map((t) => [t.port, t.room])).toEqual([[1, '9007199254740993'], [2, '9007199254740994'], [3, '9007199254740995']]);
+    const rooms = scalar.ok && scalar.items.map((t) => [t.port, t.room]);
+    expect(rooms).toEqual([[1, '9007199254740993'], [2, '9007199254740994'], [3, '9007199254740995']]);
   });
 
   it('accepts a list per sample with n > 1 (the first sample\'s entry stands for the prompt)', () => {
@@ -60,7 +66,8 @@ describe('pdFieldsOf', () => {
   });
 
   it('lets a null port and a missing host through (the servers fill in or fail later)', () => {
-    expect(fields('{"bootstrap_port":null,"bootstrap_room":1}')).toEqual({ ok: true, items: [{ host: undefined, port: undefined, room: '1' }] });
+    const nulls = fields('{"bootstrap_port":null,"bootstrap_room":1}');
+    expect(nulls).toEqual({ ok: true, items: [{ host: undefined, port: undefined, room: '1' }] });
   });
 
   it.each([

@@ -18,7 +18,9 @@ function pythonInt(text: string): number | undefined {
 function intField(body: Record<string, unknown>, field: string): number | undefined {
   const v = body[field];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v)) throw new EngineHttpError(400, `${field}: Input should be a valid integer`, 'BadRequestError', field);
+  if (typeof v !== 'number' || !Number.isInteger(v)) {
+    throw new EngineHttpError(400, `${field}: Input should be a valid integer`, 'BadRequestError', field);
+  }
   return v;
 }
 

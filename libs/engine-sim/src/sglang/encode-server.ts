@@ -22,7 +22,8 @@ export function encodeHandler(ctx: SimContext): RouteHandler {
     const reqId = body && typeof body['req_id'] === 'string' ? body['req_id'] : null;
     const items = body?.['mm_items'];
     const modality = body?.['modality'];
-    if (!body || !Array.isArray(items) || items.length === 0 || !items.every(validItem) || reqId === null || (modality !== undefined && !MODALITIES.has(String(modality)))) {
+    const validItems = Array.isArray(items) && items.length > 0 && items.every(validItem);
+    if (!body || !validItems || reqId === null || (modality !== undefined && !MODALITIES.has(String(modality)))) {
       ctx.counters.inc('badRequests');
       const message = 'invalid encode request: mm_items (URLs or {url, ...} objects), req_id and modality are required';
       sendJson(ex.res, 400, JSON.stringify({ status: 'error', message, req_id: reqId }));

@@ -29,7 +29,8 @@ const ROUTES: Readonly<Record<string, string>> = {
 
 /** FastAPI's 422 for a body that is not a JSON object (the routes take `data: dict`). */
 function notADict(input: unknown): string {
-  return JSON.stringify({ detail: [{ type: 'dict_type', loc: ['body'], msg: 'Input should be a valid dictionary', input: input ?? null }] });
+  const detail = { type: 'dict_type', loc: ['body'], msg: 'Input should be a valid dictionary', input: input ?? null };
+  return JSON.stringify({ detail: [detail] });
 }
 
 /**

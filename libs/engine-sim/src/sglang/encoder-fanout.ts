@@ -59,7 +59,13 @@ function wireItem(item: MediaItem): unknown {
  * `embedding_port: null`) and waits for all of them. A failing encoder fails the request with the encoder's status
  * (500 when it could not be reached), as the receiver aborts it in SGLang.
  */
-export async function encodeOnEncoders(ctx: SimContext, urls: readonly string[], media: readonly MediaItem[], rid: string, headers: Record<string, string>): Promise<void> {
+export async function encodeOnEncoders(
+  ctx: SimContext,
+  urls: readonly string[],
+  media: readonly MediaItem[],
+  rid: string,
+  headers: Record<string, string>,
+): Promise<void> {
   const parts = splitAcrossEncoders(media, urls.length, shuffledOrder(urls.length));
   ctx.counters.inc('encoderCalls', parts.length);
   const calls = parts.map(async (part, partIdx) => {
@@ -84,7 +90,9 @@ export async function encodeOnEncoders(ctx: SimContext, urls: readonly string[],
       bodyTimeout: ENCODE_TIMEOUT_MS,
     });
     const text = await res.body.text();
-    if (res.statusCode !== 200) throw new EngineHttpError(res.statusCode >= 400 ? res.statusCode : 500, `encoder ${url} answered ${res.statusCode}: ${text}`);
+    if (res.statusCode !== 200) {
+      throw new EngineHttpError(res.statusCode >= 400 ? res.statusCode : 500, `encoder ${url} answered ${res.statusCode}: ${text}`);
+    }
   });
   const results = await Promise.allSettled(calls);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');

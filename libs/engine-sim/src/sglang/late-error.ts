@@ -20,7 +20,13 @@ export function sglangErrorBody(kind: RequestKind, err: EngineHttpError): string
  * transfers). A streamed request already has its 200 and SSE headers (SGLang starts streams at once), so the error
  * is an event followed by `[DONE]`; a plain one gets the status and body.
  */
-export function sendDispatchedError(ex: Exchange, kind: RequestKind, stream: boolean, err: EngineHttpError, headers: OutgoingHttpHeaders): void {
+export function sendDispatchedError(
+  ex: Exchange,
+  kind: RequestKind,
+  stream: boolean,
+  err: EngineHttpError,
+  headers: OutgoingHttpHeaders,
+): void {
   if (ex.res.destroyed) return;
   if (!stream) {
     if (ex.res.headersSent) {

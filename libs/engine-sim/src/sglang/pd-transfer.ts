@@ -12,7 +12,10 @@ interface PrefillInfo {
   readonly loadBalanceMethod: string;
 }
 
-export type TransferResult = { readonly ok: true; readonly promptTokens: number } | { readonly ok: false; readonly error: EngineHttpError | undefined };
+/** The KV arrived (the prompt tokens the prefill computed), or the error to answer with (undefined: the client left). */
+export type TransferResult =
+  | { readonly ok: true; readonly promptTokens: number }
+  | { readonly ok: false; readonly error: EngineHttpError | undefined };
 
 const RETRY_MS = 50;
 
@@ -34,7 +37,8 @@ export function handshakeError(room: string, addr: string): EngineHttpError {
 export function waitingTimeoutError(rid: string, room: string, timeoutMs: number): EngineHttpError {
   return new EngineHttpError(
     500,
-    `Decode transfer failed for request rank=0 req.rid='${rid}' req.bootstrap_room=${room} with exception KVTransferError(bootstrap_room=${room}): ` +
+    `Decode transfer failed for request rank=0 req.rid='${rid}' req.bootstrap_room=${room} ` +
+      `with exception KVTransferError(bootstrap_room=${room}): ` +
       `Request ${room} timed out after ${seconds(timeoutMs)}s in KVPoll.WaitingForInput`,
     'InternalServerError',
   );
@@ -44,7 +48,8 @@ export function waitingTimeoutError(rid: string, room: string, timeoutMs: number
 export function bootstrapTimeoutError(rid: string, room: string, timeoutMs: number): EngineHttpError {
   return new EngineHttpError(
     500,
-    `Prefill bootstrap failed for request rank=0 req.rid='${rid}' req.bootstrap_room=${room} with exception KVTransferError(bootstrap_room=${room}): ` +
+    `Prefill bootstrap failed for request rank=0 req.rid='${rid}' req.bootstrap_room=${room} ` +
+      `with exception KVTransferError(bootstrap_room=${room}): ` +
       `Request ${room} timed out after ${seconds(timeoutMs)}s in KVPoll.Bootstrapping`,
     'InternalServerError',
   );
@@ -67,7 +72,13 @@ export class DecodeTransfers {
    * without DP, else room % dp when the prefill follows the room, else asked from its bootstrap server (counted in
    * `prefillRankLookups`). A hint that names the wrong rank waits on a room nobody fills, as in SGLang.
    */
-  async await(target: BootstrapTarget, rid: string, hint: number | undefined, headers: Record<string, string>, signal: AbortSignal): Promise<TransferResult> {
+  async await(
+    target: BootstrapTarget,
+    rid: string,
+    hint: number | undefined,
+    headers: Record<string, string>,
+    signal: AbortSignal,
+  ): Promise<TransferResult> {
     const port = target.port ?? this.ctx.options.bootstrapPort ?? DEFAULT_BOOTSTRAP_PORT;
     if (target.host === undefined) return { ok: false, error: handshakeError(target.room, `None:${port}`) };
     const base = httpBase(target.host, port);
@@ -80,15 +91,20 @@ export class DecodeTransfers {
       else if (info.loadBalanceMethod === 'follow_bootstrap_room') rank = rankOfRoom(target.room, info.dpSize);
       else {
         this.ctx.counters.inc('prefillRankLookups');
-        const lookup = await waitForHandoff(this.ctx, base, `${ROOM_RANK_WAIT_PATH}${target.room}`, deadline - Date.now(), headers, signal, 'rank');
+        const path = `${ROOM_RANK_WAIT_PATH}${target.room}`;
+        const lookup = await waitForHandoff(this.ctx, base, path, deadline - Date.now(), headers, signal, 'rank');
         if (!lookup.ok) return { ok: false, error: signal.aborted ? undefined : waitingTimeoutError(rid, target.room, this.timeoutMs) };
         rank = lookup.promptTokens;
       }
     }
-    const waited = await waitForHandoff(this.ctx, base, `${ROOM_WAIT_PATH}${target.room}?rank=${rank}`, deadline - Date.now(), headers, signal);
+    const path = `${ROOM_WAIT_PATH}${target.room}?rank=${rank}`;
+    const waited = await waitForHandoff(this.ctx, base, path, deadline - Date.now(), headers, signal);
     if (waited.ok) return waited;
     if (signal.aborted) return { ok: false, error: undefined };
-    return { ok: false, error: waited.unreachable ? handshakeError(target.room, `${target.host}:${port}`) : waitingTimeoutError(rid, target.room, this.timeoutMs) };
+    const error = waited.unreachable
+      ? handshakeError(target.room, `${target.host}:${port}`)
+      : waitingTimeoutError(rid, target.room, this.timeoutMs);
+    return { ok: false, error };
   }
 
   async #info(base: string, deadline: number, signal: AbortSignal): Promise<PrefillInfo | undefined> {
@@ -96,7 +112,9 @@ export class DecodeTransfers {
     if (cached) return cached;
     while (Date.now() < deadline && !signal.aborted) {
       try {
-        const res = await request(`${base}/route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1`, { dispatcher: this.ctx.http, signal });
+        // SGLang's "server info" query: every rank index -1.
+        const url = `${base}/route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1`;
+        const res = await request(url, { dispatcher: this.ctx.http, signal });
         const body = (await res.body.json()) as { prefill_dp_size?: unknown; load_balance_method?: unknown };
         if (res.statusCode === 200) {
           const info: PrefillInfo = {

@@ -47,7 +47,9 @@ interface Admitted {
 function admit(ctx: SimContext, kind: RequestKind, ex: Exchange, mode: Mode): Admitted {
   const req = parseSglangRequest(kind, ex.body, ex.req.headers);
   for (const item of req.items) checkContextLength(ctx, item);
-  if (req.n > 1 && mode === undefined) throw new EngineHttpError(400, 'n > 1 is not supported by the simulator outside PD mode', 'BadRequestError', 'n');
+  if (req.n > 1 && mode === undefined) {
+    throw new EngineHttpError(400, 'n > 1 is not supported by the simulator outside PD mode', 'BadRequestError', 'n');
+  }
   const pinned = requestedDpRank(ex.req.headers, req.body);
   const pd = mode ? pdFieldsOf(ex.rawBody, req.body, { size: req.items.length, batched: req.batched, samples: req.n }) : undefined;
   const targets = pd === undefined ? undefined : pd.ok ? pd.items : null;
@@ -109,7 +111,9 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     if (req.n > 1 && targets) return holdParallelSamples(deps, ex, req, targets[0] as BootstrapTarget, fail);
     let localEncodes: readonly number[] = req.items.map(() => 0);
     if (deps.encoders) {
-      const encoded = await encodeMedia(deps, ex, req).catch((err: unknown) => (err instanceof EngineHttpError ? err : new EngineHttpError(500, String(err))));
+      const encoded = await encodeMedia(deps, ex, req).catch((err: unknown) =>
+        err instanceof EngineHttpError ? err : new EngineHttpError(500, String(err)),
+      );
       if (encoded instanceof EngineHttpError) return fail(encoded);
       localEncodes = encoded;
     }
@@ -131,7 +135,8 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
         only.finish?.();
         return {};
       };
-      await serveGeneration({ ex, env: ctx.env, spec: only.spec, view: only.view, format: FORMATS[kind], stream: req.stream, headers, finish });
+      const { spec, view } = only;
+      await serveGeneration({ ex, env: ctx.env, spec, view, format: FORMATS[kind], stream: req.stream, headers, finish });
       return;
     }
     await serveBatch(ex, ctx.env, kind === 'generate' ? 'generate' : 'completion', items, req.stream, headers);
@@ -147,7 +152,16 @@ interface ItemWork {
   readonly localEncodes: number;
 }
 
-function generationItem(deps: SglangDeps, ex: Exchange, kind: RequestKind, req: SglangRequest, i: number, request: InferenceRequest, work: ItemWork, target: BootstrapTarget | undefined): BatchItem {
+function generationItem(
+  deps: SglangDeps,
+  ex: Exchange,
+  kind: RequestKind,
+  req: SglangRequest,
+  i: number,
+  request: InferenceRequest,
+  work: ItemWork,
+  target: BootstrapTarget | undefined,
+): BatchItem {
   const { ctx } = deps;
   const { rank, localEncodes } = work;
   const transferred = Math.min(work.fromPrefill, request.promptTokens - 1);
@@ -211,7 +225,9 @@ async function encodeMedia(deps: SglangDeps, ex: Exchange, req: SglangRequest): 
     }
     ctx.logger?.warn({ rid }, `No encoder URLs available for request ${rid}; processing without encoder disaggregation.`);
     if (ctx.options.visionTower === false) {
-      throw new EngineHttpError(500, `No encoder is registered and the language-only model has no vision tower: cannot process the multimodal inputs of request ${rid}`, 'InternalServerError');
+      const message = 'No encoder is registered and the language-only model has no vision tower: '
+        + `cannot process the multimodal inputs of request ${rid}`;
+      throw new EngineHttpError(500, message, 'InternalServerError');
     }
     ctx.counters.inc('localEncodes', item.media.length);
     local[i] = item.media.length;
@@ -223,7 +239,14 @@ async function encodeMedia(deps: SglangDeps, ex: Exchange, req: SglangRequest): 
  * Decode: waits for every item's KV from its prefill (concurrently). Returns the prompt tokens each prefill computed,
  * the error to answer with, or undefined when the client left.
  */
-async function awaitPrefills(deps: SglangDeps, ex: Exchange, req: SglangRequest, targets: readonly BootstrapTarget[], ranks: readonly Rank[], hint: number | undefined): Promise<number[] | EngineHttpError | undefined> {
+async function awaitPrefills(
+  deps: SglangDeps,
+  ex: Exchange,
+  req: SglangRequest,
+  targets: readonly BootstrapTarget[],
+  ranks: readonly Rank[],
+  hint: number | undefined,
+): Promise<number[] | EngineHttpError | undefined> {
   const { ctx, transfers } = deps;
   if (!transfers) return targets.map(() => 0);
   const abort = new AbortController();
@@ -257,7 +280,13 @@ async function awaitPrefills(deps: SglangDeps, ex: Exchange, req: SglangRequest,
  * `n > 1` on a PD server: SGLang expands the samples but sends them all on one room, so prefill and decode never
  * pair and the request hangs until the waiting timeout, then fails with 500 (upstream through at least 0.5.18).
  */
-async function holdParallelSamples(deps: SglangDeps, ex: Exchange, req: SglangRequest, target: BootstrapTarget, fail: (err: EngineHttpError) => void): Promise<void> {
+async function holdParallelSamples(
+  deps: SglangDeps,
+  ex: Exchange,
+  req: SglangRequest,
+  target: BootstrapTarget,
+  fail: (err: EngineHttpError) => void,
+): Promise<void> {
   const { ctx, bootstrapTimeoutMs } = deps;
   ctx.counters.inc('parallelSamplingHangs');
   if (await waitOrLeave(ctx, ex, bootstrapTimeoutMs)) {
@@ -265,5 +294,6 @@ async function holdParallelSamples(deps: SglangDeps, ex: Exchange, req: SglangRe
     return;
   }
   const rid = req.rids[0] as string;
-  fail(ctx.role === 'decode' ? waitingTimeoutError(rid, target.room, bootstrapTimeoutMs) : bootstrapTimeoutError(rid, target.room, bootstrapTimeoutMs));
+  const timedOut = ctx.role === 'decode' ? waitingTimeoutError : bootstrapTimeoutError;
+  fail(timedOut(rid, target.room, bootstrapTimeoutMs));
 }

@@ -62,7 +62,11 @@ function withoutSamples(kind: RequestKind, body: Record<string, unknown>): Recor
   const { n: _n, ...rest } = body;
   if (kind !== 'generate') return rest;
   const sp = body['sampling_params'];
-  const strip = (p: unknown) => (p && typeof p === 'object' && !Array.isArray(p) ? (({ n: _m, ...q }) => q)(p as Record<string, unknown>) : p);
+  const strip = (p: unknown) => {
+    if (!p || typeof p !== 'object' || Array.isArray(p)) return p;
+    const { n: _m, ...q } = p as Record<string, unknown>;
+    return q;
+  };
   return sp === undefined ? rest : { ...rest, sampling_params: Array.isArray(sp) ? sp.map(strip) : strip(sp) };
 }
 
@@ -89,10 +93,13 @@ export function parseSglangRequest(kind: RequestKind, parsed: ParsedBody, header
   }
   const body = parsed.value as Record<string, unknown>;
   const sp = body['sampling_params'];
-  const n = kind === 'generate' ? samplesOf(sp && typeof sp === 'object' && !Array.isArray(sp) ? (sp as Record<string, unknown>)['n'] : undefined, 'n') : samplesOf(body['n'], 'n');
+  const spN = sp && typeof sp === 'object' && !Array.isArray(sp) ? (sp as Record<string, unknown>)['n'] : undefined;
+  const n = samplesOf(kind === 'generate' ? spN : body['n'], 'n');
   const single = withoutSamples(kind, body);
   const batch = batchPrompts(kind, single);
-  if (batch && batch.values.length === 0) throw bad(kind === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'Prompt cannot be empty', batch.field);
+  if (batch && batch.values.length === 0) {
+    throw bad(kind === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'Prompt cannot be empty', batch.field);
+  }
   const bodies = batch ? batch.values.map((v, i) => itemBody(single, batch.field, v, i, batch.values.length)) : [single];
   const items = bodies.map((b) => parseInferenceRequest(kind, { ok: true, value: b }, 'sglang'));
   const batched = batch !== undefined;

@@ -93,7 +93,9 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
           onProbeRound: () => ctx.counters.inc('registryProbeRounds'),
         });
       } catch (err) {
-        ctx.logger?.error({ err: (err as Error).message, port: ctx.options.encoderBootstrapPort }, 'EncoderBootstrapServer could not start; serving with the static encoder list only');
+        const port = ctx.options.encoderBootstrapPort;
+        const msg = 'EncoderBootstrapServer could not start; serving with the static encoder list only';
+        ctx.logger?.error({ err: (err as Error).message, port }, msg);
       }
     },
     async close() {

@@ -8,7 +8,12 @@ const ROOT = join(__dirname, '..', '..', '..', '..');
  * Runs `triad pod-watcher --source kube` as its own process against a kubeconfig, with extra flags, and resolves once
  * it logged its ops port. `cpuProfileDir` writes a V8 CPU profile of it.
  */
-export async function startWatcherProcess(natsUrl: string, kubeconfig: string, flags: readonly string[], cpuProfileDir?: string): Promise<{ child: ChildProcess; opsPort: number }> {
+export async function startWatcherProcess(
+  natsUrl: string,
+  kubeconfig: string,
+  flags: readonly string[],
+  cpuProfileDir?: string,
+): Promise<{ child: ChildProcess; opsPort: number }> {
   const profile = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
   const child = spawn(process.execPath, [
     ...profile, join(ROOT, 'apps/cli/bin/triad.js'), 'pod-watcher', '--nats', natsUrl, '--source', 'kube', '--kubeconfig', kubeconfig,

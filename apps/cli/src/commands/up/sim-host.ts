@@ -28,7 +28,8 @@ function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions
     latencyProfile: flags.latency,
     ...(spec.usesSharedEc ? { sharedEcDir: flags.sharedEcDir } : {}),
     ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
-    ...(spec.languageOnly ? { languageOnly: true, ...(spec.encoderBootstrapPort !== undefined ? { encoderBootstrapPort: spec.encoderBootstrapPort } : {}) } : {}),
+    ...(spec.languageOnly ? { languageOnly: true } : {}),
+    ...(spec.encoderBootstrapPort !== undefined ? { encoderBootstrapPort: spec.encoderBootstrapPort } : {}),
     ...(spec.loraAdapters.length > 0 ? { loraAdapters: spec.loraAdapters } : {}),
   };
 }
