@@ -21,6 +21,9 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--models-interval <ms>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 5000)')
     .option('--metrics-heartbeat <ms>', 'rewrite an unchanged endpoint record this often (TRIAD_METRICS_HEARTBEAT_MS, default 5000)')
     .option('--registry-interval <ms>', 'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)')
+    .option('--registry-evicted-ttl <ms>', 're-register an encoder SGLang evicted only after (TRIAD_REGISTRY_EVICTED_TTL_MS, 600000)')
+    .option('--encoders-per-prefill <n>', 'encoders per SGLang language-only registry, 0 = all (TRIAD_ENCODERS_PER_PREFILL, default 0)')
+    .option('--server-info-interval <ms>', 'SGLang /server_info refresh per engine (TRIAD_SERVER_INFO_INTERVAL_MS, default 30000)')
     .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid)')
     .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
@@ -31,6 +34,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     nats: o['nats'], source: o['source'], namespaces: o['namespace'], kubeconfig: o['kubeconfig'], metricsPort: o['metricsPort'],
     scrapeIntervalMs: o['scrapeInterval'], scrapeTimeoutMs: o['scrapeTimeout'], scrapeConcurrency: o['scrapeConcurrency'],
     modelsIntervalMs: o['modelsInterval'], metricsHeartbeatMs: o['metricsHeartbeat'], registryIntervalMs: o['registryInterval'],
+    registryEvictedTtlMs: o['registryEvictedTtl'], encodersPerPrefill: o['encodersPerPrefill'],
+    serverInfoIntervalMs: o['serverInfoInterval'],
     leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
   };
   const settings = o['settings'];

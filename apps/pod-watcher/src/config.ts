@@ -38,6 +38,15 @@ const WatcherConfigSchema = z.object({
   metricsHeartbeatMs: Ms(0).default(5000),
   /** Period of the SGLang EPD encoder-registry reconcile (changes are applied at once as well). */
   registryIntervalMs: Ms(50).optional(),
+  /**
+   * SGLang's evicted TTL (`SGLANG_ENCODER_BOOTSTRAP_EVICTED_TTL`, 600 s): an encoder SGLang evicted for failing
+   * health checks is registered again only after this long (SGLang has then forgotten it), never sooner.
+   */
+  registryEvictedTtlMs: Ms(0).default(600_000),
+  /** Encoders per language-only server's registry: 0 = every eligible encoder; N spreads N per registry. */
+  encodersPerPrefill: Setting.count(0, 10_000).default(0),
+  /** How often each SGLang engine's `/server_info` is re-read (also at once after an engine answers again). */
+  serverInfoIntervalMs: Ms(100).default(30_000),
   /** Writer lease in NATS KV: a replica that has not renewed it for this long is replaced by another. */
   leaseTtlMs: Ms(300).default(5000),
   /** This replica's name in the lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid). */
@@ -63,6 +72,9 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   modelsIntervalMs: { name: 'models-interval', env: 'TRIAD_MODELS_INTERVAL_MS' },
   metricsHeartbeatMs: { name: 'metrics-heartbeat', env: 'TRIAD_METRICS_HEARTBEAT_MS' },
   registryIntervalMs: { name: 'registry-interval', env: 'TRIAD_REGISTRY_INTERVAL_MS' },
+  registryEvictedTtlMs: { name: 'registry-evicted-ttl', env: 'TRIAD_REGISTRY_EVICTED_TTL_MS' },
+  encodersPerPrefill: { name: 'encoders-per-prefill', env: 'TRIAD_ENCODERS_PER_PREFILL' },
+  serverInfoIntervalMs: { name: 'server-info-interval', env: 'TRIAD_SERVER_INFO_INTERVAL_MS' },
   leaseTtlMs: { name: 'lease-ttl', env: 'TRIAD_LEASE_TTL_MS' },
   identity: { name: 'identity', env: ['TRIAD_IDENTITY', 'POD_NAME'] },
   drainTimeoutMs: { name: 'drain-timeout', env: 'TRIAD_DRAIN_TIMEOUT_MS' },

@@ -55,6 +55,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   let publisher: StatePublisher | undefined;
   let closed = false;
+  let registrySync: EncoderRegistrySync | undefined;
   const ops: OpsServer = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
@@ -62,6 +63,12 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       ready: false, reason: publisher ? 'first sync not published yet' : 'connecting to NATS',
     }),
     liveness: () => !closed,
+    routes: {
+      '/debug/encoder-registries': () => ({
+        enabled: registrySync?.enabled ?? false, evictedTtlMs: config.registryEvictedTtlMs, encodersPerPrefill: config.encodersPerPrefill,
+        registries: registrySync?.snapshot() ?? [],
+      }),
+    },
   });
   logger.info(
     { config: { ...config, source: config.source.kind === 'file' ? `file:${config.source.path}` : 'kube' }, opsPort: ops.port },
@@ -72,16 +79,22 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });
   try {
     bus = await connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, waitOnFirstConnect: true });
-    const registry = new EncoderRegistrySync({ http, intervalMs: registryInterval(config), logger, metrics });
+    // The reconciler needs the registry sync and the other way round: built later, found through this binding.
+    let reconciler: Reconciler | undefined;
+    const registry = new EncoderRegistrySync({
+      http, intervalMs: registryInterval(config), evictedTtlMs: config.registryEvictedTtlMs, logger, metrics,
+      onUnreachable: (_url, prefills) => reconciler?.onRegistryUnreachable(prefills),
+    });
+    registrySync = registry;
     publisher = new StatePublisher({
       bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,
       metricsHeartbeatMs: config.metricsHeartbeatMs, onLeaderChange: (leader) => registry.setEnabled(leader),
     });
     const pub = publisher;
-    // The inventory and scraper report to the reconciler, which needs both: built last, found through this binding.
-    let reconciler: Reconciler | undefined;
+    // The inventory and scraper report to the reconciler, which needs both: built last, found through `reconciler`.
     const scraper = new Scraper({
-      intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, concurrency: config.scrapeConcurrency,
+      intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, serverInfoIntervalMs: config.serverInfoIntervalMs,
+      concurrency: config.scrapeConcurrency,
       http, logger, metrics, onUpdate: (target) => reconciler?.onScrapeUpdate(target),
     });
     const source = options.source ?? createSource(config, logger, metrics);
@@ -89,7 +102,9 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       logger, metrics, ...(source.status ? { status: source.status } : {}),
       onChange: (c) => reconciler?.onInventoryChange(c), onReject: (kind) => reconciler?.onInventoryRejected(kind),
     });
-    reconciler = new Reconciler({ inventory, scraper, publisher: pub, registry, source: config.source.kind });
+    reconciler = new Reconciler({
+      inventory, scraper, publisher: pub, registry, source: config.source.kind, encodersPerPrefill: config.encodersPerPrefill, logger,
+    });
     const rec = reconciler;
     metrics.watch({
       objects: () => inventory.counts(),
@@ -98,6 +113,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       scrapeTargets: () => scraper.size,
       staleTargets: () => scraper.staleCount(),
       isLeader: () => pub.isLeader,
+      encoderRegistries: () => registry.snapshot(),
     });
 
     await pub.start();

@@ -106,7 +106,9 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
   let ports: { encodePort: number; prefillPort: number; decodePort: number };
   const host = (n: number) => `127.0.42.${n}`;
   const encoderUrl = (n: number) => `http://${host(n)}:${ports.encodePort}`;
-  const prefillUrl = () => `http://${host(101)}:${ports.prefillPort}`;
+  /** The prefill's encoder registry listener (a free port, found by the watcher through /server_info). */
+  const prefillUrl = () => `http://${host(101)}:${registryPort}`;
+  let registryPort: number;
   const objects = (encoders: number[]) => [
     modelServer('vl', { engine: 'SGLang', mode: 'epd', ports }),
     pod('p1', { app: 'vl', group: 'g1', role: 'prefill' }, { ip: host(101) }),
@@ -129,10 +131,10 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
     ports = { encodePort: await freePort(), prefillPort: await freePort(), decodePort: await freePort() };
+    registryPort = await freePort();
     const sim = async (role: 'encode' | 'prefill' | 'decode', n: number, port: number) => {
-      sims.push(await startSimEngine({
-        engine: 'sglang', role, ...(role === 'prefill' ? { languageOnly: true } : {}), host: host(n), port, latencyProfile: 'zero',
-      }));
+      const languageOnly = role === 'prefill' ? { languageOnly: true, encoderBootstrapPort: registryPort } : {};
+      sims.push(await startSimEngine({ engine: 'sglang', role, ...languageOnly, host: host(n), port, latencyProfile: 'zero' }));
     };
     await sim('prefill', 101, ports.prefillPort);
     await sim('decode', 201, ports.decodePort);
@@ -172,15 +174,22 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
       'triad.encoder_registry.change': 'remove', 'triad.encoder_registry.unregistered': [encoderUrl(1)],
       'triad.encoder_registry.encoders': 1,
     }));
-    // The registry is reconciled every 150 ms; once a later pass has been traced for another reason, none of the
-    // unchanged passes in between produced a span. A registry changed behind its back is repaired and traced.
-    await fetch(
-      `${prefillUrl()}/unregister_encoder_url`,
-      { method: 'DELETE', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ url: encoderUrl(2) }) },
-    );
-    expect((await registrySpan(4)).attributes).toEqual(expect.objectContaining({
-      'triad.encoder_registry.change': 'add', 'triad.encoder_registry.registered': [encoderUrl(2)],
-    }));
-    expect(registrySpans()).toHaveLength(4);
+    // The registry is passed over every 150 ms; once a later pass has been traced for another reason, none of the
+    // unchanged passes in between produced a span. A prefill that goes away is traced once (its error), and when it
+    // is back with an empty registry, the registration is traced.
+    const prefill = sims.shift()!;
+    await prefill.close();
+    const failed = await registrySpan(4);
+    expect(failed.status.code).toBe('ERROR');
+    const restarted = { languageOnly: true, encoderBootstrapPort: registryPort, host: host(101), port: ports.prefillPort };
+    sims.push(await startSimEngine({ engine: 'sglang', role: 'prefill', ...restarted, latencyProfile: 'zero' }));
+    const isAdd = (s: ReceivedSpan) => attr(s, 'triad.encoder_registry.change') === 'add';
+    const mine = (s: ReceivedSpan) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl();
+    const mineAndAdd = (s: ReceivedSpan) => mine(s) && isAdd(s);
+    const adds = await receiver.waitForSpans(mineAndAdd, { count: 3, what: 'the registration after the restart', timeoutMs: 20_000 });
+    expect(adds[2]?.attributes).toEqual(expect.objectContaining({ 'triad.encoder_registry.registered': [encoderUrl(2)] }));
+    await waitFor(async () => (await list()).join() === encoderUrl(2), { what: 'registry rebuilt' });
+    // Between the remove and the new registration, only failures were traced (each distinct error once).
+    expect(registrySpans().slice(3).every((s) => isAdd(s) || s.status.code === 'ERROR')).toBe(true);
   });
 });

@@ -36,8 +36,13 @@ export const EndpointRecordSchema = z.object({
   ip: z.string(),
   /** Port for this role (workloadPort.<role>Port or workloadPort.port). */
   port: z.number().int().min(1).max(65535),
-  /** SGLang prefill bootstrap port (pod annotation, else ModelServer.bootstrapPort, else 8998). */
+  /**
+   * SGLang prefill bootstrap port: the engine's own `/server_info.disaggregation_bootstrap_port` once read, else the
+   * pod annotation (`triad.io/bootstrap-port`, then `sglang.ai/bootstrap-port`), else ModelServer.bootstrapPort, else 8998.
+   */
   bootstrapPort: z.number().int().min(1).max(65535).optional(),
+  /** Data-parallel ranks of the engine (SGLang `/server_info.dp_size`); absent when unknown. */
+  dpSize: z.number().int().min(1).optional(),
   engine: InferenceEngineSchema,
   ready: z.boolean(),
   /** Model ids the engine serves (base model and LoRA adapters), from GET /v1/models. */

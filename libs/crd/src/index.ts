@@ -19,6 +19,11 @@ export {
 } from './model-route';
 export type { TargetModel, RouteRule, RateLimit, RateLimitUnit, ModelRouteSpec, ModelRoute } from './model-route';
 export { PodSchema, isPodReady } from './pod';
+export {
+  SGLANG_BOOTSTRAP_PORT_ANNOTATION, WORKER_PORTS_ANNOTATION, ENCODER_BOOTSTRAP_PORT_ANNOTATION, DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT,
+  annotatedPortFor, parsePortList, staticBootstrapPort,
+} from './port-annotations';
+export type { AnnotatedPort, BootstrapPortSource } from './port-annotations';
 export type { Pod } from './pod';
 export { RoleSchema, classifyPod, matchesLabels, overlappingRoleLabels } from './roles';
 export type { Role, PodClassification } from './roles';

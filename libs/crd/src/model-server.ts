@@ -71,7 +71,10 @@ export type ModelServer = z.infer<typeof ModelServerSchema>;
 
 /** SGLang's default `--disaggregation-bootstrap-port`. */
 export const DEFAULT_SGLANG_BOOTSTRAP_PORT = 8998;
-/** Pod annotation that overrides the SGLang bootstrap port of one prefill pod. */
+/**
+ * Pod annotation giving the SGLang bootstrap port of one prefill pod (one value, or a list aligned with SMG's
+ * `smg.ai/worker-ports`); the engine's own `/server_info` wins once the pod-watcher has read it.
+ */
 export const BOOTSTRAP_PORT_ANNOTATION = 'triad.io/bootstrap-port';
 
 /**

@@ -64,6 +64,23 @@ const COUNTER_NAMES = [
   // SGLang EPD (language-only prefill -> encoders)
   'encoderCalls',
   'encoderFailures',
+  /** SGLang encoder: media items encoded for language-only servers. */
+  'encoderItemsServed',
+  /** SGLang language-only: media items encoded locally because no encoder was registered. */
+  'localEncodes',
+  // SGLang encoder registry (language-only server's registry listener and health checker)
+  'registryRegistrations',
+  'registryUnregistrations',
+  'registryEvictions',
+  'registryRevivals',
+  /** Evicted encoders forgotten after the evicted TTL. */
+  'registryDrops',
+  'registryProbeRounds',
+  // SGLang PD details
+  /** PD requests with n > 1 (all samples on one room): held until the waiting timeout, then failed. */
+  'parallelSamplingHangs',
+  /** Decode asked the prefill's bootstrap server which DP rank holds a room (no hint, prefill not room-following). */
+  'prefillRankLookups',
 ] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 

@@ -91,12 +91,41 @@ export interface SimEngineOptions {
   readonly fault?: FaultSpec;
   /** SGLang prefill bootstrap server port; 0 or absent picks a free port (the CLI defaults to 8998 like SGLang). */
   readonly bootstrapPort?: number;
-  /** SGLang decode: how long to wait for the prefill to register the room. Default 30 000 ms. */
+  /**
+   * SGLang decode: how long to wait for the prefill to register the room (SGLang's
+   * `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, 300 s upstream); also how long a PD request with `n > 1` hangs before it
+   * fails on either side. Default 30 000 ms.
+   */
   readonly bootstrapTimeoutMs?: number;
   /** SGLang EPD prefill (`--language-only`): serves the encoder registry and calls `/encode` itself. */
   readonly languageOnly?: boolean;
   /** SGLang `--encoder-urls`: encoders registered at start (language-only prefill). */
   readonly encoderUrls?: readonly string[];
+  /**
+   * SGLang language-only: port of the encoder registry listener (`--encoder-bootstrap-port`), separate from `port`;
+   * 0 or absent picks a free port (the CLI defaults to 8997 like SGLang).
+   */
+  readonly encoderBootstrapPort?: number;
+  /**
+   * SGLang language-only: registry health-probe period (`SGLANG_ENCODER_BOOTSTRAP_HEALTH_CHECK_INTERVAL`). Default
+   * 10 000 ms; 0 disables.
+   */
+  readonly encoderHealthCheckIntervalMs?: number;
+  /** SGLang language-only: one health probe's budget. Default 2 000 ms. */
+  readonly encoderHealthCheckTimeoutMs?: number;
+  /** SGLang language-only: how long an evicted encoder keeps being probed for revival. Default 600 000 ms; 0 = forever. */
+  readonly encoderEvictedTtlMs?: number;
+  /**
+   * SGLang language-only: the model kept its vision tower (Qwen-VL does), so with no encoder registered a multimodal
+   * request is encoded locally (counter `localEncodes`); false fails it, as for models whose tower is dropped.
+   * Default true.
+   */
+  readonly visionTower?: boolean;
+  /**
+   * SGLang `--load-balance-method`: how a request without a pinned DP rank picks one. `auto` (default) is
+   * `follow_bootstrap_room` (room % dp) on a prefill and `round_robin` elsewhere.
+   */
+  readonly loadBalanceMethod?: 'auto' | 'follow_bootstrap_room' | 'round_robin';
   /** Extra model ids (LoRA adapters) listed in `/v1/models` and accepted as `model`. */
   readonly loraAdapters?: readonly string[];
   /** Data-parallel ranks: one metrics series per rank (vLLM `engine="0"`.., SGLang `dp_rank`). Default 1. */
@@ -144,6 +173,8 @@ export interface SimEngineHandle {
   readonly bootstrapPort?: number;
   /** vLLM Mooncake EC consumer: `tcp://host:port` of each DP rank's control listener, rank order. */
   readonly ecControlAddresses?: readonly string[];
+  /** SGLang language-only only: the encoder registry listener's port. */
+  readonly encoderBootstrapPort?: number;
   readonly engine: EngineKind;
   readonly role: SimRole;
   readonly model: string;

@@ -7,6 +7,7 @@ import {
 } from './options';
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
+import { resolveLoadBalanceMethod } from './sglang/dp-rank';
 import { registerSglangRoutes } from './sglang/sglang-routes';
 import { offerInProcessPulls } from './vllm/kv-side-channel';
 import { registerVllmRoutes } from './vllm/vllm-routes';
@@ -60,21 +61,23 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
         port: opts.bootstrapPort ?? 0,
         dpSize: ctx.ranks.length,
         engineIds: ctx.ranks.map((r) => (r.index === 0 ? ctx.engineId : `${ctx.engineId}-dp${r.index}`)),
+        ...(ctx.engine === 'sglang' ? { loadBalanceMethod: resolveLoadBalanceMethod(opts.loadBalanceMethod, ctx.role) } : {}),
         onHandoff: (key) => {
           if (key.startsWith('xfer:')) ctx.counters.inc('kvPullsServed');
         },
       })
     : undefined;
   const vllm = ctx.engine === 'vllm' ? registerVllmRoutes(router, ctx, bootstrap) : undefined;
-  if (vllm === undefined) registerSglangRoutes(router, ctx, bootstrap);
+  const sglang = vllm === undefined ? registerSglangRoutes(router, ctx, bootstrap) : undefined;
   if (opts.admin) registerAdminRoutes(router, ctx);
 
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, router.listener);
   try {
     ctx.port = await listen(server, ctx.host, opts.port ?? 0);
     await vllm?.ec.start();
+    await sglang?.start();
   } catch (err) {
-    server.close();
+    await new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
     await bootstrap?.close();
     await ctx.close();
     throw err;
@@ -89,6 +92,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     port: ctx.port,
     ...(bootstrap ? { bootstrapPort: bootstrap.port } : {}),
     ...(vllm?.ec.controlAddresses ? { ecControlAddresses: vllm.ec.controlAddresses } : {}),
+    ...(sglang?.encoderBootstrapPort !== undefined ? { encoderBootstrapPort: sglang.encoderBootstrapPort } : {}),
     engine: ctx.engine,
     role: ctx.role,
     model: ctx.model,
@@ -103,6 +107,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
           server.close(() => resolve());
           server.closeAllConnections();
         });
+        await sglang?.close();
         await bootstrap?.close();
         await vllm?.ec.close();
         await ctx.close();

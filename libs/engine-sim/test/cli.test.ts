@@ -10,6 +10,7 @@ interface Ready {
   readonly url: string;
   readonly bootstrapPort?: number;
   readonly ecControlAddresses?: string[];
+  readonly encoderBootstrapPort?: number;
 }
 
 /** Runs `triad sim-engine ...` and resolves with the ready line it logs. */
@@ -17,10 +18,15 @@ async function startCli(args: readonly string[], children: ChildProcess[]): Prom
   const child = spawn(process.execPath, [TRIAD, 'sim-engine', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   for await (const line of createInterface({ input: child.stdout! })) {
-    const msg = JSON.parse(line) as { msg?: string; url?: string; bootstrapPort?: number; ecControlAddresses?: string[] };
+    const msg = JSON.parse(line) as {
+      msg?: string; url?: string; bootstrapPort?: number; encoderBootstrapPort?: number; ecControlAddresses?: string[];
+    };
     if (msg.msg === 'sim-engine ready') {
-      const { url, bootstrapPort, ecControlAddresses } = msg;
-      return { url: url!, ...(bootstrapPort ? { bootstrapPort } : {}), ...(ecControlAddresses ? { ecControlAddresses } : {}) };
+      const { url, bootstrapPort, encoderBootstrapPort, ecControlAddresses } = msg;
+      return {
+        url: url!, ...(bootstrapPort ? { bootstrapPort } : {}), ...(encoderBootstrapPort ? { encoderBootstrapPort } : {}),
+        ...(ecControlAddresses ? { ecControlAddresses } : {}),
+      };
     }
   }
   throw new Error('triad sim-engine exited before it was ready');
@@ -80,6 +86,24 @@ describe('triad sim-engine (CLI)', () => {
     // A metadata reference whose push never comes: the consumer waits (50 ms here) and fails the request.
     const ref = { type: 'image_embeds', image_embeds: { image_grid_thw: [1, 32, 32] }, uuid: 'cli-cat' };
     expect((await post(`${url}/v1/chat/completions`, { messages: [{ role: 'user', content: [ref] }], max_tokens: 1 })).status).toBe(500);
+  });
+
+  it('serves a SGLang language-only prefill with its encoder registry listener and options', async () => {
+    const args = [
+      '--engine', 'sglang', '--role', 'prefill', '--host', '127.0.0.30', '--port', '0', '--bootstrap-port', '0', '--language-only',
+      '--encoder-bootstrap-port', '0', '--encoder-health-check-interval-ms', '0', '--no-vision-tower', '--dp-size', '2',
+      '--load-balance-method', 'round_robin',
+    ];
+    const { url, encoderBootstrapPort } = await startCli(args, children);
+    expect(encoderBootstrapPort).toBeGreaterThan(0);
+    expect((await get(`http://127.0.0.30:${encoderBootstrapPort}/list_encoder_urls`)).json()).toEqual({ encoder_urls: [] });
+    const info = (await get(`${url}/server_info`)).json();
+    expect(info).toMatchObject({ language_only: true, encoder_bootstrap_port: encoderBootstrapPort, dp_size: 2 });
+    expect(info).toMatchObject({ load_balance_method: 'round_robin' });
+    const image = { type: 'image_url', image_url: { url: 'https://example.com/a.png' } };
+    const messages = [{ role: 'user', content: [image] }];
+    const res = await post(`${url}/v1/chat/completions`, { messages, bootstrap_room: 1, max_tokens: 1 });
+    expect(res.status).toBe(500);
   });
 
   it('rejects an unknown role with a usage error', async () => {

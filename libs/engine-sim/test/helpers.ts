@@ -10,6 +10,14 @@ export class SimFleet {
     return sim;
   }
 
+  /** Closes the sim serving `url` (it stops answering, as a crashed engine does). */
+  async closeOne(url: string): Promise<void> {
+    const at = this.#sims.findIndex((s) => s.url === url);
+    if (at < 0) throw new Error(`no sim at ${url}`);
+    const [sim] = this.#sims.splice(at, 1);
+    await sim?.close();
+  }
+
   async closeAll(): Promise<void> {
     await Promise.all(this.#sims.splice(0).map((s) => s.close()));
   }

@@ -54,11 +54,14 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
 
   it('fails the decode SGLang-style when the prefill is never called', async () => {
     const before = decode.counters()['bootstrapTimeouts']!;
-    const res = await post(`${decode.url}/v1/chat/completions`, body('1234567'));
+    const res = await post(`${decode.url}/v1/chat/completions`, body('1234567', { rid: 'late-1' }));
     expect(res.status).toBe(500);
     const err = res.json<Record<string, unknown>>();
     expect(err).toMatchObject({ object: 'error', type: 'InternalServerError', param: null, code: 500 });
-    expect(String(err['message'])).toContain('1234567');
+    expect(err['message']).toBe(
+      "Decode transfer failed for request rank=0 req.rid='late-1' req.bootstrap_room=1234567 " +
+        'with exception KVTransferError(bootstrap_room=1234567): Request 1234567 timed out after 0.4s in KVPoll.WaitingForInput',
+    );
     expect(decode.counters()['bootstrapTimeouts']).toBe(before + 1);
   });
 
@@ -97,11 +100,36 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   it.each([
     ['prefill', () => prefill],
     ['decode', () => decode],
-  ])('%s rejects a request without bootstrap fields (400, SGLang error shape)', async (mode, sim) => {
-    const res = await post(`${sim().url}/v1/chat/completions`, { messages: CHAT });
+  ])('%s rejects a request without a room with the scheduler\'s 400 (flat body; in the stream once streaming)', async (_mode, sim) => {
+    const res = await post(`${sim().url}/v1/chat/completions`, { messages: CHAT, rid: 'no-room' });
     expect(res.status).toBe(400);
-    expect(res.json()).toMatchObject({ object: 'error', type: 'BadRequestError', param: null, code: 400 });
-    expect(res.json<{ message: string }>().message).toContain(mode);
+    expect(res.json()).toEqual({
+      object: 'error',
+      message: "Invalid request: Disaggregated request received without bootstrap room id. req.rid='no-room'",
+      type: 'BadRequestError',
+      param: null,
+      code: 400,
+    });
+    const streamBody = { messages: CHAT, stream: true, bootstrap_host: 'h', bootstrap_port: 1 };
+    const streamed = await post(`${sim().url}/v1/chat/completions`, streamBody);
+    expect(streamed.status).toBe(200);
+    const events = sseEvents(streamed.text);
+    const message = expect.stringMatching(/^Invalid request: Disaggregated request received without bootstrap room id/);
+    expect(JSON.parse(events[0]!)).toMatchObject({ error: { object: 'error', type: 'BadRequestError', code: 400, message } });
+    expect(events.at(-1)).toBe('[DONE]');
+    const generate = await post(`${sim().url}/generate`, { text: 'hi', rid: 'g-no-room' });
+    expect(generate.status).toBe(400);
+    const generateMessage = "Invalid request: Disaggregated request received without bootstrap room id. req.rid='g-no-room'";
+    expect(generate.json()).toEqual({ error: { message: generateMessage } });
+  });
+
+  it('fails a decode whose bootstrap address answers nobody with SGLang\'s handshake error', async () => {
+    const res = await post(`${decode.url}/v1/chat/completions`, pdBody({ messages: CHAT, max_tokens: 1 }, prefill.host, 9, '77'));
+    expect(res.status).toBe(500);
+    expect(res.json<{ message: string }>().message).toBe(
+      'Decode handshake failed for request rank=0 bootstrap_room=77 with exception KVTransferError(bootstrap_room=77): ' +
+        `Could not fetch prefill parallel info from bootstrap_addr: ${prefill.host}:9`,
+    );
   });
 
   it('closes promptly while a decode is still waiting for its room', async () => {
@@ -193,14 +221,27 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
   it.each([
     ['invalid JSON', '{"messages"'],
     ['empty messages', { messages: [] }],
-    ['missing prompt text on /generate', { sampling_params: {} }],
-  ])('rejects %s with the flat SGLang error shape', async (name, bodyValue) => {
-    const path = name.includes('generate') ? '/generate' : '/v1/chat/completions';
-    const res = await post(`${sim.url}${path}`, bodyValue);
+  ])('rejects %s with the flat SGLang error shape', async (_name, bodyValue) => {
+    const res = await post(`${sim.url}/v1/chat/completions`, bodyValue);
     expect(res.status).toBe(400);
     const err = res.json<Record<string, unknown>>();
     expect(Object.keys(err)).toEqual(['object', 'message', 'type', 'param', 'code']);
     expect(err).toMatchObject({ object: 'error', type: 'BadRequestError', code: 400 });
+  });
+
+  it('rejects a /generate without prompt with its own error body', async () => {
+    const res = await post(`${sim.url}/generate`, { sampling_params: {} });
+    expect(res.status).toBe(400);
+    expect(res.json()).toEqual({ error: { message: 'Either text, input_ids or input_embeds should be provided.' } });
+  });
+
+  it('reports its server info on /server_info and the deprecated /get_server_info', async () => {
+    for (const path of ['/server_info', '/get_server_info']) {
+      expect((await get(`${sim.url}${path}`)).json()).toMatchObject({
+        disaggregation_mode: 'null', disaggregation_bootstrap_port: 8998, dp_size: 1, tp_size: 1, load_balance_method: 'round_robin',
+        language_only: false, encoder_bootstrap_port: 8997, encoder_urls: [], version: expect.stringMatching(/^0\.5\./),
+      });
+    }
   });
 
   it('lists the model with owned_by sglang', async () => {

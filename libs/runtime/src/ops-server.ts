@@ -12,6 +12,8 @@ export interface OpsServerOptions {
   readonly readiness: () => { ready: boolean; reason?: string };
   /** `/healthz` answers 200 unless this returns false. */
   readonly liveness?: () => boolean;
+  /** Extra read-only JSON routes (e.g. `/debug/...`): path → the value to serve. */
+  readonly routes?: Readonly<Record<string, () => unknown>>;
 }
 
 export interface OpsServer {
@@ -20,7 +22,8 @@ export interface OpsServer {
 }
 
 /**
- * The operational HTTP surface every long-running Triad process has: `/healthz`, `/readyz` and `/metrics`.
+ * The operational HTTP surface every long-running Triad process has: `/healthz`, `/readyz` and `/metrics`, plus any
+ * read-only JSON routes the process adds.
  * It is a separate listener from any data-plane port so probes and scrapes never queue behind traffic.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
@@ -42,6 +45,15 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
         (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
         (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(err.message),
       );
+      return;
+    }
+    const route = path === undefined ? undefined : options.routes?.[path];
+    if (route) {
+      try {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(route()));
+      } catch (err) {
+        res.writeHead(500, { 'content-type': 'text/plain' }).end((err as Error).message);
+      }
       return;
     }
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');

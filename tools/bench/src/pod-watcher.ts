@@ -9,11 +9,10 @@
  *   npx tsx tools/bench/src/pod-watcher.ts --smoke      # 30 changes, 4 s windows
  *   add --profile DIR to write a CPU profile of the watcher process
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { Buckets, EndpointRecordSchema, type EndpointRecord } from '@triad/bus';
@@ -21,9 +20,9 @@ import { connectBus } from '@triad/bus/client';
 import { startNatsServer, waitFor } from '@triad/testing';
 import { startFakeKubeServer } from '@triad/testing/kube';
 import { markdownTable } from './lib/table';
+import { startWatcherProcess, stopWatcherProcess } from './lib/watcher-process';
 import { benchPod, fleetObjects, startScrapeFleet } from './pod-watcher-fleet';
 
-const ROOT = join(__dirname, '..', '..', '..');
 const CLK_TCK = 100;
 
 const { values: args } = parseArgs({
@@ -56,23 +55,8 @@ function procStats(pid: number): { cpuS: number; rssMb: number; peakMb: number }
   return { cpuS, rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
 }
 
-async function startWatcher(natsUrl: string, kubeconfig: string): Promise<{ child: ChildProcess; opsPort: number }> {
-  const profile = args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [];
-  const child = spawn(process.execPath, [
-    ...profile, join(ROOT, 'apps/cli/bin/triad.js'), 'pod-watcher', '--nats', natsUrl, '--source', 'kube', '--kubeconfig', kubeconfig,
-    '--metrics-port', '0', '--scrape-interval', String(INTERVAL_MS), '--identity', 'bench',
-  ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TRIAD_LOG_LEVEL: 'info' } });
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const msg = JSON.parse(line) as { msg?: string; opsPort?: number };
-    if (msg.msg === 'pod-watcher starting' && msg.opsPort) {
-      lines.removeAllListeners();
-      lines.close();
-      child.stdout!.resume();
-      return { child, opsPort: msg.opsPort };
-    }
-  }
-  throw new Error('pod-watcher exited before it started');
+function startWatcher(natsUrl: string, kubeconfig: string): Promise<{ child: ChildProcess; opsPort: number }> {
+  return startWatcherProcess(natsUrl, kubeconfig, ['--scrape-interval', String(INTERVAL_MS)], args.profile);
 }
 
 async function main(): Promise<void> {
@@ -192,8 +176,7 @@ async function main(): Promise<void> {
       ],
     ])}\n`);
   } finally {
-    watcher?.kill('SIGTERM');
-    if (watcher && watcher.exitCode === null) await new Promise((r) => watcher!.once('exit', r));
+    await stopWatcherProcess(watcher);
     await bus.close();
     await fleet.close();
     await kube.close();

@@ -39,6 +39,12 @@ interface CliOptions {
   bootstrapTimeoutMs?: number;
   languageOnly?: boolean;
   encoderUrls?: string[];
+  encoderBootstrapPort: number;
+  encoderHealthCheckIntervalMs?: number;
+  encoderHealthCheckTimeoutMs?: number;
+  encoderEvictedTtlMs?: number;
+  visionTower: boolean;
+  loadBalanceMethod?: 'auto' | 'follow_bootstrap_room' | 'round_robin';
   lora?: string[];
   dpSize: number;
   maxModelLen?: number;
@@ -69,9 +75,16 @@ function buildCommand(): Command {
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
     .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
-    .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for the prefill to register a room', parsePositiveInt)
-    .option('--language-only', 'SGLang EPD prefill: encoder registry, calls /encode on its encoders')
+    .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for a room\'s KV (n>1 PD hangs)', parsePositiveInt)
+    .option('--language-only', 'SGLang EPD prefill: encoder registry listener, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
+    .option('--encoder-bootstrap-port <port>', 'SGLang language-only: encoder registry listener port; 0 = free', parseNonNegativeInt, 8997)
+    .option('--encoder-health-check-interval-ms <ms>', 'SGLang language-only: probe period (10000; 0 off)', parseNonNegativeInt)
+    .option('--encoder-health-check-timeout-ms <ms>', 'SGLang language-only: one health probe\'s budget (default 2000)', parsePositiveInt)
+    .option('--encoder-evicted-ttl-ms <ms>', 'SGLang language-only: evicted encoders kept (600000; 0 = forever)', parseNonNegativeInt)
+    .option('--no-vision-tower', 'SGLang language-only: the model has no vision tower (multimodal requests fail without encoders)')
+    .addOption(new Option('--load-balance-method <method>', 'SGLang DP rank choice without a pinned rank')
+      .choices(['auto', 'follow_bootstrap_room', 'round_robin']))
     .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
     .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
     .option('--max-model-len <n>', 'context length', parsePositiveInt);
@@ -103,6 +116,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.fault ? { fault: o.fault } : {}),
     ...(o.bootstrapTimeoutMs ? { bootstrapTimeoutMs: o.bootstrapTimeoutMs } : {}),
     ...(o.encoderUrls ? { encoderUrls: o.encoderUrls } : {}),
+    ...(o.languageOnly ? { encoderBootstrapPort: o.encoderBootstrapPort, visionTower: o.visionTower } : {}),
+    ...(o.encoderHealthCheckIntervalMs !== undefined ? { encoderHealthCheckIntervalMs: o.encoderHealthCheckIntervalMs } : {}),
+    ...(o.encoderHealthCheckTimeoutMs !== undefined ? { encoderHealthCheckTimeoutMs: o.encoderHealthCheckTimeoutMs } : {}),
+    ...(o.encoderEvictedTtlMs !== undefined ? { encoderEvictedTtlMs: o.encoderEvictedTtlMs } : {}),
+    ...(o.loadBalanceMethod ? { loadBalanceMethod: o.loadBalanceMethod } : {}),
     ...(o.lora ? { loraAdapters: o.lora } : {}),
     ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
     ecConnector: o.ecConnector,
@@ -110,7 +128,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.ecConnector === 'mooncake' ? { ecControlPort: o.ecControlPort } : {}),
     ...(o.ecPushWaitTimeoutMs ? { ecPushWaitTimeoutMs: o.ecPushWaitTimeoutMs } : {}),
   });
-  const { url, port, bootstrapPort, ecControlAddresses, engine, role, model } = handle;
-  logger.info({ url, port, bootstrapPort, ecControlAddresses, engine, role, model }, 'sim-engine ready');
+  const { url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model } = handle;
+  logger.info({ url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model }, 'sim-engine ready');
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

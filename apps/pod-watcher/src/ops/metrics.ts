@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RegistryView } from '../registry/encoder-registry-sync';
 
 /** Publish latency (seconds, change seen → KV acknowledged): sub-millisecond on loopback, more under load. */
 const PUBLISH_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
@@ -12,6 +13,8 @@ export interface WatcherGaugeSources {
   scrapeTargets(): number;
   staleTargets(): number;
   isLeader(): boolean;
+  /** SGLang encoder registries as the registry sync sees them. */
+  encoderRegistries?(): readonly RegistryView[];
 }
 
 /** The pod-watcher's own Prometheus metrics, in their own registry (served on the ops port). */
@@ -64,6 +67,12 @@ export class WatcherMetrics {
     help: 'SGLang encoder-registry calls by op (list, register, unregister) and result', labelNames: ['op', 'result'] as const,
     registers: [this.registry],
   });
+  readonly registryEvents = new Counter({
+    name: 'triad_podwatcher_encoder_registry_events_total',
+    help: 'SGLang encoder-registry events: session_started (first pass, server restarted or was unreachable), evicted and revived '
+      + '(by SGLang\'s health check), reregistered_after_ttl',
+    labelNames: ['event'] as const, registers: [this.registry],
+  });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_podwatcher_' });
@@ -95,6 +104,28 @@ export class WatcherMetrics {
     new Gauge({
       name: 'triad_podwatcher_leader', help: '1 when this replica holds the writer lease', registers: [this.registry],
       collect() { this.set(src.isLeader() ? 1 : 0); },
+    });
+    const registries = () => src.encoderRegistries?.() ?? [];
+    const registriesHelp = 'SGLang encoder registries by reachability of their listener (reachable, unreachable, unknown)';
+    byKey('triad_podwatcher_encoder_registries', registriesHelp, 'state', () => {
+      const out: Record<string, number> = { reachable: 0, unreachable: 0, unknown: 0 };
+      for (const r of registries()) out[r.reachable === undefined ? 'unknown' : r.reachable ? 'reachable' : 'unreachable'] += 1;
+      return out;
+    });
+    const entriesHelp = 'Encoders in SGLang registries by state (registered, pending, evicted, extra), over all registries';
+    byKey('triad_podwatcher_encoder_registry_entries', entriesHelp, 'state', () => {
+      const out: Record<string, number> = { registered: 0, pending: 0, evicted: 0, extra: 0 };
+      for (const r of registries()) for (const e of r.encoders) out[e.state] = (out[e.state] ?? 0) + 1;
+      return out;
+    });
+    const driftHelp = 'Registry drift over all registries: wanted encoders not listed (missing), listed encoders not wanted (extra)';
+    byKey('triad_podwatcher_encoder_registry_drift', driftHelp, 'kind', () => {
+      const out = { missing: 0, extra: 0 };
+      for (const r of registries()) {
+        out.missing += r.drift.missing.length;
+        out.extra += r.drift.extra.length;
+      }
+      return out;
     });
   }
 }

@@ -24,6 +24,14 @@ describe('endpoint records', () => {
     });
   });
 
+  it('take the bootstrap port and DP size a SGLang prefill reports in /server_info over the static port', () => {
+    const info = (disaggregationMode: string) => ({ ...view(0, 1), serverInfo: { disaggregationMode, bootstrapPort: 9100, dpSize: 4 } });
+    expect(endpointRecord(placement, info('prefill'), 5)).toMatchObject({ bootstrapPort: 9100, dpSize: 4 });
+    // A server not in prefill mode listens on no bootstrap port, whatever its server args say.
+    expect(endpointRecord(placement, info('null'), 5)).toMatchObject({ bootstrapPort: 8998, dpSize: 4 });
+    expect(endpointRecord({ ...placement, role: 'decode', bootstrapPort: undefined }, info('decode'), 5).bootstrapPort).toBeUndefined();
+  });
+
   it('are rewritten for new values at once, for an unchanged scrape only once per heartbeat', () => {
     const base = endpointRecord(placement, view(2, 10_000), 1);
     expect(sameEndpointRecord(base, endpointRecord(placement, view(2, 11_000), 2), 5000)).toBe(true);

@@ -23,8 +23,21 @@ export function endpointRecord(p: Placement, view: TargetView | undefined, now: 
     updatedAt: now,
   };
   if (p.group !== undefined) r.group = p.group;
-  if (p.bootstrapPort !== undefined) r.bootstrapPort = p.bootstrapPort;
+  const bootstrapPort = effectiveBootstrapPort(p, view);
+  if (bootstrapPort !== undefined) r.bootstrapPort = bootstrapPort;
+  const dpSize = p.engine === 'SGLang' ? view?.serverInfo?.dpSize : undefined;
+  if (dpSize !== undefined) r.dpSize = dpSize;
   return r;
+}
+
+/**
+ * A SGLang prefill's bootstrap port: what the engine itself reports in `/server_info` (it is what it listens on),
+ * else the placement's static port (annotations, ModelServer, default).
+ */
+export function effectiveBootstrapPort(p: Placement, view: TargetView | undefined): number | undefined {
+  if (p.bootstrapPort === undefined) return undefined;
+  const info = view?.serverInfo;
+  return info?.disaggregationMode === 'prefill' && info.bootstrapPort !== undefined ? info.bootstrapPort : p.bootstrapPort;
 }
 
 /** Everything but the write time and the scrape time, in a fixed field order. */

@@ -1,11 +1,12 @@
 import { objectKey } from '@triad/bus';
+import type { Logger } from '@triad/runtime';
 import { finishReconcileSpan, startReconcileSpan } from '@triad/telemetry';
 import type { Inventory, InventoryChange } from '../inventory/inventory';
 import type { StatePublisher } from '../publish/state-publisher';
 import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/records';
 import type { EncoderRegistrySync } from '../registry/encoder-registry-sync';
-import { baseUrl, planEncoderRegistries } from '../registry/registry-plan';
-import type { Scraper } from '../scrape/scraper';
+import { baseUrl, planEncoderRegistries, type EngineState } from '../registry/registry-plan';
+import type { Scraper, TargetView } from '../scrape/scraper';
 import { EndpointTable, type PlacementDiff } from '../topology/endpoint-table';
 import { targetId, type Placement } from '../topology/placement';
 
@@ -14,6 +15,10 @@ export interface ReconcilerOptions {
   readonly scraper: Scraper;
   readonly publisher: StatePublisher;
   readonly registry?: EncoderRegistrySync;
+  /** Encoders per language-only server's registry: 0 = every eligible one (see registry-plan.ts). */
+  readonly encodersPerPrefill?: number;
+  /** Warnings about ignored port annotations. */
+  readonly logger?: Logger;
   readonly now?: () => number;
   /** Where the objects come from (`kube`, `file`), for the reconcile spans. */
   readonly source?: string;
@@ -45,9 +50,13 @@ export class Reconciler {
   readonly #byTarget = new Map<string, Set<string>>();
   /** Placement key → its scrape target. */
   readonly #targetOf = new Map<string, string>();
-  /** Encode targets' stale flag as last used in the registry plan. */
-  readonly #encoderStale = new Map<string, boolean>();
+  /** What the registry plan last used of each target it looked at (encoder health, registry port, restarts). */
+  readonly #registryInputs = new Map<string, string>();
+  /** Registry owners' targets whose last scrape failed (a recovery means the server may have restarted). */
+  readonly #ownerStale = new Map<string, boolean>();
   #registryDirty = false;
+  /** Owner targets seen recovering since the last registry plan. */
+  readonly #resyncOwners = new Set<string>();
   #scheduled = false;
   /** Kinds changed or rejected since the last pass (its span's trigger), and versions rejected since then. */
   readonly #changedKinds = new Set<string>();
@@ -96,9 +105,27 @@ export class Reconciler {
       const p = this.table.get(key);
       if (!p) continue;
       this.#opts.publisher.endpoints.set(key, endpointRecord(p, view, now));
-      if (p.role === 'encode' && this.#encoderStale.get(target) !== view?.metrics.stale) this.#registryDirty = true;
+      if (p.mode !== 'epd' || p.engine !== 'SGLang') continue;
+      if (this.#registryInputs.has(target) && this.#registryInputs.get(target) !== registryInput(view)) this.#registryDirty = true;
+      if (p.registryOwner) this.#watchOwner(target, view);
     }
     if (this.#registryDirty) this.#schedule();
+  }
+
+  /** The registry sync could not reach a registry: re-read its servers' `/server_info` (the port may have moved). */
+  onRegistryUnreachable(prefills: readonly string[]): void {
+    for (const key of prefills) {
+      const p = this.table.get(key);
+      if (p) this.#opts.scraper.refreshServerInfo(targetId(p));
+    }
+  }
+
+  /** A registry owner that answers again after failing scrapes may have restarted and forgotten its registry. */
+  #watchOwner(target: string, view: TargetView | undefined): void {
+    const stale = view?.metrics.stale ?? false;
+    const was = this.#ownerStale.get(target);
+    this.#ownerStale.set(target, stale);
+    if (was === true && !stale) this.#resyncOwners.add(target);
   }
 
   /**
@@ -194,6 +221,7 @@ export class Reconciler {
       const id = targetId(p);
       this.#link(p, id);
       publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now));
+      if (p.problems) this.#opts.logger?.warn({ endpoint: p.key, problems: p.problems }, 'ignored a port annotation');
     }
     if (diff.upserted.some((p) => p.mode === 'epd') || diff.removed.some((p) => p.mode === 'epd')) this.#registryDirty = true;
   }
@@ -218,7 +246,8 @@ export class Reconciler {
     if (!keys?.delete(key)) return;
     if (keys.size === 0) {
       this.#byTarget.delete(id);
-      this.#encoderStale.delete(id);
+      this.#registryInputs.delete(id);
+      this.#ownerStale.delete(id);
     }
     this.#opts.scraper.release(id);
   }
@@ -227,11 +256,29 @@ export class Reconciler {
     this.#registryDirty = false;
     const { scraper, registry } = this.#opts;
     if (!registry) return;
-    const healthy = (p: Placement) => {
-      const stale = scraper.view(targetId(p))?.metrics.stale ?? false;
-      this.#encoderStale.set(targetId(p), stale);
-      return !stale;
+    const stateOf = (p: Placement): EngineState | undefined => {
+      const view = scraper.view(targetId(p));
+      this.#registryInputs.set(targetId(p), registryInput(view));
+      if (!view) return undefined;
+      const { metrics, serverInfo } = view;
+      const healthy = metrics.scrapedAt > 0 && !metrics.stale;
+      return { healthy, load: metrics.running + metrics.waiting, ...(serverInfo ? { serverInfo } : {}) };
     };
-    registry.update(planEncoderRegistries(this.table.all(), healthy));
+    const options = { encodersPerPrefill: this.#opts.encodersPerPrefill ?? 0, previous: registry.planned() };
+    const plan = planEncoderRegistries(this.table.all(), stateOf, options);
+    registry.update(plan);
+    if (this.#resyncOwners.size === 0) return;
+    for (const p of this.table.all()) {
+      if (!p.registryOwner || !this.#resyncOwners.has(targetId(p))) continue;
+      for (const r of plan.values()) if (r.prefills.includes(p.key)) registry.resync(r.registryUrl);
+    }
+    this.#resyncOwners.clear();
   }
+}
+
+/** What the registry plan reads of a target: a change of it calls for a new plan (load alone does not). */
+function registryInput(view: TargetView | undefined): string {
+  if (!view) return 'unknown';
+  const { metrics, serverInfo } = view;
+  return JSON.stringify([metrics.scrapedAt > 0 && !metrics.stale, serverInfo?.encoderBootstrapPort, serverInfo?.languageOnly]);
 }

@@ -5,10 +5,13 @@ export type ScrapeFailureReason = 'timeout' | 'connect' | 'http' | 'body' | 'par
 /** A failed scrape request, with a reason label for metrics and a message for the endpoint's `lastError`. */
 export class ScrapeError extends Error {
   readonly reason: ScrapeFailureReason;
-  constructor(reason: ScrapeFailureReason, message: string) {
+  /** The HTTP status of an `http` failure. */
+  readonly status: number | undefined;
+  constructor(reason: ScrapeFailureReason, message: string, status?: number) {
     super(message);
     this.name = 'ScrapeError';
     this.reason = reason;
+    this.status = status;
   }
 }
 
@@ -44,7 +47,7 @@ export class EngineHttp {
       );
       if (res.statusCode < 200 || res.statusCode >= 300) {
         res.body.dump().catch(() => undefined);
-        throw new ScrapeError('http', `GET ${url}: HTTP ${res.statusCode}`);
+        throw new ScrapeError('http', `GET ${url}: HTTP ${res.statusCode}`, res.statusCode);
       }
       const chunks: Buffer[] = [];
       let size = 0;

@@ -6,17 +6,22 @@ import { readEngineLoad } from './engine-metrics';
 import { ScrapeError, type EngineHttp } from './engine-http';
 import { intervalMeanMs, type HistogramTotals } from './histogram-mean';
 import { parseModelIds } from './models';
+import { SERVER_INFO_PATHS, parseServerInfo, sameServerInfo, type ServerInfoPath, type SglangServerInfo } from './server-info';
 
 /** What the scraper knows of one engine address. */
 export interface TargetView {
   readonly metrics: MetricsSnapshot;
   /** Model ids from GET /v1/models (base model and LoRA adapters); empty until the first answer. */
   readonly models: readonly string[];
+  /** SGLang: the engine's `/server_info` (fallback `/get_server_info`) as last read; absent until read. */
+  readonly serverInfo?: SglangServerInfo;
 }
 
 export interface ScraperOptions {
   readonly intervalMs: number;
   readonly modelsIntervalMs: number;
+  /** SGLang `/server_info` refresh (it is also re-read at once when an engine answers again after failing scrapes). */
+  readonly serverInfoIntervalMs?: number;
   readonly concurrency: number;
   readonly http: EngineHttp;
   readonly logger: Logger;
@@ -38,6 +43,9 @@ interface Target {
   ttftTotals: HistogramTotals | undefined;
   tpotTotals: HistogramTotals | undefined;
   modelsAt: number;
+  /** Last successful server-info read (0 = never), and the route that answered. */
+  infoAt: number;
+  infoPath: ServerInfoPath;
   queued: boolean;
   removed: boolean;
 }
@@ -101,8 +109,8 @@ export class Scraper {
       return;
     }
     const target: Target = {
-      id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] }, ttftTotals: undefined,
-      tpotTotals: undefined, modelsAt: 0, queued: false, removed: false,
+      id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] },
+      ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, infoAt: 0, infoPath: SERVER_INFO_PATHS[0], queued: false, removed: false,
     };
     this.#targets.set(id, target);
     this.#enqueue(target);
@@ -117,6 +125,12 @@ export class Scraper {
       t.removed = true;
       this.#targets.delete(id);
     }
+  }
+
+  /** Reads the engine's `/server_info` again at its next scrape (its side ports may have changed). */
+  refreshServerInfo(id: string): void {
+    const t = this.#targets.get(id);
+    if (t) t.infoAt = 0;
   }
 
   view(id: string): TargetView | undefined {
@@ -225,8 +239,38 @@ export class Scraper {
         this.#opts.metrics?.scrapeErrors.inc({ what: 'models', reason: err instanceof ScrapeError ? err.reason : 'parse' });
       }
     }
-    t.view = { metrics, models };
+    // A SGLang engine that answers again after failing scrapes may have restarted with other settings.
+    const recovered = prev.metrics.stale && !metrics.stale;
+    const infoDue = t.engine === 'SGLang' && !metrics.stale && (recovered || this.#infoDue(t));
+    const serverInfo = infoDue ? await this.#fetchServerInfo(t) : prev.serverInfo;
+    if (t.removed) return;
+    const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
+    t.view = { metrics, models, ...(info ? { serverInfo: info } : {}) };
     this.#opts.onUpdate(t.id);
+  }
+
+  #infoDue(t: Target): boolean {
+    return t.infoAt === 0 || this.#now() - t.infoAt >= (this.#opts.serverInfoIntervalMs ?? 30_000);
+  }
+
+  /** `/server_info`, falling back to `/get_server_info` on a 404 (remembered per engine); the last value on failure. */
+  async #fetchServerInfo(t: Target): Promise<SglangServerInfo | undefined> {
+    const paths = t.infoPath === SERVER_INFO_PATHS[0] ? SERVER_INFO_PATHS : ([t.infoPath] as const);
+    for (const path of paths) {
+      try {
+        const info = parseServerInfo(await this.#opts.http.getText(`${t.baseUrl}${path}`));
+        t.infoAt = this.#now();
+        t.infoPath = path;
+        this.#opts.metrics?.scrapes.inc({ what: 'server_info', result: 'ok' });
+        return info;
+      } catch (err) {
+        if (err instanceof ScrapeError && err.status === 404 && path === SERVER_INFO_PATHS[0]) continue;
+        this.#opts.metrics?.scrapes.inc({ what: 'server_info', result: 'error' });
+        this.#opts.metrics?.scrapeErrors.inc({ what: 'server_info', reason: err instanceof ScrapeError ? err.reason : 'parse' });
+        break;
+      }
+    }
+    return t.view.serverInfo;
   }
 
   async #fetchLoad(t: Target) {

@@ -27,6 +27,39 @@ describe('placing pods of a ModelServer', () => {
   });
 });
 
+describe('SGLang side ports of placements', () => {
+  it('reads sglang.ai/bootstrap-port (single or aligned with smg.ai/worker-ports) after triad.io, and reports ignored values', () => {
+    const server = ms('qwen', { engine: 'SGLang', mode: 'pd', ports: { prefillPort: 30001 } });
+    const labels = { app: 'qwen', group: 'g1', role: 'prefill' };
+    const placed = placePods(server, [
+      p('a', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.1', annotations: { 'sglang.ai/bootstrap-port': '9101' } }),
+      p('b', labels, { ip: '10.0.0.2', annotations: { 'smg.ai/worker-ports': '30000,30001', 'sglang.ai/bootstrap-port': '9200,9201' } }),
+      p('c', labels, { ip: '10.0.0.3', annotations: { 'triad.io/bootstrap-port': '9300', 'sglang.ai/bootstrap-port': '9301' } }),
+      p('d', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.4', annotations: { 'sglang.ai/bootstrap-port': '9400,9401' } }),
+    ]);
+    expect(placed.map((x) => [x.pod, x.bootstrapPort, x.bootstrapPortSource])).toEqual([
+      ['a', 9101, 'annotation:sglang.ai'], ['b', 9201, 'annotation:sglang.ai'], ['c', 9300, 'annotation:triad.io'], ['d', 8998, 'default'],
+    ]);
+    expect(placed[3]?.problems).toEqual([expect.stringContaining('does not align')]);
+  });
+
+  it('marks language-only servers as registry owners (prefills in EPD, the PD servers in E→PD) with the registry port annotation', () => {
+    const epd = ms('vl', { engine: 'SGLang', mode: 'epd' });
+    // E→PD: no prefill labels, the decode-labelled pods prefill themselves.
+    const base = modelServer('vl2', { engine: 'SGLang', mode: 'epd', matchLabels: { app: 'vl' } });
+    const pdGroup = { groupKey: 'group', encodeLabels: { role: 'encode' }, decodeLabels: { role: 'decode' } };
+    const ePd = ModelServerSchema.parse({ ...base, spec: { ...base.spec, workloadSelector: { matchLabels: { app: 'vl' }, pdGroup } } });
+    const pods = [
+      p('pre', { app: 'vl', group: 'g', role: 'prefill' }, { ip: '10.0.1.1', annotations: { 'triad.io/encoder-bootstrap-port': '7000' } }),
+      p('dec', { app: 'vl', group: 'g', role: 'decode' }, { ip: '10.0.1.2' }),
+      p('enc', { app: 'vl', group: 'g', role: 'encode' }, { ip: '10.0.1.3' }),
+    ];
+    const owners = placePods(epd, pods).map((x) => [x.pod, x.registryOwner ?? false, x.encoderBootstrapPort]);
+    expect(owners).toEqual([['pre', true, 7000], ['dec', false, undefined], ['enc', false, undefined]]);
+    expect(placePods(ePd, pods).filter((x) => x.registryOwner).map((x) => x.pod)).toEqual(['dec']);
+  });
+});
+
 describe('endpoint table', () => {
   const labels = (role: string) => ({ app: 'qwen', group: 'g1', role });
 

@@ -1,6 +1,6 @@
 import {
-  BOOTSTRAP_PORT_ANNOTATION, DEFAULT_SGLANG_BOOTSTRAP_PORT, classifyPod, isPodReady, resolvePipelineMode, rolePort,
-  type InferenceEngine, type ModelServer, type PipelineMode, type Pod, type Role,
+  DEFAULT_SGLANG_BOOTSTRAP_PORT, ENCODER_BOOTSTRAP_PORT_ANNOTATION, annotatedPortFor, classifyPod, isPodReady, resolvePipelineMode,
+  rolePort, staticBootstrapPort, type BootstrapPortSource, type InferenceEngine, type ModelServer, type PipelineMode, type Pod, type Role,
 } from '@triad/crd';
 import { endpointKey } from '@triad/bus';
 
@@ -15,22 +15,47 @@ export interface Placement {
   readonly group?: string;
   readonly ip: string;
   readonly port: number;
+  /** SGLang prefill: the bootstrap port from static configuration (the engine's `/server_info` wins once read). */
   readonly bootstrapPort?: number;
+  readonly bootstrapPortSource?: BootstrapPortSource;
   readonly engine: InferenceEngine;
   readonly mode: PipelineMode;
+  /**
+   * SGLang EPD: this pod is a language-only server whose encoder registry the watcher keeps (the prefill, or in E→PD
+   * the pods classified as decode, which prefill themselves).
+   */
+  readonly registryOwner?: boolean;
+  /** Registry owners: `triad.io/encoder-bootstrap-port`, which overrides the port `/server_info` reports. */
+  readonly encoderBootstrapPort?: number;
+  /** Port annotations that were ignored, and why (logged when the placement appears or changes). */
+  readonly problems?: readonly string[];
 }
 
-function annotatedPort(pod: Pod): number | undefined {
-  const text = pod.metadata.annotations?.[BOOTSTRAP_PORT_ANNOTATION];
-  if (text === undefined || !/^\d+$/.test(text)) return undefined;
-  const port = Number(text);
-  return port >= 1 && port <= 65535 ? port : undefined;
-}
+type SglangPorts = Pick<Placement, 'bootstrapPort' | 'bootstrapPortSource' | 'registryOwner' | 'encoderBootstrapPort' | 'problems'>;
 
-/** SGLang prefill pods run a bootstrap server: pod annotation, else the ModelServer's, else SGLang's default. */
-function bootstrapPortOf(ms: ModelServer, pod: Pod, role: Role): number | undefined {
-  if (ms.spec.inferenceEngine !== 'SGLang' || role !== 'prefill') return undefined;
-  return annotatedPort(pod) ?? ms.spec.bootstrapPort ?? DEFAULT_SGLANG_BOOTSTRAP_PORT;
+/**
+ * The SGLang side ports of a placement: a prefill's bootstrap port (`triad.io/bootstrap-port`, then SMG's
+ * `sglang.ai/bootstrap-port`, then the ModelServer's, then 8998) and a language-only server's registry port override.
+ */
+function sglangPortsOf(ms: ModelServer, pod: Pod, role: Role, port: number, mode: PipelineMode): SglangPorts {
+  if (ms.spec.inferenceEngine !== 'SGLang') return {};
+  const problems: string[] = [];
+  const out: { -readonly [K in keyof SglangPorts]: SglangPorts[K] } = {};
+  if (role === 'prefill') {
+    const b = staticBootstrapPort(pod.metadata.annotations, port, ms.spec.bootstrapPort, DEFAULT_SGLANG_BOOTSTRAP_PORT);
+    out.bootstrapPort = b.port;
+    out.bootstrapPortSource = b.source;
+    problems.push(...b.problems);
+  }
+  const prefillsItself = !ms.spec.workloadSelector.pdGroup?.prefillLabels;
+  if (mode === 'epd' && (role === 'prefill' || (role === 'decode' && prefillsItself))) {
+    out.registryOwner = true;
+    const e = annotatedPortFor(pod.metadata.annotations, ENCODER_BOOTSTRAP_PORT_ANNOTATION, port);
+    if (e.port !== undefined) out.encoderBootstrapPort = e.port;
+    if (e.problem) problems.push(e.problem);
+  }
+  if (problems.length > 0) out.problems = problems;
+  return out;
 }
 
 /**
@@ -47,7 +72,7 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
     if (pod.metadata.namespace !== namespace || !isPodReady(pod)) continue;
     const c = classifyPod(ms.spec, pod.metadata.labels);
     if (c.role === 'none') continue;
-    const bootstrapPort = bootstrapPortOf(ms, pod, c.role);
+    const port = rolePort(ms.spec, c.role);
     out.push({
       key: endpointKey(namespace, ms.metadata.name, pod.metadata.name),
       namespace,
@@ -56,10 +81,10 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
       role: c.role,
       ...(c.group !== undefined ? { group: c.group } : {}),
       ip: pod.status?.podIP as string,
-      port: rolePort(ms.spec, c.role),
-      ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
+      port,
       engine: ms.spec.inferenceEngine,
       mode,
+      ...sglangPortsOf(ms, pod, c.role, port, mode),
     });
   }
   return out;
@@ -68,7 +93,9 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
 /** Same fields, same values (placements are flat). */
 export function samePlacement(a: Placement, b: Placement): boolean {
   return a.key === b.key && a.role === b.role && a.group === b.group && a.ip === b.ip && a.port === b.port
-    && a.bootstrapPort === b.bootstrapPort && a.engine === b.engine && a.mode === b.mode;
+    && a.bootstrapPort === b.bootstrapPort && a.bootstrapPortSource === b.bootstrapPortSource && a.engine === b.engine && a.mode === b.mode
+    && a.registryOwner === b.registryOwner && a.encoderBootstrapPort === b.encoderBootstrapPort
+    && (a.problems ?? []).join('\n') === (b.problems ?? []).join('\n');
 }
 
 /** The address scraped for a placement; pods in several ModelServers on the same port are scraped once. */

@@ -8,6 +8,8 @@ import { HandoffRegistry } from './handoff-registry';
 /** Long-poll paths a simulated decode uses to wait for its prefill (SGLang rooms, vLLM Mooncake transfer ids). */
 export const ROOM_WAIT_PATH = '/sim/rooms/';
 export const TRANSFER_WAIT_PATH = '/sim/transfers/';
+/** SGLang: a decode asks which prefill DP rank holds a room (when it cannot derive it from the room). */
+export const ROOM_RANK_WAIT_PATH = '/sim/room-ranks/';
 const MAX_WAIT_MS = 600_000;
 
 export interface BootstrapServerOptions {
@@ -17,6 +19,8 @@ export interface BootstrapServerOptions {
   readonly dpSize: number;
   /** vLLM Mooncake `/query`: the engine id of each DP rank. */
   readonly engineIds: readonly string[];
+  /** SGLang: the prefill's resolved `--load-balance-method`, reported by `GET /route` so a decode can derive ranks. */
+  readonly loadBalanceMethod?: string;
   readonly leaseMs?: number;
   /** Called when a decode takes a hand-off (`room:<n>` or `xfer:<id>`). */
   readonly onHandoff?: (key: string) => void;
@@ -61,9 +65,14 @@ export class BootstrapServer {
     return this.#port;
   }
 
-  /** SGLang prefill: the room (exact decimal text) has been computed. */
-  registerRoom(room: string, promptTokens: number): void {
-    this.handoffs.register(`room:${room}`, promptTokens);
+  /** SGLang prefill: the room (exact decimal text) has been computed on DP rank `rank`. */
+  registerRoom(room: string, promptTokens: number, rank = 0): void {
+    this.handoffs.register(`room:${rank}:${room}`, promptTokens);
+  }
+
+  /** SGLang prefill: tells a decode that looks the room up which DP rank took it. */
+  registerRoomRank(room: string, rank: number): void {
+    this.handoffs.register(`rank:${room}`, rank);
   }
 
   /** vLLM Mooncake prefill: the transfer has been computed. */
@@ -81,7 +90,8 @@ export class BootstrapServer {
     }
     if (req.method === 'GET' && path === '/route') {
       const info = {
-        prefill_attn_tp_size: 1, prefill_dp_size: this.#opts.dpSize, prefill_pp_size: 1, prefill_page_size: 16, registered: this.#routes,
+        prefill_attn_tp_size: 1, prefill_dp_size: this.#opts.dpSize, prefill_pp_size: 1, prefill_page_size: 16,
+        ...(this.#opts.loadBalanceMethod ? { load_balance_method: this.#opts.loadBalanceMethod } : {}), registered: this.#routes,
       };
       return sendJson(res, 200, JSON.stringify(info));
     }
@@ -90,10 +100,14 @@ export class BootstrapServer {
         res, 200, JSON.stringify(Object.fromEntries(this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id }]))),
       );
     }
-    if (req.method === 'GET' && path.startsWith(ROOM_WAIT_PATH)) {
-      const room = canonicalRoom(decodeURIComponent(path.slice(ROOM_WAIT_PATH.length)));
-      if (room === undefined) return sendJson(res, 400, JSON.stringify({ error: `invalid room ${path.slice(ROOM_WAIT_PATH.length)}` }));
-      return this.#wait(res, `room:${room}`, `room ${room}`, query);
+    if (req.method === 'GET' && (path.startsWith(ROOM_WAIT_PATH) || path.startsWith(ROOM_RANK_WAIT_PATH))) {
+      const ranks = path.startsWith(ROOM_RANK_WAIT_PATH);
+      const text = path.slice((ranks ? ROOM_RANK_WAIT_PATH : ROOM_WAIT_PATH).length);
+      const room = canonicalRoom(decodeURIComponent(text));
+      if (room === undefined) return sendJson(res, 400, JSON.stringify({ error: `invalid room ${text}` }));
+      if (ranks) return this.#wait(res, `rank:${room}`, `the rank of room ${room}`, query, 'rank');
+      const rank = Number(new URLSearchParams(query).get('rank') ?? 0) || 0;
+      return this.#wait(res, `room:${rank}:${room}`, `room ${room}`, query);
     }
     if (req.method === 'GET' && path.startsWith(TRANSFER_WAIT_PATH)) {
       const id = decodeURIComponent(path.slice(TRANSFER_WAIT_PATH.length));
@@ -102,12 +116,12 @@ export class BootstrapServer {
     sendJson(res, 404, '{"detail":"Not Found"}');
   }
 
-  #wait(res: ServerResponse, key: string, what: string, query: string): void {
+  #wait(res: ServerResponse, key: string, what: string, query: string, field: 'prompt_tokens' | 'rank' = 'prompt_tokens'): void {
     const waitMs = Math.min(MAX_WAIT_MS, Math.max(0, Number(new URLSearchParams(query).get('wait_ms') ?? 0) || 0));
     const cancel = this.handoffs.wait(key, waitMs, (entry) => {
       if (entry) {
         this.#opts.onHandoff?.(key);
-        sendJson(res, 200, JSON.stringify({ prompt_tokens: entry.promptTokens }));
+        sendJson(res, 200, JSON.stringify({ [field]: entry.promptTokens }));
       }
       else sendJson(res, 404, JSON.stringify({ error: `${what} was not registered within ${waitMs} ms` }));
     });

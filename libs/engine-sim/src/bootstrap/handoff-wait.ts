@@ -1,7 +1,10 @@
 import { request } from 'undici';
 import type { SimContext } from '../sim-context';
 
-export type HandoffWait = { readonly ok: true; readonly promptTokens: number } | { readonly ok: false; readonly reason: string };
+export type HandoffWait =
+  | { readonly ok: true; readonly promptTokens: number }
+  /** `unreachable`: the bootstrap server never answered before the deadline (wrong address, prefill down). */
+  | { readonly ok: false; readonly reason: string; readonly unreachable?: boolean };
 
 const RETRY_MS = 50;
 
@@ -11,26 +14,35 @@ const RETRY_MS = 50;
  * decode keeps polling a prefill that is still starting.
  */
 export async function waitForHandoff(
-  ctx: SimContext, baseUrl: string, path: string, timeoutMs: number, headers: Record<string, string>, signal: AbortSignal,
+  ctx: SimContext,
+  baseUrl: string,
+  path: string,
+  timeoutMs: number,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  field: 'prompt_tokens' | 'rank' = 'prompt_tokens',
 ): Promise<HandoffWait> {
   const deadline = Date.now() + timeoutMs;
   let lastError = 'no answer';
+  let unreachable = false;
   for (;;) {
     const remaining = deadline - Date.now();
-    if (remaining <= 0 || signal.aborted) return { ok: false, reason: lastError };
+    if (remaining <= 0 || signal.aborted) return { ok: false, reason: lastError, unreachable };
     try {
-      const res = await request(`${baseUrl}${path}?wait_ms=${remaining}`, {
+      const res = await request(`${baseUrl}${path}${path.includes('?') ? '&' : '?'}wait_ms=${remaining}`, {
         dispatcher: ctx.http,
         headers,
         signal,
         headersTimeout: remaining + 5_000,
         bodyTimeout: remaining + 5_000,
       });
-      const body = (await res.body.json()) as { prompt_tokens?: unknown; error?: unknown };
-      if (res.statusCode === 200 && typeof body.prompt_tokens === 'number') return { ok: true, promptTokens: body.prompt_tokens };
-      return { ok: false, reason: String(body.error ?? `bootstrap server answered ${res.statusCode}`) };
+      const body = (await res.body.json()) as Record<string, unknown>;
+      const value = body[field];
+      if (res.statusCode === 200 && typeof value === 'number') return { ok: true, promptTokens: value };
+      return { ok: false, reason: String(body['error'] ?? `bootstrap server answered ${res.statusCode}`) };
     } catch (err) {
       lastError = `bootstrap server ${baseUrl} unreachable: ${(err as Error).message}`;
+      unreachable = true;
       if (signal.aborted) return { ok: false, reason: 'client disconnected' };
       await ctx.clock.sleep(Math.min(RETRY_MS, Math.max(0, deadline - Date.now())));
     }

@@ -17,6 +17,8 @@ export interface MediaItem {
   readonly embeds?: unknown;
   /** `*_embeds` parts that declare their placeholder size (`image_grid_thw`, ...): that many prompt tokens. */
   readonly tokens?: number;
+  /** Per-media options sent next to the URL (`{"url": …, "detail": "high"}`); `detail: "auto"` is the default, left out. */
+  readonly options?: Readonly<Record<string, unknown>>;
 }
 
 /** Simulated prompt tokens per media item (a 336px image in a LLaVA-like model is in this range). */
@@ -32,6 +34,14 @@ function urlOf(part: Record<string, unknown>, field: string): string {
   throw new EngineHttpError(400, `${field}.url: Field required`);
 }
 
+function optionsOf(value: unknown): Record<string, unknown> | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  const entries = Object.entries(value as Record<string, unknown>).filter(
+    ([k, v]) => k !== 'url' && v !== null && v !== undefined && !(k === 'detail' && v === 'auto'),
+  );
+  return entries.length > 0 ? Object.fromEntries(entries) : undefined;
+}
+
 /** Reads a media part; returns undefined for text parts and throws 400 for unknown or malformed parts. */
 export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefined {
   const type = part['type'];
@@ -41,7 +51,9 @@ export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefine
     return undefined;
   }
   if (typeof type === 'string' && URL_PARTS[type]) {
-    return { partType: type, modality: URL_PARTS[type] as Modality, source: urlOf(part, type), ...(uuid ? { uuid } : {}) };
+    const options = optionsOf(part[type]);
+    const source = urlOf(part, type);
+    return { partType: type, modality: URL_PARTS[type] as Modality, source, ...(uuid ? { uuid } : {}), ...(options ? { options } : {}) };
   }
   if (type === 'input_audio') {
     const audio = part['input_audio'] as { data?: unknown } | undefined;

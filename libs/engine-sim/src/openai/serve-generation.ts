@@ -7,7 +7,7 @@ import { sendJson, startEventStream } from '../http/respond';
 import type { BodyExtras, ResponseFormat, ResponseView } from './format';
 
 /** Tokens written per event-loop turn when streaming in the zero profile: one SSE event each, few syscalls. */
-const ZERO_PROFILE_STREAM_BATCH = 16;
+export const ZERO_PROFILE_STREAM_BATCH = 16;
 
 export interface ServeGenerationArgs {
   readonly ex: Exchange;

@@ -2,97 +2,103 @@ import { request } from 'undici';
 import { EngineHttpError } from '../http/engine-error';
 import type { MediaItem, Modality } from '../openai/media';
 import type { SimContext } from '../sim-context';
-import type { EncoderRegistry } from './encoder-registry';
 
 /** One `/encode` call: a group of same-modality items for one encoder. */
-interface EncodePart {
-  readonly url: string;
+export interface EncodePart {
   readonly encoderIdx: number;
   readonly modality: Modality;
-  readonly items: string[];
+  readonly items: readonly MediaItem[];
 }
 
 const ENCODE_TIMEOUT_MS = 60_000;
 
-/**
- * Splits the items across encoders the way SGLang's MMReceiverHTTP does: per modality, counts balanced over the
- * encoders with a rotating start, one part per (modality, encoder) that got items.
- */
-function splitAcrossEncoders(media: readonly MediaItem[], urls: readonly string[], start: number): EncodePart[] {
-  const parts: EncodePart[] = [];
-  const byModality = new Map<Modality, string[]>();
-  for (const item of media) {
-    const list = byModality.get(item.modality) ?? [];
-    list.push(item.source);
-    byModality.set(item.modality, list);
+/** A random order of encoder indices (SGLang shuffles them per request). */
+export function shuffledOrder(n: number, random: () => number = Math.random): number[] {
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j] as number, order[i] as number];
   }
-  for (const [modality, items] of byModality) {
-    const groups = urls.map(() => [] as string[]);
-    items.forEach((src, i) => groups[(start + i) % urls.length]!.push(src));
-    groups.forEach((group, idx) => {
-      if (group.length > 0) parts.push({ url: urls[idx] as string, encoderIdx: idx, modality, items: group });
+  return order;
+}
+
+/**
+ * Splits a request's items over `encoders` encoders the way SGLang's receiver does (`_assign_items_by_modality`):
+ * per modality in order of first appearance, `n // E` items each plus one more for the first `n % E` encoders of
+ * the shuffled `order`, the offset carried across modalities so remainders land on different encoders. Each
+ * encoder gets a contiguous slice of the modality's items; parts are numbered modality by modality.
+ */
+export function splitAcrossEncoders(media: readonly MediaItem[], encoders: number, order: readonly number[]): EncodePart[] {
+  const modalities = [...new Set(media.map((m) => m.modality))];
+  const parts: EncodePart[] = [];
+  let offset = 0;
+  for (const modality of modalities) {
+    const items = media.filter((m) => m.modality === modality);
+    const base = Math.floor(items.length / encoders);
+    const remainder = items.length % encoders;
+    const assigned = new Array<number>(encoders).fill(0);
+    for (let i = 0; i < encoders; i++) assigned[order[(offset + i) % encoders] as number] = base + (i < remainder ? 1 : 0);
+    offset = (offset + remainder) % encoders;
+    let taken = 0;
+    assigned.forEach((count, encoderIdx) => {
+      if (count === 0) return;
+      parts.push({ encoderIdx, modality, items: items.slice(taken, taken + count) });
+      taken += count;
     });
   }
   return parts;
 }
 
-async function encoderUrls(ctx: SimContext, registry: EncoderRegistry, epdBootstrapAddr: unknown): Promise<readonly string[]> {
-  if (typeof epdBootstrapAddr !== 'string' || epdBootstrapAddr.length === 0) return registry.list();
-  // `epd_bootstrap_addr` names the prefill whose encoder group serves this request (nEmP topologies).
-  const res = await request(
-    `${epdBootstrapAddr.replace(/\/+$/, '')}/list_encoder_urls`, { dispatcher: ctx.http, headersTimeout: ENCODE_TIMEOUT_MS },
-  );
-  const body = (await res.body.json()) as { encoder_urls?: unknown };
-  if (res.statusCode !== 200 || !Array.isArray(body.encoder_urls)) throw new EngineHttpError(
-    500, `cannot read encoder urls from epd_bootstrap_addr ${epdBootstrapAddr}`,
-  );
-  return body.encoder_urls.filter((u): u is string => typeof u === 'string');
+/** An item as the receiver sends it: the bare URL, or `{url, …options}` when the request carried per-media options. */
+function wireItem(item: MediaItem): unknown {
+  return item.options ? { url: item.source, ...item.options } : item.source;
 }
 
 /**
- * Language-only prefill: POSTs `/encode` to the encoders (zmq_to_scheduler body, `embedding_port: null`) and waits
- * for all of them; any failure fails the request, as the receiver aborts it in SGLang.
+ * Language-only server: POSTs `/encode` to the encoders of a registry snapshot (zmq_to_scheduler body,
+ * `embedding_port: null`) and waits for all of them. A failing encoder fails the request with the encoder's status
+ * (500 when it could not be reached), as the receiver aborts it in SGLang.
  */
 export async function encodeOnEncoders(
   ctx: SimContext,
-  registry: EncoderRegistry,
+  urls: readonly string[],
   media: readonly MediaItem[],
   rid: string,
-  epdBootstrapAddr: unknown,
   headers: Record<string, string>,
-  start: number,
 ): Promise<void> {
-  const urls = await encoderUrls(ctx, registry, epdBootstrapAddr);
-  if (urls.length === 0) throw new EngineHttpError(
-    500, 'No encoder urls available: the language-only server has no registered encoder for this multimodal request',
-  );
-  const parts = splitAcrossEncoders(media, urls, start);
+  const parts = splitAcrossEncoders(media, urls.length, shuffledOrder(urls.length));
   ctx.counters.inc('encoderCalls', parts.length);
   const calls = parts.map(async (part, partIdx) => {
-    const res = await request(`${part.url}/encode`, {
+    const url = urls[part.encoderIdx] as string;
+    const res = await request(`${url}/encode`, {
       method: 'POST',
       dispatcher: ctx.http,
       headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify({
         encoder_idx: part.encoderIdx,
-        mm_items: part.items,
+        encoder_url: url,
+        mm_items: part.items.map(wireItem),
         num_parts: parts.length,
         part_idx: partIdx,
         req_id: `${rid}_local_part_${partIdx}`,
         modality: part.modality,
         prefill_host: ctx.advertiseHost,
         embedding_port: null,
+        time_stats_json: null,
       }),
       headersTimeout: ENCODE_TIMEOUT_MS,
       bodyTimeout: ENCODE_TIMEOUT_MS,
     });
     const text = await res.body.text();
-    if (res.statusCode !== 200) throw new Error(`encoder ${part.url} answered ${res.statusCode}: ${text}`);
+    if (res.statusCode !== 200) {
+      throw new EngineHttpError(res.statusCode >= 400 ? res.statusCode : 500, `encoder ${url} answered ${res.statusCode}: ${text}`);
+    }
   });
   const results = await Promise.allSettled(calls);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
     ctx.counters.inc('encoderFailures');
-    throw new EngineHttpError(500, `Encoder request failed: ${(failed.reason as Error).message}`);
+    const reason = failed.reason as Error;
+    throw new EngineHttpError(reason instanceof EngineHttpError ? reason.status : 500, `Encoder request failed: ${reason.message}`);
   }
 }

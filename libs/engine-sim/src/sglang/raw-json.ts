@@ -66,3 +66,18 @@ export function rawTopLevelField(text: string, key: string): string | undefined 
   }
   return undefined;
 }
+
+/** The raw JSON text of each element of the array in `text` (`[1, 2]` → `['1', '2']`), or undefined for a non-array. */
+export function rawArrayElements(text: string): string[] | undefined {
+  let i = skipWhitespace(text, 0);
+  if (text[i] !== '[') return undefined;
+  i = skipWhitespace(text, i + 1);
+  const out: string[] = [];
+  while (i < text.length && text[i] !== ']') {
+    const end = skipValue(text, i);
+    out.push(text.slice(i, end));
+    i = skipWhitespace(text, end);
+    if (text[i] === ',') i = skipWhitespace(text, i + 1);
+  }
+  return out;
+}

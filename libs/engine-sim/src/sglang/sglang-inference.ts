@@ -1,30 +1,32 @@
-import type { OutgoingHttpHeaders } from 'node:http';
-import { randomUUID } from 'node:crypto';
 import type { GenerationSpec } from '../engine/generation';
 import type { Rank } from '../engine/rank';
 import { planOutput, type OutputPlan } from '../engine/tokens';
-import { EngineHttpError, streamErrorEvents } from '../http/engine-error';
+import { EngineHttpError } from '../http/engine-error';
 import type { Exchange, RouteHandler } from '../http/router';
-import { startEventStream, sendJson } from '../http/respond';
-import { errorBody } from '../http/engine-error';
+import { sendJson, startEventStream } from '../http/respond';
 import { checkContextLength, responseHeaders, traceHeaders } from '../openai/common';
 import type { ResponseFormat, ResponseView } from '../openai/format';
-import { parseInferenceRequest, type InferenceRequest, type RequestKind } from '../openai/inference-request';
+import type { InferenceRequest, RequestKind } from '../openai/inference-request';
 import { serveGeneration } from '../openai/serve-generation';
 import { sglangChatFormat, sglangCompletionFormat, sglangGenerateFormat } from '../openai/sglang-format';
 import type { SimContext } from '../sim-context';
-import { bootstrapFieldsOf, rankOfRoom, type BootstrapFields } from './bootstrap-fields';
 import type { BootstrapServer } from '../bootstrap/bootstrap-server';
-import { ROOM_WAIT_PATH } from '../bootstrap/bootstrap-server';
-import { httpBase, waitForHandoff } from '../bootstrap/handoff-wait';
+import { serveBatch, type BatchItem } from './batch-serve';
+import { MISSING_ROOM_MESSAGE, pdFieldsOf, rankOfRoom, type BootstrapTarget } from './bootstrap-fields';
+import { checkDpRank, prefillDpRankHint, requestedDpRank, resolveLoadBalanceMethod } from './dp-rank';
 import { encodeOnEncoders } from './encoder-fanout';
 import type { EncoderRegistry } from './encoder-registry';
+import { sendDispatchedError, sglangErrorBody } from './late-error';
+import { bootstrapTimeoutError, waitingTimeoutError, type DecodeTransfers } from './pd-transfer';
+import { parseSglangRequest, type SglangRequest } from './sglang-request';
 
 export interface SglangDeps {
   readonly ctx: SimContext;
   /** Prefill only: where computed rooms are registered. */
   readonly bootstrap?: BootstrapServer;
-  /** Language-only prefill only. */
+  /** Decode only: waits for the prefill's KV. */
+  readonly transfers?: DecodeTransfers;
+  /** Language-only server only. */
   readonly encoders?: EncoderRegistry;
   readonly bootstrapTimeoutMs: number;
 }
@@ -33,123 +35,267 @@ const FORMATS: Record<RequestKind, ResponseFormat> = {
   chat: sglangChatFormat, completion: sglangCompletionFormat, generate: sglangGenerateFormat,
 };
 
-function ridOf(ex: Exchange, request: InferenceRequest): string {
-  const rid = request.body['rid'];
-  if (typeof rid === 'string' && rid.length > 0) return rid;
-  const header = ex.req.headers['x-request-id'];
-  return typeof header === 'string' && header.length > 0 ? header : randomUUID().replace(/-/g, '');
+type Mode = 'prefill' | 'decode' | undefined;
+
+/** Everything checked before SGLang dispatches a request; a failure here is a plain HTTP error. */
+interface Admitted {
+  readonly req: SglangRequest;
+  readonly pinned: number | undefined;
+  /** PD targets per item; `null` when a PD server got no room (the scheduler aborts it after dispatch). */
+  readonly targets: readonly BootstrapTarget[] | null | undefined;
+  readonly prefillRankHint: number | undefined;
 }
 
-function pickRank(ctx: SimContext, request: InferenceRequest, fields: BootstrapFields | undefined): Rank {
-  const pinned = request.body['routed_dp_rank'] ?? request.body['data_parallel_rank'];
-  if (typeof pinned === 'number') return ctx.pickRank(pinned);
-  return ctx.pickRank(fields && ctx.ranks.length > 1 ? rankOfRoom(fields.room, ctx.ranks.length) : undefined);
+function admit(ctx: SimContext, kind: RequestKind, ex: Exchange, mode: Mode): Admitted {
+  const req = parseSglangRequest(kind, ex.body, ex.req.headers);
+  for (const item of req.items) checkContextLength(ctx, item);
+  if (req.n > 1 && mode === undefined) {
+    throw new EngineHttpError(400, 'n > 1 is not supported by the simulator outside PD mode', 'BadRequestError', 'n');
+  }
+  const pinned = requestedDpRank(ex.req.headers, req.body);
+  const pd = mode ? pdFieldsOf(ex.rawBody, req.body, { size: req.items.length, batched: req.batched, samples: req.n }) : undefined;
+  const targets = pd === undefined ? undefined : pd.ok ? pd.items : null;
+  return { req, pinned, targets, prefillRankHint: mode === 'decode' ? prefillDpRankHint(req.body) : undefined };
 }
 
-/** `POST /v1/chat/completions`, `/v1/completions` and `/generate` of a SGLang server in the unified, prefill or decode mode. */
+/** The rank an item runs on: the pinned one, else the server's load-balance method (room-following or round robin). */
+function rankFor(ctx: SimContext, pinned: number | undefined, target: BootstrapTarget | undefined): Rank {
+  if (pinned !== undefined) return ctx.pickRank(pinned);
+  const method = resolveLoadBalanceMethod(ctx.options.loadBalanceMethod, ctx.role);
+  if (method === 'follow_bootstrap_room' && target && ctx.ranks.length > 1) return ctx.pickRank(rankOfRoom(target.room, ctx.ranks.length));
+  return ctx.pickRank();
+}
+
+/** Resolves after `ms`, or when the client leaves (true). */
+function waitOrLeave(ctx: SimContext, ex: Exchange, ms: number): Promise<boolean> {
+  if (ex.res.destroyed) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const left = () => resolve(true);
+    ex.res.once('close', left);
+    void ctx.clock.sleep(ms).then(() => {
+      ex.res.off('close', left);
+      resolve(ex.res.destroyed);
+    });
+  });
+}
+
+/**
+ * `POST /v1/chat/completions`, `/v1/completions` and `/generate` of a SGLang server in the unified, prefill or decode
+ * mode, language-only or not. The order follows SGLang: HTTP-level validation (a plain 4xx), then the tokenizer's
+ * checks (DP rank range), the encoder dispatch, the scheduler's PD checks (missing room), the KV hand-off and the
+ * generation; once dispatched, a streamed request has its 200 and errors arrive as SSE events.
+ */
 export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): RouteHandler {
-  const format = FORMATS[kind];
-  let encodeStart = 0;
   return async (ex: Exchange) => {
     const { ctx } = deps;
-    const request = parseInferenceRequest(kind, ex.body, 'sglang');
-    checkContextLength(ctx, request);
-    const mode = ctx.role === 'prefill' || ctx.role === 'decode' ? ctx.role : undefined;
-    const fields = mode ? bootstrapFieldsOf(ex.rawBody, request.body, mode) : undefined;
+    const mode: Mode = ctx.role === 'prefill' || ctx.role === 'decode' ? ctx.role : undefined;
+    let admitted: Admitted;
+    try {
+      admitted = admit(ctx, kind, ex, mode);
+    } catch (err) {
+      if (kind !== 'generate' || !(err instanceof EngineHttpError) || err.status !== 400) throw err;
+      ctx.counters.inc('badRequests');
+      sendJson(ex.res, 400, sglangErrorBody(kind, err));
+      return;
+    }
+    const { req } = admitted;
     ctx.counters.inc('requests');
-    const rid = ridOf(ex, request);
-    const rank = pickRank(ctx, request, fields);
-    const headers = responseHeaders(rid);
-    if (deps.encoders && request.media.length > 0) {
-      await encodeOnEncoders(
-        ctx, deps.encoders, request.media, rid, request.body['epd_bootstrap_addr'], traceHeaders(ex.req.headers), encodeStart++,
+    const headers = responseHeaders(req.rids[0] as string);
+    if (req.stream) startEventStream(ex.res, headers);
+    const fail = (err: EngineHttpError) => {
+      if (err.status < 500) ctx.counters.inc('badRequests');
+      sendDispatchedError(ex, kind, req.stream, err, headers);
+    };
+    const range = checkDpRank(admitted.pinned, ctx.ranks.length);
+    if ('error' in range) return fail(new EngineHttpError(400, range.error));
+    if (admitted.targets === null) return fail(new EngineHttpError(400, `${MISSING_ROOM_MESSAGE}. req.rid='${req.rids[0]}'`));
+    const targets = admitted.targets;
+    if (req.n > 1 && targets) return holdParallelSamples(deps, ex, req, targets[0] as BootstrapTarget, fail);
+    let localEncodes: readonly number[] = req.items.map(() => 0);
+    if (deps.encoders) {
+      const encoded = await encodeMedia(deps, ex, req).catch((err: unknown) =>
+        err instanceof EngineHttpError ? err : new EngineHttpError(500, String(err)),
       );
+      if (encoded instanceof EngineHttpError) return fail(encoded);
+      localEncodes = encoded;
     }
-    let transferred = 0;
-    if (mode === 'decode' && fields) {
-      const ok = await awaitPrefill(deps, ex, request, fields, rank, headers);
-      if (ok === undefined) return;
-      transferred = Math.min(ok, request.promptTokens - 1);
+    const ranks = req.items.map((_, i) => rankFor(ctx, range.rank, targets?.[i]));
+    let transferred: readonly number[] = req.items.map(() => 0);
+    if (mode === 'decode' && targets) {
+      const got = await awaitPrefills(deps, ex, req, targets, ranks, admitted.prefillRankHint);
+      if (got instanceof EngineHttpError) return fail(got);
+      if (got === undefined) return;
+      transferred = got;
     }
-    const prefixHit = transferred > 0 ? 0 : rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
-    ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
-    const cachedTokens = Math.max(prefixHit, transferred);
-    // A PD prefill computes the prompt and the first token only; its answer is read and thrown away by the router.
-    const plan: OutputPlan = mode === 'prefill' ? { count: 1, finishReason: 'length' } : planOutput(request.outputKey, request);
-    const spec: GenerationSpec = {
-      rank,
-      arrivedAt: ex.arrivedAt,
-      promptTokens: request.promptTokens,
-      cachedTokens,
-      work: { computeTokens: request.promptTokens - cachedTokens, encodeItems: 0, transferTokens: transferred },
-      plan,
-    };
-    const view: ResponseView = {
-      id: rid,
-      created: Math.floor(Date.now() / 1000),
-      model: request.model ?? (kind === 'generate' ? ctx.model : 'default'),
-      promptTokens: request.promptTokens,
-      cachedTokens,
-      outputKey: request.outputKey,
-      plan,
-      includeUsage: request.includeUsage,
-      continuousUsage: request.continuousUsage,
-      elapsedSec: () => (performance.now() - ex.arrivedAt) / 1000,
-    };
-    await serveGeneration({
-      ex,
-      env: ctx.env,
-      spec,
-      view,
-      format,
-      stream: request.stream,
-      headers,
-      finish: () => {
-        if (mode === 'prefill' && fields && deps.bootstrap) {
-          deps.bootstrap.registerRoom(fields.room, request.promptTokens);
-          ctx.counters.inc('roomsRegistered');
-        }
-        return {};
-      },
+    const items = req.items.map((item, i) => {
+      const work = { rank: ranks[i] as Rank, fromPrefill: transferred[i] as number, localEncodes: localEncodes[i] as number };
+      return generationItem(deps, ex, kind, req, i, item, work, targets?.[i]);
     });
+    if (!req.batched) {
+      const only = items[0] as BatchItem;
+      const finish = () => {
+        only.finish?.();
+        return {};
+      };
+      const { spec, view } = only;
+      await serveGeneration({ ex, env: ctx.env, spec, view, format: FORMATS[kind], stream: req.stream, headers, finish });
+      return;
+    }
+    await serveBatch(ex, ctx.env, kind === 'generate' ? 'generate' : 'completion', items, req.stream, headers);
+  };
+}
+
+/** Prefix-cache lookup, output plan and response labels of one item; a PD prefill registers its room when done. */
+interface ItemWork {
+  readonly rank: Rank;
+  /** Prompt tokens the prefill computed (decode). */
+  readonly fromPrefill: number;
+  /** Media items encoded locally (language-only server without encoders). */
+  readonly localEncodes: number;
+}
+
+function generationItem(
+  deps: SglangDeps,
+  ex: Exchange,
+  kind: RequestKind,
+  req: SglangRequest,
+  i: number,
+  request: InferenceRequest,
+  work: ItemWork,
+  target: BootstrapTarget | undefined,
+): BatchItem {
+  const { ctx } = deps;
+  const { rank, localEncodes } = work;
+  const transferred = Math.min(work.fromPrefill, request.promptTokens - 1);
+  const prefixHit = transferred > 0 ? 0 : rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
+  ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
+  const cachedTokens = Math.max(prefixHit, transferred);
+  // A PD prefill computes the prompt and the first token only; its answer is read and thrown away by the router.
+  const plan: OutputPlan = ctx.role === 'prefill' ? { count: 1, finishReason: 'length' } : planOutput(request.outputKey, request);
+  const spec: GenerationSpec = {
+    rank,
+    arrivedAt: ex.arrivedAt,
+    promptTokens: request.promptTokens,
+    cachedTokens,
+    work: { computeTokens: request.promptTokens - cachedTokens, encodeItems: localEncodes, transferTokens: transferred },
+    plan,
+  };
+  const view: ResponseView = {
+    id: req.rids[i] as string,
+    created: Math.floor(Date.now() / 1000),
+    model: request.model ?? (kind === 'generate' ? ctx.model : 'default'),
+    promptTokens: request.promptTokens,
+    cachedTokens,
+    outputKey: request.outputKey,
+    plan,
+    includeUsage: request.includeUsage,
+    continuousUsage: request.continuousUsage,
+    elapsedSec: () => (performance.now() - ex.arrivedAt) / 1000,
+  };
+  const { bootstrap } = deps;
+  if (ctx.role !== 'prefill' || !target || !bootstrap) return { spec, view };
+  return {
+    spec,
+    view,
+    finish: () => {
+      bootstrap.registerRoom(target.room, request.promptTokens, rank.index);
+      // A decode can derive a room-following prefill's rank itself; for the others it asks.
+      if (ctx.ranks.length > 1 && resolveLoadBalanceMethod(ctx.options.loadBalanceMethod, ctx.role) !== 'follow_bootstrap_room') {
+        bootstrap.registerRoomRank(target.room, rank.index);
+      }
+      ctx.counters.inc('roomsRegistered');
+    },
   };
 }
 
 /**
- * Decode: waits for the prefill to have computed the room. On timeout it fails like SGLang's decode does when the
- * KV never arrives: 500 for a plain request, an error event inside an already-started stream.
+ * Language-only server: each item's media goes to a snapshot of the registry. With no encoder registered SGLang
+ * logs a warning and runs the request without EPD: encoded locally when the model kept its vision tower (counted in
+ * `localEncodes`, paid in the prefill latency), else the request fails.
  */
-async function awaitPrefill(
-  deps: SglangDeps, ex: Exchange, request: InferenceRequest, fields: BootstrapFields, rank: Rank, headers: OutgoingHttpHeaders,
-): Promise<number | undefined> {
-  const { ctx } = deps;
-  // SGLang answers streams with 200 at once and reports a failed transfer inside the stream.
-  if (request.stream) startEventStream(ex.res, headers);
+async function encodeMedia(deps: SglangDeps, ex: Exchange, req: SglangRequest): Promise<number[]> {
+  const { ctx, encoders } = deps;
+  const local = req.items.map(() => 0);
+  if (!encoders) return local;
+  for (const [i, item] of req.items.entries()) {
+    if (item.media.length === 0) continue;
+    const rid = req.rids[i] as string;
+    const urls = encoders.list();
+    if (urls.length > 0) {
+      await encodeOnEncoders(ctx, urls, item.media, rid, traceHeaders(ex.req.headers));
+      continue;
+    }
+    ctx.logger?.warn({ rid }, `No encoder URLs available for request ${rid}; processing without encoder disaggregation.`);
+    if (ctx.options.visionTower === false) {
+      const message = 'No encoder is registered and the language-only model has no vision tower: '
+        + `cannot process the multimodal inputs of request ${rid}`;
+      throw new EngineHttpError(500, message, 'InternalServerError');
+    }
+    ctx.counters.inc('localEncodes', item.media.length);
+    local[i] = item.media.length;
+  }
+  return local;
+}
+
+/**
+ * Decode: waits for every item's KV from its prefill (concurrently). Returns the prompt tokens each prefill computed,
+ * the error to answer with, or undefined when the client left.
+ */
+async function awaitPrefills(
+  deps: SglangDeps,
+  ex: Exchange,
+  req: SglangRequest,
+  targets: readonly BootstrapTarget[],
+  ranks: readonly Rank[],
+  hint: number | undefined,
+): Promise<number[] | EngineHttpError | undefined> {
+  const { ctx, transfers } = deps;
+  if (!transfers) return targets.map(() => 0);
   const abort = new AbortController();
   ex.res.once('close', () => abort.abort());
-  ctx.metrics.transferWaiting(rank, 1);
-  const result = await waitForHandoff(
-    ctx, httpBase(fields.host, fields.port), `${ROOM_WAIT_PATH}${fields.room}`, deps.bootstrapTimeoutMs, traceHeaders(ex.req.headers),
-    abort.signal,
-  ).finally(() => ctx.metrics.transferWaiting(rank, -1));
-  if (result.ok) {
-    ctx.counters.inc('roomsMatched');
-    return result.promptTokens;
-  }
+  const trace = traceHeaders(ex.req.headers);
+  const results = await Promise.all(
+    targets.map(async (target, i) => {
+      const rank = ranks[i] as Rank;
+      ctx.metrics.transferWaiting(rank, 1);
+      try {
+        return await transfers.await(target, req.rids[i] as string, hint, trace, abort.signal);
+      } finally {
+        ctx.metrics.transferWaiting(rank, -1);
+      }
+    }),
+  );
   if (abort.signal.aborted) {
     ctx.counters.inc('aborted');
     return undefined;
   }
-  ctx.counters.inc('bootstrapTimeouts');
-  const err = new EngineHttpError(
-    500,
-    `Decode transfer failed for request rank=0 req.rid='${ridOf(ex, request)}' req.bootstrap_room=${fields.room} with exception ` +
-      `KVTransferError(bootstrap_room=${fields.room}): ` +
-      `Request timed out after ${deps.bootstrapTimeoutMs / 1000}s in KVPoll.WaitingForInput (${result.reason})`,
-    'InternalServerError',
-  );
-  if (ex.res.destroyed) return undefined;
-  if (request.stream) ex.res.end(streamErrorEvents('sglang', err));
-  else sendJson(ex.res, 500, errorBody('sglang', err), headers);
-  return undefined;
+  const failed = results.find((r) => !r.ok);
+  if (failed && !failed.ok) {
+    ctx.counters.inc('bootstrapTimeouts');
+    return failed.error;
+  }
+  ctx.counters.inc('roomsMatched', results.length);
+  return results.map((r) => (r.ok ? r.promptTokens : 0));
+}
+
+/**
+ * `n > 1` on a PD server: SGLang expands the samples but sends them all on one room, so prefill and decode never
+ * pair and the request hangs until the waiting timeout, then fails with 500 (upstream through at least 0.5.18).
+ */
+async function holdParallelSamples(
+  deps: SglangDeps,
+  ex: Exchange,
+  req: SglangRequest,
+  target: BootstrapTarget,
+  fail: (err: EngineHttpError) => void,
+): Promise<void> {
+  const { ctx, bootstrapTimeoutMs } = deps;
+  ctx.counters.inc('parallelSamplingHangs');
+  if (await waitOrLeave(ctx, ex, bootstrapTimeoutMs)) {
+    ctx.counters.inc('aborted');
+    return;
+  }
+  const rid = req.rids[0] as string;
+  const timedOut = ctx.role === 'decode' ? waitingTimeoutError : bootstrapTimeoutError;
+  fail(timedOut(rid, target.room, bootstrapTimeoutMs));
 }

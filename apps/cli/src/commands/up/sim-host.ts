@@ -29,6 +29,7 @@ function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions
     ...(spec.usesSharedEc ? { sharedEcDir: flags.sharedEcDir } : {}),
     ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
     ...(spec.languageOnly ? { languageOnly: true } : {}),
+    ...(spec.encoderBootstrapPort !== undefined ? { encoderBootstrapPort: spec.encoderBootstrapPort } : {}),
     ...(spec.loraAdapters.length > 0 ? { loraAdapters: spec.loraAdapters } : {}),
     ...(spec.ecConnector ? { ecConnector: spec.ecConnector } : {}),
     ...(spec.enableMmEmbeds ? { enableMmEmbeds: true } : {}),

@@ -45,6 +45,7 @@ describe('planSims', () => {
   });
 
   it('maps SGLang EPD and E→PD topologies, role ports, bootstrap annotations and LoRA adapters', () => {
+    const p2Annotations = '{"sglang.ai/bootstrap-port": "9200", "triad.io/encoder-bootstrap-port": "9300"}';
     const { sims } = plan(`
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
@@ -77,6 +78,7 @@ spec: {modelName: sgl-model, loraAdapters: [sql-lora], rules: [{targetModels: [{
 ${pod('sgl-e', '127.0.5.1', '{app: sgl, g: a, role: e}')}
 ${pod('sgl-p', '127.0.5.2', '{app: sgl, g: a, role: p}', '{"triad.io/bootstrap-port": "9100"}')}
 ${pod('sgl-d', '127.0.5.3', '{app: sgl, g: a, role: d}')}
+${pod('sgl-p2', '127.0.5.4', '{app: sgl, g: a, role: p}', p2Annotations)}
 ${pod('epd-e', '127.0.6.1', '{app: epd, g: a, role: e}')}
 ${pod('epd-pd', '127.0.6.2', '{app: epd, g: a, role: pd}')}
 `);
@@ -84,6 +86,8 @@ ${pod('epd-pd', '127.0.6.2', '{app: epd, g: a, role: pd}')}
     expect(byKey['sgl-e']).toMatchObject({ engine: 'sglang', role: 'encode', port: 30010, model: 'sgl-model', loraAdapters: ['sql-lora'] });
     expect(byKey['sgl-e']?.languageOnly).toBeUndefined();
     expect(byKey['sgl-p']).toMatchObject({ role: 'prefill', port: 30000, bootstrapPort: 9100, languageOnly: true });
+    expect(byKey['sgl-p']?.encoderBootstrapPort).toBe(8997);
+    expect(byKey['sgl-p2']).toMatchObject({ bootstrapPort: 9200, encoderBootstrapPort: 9300 });
     expect(byKey['sgl-d']).toMatchObject({ role: 'decode', port: 30000 });
     expect(byKey['sgl-d']?.bootstrapPort).toBeUndefined();
     expect(byKey['epd-e']).toMatchObject({ engine: 'vllm', role: 'encode', usesSharedEc: true, model: 'vl' });

@@ -1,6 +1,6 @@
 import {
-  BOOTSTRAP_PORT_ANNOTATION, DEFAULT_SGLANG_BOOTSTRAP_PORT, classifyPod, resolvePipelineMode, rolePort,
-  type ModelRoute, type ModelServer, type Pod,
+  DEFAULT_SGLANG_BOOTSTRAP_PORT, DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT, ENCODER_BOOTSTRAP_PORT_ANNOTATION, annotatedPortFor, classifyPod,
+  resolvePipelineMode, rolePort, staticBootstrapPort, type ModelRoute, type ModelServer, type Pod,
 } from '@triad/crd';
 
 export type SimEngineKind = 'vllm' | 'sglang';
@@ -33,6 +33,8 @@ export interface SimSpec {
   readonly bootstrapPort?: number;
   /** SGLang EPD prefill: a `--language-only` server that calls its encoders itself. */
   readonly languageOnly?: boolean;
+  /** Language-only servers: the encoder registry listener's port (`triad.io/encoder-bootstrap-port`, else 8997). */
+  readonly encoderBootstrapPort?: number;
   /** vLLM EPD: encoders write and consumers read the shared EC store. */
   readonly usesSharedEc: boolean;
   readonly loraAdapters: readonly string[];
@@ -76,10 +78,13 @@ function loraAdaptersOf(ms: ModelServer, routes: readonly ModelRoute[]): string[
   return [...new Set(names)];
 }
 
-function bootstrapPortOf(pod: Pod, ms: ModelServer): number {
-  const annotated = Number(pod.metadata.annotations?.[BOOTSTRAP_PORT_ANNOTATION]);
-  if (Number.isInteger(annotated) && annotated > 0 && annotated < 65536) return annotated;
-  return ms.spec.bootstrapPort ?? DEFAULT_SGLANG_BOOTSTRAP_PORT;
+/** The port the sim's bootstrap server listens on: what the pod-watcher would read from annotations or the ModelServer. */
+function bootstrapPortOf(pod: Pod, ms: ModelServer, port: number): number {
+  return staticBootstrapPort(pod.metadata.annotations, port, ms.spec.bootstrapPort, DEFAULT_SGLANG_BOOTSTRAP_PORT).port;
+}
+
+function encoderBootstrapPortOf(pod: Pod, port: number): number {
+  return annotatedPortFor(pod.metadata.annotations, ENCODER_BOOTSTRAP_PORT_ANNOTATION, port).port ?? DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT;
 }
 
 type Classified = { readonly ms: ModelServer; readonly role: 'encode' | 'prefill' | 'decode' | 'aggregated' };
@@ -114,17 +119,19 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
   const simRole: SimRole = role === 'aggregated' || (role === 'decode' && prefillsItself) ? 'both' : role;
   const sglangPrefill = engine === 'sglang' && simRole === 'prefill';
   const knobs = engine === 'vllm' ? vllmSimKnobs(pod, simRole) : {};
+  const port = rolePort(ms.spec, role);
+  // In SGLang EPD the prefill (or E→PD server) is the `--language-only` side that calls the encoders.
+  const languageOnly = engine === 'sglang' && mode === 'epd' && simRole !== 'encode' && simRole !== 'decode';
   return {
     key: `${pod.metadata.namespace}/${pod.metadata.name}`,
     modelServer: `${ms.metadata.namespace}/${ms.metadata.name}`,
     engine,
     role: simRole,
     host: ip,
-    port: rolePort(ms.spec, role),
+    port,
     model: servedModel(ms, routes),
-    ...(sglangPrefill ? { bootstrapPort: bootstrapPortOf(pod, ms) } : {}),
-    // In SGLang EPD the prefill (or E→PD server) is the `--language-only` side that calls the encoders.
-    ...(engine === 'sglang' && mode === 'epd' && simRole !== 'encode' && simRole !== 'decode' ? { languageOnly: true } : {}),
+    ...(sglangPrefill ? { bootstrapPort: bootstrapPortOf(pod, ms, port) } : {}),
+    ...(languageOnly ? { languageOnly: true, encoderBootstrapPort: encoderBootstrapPortOf(pod, port) } : {}),
     usesSharedEc: engine === 'vllm' && mode === 'epd' && simRole !== 'decode'
       && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
     loraAdapters: loraAdaptersOf(ms, routes),
@@ -176,7 +183,8 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
     const sim = simFor(pod, ip, first, modelRoutes);
     const base = sim.ecControlPort;
     const controlPorts = base ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => base + r) : [];
-    const addresses = [sim.port, ...(sim.bootstrapPort ? [sim.bootstrapPort] : []), ...controlPorts].map((p) => `${ip}:${p}`);
+    const addresses = [sim.port, sim.bootstrapPort, sim.encoderBootstrapPort, ...controlPorts]
+      .filter((p) => p !== undefined).map((p) => `${ip}:${p}`);
     const twice = addresses.find((a, i) => addresses.indexOf(a) !== i);
     if (twice) {
       notes.push(`${id} needs ${twice} for two of its listeners: no engine sim started`);
