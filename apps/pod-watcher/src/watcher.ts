@@ -1,5 +1,5 @@
 import { connectBus, type Bus } from '@triad/bus/client';
-import { startOpsServer, type Logger, type OpsServer } from '@triad/runtime';
+import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
 import { Inventory } from './inventory/inventory';
 import { WatcherMetrics } from './ops/metrics';
@@ -53,18 +53,23 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   let publisher: StatePublisher | undefined;
   let closed = false;
+  let waiting = `waiting for NATS at ${config.nats}`;
   const ops: OpsServer = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    readiness: () => (publisher?.ready ? { ready: true } : { ready: false, reason: publisher ? 'first sync not published yet' : 'connecting to NATS' }),
+    readiness: () => (publisher?.ready ? { ready: true } : { ready: false, reason: publisher ? 'first sync not published yet' : waiting }),
     liveness: () => !closed,
   });
   logger.info({ config: { ...config, source: config.source.kind === 'file' ? `file:${config.source.path}` : 'kube' }, opsPort: ops.port }, 'pod-watcher starting');
 
   let bus: Bus | undefined;
+  registerNatsMetrics(metrics.registry, () => bus);
   const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });
   try {
-    bus = await connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, waitOnFirstConnect: true });
+    bus = await waitForDependency({
+      what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (waiting = reason),
+      attempt: () => connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger }),
+    });
     const registry = new EncoderRegistrySync({ http, intervalMs: registryInterval(config), logger, metrics });
     publisher = new StatePublisher({
       bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,

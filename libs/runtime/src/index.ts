@@ -4,3 +4,7 @@ export { startOpsServer } from './ops-server';
 export type { OpsServer, OpsServerOptions } from './ops-server';
 export { onShutdown } from './shutdown';
 export type { ShutdownOptions } from './shutdown';
+export { waitForDependency } from './wait-for-dependency';
+export type { WaitForDependencyOptions } from './wait-for-dependency';
+export { registerNatsMetrics } from './nats-metrics';
+export type { NatsConnectionState } from './nats-metrics';
