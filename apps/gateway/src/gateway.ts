@@ -67,7 +67,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     maxBatch: config.scheduleMaxBatch,
     maxInFlight: config.scheduleMaxInFlight,
     onLocal: (reason, n) => metrics.local(reason, n),
-    onBatch: (size) => metrics.batch(size),
+    onBatch: (size, seconds) => metrics.batch(size, seconds),
     ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
   }, turn);
   const dispatch = new DispatchPublisher(bus.nc, id, { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs }, turn, (e) => fallback.dispatched(e));

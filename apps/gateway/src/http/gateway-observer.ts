@@ -39,6 +39,7 @@ export class GatewayObserver implements StageObserver {
     const final = leg.stage === 'decode' || leg.stage === 'aggregated';
     this.#dispatch.finished(req.id, leg.endpoint.key, leg.stage, outcome.ok, final ? req.result.usage?.completionTokens : undefined);
     this.#metrics.upstream(call.server.name, leg.stage, -1);
+    this.#metrics.leg(req.modelServer ?? call.server.name, leg.stage, outcome.ok);
     if (req.spans !== undefined) {
       const span = req.spans.get(leg);
       if (span !== undefined) {
