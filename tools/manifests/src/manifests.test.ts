@@ -4,7 +4,7 @@ import { basename, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { classifyPod, validateResource, type ModelServer, type Pod } from '@triad/crd';
 import {
-  checkKinds, checkModelServerWorkloads, checkReferences, checkSchedulerConfigs, checkTriadContainers,
+  checkKinds, checkModelServerWorkloads, checkMonitors, checkReferences, checkSchedulerConfigs, checkTriadContainers,
   checkTriadResources, checkWorkloads, crdInfos, triadCommandsUsed, type CrdInfo,
 } from './checks';
 import { cliCommands, commandsHelp, type CommandHelp } from './cli-help';
@@ -16,8 +16,9 @@ import { kustomizationDirs, loadKustomization, type KustomizeUnit } from './kust
 // built-in kustomize also builds every kustomization.
 
 const root = join(__dirname, '../../..');
-const dirs = ['infra/k8s', 'infra/local', 'examples'].map((d) => join(root, d));
-const files = dirs.flatMap(yamlFilesUnder);
+const dirs = ['infra/k8s', 'infra/monitoring', 'infra/local', 'examples'].map((d) => join(root, d));
+// infra/monitoring/tests holds promtool unit tests (checked by tools/monitoring), not manifests.
+const files = dirs.flatMap(yamlFilesUnder).filter((f) => !f.startsWith(join(root, 'infra/monitoring/tests')));
 const parsed = files.map((f) => ({ file: f, ...parseManifestFile(root, f) }));
 const crdDocs = yamlFilesUnder(join(root, 'infra/crds')).flatMap((f) => parseManifestFile(root, f).docs);
 const crds: CrdInfo[] = crdInfos(crdDocs);
@@ -69,7 +70,9 @@ describe('repository manifests', () => {
   });
 
   it('every kustomization resolves: resources and patches exist inside its root, images match containers', () => {
-    expect(kustomizations.map((k) => k.dir).sort()).toEqual(['infra/k8s/base', 'infra/k8s/overlays/demo', 'infra/k8s/overlays/production']);
+    expect(kustomizations.map((k) => `${k.dir} ${k.kind}`).sort()).toEqual([
+      'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization', 'infra/monitoring Component',
+    ]);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
   });
 
@@ -88,7 +91,7 @@ describe('repository manifests', () => {
   });
 
   it('each deployable unit defines every ServiceAccount, ConfigMap, Secret, claim, role and target it references', () => {
-    expect(units.length).toBe(8);
+    expect(units.length).toBe(9);
     expect(units.flatMap((u) => checkReferences(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
@@ -100,6 +103,16 @@ describe('repository manifests', () => {
     for (const service of ['gateway', 'scheduler', 'pod-watcher']) expect(commands.has(service)).toBe(true);
     expect([...help.keys()].sort()).toEqual(['gateway', 'pod-watcher', 'scheduler', 'sim-engine']);
     expect(checkTriadContainers(unitDocs, commands, help)).toEqual([]);
+  });
+
+  it('the production overlay scrapes every Triad service with a PodMonitor on its ops port and ships the rules and dashboards', () => {
+    const production = kustomizations.find((k) => k.dir === 'infra/k8s/overlays/production') as KustomizeUnit;
+    expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(3);
+    expect(production.docs.filter((d) => kindOf(d) === 'PrometheusRule')).toHaveLength(1);
+    expect(production.docs.filter((d) => kindOf(d) === 'ConfigMap' && String((d.value['metadata'] as { name: string }).name).startsWith('triad-dashboard-'))).toHaveLength(4);
+    // A Component's monitors select the workloads of the kustomization that includes it.
+    const components = new Set(kustomizations.filter((k) => k.kind === 'Component').map((k) => k.dir));
+    expect(units.filter((u) => !components.has(u.name)).flatMap((u) => checkMonitors(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
   it('each ModelServer shipped with workloads has a pod template on the right port for every role of its mode', () => {
