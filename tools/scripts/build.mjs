@@ -45,10 +45,12 @@ if (existsSync(main)) {
   const copied = copyRuntimePackages(externalPackages(result.metafile, EXTERNAL), workspaceRoot, outdir);
   const project = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8'));
   const dependencies = Object.fromEntries([...copied].sort());
-  writeFileSync(join(outdir, 'package.json'), `${JSON.stringify({ name: project.name, version: project.version, private: true, main: 'main.cjs', dependencies }, null, 2)}\n`);
+  const manifest = { name: project.name, version: project.version, private: true, main: 'main.cjs', dependencies };
+  writeFileSync(join(outdir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
   const modules = existsSync(join(outdir, 'node_modules')) ? sizeOf(join(outdir, 'node_modules')) : 0;
-  process.stdout.write(`bundle ${mb(sizeOf(join(outdir, 'main.cjs')))}, node_modules ${mb(modules)} (${[...copied.keys()].join(', ') || 'none'})\n`);
+  const packages = [...copied.keys()].join(', ') || 'none';
+  process.stdout.write(`bundle ${mb(sizeOf(join(outdir, 'main.cjs')))}, node_modules ${mb(modules)} (${packages})\n`);
 } else {
   const src = join(projectRoot, 'src');
   const entryPoints = existsSync(src) ? [...tsFiles(src)] : [];

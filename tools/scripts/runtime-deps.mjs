@@ -44,11 +44,14 @@ export function copyRuntimePackages(names, workspaceRoot, outDir) {
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
     const seen = copied.get(name);
     if (seen !== undefined) {
-      if (seen !== pkg.version) throw new Error(`runtime package ${name} is needed at ${seen} and ${pkg.version}; a flat node_modules cannot hold both`);
+      if (seen !== pkg.version) {
+        throw new Error(`runtime package ${name} is needed at ${seen} and ${pkg.version}; a flat node_modules cannot hold both`);
+      }
       return;
     }
     copied.set(name, pkg.version);
-    cpSync(dir, join(outDir, 'node_modules', name), { recursive: true, filter: (src) => !relative(dir, src).split('/').includes('node_modules') });
+    const ownFiles = (src) => !relative(dir, src).split('/').includes('node_modules');
+    cpSync(dir, join(outDir, 'node_modules', name), { recursive: true, filter: ownFiles });
     for (const dep of Object.keys(pkg.dependencies ?? {})) visit(dep, dir, false);
     for (const dep of Object.keys(pkg.optionalDependencies ?? {})) visit(dep, dir, true);
   };

@@ -48,7 +48,8 @@ function replayCopies(stage: RuntimeStage): void {
   for (const copy of stage.copies) {
     for (const source of copy.sources) {
       const from = join(buildRoot, posix.relative('/src', source));
-      const into = copy.sources.length > 1 || copy.dest.endsWith('/') ? join(imageRoot, copy.dest, posix.basename(source)) : join(imageRoot, copy.dest);
+      const intoDir = copy.sources.length > 1 || copy.dest.endsWith('/');
+      const into = intoDir ? join(imageRoot, copy.dest, posix.basename(source)) : join(imageRoot, copy.dest);
       mkdirSync(dirname(into), { recursive: true });
       cpSync(from, into, { recursive: true });
     }
@@ -103,7 +104,8 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
     expect(stage.user).toBe('node');
     const shipped = spawnSync('find', ['.', '-type', 'f'], { cwd: app, encoding: 'utf8' }).stdout.split('\n').filter(Boolean).sort();
     expect(shipped.filter((f) => !f.startsWith('./node_modules/'))).toEqual(['./main.cjs', './package.json']);
-    const packages = Object.keys((JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies);
+    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const packages = Object.keys(manifest.dependencies);
     expect(packages).toContain('@node-rs/xxhash');
     expect(packages.every((p) => p.startsWith('@node-rs/xxhash'))).toBe(true);
     // The `triad` wrapper the runtime stage writes runs this very file.
@@ -126,8 +128,11 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
 
   it('runs a simulated engine, a pod-watcher, a scheduler and a gateway that answers a completion', async () => {
     nats = await startNatsServer();
-    const [simPort, gwPort, gwOps, pwOps, schOps] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
-    const sim = triad(['sim-engine', '--engine', 'vllm', '--role', 'both', '--host', '127.0.0.1', '--port', String(simPort), '--model', 'tiny-model', '--latency-profile', 'zero']);
+    const [simPort, gwPort, gwOps, pwOps, schOps] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const sim = triad([
+      'sim-engine', '--engine', 'vllm', '--role', 'both', '--host', '127.0.0.1', '--port', String(simPort), '--model', 'tiny-model',
+      '--latency-profile', 'zero',
+    ]);
     const config = join(work, 'cluster.yaml');
     writeFileSync(config, `
 apiVersion: networking.serving.volcano.sh/v1alpha1
@@ -147,16 +152,23 @@ status: {phase: Running, podIP: 127.0.0.1, conditions: [{type: Ready, status: "T
 `);
     const watcher = triad(['pod-watcher', '--nats', nats.url, '--source', `file:${config}`, '--metrics-port', String(pwOps)]);
     const scheduler = triad(['scheduler', '--nats', nats.url, '--metrics-port', String(schOps)]);
-    const gateway = triad(['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gwPort), '--metrics-port', String(gwOps)]);
+    const gateway = triad([
+      'gateway', '--nats', nats.url, '--host', '127.0.0.1',
+      '--port', String(gwPort), '--metrics-port', String(gwOps),
+    ]);
     const ready = (port: number, what: string, out: () => string) =>
-      waitFor(async () => (await get(`http://127.0.0.1:${port}/readyz`))?.status === 200, { what: `${what} ready; output:\n${out()}`, timeoutMs: 60_000, intervalMs: 100 });
-    await waitFor(async () => (await get(`http://127.0.0.1:${simPort}/v1/models`))?.text.includes('tiny-model'), { what: `sim engine; output:\n${sim.output()}`, timeoutMs: 60_000 });
+      waitFor(async () => (await get(`http://127.0.0.1:${port}/readyz`))?.status === 200, {
+        what: `${what} ready; output:\n${out()}`, timeoutMs: 60_000, intervalMs: 100,
+      });
+    const simModels = async () => (await get(`http://127.0.0.1:${simPort}/v1/models`))?.text.includes('tiny-model');
+    await waitFor(simModels, { what: `sim engine; output:\n${sim.output()}`, timeoutMs: 60_000 });
     await ready(pwOps, 'pod-watcher', watcher.output);
     await ready(schOps, 'scheduler', scheduler.output);
     await ready(gwOps, 'gateway', gateway.output);
     expect((await get(`http://127.0.0.1:${gwOps}/healthz`))?.status).toBe(200);
 
-    await waitFor(async () => (await get(`http://127.0.0.1:${gwPort}/v1/models`))?.text.includes('"tiny"'), { what: 'model listed', timeoutMs: 30_000 });
+    const listed = async () => (await get(`http://127.0.0.1:${gwPort}/v1/models`))?.text.includes('"tiny"');
+    await waitFor(listed, { what: 'model listed', timeoutMs: 30_000 });
     const res = await fetch(`http://127.0.0.1:${gwPort}/v1/chat/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 4 }),

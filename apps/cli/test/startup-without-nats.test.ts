@@ -67,7 +67,8 @@ describe('start-up without NATS (gateway, scheduler, pod-watcher as child proces
       expect(`${s.name}: ${ready.status} ${ready.text}`).toMatch(new RegExp(`^${s.name}: 503 not ready: waiting for NATS at ${natsUrl}`));
       expect((await probe(s.opsPort, '/healthz'))?.status).toBe(200);
       expect(await metric(s.opsPort, 'triad_nats_connected')).toBe(0);
-      await waitFor(() => s.child.output().includes(`"msg":"waiting for NATS at ${natsUrl}"`), { what: `${s.name} to log that it waits for NATS` });
+      const logged = () => s.child.output().includes(`"msg":"waiting for NATS at ${natsUrl}"`);
+      await waitFor(logged, { what: `${s.name} to log that it waits for NATS` });
       // The reason names the failed attempt once there was one.
       const later = await waitFor(async () => {
         const r = await probe(s.opsPort, '/readyz');
@@ -80,7 +81,8 @@ describe('start-up without NATS (gateway, scheduler, pod-watcher as child proces
   it('each becomes ready once nats-server appears on that address', async () => {
     nats = await startNatsServer({ port: natsPort });
     for (const s of services) {
-      await waitFor(async () => (await probe(s.opsPort, '/readyz'))?.status === 200, { what: `${s.name} ready after NATS appeared`, timeoutMs: 30_000, intervalMs: 50 });
+      const ready = async () => (await probe(s.opsPort, '/readyz'))?.status === 200;
+      await waitFor(ready, { what: `${s.name} ready after NATS appeared`, timeoutMs: 30_000, intervalMs: 50 });
       expect(await metric(s.opsPort, 'triad_nats_connected')).toBe(1);
       expect(s.child.output()).toContain(`"msg":"connected to NATS at ${natsUrl}"`);
     }
@@ -93,7 +95,8 @@ describe('start-up without NATS (gateway, scheduler, pod-watcher as child proces
     await waitFor(async () => (await metric(gateway.opsPort, 'triad_nats_connected')) === 0, { what: 'gateway to see the disconnect' });
     expect(await metric(gateway.opsPort, 'triad_nats_disconnects_total')).toBe(1);
     await nats?.start();
-    await waitFor(async () => (await metric(gateway.opsPort, 'triad_nats_connected')) === 1, { what: 'gateway to reconnect', timeoutMs: 20_000 });
+    const reconnected = async () => (await metric(gateway.opsPort, 'triad_nats_connected')) === 1;
+    await waitFor(reconnected, { what: 'gateway to reconnect', timeoutMs: 20_000 });
     // The gateway serves from its last view while NATS is away; it is ready after the reconnect.
     expect((await probe(gateway.opsPort, '/readyz'))?.status).toBe(200);
   }, 60_000);

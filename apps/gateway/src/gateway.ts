@@ -82,7 +82,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   // connections to the API port would still be refused.
   let listening = false;
   const ready = () => listening && kv.synced && !draining && !bus.nc.isClosed();
-  readiness = () => (ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
+  readiness = () => (ready()
+    ? { ready: true }
+    : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
   await kv.start(bus);
   await fallback.followConfig(bus);
   const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });

@@ -85,7 +85,8 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
   it('counts each failed leg as an error of its stage and model server (triad_gateway_upstream_legs_total)', async () => {
     const legs = async (outcome: string) => {
       const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-      const m = new RegExp(`^triad_gateway_upstream_legs_total\\{model_server="default/retry",stage="aggregated",outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text);
+      const series = `triad_gateway_upstream_legs_total\\{model_server="default/retry",stage="aggregated",outcome="${outcome}"\\}`;
+      const m = new RegExp(`^${series} (\\d+)$`, 'm').exec(text);
       return Number(m?.[1] ?? NaN);
     };
     const [errors, oks] = [await legs('error'), await legs('ok')];

@@ -14,7 +14,9 @@ export interface NatsConnectionState {
  */
 export function registerNatsMetrics(registry: Registry, state: () => NatsConnectionState | undefined): void {
   new Gauge({
-    name: 'triad_nats_connected', help: '1 while the NATS connection is up, 0 while waiting for NATS or reconnecting', registers: [registry],
+    name: 'triad_nats_connected',
+    help: '1 while the NATS connection is up, 0 while waiting for NATS or reconnecting',
+    registers: [registry],
     collect() {
       this.set(state()?.connected === true ? 1 : 0);
     },

@@ -76,6 +76,7 @@ describe('waitForDependency', () => {
       },
     });
     expect(value).toBe('up');
-    expect(log.lines().map((l) => [l['msg'], l['attempt'] ?? l['attempts']])).toEqual([['waiting for a flaky thing', 1], ['connected to a flaky thing', 5]]);
+    expect(log.lines().map((l) => [l['msg'], l['attempt'] ?? l['attempts']]))
+      .toEqual([['waiting for a flaky thing', 1], ['connected to a flaky thing', 5]]);
   });
 });

@@ -28,9 +28,9 @@ const ready = async (opsPort: number) => (await fetch(`http://127.0.0.1:${opsPor
 /** Spawns `triad gateway` against `natsUrl` on free ports. */
 async function spawnGateway(natsUrl: string): Promise<{ child: TriadChild; opsPort: number }> {
   const opsPort = await freePort();
-  const child = spawnTriad(['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', '0', '--metrics-port', String(opsPort), '--drain-timeout-ms', '500'], {
-    TRIAD_LOG_LEVEL: 'info',
-  });
+  const args = ['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', '0', '--metrics-port', String(opsPort)];
+  args.push('--drain-timeout-ms', '500');
+  const child = spawnTriad(args, { TRIAD_LOG_LEVEL: 'info' });
   return { child, opsPort };
 }
 
@@ -72,10 +72,12 @@ async function main(): Promise<void> {
   for (let i = 0; i < ROUNDS; i++) {
     later.push(await natsAppears());
     first.push(await natsFirst());
-    process.stderr.write(`round ${i + 1}/${ROUNDS}: NATS appears → ready ${later.at(-1)?.toFixed(0)} ms, spawn → ready ${first.at(-1)?.toFixed(0)} ms\n`);
+    const [l, f] = [later.at(-1)?.toFixed(0), first.at(-1)?.toFixed(0)];
+    process.stderr.write(`round ${i + 1}/${ROUNDS}: NATS appears → ready ${l} ms, spawn → ready ${f} ms\n`);
   }
   const row = (name: string, xs: number[]) => [name, String(ROUNDS), median(xs), Math.min(...xs), Math.max(...xs)];
-  process.stdout.write(`\nGateway start-up and NATS (${ROUNDS} rounds, NATS started ${WAIT_MS / 1000} s after the gateway began waiting)\n\n`);
+  const title = `Gateway start-up and NATS (${ROUNDS} rounds, NATS started ${WAIT_MS / 1000} s after the gateway began waiting)`;
+  process.stdout.write(`\n${title}\n\n`);
   process.stdout.write(`${markdownTable(['measure', 'rounds', 'median ms', 'min ms', 'max ms'], [
     row('NATS appears → gateway /readyz 200', later),
     row('baseline: spawn → /readyz 200, NATS already up', first),

@@ -91,11 +91,13 @@ export function checkDependencies(workspaceRoot, rules) {
       if (!(name in deps)) report(at, `${name} is imported by ${where(file)} but not listed in dependencies`);
     }
     for (const [name, file] of tests) {
-      if (!(name in devDeps) && !(name in deps)) report(at, `${name} is imported by the test ${where(file)} but not listed in devDependencies`);
+      if (name in devDeps || name in deps) continue;
+      report(at, `${name} is imported by the test ${where(file)} but not listed in devDependencies`);
     }
     for (const name of Object.keys(deps)) {
       if (source.has(name)) continue;
-      report(at, tests.has(name) ? `${name} is only imported by tests: move it to devDependencies` : `${name} is listed in dependencies but nothing imports it`);
+      if (tests.has(name)) report(at, `${name} is only imported by tests: move it to devDependencies`);
+      else report(at, `${name} is listed in dependencies but nothing imports it`);
     }
     for (const name of Object.keys(devDeps)) {
       if (!tests.has(name) && !source.has(name)) report(at, `${name} is listed in devDependencies but nothing imports it`);
@@ -118,7 +120,8 @@ export function checkDependencies(workspaceRoot, rules) {
   for (const [name, use] of Object.entries(rules.tooling ?? {})) {
     if (use.peerOf !== undefined) {
       const peer = join(workspaceRoot, 'node_modules', use.peerOf, 'package.json');
-      if (!existsSync(peer) || !(name in (readJson(peer).peerDependencies ?? {}))) report('package.json', `${name} is kept as a peer of ${use.peerOf}, which does not declare it`);
+      const declared = existsSync(peer) && name in (readJson(peer).peerDependencies ?? {});
+      if (!declared) report('package.json', `${name} is kept as a peer of ${use.peerOf}, which does not declare it`);
     } else if (!existsSync(join(workspaceRoot, use.file)) || !readFileSync(join(workspaceRoot, use.file), 'utf8').includes(use.token)) {
       report('package.json', `${name} is kept for ${use.file}, which does not mention ${use.token}`);
     }
@@ -128,10 +131,19 @@ export function checkDependencies(workspaceRoot, rules) {
 
   const rootDeps = rootPkg.dependencies ?? {};
   const rootDev = rootPkg.devDependencies ?? {};
-  for (const name of shippedExternals) if (!(name in rootDeps)) report('package.json', `${name} is a dependency of shipped code (apps, libs): list it in dependencies`);
-  for (const name of devExternals) if (!(name in rootDev)) report('package.json', `${name} is used only by tests, tools or scripts: list it in devDependencies`);
-  for (const name of Object.keys(rootDeps)) if (!shippedExternals.has(name)) report('package.json', `${name} is listed in dependencies but no app or lib depends on it`);
-  for (const name of Object.keys(rootDev)) if (!devExternals.has(name)) report('package.json', `${name} is listed in devDependencies but nothing uses it`);
+  const root = (message) => report('package.json', message);
+  for (const name of shippedExternals) {
+    if (!(name in rootDeps)) root(`${name} is a dependency of shipped code (apps, libs): list it in dependencies`);
+  }
+  for (const name of devExternals) {
+    if (!(name in rootDev)) root(`${name} is used only by tests, tools or scripts: list it in devDependencies`);
+  }
+  for (const name of Object.keys(rootDeps)) {
+    if (!shippedExternals.has(name)) root(`${name} is listed in dependencies but no app or lib depends on it`);
+  }
+  for (const name of Object.keys(rootDev)) {
+    if (!devExternals.has(name)) root(`${name} is listed in devDependencies but nothing uses it`);
+  }
   return violations;
 }
 

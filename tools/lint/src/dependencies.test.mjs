@@ -18,7 +18,8 @@ describe('declared dependencies = used dependencies', () => {
   });
 
   it('flags every planted mistake of the fixture workspace', () => {
-    const messages = checkDependencies(fixtureRoot, { tooling: { jest: { file: 'package.json', token: 'jest --ci' } } }).map((v) => `${v.file}  ${v.message}`);
+    const rules = { tooling: { jest: { file: 'package.json', token: 'jest --ci' } } };
+    const messages = checkDependencies(fixtureRoot, rules).map((v) => `${v.file}  ${v.message}`);
     expect(messages.sort()).toEqual([
       'libs/core/package.json  only-in-tests is only imported by tests: move it to devDependencies',
       'libs/core/package.json  only-in-tests is not pinned in the root package.json',

@@ -150,7 +150,8 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}`));
           image: ghcr.io/triad-llm/triad:1.0
           command: [triad, gateway]
           args: [--metrics-port, "9090"]
-          ports: [{name: ops, containerPort: 9090}, {name: http, containerPort: 8080}]`).replace('labels: {app: web}}', 'labels: {app: web, tier: gateway}}');
+          ports: [{name: ops, containerPort: 9090}, {name: http, containerPort: 8080}]`)
+      .replace('labels: {app: web}}', 'labels: {app: web, tier: gateway}}');
     const monitor = (name: string, spec: string) => `
 apiVersion: monitoring.coreos.com/v1
 kind: PodMonitor
@@ -158,7 +159,8 @@ metadata: {name: ${name}}
 spec: ${spec}`;
     expect(checkMonitors(docs(`${gateway}
 ---${monitor('none', '{selector: {matchLabels: {app: nope}}, podMetricsEndpoints: [{port: ops}]}')}
----${monitor('wrong', '{jobLabel: component, selector: {matchLabels: {app: web}}, podMetricsEndpoints: [{port: admin}, {port: http, path: /stats}]}')}`))).toEqual([
+---${monitor('wrong', `{jobLabel: component, selector: {matchLabels: {app: web}},
+  podMetricsEndpoints: [{port: admin}, {port: http, path: /stats}]}`)}`))).toEqual([
       'planted.yaml:2 PodMonitor/none: selector matches no pod template',
       'planted.yaml:3 PodMonitor/wrong: jobLabel component is not a label of the pods of planted.yaml:1 Deployment/web',
       'planted.yaml:3 PodMonitor/wrong: port admin is no named container port of planted.yaml:1 Deployment/web',
@@ -166,7 +168,8 @@ spec: ${spec}`;
       'planted.yaml:1 Deployment/web: triad gateway is scraped by no PodMonitor on its ops port 9090',
     ]);
     expect(checkMonitors(docs(`${gateway}
----${monitor('ok', '{jobLabel: tier, selector: {matchLabels: {app: web}}, podMetricsEndpoints: [{port: ops, path: /metrics}]}')}`))).toEqual([]);
+---${monitor('ok', '{jobLabel: tier, selector: {matchLabels: {app: web}}, podMetricsEndpoints: [{port: ops, path: /metrics}]}')}`)))
+      .toEqual([]);
   });
 
   it('ModelServers whose workloads miss a role or its port', () => {

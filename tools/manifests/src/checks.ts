@@ -48,7 +48,8 @@ export function checkKinds(docs: readonly ManifestDoc[], crds: readonly CrdInfo[
     } else if (crd) {
       if (!crd.versions.some((v) => apiVersion === `${crd.group}/${v}`)) problems.push(`${where(doc)}: apiVersion ${apiVersion} is not served by the CRD in ${crd.file}`);
     } else problems.push(`${where(doc)}: unknown kind (neither built in nor defined in infra/crds)`);
-    if (kind && kind !== 'Kustomization' && kind !== 'Component' && !nameOf(doc)) problems.push(`${doc.file}:${doc.line} ${kind} has no metadata.name`);
+    const unnamed = kind !== 'Kustomization' && kind !== 'Component' && !nameOf(doc);
+    if (kind && unnamed) problems.push(`${doc.file}:${doc.line} ${kind} has no metadata.name`);
   }
   return problems;
 }
@@ -245,11 +246,16 @@ export function checkMonitors(docs: readonly ManifestDoc[]): string[] {
     }
     const jobLabel = spec['jobLabel'];
     for (const t of selected) {
-      if (typeof jobLabel === 'string' && t.template?.labels[jobLabel] === undefined) problems.push(`${where(m)}: jobLabel ${jobLabel} is not a label of the pods of ${where(t.doc)}`);
+      if (typeof jobLabel === 'string' && t.template?.labels[jobLabel] === undefined) {
+        problems.push(`${where(m)}: jobLabel ${jobLabel} is not a label of the pods of ${where(t.doc)}`);
+      }
       for (const endpoint of list(spec['podMetricsEndpoints'])) {
-        if ((endpoint['path'] ?? '/metrics') !== '/metrics') problems.push(`${where(m)}: Triad serves metrics on /metrics, not ${String(endpoint['path'])}`);
-        const ports = containersOf(t.template?.spec ?? {}).map((c) => resolvePort(c, endpoint['port'])).filter((p): p is number => p !== undefined);
-        if (typeof endpoint['port'] !== 'string' || ports.length === 0) problems.push(`${where(m)}: port ${String(endpoint['port'])} is no named container port of ${where(t.doc)}`);
+        const path = endpoint['path'] ?? '/metrics';
+        if (path !== '/metrics') problems.push(`${where(m)}: Triad serves metrics on /metrics, not ${String(path)}`);
+        const ports = containersOf(t.template?.spec ?? {}).map((c) => resolvePort(c, endpoint['port'])).filter((p) => p !== undefined);
+        if (typeof endpoint['port'] !== 'string' || ports.length === 0) {
+          problems.push(`${where(m)}: port ${String(endpoint['port'])} is no named container port of ${where(t.doc)}`);
+        }
         const set = scraped.get(t.doc) ?? new Set<number>();
         for (const p of ports) set.add(p);
         scraped.set(t.doc, set);
@@ -261,7 +267,8 @@ export function checkMonitors(docs: readonly ManifestDoc[]): string[] {
       const [bin, command] = [...c.command, ...c.args];
       if (c.image.split(/[:@]/)[0] !== TRIAD_IMAGE || bin !== 'triad' || !TRIAD_SERVICES.has(command ?? '')) continue;
       const opsPort = Number(flagValue(c.args, '--metrics-port'));
-      if (!scraped.get(doc)?.has(opsPort)) problems.push(`${where(doc)}: triad ${command} is scraped by no PodMonitor on its ops port ${opsPort}`);
+      if (scraped.get(doc)?.has(opsPort)) continue;
+      problems.push(`${where(doc)}: triad ${command} is scraped by no PodMonitor on its ops port ${opsPort}`);
     }
   }
   return problems;

@@ -8,7 +8,7 @@ import {
   checkTriadResources, checkWorkloads, crdInfos, triadCommandsUsed, type CrdInfo,
 } from './checks';
 import { cliCommands, commandsHelp, type CommandHelp } from './cli-help';
-import { kindOf, parseManifestFile, yamlFilesUnder, type ManifestDoc } from './documents';
+import { kindOf, nameOf, parseManifestFile, yamlFilesUnder, type ManifestDoc } from './documents';
 import { kustomizationDirs, loadKustomization, type KustomizeUnit } from './kustomize';
 
 // Every manifest the repo ships, checked without a cluster: kubeconform and kind are not available here, so the
@@ -71,7 +71,8 @@ describe('repository manifests', () => {
 
   it('every kustomization resolves: resources and patches exist inside its root, images match containers', () => {
     expect(kustomizations.map((k) => `${k.dir} ${k.kind}`).sort()).toEqual([
-      'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization', 'infra/monitoring Component',
+      'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization',
+      'infra/monitoring Component',
     ]);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
   });
@@ -109,7 +110,8 @@ describe('repository manifests', () => {
     const production = kustomizations.find((k) => k.dir === 'infra/k8s/overlays/production') as KustomizeUnit;
     expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(3);
     expect(production.docs.filter((d) => kindOf(d) === 'PrometheusRule')).toHaveLength(1);
-    expect(production.docs.filter((d) => kindOf(d) === 'ConfigMap' && String((d.value['metadata'] as { name: string }).name).startsWith('triad-dashboard-'))).toHaveLength(4);
+    const dashboards = production.docs.filter((d) => kindOf(d) === 'ConfigMap' && nameOf(d).startsWith('triad-dashboard-'));
+    expect(dashboards).toHaveLength(4);
     // A Component's monitors select the workloads of the kustomization that includes it.
     const components = new Set(kustomizations.filter((k) => k.kind === 'Component').map((k) => k.dir));
     expect(units.filter((u) => !components.has(u.name)).flatMap((u) => checkMonitors(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);

@@ -46,7 +46,11 @@ export interface LabelValuesVariable {
 }
 
 /** The dashboard's query variables, in order (later ones may use earlier ones). */
-export function queryVariables(dashboard: { templating: { list: readonly { type: string; name: string; definition?: string }[] } }): LabelValuesVariable[] {
+interface TemplatingJson {
+  readonly templating: { list: readonly { type: string; name: string; definition?: string }[] };
+}
+
+export function queryVariables(dashboard: TemplatingJson): LabelValuesVariable[] {
   return dashboard.templating.list.filter((v) => v.type === 'query').map((v) => {
     const m = /^label_values\((.+),\s*([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(v.definition ?? '');
     if (!m) throw new Error(`variable ${v.name}: only label_values(selector, label) queries are supported, got ${v.definition}`);
@@ -58,7 +62,7 @@ export function queryVariables(dashboard: { templating: { list: readonly { type:
 export function substitute(expr: string, values: Readonly<Record<string, string>>, rateInterval = '1m'): string {
   return expr
     .replace(/\$__rate_interval|\$\{__rate_interval\}/g, rateInterval)
-    .replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, braced: string | undefined, bare: string | undefined) => {
+    .replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (_whole, braced?: string, bare?: string) => {
       const name = braced ?? bare ?? '';
       const value = values[name];
       if (value === undefined) throw new Error(`no value for variable $${name} in ${expr}`);

@@ -17,7 +17,8 @@ export function renderDashboards(): Map<string, string> {
 
 /** The files whose committed text differs from the generated one. */
 export function staleDashboards(dir = DASHBOARD_DIR): string[] {
-  return [...renderDashboards()].filter(([file, text]) => !existsSync(join(dir, file)) || readFileSync(join(dir, file), 'utf8') !== text).map(([file]) => file);
+  const differs = (file: string, text: string) => !existsSync(join(dir, file)) || readFileSync(join(dir, file), 'utf8') !== text;
+  return [...renderDashboards()].filter(([file, text]) => differs(file, text)).map(([file]) => file);
 }
 
 if (require.main === module) {

@@ -18,6 +18,7 @@ const ROOT = join(__dirname, '../../..');
 const CLI = join(ROOT, 'apps/cli/bin/triad.js');
 const dir = mkdtempSync(join(tmpdir(), 'triad-monitoring-'));
 const IMAGE = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+const IMAGE_PART = { type: 'image_url', image_url: { url: IMAGE } };
 
 /** The demo config moved to loopback addresses and ports no other test uses. */
 function writeStackConfig(workloadPort: number, bootstrapPort: number): string {
@@ -32,8 +33,9 @@ function writeStackConfig(workloadPort: number, bootstrapPort: number): string {
 
 /** One request of each kind the stack serves: EPD with an image, PD and aggregated, streamed and not. */
 const REQUESTS: readonly Record<string, unknown>[] = [
-  { model: 'qwen-vl', max_tokens: 6, messages: [{ role: 'user', content: [{ type: 'text', text: 'What is it?' }, { type: 'image_url', image_url: { url: IMAGE } }] }] },
-  { model: 'qwen-vl', max_tokens: 6, stream: true, messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe' }, { type: 'image_url', image_url: { url: IMAGE } }] }] },
+  { model: 'qwen-vl', max_tokens: 6, messages: [{ role: 'user', content: [{ type: 'text', text: 'What is it?' }, IMAGE_PART] }] },
+  { model: 'qwen-vl', max_tokens: 6, stream: true,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe' }, IMAGE_PART] }] },
   { model: 'llama-pd', max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'Count to three' }] },
   { model: 'llama-pd', max_tokens: 6, messages: [{ role: 'user', content: 'Say hi' }] },
   { model: 'qwen-small', max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'Hello there' }] },
@@ -55,7 +57,8 @@ async function sendTraffic(): Promise<void> {
   const worker = async (offset: number) => {
     for (let i = offset; !trafficStopped; i++) {
       const body = REQUESTS[i % REQUESTS.length];
-      const res = await fetch(`${gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).catch(() => undefined);
+      const init = { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+      const res = await fetch(`${gatewayUrl}/v1/chat/completions`, init).catch(() => undefined);
       await res?.text();
       if (res) answered.set(res.status, (answered.get(res.status) ?? 0) + 1);
     }
@@ -68,7 +71,8 @@ beforeAll(async () => {
   requireTool('promtool');
   const [gatewayPort, workloadPort, bootstrapPort] = [await freePort(), await freePort(), await freePort()];
   const config = writeStackConfig(workloadPort, bootstrapPort);
-  up = spawn(process.execPath, [CLI, 'up', '--config', config, '--port', String(gatewayPort), '--nats', 'spawn', '--raw-logs'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [CLI, 'up', '--config', config, '--port', String(gatewayPort), '--nats', 'spawn', '--raw-logs'];
+  up = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const collect = (d: Buffer) => {
     output = (output + d.toString()).slice(-200_000);
   };
@@ -140,14 +144,15 @@ describe('monitoring assets against the running local stack', () => {
 
   it.each(Object.keys(DASHBOARDS))('every panel and variable of %s returns data', async (file) => {
     const p = prometheus as PrometheusHandle;
-    const json = dashboardJson(DASHBOARDS[file] as (typeof DASHBOARDS)[string]) as Parameters<typeof panelQueries>[0] & Parameters<typeof queryVariables>[0];
+    type Json = Parameters<typeof panelQueries>[0] & Parameters<typeof queryVariables>[0];
+    const json = dashboardJson(DASHBOARDS[file] as (typeof DASHBOARDS)[string]) as unknown as Json;
     // Variable values as Grafana would list them (each later variable per value of the earlier ones).
     let assignments: Record<string, string>[] = [{}];
     const checks = new Map<string, () => Promise<boolean>>();
     for (const v of queryVariables(json)) {
       const values = async (a: Record<string, string>) => p.labelValues(v.label, substitute(v.selector, a));
-      await waitFor(async () => (await values(assignments[0] ?? {})).length > 0, { what: `values of $${v.name}`, timeoutMs: 60_000, intervalMs: 1000 })
-        .catch(() => undefined);
+      const listed = async () => (await values(assignments[0] ?? {})).length > 0;
+      await waitFor(listed, { what: `values of $${v.name}`, timeoutMs: 60_000, intervalMs: 1000 }).catch(() => undefined);
       const next: Record<string, string>[] = [];
       for (const a of assignments) for (const value of await values(a)) next.push({ ...a, [v.name]: value });
       checks.set(`variable ${v.name}: label_values(${v.selector}, ${v.label})`, async () => next.length > 0);

@@ -91,7 +91,8 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
     async query(expr) {
       const data = (await api(`/api/v1/query?query=${encodeURIComponent(expr)}`)) as { resultType: string; result: unknown };
       if (data.resultType === 'scalar') return [{ labels: {}, value: Number((data.result as [number, string])[1]) }];
-      return (data.result as { metric: Record<string, string>; value: [number, string] }[]).map((r) => ({ labels: r.metric, value: Number(r.value[1]) }));
+      const vector = data.result as { metric: Record<string, string>; value: [number, string] }[];
+      return vector.map((r) => ({ labels: r.metric, value: Number(r.value[1]) }));
     },
     async labelValues(label, selector) {
       return (await api(`/api/v1/label/${encodeURIComponent(label)}/values?match[]=${encodeURIComponent(selector)}`)) as string[];

@@ -22,7 +22,9 @@ interface RuleGroups {
 /** The rule groups of the manifest (its `spec`); throws when the file is not a PrometheusRule. */
 export function ruleGroups(file = RULES_MANIFEST): RuleGroups {
   const doc = parse(readFileSync(file, 'utf8')) as { kind?: string; spec?: RuleGroups };
-  if (doc.kind !== 'PrometheusRule' || !Array.isArray(doc.spec?.groups)) throw new Error(`${file} is not a PrometheusRule with spec.groups`);
+  if (doc.kind !== 'PrometheusRule' || !Array.isArray(doc.spec?.groups)) {
+    throw new Error(`${file} is not a PrometheusRule with spec.groups`);
+  }
   return doc.spec;
 }
 
@@ -47,14 +49,19 @@ export function writeRulesTests(dir: string): string {
   return path;
 }
 
-/** The alert names the unit tests expect to fire at least once (cases with non-empty `exp_alerts`). */
-export function alertsTestedFiring(file = RULES_TESTS): Set<string> {
-  const doc = parse(readFileSync(file, 'utf8')) as { tests: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[] }[] };
-  return new Set(doc.tests.flatMap((t) => t.alert_rule_test ?? []).filter((a) => (a.exp_alerts ?? []).length > 0).map((a) => a.alertname));
+interface UnitTests {
+  readonly tests: readonly { alert_rule_test?: readonly { alertname: string; exp_alerts?: readonly unknown[] }[] }[];
 }
 
-/** The alert names the unit tests expect to stay silent at least once (cases with empty `exp_alerts`). */
-export function alertsTestedSilent(file = RULES_TESTS): Set<string> {
-  const doc = parse(readFileSync(file, 'utf8')) as { tests: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[] }[] };
-  return new Set(doc.tests.flatMap((t) => t.alert_rule_test ?? []).filter((a) => (a.exp_alerts ?? []).length === 0).map((a) => a.alertname));
+/** The alert names the unit tests check at some time with `firing` (non-empty `exp_alerts`) or silent ones. */
+function alertsTested(file: string, firing: boolean): Set<string> {
+  const doc = parse(readFileSync(file, 'utf8')) as UnitTests;
+  const cases = doc.tests.flatMap((t) => t.alert_rule_test ?? []);
+  return new Set(cases.filter((a) => (a.exp_alerts ?? []).length > 0 === firing).map((a) => a.alertname));
 }
+
+/** The alert names the unit tests expect to fire at least once. */
+export const alertsTestedFiring = (file = RULES_TESTS): Set<string> => alertsTested(file, true);
+
+/** The alert names the unit tests expect to stay silent at least once. */
+export const alertsTestedSilent = (file = RULES_TESTS): Set<string> => alertsTested(file, false);

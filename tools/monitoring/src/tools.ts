@@ -11,7 +11,8 @@ export function requireTool(name: 'prometheus' | 'promtool'): string {
   const bin = process.env[name === 'prometheus' ? 'PROMETHEUS_BIN' : 'PROMTOOL_BIN'] ?? name;
   const r = spawnSync(bin, ['--version'], { encoding: 'utf8' });
   if (r.error || r.status !== 0) {
-    const why = r.error ? (r.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'is not on PATH' : r.error.message : `exited with ${r.status}`;
+    const missing = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+    const why = r.error ? (missing ? 'is not on PATH' : r.error.message) : `exited with ${r.status}`;
     throw new Error(`${name} ${why}: the monitoring tests run the real ${name}; ${INSTALL_HINT}`);
   }
   return bin;

@@ -2,15 +2,20 @@ import { q, type DashboardSpec } from './grafana';
 import { mean, quantile, rateSum, share } from './promql';
 
 const M = '{model="$model"}';
+const LEGS = 'triad_gateway_upstream_legs_total';
 
 /** One model's requests split into their E, P and D stages: where the time goes and which stage fails. */
 export const epdStages: DashboardSpec = {
   uid: 'triad-epd-stages',
   title: 'Triad / EPD stage breakdown',
-  description: 'Per model: duration of the encode fan-out, prefill and decode stages, first-token and per-token latency by mode, and engine leg errors by stage.',
+  description: 'Per model: duration of the encode fan-out, prefill and decode stages, first-token and per-token latency by mode, '
+    + 'and engine leg errors by stage.',
   variables: [
     { name: 'model', label: 'Model', query: 'label_values(triad_gateway_stage_duration_seconds_count, model)', multi: false },
-    { name: 'model_server', label: 'Model server', query: 'label_values(kthena_router_requests_total{model="$model"}, model_server)', multi: true },
+    {
+      name: 'model_server', label: 'Model server', multi: true,
+      query: 'label_values(kthena_router_requests_total{model="$model"}, model_server)',
+    },
   ],
   rows: [
     {
@@ -65,7 +70,7 @@ export const epdStages: DashboardSpec = {
         {
           title: 'Legs per second by stage', unit: 'ops',
           description: 'Engine calls per second of the selected model servers, by stage and outcome.',
-          queries: [q(rateSum('triad_gateway_upstream_legs_total{model_server=~"$model_server"}', ['stage', 'outcome']), '{{stage}} {{outcome}}')],
+          queries: [q(rateSum(`${LEGS}{model_server=~"$model_server"}`, ['stage', 'outcome']), '{{stage}} {{outcome}}')],
         },
         {
           title: 'Leg error ratio by stage', unit: 'percentunit',

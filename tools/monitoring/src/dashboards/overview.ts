@@ -3,6 +3,8 @@ import { quantile, rateSum, share } from './promql';
 
 const M = '{model=~"$model"}';
 const REQUESTS = 'kthena_router_requests_total';
+const LEGS = 'triad_gateway_upstream_legs_total';
+const LOCAL_RATIO = `${rateSum('triad_gateway_local_decisions_total')} / ${rateSum('triad_gateway_schedule_duration_seconds_count')}`;
 
 /** Triad at a glance: traffic, errors, latency per model, and the health of the control plane. */
 export const overview: DashboardSpec = {
@@ -57,7 +59,7 @@ export const overview: DashboardSpec = {
         {
           title: 'Engine leg error ratio by stage', unit: 'percentunit',
           description: 'Share of engine legs that failed, by stage, retried legs included (so it shows trouble retries hide).',
-          queries: [q(share('triad_gateway_upstream_legs_total{outcome="error"}', 'triad_gateway_upstream_legs_total', ['stage']), '{{stage}}')],
+          queries: [q(share(`${LEGS}{outcome="error"}`, LEGS, ['stage']), '{{stage}}')],
         },
         {
           title: 'Request duration p99 by model', unit: 's',
@@ -102,7 +104,7 @@ export const overview: DashboardSpec = {
         {
           title: 'Local decision ratio', unit: 'percentunit',
           description: 'Share of scheduling decisions made by the gateways\' local fallback (scheduler slow or away).',
-          queries: [q(`${rateSum('triad_gateway_local_decisions_total')} / ${rateSum('triad_gateway_schedule_duration_seconds_count')}`, 'local')],
+          queries: [q(LOCAL_RATIO, 'local')],
         },
         {
           title: 'Stale engine endpoints', unit: 'short',

@@ -5,7 +5,8 @@ import { quantile, rateSum, share } from './promql';
 export const podWatcher: DashboardSpec = {
   uid: 'triad-pod-watcher',
   title: 'Triad / Pod-watcher',
-  description: 'Engine scrapes and their failures, stale endpoints, the objects and endpoints in force, KV publication and the writer lease.',
+  description: 'Engine scrapes and their failures, stale endpoints, the objects and endpoints in force, KV publication '
+    + 'and the writer lease.',
   variables: [],
   rows: [
     {
@@ -37,7 +38,10 @@ export const podWatcher: DashboardSpec = {
         {
           title: 'Scrape targets and stale ones', unit: 'short',
           description: 'Engine addresses scraped, and those whose last scrape failed (alert TriadStaleEndpoints), per replica.',
-          queries: [q('triad_podwatcher_scrape_targets', 'targets {{instance}}'), q('triad_podwatcher_stale_targets', 'stale {{instance}}')],
+          queries: [
+            q('triad_podwatcher_scrape_targets', 'targets {{instance}}'),
+            q('triad_podwatcher_stale_targets', 'stale {{instance}}'),
+          ],
         },
       ],
     },
@@ -51,8 +55,12 @@ export const podWatcher: DashboardSpec = {
         },
         {
           title: 'Objects by kind', unit: 'short',
-          description: 'Valid ModelServers, ModelRoutes and Pods in force, and objects whose latest version is invalid (the last valid one stays).',
-          queries: [q('max by (kind) (triad_podwatcher_objects)', 'valid {{kind}}'), q('max by (kind) (triad_podwatcher_invalid_objects)', 'invalid {{kind}}')],
+          description: 'Valid ModelServers, ModelRoutes and Pods in force, and objects whose latest version is invalid '
+            + '(the last valid one stays).',
+          queries: [
+            q('max by (kind) (triad_podwatcher_objects)', 'valid {{kind}}'),
+            q('max by (kind) (triad_podwatcher_invalid_objects)', 'invalid {{kind}}'),
+          ],
         },
         {
           title: 'Source events per second', unit: 'ops',

@@ -1,11 +1,14 @@
 import { q, type DashboardSpec } from './grafana';
-import { quantile, rateSum, share } from './promql';
+import { mean, quantile, rateSum, share } from './promql';
+
+const LOCAL_RATIO = `${rateSum('triad_gateway_local_decisions_total')} / ${rateSum('triad_gateway_schedule_duration_seconds_count')}`;
 
 /** The scheduler service and the gateways' side of it: decisions, their latency, batching and the fallback. */
 export const scheduler: DashboardSpec = {
   uid: 'triad-scheduler',
   title: 'Triad / Scheduler',
-  description: 'Decisions by mode and outcome, decision and batch latency, plugin cost, the index the scheduler holds, and the gateways\' local fallback.',
+  description: 'Decisions by mode and outcome, decision and batch latency, plugin cost, the index the scheduler holds, '
+    + 'and the gateways\' local fallback.',
   variables: [],
   rows: [
     {
@@ -36,7 +39,8 @@ export const scheduler: DashboardSpec = {
       panels: [
         {
           title: 'Batch round trip', unit: 's',
-          description: 'One schedule message from a gateway to the scheduler service and back, p50 and p99. Alert TriadSchedulerBatchLatencyHigh fires above 25 ms p99.',
+          description: 'One schedule message from a gateway to the scheduler service and back, p50 and p99. '
+            + 'Alert TriadSchedulerBatchLatencyHigh fires above 25 ms p99.',
           queries: [
             q(quantile(0.5, 'triad_gateway_schedule_batch_duration_seconds', []), 'p50'),
             q(quantile(0.99, 'triad_gateway_schedule_batch_duration_seconds', []), 'p99'),
@@ -46,8 +50,8 @@ export const scheduler: DashboardSpec = {
           title: 'Requests per batch', unit: 'short',
           description: 'Scheduling requests per triad.v1.schedule message: mean as sent and as received.',
           queries: [
-            q(`${rateSum('triad_gateway_schedule_batch_size_sum')} / ${rateSum('triad_gateway_schedule_batch_size_count')}`, 'sent (gateways)'),
-            q(`${rateSum('triad_scheduler_batch_size_sum')} / ${rateSum('triad_scheduler_batch_size_count')}`, 'received (schedulers)'),
+            q(mean('triad_gateway_schedule_batch_size', []), 'sent (gateways)'),
+            q(mean('triad_scheduler_batch_size', []), 'received (schedulers)'),
           ],
         },
         {
@@ -63,7 +67,7 @@ export const scheduler: DashboardSpec = {
         {
           title: 'Local decision ratio', unit: 'percentunit',
           description: 'Share of decisions made locally. Alert TriadLocalDecisionsHigh fires above 10%.',
-          queries: [q(`${rateSum('triad_gateway_local_decisions_total')} / ${rateSum('triad_gateway_schedule_duration_seconds_count')}`, 'local')],
+          queries: [q(LOCAL_RATIO, 'local')],
         },
       ],
     },
