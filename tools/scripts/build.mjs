@@ -1,15 +1,19 @@
 #!/usr/bin/env node
 // nx `build` target for every project (run from the project root).
 // Apps with a src/main.ts are bundled into one CommonJS file (dist/<root>/main.cjs) so a container runs
-// `node main.cjs` with no TypeScript tooling; libraries are transpiled file by file into dist/<root>.
+// `node main.cjs` with no TypeScript tooling. Beside it go the few packages the bundle leaves external (native
+// addons) in dist/<root>/node_modules, and a package.json: that directory alone runs the app (the image copies
+// it). Libraries are transpiled file by file into dist/<root>. TRIAD_DIST_DIR writes elsewhere than dist/ (tests).
 import { build } from 'esbuild';
-import { existsSync, readdirSync, statSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { copyRuntimePackages, externalPackages, sizeOf } from './runtime-deps.mjs';
 
 const workspaceRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const projectRoot = process.cwd();
-const outdir = join(workspaceRoot, 'dist', relative(workspaceRoot, projectRoot));
+const distRoot = process.env.TRIAD_DIST_DIR ? resolve(process.env.TRIAD_DIST_DIR) : join(workspaceRoot, 'dist');
+const outdir = join(distRoot, relative(workspaceRoot, projectRoot));
 rmSync(outdir, { recursive: true, force: true });
 
 function* tsFiles(dir) {
@@ -21,9 +25,12 @@ function* tsFiles(dir) {
   }
 }
 
+// Native addons cannot be bundled: they stay external and are shipped in node_modules next to the bundle.
+const EXTERNAL = ['@node-rs/*'];
+
 const main = join(projectRoot, 'src', 'main.ts');
 if (existsSync(main)) {
-  await build({
+  const result = await build({
     entryPoints: [main],
     outfile: join(outdir, 'main.cjs'),
     bundle: true,
@@ -31,10 +38,19 @@ if (existsSync(main)) {
     target: 'node20',
     format: 'cjs',
     sourcemap: true,
-    // Native addons and packages that locate files at run time stay external and come from node_modules.
-    external: ['@node-rs/*', 'tsx', 'esbuild'],
+    metafile: true,
+    external: EXTERNAL,
     logLevel: 'warning',
   });
+  const copied = copyRuntimePackages(externalPackages(result.metafile, EXTERNAL), workspaceRoot, outdir);
+  const project = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8'));
+  const dependencies = Object.fromEntries([...copied].sort());
+  const manifest = { name: project.name, version: project.version, private: true, main: 'main.cjs', dependencies };
+  writeFileSync(join(outdir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+  const modules = existsSync(join(outdir, 'node_modules')) ? sizeOf(join(outdir, 'node_modules')) : 0;
+  const packages = [...copied.keys()].join(', ') || 'none';
+  process.stdout.write(`bundle ${mb(sizeOf(join(outdir, 'main.cjs')))}, node_modules ${mb(modules)} (${packages})\n`);
 } else {
   const src = join(projectRoot, 'src');
   const entryPoints = existsSync(src) ? [...tsFiles(src)] : [];

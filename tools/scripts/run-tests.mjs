@@ -23,6 +23,7 @@ function check(label, cmd, args) {
 
 if (extraArgs.length === 0) {
   check('lint: module boundaries', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
+  check('lint: declared dependencies = imported packages', process.execPath, [join(root, 'tools/lint/bin/deps.mjs')]);
   check(
     'typecheck: tsc over the workspace', process.execPath,
     [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json')],

@@ -1,9 +1,9 @@
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import { connectBus } from '@triad/bus/client';
+import { connectBus, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
-import { createLogger, startOpsServer, type Logger } from '@triad/runtime';
+import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger } from '@triad/runtime';
 import type { GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
@@ -39,8 +39,19 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const config = options.config;
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const id = config.instanceId ?? `${hostname()}-${process.pid}`;
-  const bus = await connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, waitOnFirstConnect: true });
   const metrics = new GatewayMetrics();
+  // The ops port answers before NATS is reached (/healthz 200, /readyz 503 with the reason), so a gateway started
+  // ahead of NATS says why it is not ready instead of refusing its probes.
+  let readiness = (): { ready: boolean; reason?: string } => ({ ready: false, reason: `waiting for NATS at ${config.nats}` });
+  const ops = await startOpsServer({ port: config.metricsPort, registry: metrics.registry, readiness: () => readiness() });
+  logger.info({ metricsPort: ops.port, nats: config.nats, id }, 'gateway starting');
+  let connection: Bus | undefined;
+  registerNatsMetrics(metrics.registry, () => connection);
+  const bus = await waitForDependency({
+    what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
+    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger }),
+  });
+  connection = bus;
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
   const timeouts = {
     encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs,
@@ -61,7 +72,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     maxBatch: config.scheduleMaxBatch,
     maxInFlight: config.scheduleMaxInFlight,
     onLocal: (reason, n) => metrics.local(reason, n),
-    onBatch: (size) => metrics.batch(size),
+    onBatch: (size, seconds) => metrics.batch(size, seconds),
     ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
   }, turn);
   const dispatch = new DispatchPublisher(
@@ -79,13 +90,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   // connections to the API port would still be refused.
   let listening = false;
   const ready = () => listening && kv.synced && !draining && !bus.nc.isClosed();
-  const ops = await startOpsServer({
-    port: config.metricsPort,
-    registry: metrics.registry,
-    readiness: () => (ready() ? { ready: true } : {
-      ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV',
-    }),
-  });
+  readiness = () => (ready()
+    ? { ready: true }
+    : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
   await kv.start(bus);
   await fallback.followConfig(bus);
   const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });

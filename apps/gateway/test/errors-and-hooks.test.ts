@@ -170,5 +170,12 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
       String.raw`kthena_router_tokens_total\{model="ok",path="/v1/chat/completions",token_type="output",` +
       String.raw`model_route="default/ok",model_server="default/ok"\} [1-9]`,
     ));
+    // Closed label sets read 0 before anything happened, so rules and dashboards over them have data.
+    for (const reason of ['timeout', 'unavailable', 'invalid-reply', 'backoff']) {
+      expect(metrics).toMatch(new RegExp(`^triad_gateway_local_decisions_total\\{reason="${reason}"\\} \\d+$`, 'm'));
+    }
+    expect(metrics).toContain('triad_gateway_ec_handoff_failures_total{reason="invalid_encoder_answer"} 0');
+    expect(metrics).toMatch(/^triad_gateway_upstream_legs_total\{model_server="default\/ok",stage="aggregated",outcome="error"\} 0$/m);
+    expect(metrics).toMatch(/^triad_nats_connected 1$/m);
   });
 });

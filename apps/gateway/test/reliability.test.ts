@@ -113,6 +113,22 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     });
   });
 
+  it('counts each failed leg as an error of its stage and model server (triad_gateway_upstream_legs_total)', async () => {
+    const legs = async (outcome: string) => {
+      const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
+      const series = `triad_gateway_upstream_legs_total\\{model_server="default/retry",stage="aggregated",outcome="${outcome}"\\}`;
+      const m = new RegExp(`^${series} (\\d+)$`, 'm').exec(text);
+      return Number(m?.[1] ?? NaN);
+    };
+    const [errors, oks] = [await legs('error'), await legs('ok')];
+    a.setFault({ mode: 'error500', count: 1 });
+    const res = await chat(h, 'retry', {}, { headers: { 'content-type': 'application/json', 'x-request-id': 'legs-1' } });
+    expect(res.status).toBe(200);
+    await waitFor(() => accessLines(h).find((l) => l['request_id'] === 'legs-1'), { what: 'access line (the request has ended)' });
+    expect(await legs('error')).toBe(errors + 1);
+    expect(await legs('ok')).toBe(oks + 1);
+  });
+
   it('does not retry once the first byte reached the client: the stream ends with an SSE error and [DONE]', async () => {
     a.setFault({ mode: 'die-mid-stream', count: 1 });
     const res = await chat(h, 'retry', { stream: true, max_tokens: 16 });

@@ -1,5 +1,5 @@
 import { connectBus, type Bus } from '@triad/bus/client';
-import { startOpsServer, type Logger, type OpsServer } from '@triad/runtime';
+import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
 import { Inventory } from './inventory/inventory';
 import { WatcherMetrics } from './ops/metrics';
@@ -56,11 +56,12 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   let publisher: StatePublisher | undefined;
   let closed = false;
   let registrySync: EncoderRegistrySync | undefined;
+  let waiting = `waiting for NATS at ${config.nats}`;
   const ops: OpsServer = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
     readiness: () => (publisher?.ready ? { ready: true } : {
-      ready: false, reason: publisher ? 'first sync not published yet' : 'connecting to NATS',
+      ready: false, reason: publisher ? 'first sync not published yet' : waiting,
     }),
     liveness: () => !closed,
     routes: {
@@ -76,9 +77,13 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   );
 
   let bus: Bus | undefined;
+  registerNatsMetrics(metrics.registry, () => bus);
   const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });
   try {
-    bus = await connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, waitOnFirstConnect: true });
+    bus = await waitForDependency({
+      what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (waiting = reason),
+      attempt: () => connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger }),
+    });
     // The reconciler needs the registry sync and the other way round: built later, found through this binding.
     let reconciler: Reconciler | undefined;
     const registry = new EncoderRegistrySync({

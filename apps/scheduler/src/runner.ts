@@ -1,7 +1,7 @@
 import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
 import { connectBus, startDispatchFeed, type Bus } from '@triad/bus/client';
-import { createLogger, startOpsServer, type Logger, type OpsServer } from '@triad/runtime';
+import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
 import { ConfigSource, type ActiveConfig } from './config/config-source';
 import { watchFile } from './config/file-watch';
@@ -50,10 +50,11 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   if (options.configFile) config.loadInitialFile(options.configFile);
 
   let ready = false;
-  let reason = 'connecting to NATS';
+  let reason = `waiting for NATS at ${options.natsUrl}`;
   let bus: Bus | undefined;
   metrics.watch(index, tracker, () => (bus ? [...bus.rejected.values()].reduce((a, b) => a + b, 0) : 0));
-  // Probes answer from the start: 503 "connecting to NATS" rather than a refused connection while NATS is away.
+  registerNatsMetrics(metrics.registry, () => bus);
+  // Probes answer from the start: 503 "waiting for NATS at ..." rather than a refused connection while NATS is away.
   const ops = await startOpsServer({
     port: options.metricsPort,
     registry: metrics.registry,
@@ -62,7 +63,10 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   });
   const closers: (() => void | Promise<void>)[] = [];
   try {
-    bus = await connectBus({ servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger, waitOnFirstConnect: true });
+    bus = await waitForDependency({
+      what: `NATS at ${options.natsUrl}`, logger, onWaiting: (why) => (reason = why),
+      attempt: () => connectBus({ servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger }),
+    });
     const nats = bus;
     reason = 'loading config and syncing the index';
     const kvConfig = await watchKvConfig(nats, (text) => config.kvChanged(text));

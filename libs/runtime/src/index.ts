@@ -6,3 +6,7 @@ export { onShutdown } from './shutdown';
 export type { ShutdownOptions } from './shutdown';
 export { resolveSettings, Setting } from './settings';
 export type { SettingSource, SettingSources, SettingsLayers } from './settings';
+export { waitForDependency } from './wait-for-dependency';
+export type { WaitForDependencyOptions } from './wait-for-dependency';
+export { registerNatsMetrics } from './nats-metrics';
+export type { NatsConnectionState } from './nats-metrics';

@@ -10,6 +10,8 @@ export interface NatsServerOptions {
   readonly jetstream?: boolean;
   /** Milliseconds to wait for the server to accept clients (default 10 s). */
   readonly startTimeoutMs?: number;
+  /** Listen on this port (e.g. one a service was already told to connect to); default a free one. */
+  readonly port?: number;
 }
 
 /** A nats-server child process on a random loopback port with a throw-away JetStream store. */
@@ -96,13 +98,13 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   let child: ChildProcess | undefined;
   let port = 0;
   for (let attempt = 0; ; attempt++) {
-    port = await freePort();
+    port = options.port ?? (await freePort());
     try {
       child = await launch(port, storeDir, jetstream, timeoutMs);
       break;
     } catch (err) {
       // Another process may have taken the port between probing and binding; try another few times.
-      if (attempt >= 3 || (err as Error).message.includes('not found')) {
+      if (attempt >= 3 || options.port !== undefined || (err as Error).message.includes('not found')) {
         rmSync(storeDir, { recursive: true, force: true });
         throw err;
       }

@@ -1,6 +1,6 @@
 import { parseAllDocuments } from 'yaml';
 import {
-  checkKinds, checkModelServerWorkloads, checkReferences, checkSchedulerConfigs, checkTriadContainers,
+  checkKinds, checkModelServerWorkloads, checkMonitors, checkReferences, checkSchedulerConfigs, checkTriadContainers,
   checkTriadResources, checkWorkloads, type CrdInfo,
 } from './checks';
 import type { CommandHelp } from './cli-help';
@@ -138,12 +138,41 @@ spec: {selector: {app: web}, ports: [{port: 80, targetPort: http}]}`));
     expect(problems).toEqual([
       'planted.yaml:1 Deployment/web container gw: `triad gateway` has no flag --verbose',
       'planted.yaml:1 Deployment/web container gw (triad gateway): readinessProbe must GET /readyz on the ops port 9090',
+      'planted.yaml:1 Deployment/web container gw (triad gateway): startupProbe must GET /healthz on the ops port 9090',
       'planted.yaml:1 Deployment/web container gw (triad gateway): resources.requests needs cpu and memory',
       'planted.yaml:1 Deployment/web container gw (triad gateway): POD_NAME must come from the downward API (metadata.name)',
       'planted.yaml:1 Deployment/web container gw (triad gateway): POD_NAMESPACE must come from the downward API (metadata.namespace)',
       'planted.yaml:1 Deployment/web container typo: must run `triad <command>` with a command of the CLI (gateway, scheduler), not ' +
         '`triad gatway`',
     ]);
+  });
+
+  it('PodMonitors that select nothing, scrape an undeclared port or another path, and services nobody scrapes', () => {
+    const gateway = deployment('', `
+        - name: gw
+          image: ghcr.io/triad-llm/triad:1.0
+          command: [triad, gateway]
+          args: [--metrics-port, "9090"]
+          ports: [{name: ops, containerPort: 9090}, {name: http, containerPort: 8080}]`)
+      .replace('labels: {app: web}}', 'labels: {app: web, tier: gateway}}');
+    const monitor = (name: string, spec: string) => `
+apiVersion: monitoring.coreos.com/v1
+kind: PodMonitor
+metadata: {name: ${name}}
+spec: ${spec}`;
+    expect(checkMonitors(docs(`${gateway}
+---${monitor('none', '{selector: {matchLabels: {app: nope}}, podMetricsEndpoints: [{port: ops}]}')}
+---${monitor('wrong', `{jobLabel: component, selector: {matchLabels: {app: web}},
+  podMetricsEndpoints: [{port: admin}, {port: http, path: /stats}]}`)}`))).toEqual([
+      'planted.yaml:2 PodMonitor/none: selector matches no pod template',
+      'planted.yaml:3 PodMonitor/wrong: jobLabel component is not a label of the pods of planted.yaml:1 Deployment/web',
+      'planted.yaml:3 PodMonitor/wrong: port admin is no named container port of planted.yaml:1 Deployment/web',
+      'planted.yaml:3 PodMonitor/wrong: Triad serves metrics on /metrics, not /stats',
+      'planted.yaml:1 Deployment/web: triad gateway is scraped by no PodMonitor on its ops port 9090',
+    ]);
+    expect(checkMonitors(docs(`${gateway}
+---${monitor('ok', '{jobLabel: tier, selector: {matchLabels: {app: web}}, podMetricsEndpoints: [{port: ops, path: /metrics}]}')}`)))
+      .toEqual([]);
   });
 
   it('ModelServers whose workloads miss a role or its port', () => {

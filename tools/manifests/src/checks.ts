@@ -50,7 +50,8 @@ export function checkKinds(docs: readonly ManifestDoc[], crds: readonly CrdInfo[
         problems.push(`${where(doc)}: apiVersion ${apiVersion} is not served by the CRD in ${crd.file}`);
       }
     } else problems.push(`${where(doc)}: unknown kind (neither built in nor defined in infra/crds)`);
-    if (kind && kind !== 'Kustomization' && !nameOf(doc)) problems.push(`${doc.file}:${doc.line} ${kind} has no metadata.name`);
+    const unnamed = kind !== 'Kustomization' && kind !== 'Component' && !nameOf(doc);
+    if (kind && unnamed) problems.push(`${doc.file}:${doc.line} ${kind} has no metadata.name`);
   }
   return problems;
 }
@@ -200,6 +201,9 @@ function checkTriadService(doc: ManifestDoc, c: Container, annotations: Readonly
   };
   probe('readinessProbe', '/readyz');
   probe('livenessProbe', '/healthz');
+  // The ops port answers /healthz before NATS is reached; the startup probe holds liveness off while the process
+  // boots, and readiness (503 "waiting for NATS at ...") keeps traffic away without restarting the pod.
+  probe('startupProbe', '/healthz');
   const requests = obj(obj(c.raw['resources'])['requests']);
   if (!requests['cpu'] || !requests['memory']) problems.push(`${at}: resources.requests needs cpu and memory`);
   const env = new Map(list(c.raw['env']).map((e) => [String(e['name']), obj(obj(e['valueFrom'])['fieldRef'])['fieldPath']]));
@@ -244,6 +248,54 @@ export function checkTriadContainers(
         }
       }
       if (TRIAD_SERVICES.has(command)) problems.push(...checkTriadService(doc, c, template.annotations, command));
+    }
+  }
+  return problems;
+}
+
+/**
+ * Prometheus Operator PodMonitors of a unit: each selects some pod template, scrapes a named port its containers
+ * declare, and takes its job name from a label those pods carry. When a unit has PodMonitors, every Triad service
+ * (gateway, scheduler, pod-watcher) in it is selected by one, scraped on the port of its --metrics-port.
+ */
+export function checkMonitors(docs: readonly ManifestDoc[]): string[] {
+  const problems: string[] = [];
+  const monitors = docs.filter((d) => kindOf(d) === 'PodMonitor');
+  if (monitors.length === 0) return problems;
+  const templates = docs.map((d) => ({ doc: d, template: podTemplateOf(d) })).filter((t) => t.template);
+  const scraped = new Map<ManifestDoc, Set<number>>();
+  for (const m of monitors) {
+    const spec = obj(m.value['spec']);
+    const selected = templates.filter((t) => selects(obj(obj(spec['selector'])['matchLabels']), t.template?.labels ?? {}));
+    if (selected.length === 0) {
+      problems.push(`${where(m)}: selector matches no pod template`);
+      continue;
+    }
+    const jobLabel = spec['jobLabel'];
+    for (const t of selected) {
+      if (typeof jobLabel === 'string' && t.template?.labels[jobLabel] === undefined) {
+        problems.push(`${where(m)}: jobLabel ${jobLabel} is not a label of the pods of ${where(t.doc)}`);
+      }
+      for (const endpoint of list(spec['podMetricsEndpoints'])) {
+        const path = endpoint['path'] ?? '/metrics';
+        if (path !== '/metrics') problems.push(`${where(m)}: Triad serves metrics on /metrics, not ${String(path)}`);
+        const ports = containersOf(t.template?.spec ?? {}).map((c) => resolvePort(c, endpoint['port'])).filter((p) => p !== undefined);
+        if (typeof endpoint['port'] !== 'string' || ports.length === 0) {
+          problems.push(`${where(m)}: port ${String(endpoint['port'])} is no named container port of ${where(t.doc)}`);
+        }
+        const set = scraped.get(t.doc) ?? new Set<number>();
+        for (const p of ports) set.add(p);
+        scraped.set(t.doc, set);
+      }
+    }
+  }
+  for (const { doc, template } of templates) {
+    for (const c of containersOf(template?.spec ?? {})) {
+      const [bin, command] = [...c.command, ...c.args];
+      if (c.image.split(/[:@]/)[0] !== TRIAD_IMAGE || bin !== 'triad' || !TRIAD_SERVICES.has(command ?? '')) continue;
+      const opsPort = Number(flagValue(c.args, '--metrics-port'));
+      if (scraped.get(doc)?.has(opsPort)) continue;
+      problems.push(`${where(doc)}: triad ${command} is scraped by no PodMonitor on its ops port ${opsPort}`);
     }
   }
   return problems;

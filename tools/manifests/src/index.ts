@@ -7,6 +7,6 @@ export { commandHelp, commandsHelp, cliCommands } from './cli-help';
 export type { CommandHelp } from './cli-help';
 export {
   TRIAD_IMAGE, TRIAD_SERVICES, crdInfos, checkKinds, checkTriadResources, checkWorkloads, checkReferences,
-  checkTriadContainers, triadCommandsUsed, checkModelServerWorkloads, checkSchedulerConfigs,
+  checkTriadContainers, checkMonitors, triadCommandsUsed, checkModelServerWorkloads, checkSchedulerConfigs,
 } from './checks';
 export type { CrdInfo } from './checks';

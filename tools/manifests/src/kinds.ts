@@ -25,6 +25,10 @@ export const BUILT_IN_KINDS: Readonly<Record<string, string>> = {
   Ingress: 'networking.k8s.io/v1',
   CustomResourceDefinition: 'apiextensions.k8s.io/v1',
   Kustomization: 'kustomize.config.k8s.io/v1beta1',
+  Component: 'kustomize.config.k8s.io/v1alpha1',
+  // Prometheus Operator kinds (infra/monitoring); their CRDs come with the operator, e.g. kube-prometheus-stack.
+  PodMonitor: 'monitoring.coreos.com/v1',
+  PrometheusRule: 'monitoring.coreos.com/v1',
 };
 
 /** Kinds whose pods are described by a pod template. */

@@ -7,6 +7,8 @@ import { containersOf, list, podTemplateOf } from './pod-templates';
 export interface KustomizeUnit {
   /** The kustomization directory, relative to the workspace root. */
   readonly dir: string;
+  /** A Kustomization, or a Component that other kustomizations include. */
+  readonly kind: 'Kustomization' | 'Component';
   readonly docs: readonly ManifestDoc[];
   readonly namespace?: string;
   /** Files the generators read (config files, not manifests), relative to the workspace root. */
@@ -32,9 +34,9 @@ function patchPaths(kustomization: Record<string, unknown>): string[] {
 export function loadKustomization(workspaceRoot: string, dir: string, stack: readonly string[] = []): KustomizeUnit {
   const rel = relative(workspaceRoot, dir) || '.';
   const file = join(dir, 'kustomization.yaml');
-  if (!existsSync(file)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
+  if (!existsSync(file)) return { dir: rel, kind: 'Kustomization', docs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
   if (stack.includes(dir)) return {
-    dir: rel, docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
+    dir: rel, kind: 'Kustomization', docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
   };
   const parsed = parseManifestFile(workspaceRoot, file);
   const problems = [...parsed.problems];
@@ -59,6 +61,20 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
       docs.push(...f.docs);
       problems.push(...f.problems);
     }
+  }
+
+  // Components (kind: Component, e.g. infra/monitoring) add their objects to the including kustomization.
+  for (const entry of Array.isArray(k['components']) ? k['components'].map(String) : []) {
+    const target = resolve(dir, entry);
+    if (!existsSync(target) || !statSync(target).isDirectory()) {
+      problems.push(`${rel}/kustomization.yaml: component ${entry} is not a directory`);
+      continue;
+    }
+    const nested = loadKustomization(workspaceRoot, target, [...stack, dir]);
+    if (nested.kind !== 'Component') problems.push(`${rel}/kustomization.yaml: component ${entry} is a ${nested.kind}, not a Component`);
+    docs.push(...nested.docs);
+    dataFiles.push(...nested.dataFiles);
+    problems.push(...nested.problems);
   }
 
   for (const entry of patchPaths(k)) {
@@ -86,7 +102,8 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     }
   }
   const namespace = typeof k['namespace'] === 'string' ? k['namespace'] : undefined;
-  return { dir: rel, docs, ...(namespace ? { namespace } : {}), dataFiles, problems };
+  const kind = k['kind'] === 'Component' ? 'Component' : 'Kustomization';
+  return { dir: rel, kind, docs, ...(namespace ? { namespace } : {}), dataFiles, problems };
 }
 
 /** Reads one generator source: `path` or `key=path`, relative to the kustomization, kept inside its root. */

@@ -4,11 +4,11 @@ import { basename, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { classifyPod, validateResource, type ModelServer, type Pod } from '@triad/crd';
 import {
-  checkKinds, checkModelServerWorkloads, checkReferences, checkSchedulerConfigs, checkTriadContainers,
+  checkKinds, checkModelServerWorkloads, checkMonitors, checkReferences, checkSchedulerConfigs, checkTriadContainers,
   checkTriadResources, checkWorkloads, crdInfos, triadCommandsUsed, type CrdInfo,
 } from './checks';
 import { cliCommands, commandsHelp, type CommandHelp } from './cli-help';
-import { kindOf, parseManifestFile, yamlFilesUnder, type ManifestDoc } from './documents';
+import { kindOf, nameOf, parseManifestFile, yamlFilesUnder, type ManifestDoc } from './documents';
 import { kustomizationDirs, loadKustomization, type KustomizeUnit } from './kustomize';
 
 // Every manifest the repo ships, checked without a cluster: kubeconform and kind are not available here, so the
@@ -16,8 +16,9 @@ import { kustomizationDirs, loadKustomization, type KustomizeUnit } from './kust
 // built-in kustomize also builds every kustomization.
 
 const root = join(__dirname, '../../..');
-const dirs = ['infra/k8s', 'infra/local', 'examples'].map((d) => join(root, d));
-const files = dirs.flatMap(yamlFilesUnder);
+const dirs = ['infra/k8s', 'infra/monitoring', 'infra/local', 'examples'].map((d) => join(root, d));
+// infra/monitoring/tests holds promtool unit tests (checked by tools/monitoring), not manifests.
+const files = dirs.flatMap(yamlFilesUnder).filter((f) => !f.startsWith(join(root, 'infra/monitoring/tests')));
 const parsed = files.map((f) => ({ file: f, ...parseManifestFile(root, f) }));
 const crdDocs = yamlFilesUnder(join(root, 'infra/crds')).flatMap((f) => parseManifestFile(root, f).docs);
 const crds: CrdInfo[] = crdInfos(crdDocs);
@@ -69,7 +70,10 @@ describe('repository manifests', () => {
   });
 
   it('every kustomization resolves: resources and patches exist inside its root, images match containers', () => {
-    expect(kustomizations.map((k) => k.dir).sort()).toEqual(['infra/k8s/base', 'infra/k8s/overlays/demo', 'infra/k8s/overlays/production']);
+    expect(kustomizations.map((k) => `${k.dir} ${k.kind}`).sort()).toEqual([
+      'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization',
+      'infra/monitoring Component',
+    ]);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
   });
 
@@ -88,7 +92,7 @@ describe('repository manifests', () => {
   });
 
   it('each deployable unit defines every ServiceAccount, ConfigMap, Secret, claim, role and target it references', () => {
-    expect(units.length).toBe(8);
+    expect(units.length).toBe(9);
     expect(units.flatMap((u) => checkReferences(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
@@ -100,6 +104,17 @@ describe('repository manifests', () => {
     for (const service of ['gateway', 'scheduler', 'pod-watcher']) expect(commands.has(service)).toBe(true);
     expect([...help.keys()].sort()).toEqual(['gateway', 'pod-watcher', 'scheduler', 'sim-engine']);
     expect(checkTriadContainers(unitDocs, commands, help)).toEqual([]);
+  });
+
+  it('the production overlay scrapes every Triad service with a PodMonitor on its ops port and ships the rules and dashboards', () => {
+    const production = kustomizations.find((k) => k.dir === 'infra/k8s/overlays/production') as KustomizeUnit;
+    expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(3);
+    expect(production.docs.filter((d) => kindOf(d) === 'PrometheusRule')).toHaveLength(1);
+    const dashboards = production.docs.filter((d) => kindOf(d) === 'ConfigMap' && nameOf(d).startsWith('triad-dashboard-'));
+    expect(dashboards).toHaveLength(4);
+    // A Component's monitors select the workloads of the kustomization that includes it.
+    const components = new Set(kustomizations.filter((k) => k.kind === 'Component').map((k) => k.dir));
+    expect(units.filter((u) => !components.has(u.name)).flatMap((u) => checkMonitors(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
   it('each ModelServer shipped with workloads has a pod template on the right port for every role of its mode', () => {

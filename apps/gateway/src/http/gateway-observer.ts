@@ -29,6 +29,7 @@ export class GatewayObserver implements StageObserver {
     const final = leg.stage === 'decode' || leg.stage === 'aggregated';
     this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, final ? ctx.result.usage?.completionTokens : undefined);
     this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
+    this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
   }
 
   firstByte(ctx: ProxyRequest): void {

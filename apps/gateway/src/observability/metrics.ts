@@ -1,11 +1,22 @@
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from '@triad/bus';
+import { LOCAL_REASONS } from '../scheduling/scheduler-client';
 import { FastCounter, FastGauge, FastHistogram, type CounterChild, type GaugeChild, type HistogramChild } from './fast-metrics';
 
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const STAGE_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
+/** Round trip of one schedule message to the scheduler service (NATS both ways plus the batch's decisions). */
+const BATCH_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
 const TPOT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5];
+
+/**
+ * Why an encoder-cache hand-off between an encode leg and its consumer failed (the label values of
+ * `triad_gateway_ec_handoff_failures_total`). Every reason is exported from start at 0, so rules and dashboards
+ * read 0 rather than nothing; a connector that detects a new kind of failure adds its reason here.
+ */
+export const EC_HANDOFF_FAILURE_REASONS = ['invalid_encoder_answer', 'item_mismatch', 'missing_consumer_address', 'push_timeout'] as const;
+export type EcHandoffFailureReason = (typeof EC_HANDOFF_FAILURE_REASONS)[number];
 
 /** What one finished request contributes to the metrics. */
 export interface RequestSample {
@@ -109,6 +120,20 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
   readonly #batchSizes: HistogramChild = this.#batch.labels();
+  readonly #batchDuration = new FastHistogram({
+    name: 'triad_gateway_schedule_batch_duration_seconds', help: 'Round trip of one schedule message to the scheduler service',
+    buckets: BATCH_BUCKETS, registers: [this.registry],
+  });
+  readonly #batchDurations: HistogramChild = this.#batchDuration.labels();
+  readonly #legs = new FastCounter({
+    name: 'triad_gateway_upstream_legs_total', help: 'Engine legs by model server, stage and outcome (ok, error; retried legs count too)',
+    labelNames: ['model_server', 'stage', 'outcome'], registers: [this.registry],
+  });
+  readonly #legChildren = new Map<string, { ok: CounterChild; error: CounterChild }>();
+  readonly #ecHandoff = new Counter({
+    name: 'triad_gateway_ec_handoff_failures_total', help: 'Encoder-cache hand-offs that failed, by reason', labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly #local = new Counter({
     name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'],
     registers: [this.registry],
@@ -124,6 +149,9 @@ export class GatewayMetrics {
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_gateway_' });
     this.#scheduledBySource = { scheduler: this.#schedule.labels('scheduler'), local: this.#schedule.labels('local') };
+    // Closed label sets export 0 from the start: a ratio or rate over them reads 0, not "no data".
+    for (const reason of LOCAL_REASONS) this.#local.inc({ reason }, 0);
+    for (const reason of EC_HANDOFF_FAILURE_REASONS) this.#ecHandoff.inc({ reason }, 0);
   }
 
   /** A labelled gauge child, cached (the gauges move twice per leg). */
@@ -210,8 +238,27 @@ export class GatewayMetrics {
     this.#scheduledBySource[source].observe(seconds);
   }
 
-  batch(size: number): void {
+  /** One schedule message answered by the scheduler service: its request count and round trip. */
+  batch(size: number, seconds: number): void {
     this.#batchSizes.observe(size);
+    this.#batchDurations.observe(seconds);
+  }
+
+  /** One engine leg ended. Both outcomes of a (server, stage) export once either happened, the other at 0. */
+  leg(server: string, stage: Stage, ok: boolean): void {
+    const key = `${server}\u0000${stage}`;
+    let c = this.#legChildren.get(key);
+    if (c === undefined) {
+      c = { ok: this.#legs.labels(server, stage, 'ok'), error: this.#legs.labels(server, stage, 'error') };
+      c.ok.inc(0);
+      c.error.inc(0);
+      this.#legChildren.set(key, c);
+    }
+    (ok ? c.ok : c.error).inc();
+  }
+
+  ecHandoffFailure(reason: EcHandoffFailureReason): void {
+    this.#ecHandoff.inc({ reason });
   }
 
   local(reason: string, count: number): void {

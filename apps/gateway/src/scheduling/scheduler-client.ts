@@ -12,8 +12,9 @@ export interface Scheduled {
   readonly local: boolean;
 }
 
-/** Why the gateway decided locally. */
-export type LocalReason = 'timeout' | 'unavailable' | 'invalid-reply' | 'backoff';
+/** Why a decision was made by the local fallback instead of the scheduler service. */
+export const LOCAL_REASONS = ['timeout', 'unavailable', 'invalid-reply', 'backoff'] as const;
+export type LocalReason = (typeof LOCAL_REASONS)[number];
 
 /** Synchronous local decisions with libs/scheduling over the gateway's own KV view. */
 export interface LocalDecider {

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RegistryView } from '../registry/encoder-registry-sync';
+import { SCRAPE_FAILURE_REASONS } from '../scrape/engine-http';
 
 /** Publish latency (seconds, change seen → KV acknowledged): sub-millisecond on loopback, more under load. */
 const PUBLISH_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
@@ -76,6 +77,11 @@ export class WatcherMetrics {
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_podwatcher_' });
+    // Closed label sets export 0 from the start, so failure ratios and rates read 0 rather than "no data".
+    for (const what of ['metrics', 'models', 'server_info']) {
+      for (const result of ['ok', 'error']) this.scrapes.inc({ what, result }, 0);
+      for (const reason of SCRAPE_FAILURE_REASONS) this.scrapeErrors.inc({ what, reason }, 0);
+    }
   }
 
   /** Gauges that read the live state when Prometheus scrapes. */

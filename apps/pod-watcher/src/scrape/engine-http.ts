@@ -1,6 +1,8 @@
 import { Agent, request } from 'undici';
 
-export type ScrapeFailureReason = 'timeout' | 'connect' | 'http' | 'body' | 'parse';
+/** Why a scrape failed (the `reason` label of `triad_podwatcher_scrape_errors_total`). */
+export const SCRAPE_FAILURE_REASONS = ['timeout', 'connect', 'http', 'body', 'parse'] as const;
+export type ScrapeFailureReason = (typeof SCRAPE_FAILURE_REASONS)[number];
 
 /** A failed scrape request, with a reason label for metrics and a message for the endpoint's `lastError`. */
 export class ScrapeError extends Error {

@@ -18,6 +18,11 @@ export interface BusOptions {
   readonly logger?: BusLogger;
   /** Keep retrying the first connection instead of failing (services that must start before NATS). */
   readonly waitOnFirstConnect?: boolean;
+  /**
+   * How long one connection attempt may take (default 5 s; nats.js's own default is 20 s). An address that drops
+   * packets hangs rather than refuses; a caller retrying the first connection wants to hear of it sooner.
+   */
+  readonly connectTimeoutMs?: number;
 }
 
 /** Plain string headers, the shape trace context propagators read and write. */
@@ -54,6 +59,8 @@ export class Bus {
   readonly rejected = new Map<string, number>();
   readonly #logger: BusLogger | undefined;
   readonly #reconnectListeners = new Set<() => void>();
+  #connected = true;
+  #disconnects = 0;
 
   constructor(nc: NatsConnection, logger?: BusLogger) {
     this.nc = nc;
@@ -64,12 +71,25 @@ export class Bus {
   async #watchStatus(): Promise<void> {
     for await (const s of this.nc.status()) {
       if (s.type === 'reconnect') {
+        this.#connected = true;
         this.#logger?.info({ server: (s as { server?: string }).server }, 'nats reconnected');
         for (const l of this.#reconnectListeners) l();
       } else if (s.type === 'disconnect') {
+        this.#connected = false;
+        this.#disconnects++;
         this.#logger?.warn({ server: (s as { server?: string }).server }, 'nats disconnected');
       }
     }
+  }
+
+  /** Whether the connection is up (false from a disconnect until the reconnect, and once closed). */
+  get connected(): boolean {
+    return this.#connected && !this.nc.isClosed();
+  }
+
+  /** Connections lost since this client first connected. */
+  get disconnects(): number {
+    return this.#disconnects;
   }
 
   /** Calls `listener` after every reconnect (e.g. to republish state). Returns an unsubscribe function. */
@@ -185,6 +205,7 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+    timeout: options.connectTimeoutMs ?? 5_000,
     // nats.js otherwise allocates an Error per request (and per subscription with a timeout) to carry the
     // caller's stack into a later timeout; on the scheduling hot path that cost is measurable and our callers
     // handle timeouts themselves.

@@ -88,12 +88,16 @@ describe('fake Kubernetes API server', () => {
       if (!stopping) setImmediate(() => void inf.start());
     });
     server.failNext('watch', 1, 500);
-    await inf.start();
-    await waitFor(() => errors.length === 1 && server.openWatches('api/v1/pods') > 0, { what: 'restart after 500' });
-    server.apply(pod('d'));
-    await waitFor(() => seen.includes('add d'));
-    stopping = true;
-    await inf.stop();
+    try {
+      await inf.start();
+      await waitFor(() => errors.length === 1 && server.openWatches('api/v1/pods') > 0, { what: 'restart after 500' });
+      server.apply(pod('d'));
+      await waitFor(() => seen.includes('add d'));
+    } finally {
+      // Also when the test fails: otherwise afterAll's stop() is reported as an error and restarts it forever.
+      stopping = true;
+      await inf.stop();
+    }
   });
 
   it('serves custom resources and records status patches (merge and JSON patch)', async () => {

@@ -1,0 +1,10 @@
+export { DASHBOARDS, dashboardJson } from './dashboards';
+export type { DashboardSpec, PanelSpec, Query, RowSpec, VariableSpec } from './dashboards';
+export { renderDashboards, staleDashboards, DASHBOARD_DIR } from './generate-dashboards';
+export { allRules, ruleGroups, writeRulesFile, writeRulesTests, RULES_MANIFEST, RULES_TESTS } from './rules';
+export type { Rule } from './rules';
+export { startPrometheus } from './prometheus';
+export type { PrometheusHandle, PrometheusOptions, Sample, ScrapeJob } from './prometheus';
+export { requireTool, promtool, INSTALL_HINT } from './tools';
+export { presenceQuery, panelQueries, queryVariables, substitute } from './expressions';
+export type { DashboardQuery, LabelValuesVariable } from './expressions';
