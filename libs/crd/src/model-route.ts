@@ -9,11 +9,15 @@ const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
 /** Gateway API group, the default `group` of a parentRef. */
 export const GATEWAY_API_GROUP = 'gateway.networking.k8s.io';
 
-/** A Gateway API ParentReference, with the bounds and defaults of Kthena's CRD (which embeds the upstream type). */
+/**
+ * A Gateway API ParentReference, with the bounds of Kthena's CRD (which embeds the upstream type). The API
+ * server fills `group` and `kind` from the CRD's defaults; parsing leaves them out when absent (a file source
+ * has no API server), and readers take an absent one as {@link GATEWAY_API_GROUP} / `Gateway`.
+ */
 export const ParentReferenceSchema = z.object({
   group: z.string().max(253).regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be an API group (a DNS subdomain) or empty')
-    .default(GATEWAY_API_GROUP),
-  kind: z.string().min(1).max(63).regex(/^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$/, 'must be a kind name').default('Gateway'),
+    .optional().meta({ default: GATEWAY_API_GROUP }),
+  kind: z.string().min(1).max(63).regex(/^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$/, 'must be a kind name').optional().meta({ default: 'Gateway' }),
   namespace: z.string().min(1).max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a lowercase DNS-1123 label').optional(),
   name: z.string().min(1).max(253),
   sectionName: z.string().min(1).max(253).regex(DNS_SUBDOMAIN, 'must be a lowercase DNS-1123 subdomain').optional(),
