@@ -23,7 +23,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--registry-interval <ms>', 'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)')
     .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, default POD_NAME or hostname-pid)')
-    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)');
+    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
+    .option('--gateway-api', 'Gateway API mode: watch Gateways, HTTPRoutes, InferencePools (TRIAD_GATEWAY_API=true)')
+    .option('--gateway-class <name>', 'GatewayClass whose Gateways are served, repeatable (TRIAD_GATEWAY_CLASSES, default kthena-router,triad)', collect, [])
+    .option('--default-gateway <ns/name:port>', "the default Gateway's record, or none (TRIAD_DEFAULT_GATEWAY, default $POD_NAMESPACE/default:8080)")
+    .option('--credentials-key-file <file>', 'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)');
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
   const flags: Partial<Record<keyof WatcherConfig, unknown>> = {
@@ -31,6 +35,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     scrapeIntervalMs: o['scrapeInterval'], scrapeTimeoutMs: o['scrapeTimeout'], scrapeConcurrency: o['scrapeConcurrency'],
     modelsIntervalMs: o['modelsInterval'], metricsHeartbeatMs: o['metricsHeartbeat'], registryIntervalMs: o['registryInterval'],
     leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
+    gatewayApi: o['gatewayApi'] === undefined ? undefined : true, gatewayClasses: o['gatewayClass'], defaultGateway: o['defaultGateway'],
+    credentialsKeyFile: o['credentialsKeyFile'],
   };
   const config = resolveConfig(flags);
   const logger = createLogger({ service: 'pod-watcher' });

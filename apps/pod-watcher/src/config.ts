@@ -14,6 +14,22 @@ const SourceSchema = z.string().transform((text, ctx): SourceSpec => {
   return z.NEVER;
 });
 
+const Bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0'])]).transform((v) => v === true || v === 'true' || v === '1');
+
+/** `NS/NAME:PORT` of the default Gateway, or `none`. */
+export type DefaultGatewaySpec = { readonly namespace: string; readonly name: string; readonly port: number } | undefined;
+
+const DefaultGatewaySchema = z.string().transform((text, ctx): DefaultGatewaySpec => {
+  if (text === 'none') return undefined;
+  const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?):(\d{1,5})$/.exec(text);
+  const port = Number(m?.[5]);
+  if (!m || port < 1 || port > 65535) {
+    ctx.addIssue({ code: 'custom', message: `must be NAMESPACE/NAME:PORT or 'none', got '${text}'` });
+    return z.NEVER;
+  }
+  return { namespace: m[1] as string, name: m[3] as string, port };
+});
+
 /** Pod-watcher settings: flags, with `TRIAD_*` environment variables as defaults. */
 export const WatcherConfigSchema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
@@ -44,6 +60,17 @@ export const WatcherConfigSchema = z.object({
   identity: z.string().min(1).default(() => process.env['POD_NAME'] ?? `${hostname()}-${process.pid}`),
   /** Longest time a SIGTERM shutdown may take. */
   drainTimeoutMs: Ms(0).default(10_000),
+  /** Kthena's `--enable-gateway-api`: watch Gateways, HTTPRoutes, InferencePools (and Namespaces) too. */
+  gatewayApi: Bool.default(false),
+  /** GatewayClass names whose Gateways are Triad's (Kthena's is `kthena-router`). */
+  gatewayClasses: z.array(z.string().min(1)).default(['kthena-router', 'triad']),
+  /**
+   * The default Gateway (Kthena's router creates one, `default` in its namespace, listening on its port): a
+   * record Triad publishes, not an object it creates. `none` to have only real Gateways.
+   */
+  defaultGateway: DefaultGatewaySchema.default({ namespace: 'default', name: 'default', port: 8080 }),
+  /** File holding the key provider credentials are sealed with for the gateway (a mounted Secret). */
+  credentialsKeyFile: z.string().optional(),
 });
 export type WatcherConfig = z.infer<typeof WatcherConfigSchema>;
 export type WatcherConfigInput = z.input<typeof WatcherConfigSchema>;
@@ -64,7 +91,14 @@ export const CONFIG_ENV: Readonly<Record<keyof WatcherConfig, string>> = {
   leaseTtlMs: 'TRIAD_LEASE_TTL_MS',
   identity: 'TRIAD_IDENTITY',
   drainTimeoutMs: 'TRIAD_DRAIN_TIMEOUT_MS',
+  gatewayApi: 'TRIAD_GATEWAY_API',
+  gatewayClasses: 'TRIAD_GATEWAY_CLASSES',
+  defaultGateway: 'TRIAD_DEFAULT_GATEWAY',
+  credentialsKeyFile: 'TRIAD_CREDENTIALS_KEY_FILE',
 };
+
+/** Environment variable holding the credentials key inline (base64 or hex), when no key file is given. */
+export const CREDENTIALS_KEY_ENV = 'TRIAD_CREDENTIALS_KEY';
 
 /**
  * Merges flags over environment variables over defaults and validates the result. Throws an Error listing every
@@ -76,8 +110,12 @@ export function resolveConfig(flags: Partial<Record<keyof WatcherConfig, unknown
     const flag = flags[key];
     const fromEnv = key === 'kubeconfig' ? undefined : env[envName];
     if (flag !== undefined && !(Array.isArray(flag) && flag.length === 0)) merged[key] = flag;
-    else if (fromEnv !== undefined && fromEnv !== '') merged[key] = key === 'namespaces' ? fromEnv.split(',').map((s) => s.trim()).filter(Boolean) : fromEnv;
+    else if (fromEnv !== undefined && fromEnv !== '') {
+      merged[key] = key === 'namespaces' || key === 'gatewayClasses' ? fromEnv.split(',').map((s) => s.trim()).filter(Boolean) : fromEnv;
+    }
   }
+  // Kthena's default Gateway lives in the router's own namespace.
+  if (merged['defaultGateway'] === undefined && env['POD_NAMESPACE']) merged['defaultGateway'] = `${env['POD_NAMESPACE']}/default:8080`;
   const parsed = WatcherConfigSchema.safeParse(merged);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`);
