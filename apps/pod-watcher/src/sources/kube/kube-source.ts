@@ -92,7 +92,7 @@ export class KubeSource implements ObjectSource {
     const mergePatch = this.#k8s.setHeaderOptions('Content-Type', this.#k8s.PatchStrategy.MergePatch);
     this.status = new KubeStatusWriter(async (kind, namespace, name, status) => {
       const r = STATUS_RESOURCES[kind];
-      await custom.patchNamespacedCustomObjectStatus({ ...r, namespace, name, body: { status } }, mergePatch);
+      return custom.patchNamespacedCustomObjectStatus({ ...r, namespace, name, body: { status } }, mergePatch) as Promise<unknown>;
     }, options.logger, options.metrics);
   }
 

@@ -5,8 +5,8 @@ import type { ObservedObject, RouteParentStatus, StatusKind, StatusReporter } fr
 import { TRIAD_CONTROLLER_NAME, mergeRouteParents, routeParentsDiffer } from '../../gateway-api/route-parents';
 import type { WatcherMetrics } from '../../ops/metrics';
 
-/** Writes `status` of one object (a merge patch of the status subresource). */
-export type StatusPatcher = (kind: StatusKind, namespace: string, name: string, status: Record<string, unknown>) => Promise<void>;
+/** Writes `status` of one object (a merge patch of the status subresource); resolves to the object as stored. */
+export type StatusPatcher = (kind: StatusKind, namespace: string, name: string, status: Record<string, unknown>) => Promise<unknown>;
 
 interface Pending {
   readonly kind: StatusKind;
@@ -17,6 +17,8 @@ interface Pending {
   readonly desired: string;
   /** For the log line. */
   readonly summary: Record<string, unknown>;
+  /** Whether the stored status still says what was written (a CRD without these fields prunes them). */
+  readonly kept: (stored: unknown) => boolean;
   attempts: number;
 }
 
@@ -38,6 +40,8 @@ export class KubeStatusWriter implements StatusReporter {
   readonly #pending = new Map<string, Pending>();
   /** id → what was last written there successfully. */
   readonly #written = new Map<string, string>();
+  /** id → what is being written now (its own echo may arrive before the patch's answer). */
+  readonly #inFlight = new Map<string, string>();
   readonly #prunedSaid = new Set<string>();
   #active = 0;
   #closed = false;
@@ -62,7 +66,8 @@ export class KubeStatusWriter implements StatusReporter {
     const key = JSON.stringify([desired.map(({ lastTransitionTime: _t, ...rest }) => rest), observedGeneration]);
     const status = { ...(observedGeneration !== undefined ? { observedGeneration } : {}), conditions: mergeConditions(current, desired) };
     const summary = Object.fromEntries(desired.map((c) => [c.type, `${c.status}/${c.reason ?? ''}`]));
-    this.#offer({ kind, namespace, name, status, desired: key, summary, attempts: 0 }, differs);
+    const kept = (stored: unknown) => desired.every((d) => !conditionDiffers(currentConditions(stored), d));
+    this.#offer({ kind, namespace, name, status, desired: key, summary, kept, attempts: 0 }, differs);
   }
 
   routeParents(namespace: string, name: string, parents: readonly RouteParentStatus[], observed: ObservedObject): void {
@@ -71,7 +76,11 @@ export class KubeStatusWriter implements StatusReporter {
     const differs = routeParentsDiffer(list, parents);
     const key = JSON.stringify(parents.map((p) => ({ ...p, conditions: p.conditions.map(({ lastTransitionTime: _t, ...rest }) => rest) })));
     const summary = { controller: TRIAD_CONTROLLER_NAME, parents: parents.length };
-    this.#offer({ kind: 'HTTPRoute', namespace, name, status: { parents: mergeRouteParents(list, parents) }, desired: key, summary, attempts: 0 }, differs);
+    const kept = (stored: unknown) => {
+      const after = (stored as { status?: { parents?: unknown } } | undefined)?.status?.parents;
+      return !routeParentsDiffer(Array.isArray(after) ? (after as RouteParentStatus[]) : [], parents);
+    };
+    this.#offer({ kind: 'HTTPRoute', namespace, name, status: { parents: mergeRouteParents(list, parents) }, desired: key, summary, kept, attempts: 0 }, differs);
   }
 
   forget(kind: StatusKind, namespace: string, name: string): void {
@@ -93,17 +102,27 @@ export class KubeStatusWriter implements StatusReporter {
       this.#pending.delete(id);
       return;
     }
+    if (this.#inFlight.get(id) === job.desired) {
+      this.#pending.delete(id);
+      return;
+    }
     if (this.#written.get(id) === job.desired) {
       // Written already and not on the object now: the API server pruned it, or someone overwrote it.
       this.#pending.delete(id);
-      if (!this.#prunedSaid.has(id)) {
-        this.#prunedSaid.add(id);
-        this.#logger.warn({ kind: job.kind, namespace: job.namespace, name: job.name }, 'status written earlier is not on the object (a CRD without these status fields, such as Kthena\'s, prunes it); not writing it again until it changes');
-      }
+      this.#sayPruned(id, job);
       return;
     }
     this.#pending.set(id, job);
     this.#pump();
+  }
+
+  #sayPruned(id: string, job: Pending): void {
+    if (this.#prunedSaid.has(id)) return;
+    this.#prunedSaid.add(id);
+    this.#logger.warn(
+      { kind: job.kind, namespace: job.namespace, name: job.name },
+      'status written earlier is not on the object (a CRD without these status fields, such as Kthena\'s, prunes it); not writing it again until it changes',
+    );
   }
 
   #pump(): void {
@@ -121,13 +140,17 @@ export class KubeStatusWriter implements StatusReporter {
   }
 
   async #run(id: string, job: Pending): Promise<void> {
+    this.#inFlight.set(id, job.desired);
     try {
-      await this.#patch(job.kind, job.namespace, job.name, job.status);
+      const stored = await this.#patch(job.kind, job.namespace, job.name, job.status);
+      this.#inFlight.delete(id);
       this.#written.set(id, job.desired);
       this.#prunedSaid.delete(id);
       this.#metrics?.statusPatches.inc({ result: 'ok' });
       this.#logger.info({ kind: job.kind, namespace: job.namespace, name: job.name, ...job.summary }, 'status written');
+      if (stored !== undefined && !job.kept(stored)) this.#sayPruned(id, job);
     } catch (err) {
+      this.#inFlight.delete(id);
       const code = (err as { code?: unknown }).code;
       this.#metrics?.statusPatches.inc({ result: 'error' });
       if (code === 404) return;
