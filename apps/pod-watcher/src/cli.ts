@@ -25,9 +25,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, default POD_NAME or hostname-pid)')
     .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
     .option('--gateway-api', 'Gateway API mode: watch Gateways, HTTPRoutes, InferencePools (TRIAD_GATEWAY_API=true)')
-    .option('--gateway-class <name>', 'GatewayClass whose Gateways are served, repeatable (TRIAD_GATEWAY_CLASSES, default kthena-router,triad)', collect, [])
+    .option('--gateway-class <name>', 'GatewayClass whose Gateways are served, repeatable (TRIAD_GATEWAY_CLASSES, default kthena-router,triad)',
+      collect, [])
     .option('--default-gateway <ns/name:port>', "the default Gateway's record, or none (TRIAD_DEFAULT_GATEWAY, default $POD_NAMESPACE/default:8080)")
-    .option('--credentials-key-file <file>', 'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)');
+    .option('--credentials-key-file <file>',
+      'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)');
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
   const flags: Partial<Record<keyof WatcherConfig, unknown>> = {

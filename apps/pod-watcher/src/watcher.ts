@@ -50,7 +50,9 @@ function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMet
   if (config.source.kind === 'file') return new FileSource({ path: config.source.path, logger, metrics });
   // Loaded only for the kube source: it pulls in @kubernetes/client-node.
   const { KubeSource } = require('./sources/kube/kube-source') as typeof import('./sources/kube/kube-source');
-  return new KubeSource({ namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), gatewayApi: config.gatewayApi, logger, metrics });
+  return new KubeSource({
+    namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), gatewayApi: config.gatewayApi, logger, metrics,
+  });
 }
 
 /**
@@ -61,7 +63,9 @@ function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMet
 export async function startPodWatcher(options: StartPodWatcherOptions): Promise<PodWatcher> {
   const { config, logger } = options;
   const credentialsKey = loadCredentialsKey(config, options.env);
-  if (!credentialsKey) logger.info('no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published');
+  if (!credentialsKey) {
+    logger.info('no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published');
+  }
   const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   let publisher: StatePublisher | undefined;
   let closed = false;
@@ -106,7 +110,9 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
         ...(defaultGateway ? { defaultGateway } : {}),
       })
       : undefined;
-    reconciler = new Reconciler({ inventory, scraper, publisher: pub, registry, providers, ...(gatewayApi ? { gatewayApi } : {}), source: config.source.kind });
+    reconciler = new Reconciler({
+      inventory, scraper, publisher: pub, registry, providers, ...(gatewayApi ? { gatewayApi } : {}), source: config.source.kind,
+    });
     const rec = reconciler;
     metrics.watch({
       objects: () => inventory.counts(),

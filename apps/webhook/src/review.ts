@@ -39,7 +39,9 @@ const MAX_WARNINGS = 16;
 type Raw = Record<string, unknown>;
 const isObject = (v: unknown): v is Raw => !!v && typeof v === 'object' && !Array.isArray(v);
 
-function answer(uid: string, allowed: boolean, denied?: { code: number; reason: string; message: string }, warnings: readonly string[] = []): AdmissionReviewResponse {
+type Denial = { code: number; reason: string; message: string };
+
+function answer(uid: string, allowed: boolean, denied?: Denial, warnings: readonly string[] = []): AdmissionReviewResponse {
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
@@ -78,7 +80,8 @@ function denial(kind: string, name: string | undefined, problems: readonly Valid
 export function reviewAdmission(body: unknown, path = '/validate'): ReviewOutcome {
   if (!isObject(body)) return malformed('', 'the body is not a JSON object');
   if (body['apiVersion'] !== 'admission.k8s.io/v1' || body['kind'] !== 'AdmissionReview') {
-    return malformed('', `expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got ${String(body['apiVersion'])} ${String(body['kind'])}`);
+    const got = `${String(body['apiVersion'])} ${String(body['kind'])}`;
+    return malformed('', `expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got ${got}`);
   }
   const request = body['request'];
   if (!isObject(request)) return malformed('', 'request is missing');
@@ -95,7 +98,8 @@ export function reviewAdmission(body: unknown, path = '/validate'): ReviewOutcom
   const expected = KIND_OF_PATH[path];
   if (expected && kind !== expected) return malformed(uid, `${path} validates ${expected} objects, got ${kind || 'an object without kind'}`);
   if (!(ADMITTED_KINDS as readonly string[]).includes(kind)) {
-    return { review: answer(uid, true, undefined, [`triad webhook: kind ${kind || '(none)'} is not validated here`]), result: 'allowed', kind, operation };
+    const warning = `triad webhook: kind ${kind || '(none)'} is not validated here`;
+    return { review: answer(uid, true, undefined, [warning]), result: 'allowed', kind, operation };
   }
   const v = validateResource({ ...object, kind });
   const problems: ValidationProblem[] = [...v.problems];
@@ -107,7 +111,8 @@ export function reviewAdmission(body: unknown, path = '/validate'): ReviewOutcom
   }
   const warnings = v.warnings.map(formatProblem);
   if (problems.length > 0) {
-    return { review: answer(uid, false, { code: 422, reason: 'Invalid', message: denial(kind, v.name, problems) }, warnings), result: 'denied', kind, operation };
+    const refused = { code: 422, reason: 'Invalid', message: denial(kind, v.name, problems) };
+    return { review: answer(uid, false, refused, warnings), result: 'denied', kind, operation };
   }
   return { review: answer(uid, true, undefined, warnings), result: 'allowed', kind, operation };
 }

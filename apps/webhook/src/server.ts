@@ -35,7 +35,9 @@ function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
       if (size > limit) over = true;
       else if (!over) chunks.push(chunk);
     });
-    req.on('end', () => resolve(over ? { ok: false, status: 413, why: `the body is larger than ${limit} bytes` } : { ok: true, text: Buffer.concat(chunks).toString('utf8') }));
+    req.on('end', () => resolve(over
+      ? { ok: false, status: 413, why: `the body is larger than ${limit} bytes` }
+      : { ok: true, text: Buffer.concat(chunks).toString('utf8') }));
     req.on('error', (err) => resolve({ ok: false, status: 400, why: `reading the body failed: ${err.message}` }));
   });
 }
@@ -75,7 +77,8 @@ export async function startWebhook(options: StartWebhookOptions): Promise<Webhoo
     metrics.reviews.inc({ kind: outcome.kind, operation: outcome.operation, result: outcome.result });
     metrics.duration.observe((performance.now() - started) / 1000);
     if (outcome.result !== 'allowed') {
-      logger.info({ uid: outcome.review.response.uid, kind: outcome.kind, operation: outcome.operation, result: outcome.result, message: outcome.review.response.status?.message }, 'admission denied');
+      const { uid, status } = outcome.review.response;
+      logger.info({ uid, kind: outcome.kind, operation: outcome.operation, result: outcome.result, message: status?.message }, 'admission denied');
     }
   };
 

@@ -29,7 +29,9 @@ export function credentialsKeyId(key: Uint8Array): string {
 export function parseCredentialsKey(text: string): { ok: true; key: Buffer } | { ok: false; error: string } {
   const t = text.trim();
   const key = /^[0-9a-fA-F]{64}$/.test(t) ? Buffer.from(t, 'hex') : /^[A-Za-z0-9+/]+={0,2}$/.test(t) ? Buffer.from(t, 'base64') : undefined;
-  if (!key || key.length !== 32) return { ok: false, error: 'a credentials key is 32 bytes, written as base64 (openssl rand -base64 32) or 64 hex digits' };
+  if (!key || key.length !== 32) {
+    return { ok: false, error: 'a credentials key is 32 bytes, written as base64 (openssl rand -base64 32) or 64 hex digits' };
+  }
   return { ok: true, key };
 }
 
@@ -39,7 +41,8 @@ export function sealCredential(token: string, key: Uint8Array, aad: string): Sea
   const cipher = createCipheriv('aes-256-gcm', key, iv);
   cipher.setAAD(Buffer.from(aad, 'utf8'));
   const data = Buffer.concat([cipher.update(token, 'utf8'), cipher.final()]);
-  return { alg: 'A256GCM', kid: credentialsKeyId(key), iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+  const tag = cipher.getAuthTag();
+  return { alg: 'A256GCM', kid: credentialsKeyId(key), iv: iv.toString('base64'), tag: tag.toString('base64'), data: data.toString('base64') };
 }
 
 /** Opens a sealed credential; the error says why without ever containing the value. */

@@ -135,7 +135,9 @@ function modelRouteSpec(): JsonSchema {
 function providerSpec(): JsonSchema {
   const spec = schemaOf(ExternalModelProviderSpecSchema);
   const auth = (spec['properties'] as Record<string, JsonSchema>)['auth'] as JsonSchema;
-  auth['x-kubernetes-validations'] = [{ rule: '!has(self.secretRef.optional) || !self.secretRef.optional', message: 'secretRef.optional must be false or unset' }];
+  auth['x-kubernetes-validations'] = [
+    { rule: '!has(self.secretRef.optional) || !self.secretRef.optional', message: 'secretRef.optional must be false or unset' },
+  ];
   // A SecretKeySelector is replaced as a whole by server-side apply, as in Kubernetes' own types.
   ((auth['properties'] as Record<string, JsonSchema>)['secretRef'] as JsonSchema)['x-kubernetes-map-type'] = 'atomic';
   return spec;

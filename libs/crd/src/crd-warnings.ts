@@ -28,7 +28,10 @@ function distance(a: string, b: string): number {
   let prev = Array.from({ length: y.length + 1 }, (_, j) => j);
   for (let i = 1; i <= x.length; i++) {
     const row = [i];
-    for (let j = 1; j <= y.length; j++) row[j] = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, (prev[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1));
+    for (let j = 1; j <= y.length; j++) {
+      const substitute = (prev[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1);
+      row[j] = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, substitute);
+    }
     prev = row;
   }
   return prev[y.length] as number;

@@ -2,7 +2,10 @@ import type { z } from 'zod';
 import { LineCounter, parseAllDocuments } from 'yaml';
 import { crdSchemaWarnings } from './crd-warnings';
 import { ExternalModelProviderSchema, type ExternalModelProvider } from './external-model-provider';
-import { GATEWAY_API_VERSION, GatewaySchema, HttpRouteSchema, INFERENCE_POOL_API_VERSION, InferencePoolSchema, type Gateway, type HttpRoute, type InferencePool } from './gateway-api/schemas';
+import {
+  GATEWAY_API_VERSION, GatewaySchema, HttpRouteSchema, INFERENCE_POOL_API_VERSION, InferencePoolSchema, type Gateway, type HttpRoute,
+  type InferencePool,
+} from './gateway-api/schemas';
 import { httpRouteSupport } from './gateway-api/http-route-support';
 import { gatewayRules, httpRouteRules, inferencePoolRules } from './gateway-api/rules';
 import { ModelServerSchema, API_VERSION, type ModelServer } from './model-server';
@@ -20,9 +23,13 @@ export type ResourceKind = TriadResource['kind'];
  * `warnings` never make an object invalid: fields the API server would drop or require (Triad's CRD kinds), and
  * Gateway API features Triad does not serve.
  */
+type Problems = readonly ValidationProblem[];
 export type ResourceValidation =
-  | { readonly status: 'valid'; readonly kind: ResourceKind; readonly name: string; readonly namespace: string; readonly value: TriadResource; readonly problems: readonly []; readonly warnings: readonly ValidationProblem[] }
-  | { readonly status: 'invalid'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: readonly ValidationProblem[]; readonly warnings: readonly ValidationProblem[] }
+  | {
+    readonly status: 'valid'; readonly kind: ResourceKind; readonly name: string; readonly namespace: string; readonly value: TriadResource;
+    readonly problems: readonly []; readonly warnings: Problems;
+  }
+  | { readonly status: 'invalid'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: Problems; readonly warnings: Problems }
   | { readonly status: 'skipped'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: readonly []; readonly warnings: readonly [] };
 
 function zodProblems(error: z.ZodError): ValidationProblem[] {
@@ -40,7 +47,8 @@ function identity(raw: Record<string, unknown>): { kind: string; name?: string; 
 
 type Rules = (raw: Record<string, unknown>) => ValidationProblem[];
 
-function check<T extends TriadResource>(schema: z.ZodType<T>, rules: Rules, raw: Record<string, unknown>, warnings: Rules = () => []): ResourceValidation {
+function check<T extends TriadResource>(schema: z.ZodType<T>, rules: Rules, raw: Record<string, unknown>, warnings: Rules = () => []):
+ResourceValidation {
   const parsed = schema.safeParse(raw);
   const problems = [...(parsed.success ? [] : zodProblems(parsed.error)), ...rules(raw)];
   const id = identity(raw);
@@ -77,7 +85,9 @@ const KINDS: Readonly<Record<string, KindCheck>> = {
   Pod: { apiVersion: 'v1', run: (raw) => check(PodSchema, () => [], raw) },
   Gateway: { apiVersion: GATEWAY_API_VERSION, run: (raw) => check(GatewaySchema, (r) => gatewayRules(spec(r)), raw) },
   HTTPRoute: { apiVersion: GATEWAY_API_VERSION, run: (raw) => check(HttpRouteSchema, (r) => httpRouteRules(spec(r)), raw, routeSupportWarnings) },
-  InferencePool: { apiVersion: INFERENCE_POOL_API_VERSION, run: (raw) => check(InferencePoolSchema, (r) => inferencePoolRules(spec(r), r['metadata']), raw) },
+  InferencePool: {
+    apiVersion: INFERENCE_POOL_API_VERSION, run: (raw) => check(InferencePoolSchema, (r) => inferencePoolRules(spec(r), r['metadata']), raw),
+  },
 };
 
 /** Kinds `validateResource` checks (everything else is `skipped`). */

@@ -81,12 +81,14 @@ export function checkTriadResources(docs: readonly ManifestDoc[]): string[] {
 export function checkWebhooks(docs: readonly ManifestDoc[]): string[] {
   const problems: string[] = [];
   for (const doc of docs.filter((d) => kindOf(d) === 'ValidatingWebhookConfiguration')) {
+    // A patch document may carry only metadata (no webhooks).
     for (const hook of list(doc.value['webhooks'])) {
       const svc = obj(obj(hook['clientConfig'])['service']);
       const target = docs.find((d) => kindOf(d) === 'Service' && nameOf(d) === svc['name']);
       if (!target) problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls Service ${String(svc['name'])}, which is not defined`);
       else if (!list(obj(target.value['spec'])['ports']).some((p) => p['port'] === (svc['port'] ?? 443))) {
-        problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls port ${String(svc['port'] ?? 443)}, which Service ${String(svc['name'])} does not expose`);
+        const port = String(svc['port'] ?? 443);
+        problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls port ${port}, which Service ${String(svc['name'])} does not expose`);
       }
     }
     const inject = obj(obj(doc.value['metadata'])['annotations'])['cert-manager.io/inject-ca-from'];

@@ -8,6 +8,8 @@ export interface KustomizeUnit {
   /** The kustomization directory, relative to the workspace root. */
   readonly dir: string;
   readonly docs: readonly ManifestDoc[];
+  /** The documents of its own patches (not applied to `docs`: the checks read what they set). */
+  readonly patchDocs: readonly ManifestDoc[];
   readonly namespace?: string;
   /** Files the generators read (config files, not manifests), relative to the workspace root. */
   readonly dataFiles: readonly string[];
@@ -32,8 +34,8 @@ function patchPaths(kustomization: Record<string, unknown>): string[] {
 export function loadKustomization(workspaceRoot: string, dir: string, stack: readonly string[] = []): KustomizeUnit {
   const rel = relative(workspaceRoot, dir) || '.';
   const file = join(dir, 'kustomization.yaml');
-  if (!existsSync(file)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
-  if (stack.includes(dir)) return { dir: rel, docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`] };
+  if (!existsSync(file)) return { dir: rel, docs: [], patchDocs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
+  if (stack.includes(dir)) return { dir: rel, docs: [], patchDocs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`] };
   const parsed = parseManifestFile(workspaceRoot, file);
   const problems = [...parsed.problems];
   const k = parsed.docs[0]?.value ?? {};
@@ -58,6 +60,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     }
   }
 
+  const patchDocs: ManifestDoc[] = [];
   for (const entry of patchPaths(k)) {
     const target = resolve(dir, entry);
     if (!existsSync(target)) {
@@ -66,6 +69,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     }
     if (!within(dir, target)) problems.push(`${rel}/kustomization.yaml: patch ${entry} is outside the kustomization root`);
     for (const patch of parseManifestFile(workspaceRoot, target).docs) {
+      patchDocs.push(patch);
       const match = docs.some((d) => kindOf(d) === kindOf(patch) && nameOf(d) === nameOf(patch));
       if (!match) problems.push(`${patch.file}:${patch.line}: patch for ${kindOf(patch)}/${nameOf(patch)} matches no resource of ${rel}`);
     }
@@ -81,7 +85,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     if (!images.includes(String(image['name']))) problems.push(`${rel}/kustomization.yaml: images entry ${String(image['name'])} matches no container image`);
   }
   const namespace = typeof k['namespace'] === 'string' ? k['namespace'] : undefined;
-  return { dir: rel, docs, ...(namespace ? { namespace } : {}), dataFiles, problems };
+  return { dir: rel, docs, patchDocs, ...(namespace ? { namespace } : {}), dataFiles, problems };
 }
 
 /** Reads one generator source: `path` or `key=path`, relative to the kustomization, kept inside its root. */

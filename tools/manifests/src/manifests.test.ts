@@ -69,7 +69,7 @@ describe('repository manifests', () => {
   });
 
   it('every kustomization resolves: resources and patches exist inside its root, images match containers', () => {
-    expect(kustomizations.map((k) => k.dir).sort()).toEqual(['infra/k8s/base', 'infra/k8s/overlays/demo', 'infra/k8s/overlays/production', 'infra/k8s/webhook']);
+    expect(kustomizations.map((k) => k.dir).sort()).toEqual(['infra/k8s/base', 'infra/k8s/overlays/demo', 'infra/k8s/overlays/production', 'infra/k8s/webhook', 'infra/k8s/webhook-cert-manager']);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
   });
 
@@ -88,7 +88,7 @@ describe('repository manifests', () => {
   });
 
   it('each deployable unit defines every ServiceAccount, ConfigMap, Secret, claim, role and target it references', () => {
-    expect(units.length).toBe(11);
+    expect(units.length).toBe(12);
     expect(units.flatMap((u) => checkReferences(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
@@ -108,7 +108,10 @@ describe('repository manifests', () => {
 
   it('admission webhooks call a Service of their unit, with the CA from a Certificate of their unit', () => {
     expect(unitDocs.filter((d) => kindOf(d) === 'ValidatingWebhookConfiguration')).toHaveLength(1);
-    expect(checkWebhooks(unitDocs)).toEqual([]);
+    // A kustomization's patches set what the checks read (the cert-manager overlay adds the CA injection).
+    const withPatches = kustomizations.map((k) => [...k.docs, ...k.patchDocs]);
+    expect(withPatches.filter((docs) => docs.some((d) => JSON.stringify(d.value).includes('inject-ca-from')))).toHaveLength(1);
+    expect(withPatches.flatMap((docs) => checkWebhooks(docs))).toEqual([]);
   });
 
   it('the shipped scheduler config passes the scheduler\'s schema', () => {

@@ -30,7 +30,9 @@ export function allowsHttpRoutes(l: Listener): boolean {
 }
 
 /** Whether a listener admits routes from `routeNamespace` (allowedRoutes.namespaces: Same by default). */
-export function allowsNamespace(l: Listener, gatewayNamespace: string, routeNamespace: string, labels: (ns: string) => Readonly<Record<string, string>> | undefined): boolean {
+export function allowsNamespace(
+  l: Listener, gatewayNamespace: string, routeNamespace: string, labels: (ns: string) => Readonly<Record<string, string>> | undefined,
+): boolean {
   const from = l.allowedRoutes?.namespaces?.from ?? 'Same';
   if (from === 'All') return true;
   if (from === 'Same') return gatewayNamespace === routeNamespace;

@@ -61,12 +61,14 @@ function gatewayRecord(gw: ServedGateway): GatewayRecord {
   return {
     schemaVersion: SCHEMA_VERSION, namespace: gw.namespace, name: gw.name, gatewayClassName: gw.gatewayClassName, virtual: gw.virtual,
     listeners: gw.listeners.filter(isServedProtocol).map((l) => ({ name: l.name, port: l.port, ...(l.hostname ? { hostname: l.hostname } : {}) })),
-    ignoredListeners: gw.listeners.filter((l) => !isServedProtocol(l)).map((l) => ({ name: l.name, protocol: l.protocol, reason: `protocol ${l.protocol} is not served (HTTP only)` })),
+    ignoredListeners: gw.listeners.filter((l) => !isServedProtocol(l))
+      .map((l) => ({ name: l.name, protocol: l.protocol, reason: `protocol ${l.protocol} is not served (HTTP only)` })),
   };
 }
 
 const cond = (type: string, ok: boolean, reason: string, message: string, generation: number | undefined, now: Date): Condition => ({
-  type, status: ok ? 'True' : 'False', reason, message, lastTransitionTime: now.toISOString(), ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  type, status: ok ? 'True' : 'False', reason, message, lastTransitionTime: now.toISOString(),
+  ...(generation !== undefined ? { observedGeneration: generation } : {}),
 });
 
 /** The `Accepted` condition of one parentRef, and the listeners it attaches to. */
@@ -76,13 +78,13 @@ function attach(gw: ServedGateway, route: HttpRoute, ref: NonNullable<HttpRoute[
   const allowed = selected.filter((l) => allowsHttpRoutes(l) && allowsNamespace(l, gw.namespace, routeNs, input.namespaceLabels));
   const hosts = allowed.filter((l) => hostnamesIntersect(l.hostname, route.spec.hostnames ?? []));
   const served = hosts.filter(isServedProtocol);
-  const gen = route.metadata.generation;
+  const refused = (reason: string, message: string) => cond('Accepted', false, reason, message, route.metadata.generation, input.now);
   let accepted: Condition;
-  if (selected.length === 0) accepted = cond('Accepted', false, 'NoMatchingParent', `no listener of Gateway ${gw.namespace}/${gw.name} matches sectionName/port`, gen, input.now);
-  else if (allowed.length === 0) accepted = cond('Accepted', false, 'NotAllowedByListeners', 'the selected listeners do not allow this route (allowedRoutes kinds or namespaces)', gen, input.now);
-  else if (hosts.length === 0) accepted = cond('Accepted', false, 'NoMatchingListenerHostname', 'no listener hostname intersects the route hostnames', gen, input.now);
-  else if (served.length === 0) accepted = cond('Accepted', false, 'UnsupportedValue', 'the selected listeners are not HTTP; Triad serves HTTP listeners only', gen, input.now);
-  else accepted = cond('Accepted', true, 'Accepted', `attached to listener ${served.map((l) => l.name).join(', ')}`, gen, input.now);
+  if (selected.length === 0) accepted = refused('NoMatchingParent', `no listener of Gateway ${gw.namespace}/${gw.name} matches sectionName/port`);
+  else if (allowed.length === 0) accepted = refused('NotAllowedByListeners', 'the selected listeners do not allow this route (allowedRoutes kinds or namespaces)');
+  else if (hosts.length === 0) accepted = refused('NoMatchingListenerHostname', 'no listener hostname intersects the route hostnames');
+  else if (served.length === 0) accepted = refused('UnsupportedValue', 'the selected listeners are not HTTP; Triad serves HTTP listeners only');
+  else accepted = cond('Accepted', true, 'Accepted', `attached to listener ${served.map((l) => l.name).join(', ')}`, route.metadata.generation, input.now);
   return { accepted, listeners: served };
 }
 
@@ -90,7 +92,8 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
   const ns = route.metadata.namespace;
   const support = httpRouteSupport(route.spec, ns);
   const gen = route.metadata.generation;
-  const missing = [...new Set(support.rules.flatMap((r) => r.backends).filter((b) => !pools.has(`${b.namespace}/${b.name}`)).map((b) => `${b.namespace}/${b.name}`))];
+  const backendIds = support.rules.flatMap((r) => r.backends).map((b) => `${b.namespace}/${b.name}`);
+  const missing = [...new Set(backendIds.filter((id) => !pools.has(id)))];
   const invalidKind = support.unsupported.filter((u) => u.reason === 'InvalidKind');
   const resolved = invalidKind.length > 0
     ? cond('ResolvedRefs', false, 'InvalidKind', invalidKind.map((u) => `${u.path}: ${u.message}`).join('; '), gen, input.now)
@@ -98,7 +101,8 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
       ? cond('ResolvedRefs', false, 'BackendNotFound', `InferencePool ${missing.join(', ')} not found`, gen, input.now)
       : cond('ResolvedRefs', true, 'ResolvedRefs', 'all backends resolved', gen, input.now);
   const dropped = support.unsupported.filter((u) => u.reason === 'UnsupportedValue');
-  const partial = dropped.length > 0 ? [cond('PartiallyInvalid', true, 'UnsupportedValue', dropped.map((u) => `${u.path}: ${u.message}`).join('; '), gen, input.now)] : [];
+  const droppedText = dropped.map((u) => `${u.path}: ${u.message}`).join('; ');
+  const partial = dropped.length > 0 ? [cond('PartiallyInvalid', true, 'UnsupportedValue', droppedText, gen, input.now)] : [];
   const parents: HttpRouteRecord['parents'] = [];
   const statuses: RouteParentStatus[] = [];
   for (const ref of route.spec.parentRefs ?? []) {
@@ -119,7 +123,8 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
     backends: r.backends.flatMap((b) => {
       const pool = pools.get(`${b.namespace}/${b.name}`);
       if (!pool) return [];
-      return [{ namespace: b.namespace, name: b.name, weight: b.weight, modelServer: inferencePoolServerName(b.name), port: (pool.spec.targetPorts[0] as { number: number }).number }];
+      const port = (pool.spec.targetPorts[0] as { number: number }).number;
+      return [{ namespace: b.namespace, name: b.name, weight: b.weight, modelServer: inferencePoolServerName(b.name), port }];
     }),
     ...(r.urlRewrite ? { urlRewrite: r.urlRewrite } : {}),
   }));

@@ -8,10 +8,11 @@ import { API_VERSION, INFERENCE_ENGINE_ANNOTATION, type InferencePool, type Mode
  */
 export function poolModelServer(pool: InferencePool): ModelServer {
   const engine = pool.metadata.annotations?.[INFERENCE_ENGINE_ANNOTATION] === 'SGLang' ? 'SGLang' : 'vLLM';
+  const created = pool.metadata.creationTimestamp;
   return {
     apiVersion: API_VERSION,
     kind: 'ModelServer',
-    metadata: { name: inferencePoolServerName(pool.metadata.name), namespace: pool.metadata.namespace, ...(pool.metadata.creationTimestamp ? { creationTimestamp: pool.metadata.creationTimestamp } : {}) },
+    metadata: { name: inferencePoolServerName(pool.metadata.name), namespace: pool.metadata.namespace, ...(created ? { creationTimestamp: created } : {}) },
     spec: {
       inferenceEngine: engine,
       workloadSelector: { matchLabels: pool.spec.selector.matchLabels },

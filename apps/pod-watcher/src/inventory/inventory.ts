@@ -13,7 +13,9 @@ export type { StatusReporter } from './status-reporter';
 export type ValidatedKind = 'ModelServer' | 'ModelRoute' | 'Pod' | 'ExternalModelProvider' | 'Gateway' | 'HTTPRoute' | 'InferencePool';
 /** Every kind a source delivers: the validated ones, credential Secrets and Namespaces (their labels). */
 export type WatchedKind = ValidatedKind | 'Secret' | 'Namespace';
-export const VALIDATED_KINDS: readonly ValidatedKind[] = ['ModelServer', 'ModelRoute', 'Pod', 'ExternalModelProvider', 'Gateway', 'HTTPRoute', 'InferencePool'];
+export const VALIDATED_KINDS: readonly ValidatedKind[] = [
+  'ModelServer', 'ModelRoute', 'Pod', 'ExternalModelProvider', 'Gateway', 'HTTPRoute', 'InferencePool',
+];
 export const WATCHED_KINDS: readonly WatchedKind[] = [...VALIDATED_KINDS, 'Secret', 'Namespace'];
 
 interface KindTypes {
@@ -87,7 +89,9 @@ export class Inventory {
    * `onChange`: an object that matters downstream changed or left. `onReject`: a new invalid version arrived (the
    * same bad version again, on a resync or status write, is not reported twice).
    */
-  constructor(options: { logger: Logger; metrics?: WatcherMetrics; status?: StatusReporter; onChange: (c: InventoryChange) => void; onReject?: (c: InventoryChange) => void }) {
+  constructor(options: {
+    logger: Logger; metrics?: WatcherMetrics; status?: StatusReporter; onChange: (c: InventoryChange) => void; onReject?: (c: InventoryChange) => void;
+  }) {
     this.#logger = options.logger;
     this.#metrics = options.metrics;
     this.#status = options.status;
@@ -139,7 +143,9 @@ export class Inventory {
       if (this.#namespaceLabels.delete(name)) this.#onChange({ kind, namespace: name, name });
       return;
     }
-    if (kind === 'ModelServer' || kind === 'ModelRoute' || kind === 'ExternalModelProvider' || kind === 'HTTPRoute') this.#status?.forget(kind, namespace, name);
+    if (kind === 'ModelServer' || kind === 'ModelRoute' || kind === 'ExternalModelProvider' || kind === 'HTTPRoute') {
+      this.#status?.forget(kind, namespace, name);
+    }
     const map = this.#objects.get(kind) as ByNamespace;
     const ns = map.get(namespace);
     if (!ns?.delete(name)) {

@@ -21,7 +21,9 @@ export interface StatusReporter {
   /** The `Accepted` condition of one ModelServer/ModelRoute version. */
   report(kind: 'ModelServer' | 'ModelRoute', namespace: string, name: string, problems: readonly ValidationProblem[], raw: unknown): void;
   /** Conditions the watcher owns on an object (others are kept), and optionally `status.observedGeneration`. */
-  conditions(kind: StatusKind, namespace: string, name: string, desired: readonly Condition[], observed: ObservedObject, observedGeneration?: number): void;
+  conditions(
+    kind: StatusKind, namespace: string, name: string, desired: readonly Condition[], observed: ObservedObject, observedGeneration?: number,
+  ): void;
   /** The watcher's entries of an HTTPRoute's `status.parents` (other controllers' entries are kept). */
   routeParents(namespace: string, name: string, parents: readonly RouteParentStatus[], observed: ObservedObject): void;
   forget(kind: StatusKind, namespace: string, name: string): void;

@@ -8,7 +8,8 @@ import type { StoredSecret } from '../inventory/secret-store';
 /** Triad's one reason beyond Kthena's: the credential resolves, but the watcher has no key to seal it with. */
 export const CREDENTIAL_NOT_DISTRIBUTABLE = 'CredentialNotDistributable';
 
-const notDistributable = 'the pod-watcher has no credentials key (TRIAD_CREDENTIALS_KEY or --credentials-key-file), so the gateway cannot receive this credential';
+const notDistributable = 'the pod-watcher has no credentials key (TRIAD_CREDENTIALS_KEY or --credentials-key-file), '
+  + 'so the gateway cannot receive this credential';
 
 /** A resolved credential, to be sealed for the gateway. Never logged. */
 export interface ResolvedCredential {
@@ -42,7 +43,9 @@ export interface ProviderInput {
   readonly now: Date;
 }
 
-type CredentialState = { ok: true; reason: string; message: string; credential?: ResolvedCredential } | { ok: false; reason: string; message: string };
+type CredentialState =
+  | { ok: true; reason: string; message: string; credential?: ResolvedCredential }
+  | { ok: false; reason: string; message: string };
 
 /** Kthena's credential resolution: the labelled Secret, its key, a value that can go in a header. */
 function resolveCredential(provider: ExternalModelProvider, secret: ProviderInput['secret']): CredentialState {
@@ -65,7 +68,8 @@ function resolveCredential(provider: ExternalModelProvider, secret: ProviderInpu
 }
 
 const condition = (type: string, ok: boolean, reason: string, message: string, generation: number | undefined, now: Date): Condition => ({
-  type, status: ok ? 'True' : 'False', reason, message, lastTransitionTime: now.toISOString(), ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  type, status: ok ? 'True' : 'False', reason, message, lastTransitionTime: now.toISOString(),
+  ...(generation !== undefined ? { observedGeneration: generation } : {}),
 });
 
 /**
@@ -88,16 +92,18 @@ export function decideProvider(input: ProviderInput): ProviderOutcome {
       ...(valid.metadata.creationTimestamp ? { creationTimestamp: valid.metadata.creationTimestamp } : {}),
     };
   }
-  const credentialCondition = cred
-    ? condition(ProviderConditions.credentialsResolved, cred.ok, cred.reason, cred.message, generation, now)
-    : { ...condition(ProviderConditions.credentialsResolved, false, ProviderReasons.configurationInvalid, 'the spec is invalid', generation, now), status: 'Unknown' as const };
+  const unknown = (): Condition => ({
+    ...condition(ProviderConditions.credentialsResolved, false, ProviderReasons.configurationInvalid, 'the spec is invalid', generation, now), status: 'Unknown',
+  });
+  const credentialCondition = cred ? condition(ProviderConditions.credentialsResolved, cred.ok, cred.reason, cred.message, generation, now) : unknown();
   let ready: Condition;
   if (input.problems && input.problems.length > 0) {
     const text = input.problems.map(formatProblem).join('; ');
     const tail = valid ? '; the last valid version stays in force' : '';
     ready = condition(ProviderConditions.ready, false, ProviderReasons.configurationInvalid, `${text.slice(0, 1000)}${tail}`, generation, now);
   } else {
-    ready = condition(ProviderConditions.ready, record?.ready ?? false, record?.reason ?? ProviderReasons.configurationInvalid, record?.message ?? 'the spec is invalid', generation, now);
+    const reason = record?.reason ?? ProviderReasons.configurationInvalid;
+    ready = condition(ProviderConditions.ready, record?.ready ?? false, reason, record?.message ?? 'the spec is invalid', generation, now);
   }
   const credential = cred?.ok && cred.credential && input.canSeal ? cred.credential : undefined;
   return { ...(record ? { record } : {}), ...(credential ? { credential } : {}), conditions: [credentialCondition, ready] };

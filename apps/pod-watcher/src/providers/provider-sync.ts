@@ -62,7 +62,8 @@ export class ProviderSync {
       const outcome = decideProvider({
         namespace, name, ...(valid ? { valid } : {}), ...(problems ? { problems } : {}),
         ...(observed?.generation !== undefined ? { generation: observed.generation } : {}),
-        secret: (ns, n) => inventory.secrets.get(ns, n), canSeal: this.#opts.credentialsKey !== undefined, now: (this.#opts.now ?? (() => new Date()))(),
+        secret: (ns, n) => inventory.secrets.get(ns, n), canSeal: this.#opts.credentialsKey !== undefined,
+        now: (this.#opts.now ?? (() => new Date()))(),
       });
       const before = providers.get(key);
       if (outcome.record) providers.set(key, outcome.record);
@@ -81,13 +82,15 @@ export class ProviderSync {
 
   /** How the providers a route's targets name stand now (undefined when it names none). */
   resolve(route: ModelRoute): ProviderResolution[] | undefined {
-    const names = new Set((route.spec.rules ?? []).flatMap((r) => r.targetModels.map((t) => t.externalModelProviderName).filter((n): n is string => !!n)));
+    const targets = (route.spec.rules ?? []).flatMap((r) => r.targetModels);
+    const names = new Set(targets.map((t) => t.externalModelProviderName).filter((n): n is string => !!n));
     if (names.size === 0) return undefined;
     const ns = route.metadata.namespace;
     return [...names].sort().map((name) => {
       const key = objectKey(ns, name);
       const record = this.#opts.providers.get(key);
-      return record ? { name, key, found: true, ready: record.ready, reason: record.reason } : { name, key, found: false, ready: false, reason: 'NotFound' };
+      if (!record) return { name, key, found: false, ready: false, reason: 'NotFound' };
+      return { name, key, found: true, ready: record.ready, reason: record.reason };
     });
   }
 

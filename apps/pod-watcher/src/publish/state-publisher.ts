@@ -73,7 +73,8 @@ export class StatePublisher {
       same: (a, b) => sameEndpointRecord(a, b, options.metricsHeartbeatMs),
     });
     const extra = new Set(options.extraOwnedKeys ?? []);
-    const objects = <T>(bucket: string) => new KvPublisher<T>({ ...common, bucket, owns: (k) => extra.has(k) || ownsNs(parseObjectKey(k)?.namespace), same: sameJson });
+    const owns = (k: string) => extra.has(k) || ownsNs(parseObjectKey(k)?.namespace);
+    const objects = <T>(bucket: string) => new KvPublisher<T>({ ...common, bucket, owns, same: sameJson });
     this.modelServers = objects<ModelServerRecord>(Buckets.modelServers);
     this.modelRoutes = objects<ModelRouteRecord>(Buckets.modelRoutes);
     this.externalProviders = objects<ExternalProviderRecord>(Buckets.externalProviders);

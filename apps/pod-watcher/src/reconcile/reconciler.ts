@@ -196,7 +196,10 @@ export class Reconciler {
       const found = pool === undefined ? inventory.modelServer(ns, name) : gatewayApi && inventory.get('InferencePool', ns, pool);
       if (!found) publisher.modelServers.remove(objectKey(ns, name));
       else if (found.kind === 'ModelServer') publisher.modelServers.set(objectKey(ns, name), modelServerRecord(found));
-      else publisher.modelServers.set(objectKey(ns, name), { ...modelServerRecord(poolModelServer(found)), origin: { kind: 'InferencePool', name: found.metadata.name } });
+      else {
+        const record = { ...modelServerRecord(poolModelServer(found)), origin: { kind: 'InferencePool' as const, name: found.metadata.name } };
+        publisher.modelServers.set(objectKey(ns, name), record);
+      }
     }
     for (const id of this.#dirtyRoutes) {
       const [ns, name] = id.split('/') as [string, string];

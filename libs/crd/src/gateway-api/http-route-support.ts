@@ -55,9 +55,11 @@ export function httpRouteSupport(spec: HttpRouteSpec, namespace: string): HttpRo
     const base = `spec.rules[${i}]`;
     const matches: HttpPathMatch[] = [];
     (rule.matches ?? [{}]).forEach((m, j) => {
-      const used = [m.method !== undefined ? 'method' : '', m.headers?.length ? 'headers' : '', m.queryParams?.length ? 'queryParams' : ''].filter(Boolean);
+      const used = [m.method !== undefined ? 'method' : '', m.headers?.length ? 'headers' : '', m.queryParams?.length ? 'queryParams' : '']
+        .filter(Boolean);
       if (used.length > 0) {
-        unsupported.push({ path: `${base}.matches[${j}]`, reason: 'UnsupportedValue', message: `${used.join(', ')} matching is not supported (paths only); this match is ignored` });
+        const message = `${used.join(', ')} matching is not supported (paths only); this match is ignored`;
+        unsupported.push({ path: `${base}.matches[${j}]`, reason: 'UnsupportedValue', message });
         return;
       }
       matches.push(m.path ?? DEFAULT_MATCH);
@@ -68,23 +70,27 @@ export function httpRouteSupport(spec: HttpRouteSpec, namespace: string): HttpRo
       if (f.type === 'URLRewrite' && f.urlRewrite) urlRewrite = f.urlRewrite;
       else {
         disabled = true;
-        unsupported.push({ path: `${base}.filters[${j}]`, reason: 'UnsupportedValue', message: `filter ${f.type} is not supported; the rule is not served` });
+        const message = `filter ${f.type} is not supported; the rule is not served`;
+        unsupported.push({ path: `${base}.filters[${j}]`, reason: 'UnsupportedValue', message });
       }
     });
     const backends: ServedBackend[] = [];
     (rule.backendRefs ?? []).forEach((ref, k) => {
       const path = `${base}.backendRefs[${k}]`;
       if (!isInferencePool(ref)) {
-        unsupported.push({ path, reason: 'InvalidKind', message: `kind ${ref.kind ?? 'Service'} (group '${ref.group ?? ''}') is not supported; only ${INFERENCE_API_GROUP} InferencePool backends get traffic` });
+        const what = `kind ${ref.kind ?? 'Service'} (group '${ref.group ?? ''}')`;
+        unsupported.push({ path, reason: 'InvalidKind', message: `${what} is not supported; only ${INFERENCE_API_GROUP} InferencePool backends get traffic` });
         return;
       }
       if (ref.filters?.length) {
         disabled = true;
-        unsupported.push({ path: `${path}.filters`, reason: 'UnsupportedValue', message: 'backendRef filters are not supported; the rule is not served' });
+        const message = 'backendRef filters are not supported; the rule is not served';
+        unsupported.push({ path: `${path}.filters`, reason: 'UnsupportedValue', message });
       }
       backends.push({ namespace: ref.namespace ?? namespace, name: ref.name, weight: ref.weight });
     });
-    rules.push({ index: i, ...(rule.name ? { name: rule.name } : {}), matches: disabled ? [] : matches, backends, ...(urlRewrite ? { urlRewrite } : {}) });
+    const named = rule.name ? { name: rule.name } : {};
+    rules.push({ index: i, ...named, matches: disabled ? [] : matches, backends, ...(urlRewrite ? { urlRewrite } : {}) });
   });
   return { rules, unsupported };
 }

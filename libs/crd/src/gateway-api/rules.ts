@@ -49,7 +49,8 @@ export function inferencePoolRules(spec: unknown, metadata: unknown): Validation
   }
   const engine = obj(obj(metadata)?.['annotations'])?.[INFERENCE_ENGINE_ANNOTATION];
   if (engine !== undefined && engine !== 'vLLM' && engine !== 'SGLang') {
-    problems.push({ path: `metadata.annotations[${JSON.stringify(INFERENCE_ENGINE_ANNOTATION)}]`, message: `must be vLLM or SGLang, got '${String(engine)}'` });
+    const path = `metadata.annotations[${JSON.stringify(INFERENCE_ENGINE_ANNOTATION)}]`;
+    problems.push({ path, message: `must be vLLM or SGLang, got '${String(engine)}'` });
   }
   return problems;
 }

@@ -27,7 +27,10 @@ interface Resource {
   readonly labelSelector?: string;
 }
 
-const triad = (kind: WatchedKind, plural: string, optional = false): Resource => ({ kind, group: API_GROUP, version: 'v1alpha1', plural, namespaced: true, optional });
+const triad = (kind: WatchedKind, plural: string, optional = false): Resource => ({
+  kind, group: API_GROUP, version: 'v1alpha1', plural, namespaced: true, optional,
+});
+const CREDENTIAL_SELECTOR = `${PROVIDER_SECRET_LABEL_KEY}=${PROVIDER_SECRET_LABEL_VALUE}`;
 
 /** What the kube source watches: Triad's kinds, Pods and labelled Secrets; with Gateway API mode, its kinds too. */
 export function watchedResources(gatewayApi: boolean, scoped: boolean): Resource[] {
@@ -37,7 +40,7 @@ export function watchedResources(gatewayApi: boolean, scoped: boolean): Resource
     triad('ExternalModelProvider', 'externalmodelproviders', true),
     { kind: 'Pod', group: '', version: 'v1', plural: 'pods', namespaced: true, optional: false },
     // Only Secrets labelled for provider credentials are listed (Kthena's label), never the others.
-    { kind: 'Secret', group: '', version: 'v1', plural: 'secrets', namespaced: true, optional: false, labelSelector: `${PROVIDER_SECRET_LABEL_KEY}=${PROVIDER_SECRET_LABEL_VALUE}` },
+    { kind: 'Secret', group: '', version: 'v1', plural: 'secrets', namespaced: true, optional: false, labelSelector: CREDENTIAL_SELECTOR },
   ];
   if (gatewayApi) {
     out.push(
@@ -113,7 +116,8 @@ export class KubeSource implements ObjectSource {
         informer.on('add', (o) => sink.upsert(plain(o)));
         informer.on('update', (o) => sink.upsert(plain(o)));
         informer.on('delete', (o) => sink.remove(res.kind, o.metadata?.namespace ?? (res.namespaced ? 'default' : ''), o.metadata?.name ?? ''));
-        this.#runners.push(new InformerRunner(`${res.plural}${namespace ? `@${namespace}` : ''}`, informer, this.#opts.logger, { optional: res.optional }));
+        const name = `${res.plural}${namespace ? `@${namespace}` : ''}`;
+        this.#runners.push(new InformerRunner(name, informer, this.#opts.logger, { optional: res.optional }));
       }
     }
     await Promise.all(this.#runners.map((r) => r.start()));
@@ -134,13 +138,19 @@ export class KubeSource implements ObjectSource {
     if (!res.group) {
       const core = kc.makeApiClient(k8s.CoreV1Api);
       const sel = labelSelector ? { labelSelector } : {};
-      if (res.kind === 'Pod') list = () => (namespace ? core.listNamespacedPod({ namespace, ...sel }) : core.listPodForAllNamespaces(sel)) as Promise<KubeList>;
-      else if (res.kind === 'Secret') list = () => (namespace ? core.listNamespacedSecret({ namespace, ...sel }) : core.listSecretForAllNamespaces(sel)) as Promise<KubeList>;
-      else list = () => core.listNamespace(sel) as Promise<KubeList>;
+      if (res.kind === 'Pod') {
+        list = () => (namespace ? core.listNamespacedPod({ namespace, ...sel }) : core.listPodForAllNamespaces(sel)) as Promise<KubeList>;
+      } else if (res.kind === 'Secret') {
+        list = () => (namespace ? core.listNamespacedSecret({ namespace, ...sel }) : core.listSecretForAllNamespaces(sel)) as Promise<KubeList>;
+      } else {
+        list = () => core.listNamespace(sel) as Promise<KubeList>;
+      }
     } else {
       const custom = kc.makeApiClient(k8s.CustomObjectsApi);
       const what = { group: res.group, version: res.version, plural: res.plural };
-      list = () => (namespace ? custom.listNamespacedCustomObject({ ...what, namespace }) : custom.listClusterCustomObject(what)) as Promise<KubeList>;
+      list = () => (namespace
+        ? custom.listNamespacedCustomObject({ ...what, namespace })
+        : custom.listClusterCustomObject(what)) as Promise<KubeList>;
     }
     return k8s.makeInformer<KubeObject>(kc, path, list, labelSelector);
   }

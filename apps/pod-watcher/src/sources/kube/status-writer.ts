@@ -59,10 +59,13 @@ export class KubeStatusWriter implements StatusReporter {
     this.conditions(kind, namespace, name, [desired], { status: (raw as { status?: unknown }).status });
   }
 
-  conditions(kind: StatusKind, namespace: string, name: string, desired: readonly Condition[], observed: ObservedObject, observedGeneration?: number): void {
+  conditions(
+    kind: StatusKind, namespace: string, name: string, desired: readonly Condition[], observed: ObservedObject, observedGeneration?: number,
+  ): void {
     const current = currentConditions({ status: observed.status });
     const currentGeneration = (observed.status as { observedGeneration?: unknown } | undefined)?.observedGeneration;
-    const differs = desired.some((d) => conditionDiffers(current, d)) || (observedGeneration !== undefined && currentGeneration !== observedGeneration);
+    const generationDiffers = observedGeneration !== undefined && currentGeneration !== observedGeneration;
+    const differs = desired.some((d) => conditionDiffers(current, d)) || generationDiffers;
     const key = JSON.stringify([desired.map(({ lastTransitionTime: _t, ...rest }) => rest), observedGeneration]);
     const status = { ...(observedGeneration !== undefined ? { observedGeneration } : {}), conditions: mergeConditions(current, desired) };
     const summary = Object.fromEntries(desired.map((c) => [c.type, `${c.status}/${c.reason ?? ''}`]));
@@ -80,7 +83,8 @@ export class KubeStatusWriter implements StatusReporter {
       const after = (stored as { status?: { parents?: unknown } } | undefined)?.status?.parents;
       return !routeParentsDiffer(Array.isArray(after) ? (after as RouteParentStatus[]) : [], parents);
     };
-    this.#offer({ kind: 'HTTPRoute', namespace, name, status: { parents: mergeRouteParents(list, parents) }, desired: key, summary, kept, attempts: 0 }, differs);
+    const status = { parents: mergeRouteParents(list, parents) };
+    this.#offer({ kind: 'HTTPRoute', namespace, name, status, desired: key, summary, kept, attempts: 0 }, differs);
   }
 
   forget(kind: StatusKind, namespace: string, name: string): void {
@@ -121,7 +125,8 @@ export class KubeStatusWriter implements StatusReporter {
     this.#prunedSaid.add(id);
     this.#logger.warn(
       { kind: job.kind, namespace: job.namespace, name: job.name },
-      'status written earlier is not on the object (a CRD without these status fields, such as Kthena\'s, prunes it); not writing it again until it changes',
+      'status written earlier is not on the object (a CRD without these status fields, such as Kthena\'s, prunes it); '
+        + 'not writing it again until it changes',
     );
   }
 
