@@ -49,7 +49,7 @@ export class ProviderSync {
     return this.#dirty.size > 0;
   }
 
-  /** Applies pending changes; returns the namespaces whose providers' readiness or existence changed. */
+  /** Applies pending changes; returns the namespaces whose providers' existence, readiness or reason changed. */
   flush(): Set<string> {
     const changed = new Set<string>();
     const { inventory, providers, credentials, status } = this.#opts;
@@ -68,7 +68,8 @@ export class ProviderSync {
       const before = providers.get(key);
       if (outcome.record) providers.set(key, outcome.record);
       else providers.remove(key);
-      if (before?.ready !== outcome.record?.ready || (before === undefined) !== (outcome.record === undefined)) changed.add(namespace);
+      // Route records show each provider's existence, readiness and reason.
+      if (before?.ready !== outcome.record?.ready || before?.reason !== outcome.record?.reason) changed.add(namespace);
       if (outcome.credential) credentials.set(key, this.#seal(key, namespace, name, outcome.credential));
       else {
         credentials.remove(key);
