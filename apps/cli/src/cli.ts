@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { validateCommand } from './commands/validate';
 import { crdsCommand } from './commands/crds';
+import { TRIAD_VERSION } from './version';
 
 type CommandModule = { main(argv: readonly string[]): Promise<void> };
 
@@ -12,6 +13,7 @@ const DELEGATED: Record<string, () => CommandModule> = {
   gateway: () => require('@triad/gateway') as typeof import('@triad/gateway'),
   scheduler: () => require('@triad/scheduler') as typeof import('@triad/scheduler'),
   'pod-watcher': () => require('@triad/pod-watcher') as typeof import('@triad/pod-watcher'),
+  webhook: () => require('@triad/webhook') as typeof import('@triad/webhook'),
   'sim-engine': () => require('./commands/sim-engine') as typeof import('./commands/sim-engine'),
   up: () => require('./commands/up') as typeof import('./commands/up'),
   trace: () => require('./commands/trace') as typeof import('./commands/trace'),
@@ -25,14 +27,22 @@ Commands with their own flags (each takes --help):
   gateway        OpenAI-compatible ingress and the E→P→D stage loop
   scheduler      scheduling service over NATS
   pod-watcher    discovery and metrics → NATS KV
+  webhook        validating admission webhook for ModelServer, ModelRoute, ExternalModelProvider
   sim-engine     a simulated vLLM or SGLang engine in any disaggregated role
   trace          print a trace's span tree from a local OTLP receiver
 `;
 
-/** Runs the `triad` CLI; resolves to the exit code for one-shot commands, or when a service stops. */
-export async function runCli(argv: readonly string[]): Promise<number | undefined> {
+/**
+ * Runs the `triad` CLI; resolves to the exit code for one-shot commands, or when a service stops. `--version`
+ * answers on every command, the delegated services included, before anything is loaded or started.
+ */
+export async function runCli(argv: readonly string[], out: NodeJS.WritableStream = process.stdout): Promise<number | undefined> {
   const [first, ...rest] = argv;
   const delegated = first ? DELEGATED[first] : undefined;
+  if (argv.includes('--version') && (delegated || first === 'validate' || first === 'crds')) {
+    out.write(`${TRIAD_VERSION}\n`);
+    return 0;
+  }
   if (delegated) {
     await delegated().main(rest);
     return undefined;
@@ -40,14 +50,20 @@ export async function runCli(argv: readonly string[]): Promise<number | undefine
   let exitCode: number | undefined;
   const program = new Command('triad')
     .description('Triad: Kubernetes-native router for disaggregated (encode/prefill/decode) LLM inference')
+    .version(TRIAD_VERSION, '-V, --version', 'print the version (also after any command)')
+    .configureOutput({ writeOut: (text) => out.write(text) })
     .showHelpAfterError()
     .addHelpText('after', HELP_AFTER);
   program
     .command('validate')
-    .description('validate multi-document YAML (ModelServer, ModelRoute, Pod); exit 0 when valid, 1 otherwise')
+    .description(
+      'validate multi-document YAML (ModelServer, ModelRoute, ExternalModelProvider, Pod, Gateway, HTTPRoute, InferencePool); '
+      + 'exit 0 when valid, 1 otherwise',
+    )
     .argument('<files...>', 'YAML files')
-    .action((files: string[]) => {
-      exitCode = validateCommand(files, process.stdout);
+    .option('--strict', 'warnings (fields the API server would drop or require, Gateway API features Triad does not serve) fail too')
+    .action((files: string[], opts: { strict?: boolean }) => {
+      exitCode = validateCommand(files, out, { strict: opts.strict === true });
     });
   program
     .command('crds')
@@ -55,8 +71,16 @@ export async function runCli(argv: readonly string[]): Promise<number | undefine
     .option('--out <dir>', 'output directory', 'infra/crds')
     .option('--check', 'exit 1 when the files in --out are stale instead of writing them')
     .action((opts: { out: string; check?: boolean }) => {
-      exitCode = crdsCommand(opts, process.stdout);
+      exitCode = crdsCommand(opts, out);
     });
-  await program.parseAsync([...argv], { from: 'user' });
+  program.exitOverride();
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } catch (err) {
+    // commander's own exits (--version, --help, a usage error it already printed) carry their exit code.
+    const code = (err as { exitCode?: unknown }).exitCode;
+    if (typeof code === 'number') return code;
+    throw err;
+  }
   return exitCode;
 }

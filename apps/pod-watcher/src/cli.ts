@@ -27,6 +27,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid)')
     .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
+    .option('--gateway-api', 'Gateway API mode: watch Gateways, HTTPRoutes, InferencePools (TRIAD_GATEWAY_API=true)')
+    .option('--gateway-class <name>', 'GatewayClass whose Gateways are served, repeatable (TRIAD_GATEWAY_CLASSES, default kthena-router,triad)',
+      collect, [])
+    .option('--default-gateway <ns/name:port>', "the default Gateway's record, or none (TRIAD_DEFAULT_GATEWAY, default $POD_NAMESPACE/default:8080)")
+    .option('--credentials-key-file <file>',
+      'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)')
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
@@ -37,6 +43,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     registryEvictedTtlMs: o['registryEvictedTtl'], encodersPerPrefill: o['encodersPerPrefill'],
     serverInfoIntervalMs: o['serverInfoInterval'],
     leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
+    gatewayApi: o['gatewayApi'] === undefined ? undefined : true, gatewayClasses: o['gatewayClass'], defaultGateway: o['defaultGateway'],
+    credentialsKeyFile: o['credentialsKeyFile'],
   };
   const settings = o['settings'];
   const config = resolveConfig(flags, process.env, typeof settings === 'string' ? settings : undefined);

@@ -14,6 +14,20 @@ const SourceSchema = z.string().transform((text, ctx): SourceSpec => {
   return z.NEVER;
 });
 
+/** `NS/NAME:PORT` of the default Gateway, or `none`. */
+export type DefaultGatewaySpec = { readonly namespace: string; readonly name: string; readonly port: number } | undefined;
+
+const DefaultGatewaySchema = z.string().transform((text, ctx): DefaultGatewaySpec => {
+  if (text === 'none') return undefined;
+  const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?):(\d{1,5})$/.exec(text);
+  const port = Number(m?.[5]);
+  if (!m || port < 1 || port > 65535) {
+    ctx.addIssue({ code: 'custom', message: `must be NAMESPACE/NAME:PORT or 'none', got '${text}'` });
+    return z.NEVER;
+  }
+  return { namespace: m[1] as string, name: m[3] as string, port };
+});
+
 /** Pod-watcher settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const WatcherConfigSchema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
@@ -53,6 +67,17 @@ const WatcherConfigSchema = z.object({
   identity: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
   /** Longest time a SIGTERM shutdown may take. */
   drainTimeoutMs: Ms(0).default(10_000),
+  /** Kthena's `--enable-gateway-api`: watch Gateways, HTTPRoutes, InferencePools (and Namespaces) too. */
+  gatewayApi: Setting.boolean().default(false),
+  /** GatewayClass names whose Gateways are Triad's (Kthena's is `kthena-router`). */
+  gatewayClasses: z.array(z.string().min(1)).default(['kthena-router', 'triad']),
+  /**
+   * The default Gateway (Kthena's router creates one, `default` in its namespace, listening on its port): a
+   * record Triad publishes, not an object it creates. `none` to have only real Gateways.
+   */
+  defaultGateway: DefaultGatewaySchema.default({ namespace: 'default', name: 'default', port: 8080 }),
+  /** File holding the key provider credentials are sealed with for the gateway (a mounted Secret). */
+  credentialsKeyFile: z.string().optional(),
 });
 export type WatcherConfig = z.infer<typeof WatcherConfigSchema>;
 
@@ -78,7 +103,14 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   leaseTtlMs: { name: 'lease-ttl', env: 'TRIAD_LEASE_TTL_MS' },
   identity: { name: 'identity', env: ['TRIAD_IDENTITY', 'POD_NAME'] },
   drainTimeoutMs: { name: 'drain-timeout', env: 'TRIAD_DRAIN_TIMEOUT_MS' },
+  gatewayApi: { name: 'gateway-api', env: 'TRIAD_GATEWAY_API' },
+  gatewayClasses: { name: 'gateway-class', env: 'TRIAD_GATEWAY_CLASSES', list: true },
+  defaultGateway: { name: 'default-gateway', env: 'TRIAD_DEFAULT_GATEWAY' },
+  credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },
 };
+
+/** Environment variable holding the credentials key inline (base64 or hex), when no key file is given. */
+export const CREDENTIALS_KEY_ENV = 'TRIAD_CREDENTIALS_KEY';
 
 /**
  * Merges flags over environment variables over a settings file (`file`, else `TRIAD_SETTINGS_FILE`) over
@@ -88,7 +120,12 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
 export function resolveConfig(
   flags: Partial<Record<keyof WatcherConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
 ): WatcherConfig {
-  return resolveSettings('pod-watcher', WatcherConfigSchema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
+  // Kthena's default Gateway lives in the router's own namespace: without a value, `$POD_NAMESPACE/default:8080`.
+  const namespace = env['POD_NAMESPACE'];
+  const schema = namespace ? WatcherConfigSchema.extend({
+    defaultGateway: DefaultGatewaySchema.default({ namespace, name: 'default', port: 8080 }),
+  }) : WatcherConfigSchema;
+  return resolveSettings('pod-watcher', schema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }
 
 /** The encoder-registry period: its own setting, else the scrape interval (a dead encoder leaves within one). */

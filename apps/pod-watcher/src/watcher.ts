@@ -1,7 +1,11 @@
+import { objectKey } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
+import { GatewayApiSync } from './gateway-api/gateway-api-sync';
 import { Inventory } from './inventory/inventory';
+import { loadCredentialsKey } from './providers/credentials-key';
+import { ProviderSync } from './providers/provider-sync';
 import { WatcherMetrics } from './ops/metrics';
 import { StatePublisher } from './publish/state-publisher';
 import { Reconciler } from './reconcile/reconciler';
@@ -23,6 +27,9 @@ export interface PodWatcher {
   readonly registry: EncoderRegistrySync;
   readonly source: ObjectSource;
   readonly metrics: WatcherMetrics;
+  readonly providers: ProviderSync;
+  /** Present in Gateway API mode. */
+  readonly gatewayApi?: GatewayApiSync;
   /** Resolves when every pending KV write is acknowledged (writer only). */
   whenSettled(): Promise<void>;
   close(): Promise<void>;
@@ -35,6 +42,8 @@ export interface StartPodWatcherOptions {
   readonly source?: ObjectSource;
   /** Register the process-wide default metrics (off in tests that run several watchers in one process). */
   readonly defaultMetrics?: boolean;
+  /** Where TRIAD_CREDENTIALS_KEY is read from (tests pass their own). */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMetrics): ObjectSource {
@@ -42,16 +51,21 @@ function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMet
   // Loaded only for the kube source: it pulls in @kubernetes/client-node.
   const { KubeSource } = require('./sources/kube/kube-source') as typeof import('./sources/kube/kube-source');
   return new KubeSource({
-    namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), logger, metrics,
+    namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), gatewayApi: config.gatewayApi, logger, metrics,
   });
 }
 
 /**
- * Wires the pod-watcher: source → inventory (validation) → reconciler (classification, scrape targets) →
- * publisher (KV, under the writer lease), with the scraper and the SGLang encoder-registry sync on the side.
+ * Wires the pod-watcher: source → inventory (validation) → reconciler (classification, scrape targets, providers,
+ * Gateway API) → publisher (KV, under the writer lease), with the scraper and the SGLang encoder-registry sync on
+ * the side.
  */
 export async function startPodWatcher(options: StartPodWatcherOptions): Promise<PodWatcher> {
   const { config, logger } = options;
+  const credentialsKey = loadCredentialsKey(config, options.env);
+  if (!credentialsKey) {
+    logger.info('no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published');
+  }
   const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   let publisher: StatePublisher | undefined;
   let closed = false;
@@ -91,9 +105,11 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       onUnreachable: (_url, prefills) => reconciler?.onRegistryUnreachable(prefills),
     });
     registrySync = registry;
+    const defaultGateway = config.gatewayApi ? config.defaultGateway : undefined;
     publisher = new StatePublisher({
       bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,
       metricsHeartbeatMs: config.metricsHeartbeatMs, onLeaderChange: (leader) => registry.setEnabled(leader),
+      ...(defaultGateway ? { extraOwnedKeys: [objectKey(defaultGateway.namespace, defaultGateway.name)] } : {}),
     });
     const pub = publisher;
     // The inventory and scraper report to the reconciler, which needs both: built last, found through `reconciler`.
@@ -105,10 +121,21 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     const source = options.source ?? createSource(config, logger, metrics);
     const inventory = new Inventory({
       logger, metrics, ...(source.status ? { status: source.status } : {}),
-      onChange: (c) => reconciler?.onInventoryChange(c), onReject: (kind) => reconciler?.onInventoryRejected(kind),
+      onChange: (c) => reconciler?.onInventoryChange(c), onReject: (c) => reconciler?.onInventoryRejected(c),
     });
+    const status = source.status ? { status: source.status } : {};
+    const providers = new ProviderSync({
+      inventory, providers: pub.externalProviders, credentials: pub.providerCredentials, ...status, ...(credentialsKey ? { credentialsKey } : {}),
+    });
+    const gatewayApi = config.gatewayApi
+      ? new GatewayApiSync({
+        inventory, gateways: pub.gateways, httpRoutes: pub.httpRoutes, ...status, classes: new Set(config.gatewayClasses),
+        ...(defaultGateway ? { defaultGateway } : {}),
+      })
+      : undefined;
     reconciler = new Reconciler({
-      inventory, scraper, publisher: pub, registry, source: config.source.kind, encodersPerPrefill: config.encodersPerPrefill, logger,
+      inventory, scraper, publisher: pub, registry, providers, ...(gatewayApi ? { gatewayApi } : {}), source: config.source.kind,
+      encodersPerPrefill: config.encodersPerPrefill, logger,
     });
     const rec = reconciler;
     metrics.watch({
@@ -136,7 +163,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       get isLeader() {
         return pub.isLeader;
       },
-      inventory, reconciler: rec, scraper, publisher: pub, registry, source, metrics,
+      inventory, reconciler: rec, scraper, publisher: pub, registry, source, metrics, providers, ...(gatewayApi ? { gatewayApi } : {}),
       whenSettled: () => pub.whenSettled(),
       close: async () => {
         if (closed) return;

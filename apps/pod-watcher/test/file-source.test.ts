@@ -2,7 +2,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { Buckets, EndpointRecordSchema, ModelServerRecordSchema } from '@triad/bus';
+import { Buckets, EndpointRecordSchema, ExternalProviderRecordSchema, ModelServerRecordSchema } from '@triad/bus';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
 import { modelServer, pod } from './support/objects';
@@ -135,5 +135,23 @@ describe('pod-watcher with the file source', () => {
       { what: 'aggregated state' },
     );
     expect(watcher.inventory.invalidCounts().ModelServer).toBe(0);
+  });
+
+  it('reads ExternalModelProviders and labelled Secrets (stringData) from the file, and warns about fields the API server would drop', async () => {
+    const providers = await KvMirror.open(nats.url, Buckets.externalProviders, ExternalProviderRecordSchema);
+    try {
+      write([
+        modelServer('qwen', { mode: 'aggregated' }),
+        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } }, stringData: { apiKey: 'sk-file-1' } },
+        { apiVersion: 'networking.serving.volcano.sh/v1alpha1', kind: 'ExternalModelProvider', metadata: { name: 'openai' }, spec: { baseURL: 'https://api.openai.com', auth: { secretRef: { name: 'key', key: 'apiKey' } }, heders: { x: 'y' } } },
+      ]);
+      await waitFor(() => providers.get('default.openai'), { what: 'provider from the file' });
+      // No credentials key in this watcher: the credential resolves but is not handed on.
+      expect(providers.get('default.openai')).toMatchObject({ ready: false, reason: 'CredentialNotDistributable' });
+      expect(watcher.log.lines.find((l) => l['msg'] === 'object has warnings')).toMatchObject({ kind: 'ExternalModelProvider', warnings: "spec.heders: unknown field; the API server drops it (did you mean 'headers'?)" });
+      expect(JSON.stringify(watcher.log.lines)).not.toContain('sk-file-1');
+    } finally {
+      await providers.close();
+    }
   });
 });

@@ -95,6 +95,19 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
       'triad.reconcile.endpoints': 2,
     }));
   });
+
+  it('a provider credential is traced as a pass, and its value is in no span and no log line', async () => {
+    const token = 'sk-traced-secret-42';
+    file.write([
+      modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }),
+      { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } }, stringData: { apiKey: token } },
+      { apiVersion: 'networking.serving.volcano.sh/v1alpha1', kind: 'ExternalModelProvider', metadata: { name: 'openai' }, spec: { baseURL: 'https://api.openai.com', auth: { secretRef: { name: 'key', key: 'apiKey' } } } },
+    ]);
+    // The pass that took the provider and its Secret (the ModelServer turns valid in the same edit, when it ran after the test above).
+    await receiver.waitForSpans((s) => s.name === 'reconcile' && /ExternalModelProvider.*Secret/.test(String(attr(s, 'triad.reconcile.trigger'))), { what: 'the provider pass', timeoutMs: 20_000 });
+    expect(JSON.stringify(receiver.spans())).not.toContain(token);
+    expect(watcher?.output()).not.toContain(token);
+  });
 });
 
 describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child process, engine sims)', () => {

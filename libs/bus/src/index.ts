@@ -1,10 +1,20 @@
 // Pure contracts (zod schemas and names). The NATS client is the separate entry point `@triad/bus/client`.
 export {
   Subjects, SCHEDULER_QUEUE_GROUP, Buckets, ConfigKeys, endpointKey, endpointKeyFilter, parseEndpointKey, objectKey, parseObjectKey,
+  inferencePoolServerName, parseInferencePoolServerName,
 } from './names';
 export type { BucketName } from './names';
-export { SCHEMA_VERSION, MetricsSnapshotSchema, EndpointRecordSchema, ModelServerRecordSchema, ModelRouteRecordSchema } from './records';
-export type { MetricsSnapshot, EndpointRecord, ModelServerRecord, ModelRouteRecord } from './records';
+export {
+  SCHEMA_VERSION, MetricsSnapshotSchema, EndpointRecordSchema, ModelServerRecordSchema, ModelRouteRecordSchema, ProviderResolutionSchema,
+  ListenerRefSchema,
+} from './records';
+export type { MetricsSnapshot, EndpointRecord, ModelServerRecord, ModelRouteRecord, ProviderResolution, ListenerRef } from './records';
+export { ExternalProviderRecordSchema, ProviderCredentialRecordSchema } from './provider-records';
+export type { ExternalProviderRecord, ProviderCredentialRecord } from './provider-records';
+export { GatewayRecordSchema, HttpRouteBackendSchema, HttpRouteRuleRecordSchema, HttpRouteRecordSchema } from './gateway-records';
+export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gateway-records';
+export { SealedCredentialSchema, credentialsKeyId, parseCredentialsKey, sealCredential, openCredential } from './credentials';
+export type { SealedCredential } from './credentials';
 export {
   SchedulingLimits, MediaItemSchema, SchedulingRequestSchema, EndpointRefSchema, AttemptSchema, EncoderChoiceSchema,
   ExplanationSchema, DecisionSchema, DecisionErrorSchema, DecisionOrErrorSchema, ScheduleBatchSchema, ScheduleBatchReplySchema,

@@ -25,6 +25,17 @@ export const Buckets = {
   admission: 'triad_v1_admission',
   /** The pod-watcher's writer lease: one key per watched scope, held by the replica that writes. */
   podWatcherLease: 'triad_v1_podwatcher_lease',
+  /** Validated ExternalModelProviders with their resolved auth and readiness (no secret). Key `ns.name`. */
+  externalProviders: 'triad_v1_externalproviders',
+  /**
+   * Provider credentials, sealed (AES-256-GCM) with the key only the pod-watcher and the gateway hold. Key
+   * `ns.provider`. Read by the gateway alone.
+   */
+  providerCredentials: 'triad_v1_provider_credentials',
+  /** Gateway API mode: Gateways of Triad's classes (and the default one), their HTTP listeners. Key `ns.name`. */
+  gateways: 'triad_v1_gateways',
+  /** Gateway API mode: HTTPRoutes attached to those Gateways, as Triad serves them. Key `ns.name`. */
+  httpRoutes: 'triad_v1_httproutes',
 } as const;
 export type BucketName = (typeof Buckets)[keyof typeof Buckets];
 
@@ -64,4 +75,20 @@ export function parseObjectKey(key: string): { namespace: string; name: string }
   const parts = key.split('.');
   if (parts.length !== 2 || parts.some((p) => p === '')) return undefined;
   return { namespace: decodeToken(parts[0] as string), name: decodeToken(parts[1] as string) };
+}
+
+const POOL_PREFIX = 'inferencepool=';
+
+/**
+ * The ModelServer name under which an InferencePool's endpoints (and its synthesized ModelServer record) are
+ * published, so the scheduler treats the pool as an aggregated ModelServer. `=` never occurs in a Kubernetes
+ * name, so it cannot clash with a real ModelServer.
+ */
+export function inferencePoolServerName(pool: string): string {
+  return `${POOL_PREFIX}${pool}`;
+}
+
+/** The InferencePool behind a ModelServer name from {@link inferencePoolServerName}, or undefined. */
+export function parseInferencePoolServerName(modelServer: string): string | undefined {
+  return modelServer.startsWith(POOL_PREFIX) ? modelServer.slice(POOL_PREFIX.length) : undefined;
 }

@@ -53,17 +53,47 @@ export const EndpointRecordSchema = z.object({
 });
 export type EndpointRecord = z.infer<typeof EndpointRecordSchema>;
 
-/** A validated ModelServer with its resolved pipeline mode. Key: `objectKey(namespace, name)`. */
+/**
+ * A validated ModelServer with its resolved pipeline mode. Key: `objectKey(namespace, name)`. In Gateway API mode
+ * an InferencePool is published the same way, as an aggregated ModelServer named `inferencePoolServerName(pool)`
+ * with `origin` saying so, so the scheduler schedules its pods like any other.
+ */
 export const ModelServerRecordSchema = z.object({
   schemaVersion: SchemaVersion,
   namespace: z.string(),
   name: z.string(),
   mode: PipelineModeSchema,
   spec: ModelServerSpecSchema,
+  origin: z.object({ kind: z.literal('InferencePool'), name: z.string() }).optional(),
   creationTimestamp: z.string().optional(),
   resourceVersion: z.string().optional(),
 });
 export type ModelServerRecord = z.infer<typeof ModelServerRecordSchema>;
+
+/** One ExternalModelProvider a route's targets name, as the pod-watcher last saw it. */
+export const ProviderResolutionSchema = z.object({
+  /** `externalModelProviderName` of the targets (the provider is in the route's namespace). */
+  name: z.string(),
+  /** Key of its record in `triad_v1_externalproviders` (and of its credential, if any). */
+  key: z.string(),
+  /** False: no valid ExternalModelProvider of that name exists. */
+  found: z.boolean(),
+  /** The provider's Ready condition: configuration valid and credential resolved and published. */
+  ready: z.boolean(),
+  /** Kthena's reason of the Ready condition (`Ready`, `CredentialNotFound`...), or `NotFound`. */
+  reason: z.string(),
+});
+export type ProviderResolution = z.infer<typeof ProviderResolutionSchema>;
+
+/** A Gateway listener a route is attached to (Gateway API mode). */
+export const ListenerRefSchema = z.object({
+  /** Gateway namespace and name. */
+  namespace: z.string(),
+  gateway: z.string(),
+  listener: z.string(),
+  port: z.number().int().min(1).max(65535),
+});
+export type ListenerRef = z.infer<typeof ListenerRefSchema>;
 
 /** A validated ModelRoute. Key: `objectKey(namespace, name)`. */
 export const ModelRouteRecordSchema = z.object({
@@ -71,6 +101,14 @@ export const ModelRouteRecordSchema = z.object({
   namespace: z.string(),
   name: z.string(),
   spec: ModelRouteSpecSchema,
+  /** Every ExternalModelProvider its targets name, resolved (absent when it names none). */
+  providers: z.array(ProviderResolutionSchema).optional(),
+  /**
+   * Gateway API mode only (absent otherwise): the listeners this route serves requests of. A route with
+   * parentRefs is attached to the listeners they select (`sectionName`, `port`); one without to every listener
+   * of the Gateways in its own namespace (Kthena's rule), and it is also served outside Gateway API listeners.
+   */
+  listeners: z.array(ListenerRefSchema).optional(),
   creationTimestamp: z.string().optional(),
   resourceVersion: z.string().optional(),
 });

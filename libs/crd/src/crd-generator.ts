@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { stringify } from 'yaml';
+import { CRD_OPTIONAL, CRD_REQUIRED } from './crd-markers';
+import { ExternalModelProviderSpecSchema, ProviderCrdStatusSchema } from './external-model-provider';
 import { API_GROUP, ModelServerSpecSchema } from './model-server';
 import { ModelRouteSpecSchema } from './model-route';
-import { ResourceStatusSchema } from './meta';
+import { MetaConditionSchema } from './meta';
 
 const CRD_HEADER = '# GENERATED from the zod schemas in libs/crd by `npx triad crds`. Do not edit.\n';
 
@@ -10,15 +12,20 @@ type JsonSchema = Record<string, unknown>;
 
 /**
  * Turns zod's OpenAPI 3.0 output into a Kubernetes structural schema: no `$schema`, no `propertyNames`, no
- * `additionalProperties: false` (the API server prunes unknown fields itself), `const` as a one-value enum,
- * and no meaningless int maximum.
+ * `additionalProperties: false` (the API server prunes unknown fields itself), `const` as a one-value enum, no
+ * meaningless int maximum, and fields marked {@link CRD_REQUIRED} listed in their object's `required`.
  */
 function toStructural(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(toStructural);
   if (!node || typeof node !== 'object') return node;
   const out: JsonSchema = {};
   for (const [key, value] of Object.entries(node as JsonSchema)) {
-    if (key === '$schema' || key === 'propertyNames') continue;
+    if (key === '$schema' || key === 'propertyNames' || key === CRD_REQUIRED || key === CRD_OPTIONAL) continue;
+    // zod writes a RegExp's source, where `/` is escaped; the API server's RE2 reads `\/` and `/` alike.
+    if (key === 'pattern' && typeof value === 'string') {
+      out[key] = value.replace(/\\\//g, '/');
+      continue;
+    }
     if (key === 'additionalProperties' && value === false) continue;
     if (key === 'maximum' && value === Number.MAX_SAFE_INTEGER) continue;
     if (key === 'minimum' && value === Number.MIN_SAFE_INTEGER) continue;
@@ -27,6 +34,15 @@ function toStructural(node: unknown): unknown {
       continue;
     }
     out[key] = toStructural(value);
+  }
+  const props = Object.entries(((node as JsonSchema)['properties'] as Record<string, JsonSchema> | undefined) ?? {});
+  const add = props.filter(([, p]) => p[CRD_REQUIRED] === true).map(([k]) => k);
+  const drop = new Set(props.filter(([, p]) => p[CRD_OPTIONAL] === true).map(([k]) => k));
+  if (add.length > 0 || drop.size > 0) {
+    const required = [...((out['required'] as string[] | undefined) ?? []), ...add].filter((k) => !drop.has(k));
+    // Keep the `required` key after `properties`, where zod puts it.
+    delete out['required'];
+    if (required.length > 0) out['required'] = required;
   }
   return out;
 }
@@ -40,6 +56,9 @@ interface CrdSpec {
   plural: string;
   shortNames: string[];
   spec: JsonSchema;
+  status: JsonSchema;
+  /** Top-level `required`: Kthena's ModelRoute requires `spec`; its ModelServer and ExternalModelProvider do not. */
+  required: string[];
   columns: { name: string; type: string; jsonPath: string }[];
 }
 
@@ -69,9 +88,9 @@ function crd(def: CrdSpec): JsonSchema {
                 kind: { type: 'string' },
                 metadata: { type: 'object' },
                 spec: def.spec,
-                status: schemaOf(ResourceStatusSchema),
+                status: def.status,
               },
-              required: ['spec'],
+              ...(def.required.length > 0 ? { required: def.required } : {}),
             },
           },
         },
@@ -79,6 +98,9 @@ function crd(def: CrdSpec): JsonSchema {
     },
   };
 }
+
+/** Status of ModelServer and ModelRoute: Triad's `Accepted` condition (Kthena's CRDs declare an empty status). */
+const conditionsStatus = (): JsonSchema => schemaOf(z.object({ conditions: z.array(MetaConditionSchema).optional() }));
 
 function modelServerSpec(): JsonSchema {
   const spec = schemaOf(ModelServerSpecSchema);
@@ -106,14 +128,25 @@ function modelRouteSpec(): JsonSchema {
   const targets = ((rules['items'] as JsonSchema)['properties'] as Record<string, JsonSchema>)['targetModels'] as JsonSchema;
   (targets['items'] as JsonSchema)['x-kubernetes-validations'] = [
     {
-      rule: 'has(self.modelServerName) != has(self.externalModelProviderName)',
-      message: 'exactly one of modelServerName or externalModelProviderName is required',
+      rule: "(has(self.modelServerName) && self.modelServerName != '') != (has(self.externalModelProviderName) && self.externalModelProviderName != '')",
+      message: 'exactly one of modelServerName or externalModelProviderName must be set',
     },
   ];
   return spec;
 }
 
-/** The CustomResourceDefinition objects for ModelServer and ModelRoute, derived from the zod schemas. */
+function providerSpec(): JsonSchema {
+  const spec = schemaOf(ExternalModelProviderSpecSchema);
+  const auth = (spec['properties'] as Record<string, JsonSchema>)['auth'] as JsonSchema;
+  auth['x-kubernetes-validations'] = [
+    { rule: '!has(self.secretRef.optional) || !self.secretRef.optional', message: 'secretRef.optional must be false or unset' },
+  ];
+  // A SecretKeySelector is replaced as a whole by server-side apply, as in Kubernetes' own types.
+  ((auth['properties'] as Record<string, JsonSchema>)['secretRef'] as JsonSchema)['x-kubernetes-map-type'] = 'atomic';
+  return spec;
+}
+
+/** The CustomResourceDefinitions of ModelServer, ModelRoute and ExternalModelProvider, from the zod schemas. */
 export function buildCrds(): JsonSchema[] {
   return [
     crd({
@@ -121,6 +154,8 @@ export function buildCrds(): JsonSchema[] {
       plural: 'modelservers',
       shortNames: ['ms'],
       spec: modelServerSpec(),
+      status: conditionsStatus(),
+      required: [],
       columns: [
         { name: 'Model', type: 'string', jsonPath: '.spec.model' },
         { name: 'Engine', type: 'string', jsonPath: '.spec.inferenceEngine' },
@@ -133,9 +168,24 @@ export function buildCrds(): JsonSchema[] {
       plural: 'modelroutes',
       shortNames: ['mr'],
       spec: modelRouteSpec(),
+      status: conditionsStatus(),
+      required: ['spec'],
       columns: [
         { name: 'Model', type: 'string', jsonPath: '.spec.modelName' },
         { name: 'Accepted', type: 'string', jsonPath: ".status.conditions[?(@.type=='Accepted')].status" },
+      ],
+    }),
+    crd({
+      kind: 'ExternalModelProvider',
+      plural: 'externalmodelproviders',
+      shortNames: ['emp'],
+      spec: providerSpec(),
+      status: schemaOf(ProviderCrdStatusSchema),
+      required: [],
+      columns: [
+        { name: 'Type', type: 'string', jsonPath: '.spec.providerType' },
+        { name: 'BaseURL', type: 'string', jsonPath: '.spec.baseURL' },
+        { name: 'Ready', type: 'string', jsonPath: ".status.conditions[?(@.type=='Ready')].status" },
       ],
     }),
   ];

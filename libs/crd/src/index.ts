@@ -1,6 +1,6 @@
 export { parseGoDuration, DurationSchema } from './duration';
 export {
-  ObjectMetaSchema, ObjectNameSchema, NamespaceSchema, LabelMapSchema, ConditionSchema, ResourceStatusSchema,
+  ObjectMetaSchema, ObjectNameSchema, NamespaceSchema, LabelMapSchema, ConditionSchema, ResourceStatusSchema, MetaConditionSchema,
   isValidLabelKey, isValidLabelValue,
 } from './meta';
 export type { ObjectMeta, Condition } from './meta';
@@ -14,10 +14,31 @@ export {
 } from './model-server';
 export type { InferenceEngine, PipelineMode, KvConnectorType, ModelServerSpec, ModelServer } from './model-server';
 export {
-  ParentReferenceSchema, ModelMatchSchema, TargetModelSchema, RouteRuleSchema, RateLimitUnitSchema, RateLimitSchema,
+  GATEWAY_API_GROUP, ParentReferenceSchema, ModelMatchSchema, TargetModelSchema, RouteRuleSchema, RateLimitUnitSchema, RateLimitSchema,
   ModelRouteSpecSchema, ModelRouteSchema, RATE_LIMIT_UNIT_SECONDS,
 } from './model-route';
-export type { TargetModel, RouteRule, RateLimit, RateLimitUnit, ModelRouteSpec, ModelRoute } from './model-route';
+export type { ParentReference, TargetModel, RouteRule, RateLimit, RateLimitUnit, ModelRouteSpec, ModelRoute } from './model-route';
+export {
+  PROVIDER_SECRET_LABEL_KEY, PROVIDER_SECRET_LABEL_VALUE, ProviderConditions, ProviderReasons, RESERVED_PROVIDER_HEADERS,
+  ProviderTypeSchema, ProviderAuthSchemeSchema, SecretKeySelectorSchema, ProviderAuthSchema, ExternalModelProviderSpecSchema,
+  ProviderStatusSchema, ExternalModelProviderSchema, effectiveAuthScheme, authHeaderName, isValidHeaderName, isValidHeaderValue,
+  normalizeCredential,
+} from './external-model-provider';
+export type {
+  ProviderReason, ProviderType, ProviderAuthScheme, ExternalModelProviderSpec, ExternalModelProvider, CredentialCheck,
+} from './external-model-provider';
+export { externalModelProviderRules } from './provider-rules';
+export {
+  GATEWAY_API_VERSION, INFERENCE_API_GROUP, INFERENCE_POOL_API_VERSION, INFERENCE_ENGINE_ANNOTATION, LabelSelectorSchema,
+  ListenerSchema, GatewaySpecSchema, GatewaySchema, HttpPathMatchSchema, HttpRouteMatchSchema, HttpUrlRewriteSchema,
+  HttpRouteFilterSchema, HttpBackendRefSchema, HttpRouteRuleSchema, HttpRouteSpecSchema, HttpRouteSchema, InferencePoolSpecSchema,
+  InferencePoolSchema,
+} from './gateway-api/schemas';
+export type { LabelSelector, Listener, Gateway, HttpPathMatch, HttpUrlRewrite, HttpRouteSpec, HttpRoute, InferencePool } from './gateway-api/schemas';
+export { matchesLabelSelector } from './gateway-api/label-selector';
+export { httpRouteSupport } from './gateway-api/http-route-support';
+export type { ServedBackend, ServedRule, UnsupportedFeature, HttpRouteSupport } from './gateway-api/http-route-support';
+export { gatewayRules, httpRouteRules, inferencePoolRules } from './gateway-api/rules';
 export { PodSchema, isPodReady } from './pod';
 export {
   SGLANG_BOOTSTRAP_PORT_ANNOTATION, WORKER_PORTS_ANNOTATION, ENCODER_BOOTSTRAP_PORT_ANNOTATION, DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT,
@@ -30,6 +51,7 @@ export type { Role, PodClassification } from './roles';
 export { formatPath, formatProblem } from './problems';
 export type { ValidationProblem } from './problems';
 export { modelServerRules, modelRouteRules, durationMs } from './semantic-rules';
-export { validateResource, validateManifests } from './validate';
+export { validateResource, validateManifests, VALIDATED_KINDS } from './validate';
+export { crdSchemaWarnings } from './crd-warnings';
 export type { TriadResource, ResourceKind, ResourceValidation, DocumentValidation } from './validate';
 export { buildCrds, renderCrdFiles } from './crd-generator';

@@ -66,3 +66,20 @@ export type Condition = z.infer<typeof ConditionSchema>;
 
 /** Status of Triad-validated objects: conditions only (`Accepted` says whether the spec passed validation). */
 export const ResourceStatusSchema = z.object({ conditions: z.array(ConditionSchema).optional() });
+
+const CONDITION_TYPE = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/;
+const CONDITION_REASON = /^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/;
+
+/**
+ * `metav1.Condition` with the API server's own constraints, for the `status` of the generated CRDs (what
+ * Triad's status writers produce). Reading conditions stays lenient ({@link ConditionSchema}): another
+ * controller's odd condition must not make an object invalid.
+ */
+export const MetaConditionSchema = z.object({
+  type: z.string().max(316).regex(CONDITION_TYPE),
+  status: z.enum(['True', 'False', 'Unknown']),
+  observedGeneration: z.number().int().min(0).optional(),
+  lastTransitionTime: z.string().meta({ format: 'date-time' }),
+  reason: z.string().min(1).max(1024).regex(CONDITION_REASON),
+  message: z.string().max(32768),
+});

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DurationSchema } from './duration';
+import { crdRequired } from './crd-markers';
 import { LabelMapSchema, ObjectMetaSchema, ResourceStatusSchema } from './meta';
 
 export const API_GROUP = 'networking.serving.volcano.sh';
@@ -18,15 +19,19 @@ export type KvConnectorType = z.infer<typeof KvConnectorTypeSchema>;
 
 const PortSchema = z.number().int().min(1).max(65535);
 
+// Kthena's CRD requires groupKey, prefillLabels and decodeLabels in a pdGroup, and so does the generated CRD
+// (crdRequired). Here they stay optional, with no length bounds Kthena lacks: the semantic rules say what each
+// pipeline mode needs, in Triad's words (E→PD writes `prefillLabels: {}`).
 export const PdGroupSchema = z.object({
-  groupKey: z.string().min(1, 'must not be empty').meta({ description: 'Pod label whose value names the PD group' }),
+  groupKey: z.string().meta({ description: 'Pod label whose value names the PD group' }),
   encodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of encode pods (pipelineMode epd)' }),
-  prefillLabels: LabelMapSchema.optional().meta({ description: 'Labels of prefill pods; optional only for epd (E→PD)' }),
-  decodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of decode pods' }),
+  prefillLabels: LabelMapSchema.optional().meta({ description: 'Labels of prefill pods; {} for epd without a prefill stage (E→PD)', ...crdRequired }),
+  decodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of decode pods', ...crdRequired }),
 });
 
 export const WorkloadSelectorSchema = z.object({
-  matchLabels: LabelMapSchema,
+  /** Not required by Kthena's CRD either; a semantic rule requires at least one label (as Kthena's webhook does). */
+  matchLabels: LabelMapSchema.optional(),
   pdGroup: PdGroupSchema.optional(),
 });
 
@@ -39,7 +44,8 @@ export const WorkloadPortSchema = z.object({
 });
 
 export const RetryPolicySchema = z.object({
-  attempts: z.number().int().min(0).optional(),
+  /** Retries after the first try; a semantic rule refuses negative counts (Kthena's CRD bounds nothing). */
+  attempts: z.number().int().optional(),
   retryInterval: DurationSchema.default('100ms'),
 });
 

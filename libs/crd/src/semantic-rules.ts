@@ -48,14 +48,16 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
       problems.push({ path: `${pdPath}.encodeLabels`, message: 'only used when pipelineMode is epd; set pipelineMode: epd or remove it' });
     }
   }
+  // In epd mode, prefillLabels `{}` (what the CRD's required field allows) or no prefillLabels at all means E→PD:
+  // the decode pods prefill themselves.
   if (pd && mode === 'epd') {
     for (const key of ['encodeLabels', 'decodeLabels']) {
       if (!nonEmptyMap(pd[key])) problems.push({ path: `${pdPath}.${key}`, message: 'required when pipelineMode is epd' });
     }
-    if (pd['prefillLabels'] !== undefined && !nonEmptyMap(pd['prefillLabels'])) {
-      problems.push({ path: `${pdPath}.prefillLabels`, message: 'must have at least one label, or be omitted for E→PD' });
-    }
   }
+  if (pd && pd['groupKey'] === '') problems.push({ path: `${pdPath}.groupKey`, message: 'must not be empty' });
+  const attempts = obj(obj(s['trafficPolicy'])?.['retry'])?.['attempts'];
+  if (typeof attempts === 'number' && attempts < 0) problems.push({ path: 'spec.trafficPolicy.retry.attempts', message: 'must not be negative' });
   if (pd && (mode === 'pd' || mode === 'epd')) {
     const roles = mode === 'epd' ? (['encode', 'prefill', 'decode'] as const) : (['prefill', 'decode'] as const);
     for (const [a, b] of overlappingRoleLabels(pd as never, roles)) {

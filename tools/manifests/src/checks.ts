@@ -11,7 +11,7 @@ import { containersOf, list, obj, podTemplateOf, referencesOf, resolvePort, sele
 /** The image every Triad service runs (`triad <command>`); kustomize `images` sets its tag. */
 export const TRIAD_IMAGE = 'ghcr.io/triad-llm/triad';
 /** Triad services and the ops port flag their probes and scrape annotations must agree with. */
-export const TRIAD_SERVICES = new Set(['gateway', 'scheduler', 'pod-watcher']);
+export const TRIAD_SERVICES = new Set(['gateway', 'scheduler', 'pod-watcher', 'webhook']);
 
 /** A CRD from infra/crds: its kind, group and served versions. */
 export interface CrdInfo {
@@ -56,16 +56,47 @@ export function checkKinds(docs: readonly ManifestDoc[], crds: readonly CrdInfo[
   return problems;
 }
 
-/** ModelServers, ModelRoutes and Pods pass the same libs/crd validation the pod-watcher applies. */
+const GATEWAY_API_KINDS = new Set(['Gateway', 'HTTPRoute', 'InferencePool']);
+
+/**
+ * Triad's kinds, Pods with a status (local configs) and the Gateway API kinds pass the same libs/crd validation
+ * the pod-watcher and the webhook apply, with no warning either (`triad validate --strict`): nothing the API
+ * server would drop or refuse, no Gateway API feature Triad does not serve.
+ */
 export function checkTriadResources(docs: readonly ManifestDoc[]): string[] {
   const problems: string[] = [];
   for (const doc of docs) {
     const kind = kindOf(doc);
     const isTriad = String(doc.value['apiVersion'] ?? '').startsWith(`${API_GROUP}/`);
-    if (!isTriad && !(kind === 'Pod' && doc.value['status'])) continue;
+    if (!isTriad && !GATEWAY_API_KINDS.has(kind) && !(kind === 'Pod' && doc.value['status'])) continue;
     const result = validateResource(doc.value);
-    if (result.status === 'invalid') {
-      problems.push(...result.problems.map((p) => `${where(doc)}: ${p.path ? `${p.path}: ` : ''}${p.message}`));
+    const say = (p: { path: string; message: string }, prefix = '') => `${where(doc)}: ${prefix}${p.path ? `${p.path}: ` : ''}${p.message}`;
+    if (result.status === 'invalid') problems.push(...result.problems.map((p) => say(p)));
+    problems.push(...result.warnings.map((p) => say(p, 'warning: ')));
+  }
+  return problems;
+}
+
+/**
+ * Admission webhooks call a Service of the same unit on one of its ports, and a cert-manager CA injection names
+ * a Certificate of the unit.
+ */
+export function checkWebhooks(docs: readonly ManifestDoc[]): string[] {
+  const problems: string[] = [];
+  for (const doc of docs.filter((d) => kindOf(d) === 'ValidatingWebhookConfiguration')) {
+    // A patch document may carry only metadata (no webhooks).
+    for (const hook of list(doc.value['webhooks'])) {
+      const svc = obj(obj(hook['clientConfig'])['service']);
+      const target = docs.find((d) => kindOf(d) === 'Service' && nameOf(d) === svc['name']);
+      if (!target) problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls Service ${String(svc['name'])}, which is not defined`);
+      else if (!list(obj(target.value['spec'])['ports']).some((p) => p['port'] === (svc['port'] ?? 443))) {
+        const port = String(svc['port'] ?? 443);
+        problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls port ${port}, which Service ${String(svc['name'])} does not expose`);
+      }
+    }
+    const inject = obj(obj(doc.value['metadata'])['annotations'])['cert-manager.io/inject-ca-from'];
+    if (typeof inject === 'string' && !docs.some((d) => kindOf(d) === 'Certificate' && nameOf(d) === inject.split('/')[1])) {
+      problems.push(`${where(doc)}: cert-manager.io/inject-ca-from names Certificate ${inject}, which is not defined`);
     }
   }
   return problems;
@@ -112,7 +143,8 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
   const names = (kind: string) => new Set(docs.filter((d) => kindOf(d) === kind).map(nameOf));
   const serviceAccounts = names('ServiceAccount');
   const configMaps = names('ConfigMap');
-  const secrets = names('Secret');
+  // cert-manager writes the Secret a Certificate names.
+  const secrets = new Set([...names('Secret'), ...docs.filter((d) => kindOf(d) === 'Certificate').map((d) => String(obj(d.value['spec'])['secretName']))]);
   const claims = names('PersistentVolumeClaim');
   const templates = docs.map((d) => ({ doc: d, template: podTemplateOf(d) })).filter((t) => t.template);
   const volumeClaimTemplates = new Set(docs.filter((d) => kindOf(d) === 'StatefulSet')
@@ -323,9 +355,8 @@ export function checkModelServerWorkloads(docs: readonly ManifestDoc[]): string[
     const ms = result.value as ModelServer;
     const mode = resolvePipelineMode(ms.spec);
     const pd = ms.spec.workloadSelector.pdGroup;
-    const needed = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['prefill', 'decode'] : pd?.prefillLabels ? [
-      'encode', 'prefill', 'decode',
-    ] : ['encode', 'decode'];
+    const hasPrefill = Object.keys(pd?.prefillLabels ?? {}).length > 0;
+    const needed = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['prefill', 'decode'] : hasPrefill ? ['encode', 'prefill', 'decode'] : ['encode', 'decode'];
     for (const role of needed) {
       const serving = templates.filter((t) => classifyPod(ms.spec, t.template?.labels).role === role);
       if (serving.length === 0) {

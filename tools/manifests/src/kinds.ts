@@ -24,11 +24,19 @@ export const BUILT_IN_KINDS: Readonly<Record<string, string>> = {
   NetworkPolicy: 'networking.k8s.io/v1',
   Ingress: 'networking.k8s.io/v1',
   CustomResourceDefinition: 'apiextensions.k8s.io/v1',
+  ValidatingWebhookConfiguration: 'admissionregistration.k8s.io/v1',
   Kustomization: 'kustomize.config.k8s.io/v1beta1',
   Component: 'kustomize.config.k8s.io/v1alpha1',
   // Prometheus Operator kinds (infra/monitoring); their CRDs come with the operator, e.g. kube-prometheus-stack.
   PodMonitor: 'monitoring.coreos.com/v1',
   PrometheusRule: 'monitoring.coreos.com/v1',
+  // Not built in, but installed by the projects Triad works with: Gateway API and its Inference Extension
+  // (Gateway API mode), cert-manager (the webhook's certificate).
+  Gateway: 'gateway.networking.k8s.io/v1',
+  HTTPRoute: 'gateway.networking.k8s.io/v1',
+  InferencePool: 'inference.networking.k8s.io/v1',
+  Certificate: 'cert-manager.io/v1',
+  Issuer: 'cert-manager.io/v1',
 };
 
 /** Kinds whose pods are described by a pod template. */

@@ -10,6 +10,8 @@ export interface KustomizeUnit {
   /** A Kustomization, or a Component that other kustomizations include. */
   readonly kind: 'Kustomization' | 'Component';
   readonly docs: readonly ManifestDoc[];
+  /** The documents of its own patches (not applied to `docs`: the checks read what they set). */
+  readonly patchDocs: readonly ManifestDoc[];
   readonly namespace?: string;
   /** Files the generators read (config files, not manifests), relative to the workspace root. */
   readonly dataFiles: readonly string[];
@@ -34,9 +36,12 @@ function patchPaths(kustomization: Record<string, unknown>): string[] {
 export function loadKustomization(workspaceRoot: string, dir: string, stack: readonly string[] = []): KustomizeUnit {
   const rel = relative(workspaceRoot, dir) || '.';
   const file = join(dir, 'kustomization.yaml');
-  if (!existsSync(file)) return { dir: rel, kind: 'Kustomization', docs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`] };
+  if (!existsSync(file)) return {
+    dir: rel, kind: 'Kustomization', docs: [], patchDocs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`],
+  };
   if (stack.includes(dir)) return {
-    dir: rel, kind: 'Kustomization', docs: [], dataFiles: [], problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
+    dir: rel, kind: 'Kustomization', docs: [], patchDocs: [], dataFiles: [],
+    problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
   };
   const parsed = parseManifestFile(workspaceRoot, file);
   const problems = [...parsed.problems];
@@ -77,6 +82,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     problems.push(...nested.problems);
   }
 
+  const patchDocs: ManifestDoc[] = [];
   for (const entry of patchPaths(k)) {
     const target = resolve(dir, entry);
     if (!existsSync(target)) {
@@ -85,6 +91,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
     }
     if (!within(dir, target)) problems.push(`${rel}/kustomization.yaml: patch ${entry} is outside the kustomization root`);
     for (const patch of parseManifestFile(workspaceRoot, target).docs) {
+      patchDocs.push(patch);
       const match = docs.some((d) => kindOf(d) === kindOf(patch) && nameOf(d) === nameOf(patch));
       if (!match) problems.push(`${patch.file}:${patch.line}: patch for ${kindOf(patch)}/${nameOf(patch)} matches no resource of ${rel}`);
     }
@@ -103,7 +110,7 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
   }
   const namespace = typeof k['namespace'] === 'string' ? k['namespace'] : undefined;
   const kind = k['kind'] === 'Component' ? 'Component' : 'Kustomization';
-  return { dir: rel, kind, docs, ...(namespace ? { namespace } : {}), dataFiles, problems };
+  return { dir: rel, kind, docs, patchDocs, ...(namespace ? { namespace } : {}), dataFiles, problems };
 }
 
 /** Reads one generator source: `path` or `key=path`, relative to the kustomization, kept inside its root. */

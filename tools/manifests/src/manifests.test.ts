@@ -5,7 +5,7 @@ import { parseAllDocuments } from 'yaml';
 import { classifyPod, validateResource, type ModelServer, type Pod } from '@triad/crd';
 import {
   checkKinds, checkModelServerWorkloads, checkMonitors, checkReferences, checkSchedulerConfigs, checkTriadContainers,
-  checkTriadResources, checkWorkloads, crdInfos, triadCommandsUsed, type CrdInfo,
+  checkTriadResources, checkWebhooks, checkWorkloads, crdInfos, triadCommandsUsed, type CrdInfo,
 } from './checks';
 import { cliCommands, commandsHelp, type CommandHelp } from './cli-help';
 import { kindOf, nameOf, parseManifestFile, yamlFilesUnder, type ManifestDoc } from './documents';
@@ -48,11 +48,11 @@ describe('repository manifests', () => {
   });
 
   it('uses only known kinds, with current apiVersions (Triad kinds: served by the CRDs in infra/crds)', () => {
-    expect(crds.map((c) => c.kind).sort()).toEqual(['ModelRoute', 'ModelServer']);
+    expect(crds.map((c) => c.kind).sort()).toEqual(['ExternalModelProvider', 'ModelRoute', 'ModelServer']);
     expect(checkKinds(allDocs, crds)).toEqual([]);
   });
 
-  it('ModelServers, ModelRoutes and Pods pass libs/crd validation', () => {
+  it('Triad\'s kinds, Pods and Gateway API objects pass libs/crd validation with no warning', () => {
     expect(allDocs.filter((d) => ['ModelServer', 'ModelRoute'].includes(kindOf(d))).length).toBeGreaterThanOrEqual(12);
     expect(checkTriadResources(allDocs)).toEqual([]);
   });
@@ -72,7 +72,7 @@ describe('repository manifests', () => {
   it('every kustomization resolves: resources and patches exist inside its root, images match containers', () => {
     expect(kustomizations.map((k) => `${k.dir} ${k.kind}`).sort()).toEqual([
       'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization',
-      'infra/monitoring Component',
+      'infra/k8s/webhook Kustomization', 'infra/k8s/webhook-cert-manager Kustomization', 'infra/monitoring Component',
     ]);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
   });
@@ -92,7 +92,7 @@ describe('repository manifests', () => {
   });
 
   it('each deployable unit defines every ServiceAccount, ConfigMap, Secret, claim, role and target it references', () => {
-    expect(units.length).toBe(9);
+    expect(units.length).toBe(13);
     expect(units.flatMap((u) => checkReferences(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
@@ -101,8 +101,8 @@ describe('repository manifests', () => {
   });
 
   it('Triad containers run real `triad` commands with flags the CLI accepts, probes and scraping on the ops port', () => {
-    for (const service of ['gateway', 'scheduler', 'pod-watcher']) expect(commands.has(service)).toBe(true);
-    expect([...help.keys()].sort()).toEqual(['gateway', 'pod-watcher', 'scheduler', 'sim-engine']);
+    for (const service of ['gateway', 'scheduler', 'pod-watcher', 'webhook']) expect(commands.has(service)).toBe(true);
+    expect([...help.keys()].sort()).toEqual(['gateway', 'pod-watcher', 'scheduler', 'sim-engine', 'webhook']);
     expect(checkTriadContainers(unitDocs, commands, help)).toEqual([]);
   });
 
@@ -121,6 +121,14 @@ describe('repository manifests', () => {
     expect(units.flatMap((u) => checkModelServerWorkloads(u.docs))).toEqual([]);
   });
 
+  it('admission webhooks call a Service of their unit, with the CA from a Certificate of their unit', () => {
+    expect(unitDocs.filter((d) => kindOf(d) === 'ValidatingWebhookConfiguration')).toHaveLength(1);
+    // A kustomization's patches set what the checks read (the cert-manager overlay adds the CA injection).
+    const withPatches = kustomizations.map((k) => [...k.docs, ...k.patchDocs]);
+    expect(withPatches.filter((docs) => docs.some((d) => JSON.stringify(d.value).includes('inject-ca-from')))).toHaveLength(1);
+    expect(withPatches.flatMap((docs) => checkWebhooks(docs))).toEqual([]);
+  });
+
   it('the shipped scheduler config passes the scheduler\'s schema', () => {
     expect(checkSchedulerConfigs(unitDocs)).toEqual([]);
   });
@@ -130,7 +138,8 @@ describe('repository manifests', () => {
     expect(guide).toContain('kubectl apply --server-side -f infra/crds/');
     const base = readFileSync(join(root, 'infra/k8s/base/kustomization.yaml'), 'utf8');
     expect(base).toContain('kubectl apply --server-side -f infra/crds/');
-    const kindsUsed = new Set(allDocs.map(kindOf).filter((k) => k === 'ModelServer' || k === 'ModelRoute'));
+    const kindsUsed = new Set(allDocs.map(kindOf).filter((k) => k === 'ModelServer' || k === 'ModelRoute' || k === 'ExternalModelProvider'));
+    expect(kindsUsed.size).toBe(3);
     for (const kind of kindsUsed) expect(crds.some((c) => c.kind === kind)).toBe(true);
   });
 });

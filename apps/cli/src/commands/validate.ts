@@ -1,9 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { formatProblem, validateManifests } from '@triad/crd';
 
-/** `triad validate FILE...`: prints each object's verdict and every problem; returns the exit code. */
-export function validateCommand(files: readonly string[], out: NodeJS.WritableStream): number {
+export interface ValidateOptions {
+  /** Warnings (fields the API server would drop or require, Gateway API features not served) fail too. */
+  readonly strict?: boolean;
+}
+
+/**
+ * `triad validate FILE...`: prints each object's verdict, every problem and every warning; returns the exit code
+ * (1 when any object is invalid, or with `strict` has a warning).
+ */
+export function validateCommand(files: readonly string[], out: NodeJS.WritableStream, opts: ValidateOptions = {}): number {
   let invalid = 0;
+  let warned = 0;
   for (const file of files) {
     let text: string;
     try {
@@ -17,20 +26,25 @@ export function validateCommand(files: readonly string[], out: NodeJS.WritableSt
     const counts = new Map<string, number>();
     for (const r of results) {
       const id = `${r.kind} ${r.namespace ?? 'default'}/${r.name ?? '(unnamed)'}`;
-      if (r.status === 'invalid') {
+      const failsStrict = opts.strict === true && r.warnings.length > 0;
+      if (r.warnings.length > 0) warned += 1;
+      if (r.status === 'invalid' || failsStrict) {
         invalid += 1;
-        out.write(`${file}:${r.line}  ${id}  INVALID\n`);
-        for (const p of r.problems) out.write(`    ${formatProblem(p)}\n`);
+        out.write(`${file}:${r.line}  ${id}  INVALID${r.status === 'invalid' ? '' : ' (--strict)'}\n`);
       } else if (r.status === 'skipped') {
-        out.write(`${file}:${r.line}  ${id}  skipped (not a Triad kind)\n`);
+        out.write(`${file}:${r.line}  ${id}  skipped (not a kind Triad reads)\n`);
       } else {
         counts.set(r.kind, (counts.get(r.kind) ?? 0) + 1);
+        if (r.warnings.length > 0) out.write(`${file}:${r.line}  ${id}  valid, with warnings\n`);
       }
+      for (const p of r.problems) out.write(`    ${formatProblem(p)}\n`);
+      for (const w of r.warnings) out.write(`    warning: ${formatProblem(w)}\n`);
     }
     const summary = [...counts].map(([k, n]) => `${n} ${k}`).join(', ');
     if (summary) out.write(`${file}: valid: ${summary}\n`);
     if (results.length === 0) out.write(`${file}: no documents\n`);
   }
-  out.write(invalid === 0 ? 'all objects valid\n' : `${invalid} invalid object(s)\n`);
+  const warnings = warned > 0 ? `; ${warned} with warnings${opts.strict ? '' : ' (--strict makes them errors)'}` : '';
+  out.write(invalid === 0 ? `all objects valid${warnings}\n` : `${invalid} invalid object(s)${warnings}\n`);
   return invalid === 0 ? 0 : 1;
 }

@@ -41,3 +41,8 @@ export function mergeCondition(current: readonly Condition[], desired: Condition
   } : desired;
   return [...current.filter((x) => x.type !== desired.type), next];
 }
+
+/** Every condition of `desired`, merged in turn (see {@link mergeCondition}). */
+export function mergeConditions(current: readonly Condition[], desired: readonly Condition[]): Condition[] {
+  return desired.reduce<Condition[]>((acc, d) => mergeCondition(acc, d), [...current]);
+}

@@ -11,10 +11,10 @@ function setup() {
   const changes: InventoryChange[] = [];
   const reports: [string, string, number][] = [];
   const status: StatusReporter = {
-    report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]), forget: () => undefined,
+    report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]), conditions: () => undefined, routeParents: () => undefined, forget: () => undefined,
   };
   const rejects: string[] = [];
-  const inv = new Inventory({ logger, status, onChange: (c) => changes.push(c), onReject: (kind) => rejects.push(kind) });
+  const inv = new Inventory({ logger, status, onChange: (c) => changes.push(c), onReject: (c) => rejects.push(c.kind) });
   return { inv, changes, reports, lines, rejects };
 }
 
@@ -26,7 +26,7 @@ describe('inventory', () => {
     (bad.spec as Record<string, unknown>)['inferenceEngine'] = 'TGI';
     inv.upsert(bad);
     expect(inv.modelServer('default', 'qwen')?.spec.inferenceEngine).toBe('vLLM');
-    expect(inv.invalidCounts()).toEqual({ ModelServer: 1, ModelRoute: 0, Pod: 0 });
+    expect(inv.invalidCounts()).toMatchObject({ ModelServer: 1, ModelRoute: 0, Pod: 0, ExternalModelProvider: 0 });
     expect(changes).toHaveLength(1);
     expect(reports).toEqual([['ModelServer', 'qwen', 0], ['ModelServer', 'qwen', 1]]);
     inv.upsert(modelServer('qwen', { engine: 'SGLang' }));
@@ -73,7 +73,7 @@ describe('inventory', () => {
     const warnings = lines.filter((l) => l['msg'] === 'rejected invalid object');
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatchObject({ kind: 'Pod', name: 'Not_A_Name', lastValidInForce: false });
-    expect(inv.counts()).toEqual({ ModelServer: 0, ModelRoute: 0, Pod: 0 });
+    expect(inv.counts()).toMatchObject({ ModelServer: 0, ModelRoute: 0, Pod: 0, Secret: 0 });
   });
 });
 

@@ -1,4 +1,6 @@
-import { SCHEMA_VERSION, type EndpointRecord, type MetricsSnapshot, type ModelRouteRecord, type ModelServerRecord } from '@triad/bus';
+import {
+  SCHEMA_VERSION, type EndpointRecord, type ListenerRef, type MetricsSnapshot, type ModelRouteRecord, type ModelServerRecord, type ProviderResolution,
+} from '@triad/bus';
 import { resolvePipelineMode, type ModelRoute, type ModelServer } from '@triad/crd';
 import type { Placement } from '../topology/placement';
 import type { TargetView } from '../scrape/scraper';
@@ -72,9 +74,17 @@ export function modelServerRecord(ms: ModelServer): ModelServerRecord {
   return r;
 }
 
-export function modelRouteRecord(mr: ModelRoute): ModelRouteRecord {
+/** What a route record says beyond its spec: its providers resolved, its listeners (Gateway API mode). */
+export interface RouteResolution {
+  readonly providers?: ProviderResolution[];
+  readonly listeners?: ListenerRef[];
+}
+
+export function modelRouteRecord(mr: ModelRoute, resolution: RouteResolution = {}): ModelRouteRecord {
   const r: ModelRouteRecord = { schemaVersion: SCHEMA_VERSION, namespace: mr.metadata.namespace, name: mr.metadata.name, spec: mr.spec };
   if (mr.metadata.creationTimestamp) r.creationTimestamp = mr.metadata.creationTimestamp;
+  if (resolution.providers) r.providers = resolution.providers;
+  if (resolution.listeners) r.listeners = resolution.listeners;
   return r;
 }
 

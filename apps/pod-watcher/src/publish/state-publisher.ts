@@ -1,7 +1,9 @@
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, parseEndpointKey, parseObjectKey,
-  type EndpointRecord, type ModelRouteRecord, type ModelServerRecord,
+  Buckets, EndpointRecordSchema, ExternalProviderRecordSchema, GatewayRecordSchema, HttpRouteRecordSchema, ModelRouteRecordSchema,
+  ModelServerRecordSchema, ProviderCredentialRecordSchema, parseEndpointKey, parseObjectKey, type EndpointRecord, type ExternalProviderRecord,
+  type GatewayRecord, type HttpRouteRecord, type ModelRouteRecord, type ModelServerRecord, type ProviderCredentialRecord,
 } from '@triad/bus';
+import type { z } from 'zod';
 import type { Bus } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
@@ -20,12 +22,25 @@ export interface StatePublisherOptions {
   readonly metricsHeartbeatMs: number;
   /** Called when this replica becomes or stops being the writer (the registry sync follows it). */
   readonly onLeaderChange?: (leader: boolean) => void;
+  /** Keys outside the watched namespaces this watcher still owns (the default Gateway's record). */
+  readonly extraOwnedKeys?: readonly string[];
 }
+
+/** The schema of each bucket the watcher writes. */
+const SCHEMAS: Readonly<Record<string, z.ZodType>> = {
+  [Buckets.endpoints]: EndpointRecordSchema,
+  [Buckets.modelServers]: ModelServerRecordSchema,
+  [Buckets.modelRoutes]: ModelRouteRecordSchema,
+  [Buckets.externalProviders]: ExternalProviderRecordSchema,
+  [Buckets.providerCredentials]: ProviderCredentialRecordSchema,
+  [Buckets.gateways]: GatewayRecordSchema,
+  [Buckets.httpRoutes]: HttpRouteRecordSchema,
+};
 
 const MAX_BACKOFF_MS = 5_000;
 
 /**
- * Publishes the watcher's state to the three KV buckets while this replica holds the writer lease. Every
+ * Publishes the watcher's state to its KV buckets while this replica holds the writer lease. Every
  * recovery is the same move, a full sync (write everything, delete strays): after the first sync, after a NATS
  * reconnect (the server may have lost its store), when the lease is won, and after any failed write.
  */
@@ -33,6 +48,10 @@ export class StatePublisher {
   readonly endpoints: KvPublisher<EndpointRecord>;
   readonly modelServers: KvPublisher<ModelServerRecord>;
   readonly modelRoutes: KvPublisher<ModelRouteRecord>;
+  readonly externalProviders: KvPublisher<ExternalProviderRecord>;
+  readonly providerCredentials: KvPublisher<ProviderCredentialRecord>;
+  readonly gateways: KvPublisher<GatewayRecord>;
+  readonly httpRoutes: KvPublisher<HttpRouteRecord>;
   readonly lease: WriterLease;
   readonly #opts: StatePublisherOptions;
   readonly #all: KvPublisher<never>[];
@@ -55,14 +74,20 @@ export class StatePublisher {
       ...common, bucket: Buckets.endpoints, owns: (k) => ownsNs(parseEndpointKey(k)?.namespace),
       same: (a, b) => sameEndpointRecord(a, b, options.metricsHeartbeatMs),
     });
-    this.modelServers = new KvPublisher<ModelServerRecord>({
-      ...common, bucket: Buckets.modelServers, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson,
-    });
-    this.modelRoutes = new KvPublisher<ModelRouteRecord>({
-      ...common, bucket: Buckets.modelRoutes, owns: (k) => ownsNs(parseObjectKey(k)?.namespace), same: sameJson,
-    });
-    // Specs first, so a reader never sees endpoints of a ModelServer it does not know yet.
-    this.#all = [this.modelServers, this.modelRoutes, this.endpoints] as unknown as KvPublisher<never>[];
+    const extra = new Set(options.extraOwnedKeys ?? []);
+    const owns = (k: string) => extra.has(k) || ownsNs(parseObjectKey(k)?.namespace);
+    const objects = <T>(bucket: string) => new KvPublisher<T>({ ...common, bucket, owns, same: sameJson });
+    this.modelServers = objects<ModelServerRecord>(Buckets.modelServers);
+    this.modelRoutes = objects<ModelRouteRecord>(Buckets.modelRoutes);
+    this.externalProviders = objects<ExternalProviderRecord>(Buckets.externalProviders);
+    this.providerCredentials = objects<ProviderCredentialRecord>(Buckets.providerCredentials);
+    this.gateways = objects<GatewayRecord>(Buckets.gateways);
+    this.httpRoutes = objects<HttpRouteRecord>(Buckets.httpRoutes);
+    // What a record refers to goes first, so a reader never sees a route naming a provider or Gateway it does not
+    // know yet, nor endpoints of a ModelServer it does not know.
+    this.#all = [
+      this.modelServers, this.externalProviders, this.providerCredentials, this.gateways, this.modelRoutes, this.httpRoutes, this.endpoints,
+    ] as unknown as KvPublisher<never>[];
     const leaseKey = options.namespaces.length === 0 ? 'all' : [...options.namespaces].sort().join('_');
     this.lease = new WriterLease({
       open: () => options.bus.kv(Buckets.podWatcherLease, LeaseRecordSchema),
@@ -124,13 +149,11 @@ export class StatePublisher {
         for (const p of this.#all) await p.fullSync(await this.#open(p.bucket));
         this.#synced = true;
         this.#opts.metrics?.fullSyncs.inc({ result: 'ok' });
-        this.#opts.logger.info(
-          {
-            reason, endpoints: this.endpoints.size, modelServers: this.modelServers.size, modelRoutes: this.modelRoutes.size,
-            ms: Math.round(performance.now() - started),
-          },
-          'published full state',
-        );
+        this.#opts.logger.info({
+          reason, endpoints: this.endpoints.size, modelServers: this.modelServers.size, modelRoutes: this.modelRoutes.size,
+          externalProviders: this.externalProviders.size, gateways: this.gateways.size, httpRoutes: this.httpRoutes.size,
+          ms: Math.round(performance.now() - started),
+        }, 'published full state');
         delay = 250;
       } catch (err) {
         this.#syncWanted = true;
@@ -145,13 +168,8 @@ export class StatePublisher {
   }
 
   #open(bucket: string) {
-    const schema = bucket === Buckets.endpoints ? EndpointRecordSchema : bucket === Buckets.modelServers
-      ? ModelServerRecordSchema : ModelRouteRecordSchema;
-    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{
-      put(k: string, v: never): Promise<number>;
-      delete(k: string): Promise<void>;
-      keys(f?: string): Promise<string[]>;
-    }>;
+    const schema = SCHEMAS[bucket] as z.ZodType;
+    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{ put(k: string, v: never): Promise<number>; delete(k: string): Promise<void>; keys(f?: string): Promise<string[]> }>;
   }
 
   #leaderChanged(leader: boolean): void {

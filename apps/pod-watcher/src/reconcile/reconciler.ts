@@ -1,7 +1,11 @@
-import { objectKey } from '@triad/bus';
+import { inferencePoolServerName, objectKey, parseInferencePoolServerName } from '@triad/bus';
+import type { ModelRoute, ModelServer } from '@triad/crd';
 import type { Logger } from '@triad/runtime';
 import { finishReconcileSpan, startReconcileSpan } from '@triad/telemetry';
+import type { GatewayApiSync } from '../gateway-api/gateway-api-sync';
+import { poolModelServer } from '../gateway-api/pool-server';
 import type { Inventory, InventoryChange } from '../inventory/inventory';
+import type { ProviderSync } from '../providers/provider-sync';
 import type { StatePublisher } from '../publish/state-publisher';
 import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/records';
 import type { EncoderRegistrySync } from '../registry/encoder-registry-sync';
@@ -19,6 +23,10 @@ export interface ReconcilerOptions {
   readonly encodersPerPrefill?: number;
   /** Warnings about ignored port annotations. */
   readonly logger?: Logger;
+  /** ExternalModelProviders, their credentials and status. */
+  readonly providers: ProviderSync;
+  /** Gateway API mode (`--gateway-api`): Gateways, HTTPRoutes, InferencePools. */
+  readonly gatewayApi?: GatewayApiSync;
   readonly now?: () => number;
   /** Where the objects come from (`kube`, `file`), for the reconcile spans. */
   readonly source?: string;
@@ -72,27 +80,65 @@ export class Reconciler {
   /** Inventory listener. */
   onInventoryChange(c: InventoryChange): void {
     this.#changedKinds.add(c.kind);
-    if (c.kind === 'Pod') {
-      let pods = this.#dirtyPods.get(c.namespace);
-      if (!pods) this.#dirtyPods.set(c.namespace, (pods = new Set()));
-      pods.add(c.name);
+    const { providers, gatewayApi } = this.#opts;
+    switch (c.kind) {
+      case 'Pod': {
+        let pods = this.#dirtyPods.get(c.namespace);
+        if (!pods) this.#dirtyPods.set(c.namespace, (pods = new Set()));
+        pods.add(c.name);
+        break;
+      }
+      case 'ModelServer':
+        this.#dirtyNamespaces.add(c.namespace);
+        this.#dirtyServers.add(`${c.namespace}/${c.name}`);
+        break;
+      case 'ModelRoute':
+        this.#dirtyRoutes.add(`${c.namespace}/${c.name}`);
+        gatewayApi?.markDirty();
+        break;
+      case 'ExternalModelProvider':
+        providers.provider(c.namespace, c.name);
+        break;
+      case 'Secret':
+        providers.secret(c.namespace, c.name);
+        break;
+      case 'InferencePool':
+        if (!gatewayApi) break;
+        // The pool is published as an aggregated ModelServer: its pods are classified with the namespace's.
+        this.#dirtyNamespaces.add(c.namespace);
+        this.#dirtyServers.add(`${c.namespace}/${inferencePoolServerName(c.name)}`);
+        gatewayApi.markDirty();
+        break;
+      case 'Gateway':
+      case 'HTTPRoute':
+      case 'Namespace':
+        gatewayApi?.markDirty();
+        break;
     }
-    if (c.kind === 'ModelServer') {
-      this.#dirtyNamespaces.add(c.namespace);
-      this.#dirtyServers.add(`${c.namespace}/${c.name}`);
-    }
-    if (c.kind === 'ModelRoute') this.#dirtyRoutes.add(`${c.namespace}/${c.name}`);
     this.#schedule();
   }
 
   /**
    * Inventory listener for a rejected (invalid) version: nothing to apply (the last valid version stays), but the
-   * next pass reports it.
+   * next pass reports it (an ExternalModelProvider's status is written from here).
    */
-  onInventoryRejected(kind: string): void {
-    this.#changedKinds.add(kind);
+  onInventoryRejected(c: InventoryChange): void {
+    this.#changedKinds.add(c.kind);
     this.#rejected++;
+    if (c.kind === 'ExternalModelProvider' && c.name) this.#opts.providers.provider(c.namespace, c.name);
     this.#schedule();
+  }
+
+  /** The ModelServers of a namespace, InferencePools (Gateway API mode) included. */
+  #serversOf(namespace: string): ModelServer[] {
+    const pools = this.#opts.gatewayApi?.pools(namespace) ?? [];
+    return [...this.#opts.inventory.modelServers(namespace), ...pools.map(poolModelServer)];
+  }
+
+  #routeRecord(mr: ModelRoute) {
+    const providers = this.#opts.providers.resolve(mr);
+    const gatewayApi = this.#opts.gatewayApi;
+    return modelRouteRecord(mr, { ...(providers ? { providers } : {}), ...(gatewayApi ? { listeners: gatewayApi.listenersOf(mr) } : {}) });
   }
 
   /** Scraper listener: refresh the records of every placement on that address. */
@@ -136,8 +182,8 @@ export class Reconciler {
    */
   flush(): void {
     this.#scheduled = false;
-    const inventoryDirty = this.#dirtyServers.size > 0 || this.#dirtyRoutes.size > 0 || this.#dirtyNamespaces.size > 0 ||
-      this.#dirtyPods.size > 0;
+    const inventoryDirty = this.#dirtyServers.size > 0 || this.#dirtyRoutes.size > 0 || this.#dirtyNamespaces.size > 0 || this.#dirtyPods.size > 0
+      || this.#opts.providers.pending || (this.#opts.gatewayApi?.pending ?? false);
     if (!inventoryDirty && this.#rejected === 0) {
       if (this.#registryDirty) this.#updateRegistryPlan();
       return;
@@ -167,26 +213,34 @@ export class Reconciler {
   }
 
   #applyInventory(counts: PassCounts): void {
-    const { inventory, publisher } = this.#opts;
+    const { inventory, publisher, providers, gatewayApi } = this.#opts;
+    // Providers and Gateway API first: route records carry their outcome (provider readiness, attachments).
+    for (const ns of providers.flush()) for (const mr of inventory.modelRoutes(ns)) this.#dirtyRoutes.add(`${ns}/${mr.metadata.name}`);
+    if (gatewayApi?.flush()) for (const mr of inventory.modelRoutes()) this.#dirtyRoutes.add(`${mr.metadata.namespace}/${mr.metadata.name}`);
     for (const id of this.#dirtyServers) {
       const [ns, name] = id.split('/') as [string, string];
-      const ms = inventory.modelServer(ns, name);
-      if (ms) publisher.modelServers.set(objectKey(ns, name), modelServerRecord(ms));
-      else publisher.modelServers.remove(objectKey(ns, name));
+      const pool = parseInferencePoolServerName(name);
+      const found = pool === undefined ? inventory.modelServer(ns, name) : gatewayApi && inventory.get('InferencePool', ns, pool);
+      if (!found) publisher.modelServers.remove(objectKey(ns, name));
+      else if (found.kind === 'ModelServer') publisher.modelServers.set(objectKey(ns, name), modelServerRecord(found));
+      else {
+        const record = { ...modelServerRecord(poolModelServer(found)), origin: { kind: 'InferencePool' as const, name: found.metadata.name } };
+        publisher.modelServers.set(objectKey(ns, name), record);
+      }
     }
     for (const id of this.#dirtyRoutes) {
       const [ns, name] = id.split('/') as [string, string];
       const mr = inventory.modelRoute(ns, name);
-      if (mr) publisher.modelRoutes.set(objectKey(ns, name), modelRouteRecord(mr));
+      if (mr) publisher.modelRoutes.set(objectKey(ns, name), this.#routeRecord(mr));
       else publisher.modelRoutes.remove(objectKey(ns, name));
     }
     this.#dirtyServers.clear();
     this.#dirtyRoutes.clear();
-    for (const ns of this.#dirtyNamespaces) this.#apply(this.table.recompute(ns, inventory.modelServers(ns), inventory.pods(ns)), counts);
+    for (const ns of this.#dirtyNamespaces) this.#apply(this.table.recompute(ns, this.#serversOf(ns), inventory.pods(ns)), counts);
     for (const [ns, names] of this.#dirtyPods) {
       if (this.#dirtyNamespaces.has(ns)) continue;
       const pods = new Map([...names].map((name) => [name, inventory.pod(ns, name)] as const));
-      this.#apply(this.table.recomputePods(ns, inventory.modelServers(ns), pods), counts);
+      this.#apply(this.table.recomputePods(ns, this.#serversOf(ns), pods), counts);
     }
     this.#dirtyNamespaces.clear();
     this.#dirtyPods.clear();

@@ -47,7 +47,8 @@ function sglangPortsOf(ms: ModelServer, pod: Pod, role: Role, port: number, mode
     out.bootstrapPortSource = b.source;
     problems.push(...b.problems);
   }
-  const prefillsItself = !ms.spec.workloadSelector.pdGroup?.prefillLabels;
+  // E→PD (`prefillLabels: {}` or none): the decode pods prefill themselves and own the encoder registry.
+  const prefillsItself = Object.keys(ms.spec.workloadSelector.pdGroup?.prefillLabels ?? {}).length === 0;
   if (mode === 'epd' && (role === 'prefill' || (role === 'decode' && prefillsItself))) {
     out.registryOwner = true;
     const e = annotatedPortFor(pod.metadata.annotations, ENCODER_BOOTSTRAP_PORT_ANNOTATION, port);

@@ -143,4 +143,36 @@ describe('fake Kubernetes API server', () => {
     await expect(patch('w1')).rejects.toMatchObject({ code: 503 });
     await expect(patch('w1')).resolves.toBeDefined();
   });
+
+  it('a label-selector watch sees an object entering its selection as ADDED and leaving it as DELETED', async () => {
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const inf = k8s.makeInformer(kc, '/api/v1/namespaces/default/pods', () => core.listNamespacedPod({ namespace: 'default', labelSelector: 'tier=gold' }), 'tier=gold');
+    informers.push(inf as k8s.Informer<k8s.KubernetesObject>);
+    const seen: string[] = [];
+    inf.on('add', (o) => seen.push(`add ${o.metadata?.name}`));
+    inf.on('update', (o) => seen.push(`update ${o.metadata?.name}`));
+    inf.on('delete', (o) => seen.push(`delete ${o.metadata?.name}`));
+    await inf.start();
+    server.apply(pod('sel', { tier: 'silver' }));
+    server.apply(pod('sel', { tier: 'gold' }));
+    server.apply(pod('sel', { tier: 'gold', extra: 'x' }));
+    server.apply(pod('sel', { tier: 'silver' }));
+    await waitFor(() => seen.length === 3, { what: 'selector transitions' });
+    expect(seen).toEqual(['add sel', 'update sel', 'delete sel']);
+    await inf.stop();
+  });
+
+  it('prunes status writes of collections whose CRD declares an empty status', async () => {
+    const pruning = await startFakeKubeServer({ prunedStatus: [`apis/${GROUP}/${VERSION}/widgets`] });
+    try {
+      pruning.apply(widget('w', 1));
+      const res = await fetch(`${pruning.url}/apis/${GROUP}/${VERSION}/namespaces/default/widgets/w/status`, {
+        method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ status: { conditions: [{ type: 'Accepted' }] } }),
+      });
+      expect(res.status).toBe(200);
+      expect(pruning.get(`${GROUP}/${VERSION}`, 'Widget', 'default', 'w')?.status).toEqual({});
+    } finally {
+      await pruning.close();
+    }
+  });
 });

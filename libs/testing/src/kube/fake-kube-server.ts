@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ObjectStore, collectionOf, matchesSelector, type KubeObject, type StoredEvent } from './object-store';
+import { ObjectStore, collectionOf, matchesSelector, selectedEvent, type KubeObject, type StoredEvent } from './object-store';
 import { applyJsonPatch, applyMergePatch, type JsonPatchOperation } from './patch';
 import { readBody, route, sendJson, statusBody, type Route } from './rest';
 
@@ -32,6 +32,11 @@ export interface FakeKubeServerOptions {
   readonly host?: string;
   /** 0 (default) picks a free port. */
   readonly port?: number;
+  /**
+   * Collections (`apis/<group>/<version>/<plural>`) whose CRD declares an empty status schema, as Kthena's
+   * ModelServer and ModelRoute do: a status write is pruned to `{}`, as the API server would.
+   */
+  readonly prunedStatus?: readonly string[];
 }
 
 /** Arguments for `KubeConfig.loadFromOptions` that point a client at the fake server. */
@@ -110,8 +115,8 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     for (const w of watches) {
       if (w.collection !== e.collection) continue;
       if (w.namespace !== undefined && e.object.metadata.namespace !== w.namespace) continue;
-      if (!matchesSelector(e.object.metadata.labels, w.selector)) continue;
-      writeEvent(w, e.type, e.object);
+      const type = selectedEvent(e, w.selector);
+      if (type) writeEvent(w, type, e.object);
     }
   });
 
@@ -145,7 +150,8 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
       for (const o of store.list(r.collection, r.namespace)) if (matchesSelector(o.metadata.labels, selector)) writeEvent(w, 'ADDED', o);
     } else {
       for (const e of store.eventsSince(r.collection, since, r.namespace)) {
-        if (matchesSelector(e.object.metadata.labels, selector)) writeEvent(w, e.type, e.object);
+        const type = selectedEvent(e, selector);
+        if (type) writeEvent(w, type, e.object);
       }
     }
     watches.add(w);
@@ -197,7 +203,8 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
       return;
     }
     // The status subresource only changes status; the main resource never changes status.
-    const next: KubeObject = subresource === 'status' ? { ...current, status: patched.status } : { ...patched, status: current.status };
+    const status = options.prunedStatus?.includes(r.collection) ? {} : patched.status;
+    const next: KubeObject = subresource === 'status' ? { ...current, status } : { ...patched, status: current.status };
     const specChanged = subresource !== 'status' && JSON.stringify(current.spec) !== JSON.stringify(next.spec);
     const stored = store.replaceExisting(next, specChanged);
     record(200);

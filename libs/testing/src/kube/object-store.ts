@@ -29,6 +29,8 @@ export interface StoredEvent {
   readonly type: WatchEventType;
   readonly collection: string;
   readonly object: KubeObject;
+  /** Labels of the object before a MODIFIED change (a selector watch turns a change across it into ADDED/DELETED). */
+  readonly previousLabels?: Record<string, string>;
 }
 
 /** `api/v1/pods` or `apis/<group>/<version>/<plural>`: where a kind's objects live in the REST tree. */
@@ -107,7 +109,7 @@ export class ObjectStore {
     const specChanged = !prev || JSON.stringify(prev.spec) !== JSON.stringify(obj.spec);
     obj.metadata.generation = (prev?.metadata.generation ?? 0) + (specChanged ? 1 : 0);
     if (prev && !('status' in input) && prev.status !== undefined) obj.status = copy(prev.status);
-    return this.#commit(collection, id, obj, prev ? 'MODIFIED' : 'ADDED');
+    return this.#commit(collection, id, obj, prev ? 'MODIFIED' : 'ADDED', prev?.metadata.labels);
   }
 
   /** Stores a modified copy of an existing object (status writes, patches) without touching generation rules. */
@@ -120,7 +122,7 @@ export class ObjectStore {
     next.metadata.uid = prev.metadata.uid;
     next.metadata.creationTimestamp = prev.metadata.creationTimestamp;
     next.metadata.generation = (prev.metadata.generation ?? 1) + (bumpGeneration ? 1 : 0);
-    return this.#commit(collection, id, next, 'MODIFIED');
+    return this.#commit(collection, id, next, 'MODIFIED', prev.metadata.labels);
   }
 
   remove(collection: string, namespace: string | undefined, name: string): KubeObject | undefined {
@@ -141,12 +143,12 @@ export class ObjectStore {
     this.#events = [];
   }
 
-  #commit(collection: string, id: string, obj: KubeObject, type: WatchEventType): KubeObject {
+  #commit(collection: string, id: string, obj: KubeObject, type: WatchEventType, previousLabels?: Record<string, string>): KubeObject {
     const rv = ++this.#rv;
     obj.metadata.resourceVersion = String(rv);
     this.#objects.set(id, obj);
     this.#kinds.set(collection, { apiVersion: obj.apiVersion, kind: obj.kind });
-    this.#record({ rv, type, collection, object: copy(obj) });
+    this.#record({ rv, type, collection, object: copy(obj), ...(type === 'MODIFIED' ? { previousLabels: copy(previousLabels ?? {}) } : {}) });
     return copy(obj);
   }
 
@@ -154,6 +156,18 @@ export class ObjectStore {
     this.#events.push(e);
     for (const l of this.#listeners) l(e);
   }
+}
+
+/**
+ * The event a watch with `selector` sees for a stored event, as the API server's watch cache does: a change that
+ * moves an object into the selection is ADDED, out of it DELETED; undefined when the watch sees nothing.
+ */
+export function selectedEvent(e: StoredEvent, selector: string | null): WatchEventType | undefined {
+  const now = matchesSelector(e.object.metadata.labels, selector);
+  if (e.type !== 'MODIFIED' || !selector) return now ? e.type : undefined;
+  const before = matchesSelector(e.previousLabels, selector);
+  if (now) return before ? 'MODIFIED' : 'ADDED';
+  return before ? 'DELETED' : undefined;
 }
 
 /** Equality-based label selectors (`a=b,c!=d,e,!f`), which is what controllers send. */

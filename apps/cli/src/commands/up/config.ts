@@ -25,7 +25,7 @@ export function parseStackConfig(text: string, path: string): StackConfig {
       const v = r.value;
       if (v.kind === 'ModelServer') modelServers.push(v);
       else if (v.kind === 'ModelRoute') modelRoutes.push(v);
-      else pods.push(v);
+      else if (v.kind === 'Pod') pods.push(v);
     }
   }
   if (problems.length > 0) {

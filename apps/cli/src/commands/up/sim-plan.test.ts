@@ -69,7 +69,7 @@ spec:
   workloadPort: {port: 8000}
   workloadSelector:
     matchLabels: {app: epd}
-    pdGroup: {groupKey: g, encodeLabels: {role: e}, decodeLabels: {role: pd}}
+    pdGroup: {groupKey: g, encodeLabels: {role: e}, prefillLabels: {}, decodeLabels: {role: pd}}
 ---
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelRoute

@@ -114,8 +114,8 @@ function vllmSimKnobs(pod: Pod, role: SimRole): Pick<SimSpec, 'ecConnector' | 'e
 function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly ModelRoute[]): SimSpec {
   const engine: SimEngineKind = ms.spec.inferenceEngine === 'SGLang' ? 'sglang' : 'vllm';
   const mode = resolvePipelineMode(ms.spec);
-  // E→PD (epd without prefill labels): the pods classified as decode do prefill and decode themselves.
-  const prefillsItself = mode === 'epd' && !ms.spec.workloadSelector.pdGroup?.prefillLabels;
+  // E→PD (epd with `prefillLabels: {}` or none): the pods classified as decode do prefill and decode themselves.
+  const prefillsItself = mode === 'epd' && Object.keys(ms.spec.workloadSelector.pdGroup?.prefillLabels ?? {}).length === 0;
   const simRole: SimRole = role === 'aggregated' || (role === 'decode' && prefillsItself) ? 'both' : role;
   const sglangPrefill = engine === 'sglang' && simRole === 'prefill';
   const knobs = engine === 'vllm' ? vllmSimKnobs(pod, simRole) : {};

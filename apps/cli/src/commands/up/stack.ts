@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -110,8 +111,12 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
       options.nats, supervisor, join(workDir, 'nats'), environment.env, options.readyTimeoutMs,
     );
     environment.out.write(`triad up: NATS at ${nats.url}${nats.origin === 'started' ? ' (nats-server started with JetStream)' : ''}\n`);
+    // One credentials key per run, shared by the pod-watcher (which seals ExternalModelProvider credentials from
+    // the config's Secrets) and the gateway (which opens them), unless the environment brings its own.
+    const env = { ...environment.env };
+    if (!env['TRIAD_CREDENTIALS_KEY'] && !env['TRIAD_CREDENTIALS_KEY_FILE']) env['TRIAD_CREDENTIALS_KEY'] = randomBytes(32).toString('base64');
     const triad = (name: string, args: readonly string[], opsPort: number) => {
-      const child = supervisor.start(name, process.execPath, [environment.cliEntry, ...args], environment.env);
+      const child = supervisor.start(name, process.execPath, [environment.cliEntry, ...args], env);
       return { child, opsPort };
     };
     const natsArgs = ['--nats', nats.url];

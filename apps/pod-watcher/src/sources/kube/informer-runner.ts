@@ -20,6 +20,9 @@ export class InformerRunner {
   readonly #name: string;
   readonly #informer: RunnableInformer;
   readonly #logger: Logger;
+  readonly #optional: boolean;
+  /** HTTP status of the last failure, when it had one. */
+  #lastCode: unknown;
   #errors = 0;
   #starting = false;
   #stopping = false;
@@ -31,12 +34,18 @@ export class InformerRunner {
     this.#resolveSynced = resolve;
   });
 
-  constructor(name: string, informer: RunnableInformer, logger: Logger) {
+  /**
+   * `optional`: a resource the API server may not serve (its CRD not installed). A 404 then counts as synced
+   * (nothing to deliver) instead of holding readiness forever; the runner keeps retrying in the background.
+   */
+  constructor(name: string, informer: RunnableInformer, logger: Logger, options: { optional?: boolean } = {}) {
     this.#name = name;
     this.#informer = informer;
     this.#logger = logger;
+    this.#optional = options.optional ?? false;
     informer.on('error', (err) => {
       this.#errors += 1;
+      this.#lastCode = codeOf(err);
       if (this.#stopping) return;
       this.#logger.warn({ informer: name, err: describe(err) }, 'list/watch failed; restarting');
       if (!this.#starting) this.#scheduleRestart();
@@ -50,7 +59,13 @@ export class InformerRunner {
   /** Starts the informer; resolves after its first successful list and watch (retrying until then). */
   async start(): Promise<void> {
     if (await this.#attemptStart()) this.#markSynced();
-    else this.#scheduleRestart();
+    else {
+      if (this.#optional && this.#lastCode === 404) {
+        this.#logger.warn({ informer: this.#name }, 'resource not served by the API server (CRD not installed?); going on without it and retrying');
+        this.#markSynced();
+      }
+      this.#scheduleRestart();
+    }
     await this.#syncedPromise;
   }
 
@@ -68,6 +83,7 @@ export class InformerRunner {
       await this.#informer.start();
     } catch (err) {
       this.#errors += 1;
+      this.#lastCode = codeOf(err);
       this.#logger.warn({ informer: this.#name, err: describe(err) }, 'informer start failed');
     } finally {
       this.#starting = false;
@@ -100,6 +116,10 @@ export class InformerRunner {
     this.#synced = true;
     this.#resolveSynced();
   }
+}
+
+function codeOf(err: unknown): unknown {
+  return (err as { statusCode?: unknown; code?: unknown } | undefined)?.statusCode ?? (err as { code?: unknown } | undefined)?.code;
 }
 
 function describe(err: unknown): string {

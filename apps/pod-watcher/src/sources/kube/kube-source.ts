@@ -1,6 +1,7 @@
-import { API_GROUP, type Condition } from '@triad/crd';
+import { API_GROUP, PROVIDER_SECRET_LABEL_KEY, PROVIDER_SECRET_LABEL_VALUE } from '@triad/crd';
 import type { Logger } from '@triad/runtime';
 import type { WatchedKind } from '../../inventory/inventory';
+import type { StatusKind } from '../../inventory/status-reporter';
 import type { WatcherMetrics } from '../../ops/metrics';
 import type { ObjectSource, SourceSink } from '../source';
 import { InformerRunner } from './informer-runner';
@@ -8,31 +9,74 @@ import { KubeStatusWriter } from './status-writer';
 
 type K8s = typeof import('@kubernetes/client-node');
 type KubeObject = import('@kubernetes/client-node').KubernetesObject;
+type KubeList = import('@kubernetes/client-node').KubernetesListObject<KubeObject>;
 
-const VERSION = 'v1alpha1';
-const TRIAD_API_VERSION = `${API_GROUP}/${VERSION}`;
+/** One watched resource: where it lives in the API and how it is listed. */
+interface Resource {
+  readonly kind: WatchedKind;
+  /** `''` for the core group. */
+  readonly group: string;
+  readonly version: string;
+  readonly plural: string;
+  readonly namespaced: boolean;
+  /**
+   * The watcher is ready without it while the API server does not serve it (404: its CRD is not installed, e.g.
+   * Kthena v1.0's CRDs lack ExternalModelProvider); it keeps retrying and picks it up once it is.
+   */
+  readonly optional: boolean;
+  readonly labelSelector?: string;
+}
 
-/** The three watched kinds and where they live in the API. */
-const RESOURCES: readonly { kind: WatchedKind; apiVersion: string; plural: string }[] = [
-  { kind: 'ModelServer', apiVersion: TRIAD_API_VERSION, plural: 'modelservers' },
-  { kind: 'ModelRoute', apiVersion: TRIAD_API_VERSION, plural: 'modelroutes' },
-  { kind: 'Pod', apiVersion: 'v1', plural: 'pods' },
-];
+const triad = (kind: WatchedKind, plural: string, optional = false): Resource => ({
+  kind, group: API_GROUP, version: 'v1alpha1', plural, namespaced: true, optional,
+});
+const CREDENTIAL_SELECTOR = `${PROVIDER_SECRET_LABEL_KEY}=${PROVIDER_SECRET_LABEL_VALUE}`;
+
+/** What the kube source watches: Triad's kinds, Pods and labelled Secrets; with Gateway API mode, its kinds too. */
+export function watchedResources(gatewayApi: boolean, scoped: boolean): Resource[] {
+  const out: Resource[] = [
+    triad('ModelServer', 'modelservers'),
+    triad('ModelRoute', 'modelroutes'),
+    triad('ExternalModelProvider', 'externalmodelproviders', true),
+    { kind: 'Pod', group: '', version: 'v1', plural: 'pods', namespaced: true, optional: false },
+    // Only Secrets labelled for provider credentials are listed (Kthena's label), never the others.
+    { kind: 'Secret', group: '', version: 'v1', plural: 'secrets', namespaced: true, optional: false, labelSelector: CREDENTIAL_SELECTOR },
+  ];
+  if (gatewayApi) {
+    out.push(
+      { kind: 'Gateway', group: 'gateway.networking.k8s.io', version: 'v1', plural: 'gateways', namespaced: true, optional: true },
+      { kind: 'HTTPRoute', group: 'gateway.networking.k8s.io', version: 'v1', plural: 'httproutes', namespaced: true, optional: true },
+      { kind: 'InferencePool', group: 'inference.networking.k8s.io', version: 'v1', plural: 'inferencepools', namespaced: true, optional: true },
+    );
+    // Namespace labels serve `allowedRoutes.namespaces.from: Selector`; listing them needs cluster scope.
+    if (!scoped) out.push({ kind: 'Namespace', group: '', version: 'v1', plural: 'namespaces', namespaced: false, optional: false });
+  }
+  return out;
+}
+
+const STATUS_RESOURCES: Readonly<Record<StatusKind, { group: string; version: string; plural: string }>> = {
+  ModelServer: { group: API_GROUP, version: 'v1alpha1', plural: 'modelservers' },
+  ModelRoute: { group: API_GROUP, version: 'v1alpha1', plural: 'modelroutes' },
+  ExternalModelProvider: { group: API_GROUP, version: 'v1alpha1', plural: 'externalmodelproviders' },
+  HTTPRoute: { group: 'gateway.networking.k8s.io', version: 'v1', plural: 'httproutes' },
+};
 
 export interface KubeSourceOptions {
   /** Namespaces to watch; empty = all (one cluster-wide informer per kind). */
   readonly namespaces: readonly string[];
   /** Kubeconfig file; else KUBECONFIG, ~/.kube/config, or the in-cluster service account. */
   readonly kubeconfig?: string;
+  /** Gateway API mode: also Gateways, HTTPRoutes, InferencePools and Namespaces. */
+  readonly gatewayApi?: boolean;
   readonly logger: Logger;
   readonly metrics?: WatcherMetrics;
 }
 
 /**
- * `--source kube`: client-node informers (list + watch with resourceVersion) on ModelServers, ModelRoutes and
- * Pods in the watched namespaces, and the `Accepted` condition written to the two Triad kinds' status.
- * @kubernetes/client-node is loaded here, on first use, because it costs about a second of start-up and the file
- * source (the local stack) never needs it.
+ * `--source kube`: client-node informers (list + watch with resourceVersion) on the watched resources in the
+ * watched namespaces, and the status writer for Triad's kinds and HTTPRoutes. @kubernetes/client-node is loaded
+ * here, on first use, because it costs about a second of start-up and the file source (the local stack) never
+ * needs it.
  */
 export class KubeSource implements ObjectSource {
   readonly status: KubeStatusWriter;
@@ -49,14 +93,9 @@ export class KubeSource implements ObjectSource {
     else this.#kc.loadFromDefault();
     const custom = this.#kc.makeApiClient(this.#k8s.CustomObjectsApi);
     const mergePatch = this.#k8s.setHeaderOptions('Content-Type', this.#k8s.PatchStrategy.MergePatch);
-    this.status = new KubeStatusWriter(async (kind, namespace, name, conditions: Condition[]) => {
-      await custom.patchNamespacedCustomObjectStatus(
-        {
-          group: API_GROUP, version: VERSION, namespace, plural: kind === 'ModelServer' ? 'modelservers' : 'modelroutes', name,
-          body: { status: { conditions } },
-        },
-        mergePatch,
-      );
+    this.status = new KubeStatusWriter(async (kind, namespace, name, status) => {
+      const r = STATUS_RESOURCES[kind];
+      return custom.patchNamespacedCustomObjectStatus({ ...r, namespace, name, body: { status } }, mergePatch) as Promise<unknown>;
     }, options.logger, options.metrics);
   }
 
@@ -67,16 +106,18 @@ export class KubeSource implements ObjectSource {
 
   async start(sink: SourceSink): Promise<void> {
     const scopes: (string | undefined)[] = this.#opts.namespaces.length > 0 ? [...this.#opts.namespaces] : [undefined];
-    for (const res of RESOURCES) {
-      for (const namespace of scopes) {
+    for (const res of watchedResources(this.#opts.gatewayApi ?? false, this.#opts.namespaces.length > 0)) {
+      const apiVersion = res.group ? `${res.group}/${res.version}` : res.version;
+      for (const namespace of res.namespaced ? scopes : [undefined]) {
         const informer = this.#informer(res, namespace);
         // Lists come back as typed objects (Date fields) without apiVersion/kind; watch events as plain JSON.
         // Both are normalised to what a manifest says, the shape libs/crd validates.
-        const plain = (o: KubeObject) => ({ ...(JSON.parse(JSON.stringify(o)) as object), apiVersion: res.apiVersion, kind: res.kind });
+        const plain = (o: KubeObject) => ({ ...(JSON.parse(JSON.stringify(o)) as object), apiVersion, kind: res.kind });
         informer.on('add', (o) => sink.upsert(plain(o)));
         informer.on('update', (o) => sink.upsert(plain(o)));
-        informer.on('delete', (o) => sink.remove(res.kind, o.metadata?.namespace ?? 'default', o.metadata?.name ?? ''));
-        this.#runners.push(new InformerRunner(`${res.plural}${namespace ? `@${namespace}` : ''}`, informer, this.#opts.logger));
+        informer.on('delete', (o) => sink.remove(res.kind, o.metadata?.namespace ?? (res.namespaced ? 'default' : ''), o.metadata?.name ?? ''));
+        const name = `${res.plural}${namespace ? `@${namespace}` : ''}`;
+        this.#runners.push(new InformerRunner(name, informer, this.#opts.logger, { optional: res.optional }));
       }
     }
     await Promise.all(this.#runners.map((r) => r.start()));
@@ -87,25 +128,30 @@ export class KubeSource implements ObjectSource {
     await Promise.all(this.#runners.map((r) => r.stop()));
   }
 
-  #informer(res: (typeof RESOURCES)[number], namespace: string | undefined) {
+  #informer(res: Resource, namespace: string | undefined) {
     const k8s = this.#k8s;
     const kc = this.#kc;
-    if (res.kind === 'Pod') {
+    const labelSelector = res.labelSelector;
+    const base = res.group ? `/apis/${res.group}/${res.version}` : `/api/${res.version}`;
+    const path = namespace ? `${base}/namespaces/${namespace}/${res.plural}` : `${base}/${res.plural}`;
+    let list: () => Promise<KubeList>;
+    if (!res.group) {
       const core = kc.makeApiClient(k8s.CoreV1Api);
-      const path = namespace ? `/api/v1/namespaces/${namespace}/pods` : '/api/v1/pods';
-      type PodList = Promise<import('@kubernetes/client-node').KubernetesListObject<KubeObject>>;
-      return k8s.makeInformer<KubeObject>(
-        kc, path, () => (namespace ? core.listNamespacedPod({ namespace }) : core.listPodForAllNamespaces()) as PodList,
-      );
+      const sel = labelSelector ? { labelSelector } : {};
+      if (res.kind === 'Pod') {
+        list = () => (namespace ? core.listNamespacedPod({ namespace, ...sel }) : core.listPodForAllNamespaces(sel)) as Promise<KubeList>;
+      } else if (res.kind === 'Secret') {
+        list = () => (namespace ? core.listNamespacedSecret({ namespace, ...sel }) : core.listSecretForAllNamespaces(sel)) as Promise<KubeList>;
+      } else {
+        list = () => core.listNamespace(sel) as Promise<KubeList>;
+      }
+    } else {
+      const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+      const what = { group: res.group, version: res.version, plural: res.plural };
+      list = () => (namespace
+        ? custom.listNamespacedCustomObject({ ...what, namespace })
+        : custom.listClusterCustomObject(what)) as Promise<KubeList>;
     }
-    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const path = namespace
-      ? `/apis/${API_GROUP}/${VERSION}/namespaces/${namespace}/${res.plural}` : `/apis/${API_GROUP}/${VERSION}/${res.plural}`;
-    const list = () => (namespace
-      ? custom.listNamespacedCustomObject({ group: API_GROUP, version: VERSION, namespace, plural: res.plural })
-      : custom.listClusterCustomObject({
-        group: API_GROUP, version: VERSION, plural: res.plural,
-      })) as Promise<import('@kubernetes/client-node').KubernetesListObject<KubeObject>>;
-    return k8s.makeInformer<KubeObject>(kc, path, list);
+    return k8s.makeInformer<KubeObject>(kc, path, list, labelSelector);
   }
 }

@@ -1,0 +1,29 @@
+import { Command } from 'commander';
+import { createLogger, onShutdown } from '@triad/runtime';
+import { resolveConfig, type WebhookConfig } from './config';
+
+/** `triad webhook`: flags > TRIAD_* env > settings file > defaults → config → HTTPS server until SIGTERM/SIGINT. */
+export async function main(argv: readonly string[]): Promise<void> {
+  const program = new Command('triad webhook')
+    .description('Validating admission webhook (AdmissionReview v1 over HTTPS) for ModelServer, ModelRoute, ExternalModelProvider')
+    .option('--host <host>', 'address to listen on (TRIAD_HOST, default 0.0.0.0)')
+    .option('--port <port>', 'HTTPS port (TRIAD_WEBHOOK_PORT, default 8443; 0 = free)')
+    .option('--tls-cert <file>', 'PEM certificate chain, reloaded on change (TRIAD_TLS_CERT_FILE, default /etc/triad/webhook/tls.crt)')
+    .option('--tls-key <file>', 'PEM private key, reloaded on change (TRIAD_TLS_KEY_FILE, default /etc/triad/webhook/tls.key)')
+    .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9093; 0 = free)')
+    .option('--max-body-bytes <n>', 'largest AdmissionReview accepted (TRIAD_WEBHOOK_MAX_BODY_BYTES, default 8 MiB)')
+    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
+  program.parse([...argv], { from: 'user' });
+  const o = program.opts<Record<string, string | undefined>>();
+  const flags: Partial<Record<keyof WebhookConfig, unknown>> = {
+    host: o['host'], port: o['port'], tlsCert: o['tlsCert'], tlsKey: o['tlsKey'], metricsPort: o['metricsPort'],
+    maxBodyBytes: o['maxBodyBytes'], drainTimeoutMs: o['drainTimeout'],
+  };
+  const settings = o['settings'];
+  const config = resolveConfig(flags, process.env, settings);
+  const logger = createLogger({ service: 'webhook' });
+  const { startWebhook } = require('./server') as typeof import('./server');
+  const webhook = await startWebhook({ config, logger });
+  onShutdown(logger, () => webhook.close(), { graceMs: config.drainTimeoutMs });
+}
