@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { resolveConfig } from './config';
 
 describe('pod-watcher settings', () => {
@@ -18,5 +21,25 @@ describe('pod-watcher settings', () => {
     expect(() => resolveConfig(
       { source: 'k8s', scrapeConcurrency: '0' }, {},
     )).toThrow(/source: must be 'kube' or 'file:PATH'.*scrapeConcurrency/);
+  });
+
+  it('reads the Gateway API settings from flags, TRIAD_* variables or a settings file; the default Gateway follows POD_NAMESPACE', () => {
+    expect(resolveConfig({}, {})).toMatchObject({
+      gatewayApi: false, gatewayClasses: ['kthena-router', 'triad'], defaultGateway: { namespace: 'default', name: 'default', port: 8080 },
+    });
+    expect(resolveConfig({}, { POD_NAMESPACE: 'kthena-system' }).defaultGateway).toEqual({ namespace: 'kthena-system', name: 'default', port: 8080 });
+    const env = { TRIAD_GATEWAY_API: 'true', TRIAD_GATEWAY_CLASSES: 'a, b', TRIAD_DEFAULT_GATEWAY: 'none', POD_NAMESPACE: 'ns' };
+    expect(resolveConfig({}, env)).toMatchObject({ gatewayApi: true, gatewayClasses: ['a', 'b'], defaultGateway: undefined });
+    const dir = mkdtempSync(join(tmpdir(), 'triad-pw-settings-'));
+    try {
+      const file = join(dir, 'settings.yaml');
+      writeFileSync(file, 'gateway-api: true\ngateway-class: [gold]\ndefault-gateway: gw/edge:9000\ncredentials-key-file: /keys/k\n');
+      expect(resolveConfig({ gatewayClasses: ['flag'] }, { POD_NAMESPACE: 'ns' }, file)).toMatchObject({
+        gatewayApi: true, gatewayClasses: ['flag'], defaultGateway: { namespace: 'gw', name: 'edge', port: 9000 }, credentialsKeyFile: '/keys/k',
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(() => resolveConfig({ defaultGateway: 'edge' }, {})).toThrow(/defaultGateway: must be NAMESPACE\/NAME:PORT or 'none'.*--default-gateway/);
   });
 });

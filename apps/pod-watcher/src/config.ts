@@ -75,7 +75,8 @@ const WatcherConfigSchema = z.object({
    * The default Gateway (Kthena's router creates one, `default` in its namespace, listening on its port): a
    * record Triad publishes, not an object it creates. `none` to have only real Gateways.
    */
-  defaultGateway: DefaultGatewaySchema.default({ namespace: 'default', name: 'default', port: 8080 }),
+  // A prefault, not a default: zod's default would also replace the `undefined` that `none` turns into.
+  defaultGateway: DefaultGatewaySchema.prefault('default/default:8080'),
   /** File holding the key provider credentials are sealed with for the gateway (a mounted Secret). */
   credentialsKeyFile: z.string().optional(),
 });
@@ -122,9 +123,8 @@ export function resolveConfig(
 ): WatcherConfig {
   // Kthena's default Gateway lives in the router's own namespace: without a value, `$POD_NAMESPACE/default:8080`.
   const namespace = env['POD_NAMESPACE'];
-  const schema = namespace ? WatcherConfigSchema.extend({
-    defaultGateway: DefaultGatewaySchema.default({ namespace, name: 'default', port: 8080 }),
-  }) : WatcherConfigSchema;
+  const schema = namespace ? WatcherConfigSchema.extend({ defaultGateway: DefaultGatewaySchema.prefault(`${namespace}/default:8080`) })
+    : WatcherConfigSchema;
   return resolveSettings('pod-watcher', schema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }
 
