@@ -75,7 +75,14 @@ describe('fake Kubernetes API server', () => {
     server.remove('v1', 'Pod', 'default', 'c');
     await waitFor(() => seen.includes('delete c'), { what: 'delete seen through the relist' });
     expect(server.requests.filter((r) => r.verb === 'list').length).toBeGreaterThan(listsBefore);
+    // The relist is followed by a new watch: stopping before it opened lets the informer open it anyway, and
+    // that stray watch would take the failure the next test injects.
+    const relist = server.requests.findLastIndex((r) => r.verb === 'list');
+    await waitFor(() => server.requests.slice(relist + 1).some((r) => r.verb === 'watch') && server.openWatches('api/v1/pods') > 0, {
+      what: 'watch reopened after the relist',
+    });
     await inf.stop();
+    await waitFor(() => server.openWatches('api/v1/pods') === 0, { what: 'watch closed by stop()' });
   });
 
   it('fails watches on request with an HTTP status; the informer reports the error and can be restarted', async () => {
