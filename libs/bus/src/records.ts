@@ -39,6 +39,16 @@ export const EndpointRecordSchema = z.object({
   /** SGLang prefill bootstrap port (pod annotation, else ModelServer.bootstrapPort, else 8998). */
   bootstrapPort: z.number().int().min(1).max(65535).optional(),
   engine: InferenceEngineSchema,
+  /**
+   * The engine's KV-event sockets, from the pod annotations `triad.io/kv-events-endpoint` (and `-replay-endpoint`,
+   * `-ranks`); absent when the pod publishes no events.
+   */
+  kvEvents: z.object({
+    endpoint: z.string(),
+    replayEndpoint: z.string().optional(),
+    /** Data-parallel ranks publishing on consecutive ports from the endpoint's (vLLM, SGLang DP attention). */
+    ranks: z.number().int().min(1).max(64).optional(),
+  }).optional(),
   ready: z.boolean(),
   /** Model ids the engine serves (base model and LoRA adapters), from GET /v1/models. */
   models: z.array(z.string()),
