@@ -52,12 +52,16 @@ export class ZmqEventPublisher {
     return this.#next;
   }
 
-  /** Publishes one encoded batch; resolves when it is queued. Sends are serialized (libzmq allows one at a time). */
-  publish(payload: Uint8Array): Promise<void> {
+  /**
+   * Publishes one encoded batch; resolves when it is queued. Sends are serialized (libzmq allows one at a time).
+   * `lose` keeps the batch for replay without sending it: a message the transport lost (gap tests, simulations).
+   */
+  publish(payload: Uint8Array, opts: { lose?: boolean } = {}): Promise<void> {
     const seq = this.#next++;
     const buf = Buffer.from(payload.buffer, payload.byteOffset, payload.length);
     this.#buffer.push({ seq, payload: buf });
     if (this.#buffer.length > this.#limit) this.#buffer.shift();
+    if (opts.lose) return this.#sending;
     this.#sending = this.#sending.then(() => this.#pub.send([this.#topic, seqBytes(seq), buf])).catch(() => undefined);
     return this.#sending;
   }

@@ -69,7 +69,7 @@ profiles:
     { name: 'topN zero', input: { topN: 0 }, expected: /topN: / },
     { name: 'negative weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: -1 }] } } }, expected: /profiles\.default\.scorers\[0\]\.weight: must be >= 0/ },
     { name: 'NaN weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: Number.NaN }] } } }, expected: /weight/ },
-    { name: 'unknown plugin type', input: { plugins: [{ type: 'kvcache-aware' }] }, expected: /plugins\[0\]\.type: unknown plugin type 'kvcache-aware'/ },
+    { name: 'unknown plugin type', input: { plugins: [{ type: 'no-such-scorer' }] }, expected: /plugins\[0\]\.type: unknown plugin type 'no-such-scorer'/ },
     { name: 'undefined reference', input: { profiles: { decode: { filters: ['nope'] } } }, expected: /profiles\.decode\.filters\[0\]: references undefined plugin 'nope'/ },
     { name: 'plugin in the wrong slot', input: { profiles: { decode: { filters: ['gpu-usage'] } } }, expected: /profiles\.decode\.filters\[0\]: plugin 'gpu-usage' \(gpu-usage\) is not a filter/ },
     { name: 'picker that is not a picker', input: { profiles: { decode: { picker: 'least-request' } } }, expected: /profiles\.decode\.picker: .* is not a picker/ },

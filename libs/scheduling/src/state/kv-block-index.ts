@@ -52,7 +52,7 @@ export class KvBlockIndex {
   #source(name: string, pod: string): Source {
     let s = this.#byName.get(name);
     if (s) return s;
-    s = { id: this.#nextId++, name, pod, blocks: new Set(), live: true };
+    s = { id: this.#nextId++, name, pod, blocks: new Set(), live: false };
     this.#byName.set(name, s);
     this.#byId[s.id] = s;
     const list = this.#byPod.get(pod);
@@ -101,7 +101,10 @@ export class KvBlockIndex {
     s.blocks.clear();
   }
 
-  /** Marks a source live (its pod is scored from the index) or not (its pod falls back to the approximate scorer). */
+  /**
+   * Marks a source live (its pod is scored from the index) or not (its pod falls back to the approximate scorer).
+   * A source starts not live: blocks arriving before its state is known do not yet decide its pod's score.
+   */
   setLive(source: string, pod: string, live: boolean): void {
     this.#source(source, pod).live = live;
   }
