@@ -129,7 +129,7 @@ describe('KV indexer: engine socket → NATS deltas and snapshots → scheduler 
     try {
       await lateFeed.synced;
       await waitFor(() => matched(late, keys) === 2, { what: 'the late index loaded' });
-      expect(late.blocksOf('default/p0').sort()).toEqual(index.blocksOf('default/p0').sort());
+      expect([...late.blocksOf('default/p0')].sort()).toEqual([...index.blocksOf('default/p0')].sort());
     } finally {
       lateFeed.stop();
     }

@@ -24,6 +24,7 @@ export function endpointRecord(p: Placement, view: TargetView | undefined, now: 
   };
   if (p.group !== undefined) r.group = p.group;
   if (p.bootstrapPort !== undefined) r.bootstrapPort = p.bootstrapPort;
+  if (p.kvEvents !== undefined) r.kvEvents = { ...p.kvEvents };
   return r;
 }
 

@@ -3,6 +3,7 @@ import {
   type InferenceEngine, type ModelServer, type PipelineMode, type Pod, type Role,
 } from '@triad/crd';
 import { endpointKey } from '@triad/bus';
+import { kvEventsOf, type KvEventsPlacement } from './kv-events-annotations';
 
 /** One Ready pod serving one ModelServer in one role: everything an endpoint record says except metrics. */
 export interface Placement {
@@ -18,6 +19,8 @@ export interface Placement {
   readonly bootstrapPort?: number;
   readonly engine: InferenceEngine;
   readonly mode: PipelineMode;
+  /** The engine's KV-event sockets (pod annotations), when it publishes events. */
+  readonly kvEvents?: KvEventsPlacement;
 }
 
 function annotatedPort(pod: Pod): number | undefined {
@@ -48,6 +51,7 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
     const c = classifyPod(ms.spec, pod.metadata.labels);
     if (c.role === 'none') continue;
     const bootstrapPort = bootstrapPortOf(ms, pod, c.role);
+    const kvEvents = kvEventsOf(pod);
     out.push({
       key: endpointKey(namespace, ms.metadata.name, pod.metadata.name),
       namespace,
@@ -60,6 +64,7 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
       ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
       engine: ms.spec.inferenceEngine,
       mode,
+      ...(kvEvents !== undefined ? { kvEvents } : {}),
     });
   }
   return out;
@@ -68,7 +73,8 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
 /** Same fields, same values (placements are flat). */
 export function samePlacement(a: Placement, b: Placement): boolean {
   return a.key === b.key && a.role === b.role && a.group === b.group && a.ip === b.ip && a.port === b.port
-    && a.bootstrapPort === b.bootstrapPort && a.engine === b.engine && a.mode === b.mode;
+    && a.bootstrapPort === b.bootstrapPort && a.engine === b.engine && a.mode === b.mode
+    && JSON.stringify(a.kvEvents) === JSON.stringify(b.kvEvents);
 }
 
 /** The address scraped for a placement; pods in several ModelServers on the same port are scraped once. */
