@@ -6,6 +6,7 @@ import {
 } from '@triad/connectors';
 import { ErrorCode, TriadError } from '@triad/errors';
 import type { Logger } from '@triad/runtime';
+import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import type { RequestHooks } from '../hooks';
 import { writeAccessLog } from '../observability/access-log';
@@ -31,6 +32,8 @@ export interface InferenceDeps {
   readonly accessLog: boolean;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
+  readonly kvBlockKeys?: (engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined) => string[] | undefined;
 }
 
 /** Headers a client sends that every engine leg carries too. */
@@ -138,7 +141,8 @@ export class InferenceHandler {
     if (inference && profile.mode === 'epd' && req.path === CHAT) req.media = extractMediaParts(req.body);
 
     const started = performance.now();
-    const scheduling = buildSchedulingRequest(req.id, match.namespace, match.modelServer, upstreamModel, req.prompt, req.inputTokens, req.media, d.hashOptions());
+    const kvKeys = inference && req.media.length === 0 ? d.kvBlockKeys?.(profile.engine, upstreamModel, req.body, match.lora ? upstreamModel : undefined) : undefined;
+    const scheduling = buildSchedulingRequest(req.id, match.namespace, match.modelServer, upstreamModel, req.prompt, req.inputTokens, req.media, d.hashOptions(), kvKeys);
     const { decision, local } = await d.scheduler.schedule(scheduling, req);
     req.scheduleMs = performance.now() - started;
     req.decidedLocally = local;

@@ -64,6 +64,7 @@ export function buildSchedulingRequest(
   inputTokens: number,
   media: readonly MediaPart[],
   hashOptions: PrefixHashOptions,
+  kvBlockHashes?: string[],
 ): SchedulingRequest {
   const hashes = prefixBlockHashes(model, prompt, hashOptions);
   const request: SchedulingRequest = {
@@ -75,6 +76,9 @@ export function buildSchedulingRequest(
     mediaItems: [],
     inputTokens,
   };
+  if (kvBlockHashes !== undefined && kvBlockHashes.length > 0) {
+    request.kvBlockHashes = kvBlockHashes.length > SchedulingLimits.maxPrefixHashes ? kvBlockHashes.slice(0, SchedulingLimits.maxPrefixHashes) : kvBlockHashes;
+  }
   const n = Math.min(media.length, SchedulingLimits.maxMediaItems);
   for (let i = 0; i < n; i++) request.mediaItems.push(mediaItem(media[i] as MediaPart));
   return request;
