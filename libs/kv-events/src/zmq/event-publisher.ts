@@ -1,4 +1,5 @@
-import { Publisher, Router } from 'zeromq';
+import type { Publisher, Router } from 'zeromq';
+import { zmq } from './zmq-module';
 import { END_OF_REPLAY, readSeq, seqBytes } from './frames';
 
 export interface EventPublisherOptions {
@@ -29,8 +30,8 @@ export class ZmqEventPublisher {
   replayEndpoint: string | undefined;
 
   private constructor(options: EventPublisherOptions) {
-    this.#pub = new Publisher({ linger: 0, sendHighWaterMark: 100_000 });
-    this.#router = options.replayEndpoint ? new Router({ linger: 0 }) : undefined;
+    this.#pub = new (zmq().Publisher)({ linger: 0, sendHighWaterMark: 100_000 });
+    this.#router = options.replayEndpoint ? new (zmq().Router)({ linger: 0 }) : undefined;
     this.#topic = Buffer.from(options.topic ?? '', 'utf8');
     this.#limit = options.bufferSteps ?? 10_000;
   }

@@ -1,4 +1,5 @@
-import { Dealer, Subscriber } from 'zeromq';
+import type { Dealer, Subscriber } from 'zeromq';
+import { zmq } from './zmq-module';
 import { END_OF_REPLAY, readSeq, seqBytes } from './frames';
 
 /** One message of an engine's event socket: `(topic, seq, payload)` multipart, as ZmqEventPublisher sends it. */
@@ -42,7 +43,7 @@ export class EventStream {
 
   constructor(options: EventStreamOptions, handlers: EventStreamHandlers) {
     this.#options = options;
-    this.#sub = new Subscriber({
+    this.#sub = new (zmq().Subscriber)({
       receiveHighWaterMark: options.receiveHighWaterMark ?? 10_000,
       reconnectInterval: options.reconnectIntervalMs ?? 500,
       reconnectMaxInterval: 5_000,
@@ -90,7 +91,7 @@ export class EventStream {
 
   async #doReplay(fromSeq: number, timeoutMs: number): Promise<ReplayResult> {
     if (!this.#dealer) {
-      this.#dealer = new Dealer({ linger: 0, receiveTimeout: timeoutMs, sendTimeout: timeoutMs });
+      this.#dealer = new (zmq().Dealer)({ linger: 0, receiveTimeout: timeoutMs, sendTimeout: timeoutMs });
       this.#dealer.connect(this.#options.replayEndpoint as string);
     }
     const dealer = this.#dealer;
