@@ -13,7 +13,7 @@ RUN find . -type f ! -name package.json ! -name package-lock.json -delete \
 
 # Stage 2: full install and the esbuild bundle of the CLI. dist/apps/cli then holds everything the CLI needs at
 # run time: main.cjs (the apps and libs and their npm dependencies in one file), package.json, and node_modules
-# with only what cannot be bundled (the native @node-rs/xxhash addon, built for this platform).
+# with only what cannot be bundled (the native @node-rs/xxhash and zeromq addons, for this platform).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY --from=manifests /src ./

@@ -26,7 +26,8 @@ function* tsFiles(dir) {
 }
 
 // Native addons cannot be bundled: they stay external and are shipped in node_modules next to the bundle.
-const EXTERNAL = ['@node-rs/*'];
+// zeromq (libs/kv-events, `triad kv-indexer`) finds its addon relative to its own files, so it must stay a package.
+const EXTERNAL = ['@node-rs/*', 'zeromq'];
 
 const main = join(projectRoot, 'src', 'main.ts');
 if (existsSync(main)) {

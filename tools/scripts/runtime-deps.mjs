@@ -4,6 +4,9 @@
 import { cpSync, existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 
+/** Node's `process.platform` values, as prebuilt addons name their directories. */
+const PLATFORMS = new Set(['aix', 'android', 'darwin', 'freebsd', 'linux', 'openbsd', 'sunos', 'win32']);
+
 /** The installed directory of `name` as seen from `fromDir` (Node's lookup: node_modules of each parent). */
 function packageDir(name, fromDir) {
   for (let dir = fromDir; ; dir = dirname(dir)) {
@@ -50,7 +53,14 @@ export function copyRuntimePackages(names, workspaceRoot, outDir) {
       return;
     }
     copied.set(name, pkg.version);
-    const ownFiles = (src) => !relative(dir, src).split('/').includes('node_modules');
+    // A package's own files, without nested node_modules and without the prebuilt addons of other platforms
+    // (zeromq ships build/<os>/<arch>/… for every target it supports; the image runs on this one).
+    const ownFiles = (src) => {
+      const parts = relative(dir, src).split('/');
+      if (parts.includes('node_modules')) return false;
+      if (parts[0] !== 'build' || !PLATFORMS.has(parts[1])) return true;
+      return parts[1] === process.platform && (parts.length < 3 || parts[2] === process.arch);
+    };
     cpSync(dir, join(outDir, 'node_modules', name), { recursive: true, filter: ownFiles });
     for (const dep of Object.keys(pkg.dependencies ?? {})) visit(dep, dir, false);
     for (const dep of Object.keys(pkg.optionalDependencies ?? {})) visit(dep, dir, true);

@@ -14,6 +14,7 @@ const DELEGATED: Record<string, () => CommandModule> = {
   scheduler: () => require('@triad/scheduler') as typeof import('@triad/scheduler'),
   'pod-watcher': () => require('@triad/pod-watcher') as typeof import('@triad/pod-watcher'),
   webhook: () => require('@triad/webhook') as typeof import('@triad/webhook'),
+  'kv-indexer': () => require('@triad/kv-indexer') as typeof import('@triad/kv-indexer'),
   'sim-engine': () => require('./commands/sim-engine') as typeof import('./commands/sim-engine'),
   up: () => require('./commands/up') as typeof import('./commands/up'),
   trace: () => require('./commands/trace') as typeof import('./commands/trace'),
@@ -28,6 +29,7 @@ Commands with their own flags (each takes --help):
   scheduler      scheduling service over NATS
   pod-watcher    discovery and metrics → NATS KV
   webhook        validating admission webhook for ModelServer, ModelRoute, ExternalModelProvider
+  kv-indexer     engines' KV-cache events → NATS, for precise prefix-cache routing
   sim-engine     a simulated vLLM or SGLang engine in any disaggregated role
   trace          print a trace's span tree from a local OTLP receiver
 `;

@@ -107,9 +107,23 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
     const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     const packages = Object.keys(manifest.dependencies);
     expect(packages).toContain('@node-rs/xxhash');
-    expect(packages.every((p) => p.startsWith('@node-rs/xxhash'))).toBe(true);
+    expect(packages).toContain('zeromq');
+    // The native addons and what they load at run time: xxhash (prefix hashing), zeromq (KV events) with its loader.
+    const allowed = (p: string) => p.startsWith('@node-rs/xxhash') || ['zeromq', 'cmake-ts', 'node-addon-api'].includes(p);
+    expect(packages.filter((p) => !allowed(p))).toEqual([]);
+    // Only this platform's prebuilt zeromq addons are shipped.
+    const zmqBuilds = shipped.filter((f) => f.startsWith('./node_modules/zeromq/build/') && f.endsWith('.node'));
+    expect(zmqBuilds.length).toBeGreaterThan(0);
+    expect(zmqBuilds.every((f) => f.startsWith(`./node_modules/zeromq/build/${process.platform}/${process.arch}/`))).toBe(true);
     // The `triad` wrapper the runtime stage writes runs this very file.
     expect(stage.runs.join('\n')).toContain(`exec node ${posix.join(stage.workdir, 'main.cjs')}`);
+  });
+
+  it('loads the zeromq addon from the image alone (triad kv-indexer opens its sockets with it)', () => {
+    const script = "const z = require('zeromq'); const s = new z.Publisher(); s.close(); process.stdout.write(z.version)";
+    const run = spawnSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
   it('has no node_modules above the image directory that could stand in for a missing package', () => {
@@ -123,7 +137,8 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
     const { child, output } = triad(['--help']);
     const code = await new Promise((r) => child.once('exit', r));
     expect(code).toBe(0);
-    for (const command of ['gateway', 'scheduler', 'pod-watcher', 'sim-engine', 'up']) expect(output()).toContain(command);
+    const commands = ['gateway', 'scheduler', 'pod-watcher', 'sim-engine', 'up', 'webhook', 'kv-indexer'];
+    for (const command of commands) expect(output()).toContain(command);
   }, 30_000);
 
   it('runs a simulated engine, a pod-watcher, a scheduler and a gateway that answers a completion', async () => {

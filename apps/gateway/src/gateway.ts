@@ -84,6 +84,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const handler = new InferenceHandler({
     kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
     hashOptions: () => fallback.hashOptions,
+    kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
   });
   let draining = false;
   // Ready only once the data port listens: the ops port comes up first, and a probe must not see "ready" while

@@ -35,6 +35,10 @@ export class SchedulerMetrics implements SchedulingObserver {
     name: 'triad_scheduler_plugin_calls_total', help: 'Calls of each plugin', labelNames: ['plugin', 'kind'] as const,
     registers: [this.registry],
   });
+  readonly kvLag = new Histogram({
+    name: 'triad_scheduler_kv_index_lag_seconds', help: 'From an engine KV-event batch to its delta applied to this replica\'s index',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [this.registry],
+  });
   readonly configReloads = new Counter({
     name: 'triad_scheduler_config_reloads_total', help: 'Config loads by source (file, kv) and result (applied, rejected, unchanged)',
     labelNames: ['source', 'result'] as const, registers: [this.registry],
@@ -81,6 +85,10 @@ export class SchedulerMetrics implements SchedulingObserver {
     } else {
       byPlugin.set(plugin, { plugin, kind, seconds: ms / 1000, calls: 1 });
     }
+  }
+
+  kvIndexLag(ms: number): void {
+    this.kvLag.observe(Math.max(0, ms) / 1000);
   }
 
   /** Records one decision's latency and outcome. */

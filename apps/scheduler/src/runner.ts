@@ -2,7 +2,8 @@ import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
 import { connectBus, startDispatchFeed, type Bus } from '@triad/bus/client';
 import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
-import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
+import { startKvIndexFeed } from '@triad/kv-events';
+import { EndpointIndex, InflightTracker, KvBlockIndex, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
 import { ConfigSource, type ActiveConfig } from './config/config-source';
 import { watchFile } from './config/file-watch';
 import { watchKvConfig } from './config/kv-config-watch';
@@ -30,6 +31,8 @@ export interface StartOptions extends SchedulerServiceOptions {
   readonly logger?: Logger;
   /** Plugin types; defaults to the in-tree ones (out-of-tree plugins register here). */
   readonly registry?: PluginRegistry;
+  /** Engines' KV blocks for precise-prefix-cache, fed from the KV indexers; pass the one a custom registry uses. */
+  readonly kvIndex?: KvBlockIndex;
 }
 
 /**
@@ -39,7 +42,8 @@ export interface StartOptions extends SchedulerServiceOptions {
  */
 export async function startScheduler(options: StartOptions): Promise<SchedulerService> {
   const logger = options.logger ?? createLogger({ service: 'scheduler' });
-  const registry = options.registry ?? createInTreeRegistry();
+  const kvIndex = options.kvIndex ?? new KvBlockIndex();
+  const registry = options.registry ?? createInTreeRegistry({ kvIndex });
   const metrics = new SchedulerMetrics();
   const index = new EndpointIndex();
   const tracker = new InflightTracker();
@@ -80,9 +84,12 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     }
     const dispatch = startDispatchFeed(nats, tracker);
     closers.push(() => dispatch.stop());
+    const kvFeed = await startKvIndexFeed(nats, kvIndex, { onLag: (ms) => metrics.kvIndexLag(ms) });
+    closers.push(() => kvFeed.stop());
     const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
     await feed.synced;
+    await kvFeed.synced;
     const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(
       batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers,
     ), {

@@ -25,5 +25,10 @@ export type {
 } from './scheduling';
 export { StageSchema, DispatchEventSchema, DispatchBatchSchema } from './dispatch';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
+export {
+  KvIndexLimits, KvIndexDeltaSchema, KvSourceMetaSchema, KvSnapshotChunkSchema, KvIndexerHeartbeatSchema, kvSourceToken, kvSourceMetaKey,
+  kvSnapshotChunkKey,
+} from './kv-index';
+export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat } from './kv-index';
 export { encodeMessage, decodeMessage } from './codec';
 export type { DecodeResult } from './codec';

@@ -6,6 +6,8 @@ export const Subjects = {
   dispatch: 'triad.v1.dispatch',
   /** Publish: admission's lease reclaim/released messages between gateway replicas sharing a NATS budget store. */
   admissionLease: 'triad.v1.admission.lease',
+  /** Publish: the KV indexers' block deltas per event source; every scheduler replica reads all. */
+  kvIndexDelta: 'triad.v1.kvindex.delta',
 } as const;
 
 /** Queue group of the scheduler replicas: one of them answers each scheduling request. */
@@ -36,6 +38,10 @@ export const Buckets = {
   gateways: 'triad_v1_gateways',
   /** Gateway API mode: HTTPRoutes attached to those Gateways, as Triad serves them. Key `ns.name`. */
   httpRoutes: 'triad_v1_httproutes',
+  /** KV indexers' per-source state: `m.<source>` records and `c.<source>.<n>` snapshot chunks of block keys. */
+  kvIndex: 'triad_v1_kvindex',
+  /** KV indexer replicas' heartbeats (key = instance id); pods are sharded over the live ones. */
+  kvIndexers: 'triad_v1_kvindexers',
 } as const;
 export type BucketName = (typeof Buckets)[keyof typeof Buckets];
 

@@ -44,6 +44,16 @@ export const EndpointRecordSchema = z.object({
   /** Data-parallel ranks of the engine (SGLang `/server_info.dp_size`); absent when unknown. */
   dpSize: z.number().int().min(1).optional(),
   engine: InferenceEngineSchema,
+  /**
+   * The engine's KV-event sockets, from the pod annotations `triad.io/kv-events-endpoint` (and `-replay-endpoint`,
+   * `-ranks`); absent when the pod publishes no events.
+   */
+  kvEvents: z.object({
+    endpoint: z.string(),
+    replayEndpoint: z.string().optional(),
+    /** Data-parallel ranks publishing on consecutive ports from the endpoint's (vLLM, SGLang DP attention). */
+    ranks: z.number().int().min(1).max(64).optional(),
+  }).optional(),
   ready: z.boolean(),
   /** Model ids the engine serves (base model and LoRA adapters), from GET /v1/models. */
   models: z.array(z.string()),

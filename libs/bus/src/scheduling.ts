@@ -28,6 +28,12 @@ export const SchedulingRequestSchema = z.object({
   /** Chained prompt block hashes (hex) for prefix-cache affinity, computed by libs/scheduling's hasher. */
   prefixHashes: z.array(z.string()).max(SchedulingLimits.maxPrefixHashes).default([]),
   mediaItems: z.array(MediaItemSchema).max(SchedulingLimits.maxMediaItems).default([]),
+  /**
+   * Block keys of the prompt's leading full KV blocks as the ModelServer's engines hash them (hex16, block 0
+   * first), for the `precise-prefix-cache` scorer; absent when that scorer is not configured or the gateway could
+   * not tokenize the request.
+   */
+  kvBlockHashes: z.array(z.string()).max(SchedulingLimits.maxPrefixHashes).optional(),
   /** Estimated prompt tokens. */
   inputTokens: z.number().int().min(0).optional(),
   /** Endpoint keys to avoid (e.g. ones that just failed this request). */

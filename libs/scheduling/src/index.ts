@@ -11,6 +11,8 @@ export { EndpointIndex } from './state/endpoint-index';
 export type { EndpointChange, ModelServerChange } from './state/endpoint-index';
 export type { ModelServerPool } from './state/model-server-pool';
 export { InflightTracker } from './state/inflight-tracker';
+export { KvBlockIndex } from './state/kv-block-index';
+export type { KvBlockIndexOptions, KvBlockIndexStats } from './state/kv-block-index';
 export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
 export type { Endpoint } from './state/endpoint';
 export type { Candidates } from './framework/candidates';
@@ -21,7 +23,8 @@ export type { SchedulerConfig, ProfileConfig, PluginConfig } from './config/conf
 export { defaultSchedulerConfig, builtInProfile } from './config/default-config';
 export { loadSchedulerConfig } from './config/load-config';
 export type { ConfigLoadResult, LoadConfigOptions, LoadedSchedulerConfig, LoadedProfile } from './config/load-config';
-export { prefixHashOptionsOf } from './config/prefix-hash-options';
+export { prefixHashOptionsOf, kvHashOptionsOf } from './config/prefix-hash-options';
+export type { KvHashOptions } from './config/prefix-hash-options';
 
 // Framework.
 export { definePlugin, isFilter, isScorer, isPicker, isPostScheduleHook, isEndpointAware } from './framework/plugin';
@@ -31,6 +34,11 @@ export type {
 } from './framework/plugin';
 export { PluginRegistry } from './framework/registry';
 export { registerInTreePlugins, createInTreeRegistry } from './plugins/in-tree';
+export type { InTreePluginState } from './plugins/in-tree';
+export {
+  PrecisePrefixCacheScorer, PrecisePrefixCacheParamsSchema, PRECISE_PREFIX_CACHE, KVCACHE_AWARE, KvHashAlgoSchema,
+} from './plugins/precise-prefix-cache/precise-prefix-cache';
+export type { PrecisePrefixCacheParams } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';

@@ -6,11 +6,14 @@ import { createInTreeRegistry } from './plugins/in-tree';
 import { Scheduler } from './scheduler';
 import { EndpointIndex, type EndpointChange, type ModelServerChange } from './state/endpoint-index';
 import { InflightTracker, type InflightTrackerOptions } from './state/inflight-tracker';
+import { KvBlockIndex } from './state/kv-block-index';
 
 export interface LocalSchedulingOptions {
   readonly registry?: PluginRegistry;
   readonly tracker?: InflightTrackerOptions;
   readonly instanceId?: string;
+  /** Engines' KV blocks for `precise-prefix-cache` (the caller feeds it); an empty index when absent. */
+  readonly kvIndex?: KvBlockIndex;
 }
 
 /**
@@ -23,6 +26,7 @@ export interface LocalScheduling {
   readonly tracker: InflightTracker;
   readonly scheduler: Scheduler;
   readonly registry: PluginRegistry;
+  readonly kvIndex: KvBlockIndex;
   applyEndpoint(change: EndpointChange): void;
   applyModelServer(change: ModelServerChange): void;
   applyDispatch(batch: DispatchBatch, now?: number): void;
@@ -33,7 +37,8 @@ export interface LocalScheduling {
 
 /** Creates an index, an in-flight tracker and a scheduler with the default config (in-tree plugins). */
 export function createLocalScheduling(options: LocalSchedulingOptions = {}): LocalScheduling {
-  const registry = options.registry ?? createInTreeRegistry();
+  const kvIndex = options.kvIndex ?? new KvBlockIndex();
+  const registry = options.registry ?? createInTreeRegistry({ kvIndex });
   const index = new EndpointIndex();
   const tracker = new InflightTracker(options.tracker);
   const initial = loadSchedulerConfig(defaultSchedulerConfig(), { registry });
@@ -42,7 +47,7 @@ export function createLocalScheduling(options: LocalSchedulingOptions = {}): Loc
     index, tracker, config: initial.loaded, ...(options.instanceId ? { instanceId: options.instanceId } : {}),
   });
   return {
-    index, tracker, scheduler, registry,
+    index, tracker, scheduler, registry, kvIndex,
     applyEndpoint: (c) => index.applyEndpoint(c),
     applyModelServer: (c) => index.applyModelServer(c),
     applyDispatch: (b, now = Date.now()) => tracker.applyBatch(b, now),

@@ -7,6 +7,7 @@ import {
   type IncomingHeaders, type MediaPart, type RequestHooks,
 } from '@triad/request';
 import type { Logger } from '@triad/runtime';
+import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
 import type { GatewayMetrics } from '../observability/metrics';
@@ -29,6 +30,10 @@ export interface InferenceDeps {
   readonly accessLog: boolean;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
+  readonly kvBlockKeys?: (
+    engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
+  ) => string[] | undefined;
 }
 
 /** The response of an inference request, which knows its request once parsed (to abort it on disconnect). */
@@ -139,7 +144,10 @@ export class InferenceHandler {
     const injectUsage = inference && ctx.stream;
     const media = inference && profile.mode === 'epd' && ctx.path === CHAT ? extractMediaParts(ctx.body) : NO_MEDIA;
     const started = performance.now();
-    const { decision, local } = await d.scheduler.schedule(buildSchedulingRequest(ctx, media, d.hashOptions()), ctx);
+    // The engines' own block hashes for precise-prefix-cache (text requests; media shift the token stream).
+    const kvKeys = inference && media.length === 0
+      ? d.kvBlockKeys?.(profile.engine, upstreamModel, ctx.body, ctx.routing.lora ? upstreamModel : undefined) : undefined;
+    const { decision, local } = await d.scheduler.schedule(buildSchedulingRequest(ctx, media, d.hashOptions(), kvKeys), ctx);
     const durationMs = performance.now() - started;
     ctx.scheduled({ decision, local, durationMs });
     d.metrics.scheduled(local ? 'local' : 'scheduler', durationMs / 1000);

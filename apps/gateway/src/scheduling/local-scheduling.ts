@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
 import { startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
-import { createLocalScheduling, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import { createLocalScheduling, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import { startKvIndexFeed } from '@triad/kv-events';
+import { KvBlockHashing } from './kv-block-hashes';
 import type { KvView } from '../state/kv-view';
 
 /**
@@ -15,14 +17,19 @@ export class LocalSchedulingFallback {
   readonly #gatewayId: string;
   readonly #logger: Logger;
   #hashOptions: PrefixHashOptions;
+  /** Engine block keys for precise-prefix-cache, following the same config. */
+  readonly kvHashing: KvBlockHashing;
   #watch: KvWatchHandle | undefined;
   #peers: { stop(): void } | undefined;
+  #kvFeed: { stop(): void } | undefined;
 
   constructor(kv: KvView, gatewayId: string, logger: Logger) {
     this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
     this.#gatewayId = gatewayId;
     this.#logger = logger;
     this.#hashOptions = prefixHashOptionsOf(this.local.scheduler.config);
+    this.kvHashing = new KvBlockHashing(logger);
+    this.kvHashing.configure(kvHashOptionsOf(this.local.scheduler.config));
     kv.addListener({ endpoint: (c) => this.local.applyEndpoint(c), modelServer: (c) => this.local.applyModelServer(c) });
   }
 
@@ -44,6 +51,11 @@ export class LocalSchedulingFallback {
    */
   followPeers(bus: Bus): void {
     this.#peers = startDispatchFeed(bus, this.local.tracker, { ignoreGateway: this.#gatewayId });
+    // The engines' KV blocks too, so precise-prefix-cache scores here as it does in the scheduler service.
+    void startKvIndexFeed(bus, this.local.kvIndex).then(
+      (feed) => (this.#kvFeed = feed),
+      (err: unknown) => this.#logger.warn({ err: (err as Error).message }, 'cannot follow the KV index; precise prefix routing falls back'),
+    );
   }
 
   /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
@@ -55,7 +67,10 @@ export class LocalSchedulingFallback {
         onChange: (c) => {
           if (c.op !== 'PUT') return;
           const result = this.local.reloadConfig(c.value);
-          if (result.ok) this.#hashOptions = prefixHashOptionsOf(result.config);
+          if (result.ok) {
+            this.#hashOptions = prefixHashOptionsOf(result.config);
+            this.kvHashing.configure(kvHashOptionsOf(result.config));
+          }
           else this.#logger.warn({ reasons: result.reasons }, 'scheduler config in KV rejected by the local fallback');
         },
       });
@@ -67,5 +82,6 @@ export class LocalSchedulingFallback {
   stop(): void {
     this.#watch?.stop();
     this.#peers?.stop();
+    this.#kvFeed?.stop();
   }
 }

@@ -24,9 +24,11 @@ function mediaItem(part: MediaPart): MediaItem {
 
 /**
  * What the gateway asks the scheduler for one routed request (never the body: prefix hashes of the prompt as
- * the engines get it, and media keys).
+ * the engines get it, media keys and, for precise-prefix-cache, the engines' own KV block hashes).
  */
-export function buildSchedulingRequest(ctx: RoutedRequest, media: readonly MediaPart[], hashOptions: PrefixHashOptions): SchedulingRequest {
+export function buildSchedulingRequest(
+  ctx: RoutedRequest, media: readonly MediaPart[], hashOptions: PrefixHashOptions, kvBlockHashes?: string[],
+): SchedulingRequest {
   const routing = ctx.routing;
   const hashes = prefixBlockHashes(routing.upstreamModel, ctx.prompt, hashOptions);
   const request: SchedulingRequest = {
@@ -38,6 +40,9 @@ export function buildSchedulingRequest(ctx: RoutedRequest, media: readonly Media
     mediaItems: [],
     inputTokens: ctx.inputTokens,
   };
+  if (kvBlockHashes !== undefined && kvBlockHashes.length > 0) {
+    request.kvBlockHashes = kvBlockHashes.length > SchedulingLimits.maxPrefixHashes ? kvBlockHashes.slice(0, SchedulingLimits.maxPrefixHashes) : kvBlockHashes;
+  }
   const n = Math.min(media.length, SchedulingLimits.maxMediaItems);
   for (let i = 0; i < n; i++) request.mediaItems.push(mediaItem(media[i]));
   return request;

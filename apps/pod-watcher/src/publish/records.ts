@@ -29,6 +29,7 @@ export function endpointRecord(p: Placement, view: TargetView | undefined, now: 
   if (bootstrapPort !== undefined) r.bootstrapPort = bootstrapPort;
   const dpSize = p.engine === 'SGLang' ? view?.serverInfo?.dpSize : undefined;
   if (dpSize !== undefined) r.dpSize = dpSize;
+  if (p.kvEvents !== undefined) r.kvEvents = { ...p.kvEvents };
   return r;
 }
 

@@ -3,6 +3,7 @@ import {
   rolePort, staticBootstrapPort, type BootstrapPortSource, type InferenceEngine, type ModelServer, type PipelineMode, type Pod, type Role,
 } from '@triad/crd';
 import { endpointKey } from '@triad/bus';
+import { kvEventsOf, type KvEventsPlacement } from './kv-events-annotations';
 
 /** One Ready pod serving one ModelServer in one role: everything an endpoint record says except metrics. */
 export interface Placement {
@@ -29,6 +30,8 @@ export interface Placement {
   readonly encoderBootstrapPort?: number;
   /** Port annotations that were ignored, and why (logged when the placement appears or changes). */
   readonly problems?: readonly string[];
+  /** The engine's KV-event sockets (pod annotations), when it publishes events. */
+  readonly kvEvents?: KvEventsPlacement;
 }
 
 type SglangPorts = Pick<Placement, 'bootstrapPort' | 'bootstrapPortSource' | 'registryOwner' | 'encoderBootstrapPort' | 'problems'>;
@@ -74,6 +77,7 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
     const c = classifyPod(ms.spec, pod.metadata.labels);
     if (c.role === 'none') continue;
     const port = rolePort(ms.spec, c.role);
+    const kvEvents = kvEventsOf(pod);
     out.push({
       key: endpointKey(namespace, ms.metadata.name, pod.metadata.name),
       namespace,
@@ -86,6 +90,7 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
       engine: ms.spec.inferenceEngine,
       mode,
       ...sglangPortsOf(ms, pod, c.role, port, mode),
+      ...(kvEvents !== undefined ? { kvEvents } : {}),
     });
   }
   return out;
@@ -96,7 +101,8 @@ export function samePlacement(a: Placement, b: Placement): boolean {
   return a.key === b.key && a.role === b.role && a.group === b.group && a.ip === b.ip && a.port === b.port
     && a.bootstrapPort === b.bootstrapPort && a.bootstrapPortSource === b.bootstrapPortSource && a.engine === b.engine && a.mode === b.mode
     && a.registryOwner === b.registryOwner && a.encoderBootstrapPort === b.encoderBootstrapPort
-    && (a.problems ?? []).join('\n') === (b.problems ?? []).join('\n');
+    && (a.problems ?? []).join('\n') === (b.problems ?? []).join('\n')
+    && JSON.stringify(a.kvEvents) === JSON.stringify(b.kvEvents);
 }
 
 /** The address scraped for a placement; pods in several ModelServers on the same port are scraped once. */

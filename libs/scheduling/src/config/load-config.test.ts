@@ -77,8 +77,8 @@ profiles:
       name: 'NaN weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: Number.NaN }] } } }, expected: /weight/,
     },
     {
-      name: 'unknown plugin type', input: { plugins: [{ type: 'kvcache-aware' }] },
-      expected: /plugins\[0\]\.type: unknown plugin type 'kvcache-aware'/,
+      name: 'unknown plugin type', input: { plugins: [{ type: 'no-such-scorer' }] },
+      expected: /plugins\[0\]\.type: unknown plugin type 'no-such-scorer'/,
     },
     {
       name: 'undefined reference', input: { profiles: { decode: { filters: ['nope'] } } },

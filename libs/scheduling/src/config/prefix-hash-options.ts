@@ -1,4 +1,5 @@
 import type { PrefixHashOptions } from '../hashing/prefix-hashes';
+import { PrecisePrefixCacheScorer, type PrecisePrefixCacheParams } from '../plugins/precise-prefix-cache/precise-prefix-cache';
 import { PrefixCacheScorer } from '../plugins/prefix-cache/prefix-cache';
 import type { LoadedSchedulerConfig } from './load-config';
 
@@ -12,7 +13,26 @@ export function prefixHashOptionsOf(config: LoadedSchedulerConfig): PrefixHashOp
       if (scorer instanceof PrefixCacheScorer) return {
         blockSize: scorer.params.blockSizeToHash, maxBlocks: scorer.params.maxBlocksToMatch,
       };
+      if (scorer instanceof PrecisePrefixCacheScorer) {
+        return { blockSize: scorer.fallback.params.blockSizeToHash, maxBlocks: scorer.fallback.params.maxBlocksToMatch };
+      }
     }
   }
   return {};
+}
+
+/** How the gateway computes `kvBlockHashes` for this config: the first `precise-prefix-cache` plugin's arguments. */
+export type KvHashOptions = Pick<PrecisePrefixCacheParams, 'blockSize' | 'maxBlocksToMatch' | 'hashAlgo' | 'hashSeed' | 'tokenizers'>;
+
+/** The KV block hashing the config asks of the gateway, or undefined when no scorer uses engine block keys. */
+export function kvHashOptionsOf(config: LoadedSchedulerConfig): KvHashOptions | undefined {
+  for (const profile of Object.values(config.profiles)) {
+    for (const { scorer } of profile.scorers) {
+      if (scorer instanceof PrecisePrefixCacheScorer) {
+        const { blockSize, maxBlocksToMatch, hashAlgo, hashSeed, tokenizers } = scorer.params;
+        return { blockSize, maxBlocksToMatch, hashAlgo, hashSeed, tokenizers };
+      }
+    }
+  }
+  return undefined;
 }

@@ -1,4 +1,5 @@
 import { PluginRegistry } from '../framework/registry';
+import { KvBlockIndex } from '../state/kv-block-index';
 import { encoderAffinityPlugin } from './encoder-affinity/encoder-affinity';
 import { gpuUsagePlugin } from './gpu-usage/gpu-usage';
 import { kvPressurePlugin } from './kv-pressure/kv-pressure';
@@ -6,13 +7,20 @@ import { leastLatencyPlugin } from './least-latency/least-latency';
 import { leastRequestPlugin } from './least-request/least-request';
 import { loraAffinityPlugin } from './lora-affinity/lora-affinity';
 import { maxScorePlugin } from './max-score/max-score';
+import { precisePrefixCachePlugins } from './precise-prefix-cache/precise-prefix-cache';
 import { prefixCachePlugin } from './prefix-cache/prefix-cache';
 import { randomPlugin } from './random/random';
 import { staleMetricsPlugin } from './stale-metrics/stale-metrics';
 
+/** State some in-tree plugins read, fed by the process that owns the registry. */
+export interface InTreePluginState {
+  /** Engines' KV blocks (from the indexer's NATS feed) for `precise-prefix-cache`; empty when not given. */
+  readonly kvIndex?: KvBlockIndex;
+}
+
 /** Registers every in-tree plugin type: the one list of what ships with Triad. */
-export function registerInTreePlugins(registry: PluginRegistry): PluginRegistry {
-  return registry
+export function registerInTreePlugins(registry: PluginRegistry, state: InTreePluginState = {}): PluginRegistry {
+  registry
     .register(leastRequestPlugin)
     .register(gpuUsagePlugin)
     .register(leastLatencyPlugin)
@@ -23,9 +31,11 @@ export function registerInTreePlugins(registry: PluginRegistry): PluginRegistry 
     .register(kvPressurePlugin)
     .register(maxScorePlugin)
     .register(encoderAffinityPlugin);
+  for (const def of precisePrefixCachePlugins(state.kvIndex ?? new KvBlockIndex())) registry.register(def);
+  return registry;
 }
 
 /** A fresh registry holding the in-tree plugins (add out-of-tree ones with `register` before loading a config). */
-export function createInTreeRegistry(): PluginRegistry {
-  return registerInTreePlugins(new PluginRegistry());
+export function createInTreeRegistry(state: InTreePluginState = {}): PluginRegistry {
+  return registerInTreePlugins(new PluginRegistry(), state);
 }

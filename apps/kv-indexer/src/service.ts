@@ -1,0 +1,52 @@
+import { connectBus, type Bus } from '@triad/bus/client';
+import { KvIndexer } from '@triad/kv-events';
+import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger } from '@triad/runtime';
+import type { KvIndexerConfig } from './config';
+import { IndexerMetrics } from './metrics';
+
+export interface KvIndexerService {
+  readonly opsPort: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Wires one kv-indexer replica: the ops port first (so probes answer 503 "waiting for NATS at ..." while NATS is
+ * away), then NATS with a bounded retry, then the indexer.
+ */
+export async function startKvIndexerService(options: { config: KvIndexerConfig; logger: Logger }): Promise<KvIndexerService> {
+  const { config, logger } = options;
+  const metrics = new IndexerMetrics();
+  let ready = false;
+  let reason = `waiting for NATS at ${config.nats}`;
+  const ops = await startOpsServer({
+    port: config.metricsPort, registry: metrics.registry, readiness: () => (ready ? { ready: true } : { ready: false, reason }),
+  });
+  let bus: Bus | undefined;
+  registerNatsMetrics(metrics.registry, () => bus);
+  const nats = await waitForDependency({
+    what: `NATS at ${config.nats}`, logger, onWaiting: (why) => (reason = why),
+    attempt: () => connectBus({ servers: config.nats, name: `triad-kv-indexer-${config.instanceId}`, logger }),
+  });
+  bus = nats;
+  reason = 'following the endpoints';
+  const limits = {
+    maxBlocks: config.maxBlocksPerSource, maxBlocksPerSecond: config.maxBlocksPerSecond, connectTimeoutMs: config.connectTimeoutMs,
+  };
+  const indexer = new KvIndexer({
+    bus: nats, instanceId: config.instanceId, logger, metrics, limits, snapshotIntervalMs: config.snapshotIntervalMs,
+  });
+  metrics.watch(indexer);
+  await indexer.start();
+  ready = true;
+  logger.info({ instanceId: config.instanceId, opsPort: ops.port, following: indexer.following.length }, 'kv-indexer ready');
+  return {
+    opsPort: ops.port,
+    close: async () => {
+      ready = false;
+      reason = 'draining';
+      await indexer.close();
+      await nats.drain().catch(() => undefined);
+      await ops.close();
+    },
+  };
+}

@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import { definePlugin, type CycleContext, type EndpointAware, type PluginDefinition, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import type { Candidates } from '../../framework/candidates';
+import type { Endpoint } from '../../state/endpoint';
+import type { KvBlockIndex } from '../../state/kv-block-index';
+import { PrefixCacheParamsSchema, PrefixCacheScorer } from '../prefix-cache/prefix-cache';
+
+export const PRECISE_PREFIX_CACHE = 'precise-prefix-cache';
+/** Kthena's name for its engine-event scorer; accepted as an alias with its arguments. */
+export const KVCACHE_AWARE = 'kvcache-aware';
+
+/** vLLM `--prefix-caching-hash-algo` values the gateway can reproduce. */
+export const KvHashAlgoSchema = z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']);
+
+export const TokenizerRefSchema = z.object({
+  /** Model name as the engine sees it (ModelServer.spec.model, or the request model); `*` matches any. */
+  model: z.string().min(1),
+  /** A `tokenizer.json` file, or a directory holding it (and `tokenizer_config.json` with the chat template). */
+  path: z.string().min(1),
+}).strict();
+
+const Params = z.object({
+  /** Tokens per KV block: vLLM `--block-size`, SGLang `--page-size` (Kthena: `blockSizeToHash`). */
+  blockSize: z.number().int().min(1).max(1024).optional(),
+  blockSizeToHash: z.number().int().min(1).max(1024).optional(),
+  /** Most leading blocks hashed and matched. */
+  maxBlocksToMatch: z.number().int().min(1).max(256).default(128),
+  /** vLLM engines' `--prefix-caching-hash-algo` (SGLang has one fixed scheme). */
+  hashAlgo: KvHashAlgoSchema.default('sha256'),
+  /** vLLM engines' PYTHONHASHSEED: it seeds every block chain (unset on the engines = unreproducible hashes). */
+  hashSeed: z.string().default('0'),
+  /** Where the gateway finds each model's tokenizer (shipped with the image or mounted; nothing is downloaded). */
+  tokenizers: z.array(TokenizerRefSchema).default([]),
+  /** Arguments of the approximate `prefix-cache` scorer used for pods that publish no events. */
+  fallback: PrefixCacheParamsSchema.default(PrefixCacheParamsSchema.parse({})),
+  /** Kthena's tokenizer ports: Triad tokenizes in the gateway, so these are accepted and unused. */
+  vllmTokenizerPort: z.number().int().optional(),
+  sglangTokenizerPort: z.number().int().optional(),
+}).strict();
+
+export const PrecisePrefixCacheParamsSchema = Params.transform(({ blockSizeToHash, blockSize, vllmTokenizerPort: _v, sglangTokenizerPort: _s, ...rest }) => ({
+  ...rest,
+  blockSize: blockSize ?? blockSizeToHash ?? 16,
+}));
+export type PrecisePrefixCacheParams = z.output<typeof PrecisePrefixCacheParamsSchema>;
+
+/**
+ * Scores endpoints by the longest prompt prefix their engine really holds, from the engines' KV events: the
+ * gateway sends the request's block keys (`kvBlockHashes`, computed with the engines' own block hash), and an
+ * endpoint whose pod has a live event source scores `matchedBlocks / blocks · 100` (Kthena kvcache-aware's formula;
+ * 0 when it holds none). Endpoints of pods without events, and every endpoint of a request without block keys,
+ * get the approximate `prefix-cache` score instead, whose post-schedule memory this scorer keeps too.
+ */
+export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAware {
+  readonly name: string;
+  readonly type: string;
+  readonly params: PrecisePrefixCacheParams;
+  readonly fallback: PrefixCacheScorer;
+  readonly #index: KvBlockIndex;
+  readonly #podOf = new WeakMap<Endpoint['record'], string>();
+
+  constructor(name: string, type: string, params: PrecisePrefixCacheParams, index: KvBlockIndex) {
+    this.name = name;
+    this.type = type;
+    this.params = params;
+    this.fallback = new PrefixCacheScorer(`${name}/fallback`, params.fallback);
+    this.#index = index;
+  }
+
+  score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
+    this.fallback.score(ctx, c, out);
+    const keys = ctx.request.kvBlockHashes;
+    if (keys === undefined || keys.length === 0) return;
+    const n = Math.min(keys.length, this.params.maxBlocksToMatch);
+    let byPod: Map<string, number[]> | undefined;
+    for (let i = 0; i < c.size; i++) {
+      const pod = this.#pod(c.endpoint(i));
+      if (!this.#index.podIsLive(pod)) continue;
+      out[i] = 0;
+      byPod ??= new Map();
+      const list = byPod.get(pod);
+      if (list) list.push(i);
+      else byPod.set(pod, [i]);
+    }
+    if (!byPod) return;
+    const pods = byPod;
+    this.#index.prefixMatches(n === keys.length ? keys : keys.slice(0, n), (pod, blocks) => {
+      for (const i of pods.get(pod) ?? []) out[i] = (blocks / n) * 100;
+    });
+  }
+
+  postSchedule(ctx: CycleContext, chosen: Endpoint): void {
+    this.fallback.postSchedule(ctx, chosen);
+  }
+
+  endpointRemoved(key: string): void {
+    this.fallback.endpointRemoved(key);
+  }
+
+  #pod(e: Endpoint): string {
+    let pod = this.#podOf.get(e.record);
+    if (pod === undefined) {
+      pod = `${e.record.namespace}/${e.record.pod}`;
+      this.#podOf.set(e.record, pod);
+    }
+    return pod;
+  }
+}
+
+/** The plugin under its own name and, with the same arguments, under Kthena's `kvcache-aware`. */
+export function precisePrefixCachePlugins(index: KvBlockIndex): PluginDefinition[] {
+  const make = (type: string): PluginDefinition => definePlugin({
+    type,
+    kinds: ['scorer', 'post-schedule'],
+    description: type === KVCACHE_AWARE
+      ? `Kthena's name for ${PRECISE_PREFIX_CACHE} (same arguments; blockSizeToHash is the block size in tokens).`
+      : 'Scores by the longest prefix the engine holds, from its KV events; approximate prefix-cache for pods without events.',
+    params: PrecisePrefixCacheParamsSchema,
+    create: (name, params) => new PrecisePrefixCacheScorer(name, type, params, index),
+  });
+  return [make(PRECISE_PREFIX_CACHE), make(KVCACHE_AWARE)];
+}
