@@ -49,6 +49,7 @@ function ecOf(record: ModelServerRecord): { ec?: EcProfile } {
 export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeouts): ServerProfile {
   const spec = record.spec;
   const kv = spec.kvConnector?.type;
+  const maxConnections = spec.connectionPool?.maxConnections;
   return {
     namespace: record.namespace,
     name: record.name,
@@ -60,5 +61,6 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     timeouts: stageTimeoutsOf(record, defaults),
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
     ...ecOf(record),
+    ...(maxConnections === undefined ? {} : { maxConnections }),
   };
 }

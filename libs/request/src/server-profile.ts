@@ -65,4 +65,6 @@ export interface ServerProfile {
   readonly relayKvParams: boolean;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
+  /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
+  readonly maxConnections?: number;
 }
