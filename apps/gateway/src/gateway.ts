@@ -80,7 +80,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     (e) => fallback.dispatched(e),
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
-  const observer = new GatewayObserver(dispatch, metrics, hooks);
+  const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
   const handler = new InferenceHandler({
     kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
     hashOptions: () => fallback.hashOptions,
