@@ -20,7 +20,7 @@ export type EcConnectorKind = z.infer<typeof EcConnectorKindSchema>;
 const LatencyProfileNameSchema = z.enum(['zero', 'realistic']);
 export type LatencyProfileName = z.infer<typeof LatencyProfileNameSchema>;
 
-const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse']);
+const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse', 'lose-ec-push']);
 export type FaultMode = z.infer<typeof FaultModeSchema>;
 
 /** A fault applied to the next `count` inference requests (all of them when `count` is absent). */
