@@ -57,7 +57,8 @@ export class VllmEpdConnector implements Connector {
         encoded = await encodeAll(ctx, ec, attempt, run);
         encodedByRequest.set(ctx, encoded);
       }
-      const handoff: ConsumerHandoff | undefined = encoded === undefined ? undefined : { body: encoded.body, leadingErrorEventFails: ec.push };
+      const handoff: ConsumerHandoff | undefined =
+        encoded === undefined ? undefined : { body: encoded.body, leadingErrorEventFails: ec.push };
       if (encoded?.pushedTo !== undefined) encodedByRequest.delete(ctx); // what was pushed is consumed by this try
       try {
         await runVllmPrefillDecode(ctx, attempt, index, run, handoff);
@@ -92,8 +93,8 @@ function consumerAddress(ctx: ProxyRequest, attempt: Attempt): { key: string; zm
   if (zmq === undefined) {
     const stage = attempt.prefill !== undefined ? 'prefill' : 'decode';
     throw new EcHandoffError('missing_consumer_address',
-      `${stage} on ${consumer.key} has no EC control address for DP rank ${rank}, which the ${ctx.routing.server.ec?.connector ?? 'push'} ` +
-        `EC connector needs for ${ctx.proxy.media.length} media item(s) (pod annotation triad.io/ec-control-port or ` +
+      `${stage} on ${consumer.key} has no EC control address for DP rank ${rank}, which the ` +
+        `${ctx.routing.server.ec?.connector ?? 'push'} EC connector needs for ${ctx.proxy.media.length} media item(s) (pod annotation triad.io/ec-control-port or ` +
         'triad.io/ec-control-addresses)',
       { stage, endpoint: consumer.key, item: 0, status: 0 }, true);
   }

@@ -92,7 +92,9 @@ export function matchEncoderAnswer(body: Buffer, sent: readonly SentItem[], enco
   for (const [hash, entry] of entries) {
     const indices = entry['item_indices'];
     if (indices === undefined) continue;
-    if (!Array.isArray(indices)) throw fail('invalid_encoder_answer', encoder, first, `the encoder's item_indices of '${hash}' is not a list`);
+    if (!Array.isArray(indices)) {
+      throw fail('invalid_encoder_answer', encoder, first, `the encoder's item_indices of '${hash}' is not a list`);
+    }
     for (const at of indices) {
       if (typeof at !== 'number' || !Number.isInteger(at) || at < 0 || at >= sent.length) {
         throw fail('invalid_encoder_answer', encoder, first, `the encoder reported item index ${JSON.stringify(at)} ` +
