@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
 import { startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
-import { createLocalScheduling, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import { createLocalScheduling, defaultSchedulerConfig, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockHashing } from './kv-block-hashes';
 import type { KvView } from '../state/kv-view';
@@ -65,11 +65,14 @@ export class LocalSchedulingFallback {
       this.#watch = await kv.watch({
         key: ConfigKeys.scheduler,
         onChange: (c) => {
-          if (c.op !== 'PUT') return;
-          const result = this.local.reloadConfig(c.value);
+          // A deleted (or purged) key falls back to the built-in defaults, as the scheduler service falls back to
+          // its file or defaults: the gateway has no config file of its own.
+          const deleted = c.op !== 'PUT';
+          const result = this.local.reloadConfig(deleted ? defaultSchedulerConfig() : c.value);
           if (result.ok) {
             this.#hashOptions = prefixHashOptionsOf(result.config);
             this.kvHashing.configure(kvHashOptionsOf(result.config));
+            if (deleted) this.#logger.info('scheduler config key deleted; local fallback back on the defaults');
           }
           else this.#logger.warn({ reasons: result.reasons }, 'scheduler config in KV rejected by the local fallback');
         },
