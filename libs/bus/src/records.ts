@@ -18,6 +18,11 @@ export const MetricsSnapshotSchema = z.object({
   ttftMs: z.number().min(0).optional(),
   /** Mean time per output token over the last scrape interval, ms. */
   tpotMs: z.number().min(0).optional(),
+  /**
+   * When the TTFT/TPOT means last took in new observations (ms since epoch). An idle engine keeps its last means,
+   * so readers age them out by this time (absent from older writers: read as `scrapedAt`).
+   */
+  latencyAt: z.number().int().min(0).optional(),
   scrapedAt: z.number().int().min(0),
   stale: z.boolean(),
   lastError: z.string().optional(),
