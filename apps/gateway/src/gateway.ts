@@ -3,8 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
-import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger } from '@triad/runtime';
-import type { GatewayConfig } from './config';
+import {
+  createLogger, registerNatsMetrics, registerUnexpectedErrorMetrics, startOpsServer, waitForDependency, type Logger,
+} from '@triad/runtime';
+import { requestLimitsOf, type GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
@@ -15,6 +17,9 @@ import { TurnFlusher } from './nats/turn-flusher';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
+import { loadCredentialsKey } from './providers/credentials-key';
+import { ProviderDirectory } from './providers/provider-directory';
+import { ProviderProxy } from './providers/provider-proxy';
 
 export interface GatewayOptions {
   readonly config: GatewayConfig;
@@ -40,6 +45,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const id = config.instanceId ?? `${hostname()}-${process.pid}`;
   const metrics = new GatewayMetrics();
+  registerUnexpectedErrorMetrics(metrics.registry);
   // The ops port answers before NATS is reached (/healthz 200, /readyz 503 with the reason), so a gateway started
   // ahead of NATS says why it is not ready instead of refusing its probes.
   let readiness = (): { ready: boolean; reason?: string } => ({ ready: false, reason: `waiting for NATS at ${config.nats}` });
@@ -81,8 +87,17 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
+  const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
+  const providers = new ProviderProxy({
+    directory, hooks, observer, metrics,
+    options: {
+      retries: config.providerRetries, retryIntervalMs: config.providerRetryIntervalMs, firstByteTimeoutMs: config.firstByteTimeoutMs,
+      totalTimeoutMs: config.totalTimeoutMs,
+    },
+  });
   const handler = new InferenceHandler({
-    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
+    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, providers,
+    limits: requestLimitsOf(config),
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
   });
@@ -94,7 +109,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   readiness = () => (ready()
     ? { ready: true }
     : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
-  await kv.start(bus);
+  await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   fallback.followAffinity(bus);
   const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
@@ -113,6 +128,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     clearTimeout(deadline);
     dispatch.stop();
     kv.stop();
+    directory.stop();
+    await providers.close();
     fallback.stop();
     await integrations.close();
     await pools.close(true);

@@ -66,7 +66,7 @@ async function deploy(h: Harness, ecDir: string, connector: EcConnectorType, top
     workloadPort: { port: 8000, protocol: 'http' }, workloadSelector: { matchLabels: { app: name }, pdGroup },
   });
   await h.putRoute(name, { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] });
-  const ec = connector === 'mooncake' ? { ecControlAddresses: consumer.ecControlAddresses, dpSize } : dpSize > 1 ? { dpSize } : {};
+  const ec = connector === 'mooncake' ? { ecControlAddresses: [...(consumer.ecControlAddresses ?? [])], dpSize } : dpSize > 1 ? { dpSize } : {};
   const e: [EndpointRef, EndpointRef] = [
     await h.putEndpoint(name, 'e0', 'encode', encoders[0], { group: 'g1' }),
     await h.putEndpoint(name, 'e1', 'encode', encoders[1], { group: 'g1' }),
@@ -148,7 +148,7 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
     expect(ranks.sort()).toEqual(['0', '1']);
     const zmqs = [...mc.encoders].flatMap((e) => inferenceRequests(e))
       .map((r) => (r.body as { ec_transfer_params: { consumer_zmq: string } }).ec_transfer_params.consumer_zmq);
-    expect(zmqs.sort()).toEqual([...mc.consumer.ecControlAddresses].sort());
+    expect(zmqs.sort()).toEqual([...(mc.consumer.ecControlAddresses ?? [])].sort());
     for (const other of ['mooncake E→P→D', 'nixl E→PD', 'shared-storage E→P→D']) {
       const d = deployments.get(other) as Deployment;
       expect((await post(h, chat(d.route, [image(20)]))).status).toBe(200);

@@ -4,9 +4,9 @@ import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
   NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
-  type IncomingHeaders, type MediaPart, type RequestHooks,
+  type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
 } from '@triad/request';
-import type { Logger } from '@triad/runtime';
+import { countUnexpected, type Logger } from '@triad/runtime';
 import { recordEcHandoff } from '../observability/ec-handoff';
 import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
@@ -17,6 +17,7 @@ import { buildSchedulingRequest, estimateTokens } from '../scheduling/scheduling
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';
+import type { ProviderProxy } from '../providers/provider-proxy';
 
 /** What the inference pipeline is built from. */
 export interface InferenceDeps {
@@ -29,8 +30,12 @@ export interface InferenceDeps {
   readonly observer: GatewayObserver;
   readonly logger: Logger;
   readonly accessLog: boolean;
+  /** Bounds every body is checked against before any work starts. */
+  readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Serves ModelRoute targets that name an ExternalModelProvider. */
+  readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
   readonly kvBlockKeys?: (
     engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
@@ -47,8 +52,11 @@ const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as c
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
+/** Paths only providers serve as they are: their prompt counts for rate limits (all of it, as admission counts). */
+const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses']);
 const NO_MEDIA: readonly MediaPart[] = [];
 const NO_BODY: Record<string, unknown> = {};
+const ALL_INPUTS = { allInputs: true } as const;
 
 function requestIdOf(headers: IncomingHeaders): string {
   const given = headers['x-request-id'];
@@ -81,14 +89,29 @@ export class InferenceHandler {
     this.#d = deps;
   }
 
+  /**
+   * Handles one request to its end; never rejects. A failure that escaped the pipeline's own handling (a hook or
+   * an observer that threw while finishing) is logged and counted, and the client still gets an answer.
+   */
   async handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
+    try {
+      await this.#handle(method, path, headers, raw, sink);
+    } catch (err) {
+      countUnexpected('request_handler');
+      this.#d.logger.error({ err, path }, 'request handler failed unexpectedly (a bug)');
+      if (!sink.headersSent && !sink.destroyed) writeErrorResponse(sink, err, requestIdOf(headers));
+      else if (!sink.writableEnded) sink.destroy();
+    }
+  }
+
+  async #handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
     const d = this.#d;
     const receivedAt = performance.now();
     const id = requestIdOf(headers);
     d.metrics.activeRequests.inc();
     let body: Record<string, unknown>;
     try {
-      body = parseInferenceBody(raw, path);
+      body = parseInferenceBody(raw, path, d.limits);
     } catch (err) {
       // Counted and logged like any request (model "unknown"), but hooks never saw it, so they are not told.
       const bad = new RequestContext(id, method, path, headers, NO_BODY, '', 0, receivedAt, sink, {});
@@ -97,7 +120,7 @@ export class InferenceHandler {
       this.#finish(bad, false);
       return;
     }
-    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : '';
+    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
     const ctx = new RequestContext(
       id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
     );
@@ -127,6 +150,10 @@ export class InferenceHandler {
     const d = this.#d;
     const match = d.kv.routes.resolve(ctx);
     if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
+    if (match.provider !== undefined) {
+      await d.providers.serve(ctx, { ...match, provider: match.provider });
+      return;
+    }
     const entry = d.kv.server(match.namespace, match.modelServer);
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
     const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;

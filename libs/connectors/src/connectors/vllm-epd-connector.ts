@@ -1,7 +1,8 @@
 import type { EndpointRef } from '@triad/bus';
 import { EcHandoffError, UpstreamError, isRetryable, type EcProfile, type ProxyRequest } from '@triad/request';
 import { encoderBody } from '../request-bodies';
-import type { Attempt, BufferedAnswer, Connector, LegHandle, LegRunner } from '../types';
+import { FanOut } from '../fan-out';
+import type { Attempt, BufferedAnswer, Connector, LegRunner } from '../types';
 import { consumerBody, type HandedOffItem } from './vllm-epd/consumer-body';
 import { matchEncoderAnswer, type SentItem } from './vllm-epd/encoder-answer';
 import { groupItems, itemUuid, newTransferId, type EncoderGroup } from './vllm-epd/ec-items';
@@ -102,57 +103,48 @@ function consumerAddress(ctx: ProxyRequest, attempt: Attempt): { key: string; zm
 }
 
 /**
- * Runs every encoder group concurrently and builds the consumer body. The first group that fails aborts the others
- * (nothing is left running when the attempt moves on) and fails the run.
+ * Runs every encoder group concurrently and builds the consumer body. The groups stand or fall together: the first
+ * failure aborts the other groups' legs and stops their tries, and the run settles only once every group has.
  */
 async function encodeAll(ctx: ProxyRequest, ec: EcProfile, attempt: Attempt | undefined, run: LegRunner): Promise<Encoded> {
   const target = ec.push && attempt !== undefined ? consumerAddress(ctx, attempt) : undefined;
+  // Every item's encoder is looked up before the first leg is sent: a decision that lacks one fails with nothing in flight.
   const groups = groupItems(ctx.proxy.media, ctx.proxy.decision.encoders, ec.maxEncoderBatch);
   const items: HandedOffItem[] = new Array<HandedOffItem>(ctx.proxy.media.length);
-  const inFlight = new Set<LegHandle<BufferedAnswer>>();
-  let failed: Error | undefined;
-  const onFailure = (err: unknown): never => {
-    if (failed === undefined) {
-      failed = err as Error;
-      for (const leg of inFlight) leg.abort(failed);
-    }
-    throw err;
-  };
-  await Promise.all(groups.map((g) => encodeGroup(ctx, g, target?.zmq, run, inFlight, items).catch(onFailure)));
+  const fan = new FanOut();
+  await fan.all(groups.length, (i) => encodeGroup(ctx, groups[i] as EncoderGroup, target?.zmq, run, fan, items));
   return { body: consumerBody(ctx.body, items, ec.mmEmbeds, ec.push), pushedTo: target?.key };
 }
 
 /** One encoder request for a group, retried on the alternates of its first item; fills the group's `items`. */
 async function encodeGroup(
-  ctx: ProxyRequest, group: EncoderGroup, consumerZmq: string | undefined, run: LegRunner,
-  inFlight: Set<LegHandle<BufferedAnswer>>, items: HandedOffItem[],
+  ctx: ProxyRequest, group: EncoderGroup, consumerZmq: string | undefined, run: LegRunner, fan: FanOut, items: HandedOffItem[],
 ): Promise<void> {
   const server = ctx.routing.server;
   const first = (group.parts[0] as EncoderGroup['parts'][number]).index;
   const videoWithAudio = hasUseAudioInVideo(ctx.body);
   const tries = Math.min(1 + group.choice.alternates.length, 1 + server.retry.retries);
   for (let t = 0; ; t++) {
+    if (fan.failure !== undefined) throw fan.failure;
     const endpoint = t === 0 ? group.choice.endpoint : (group.choice.alternates[t - 1] as EndpointRef);
+    // Fresh transfer ids on every try: a push of an earlier try must never be taken for this one.
     const sent: SentItem[] = group.parts.map((part) => ({
       index: part.index, uuid: itemUuid(part), transferId: consumerZmq === undefined ? undefined : newTransferId(),
       videoWithAudio: videoWithAudio && part.modality === 'video',
     }));
-    const leg = run.buffered({
-      stage: 'encode', endpoint, item: first, attempt: t,
-      body: encoderBody(ctx.body, group.parts, sent, consumerZmq),
-      requestId: encoderRequestId(ctx.id, first), timeoutMs: server.timeouts.encodeMs, path: ENCODER_PATH,
-    });
-    inFlight.add(leg);
     let answer: BufferedAnswer;
     try {
-      answer = await leg.promise;
+      answer = await fan.track(run.buffered({
+        stage: 'encode', endpoint, item: first, attempt: t,
+        body: encoderBody(ctx.body, group.parts, sent, consumerZmq),
+        requestId: encoderRequestId(ctx.id, first), timeoutMs: server.timeouts.encodeMs, path: ENCODER_PATH,
+      }));
     } catch (err) {
-      if (t + 1 >= tries || !isRetryable(err)) throw err;
+      // A sibling's failure cancelled this group: not a reason to try another encoder.
+      if (fan.failure !== undefined || t + 1 >= tries || !isRetryable(err)) throw err;
       run.retrying(t, err);
       await run.pause(server.retry.intervalMs);
       continue;
-    } finally {
-      inFlight.delete(leg);
     }
     const encoded = matchEncoderAnswer(answer.body, sent, endpoint);
     group.parts.forEach((part, i) => {
