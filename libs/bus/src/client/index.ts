@@ -6,3 +6,5 @@ export { startDispatchFeed } from './dispatch-feed';
 export type { DispatchSink, DispatchFeedOptions } from './dispatch-feed';
 export { retryJetStream, isTransientJetStreamError, DEFAULT_JS_RETRY_BUDGET_MS } from './js-retry';
 export type { JetStreamRetryOptions } from './js-retry';
+export { startAffinityFeed } from './affinity-feed';
+export type { AffinitySink, AffinityFeed } from './affinity-feed';
