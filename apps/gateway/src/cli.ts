@@ -16,6 +16,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     )
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
+    .option('--scheduler-config <file>', 'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt '
+      + 'hashing for prefix scorers and the local fallback; the KV config overrides it')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
     .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)')
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
@@ -23,7 +25,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   const opts = program.opts<{
     nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
     scheduleBudgetMs?: string; drainTimeoutMs?: string;
-    accessLog?: boolean; admissionConfig?: string; settings?: string;
+    accessLog?: boolean; admissionConfig?: string; schedulerConfig?: string; settings?: string;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
@@ -36,6 +38,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,
     admissionConfig: opts.admissionConfig,
+    schedulerConfig: opts.schedulerConfig,
   }, process.env, opts.settings);
   const logger = createLogger({ service: 'gateway' });
   // Loaded lazily so `triad gateway --help` does not pay for fastify, undici, NATS and OpenTelemetry.

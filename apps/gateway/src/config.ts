@@ -44,6 +44,12 @@ const GatewayConfigSchema = z.object({
   instanceId: z.string().optional(),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
+  /**
+   * The scheduler's `--config` file, when the scheduler runs with one: the gateway hashes prompts as its prefix
+   * scorers expect (block sizes, engine block keys) and its local fallback decides with the same plugins. The KV
+   * config (`triad_v1_config/scheduler`) overrides it, as it does in the scheduler.
+   */
+  schedulerConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
@@ -70,6 +76,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
+  schedulerConfig: { name: 'scheduler-config', env: 'TRIAD_SCHEDULER_CONFIG' },
 };
 
 /**

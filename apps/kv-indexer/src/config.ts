@@ -6,7 +6,7 @@ import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 const KvIndexerConfigSchema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
-  metricsPort: Setting.port().default(9093),
+  metricsPort: Setting.port().default(9094),
   /** This replica's name in the membership bucket and on its NATS connection. */
   instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
   /** Snapshot period of the sources that changed. */

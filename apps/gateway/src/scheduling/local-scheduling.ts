@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
 import { startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
@@ -20,6 +21,8 @@ export class LocalSchedulingFallback {
   /** Engine block keys for precise-prefix-cache, following the same config. */
   readonly kvHashing: KvBlockHashing;
   #watch: KvWatchHandle | undefined;
+  /** The scheduler config file's text (`--scheduler-config`), applied whenever KV holds no config. */
+  #fileConfig: string | undefined;
   #peers: { stop(): void } | undefined;
   #kvFeed: { stop(): void } | undefined;
 
@@ -31,6 +34,24 @@ export class LocalSchedulingFallback {
     this.kvHashing = new KvBlockHashing(logger);
     this.kvHashing.configure(kvHashOptionsOf(this.local.scheduler.config));
     kv.addListener({ endpoint: (c) => this.local.applyEndpoint(c), modelServer: (c) => this.local.applyModelServer(c) });
+  }
+
+  /** Runs with the scheduler's config file until (and whenever not) overridden by KV; throws when it is invalid. */
+  useConfigFile(path: string): void {
+    const text = readFileSync(path, 'utf8');
+    if (!this.#apply(text, `scheduler config ${path}`)) throw new Error(`invalid scheduler config ${path} (see the log)`);
+    this.#fileConfig = text;
+  }
+
+  #apply(input: unknown, what: string): boolean {
+    const result = this.local.reloadConfig(input);
+    if (!result.ok) {
+      this.#logger.warn({ reasons: result.reasons }, `${what} rejected by the local fallback`);
+      return false;
+    }
+    this.#hashOptions = prefixHashOptionsOf(result.config);
+    this.kvHashing.configure(kvHashOptionsOf(result.config));
+    return true;
   }
 
   get hashOptions(): PrefixHashOptions {
@@ -65,13 +86,8 @@ export class LocalSchedulingFallback {
       this.#watch = await kv.watch({
         key: ConfigKeys.scheduler,
         onChange: (c) => {
-          if (c.op !== 'PUT') return;
-          const result = this.local.reloadConfig(c.value);
-          if (result.ok) {
-            this.#hashOptions = prefixHashOptionsOf(result.config);
-            this.kvHashing.configure(kvHashOptionsOf(result.config));
-          }
-          else this.#logger.warn({ reasons: result.reasons }, 'scheduler config in KV rejected by the local fallback');
+          if (c.op === 'PUT') this.#apply(c.value, 'scheduler config in KV');
+          else if (this.#fileConfig !== undefined) this.#apply(this.#fileConfig, 'scheduler config file');
         },
       });
     } catch (err) {
