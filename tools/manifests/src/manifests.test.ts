@@ -108,7 +108,7 @@ describe('repository manifests', () => {
 
   it('the production overlay scrapes every Triad service with a PodMonitor on its ops port and ships the rules and dashboards', () => {
     const production = kustomizations.find((k) => k.dir === 'infra/k8s/overlays/production') as KustomizeUnit;
-    expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(3);
+    expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(4);
     expect(production.docs.filter((d) => kindOf(d) === 'PrometheusRule')).toHaveLength(1);
     const dashboards = production.docs.filter((d) => kindOf(d) === 'ConfigMap' && nameOf(d).startsWith('triad-dashboard-'));
     expect(dashboards).toHaveLength(4);
