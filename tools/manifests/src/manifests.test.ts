@@ -102,7 +102,7 @@ describe('repository manifests', () => {
 
   it('Triad containers run real `triad` commands with flags the CLI accepts, probes and scraping on the ops port', () => {
     for (const service of ['gateway', 'scheduler', 'pod-watcher', 'webhook']) expect(commands.has(service)).toBe(true);
-    expect([...help.keys()].sort()).toEqual(['gateway', 'pod-watcher', 'scheduler', 'sim-engine', 'webhook']);
+    expect([...help.keys()].sort()).toEqual(['gateway', 'kv-indexer', 'pod-watcher', 'scheduler', 'sim-engine', 'webhook']);
     expect(checkTriadContainers(unitDocs, commands, help)).toEqual([]);
   });
 
