@@ -34,6 +34,11 @@ export const SchedulingRequestSchema = z.object({
    * not tokenize the request.
    */
   kvBlockHashes: z.array(z.string()).max(SchedulingLimits.maxPrefixHashes).optional(),
+  /**
+   * Session key for session affinity (the `x-session-id` header, else the body's `session_id`, else `user`), so a
+   * conversation's turns return to the pods that hold its context; absent when the request names none.
+   */
+  session: z.string().min(1).max(256).optional(),
   /** Estimated prompt tokens. */
   inputTokens: z.number().int().min(0).optional(),
   /** Endpoint keys to avoid (e.g. ones that just failed this request). */
@@ -52,6 +57,10 @@ export const EndpointRefSchema = z.object({
   port: z.number().int(),
   /** SGLang prefill bootstrap port. */
   bootstrapPort: z.number().int().optional(),
+  /** Data-parallel ranks, when the record knows them (vLLM EPD consumers: `X-data-parallel-rank` pins one). */
+  dpSize: z.number().int().min(1).optional(),
+  /** vLLM EPD push EC connector: the consumer's control address per DP rank (`tcp://host:port`). */
+  ecControlAddresses: z.array(z.string()).optional(),
 });
 export type EndpointRef = z.infer<typeof EndpointRefSchema>;
 
@@ -59,6 +68,12 @@ export type EndpointRef = z.infer<typeof EndpointRefSchema>;
 export const AttemptSchema = z.object({
   endpoint: EndpointRefSchema,
   prefill: EndpointRefSchema.optional(),
+  /**
+   * EPD: the DP rank of this attempt's EC consumer (the prefill, else `endpoint`), chosen before any encode leg
+   * starts, when that consumer has more than one rank. Encoders push to that rank's control address and the
+   * consumer gets `X-data-parallel-rank`.
+   */
+  consumerDpRank: z.number().int().min(0).optional(),
 });
 export type Attempt = z.infer<typeof AttemptSchema>;
 

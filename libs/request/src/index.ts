@@ -9,7 +9,7 @@ export { composeHooks } from './hooks';
 export type { RequestHooks, StageSpan } from './hooks';
 export type { ClientSink } from './client-sink';
 export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
-export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy } from './server-profile';
+export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy, EcProfile } from './server-profile';
 export {
   RequestError, BadRequestError, BodyTooLargeError, NotFoundError, UnauthorizedError, ForbiddenError, RateLimitedError,
   QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, TotalTimeoutError, SchedulingError,
@@ -18,7 +18,11 @@ export {
 export type { ErrorHeaders, RateLimitReason, LegFailure } from './errors/request-errors';
 export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
 export type { OpenAiError } from './errors/openai-errors';
-export { extractMediaParts } from './body/media';
+export { extractMediaParts, countContentParts } from './body/media';
+export {
+  DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan,
+} from './body/request-limits';
+export type { RequestLimits } from './body/request-limits';
 export type { MediaPart, Modality } from './body/media';
 export { promptText } from './body/prompt-text';
 export type { PromptTextOptions } from './body/prompt-text';

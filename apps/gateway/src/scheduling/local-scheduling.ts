@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
-import { startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
+import { startAffinityFeed, startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
-import { createLocalScheduling, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import { createLocalScheduling, defaultSchedulerConfig, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockHashing } from './kv-block-hashes';
 import type { KvView } from '../state/kv-view';
@@ -25,6 +25,7 @@ export class LocalSchedulingFallback {
   #fileConfig: string | undefined;
   #peers: { stop(): void } | undefined;
   #kvFeed: { stop(): void } | undefined;
+  #affinity: { stop(): void } | undefined;
 
   constructor(kv: KvView, gatewayId: string, logger: Logger) {
     this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
@@ -79,6 +80,23 @@ export class LocalSchedulingFallback {
     );
   }
 
+  /**
+   * Shares affinity with the scheduler replicas and the other gateways over `triad.v1.affinity`: this fallback
+   * applies what their decisions taught (so a reply over budget does not cost the request its prefix affinity)
+   * and publishes what its own decisions teach.
+   */
+  followAffinity(bus: Bus): void {
+    const origin = `${this.#gatewayId}/local`;
+    const feed = startAffinityFeed(bus, this.local.scheduler, { origin });
+    this.local.scheduler.onLearned = (record) => feed.publish(record);
+    this.#affinity = {
+      stop: () => {
+        this.local.scheduler.onLearned = undefined;
+        feed.stop();
+      },
+    };
+  }
+
   /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
   async followConfig(bus: Bus): Promise<void> {
     try {
@@ -86,8 +104,15 @@ export class LocalSchedulingFallback {
       this.#watch = await kv.watch({
         key: ConfigKeys.scheduler,
         onChange: (c) => {
-          if (c.op === 'PUT') this.#apply(c.value, 'scheduler config in KV');
-          else if (this.#fileConfig !== undefined) this.#apply(this.#fileConfig, 'scheduler config file');
+          if (c.op === 'PUT') {
+            this.#apply(c.value, 'scheduler config in KV');
+            return;
+          }
+          // A deleted (or purged) key falls back to the scheduler's config file when the gateway has it
+          // (--scheduler-config), else to the built-in defaults, as the scheduler service falls back.
+          if (this.#apply(this.#fileConfig ?? defaultSchedulerConfig(), 'scheduler config')) {
+            this.#logger.info(`scheduler config key deleted; local fallback back on the ${this.#fileConfig ? 'config file' : 'defaults'}`);
+          }
         },
       });
     } catch (err) {
@@ -99,5 +124,6 @@ export class LocalSchedulingFallback {
     this.#watch?.stop();
     this.#peers?.stop();
     this.#kvFeed?.stop();
+    this.#affinity?.stop();
   }
 }

@@ -25,6 +25,8 @@ export interface Endpoint {
   readonly ttftMs: number;
   /** Mean TPOT over the last scrape interval, ms; 0 when there is no data. */
   readonly tpotMs: number;
+  /** When the TTFT/TPOT means last took in new observations (ms since epoch; `scrapedAt` from older writers). */
+  readonly latencyAt: number;
   /** Time of the last successful scrape (0 = never). */
   readonly scrapedAt: number;
   /** The pod-watcher marked the metrics stale (scrapes failing). */
@@ -50,6 +52,7 @@ export class IndexedEndpoint implements Endpoint {
   kvCacheUsage = 0;
   ttftMs = 0;
   tpotMs = 0;
+  latencyAt = 0;
   scrapedAt = 0;
   stale = false;
   /** Wire form sent in decisions; rebuilt only when the address changes. */
@@ -74,7 +77,8 @@ export class IndexedEndpoint implements Endpoint {
     const prev = this.record;
     this.record = record;
     this.#copyHotFields(record);
-    if (prev.ip !== record.ip || prev.port !== record.port || prev.bootstrapPort !== record.bootstrapPort || prev.pod !== record.pod) {
+    if (prev.ip !== record.ip || prev.port !== record.port || prev.bootstrapPort !== record.bootstrapPort || prev.pod !== record.pod
+      || prev.dpSize !== record.dpSize || prev.ecControlAddresses?.join(',') !== record.ecControlAddresses?.join(',')) {
       this.ref = toRef(this.key, record);
     }
     return prev.role !== record.role || prev.group !== record.group || prev.ready !== record.ready
@@ -89,6 +93,7 @@ export class IndexedEndpoint implements Endpoint {
     this.kvCacheUsage = m.kvCacheUsage;
     this.ttftMs = m.ttftMs ?? 0;
     this.tpotMs = m.tpotMs ?? 0;
+    this.latencyAt = m.latencyAt ?? m.scrapedAt;
     this.scrapedAt = m.scrapedAt;
     this.stale = m.stale;
   }
@@ -97,5 +102,7 @@ export class IndexedEndpoint implements Endpoint {
 function toRef(key: string, r: EndpointRecord): EndpointRef {
   const ref: EndpointRef = { key, pod: r.pod, ip: r.ip, port: r.port };
   if (r.bootstrapPort !== undefined) ref.bootstrapPort = r.bootstrapPort;
+  if (r.dpSize !== undefined) ref.dpSize = r.dpSize;
+  if (r.ecControlAddresses !== undefined) ref.ecControlAddresses = Object.freeze([...r.ecControlAddresses]) as string[];
   return Object.freeze(ref);
 }

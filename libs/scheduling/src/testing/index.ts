@@ -8,7 +8,6 @@ import type { Candidates } from '../framework/candidates';
 import type { CycleContext, Filter, Scorer } from '../framework/plugin';
 import { CandidateSet } from '../planning/candidate-set';
 import { Cycle } from '../planning/cycle';
-import type { Endpoint } from '../state/endpoint';
 import { EndpointIndex } from '../state/endpoint-index';
 import { InflightTracker } from '../state/inflight-tracker';
 
@@ -26,6 +25,7 @@ export interface EndpointSpec {
   readonly kv?: number;
   readonly ttftMs?: number;
   readonly tpotMs?: number;
+  readonly latencyAt?: number;
   readonly scrapedAt?: number;
   readonly stale?: boolean;
   readonly ready?: boolean;
@@ -33,6 +33,8 @@ export interface EndpointSpec {
   readonly ip?: string;
   readonly port?: number;
   readonly bootstrapPort?: number;
+  readonly dpSize?: number;
+  readonly ecControlAddresses?: readonly string[];
 }
 
 /** An endpoint record with quiet defaults (ready, fresh metrics, idle). */
@@ -47,6 +49,8 @@ export function endpointRecord(spec: EndpointSpec): EndpointRecord {
     ip: spec.ip ?? '10.0.0.1',
     port: spec.port ?? 8000,
     ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
+    ...(spec.dpSize !== undefined ? { dpSize: spec.dpSize } : {}),
+    ...(spec.ecControlAddresses !== undefined ? { ecControlAddresses: [...spec.ecControlAddresses] } : {}),
     engine: 'vLLM',
     ready: spec.ready ?? true,
     models: spec.models ?? ['m'],
@@ -56,6 +60,7 @@ export function endpointRecord(spec: EndpointSpec): EndpointRecord {
       kvCacheUsage: spec.kv ?? 0,
       ...(spec.ttftMs !== undefined ? { ttftMs: spec.ttftMs } : {}),
       ...(spec.tpotMs !== undefined ? { tpotMs: spec.tpotMs } : {}),
+      ...(spec.latencyAt !== undefined ? { latencyAt: spec.latencyAt } : {}),
       scrapedAt: spec.scrapedAt ?? TEST_NOW - 500,
       stale: spec.stale ?? false,
     },
