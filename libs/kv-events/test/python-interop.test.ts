@@ -105,7 +105,8 @@ describe('KV events from a Python publisher (pyzmq + msgpack, vLLM\'s hashing)',
     await publisher.send({ stored: next });
     await waitFor(() => [...hasher.keys(lost), ...hasher.keys(next)].every((k) => held.has(k)), { what: 'the replayed batch' });
     expect(counts.get('gaps')).toBe(1);
-    expect(counts.get('replays')).toBe(1);
+    // At least the gap's; joining can take one more when the subscription was not in place for batch 0 (PUB/SUB).
+    expect(counts.get('replays')).toBeGreaterThanOrEqual(1);
     expect(counts.get('replay_failures') ?? 0).toBe(0);
   });
 
