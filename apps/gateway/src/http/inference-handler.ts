@@ -16,6 +16,7 @@ import { buildSchedulingRequest, estimateTokens } from '../scheduling/scheduling
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';
+import type { ProviderProxy } from '../providers/provider-proxy';
 
 /** What the inference pipeline is built from. */
 export interface InferenceDeps {
@@ -32,6 +33,8 @@ export interface InferenceDeps {
   readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Serves ModelRoute targets that name an ExternalModelProvider. */
+  readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
   readonly kvBlockKeys?: (
     engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
@@ -48,8 +51,11 @@ const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as c
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
+/** Paths only providers serve as they are: their prompt counts for rate limits (all of it, as admission counts). */
+const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses']);
 const NO_MEDIA: readonly MediaPart[] = [];
 const NO_BODY: Record<string, unknown> = {};
+const ALL_INPUTS = { allInputs: true } as const;
 
 function requestIdOf(headers: IncomingHeaders): string {
   const given = headers['x-request-id'];
@@ -113,7 +119,7 @@ export class InferenceHandler {
       this.#finish(bad, false);
       return;
     }
-    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : '';
+    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
     const ctx = new RequestContext(
       id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
     );
@@ -143,6 +149,10 @@ export class InferenceHandler {
     const d = this.#d;
     const match = d.kv.routes.resolve(ctx);
     if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
+    if (match.provider !== undefined) {
+      await d.providers.serve(ctx, { ...match, provider: match.provider });
+      return;
+    }
     const entry = d.kv.server(match.namespace, match.modelServer);
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
     const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;
