@@ -65,6 +65,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
+  if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
     config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
   });
