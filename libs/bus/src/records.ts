@@ -18,6 +18,11 @@ export const MetricsSnapshotSchema = z.object({
   ttftMs: z.number().min(0).optional(),
   /** Mean time per output token over the last scrape interval, ms. */
   tpotMs: z.number().min(0).optional(),
+  /**
+   * Per data-parallel rank (index = rank), from the series' `dp_rank` label, when the engine reports DP > 1
+   * (SGLang DP attention): what rank hints balance on.
+   */
+  dpRanks: z.array(z.object({ running: z.number().min(0), waiting: z.number().min(0) })).max(1024).optional(),
   scrapedAt: z.number().int().min(0),
   stale: z.boolean(),
   lastError: z.string().optional(),

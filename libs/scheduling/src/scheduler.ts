@@ -126,7 +126,9 @@ export class Scheduler {
       attempts = pairs.attempts;
       chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
       if (pairs.prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: pairs.prefill });
-      if (mode === 'epd' && request.mediaItems.length > 0) {
+      // SGLang EPD: the language-only prefill spreads items over the encoders registered with it (the pod-watcher
+      // keeps those registries), so the decision is a P/D pair and never waits for, or fails on, an encoder plan.
+      if (mode === 'epd' && request.mediaItems.length > 0 && pool.record.spec.inferenceEngine !== 'SGLang') {
         const plan = planEncoders({
           cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.group, items: request.mediaItems,
           topN: cfg.topN, slot: this.#slots.encode, exclude, recorder, timing: this.#timing,

@@ -70,14 +70,21 @@ function ruleMatches(rule: CompiledRule, req: RouteFacts): boolean {
   return true;
 }
 
-function pickTarget(rule: CompiledRule, random: () => number): string | undefined {
-  if (rule.totalWeight <= 0) return undefined;
-  let r = random() * rule.totalWeight;
-  for (const t of rule.targets) {
+/**
+ * A weighted pick among the rule's targets; with `accept`, among those it keeps (the first of them when they all
+ * weigh 0).
+ */
+function pickTarget(rule: CompiledRule, random: () => number, accept?: (server: string) => boolean): string | undefined {
+  const targets = accept === undefined ? rule.targets : rule.targets.filter((t) => accept(t.server));
+  const total = accept === undefined ? rule.totalWeight : targets.reduce((s, t) => s + t.weight, 0);
+  // A filtered pick may keep only weight-0 targets (e.g. an aggregated ModelServer kept for calls PD cannot serve).
+  if (total <= 0) return accept === undefined ? undefined : targets[0]?.server;
+  let r = random() * total;
+  for (const t of targets) {
     if (r < t.weight) return t.server;
     r -= t.weight;
   }
-  return rule.targets[rule.targets.length - 1]?.server;
+  return targets[targets.length - 1]?.server;
 }
 
 function compareResourceVersion(a: string, b: string): number {
@@ -128,7 +135,11 @@ export class RouteTable {
     return this.#routes.size;
   }
 
-  resolve(req: RouteFacts): RouteMatch | undefined {
+  /**
+   * The route, rule and weighted target of a request; with `accept`, only targets it keeps count (a rule left
+   * without any is skipped like a rule that does not match).
+   */
+  resolve(req: RouteFacts, accept?: (namespace: string, server: string) => boolean): RouteMatch | undefined {
     let lora = false;
     let candidates = this.#byModel.get(req.model);
     if (candidates === undefined) {
@@ -140,7 +151,8 @@ export class RouteTable {
       if (route.gatewayOnly) continue;
       const rule = route.rules.find((r) => ruleMatches(r, req));
       if (rule === undefined) continue;
-      const server = pickTarget(rule, this.#random);
+      const ns = route.record.namespace;
+      const server = pickTarget(rule, this.#random, accept === undefined ? undefined : (name) => accept(ns, name));
       if (server === undefined) continue;
       return { route: route.key, namespace: route.record.namespace, modelServer: server, lora, rule: rule.name };
     }
