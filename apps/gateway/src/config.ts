@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_UPSTREAM_CONNECTIONS } from '@triad/connectors';
 import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
 import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
@@ -30,8 +31,12 @@ const GatewayConfigSchema = z.object({
   prefillTimeoutMs: Ms.default(DEFAULT_STAGE_TIMEOUTS.prefillMs),
   firstByteTimeoutMs: Ms.default(DEFAULT_STAGE_TIMEOUTS.firstByteMs),
   totalTimeoutMs: Ms.default(DEFAULT_STAGE_TIMEOUTS.totalMs),
-  /** Sockets per engine endpoint. */
-  upstreamConnections: Setting.count(1).default(256),
+  /**
+   * Requests in flight (one socket each) per engine endpoint, unless its ModelServer sets
+   * `connectionPool.maxConnections`; more wait in the gateway (`triad_gateway_upstream_waiting`) within the stage
+   * budget. Well above an engine's batch, so the queue normally forms inside the engine, where it is scraped.
+   */
+  upstreamConnections: Setting.count(1, 65536).default(DEFAULT_UPSTREAM_CONNECTIONS),
   /** How long a SIGTERM drain lets running requests finish. */
   drainTimeoutMs: Ms.default(30_000),
   /** In-flight snapshot period on `triad.v1.dispatch`. */

@@ -100,6 +100,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
   await kv.start(bus);
   await fallback.followConfig(bus);
+  fallback.followAffinity(bus);
   const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
   await app.listen({ port: config.port, host: config.host });
   listening = true;

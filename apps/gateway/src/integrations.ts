@@ -26,9 +26,20 @@ export interface Integrations {
 }
 
 /**
+ * Admission hooks that only act on requests whose model has a `ModelRoute.spec.rateLimit` (the default when the
+ * gateway has no admission config: no keys, no tiers, no fair queue, so nothing else could refuse a request).
+ */
+function routeLimitsOnly(inner: RequestHooks, rateLimitFor: (model: string) => unknown): RequestHooks {
+  return {
+    ...inner,
+    admit: (ctx) => (rateLimitFor(ctx.model) === undefined ? undefined : inner.admit?.(ctx)),
+  };
+}
+
+/**
  * Plugs tracing (libs/telemetry) and admission control (libs/admission) into the request lifecycle through the
- * hook interface only. Both are loaded on demand: without `OTEL_*` tracing config and without an admission
- * config file the gateway runs with no hooks at all.
+ * hook interface only. Tracing is loaded on demand (only with `OTEL_*` tracing config); admission always runs
+ * for routes with a rateLimit, and for everything else only with an admission config file.
  */
 export async function createIntegrations(deps: IntegrationDeps): Promise<Integrations> {
   const hooks: RequestHooks[] = [];
@@ -52,20 +63,25 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
     batchHeaders = (requests) =>
       telemetry.injectBatchTraceHeaders(requests.map((ctx) => (ctx === undefined ? undefined : telemetry.scheduleSpanOf(ctx))));
   }
-  if (deps.config.admissionConfig !== undefined) {
-    const { createAdmission, createAdmissionHooks } = require('@triad/admission') as typeof import('@triad/admission');
-    const admission = await createAdmission(deps.config.admissionConfig, {
-      registry: deps.registry, logger: deps.logger, bus: deps.bus, env: process.env, replicaId: deps.replicaId,
-      // The gateway counts rate-limit refusals itself (kthena_router_rate_limit_exceeded_total).
-      countRateLimitExceeded: false,
-    });
-    hooks.push(createAdmissionHooks(admission, {
-      rateLimitFor: (model) => deps.kv.routes.rateLimitFor(model),
-      // The `triad.admission.*` events (queued, dequeued, admitted, rejected) land on the request span.
-      ...(spanOf !== undefined ? { spanOf } : {}),
-    }));
-    closers.push(() => admission.close());
-  }
+  // Admission always runs: a `ModelRoute.spec.rateLimit` holds with no other setting, as in Kthena. Without an
+  // admission config nobody authenticates (everyone is anonymous), budgets are shared in NATS KV (`auto` store),
+  // and requests for models whose route has no rateLimit skip admission altogether.
+  const { createAdmission, createAdmissionHooks } = require('@triad/admission') as typeof import('@triad/admission');
+  const admission = await createAdmission(deps.config.admissionConfig ?? {}, {
+    registry: deps.registry, logger: deps.logger, bus: deps.bus, env: process.env, replicaId: deps.replicaId,
+    // The gateway counts rate-limit refusals itself (kthena_router_rate_limit_exceeded_total).
+    countRateLimitExceeded: false,
+  });
+  // Kthena's ENABLE_FAIRNESS_SCHEDULING turns the fair queue on without a config file: then every request queues.
+  const configured = deps.config.admissionConfig !== undefined || admission.config.fairness.enabled;
+  const rateLimitFor = (model: string) => deps.kv.routes.rateLimitFor(model);
+  const admissionHooks = createAdmissionHooks(admission, {
+    rateLimitFor,
+    // The `triad.admission.*` events (queued, dequeued, admitted, rejected) land on the request span.
+    ...(spanOf !== undefined ? { spanOf } : {}),
+  });
+  hooks.push(configured ? admissionHooks : routeLimitsOnly(admissionHooks, rateLimitFor));
+  closers.push(() => admission.close());
   return {
     hooks,
     batchHeaders,

@@ -157,4 +157,24 @@ describe('gateway, aggregated ModelServer behind a vLLM engine-sim', () => {
       total: expect.any(Number), schedule: expect.any(Number), decode: expect.any(Number),
     }));
   });
+
+  it('answers GET /v1/models/{id} for models.retrieve, slashes in ids included, and an OpenAI-shaped 404 otherwise', async () => {
+    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'test' });
+    expect(await client.models.retrieve('chat')).toEqual({ id: 'chat', object: 'model', created: 0, owned_by: 'triad' });
+    expect((await client.models.retrieve('sql-lora')).id).toBe('sql-lora');
+    await h.putRoute('org-chat', { modelName: 'org/chat-v2', rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] });
+    await h.waitForModel('org/chat-v2');
+    // The SDK percent-encodes the slash; curl users send it raw.
+    expect((await client.models.retrieve('org/chat-v2')).id).toBe('org/chat-v2');
+    const raw = await fetch(`${h.gateway.url}/v1/models/org/chat-v2`);
+    expect(raw.status).toBe(200);
+    expect(((await raw.json()) as { id: string }).id).toBe('org/chat-v2');
+
+    const missing = await fetch(`${h.gateway.url}/v1/models/no-such-model`);
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({ error: {
+      message: "The model 'no-such-model' does not exist", type: 'not_found_error', param: 'model', code: 'GATEWAY_MODEL_NOT_FOUND',
+    } });
+    await expect(client.models.retrieve('no-such-model')).rejects.toMatchObject({ status: 404 });
+  });
 });

@@ -126,6 +126,13 @@ describe('scraping engine metrics', () => {
     expect(m.tpotMs).toBeGreaterThan(5);
     expect(m).toMatchObject({ stale: false, waiting: 0 });
     expect(m.lastError).toBeUndefined();
+    // Idle scrapes keep the means but not their time: latencyAt stays where the last observation was.
+    await waitFor(() => record('vllm-agg', 'v0')!.metrics.scrapedAt > m.scrapedAt, { what: 'a scrape after the requests' });
+    const idle = record('vllm-agg', 'v0')!.metrics;
+    expect(idle.latencyAt).toBeGreaterThan(0);
+    await waitFor(() => record('vllm-agg', 'v0')!.metrics.scrapedAt > idle.scrapedAt, { what: 'an idle scrape' });
+    expect(record('vllm-agg', 'v0')!.metrics).toMatchObject({ latencyAt: idle.latencyAt, tpotMs: idle.tpotMs });
+    expect(idle.latencyAt).toBeLessThan(record('vllm-agg', 'v0')!.metrics.scrapedAt);
   });
 
   it('reads SGLang series (dp_rank) the same way', async () => {

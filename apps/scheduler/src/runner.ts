@@ -1,6 +1,6 @@
 import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
-import { connectBus, startDispatchFeed, type Bus } from '@triad/bus/client';
+import { connectBus, startAffinityFeed, startDispatchFeed, type Bus } from '@triad/bus/client';
 import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { EndpointIndex, InflightTracker, KvBlockIndex, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
@@ -84,6 +84,13 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     }
     const dispatch = startDispatchFeed(nats, tracker);
     closers.push(() => dispatch.stop());
+    // Affinity learned by any replica (or a gateway's fallback) reaches every replica: same tables everywhere.
+    const affinity = startAffinityFeed(nats, scheduler, { origin: options.instanceId });
+    scheduler.onLearned = (record) => affinity.publish(record);
+    closers.push(() => {
+      scheduler.onLearned = undefined;
+      affinity.stop();
+    });
     const kvFeed = await startKvIndexFeed(nats, kvIndex, { onLag: (ms) => metrics.kvIndexLag(ms) });
     closers.push(() => kvFeed.stop());
     const feed = await startKvFeed(nats, index);

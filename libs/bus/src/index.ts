@@ -32,3 +32,5 @@ export {
 export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat } from './kv-index';
 export { encodeMessage, decodeMessage } from './codec';
 export type { DecodeResult } from './codec';
+export { AffinityRecordSchema, AffinityBatchSchema } from './affinity';
+export type { AffinityRecord, AffinityRecordInput, AffinityBatch } from './affinity';

@@ -8,6 +8,8 @@ export const Subjects = {
   admissionLease: 'triad.v1.admission.lease',
   /** Publish: the KV indexers' block deltas per event source; every scheduler replica reads all. */
   kvIndexDelta: 'triad.v1.kvindex.delta',
+  /** Publish: what each scheduling replica's decisions taught (prefix blocks, media, sessions); every replica reads all. */
+  affinity: 'triad.v1.affinity',
 } as const;
 
 /** Queue group of the scheduler replicas: one of them answers each scheduling request. */

@@ -19,6 +19,11 @@ export const MetricsSnapshotSchema = z.object({
   /** Mean time per output token over the last scrape interval, ms. */
   tpotMs: z.number().min(0).optional(),
   /**
+   * When the TTFT/TPOT means last took in new observations (ms since epoch). An idle engine keeps its last means,
+   * so readers age them out by this time (absent from older writers: read as `scrapedAt`).
+   */
+  latencyAt: z.number().int().min(0).optional(),
+  /**
    * Per data-parallel rank (index = rank), from the series' `dp_rank` label, when the engine reports DP > 1
    * (SGLang DP attention): what rank hints balance on.
    */

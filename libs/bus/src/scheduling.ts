@@ -34,6 +34,11 @@ export const SchedulingRequestSchema = z.object({
    * not tokenize the request.
    */
   kvBlockHashes: z.array(z.string()).max(SchedulingLimits.maxPrefixHashes).optional(),
+  /**
+   * Session key for session affinity (the `x-session-id` header, else the body's `session_id`, else `user`), so a
+   * conversation's turns return to the pods that hold its context; absent when the request names none.
+   */
+  session: z.string().min(1).max(256).optional(),
   /** Estimated prompt tokens. */
   inputTokens: z.number().int().min(0).optional(),
   /** Endpoint keys to avoid (e.g. ones that just failed this request). */

@@ -26,6 +26,17 @@ export function stageTimeoutError(f: LegFailure, budget: string, ms: number): Up
   return new UpstreamError(ErrorCode.UpstreamTimeout, `${where(f)} exceeded the ${budget} timeout of ${ms} ms`, f, true);
 }
 
+/**
+ * A leg waited for a free connection to its endpoint (all `limit` busy) longer than its stage budget: the same
+ * budget bounds the wait and the first byte, so a hidden queue in the gateway cannot outlast it.
+ */
+export function connectionWaitTimeoutError(f: LegFailure, ms: number, limit: number, waiting: number): UpstreamError {
+  return new UpstreamError(
+    ErrorCode.UpstreamTimeout,
+    `${where(f)} waited ${ms} ms for a free connection (all ${limit} busy, ${waiting} requests waiting) and timed out`, f, true,
+  );
+}
+
 /** The whole request ran out of time. */
 export function totalTimeoutError(ms: number): TotalTimeoutError {
   return new TotalTimeoutError(ms);

@@ -1,8 +1,11 @@
 import type { Dispatcher } from 'undici';
 import type { EndpointRef, Stage } from '@triad/bus';
 import type { LegFailure, StageSpan } from '@triad/request';
-import { clientAbortedError, engineErrorMessage, stageTimeoutError, upstreamHttpError, upstreamTransportError } from './errors';
+import {
+  clientAbortedError, connectionWaitTimeoutError, engineErrorMessage, stageTimeoutError, upstreamHttpError, upstreamTransportError,
+} from './errors';
 import type { BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec } from './types';
+import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { SseUsageRelay, parseBodyUsage } from './usage';
 
 /** How a leg treats a 2xx answer. */
@@ -21,6 +24,8 @@ export interface LegOwner {
   /** The client wants the injected usage chunk removed from the stream. */
   readonly suppressUsage: boolean;
   legSettled(leg: Leg, outcome: LegOutcome): void;
+  /** The leg started (`true`) or stopped (`false`) waiting for a free connection to its endpoint. */
+  legWaiting(leg: Leg, waiting: boolean): void;
   /** Writes the response head (first byte to the client); returns false when the client is gone. */
   commit(status: number, contentType: string, contentLength: number): boolean;
   writeClient(chunk: Buffer, leg: Leg): void;
@@ -39,7 +44,7 @@ function onTimeout(leg: Leg): void {
  * One HTTP request to an engine, driven by undici's dispatch handler API (no stream objects on the hot path).
  * It settles exactly once: with the answer, or with an UpstreamError naming the stage, endpoint and status.
  */
-export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<BufferedAnswer | undefined> {
+export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer | undefined> {
   readonly stage: Stage;
   readonly endpoint: EndpointRef;
   readonly item: number;
@@ -48,6 +53,8 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
   readonly promise: Promise<BufferedAnswer | undefined>;
   /** The observer's span for this leg (set when it is sent), ended by the owner when the leg settles. */
   span: StageSpan | undefined = undefined;
+  /** What is sent (set by the stage loop before the leg is handed to the pools). */
+  request!: Dispatcher.DispatchOptions;
   readonly #owner: LegOwner;
   readonly #mode: LegMode;
   readonly #timeoutMs: number;
@@ -65,6 +72,9 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
   #sawData = false;
   #headWritten = false;
   #timer: NodeJS.Timeout | undefined;
+  /** The endpoint's connection slot: held while running, or the queue the leg waits in. */
+  #slot: EndpointSlot | undefined;
+  #waiting = false;
 
   constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number) {
     this.stage = spec.stage;
@@ -92,8 +102,41 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
 
   timedOut(): void {
     this.#timer = undefined;
+    const slot = this.#slot;
+    if (this.#waiting && slot !== undefined) {
+      this.abort(connectionWaitTimeoutError(this.#failure(), this.#timeoutMs, slot.limit, slot.waiting));
+      return;
+    }
     const budget = this.#mode === LegMode.Relay ? 'first-byte' : this.stage;
     this.abort(stageTimeoutError(this.#failure(), budget, this.#timeoutMs));
+  }
+
+  queued(slot: EndpointSlot): void {
+    this.#slot = slot;
+    this.#waiting = true;
+    this.#owner.legWaiting(this, true);
+  }
+
+  connected(slot: EndpointSlot, waited: boolean): void {
+    this.#slot = slot;
+    if (waited) {
+      this.#waiting = false;
+      this.#owner.legWaiting(this, false);
+    }
+  }
+
+  /** Gives the connection back (or leaves the queue) once the leg is settled. */
+  #releaseSlot(): void {
+    const slot = this.#slot;
+    if (slot === undefined) return;
+    this.#slot = undefined;
+    if (this.#waiting) {
+      this.#waiting = false;
+      slot.withdraw(this);
+      this.#owner.legWaiting(this, false);
+    } else {
+      slot.release();
+    }
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -200,6 +243,7 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
   #succeed(answer: BufferedAnswer | undefined): void {
     this.#settled = true;
     this.#clearTimer();
+    this.#releaseSlot();
     this.#owner.legSettled(this, { ok: true, status: this.#status });
     this.#resolve(answer);
   }
@@ -207,6 +251,7 @@ export class Leg implements Dispatcher.DispatchHandler, LegInfo, LegHandle<Buffe
   #fail(err: Error): void {
     this.#settled = true;
     this.#clearTimer();
+    this.#releaseSlot();
     this.#owner.legSettled(this, { ok: false, status: this.#status, error: err });
     this.#reject(err);
   }

@@ -30,6 +30,7 @@ export function stageTimeoutsOf(record: ModelServerRecord, defaults: StageTimeou
 export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeouts): ServerProfile {
   const spec = record.spec;
   const kv = spec.kvConnector?.type;
+  const maxConnections = spec.connectionPool?.maxConnections;
   return {
     namespace: record.namespace,
     name: record.name,
@@ -40,5 +41,6 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     retry: retryPolicyOf(record),
     timeouts: stageTimeoutsOf(record, defaults),
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
+    ...(maxConnections === undefined ? {} : { maxConnections }),
   };
 }

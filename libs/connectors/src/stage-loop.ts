@@ -153,13 +153,9 @@ class StageLoop implements LegRunner, LegOwner {
       leg.span = span;
       if (span.headers !== undefined) Object.assign(headers, span.headers);
     }
-    try {
-      this.#pools.get(spec.endpoint.ip, spec.endpoint.port).dispatch(
-        { path: spec.path ?? ctx.path, method: 'POST', headers, body: spec.body }, leg,
-      );
-    } catch (err) {
-      leg.onResponseError(undefined as never, err as Error);
-    }
+    leg.request = { path: spec.path ?? ctx.path, method: 'POST', headers, body: spec.body };
+    // Sent now, or queued behind the endpoint's connection limit (the leg's stage budget bounds the wait).
+    this.#pools.send(spec.endpoint.ip, spec.endpoint.port, ctx.routing.server.maxConnections, leg);
     return leg;
   }
 
@@ -173,6 +169,10 @@ class StageLoop implements LegRunner, LegOwner {
       leg.span = undefined;
       span.end(outcome.ok, outcome.status, outcome.error);
     }
+  }
+
+  legWaiting(leg: Leg, waiting: boolean): void {
+    this.#observer.legWaiting?.(this.#ctx, leg, waiting);
   }
 
   commit(status: number, contentType: string, contentLength: number): boolean {

@@ -30,6 +30,11 @@ export interface StageObserver {
    */
   legStart(ctx: ProxyRequest, leg: LegInfo): StageSpan | undefined;
   legEnd(ctx: ProxyRequest, leg: LegInfo, outcome: LegOutcome): void;
+  /**
+   * A started leg waits for a free connection to its endpoint (`true`; every connection of the endpoint's limit
+   * is busy) or stopped waiting (`false`: it got one, or gave up). It counts as in flight from `legStart` on.
+   */
+  legWaiting?(ctx: ProxyRequest, leg: LegInfo, waiting: boolean): void;
   /** The first response byte went to the client (the point after which nothing is retried). */
   firstByte(ctx: ProxyRequest): void;
   /** Try `attempt` failed with `error` before the first byte and the next alternate will be tried. */

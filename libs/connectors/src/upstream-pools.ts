@@ -1,8 +1,12 @@
-import { Pool } from 'undici';
+import { Pool, type Dispatcher } from 'undici';
 
 /** Connection-pool settings for engine endpoints. */
 export interface UpstreamPoolOptions {
-  /** Most sockets to one endpoint. */
+  /**
+   * Most requests in flight to one endpoint (one socket each) when its ModelServer sets no
+   * `connectionPool.maxConnections`. Well above an engine's batch, so the queue forms inside the engine, where
+   * its waiting count is scraped and scheduled on, not invisibly in the gateway.
+   */
   readonly connections: number;
   /** How long an idle keep-alive socket is kept. */
   readonly keepAliveTimeoutMs: number;
@@ -10,9 +14,12 @@ export interface UpstreamPoolOptions {
   readonly connectTimeoutMs: number;
 }
 
-/** Defaults sized for one gateway in front of a handful of engines. */
+/** Default per-endpoint limit: several times the batch of a vLLM or SGLang pod (hundreds of sequences). */
+export const DEFAULT_UPSTREAM_CONNECTIONS = 1024;
+
+/** Defaults sized for one gateway in front of many engines. */
 function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
-  return { connections: 256, keepAliveTimeoutMs: 30_000, connectTimeoutMs: 5_000 };
+  return { connections: DEFAULT_UPSTREAM_CONNECTIONS, keepAliveTimeoutMs: 30_000, connectTimeoutMs: 5_000 };
 }
 
 /** The origin string of an engine address (IPv6 literals in brackets). */
@@ -20,34 +27,149 @@ function originOf(ip: string, port: number): string {
   return ip.includes(':') && !ip.startsWith('[') ? `http://[${ip}]:${port}` : `http://${ip}:${port}`;
 }
 
+/** A request that may have to wait for a free connection to its endpoint (the stage loop's leg). */
+export interface UpstreamRequest extends Dispatcher.DispatchHandler {
+  /** What to send; read when the request gets a connection. */
+  readonly request: Dispatcher.DispatchOptions;
+  /** Every connection of the endpoint is busy: the request waits in `slot`'s queue. */
+  queued(slot: EndpointSlot): void;
+  /** The request got a connection (after waiting for one when `waited`): it is dispatched right after this. */
+  connected(slot: EndpointSlot, waited: boolean): void;
+}
+
+/** What a request holds while it runs on an endpoint: it gives the connection back exactly once. */
+export interface EndpointSlot {
+  /** The request settled: its connection goes to the next waiting request. */
+  release(): void;
+  /** A waiting request gave up (timeout, client gone): it leaves the queue. */
+  withdraw(request: UpstreamRequest): void;
+  /** This endpoint's connection limit (for error messages). */
+  readonly limit: number;
+  /** Requests waiting for a connection to this endpoint right now. */
+  readonly waiting: number;
+}
+
 /**
- * One undici keep-alive Pool per engine address, created on first use. Timeouts are left to the stage loop
- * (it knows which stage a leg belongs to), so the pools run with undici's header/body timers off.
+ * One endpoint: an undici Pool of `limit` sockets, and a FIFO of the requests beyond it. The queue is the
+ * gateway's, not undici's, so its length is known (a metric, the error message), a request that gives up leaves
+ * it at once, and nothing ever waits inside undici.
+ */
+class EndpointPool implements EndpointSlot {
+  readonly pool: Pool;
+  readonly limit: number;
+  running = 0;
+  /** Waiting requests in arrival order (a Set: O(1) withdrawal, insertion-ordered iteration). */
+  readonly #queue = new Set<UpstreamRequest>();
+  readonly #onWaiting: (delta: number) => void;
+
+  constructor(pool: Pool, limit: number, onWaiting: (delta: number) => void) {
+    this.pool = pool;
+    this.limit = limit;
+    this.#onWaiting = onWaiting;
+  }
+
+  get waiting(): number {
+    return this.#queue.size;
+  }
+
+  /** Sends `req` now, or queues it while `limit` requests run; returns false when it has to wait. */
+  submit(req: UpstreamRequest): boolean {
+    if (this.running < this.limit) {
+      this.#start(req, false);
+      return true;
+    }
+    this.#queue.add(req);
+    this.#onWaiting(1);
+    req.queued(this);
+    return false;
+  }
+
+  release(): void {
+    this.running--;
+    this.#next();
+  }
+
+  withdraw(req: UpstreamRequest): void {
+    if (this.#queue.delete(req)) this.#onWaiting(-1);
+  }
+
+  #next(): void {
+    while (this.running < this.limit && this.#queue.size > 0) {
+      const req = this.#queue.values().next().value as UpstreamRequest;
+      this.#queue.delete(req);
+      this.#onWaiting(-1);
+      this.#start(req, true);
+    }
+  }
+
+  #start(req: UpstreamRequest, waited: boolean): void {
+    this.running++;
+    req.connected(this, waited);
+    try {
+      this.pool.dispatch(req.request, req);
+    } catch (err) {
+      req.onResponseError?.(undefined as never, err as Error);
+    }
+  }
+
+  /** Requests still queued when the endpoint leaves fail like a refused connection would. */
+  failWaiting(reason: Error): void {
+    const queued = [...this.#queue];
+    this.#queue.clear();
+    this.#onWaiting(-queued.length);
+    for (const req of queued) req.onResponseError?.(undefined as never, reason);
+  }
+}
+
+/**
+ * One undici keep-alive Pool per engine address, created on first use, with a gateway-side limit of requests in
+ * flight per address (one socket each: no pipelining). Timeouts are left to the stage loop (it knows which stage
+ * a leg belongs to), so the pools run with undici's header/body timers off; a request waiting for a connection is
+ * bounded by its leg's stage budget like one waiting for its first byte.
  */
 export class UpstreamPools {
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, EndpointPool>();
   readonly #options: UpstreamPoolOptions;
+  #waiting = 0;
+  readonly #onWaiting = (delta: number): void => {
+    this.#waiting += delta;
+  };
 
   constructor(options: Partial<UpstreamPoolOptions> = {}) {
     this.#options = { ...defaultUpstreamPoolOptions(), ...options };
   }
 
-  /** The pool for `ip:port`. */
-  get(ip: string, port: number): Pool {
+  /** The per-endpoint limit when the ModelServer sets none. */
+  get defaultLimit(): number {
+    return this.#options.connections;
+  }
+
+  /**
+   * Sends `req` to `ip:port` with at most `limit` (default: the gateway's) requests running there; returns false
+   * when it waits for a connection (it is sent as soon as one is free, or fails when withdrawn).
+   */
+  send(ip: string, port: number, limit: number | undefined, req: UpstreamRequest): boolean {
+    return this.#endpoint(ip, port, limit ?? this.#options.connections).submit(req);
+  }
+
+  #endpoint(ip: string, port: number, limit: number): EndpointPool {
     const key = `${ip}:${port}`;
-    let pool = this.#pools.get(key);
-    if (pool === undefined) {
-      pool = new Pool(originOf(ip, port), {
-        connections: this.#options.connections,
-        pipelining: 1,
-        keepAliveTimeout: this.#options.keepAliveTimeoutMs,
-        connectTimeout: this.#options.connectTimeoutMs,
-        headersTimeout: 0,
-        bodyTimeout: 0,
-      });
-      this.#pools.set(key, pool);
-    }
-    return pool;
+    let ep = this.#pools.get(key);
+    if (ep !== undefined && ep.limit === limit) return ep;
+    // A new limit (the ModelServer changed) takes a new pool; the old one finishes what it runs, then closes.
+    // Requests still waiting on it keep their place there and are sent by it as connections free up.
+    if (ep !== undefined) void ep.pool.close().catch(() => undefined);
+    const pool = new Pool(originOf(ip, port), {
+      connections: limit,
+      pipelining: 1,
+      keepAliveTimeout: this.#options.keepAliveTimeoutMs,
+      connectTimeout: this.#options.connectTimeoutMs,
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+    ep = new EndpointPool(pool, limit, this.#onWaiting);
+    this.#pools.set(key, ep);
+    return ep;
   }
 
   /** Number of pools currently open. */
@@ -55,19 +177,31 @@ export class UpstreamPools {
     return this.#pools.size;
   }
 
-  /** Closes the pool of an address that left (in-flight requests on it finish first). */
+  /** Requests waiting for a connection, over every endpoint. */
+  get waiting(): number {
+    return this.#waiting;
+  }
+
+  /** Closes the pool of an address that left: running requests finish, waiting ones fail as unreachable. */
   release(ip: string, port: number): void {
     const key = `${ip}:${port}`;
-    const pool = this.#pools.get(key);
-    if (pool === undefined) return;
+    const ep = this.#pools.get(key);
+    if (ep === undefined) return;
     this.#pools.delete(key);
-    void pool.close().catch(() => undefined);
+    ep.failWaiting(endpointGoneError(`endpoint ${key} left before a connection to it was free`));
+    void ep.pool.close().catch(() => undefined);
   }
 
   /** Closes every pool; with `force` in-flight requests are aborted. */
   async close(force = false): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((p) => (force ? p.destroy() : p.close()).catch(() => undefined)));
+    for (const ep of pools) ep.failWaiting(endpointGoneError('the gateway closed before a connection to the endpoint was free'));
+    await Promise.all(pools.map((ep) => (force ? ep.pool.destroy() : ep.pool.close()).catch(() => undefined)));
   }
+}
+
+/** Fails a waiting request like a refused connection (retryable on the next alternate). */
+function endpointGoneError(message: string): Error {
+  return Object.assign(new Error(message), { code: 'ECONNREFUSED' });
 }

@@ -8,7 +8,7 @@ export { StringMatchSchema, compileStringMatch } from './string-match';
 export type { StringMatch } from './string-match';
 export {
   API_GROUP, API_VERSION, InferenceEngineSchema, PipelineModeInputSchema, PipelineModeSchema, KvConnectorTypeSchema,
-  PdGroupSchema, WorkloadSelectorSchema, WorkloadPortSchema, RetryPolicySchema, TrafficPolicySchema,
+  PdGroupSchema, WorkloadSelectorSchema, WorkloadPortSchema, RetryPolicySchema, TrafficPolicySchema, ConnectionPoolSchema,
   ModelServerSpecSchema, ModelServerSchema, DEFAULT_SGLANG_BOOTSTRAP_PORT, BOOTSTRAP_PORT_ANNOTATION,
   resolvePipelineMode, rolePort,
 } from './model-server';

@@ -54,6 +54,17 @@ export const TrafficPolicySchema = z.object({
   retry: RetryPolicySchema.optional(),
 });
 
+/**
+ * Triad's addition (not in Kthena): the gateway's connections per endpoint of this ModelServer. A request beyond
+ * the limit waits in the gateway (a metric, bounded by the stage budget), so the default sits well above an
+ * engine's batch and the queue forms inside the engine, where the scheduler sees it.
+ */
+export const ConnectionPoolSchema = z.object({
+  maxConnections: z.number().int().min(1).max(65536).optional().meta({
+    description: 'Requests in flight per endpoint from one gateway replica (default: the gateway\'s --upstream-connections, 1024)',
+  }),
+});
+
 export const ModelServerSpecSchema = z.object({
   model: z.string().max(256).optional(),
   inferenceEngine: InferenceEngineSchema,
@@ -63,6 +74,7 @@ export const ModelServerSpecSchema = z.object({
   trafficPolicy: TrafficPolicySchema.optional(),
   kvConnector: z.object({ type: KvConnectorTypeSchema.default('http') }).optional(),
   bootstrapPort: PortSchema.optional().meta({ description: 'SGLang prefill bootstrap port (default 8998)' }),
+  connectionPool: ConnectionPoolSchema.optional(),
 });
 export type ModelServerSpec = z.infer<typeof ModelServerSpecSchema>;
 

@@ -91,6 +91,10 @@ describe('ModelServer validation errors', () => {
         'spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and decodeLabels; give them a label key with ' +
           'different values']],
     ['bootstrapPort out of range', { bootstrapPort: 0 }, ['spec.bootstrapPort: Too small: expected number to be >=1']],
+    ['connectionPool.maxConnections 0', { connectionPool: { maxConnections: 0 } },
+      ['spec.connectionPool.maxConnections: Too small: expected number to be >=1']],
+    ['connectionPool.maxConnections not an integer', { connectionPool: { maxConnections: 2.5 } },
+      ['spec.connectionPool.maxConnections: Invalid input: expected int, received number']],
   ];
   it.each(cases)('%s', (_name, spec, expected) => {
     expect(problemsOf(server(spec))).toEqual(expected);

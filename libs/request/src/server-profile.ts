@@ -50,4 +50,6 @@ export interface ServerProfile {
   readonly timeouts: StageTimeouts;
   /** vLLM P→D: relay the prefill's `kv_transfer_params` to decode (nixl, mooncake, lmcache; not plain http). */
   readonly relayKvParams: boolean;
+  /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
+  readonly maxConnections?: number;
 }

@@ -27,9 +27,9 @@ export { prefixHashOptionsOf, kvHashOptionsOf } from './config/prefix-hash-optio
 export type { KvHashOptions } from './config/prefix-hash-options';
 
 // Framework.
-export { definePlugin, isFilter, isScorer, isPicker, isPostScheduleHook, isEndpointAware } from './framework/plugin';
+export { definePlugin, isFilter, isScorer, isPicker, isPostScheduleHook, isEndpointAware, isAffinityLearner } from './framework/plugin';
 export type {
-  Plugin, Filter, Scorer, Picker, PostScheduleHook, EndpointAware, PluginDefinition, PluginKind, CycleContext, PickInput,
+  Plugin, Filter, Scorer, Picker, PostScheduleHook, EndpointAware, AffinityLearner, PluginDefinition, PluginKind, CycleContext, PickInput,
   PickResult, ProfileRole,
 } from './framework/plugin';
 export { PluginRegistry } from './framework/registry';
@@ -39,6 +39,7 @@ export {
   PrecisePrefixCacheScorer, PrecisePrefixCacheParamsSchema, PRECISE_PREFIX_CACHE, KVCACHE_AWARE, KvHashAlgoSchema,
 } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export type { PrecisePrefixCacheParams } from './plugins/precise-prefix-cache/precise-prefix-cache';
+export { PrefixCacheScorer, PREFIX_CACHE } from './plugins/prefix-cache/prefix-cache';
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';

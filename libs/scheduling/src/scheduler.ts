@@ -1,8 +1,8 @@
-import type { Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
+import type { AffinityRecord, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
 import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
-import { isEndpointAware, type ProfileRole } from './framework/plugin';
+import { isAffinityLearner, isEndpointAware, type ProfileRole } from './framework/plugin';
 import type { PluginRegistry } from './framework/registry';
 import { createInTreeRegistry } from './plugins/in-tree';
 import { Cycle } from './planning/cycle';
@@ -32,9 +32,14 @@ export interface SchedulerOptions {
   readonly observer?: SchedulingObserver;
   /** The clock of plugin timings and phase start/end times (default `performance.now()`); used only with an observer. */
   readonly clock?: () => number;
+  /**
+   * Receives what each decision taught (the chosen endpoint of each stage with the prompt blocks, media items and
+   * session it was sent), to share with the other replicas, which apply it with `learn`.
+   */
+  readonly onLearned?: (record: AffinityRecord) => void;
 }
 
-type Chosen = { profile: LoadedProfile; endpoint: Endpoint };
+type Chosen = { profile: LoadedProfile; endpoint: Endpoint; mediaKeys?: string[] };
 
 /**
  * Decides, for one request, which endpoint serves each stage. Synchronous, no I/O: the answer depends only on the
@@ -50,6 +55,7 @@ export class Scheduler {
   readonly #slots: Record<ProfileRole, ProfileSlot>;
   #config: LoadedSchedulerConfig;
   readonly #unsubscribe: () => void;
+  #onLearned: ((record: AffinityRecord) => void) | undefined;
 
   constructor(options: SchedulerOptions) {
     this.#index = options.index;
@@ -60,6 +66,7 @@ export class Scheduler {
     this.#instanceId = options.instanceId;
     this.#timing = options.observer ? new Timing(options.observer, options.clock ?? (() => performance.now())) : undefined;
     this.#config = options.config ?? loadDefault(options.registry ?? createInTreeRegistry());
+    this.#onLearned = options.onLearned;
     this.#unsubscribe = options.index.onEndpointRemoved((key) => {
       for (const p of this.#config.plugins.values()) if (isEndpointAware(p)) p.endpointRemoved(key);
     });
@@ -72,6 +79,16 @@ export class Scheduler {
   /** Switches to a new config (load it with `previous: scheduler.config` to keep unchanged plugins' state). */
   setConfig(config: LoadedSchedulerConfig): void {
     this.#config = config;
+  }
+
+  /** Where this scheduler's affinity records go (e.g. once the replica's NATS feed is up); undefined stops them. */
+  set onLearned(sink: ((record: AffinityRecord) => void) | undefined) {
+    this.#onLearned = sink;
+  }
+
+  /** Applies what another replica's decision taught to every plugin that keeps affinity state. */
+  learn(record: AffinityRecord): void {
+    for (const p of this.#config.plugins.values()) if (isAffinityLearner(p)) p.learn(record);
   }
 
   /** Stops following index removals (the scheduler is being discarded). */
@@ -135,14 +152,34 @@ export class Scheduler {
         });
         if (!plan.ok) return fail(request.id, plan.code, plan.message);
         encoders = plan.choices;
-        for (const e of plan.chosen) chosen.push({ profile: cfg.profiles.encode, endpoint: e });
+        plan.chosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
       }
     }
     this.#runHooks(chosen);
+    if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
     const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
     if (recorder) decision.explanation = recorder.render(cfg.explainLimit);
     if (this.#instanceId !== undefined) decision.decidedBy = this.#instanceId;
     return decision;
+  }
+
+  /** One record per stage, encoders merged per endpoint. */
+  #share(request: SchedulingRequest, chosen: readonly Chosen[], sink: (record: AffinityRecord) => void): void {
+    const media = mediaKeysOf(request);
+    const encoders = new Map<string, string[]>();
+    for (const c of chosen) {
+      if (c.profile.role === 'encode') {
+        const keys = encoders.get(c.endpoint.key);
+        if (keys) keys.push(...(c.mediaKeys ?? []));
+        else encoders.set(c.endpoint.key, [...(c.mediaKeys ?? [])]);
+        continue;
+      }
+      const record: AffinityRecord = { model: request.model, endpoint: c.endpoint.key, role: c.profile.role, prefixHashes: request.prefixHashes };
+      if (media) record.mediaKeys = media;
+      if (request.session !== undefined) record.session = request.session;
+      sink(record);
+    }
+    for (const [endpoint, mediaKeys] of encoders) sink({ model: request.model, endpoint, role: 'encode', prefixHashes: [], mediaKeys });
   }
 
   /** Post-schedule hooks run only once the whole decision stands, with the first choice of each stage. */
@@ -163,6 +200,11 @@ export class Scheduler {
       }
     }
   }
+}
+
+/** Media keys of a request as one array (undefined for text-only requests). */
+function mediaKeysOf(request: SchedulingRequest): string[] | undefined {
+  return request.mediaItems.length === 0 ? undefined : request.mediaItems.map((m) => m.key);
 }
 
 /** E→PD: an epd ModelServer without prefill labels sends encoders' output straight to decode pods. */

@@ -32,6 +32,10 @@ export class GatewayObserver implements StageObserver {
     this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
   }
 
+  legWaiting(ctx: ProxyRequest, leg: LegInfo, waiting: boolean): void {
+    this.#metrics.upstreamWaiting(ctx.routing.server.name, leg.stage, waiting ? 1 : -1);
+  }
+
   firstByte(ctx: ProxyRequest): void {
     if (ctx.stream) this.#metrics.streams(ctx.model, 1);
     this.#hooks.onFirstToken?.(ctx);

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, TriadError } from '@triad/errors';
 import { BadRequestError, BodyTooLargeError, NotFoundError, toOpenAiError } from '@triad/request';
 import type { InferenceHandler } from './inference-handler';
@@ -63,6 +63,25 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   ) => reply.type('application/json').send(options.routes.modelsJson());
   app.get('/v1/models', models);
   app.get('/models', models);
+  // Model ids carry slashes (`Qwen/Qwen2.5-0.5B`): the SDKs send them percent-encoded, curl users often raw.
+  const model = (request: FastifyRequest, reply: FastifyReply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const rawId = path.slice(path.indexOf('/models/') + '/models/'.length);
+    let id: string;
+    try {
+      id = decodeURIComponent(rawId);
+    } catch {
+      id = rawId;
+    }
+    const body = options.routes.modelJson(id);
+    if (body === undefined) {
+      sendError(reply, new NotFoundError(`The model '${id}' does not exist`, 'model'));
+      return;
+    }
+    void reply.type('application/json').send(body);
+  };
+  app.get('/v1/models/*', model);
+  app.get('/models/*', model);
 
   const inference = (request: FastifyRequest, reply: { hijack(): void; raw: import('node:http').ServerResponse }) => {
     reply.hijack();

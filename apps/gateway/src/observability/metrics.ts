@@ -96,6 +96,10 @@ export class GatewayMetrics {
     name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'],
     registers: [this.registry],
   });
+  readonly #upstreamWaiting = new FastGauge({
+    name: 'triad_gateway_upstream_waiting', labelNames: ['model_server', 'stage'], registers: [this.registry],
+    help: 'Engine legs waiting for a free connection to their endpoint (its connection limit reached); in flight for scheduling',
+  });
   readonly #activeStreams = new FastGauge({
     name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry],
   });
@@ -224,6 +228,11 @@ export class GatewayMetrics {
 
   upstream(server: string, stage: Stage, delta: number): void {
     this.#gauge(this.#activeUpstream, `u\u0000${server}\u0000${stage}`, server, stage).inc(delta);
+  }
+
+  /** Legs waiting for a free connection (+1 when one starts waiting, -1 when it got one or gave up). */
+  upstreamWaiting(server: string, stage: Stage, delta: number): void {
+    this.#gauge(this.#upstreamWaiting, `w\u0000${server}\u0000${stage}`, server, stage).inc(delta);
   }
 
   streams(model: string, delta: number): void {

@@ -189,6 +189,12 @@ export class RouteTable {
     return this.#modelsJson;
   }
 
+  /** `GET /v1/models/{id}` body (OpenAI `models.retrieve`), or undefined when no route names `id`. */
+  modelJson(id: string): string | undefined {
+    if (!this.knows(id)) return undefined;
+    return JSON.stringify({ id, object: 'model', created: 0, owned_by: 'triad' });
+  }
+
   #rebuild(): void {
     const byModel = new Map<string, CompiledRoute[]>();
     const byLora = new Map<string, CompiledRoute[]>();

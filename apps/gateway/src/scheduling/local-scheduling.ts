@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
-import { startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
+import { startAffinityFeed, startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
-import { createLocalScheduling, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import { createLocalScheduling, defaultSchedulerConfig, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockHashing } from './kv-block-hashes';
 import type { KvView } from '../state/kv-view';
@@ -22,6 +22,7 @@ export class LocalSchedulingFallback {
   #watch: KvWatchHandle | undefined;
   #peers: { stop(): void } | undefined;
   #kvFeed: { stop(): void } | undefined;
+  #affinity: { stop(): void } | undefined;
 
   constructor(kv: KvView, gatewayId: string, logger: Logger) {
     this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
@@ -58,6 +59,23 @@ export class LocalSchedulingFallback {
     );
   }
 
+  /**
+   * Shares affinity with the scheduler replicas and the other gateways over `triad.v1.affinity`: this fallback
+   * applies what their decisions taught (so a reply over budget does not cost the request its prefix affinity)
+   * and publishes what its own decisions teach.
+   */
+  followAffinity(bus: Bus): void {
+    const origin = `${this.#gatewayId}/local`;
+    const feed = startAffinityFeed(bus, this.local.scheduler, { origin });
+    this.local.scheduler.onLearned = (record) => feed.publish(record);
+    this.#affinity = {
+      stop: () => {
+        this.local.scheduler.onLearned = undefined;
+        feed.stop();
+      },
+    };
+  }
+
   /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
   async followConfig(bus: Bus): Promise<void> {
     try {
@@ -65,11 +83,14 @@ export class LocalSchedulingFallback {
       this.#watch = await kv.watch({
         key: ConfigKeys.scheduler,
         onChange: (c) => {
-          if (c.op !== 'PUT') return;
-          const result = this.local.reloadConfig(c.value);
+          // A deleted (or purged) key falls back to the built-in defaults, as the scheduler service falls back to
+          // its file or defaults: the gateway has no config file of its own.
+          const deleted = c.op !== 'PUT';
+          const result = this.local.reloadConfig(deleted ? defaultSchedulerConfig() : c.value);
           if (result.ok) {
             this.#hashOptions = prefixHashOptionsOf(result.config);
             this.kvHashing.configure(kvHashOptionsOf(result.config));
+            if (deleted) this.#logger.info('scheduler config key deleted; local fallback back on the defaults');
           }
           else this.#logger.warn({ reasons: result.reasons }, 'scheduler config in KV rejected by the local fallback');
         },
@@ -83,5 +104,6 @@ export class LocalSchedulingFallback {
     this.#watch?.stop();
     this.#peers?.stop();
     this.#kvFeed?.stop();
+    this.#affinity?.stop();
   }
 }

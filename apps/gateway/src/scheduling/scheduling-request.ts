@@ -1,5 +1,5 @@
 import { SchedulingLimits, type MediaItem, type SchedulingRequest } from '@triad/bus';
-import type { MediaPart, RoutedRequest } from '@triad/request';
+import { promptText, type MediaPart, type RoutedRequest } from '@triad/request';
 import { mediaContentKey, prefixBlockHashes, type PrefixHashOptions } from '@triad/scheduling';
 
 /** Kthena's input-token estimate: a quarter of the prompt's characters, rounded up. */
@@ -23,6 +23,21 @@ function mediaItem(part: MediaPart): MediaItem {
 }
 
 /**
+ * The text prefix hashes are taken over: the prompt, or for a request with media the prompt with each media part's
+ * content key at its place. An engine's prefix cache holds the image's tokens in the sequence, so the same text
+ * around a different image is a different prefix (and the text before the image still matches).
+ */
+function hashedPrompt(ctx: RoutedRequest, media: readonly MediaPart[], items: readonly MediaItem[]): string {
+  if (items.length === 0) return ctx.prompt;
+  const keyOf = new Map<object, string>();
+  for (let i = 0; i < items.length; i++) keyOf.set(media[i]!.part, items[i]!.key);
+  return promptText(ctx.body, { mediaMarker: (part) => {
+    const key = keyOf.get(part);
+    return key === undefined ? undefined : `<|media:${key}|>`;
+  } });
+}
+
+/**
  * What the gateway asks the scheduler for one routed request (never the body: prefix hashes of the prompt as
  * the engines get it, media keys and, for precise-prefix-cache, the engines' own KV block hashes).
  */
@@ -30,20 +45,21 @@ export function buildSchedulingRequest(
   ctx: RoutedRequest, media: readonly MediaPart[], hashOptions: PrefixHashOptions, kvBlockHashes?: string[],
 ): SchedulingRequest {
   const routing = ctx.routing;
-  const hashes = prefixBlockHashes(routing.upstreamModel, ctx.prompt, hashOptions);
+  const items: MediaItem[] = [];
+  const n = Math.min(media.length, SchedulingLimits.maxMediaItems);
+  for (let i = 0; i < n; i++) items.push(mediaItem(media[i]));
+  const hashes = prefixBlockHashes(routing.upstreamModel, hashedPrompt(ctx, media, items), hashOptions);
   const request: SchedulingRequest = {
     id: ctx.id,
     namespace: routing.namespace,
     modelServer: routing.serverName,
     model: routing.upstreamModel,
     prefixHashes: hashes.length > SchedulingLimits.maxPrefixHashes ? hashes.slice(0, SchedulingLimits.maxPrefixHashes) : hashes,
-    mediaItems: [],
+    mediaItems: items,
     inputTokens: ctx.inputTokens,
   };
   if (kvBlockHashes !== undefined && kvBlockHashes.length > 0) {
     request.kvBlockHashes = kvBlockHashes.length > SchedulingLimits.maxPrefixHashes ? kvBlockHashes.slice(0, SchedulingLimits.maxPrefixHashes) : kvBlockHashes;
   }
-  const n = Math.min(media.length, SchedulingLimits.maxMediaItems);
-  for (let i = 0; i < n; i++) request.mediaItems.push(mediaItem(media[i]));
   return request;
 }

@@ -1,5 +1,5 @@
 import { readEngineLoad, relevantLines } from './engine-metrics';
-import { intervalMeanMs } from './histogram-mean';
+import { hasNewObservations, intervalMeanMs } from './histogram-mean';
 
 const vllmTwoRanks = `# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -75,6 +75,14 @@ describe('interval mean from histogram deltas', () => {
   it('uses the new totals after an engine restart (counters went down)', () => {
     expect(intervalMeanMs({ sum: 10, count: 100 }, { sum: 0.2, count: 2 }, 50)).toBeCloseTo(100);
     expect(intervalMeanMs({ sum: 10, count: 100 }, { sum: 0, count: 0 }, 50)).toBe(50);
+  });
+
+  it('tells an interval with new observations from an idle one, so the means can age out', () => {
+    expect(hasNewObservations(undefined, { sum: 1, count: 4 })).toBe(false);
+    expect(hasNewObservations({ sum: 1, count: 4 }, { sum: 1, count: 4 })).toBe(false);
+    expect(hasNewObservations({ sum: 1, count: 4 }, { sum: 1.5, count: 5 })).toBe(true);
+    expect(hasNewObservations({ sum: 10, count: 100 }, { sum: 0.2, count: 2 })).toBe(true);
+    expect(hasNewObservations({ sum: 10, count: 100 }, { sum: 0, count: 0 })).toBe(false);
   });
 });
 

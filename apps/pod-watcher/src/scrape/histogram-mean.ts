@@ -20,3 +20,9 @@ export function intervalMeanMs(
   if (dCount <= 0) return previousMeanMs;
   return Math.max(0, (dSum / dCount) * 1000);
 }
+
+/** True when the histogram counted observations since the previous scrape (also after an engine restart). */
+export function hasNewObservations(prev: HistogramTotals | undefined, cur: HistogramTotals | undefined): boolean {
+  if (!cur || !prev) return false;
+  return cur.count < prev.count ? cur.count > 0 : cur.count > prev.count;
+}

@@ -4,7 +4,7 @@ import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
 import { readEngineLoad } from './engine-metrics';
 import { ScrapeError, type EngineHttp } from './engine-http';
-import { intervalMeanMs, type HistogramTotals } from './histogram-mean';
+import { hasNewObservations, intervalMeanMs, type HistogramTotals } from './histogram-mean';
 import { parseModelIds } from './models';
 import { SERVER_INFO_PATHS, parseServerInfo, sameServerInfo, type ServerInfoPath, type SglangServerInfo } from './server-info';
 
@@ -213,6 +213,10 @@ export class Scraper {
       if (load.dpRanks !== undefined) m.dpRanks = load.dpRanks;
       if (ttftMs !== undefined) m.ttftMs = ttftMs;
       if (tpotMs !== undefined) m.tpotMs = tpotMs;
+      // The means only move when the engine observed something new; their age lets the scheduler forget them.
+      const observed = hasNewObservations(t.ttftTotals, load.ttft) || hasNewObservations(t.tpotTotals, load.tpot);
+      const latencyAt = observed ? m.scrapedAt : prev.metrics.latencyAt;
+      if (latencyAt !== undefined && (ttftMs !== undefined || tpotMs !== undefined)) m.latencyAt = latencyAt;
       t.ttftTotals = load.ttft ?? t.ttftTotals;
       t.tpotTotals = load.tpot ?? t.tpotTotals;
       metrics = m;

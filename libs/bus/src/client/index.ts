@@ -4,3 +4,5 @@ export { TypedKv } from './typed-kv';
 export type { TypedKvOptions, KvChange, KvWatchHandle } from './typed-kv';
 export { startDispatchFeed } from './dispatch-feed';
 export type { DispatchSink, DispatchFeedOptions } from './dispatch-feed';
+export { startAffinityFeed } from './affinity-feed';
+export type { AffinitySink, AffinityFeed } from './affinity-feed';

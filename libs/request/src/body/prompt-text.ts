@@ -6,19 +6,27 @@ export interface PromptTextOptions {
    * `instructions` + `input`, and non-string roles in their string form (rather than `user`).
    */
   readonly allInputs?: boolean;
+  /**
+   * Text standing for a media part at its place in the prompt (e.g. its content key), or undefined to skip it.
+   * Prefix hashing uses it so that the same text around a different image is not taken for a cached prefix.
+   */
+  readonly mediaMarker?: (part: object) => string | undefined;
 }
 
 const TEXT_PART_TYPES: ReadonlySet<unknown> = new Set(['text', 'input_text', 'output_text']);
 
 /** Text of one message content: the string, or its text parts joined by newlines (media parts are skipped). */
-function contentText(content: unknown): string {
+function contentText(content: unknown, mediaMarker?: (part: object) => string | undefined): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   let out = '';
   for (const part of content) {
-    if (part === null || typeof part !== 'object' || !('text' in part) || typeof part.text !== 'string') continue;
-    if (!('type' in part) || !TEXT_PART_TYPES.has(part.type)) continue;
-    out = out === '' ? part.text : `${out}\n${part.text}`;
+    if (part === null || typeof part !== 'object') continue;
+    let text: string | undefined;
+    if ('text' in part && typeof part.text === 'string' && 'type' in part && TEXT_PART_TYPES.has(part.type)) text = part.text;
+    else if (mediaMarker) text = mediaMarker(part);
+    if (text === undefined) continue;
+    out = out === '' ? text : `${out}\n${text}`;
   }
   return out;
 }
@@ -34,7 +42,9 @@ function roleOf(message: object, allInputs: boolean): string {
 }
 
 /** Chat items (messages, Responses input items) rendered ChatML-style from their text, skipping empty ones. */
-function renderItems(items: readonly unknown[], allInputs: boolean, rawStrings: boolean): string {
+function renderItems(
+  items: readonly unknown[], allInputs: boolean, rawStrings: boolean, mediaMarker?: (part: object) => string | undefined,
+): string {
   let out = '';
   for (const item of items) {
     if (rawStrings && typeof item === 'string') {
@@ -42,7 +52,7 @@ function renderItems(items: readonly unknown[], allInputs: boolean, rawStrings: 
       continue;
     }
     if (item === null || typeof item !== 'object') continue;
-    const text = contentText('content' in item ? item.content : undefined);
+    const text = contentText('content' in item ? item.content : undefined, mediaMarker);
     if (text !== '') out += chatml(roleOf(item, allInputs), text);
   }
   return out;
@@ -64,7 +74,7 @@ export function promptText(body: Readonly<Record<string, unknown>> | null | unde
   if (Array.isArray(messages)) {
     const system = body['system'];
     const head = allInputs && typeof system === 'string' ? chatml('system', system) : '';
-    return head + renderItems(messages, allInputs, false);
+    return head + renderItems(messages, allInputs, false, options?.mediaMarker);
   }
   const input = body['input'];
   if (!allInputs || input === undefined) return '';

@@ -33,7 +33,7 @@ export function defaultSchedulerConfig(): SchedulerConfig {
     plugins: [
       { type: 'least-request', args: { maxWaitingRequests: 10 } },
       { type: 'gpu-usage' },
-      { type: 'least-latency', args: { TTFTTPOTWeightFactor: 0.5 } },
+      { type: 'least-latency', args: { TTFTTPOTWeightFactor: 0.5, maxLatencyAgeMs: 30_000 } },
       { type: 'prefix-cache', args: { blockSizeToHash: 64, maxBlocksToMatch: 128, maxHashCacheSize: 50_000, topKMatches: 5 } },
       { type: 'stale-metrics', args: { maxAgeMs: 10_000 } },
       { type: 'max-score' },

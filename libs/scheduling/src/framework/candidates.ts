@@ -15,6 +15,8 @@ export interface Candidates {
   readonly ttftMs: Float64Array;
   /** Mean TPOT, ms; 0 = no data. */
   readonly tpotMs: Float64Array;
+  /** When the latency means last took in new observations (ms since epoch). */
+  readonly latencyAt: Float64Array;
   /** Last successful scrape (ms since epoch; 0 = never). */
   readonly scrapedAt: Float64Array;
   /** 1 when the pod-watcher marked the metrics stale. */

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { MediaItem, SchedulingRequest } from '@triad/bus';
+import type { AffinityRecord, MediaItem, SchedulingRequest } from '@triad/bus';
 import type { Endpoint } from '../state/endpoint';
 import type { Candidates } from './candidates';
 
@@ -75,12 +75,23 @@ export interface EndpointAware {
   endpointRemoved(key: string): void;
 }
 
+/**
+ * Plugins whose state follows decisions (prefix tables, encoder caches, sessions) implement this to apply what
+ * another replica's decision taught, so every replica keeps the same affinity state.
+ */
+export interface AffinityLearner {
+  learn(record: AffinityRecord): void;
+}
+
 export const isFilter = (p: Plugin): p is Filter => typeof (p as Partial<Filter>).filter === 'function';
 export const isScorer = (p: Plugin): p is Scorer => typeof (p as Partial<Scorer>).score === 'function';
 export const isPicker = (p: Plugin): p is Picker => typeof (p as Partial<Picker>).pick === 'function';
 export const isPostScheduleHook = (p: Plugin): p is PostScheduleHook => typeof (p as Partial<PostScheduleHook>).postSchedule === 'function';
 export const isEndpointAware = (p: Plugin): p is Plugin & EndpointAware =>
   typeof (p as Partial<EndpointAware>).endpointRemoved === 'function';
+
+export const isAffinityLearner = (p: Plugin): p is Plugin & AffinityLearner =>
+  typeof (p as Partial<AffinityLearner>).learn === 'function';
 
 /** The slots a plugin type can fill, for docs and load-time checks. */
 export type PluginKind = 'filter' | 'scorer' | 'picker' | 'post-schedule';

@@ -52,6 +52,7 @@ export class CandidateSet implements Candidates {
   get kvCacheUsage(): Float64Array { return this.#cols.kvCacheUsage; }
   get ttftMs(): Float64Array { return this.#cols.ttftMs; }
   get tpotMs(): Float64Array { return this.#cols.tpotMs; }
+  get latencyAt(): Float64Array { return this.#cols.latencyAt; }
   get scrapedAt(): Float64Array { return this.#cols.scrapedAt; }
   get stale(): Uint8Array { return this.#cols.stale; }
   get keyHash(): Uint32Array { return this.#cols.keyHash; }

@@ -11,6 +11,7 @@ export class EndpointColumns {
   kvCacheUsage: Float64Array;
   ttftMs: Float64Array;
   tpotMs: Float64Array;
+  latencyAt: Float64Array;
   scrapedAt: Float64Array;
   stale: Uint8Array;
   keyHash: Uint32Array;
@@ -22,6 +23,7 @@ export class EndpointColumns {
     this.kvCacheUsage = new Float64Array(capacity);
     this.ttftMs = new Float64Array(capacity);
     this.tpotMs = new Float64Array(capacity);
+    this.latencyAt = new Float64Array(capacity);
     this.scrapedAt = new Float64Array(capacity);
     this.stale = new Uint8Array(capacity);
     this.keyHash = new Uint32Array(capacity);
@@ -41,6 +43,7 @@ export class EndpointColumns {
     this.kvCacheUsage = grow(this.kvCacheUsage, (c) => new Float64Array(c));
     this.ttftMs = grow(this.ttftMs, (c) => new Float64Array(c));
     this.tpotMs = grow(this.tpotMs, (c) => new Float64Array(c));
+    this.latencyAt = grow(this.latencyAt, (c) => new Float64Array(c));
     this.scrapedAt = grow(this.scrapedAt, (c) => new Float64Array(c));
     this.stale = grow(this.stale, (c) => new Uint8Array(c));
     this.keyHash = grow(this.keyHash, (c) => new Uint32Array(c));
@@ -54,6 +57,7 @@ export class EndpointColumns {
     this.kvCacheUsage[i] = e.kvCacheUsage;
     this.ttftMs[i] = e.ttftMs;
     this.tpotMs[i] = e.tpotMs;
+    this.latencyAt[i] = e.latencyAt;
     this.scrapedAt[i] = e.scrapedAt;
     this.stale[i] = e.stale ? 1 : 0;
     this.keyHash[i] = e.keyHash;
@@ -66,6 +70,7 @@ export class EndpointColumns {
     this.kvCacheUsage[i] = src.kvCacheUsage[j] as number;
     this.ttftMs[i] = src.ttftMs[j] as number;
     this.tpotMs[i] = src.tpotMs[j] as number;
+    this.latencyAt[i] = src.latencyAt[j] as number;
     this.scrapedAt[i] = src.scrapedAt[j] as number;
     this.stale[i] = src.stale[j] as number;
     this.keyHash[i] = src.keyHash[j] as number;

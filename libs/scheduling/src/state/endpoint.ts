@@ -25,6 +25,8 @@ export interface Endpoint {
   readonly ttftMs: number;
   /** Mean TPOT over the last scrape interval, ms; 0 when there is no data. */
   readonly tpotMs: number;
+  /** When the TTFT/TPOT means last took in new observations (ms since epoch; `scrapedAt` from older writers). */
+  readonly latencyAt: number;
   /** Time of the last successful scrape (0 = never). */
   readonly scrapedAt: number;
   /** The pod-watcher marked the metrics stale (scrapes failing). */
@@ -50,6 +52,7 @@ export class IndexedEndpoint implements Endpoint {
   kvCacheUsage = 0;
   ttftMs = 0;
   tpotMs = 0;
+  latencyAt = 0;
   scrapedAt = 0;
   stale = false;
   /** Wire form sent in decisions; rebuilt only when the address changes. */
@@ -89,6 +92,7 @@ export class IndexedEndpoint implements Endpoint {
     this.kvCacheUsage = m.kvCacheUsage;
     this.ttftMs = m.ttftMs ?? 0;
     this.tpotMs = m.tpotMs ?? 0;
+    this.latencyAt = m.latencyAt ?? m.scrapedAt;
     this.scrapedAt = m.scrapedAt;
     this.stale = m.stale;
   }

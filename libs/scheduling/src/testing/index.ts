@@ -26,6 +26,7 @@ export interface EndpointSpec {
   readonly kv?: number;
   readonly ttftMs?: number;
   readonly tpotMs?: number;
+  readonly latencyAt?: number;
   readonly scrapedAt?: number;
   readonly stale?: boolean;
   readonly ready?: boolean;
@@ -56,6 +57,7 @@ export function endpointRecord(spec: EndpointSpec): EndpointRecord {
       kvCacheUsage: spec.kv ?? 0,
       ...(spec.ttftMs !== undefined ? { ttftMs: spec.ttftMs } : {}),
       ...(spec.tpotMs !== undefined ? { tpotMs: spec.tpotMs } : {}),
+      ...(spec.latencyAt !== undefined ? { latencyAt: spec.latencyAt } : {}),
       scrapedAt: spec.scrapedAt ?? TEST_NOW - 500,
       stale: spec.stale ?? false,
     },

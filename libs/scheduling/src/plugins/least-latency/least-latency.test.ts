@@ -1,6 +1,10 @@
 import { createInTreeRegistry } from '../in-tree';
 import { loadSchedulerConfig } from '../../config/load-config';
-import { applyScorer, buildIndex, candidatesOf, pluginContext, type EndpointSpec } from '../../testing';
+import { Scheduler } from '../../scheduler';
+import { InflightTracker } from '../../state/inflight-tracker';
+import {
+  applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, schedulingRequest, TEST_NOW, type EndpointSpec,
+} from '../../testing';
 import { LeastLatencyScorer } from './least-latency';
 
 const pods: EndpointSpec[] = [
@@ -11,9 +15,10 @@ const pods: EndpointSpec[] = [
   { pod: 'zero', ttftMs: 0, tpotMs: 15 },
 ];
 
-function scores(alpha: number, specs: EndpointSpec[] = pods): number[] {
-  const c = candidatesOf(buildIndex(specs), specs.map((p) => p.pod));
-  return applyScorer(new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha }), pluginContext(), c);
+/** Scores at the time the latency was observed (age 0, full weight), unless `now` says otherwise. */
+function scores(alpha: number, specs: EndpointSpec[] = pods, now = TEST_NOW - 500, tracker?: InflightTracker): number[] {
+  const c = candidatesOf(buildIndex(specs), specs.map((p) => p.pod), tracker);
+  return applyScorer(new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha, maxLatencyAgeMs: 30_000 }), pluginContext({ now }), c);
 }
 
 describe('least-latency', () => {
@@ -29,6 +34,59 @@ describe('least-latency', () => {
 
   it('gives 100 when every measured endpoint has the same latency (max = min)', () => {
     expect(scores(0.5, [{ pod: 'a', ttftMs: 80, tpotMs: 8 }, { pod: 'b', ttftMs: 80, tpotMs: 8 }, { pod: 'c' }])).toEqual([100, 100, 50]);
+  });
+
+  it('fades a mean towards 50 as it ages, and probes an idle endpoint whose mean aged out', () => {
+    const specs: EndpointSpec[] = [
+      { pod: 'fast', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW },
+      { pod: 'slow', ttftMs: 9000, tpotMs: 90, latencyAt: TEST_NOW - 15_000 },
+      { pod: 'old', ttftMs: 9000, tpotMs: 90, latencyAt: TEST_NOW - 40_000 },
+      { pod: 'old-busy', ttftMs: 9000, tpotMs: 90, latencyAt: TEST_NOW - 40_000 },
+    ];
+    const tracker = new InflightTracker();
+    tracker.applyEvent('gw', { type: 'start', requestId: 'r', endpoint: keyOf('old-busy'), stage: 'aggregated', at: TEST_NOW });
+    // slow: half-aged (w = 0.5) worst of the fresh ones: 0.5·0 + 0.5·50; old: aged out and idle, probed.
+    expect(scores(0.5, specs, TEST_NOW, tracker)).toEqual([100, 25, 100, 50]);
+  });
+
+  it('reproduces and ends the starvation of a recovered engine: an engine shunned after one slow burst is probed back', () => {
+    // Three engines, 20 requests/s; an engine's mean moves only when it served something in the last second (as the
+    // pod-watcher's interval means do). Engine c had one slow burst (9 s) and has since recovered (100 ms).
+    const served = (maxLatencyAgeMs: number): Record<string, number> => {
+      const index = buildIndex([
+        { pod: 'a', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW }, { pod: 'b', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW },
+        { pod: 'c', ttftMs: 9000, tpotMs: 10, latencyAt: TEST_NOW },
+      ].map((e) => ({ ...e, scrapedAt: TEST_NOW })));
+      const config = loadSchedulerConfig({ plugins: [{ type: 'least-latency', args: { maxLatencyAgeMs } }] }, { registry: createInTreeRegistry() });
+      if (!config.ok) throw new Error(config.reasons.join('; '));
+      const s = new Scheduler({ index, tracker: new InflightTracker(), config: config.loaded });
+      const counts: Record<string, number> = { a: 0, b: 0, c: 0 };
+      for (let second = 1; second <= 60; second++) {
+        const now = TEST_NOW + second * 1000;
+        const inSecond = new Set<string>();
+        for (let r = 0; r < 20; r++) {
+          const d = s.schedule(schedulingRequest({ id: `r-${second}-${r}` }), now);
+          if (!d.ok) throw new Error(d.message);
+          const pod = d.attempts[0]!.endpoint.pod;
+          counts[pod]! += 1;
+          inSecond.add(pod);
+        }
+        // Every engine is scraped every second; only the ones that served something have a new mean.
+        for (const pod of ['a', 'b', 'c']) {
+          const m = index.get(keyOf(pod))!.record.metrics;
+          const fresh = inSecond.has(pod);
+          index.applyEndpoint({ op: 'PUT', value: endpointRecord({
+            pod, ttftMs: fresh ? 100 : m.ttftMs!, tpotMs: 10, latencyAt: fresh ? now : m.latencyAt!, scrapedAt: now,
+          }) });
+        }
+      }
+      return counts;
+    };
+    // Kthena's behaviour (means never age): c is scored 0 forever and never served again.
+    expect(served(1e12).c).toBe(0);
+    const fixed = served(30_000);
+    expect(fixed.c).toBeGreaterThan(0);
+    expect(fixed.c).toBeGreaterThanOrEqual(Math.min(fixed.a!, fixed.b!) / 3);
   });
 
   it.each([

@@ -7,51 +7,88 @@ export const LEAST_LATENCY = 'least-latency';
 /** Score of an endpoint with no TTFT or TPOT data yet: neutral, so new pods are neither shunned nor flooded. */
 export const NO_LATENCY_DATA_SCORE = 50;
 
+/** Score of an idle endpoint whose latency has aged out: it gets one probe request to measure it again. */
+export const PROBE_SCORE = 100;
+
 export const LeastLatencyParamsSchema = z.object({
   /** α in `α·sTTFT + (1−α)·sTPOT`; zod rejects NaN and ±Infinity, the range check rejects the rest. */
   TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
+  /**
+   * Latency means fade towards the neutral 50 as they age (linearly, by the time since the engine last observed a
+   * request) and are forgotten after this long: a slow burst must not keep an engine scored 0 once it has recovered.
+   */
+  maxLatencyAgeMs: z.number().int().min(1).default(30_000),
 }).strict();
 export type LeastLatencyParams = z.infer<typeof LeastLatencyParamsSchema>;
 
 /**
  * Kthena's least-latency: min-max normalise TTFT and TPOT over the endpoints that have data,
  * `s = 100·(max − x)/(max − min)` (100 when max = min), then `α·sTTFT + (1−α)·sTPOT`. Endpoints without data get 50.
+ *
+ * Unlike Kthena, a mean ages: with `w = 1 − age/maxLatencyAgeMs` (age = now − latencyAt) the score is
+ * `w·s + (1−w)·50`, and an endpoint whose mean is older than `maxLatencyAgeMs` is scored as if it had no data, or
+ * probed (100) while nothing is in flight to it. An engine the scorer shunned after one slow burst receives no
+ * requests, so its mean would never change; ageing brings it back and the probe measures it again.
  */
 export class LeastLatencyScorer implements Scorer {
   readonly type = LEAST_LATENCY;
   readonly name: string;
   readonly #alpha: number;
+  readonly #maxAgeMs: number;
+  #weights = new Float64Array(16);
 
   constructor(name: string, params: LeastLatencyParams) {
     this.name = name;
     this.#alpha = params.TTFTTPOTWeightFactor;
+    this.#maxAgeMs = params.maxLatencyAgeMs;
   }
 
-  score(_ctx: CycleContext, c: Candidates, out: Float64Array): void {
+  score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
     const ttft = c.ttftMs;
     const tpot = c.tpotMs;
+    const at = c.latencyAt;
     const n = c.size;
+    if (this.#weights.length < n) this.#weights = new Float64Array(Math.max(n, this.#weights.length * 2));
+    const w = this.#weights;
     let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
+    let aged = false;
     for (let i = 0; i < n; i++) {
       const t = ttft[i] as number;
       const p = tpot[i] as number;
-      if (!(t > 0 && p > 0)) continue;
+      if (!(t > 0 && p > 0)) {
+        w[i] = -1;
+        continue;
+      }
+      const age = ctx.now - (at[i] as number);
+      const weight = age <= 0 ? 1 : 1 - age / this.#maxAgeMs;
+      if (weight <= 0) {
+        w[i] = 0;
+        aged = true;
+        continue;
+      }
+      w[i] = weight;
       if (t < minT) minT = t;
       if (t > maxT) maxT = t;
       if (p < minP) minP = p;
       if (p > maxP) maxP = p;
     }
+    const inflight = aged ? c.inflight() : undefined;
     const a = this.#alpha;
     for (let i = 0; i < n; i++) {
-      const t = ttft[i] as number;
-      const p = tpot[i] as number;
-      if (!(t > 0 && p > 0)) {
+      const weight = w[i] as number;
+      if (weight < 0) {
         out[i] = NO_LATENCY_DATA_SCORE;
         continue;
       }
+      if (weight === 0) {
+        out[i] = (inflight?.[i] as number) > 0 ? NO_LATENCY_DATA_SCORE : PROBE_SCORE;
+        continue;
+      }
+      const t = ttft[i] as number;
+      const p = tpot[i] as number;
       const sT = maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
       const sP = maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
-      out[i] = a * sT + (1 - a) * sP;
+      out[i] = weight * (a * sT + (1 - a) * sP) + (1 - weight) * NO_LATENCY_DATA_SCORE;
     }
   }
 }
@@ -59,7 +96,7 @@ export class LeastLatencyScorer implements Scorer {
 export const leastLatencyPlugin = definePlugin({
   type: LEAST_LATENCY,
   kinds: ['scorer'],
-  description: 'Scores by recent TTFT and TPOT, min-max normalised (Kthena formula); no data scores 50.',
+  description: 'Scores by recent TTFT and TPOT, min-max normalised (Kthena formula), fading with age; no data scores 50.',
   params: LeastLatencyParamsSchema,
   create: (name, params) => new LeastLatencyScorer(name, params),
 });

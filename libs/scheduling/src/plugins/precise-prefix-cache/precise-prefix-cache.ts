@@ -1,3 +1,4 @@
+import type { AffinityRecord } from '@triad/bus';
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type EndpointAware, type PluginDefinition, type PostScheduleHook, type Scorer } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
@@ -91,6 +92,11 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {
     this.fallback.postSchedule(ctx, chosen);
+  }
+
+  /** Its approximate fallback learns from other replicas like `prefix-cache` does. */
+  learn(record: AffinityRecord): void {
+    this.fallback.learn(record);
   }
 
   endpointRemoved(key: string): void {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { definePlugin, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import type { AffinityRecord } from '@triad/bus';
+import { definePlugin, type AffinityLearner, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from '../../hashing/prefix-hashes';
@@ -28,7 +29,7 @@ export type PrefixCacheParams = z.infer<typeof PrefixCacheParamsSchema>;
  * its match length; `score = matchLen/len(hashes)·100`, 0 for endpoints with no match. After a decision the chosen
  * endpoint of each profile is recorded as holding every hash.
  */
-export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAware {
+export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAware, AffinityLearner {
   readonly type = PREFIX_CACHE;
   readonly name: string;
   readonly params: PrefixCacheParams;
@@ -61,6 +62,14 @@ export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAwar
     if (hashes.length === 0) return;
     const n = Math.min(hashes.length, this.params.maxBlocksToMatch);
     this.store.insert(ctx.request.model, n === hashes.length ? hashes : hashes.slice(0, n), chosen.key);
+  }
+
+  /** Another replica sent these blocks to `record.endpoint`: the same insert as after a decision here. */
+  learn(record: AffinityRecord): void {
+    const hashes = record.prefixHashes;
+    if (hashes.length === 0 || record.role === 'encode') return;
+    const n = Math.min(hashes.length, this.params.maxBlocksToMatch);
+    this.store.insert(record.model, n === hashes.length ? hashes : hashes.slice(0, n), record.endpoint);
   }
 
   endpointRemoved(key: string): void {

@@ -1,0 +1,61 @@
+import { AffinityBatchSchema, type AffinityRecord } from '../affinity';
+import { Subjects } from '../names';
+import { SCHEMA_VERSION } from '../records';
+import type { Bus } from './bus';
+
+/** What applies other replicas' affinity records (the scheduling lib's `Scheduler.learn`). */
+export interface AffinitySink {
+  learn(record: AffinityRecord): void;
+}
+
+/** Publishes this replica's records and applies the others'. */
+export interface AffinityFeed {
+  /** Queues a record this replica learned; the queue goes out as one message at the end of the turn. */
+  publish(record: AffinityRecord): void;
+  stop(): void;
+}
+
+const MAX_RECORDS_PER_MESSAGE = 4096;
+
+/**
+ * Shares affinity state over `triad.v1.affinity`: every subscriber (each scheduler replica, each gateway's local
+ * scheduler) publishes what its decisions taught and applies what the others' taught, skipping its own `origin`.
+ * No queue group: all replicas converge on the same prefix, encoder-cache and session tables, so adding a replica
+ * or failing over to a gateway's fallback does not lower hit ratios.
+ */
+export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: { readonly origin: string }): AffinityFeed {
+  const origin = options.origin;
+  const sub = bus.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
+    if (batch.origin === origin) return;
+    for (const record of batch.records) sink.learn(record);
+  });
+  let queue: AffinityRecord[] = [];
+  let scheduled = false;
+  let stopped = false;
+  const flush = (): void => {
+    scheduled = false;
+    if (stopped || bus.nc.isClosed()) {
+      queue = [];
+      return;
+    }
+    while (queue.length > 0) {
+      const records = queue.length <= MAX_RECORDS_PER_MESSAGE ? queue : queue.slice(0, MAX_RECORDS_PER_MESSAGE);
+      queue = queue.length <= MAX_RECORDS_PER_MESSAGE ? [] : queue.slice(MAX_RECORDS_PER_MESSAGE);
+      bus.publish(Subjects.affinity, AffinityBatchSchema, { v: SCHEMA_VERSION, origin, records });
+    }
+  };
+  return {
+    publish: (record) => {
+      if (stopped) return;
+      queue.push(record);
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    },
+    stop: () => {
+      stopped = true;
+      sub.unsubscribe();
+    },
+  };
+}
