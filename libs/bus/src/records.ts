@@ -51,8 +51,16 @@ export const EndpointRecordSchema = z.object({
    * pod annotation (`triad.io/bootstrap-port`, then `sglang.ai/bootstrap-port`), else ModelServer.bootstrapPort, else 8998.
    */
   bootstrapPort: z.number().int().min(1).max(65535).optional(),
-  /** Data-parallel ranks of the engine (SGLang `/server_info.dp_size`); absent when unknown. */
+  /**
+   * Data-parallel ranks of the engine: SGLang `/server_info.dp_size`, vLLM the pod annotation `triad.io/dp-size`
+   * (or the number of `triad.io/ec-control-addresses`); absent when unknown.
+   */
   dpSize: z.number().int().min(1).optional(),
+  /**
+   * vLLM EPD consumer with a push EC connector (Mooncake): the control address (`tcp://host:port`) of each DP rank,
+   * rank order, from `triad.io/ec-control-addresses` or `triad.io/ec-control-port`; absent when the pod declares none.
+   */
+  ecControlAddresses: z.array(z.string().min(1)).min(1).max(64).optional(),
   engine: InferenceEngineSchema,
   /**
    * The engine's KV-event sockets, from the pod annotations `triad.io/kv-events-endpoint` (and `-replay-endpoint`,

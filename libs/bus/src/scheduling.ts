@@ -57,6 +57,10 @@ export const EndpointRefSchema = z.object({
   port: z.number().int(),
   /** SGLang prefill bootstrap port. */
   bootstrapPort: z.number().int().optional(),
+  /** Data-parallel ranks, when the record knows them (vLLM EPD consumers: `X-data-parallel-rank` pins one). */
+  dpSize: z.number().int().min(1).optional(),
+  /** vLLM EPD push EC connector: the consumer's control address per DP rank (`tcp://host:port`). */
+  ecControlAddresses: z.array(z.string()).optional(),
 });
 export type EndpointRef = z.infer<typeof EndpointRefSchema>;
 
@@ -64,6 +68,12 @@ export type EndpointRef = z.infer<typeof EndpointRefSchema>;
 export const AttemptSchema = z.object({
   endpoint: EndpointRefSchema,
   prefill: EndpointRefSchema.optional(),
+  /**
+   * EPD: the DP rank of this attempt's EC consumer (the prefill, else `endpoint`), chosen before any encode leg
+   * starts, when that consumer has more than one rank. Encoders push to that rank's control address and the
+   * consumer gets `X-data-parallel-rank`.
+   */
+  consumerDpRank: z.number().int().min(0).optional(),
 });
 export type Attempt = z.infer<typeof AttemptSchema>;
 

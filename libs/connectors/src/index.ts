@@ -10,4 +10,4 @@ export { engineErrorMessage, clientAbortedError } from './errors';
 export { runProxy } from './stage-loop';
 export { ConnectorRegistry, connectorFor, relaysKvParams } from './registry';
 export type { ConnectorFactory } from './registry';
-export { retryPolicyOf, stageTimeoutsOf, serverProfileOf } from './server-profile';
+export { retryPolicyOf, stageTimeoutsOf, serverProfileOf, ecProfileOf } from './server-profile';

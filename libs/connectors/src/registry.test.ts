@@ -1,6 +1,6 @@
 import { ConnectorRegistry, connectorFor, relaysKvParams } from './registry';
 import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
-import { retryPolicyOf, serverProfileOf, stageTimeoutsOf } from './server-profile';
+import { ecProfileOf, retryPolicyOf, serverProfileOf, stageTimeoutsOf } from './server-profile';
 import type { ModelServerRecord } from '@triad/bus';
 
 describe('connectorFor / relaysKvParams', () => {
@@ -56,5 +56,15 @@ describe('server profile', () => {
     expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS)).toMatchObject({
       namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true,
     });
+    expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS).ec).toBeUndefined();
+  });
+  it('resolves vLLM EPD EC settings, with defaults when the ModelServer names none', () => {
+    const epd = { ...record(), mode: 'epd' as const };
+    expect(ecProfileOf(epd)).toEqual({ connector: 'shared-storage', push: false, mmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 });
+    const mooncake = { ...epd, spec: { ...epd.spec, ecConnector: { type: 'mooncake', enableMmEmbeds: true, maxEncoderBatch: 0, reencodeAttempts: 3 } } };
+    expect(serverProfileOf(mooncake as ModelServerRecord, DEFAULT_STAGE_TIMEOUTS).ec).toEqual({
+      connector: 'mooncake', push: true, mmEmbeds: true, maxEncoderBatch: 0, reencodeAttempts: 3,
+    });
+    expect(ecProfileOf({ ...epd, spec: { ...epd.spec, inferenceEngine: 'SGLang' } })).toBeUndefined();
   });
 });

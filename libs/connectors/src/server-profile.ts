@@ -1,6 +1,6 @@
 import type { ModelServerRecord } from '@triad/bus';
-import { durationMs } from '@triad/crd';
-import type { RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
+import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector } from '@triad/crd';
+import type { EcProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
 
 /**
@@ -26,6 +26,25 @@ export function stageTimeoutsOf(record: ModelServerRecord, defaults: StageTimeou
   return { encodeMs: ms, prefillMs: ms, firstByteMs: ms, totalMs: defaults.totalMs };
 }
 
+/** vLLM EPD's EC settings (`spec.ecConnector`, defaults for what it leaves out); undefined for other servers. */
+export function ecProfileOf(record: ModelServerRecord): EcProfile | undefined {
+  if (record.spec.inferenceEngine !== 'vLLM' || record.mode !== 'epd') return undefined;
+  const ec = record.spec.ecConnector;
+  const connector = ec?.type ?? 'shared-storage';
+  return {
+    connector,
+    push: isPushEcConnector(connector),
+    mmEmbeds: ec?.enableMmEmbeds ?? false,
+    maxEncoderBatch: ec?.maxEncoderBatch ?? DEFAULT_MAX_ENCODER_BATCH,
+    reencodeAttempts: ec?.reencodeAttempts ?? DEFAULT_REENCODE_ATTEMPTS,
+  };
+}
+
+function ecOf(record: ModelServerRecord): { ec?: EcProfile } {
+  const ec = ecProfileOf(record);
+  return ec === undefined ? {} : { ec };
+}
+
 /** Everything the stage loop needs about a ModelServer, resolved once per KV update. */
 export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeouts): ServerProfile {
   const spec = record.spec;
@@ -41,6 +60,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     retry: retryPolicyOf(record),
     timeouts: stageTimeoutsOf(record, defaults),
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
+    ...ecOf(record),
     ...(maxConnections === undefined ? {} : { maxConnections }),
   };
 }

@@ -10,9 +10,16 @@ export {
   API_GROUP, API_VERSION, InferenceEngineSchema, PipelineModeInputSchema, PipelineModeSchema, KvConnectorTypeSchema,
   PdGroupSchema, WorkloadSelectorSchema, WorkloadPortSchema, RetryPolicySchema, TrafficPolicySchema, ConnectionPoolSchema,
   ModelServerSpecSchema, ModelServerSchema, DEFAULT_SGLANG_BOOTSTRAP_PORT, BOOTSTRAP_PORT_ANNOTATION,
-  resolvePipelineMode, rolePort,
+  resolvePipelineMode, rolePort, EcConnectorTypeSchema, EcConnectorSchema, isPushEcConnector, DEFAULT_MAX_ENCODER_BATCH,
+  DEFAULT_REENCODE_ATTEMPTS,
 } from './model-server';
-export type { InferenceEngine, PipelineMode, KvConnectorType, ModelServerSpec, ModelServer } from './model-server';
+export type {
+  InferenceEngine, PipelineMode, KvConnectorType, ModelServerSpec, ModelServer, EcConnectorType, EcConnector,
+} from './model-server';
+export {
+  DP_SIZE_ANNOTATION, EC_CONTROL_PORT_ANNOTATION, EC_CONTROL_ADDRESSES_ANNOTATION, MAX_DP_SIZE, ecControlOf, normalizeEcAddress,
+} from './ec-annotations';
+export type { EcControl } from './ec-annotations';
 export {
   GATEWAY_API_GROUP, ParentReferenceSchema, ModelMatchSchema, TargetModelSchema, RouteRuleSchema, RateLimitUnitSchema, RateLimitSchema,
   ModelRouteSpecSchema, ModelRouteSchema, RATE_LIMIT_UNIT_SECONDS,

@@ -19,6 +19,39 @@ export type KvConnectorType = z.infer<typeof KvConnectorTypeSchema>;
 
 const PortSchema = z.number().int().min(1).max(65535);
 
+/**
+ * vLLM EC (encoder-cache) connectors of an EPD deployment: `shared-storage` (ECExampleConnector, a shared
+ * directory), `nixl` (ECCPUConnector with P2P NIXL: the consumer pulls from the encoder) and `mooncake`
+ * (ECMooncakeConnector: the encoder pushes to the consumer's control address).
+ */
+export const EcConnectorTypeSchema = z.enum(['shared-storage', 'nixl', 'mooncake']);
+export type EcConnectorType = z.infer<typeof EcConnectorTypeSchema>;
+
+/** Whether the EC connector pushes to a consumer the router must name before encoding (Mooncake). */
+export function isPushEcConnector(type: EcConnectorType | undefined): boolean {
+  return type === 'mooncake';
+}
+
+/** Triad's default bound on the images one encoder request carries (`ecConnector.maxEncoderBatch`). */
+export const DEFAULT_MAX_ENCODER_BATCH = 16;
+/** Triad's default number of re-encodes after a consumer 500 with a push connector (vLLM's `--decode-retries`). */
+export const DEFAULT_REENCODE_ATTEMPTS = 1;
+
+// A Triad field (Kthena has none): still a valid ModelServer for Kthena's schema, which ignores it.
+export const EcConnectorSchema = z.object({
+  type: EcConnectorTypeSchema.default('shared-storage').meta({ description: 'vLLM EC connector of the EPD pods' }),
+  enableMmEmbeds: z.boolean().default(false).meta({
+    description: 'P/PD/D run --enable-mm-embeds: media parts are rewritten to metadata-only *_embeds references',
+  }),
+  maxEncoderBatch: z.number().int().min(0).max(64).default(DEFAULT_MAX_ENCODER_BATCH).meta({
+    description: 'Most images in one encoder request (images the scheduler sends to the same encoder are batched); 0 = no bound',
+  }),
+  reencodeAttempts: z.number().int().min(0).max(8).default(DEFAULT_REENCODE_ATTEMPTS).meta({
+    description: 'Push connectors: re-encodes (fresh transfer ids) after a prefill/decode 500 before the first byte',
+  }),
+});
+export type EcConnector = z.infer<typeof EcConnectorSchema>;
+
 // Kthena's CRD requires groupKey, prefillLabels and decodeLabels in a pdGroup, and so does the generated CRD
 // (crdRequired). Here they stay optional, with no length bounds Kthena lacks: the semantic rules say what each
 // pipeline mode needs, in Triad's words (E→PD writes `prefillLabels: {}`).
@@ -74,6 +107,7 @@ export const ModelServerSpecSchema = z.object({
   trafficPolicy: TrafficPolicySchema.optional(),
   kvConnector: z.object({ type: KvConnectorTypeSchema.default('http') }).optional(),
   bootstrapPort: PortSchema.optional().meta({ description: 'SGLang prefill bootstrap port (default 8998)' }),
+  ecConnector: EcConnectorSchema.optional().meta({ description: 'vLLM EPD encoder-cache connector (Triad field)' }),
   connectionPool: ConnectionPoolSchema.optional(),
 });
 export type ModelServerSpec = z.infer<typeof ModelServerSpecSchema>;

@@ -55,6 +55,13 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
       if (!nonEmptyMap(pd[key])) problems.push({ path: `${pdPath}.${key}`, message: 'required when pipelineMode is epd' });
     }
   }
+  if (s['ecConnector'] !== undefined) {
+    if (s['inferenceEngine'] !== 'vLLM') {
+      problems.push({ path: 'spec.ecConnector', message: `is a vLLM EPD setting; inferenceEngine is ${String(s['inferenceEngine'])}` });
+    } else if (mode !== 'epd') {
+      problems.push({ path: 'spec.ecConnector', message: 'only used when pipelineMode is epd; set pipelineMode: epd or remove it' });
+    }
+  }
   if (pd && pd['groupKey'] === '') problems.push({ path: `${pdPath}.groupKey`, message: 'must not be empty' });
   const attempts = obj(obj(s['trafficPolicy'])?.['retry'])?.['attempts'];
   if (typeof attempts === 'number' && attempts < 0) problems.push({ path: 'spec.trafficPolicy.retry.attempts', message: 'must not be negative' });

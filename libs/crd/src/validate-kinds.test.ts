@@ -62,7 +62,7 @@ describe('warnings: what the API server would drop or refuse', () => {
     expect(r.status).toBe('valid');
     expect(r.warnings.map(formatProblem)).toEqual([
       'spec.workloadSelector.pdGroup.encodeLables: unknown field; the API server drops it (did you mean \'encodeLabels\'?)',
-      'spec.ecConnecter: unknown field; the API server drops it',
+      'spec.ecConnecter: unknown field; the API server drops it (did you mean \'ecConnector\'?)',
     ]);
   });
 

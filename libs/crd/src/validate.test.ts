@@ -48,6 +48,17 @@ describe('ModelServer validation errors', () => {
     ['bad retry interval', { trafficPolicy: { retry: { attempts: 2, retryInterval: 'soon' } } }, ['spec.trafficPolicy.retry.retryInterval: must be a Go duration such as 500ms, 10s or 1m30s']],
     ['negative attempts', { trafficPolicy: { retry: { attempts: -1 } } }, ['spec.trafficPolicy.retry.attempts: must not be negative']],
     ['unknown kvConnector', { kvConnector: { type: 'p2p' } }, ['spec.kvConnector.type: Invalid option: expected one of "http"|"lmcache"|"nixl"|"mooncake"']],
+    ['unknown ecConnector', { ecConnector: { type: 'lmcache' } }, [
+      'spec.ecConnector.type: Invalid option: expected one of "shared-storage"|"nixl"|"mooncake"',
+      'spec.ecConnector: only used when pipelineMode is epd; set pipelineMode: epd or remove it',
+    ]],
+    ['ecConnector outside epd', { ecConnector: { type: 'nixl' } }, [
+      'spec.ecConnector: only used when pipelineMode is epd; set pipelineMode: epd or remove it',
+    ]],
+    ['ecConnector on SGLang', { inferenceEngine: 'SGLang', ecConnector: {} }, ['spec.ecConnector: is a vLLM EPD setting; inferenceEngine is SGLang']],
+    ['encoder batch out of range', {
+      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup }, ecConnector: { maxEncoderBatch: 65 },
+    }, ['spec.ecConnector.maxEncoderBatch: Too big: expected number to be <=64']],
     ['unknown pipelineMode', { pipelineMode: 'edp' }, ['spec.pipelineMode: Invalid option: expected one of "aggregated"|"pd"|"epd"|"pd-disaggregated"|"vllm-epd"|"sglang-epd"']],
     ['model too long', { model: 'x'.repeat(257) }, ['spec.model: Too big: expected string to have <=256 characters']],
     ['epd without pdGroup', { pipelineMode: 'epd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is epd']],
@@ -199,6 +210,12 @@ describe('schema round-trips and derived values', () => {
     expect(first.spec.trafficPolicy?.retry?.retryInterval).toBe('100ms');
     expect(first.spec.kvConnector?.type).toBe('http');
     expect(ModelServerSchema.parse(JSON.parse(JSON.stringify(first)))).toEqual(first);
+  });
+
+  it('an ecConnector defaults to shared storage without rewrites, 16 images per encoder request and one re-encode', () => {
+    const parsed = ModelServerSchema.parse(server({ ecConnector: {} }));
+    expect(parsed.spec.ecConnector).toEqual({ type: 'shared-storage', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 });
+    expect(ModelServerSchema.parse(JSON.parse(JSON.stringify(parsed)))).toEqual(parsed);
   });
 
   it('a parsed ModelRoute defaults target weights to 100 and round-trips', () => {

@@ -9,7 +9,7 @@ export { composeHooks } from './hooks';
 export type { RequestHooks, StageSpan } from './hooks';
 export type { ClientSink } from './client-sink';
 export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
-export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy } from './server-profile';
+export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy, EcProfile } from './server-profile';
 export {
   RequestError, BadRequestError, BodyTooLargeError, NotFoundError, UnauthorizedError, ForbiddenError, RateLimitedError,
   QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, TotalTimeoutError, SchedulingError,

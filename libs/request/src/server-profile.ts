@@ -1,4 +1,4 @@
-import type { InferenceEngine, PipelineMode } from '@triad/crd';
+import type { EcConnectorType, InferenceEngine, PipelineMode } from '@triad/crd';
 
 /** Names of the connectors that proxy a request (one per protocol, not per transport × mode). */
 export type ConnectorName =
@@ -37,6 +37,19 @@ export interface RetryPolicy {
   readonly intervalMs: number;
 }
 
+/** vLLM EPD: how encoder output reaches its consumer (ModelServer `ecConnector`, defaults applied). */
+export interface EcProfile {
+  readonly connector: EcConnectorType;
+  /** The encoder pushes to a consumer named before encoding (Mooncake): `consumer_zmq` and transfer ids. */
+  readonly push: boolean;
+  /** P/PD/D accept `*_embeds` parts: media are rewritten to the encoder's metadata references. */
+  readonly mmEmbeds: boolean;
+  /** Most images per encoder request; 0 = no bound. */
+  readonly maxEncoderBatch: number;
+  /** Push connectors: re-encodes after a prefill/decode 500 before the first byte. */
+  readonly reencodeAttempts: number;
+}
+
 /** What proxying needs to know about a ModelServer (resolved once per KV update, not per request). */
 export interface ServerProfile {
   readonly namespace: string;
@@ -50,6 +63,8 @@ export interface ServerProfile {
   readonly timeouts: StageTimeouts;
   /** vLLM P→D: relay the prefill's `kv_transfer_params` to decode (nixl, mooncake, lmcache; not plain http). */
   readonly relayKvParams: boolean;
+  /** vLLM EPD only: the EC connector settings (absent elsewhere). */
+  readonly ec?: EcProfile;
   /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
   readonly maxConnections?: number;
 }

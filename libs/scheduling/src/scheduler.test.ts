@@ -290,6 +290,32 @@ describe('Scheduler: stage planning', () => {
     expect(podOf(d.encoders[0]?.endpoint.key ?? '')).toBe('e1');
   });
 
+  it('epd: names the DP rank of each attempt\'s EC consumer, round-robin per consumer, only for DP > 1', () => {
+    const control = ['tcp://10.0.0.1:14579', 'tcp://10.0.0.1:14580', 'tcp://10.0.0.1:14581'];
+    const index = buildIndex([
+      { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1, dpSize: 3, ecControlAddresses: control },
+      { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
+      { pod: 'e1', role: 'encode', group: 'g1' },
+    ], [modelServerRecord({ mode: 'epd', prefill: false })]);
+    const s = scheduler(index, gpuOnly);
+    const ranks = ['r1', 'r2', 'r3', 'r4'].map((id) => ok(decide(s, { id, mediaItems: images('u:a') })).attempts.map((a) => a.consumerDpRank));
+    expect(ranks).toEqual([[0, undefined], [1, undefined], [2, undefined], [0, undefined]]);
+    const first = ok(decide(s, { id: 'r5' })).attempts[0];
+    expect(first?.endpoint).toMatchObject({ dpSize: 3, ecControlAddresses: control });
+    expect(first?.consumerDpRank).toBe(1);
+  });
+
+  it('epd: in E→P→D the prefill is the consumer whose rank is named', () => {
+    const index = buildIndex([
+      { pod: 'd1', role: 'decode', group: 'g1', dpSize: 4 },
+      { pod: 'p1', role: 'prefill', group: 'g1', dpSize: 2 },
+      { pod: 'e1', role: 'encode', group: 'g1' },
+    ], [modelServerRecord({ mode: 'epd' })]);
+    const s = scheduler(index, gpuOnly);
+    expect([0, 1, 2].map(() => ok(decide(s, { mediaItems: images('u:a') })).attempts[0]?.consumerDpRank)).toEqual([0, 1, 0]);
+    expect(ok(decide(scheduler(pdIndex(encoders, 'pd'), gpuOnly))).attempts[0]?.consumerDpRank).toBeUndefined();
+  });
+
   it('epd: media without any usable encoder is a clear error', () => {
     const d = decide(scheduler(pdIndex([{ pod: 'e2', role: 'encode', group: 'g2' }], 'epd'), gpuOnly), { mediaItems: images('u:a') });
     expect(d).toMatchObject({ ok: false, code: 'SCHED_NO_ENCODER' });

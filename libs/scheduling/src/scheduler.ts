@@ -55,6 +55,8 @@ export class Scheduler {
   readonly #slots: Record<ProfileRole, ProfileSlot>;
   #config: LoadedSchedulerConfig;
   readonly #unsubscribe: () => void;
+  /** Next DP rank per EPD consumer endpoint (round-robin, as vLLM's proxy picks a replica). */
+  readonly #dpCursor = new Map<string, number>();
   #onLearned: ((record: AffinityRecord) => void) | undefined;
 
   constructor(options: SchedulerOptions) {
@@ -68,6 +70,7 @@ export class Scheduler {
     this.#config = options.config ?? loadDefault(options.registry ?? createInTreeRegistry());
     this.#onLearned = options.onLearned;
     this.#unsubscribe = options.index.onEndpointRemoved((key) => {
+      this.#dpCursor.delete(key);
       for (const p of this.#config.plugins.values()) if (isEndpointAware(p)) p.endpointRemoved(key);
     });
   }
@@ -140,7 +143,7 @@ export class Scheduler {
         decodeSlot: this.#slots.decode, prefillSlot: this.#slots.prefill, exclude, recorder, timing: this.#timing,
       });
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
-      attempts = pairs.attempts;
+      attempts = mode === 'epd' ? this.#pinConsumerRanks(pairs.attempts) : pairs.attempts;
       chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
       if (pairs.prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: pairs.prefill });
       // SGLang EPD: the language-only prefill spreads items over the encoders registered with it (the pod-watcher
@@ -161,6 +164,33 @@ export class Scheduler {
     if (recorder) decision.explanation = recorder.render(cfg.explainLimit);
     if (this.#instanceId !== undefined) decision.decidedBy = this.#instanceId;
     return decision;
+  }
+
+  /**
+   * EPD: names the DP rank of each attempt's EC consumer (its prefill, else its endpoint) before any encode leg
+   * starts, round-robin per consumer, when the consumer has more than one rank. A push EC connector needs it: the
+   * encoders push to that rank's control address, and the rank header pins the request to it.
+   */
+  #pinConsumerRanks(attempts: Decision['attempts']): Decision['attempts'] {
+    let out: Decision['attempts'] | undefined;
+    let ranks: Map<string, number> | undefined;
+    for (let i = 0; i < attempts.length; i++) {
+      const attempt = attempts[i] as Decision['attempts'][number];
+      const consumer = attempt.prefill ?? attempt.endpoint;
+      const size = consumer.dpSize ?? 1;
+      if (size <= 1) continue;
+      // One rank per consumer per decision: an alternate naming the same consumer does not advance its cursor.
+      ranks ??= new Map();
+      let rank = ranks.get(consumer.key);
+      if (rank === undefined) {
+        rank = (this.#dpCursor.get(consumer.key) ?? 0) % size;
+        this.#dpCursor.set(consumer.key, (rank + 1) % size);
+        ranks.set(consumer.key, rank);
+      }
+      out ??= attempts.slice();
+      out[i] = { ...attempt, consumerDpRank: rank };
+    }
+    return out ?? attempts;
   }
 
   /** One record per stage, encoders merged per endpoint. */

@@ -32,6 +32,19 @@ describe('endpoint records', () => {
     expect(endpointRecord({ ...placement, role: 'decode', bootstrapPort: undefined }, info('decode'), 5).bootstrapPort).toBeUndefined();
   });
 
+  it('carry a vLLM consumer\'s DP size and EC control addresses from its placement', () => {
+    const vllm: Placement = {
+      ...placement, engine: 'vLLM', mode: 'epd', bootstrapPort: undefined, dpSize: 2,
+      ecControlAddresses: ['tcp://10.0.0.1:14579', 'tcp://10.0.0.1:14580'],
+    };
+    const r = endpointRecord(vllm, view(0, 1), 5);
+    expect(EndpointRecordSchema.parse(r)).toEqual(r);
+    expect(r).toMatchObject({ dpSize: 2, ecControlAddresses: ['tcp://10.0.0.1:14579', 'tcp://10.0.0.1:14580'] });
+    const { dpSize: _d, ecControlAddresses: _a, ...plain } = vllm;
+    expect(Object.keys(endpointRecord(plain, view(0, 1), 5))).not.toEqual(expect.arrayContaining(['dpSize']));
+    expect(endpointRecord(plain, view(0, 1), 5).ecControlAddresses).toBeUndefined();
+  });
+
   it('are rewritten for new values at once, for an unchanged scrape only once per heartbeat', () => {
     const base = endpointRecord(placement, view(2, 10_000), 1);
     expect(sameEndpointRecord(base, endpointRecord(placement, view(2, 11_000), 2), 5000)).toBe(true);

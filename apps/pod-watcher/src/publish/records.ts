@@ -27,8 +27,9 @@ export function endpointRecord(p: Placement, view: TargetView | undefined, now: 
   if (p.group !== undefined) r.group = p.group;
   const bootstrapPort = effectiveBootstrapPort(p, view);
   if (bootstrapPort !== undefined) r.bootstrapPort = bootstrapPort;
-  const dpSize = p.engine === 'SGLang' ? view?.serverInfo?.dpSize : undefined;
+  const dpSize = p.engine === 'SGLang' ? view?.serverInfo?.dpSize : p.dpSize;
   if (dpSize !== undefined) r.dpSize = dpSize;
+  if (p.ecControlAddresses !== undefined) r.ecControlAddresses = [...p.ecControlAddresses];
   if (p.kvEvents !== undefined) r.kvEvents = { ...p.kvEvents };
   return r;
 }

@@ -275,7 +275,7 @@ export class Reconciler {
       const id = targetId(p);
       this.#link(p, id);
       publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now));
-      if (p.problems) this.#opts.logger?.warn({ endpoint: p.key, problems: p.problems }, 'ignored a port annotation');
+      if (p.problems) this.#opts.logger?.warn({ endpoint: p.key, problems: p.problems }, 'ignored a pod annotation');
     }
     if (diff.upserted.some((p) => p.mode === 'epd') || diff.removed.some((p) => p.mode === 'epd')) this.#registryDirty = true;
   }

@@ -60,6 +60,50 @@ describe('SGLang side ports of placements', () => {
   });
 });
 
+describe('vLLM EPD consumer annotations of placements', () => {
+  it('publishes DP size everywhere and EC control addresses on consumers only (prefill; the PD servers of E→PD)', () => {
+    const epd = ms('vl', { engine: 'vLLM', mode: 'epd' });
+    const annotations = { 'triad.io/dp-size': '2', 'triad.io/ec-control-port': '14579' };
+    const pods = [
+      p('pre', { app: 'vl', group: 'g', role: 'prefill' }, { ip: '10.0.1.1', annotations }),
+      p('dec', { app: 'vl', group: 'g', role: 'decode' }, { ip: '10.0.1.2', annotations }),
+      p('enc', { app: 'vl', group: 'g', role: 'encode' }, { ip: '10.0.1.3' }),
+      p('lst', { app: 'vl', group: 'g', role: 'prefill' }, {
+        ip: '10.0.1.4', annotations: { 'triad.io/ec-control-addresses': 'tcp://10.0.9.9:15000, 10.0.9.9:15002' },
+      }),
+    ];
+    const placed = placePods(epd, pods).map((x) => [x.pod, x.dpSize, x.ecControlAddresses]);
+    expect(placed).toEqual([
+      ['pre', 2, ['tcp://10.0.1.1:14579', 'tcp://10.0.1.1:14580']],
+      ['dec', 2, undefined],
+      ['enc', undefined, undefined],
+      ['lst', 2, ['tcp://10.0.9.9:15000', 'tcp://10.0.9.9:15002']],
+    ]);
+    const base = modelServer('vl2', { engine: 'vLLM', mode: 'epd', matchLabels: { app: 'vl' } });
+    const pdGroup = { groupKey: 'group', encodeLabels: { role: 'encode' }, decodeLabels: { role: 'decode' } };
+    const ePd = ModelServerSchema.parse({ ...base, spec: { ...base.spec, workloadSelector: { matchLabels: { app: 'vl' }, pdGroup } } });
+    expect(placePods(ePd, pods).filter((x) => x.ecControlAddresses).map((x) => x.pod)).toEqual(['dec']);
+  });
+
+  it('ignores malformed or misaligned values with the reason, keeping what is valid', () => {
+    const epd = ms('vl', { engine: 'vLLM', mode: 'epd' });
+    const labels = { app: 'vl', group: 'g', role: 'prefill' };
+    const placed = placePods(epd, [
+      p('a', labels, { ip: '10.0.1.1', annotations: { 'triad.io/dp-size': 'two', 'triad.io/ec-control-port': '14579' } }),
+      p('b', labels, { ip: '10.0.1.2', annotations: { 'triad.io/dp-size': '3', 'triad.io/ec-control-addresses': 'tcp://h:1,tcp://h:2' } }),
+      p('c', labels, { ip: '10.0.1.3', annotations: { 'triad.io/ec-control-port': '99999' } }),
+    ]);
+    expect(placed.map((x) => [x.pod, x.dpSize, x.ecControlAddresses])).toEqual([
+      ['a', undefined, ['tcp://10.0.1.1:14579']], ['b', 3, undefined], ['c', undefined, undefined],
+    ]);
+    expect(placed.map((x) => x.problems)).toEqual([
+      [expect.stringContaining("triad.io/dp-size annotation 'two'")],
+      [expect.stringContaining('lists 2 address(es) for 3 DP rank(s)')],
+      [expect.stringContaining("triad.io/ec-control-port annotation '99999' is not a port")],
+    ]);
+  });
+});
+
 describe('endpoint table', () => {
   const labels = (role: string) => ({ app: 'qwen', group: 'g1', role });
 

@@ -1,5 +1,5 @@
 import {
-  DEFAULT_SGLANG_BOOTSTRAP_PORT, ENCODER_BOOTSTRAP_PORT_ANNOTATION, annotatedPortFor, classifyPod, isPodReady, resolvePipelineMode,
+  DEFAULT_SGLANG_BOOTSTRAP_PORT, ENCODER_BOOTSTRAP_PORT_ANNOTATION, annotatedPortFor, classifyPod, ecControlOf, isPodReady, resolvePipelineMode,
   rolePort, staticBootstrapPort, type BootstrapPortSource, type InferenceEngine, type ModelServer, type PipelineMode, type Pod, type Role,
 } from '@triad/crd';
 import { endpointKey } from '@triad/bus';
@@ -32,6 +32,28 @@ export interface Placement {
   readonly problems?: readonly string[];
   /** The engine's KV-event sockets (pod annotations), when it publishes events. */
   readonly kvEvents?: KvEventsPlacement;
+  /** vLLM: data-parallel ranks from `triad.io/dp-size` (or the number of EC control addresses). */
+  readonly dpSize?: number;
+  /** vLLM EPD consumer: EC control address per DP rank (`triad.io/ec-control-addresses` / `-port`). */
+  readonly ecControlAddresses?: readonly string[];
+}
+
+type VllmEc = Pick<Placement, 'dpSize' | 'ecControlAddresses' | 'problems'>;
+
+/**
+ * A vLLM pod's DP size and, for an EPD consumer (the prefill, or the decode pods of E→PD, which prefill
+ * themselves), its EC control addresses, from the pod annotations.
+ */
+function vllmEcOf(ms: ModelServer, pod: Pod, role: Role, mode: PipelineMode): VllmEc {
+  if (ms.spec.inferenceEngine !== 'vLLM') return {};
+  const ec = ecControlOf(pod.metadata.annotations, pod.status?.podIP ?? '');
+  const prefillsItself = Object.keys(ms.spec.workloadSelector.pdGroup?.prefillLabels ?? {}).length === 0;
+  const consumer = mode === 'epd' && (role === 'prefill' || (role === 'decode' && prefillsItself));
+  return {
+    ...(ec.dpSize !== undefined ? { dpSize: ec.dpSize } : {}),
+    ...(consumer && ec.addresses !== undefined ? { ecControlAddresses: ec.addresses } : {}),
+    ...(ec.problems.length > 0 ? { problems: ec.problems } : {}),
+  };
 }
 
 type SglangPorts = Pick<Placement, 'bootstrapPort' | 'bootstrapPortSource' | 'registryOwner' | 'encoderBootstrapPort' | 'problems'>;
@@ -78,6 +100,9 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
     if (c.role === 'none') continue;
     const port = rolePort(ms.spec, c.role);
     const kvEvents = kvEventsOf(pod);
+    const sglang = sglangPortsOf(ms, pod, c.role, port, mode);
+    const vllm = vllmEcOf(ms, pod, c.role, mode);
+    const problems = [...(sglang.problems ?? []), ...(vllm.problems ?? [])];
     out.push({
       key: endpointKey(namespace, ms.metadata.name, pod.metadata.name),
       namespace,
@@ -89,8 +114,11 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
       port,
       engine: ms.spec.inferenceEngine,
       mode,
-      ...sglangPortsOf(ms, pod, c.role, port, mode),
+      ...sglang,
       ...(kvEvents !== undefined ? { kvEvents } : {}),
+      ...(vllm.dpSize !== undefined ? { dpSize: vllm.dpSize } : {}),
+      ...(vllm.ecControlAddresses !== undefined ? { ecControlAddresses: vllm.ecControlAddresses } : {}),
+      ...(problems.length > 0 ? { problems } : {}),
     });
   }
   return out;
@@ -102,7 +130,8 @@ export function samePlacement(a: Placement, b: Placement): boolean {
     && a.bootstrapPort === b.bootstrapPort && a.bootstrapPortSource === b.bootstrapPortSource && a.engine === b.engine && a.mode === b.mode
     && a.registryOwner === b.registryOwner && a.encoderBootstrapPort === b.encoderBootstrapPort
     && (a.problems ?? []).join('\n') === (b.problems ?? []).join('\n')
-    && JSON.stringify(a.kvEvents) === JSON.stringify(b.kvEvents);
+    && JSON.stringify(a.kvEvents) === JSON.stringify(b.kvEvents)
+    && a.dpSize === b.dpSize && (a.ecControlAddresses ?? []).join(',') === (b.ecControlAddresses ?? []).join(',');
 }
 
 /** The address scraped for a placement; pods in several ModelServers on the same port are scraped once. */

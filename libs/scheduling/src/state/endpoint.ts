@@ -77,7 +77,8 @@ export class IndexedEndpoint implements Endpoint {
     const prev = this.record;
     this.record = record;
     this.#copyHotFields(record);
-    if (prev.ip !== record.ip || prev.port !== record.port || prev.bootstrapPort !== record.bootstrapPort || prev.pod !== record.pod) {
+    if (prev.ip !== record.ip || prev.port !== record.port || prev.bootstrapPort !== record.bootstrapPort || prev.pod !== record.pod
+      || prev.dpSize !== record.dpSize || prev.ecControlAddresses?.join(',') !== record.ecControlAddresses?.join(',')) {
       this.ref = toRef(this.key, record);
     }
     return prev.role !== record.role || prev.group !== record.group || prev.ready !== record.ready
@@ -101,5 +102,7 @@ export class IndexedEndpoint implements Endpoint {
 function toRef(key: string, r: EndpointRecord): EndpointRef {
   const ref: EndpointRef = { key, pod: r.pod, ip: r.ip, port: r.port };
   if (r.bootstrapPort !== undefined) ref.bootstrapPort = r.bootstrapPort;
+  if (r.dpSize !== undefined) ref.dpSize = r.dpSize;
+  if (r.ecControlAddresses !== undefined) ref.ecControlAddresses = Object.freeze([...r.ecControlAddresses]) as string[];
   return Object.freeze(ref);
 }

@@ -34,6 +34,8 @@ export interface EndpointSpec {
   readonly ip?: string;
   readonly port?: number;
   readonly bootstrapPort?: number;
+  readonly dpSize?: number;
+  readonly ecControlAddresses?: readonly string[];
 }
 
 /** An endpoint record with quiet defaults (ready, fresh metrics, idle). */
@@ -48,6 +50,8 @@ export function endpointRecord(spec: EndpointSpec): EndpointRecord {
     ip: spec.ip ?? '10.0.0.1',
     port: spec.port ?? 8000,
     ...(spec.bootstrapPort !== undefined ? { bootstrapPort: spec.bootstrapPort } : {}),
+    ...(spec.dpSize !== undefined ? { dpSize: spec.dpSize } : {}),
+    ...(spec.ecControlAddresses !== undefined ? { ecControlAddresses: [...spec.ecControlAddresses] } : {}),
     engine: 'vLLM',
     ready: spec.ready ?? true,
     models: spec.models ?? ['m'],

@@ -122,7 +122,38 @@ ${pod('nixl-pd', '127.0.8.4', '{app: mc, g: a, role: pd}', '{"sim.triad.io/ec-co
     expect(byKey['nixl-pd']?.dataParallel).toBeUndefined();
     // The control port would take the workload port's address.
     expect(byKey['mc-pd2']).toBeUndefined();
-    expect(notes).toEqual(['pod default/mc-pd2 needs 127.0.8.3:8000 for two of its listeners: no engine sim started']);
+    expect(notes).toEqual([
+      expect.stringMatching(/^pod default\/mc-pd is a Mooncake EC consumer without triad.io\/ec-control-port: its sim listens on 14579/),
+      'pod default/mc-pd2 needs 127.0.8.3:8000 for two of its listeners: no engine sim started',
+    ]);
+  });
+
+  it('runs vLLM sims as the real configuration says: ModelServer ecConnector and the triad.io EC annotations', () => {
+    const { sims, notes } = plan(`
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: mc, namespace: default}
+spec:
+  inferenceEngine: vLLM
+  pipelineMode: epd
+  workloadPort: {port: 8000}
+  ecConnector: {type: mooncake, enableMmEmbeds: true}
+  workloadSelector:
+    matchLabels: {app: mc}
+    pdGroup: {groupKey: g, encodeLabels: {role: e}, prefillLabels: {role: p}, decodeLabels: {role: d}}
+${pod('mc-e', '127.0.9.1', '{app: mc, g: a, role: e}')}
+${pod('mc-p', '127.0.9.2', '{app: mc, g: a, role: p}', '{"triad.io/dp-size": "2", "triad.io/ec-control-port": "15000"}')}
+${pod('mc-p2', '127.0.9.3', '{app: mc, g: a, role: p}', '{"triad.io/ec-control-addresses": "127.0.9.3:15100,tcp://127.0.9.3:15101"}')}
+${pod('mc-d', '127.0.9.4', '{app: mc, g: a, role: d}', '{"sim.triad.io/enable-mm-embeds": "false"}')}
+`);
+    const byKey = Object.fromEntries(sims.map((s) => [s.key.split('/')[1], s]));
+    expect(byKey['mc-e']).toMatchObject({ role: 'encode', ecConnector: 'mooncake', enableMmEmbeds: true, usesSharedEc: false });
+    expect(byKey['mc-p']).toMatchObject({ role: 'prefill', ecConnector: 'mooncake', enableMmEmbeds: true, dataParallel: 2, ecControlPort: 15000 });
+    expect(byKey['mc-p2']).toMatchObject({ role: 'prefill', dataParallel: 2, ecControlPort: 15100 });
+    expect(byKey['mc-d']).toMatchObject({ role: 'decode', ecConnector: 'mooncake' });
+    expect(byKey['mc-d']?.enableMmEmbeds).toBeUndefined();
+    expect(byKey['mc-d']?.ecControlPort).toBeUndefined();
+    expect(notes).toEqual([]);
   });
 
   it('leaves pods off loopback, unselected pods and address clashes alone, with a note for each', () => {

@@ -1,5 +1,6 @@
 import {
-  DEFAULT_SGLANG_BOOTSTRAP_PORT, DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT, ENCODER_BOOTSTRAP_PORT_ANNOTATION, annotatedPortFor, classifyPod,
+  DEFAULT_SGLANG_BOOTSTRAP_PORT, DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT, EC_CONTROL_PORT_ANNOTATION, ENCODER_BOOTSTRAP_PORT_ANNOTATION,
+  annotatedPortFor, classifyPod, ecControlOf,
   resolvePipelineMode, rolePort, staticBootstrapPort, type ModelRoute, type ModelServer, type Pod,
 } from '@triad/crd';
 
@@ -8,9 +9,11 @@ export type SimRole = 'encode' | 'prefill' | 'decode' | 'both';
 export type SimEcConnector = 'shared-storage' | 'nixl' | 'mooncake';
 
 /**
- * Pod annotations that shape a vLLM pod's engine sim in the local stack (`triad up` reads them; nothing else does):
- * the EC connector the pod's engine runs, whether it accepts `*_embeds` parts (`--enable-mm-embeds`), its
- * data-parallel size, and a Mooncake consumer's control base port (DP rank r listens on port + r).
+ * A vLLM pod's sim runs what the real configuration says its engine runs: the ModelServer's `ecConnector` (type,
+ * `enableMmEmbeds`) and the pod annotations the pod-watcher reads (`triad.io/dp-size`, `triad.io/ec-control-port`,
+ * `triad.io/ec-control-addresses`). These sim-only annotations override them for one pod (`triad up` reads them,
+ * nothing else does), to play an engine whose flags differ from what the router was told: the EC connector, whether
+ * it accepts `*_embeds` parts (`--enable-mm-embeds`), its data-parallel size, a Mooncake consumer's control base port.
  */
 export const SIM_EC_CONNECTOR_ANNOTATION = 'sim.triad.io/ec-connector';
 export const SIM_MM_EMBEDS_ANNOTATION = 'sim.triad.io/enable-mm-embeds';
@@ -94,31 +97,58 @@ function positiveIntAnnotation(pod: Pod, name: string, max: number): number | un
   return Number.isInteger(n) && n > 0 && n <= max ? n : undefined;
 }
 
-/** The sim-only knobs of a vLLM pod (see the SIM_*_ANNOTATION constants); invalid values are ignored. */
-function vllmSimKnobs(pod: Pod, role: SimRole): Pick<SimSpec, 'ecConnector' | 'enableMmEmbeds' | 'dataParallel' | 'ecControlPort'> {
+type VllmKnobs = Pick<SimSpec, 'ecConnector' | 'enableMmEmbeds' | 'dataParallel' | 'ecControlPort'>;
+
+/** The base port of a pod's real EC control addresses, when they are consecutive ports of the pod's own IP. */
+function realControlPort(addresses: readonly string[] | undefined, ip: string): number | undefined {
+  const ports = (addresses ?? []).map((a) => {
+    const m = /^tcp:\/\/(.+):(\d+)$/.exec(a);
+    return m && m[1]?.replace(/^\[|\]$/g, '') === ip ? Number(m[2]) : NaN;
+  });
+  const base = ports[0];
+  return base !== undefined && ports.every((p, r) => p === base + r) ? base : undefined;
+}
+
+/**
+ * A vLLM pod's knobs: the ModelServer's `ecConnector` and the pod's `triad.io/*` EC annotations (what the router is
+ * told), each overridden by its SIM_*_ANNOTATION; invalid values are ignored. `notes` gets what the router will
+ * not know (a Mooncake consumer without a control address).
+ */
+function vllmSimKnobs(pod: Pod, ip: string, ms: ModelServer, role: SimRole, notes: string[]): VllmKnobs {
   const annotations = pod.metadata.annotations ?? {};
   const connector = annotations[SIM_EC_CONNECTOR_ANNOTATION];
-  const ecConnector = connector === 'nixl' || connector === 'mooncake' || connector === 'shared-storage' ? connector : undefined;
-  const dataParallel = positiveIntAnnotation(pod, SIM_DP_SIZE_ANNOTATION, 64);
+  const epd = resolvePipelineMode(ms.spec) === 'epd';
+  const configured = epd ? ms.spec.ecConnector : undefined;
+  const ecConnector = connector === 'nixl' || connector === 'mooncake' || connector === 'shared-storage' ? connector : configured?.type;
+  const real = ecControlOf(annotations, ip);
+  const dataParallel = positiveIntAnnotation(pod, SIM_DP_SIZE_ANNOTATION, 64) ?? real.dpSize;
   const consumer = ecConnector === 'mooncake' && (role === 'prefill' || role === 'both');
-  const port = consumer ? (positiveIntAnnotation(pod, SIM_EC_CONTROL_PORT_ANNOTATION, 65535) ?? DEFAULT_EC_CONTROL_PORT) : undefined;
+  const realPort = realControlPort(real.addresses, ip);
+  if (consumer && realPort === undefined && annotations[SIM_EC_CONTROL_PORT_ANNOTATION] === undefined) {
+    notes.push(`pod ${pod.metadata.namespace}/${pod.metadata.name} is a Mooncake EC consumer without ${EC_CONTROL_PORT_ANNOTATION}: ` +
+      `its sim listens on ${DEFAULT_EC_CONTROL_PORT}, but the gateway refuses its multimodal requests until the annotation names it`);
+  }
+  const port = consumer
+    ? (positiveIntAnnotation(pod, SIM_EC_CONTROL_PORT_ANNOTATION, 65535) ?? realPort ?? DEFAULT_EC_CONTROL_PORT) : undefined;
+  const embeds = annotations[SIM_MM_EMBEDS_ANNOTATION];
+  const enableMmEmbeds = embeds === 'true' ? true : embeds === 'false' ? false : configured?.enableMmEmbeds === true;
   return {
     ...(ecConnector ? { ecConnector } : {}),
-    ...(annotations[SIM_MM_EMBEDS_ANNOTATION] === 'true' ? { enableMmEmbeds: true } : {}),
+    ...(enableMmEmbeds ? { enableMmEmbeds: true } : {}),
     ...(dataParallel && dataParallel > 1 ? { dataParallel } : {}),
     ...(port !== undefined ? { ecControlPort: port } : {}),
   };
 }
 
 /** Maps a pod's role for a ModelServer to what its sim must do. */
-function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly ModelRoute[]): SimSpec {
+function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly ModelRoute[], notes: string[]): SimSpec {
   const engine: SimEngineKind = ms.spec.inferenceEngine === 'SGLang' ? 'sglang' : 'vllm';
   const mode = resolvePipelineMode(ms.spec);
   // E→PD (epd with `prefillLabels: {}` or none): the pods classified as decode do prefill and decode themselves.
   const prefillsItself = mode === 'epd' && Object.keys(ms.spec.workloadSelector.pdGroup?.prefillLabels ?? {}).length === 0;
   const simRole: SimRole = role === 'aggregated' || (role === 'decode' && prefillsItself) ? 'both' : role;
   const sglangPrefill = engine === 'sglang' && simRole === 'prefill';
-  const knobs = engine === 'vllm' ? vllmSimKnobs(pod, simRole) : {};
+  const knobs = engine === 'vllm' ? vllmSimKnobs(pod, ip, ms, simRole, notes) : {};
   const port = rolePort(ms.spec, role);
   // In SGLang EPD the prefill (or E→PD server) is the `--language-only` side that calls the encoders.
   const languageOnly = engine === 'sglang' && mode === 'epd' && simRole !== 'encode' && simRole !== 'decode';
@@ -180,7 +210,7 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
       notes.push(`${id} is selected by ${first.ms.metadata.name} and ${others}; its sim plays its ${first.role} role for ` +
         `${first.ms.metadata.name}`);
     }
-    const sim = simFor(pod, ip, first, modelRoutes);
+    const sim = simFor(pod, ip, first, modelRoutes, notes);
     const base = sim.ecControlPort;
     const controlPorts = base ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => base + r) : [];
     const addresses = [sim.port, sim.bootstrapPort, sim.encoderBootstrapPort, ...controlPorts]
