@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: lint (module boundaries), type-check, then every project's jest tests in one jest run.
+// `npm test`: lint (ESLint with the module-boundary rules), type-check, then every project's jest tests in one jest run.
 // Ends with a plain `N passed, N failed` line (checks count as tests) and exits non-zero when anything failed.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
@@ -22,7 +22,7 @@ function check(label, cmd, args) {
 }
 
 if (extraArgs.length === 0) {
-  check('lint: module boundaries', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
+  check('lint: ESLint (typescript-eslint, module boundaries)', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
   check('lint: declared dependencies = imported packages', process.execPath, [join(root, 'tools/lint/bin/deps.mjs')]);
   check(
     'typecheck: tsc over the workspace', process.execPath,

@@ -81,7 +81,7 @@ describe('triad up supervisor (stand-in services)', () => {
     expect(stack.services.map((s) => s.name)).toEqual(['sim-pods', 'pod-watcher', 'scheduler', 'gateway']);
     expect(stack.plan.sims.map((s) => `${s.key} ${s.engine} ${s.role} ${s.host}`)).toEqual(['default/tiny-0 vllm both 127.0.93.1']);
     // pino lines come out readable and prefixed with the service name
-    expect(log.text()).toMatch(/^gateway {5}\| \d\d:\d\d:\d\d\.\d{3} INFO  fake service started args=/m);
+    expect(log.text()).toMatch(/^gateway {5}\| \d\d:\d\d:\d\d\.\d{3} INFO {2}fake service started args=/m);
     const banner = renderReadyBanner(stack, 1234, workDir);
     expect(banner).toContain(`Triad is ready in 1.2 s: gateway ${stack.gatewayUrl}`);
     expect(banner).toContain(`curl -s ${stack.gatewayUrl}/v1/chat/completions`);

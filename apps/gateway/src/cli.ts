@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, onShutdown } from '@triad/runtime';
+import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig } from './config';
 
 /** `triad gateway`: flags > TRIAD_* env > settings file > defaults → config → running gateway until SIGTERM/SIGINT. */
@@ -38,6 +38,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     admissionConfig: opts.admissionConfig,
   }, process.env, opts.settings);
   const logger = createLogger({ service: 'gateway' });
+  guardProcess(logger);
   // Loaded lazily so `triad gateway --help` does not pay for fastify, undici, NATS and OpenTelemetry.
   const { setupTelemetry } = require('@triad/telemetry') as typeof import('@triad/telemetry');
   const { version } = require('../package.json') as { version: string };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { SchedulingLimits } from '@triad/bus';
 import { DEFAULT_UPSTREAM_CONNECTIONS } from '@triad/connectors';
-import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
+import { DEFAULT_REQUEST_LIMITS, DEFAULT_STAGE_TIMEOUTS, type RequestLimits } from '@triad/request';
 import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 const Ms = Setting.ms(0);
@@ -13,6 +14,14 @@ const GatewayConfigSchema = z.object({
   metricsPort: Setting.port().default(9090),
   /** Largest request body accepted (bytes); larger ones get 413. */
   bodyLimit: Setting.count(1024).default(10 * 1024 * 1024),
+  /** Deepest JSON nesting a body may have (400 naming the limit beyond it). */
+  maxJsonDepth: Setting.count(2, 10_000).default(DEFAULT_REQUEST_LIMITS.maxJsonDepth),
+  /** Media items in one chat request; at most what one scheduling request carries. */
+  maxMediaItems: Setting.count(0, SchedulingLimits.maxMediaItems).default(DEFAULT_REQUEST_LIMITS.maxMediaItems),
+  /** Content parts of any kind in one chat request. */
+  maxContentParts: Setting.count(1).default(DEFAULT_REQUEST_LIMITS.maxContentParts),
+  /** Characters of the `model` string. */
+  maxModelChars: Setting.count(1).default(DEFAULT_REQUEST_LIMITS.maxModelChars),
   /**
    * Where decisions are made: `service` asks the scheduler replicas over NATS (cluster-wide in-flight counts,
    * one place to run plugins); `in-process` decides in the gateway with the same plugins over the same KV state
@@ -59,6 +68,10 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
+  maxJsonDepth: { name: 'max-json-depth', env: 'TRIAD_MAX_JSON_DEPTH' },
+  maxMediaItems: { name: 'max-media-items', env: 'TRIAD_MAX_MEDIA_ITEMS' },
+  maxContentParts: { name: 'max-content-parts', env: 'TRIAD_MAX_CONTENT_PARTS' },
+  maxModelChars: { name: 'max-model-chars', env: 'TRIAD_MAX_MODEL_CHARS' },
   scheduling: { name: 'scheduling', env: 'TRIAD_SCHEDULING' },
   scheduleBudgetMs: { name: 'schedule-budget-ms', env: 'TRIAD_SCHEDULE_BUDGET_MS' },
   schedulerBackoffMs: { name: 'scheduler-backoff-ms', env: 'TRIAD_SCHEDULER_BACKOFF_MS' },
@@ -85,4 +98,12 @@ export function resolveConfig(
   values: Partial<Record<keyof GatewayConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
 ): GatewayConfig {
   return resolveSettings('gateway', GatewayConfigSchema, CONFIG_SOURCES, { flags: values, env, ...(file === undefined ? {} : { file }) });
+}
+
+/** The request bounds of a gateway config. */
+export function requestLimitsOf(config: GatewayConfig): RequestLimits {
+  return {
+    maxJsonDepth: config.maxJsonDepth, maxMediaItems: config.maxMediaItems, maxContentParts: config.maxContentParts,
+    maxModelChars: config.maxModelChars,
+  };
 }

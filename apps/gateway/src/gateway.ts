@@ -3,8 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
-import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger } from '@triad/runtime';
-import type { GatewayConfig } from './config';
+import {
+  createLogger, registerNatsMetrics, registerUnexpectedErrorMetrics, startOpsServer, waitForDependency, type Logger,
+} from '@triad/runtime';
+import { requestLimitsOf, type GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
@@ -41,6 +43,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const logger = options.logger ?? createLogger({ service: 'gateway' });
   const id = config.instanceId ?? `${hostname()}-${process.pid}`;
   const metrics = new GatewayMetrics();
+  registerUnexpectedErrorMetrics(metrics.registry);
   // The ops port answers before NATS is reached (/healthz 200, /readyz 503 with the reason), so a gateway started
   // ahead of NATS says why it is not ready instead of refusing its probes.
   let readiness = (): { ready: boolean; reason?: string } => ({ ready: false, reason: `waiting for NATS at ${config.nats}` });
@@ -86,6 +89,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const observer = new GatewayObserver(dispatch, metrics, hooks);
   const handler = new InferenceHandler({
     kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
+    limits: requestLimitsOf(config),
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
     dpRank: dpRanks.pick,

@@ -52,7 +52,6 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
   let nats: NatsServerHandle;
   let receiver: OtlpReceiver;
   let kv: KvWriter;
-  let scheduler: TriadChild | undefined;
   let gateway: GatewayChild | undefined;
   const sims: SimEngineHandle[] = [];
   const children: { stop(): Promise<void> }[] = [];
@@ -113,7 +112,6 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     const [s, g] = await Promise.all([
       startSchedulerChild(nats.url, env), startGatewayChild(nats.url, env, ['--schedule-budget-ms', '5000']),
     ]);
-    scheduler = s;
     gateway = g;
     children.push(s, g);
     await warmUp(g, 'main');

@@ -8,6 +8,8 @@ import type { BufferedAnswer, Connector, LegHandle, LegOutcome, LegRunner, LegSp
 import type { UpstreamPools } from './upstream-pools';
 import { parseBodyUsage } from './usage';
 
+function ignore(): void {}
+
 const STAGE_SLOT: Readonly<Record<Stage, number>> = { encode: 0, prefill: 1, decode: 2, aggregated: 2 };
 
 function flushClient(loop: StageLoop): void {
@@ -89,7 +91,8 @@ class StageLoop implements LegRunner, LegOwner {
       }
     } finally {
       if (this.#timer !== undefined) clearTimeout(this.#timer);
-      // Legs still running (a sibling encode of a failed item) are not needed any more.
+      // Legs still running (a sibling encode of a failed item) are not needed any more. An aborted leg settles at
+      // once, so after this no leg of the request is in flight on any path out of run().
       if (this.#active.size > 0) this.#abortActive(result.error ?? clientAbortedError());
       this.#recordStageTimes();
     }
@@ -137,6 +140,9 @@ class StageLoop implements LegRunner, LegOwner {
   #send(spec: LegSpec, mode: LegMode): Leg {
     const ctx = this.#ctx;
     const leg = new Leg(this, spec, mode, performance.now());
+    // The connector awaits the legs it needs; one it stopped caring about (an aborted sibling) must not surface
+    // as an unhandled rejection, which would take the process down.
+    leg.promise.catch(ignore);
     this.#active.add(leg);
     const slot = STAGE_SLOT[spec.stage];
     if (this.#stageStart[slot] === 0) this.#stageStart[slot] = leg.startedAt;

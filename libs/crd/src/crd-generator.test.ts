@@ -17,7 +17,7 @@ describe('CRD generator', () => {
 
   it('produces structural apiextensions v1 CRDs with status subresource and printer columns', () => {
     for (const crd of buildCrds()) {
-      const doc = parse(JSON.stringify(crd)) as Record<string, any>;
+      const doc = parse(JSON.stringify(crd));
       expect(doc.apiVersion).toBe('apiextensions.k8s.io/v1');
       const version = doc.spec.versions[0];
       expect(version.subresources).toEqual({ status: {} });
@@ -31,7 +31,7 @@ describe('CRD generator', () => {
   });
 
   it('carries the EPD fields and Kthena defaults', () => {
-    const [ms, mr] = buildCrds() as any[];
+    const [ms, mr] = JSON.parse(JSON.stringify(buildCrds()));
     const spec = ms.spec.versions[0].schema.openAPIV3Schema.properties.spec;
     expect(spec.properties.pipelineMode.enum).toEqual(['aggregated', 'pd', 'epd', 'pd-disaggregated', 'vllm-epd', 'sglang-epd']);
     expect(Object.keys(spec.properties.workloadSelector.properties.pdGroup.properties)).toEqual([

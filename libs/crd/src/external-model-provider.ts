@@ -87,6 +87,7 @@ export function authHeaderName(scheme: ProviderAuthScheme): 'authorization' | 'x
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 // Field values may hold visible ASCII, spaces, tabs and obs-text, never other control characters (RFC 9110).
+// eslint-disable-next-line no-control-regex -- finding control characters is this pattern's job
 const BAD_VALUE_CHAR = /[\u0000-\u0008\u000a-\u001f\u007f]/;
 
 /** RFC 9110 field-name syntax. */

@@ -17,8 +17,7 @@ export const EcConnectorKindSchema = z.enum(['shared-storage', 'nixl', 'mooncake
 export type EcConnectorKind = z.infer<typeof EcConnectorKindSchema>;
 
 /** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
-const LatencyProfileNameSchema = z.enum(['zero', 'realistic']);
-export type LatencyProfileName = z.infer<typeof LatencyProfileNameSchema>;
+export type LatencyProfileName = 'zero' | 'realistic';
 
 const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse']);
 export type FaultMode = z.infer<typeof FaultModeSchema>;
@@ -35,18 +34,14 @@ export const FaultSpecSchema = z
 export type FaultSpec = z.infer<typeof FaultSpecSchema>;
 
 /** Overrides of the latency model's numbers (see `latency.ts` for the defaults of each profile). */
-const LatencyOverridesSchema = z
-  .object({
-    encodeMsPerItem: z.number().nonnegative(),
-    prefillMsPer1kTokens: z.number().nonnegative(),
-    decodeMsPerToken: z.number().nonnegative(),
-    kvTransferMsPer1kTokens: z.number().nonnegative(),
-    maxRunning: z.number().int().positive(),
-    kvCapacityTokens: z.number().int().positive(),
-  })
-  .partial()
-  .strict();
-export type LatencyOverrides = z.infer<typeof LatencyOverridesSchema>;
+export interface LatencyOverrides {
+  encodeMsPerItem?: number;
+  prefillMsPer1kTokens?: number;
+  decodeMsPerToken?: number;
+  kvTransferMsPer1kTokens?: number;
+  maxRunning?: number;
+  kvCapacityTokens?: number;
+}
 
 /** The subset of a pino logger the simulator uses; it logs only life-cycle events and failures, never per request. */
 export interface SimLogger {

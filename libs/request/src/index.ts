@@ -18,7 +18,11 @@ export {
 export type { ErrorHeaders, RateLimitReason, LegFailure } from './errors/request-errors';
 export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
 export type { OpenAiError } from './errors/openai-errors';
-export { extractMediaParts } from './body/media';
+export { extractMediaParts, countContentParts } from './body/media';
+export {
+  DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan,
+} from './body/request-limits';
+export type { RequestLimits } from './body/request-limits';
 export type { MediaPart, Modality } from './body/media';
 export { promptText } from './body/prompt-text';
 export type { PromptTextOptions } from './body/prompt-text';

@@ -10,3 +10,5 @@ export { waitForDependency } from './wait-for-dependency';
 export type { WaitForDependencyOptions } from './wait-for-dependency';
 export { registerNatsMetrics } from './nats-metrics';
 export type { NatsConnectionState } from './nats-metrics';
+export { guardProcess, countUnexpected, unexpectedCount, registerUnexpectedErrorMetrics } from './process-guard';
+export type { UnexpectedSource } from './process-guard';

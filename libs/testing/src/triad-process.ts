@@ -50,6 +50,6 @@ export async function waitReady(child: TriadChild, opsPort: number, what: string
       ),
     ]);
   } catch (err) {
-    throw new Error(`${(err as Error).message}\n--- output ---\n${child.output()}`);
+    throw new Error(`${(err as Error).message}\n--- output ---\n${child.output()}`, { cause: err });
   }
 }

@@ -147,7 +147,7 @@ async function main(): Promise<void> {
   const url = `${stack.gatewayUrl}/v1/chat/completions`;
   const body = chatBody(String(values.model), values.stream === true);
   let summary = '';
-  let window = [0, 0];
+  let window: number[];
   try {
     await runWrk({ url, body, connections: 32, durationSec: Number(values.warmup) });
     // Extra measured windows on the same stack (before the main one): how much a run varies within one stack.

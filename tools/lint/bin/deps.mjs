@@ -4,7 +4,7 @@
 import { resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkDependencies, formatDependencyViolations } from '../src/dependencies.mjs';
-import { rootScriptDirs, toolingDependencies } from '../src/rules.mjs';
+import { rootScriptDirs, toolingDependencies } from '../src/dependency-rules.mjs';
 
 const args = process.argv.slice(2);
 const wsIndex = args.indexOf('--workspace');

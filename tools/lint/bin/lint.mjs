@@ -1,26 +1,23 @@
 #!/usr/bin/env node
-// Usage: from a project root (the nx `lint` target) checks that project; `--all` checks every project;
-// `--workspace DIR` checks another workspace (the tests point it at a fixture with planted bad imports).
-import { readFileSync } from 'node:fs';
-import { join, resolve, dirname } from 'node:path';
+// Runs ESLint (eslint.config.mjs: typescript-eslint plus the module-boundary rules of tools/lint/src/eslint-plugin).
+// Usage: `--all` lints the whole workspace; from a project root (the nx `lint` target) lints that project;
+// other arguments are files or directories to lint. `--fix` applies ESLint's fixes.
+import { resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readWorkspace, checkProject, formatViolations } from '../src/boundaries.mjs';
+import { ESLint } from 'eslint';
 
+const workspaceRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const args = process.argv.slice(2);
-const wsIndex = args.indexOf('--workspace');
-const workspaceRoot = wsIndex >= 0 ? resolve(args[wsIndex + 1]) : resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-const projects = readWorkspace(workspaceRoot);
-const names = args.includes('--all')
-  ? [...projects.keys()]
-  : [JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8')).name];
-const unknown = names.filter((n) => !projects.has(n));
-if (unknown.length > 0) {
-  process.stderr.write(`lint: ${unknown.join(', ')} is not a project of ${workspaceRoot}\n`);
-  process.exit(2);
-}
-const violations = names.flatMap((name) => checkProject(projects, name));
-if (violations.length > 0) {
-  process.stderr.write(`${formatViolations(workspaceRoot, violations)}\n${violations.length} lint violation(s)\n`);
+const fix = args.includes('--fix');
+const paths = args.filter((a) => !a.startsWith('--')).map((p) => resolve(p));
+const targets = args.includes('--all') ? [workspaceRoot] : paths.length > 0 ? paths : [process.cwd()];
+const eslint = new ESLint({ cwd: workspaceRoot, fix, errorOnUnmatchedPattern: false });
+const results = await eslint.lintFiles(targets);
+if (fix) await ESLint.outputFixes(results);
+const problems = results.reduce((n, r) => n + r.errorCount + r.warningCount, 0);
+if (problems > 0) {
+  const formatter = await eslint.loadFormatter('stylish');
+  process.stderr.write(await formatter.format(results));
   process.exit(1);
 }
-process.stdout.write(`lint: ${names.length} project(s) clean\n`);
+process.stdout.write(`lint: ${results.length} file(s) clean\n`);

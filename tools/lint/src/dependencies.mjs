@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import { join, relative, sep } from 'node:path';
-import { readWorkspace } from './boundaries.mjs';
+import { readWorkspace } from './workspace.mjs';
 
 const require = createRequire(import.meta.url);
 const ts = require('typescript');

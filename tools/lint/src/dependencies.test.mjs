@@ -1,7 +1,7 @@
 import { join, resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { checkDependencies, importedPackages, packageOf } from './dependencies.mjs';
-import { rootScriptDirs, toolingDependencies } from './rules.mjs';
+import { rootScriptDirs, toolingDependencies } from './dependency-rules.mjs';
 
 const fixtureRoot = join(__dirname, '__fixtures__', 'deps');
 const repoRoot = resolve(__dirname, '../../..');

@@ -4,9 +4,10 @@ import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
   BadRequestError, NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, promptText,
-  writeErrorResponse, type DpRankPicker, type IncomingHeaders, type MediaPart, type RequestHooks, type ResolvedRouting,
+  writeErrorResponse, type DpRankPicker, type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
+  type ResolvedRouting,
 } from '@triad/request';
-import type { Logger } from '@triad/runtime';
+import { countUnexpected, type Logger } from '@triad/runtime';
 import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
@@ -28,6 +29,8 @@ export interface InferenceDeps {
   readonly observer: GatewayObserver;
   readonly logger: Logger;
   readonly accessLog: boolean;
+  /** Bounds every body is checked against before any work starts. */
+  readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
@@ -84,14 +87,29 @@ export class InferenceHandler {
     this.#d = deps;
   }
 
+  /**
+   * Handles one request to its end; never rejects. A failure that escaped the pipeline's own handling (a hook or
+   * an observer that threw while finishing) is logged and counted, and the client still gets an answer.
+   */
   async handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
+    try {
+      await this.#handle(method, path, headers, raw, sink);
+    } catch (err) {
+      countUnexpected('request_handler');
+      this.#d.logger.error({ err, path }, 'request handler failed unexpectedly (a bug)');
+      if (!sink.headersSent && !sink.destroyed) writeErrorResponse(sink, err, requestIdOf(headers));
+      else if (!sink.writableEnded) sink.destroy();
+    }
+  }
+
+  async #handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
     const d = this.#d;
     const receivedAt = performance.now();
     const id = requestIdOf(headers);
     d.metrics.activeRequests.inc();
     let body: Record<string, unknown>;
     try {
-      body = parseInferenceBody(raw, path);
+      body = parseInferenceBody(raw, path, d.limits);
     } catch (err) {
       // Counted and logged like any request (model "unknown"), but hooks never saw it, so they are not told.
       const bad = new RequestContext(id, method, path, headers, NO_BODY, '', 0, receivedAt, sink, {});

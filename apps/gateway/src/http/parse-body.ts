@@ -1,4 +1,4 @@
-import { BadRequestError } from '@triad/request';
+import { BadRequestError, checkBodyLimits, checkRawLimits, type RequestLimits } from '@triad/request';
 
 function bad(message: string, param: string | null): BadRequestError {
   return new BadRequestError(message, param);
@@ -13,10 +13,13 @@ function checkCount(body: Record<string, unknown>, field: string, min: number): 
 /**
  * Parses and sanity-checks an inference body with cheap hand checks (no schema on the hot path): JSON object,
  * non-empty string `model`, boolean `stream`, counts that are integers, `messages` for chat and `prompt` for
- * completions. Everything else is the engine's to judge. Throws a BadRequestError (400) naming the field.
+ * completions. Everything else is the engine's to judge. Throws a BadRequestError (400) naming the field, or a
+ * RequestLimitError (400) naming the limit: nesting is checked on the bytes before parsing, sizes and part
+ * counts right after, so nothing downstream (prompt rendering, body rewriting, the encoder fan-out) sees them.
  */
-export function parseInferenceBody(raw: Buffer | undefined, path: string): Record<string, unknown> {
+export function parseInferenceBody(raw: Buffer | undefined, path: string, limits: RequestLimits): Record<string, unknown> {
   if (raw === undefined || raw.length === 0) throw bad('request body is empty; expected a JSON object', null);
+  checkRawLimits(raw, limits);
   let body: unknown;
   try {
     body = JSON.parse(raw.toString('utf8'));
@@ -27,6 +30,7 @@ export function parseInferenceBody(raw: Buffer | undefined, path: string): Recor
   const b = body as Record<string, unknown>;
   const model = b['model'];
   if (typeof model !== 'string' || model.trim() === '') throw bad("you must provide a 'model' parameter (a non-empty string)", 'model');
+  checkBodyLimits(b, limits);
   const stream = b['stream'];
   if (stream !== undefined && stream !== null && typeof stream !== 'boolean') throw bad("'stream' must be a boolean", 'stream');
   const options = b['stream_options'];

@@ -18,7 +18,7 @@ export function loadCredentialsKey(config: Pick<WatcherConfig, 'credentialsKeyFi
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT') return undefined;
-      throw new Error(`cannot read the credentials key file ${where}: ${code ?? (err as Error).message}`);
+      throw new Error(`cannot read the credentials key file ${where}: ${code ?? (err as Error).message}`, { cause: err });
     }
   } else {
     where = CREDENTIALS_KEY_ENV;

@@ -201,7 +201,7 @@ export class Scraper {
     ]);
     if (t.removed) return;
     const prev = t.view;
-    let metrics = prev.metrics;
+    let metrics: TargetView['metrics'];
     let models = prev.models;
     if (metricsResult.status === 'fulfilled') {
       const load = metricsResult.value;

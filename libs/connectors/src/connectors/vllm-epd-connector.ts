@@ -1,6 +1,7 @@
 import type { EncoderChoice } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
 import { SchedulingError, isRetryable, type MediaPart, type ProxyRequest } from '@triad/request';
+import { FanOut } from '../fan-out';
 import { encoderBody } from '../request-bodies';
 import type { Attempt, Connector, LegRunner } from '../types';
 import { runVllmPrefillDecode } from './vllm-pd-connector';
@@ -15,7 +16,10 @@ function encoderRequestId(parent: string, item: number): string {
  * vLLM E→P→D and E→PD (docs/protocols/vllm.md). Before the attempt loop, every media item goes to the encoder the
  * scheduler chose for it — one request per item, all concurrently, body holding only that item — with
  * `x-request-id parent:i:hex`; an item retries on its own alternates. All items must succeed or the request
- * fails naming the item, and nothing downstream runs. Text-only requests skip encode. Then P→D as vLLM PD.
+ * fails naming the item, and nothing downstream runs: the first failed item cancels the others' legs and tries,
+ * and the fan-out settles only when every item has. Every item's encoder is looked up before the first leg is
+ * sent, so a decision that lacks one fails the request with nothing in flight. Text-only requests skip encode.
+ * Then P→D as vLLM PD.
  */
 export class VllmEpdConnector implements Connector {
   readonly name = 'vllm-epd' as const;
@@ -24,10 +28,9 @@ export class VllmEpdConnector implements Connector {
     const media = ctx.proxy.media;
     if (media.length === 0) return;
     const choices = ctx.proxy.decision.encoders;
-    if (media.length === 1) return encodeItem(ctx, media[0], choiceFor(choices, 0), run);
-    const items: Promise<void>[] = [];
-    for (const part of media) items.push(encodeItem(ctx, part, choiceFor(choices, part.index), run));
-    await Promise.all(items);
+    const planned = media.map((part) => choiceFor(choices, part.index));
+    const group = new FanOut();
+    await group.all(media.length, (i) => encodeItem(ctx, media[i] as MediaPart, planned[i] as EncoderChoice, run, group));
   }
 
   attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
@@ -45,14 +48,15 @@ function choiceFor(choices: readonly EncoderChoice[], item: number): EncoderChoi
   return found;
 }
 
-async function encodeItem(ctx: ProxyRequest, part: MediaPart, choice: EncoderChoice, run: LegRunner): Promise<void> {
+async function encodeItem(ctx: ProxyRequest, part: MediaPart, choice: EncoderChoice, run: LegRunner, group: FanOut): Promise<void> {
   const body = encoderBody(ctx.body, part);
   const server = ctx.routing.server;
   const tries = Math.min(1 + choice.alternates.length, 1 + server.retry.retries);
   for (let t = 0; ; t++) {
     const endpoint = t === 0 ? choice.endpoint : choice.alternates[t - 1];
+    if (group.failure !== undefined) throw group.failure;
     try {
-      await run.buffered({
+      await group.track(run.buffered({
         stage: 'encode',
         endpoint,
         item: part.index,
@@ -61,10 +65,11 @@ async function encodeItem(ctx: ProxyRequest, part: MediaPart, choice: EncoderCho
         requestId: encoderRequestId(ctx.id, part.index),
         timeoutMs: server.timeouts.encodeMs,
         path: ENCODER_PATH,
-      }).promise;
+      }));
       return;
     } catch (err) {
-      if (t + 1 >= tries || !isRetryable(err)) throw err;
+      // A sibling's failure cancelled this item: not a reason to try another encoder.
+      if (group.failure !== undefined || t + 1 >= tries || !isRetryable(err)) throw err;
       run.retrying(t, err);
       await run.pause(server.retry.intervalMs);
     }

@@ -16,14 +16,32 @@ export interface MediaPart {
 
 // Part types whose payload the encoders compute. video_url is included on purpose (vLLM's reference proxy
 // leaves video to P/PD; the issue asks for every media modality to be encoded remotely).
-const PART_FIELDS: Readonly<Record<string, readonly [field: string, modality: Modality, key: string]>> = {
-  image_url: ['image_url', 'image', 'url'],
-  audio_url: ['audio_url', 'audio', 'url'],
-  input_audio: ['input_audio', 'audio', 'data'],
-  video_url: ['video_url', 'video', 'url'],
-};
+// A Map, not an object literal: a part typed "constructor" or "__proto__" must not find Object's own members.
+const PART_FIELDS: ReadonlyMap<unknown, readonly [field: string, modality: Modality, key: string]> = new Map([
+  ['image_url', ['image_url', 'image', 'url']],
+  ['audio_url', ['audio_url', 'audio', 'url']],
+  ['input_audio', ['input_audio', 'audio', 'data']],
+  ['video_url', ['video_url', 'video', 'url']],
+] as const);
 
 const NONE: readonly MediaPart[] = [];
+
+/** Content parts of a chat request across all messages, and how many of them are media (for the request limits). */
+export function countContentParts(body: Readonly<Record<string, unknown>>): { parts: number; media: number } {
+  const messages = body['messages'];
+  let parts = 0;
+  let media = 0;
+  if (!Array.isArray(messages)) return { parts, media };
+  for (const message of messages) {
+    const content = (message as { content?: unknown } | null)?.content;
+    if (!Array.isArray(content)) continue;
+    parts += content.length;
+    for (const part of content) {
+      if (part !== null && typeof part === 'object' && PART_FIELDS.has((part as { type?: unknown }).type)) media++;
+    }
+  }
+  return { parts, media };
+}
 
 /**
  * Collects the media parts of a chat request in order across all messages (string contents carry none).
@@ -38,7 +56,7 @@ export function extractMediaParts(body: Record<string, unknown>): readonly Media
     if (!Array.isArray(content)) continue;
     for (const part of content) {
       if (part === null || typeof part !== 'object') continue;
-      const spec = PART_FIELDS[(part as { type?: unknown }).type as string];
+      const spec = PART_FIELDS.get((part as { type?: unknown }).type);
       if (spec === undefined) continue;
       const payload = (part as Record<string, unknown>)[spec[0]];
       const raw = payload !== null && typeof payload === 'object' ? (payload as Record<string, unknown>)[spec[2]] : payload;

@@ -8,7 +8,6 @@ import type { Candidates } from '../framework/candidates';
 import type { CycleContext, Filter, Scorer } from '../framework/plugin';
 import { CandidateSet } from '../planning/candidate-set';
 import { Cycle } from '../planning/cycle';
-import type { Endpoint } from '../state/endpoint';
 import { EndpointIndex } from '../state/endpoint-index';
 import { InflightTracker } from '../state/inflight-tracker';
 

@@ -1,5 +1,5 @@
-// Module-boundary rules of the Triad workspace. Tags live in each project's package.json under `nx.tags`.
-// Why our own checker: @nx/eslint-plugin has no release matching the pinned nx 24, and these rules are small.
+// Module-boundary policy of the Triad workspace, enforced by the ESLint rules of ./rules. Tags live in each project's
+// package.json under `nx.tags`. Why a local plugin: @nx/eslint-plugin has no release matching the pinned nx 24.
 
 /** Which project types a project of a given type may import (by their `type:*` tag). */
 // `type:contract` is a pure entry point (zod schemas, names) that may sit inside an I/O package: libs/bus exports
@@ -28,20 +28,3 @@ export const domainBannedExternals = [
 
 /** Project types whose non-test code must log through the logger, never `console`. */
 export const noConsoleTypes = new Set(['type:domain', 'type:infra', 'type:util']);
-
-/** Directories of root-level scripts (not a project) whose imports are root devDependencies. */
-export const rootScriptDirs = ['tools/scripts'];
-
-/**
- * Root devDependencies used as commands or by configuration, not imported: where each is used (the file must
- * mention the token), or whose peer dependency it is.
- */
-export const toolingDependencies = {
-  jest: { file: 'tools/scripts/run-tests.mjs', token: "bin('jest')" },
-  '@swc/jest': { file: 'jest.preset.js', token: "'@swc/jest'" },
-  '@swc/core': { peerOf: '@swc/jest' },
-  typescript: { file: 'tools/scripts/run-tests.mjs', token: 'typescript/bin/tsc' },
-  nx: { file: 'package.json', token: 'nx run-many' },
-  '@types/node': { file: 'tsconfig.base.json', token: '"node"' },
-  '@types/jest': { file: 'tsconfig.base.json', token: '"jest"' },
-};

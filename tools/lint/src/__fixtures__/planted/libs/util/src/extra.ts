@@ -1,0 +1,1 @@
+export const extra = 1;
