@@ -36,7 +36,8 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     agg = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.13.3', model: MODEL });
     await h.putServer('pd', pdSpec('pd'));
     await h.putServer('agg', {
-      model: MODEL, inferenceEngine: 'SGLang', workloadPort: { port: 30000, protocol: 'http' }, workloadSelector: { matchLabels: { app: 'agg' } },
+      model: MODEL, inferenceEngine: 'SGLang', workloadPort: { port: 30000, protocol: 'http' },
+      workloadSelector: { matchLabels: { app: 'agg' } },
     });
     await h.putRoute('llama-pd', { modelName: 'llama-pd', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
     await h.putRoute('llama-agg', { modelName: 'llama-agg', rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] });
@@ -142,7 +143,8 @@ describe('gateway, SGLang DP-rank hints', () => {
     h = await startHarness({ config: { scheduling: 'in-process' } });
     // A prefill that does not follow the room: without hints the decode would have to ask where the KV is.
     p = await h.startSim({
-      engine: 'sglang', role: 'prefill', host: '127.0.14.1', model: MODEL, bootstrapPort: 0, dataParallel: 2, loadBalanceMethod: 'round_robin',
+      engine: 'sglang', role: 'prefill', host: '127.0.14.1', model: MODEL, bootstrapPort: 0, dataParallel: 2,
+      loadBalanceMethod: 'round_robin',
     });
     d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.14.2', model: MODEL, dataParallel: 2 });
     await h.putServer('dp', pdSpec('dp'));
@@ -155,7 +157,9 @@ describe('gateway, SGLang DP-rank hints', () => {
     await h?.close();
   });
 
-  const chat = (stream = false) => post(h, '/v1/chat/completions', { model: 'dp', stream, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] });
+  const chat = (stream = false) => post(
+    h, '/v1/chat/completions', { model: 'dp', stream, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] },
+  );
   const ranks = () => inferenceRequests(p).map((r, i) => {
     const dec = inferenceRequests(d)[i]?.body as Body;
     return [(r.body as Body)['routed_dp_rank'], dec['disagg_prefill_dp_rank'], dec['routed_dp_rank']];
@@ -178,7 +182,10 @@ describe('gateway, SGLang DP-rank hints', () => {
   it('steers to the rank the scraped per-rank load shows idle', async () => {
     const busy: Partial<EndpointRecord> = {
       group: 'g1', dpSize: 2,
-      metrics: { running: 40, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false, dpRanks: [{ running: 40, waiting: 0 }, { running: 0, waiting: 0 }] },
+      metrics: {
+        running: 40, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false,
+        dpRanks: [{ running: 40, waiting: 0 }, { running: 0, waiting: 0 }],
+      },
     };
     await h.putEndpoint('dp', 'p', 'prefill', p, busy);
     p.clearRequests();

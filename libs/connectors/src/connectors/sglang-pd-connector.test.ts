@@ -76,7 +76,8 @@ describe('SglangPdConnector', () => {
       asked.push(`${role}:${e.pod}`);
       return role === 'prefill' ? 1 : 0;
     };
-    await new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body: chat(false), server, decision, dpRank }), decision.attempts[0], 0, run);
+    const ctx = proxyRequest({ body: chat(false), server, decision, dpRank });
+    await new SglangPdConnector('sglang-pd').attempt(ctx, decision.attempts[0], 0, run);
     expect(asked).toEqual(['prefill:p-0', 'decode:d-0']);
     expect(run.legsOf('prefill')[0].json()).toMatchObject({ routed_dp_rank: 1 });
     expect(run.legsOf('decode')[0].json()).toMatchObject({ routed_dp_rank: 0, disagg_prefill_dp_rank: 1 });
@@ -85,7 +86,8 @@ describe('SglangPdConnector', () => {
   it('SGLang E→PD (no prefill stage): one hop to the language-only server, without bootstrap fields', async () => {
     const run = new FakeLegRunner((spec) => ({ contentType: 'text/event-stream', body: `data: ${spec.stage}\n\n` }));
     const epd = serverProfile({ ...server, mode: 'epd', connector: 'sglang-epd' });
-    await new SglangPdConnector('sglang-epd').attempt(proxyRequest({ body: chat(true), server: epd, decision }), decision.attempts[1], 1, run);
+    const ctx = proxyRequest({ body: chat(true), server: epd, decision });
+    await new SglangPdConnector('sglang-epd').attempt(ctx, decision.attempts[1], 1, run);
     expect(run.legs.map((l) => [l.spec.stage, l.mode])).toEqual([['decode', 'relay']]);
     expect(run.legs[0].json()).not.toHaveProperty('bootstrap_room');
   });
