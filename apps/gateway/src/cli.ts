@@ -17,13 +17,15 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
+    .option('--credentials-key-file <file>', 'key that opens ExternalModelProvider credentials (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)')
+    .option('--provider-retries <n>', 'retries of an ExternalModelProvider call before any byte was sent (TRIAD_PROVIDER_RETRIES, 2)')
     .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)')
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
     nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
     scheduleBudgetMs?: string; drainTimeoutMs?: string;
-    accessLog?: boolean; admissionConfig?: string; settings?: string;
+    accessLog?: boolean; admissionConfig?: string; settings?: string; credentialsKeyFile?: string; providerRetries?: string;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
@@ -36,6 +38,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,
     admissionConfig: opts.admissionConfig,
+    credentialsKeyFile: opts.credentialsKeyFile,
+    providerRetries: opts.providerRetries,
   }, process.env, opts.settings);
   const logger = createLogger({ service: 'gateway' });
   guardProcess(logger);

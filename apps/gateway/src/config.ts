@@ -56,6 +56,11 @@ const GatewayConfigSchema = z.object({
   accessLog: Setting.boolean().default(true),
   /** Gateway instance id in dispatch events (defaults to hostname-pid). */
   instanceId: z.string().optional(),
+  /** Tries after the first for an ExternalModelProvider call (transport failure, timeout, 502/503/504; before any byte). */
+  providerRetries: Setting.count(0, 10).default(2),
+  providerRetryIntervalMs: Ms.default(200),
+  /** The key the pod-watcher seals provider credentials with (a mounted Secret); else TRIAD_CREDENTIALS_KEY. */
+  credentialsKeyFile: z.string().min(1).optional(),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
 });
@@ -88,6 +93,9 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
+  providerRetries: { name: 'provider-retries', env: 'TRIAD_PROVIDER_RETRIES' },
+  providerRetryIntervalMs: { name: 'provider-retry-interval-ms', env: 'TRIAD_PROVIDER_RETRY_INTERVAL_MS' },
+  credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },
 };
 
 /**

@@ -18,6 +18,9 @@ import { DpRankBalancer } from './scheduling/dp-rank-balancer';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
+import { loadCredentialsKey } from './providers/credentials-key';
+import { ProviderDirectory } from './providers/provider-directory';
+import { ProviderProxy } from './providers/provider-proxy';
 
 export interface GatewayOptions {
   readonly config: GatewayConfig;
@@ -87,8 +90,16 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks);
+  const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
+  const providers = new ProviderProxy({
+    directory, hooks, observer, metrics,
+    options: {
+      retries: config.providerRetries, retryIntervalMs: config.providerRetryIntervalMs, firstByteTimeoutMs: config.firstByteTimeoutMs,
+      totalTimeoutMs: config.totalTimeoutMs,
+    },
+  });
   const handler = new InferenceHandler({
-    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
+    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, providers,
     limits: requestLimitsOf(config),
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
@@ -102,7 +113,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   readiness = () => (ready()
     ? { ready: true }
     : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
-  await kv.start(bus);
+  await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   fallback.followAffinity(bus);
   const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
@@ -121,6 +132,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     clearTimeout(deadline);
     dispatch.stop();
     kv.stop();
+    directory.stop();
+    await providers.close();
     fallback.stop();
     await integrations.close();
     await pools.close(true);

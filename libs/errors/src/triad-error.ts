@@ -23,6 +23,8 @@ export const ErrorCode = {
   UpstreamTimeout: 'GATEWAY_UPSTREAM_TIMEOUT',
   UpstreamConnect: 'GATEWAY_UPSTREAM_CONNECT',
   ClientAborted: 'GATEWAY_CLIENT_ABORTED',
+  /** An ExternalModelProvider a route targets exists but cannot be called (not Ready, credential unavailable). */
+  ProviderUnavailable: 'GATEWAY_PROVIDER_UNAVAILABLE',
   /** The admission budget store (NATS KV or Redis) is unreachable and rate limits fail closed. */
   AdmissionUnavailable: 'GATEWAY_ADMISSION_UNAVAILABLE',
   Internal: 'INTERNAL',

@@ -57,6 +57,8 @@ export interface ServerProfile {
   /** `namespace/name`: the label value and log field of the ModelServer. */
   readonly key: string;
   readonly engine: InferenceEngine;
+  /** Set for an ExternalModelProvider target (then `engine` means nothing): the provider's API. */
+  readonly provider?: 'OpenAI' | 'Anthropic';
   readonly mode: PipelineMode;
   readonly connector: ConnectorName;
   readonly retry: RetryPolicy;

@@ -17,6 +17,7 @@ import { buildSchedulingRequest, estimateTokens } from '../scheduling/scheduling
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';
+import type { ProviderProxy } from '../providers/provider-proxy';
 
 /** What the inference pipeline is built from. */
 export interface InferenceDeps {
@@ -33,6 +34,8 @@ export interface InferenceDeps {
   readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Serves ModelRoute targets that name an ExternalModelProvider. */
+  readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
   readonly kvBlockKeys?: (
     engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
@@ -53,8 +56,11 @@ const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
 /** SGLang's native generation API, routed like chat and completions (PD included). */
 const GENERATE = '/generate';
+/** Paths only providers serve as they are: their prompt counts for rate limits (all of it, as admission counts). */
+const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses']);
 const NO_MEDIA: readonly MediaPart[] = [];
 const NO_BODY: Record<string, unknown> = {};
+const ALL_INPUTS = { allInputs: true } as const;
 
 function requestIdOf(headers: IncomingHeaders): string {
   const given = headers['x-request-id'];
@@ -118,7 +124,8 @@ export class InferenceHandler {
       this.#finish(bad, false);
       return;
     }
-    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : path === GENERATE ? generateText(body) : '';
+    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body)
+      : path === GENERATE ? generateText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
     const ctx = new RequestContext(
       id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
     );
@@ -149,10 +156,12 @@ export class InferenceHandler {
     const inference = ctx.path === CHAT || ctx.path === COMPLETIONS || ctx.path === GENERATE;
     let match = d.kv.routes.resolve(ctx);
     if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
-    if (!inference && this.#disaggregated(match.namespace, match.modelServer)) {
-      // Other `/v1/*` calls carry no bootstrap room, so a PD server would refuse them (400): an aggregated target of
-      // the same rule serves them, else the gateway says why.
-      match = d.kv.routes.resolve(ctx, (ns, name) => d.kv.server(ns, name) !== undefined && !this.#disaggregated(ns, name));
+    if (!inference && match.provider === undefined && this.#disaggregated(match.namespace, match.modelServer)) {
+      // Other `/v1/*` calls carry no bootstrap room, so a PD server would refuse them (400): an aggregated target
+      // (or a provider) of the same rule serves them, else the gateway says why.
+      const servesAsIs = (ns: string, name: string | undefined, provider: string | undefined) =>
+        provider !== undefined || (name !== undefined && d.kv.server(ns, name) !== undefined && !this.#disaggregated(ns, name));
+      match = d.kv.routes.resolve(ctx, servesAsIs);
       if (match === undefined) {
         throw new BadRequestError(
           `${ctx.path} is not served for model '${ctx.model}': its ModelServers run disaggregated (prefill/decode), where only ` +
@@ -160,6 +169,10 @@ export class InferenceHandler {
           null,
         );
       }
+    }
+    if (match.provider !== undefined) {
+      await d.providers.serve(ctx, { ...match, provider: match.provider });
+      return;
     }
     const entry = d.kv.server(match.namespace, match.modelServer);
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
@@ -175,7 +188,9 @@ export class InferenceHandler {
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;
-    if (inference && profile.engine === 'SGLang' && profile.mode !== 'aggregated') refuseParallelSampling(ctx.body, ctx.model, ctx.routing);
+    if (inference && profile.engine === 'SGLang' && profile.mode !== 'aggregated') {
+      refuseParallelSampling(ctx.body, ctx.model, ctx.routing);
+    }
     const openAi = ctx.path === CHAT || ctx.path === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;
     // SGLang EPD's language-only prefill calls its encoders itself: no media items to plan.

@@ -30,6 +30,7 @@ const STATUS: Readonly<Record<ErrorCodeValue, number>> = {
   [ErrorCode.UpstreamTimeout]: 504,
   [ErrorCode.UpstreamConnect]: 502,
   [ErrorCode.ClientAborted]: 499,
+  [ErrorCode.ProviderUnavailable]: 503,
   [ErrorCode.Internal]: 500,
 };
 
