@@ -7,6 +7,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad gateway')
     .description('OpenAI-compatible ingress and the E→P→D stage loop')
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL)')
+    .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--host <host>', 'listen address (TRIAD_HOST)')
     .option('--port <port>', 'HTTP port for the OpenAI API (TRIAD_PORT, default 8080)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
@@ -23,12 +24,13 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
-    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
+    nats?: string; kvReplicas?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
     scheduleBudgetMs?: string; drainTimeoutMs?: string;
     accessLog?: boolean; admissionConfig?: string; settings?: string; credentialsKeyFile?: string; providerRetries?: string;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
+    kvReplicas: opts.kvReplicas,
     host: opts.host,
     port: opts.port,
     metricsPort: opts.metricsPort,

@@ -56,7 +56,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   registerNatsMetrics(metrics.registry, () => connection);
   const bus = await waitForDependency({
     what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
-    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger }),
+    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, kvReplicas: config.kvReplicas }),
   });
   connection = bus;
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
