@@ -65,6 +65,12 @@ const GatewayConfigSchema = z.object({
   credentialsKeyFile: z.string().min(1).optional(),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
+  /**
+   * The scheduler's `--config` file, when the scheduler runs with one: the gateway hashes prompts as its prefix
+   * scorers expect (block sizes, engine block keys) and its local fallback decides with the same plugins. The KV
+   * config (`triad_v1_config/scheduler`) overrides it, as it does in the scheduler.
+   */
+  schedulerConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
@@ -96,6 +102,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
+  schedulerConfig: { name: 'scheduler-config', env: 'TRIAD_SCHEDULER_CONFIG' },
   providerRetries: { name: 'provider-retries', env: 'TRIAD_PROVIDER_RETRIES' },
   providerRetryIntervalMs: { name: 'provider-retry-interval-ms', env: 'TRIAD_PROVIDER_RETRY_INTERVAL_MS' },
   credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },

@@ -68,6 +68,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const fallback = new LocalSchedulingFallback(kv, id, logger);
   const dpRanks = new DpRankBalancer((key) => kv.endpoint(key));
   kv.addListener(dpRanks);
+  if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
     config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
   });
