@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  BadRequestError, NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, promptText,
+  BadRequestError, NotFoundError, RateLimitedError, RequestContext, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText,
   writeErrorResponse, type DpRankPicker, type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
   type ResolvedRouting,
 } from '@triad/request';
@@ -49,8 +49,11 @@ export interface InferenceResponse extends ServerResponse {
   triadRequest?: RequestContext;
 }
 
-/** Headers a client sends that every engine leg carries too. */
-const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as const;
+/**
+ * Headers a client sends that every engine leg carries too. Not `authorization`: the client's credential is
+ * the gateway's to check, and goes to the engines only when the ModelServer asks for it (`engineAuth`).
+ */
+const FORWARDED = ['traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
@@ -155,7 +158,7 @@ export class InferenceHandler {
     const d = this.#d;
     const inference = ctx.path === CHAT || ctx.path === COMPLETIONS || ctx.path === GENERATE;
     let match = d.kv.routes.resolve(ctx);
-    if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
+    if (match === undefined) throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ModelRoute matches it)`, 'model');
     if (!inference && match.provider === undefined && this.#disaggregated(match.namespace, match.modelServer)) {
       // Other `/v1/*` calls carry no bootstrap room, so a PD server would refuse them (400): an aggregated target
       // (or a provider) of the same rule serves them, else the gateway says why.
@@ -164,8 +167,8 @@ export class InferenceHandler {
       match = d.kv.routes.resolve(ctx, servesAsIs);
       if (match === undefined) {
         throw new BadRequestError(
-          `${ctx.path} is not served for model '${ctx.model}': its ModelServers run disaggregated (prefill/decode), where only ` +
-            `/v1/chat/completions, /v1/completions and /generate are routed, and no aggregated ModelServer serves it`,
+          `${echo(ctx.path)} is not served for model '${echo(ctx.model)}': its ModelServers run disaggregated (prefill/decode), ` +
+            'where only /v1/chat/completions, /v1/completions and /generate are routed, and no aggregated ModelServer serves it',
           null,
         );
       }
@@ -185,6 +188,8 @@ export class InferenceHandler {
     d.metrics.downstream(ctx.model, 1);
     if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
     if (upstreamModel !== ctx.model) ctx.body['model'] = upstreamModel;
+    const authorization = ctx.headers['authorization'];
+    if (ctx.routing.server.authPassThrough === true && typeof authorization === 'string') ctx.upstreamHeaders['authorization'] = authorization;
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;
@@ -273,7 +278,7 @@ function refuseParallelSampling(body: Record<string, unknown>, model: string, ro
   const n = typeof body['n'] === 'number' ? body['n'] : typeof fromParams === 'number' ? fromParams : 1;
   if (n <= 1) return;
   throw new BadRequestError(
-    `n=${n} is not supported for model '${model}': its ModelServer ${routing.namespace}/${routing.serverName} runs ` +
+    `n=${n} is not supported for model '${echo(model)}': its ModelServer ${routing.namespace}/${routing.serverName} runs ` +
       'SGLang prefill/decode disaggregation, which cannot sample in parallel (all samples would share one KV-transfer room and ' +
       'hang); send n separate requests instead',
     typeof body['n'] === 'number' ? 'n' : 'sampling_params.n',
