@@ -94,6 +94,7 @@ export function startSteadyLoad(options: SteadyLoadOptions): SteadyLoad {
       ok = res.status === 200;
       reason = String(res.status);
     } catch (err) {
+      ok = false;
       reason = (err as Error).name;
     }
     const now = Date.now();
