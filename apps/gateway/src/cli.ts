@@ -17,6 +17,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     )
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
+    .option('--scheduler-config <file>', 'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt '
+      + 'hashing for prefix scorers and the local fallback; the KV config overrides it')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
     .option('--credentials-key-file <file>', 'key that opens ExternalModelProvider credentials (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)')
     .option('--provider-retries <n>', 'retries of an ExternalModelProvider call before any byte was sent (TRIAD_PROVIDER_RETRIES, 2)')
@@ -26,7 +28,8 @@ export async function main(argv: readonly string[]): Promise<void> {
   const opts = program.opts<{
     nats?: string; kvReplicas?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
     scheduleBudgetMs?: string; drainTimeoutMs?: string;
-    accessLog?: boolean; admissionConfig?: string; settings?: string; credentialsKeyFile?: string; providerRetries?: string;
+    accessLog?: boolean; admissionConfig?: string; schedulerConfig?: string; settings?: string; credentialsKeyFile?: string;
+    providerRetries?: string;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
@@ -40,6 +43,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,
     admissionConfig: opts.admissionConfig,
+    schedulerConfig: opts.schedulerConfig,
     credentialsKeyFile: opts.credentialsKeyFile,
     providerRetries: opts.providerRetries,
   }, process.env, opts.settings);

@@ -16,6 +16,8 @@ const GatewayConfigSchema = z.object({
   metricsPort: Setting.port().default(9090),
   /** Largest request body accepted (bytes); larger ones get 413. */
   bodyLimit: Setting.count(1024).default(10 * 1024 * 1024),
+  /** Bytes of an oversized body read and dropped before the 413 goes out (so a client still sending reads it). */
+  bodyDiscardLimit: Setting.count(0).default(64 * 1024 * 1024),
   /** Deepest JSON nesting a body may have (400 naming the limit beyond it). */
   maxJsonDepth: Setting.count(2, 10_000).default(DEFAULT_REQUEST_LIMITS.maxJsonDepth),
   /** Media items in one chat request; at most what one scheduling request carries. */
@@ -65,6 +67,12 @@ const GatewayConfigSchema = z.object({
   credentialsKeyFile: z.string().min(1).optional(),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
+  /**
+   * The scheduler's `--config` file, when the scheduler runs with one: the gateway hashes prompts as its prefix
+   * scorers expect (block sizes, engine block keys) and its local fallback decides with the same plugins. The KV
+   * config (`triad_v1_config/scheduler`) overrides it, as it does in the scheduler.
+   */
+  schedulerConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
@@ -76,6 +84,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
+  bodyDiscardLimit: { name: 'body-discard-limit', env: 'TRIAD_BODY_DISCARD_LIMIT' },
   maxJsonDepth: { name: 'max-json-depth', env: 'TRIAD_MAX_JSON_DEPTH' },
   maxMediaItems: { name: 'max-media-items', env: 'TRIAD_MAX_MEDIA_ITEMS' },
   maxContentParts: { name: 'max-content-parts', env: 'TRIAD_MAX_CONTENT_PARTS' },
@@ -96,6 +105,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
+  schedulerConfig: { name: 'scheduler-config', env: 'TRIAD_SCHEDULER_CONFIG' },
   providerRetries: { name: 'provider-retries', env: 'TRIAD_PROVIDER_RETRIES' },
   providerRetryIntervalMs: { name: 'provider-retry-interval-ms', env: 'TRIAD_PROVIDER_RETRY_INTERVAL_MS' },
   credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },

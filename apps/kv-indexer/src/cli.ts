@@ -11,7 +11,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     .description('engines\' KV-cache events (ZMQ) → block deltas and snapshots on NATS for precise prefix routing')
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
     .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
-    .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default 9093)')
+    .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default 9094)')
     .option('--instance-id <id>', 'replica name (TRIAD_INSTANCE_ID, else POD_NAME, else hostname-pid)')
     .option('--snapshot-interval <ms>', 'snapshot period of changed sources (TRIAD_KV_SNAPSHOT_INTERVAL_MS, default 2000)')
     .option('--max-blocks-per-source <n>', 'blocks remembered per source (TRIAD_KV_MAX_BLOCKS_PER_SOURCE, default 1000000)')

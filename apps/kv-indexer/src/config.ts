@@ -8,7 +8,7 @@ const KvIndexerConfigSchema = z.object({
   /** JetStream replicas of the KV buckets this service creates (3 on a 3-node NATS cluster). */
   kvReplicas: NatsSettings.kvReplicas().default(1),
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
-  metricsPort: Setting.port().default(9093),
+  metricsPort: Setting.port().default(9094),
   /** This replica's name in the membership bucket and on its NATS connection. */
   instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
   /** Snapshot period of the sources that changed. */
