@@ -162,7 +162,7 @@ function sampler(env: Env, warnings: string[]): { sampler: SamplerName; samplerR
   return { sampler: name, samplerRatio: ratio };
 }
 
-const DEFAULT_SPAN_RECORDER: SpanRecorderName = 'sdk';
+const DEFAULT_SPAN_RECORDER: SpanRecorderName = 'recorder';
 
 function spanRecorder(env: Env, warnings: string[]): SpanRecorderName {
   const raw = text(env, 'TRIAD_TRACE_RECORDER')?.toLowerCase();

@@ -284,12 +284,17 @@ async function main(): Promise<void> {
     process.stdout.write(`${markdownTable(header, rows)}\n\n`);
     if (variants.some((v) => v.key === 'sdk') && variants.some((v) => v.key === 'recorder')) {
       // The rule of issue 17: keep Triad's recorder only if it is at least 5 points cheaper than the SDK's tracer.
+      // Also paired by round (the three ran back to back), which a machine whose load drifts distorts less.
       for (const connections of connectionCounts) {
         const base = summary('off', connections).g;
         const sdk = (summary('sdk', connections).g / base - 1) * 100;
         const own = (summary('recorder', connections).g / base - 1) * 100;
-        process.stdout.write(`${connections} conns: gateway CPU cost of tracing: SDK tracer +${sdk.toFixed(1)} %, recorder ` +
-          `+${own.toFixed(1)} %: the recorder is ${(sdk - own).toFixed(1)} points cheaper\n`);
+        const of = (key: string) => (samples.get(`${key}|${connections}`) as Sample[]).map((x) => x.gatewayUs);
+        const [offs, sdks, owns] = [of('off'), of('sdk'), of('recorder')];
+        const paired = median(offs.map((off, i) => (((sdks[i] as number) - (owns[i] as number)) / off) * 100));
+        process.stdout.write(`${connections} conns: gateway CPU cost of tracing (medians): SDK tracer ${sdk.toFixed(1)} %, recorder ` +
+          `${own.toFixed(1)} %: the recorder is ${(sdk - own).toFixed(1)} points cheaper (paired by round: ` +
+          `${paired.toFixed(1)} points)\n`);
       }
     }
     for (const v of variants) {
