@@ -2,18 +2,22 @@ import { z } from 'zod';
 import { SchedulingLimits } from '@triad/bus';
 import { DEFAULT_UPSTREAM_CONNECTIONS } from '@triad/connectors';
 import { DEFAULT_REQUEST_LIMITS, DEFAULT_STAGE_TIMEOUTS, type RequestLimits } from '@triad/request';
-import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 const Ms = Setting.ms(0);
 
 /** Gateway configuration: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const GatewayConfigSchema = z.object({
-  nats: z.string().min(1).default('nats://127.0.0.1:4222'),
+  nats: NatsSettings.servers().default(NatsSettings.defaultUrl),
+  /** JetStream replicas of the KV buckets this service creates (3 on a 3-node NATS cluster). */
+  kvReplicas: NatsSettings.kvReplicas().default(1),
   host: z.string().default('0.0.0.0'),
   port: Setting.port().default(8080),
   metricsPort: Setting.port().default(9090),
   /** Largest request body accepted (bytes); larger ones get 413. */
   bodyLimit: Setting.count(1024).default(10 * 1024 * 1024),
+  /** Bytes of an oversized body read and dropped before the 413 goes out (so a client still sending reads it). */
+  bodyDiscardLimit: Setting.count(0).default(64 * 1024 * 1024),
   /** Deepest JSON nesting a body may have (400 naming the limit beyond it). */
   maxJsonDepth: Setting.count(2, 10_000).default(DEFAULT_REQUEST_LIMITS.maxJsonDepth),
   /** Media items in one chat request; at most what one scheduling request carries. */
@@ -56,18 +60,31 @@ const GatewayConfigSchema = z.object({
   accessLog: Setting.boolean().default(true),
   /** Gateway instance id in dispatch events (defaults to hostname-pid). */
   instanceId: z.string().optional(),
+  /** Tries after the first for an ExternalModelProvider call (transport failure, timeout, 502/503/504; before any byte). */
+  providerRetries: Setting.count(0, 10).default(2),
+  providerRetryIntervalMs: Ms.default(200),
+  /** The key the pod-watcher seals provider credentials with (a mounted Secret); else TRIAD_CREDENTIALS_KEY. */
+  credentialsKeyFile: z.string().min(1).optional(),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
+  /**
+   * The scheduler's `--config` file, when the scheduler runs with one: the gateway hashes prompts as its prefix
+   * scorers expect (block sizes, engine block keys) and its local fallback decides with the same plugins. The KV
+   * config (`triad_v1_config/scheduler`) overrides it, as it does in the scheduler.
+   */
+  schedulerConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
 /** The flag / settings-file name and environment variable of each setting. */
 export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
-  nats: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  nats: NatsSettings.sources.nats,
+  kvReplicas: NatsSettings.sources.kvReplicas,
   host: { name: 'host', env: 'TRIAD_HOST' },
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
+  bodyDiscardLimit: { name: 'body-discard-limit', env: 'TRIAD_BODY_DISCARD_LIMIT' },
   maxJsonDepth: { name: 'max-json-depth', env: 'TRIAD_MAX_JSON_DEPTH' },
   maxMediaItems: { name: 'max-media-items', env: 'TRIAD_MAX_MEDIA_ITEMS' },
   maxContentParts: { name: 'max-content-parts', env: 'TRIAD_MAX_CONTENT_PARTS' },
@@ -88,6 +105,10 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
+  schedulerConfig: { name: 'scheduler-config', env: 'TRIAD_SCHEDULER_CONFIG' },
+  providerRetries: { name: 'provider-retries', env: 'TRIAD_PROVIDER_RETRIES' },
+  providerRetryIntervalMs: { name: 'provider-retry-interval-ms', env: 'TRIAD_PROVIDER_RETRY_INTERVAL_MS' },
+  credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },
 };
 
 /**

@@ -17,6 +17,9 @@ import { TurnFlusher } from './nats/turn-flusher';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
+import { loadCredentialsKey } from './providers/credentials-key';
+import { ProviderDirectory } from './providers/provider-directory';
+import { ProviderProxy } from './providers/provider-proxy';
 
 export interface GatewayOptions {
   readonly config: GatewayConfig;
@@ -52,7 +55,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   registerNatsMetrics(metrics.registry, () => connection);
   const bus = await waitForDependency({
     what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
-    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger }),
+    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, kvReplicas: config.kvReplicas }),
   });
   connection = bus;
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
@@ -62,6 +65,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
+  if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
     config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
   });
@@ -84,8 +88,16 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks);
+  const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
+  const providers = new ProviderProxy({
+    directory, hooks, observer, metrics,
+    options: {
+      retries: config.providerRetries, retryIntervalMs: config.providerRetryIntervalMs, firstByteTimeoutMs: config.firstByteTimeoutMs,
+      totalTimeoutMs: config.totalTimeoutMs,
+    },
+  });
   const handler = new InferenceHandler({
-    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog,
+    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, providers,
     limits: requestLimitsOf(config),
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
@@ -98,10 +110,12 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   readiness = () => (ready()
     ? { ready: true }
     : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
-  await kv.start(bus);
+  await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   fallback.followAffinity(bus);
-  const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
+  const app = buildHttpServer({
+    bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
+  });
   await app.listen({ port: config.port, host: config.host });
   listening = true;
   dispatch.start();
@@ -117,6 +131,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     clearTimeout(deadline);
     dispatch.stop();
     kv.stop();
+    directory.stop();
+    await providers.close();
     fallback.stop();
     await integrations.close();
     await pools.close(true);

@@ -57,6 +57,8 @@ export interface ServerProfile {
   /** `namespace/name`: the label value and log field of the ModelServer. */
   readonly key: string;
   readonly engine: InferenceEngine;
+  /** Set for an ExternalModelProvider target (then `engine` means nothing): the provider's API. */
+  readonly provider?: 'OpenAI' | 'Anthropic';
   readonly mode: PipelineMode;
   readonly connector: ConnectorName;
   readonly retry: RetryPolicy;
@@ -65,6 +67,8 @@ export interface ServerProfile {
   readonly relayKvParams: boolean;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
+  /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */
+  readonly authPassThrough?: boolean;
   /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
   readonly maxConnections?: number;
 }

@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
+  NotFoundError, RateLimitedError, RequestContext, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
   type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
@@ -16,6 +16,7 @@ import { buildSchedulingRequest, estimateTokens } from '../scheduling/scheduling
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';
+import type { ProviderProxy } from '../providers/provider-proxy';
 
 /** What the inference pipeline is built from. */
 export interface InferenceDeps {
@@ -32,6 +33,8 @@ export interface InferenceDeps {
   readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Serves ModelRoute targets that name an ExternalModelProvider. */
+  readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
   readonly kvBlockKeys?: (
     engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
@@ -43,13 +46,19 @@ export interface InferenceResponse extends ServerResponse {
   triadRequest?: RequestContext;
 }
 
-/** Headers a client sends that every engine leg carries too. */
-const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as const;
+/**
+ * Headers a client sends that every engine leg carries too. Not `authorization`: the client's credential is
+ * the gateway's to check, and goes to the engines only when the ModelServer asks for it (`engineAuth`).
+ */
+const FORWARDED = ['traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
+/** Paths only providers serve as they are: their prompt counts for rate limits (all of it, as admission counts). */
+const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses']);
 const NO_MEDIA: readonly MediaPart[] = [];
 const NO_BODY: Record<string, unknown> = {};
+const ALL_INPUTS = { allInputs: true } as const;
 
 function requestIdOf(headers: IncomingHeaders): string {
   const given = headers['x-request-id'];
@@ -113,7 +122,7 @@ export class InferenceHandler {
       this.#finish(bad, false);
       return;
     }
-    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : '';
+    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
     const ctx = new RequestContext(
       id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
     );
@@ -142,7 +151,11 @@ export class InferenceHandler {
   async #routeAndProxy(ctx: RequestContext): Promise<void> {
     const d = this.#d;
     const match = d.kv.routes.resolve(ctx);
-    if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
+    if (match === undefined) throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ModelRoute matches it)`, 'model');
+    if (match.provider !== undefined) {
+      await d.providers.serve(ctx, { ...match, provider: match.provider });
+      return;
+    }
     const entry = d.kv.server(match.namespace, match.modelServer);
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
     const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;
@@ -154,6 +167,8 @@ export class InferenceHandler {
     d.metrics.downstream(ctx.model, 1);
     if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
     if (upstreamModel !== ctx.model) ctx.body['model'] = upstreamModel;
+    const authorization = ctx.headers['authorization'];
+    if (ctx.routing.server.authPassThrough === true && typeof authorization === 'string') ctx.upstreamHeaders['authorization'] = authorization;
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;

@@ -19,7 +19,7 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('matches modelName exactly, then LoRA adapters (no model rewrite for those)', () => {
     const t = new RouteTable();
     t.put(route('base', { modelName: 'llama', loraAdapters: ['sql-lora'], rules: [{ targetModels: [to('ms-a')] }] }));
-    expect(t.resolve(req('llama'))).toEqual({ route: 'ns/base', namespace: 'ns', modelServer: 'ms-a', lora: false, rule: undefined });
+    expect(t.resolve(req('llama'))).toEqual({ route: 'ns/base', namespace: 'ns', modelServer: 'ms-a', provider: undefined, lora: false, rule: undefined });
     expect(t.resolve(req('sql-lora'))).toMatchObject({ modelServer: 'ms-a', lora: true });
     expect(t.resolve(req('Llama'))).toBeUndefined();
   });
@@ -76,17 +76,25 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
     expect([pick(0), pick(0.29), pick(0.3), pick(0.99)]).toEqual(['a', 'a', 'b', 'b']);
   });
 
-  it('falls through routes that cannot be served here: parentRefs (Gateway API only), all-zero weights, external providers', () => {
+  it('falls through routes that cannot be served here: parentRefs (Gateway API only), all-zero weights', () => {
     const t = new RouteTable();
     t.put(route('gw', { modelName: 'm', parentRefs: [{ name: 'gw' }], rules: [{ targetModels: [to('gw')] }] }, '2026-01-01T00:00:00Z'));
     t.put(route('zero', { modelName: 'm', rules: [{ targetModels: [to('z', 0)] }] }, '2026-01-02T00:00:00Z'));
-    t.put(route(
-      'ext', { modelName: 'm', rules: [{ targetModels: [{ externalModelProviderName: 'openai', weight: 100 }] }] }, '2026-01-03T00:00:00Z',
-    ));
     t.put(route('last', { modelName: 'm', rules: [{ targetModels: [to('served')] }] }, '2026-01-04T00:00:00Z'));
     expect(t.resolve(req('m'))?.route).toBe('ns/last');
     t.delete('ns', 'last');
     expect(t.resolve(req('m'))).toBeUndefined();
+  });
+
+  it('resolves ExternalModelProvider targets, weighted with ModelServers, never for a LoRA name', () => {
+    let r = 0;
+    const t = new RouteTable(() => r);
+    const ext = { externalModelProviderName: 'openai', weight: 50 };
+    t.put(route('mix', { modelName: 'm', loraAdapters: ['lora'], rules: [{ targetModels: [to('local', 50), ext] }] }));
+    expect(t.resolve(req('m'))).toMatchObject({ modelServer: 'local', provider: undefined });
+    r = 0.75;
+    expect(t.resolve(req('m'))).toMatchObject({ modelServer: '', provider: 'openai', lora: false });
+    expect(t.resolve(req('lora'))).toBeUndefined();
   });
 
   it('lists model names and LoRA adapters for /v1/models', () => {

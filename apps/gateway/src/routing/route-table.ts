@@ -7,8 +7,10 @@ export interface RouteMatch {
   /** `ns/name` of the ModelRoute. */
   readonly route: string;
   readonly namespace: string;
-  /** ModelServer name (same namespace as the route). */
+  /** ModelServer name (same namespace as the route); '' when the target is an ExternalModelProvider. */
   readonly modelServer: string;
+  /** ExternalModelProvider name (same namespace), when the picked target names one. */
+  readonly provider: string | undefined;
   /** The request named a LoRA adapter: its `model` is not rewritten. */
   readonly lora: boolean;
   readonly rule: string | undefined;
@@ -24,7 +26,7 @@ interface CompiledRule {
   readonly headers: readonly (readonly [name: string, test: Predicate])[];
   readonly uri: Predicate | undefined;
   readonly bodyModel: string | undefined;
-  readonly targets: readonly { readonly server: string; readonly weight: number }[];
+  readonly targets: readonly Target[];
   readonly totalWeight: number;
 }
 
@@ -38,16 +40,24 @@ interface CompiledRoute {
 
 const NEVER: Predicate = () => false;
 
+/** A rule target: a ModelServer or an ExternalModelProvider (exactly one is set, as the CRD requires). */
+interface Target {
+  readonly server: string | undefined;
+  readonly provider: string | undefined;
+  readonly weight: number;
+}
+
 function compileRule(rule: RouteRule): CompiledRule {
   const match = rule.modelMatch;
   const compile = (m: Parameters<typeof compileStringMatch>[0]): Predicate => {
     const p = compileStringMatch(m);
     return typeof p === 'string' ? NEVER : p;
   };
-  // Only ModelServer targets are served; ExternalModelProvider targets (not supported here) carry no weight.
-  const targets = rule.targetModels
-    .filter((t) => t.modelServerName !== undefined && t.modelServerName !== '')
-    .map((t) => ({ server: t.modelServerName as string, weight: t.weight }));
+  const targets: Target[] = [];
+  for (const t of rule.targetModels) {
+    if (t.modelServerName) targets.push({ server: t.modelServerName, provider: undefined, weight: t.weight });
+    else if (t.externalModelProviderName) targets.push({ server: undefined, provider: t.externalModelProviderName, weight: t.weight });
+  }
   return {
     name: rule.name,
     headers: Object.entries(match?.headers ?? {}).map(([name, m]) => [name.toLowerCase(), compile(m)] as const),
@@ -70,14 +80,14 @@ function ruleMatches(rule: CompiledRule, req: RouteFacts): boolean {
   return true;
 }
 
-function pickTarget(rule: CompiledRule, random: () => number): string | undefined {
+function pickTarget(rule: CompiledRule, random: () => number): Target | undefined {
   if (rule.totalWeight <= 0) return undefined;
   let r = random() * rule.totalWeight;
   for (const t of rule.targets) {
-    if (r < t.weight) return t.server;
+    if (r < t.weight) return t;
     r -= t.weight;
   }
-  return rule.targets[rule.targets.length - 1]?.server;
+  return rule.targets[rule.targets.length - 1];
 }
 
 function compareResourceVersion(a: string, b: string): number {
@@ -140,9 +150,13 @@ export class RouteTable {
       if (route.gatewayOnly) continue;
       const rule = route.rules.find((r) => ruleMatches(r, req));
       if (rule === undefined) continue;
-      const server = pickTarget(rule, this.#random);
-      if (server === undefined) continue;
-      return { route: route.key, namespace: route.record.namespace, modelServer: server, lora, rule: rule.name };
+      const target = pickTarget(rule, this.#random);
+      if (target === undefined) continue;
+      // Kthena: a LoRA name is never sent to a provider (its webhook refuses such routes).
+      if (target.provider !== undefined && lora) continue;
+      return {
+        route: route.key, namespace: route.record.namespace, modelServer: target.server ?? '', provider: target.provider, lora, rule: rule.name,
+      };
     }
     return undefined;
   }

@@ -25,11 +25,16 @@ const STATUS: Readonly<Record<ErrorCodeValue, number>> = {
   [ErrorCode.GatewayUnauthorized]: 401,
   [ErrorCode.GatewayForbidden]: 403,
   [ErrorCode.GatewayQueueTimeout]: 504,
+  [ErrorCode.GatewayHeadersTooLarge]: 431,
+  [ErrorCode.GatewayRequestTimeout]: 408,
+  [ErrorCode.GatewayExpectationFailed]: 417,
+  [ErrorCode.GatewayDraining]: 503,
   [ErrorCode.AdmissionUnavailable]: 503,
   [ErrorCode.UpstreamError]: 502,
   [ErrorCode.UpstreamTimeout]: 504,
   [ErrorCode.UpstreamConnect]: 502,
   [ErrorCode.ClientAborted]: 499,
+  [ErrorCode.ProviderUnavailable]: 503,
   [ErrorCode.Internal]: 500,
 };
 

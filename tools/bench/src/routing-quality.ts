@@ -1,0 +1,61 @@
+// Routing quality in simulated time (issue 18): a pool of simulated engines (prefix cache, encoder cache, batching
+// and queueing, KV capacity; docs/routing-benchmark.md) serves open-loop Poisson traffic at shares of its
+// capacity; each policy routes the same seeded requests, the scheduler-backed ones through libs/scheduling's real
+// code. Prints one Markdown table per workload and writes the figures as JSON (for routing-plot.ts).
+// Run: npx tsx tools/bench/src/routing-quality.ts [--engines 16] [--requests 3000] [--loads 0.5,0.8,0.95]
+//        [--workloads chat,multimodal,mixed] [--policies triad,random,...] [--seed 1] [--json FILE] [--smoke]
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { REALISTIC_COST } from './cluster-sim/cost-model';
+import { makePolicy, POLICY_NAMES, type PolicyName } from './cluster-sim/policy-set';
+import { measureCapacity, runSimulation, type RunMetrics } from './cluster-sim/simulate';
+import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
+import { markdownTable } from './lib/table';
+
+const { values: args } = parseArgs({ options: {
+  engines: { type: 'string', default: '16' }, requests: { type: 'string', default: '3000' },
+  loads: { type: 'string', default: '0.5,0.8,0.95' }, workloads: { type: 'string', default: 'chat,multimodal,mixed' },
+  policies: { type: 'string', default: POLICY_NAMES.join(',') }, seed: { type: 'string', default: '1' },
+  json: { type: 'string' }, smoke: { type: 'boolean', default: false },
+} });
+
+const engines = Number(args.engines);
+const requests = args.smoke ? 400 : Number(args.requests);
+const loads = args.loads.split(',').map(Number);
+const workloads = args.workloads.split(',') as WorkloadName[];
+const policies = args.policies.split(',') as PolicyName[];
+const seed = Number(args.seed);
+for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`unknown workload ${w} (known: ${Object.keys(WORKLOADS).join(', ')})`);
+for (const p of policies) if (!POLICY_NAMES.includes(p)) throw new Error(`unknown policy ${p} (known: ${POLICY_NAMES.join(', ')})`);
+
+const fmtMs = (ms: number): string => (ms === Infinity ? '∞' : Number.isFinite(ms) ? (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)}`) : '–');
+const fmtPct = (x: number): string => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '–');
+
+const results: RunMetrics[] = [];
+const cpu0 = process.cpuUsage();
+for (const w of workloads) {
+  const spec = WORKLOADS[w];
+  const capacity = measureCapacity(spec, engines, REALISTIC_COST, seed, (e) => makePolicy('oracle', e));
+  const rows: (string | number)[][] = [];
+  for (const load of loads) {
+    for (const p of policies) {
+      const m = runSimulation((e) => makePolicy(p, e), { workload: spec, capacity, engines, load, requests, seed, cost: REALISTIC_COST });
+      results.push(m);
+      rows.push([
+        `${Math.round(load * 100)} %`, m.policy, fmtMs(m.ttftP50), fmtMs(m.ttftP99), fmtMs(m.e2eP50), fmtMs(m.e2eP99),
+        m.goodput.toFixed(1), fmtPct(m.rejected), fmtPct(m.prefixHit), fmtPct(m.encoderHit), m.imbalance.toFixed(2),
+      ]);
+    }
+  }
+  const rate = results.filter((r) => r.workload === w).map((r) => `${Math.round(r.load * 100)} % = ${r.ratePerS.toFixed(1)} req/s`);
+  console.log(`\n### ${w}: ${spec.description}\n`);
+  console.log(`${engines} engines, ${requests} requests per cell (first 20 % warm-up), seed ${seed}; capacity `
+    + `${capacity.toFixed(1)} req/s (the oracle's saturated throughput); offered ${[...new Set(rate)].join(', ')}; `
+    + `goodput = requests/s with TTFT ≤ ${spec.ttftSloMs} ms.\n`);
+  console.log(markdownTable(
+    ['load', 'policy', 'TTFT p50 ms', 'TTFT p99 ms', 'E2E p50 ms', 'E2E p99 ms', 'goodput/s', 'refused', 'prefix hit', 'encoder hit', 'imbalance'], rows,
+  ));
+}
+const cpu = process.cpuUsage(cpu0);
+console.log(`\nsimulation CPU: ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s (figures are simulated time: machine load does not change them)`);
+if (args.json) writeFileSync(args.json, JSON.stringify({ engines, requests, seed, results }, null, 2));
