@@ -113,7 +113,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   fallback.followAffinity(bus);
-  const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
+  const app = buildHttpServer({
+    bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
+  });
   await app.listen({ port: config.port, host: config.host });
   listening = true;
   dispatch.start();

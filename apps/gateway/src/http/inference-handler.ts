@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  NotFoundError, RateLimitedError, RequestContext, asError, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
+  NotFoundError, RateLimitedError, RequestContext, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
   type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
@@ -46,8 +46,11 @@ export interface InferenceResponse extends ServerResponse {
   triadRequest?: RequestContext;
 }
 
-/** Headers a client sends that every engine leg carries too. */
-const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as const;
+/**
+ * Headers a client sends that every engine leg carries too. Not `authorization`: the client's credential is
+ * the gateway's to check, and goes to the engines only when the ModelServer asks for it (`engineAuth`).
+ */
+const FORWARDED = ['traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
@@ -148,7 +151,7 @@ export class InferenceHandler {
   async #routeAndProxy(ctx: RequestContext): Promise<void> {
     const d = this.#d;
     const match = d.kv.routes.resolve(ctx);
-    if (match === undefined) throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute matches it)`, 'model');
+    if (match === undefined) throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ModelRoute matches it)`, 'model');
     if (match.provider !== undefined) {
       await d.providers.serve(ctx, { ...match, provider: match.provider });
       return;
@@ -164,6 +167,8 @@ export class InferenceHandler {
     d.metrics.downstream(ctx.model, 1);
     if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
     if (upstreamModel !== ctx.model) ctx.body['model'] = upstreamModel;
+    const authorization = ctx.headers['authorization'];
+    if (ctx.routing.server.authPassThrough === true && typeof authorization === 'string') ctx.upstreamHeaders['authorization'] = authorization;
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;
