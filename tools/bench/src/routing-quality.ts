@@ -8,6 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { REALISTIC_COST } from './cluster-sim/cost-model';
+import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import { makePolicy, POLICY_NAMES, type PolicyName } from './cluster-sim/policy-set';
 import { measureCapacity, runSimulation, type RunMetrics } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
@@ -60,6 +61,8 @@ for (const w of workloads) {
     ['load', 'policy', 'TTFT p50 ms', 'TTFT p99 ms', 'E2E p50 ms', 'E2E p99 ms', 'goodput/s', 'refused', 'prefix hit', 'encoder hit', 'imbalance'], rows,
   ));
 }
+const goals = goalRows(results);
+if (goals.length > 0) console.log(`\n### Goals (issue 18), this run\n\n${markdownTable(GOAL_HEADERS, goals)}`);
 const cpu = process.cpuUsage(cpu0);
 console.log(`\nsimulation CPU: ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s (figures are simulated time: machine load does not change them)`);
 if (args.json) writeFileSync(args.json, JSON.stringify({ engines, requests, seed, results }, null, 2));
