@@ -14,6 +14,7 @@ import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
 import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
+import { DpRankBalancer } from './scheduling/dp-rank-balancer';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
@@ -65,6 +66,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
+  const dpRanks = new DpRankBalancer((key) => kv.endpoint(key));
+  kv.addListener(dpRanks);
   if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
     config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
@@ -101,6 +104,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     limits: requestLimitsOf(config),
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
+    dpRank: dpRanks.pick,
   });
   let draining = false;
   // Ready only once the data port listens: the ops port comes up first, and a probe must not see "ready" while
@@ -113,7 +117,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   fallback.followAffinity(bus);
-  const app = buildHttpServer({ bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready });
+  const app = buildHttpServer({
+    bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
+  });
   await app.listen({ port: config.port, host: config.host });
   listening = true;
   dispatch.start();
