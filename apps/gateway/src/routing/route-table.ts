@@ -1,4 +1,4 @@
-import type { ModelRouteRecord } from '@triad/bus';
+import type { ListenerRef, ModelRouteRecord } from '@triad/bus';
 import { compileStringMatch, type RateLimit, type RouteRule } from '@triad/crd';
 import type { RequestContext } from '@triad/request';
 
@@ -90,6 +90,10 @@ function pickTarget(rule: CompiledRule, random: () => number): Target | undefine
   return rule.targets[rule.targets.length - 1];
 }
 
+function attached(record: ModelRouteRecord, l: ListenerRef): boolean {
+  return record.listeners?.some((x) => x.namespace === l.namespace && x.gateway === l.gateway && x.listener === l.listener) ?? false;
+}
+
 function compareResourceVersion(a: string, b: string): number {
   if (/^\d+$/.test(a) && /^\d+$/.test(b)) return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
   return a < b ? -1 : a > b ? 1 : 0;
@@ -138,7 +142,12 @@ export class RouteTable {
     return this.#routes.size;
   }
 
-  resolve(req: RouteFacts): RouteMatch | undefined {
+  /**
+   * Resolves a request. `listener` is the Gateway listener it arrived at (Gateway API mode): then only routes
+   * attached to that listener count (the pod-watcher lists them in `listeners`); without, routes with
+   * parentRefs are skipped (they attach to Gateway listeners only, as in Kthena).
+   */
+  resolve(req: RouteFacts, listener?: ListenerRef): RouteMatch | undefined {
     let lora = false;
     let candidates = this.#byModel.get(req.model);
     if (candidates === undefined) {
@@ -147,7 +156,7 @@ export class RouteTable {
     }
     if (candidates === undefined) return undefined;
     for (const route of candidates) {
-      if (route.gatewayOnly) continue;
+      if (listener === undefined ? route.gatewayOnly : !attached(route.record, listener)) continue;
       const rule = route.rules.find((r) => ruleMatches(r, req));
       if (rule === undefined) continue;
       const target = pickTarget(rule, this.#random);

@@ -15,6 +15,7 @@ export class AggregatedConnector implements Connector {
       body: finalLegBody(ctx.body, ctx.proxy.injectUsage),
       requestId: ctx.id,
       timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+      ...(ctx.routing.upstreamPath !== undefined ? { path: ctx.routing.upstreamPath } : {}),
     }).promise;
   }
 }
