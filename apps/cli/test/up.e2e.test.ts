@@ -18,7 +18,7 @@ const configPath = join(dir, 'cluster.yaml');
 // A loopback block no other test uses, so the sims' addresses cannot clash with a parallel run.
 const NET = '127.0.231';
 
-interface PodDef { name: string; ip: string; labels: string }
+interface PodDef { name: string; ip: string; labels: string; annotations?: string }
 
 function writeConfig(port: number, pods: readonly PodDef[]): void {
   const objects = [`
@@ -49,7 +49,7 @@ spec: {modelName: tiny-vl, rules: [{targetModels: [{modelServerName: tiny-vl}]}]
   ...pods.map((p) => `
 apiVersion: v1
 kind: Pod
-metadata: {name: ${p.name}, namespace: default, labels: ${p.labels}}
+metadata: {name: ${p.name}, namespace: default, labels: ${p.labels}${p.annotations ? `, annotations: ${p.annotations}` : ''}}
 status: {phase: Running, podIP: ${p.ip}, conditions: [{type: Ready, status: "True"}]}`)];
   // Write then rename, as editors do, so the watchers never read half a file.
   const next = `${configPath}.next`;
@@ -57,9 +57,11 @@ status: {phase: Running, podIP: ${p.ip}, conditions: [{type: Ready, status: "Tru
   renameSync(next, configPath);
 }
 
+// The aggregated pods publish KV events (their sims do, on port 5557 of their own loopback address).
+const KV_EVENTS = '{triad.io/kv-events-endpoint: "tcp://*:5557", triad.io/kv-events-replay-endpoint: "tcp://*:5558"}';
 const aggregatedPods: PodDef[] = [
-  { name: 'tiny-0', ip: `${NET}.1`, labels: '{app: tiny}' },
-  { name: 'tiny-1', ip: `${NET}.2`, labels: '{app: tiny}' },
+  { name: 'tiny-0', ip: `${NET}.1`, labels: '{app: tiny}', annotations: KV_EVENTS },
+  { name: 'tiny-1', ip: `${NET}.2`, labels: '{app: tiny}', annotations: KV_EVENTS },
 ];
 const epdPods: PodDef[] = [
   { name: 'tiny-vl-encode-0', ip: `${NET}.11`, labels: '{app: tiny-vl, group: g1, role: encode}' },
@@ -75,6 +77,12 @@ async function servedBy(ip: string, port: number): Promise<number | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/** The sum of a metric's series on an ops port (0 when absent). */
+async function metric(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
 let up: ChildProcess | undefined;
@@ -157,6 +165,28 @@ describe('triad up (end to end)', () => {
     expect(parts.length).toBeGreaterThan(1);
     expect(finish).toBeTruthy();
   });
+
+  it('routes a prompt to the pod whose engine holds its prefix, from the engines\' KV events', async () => {
+    expect(output).toMatch(/kv-indexer :\d+/);
+    const schedulerOps = Number(/scheduler :(\d+)/.exec(output)?.[1]);
+    const sentence = 'the router reads the blocks each engine reports and sends the prompt where its prefix already is';
+    for (let i = 0; i < 4; i++) {
+      // Put the prompt's blocks into one pod's cache behind the gateway's back: only its KV events can tell.
+      const pod = aggregatedPods[i % 2] as PodDef;
+      const prompt = `${i} ${sentence} `.repeat(8);
+      const applied = await metric(schedulerOps, 'triad_scheduler_kv_index_lag_seconds_count');
+      const primed = await fetch(`http://${pod.ip}:${simPort}/v1/completions`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-model', prompt, max_tokens: 1 }),
+      });
+      expect(primed.status).toBe(200);
+      await waitFor(async () => (await metric(schedulerOps, 'triad_scheduler_kv_index_lag_seconds_count')) > applied, {
+        what: `the scheduler to apply ${pod.name}'s KV events`,
+      });
+      const before = await servedBy(pod.ip, simPort);
+      await client.completions.create({ model: 'tiny', prompt, max_tokens: 1 });
+      expect(await servedBy(pod.ip, simPort)).toBe((before ?? 0) + 1);
+    }
+  }, 60_000);
 
   it('moves traffic off a pod removed from the YAML', async () => {
     const ask = () => client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'ping' }], max_tokens: 2 });

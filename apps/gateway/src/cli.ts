@@ -7,6 +7,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad gateway')
     .description('OpenAI-compatible ingress and the E→P→D stage loop')
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL)')
+    .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--host <host>', 'listen address (TRIAD_HOST)')
     .option('--port <port>', 'HTTP port for the OpenAI API (TRIAD_PORT, default 8080)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
@@ -16,6 +17,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     )
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
+    .option('--scheduler-config <file>', 'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt '
+      + 'hashing for prefix scorers and the local fallback; the KV config overrides it')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
     .option('--credentials-key-file <file>', 'key that opens ExternalModelProvider credentials (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)')
     .option('--provider-retries <n>', 'retries of an ExternalModelProvider call before any byte was sent (TRIAD_PROVIDER_RETRIES, 2)')
@@ -24,12 +27,14 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
-    nats?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
+    nats?: string; kvReplicas?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
     scheduleBudgetMs?: string; drainTimeoutMs?: string;
-    accessLog?: boolean; admissionConfig?: string; settings?: string; credentialsKeyFile?: string; providerRetries?: string; gatewayApi?: boolean;
+    accessLog?: boolean; admissionConfig?: string; schedulerConfig?: string; settings?: string; credentialsKeyFile?: string;
+    providerRetries?: string; gatewayApi?: boolean;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
+    kvReplicas: opts.kvReplicas,
     host: opts.host,
     port: opts.port,
     metricsPort: opts.metricsPort,
@@ -39,6 +44,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     drainTimeoutMs: opts.drainTimeoutMs,
     accessLog: opts.accessLog === false ? false : undefined,
     admissionConfig: opts.admissionConfig,
+    schedulerConfig: opts.schedulerConfig,
     credentialsKeyFile: opts.credentialsKeyFile,
     providerRetries: opts.providerRetries,
     gatewayApi: opts.gatewayApi === true ? true : undefined,

@@ -2,13 +2,15 @@ import { z } from 'zod';
 import { SchedulingLimits } from '@triad/bus';
 import { DEFAULT_UPSTREAM_CONNECTIONS } from '@triad/connectors';
 import { DEFAULT_REQUEST_LIMITS, DEFAULT_STAGE_TIMEOUTS, type RequestLimits } from '@triad/request';
-import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 const Ms = Setting.ms(0);
 
 /** Gateway configuration: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const GatewayConfigSchema = z.object({
-  nats: z.string().min(1).default('nats://127.0.0.1:4222'),
+  nats: NatsSettings.servers().default(NatsSettings.defaultUrl),
+  /** JetStream replicas of the KV buckets this service creates (3 on a 3-node NATS cluster). */
+  kvReplicas: NatsSettings.kvReplicas().default(1),
   host: z.string().default('0.0.0.0'),
   port: Setting.port().default(8080),
   metricsPort: Setting.port().default(9090),
@@ -68,12 +70,19 @@ const GatewayConfigSchema = z.object({
   gatewayApi: Setting.boolean().default(false),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
+  /**
+   * The scheduler's `--config` file, when the scheduler runs with one: the gateway hashes prompts as its prefix
+   * scorers expect (block sizes, engine block keys) and its local fallback decides with the same plugins. The KV
+   * config (`triad_v1_config/scheduler`) overrides it, as it does in the scheduler.
+   */
+  schedulerConfig: z.string().min(1).optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
 /** The flag / settings-file name and environment variable of each setting. */
 export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
-  nats: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  nats: NatsSettings.sources.nats,
+  kvReplicas: NatsSettings.sources.kvReplicas,
   host: { name: 'host', env: 'TRIAD_HOST' },
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
@@ -98,6 +107,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
+  schedulerConfig: { name: 'scheduler-config', env: 'TRIAD_SCHEDULER_CONFIG' },
   providerRetries: { name: 'provider-retries', env: 'TRIAD_PROVIDER_RETRIES' },
   providerRetryIntervalMs: { name: 'provider-retry-interval-ms', env: 'TRIAD_PROVIDER_RETRY_INTERVAL_MS' },
   credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },

@@ -57,7 +57,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   registerNatsMetrics(metrics.registry, () => connection);
   const bus = await waitForDependency({
     what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
-    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger }),
+    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, kvReplicas: config.kvReplicas }),
   });
   connection = bus;
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
@@ -67,6 +67,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
+  if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
     config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
   });

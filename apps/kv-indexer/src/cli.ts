@@ -10,7 +10,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   const program = new Command('triad kv-indexer')
     .description('engines\' KV-cache events (ZMQ) → block deltas and snapshots on NATS for precise prefix routing')
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
-    .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default 9093)')
+    .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
+    .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default 9094)')
     .option('--instance-id <id>', 'replica name (TRIAD_INSTANCE_ID, else POD_NAME, else hostname-pid)')
     .option('--snapshot-interval <ms>', 'snapshot period of changed sources (TRIAD_KV_SNAPSHOT_INTERVAL_MS, default 2000)')
     .option('--max-blocks-per-source <n>', 'blocks remembered per source (TRIAD_KV_MAX_BLOCKS_PER_SOURCE, default 1000000)')
@@ -21,7 +22,7 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | undefined>>();
   const flags: Partial<Record<keyof KvIndexerConfig, unknown>> = {
-    nats: o['nats'], metricsPort: o['metricsPort'], instanceId: o['instanceId'], snapshotIntervalMs: o['snapshotInterval'],
+    nats: o['nats'], kvReplicas: o['kvReplicas'], metricsPort: o['metricsPort'], instanceId: o['instanceId'], snapshotIntervalMs: o['snapshotInterval'],
     maxBlocksPerSource: o['maxBlocksPerSource'], maxBlocksPerSecond: o['maxBlocksPerSecond'], connectTimeoutMs: o['connectTimeout'],
     drainTimeoutMs: o['drainTimeout'],
   };

@@ -1,12 +1,14 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 /** KV-indexer settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const KvIndexerConfigSchema = z.object({
-  nats: z.string().min(1).default('nats://127.0.0.1:4222'),
+  nats: NatsSettings.servers().default(NatsSettings.defaultUrl),
+  /** JetStream replicas of the KV buckets this service creates (3 on a 3-node NATS cluster). */
+  kvReplicas: NatsSettings.kvReplicas().default(1),
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
-  metricsPort: Setting.port().default(9093),
+  metricsPort: Setting.port().default(9094),
   /** This replica's name in the membership bucket and on its NATS connection. */
   instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
   /** Snapshot period of the sources that changed. */
@@ -24,7 +26,8 @@ export type KvIndexerConfig = z.infer<typeof KvIndexerConfigSchema>;
 
 /** The flag / settings-file name and environment variable of each setting. */
 export const CONFIG_SOURCES: SettingSources<KvIndexerConfig> = {
-  nats: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  nats: NatsSettings.sources.nats,
+  kvReplicas: NatsSettings.sources.kvReplicas,
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   instanceId: { name: 'instance-id', env: ['TRIAD_INSTANCE_ID', 'POD_NAME'] },
   snapshotIntervalMs: { name: 'snapshot-interval', env: 'TRIAD_KV_SNAPSHOT_INTERVAL_MS' },

@@ -25,7 +25,7 @@ export async function startKvIndexerService(options: { config: KvIndexerConfig; 
   registerNatsMetrics(metrics.registry, () => bus);
   const nats = await waitForDependency({
     what: `NATS at ${config.nats}`, logger, onWaiting: (why) => (reason = why),
-    attempt: () => connectBus({ servers: config.nats, name: `triad-kv-indexer-${config.instanceId}`, logger }),
+    attempt: () => connectBus({ servers: config.nats, name: `triad-kv-indexer-${config.instanceId}`, logger, kvReplicas: config.kvReplicas }),
   });
   bus = nats;
   reason = 'following the endpoints';

@@ -11,6 +11,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   const program = new Command('triad pod-watcher')
     .description('Discovery (Kubernetes or a YAML file), role classification and engine metrics → NATS KV')
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
+    .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--source <source>', 'kube or file:PATH (TRIAD_SOURCE, default kube)')
     .option('--namespace <ns>', 'namespace to watch, repeatable; default all (TRIAD_NAMESPACES, comma-separated)', collect, [])
     .option('--kubeconfig <path>', 'kubeconfig file (default KUBECONFIG, ~/.kube/config or in-cluster)')
@@ -37,7 +38,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
   const flags: Partial<Record<keyof WatcherConfig, unknown>> = {
-    nats: o['nats'], source: o['source'], namespaces: o['namespace'], kubeconfig: o['kubeconfig'], metricsPort: o['metricsPort'],
+    nats: o['nats'], kvReplicas: o['kvReplicas'], source: o['source'], namespaces: o['namespace'], kubeconfig: o['kubeconfig'], metricsPort: o['metricsPort'],
     scrapeIntervalMs: o['scrapeInterval'], scrapeTimeoutMs: o['scrapeTimeout'], scrapeConcurrency: o['scrapeConcurrency'],
     modelsIntervalMs: o['modelsInterval'], metricsHeartbeatMs: o['metricsHeartbeat'], registryIntervalMs: o['registryInterval'],
     registryEvictedTtlMs: o['registryEvictedTtl'], encodersPerPrefill: o['encodersPerPrefill'],

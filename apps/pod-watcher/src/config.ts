@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 const Ms = Setting.ms;
 
@@ -30,7 +30,9 @@ const DefaultGatewaySchema = z.string().transform((text, ctx): DefaultGatewaySpe
 
 /** Pod-watcher settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const WatcherConfigSchema = z.object({
-  nats: z.string().min(1).default('nats://127.0.0.1:4222'),
+  nats: NatsSettings.servers().default(NatsSettings.defaultUrl),
+  /** JetStream replicas of the KV buckets this service creates (3 on a 3-node NATS cluster). */
+  kvReplicas: NatsSettings.kvReplicas().default(1),
   source: SourceSchema.default({ kind: 'kube' }),
   /** Namespaces to watch (kube source); empty means all namespaces. */
   namespaces: z.array(z.string().min(1)).default([]),
@@ -87,7 +89,8 @@ export type WatcherConfig = z.infer<typeof WatcherConfigSchema>;
  * itself, so `--kubeconfig` has no variable here).
  */
 export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
-  nats: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  nats: NatsSettings.sources.nats,
+  kvReplicas: NatsSettings.sources.kvReplicas,
   source: { name: 'source', env: 'TRIAD_SOURCE' },
   namespaces: { name: 'namespace', env: 'TRIAD_NAMESPACES', list: true },
   kubeconfig: { name: 'kubeconfig' },

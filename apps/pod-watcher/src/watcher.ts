@@ -96,7 +96,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   try {
     bus = await waitForDependency({
       what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (waiting = reason),
-      attempt: () => connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger }),
+      attempt: () => connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, kvReplicas: config.kvReplicas }),
     });
     // The reconciler needs the registry sync and the other way round: built later, found through this binding.
     let reconciler: Reconciler | undefined;

@@ -1,11 +1,13 @@
 import { hostname } from 'node:os';
 import { Command } from 'commander';
 import { z } from 'zod';
-import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 /** What `triad scheduler` runs with (flags, else env, else a settings file, else defaults). */
 export interface SchedulerServiceOptions {
   readonly natsUrl: string;
+  /** JetStream replicas of the KV buckets it creates (TRIAD_KV_REPLICAS; 3 on a 3-node NATS cluster). */
+  readonly kvReplicas?: number;
   /** Scheduler config YAML, watched for changes. */
   readonly configFile?: string;
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
@@ -24,7 +26,8 @@ export interface SchedulerServiceOptions {
 const DEFAULT_METRICS_PORT = 9091;
 
 const SchedulerSettingsSchema = z.object({
-  natsUrl: z.string().min(1).default('nats://127.0.0.1:4222'),
+  natsUrl: NatsSettings.servers().default(NatsSettings.defaultUrl),
+  kvReplicas: NatsSettings.kvReplicas().default(1),
   configFile: z.string().min(1).optional(),
   metricsPort: Setting.port().default(DEFAULT_METRICS_PORT),
   instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
@@ -36,7 +39,8 @@ const SchedulerSettingsSchema = z.object({
 
 /** The flag / settings-file name and environment variable of each setting. */
 const SOURCES: SettingSources<z.infer<typeof SchedulerSettingsSchema>> = {
-  natsUrl: { name: 'nats', env: 'TRIAD_NATS_URL' },
+  natsUrl: NatsSettings.sources.nats,
+  kvReplicas: NatsSettings.sources.kvReplicas,
   configFile: { name: 'config', env: 'TRIAD_SCHEDULER_CONFIG' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   instanceId: { name: 'instance-id', env: ['TRIAD_INSTANCE_ID', 'POD_NAME'] },
@@ -49,15 +53,16 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
   const program = new Command('triad scheduler')
     .description('scheduling service: answers triad.v1.schedule in queue group "schedulers"')
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
+    .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--config <file>', 'scheduler config YAML, hot-reloaded (TRIAD_SCHEDULER_CONFIG)')
     .option('--metrics-port <port>', `/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default ${DEFAULT_METRICS_PORT})`)
     .option('--instance-id <id>', 'instance name in decisions and logs (TRIAD_INSTANCE_ID, else POD_NAME, else hostname-pid)')
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
     .exitOverride();
   program.parse([...argv], { from: 'user' });
-  const o = program.opts<{ nats?: string; config?: string; metricsPort?: string; instanceId?: string; settings?: string }>();
+  const o = program.opts<{ nats?: string; kvReplicas?: string; config?: string; metricsPort?: string; instanceId?: string; settings?: string }>();
   return resolveSettings('scheduler', SchedulerSettingsSchema, SOURCES, {
-    flags: { natsUrl: o.nats, configFile: o.config, metricsPort: o.metricsPort, instanceId: o.instanceId },
+    flags: { natsUrl: o.nats, kvReplicas: o.kvReplicas, configFile: o.config, metricsPort: o.metricsPort, instanceId: o.instanceId },
     env,
     ...(o.settings === undefined ? {} : { file: o.settings }),
   });

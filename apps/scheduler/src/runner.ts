@@ -69,7 +69,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   try {
     bus = await waitForDependency({
       what: `NATS at ${options.natsUrl}`, logger, onWaiting: (why) => (reason = why),
-      attempt: () => connectBus({ servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger }),
+      attempt: () => connectBus({
+        servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger, kvReplicas: options.kvReplicas ?? 1,
+      }),
     });
     const nats = bus;
     reason = 'loading config and syncing the index';

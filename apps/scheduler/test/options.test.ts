@@ -7,9 +7,12 @@ describe('triad scheduler flags', () => {
       [], { TRIAD_NATS_URL: 'nats://n:4222', TRIAD_SCHEDULER_CONFIG: '/etc/s.yaml', TRIAD_METRICS_PORT: '0', TRIAD_INSTANCE_ID: 'sched-0' },
     ))
       .toEqual({
-        natsUrl: 'nats://n:4222', configFile: '/etc/s.yaml', metricsPort: 0, instanceId: 'sched-0', shutdownGraceMs: 10_000,
+        natsUrl: 'nats://n:4222', kvReplicas: 1, configFile: '/etc/s.yaml', metricsPort: 0, instanceId: 'sched-0', shutdownGraceMs: 10_000,
         tracePhases: false,
       });
+    expect(parseOptions(['--nats', 'nats://a:1,nats://b:2', '--kv-replicas', '3'], {})).toMatchObject({
+      natsUrl: 'nats://a:1,nats://b:2', kvReplicas: 3,
+    });
     expect(parseOptions(['--nats', 'nats://flag:1', '--config', 'c.yaml', '--metrics-port', '9999'], { TRIAD_NATS_URL: 'nats://env:2' }))
       .toMatchObject({ natsUrl: 'nats://flag:1', configFile: 'c.yaml', metricsPort: 9999 });
   });

@@ -24,5 +24,9 @@ export function registerAdminRoutes(router: Router, ctx: SimContext): void {
       ctx.log.clear();
       sendJson(ex.res, 200, '{"cleared":true}');
     })
+    .add('POST', '/admin/restart-kv-cache', (ex) => {
+      ctx.restartKvCache();
+      sendJson(ex.res, 200, '{"restarted":true}');
+    })
     .add('GET', '/admin/counters', (ex) => sendJson(ex.res, 200, JSON.stringify(ctx.counters.snapshot())));
 }

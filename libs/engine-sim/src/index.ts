@@ -1,10 +1,11 @@
 export { startSimEngine } from './start-sim-engine';
-export { EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema } from './options';
+export { EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, KvEventsSimOptionsSchema, SimRoleSchema } from './options';
 export type {
   EcConnectorKind,
   EngineKind,
   FaultMode,
   FaultSpec,
+  KvEventsSimOptions,
   LatencyOverrides,
   LatencyProfileName,
   LoggedRequest,

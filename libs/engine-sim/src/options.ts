@@ -43,6 +43,34 @@ export interface LatencyOverrides {
   kvCapacityTokens?: number;
 }
 
+/**
+ * KV-cache events as the engines publish them (vLLM `--kv-events-config`, SGLang `--kv-events-config`): the prefix
+ * cache tokenizes prompts with the model's tokenizer, hashes full blocks as the engine does, and every block it
+ * stores or evicts, and every reset, goes out as a msgpack `KVEventBatch` on a ZMQ PUB socket, with a ROUTER that
+ * replays buffered batches. See docs/engine-sim.md.
+ */
+export const KvEventsSimOptionsSchema = z
+  .object({
+    /** PUB bind address, e.g. `tcp://*:5557` (`*` binds the sim's host); DP rank r binds port + r. */
+    endpoint: z.string().min(1),
+    /** ROUTER bind address for replay requests (vLLM `replay_endpoint`); DP rank r binds port + r. */
+    replayEndpoint: z.string().min(1).optional(),
+    /** Topic frame of every message (vLLM `topic`, default ''). */
+    topic: z.string().optional(),
+    /** Batches kept for replay (vLLM `buffer_steps`, default 10 000). */
+    bufferSteps: z.number().int().positive().optional(),
+    /** The model's `tokenizer.json` (file or directory; `tokenizer_config.json` beside it gives the chat template). */
+    tokenizer: z.string().min(1),
+    /** Tokens per block: vLLM `--block-size`, SGLang `--page-size`. Default 16. */
+    blockSize: z.number().int().min(1).max(1024).optional(),
+    /** vLLM `--prefix-caching-hash-algo`. Default `sha256`. */
+    hashAlgo: z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']).optional(),
+    /** vLLM PYTHONHASHSEED (seeds every block chain). Default `0`. */
+    hashSeed: z.string().optional(),
+  })
+  .strict();
+export type KvEventsSimOptions = z.infer<typeof KvEventsSimOptionsSchema>;
+
 /** The subset of a pino logger the simulator uses; it logs only life-cycle events and failures, never per request. */
 export interface SimLogger {
   info(obj: object, msg?: string): void;
@@ -144,6 +172,11 @@ export interface SimEngineOptions {
    * for the NIXL EC connector's pulls (`ecConnector: 'nixl'`): an encoder in this process is asked directly.
    */
   readonly nixlSideChannel?: 'http' | 'in-process';
+  /**
+   * Publish KV-cache events from a token-level prefix cache (see {@link KvEventsSimOptionsSchema}). Without it the
+   * prefix cache keys blocks by prompt characters and publishes nothing. Its size is `latency.kvCapacityTokens`.
+   */
+  readonly kvEvents?: KvEventsSimOptions;
   readonly logger?: SimLogger;
 }
 
@@ -182,5 +215,12 @@ export interface SimEngineHandle {
    * ecPullsServed, pushesReceived, ..., and `dpRank<i>Requests` per data-parallel rank.
    */
   counters(): Record<string, number>;
+  /** With `kvEvents`: each DP rank's PUB and replay addresses as bound (`*` and port 0 resolved), rank order. */
+  readonly kvEventEndpoints?: readonly { readonly endpoint: string; readonly replayEndpoint: string | undefined }[];
+  /**
+   * Simulates an engine restart for the prefix cache: every rank forgets its blocks, and its event sequence and
+   * replay buffer start over from 0, without an AllBlocksCleared (a new process does not announce the old one's end).
+   */
+  restartKvCache(): void;
   close(): Promise<void>;
 }

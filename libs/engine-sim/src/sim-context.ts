@@ -40,6 +40,10 @@ export class SimContext {
   readonly logger: SimLogger | undefined;
   readonly env: GenerationEnv;
   port = 0;
+  /** An engine restart as the prefix cache sees it (blocks forgotten, KV-event sequence from 0). */
+  restartKvCache: () => void = () => {
+    for (const rank of this.ranks) rank.prefixCache.clear();
+  };
   #nextRank = 0;
 
   constructor(readonly options: SimEngineOptions) {
@@ -79,6 +83,11 @@ export class SimContext {
     }
     this.counters.incRank(rank.index);
     return rank;
+  }
+
+  /** `/reset_prefix_cache` (vLLM), `/flush_cache` (SGLang): every rank drops its cached blocks (AllBlocksCleared). */
+  resetPrefixCache(): void {
+    for (const rank of this.ranks) rank.prefixCache.clear();
   }
 
   /** Whether `model` names this engine's model or one of its LoRA adapters. */

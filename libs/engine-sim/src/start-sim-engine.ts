@@ -3,8 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { registerAdminRoutes } from './admin-routes';
 import { Router } from './http/router';
 import {
-  EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, SimRoleSchema, type SimEngineHandle, type SimEngineOptions,
+  EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, KvEventsSimOptionsSchema, SimRoleSchema, type SimEngineHandle,
+  type SimEngineOptions,
 } from './options';
+import { SimKvEvents } from './kv-events/sim-kv-events';
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
 import { resolveLoadBalanceMethod } from './sglang/dp-rank';
@@ -29,6 +31,7 @@ function validate(opts: SimEngineOptions): void {
     throw new Error('ecControlPort must be 0 or a port that leaves room for one port per DP rank');
   }
   if (opts.ecPushWaitTimeoutMs !== undefined && !(opts.ecPushWaitTimeoutMs > 0)) throw new Error('ecPushWaitTimeoutMs must be positive');
+  if (opts.kvEvents !== undefined) KvEventsSimOptionsSchema.parse(opts.kvEvents);
 }
 
 /** SGLang prefills always run one; a vLLM prefill only when asked (its Mooncake connector bootstrap). */
@@ -70,15 +73,21 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
   const vllm = ctx.engine === 'vllm' ? registerVllmRoutes(router, ctx, bootstrap) : undefined;
   const sglang = vllm === undefined ? registerSglangRoutes(router, ctx, bootstrap) : undefined;
   if (opts.admin) registerAdminRoutes(router, ctx);
+  let kvEvents: SimKvEvents | undefined;
 
   const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, router.listener);
   try {
+    if (opts.kvEvents) {
+      kvEvents = await SimKvEvents.start(ctx.engine, opts.kvEvents, ctx.host, ctx.model, ctx.ranks, ctx.latency.kvCapacityTokens);
+      ctx.restartKvCache = () => kvEvents?.restart();
+    }
     ctx.port = await listen(server, ctx.host, opts.port ?? 0);
     await vllm?.ec.start();
     await sglang?.start();
   } catch (err) {
     await new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
     await bootstrap?.close();
+    await kvEvents?.close();
     await ctx.close();
     throw err;
   }
@@ -100,6 +109,8 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     clearRequests: () => ctx.log.clear(),
     setFault: (fault) => ctx.faults.set(FaultSpecSchema.parse(fault)),
     counters: () => ctx.counters.snapshot(),
+    ...(kvEvents ? { kvEventEndpoints: kvEvents.endpoints } : {}),
+    restartKvCache: () => ctx.restartKvCache(),
     close: () =>
       (closing ??= (async () => {
         withdrawPulls?.();
@@ -110,6 +121,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
         await sglang?.close();
         await bootstrap?.close();
         await vllm?.ec.close();
+        await kvEvents?.close();
         await ctx.close();
       })()),
   };

@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { EventStream, VllmBlockHasher, decodeKvEventBatch, loadTokenizer } from '@triad/kv-events';
+import { waitFor } from '@triad/testing';
 import { CHAT, get, post } from './helpers';
 
 const TRIAD = join(__dirname, '..', '..', '..', 'apps', 'cli', 'bin', 'triad.js');
@@ -11,21 +13,23 @@ interface Ready {
   readonly bootstrapPort?: number;
   readonly ecControlAddresses?: string[];
   readonly encoderBootstrapPort?: number;
+  readonly kvEvents?: { endpoint: string; replayEndpoint?: string }[];
 }
 
 /** Runs `triad sim-engine ...` and resolves with the ready line it logs. */
-async function startCli(args: readonly string[], children: ChildProcess[]): Promise<Ready> {
-  const child = spawn(process.execPath, [TRIAD, 'sim-engine', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startCli(args: readonly string[], children: ChildProcess[], env: NodeJS.ProcessEnv = process.env): Promise<Ready> {
+  const child = spawn(process.execPath, [TRIAD, 'sim-engine', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   children.push(child);
   for await (const line of createInterface({ input: child.stdout! })) {
     const msg = JSON.parse(line) as {
       msg?: string; url?: string; bootstrapPort?: number; encoderBootstrapPort?: number; ecControlAddresses?: string[];
+      kvEvents?: { endpoint: string; replayEndpoint?: string }[];
     };
     if (msg.msg === 'sim-engine ready') {
-      const { url, bootstrapPort, encoderBootstrapPort, ecControlAddresses } = msg;
+      const { url, bootstrapPort, encoderBootstrapPort, ecControlAddresses, kvEvents } = msg;
       return {
         url: url!, ...(bootstrapPort ? { bootstrapPort } : {}), ...(encoderBootstrapPort ? { encoderBootstrapPort } : {}),
-        ...(ecControlAddresses ? { ecControlAddresses } : {}),
+        ...(ecControlAddresses ? { ecControlAddresses } : {}), ...(kvEvents ? { kvEvents } : {}),
       };
     }
   }
@@ -104,6 +108,48 @@ describe('triad sim-engine (CLI)', () => {
     const messages = [{ role: 'user', content: [image] }];
     const res = await post(`${url}/v1/chat/completions`, { messages, bootstrap_room: 1, max_tokens: 1 });
     expect(res.status).toBe(500);
+  });
+
+  it('publishes KV events with --kv-events-config, hashing with --tokenizer, --block-size, the hash algo and PYTHONHASHSEED', async () => {
+    const tokenizer = join(__dirname, '..', '..', '..', 'infra', 'tokenizers', 'bert-base-uncased');
+    const { url, kvEvents } = await startCli([
+      '--engine', 'vllm', '--host', '127.0.0.17', '--port', '0', '--tokenizer', tokenizer, '--block-size', '4',
+      '--prefix-caching-hash-algo', 'xxhash', '--kv-capacity-tokens', '4096',
+      '--kv-events-config', '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0"}',
+    ], children, { ...process.env, PYTHONHASHSEED: '42' });
+    expect(kvEvents?.[0]?.endpoint).toMatch(/^tcp:\/\/127\.0\.0\.17:\d+$/);
+    expect(kvEvents?.[0]?.replayEndpoint).toMatch(/^tcp:\/\/127\.0\.0\.17:\d+$/);
+    const stored: string[] = [];
+    let connected = false;
+    const stream = new EventStream({ endpoint: kvEvents?.[0]?.endpoint as string }, {
+      onMessage: (m) => stored.push(...decodeKvEventBatch(m.payload).events.flatMap((e) => (e.type === 'stored' ? e.hashes : []))),
+      onMalformed: () => undefined,
+      onConnection: (up) => (connected = up),
+    });
+    try {
+      await waitFor(() => connected, { what: 'the subscriber to connect' });
+      const prompt = 'the router reads what the engine holds, block by block, and sends the prompt where its prefix is';
+      expect((await post(`${url}/v1/completions`, { prompt, max_tokens: 1 })).status).toBe(200);
+      const keys = new VllmBlockHasher({ algo: 'xxhash', seed: '42', blockSize: 4 }).keys(loadTokenizer(tokenizer).encode(prompt, true));
+      await waitFor(() => stored.length === keys.length, { what: 'the prompt\'s blocks' });
+      expect(stored).toEqual(keys);
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('refuses --kv-events-config without --tokenizer, and a config that is not the engines\' JSON', async () => {
+    for (const [config, why] of [['{"publisher":"zmq"}', 'needs --tokenizer'], ['{"publisher":"kafka"}', 'only zmq'], ['nope', 'not JSON']]) {
+      const child = spawn(process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--kv-events-config', config as string], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.push(child);
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const [code] = (await once(child, 'exit')) as [number | null];
+      expect(code).not.toBe(0);
+      expect(stderr).toContain(why);
+    }
   });
 
   it('rejects an unknown role with a usage error', async () => {

@@ -10,6 +10,10 @@ export { pickleDumps } from './hashing/pickle';
 export { cborDumps } from './hashing/cbor';
 export type { PyValue } from './hashing/py-value';
 
+// Tokenizing prompts as the engines do (gateway, simulated engines).
+export { loadTokenizer, promptTokenIds } from './tokenize/tokenizer';
+export type { ModelTokenizer } from './tokenize/tokenizer';
+
 // Wire format.
 export { decodeKvEventBatch, KvEventDecodeError } from './wire/decode-batch';
 export { encodeKvEventBatch } from './wire/encode-batch';

@@ -5,6 +5,8 @@ export interface NatsConnectionState {
   readonly connected: boolean;
   /** Connections lost since the client connected first. */
   readonly disconnects: number;
+  /** JetStream calls retried through a leader election or a lost node (libs/bus `retryJetStream`). */
+  readonly jetStreamRetries?: number;
 }
 
 /**
@@ -25,6 +27,15 @@ export function registerNatsMetrics(registry: Registry, state: () => NatsConnect
     name: 'triad_nats_disconnects_total', help: 'NATS connections lost (each followed by reconnect attempts)', registers: [registry],
     collect() {
       const now = state()?.disconnects ?? 0;
+      this.reset();
+      this.inc(now);
+    },
+  });
+  new Counter({
+    name: 'triad_nats_jetstream_retries_total', registers: [registry],
+    help: 'JetStream calls retried after a transient failure (leader election, a lost cluster node, a reconnect)',
+    collect() {
+      const now = state()?.jetStreamRetries ?? 0;
       this.reset();
       this.inc(now);
     },

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { resolveSettings, Setting, type SettingSources } from './settings';
+import { NatsSettings, resolveSettings, Setting, type SettingSources } from './settings';
 
 const Schema = z.object({
   nats: z.string().min(1).default('nats://127.0.0.1:4222'),
@@ -81,5 +81,28 @@ describe('resolveSettings', () => {
     expect(() => resolveSettings(
       'test', Schema, SOURCES, { env: {}, file: join(dir, 'missing.yaml') },
     )).toThrow(/cannot read settings file/);
+  });
+});
+
+describe('NatsSettings (shared by every service)', () => {
+  const schema = z.object({
+    nats: NatsSettings.servers().default(NatsSettings.defaultUrl),
+    kvReplicas: NatsSettings.kvReplicas().default(1),
+  });
+  const resolve = (layers: Parameters<typeof resolveSettings>[3]) => resolveSettings('svc', schema, NatsSettings.sources, layers);
+
+  it('takes every seed URL, comma-separated, from --nats, TRIAD_NATS_URL or NATS_URL, and the KV replicas', () => {
+    expect(resolve({ env: {} })).toEqual({ nats: 'nats://127.0.0.1:4222', kvReplicas: 1 });
+    expect(resolve({ env: { NATS_URL: 'nats://a:4222, nats://b:4222 ,nats://c:4222', TRIAD_KV_REPLICAS: '3' } }))
+      .toEqual({ nats: 'nats://a:4222,nats://b:4222,nats://c:4222', kvReplicas: 3 });
+    expect(resolve({ env: { NATS_URL: 'nats://x:1', TRIAD_NATS_URL: 'nats://y:2' } }).nats).toBe('nats://y:2');
+    expect(resolve({ flags: { nats: 'n1:4222,tls://n2:4443', kvReplicas: '5' }, env: {} })).toEqual({ nats: 'n1:4222,tls://n2:4443', kvReplicas: 5 });
+  });
+
+  it('names the bad value and where it came from', () => {
+    expect(() => resolve({ env: { TRIAD_KV_REPLICAS: '7' } })).toThrow(/kvReplicas: expected a replica count from 1 to 5 \(from TRIAD_KV_REPLICAS\)/);
+    expect(() => resolve({ env: { TRIAD_KV_REPLICAS: 'three' } })).toThrow(/kvReplicas: expected a replica count from 1 to 5/);
+    expect(() => resolve({ flags: { nats: 'nats://a:4222,http://b c' }, env: {} })).toThrow(/nats: must be NATS URLs, comma-separated .*\(from --nats\)/);
+    expect(() => resolve({ env: { NATS_URL: ' , ' } })).toThrow(/\(from NATS_URL\)/);
   });
 });

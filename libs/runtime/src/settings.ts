@@ -117,3 +117,28 @@ export const Setting = {
   /** true / false (also `1` / `0` in the environment). */
   boolean: () => z.union([z.boolean(), z.enum(['true', 'false', '1', '0'])]).transform((v) => v === true || v === 'true' || v === '1'),
 } as const;
+
+const NATS_URL_PATTERN = /^(nats|tls|ws|wss):\/\/[^\s,/]+(:\d{1,5})?\/?$|^[^\s,/:]+(:\d{1,5})?$/;
+
+/**
+ * The NATS settings every service shares: the seed URLs (comma-separated, so a client can reach a clustered
+ * NATS through any node, and learns the rest from the server's INFO) and the replica count of the KV buckets
+ * it creates (1 for a single server, 3 on a 3-node JetStream cluster: a bucket then survives a node's loss).
+ */
+export const NatsSettings = {
+  /** `nats://a:4222,nats://b:4222,...` (also bare `host:port`), normalized to one comma-separated string. */
+  servers: () => z.string().transform((text, ctx) => {
+    const urls = text.split(',').map((u) => u.trim()).filter((u) => u !== '');
+    const bad = urls.filter((u) => !NATS_URL_PATTERN.test(u));
+    if (urls.length === 0 || bad.length > 0) {
+      ctx.addIssue({ code: 'custom', message: `must be NATS URLs, comma-separated (nats://host:4222,...), got '${text}'` });
+      return z.NEVER;
+    }
+    return urls.join(',');
+  }),
+  /** JetStream replicas of each KV bucket (nats-server allows 1 to 5; at most the cluster's size). */
+  kvReplicas: () => z.coerce.number({ error: 'expected a replica count from 1 to 5' }).int().min(1).max(5),
+  /** Where the shared settings come from: `--nats` or `TRIAD_NATS_URL`, else `NATS_URL`; `--kv-replicas` or `TRIAD_KV_REPLICAS`. */
+  sources: { nats: { name: 'nats', env: ['TRIAD_NATS_URL', 'NATS_URL'] }, kvReplicas: { name: 'kv-replicas', env: 'TRIAD_KV_REPLICAS' } },
+  defaultUrl: 'nats://127.0.0.1:4222',
+} as const;

@@ -11,7 +11,7 @@ import { containersOf, list, obj, podTemplateOf, referencesOf, resolvePort, sele
 /** The image every Triad service runs (`triad <command>`); kustomize `images` sets its tag. */
 export const TRIAD_IMAGE = 'ghcr.io/triad-llm/triad';
 /** Triad services and the ops port flag their probes and scrape annotations must agree with. */
-export const TRIAD_SERVICES = new Set(['gateway', 'scheduler', 'pod-watcher', 'webhook']);
+export const TRIAD_SERVICES = new Set(['gateway', 'scheduler', 'pod-watcher', 'webhook', 'kv-indexer']);
 
 /** A CRD from infra/crds: its kind, group and served versions. */
 export interface CrdInfo {

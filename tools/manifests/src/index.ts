@@ -10,3 +10,4 @@ export {
   checkTriadContainers, checkMonitors, triadCommandsUsed, checkModelServerWorkloads, checkSchedulerConfigs,
 } from './checks';
 export type { CrdInfo } from './checks';
+export { checkNatsCluster } from './nats-cluster';

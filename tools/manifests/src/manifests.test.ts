@@ -102,13 +102,13 @@ describe('repository manifests', () => {
 
   it('Triad containers run real `triad` commands with flags the CLI accepts, probes and scraping on the ops port', () => {
     for (const service of ['gateway', 'scheduler', 'pod-watcher', 'webhook']) expect(commands.has(service)).toBe(true);
-    expect([...help.keys()].sort()).toEqual(['gateway', 'pod-watcher', 'scheduler', 'sim-engine', 'webhook']);
+    expect([...help.keys()].sort()).toEqual(['gateway', 'kv-indexer', 'pod-watcher', 'scheduler', 'sim-engine', 'webhook']);
     expect(checkTriadContainers(unitDocs, commands, help)).toEqual([]);
   });
 
   it('the production overlay scrapes every Triad service with a PodMonitor on its ops port and ships the rules and dashboards', () => {
     const production = kustomizations.find((k) => k.dir === 'infra/k8s/overlays/production') as KustomizeUnit;
-    expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(3);
+    expect(production.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(4);
     expect(production.docs.filter((d) => kindOf(d) === 'PrometheusRule')).toHaveLength(1);
     const dashboards = production.docs.filter((d) => kindOf(d) === 'ConfigMap' && nameOf(d).startsWith('triad-dashboard-'));
     expect(dashboards).toHaveLength(4);

@@ -11,7 +11,7 @@ import { requireTool } from './tools';
 
 // The monitoring assets against the real thing: `triad up` runs the local demo stack (infra/local/cluster.yaml:
 // vLLM EPD, SGLang PD, vLLM aggregated, on simulated engines) while requests of every mode flow, a real
-// Prometheus scrapes the gateway, scheduler and pod-watcher under the job names the PodMonitors give them and
+// Prometheus scrapes the gateway, scheduler, pod-watcher and kv-indexer under the job names the PodMonitors give them and
 // evaluates the rules, and every rule expression and every dashboard query must return a finite value.
 
 const ROOT = join(__dirname, '../../..');
@@ -88,7 +88,7 @@ beforeAll(async () => {
   traffic = sendTraffic();
   prometheus = await startPrometheus({
     // The job names the PodMonitors give (the pods' app.kubernetes.io/component label).
-    jobs: ['gateway', 'scheduler', 'pod-watcher'].map((job) => ({ job, targets: [`127.0.0.1:${ops.get(job) ?? 0}`] })),
+    jobs: ['gateway', 'scheduler', 'pod-watcher', 'kv-indexer'].map((job) => ({ job, targets: [`127.0.0.1:${ops.get(job) ?? 0}`] })),
     ruleFiles: [writeRulesFile(dir)],
   });
 }, 180_000);
@@ -122,10 +122,10 @@ async function unanswered(exprs: ReadonlyMap<string, () => Promise<boolean>>, ti
 }
 
 describe('monitoring assets against the running local stack', () => {
-  it('Prometheus scrapes the gateway, scheduler and pod-watcher under their PodMonitor job names', async () => {
+  it('Prometheus scrapes the gateway, scheduler, pod-watcher and kv-indexer under their PodMonitor job names', async () => {
     const p = prometheus as PrometheusHandle;
-    await waitFor(async () => (await p.query('up == 1')).length === 3, { what: 'three targets up', timeoutMs: 30_000, intervalMs: 500 });
-    expect((await p.query('up')).map((s) => s.labels['job']).sort()).toEqual(['gateway', 'pod-watcher', 'scheduler']);
+    await waitFor(async () => (await p.query('up == 1')).length === 4, { what: 'four targets up', timeoutMs: 30_000, intervalMs: 500 });
+    expect((await p.query('up')).map((s) => s.labels['job']).sort()).toEqual(['gateway', 'kv-indexer', 'pod-watcher', 'scheduler']);
   }, 60_000);
 
   it('every recording and alerting rule expression, and every recorded series, returns data', async () => {

@@ -24,6 +24,48 @@ function parsePositiveInt(value: string): number {
   return n;
 }
 
+/**
+ * `--kv-events-config JSON` as vLLM and SGLang take it: `{"enable_kv_cache_events": true, "publisher": "zmq",
+ * "endpoint": "tcp://*:5557", "replay_endpoint": "tcp://*:5558", "buffer_steps": 10000, "topic": ""}`. vLLM
+ * publishes only with `enable_kv_cache_events` true; SGLang whenever the config is given. `null` publisher = off.
+ */
+interface KvEventsConfig {
+  enabled: boolean;
+  endpoint: string;
+  replayEndpoint?: string;
+  bufferSteps?: number;
+  topic?: string;
+}
+
+function parseKvEventsConfig(value: string): KvEventsConfig {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(value);
+  } catch (err) {
+    throw new InvalidArgumentError(`not JSON: ${(err as Error).message}`);
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidArgumentError('must be a JSON object');
+  const o = raw as Record<string, unknown>;
+  const publisher = o['publisher'] ?? 'zmq';
+  if (publisher !== 'zmq' && publisher !== 'null') throw new InvalidArgumentError(`publisher ${JSON.stringify(publisher)}: only zmq (or null)`);
+  const str = (k: string): string | undefined => {
+    const v = o[k];
+    if (v !== undefined && v !== null && typeof v !== 'string') throw new InvalidArgumentError(`${k} must be a string`);
+    return v ?? undefined;
+  };
+  const steps = o['buffer_steps'];
+  if (steps !== undefined && !(Number.isInteger(steps) && (steps as number) > 0)) throw new InvalidArgumentError('buffer_steps must be a positive integer');
+  const replay = str('replay_endpoint');
+  const topic = str('topic');
+  return {
+    enabled: publisher === 'zmq' && o['enable_kv_cache_events'] !== false,
+    endpoint: str('endpoint') ?? 'tcp://*:5557',
+    ...(replay ? { replayEndpoint: replay } : {}),
+    ...(steps !== undefined ? { bufferSteps: steps as number } : {}),
+    ...(topic !== undefined ? { topic } : {}),
+  };
+}
+
 interface CliOptions {
   engine: 'vllm' | 'sglang';
   role: SimEngineOptions['role'];
@@ -52,6 +94,12 @@ interface CliOptions {
   enableMmEmbeds?: boolean;
   ecControlPort: number;
   ecPushWaitTimeoutMs?: number;
+  kvEventsConfig?: KvEventsConfig;
+  tokenizer?: string;
+  blockSize?: number;
+  pageSize?: number;
+  prefixCachingHashAlgo?: 'sha256' | 'sha256_cbor' | 'xxhash' | 'xxhash_cbor';
+  kvCapacityTokens?: number;
 }
 
 function buildCommand(): Command {
@@ -87,7 +135,33 @@ function buildCommand(): Command {
       .choices(['auto', 'follow_bootstrap_room', 'round_robin']))
     .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
     .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
-    .option('--max-model-len <n>', 'context length', parsePositiveInt);
+    .option('--max-model-len <n>', 'context length', parsePositiveInt)
+    .option('--kv-events-config <json>', 'publish KV-cache events (ZMQ PUB + msgpack), the engines\' JSON: {"publisher":"zmq",'
+      + '"endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558"}; needs --tokenizer', parseKvEventsConfig)
+    .option('--tokenizer <path>', 'the model\'s tokenizer.json (or its directory): prompts are tokenized and hashed as the engine does')
+    .option('--block-size <n>', 'vLLM: tokens per KV block (default 16)', parsePositiveInt)
+    .option('--page-size <n>', 'SGLang: tokens per KV page (default 16)', parsePositiveInt)
+    .addOption(new Option('--prefix-caching-hash-algo <algo>', 'vLLM block hash (PYTHONHASHSEED seeds it; default 0)')
+      .choices(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']))
+    .option('--kv-capacity-tokens <n>', 'KV pool size in tokens: the prefix cache evicts beyond it', parsePositiveInt);
+}
+
+/** The engine's `kvEvents` option from the flags; PYTHONHASHSEED seeds vLLM's block hashes as it does vLLM's. */
+function kvEventOptions(o: CliOptions, program: Command, env: NodeJS.ProcessEnv = process.env): Pick<SimEngineOptions, 'kvEvents'> {
+  const config = o.kvEventsConfig;
+  if (!config?.enabled) return {};
+  if (!o.tokenizer) program.error('error: --kv-events-config needs --tokenizer (the sim hashes token ids as the engine does)');
+  const { enabled: _enabled, ...socket } = config;
+  const blockSize = o.engine === 'vllm' ? o.blockSize : o.pageSize;
+  return {
+    kvEvents: {
+      ...socket,
+      tokenizer: o.tokenizer as string,
+      ...(blockSize ? { blockSize } : {}),
+      ...(o.prefixCachingHashAlgo ? { hashAlgo: o.prefixCachingHashAlgo } : {}),
+      ...(env['PYTHONHASHSEED'] !== undefined ? { hashSeed: env['PYTHONHASHSEED'] } : {}),
+    },
+  };
 }
 
 /** `triad sim-engine`: runs one simulated engine until SIGTERM/SIGINT. */
@@ -127,8 +201,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     enableMmEmbeds: o.enableMmEmbeds ?? false,
     ...(o.ecConnector === 'mooncake' ? { ecControlPort: o.ecControlPort } : {}),
     ...(o.ecPushWaitTimeoutMs ? { ecPushWaitTimeoutMs: o.ecPushWaitTimeoutMs } : {}),
+    ...kvEventOptions(o, program),
+    ...(o.kvCapacityTokens ? { latency: { kvCapacityTokens: o.kvCapacityTokens } } : {}),
   });
   const { url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model } = handle;
-  logger.info({ url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model }, 'sim-engine ready');
+  logger.info({
+    url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model, kvEvents: handle.kvEventEndpoints,
+  }, 'sim-engine ready');
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

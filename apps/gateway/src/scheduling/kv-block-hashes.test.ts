@@ -1,8 +1,8 @@
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { VllmBlockHasher, sglangBlockKeys } from '@triad/kv-events';
-import { KvBlockHashing, loadTokenizer } from './kv-block-hashes';
+import { VllmBlockHasher, loadTokenizer, sglangBlockKeys } from '@triad/kv-events';
+import { KvBlockHashing } from './kv-block-hashes';
 
 const shipped = resolve(__dirname, '../../../../infra/tokenizers/bert-base-uncased');
 const warnings: string[] = [];

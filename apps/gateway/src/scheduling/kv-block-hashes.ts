@@ -1,16 +1,6 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import type * as HfTokenizers from '@huggingface/tokenizers';
-import type * as HfJinja from '@huggingface/jinja';
 import type { InferenceEngine } from '@triad/crd';
-import { VllmBlockHasher, sglangBlockKeys } from '@triad/kv-events';
+import { VllmBlockHasher, loadTokenizer, promptTokenIds, sglangBlockKeys, type ModelTokenizer } from '@triad/kv-events';
 import type { KvHashOptions } from '@triad/scheduling';
-
-interface LoadedTokenizer {
-  encode(text: string, addSpecialTokens: boolean): number[];
-  /** Renders chat messages with the model's template (add_generation_prompt), or undefined without one. */
-  renderChat: ((messages: unknown[]) => string) | undefined;
-}
 
 export interface KvHashLogger {
   warn(obj: object, msg?: string): void;
@@ -23,12 +13,12 @@ export interface KvHashLogger {
  * no extra special tokens, as vLLM's chat endpoint does) — and hashed into block keys as the ModelServer's engines
  * do. Tokenizing lives here rather than in the scheduler because the prompt never crosses NATS (only scheduling
  * inputs do) and gateways scale with the request rate; the keys are 16 bytes per block on the wire.
- * Requests it cannot reproduce exactly (media parts, token-id prompts, no tokenizer for the model) get no keys,
+ * Requests it cannot reproduce exactly (media parts, prompt embeddings, no tokenizer for the model) get no keys,
  * and the scorer then uses its approximate fallback.
  */
 export class KvBlockHashing {
   readonly #logger: KvHashLogger;
-  readonly #tokenizers = new Map<string, LoadedTokenizer | null>();
+  readonly #tokenizers = new Map<string, ModelTokenizer | null>();
   #hashers = new Map<string, VllmBlockHasher>();
   #options: KvHashOptions | undefined;
 
@@ -45,7 +35,7 @@ export class KvBlockHashing {
   /** Block keys for this request, or undefined when they are not needed or cannot be computed exactly. */
   keys(engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined): string[] | undefined {
     const o = this.#options;
-    if (!o || body['prompt_embeds'] !== undefined) return undefined;
+    if (!o) return undefined;
     const ref = o.tokenizers.find((t) => t.model === model) ?? o.tokenizers.find((t) => t.model === '*');
     if (!ref) return undefined;
     const tokenizer = this.#tokenizer(ref.path);
@@ -61,27 +51,18 @@ export class KvBlockHashing {
     return hasher.keys(tokens, { ...(lora ? { loraName: lora } : {}), ...(salt ? { cacheSalt: salt } : {}) }, max);
   }
 
-  #tokens(t: LoadedTokenizer, body: Record<string, unknown>): number[] | undefined {
-    const prompt = body['prompt'];
-    if (typeof prompt === 'string') return t.encode(prompt, true);
-    const messages = body['messages'];
-    if (!Array.isArray(messages) || !t.renderChat) return undefined;
-    for (const m of messages) {
-      const content = (m as { content?: unknown } | null)?.content;
-      // Media placeholders expand to a processor-dependent number of tokens: not reproducible here.
-      if (Array.isArray(content) && content.some((p) => (p as { type?: unknown } | null)?.type !== 'text')) return undefined;
-    }
+  #tokens(t: ModelTokenizer, body: Record<string, unknown>): number[] | undefined {
     try {
-      return t.encode(t.renderChat(messages), false);
+      return promptTokenIds(t, body);
     } catch (err) {
       this.#logger.warn({ error: (err as Error).message }, 'chat template failed; request scored without KV block keys');
       return undefined;
     }
   }
 
-  #tokenizer(path: string): LoadedTokenizer | null {
-    if (this.#tokenizers.has(path)) return this.#tokenizers.get(path) as LoadedTokenizer | null;
-    let loaded: LoadedTokenizer | null = null;
+  #tokenizer(path: string): ModelTokenizer | null {
+    if (this.#tokenizers.has(path)) return this.#tokenizers.get(path) as ModelTokenizer | null;
+    let loaded: ModelTokenizer | null = null;
     try {
       loaded = loadTokenizer(path);
     } catch (err) {
@@ -92,23 +73,4 @@ export class KvBlockHashing {
   }
 }
 
-/** Loads `tokenizer.json` (a file, or a directory holding it) and, beside it, `tokenizer_config.json`. */
-export function loadTokenizer(path: string): LoadedTokenizer {
-  const file = existsSync(path) && statSync(path).isDirectory() ? join(path, 'tokenizer.json') : path;
-  const { Tokenizer } = require('@huggingface/tokenizers') as typeof HfTokenizers;
-  const cfgFile = join(dirname(file), 'tokenizer_config.json');
-  const cfg = existsSync(cfgFile) ? (JSON.parse(readFileSync(cfgFile, 'utf8')) as Record<string, unknown>) : {};
-  const tokenizer = new Tokenizer(JSON.parse(readFileSync(file, 'utf8')) as object, cfg);
-  const template = typeof cfg['chat_template'] === 'string' ? cfg['chat_template'] : undefined;
-  let renderChat: LoadedTokenizer['renderChat'];
-  if (template) {
-    const { Template } = require('@huggingface/jinja') as typeof HfJinja;
-    const compiled = new Template(template);
-    const special = (name: string): string => {
-      const v = cfg[name];
-      return typeof v === 'string' ? v : typeof (v as { content?: unknown } | null)?.content === 'string' ? (v as { content: string }).content : '';
-    };
-    renderChat = (messages) => compiled.render({ messages, add_generation_prompt: true, bos_token: special('bos_token'), eos_token: special('eos_token') });
-  }
-  return { encode: (text, add) => tokenizer.encode(text, { add_special_tokens: add }).ids, renderChat };
-}
+

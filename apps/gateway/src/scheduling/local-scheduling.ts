@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
 import { startAffinityFeed, startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
@@ -20,6 +21,8 @@ export class LocalSchedulingFallback {
   /** Engine block keys for precise-prefix-cache, following the same config. */
   readonly kvHashing: KvBlockHashing;
   #watch: KvWatchHandle | undefined;
+  /** The scheduler config file's text (`--scheduler-config`), applied whenever KV holds no config. */
+  #fileConfig: string | undefined;
   #peers: { stop(): void } | undefined;
   #kvFeed: { stop(): void } | undefined;
   #affinity: { stop(): void } | undefined;
@@ -32,6 +35,24 @@ export class LocalSchedulingFallback {
     this.kvHashing = new KvBlockHashing(logger);
     this.kvHashing.configure(kvHashOptionsOf(this.local.scheduler.config));
     kv.addListener({ endpoint: (c) => this.local.applyEndpoint(c), modelServer: (c) => this.local.applyModelServer(c) });
+  }
+
+  /** Runs with the scheduler's config file until (and whenever not) overridden by KV; throws when it is invalid. */
+  useConfigFile(path: string): void {
+    const text = readFileSync(path, 'utf8');
+    if (!this.#apply(text, `scheduler config ${path}`)) throw new Error(`invalid scheduler config ${path} (see the log)`);
+    this.#fileConfig = text;
+  }
+
+  #apply(input: unknown, what: string): boolean {
+    const result = this.local.reloadConfig(input);
+    if (!result.ok) {
+      this.#logger.warn({ reasons: result.reasons }, `${what} rejected by the local fallback`);
+      return false;
+    }
+    this.#hashOptions = prefixHashOptionsOf(result.config);
+    this.kvHashing.configure(kvHashOptionsOf(result.config));
+    return true;
   }
 
   get hashOptions(): PrefixHashOptions {
@@ -83,16 +104,15 @@ export class LocalSchedulingFallback {
       this.#watch = await kv.watch({
         key: ConfigKeys.scheduler,
         onChange: (c) => {
-          // A deleted (or purged) key falls back to the built-in defaults, as the scheduler service falls back to
-          // its file or defaults: the gateway has no config file of its own.
-          const deleted = c.op !== 'PUT';
-          const result = this.local.reloadConfig(deleted ? defaultSchedulerConfig() : c.value);
-          if (result.ok) {
-            this.#hashOptions = prefixHashOptionsOf(result.config);
-            this.kvHashing.configure(kvHashOptionsOf(result.config));
-            if (deleted) this.#logger.info('scheduler config key deleted; local fallback back on the defaults');
+          if (c.op === 'PUT') {
+            this.#apply(c.value, 'scheduler config in KV');
+            return;
           }
-          else this.#logger.warn({ reasons: result.reasons }, 'scheduler config in KV rejected by the local fallback');
+          // A deleted (or purged) key falls back to the scheduler's config file when the gateway has it
+          // (--scheduler-config), else to the built-in defaults, as the scheduler service falls back.
+          if (this.#apply(this.#fileConfig ?? defaultSchedulerConfig(), 'scheduler config')) {
+            this.#logger.info(`scheduler config key deleted; local fallback back on the ${this.#fileConfig ? 'config file' : 'defaults'}`);
+          }
         },
       });
     } catch (err) {

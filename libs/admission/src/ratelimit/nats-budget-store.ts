@@ -60,7 +60,7 @@ export class NatsBudgetStore implements BudgetStore {
   #open(): Promise<KV> {
     if (!this.#kv) {
       const js = jetstream(this.#bus.nc, { timeout: this.#timeoutMs });
-      this.#kv = new Kvm(js).create(this.#bucket, { history: 1 });
+      this.#kv = new Kvm(js).create(this.#bucket, { history: 1, replicas: this.#bus.kvReplicas });
       this.#kv.catch(() => {
         this.#kv = undefined;
       });

@@ -1,8 +1,10 @@
 import { connect, headers as natsHeaders, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { z } from 'zod';
 import { ErrorCode, TriadError } from '@triad/errors';
 import { decodeMessage, encodeMessage } from '../codec';
+import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
 import { TypedKv, type TypedKvOptions } from './typed-kv';
 
 /** The few logger methods the bus uses (pino-compatible), so the bus does not depend on a logging library. */
@@ -23,6 +25,11 @@ export interface BusOptions {
    * packets hangs rather than refuses; a caller retrying the first connection wants to hear of it sooner.
    */
   readonly connectTimeoutMs?: number;
+  /**
+   * JetStream replicas of the KV buckets this client creates (default 1; 3 on a 3-node cluster, so a bucket keeps
+   * its data and a leader through one node's loss). An existing bucket with fewer replicas is raised to this.
+   */
+  readonly kvReplicas?: number;
 }
 
 /** Plain string headers, the shape trace context propagators read and write. */
@@ -61,10 +68,22 @@ export class Bus {
   readonly #reconnectListeners = new Set<() => void>();
   #connected = true;
   #disconnects = 0;
+  #jsRetries = 0;
+  /** Replicas of the KV buckets this client creates. */
+  readonly kvReplicas: number;
+  /** Retry policy of every JetStream call made through this client (KV reads and writes, bucket creation). */
+  readonly jsRetry: JetStreamRetryOptions;
 
-  constructor(nc: NatsConnection, logger?: BusLogger) {
+  constructor(nc: NatsConnection, logger?: BusLogger, options: { kvReplicas?: number } = {}) {
     this.nc = nc;
     this.#logger = logger;
+    this.kvReplicas = options.kvReplicas ?? 1;
+    this.jsRetry = {
+      onRetry: (err, attempt) => {
+        this.#jsRetries++;
+        if (attempt === 1) this.#logger?.warn({ error: err.message }, 'JetStream call failed transiently; retrying');
+      },
+    };
     void this.#watchStatus();
   }
 
@@ -90,6 +109,11 @@ export class Bus {
   /** Connections lost since this client first connected. */
   get disconnects(): number {
     return this.#disconnects;
+  }
+
+  /** JetStream calls retried after a transient failure. */
+  get jetStreamRetries(): number {
+    return this.#jsRetries;
   }
 
   /** Calls `listener` after every reconnect (e.g. to republish state). Returns an unsubscribe function. */
@@ -182,9 +206,26 @@ export class Bus {
 
   /** Opens (creating when missing) a KV bucket whose values follow `schema`. */
   async kv<S extends z.ZodType>(bucket: string, schema: S, opts?: TypedKvOptions): Promise<TypedKv<S>> {
-    const kvm = new Kvm(this.nc);
-    const kv = await kvm.create(bucket, { history: opts?.history ?? 1 });
-    return new TypedKv(kv, bucket, schema, this);
+    const kv = await retryJetStream(async () => {
+      const kvm = new Kvm(this.nc);
+      const bucketKv = await kvm.create(bucket, { history: opts?.history ?? 1, replicas: this.kvReplicas });
+      await this.#raiseReplicas(bucket);
+      return bucketKv;
+    }, this.jsRetry);
+    return new TypedKv(kv, bucket, schema, this, this.jsRetry);
+  }
+
+  /**
+   * A bucket created before the cluster grew (or with TRIAD_KV_REPLICAS unset) keeps its replica count: raise it
+   * (never lower it: another client may have asked for more). Every client opening it checks once.
+   */
+  async #raiseReplicas(bucket: string): Promise<void> {
+    if (this.kvReplicas <= 1) return;
+    const jsm = await jetstreamManager(this.nc);
+    const info = await jsm.streams.info(`KV_${bucket}`);
+    if (info.config.num_replicas >= this.kvReplicas) return;
+    await jsm.streams.update(info.config.name, { ...info.config, num_replicas: this.kvReplicas });
+    this.#logger?.info({ bucket, from: info.config.num_replicas, to: this.kvReplicas }, 'raised KV bucket replicas');
   }
 
   async drain(): Promise<void> {
@@ -211,5 +252,5 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     // handle timeouts themselves.
     noAsyncTraces: true,
   });
-  return new Bus(nc, options.logger);
+  return new Bus(nc, options.logger, options.kvReplicas === undefined ? {} : { kvReplicas: options.kvReplicas });
 }

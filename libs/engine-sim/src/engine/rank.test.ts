@@ -1,4 +1,5 @@
 import { resolveLatencyModel } from './latency';
+import { PrefixCache } from './prefix-cache';
 import { Rank } from './rank';
 
 describe('Rank admission', () => {
@@ -31,11 +32,11 @@ describe('Rank admission', () => {
   });
 
   it('finds a repeated prompt prefix in its cache', () => {
-    const rank = new Rank(0, model);
+    const cache = new PrefixCache(1000);
     const text = 'x'.repeat(64 * 4);
-    expect(rank.prefixCache.lookupAndInsert(text, 64)).toBe(0);
-    expect(rank.prefixCache.lookupAndInsert(text, 64)).toBe(63);
-    expect(rank.prefixCache.lookupAndInsert(`${'x'.repeat(64 * 2)}${'y'.repeat(128)}`, 64)).toBe(32);
+    expect(cache.lookupAndInsert(text, 64)).toBe(0);
+    expect(cache.lookupAndInsert(text, 64)).toBe(63);
+    expect(cache.lookupAndInsert(`${'x'.repeat(64 * 2)}${'y'.repeat(128)}`, 64)).toBe(32);
   });
 });
 

@@ -1,5 +1,5 @@
 import { decodeStepMs, type LatencyModel } from './latency';
-import { PrefixCache } from './prefix-cache';
+import { PrefixCache, type PromptCache } from './prefix-cache';
 
 interface Waiter {
   readonly kvTokens: number;
@@ -23,7 +23,8 @@ export class Rank {
   running = 0;
   waiting = 0;
   kvUsedTokens = 0;
-  readonly prefixCache: PrefixCache;
+  /** Replaced by the token-keyed cache when the engine publishes KV events. */
+  prefixCache: PromptCache;
   readonly #model: LatencyModel;
   readonly #queue: Waiter[] = [];
   #step: Promise<void> | undefined;

@@ -167,7 +167,7 @@ function generationItem(
   const { ctx } = deps;
   const { rank, localEncodes } = work;
   const transferred = Math.min(work.fromPrefill, request.promptTokens - 1);
-  const prefixHit = transferred > 0 ? 0 : rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
+  const prefixHit = transferred > 0 ? 0 : rank.prefixCache.lookup(request);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   const cachedTokens = Math.max(prefixHit, transferred);
   // A PD prefill computes the prompt and the first token only; its answer is read and thrown away by the router.

@@ -64,7 +64,10 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
     .add('GET', '/server_info', (ex) => sendJson(ex.res, 200, info()))
     // Deprecated upstream (it logs a warning and forwards to /server_info).
     .add('GET', '/get_server_info', (ex) => sendJson(ex.res, 200, info()))
-    .add('POST', '/flush_cache', (ex) => sendText(ex.res, 200, 'Cache flushed.\n'))
+    .add('POST', '/flush_cache', (ex) => {
+      ctx.resetPrefixCache();
+      sendText(ex.res, 200, 'Cache flushed.\n');
+    })
     .add('POST', '/abort_request', (ex) => sendText(ex.res, 200, ''));
   if (ctx.role === 'encode') {
     router.add('POST', '/encode', encodeHandler(ctx), { inference: true }).add('POST', '/scheduler_receive_url', schedulerReceiveUrlHandler());

@@ -117,7 +117,7 @@ async function prepare(
   requestId: string,
 ): Promise<Preparation> {
   const { ctx } = deps;
-  const prefixHit = rank.prefixCache.lookupAndInsert(request.promptText, request.promptTokens);
+  const prefixHit = rank.prefixCache.lookup(request);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   let transferTokens = 0;
   let kvArrived = false;

@@ -47,6 +47,11 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
     .add('GET', '/ping', (ex) => sendText(ex.res, 200, ''))
     .add('POST', '/ping', (ex) => sendText(ex.res, 200, ''))
     .add('GET', '/version', (ex) => sendJson(ex.res, 200, JSON.stringify({ version: SIM_VLLM_VERSION })))
+    // vLLM serves it in dev mode (VLLM_SERVER_DEV_MODE=1); with KV events on, it publishes AllBlocksCleared.
+    .add('POST', '/reset_prefix_cache', (ex) => {
+      ctx.resetPrefixCache();
+      sendText(ex.res, 200, '');
+    })
     .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
     .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv));
   if (deps.ec instanceof NixlEcConnector) router.add('POST', EC_PULL_PATH, deps.ec.pullHandler);

@@ -91,10 +91,16 @@ export class SourceFollower {
 
   #onMessage(m: StreamMessage): void {
     if (this.#closed) return;
+    let fresh = false;
     if (this.#floodUntil > 0) {
-      if (this.#now() < this.#floodUntil) return;
+      if (this.#now() < this.#floodUntil) {
+        this.#o.metrics.inc('flood_dropped', this.pod);
+        return;
+      }
       this.#floodUntil = 0;
       this.#expected = undefined;
+      // From scratch: a replay would feed the flood back in, so the source starts over at this message.
+      fresh = true;
       if (this.#connected) this.#setState(true, undefined);
     }
     if (this.#pending) {
@@ -104,7 +110,7 @@ export class SourceFollower {
     }
     const expected = this.#expected;
     if (expected === undefined) {
-      if (m.seq === 0 || !this.#stream.canReplay) this.#apply(m.seq, m.payload);
+      if (m.seq === 0 || fresh || !this.#stream.canReplay) this.#apply(m.seq, m.payload);
       else this.#startReplay(0, m);
     } else if (m.seq === expected) {
       this.#apply(m.seq, m.payload);

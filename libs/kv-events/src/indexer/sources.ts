@@ -33,7 +33,9 @@ export function sourcesOf(record: EndpointRecord): SourceSpec[] {
 }
 
 function resolve(raw: string, ip: string, rank: number): string | undefined {
-  const m = /^(?:tcp:\/\/)?(\*|\[[^\]]+\]|[^:/]*)?:?(\d+)$/.exec(raw.trim());
+  const text = raw.trim();
+  // A bare port, or [tcp://]host:port with the host possibly empty or `*`.
+  const m = /^\d+$/.test(text) ? [text, undefined, text] : /^(?:tcp:\/\/)?(\*|\[[^\]]+\]|[^:/]*):(\d+)$/.exec(text);
   if (!m) return undefined;
   const host = m[1] === undefined || m[1] === '' || m[1] === '*' ? ip : m[1];
   const port = Number(m[2]) + rank;

@@ -49,11 +49,25 @@ export class EventStream {
       reconnectMaxInterval: 5_000,
       linger: 0,
     });
-    this.#sub.events.on('connect', () => handlers.onConnection(true));
-    this.#sub.events.on('disconnect', () => handlers.onConnection(false));
+    void this.#watch(handlers);
     this.#sub.subscribe(options.topic ?? '');
     this.#sub.connect(options.endpoint);
     void this.#read(handlers);
+  }
+
+  /**
+   * Connection changes from the socket monitor, read as an async iterator: zeromq's event-emitter mode loads Node's
+   * `events` lazily through the require of whoever loaded zeromq first, which is gone in a later jest test file.
+   */
+  async #watch(handlers: EventStreamHandlers): Promise<void> {
+    try {
+      for await (const event of this.#sub.events) {
+        if (event.type === 'connect') handlers.onConnection(true);
+        else if (event.type === 'disconnect') handlers.onConnection(false);
+      }
+    } catch {
+      // the socket closed
+    }
   }
 
   async #read(handlers: EventStreamHandlers): Promise<void> {

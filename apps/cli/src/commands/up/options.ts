@@ -20,7 +20,12 @@ export interface UpOptions {
   readonly readyTimeoutMs: number;
   /** How long a stopping service gets after SIGTERM before SIGKILL. */
   readonly stopTimeoutMs: number;
+  /** The tokenizer the repository ships (KV events of the sims, precise prefix routing); absent outside a checkout. */
+  readonly tokenizerDir?: string;
 }
+
+/** The small real tokenizer shipped in the repository for tests and the local stack. */
+export const SHIPPED_TOKENIZER = 'infra/tokenizers/bert-base-uncased';
 
 /** The demo config shipped in the repo, looked up from the working directory first, then from the checkout. */
 export const DEFAULT_CONFIG = 'infra/local/cluster.yaml';
@@ -93,5 +98,6 @@ export function parseUpOptions(argv: readonly string[], env: NodeJS.ProcessEnv, 
     rawLogs: o.rawLogs,
     readyTimeoutMs: o.readyTimeout * 1000,
     stopTimeoutMs: o.stopTimeout * 1000,
+    ...(existsSync(resolve(checkoutRoot, SHIPPED_TOKENIZER, 'tokenizer.json')) ? { tokenizerDir: resolve(checkoutRoot, SHIPPED_TOKENIZER) } : {}),
   };
 }

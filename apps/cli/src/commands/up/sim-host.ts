@@ -11,6 +11,7 @@ type SimEngineOptions = import('@triad/engine-sim').SimEngineOptions;
 
 interface SimHostFlags {
   config: string;
+  tokenizer?: string;
   sharedEcDir: string;
   metricsPort: string;
   latency: 'zero' | 'realistic';
@@ -35,6 +36,9 @@ function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions
     ...(spec.enableMmEmbeds ? { enableMmEmbeds: true } : {}),
     ...(spec.dataParallel ? { dataParallel: spec.dataParallel } : {}),
     ...(spec.ecControlPort !== undefined ? { ecControlPort: spec.ecControlPort } : {}),
+    // The hashing the local stack's scheduler config asks the gateway for (stack.ts): vLLM's defaults with
+    // PYTHONHASHSEED=0, 16-token blocks.
+    ...(spec.kvEvents && flags.tokenizer ? { kvEvents: { ...spec.kvEvents, tokenizer: flags.tokenizer, blockSize: 16, hashAlgo: 'sha256', hashSeed: '0' } } : {}),
   };
 }
 
@@ -47,6 +51,7 @@ export async function main(argv: readonly string[]): Promise<void> {
   const flags = new Command('triad _sim-pods')
     .requiredOption('--config <file>')
     .requiredOption('--shared-ec-dir <dir>')
+    .option('--tokenizer <dir>', 'tokenizer of every sim that publishes KV events (pods with triad.io/kv-events-endpoint)')
     .option('--metrics-port <port>', 'ops port (/healthz, /readyz)', '0')
     .option('--latency <profile>', 'zero or realistic', 'realistic')
     .option('--drain-ms <ms>', 'how long a removed pod\'s sim keeps serving', '5000')

@@ -28,20 +28,50 @@ describe('planSims', () => {
     const { sims, notes } = plan(text);
     expect(notes).toEqual([]);
     expect(sims.map((s) => `${s.key} ${s.engine} ${s.role} ` +
-      `${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}`)).toEqual([
+      `${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}` +
+      `${s.kvEvents ? ` kv ${s.kvEvents.endpoint} ${s.kvEvents.replayEndpoint}` : ''}`)).toEqual([
       'default/qwen-vl-encode-0 vllm encode 127.0.1.1:8000 ec',
       'default/qwen-vl-encode-1 vllm encode 127.0.1.2:8000 ec',
       'default/qwen-vl-prefill-0 vllm prefill 127.0.1.11:8000 ec',
       'default/qwen-vl-decode-0 vllm decode 127.0.1.21:8000',
       'default/qwen-vl-decode-1 vllm decode 127.0.1.22:8000',
-      'default/llama-prefill-0 sglang prefill 127.0.2.1:8000 bootstrap 8998',
-      'default/llama-decode-0 sglang decode 127.0.2.2:8000',
-      'default/qwen-small-0 vllm both 127.0.3.1:8000',
-      'default/qwen-small-1 vllm both 127.0.3.2:8000',
+      'default/llama-prefill-0 sglang prefill 127.0.2.1:8000 bootstrap 8998 kv tcp://*:5557 tcp://*:5558',
+      'default/llama-decode-0 sglang decode 127.0.2.2:8000 kv tcp://*:5557 tcp://*:5558',
+      'default/qwen-small-0 vllm both 127.0.3.1:8000 kv tcp://*:5557 tcp://*:5558',
+      'default/qwen-small-1 vllm both 127.0.3.2:8000 kv tcp://*:5557 tcp://*:5558',
     ]);
     expect(new Set(sims.map((s) => s.model))).toEqual(new Set([
       'Qwen/Qwen2.5-VL-3B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct', 'Qwen/Qwen2.5-0.5B-Instruct',
     ]));
+  });
+
+  it('gives KV-event sockets to pods annotated with them, except encoders and addresses the sim cannot bind', () => {
+    const pod = (name: string, ip: string, role: string, annotations: string) => `
+apiVersion: v1
+kind: Pod
+metadata: {name: ${name}, namespace: default, labels: {app: v, role: ${role}}, annotations: ${annotations}}
+status: {phase: Running, podIP: ${ip}, conditions: [{type: Ready, status: "True"}]}`;
+    const { sims, notes } = plan(`
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: v, namespace: default}
+spec:
+  inferenceEngine: vLLM
+  pipelineMode: epd
+  workloadPort: {port: 8000}
+  workloadSelector:
+    matchLabels: {app: v}
+    pdGroup: {groupKey: role, encodeLabels: {role: e}, prefillLabels: {role: p}, decodeLabels: {role: d}}
+---${pod('e', '127.0.9.1', 'e', '{triad.io/kv-events-endpoint: "5557"}')}
+---${pod('p', '127.0.9.2', 'p', '{triad.io/kv-events-endpoint: "tcp://127.0.9.2:5557", triad.io/kv-events-replay-endpoint: "5558"}')}
+---${pod('d', '127.0.9.3', 'd', '{triad.io/kv-events-endpoint: "tcp://10.1.1.1:5557"}')}
+---${pod('d2', '127.0.9.4', 'd', '{triad.io/kv-events-endpoint: "tcp://*:8000"}')}`);
+    expect(Object.fromEntries(sims.map((s) => [s.key, s.kvEvents]))).toEqual({
+      'default/e': undefined,
+      'default/p': { endpoint: 'tcp://*:5557', replayEndpoint: 'tcp://*:5558' },
+      'default/d': undefined,
+    });
+    expect(notes).toEqual(['pod default/d2 needs 127.0.9.4:8000 for two of its listeners: no engine sim started']);
   });
 
   it('maps SGLang EPD and E→PD topologies, role ports, bootstrap annotations and LoRA adapters', () => {

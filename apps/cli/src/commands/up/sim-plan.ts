@@ -19,6 +19,12 @@ export const SIM_EC_CONNECTOR_ANNOTATION = 'sim.triad.io/ec-connector';
 export const SIM_MM_EMBEDS_ANNOTATION = 'sim.triad.io/enable-mm-embeds';
 export const SIM_DP_SIZE_ANNOTATION = 'sim.triad.io/dp-size';
 export const SIM_EC_CONTROL_PORT_ANNOTATION = 'sim.triad.io/ec-control-port';
+/**
+ * The pod annotations that name an engine's KV-event sockets (what the pod-watcher copies onto the endpoint
+ * record for the kv-indexer): in the local stack the pod's sim publishes its prefix cache's events there.
+ */
+export const KV_EVENTS_ENDPOINT_ANNOTATION = 'triad.io/kv-events-endpoint';
+export const KV_EVENTS_REPLAY_ANNOTATION = 'triad.io/kv-events-replay-endpoint';
 /** vLLM's default Mooncake EC control port. */
 export const DEFAULT_EC_CONTROL_PORT = 14579;
 
@@ -49,6 +55,8 @@ export interface SimSpec {
   readonly dataParallel?: number;
   /** vLLM Mooncake EC consumer: control listener base port. */
   readonly ecControlPort?: number;
+  /** KV events (`triad.io/kv-events-endpoint` and `-replay-endpoint`): `tcp://*:PORT` bind addresses of rank 0. */
+  readonly kvEvents?: { readonly endpoint: string; readonly replayEndpoint?: string };
 }
 
 export interface SimPlan {
@@ -140,6 +148,30 @@ function vllmSimKnobs(pod: Pod, ip: string, ms: ModelServer, role: SimRole, note
   };
 }
 
+/** `tcp://*:5557`, `tcp://:5557`, `5557` or `tcp://<pod IP>:5557` as the sim's bind address; undefined otherwise. */
+function kvBindAddress(raw: string | undefined, ip: string): string | undefined {
+  const text = raw?.trim() ?? '';
+  const m = /^\d+$/.test(text) ? [text, undefined, text] : /^(?:tcp:\/\/)?(\*|\[[^\]]+\]|[^:/]*):(\d+)$/.exec(text);
+  if (!m) return undefined;
+  const host = m[1];
+  const port = Number(m[2]);
+  if (!(port >= 1 && port <= 65535) || (host !== undefined && host !== '' && host !== '*' && host !== ip)) return undefined;
+  return `tcp://*:${port}`;
+}
+
+/** The pod's KV-event sockets, when its annotations name them in a form its sim can bind. */
+function kvEventsOf(pod: Pod, ip: string): SimSpec['kvEvents'] {
+  const annotations = pod.metadata.annotations ?? {};
+  const endpoint = kvBindAddress(annotations[KV_EVENTS_ENDPOINT_ANNOTATION], ip);
+  if (!endpoint) return undefined;
+  const replayEndpoint = kvBindAddress(annotations[KV_EVENTS_REPLAY_ANNOTATION], ip);
+  return { endpoint, ...(replayEndpoint ? { replayEndpoint } : {}) };
+}
+
+function portOf(bindAddress: string): number {
+  return Number(bindAddress.slice(bindAddress.lastIndexOf(':') + 1));
+}
+
 /** Maps a pod's role for a ModelServer to what its sim must do. */
 function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly ModelRoute[], notes: string[]): SimSpec {
   const engine: SimEngineKind = ms.spec.inferenceEngine === 'SGLang' ? 'sglang' : 'vllm';
@@ -152,6 +184,8 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
   const port = rolePort(ms.spec, role);
   // In SGLang EPD the prefill (or E→PD server) is the `--language-only` side that calls the encoders.
   const languageOnly = engine === 'sglang' && mode === 'epd' && simRole !== 'encode' && simRole !== 'decode';
+  // Encoders hold no KV cache.
+  const kvEvents = simRole === 'encode' ? undefined : kvEventsOf(pod, ip);
   return {
     key: `${pod.metadata.namespace}/${pod.metadata.name}`,
     modelServer: `${ms.metadata.namespace}/${ms.metadata.name}`,
@@ -166,6 +200,7 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
       && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
     loraAdapters: loraAdaptersOf(ms, routes),
     ...knobs,
+    ...(kvEvents ? { kvEvents } : {}),
   };
 }
 
@@ -213,7 +248,9 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
     const sim = simFor(pod, ip, first, modelRoutes, notes);
     const base = sim.ecControlPort;
     const controlPorts = base ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => base + r) : [];
-    const addresses = [sim.port, sim.bootstrapPort, sim.encoderBootstrapPort, ...controlPorts]
+    const kvPorts = [sim.kvEvents?.endpoint, sim.kvEvents?.replayEndpoint].flatMap((a) => (a === undefined ? [] : (
+      Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => portOf(a) + r))));
+    const addresses = [sim.port, sim.bootstrapPort, sim.encoderBootstrapPort, ...controlPorts, ...kvPorts]
       .filter((p) => p !== undefined).map((p) => `${ip}:${p}`);
     const twice = addresses.find((a, i) => addresses.indexOf(a) !== i);
     if (twice) {

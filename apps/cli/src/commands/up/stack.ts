@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { renderPlanNotes } from './banner';
@@ -47,7 +47,42 @@ export interface RunningStack {
 }
 
 /** Stop order: the gateway drains first, then what it used, NATS last. */
-const STOP_STAGES = [['gateway'], ['scheduler', 'pod-watcher', 'sim-pods'], ['nats']];
+const STOP_STAGES = [['gateway'], ['scheduler', 'pod-watcher', 'kv-indexer', 'sim-pods'], ['nats']];
+
+/**
+ * The local model's chat template: the shipped tokenizer (BERT) has none, and sims and gateway must render chat
+ * the same way for their block hashes to agree.
+ */
+const LOCAL_CHAT_TEMPLATE =
+  '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}';
+
+/**
+ * Precise prefix routing for the local stack: a tokenizer directory (the shipped tokenizer plus the chat template)
+ * and a scheduler config whose language profiles score with `precise-prefix-cache` in place of `prefix-cache`,
+ * hashing as the sims do (vLLM defaults, PYTHONHASHSEED=0, 16-token blocks), weighted 3 (as llm-d weighs its
+ * prefix scorer against load). Returns the two paths.
+ */
+function writePreciseRouting(workDir: string, shippedTokenizer: string): { tokenizer: string; schedulerConfig: string } {
+  const tokenizer = join(workDir, 'tokenizer');
+  mkdirSync(tokenizer);
+  copyFileSync(join(shippedTokenizer, 'tokenizer.json'), join(tokenizer, 'tokenizer.json'));
+  writeFileSync(join(tokenizer, 'tokenizer_config.json'), JSON.stringify({ chat_template: LOCAL_CHAT_TEMPLATE }));
+  const schedulerConfig = join(workDir, 'scheduler.yaml');
+  const language = {
+    filters: ['stale-metrics', 'least-request'],
+    // What the engines report they hold outweighs the load and latency spreads of an idle local stack.
+    scorers: ['least-request', 'gpu-usage', 'least-latency', { plugin: 'precise-prefix-cache', weight: 3 }],
+    picker: 'max-score',
+  };
+  writeFileSync(schedulerConfig, `${JSON.stringify({
+    plugins: [{
+      type: 'precise-prefix-cache',
+      args: { blockSize: 16, hashAlgo: 'sha256', hashSeed: '0', tokenizers: [{ model: '*', path: tokenizer }] },
+    }],
+    profiles: { default: language },
+  }, null, 2)}\n`);
+  return { tokenizer, schedulerConfig };
+}
 
 /** Checks every address the stack will listen on, before anything is started. */
 async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
@@ -55,6 +90,9 @@ async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
   for (const sim of plan.sims) {
     await assertPortFree(sim.host, sim.port, `the engine sim of pod ${sim.key}`);
     if (sim.bootstrapPort !== undefined) await assertPortFree(sim.host, sim.bootstrapPort, `the SGLang bootstrap server of pod ${sim.key}`);
+    for (const address of [sim.kvEvents?.endpoint, sim.kvEvents?.replayEndpoint]) {
+      if (address !== undefined) await assertPortFree(sim.host, Number(address.split(':').pop()), `the KV-event socket of pod ${sim.key}`);
+    }
   }
 }
 
@@ -122,20 +160,34 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     const natsArgs = ['--nats', nats.url];
     const port = async () => String(await freeLoopbackPort());
     const starting: { child: ManagedChild; opsPort: number }[] = [];
+    // Pods annotated with triad.io/kv-events-endpoint: their sims publish KV events, a kv-indexer follows them and
+    // the scheduler routes on them.
+    const precise = plan.sims.some((s) => s.kvEvents) && options.tokenizerDir ? writePreciseRouting(workDir, options.tokenizerDir) : undefined;
+    if (plan.sims.some((s) => s.kvEvents) && !precise) {
+      environment.out.write('triad up: note: no tokenizer found (infra/tokenizers in a checkout): the sims publish no KV events and ' +
+        'prefix routing stays approximate\n');
+    }
     if (plan.sims.length > 0) {
       const p = await port();
       starting.push(triad(
         'sim-pods',
-        ['_sim-pods', '--config', config.path, '--shared-ec-dir', sharedEcDir, '--metrics-port', p, '--latency', options.simLatency],
+        ['_sim-pods', '--config', config.path, '--shared-ec-dir', sharedEcDir, '--metrics-port', p, '--latency', options.simLatency,
+          ...(precise ? ['--tokenizer', precise.tokenizer] : [])],
         Number(p),
       ));
+    }
+    if (precise) {
+      const p = await port();
+      starting.push(triad('kv-indexer', ['kv-indexer', ...natsArgs, '--metrics-port', p], Number(p)));
     }
     let p = await port();
     starting.push(triad('pod-watcher', ['pod-watcher', ...natsArgs, '--source', `file:${config.path}`, '--metrics-port', p], Number(p)));
     p = await port();
-    starting.push(triad('scheduler', ['scheduler', ...natsArgs, '--metrics-port', p], Number(p)));
+    starting.push(triad('scheduler', ['scheduler', ...natsArgs, '--metrics-port', p, ...(precise ? ['--config', precise.schedulerConfig] : [])], Number(p)));
     p = await port();
-    starting.push(triad('gateway', ['gateway', ...natsArgs, '--port', String(options.port), '--metrics-port', p], Number(p)));
+    starting.push(triad('gateway', [
+      'gateway', ...natsArgs, '--port', String(options.port), '--metrics-port', p, ...(precise ? ['--scheduler-config', precise.schedulerConfig] : []),
+    ], Number(p)));
 
     const gatewayUrl = `http://127.0.0.1:${options.port}`;
     const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://127.0.0.1:${opsPort}/readyz`, deadline)))

@@ -1,0 +1,97 @@
+import { z } from 'zod';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { startNatsCluster, waitFor, type NatsClusterHandle } from '@triad/testing';
+import { connectBus, type Bus } from './bus';
+import { isTransientJetStreamError, retryJetStream } from './js-retry';
+
+const Value = z.object({ n: z.number() });
+
+async function streamInfo(bus: Bus, bucket: string): Promise<{ replicas: number; leader: string | undefined }> {
+  const info = await (await jetstreamManager(bus.nc)).streams.info(`KV_${bucket}`);
+  return { replicas: info.config.num_replicas, leader: info.cluster?.leader };
+}
+
+describe('Bus against a 3-node clustered JetStream', () => {
+  let cluster: NatsClusterHandle;
+  let writer: Bus;
+  let reader: Bus;
+  beforeAll(async () => {
+    cluster = await startNatsCluster({ size: 3 });
+    // Each client is given every seed, but starts on a different node.
+    writer = await connectBus({ servers: cluster.url, name: 'writer', kvReplicas: 3 });
+    const [first, ...rest] = cluster.urls;
+    reader = await connectBus({ servers: [...rest, first as string], name: 'reader', kvReplicas: 3 });
+  }, 60_000);
+  afterAll(async () => {
+    await writer?.close();
+    await reader?.close();
+    await cluster?.close();
+  });
+
+  it('creates KV buckets with the configured replicas and raises a bucket created with fewer', async () => {
+    await writer.kv('cluster_fresh', Value);
+    expect((await streamInfo(writer, 'cluster_fresh')).replicas).toBe(3);
+    await new Kvm(writer.nc).create('cluster_old', { history: 1, replicas: 1 });
+    expect((await streamInfo(writer, 'cluster_old')).replicas).toBe(1);
+    const kv = await reader.kv('cluster_old', Value);
+    expect((await streamInfo(writer, 'cluster_old')).replicas).toBe(3);
+    await kv.put('k', { n: 1 });
+    expect(await kv.get('k')).toEqual({ n: 1 });
+  });
+
+  it('keeps writes, reads and watches going when the node leading the bucket is killed, and after it returns', async () => {
+    const kvW = await writer.kv('cluster_state', Value);
+    const kvR = await reader.kv('cluster_state', Value);
+    await kvW.put('counter', { n: 0 });
+    let seen = -1;
+    const watch = await kvR.watch({ key: 'counter', onChange: (c) => { if (c.op === 'PUT') seen = c.value.n; } });
+    await watch.synced;
+    const { leader } = await streamInfo(writer, 'cluster_state');
+    const victim = cluster.nodes.find((n) => n.name === leader);
+    expect(victim).toBeDefined();
+    await victim?.kill();
+    // Every write goes through (retried across the election); none is lost.
+    for (let i = 1; i <= 10; i++) await kvW.put('counter', { n: i });
+    expect(await kvR.get('counter')).toEqual({ n: 10 });
+    await waitFor(() => seen === 10, { what: 'the watcher on another client to see the last write', timeoutMs: 20_000 });
+    const after = await streamInfo(writer, 'cluster_state');
+    expect(after.leader).not.toBe(leader);
+    await victim?.start();
+    await cluster.waitForJetStream({ expectPeers: 3 });
+    await kvW.put('counter', { n: 11 });
+    await waitFor(() => seen === 11, { what: 'the watcher after the node returned' });
+    // The returned node catches up: a client connected only to it reads the last value.
+    const direct = await connectBus({ servers: victim?.url as string, name: 'direct' });
+    try {
+      await waitFor(async () => (await (await direct.kv('cluster_state', Value)).get('counter'))?.n === 11, {
+        what: 'the restarted node to serve the current value',
+      });
+    } finally {
+      await direct.close();
+    }
+    watch.stop();
+  }, 60_000);
+
+  it('retries only transient JetStream failures, never a compare-and-set conflict', async () => {
+    const kv = await writer.kv('cluster_cas', Value);
+    const rev = await kv.put('k', { n: 1 });
+    await kv.put('k', { n: 2 });
+    let calls = 0;
+    await expect(retryJetStream(() => {
+      calls++;
+      return kv.update('k', { n: 3 }, rev);
+    })).rejects.toThrow(/wrong last sequence/);
+    expect(calls).toBe(1);
+    const timeout = Object.assign(new Error('timeout'), { name: 'TimeoutError' });
+    expect(isTransientJetStreamError(timeout)).toBe(true);
+    expect(isTransientJetStreamError(Object.assign(new Error('connection closed'), { name: 'ClosedConnectionError' }))).toBe(false);
+    let tries = 0;
+    await expect(retryJetStream(async () => {
+      tries++;
+      if (tries < 3) throw timeout;
+      return 'ok';
+    })).resolves.toBe('ok');
+    expect(tries).toBe(3);
+  });
+});
