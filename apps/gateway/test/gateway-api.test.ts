@@ -1,6 +1,12 @@
 import { request } from 'node:http';
 import {
-  Buckets, GatewayRecordSchema, HttpRouteRecordSchema, inferencePoolServerName, objectKey, type GatewayRecord, type HttpRouteRecord,
+  Buckets,
+  GatewayRecordSchema,
+  HttpRouteRecordSchema,
+  inferencePoolServerName,
+  objectKey,
+  type GatewayRecord,
+  type HttpRouteRecord,
 } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { freePort, waitFor } from '@triad/testing';
@@ -23,14 +29,20 @@ interface Answer {
 function post(port: number, path: string, host: string, body: unknown): Promise<Answer> {
   const data = Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
-    const req = request({
-      host: '127.0.0.1', port, path, method: 'POST',
-      headers: { host, 'content-type': 'application/json', 'content-length': data.length },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'POST',
+        headers: { host, 'content-type': 'application/json', 'content-length': data.length },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -46,19 +58,38 @@ describe('gateway: Gateway API mode', () => {
   let mainPort: number;
   let extraPort: number;
 
-  async function putGateway(record: Omit<GatewayRecord, 'schemaVersion' | 'namespace' | 'gatewayClassName' | 'virtual' | 'ignoredListeners'>) {
+  async function putGateway(
+    record: Omit<GatewayRecord, 'schemaVersion' | 'namespace' | 'gatewayClassName' | 'virtual' | 'ignoredListeners'>,
+  ) {
     const kv = await h.bus.kv(Buckets.gateways, GatewayRecordSchema);
     await kv.put(objectKey(NS, record.name), {
-      schemaVersion: 1, namespace: NS, gatewayClassName: 'kthena-router', virtual: false, ignoredListeners: [], ...record,
+      schemaVersion: 1,
+      namespace: NS,
+      gatewayClassName: 'kthena-router',
+      virtual: false,
+      ignoredListeners: [],
+      ...record,
     });
   }
 
   async function putHttpRoute(name: string, record: Pick<HttpRouteRecord, 'hostnames' | 'parents' | 'rules'>, created?: string) {
     const kv = await h.bus.kv(Buckets.httpRoutes, HttpRouteRecordSchema);
-    await kv.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, ...(created ? { creationTimestamp: created } : {}), ...record });
+    await kv.put(objectKey(NS, name), {
+      schemaVersion: 1,
+      namespace: NS,
+      name,
+      ...(created ? { creationTimestamp: created } : {}),
+      ...record,
+    });
   }
 
-  const backend = (pool: string, weight = 1, port = 8000) => ({ namespace: NS, name: pool, weight, modelServer: inferencePoolServerName(pool), port });
+  const backend = (pool: string, weight = 1, port = 8000) => ({
+    namespace: NS,
+    name: pool,
+    weight,
+    modelServer: inferencePoolServerName(pool),
+    port,
+  });
   const parent = (listener: string, port: number) => ({ namespace: NS, gateway: GW, listener, port });
 
   beforeAll(async () => {
@@ -72,17 +103,24 @@ describe('gateway: Gateway API mode', () => {
       h.startSim({ engine: 'vllm', role: 'both', host: '127.0.0.1', model: MODEL, loraAdapters: ['attached'] }),
     ]);
     const endpoints = new Map<string, Awaited<ReturnType<Harness['putEndpoint']>>>();
-    for (const [pool, sim] of [['pool-a', a], ['pool-b', b], ['pool-zero', zero]] as const) {
+    for (const [pool, sim] of [
+      ['pool-a', a],
+      ['pool-b', b],
+      ['pool-zero', zero],
+    ] as const) {
       const server = inferencePoolServerName(pool);
       await h.putServer(server, {
-        inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { pool } }, workloadPort: { port: sim.port, protocol: 'http' },
+        inferenceEngine: 'vLLM',
+        workloadSelector: { matchLabels: { pool } },
+        workloadPort: { port: sim.port, protocol: 'http' },
       });
       endpoints.set(server, await h.putEndpoint(server, `${pool}-0`, 'aggregated', sim));
     }
     // The scheduler stand-in answers with the one endpoint of the pool the gateway asked about.
     h.decide = (r) => {
       const ep = endpoints.get(r.modelServer);
-      return ep ? { id: r.id, ok: true, mode: 'aggregated', attempts: [{ endpoint: ep }], encoders: [] }
+      return ep
+        ? { id: r.id, ok: true, mode: 'aggregated', attempts: [{ endpoint: ep }], encoders: [] }
         : { id: r.id, ok: false, code: 'SCHED_UNKNOWN_MODEL_SERVER', message: r.modelServer };
     };
     await putGateway({
@@ -94,19 +132,26 @@ describe('gateway: Gateway API mode', () => {
       ],
     });
     await putHttpRoute('llama', {
-      hostnames: [], parents: [parent('api', mainPort)],
+      hostnames: [],
+      parents: [parent('api', mainPort)],
       rules: [
         {
-          index: 0, matches: [{ type: 'PathPrefix', value: '/llama' }], backends: [backend('pool-a')],
+          index: 0,
+          matches: [{ type: 'PathPrefix', value: '/llama' }],
+          backends: [backend('pool-a')],
           urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/v1' } },
         },
         { index: 1, matches: [{ type: 'Exact', value: '/v1/chat/completions' }], backends: [backend('pool-b')] },
         {
-          index: 2, matches: [{ type: 'RegularExpression', value: '/re/[a-z]+/generate' }], backends: [backend('pool-a')],
+          index: 2,
+          matches: [{ type: 'RegularExpression', value: '/re/[a-z]+/generate' }],
+          backends: [backend('pool-a')],
           urlRewrite: { hostname: 'backend.internal', path: { type: 'ReplaceFullPath', replaceFullPath: '/v1/completions' } },
         },
         {
-          index: 3, matches: [{ type: 'PathPrefix', value: '/weighted' }], backends: [backend('pool-a', 3), backend('pool-b', 1), backend('pool-zero', 0)],
+          index: 3,
+          matches: [{ type: 'PathPrefix', value: '/weighted' }],
+          backends: [backend('pool-a', 3), backend('pool-b', 1), backend('pool-zero', 0)],
           urlRewrite: { path: { type: 'ReplaceFullPath', replaceFullPath: '/v1/chat/completions' } },
         },
         { index: 4, matches: [{ type: 'PathPrefix', value: '/nobackend' }], backends: [] },
@@ -114,21 +159,32 @@ describe('gateway: Gateway API mode', () => {
     });
     // Only for Host chat.example.com (the wildcard listener); a longer prefix than `llama`'s `/` would be.
     await putHttpRoute('chat-host', {
-      hostnames: ['chat.example.com'], parents: [parent('wild', mainPort)],
+      hostnames: ['chat.example.com'],
+      parents: [parent('wild', mainPort)],
       rules: [{ index: 0, matches: [{ type: 'PathPrefix', value: '/' }], backends: [backend('pool-b')] }],
     });
     await putHttpRoute('plain', {
-      hostnames: [], parents: [parent('plain', extraPort)],
+      hostnames: [],
+      parents: [parent('plain', extraPort)],
       rules: [{ index: 0, matches: [{ type: 'PathPrefix', value: '/' }], backends: [backend('pool-zero')] }],
     });
     // A ModelRoute with parentRefs, attached (by the pod-watcher) to the `api` listener only.
     await h.putServer('direct', {
-      model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'direct' } }, workloadPort: { port: a.port, protocol: 'http' },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'direct' } },
+      workloadPort: { port: a.port, protocol: 'http' },
     });
     endpoints.set('direct', await h.putEndpoint('direct', 'direct-0', 'aggregated', a));
-    await h.putRoute('attached', {
-      modelName: 'attached', parentRefs: [{ name: GW, sectionName: 'api' }], rules: [{ targetModels: [{ modelServerName: 'direct', weight: 100 }] }],
-    }, { listeners: [parent('api', mainPort)] });
+    await h.putRoute(
+      'attached',
+      {
+        modelName: 'attached',
+        parentRefs: [{ name: GW, sectionName: 'api' }],
+        rules: [{ targetModels: [{ modelServerName: 'direct', weight: 100 }] }],
+      },
+      { listeners: [parent('api', mainPort)] },
+    );
     await h.waitForModel('attached');
     await waitFor(async () => (await post(extraPort, '/v1/chat/completions', 'x', chat()).catch(() => ({ status: 0 }))).status === 200, {
       what: 'the extra listener port open',
@@ -207,9 +263,16 @@ describe('gateway: Gateway API mode', () => {
 
   it('closes a listener port when no Gateway uses it any more', async () => {
     await putGateway({ name: GW, listeners: [{ name: 'api', port: mainPort, hostname: 'api.example.com' }] });
-    await waitFor(async () => (await post(extraPort, '/x', 'any', chat()).then(() => 'open', () => 'closed')) === 'closed', {
-      what: 'the extra port closed',
-    });
+    await waitFor(
+      async () =>
+        (await post(extraPort, '/x', 'any', chat()).then(
+          () => 'open',
+          () => 'closed',
+        )) === 'closed',
+      {
+        what: 'the extra port closed',
+      },
+    );
     // Gateway mode without a listener for the Host on the main port any more.
     expect((await post(mainPort, '/v1/chat/completions', 'chat.example.com', chat())).status).toBe(404);
   });

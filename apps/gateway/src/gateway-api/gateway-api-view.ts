@@ -1,5 +1,11 @@
 import {
-  Buckets, GatewayRecordSchema, HttpRouteRecordSchema, type GatewayRecord, type HttpRouteRecord, type HttpRouteRuleRecord, type ListenerRef,
+  Buckets,
+  GatewayRecordSchema,
+  HttpRouteRecordSchema,
+  type GatewayRecord,
+  type HttpRouteRecord,
+  type HttpRouteRuleRecord,
+  type ListenerRef,
 } from '@triad/bus';
 import type { Bus, KvChange, KvWatchHandle } from '@triad/bus/client';
 
@@ -43,7 +49,8 @@ const REGEX = 1;
 const NO_MATCH = { matched: false, prefix: '' };
 
 function compileMatch(m: HttpRouteRuleRecord['matches'][number]): CompiledMatch {
-  if (m.type === 'Exact') return { test: (p) => (p === m.value ? { matched: true, prefix: '' } : NO_MATCH), type: EXACT, chars: m.value.length };
+  if (m.type === 'Exact')
+    return { test: (p) => (p === m.value ? { matched: true, prefix: '' } : NO_MATCH), type: EXACT, chars: m.value.length };
   if (m.type === 'RegularExpression') {
     let re: RegExp | undefined;
     try {
@@ -58,7 +65,9 @@ function compileMatch(m: HttpRouteRuleRecord['matches'][number]): CompiledMatch 
   const prefix = m.value.replace(/\/+$/, '');
   if (prefix === '') return { test: (p) => (p.startsWith('/') ? { matched: true, prefix: '/' } : NO_MATCH), type: PREFIX, chars: 1 };
   return {
-    test: (p) => (p === prefix || p.startsWith(`${prefix}/`) ? { matched: true, prefix } : NO_MATCH), type: PREFIX, chars: prefix.length,
+    test: (p) => (p === prefix || p.startsWith(`${prefix}/`) ? { matched: true, prefix } : NO_MATCH),
+    type: PREFIX,
+    chars: prefix.length,
   };
 }
 
@@ -151,7 +160,9 @@ export class GatewayApiView {
     }
     const r = change.value;
     this.#routes.set(change.key, {
-      key: `${r.namespace}/${r.name}`, record: r, rules: r.rules.map((rule) => ({ record: rule, matches: rule.matches.map(compileMatch) })),
+      key: `${r.namespace}/${r.name}`,
+      record: r,
+      rules: r.rules.map((rule) => ({ record: rule, matches: rule.matches.map(compileMatch) })),
     });
   }
 
@@ -178,7 +189,8 @@ export class GatewayApiView {
     let best: { route: CompiledRoute; rule: number; match: CompiledMatch; prefix: string; rank: number[] } | undefined;
     for (const route of this.#routes.values()) {
       const r = route.record;
-      if (!r.parents.some((p) => p.namespace === listener.namespace && p.gateway === listener.gateway && p.listener === listener.listener)) continue;
+      if (!r.parents.some((p) => p.namespace === listener.namespace && p.gateway === listener.gateway && p.listener === listener.listener))
+        continue;
       let hostRank: [number, number] | undefined = [0, 0];
       if (r.hostnames.length > 0) {
         hostRank = undefined;
@@ -237,7 +249,11 @@ export class GatewayApiView {
     return { namespace: last.namespace, pool: last.name, modelServer: last.modelServer };
   }
 
-  #rewrite(rule: HttpRouteRuleRecord | undefined, path: string, prefix: string): { path: string | undefined; hostname: string | undefined } {
+  #rewrite(
+    rule: HttpRouteRuleRecord | undefined,
+    path: string,
+    prefix: string,
+  ): { path: string | undefined; hostname: string | undefined } {
     const rewrite = rule?.urlRewrite;
     let newPath: string | undefined;
     const p = rewrite?.path;

@@ -3,7 +3,8 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  NotFoundError, RateLimitedError, RequestContext, RequestError, asError, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
+  NotFoundError, RateLimitedError, RequestContext, RequestError, asError, errorCodeOf, extractMediaParts, isRouted, promptText,
+  writeErrorResponse,
   type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
@@ -117,7 +118,8 @@ export class InferenceHandler {
   }
 
   async #handle(
-    method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse, listener: ListenerRef | undefined,
+    method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse,
+    listener: ListenerRef | undefined,
   ): Promise<void> {
     const d = this.#d;
     const receivedAt = performance.now();
@@ -169,7 +171,9 @@ export class InferenceHandler {
       const http = d.gatewayApi.match(listener, headerOf(ctx.headers, 'host'), ctx.path);
       if (http !== undefined) {
         if (http.backend === undefined) {
-          throw new RequestError(ErrorCode.Internal, `HTTPRoute ${http.route} matched but its rule has no InferencePool backend to send to`);
+          throw new RequestError(
+            ErrorCode.Internal, `HTTPRoute ${http.route} matched but its rule has no InferencePool backend to send to`,
+          );
         }
         match = {
           route: http.route, namespace: http.backend.namespace, modelServer: http.backend.modelServer, provider: undefined, lora: false,
@@ -180,7 +184,8 @@ export class InferenceHandler {
       }
     }
     if (match === undefined) {
-      throw new NotFoundError(`The model '${ctx.model}' does not exist (no ModelRoute${listener ? ' or HTTPRoute' : ''} matches it)`, 'model');
+      const what = listener ? 'ModelRoute or HTTPRoute' : 'ModelRoute';
+      throw new NotFoundError(`The model '${ctx.model}' does not exist (no ${what} matches it)`, 'model');
     }
     if (match.provider !== undefined) {
       await d.providers.serve(ctx, { ...match, provider: match.provider });

@@ -164,7 +164,8 @@ export class RouteTable {
       // Kthena: a LoRA name is never sent to a provider (its webhook refuses such routes).
       if (target.provider !== undefined && lora) continue;
       return {
-        route: route.key, namespace: route.record.namespace, modelServer: target.server ?? '', provider: target.provider, lora, rule: rule.name,
+        route: route.key, namespace: route.record.namespace, modelServer: target.server ?? '', provider: target.provider, lora,
+        rule: rule.name,
       };
     }
     return undefined;
