@@ -16,6 +16,8 @@ const GatewayConfigSchema = z.object({
   metricsPort: Setting.port().default(9090),
   /** Largest request body accepted (bytes); larger ones get 413. */
   bodyLimit: Setting.count(1024).default(10 * 1024 * 1024),
+  /** Bytes of an oversized body read and dropped before the 413 goes out (so a client still sending reads it). */
+  bodyDiscardLimit: Setting.count(0).default(64 * 1024 * 1024),
   /** Deepest JSON nesting a body may have (400 naming the limit beyond it). */
   maxJsonDepth: Setting.count(2, 10_000).default(DEFAULT_REQUEST_LIMITS.maxJsonDepth),
   /** Media items in one chat request; at most what one scheduling request carries. */
@@ -87,6 +89,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
+  bodyDiscardLimit: { name: 'body-discard-limit', env: 'TRIAD_BODY_DISCARD_LIMIT' },
   maxJsonDepth: { name: 'max-json-depth', env: 'TRIAD_MAX_JSON_DEPTH' },
   maxMediaItems: { name: 'max-media-items', env: 'TRIAD_MAX_MEDIA_ITEMS' },
   maxContentParts: { name: 'max-content-parts', env: 'TRIAD_MAX_CONTENT_PARTS' },

@@ -118,9 +118,13 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   fallback.followAffinity(bus);
-  const serverOptions = { bodyLimit: config.bodyLimit, handler, routes: kv.routes, ready, gatewayApi };
+  const serverOptions = {
+    bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
+    gatewayApi,
+  };
   const app = buildHttpServer(serverOptions);
-  listenerServers = gatewayApi === undefined ? undefined : new ListenerServers(() => buildHttpServer(serverOptions), config.host, logger);
+  listenerServers = gatewayApi === undefined
+    ? undefined : new ListenerServers(() => buildHttpServer(serverOptions), config.host, logger);
   if (gatewayApi !== undefined) await gatewayApi.start(bus);
   await app.listen({ port: config.port, host: config.host });
   await listenerServers?.start((app.server.address() as AddressInfo).port);

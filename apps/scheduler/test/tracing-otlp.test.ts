@@ -93,7 +93,7 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
     }]);
     expect(server.events.map(eventLine)).toEqual([
       'pick decode max-score 1→1', 'pick prefill max-score 1→1', 'pick encode encoder-affinity#0 2→2',
-      'post-schedule decode prefix-cache', 'post-schedule prefill prefix-cache',
+      ...['decode', 'prefill'].flatMap((p) => ['prefix-cache', 'session-affinity', 'encoder-cache'].map((h) => `post-schedule ${p} ${h}`)),
     ]);
     const byName = (name: string) => spans.find((s) => s.name === name)!;
     // d2 has 50 waiting requests: the least-request filter removes it.
@@ -106,7 +106,7 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
       'triad.scheduler.phase': 'score', 'triad.scheduler.candidates': 1, 'triad.scheduler.remaining': 1,
     }));
     expect(byName('score decode').events.map(eventLine)).toEqual([
-      'score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache',
+      'score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache', 'score session-affinity', 'score encoder-cache',
     ]);
     expect(byName('filter prefill').attributes['triad.pd_group']).toBe('g1');
     expect(byName('filter encode').events.map(eventLine)).toEqual(['filter stale-metrics 2→2', 'filter least-request 2→2']);

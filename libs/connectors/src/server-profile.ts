@@ -62,5 +62,6 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
     ...ecOf(record),
     ...(maxConnections === undefined ? {} : { maxConnections }),
+    ...(spec.engineAuth?.passThrough === true ? { authPassThrough: true } : {}),
   };
 }

@@ -98,6 +98,16 @@ export const ConnectionPoolSchema = z.object({
   }),
 });
 
+/**
+ * Triad's addition (not in Kthena): what `Authorization` the engine legs carry. By default none: the client's
+ * credential (a Triad API key or JWT admission checked) is for the gateway, and an engine must not receive it.
+ */
+export const EngineAuthSchema = z.object({
+  passThrough: z.boolean().default(false).meta({
+    description: "Forward the client's Authorization header to every engine leg (for engines that check it themselves)",
+  }),
+});
+
 export const ModelServerSpecSchema = z.object({
   model: z.string().max(256).optional(),
   inferenceEngine: InferenceEngineSchema,
@@ -109,6 +119,7 @@ export const ModelServerSpecSchema = z.object({
   bootstrapPort: PortSchema.optional().meta({ description: 'SGLang prefill bootstrap port (default 8998)' }),
   ecConnector: EcConnectorSchema.optional().meta({ description: 'vLLM EPD encoder-cache connector (Triad field)' }),
   connectionPool: ConnectionPoolSchema.optional(),
+  engineAuth: EngineAuthSchema.optional().meta({ description: 'Authorization sent to the engines (Triad field; default: none)' }),
 });
 export type ModelServerSpec = z.infer<typeof ModelServerSpecSchema>;
 

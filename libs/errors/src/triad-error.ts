@@ -19,6 +19,14 @@ export const ErrorCode = {
   GatewayUnauthorized: 'GATEWAY_UNAUTHORIZED',
   GatewayForbidden: 'GATEWAY_FORBIDDEN',
   GatewayQueueTimeout: 'GATEWAY_QUEUE_TIMEOUT',
+  /** The HTTP layer refused the request head: headers over the server's limit (431). */
+  GatewayHeadersTooLarge: 'GATEWAY_HEADERS_TOO_LARGE',
+  /** The client did not send its request (head or body) within the server's request timeout (408). */
+  GatewayRequestTimeout: 'GATEWAY_REQUEST_TIMEOUT',
+  /** An `Expect` header other than `100-continue` (417). */
+  GatewayExpectationFailed: 'GATEWAY_EXPECTATION_FAILED',
+  /** The gateway is shutting down and takes no new requests (503; the client should go to another replica). */
+  GatewayDraining: 'GATEWAY_DRAINING',
   UpstreamError: 'GATEWAY_UPSTREAM_ERROR',
   UpstreamTimeout: 'GATEWAY_UPSTREAM_TIMEOUT',
   UpstreamConnect: 'GATEWAY_UPSTREAM_CONNECT',

@@ -13,7 +13,7 @@ export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy, EcProfil
 export {
   RequestError, BadRequestError, BodyTooLargeError, NotFoundError, UnauthorizedError, ForbiddenError, RateLimitedError,
   QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, TotalTimeoutError, SchedulingError,
-  isRetryable, failedStageOf, errorCodeOf, asError,
+  isRetryable, failedStageOf, errorCodeOf, asError, HttpLayerError, echo,
 } from './errors/request-errors';
 export type { ErrorHeaders, RateLimitReason, LegFailure } from './errors/request-errors';
 export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';

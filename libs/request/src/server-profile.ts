@@ -67,6 +67,8 @@ export interface ServerProfile {
   readonly relayKvParams: boolean;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
+  /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */
+  readonly authPassThrough?: boolean;
   /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
   readonly maxConnections?: number;
 }

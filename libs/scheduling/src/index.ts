@@ -40,6 +40,8 @@ export {
 } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export type { PrecisePrefixCacheParams } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export { PrefixCacheScorer, PREFIX_CACHE } from './plugins/prefix-cache/prefix-cache';
+export { EncoderCacheScorer, ENCODER_CACHE } from './plugins/encoder-cache/encoder-cache';
+export { SessionAffinityScorer, SESSION_AFFINITY } from './plugins/session-affinity/session-affinity';
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';

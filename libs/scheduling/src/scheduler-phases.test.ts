@@ -53,7 +53,7 @@ const epdIndex = () => buildIndex([
   { pod: 'e2', role: 'encode', group: 'g1' },
 ], [modelServerRecord({ mode: 'epd' })]);
 const images = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
-const LANGUAGE_SCORERS = ['least-request', 'gpu-usage', 'least-latency', 'prefix-cache'];
+const LANGUAGE_SCORERS = ['least-request', 'gpu-usage', 'least-latency', 'prefix-cache', 'session-affinity', 'encoder-cache'];
 
 describe('Scheduler: phase records for an observer that asks for them', () => {
   it('reports every filter, scorer, pick and hook of an epd decision, each profile run closed by its plan', () => {
@@ -70,7 +70,7 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
       ...run('decode', 2, 1, LANGUAGE_SCORERS), 'picker decode max-score 1→1',
       ...run('prefill/g1', 1, 1, LANGUAGE_SCORERS), 'picker prefill/g1 max-score 1→1',
       ...run('encode/g1', 2, 2, ['least-request']), 'picker encode/g1#0 encoder-affinity 2→2', 'picker encode/g1#1 encoder-affinity 2→2',
-      'post-schedule decode/g1 prefix-cache', 'post-schedule prefill/g1 prefix-cache',
+      ...['decode/g1', 'prefill/g1'].flatMap((p) => ['prefix-cache', 'session-affinity', 'encoder-cache'].map((h) => `post-schedule ${p} ${h}`)),
     ]);
   });
 

@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  NotFoundError, RateLimitedError, RequestContext, RequestError, asError, errorCodeOf, extractMediaParts, isRouted, promptText,
+  NotFoundError, RateLimitedError, RequestContext, RequestError, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText,
   writeErrorResponse,
   type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
 } from '@triad/request';
@@ -52,8 +52,11 @@ export interface InferenceResponse extends ServerResponse {
   triadRequest?: RequestContext;
 }
 
-/** Headers a client sends that every engine leg carries too. */
-const FORWARDED = ['authorization', 'traceparent', 'tracestate', 'baggage'] as const;
+/**
+ * Headers a client sends that every engine leg carries too. Not `authorization`: the client's credential is
+ * the gateway's to check, and goes to the engines only when the ModelServer asks for it (`engineAuth`).
+ */
+const FORWARDED = ['traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
@@ -185,7 +188,7 @@ export class InferenceHandler {
     }
     if (match === undefined) {
       const what = listener ? 'ModelRoute or HTTPRoute' : 'ModelRoute';
-      throw new NotFoundError(`The model '${ctx.model}' does not exist (no ${what} matches it)`, 'model');
+      throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ${what} matches it)`, 'model');
     }
     if (match.provider !== undefined) {
       await d.providers.serve(ctx, { ...match, provider: match.provider });
@@ -202,6 +205,8 @@ export class InferenceHandler {
     d.metrics.downstream(ctx.model, 1);
     if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
     if (upstreamModel !== ctx.model) ctx.body['model'] = upstreamModel;
+    const authorization = ctx.headers['authorization'];
+    if (ctx.routing.server.authPassThrough === true && typeof authorization === 'string') ctx.upstreamHeaders['authorization'] = authorization;
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;

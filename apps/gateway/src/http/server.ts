@@ -1,13 +1,18 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, TriadError } from '@triad/errors';
 import type { ListenerRef } from '@triad/bus';
-import { BadRequestError, BodyTooLargeError, NotFoundError, toOpenAiError } from '@triad/request';
+import { BadRequestError, BodyTooLargeError, NotFoundError, echo, toOpenAiError } from '@triad/request';
+import { bodyTooLarge, createGatewayServer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
 import type { InferenceHandler } from './inference-handler';
 import type { RouteTable } from '../routing/route-table';
 import type { GatewayApiView } from '../gateway-api/gateway-api-view';
 
 export interface HttpServerOptions {
   readonly bodyLimit: number;
+  /** Bytes of an oversized body read and dropped before the 413 (so clients still sending can read it). */
+  readonly bodyDiscardLimit: number;
+  /** The gateway is shutting down (new requests on open connections get a 503). */
+  readonly draining: () => boolean;
   readonly handler: InferenceHandler;
   readonly routes: RouteTable;
   /** Gateway API mode: requests are matched to a Gateway listener by the port they arrived on and their Host. */
@@ -22,14 +27,15 @@ function sendError(
   const e = toOpenAiError(err);
   reply.code(e.status);
   reply.headers({ 'content-type': 'application/json', ...e.headers });
+  // After a 413 the rest of the body may still be on the wire: the connection cannot carry another request.
+  if (e.status === 413) reply.headers({ connection: 'close' });
   reply.send(e.body);
 }
 
 /** fastify's own errors (body too large, bad content type, malformed request) as request errors. */
-function fromFastifyError(err: { code?: string; statusCode?: number; message: string }): TriadError {
-  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) {
-    return new BodyTooLargeError('request body is larger than the gateway accepts');
-  }
+function fromFastifyError(err: { code?: string; statusCode?: number; message: string }, bodyLimit: number): TriadError {
+  if (err instanceof BodyTooLargeError) return err;
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) return bodyTooLarge(bodyLimit);
   if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) return new BadRequestError(err.message);
   return new TriadError(ErrorCode.Internal, 'internal error', { cause: err });
 }
@@ -37,24 +43,30 @@ function fromFastifyError(err: { code?: string; statusCode?: number; message: st
 /**
  * The OpenAI-compatible HTTP surface. Bodies are read as raw bytes (size-limited) and parsed once by the
  * pipeline; inference routes hijack the reply and write to the socket directly, so fastify adds no
- * serialization on the hot path. Every error, fastify's own included, is OpenAI-shaped.
+ * serialization on the hot path. Every error, fastify's own and the HTTP layer's included (http-layer.ts), is
+ * OpenAI-shaped.
  */
 export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
+  const layer: HttpLayerOptions = {
+    bodyLimit: options.bodyLimit, discardLimit: options.bodyDiscardLimit, keepAliveTimeoutMs: 75_000, draining: options.draining,
+  };
+  const fastifyError = (err: unknown) => fromFastifyError(err as { code?: string; statusCode?: number; message: string }, options.bodyLimit);
   const app = Fastify({
     bodyLimit: options.bodyLimit,
     logger: false,
-    return503OnClosing: true,
-    keepAliveTimeout: 75_000,
+    // Draining is answered by the server below, OpenAI-shaped.
+    return503OnClosing: false,
     requestIdHeader: false,
+    serverFactory: (handler) => createGatewayServer(handler, layer),
+    clientErrorHandler: onClientError,
+    frameworkErrors: (err, _request, reply) => sendError(reply as unknown as Parameters<typeof sendError>[0], fastifyError(err)),
   });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', (request, payload, done) => readBody(request.raw, payload, layer, done));
 
-  app.setErrorHandler((err, _request, reply) => sendError(
-    reply, fromFastifyError(err as { code?: string; statusCode?: number; message: string }),
-  ));
+  app.setErrorHandler((err, _request, reply) => sendError(reply, fastifyError(err)));
   app.setNotFoundHandler((request, reply) => {
-    sendError(reply, new NotFoundError(`no route for ${request.method} ${request.url.split('?')[0]}`));
+    sendError(reply, new NotFoundError(`no route for ${request.method} ${echo(request.url.split('?')[0] ?? '')}`));
   });
 
   app.get('/healthz', (_req, reply) => reply.type('text/plain').send('ok'));
@@ -79,7 +91,7 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
     }
     const body = options.routes.modelJson(id);
     if (body === undefined) {
-      sendError(reply, new NotFoundError(`The model '${id}' does not exist`, 'model'));
+      sendError(reply, new NotFoundError(`The model '${echo(id)}' does not exist`, 'model'));
       return;
     }
     void reply.type('application/json').send(body);

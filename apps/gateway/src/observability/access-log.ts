@@ -1,5 +1,5 @@
 import type { Logger } from '@triad/runtime';
-import { errorCodeOf, type RequestContext } from '@triad/request';
+import { echo, errorCodeOf, type RequestContext } from '@triad/request';
 
 const round = (ms: number): number => Math.round(ms * 1000) / 1000;
 
@@ -17,7 +17,8 @@ export function writeAccessLog(logger: Logger, ctx: RequestContext, endMs: numbe
     path: ctx.path,
     status_code: r.status,
     request_id: ctx.id,
-    model_name: ctx.model,
+    // Client-chosen strings are cut short: one line must not carry megabytes a client sent.
+    model_name: echo(ctx.model, 256),
     model_route: routing?.route ?? null,
     model_server: routing?.server?.key ?? null,
     upstream_model: routing?.upstreamModel || null,
@@ -38,6 +39,6 @@ export function writeAccessLog(logger: Logger, ctx: RequestContext, endMs: numbe
     },
   };
   if (ctx.traceId !== undefined) line['trace_id'] = ctx.traceId;
-  if (r.error !== undefined) line['error'] = { type: errorCodeOf(r.error) ?? r.error.name, message: r.error.message };
+  if (r.error !== undefined) line['error'] = { type: errorCodeOf(r.error) ?? r.error.name, message: echo(r.error.message, 1024) };
   logger.info(line);
 }

@@ -1,6 +1,6 @@
 import { extractMediaParts, promptText } from '@triad/request';
 import { routedRequest } from '@triad/request/testing';
-import { buildSchedulingRequest } from './scheduling-request';
+import { buildSchedulingRequest, sessionKey } from './scheduling-request';
 
 const SYSTEM = 'You are a careful assistant that describes pictures. '.repeat(8);
 
@@ -36,5 +36,17 @@ describe('prefix hashes of requests with media', () => {
     const plain = { model: 'm', messages: [{ role: 'user', content: 'hello' }] };
     expect(buildSchedulingRequest(routedRequest({ body: plain, prompt: promptText(plain) }), [], {}).prefixHashes)
       .toEqual(withParts.prefixHashes);
+  });
+});
+
+describe('session key', () => {
+  const body = (extra: Record<string, unknown>) => ({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra });
+  it('takes the x-session-id header, else session_id, else user; none when all are absent or empty', () => {
+    expect(sessionKey(routedRequest({ headers: { 'x-session-id': 'h' }, body: body({ session_id: 's', user: 'u' }) }))).toBe('h');
+    expect(sessionKey(routedRequest({ body: body({ session_id: 's', user: 'u' }) }))).toBe('s');
+    expect(sessionKey(routedRequest({ body: body({ session_id: '', user: 'u' }) }))).toBe('u');
+    expect(sessionKey(routedRequest({ body: body({ user: 42 }) }))).toBeUndefined();
+    expect(buildSchedulingRequest(routedRequest({ body: body({ user: 'alice' }) }), [], {}).session).toBe('alice');
+    expect(sessionKey(routedRequest({ body: body({ user: 'x'.repeat(300) }) }))).toHaveLength(256);
   });
 });

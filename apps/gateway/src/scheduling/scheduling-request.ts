@@ -37,6 +37,20 @@ function hashedPrompt(ctx: RoutedRequest, media: readonly MediaPart[], items: re
   } });
 }
 
+/** Longest session key sent to the scheduler (longer ones are cut: they only need to be stable). */
+const MAX_SESSION_KEY = 256;
+
+/**
+ * The request's session for session affinity: the `x-session-id` header, else the body's `session_id`, else the
+ * OpenAI `user` field. Undefined when none is a non-empty string.
+ */
+export function sessionKey(ctx: RoutedRequest): string | undefined {
+  const header = ctx.headers['x-session-id'];
+  const candidates = [Array.isArray(header) ? header[0] : header, ctx.body['session_id'], ctx.body['user']];
+  for (const c of candidates) if (typeof c === 'string' && c !== '') return c.slice(0, MAX_SESSION_KEY);
+  return undefined;
+}
+
 /**
  * What the gateway asks the scheduler for one routed request (never the body: prefix hashes of the prompt as
  * the engines get it, media keys and, for precise-prefix-cache, the engines' own KV block hashes).
@@ -58,6 +72,8 @@ export function buildSchedulingRequest(
     mediaItems: items,
     inputTokens: ctx.inputTokens,
   };
+  const session = sessionKey(ctx);
+  if (session !== undefined) request.session = session;
   if (kvBlockHashes !== undefined && kvBlockHashes.length > 0) {
     request.kvBlockHashes = kvBlockHashes.length > SchedulingLimits.maxPrefixHashes ? kvBlockHashes.slice(0, SchedulingLimits.maxPrefixHashes) : kvBlockHashes;
   }

@@ -36,6 +36,29 @@ export class BodyTooLargeError extends RequestError {
   }
 }
 
+/**
+ * An error of the HTTP layer itself, before a request reaches the pipeline: headers too large (431), the request
+ * not sent in time (408), an unsupported `Expect` (417), the gateway draining (503). Malformed requests are
+ * BadRequestErrors.
+ */
+export class HttpLayerError extends RequestError {
+  constructor(
+    code: typeof ErrorCode.GatewayHeadersTooLarge | typeof ErrorCode.GatewayRequestTimeout | typeof ErrorCode.GatewayExpectationFailed
+      | typeof ErrorCode.GatewayDraining,
+    message: string,
+  ) {
+    super(code, message);
+  }
+}
+
+/**
+ * A client-supplied value as error messages and logs may repeat it: the first `max` characters, and how long it
+ * really was. Without it a 5 MiB `model` would come back in the 404 body and fill the access log.
+ */
+export function echo(value: string, max = 128): string {
+  return value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`;
+}
+
 /** 404: no ModelRoute or ModelServer serves the model (`param: 'model'`), or no such path (`param: null`). */
 export class NotFoundError extends RequestError {
   readonly param: string | null;

@@ -4,7 +4,8 @@ import { SchedulerConfigSchema, type ProfileConfig, type SchedulerConfig } from 
 /**
  * Built-in profiles. Language stages use Kthena's Helm defaults (filter least-request; score least-request,
  * gpu-usage, least-latency, prefix-cache, weight 1 each) plus the stale-metrics filter, which only removes pods
- * with old metrics while fresher ones exist. Encoders have no KV cache or token latency, so they are scored on
+ * with old metrics while fresher ones exist, and Triad's session-affinity and encoder-cache scorers (they score
+ * nothing for requests without a session or media, so plain text traffic is routed as Kthena routes it). Encoders have no KV cache or token latency, so they are scored on
  * load only and placed by the encoder-affinity picker.
  */
 export function builtInProfile(role: ProfileRole): ProfileConfig {
@@ -18,6 +19,8 @@ export function builtInProfile(role: ProfileRole): ProfileConfig {
       { plugin: 'gpu-usage', weight: 1 },
       { plugin: 'least-latency', weight: 1 },
       { plugin: 'prefix-cache', weight: 1 },
+      { plugin: 'session-affinity', weight: 1 },
+      { plugin: 'encoder-cache', weight: 1 },
     ],
     picker: 'max-score',
   };
@@ -38,6 +41,8 @@ export function defaultSchedulerConfig(): SchedulerConfig {
       { type: 'stale-metrics', args: { maxAgeMs: 10_000 } },
       { type: 'max-score' },
       { type: 'encoder-affinity', args: { loadFactor: 1.25 } },
+      { type: 'session-affinity', args: { loadFactor: 1.5, maxSessions: 100_000 } },
+      { type: 'encoder-cache', args: { loadFactor: 1.25, maxItemsPerEndpoint: 256, homeShare: 0.5 } },
     ],
     profiles: {
       default: builtInProfile('decode'),

@@ -18,10 +18,10 @@ describe('loadSchedulerConfig', () => {
     const decode = r.loaded.profiles.decode;
     expect(decode.filters.map((f) => f.name)).toEqual(['stale-metrics', 'least-request']);
     expect(decode.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([
-      ['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1],
+      ['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1], ['session-affinity', 1], ['encoder-cache', 1],
     ]);
     expect(decode.picker.name).toBe('max-score');
-    expect(decode.hooks.map((h) => h.name)).toEqual(['prefix-cache']);
+    expect(decode.hooks.map((h) => h.name)).toEqual(['prefix-cache', 'session-affinity', 'encoder-cache']);
     expect(r.loaded.profiles.encode.picker.name).toBe('encoder-affinity');
     // one instance shared by every profile that names it
     expect(r.loaded.profiles.prefill.scorers[3]?.scorer).toBe(decode.scorers[3]?.scorer);

@@ -1,6 +1,7 @@
 import { PluginRegistry } from '../framework/registry';
 import { KvBlockIndex } from '../state/kv-block-index';
 import { encoderAffinityPlugin } from './encoder-affinity/encoder-affinity';
+import { encoderCachePlugin } from './encoder-cache/encoder-cache';
 import { gpuUsagePlugin } from './gpu-usage/gpu-usage';
 import { kvPressurePlugin } from './kv-pressure/kv-pressure';
 import { leastLatencyPlugin } from './least-latency/least-latency';
@@ -10,6 +11,7 @@ import { maxScorePlugin } from './max-score/max-score';
 import { precisePrefixCachePlugins } from './precise-prefix-cache/precise-prefix-cache';
 import { prefixCachePlugin } from './prefix-cache/prefix-cache';
 import { randomPlugin } from './random/random';
+import { sessionAffinityPlugin } from './session-affinity/session-affinity';
 import { staleMetricsPlugin } from './stale-metrics/stale-metrics';
 
 /** State some in-tree plugins read, fed by the process that owns the registry. */
@@ -30,7 +32,9 @@ export function registerInTreePlugins(registry: PluginRegistry, state: InTreePlu
     .register(staleMetricsPlugin)
     .register(kvPressurePlugin)
     .register(maxScorePlugin)
-    .register(encoderAffinityPlugin);
+    .register(encoderAffinityPlugin)
+    .register(encoderCachePlugin)
+    .register(sessionAffinityPlugin);
   for (const def of precisePrefixCachePlugins(state.kvIndex ?? new KvBlockIndex())) registry.register(def);
   return registry;
 }

@@ -1,0 +1,163 @@
+import { STATUS_CODES, createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import { ErrorCode } from '@triad/errors';
+import { BadRequestError, BodyTooLargeError, HttpLayerError, toOpenAiError } from '@triad/request';
+
+/**
+ * The HTTP layer under fastify, where node itself would answer: malformed requests, header overflow, request
+ * timeouts, a missing Host, `Expect`, and bodies over the limit. Node's own answers there are bare
+ * (`400 Bad Request` without a body, `417` without a body); these are OpenAI-shaped like every other error.
+ */
+
+/** The bytes of a complete error response that closes the connection (for sockets no ServerResponse owns). */
+export function rawErrorResponse(err: unknown): string {
+  const e = toOpenAiError(err);
+  let head = `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\n`;
+  for (const [name, value] of Object.entries(e.headers)) head += `${name}: ${value}\r\n`;
+  return `${head}content-length: ${Buffer.byteLength(e.body)}\r\nconnection: close\r\n\r\n${e.body}`;
+}
+
+/** Writes an error on a ServerResponse and closes the connection after it. */
+export function writeClosingError(res: ServerResponse, err: unknown): void {
+  const e = toOpenAiError(err);
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(e.status, {
+    'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), connection: 'close', ...e.headers,
+  });
+  res.end(e.body);
+}
+
+/** What a parse error of node's HTTP parser (or its timeouts) means for the client. */
+export function clientErrorOf(err: NodeJS.ErrnoException): HttpLayerError | BadRequestError {
+  const code = err.code ?? '';
+  if (code === 'HPE_HEADER_OVERFLOW') {
+    return new HttpLayerError(ErrorCode.GatewayHeadersTooLarge, 'request headers are larger than the gateway accepts');
+  }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'ERR_HTTP_HEADERS_TIMEOUT') {
+    return new HttpLayerError(ErrorCode.GatewayRequestTimeout, 'the request was not received in time');
+  }
+  // llhttp's reason ("Invalid header value char") names the fault without repeating the client's bytes.
+  const given = (err as { reason?: unknown }).reason;
+  const reason = typeof given === 'string' ? given : 'malformed request';
+  return new BadRequestError(`malformed HTTP request: ${reason}${code.startsWith('HPE_') ? ` (${code})` : ''}`);
+}
+
+/** fastify's `clientErrorHandler`: an OpenAI-shaped answer for what node's parser refused, then close. */
+export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response already on its way (a parse error in a later pipelined request) cannot be followed by another.
+  if (socket.writable && (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent !== true) {
+    socket.end(rawErrorResponse(clientErrorOf(err)));
+  } else {
+    socket.destroy();
+  }
+}
+
+export interface HttpLayerOptions {
+  readonly bodyLimit: number;
+  /** How many bytes of an oversized body are read and dropped before the 413, so the client reads it. */
+  readonly discardLimit: number;
+  readonly keepAliveTimeoutMs: number;
+  /** The gateway is shutting down: requests still arriving on open connections get a 503 and the connection closes. */
+  readonly draining: () => boolean;
+}
+
+function contentLengthOf(req: IncomingMessage): number {
+  const raw = req.headers['content-length'];
+  return raw === undefined ? -1 : Number(raw);
+}
+
+/**
+ * The server fastify runs on. Differences from node's defaults: a missing `Host` on HTTP/1.1 is answered here
+ * (OpenAI-shaped 400) rather than by node (bare 400); `Expect: 100-continue` with a body over the limit gets its
+ * 413 at once (the client never sends the body), other expectations an OpenAI-shaped 417; while draining, a new
+ * request gets an OpenAI-shaped 503 (fastify's own would not be) so the client's retry goes to another replica.
+ */
+export function createGatewayServer(handler: RequestListener, options: HttpLayerOptions): Server {
+  const server = createServer({ requireHostHeader: false }, (req, res) => {
+    if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+      // The body (if any) is not read: the connection closes after the answer.
+      writeClosingError(res, new BadRequestError('HTTP/1.1 requests must carry a Host header'));
+      return;
+    }
+    if (options.draining()) {
+      writeClosingError(res, new HttpLayerError(ErrorCode.GatewayDraining, 'the gateway is shutting down; retry on another replica'));
+      return;
+    }
+    handler(req, res);
+  });
+  server.keepAliveTimeout = options.keepAliveTimeoutMs;
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (contentLengthOf(req) > options.bodyLimit) {
+      writeClosingError(res, bodyTooLarge(options.bodyLimit));
+      return;
+    }
+    res.writeContinue();
+    server.emit('request', req, res);
+  });
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    writeClosingError(res, new HttpLayerError(
+      ErrorCode.GatewayExpectationFailed, "the only expectation the gateway supports is 'Expect: 100-continue'",
+    ));
+    req.resume();
+  });
+  return server;
+}
+
+export function bodyTooLarge(limit: number): BodyTooLargeError {
+  return new BodyTooLargeError(`request body is larger than the gateway accepts (${limit} bytes, setting body-limit)`);
+}
+
+/** Marks the request so the error handler closes the connection after its answer. */
+export const CLOSE_AFTER = Symbol('triad.closeAfter');
+
+/**
+ * Reads a request body into one Buffer, up to `bodyLimit`. A larger body (by `content-length` or as it arrives)
+ * is read on and dropped, up to `discardLimit` bytes in all, before the 413 is answered: a client still sending
+ * when the server answers and closes gets EPIPE / ECONNRESET instead of the 413 (node:http, fetch, and the
+ * `openai` SDK, which then uploads the whole body again). Past `discardLimit` the 413 goes out at once and the
+ * connection is closed; a 413 always closes the connection (`Connection: close`).
+ */
+export function readBody(
+  req: IncomingMessage & { [CLOSE_AFTER]?: boolean }, payload: Readable, options: HttpLayerOptions,
+  done: (err: Error | null, body?: Buffer) => void,
+): void {
+  const declared = contentLengthOf(req);
+  let tooLarge = declared > options.bodyLimit;
+  const chunks: Buffer[] = [];
+  let received = 0;
+  let finished = false;
+  const finish = (err: Error | null, body?: Buffer): void => {
+    if (finished) return;
+    finished = true;
+    payload.off('data', onData);
+    payload.off('end', onEnd);
+    payload.off('error', onError);
+    done(err, body);
+  };
+  const refuse = (): void => {
+    req[CLOSE_AFTER] = true;
+    finish(bodyTooLarge(options.bodyLimit));
+  };
+  const onData = (chunk: Buffer): void => {
+    received += chunk.length;
+    if (!tooLarge && received > options.bodyLimit) {
+      tooLarge = true;
+      chunks.length = 0;
+    }
+    if (!tooLarge) chunks.push(chunk);
+    else if (received > options.discardLimit) refuse();
+  };
+  const onEnd = (): void => {
+    if (tooLarge) refuse();
+    else finish(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received));
+  };
+  const onError = (err: Error): void => finish(err);
+  if (tooLarge && declared > options.discardLimit) {
+    refuse();
+    return;
+  }
+  payload.on('data', onData);
+  payload.on('end', onEnd);
+  payload.on('error', onError);
+}

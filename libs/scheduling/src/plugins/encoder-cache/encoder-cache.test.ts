@@ -1,0 +1,42 @@
+import { InflightTracker } from '../../state/inflight-tracker';
+import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, schedulingRequest, TEST_NOW } from '../../testing';
+import { EncoderCacheScorer } from './encoder-cache';
+
+const pods = ['a', 'b', 'c', 'd'];
+const params = { loadFactor: 1.25, maxItemsPerEndpoint: 2, homeShare: 0 };
+const items = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
+
+function score(plugin: EncoderCacheScorer, keys: string[], tracker = new InflightTracker()): number[] {
+  const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods, tracker);
+  return applyScorer(plugin, pluginContext({ request: schedulingRequest({ mediaItems: items(...keys) }) }), c);
+}
+
+describe('encoder-cache', () => {
+  it('scores the share of the request\'s media items each pod was recently sent', () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', params);
+    plugin.postSchedule(pluginContext({ request: schedulingRequest({ mediaItems: items('x', 'y') }) }), { key: keyOf('a') } as never);
+    plugin.learn({ model: 'm', endpoint: keyOf('b'), role: 'prefill', prefixHashes: [], mediaKeys: ['y'] });
+    plugin.learn({ model: 'm', endpoint: keyOf('c'), role: 'encode', prefixHashes: [], mediaKeys: ['x'] });
+    expect(score(plugin, ['x', 'y'])).toEqual([100, 50, 0, 0]);
+    expect(score(plugin, [])).toEqual([0, 0, 0, 0]);
+  });
+
+  it('forgets the least recent items per pod, and removed pods', () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', params);
+    plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x', 'y', 'z'] });
+    expect([plugin.holds(keyOf('a'), 'x'), plugin.holds(keyOf('a'), 'z')]).toEqual([false, true]);
+    plugin.endpointRemoved(keyOf('a'));
+    expect(score(plugin, ['z'])).toEqual([0, 0, 0, 0]);
+  });
+
+  it('sends an unseen item to its content key\'s home pod (the same on every replica), within the load bound', () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', { ...params, homeShare: 0.5 });
+    const first = score(plugin, ['new']);
+    expect(first.filter((s) => s === 50)).toHaveLength(1);
+    expect(score(new EncoderCacheScorer('another-replica', { ...params, homeShare: 0.5 }), ['new'])).toEqual(first);
+    const home = pods[first.indexOf(50)]!;
+    const busy = new InflightTracker();
+    for (let i = 0; i < 8; i++) busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf(home), stage: 'aggregated', at: TEST_NOW });
+    expect(score(plugin, ['new'], busy)).toEqual([0, 0, 0, 0]);
+  });
+});

@@ -1,0 +1,131 @@
+import { z } from 'zod';
+import type { AffinityRecord } from '@triad/bus';
+import { definePlugin, type AffinityLearner, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import type { Candidates } from '../../framework/candidates';
+import { combine32, hashString32 } from '../../hashing/fast-hash';
+import type { Endpoint } from '../../state/endpoint';
+import { withinLoadBound } from '../bounded-load';
+
+export const ENCODER_CACHE = 'encoder-cache';
+
+export const EncoderCacheParamsSchema = z.object({
+  /** Bounded load, as for encoders: past loadFactor × the mean in-flight count a pod gets no affinity score. */
+  loadFactor: z.number().min(1).max(10).default(1.25),
+  /** Media items remembered per endpoint (LRU): about what its encoder cache holds. */
+  maxItemsPerEndpoint: z.number().int().min(1).default(256),
+  /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
+  homeShare: z.number().min(0).max(1).default(0.5),
+}).strict();
+export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
+
+/**
+ * Encoder-cache affinity for the pods that encode media themselves (aggregated, prefill, decode): a pod recently
+ * sent an image probably still holds its encoder output (and, after the same preceding text, its KV). Each media
+ * item contributes `100/items` to every candidate known to hold it; an item no candidate holds gives `homeShare` of
+ * that to its rendezvous-hash home (hash(content key, endpoint key)), so a popular image's first requests already
+ * agree on a pod on every replica. Pods past the load bound score 0. Learns after each decision and from other
+ * replicas' records; forgets removed endpoints.
+ */
+export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware {
+  readonly type = ENCODER_CACHE;
+  readonly name: string;
+  readonly #params: EncoderCacheParams;
+  /** content key → endpoints holding it. */
+  readonly #owners = new Map<string, Set<string>>();
+  /** endpoint → its keys, least recently used first. */
+  readonly #perEndpoint = new Map<string, Map<string, true>>();
+
+  constructor(name: string, params: EncoderCacheParams) {
+    this.name = name;
+    this.#params = params;
+  }
+
+  holds(endpoint: string, key: string): boolean {
+    return this.#perEndpoint.get(endpoint)?.has(key) === true;
+  }
+
+  score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
+    const items = ctx.request.mediaItems;
+    if (items.length === 0 || ctx.role === 'encode' || c.size === 0) return;
+    const share = 100 / items.length;
+    for (const item of items) {
+      let found = false;
+      for (const key of this.#owners.get(item.key) ?? []) {
+        const pos = c.indexOf(key);
+        if (pos < 0) continue;
+        out[pos] = (out[pos] as number) + share;
+        found = true;
+      }
+      if (!found && this.#params.homeShare > 0) {
+        const h = hashString32(item.key);
+        let home = 0, best = -1;
+        for (let i = 0; i < c.size; i++) {
+          const w = combine32(h, c.keyHash[i] as number);
+          if (w > best) {
+            best = w;
+            home = i;
+          }
+        }
+        out[home] = (out[home] as number) + share * this.#params.homeShare;
+      }
+    }
+    const ok = withinLoadBound(c, this.#params.loadFactor);
+    for (let i = 0; i < c.size; i++) if ((out[i] as number) > 0 && !ok(i)) out[i] = 0;
+  }
+
+  postSchedule(ctx: CycleContext, chosen: Endpoint): void {
+    if (ctx.role === 'encode') return;
+    for (const item of ctx.request.mediaItems) this.#insert(chosen.key, item.key);
+  }
+
+  learn(record: AffinityRecord): void {
+    if (record.role === 'encode' || !record.mediaKeys) return;
+    for (const key of record.mediaKeys) this.#insert(record.endpoint, key);
+  }
+
+  endpointRemoved(endpoint: string): void {
+    const lru = this.#perEndpoint.get(endpoint);
+    if (!lru) return;
+    for (const key of lru.keys()) this.#unown(key, endpoint);
+    this.#perEndpoint.delete(endpoint);
+  }
+
+  #insert(endpoint: string, key: string): void {
+    let lru = this.#perEndpoint.get(endpoint);
+    if (!lru) {
+      lru = new Map();
+      this.#perEndpoint.set(endpoint, lru);
+    }
+    if (lru.delete(key)) {
+      lru.set(key, true);
+      return;
+    }
+    lru.set(key, true);
+    let owners = this.#owners.get(key);
+    if (!owners) {
+      owners = new Set();
+      this.#owners.set(key, owners);
+    }
+    owners.add(endpoint);
+    if (lru.size > this.#params.maxItemsPerEndpoint) {
+      const oldest = lru.keys().next().value as string;
+      lru.delete(oldest);
+      this.#unown(oldest, endpoint);
+    }
+  }
+
+  #unown(key: string, endpoint: string): void {
+    const owners = this.#owners.get(key);
+    if (!owners) return;
+    owners.delete(endpoint);
+    if (owners.size === 0) this.#owners.delete(key);
+  }
+}
+
+export const encoderCachePlugin = definePlugin({
+  type: ENCODER_CACHE,
+  kinds: ['scorer', 'post-schedule'],
+  description: 'Scores pods that were recently sent the request\'s media items (their encoder cache), within a load bound.',
+  params: EncoderCacheParamsSchema,
+  create: (name, params) => new EncoderCacheScorer(name, params),
+});
