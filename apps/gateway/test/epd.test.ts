@@ -188,28 +188,27 @@ describe('gateway, SGLang EPD against engine-sims', () => {
       },
     });
     await h.putRoute('sgvl', { modelName: 'sgvl', rules: [{ targetModels: [{ modelServerName: 'sgepd', weight: 100 }] }] });
-    const enc = await h.putEndpoint('sgepd', 'e', 'encode', e, { group: 'g1' });
+    await h.putEndpoint('sgepd', 'e', 'encode', e, { group: 'g1' });
     const pre = await h.putEndpoint('sgepd', 'p', 'prefill', p, { group: 'g1' });
     const dec = await h.putEndpoint('sgepd', 'd', 'decode', d, { group: 'g1' });
-    h.decide = (r) => ({
-      id: r.id, ok: true, mode: 'epd', attempts: [{ endpoint: dec, prefill: pre }],
-      encoders: r.mediaItems.map((m) => ({ item: m.index, endpoint: enc, alternates: [], affinity: false })),
-    });
+    h.decide = (r) => ({ id: r.id, ok: true, mode: 'epd', attempts: [{ endpoint: dec, prefill: pre }], encoders: [] });
     await h.waitForModel('sgvl');
   });
   afterAll(async () => {
     await h?.close();
   });
 
-  it('runs SGLang PD against the language-only prefill with epd_bootstrap_addr naming the encoder group', async () => {
+  it('runs plain SGLang PD against the language-only prefill, which calls the encoders registered with it', async () => {
     const res = await post(h, multimodal('sgvl'));
     expect(res.status).toBe(200);
     const [pre] = inferenceRequests(p);
     const [dec] = inferenceRequests(d);
     expect(pre?.rawBody).toBe(dec?.rawBody);
-    expect(pre?.body).toMatchObject({ epd_bootstrap_addr: p.url, bootstrap_host: '127.0.5.2', bootstrap_port: p.bootstrapPort });
+    expect(pre?.body).toMatchObject({ bootstrap_host: '127.0.5.2', bootstrap_port: p.bootstrapPort });
+    expect(pre?.body).not.toHaveProperty('epd_bootstrap_addr');
     expect((pre?.body as { messages: unknown[] }).messages).toEqual(multimodal('sgvl').messages);
-    // The gateway never calls SGLang encoders itself: the language-only prefill did.
+    // The gateway asks for no encoder plan (the prefill spreads items over its registry) and never calls E itself.
+    expect(h.batches.flat().at(-1)?.mediaItems).toEqual([]);
     expect(e.requests().filter((r) => r.path === '/encode').length).toBeGreaterThanOrEqual(1);
     expect(p.counters()['encoderCalls']).toBeGreaterThanOrEqual(1);
   });

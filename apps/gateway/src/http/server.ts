@@ -118,6 +118,7 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   app.post('/v1/chat/completions', inference);
   app.post('/v1/completions', inference);
   app.post('/v1/*', inference);
+  app.post('/generate', inference);
   // Gateway API mode: HTTPRoutes may serve any path (Kthena serves `/*` on its listeners).
   if (gatewayApi !== undefined) app.post('/*', inference);
   return app;

@@ -171,7 +171,7 @@ export class ProviderProxy {
       injectUsage: call.injectedUsage,
       clientWantsUsage: call.clientWantsUsage,
       media: [],
-      epdBootstrapAddr: undefined,
+      dpRank: undefined,
     });
     d.hooks.onScheduled?.(routed);
     await this.#run(routed, resolved, call, endpoint);

@@ -80,14 +80,21 @@ function ruleMatches(rule: CompiledRule, req: RouteFacts): boolean {
   return true;
 }
 
-function pickTarget(rule: CompiledRule, random: () => number): Target | undefined {
-  if (rule.totalWeight <= 0) return undefined;
-  let r = random() * rule.totalWeight;
-  for (const t of rule.targets) {
+/**
+ * A weighted pick among the rule's targets; with `accept`, among those it keeps (the first of them when they all
+ * weigh 0).
+ */
+function pickTarget(rule: CompiledRule, random: () => number, accept?: (target: Target) => boolean): Target | undefined {
+  const targets = accept === undefined ? rule.targets : rule.targets.filter(accept);
+  const total = accept === undefined ? rule.totalWeight : targets.reduce((s, t) => s + t.weight, 0);
+  // A filtered pick may keep only weight-0 targets (e.g. an aggregated ModelServer kept for calls PD cannot serve).
+  if (total <= 0) return accept === undefined ? undefined : targets[0];
+  let r = random() * total;
+  for (const t of targets) {
     if (r < t.weight) return t;
     r -= t.weight;
   }
-  return rule.targets[rule.targets.length - 1];
+  return targets[targets.length - 1];
 }
 
 function attached(record: ModelRouteRecord, l: ListenerRef): boolean {
@@ -143,11 +150,15 @@ export class RouteTable {
   }
 
   /**
-   * Resolves a request. `listener` is the Gateway listener it arrived at (Gateway API mode): then only routes
-   * attached to that listener count (the pod-watcher lists them in `listeners`); without, routes with
-   * parentRefs are skipped (they attach to Gateway listeners only, as in Kthena).
+   * The route, rule and weighted target of a request; with `accept`, only targets it keeps count (a rule left
+   * without any is skipped like a rule that does not match). `listener` is the Gateway listener the request
+   * arrived at (Gateway API mode): then only routes attached to that listener count (the pod-watcher lists them
+   * in `listeners`); without, routes with parentRefs are skipped (they attach to Gateway listeners only).
    */
-  resolve(req: RouteFacts, listener?: ListenerRef): RouteMatch | undefined {
+  resolve(
+    req: RouteFacts, accept?: (namespace: string, server: string | undefined, provider: string | undefined) => boolean,
+    listener?: ListenerRef,
+  ): RouteMatch | undefined {
     let lora = false;
     let candidates = this.#byModel.get(req.model);
     if (candidates === undefined) {
@@ -159,7 +170,8 @@ export class RouteTable {
       if (listener === undefined ? route.gatewayOnly : !attached(route.record, listener)) continue;
       const rule = route.rules.find((r) => ruleMatches(r, req));
       if (rule === undefined) continue;
-      const target = pickTarget(rule, this.#random);
+      const ns = route.record.namespace;
+      const target = pickTarget(rule, this.#random, accept === undefined ? undefined : (t) => accept(ns, t.server, t.provider));
       if (target === undefined) continue;
       // Kthena: a LoRA name is never sent to a provider (its webhook refuses such routes).
       if (target.provider !== undefined && lora) continue;
