@@ -10,6 +10,7 @@ import {
 import { countUnexpected, type Logger } from '@triad/runtime';
 import type { ListenerRef } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
+import { recordEcHandoff } from '../observability/ec-handoff';
 import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
@@ -294,6 +295,7 @@ export class InferenceHandler {
       promptTokens: r.usage?.promptTokens ?? 0,
       completionTokens: completion,
     });
+    if (r.error !== undefined) recordEcHandoff(d.metrics, d.logger, ctx, r.error);
     if (d.accessLog) writeAccessLog(d.logger, ctx, end);
     if (hooked) d.hooks.onEnd?.(ctx);
   }
