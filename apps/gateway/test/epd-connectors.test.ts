@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Attempt, EndpointRef } from '@triad/bus';
 import type { EcConnectorType } from '@triad/crd';
 import type { SimEngineHandle } from '@triad/engine-sim';
+import { waitFor } from '@triad/testing';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
 
 // Every vLLM EC connector × topology × media case through the real gateway against engine-sims that behave as vLLM
@@ -174,9 +175,11 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
     expect(sum([d.consumer], 'pushWaitTimeouts') - before.timeouts).toBe(1);
     expect(sum(d.encoders, 'pushFailures') - before.lost).toBe(1);
     expect(sum(d.encoders, 'encoderRequests') - before.requests).toBe(2);
-    const metrics = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-    expect(metrics).toMatch(/triad_gateway_ec_handoff_failures_total\{reason="push_timeout"\} [1-9]/);
-    expect(h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'push_timeout' && l['stage'] === 'prefill')).toBe(true);
+    // The count and the log line may land just after the answer.
+    await waitFor(async () => /triad_gateway_ec_handoff_failures_total\{reason="push_timeout"\} [1-9]/
+      .test(await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text()), { what: 'push_timeout counted' });
+    await waitFor(() => h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'push_timeout' && l['stage'] === 'prefill'),
+      { what: 'push_timeout logged' });
   });
 
   it('Mooncake: a consumer that publishes no control address is a 502 naming the stage and pod, counted and logged', async () => {
@@ -189,9 +192,11 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
       expect(res.status).toBe(502);
       const err = ((await res.json()) as { error: { message: string } }).error;
       expect(err.message).toMatch(/^prefill on default\.mooncake-epd3\.p has no EC control address for DP rank 0/);
-      const metrics = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-      expect(metrics).toMatch(/triad_gateway_ec_handoff_failures_total\{reason="missing_consumer_address"\} 1/);
-      expect(h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'missing_consumer_address')).toBe(true);
+      // The request's end (metric, log line) is recorded just after its answer is written.
+      await waitFor(async () => /triad_gateway_ec_handoff_failures_total\{reason="missing_consumer_address"\} 1/
+        .test(await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text()), { what: 'missing address counted' });
+      await waitFor(() => h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'missing_consumer_address'),
+        { what: 'missing address logged' });
     } finally {
       h.decide = decide;
     }
