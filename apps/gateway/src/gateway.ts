@@ -90,7 +90,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     (e) => fallback.dispatched(e),
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
-  const observer = new GatewayObserver(dispatch, metrics, hooks);
+  const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
   const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
   const providers = new ProviderProxy({
     directory, hooks, observer, metrics,

@@ -105,6 +105,14 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(rooms).toEqual([expect.any(Number), expect.any(Number)]);
   });
 
+  it('asks for a model on /generate (SGLang\'s body has none, the gateway routes by it)', async () => {
+    const res = await post(h, '/generate', { text: 'Hi', sampling_params: { max_new_tokens: 2 } });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string; param: string } }).error).toMatchObject({
+      param: 'model', message: expect.stringContaining("/generate needs a 'model' field"),
+    });
+  });
+
   it('routes /generate to an aggregated SGLang server, stream and non-stream', async () => {
     const res = await post(h, '/generate', { model: 'llama-agg', text: 'Hi', sampling_params: { max_new_tokens: 2 } });
     expect(res.status).toBe(200);

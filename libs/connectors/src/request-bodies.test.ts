@@ -49,19 +49,30 @@ describe('vllmPrefillBody', () => {
 });
 
 describe('encoderBody', () => {
-  it('holds only the item, one token, no stream, and forwards mm_processor_kwargs', () => {
-    const body = {
-      model: 'vl',
-      messages: [{
-        role: 'user', content: [{ type: 'text', text: 't' }, { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }],
-      }],
-      mm_processor_kwargs: { fps: 2 }, temperature: 0,
-    };
-    const [part] = extractMediaParts(body);
-    expect(JSON.parse(encoderBody(body, part!))).toEqual({
-      model: 'vl', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }],
-      max_tokens: 1, stream: false, mm_processor_kwargs: { fps: 2 },
-    });
+  const audio = { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } };
+  const image = (url: string, uuid?: string) => ({ type: 'image_url', image_url: { url }, ...(uuid ? { uuid } : {}) });
+  const body = {
+    model: 'vl', temperature: 0, max_tokens: 50,
+    messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 't' }, image('u0', 'mine'), image('u1'), audio] }],
+    mm_processor_kwargs: { fps: 2 }, media_io_kwargs: { video: { num_frames: 8 } }, priority: -1, session_id: 's-1',
+  };
+  const parts = extractMediaParts(body);
+
+  it('holds only the group\'s parts with their uuids, no text, no max_tokens, no sampling, and the four kwargs fields', () => {
+    expect(JSON.parse(encoderBody(body, parts.slice(0, 2), [{ uuid: 'mine', transferId: undefined }, { uuid: 'h1', transferId: undefined }])))
+      .toEqual({
+        model: 'vl', messages: [{ role: 'user', content: [image('u0', 'mine'), image('u1', 'h1')] }], stream: false,
+        mm_processor_kwargs: { fps: 2 }, media_io_kwargs: { video: { num_frames: 8 } }, priority: -1, session_id: 's-1',
+      });
+    // The client's part keeps its identity when it already carries the uuid (nothing is copied).
+    expect(encoderBody({ model: 'vl', messages: body.messages }, [parts[2]!], [{ uuid: 'h2', transferId: undefined }]))
+      .toBe('{"model":"vl","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAA","format":"wav"},' +
+        '"uuid":"h2"}]}],"stream":false}');
+  });
+
+  it('names the push consumer and one transfer id per part, in order, for a push connector', () => {
+    const sent = JSON.parse(encoderBody(body, parts.slice(0, 2), [{ uuid: 'a', transferId: 't0' }, { uuid: 'b', transferId: 't1' }], 'tcp://10.0.0.9:14580'));
+    expect(sent.ec_transfer_params).toEqual({ consumer_zmq: 'tcp://10.0.0.9:14580', ec_items: [{ transfer_id: 't0' }, { transfer_id: 't1' }] });
   });
 });
 

@@ -61,16 +61,33 @@ export function vllmPrefillBody(body: Record<string, unknown>, relayKvParams: bo
   return serializeWith(body, set, PREFILL_DROP, relayKvParams ? PREFILL_KV_PARAMS : undefined);
 }
 
-/** Body of one vLLM encoder request: only the item, one token, no stream, plus `mm_processor_kwargs`. */
-export function encoderBody(body: Record<string, unknown>, part: MediaPart): string {
-  const request: Record<string, unknown> = {
-    model: body['model'],
-    messages: [{ role: 'user', content: [part.part] }],
-    max_tokens: 1,
-    stream: false,
-  };
-  const kwargs = body['mm_processor_kwargs'];
-  if (kwargs !== undefined) request['mm_processor_kwargs'] = kwargs;
+/** Client fields an encoder request carries when present: the processing kwargs vLLM keys its cache with, and scheduling hints. */
+const ENCODER_FIELDS = ['mm_processor_kwargs', 'media_io_kwargs', 'priority', 'session_id'] as const;
+
+/** One item of an encoder request: its uuid, and for a push connector its transfer id. */
+export interface EncoderItem {
+  readonly uuid: string;
+  readonly transferId: string | undefined;
+}
+
+/**
+ * Body of one vLLM encoder request (vLLM's newest EPD proxy): one user message holding only the group's media parts,
+ * each with its `uuid`; `stream: false` and no `max_tokens` (an encoder-only instance never samples); the client's
+ * `mm_processor_kwargs`, `media_io_kwargs`, `priority` and `session_id`; and for a push EC connector
+ * `ec_transfer_params {consumer_zmq, ec_items: [{transfer_id}]}`, one entry per part in order.
+ */
+export function encoderBody(
+  body: Record<string, unknown>, parts: readonly MediaPart[], items: readonly EncoderItem[], consumerZmq?: string,
+): string {
+  const content = parts.map((p, i) => {
+    const uuid = (items[i] as EncoderItem).uuid;
+    return p.part['uuid'] === uuid ? p.part : { ...p.part, uuid };
+  });
+  const request: Record<string, unknown> = { model: body['model'], messages: [{ role: 'user', content }], stream: false };
+  for (const field of ENCODER_FIELDS) if (body[field] !== undefined) request[field] = body[field];
+  if (consumerZmq !== undefined) {
+    request['ec_transfer_params'] = { consumer_zmq: consumerZmq, ec_items: items.map((i) => ({ transfer_id: i.transferId })) };
+  }
   return JSON.stringify(request);
 }
 

@@ -8,6 +8,7 @@ import {
   type ResolvedRouting,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
+import { recordEcHandoff } from '../observability/ec-handoff';
 import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
@@ -256,6 +257,7 @@ export class InferenceHandler {
       promptTokens: r.usage?.promptTokens ?? 0,
       completionTokens: completion,
     });
+    if (r.error !== undefined) recordEcHandoff(d.metrics, d.logger, ctx, r.error);
     if (d.accessLog) writeAccessLog(d.logger, ctx, end);
     if (hooked) d.hooks.onEnd?.(ctx);
   }
