@@ -2,6 +2,7 @@ import type { LegInfo, LegOutcome, StageObserver } from '@triad/connectors';
 import { failedStageOf, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
 import type { DispatchPublisher } from '../dispatch/dispatch-publisher';
 import type { GatewayMetrics } from '../observability/metrics';
+import type { OutlierDetector } from '../outliers/outlier-detector';
 
 /**
  * The stage loop's observer, one for the whole gateway: each leg becomes dispatch start/finish events (in-flight
@@ -12,11 +13,14 @@ export class GatewayObserver implements StageObserver {
   readonly #dispatch: DispatchPublisher;
   readonly #metrics: GatewayMetrics;
   readonly #hooks: RequestHooks;
+  /** Outlier detection, once the outliers bucket is followed. */
+  outliers: OutlierDetector | undefined;
 
-  constructor(dispatch: DispatchPublisher, metrics: GatewayMetrics, hooks: RequestHooks) {
+  constructor(dispatch: DispatchPublisher, metrics: GatewayMetrics, hooks: RequestHooks, outliers?: OutlierDetector) {
     this.#dispatch = dispatch;
     this.#metrics = metrics;
     this.#hooks = hooks;
+    this.outliers = outliers;
   }
 
   legStart(ctx: ProxyRequest, leg: LegInfo): StageSpan | undefined {
@@ -30,6 +34,7 @@ export class GatewayObserver implements StageObserver {
     this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, final ? ctx.result.usage?.completionTokens : undefined);
     this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
     this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
+    this.outliers?.legEnded(ctx, leg, outcome);
   }
 
   legWaiting(ctx: ProxyRequest, leg: LegInfo, waiting: boolean): void {
