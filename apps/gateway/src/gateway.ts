@@ -15,6 +15,7 @@ import { GatewayMetrics } from './observability/metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
 import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
+import { DpRankBalancer } from './scheduling/dp-rank-balancer';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
@@ -66,6 +67,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger);
+  const dpRanks = new DpRankBalancer((key) => kv.endpoint(key));
+  kv.addListener(dpRanks);
   if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
     config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
@@ -88,7 +91,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     (e) => fallback.dispatched(e),
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
-  const observer = new GatewayObserver(dispatch, metrics, hooks);
+  const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
   const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
   const providers = new ProviderProxy({
     directory, hooks, observer, metrics,
@@ -102,6 +105,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     limits: requestLimitsOf(config),
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
+    dpRank: dpRanks.pick,
   });
   let draining = false;
   // Ready only once the data port listens: the ops port comes up first, and a probe must not see "ready" while

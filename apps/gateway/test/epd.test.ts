@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +30,17 @@ function multimodal(model: string, extra: Body = {}): Body {
     mm_processor_kwargs: { max_pixels: 1024 },
     ...extra,
   };
+}
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+/** The messages with each image part carrying the uuid the gateway gives it (sha256 of its URL). */
+function withUuids(messages: unknown): unknown {
+  return (messages as { content: unknown }[]).map((m) => (!Array.isArray(m.content) ? m : {
+    ...m,
+    content: (m.content as { type: string; image_url?: { url: string } }[])
+      .map((p) => (p.image_url ? { ...p, uuid: sha(p.image_url.url) } : p)),
+  }));
 }
 
 async function post(h: Harness, body: Body, headers: Record<string, string> = {}): Promise<Response> {
@@ -115,18 +127,20 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     expect(enc0?.headers['x-request-id']).toMatch(/^req-epd-1:0:[0-9a-f]{6}$/);
     expect(enc1?.headers['x-request-id']).toMatch(/^req-epd-1:1:[0-9a-f]{6}$/);
     expect(enc0?.body).toEqual({
-      model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE_A } }] }], max_tokens: 1,
+      model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE_A }, uuid: sha(IMAGE_A) }] }],
       stream: false, mm_processor_kwargs: { max_pixels: 1024 },
     });
     expect((enc1?.body as { messages: { content: unknown[] }[] }).messages[0]?.content).toEqual([{
-      type: 'image_url', image_url: { url: IMAGE_B },
+      type: 'image_url', image_url: { url: IMAGE_B }, uuid: sha(IMAGE_B),
     }]);
     const [pre] = inferenceRequests(p);
     const [dec] = inferenceRequests(d);
     expect(pre?.headers['x-request-id']).toBe('req-epd-1');
     expect(dec?.headers['x-request-id']).toBe('req-epd-1');
     expect(pre?.body).toMatchObject({ stream: false, max_tokens: 1, kv_transfer_params: { do_remote_decode: true } });
-    expect((pre?.body as { messages: unknown[] }).messages).toEqual(multimodal('vl').messages);
+    // Without enableMmEmbeds the media stay raw, keyed by the uuids the encoders saw, with the encoders' entries.
+    expect((pre?.body as { messages: unknown[] }).messages).toEqual(withUuids(multimodal('vl').messages));
+    expect(Object.keys((pre?.body as { ec_transfer_params: object }).ec_transfer_params)).toHaveLength(2);
     expect(dec?.body).toMatchObject({ max_tokens: 5, kv_transfer_params: { do_remote_prefill: true } });
     // The prefill found both items in the shared EC store the encoders wrote: the encode stage did its job.
     expect(p.counters()['ecHits']).toBeGreaterThanOrEqual(2);
@@ -152,7 +166,11 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     expect(inferenceRequests(e1)).toHaveLength(1);
     expect(inferenceRequests(p)).toHaveLength(0);
     const sent = inferenceRequests(pd)[0]?.body as Body;
-    expect(sent).toEqual({ ...body, model: MODEL, stream_options: { include_usage: true } });
+    expect(sent).toEqual({
+      ...body, model: MODEL, messages: withUuids(body['messages']), stream_options: { include_usage: true },
+      ec_transfer_params: expect.any(Object),
+    });
+    expect(pd.counters()['localEncodes'] ?? 0).toBe(0);
   });
 
   it('fails the request naming the item and stage when an encoder fails, and runs nothing downstream', async () => {
@@ -188,28 +206,27 @@ describe('gateway, SGLang EPD against engine-sims', () => {
       },
     });
     await h.putRoute('sgvl', { modelName: 'sgvl', rules: [{ targetModels: [{ modelServerName: 'sgepd', weight: 100 }] }] });
-    const enc = await h.putEndpoint('sgepd', 'e', 'encode', e, { group: 'g1' });
+    await h.putEndpoint('sgepd', 'e', 'encode', e, { group: 'g1' });
     const pre = await h.putEndpoint('sgepd', 'p', 'prefill', p, { group: 'g1' });
     const dec = await h.putEndpoint('sgepd', 'd', 'decode', d, { group: 'g1' });
-    h.decide = (r) => ({
-      id: r.id, ok: true, mode: 'epd', attempts: [{ endpoint: dec, prefill: pre }],
-      encoders: r.mediaItems.map((m) => ({ item: m.index, endpoint: enc, alternates: [], affinity: false })),
-    });
+    h.decide = (r) => ({ id: r.id, ok: true, mode: 'epd', attempts: [{ endpoint: dec, prefill: pre }], encoders: [] });
     await h.waitForModel('sgvl');
   });
   afterAll(async () => {
     await h?.close();
   });
 
-  it('runs SGLang PD against the language-only prefill with epd_bootstrap_addr naming the encoder group', async () => {
+  it('runs plain SGLang PD against the language-only prefill, which calls the encoders registered with it', async () => {
     const res = await post(h, multimodal('sgvl'));
     expect(res.status).toBe(200);
     const [pre] = inferenceRequests(p);
     const [dec] = inferenceRequests(d);
     expect(pre?.rawBody).toBe(dec?.rawBody);
-    expect(pre?.body).toMatchObject({ epd_bootstrap_addr: p.url, bootstrap_host: '127.0.5.2', bootstrap_port: p.bootstrapPort });
+    expect(pre?.body).toMatchObject({ bootstrap_host: '127.0.5.2', bootstrap_port: p.bootstrapPort });
+    expect(pre?.body).not.toHaveProperty('epd_bootstrap_addr');
     expect((pre?.body as { messages: unknown[] }).messages).toEqual(multimodal('sgvl').messages);
-    // The gateway never calls SGLang encoders itself: the language-only prefill did.
+    // The gateway asks for no encoder plan (the prefill spreads items over its registry) and never calls E itself.
+    expect(h.batches.flat().at(-1)?.mediaItems).toEqual([]);
     expect(e.requests().filter((r) => r.path === '/encode').length).toBeGreaterThanOrEqual(1);
     expect(p.counters()['encoderCalls']).toBeGreaterThanOrEqual(1);
   });

@@ -23,6 +23,11 @@ export const MetricsSnapshotSchema = z.object({
    * so readers age them out by this time (absent from older writers: read as `scrapedAt`).
    */
   latencyAt: z.number().int().min(0).optional(),
+  /**
+   * Per data-parallel rank (index = rank), from the series' `dp_rank` label, when the engine reports DP > 1
+   * (SGLang DP attention): what rank hints balance on.
+   */
+  dpRanks: z.array(z.object({ running: z.number().min(0), waiting: z.number().min(0) })).max(1024).optional(),
   scrapedAt: z.number().int().min(0),
   stale: z.boolean(),
   lastError: z.string().optional(),

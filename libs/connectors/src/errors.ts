@@ -12,6 +12,16 @@ export function upstreamHttpError(f: LegFailure, engineMessage: string): Upstrea
   );
 }
 
+/**
+ * A stream opened with 200 whose first event is an error (vLLM reports a request that finished with an error that
+ * way once its stream is open): treated as the HTTP 500 the engine would have answered had it not opened the stream.
+ */
+export function leadingErrorEventError(f: LegFailure, engineMessage: string): UpstreamError {
+  const failure = { ...f, status: 500 };
+  return new UpstreamError(ErrorCode.UpstreamError, `${where(failure)} failed with an error event before any token: ${engineMessage}`,
+    failure, true);
+}
+
 /** A leg failed in transport (refused, reset, closed mid-answer). */
 export function upstreamTransportError(f: LegFailure, cause: Error): UpstreamError {
   const code = 'code' in cause ? cause.code : undefined;

@@ -2,7 +2,8 @@ import type { Dispatcher } from 'undici';
 import type { EndpointRef, Stage } from '@triad/bus';
 import type { LegFailure, StageSpan } from '@triad/request';
 import {
-  clientAbortedError, connectionWaitTimeoutError, engineErrorMessage, stageTimeoutError, upstreamHttpError, upstreamTransportError,
+  clientAbortedError, connectionWaitTimeoutError, engineErrorMessage, leadingErrorEventError, stageTimeoutError, upstreamHttpError,
+  upstreamTransportError,
 } from './errors';
 import type { BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
@@ -36,6 +37,17 @@ export interface LegOwner {
 const MAX_ERROR_BODY = 64 * 1024;
 const EMPTY = Buffer.alloc(0);
 
+const ERROR_EVENT = /^data: ?\{\s*"error"\s*:/;
+
+/** The JSON of an SSE text's first event when that event is an error event (`data: {"error": …}`), else undefined. */
+function leadingErrorEvent(out: Buffer): string | undefined {
+  const head = out.toString('utf8', 0, Math.min(out.length, 64));
+  if (!ERROR_EVENT.test(head)) return undefined;
+  const text = out.toString('utf8');
+  const end = text.indexOf('\n');
+  return text.slice(text.indexOf('{'), end < 0 ? undefined : end);
+}
+
 function onTimeout(leg: Leg): void {
   leg.timedOut();
 }
@@ -58,6 +70,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   readonly #owner: LegOwner;
   readonly #mode: LegMode;
   readonly #timeoutMs: number;
+  readonly #leadingErrorFails: boolean;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
   #reject!: (err: Error) => void;
   #controller: Dispatcher.DispatchController | undefined;
@@ -85,6 +98,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     this.#owner = owner;
     this.#mode = mode;
     this.#timeoutMs = spec.timeoutMs;
+    this.#leadingErrorFails = spec.leadingErrorEventFails === true;
     this.promise = new Promise<BufferedAnswer | undefined>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -166,7 +180,15 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     }
     if (this.#sse !== undefined && !this.#failed) {
       const out = this.#sse.push(chunk);
-      if (out.length === 0 || !this.#writeHead(-1)) return;
+      if (out.length === 0) return;
+      if (!this.#headWritten && this.#leadingErrorFails) {
+        const event = leadingErrorEvent(out);
+        if (event !== undefined) {
+          this.abort(leadingErrorEventError(this.#failure(), engineErrorMessage(Buffer.from(event))));
+          return;
+        }
+      }
+      if (!this.#writeHead(-1)) return;
       this.#owner.writeClient(out, this);
       return;
     }

@@ -49,49 +49,86 @@ describe('vllmPrefillBody', () => {
 });
 
 describe('encoderBody', () => {
-  it('holds only the item, one token, no stream, and forwards mm_processor_kwargs', () => {
-    const body = {
-      model: 'vl',
-      messages: [{
-        role: 'user', content: [{ type: 'text', text: 't' }, { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }],
-      }],
-      mm_processor_kwargs: { fps: 2 }, temperature: 0,
-    };
-    const [part] = extractMediaParts(body);
-    expect(JSON.parse(encoderBody(body, part!))).toEqual({
-      model: 'vl', messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } }] }],
-      max_tokens: 1, stream: false, mm_processor_kwargs: { fps: 2 },
-    });
+  const audio = { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } };
+  const image = (url: string, uuid?: string) => ({ type: 'image_url', image_url: { url }, ...(uuid ? { uuid } : {}) });
+  const body = {
+    model: 'vl', temperature: 0, max_tokens: 50,
+    messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 't' }, image('u0', 'mine'), image('u1'), audio] }],
+    mm_processor_kwargs: { fps: 2 }, media_io_kwargs: { video: { num_frames: 8 } }, priority: -1, session_id: 's-1',
+  };
+  const parts = extractMediaParts(body);
+
+  it('holds only the group\'s parts with their uuids, no text, no max_tokens, no sampling, and the four kwargs fields', () => {
+    expect(JSON.parse(encoderBody(body, parts.slice(0, 2), [{ uuid: 'mine', transferId: undefined }, { uuid: 'h1', transferId: undefined }])))
+      .toEqual({
+        model: 'vl', messages: [{ role: 'user', content: [image('u0', 'mine'), image('u1', 'h1')] }], stream: false,
+        mm_processor_kwargs: { fps: 2 }, media_io_kwargs: { video: { num_frames: 8 } }, priority: -1, session_id: 's-1',
+      });
+    // The client's part keeps its identity when it already carries the uuid (nothing is copied).
+    expect(encoderBody({ model: 'vl', messages: body.messages }, [parts[2]!], [{ uuid: 'h2', transferId: undefined }]))
+      .toBe('{"model":"vl","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAA","format":"wav"},' +
+        '"uuid":"h2"}]}],"stream":false}');
+  });
+
+  it('names the push consumer and one transfer id per part, in order, for a push connector', () => {
+    const sent = JSON.parse(encoderBody(body, parts.slice(0, 2), [{ uuid: 'a', transferId: 't0' }, { uuid: 'b', transferId: 't1' }], 'tcp://10.0.0.9:14580'));
+    expect(sent.ec_transfer_params).toEqual({ consumer_zmq: 'tcp://10.0.0.9:14580', ec_items: [{ transfer_id: 't0' }, { transfer_id: 't1' }] });
   });
 });
 
 describe('sglangBody', () => {
   const prefill = { key: 'k', pod: 'p', ip: '10.0.0.7', port: 30000 };
-  it('adds host, default port 8998 and an exact room, dropping client bootstrap fields', () => {
-    const { body, rooms } = sglangBody({ model: 'm', bootstrap_room: 1, stream: false }, false, prefill);
-    expect(rooms).toHaveLength(1);
-    expect(body).toBe(`{"model":"m","stream":false,"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":${rooms[0]}}`);
+  it('adds host, default port 8998 and an exact room, dropping the client\'s bootstrap and DP fields', () => {
+    const out = sglangBody({ model: 'm', bootstrap_room: 1, routed_dp_rank: 3, disagg_prefill_dp_rank: 1, stream: false }, false, prefill);
+    expect(out.rooms).toHaveLength(1);
+    expect(out.prefillBody).toBe(
+      `{"model":"m","stream":false,"bootstrap_host":"10.0.0.7","bootstrap_port":8998,"bootstrap_room":${out.rooms[0]}}`,
+    );
+    // Without DP ranks both legs get the very same text.
+    expect(out.decodeBody).toBe(out.prefillBody);
   });
-  it('uses the endpoint bootstrap port, brackets IPv6 and adds epd_bootstrap_addr', () => {
-    const { body } = sglangBody({ model: 'm' }, false, { ...prefill, ip: 'fd00::1', bootstrapPort: 9000 }, 'http://10.0.0.8:30000');
-    expect(JSON.parse(body)).toMatchObject({
-      bootstrap_host: '[fd00::1]', bootstrap_port: 9000, epd_bootstrap_addr: 'http://10.0.0.8:30000',
-    });
+  it('uses the endpoint bootstrap port and brackets IPv6; never sends epd_bootstrap_addr', () => {
+    const { prefillBody } = sglangBody({ model: 'm' }, false, { ...prefill, ip: 'fd00::1', bootstrapPort: 9000 });
+    expect(JSON.parse(prefillBody)).toMatchObject({ bootstrap_host: '[fd00::1]', bootstrap_port: 9000 });
+    expect(prefillBody).not.toContain('epd_bootstrap_addr');
+  });
+  it('pins DP ranks per leg: the prefill its own, the decode its own and where the KV is', () => {
+    const out = sglangBody({ model: 'm', routed_dp_rank: 7 }, false, prefill, { prefill: 1, decode: 0 });
+    const p = JSON.parse(out.prefillBody) as Record<string, unknown>;
+    const d = JSON.parse(out.decodeBody) as Record<string, unknown>;
+    expect(p).toMatchObject({ routed_dp_rank: 1 });
+    expect(p).not.toHaveProperty('disagg_prefill_dp_rank');
+    expect(d).toMatchObject({ routed_dp_rank: 0, disagg_prefill_dp_rank: 1 });
+    expect(p['bootstrap_room']).toBe(d['bootstrap_room']);
+    // A DP prefill in front of a decode without DP: the decode still learns the prefill's rank.
+    const half = sglangBody({ model: 'm' }, false, prefill, { prefill: 2 });
+    expect(JSON.parse(half.decodeBody)).toMatchObject({ disagg_prefill_dp_rank: 2 });
+    expect(JSON.parse(half.decodeBody)).not.toHaveProperty('routed_dp_rank');
   });
   it.each([
     { name: 'completions with a prompt list', body: { model: 'm', prompt: ['a', 'b', 'c'] }, n: 3 },
     { name: 'completions with token-id lists', body: { model: 'm', prompt: [[1, 2], [3]] }, n: 2 },
-    { name: 'chat with n > 1', body: { model: 'm', messages: [], n: 2 }, n: 2 },
+    { name: '/generate with a text list', body: { text: ['a', 'b'] }, n: 2 },
+    { name: '/generate with input_ids lists', body: { input_ids: [[1], [2], [3]] }, n: 3 },
+    { name: '/generate with one input_ids list', body: { input_ids: [1, 2, 3] }, n: 1 },
     { name: 'a single token-id prompt', body: { model: 'm', prompt: [1, 2, 3] }, n: 1 },
   ])('batches: $name gets $n rooms', ({ body, n }) => {
     const out = sglangBody(body, false, prefill);
     expect(out.rooms).toHaveLength(n);
-    const parsed = JSON.parse(out.body) as Record<string, unknown>;
+    const parsed = JSON.parse(out.prefillBody) as Record<string, unknown>;
     if (n === 1) expect(parsed['bootstrap_host']).toBe('10.0.0.7');
     else expect(parsed['bootstrap_host']).toEqual(new Array(n).fill('10.0.0.7'));
-    expect(out.body).toContain(`"bootstrap_room":${n === 1 ? out.rooms[0] : `[${out.rooms.join(',')}]`}`);
+    expect(out.prefillBody).toContain(`"bootstrap_room":${n === 1 ? out.rooms[0] : `[${out.rooms.join(',')}]`}`);
   });
   it('injects include_usage into streams', () => {
-    expect(JSON.parse(sglangBody({ model: 'm', stream: true }, true, prefill).body).stream_options).toEqual({ include_usage: true });
+    expect(JSON.parse(sglangBody({ model: 'm', stream: true }, true, prefill).prefillBody).stream_options).toEqual({ include_usage: true });
+  });
+});
+
+describe('finalLegBody', () => {
+  it('pins routed_dp_rank when given, after usage injection', () => {
+    expect(JSON.parse(finalLegBody({ model: 'm', stream: true }, true, undefined, 1))).toEqual({
+      model: 'm', stream: true, stream_options: { include_usage: true }, routed_dp_rank: 1,
+    });
   });
 });

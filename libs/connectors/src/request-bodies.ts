@@ -27,13 +27,22 @@ function usageFields(body: Record<string, unknown>, stream: boolean): Record<str
 
 const INCLUDE_USAGE = Object.freeze({ include_usage: true });
 
-/** Body of the leg whose answer the client sees (aggregated, vLLM decode, E→PD), with usage injection. */
-export function finalLegBody(body: Record<string, unknown>, stream: boolean, kvTransferParams?: string): string {
+/**
+ * Body of the leg whose answer the client sees (aggregated, vLLM decode, E→PD), with usage injection;
+ * `routedDpRank` pins an SGLang engine's DP rank (aggregated legs of DP engines).
+ */
+export function finalLegBody(body: Record<string, unknown>, stream: boolean, kvTransferParams?: string, routedDpRank?: number): string {
   const set = usageFields(body, stream);
+  if (routedDpRank !== undefined) return serializeWith(body, { ...set, routed_dp_rank: routedDpRank }, undefined);
   if (kvTransferParams === undefined) {
     return set === undefined ? JSON.stringify(body) : serializeWith(body, set, undefined);
   }
   return serializeWith(body, set, KV_PARAMS_KEY, `"kv_transfer_params":${kvTransferParams}`);
+}
+
+/** The client pinned an SGLang DP rank itself (body or header): then the gateway adds none. */
+export function clientPinsDpRank(body: Record<string, unknown>, headers: Readonly<Record<string, unknown>>): boolean {
+  return body['routed_dp_rank'] != null || body['data_parallel_rank'] != null || headers['x-data-parallel-rank'] !== undefined;
 }
 
 const KV_PARAMS_KEY = ['kv_transfer_params'] as const;
@@ -52,27 +61,57 @@ export function vllmPrefillBody(body: Record<string, unknown>, relayKvParams: bo
   return serializeWith(body, set, PREFILL_DROP, relayKvParams ? PREFILL_KV_PARAMS : undefined);
 }
 
-/** Body of one vLLM encoder request: only the item, one token, no stream, plus `mm_processor_kwargs`. */
-export function encoderBody(body: Record<string, unknown>, part: MediaPart): string {
-  const request: Record<string, unknown> = {
-    model: body['model'],
-    messages: [{ role: 'user', content: [part.part] }],
-    max_tokens: 1,
-    stream: false,
-  };
-  const kwargs = body['mm_processor_kwargs'];
-  if (kwargs !== undefined) request['mm_processor_kwargs'] = kwargs;
+/** Client fields an encoder request carries when present: the processing kwargs vLLM keys its cache with, and scheduling hints. */
+const ENCODER_FIELDS = ['mm_processor_kwargs', 'media_io_kwargs', 'priority', 'session_id'] as const;
+
+/** One item of an encoder request: its uuid, and for a push connector its transfer id. */
+export interface EncoderItem {
+  readonly uuid: string;
+  readonly transferId: string | undefined;
+}
+
+/**
+ * Body of one vLLM encoder request (vLLM's newest EPD proxy): one user message holding only the group's media parts,
+ * each with its `uuid`; `stream: false` and no `max_tokens` (an encoder-only instance never samples); the client's
+ * `mm_processor_kwargs`, `media_io_kwargs`, `priority` and `session_id`; and for a push EC connector
+ * `ec_transfer_params {consumer_zmq, ec_items: [{transfer_id}]}`, one entry per part in order.
+ */
+export function encoderBody(
+  body: Record<string, unknown>, parts: readonly MediaPart[], items: readonly EncoderItem[], consumerZmq?: string,
+): string {
+  const content = parts.map((p, i) => {
+    const uuid = (items[i] as EncoderItem).uuid;
+    return p.part['uuid'] === uuid ? p.part : { ...p.part, uuid };
+  });
+  const request: Record<string, unknown> = { model: body['model'], messages: [{ role: 'user', content }], stream: false };
+  for (const field of ENCODER_FIELDS) if (body[field] !== undefined) request[field] = body[field];
+  if (consumerZmq !== undefined) {
+    request['ec_transfer_params'] = { consumer_zmq: consumerZmq, ec_items: items.map((i) => ({ transfer_id: i.transferId })) };
+  }
   return JSON.stringify(request);
 }
 
-const BOOTSTRAP_KEYS = ['bootstrap_host', 'bootstrap_port', 'bootstrap_room', 'epd_bootstrap_addr'] as const;
+/**
+ * Fields the router owns on SGLang PD legs: a client's copies are dropped first (its DP ranks name ranks of engines
+ * it did not choose, and a prefill and its decode have separate rank spaces).
+ */
+const PD_OWNED_KEYS = [
+  'bootstrap_host', 'bootstrap_port', 'bootstrap_room', 'routed_dp_rank', 'data_parallel_rank', 'disagg_prefill_dp_rank',
+] as const;
 
-/** How many sequences one SGLang request carries (completions with a prompt list, chat with n>1). */
-function batchSize(body: Record<string, unknown>): number {
+/**
+ * How many prompts one SGLang request carries: a completions `prompt` list, a `/generate` `text` list or an
+ * `input_ids` list of lists; 1 otherwise. (`n > 1` never gets here under PD: the gateway refuses it, see
+ * docs/protocols/sglang.md.)
+ */
+export function sglangBatchSize(body: Record<string, unknown>): number {
   const prompt = body['prompt'];
   if (Array.isArray(prompt) && prompt.length > 0 && (typeof prompt[0] === 'string' || Array.isArray(prompt[0]))) return prompt.length;
-  const n = body['n'];
-  return typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
+  const text = body['text'];
+  if (Array.isArray(text) && text.length > 0) return text.length;
+  const ids = body['input_ids'];
+  if (Array.isArray(ids) && ids.length > 0 && Array.isArray(ids[0])) return ids.length;
+  return 1;
 }
 
 /** The bootstrap host as SGLang expects it (IPv6 literals in brackets). */
@@ -80,31 +119,52 @@ function bootstrapHost(ip: string): string {
   return ip.includes(':') && !ip.startsWith('[') ? `[${ip}]` : ip;
 }
 
-/** The bootstrap fields chosen for one SGLang attempt (the same text goes to P and D). */
+/** Data-parallel ranks chosen for one SGLang PD try (each absent when that engine has no DP ranks to pick). */
+export interface SglangDpRanks {
+  readonly prefill?: number;
+  readonly decode?: number;
+}
+
+/** The bodies of one SGLang PD try: identical text for both legs unless DP ranks differ per leg. */
 export interface SglangBootstrap {
-  readonly body: string;
-  /** Rooms as decimal text, one per sequence. */
+  readonly prefillBody: string;
+  readonly decodeBody: string;
+  /** Rooms as decimal text, one per prompt. */
   readonly rooms: readonly string[];
 }
 
 /**
- * SGLang PD body, identical for prefill and decode: the client's body with usage injection plus
- * `bootstrap_host`, `bootstrap_port` and a fresh random 63-bit `bootstrap_room` (arrays for batches), written
- * as exact integers; `epdBootstrapAddr` adds SGLang EPD's encoder-group selector.
+ * SGLang PD bodies: the client's body with usage injection plus `bootstrap_host`, `bootstrap_port` and a fresh
+ * random 63-bit `bootstrap_room` (lists for batches), written as exact integers. With DP ranks the prefill gets
+ * `routed_dp_rank` = its rank, and the decode `routed_dp_rank` = its own rank and `disagg_prefill_dp_rank` = the
+ * prefill's (so it need not derive or look up where the KV is).
  */
 export function sglangBody(
-  body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, epdBootstrapAddr?: string,
+  body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, ranks?: SglangDpRanks,
 ): SglangBootstrap {
   const host = JSON.stringify(bootstrapHost(prefill.ip));
   const port = String(prefill.bootstrapPort ?? DEFAULT_SGLANG_BOOTSTRAP_PORT);
-  const n = batchSize(body);
+  const n = sglangBatchSize(body);
   const rooms: string[] = [];
   for (let i = 0; i < n; i++) rooms.push(randomBootstrapRoom());
-  let raw =
+  const raw =
     n === 1
       ? `"bootstrap_host":${host},"bootstrap_port":${port},"bootstrap_room":${rooms[0] as string}`
       : `"bootstrap_host":[${new Array<string>(n).fill(host).join(',')}],"bootstrap_port":[${new Array<string>(n).fill(port).join(',')}],` +
         `"bootstrap_room":[${rooms.join(',')}]`;
-  if (epdBootstrapAddr !== undefined) raw += `,"epd_bootstrap_addr":${JSON.stringify(epdBootstrapAddr)}`;
-  return { body: serializeWith(body, usageFields(body, stream), BOOTSTRAP_KEYS, raw), rooms };
+  const set = usageFields(body, stream);
+  const p = ranks?.prefill;
+  const d = ranks?.decode;
+  if (p === undefined && d === undefined) {
+    const same = serializeWith(body, set, PD_OWNED_KEYS, raw);
+    return { prefillBody: same, decodeBody: same, rooms };
+  }
+  const prefillRaw = p === undefined ? raw : `${raw},"routed_dp_rank":${p}`;
+  let decodeRaw = d === undefined ? raw : `${raw},"routed_dp_rank":${d}`;
+  if (p !== undefined) decodeRaw += `,"disagg_prefill_dp_rank":${p}`;
+  return {
+    prefillBody: serializeWith(body, set, PD_OWNED_KEYS, prefillRaw),
+    decodeBody: serializeWith(body, set, PD_OWNED_KEYS, decodeRaw),
+    rooms,
+  };
 }

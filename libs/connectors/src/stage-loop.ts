@@ -155,6 +155,7 @@ class StageLoop implements LegRunner, LegOwner {
     else pods.push(spec.endpoint.pod);
     const span = this.#observer.legStart(ctx, leg);
     const headers: Record<string, string> = { ...ctx.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': spec.requestId };
+    if (spec.headers !== undefined) Object.assign(headers, spec.headers);
     if (span !== undefined) {
       leg.span = span;
       if (span.headers !== undefined) Object.assign(headers, span.headers);

@@ -90,6 +90,13 @@ export interface LegSpec {
   readonly timeoutMs: number;
   /** Path override (encoders always get `/v1/chat/completions`). */
   readonly path?: string;
+  /** Headers of this leg alone (vLLM `X-data-parallel-rank` to a DP>1 EC consumer). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Relay legs: a stream whose first event is an error event (vLLM answers 200 and opens the stream before an EPD
+   * consumer waits for its encoder output) fails the leg as an HTTP 500 would, before any byte reaches the client.
+   */
+  readonly leadingErrorEventFails?: boolean;
 }
 
 /** A buffered 2xx answer. */

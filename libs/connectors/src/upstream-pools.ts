@@ -8,7 +8,11 @@ export interface UpstreamPoolOptions {
    * its waiting count is scraped and scheduled on, not invisibly in the gateway.
    */
   readonly connections: number;
-  /** How long an idle keep-alive socket is kept. */
+  /**
+   * How long an idle keep-alive socket is kept. Below the engines' own idle timeout (vLLM's uvicorn closes after
+   * `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`, 5 s by default), so a pooled socket is retired before the server closes it and a
+   * request is never written to a socket the engine is closing (which fails with nothing in the engine's log).
+   */
   readonly keepAliveTimeoutMs: number;
   /** Budget for establishing a TCP connection. */
   readonly connectTimeoutMs: number;
@@ -17,9 +21,12 @@ export interface UpstreamPoolOptions {
 /** Default per-endpoint limit: several times the batch of a vLLM or SGLang pod (hundreds of sequences). */
 export const DEFAULT_UPSTREAM_CONNECTIONS = 1024;
 
+/** Half of vLLM's default server keep-alive (5 s), as vLLM's own EPD proxy retires its pooled connections. */
+export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 2_500;
+
 /** Defaults sized for one gateway in front of many engines. */
 function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
-  return { connections: DEFAULT_UPSTREAM_CONNECTIONS, keepAliveTimeoutMs: 30_000, connectTimeoutMs: 5_000 };
+  return { connections: DEFAULT_UPSTREAM_CONNECTIONS, keepAliveTimeoutMs: DEFAULT_UPSTREAM_KEEP_ALIVE_MS, connectTimeoutMs: 5_000 };
 }
 
 /** The origin string of an engine address (IPv6 literals in brackets). */
@@ -163,6 +170,8 @@ export class UpstreamPools {
       connections: limit,
       pipelining: 1,
       keepAliveTimeout: this.#options.keepAliveTimeoutMs,
+      // A server's `Keep-Alive: timeout=…` hint may shorten the idle time, never lengthen it past ours.
+      keepAliveMaxTimeout: this.#options.keepAliveTimeoutMs,
       connectTimeout: this.#options.connectTimeoutMs,
       headersTimeout: 0,
       bodyTimeout: 0,

@@ -73,7 +73,9 @@ export function ecControlOf(annotations: Annotations, podIp: string): EcControl 
     const size = dpSize ?? 1;
     const base = ports?.length === 1 ? (ports[0] as number) : undefined;
     if (base === undefined) problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation '${rawPort}' is not a port`);
-    else if (base + size - 1 > 65535) problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation ${base} + ${size} DP ranks passes port 65535`);
+    else if (base + size - 1 > 65535) {
+      problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation ${base} + ${size} DP ranks passes port 65535`);
+    }
     else addresses = Array.from({ length: size }, (_, r) => `tcp://${hostFor(podIp)}:${base + r}`);
   }
   return {

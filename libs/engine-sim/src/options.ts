@@ -19,7 +19,7 @@ export type EcConnectorKind = z.infer<typeof EcConnectorKindSchema>;
 /** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
 export type LatencyProfileName = 'zero' | 'realistic';
 
-const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse']);
+const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse', 'lose-ec-push']);
 export type FaultMode = z.infer<typeof FaultModeSchema>;
 
 /** A fault applied to the next `count` inference requests (all of them when `count` is absent). */

@@ -3,7 +3,7 @@
 export { RequestContext, isRouted } from './context/request-context';
 export type { RoutedRequest, ProxyRequest, IncomingHeaders, Abortable } from './context/request-context';
 export { RequestResult } from './context/parts';
-export type { RoutingPart, ResolvedRouting, SchedulePart, ProxyPart, Usage, OutlierEvent } from './context/parts';
+export type { DpRankPicker, RoutingPart, ResolvedRouting, SchedulePart, ProxyPart, Usage, OutlierEvent } from './context/parts';
 export { RequestLocal } from './context/request-local';
 export { composeHooks } from './hooks';
 export type { RequestHooks, StageSpan } from './hooks';
@@ -12,10 +12,10 @@ export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
 export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy, EcProfile } from './server-profile';
 export {
   RequestError, BadRequestError, BodyTooLargeError, NotFoundError, UnauthorizedError, ForbiddenError, RateLimitedError,
-  QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, TotalTimeoutError, SchedulingError,
+  QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, EcHandoffError, TotalTimeoutError, SchedulingError,
   isRetryable, failedStageOf, errorCodeOf, asError, HttpLayerError, echo,
 } from './errors/request-errors';
-export type { ErrorHeaders, RateLimitReason, LegFailure } from './errors/request-errors';
+export type { ErrorHeaders, RateLimitReason, LegFailure, EcHandoffFailureReason } from './errors/request-errors';
 export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
 export type { OpenAiError } from './errors/openai-errors';
 export { extractMediaParts, countContentParts } from './body/media';

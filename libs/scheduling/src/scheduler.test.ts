@@ -322,6 +322,17 @@ describe('Scheduler: stage planning', () => {
     expect(!d.ok && d.message).toContain("PD group 'g1'");
   });
 
+  it('SGLang epd: media never plan encoders; the decision is a P/D pair even with no encoder at all', () => {
+    const sglang = (extra: EndpointSpec[]) => buildIndex([
+      { pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'p1', role: 'prefill', group: 'g1' }, ...extra,
+    ], [modelServerRecord({ mode: 'epd', engine: 'SGLang' })]);
+    for (const index of [sglang([]), sglang([{ pod: 'e1', role: 'encode', group: 'g1' }])]) {
+      const d = ok(decide(scheduler(index, gpuOnly), { mediaItems: images('u:a', 'u:b') }));
+      expect(d).toMatchObject({ mode: 'epd', encoders: [] });
+      expect(pairs(d)).toEqual([['d1', 'p1']]);
+    }
+  });
+
   it('pd ignores media items (the engines handle them)', () => {
     expect(ok(decide(scheduler(pdIndex(encoders, 'pd'), gpuOnly), { mediaItems: images('u:a') })).encoders).toEqual([]);
   });

@@ -165,10 +165,14 @@ export class Scheduler {
         decodeSlot: this.#slots.decode, prefillSlot: this.#slots.prefill, exclude, recorder, timing: this.#timing,
       });
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
-      attempts = mode === 'epd' ? this.#pinConsumerRanks(pairs.attempts) : pairs.attempts;
+      // (SGLang EPD has no EC consumer to pin: the gateway picks SGLang DP ranks per leg, docs/gateway.md.)
+      const sglang = pool.record.spec.inferenceEngine === 'SGLang';
+      attempts = mode === 'epd' && !sglang ? this.#pinConsumerRanks(pairs.attempts) : pairs.attempts;
       chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
       if (pairs.prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: pairs.prefill });
-      if (mode === 'epd' && request.mediaItems.length > 0) {
+      // SGLang EPD: the language-only prefill spreads items over the encoders registered with it (the pod-watcher
+      // keeps those registries), so the decision is a P/D pair and never waits for, or fails on, an encoder plan.
+      if (mode === 'epd' && request.mediaItems.length > 0 && !sglang) {
         const plan = planEncoders({
           cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.group, items: request.mediaItems,
           topN: cfg.topN, slot: this.#slots.encode, exclude, recorder, timing: this.#timing,

@@ -89,6 +89,16 @@ describe('readTelemetryConfig', () => {
   });
 });
 
+describe('span recorder switch', () => {
+  it("defaults to Triad's recorder, takes sdk, and warns about anything else", () => {
+    expect(readTelemetryConfig('x', {}).spanRecorder).toBe('recorder');
+    expect(readTelemetryConfig('x', { TRIAD_TRACE_RECORDER: 'SDK' }).spanRecorder).toBe('sdk');
+    const bad = readTelemetryConfig('x', { TRIAD_TRACE_RECORDER: 'fast' });
+    expect(bad.spanRecorder).toBe('recorder');
+    expect(bad.warnings).toEqual(['TRIAD_TRACE_RECORDER=fast is not sdk or recorder; using recorder']);
+  });
+});
+
 describe('parseKeyValueList', () => {
   it('decodes percent-encoding, trims, and reports malformed entries', () => {
     const warnings: string[] = [];

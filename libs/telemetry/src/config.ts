@@ -29,6 +29,9 @@ export interface SpanLimitsConfig {
   readonly linkCountLimit: number;
 }
 
+/** Who records spans: the SDK's tracer (`sdk`) or Triad's span recorder (`recorder`); both export through NodeSDK. */
+export type SpanRecorderName = 'sdk' | 'recorder';
+
 export interface TelemetryConfig {
   /** True when traces are exported; false means every helper is a no-op and no SDK module is loaded. */
   readonly enabled: boolean;
@@ -49,6 +52,8 @@ export interface TelemetryConfig {
   readonly resourceAttributes: Readonly<Record<string, string>>;
   /** Record prompt/completion text (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`). Off by default. */
   readonly captureMessageContent: boolean;
+  /** `TRIAD_TRACE_RECORDER`: which span implementation records (benchmarks compare them). */
+  readonly spanRecorder: SpanRecorderName;
   /** Problems found in the env (invalid values replaced by defaults), for a warning at start-up. */
   readonly warnings: readonly string[];
 }
@@ -157,6 +162,16 @@ function sampler(env: Env, warnings: string[]): { sampler: SamplerName; samplerR
   return { sampler: name, samplerRatio: ratio };
 }
 
+const DEFAULT_SPAN_RECORDER: SpanRecorderName = 'recorder';
+
+function spanRecorder(env: Env, warnings: string[]): SpanRecorderName {
+  const raw = text(env, 'TRIAD_TRACE_RECORDER')?.toLowerCase();
+  if (raw === undefined) return DEFAULT_SPAN_RECORDER;
+  if (raw === 'sdk' || raw === 'recorder') return raw;
+  warnings.push(`TRIAD_TRACE_RECORDER=${raw} is not sdk or recorder; using ${DEFAULT_SPAN_RECORDER}`);
+  return DEFAULT_SPAN_RECORDER;
+}
+
 /** Downward-API env (set in the Deployment from `metadata.name` / `metadata.namespace` / `spec.nodeName`). */
 function kubernetesAttributes(env: Env): Record<string, string> {
   const out: Record<string, string> = {};
@@ -201,6 +216,7 @@ export function readTelemetryConfig(serviceName: string, env: Env = process.env)
     spanLimits: spanLimits(env, warnings),
     resourceAttributes,
     captureMessageContent: truthy(env, 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT'),
+    spanRecorder: spanRecorder(env, warnings),
     warnings,
   };
 }

@@ -34,7 +34,7 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(scheduleSpanOf(req)?.span.isRecording()).toBe(true);
     req.scheduled({ decision: epdDecision, local: false, durationMs: 1 });
     req.prepared({
-      decision: epdDecision, connector: 'vllm-epd', injectUsage: true, clientWantsUsage: false, media: [], epdBootstrapAddr: undefined,
+      decision: epdDecision, connector: 'vllm-epd', injectUsage: true, clientWantsUsage: false, media: [], dpRank: undefined,
     });
     hooks.onScheduled(req);
     expect(scheduleSpanOf(req)).toBeUndefined();

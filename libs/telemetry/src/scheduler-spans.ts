@@ -3,6 +3,7 @@ import type { DecisionOrError, SchedulingRequest } from '@triad/bus';
 import { ATTR, put } from './attributes';
 import { decisionAttributes } from './decision-attributes';
 import { recordFailure, startTraced, type Parent, type Traced } from './spans';
+import { epochOf } from './tracer';
 
 /** What the scheduler knows about one request of a batch when it starts on it. */
 export interface DecideSpanInfo {
@@ -98,5 +99,6 @@ export function finishPhaseSpan(
     if (result.attributes) span.setAttributes(result.attributes);
     if (result.error !== undefined) recordFailure(t, result.error);
   }
-  span.end(result.endTime);
+  // A `performance.now()` end time as epoch ms: the SDK's span would read one slightly ahead of now as a date.
+  span.end(result.endTime === undefined ? undefined : epochOf(result.endTime));
 }

@@ -5,7 +5,7 @@ import {
 import { isTriadError } from '@triad/errors';
 import { ATTR } from './attributes';
 import { tracing } from './state';
-import { epochOf, RecordedSpan } from './tracer';
+import { epochOf } from './tracer';
 
 /** A started span together with the context that holds it (parent of its children, source of outgoing headers). */
 export interface Traced {
@@ -90,10 +90,8 @@ export function startTraced(name: string, options: StartOptions = {}, attributes
       return isTraced(parent) ? parent : { span: trace.getSpan(parent) as Span, context: parent, startedAt: performance.now() };
     }
   }
-  const span = tracer.begin(
-    name, options.kind ?? SpanKind.INTERNAL, parentSc, options.startTime === undefined ? undefined : epochOf(options.startTime), attributes,
-  );
-  if (options.links !== undefined && span instanceof RecordedSpan) span.addLinks(options.links);
+  const startMs = options.startTime === undefined ? undefined : epochOf(options.startTime);
+  const span = tracer.begin(name, options.kind ?? SpanKind.INTERNAL, parentSc, startMs, attributes, options.links);
   return new TracedSpan(span, performance.now(), parent);
 }
 

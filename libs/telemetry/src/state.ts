@@ -1,4 +1,16 @@
-import type { TriadTracer } from './tracer';
+import type { Attributes, Link, Span, SpanContext, SpanKind } from '@opentelemetry/api';
+
+/** What the span helpers start spans with: the SDK's tracer behind a thin adapter, or Triad's span recorder. */
+export interface SpanStarter {
+  /**
+   * Starts a span under `parent` (a valid span context, or undefined for a new trace), at `startMs` (epoch ms) or
+   * now. `attributes` is called only when the span records and must hold no `undefined` values.
+   */
+  begin(
+    name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes,
+    links?: Link[],
+  ): Span;
+}
 
 /**
  * The process-wide tracing state the span helpers read. One mutable object so `setupTelemetry` and `shutdown`
@@ -6,7 +18,7 @@ import type { TriadTracer } from './tracer';
  * into OpenTelemetry at all (the disabled hot path is one property read).
  */
 interface TracingState {
-  tracer: TriadTracer | undefined;
+  tracer: SpanStarter | undefined;
   captureMessageContent: boolean;
 }
 

@@ -4,6 +4,7 @@ import {
   type SpanOptions, type SpanStatus, type TimeInput, type Tracer,
 } from '@opentelemetry/api';
 import type { SamplerName, SpanLimitsConfig } from './config';
+import type { SpanStarter } from './state';
 
 // Triad's own span recorder. The OpenTelemetry trace SDK's spans are general-purpose: every span validates and
 // copies its attributes one by one, reads the wall clock and the monotonic clock twice, keeps HrTime tuples,
@@ -327,7 +328,7 @@ export interface TriadTracerOptions {
  * The API `Tracer` of Triad's services. `begin` is the helpers' entry (parent given as a span context, attributes
  * adopted as built); `startSpan` is the API's, for any other caller.
  */
-export class TriadTracer implements Tracer {
+export class TriadTracer implements Tracer, SpanStarter {
   readonly sample: SampleFn;
   readonly sink: EndedSpanSink;
   readonly origin: SpanOrigin;
@@ -345,7 +346,16 @@ export class TriadTracer implements Tracer {
    * the API's non-recording span that carries the new context (its ids still propagate, with the sampled flag
    * clear). `attributes` must hold no `undefined` values; it is kept as the span's attribute object.
    */
-  begin(name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes): Span {
+  begin(
+    name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes,
+    links?: Link[],
+  ): Span {
+    const span = this.#begin(name, kind, parent, startMs, attributes);
+    if (links !== undefined && span instanceof RecordedSpan) span.addLinks(links);
+    return span;
+  }
+
+  #begin(name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes): Span {
     const traceId = parent === undefined ? newTraceId() : parent.traceId;
     const sampled = this.sample(parent, traceId);
     const context: SpanContext = { traceId, spanId: newSpanId(), traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE };

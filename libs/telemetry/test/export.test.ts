@@ -180,3 +180,46 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
     });
   });
 });
+
+describe("the SDK's tracer (TRIAD_TRACE_RECORDER=sdk) behind the same NodeSDK pipeline", () => {
+  let receiver: OtlpReceiver;
+  let telemetry: Telemetry;
+  let spans: ReceivedSpan[];
+  let traceId: string;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    telemetry = setupTelemetry({
+      serviceName: 'triad-gateway', version: '1.2.3',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, POD_NAME: 'gateway-0', TRIAD_TRACE_RECORDER: 'sdk' },
+    });
+    expect(telemetry.config.spanRecorder).toBe('sdk');
+    traceId = traceIdOf(epdRequest())!;
+    await telemetry.forceFlush();
+    spans = await receiver.waitForSpans((s) => s.traceId === traceId, { count: 7 });
+  });
+  afterAll(async () => {
+    await telemetry.shutdown();
+    await receiver.close();
+  });
+
+  it('exports the same trace: tree, resource and attributes', () => {
+    expect(treeShape(receiver.tree(traceId), (s) => `${s.kind} ${s.name}`, { sorted: true })).toEqual([
+      {
+        name: 'SERVER POST /v1/chat/completions',
+        children: ['CLIENT decode', 'CLIENT encode', 'CLIENT encode', 'CLIENT prefill', 'CLIENT schedule', 'INTERNAL route']
+          .map((name) => ({ name, children: [] })),
+      },
+    ]);
+    expect(spans[0]!.resource).toEqual(expect.objectContaining({
+      'service.name': 'triad-gateway', 'service.version': '1.2.3', 'k8s.pod.name': 'gateway-0',
+    }));
+    const decode = byName(spans, 'decode')[0]!;
+    expect(decode.attributes).toEqual(expect.objectContaining({
+      'gen_ai.usage.output_tokens': 42, 'triad.stage': 'decode', 'triad.endpoint.key': 'default.qwen-vl.decode-0',
+    }));
+    expect(decode.events.map((e) => e.name)).toEqual(['first_token']);
+    expect(byName(spans, 'schedule')[0]!.attributes['triad.decision.encoders']).toEqual([
+      'default.qwen-vl.encode-0', 'default.qwen-vl.encode-1',
+    ]);
+  });
+});

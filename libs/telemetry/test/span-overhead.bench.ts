@@ -89,26 +89,34 @@ async function main(): Promise<void> {
   });
   rows.push(['on, 10% (parentbased_traceidratio), discarding exporter', measure(n)]);
   await t.shutdown();
-  t = setupTelemetry({
-    serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: discard,
-  });
-  rows.push(['on, 100% recorded, discarding exporter', measure(n)]);
-  await t.shutdown();
+  // Triad's span recorder (the default) and the SDK's tracer (TRIAD_TRACE_RECORDER=sdk), in turns.
+  const recorders = [['recorder', "Triad's recorder"], ['sdk', "the SDK's tracer"]] as const;
+  for (const [recorder, label] of recorders) {
+    t = setupTelemetry({
+      serviceName: 'triad-gateway', version: 'bench', exporter: discard,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', TRIAD_TRACE_RECORDER: recorder },
+    });
+    rows.push([`on, 100% recorded by ${label}, discarding exporter`, measure(n)]);
+    await t.shutdown();
+  }
   const receiver = await startReceiverProcess();
-  t = setupTelemetry({
-    serviceName: 'triad-gateway', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_MAX_QUEUE_SIZE: '100000' },
-  });
-  // Export runs on this thread too (protobuf serialization, HTTP): count this process's CPU time through the final
-  // flush (wall time would include the receiver's own decoding, which runs in the other process).
-  const m = 20_000;
-  for (let i = 0; i < 2000; i++) oneRequest();
-  await t.forceFlush();
-  const cpu0 = process.cpuUsage();
-  for (let i = 0; i < m; i++) oneRequest();
-  await t.forceFlush();
-  const cpu = process.cpuUsage(cpu0);
-  rows.push(['on, 100% recorded, OTLP http/protobuf to `triad trace serve` (CPU incl. export)', (cpu.user + cpu.system) / m]);
-  await t.shutdown();
+  for (const [recorder, label] of recorders) {
+    t = setupTelemetry({
+      serviceName: 'triad-gateway', version: 'bench',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_MAX_QUEUE_SIZE: '100000', TRIAD_TRACE_RECORDER: recorder },
+    });
+    // Export runs on this thread too (protobuf serialization, HTTP): count this process's CPU time through the final
+    // flush (wall time would include the receiver's own decoding, which runs in the other process).
+    const m = 20_000;
+    for (let i = 0; i < 2000; i++) oneRequest();
+    await t.forceFlush();
+    const cpu0 = process.cpuUsage();
+    for (let i = 0; i < m; i++) oneRequest();
+    await t.forceFlush();
+    const cpu = process.cpuUsage(cpu0);
+    rows.push([`on, 100% recorded by ${label}, OTLP http/protobuf to \`triad trace serve\` (CPU incl. export)`, (cpu.user + cpu.system) / m]);
+    await t.shutdown();
+  }
   await receiver.stop();
   const base = rows[0]![1];
   process.stdout.write('| tracing | µs per EPD request (7 spans, 5 injects) | vs off |\n|---|---:|---:|\n');

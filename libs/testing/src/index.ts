@@ -4,3 +4,7 @@ export { freePort } from './free-port';
 export { waitFor } from './wait-for';
 export { spawnTriad, waitReady } from './triad-process';
 export type { TriadChild } from './triad-process';
+export { startSteadyLoad } from './steady-load';
+export type { SteadyLoad, SteadyLoadOptions, LoadReport } from './steady-load';
+export { startClusterStack } from './cluster-stack';
+export type { ClusterStack, ClusterStackOptions, StackService } from './cluster-stack';

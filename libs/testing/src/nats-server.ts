@@ -137,6 +137,8 @@ export interface NatsClusterNode {
   readonly name: string;
   readonly url: string;
   readonly port: number;
+  /** HTTP monitoring port (`/jsz`, `/connz`, `/healthz`). */
+  readonly monitorPort: number;
   readonly storeDir: string;
   /** Whether the process is running. */
   readonly running: boolean;
@@ -200,6 +202,7 @@ export async function startNatsCluster(options: NatsClusterOptions = {}): Promis
     name: `n${i}`,
     url: `nats://127.0.0.1:${p.client}`,
     port: p.client,
+    monitorPort: p.monitor,
     storeDir: stores[i] as string,
     get running() {
       return children[i] !== undefined;

@@ -6,7 +6,9 @@
 // sampled out (`always_off`: no span recorded, context still propagated), to show where the cost is.
 // One complete stack (gateway-stack.ts) per variant runs side by side; the variants are measured in turns, in an
 // order that rotates every round, and each row is the median of the rounds (a shared machine is noisy).
-// Run: npx tsx tools/bench/src/tracing.ts [--duration S] [--warmup S] [--rounds N] [--variants off,100,100-sink,100-sink-phases,10,0]
+// Run: npx tsx tools/bench/src/tracing.ts [--duration S] [--warmup S] [--rounds N] [--connections 32,1]
+//   [--variants off,100,100-sink,100-sink-phases,10,0]; the SDK tracer against Triad's span recorder:
+//   --variants off,sdk,recorder --connections 32
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,6 +50,8 @@ interface Variant {
   readonly to: 'serve' | 'sink';
   /** Scheduler phase spans (`TRIAD_TRACE_SCHEDULER_PHASES`); default off, as in the service. */
   readonly schedulerPhases?: boolean;
+  /** `TRIAD_TRACE_RECORDER` of the gateway and the scheduler: the SDK's tracer or Triad's span recorder. */
+  readonly recorder?: 'sdk' | 'recorder';
 }
 
 const VARIANTS: readonly Variant[] = [
@@ -63,6 +67,15 @@ const VARIANTS: readonly Variant[] = [
     to: 'serve',
   },
   { key: '0', label: 'on, sampled out (always_off)', sampler: 'always_off', sampled: 0, to: 'serve' },
+  // The tracer comparison (issue 17): the same 100 % pipeline through NodeSDK, spans recorded by the SDK's tracer
+  // (no async-hooks context manager) or by Triad's own span recorder.
+  {
+    key: 'sdk', label: 'on, 100 % → discarding sink, SDK tracer', sampler: 'always_on', sampled: 1, to: 'sink', recorder: 'sdk',
+  },
+  {
+    key: 'recorder', label: 'on, 100 % → discarding sink, Triad span recorder', sampler: 'always_on', sampled: 1, to: 'sink',
+    recorder: 'recorder',
+  },
 ];
 
 /** An OTLP/HTTP endpoint that reads each export request and answers 200 without decoding it. */
@@ -122,12 +135,14 @@ async function startReceiver(): Promise<{ url: string; proc: ChildProcess; spans
  */
 async function startVariant(v: Variant, receiverUrl: string): Promise<GatewayStack> {
   if (v.sampler === undefined) return startGatewayStack();
+  const recorder: Record<string, string> = v.recorder === undefined ? {} : { TRIAD_TRACE_RECORDER: v.recorder };
   const gatewayEnv: Record<string, string> = {
     OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: v.sampler, ...(v.ratio ? { OTEL_TRACES_SAMPLER_ARG: v.ratio } : {}),
+    ...recorder,
   };
   const schedulerEnv: Record<string, string> = {
     OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: 'parentbased_always_on',
-    TRIAD_TRACE_SCHEDULER_PHASES: v.schedulerPhases === true ? 'true' : 'false',
+    TRIAD_TRACE_SCHEDULER_PHASES: v.schedulerPhases === true ? 'true' : 'false', ...recorder,
   };
   const saved = Object.fromEntries(Object.keys(schedulerEnv).map((k) => [k, process.env[k]]));
   Object.assign(process.env, schedulerEnv);
@@ -154,8 +169,10 @@ async function main(): Promise<void> {
     options: {
       duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '5' },
       variants: { type: 'string', default: 'off,100,100-sink,100-sink-phases,10,0' },
+      connections: { type: 'string', default: '32,1' },
     },
   });
+  const connectionCounts = String(values.connections).split(',').map(Number);
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const rounds = Number(values.rounds);
@@ -197,7 +214,7 @@ async function main(): Promise<void> {
     const exported = new Map<string, { spans: number; requests: number; receiverCpu: number }>();
     for (let round = 0; round < rounds; round++) {
       const order = variants.map((_, i) => variants[(i + round) % variants.length] as Variant);
-      for (const connections of [32, 1]) {
+      for (const connections of connectionCounts) {
         for (const v of order) {
           const stack = stacks.get(v.key) as GatewayStack;
           const spansBefore = await receiver.spans();
@@ -247,7 +264,7 @@ async function main(): Promise<void> {
       };
     };
     const rows: (string | number)[][] = [];
-    for (const connections of [32, 1]) {
+    for (const connections of connectionCounts) {
       const base = summary('off', connections);
       for (const v of variants) {
         const r = summary(v.key, connections);
@@ -265,6 +282,21 @@ async function main(): Promise<void> {
       'gateway CPU cost', 'errors',
     ];
     process.stdout.write(`${markdownTable(header, rows)}\n\n`);
+    if (variants.some((v) => v.key === 'sdk') && variants.some((v) => v.key === 'recorder')) {
+      // The rule of issue 17: keep Triad's recorder only if it is at least 5 points cheaper than the SDK's tracer.
+      // Also paired by round (the three ran back to back), which a machine whose load drifts distorts less.
+      for (const connections of connectionCounts) {
+        const base = summary('off', connections).g;
+        const sdk = (summary('sdk', connections).g / base - 1) * 100;
+        const own = (summary('recorder', connections).g / base - 1) * 100;
+        const of = (key: string) => (samples.get(`${key}|${connections}`) as Sample[]).map((x) => x.gatewayUs);
+        const [offs, sdks, owns] = [of('off'), of('sdk'), of('recorder')];
+        const paired = median(offs.map((off, i) => (((sdks[i] as number) - (owns[i] as number)) / off) * 100));
+        process.stdout.write(`${connections} conns: gateway CPU cost of tracing (medians): SDK tracer ${sdk.toFixed(1)} %, recorder ` +
+          `${own.toFixed(1)} %: the recorder is ${(sdk - own).toFixed(1)} points cheaper (paired by round: ` +
+          `${paired.toFixed(1)} points)\n`);
+      }
+    }
     for (const v of variants) {
       const e = exported.get(v.key);
       if (!e) continue;

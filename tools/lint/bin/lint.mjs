@@ -4,13 +4,17 @@
 // other arguments are files or directories to lint. `--fix` applies ESLint's fixes.
 import { resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ESLint } from 'eslint';
 
 const workspaceRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const args = process.argv.slice(2);
 const fix = args.includes('--fix');
 const paths = args.filter((a) => !a.startsWith('--')).map((p) => resolve(p));
 const targets = args.includes('--all') ? [workspaceRoot] : paths.length > 0 ? paths : [process.cwd()];
+// A checkout whose node_modules predates ESLint (a worktree that merged main without `npm ci`) gets a clear hint.
+const { ESLint } = await import('eslint').catch((err) => {
+  process.stderr.write(`lint: cannot load ESLint (${err.message}); run \`npm ci\` to install the workspace's devDependencies\n`);
+  process.exit(2);
+});
 const eslint = new ESLint({ cwd: workspaceRoot, fix, errorOnUnmatchedPattern: false });
 const results = await eslint.lintFiles(targets);
 if (fix) await ESLint.outputFixes(results);

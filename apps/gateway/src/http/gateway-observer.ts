@@ -1,8 +1,10 @@
 import type { LegInfo, LegOutcome, StageObserver } from '@triad/connectors';
 import { failedStageOf, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
 import type { DispatchPublisher } from '../dispatch/dispatch-publisher';
+import { recordEcHandoff } from '../observability/ec-handoff';
 import type { GatewayMetrics } from '../observability/metrics';
 import type { OutlierDetector } from '../outliers/outlier-detector';
+import type { Logger } from '@triad/runtime';
 
 /**
  * The stage loop's observer, one for the whole gateway: each leg becomes dispatch start/finish events (in-flight
@@ -13,14 +15,15 @@ export class GatewayObserver implements StageObserver {
   readonly #dispatch: DispatchPublisher;
   readonly #metrics: GatewayMetrics;
   readonly #hooks: RequestHooks;
+  readonly #logger: Logger | undefined;
   /** Outlier detection, once the outliers bucket is followed. */
-  outliers: OutlierDetector | undefined;
+  outliers: OutlierDetector | undefined = undefined;
 
-  constructor(dispatch: DispatchPublisher, metrics: GatewayMetrics, hooks: RequestHooks, outliers?: OutlierDetector) {
+  constructor(dispatch: DispatchPublisher, metrics: GatewayMetrics, hooks: RequestHooks, logger?: Logger) {
     this.#dispatch = dispatch;
     this.#metrics = metrics;
     this.#hooks = hooks;
-    this.outliers = outliers;
+    this.#logger = logger;
   }
 
   legStart(ctx: ProxyRequest, leg: LegInfo): StageSpan | undefined {
@@ -48,6 +51,7 @@ export class GatewayObserver implements StageObserver {
 
   retry(ctx: ProxyRequest, attempt: number, error: Error): void {
     this.#metrics.retry(ctx.model, failedStageOf(error) ?? 'unknown');
+    recordEcHandoff(this.#metrics, this.#logger, ctx, error);
     this.#hooks.onRetry?.(ctx, attempt, error);
   }
 }

@@ -3,10 +3,12 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  NotFoundError, RateLimitedError, RequestContext, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText, writeErrorResponse,
-  type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
+  BadRequestError, NotFoundError, RateLimitedError, RequestContext, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText,
+  writeErrorResponse, type DpRankPicker, type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
+  type ResolvedRouting,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
+import { recordEcHandoff } from '../observability/ec-handoff';
 import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
@@ -39,6 +41,8 @@ export interface InferenceDeps {
   readonly kvBlockKeys?: (
     engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
   ) => string[] | undefined;
+  /** Chooses SGLang DP ranks for legs (engines reporting `dp_size` > 1). */
+  readonly dpRank?: DpRankPicker;
 }
 
 /** The response of an inference request, which knows its request once parsed (to abort it on disconnect). */
@@ -54,6 +58,8 @@ const FORWARDED = ['traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const CHAT = '/v1/chat/completions';
 const COMPLETIONS = '/v1/completions';
+/** SGLang's native generation API, routed like chat and completions (PD included). */
+const GENERATE = '/generate';
 /** Paths only providers serve as they are: their prompt counts for rate limits (all of it, as admission counts). */
 const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses']);
 const NO_MEDIA: readonly MediaPart[] = [];
@@ -122,7 +128,8 @@ export class InferenceHandler {
       this.#finish(bad, false);
       return;
     }
-    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
+    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body)
+      : path === GENERATE ? generateText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
     const ctx = new RequestContext(
       id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
     );
@@ -150,8 +157,23 @@ export class InferenceHandler {
 
   async #routeAndProxy(ctx: RequestContext): Promise<void> {
     const d = this.#d;
-    const match = d.kv.routes.resolve(ctx);
+    const inference = ctx.path === CHAT || ctx.path === COMPLETIONS || ctx.path === GENERATE;
+    let match = d.kv.routes.resolve(ctx);
     if (match === undefined) throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ModelRoute matches it)`, 'model');
+    if (!inference && match.provider === undefined && this.#disaggregated(match.namespace, match.modelServer)) {
+      // Other `/v1/*` calls carry no bootstrap room, so a PD server would refuse them (400): an aggregated target
+      // (or a provider) of the same rule serves them, else the gateway says why.
+      const servesAsIs = (ns: string, name: string | undefined, provider: string | undefined) =>
+        provider !== undefined || (name !== undefined && d.kv.server(ns, name) !== undefined && !this.#disaggregated(ns, name));
+      match = d.kv.routes.resolve(ctx, servesAsIs);
+      if (match === undefined) {
+        throw new BadRequestError(
+          `${echo(ctx.path)} is not served for model '${echo(ctx.model)}': its ModelServers run disaggregated (prefill/decode), ` +
+            'where only /v1/chat/completions, /v1/completions and /generate are routed, and no aggregated ModelServer serves it',
+          null,
+        );
+      }
+    }
     if (match.provider !== undefined) {
       await d.providers.serve(ctx, { ...match, provider: match.provider });
       return;
@@ -172,12 +194,16 @@ export class InferenceHandler {
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;
-    const inference = ctx.path === CHAT || ctx.path === COMPLETIONS;
-    const injectUsage = inference && ctx.stream;
-    const media = inference && profile.mode === 'epd' && ctx.path === CHAT ? extractMediaParts(ctx.body) : NO_MEDIA;
+    if (inference && profile.engine === 'SGLang' && profile.mode !== 'aggregated') {
+      refuseParallelSampling(ctx.body, ctx.model, ctx.routing);
+    }
+    const openAi = ctx.path === CHAT || ctx.path === COMPLETIONS;
+    const injectUsage = openAi && ctx.stream;
+    // SGLang EPD's language-only prefill calls its encoders itself: no media items to plan.
+    const media = ctx.path === CHAT && profile.mode === 'epd' && profile.engine !== 'SGLang' ? extractMediaParts(ctx.body) : NO_MEDIA;
     const started = performance.now();
     // The engines' own block hashes for precise-prefix-cache (text requests; media shift the token stream).
-    const kvKeys = inference && media.length === 0
+    const kvKeys = openAi && media.length === 0
       ? d.kvBlockKeys?.(profile.engine, upstreamModel, ctx.body, ctx.routing.lora ? upstreamModel : undefined) : undefined;
     const { decision, local } = await d.scheduler.schedule(buildSchedulingRequest(ctx, media, d.hashOptions(), kvKeys), ctx);
     const durationMs = performance.now() - started;
@@ -190,24 +216,16 @@ export class InferenceHandler {
       injectUsage,
       clientWantsUsage: injectUsage && clientWantsUsage(ctx.body, profile.engine),
       media,
-      epdBootstrapAddr: profile.engine === 'SGLang' && profile.mode === 'epd'
-        ? this.#epdBootstrapAddr(decision.encoders[0]?.endpoint.key) : undefined,
+      dpRank: inference && profile.engine === 'SGLang' ? d.dpRank : undefined,
     });
     d.hooks.onScheduled?.(ctx);
     if (ctx.sink.destroyed) throw clientAbortedError();
     await runProxy(ctx, d.connectors.get(ctx.proxy.connector), d.pools, d.observer);
   }
 
-  /**
-   * SGLang EPD: when the scheduler named an encoder for the request, the encoder group is that encoder's PD
-   * group, and the prefill whose registry holds the group is addressed with `epd_bootstrap_addr`.
-   */
-  #epdBootstrapAddr(encoderKey: string | undefined): string | undefined {
-    if (encoderKey === undefined) return undefined;
-    const encoder = this.#d.kv.endpoint(encoderKey);
-    if (encoder?.group === undefined) return undefined;
-    const prefill = this.#d.kv.prefillOfGroup(encoder.namespace, encoder.modelServer, encoder.group);
-    return prefill === undefined ? undefined : `http://${prefill.ip.includes(':') ? `[${prefill.ip}]` : prefill.ip}:${prefill.port}`;
+  #disaggregated(namespace: string, server: string): boolean {
+    const mode = this.#d.kv.server(namespace, server)?.profile.mode;
+    return mode !== undefined && mode !== 'aggregated';
   }
 
   #finish(ctx: RequestContext, hooked: boolean): void {
@@ -239,7 +257,32 @@ export class InferenceHandler {
       promptTokens: r.usage?.promptTokens ?? 0,
       completionTokens: completion,
     });
+    if (r.error !== undefined) recordEcHandoff(d.metrics, d.logger, ctx, r.error);
     if (d.accessLog) writeAccessLog(d.logger, ctx, end);
     if (hooked) d.hooks.onEnd?.(ctx);
   }
+}
+
+/** The prompt of a `/generate` body for prefix hashing: its `text` when it is one string. */
+function generateText(body: Record<string, unknown>): string {
+  const text = body['text'];
+  return typeof text === 'string' ? text : '';
+}
+
+/**
+ * SGLang PD and EPD cannot sample in parallel: SGLang sends every sample of a prompt on one bootstrap room, so the
+ * request would hang until the engines' 300 s timeout and fail with 500 (docs/protocols/sglang.md). The gateway
+ * refuses `n > 1` (`sampling_params.n` on `/generate`) with a 400 that says so, before anything is scheduled.
+ */
+function refuseParallelSampling(body: Record<string, unknown>, model: string, routing: ResolvedRouting): void {
+  const sp = body['sampling_params'];
+  const fromParams = sp !== null && typeof sp === 'object' && !Array.isArray(sp) ? (sp as Record<string, unknown>)['n'] : undefined;
+  const n = typeof body['n'] === 'number' ? body['n'] : typeof fromParams === 'number' ? fromParams : 1;
+  if (n <= 1) return;
+  throw new BadRequestError(
+    `n=${n} is not supported for model '${echo(model)}': its ModelServer ${routing.namespace}/${routing.serverName} runs ` +
+      'SGLang prefill/decode disaggregation, which cannot sample in parallel (all samples would share one KV-transfer room and ' +
+      'hang); send n separate requests instead',
+    typeof body['n'] === 'number' ? 'n' : 'sampling_params.n',
+  );
 }

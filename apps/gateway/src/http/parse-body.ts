@@ -29,7 +29,11 @@ export function parseInferenceBody(raw: Buffer | undefined, path: string, limits
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw bad('request body must be a JSON object', null);
   const b = body as Record<string, unknown>;
   const model = b['model'];
-  if (typeof model !== 'string' || model.trim() === '') throw bad("you must provide a 'model' parameter (a non-empty string)", 'model');
+  if (typeof model !== 'string' || model.trim() === '') {
+    // SGLang's own /generate has no model field; the gateway still needs one to pick the route (SGLang ignores it).
+    if (path === '/generate') throw bad("/generate needs a 'model' field naming the model to route to (SGLang ignores it)", 'model');
+    throw bad("you must provide a 'model' parameter (a non-empty string)", 'model');
+  }
   checkBodyLimits(b, limits);
   const stream = b['stream'];
   if (stream !== undefined && stream !== null && typeof stream !== 'boolean') throw bad("'stream' must be a boolean", 'stream');

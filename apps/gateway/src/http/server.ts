@@ -103,5 +103,6 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   app.post('/v1/chat/completions', inference);
   app.post('/v1/completions', inference);
   app.post('/v1/*', inference);
+  app.post('/generate', inference);
   return app;
 }

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from '@triad/bus';
+import type { EcHandoffFailureReason } from '@triad/request';
 import { LOCAL_REASONS } from '../scheduling/scheduler-client';
 import { FastCounter, FastGauge, FastHistogram, type CounterChild, type GaugeChild, type HistogramChild } from './fast-metrics';
 
@@ -15,8 +16,10 @@ const TPOT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.
  * `triad_gateway_ec_handoff_failures_total`). Every reason is exported from start at 0, so rules and dashboards
  * read 0 rather than nothing; a connector that detects a new kind of failure adds its reason here.
  */
-export const EC_HANDOFF_FAILURE_REASONS = ['invalid_encoder_answer', 'item_mismatch', 'missing_consumer_address', 'push_timeout'] as const;
-export type EcHandoffFailureReason = (typeof EC_HANDOFF_FAILURE_REASONS)[number];
+export const EC_HANDOFF_FAILURE_REASONS = [
+  'invalid_encoder_answer', 'item_mismatch', 'missing_consumer_address', 'push_timeout',
+] as const satisfies readonly EcHandoffFailureReason[];
+export type { EcHandoffFailureReason };
 
 /** What one finished request contributes to the metrics. */
 export interface RequestSample {

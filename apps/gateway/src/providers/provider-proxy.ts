@@ -143,7 +143,7 @@ export class ProviderProxy {
     routed.scheduled({ decision, local: true, durationMs: 0 });
     routed.prepared({
       decision, connector: 'aggregated', injectUsage: call.injectedUsage, clientWantsUsage: call.clientWantsUsage, media: [],
-      epdBootstrapAddr: undefined,
+      dpRank: undefined,
     });
     d.hooks.onScheduled?.(routed);
     await this.#run(routed, resolved, call, endpoint);

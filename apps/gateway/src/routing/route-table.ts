@@ -80,14 +80,21 @@ function ruleMatches(rule: CompiledRule, req: RouteFacts): boolean {
   return true;
 }
 
-function pickTarget(rule: CompiledRule, random: () => number): Target | undefined {
-  if (rule.totalWeight <= 0) return undefined;
-  let r = random() * rule.totalWeight;
-  for (const t of rule.targets) {
+/**
+ * A weighted pick among the rule's targets; with `accept`, among those it keeps (the first of them when they all
+ * weigh 0).
+ */
+function pickTarget(rule: CompiledRule, random: () => number, accept?: (target: Target) => boolean): Target | undefined {
+  const targets = accept === undefined ? rule.targets : rule.targets.filter(accept);
+  const total = accept === undefined ? rule.totalWeight : targets.reduce((s, t) => s + t.weight, 0);
+  // A filtered pick may keep only weight-0 targets (e.g. an aggregated ModelServer kept for calls PD cannot serve).
+  if (total <= 0) return accept === undefined ? undefined : targets[0];
+  let r = random() * total;
+  for (const t of targets) {
     if (r < t.weight) return t;
     r -= t.weight;
   }
-  return rule.targets[rule.targets.length - 1];
+  return targets[targets.length - 1];
 }
 
 function compareResourceVersion(a: string, b: string): number {
@@ -138,7 +145,13 @@ export class RouteTable {
     return this.#routes.size;
   }
 
-  resolve(req: RouteFacts): RouteMatch | undefined {
+  /**
+   * The route, rule and weighted target of a request; with `accept`, only targets it keeps count (a rule left
+   * without any is skipped like a rule that does not match).
+   */
+  resolve(
+    req: RouteFacts, accept?: (namespace: string, server: string | undefined, provider: string | undefined) => boolean,
+  ): RouteMatch | undefined {
     let lora = false;
     let candidates = this.#byModel.get(req.model);
     if (candidates === undefined) {
@@ -150,7 +163,8 @@ export class RouteTable {
       if (route.gatewayOnly) continue;
       const rule = route.rules.find((r) => ruleMatches(r, req));
       if (rule === undefined) continue;
-      const target = pickTarget(rule, this.#random);
+      const ns = route.record.namespace;
+      const target = pickTarget(rule, this.#random, accept === undefined ? undefined : (t) => accept(ns, t.server, t.provider));
       if (target === undefined) continue;
       // Kthena: a LoRA name is never sent to a provider (its webhook refuses such routes).
       if (target.provider !== undefined && lora) continue;

@@ -85,14 +85,6 @@ export class KvView {
     return this.#endpoints.get(key);
   }
 
-  /** The first ready prefill endpoint of a PD group (SGLang EPD: whose encoder registry serves the group). */
-  prefillOfGroup(namespace: string, modelServer: string, group: string): EndpointRecord | undefined {
-    for (const e of this.#endpoints.values()) {
-      if (e.role === 'prefill' && e.ready && e.group === group && e.modelServer === modelServer && e.namespace === namespace) return e;
-    }
-    return undefined;
-  }
-
   applyModelServer(change: KvChange<ModelServerRecord>): void {
     if (change.op === 'PUT') {
       const r = change.value;

@@ -41,6 +41,8 @@ describe('reading engine load from /metrics text', () => {
     const r = readEngineLoad('SGLang', sglang);
     expect(r.ok && r.load).toMatchObject({ running: 3, waiting: 7, ttft: { sum: 3, count: 4 } });
     expect(r.ok && r.load.kvCacheUsage).toBeCloseTo(0.6);
+    // Per rank too, for the gateway's DP-rank hints.
+    expect(r.ok && r.load.dpRanks).toEqual([{ running: 1, waiting: 7 }, { running: 2, waiting: 0 }]);
     const old = readEngineLoad('vLLM', 'vllm:gpu_cache_usage_perc{model_name="m"} 0.25\nvllm:num_requests_running 1\n');
     expect(old.ok && old.load).toMatchObject({ kvCacheUsage: 0.25, running: 1, waiting: 0, ttft: undefined });
   });

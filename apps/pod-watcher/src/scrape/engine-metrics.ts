@@ -10,6 +10,8 @@ export interface EngineLoad {
   readonly kvCacheUsage: number;
   readonly ttft: HistogramTotals | undefined;
   readonly tpot: HistogramTotals | undefined;
+  /** Running and waiting per DP rank (index = `dp_rank`), when the series carry that label for more than one rank. */
+  readonly dpRanks?: { running: number; waiting: number }[];
 }
 
 interface MetricNames {
@@ -113,6 +115,33 @@ function firstHistogram(families: Families, names: readonly string[]): Histogram
 
 const finiteOrZero = (v: number | undefined): number => (v !== undefined && Number.isFinite(v) && v > 0 ? v : 0);
 
+/** Ranks beyond this are not tracked (a label value that large is not a DP rank of one engine). */
+const MAX_DP_RANKS = 1024;
+
+/** Adds a family's samples per `dp_rank` label into `out[rank][field]`; returns the highest rank seen, -1 if none. */
+function addPerRank(families: Families, name: string, field: 'running' | 'waiting', out: { running: number; waiting: number }[]): number {
+  const fam = families.get(name);
+  let top = -1;
+  if (!fam) return top;
+  for (const s of fam.samples) {
+    const label = s.labels['dp_rank'];
+    if (s.name !== name || label === undefined || !/^\d{1,4}$/.test(label) || !Number.isFinite(s.value)) continue;
+    const rank = Number(label);
+    if (rank >= MAX_DP_RANKS) continue;
+    while (out.length <= rank) out.push({ running: 0, waiting: 0 });
+    (out[rank] as { running: number; waiting: number })[field] += Math.max(0, s.value);
+    if (rank > top) top = rank;
+  }
+  return top;
+}
+
+/** Running and waiting per DP rank, or undefined when the engine reports one rank (or no `dp_rank` label). */
+function perRankLoad(families: Families, names: MetricNames): { running: number; waiting: number }[] | undefined {
+  const out: { running: number; waiting: number }[] = [];
+  const top = Math.max(addPerRank(families, names.running, 'running', out), addPerRank(families, names.waiting, 'waiting', out));
+  return top >= 1 ? out : undefined;
+}
+
 /**
  * Reads an engine's load from its Prometheus text. A response with none of the engine's gauges is an error (a
  * wrong `inferenceEngine`, a proxy's error page, SGLang without `--enable-metrics`), not an idle engine.
@@ -123,6 +152,7 @@ export function readEngineLoad(engine: InferenceEngine, text: string): { ok: tru
   const running = sumSamples(families, names.running);
   const waiting = sumSamples(families, names.waiting);
   const kvCacheUsage = meanGauge(families, names.kvUsage);
+  const ranks = perRankLoad(families, names);
   if (running === undefined && waiting === undefined && kvCacheUsage === undefined) {
     return {
       ok: false,
@@ -137,6 +167,7 @@ export function readEngineLoad(engine: InferenceEngine, text: string): { ok: tru
       kvCacheUsage: kvCacheUsage ?? 0,
       ttft: firstHistogram(families, names.ttft),
       tpot: firstHistogram(families, names.tpot),
+      ...(ranks === undefined ? {} : { dpRanks: ranks }),
     },
   };
 }

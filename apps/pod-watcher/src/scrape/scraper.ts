@@ -210,6 +210,7 @@ export class Scraper {
       };
       const ttftMs = intervalMeanMs(t.ttftTotals, load.ttft, prev.metrics.ttftMs);
       const tpotMs = intervalMeanMs(t.tpotTotals, load.tpot, prev.metrics.tpotMs);
+      if (load.dpRanks !== undefined) m.dpRanks = load.dpRanks;
       if (ttftMs !== undefined) m.ttftMs = ttftMs;
       if (tpotMs !== undefined) m.tpotMs = tpotMs;
       // The means only move when the engine observed something new; their age lets the scheduler forget them.

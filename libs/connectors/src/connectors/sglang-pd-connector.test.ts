@@ -57,16 +57,39 @@ describe('SglangPdConnector', () => {
     expect(run.answers).toEqual([]);
   });
 
-  it('gives each try a fresh room, and SGLang EPD also names the encoder group\'s prefill', async () => {
+  it('gives each try a fresh room; SGLang EPD sends exactly the PD fields (no encoder address)', async () => {
     const run = new FakeLegRunner();
     const epd = serverProfile({ ...server, mode: 'epd', connector: 'sglang-epd' });
-    const ctx = proxyRequest({ body: chat(true), server: epd, decision, epdBootstrapAddr: 'http://10.0.2.1:30000' });
+    const ctx = proxyRequest({ body: chat(true), server: epd, decision });
     const connector = new SglangPdConnector('sglang-epd');
     await connector.attempt(ctx, decision.attempts[0], 0, run);
     await connector.attempt(ctx, decision.attempts[0], 1, run);
     const rooms = run.legsOf('prefill').map((l) => l.json()['bootstrap_room']);
     expect(rooms[0]).not.toBe(rooms[1]);
-    expect(run.legs[0].json()).toMatchObject({ epd_bootstrap_addr: 'http://10.0.2.1:30000' });
+    expect(run.legs[0].json()).not.toHaveProperty('epd_bootstrap_addr');
+  });
+
+  it('asks the rank picker per leg and pins both legs\' ranks (prefill rank also to the decode)', async () => {
+    const run = new FakeLegRunner();
+    const asked: string[] = [];
+    const dpRank = (e: { pod: string }, role: string) => {
+      asked.push(`${role}:${e.pod}`);
+      return role === 'prefill' ? 1 : 0;
+    };
+    const ctx = proxyRequest({ body: chat(false), server, decision, dpRank });
+    await new SglangPdConnector('sglang-pd').attempt(ctx, decision.attempts[0], 0, run);
+    expect(asked).toEqual(['prefill:p-0', 'decode:d-0']);
+    expect(run.legsOf('prefill')[0].json()).toMatchObject({ routed_dp_rank: 1 });
+    expect(run.legsOf('decode')[0].json()).toMatchObject({ routed_dp_rank: 0, disagg_prefill_dp_rank: 1 });
+  });
+
+  it('SGLang E→PD (no prefill stage): one hop to the language-only server, without bootstrap fields', async () => {
+    const run = new FakeLegRunner((spec) => ({ contentType: 'text/event-stream', body: `data: ${spec.stage}\n\n` }));
+    const epd = serverProfile({ ...server, mode: 'epd', connector: 'sglang-epd' });
+    const ctx = proxyRequest({ body: chat(true), server: epd, decision });
+    await new SglangPdConnector('sglang-epd').attempt(ctx, decision.attempts[1], 1, run);
+    expect(run.legs.map((l) => [l.spec.stage, l.mode])).toEqual([['decode', 'relay']]);
+    expect(run.legs[0].json()).not.toHaveProperty('bootstrap_room');
   });
 
   it('refuses an attempt without a prefill endpoint', async () => {

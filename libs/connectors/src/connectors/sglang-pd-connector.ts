@@ -1,15 +1,15 @@
 import { ErrorCode } from '@triad/errors';
 import { SchedulingError, type ConnectorName, type ProxyRequest } from '@triad/request';
-import { sglangBody } from '../request-bodies';
+import { clientPinsDpRank, finalLegBody, sglangBody } from '../request-bodies';
 import type { Attempt, Connector, LegHandle, LegRunner } from '../types';
 
 /**
- * SGLang PD, and SGLang EPD (the same against the language-only prefill, plus
- * `epd_bootstrap_addr` when the scheduler named an encoder group). The identical body with
- * `bootstrap_host/port/room` goes to prefill and decode concurrently — the decode waits for the prefill's
- * bootstrap server — and the decode's answer is the client's. The prefill answer is drained and dropped, but
- * a prefill failure fails the attempt (and aborts the decode); a decode failure aborts the prefill. Each try
- * gets a fresh room. The protocol: docs/protocols/sglang.md.
+ * SGLang PD, and SGLang EPD (the same against the language-only prefill, which calls the encoders registered with
+ * it; the gateway never plans or calls SGLang encoders). The body with `bootstrap_host/port/room` goes to prefill
+ * and decode concurrently — the decode waits for the prefill's bootstrap server — and the decode's answer is the
+ * client's. The prefill answer is drained and dropped, but a prefill failure fails the attempt (and aborts the
+ * decode); a decode failure aborts the prefill. Each try gets a fresh room and, on engines with DP ranks, fresh
+ * rank hints. The protocol: docs/protocols/sglang.md.
  */
 export class SglangPdConnector implements Connector {
   readonly name: ConnectorName;
@@ -20,17 +20,20 @@ export class SglangPdConnector implements Connector {
 
   async attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     const prefill = attempt.prefill;
+    // SGLang E→PD: one language-only server prefills and decodes (its registry holds the encoders): one hop.
+    if (prefill === undefined && this.name === 'sglang-epd') return this.#single(ctx, attempt, index, run);
     if (prefill === undefined) {
       throw new SchedulingError(ErrorCode.SchedNoPrefillPair, `SGLang PD needs a prefill endpoint for ${attempt.endpoint.key}`);
     }
-    const epdBootstrapAddr = this.name === 'sglang-epd' ? ctx.proxy.epdBootstrapAddr : undefined;
-    const { body } = sglangBody(ctx.body, ctx.proxy.injectUsage, prefill, epdBootstrapAddr);
+    const pick = ctx.proxy.dpRank;
+    const ranks = pick === undefined ? undefined : { prefill: pick(prefill, 'prefill'), decode: pick(attempt.endpoint, 'decode') };
+    const { prefillBody, decodeBody } = sglangBody(ctx.body, ctx.proxy.injectUsage, prefill, ranks);
     const timeouts = ctx.routing.server.timeouts;
     const p = run.drained({
-      stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body, requestId: ctx.id, timeoutMs: timeouts.prefillMs,
+      stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body: prefillBody, requestId: ctx.id, timeoutMs: timeouts.prefillMs,
     });
     const decode = {
-      stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body, requestId: ctx.id,
+      stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body: decodeBody, requestId: ctx.id,
       timeoutMs: timeouts.firstByteMs,
     };
     if (ctx.stream) {
@@ -40,6 +43,15 @@ export class SglangPdConnector implements Connector {
     // Non-stream: the answer goes out only once the prefill succeeded too, so a prefill failure stays retryable.
     const [, answer] = await together(p, run.buffered(decode));
     run.respond(answer);
+  }
+
+  #single(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    const pick = ctx.proxy.dpRank;
+    const rank = pick !== undefined && !clientPinsDpRank(ctx.body, ctx.headers) ? pick(attempt.endpoint, 'decode') : undefined;
+    return run.relay({
+      stage: 'decode', endpoint: attempt.endpoint, item: -1, attempt: index, requestId: ctx.id,
+      body: finalLegBody(ctx.body, ctx.proxy.injectUsage, undefined, rank), timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+    }).promise;
   }
 }
 

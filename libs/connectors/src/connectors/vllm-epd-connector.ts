@@ -1,77 +1,161 @@
-import type { EncoderChoice } from '@triad/bus';
-import { ErrorCode } from '@triad/errors';
-import { SchedulingError, isRetryable, type MediaPart, type ProxyRequest } from '@triad/request';
-import { FanOut } from '../fan-out';
+import type { EndpointRef } from '@triad/bus';
+import { EcHandoffError, UpstreamError, isRetryable, type EcProfile, type ProxyRequest } from '@triad/request';
 import { encoderBody } from '../request-bodies';
-import type { Attempt, Connector, LegRunner } from '../types';
-import { runVllmPrefillDecode } from './vllm-pd-connector';
+import { FanOut } from '../fan-out';
+import type { Attempt, BufferedAnswer, Connector, LegRunner } from '../types';
+import { consumerBody, type HandedOffItem } from './vllm-epd/consumer-body';
+import { matchEncoderAnswer, type SentItem } from './vllm-epd/encoder-answer';
+import { groupItems, itemUuid, newTransferId, type EncoderGroup } from './vllm-epd/ec-items';
+import { runVllmPrefillDecode, type ConsumerHandoff } from './vllm-pd-connector';
 
 const ENCODER_PATH = '/v1/chat/completions';
+
+/** Settings of a vLLM EPD server that names no `ecConnector` (vLLM's example connector, no rewrite). */
+const DEFAULT_EC: EcProfile = Object.freeze({
+  connector: 'shared-storage', push: false, mmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1,
+});
 
 function encoderRequestId(parent: string, item: number): string {
   return `${parent}:${item}:${Math.floor(Math.random() * 0x1000000).toString(16).padStart(6, '0')}`;
 }
 
+/** The outcome of one encode run: the consumer body every later leg gets, and whom the encoders pushed to. */
+interface Encoded {
+  readonly body: Record<string, unknown>;
+  /** Push connectors: the consumer and rank the items were pushed to; the run serves one P/D try only. */
+  readonly pushedTo: string | undefined;
+}
+
+/** Encode runs of requests in flight (per-request state of this stateless connector). */
+const encodedByRequest = new WeakMap<ProxyRequest, Encoded>();
+
 /**
- * vLLM E→P→D and E→PD (docs/protocols/vllm.md). Before the attempt loop, every media item goes to the encoder the
- * scheduler chose for it — one request per item, all concurrently, body holding only that item — with
- * `x-request-id parent:i:hex`; an item retries on its own alternates. All items must succeed or the request
- * fails naming the item, and nothing downstream runs: the first failed item cancels the others' legs and tries,
- * and the fan-out settles only when every item has. Every item's encoder is looked up before the first leg is
- * sent, so a decision that lacks one fails the request with nothing in flight. Text-only requests skip encode.
- * Then P→D as vLLM PD.
+ * vLLM E→P→D and E→PD (docs/protocols/vllm.md, *Encoder fan-out*). Media items go to the encoders the scheduler
+ * chose: images bound for the same encoder in one request (at most `ecConnector.maxEncoderBatch`), audio and video
+ * alone, every part with a `uuid`, the client's processing kwargs, and for a push connector (Mooncake)
+ * `ec_transfer_params {consumer_zmq, ec_items:[{transfer_id}]}` naming the attempt's consumer and DP rank, with fresh
+ * transfer ids on every try. The encoders' answers are matched to the items; P/PD and D get the rewritten body
+ * (`*_embeds` references when `enableMmEmbeds`) with the encoder entries in `ec_transfer_params`, and the consumer
+ * `X-data-parallel-rank` when it has DP > 1. Pull and shared-storage connectors encode once, before the attempt loop;
+ * a push connector encodes per P/D try, and a P/D 500 before the first byte re-encodes (`reencodeAttempts`).
  */
 export class VllmEpdConnector implements Connector {
   readonly name = 'vllm-epd' as const;
 
   async prepare(ctx: ProxyRequest, run: LegRunner): Promise<void> {
-    const media = ctx.proxy.media;
-    if (media.length === 0) return;
-    const choices = ctx.proxy.decision.encoders;
-    const planned = media.map((part) => choiceFor(choices, part.index));
-    const group = new FanOut();
-    await group.all(media.length, (i) => encodeItem(ctx, media[i] as MediaPart, planned[i] as EncoderChoice, run, group));
+    const ec = ctx.routing.server.ec ?? DEFAULT_EC;
+    // A push connector encodes inside each attempt: what it pushes goes to that attempt's consumer.
+    if (ctx.proxy.media.length === 0 || ec.push) return;
+    encodedByRequest.set(ctx, await encodeAll(ctx, ec, undefined, run));
   }
 
-  attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
-    return runVllmPrefillDecode(ctx, attempt, index, run);
-  }
-}
-
-function choiceFor(choices: readonly EncoderChoice[], item: number): EncoderChoice {
-  const direct = choices[item];
-  if (direct !== undefined && direct.item === item) return direct;
-  const found = choices.find((c) => c.item === item);
-  if (found === undefined) throw new SchedulingError(
-    ErrorCode.SchedNoEncoder, `no encoder was chosen for media item ${item}`, { stage: 'encode', item },
-  );
-  return found;
-}
-
-async function encodeItem(ctx: ProxyRequest, part: MediaPart, choice: EncoderChoice, run: LegRunner, group: FanOut): Promise<void> {
-  const body = encoderBody(ctx.body, part);
-  const server = ctx.routing.server;
-  const tries = Math.min(1 + choice.alternates.length, 1 + server.retry.retries);
-  for (let t = 0; ; t++) {
-    const endpoint = t === 0 ? choice.endpoint : choice.alternates[t - 1];
-    if (group.failure !== undefined) throw group.failure;
-    try {
-      await group.track(run.buffered({
-        stage: 'encode',
-        endpoint,
-        item: part.index,
-        attempt: t,
-        body,
-        requestId: encoderRequestId(ctx.id, part.index),
-        timeoutMs: server.timeouts.encodeMs,
-        path: ENCODER_PATH,
-      }));
-      return;
-    } catch (err) {
-      // A sibling's failure cancelled this item: not a reason to try another encoder.
-      if (group.failure !== undefined || t + 1 >= tries || !isRetryable(err)) throw err;
-      run.retrying(t, err);
-      await run.pause(server.retry.intervalMs);
+  async attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    const ec = ctx.routing.server.ec ?? DEFAULT_EC;
+    const media = ctx.proxy.media.length > 0;
+    for (let reencode = 0; ; reencode++) {
+      let encoded = encodedByRequest.get(ctx);
+      if (media && (encoded === undefined || encoded.pushedTo !== undefined)) {
+        encoded = await encodeAll(ctx, ec, attempt, run);
+        encodedByRequest.set(ctx, encoded);
+      }
+      const handoff: ConsumerHandoff | undefined =
+        encoded === undefined ? undefined : { body: encoded.body, leadingErrorEventFails: ec.push };
+      if (encoded?.pushedTo !== undefined) encodedByRequest.delete(ctx); // what was pushed is consumed by this try
+      try {
+        await runVllmPrefillDecode(ctx, attempt, index, run, handoff);
+        return;
+      } catch (err) {
+        if (!media || !ec.push || !isConsumer500(err) || ctx.result.firstByteAt > 0) throw err;
+        const lost = pushLostError(err, attempt, reencode);
+        if (reencode >= ec.reencodeAttempts) throw lost;
+        run.retrying(index, lost);
+      }
     }
   }
+}
+
+/** A prefill or decode answered 500 (or opened its stream with an error event): how vLLM reports an undelivered push. */
+function isConsumer500(err: unknown): err is UpstreamError {
+  return err instanceof UpstreamError && (err.stage === 'prefill' || err.stage === 'decode') && err.status === 500;
+}
+
+function pushLostError(err: UpstreamError, attempt: Attempt, reencodes: number): EcHandoffError {
+  const consumer = attempt.prefill ?? attempt.endpoint;
+  const tail = reencodes > 0 ? ` (after ${reencodes} re-encode${reencodes > 1 ? 's' : ''})` : '';
+  return new EcHandoffError('push_timeout', `${err.message}${tail}; with a push EC connector this means the encoder output ` +
+    `pushed to ${consumer.key} did not arrive`, err, true, err);
+}
+
+/** `tcp://host:port` of the consumer's DP rank the decision named, or an error naming the pod. */
+function consumerAddress(ctx: ProxyRequest, attempt: Attempt): { key: string; zmq: string } {
+  const consumer: EndpointRef = attempt.prefill ?? attempt.endpoint;
+  const rank = attempt.consumerDpRank ?? 0;
+  const zmq = consumer.ecControlAddresses?.[rank];
+  if (zmq === undefined) {
+    const stage = attempt.prefill !== undefined ? 'prefill' : 'decode';
+    throw new EcHandoffError('missing_consumer_address',
+      `${stage} on ${consumer.key} has no EC control address for DP rank ${rank}, which the ` +
+        `${ctx.routing.server.ec?.connector ?? 'push'} EC connector needs for ${ctx.proxy.media.length} media item(s) (pod annotation triad.io/ec-control-port or ` +
+        'triad.io/ec-control-addresses)',
+      { stage, endpoint: consumer.key, item: 0, status: 0 }, true);
+  }
+  return { key: `${consumer.key}#${rank}`, zmq };
+}
+
+/**
+ * Runs every encoder group concurrently and builds the consumer body. The groups stand or fall together: the first
+ * failure aborts the other groups' legs and stops their tries, and the run settles only once every group has.
+ */
+async function encodeAll(ctx: ProxyRequest, ec: EcProfile, attempt: Attempt | undefined, run: LegRunner): Promise<Encoded> {
+  const target = ec.push && attempt !== undefined ? consumerAddress(ctx, attempt) : undefined;
+  // Every item's encoder is looked up before the first leg is sent: a decision that lacks one fails with nothing in flight.
+  const groups = groupItems(ctx.proxy.media, ctx.proxy.decision.encoders, ec.maxEncoderBatch);
+  const items: HandedOffItem[] = new Array<HandedOffItem>(ctx.proxy.media.length);
+  const fan = new FanOut();
+  await fan.all(groups.length, (i) => encodeGroup(ctx, groups[i] as EncoderGroup, target?.zmq, run, fan, items));
+  return { body: consumerBody(ctx.body, items, ec.mmEmbeds, ec.push), pushedTo: target?.key };
+}
+
+/** One encoder request for a group, retried on the alternates of its first item; fills the group's `items`. */
+async function encodeGroup(
+  ctx: ProxyRequest, group: EncoderGroup, consumerZmq: string | undefined, run: LegRunner, fan: FanOut, items: HandedOffItem[],
+): Promise<void> {
+  const server = ctx.routing.server;
+  const first = (group.parts[0] as EncoderGroup['parts'][number]).index;
+  const videoWithAudio = hasUseAudioInVideo(ctx.body);
+  const tries = Math.min(1 + group.choice.alternates.length, 1 + server.retry.retries);
+  for (let t = 0; ; t++) {
+    if (fan.failure !== undefined) throw fan.failure;
+    const endpoint = t === 0 ? group.choice.endpoint : (group.choice.alternates[t - 1] as EndpointRef);
+    // Fresh transfer ids on every try: a push of an earlier try must never be taken for this one.
+    const sent: SentItem[] = group.parts.map((part) => ({
+      index: part.index, uuid: itemUuid(part), transferId: consumerZmq === undefined ? undefined : newTransferId(),
+      videoWithAudio: videoWithAudio && part.modality === 'video',
+    }));
+    let answer: BufferedAnswer;
+    try {
+      answer = await fan.track(run.buffered({
+        stage: 'encode', endpoint, item: first, attempt: t,
+        body: encoderBody(ctx.body, group.parts, sent, consumerZmq),
+        requestId: encoderRequestId(ctx.id, first), timeoutMs: server.timeouts.encodeMs, path: ENCODER_PATH,
+      }));
+    } catch (err) {
+      // A sibling's failure cancelled this group: not a reason to try another encoder.
+      if (fan.failure !== undefined || t + 1 >= tries || !isRetryable(err)) throw err;
+      run.retrying(t, err);
+      await run.pause(server.retry.intervalMs);
+      continue;
+    }
+    const encoded = matchEncoderAnswer(answer.body, sent, endpoint);
+    group.parts.forEach((part, i) => {
+      const s = sent[i] as SentItem;
+      items[part.index] = { part, uuid: s.uuid, transferId: s.transferId, encoded: encoded[i] };
+    });
+    return;
+  }
+}
+
+function hasUseAudioInVideo(body: Record<string, unknown>): boolean {
+  const kwargs = body['mm_processor_kwargs'];
+  return kwargs !== null && typeof kwargs === 'object' && (kwargs as Record<string, unknown>)['use_audio_in_video'] === true;
 }

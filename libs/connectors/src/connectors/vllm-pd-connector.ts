@@ -21,10 +21,25 @@ export class VllmPdConnector implements Connector {
   }
 }
 
-/** The P→D part shared by vLLM PD and vLLM EPD. */
-export async function runVllmPrefillDecode(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+/** What vLLM EPD hands the P→D part after encoding. */
+export interface ConsumerHandoff {
+  /** The body P/PD and D are built from (media rewritten, `ec_transfer_params` added), instead of the client's. */
+  readonly body: Record<string, unknown>;
+  /** The consumer's stream fails like a 500 when its first event is an error (an undelivered push). */
+  readonly leadingErrorEventFails: boolean;
+}
+
+/**
+ * The P→D part shared by vLLM PD and vLLM EPD. An EPD attempt that names its consumer's DP rank sends it to the
+ * consumer (the prefill, else the final leg) as `X-data-parallel-rank`.
+ */
+export async function runVllmPrefillDecode(
+  ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner, handoff?: ConsumerHandoff,
+): Promise<void> {
   const server = ctx.routing.server;
   const relayKv = server.relayKvParams;
+  const body = handoff?.body ?? ctx.body;
+  const rank = attempt.consumerDpRank === undefined ? undefined : { 'X-data-parallel-rank': String(attempt.consumerDpRank) };
   let kvParams: string | undefined;
   if (attempt.prefill !== undefined) {
     const answer = await run.buffered({
@@ -32,9 +47,10 @@ export async function runVllmPrefillDecode(ctx: ProxyRequest, attempt: Attempt, 
       endpoint: attempt.prefill,
       item: -1,
       attempt: index,
-      body: vllmPrefillBody(ctx.body, relayKv),
+      body: vllmPrefillBody(body, relayKv),
       requestId: ctx.id,
       timeoutMs: server.timeouts.prefillMs,
+      ...(rank !== undefined ? { headers: rank } : {}),
     }).promise;
     if (relayKv) {
       const raw = topLevelValue(answer.body.toString('utf8'), 'kv_transfer_params');
@@ -42,13 +58,16 @@ export async function runVllmPrefillDecode(ctx: ProxyRequest, attempt: Attempt, 
       if (raw !== undefined && raw !== 'null') kvParams = raw;
     }
   }
+  const consumer = attempt.prefill === undefined;
   await run.relay({
     stage: 'decode',
     endpoint: attempt.endpoint,
     item: -1,
     attempt: index,
-    body: finalLegBody(ctx.body, ctx.proxy.injectUsage, kvParams),
+    body: finalLegBody(body, ctx.proxy.injectUsage, kvParams),
     requestId: ctx.id,
     timeoutMs: server.timeouts.firstByteMs,
+    ...(consumer && rank !== undefined ? { headers: rank } : {}),
+    ...(handoff?.leadingErrorEventFails === true ? { leadingErrorEventFails: true } : {}),
   }).promise;
 }

@@ -14,6 +14,8 @@ export interface EcRequest {
   readonly signal: AbortSignal;
   /** Called once before the request starts waiting for a transfer (a streamed answer starts then, as vLLM's does). */
   readonly onWait?: () => void;
+  /** Fault `lose-ec-push`: a push connector's transfers of this request are lost on the way (the answer is normal). */
+  readonly losePushes?: boolean;
 }
 
 /**

@@ -94,7 +94,7 @@ export class MooncakeEcConnector implements EcConnector {
   }
 
   async #push(url: string | undefined, consumerZmq: string, body: Record<string, unknown>, req: EcRequest): Promise<void> {
-    if (url !== undefined) {
+    if (url !== undefined && req.losePushes !== true) {
       try {
         const res = await request(url, {
           method: 'POST',

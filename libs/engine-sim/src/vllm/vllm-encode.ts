@@ -82,7 +82,9 @@ export async function serveVllmEncode(
     headers: responseHeaders(requestId),
     finish: async () => {
       ctx.counters.inc('encodes', items.length);
-      const fields = await deps.ec.publish(items, { params, requestId, rank, headers: traceHeaders(ex.req.headers), signal: abort.signal });
+      const fields = await deps.ec.publish(items, {
+        params, requestId, rank, headers: traceHeaders(ex.req.headers), signal: abort.signal, losePushes: ex.fault?.mode === 'lose-ec-push',
+      });
       return { ecTransferParams: answerParams(items, fields) };
     },
   });

@@ -1,4 +1,4 @@
-import type { Decision, DecisionOrError, Stage } from '@triad/bus';
+import type { Decision, DecisionOrError, EndpointRef, Stage } from '@triad/bus';
 import type { MediaPart } from '../body/media';
 import type { ConnectorName, ServerProfile } from '../server-profile';
 
@@ -58,9 +58,15 @@ export interface ProxyPart {
   readonly clientWantsUsage: boolean;
   /** Media parts of the request in order (only extracted for epd servers), else empty. */
   readonly media: readonly MediaPart[];
-  /** SGLang EPD: `http://prefill:port` whose encoder group serves the request, when the scheduler named one. */
-  readonly epdBootstrapAddr: string | undefined;
+  /**
+   * Picks the data-parallel rank of an engine for one leg (SGLang engines that report `dp_size` > 1); undefined
+   * when there is none to pick. Absent: no rank hints.
+   */
+  readonly dpRank: DpRankPicker | undefined;
 }
+
+/** Chooses a DP rank of `endpoint` for one leg of `role`, or undefined when the engine has no ranks to choose. */
+export type DpRankPicker = (endpoint: EndpointRef, role: 'prefill' | 'decode' | 'aggregated') => number | undefined;
 
 /**
  * How the request ended (`ctx.result`): written by the stage loop (and by the gateway for a request that

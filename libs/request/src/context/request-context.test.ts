@@ -25,7 +25,7 @@ describe('RequestContext', () => {
     expect(ctx.routing.server.key).toBe('ns/ms');
     ctx.scheduled({ decision, local: true, durationMs: 2 });
     ctx.prepared({
-      decision, connector: 'aggregated', injectUsage: false, clientWantsUsage: false, media: [], epdBootstrapAddr: undefined,
+      decision, connector: 'aggregated', injectUsage: false, clientWantsUsage: false, media: [], dpRank: undefined,
     });
     expect([ctx.schedule?.local, ctx.proxy.decision]).toEqual([true, decision]);
   });

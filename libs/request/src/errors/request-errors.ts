@@ -178,6 +178,27 @@ export class UpstreamError extends RequestError implements LegFailure {
   }
 }
 
+/**
+ * Why an encoder-cache hand-off failed (the `reason` label of `triad_gateway_ec_handoff_failures_total`):
+ * an encoder answer that is not JSON or holds malformed `ec_transfer_params`; an answer whose entries do not match
+ * the items sent; a push EC connector whose consumer published no control address; a consumer that failed (HTTP
+ * 500 before any byte) because the pushed items never arrived.
+ */
+export type EcHandoffFailureReason = 'invalid_encoder_answer' | 'item_mismatch' | 'missing_consumer_address' | 'push_timeout';
+
+/**
+ * 502: an encoder-cache hand-off between an encode leg and its consumer failed (vLLM EPD). `stage`, `item` and
+ * `endpoint` say where; `reason` is the metric label.
+ */
+export class EcHandoffError extends UpstreamError {
+  readonly reason: EcHandoffFailureReason;
+
+  constructor(reason: EcHandoffFailureReason, message: string, where: LegFailure, retryable: boolean, cause?: unknown) {
+    super(ErrorCode.UpstreamError, message, where, retryable, cause);
+    this.reason = reason;
+  }
+}
+
 /** 504: the whole request ran out of its total time budget (never retried). */
 export class TotalTimeoutError extends RequestError {
   readonly budgetMs: number;

@@ -2,6 +2,7 @@
 // with defaults, and a context already routed, scheduled and prepared for a connector or the stage loop.
 import type { Decision } from '@triad/bus';
 import type { ClientSink } from '../client-sink';
+import type { DpRankPicker } from '../context/parts';
 import { extractMediaParts, type MediaPart } from '../body/media';
 import { RequestContext, isRouted, type IncomingHeaders, type ProxyRequest, type RoutedRequest } from '../context/request-context';
 import { DEFAULT_STAGE_TIMEOUTS, type ServerProfile } from '../server-profile';
@@ -101,7 +102,7 @@ export interface ProxyInit extends RoutedInit {
   readonly clientWantsUsage?: boolean;
   /** Default: the body's media parts for an epd server, else none. */
   readonly media?: readonly MediaPart[];
-  readonly epdBootstrapAddr?: string;
+  readonly dpRank?: DpRankPicker;
 }
 
 /** A request routed, scheduled with `decision` and prepared for the stage loop: what connectors get. */
@@ -115,7 +116,7 @@ export function proxyRequest(init: ProxyInit): ProxyRequest {
     injectUsage: init.injectUsage ?? false,
     clientWantsUsage: init.clientWantsUsage ?? false,
     media: init.media ?? (server.mode === 'epd' ? extractMediaParts(ctx.body) : []),
-    epdBootstrapAddr: init.epdBootstrapAddr,
+    dpRank: init.dpRank,
   });
   return ctx;
 }

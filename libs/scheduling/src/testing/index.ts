@@ -75,6 +75,8 @@ export interface ModelServerSpecInput {
   /** For pd/epd: include prefill labels (false gives E→PD). Default true. */
   readonly prefill?: boolean;
   readonly model?: string;
+  /** Default vLLM. */
+  readonly engine?: 'vLLM' | 'SGLang';
 }
 
 /** A ModelServer record in the given mode (pdGroup with groupKey `group` for pd/epd). */
@@ -93,7 +95,7 @@ export function modelServerRecord(input: ModelServerSpecInput = {}): ModelServer
     mode,
     spec: {
       model: input.model ?? 'm',
-      inferenceEngine: 'vLLM',
+      inferenceEngine: input.engine ?? 'vLLM',
       pipelineMode: mode,
       workloadSelector: { matchLabels: { app: 'x' }, ...(pdGroup ? { pdGroup } : {}) },
       workloadPort: { port: 8000 },
