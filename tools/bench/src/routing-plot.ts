@@ -1,7 +1,10 @@
 // Draws routing-quality.ts's JSON as an SVG: per workload, TTFT p50, TTFT p99 (log scale) and goodput against the
-// offered load, one line per policy. Run: npx tsx tools/bench/src/routing-plot.ts results.json docs/img/routing-quality.svg
+// offered load, one line per policy; prints the goals check of the same figures.
+// Run: npx tsx tools/bench/src/routing-plot.ts results.json docs/img/routing-quality.svg
 import { readFileSync, writeFileSync } from 'node:fs';
+import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import type { RunMetrics } from './cluster-sim/simulate';
+import { markdownTable } from './lib/table';
 
 interface Results { readonly engines: number; readonly requests: number; readonly seed: number; readonly results: RunMetrics[] }
 
@@ -82,4 +85,4 @@ policies.forEach((p, pi) => {
 parts.push(`<text x="${ML + metrics.length * (PW + GAP)}" y="${MT + 30 + policies.length * 18 + 10}" fill="#666">top edge: ∞ (requests refused)</text>`);
 parts.push('</svg>');
 writeFileSync(output, parts.join('\n'));
-console.log(`wrote ${output}`);
+console.log(`wrote ${output}\n\n${markdownTable(GOAL_HEADERS, goalRows(data.results))}`);

@@ -4,9 +4,11 @@
 // code. Prints one Markdown table per workload and writes the figures as JSON (for routing-plot.ts).
 // Run: npx tsx tools/bench/src/routing-quality.ts [--engines 16] [--requests 3000] [--loads 0.5,0.8,0.95]
 //        [--workloads chat,multimodal,mixed] [--policies triad,random,...] [--seed 1] [--json FILE] [--smoke]
-import { writeFileSync } from 'node:fs';
+//        [--triad-config FILE.json]
+import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { REALISTIC_COST } from './cluster-sim/cost-model';
+import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import { makePolicy, POLICY_NAMES, type PolicyName } from './cluster-sim/policy-set';
 import { measureCapacity, runSimulation, type RunMetrics } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
@@ -17,6 +19,7 @@ const { values: args } = parseArgs({ options: {
   loads: { type: 'string', default: '0.5,0.8,0.95' }, workloads: { type: 'string', default: 'chat,multimodal,mixed' },
   policies: { type: 'string', default: POLICY_NAMES.join(',') }, seed: { type: 'string', default: '1' },
   json: { type: 'string' }, smoke: { type: 'boolean', default: false },
+  'triad-config': { type: 'string' },
 } });
 
 const engines = Number(args.engines);
@@ -25,6 +28,8 @@ const loads = args.loads.split(',').map(Number);
 const workloads = args.workloads.split(',') as WorkloadName[];
 const policies = args.policies.split(',') as PolicyName[];
 const seed = Number(args.seed);
+// A scheduler config (JSON) for the `triad` policy instead of the built-in defaults, to try weights and args.
+const triadConfig: unknown = args['triad-config'] === undefined ? undefined : JSON.parse(readFileSync(args['triad-config'], 'utf8'));
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`unknown workload ${w} (known: ${Object.keys(WORKLOADS).join(', ')})`);
 for (const p of policies) if (!POLICY_NAMES.includes(p)) throw new Error(`unknown policy ${p} (known: ${POLICY_NAMES.join(', ')})`);
 
@@ -39,7 +44,7 @@ for (const w of workloads) {
   const rows: (string | number)[][] = [];
   for (const load of loads) {
     for (const p of policies) {
-      const m = runSimulation((e) => makePolicy(p, e), { workload: spec, capacity, engines, load, requests, seed, cost: REALISTIC_COST });
+      const m = runSimulation((e) => makePolicy(p, e, triadConfig), { workload: spec, capacity, engines, load, requests, seed, cost: REALISTIC_COST });
       results.push(m);
       rows.push([
         `${Math.round(load * 100)} %`, m.policy, fmtMs(m.ttftP50), fmtMs(m.ttftP99), fmtMs(m.e2eP50), fmtMs(m.e2eP99),
@@ -56,6 +61,8 @@ for (const w of workloads) {
     ['load', 'policy', 'TTFT p50 ms', 'TTFT p99 ms', 'E2E p50 ms', 'E2E p99 ms', 'goodput/s', 'refused', 'prefix hit', 'encoder hit', 'imbalance'], rows,
   ));
 }
+const goals = goalRows(results);
+if (goals.length > 0) console.log(`\n### Goals (issue 18), this run\n\n${markdownTable(GOAL_HEADERS, goals)}`);
 const cpu = process.cpuUsage(cpu0);
 console.log(`\nsimulation CPU: ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s (figures are simulated time: machine load does not change them)`);
 if (args.json) writeFileSync(args.json, JSON.stringify({ engines, requests, seed, results }, null, 2));

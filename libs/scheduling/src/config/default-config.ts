@@ -20,7 +20,7 @@ export function builtInProfile(role: ProfileRole): ProfileConfig {
       { plugin: 'least-latency', weight: 1 },
       { plugin: 'prefix-cache', weight: 1 },
       { plugin: 'session-affinity', weight: 1 },
-      { plugin: 'encoder-cache', weight: 1 },
+      { plugin: 'encoder-cache', weight: 2 },
     ],
     picker: 'max-score',
   };
@@ -42,7 +42,7 @@ export function defaultSchedulerConfig(): SchedulerConfig {
       { type: 'max-score' },
       { type: 'encoder-affinity', args: { loadFactor: 1.25 } },
       { type: 'session-affinity', args: { loadFactor: 1.5, maxSessions: 100_000 } },
-      { type: 'encoder-cache', args: { loadFactor: 1.25, maxItemsPerEndpoint: 256, homeShare: 0.5 } },
+      { type: 'encoder-cache', args: { loadFactor: 1.25, maxItemsPerEndpoint: 64, homeShare: 1 } },
     ],
     profiles: {
       default: builtInProfile('decode'),

@@ -1,5 +1,8 @@
 import { endpointKey, type SchedulingRequest } from '@triad/bus';
-import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, defaultSchedulerConfig, loadSchedulerConfig, prefixBlockHashes } from '@triad/scheduling';
+import {
+  EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, defaultSchedulerConfig, loadSchedulerConfig, prefixBlockHashes,
+  type KvBlockIndex,
+} from '@triad/scheduling';
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
 import type { SimEngine } from './engine';
 import { blockKeys, type Segment, type SimRequest } from './workload';
@@ -50,7 +53,15 @@ export interface SchedulerPolicyOptions {
   readonly mediaAwareHashes: boolean;
   /** Send the session key (Triad's gateway does when the request names one). */
   readonly sessions: boolean;
+  /**
+   * Precise prefix routing: the engines' block keys go with each request (`kvBlockHashes`, as the gateway computes
+   * them) and the `precise-prefix-cache` scorer reads this index, which the engines' block events feed.
+   */
+  readonly kvIndex?: KvBlockIndex;
 }
+
+/** A simulated block key as Triad names blocks (16 hex digits). */
+export const kvBlockKey = (key: number): string => key.toString(16).padStart(16, '0');
 
 /**
  * The real scheduler (libs/scheduling) in-process, as the gateway's local scheduler runs it: endpoint records
@@ -73,12 +84,13 @@ export class SchedulerPolicy implements RoutingPolicy {
     for (let i = 0; i < engines; i++) {
       this.#index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: `e${i}`, scrapedAt: SIM_EPOCH }) });
     }
-    const loaded = loadSchedulerConfig(opts.config ?? defaultSchedulerConfig(), { registry: createInTreeRegistry() });
+    const registry = createInTreeRegistry(opts.kvIndex ? { kvIndex: opts.kvIndex } : {});
+    const loaded = loadSchedulerConfig(opts.config ?? defaultSchedulerConfig(), { registry });
     if (!loaded.ok) throw new Error(`${opts.name}: ${loaded.reasons.join('; ')}`);
     this.#scheduler = new Scheduler({ index: this.#index, tracker: this.#tracker, config: loaded.loaded });
   }
 
-  request(request: SimRequest): SchedulingRequest {
+  request(request: SimRequest, keys?: readonly number[]): SchedulingRequest {
     const r: SchedulingRequest = {
       id: request.id, namespace: 'default', modelServer: 'ms', model: MODEL,
       prefixHashes: prefixBlockHashes(MODEL, renderPrompt(request.segments, this.#opts.mediaAwareHashes)),
@@ -86,11 +98,12 @@ export class SchedulerPolicy implements RoutingPolicy {
       inputTokens: request.promptTokens,
     };
     if (this.#opts.sessions && request.session !== undefined) r.session = request.session;
+    if (this.#opts.kvIndex && keys && keys.length > 0) r.kvBlockHashes = keys.slice(0, 128).map(kvBlockKey);
     return r;
   }
 
-  route(request: SimRequest, now: number): number {
-    const d = this.#scheduler.schedule(this.request(request), SIM_EPOCH + now);
+  route(request: SimRequest, now: number, keys?: readonly number[]): number {
+    const d = this.#scheduler.schedule(this.request(request, keys), SIM_EPOCH + now);
     if (!d.ok) {
       if (d.code === 'SCHED_FILTERED_OUT') return -1;
       throw new Error(`${this.name}: ${d.code} ${d.message}`);

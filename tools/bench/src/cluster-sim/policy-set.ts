@@ -25,10 +25,13 @@ export type PolicyName = 'triad' | 'random' | 'round-robin' | 'least-request' | 
 export const POLICY_NAMES: readonly PolicyName[] = ['triad', 'random', 'round-robin', 'least-request', 'kthena', 'oracle'];
 
 /** The policies compared in one run; every scheduler-backed one runs libs/scheduling's real code. */
-export function makePolicy(name: PolicyName, engines: readonly SimEngine[]): RoutingPolicy {
+export function makePolicy(name: PolicyName, engines: readonly SimEngine[], triadConfig?: unknown): RoutingPolicy {
   const n = engines.length;
   switch (name) {
-    case 'triad': return new SchedulerPolicy(n, { name: 'triad (default)', mediaAwareHashes: true, sessions: true });
+    case 'triad': return new SchedulerPolicy(n, {
+      name: triadConfig === undefined ? 'triad (default)' : 'triad (--triad-config)', mediaAwareHashes: true, sessions: true,
+      ...(triadConfig === undefined ? {} : { config: triadConfig }),
+    });
     case 'random': return new SchedulerPolicy(n, { name: 'random', config: RANDOM_CONFIG, mediaAwareHashes: false, sessions: false });
     case 'round-robin': return new RoundRobinPolicy(n);
     case 'least-request': return new SchedulerPolicy(n, { name: 'least-request', config: LEAST_REQUEST_CONFIG, mediaAwareHashes: false, sessions: false });

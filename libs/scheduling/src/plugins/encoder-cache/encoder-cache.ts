@@ -12,9 +12,9 @@ export const EncoderCacheParamsSchema = z.object({
   /** Bounded load, as for encoders: past loadFactor × the mean in-flight count a pod gets no affinity score. */
   loadFactor: z.number().min(1).max(10).default(1.25),
   /** Media items remembered per endpoint (LRU): about what its encoder cache holds. */
-  maxItemsPerEndpoint: z.number().int().min(1).default(256),
+  maxItemsPerEndpoint: z.number().int().min(1).default(64),
   /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
-  homeShare: z.number().min(0).max(1).default(0.5),
+  homeShare: z.number().min(0).max(1).default(1),
 }).strict();
 export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
 
