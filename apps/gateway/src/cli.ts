@@ -20,8 +20,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--scheduler-config <file>', 'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt '
       + 'hashing for prefix scorers and the local fallback; the KV config overrides it')
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
-    .option('--credentials-key-file <file>', 'key that opens ExternalModelProvider credentials (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)')
+    .option(
+      '--credentials-key-file <file>',
+      'key that opens ExternalModelProvider credentials (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)',
+    )
     .option('--provider-retries <n>', 'retries of an ExternalModelProvider call before any byte was sent (TRIAD_PROVIDER_RETRIES, 2)')
+    .option('--gateway-api', 'serve Gateway listeners and HTTPRoutes the pod-watcher publishes (TRIAD_GATEWAY_API=true)')
     .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)')
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
@@ -29,7 +33,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     nats?: string; kvReplicas?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
     scheduleBudgetMs?: string; drainTimeoutMs?: string;
     accessLog?: boolean; admissionConfig?: string; schedulerConfig?: string; settings?: string; credentialsKeyFile?: string;
-    providerRetries?: string;
+    providerRetries?: string; gatewayApi?: boolean;
   }>();
   const config = resolveConfig({
     nats: opts.nats,
@@ -46,6 +50,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     schedulerConfig: opts.schedulerConfig,
     credentialsKeyFile: opts.credentialsKeyFile,
     providerRetries: opts.providerRetries,
+    gatewayApi: opts.gatewayApi === true ? true : undefined,
   }, process.env, opts.settings);
   const logger = createLogger({ service: 'gateway' });
   guardProcess(logger);

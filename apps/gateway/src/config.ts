@@ -65,6 +65,11 @@ const GatewayConfigSchema = z.object({
   providerRetryIntervalMs: Ms.default(200),
   /** The key the pod-watcher seals provider credentials with (a mounted Secret); else TRIAD_CREDENTIALS_KEY. */
   credentialsKeyFile: z.string().min(1).optional(),
+  /**
+   * Gateway API mode (Kthena's `--enable-gateway-api`): serve the Gateway listeners and HTTPRoutes the
+   * pod-watcher (`--gateway-api`) publishes; ModelRoutes with parentRefs attach to those listeners.
+   */
+  gatewayApi: Setting.boolean().default(false),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
   admissionConfig: z.string().min(1).optional(),
   /**
@@ -109,6 +114,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   providerRetries: { name: 'provider-retries', env: 'TRIAD_PROVIDER_RETRIES' },
   providerRetryIntervalMs: { name: 'provider-retry-interval-ms', env: 'TRIAD_PROVIDER_RETRY_INTERVAL_MS' },
   credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },
+  gatewayApi: { name: 'gateway-api', env: 'TRIAD_GATEWAY_API' },
 };
 
 /**

@@ -22,6 +22,8 @@ import { KvView } from './state/kv-view';
 import { loadCredentialsKey } from './providers/credentials-key';
 import { ProviderDirectory } from './providers/provider-directory';
 import { ProviderProxy } from './providers/provider-proxy';
+import { GatewayApiView } from './gateway-api/gateway-api-view';
+import { ListenerServers } from './gateway-api/listener-servers';
 
 export interface GatewayOptions {
   readonly config: GatewayConfig;
@@ -100,9 +102,12 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
       totalTimeoutMs: config.totalTimeoutMs,
     },
   });
+  // Gateway API mode: listeners from the pod-watcher's Gateway records, one server per port (ListenerServers).
+  let listenerServers: ListenerServers | undefined;
+  const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
   const handler = new InferenceHandler({
     kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, providers,
-    limits: requestLimitsOf(config),
+    limits: requestLimitsOf(config), gatewayApi,
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
     dpRank: dpRanks.pick,
@@ -127,10 +132,17 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   }, logger);
   metrics.watchOutliers(() => countEjected(outliers, Date.now()));
   fallback.followAffinity(bus);
-  const app = buildHttpServer({
+  const serverOptions = {
     bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
-  });
+    gatewayApi,
+  };
+  const app = buildHttpServer(serverOptions);
+  listenerServers = gatewayApi === undefined
+    ? undefined : new ListenerServers(() => buildHttpServer(serverOptions), config.host, logger);
+  if (gatewayApi !== undefined) await gatewayApi.start(bus);
   await app.listen({ port: config.port, host: config.host });
+  await listenerServers?.start((app.server.address() as AddressInfo).port);
+  await listenerServers?.sync(gatewayApi?.ports ?? new Set());
   listening = true;
   dispatch.start();
   const port = (app.server.address() as AddressInfo).port;
@@ -141,12 +153,13 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     draining = true;
     const deadline = setTimeout(() => app.server.closeAllConnections(), config.drainTimeoutMs);
     deadline.unref();
-    await app.close();
+    await Promise.all([app.close(), listenerServers?.close()]);
     clearTimeout(deadline);
     dispatch.stop();
     kv.stop();
     outlierFeed.stop();
     directory.stop();
+    gatewayApi?.stop();
     await providers.close();
     fallback.stop();
     await integrations.close();

@@ -5,7 +5,12 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import {
-  Buckets, ExternalProviderRecordSchema, ProviderCredentialRecordSchema, objectKey, sealCredential, type ExternalProviderRecord,
+  Buckets,
+  ExternalProviderRecordSchema,
+  ProviderCredentialRecordSchema,
+  objectKey,
+  sealCredential,
+  type ExternalProviderRecord,
 } from '@triad/bus';
 import type { ExternalModelProviderSpec, ModelRouteSpec } from '@triad/crd';
 import { setupTelemetry, type Telemetry } from '@triad/telemetry';
@@ -32,29 +37,51 @@ describe('gateway: ExternalModelProvider targets', () => {
   const dir = mkdtempSync(join(tmpdir(), 'triad-gw-providers-'));
   const credentialsKey = randomBytes(32);
 
-  async function putProvider(name: string, spec: Partial<ExternalModelProviderSpec> & { baseURL: string }, secret?: string, extra?: Partial<ExternalProviderRecord>) {
+  async function putProvider(
+    name: string,
+    spec: Partial<ExternalModelProviderSpec> & { baseURL: string },
+    secret?: string,
+    extra?: Partial<ExternalProviderRecord>,
+  ) {
     const providers = await h.bus.kv(Buckets.externalProviders, ExternalProviderRecordSchema);
     const credentials = await h.bus.kv(Buckets.providerCredentials, ProviderCredentialRecordSchema);
     const providerType = spec.providerType ?? 'OpenAI';
-    const scheme = providerType === 'Anthropic' ? 'APIKey' as const : 'Bearer' as const;
-    const header = scheme === 'Bearer' ? 'authorization' as const : 'x-api-key' as const;
+    const scheme = providerType === 'Anthropic' ? ('APIKey' as const) : ('Bearer' as const);
+    const header = scheme === 'Bearer' ? ('authorization' as const) : ('x-api-key' as const);
     const key = objectKey(NS, name);
     await providers.put(key, {
-      schemaVersion: 1, namespace: NS, name, spec: { providerType, insecureSkipVerify: false, ...spec },
-      ...(secret !== undefined ? { auth: { scheme, header } } : {}), ready: true, reason: 'Ready', message: 'provider is ready', ...extra,
+      schemaVersion: 1,
+      namespace: NS,
+      name,
+      spec: { providerType, insecureSkipVerify: false, ...spec },
+      ...(secret !== undefined ? { auth: { scheme, header } } : {}),
+      ready: true,
+      reason: 'Ready',
+      message: 'provider is ready',
+      ...extra,
     });
     if (secret !== undefined) {
-      await credentials.put(key, { schemaVersion: 1, namespace: NS, provider: name, scheme, header, sealed: sealCredential(secret, credentialsKey, key) });
+      await credentials.put(key, {
+        schemaVersion: 1,
+        namespace: NS,
+        provider: name,
+        scheme,
+        header,
+        sealed: sealCredential(secret, credentialsKey, key),
+      });
     }
   }
 
   const routeTo = (provider: string, extra: Partial<ModelRouteSpec> = {}): ModelRouteSpec => ({
-    rules: [{ targetModels: [{ externalModelProviderName: provider, weight: 100 }] }], ...extra,
+    rules: [{ targetModels: [{ externalModelProviderName: provider, weight: 100 }] }],
+    ...extra,
   });
 
   async function post(path: string, body: Json, headers: Record<string, string> = {}) {
     const res = await fetch(`${h.gateway.url}${path}`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}`, ...headers }, body: JSON.stringify(body),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}`, ...headers },
+      body: JSON.stringify(body),
     });
     return { status: res.status, headers: res.headers, text: await res.text() };
   }
@@ -64,24 +91,39 @@ describe('gateway: ExternalModelProvider targets', () => {
 
   beforeAll(async () => {
     telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter,
+      serviceName: 'triad-gateway',
+      version: 'test',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+      exporter,
     });
     const keyFile = join(dir, 'credentials.key');
     writeFileSync(keyFile, credentialsKey.toString('base64'));
     [openai, anthropic] = await Promise.all([startOpenAiStandIn(OPENAI_KEY), startAnthropicStandIn(ANTHROPIC_KEY)]);
     h = await startHarness({
-      config: { credentialsKeyFile: keyFile, firstByteTimeoutMs: 400, providerRetries: 2, providerRetryIntervalMs: 10 }, tracing: true,
+      config: { credentialsKeyFile: keyFile, firstByteTimeoutMs: 400, providerRetries: 2, providerRetryIntervalMs: 10 },
+      tracing: true,
     });
-    await putProvider('openai', {
-      baseURL: `${openai.url}/v1`, model: 'gpt-standin', insecureSkipVerify: true, headers: { 'OpenAI-Organization': 'org-triad' },
-    }, OPENAI_KEY);
+    await putProvider(
+      'openai',
+      {
+        baseURL: `${openai.url}/v1`,
+        model: 'gpt-standin',
+        insecureSkipVerify: true,
+        headers: { 'OpenAI-Organization': 'org-triad' },
+      },
+      OPENAI_KEY,
+    );
     await putProvider('openai-passthrough-model', { baseURL: openai.url, insecureSkipVerify: true }, OPENAI_KEY);
     await putProvider('claude', { providerType: 'Anthropic', baseURL: anthropic.url, insecureSkipVerify: true }, ANTHROPIC_KEY);
     await putProvider('verified', { baseURL: openai.url, model: 'gpt-standin' }, OPENAI_KEY);
     await putProvider('not-ready', { baseURL: openai.url, insecureSkipVerify: true }, undefined, {
-      ready: false, reason: 'CredentialNotFound', message: 'Secret default/missing is not found',
+      ready: false,
+      reason: 'CredentialNotFound',
+      message: 'Secret default/missing is not found',
     });
-    await putProvider('no-credential', { baseURL: openai.url, insecureSkipVerify: true }, undefined, { auth: { scheme: 'Bearer', header: 'authorization' } });
+    await putProvider('no-credential', { baseURL: openai.url, insecureSkipVerify: true }, undefined, {
+      auth: { scheme: 'Bearer', header: 'authorization' },
+    });
     await h.putRoute('gpt', { modelName: 'gpt', ...routeTo('openai') });
     await h.putRoute('gpt-raw', { modelName: 'gpt-raw', ...routeTo('openai-passthrough-model') });
     await h.putRoute('claude', { modelName: 'claude', ...routeTo('claude') });
@@ -90,7 +132,8 @@ describe('gateway: ExternalModelProvider targets', () => {
     await h.putRoute('no-credential', { modelName: 'no-credential', ...routeTo('no-credential') });
     await h.putRoute('missing', { modelName: 'missing', ...routeTo('no-such-provider') });
     await h.putRoute('limited', { modelName: 'limited', ...routeTo('openai'), rateLimit: { outputTokensPerUnit: 10, unit: 'month' } });
-    for (const m of ['gpt-echo-401', 'gpt-flaky', 'gpt-slow']) await h.putRoute(m, { modelName: m, ...routeTo('openai-passthrough-model') });
+    for (const m of ['gpt-echo-401', 'gpt-flaky', 'gpt-slow'])
+      await h.putRoute(m, { modelName: m, ...routeTo('openai-passthrough-model') });
     await h.waitForModel('gpt-slow');
   });
 
@@ -113,13 +156,25 @@ describe('gateway: ExternalModelProvider targets', () => {
       expect(call.headers['authorization']).toBe(`Bearer ${OPENAI_KEY}`);
       expect(call.headers['openai-organization']).toBe('org-triad');
       expect(JSON.stringify(call.headers)).not.toContain(CLIENT_KEY);
-      await waitFor(() => accessLines(h).some((l) => l['model_name'] === 'gpt' && l['output_tokens'] === 5), { what: 'access log with usage' });
+      await waitFor(() => accessLines(h).some((l) => l['model_name'] === 'gpt' && l['output_tokens'] === 5), {
+        what: 'access log with usage',
+      });
       const line = accessLines(h).find((l) => l['model_name'] === 'gpt');
-      expect(line).toMatchObject({ status_code: 200, model_server: `${NS}/openai`, upstream_model: 'gpt-standin', input_tokens: 11, endpoints: { aggregated: ['openai'] } });
+      expect(line).toMatchObject({
+        status_code: 200,
+        model_server: `${NS}/openai`,
+        upstream_model: 'gpt-standin',
+        input_tokens: 11,
+        endpoints: { aggregated: ['openai'] },
+      });
     });
 
     it('streams chat, asking for usage and removing the usage chunk the client did not ask for', async () => {
-      const stream = await client().chat.completions.create({ model: 'gpt', messages: [{ role: 'user', content: 'stream' }], stream: true });
+      const stream = await client().chat.completions.create({
+        model: 'gpt',
+        messages: [{ role: 'user', content: 'stream' }],
+        stream: true,
+      });
       let text = '';
       const chunks = [];
       for await (const chunk of stream) {
@@ -131,7 +186,10 @@ describe('gateway: ExternalModelProvider targets', () => {
       expect(lastCall(openai).body['stream_options']).toEqual({ include_usage: true });
 
       const withUsage = await client().chat.completions.create({
-        model: 'gpt', messages: [{ role: 'user', content: 'stream' }], stream: true, stream_options: { include_usage: true },
+        model: 'gpt',
+        messages: [{ role: 'user', content: 'stream' }],
+        stream: true,
+        stream_options: { include_usage: true },
       });
       const all = [];
       for await (const chunk of withUsage) all.push(chunk);
@@ -152,7 +210,8 @@ describe('gateway: ExternalModelProvider targets', () => {
       // No stream_options on the Responses API: the body goes as the client sent it (model aside).
       expect(lastCall(openai).body).toEqual({ model: 'gpt-raw', input: 'Tell me', stream: true });
       await waitFor(
-        () => accessLines(h).filter((l) => l['path'] === '/v1/responses' && l['output_tokens'] === 4 && l['input_tokens'] === 9).length === 2,
+        () =>
+          accessLines(h).filter((l) => l['path'] === '/v1/responses' && l['output_tokens'] === 4 && l['input_tokens'] === 9).length === 2,
         { what: 'Responses usage in the access log' },
       );
     });
@@ -160,7 +219,10 @@ describe('gateway: ExternalModelProvider targets', () => {
     it('refuses paths the provider type does not serve with 400', async () => {
       const res = await post('/v1/embeddings', { model: 'gpt', input: 'x' });
       expect(res.status).toBe(400);
-      expect(JSON.parse(res.text).error).toMatchObject({ type: 'invalid_request_error', message: expect.stringContaining('/v1/embeddings') });
+      expect(JSON.parse(res.text).error).toMatchObject({
+        type: 'invalid_request_error',
+        message: expect.stringContaining('/v1/embeddings'),
+      });
     });
   });
 
@@ -173,56 +235,103 @@ describe('gateway: ExternalModelProvider targets', () => {
       expect(call.headers['x-api-key']).toBe(ANTHROPIC_KEY);
       expect(call.headers['anthropic-version']).toBe('2023-06-01');
       expect(call.headers['authorization']).toBeUndefined();
-      await waitFor(() => accessLines(h).some((l) => l['path'] === '/v1/messages' && l['input_tokens'] === 14 && l['output_tokens'] === 6), {
-        what: 'Anthropic usage',
-      });
+      await waitFor(
+        () => accessLines(h).some((l) => l['path'] === '/v1/messages' && l['input_tokens'] === 14 && l['output_tokens'] === 6),
+        {
+          what: 'Anthropic usage',
+        },
+      );
     });
 
     it('relays the Messages event stream byte for byte (event names kept), with the client anthropic-version', async () => {
       const res = await post(
-        '/v1/messages', { model: 'claude', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'hi' }] }, { 'anthropic-version': '2024-01-01' },
+        '/v1/messages',
+        { model: 'claude', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'hi' }] },
+        { 'anthropic-version': '2024-01-01' },
       );
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toContain('text/event-stream');
       const names = [...res.text.matchAll(/^event: (.+)$/gm)].map((m) => m[1]);
       expect(names).toEqual([
-        'message_start', 'content_block_start', 'ping', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop',
+        'message_start',
+        'content_block_start',
+        'ping',
+        'content_block_delta',
+        'content_block_delta',
+        'content_block_stop',
+        'message_delta',
+        'message_stop',
       ]);
       expect(lastCall(anthropic).headers['anthropic-version']).toBe('2024-01-01');
     });
 
     it('translates an OpenAI chat request and answer: system, default max_tokens, finish reason, usage', async () => {
       const res = await client().chat.completions.create({
-        model: 'claude', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'hi' }], stop: 'END', temperature: 0.2,
+        model: 'claude',
+        messages: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'hi' },
+        ],
+        stop: 'END',
+        temperature: 0.2,
       });
       expect(res).toMatchObject({
-        object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'Hello from Claude' }, finish_reason: 'stop' }],
+        object: 'chat.completion',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'Hello from Claude' }, finish_reason: 'stop' }],
         usage: { prompt_tokens: 14, completion_tokens: 6, total_tokens: 20 },
       });
       const call = lastCall(anthropic);
       expect(call.path).toBe('/v1/messages');
       expect(call.body).toEqual({
-        model: 'claude', system: 'Be brief.', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4096, temperature: 0.2, stop_sequences: ['END'],
+        model: 'claude',
+        system: 'Be brief.',
+        messages: [{ role: 'user', content: 'hi' }],
+        max_tokens: 4096,
+        temperature: 0.2,
+        stop_sequences: ['END'],
       });
     });
 
     it('translates tools both ways: function tools in, tool_use out as tool_calls', async () => {
-      const tools = [{ type: 'function' as const, function: { name: 'weather', description: 'Weather by city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
-      const res = await client().chat.completions.create({ model: 'claude', messages: [{ role: 'user', content: 'Paris?' }], tools, tool_choice: 'required' });
+      const tools = [
+        {
+          type: 'function' as const,
+          function: {
+            name: 'weather',
+            description: 'Weather by city',
+            parameters: { type: 'object', properties: { city: { type: 'string' } } },
+          },
+        },
+      ];
+      const res = await client().chat.completions.create({
+        model: 'claude',
+        messages: [{ role: 'user', content: 'Paris?' }],
+        tools,
+        tool_choice: 'required',
+      });
       expect(res.choices[0]).toMatchObject({
         finish_reason: 'tool_calls',
-        message: { content: 'Checking.', tool_calls: [{ id: 'toolu_standin', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+        message: {
+          content: 'Checking.',
+          tool_calls: [{ id: 'toolu_standin', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }],
+        },
       });
       expect(lastCall(anthropic).body).toMatchObject({
-        tools: [{ name: 'weather', description: 'Weather by city', input_schema: { type: 'object' } }], tool_choice: { type: 'any' },
+        tools: [{ name: 'weather', description: 'Weather by city', input_schema: { type: 'object' } }],
+        tool_choice: { type: 'any' },
       });
 
       // The tool result goes back as a tool_result block.
       await client().chat.completions.create({
-        model: 'claude', tools,
+        model: 'claude',
+        tools,
         messages: [
           { role: 'user', content: 'Paris?' },
-          { role: 'assistant', content: null, tool_calls: [{ id: 'toolu_standin', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }] },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'toolu_standin', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } }],
+          },
           { role: 'tool', tool_call_id: 'toolu_standin', content: 'sunny' },
         ],
       });
@@ -235,7 +344,10 @@ describe('gateway: ExternalModelProvider targets', () => {
 
     it('translates the Messages stream into chat.completion.chunk events, tool call deltas and the usage chunk included', async () => {
       const stream = await client().chat.completions.create({
-        model: 'claude', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true },
+        model: 'claude',
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+        stream_options: { include_usage: true },
       });
       const chunks = [];
       for await (const chunk of stream) chunks.push(chunk);
@@ -246,7 +358,12 @@ describe('gateway: ExternalModelProvider targets', () => {
       expect(lastCall(anthropic).body).toMatchObject({ stream: true });
 
       const tools = [{ type: 'function' as const, function: { name: 'weather', parameters: { type: 'object' } } }];
-      const toolStream = await client().chat.completions.create({ model: 'claude', messages: [{ role: 'user', content: 'Paris?' }], tools, stream: true });
+      const toolStream = await client().chat.completions.create({
+        model: 'claude',
+        messages: [{ role: 'user', content: 'Paris?' }],
+        tools,
+        stream: true,
+      });
       let args = '';
       let name = '';
       let finish: string | null | undefined;
@@ -298,7 +415,10 @@ describe('gateway: ExternalModelProvider targets', () => {
       expect((await post('/v1/chat/completions', { model: 'missing', messages: [{ role: 'user', content: 'x' }] })).status).toBe(404);
       const notReady = await post('/v1/chat/completions', { model: 'not-ready', messages: [{ role: 'user', content: 'x' }] });
       expect(notReady.status).toBe(503);
-      expect(JSON.parse(notReady.text).error).toMatchObject({ code: 'GATEWAY_PROVIDER_UNAVAILABLE', message: expect.stringContaining('CredentialNotFound') });
+      expect(JSON.parse(notReady.text).error).toMatchObject({
+        code: 'GATEWAY_PROVIDER_UNAVAILABLE',
+        message: expect.stringContaining('CredentialNotFound'),
+      });
       const noCredential = await post('/v1/chat/completions', { model: 'no-credential', messages: [{ role: 'user', content: 'x' }] });
       expect(noCredential.status).toBe(503);
     });
@@ -321,7 +441,11 @@ describe('gateway: ExternalModelProvider targets', () => {
       const legOf = () => exporter.getFinishedSpans().find((s) => s.name === 'aggregated' && s.spanContext().traceId === traceId);
       await waitFor(() => legOf() !== undefined, { what: 'the provider call span' });
       const span = legOf()!;
-      expect(span.attributes).toMatchObject({ 'server.address': '127.0.0.1', 'gen_ai.provider.name': 'anthropic', 'gen_ai.request.model': 'claude' });
+      expect(span.attributes).toMatchObject({
+        'server.address': '127.0.0.1',
+        'gen_ai.provider.name': 'anthropic',
+        'gen_ai.request.model': 'claude',
+      });
       expect(lastCall(anthropic).headers['traceparent']).toContain(span.spanContext().spanId);
     });
 
@@ -334,7 +458,9 @@ describe('gateway: ExternalModelProvider targets', () => {
       await waitFor(() => accessLines(h).some((l) => l['model_name'] === 'gpt-echo-401'), { what: 'the access log line' });
       await new Promise((r) => setImmediate(r));
       const logs = JSON.stringify(h.logLines);
-      const spans = JSON.stringify(exporter.getFinishedSpans().map((s) => ({ attributes: s.attributes, events: s.events, status: s.status })));
+      const spans = JSON.stringify(
+        exporter.getFinishedSpans().map((s) => ({ attributes: s.attributes, events: s.events, status: s.status })),
+      );
       for (const secret of [OPENAI_KEY, ANTHROPIC_KEY]) {
         expect(logs).not.toContain(secret);
         expect(spans).not.toContain(secret);

@@ -16,15 +16,23 @@ interface OpenAiError {
 
 async function post(h: Harness, body: unknown): Promise<{ status: number; headers: Headers; text: string }> {
   const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
   });
   return { status: res.status, headers: res.headers, text: await res.text() };
 }
 
 async function exceededCount(h: Harness, model: string, limitType: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('kthena_router_rate_limit_exceeded_total{')
-    && l.includes(`model="${model}"`) && l.includes(`limit_type="${limitType}"`));
+  const line = text
+    .split('\n')
+    .find(
+      (l) =>
+        l.startsWith('kthena_router_rate_limit_exceeded_total{') &&
+        l.includes(`model="${model}"`) &&
+        l.includes(`limit_type="${limitType}"`),
+    );
   return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
@@ -36,13 +44,19 @@ describe('ModelRoute.spec.rateLimit without --admission-config', () => {
     h = await startHarness();
     sim = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.0.1', model: MODEL });
     await h.putServer('agg', {
-      model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'agg' } },
       workloadPort: { port: sim.port, protocol: 'http' },
     });
     const target = [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }];
     // Month-long windows: a window cannot roll over while the test runs.
     await h.putRoute('input-limited', { modelName: 'input-limited', rules: target, rateLimit: { inputTokensPerUnit: 40, unit: 'month' } });
-    await h.putRoute('output-limited', { modelName: 'output-limited', rules: target, rateLimit: { outputTokensPerUnit: 8, unit: 'month' } });
+    await h.putRoute('output-limited', {
+      modelName: 'output-limited',
+      rules: target,
+      rateLimit: { outputTokensPerUnit: 8, unit: 'month' },
+    });
     await h.putRoute('unlimited', { modelName: 'unlimited', rules: target });
     const ep = await h.putEndpoint('agg', 'agg-0', 'aggregated', sim);
     h.decide = (r) => ({ id: r.id, ok: true, mode: 'aggregated', attempts: [{ endpoint: ep }], encoders: [] });
@@ -60,8 +74,14 @@ describe('ModelRoute.spec.rateLimit without --admission-config', () => {
     const retryAfter = Number(refused.headers.get('retry-after'));
     expect(Number.isInteger(retryAfter) && retryAfter >= 1).toBe(true);
     const body = JSON.parse(refused.text) as OpenAiError;
-    expect(body).toEqual({ error: { message: expect.stringContaining('Input token rate limit exceeded'), type: 'rate_limit_error',
-      param: null, code: expect.any(String) } });
+    expect(body).toEqual({
+      error: {
+        message: expect.stringContaining('Input token rate limit exceeded'),
+        type: 'rate_limit_error',
+        param: null,
+        code: expect.any(String),
+      },
+    });
     expect(await exceededCount(h, 'input-limited', 'input')).toBeGreaterThanOrEqual(1);
   });
 
@@ -85,10 +105,13 @@ describe('ModelRoute.spec.rateLimit without --admission-config', () => {
     expect((await post(h, chat('late'))).status).toBe(200);
     await h.putRoute('late', { modelName: 'late', rules: target, rateLimit: { inputTokensPerUnit: 20, unit: 'month' } });
     let statuses: number[] = [];
-    await waitFor(async () => {
-      statuses = [(await post(h, chat('late'))).status];
-      return statuses[0] === 429;
-    }, { what: 'the new limit in force' });
+    await waitFor(
+      async () => {
+        statuses = [(await post(h, chat('late'))).status];
+        return statuses[0] === 429;
+      },
+      { what: 'the new limit in force' },
+    );
     expect(statuses).toEqual([429]);
   });
 });

@@ -109,7 +109,10 @@ export function createGatewayTracingHooks() {
       }
       const leg = startLegSpan(state.request, stage, {
         // Legs carry the model the engine is sent; the request span keeps the one the client named.
-        operation: OPERATIONS[ctx.path] ?? ctx.path, engine: ctx.routing.server.provider ?? ctx.routing.server.engine, model: ctx.routing.upstreamModel || ctx.model,
+        operation: OPERATIONS[ctx.path] ?? ctx.path,
+        // An ExternalModelProvider target names its API (`openai`, `anthropic`), an engine its kind.
+        engine: ctx.routing.server.provider ?? ctx.routing.server.engine,
+        model: ctx.routing.upstreamModel || ctx.model,
         endpoint, attempt,
         ...(state.decision ? { mode: state.decision.mode } : {}),
         ...(item ? { item } : {}),

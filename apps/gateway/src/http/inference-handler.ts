@@ -3,11 +3,13 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  BadRequestError, NotFoundError, RateLimitedError, RequestContext, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText,
+  BadRequestError, NotFoundError, RateLimitedError, RequestContext, RequestError, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText,
   writeErrorResponse, type DpRankPicker, type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
   type ResolvedRouting,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
+import type { ListenerRef } from '@triad/bus';
+import { ErrorCode } from '@triad/errors';
 import { recordEcHandoff } from '../observability/ec-handoff';
 import type { InferenceEngine } from '@triad/crd';
 import type { PrefixHashOptions } from '@triad/scheduling';
@@ -19,6 +21,7 @@ import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';
 import type { ProviderProxy } from '../providers/provider-proxy';
+import type { GatewayApiView } from '../gateway-api/gateway-api-view';
 
 /** What the inference pipeline is built from. */
 export interface InferenceDeps {
@@ -35,6 +38,8 @@ export interface InferenceDeps {
   readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
+  /** Gateway API records (listeners, HTTPRoutes), in Gateway API mode. */
+  readonly gatewayApi?: GatewayApiView | undefined;
   /** Serves ModelRoute targets that name an ExternalModelProvider. */
   readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
@@ -65,6 +70,11 @@ const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/respon
 const NO_MEDIA: readonly MediaPart[] = [];
 const NO_BODY: Record<string, unknown> = {};
 const ALL_INPUTS = { allInputs: true } as const;
+
+function headerOf(headers: IncomingHeaders, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
 
 function requestIdOf(headers: IncomingHeaders): string {
   const given = headers['x-request-id'];
@@ -101,9 +111,12 @@ export class InferenceHandler {
    * Handles one request to its end; never rejects. A failure that escaped the pipeline's own handling (a hook or
    * an observer that threw while finishing) is logged and counted, and the client still gets an answer.
    */
-  async handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
+  /** `listener`: the Gateway listener the request arrived at (Gateway API mode), else undefined. */
+  async handle(
+    method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse, listener?: ListenerRef,
+  ): Promise<void> {
     try {
-      await this.#handle(method, path, headers, raw, sink);
+      await this.#handle(method, path, headers, raw, sink, listener);
     } catch (err) {
       countUnexpected('request_handler');
       this.#d.logger.error({ err, path }, 'request handler failed unexpectedly (a bug)');
@@ -112,7 +125,10 @@ export class InferenceHandler {
     }
   }
 
-  async #handle(method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse): Promise<void> {
+  async #handle(
+    method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse,
+    listener: ListenerRef | undefined,
+  ): Promise<void> {
     const d = this.#d;
     const receivedAt = performance.now();
     const id = requestIdOf(headers);
@@ -143,7 +159,7 @@ export class InferenceHandler {
         const pending = d.hooks.admit(ctx);
         if (pending !== undefined) await pending;
       }
-      await this.#routeAndProxy(ctx);
+      await this.#routeAndProxy(ctx, listener);
     } catch (err) {
       ctx.result.error = asError(err);
       if (err instanceof RateLimitedError) {
@@ -155,17 +171,38 @@ export class InferenceHandler {
     }
   }
 
-  async #routeAndProxy(ctx: RequestContext): Promise<void> {
+  async #routeAndProxy(ctx: RequestContext, listener: ListenerRef | undefined): Promise<void> {
     const d = this.#d;
     const inference = ctx.path === CHAT || ctx.path === COMPLETIONS || ctx.path === GENERATE;
-    let match = d.kv.routes.resolve(ctx);
-    if (match === undefined) throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ModelRoute matches it)`, 'model');
-    if (!inference && match.provider === undefined && this.#disaggregated(match.namespace, match.modelServer)) {
+    // On a Gateway listener ModelRoutes serve `/v1/` paths; anything they leave goes to HTTPRoutes (Kthena's order).
+    let match = listener === undefined || ctx.path.startsWith('/v1/') ? d.kv.routes.resolve(ctx, undefined, listener) : undefined;
+    let upstreamPath: string | undefined;
+    if (match === undefined && listener !== undefined && d.gatewayApi !== undefined) {
+      const http = d.gatewayApi.match(listener, headerOf(ctx.headers, 'host'), ctx.path);
+      if (http !== undefined) {
+        if (http.backend === undefined) {
+          throw new RequestError(
+            ErrorCode.Internal, `HTTPRoute ${http.route} matched but its rule has no InferencePool backend to send to`,
+          );
+        }
+        match = {
+          route: http.route, namespace: http.backend.namespace, modelServer: http.backend.modelServer, provider: undefined, lora: false,
+          rule: String(http.rule),
+        };
+        upstreamPath = http.path;
+        if (http.hostname !== undefined) ctx.upstreamHeaders['host'] = http.hostname;
+      }
+    }
+    if (match === undefined) {
+      const what = listener ? 'ModelRoute or HTTPRoute' : 'ModelRoute';
+      throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ${what} matches it)`, 'model');
+    }
+    if (upstreamPath === undefined && !inference && match.provider === undefined && this.#disaggregated(match.namespace, match.modelServer)) {
       // Other `/v1/*` calls carry no bootstrap room, so a PD server would refuse them (400): an aggregated target
       // (or a provider) of the same rule serves them, else the gateway says why.
       const servesAsIs = (ns: string, name: string | undefined, provider: string | undefined) =>
         provider !== undefined || (name !== undefined && d.kv.server(ns, name) !== undefined && !this.#disaggregated(ns, name));
-      match = d.kv.routes.resolve(ctx, servesAsIs);
+      match = d.kv.routes.resolve(ctx, servesAsIs, listener);
       if (match === undefined) {
         throw new BadRequestError(
           `${echo(ctx.path)} is not served for model '${echo(ctx.model)}': its ModelServers run disaggregated (prefill/decode), ` +
@@ -183,7 +220,7 @@ export class InferenceHandler {
     const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;
     ctx.routed({
       route: match.route, namespace: match.namespace, serverName: match.modelServer, lora: match.lora, server: entry?.profile,
-      upstreamModel,
+      upstreamModel, upstreamPath,
     });
     // Counted per model only once routed: client-chosen names that match nothing must not become label values.
     d.metrics.downstream(ctx.model, 1);
@@ -194,13 +231,14 @@ export class InferenceHandler {
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;
+    const enginePath = upstreamPath ?? ctx.path;
     if (inference && profile.engine === 'SGLang' && profile.mode !== 'aggregated') {
       refuseParallelSampling(ctx.body, ctx.model, ctx.routing);
     }
-    const openAi = ctx.path === CHAT || ctx.path === COMPLETIONS;
+    const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;
     // SGLang EPD's language-only prefill calls its encoders itself: no media items to plan.
-    const media = ctx.path === CHAT && profile.mode === 'epd' && profile.engine !== 'SGLang' ? extractMediaParts(ctx.body) : NO_MEDIA;
+    const media = enginePath === CHAT && profile.mode === 'epd' && profile.engine !== 'SGLang' ? extractMediaParts(ctx.body) : NO_MEDIA;
     const started = performance.now();
     // The engines' own block hashes for precise-prefix-cache (text requests; media shift the token stream).
     const kvKeys = openAi && media.length === 0

@@ -1,9 +1,11 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, TriadError } from '@triad/errors';
+import type { ListenerRef } from '@triad/bus';
 import { BadRequestError, BodyTooLargeError, NotFoundError, echo, toOpenAiError } from '@triad/request';
 import { bodyTooLarge, createGatewayServer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
 import type { InferenceHandler } from './inference-handler';
 import type { RouteTable } from '../routing/route-table';
+import type { GatewayApiView } from '../gateway-api/gateway-api-view';
 
 export interface HttpServerOptions {
   readonly bodyLimit: number;
@@ -13,6 +15,8 @@ export interface HttpServerOptions {
   readonly draining: () => boolean;
   readonly handler: InferenceHandler;
   readonly routes: RouteTable;
+  /** Gateway API mode: requests are matched to a Gateway listener by the port they arrived on and their Host. */
+  readonly gatewayApi?: GatewayApiView | undefined;
   /** `/readyz` on the data port answers 200 only while this holds. */
   readonly ready: () => boolean;
 }
@@ -95,14 +99,27 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   app.get('/v1/models/*', model);
   app.get('/models/*', model);
 
-  const inference = (request: FastifyRequest, reply: { hijack(): void; raw: import('node:http').ServerResponse }) => {
-    reply.hijack();
+  const gatewayApi = options.gatewayApi;
+  const inference = (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.indexOf('?') < 0 ? request.url : request.url.slice(0, request.url.indexOf('?'));
-    void options.handler.handle(request.method, path, request.headers, request.body as Buffer | undefined, reply.raw);
+    let listener: ListenerRef | undefined;
+    if (gatewayApi !== undefined) {
+      const host = request.headers.host;
+      const found = gatewayApi.listenerFor(request.raw.socket.localPort ?? 0, typeof host === 'string' ? host : undefined);
+      if (found.kind === 'no-match') {
+        sendError(reply, new NotFoundError('No matching listener found'));
+        return;
+      }
+      if (found.kind === 'listener') listener = found.listener;
+    }
+    reply.hijack();
+    void options.handler.handle(request.method, path, request.headers, request.body as Buffer | undefined, reply.raw, listener);
   };
   app.post('/v1/chat/completions', inference);
   app.post('/v1/completions', inference);
   app.post('/v1/*', inference);
   app.post('/generate', inference);
+  // Gateway API mode: HTTPRoutes may serve any path (Kthena serves `/*` on its listeners).
+  if (gatewayApi !== undefined) app.post('/*', inference);
   return app;
 }

@@ -14,7 +14,10 @@ const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return content.filter((p): p is Json => isObject(p) && typeof p['text'] === 'string').map((p) => p['text'] as string).join('\n');
+  return content
+    .filter((p): p is Json => isObject(p) && typeof p['text'] === 'string')
+    .map((p) => p['text'] as string)
+    .join('\n');
 }
 
 /** An OpenAI `image_url` part as an Anthropic image block (data URLs inline as base64, others by URL). */
@@ -84,7 +87,12 @@ export function chatToAnthropic(body: Readonly<Json>, model: string): Json {
       if (text !== '') blocks.push({ type: 'text', text });
       for (const call of Array.isArray(m['tool_calls']) ? m['tool_calls'] : []) {
         if (!isObject(call) || !isObject(call['function'])) continue;
-        blocks.push({ type: 'tool_use', id: call['id'], name: call['function']['name'], input: parseArguments(call['function']['arguments']) });
+        blocks.push({
+          type: 'tool_use',
+          id: call['id'],
+          name: call['function']['name'],
+          input: parseArguments(call['function']['arguments']),
+        });
       }
       out.push({ role: 'assistant', content: blocks.length === 1 && blocks[0]?.['type'] === 'text' ? text : blocks });
     } else if (role === 'tool') {
@@ -95,7 +103,9 @@ export function chatToAnthropic(body: Readonly<Json>, model: string): Json {
   }
   const maxTokens = body['max_completion_tokens'] ?? body['max_tokens'];
   const request: Json = {
-    model, messages: out, max_tokens: typeof maxTokens === 'number' ? maxTokens : DEFAULT_ANTHROPIC_MAX_TOKENS,
+    model,
+    messages: out,
+    max_tokens: typeof maxTokens === 'number' ? maxTokens : DEFAULT_ANTHROPIC_MAX_TOKENS,
   };
   if (system.length > 0) request['system'] = system.join('\n\n');
   for (const key of ['temperature', 'top_p', 'top_k'] as const) if (typeof body[key] === 'number') request[key] = body[key];
@@ -107,7 +117,8 @@ export function chatToAnthropic(body: Readonly<Json>, model: string): Json {
     request['tools'] = body['tools'].filter(isObject).map((t) => {
       const fn = isObject(t['function']) ? t['function'] : {};
       return {
-        name: fn['name'], ...(typeof fn['description'] === 'string' ? { description: fn['description'] } : {}),
+        name: fn['name'],
+        ...(typeof fn['description'] === 'string' ? { description: fn['description'] } : {}),
         input_schema: isObject(fn['parameters']) ? fn['parameters'] : { type: 'object', properties: {} },
       };
     });
@@ -121,11 +132,18 @@ export function chatToAnthropic(body: Readonly<Json>, model: string): Json {
 /** Anthropic `stop_reason` → OpenAI `finish_reason`. */
 export function finishReason(stopReason: unknown): string | null {
   switch (stopReason) {
-    case 'end_turn': case 'stop_sequence': case 'pause_turn': return 'stop';
-    case 'max_tokens': return 'length';
-    case 'tool_use': return 'tool_calls';
-    case 'refusal': return 'content_filter';
-    default: return stopReason === null || stopReason === undefined ? null : 'stop';
+    case 'end_turn':
+    case 'stop_sequence':
+    case 'pause_turn':
+      return 'stop';
+    case 'max_tokens':
+      return 'length';
+    case 'tool_use':
+      return 'tool_calls';
+    case 'refusal':
+      return 'content_filter';
+    default:
+      return stopReason === null || stopReason === undefined ? null : 'stop';
   }
 }
 
@@ -152,7 +170,9 @@ export function anthropicToChat(message: Readonly<Json>, model: string, created:
     if (block['type'] === 'text' && typeof block['text'] === 'string') text += block['text'];
     else if (block['type'] === 'tool_use') {
       toolCalls.push({
-        id: block['id'], type: 'function', function: { name: block['name'], arguments: JSON.stringify(block['input'] ?? {}) },
+        id: block['id'],
+        type: 'function',
+        function: { name: block['name'], arguments: JSON.stringify(block['input'] ?? {}) },
       });
     }
   }
@@ -162,12 +182,18 @@ export function anthropicToChat(message: Readonly<Json>, model: string, created:
     object: 'chat.completion',
     created,
     model: typeof message['model'] === 'string' ? message['model'] : model,
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-      finish_reason: finishReason(message['stop_reason']),
-      logprobs: null,
-    }],
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: text === '' && toolCalls.length > 0 ? null : text,
+          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: finishReason(message['stop_reason']),
+        logprobs: null,
+      },
+    ],
   };
   if (usage !== undefined) body['usage'] = openAiUsage(usage);
   return { body, usage };
@@ -175,7 +201,8 @@ export function anthropicToChat(message: Readonly<Json>, model: string, created:
 
 /** Anthropic's error types → the OpenAI error type a client of the chat API expects. */
 function openAiErrorType(type: unknown, status: number): string {
-  if (type === 'authentication_error' || type === 'permission_error' || type === 'not_found_error' || type === 'rate_limit_error') return type;
+  if (type === 'authentication_error' || type === 'permission_error' || type === 'not_found_error' || type === 'rate_limit_error')
+    return type;
   if (type === 'overloaded_error' || status >= 500) return 'server_error';
   return 'invalid_request_error';
 }
@@ -193,7 +220,9 @@ export function anthropicErrorToOpenAi(body: string, status: number): string {
   } catch {
     // not JSON: the text is the message
   }
-  return JSON.stringify({ error: { message, type: openAiErrorType(type, status), param: null, code: typeof type === 'string' ? type : null } });
+  return JSON.stringify({
+    error: { message, type: openAiErrorType(type, status), param: null, code: typeof type === 'string' ? type : null },
+  });
 }
 
 /**
@@ -246,7 +275,10 @@ export class AnthropicStreamTranslator {
         if (block['type'] !== 'tool_use') return '';
         const index = this.#tools.size;
         this.#tools.set(Number(data['index']), index);
-        return this.#chunk({ tool_calls: [{ index, id: block['id'], type: 'function', function: { name: block['name'], arguments: '' } }] }, null);
+        return this.#chunk(
+          { tool_calls: [{ index, id: block['id'], type: 'function', function: { name: block['name'], arguments: '' } }] },
+          null,
+        );
       }
       case 'content_block_delta': {
         const delta = isObject(data['delta']) ? data['delta'] : {};
@@ -265,8 +297,10 @@ export class AnthropicStreamTranslator {
       case 'message_stop': {
         this.completed = true;
         const usage = this.usage;
-        const tail = this.#includeUsage && usage !== undefined
-          ? `data: ${JSON.stringify({ ...this.#head(), choices: [], usage: openAiUsage(usage) })}\n\n` : '';
+        const tail =
+          this.#includeUsage && usage !== undefined
+            ? `data: ${JSON.stringify({ ...this.#head(), choices: [], usage: openAiUsage(usage) })}\n\n`
+            : '';
         return `${tail}data: [DONE]\n\n`;
       }
       case 'error': {

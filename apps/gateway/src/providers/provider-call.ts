@@ -13,7 +13,15 @@ export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 
 /** Client headers a provider gets (Kthena's list): content negotiation and trace context, never credentials. */
 const FORWARD = [
-  'accept', 'traceparent', 'tracestate', 'baggage', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-parentspanid', 'x-b3-sampled', 'x-b3-flags',
+  'accept',
+  'traceparent',
+  'tracestate',
+  'baggage',
+  'x-b3-traceid',
+  'x-b3-spanid',
+  'x-b3-parentspanid',
+  'x-b3-sampled',
+  'x-b3-flags',
 ] as const;
 const ANTHROPIC_FORWARD = ['anthropic-version', 'anthropic-beta'] as const;
 
@@ -40,10 +48,13 @@ function upstreamPath(base: URL, requestPath: string, type: ExternalProviderReco
   const trim = type === 'Anthropic' ? basePath.endsWith('/v1') : basePath !== '';
   let suffix = requestPath.replace(/^\/+/, '');
   if (trim) suffix = suffix === 'v1' ? '' : suffix.replace(/^v1\//, '');
-  return suffix === '' ? (basePath || '/') : `${basePath}/${suffix}`;
+  return suffix === '' ? basePath || '/' : `${basePath}/${suffix}`;
 }
 
-function protocolOf(type: ExternalProviderRecord['spec']['providerType'], path: string): { protocol: ProviderProtocol; translate: boolean } {
+function protocolOf(
+  type: ExternalProviderRecord['spec']['providerType'],
+  path: string,
+): { protocol: ProviderProtocol; translate: boolean } {
   if (type === 'Anthropic') {
     if (path === MESSAGES) return { protocol: 'anthropic-messages', translate: false };
     if (path === CHAT) return { protocol: 'anthropic-messages', translate: true };
@@ -66,8 +77,12 @@ function wantsUsage(body: Readonly<Record<string, unknown>>): boolean {
  * translated. Other paths are refused with 400, as Kthena does.
  */
 export function buildProviderCall(
-  record: ExternalProviderRecord, path: string, body: Readonly<Record<string, unknown>>, requestModel: string,
-  headers: IncomingHeaders, requestId: string,
+  record: ExternalProviderRecord,
+  path: string,
+  body: Readonly<Record<string, unknown>>,
+  requestModel: string,
+  headers: IncomingHeaders,
+  requestId: string,
 ): ProviderCall {
   const type = record.spec.providerType;
   const { protocol, translate } = protocolOf(type, path);

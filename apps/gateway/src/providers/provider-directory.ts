@@ -1,6 +1,11 @@
 import {
-  Buckets, ExternalProviderRecordSchema, ProviderCredentialRecordSchema, objectKey, openCredential,
-  type ExternalProviderRecord, type ProviderCredentialRecord,
+  Buckets,
+  ExternalProviderRecordSchema,
+  ProviderCredentialRecordSchema,
+  objectKey,
+  openCredential,
+  type ExternalProviderRecord,
+  type ProviderCredentialRecord,
 } from '@triad/bus';
 import type { Bus, KvChange, KvWatchHandle } from '@triad/bus/client';
 
@@ -27,7 +32,10 @@ export interface ProviderUnavailable {
 export class ProviderDirectory {
   readonly #providers = new Map<string, ExternalProviderRecord>();
   readonly #credentials = new Map<string, ProviderCredentialRecord>();
-  readonly #opened = new Map<string, { sealed: ProviderCredentialRecord; token: string } | { sealed: ProviderCredentialRecord; error: string }>();
+  readonly #opened = new Map<
+    string,
+    { sealed: ProviderCredentialRecord; token: string } | { sealed: ProviderCredentialRecord; error: string }
+  >();
   readonly #key: Uint8Array | undefined;
   #watches: KvWatchHandle[] = [];
 
@@ -67,7 +75,8 @@ export class ProviderDirectory {
     const key = objectKey(namespace, name);
     const record = this.#providers.get(key);
     if (record === undefined) return { found: false, message: `can't find external model provider: ${namespace}/${name}` };
-    if (!record.ready) return { found: true, message: `external model provider ${namespace}/${name} is not ready (${record.reason}): ${record.message}` };
+    if (!record.ready)
+      return { found: true, message: `external model provider ${namespace}/${name} is not ready (${record.reason}): ${record.message}` };
     if (record.auth === undefined) return { record, auth: undefined, secret: undefined };
     const token = this.#token(key);
     if (typeof token !== 'string') {
@@ -81,7 +90,8 @@ export class ProviderDirectory {
     if (sealed === undefined) return { error: 'not published yet' };
     const cached = this.#opened.get(key);
     if (cached !== undefined && cached.sealed === sealed) return 'token' in cached ? cached.token : { error: cached.error };
-    if (this.#key === undefined) return { error: 'the gateway has no credentials key (TRIAD_CREDENTIALS_KEY_FILE or TRIAD_CREDENTIALS_KEY)' };
+    if (this.#key === undefined)
+      return { error: 'the gateway has no credentials key (TRIAD_CREDENTIALS_KEY_FILE or TRIAD_CREDENTIALS_KEY)' };
     const opened = openCredential(sealed.sealed, this.#key, key);
     this.#opened.set(key, opened.ok ? { sealed, token: opened.token } : { sealed, error: opened.error });
     return opened.ok ? opened.token : { error: opened.error };

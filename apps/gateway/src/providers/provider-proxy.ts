@@ -3,7 +3,15 @@ import { Agent, type Dispatcher } from 'undici';
 import type { Decision, EndpointRef, ExternalProviderRecord } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
 import {
-  NotFoundError, RequestError, UpstreamError, asError, writeStreamError, type ProxyRequest, type RequestContext, type RequestHooks, type RoutedRequest,
+  NotFoundError,
+  RequestError,
+  UpstreamError,
+  asError,
+  writeStreamError,
+  type ProxyRequest,
+  type RequestContext,
+  type RequestHooks,
+  type RoutedRequest,
   type ServerProfile,
 } from '@triad/request';
 import { engineErrorMessage } from '@triad/connectors';
@@ -61,8 +69,13 @@ function failure(endpoint: EndpointRef, status: number) {
 /** The profile a provider target gets in `ctx.routing`: metrics and logs name it `namespace/provider`. */
 function profileOf(record: ExternalProviderRecord, options: ProviderProxyOptions): ServerProfile {
   return {
-    namespace: record.namespace, name: record.name, key: `${record.namespace}/${record.name}`,
-    engine: 'vLLM', provider: record.spec.providerType, mode: 'aggregated', connector: 'aggregated',
+    namespace: record.namespace,
+    name: record.name,
+    key: `${record.namespace}/${record.name}`,
+    engine: 'vLLM',
+    provider: record.spec.providerType,
+    mode: 'aggregated',
+    connector: 'aggregated',
     retry: { retries: options.retries, intervalMs: options.retryIntervalMs },
     timeouts: { encodeMs: 0, prefillMs: 0, firstByteMs: options.firstByteTimeoutMs, totalMs: options.totalTimeoutMs },
     relayKvParams: false,
@@ -132,17 +145,32 @@ export class ProviderProxy {
     const record = resolved.record;
     const call = buildProviderCall(record, ctx.path, ctx.body, ctx.model, ctx.headers, ctx.id);
     ctx.routed({
-      route: match.route, namespace: match.namespace, serverName: record.name, lora: false, server: profileOf(record, d.options),
+      route: match.route,
+      namespace: match.namespace,
+      serverName: record.name,
+      lora: false,
+      server: profileOf(record, d.options),
       upstreamModel: call.model,
     });
     d.metrics.downstream(ctx.model, 1);
     const routed: RoutedRequest = ctx as RoutedRequest;
     d.hooks.onRouted?.(routed);
     const endpoint = endpointOf(record);
-    const decision: Decision = { id: ctx.id, ok: true, mode: 'aggregated', attempts: [{ endpoint }], encoders: [], decidedBy: 'external-provider' };
+    const decision: Decision = {
+      id: ctx.id,
+      ok: true,
+      mode: 'aggregated',
+      attempts: [{ endpoint }],
+      encoders: [],
+      decidedBy: 'external-provider',
+    };
     routed.scheduled({ decision, local: true, durationMs: 0 });
     routed.prepared({
-      decision, connector: 'aggregated', injectUsage: call.injectedUsage, clientWantsUsage: call.clientWantsUsage, media: [],
+      decision,
+      connector: 'aggregated',
+      injectUsage: call.injectedUsage,
+      clientWantsUsage: call.clientWantsUsage,
+      media: [],
       dpRank: undefined,
     });
     d.hooks.onScheduled?.(routed);
@@ -154,9 +182,21 @@ export class ProviderProxy {
     const run = new ProviderRun();
     ctx.attach(run);
     const left = options.totalTimeoutMs > 0 ? Math.max(1, options.totalTimeoutMs - (performance.now() - ctx.receivedAt)) : 0;
-    const total = left > 0 ? setTimeout(() => run.abort(new UpstreamError(
-      ErrorCode.UpstreamTimeout, `request exceeded the total timeout of ${options.totalTimeoutMs} ms`, failure(endpoint, 0), false,
-    )), left) : undefined;
+    const total =
+      left > 0
+        ? setTimeout(
+            () =>
+              run.abort(
+                new UpstreamError(
+                  ErrorCode.UpstreamTimeout,
+                  `request exceeded the total timeout of ${options.totalTimeoutMs} ms`,
+                  failure(endpoint, 0),
+                  false,
+                ),
+              ),
+            left,
+          )
+        : undefined;
     const started = performance.now();
     try {
       for (let attempt = 0; ; attempt++) {
@@ -191,7 +231,12 @@ export class ProviderProxy {
   }
 
   async #attempt(
-    ctx: ProxyRequest, run: ProviderRun, provider: ResolvedProvider, call: ProviderCall, endpoint: EndpointRef, attempt: number,
+    ctx: ProxyRequest,
+    run: ProviderRun,
+    provider: ResolvedProvider,
+    call: ProviderCall,
+    endpoint: EndpointRef,
+    attempt: number,
     last: boolean,
   ): Promise<void> {
     const d = this.#d;
@@ -203,10 +248,21 @@ export class ProviderProxy {
     const controller = new AbortController();
     run.controller = controller;
     const firstByteMs = d.options.firstByteTimeoutMs;
-    const timer = firstByteMs > 0 ? setTimeout(() => controller.abort(new UpstreamError(
-      ErrorCode.UpstreamTimeout, `external model provider ${endpoint.key} exceeded the first-byte timeout of ${firstByteMs} ms`,
-      failure(endpoint, 0), true,
-    )), firstByteMs) : undefined;
+    const timer =
+      firstByteMs > 0
+        ? setTimeout(
+            () =>
+              controller.abort(
+                new UpstreamError(
+                  ErrorCode.UpstreamTimeout,
+                  `external model provider ${endpoint.key} exceeded the first-byte timeout of ${firstByteMs} ms`,
+                  failure(endpoint, 0),
+                  true,
+                ),
+              ),
+            firstByteMs,
+          )
+        : undefined;
     let status = 0;
     let ok = false;
     let error: Error | undefined;
@@ -215,8 +271,14 @@ export class ProviderProxy {
       let res: Dispatcher.ResponseData;
       try {
         res = await agent.request({
-          origin: call.origin, path: call.path, method: 'POST', headers, body: call.body, signal: controller.signal,
-          headersTimeout: 0, bodyTimeout: 0,
+          origin: call.origin,
+          path: call.path,
+          method: 'POST',
+          headers,
+          body: call.body,
+          signal: controller.signal,
+          headersTimeout: 0,
+          bodyTimeout: 0,
         });
       } catch (err) {
         throw this.#transportError(controller, endpoint, err);
@@ -227,8 +289,10 @@ export class ProviderProxy {
       if (status < 200 || status >= 300) {
         const text = scrub(await readText(res.body, MAX_ERROR_BODY), provider.secret);
         const upstream = new UpstreamError(
-          ErrorCode.UpstreamError, `external model provider ${endpoint.key} answered HTTP ${status}: ${engineErrorMessage(Buffer.from(text))}`,
-          failure(endpoint, status), RETRY_STATUS.has(status),
+          ErrorCode.UpstreamError,
+          `external model provider ${endpoint.key} answered HTTP ${status}: ${engineErrorMessage(Buffer.from(text))}`,
+          failure(endpoint, status),
+          RETRY_STATUS.has(status),
         );
         if (!last && RETRY_STATUS.has(status)) throw upstream;
         // Kthena passes a provider's error answer through; a translated request gets it in the OpenAI shape.
@@ -263,8 +327,11 @@ export class ProviderProxy {
     const code = (cause as { code?: unknown }).code;
     const connect = code === 'ECONNREFUSED' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'EHOSTUNREACH' || code === 'ENOTFOUND';
     return new UpstreamError(
-      connect ? ErrorCode.UpstreamConnect : ErrorCode.UpstreamError, `external model provider ${endpoint.key} failed: ${cause.message}`,
-      failure(endpoint, status), true, cause,
+      connect ? ErrorCode.UpstreamConnect : ErrorCode.UpstreamError,
+      `external model provider ${endpoint.key} failed: ${cause.message}`,
+      failure(endpoint, status),
+      true,
+      cause,
     );
   }
 
@@ -304,7 +371,8 @@ export class ProviderProxy {
     const sink = ctx.sink;
     const splitter = new SseEventSplitter();
     const translator = call.translate
-      ? new AnthropicStreamTranslator(call.model, Math.floor(Date.now() / 1000), call.clientWantsUsage) : undefined;
+      ? new AnthropicStreamTranslator(call.model, Math.floor(Date.now() / 1000), call.clientWantsUsage)
+      : undefined;
     const usage = translator === undefined ? new StreamUsage(call.protocol, call.injectedUsage) : undefined;
     const relay = (events: ReturnType<SseEventSplitter['push']>): string => {
       let out = '';
@@ -322,7 +390,9 @@ export class ProviderProxy {
         ctx.result.status = res.statusCode;
         ctx.result.firstByteAt = performance.now();
         sink.writeHead(res.statusCode, {
-          'content-type': translator !== undefined ? 'text/event-stream' : contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id,
+          'content-type': translator !== undefined ? 'text/event-stream' : contentType,
+          'cache-control': 'no-cache',
+          'x-request-id': ctx.id,
         });
         this.#d.observer.firstByte(ctx);
       }

@@ -8,7 +8,11 @@ describe('SseEventSplitter', () => {
     for (let cut = 1; cut < bytes.length; cut++) {
       const s = new SseEventSplitter();
       const events = [...s.push(bytes.subarray(0, cut)), ...s.push(bytes.subarray(cut)), ...s.end()];
-      expect(events.map((e) => [e.event, e.data])).toEqual([['message_start', '{"a":1}'], ['', 'line1\nline2'], ['', '[DONE]']]);
+      expect(events.map((e) => [e.event, e.data])).toEqual([
+        ['message_start', '{"a":1}'],
+        ['', 'line1\nline2'],
+        ['', '[DONE]'],
+      ]);
       expect(events.map((e) => e.raw).join('')).toBe(stream);
     }
   });

@@ -19,7 +19,9 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('matches modelName exactly, then LoRA adapters (no model rewrite for those)', () => {
     const t = new RouteTable();
     t.put(route('base', { modelName: 'llama', loraAdapters: ['sql-lora'], rules: [{ targetModels: [to('ms-a')] }] }));
-    expect(t.resolve(req('llama'))).toEqual({ route: 'ns/base', namespace: 'ns', modelServer: 'ms-a', provider: undefined, lora: false, rule: undefined });
+    expect(t.resolve(req('llama'))).toEqual({
+      route: 'ns/base', namespace: 'ns', modelServer: 'ms-a', provider: undefined, lora: false, rule: undefined,
+    });
     expect(t.resolve(req('sql-lora'))).toMatchObject({ modelServer: 'ms-a', lora: true });
     expect(t.resolve(req('Llama'))).toBeUndefined();
   });

@@ -1,4 +1,4 @@
-import type { ModelRouteRecord } from '@triad/bus';
+import type { ListenerRef, ModelRouteRecord } from '@triad/bus';
 import { compileStringMatch, type RateLimit, type RouteRule } from '@triad/crd';
 import type { RequestContext } from '@triad/request';
 
@@ -97,6 +97,10 @@ function pickTarget(rule: CompiledRule, random: () => number, accept?: (target: 
   return targets[targets.length - 1];
 }
 
+function attached(record: ModelRouteRecord, l: ListenerRef): boolean {
+  return record.listeners?.some((x) => x.namespace === l.namespace && x.gateway === l.gateway && x.listener === l.listener) ?? false;
+}
+
 function compareResourceVersion(a: string, b: string): number {
   if (/^\d+$/.test(a) && /^\d+$/.test(b)) return a.length - b.length || (a < b ? -1 : a > b ? 1 : 0);
   return a < b ? -1 : a > b ? 1 : 0;
@@ -147,10 +151,13 @@ export class RouteTable {
 
   /**
    * The route, rule and weighted target of a request; with `accept`, only targets it keeps count (a rule left
-   * without any is skipped like a rule that does not match).
+   * without any is skipped like a rule that does not match). `listener` is the Gateway listener the request
+   * arrived at (Gateway API mode): then only routes attached to that listener count (the pod-watcher lists them
+   * in `listeners`); without, routes with parentRefs are skipped (they attach to Gateway listeners only).
    */
   resolve(
     req: RouteFacts, accept?: (namespace: string, server: string | undefined, provider: string | undefined) => boolean,
+    listener?: ListenerRef,
   ): RouteMatch | undefined {
     let lora = false;
     let candidates = this.#byModel.get(req.model);
@@ -160,7 +167,7 @@ export class RouteTable {
     }
     if (candidates === undefined) return undefined;
     for (const route of candidates) {
-      if (route.gatewayOnly) continue;
+      if (listener === undefined ? route.gatewayOnly : !attached(route.record, listener)) continue;
       const rule = route.rules.find((r) => ruleMatches(r, req));
       if (rule === undefined) continue;
       const ns = route.record.namespace;
@@ -169,7 +176,8 @@ export class RouteTable {
       // Kthena: a LoRA name is never sent to a provider (its webhook refuses such routes).
       if (target.provider !== undefined && lora) continue;
       return {
-        route: route.key, namespace: route.record.namespace, modelServer: target.server ?? '', provider: target.provider, lora, rule: rule.name,
+        route: route.key, namespace: route.record.namespace, modelServer: target.server ?? '', provider: target.provider, lora,
+        rule: rule.name,
       };
     }
     return undefined;

@@ -32,11 +32,29 @@ export interface StandIn {
 function makeCert(): { cert: Buffer; key: Buffer } {
   const dir = mkdtempSync(join(tmpdir(), 'triad-provider-tls-'));
   try {
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=provider', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt'),
-    ], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=provider',
+        '-addext',
+        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+        '-keyout',
+        join(dir, 'tls.key'),
+        '-out',
+        join(dir, 'tls.crt'),
+      ],
+      { stdio: 'ignore' },
+    );
     return { cert: readFileSync(join(dir, 'tls.crt')), key: readFileSync(join(dir, 'tls.key')) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -63,7 +81,8 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-const sse = (data: unknown, event?: string) => `${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
+const sse = (data: unknown, event?: string) =>
+  `${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
 
 async function startStandIn(
   handle: (call: ReceivedCall, res: ServerResponse, s: StandIn) => void,
@@ -100,10 +119,11 @@ async function startStandIn(
     calls,
     flakyFailures: 0,
     slowMs: 0,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
   return state;
 }
@@ -119,15 +139,24 @@ export function startOpenAiStandIn(apiKey: string): Promise<StandIn> {
         const usage = { prompt_tokens: 11, completion_tokens: 5, total_tokens: 16 };
         if (!stream) {
           json(res, 200, {
-            id: 'chatcmpl-standin', object: 'chat.completion', created, model,
-            choices: [{ index: 0, message: { role: 'assistant', content: 'Hello from OpenAI' }, logprobs: null, finish_reason: 'stop' }], usage,
+            id: 'chatcmpl-standin',
+            object: 'chat.completion',
+            created,
+            model,
+            choices: [{ index: 0, message: { role: 'assistant', content: 'Hello from OpenAI' }, logprobs: null, finish_reason: 'stop' }],
+            usage,
           });
           return;
         }
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
-        const chunk = (delta: unknown, finish: string | null) => sse({
-          id: 'chatcmpl-standin', object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-        });
+        const chunk = (delta: unknown, finish: string | null) =>
+          sse({
+            id: 'chatcmpl-standin',
+            object: 'chat.completion.chunk',
+            created,
+            model,
+            choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+          });
         res.write(chunk({ role: 'assistant', content: '' }, null));
         for (const piece of ['Hello', ' from', ' OpenAI']) res.write(chunk({ content: piece }, null));
         res.write(chunk({}, 'stop'));
@@ -140,16 +169,32 @@ export function startOpenAiStandIn(apiKey: string): Promise<StandIn> {
       }
       if (call.path === '/v1/completions') {
         json(res, 200, {
-          id: 'cmpl-standin', object: 'text_completion', created, model,
+          id: 'cmpl-standin',
+          object: 'text_completion',
+          created,
+          model,
           choices: [{ index: 0, text: ' a completion', logprobs: null, finish_reason: 'stop' }],
           usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 },
         });
         return;
       }
       if (call.path === '/v1/responses') {
-        const output = [{ type: 'message', id: 'msg_r', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Responses!', annotations: [] }] }];
+        const output = [
+          {
+            type: 'message',
+            id: 'msg_r',
+            status: 'completed',
+            role: 'assistant',
+            content: [{ type: 'output_text', text: 'Responses!', annotations: [] }],
+          },
+        ];
         const response = (status: string, extra: Record<string, unknown>) => ({
-          id: 'resp_standin', object: 'response', created_at: created, status, model, ...extra,
+          id: 'resp_standin',
+          object: 'response',
+          created_at: created,
+          status,
+          model,
+          ...extra,
         });
         const usage = { input_tokens: 9, output_tokens: 4, total_tokens: 13 };
         if (!stream) {
@@ -157,18 +202,42 @@ export function startOpenAiStandIn(apiKey: string): Promise<StandIn> {
           return;
         }
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(sse({ type: 'response.created', sequence_number: 0, response: response('in_progress', { output: [], usage: null }) }, 'response.created'));
-        res.write(sse({ type: 'response.output_text.delta', sequence_number: 1, item_id: 'msg_r', output_index: 0, content_index: 0, delta: 'Responses!' },
-          'response.output_text.delta'));
-        res.end(sse({ type: 'response.completed', sequence_number: 2, response: response('completed', { output, usage }) }, 'response.completed'));
+        res.write(
+          sse(
+            { type: 'response.created', sequence_number: 0, response: response('in_progress', { output: [], usage: null }) },
+            'response.created',
+          ),
+        );
+        res.write(
+          sse(
+            {
+              type: 'response.output_text.delta',
+              sequence_number: 1,
+              item_id: 'msg_r',
+              output_index: 0,
+              content_index: 0,
+              delta: 'Responses!',
+            },
+            'response.output_text.delta',
+          ),
+        );
+        res.end(
+          sse({ type: 'response.completed', sequence_number: 2, response: response('completed', { output, usage }) }, 'response.completed'),
+        );
         return;
       }
       json(res, 404, { error: { message: `Invalid URL (POST ${call.path})`, type: 'invalid_request_error', param: null, code: null } });
     },
     (headers) => (headers['authorization'] === `Bearer ${apiKey}` ? apiKey : undefined),
-    (res, sent) => json(res, 401, {
-      error: { message: `Incorrect API key provided: ${sent || '(none)'}.`, type: 'invalid_request_error', param: null, code: 'invalid_api_key' },
-    }),
+    (res, sent) =>
+      json(res, 401, {
+        error: {
+          message: `Incorrect API key provided: ${sent || '(none)'}.`,
+          type: 'invalid_request_error',
+          param: null,
+          code: 'invalid_api_key',
+        },
+      }),
   );
 }
 
@@ -196,19 +265,36 @@ export function startAnthropicStandIn(apiKey: string): Promise<StandIn> {
         const content: unknown[] = [{ type: 'text', text: tool ? 'Checking.' : 'Hello from Claude' }];
         if (tool) content.push({ type: 'tool_use', id: 'toolu_standin', name: tool.name, input: { city: 'Paris' } });
         json(res, 200, {
-          id, type: 'message', role: 'assistant', model, content, stop_reason: tool ? 'tool_use' : 'end_turn', stop_sequence: null,
+          id,
+          type: 'message',
+          role: 'assistant',
+          model,
+          content,
+          stop_reason: tool ? 'tool_use' : 'end_turn',
+          stop_sequence: null,
           usage: { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 2, output_tokens: 6 },
         });
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
-      res.write(sse({
-        type: 'message_start',
-        message: {
-          id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null,
-          usage: { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 2, output_tokens: 1 },
-        },
-      }, 'message_start'));
+      res.write(
+        sse(
+          {
+            type: 'message_start',
+            message: {
+              id,
+              type: 'message',
+              role: 'assistant',
+              model,
+              content: [],
+              stop_reason: null,
+              stop_sequence: null,
+              usage: { input_tokens: 12, cache_creation_input_tokens: 0, cache_read_input_tokens: 2, output_tokens: 1 },
+            },
+          },
+          'message_start',
+        ),
+      );
       res.write(sse({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }, 'content_block_start'));
       res.write(sse({ type: 'ping' }, 'ping'));
       for (const text of tool ? ['Checking.'] : ['Hello', ' from Claude']) {
@@ -216,17 +302,36 @@ export function startAnthropicStandIn(apiKey: string): Promise<StandIn> {
       }
       res.write(sse({ type: 'content_block_stop', index: 0 }, 'content_block_stop'));
       if (tool) {
-        res.write(sse({
-          type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'toolu_standin', name: tool.name, input: {} },
-        }, 'content_block_start'));
+        res.write(
+          sse(
+            {
+              type: 'content_block_start',
+              index: 1,
+              content_block: { type: 'tool_use', id: 'toolu_standin', name: tool.name, input: {} },
+            },
+            'content_block_start',
+          ),
+        );
         for (const partial of ['{"city": ', '"Paris"}']) {
-          res.write(sse({ type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: partial } }, 'content_block_delta'));
+          res.write(
+            sse(
+              { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: partial } },
+              'content_block_delta',
+            ),
+          );
         }
         res.write(sse({ type: 'content_block_stop', index: 1 }, 'content_block_stop'));
       }
-      res.write(sse({
-        type: 'message_delta', delta: { stop_reason: tool ? 'tool_use' : 'end_turn', stop_sequence: null }, usage: { output_tokens: 6 },
-      }, 'message_delta'));
+      res.write(
+        sse(
+          {
+            type: 'message_delta',
+            delta: { stop_reason: tool ? 'tool_use' : 'end_turn', stop_sequence: null },
+            usage: { output_tokens: 6 },
+          },
+          'message_delta',
+        ),
+      );
       res.end(sse({ type: 'message_stop' }, 'message_stop'));
     },
     (headers) => (headers['x-api-key'] === apiKey ? apiKey : undefined),

@@ -20,6 +20,7 @@ export class AggregatedConnector implements Connector {
       body: finalLegBody(ctx.body, ctx.proxy.injectUsage, undefined, rank),
       requestId: ctx.id,
       timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+      ...(ctx.routing.upstreamPath !== undefined ? { path: ctx.routing.upstreamPath } : {}),
     }).promise;
   }
 }

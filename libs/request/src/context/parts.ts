@@ -26,6 +26,8 @@ export interface RoutingPart {
   readonly server: ServerProfile | undefined;
   /** The model the engines get (ModelServer `spec.model`, or the request model for a LoRA adapter); '' unresolved. */
   readonly upstreamModel: string;
+  /** The path the engine gets when an HTTPRoute's URLRewrite changed it (Gateway API mode); else the request's. */
+  readonly upstreamPath?: string | undefined;
 }
 
 /** Routing that resolved to a ModelServer the gateway knows. */
