@@ -110,6 +110,8 @@ const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
   },
   epd: {
     model: BENCH_MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
+    // What the sims run (below): NIXL EC (shared storage with BENCH_EC_DIR) and --enable-mm-embeds on P/D.
+    ecConnector: { type: process.env['BENCH_EC_DIR'] ? 'shared-storage' : 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
     workloadSelector: { matchLabels: { app: 'epd' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
   },
 };
@@ -172,9 +174,9 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       ports[s.name] = await freePort();
       const profile = s.name === 'paced' ? 'realistic' : 'zero';
       sims[s.name] = `http://127.0.0.1:${ports[s.name]}`;
-      // The EPD sims run the NIXL EC connector: the newest reference proxy passes the encoder's handles and the
-      // consumer pulls (in-process with one sim process); the gateway and the classic proxy send none, so the
-      // prefill encodes locally, which costs a zero-latency sim nothing. No shared EC directory: its per-request
+      // The EPD sims run the NIXL EC connector: the gateway and the newest reference proxy pass the encoder's handles
+      // and the consumer pulls (in-process with one sim process); the classic proxy sends none, so the prefill
+      // encodes locally, which costs a zero-latency sim nothing. No shared EC directory: its per-request
       // file writes are the simulator's cost, not the router's. `BENCH_EC_DIR=1` runs shared storage instead.
       const epd = s.server === 'epd' && s.role !== 'decode';
       const shared = !!process.env['BENCH_EC_DIR'] && epd;
