@@ -26,10 +26,10 @@ export type {
 export { StageSchema, DispatchEventSchema, DispatchBatchSchema } from './dispatch';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
 export {
-  KvIndexLimits, KvIndexDeltaSchema, KvSourceMetaSchema, KvSnapshotChunkSchema, KvIndexerHeartbeatSchema, kvSourceToken, kvSourceMetaKey,
+  KvIndexLimits, KvIndexDeltaSchema, KvSourceMetaSchema, KvSnapshotChunkSchema, KvIndexerHeartbeatSchema, PodWatcherHeartbeatSchema, kvSourceToken, kvSourceMetaKey,
   kvSnapshotChunkKey,
 } from './kv-index';
-export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat } from './kv-index';
+export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat, PodWatcherHeartbeat } from './kv-index';
 export { encodeMessage, decodeMessage } from './codec';
 export type { DecodeResult } from './codec';
 export { AffinityRecordSchema, AffinityBatchSchema } from './affinity';

@@ -10,6 +10,11 @@ export const Subjects = {
   kvIndexDelta: 'triad.v1.kvindex.delta',
   /** Publish: what each scheduling replica's decisions taught (prefix blocks, media, sessions); every replica reads all. */
   affinity: 'triad.v1.affinity',
+  /**
+   * Publish: pod-watcher replicas' membership heartbeats, `triad.v1.podwatcher.heartbeat.<lease key>`; the live
+   * replicas of one watched scope split the scrape work among themselves (rendezvous hashing).
+   */
+  podWatcherHeartbeat: 'triad.v1.podwatcher.heartbeat',
 } as const;
 
 /** Queue group of the scheduler replicas: one of them answers each scheduling request. */
