@@ -34,3 +34,5 @@ export { encodeMessage, decodeMessage } from './codec';
 export type { DecodeResult } from './codec';
 export { AffinityRecordSchema, AffinityBatchSchema } from './affinity';
 export type { AffinityRecord, AffinityRecordInput, AffinityBatch } from './affinity';
+export { OutlierRecordSchema, OutlierReasonSchema, outlierKey } from './outliers';
+export type { OutlierRecord, OutlierReason } from './outliers';

@@ -49,6 +49,8 @@ export const Buckets = {
   kvIndex: 'triad_v1_kvindex',
   /** KV indexer replicas' heartbeats (key = instance id); pods are sharded over the live ones. */
   kvIndexers: 'triad_v1_kvindexers',
+  /** Outlier ejection state per endpoint and stage (`OutlierRecord`), written by gateways with compare-and-set. */
+  outliers: 'triad_v1_outliers',
 } as const;
 export type BucketName = (typeof Buckets)[keyof typeof Buckets];
 
