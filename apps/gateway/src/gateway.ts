@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import { connectBus, type Bus } from '@triad/bus/client';
+import { connectBus, startOutlierFeed, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
 import {
@@ -12,6 +12,7 @@ import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
+import { OutlierDetector, countEjected } from './outliers/outlier-detector';
 import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
 import { DpRankBalancer } from './scheduling/dp-rank-balancer';
@@ -121,6 +122,15 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
   await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
+  // Outlier ejection: this gateway's legs feed the detector, the shared bucket feeds the in-process scheduler.
+  const outliers = fallback.local.outliers;
+  const outlierFeed = await startOutlierFeed(bus, (change) => outliers.apply(change));
+  await outlierFeed.synced;
+  observer.outliers = new OutlierDetector(outliers, outlierFeed.kv, id, {
+    ejected: (server, stage, reason) => metrics.outlierEjected(server, stage, reason),
+    restored: (server, stage) => metrics.outlierRestored(server, stage),
+  }, logger);
+  metrics.watchOutliers(() => countEjected(outliers, Date.now()));
   fallback.followAffinity(bus);
   const serverOptions = {
     bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
@@ -147,6 +157,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     clearTimeout(deadline);
     dispatch.stop();
     kv.stop();
+    outlierFeed.stop();
     directory.stop();
     gatewayApi?.stop();
     await providers.close();

@@ -26,6 +26,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--encoders-per-prefill <n>', 'encoders per SGLang language-only registry, 0 = all (TRIAD_ENCODERS_PER_PREFILL, default 0)')
     .option('--server-info-interval <ms>', 'SGLang /server_info refresh per engine (TRIAD_SERVER_INFO_INTERVAL_MS, default 30000)')
     .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
+    .option('--shard-heartbeat <ms>', 'scrape-shard heartbeat; a replica silent for 3 leaves its share (TRIAD_SHARD_HEARTBEAT_MS, 1000)')
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid)')
     .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
     .option('--gateway-api', 'Gateway API mode: watch Gateways, HTTPRoutes, InferencePools (TRIAD_GATEWAY_API=true)')
@@ -45,7 +46,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     serverInfoIntervalMs: o['serverInfoInterval'],
     leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
     gatewayApi: o['gatewayApi'] === undefined ? undefined : true, gatewayClasses: o['gatewayClass'], defaultGateway: o['defaultGateway'],
-    credentialsKeyFile: o['credentialsKeyFile'],
+    credentialsKeyFile: o['credentialsKeyFile'], shardHeartbeatMs: o['shardHeartbeat'],
   };
   const settings = o['settings'];
   const config = resolveConfig(flags, process.env, typeof settings === 'string' ? settings : undefined);

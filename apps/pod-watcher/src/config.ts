@@ -79,6 +79,8 @@ const WatcherConfigSchema = z.object({
    */
   // A prefault, not a default: zod's default would also replace the `undefined` that `none` turns into.
   defaultGateway: DefaultGatewaySchema.prefault('default/default:8080'),
+  /** Scrape-shard heartbeat period: a replica not heard for three of them leaves the shards (hand-over). */
+  shardHeartbeatMs: Setting.ms(50).default(1000),
   /** File holding the key provider credentials are sealed with for the gateway (a mounted Secret). */
   credentialsKeyFile: z.string().optional(),
 });
@@ -111,6 +113,7 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   gatewayClasses: { name: 'gateway-class', env: 'TRIAD_GATEWAY_CLASSES', list: true },
   defaultGateway: { name: 'default-gateway', env: 'TRIAD_DEFAULT_GATEWAY' },
   credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },
+  shardHeartbeatMs: { name: 'shard-heartbeat', env: 'TRIAD_SHARD_HEARTBEAT_MS' },
 };
 
 /** Environment variable holding the credentials key inline (base64 or hex), when no key file is given. */

@@ -7,11 +7,13 @@ import { Inventory } from './inventory/inventory';
 import { loadCredentialsKey } from './providers/credentials-key';
 import { ProviderSync } from './providers/provider-sync';
 import { WatcherMetrics } from './ops/metrics';
-import { StatePublisher } from './publish/state-publisher';
+import { StatePublisher, watchScope } from './publish/state-publisher';
 import { Reconciler } from './reconcile/reconciler';
 import { EncoderRegistrySync } from './registry/encoder-registry-sync';
 import { EngineHttp } from './scrape/engine-http';
 import { Scraper } from './scrape/scraper';
+import { ShardMembership } from './shard/membership';
+import { ShardRing } from './shard/shard-ring';
 import { FileSource } from './sources/file-source';
 import type { ObjectSource } from './sources/source';
 
@@ -105,10 +107,34 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       onUnreachable: (_url, prefills) => reconciler?.onRegistryUnreachable(prefills),
     });
     registrySync = registry;
+    // Scrape shards: every replica classifies everything, but scrapes and writes only the endpoint records the
+    // live replicas' rendezvous hash gives it; membership from heartbeats on core NATS.
+    const shard = new ShardRing(config.identity);
+    let scraperRef: Scraper | undefined;
+    const membership = new ShardMembership({
+      bus, scope: watchScope(config.namespaces), identity: config.identity, heartbeatMs: config.shardHeartbeatMs, logger,
+      onChange: (members) => {
+        if (!shard.setMembers(members)) return;
+        metrics.shardChanges.inc();
+        publisher?.endpoints.reshard();
+        scraperRef?.rescope();
+        // Once the engines that moved here were scraped (two intervals), publish the whole shard once: it also
+        // deletes records a replica that left no longer could.
+        if (resync) clearTimeout(resync);
+        resync = setTimeout(() => void publisher?.resyncEndpoints('scrape shards changed'), 2 * config.scrapeIntervalMs);
+        resync.unref?.();
+      },
+    });
+    let resync: NodeJS.Timeout | undefined;
     const defaultGateway = config.gatewayApi ? config.defaultGateway : undefined;
     publisher = new StatePublisher({
       bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,
-      metricsHeartbeatMs: config.metricsHeartbeatMs, onLeaderChange: (leader) => registry.setEnabled(leader),
+      metricsHeartbeatMs: config.metricsHeartbeatMs, shard,
+      onLeaderChange: (leader) => {
+        registry.setEnabled(leader);
+        // The writer also scrapes the SGLang EPD engines its encoder-registry plan reads.
+        scraperRef?.rescope();
+      },
       ...(defaultGateway ? { extraOwnedKeys: [objectKey(defaultGateway.namespace, defaultGateway.name)] } : {}),
     });
     const pub = publisher;
@@ -117,7 +143,9 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, serverInfoIntervalMs: config.serverInfoIntervalMs,
       concurrency: config.scrapeConcurrency,
       http, logger, metrics, onUpdate: (target) => reconciler?.onScrapeUpdate(target),
+      owned: (target) => reconciler?.ownsTarget(target) ?? true,
     });
+    scraperRef = scraper;
     const source = options.source ?? createSource(config, logger, metrics);
     const inventory = new Inventory({
       logger, metrics, ...(source.status ? { status: source.status } : {}),
@@ -135,7 +163,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       : undefined;
     reconciler = new Reconciler({
       inventory, scraper, publisher: pub, registry, providers, ...(gatewayApi ? { gatewayApi } : {}), source: config.source.kind,
-      encodersPerPrefill: config.encodersPerPrefill, logger,
+      encodersPerPrefill: config.encodersPerPrefill, logger, shard, isWriter: () => pub.isLeader,
     });
     const rec = reconciler;
     metrics.watch({
@@ -145,9 +173,15 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       scrapeTargets: () => scraper.size,
       staleTargets: () => scraper.staleCount(),
       isLeader: () => pub.isLeader,
+      shard: () => {
+        let endpoints = 0;
+        for (const key of pub.endpoints.keys()) if (shard.owns(key)) endpoints += 1;
+        return { targets: scraper.ownedSize, endpoints, members: shard.members.length };
+      },
       encoderRegistries: () => registry.snapshot(),
     });
 
+    membership.start();
     await pub.start();
     await source.start({ upsert: (raw) => inventory.upsert(raw), remove: (kind, ns, name) => inventory.remove(kind, ns, name) });
     rec.flushInitial();
@@ -170,6 +204,8 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
         closed = true;
         await source.close();
         await scraper.close();
+        membership.stop();
+        if (resync) clearTimeout(resync);
         await registry.close();
         await pub.close();
         await bus?.drain().catch(() => bus?.close());

@@ -82,17 +82,22 @@ describe('two pod-watcher replicas at once', () => {
     );
   });
 
-  it('does not rewrite records while nothing changes, though both replicas scrape', async () => {
+  it('does not rewrite records while nothing changes, each engine scraped by its shard\'s owner', async () => {
+    // Both replicas saw the other join and re-published their shard once; from then on nothing changes.
+    const resynced = (w: TestWatcher) => w.log.lines.some((l) => l['msg'] === 'resynced endpoint shard');
+    await waitFor(() => resynced(a) && resynced(b), { what: 'both shards resynced after the membership change' });
+    await a.whenSettled();
+    await b.whenSettled();
     const puts = { ...Object.fromEntries(endpoints.puts) };
     const start = totalScrapes();
-    // Both replicas scrape both engines every 100 ms: 40 scrapes is about a second of both running.
+    // The engines are scraped every 100 ms, each by one replica: 40 scrapes is about two seconds.
     await waitFor(() => totalScrapes() >= start + 40, { what: 'forty more scrapes' });
     await a.whenSettled();
     expect(Object.fromEntries(endpoints.puts)).toEqual(puts);
     expect(a.log.lines.filter((l) => l['msg'] === 'published full state')).toHaveLength(1);
   });
 
-  it('writes a change once, from the writer only', async () => {
+  it('writes a change once, from the owner of the record\'s shard only', async () => {
     const before = endpoints.puts.get('default.qwen.p0') ?? 0;
     write('decode');
     await waitFor(() => endpoints.get('default.qwen.p0')?.role === 'decode', { what: 'p0 decode' });

@@ -1,9 +1,11 @@
 import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
-import { connectBus, startAffinityFeed, startDispatchFeed, type Bus } from '@triad/bus/client';
+import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, type Bus } from '@triad/bus/client';
 import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { startKvIndexFeed } from '@triad/kv-events';
-import { EndpointIndex, InflightTracker, KvBlockIndex, Scheduler, createInTreeRegistry, type PluginRegistry } from '@triad/scheduling';
+import {
+  EndpointIndex, InflightTracker, KvBlockIndex, OutlierTable, Scheduler, createInTreeRegistry, type PluginRegistry,
+} from '@triad/scheduling';
 import { ConfigSource, type ActiveConfig } from './config/config-source';
 import { watchFile } from './config/file-watch';
 import { watchKvConfig } from './config/kv-config-watch';
@@ -49,7 +51,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   const tracker = new InflightTracker();
   // Plugin timings feed the metrics; a traced request's phases become spans under its decide span.
   const observer = new DecideObserver(metrics);
-  const scheduler = new Scheduler({ index, tracker, registry, instanceId: options.instanceId, observer });
+  // Outlier ejections the gateways write; every replica leaves the same endpoints out.
+  const outliers = new OutlierTable();
+  const scheduler = new Scheduler({ index, tracker, registry, instanceId: options.instanceId, observer, outliers });
   const config = new ConfigSource({ scheduler, registry, logger, metrics });
   if (options.configFile) config.loadInitialFile(options.configFile);
 
@@ -97,7 +101,10 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     closers.push(() => kvFeed.stop());
     const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
+    const outlierFeed = await startOutlierFeed(nats, (change) => outliers.apply(change));
+    closers.push(() => outlierFeed.stop());
     await feed.synced;
+    await outlierFeed.synced;
     await kvFeed.synced;
     const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(
       batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers,

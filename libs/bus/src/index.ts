@@ -26,11 +26,13 @@ export type {
 export { StageSchema, DispatchEventSchema, DispatchBatchSchema } from './dispatch';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
 export {
-  KvIndexLimits, KvIndexDeltaSchema, KvSourceMetaSchema, KvSnapshotChunkSchema, KvIndexerHeartbeatSchema, kvSourceToken, kvSourceMetaKey,
+  KvIndexLimits, KvIndexDeltaSchema, KvSourceMetaSchema, KvSnapshotChunkSchema, KvIndexerHeartbeatSchema, PodWatcherHeartbeatSchema, kvSourceToken, kvSourceMetaKey,
   kvSnapshotChunkKey,
 } from './kv-index';
-export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat } from './kv-index';
+export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat, PodWatcherHeartbeat } from './kv-index';
 export { encodeMessage, decodeMessage } from './codec';
 export type { DecodeResult } from './codec';
 export { AffinityRecordSchema, AffinityBatchSchema } from './affinity';
 export type { AffinityRecord, AffinityRecordInput, AffinityBatch } from './affinity';
+export { OutlierRecordSchema, OutlierReasonSchema, outlierKey } from './outliers';
+export type { OutlierRecord, OutlierReason } from './outliers';

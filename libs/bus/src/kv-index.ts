@@ -66,6 +66,18 @@ export const KvIndexerHeartbeatSchema = z.object({
 });
 export type KvIndexerHeartbeat = z.infer<typeof KvIndexerHeartbeatSchema>;
 
+/** A pod-watcher replica's membership heartbeat on `triad.v1.podwatcher.heartbeat.<scope>`. */
+export const PodWatcherHeartbeatSchema = z.object({
+  v: z.literal(SCHEMA_VERSION),
+  /** The replica's identity (`--identity`). */
+  id: z.string().min(1),
+  /** The sender just joined: the others answer with a heartbeat at once, so it learns them within a round trip. */
+  hello: z.boolean().optional(),
+  /** The sender is shutting down: the others take over its share at once instead of after the timeout. */
+  leaving: z.boolean().optional(),
+});
+export type PodWatcherHeartbeat = z.infer<typeof PodWatcherHeartbeatSchema>;
+
 const token = (s: string): string => s.replace(/[^A-Za-z0-9_-]/g, (c) => `_${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 
 /** KV key token of a source name (reversible, only characters KV keys allow in one token). */

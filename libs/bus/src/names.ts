@@ -10,6 +10,11 @@ export const Subjects = {
   kvIndexDelta: 'triad.v1.kvindex.delta',
   /** Publish: what each scheduling replica's decisions taught (prefix blocks, media, sessions); every replica reads all. */
   affinity: 'triad.v1.affinity',
+  /**
+   * Publish: pod-watcher replicas' membership heartbeats, `triad.v1.podwatcher.heartbeat.<lease key>`; the live
+   * replicas of one watched scope split the scrape work among themselves (rendezvous hashing).
+   */
+  podWatcherHeartbeat: 'triad.v1.podwatcher.heartbeat',
 } as const;
 
 /** Queue group of the scheduler replicas: one of them answers each scheduling request. */
@@ -44,6 +49,8 @@ export const Buckets = {
   kvIndex: 'triad_v1_kvindex',
   /** KV indexer replicas' heartbeats (key = instance id); pods are sharded over the live ones. */
   kvIndexers: 'triad_v1_kvindexers',
+  /** Outlier ejection state per endpoint and stage (`OutlierRecord`), written by gateways with compare-and-set. */
+  outliers: 'triad_v1_outliers',
 } as const;
 export type BucketName = (typeof Buckets)[keyof typeof Buckets];
 

@@ -1,5 +1,5 @@
 import type { ModelServerRecord } from '@triad/bus';
-import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector } from '@triad/crd';
+import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector, outlierPolicyOf } from '@triad/crd';
 import type { EcProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
 
@@ -60,6 +60,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     retry: retryPolicyOf(record),
     timeouts: stageTimeoutsOf(record, defaults),
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
+    outlier: outlierPolicyOf(spec),
     ...ecOf(record),
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(spec.engineAuth?.passThrough === true ? { authPassThrough: true } : {}),

@@ -11,8 +11,10 @@ export {
   PdGroupSchema, WorkloadSelectorSchema, WorkloadPortSchema, RetryPolicySchema, TrafficPolicySchema, ConnectionPoolSchema,
   ModelServerSpecSchema, ModelServerSchema, DEFAULT_SGLANG_BOOTSTRAP_PORT, BOOTSTRAP_PORT_ANNOTATION,
   resolvePipelineMode, rolePort, EcConnectorTypeSchema, EcConnectorSchema, isPushEcConnector, DEFAULT_MAX_ENCODER_BATCH,
-  DEFAULT_REENCODE_ATTEMPTS,
+  DEFAULT_REENCODE_ATTEMPTS, OutlierDetectionSchema,
 } from './model-server';
+export { DEFAULT_OUTLIER_POLICY, outlierPolicyOf } from './outlier-policy';
+export type { OutlierPolicy } from './outlier-policy';
 export type {
   InferenceEngine, PipelineMode, KvConnectorType, ModelServerSpec, ModelServer, EcConnectorType, EcConnector,
 } from './model-server';

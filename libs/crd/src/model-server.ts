@@ -82,9 +82,25 @@ export const RetryPolicySchema = z.object({
   retryInterval: DurationSchema.default('100ms'),
 });
 
+/**
+ * Triad's addition (not in Kthena): outlier ejection per endpoint and stage, shared by every gateway and scheduler
+ * replica. Enabled with these defaults when absent; `consecutiveErrors: 0` turns it off.
+ */
+export const OutlierDetectionSchema = z.object({
+  consecutiveErrors: z.number().int().min(0).max(1000).optional().meta({
+    description: 'Consecutive 5xx answers, connect failures or stage timeouts of one endpoint in one stage that eject it (default 5; 0 = off)',
+  }),
+  baseEjectionTime: DurationSchema.optional().meta({ description: 'First ejection; each further one doubles it (default 10s)' }),
+  maxEjectionTime: DurationSchema.optional().meta({ description: 'Longest ejection (default 300s)' }),
+  maxEjectionPercent: z.number().int().min(0).max(100).optional().meta({
+    description: 'Most endpoints of one stage and group ejected at once, in percent; never all of them (default 50)',
+  }),
+});
+
 export const TrafficPolicySchema = z.object({
   timeout: DurationSchema.optional(),
   retry: RetryPolicySchema.optional(),
+  outlierDetection: OutlierDetectionSchema.optional(),
 });
 
 /**

@@ -1,4 +1,4 @@
-import type { EcConnectorType, InferenceEngine, PipelineMode } from '@triad/crd';
+import type { EcConnectorType, InferenceEngine, OutlierPolicy, PipelineMode } from '@triad/crd';
 
 /** Names of the connectors that proxy a request (one per protocol, not per transport × mode). */
 export type ConnectorName =
@@ -67,6 +67,8 @@ export interface ServerProfile {
   readonly relayKvParams: boolean;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
+  /** `trafficPolicy.outlierDetection` with defaults (absent: the defaults). */
+  readonly outlier?: OutlierPolicy;
   /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */
   readonly authPassThrough?: boolean;
   /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */

@@ -47,3 +47,6 @@ export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';
 export { createLocalScheduling } from './local-scheduling';
 export type { LocalScheduling, LocalSchedulingOptions } from './local-scheduling';
+export { OutlierTable, ejectedPositions } from './state/outlier-table';
+export type { OutlierChange } from './state/outlier-table';
+export { OUTLIER_EJECTION } from './planning/profile-run';

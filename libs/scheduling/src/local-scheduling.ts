@@ -7,6 +7,7 @@ import { Scheduler } from './scheduler';
 import { EndpointIndex, type EndpointChange, type ModelServerChange } from './state/endpoint-index';
 import { InflightTracker, type InflightTrackerOptions } from './state/inflight-tracker';
 import { KvBlockIndex } from './state/kv-block-index';
+import { OutlierTable } from './state/outlier-table';
 
 export interface LocalSchedulingOptions {
   readonly registry?: PluginRegistry;
@@ -14,6 +15,8 @@ export interface LocalSchedulingOptions {
   readonly instanceId?: string;
   /** Engines' KV blocks for `precise-prefix-cache` (the caller feeds it); an empty index when absent. */
   readonly kvIndex?: KvBlockIndex;
+  /** Shared outlier state to honour (the caller feeds it from the outliers bucket). */
+  readonly outliers?: OutlierTable;
 }
 
 /**
@@ -27,6 +30,7 @@ export interface LocalScheduling {
   readonly scheduler: Scheduler;
   readonly registry: PluginRegistry;
   readonly kvIndex: KvBlockIndex;
+  readonly outliers: OutlierTable;
   applyEndpoint(change: EndpointChange): void;
   applyModelServer(change: ModelServerChange): void;
   applyDispatch(batch: DispatchBatch, now?: number): void;
@@ -43,11 +47,12 @@ export function createLocalScheduling(options: LocalSchedulingOptions = {}): Loc
   const tracker = new InflightTracker(options.tracker);
   const initial = loadSchedulerConfig(defaultSchedulerConfig(), { registry });
   if (!initial.ok) throw new Error(`default scheduler config does not load: ${initial.reasons.join('; ')}`);
+  const outliers = options.outliers ?? new OutlierTable();
   const scheduler = new Scheduler({
-    index, tracker, config: initial.loaded, ...(options.instanceId ? { instanceId: options.instanceId } : {}),
+    index, tracker, config: initial.loaded, outliers, ...(options.instanceId ? { instanceId: options.instanceId } : {}),
   });
   return {
-    index, tracker, scheduler, registry, kvIndex,
+    index, tracker, scheduler, registry, kvIndex, outliers,
     applyEndpoint: (c) => index.applyEndpoint(c),
     applyModelServer: (c) => index.applyModelServer(c),
     applyDispatch: (b, now = Date.now()) => tracker.applyBatch(b, now),

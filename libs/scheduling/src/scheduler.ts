@@ -1,4 +1,5 @@
 import type { AffinityRecord, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
+import { outlierPolicyOf, type ModelServerSpec } from '@triad/crd';
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
 import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
@@ -15,6 +16,7 @@ import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
 import type { InflightTracker } from './state/inflight-tracker';
 import type { ModelServerPool } from './state/model-server-pool';
+import type { OutlierTable } from './state/outlier-table';
 
 export interface SchedulerOptions {
   readonly index: EndpointIndex;
@@ -37,6 +39,24 @@ export interface SchedulerOptions {
    * session it was sent), to share with the other replicas, which apply it with `learn`.
    */
   readonly onLearned?: (record: AffinityRecord) => void;
+  /**
+   * Shared outlier state (the outliers bucket): endpoints ejected from a stage are left out of its candidates,
+   * up to the ModelServer's `maxEjectionPercent` and never all of them, shown as `outlier-ejection` in explanations.
+   */
+  readonly outliers?: OutlierTable;
+}
+
+const ejectionCeiling = new WeakMap<ModelServerSpec, number>();
+
+/** `maxEjectionPercent` of a ModelServer (0 when outlier detection is off), computed once per spec object. */
+function maxEjectionPercentOf(spec: ModelServerSpec): number {
+  let pct = ejectionCeiling.get(spec);
+  if (pct === undefined) {
+    const policy = outlierPolicyOf(spec);
+    pct = policy.consecutiveErrors === 0 ? 0 : policy.maxEjectionPercent;
+    ejectionCeiling.set(spec, pct);
+  }
+  return pct;
 }
 
 type Chosen = { profile: LoadedProfile; endpoint: Endpoint; mediaKeys?: string[] };
@@ -63,6 +83,7 @@ export class Scheduler {
     this.#index = options.index;
     this.#tracker = options.tracker;
     this.#cycle = new Cycle();
+    this.#cycle.outliers = options.outliers;
     const slot = () => new ProfileSlot(options.index, options.tracker);
     this.#slots = { aggregated: slot(), decode: slot(), prefill: slot(), encode: slot() };
     this.#instanceId = options.instanceId;
@@ -120,6 +141,7 @@ export class Scheduler {
     if (!pool?.record) {
       return fail(request.id, ErrorCode.SchedUnknownModelServer, `unknown ModelServer ${request.namespace}/${request.modelServer}`);
     }
+    this.#cycle.maxEjectionPercent = this.#cycle.outliers === undefined ? 0 : maxEjectionPercentOf(pool.record.spec);
     const recorder = request.explain ? new ExplanationRecorder() : undefined;
     const exclude = request.exclude && request.exclude.length > 0 ? new Set(request.exclude) : undefined;
     const mode = pool.record.mode;

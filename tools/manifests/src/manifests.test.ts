@@ -73,6 +73,7 @@ describe('repository manifests', () => {
     expect(kustomizations.map((k) => `${k.dir} ${k.kind}`).sort()).toEqual([
       'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization',
       'infra/k8s/webhook Kustomization', 'infra/k8s/webhook-cert-manager Kustomization', 'infra/monitoring Component',
+      'infra/monitoring/webhook Component',
     ]);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
   });
@@ -92,7 +93,7 @@ describe('repository manifests', () => {
   });
 
   it('each deployable unit defines every ServiceAccount, ConfigMap, Secret, claim, role and target it references', () => {
-    expect(units.length).toBe(13);
+    expect(units.length).toBe(14);
     expect(units.flatMap((u) => checkReferences(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
   });
 
@@ -115,6 +116,17 @@ describe('repository manifests', () => {
     // A Component's monitors select the workloads of the kustomization that includes it.
     const components = new Set(kustomizations.filter((k) => k.kind === 'Component').map((k) => k.dir));
     expect(units.filter((u) => !components.has(u.name)).flatMap((u) => checkMonitors(u.docs).map((p) => `[${u.name}] ${p}`))).toEqual([]);
+  });
+
+  it('the webhook PodMonitor component (infra/monitoring/webhook) scrapes the webhook on its ops port', () => {
+    const webhook = kustomizations.find((k) => k.dir === 'infra/k8s/webhook') as KustomizeUnit;
+    const monitor = kustomizations.find((k) => k.dir === 'infra/monitoring/webhook') as KustomizeUnit;
+    expect(monitor.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(1);
+    expect(checkMonitors([...webhook.docs, ...monitor.docs])).toEqual([]);
+    // Without the monitor the check would say the webhook is not scraped.
+    expect(checkMonitors([...webhook.docs, ...monitor.docs.map((d) => ({ ...d, value: { ...d.value, spec: {
+      ...(d.value['spec'] as object), podMetricsEndpoints: [{ port: 'https', path: '/metrics' }],
+    } } }))])).not.toEqual([]);
   });
 
   it('each ModelServer shipped with workloads has a pod template on the right port for every role of its mode', () => {

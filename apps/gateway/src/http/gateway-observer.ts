@@ -3,6 +3,7 @@ import { failedStageOf, type ProxyRequest, type RequestHooks, type StageSpan } f
 import type { DispatchPublisher } from '../dispatch/dispatch-publisher';
 import { recordEcHandoff } from '../observability/ec-handoff';
 import type { GatewayMetrics } from '../observability/metrics';
+import type { OutlierDetector } from '../outliers/outlier-detector';
 import type { Logger } from '@triad/runtime';
 
 /**
@@ -15,6 +16,8 @@ export class GatewayObserver implements StageObserver {
   readonly #metrics: GatewayMetrics;
   readonly #hooks: RequestHooks;
   readonly #logger: Logger | undefined;
+  /** Outlier detection, once the outliers bucket is followed. */
+  outliers: OutlierDetector | undefined = undefined;
 
   constructor(dispatch: DispatchPublisher, metrics: GatewayMetrics, hooks: RequestHooks, logger?: Logger) {
     this.#dispatch = dispatch;
@@ -34,6 +37,7 @@ export class GatewayObserver implements StageObserver {
     this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, final ? ctx.result.usage?.completionTokens : undefined);
     this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
     this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
+    this.outliers?.legEnded(ctx, leg, outcome);
   }
 
   legWaiting(ctx: ProxyRequest, leg: LegInfo, waiting: boolean): void {

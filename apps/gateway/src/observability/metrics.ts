@@ -1,4 +1,4 @@
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from '@triad/bus';
 import type { EcHandoffFailureReason } from '@triad/request';
 import { LOCAL_REASONS } from '../scheduling/scheduler-client';
@@ -145,6 +145,15 @@ export class GatewayMetrics {
     name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly #ejections = new Counter({
+    name: 'triad_gateway_outlier_ejections_total',
+    help: 'Endpoints this gateway ejected (outlier detection), by model server, stage and what failed',
+    labelNames: ['model_server', 'stage', 'reason'], registers: [this.registry],
+  });
+  readonly #restores = new Counter({
+    name: 'triad_gateway_outlier_restores_total', help: 'Ejected endpoints a successful probe restored, by model server and stage',
+    labelNames: ['model_server', 'stage'], registers: [this.registry],
+  });
   readonly #retries = new Counter({
     name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'],
     registers: [this.registry],
@@ -267,6 +276,26 @@ export class GatewayMetrics {
       this.#legChildren.set(key, c);
     }
     (ok ? c.ok : c.error).inc();
+  }
+
+  outlierEjected(server: string, stage: Stage, reason: string): void {
+    this.#ejections.inc({ model_server: server, stage, reason });
+  }
+
+  outlierRestored(server: string, stage: Stage): void {
+    this.#restores.inc({ model_server: server, stage });
+  }
+
+  /** `triad_gateway_outliers_ejected{stage}`: endpoints ejected right now in the shared state, read at scrape time. */
+  watchOutliers(count: () => Record<string, number>): void {
+    new Gauge({
+      name: 'triad_gateway_outliers_ejected', help: 'Endpoints ejected right now (shared outlier state), by stage', labelNames: ['stage'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [stage, n] of Object.entries(count())) this.set({ stage }, n);
+      },
+    });
   }
 
   ecHandoffFailure(reason: EcHandoffFailureReason): void {

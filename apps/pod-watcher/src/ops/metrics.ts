@@ -14,6 +14,8 @@ export interface WatcherGaugeSources {
   scrapeTargets(): number;
   staleTargets(): number;
   isLeader(): boolean;
+  /** Scrape shards: engines this replica scrapes, endpoint records it writes, live replicas sharing the work. */
+  shard?(): { targets: number; endpoints: number; members: number };
   /** SGLang encoder registries as the registry sync sees them. */
   encoderRegistries?(): readonly RegistryView[];
 }
@@ -57,6 +59,10 @@ export class WatcherMetrics {
   readonly kvWrites = new Counter({
     name: 'triad_podwatcher_kv_writes_total', help: 'KV writes by bucket, op (put, delete) and result',
     labelNames: ['bucket', 'op', 'result'] as const, registers: [this.registry],
+  });
+  readonly shardChanges = new Counter({
+    name: 'triad_podwatcher_shard_changes_total', help: 'Changes of the live replica set the scrape work is split over',
+    registers: [this.registry],
   });
   readonly fullSyncs = new Counter({
     name: 'triad_podwatcher_full_syncs_total',
@@ -110,6 +116,19 @@ export class WatcherMetrics {
     new Gauge({
       name: 'triad_podwatcher_leader', help: '1 when this replica holds the writer lease', registers: [this.registry],
       collect() { this.set(src.isLeader() ? 1 : 0); },
+    });
+    const shard = () => src.shard?.() ?? { targets: src.scrapeTargets(), endpoints: 0, members: 1 };
+    new Gauge({
+      name: 'triad_podwatcher_shard_targets', help: 'Engine addresses this replica scrapes (its scrape shard)', registers: [this.registry],
+      collect() { this.set(shard().targets); },
+    });
+    new Gauge({
+      name: 'triad_podwatcher_shard_endpoints', help: 'Endpoint records this replica writes (its scrape shard)', registers: [this.registry],
+      collect() { this.set(shard().endpoints); },
+    });
+    new Gauge({
+      name: 'triad_podwatcher_shard_members', help: 'Live pod-watcher replicas sharing the scrape work (heartbeats)', registers: [this.registry],
+      collect() { this.set(shard().members); },
     });
     const registries = () => src.encoderRegistries?.() ?? [];
     const registriesHelp = 'SGLang encoder registries by reachability of their listener (reachable, unreachable, unknown)';

@@ -14,6 +14,11 @@ export interface KvPublisherOptions<T> {
   readonly same: (published: T, next: T) => boolean;
   /** Keys this watcher owns (its namespaces); a full sync deletes owned keys it does not know. */
   readonly owns: (key: string) => boolean;
+  /**
+   * Keys this replica writes (default all): a sharded bucket is written by several replicas, each its share. The
+   * others' keys are kept as desired state but never written; `reshard()` after the shares changed.
+   */
+  readonly writes?: (key: string) => boolean;
   /** Writes in flight at once. */
   readonly concurrency?: number;
   readonly logger: Logger;
@@ -56,6 +61,7 @@ export class KvPublisher<T> {
 
   set(key: string, value: T): void {
     this.#desired.set(key, value);
+    if (this.#opts.writes !== undefined && !this.#opts.writes(key)) return;
     const pub = this.#published.get(key);
     if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
     else if (!this.#inFlight.has(key)) this.#dirty.delete(key);
@@ -63,6 +69,11 @@ export class KvPublisher<T> {
 
   remove(key: string): void {
     if (!this.#desired.delete(key)) return;
+    if (this.#opts.writes !== undefined && !this.#opts.writes(key)) {
+      this.#published.delete(key);
+      this.#dirty.delete(key);
+      return;
+    }
     if (this.#published.has(key) || this.#inFlight.has(key)) this.#markDirty(key);
     else this.#dirty.delete(key);
   }
@@ -101,14 +112,21 @@ export class KvPublisher<T> {
    * (freshly opened, so a bucket lost with the NATS store is recreated). Used at start, after a reconnect, when
    * this replica wins the lease, and to recover from failed writes. Throws when a write fails.
    */
-  async fullSync(kv: KvTarget<T>): Promise<void> {
+  async fullSync(kv: KvTarget<T>, options: { rewrite?: boolean } = {}): Promise<void> {
+    const rewrite = options.rewrite ?? true;
     this.#syncing = true;
     try {
       // Writes still in flight (perhaps hanging on a lost server) are not waited for: they went out earlier on the
       // same connection, so the sync's writes land after them, and their completion re-checks the key.
       this.#kv = kv;
       const existing = new Set(await kv.keys());
-      const entries = [...this.#desired];
+      const writes = this.#opts.writes;
+      const mine = writes === undefined ? [...this.#desired] : [...this.#desired].filter(([key]) => writes(key));
+      // Without `rewrite`, values this process already published unchanged are left as they are.
+      const entries = rewrite ? mine : mine.filter(([key, value]) => {
+        const pub = this.#published.get(key);
+        return pub === undefined || !existing.has(key) || !this.#opts.same(pub, value);
+      });
       await forEachLimit(entries, this.#concurrency, async ([key, value]) => {
         await kv.put(key, value);
         this.#published.set(key, value);
@@ -124,6 +142,10 @@ export class KvPublisher<T> {
       this.#broken = false;
       // Changes that arrived while the sync ran are still to be written.
       for (const [key, value] of this.#desired) {
+        if (writes !== undefined && !writes(key)) {
+          this.#dirty.delete(key);
+          continue;
+        }
         const pub = this.#published.get(key);
         if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
         else this.#dirty.delete(key);
@@ -151,14 +173,33 @@ export class KvPublisher<T> {
     });
   }
 
+  /**
+   * The shares changed: keys that stopped being this replica's are let go (their new owner writes them, so what
+   * this replica published of them is forgotten). A key that became this replica's has no published copy here,
+   * so it is written at its next `set` (its engine's first scrape here), not before with a view this replica
+   * never scraped. Keys that stayed are not touched.
+   */
+  reshard(): void {
+    const writes = this.#opts.writes;
+    if (writes === undefined) return;
+    for (const key of [...this.#published.keys()]) if (!writes(key)) this.#published.delete(key);
+    for (const key of [...this.#dirty.keys()]) if (!writes(key) && this.#desired.has(key)) this.#dirty.delete(key);
+    this.#notifySettled();
+  }
+
   #flush(): void {
     if (!this.#enabled || !this.#kv || this.#syncing || this.#broken) {
       this.#notifySettled();
       return;
     }
+    const writes = this.#opts.writes;
     for (const [key, since] of this.#dirty) {
       if (this.#inFlight.size >= this.#concurrency) break;
       if (this.#inFlight.has(key)) continue;
+      if (writes !== undefined && !writes(key) && this.#desired.has(key)) {
+        this.#dirty.delete(key);
+        continue;
+      }
       this.#dirty.delete(key);
       this.#write(this.#kv, key, since);
     }

@@ -7,6 +7,7 @@ import type { z } from 'zod';
 import type { Bus } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
+import type { ShardRing } from '../shard/shard-ring';
 import { KvPublisher } from './kv-publisher';
 import { sameEndpointRecord, sameJson } from './records';
 import { LeaseRecordSchema, WriterLease } from './writer-lease';
@@ -24,6 +25,16 @@ export interface StatePublisherOptions {
   readonly onLeaderChange?: (leader: boolean) => void;
   /** Keys outside the watched namespaces this watcher still owns (the default Gateway's record). */
   readonly extraOwnedKeys?: readonly string[];
+  /**
+   * The scrape shards: endpoint records are written by the replica that owns them (it scrapes their engine), on
+   * every replica, writer lease or not. Without it this replica writes every endpoint record, as the writer.
+   */
+  readonly shard?: ShardRing;
+}
+
+/** The writer lease's key, also the scope of the scrape-shard membership: `all`, or the sorted namespaces. */
+export function watchScope(namespaces: readonly string[]): string {
+  return namespaces.length === 0 ? 'all' : [...namespaces].sort().join('_');
 }
 
 /** The schema of each bucket the watcher writes. */
@@ -55,6 +66,8 @@ export class StatePublisher {
   readonly lease: WriterLease;
   readonly #opts: StatePublisherOptions;
   readonly #all: KvPublisher<never>[];
+  /** What only the writer publishes: specs, routes, providers, Gateway API (all but the sharded endpoints). */
+  readonly #specs: KvPublisher<never>[];
   #syncWanted = false;
   #syncing: Promise<void> | undefined;
   #synced = false;
@@ -70,8 +83,12 @@ export class StatePublisher {
     const common = {
       logger: options.logger, metrics: options.metrics, onWriteError: () => this.requestFullSync('a write failed'),
     } as const;
+    const shard = options.shard;
     this.endpoints = new KvPublisher<EndpointRecord>({
-      ...common, bucket: Buckets.endpoints, owns: (k) => ownsNs(parseEndpointKey(k)?.namespace),
+      ...common, bucket: Buckets.endpoints,
+      // A key nobody desires any more is deleted by its shard's owner (strays of a lost replica included).
+      owns: (k) => ownsNs(parseEndpointKey(k)?.namespace) && (shard === undefined || shard.owns(k)),
+      ...(shard === undefined ? {} : { writes: (k: string) => shard.owns(k) }),
       same: (a, b) => sameEndpointRecord(a, b, options.metricsHeartbeatMs),
     });
     const extra = new Set(options.extraOwnedKeys ?? []);
@@ -88,7 +105,8 @@ export class StatePublisher {
     this.#all = [
       this.modelServers, this.externalProviders, this.providerCredentials, this.gateways, this.modelRoutes, this.httpRoutes, this.endpoints,
     ] as unknown as KvPublisher<never>[];
-    const leaseKey = options.namespaces.length === 0 ? 'all' : [...options.namespaces].sort().join('_');
+    this.#specs = this.#all.filter((p) => p !== (this.endpoints as unknown as KvPublisher<never>));
+    const leaseKey = watchScope(options.namespaces);
     this.lease = new WriterLease({
       open: () => options.bus.kv(Buckets.podWatcherLease, LeaseRecordSchema),
       key: leaseKey,
@@ -106,6 +124,8 @@ export class StatePublisher {
       this.requestFullSync('NATS reconnected');
       void this.lease.tick();
     });
+    // Sharded endpoint records are this replica's to write whether or not it holds the lease.
+    if (this.#opts.shard !== undefined) this.endpoints.setEnabled(true);
     await this.lease.start();
   }
 
@@ -117,7 +137,10 @@ export class StatePublisher {
 
   /** True after the first full sync as the writer, or, for a standby, once it knows it is one. */
   get ready(): boolean {
-    return this.#sourceReady && (this.lease.isLeader ? this.#synced : this.lease.known);
+    if (!this.#sourceReady) return false;
+    if (this.lease.isLeader) return this.#synced;
+    // A standby with a shard has its endpoint records to publish first.
+    return this.lease.known && (this.#opts.shard === undefined || this.#synced);
   }
 
   get isLeader(): boolean {
@@ -126,15 +149,15 @@ export class StatePublisher {
 
   /** Resolves when everything desired is written (only meaningful for the writer). */
   async whenSettled(): Promise<void> {
-    if (!this.lease.isLeader) return;
+    if (!this.lease.isLeader && this.#opts.shard === undefined) return;
     while (this.#syncWanted || this.#syncing) await (this.#syncing ?? new Promise((r) => setTimeout(r, 10)));
-    await Promise.all(this.#all.map((p) => p.whenSettled()));
+    await Promise.all(this.#written().map((p) => p.whenSettled()));
   }
 
   requestFullSync(reason: string): void {
     if (this.#closed || !this.#sourceReady) return;
     this.#syncWanted = true;
-    if (!this.lease.isLeader) return;
+    if (!this.lease.isLeader && this.#opts.shard === undefined) return;
     this.#syncing ??= this.#runSyncs(reason).finally(() => {
       this.#syncing = undefined;
     });
@@ -142,11 +165,12 @@ export class StatePublisher {
 
   async #runSyncs(reason: string): Promise<void> {
     let delay = 250;
-    while (this.#syncWanted && this.lease.isLeader && !this.#closed) {
+    while (this.#syncWanted && (this.lease.isLeader || this.#opts.shard !== undefined) && !this.#closed) {
       this.#syncWanted = false;
       const started = performance.now();
       try {
-        for (const p of this.#all) await p.fullSync(await this.#open(p.bucket));
+        // The writer publishes everything (what a record refers to first); a standby only its endpoint shard.
+        for (const p of this.#written()) await p.fullSync(await this.#open(p.bucket));
         this.#synced = true;
         this.#opts.metrics?.fullSyncs.inc({ result: 'ok' });
         this.#opts.logger.info({
@@ -172,10 +196,31 @@ export class StatePublisher {
     return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{ put(k: string, v: never): Promise<number>; delete(k: string): Promise<void>; keys(f?: string): Promise<string[]> }>;
   }
 
+  /** The publishers this replica writes now: all as the writer, else its endpoint shard (if sharded). */
+  #written(): KvPublisher<never>[] {
+    if (this.lease.isLeader) return this.#all;
+    return this.#opts.shard === undefined ? [] : [this.endpoints as unknown as KvPublisher<never>];
+  }
+
   #leaderChanged(leader: boolean): void {
-    for (const p of this.#all) p.setEnabled(leader);
+    for (const p of this.#opts.shard === undefined ? this.#all : this.#specs) p.setEnabled(leader);
     this.#opts.onLeaderChange?.(leader);
     if (leader) this.requestFullSync('won the writer lease');
+  }
+
+  /**
+   * Re-publishes this replica's endpoint shard (writes its records, deletes strays it now owns: records of pods
+   * that went away while their old owner was gone). Run a little after the shards changed, once the engines that
+   * moved here were scraped.
+   */
+  async resyncEndpoints(reason: string): Promise<void> {
+    if (this.#closed || !this.#sourceReady || this.#opts.shard === undefined) return;
+    try {
+      await this.endpoints.fullSync(await this.#open(this.endpoints.bucket), { rewrite: false });
+      this.#opts.logger.info({ reason, endpoints: this.endpoints.size }, 'resynced endpoint shard');
+    } catch (err) {
+      this.requestFullSync(`endpoint shard resync failed: ${(err as Error).message}`);
+    }
   }
 
   /** Stops writing and gives up the lease (after the pending writes, so a standby starts from them). */
@@ -184,12 +229,12 @@ export class StatePublisher {
     if (this.#backoff) clearTimeout(this.#backoff);
     this.#unsubscribeReconnect?.();
     await this.#syncing;
-    if (this.lease.isLeader) {
+    if (this.lease.isLeader || this.#opts.shard !== undefined) {
       let timer: NodeJS.Timeout | undefined;
       const giveUp = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, 2000);
       });
-      await Promise.race([Promise.all(this.#all.map((p) => p.whenSettled())), giveUp]);
+      await Promise.race([Promise.all(this.#written().map((p) => p.whenSettled())), giveUp]);
       clearTimeout(timer);
     }
     await this.lease.release();

@@ -11,6 +11,7 @@ import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/
 import type { EncoderRegistrySync } from '../registry/encoder-registry-sync';
 import { baseUrl, planEncoderRegistries, type EngineState } from '../registry/registry-plan';
 import type { Scraper, TargetView } from '../scrape/scraper';
+import type { ShardRing } from '../shard/shard-ring';
 import { EndpointTable, type PlacementDiff } from '../topology/endpoint-table';
 import { targetId, type Placement } from '../topology/placement';
 
@@ -30,6 +31,10 @@ export interface ReconcilerOptions {
   readonly now?: () => number;
   /** Where the objects come from (`kube`, `file`), for the reconcile spans. */
   readonly source?: string;
+  /** The scrape shards (several replicas): which endpoint records, and so which engines, are this replica's. */
+  readonly shard?: ShardRing;
+  /** Whether this replica holds the writer lease (it runs the SGLang encoder registries, which read every engine). */
+  readonly isWriter?: () => boolean;
 }
 
 /** What one pass did, for its span. */
@@ -156,6 +161,27 @@ export class Reconciler {
       if (p.registryOwner) this.#watchOwner(target, view);
     }
     if (this.#registryDirty) this.#schedule();
+  }
+
+  /**
+   * Whether this replica scrapes `target`: one of its endpoint records is in this replica's shard, or it is an
+   * engine of a SGLang EPD ModelServer and this replica is the writer (its encoder-registry plan reads their
+   * health and `/server_info` directly).
+   */
+  ownsTarget(target: string): boolean {
+    const shard = this.#opts.shard;
+    if (shard === undefined) return true;
+    const keys = this.#byTarget.get(target);
+    if (keys === undefined) return false;
+    const writer = this.#opts.isWriter?.() ?? false;
+    for (const key of keys) {
+      if (shard.owns(key)) return true;
+      if (writer) {
+        const p = this.table.get(key);
+        if (p?.mode === 'epd' && p.engine === 'SGLang') return true;
+      }
+    }
+    return false;
   }
 
   /** The registry sync could not reach a registry: re-read its servers' `/server_info` (the port may have moved). */

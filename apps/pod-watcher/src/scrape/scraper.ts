@@ -28,6 +28,11 @@ export interface ScraperOptions {
   readonly metrics?: WatcherMetrics;
   /** Called after a target's metrics or models changed (or its scrape failed). */
   readonly onUpdate: (targetId: string) => void;
+  /**
+   * Whether this replica scrapes the target (its scrape shard); default all. Targets of other shards are known
+   * (their placements exist here too) but left to their owner; `rescope()` after the shards changed.
+   */
+  readonly owned?: (targetId: string) => boolean;
   readonly now?: () => number;
 }
 
@@ -48,6 +53,8 @@ interface Target {
   infoPath: ServerInfoPath;
   queued: boolean;
   removed: boolean;
+  /** In this replica's shard at the last look. */
+  mine: boolean;
 }
 
 /** Slots per scrape interval (each a twentieth of it, at least 10 ms). */
@@ -111,9 +118,11 @@ export class Scraper {
     const target: Target = {
       id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] },
       ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, infoAt: 0, infoPath: SERVER_INFO_PATHS[0], queued: false, removed: false,
+      mine: true,
     };
     this.#targets.set(id, target);
-    this.#enqueue(target);
+    target.mine = this.#owned(id);
+    if (target.mine) this.#enqueue(target);
   }
 
   /** Drops a reference; the address is forgotten when no placement uses it. */
@@ -133,6 +142,26 @@ export class Scraper {
     if (t) t.infoAt = 0;
   }
 
+  /** The shards changed: targets that became this replica's are scraped at once, the others are left alone. */
+  rescope(): void {
+    for (const t of this.#targets.values()) {
+      const mine = this.#owned(t.id);
+      if (mine && !t.mine) this.#enqueue(t);
+      t.mine = mine;
+    }
+  }
+
+  /** Targets this replica scrapes (its shard). */
+  get ownedSize(): number {
+    let n = 0;
+    for (const t of this.#targets.values()) if (t.mine) n += 1;
+    return n;
+  }
+
+  #owned(id: string): boolean {
+    return this.#opts.owned === undefined || this.#opts.owned(id);
+  }
+
   view(id: string): TargetView | undefined {
     return this.#targets.get(id)?.view;
   }
@@ -143,7 +172,7 @@ export class Scraper {
 
   staleCount(): number {
     let n = 0;
-    for (const t of this.#targets.values()) if (t.view.metrics.stale) n += 1;
+    for (const t of this.#targets.values()) if (t.mine && t.view.metrics.stale) n += 1;
     return n;
   }
 
@@ -161,7 +190,11 @@ export class Scraper {
   }
 
   #tick(slot: number, slots: number): void {
-    for (const t of this.#targets.values()) if (t.phase % slots === slot) this.#enqueue(t);
+    for (const t of this.#targets.values()) {
+      if (t.phase % slots !== slot) continue;
+      t.mine = this.#owned(t.id);
+      if (t.mine) this.#enqueue(t);
+    }
   }
 
   #enqueue(t: Target): void {

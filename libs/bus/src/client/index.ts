@@ -8,3 +8,5 @@ export { retryJetStream, isTransientJetStreamError, DEFAULT_JS_RETRY_BUDGET_MS }
 export type { JetStreamRetryOptions } from './js-retry';
 export { startAffinityFeed } from './affinity-feed';
 export type { AffinitySink, AffinityFeed } from './affinity-feed';
+export { startOutlierFeed } from './outlier-feed';
+export type { OutlierFeed } from './outlier-feed';

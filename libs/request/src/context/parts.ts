@@ -91,4 +91,15 @@ export class RequestResult {
   decodeMs = 0;
   /** Pod names per stage, in the order legs were sent (retries included). */
   readonly endpoints: Partial<Record<Stage, string[]>> = {};
+  /** Outlier transitions this request's legs caused (ejection, failed probe, restore), for the access log. */
+  readonly outliers: OutlierEvent[] = [];
+}
+
+/** An outlier transition one leg caused. */
+export interface OutlierEvent {
+  readonly endpoint: string;
+  readonly stage: Stage;
+  readonly action: 'ejected' | 'probe-failed' | 'restored';
+  /** What failed (`5xx`, `connect`, `timeout`, `reset`), for ejections. */
+  readonly reason?: string;
 }

@@ -1,4 +1,5 @@
 import type { SchedulingRequest } from '@triad/bus';
+import type { OutlierTable } from '../state/outlier-table';
 import type { CycleContext, ProfileRole } from '../framework/plugin';
 import { hashString32 } from '../hashing/fast-hash';
 
@@ -8,6 +9,10 @@ export class Cycle implements CycleContext {
   now = 0;
   seed = 0;
   role: ProfileRole = 'aggregated';
+  /** Shared outlier state, when the process follows it; ejected endpoints leave each stage's candidates first. */
+  outliers: OutlierTable | undefined = undefined;
+  /** The ModelServer's `outlierDetection.maxEjectionPercent` for this request. */
+  maxEjectionPercent = 0;
 
   begin(request: SchedulingRequest, now: number): void {
     this.request = request;

@@ -6,6 +6,7 @@ import type { EndpointIndex } from '../state/endpoint-index';
 import { EndpointList } from '../state/endpoint-list';
 import type { InflightTracker } from '../state/inflight-tracker';
 import type { CandidateSource } from '../state/model-server-pool';
+import { ejectedPositions } from '../state/outlier-table';
 import { CandidateSet } from './candidate-set';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder, ProfileTrace } from './explanation';
@@ -115,6 +116,9 @@ export interface RunOptions {
   readonly timing?: Timing | undefined;
 }
 
+/** The name ejected endpoints carry as `filteredBy` in explanations and phases. */
+export const OUTLIER_EJECTION = 'outlier-ejection';
+
 const clampScore = (v: number): number => (v >= 0 ? (v <= 100 ? v : 100) : 0);
 const sizeOf = (source: CandidateSource): number => (source instanceof EndpointList ? source.size : source.length);
 
@@ -163,6 +167,20 @@ function filterAndScore(
     if (set.size === 0) return {
       ok: false, code: ErrorCode.SchedNoCandidates, message: `every ready ${opts.what} endpoint${where} is excluded by the request`,
     };
+  }
+  const outliers = cycle.outliers;
+  if (outliers !== undefined && outliers.size > 0 && cycle.maxEjectionPercent > 0) {
+    const drop = ejectedPositions(outliers, profile.role, cycle.now, set.size, (i) => set.endpoint(i).key, cycle.maxEjectionPercent);
+    if (drop !== undefined) {
+      const keep = slot.keep;
+      const before = set.size;
+      const t0 = sink && timing ? timing.clock() : 0;
+      keep.fill(1, 0, set.size);
+      for (const i of drop) keep[i] = 0;
+      trace?.filtered(OUTLIER_EJECTION, set, keep);
+      set.compact(keep);
+      if (sink && timing) sink(phase('filter', profile.role, OUTLIER_EJECTION, opts.group, before, set.size, t0, timing.clock()));
+    }
   }
   for (const f of profile.filters) {
     const keep = slot.keep;

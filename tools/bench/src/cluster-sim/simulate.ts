@@ -48,7 +48,8 @@ export interface RunMetrics {
 
 /**
  * The pool's capacity for a workload: the completion rate the oracle sustains when the pool is saturated (arrivals
- * far above what it can serve), measured between the first and last quarter of the completions. It includes every
+ * far above what it can serve), measured between the first and last quarter of the completions (at least 125
+ * requests per engine, so a large pool reaches its steady state). It includes every
  * cache hit a fully informed router can get, so "95 % load" leaves a router little slack to waste.
  */
 export function measureCapacity(
@@ -57,7 +58,7 @@ export function measureCapacity(
   const rough = noCacheCapacity(workload, engines, cost, seed);
   const done: number[] = [];
   runSimulation(oracle, {
-    workload, engines, load: 4, capacity: rough, requests: 2000, seed: seed ^ 0xabc, cost, warmup: 0,
+    workload, engines, load: 4, capacity: rough, requests: Math.max(2000, 125 * engines), seed: seed ^ 0xabc, cost, warmup: 0,
     onFinish: (s) => done.push(s.finishedAt),
   });
   done.sort((a, b) => a - b);

@@ -1,0 +1,28 @@
+import type { ModelServerSpec } from './model-server';
+import { durationMs } from './semantic-rules';
+
+/** `trafficPolicy.outlierDetection` with its defaults applied. */
+export interface OutlierPolicy {
+  /** 0 = outlier detection off. */
+  readonly consecutiveErrors: number;
+  readonly baseEjectionMs: number;
+  readonly maxEjectionMs: number;
+  readonly maxEjectionPercent: number;
+}
+
+export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = Object.freeze({
+  consecutiveErrors: 5, baseEjectionMs: 10_000, maxEjectionMs: 300_000, maxEjectionPercent: 50,
+});
+
+/** The outlier policy of a ModelServer: its `trafficPolicy.outlierDetection` over the defaults. */
+export function outlierPolicyOf(spec: Pick<ModelServerSpec, 'trafficPolicy'>): OutlierPolicy {
+  const o = spec.trafficPolicy?.outlierDetection;
+  if (o === undefined) return DEFAULT_OUTLIER_POLICY;
+  const base = durationMs(o.baseEjectionTime, DEFAULT_OUTLIER_POLICY.baseEjectionMs);
+  return {
+    consecutiveErrors: o.consecutiveErrors ?? DEFAULT_OUTLIER_POLICY.consecutiveErrors,
+    baseEjectionMs: base,
+    maxEjectionMs: Math.max(base, durationMs(o.maxEjectionTime, DEFAULT_OUTLIER_POLICY.maxEjectionMs)),
+    maxEjectionPercent: o.maxEjectionPercent ?? DEFAULT_OUTLIER_POLICY.maxEjectionPercent,
+  };
+}
