@@ -1,7 +1,7 @@
 import { Kvm } from '@nats-io/kv';
 import { z } from 'zod';
 import { Buckets, ConfigKeys } from '@triad/bus';
-import type { Bus } from '@triad/bus/client';
+import { retryJetStream, type Bus } from '@triad/bus/client';
 
 /**
  * Follows KV `triad_v1_config/scheduler` as raw text (YAML or JSON, as an operator would `nats kv put` it), calling
@@ -13,10 +13,12 @@ export async function watchKvConfig(
   // Opening through the typed client creates the bucket (when missing) with the settings the gateway uses: a few
   // revisions of history, so an operator can see what changed.
   await bus.kv(Buckets.config, z.unknown(), { history: 5 });
-  const kv = await new Kvm(bus.nc).open(Buckets.config);
-  const entry = await kv.get(ConfigKeys.scheduler);
+  // On a cluster that is still electing leaders (a fresh start, a node lost) each call can time out: retried like
+  // every other JetStream call, so a replica starting next to a forming cluster waits instead of exiting.
+  const kv = await retryJetStream(() => new Kvm(bus.nc).open(Buckets.config), bus.jsRetry);
+  const entry = await retryJetStream(() => kv.get(ConfigKeys.scheduler), bus.jsRetry);
   const initial = entry && entry.operation === 'PUT' ? entry.string() : undefined;
-  const iter = await kv.watch({ key: ConfigKeys.scheduler });
+  const iter = await retryJetStream(() => kv.watch({ key: ConfigKeys.scheduler }), bus.jsRetry);
   void (async () => {
     for await (const e of iter) onChange(e.operation === 'PUT' ? e.string() : undefined);
   })();

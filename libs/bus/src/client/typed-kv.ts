@@ -142,7 +142,9 @@ export class TypedKv<S extends z.ZodType> {
     let iter = await retryJetStream(() => open(0), this.#retry);
     // The replay ends at the entry with nothing pending after it. When nothing matched the filter at all, no
     // entry will say so: the watcher's consumer info (cached by nats.js when it created the watch) tells.
-    const pending = iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values;
+    const pending = await retryJetStream(
+      async () => (iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values), this.#retry,
+    );
     if (pending === 0) markSynced();
     const reopen = async (): Promise<void> => {
       iter.stop();
