@@ -1,0 +1,8 @@
+export { SeededRandom } from './seeded-random';
+export {
+  FAULT_LABELS, FAULT_MODES, MATRIX_MODEL, TOPOLOGY_LABELS, TOPOLOGY_NAMES, deployTopology, runFaultScenario, scenarioLabel, scenariosOf, stagesOf,
+} from './fault-matrix';
+export type {
+  DeployedTopology, FaultModeName, FaultScenario, FaultableSim, MatrixSimOptions, MatrixStack, ScenarioOptions, ScenarioResult, StageName,
+  TopologyName,
+} from './fault-matrix';
