@@ -13,7 +13,7 @@ import { accessLines, inferenceRequests, ref, startHarness, type Harness } from 
 
 const MODEL = 'Qwen/Qwen2.5-7B';
 const N = 6;
-// About 170 prompt tokens: 11 blocks of 16 tokens per request.
+// A 120-word prompt: 14 blocks of 16 tokens per request in the sims.
 const PROMPT = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ');
 const LONG = 600_000;
 
@@ -180,7 +180,7 @@ describe('KV-ownership-aware aborts (SGLang PD)', () => {
     }).catch((err: Error) => err));
     await waitFor(() => d.kvHeld().requests === N, { what: 'the decode to pre-allocate for every request' });
     const held = d.kvHeld();
-    expect(held.blocks).toBeGreaterThanOrEqual(N * 11);
+    expect(held.blocks).toBe(N * 14);
     // Still held: only SGLANG_DISAGGREGATION_WAITING_TIMEOUT or an abort frees them. (The test aborts them itself.)
     for (const c of clients) c.abort();
     await Promise.all(sent);
