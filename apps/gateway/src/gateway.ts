@@ -106,7 +106,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   let listenerServers: ListenerServers | undefined;
   const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
   const handler = new InferenceHandler({
-    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, providers,
+    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, kvRelease: config.kvRelease,
+    providers,
     limits: requestLimitsOf(config), gatewayApi,
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),

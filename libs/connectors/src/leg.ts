@@ -71,6 +71,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   readonly #mode: LegMode;
   readonly #timeoutMs: number;
   readonly #leadingErrorFails: boolean;
+  readonly #onFirstByte: (() => void) | undefined;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
   #reject!: (err: Error) => void;
   #controller: Dispatcher.DispatchController | undefined;
@@ -99,6 +100,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     this.#mode = mode;
     this.#timeoutMs = spec.timeoutMs;
     this.#leadingErrorFails = spec.leadingErrorEventFails === true;
+    this.#onFirstByte = spec.onFirstByte;
     this.promise = new Promise<BufferedAnswer | undefined>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -177,6 +179,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     if (!this.#sawData) {
       this.#sawData = true;
       if (this.#mode === LegMode.Relay) this.#clearTimer();
+      if (!this.#failed) this.#onFirstByte?.();
     }
     if (this.#sse !== undefined && !this.#failed) {
       const out = this.#sse.push(chunk);

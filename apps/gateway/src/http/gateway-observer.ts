@@ -1,5 +1,5 @@
 import type { LegInfo, LegOutcome, StageObserver } from '@triad/connectors';
-import { failedStageOf, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
+import { failedStageOf, type KvStrandedEvent, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
 import type { DispatchPublisher } from '../dispatch/dispatch-publisher';
 import { recordEcHandoff } from '../observability/ec-handoff';
 import type { GatewayMetrics } from '../observability/metrics';
@@ -47,6 +47,18 @@ export class GatewayObserver implements StageObserver {
   firstByte(ctx: ProxyRequest): void {
     if (ctx.stream) this.#metrics.streams(ctx.model, 1);
     this.#hooks.onFirstToken?.(ctx);
+  }
+
+  kvStranded(ctx: ProxyRequest, event: KvStrandedEvent): void {
+    this.#metrics.kvStranded(event.engine, event.reason, event.action);
+    this.#logger?.info({ requestId: ctx.id, model: ctx.model, ...event }, 'KV hand-off not taken by its decode');
+  }
+
+  kvReleased(ctx: ProxyRequest, event: KvStrandedEvent, ok: boolean, error?: Error): void {
+    this.#metrics.kvReleased(event.engine, ok);
+    if (!ok) {
+      this.#logger?.warn({ requestId: ctx.id, prefill: event.prefill, via: event.via, err: error?.message }, 'KV release leg failed');
+    }
   }
 
   retry(ctx: ProxyRequest, attempt: number, error: Error): void {

@@ -34,6 +34,8 @@ export interface InferenceDeps {
   readonly observer: GatewayObserver;
   readonly logger: Logger;
   readonly accessLog: boolean;
+  /** Release KV a vLLM prefill holds for a decode that did not take it (`TRIAD_KV_RELEASE`). */
+  readonly kvRelease: boolean;
   /** Bounds every body is checked against before any work starts. */
   readonly limits: RequestLimits;
   /** Prompt hashing options matching the scheduler config. */
@@ -258,7 +260,7 @@ export class InferenceHandler {
     });
     d.hooks.onScheduled?.(ctx);
     if (ctx.sink.destroyed) throw clientAbortedError();
-    await runProxy(ctx, d.connectors.get(ctx.proxy.connector), d.pools, d.observer);
+    await runProxy(ctx, d.connectors.get(ctx.proxy.connector), d.pools, d.observer, { kvRelease: d.kvRelease });
   }
 
   #disaggregated(namespace: string, server: string): boolean {

@@ -6,3 +6,5 @@ export type {
   DeployedTopology, FaultModeName, FaultScenario, FaultableSim, MatrixSimOptions, MatrixStack, ScenarioOptions, ScenarioResult, StageName,
   TopologyName,
 } from './fault-matrix';
+export { fuzzAnswerProblem, fuzzCase, runFuzz } from './fuzz-bodies';
+export type { FuzzCase, FuzzOptions, FuzzReport } from './fuzz-bodies';
