@@ -88,7 +88,7 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
   });
 
   it('one uncached image is encoded by the prefill from the raw media: no encoder leg', async () => {
-    useConfig({ disaggregation: { skipPrefill: false } });
+    useConfig({ disaggregation: { skipPrefill: false, localEncode: true } });
     const before = p.counters()['localEncodes'] ?? 0;
     const res = await chat(withImage('what is this?'));
     expect(res.status).toBe(200);
@@ -99,8 +99,8 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
     expect((p.counters()['localEncodes'] ?? 0) - before).toBe(1);
   });
 
-  it('with localEncode off the same request fans out to the encoder first', async () => {
-    useConfig({ disaggregation: { skipPrefill: false, localEncode: false } });
+  it('with localEncode off (the default) the same request fans out to the encoder first', async () => {
+    useConfig({ disaggregation: { skipPrefill: false } });
     const res = await chat(withImage('and this?'));
     expect(res.status).toBe(200);
     expect(inferenceRequests(e)).toHaveLength(1);
