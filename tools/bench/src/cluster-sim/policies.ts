@@ -18,6 +18,12 @@ export interface Route {
   readonly encoders?: readonly number[];
 }
 
+/** What a gateway measures on a finished leg. */
+export interface LegLatency {
+  readonly ttftMs: number;
+  readonly tpotMs?: number;
+}
+
 /** A leg of a request, as the router's dispatch events name it: `final` is the leg that answers. */
 export type Leg = 'encode' | 'prefill' | 'final';
 
@@ -28,7 +34,8 @@ export interface RoutingPolicy {
   route(request: SimRequest, now: number, keys: readonly number[]): Route | null;
   /** A leg was sent to an engine or encoder (the gateway's dispatch start) / finished there. */
   started?(request: SimRequest, leg: Leg, index: number, now: number): void;
-  finished?(request: SimRequest, leg: Leg, index: number, now: number): void;
+  /** `latency`: what the gateway measured on the leg (TTFT from the leg's start; TPOT of an answering leg). */
+  finished?(request: SimRequest, leg: Leg, index: number, now: number, latency?: LegLatency): void;
   /** A metrics scrape of every pod (the pod-watcher's, every second). */
   scrape?(pool: SimPool, now: number): void;
 }
@@ -153,8 +160,11 @@ export class SchedulerPolicy implements RoutingPolicy {
     this.#tracker.applyEvent('gw', { type: 'start', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + now });
   }
 
-  finished(request: SimRequest, leg: Leg, index: number, now: number): void {
-    this.#tracker.applyEvent('gw', { type: 'finish', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + now });
+  finished(request: SimRequest, leg: Leg, index: number, now: number, latency?: LegLatency): void {
+    this.#tracker.applyEvent('gw', {
+      type: 'finish', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + Math.round(now),
+      ...(latency ? { ttftMs: latency.ttftMs, ...(latency.tpotMs !== undefined ? { tpotMs: latency.tpotMs } : {}) } : {}),
+    });
   }
 
   scrape(pool: SimPool, now: number): void {

@@ -193,6 +193,12 @@ interface Outcome {
   readonly localEncode: boolean;
 }
 
+/** TTFT (from the leg's start) and TPOT of an answering leg, as the gateway measures a streamed answer. */
+function answerLatency(s: Served, legStart: number): { ttftMs: number; tpotMs?: number } {
+  const out = s.request.outputTokens;
+  return { ttftMs: s.firstTokenAt - legStart, ...(out > 1 ? { tpotMs: (s.finishedAt - s.firstTokenAt) / (out - 1) } : {}) };
+}
+
 /**
  * Runs a routed request through the pool, as a gateway would execute the decision: encoder legs (items on their
  * encoders, the outputs handed to the consumer), then the prefill leg and the decode from the transferred KV, or
@@ -213,7 +219,7 @@ function execute(
     if (route.prefill === undefined) {
       policy.started?.(request, 'final', route.engine, at);
       final.submit(request, at, () => undefined, (s) => {
-        policy.finished?.(request, 'final', route.engine, s.finishedAt);
+        policy.finished?.(request, 'final', route.engine, s.finishedAt, answerLatency(s, at));
         done({
           served: s, hitTokens: s.hitTokens, encoderHits: s.encoderHits - handed.size + (handed.size - encoderMisses),
           skippedPrefill: pool.kind !== 'aggregated', localEncode: pool.kind === 'epd' && !remoteEncode && request.images.length > 0,
@@ -225,12 +231,12 @@ function execute(
     if (!prefill) throw new Error(`${policy.name} chose prefill ${route.prefill} of ${pool.engines.length}`);
     policy.started?.(request, 'prefill', route.prefill, at);
     prefill.submit(request, at, (p) => {
-      policy.finished?.(request, 'prefill', route.prefill as number, p.firstTokenAt);
+      policy.finished?.(request, 'prefill', route.prefill as number, p.firstTokenAt, { ttftMs: p.firstTokenAt - at });
       const toDecode = p.firstTokenAt + cost.legOverheadMs;
       schedule(toDecode, () => {
         policy.started?.(request, 'final', route.engine, toDecode);
         final.submit(request, toDecode, () => undefined, (s) => {
-          policy.finished?.(request, 'final', route.engine, s.finishedAt);
+          policy.finished?.(request, 'final', route.engine, s.finishedAt, answerLatency(s, toDecode));
           done({
             served: s, hitTokens: p.hitTokens, encoderHits: p.encoderHits - handed.size + (handed.size - encoderMisses),
             skippedPrefill: false, localEncode: pool.kind === 'epd' && !remoteEncode && request.images.length > 0,
