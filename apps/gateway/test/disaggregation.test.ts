@@ -1,11 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SchedulingRequest } from '@triad/bus';
+import { DispatchBatchSchema, Subjects, decodeMessage, type DispatchEvent, type SchedulingRequest } from '@triad/bus';
 import type { ModelServerSpec } from '@triad/crd';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, loadSchedulerConfig } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
+import { waitFor } from '@triad/testing';
 import { NS, inferenceRequests, startHarness, type Harness } from './support/harness';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
@@ -88,7 +89,7 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
   });
 
   it('one uncached image is encoded by the prefill from the raw media: no encoder leg', async () => {
-    useConfig({ disaggregation: { skipPrefill: false } });
+    useConfig({ disaggregation: { skipPrefill: false, localEncode: true } });
     const before = p.counters()['localEncodes'] ?? 0;
     const res = await chat(withImage('what is this?'));
     expect(res.status).toBe(200);
@@ -99,11 +100,33 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
     expect((p.counters()['localEncodes'] ?? 0) - before).toBe(1);
   });
 
-  it('with localEncode off the same request fans out to the encoder first', async () => {
-    useConfig({ disaggregation: { skipPrefill: false, localEncode: false } });
+  it('with localEncode off (the default) the same request fans out to the encoder first', async () => {
+    useConfig({ disaggregation: { skipPrefill: false } });
     const res = await chat(withImage('and this?'));
     expect(res.status).toBe(200);
     expect(inferenceRequests(e)).toHaveLength(1);
     expect(inferenceRequests(p)).toHaveLength(1);
+  });
+
+  it('publishes the TTFT and TPOT it measured on each leg with the dispatch finish events, for the schedulers', async () => {
+    const finished: DispatchEvent[] = [];
+    const sub = h.bus.nc.subscribe(Subjects.dispatch, { callback: (_e, m) => {
+      const d = decodeMessage(DispatchBatchSchema, m.data);
+      if (d.ok) finished.push(...d.value.events.filter((e) => e.type === 'finish' && e.requestId === 'lat-1'));
+    } });
+    await h.bus.nc.flush();
+    useConfig({ disaggregation: { skipPrefill: false } });
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'lat-1' },
+      body: JSON.stringify({ model: 'vl', messages: [{ role: 'user', content: 'count to five' }], max_tokens: 5, stream: true }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    await waitFor(() => finished.length === 2, { what: 'finish events of the prefill and decode legs' });
+    sub.unsubscribe();
+    const byStage = Object.fromEntries(finished.map((e) => [e.stage, e]));
+    expect(byStage['prefill']).toMatchObject({ ok: true, ttftMs: expect.any(Number) });
+    expect(byStage['prefill']?.tpotMs).toBeUndefined();
+    expect(byStage['decode']).toMatchObject({ ok: true, ttftMs: expect.any(Number), tpotMs: expect.any(Number), outputTokens: 5 });
   });
 });

@@ -13,7 +13,7 @@ import { accessLines, inferenceRequests, ref, startHarness, type Harness } from 
 
 const MODEL = 'Qwen/Qwen2.5-7B';
 const N = 6;
-// About 170 prompt tokens: 11 blocks of 16 tokens per request.
+// A 120-word prompt: 14 blocks of 16 tokens per request in the sims.
 const PROMPT = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ');
 const LONG = 600_000;
 
@@ -98,7 +98,7 @@ describe('KV-ownership-aware aborts (vLLM NIXL PD)', () => {
       const releases = inferenceRequests(pd.d2).filter((r) => (r.body as { max_tokens?: number }).max_tokens === 1);
       expect(releases).toHaveLength(N);
       expect(releases[0]?.body).toMatchObject({ stream: false, max_tokens: 1, kv_transfer_params: { do_remote_prefill: true } });
-      const line = accessLines(h).at(-1) as Record<string, unknown>;
+      const line = await waitFor(() => accessLines(h).at(N - 1), { what: 'N access lines' });
       expect(line['kv_stranded']).toEqual([{ engine: 'vLLM', prefill: 'p', decode: 'd1', reason: 'decode_failed', action: 'release', via: 'd2' }]);
     });
 
@@ -108,8 +108,11 @@ describe('KV-ownership-aware aborts (vLLM NIXL PD)', () => {
       expect(pd.p.counters()['kvLeasesExpired']).toBe(0);
       const series = 'triad_gateway_kv_stranded_total{engine="vLLM",reason="client_aborted",action="release"}';
       await waitFor(async () => (await gatewayMetric(h, series)) === N, { what: 'N stranded hand-offs counted' });
-      const lines = accessLines(h).filter((l) => l['status_code'] === 499);
-      expect(lines).toHaveLength(N);
+      // Access lines are written when each request ends, a moment after the client's abort.
+      const lines = await waitFor(() => {
+        const ended = accessLines(h).filter((l) => l['status_code'] === 499);
+        return ended.length === N ? ended : undefined;
+      }, { what: 'N access lines with 499' });
       expect(lines[0]?.['kv_stranded']).toEqual([
         { engine: 'vLLM', prefill: 'p', decode: 'd1', reason: 'client_aborted', action: 'release', via: 'd2' },
       ]);
@@ -180,7 +183,7 @@ describe('KV-ownership-aware aborts (SGLang PD)', () => {
     }).catch((err: Error) => err));
     await waitFor(() => d.kvHeld().requests === N, { what: 'the decode to pre-allocate for every request' });
     const held = d.kvHeld();
-    expect(held.blocks).toBeGreaterThanOrEqual(N * 11);
+    expect(held.blocks).toBe(N * 14);
     // Still held: only SGLANG_DISAGGREGATION_WAITING_TIMEOUT or an abort frees them. (The test aborts them itself.)
     for (const c of clients) c.abort();
     await Promise.all(sent);
@@ -197,7 +200,7 @@ describe('KV-ownership-aware aborts (SGLang PD)', () => {
     await waitFor(() => d.kvHeld().requests === 0, { what: 'the decode to free what it pre-allocated' });
     const series = 'triad_gateway_kv_stranded_total{engine="SGLang",reason="client_aborted",action="abort_peer"}';
     await waitFor(async () => (await gatewayMetric(h, series)) === N, { what: 'N stranded hand-offs counted' });
-    const line = accessLines(h).filter((l) => l['status_code'] === 499).at(-1) as Record<string, unknown>;
+    const line = await waitFor(() => accessLines(h).filter((l) => l['status_code'] === 499).at(N - 1), { what: 'N access lines with 499' });
     expect(line['kv_stranded']).toEqual([{ engine: 'SGLang', prefill: 'p', decode: 'd', reason: 'client_aborted', action: 'abort_peer' }]);
   });
 

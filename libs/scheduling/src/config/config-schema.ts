@@ -45,6 +45,8 @@ const DisaggregationCostsSchema = z.object({
   ecTransferMsPerItem: z.number().min(0).default(5),
   /** One extra leg (an HTTP hop and the engine's request set-up). */
   legOverheadMs: z.number().min(0).default(3),
+  /** Prompt tokens one media item adds (the gateway's `inputTokens` counts text only); 576 is a LLaVA-style 24×24 grid. */
+  mediaTokensPerItem: z.number().min(0).default(576),
 }).strict();
 
 /**
@@ -56,8 +58,12 @@ const DisaggregationCostsSchema = z.object({
  * encoders) nor Mooncake EC push or the plain `http` KV connector.
  */
 export const DisaggregationConfigSchema = z.object({
-  /** EPD: let the consumer (the prefill, else the decode pod) encode a request's media itself. */
-  localEncode: z.boolean().default(true),
+  /**
+   * EPD: let the consumer (the prefill, else the decode pod) encode a request's media itself. Off by default: in the
+   * routing benchmark it lowered image-light TTFT p99 by ~10 % but raised image-heavy p99 at 95 % load (the
+   * consumer's encoding delays the prefills queued behind it), docs/routing-benchmark.md.
+   */
+  localEncode: z.boolean().default(false),
   /** Most media items not already in the consumer's encoder cache that it encodes itself. */
   maxLocalEncodeItems: z.number().int().min(0).max(64).default(1),
   /** Items larger than this (bytes, when the gateway knows) always go to the encoders. */

@@ -63,6 +63,8 @@ export interface DisaggregationChoice extends Disaggregation {
  * Decides, for one pd/epd request, whether to skip the prefill stage (the decode pod prefills: no prefill leg, no KV
  * transfer) and whether to encode remotely or let the consumer encode the raw media, from predicted TTFTs:
  *
+ * The prompt's size is the request's `inputTokens` (text) plus `mediaTokensPerItem` per media item.
+ *
  * - remote prefill = leg overhead + (in-flight legs on P) × this prefill + prefill of the tokens P does not hold
  *   + KV transfer of the whole prompt; local prefill = prefill of the tokens D does not hold. Skipped when local
  *   is lower and D's uncached tokens are at most `maxLocalPrefillTokens` (its running decodes wait meanwhile).
@@ -76,7 +78,9 @@ export interface DisaggregationChoice extends Disaggregation {
 export function planDisaggregation(input: DisaggregationInput): DisaggregationChoice {
   const { request, config, shortcuts, decode, prefill } = input;
   const c = config.costs;
-  const tokens = request.inputTokens ?? request.prefixHashes.length * (input.blockChars / CHARS_PER_TOKEN);
+  // The gateway's estimate counts text only: each media item adds its tokens.
+  const tokens = (request.inputTokens ?? request.prefixHashes.length * (input.blockChars / CHARS_PER_TOKEN)) +
+    request.mediaItems.length * c.mediaTokensPerItem;
   const prefillMs = (t: number): number => c.prefillOverheadMs + (Math.max(0, t) / 1000) * c.prefillMsPer1kTokens;
   const cachedTokens = (key: string): number => {
     let blocks = 0;

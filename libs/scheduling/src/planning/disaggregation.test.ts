@@ -80,7 +80,7 @@ describe('per-request disaggregation', () => {
 
   it('vLLM EPD: one uncached image is encoded by the prefill; three go to the encoders', () => {
     const epd = server('epd', { ecConnector: { type: 'nixl', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } });
-    const s = schedulerFor(epd, { disaggregation: { skipPrefill: false } });
+    const s = schedulerFor(epd, { disaggregation: { skipPrefill: false, localEncode: true } });
     const one = decide(s, { id: 'one', inputTokens: 1200, mediaItems: images('u:a') });
     expect(one.encoders).toEqual([]);
     expect(one.attempts[0]?.prefill?.pod).toBe('p1');
@@ -98,7 +98,7 @@ describe('per-request disaggregation', () => {
   it('a busy encoder pool makes a second uncached image cheaper to encode on the prefill', () => {
     const tracker = new InflightTracker();
     const epd = server('epd');
-    const s = schedulerFor(epd, { disaggregation: { skipPrefill: false, maxLocalEncodeItems: 4 } }, tracker);
+    const s = schedulerFor(epd, { disaggregation: { skipPrefill: false, localEncode: true, maxLocalEncodeItems: 4 } }, tracker);
     expect(decide(s, { id: 'idle', inputTokens: 1500, mediaItems: images('u:a', 'u:b') }).encoders).toHaveLength(2);
     tracker.applyBatch({ v: 1, gateway: 'gw', seq: 0, events: [], inflight: { [keyOf('e1')]: 8, [keyOf('e2')]: 8 } }, TEST_NOW);
     const busy = decide(s, { id: 'busy', inputTokens: 1500, mediaItems: images('u:c', 'u:d') });
@@ -106,22 +106,24 @@ describe('per-request disaggregation', () => {
     expect(busy.disaggregation?.encode).toBe('local');
   });
 
-  it('never encodes locally with a Mooncake EC connector, large items or the switch off', () => {
+  it('never encodes locally with a Mooncake EC connector, large items or the switch off (the default)', () => {
     const mooncake = server('epd', { ecConnector: { type: 'mooncake', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } });
-    const pushed = decide(schedulerFor(mooncake, { disaggregation: { skipPrefill: false } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
+    const pushed = decide(schedulerFor(mooncake, { disaggregation: { skipPrefill: false, localEncode: true } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
     expect(pushed.encoders).toHaveLength(1);
     expect(pushed.explanation?.disaggregation?.reason).toContain('Mooncake EC consumer');
-    const big = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false } }), {
+    const big = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false, localEncode: true } }), {
       inputTokens: 1200, mediaItems: [{ index: 0, key: 'u:big', modality: 'image', bytes: 9_000_000 }], explain: true,
     });
     expect(big.encoders).toHaveLength(1);
     expect(big.explanation?.disaggregation?.reason).toContain('9000000 bytes > maxLocalEncodeBytes');
-    const off = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false, localEncode: false } }), { inputTokens: 1200, mediaItems: images('u:a') });
+    const off = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
     expect(off.encoders).toHaveLength(1);
+    expect(off.explanation?.disaggregation?.reason).toContain('localEncode is off');
   });
 
   it('vLLM EPD: a short request that skips its prefill is encoded on the decode pod, with no encoder leg', () => {
-    const d = decide(schedulerFor(server('epd')), { inputTokens: 300, mediaItems: images('u:a') });
+    // 300 text tokens + 576 for the image.
+    const d = decide(schedulerFor(server('epd'), { disaggregation: { maxLocalPrefillTokens: 1024 } }), { inputTokens: 300, mediaItems: images('u:a') });
     expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ pod: 'd1' }) }]);
     expect(d.encoders).toEqual([]);
     expect(d.disaggregation).toMatchObject({ prefill: 'local', encode: 'local' });
