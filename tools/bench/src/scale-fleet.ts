@@ -14,7 +14,7 @@
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
  *   add --profile DIR to write CPU profiles of the pod-watchers
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,12 +25,13 @@ import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, type Scheduling
 import { connectBus, type Bus } from '@triad/bus/client';
 import { createLocalScheduling, prefixBlockHashes, type LocalScheduling } from '@triad/scheduling';
 import { schedulingRequest } from '@triad/scheduling/testing';
-import { freePort, spawnTriad, startNatsServer, waitFor, waitReady, type TriadChild } from '@triad/testing';
+import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
 import { markdownTable } from './lib/table';
 import { podIp } from './pod-watcher-fleet';
 import { percentile, prng } from './scheduler-cluster';
 
 const CLK_TCK = 100;
+const TRIAD = join(__dirname, '..', '..', '..', 'apps', 'cli', 'bin', 'triad.js');
 
 const { values: args } = parseArgs({
   options: {
@@ -120,16 +121,42 @@ interface Service {
   readonly opsPort: number;
 }
 
+/** `triad <args>` as a child process (node flags first, e.g. a CPU profile), its output kept for errors. */
+function spawnService(args: readonly string[], name: string, nodeFlags: readonly string[]): TriadChild {
+  const child = spawn(process.execPath, [...nodeFlags, TRIAD, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', TRIAD_INSTANCE_ID: name },
+  });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-20_000);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  return {
+    process: child,
+    output: () => output,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
 async function startService(
-  kind: 'pod-watcher' | 'scheduler' | 'gateway', name: string, natsUrl: string, extra: string[], nodeOptions?: string,
+  kind: 'pod-watcher' | 'scheduler' | 'gateway', name: string, natsUrl: string, extra: string[], nodeFlags: readonly string[] = [],
 ): Promise<Service> {
   const opsPort = await freePort();
   const args = [kind, '--nats', natsUrl, '--metrics-port', String(opsPort), ...extra];
   if (kind === 'gateway') args.push('--host', '127.0.0.1', '--port', String(await freePort()));
   if (kind === 'scheduler') args.push('--instance-id', name);
-  const env: Record<string, string> = { TRIAD_LOG_LEVEL: 'warn', TRIAD_INSTANCE_ID: name, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}) };
-  const child = spawnTriad(args, env);
-  await waitReady(child, opsPort, `${name} ready`);
+  const child = spawnService(args, name, nodeFlags);
+  // Longer than waitReady's minute: a pod-watcher joining a loaded 10,000-pod fleet on a busy machine can take it.
+  const died = new Promise<never>((_, reject) => child.process.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${child.output()}`))));
+  await Promise.race([died, waitFor(
+    async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, { what: `${name} ready`, timeoutMs: 300_000, intervalMs: 200 },
+  )]);
   return { name, child, opsPort };
 }
 
@@ -156,6 +183,7 @@ interface Window {
   readonly watchers: WatcherRow[];
   readonly scrapesPerS: number;
   readonly writesPerS: number;
+  readonly connectsPerS: number;
 }
 
 async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mode: 'steady' | 'busy'): Promise<Window> {
@@ -163,13 +191,13 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
   // One interval for the mode switch to reach every engine's next scrape.
   await new Promise((r) => setTimeout(r, INTERVAL_MS * 2));
   const before = watchers.map((w) => procStats(w.child.process.pid!));
-  const scrapes0 = (await fleet.stats()).scrapes;
+  const stats0 = await fleet.stats();
   const writes0 = await endpointWrites(bus);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, WINDOW_S * 1000));
   const secs = (performance.now() - t0) / 1000;
   const after = watchers.map((w) => procStats(w.child.process.pid!));
-  const scrapes1 = (await fleet.stats()).scrapes;
+  const stats1 = await fleet.stats();
   const writes1 = await endpointWrites(bus);
   const rows: WatcherRow[] = [];
   for (const [i, w] of watchers.entries()) {
@@ -178,7 +206,10 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
       targets: await metric(w, 'triad_podwatcher_shard_targets'),
     });
   }
-  return { watchers: rows, scrapesPerS: (scrapes1 - scrapes0) / secs, writesPerS: (writes1 - writes0) / secs };
+  return {
+    watchers: rows, scrapesPerS: (stats1.scrapes - stats0.scrapes) / secs, writesPerS: (writes1 - writes0) / secs,
+    connectsPerS: (stats1.connections - stats0.connections) / secs,
+  };
 }
 
 /**
@@ -231,6 +262,22 @@ function decide(local: LocalScheduling, servers: readonly string[], iterations: 
   return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? NaN, errors };
 }
 
+const WATCHER_HEADER = [
+  'pod-watchers', 'fleet', 'replica', 'shard (pods)', 'CPU % of a core', 'RSS MB', 'scrapes/s (all)', 'endpoint KV writes/s (all)',
+  'new connections/s (all)',
+];
+
+function printWatchers(label: string, phase: { steady: Window; busy: Window }): void {
+  const rows: (string | number)[][] = [];
+  for (const mode of ['steady', 'busy'] as const) {
+    const w = phase[mode];
+    for (const r of w.watchers) {
+      rows.push([label, mode === 'steady' ? 'steady values' : 'values change every scrape', r.name, r.targets, r.cpuPct, r.rssMb, w.scrapesPerS, w.writesPerS, w.connectsPerS]);
+    }
+  }
+  process.stdout.write(`${markdownTable(WATCHER_HEADER, rows)}\n\n`);
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'triad-bench-scale-'));
   const nats = await startNatsServer();
@@ -248,7 +295,7 @@ async function main(): Promise<void> {
     const startWatcher = async (i: number) => {
       const s = await startService(
         'pod-watcher', `pod-watcher-${i}`, nats.url, ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
-        args.profile ? `--cpu-prof --cpu-prof-dir=${args.profile}` : undefined,
+        args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [],
       );
       services.push(s);
       return s;
@@ -258,8 +305,11 @@ async function main(): Promise<void> {
     const kv = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
     await waitFor(async () => (await kv.keys()).length >= PODS, { timeoutMs: 180_000, intervalMs: 1000, what: `${PODS} endpoint records` });
     const syncS = (performance.now() - t0) / 1000;
+    process.stdout.write(`\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
+      `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`);
     await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, { timeoutMs: 120_000, intervalMs: 500, what: 'two scrape rounds' });
     const one = { steady: await measure(fleet, bus, watchers, 'steady'), busy: await measure(fleet, bus, watchers, 'busy') };
+    printWatchers('1 replica (baseline)', one);
 
     for (let i = 1; i < REPLICAS; i++) watchers.push(await startWatcher(i));
     await waitFor(async () => {
@@ -270,6 +320,7 @@ async function main(): Promise<void> {
     // Hand-over: the engines that moved are scraped and the shards republished (two intervals), then idle sockets age out.
     await new Promise((r) => setTimeout(r, 3 * INTERVAL_MS));
     const many = { steady: await measure(fleet, bus, watchers, 'steady'), busy: await measure(fleet, bus, watchers, 'busy') };
+    printWatchers(`${REPLICAS} replicas`, many);
     fleet.send('steady');
     const fullRss = { scheduler: procStats(scheduler.child.process.pid!).rssMb, gateway: procStats(gateway.child.process.pid!).rssMb };
     const schedulerEndpoints = await metric(scheduler, 'triad_scheduler_endpoints');
@@ -282,20 +333,6 @@ async function main(): Promise<void> {
     const single = decide(alone.local, [first], 20_000);
 
     const out = process.stdout;
-    out.write(`\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
-      `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`);
-    const rows: (string | number)[][] = [];
-    for (const [label, phase] of [['1 replica (baseline)', one], [`${REPLICAS} replicas`, many]] as const) {
-      for (const mode of ['steady', 'busy'] as const) {
-        const w = phase[mode];
-        for (const r of w.watchers) {
-          rows.push([label, mode === 'steady' ? 'steady values' : 'values change every scrape', r.name, r.targets, r.cpuPct, r.rssMb, w.scrapesPerS, w.writesPerS]);
-        }
-      }
-    }
-    out.write(`${markdownTable(
-      ['pod-watchers', 'fleet', 'replica', 'shard (pods)', 'CPU % of a core', 'RSS MB', 'scrapes/s (all)', 'endpoint KV writes/s (all)'], rows,
-    )}\n\n`);
     out.write(`${markdownTable(['process', `RSS MB, no endpoints`, `RSS MB, ${PODS} endpoints`, 'endpoints held'], [
       ['scheduler', idleRss.scheduler, fullRss.scheduler, schedulerEndpoints || '–'],
       ['gateway', idleRss.gateway, fullRss.gateway, '–'],
