@@ -114,9 +114,15 @@ async function peakRss(pid: number, until: Promise<unknown>): Promise<number> {
   return peak;
 }
 
-async function warm(port: number): Promise<void> {
-  for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => void openStream(port, 'paced', 2, () => undefined, false).then(() => resolve(), () => resolve()));
-  await new Promise((r) => setTimeout(r, 1000));
+/** A few streams through every code path, then the idle RSS: the median of samples over two seconds. */
+async function warmIdleRss(port: number, pid: number, model: string): Promise<number> {
+  for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => void openStream(port, model, 2, () => undefined, false).then(() => resolve(), () => resolve()));
+  const samples: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    samples.push(rssMb(pid));
+  }
+  return samples.sort((a, b) => a - b)[10] as number;
 }
 
 type Row = (string | number)[];
@@ -127,8 +133,7 @@ async function reading(natsUrl: string, n: number): Promise<Row> {
     await waitFor(async () => (await openStream(gw.port, 'paced', 1, () => undefined, false).catch(() => undefined))?.statusCode === 200, {
       what: 'gateway serving', timeoutMs: 30_000,
     });
-    await warm(gw.port);
-    const idle = rssMb(gw.pid);
+    const idle = await warmIdleRss(gw.port, gw.pid, 'paced');
     let open = 0;
     const all = Promise.all(Array.from({ length: n }, () => openStream(gw.port, 'paced', Number(args.tokens), () => open++, false)));
     await waitFor(() => open >= n, { what: `${n} streams open`, timeoutMs: 120_000, intervalMs: 50 });
@@ -147,8 +152,7 @@ async function stalled(natsUrl: string, n: number): Promise<Row[]> {
     await waitFor(async () => (await openStream(gw.port, 'fast', 1, () => undefined, false).catch(() => undefined))?.statusCode === 200, {
       what: 'gateway serving', timeoutMs: 30_000,
     });
-    await warm(gw.port);
-    const idle = rssMb(gw.pid);
+    const idle = await warmIdleRss(gw.port, gw.pid, 'fast');
     let open = 0;
     const responses = await Promise.all(Array.from({ length: n }, () => openStream(gw.port, 'fast', Number(args['stalled-tokens']), () => open++, true)));
     // Unpaced engines generate in well under this; whatever they produced beyond the socket buffers waits upstream.
