@@ -13,7 +13,12 @@ import { z } from 'zod';
 
 const MODEL = 'sim-model';
 const PODS = 4;
-/** 20 input tokens by the gateway's estimate; the limited route allows 100 an hour: 5 requests. */
+/**
+ * 20 input tokens by the gateway's estimate; the limited route allows 100 a month: 5 requests. Budget windows are
+ * aligned to the epoch, so a run that straddles a window boundary correctly gets a fresh budget; with an hour unit
+ * that happened to about one run in fifty (the minute or so between spending the budget and the last check), which
+ * showed up as one request "re-granted" after the node losses. A 30-day window cannot roll within a run.
+ */
 const TEXT = 'Count these tokens exactly, twenty of them in total.';
 const LIMIT = 100;
 const body = (model: string) => ({ model, max_tokens: 4, messages: [{ role: 'user', content: TEXT }] });
@@ -31,7 +36,7 @@ spec: {modelName: chat, rules: [{targetModels: [{modelServerName: agg}]}]}`,
     `apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelRoute
 metadata: {name: limited, namespace: default}
-spec: {modelName: limited, rateLimit: {inputTokensPerUnit: ${LIMIT}, unit: hour}, rules: [{targetModels: [{modelServerName: agg}]}]}`,
+spec: {modelName: limited, rateLimit: {inputTokensPerUnit: ${LIMIT}, unit: month}, rules: [{targetModels: [{modelServerName: agg}]}]}`,
   ];
   for (let i = 0; i < PODS; i++) {
     docs.push(`apiVersion: v1

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, onShutdown } from '@triad/runtime';
+import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig, type KvIndexerConfig } from './config';
 
 /**
@@ -28,6 +28,8 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   };
   const config = resolveConfig(flags, env, o['settings']);
   const logger = createLogger({ service: 'kv-indexer' });
+  // An unhandled rejection is logged and counted (triad_unexpected_errors_total), not the end of the process.
+  guardProcess(logger);
   // Loaded here so `--help` does not pay for NATS and ZMQ.
   const { startKvIndexerService } = require('./service') as typeof import('./service');
   const service = await startKvIndexerService({ config, logger });

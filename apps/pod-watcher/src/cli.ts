@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, onShutdown } from '@triad/runtime';
+import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig, type WatcherConfig } from './config';
 
 const VERSION = '0.1.0';
@@ -51,6 +51,8 @@ export async function main(argv: readonly string[]): Promise<void> {
   const settings = o['settings'];
   const config = resolveConfig(flags, process.env, typeof settings === 'string' ? settings : undefined);
   const logger = createLogger({ service: 'pod-watcher' });
+  // An unhandled rejection is logged and counted (triad_unexpected_errors_total), not the end of the process.
+  guardProcess(logger);
   // Loaded lazily so `triad pod-watcher --help` does not pay for NATS, undici, the sources and OpenTelemetry.
   const { setupTelemetry } = require('@triad/telemetry') as typeof import('@triad/telemetry');
   const { startPodWatcher } = require('./watcher') as typeof import('./watcher');

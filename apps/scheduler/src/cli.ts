@@ -1,4 +1,4 @@
-import { createLogger, onShutdown } from '@triad/runtime';
+import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { setupTelemetry } from '@triad/telemetry';
 import { parseOptions } from './options';
 import { startScheduler } from './runner';
@@ -20,6 +20,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     throw err;
   }
   const logger = createLogger({ service: 'scheduler' });
+  // An unhandled rejection is logged and counted (triad_unexpected_errors_total), not the end of the process.
+  guardProcess(logger);
   const telemetry = setupTelemetry({ serviceName: 'triad-scheduler', version: VERSION, logger });
   const service = await startScheduler({ ...options, logger }).catch(async (err: unknown) => {
     await telemetry.shutdown();

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, onShutdown } from '@triad/runtime';
+import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig, type WebhookConfig } from './config';
 
 /** `triad webhook`: flags > TRIAD_* env > settings file > defaults → config → HTTPS server until SIGTERM/SIGINT. */
@@ -23,6 +23,8 @@ export async function main(argv: readonly string[]): Promise<void> {
   const settings = o['settings'];
   const config = resolveConfig(flags, process.env, settings);
   const logger = createLogger({ service: 'webhook' });
+  // An unhandled rejection is logged and counted (triad_unexpected_errors_total), not the end of the process.
+  guardProcess(logger);
   const { startWebhook } = require('./server') as typeof import('./server');
   const webhook = await startWebhook({ config, logger });
   onShutdown(logger, () => webhook.close(), { graceMs: config.drainTimeoutMs });

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
+import { registerUnexpectedErrorMetrics } from './process-guard';
 
 export interface OpsServerOptions {
   readonly host?: string;
@@ -27,6 +28,8 @@ export interface OpsServer {
  * It is a separate listener from any data-plane port so probes and scrapes never queue behind traffic.
  */
 export async function startOpsServer(options: OpsServerOptions): Promise<OpsServer> {
+  // Every service counts what its process guard caught (guardProcess), under the same name.
+  if (options.registry) registerUnexpectedErrorMetrics(options.registry);
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {

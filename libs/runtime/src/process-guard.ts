@@ -33,10 +33,16 @@ export function guardProcess(logger: Logger): void {
   process.on('unhandledRejection', installed);
 }
 
-/** Exposes the counts as `triad_unexpected_errors_total{source}` (the same name in every service). */
+const METRIC = 'triad_unexpected_errors_total';
+
+/**
+ * Exposes the counts as `triad_unexpected_errors_total{source}` (the same name in every service). Every ops server
+ * registers it on the registry it serves; calling it again for the same registry does nothing.
+ */
 export function registerUnexpectedErrorMetrics(registry: Registry): void {
+  if (registry.getSingleMetric(METRIC) !== undefined) return;
   new Counter({
-    name: 'triad_unexpected_errors_total',
+    name: METRIC,
     help: 'Errors that escaped every handler meant for them (unhandled rejections, request handler failures); each is a bug',
     labelNames: ['source'],
     registers: [registry],
