@@ -10,6 +10,7 @@ import { requestLimitsOf, type GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
+import { EngineCredentials } from './http/engine-credentials';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
@@ -106,7 +107,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   let listenerServers: ListenerServers | undefined;
   const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
   const handler = new InferenceHandler({
-    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, providers,
+    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, kvRelease: config.kvRelease,
+    engineCredentials: new EngineCredentials(config.engineCredentialsDir),
+    providers,
     limits: requestLimitsOf(config), gatewayApi,
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),

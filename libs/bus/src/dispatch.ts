@@ -15,6 +15,12 @@ export const DispatchEventSchema = z.object({
   ok: z.boolean().optional(),
   inputTokens: z.number().int().min(0).optional(),
   outputTokens: z.number().int().min(0).optional(),
+  /**
+   * Finish events: what the gateway measured on this leg. `ttftMs`: leg start to the first streamed byte of an
+   * answering leg, or the whole leg of a prefill; `tpotMs`: time per output token of a streamed answer.
+   */
+  ttftMs: z.number().min(0).optional(),
+  tpotMs: z.number().min(0).optional(),
 });
 export type DispatchEvent = z.infer<typeof DispatchEventSchema>;
 

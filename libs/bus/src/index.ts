@@ -17,10 +17,10 @@ export { SealedCredentialSchema, credentialsKeyId, parseCredentialsKey, sealCred
 export type { SealedCredential } from './credentials';
 export {
   SchedulingLimits, MediaItemSchema, SchedulingRequestSchema, EndpointRefSchema, AttemptSchema, EncoderChoiceSchema,
-  ExplanationSchema, DecisionSchema, DecisionErrorSchema, DecisionOrErrorSchema, ScheduleBatchSchema, ScheduleBatchReplySchema,
+  ExplanationSchema, DisaggregationSchema, DecisionSchema, DecisionErrorSchema, DecisionOrErrorSchema, ScheduleBatchSchema, ScheduleBatchReplySchema,
 } from './scheduling';
 export type {
-  MediaItem, SchedulingRequest, SchedulingRequestInput, EndpointRef, Attempt, EncoderChoice, Explanation, Decision,
+  MediaItem, SchedulingRequest, SchedulingRequestInput, EndpointRef, Attempt, EncoderChoice, Explanation, Disaggregation, Decision,
   DecisionError, DecisionOrError, ScheduleBatch, ScheduleBatchReply,
 } from './scheduling';
 export { StageSchema, DispatchEventSchema, DispatchBatchSchema } from './dispatch';

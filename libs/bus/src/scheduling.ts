@@ -87,6 +87,21 @@ export const EncoderChoiceSchema = z.object({
 });
 export type EncoderChoice = z.infer<typeof EncoderChoiceSchema>;
 
+/**
+ * Per-request disaggregation: where this request's optional stages run. `encode` (epd requests with media):
+ * `remote` = the encoders in `encoders`, `local` = the consumer (the prefill, else the decode endpoint) encodes the
+ * raw media itself and `encoders` is empty. `prefill` (pd/epd): `remote` = each attempt's `prefill`, `local` = the
+ * decode endpoint prefills the request itself (attempts carry no prefill). `reason` says why, in words.
+ */
+export const DisaggregationSchema = z.object({
+  encode: z.enum(['remote', 'local']).optional(),
+  prefill: z.enum(['remote', 'local']).optional(),
+  reason: z.string(),
+  /** Predicted TTFT of each option considered, ms (e.g. `remote-prefill`, `local-prefill`, `remote-encode`, `local-encode`). */
+  predictedTtftMs: z.record(z.string(), z.number()).optional(),
+});
+export type Disaggregation = z.infer<typeof DisaggregationSchema>;
+
 /** Per-endpoint reasoning, returned when the request set `explain`. */
 export const ExplanationSchema = z.object({
   profiles: z.array(
@@ -106,6 +121,8 @@ export const ExplanationSchema = z.object({
       ),
     }),
   ),
+  /** The per-request disaggregation choice with every option's predicted TTFT (pd/epd). */
+  disaggregation: DisaggregationSchema.optional(),
 });
 export type Explanation = z.infer<typeof ExplanationSchema>;
 
@@ -118,6 +135,8 @@ export const DecisionSchema = z.object({
   /** One entry per media item for epd requests; empty otherwise (text-only epd requests skip encode). */
   encoders: z.array(EncoderChoiceSchema),
   explanation: ExplanationSchema.optional(),
+  /** pd/epd: which optional stages this request skips and why (absent: every stage of the mode runs). */
+  disaggregation: DisaggregationSchema.optional(),
   /** Which scheduler instance decided (for debugging and metrics). */
   decidedBy: z.string().optional(),
 });

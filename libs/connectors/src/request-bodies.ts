@@ -61,6 +61,22 @@ export function vllmPrefillBody(body: Record<string, unknown>, relayKvParams: bo
   return serializeWith(body, set, PREFILL_DROP, relayKvParams ? PREFILL_KV_PARAMS : undefined);
 }
 
+const RELEASE_DROP = ['stream_options', 'kv_transfer_params', 'min_tokens'] as const;
+
+/**
+ * vLLM release body: the decode body cut to one token, not streamed, with the prefill's `kv_transfer_params`
+ * verbatim. A decode that gets it reads the blocks the prefill kept for this request (or, aborted before it
+ * schedules it, tells the prefill to free them), which is the only way vLLM offers a router to make a prefill let go
+ * of KV it holds for a remote decode before `VLLM_NIXL_ABORT_REQUEST_TIMEOUT`. `min_tokens` goes (it must not exceed
+ * one token), `n` becomes 1.
+ */
+export function vllmReleaseBody(body: Record<string, unknown>, kvTransferParams: string): string {
+  const set: Record<string, unknown> = { stream: false, max_tokens: 1 };
+  if ('max_completion_tokens' in body) set['max_completion_tokens'] = 1;
+  if ('n' in body) set['n'] = 1;
+  return serializeWith(body, set, RELEASE_DROP, `"kv_transfer_params":${kvTransferParams}`);
+}
+
 /** Client fields an encoder request carries when present: the processing kwargs vLLM keys its cache with, and scheduling hints. */
 const ENCODER_FIELDS = ['mm_processor_kwargs', 'media_io_kwargs', 'priority', 'session_id'] as const;
 

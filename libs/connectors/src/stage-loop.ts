@@ -1,14 +1,29 @@
 import { performance } from 'node:perf_hooks';
 import type { Stage } from '@triad/bus';
 import { ErrorCode, isTriadError } from '@triad/errors';
-import { asError, isRetryable, writeErrorResponse, writeStreamError, type ProxyRequest } from '@triad/request';
+import {
+  asError, isRetryable, writeErrorResponse, writeStreamError, type KvStrandReason, type KvStrandedEvent, type ProxyRequest,
+} from '@triad/request';
 import { clientAbortedError, totalTimeoutError } from './errors';
+import { ReleaseLegOwner, releaseTarget } from './kv-release';
 import { Leg, LegMode, type LegOwner } from './leg';
-import type { BufferedAnswer, Connector, LegHandle, LegOutcome, LegRunner, LegSpec, StageObserver } from './types';
+import { vllmReleaseBody } from './request-bodies';
+import type {
+  BufferedAnswer, Connector, KvStrandReport, LegHandle, LegOutcome, LegRunner, LegSpec, StageObserver,
+} from './types';
 import type { UpstreamPools } from './upstream-pools';
 import { parseBodyUsage } from './usage';
 
 function ignore(): void {}
+
+/** Gateway-wide choices of the stage loop. */
+export interface StageLoopOptions {
+  /**
+   * Send a release leg for a vLLM KV hand-off a decode did not take (default true). Off, the prefill keeps the
+   * blocks until its own timeout (`VLLM_NIXL_ABORT_REQUEST_TIMEOUT`, 480 s by default): the baseline.
+   */
+  readonly kvRelease?: boolean;
+}
 
 const STAGE_SLOT: Readonly<Record<Stage, number>> = { encode: 0, prefill: 1, decode: 2, aggregated: 2 };
 
@@ -33,6 +48,7 @@ class StageLoop implements LegRunner, LegOwner {
   readonly #ctx: ProxyRequest;
   readonly #pools: UpstreamPools;
   readonly #observer: StageObserver;
+  readonly #kvRelease: boolean;
   readonly #active = new Set<Leg>();
   readonly #stageStart = [0, 0, 0];
   readonly #stageEnd = [0, 0, 0];
@@ -43,10 +59,11 @@ class StageLoop implements LegRunner, LegOwner {
   #outLeg: Leg | undefined;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(ctx: ProxyRequest, pools: UpstreamPools, observer: StageObserver) {
+  constructor(ctx: ProxyRequest, pools: UpstreamPools, observer: StageObserver, options: StageLoopOptions) {
     this.#ctx = ctx;
     this.#pools = pools;
     this.#observer = observer;
+    this.#kvRelease = options.kvRelease !== false;
     this.suppressUsage = ctx.proxy.injectUsage && !ctx.proxy.clientWantsUsage;
     this.totalMs = ctx.routing.server.timeouts.totalMs;
   }
@@ -135,6 +152,47 @@ class StageLoop implements LegRunner, LegOwner {
     return new Promise<void>((resolve, reject) => {
       setTimeout(() => (this.#aborted === undefined ? resolve() : reject(this.#aborted)), ms);
     });
+  }
+
+  kvStranded(report: KvStrandReport): void {
+    const ctx = this.#ctx;
+    const release = this.#kvRelease ? report.release : undefined;
+    const target = release === undefined ? undefined : releaseTarget(ctx.proxy.decision.attempts, report);
+    const event: KvStrandedEvent = {
+      engine: report.engine,
+      prefill: report.prefill.pod,
+      decode: report.decode.pod,
+      reason: this.#strandReason(report.failed),
+      action: target !== undefined ? 'release' : report.peerAborted === true ? 'abort_peer' : 'none',
+      ...(target !== undefined ? { via: target.pod } : {}),
+    };
+    ctx.result.kvStranded.push(event);
+    this.#observer.kvStranded?.(ctx, event);
+    if (release === undefined || target === undefined) return;
+    const owner = new ReleaseLegOwner((outcome) => this.#observer.kvReleased?.(ctx, event, outcome.ok, outcome.error));
+    const body = vllmReleaseBody(release.body, release.kvParams);
+    // Its own x-request-id: the retry's decode of the same request may run on the same engine at the same time, and
+    // engines refuse (or mix up) two live requests with one id. The prefill's blocks are named by the params'
+    // `remote_request_id`.
+    const requestId = `${ctx.id}-kv-release`;
+    const spec: LegSpec = {
+      stage: 'decode', endpoint: target, item: -1, attempt: -1, body, requestId, timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+    };
+    const leg = new Leg(owner, spec, LegMode.Drain, performance.now());
+    leg.promise.catch(ignore);
+    const headers = { ...ctx.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': requestId };
+    leg.request = { path: ctx.path, method: 'POST', headers, body };
+    this.#pools.send(target.ip, target.port, ctx.routing.server.maxConnections, leg);
+  }
+
+  /** The request's abort explains a stranded hand-off better than the leg failure it caused. */
+  #strandReason(failed: 'prefill' | 'decode'): KvStrandReason {
+    const aborted = this.#aborted;
+    if (aborted !== undefined && isTriadError(aborted)) {
+      if (aborted.code === ErrorCode.ClientAborted) return 'client_aborted';
+      return 'total_timeout';
+    }
+    return failed === 'prefill' ? 'prefill_failed' : 'decode_failed';
   }
 
   #send(spec: LegSpec, mode: LegMode): Leg {
@@ -255,8 +313,10 @@ class StageLoop implements LegRunner, LegOwner {
  * Runs `ctx` through `connector`, reporting legs to `observer`; attaches the loop to the context so the
  * client's departure (`ctx.clientGone`) aborts every leg.
  */
-export function runProxy(ctx: ProxyRequest, connector: Connector, pools: UpstreamPools, observer: StageObserver): Promise<void> {
-  const loop = new StageLoop(ctx, pools, observer);
+export function runProxy(
+  ctx: ProxyRequest, connector: Connector, pools: UpstreamPools, observer: StageObserver, options: StageLoopOptions = {},
+): Promise<void> {
+  const loop = new StageLoop(ctx, pools, observer, options);
   ctx.attach(loop);
   return loop.run(connector);
 }

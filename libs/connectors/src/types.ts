@@ -1,5 +1,5 @@
 import type { Attempt, Decision, EndpointRef, Stage } from '@triad/bus';
-import type { ConnectorName, ProxyRequest, StageSpan } from '@triad/request';
+import type { ConnectorName, KvStrandedEvent, ProxyRequest, StageSpan } from '@triad/request';
 
 /** One HTTP request the gateway sends to an engine (a "leg"), as observers see it. */
 export interface LegInfo {
@@ -39,6 +39,10 @@ export interface StageObserver {
   firstByte(ctx: ProxyRequest): void;
   /** Try `attempt` failed with `error` before the first byte and the next alternate will be tried. */
   retry(ctx: ProxyRequest, attempt: number, error: Error): void;
+  /** A prefill's KV was left without its decode (also in `ctx.result.kvStranded`); `event.action` says what was done. */
+  kvStranded?(ctx: ProxyRequest, event: KvStrandedEvent): void;
+  /** The release leg sent for a stranded hand-off settled: `ok` when the decode answered 2xx (it took the KV). */
+  kvReleased?(ctx: ProxyRequest, event: KvStrandedEvent, ok: boolean, error?: Error): void;
 }
 
 /** A connector runs the protocol of one (engine, mode, KV connector) combination. */
@@ -77,6 +81,25 @@ export interface LegRunner {
   retrying(attempt: number, error: Error): void;
   /** Pauses `ms` between tries; rejects when the request is aborted meanwhile. */
   pause(ms: number): Promise<void>;
+  /**
+   * A KV hand-off between a prefill and a decode did not complete (the decode leg failed or was aborted before
+   * its first byte, or, SGLang, a leg of the pair failed). The runner works out why, releases what it can and
+   * tells the observer; it never throws.
+   */
+  kvStranded(report: KvStrandReport): void;
+}
+
+/** What a connector knows about a hand-off that did not complete. */
+export interface KvStrandReport {
+  readonly engine: 'vLLM' | 'SGLang';
+  readonly prefill: EndpointRef;
+  readonly decode: EndpointRef;
+  /** The leg whose failure ended it; for an aborted request the runner names the abort instead. */
+  readonly failed: 'prefill' | 'decode';
+  /** vLLM: what a release leg needs: the prefill's `kv_transfer_params` (raw JSON) and the body the decode got. */
+  readonly release?: { readonly kvParams: string; readonly body: Record<string, unknown> };
+  /** SGLang: the other leg was still in flight and has been aborted (the engine then frees the room). */
+  readonly peerAborted?: boolean;
 }
 
 /** What to send on one leg. */
@@ -97,6 +120,8 @@ export interface LegSpec {
    * consumer waits for its encoder output) fails the leg as an HTTP 500 would, before any byte reaches the client.
    */
   readonly leadingErrorEventFails?: boolean;
+  /** Called once when the first body byte of a 2xx answer arrives (a vLLM decode then has the request and its KV). */
+  readonly onFirstByte?: () => void;
 }
 
 /** A buffered 2xx answer. */

@@ -215,6 +215,12 @@ export interface SimEngineHandle {
    * ecPullsServed, pushesReceived, ..., and `dpRank<i>Requests` per data-parallel rank.
    */
   counters(): Record<string, number>;
+  /**
+   * KV held for a peer engine that has not taken it: a vLLM prefill's blocks kept for a remote decode (until a
+   * decode reads them or `kvLeaseMs` passes), an SGLang decode's pre-allocated blocks waiting for a room, an SGLang
+   * prefill's computed rooms no decode has taken. Also on `/metrics` as `triad_sim_kv_held_{requests,blocks}`.
+   */
+  kvHeld(): { readonly requests: number; readonly blocks: number };
   /** With `kvEvents`: each DP rank's PUB and replay addresses as bound (`*` and port 0 resolved), rank order. */
   readonly kvEventEndpoints?: readonly { readonly endpoint: string; readonly replayEndpoint: string | undefined }[];
   /**

@@ -7,13 +7,14 @@ import { resolveLatencyModel, type LatencyModel } from './engine/latency';
 import { Rank } from './engine/rank';
 import { SimCounters } from './counters';
 import { FaultController } from './faults';
-import type { EngineMetrics } from './metrics/engine-metrics';
+import type { EngineMetrics, HeldKv } from './metrics/engine-metrics';
 import { SglangMetrics } from './metrics/sglang-metrics';
 import { VllmMetrics } from './metrics/vllm-metrics';
 import type { EngineKind, SimEngineOptions, SimLogger, SimRole } from './options';
 import { RequestLog } from './request-log';
 
 const DEFAULT_MAX_MODEL_LEN = 32_768;
+const NOTHING_HELD: HeldKv = Object.freeze({ requests: 0, blocks: 0 });
 
 /** Everything one simulated engine owns; each `startSimEngine` builds its own (no module-level state). */
 export class SimContext {
@@ -44,6 +45,8 @@ export class SimContext {
   restartKvCache: () => void = () => {
     for (const rank of this.ranks) rank.prefixCache.clear();
   };
+  /** KV this engine holds for a peer that has not taken it (set by the engine's routes; see `EngineMetrics.kvHeldBy`). */
+  kvHeld: () => HeldKv = () => NOTHING_HELD;
   #nextRank = 0;
 
   constructor(readonly options: SimEngineOptions) {
@@ -65,6 +68,7 @@ export class SimContext {
       engineType: sglangEngineType(this.role),
     };
     this.metrics = this.engine === 'vllm' ? new VllmMetrics(setup) : new SglangMetrics(setup);
+    this.metrics.kvHeldBy(() => this.kvHeld());
     this.env = { model: this.latency, clock: this.clock, recorder: this.metrics, onAbort: () => this.counters.inc('aborted') };
   }
 

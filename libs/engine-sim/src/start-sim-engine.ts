@@ -109,6 +109,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     clearRequests: () => ctx.log.clear(),
     setFault: (fault) => ctx.faults.set(FaultSpecSchema.parse(fault)),
     counters: () => ctx.counters.snapshot(),
+    kvHeld: () => ctx.kvHeld(),
     ...(kvEvents ? { kvEventEndpoints: kvEvents.endpoints } : {}),
     restartKvCache: () => ctx.restartKvCache(),
     close: () =>

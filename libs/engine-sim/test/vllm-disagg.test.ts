@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
+import { waitFor } from '@triad/testing';
 import { CHAT, get, post, SimFleet } from './helpers';
 
 /** What vLLM's toy NIXL proxy puts into the prefill request. */
@@ -10,6 +11,42 @@ const PREFILL_KV = { do_remote_decode: true, do_remote_prefill: false, remote_en
 const IMAGE_A = { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } };
 const IMAGE_B = { type: 'image_url', image_url: { url: 'https://example.com/dog.png' } };
 const withImage = (image: object) => [{ role: 'user', content: [{ type: 'text', text: 'What is in this picture?' }, image] }];
+
+describe('vLLM simulator: KV a prefill holds for remote decodes', () => {
+  const fleet = new SimFleet();
+  let prefill: SimEngineHandle;
+  let decode: SimEngineHandle;
+
+  beforeAll(async () => {
+    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3', kvLeaseMs: 300 });
+    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.4' });
+  });
+  afterAll(() => fleet.closeAll());
+
+  const heldOnMetrics = async () => {
+    const text = (await get(`${prefill.url}/metrics`)).text;
+    const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
+    return { requests: value('triad_sim_kv_held_requests'), blocks: value('triad_sim_kv_held_blocks') };
+  };
+
+  it('keeps each prefill\'s blocks (a retried prefill of the same request too) until a decode reads them or the lease ends', async () => {
+    const params: Record<string, unknown>[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await post(`${prefill.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV }, { 'x-request-id': 'held-1' });
+      params.push(res.json<{ kv_transfer_params: Record<string, unknown> }>().kv_transfer_params);
+    }
+    const perRequest = (params[0]!['remote_block_ids'] as number[]).length;
+    expect(prefill.kvHeld()).toEqual({ requests: 2, blocks: 2 * perRequest });
+    expect(await heldOnMetrics()).toEqual({ requests: 2, blocks: 2 * perRequest });
+    // The decode reads the second set: only the first stays held, then its lease ends.
+    const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: params[1] }, { 'x-request-id': 'held-1' });
+    expect(res.status).toBe(200);
+    expect(prefill.kvHeld()).toEqual({ requests: 1, blocks: perRequest });
+    await waitFor(() => prefill.kvHeld().requests === 0, { what: 'the lease to end' });
+    expect(prefill.counters()['kvLeasesExpired']).toBe(1);
+    expect(await heldOnMetrics()).toEqual({ requests: 0, blocks: 0 });
+  });
+});
 
 describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   const fleet = new SimFleet();

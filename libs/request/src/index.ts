@@ -3,7 +3,9 @@
 export { RequestContext, isRouted } from './context/request-context';
 export type { RoutedRequest, ProxyRequest, IncomingHeaders, Abortable } from './context/request-context';
 export { RequestResult } from './context/parts';
-export type { DpRankPicker, RoutingPart, ResolvedRouting, SchedulePart, ProxyPart, Usage, OutlierEvent } from './context/parts';
+export type {
+  DpRankPicker, RoutingPart, ResolvedRouting, SchedulePart, ProxyPart, Usage, OutlierEvent, KvStrandReason, KvStrandAction, KvStrandedEvent,
+} from './context/parts';
 export { RequestLocal } from './context/request-local';
 export { composeHooks } from './hooks';
 export type { RequestHooks, StageSpan } from './hooks';

@@ -169,7 +169,9 @@ const pdIndex = (extra: EndpointSpec[] = [], mode: 'pd' | 'epd' = 'pd', prefill 
 ], [modelServerRecord({ mode, prefill })]);
 
 describe('Scheduler: stage planning', () => {
-  const gpuOnly = { profiles: { default: { filters: [], scorers: ['gpu-usage'] } } };
+  // Stage placement with every stage of the mode (per-request shortcuts are tested in disaggregation.test.ts).
+  const everyStage = { localEncode: false, skipPrefill: false };
+  const gpuOnly = { profiles: { default: { filters: [], scorers: ['gpu-usage'] } }, disaggregation: everyStage };
 
   const pairs = (d: Decision): string[][] => d.attempts.map((a) => [podOf(a.endpoint.key), podOf(a.prefill?.key ?? '')]);
 
@@ -285,7 +287,7 @@ describe('Scheduler: stage planning', () => {
       [{ pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'e1', role: 'encode', group: 'g1' }],
       [modelServerRecord({ mode: 'epd', prefill: false })],
     );
-    const d = ok(decide(scheduler(index), { mediaItems: images('u:a') }));
+    const d = ok(decide(scheduler(index, { disaggregation: everyStage }), { mediaItems: images('u:a') }));
     expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ pod: 'd1' }) }]);
     expect(podOf(d.encoders[0]?.endpoint.key ?? '')).toBe('e1');
   });

@@ -1,9 +1,12 @@
-import type { AffinityRecord, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
+import type { AffinityRecord, Attempt, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
 import { outlierPolicyOf, type ModelServerSpec } from '@triad/crd';
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
 import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
-import { isAffinityLearner, isEndpointAware, type ProfileRole } from './framework/plugin';
+import { isAffinityLearner, isCacheEstimator, isEndpointAware, type CacheEstimator, type ProfileRole } from './framework/plugin';
+import { prefixHashOptionsOf } from './config/prefix-hash-options';
+import { DEFAULT_PREFIX_BLOCK_SIZE } from './hashing/prefix-hashes';
+import { planDisaggregation, shortcutsOf, type DisaggregationChoice } from './planning/disaggregation-plan';
 import type { PluginRegistry } from './framework/registry';
 import { createInTreeRegistry } from './plugins/in-tree';
 import { Cycle } from './planning/cycle';
@@ -78,6 +81,10 @@ export class Scheduler {
   /** Next DP rank per EPD consumer endpoint (round-robin, as vLLM's proxy picks a replica). */
   readonly #dpCursor = new Map<string, number>();
   #onLearned: ((record: AffinityRecord) => void) | undefined;
+  /** The config whose cache estimators are in `#estimators` (recomputed after a config switch). */
+  #estimatorsOf: LoadedSchedulerConfig | undefined;
+  #estimators: CacheEstimator[] = [];
+  #blockChars = 64;
 
   constructor(options: SchedulerOptions) {
     this.#index = options.index;
@@ -149,6 +156,7 @@ export class Scheduler {
     const chosen: Chosen[] = [];
     let attempts: Decision['attempts'];
     let encoders: EncoderChoice[] = [];
+    let disaggregation: DisaggregationChoice | undefined;
 
     if (mode === 'aggregated') {
       const plan = planAggregated({
@@ -167,9 +175,9 @@ export class Scheduler {
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
       // (SGLang EPD has no EC consumer to pin: the gateway picks SGLang DP ranks per leg, docs/gateway.md.)
       const sglang = pool.record.spec.inferenceEngine === 'SGLang';
-      attempts = mode === 'epd' && !sglang ? this.#pinConsumerRanks(pairs.attempts) : pairs.attempts;
-      chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
-      if (pairs.prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: pairs.prefill });
+      let pairAttempts = pairs.attempts;
+      let prefill = pairs.prefill;
+      let encoderChosen: Endpoint[] = [];
       // SGLang EPD: the language-only prefill spreads items over the encoders registered with it (the pod-watcher
       // keeps those registries), so the decision is a P/D pair and never waits for, or fails on, an encoder plan.
       if (mode === 'epd' && request.mediaItems.length > 0 && !sglang) {
@@ -179,15 +187,54 @@ export class Scheduler {
         });
         if (!plan.ok) return fail(request.id, plan.code, plan.message);
         encoders = plan.choices;
-        plan.chosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
+        encoderChosen = plan.chosen;
       }
+      if (prefill !== undefined || encoders.length > 0) {
+        disaggregation = this.#disaggregate(request, pool.record.spec, pairs.decode, prefill, encoders);
+        if (disaggregation.prefill === 'local') {
+          pairAttempts = decodeOnly(pairAttempts);
+          prefill = undefined;
+        }
+        if (disaggregation.encode === 'local') {
+          encoders = [];
+          encoderChosen = [];
+        }
+      }
+      attempts = mode === 'epd' && !sglang ? this.#pinConsumerRanks(pairAttempts) : pairAttempts;
+      chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
+      if (prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: prefill });
+      encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
     }
     this.#runHooks(chosen);
     if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
     const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
-    if (recorder) decision.explanation = recorder.render(cfg.explainLimit);
+    if (disaggregation && (disaggregation.prefill === 'local' || disaggregation.encode === 'local' || recorder)) {
+      const { predictedTtftMs, ...shown } = disaggregation;
+      decision.disaggregation = recorder ? disaggregation : shown;
+      void predictedTtftMs;
+    }
+    if (recorder) {
+      decision.explanation = recorder.render(cfg.explainLimit);
+      if (disaggregation) decision.explanation.disaggregation = disaggregation;
+    }
     if (this.#instanceId !== undefined) decision.decidedBy = this.#instanceId;
     return decision;
+  }
+
+  /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */
+  #disaggregate(
+    request: SchedulingRequest, spec: ModelServerSpec, decode: Endpoint, prefill: Endpoint | undefined, encoders: readonly EncoderChoice[],
+  ): DisaggregationChoice {
+    const cfg = this.#config;
+    if (this.#estimatorsOf !== cfg) {
+      this.#estimatorsOf = cfg;
+      this.#estimators = [...cfg.plugins.values()].filter(isCacheEstimator);
+      this.#blockChars = prefixHashOptionsOf(cfg).blockSize ?? DEFAULT_PREFIX_BLOCK_SIZE;
+    }
+    return planDisaggregation({
+      request, config: cfg.config.disaggregation, shortcuts: shortcutsOf(spec), decode, prefill, encoders,
+      inflight: (key) => this.#tracker.count(key), estimators: this.#estimators, blockChars: this.#blockChars,
+    });
   }
 
   /**
@@ -259,6 +306,18 @@ export class Scheduler {
 /** Media keys of a request as one array (undefined for text-only requests). */
 function mediaKeysOf(request: SchedulingRequest): string[] | undefined {
   return request.mediaItems.length === 0 ? undefined : request.mediaItems.map((m) => m.key);
+}
+
+/** Attempts without their prefill: each decode endpoint once, in rank order (the decode pod prefills itself). */
+function decodeOnly(attempts: readonly Attempt[]): Attempt[] {
+  const seen = new Set<string>();
+  const out: Attempt[] = [];
+  for (const a of attempts) {
+    if (seen.has(a.endpoint.key)) continue;
+    seen.add(a.endpoint.key);
+    out.push({ endpoint: a.endpoint });
+  }
+  return out;
 }
 
 /** E→PD: an epd ModelServer without prefill labels sends encoders' output straight to decode pods. */

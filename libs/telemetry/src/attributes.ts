@@ -61,6 +61,10 @@ export const ATTR = {
   decisionTopN: 'triad.decision.top_n',
   decisionAlternates: 'triad.decision.alternates',
   decisionDecidedBy: 'triad.decision.decided_by',
+  /** Stages this request skips by per-request disaggregation (`prefill`, `encode`). */
+  decisionSkippedStages: 'triad.decision.skipped_stages',
+  /** Why the request runs or skips its optional stages (the scheduler's words). */
+  decisionDisaggregation: 'triad.decision.disaggregation',
   decisionErrorCode: 'triad.decision.error_code',
   schedulerPhase: 'triad.scheduler.phase',
   schedulerProfile: 'triad.scheduler.profile',

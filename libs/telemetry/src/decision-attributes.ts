@@ -24,6 +24,12 @@ export function decisionAttributes(outcome: DecisionOrError, attrs: Attributes =
     attrs[ATTR.decisionEncoders] = outcome.encoders.map((e) => e.endpoint.key);
     attrs[ATTR.decisionEncoderAffinityHits] = outcome.encoders.filter((e) => e.affinity).length;
   }
+  const split = outcome.disaggregation;
+  if (split) {
+    const skipped = [split.encode === 'local' ? 'encode' : '', split.prefill === 'local' ? 'prefill' : ''].filter((s) => s !== '');
+    if (skipped.length > 0) attrs[ATTR.decisionSkippedStages] = skipped;
+    attrs[ATTR.decisionDisaggregation] = split.reason;
+  }
   put(attrs, ATTR.decisionDecidedBy, outcome.decidedBy);
   return attrs;
 }

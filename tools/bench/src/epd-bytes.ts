@@ -45,6 +45,7 @@ class ForwardingRunner implements LegRunner {
   pause(): Promise<void> {
     return Promise.resolve();
   }
+  kvStranded(): void {}
 }
 
 const refOf = (pod: string, sim: SimEngineHandle) => ({ key: `default.epd.${pod}`, pod, ip: sim.host, port: sim.port });

@@ -163,7 +163,7 @@ function routing(engines: number, requests: number, loads: readonly number[], se
         },
       };
       const policyFor = precise
-        ? () => new SchedulerPolicy(engines, { name, config: preciseConfig(), mediaAwareHashes: true, sessions: true, kvIndex: index })
+        ? (pool: Parameters<typeof makePolicy>[1]) => new SchedulerPolicy(pool, { name, config: preciseConfig(), mediaAwareHashes: true, sessions: true, kvIndex: index })
         : name === 'random' ? (e: Parameters<typeof makePolicy>[1]) => makePolicy('random', e) : (e: Parameters<typeof makePolicy>[1]) => makePolicy('triad', e);
       const m = runSimulation(policyFor, { workload, capacity, engines, load, requests, seed, cost: COST, cacheListener: listener });
       rows.push([

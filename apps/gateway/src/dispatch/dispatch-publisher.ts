@@ -12,6 +12,12 @@ function windowElapsed(publisher: DispatchPublisher): void {
   publisher.windowElapsed();
 }
 
+/** What the gateway measured on a finished leg (shared so schedulers can score endpoints by it). */
+export interface LegLatency {
+  ttftMs: number;
+  tpotMs?: number;
+}
+
 /** Events in one message at most before it goes out without waiting for the window. */
 const MAX_EVENTS_PER_MESSAGE = 512;
 
@@ -80,12 +86,16 @@ export class DispatchPublisher implements TurnFlushable {
     this.#push(event);
   }
 
-  finished(requestId: string, endpoint: string, stage: Stage, ok: boolean, outputTokens: number | undefined): void {
+  finished(requestId: string, endpoint: string, stage: Stage, ok: boolean, outputTokens: number | undefined, latency?: LegLatency): void {
     const n = (this.#inflight.get(endpoint) ?? 1) - 1;
     if (n > 0) this.#inflight.set(endpoint, n);
     else this.#inflight.delete(endpoint);
     const event: DispatchEvent = { type: 'finish', requestId, endpoint, stage, at: Date.now(), ok };
     if (outputTokens !== undefined) event.outputTokens = outputTokens;
+    if (latency !== undefined) {
+      event.ttftMs = Math.round(latency.ttftMs * 10) / 10;
+      if (latency.tpotMs !== undefined) event.tpotMs = Math.round(latency.tpotMs * 100) / 100;
+    }
     this.#push(event);
   }
 

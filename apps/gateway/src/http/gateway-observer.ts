@@ -1,10 +1,25 @@
 import type { LegInfo, LegOutcome, StageObserver } from '@triad/connectors';
-import { failedStageOf, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
-import type { DispatchPublisher } from '../dispatch/dispatch-publisher';
+import { failedStageOf, type KvStrandedEvent, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
+import type { DispatchPublisher, LegLatency } from '../dispatch/dispatch-publisher';
 import { recordEcHandoff } from '../observability/ec-handoff';
 import type { GatewayMetrics } from '../observability/metrics';
 import type { OutlierDetector } from '../outliers/outlier-detector';
 import type { Logger } from '@triad/runtime';
+
+/**
+ * What this leg showed of its endpoint's latency: a prefill leg's duration is that pod's TTFT; a streamed answering
+ * leg gives TTFT (leg start to the client's first byte) and TPOT. Buffered answers give nothing (their first byte
+ * is their last), nor do encode legs.
+ */
+function legLatency(ctx: ProxyRequest, leg: LegInfo, final: boolean, tokens: number | undefined): LegLatency | undefined {
+  const now = performance.now();
+  if (leg.stage === 'prefill') return { ttftMs: now - leg.startedAt };
+  const first = ctx.result.firstByteAt;
+  if (!final || !ctx.stream || first < leg.startedAt) return undefined;
+  const out: LegLatency = { ttftMs: first - leg.startedAt };
+  if (tokens !== undefined && tokens > 1) out.tpotMs = (now - first) / (tokens - 1);
+  return out;
+}
 
 /**
  * The stage loop's observer, one for the whole gateway: each leg becomes dispatch start/finish events (in-flight
@@ -34,7 +49,8 @@ export class GatewayObserver implements StageObserver {
 
   legEnd(ctx: ProxyRequest, leg: LegInfo, outcome: LegOutcome): void {
     const final = leg.stage === 'decode' || leg.stage === 'aggregated';
-    this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, final ? ctx.result.usage?.completionTokens : undefined);
+    const tokens = final ? ctx.result.usage?.completionTokens : undefined;
+    this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, tokens, outcome.ok ? legLatency(ctx, leg, final, tokens) : undefined);
     this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
     this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
     this.outliers?.legEnded(ctx, leg, outcome);
@@ -47,6 +63,18 @@ export class GatewayObserver implements StageObserver {
   firstByte(ctx: ProxyRequest): void {
     if (ctx.stream) this.#metrics.streams(ctx.model, 1);
     this.#hooks.onFirstToken?.(ctx);
+  }
+
+  kvStranded(ctx: ProxyRequest, event: KvStrandedEvent): void {
+    this.#metrics.kvStranded(event.engine, event.reason, event.action);
+    this.#logger?.info({ requestId: ctx.id, model: ctx.model, ...event }, 'KV hand-off not taken by its decode');
+  }
+
+  kvReleased(ctx: ProxyRequest, event: KvStrandedEvent, ok: boolean, error?: Error): void {
+    this.#metrics.kvReleased(event.engine, ok);
+    if (!ok) {
+      this.#logger?.warn({ requestId: ctx.id, prefill: event.prefill, via: event.via, err: error?.message }, 'KV release leg failed');
+    }
   }
 
   retry(ctx: ProxyRequest, attempt: number, error: Error): void {

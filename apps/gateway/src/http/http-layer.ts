@@ -42,15 +42,43 @@ export function clientErrorOf(err: NodeJS.ErrnoException): HttpLayerError | BadR
   return new BadRequestError(`malformed HTTP request: ${reason}${code.startsWith('HPE_') ? ` (${code})` : ''}`);
 }
 
-/** fastify's `clientErrorHandler`: an OpenAI-shaped answer for what node's parser refused, then close. */
+/** Set on a socket once its parse error is being answered (the parser reports the same fault for every later chunk). */
+const CLIENT_ERROR_SEEN = Symbol('triad.clientErrorSeen');
+
+type ClientSocket = Duplex & { _httpMessage?: ServerResponse | null; [CLIENT_ERROR_SEEN]?: boolean };
+
+function answerAndClose(socket: Duplex, err: NodeJS.ErrnoException): void {
+  if (socket.destroyed) return;
+  if (socket.writable) socket.end(rawErrorResponse(clientErrorOf(err)));
+  else socket.destroy();
+}
+
+/**
+ * fastify's `clientErrorHandler`: an OpenAI-shaped answer for what node's parser refused, then close. When an
+ * earlier pipelined request on the connection is still being answered, its answer goes out first and the error
+ * after it: answers keep the order of the requests, so the error is never read as the answer to a valid request
+ * (node's own handler writes it in that answer's place, and drops the answer).
+ */
 export function onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  // A response already on its way (a parse error in a later pipelined request) cannot be followed by another.
-  if (socket.writable && (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent !== true) {
-    socket.end(rawErrorResponse(clientErrorOf(err)));
-  } else {
-    socket.destroy();
+  const s = socket as ClientSocket;
+  if (err.code === 'ECONNRESET' || socket.destroyed || s[CLIENT_ERROR_SEEN] === true) return;
+  s[CLIENT_ERROR_SEEN] = true;
+  const inflight = s._httpMessage;
+  if (inflight === undefined || inflight === null || inflight.writableFinished) {
+    answerAndClose(socket, err);
+    return;
   }
+  if (!inflight.req.complete) {
+    // The fault is in the body of the request being answered (bad chunk framing): it gets the error, if nothing
+    // of its answer went out yet.
+    if (inflight.headersSent) socket.destroy();
+    else answerAndClose(socket, err);
+    return;
+  }
+  inflight.once('finish', () => answerAndClose(socket, err));
+  inflight.once('close', () => {
+    if (!inflight.writableFinished) socket.destroy();
+  });
 }
 
 export interface HttpLayerOptions {

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Stage } from '@triad/bus';
-import type { EcHandoffFailureReason } from '@triad/request';
+import type { EcHandoffFailureReason, KvStrandAction, KvStrandReason } from '@triad/request';
 import { LOCAL_REASONS } from '../scheduling/scheduler-client';
 import { FastCounter, FastGauge, FastHistogram, type CounterChild, type GaugeChild, type HistogramChild } from './fast-metrics';
 
@@ -141,6 +141,16 @@ export class GatewayMetrics {
     name: 'triad_gateway_ec_handoff_failures_total', help: 'Encoder-cache hand-offs that failed, by reason', labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly #kvStranded = new Counter({
+    name: 'triad_gateway_kv_stranded_total',
+    help: 'KV hand-offs a decode did not take (the prefill held KV for it), by engine, why, and what the gateway did',
+    labelNames: ['engine', 'reason', 'action'], registers: [this.registry],
+  });
+  readonly #kvReleases = new Counter({
+    name: 'triad_gateway_kv_releases_total',
+    help: 'Release legs sent for stranded vLLM KV, by outcome (ok: a decode took the KV, so the prefill freed it)',
+    labelNames: ['engine', 'outcome'], registers: [this.registry],
+  });
   readonly #local = new Counter({
     name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'],
     registers: [this.registry],
@@ -168,6 +178,7 @@ export class GatewayMetrics {
     // Closed label sets export 0 from the start: a ratio or rate over them reads 0, not "no data".
     for (const reason of LOCAL_REASONS) this.#local.inc({ reason }, 0);
     for (const reason of EC_HANDOFF_FAILURE_REASONS) this.#ecHandoff.inc({ reason }, 0);
+    for (const outcome of ['ok', 'failed']) this.#kvReleases.inc({ engine: 'vLLM', outcome }, 0);
   }
 
   /** A labelled gauge child, cached (the gauges move twice per leg). */
@@ -296,6 +307,14 @@ export class GatewayMetrics {
         for (const [stage, n] of Object.entries(count())) this.set({ stage }, n);
       },
     });
+  }
+
+  kvStranded(engine: string, reason: KvStrandReason, action: KvStrandAction): void {
+    this.#kvStranded.inc({ engine, reason, action });
+  }
+
+  kvReleased(engine: string, ok: boolean): void {
+    this.#kvReleases.inc({ engine, outcome: ok ? 'ok' : 'failed' });
   }
 
   ecHandoffFailure(reason: EcHandoffFailureReason): void {

@@ -16,6 +16,8 @@ describe('outlier detection rules', () => {
     expect(fail(new UpstreamError(ErrorCode.UpstreamConnect, 'x', where('ns.s.p1', 0), true))).toBe('connect');
     expect(fail(new UpstreamError(ErrorCode.UpstreamTimeout, 'x', where('ns.s.p1', 0), true))).toBe('timeout');
     expect(fail(new UpstreamError(ErrorCode.UpstreamError, 'x', where('ns.s.p1', 0), true))).toBe('reset');
+    // Reset half-way through a 200 answer (the head had arrived): still the engine's failure.
+    expect(fail(new UpstreamError(ErrorCode.UpstreamError, 'x', where('ns.s.p1', 200), true))).toBe('reset');
     expect(fail(new UpstreamError(ErrorCode.UpstreamError, 'x', where('ns.s.p1', 400), false))).toBeUndefined();
     expect(fail(new UpstreamError(ErrorCode.UpstreamError, 'x', where('ns.s.other', 500), true))).toBeUndefined();
     expect(fail(new ClientAbortedError())).toBeUndefined();

@@ -29,7 +29,9 @@ export function legVerdict(leg: LegInfo, outcome: LegOutcome): OutlierReason | '
   if (err.code === ErrorCode.UpstreamConnect) return 'connect';
   if (err.code === ErrorCode.UpstreamTimeout) return 'timeout';
   if (err.status >= 500) return '5xx';
-  if (err.status === 0) return 'reset';
+  // The connection broke: before any answer (status 0), or half-way through a 2xx answer (an engine that dies
+  // mid-answer would otherwise never be ejected, since its answers start with a 200).
+  if (err.status < 300) return 'reset';
   return undefined; // an engine 4xx judges the request, not the engine
 }
 

@@ -99,4 +99,27 @@ describe('SglangPdConnector', () => {
       code: ErrorCode.SchedNoPrefillPair,
     });
   });
+
+  it('reports a transfer left half-way: the failed leg, and that the other was still running and got aborted', async () => {
+    for (const failing of ['prefill', 'decode'] as const) {
+      const run = new FakeLegRunner((spec) => (spec.stage === failing ? engineError(spec, 500) : 'hang'));
+      await expect(new SglangPdConnector('sglang-pd').attempt(
+        proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run,
+      )).rejects.toMatchObject({ stage: failing });
+      expect(run.stranded).toEqual([{ engine: 'SGLang', prefill, decode, failed: failing, peerAborted: true }]);
+      expect(run.legs.find((l) => l.spec.stage !== failing)?.abortedWith).toBeDefined();
+    }
+  });
+
+  it('reports nothing when the decode fails after the prefill finished (the KV had been handed over)', async () => {
+    const run = new FakeLegRunner(async (spec) => {
+      if (spec.stage === 'prefill') return {};
+      for (let i = 0; i < 5; i++) await Promise.resolve(); // the prefill finishes first
+      return engineError(spec, 500);
+    });
+    await expect(new SglangPdConnector('sglang-pd').attempt(
+      proxyRequest({ body: chat(false), server, decision }), decision.attempts[0], 0, run,
+    )).rejects.toMatchObject({ stage: 'decode' });
+    expect(run.stranded).toEqual([]);
+  });
 });

@@ -36,12 +36,15 @@ export class SglangPdConnector implements Connector {
       stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body: decodeBody, requestId: ctx.id,
       timeoutMs: timeouts.firstByteMs,
     };
+    const strand = (failed: 'prefill' | 'decode', peerAborted: boolean) => {
+      run.kvStranded({ engine: 'SGLang', prefill, decode: attempt.endpoint, failed, peerAborted });
+    };
     if (ctx.stream) {
-      await together(p, run.relay(decode));
+      await together(p, run.relay(decode), strand);
       return;
     }
     // Non-stream: the answer goes out only once the prefill succeeded too, so a prefill failure stays retryable.
-    const [, answer] = await together(p, run.buffered(decode));
+    const [, answer] = await together(p, run.buffered(decode), strand);
     run.respond(answer);
   }
 
@@ -55,30 +58,49 @@ export class SglangPdConnector implements Connector {
   }
 }
 
-/** Resolves when both legs succeed; the first failure aborts the other leg and rejects with that failure. */
-function together<A, B>(a: LegHandle<A>, b: LegHandle<B>): Promise<[A, B]> {
+/**
+ * Resolves when both legs (prefill `a`, decode `b`) succeed; the first failure aborts the other leg and rejects with
+ * that failure. When the prefill had not finished by then, the pair's KV transfer did not complete: `stranded` is
+ * told which leg failed and whether the other was still in flight (so its abort made that engine let go of the
+ * room: a decode's pre-allocated blocks, a prefill's bootstrap slot).
+ */
+function together<A, B>(
+  a: LegHandle<A>, b: LegHandle<B>, stranded: (failed: 'prefill' | 'decode', peerAborted: boolean) => void,
+): Promise<[A, B]> {
   return new Promise<[A, B]>((resolve, reject) => {
     let left = 2;
     let va: A;
     let vb: B;
+    let aDone = false;
+    let bDone = false;
+    let failed = false;
+    const fail = (which: 'prefill' | 'decode', other: LegHandle<unknown>, otherDone: boolean, err: Error) => {
+      if (failed) return;
+      failed = true;
+      other.abort(err);
+      if (!aDone || which === 'prefill') stranded(which, !otherDone);
+      reject(err);
+    };
     a.promise.then(
       (v) => {
+        aDone = true;
         va = v;
         if (--left === 0) resolve([va, vb]);
       },
       (err: Error) => {
-        b.abort(err);
-        reject(err);
+        aDone = true;
+        fail('prefill', b, bDone, err);
       },
     );
     b.promise.then(
       (v) => {
+        bDone = true;
         vb = v;
         if (--left === 0) resolve([va, vb]);
       },
       (err: Error) => {
-        a.abort(err);
-        reject(err);
+        bDone = true;
+        fail('decode', a, aDone, err);
       },
     );
   });

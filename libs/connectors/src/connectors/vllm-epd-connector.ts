@@ -45,13 +45,13 @@ export class VllmEpdConnector implements Connector {
   async prepare(ctx: ProxyRequest, run: LegRunner): Promise<void> {
     const ec = ctx.routing.server.ec ?? DEFAULT_EC;
     // A push connector encodes inside each attempt: what it pushes goes to that attempt's consumer.
-    if (ctx.proxy.media.length === 0 || ec.push) return;
+    if (!encodesRemotely(ctx) || ec.push) return;
     encodedByRequest.set(ctx, await encodeAll(ctx, ec, undefined, run));
   }
 
   async attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     const ec = ctx.routing.server.ec ?? DEFAULT_EC;
-    const media = ctx.proxy.media.length > 0;
+    const media = encodesRemotely(ctx);
     for (let reencode = 0; ; reencode++) {
       let encoded = encodedByRequest.get(ctx);
       if (media && (encoded === undefined || encoded.pushedTo !== undefined)) {
@@ -72,6 +72,15 @@ export class VllmEpdConnector implements Connector {
       }
     }
   }
+}
+
+/**
+ * Whether this request's media go to the encoders. Not when the scheduler chose a local encode (per-request
+ * disaggregation): the consumer gets the client's media as they are and encodes them itself, as an aggregated
+ * engine would (docs/scheduler.md, *Per-request disaggregation*).
+ */
+function encodesRemotely(ctx: ProxyRequest): boolean {
+  return ctx.proxy.media.length > 0 && ctx.proxy.decision.disaggregation?.encode !== 'local';
 }
 
 /** A prefill or decode answered 500 (or opened its stream with an error event): how vLLM reports an undelivered push. */

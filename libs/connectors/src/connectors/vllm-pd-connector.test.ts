@@ -58,4 +58,27 @@ describe('VllmPdConnector', () => {
     });
     expect(run.legsOf('decode')).toEqual([]);
   });
+
+  it('reports the hand-off as stranded, with what a release needs, when the decode fails before its first byte', async () => {
+    const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? { body: `{"kv_transfer_params":${KV}}` } : engineError(spec, 500)));
+    await expect(new VllmPdConnector('vllm-nixl').attempt(
+      proxyRequest({ body, server: nixl, decision }), decision.attempts[0], 0, run,
+    )).rejects.toMatchObject({ stage: 'decode', status: 500 });
+    expect(run.stranded).toEqual([{ engine: 'vLLM', prefill, decode, failed: 'decode', release: { kvParams: KV, body } }]);
+  });
+
+  it('reports nothing when no KV was kept: a failed prefill, plain http, or a prefill that returned no params', async () => {
+    const failedPrefill = new FakeLegRunner((spec) => engineError(spec, 500));
+    await expect(new VllmPdConnector('vllm-nixl').attempt(
+      proxyRequest({ body, server: nixl, decision }), decision.attempts[0], 0, failedPrefill,
+    )).rejects.toMatchObject({ stage: 'prefill' });
+    for (const [server, prefillBody] of [[plain, `{"kv_transfer_params":${KV}}`], [nixl, '{}']] as const) {
+      const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? { body: prefillBody } : engineError(spec, 500)));
+      await expect(new VllmPdConnector(server.connector).attempt(
+        proxyRequest({ body, server, decision }), decision.attempts[0], 0, run,
+      )).rejects.toMatchObject({ stage: 'decode' });
+      expect(run.stranded).toEqual([]);
+    }
+    expect(failedPrefill.stranded).toEqual([]);
+  });
 });

@@ -59,15 +59,28 @@ export async function runVllmPrefillDecode(
     }
   }
   const consumer = attempt.prefill === undefined;
-  await run.relay({
-    stage: 'decode',
-    endpoint: attempt.endpoint,
-    item: -1,
-    attempt: index,
-    body: finalLegBody(body, ctx.proxy.injectUsage, kvParams),
-    requestId: ctx.id,
-    timeoutMs: server.timeouts.firstByteMs,
-    ...(consumer && rank !== undefined ? { headers: rank } : {}),
-    ...(handoff?.leadingErrorEventFails === true ? { leadingErrorEventFails: true } : {}),
-  }).promise;
+  // From here the prefill holds KV for this request until a decode reads it. The decode's first byte says one has
+  // (vLLM produces no token before the KV is loaded); a decode leg that ends before it leaves the KV stranded.
+  let taken = false;
+  try {
+    await run.relay({
+      stage: 'decode',
+      endpoint: attempt.endpoint,
+      item: -1,
+      attempt: index,
+      body: finalLegBody(body, ctx.proxy.injectUsage, kvParams),
+      requestId: ctx.id,
+      timeoutMs: server.timeouts.firstByteMs,
+      ...(consumer && rank !== undefined ? { headers: rank } : {}),
+      ...(handoff?.leadingErrorEventFails === true ? { leadingErrorEventFails: true } : {}),
+      ...(kvParams !== undefined ? { onFirstByte: () => (taken = true) } : {}),
+    }).promise;
+  } catch (err) {
+    if (kvParams !== undefined && !taken && attempt.prefill !== undefined) {
+      run.kvStranded({
+        engine: 'vLLM', prefill: attempt.prefill, decode: attempt.endpoint, failed: 'decode', release: { kvParams, body },
+      });
+    }
+    throw err;
+  }
 }

@@ -3,7 +3,7 @@
 import type { Stage } from '@triad/bus';
 import type { UpstreamError } from '@triad/request';
 import { upstreamHttpError } from '../errors';
-import type { BufferedAnswer, LegHandle, LegRunner, LegSpec } from '../types';
+import type { BufferedAnswer, KvStrandReport, LegHandle, LegRunner, LegSpec } from '../types';
 
 /** How the connector asked for a leg: buffer its answer, relay it to the client, or drain it. */
 export type FakeLegMode = 'buffered' | 'relay' | 'drained';
@@ -83,6 +83,8 @@ export class FakeLegRunner implements LegRunner {
   readonly answers: ClientAnswer[] = [];
   readonly retries: { readonly attempt: number; readonly error: Error }[] = [];
   readonly pauses: number[] = [];
+  /** KV hand-offs the connector reported as not taken. */
+  readonly stranded: KvStrandReport[] = [];
   readonly #engine: FakeEngine;
 
   constructor(engine: FakeEngine = () => ({})) {
@@ -119,6 +121,10 @@ export class FakeLegRunner implements LegRunner {
   pause(ms: number): Promise<void> {
     this.pauses.push(ms);
     return Promise.resolve();
+  }
+
+  kvStranded(report: KvStrandReport): void {
+    this.stranded.push(report);
   }
 
   #send<T>(mode: FakeLegMode, spec: LegSpec, onAnswer: (answer: BufferedAnswer) => T): LegHandle<T> {

@@ -1,3 +1,6 @@
+import { BLOCK_TOKENS } from '../engine/prefix-cache';
+import type { HeldKv } from '../metrics/engine-metrics';
+
 /** What a prefill leaves for its decode: the prompt it computed (the KV a decode would fetch). */
 export interface HandoffEntry {
   readonly key: string;
@@ -74,6 +77,19 @@ export class HandoffRegistry {
 
   get size(): number {
     return this.#entries.size;
+  }
+
+  /** Entries whose key starts with `prefix` that no decode has taken yet, with their blocks (expired ones dropped). */
+  held(prefix: string): HeldKv {
+    this.#expire();
+    let requests = 0;
+    let blocks = 0;
+    for (const [key, entry] of this.#entries) {
+      if (!key.startsWith(prefix)) continue;
+      requests += 1;
+      blocks += Math.max(1, Math.ceil(entry.promptTokens / BLOCK_TOKENS));
+    }
+    return { requests, blocks };
   }
 
   #expire(): void {

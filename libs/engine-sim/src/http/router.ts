@@ -90,7 +90,15 @@ export class Router {
       if (fault) {
         this.#deps.counters.inc('faultsInjected');
         if (this.#applyEarlyFault(fault, req, res)) return;
-        if (fault.mode === 'slow-first-byte') await this.#deps.clock.sleep(fault.delayMs);
+        if (fault.mode === 'slow-first-byte') {
+          await this.#deps.clock.sleep(fault.delayMs);
+          // A request whose client left while it waited never reaches the engine (vLLM and SGLang drop it before
+          // the scheduler sees it): nothing is allocated, nothing is pulled.
+          if (res.destroyed || res.writableEnded) {
+            this.#deps.counters.inc('aborted');
+            return;
+          }
+        }
       }
     }
     await route.handler({ req, res, method, path, query, rawBody, body, arrivedAt, fault });

@@ -11,7 +11,19 @@ export interface EngineMetrics extends GenerationRecorder {
   externalCache(rank: Rank, queries: number, hits: number): void;
   /** Requests currently waiting on a KV transfer or bootstrap (PD queue gauges). */
   transferWaiting(rank: Rank, delta: number): void;
+  /**
+   * Reports the KV held for another engine (simulator-only gauges `triad_sim_kv_held_requests` and
+   * `triad_sim_kv_held_blocks`): a vLLM prefill's blocks kept for a remote decode, an SGLang decode's blocks
+   * pre-allocated for a room whose KV has not arrived, an SGLang prefill's computed rooms no decode has taken.
+   */
+  kvHeldBy(read: () => HeldKv): void;
   render(): string;
+}
+
+/** KV one engine holds for a peer that has not taken it (or not sent it) yet. */
+export interface HeldKv {
+  readonly requests: number;
+  readonly blocks: number;
 }
 
 /** Labels every series of an engine shares, plus the rank's own. */

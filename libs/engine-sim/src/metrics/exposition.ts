@@ -137,3 +137,15 @@ function renderHistogram(name: string, s: HistogramSeries): string {
   out += `${name}_sum${labelText(s.labels)} ${formatValue(s.sum)}\n`;
   return out;
 }
+
+/**
+ * The simulator's own gauges of KV held for a peer engine (not a vLLM or SGLang metric; tests and benchmarks read
+ * them to see KV a failed or abandoned hand-off left behind).
+ */
+export function registerHeldKv(registry: MetricRegistry, model: string, read: () => { requests: number; blocks: number }): void {
+  const labels = { model_name: model };
+  registry.gauge('triad_sim_kv_held_requests', 'Simulator: requests whose KV is held for a peer engine that has not taken it', labels,
+    () => read().requests);
+  registry.gauge('triad_sim_kv_held_blocks', 'Simulator: KV blocks held for a peer engine that has not taken them', labels,
+    () => read().blocks);
+}

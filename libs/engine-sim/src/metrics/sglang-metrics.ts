@@ -1,7 +1,7 @@
 import type { GenerationOutcome, GenerationSpec } from '../engine/generation';
 import type { Rank } from '../engine/rank';
-import type { EngineMetrics, MetricsSetup } from './engine-metrics';
-import { MetricRegistry, type CounterSeries, type GaugeSeries, type HistogramSeries } from './exposition';
+import type { EngineMetrics, HeldKv, MetricsSetup } from './engine-metrics';
+import { MetricRegistry, registerHeldKv, type CounterSeries, type GaugeSeries, type HistogramSeries } from './exposition';
 import { SGLANG_E2E_BUCKETS, SGLANG_ITL_BUCKETS, SGLANG_TTFT_BUCKETS } from './buckets';
 
 interface RankState {
@@ -32,7 +32,10 @@ export class SglangMetrics implements EngineMetrics {
   readonly #lastGenerated: number[];
   readonly #generatedByRank: number[];
 
+  readonly #model: string;
+
   constructor(setup: MetricsSetup) {
+    this.#model = setup.model;
     const r = this.#registry;
     const dp = setup.ranks.length > 1;
     this.#state = setup.ranks.map(() => ({ queries: 0, hits: 0, transferWaiting: 0 }));
@@ -108,6 +111,10 @@ export class SglangMetrics implements EngineMetrics {
 
   transferWaiting(rank: Rank, delta: number): void {
     (this.#state[rank.index] as RankState).transferWaiting += delta;
+  }
+
+  kvHeldBy(read: () => HeldKv): void {
+    registerHeldKv(this.#registry, this.#model, read);
   }
 
   render(): string {

@@ -1,8 +1,8 @@
 import type { GenerationOutcome, GenerationSpec } from '../engine/generation';
 import type { Rank } from '../engine/rank';
 import { BLOCK_TOKENS } from '../engine/prefix-cache';
-import type { EngineMetrics, MetricsSetup } from './engine-metrics';
-import { MetricRegistry, type CounterSeries, type HistogramSeries } from './exposition';
+import type { EngineMetrics, HeldKv, MetricsSetup } from './engine-metrics';
+import { MetricRegistry, registerHeldKv, type CounterSeries, type HistogramSeries } from './exposition';
 import { tokenCountBuckets, VLLM_ITL_BUCKETS, VLLM_REQUEST_LATENCY_BUCKETS, VLLM_TTFT_BUCKETS } from './buckets';
 
 const FINISH_REASONS = ['stop', 'length', 'abort'] as const;
@@ -39,7 +39,10 @@ export class VllmMetrics implements EngineMetrics {
   readonly #registry = new MetricRegistry();
   readonly #series: RankSeries[];
 
+  readonly #model: string;
+
   constructor(setup: MetricsSetup) {
+    this.#model = setup.model;
     const r = this.#registry;
     const labelsOf = (rank: Rank) => ({ model_name: setup.model, engine: String(rank.index) });
     for (const rank of setup.ranks) {
@@ -166,6 +169,10 @@ export class VllmMetrics implements EngineMetrics {
 
   transferWaiting(): void {
     // vLLM has no PD-queue gauge; requests waiting on a KV pull count as running, as in vLLM.
+  }
+
+  kvHeldBy(read: () => HeldKv): void {
+    registerHeldKv(this.#registry, this.#model, read);
   }
 
   render(): string {

@@ -18,6 +18,7 @@ import { encodeOnEncoders } from './encoder-fanout';
 import type { EncoderRegistry } from './encoder-registry';
 import { sendDispatchedError, sglangErrorBody } from './late-error';
 import { bootstrapTimeoutError, waitingTimeoutError, type DecodeTransfers } from './pd-transfer';
+import type { PreallocatedKv } from './prealloc';
 import { parseSglangRequest, type SglangRequest } from './sglang-request';
 
 export interface SglangDeps {
@@ -26,6 +27,8 @@ export interface SglangDeps {
   readonly bootstrap?: BootstrapServer;
   /** Decode only: waits for the prefill's KV. */
   readonly transfers?: DecodeTransfers;
+  /** Decode only: the blocks reserved for requests whose KV has not arrived. */
+  readonly prealloc?: PreallocatedKv;
   /** Language-only server only. */
   readonly encoders?: EncoderRegistry;
   readonly bootstrapTimeoutMs: number;
@@ -258,9 +261,12 @@ async function awaitPrefills(
     targets.map(async (target, i) => {
       const rank = ranks[i] as Rank;
       ctx.metrics.transferWaiting(rank, 1);
+      // Reserved while waiting; once the KV is in, the blocks belong to the running request.
+      const release = deps.prealloc?.reserve((req.items[i] as InferenceRequest).promptTokens);
       try {
         return await transfers.await(target, req.rids[i] as string, hint, trace, abort.signal);
       } finally {
+        release?.();
         ctx.metrics.transferWaiting(rank, -1);
       }
     }),

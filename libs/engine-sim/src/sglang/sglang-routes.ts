@@ -7,6 +7,7 @@ import { encodeHandler, schedulerReceiveUrlHandler } from './encode-server';
 import { EncoderBootstrapServer } from './encoder-bootstrap-server';
 import { EncoderRegistry } from './encoder-registry';
 import { DecodeTransfers } from './pd-transfer';
+import { PreallocatedKv } from './prealloc';
 import { serverInfo } from './server-info';
 import { sglangInferenceHandler, type SglangDeps } from './sglang-inference';
 
@@ -51,8 +52,12 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
     bootstrap,
     bootstrapTimeoutMs,
     ...(ctx.options.languageOnly ? { encoders: registryOf(ctx) } : {}),
-    ...(ctx.role === 'decode' ? { transfers: new DecodeTransfers(ctx, bootstrapTimeoutMs) } : {}),
+    ...(ctx.role === 'decode' ? { transfers: new DecodeTransfers(ctx, bootstrapTimeoutMs), prealloc: new PreallocatedKv() } : {}),
   };
+  // A decode's pre-allocated blocks, or a prefill's computed rooms that no decode has taken yet.
+  const prealloc = deps.prealloc;
+  if (prealloc) ctx.kvHeld = () => prealloc.held();
+  else if (bootstrap) ctx.kvHeld = () => bootstrap.handoffs.held('room:');
   let listener: EncoderBootstrapServer | undefined;
   const info = () => JSON.stringify(serverInfo(ctx, { bootstrapPort: bootstrap?.port, encoderBootstrapPort: listener?.port }));
   router

@@ -39,6 +39,7 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
     kv: new KvBlockStore(ctx.engineId, ctx.options.kvLeaseMs ?? 30_000, ctx.counters),
   };
   const models = modelsBody(ctx);
+  ctx.kvHeld = () => deps.kv.held();
   router
     .add('POST', '/v1/chat/completions', vllmInferenceHandler(deps, 'chat'), { inference: true })
     .add('POST', '/v1/completions', vllmInferenceHandler(deps, 'completion'), { inference: true })

@@ -93,6 +93,30 @@ export class RequestResult {
   readonly endpoints: Partial<Record<Stage, string[]>> = {};
   /** Outlier transitions this request's legs caused (ejection, failed probe, restore), for the access log. */
   readonly outliers: OutlierEvent[] = [];
+  /** KV hand-offs of this request that a decode did not take, and what the gateway did about each. */
+  readonly kvStranded: KvStrandedEvent[] = [];
+}
+
+/** Why a prefill's KV was left without the decode that should take it. */
+export type KvStrandReason = 'client_aborted' | 'total_timeout' | 'decode_failed' | 'prefill_failed';
+
+/**
+ * What the gateway did about it: `release` sent a release leg (vLLM: a one-token decode carrying the prefill's
+ * `kv_transfer_params`, which makes a decode read and so free the blocks), `abort_peer` aborted the other leg of
+ * the pair (SGLang: an aborted request releases its room on that engine), `none` nothing it could do.
+ */
+export type KvStrandAction = 'release' | 'abort_peer' | 'none';
+
+/** One KV hand-off a decode did not take (access log `kv_stranded`). */
+export interface KvStrandedEvent {
+  readonly engine: 'vLLM' | 'SGLang';
+  /** Pods of the prefill holding the KV and of the decode that did not take it. */
+  readonly prefill: string;
+  readonly decode: string;
+  readonly reason: KvStrandReason;
+  readonly action: KvStrandAction;
+  /** `release`: the decode pod the release leg went to. */
+  readonly via?: string;
 }
 
 /** An outlier transition one leg caused. */

@@ -1,4 +1,5 @@
 import type { Endpoint } from '../state/endpoint';
+import type { ObservedLatency } from '../state/observed-latency';
 
 /**
  * The candidates of one profile run, column-oriented: candidate `i` (0 ≤ i < size) has its metrics at index `i`
@@ -28,4 +29,6 @@ export interface Candidates {
   indexOf(key: string): number;
   /** In-flight requests per candidate across all gateways (computed on first use in a run). */
   inflight(): Float64Array;
+  /** TTFT/TPOT per endpoint key as the gateways measured them (read by key; do not mutate). */
+  readonly observed: ObservedLatency;
 }

@@ -83,6 +83,20 @@ export interface AffinityLearner {
   learn(record: AffinityRecord): void;
 }
 
+/**
+ * Plugins that track where content lives answer what an endpoint probably holds for a request, so the
+ * disaggregation planner can predict the cost of each stage there.
+ */
+export interface CacheEstimator {
+  /** Leading prompt blocks (of `request.prefixHashes`) the endpoint probably holds; undefined: no opinion. */
+  cachedPrefixBlocks?(request: SchedulingRequest, endpointKey: string): number | undefined;
+  /** Media items of the request whose encoder output the endpoint probably holds; undefined: no opinion. */
+  cachedMediaItems?(request: SchedulingRequest, endpointKey: string): number | undefined;
+}
+
+export const isCacheEstimator = (p: Plugin): p is Plugin & CacheEstimator =>
+  typeof (p as CacheEstimator).cachedPrefixBlocks === 'function' || typeof (p as CacheEstimator).cachedMediaItems === 'function';
+
 export const isFilter = (p: Plugin): p is Filter => typeof (p as Partial<Filter>).filter === 'function';
 export const isScorer = (p: Plugin): p is Scorer => typeof (p as Partial<Scorer>).score === 'function';
 export const isPicker = (p: Plugin): p is Picker => typeof (p as Partial<Picker>).pick === 'function';

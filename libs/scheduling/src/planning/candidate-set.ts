@@ -5,6 +5,7 @@ import type { EndpointIndex } from '../state/endpoint-index';
 import { EndpointList } from '../state/endpoint-list';
 import type { CandidateSource } from '../state/model-server-pool';
 import type { InflightTracker } from '../state/inflight-tracker';
+import type { ObservedLatency } from '../state/observed-latency';
 
 /** In-flight count of an endpoint, through the tracker cell cached on it (rebound if the tracker changed). */
 function inflightOf(e: IndexedEndpoint, tracker: InflightTracker): number {
@@ -56,6 +57,7 @@ export class CandidateSet implements Candidates {
   get scrapedAt(): Float64Array { return this.#cols.scrapedAt; }
   get stale(): Uint8Array { return this.#cols.stale; }
   get keyHash(): Uint32Array { return this.#cols.keyHash; }
+  get observed(): ObservedLatency { return this.#tracker.latency; }
 
   endpoint(i: number): IndexedEndpoint {
     return this.#endpoints[i] as IndexedEndpoint;

@@ -8,6 +8,7 @@ import { leastLatencyPlugin } from './least-latency/least-latency';
 import { leastRequestPlugin } from './least-request/least-request';
 import { loraAffinityPlugin } from './lora-affinity/lora-affinity';
 import { maxScorePlugin } from './max-score/max-score';
+import { observedLatencyPlugin } from './observed-latency/observed-latency';
 import { precisePrefixCachePlugins } from './precise-prefix-cache/precise-prefix-cache';
 import { prefixCachePlugin } from './prefix-cache/prefix-cache';
 import { randomPlugin } from './random/random';
@@ -26,6 +27,7 @@ export function registerInTreePlugins(registry: PluginRegistry, state: InTreePlu
     .register(leastRequestPlugin)
     .register(gpuUsagePlugin)
     .register(leastLatencyPlugin)
+    .register(observedLatencyPlugin)
     .register(prefixCachePlugin)
     .register(loraAffinityPlugin)
     .register(randomPlugin)

@@ -1,5 +1,6 @@
 import type { DispatchBatch, DispatchEvent } from '@triad/bus';
 import type { InflightCell } from './endpoint';
+import { ObservedLatency } from './observed-latency';
 
 export interface InflightTrackerOptions {
   /** A gateway's counts are dropped after this many snapshot intervals without a snapshot (default 3). */
@@ -44,6 +45,8 @@ export class InflightTracker {
   readonly #defaultInterval: number;
   #nextExpiry = Number.POSITIVE_INFINITY;
   readonly stats: InflightStats = { gateways: 0, gaps: 0, expired: 0, resets: 0 };
+  /** TTFT and TPOT per endpoint from the gateways' finish events (the `observed-latency` scorer reads them). */
+  readonly latency = new ObservedLatency();
 
   constructor(options: InflightTrackerOptions = {}) {
     this.#missed = options.missedSnapshots ?? 3;
@@ -71,6 +74,7 @@ export class InflightTracker {
     if (batch.inflight) {
       this.#replace(gw, new Map(Object.entries(batch.inflight)));
       gw.lastSnapshotAt = now;
+      for (const ev of batch.events) this.#observe(ev);
     } else {
       for (const ev of batch.events) this.#applyEvent(gw, ev);
     }
@@ -148,7 +152,12 @@ export class InflightTracker {
     else if (before !== 0 && c.count === 0) this.#active.delete(key);
   }
 
+  #observe(ev: DispatchEvent): void {
+    if (ev.type === 'finish' && (ev.ttftMs !== undefined || ev.tpotMs !== undefined)) this.latency.observe(ev.endpoint, ev.ttftMs, ev.tpotMs, ev.at);
+  }
+
   #applyEvent(gw: GatewayView, ev: DispatchEvent): void {
+    this.#observe(ev);
     const before = gw.counts.get(ev.endpoint) ?? 0;
     const after = ev.type === 'start' ? before + 1 : Math.max(0, before - 1);
     if (after === before) return;

@@ -3,13 +3,13 @@ import { SimEngine, type Served } from './engine';
 import { EventQueue } from './event-queue';
 import { makePolicy } from './policy-set';
 import { renderPrompt } from './policies';
-import { runSimulation } from './simulate';
+import { poolLayout, runSimulation } from './simulate';
 import { blockKeys, WORKLOADS, WorkloadGenerator, type SimRequest } from './workload';
 
-function engineWithClock(): { engine: SimEngine; run: () => void } {
+function engineWithClock(): { engine: SimEngine; run: () => void; at: (t: number, fn: () => void) => void } {
   const events = new EventQueue<() => void>();
   const engine = new SimEngine(0, REALISTIC_COST, (at, fn) => events.push(at, fn));
-  return { engine, run: () => { for (let e = events.pop(); e; e = events.pop()) e.item(); } };
+  return { engine, run: () => { for (let e = events.pop(); e; e = events.pop()) e.item(); }, at: (t, fn) => events.push(t, fn) };
 }
 
 const request = (id: string, arrival: number, segments: SimRequest['segments']): SimRequest => ({
@@ -70,5 +70,35 @@ describe('cluster simulation', () => {
     const rr = runSimulation((e) => makePolicy('round-robin', e), opts);
     expect(rr.measured).toBe(a.measured);
     expect(rr.imbalance).toBeCloseTo(1, 1);
+  });
+
+  it('holds running decodes back while the same engine prefills', () => {
+    const { engine, run, at } = engineWithClock();
+    const done: Served[] = [];
+    const long = { ...request('r1', 0, [{ id: 1, tokens: 100 }]), outputTokens: 50 };
+    engine.submit(long, 0, () => undefined, (s) => done.push(s));
+    // A 20,000-token prefill (1 s) arrives while r1 decodes: r1 finishes about that much later.
+    at(100, () => engine.submit(request('r2', 100, [{ id: 2, tokens: 20_000 }]), 100, () => undefined, (s) => done.push(s)));
+    run();
+    const r1 = done.find((s) => s.request.id === 'r1')!;
+    expect(r1.finishedAt - r1.firstTokenAt).toBeGreaterThan(49 * 20 + 900);
+  });
+
+  it('splits PD and EPD pools and runs every request through its stages', () => {
+    expect(poolLayout('epd', 16)).toEqual({ roles: [...Array(6).fill('prefill'), ...Array(6).fill('decode')], encoders: 4 });
+    const base = { engines: 8, load: 0.8, requests: 300, seed: 3, cost: REALISTIC_COST, capacity: 20 };
+    const pd = runSimulation((p) => makePolicy('triad-every-stage', p), { ...base, pool: 'pd', workload: WORKLOADS['image-light'] });
+    expect(pd.measured).toBe(240);
+    expect(pd.skippedPrefill).toBe(0);
+    const epd = runSimulation((p) => makePolicy('oracle', p), { ...base, pool: 'epd', workload: WORKLOADS.multimodal });
+    expect(epd.measured).toBe(240);
+    expect(epd.encoderHit).toBeGreaterThan(0);
+  });
+
+  it('per-request disaggregation: Triad prefills short image-light prompts on the decode pods', () => {
+    const opts = { engines: 8, load: 0.8, requests: 300, seed: 3, cost: REALISTIC_COST, capacity: 20, pool: 'pd' as const, workload: WORKLOADS['image-light'] };
+    const triad = runSimulation((p) => makePolicy('triad', p), opts);
+    expect(triad.skippedPrefill).toBeGreaterThan(0.5);
+    expect(triad.measured).toBe(240);
   });
 });

@@ -26,6 +26,14 @@ export interface CostModel {
   readonly tokensPerImage: number;
   /** Transfer of a prefill's KV to a decode pod, ms per 1,000 tokens (PD). */
   readonly kvTransferMsPer1kTokens: number;
+  /** Moving one item's encoder output from an encoder pod to its consumer (EPD), ms. */
+  readonly ecTransferMsPerItem: number;
+  /** One extra leg of a disaggregated request (the router's HTTP hop and the engine's request set-up), ms. */
+  readonly legOverheadMs: number;
+  /** Encoder outputs an encoder-only pod keeps (LRU, items): its memory holds no KV cache. */
+  readonly encoderPodCacheItems: number;
+  /** A prefill on an engine that also decodes holds its running decodes back for the prefill's length. */
+  readonly prefillStallsDecode: boolean;
 }
 
 export const REALISTIC_COST: CostModel = Object.freeze({
@@ -40,6 +48,10 @@ export const REALISTIC_COST: CostModel = Object.freeze({
   encoderCacheItems: 64,
   tokensPerImage: 576,
   kvTransferMsPer1kTokens: 2,
+  ecTransferMsPerItem: 5,
+  legOverheadMs: 3,
+  encoderPodCacheItems: 1024,
+  prefillStallsDecode: true,
 });
 
 /** Decode step length with `running` requests in the batch. */

@@ -21,12 +21,29 @@ export interface CacheListener {
   removed(engine: number, keys: readonly number[]): void;
 }
 
+/** What an engine does with a request: all of it, its prefill alone (P), or its decode from transferred KV (D). */
+export type JobKind = 'full' | 'prefill' | 'kv';
+
+/** The engine's role in its pool: `both` serves whole requests; the others one stage each. */
+export type EngineRole = 'both' | 'prefill' | 'decode';
+
+export interface JobOptions {
+  readonly kind?: JobKind;
+  /** Media items whose encoder output arrived with the request (EPD): not encoded here. */
+  readonly handed?: ReadonlySet<number>;
+}
+
 interface Waiting {
   readonly request: SimRequest;
   readonly keys: number[];
+  readonly kind: JobKind;
+  readonly handed: ReadonlySet<number> | undefined;
+  readonly submittedAt: number;
   readonly onFirstToken: (s: Served) => void;
   readonly onFinish: (s: Served) => void;
 }
+
+const NOTHING: ReadonlySet<number> = new Set();
 
 /**
  * One simulated engine (vLLM-like), independent of any router: a FIFO queue, at most `maxRunning` requests
@@ -47,6 +64,8 @@ export class SimEngine {
   readonly #queue: Waiting[] = [];
   running = 0;
   #prefillFreeAt = 0;
+  /** Prefill time that held this engine's running decodes back, in total (see `prefillStallsDecode`). */
+  #stallTotal = 0;
   /** Served requests' counters (what /metrics would show). */
   served = 0;
   busyMs = 0;
@@ -61,6 +80,7 @@ export class SimEngine {
     readonly cost: CostModel,
     readonly schedule: (at: number, fn: () => void) => void,
     readonly listener?: CacheListener,
+    readonly role: EngineRole = 'both',
   ) {
     this.#capacity = Math.floor(cost.kvCapacityTokens / cost.blockTokens);
   }
@@ -91,21 +111,32 @@ export class SimEngine {
   }
 
   /** Prefill cost of a request here and now (encode + uncached tokens), ms: what an oracle minimises. */
-  prefillCostMs(request: SimRequest, keys: readonly number[]): number {
+  prefillCostMs(request: SimRequest, keys: readonly number[], handed?: ReadonlySet<number>): number {
     const hit = this.cachedPrefixTokens(keys);
-    return this.#prefillMs(request, hit, this.#encodes(request, hit));
+    return this.#prefillMs(request, hit, this.#encodes(request, hit, handed ?? NOTHING));
   }
 
-  submit(request: SimRequest, now: number, onFirstToken: (s: Served) => void, onFinish: (s: Served) => void, keys?: number[]): void {
-    this.#queue.push({ request, keys: keys ?? blockKeys(request.segments, this.cost.blockTokens), onFirstToken, onFinish });
+  /**
+   * Takes a request (or one stage of it). `onFirstToken` runs when the engine emits the request's first token
+   * (for a `prefill` job: when its prefill ends, the KV ready to leave); `onFinish` when it is done (a `prefill` job:
+   * once its KV left, `kvTransferMsPer1kTokens` later).
+   */
+  submit(
+    request: SimRequest, now: number, onFirstToken: (s: Served) => void, onFinish: (s: Served) => void, keys?: number[], job: JobOptions = {},
+  ): void {
+    this.#queue.push({
+      request, keys: keys ?? blockKeys(request.segments, this.cost.blockTokens), kind: job.kind ?? 'full', handed: job.handed,
+      submittedAt: now, onFirstToken, onFinish,
+    });
     this.#admit(now);
   }
 
-  #encodes(request: SimRequest, hitTokens: number): number {
-    // Images inside the cached prefix need no encoding; the others are encoded unless the encoder cache has them.
+  #encodes(request: SimRequest, hitTokens: number, handed: ReadonlySet<number>): number {
+    // Images inside the cached prefix need no encoding; the others are encoded unless the encoder cache has them
+    // or their encoder output came with the request.
     let pos = 0, n = 0;
     for (const s of request.segments) {
-      if (s.image !== undefined && pos + s.tokens > hitTokens && !this.#encoder.has(s.image)) n++;
+      if (s.image !== undefined && pos + s.tokens > hitTokens && !this.#encoder.has(s.image) && !handed.has(s.image)) n++;
       pos += s.tokens;
     }
     return n;
@@ -120,7 +151,7 @@ export class SimEngine {
     const c = this.cost;
     while (this.#queue.length > 0 && this.running < c.maxRunning) {
       const w = this.#queue[0] as Waiting;
-      const outBlocks = Math.ceil(w.request.outputTokens / c.blockTokens);
+      const outBlocks = w.kind === 'prefill' ? 0 : Math.ceil(w.request.outputTokens / c.blockTokens);
       let fresh = 0;
       for (const k of w.keys) if (!this.#lru.has(k)) fresh++;
       let unpinnedNeeded = 0;
@@ -136,7 +167,7 @@ export class SimEngine {
   #start(w: Waiting, now: number, outBlocks: number): void {
     const c = this.cost;
     const hitTokens = Math.min(this.cachedPrefixTokens(w.keys), w.request.promptTokens);
-    const encodes = this.#encodes(w.request, hitTokens);
+    const encodes = w.kind === 'kv' ? 0 : this.#encodes(w.request, hitTokens, w.handed ?? NOTHING);
     const stored: number[] = [];
     for (const k of w.keys) {
       if (this.#lru.delete(k)) this.#lru.set(k, true);
@@ -151,33 +182,64 @@ export class SimEngine {
     this.#reserved += outBlocks;
     this.#evict();
     if (stored.length > 0) this.listener?.stored(this.index, stored);
-    let pos = 0;
-    for (const s of w.request.segments) {
-      if (s.image !== undefined && pos + s.tokens > hitTokens) {
-        this.#encoder.delete(s.image);
-        this.#encoder.set(s.image, true);
-        if (this.#encoder.size > c.encoderCacheItems) this.#encoder.delete(this.#encoder.keys().next().value as number);
+    if (w.kind !== 'kv') {
+      // The request's images (computed here or handed over) are in this engine's encoder cache afterwards.
+      let pos = 0;
+      for (const s of w.request.segments) {
+        if (s.image !== undefined && pos + s.tokens > hitTokens) {
+          this.#encoder.delete(s.image);
+          this.#encoder.set(s.image, true);
+          if (this.#encoder.size > c.encoderCacheItems) this.#encoder.delete(this.#encoder.keys().next().value as number);
+        }
+        pos += s.tokens;
       }
-      pos += s.tokens;
     }
     this.running++;
-    const start = Math.max(now, this.#prefillFreeAt);
-    const prefill = this.#prefillMs(w.request, hitTokens, encodes);
-    const firstTokenAt = start + prefill;
-    this.#prefillFreeAt = firstTokenAt;
-    this.busyMs += prefill;
+    let firstTokenAt: number;
+    if (w.kind === 'kv') {
+      // The prefill's KV arrives for the blocks not cached here; then one decode step gives the first token.
+      const transfer = ((w.request.promptTokens - hitTokens) / 1000) * c.kvTransferMsPer1kTokens;
+      firstTokenAt = now + transfer + decodeStepMs(c, this.running);
+    } else {
+      const start = Math.max(now, this.#prefillFreeAt);
+      const prefill = this.#prefillMs(w.request, hitTokens, encodes);
+      firstTokenAt = start + prefill;
+      this.#prefillFreeAt = firstTokenAt;
+      this.busyMs += prefill;
+      if (c.prefillStallsDecode && this.role !== 'prefill') this.#stallTotal += prefill;
+    }
     const served: Served = {
       request: w.request, engine: this.index, admittedAt: now, firstTokenAt, finishedAt: 0, hitTokens,
-      encoderHits: w.request.images.length - encodes,
+      encoderHits: w.kind === 'kv' ? w.request.images.length : w.request.images.length - encodes,
     };
     this.schedule(firstTokenAt, () => {
+      this.ttftSum += firstTokenAt - w.submittedAt;
+      this.ttftCount++;
+      if (w.kind === 'prefill') {
+        // The KV leaves for the decode pod; the blocks stay pinned until it has.
+        served.finishedAt = firstTokenAt + (w.request.promptTokens / 1000) * c.kvTransferMsPer1kTokens;
+        w.onFirstToken(served);
+        this.schedule(served.finishedAt, () => this.#finish(w, served, outBlocks));
+        return;
+      }
       const step = decodeStepMs(c, this.running);
       served.finishedAt = firstTokenAt + step * Math.max(0, w.request.outputTokens - 1);
-      this.ttftSum += firstTokenAt - w.request.arrival;
-      this.ttftCount++;
       w.onFirstToken(served);
-      this.schedule(served.finishedAt, () => this.#finish(w, served, outBlocks));
+      const stallMark = this.#stallTotal;
+      this.schedule(served.finishedAt, () => this.#decodeDone(w, served, outBlocks, stallMark));
     });
+  }
+
+  /** The decode ran its steps, unless prefills held the batch back meanwhile: then it finishes that much later. */
+  #decodeDone(w: Waiting, served: Served, outBlocks: number, stallMark: number): void {
+    const held = this.#stallTotal - stallMark;
+    if (held > 0) {
+      served.finishedAt += held;
+      const mark = this.#stallTotal;
+      this.schedule(served.finishedAt, () => this.#decodeDone(w, served, outBlocks, mark));
+      return;
+    }
+    this.#finish(w, served, outBlocks);
   }
 
   #finish(w: Waiting, served: Served, outBlocks: number): void {
@@ -190,7 +252,7 @@ export class SimEngine {
     }
     this.#reserved -= outBlocks;
     // The answer's full blocks join the cache (the next turn of the conversation starts with them).
-    const full = blockKeys([...w.request.segments, w.request.answer], this.cost.blockTokens).slice(w.keys.length);
+    const full = w.kind === 'prefill' ? [] : blockKeys([...w.request.segments, w.request.answer], this.cost.blockTokens).slice(w.keys.length);
     const stored: number[] = [];
     for (const k of full) {
       if (this.#lru.delete(k)) this.#lru.set(k, true);
@@ -203,7 +265,7 @@ export class SimEngine {
     if (stored.length > 0) this.listener?.stored(this.index, stored);
     this.running--;
     this.served++;
-    const tokens = w.request.outputTokens;
+    const tokens = w.kind === 'prefill' ? 0 : w.request.outputTokens;
     if (tokens > 1) {
       this.tpotSum += (served.finishedAt - served.firstTokenAt) / (tokens - 1);
       this.tpotCount++;

@@ -1,6 +1,7 @@
 import type { RunMetrics } from './simulate';
 
-const TRIAD = /^triad/;
+const TRIAD = /^triad \((default|--triad-config)\)/;
+const ANY_TRIAD = /^triad/;
 const ORACLE = /^oracle/;
 
 /** Share by which `v` is lower than `base` (0.6 = 60 % lower); an infinite base counts as fully improved. */
@@ -11,7 +12,16 @@ const lower = (v: number, base: number): number => (base === Infinity ? (v === I
  * lower, goodput ≥ 2×), the multimodal encoder-cache hit ratio within 10 % of the oracle's, and the mixed workload
  * within 5 % of the best other policy (oracle excluded) on TTFT p50/p99, E2E p50 and goodput. One row per check.
  */
-export function goalRows(results: readonly RunMetrics[]): string[][] {
+export function goalRows(all: readonly RunMetrics[]): string[][] {
+  const rows: string[][] = [];
+  for (const pool of [...new Set(all.map((r) => r.pool ?? 'aggregated'))]) {
+    const results = all.filter((r) => (r.pool ?? 'aggregated') === pool);
+    for (const row of poolGoalRows(results)) rows.push([pool, ...row]);
+  }
+  return rows;
+}
+
+function poolGoalRows(results: readonly RunMetrics[]): string[][] {
   const rows: string[][] = [];
   const loads = [...new Set(results.map((r) => r.load))].sort((a, b) => a - b);
   const at = (w: string, load: number) => results.filter((r) => r.workload === w && r.load === load);
@@ -37,7 +47,7 @@ export function goalRows(results: readonly RunMetrics[]): string[][] {
     }
     const mx = at('mixed', load);
     const tx = mx.find((r) => TRIAD.test(r.policy));
-    const others = mx.filter((r) => !TRIAD.test(r.policy) && !ORACLE.test(r.policy));
+    const others = mx.filter((r) => !ANY_TRIAD.test(r.policy) && !ORACLE.test(r.policy));
     if (tx && others.length > 0) {
       for (const [key, label] of [['ttftP50', 'TTFT p50'], ['ttftP99', 'TTFT p99'], ['e2eP50', 'E2E p50']] as const) {
         const best = others.reduce((a, b) => (b[key] < a[key] ? b : a));
@@ -52,4 +62,4 @@ export function goalRows(results: readonly RunMetrics[]): string[][] {
   return rows;
 }
 
-export const GOAL_HEADERS = ['workload', 'load', 'goal', 'Triad', 'result'];
+export const GOAL_HEADERS = ['pool', 'workload', 'load', 'goal', 'Triad', 'result'];

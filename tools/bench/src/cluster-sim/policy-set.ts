@@ -1,4 +1,5 @@
-import type { SimEngine } from './engine';
+import type { SimPool } from './simulate';
+import { defaultSchedulerConfig } from '@triad/scheduling';
 import { OraclePolicy, RoundRobinPolicy, SchedulerPolicy, type RoutingPolicy } from './policies';
 
 /** Kthena's Helm defaults: filter least-request; score least-request, gpu-usage, least-latency, prefix-cache (weight 1). */
@@ -15,19 +16,41 @@ export const KTHENA_DEFAULT_CONFIG = {
       scorers: ['least-request', 'gpu-usage', 'least-latency', 'prefix-cache'],
       picker: 'max-score',
     },
+    // Kthena plans no encoders: in an EPD pool its encoders are placed by load, as its other stages.
+    encode: { filters: ['least-request'], scorers: ['least-request'], picker: 'max-score' },
   },
+  // Kthena has no per-request disaggregation: every request runs every stage of the pool's mode.
+  disaggregation: { localEncode: false, skipPrefill: false },
 };
 
-const RANDOM_CONFIG = { profiles: { default: { filters: [], scorers: ['random'] } } };
-const LEAST_REQUEST_CONFIG = { profiles: { default: { filters: ['least-request'], scorers: ['least-request'] } } };
+const EVERY = { localEncode: false, skipPrefill: false };
+const RANDOM_CONFIG = { profiles: { default: { filters: [], scorers: ['random'] }, encode: { filters: [], scorers: ['random'], picker: 'max-score' } }, disaggregation: EVERY };
+const LEAST_REQUEST_CONFIG = {
+  profiles: { default: { filters: ['least-request'], scorers: ['least-request'] }, encode: { filters: ['least-request'], scorers: ['least-request'], picker: 'max-score' } },
+  disaggregation: EVERY,
+};
 
-export type PolicyName = 'triad' | 'random' | 'round-robin' | 'least-request' | 'kthena' | 'oracle';
+/** Triad's defaults with every stage of the pool's mode for every request (what a fixed E→P→D pipeline does). */
+const EVERY_STAGE = { disaggregation: EVERY };
+
+/** Triad's defaults plus local encode (the consumer encodes up to one uncached item itself). */
+const LOCAL_ENCODE = { disaggregation: { localEncode: true } };
+
+export type PolicyName = 'triad' | 'triad-every-stage' | 'triad-local-encode' | 'random' | 'round-robin' | 'least-request' | 'kthena' | 'oracle';
 export const POLICY_NAMES: readonly PolicyName[] = ['triad', 'random', 'round-robin', 'least-request', 'kthena', 'oracle'];
+/** Policies a run may name beyond the default set. */
+export const EXTRA_POLICIES: readonly PolicyName[] = ['triad-every-stage', 'triad-local-encode'];
 
 /** The policies compared in one run; every scheduler-backed one runs libs/scheduling's real code. */
-export function makePolicy(name: PolicyName, engines: readonly SimEngine[], triadConfig?: unknown): RoutingPolicy {
-  const n = engines.length;
+export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknown): RoutingPolicy {
+  const n = pool;
   switch (name) {
+    case 'triad-every-stage': return new SchedulerPolicy(n, {
+      name: 'triad (every stage)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...EVERY_STAGE },
+    });
+    case 'triad-local-encode': return new SchedulerPolicy(n, {
+      name: 'triad (+ local encode)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...LOCAL_ENCODE },
+    });
     case 'triad': return new SchedulerPolicy(n, {
       name: triadConfig === undefined ? 'triad (default)' : 'triad (--triad-config)', mediaAwareHashes: true, sessions: true,
       ...(triadConfig === undefined ? {} : { config: triadConfig }),
@@ -36,6 +59,6 @@ export function makePolicy(name: PolicyName, engines: readonly SimEngine[], tria
     case 'round-robin': return new RoundRobinPolicy(n);
     case 'least-request': return new SchedulerPolicy(n, { name: 'least-request', config: LEAST_REQUEST_CONFIG, mediaAwareHashes: false, sessions: false });
     case 'kthena': return new SchedulerPolicy(n, { name: 'kthena default', config: KTHENA_DEFAULT_CONFIG, mediaAwareHashes: false, sessions: false });
-    case 'oracle': return new OraclePolicy(engines);
+    case 'oracle': return new OraclePolicy(pool);
   }
 }

@@ -25,10 +25,10 @@ export interface SimRequest {
   readonly session?: string;
   /** Image ids in prompt order. */
   readonly images: readonly number[];
-  readonly kind: 'chat' | 'image' | 'long';
+  readonly kind: 'chat' | 'image' | 'long' | 'short';
 }
 
-export type WorkloadName = 'chat' | 'multimodal' | 'mixed';
+export type WorkloadName = 'chat' | 'multimodal' | 'mixed' | 'image-light';
 
 export interface WorkloadSpec {
   readonly name: WorkloadName;
@@ -49,6 +49,10 @@ export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
   mixed: {
     name: 'mixed', ttftSloMs: 1500,
     description: '47 % chat + 47 % multimodal + 6 % long-context outliers (16k–32k unique tokens)',
+  },
+  'image-light': {
+    name: 'image-light', ttftSloMs: 1000,
+    description: 'SGLang\'s image-light case: 75 % short text requests (8 apps\' 256-token system prompts, user 64–512 tokens) + 25 % with one popular image',
   },
 };
 
@@ -75,13 +79,15 @@ export class WorkloadGenerator {
   next(arrival: number): SimRequest {
     const kind = this.#kind();
     if (kind === 'chat') return this.#chat(arrival);
-    if (kind === 'image') return this.#image(arrival);
+    if (kind === 'image') return this.#image(arrival, this.spec.name === 'image-light' ? 1 : undefined);
+    if (kind === 'short') return this.#short(arrival);
     return this.#long(arrival);
   }
 
   #kind(): SimRequest['kind'] {
     if (this.spec.name === 'chat') return 'chat';
     if (this.spec.name === 'multimodal') return 'image';
+    if (this.spec.name === 'image-light') return this.#rng.next() < 0.75 ? 'short' : 'image';
     const u = this.#rng.next();
     return u < 0.06 ? 'long' : u < 0.53 ? 'chat' : 'image';
   }
@@ -114,11 +120,18 @@ export class WorkloadGenerator {
     return this.#request(arrival, 'chat', segments, answer, conv.id);
   }
 
-  #image(arrival: number): SimRequest {
+  #short(arrival: number): SimRequest {
+    const rng = this.#rng;
+    const app = rng.int(0, 7);
+    const segments: Segment[] = [{ id: SEGMENT_BASE.app + app, tokens: 256, role: 'system' }, this.#segment(rng.int(64, 512), 'user')];
+    return this.#request(arrival, 'short', segments, this.#segment(rng.int(64, 256), 'assistant'));
+  }
+
+  #image(arrival: number, images?: number): SimRequest {
     const rng = this.#rng;
     const app = rng.int(0, 7);
     const segments: Segment[] = [{ id: SEGMENT_BASE.app + app, tokens: 256, role: 'system' }];
-    const count = rng.int(1, 4);
+    const count = images ?? rng.int(1, 4);
     for (let i = 0; i < count; i++) {
       const image = this.#images.sample(rng);
       segments.push({ id: SEGMENT_BASE.image + image, tokens: 576, image, ...(i === 0 ? { role: 'user' as const } : {}) });

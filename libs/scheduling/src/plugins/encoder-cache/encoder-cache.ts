@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { AffinityRecord } from '@triad/bus';
-import { definePlugin, type AffinityLearner, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import type { AffinityRecord, SchedulingRequest } from '@triad/bus';
+import { definePlugin, type AffinityLearner, type CacheEstimator, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import { combine32, hashString32 } from '../../hashing/fast-hash';
 import type { Endpoint } from '../../state/endpoint';
@@ -26,7 +26,7 @@ export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
  * agree on a pod on every replica. Pods past the load bound score 0. Learns after each decision and from other
  * replicas' records; forgets removed endpoints.
  */
-export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware {
+export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware, CacheEstimator {
   readonly type = ENCODER_CACHE;
   readonly name: string;
   readonly #params: EncoderCacheParams;
@@ -42,6 +42,14 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
 
   holds(endpoint: string, key: string): boolean {
     return this.#perEndpoint.get(endpoint)?.has(key) === true;
+  }
+
+  cachedMediaItems(request: SchedulingRequest, endpointKey: string): number {
+    const held = this.#perEndpoint.get(endpointKey);
+    if (!held) return 0;
+    let n = 0;
+    for (const item of request.mediaItems) if (held.has(item.key)) n++;
+    return n;
   }
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {

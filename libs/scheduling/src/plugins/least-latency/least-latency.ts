@@ -44,52 +44,70 @@ export class LeastLatencyScorer implements Scorer {
   }
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
-    const ttft = c.ttftMs;
-    const tpot = c.tpotMs;
-    const at = c.latencyAt;
-    const n = c.size;
-    if (this.#weights.length < n) this.#weights = new Float64Array(Math.max(n, this.#weights.length * 2));
-    const w = this.#weights;
-    let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
-    let aged = false;
-    for (let i = 0; i < n; i++) {
-      const t = ttft[i] as number;
-      const p = tpot[i] as number;
-      if (!(t > 0 && p > 0)) {
-        w[i] = -1;
-        continue;
-      }
-      const age = ctx.now - (at[i] as number);
-      const weight = age <= 0 ? 1 : 1 - age / this.#maxAgeMs;
-      if (weight <= 0) {
-        w[i] = 0;
-        aged = true;
-        continue;
-      }
-      w[i] = weight;
-      if (t < minT) minT = t;
-      if (t > maxT) maxT = t;
-      if (p < minP) minP = p;
-      if (p > maxP) maxP = p;
+    if (this.#weights.length < c.size) this.#weights = new Float64Array(Math.max(c.size, this.#weights.length * 2));
+    scoreLatencies(
+      { now: ctx.now, n: c.size, ttft: c.ttftMs, tpot: c.tpotMs, at: c.latencyAt, inflight: () => c.inflight() },
+      this.#alpha, this.#maxAgeMs, this.#weights, out,
+    );
+  }
+}
+
+/** Latency columns of the candidates of one run, whatever their source. */
+export interface LatencyColumns {
+  readonly now: number;
+  readonly n: number;
+  /** Means, ms; 0 = no data. */
+  readonly ttft: Float64Array;
+  readonly tpot: Float64Array;
+  /** When each mean last took in an observation (ms since epoch). */
+  readonly at: Float64Array;
+  readonly inflight: () => Float64Array;
+}
+
+/**
+ * Kthena's formula with ageing, shared by `least-latency` (the pod-watcher's scraped means) and `observed-latency`
+ * (the gateways' measurements): see `LeastLatencyScorer`. `w` is scratch space of at least `n` entries.
+ */
+export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w: Float64Array, out: Float64Array): void {
+  const { n, ttft, tpot, at } = c;
+  let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
+  let aged = false;
+  for (let i = 0; i < n; i++) {
+    const t = ttft[i] as number;
+    const p = tpot[i] as number;
+    if (!(t > 0 && p > 0)) {
+      w[i] = -1;
+      continue;
     }
-    const inflight = aged ? c.inflight() : undefined;
-    const a = this.#alpha;
-    for (let i = 0; i < n; i++) {
-      const weight = w[i] as number;
-      if (weight < 0) {
-        out[i] = NO_LATENCY_DATA_SCORE;
-        continue;
-      }
-      if (weight === 0) {
-        out[i] = (inflight?.[i] as number) > 0 ? NO_LATENCY_DATA_SCORE : PROBE_SCORE;
-        continue;
-      }
-      const t = ttft[i] as number;
-      const p = tpot[i] as number;
-      const sT = maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
-      const sP = maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
-      out[i] = weight * (a * sT + (1 - a) * sP) + (1 - weight) * NO_LATENCY_DATA_SCORE;
+    const age = c.now - (at[i] as number);
+    const weight = age <= 0 ? 1 : 1 - age / maxAgeMs;
+    if (weight <= 0) {
+      w[i] = 0;
+      aged = true;
+      continue;
     }
+    w[i] = weight;
+    if (t < minT) minT = t;
+    if (t > maxT) maxT = t;
+    if (p < minP) minP = p;
+    if (p > maxP) maxP = p;
+  }
+  const inflight = aged ? c.inflight() : undefined;
+  for (let i = 0; i < n; i++) {
+    const weight = w[i] as number;
+    if (weight < 0) {
+      out[i] = NO_LATENCY_DATA_SCORE;
+      continue;
+    }
+    if (weight === 0) {
+      out[i] = (inflight?.[i] as number) > 0 ? NO_LATENCY_DATA_SCORE : PROBE_SCORE;
+      continue;
+    }
+    const t = ttft[i] as number;
+    const p = tpot[i] as number;
+    const sT = maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
+    const sP = maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
+    out[i] = weight * (a * sT + (1 - a) * sP) + (1 - weight) * NO_LATENCY_DATA_SCORE;
   }
 }
 

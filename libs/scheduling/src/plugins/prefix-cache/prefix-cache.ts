@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { AffinityRecord } from '@triad/bus';
-import { definePlugin, type AffinityLearner, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import type { SchedulingRequest } from '@triad/bus';
+import { definePlugin, type AffinityLearner, type CacheEstimator, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from '../../hashing/prefix-hashes';
@@ -29,7 +30,7 @@ export type PrefixCacheParams = z.infer<typeof PrefixCacheParamsSchema>;
  * its match length; `score = matchLen/len(hashes)·100`, 0 for endpoints with no match. After a decision the chosen
  * endpoint of each profile is recorded as holding every hash.
  */
-export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAware, AffinityLearner {
+export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAware, AffinityLearner, CacheEstimator {
   readonly type = PREFIX_CACHE;
   readonly name: string;
   readonly params: PrefixCacheParams;
@@ -55,6 +56,14 @@ export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAwar
         if (++found >= this.params.topKMatches) break;
       }
     }
+  }
+
+  cachedPrefixBlocks(request: SchedulingRequest, endpointKey: string): number {
+    const hashes = request.prefixHashes;
+    for (let i = Math.min(hashes.length, this.params.maxBlocksToMatch) - 1; i >= 0; i--) {
+      if (this.store.owners(request.model, hashes[i] as string)?.has(endpointKey) === true) return i + 1;
+    }
+    return 0;
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {

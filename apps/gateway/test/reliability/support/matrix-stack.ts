@@ -1,0 +1,27 @@
+import type { ModelRouteSpec, ModelServerSpec } from '@triad/crd';
+import type { SimEngineHandle } from '@triad/engine-sim';
+import type { MatrixStack } from '@triad/testing/reliability';
+import type { Harness } from '../../support/harness';
+
+/** The reliability matrix's view of a gateway test harness (in-process gateway, sims in the test process). */
+export function matrixStack(h: Harness): MatrixStack {
+  return {
+    gatewayUrl: h.gateway.url,
+    metricsUrl: `http://127.0.0.1:${h.gateway.metricsPort}/metrics`,
+    startSim: (o) => h.startSim(o),
+    putServer: (name, spec) => h.putServer(name, spec as ModelServerSpec),
+    putRoute: (name, spec) => h.putRoute(name, spec as ModelRouteSpec),
+    putEndpoint: async (server, pod, role, sim, extra) => {
+      await h.putEndpoint(server, pod, role, sim as SimEngineHandle, extra);
+    },
+    waitForModel: (model) => h.waitForModel(model),
+  };
+}
+
+/** `triad_unexpected_errors_total` summed over its sources. */
+export async function unexpectedErrors(h: Harness): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) if (line.startsWith('triad_unexpected_errors_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sum;
+}

@@ -1,0 +1,153 @@
+import type { Disaggregation, EncoderChoice, SchedulingRequest } from '@triad/bus';
+import type { ModelServerSpec } from '@triad/crd';
+import type { DisaggregationConfig } from '../config/config-schema';
+import type { CacheEstimator } from '../framework/plugin';
+import type { Endpoint } from '../state/endpoint';
+
+/** Characters per prompt token the gateway's estimates assume (prefix blocks are counted in characters). */
+const CHARS_PER_TOKEN = 4;
+
+/** What the engines of a ModelServer can serve without one of the stages its mode names. */
+export interface Shortcuts {
+  /** The EC consumer encodes media it was not handed (vLLM EPD, EC connector shared-storage or NIXL). */
+  readonly localEncode: boolean;
+  /** A decode pod serves a request with no remote prefill (vLLM whose KV connector relays kv_transfer_params). */
+  readonly skipPrefill: boolean;
+  /** Why a shortcut is unavailable, for the explanation. */
+  readonly why: string;
+}
+
+/**
+ * The shortcuts a ModelServer's engines support. vLLM: an EC consumer whose connector finds no entry for an item
+ * encodes it locally (shared storage: a missing file; NIXL: a missing announcement), but a Mooncake consumer
+ * waits for a push that never comes; a decode pod whose KV connector reads `kv_transfer_params` (NIXL, Mooncake,
+ * LMCache; EPD without kvConnector uses NIXL) runs a local prefill when they are absent, while the plain `http`
+ * connector gives no such guarantee. SGLang: a `--disaggregation-mode decode` server cannot prefill, and the
+ * language-only prefill calls the encoders registered with it, so neither shortcut exists.
+ */
+export function shortcutsOf(spec: ModelServerSpec): Shortcuts {
+  if (spec.inferenceEngine !== 'vLLM') {
+    return { localEncode: false, skipPrefill: false, why: `${spec.inferenceEngine} decode-only servers cannot prefill and its prefill calls its own encoders` };
+  }
+  const kv = spec.kvConnector?.type;
+  const relaysKv = kv === undefined ? spec.pipelineMode === 'epd' : kv !== 'http';
+  const ec = spec.ecConnector?.type ?? 'shared-storage';
+  const localEncode = spec.pipelineMode === 'epd' && ec !== 'mooncake';
+  const why = [
+    relaysKv ? '' : `KV connector '${kv ?? 'http'}' does not say when a decode pod must prefill itself`,
+    spec.pipelineMode === 'epd' && !localEncode ? 'a Mooncake EC consumer waits for pushes and never encodes itself' : '',
+  ].filter((s) => s !== '').join('; ');
+  return { localEncode, skipPrefill: relaysKv, why };
+}
+
+export interface DisaggregationInput {
+  readonly request: SchedulingRequest;
+  readonly config: DisaggregationConfig;
+  readonly shortcuts: Shortcuts;
+  readonly decode: Endpoint;
+  /** The chosen prefill, undefined for E→PD. */
+  readonly prefill: Endpoint | undefined;
+  /** Encoder choices per media item (epd with media). */
+  readonly encoders: readonly EncoderChoice[];
+  readonly inflight: (key: string) => number;
+  readonly estimators: readonly CacheEstimator[];
+  /** Characters per prefix-hash block (the prefix-cache plugin's `blockSizeToHash`). */
+  readonly blockChars: number;
+}
+
+export interface DisaggregationChoice extends Disaggregation {
+  readonly predictedTtftMs: Record<string, number>;
+}
+
+/**
+ * Decides, for one pd/epd request, whether to skip the prefill stage (the decode pod prefills: no prefill leg, no KV
+ * transfer) and whether to encode remotely or let the consumer encode the raw media, from predicted TTFTs:
+ *
+ * The prompt's size is the request's `inputTokens` (text) plus `mediaTokensPerItem` per media item.
+ *
+ * - remote prefill = leg overhead + (in-flight legs on P) × this prefill + prefill of the tokens P does not hold
+ *   + KV transfer of the whole prompt; local prefill = prefill of the tokens D does not hold. Skipped when local
+ *   is lower and D's uncached tokens are at most `maxLocalPrefillTokens` (its running decodes wait meanwhile).
+ * - remote encode = leg overhead + the slowest item's (encoder's in-flight legs + 1) × encode + EC transfer per
+ *   item; local encode = encode of the items the consumer does not hold, one after another. Local when lower, at
+ *   most `maxLocalEncodeItems` items to encode and none larger than `maxLocalEncodeBytes`.
+ *
+ * Cache contents come from the configured plugins that estimate them (prefix-cache, encoder-cache); the
+ * in-flight counts from every gateway's dispatch events.
+ */
+export function planDisaggregation(input: DisaggregationInput): DisaggregationChoice {
+  const { request, config, shortcuts, decode, prefill } = input;
+  const c = config.costs;
+  // The gateway's estimate counts text only: each media item adds its tokens.
+  const tokens = (request.inputTokens ?? request.prefixHashes.length * (input.blockChars / CHARS_PER_TOKEN)) +
+    request.mediaItems.length * c.mediaTokensPerItem;
+  const prefillMs = (t: number): number => c.prefillOverheadMs + (Math.max(0, t) / 1000) * c.prefillMsPer1kTokens;
+  const cachedTokens = (key: string): number => {
+    let blocks = 0;
+    for (const e of input.estimators) blocks = Math.max(blocks, e.cachedPrefixBlocks?.(request, key) ?? 0);
+    return Math.min(tokens, (blocks * input.blockChars) / CHARS_PER_TOKEN);
+  };
+  const cachedItems = (key: string): number => {
+    let n = 0;
+    for (const e of input.estimators) n = Math.max(n, e.cachedMediaItems?.(request, key) ?? 0);
+    return Math.min(n, request.mediaItems.length);
+  };
+  const predicted: Record<string, number> = {};
+  const reasons: string[] = [];
+  const out: { encode?: 'remote' | 'local'; prefill?: 'remote' | 'local' } = {};
+  const round = (ms: number): number => Math.round(ms * 10) / 10;
+
+  if (prefill !== undefined) {
+    const pUncached = tokens - cachedTokens(prefill.key);
+    const dUncached = tokens - cachedTokens(decode.key);
+    const pWaiting = input.inflight(prefill.key);
+    const remote = c.legOverheadMs + pWaiting * prefillMs(pUncached) + prefillMs(pUncached) + (tokens / 1000) * c.kvTransferMsPer1kTokens;
+    const local = prefillMs(dUncached);
+    predicted['remote-prefill'] = round(remote);
+    predicted['local-prefill'] = round(local);
+    out.prefill = 'remote';
+    if (request.inputTokens === undefined) reasons.push(`prefill on ${prefill.record.pod}: the prompt's size is unknown`);
+    else if (!shortcuts.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: the decode pods cannot prefill (${shortcuts.why})`);
+    else if (!config.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: skipPrefill is off`);
+    else if (dUncached > config.maxLocalPrefillTokens) {
+      reasons.push(`prefill on ${prefill.record.pod}: ${Math.round(dUncached)} uncached tokens on ${decode.record.pod} > maxLocalPrefillTokens ${config.maxLocalPrefillTokens}`);
+    } else if (local >= remote) {
+      reasons.push(`prefill on ${prefill.record.pod}: predicted TTFT ${round(remote)} ms ≤ ${round(local)} ms on ${decode.record.pod}`);
+    } else {
+      out.prefill = 'local';
+      reasons.push(`prefill on decode ${decode.record.pod}: ${Math.round(dUncached)} uncached tokens, predicted TTFT ${round(local)} ms vs ` +
+        `${round(remote)} ms via ${prefill.record.pod} (${pWaiting} in flight, ${Math.round(pUncached)} uncached, KV transfer)`);
+    }
+  }
+
+  if (input.encoders.length > 0) {
+    const consumer = out.prefill === 'local' || prefill === undefined ? decode : prefill;
+    const items = request.mediaItems;
+    const toEncode = items.length - cachedItems(consumer.key);
+    let slowest = 0;
+    for (const choice of input.encoders) slowest = Math.max(slowest, (input.inflight(choice.endpoint.key) + 1) * c.encodeMsPerItem);
+    const remote = c.legOverheadMs + slowest + items.length * c.ecTransferMsPerItem;
+    const local = toEncode * c.encodeMsPerItem;
+    predicted['remote-encode'] = round(remote);
+    predicted['local-encode'] = round(local);
+    const large = items.find((m) => m.bytes !== undefined && m.bytes > config.maxLocalEncodeBytes);
+    out.encode = 'remote';
+    // A request that skips its prefill goes to the decode pod as to an aggregated one: it encodes there.
+    if (out.prefill === 'local') {
+      out.encode = 'local';
+      reasons.push(`encode on decode ${consumer.record.pod} with its prefill (${toEncode} of ${items.length} item(s) not cached there)`);
+    } else if (!shortcuts.localEncode) reasons.push(`encode on the encoders: the consumer cannot encode (${shortcuts.why})`);
+    else if (!config.localEncode) reasons.push('encode on the encoders: localEncode is off');
+    else if (large !== undefined) reasons.push(`encode on the encoders: item ${large.index} is ${large.bytes} bytes > maxLocalEncodeBytes`);
+    else if (toEncode > config.maxLocalEncodeItems) {
+      reasons.push(`encode on the encoders: ${toEncode} item(s) to encode > maxLocalEncodeItems ${config.maxLocalEncodeItems}`);
+    } else if (local >= remote) {
+      reasons.push(`encode on the encoders: predicted ${round(remote)} ms ≤ ${round(local)} ms on ${consumer.record.pod}`);
+    } else {
+      out.encode = 'local';
+      reasons.push(`encode on ${consumer.record.pod}: ${toEncode} of ${items.length} item(s) not cached there, predicted ${round(local)} ms vs ` +
+        `${round(remote)} ms on the encoders`);
+    }
+  }
+  return { ...out, reason: reasons.join('; '), predictedTtftMs: predicted };
+}

@@ -1,0 +1,131 @@
+import type { Decision, DecisionOrError, ModelServerRecord, SchedulingRequestInput } from '@triad/bus';
+import { loadSchedulerConfig } from '../config/load-config';
+import { createInTreeRegistry } from '../plugins/in-tree';
+import { Scheduler } from '../scheduler';
+import { InflightTracker } from '../state/inflight-tracker';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW, type EndpointSpec } from '../testing';
+
+const pods: EndpointSpec[] = [
+  { pod: 'd1', role: 'decode', group: 'g1' },
+  { pod: 'p1', role: 'prefill', group: 'g1' },
+  { pod: 'e1', role: 'encode', group: 'g1' },
+  { pod: 'e2', role: 'encode', group: 'g1' },
+];
+
+function server(mode: 'pd' | 'epd', patch: Partial<ModelServerRecord['spec']> = {}, engine: 'vLLM' | 'SGLang' = 'vLLM'): ModelServerRecord {
+  const ms = modelServerRecord({ mode, engine });
+  return { ...ms, spec: { ...ms.spec, ...patch } };
+}
+
+function schedulerFor(ms: ModelServerRecord, config: object = {}, tracker = new InflightTracker()): Scheduler {
+  const loaded = loadSchedulerConfig(config, { registry: createInTreeRegistry() });
+  if (!loaded.ok) throw new Error(loaded.reasons.join('\n'));
+  return new Scheduler({ index: buildIndex(pods, [ms]), tracker, config: loaded.loaded });
+}
+
+function ok(d: DecisionOrError): Decision {
+  if (!d.ok) throw new Error(`${d.code}: ${d.message}`);
+  return d;
+}
+
+const decide = (s: Scheduler, req: Partial<SchedulingRequestInput>): Decision => ok(s.schedule(schedulingRequest(req), TEST_NOW));
+const images = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
+const nixlPd = server('pd', { kvConnector: { type: 'nixl' } });
+
+describe('per-request disaggregation', () => {
+  it('vLLM PD with a KV connector that relays kv_transfer_params: a short uncached prompt is prefilled on the decode pod', () => {
+    const d = decide(schedulerFor(nixlPd), { inputTokens: 200 });
+    expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ pod: 'd1' }) }]);
+    expect(d.disaggregation).toMatchObject({ prefill: 'local' });
+    expect(d.disaggregation?.reason).toContain('prefill on decode d1: 200 uncached tokens');
+    expect(d.disaggregation?.predictedTtftMs).toBeUndefined();
+  });
+
+  it('a long prompt keeps its prefill pod, and the decision carries no disaggregation field', () => {
+    const d = decide(schedulerFor(nixlPd), { inputTokens: 4000 });
+    expect(d.attempts[0]?.prefill?.pod).toBe('p1');
+    expect(d.disaggregation).toBeUndefined();
+  });
+
+  it('explains every choice with the predicted TTFT of each option', () => {
+    const long = decide(schedulerFor(nixlPd), { inputTokens: 4000, explain: true });
+    expect(long.explanation?.disaggregation?.reason).toContain('4000 uncached tokens on d1 > maxLocalPrefillTokens 512');
+    expect(long.explanation?.disaggregation?.predictedTtftMs).toEqual({ 'remote-prefill': expect.any(Number), 'local-prefill': expect.any(Number) });
+    const short = decide(schedulerFor(nixlPd), { inputTokens: 100, explain: true });
+    const t = short.explanation?.disaggregation?.predictedTtftMs ?? {};
+    expect(t['local-prefill']).toBeLessThan(t['remote-prefill'] as number);
+  });
+
+  it('a follow-up turn whose history the decode pod holds is prefilled there', () => {
+    const s = schedulerFor(nixlPd);
+    const hashes = Array.from({ length: 120 }, (_, i) => i.toString(16).padStart(16, '0'));
+    // 120 blocks of 64 characters ≈ 1,920 tokens: the first turn is too long for the decode pod.
+    expect(decide(s, { id: 'turn1', inputTokens: 2000, prefixHashes: hashes }).attempts[0]?.prefill?.pod).toBe('p1');
+    const next = decide(s, { id: 'turn2', inputTokens: 2200, prefixHashes: [...hashes, 'ff'.repeat(8)] });
+    expect(next.disaggregation?.prefill).toBe('local');
+    expect(next.disaggregation?.reason).toContain('280 uncached tokens');
+  });
+
+  it('never skips where the engines cannot serve it, and says why', () => {
+    const http = decide(schedulerFor(server('pd')), { inputTokens: 100, explain: true });
+    expect(http.attempts[0]?.prefill?.pod).toBe('p1');
+    expect(http.explanation?.disaggregation?.reason).toContain("KV connector 'http'");
+    const sglang = decide(schedulerFor(server('pd', {}, 'SGLang')), { inputTokens: 100, explain: true });
+    expect(sglang.attempts[0]?.prefill?.pod).toBe('p1');
+    expect(sglang.explanation?.disaggregation?.reason).toContain('SGLang decode-only servers cannot prefill');
+    const off = decide(schedulerFor(nixlPd, { disaggregation: { skipPrefill: false } }), { inputTokens: 100, explain: true });
+    expect(off.attempts[0]?.prefill?.pod).toBe('p1');
+    expect(off.explanation?.disaggregation?.reason).toContain('skipPrefill is off');
+  });
+
+  it('vLLM EPD: one uncached image is encoded by the prefill; three go to the encoders', () => {
+    const epd = server('epd', { ecConnector: { type: 'nixl', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } });
+    const s = schedulerFor(epd, { disaggregation: { skipPrefill: false, localEncode: true } });
+    const one = decide(s, { id: 'one', inputTokens: 1200, mediaItems: images('u:a') });
+    expect(one.encoders).toEqual([]);
+    expect(one.attempts[0]?.prefill?.pod).toBe('p1');
+    expect(one.disaggregation).toMatchObject({ encode: 'local' });
+    expect(one.disaggregation?.reason).toContain('encode on p1: 1 of 1 item(s) not cached there');
+    const three = decide(s, { id: 'three', inputTokens: 2000, mediaItems: images('u:x', 'u:y', 'u:z'), explain: true });
+    expect(three.encoders.map((e) => e.item)).toEqual([0, 1, 2]);
+    expect(three.explanation?.disaggregation?.reason).toContain('3 item(s) to encode > maxLocalEncodeItems 1');
+    // p1 now holds u:x, u:y and u:z (the encoders handed them over): with one new image, one item is left to encode.
+    const cached = decide(s, { id: 'cached', inputTokens: 2000, mediaItems: images('u:x', 'u:y', 'u:new') });
+    expect(cached.encoders).toEqual([]);
+    expect(cached.disaggregation?.reason).toContain('1 of 3 item(s) not cached there');
+  });
+
+  it('a busy encoder pool makes a second uncached image cheaper to encode on the prefill', () => {
+    const tracker = new InflightTracker();
+    const epd = server('epd');
+    const s = schedulerFor(epd, { disaggregation: { skipPrefill: false, localEncode: true, maxLocalEncodeItems: 4 } }, tracker);
+    expect(decide(s, { id: 'idle', inputTokens: 1500, mediaItems: images('u:a', 'u:b') }).encoders).toHaveLength(2);
+    tracker.applyBatch({ v: 1, gateway: 'gw', seq: 0, events: [], inflight: { [keyOf('e1')]: 8, [keyOf('e2')]: 8 } }, TEST_NOW);
+    const busy = decide(s, { id: 'busy', inputTokens: 1500, mediaItems: images('u:c', 'u:d') });
+    expect(busy.encoders).toEqual([]);
+    expect(busy.disaggregation?.encode).toBe('local');
+  });
+
+  it('never encodes locally with a Mooncake EC connector, large items or the switch off (the default)', () => {
+    const mooncake = server('epd', { ecConnector: { type: 'mooncake', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } });
+    const pushed = decide(schedulerFor(mooncake, { disaggregation: { skipPrefill: false, localEncode: true } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
+    expect(pushed.encoders).toHaveLength(1);
+    expect(pushed.explanation?.disaggregation?.reason).toContain('Mooncake EC consumer');
+    const big = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false, localEncode: true } }), {
+      inputTokens: 1200, mediaItems: [{ index: 0, key: 'u:big', modality: 'image', bytes: 9_000_000 }], explain: true,
+    });
+    expect(big.encoders).toHaveLength(1);
+    expect(big.explanation?.disaggregation?.reason).toContain('9000000 bytes > maxLocalEncodeBytes');
+    const off = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
+    expect(off.encoders).toHaveLength(1);
+    expect(off.explanation?.disaggregation?.reason).toContain('localEncode is off');
+  });
+
+  it('vLLM EPD: a short request that skips its prefill is encoded on the decode pod, with no encoder leg', () => {
+    // 300 text tokens + 576 for the image.
+    const d = decide(schedulerFor(server('epd'), { disaggregation: { maxLocalPrefillTokens: 1024 } }), { inputTokens: 300, mediaItems: images('u:a') });
+    expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ pod: 'd1' }) }]);
+    expect(d.encoders).toEqual([]);
+    expect(d.disaggregation).toMatchObject({ prefill: 'local', encode: 'local' });
+  });
+});
