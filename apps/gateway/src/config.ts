@@ -63,6 +63,11 @@ const GatewayConfigSchema = z.object({
    * a one-token release leg that makes a decode read it, so the prefill frees it now rather than at its timeout.
    */
   kvRelease: Setting.boolean().default(true),
+  /**
+   * Where the engine credentials ModelServers name live (`spec.engineAuth.credential`): `<dir>/<namespace>/<name>`,
+   * typically Secret keys mounted into the gateway pods.
+   */
+  engineCredentialsDir: z.string().min(1).default('/etc/triad/engine-credentials'),
   /** Gateway instance id in dispatch events (defaults to hostname-pid). */
   instanceId: z.string().optional(),
   /** Tries after the first for an ExternalModelProvider call (transport failure, timeout, 502/503/504; before any byte). */
@@ -114,6 +119,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   dispatchFlushMs: { name: 'dispatch-flush-ms', env: 'TRIAD_DISPATCH_FLUSH_MS' },
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   kvRelease: { name: 'kv-release', env: 'TRIAD_KV_RELEASE' },
+  engineCredentialsDir: { name: 'engine-credentials-dir', env: 'TRIAD_ENGINE_CREDENTIALS_DIR' },
   instanceId: { name: 'instance-id', env: 'TRIAD_INSTANCE_ID' },
   admissionConfig: { name: 'admission-config', env: 'TRIAD_ADMISSION_CONFIG' },
   schedulerConfig: { name: 'scheduler-config', env: 'TRIAD_SCHEDULER_CONFIG' },

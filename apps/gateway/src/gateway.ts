@@ -10,6 +10,7 @@ import { requestLimitsOf, type GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
+import { EngineCredentials } from './http/engine-credentials';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
@@ -107,6 +108,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
   const handler = new InferenceHandler({
     kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, kvRelease: config.kvRelease,
+    engineCredentials: new EngineCredentials(config.engineCredentialsDir),
     providers,
     limits: requestLimitsOf(config), gatewayApi,
     hashOptions: () => fallback.hashOptions,

@@ -48,6 +48,17 @@ function leadingErrorEvent(out: Buffer): string | undefined {
   return text.slice(text.indexOf('{'), end < 0 ? undefined : end);
 }
 
+/** The 4xx an engine's leading error event names in its `code` (vLLM and SGLang put the HTTP status there), if any. */
+function clientErrorStatusOf(event: string): number | undefined {
+  try {
+    const parsed = JSON.parse(event) as { error?: { code?: unknown } };
+    const code = parsed.error?.code;
+    return typeof code === 'number' && Number.isInteger(code) && code >= 400 && code < 500 ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function onTimeout(leg: Leg): void {
   leg.timedOut();
 }
@@ -184,9 +195,16 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     if (this.#sse !== undefined && !this.#failed) {
       const out = this.#sse.push(chunk);
       if (out.length === 0) return;
-      if (!this.#headWritten && this.#leadingErrorFails) {
+      if (!this.#headWritten) {
         const event = leadingErrorEvent(out);
-        if (event !== undefined) {
+        const refused = event === undefined ? undefined : clientErrorStatusOf(event);
+        if (refused !== undefined) {
+          // The engine refused the request in the stream's first event (SGLang checks some fields only once its
+          // stream is open): nothing went out yet, so the client gets that 4xx, not a 200 stream holding an error.
+          this.abort(upstreamHttpError({ ...this.#failure(), status: refused }, engineErrorMessage(Buffer.from(event as string))));
+          return;
+        }
+        if (event !== undefined && this.#leadingErrorFails) {
           this.abort(leadingErrorEventError(this.#failure(), engineErrorMessage(Buffer.from(event))));
           return;
         }

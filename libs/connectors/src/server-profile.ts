@@ -64,5 +64,6 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     ...ecOf(record),
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(spec.engineAuth?.passThrough === true ? { authPassThrough: true } : {}),
+    ...(spec.engineAuth?.credential !== undefined ? { engineCredential: spec.engineAuth.credential } : {}),
   };
 }

@@ -171,14 +171,16 @@ class StageLoop implements LegRunner, LegOwner {
     if (release === undefined || target === undefined) return;
     const owner = new ReleaseLegOwner((outcome) => this.#observer.kvReleased?.(ctx, event, outcome.ok, outcome.error));
     const body = vllmReleaseBody(release.body, release.kvParams);
-    // The same x-request-id as the prefill: decodes of NIXL versions without `remote_request_id` name the prefill's
-    // blocks by it when they tell the prefill to free them.
+    // Its own x-request-id: the retry's decode of the same request may run on the same engine at the same time, and
+    // engines refuse (or mix up) two live requests with one id. The prefill's blocks are named by the params'
+    // `remote_request_id`.
+    const requestId = `${ctx.id}-kv-release`;
     const spec: LegSpec = {
-      stage: 'decode', endpoint: target, item: -1, attempt: -1, body, requestId: ctx.id, timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+      stage: 'decode', endpoint: target, item: -1, attempt: -1, body, requestId, timeoutMs: ctx.routing.server.timeouts.firstByteMs,
     };
     const leg = new Leg(owner, spec, LegMode.Drain, performance.now());
     leg.promise.catch(ignore);
-    const headers = { ...ctx.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': ctx.id };
+    const headers = { ...ctx.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': requestId };
     leg.request = { path: ctx.path, method: 'POST', headers, body };
     this.#pools.send(target.ip, target.port, ctx.routing.server.maxConnections, leg);
   }

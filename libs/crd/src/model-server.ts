@@ -118,9 +118,17 @@ export const ConnectionPoolSchema = z.object({
  * Triad's addition (not in Kthena): what `Authorization` the engine legs carry. By default none: the client's
  * credential (a Triad API key or JWT admission checked) is for the gateway, and an engine must not receive it.
  */
+/** A name of an engine credential the gateway holds (one path segment: no `/`, not `.` or `..`). */
+export const ENGINE_CREDENTIAL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
 export const EngineAuthSchema = z.object({
   passThrough: z.boolean().default(false).meta({
     description: "Forward the client's Authorization header to every engine leg (for engines that check it themselves)",
+  }),
+  credential: z.string().max(253).regex(ENGINE_CREDENTIAL_NAME).optional().meta({
+    description: 'Name of an engine credential the gateway holds: the file <engine credentials dir>/<namespace>/<name> '
+      + '(a key of a Secret mounted into the gateway), sent as `Authorization: Bearer <contents>` on every engine leg. '
+      + 'Not together with passThrough',
   }),
 });
 

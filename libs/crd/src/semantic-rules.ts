@@ -55,6 +55,12 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
       if (!nonEmptyMap(pd[key])) problems.push({ path: `${pdPath}.${key}`, message: 'required when pipelineMode is epd' });
     }
   }
+  const auth = obj(s['engineAuth']);
+  if (auth && auth['passThrough'] === true && auth['credential'] !== undefined) {
+    problems.push({
+      path: 'spec.engineAuth', message: 'passThrough and credential both set Authorization: choose one (the client\'s, or the named credential)',
+    });
+  }
   if (s['ecConnector'] !== undefined) {
     if (s['inferenceEngine'] !== 'vLLM') {
       problems.push({ path: 'spec.ecConnector', message: `is a vLLM EPD setting; inferenceEngine is ${String(s['inferenceEngine'])}` });

@@ -61,6 +61,12 @@ describe('ModelServer validation errors', () => {
     }, ['spec.ecConnector.maxEncoderBatch: Too big: expected number to be <=64']],
     ['unknown pipelineMode', { pipelineMode: 'edp' }, ['spec.pipelineMode: Invalid option: expected one of "aggregated"|"pd"|"epd"|"pd-disaggregated"|"vllm-epd"|"sglang-epd"']],
     ['model too long', { model: 'x'.repeat(257) }, ['spec.model: Too big: expected string to have <=256 characters']],
+    ['engine credential and pass-through together', { engineAuth: { passThrough: true, credential: 'qwen-key' } }, [
+      'spec.engineAuth: passThrough and credential both set Authorization: choose one (the client\'s, or the named credential)',
+    ]],
+    ['engine credential that is a path', { engineAuth: { credential: '../gateway/key' } }, [
+      'spec.engineAuth.credential: Invalid string: must match pattern /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/',
+    ]],
     ['epd without pdGroup', { pipelineMode: 'epd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is epd']],
     ['pd without pdGroup', { pipelineMode: 'pd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is pd']],
     ['epd without encodeLabels', {

@@ -33,6 +33,8 @@ export const ErrorCode = {
   ClientAborted: 'GATEWAY_CLIENT_ABORTED',
   /** An ExternalModelProvider a route targets exists but cannot be called (not Ready, credential unavailable). */
   ProviderUnavailable: 'GATEWAY_PROVIDER_UNAVAILABLE',
+  /** The credential a ModelServer names for its engines (`engineAuth.credential`) cannot be read by the gateway. */
+  EngineCredentialUnavailable: 'GATEWAY_ENGINE_CREDENTIAL_UNAVAILABLE',
   /** The admission budget store (NATS KV or Redis) is unreachable and rate limits fail closed. */
   AdmissionUnavailable: 'GATEWAY_ADMISSION_UNAVAILABLE',
   Internal: 'INTERNAL',

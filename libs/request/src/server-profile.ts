@@ -71,6 +71,8 @@ export interface ServerProfile {
   readonly outlier?: OutlierPolicy;
   /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */
   readonly authPassThrough?: boolean;
+  /** `spec.engineAuth.credential`: the engine credential (by name, in the server's namespace) the engines get as Authorization. */
+  readonly engineCredential?: string;
   /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
   readonly maxConnections?: number;
 }

@@ -19,8 +19,15 @@ interface Child {
   stderr: string;
 }
 
-function startChild(name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = [], script: string[] = [TRIAD]): Child {
-  const proc = spawn(process.execPath, [...nodeArgs, ...script, ...args], { stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env } });
+function startChild(
+  name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = [], script: string[] = [TRIAD],
+  launcher: readonly string[] = [],
+): Child {
+  // A launcher (e.g. valgrind and its flags) runs node itself, so the child's pid is the launcher's.
+  const [command, ...prefix] = [...launcher, process.execPath];
+  const proc = spawn(command as string, [...prefix, ...nodeArgs, ...script, ...args], {
+    stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env },
+  });
   const child: Child = { name, proc, stderr: '' };
   proc.stderr?.on('data', (d: Buffer) => {
     child.stderr = (child.stderr + d.toString()).slice(-4000);
@@ -140,6 +147,10 @@ export interface GatewayStackOptions {
   readonly nixlPull?: 'http' | 'in-process';
   /** Also start a second gateway (`gateway-in-process`) with `--scheduling in-process` on the same state. */
   readonly inProcessGateway?: boolean;
+  /** A command that runs the gateway's node (e.g. `valgrind --tool=callgrind ...`); its pid is the gateway's. */
+  readonly gatewayLauncher?: readonly string[];
+  /** How long the stack may take to become ready (default 60 s; a gateway under valgrind needs minutes). */
+  readonly readyTimeoutMs?: number;
 }
 
 export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise<GatewayStack> {
@@ -219,7 +230,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)], {}, 'ignore', nodeArgsOf('scheduler')));
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
-    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway')));
+    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway'), [TRIAD], opts.gatewayLauncher));
     const inProcessPort = opts.inProcessGateway === true ? await freePort() : undefined;
     const inProcessMetrics = inProcessPort !== undefined ? await freePort() : undefined;
     if (inProcessPort !== undefined) {
@@ -231,7 +242,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       for (const url of Object.values(sims)) if (!(await httpOk(`${url}/health`))) return false;
       return (await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`)) && (await httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`));
     };
-    await waitFor(ready, { timeoutMs: 60_000, intervalMs: 200, what: 'benchmark stack ready' });
+    await waitFor(ready, { timeoutMs: opts.readyTimeoutMs ?? 60_000, intervalMs: 200, what: 'benchmark stack ready' });
     const natsProcess = natsPid(nats.port);
     const pid = (name: string) => (name === 'nats' ? natsProcess : children.find((c) => c.name === name)?.proc.pid);
     const cpuSeconds = (name: string) => procCpuSeconds(pid(name));

@@ -20,6 +20,7 @@ import { buildSchedulingRequest, estimateTokens } from '../scheduling/scheduling
 import type { KvView } from '../state/kv-view';
 import type { GatewayObserver } from './gateway-observer';
 import { parseInferenceBody } from './parse-body';
+import type { EngineCredentials } from './engine-credentials';
 import type { ProviderProxy } from '../providers/provider-proxy';
 import type { GatewayApiView } from '../gateway-api/gateway-api-view';
 
@@ -34,6 +35,8 @@ export interface InferenceDeps {
   readonly observer: GatewayObserver;
   readonly logger: Logger;
   readonly accessLog: boolean;
+  /** Engine credentials ModelServers name (`engineAuth.credential`). */
+  readonly engineCredentials: EngineCredentials;
   /** Release KV a vLLM prefill holds for a decode that did not take it (`TRIAD_KV_RELEASE`). */
   readonly kvRelease: boolean;
   /** Bounds every body is checked against before any work starts. */
@@ -228,8 +231,14 @@ export class InferenceHandler {
     d.metrics.downstream(ctx.model, 1);
     if (!isRouted(ctx)) throw new NotFoundError(`can't find model server: ${match.namespace}/${match.modelServer}`, 'model');
     if (upstreamModel !== ctx.model) ctx.body['model'] = upstreamModel;
+    // The engines get the ModelServer's own credential, or the client's only when the server asks for pass-through.
+    const server = ctx.routing.server;
     const authorization = ctx.headers['authorization'];
-    if (ctx.routing.server.authPassThrough === true && typeof authorization === 'string') ctx.upstreamHeaders['authorization'] = authorization;
+    if (server.engineCredential !== undefined) {
+      ctx.upstreamHeaders['authorization'] = d.engineCredentials.authorization(server.namespace, server.engineCredential);
+    } else if (server.authPassThrough === true && typeof authorization === 'string') {
+      ctx.upstreamHeaders['authorization'] = authorization;
+    }
     d.hooks.onRouted?.(ctx);
 
     const profile = ctx.routing.server;

@@ -11,7 +11,7 @@ import { unexpectedErrors } from './support/matrix-stack';
 
 const CASES = 1000;
 const SEED = process.env['TRIAD_FUZZ_SEED'] !== undefined ? Number(process.env['TRIAD_FUZZ_SEED']) : randomInt(2 ** 31);
-const MODELS = ['fz-agg', 'fz-epd', 'fz-sg'];
+const MODELS = ['fz-agg', 'fz-epd', 'fz-sg', 'fz-sgagg'];
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 
 describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
@@ -43,6 +43,9 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     });
     await h.putEndpoint('fz-sg', 'p', 'prefill', sp, { group: 'g1' });
     await h.putEndpoint('fz-sg', 'd', 'decode', sd, { group: 'g1' });
+    const sa = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.50.7', model: MODEL });
+    await h.putServer('fz-sgagg', { model: MODEL, inferenceEngine: 'SGLang', workloadSelector: { matchLabels: { app: 'sa' } }, workloadPort: port });
+    await h.putEndpoint('fz-sgagg', 'a', 'aggregated', sa);
     for (const m of MODELS) {
       await h.putRoute(m, { modelName: m, rules: [{ targetModels: [{ modelServerName: m, weight: 100 }] }] });
       await h.waitForModel(m);
@@ -55,6 +58,20 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
   it('generates the same bodies from the same seed', () => {
     const opts = { models: MODELS, multimodalModels: ['fz-epd'] };
     expect(fuzzCase(SEED, 7, opts)).toEqual(fuzzCase(SEED, 7, opts));
+  });
+
+  // Regression (found by the fuzzer): SGLang checks some fields only once its stream is open and then sends the
+  // error as the first event; the client got a 200 stream holding an error instead of the 4xx.
+  it('a streamed request the engine refuses in its first event gets that 4xx, OpenAI-shaped', async () => {
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      // A DP rank the client pinned (honoured on aggregated SGLang) that the engine does not have.
+      body: JSON.stringify({ model: 'fz-sgagg', stream: true, max_tokens: 2, routed_dp_rank: 99, messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'GATEWAY_UPSTREAM_ERROR', message: expect.stringContaining('routed_dp_rank=99 out of range') },
+    });
   });
 
   it(`answers ${CASES} fuzzed bodies with a 200 or an OpenAI-shaped 4xx, never a 5xx, and keeps serving`, async () => {

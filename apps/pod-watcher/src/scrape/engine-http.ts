@@ -1,4 +1,5 @@
 import { Agent, request } from 'undici';
+import { GetError, KeepAliveGet } from './keepalive-get';
 
 /** Why a scrape failed (the `reason` label of `triad_podwatcher_scrape_errors_total`). */
 export const SCRAPE_FAILURE_REASONS = ['timeout', 'connect', 'http', 'body', 'parse'] as const;
@@ -25,11 +26,13 @@ export interface EngineHttpOptions {
 }
 
 /**
- * Small HTTP calls to many engines over kept-alive connections (undici; two sockets per engine, since the
- * scraper sends at most one metrics and one models request to an engine at once).
+ * Small HTTP calls to many engines over kept-alive connections: scrapes (GET) through {@link KeepAliveGet}, at
+ * most two sockets per engine since the scraper sends at most one metrics and one models request to an engine at
+ * once; other calls (the SGLang encoder registry, https) through undici.
  */
 export class EngineHttp {
   readonly #agent: Agent;
+  readonly #get: KeepAliveGet;
   readonly #timeoutMs: number;
   readonly #maxBody: number;
 
@@ -37,10 +40,27 @@ export class EngineHttp {
     this.#timeoutMs = options.timeoutMs;
     this.#maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024;
     this.#agent = new Agent({ connections: 1, keepAliveTimeout: 30_000, connectTimeout: options.timeoutMs });
+    this.#get = new KeepAliveGet({ keepAliveMs: 30_000 });
   }
 
   /** Resolves to the body of a 2xx answer; rejects with a ScrapeError otherwise. */
   async getText(url: string): Promise<string> {
+    if (!url.startsWith('http://')) return this.#getTextUndici(url);
+    let answer;
+    try {
+      answer = await this.#get.get(url, { timeoutMs: this.#timeoutMs, maxBodyBytes: this.#maxBody, accept: 'text/plain, application/json' });
+    } catch (err) {
+      const e = err as GetError;
+      if (e.kind === 'timeout') throw new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);
+      if (e.kind === 'too-large') throw new ScrapeError('body', `GET ${url}: body larger than ${this.#maxBody} bytes`);
+      if (e.kind === 'connect') throw new ScrapeError('connect', `GET ${url}: ${e.code ? `${e.code} ` : ''}${e.message}`);
+      throw new ScrapeError('body', `GET ${url}: ${e.message}`);
+    }
+    if (answer.status < 200 || answer.status >= 300) throw new ScrapeError('http', `GET ${url}: HTTP ${answer.status}`, answer.status);
+    return answer.body.toString('utf8');
+  }
+
+  async #getTextUndici(url: string): Promise<string> {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
     try {
@@ -93,6 +113,7 @@ export class EngineHttp {
   }
 
   async close(): Promise<void> {
+    this.#get.close();
     await this.#agent.close().catch(() => this.#agent.destroy());
   }
 }

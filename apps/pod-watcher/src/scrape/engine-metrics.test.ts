@@ -96,8 +96,8 @@ describe('line prefilter', () => {
     ].join('\n');
     expect(relevantLines(text, ['vllm:num_requests_running', 'vllm:ttft']).split('\n')).toEqual([
       '# TYPE vllm:num_requests_running gauge', '# TYPE vllm:ttft histogram',
-      'vllm:num_requests_running{engine="0"} 1', 'vllm:num_requests_running_extra 9', 'vllm:num_requests_running 5',
-      'vllm:ttft_sum 2', 'vllm:ttft_count 3',
+      'vllm:num_requests_running{engine="0"} 1', 'vllm:num_requests_running_extra 9', 'vllm:ttft_sum 2', 'vllm:ttft_count 3',
+      'vllm:num_requests_running 5',
     ]);
     expect(relevantLines('vllm:a 1\nvllm:ab 2', ['vllm:a', 'vllm:ab']).split('\n').filter(Boolean)).toEqual(['vllm:a 1', 'vllm:ab 2']);
   });

@@ -35,6 +35,7 @@ const STATUS: Readonly<Record<ErrorCodeValue, number>> = {
   [ErrorCode.UpstreamConnect]: 502,
   [ErrorCode.ClientAborted]: 499,
   [ErrorCode.ProviderUnavailable]: 503,
+  [ErrorCode.EngineCredentialUnavailable]: 503,
   [ErrorCode.Internal]: 500,
 };
 

@@ -27,7 +27,9 @@ export interface FaultableSim {
   readonly bootstrapPort?: number;
   setFault(fault: { mode: FaultModeName | 'ok' }): void;
   clearRequests(): void;
-  requests(): readonly { readonly method: string; readonly path: string; readonly headers: Readonly<Record<string, string | string[] | undefined>> }[];
+  requests(): readonly {
+    readonly method: string; readonly path: string; readonly headers: Readonly<Record<string, string | string[] | undefined>>; readonly body: unknown;
+  }[];
 }
 
 /** Options the matrix starts its sims with (a subset of engine-sim's `SimEngineOptions`). */
@@ -98,6 +100,11 @@ export const TOPOLOGY_LABELS: Readonly<Record<TopologyName, string>> = {
   'sglang-aggregated': 'SGLang aggregated',
   'sglang-pd': 'SGLang PD',
 };
+
+/** Whether the topology's requests carry media (EPD). */
+export function isMultimodal(topology: TopologyName): boolean {
+  return TOPOLOGIES[topology].multimodal;
+}
 
 /** The stages of a topology, in pipeline order. */
 export function stagesOf(topology: TopologyName): readonly StageName[] {
@@ -175,6 +182,12 @@ export interface ScenarioResult {
    * decode failed): the price of retrying a whole attempt; not a duplicate on one engine.
    */
   readonly rerunLegs: number;
+  /**
+   * vLLM KV release legs: a one-token decode the gateway sends with a failed attempt's `kv_transfer_params` so the
+   * prefill frees the blocks no decode took (docs/kv-ownership.md). They carry the request's id by design, so they
+   * are counted here and not as duplicates.
+   */
+  readonly releaseLegs: number;
   /** Retries the gateway counted (`triad_gateway_retries_total`) during the scenario. */
   readonly retries: number;
   /** Legs the failing pod received. */
@@ -198,15 +211,24 @@ function policyOf(s: FaultScenario, o: ScenarioOptions): Record<string, unknown>
 }
 
 /** Writes a ModelServer and route of its own for the scenario (fresh outlier state), over the topology's sims. */
-async function deployScenarioServer(stack: MatrixStack, topo: DeployedTopology, s: FaultScenario, o: ScenarioOptions): Promise<string> {
+function deployScenarioServer(stack: MatrixStack, topo: DeployedTopology, s: FaultScenario, o: ScenarioOptions): Promise<string> {
+  return deployServer(stack, topo, `rel-${o.tag}-${++serverCounter}`, policyOf(s, o));
+}
+
+/**
+ * Writes a ModelServer `name` (model name and route alike) over a topology's sims, with `trafficPolicy` (none: the
+ * defaults); resolves once the gateway serves it. Returns the model name.
+ */
+export async function deployServer(
+  stack: MatrixStack, topo: DeployedTopology, name: string, trafficPolicy?: Record<string, unknown>,
+): Promise<string> {
   const def = TOPOLOGIES[topo.name];
-  const name = `rel-${o.tag}-${++serverCounter}`;
   const pd = def.stages.length > 1;
   const pdGroup = !pd ? undefined : def.multimodal
     ? { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } }
     : { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } };
   await stack.putServer(name, {
-    model: MATRIX_MODEL, workloadPort: PORT, ...def.spec, trafficPolicy: policyOf(s, o),
+    model: MATRIX_MODEL, workloadPort: PORT, ...def.spec, ...(trafficPolicy !== undefined ? { trafficPolicy } : {}),
     workloadSelector: { matchLabels: { app: name }, ...(pdGroup ? { pdGroup } : {}) },
   });
   await stack.putRoute(name, { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] });
@@ -233,10 +255,21 @@ function streams(s: FaultScenario, i: number): boolean {
   return i % 2 === 1;
 }
 
-function requestBody(model: string, topo: TopologyName, tag: string, i: number, stream: boolean): string {
-  const text = `reliability ${tag}: the same opening words for every request, then request ${i}`;
+/**
+ * A scenario's requests share nothing with other scenarios. Each prompt is long and its own (about 750 tokens by
+ * the gateway's estimate), and EPD requests carry two images: shorter prompts and single images would be prefilled
+ * or encoded on the decode pod by the scheduler's per-request disaggregation, and the stage under test never run.
+ */
+function requestBody(model: string, topo: TopologyName, i: number, stream: boolean): string {
+  const words: string[] = [];
+  for (let k = 0; words.length < 500; k++) words.push(`w${i}x${k}`);
+  const text = `reliability ${model}, request ${i}: ${words.join(' ')}`;
   const content = TOPOLOGIES[topo].multimodal
-    ? [{ type: 'text', text }, { type: 'image_url', image_url: { url: `https://example.com/${tag}/${i}.png` } }]
+    ? [
+      { type: 'text', text },
+      { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}a.png` } },
+      { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}b.png` } },
+    ]
     : text;
   return JSON.stringify({ model, max_tokens: 4, stream, messages: [{ role: 'user', content }] });
 }
@@ -269,6 +302,13 @@ async function retriesTotal(metricsUrl: string): Promise<number> {
 
 const isInference = (r: { method: string; path: string }) => r.method === 'POST' && (r.path.startsWith('/v1/') || r.path === '/generate');
 
+/** A release leg: one token, not streamed, with the KV a prefill produced (the matrix's own requests ask for 4). */
+function isReleaseLeg(body: unknown): boolean {
+  if (body === null || typeof body !== 'object') return false;
+  const b = body as { max_tokens?: unknown; stream?: unknown; kv_transfer_params?: { do_remote_prefill?: unknown } };
+  return b.max_tokens === 1 && b.stream !== true && b.kv_transfer_params?.do_remote_prefill === true;
+}
+
 function requestIdOf(r: { headers: Readonly<Record<string, string | string[] | undefined>> }): string {
   const id = r.headers['x-request-id'];
   return typeof id === 'string' ? id : '';
@@ -298,7 +338,7 @@ export async function runFaultScenario(
       const i = next++;
       const stream = streams(scenario, i);
       const why = await sendOne(
-        stack.gatewayUrl, requestBody(model, scenario.topology, options.tag, i, stream), `${prefix}${i}`, stream, options.clientTimeoutMs ?? 30_000,
+        stack.gatewayUrl, requestBody(model, scenario.topology, i, stream), `${prefix}${i}`, stream, options.clientTimeoutMs ?? 30_000,
       );
       if (why !== undefined) {
         failed++;
@@ -317,6 +357,7 @@ export async function runFaultScenario(
   /** Successful legs per request, stage and path on healthy pods (an encoder leg's id names its items). */
   const healthyLegs = new Map<string, number>();
   let faultyLegs = 0;
+  let releaseLegs = 0;
   const servedByHealthy = new Set<string>();
   for (const { stage, sim, faulty: isFaulty } of all) {
     const seen = new Set<string>();
@@ -326,6 +367,10 @@ export async function runFaultScenario(
       if (!id.startsWith(prefix)) continue;
       const parent = /^(.*-r\d+)/.exec(id)?.[1] ?? id;
       // An encoder leg's id is `parent:item:random`: the same item sent twice is the same leg.
+      if (stage === 'decode' && isReleaseLeg(r.body)) {
+        releaseLegs++;
+        continue;
+      }
       const leg = `${id.replace(/:[0-9a-f]{6}$/, '')}|${r.path}`;
       if (seen.has(leg)) duplicatedIds.add(parent);
       seen.add(leg);
@@ -341,7 +386,7 @@ export async function runFaultScenario(
   let rerunLegs = 0;
   for (const n of healthyLegs.values()) rerunLegs += n - 1;
   return {
-    scenario, sent: options.requests, failed, failures, duplicated: duplicatedIds.size, rerunLegs, retries, faultyLegs,
+    scenario, sent: options.requests, failed, failures, duplicated: duplicatedIds.size, rerunLegs, releaseLegs, retries, faultyLegs,
     servedByHealthy: servedByHealthy.size,
   };
 }

@@ -282,13 +282,13 @@ export interface FuzzReport {
   /** Answers by HTTP status (`transport` for none). */
   readonly byStatus: Readonly<Record<string, number>>;
   /** Cases whose answer was wrong, with what was wrong. */
-  readonly problems: readonly { readonly index: number; readonly mutations: readonly string[]; readonly problem: string }[];
+  readonly problems: readonly { readonly index: number; readonly mutations: readonly string[]; readonly problem: string; readonly excerpt: string }[];
 }
 
 /** Sends `count` fuzz cases of `seed` to the gateway at `url`, `concurrency` at a time, and checks each answer. */
 export async function runFuzz(url: string, seed: number, count: number, opts: FuzzOptions & { concurrency?: number; timeoutMs?: number }): Promise<FuzzReport> {
   const byStatus: Record<string, number> = {};
-  const problems: { index: number; mutations: readonly string[]; problem: string }[] = [];
+  const problems: { index: number; mutations: readonly string[]; problem: string; excerpt: string }[] = [];
   let next = 0;
   const worker = async () => {
     while (next < count) {
@@ -302,11 +302,12 @@ export async function runFuzz(url: string, seed: number, count: number, opts: Fu
         const text = await res.text();
         byStatus[res.status] = (byStatus[res.status] ?? 0) + 1;
         problem = fuzzAnswerProblem(res.status, res.headers.get('content-type'), text);
+        if (problem !== undefined) problem += `: ${text.slice(0, 300)}`;
       } catch (err) {
         byStatus['transport'] = (byStatus['transport'] ?? 0) + 1;
         problem = `no answer: ${(err as Error).name} ${(err as Error).message}`;
       }
-      if (problem !== undefined) problems.push({ index: c.index, mutations: c.mutations, problem });
+      if (problem !== undefined) problems.push({ index: c.index, mutations: c.mutations, problem, excerpt: c.body.subarray(0, 200).toString('latin1') });
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, opts.concurrency ?? 1) }, worker));

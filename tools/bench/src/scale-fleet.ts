@@ -1,0 +1,356 @@
+/**
+ * 10,000 endpoints (issue 22): N simulated vLLM pods over M ModelServers (default 10,000 over 100), scraped by
+ * one pod-watcher and then by three sharing the work (scrape shards), with a scheduler and a gateway following the
+ * KV state. Every service is a real `triad` child process on one nats-server; the pods are canned /metrics
+ * answers from one child process (scrape-fleet-server.ts) on 127.1.x.y addresses.
+ *
+ * Prints, per phase (1 replica is the baseline for 3) and per fleet mode (steady values, values changing on every
+ * scrape): each pod-watcher's CPU (% of a core), RSS and scrape shard, scrapes/s, endpoint KV writes/s; the
+ * scheduler's and gateway's RSS before any endpoint existed and with all of them; and the scheduler's in-process
+ * decision latency over the endpoints as published (requests spread over every ModelServer), next to the same
+ * scheduler holding a single ModelServer of the same size (the baseline: what the other 9,900 endpoints cost).
+ *
+ *   npx tsx tools/bench/src/scale-fleet.ts [--pods 10000] [--servers 100] [--window 10] [--interval 1000]
+ *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
+ *   add --profile DIR to write CPU profiles of the pod-watchers
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface, type Interface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, type SchedulingRequest } from '@triad/bus';
+import { connectBus, type Bus } from '@triad/bus/client';
+import { createLocalScheduling, prefixBlockHashes, type LocalScheduling } from '@triad/scheduling';
+import { schedulingRequest } from '@triad/scheduling/testing';
+import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
+import { markdownTable } from './lib/table';
+import { podIp } from './pod-watcher-fleet';
+import { percentile, prng } from './scheduler-cluster';
+
+const CLK_TCK = 100;
+const TRIAD = join(__dirname, '..', '..', '..', 'apps', 'cli', 'bin', 'triad.js');
+
+const { values: args } = parseArgs({
+  options: {
+    pods: { type: 'string' },
+    servers: { type: 'string' },
+    window: { type: 'string' },
+    interval: { type: 'string', default: '1000' },
+    replicas: { type: 'string', default: '3' },
+    smoke: { type: 'boolean', default: false },
+    profile: { type: 'string' },
+  },
+});
+const PODS = Number(args.pods ?? (args.smoke ? 1000 : 10_000));
+const SERVERS = Number(args.servers ?? (args.smoke ? 10 : 100));
+const WINDOW_S = Number(args.window ?? (args.smoke ? 4 : 10));
+const INTERVAL_MS = Number(args.interval);
+const REPLICAS = Number(args.replicas);
+const PER_SERVER = Math.ceil(PODS / SERVERS);
+
+/** utime+stime (seconds) and RSS (MB) of a process, from /proc. */
+function procStats(pid: number): { cpuS: number; rssMb: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return {
+    cpuS: (Number(fields[11]) + Number(fields[12])) / CLK_TCK,
+    rssMb: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024,
+  };
+}
+
+/** ModelServers `ms-0..`, a ModelRoute per server, and the pods (label `app: ms-k`) on the fleet's addresses. */
+function manifests(port: number): string {
+  const docs: string[] = [];
+  for (let s = 0; s < SERVERS; s++) {
+    docs.push(`apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: ms-${s}, namespace: default}
+spec: {model: model-${s}, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: ms-${s}}}}`);
+    docs.push(`apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelRoute
+metadata: {name: route-${s}, namespace: default}
+spec: {modelName: model-${s}, rules: [{targetModels: [{modelServerName: ms-${s}}]}]}`);
+  }
+  for (let i = 0; i < PODS; i++) {
+    docs.push(`apiVersion: v1
+kind: Pod
+metadata: {name: pod-${i}, namespace: default, labels: {app: ms-${Math.floor(i / PER_SERVER)}}}
+status: {phase: Running, podIP: ${podIp(i)}, conditions: [{type: Ready, status: "True"}]}`);
+  }
+  return docs.join('\n---\n');
+}
+
+interface Fleet {
+  readonly port: number;
+  send(cmd: 'busy' | 'steady'): void;
+  stats(): Promise<{ scrapes: number; connections: number }>;
+  close(): Promise<void>;
+}
+
+async function startFleet(): Promise<Fleet> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'scrape-fleet-server.ts')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines: Interface = createInterface({ input: child.stdout! });
+  const waiting: ((line: string) => void)[] = [];
+  lines.on('line', (l) => waiting.shift()?.(l));
+  const next = () => new Promise<string>((resolve) => waiting.push(resolve));
+  const { port } = JSON.parse(await next()) as { port: number };
+  return {
+    port,
+    send: (cmd) => child.stdin!.write(`${cmd}\n`),
+    stats: async () => {
+      const reply = next();
+      child.stdin!.write('stats\n');
+      return JSON.parse(await reply) as { scrapes: number; connections: number };
+    },
+    close: () => new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.stdin!.end();
+    }),
+  };
+}
+
+interface Service {
+  readonly name: string;
+  readonly child: TriadChild;
+  readonly opsPort: number;
+}
+
+/** `triad <args>` as a child process (node flags first, e.g. a CPU profile), its output kept for errors. */
+function spawnService(args: readonly string[], name: string, nodeFlags: readonly string[]): TriadChild {
+  const child = spawn(process.execPath, [...nodeFlags, TRIAD, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', TRIAD_INSTANCE_ID: name },
+  });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-20_000);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  return {
+    process: child,
+    output: () => output,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+async function startService(
+  kind: 'pod-watcher' | 'scheduler' | 'gateway', name: string, natsUrl: string, extra: string[], nodeFlags: readonly string[] = [],
+): Promise<Service> {
+  const opsPort = await freePort();
+  const args = [kind, '--nats', natsUrl, '--metrics-port', String(opsPort), ...extra];
+  if (kind === 'gateway') args.push('--host', '127.0.0.1', '--port', String(await freePort()));
+  if (kind === 'scheduler') args.push('--instance-id', name);
+  const child = spawnService(args, name, nodeFlags);
+  // Longer than waitReady's minute: a pod-watcher joining a loaded 10,000-pod fleet on a busy machine can take it.
+  const died = new Promise<never>((_, reject) => child.process.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${child.output()}`))));
+  await Promise.race([died, waitFor(
+    async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, { what: `${name} ready`, timeoutMs: 300_000, intervalMs: 200 },
+  )]);
+  return { name, child, opsPort };
+}
+
+/** A sample summed over the label sets of one metric family on a service's /metrics page. */
+async function metric(service: Service, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${service.opsPort}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(' ').pop());
+  return sum;
+}
+
+async function endpointWrites(bus: Bus): Promise<number> {
+  return (await (await jetstreamManager(bus.nc)).streams.info(`KV_${Buckets.endpoints}`)).state.last_seq;
+}
+
+interface WatcherRow {
+  readonly name: string;
+  readonly cpuPct: number;
+  readonly rssMb: number;
+  readonly targets: number;
+}
+
+interface Window {
+  readonly watchers: WatcherRow[];
+  readonly scrapesPerS: number;
+  readonly writesPerS: number;
+  readonly connectsPerS: number;
+}
+
+async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mode: 'steady' | 'busy'): Promise<Window> {
+  fleet.send(mode);
+  // One interval for the mode switch to reach every engine's next scrape.
+  await new Promise((r) => setTimeout(r, INTERVAL_MS * 2));
+  const before = watchers.map((w) => procStats(w.child.process.pid!));
+  const stats0 = await fleet.stats();
+  const writes0 = await endpointWrites(bus);
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, WINDOW_S * 1000));
+  const secs = (performance.now() - t0) / 1000;
+  const after = watchers.map((w) => procStats(w.child.process.pid!));
+  const stats1 = await fleet.stats();
+  const writes1 = await endpointWrites(bus);
+  const rows: WatcherRow[] = [];
+  for (const [i, w] of watchers.entries()) {
+    rows.push({
+      name: w.name, cpuPct: (((after[i]?.cpuS ?? 0) - (before[i]?.cpuS ?? 0)) / secs) * 100, rssMb: after[i]?.rssMb ?? 0,
+      targets: await metric(w, 'triad_podwatcher_shard_targets'),
+    });
+  }
+  return {
+    watchers: rows, scrapesPerS: (stats1.scrapes - stats0.scrapes) / secs, writesPerS: (writes1 - writes0) / secs,
+    connectsPerS: (stats1.connections - stats0.connections) / secs,
+  };
+}
+
+/**
+ * A LocalScheduling loaded with what the buckets hold now (watches read to their end, then stopped); `only`: just
+ * that ModelServer and its endpoints.
+ */
+async function loadFromKv(bus: Bus, only?: string): Promise<{ local: LocalScheduling; servers: string[] }> {
+  const local = createLocalScheduling({ instanceId: 'bench' });
+  const servers: string[] = [];
+  const ms = await bus.kv(Buckets.modelServers, ModelServerRecordSchema);
+  const w1 = await ms.watch({
+    onChange: (c) => {
+      if (c.op !== 'PUT' || (only !== undefined && c.value.name !== only)) return;
+      local.applyModelServer({ op: 'PUT', value: c.value });
+      servers.push(c.value.name);
+    },
+  });
+  await w1.synced;
+  w1.stop();
+  const eps = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
+  const w2 = await eps.watch({ onChange: (c) => {
+      if (c.op === 'PUT' && (only === undefined || c.value.modelServer === only)) local.applyEndpoint({ op: 'PUT', value: c.value });
+    },
+  });
+  await w2.synced;
+  w2.stop();
+  return { local, servers };
+}
+
+/** Decision latency over `iterations` requests, each to one of `servers` (shared system prompts, varied turns). */
+function decide(local: LocalScheduling, servers: readonly string[], iterations: number): { p50: number; p99: number; max: number; errors: number } {
+  const rand = prng(11);
+  const hashes = Array.from({ length: 200 }, (_, i) => prefixBlockHashes(
+    'm', `You are assistant #${i % 20}. Follow the house rules carefully. `.repeat(12) + `question ${i}: ${'lorem '.repeat(Math.floor(rand() * 60))}`,
+  ));
+  const requests: SchedulingRequest[] = Array.from({ length: 2000 }, (_, n) => schedulingRequest({
+    id: `bench-${n}`, modelServer: servers[Math.floor(rand() * servers.length)] as string, model: 'm',
+    prefixHashes: hashes[n % hashes.length] as string[],
+  }));
+  const now = Date.now();
+  for (let i = 0; i < 2000; i++) local.schedule(requests[i % requests.length] as SchedulingRequest, now); // JIT warm-up
+  const latencies: number[] = [];
+  let errors = 0;
+  for (let i = 0; i < iterations; i++) {
+    const a = process.hrtime.bigint();
+    if (!local.schedule(requests[i % requests.length] as SchedulingRequest, now).ok) errors++;
+    latencies.push(Number(process.hrtime.bigint() - a) / 1e6);
+  }
+  latencies.sort((x, y) => x - y);
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? NaN, errors };
+}
+
+const WATCHER_HEADER = [
+  'pod-watchers', 'fleet', 'replica', 'shard (pods)', 'CPU % of a core', 'RSS MB', 'scrapes/s (all)', 'endpoint KV writes/s (all)',
+  'new connections/s (all)',
+];
+
+function printWatchers(label: string, phase: { steady: Window; busy: Window }): void {
+  const rows: (string | number)[][] = [];
+  for (const mode of ['steady', 'busy'] as const) {
+    const w = phase[mode];
+    for (const r of w.watchers) {
+      rows.push([label, mode === 'steady' ? 'steady values' : 'values change every scrape', r.name, r.targets, r.cpuPct, r.rssMb, w.scrapesPerS, w.writesPerS, w.connectsPerS]);
+    }
+  }
+  process.stdout.write(`${markdownTable(WATCHER_HEADER, rows)}\n\n`);
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'triad-bench-scale-'));
+  const nats = await startNatsServer();
+  const fleet = await startFleet();
+  const services: Service[] = [];
+  const bus = await connectBus({ servers: nats.url, name: 'bench' });
+  try {
+    const file = join(dir, 'cluster.yaml');
+    writeFileSync(file, manifests(fleet.port));
+    const scheduler = await startService('scheduler', 'scheduler-0', nats.url, []);
+    const gateway = await startService('gateway', 'gateway-0', nats.url, []);
+    services.push(scheduler, gateway);
+    const idleRss = { scheduler: procStats(scheduler.child.process.pid!).rssMb, gateway: procStats(gateway.child.process.pid!).rssMb };
+
+    const startWatcher = async (i: number) => {
+      const s = await startService(
+        'pod-watcher', `pod-watcher-${i}`, nats.url, ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
+        args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [],
+      );
+      services.push(s);
+      return s;
+    };
+    const t0 = performance.now();
+    const watchers = [await startWatcher(0)];
+    const kv = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
+    await waitFor(async () => (await kv.keys()).length >= PODS, { timeoutMs: 180_000, intervalMs: 1000, what: `${PODS} endpoint records` });
+    const syncS = (performance.now() - t0) / 1000;
+    process.stdout.write(`\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
+      `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`);
+    await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, { timeoutMs: 120_000, intervalMs: 500, what: 'two scrape rounds' });
+    const one = { steady: await measure(fleet, bus, watchers, 'steady'), busy: await measure(fleet, bus, watchers, 'busy') };
+    printWatchers('1 replica (baseline)', one);
+
+    for (let i = 1; i < REPLICAS; i++) watchers.push(await startWatcher(i));
+    await waitFor(async () => {
+      const sizes = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_targets')));
+      const members = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_members')));
+      return members.every((m) => m === REPLICAS) && sizes.reduce((a, b) => a + b, 0) === PODS;
+    }, { timeoutMs: 60_000, intervalMs: 500, what: `${REPLICAS} scrape shards covering ${PODS} pods` });
+    // Hand-over: the engines that moved are scraped and the shards republished (two intervals), then idle sockets age out.
+    await new Promise((r) => setTimeout(r, 3 * INTERVAL_MS));
+    const many = { steady: await measure(fleet, bus, watchers, 'steady'), busy: await measure(fleet, bus, watchers, 'busy') };
+    printWatchers(`${REPLICAS} replicas`, many);
+    fleet.send('steady');
+    const fullRss = { scheduler: procStats(scheduler.child.process.pid!).rssMb, gateway: procStats(gateway.child.process.pid!).rssMb };
+    const schedulerEndpoints = await metric(scheduler, 'triad_scheduler_endpoints');
+
+    // Decisions, in this process, over the endpoints as published; baseline: one ModelServer of the same size alone.
+    const { local, servers } = await loadFromKv(bus);
+    const all = decide(local, servers, 20_000);
+    const first = servers[0] as string;
+    const alone = await loadFromKv(bus, first);
+    const single = decide(alone.local, [first], 20_000);
+
+    const out = process.stdout;
+    out.write(`${markdownTable(['process', `RSS MB, no endpoints`, `RSS MB, ${PODS} endpoints`, 'endpoints held'], [
+      ['scheduler', idleRss.scheduler, fullRss.scheduler, schedulerEndpoints || '–'],
+      ['gateway', idleRss.gateway, fullRss.gateway, '–'],
+    ])}\n\n`);
+    out.write(`${markdownTable(['scheduler in-process decision', 'endpoints held', 'decisions', 'p50 ms', 'p99 ms', 'max ms', 'errors'], [
+      [`baseline: one ModelServer of ${PER_SERVER} alone`, alone.local.index.size, 20_000, single.p50, single.p99, single.max, single.errors],
+      [`${SERVERS} ModelServers, requests spread over all`, local.index.size, 20_000, all.p50, all.p99, all.max, all.errors],
+    ])}\n`);
+  } finally {
+    await Promise.all(services.map((s) => s.child.stop()));
+    await bus.close();
+    await fleet.close();
+    await nats.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`scale-fleet bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exitCode = 1;
+});
