@@ -49,6 +49,9 @@ export interface SchedulerOptions {
   readonly outliers?: OutlierTable;
 }
 
+/** How long a decode pod counts a P/D request whose decode leg has not started (a prefill longer than this is rare). */
+const DECODE_RESERVATION_MS = 30_000;
+
 const ejectionCeiling = new WeakMap<ModelServerSpec, number>();
 
 /** `maxEjectionPercent` of a ModelServer (0 when outlier detection is off), computed once per spec object. */
@@ -206,6 +209,9 @@ export class Scheduler {
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
     }
     this.#runHooks(chosen);
+    // The decode leg of a P/D request starts only after its prefill: count it on its decode pod from now on.
+    const first = attempts[0];
+    if (first?.prefill !== undefined) this.#tracker.reserve(request.id, first.endpoint.key, now, DECODE_RESERVATION_MS);
     if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
     const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
     if (disaggregation && (disaggregation.prefill === 'local' || disaggregation.encode === 'local' || recorder)) {
