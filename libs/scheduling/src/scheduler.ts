@@ -193,7 +193,7 @@ export class Scheduler {
         encoderChosen = plan.chosen;
       }
       if (prefill !== undefined || encoders.length > 0) {
-        disaggregation = this.#disaggregate(request, pool.record.spec, pairs.decode, prefill, encoders);
+        disaggregation = this.#disaggregate(request, pool.record.spec, pairs.decode, prefill, encoders, now);
         if (disaggregation.prefill === 'local') {
           pairAttempts = decodeOnly(pairAttempts);
           prefill = undefined;
@@ -230,6 +230,7 @@ export class Scheduler {
   /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */
   #disaggregate(
     request: SchedulingRequest, spec: ModelServerSpec, decode: Endpoint, prefill: Endpoint | undefined, encoders: readonly EncoderChoice[],
+    now: number,
   ): DisaggregationChoice {
     const cfg = this.#config;
     if (this.#estimatorsOf !== cfg) {
@@ -237,9 +238,11 @@ export class Scheduler {
       this.#estimators = [...cfg.plugins.values()].filter(isCacheEstimator);
       this.#blockChars = prefixHashOptionsOf(cfg).blockSize ?? DEFAULT_PREFIX_BLOCK_SIZE;
     }
+    const costs = cfg.config.disaggregation.costs;
     return planDisaggregation({
       request, config: cfg.config.disaggregation, shortcuts: shortcutsOf(spec), decode, prefill, encoders,
       inflight: (key) => this.#tracker.count(key), estimators: this.#estimators, blockChars: this.#blockChars,
+      backlogMs: (key) => this.#tracker.backlog.pendingMs(key, now, costs.prefillMsPer1kTokens, costs.prefillOverheadMs),
     });
   }
 

@@ -16,7 +16,7 @@ const data: Results = { ...files[0]!, results: files.flatMap((f) => f.results) }
 /** A panel row: pool and workload (results of runs before pools existed are aggregated). */
 const rowOf = (r: RunMetrics): string => `${r.pool ?? 'aggregated'} · ${r.workload}`;
 
-const COLORS = ['#d62728', '#7f7f7f', '#bcbd22', '#1f77b4', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b'];
+const COLORS = ['#d62728', '#7f7f7f', '#bcbd22', '#1f77b4', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
 const workloads = [...new Set(data.results.map(rowOf))];
 const policies = [...new Set(data.results.map((r) => r.policy))];
 const loads = [...new Set(data.results.map((r) => r.load))].sort((a, b) => a - b);
