@@ -162,7 +162,10 @@ async function startService(
 
 /** A sample summed over the label sets of one metric family on a service's /metrics page. */
 async function metric(service: Service, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${service.opsPort}/metrics`)).text();
+  const p = service.child.process;
+  const text = await fetch(`http://127.0.0.1:${service.opsPort}/metrics`).then((r) => r.text()).catch((err: unknown) => {
+    throw new Error(`${service.name} /metrics: ${(err as Error).message} (exit ${p.exitCode ?? p.signalCode ?? 'none'})\n${service.child.output()}`);
+  });
   let sum = 0;
   for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(' ').pop());
   return sum;
