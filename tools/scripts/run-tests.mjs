@@ -13,9 +13,18 @@ let passed = 0;
 let failed = 0;
 const failures = [];
 
+/** A check that has not finished in this long is stuck, not slow (each takes 1–2 minutes on a loaded 2-core machine). */
+const CHECK_TIMEOUT_MS = 8 * 60_000;
+
 function check(label, cmd, args) {
   const started = Date.now();
-  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
+  let r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', timeout: CHECK_TIMEOUT_MS, killSignal: 'SIGKILL' });
+  if (r.error?.code === 'ETIMEDOUT') {
+    // Seen once: ESLint idle in its event loop with 1 s of CPU used after 8 minutes. Say so and try once more,
+    // so a stuck tool shows up in the log instead of eating CI's time limit.
+    process.stdout.write(`! ${label}: no result after ${CHECK_TIMEOUT_MS / 60_000} min; killed, running it once more\n`);
+    r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', timeout: CHECK_TIMEOUT_MS, killSignal: 'SIGKILL' });
+  }
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   if (r.status === 0) { passed += 1; process.stdout.write(`✓ ${label} (${secs} s)\n`); }
   else { failed += 1; failures.push(label); process.stdout.write(`✗ ${label} failed (${secs} s)\n`); }

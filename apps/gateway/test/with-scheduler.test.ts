@@ -15,7 +15,9 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
   let d: SimEngineHandle;
 
   beforeAll(async () => {
-    h = await startHarness();
+    // What is checked is that the service decides: a budget no loaded test machine overruns, so the gateway never
+    // falls back to deciding locally (its 50 ms production default is covered by the fallback tests).
+    h = await startHarness({ config: { scheduleBudgetMs: 5_000 } });
     await h.stopScheduler(); // the stand-in steps aside for the real one
     const metricsPort = await freePort();
     scheduler = spawn(

@@ -53,7 +53,7 @@ const epdIndex = () => buildIndex([
   { pod: 'e2', role: 'encode', group: 'g1' },
 ], [modelServerRecord({ mode: 'epd' })]);
 const images = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
-const LANGUAGE_SCORERS = ['least-request', 'gpu-usage', 'least-latency', 'prefix-cache', 'session-affinity', 'encoder-cache'];
+const LANGUAGE_SCORERS = ['least-request', 'gpu-usage', 'least-latency', 'prefix-cache', 'session-affinity', 'encoder-cache', 'prefill-backlog'];
 
 describe('Scheduler: phase records for an observer that asks for them', () => {
   it('reports every filter, scorer, pick and hook of an epd decision, each profile run closed by its plan', () => {

@@ -49,6 +49,9 @@ export interface SchedulerOptions {
   readonly outliers?: OutlierTable;
 }
 
+/** How long a decode pod counts a P/D request whose decode leg has not started (a prefill longer than this is rare). */
+const DECODE_RESERVATION_MS = 30_000;
+
 const ejectionCeiling = new WeakMap<ModelServerSpec, number>();
 
 /** `maxEjectionPercent` of a ModelServer (0 when outlier detection is off), computed once per spec object. */
@@ -190,7 +193,7 @@ export class Scheduler {
         encoderChosen = plan.chosen;
       }
       if (prefill !== undefined || encoders.length > 0) {
-        disaggregation = this.#disaggregate(request, pool.record.spec, pairs.decode, prefill, encoders);
+        disaggregation = this.#disaggregate(request, pool.record.spec, pairs.decode, prefill, encoders, now);
         if (disaggregation.prefill === 'local') {
           pairAttempts = decodeOnly(pairAttempts);
           prefill = undefined;
@@ -206,6 +209,9 @@ export class Scheduler {
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
     }
     this.#runHooks(chosen);
+    // The decode leg of a P/D request starts only after its prefill: count it on its decode pod from now on.
+    const first = attempts[0];
+    if (first?.prefill !== undefined) this.#tracker.reserve(request.id, first.endpoint.key, now, DECODE_RESERVATION_MS);
     if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
     const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
     if (disaggregation && (disaggregation.prefill === 'local' || disaggregation.encode === 'local' || recorder)) {
@@ -224,6 +230,7 @@ export class Scheduler {
   /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */
   #disaggregate(
     request: SchedulingRequest, spec: ModelServerSpec, decode: Endpoint, prefill: Endpoint | undefined, encoders: readonly EncoderChoice[],
+    now: number,
   ): DisaggregationChoice {
     const cfg = this.#config;
     if (this.#estimatorsOf !== cfg) {
@@ -231,9 +238,11 @@ export class Scheduler {
       this.#estimators = [...cfg.plugins.values()].filter(isCacheEstimator);
       this.#blockChars = prefixHashOptionsOf(cfg).blockSize ?? DEFAULT_PREFIX_BLOCK_SIZE;
     }
+    const costs = cfg.config.disaggregation.costs;
     return planDisaggregation({
       request, config: cfg.config.disaggregation, shortcuts: shortcutsOf(spec), decode, prefill, encoders,
       inflight: (key) => this.#tracker.count(key), estimators: this.#estimators, blockChars: this.#blockChars,
+      backlogMs: (key) => this.#tracker.backlog.pendingMs(key, now, costs.prefillMsPer1kTokens, costs.prefillOverheadMs),
     });
   }
 

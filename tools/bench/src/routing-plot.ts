@@ -1,6 +1,7 @@
 // Draws routing-quality.ts's JSON as an SVG: per workload, TTFT p50, TTFT p99 (log scale) and goodput against the
 // offered load, one line per policy; prints the goals check of the same figures.
-// Run: npx tsx tools/bench/src/routing-plot.ts results.json docs/img/routing-quality.svg
+// Several result files (e.g. one run per pool) are drawn together, one row per pool and workload.
+// Run: npx tsx tools/bench/src/routing-plot.ts docs/img/routing-quality.svg results.json [more.json ...]
 import { readFileSync, writeFileSync } from 'node:fs';
 import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import type { RunMetrics } from './cluster-sim/simulate';
@@ -8,12 +9,15 @@ import { markdownTable } from './lib/table';
 
 interface Results { readonly engines: number; readonly requests: number; readonly seed: number; readonly results: RunMetrics[] }
 
-const [input, output] = process.argv.slice(2);
-if (!input || !output) throw new Error('usage: routing-plot.ts RESULTS.json OUT.svg');
-const data = JSON.parse(readFileSync(input, 'utf8')) as Results;
+const [output, ...inputs] = process.argv.slice(2);
+if (!output || inputs.length === 0 || !output.endsWith('.svg')) throw new Error('usage: routing-plot.ts OUT.svg RESULTS.json [MORE.json ...]');
+const files = inputs.map((f) => JSON.parse(readFileSync(f, 'utf8')) as Results);
+const data: Results = { ...files[0]!, results: files.flatMap((f) => f.results) };
+/** A panel row: pool and workload (results of runs before pools existed are aggregated). */
+const rowOf = (r: RunMetrics): string => `${r.pool ?? 'aggregated'} · ${r.workload}`;
 
-const COLORS = ['#d62728', '#7f7f7f', '#bcbd22', '#1f77b4', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b'];
-const workloads = [...new Set(data.results.map((r) => r.workload))];
+const COLORS = ['#d62728', '#7f7f7f', '#bcbd22', '#1f77b4', '#ff7f0e', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
+const workloads = [...new Set(data.results.map(rowOf))];
 const policies = [...new Set(data.results.map((r) => r.policy))];
 const loads = [...new Set(data.results.map((r) => r.load))].sort((a, b) => a - b);
 type Metric = { key: 'ttftP50' | 'ttftP99' | 'goodput'; title: string; log: boolean };
@@ -37,7 +41,7 @@ workloads.forEach((w, row) => {
   metrics.forEach((m, col) => {
     const x0 = ML + col * (PW + GAP);
     const y0 = MT + row * (PH + GAP + 20) + 20;
-    const cells = data.results.filter((r) => r.workload === w);
+    const cells = data.results.filter((r) => rowOf(r) === w);
     const finite = cells.map((r) => r[m.key]).filter((v) => Number.isFinite(v) && v > 0);
     let lo = m.log ? Math.min(...finite) : 0;
     let hi = Math.max(...finite);

@@ -2,7 +2,7 @@ import { connect, type Socket } from 'node:net';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import { accessLines, startHarness, type Harness } from '../support/harness';
-import { unexpectedErrors } from './support/matrix-stack';
+import { unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
 
 // Abusive clients (issue 16): slowloris headers and bodies, clients that leave mid-request and mid-stream (in
 // aggregated, PD and EPD), streaming clients that never read, oversized bodies in parallel, pipelined requests
@@ -44,6 +44,7 @@ function chatBody(model: string, extra: Record<string, unknown> = {}): string {
 
 describe('reliability: abusive clients', () => {
   let h: Harness;
+  let rejections: ReturnType<typeof watchUnhandledRejections>;
   let port: number;
   const sims: Record<string, SimEngineHandle> = {};
   const sockets: Socket[] = [];
@@ -70,6 +71,7 @@ describe('reliability: abusive clients', () => {
   const abortedAt = (names: string[]) => names.reduce((n, s) => n + (sims[s]?.counters()['aborted'] ?? 0), 0);
 
   beforeAll(async () => {
+    rejections = watchUnhandledRejections();
     h = await startHarness({ config: { scheduling: 'in-process', bodyLimit: BODY_LIMIT, bodyDiscardLimit: 4 * 1024 * 1024 } });
     port = h.gateway.port;
     const port8000 = { port: 8000, protocol: 'http' as const };
@@ -108,6 +110,7 @@ describe('reliability: abusive clients', () => {
     for (const s of sockets.splice(0)) s.destroy();
   });
   afterAll(async () => {
+    rejections?.stop();
     await h?.close();
   });
 
@@ -207,6 +210,7 @@ describe('reliability: abusive clients', () => {
 
   it('counted no unexpected error through all of it, and still serves', async () => {
     expect(await unexpectedErrors(h)).toBe(0);
+    expect(rejections.seen).toEqual([]);
     expect((await fetch(`${h.gateway.url.replace(/\/$/, '')}/healthz`)).status).toBe(200);
     await served(3);
   });

@@ -5,7 +5,7 @@ import {
   MATRIX_MODEL, TOPOLOGY_NAMES, deployTopology, runFaultScenario, scenarioLabel, scenariosOf, type DeployedTopology, type TopologyName,
 } from '@triad/testing/reliability';
 import { NS, startHarness, type Harness } from '../support/harness';
-import { matrixStack, unexpectedErrors } from './support/matrix-stack';
+import { matrixStack, unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
 
 // Fault injection per stage and per pod (issue 16): in aggregated, PD and EPD (vLLM; SGLang aggregated and PD),
 // pod 0 of one stage answers 500, resets the connection, hangs past the stage budget, or resets half-way through
@@ -17,14 +17,17 @@ const REQUESTS = 8;
 
 describe('reliability: one of two pods per stage failing, in every mode', () => {
   let h: Harness;
+  let rejections: ReturnType<typeof watchUnhandledRejections>;
   const topologies = new Map<TopologyName, DeployedTopology>();
 
   beforeAll(async () => {
+    rejections = watchUnhandledRejections();
     h = await startHarness({ config: { scheduling: 'in-process' } });
     let subnet = 40;
     for (const name of TOPOLOGY_NAMES) topologies.set(name, await deployTopology(matrixStack(h), name, `127.0.${subnet++}`));
   }, 60_000);
   afterAll(async () => {
+    rejections?.stop();
     await h?.close();
   });
 
@@ -42,6 +45,7 @@ describe('reliability: one of two pods per stage failing, in every mode', () => 
       expect(r.servedByHealthy).toBeGreaterThan(0);
     }
     expect(await unexpectedErrors(h)).toBe(0);
+    expect(rejections.seen).toEqual([]);
   }, 120_000);
 
   // Regression: a reset half-way through a 200 answer was not counted as the engine's failure, so a pod that died

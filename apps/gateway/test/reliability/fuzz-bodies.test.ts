@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { fuzzCase, runFuzz } from '@triad/testing/reliability';
 import { startHarness, type Harness } from '../support/harness';
-import { unexpectedErrors } from './support/matrix-stack';
+import { unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
 
 // ≥ 1,000 fuzzed bodies per run (issue 16): valid chat and completions bodies for an aggregated vLLM model, a
 // vLLM EPD model and an SGLang PD model, mutated structure-aware (wrong types, huge, deep or missing fields, bad
@@ -16,8 +16,10 @@ const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 
 describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
   let h: Harness;
+  let rejections: ReturnType<typeof watchUnhandledRejections>;
 
   beforeAll(async () => {
+    rejections = watchUnhandledRejections();
     h = await startHarness({ config: { scheduling: 'in-process' } });
     const port = { port: 8000, protocol: 'http' as const };
     const agg = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.50.1', model: MODEL });
@@ -52,6 +54,7 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     }
   }, 60_000);
   afterAll(async () => {
+    rejections?.stop();
     await h?.close();
   });
 
@@ -87,5 +90,6 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     });
     expect(res.status).toBe(200);
     expect({ replay, unexpected: await unexpectedErrors(h) }).toEqual({ replay, unexpected: 0 });
+    expect(rejections.seen).toEqual([]);
   }, 120_000);
 });

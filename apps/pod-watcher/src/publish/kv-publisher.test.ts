@@ -11,6 +11,7 @@ class MemoryKv implements KvTarget<number> {
   readonly ops: string[] = [];
   hold: Promise<void> | undefined;
   fail = false;
+  keysCalls = 0;
   async put(key: string, value: number): Promise<number> {
     await this.hold;
     if (this.fail) throw new Error('nats down');
@@ -25,6 +26,7 @@ class MemoryKv implements KvTarget<number> {
     this.data.delete(key);
   }
   async keys(): Promise<string[]> {
+    this.keysCalls++;
     if (this.fail) throw new Error('nats down');
     return [...this.data.keys()];
   }
@@ -123,5 +125,49 @@ describe('KV publisher, a key changing back while its write is in flight', () =>
     await p.whenSettled();
     expect(kv.data.get('mine.a')).toBe(1);
     expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=2', 'put mine.a=1']);
+  });
+});
+
+describe('KV publisher, the same value set again while its write is in flight', () => {
+  it('writes it once (a scrape landing during a slow write does not queue a second write)', async () => {
+    const kv = new MemoryKv();
+    const p = publisher();
+    p.setEnabled(true);
+    p.set('mine.a', 1);
+    await p.fullSync(kv);
+    let release: () => void = () => undefined;
+    kv.hold = new Promise((r) => { release = r; });
+    p.set('mine.a', 2);
+    await waitFor(() => !p.settled);
+    await new Promise((r) => setImmediate(r));
+    p.set('mine.a', 2);
+    p.set('mine.a', 2);
+    kv.hold = undefined;
+    release();
+    await p.whenSettled();
+    expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=2']);
+  });
+});
+
+describe('KV publisher, two full syncs asked for at once', () => {
+  it('runs them one after the other, and writes nothing twice', async () => {
+    const kv = new MemoryKv();
+    const p = publisher();
+    p.setEnabled(true);
+    p.set('mine.a', 1);
+    let release: () => void = () => undefined;
+    kv.hold = new Promise((r) => { release = r; });
+    // The writer's sync (rewrite) and a shard resync (no rewrite), as when a lease is won during a resync.
+    const first = p.fullSync(kv);
+    const second = p.fullSync(kv, { rewrite: false });
+    await new Promise((r) => setImmediate(r));
+    expect(kv.keysCalls).toBe(1);
+    kv.hold = undefined;
+    release();
+    await first;
+    await second;
+    expect(kv.keysCalls).toBe(2);
+    await p.whenSettled();
+    expect(kv.ops).toEqual(['put mine.a=1']);
   });
 });

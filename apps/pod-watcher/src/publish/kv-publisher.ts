@@ -39,12 +39,15 @@ export class KvPublisher<T> {
   readonly #published = new Map<string, T>();
   /** Key → when it first differed from what is published (for the publish-latency histogram). */
   readonly #dirty = new Map<string, number>();
-  readonly #inFlight = new Set<string>();
+  /** Key → the value its write in flight puts (undefined: a delete). */
+  readonly #inFlight = new Map<string, T | undefined>();
   readonly #opts: KvPublisherOptions<T>;
   readonly #concurrency: number;
   #kv: KvTarget<T> | undefined;
   #enabled = false;
-  #syncing = false;
+  /** Full syncs asked for and not finished (writes wait while there are any). */
+  #syncs = 0;
+  #lastSync: Promise<void> = Promise.resolve();
   #broken = false;
   #scheduled = false;
   /** Waiting for everything written (tests, benchmarks, shutdown). */
@@ -62,9 +65,12 @@ export class KvPublisher<T> {
   set(key: string, value: T): void {
     this.#desired.set(key, value);
     if (this.#opts.writes !== undefined && !this.#opts.writes(key)) return;
-    const pub = this.#published.get(key);
-    if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
-    else if (!this.#inFlight.has(key)) this.#dirty.delete(key);
+    // A key with a write in flight is compared with what that write puts, not with what KV held before it:
+    // otherwise every scrape during a slow write would queue a second write of the same content.
+    const base = this.#inFlight.has(key) ? this.#inFlight.get(key) : this.#published.get(key);
+    if (base === undefined || !this.#opts.same(base, value)) this.#markDirty(key);
+    // Its completion compares once more with the latest desired value.
+    else this.#dirty.delete(key);
   }
 
   remove(key: string): void {
@@ -98,7 +104,7 @@ export class KvPublisher<T> {
 
   /** True when every desired value is written and acknowledged. */
   get settled(): boolean {
-    return this.#dirty.size === 0 && this.#inFlight.size === 0 && !this.#syncing;
+    return this.#dirty.size === 0 && this.#inFlight.size === 0 && this.#syncs === 0;
   }
 
   /** Resolves once everything is written (or at once when nothing is pending). */
@@ -112,50 +118,55 @@ export class KvPublisher<T> {
    * (freshly opened, so a bucket lost with the NATS store is recreated). Used at start, after a reconnect, when
    * this replica wins the lease, and to recover from failed writes. Throws when a write fails.
    */
-  async fullSync(kv: KvTarget<T>, options: { rewrite?: boolean } = {}): Promise<void> {
-    const rewrite = options.rewrite ?? true;
-    this.#syncing = true;
-    try {
-      // Writes still in flight (perhaps hanging on a lost server) are not waited for: they went out earlier on the
-      // same connection, so the sync's writes land after them, and their completion re-checks the key.
-      this.#kv = kv;
-      const existing = new Set(await kv.keys());
-      const writes = this.#opts.writes;
-      const mine = writes === undefined ? [...this.#desired] : [...this.#desired].filter(([key]) => writes(key));
-      // Without `rewrite`, values this process already published unchanged are left as they are.
-      const entries = rewrite ? mine : mine.filter(([key, value]) => {
-        const pub = this.#published.get(key);
-        return pub === undefined || !existing.has(key) || !this.#opts.same(pub, value);
-      });
-      await forEachLimit(entries, this.#concurrency, async ([key, value]) => {
-        await kv.put(key, value);
-        this.#published.set(key, value);
-        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'put', result: 'ok' });
-      });
-      const stray = [...existing].filter((k) => !this.#desired.has(k) && this.#opts.owns(k));
-      await forEachLimit(stray, this.#concurrency, async (key) => {
-        await kv.delete(key);
-        this.#published.delete(key);
-        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'delete', result: 'ok' });
-      });
-      for (const key of [...this.#published.keys()]) if (!existing.has(key) && !this.#desired.has(key)) this.#published.delete(key);
-      this.#broken = false;
-      // Changes that arrived while the sync ran are still to be written.
-      for (const [key, value] of this.#desired) {
-        if (writes !== undefined && !writes(key)) {
-          this.#dirty.delete(key);
-          continue;
-        }
-        const pub = this.#published.get(key);
-        if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
-        else this.#dirty.delete(key);
-      }
-      for (const key of this.#published.keys()) if (!this.#desired.has(key)) this.#markDirty(key);
-    } finally {
-      this.#syncing = false;
+  fullSync(kv: KvTarget<T>, options: { rewrite?: boolean } = {}): Promise<void> {
+    // Syncs run one after the other (the writer's and the shard resync can be asked for at once): two at once would
+    // interleave their writes and deletes, and the first to end would resume writing while the other still ran.
+    this.#syncs++;
+    const run = this.#lastSync.then(() => this.#syncNow(kv, options.rewrite ?? true)).finally(() => {
+      this.#syncs--;
       this.#schedule();
       this.#notifySettled();
+    });
+    this.#lastSync = run.catch(() => undefined);
+    return run;
+  }
+
+  async #syncNow(kv: KvTarget<T>, rewrite: boolean): Promise<void> {
+    // Writes still in flight (perhaps hanging on a lost server) are not waited for: they went out earlier on the
+    // same connection, so the sync's writes land after them, and their completion re-checks the key.
+    this.#kv = kv;
+    const existing = new Set(await kv.keys());
+    const writes = this.#opts.writes;
+    const mine = writes === undefined ? [...this.#desired] : [...this.#desired].filter(([key]) => writes(key));
+    // Without `rewrite`, values this process already published unchanged are left as they are.
+    const entries = rewrite ? mine : mine.filter(([key, value]) => {
+      const pub = this.#published.get(key);
+      return pub === undefined || !existing.has(key) || !this.#opts.same(pub, value);
+    });
+    await forEachLimit(entries, this.#concurrency, async ([key, value]) => {
+      await kv.put(key, value);
+      this.#published.set(key, value);
+      this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'put', result: 'ok' });
+    });
+    const stray = [...existing].filter((k) => !this.#desired.has(k) && this.#opts.owns(k));
+    await forEachLimit(stray, this.#concurrency, async (key) => {
+      await kv.delete(key);
+      this.#published.delete(key);
+      this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'delete', result: 'ok' });
+    });
+    for (const key of [...this.#published.keys()]) if (!existing.has(key) && !this.#desired.has(key)) this.#published.delete(key);
+    this.#broken = false;
+    // Changes that arrived while the sync ran are still to be written.
+    for (const [key, value] of this.#desired) {
+      if (writes !== undefined && !writes(key)) {
+        this.#dirty.delete(key);
+        continue;
+      }
+      const pub = this.#published.get(key);
+      if (pub === undefined || !this.#opts.same(pub, value)) this.#markDirty(key);
+      else this.#dirty.delete(key);
     }
+    for (const key of this.#published.keys()) if (!this.#desired.has(key)) this.#markDirty(key);
   }
 
   #markDirty(key: string): void {
@@ -188,7 +199,7 @@ export class KvPublisher<T> {
   }
 
   #flush(): void {
-    if (!this.#enabled || !this.#kv || this.#syncing || this.#broken) {
+    if (!this.#enabled || !this.#kv || this.#syncs > 0 || this.#broken) {
       this.#notifySettled();
       return;
     }
@@ -209,7 +220,7 @@ export class KvPublisher<T> {
   #write(kv: KvTarget<T>, key: string, since: number): void {
     const value = this.#desired.get(key);
     const op = value === undefined ? 'delete' : 'put';
-    this.#inFlight.add(key);
+    this.#inFlight.set(key, value);
     const done = value === undefined ? kv.delete(key) : kv.put(key, value);
     done.then(
       () => {

@@ -160,6 +160,9 @@ export class StatePublisher {
     if (!this.lease.isLeader && this.#opts.shard === undefined) return;
     this.#syncing ??= this.#runSyncs(reason).finally(() => {
       this.#syncing = undefined;
+      // A request made after the loop's last look (a failed write's handler in the same microtask run) found a
+      // sync still under way and was not started: start it now rather than lose it.
+      if (this.#syncWanted) this.requestFullSync(reason);
     });
   }
 

@@ -23,6 +23,9 @@ interface Rejecter {
   onReconnect?(listener: () => void): () => void;
 }
 
+/** How long listing a bucket's keys may take (a few hundred keys take milliseconds, a few seconds under load). */
+const KEYS_TIMEOUT_MS = 10_000;
+
 /** How often a watch checks that its consumer still exists (it vanishes with its JetStream node). */
 const WATCH_CHECK_MS = 2000;
 
@@ -94,11 +97,35 @@ export class TypedKv<S extends z.ZodType> {
   }
 
   keys(filter?: string): Promise<string[]> {
-    return retryJetStream(async () => {
-      const out: string[] = [];
-      for await (const k of await this.#kv.keys(filter)) out.push(k);
-      return out;
-    }, this.#retry);
+    return retryJetStream(() => this.#listKeys(filter), this.#retry);
+  }
+
+  /**
+   * nats.js lists keys through an ordered push consumer and ends the listing when a message says nothing is
+   * pending (or after 30 s of silence, which a bucket written to all the time never has). No request timeout
+   * covers that: a consumer that never delivers left a pod-watcher's first full sync waiting for over a minute
+   * on a loaded machine. So a listing has a deadline; past it the consumer is stopped and the listing fails as a
+   * timeout, which retryJetStream retries with a fresh consumer.
+   */
+  async #listKeys(filter?: string): Promise<string[]> {
+    const iter = await this.#kv.keys(filter);
+    const out: string[] = [];
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      iter.stop();
+    }, KEYS_TIMEOUT_MS);
+    try {
+      for await (const k of iter) out.push(k);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (timedOut) {
+      const err = new Error(`listing the keys of ${this.#bucket}: timeout after ${KEYS_TIMEOUT_MS} ms`);
+      err.name = 'TimeoutError';
+      throw err;
+    }
+    return out;
   }
 
   /**

@@ -72,6 +72,11 @@ export const DisaggregationConfigSchema = z.object({
   skipPrefill: z.boolean().default(true),
   /** Most uncached prompt tokens a decode pod prefills itself (its running decodes wait while it does). */
   maxLocalPrefillTokens: z.number().int().min(0).default(512),
+  /**
+   * What the decode pod's running requests lose counts against the shortcut: skipped only when the TTFT this request
+   * gains exceeds `decodeStallWeight` × the local prefill × the requests in flight on the decode pod (each waits for it).
+   */
+  decodeStallWeight: z.number().min(0).default(0.1),
   costs: DisaggregationCostsSchema.default(DisaggregationCostsSchema.parse({})),
 }).strict();
 export type DisaggregationConfig = z.infer<typeof DisaggregationConfigSchema>;

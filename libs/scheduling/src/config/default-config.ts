@@ -5,7 +5,8 @@ import { SchedulerConfigSchema, type ProfileConfig, type SchedulerConfig } from 
  * Built-in profiles. Language stages use Kthena's Helm defaults (filter least-request; score least-request,
  * gpu-usage, least-latency, prefix-cache, weight 1 each) plus the stale-metrics filter, which only removes pods
  * with old metrics while fresher ones exist, and Triad's session-affinity and encoder-cache scorers (they score
- * nothing for requests without a session or media, so plain text traffic is routed as Kthena routes it). Encoders have no KV cache or token latency, so they are scored on
+ * nothing for requests without a session or media), and the prefill-backlog scorer (which prices in-flight prompt
+tokens: all pods score 100 while none has a prefill pending). Encoders have no KV cache or token latency, so they are scored on
  * load only and placed by the encoder-affinity picker.
  */
 export function builtInProfile(role: ProfileRole): ProfileConfig {
@@ -21,6 +22,8 @@ export function builtInProfile(role: ProfileRole): ProfileConfig {
       { plugin: 'prefix-cache', weight: 1 },
       { plugin: 'session-affinity', weight: 1 },
       { plugin: 'encoder-cache', weight: 2 },
+      // Prices in-flight prompt tokens: keeps the affinities from queueing requests behind a long prompt's prefill.
+      { plugin: 'prefill-backlog', weight: 1 },
     ],
     picker: 'max-score',
   };
@@ -44,6 +47,7 @@ export function defaultSchedulerConfig(): SchedulerConfig {
       { type: 'session-affinity', args: { loadFactor: 1.5, maxSessions: 100_000 } },
       // 1.1, not 1.25: a pod holding the images but busy with a long prefill must lose them sooner (routing benchmark, mixed p99).
       { type: 'encoder-cache', args: { loadFactor: 1.1, maxItemsPerEndpoint: 64, homeShare: 1 } },
+      { type: 'prefill-backlog', args: { prefillMsPer1kTokens: 50, prefillOverheadMs: 2 } },
     ],
     profiles: {
       default: builtInProfile('decode'),

@@ -18,7 +18,7 @@ describe('loadSchedulerConfig', () => {
     const decode = r.loaded.profiles.decode;
     expect(decode.filters.map((f) => f.name)).toEqual(['stale-metrics', 'least-request']);
     expect(decode.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([
-      ['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1], ['session-affinity', 1], ['encoder-cache', 2],
+      ['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1], ['session-affinity', 1], ['encoder-cache', 2], ['prefill-backlog', 1],
     ]);
     expect(decode.picker.name).toBe('max-score');
     expect(decode.hooks.map((h) => h.name)).toEqual(['prefix-cache', 'session-affinity', 'encoder-cache']);

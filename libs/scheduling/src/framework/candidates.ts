@@ -1,5 +1,6 @@
 import type { Endpoint } from '../state/endpoint';
 import type { ObservedLatency } from '../state/observed-latency';
+import type { PrefillBacklog } from '../state/prefill-backlog';
 
 /**
  * The candidates of one profile run, column-oriented: candidate `i` (0 ≤ i < size) has its metrics at index `i`
@@ -31,4 +32,6 @@ export interface Candidates {
   inflight(): Float64Array;
   /** TTFT/TPOT per endpoint key as the gateways measured them (read by key; do not mutate). */
   readonly observed: ObservedLatency;
+  /** Prompt tokens in flight per endpoint key (read by key; do not mutate). */
+  readonly backlog: PrefillBacklog;
 }

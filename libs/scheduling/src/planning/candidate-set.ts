@@ -6,6 +6,7 @@ import { EndpointList } from '../state/endpoint-list';
 import type { CandidateSource } from '../state/model-server-pool';
 import type { InflightTracker } from '../state/inflight-tracker';
 import type { ObservedLatency } from '../state/observed-latency';
+import type { PrefillBacklog } from '../state/prefill-backlog';
 
 /** In-flight count of an endpoint, through the tracker cell cached on it (rebound if the tracker changed). */
 function inflightOf(e: IndexedEndpoint, tracker: InflightTracker): number {
@@ -58,6 +59,7 @@ export class CandidateSet implements Candidates {
   get stale(): Uint8Array { return this.#cols.stale; }
   get keyHash(): Uint32Array { return this.#cols.keyHash; }
   get observed(): ObservedLatency { return this.#tracker.latency; }
+  get backlog(): PrefillBacklog { return this.#tracker.backlog; }
 
   endpoint(i: number): IndexedEndpoint {
     return this.#endpoints[i] as IndexedEndpoint;

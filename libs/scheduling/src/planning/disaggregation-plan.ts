@@ -50,6 +50,8 @@ export interface DisaggregationInput {
   /** Encoder choices per media item (epd with media). */
   readonly encoders: readonly EncoderChoice[];
   readonly inflight: (key: string) => number;
+  /** Prefill time still ahead of an endpoint from the prompts in flight to it (PrefillBacklog), ms. */
+  readonly backlogMs: (key: string) => number;
   readonly estimators: readonly CacheEstimator[];
   /** Characters per prefix-hash block (the prefix-cache plugin's `blockSizeToHash`). */
   readonly blockChars: number;
@@ -65,9 +67,11 @@ export interface DisaggregationChoice extends Disaggregation {
  *
  * The prompt's size is the request's `inputTokens` (text) plus `mediaTokensPerItem` per media item.
  *
- * - remote prefill = leg overhead + (in-flight legs on P) × this prefill + prefill of the tokens P does not hold
- *   + KV transfer of the whole prompt; local prefill = prefill of the tokens D does not hold. Skipped when local
- *   is lower and D's uncached tokens are at most `maxLocalPrefillTokens` (its running decodes wait meanwhile).
+ * - remote prefill = leg overhead + P's prefill backlog (prompts in flight to it, not yet prefilled) + prefill of
+ *   the tokens P does not hold + KV transfer of the whole prompt; local prefill = D's prefill backlog + prefill of
+ *   the tokens D does not hold. Skipped when local is lower, D has no request waiting (a saturated decode pod must
+ *   not take prefills too) and D's uncached tokens are at most `maxLocalPrefillTokens` (its running decodes wait
+ *   meanwhile).
  * - remote encode = leg overhead + the slowest item's (encoder's in-flight legs + 1) × encode + EC transfer per
  *   item; local encode = encode of the items the consumer does not hold, one after another. Local when lower, at
  *   most `maxLocalEncodeItems` items to encode and none larger than `maxLocalEncodeBytes`.
@@ -101,15 +105,22 @@ export function planDisaggregation(input: DisaggregationInput): DisaggregationCh
     const pUncached = tokens - cachedTokens(prefill.key);
     const dUncached = tokens - cachedTokens(decode.key);
     const pWaiting = input.inflight(prefill.key);
-    const remote = c.legOverheadMs + pWaiting * prefillMs(pUncached) + prefillMs(pUncached) + (tokens / 1000) * c.kvTransferMsPer1kTokens;
-    const local = prefillMs(dUncached);
+    const pBacklog = input.backlogMs(prefill.key);
+    const dBacklog = input.backlogMs(decode.key);
+    const dQueued = decode.record.metrics.waiting;
+    const remote = c.legOverheadMs + pBacklog + prefillMs(pUncached) + (tokens / 1000) * c.kvTransferMsPer1kTokens;
+    const local = dBacklog + prefillMs(dUncached);
     predicted['remote-prefill'] = round(remote);
     predicted['local-prefill'] = round(local);
     out.prefill = 'remote';
     if (request.inputTokens === undefined) reasons.push(`prefill on ${prefill.record.pod}: the prompt's size is unknown`);
     else if (!shortcuts.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: the decode pods cannot prefill (${shortcuts.why})`);
     else if (!config.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: skipPrefill is off`);
-    else if (dUncached > config.maxLocalPrefillTokens) {
+    else if (dQueued > 0) reasons.push(`prefill on ${prefill.record.pod}: decode ${decode.record.pod} has ${dQueued} request(s) waiting`);
+    else if ((remote - local) <= config.decodeStallWeight * prefillMs(dUncached) * input.inflight(decode.key) && dUncached <= config.maxLocalPrefillTokens) {
+      reasons.push(`prefill on ${prefill.record.pod}: gaining ${round(remote - local)} ms is not worth holding back the ${input.inflight(decode.key)} ` +
+        `request(s) in flight on ${decode.record.pod} for ${round(prefillMs(dUncached))} ms (decodeStallWeight ${config.decodeStallWeight})`);
+    } else if (dUncached > config.maxLocalPrefillTokens) {
       reasons.push(`prefill on ${prefill.record.pod}: ${Math.round(dUncached)} uncached tokens on ${decode.record.pod} > maxLocalPrefillTokens ${config.maxLocalPrefillTokens}`);
     } else if (local >= remote) {
       reasons.push(`prefill on ${prefill.record.pod}: predicted TTFT ${round(remote)} ms ≤ ${round(local)} ms on ${decode.record.pod}`);

@@ -66,6 +66,23 @@ describe('per-request disaggregation', () => {
     expect(next.disaggregation?.reason).toContain('280 uncached tokens');
   });
 
+  it('never gives a prefill to a decode pod with requests waiting; a prefill pod busy with a long prompt makes it worth it', () => {
+    const busyDecode = buildIndex([{ pod: 'd1', role: 'decode', group: 'g1', waiting: 2 }, { pod: 'p1', role: 'prefill', group: 'g1' }], [nixlPd]);
+    const loaded = loadSchedulerConfig({}, { registry: createInTreeRegistry() });
+    if (!loaded.ok) throw new Error(loaded.reasons.join('; '));
+    const s = new Scheduler({ index: busyDecode, tracker: new InflightTracker(), config: loaded.loaded });
+    const d = decide(s, { inputTokens: 100, explain: true });
+    expect(d.attempts[0]?.prefill?.pod).toBe('p1');
+    expect(d.explanation?.disaggregation?.reason).toContain('decode d1 has 2 request(s) waiting');
+    // 1,000 uncached tokens exceed the bound on an idle prefill pod, not once p1 has a 30k-token prompt ahead.
+    const tracker = new InflightTracker();
+    const t = schedulerFor(nixlPd, { disaggregation: { maxLocalPrefillTokens: 2000 } }, tracker);
+    tracker.applyEvent('gw', { type: 'start', requestId: 'long', endpoint: keyOf('p1'), stage: 'prefill', at: TEST_NOW, inputTokens: 30_000 });
+    const busy = decide(t, { id: 'mid', inputTokens: 1000, explain: true });
+    expect(busy.disaggregation?.prefill).toBe('local');
+    expect(busy.explanation?.disaggregation?.predictedTtftMs?.['remote-prefill']).toBeGreaterThan(1500);
+  });
+
   it('never skips where the engines cannot serve it, and says why', () => {
     const http = decide(schedulerFor(server('pd')), { inputTokens: 100, explain: true });
     expect(http.attempts[0]?.prefill?.pod).toBe('p1');

@@ -9,6 +9,7 @@ import { leastRequestPlugin } from './least-request/least-request';
 import { loraAffinityPlugin } from './lora-affinity/lora-affinity';
 import { maxScorePlugin } from './max-score/max-score';
 import { observedLatencyPlugin } from './observed-latency/observed-latency';
+import { prefillBacklogPlugin } from './prefill-backlog/prefill-backlog';
 import { precisePrefixCachePlugins } from './precise-prefix-cache/precise-prefix-cache';
 import { prefixCachePlugin } from './prefix-cache/prefix-cache';
 import { randomPlugin } from './random/random';
@@ -28,6 +29,7 @@ export function registerInTreePlugins(registry: PluginRegistry, state: InTreePlu
     .register(gpuUsagePlugin)
     .register(leastLatencyPlugin)
     .register(observedLatencyPlugin)
+    .register(prefillBacklogPlugin)
     .register(prefixCachePlugin)
     .register(loraAffinityPlugin)
     .register(randomPlugin)

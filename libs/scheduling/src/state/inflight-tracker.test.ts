@@ -69,3 +69,24 @@ describe('InflightTracker', () => {
     expect(t.count('a')).toBe(0);
   });
 });
+
+describe('InflightTracker reservations (decode legs not started yet)', () => {
+  it('counts a reserved decode pod until its leg starts, then counts the leg once', () => {
+    const t = new InflightTracker();
+    t.reserve('r1', 'ns.ms.d1', 1000, 30_000);
+    expect(t.count('ns.ms.d1')).toBe(1);
+    t.applyEvent('gw', { type: 'start', requestId: 'r1', endpoint: 'ns.ms.d1', stage: 'decode', at: 1500 });
+    expect(t.count('ns.ms.d1')).toBe(1);
+    t.applyEvent('gw', { type: 'finish', requestId: 'r1', endpoint: 'ns.ms.d1', stage: 'decode', at: 2000, ok: true });
+    expect(t.count('ns.ms.d1')).toBe(0);
+  });
+
+  it('drops a reservation whose leg never starts after its time to live', () => {
+    const t = new InflightTracker();
+    t.reserve('r2', 'ns.ms.d1', 1000, 30_000);
+    t.expire(30_999);
+    expect(t.count('ns.ms.d1')).toBe(1);
+    t.expire(31_000);
+    expect(t.count('ns.ms.d1')).toBe(0);
+  });
+});

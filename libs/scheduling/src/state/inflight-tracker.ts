@@ -1,6 +1,7 @@
 import type { DispatchBatch, DispatchEvent } from '@triad/bus';
 import type { InflightCell } from './endpoint';
 import { ObservedLatency } from './observed-latency';
+import { PrefillBacklog } from './prefill-backlog';
 
 export interface InflightTrackerOptions {
   /** A gateway's counts are dropped after this many snapshot intervals without a snapshot (default 3). */
@@ -41,12 +42,17 @@ export class InflightTracker {
   /** The cells with a non-zero count: usually far fewer than the endpoints, which makes sparse reads cheap. */
   readonly #active = new Map<string, InflightCell>();
   readonly #gateways = new Map<string, GatewayView>();
+  /** Decode legs counted before they start (`reserve`), by request id. */
+  readonly #reserved = new Map<string, { endpoint: string; until: number }>();
+  #nextReservationExpiry = Number.POSITIVE_INFINITY;
   readonly #missed: number;
   readonly #defaultInterval: number;
   #nextExpiry = Number.POSITIVE_INFINITY;
   readonly stats: InflightStats = { gateways: 0, gaps: 0, expired: 0, resets: 0 };
   /** TTFT and TPOT per endpoint from the gateways' finish events (the `observed-latency` scorer reads them). */
   readonly latency = new ObservedLatency();
+  /** Prompt tokens in flight per endpoint with their start times (the `prefill-backlog` scorer reads them). */
+  readonly backlog = new PrefillBacklog();
 
   constructor(options: InflightTrackerOptions = {}) {
     this.#missed = options.missedSnapshots ?? 3;
@@ -61,6 +67,7 @@ export class InflightTracker {
       // The gateway restarted its numbering: what we held for it is history.
       this.stats.resets++;
       this.#replace(gw, new Map());
+      this.backlog.retain(batch.gateway, undefined);
     } else if (gw && batch.seq > gw.lastSeq + 1) {
       this.stats.gaps++;
     }
@@ -74,9 +81,10 @@ export class InflightTracker {
     if (batch.inflight) {
       this.#replace(gw, new Map(Object.entries(batch.inflight)));
       gw.lastSnapshotAt = now;
-      for (const ev of batch.events) this.#observe(ev);
+      for (const ev of batch.events) this.#observe(batch.gateway, ev);
+      this.backlog.retain(batch.gateway, batch.inflight);
     } else {
-      for (const ev of batch.events) this.#applyEvent(gw, ev);
+      for (const ev of batch.events) this.#applyEvent(batch.gateway, gw, ev);
     }
     this.#nextExpiry = Math.min(this.#nextExpiry, gw.lastSnapshotAt + this.#missed * gw.intervalMs);
   }
@@ -92,7 +100,7 @@ export class InflightTracker {
       this.#gateways.set(gateway, gw);
       this.stats.gateways = this.#gateways.size;
     }
-    this.#applyEvent(gw, event);
+    this.#applyEvent(gateway, gw, event);
   }
 
   /** Total in-flight requests on an endpoint across gateways. */
@@ -112,6 +120,7 @@ export class InflightTracker {
 
   /** Drops gateways whose snapshots stopped; cheap when nothing is due. Returns the dropped gateway ids. */
   expire(now: number): string[] {
+    if (now >= this.#nextReservationExpiry) this.#expireReservations(now);
     if (now < this.#nextExpiry) return [];
     const dropped: string[] = [];
     let next = Number.POSITIVE_INFINITY;
@@ -121,6 +130,7 @@ export class InflightTracker {
       if (now >= deadline) {
         this.#replace(gw, new Map());
         this.#gateways.delete(id);
+        this.backlog.retain(id, undefined);
         dropped.push(id);
       } else {
         next = Math.min(next, deadline);
@@ -130,6 +140,19 @@ export class InflightTracker {
     this.stats.expired += dropped.length;
     this.stats.gateways = this.#gateways.size;
     return dropped;
+  }
+
+  /**
+   * Counts a request on `endpoint` before its leg starts there: a decode pod chosen for a P/D request gets its leg
+   * only once the prefill is done, and until then every decision would see it idle and pick it again. The
+   * reservation ends when that leg's start event arrives (from any gateway) or after `ttlMs`.
+   */
+  reserve(requestId: string, endpoint: string, now: number, ttlMs: number): void {
+    const old = this.#reserved.get(requestId);
+    if (old) this.#add(old.endpoint, -1);
+    this.#reserved.set(requestId, { endpoint, until: now + ttlMs });
+    this.#add(endpoint, 1);
+    if (now + ttlMs < this.#nextReservationExpiry) this.#nextReservationExpiry = now + ttlMs;
   }
 
   /** Current totals by endpoint key (non-zero only), for debugging and tests. */
@@ -144,6 +167,17 @@ export class InflightTracker {
     return this.#active;
   }
 
+  #expireReservations(now: number): void {
+    let next = Number.POSITIVE_INFINITY;
+    for (const [id, r] of this.#reserved) {
+      if (r.until <= now) {
+        this.#reserved.delete(id);
+        this.#add(r.endpoint, -1);
+      } else if (r.until < next) next = r.until;
+    }
+    this.#nextReservationExpiry = next;
+  }
+
   #add(key: string, delta: number): void {
     const c = this.cell(key);
     const before = c.count;
@@ -152,12 +186,24 @@ export class InflightTracker {
     else if (before !== 0 && c.count === 0) this.#active.delete(key);
   }
 
-  #observe(ev: DispatchEvent): void {
-    if (ev.type === 'finish' && (ev.ttftMs !== undefined || ev.tpotMs !== undefined)) this.latency.observe(ev.endpoint, ev.ttftMs, ev.tpotMs, ev.at);
+  /** What an event tells besides the counts: measured latency, and the prompt tokens a leg carries. */
+  #observe(gateway: string, ev: DispatchEvent): void {
+    const leg = `${ev.requestId}\u0000${ev.endpoint}\u0000${ev.stage}`;
+    if (ev.type === 'start') {
+      const r = this.#reserved.get(ev.requestId);
+      if (r !== undefined && r.endpoint === ev.endpoint) {
+        this.#reserved.delete(ev.requestId);
+        this.#add(r.endpoint, -1);
+      }
+      if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode') this.backlog.open(gateway, leg, ev.endpoint, ev.at, ev.inputTokens);
+      return;
+    }
+    this.backlog.close(gateway, leg);
+    if (ev.ttftMs !== undefined || ev.tpotMs !== undefined) this.latency.observe(ev.endpoint, ev.ttftMs, ev.tpotMs, ev.at);
   }
 
-  #applyEvent(gw: GatewayView, ev: DispatchEvent): void {
-    this.#observe(ev);
+  #applyEvent(gateway: string, gw: GatewayView, ev: DispatchEvent): void {
+    this.#observe(gateway, ev);
     const before = gw.counts.get(ev.endpoint) ?? 0;
     const after = ev.type === 'start' ? before + 1 : Math.max(0, before - 1);
     if (after === before) return;

@@ -11,10 +11,10 @@ export type FaultModeName = (typeof FAULT_MODES)[number];
 
 /** How the matrix names the fault modes in reports. */
 export const FAULT_LABELS: Readonly<Record<FaultModeName, string>> = {
-  error500: '500',
-  refuse: 'connection reset',
-  hang: 'hang past the stage budget',
-  'die-mid-stream': 'reset mid-answer',
+  error500: 'answers 500',
+  refuse: 'resets connections',
+  hang: 'hangs past the stage budget',
+  'die-mid-stream': 'resets mid-answer',
 };
 
 export type StageName = 'encode' | 'prefill' | 'decode' | 'aggregated';
@@ -199,7 +199,7 @@ export interface ScenarioResult {
 /** The row label of a scenario in reports. */
 export function scenarioLabel(s: FaultScenario): string {
   const stream = s.streaming === 'all' ? ', streams' : s.streaming === 'none' ? ', non-stream' : '';
-  return `${TOPOLOGY_LABELS[s.topology]}: ${s.stage} pod 1 of 2 ${FAULT_LABELS[s.fault]}${stream}`;
+  return `${TOPOLOGY_LABELS[s.topology]}: ${s.stage}, 1 of 2 pods ${FAULT_LABELS[s.fault]}${stream}`;
 }
 
 let serverCounter = 0;

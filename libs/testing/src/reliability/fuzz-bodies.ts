@@ -172,11 +172,13 @@ function mutateTree(rng: SeededRandom, body: { [key: string]: Json }): string {
       const messages = body['messages'];
       if (!Array.isArray(messages)) return 'no messages to grow';
       const n = rng.pick([65, 200, 1500]);
-      const parts: Json[] = [
-        { type: 'image_url', image_url: { url: 'https://example.com/1.png' } }, { type: 'image_url' }, { type: 'text', text: 'x' },
-        { type: 'audio_url', audio_url: { url: 7 } },
+      // Fresh objects for every message: a later mutation that replaces a field of a shared one (with an 11 MiB
+      // string, say) would repeat it in every message that shares it.
+      const parts: (() => Json)[] = [
+        () => ({ type: 'image_url', image_url: { url: 'https://example.com/1.png' } }), () => ({ type: 'image_url' }),
+        () => ({ type: 'text', text: 'x' }), () => ({ type: 'audio_url', audio_url: { url: 7 } }),
       ];
-      for (let i = 0; i < n; i++) messages.push({ role: rng.pick(['user', 'assistant']), content: [rng.pick(parts)] });
+      for (let i = 0; i < n; i++) messages.push({ role: rng.pick(['user', 'assistant']), content: [rng.pick(parts)()] });
       return `${n} media parts`;
     }
     case 5: {

@@ -157,7 +157,11 @@ export class SchedulerPolicy implements RoutingPolicy {
   }
 
   started(request: SimRequest, leg: Leg, index: number, now: number): void {
-    this.#tracker.applyEvent('gw', { type: 'start', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + now });
+    this.#tracker.applyEvent('gw', {
+      type: 'start', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + Math.round(now),
+      // As the gateway sends it: the text's estimate, on every leg but the encoders'.
+      ...(leg === 'encode' ? {} : { inputTokens: request.promptTokens - request.images.length * TOKENS_PER_IMAGE }),
+    });
   }
 
   finished(request: SimRequest, leg: Leg, index: number, now: number, latency?: LegLatency): void {
@@ -239,7 +243,13 @@ export class RoundRobinPolicy implements RoutingPolicy {
  */
 export class OraclePolicy implements RoutingPolicy {
   readonly name = 'oracle (bound)';
+  /** Requests routed to each decode pod whose decode has not started there yet (they are in their prefill). */
+  readonly #pending = new Map<number, number>();
   constructor(readonly pool: SimPool) {}
+
+  started(_request: SimRequest, leg: Leg, index: number): void {
+    if (leg === 'final' && this.pool.kind !== 'aggregated') this.#pending.set(index, (this.#pending.get(index) ?? 1) - 1);
+  }
 
   route(request: SimRequest, now: number, keys: readonly number[]): Route {
     const { engines, encoders } = this.pool;
@@ -282,12 +292,13 @@ export class OraclePolicy implements RoutingPolicy {
     let decode = -1, load = Infinity;
     for (const e of engines) {
       if (e.role !== 'decode') continue;
-      const l = e.running + e.waiting;
+      const l = e.running + e.waiting + (this.#pending.get(e.index) ?? 0);
       if (l < load) {
         load = l;
         decode = e.index;
       }
     }
+    this.#pending.set(decode, (this.#pending.get(decode) ?? 0) + 1);
     return { engine: decode, prefill: cheapest('prefill'), ...(encoderChoice ? { encoders: encoderChoice } : {}) };
   }
 }

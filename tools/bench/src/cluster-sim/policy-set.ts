@@ -35,11 +35,13 @@ const EVERY_STAGE = { disaggregation: EVERY };
 
 /** Triad's defaults plus local encode (the consumer encodes up to one uncached item itself). */
 const LOCAL_ENCODE = { disaggregation: { localEncode: true } };
+/** Triad's defaults with skip-prefill judged on this request's TTFT alone (the decode pods' stall not counted). */
+const EAGER_SKIP = { disaggregation: { decodeStallWeight: 0 } };
 
-export type PolicyName = 'triad' | 'triad-every-stage' | 'triad-local-encode' | 'random' | 'round-robin' | 'least-request' | 'kthena' | 'oracle';
+export type PolicyName = 'triad' | 'triad-every-stage' | 'triad-local-encode' | 'triad-eager-skip' | 'random' | 'round-robin' | 'least-request' | 'kthena' | 'oracle';
 export const POLICY_NAMES: readonly PolicyName[] = ['triad', 'random', 'round-robin', 'least-request', 'kthena', 'oracle'];
 /** Policies a run may name beyond the default set. */
-export const EXTRA_POLICIES: readonly PolicyName[] = ['triad-every-stage', 'triad-local-encode'];
+export const EXTRA_POLICIES: readonly PolicyName[] = ['triad-every-stage', 'triad-local-encode', 'triad-eager-skip'];
 
 /** The policies compared in one run; every scheduler-backed one runs libs/scheduling's real code. */
 export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknown): RoutingPolicy {
@@ -50,6 +52,9 @@ export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknow
     });
     case 'triad-local-encode': return new SchedulerPolicy(n, {
       name: 'triad (+ local encode)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...LOCAL_ENCODE },
+    });
+    case 'triad-eager-skip': return new SchedulerPolicy(n, {
+      name: 'triad (eager skip)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...EAGER_SKIP },
     });
     case 'triad': return new SchedulerPolicy(n, {
       name: triadConfig === undefined ? 'triad (default)' : 'triad (--triad-config)', mediaAwareHashes: true, sessions: true,

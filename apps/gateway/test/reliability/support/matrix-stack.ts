@@ -25,3 +25,14 @@ export async function unexpectedErrors(h: Harness): Promise<number> {
   for (const line of text.split('\n')) if (line.startsWith('triad_unexpected_errors_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
+
+/**
+ * Collects the unhandled promise rejections of this process (where the gateway under test runs) until `stop()`:
+ * in a service, `guardProcess` would count each in `triad_unexpected_errors_total`, which it does not install here.
+ */
+export function watchUnhandledRejections(): { readonly seen: unknown[]; stop(): void } {
+  const seen: unknown[] = [];
+  const onRejection = (reason: unknown) => seen.push(reason);
+  process.on('unhandledRejection', onRejection);
+  return { seen, stop: () => process.off('unhandledRejection', onRejection) };
+}
