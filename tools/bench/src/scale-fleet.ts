@@ -163,7 +163,9 @@ async function startService(
 /** A sample summed over the label sets of one metric family on a service's /metrics page. */
 async function metric(service: Service, name: string): Promise<number> {
   const p = service.child.process;
-  const text = await fetch(`http://127.0.0.1:${service.opsPort}/metrics`).then((r) => r.text()).catch((err: unknown) => {
+  const url = `http://127.0.0.1:${service.opsPort}/metrics`;
+  // Once more on failure: a kept-alive connection the ops server closed after its 5 s idle timeout fails the first try.
+  const text = await fetch(url).then((r) => r.text()).catch(() => fetch(url).then((r) => r.text())).catch((err: unknown) => {
     throw new Error(`${service.name} /metrics: ${(err as Error).message} (exit ${p.exitCode ?? p.signalCode ?? 'none'})\n${service.child.output()}`);
   });
   let sum = 0;
