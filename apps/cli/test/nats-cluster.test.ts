@@ -126,8 +126,13 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
     await waitFor(() => okInPhase() >= 40, { what: 'steady load', timeoutMs: 30_000 });
     const failOpenBefore = await metricSum(stack, 'triad_admission_fail_open_total');
     let limitedAdmitted = 0;
+    /** What each limited request got, with the fail-open count after it: says which phase admitted what, if it fails. */
+    const limitedLog: string[] = [];
     const limitedDuring = async (): Promise<void> => {
-      if ((await post((stack.gateways[0] as { url: string }).url, 'limited')) === 200) limitedAdmitted++;
+      const status = await post((stack.gateways[0] as { url: string }).url, 'limited');
+      if (status === 200) limitedAdmitted++;
+      const failedOpen = (await metricSum(stack, 'triad_admission_fail_open_total')) - failOpenBefore;
+      limitedLog.push(`${load?.report().phases.at(-1)?.name}: ${status}, fail-open ${failedOpen}`);
     };
 
     // 1. Kill the node leading the endpoints bucket (and hosting some clients).
@@ -182,7 +187,13 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
     // Rate-limit budget: nothing was re-granted across the losses except what fail-open admitted (and counted),
     // and the exhausted budget is still exhausted on the store afterwards.
     const failOpen = (await metricSum(stack, 'triad_admission_fail_open_total')) - failOpenBefore;
-    expect(limitedAdmitted).toBe(failOpen);
-    for (const g of stack.gateways) expect(await post(g.url, 'limited')).toBe(429);
+    expect(`admitted ${limitedAdmitted}, failed open ${failOpen} (${limitedLog.join('; ')})`).toBe(
+      `admitted ${failOpen}, failed open ${failOpen} (${limitedLog.join('; ')})`,
+    );
+    for (const g of stack.gateways) {
+      const status = await post(g.url, 'limited');
+      const failedOpen = (await metricSum(stack, 'triad_admission_fail_open_total')) - failOpenBefore - failOpen;
+      expect(`${g.name}: ${status}, failed open since ${failedOpen}`).toBe(`${g.name}: 429, failed open since 0`);
+    }
   }, 300_000);
 });

@@ -106,7 +106,7 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
       'triad.scheduler.phase': 'score', 'triad.scheduler.candidates': 1, 'triad.scheduler.remaining': 1,
     }));
     expect(byName('score decode').events.map(eventLine)).toEqual([
-      'score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache', 'score session-affinity', 'score encoder-cache',
+      'score least-request', 'score gpu-usage', 'score least-latency', 'score prefix-cache', 'score session-affinity', 'score encoder-cache', 'score prefill-backlog',
     ]);
     expect(byName('filter prefill').attributes['triad.pd_group']).toBe('g1');
     expect(byName('filter encode').events.map(eventLine)).toEqual(['filter stale-metrics 2→2', 'filter least-request 2→2']);

@@ -162,7 +162,12 @@ async function startService(
 
 /** A sample summed over the label sets of one metric family on a service's /metrics page. */
 async function metric(service: Service, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${service.opsPort}/metrics`)).text();
+  const p = service.child.process;
+  const url = `http://127.0.0.1:${service.opsPort}/metrics`;
+  // Once more on failure: a kept-alive connection the ops server closed after its 5 s idle timeout fails the first try.
+  const text = await fetch(url).then((r) => r.text()).catch(() => fetch(url).then((r) => r.text())).catch((err: unknown) => {
+    throw new Error(`${service.name} /metrics: ${(err as Error).message} (exit ${p.exitCode ?? p.signalCode ?? 'none'})\n${service.child.output()}`);
+  });
   let sum = 0;
   for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(' ').pop());
   return sum;
@@ -176,6 +181,7 @@ interface WatcherRow {
   readonly name: string;
   readonly cpuPct: number;
   readonly rssMb: number;
+  readonly heapMb: number;
   readonly targets: number;
 }
 
@@ -204,6 +210,7 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
     rows.push({
       name: w.name, cpuPct: (((after[i]?.cpuS ?? 0) - (before[i]?.cpuS ?? 0)) / secs) * 100, rssMb: after[i]?.rssMb ?? 0,
       targets: await metric(w, 'triad_podwatcher_shard_targets'),
+      heapMb: (await metric(w, 'triad_podwatcher_nodejs_heap_size_used_bytes')) / 1024 / 1024,
     });
   }
   return {
@@ -263,7 +270,7 @@ function decide(local: LocalScheduling, servers: readonly string[], iterations: 
 }
 
 const WATCHER_HEADER = [
-  'pod-watchers', 'fleet', 'replica', 'shard (pods)', 'CPU % of a core', 'RSS MB', 'scrapes/s (all)', 'endpoint KV writes/s (all)',
+  'pod-watchers', 'fleet', 'replica', 'shard (pods)', 'CPU % of a core', 'RSS MB', 'JS heap used MB', 'scrapes/s (all)', 'endpoint KV writes/s (all)',
   'new connections/s (all)',
 ];
 
@@ -272,7 +279,7 @@ function printWatchers(label: string, phase: { steady: Window; busy: Window }): 
   for (const mode of ['steady', 'busy'] as const) {
     const w = phase[mode];
     for (const r of w.watchers) {
-      rows.push([label, mode === 'steady' ? 'steady values' : 'values change every scrape', r.name, r.targets, r.cpuPct, r.rssMb, w.scrapesPerS, w.writesPerS, w.connectsPerS]);
+      rows.push([label, mode === 'steady' ? 'steady values' : 'values change every scrape', r.name, r.targets, r.cpuPct, r.rssMb, r.heapMb, w.scrapesPerS, w.writesPerS, w.connectsPerS]);
     }
   }
   process.stdout.write(`${markdownTable(WATCHER_HEADER, rows)}\n\n`);

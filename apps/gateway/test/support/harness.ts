@@ -139,7 +139,11 @@ export async function startHarness(opts: {
     },
   };
   h.startScheduler();
-  const config = resolveConfig({ nats: nats.url, host: '127.0.0.1', port: 0, metricsPort: 0, drainTimeoutMs: 2000, ...opts.config }, {});
+  // A scheduling budget no loaded test machine overruns: the stand-in's decisions are what the tests assert, and a
+  // miss would let the gateway's local fallback decide instead (tests of the fallback set their own budget).
+  const config = resolveConfig({
+    nats: nats.url, host: '127.0.0.1', port: 0, metricsPort: 0, drainTimeoutMs: 2000, scheduleBudgetMs: 2000, ...opts.config,
+  }, {});
   h.gateway = await startGateway({
     config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }),
     ...(opts.hooks ? { hooks: opts.hooks } : {}), tracing: opts.tracing === true,

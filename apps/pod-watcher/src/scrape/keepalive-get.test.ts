@@ -53,6 +53,15 @@ describe('keep-alive GET for scrapes', () => {
     expect(connections - before).toBe(1);
   });
 
+  it('sends concurrent requests to one engine in turn over one connection', async () => {
+    const before = connections;
+    const [a, b] = await Promise.all([
+      client.get(`http://127.0.0.1:${port}/chunked`, opts), client.get(`http://127.0.0.1:${port}/length`, opts),
+    ]);
+    expect([a.body.toString(), b.body.toString()]).toEqual(['vllm:a 1\nvllm:b 2\n', 'hello']);
+    expect(connections - before).toBeLessThanOrEqual(1);
+  });
+
   it('asks again on a new connection when the engine closed the kept-alive one', async () => {
     await client.get(`http://127.0.0.1:${port}/length`, opts);
     server.closeIdleConnections();

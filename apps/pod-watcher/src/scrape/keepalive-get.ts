@@ -24,6 +24,10 @@ interface Origin {
   readonly port: number;
   readonly hostHeader: string;
   readonly idle: Socket[];
+  /** Requests on this origin (running or waiting); the origin is kept while any is. */
+  active: number;
+  /** Settles when the last request queued on this origin is done: one request at a time, on one socket. */
+  tail: Promise<void>;
 }
 
 const CRLF2 = Buffer.from('\r\n\r\n');
@@ -34,7 +38,8 @@ const idleSince = new WeakMap<Socket, number>();
  * every second needs and no more. A general client (undici) spends several times the CPU per request on things
  * a scrape does not use (dispatchers, abort signals, header objects, streams); here a request is one write of a
  * prebuilt head and the answer is framed by Content-Length or chunked encoding straight from the socket's
- * buffers. A kept-alive socket the engine closed meanwhile gets the request again on a new socket, once.
+ * buffers. Requests to one engine take turns on one socket (10,000 engines are 10,000 descriptors, not twice
+ * that). A kept-alive socket the engine closed meanwhile gets the request again on a new socket, once.
  */
 export class KeepAliveGet {
   readonly #origins = new Map<string, Origin>();
@@ -57,19 +62,33 @@ export class KeepAliveGet {
     const origin = this.#origin(originKey);
     const head = Buffer.from(`GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n\r\n`, 'latin1');
     const deadline = Date.now() + opts.timeoutMs;
-    let socket = this.#take(origin);
-    if (socket) {
-      try {
-        return await this.#exchange(origin, socket, head, deadline, opts.maxBodyBytes, true);
-      } catch (err) {
-        // The engine closed the kept-alive socket before reading the request: ask again on a new one.
-        if (!(err instanceof GetError && err.code === 'STALE')) throw err;
+    // One request at a time per engine (a models read waits for the metrics scrape): one socket, one descriptor.
+    const previous = origin.tail;
+    let release: () => void = () => undefined;
+    origin.tail = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    origin.active += 1;
+    try {
+      await previous;
+      if (Date.now() >= deadline) throw new GetError('timeout', `no answer within ${opts.timeoutMs} ms (queued behind the previous request)`);
+      let socket = this.#take(origin);
+      if (socket) {
+        try {
+          return await this.#exchange(origin, socket, head, deadline, opts.maxBodyBytes, true);
+        } catch (err) {
+          // The engine closed the kept-alive socket before reading the request: ask again on a new one.
+          if (!(err instanceof GetError && err.code === 'STALE')) throw err;
+        }
       }
+      socket = connect({ host: origin.host, port: origin.port, noDelay: true });
+      // An idle socket's error (the engine went away) only closes it; a request's own listener reports it.
+      socket.on('error', ignore);
+      return await this.#exchange(origin, socket, head, deadline, opts.maxBodyBytes, false);
+    } finally {
+      origin.active -= 1;
+      release();
     }
-    socket = connect({ host: origin.host, port: origin.port, noDelay: true });
-    // An idle socket's error (the engine went away) only closes it; a request's own listener reports it.
-    socket.on('error', ignore);
-    return this.#exchange(origin, socket, head, deadline, opts.maxBodyBytes, false);
   }
 
   close(): void {
@@ -86,7 +105,7 @@ export class KeepAliveGet {
     const bracketed = hostPort.startsWith('[');
     const host = colon > hostPort.lastIndexOf(']') ? hostPort.slice(0, colon) : hostPort;
     const port = colon > hostPort.lastIndexOf(']') ? Number(hostPort.slice(colon + 1)) : 80;
-    o = { key, host: bracketed ? host.slice(1, -1) : host, port, hostHeader: hostPort, idle: [] };
+    o = { key, host: bracketed ? host.slice(1, -1) : host, port, hostHeader: hostPort, idle: [], active: 0, tail: Promise.resolve() };
     this.#origins.set(key, o);
     return o;
   }
@@ -107,7 +126,7 @@ export class KeepAliveGet {
           s.destroy();
         }
       }
-      if (o.idle.length === 0) this.#origins.delete(key);
+      if (o.idle.length === 0 && o.active === 0) this.#origins.delete(key);
     }
   }
 
