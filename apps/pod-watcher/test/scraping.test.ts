@@ -121,7 +121,10 @@ describe('scraping engine metrics', () => {
   }).then((r) => r.text());
 
   it('sums running requests over DP ranks (vLLM engine="0","1") and lists LoRA adapters from /v1/models', async () => {
-    await waitFor(() => record('vllm-agg', 'v0')?.metrics.scrapedAt, { what: 'first scrape of v0' });
+    // Each engine is scraped on its own: v1's first scrape may land after v0's.
+    await waitFor(() => record('vllm-agg', 'v0')?.metrics.scrapedAt && record('vllm-agg', 'v1')?.metrics.scrapedAt, {
+      what: 'first scrape of v0 and v1',
+    });
     expect(record('vllm-agg', 'v0')?.models).toEqual(['sim-model', 'lora-a']);
     expect(record('vllm-agg', 'v1')?.models).toEqual(['sim-model']);
     // Three long requests go round-robin over two ranks (2 + 1): the last series alone would say 1.
