@@ -83,9 +83,14 @@ describe('two pod-watcher replicas at once', () => {
   });
 
   it('does not rewrite records while nothing changes, each engine scraped by its shard\'s owner', async () => {
-    // Both replicas saw the other join and re-published their shard once; from then on nothing changes.
-    const resynced = (w: TestWatcher) => w.log.lines.some((l) => l['msg'] === 'resynced endpoint shard');
-    await waitFor(() => resynced(a) && resynced(b), { what: 'both shards resynced after the membership change' });
+    // Both replicas saw the other join, then published their shard: by a resync, or by their first full sync when
+    // the join came before their source had synced (that sync publishes the whole shard; no resync runs before it).
+    const shardPublished = (w: TestWatcher) => {
+      const msgs = w.log.lines.map((l) => l['msg']);
+      const changed = msgs.lastIndexOf('scrape shard members changed');
+      return changed >= 0 && msgs.slice(changed + 1).some((m) => m === 'resynced endpoint shard' || m === 'published full state');
+    };
+    await waitFor(() => shardPublished(a) && shardPublished(b), { what: 'both shards published after the membership change' });
     await a.whenSettled();
     await b.whenSettled();
     const puts = { ...Object.fromEntries(endpoints.puts) };

@@ -41,8 +41,19 @@ async function startStub(host: string): Promise<{
     hits += 1;
     open += 1;
     maxOpen = Math.max(maxOpen, open);
-    res.on('close', () => { open -= 1; });
-    if (mode === 'hang') return;
+    let finished = false;
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      open -= 1;
+    };
+    res.on('close', finish);
+    if (mode === 'hang') {
+      // A request the scraper gave up on ends when its FIN is read ('close' follows in a later loop phase, after a
+      // retry made right away may already have arrived: that would count two "open" without two in flight).
+      req.socket.once('end', finish);
+      return;
+    }
     if (mode === 'http500') res.writeHead(500).end('boom');
     else if (mode === 'html') res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>502 Bad Gateway</body></html>');
     else res.writeHead(
