@@ -27,18 +27,22 @@ async function startStub(host: string): Promise<{
   set(mode: StubMode, running?: number): void;
   hits: () => number;
   maxConcurrent: () => number;
+  /** When the first request of the current mode arrived (0: none yet). */
+  firstHitOfMode: () => number;
 }> {
   let mode: StubMode = 'ok';
   let running = 4;
   let hits = 0;
   let open = 0;
   let maxOpen = 0;
+  let firstHitOfMode = 0;
   const server = createServer((req, res) => {
     if (req.url === '/v1/models') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"object":"list","data":[{"id":"stub-model"}]}');
       return;
     }
     hits += 1;
+    if (firstHitOfMode === 0) firstHitOfMode = Date.now();
     open += 1;
     maxOpen = Math.max(maxOpen, open);
     let finished = false;
@@ -63,8 +67,8 @@ async function startStub(host: string): Promise<{
   });
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return {
-    server, port: (server.address() as AddressInfo).port, set: (m, r) => { mode = m; if (r !== undefined) running = r; }, hits: () => hits,
-    maxConcurrent: () => maxOpen,
+    server, port: (server.address() as AddressInfo).port, set: (m, r) => { mode = m; firstHitOfMode = 0; if (r !== undefined) running = r; },
+    hits: () => hits, maxConcurrent: () => maxOpen, firstHitOfMode: () => firstHitOfMode,
   };
 }
 
@@ -163,9 +167,12 @@ describe('scraping engine metrics', () => {
     const good = record('stub', 'st0')!.metrics.scrapedAt;
     stub.set('hang');
     await waitFor(() => record('stub', 'st0')?.metrics.stale, { what: 'stale after a timeout' });
-    expect(record('stub', 'st0')?.metrics).toMatchObject({
-      running: 4, waiting: 1, scrapedAt: good, lastError: expect.stringContaining('within 400 ms'),
-    });
+    expect(record('stub', 'st0')?.metrics).toMatchObject({ running: 4, waiting: 1, lastError: expect.stringContaining('within 400 ms') });
+    // The time of the last good scrape: the one published, or a later one that changed nothing (so was not
+    // rewritten), finished before the first hung request was sent.
+    const kept = record('stub', 'st0')!.metrics.scrapedAt;
+    expect(kept).toBeGreaterThanOrEqual(good);
+    expect(kept).toBeLessThanOrEqual(stub.firstHitOfMode());
     stub.set('html');
     await waitFor(() => record('stub', 'st0')?.metrics.lastError?.includes('vllm:num_requests_running'), { what: 'garbage reported' });
     stub.set('http500');
