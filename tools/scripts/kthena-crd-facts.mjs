@@ -43,7 +43,9 @@ function walk(node, path, out) {
 }
 
 const crds = {};
-for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
+for (const file of readdirSync(dir)
+  .filter((f) => f.endsWith('.yaml'))
+  .sort()) {
   const doc = parse(readFileSync(join(dir, file), 'utf8'));
   if (doc?.kind !== 'CustomResourceDefinition') continue;
   const version = doc.spec.versions.find((v) => v.storage) ?? doc.spec.versions[0];

@@ -27,7 +27,9 @@ function documentsOf(text) {
 
 const sources = [];
 const routerDir = join(root, 'examples/kthena-router');
-for (const f of readdirSync(routerDir).filter((n) => n.endsWith('.yaml')).sort()) {
+for (const f of readdirSync(routerDir)
+  .filter((n) => n.endsWith('.yaml'))
+  .sort()) {
   sources.push([`examples/kthena-router/${f}`, readFileSync(join(routerDir, f), 'utf8')]);
 }
 const modelsDir = join(root, 'examples/models');

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: lint (ESLint with the module-boundary rules), type-check, then every project's jest tests in one jest run.
+// `npm test`: lint (ESLint with the module-boundary rules), the format check (Prettier), type-check, then every project's jest tests in one jest run.
 // Ends with a plain `N passed, N failed` line (checks count as tests) and exits non-zero when anything failed.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
@@ -26,17 +26,31 @@ function check(label, cmd, args) {
     r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', timeout: CHECK_TIMEOUT_MS, killSignal: 'SIGKILL' });
   }
   const secs = ((Date.now() - started) / 1000).toFixed(1);
-  if (r.status === 0) { passed += 1; process.stdout.write(`✓ ${label} (${secs} s)\n`); }
-  else { failed += 1; failures.push(label); process.stdout.write(`✗ ${label} failed (${secs} s)\n`); }
+  if (r.status === 0) {
+    passed += 1;
+    process.stdout.write(`✓ ${label} (${secs} s)\n`);
+  } else {
+    failed += 1;
+    failures.push(label);
+    process.stdout.write(`✗ ${label} failed (${secs} s)\n`);
+  }
 }
 
 if (extraArgs.length === 0) {
   check('lint: ESLint (typescript-eslint, module boundaries)', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
+  check('format: Prettier (TypeScript, JavaScript, JSON)', process.execPath, [
+    join(root, 'node_modules/prettier/bin/prettier.cjs'),
+    '--check',
+    '--log-level',
+    'warn',
+    '.',
+  ]);
   check('lint: declared dependencies = imported packages', process.execPath, [join(root, 'tools/lint/bin/deps.mjs')]);
-  check(
-    'typecheck: tsc over the workspace', process.execPath,
-    [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(root, 'tsconfig.json')],
-  );
+  check('typecheck: tsc over the workspace', process.execPath, [
+    join(root, 'node_modules/typescript/bin/tsc'),
+    '-p',
+    join(root, 'tsconfig.json'),
+  ]);
 }
 
 const resultsDir = join(root, '.test-results');
@@ -55,7 +69,10 @@ try {
   failed += 1;
   failures.push(`jest exited with ${jest.status ?? jest.signal} and wrote no results`);
 }
-if (jest.status !== 0 && failures.length === 0) { failed += 1; failures.push(`jest exited with ${jest.status}`); }
+if (jest.status !== 0 && failures.length === 0) {
+  failed += 1;
+  failures.push(`jest exited with ${jest.status}`);
+}
 if (failures.length > 0) process.stdout.write(`failed:\n  ${failures.join('\n  ')}\n`);
 process.stdout.write(`${passed} passed, ${failed} failed\n`);
 process.exit(failed > 0 ? 1 : 0);

@@ -59,8 +59,8 @@ export async function runCli(argv: readonly string[], out: NodeJS.WritableStream
   program
     .command('validate')
     .description(
-      'validate multi-document YAML (ModelServer, ModelRoute, ExternalModelProvider, Pod, Gateway, HTTPRoute, InferencePool); '
-      + 'exit 0 when valid, 1 otherwise',
+      'validate multi-document YAML (ModelServer, ModelRoute, ExternalModelProvider, Pod, Gateway, HTTPRoute, InferencePool); ' +
+        'exit 0 when valid, 1 otherwise',
     )
     .argument('<files...>', 'YAML files')
     .option('--strict', 'warnings (fields the API server would drop or require, Gateway API features Triad does not serve) fail too')

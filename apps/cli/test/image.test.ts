@@ -23,7 +23,10 @@ interface RuntimeStage {
 
 /** The last stage of the Dockerfile: WORKDIR, COPY, RUN and USER instructions (continuation lines joined). */
 function runtimeStage(): RuntimeStage {
-  const lines = readFileSync(join(ROOT, 'Dockerfile'), 'utf8').replace(/\\\n\s*/g, ' ').split('\n').map((l) => l.trim());
+  const lines = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
+    .replace(/\\\n\s*/g, ' ')
+    .split('\n')
+    .map((l) => l.trim());
   const stage = lines.slice(lines.map((l) => l.startsWith('FROM ')).lastIndexOf(true));
   let workdir = '/';
   const copies: RuntimeStage['copies'][number][] = [];
@@ -75,12 +78,18 @@ function triad(args: readonly string[]): { child: ChildProcess; output: () => st
   return { child, output: () => output };
 }
 
-const get = (url: string) => fetch(url).then(async (r) => ({ status: r.status, text: await r.text() }), () => undefined);
+const get = (url: string) =>
+  fetch(url).then(
+    async (r) => ({ status: r.status, text: await r.text() }),
+    () => undefined,
+  );
 
 beforeAll(() => {
   stage = runtimeStage();
   const build = spawnSync(process.execPath, [join(ROOT, 'tools/scripts/build.mjs')], {
-    cwd: join(ROOT, 'apps/cli'), encoding: 'utf8', env: { ...process.env, TRIAD_DIST_DIR: join(buildRoot, 'dist') },
+    cwd: join(ROOT, 'apps/cli'),
+    encoding: 'utf8',
+    env: { ...process.env, TRIAD_DIST_DIR: join(buildRoot, 'dist') },
   });
   if (build.status !== 0) throw new Error(`build failed: ${build.stdout}${build.stderr}`);
   replayCopies(stage);
@@ -88,11 +97,16 @@ beforeAll(() => {
 }, 180_000);
 
 afterAll(async () => {
-  await Promise.all(children.map((c) => new Promise<void>((done) => {
-    if (c.exitCode !== null || c.signalCode !== null) return done();
-    c.once('exit', () => done());
-    c.kill('SIGTERM');
-  })));
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((done) => {
+          if (c.exitCode !== null || c.signalCode !== null) return done();
+          c.once('exit', () => done());
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
   await nats?.close();
   rmSync(work, { recursive: true, force: true });
 });
@@ -145,11 +159,24 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
     nats = await startNatsServer();
     const [simPort, gwPort, gwOps, pwOps, schOps] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
     const sim = triad([
-      'sim-engine', '--engine', 'vllm', '--role', 'both', '--host', '127.0.0.1', '--port', String(simPort), '--model', 'tiny-model',
-      '--latency-profile', 'zero',
+      'sim-engine',
+      '--engine',
+      'vllm',
+      '--role',
+      'both',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(simPort),
+      '--model',
+      'tiny-model',
+      '--latency-profile',
+      'zero',
     ]);
     const config = join(work, 'cluster.yaml');
-    writeFileSync(config, `
+    writeFileSync(
+      config,
+      `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
 metadata: {name: tiny, namespace: default}
@@ -164,16 +191,26 @@ apiVersion: v1
 kind: Pod
 metadata: {name: tiny-0, namespace: default, labels: {app: tiny}}
 status: {phase: Running, podIP: 127.0.0.1, conditions: [{type: Ready, status: "True"}]}
-`);
+`,
+    );
     const watcher = triad(['pod-watcher', '--nats', nats.url, '--source', `file:${config}`, '--metrics-port', String(pwOps)]);
     const scheduler = triad(['scheduler', '--nats', nats.url, '--metrics-port', String(schOps)]);
     const gateway = triad([
-      'gateway', '--nats', nats.url, '--host', '127.0.0.1',
-      '--port', String(gwPort), '--metrics-port', String(gwOps),
+      'gateway',
+      '--nats',
+      nats.url,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(gwPort),
+      '--metrics-port',
+      String(gwOps),
     ]);
     const ready = (port: number, what: string, out: () => string) =>
       waitFor(async () => (await get(`http://127.0.0.1:${port}/readyz`))?.status === 200, {
-        what: `${what} ready; output:\n${out()}`, timeoutMs: 60_000, intervalMs: 100,
+        what: `${what} ready; output:\n${out()}`,
+        timeoutMs: 60_000,
+        intervalMs: 100,
       });
     const simModels = async () => (await get(`http://127.0.0.1:${simPort}/v1/models`))?.text.includes('tiny-model');
     await waitFor(simModels, { what: `sim engine; output:\n${sim.output()}`, timeoutMs: 60_000 });
@@ -185,7 +222,8 @@ status: {phase: Running, podIP: 127.0.0.1, conditions: [{type: Ready, status: "T
     const listed = async () => (await get(`http://127.0.0.1:${gwPort}/v1/models`))?.text.includes('"tiny"');
     await waitFor(listed, { what: 'model listed', timeoutMs: 30_000 });
     const res = await fetch(`http://127.0.0.1:${gwPort}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'Say hello' }], max_tokens: 4 }),
     });
     const body = (await res.json()) as { choices?: { message?: { content?: string } }[] };

@@ -2,7 +2,15 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, startClusterStack, startSteadyLoad, waitFor, type ClusterStack, type NatsClusterNode, type SteadyLoad } from '@triad/testing';
+import {
+  freePort,
+  startClusterStack,
+  startSteadyLoad,
+  waitFor,
+  type ClusterStack,
+  type NatsClusterNode,
+  type SteadyLoad,
+} from '@triad/testing';
 import { z } from 'zod';
 
 // Issue 22: Triad on a 3-node JetStream cluster (KV buckets with 3 replicas) keeps serving while NATS nodes die.
@@ -49,7 +57,9 @@ status: {phase: Running, podIP: 127.0.42.${i + 1}, conditions: [{type: Ready, st
 
 async function post(url: string, model: string): Promise<number> {
   const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body(model)),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body(model)),
   });
   await res.arrayBuffer();
   return res.status;
@@ -59,7 +69,8 @@ async function metricSum(stack: ClusterStack, name: string): Promise<number> {
   let sum = 0;
   for (const g of stack.gateways) {
     const text = await (await fetch(`http://127.0.0.1:${g.opsPort}/metrics`)).text();
-    for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(' ').pop());
+    for (const line of text.split('\n'))
+      if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(' ').pop());
   }
   return sum;
 }
@@ -75,7 +86,9 @@ async function kvStateOn(node: NatsClusterNode): Promise<string> {
   try {
     const out: string[] = [];
     for (const [bucket, schema] of [
-      [Buckets.modelServers, ModelServerRecordSchema], [Buckets.modelRoutes, ModelRouteRecordSchema], [Buckets.endpoints, EndpointRecordSchema],
+      [Buckets.modelServers, ModelServerRecordSchema],
+      [Buckets.modelRoutes, ModelRouteRecordSchema],
+      [Buckets.endpoints, EndpointRecordSchema],
     ] as const) {
       const kv = await bus.kv(bucket, schema as z.ZodType);
       for (const key of (await kv.keys()).sort()) {
@@ -99,7 +112,8 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
 
   beforeAll(async () => {
     const port = await freePort();
-    for (let i = 0; i < PODS; i++) sims.push(await startSimEngine({ engine: 'vllm', role: 'both', host: `127.0.42.${i + 1}`, port, model: MODEL }));
+    for (let i = 0; i < PODS; i++)
+      sims.push(await startSimEngine({ engine: 'vllm', role: 'both', host: `127.0.42.${i + 1}`, port, model: MODEL }));
     stack = await startClusterStack({ manifests: manifests(port), gateways: 2, schedulers: 2, podWatchers: 2 });
     bus = await connectBus({ servers: stack.nats.url, name: 'test' });
     for (const g of stack.gateways) {
@@ -143,7 +157,8 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
     load.phase(`${victim.name} killed`);
     await limitedDuring();
     await waitFor(async () => ((await leaderOf(bus, `KV_${Buckets.endpoints}`).catch(() => victim.name)) ?? victim.name) !== victim.name, {
-      what: 'a new leader of the endpoints bucket', timeoutMs: 30_000,
+      what: 'a new leader of the endpoints bucket',
+      timeoutMs: 30_000,
     });
     await waitFor(() => okInPhase() >= 40, { what: 'load served with a node down', timeoutMs: 30_000 });
     await limitedDuring();
@@ -156,7 +171,8 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
 
     // 3. Kill a second node (the one now leading the admission budget), then restart it too.
     const secondName = await leaderOf(bus, `KV_${Buckets.admission}`);
-    const second = stack.nats.nodes.find((n) => n.name === secondName && n !== victim) ??
+    const second =
+      stack.nats.nodes.find((n) => n.name === secondName && n !== victim) ??
       (stack.nats.nodes.find((n) => n !== victim) as NatsClusterNode);
     await second.kill();
     load.phase(`${second.name} killed`);
@@ -173,13 +189,17 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
     // The documented bound: at most 0.5 % of the requests fail, and none in the steady phases around the losses.
     expect(total.ok).toBeGreaterThan(200);
     expect(total.failed).toBeLessThanOrEqual(Math.floor(total.sent * 0.005));
-    for (const p of phases.filter((ph) => ph.name === 'steady' || ph.name.endsWith('restarted'))) expect(`${p.name}: ${p.report.failed}`).toBe(`${p.name}: 0`);
+    for (const p of phases.filter((ph) => ph.name === 'steady' || ph.name.endsWith('restarted')))
+      expect(`${p.name}: ${p.report.failed}`).toBe(`${p.name}: 0`);
 
     // KV state: every node, asked alone, holds the same objects, with every pod there and ready.
-    const states = await waitFor(async () => {
-      const all = await Promise.all(stack.nats.nodes.map(kvStateOn));
-      return all.every((s) => s === all[0]) ? all : undefined;
-    }, { what: 'the same KV state on every node', timeoutMs: 30_000 });
+    const states = await waitFor(
+      async () => {
+        const all = await Promise.all(stack.nats.nodes.map(kvStateOn));
+        return all.every((s) => s === all[0]) ? all : undefined;
+      },
+      { what: 'the same KV state on every node', timeoutMs: 30_000 },
+    );
     const endpoints = (states[0] as string).split('\n').filter((l) => l.startsWith(`${Buckets.endpoints}/`));
     expect(endpoints).toHaveLength(PODS);
     expect(endpoints.every((l) => l.includes('"ready":true'))).toBe(true);

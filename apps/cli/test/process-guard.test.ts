@@ -12,12 +12,15 @@ const dir = mkdtempSync(join(tmpdir(), 'triad-guard-'));
 const hook = join(dir, 'reject-on-signal.cjs');
 writeFileSync(hook, `process.on('SIGUSR2', () => { Promise.reject(new Error('process-guard probe: nobody awaited me')); });\n`);
 const configPath = join(dir, 'cluster.yaml');
-writeFileSync(configPath, `
+writeFileSync(
+  configPath,
+  `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
 metadata: {name: tiny, namespace: default}
 spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: 8000}, workloadSelector: {matchLabels: {app: tiny}}}
-`);
+`,
+);
 
 interface Service {
   readonly name: string;
@@ -26,7 +29,10 @@ interface Service {
 }
 
 const get = (port: number, path: string) =>
-  fetch(`http://127.0.0.1:${port}${path}`).then(async (r) => ({ status: r.status, text: await r.text() }), () => undefined);
+  fetch(`http://127.0.0.1:${port}${path}`).then(
+    async (r) => ({ status: r.status, text: await r.text() }),
+    () => undefined,
+  );
 
 /** triad_unexpected_errors_total{source="unhandled_rejection"} of one service, or undefined when it is not exported. */
 async function unhandledCount(port: number): Promise<number | undefined> {
@@ -67,9 +73,14 @@ describe('process guard in every service (child processes)', () => {
     for (const s of services) {
       s.child.process.kill('SIGUSR2');
       await waitFor(async () => (await unhandledCount(s.opsPort)) === 1, { what: `${s.name} to count the rejection` });
-      const line = s.child.output().split('\n').find((l) => l.includes('process-guard probe'));
+      const line = s.child
+        .output()
+        .split('\n')
+        .find((l) => l.includes('process-guard probe'));
       expect(JSON.parse(line as string)).toMatchObject({
-        level: 'error', source: 'unhandled_rejection', err: { message: 'process-guard probe: nobody awaited me' },
+        level: 'error',
+        source: 'unhandled_rejection',
+        err: { message: 'process-guard probe: nobody awaited me' },
       });
       expect(s.child.process.exitCode).toBeNull();
       expect((await get(s.opsPort, '/readyz'))?.status).toBe(200);

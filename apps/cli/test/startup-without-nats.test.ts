@@ -9,7 +9,9 @@ import { freePort, spawnTriad, startNatsServer, waitFor, type NatsServerHandle, 
 
 const dir = mkdtempSync(join(tmpdir(), 'triad-startup-'));
 const configPath = join(dir, 'cluster.yaml');
-writeFileSync(configPath, `
+writeFileSync(
+  configPath,
+  `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
 metadata: {name: tiny, namespace: default}
@@ -19,7 +21,8 @@ apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelRoute
 metadata: {name: tiny, namespace: default}
 spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}
-`);
+`,
+);
 
 interface Service {
   readonly name: string;
@@ -28,7 +31,10 @@ interface Service {
 }
 
 const probe = (port: number, path: string) =>
-  fetch(`http://127.0.0.1:${port}${path}`).then(async (r) => ({ status: r.status, text: await r.text() }), () => undefined);
+  fetch(`http://127.0.0.1:${port}${path}`).then(
+    async (r) => ({ status: r.status, text: await r.text() }),
+    () => undefined,
+  );
 
 /** The value of an unlabelled sample in a service's /metrics text. */
 async function metric(port: number, name: string): Promise<number | undefined> {
@@ -70,10 +76,13 @@ describe('start-up without NATS (gateway, scheduler, pod-watcher as child proces
       const logged = () => s.child.output().includes(`"msg":"waiting for NATS at ${natsUrl}"`);
       await waitFor(logged, { what: `${s.name} to log that it waits for NATS` });
       // The reason names the failed attempt once there was one.
-      const later = await waitFor(async () => {
-        const r = await probe(s.opsPort, '/readyz');
-        return r?.text.includes('(attempt ') ? r : undefined;
-      }, { what: `${s.name} readiness reason with the attempt` });
+      const later = await waitFor(
+        async () => {
+          const r = await probe(s.opsPort, '/readyz');
+          return r?.text.includes('(attempt ') ? r : undefined;
+        },
+        { what: `${s.name} readiness reason with the attempt` },
+      );
       expect(later.text).toMatch(/\(attempt \d+: .*ECONNREFUSED/);
     }
   }, 90_000);

@@ -21,7 +21,9 @@ const workDir = mkdtempSync(join(tmpdir(), 'triad-up-supervision-'));
 
 function writeConfig(simPort: number): string {
   const path = join(workDir, `cluster-${simPort}.yaml`);
-  writeFileSync(path, `
+  writeFileSync(
+    path,
+    `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
 metadata: {name: tiny, namespace: default}
@@ -36,7 +38,8 @@ apiVersion: v1
 kind: Pod
 metadata: {name: tiny-0, namespace: default, labels: {app: tiny}}
 status: {phase: Running, podIP: 127.0.93.1, conditions: [{type: Ready, status: "True"}]}
-`);
+`,
+  );
   return path;
 }
 
@@ -109,11 +112,11 @@ describe('triad up supervisor (stand-in services)', () => {
     expect(stillAlive(processes)).toEqual([]);
   });
 
-  it('fails with the service\'s own words when one exits during start-up, and stops the others', async () => {
+  it("fails with the service's own words when one exits during start-up, and stops the others", async () => {
     const before = processesOf(process.pid);
-    const error = await startStack(
-      await options(), { ...env({ FAKE_TRIAD_FAIL: 'scheduler' }), out: capture().out },
-    ).catch((e: unknown) => e);
+    const error = await startStack(await options(), { ...env({ FAKE_TRIAD_FAIL: 'scheduler' }), out: capture().out }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(StartupError);
     expect((error as Error).message).toMatch(/scheduler (exited with code 3|stopped while the stack was starting)/);
     expect((error as Error).message).toContain('failing on purpose');
@@ -150,12 +153,15 @@ describe('triad up supervisor (stand-in services)', () => {
 
   it('refuses an invalid config with the libs/crd reasons and line numbers', async () => {
     const path = join(workDir, 'invalid.yaml');
-    writeFileSync(path, [
-      'apiVersion: networking.serving.volcano.sh/v1alpha1',
-      'kind: ModelServer',
-      'metadata: {name: bad, namespace: default}',
-      'spec: {inferenceEngine: TensorRT, workloadPort: {port: 8000}, workloadSelector: {matchLabels: {app: x}}}',
-    ].join('\n'));
+    writeFileSync(
+      path,
+      [
+        'apiVersion: networking.serving.volcano.sh/v1alpha1',
+        'kind: ModelServer',
+        'metadata: {name: bad, namespace: default}',
+        'spec: {inferenceEngine: TensorRT, workloadPort: {port: 8000}, workloadSelector: {matchLabels: {app: x}}}',
+      ].join('\n'),
+    );
     const error = await startStack(await options({ configPath: path }), { ...env(), out: capture().out }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StartupError);
     expect((error as Error).message).toContain(`${path}:1  ModelServer default/bad`);
@@ -164,10 +170,9 @@ describe('triad up supervisor (stand-in services)', () => {
 
   it('stops every service through the watchdog when triad up itself is killed', async () => {
     const opts = await options();
-    const driver = spawn(
-      process.execPath, [join(fixtures, 'up-driver.cjs'), opts.configPath, String(opts.port), fakeEntry],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const driver = spawn(process.execPath, [join(fixtures, 'up-driver.cjs'), opts.configPath, String(opts.port), fakeEntry], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     drivers.push(driver);
     let stdout = '';
     let stderr = '';
@@ -177,11 +182,14 @@ describe('triad up supervisor (stand-in services)', () => {
     driver.stderr?.on('data', (d: Buffer) => {
       stderr += d.toString();
     });
-    const groups = await waitFor(() => {
-      if (driver.exitCode !== null) throw new Error(`driver exited: ${stderr}`);
-      const m = /^READY (.*)$/m.exec(stdout);
-      return m ? (JSON.parse(m[1] as string) as number[]) : undefined;
-    }, { timeoutMs: 60_000, what: 'the driver to report a ready stack' });
+    const groups = await waitFor(
+      () => {
+        if (driver.exitCode !== null) throw new Error(`driver exited: ${stderr}`);
+        const m = /^READY (.*)$/m.exec(stdout);
+        return m ? (JSON.parse(m[1] as string) as number[]) : undefined;
+      },
+      { timeoutMs: 60_000, what: 'the driver to report a ready stack' },
+    );
     const processes = processesOf(driver.pid as number, groups);
     expect(groups).toHaveLength(5);
     driver.kill('SIGKILL');

@@ -18,18 +18,26 @@ const configPath = join(dir, 'cluster.yaml');
 // A loopback block no other test uses, so the sims' addresses cannot clash with a parallel run.
 const NET = '127.0.231';
 
-interface PodDef { name: string; ip: string; labels: string; annotations?: string }
+interface PodDef {
+  name: string;
+  ip: string;
+  labels: string;
+  annotations?: string;
+}
 
 function writeConfig(port: number, pods: readonly PodDef[]): void {
-  const objects = [`
+  const objects = [
+    `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
 metadata: {name: tiny, namespace: default}
-spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: tiny}}}`, `
+spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: tiny}}}`,
+    `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelRoute
 metadata: {name: tiny, namespace: default}
-spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}`, `
+spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}`,
+    `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
 metadata: {name: tiny-vl, namespace: default}
@@ -41,16 +49,20 @@ spec:
   workloadPort: {port: ${port}}
   workloadSelector:
     matchLabels: {app: tiny-vl}
-    pdGroup: {groupKey: group, encodeLabels: {role: encode}, prefillLabels: {role: prefill}, decodeLabels: {role: decode}}`, `
+    pdGroup: {groupKey: group, encodeLabels: {role: encode}, prefillLabels: {role: prefill}, decodeLabels: {role: decode}}`,
+    `
 apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelRoute
 metadata: {name: tiny-vl, namespace: default}
 spec: {modelName: tiny-vl, rules: [{targetModels: [{modelServerName: tiny-vl}]}]}`,
-  ...pods.map((p) => `
+    ...pods.map(
+      (p) => `
 apiVersion: v1
 kind: Pod
 metadata: {name: ${p.name}, namespace: default, labels: ${p.labels}${p.annotations ? `, annotations: ${p.annotations}` : ''}}
-status: {phase: Running, podIP: ${p.ip}, conditions: [{type: Ready, status: "True"}]}`)];
+status: {phase: Running, podIP: ${p.ip}, conditions: [{type: Ready, status: "True"}]}`,
+    ),
+  ];
   // Write then rename, as editors do, so the watchers never read half a file.
   const next = `${configPath}.next`;
   writeFileSync(next, objects.join('\n---'));
@@ -95,20 +107,25 @@ beforeAll(async () => {
   simPort = await freePort();
   gatewayPort = await freePort();
   writeConfig(simPort, [...aggregatedPods, ...epdPods]);
-  up = spawn(process.execPath, [
-    cli, 'up', '--config', configPath, '--port', String(gatewayPort), '--nats', 'spawn', '--sim-latency', 'zero', '--raw-logs',
-  ], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  up = spawn(
+    process.execPath,
+    [cli, 'up', '--config', configPath, '--port', String(gatewayPort), '--nats', 'spawn', '--sim-latency', 'zero', '--raw-logs'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const collect = (d: Buffer) => {
     output += d.toString();
   };
   up.stdout?.on('data', collect);
   up.stderr?.on('data', collect);
-  await waitFor(() => {
-    if (up?.exitCode !== null) throw new Error(`triad up exited with ${up?.exitCode}:\n${output}`);
-    return output.includes('Triad is ready in');
-  }, { timeoutMs: 150_000, intervalMs: 100, what: `triad up to be ready; output so far:\n${output}` });
+  await waitFor(
+    () => {
+      if (up?.exitCode !== null) throw new Error(`triad up exited with ${up?.exitCode}:\n${output}`);
+      return output.includes('Triad is ready in');
+    },
+    { timeoutMs: 150_000, intervalMs: 100, what: `triad up to be ready; output so far:\n${output}` },
+  );
   client = new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: 'not-needed', maxRetries: 0 });
 }, 180_000);
 
@@ -141,10 +158,15 @@ describe('triad up (end to end)', () => {
     const before = await servedBy(epdPods[0]?.ip as string, simPort);
     const res = await client.chat.completions.create({
       model: 'tiny-vl',
-      messages: [{
-        role: 'user',
-        content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }],
-      }],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is in this image?' },
+            { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } },
+          ],
+        },
+      ],
       max_tokens: 8,
     });
     expect(res.choices[0]?.message.content?.length).toBeGreaterThan(0);
@@ -153,7 +175,10 @@ describe('triad up (end to end)', () => {
 
   it('streams an answer', async () => {
     const stream = await client.chat.completions.create({
-      model: 'tiny-vl', messages: [{ role: 'user', content: 'Count to five' }], max_tokens: 8, stream: true,
+      model: 'tiny-vl',
+      messages: [{ role: 'user', content: 'Count to five' }],
+      max_tokens: 8,
+      stream: true,
     });
     const parts: string[] = [];
     let finish: string | null | undefined;
@@ -166,7 +191,7 @@ describe('triad up (end to end)', () => {
     expect(finish).toBeTruthy();
   });
 
-  it('routes a prompt to the pod whose engine holds its prefix, from the engines\' KV events', async () => {
+  it("routes a prompt to the pod whose engine holds its prefix, from the engines' KV events", async () => {
     expect(output).toMatch(/kv-indexer :\d+/);
     const schedulerOps = Number(/scheduler :(\d+)/.exec(output)?.[1]);
     const sentence = 'the router reads the blocks each engine reports and sends the prompt where its prefix already is';
@@ -176,7 +201,9 @@ describe('triad up (end to end)', () => {
       const prompt = `${i} ${sentence} `.repeat(8);
       const applied = await metric(schedulerOps, 'triad_scheduler_kv_index_lag_seconds_count');
       const primed = await fetch(`http://${pod.ip}:${simPort}/v1/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'tiny-model', prompt, max_tokens: 1 }),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny-model', prompt, max_tokens: 1 }),
       });
       expect(primed.status).toBe(200);
       await waitFor(async () => (await metric(schedulerOps, 'triad_scheduler_kv_index_lag_seconds_count')) > applied, {
@@ -202,15 +229,18 @@ describe('triad up (end to end)', () => {
     // Once the pool has followed the edit, every request lands on the kept pod.
     let streak = 0;
     let removedCount = initial[busiest] ?? 0;
-    await waitFor(async () => {
-      const keptBefore = await servedBy(kept.ip, simPort);
-      await ask();
-      const keptAfter = await servedBy(kept.ip, simPort);
-      const removedNow = (await servedBy(removed.ip, simPort)) ?? removedCount;
-      streak = keptAfter === (keptBefore ?? 0) + 1 && removedNow === removedCount ? streak + 1 : 0;
-      removedCount = removedNow;
-      return streak >= 5;
-    }, { timeoutMs: 30_000, intervalMs: 1, what: `five requests in a row served by ${kept.name} after ${removed.name} left the config` });
+    await waitFor(
+      async () => {
+        const keptBefore = await servedBy(kept.ip, simPort);
+        await ask();
+        const keptAfter = await servedBy(kept.ip, simPort);
+        const removedNow = (await servedBy(removed.ip, simPort)) ?? removedCount;
+        streak = keptAfter === (keptBefore ?? 0) + 1 && removedNow === removedCount ? streak + 1 : 0;
+        removedCount = removedNow;
+        return streak >= 5;
+      },
+      { timeoutMs: 30_000, intervalMs: 1, what: `five requests in a row served by ${kept.name} after ${removed.name} left the config` },
+    );
     // ...and after its drain period the removed pod's sim is closed.
     const stopped = new RegExp(`engine sim stopped.*default/${removed.name}"|default/${removed.name}".*engine sim stopped`);
     await waitFor(() => stopped.test(output), { timeoutMs: 20_000, what: `the sim of ${removed.name} to stop` });

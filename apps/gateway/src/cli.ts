@@ -13,12 +13,16 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
     .option('--body-limit <bytes>', 'largest request body (TRIAD_BODY_LIMIT, default 10 MiB)')
     .option(
-      '--scheduling <mode>', 'service (ask the scheduler over NATS) or in-process (decide in the gateway) (TRIAD_SCHEDULING, service)',
+      '--scheduling <mode>',
+      'service (ask the scheduler over NATS) or in-process (decide in the gateway) (TRIAD_SCHEDULING, service)',
     )
     .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
     .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
-    .option('--scheduler-config <file>', 'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt '
-      + 'hashing for prefix scorers and the local fallback; the KV config overrides it')
+    .option(
+      '--scheduler-config <file>',
+      'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt ' +
+        'hashing for prefix scorers and the local fallback; the KV config overrides it',
+    )
     .option('--admission-config <file>', 'admission control: API keys, JWT, token rate limits, fair queue (TRIAD_ADMISSION_CONFIG)')
     .option(
       '--credentials-key-file <file>',
@@ -30,28 +34,44 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
-    nats?: string; kvReplicas?: string; host?: string; port?: string; metricsPort?: string; bodyLimit?: string; scheduling?: string;
-    scheduleBudgetMs?: string; drainTimeoutMs?: string;
-    accessLog?: boolean; admissionConfig?: string; schedulerConfig?: string; settings?: string; credentialsKeyFile?: string;
-    providerRetries?: string; gatewayApi?: boolean;
+    nats?: string;
+    kvReplicas?: string;
+    host?: string;
+    port?: string;
+    metricsPort?: string;
+    bodyLimit?: string;
+    scheduling?: string;
+    scheduleBudgetMs?: string;
+    drainTimeoutMs?: string;
+    accessLog?: boolean;
+    admissionConfig?: string;
+    schedulerConfig?: string;
+    settings?: string;
+    credentialsKeyFile?: string;
+    providerRetries?: string;
+    gatewayApi?: boolean;
   }>();
-  const config = resolveConfig({
-    nats: opts.nats,
-    kvReplicas: opts.kvReplicas,
-    host: opts.host,
-    port: opts.port,
-    metricsPort: opts.metricsPort,
-    bodyLimit: opts.bodyLimit,
-    scheduling: opts.scheduling,
-    scheduleBudgetMs: opts.scheduleBudgetMs,
-    drainTimeoutMs: opts.drainTimeoutMs,
-    accessLog: opts.accessLog === false ? false : undefined,
-    admissionConfig: opts.admissionConfig,
-    schedulerConfig: opts.schedulerConfig,
-    credentialsKeyFile: opts.credentialsKeyFile,
-    providerRetries: opts.providerRetries,
-    gatewayApi: opts.gatewayApi === true ? true : undefined,
-  }, process.env, opts.settings);
+  const config = resolveConfig(
+    {
+      nats: opts.nats,
+      kvReplicas: opts.kvReplicas,
+      host: opts.host,
+      port: opts.port,
+      metricsPort: opts.metricsPort,
+      bodyLimit: opts.bodyLimit,
+      scheduling: opts.scheduling,
+      scheduleBudgetMs: opts.scheduleBudgetMs,
+      drainTimeoutMs: opts.drainTimeoutMs,
+      accessLog: opts.accessLog === false ? false : undefined,
+      admissionConfig: opts.admissionConfig,
+      schedulerConfig: opts.schedulerConfig,
+      credentialsKeyFile: opts.credentialsKeyFile,
+      providerRetries: opts.providerRetries,
+      gatewayApi: opts.gatewayApi === true ? true : undefined,
+    },
+    process.env,
+    opts.settings,
+  );
   const logger = createLogger({ service: 'gateway' });
   guardProcess(logger);
   // Loaded lazily so `triad gateway --help` does not pay for fastify, undici, NATS and OpenTelemetry.
@@ -60,8 +80,12 @@ export async function main(argv: readonly string[]): Promise<void> {
   const telemetry = setupTelemetry({ serviceName: 'triad-gateway', version, logger });
   const { startGateway } = require('./gateway') as typeof import('./gateway');
   const gateway = await startGateway({ config, logger, tracing: telemetry.enabled });
-  onShutdown(logger, async () => {
-    await gateway.close();
-    await telemetry.shutdown();
-  }, { graceMs: config.drainTimeoutMs + 5_000 });
+  onShutdown(
+    logger,
+    async () => {
+      await gateway.close();
+      await telemetry.shutdown();
+    },
+    { graceMs: config.drainTimeoutMs + 5_000 },
+  );
 }

@@ -7,10 +7,16 @@ import { resolveConfig } from './config';
 describe('resolveConfig', () => {
   it('uses flags over TRIAD_* env over defaults', () => {
     const c = resolveConfig(
-      { port: '9000' }, { TRIAD_PORT: '7000', TRIAD_METRICS_PORT: '0', TRIAD_NATS_URL: 'nats://n:4222', TRIAD_ACCESS_LOG: 'false' },
+      { port: '9000' },
+      { TRIAD_PORT: '7000', TRIAD_METRICS_PORT: '0', TRIAD_NATS_URL: 'nats://n:4222', TRIAD_ACCESS_LOG: 'false' },
     );
     expect(c).toMatchObject({
-      port: 9000, metricsPort: 0, nats: 'nats://n:4222', accessLog: false, bodyLimit: 10 * 1024 * 1024, scheduleBudgetMs: 50,
+      port: 9000,
+      metricsPort: 0,
+      nats: 'nats://n:4222',
+      accessLog: false,
+      bodyLimit: 10 * 1024 * 1024,
+      scheduleBudgetMs: 50,
     });
   });
   it('names the bad field', () => {
@@ -21,7 +27,7 @@ describe('resolveConfig', () => {
     expect(resolveConfig({}, { TRIAD_SCHEDULING: 'in-process' }).scheduling).toBe('in-process');
     expect(() => resolveConfig({ scheduling: 'nearby' }, {})).toThrow(/scheduling/);
   });
-  it('reads a settings file under flags and env, naming a bad value\'s file, and defaults the stage budgets once', () => {
+  it("reads a settings file under flags and env, naming a bad value's file, and defaults the stage budgets once", () => {
     const dir = mkdtempSync(join(tmpdir(), 'triad-gw-settings-'));
     try {
       const file = join(dir, 'gateway.yaml');
@@ -30,8 +36,9 @@ describe('resolveConfig', () => {
       expect(c).toMatchObject({ port: 7200, scheduleBudgetMs: 30, schedulerBackoffMs: 250, accessLog: false });
       expect(c).toMatchObject({ encodeTimeoutMs: DEFAULT_STAGE_TIMEOUTS.encodeMs, totalTimeoutMs: DEFAULT_STAGE_TIMEOUTS.totalMs });
       writeFileSync(file, 'schedule-max-batch: 0\n');
-      expect(() => resolveConfig({}, {}, file)).toThrow(`scheduleMaxBatch: Too small: expected number to be >=1 (from schedule-max-batch ` +
-        `in ${file})`);
+      expect(() => resolveConfig({}, {}, file)).toThrow(
+        `scheduleMaxBatch: Too small: expected number to be >=1 (from schedule-max-batch ` + `in ${file})`,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -134,7 +134,9 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
  * `TRIAD_SETTINGS_FILE`) over defaults; throws a ConfigError naming each bad setting's flag, variable or file.
  */
 export function resolveConfig(
-  values: Partial<Record<keyof GatewayConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
+  values: Partial<Record<keyof GatewayConfig, unknown>>,
+  env: NodeJS.ProcessEnv = process.env,
+  file?: string,
 ): GatewayConfig {
   return resolveSettings('gateway', GatewayConfigSchema, CONFIG_SOURCES, { flags: values, env, ...(file === undefined ? {} : { file }) });
 }
@@ -142,7 +144,9 @@ export function resolveConfig(
 /** The request bounds of a gateway config. */
 export function requestLimitsOf(config: GatewayConfig): RequestLimits {
   return {
-    maxJsonDepth: config.maxJsonDepth, maxMediaItems: config.maxMediaItems, maxContentParts: config.maxContentParts,
+    maxJsonDepth: config.maxJsonDepth,
+    maxMediaItems: config.maxMediaItems,
+    maxContentParts: config.maxContentParts,
     maxModelChars: config.maxModelChars,
   };
 }

@@ -4,7 +4,12 @@ import { connectBus, startOutlierFeed, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
 import {
-  createLogger, registerNatsMetrics, registerUnexpectedErrorMetrics, startOpsServer, waitForDependency, type Logger,
+  createLogger,
+  registerNatsMetrics,
+  registerUnexpectedErrorMetrics,
+  startOpsServer,
+  waitForDependency,
+  type Logger,
 } from '@triad/runtime';
 import { requestLimitsOf, type GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
@@ -59,13 +64,17 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   let connection: Bus | undefined;
   registerNatsMetrics(metrics.registry, () => connection);
   const bus = await waitForDependency({
-    what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
+    what: `NATS at ${config.nats}`,
+    logger,
+    onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
     attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, kvReplicas: config.kvReplicas }),
   });
   connection = bus;
   const pools = new UpstreamPools({ connections: config.upstreamConnections });
   const timeouts = {
-    encodeMs: config.encodeTimeoutMs, prefillMs: config.prefillTimeoutMs, firstByteMs: config.firstByteTimeoutMs,
+    encodeMs: config.encodeTimeoutMs,
+    prefillMs: config.prefillTimeoutMs,
+    firstByteMs: config.firstByteTimeoutMs,
     totalMs: config.totalTimeoutMs,
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
@@ -74,32 +83,51 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   kv.addListener(dpRanks);
   if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
   const integrations = await createIntegrations({
-    config, kv, bus, registry: metrics.registry, logger, replicaId: id, tracing: options.tracing === true,
+    config,
+    kv,
+    bus,
+    registry: metrics.registry,
+    logger,
+    replicaId: id,
+    tracing: options.tracing === true,
   });
   // One end-of-turn callback sends the scheduling batch first, then the dispatch events: one NATS write per turn.
   const turn = new TurnFlusher();
   if (config.scheduling === 'in-process') fallback.followPeers(bus);
-  const scheduler = new SchedulerClient(bus.nc, fallback, {
-    inProcess: config.scheduling === 'in-process',
-    budgetMs: config.scheduleBudgetMs,
-    backoffMs: config.schedulerBackoffMs,
-    maxBatch: config.scheduleMaxBatch,
-    maxInFlight: config.scheduleMaxInFlight,
-    onLocal: (reason, n) => metrics.local(reason, n),
-    onBatch: (size, seconds) => metrics.batch(size, seconds),
-    ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
-  }, turn);
+  const scheduler = new SchedulerClient(
+    bus.nc,
+    fallback,
+    {
+      inProcess: config.scheduling === 'in-process',
+      budgetMs: config.scheduleBudgetMs,
+      backoffMs: config.schedulerBackoffMs,
+      maxBatch: config.scheduleMaxBatch,
+      maxInFlight: config.scheduleMaxInFlight,
+      onLocal: (reason, n) => metrics.local(reason, n),
+      onBatch: (size, seconds) => metrics.batch(size, seconds),
+      ...(integrations.batchHeaders ? { batchHeaders: integrations.batchHeaders } : {}),
+    },
+    turn,
+  );
   const dispatch = new DispatchPublisher(
-    bus.nc, id, { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs }, turn,
+    bus.nc,
+    id,
+    { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs },
+    turn,
     (e) => fallback.dispatched(e),
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
   const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
   const providers = new ProviderProxy({
-    directory, hooks, observer, metrics,
+    directory,
+    hooks,
+    observer,
+    metrics,
     options: {
-      retries: config.providerRetries, retryIntervalMs: config.providerRetryIntervalMs, firstByteTimeoutMs: config.firstByteTimeoutMs,
+      retries: config.providerRetries,
+      retryIntervalMs: config.providerRetryIntervalMs,
+      firstByteTimeoutMs: config.firstByteTimeoutMs,
       totalTimeoutMs: config.totalTimeoutMs,
     },
   });
@@ -107,10 +135,20 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   let listenerServers: ListenerServers | undefined;
   const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
   const handler = new InferenceHandler({
-    kv, scheduler, connectors: new ConnectorRegistry(), pools, metrics, hooks, observer, logger, accessLog: config.accessLog, kvRelease: config.kvRelease,
+    kv,
+    scheduler,
+    connectors: new ConnectorRegistry(),
+    pools,
+    metrics,
+    hooks,
+    observer,
+    logger,
+    accessLog: config.accessLog,
+    kvRelease: config.kvRelease,
     engineCredentials: new EngineCredentials(config.engineCredentialsDir),
     providers,
-    limits: requestLimitsOf(config), gatewayApi,
+    limits: requestLimitsOf(config),
+    gatewayApi,
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
     dpRank: dpRanks.pick,
@@ -120,28 +158,37 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   // connections to the API port would still be refused.
   let listening = false;
   const ready = () => listening && kv.synced && !draining && !bus.nc.isClosed();
-  readiness = () => (ready()
-    ? { ready: true }
-    : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' });
+  readiness = () =>
+    ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' };
   await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   // Outlier ejection: this gateway's legs feed the detector, the shared bucket feeds the in-process scheduler.
   const outliers = fallback.local.outliers;
   const outlierFeed = await startOutlierFeed(bus, (change) => outliers.apply(change));
   await outlierFeed.synced;
-  observer.outliers = new OutlierDetector(outliers, outlierFeed.kv, id, {
-    ejected: (server, stage, reason) => metrics.outlierEjected(server, stage, reason),
-    restored: (server, stage) => metrics.outlierRestored(server, stage),
-  }, logger);
+  observer.outliers = new OutlierDetector(
+    outliers,
+    outlierFeed.kv,
+    id,
+    {
+      ejected: (server, stage, reason) => metrics.outlierEjected(server, stage, reason),
+      restored: (server, stage) => metrics.outlierRestored(server, stage),
+    },
+    logger,
+  );
   metrics.watchOutliers(() => countEjected(outliers, Date.now()));
   fallback.followAffinity(bus);
   const serverOptions = {
-    bodyLimit: config.bodyLimit, bodyDiscardLimit: config.bodyDiscardLimit, handler, routes: kv.routes, ready, draining: () => draining,
+    bodyLimit: config.bodyLimit,
+    bodyDiscardLimit: config.bodyDiscardLimit,
+    handler,
+    routes: kv.routes,
+    ready,
+    draining: () => draining,
     gatewayApi,
   };
   const app = buildHttpServer(serverOptions);
-  listenerServers = gatewayApi === undefined
-    ? undefined : new ListenerServers(() => buildHttpServer(serverOptions), config.host, logger);
+  listenerServers = gatewayApi === undefined ? undefined : new ListenerServers(() => buildHttpServer(serverOptions), config.host, logger);
   if (gatewayApi !== undefined) await gatewayApi.start(bus);
   await app.listen({ port: config.port, host: config.host });
   await listenerServers?.start((app.server.address() as AddressInfo).port);

@@ -68,7 +68,11 @@ export async function createIntegrations(deps: IntegrationDeps): Promise<Integra
   // and requests for models whose route has no rateLimit skip admission altogether.
   const { createAdmission, createAdmissionHooks } = require('@triad/admission') as typeof import('@triad/admission');
   const admission = await createAdmission(deps.config.admissionConfig ?? {}, {
-    registry: deps.registry, logger: deps.logger, bus: deps.bus, env: process.env, replicaId: deps.replicaId,
+    registry: deps.registry,
+    logger: deps.logger,
+    bus: deps.bus,
+    env: process.env,
+    replicaId: deps.replicaId,
     // The gateway counts rate-limit refusals itself (kthena_router_rate_limit_exceeded_total).
     countRateLimitExceeded: false,
   });

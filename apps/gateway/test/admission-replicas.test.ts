@@ -57,17 +57,18 @@ describe('admission across two gateway replicas (child processes sharing one nat
     nats = await startNatsServer();
     sim = await startSimEngine({ engine: 'vllm', role: 'both', host: '127.0.22.1', model: MODEL, latencyProfile: 'zero' });
     kv = await kvWriter(nats.url);
-    await kv.putServer(
-      'agg',
-      {
-        model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } },
-        workloadPort: { port: 8000, protocol: 'http' },
-      },
-    );
+    await kv.putServer('agg', {
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'agg' } },
+      workloadPort: { port: 8000, protocol: 'http' },
+    });
     const route = (modelName: string, rateLimit?: { inputTokensPerUnit: number; unit: typeof UNIT }) =>
-      kv.putRoute(
-        modelName, { modelName, rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }], ...(rateLimit ? { rateLimit } : {}) },
-      );
+      kv.putRoute(modelName, {
+        modelName,
+        rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }],
+        ...(rateLimit ? { rateLimit } : {}),
+      });
     await route('limited', { inputTokensPerUnit: BUDGET, unit: UNIT });
     // Requested only once NATS is down, so neither replica holds a lease for it then.
     await route('spare', { inputTokensPerUnit: 1_000_000, unit: UNIT });
@@ -75,9 +76,15 @@ describe('admission across two gateway replicas (child processes sharing one nat
     await kv.putEndpoint('agg', 'agg-0', 'aggregated', sim);
 
     // The same key file for both; they differ only in what they do when the budget store is unreachable.
-    const keys = [{
-      name: 'team-a', id: key.id, hash: hashApiKey(key.key, { N: 1024, r: 8, p: 1 }), tenant: 'a', models: ['limited', 'spare'],
-    }];
+    const keys = [
+      {
+        name: 'team-a',
+        id: key.id,
+        hash: hashApiKey(key.key, { N: 1024, r: 8, p: 1 }),
+        tenant: 'a',
+        models: ['limited', 'spare'],
+      },
+    ];
     const config = (failMode: 'open' | 'closed') => {
       const file = join(dir, `admission-${failMode}.json`);
       writeFileSync(file, JSON.stringify({ auth: { apiKeys: { keys } }, rateLimit: { failMode, storeTimeout: '500ms' } }));
@@ -101,9 +108,14 @@ describe('admission across two gateway replicas (child processes sharing one nat
   it('answers 401 without a key or with a bad one, and 403 for a model the key may not use, OpenAI-shaped', async () => {
     const none = await postJson(url(closed), chat('limited'));
     expect(none.status).toBe(401);
-    expect(JSON.parse(none.body)).toEqual({ error: {
-      message: expect.any(String), type: 'authentication_error', param: null, code: 'GATEWAY_UNAUTHORIZED',
-    } });
+    expect(JSON.parse(none.body)).toEqual({
+      error: {
+        message: expect.any(String),
+        type: 'authentication_error',
+        param: null,
+        code: 'GATEWAY_UNAUTHORIZED',
+      },
+    });
 
     // A key of the right shape with a wrong secret, and a key that is no key at all: neither is echoed back.
     for (const bad of [`sk-${key.id}_not-the-secret`, 'sk-nonsense']) {
@@ -116,9 +128,14 @@ describe('admission across two gateway replicas (child processes sharing one nat
 
     const forbidden = await postJson(url(open), chat('forbidden'), bearer(key.key));
     expect(forbidden.status).toBe(403);
-    expect(JSON.parse(forbidden.body)).toEqual({ error: {
-      message: expect.stringContaining("'forbidden'"), type: 'permission_error', param: null, code: 'GATEWAY_FORBIDDEN',
-    } });
+    expect(JSON.parse(forbidden.body)).toEqual({
+      error: {
+        message: expect.stringContaining("'forbidden'"),
+        type: 'permission_error',
+        param: null,
+        code: 'GATEWAY_FORBIDDEN',
+      },
+    });
     // None of these reached the engine.
     expect(sim.requests().filter((r) => r.method === 'POST')).toEqual([]);
   });
@@ -129,12 +146,17 @@ describe('admission across two gateway replicas (child processes sharing one nat
     // Waves of 4 concurrent requests on each replica at once, so both spend the shared budget at the same time.
     const results: { gateway: string; status: number; retryAfter: string | null; body: string }[] = [];
     for (let wave = 0; wave < PER_GATEWAY / 4; wave++) {
-      const sent = [closed!, open!].flatMap((gw, g) => [0, 1, 2, 3].map(async (k) => {
-        const res = await postJson(url(gw), chat('limited'), { ...bearer(key.key), 'x-request-id': `rl-${g}-${wave}-${k}` });
-        results.push({
-          gateway: g === 0 ? 'closed' : 'open', status: res.status, retryAfter: res.headers.get('retry-after'), body: res.body,
-        });
-      }));
+      const sent = [closed!, open!].flatMap((gw, g) =>
+        [0, 1, 2, 3].map(async (k) => {
+          const res = await postJson(url(gw), chat('limited'), { ...bearer(key.key), 'x-request-id': `rl-${g}-${wave}-${k}` });
+          results.push({
+            gateway: g === 0 ? 'closed' : 'open',
+            status: res.status,
+            retryAfter: res.headers.get('retry-after'),
+            body: res.body,
+          });
+        }),
+      );
       await Promise.all(sent);
     }
     expect(Math.floor(Date.now() / UNIT_MS)).toBe(windowAtStart);
@@ -148,21 +170,26 @@ describe('admission across two gateway replicas (child processes sharing one nat
     for (const r of limited) {
       expect(Number(r.retryAfter)).toBeGreaterThan(0);
       expect(Number.isInteger(Number(r.retryAfter))).toBe(true);
-      expect(JSON.parse(r.body)).toEqual({ error: {
-        message: expect.stringContaining("'limited'"), type: 'rate_limit_error', param: null, code: 'GATEWAY_RATE_LIMITED',
-      } });
+      expect(JSON.parse(r.body)).toEqual({
+        error: {
+          message: expect.stringContaining("'limited'"),
+          type: 'rate_limit_error',
+          param: null,
+          code: 'GATEWAY_RATE_LIMITED',
+        },
+      });
     }
     // The engine saw exactly the admitted requests.
     expect(sim.requests().filter((r) => r.method === 'POST' && r.path === '/v1/chat/completions')).toHaveLength(ADMITTED);
 
     // Each replica's metrics agree with what the clients saw, and part of the budget was spent from local leases.
-    const admittedBy = await Promise.all([closed!, open!].map((gw) => counter(
-      gw, 'triad_admission_decisions_total', { model: 'limited', result: 'admitted' },
-    )));
+    const admittedBy = await Promise.all(
+      [closed!, open!].map((gw) => counter(gw, 'triad_admission_decisions_total', { model: 'limited', result: 'admitted' })),
+    );
     expect(admittedBy.reduce((a, b) => a + b, 0)).toBe(ADMITTED);
-    const rejectedBy = await Promise.all([closed!, open!].map((gw) => counter(
-      gw, 'kthena_router_rate_limit_exceeded_total', { model: 'limited', limit_type: 'input' },
-    )));
+    const rejectedBy = await Promise.all(
+      [closed!, open!].map((gw) => counter(gw, 'kthena_router_rate_limit_exceeded_total', { model: 'limited', limit_type: 'input' })),
+    );
     expect(rejectedBy.reduce((a, b) => a + b, 0)).toBe(2 * PER_GATEWAY - ADMITTED);
     const local = await Promise.all([closed!, open!].map((gw) => counter(gw, 'triad_admission_budget_path_total', { path: 'local' })));
     expect(local.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
@@ -174,9 +201,14 @@ describe('admission across two gateway replicas (child processes sharing one nat
       const refused = await postJson(url(closed), chat('spare'), bearer(key.key));
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
-      expect(JSON.parse(refused.body)).toEqual({ error: {
-        message: expect.any(String), type: 'server_error', param: null, code: 'GATEWAY_ADMISSION_UNAVAILABLE',
-      } });
+      expect(JSON.parse(refused.body)).toEqual({
+        error: {
+          message: expect.any(String),
+          type: 'server_error',
+          param: null,
+          code: 'GATEWAY_ADMISSION_UNAVAILABLE',
+        },
+      });
 
       const passed = await postJson(url(open), chat('spare'), bearer(key.key));
       expect(passed.status).toBe(200);

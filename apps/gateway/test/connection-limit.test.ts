@@ -45,11 +45,16 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
     patient = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.0.1', model: MODEL, latency });
     const base = { model: MODEL, inferenceEngine: 'vLLM' as const };
     await h.putServer('strict', {
-      ...base, workloadSelector: { matchLabels: { app: 'strict' } }, workloadPort: { port: strict.port, protocol: 'http' },
-      trafficPolicy: { timeout: '300ms', retry: { attempts: 0, retryInterval: '100ms' } }, connectionPool: { maxConnections: 2 },
+      ...base,
+      workloadSelector: { matchLabels: { app: 'strict' } },
+      workloadPort: { port: strict.port, protocol: 'http' },
+      trafficPolicy: { timeout: '300ms', retry: { attempts: 0, retryInterval: '100ms' } },
+      connectionPool: { maxConnections: 2 },
     });
     await h.putServer('patient', {
-      ...base, workloadSelector: { matchLabels: { app: 'patient' } }, workloadPort: { port: patient.port, protocol: 'http' },
+      ...base,
+      workloadSelector: { matchLabels: { app: 'patient' } },
+      workloadPort: { port: patient.port, protocol: 'http' },
       connectionPool: { maxConnections: 1 },
     });
     await h.putRoute('strict', { modelName: 'strict', rules: [{ targetModels: [{ modelServerName: 'strict', weight: 100 }] }] });
@@ -58,7 +63,10 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
     const patientRef = await h.putEndpoint('patient', 'patient-0', 'aggregated', patient);
     patientKey = patientRef.key;
     h.decide = (r) => ({
-      id: r.id, ok: true, mode: 'aggregated', encoders: [],
+      id: r.id,
+      ok: true,
+      mode: 'aggregated',
+      encoders: [],
       attempts: [{ endpoint: r.modelServer === 'strict' ? strictRef : patientRef }],
     });
     h.bus.nc.subscribe(Subjects.dispatch, {

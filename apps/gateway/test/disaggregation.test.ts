@@ -38,19 +38,40 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.5.2', model: MODEL, sharedEcDir: ecDir });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.5.3', model: MODEL });
     const spec: ModelServerSpec = {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
       workloadPort: { port: 8000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+      workloadSelector: {
+        matchLabels: { app: 'vl' },
+        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      },
     };
     await h.putServer('epd', spec);
     await h.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'epd', weight: 100 }] }] });
     const ms = modelServerRecord({ name: 'epd', mode: 'epd', model: MODEL });
     index.applyModelServer({ op: 'PUT', value: { ...ms, spec: { ...ms.spec, kvConnector: { type: 'nixl' } } } });
-    for (const [pod, role, sim] of [['e', 'encode', e], ['p', 'prefill', p], ['d', 'decode', d]] as const) {
+    for (const [pod, role, sim] of [
+      ['e', 'encode', e],
+      ['p', 'prefill', p],
+      ['d', 'decode', d],
+    ] as const) {
       await h.putEndpoint('epd', pod, role, sim, { group: 'g1' });
-      index.applyEndpoint({ op: 'PUT', value: endpointRecord({
-        pod, role, group: 'g1', modelServer: 'epd', namespace: NS, ip: sim.host, port: sim.port, models: [MODEL], scrapedAt: Date.now(),
-      }) });
+      index.applyEndpoint({
+        op: 'PUT',
+        value: endpointRecord({
+          pod,
+          role,
+          group: 'g1',
+          modelServer: 'epd',
+          namespace: NS,
+          ip: sim.host,
+          port: sim.port,
+          models: [MODEL],
+          scrapedAt: Date.now(),
+        }),
+      });
     }
     useConfig({});
     h.decide = (r: SchedulingRequest) => scheduler.schedule(r);
@@ -64,11 +85,16 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
     for (const s of h.sims) s.clearRequests();
   });
 
-  const chat = (content: unknown, extra: object = {}): Promise<Response> => fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'vl', messages: [{ role: 'user', content }], max_tokens: 4, ...extra }),
-  });
-  const withImage = (text: string) => [{ type: 'text', text }, { type: 'image_url', image_url: { url: IMAGE } }];
+  const chat = (content: unknown, extra: object = {}): Promise<Response> =>
+    fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'vl', messages: [{ role: 'user', content }], max_tokens: 4, ...extra }),
+    });
+  const withImage = (text: string) => [
+    { type: 'text', text },
+    { type: 'image_url', image_url: { url: IMAGE } },
+  ];
 
   it('a short text prompt goes to the decode pod as an aggregated request: no prefill leg, no kv_transfer_params', async () => {
     useConfig({});
@@ -94,7 +120,10 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
     const res = await chat(withImage('what is this?'));
     expect(res.status).toBe(200);
     expect(inferenceRequests(e)).toHaveLength(0);
-    const sent = inferenceRequests(p)[0]?.body as { messages: { content: { type: string; image_url?: { url: string } }[] }[]; ec_transfer_params?: unknown };
+    const sent = inferenceRequests(p)[0]?.body as {
+      messages: { content: { type: string; image_url?: { url: string } }[] }[];
+      ec_transfer_params?: unknown;
+    };
     expect(sent.messages[0]?.content.find((c) => c.type === 'image_url')?.image_url?.url).toBe(IMAGE);
     expect(sent.ec_transfer_params).toBeUndefined();
     expect((p.counters()['localEncodes'] ?? 0) - before).toBe(1);
@@ -110,14 +139,17 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
 
   it('publishes the TTFT and TPOT it measured on each leg with the dispatch finish events, for the schedulers', async () => {
     const finished: DispatchEvent[] = [];
-    const sub = h.bus.nc.subscribe(Subjects.dispatch, { callback: (_e, m) => {
-      const d = decodeMessage(DispatchBatchSchema, m.data);
-      if (d.ok) finished.push(...d.value.events.filter((e) => e.type === 'finish' && e.requestId === 'lat-1'));
-    } });
+    const sub = h.bus.nc.subscribe(Subjects.dispatch, {
+      callback: (_e, m) => {
+        const d = decodeMessage(DispatchBatchSchema, m.data);
+        if (d.ok) finished.push(...d.value.events.filter((e) => e.type === 'finish' && e.requestId === 'lat-1'));
+      },
+    });
     await h.bus.nc.flush();
     useConfig({ disaggregation: { skipPrefill: false } });
     const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'lat-1' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'lat-1' },
       body: JSON.stringify({ model: 'vl', messages: [{ role: 'user', content: 'count to five' }], max_tokens: 5, stream: true }),
     });
     expect(res.status).toBe(200);

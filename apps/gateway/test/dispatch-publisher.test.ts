@@ -21,14 +21,16 @@ describe('DispatchPublisher against a real nats-server', () => {
 
   it('sends a snapshot first, coalesces the events of one turn into one valid message, and keeps in-flight counts', async () => {
     const got: DispatchBatch[] = [];
-    reader.subscribe(Subjects.dispatch, { callback: (_e, m) => {
-      const d = decodeMessage(DispatchBatchSchema, m.data);
-      if (d.ok) got.push(d.value);
-    } });
+    reader.subscribe(Subjects.dispatch, {
+      callback: (_e, m) => {
+        const d = decodeMessage(DispatchBatchSchema, m.data);
+        if (d.ok) got.push(d.value);
+      },
+    });
     await reader.flush();
     const local: string[] = [];
-    const p = new DispatchPublisher(
-      nc, 'gw-1', { snapshotIntervalMs: 60_000 }, new TurnFlusher(), (e) => local.push(`${e.type}:${e.endpoint}`),
+    const p = new DispatchPublisher(nc, 'gw-1', { snapshotIntervalMs: 60_000 }, new TurnFlusher(), (e) =>
+      local.push(`${e.type}:${e.endpoint}`),
     );
     p.start();
     p.started('r1', 'ns.ms.a', 'prefill', 10);
@@ -38,7 +40,9 @@ describe('DispatchPublisher against a real nats-server', () => {
     expect(got[0]).toMatchObject({ gateway: 'gw-1', seq: 0, events: [], inflight: {}, snapshotIntervalMs: 60_000 });
     expect(got[1]?.seq).toBe(1);
     expect(got[1]?.events.map((e) => [e.type, e.endpoint, e.stage])).toEqual([
-      ['start', 'ns.ms.a', 'prefill'], ['start', 'ns.ms.b', 'decode'], ['finish', 'ns.ms.a', 'prefill'],
+      ['start', 'ns.ms.a', 'prefill'],
+      ['start', 'ns.ms.b', 'decode'],
+      ['finish', 'ns.ms.a', 'prefill'],
     ]);
     expect(local).toEqual(['start:ns.ms.a', 'start:ns.ms.b', 'finish:ns.ms.a']);
     p.snapshot();
@@ -47,42 +51,46 @@ describe('DispatchPublisher against a real nats-server', () => {
     p.stop();
   });
 
-  it('with a flush window, events of several turns share one message, sent with the next scheduling batch or when the window ' +
-    'ends', async () => {
-    const got: DispatchBatch[] = [];
-    const sub = reader.subscribe(Subjects.dispatch, { callback: (_e, m) => {
-      const d = decodeMessage(DispatchBatchSchema, m.data);
-      if (d.ok && d.value.gateway !== 'gw-1') got.push(d.value);
-    } });
-    await reader.flush();
-    const nextTurn = () => new Promise<void>((r) => setImmediate(r));
-    const turn = new TurnFlusher();
-    let batchesSent = 0;
-    // Stands in for the scheduler client: another member of the same turn flusher.
-    turn.add({ flushTurn: () => batchesSent++ });
-    const long = new DispatchPublisher(nc, 'gw-long', { snapshotIntervalMs: 60_000, flushWindowMs: 60_000 }, turn);
-    long.started('r1', 'ns.ms.e', 'encode', 5);
-    await nextTurn();
-    long.finished('r1', 'ns.ms.e', 'encode', true, undefined);
-    long.started('r1', 'ns.ms.d', 'decode', 5);
-    await nextTurn();
-    await nc.flush();
-    await reader.flush();
-    expect(got).toEqual([]);
-    turn.request(); // a scheduling batch goes out: the pending events ride along
-    await waitFor(() => got.length === 1, { what: 'events with the scheduling batch' });
-    expect(batchesSent).toBe(1);
-    expect(got[0]?.events.map((e) => `${e.type}:${e.endpoint}`)).toEqual(['start:ns.ms.e', 'finish:ns.ms.e', 'start:ns.ms.d']);
+  it(
+    'with a flush window, events of several turns share one message, sent with the next scheduling batch or when the window ' + 'ends',
+    async () => {
+      const got: DispatchBatch[] = [];
+      const sub = reader.subscribe(Subjects.dispatch, {
+        callback: (_e, m) => {
+          const d = decodeMessage(DispatchBatchSchema, m.data);
+          if (d.ok && d.value.gateway !== 'gw-1') got.push(d.value);
+        },
+      });
+      await reader.flush();
+      const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+      const turn = new TurnFlusher();
+      let batchesSent = 0;
+      // Stands in for the scheduler client: another member of the same turn flusher.
+      turn.add({ flushTurn: () => batchesSent++ });
+      const long = new DispatchPublisher(nc, 'gw-long', { snapshotIntervalMs: 60_000, flushWindowMs: 60_000 }, turn);
+      long.started('r1', 'ns.ms.e', 'encode', 5);
+      await nextTurn();
+      long.finished('r1', 'ns.ms.e', 'encode', true, undefined);
+      long.started('r1', 'ns.ms.d', 'decode', 5);
+      await nextTurn();
+      await nc.flush();
+      await reader.flush();
+      expect(got).toEqual([]);
+      turn.request(); // a scheduling batch goes out: the pending events ride along
+      await waitFor(() => got.length === 1, { what: 'events with the scheduling batch' });
+      expect(batchesSent).toBe(1);
+      expect(got[0]?.events.map((e) => `${e.type}:${e.endpoint}`)).toEqual(['start:ns.ms.e', 'finish:ns.ms.e', 'start:ns.ms.d']);
 
-    const short = new DispatchPublisher(nc, 'gw-short', { snapshotIntervalMs: 60_000, flushWindowMs: 20 }, new TurnFlusher());
-    short.started('r2', 'ns.ms.p', 'prefill', 5);
-    await nextTurn();
-    short.finished('r2', 'ns.ms.p', 'prefill', true, 1);
-    await waitFor(() => got.length === 2, { what: 'events when the window ends' });
-    expect(got[1]).toMatchObject({ gateway: 'gw-short', seq: 0 });
-    expect(got[1]?.events.map((e) => `${e.type}:${e.endpoint}`)).toEqual(['start:ns.ms.p', 'finish:ns.ms.p']);
-    long.stop();
-    short.stop();
-    sub.unsubscribe();
-  });
+      const short = new DispatchPublisher(nc, 'gw-short', { snapshotIntervalMs: 60_000, flushWindowMs: 20 }, new TurnFlusher());
+      short.started('r2', 'ns.ms.p', 'prefill', 5);
+      await nextTurn();
+      short.finished('r2', 'ns.ms.p', 'prefill', true, 1);
+      await waitFor(() => got.length === 2, { what: 'events when the window ends' });
+      expect(got[1]).toMatchObject({ gateway: 'gw-short', seq: 0 });
+      expect(got[1]?.events.map((e) => `${e.type}:${e.endpoint}`)).toEqual(['start:ns.ms.p', 'finish:ns.ms.p']);
+      long.stop();
+      short.stop();
+      sub.unsubscribe();
+    },
+  );
 });

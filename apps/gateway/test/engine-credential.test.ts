@@ -45,15 +45,24 @@ describe('per-ModelServer engine credential', () => {
       await h.putEndpoint(name, 'a', 'aggregated', agg);
     }
     await h.putServer('cred-pd', {
-      ...base, kvConnector: { type: 'nixl' }, engineAuth: { passThrough: false, credential: 'qwen-key' },
+      ...base,
+      kvConnector: { type: 'nixl' },
+      engineAuth: { passThrough: false, credential: 'qwen-key' },
       workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
     });
     await h.putRoute('cred-pd', { modelName: 'cred-pd', rules: [{ targetModels: [{ modelServerName: 'cred-pd', weight: 100 }] }] });
     await h.putEndpoint('cred-pd', 'p', 'prefill', p, { group: 'g1' });
     await h.putEndpoint('cred-pd', 'd', 'decode', d, { group: 'g1' });
-    h.decide = (r) => (r.modelServer === 'cred-pd'
-      ? { id: r.id, ok: true, mode: 'pd', encoders: [], attempts: [{ prefill: ref('cred-pd', 'p', p), endpoint: ref('cred-pd', 'd', d) }] }
-      : { id: r.id, ok: true, mode: 'aggregated', encoders: [], attempts: [{ endpoint: ref(r.modelServer, 'a', agg) }] });
+    h.decide = (r) =>
+      r.modelServer === 'cred-pd'
+        ? {
+            id: r.id,
+            ok: true,
+            mode: 'pd',
+            encoders: [],
+            attempts: [{ prefill: ref('cred-pd', 'p', p), endpoint: ref('cred-pd', 'd', d) }],
+          }
+        : { id: r.id, ok: true, mode: 'aggregated', encoders: [], attempts: [{ endpoint: ref(r.modelServer, 'a', agg) }] };
     for (const name of [...Object.keys(servers), 'cred-pd']) await h.waitForModel(name);
   });
   afterAll(async () => {
@@ -61,19 +70,21 @@ describe('per-ModelServer engine credential', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const chat = (model: string, stream = false) => fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: CLIENT_AUTH },
-    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, stream }),
-  });
+  const chat = (model: string, stream = false) =>
+    fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: CLIENT_AUTH },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 4, stream }),
+    });
   const lastAuth = (sim: SimEngineHandle) => inferenceRequests(sim).at(-1)?.headers['authorization'];
 
-  it('sends the named credential to the engine instead of the client\'s', async () => {
+  it("sends the named credential to the engine instead of the client's", async () => {
     const res = await chat('cred');
     expect(res.status).toBe(200);
     expect(lastAuth(agg)).toBe('Bearer engine-secret-1');
   });
 
-  it('sends no Authorization to a server that names none (the client\'s stays at the gateway)', async () => {
+  it("sends no Authorization to a server that names none (the client's stays at the gateway)", async () => {
     expect((await chat('plain')).status).toBe(200);
     expect(lastAuth(agg)).toBeUndefined();
   });

@@ -28,7 +28,9 @@ const CASES: Readonly<Record<string, { parts: Body[]; requests: number; items: n
 
 function chat(model: string, parts: Body[], extra: Body = {}): Body {
   return {
-    model, max_tokens: 4, ...extra,
+    model,
+    max_tokens: 4,
+    ...extra,
     messages: [{ role: 'user', content: [{ type: 'text', text: 'describe' }, ...parts] }],
   };
 }
@@ -54,38 +56,55 @@ async function deploy(h: Harness, ecDir: string, connector: EcConnectorType, top
     await h.startSim({ ...vllm, role: 'encode', host: nextHost(), ...shared }),
   ] as [SimEngineHandle, SimEngineHandle];
   const consumer = await h.startSim({
-    ...vllm, role: topology === 'E→PD' ? 'both' : 'prefill', host: nextHost(), ...shared, ecControlPort: 0,
-    ecPushWaitTimeoutMs: PUSH_WAIT_MS, ...(dpSize > 1 ? { dataParallel: dpSize } : {}),
+    ...vllm,
+    role: topology === 'E→PD' ? 'both' : 'prefill',
+    host: nextHost(),
+    ...shared,
+    ecControlPort: 0,
+    ecPushWaitTimeoutMs: PUSH_WAIT_MS,
+    ...(dpSize > 1 ? { dataParallel: dpSize } : {}),
   });
   const decode = topology === 'E→P→D' ? await h.startSim({ ...vllm, role: 'decode', host: nextHost() }) : undefined;
-  const pdGroup = topology === 'E→PD'
-    ? { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } }
-    : { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } };
+  const pdGroup =
+    topology === 'E→PD'
+      ? { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } }
+      : { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } };
   await h.putServer(name, {
-    model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+    model: MODEL,
+    inferenceEngine: 'vLLM',
+    pipelineMode: 'epd',
+    kvConnector: { type: 'nixl' },
     ecConnector: { type: connector, enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
-    workloadPort: { port: 8000, protocol: 'http' }, workloadSelector: { matchLabels: { app: name }, pdGroup },
+    workloadPort: { port: 8000, protocol: 'http' },
+    workloadSelector: { matchLabels: { app: name }, pdGroup },
   });
   await h.putRoute(name, { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] });
-  const ec = connector === 'mooncake' ? { ecControlAddresses: [...(consumer.ecControlAddresses ?? [])], dpSize } : dpSize > 1 ? { dpSize } : {};
+  const ec =
+    connector === 'mooncake' ? { ecControlAddresses: [...(consumer.ecControlAddresses ?? [])], dpSize } : dpSize > 1 ? { dpSize } : {};
   const e: [EndpointRef, EndpointRef] = [
     await h.putEndpoint(name, 'e0', 'encode', encoders[0], { group: 'g1' }),
     await h.putEndpoint(name, 'e1', 'encode', encoders[1], { group: 'g1' }),
   ];
   const consumerRef = {
-    ...(await h.putEndpoint(name, topology === 'E→PD' ? 'pd' : 'p', topology === 'E→PD' ? 'decode' : 'prefill', consumer, { group: 'g1', ...ec })),
+    ...(await h.putEndpoint(name, topology === 'E→PD' ? 'pd' : 'p', topology === 'E→PD' ? 'decode' : 'prefill', consumer, {
+      group: 'g1',
+      ...ec,
+    })),
     ...ec,
   };
-  const attempt: Attempt = decode === undefined
-    ? { endpoint: consumerRef }
-    : { endpoint: await h.putEndpoint(name, 'd', 'decode', decode, { group: 'g1' }), prefill: consumerRef };
+  const attempt: Attempt =
+    decode === undefined
+      ? { endpoint: consumerRef }
+      : { endpoint: await h.putEndpoint(name, 'd', 'decode', decode, { group: 'g1' }), prefill: consumerRef };
   await h.waitForModel(name);
   return { route: name, encoders, consumer, decode, refs: { e, attempt } };
 }
 
 async function post(h: Harness, body: Body): Promise<Response> {
   return fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
   });
 }
 
@@ -113,9 +132,17 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
       const consumer = d.refs.attempt.prefill ?? d.refs.attempt.endpoint;
       const attempt = (consumer.dpSize ?? 1) > 1 ? { ...d.refs.attempt, consumerDpRank: rank++ % (consumer.dpSize ?? 1) } : d.refs.attempt;
       return {
-        id: r.id, ok: true, mode: 'epd', attempts: [attempt],
+        id: r.id,
+        ok: true,
+        mode: 'epd',
+        attempts: [attempt],
         // Items alternate between the two encoders: 3 images make one request of 2 on e0 and one of 1 on e1.
-        encoders: r.mediaItems.map((m) => ({ item: m.index, endpoint: d.refs.e[m.index % 2] as EndpointRef, alternates: [], affinity: false })),
+        encoders: r.mediaItems.map((m) => ({
+          item: m.index,
+          endpoint: d.refs.e[m.index % 2] as EndpointRef,
+          alternates: [],
+          affinity: false,
+        })),
       };
     };
   });
@@ -147,7 +174,8 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
     for (let i = 0; i < 2; i++) expect((await post(h, chat(mc.route, [image(10 + i)]))).status).toBe(200);
     const ranks = inferenceRequests(mc.consumer).map((r) => r.headers['x-data-parallel-rank']);
     expect(ranks.sort()).toEqual(['0', '1']);
-    const zmqs = [...mc.encoders].flatMap((e) => inferenceRequests(e))
+    const zmqs = [...mc.encoders]
+      .flatMap((e) => inferenceRequests(e))
       .map((r) => (r.body as { ec_transfer_params: { consumer_zmq: string } }).ec_transfer_params.consumer_zmq);
     expect(zmqs.sort()).toEqual([...(mc.consumer.ecControlAddresses ?? [])].sort());
     for (const other of ['mooncake E→P→D', 'nixl E→PD', 'shared-storage E→P→D']) {
@@ -159,44 +187,63 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
     }
   });
 
-  it.each([false, true])('Mooncake: a push that never arrives fails the consumer after its wait, and a re-encode recovers (stream %s)', async (stream) => {
-    const d = deployments.get('mooncake E→P→D') as Deployment;
-    d.encoders[0].setFault({ mode: 'lose-ec-push', count: 1 });
-    const before = {
-      timeouts: sum([d.consumer], 'pushWaitTimeouts'), lost: sum(d.encoders, 'pushFailures'), requests: sum(d.encoders, 'encoderRequests'),
-    };
-    const res = await post(h, chat(d.route, [image(30 + Number(stream))], stream ? { stream: true } : {}));
-    expect(res.status).toBe(200);
-    const text = await res.text();
-    expect(text).not.toContain('"error"');
-    if (stream) expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
-    // The first push was lost: the prefill waited out its push timeout and failed; the gateway encoded again with
-    // new transfer ids, and the second push arrived.
-    expect(sum([d.consumer], 'pushWaitTimeouts') - before.timeouts).toBe(1);
-    expect(sum(d.encoders, 'pushFailures') - before.lost).toBe(1);
-    expect(sum(d.encoders, 'encoderRequests') - before.requests).toBe(2);
-    // The count and the log line may land just after the answer.
-    await waitFor(async () => /triad_gateway_ec_handoff_failures_total\{reason="push_timeout"\} [1-9]/
-      .test(await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text()), { what: 'push_timeout counted' });
-    await waitFor(() => h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'push_timeout' && l['stage'] === 'prefill'),
-      { what: 'push_timeout logged' });
-  });
+  it.each([false, true])(
+    'Mooncake: a push that never arrives fails the consumer after its wait, and a re-encode recovers (stream %s)',
+    async (stream) => {
+      const d = deployments.get('mooncake E→P→D') as Deployment;
+      d.encoders[0].setFault({ mode: 'lose-ec-push', count: 1 });
+      const before = {
+        timeouts: sum([d.consumer], 'pushWaitTimeouts'),
+        lost: sum(d.encoders, 'pushFailures'),
+        requests: sum(d.encoders, 'encoderRequests'),
+      };
+      const res = await post(h, chat(d.route, [image(30 + Number(stream))], stream ? { stream: true } : {}));
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).not.toContain('"error"');
+      if (stream) expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+      // The first push was lost: the prefill waited out its push timeout and failed; the gateway encoded again with
+      // new transfer ids, and the second push arrived.
+      expect(sum([d.consumer], 'pushWaitTimeouts') - before.timeouts).toBe(1);
+      expect(sum(d.encoders, 'pushFailures') - before.lost).toBe(1);
+      expect(sum(d.encoders, 'encoderRequests') - before.requests).toBe(2);
+      // The count and the log line may land just after the answer.
+      await waitFor(
+        async () =>
+          /triad_gateway_ec_handoff_failures_total\{reason="push_timeout"\} [1-9]/.test(
+            await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text(),
+          ),
+        { what: 'push_timeout counted' },
+      );
+      await waitFor(
+        () => h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'push_timeout' && l['stage'] === 'prefill'),
+        { what: 'push_timeout logged' },
+      );
+    },
+  );
 
   it('Mooncake: a consumer that publishes no control address is a 502 naming the stage and pod, counted and logged', async () => {
     const d = deployments.get('mooncake E→P→D') as Deployment;
     const { ecControlAddresses: _gone, ...bare } = d.refs.attempt.prefill as EndpointRef;
     const decide = h.decide;
-    h.decide = (r) => ({ ...(decide(r) as { ok: true } & Record<string, unknown>), attempts: [{ ...d.refs.attempt, prefill: bare }] } as never);
+    h.decide = (r) =>
+      ({ ...(decide(r) as { ok: true } & Record<string, unknown>), attempts: [{ ...d.refs.attempt, prefill: bare }] }) as never;
     try {
       const res = await post(h, chat(d.route, [image(40)]));
       expect(res.status).toBe(502);
       const err = ((await res.json()) as { error: { message: string } }).error;
       expect(err.message).toMatch(/^prefill on default\.mooncake-epd3\.p has no EC control address for DP rank 0/);
       // The request's end (metric, log line) is recorded just after its answer is written.
-      await waitFor(async () => /triad_gateway_ec_handoff_failures_total\{reason="missing_consumer_address"\} 1/
-        .test(await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text()), { what: 'missing address counted' });
-      await waitFor(() => h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'missing_consumer_address'),
-        { what: 'missing address logged' });
+      await waitFor(
+        async () =>
+          /triad_gateway_ec_handoff_failures_total\{reason="missing_consumer_address"\} 1/.test(
+            await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text(),
+          ),
+        { what: 'missing address counted' },
+      );
+      await waitFor(() => h.logLines.some((l) => l['msg'] === 'EC hand-off failed' && l['reason'] === 'missing_consumer_address'), {
+        what: 'missing address logged',
+      });
     } finally {
       h.decide = decide;
     }

@@ -21,7 +21,8 @@ function multimodal(model: string, extra: Body = {}): Body {
       {
         role: 'user',
         content: [
-          { type: 'text', text: 'compare' }, { type: 'image_url', image_url: { url: IMAGE_A } },
+          { type: 'text', text: 'compare' },
+          { type: 'image_url', image_url: { url: IMAGE_A } },
           { type: 'image_url', image_url: { url: IMAGE_B } },
         ],
       },
@@ -36,18 +37,24 @@ const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 /** The messages with each image part carrying the uuid the gateway gives it (sha256 of its URL). */
 function withUuids(messages: unknown): unknown {
-  return (messages as { content: unknown }[]).map((m) => (!Array.isArray(m.content) ? m : {
-    ...m,
-    content: (m.content as { type: string; image_url?: { url: string } }[])
-      .map((p) => (p.image_url ? { ...p, uuid: sha(p.image_url.url) } : p)),
-  }));
+  return (messages as { content: unknown }[]).map((m) =>
+    !Array.isArray(m.content)
+      ? m
+      : {
+          ...m,
+          content: (m.content as { type: string; image_url?: { url: string } }[]).map((p) =>
+            p.image_url ? { ...p, uuid: sha(p.image_url.url) } : p,
+          ),
+        },
+  );
 }
 
 async function post(h: Harness, body: Body, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(
-    `${h.gateway.url}/v1/chat/completions`,
-    { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) },
-  );
+  return fetch(`${h.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
 }
 
 describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
@@ -69,22 +76,24 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.4.4', model: MODEL });
     pd = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.4.5', model: MODEL, sharedEcDir: ecDir });
     const selector = {
-      matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      matchLabels: { app: 'vl' },
+      pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
     };
-    await h.putServer(
-      'epd',
-      {
-        model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
-        workloadPort: { port: 8000, protocol: 'http' }, workloadSelector: selector,
-      },
-    );
-    await h.putServer(
-      'epd2',
-      {
-        model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', workloadPort: { port: 8000, protocol: 'http' },
-        workloadSelector: { ...selector, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } } },
-      },
-    );
+    await h.putServer('epd', {
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
+      workloadPort: { port: 8000, protocol: 'http' },
+      workloadSelector: selector,
+    });
+    await h.putServer('epd2', {
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      workloadPort: { port: 8000, protocol: 'http' },
+      workloadSelector: { ...selector, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } } },
+    });
     await h.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'epd', weight: 100 }] }] });
     await h.putRoute('vl2', { modelName: 'vl-e-pd', rules: [{ targetModels: [{ modelServerName: 'epd2', weight: 100 }] }] });
     refs['e0'] = await h.putEndpoint('epd', 'e0', 'encode', e0, { group: 'g1' });
@@ -93,14 +102,24 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     refs['d'] = await h.putEndpoint('epd', 'd', 'decode', d, { group: 'g1' });
     refs['pd'] = await h.putEndpoint('epd2', 'pd', 'decode', pd, { group: 'g1' });
     h.decide = (r) => ({
-      id: r.id, ok: true, mode: 'epd',
+      id: r.id,
+      ok: true,
+      mode: 'epd',
       encoders: r.mediaItems.map((m) => ({
-        item: m.index, endpoint: m.index % 2 === 0 ? (refs['e0'] as EndpointRef) : (refs['e1'] as EndpointRef), alternates: [],
+        item: m.index,
+        endpoint: m.index % 2 === 0 ? (refs['e0'] as EndpointRef) : (refs['e1'] as EndpointRef),
+        alternates: [],
         affinity: false,
       })),
-      attempts: r.modelServer === 'epd' ? [{
-        endpoint: refs['d'] as EndpointRef, prefill: refs['p'] as EndpointRef,
-      }] : [{ endpoint: refs['pd'] as EndpointRef }],
+      attempts:
+        r.modelServer === 'epd'
+          ? [
+              {
+                endpoint: refs['d'] as EndpointRef,
+                prefill: refs['p'] as EndpointRef,
+              },
+            ]
+          : [{ endpoint: refs['pd'] as EndpointRef }],
     });
     await h.waitForModel('vl');
     await h.waitForModel('vl-e-pd');
@@ -127,12 +146,18 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     expect(enc0?.headers['x-request-id']).toMatch(/^req-epd-1:0:[0-9a-f]{6}$/);
     expect(enc1?.headers['x-request-id']).toMatch(/^req-epd-1:1:[0-9a-f]{6}$/);
     expect(enc0?.body).toEqual({
-      model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE_A }, uuid: sha(IMAGE_A) }] }],
-      stream: false, mm_processor_kwargs: { max_pixels: 1024 },
+      model: MODEL,
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE_A }, uuid: sha(IMAGE_A) }] }],
+      stream: false,
+      mm_processor_kwargs: { max_pixels: 1024 },
     });
-    expect((enc1?.body as { messages: { content: unknown[] }[] }).messages[0]?.content).toEqual([{
-      type: 'image_url', image_url: { url: IMAGE_B }, uuid: sha(IMAGE_B),
-    }]);
+    expect((enc1?.body as { messages: { content: unknown[] }[] }).messages[0]?.content).toEqual([
+      {
+        type: 'image_url',
+        image_url: { url: IMAGE_B },
+        uuid: sha(IMAGE_B),
+      },
+    ]);
     const [pre] = inferenceRequests(p);
     const [dec] = inferenceRequests(d);
     expect(pre?.headers['x-request-id']).toBe('req-epd-1');
@@ -167,7 +192,10 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     expect(inferenceRequests(p)).toHaveLength(0);
     const sent = inferenceRequests(pd)[0]?.body as Body;
     expect(sent).toEqual({
-      ...body, model: MODEL, messages: withUuids(body['messages']), stream_options: { include_usage: true },
+      ...body,
+      model: MODEL,
+      messages: withUuids(body['messages']),
+      stream_options: { include_usage: true },
       ec_transfer_params: expect.any(Object),
     });
     expect(pd.counters()['localEncodes'] ?? 0).toBe(0);
@@ -195,11 +223,20 @@ describe('gateway, SGLang EPD against engine-sims', () => {
     h = await startHarness();
     e = await h.startSim({ engine: 'sglang', role: 'encode', host: '127.0.5.1', model: MODEL });
     p = await h.startSim({
-      engine: 'sglang', role: 'prefill', host: '127.0.5.2', model: MODEL, bootstrapPort: 0, languageOnly: true, encoderUrls: [e.url],
+      engine: 'sglang',
+      role: 'prefill',
+      host: '127.0.5.2',
+      model: MODEL,
+      bootstrapPort: 0,
+      languageOnly: true,
+      encoderUrls: [e.url],
     });
     d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.5.3', model: MODEL });
     await h.putServer('sgepd', {
-      model: MODEL, inferenceEngine: 'SGLang', pipelineMode: 'epd', workloadPort: { port: 30000, protocol: 'http' },
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      pipelineMode: 'epd',
+      workloadPort: { port: 30000, protocol: 'http' },
       workloadSelector: {
         matchLabels: { app: 'sgvl' },
         pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },

@@ -11,7 +11,10 @@ interface OpenAiErrorBody {
 }
 
 async function post(
-  h: Harness, body: string, headers: Record<string, string> = {}, path = '/v1/chat/completions',
+  h: Harness,
+  body: string,
+  headers: Record<string, string> = {},
+  path = '/v1/chat/completions',
 ): Promise<{ status: number; body: OpenAiErrorBody; headers: Headers }> {
   const res = await fetch(`${h.gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   return { status: res.status, body: (await res.json()) as OpenAiErrorBody, headers: res.headers };
@@ -65,7 +68,9 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
     h = await startHarness({ config: { bodyLimit: 4096 }, hooks: [tracing, admission] });
     sim = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.7.1', model: MODEL });
     const server = {
-      model: MODEL, inferenceEngine: 'vLLM' as const, workloadSelector: { matchLabels: { app: 'e' } },
+      model: MODEL,
+      inferenceEngine: 'vLLM' as const,
+      workloadSelector: { matchLabels: { app: 'e' } },
       workloadPort: { port: 8000, protocol: 'http' as const },
     };
     await h.putServer('ok', server);
@@ -74,9 +79,15 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
     await h.putRoute('empty', { modelName: 'empty', rules: [{ targetModels: [{ modelServerName: 'empty', weight: 100 }] }] });
     await h.putRoute('ghost', { modelName: 'ghost', rules: [{ targetModels: [{ modelServerName: 'no-such-server', weight: 100 }] }] });
     const ep = await h.putEndpoint('ok', 'ok-0', 'aggregated', sim);
-    h.decide = (r) => (r.modelServer === 'ok' ? { id: r.id, ok: true, mode: 'aggregated', attempts: [{ endpoint: ep }], encoders: [] } : {
-      id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'no ready endpoint for default/empty',
-    });
+    h.decide = (r) =>
+      r.modelServer === 'ok'
+        ? { id: r.id, ok: true, mode: 'aggregated', attempts: [{ endpoint: ep }], encoders: [] }
+        : {
+            id: r.id,
+            ok: false,
+            code: 'SCHED_NO_CANDIDATES',
+            message: 'no ready endpoint for default/empty',
+          };
     await h.waitForModel('ghost');
   });
   afterAll(async () => {
@@ -88,13 +99,19 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
     ['a body that is not an object', '[1,2]', 400, 'GATEWAY_BAD_REQUEST', null],
     ['a missing model', JSON.stringify({ messages: [{ role: 'user', content: 'x' }] }), 400, 'GATEWAY_BAD_REQUEST', 'model'],
     [
-      'a non-boolean stream', JSON.stringify({ model: 'ok', stream: 'yes', messages: [{ role: 'user', content: 'x' }] }), 400,
-      'GATEWAY_BAD_REQUEST', 'stream',
+      'a non-boolean stream',
+      JSON.stringify({ model: 'ok', stream: 'yes', messages: [{ role: 'user', content: 'x' }] }),
+      400,
+      'GATEWAY_BAD_REQUEST',
+      'stream',
     ],
     ['missing messages', JSON.stringify({ model: 'ok' }), 400, 'GATEWAY_BAD_REQUEST', 'messages'],
     [
-      'a negative max_tokens', JSON.stringify({ model: 'ok', max_tokens: -1, messages: [{ role: 'user', content: 'x' }] }), 400,
-      'GATEWAY_BAD_REQUEST', 'max_tokens',
+      'a negative max_tokens',
+      JSON.stringify({ model: 'ok', max_tokens: -1, messages: [{ role: 'user', content: 'x' }] }),
+      400,
+      'GATEWAY_BAD_REQUEST',
+      'max_tokens',
     ],
     ['an unknown model', ok('nope'), 404, 'GATEWAY_MODEL_NOT_FOUND', 'model'],
     ['a route to a missing ModelServer', ok('ghost'), 404, 'GATEWAY_MODEL_NOT_FOUND', 'model'],
@@ -133,15 +150,22 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
   it('calls the hooks in lifecycle order, adds stage-span headers to legs and ends with the usage', async () => {
     order.length = 0;
     sim.clearRequests();
-    const res = await fetch(
-      `${h.gateway.url}/v1/chat/completions`,
-      { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'hooked', 'x-test': 'queue' }, body: ok() },
-    );
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'hooked', 'x-test': 'queue' },
+      body: ok(),
+    });
     expect(res.status).toBe(200);
     await res.text();
     await waitFor(() => ended.some((e) => e.req.id === 'hooked'), { what: 'onEnd' });
     expect(order).toEqual([
-      'request:hooked', 'admit:hooked', 'routed:default/ok', 'scheduled:false', 'stage:aggregated', 'first-token', 'stage-end:true',
+      'request:hooked',
+      'admit:hooked',
+      'routed:default/ok',
+      'scheduled:false',
+      'stage:aggregated',
+      'first-token',
+      'stage-end:true',
       'end:200',
     ]);
     expect(inferenceRequests(sim)[0]?.headers['x-span']).toBe('span-1/aggregated');
@@ -156,8 +180,12 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
     expect((await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/readyz`)).status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
     for (const name of [
-      'kthena_router_requests_total', 'kthena_router_request_duration_seconds', 'kthena_router_tokens_total',
-      'kthena_router_active_requests', 'triad_gateway_stage_duration_seconds', 'triad_gateway_schedule_duration_seconds',
+      'kthena_router_requests_total',
+      'kthena_router_request_duration_seconds',
+      'kthena_router_tokens_total',
+      'kthena_router_active_requests',
+      'triad_gateway_stage_duration_seconds',
+      'triad_gateway_schedule_duration_seconds',
     ]) {
       expect(metrics).toContain(`# TYPE ${name}`);
     }
@@ -166,10 +194,12 @@ describe('gateway errors (OpenAI-shaped, right status) and lifecycle hooks', () 
     expect(metrics).toContain(
       'kthena_router_requests_total{model="unknown",path="/v1/chat/completions",status_code="400",error_type="GATEWAY_BAD_REQUEST"',
     );
-    expect(metrics).toMatch(new RegExp(
-      String.raw`kthena_router_tokens_total\{model="ok",path="/v1/chat/completions",token_type="output",` +
-      String.raw`model_route="default/ok",model_server="default/ok"\} [1-9]`,
-    ));
+    expect(metrics).toMatch(
+      new RegExp(
+        String.raw`kthena_router_tokens_total\{model="ok",path="/v1/chat/completions",token_type="output",` +
+          String.raw`model_route="default/ok",model_server="default/ok"\} [1-9]`,
+      ),
+    );
     // Closed label sets read 0 before anything happened, so rules and dashboards over them have data.
     for (const reason of ['timeout', 'unavailable', 'invalid-reply', 'backoff']) {
       expect(metrics).toMatch(new RegExp(`^triad_gateway_local_decisions_total\\{reason="${reason}"\\} \\d+$`, 'm'));

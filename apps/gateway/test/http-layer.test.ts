@@ -49,7 +49,9 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
     port = h.gateway.port;
     sim = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.17.1', model: MODEL });
     const base = {
-      model: MODEL, inferenceEngine: 'vLLM' as const, workloadSelector: { matchLabels: { app: 'h' } },
+      model: MODEL,
+      inferenceEngine: 'vLLM' as const,
+      workloadSelector: { matchLabels: { app: 'h' } },
       workloadPort: { port: 8000, protocol: 'http' as const },
     };
     await h.putServer('plain', base);
@@ -58,7 +60,13 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
     await h.putRoute('pass', { modelName: 'm-pass', rules: [{ targetModels: [{ modelServerName: 'pass', weight: 100 }] }] });
     const plain = await h.putEndpoint('plain', 'a', 'aggregated', sim);
     const pass = await h.putEndpoint('pass', 'a', 'aggregated', sim);
-    h.decide = (r) => ({ id: r.id, ok: true, mode: 'aggregated', encoders: [], attempts: [{ endpoint: r.modelServer === 'pass' ? pass : plain }] });
+    h.decide = (r) => ({
+      id: r.id,
+      ok: true,
+      mode: 'aggregated',
+      encoders: [],
+      attempts: [{ endpoint: r.modelServer === 'pass' ? pass : plain }],
+    });
     await h.waitForModel(MODEL);
     await h.waitForModel('m-pass');
   });
@@ -71,14 +79,20 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
 
     it('node:http reads the 413 (no EPIPE), with Connection: close', async () => {
       const answer = await new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
-        const req = httpRequest({
-          host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions',
-          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(big) },
-        }, (res) => {
-          let body = '';
-          res.on('data', (c: Buffer) => (body += c.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-        });
+        const req = httpRequest(
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/v1/chat/completions',
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(big) },
+          },
+          (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+          },
+        );
         req.on('error', reject);
         // Written in pieces, as a client uploading a large body does.
         for (let i = 0; i < big.length; i += 16 * 1024) req.write(big.slice(i, i + 16 * 1024));
@@ -89,14 +103,18 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
       expect(JSON.parse(answer.body)).toEqual({
         error: {
           message: `request body is larger than the gateway accepts (${LIMIT} bytes, setting body-limit)`,
-          type: 'invalid_request_error', param: null, code: 'GATEWAY_BODY_TOO_LARGE',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'GATEWAY_BODY_TOO_LARGE',
         },
       });
     });
 
     it('fetch reads the 413, with a declared length and chunked', async () => {
       const declared = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: big,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: big,
       });
       expect(declared.status).toBe(413);
       expect(((await declared.json()) as { error: { code: string } }).error.code).toBe('GATEWAY_BODY_TOO_LARGE');
@@ -108,16 +126,25 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
         },
       });
       const chunked = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: stream, duplex: 'half',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: stream,
+        duplex: 'half',
       } as RequestInit);
       expect(chunked.status).toBe(413);
     });
 
     it('the openai SDK gets an APIError 413 (not a connection error it would retry)', async () => {
       const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x', maxRetries: 2 });
-      const err = await client.chat.completions.create({
-        model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(1024 * 1024) }],
-      }).then(() => undefined, (e: unknown) => e);
+      const err = await client.chat.completions
+        .create({
+          model: MODEL,
+          messages: [{ role: 'user', content: 'x'.repeat(1024 * 1024) }],
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       expect(err).toBeInstanceOf(OpenAI.APIError);
       expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(413);
       expect(inferenceRequests(sim).filter((r) => r.body !== undefined && JSON.stringify(r.body).length > LIMIT)).toHaveLength(0);
@@ -125,7 +152,8 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
 
     it('a raw socket reads the 413 after sending its whole body, and the server closes the connection', async () => {
       const raw = await rawExchange(port, [
-        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${big.length}\r\n\r\n`, big,
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${big.length}\r\n\r\n`,
+        big,
       ]);
       expect(statusOf(raw)).toBe(413);
       expect(raw.toLowerCase()).toContain('connection: close');
@@ -150,11 +178,15 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
 
   it('Expect: 100-continue within the limit continues and is served', async () => {
     const body = chatBody(200);
-    const raw = await rawExchange(port, [
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n`
-        + 'expect: 100-continue\r\nconnection: close\r\n\r\n',
-      body,
-    ], 20);
+    const raw = await rawExchange(
+      port,
+      [
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n` +
+          'expect: 100-continue\r\nconnection: close\r\n\r\n',
+        body,
+      ],
+      20,
+    );
     expect(raw.startsWith('HTTP/1.1 100 Continue')).toBe(true);
     expect(raw).toContain('HTTP/1.1 200 OK');
   });
@@ -162,14 +194,26 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
   it.each([
     ['another expectation', 'GET /v1/models HTTP/1.1\r\nhost: x\r\nexpect: something-else\r\n\r\n', 417, 'GATEWAY_EXPECTATION_FAILED'],
     ['a missing Host on HTTP/1.1', 'GET /v1/models HTTP/1.1\r\n\r\n', 400, 'GATEWAY_BAD_REQUEST'],
-    ['headers over the limit', `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'GATEWAY_HEADERS_TOO_LARGE'],
+    [
+      'headers over the limit',
+      `GET /v1/models HTTP/1.1\r\nhost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'GATEWAY_HEADERS_TOO_LARGE',
+    ],
     ['a bad header name', 'GET /v1/models HTTP/1.1\r\nhost: x\r\nbad header: 1\r\n\r\n', 400, 'GATEWAY_BAD_REQUEST'],
     ['a bad header value', 'GET /v1/models HTTP/1.1\r\nhost: x\r\nx-v: a\x01b\r\n\r\n', 400, 'GATEWAY_BAD_REQUEST'],
     [
       'both Content-Length and Transfer-Encoding',
-      'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'GATEWAY_BAD_REQUEST',
+      'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      'GATEWAY_BAD_REQUEST',
     ],
-    ['bad chunk framing', 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n', 400, 'GATEWAY_BAD_REQUEST'],
+    [
+      'bad chunk framing',
+      'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n',
+      400,
+      'GATEWAY_BAD_REQUEST',
+    ],
     ['a garbage request line', 'HELLO\r\n\r\n', 400, 'GATEWAY_BAD_REQUEST'],
     ['a malformed URL', 'POST /v1/%zz%E0%A4%A HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n', 400, 'GATEWAY_BAD_REQUEST'],
   ])('answers %s OpenAI-shaped', async (_what, request, status, code) => {
@@ -189,7 +233,8 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
   it('cuts echoed client values short in error bodies and the access log', async () => {
     const model = `z${'q'.repeat(250)}`;
     const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(res.status).toBe(404);
@@ -202,12 +247,14 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
     expect(text.length).toBeLessThan(500);
   });
 
-  it('does not forward the client\'s Authorization to the engine unless the ModelServer passes it through', async () => {
+  it("does not forward the client's Authorization to the engine unless the ModelServer passes it through", async () => {
     sim.clearRequests();
     const headers = { 'content-type': 'application/json', authorization: 'Bearer triad-client-key' };
     for (const model of [MODEL, 'm-pass']) {
       const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-        method: 'POST', headers, body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
       });
       expect(res.status).toBe(200);
     }

@@ -21,29 +21,42 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
 
   beforeAll(async () => {
     telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter,
+      serviceName: 'triad-gateway',
+      version: 'test',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+      exporter,
     });
     const config = join(dir, 'admission.json');
     writeFileSync(
       config,
-      JSON.stringify({ auth: { apiKeys: { keys: [{
-        name: 'team-a', id: key.id, hash: hashApiKey(key.key, { N: 1024, r: 8, p: 1 }), models: ['pd'],
-      }] } } }),
+      JSON.stringify({
+        auth: {
+          apiKeys: {
+            keys: [
+              {
+                name: 'team-a',
+                id: key.id,
+                hash: hashApiKey(key.key, { N: 1024, r: 8, p: 1 }),
+                models: ['pd'],
+              },
+            ],
+          },
+        },
+      }),
     );
     h = await startHarness({ config: { admissionConfig: config }, tracing: true });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.10.1', model: MODEL });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.10.2', model: MODEL });
     const server = {
-      model: MODEL, inferenceEngine: 'vLLM' as const, kvConnector: { type: 'nixl' as const },
+      model: MODEL,
+      inferenceEngine: 'vLLM' as const,
+      kvConnector: { type: 'nixl' as const },
       workloadPort: { port: 8000, protocol: 'http' as const },
     };
-    await h.putServer(
-      'pd',
-      {
-        ...server,
-        workloadSelector: { matchLabels: { a: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
-      },
-    );
+    await h.putServer('pd', {
+      ...server,
+      workloadSelector: { matchLabels: { a: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+    });
     await h.putRoute('pd', { modelName: 'pd', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
     await h.putRoute('other', { modelName: 'other', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
     const pre = await h.putEndpoint('pd', 'p', 'prefill', p, { group: 'g1' });
@@ -73,29 +86,35 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
     expect(wrongModel.status).toBe(403);
   });
 
-  it('admits a valid key, and traces the request (admission event on the request span) with one span per leg whose context reaches ' +
-    'the engines', async () => {
-    p.clearRequests();
-    d.clearRequests();
-    const res = await chat('pd', key.key);
-    expect(res.status).toBe(200);
-    await res.text();
-    const traceparent = inferenceRequests(d)[0]?.headers['traceparent'] as string;
-    expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
-    const traceId = traceparent.split('-')[1];
-    expect((inferenceRequests(p)[0]?.headers['traceparent'] as string).split('-')[1]).toBe(traceId);
-    await waitFor(async () => {
-      await telemetry.forceFlush();
-      return exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId).length >= 4;
-    }, { what: 'request, schedule and leg spans exported' });
-    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
-    expect(spans.length).toBeGreaterThanOrEqual(4);
-    // Admission's decision is an event on the request span (the gateway hands it over as `spanOf`).
-    const request = spans.find((s) => s.name === 'POST /v1/chat/completions');
-    expect(request?.events.map((e) => e.name)).toContain('triad.admission.admitted');
-    // Route `pd` sends the ModelServer's model: legs carry that one, the request span the client's name.
-    expect(request?.attributes['gen_ai.request.model']).toBe('pd');
-    const legs = spans.filter((s) => s.name === 'prefill' || s.name === 'decode');
-    expect(legs.map((s) => s.attributes['gen_ai.request.model'])).toEqual([MODEL, MODEL]);
-  });
+  it(
+    'admits a valid key, and traces the request (admission event on the request span) with one span per leg whose context reaches ' +
+      'the engines',
+    async () => {
+      p.clearRequests();
+      d.clearRequests();
+      const res = await chat('pd', key.key);
+      expect(res.status).toBe(200);
+      await res.text();
+      const traceparent = inferenceRequests(d)[0]?.headers['traceparent'] as string;
+      expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+      const traceId = traceparent.split('-')[1];
+      expect((inferenceRequests(p)[0]?.headers['traceparent'] as string).split('-')[1]).toBe(traceId);
+      await waitFor(
+        async () => {
+          await telemetry.forceFlush();
+          return exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId).length >= 4;
+        },
+        { what: 'request, schedule and leg spans exported' },
+      );
+      const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+      expect(spans.length).toBeGreaterThanOrEqual(4);
+      // Admission's decision is an event on the request span (the gateway hands it over as `spanOf`).
+      const request = spans.find((s) => s.name === 'POST /v1/chat/completions');
+      expect(request?.events.map((e) => e.name)).toContain('triad.admission.admitted');
+      // Route `pd` sends the ModelServer's model: legs carry that one, the request span the client's name.
+      expect(request?.attributes['gen_ai.request.model']).toBe('pd');
+      const legs = spans.filter((s) => s.name === 'prefill' || s.name === 'decode');
+      expect(legs.map((s) => s.attributes['gen_ai.request.model'])).toEqual([MODEL, MODEL]);
+    },
+  );
 });

@@ -29,7 +29,10 @@ async function vllmPd(h: Harness): Promise<VllmPd> {
   const d1 = await h.startSim({ engine: 'vllm', role: 'decode', model: MODEL });
   const d2 = await h.startSim({ engine: 'vllm', role: 'decode', model: MODEL });
   await h.putServer('pd', {
-    model: MODEL, inferenceEngine: 'vLLM', workloadPort: { port: 8000, protocol: 'http' }, kvConnector: { type: 'nixl' },
+    model: MODEL,
+    inferenceEngine: 'vLLM',
+    workloadPort: { port: 8000, protocol: 'http' },
+    kvConnector: { type: 'nixl' },
     workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
   });
   await h.putRoute('pd', { modelName: 'pd', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
@@ -38,17 +41,26 @@ async function vllmPd(h: Harness): Promise<VllmPd> {
   await h.putEndpoint('pd', 'd2', 'decode', d2, { group: 'g1' });
   const prefill = ref('pd', 'p', p);
   h.decide = (r) => ({
-    id: r.id, ok: true, mode: 'pd', encoders: [],
-    attempts: [{ prefill, endpoint: ref('pd', 'd1', d1) }, { prefill, endpoint: ref('pd', 'd2', d2) }],
+    id: r.id,
+    ok: true,
+    mode: 'pd',
+    encoders: [],
+    attempts: [
+      { prefill, endpoint: ref('pd', 'd1', d1) },
+      { prefill, endpoint: ref('pd', 'd2', d2) },
+    ],
   });
   await h.waitForModel('pd');
   return { p, d1, d2 };
 }
 
-const chat = (h: Harness, model: string, stream: boolean, signal?: AbortSignal) => fetch(`${h.gateway.url}/v1/chat/completions`, {
-  method: 'POST', headers: { 'content-type': 'application/json' }, ...(signal ? { signal } : {}),
-  body: JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_tokens: 8, stream }),
-});
+const chat = (h: Harness, model: string, stream: boolean, signal?: AbortSignal) =>
+  fetch(`${h.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    ...(signal ? { signal } : {}),
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_tokens: 8, stream }),
+  });
 
 /** One sample of the gateway's /metrics, or 0 when absent. */
 async function gatewayMetric(h: Harness, series: string): Promise<number> {
@@ -99,7 +111,9 @@ describe('KV-ownership-aware aborts (vLLM NIXL PD)', () => {
       expect(releases).toHaveLength(N);
       expect(releases[0]?.body).toMatchObject({ stream: false, max_tokens: 1, kv_transfer_params: { do_remote_prefill: true } });
       const line = await waitFor(() => accessLines(h).at(N - 1), { what: 'N access lines' });
-      expect(line['kv_stranded']).toEqual([{ engine: 'vLLM', prefill: 'p', decode: 'd1', reason: 'decode_failed', action: 'release', via: 'd2' }]);
+      expect(line['kv_stranded']).toEqual([
+        { engine: 'vLLM', prefill: 'p', decode: 'd1', reason: 'decode_failed', action: 'release', via: 'd2' },
+      ]);
     });
 
     it('a client that leaves after the prefill answered: the KV is released, not left to the lease', async () => {
@@ -109,10 +123,13 @@ describe('KV-ownership-aware aborts (vLLM NIXL PD)', () => {
       const series = 'triad_gateway_kv_stranded_total{engine="vLLM",reason="client_aborted",action="release"}';
       await waitFor(async () => (await gatewayMetric(h, series)) === N, { what: 'N stranded hand-offs counted' });
       // Access lines are written when each request ends, a moment after the client's abort.
-      const lines = await waitFor(() => {
-        const ended = accessLines(h).filter((l) => l['status_code'] === 499);
-        return ended.length === N ? ended : undefined;
-      }, { what: 'N access lines with 499' });
+      const lines = await waitFor(
+        () => {
+          const ended = accessLines(h).filter((l) => l['status_code'] === 499);
+          return ended.length === N ? ended : undefined;
+        },
+        { what: 'N access lines with 499' },
+      );
       expect(lines[0]?.['kv_stranded']).toEqual([
         { engine: 'vLLM', prefill: 'p', decode: 'd1', reason: 'client_aborted', action: 'release', via: 'd2' },
       ]);
@@ -158,7 +175,9 @@ describe('KV-ownership-aware aborts (SGLang PD)', () => {
     // The decode waits for its room as long as SGLang's default waiting timeout would let it (5 min here too).
     d = await h.startSim({ engine: 'sglang', role: 'decode', model: MODEL, bootstrapTimeoutMs: 300_000 });
     await h.putServer('sg', {
-      model: MODEL, inferenceEngine: 'SGLang', workloadPort: { port: 30000, protocol: 'http' },
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadPort: { port: 30000, protocol: 'http' },
       workloadSelector: { matchLabels: { app: 'sg' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
     });
     await h.putRoute('sg', { modelName: 'sg', rules: [{ targetModels: [{ modelServerName: 'sg', weight: 100 }] }] });
@@ -174,13 +193,21 @@ describe('KV-ownership-aware aborts (SGLang PD)', () => {
   it('baseline: a decode whose prefill never delivers keeps its pre-allocated KV while nobody aborts it', async () => {
     // What the engines do on their own: requests for rooms no prefill computes (the prefill died), left open.
     const clients = Array.from({ length: N }, () => new AbortController());
-    const sent = clients.map((c, i) => fetch(`${d.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, signal: c.signal,
-      body: JSON.stringify({
-        model: MODEL, messages: [{ role: 'user', content: PROMPT }], max_tokens: 8,
-        bootstrap_host: p.host, bootstrap_port: p.bootstrapPort, bootstrap_room: 1000 + i,
-      }),
-    }).catch((err: Error) => err));
+    const sent = clients.map((c, i) =>
+      fetch(`${d.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        signal: c.signal,
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: 'user', content: PROMPT }],
+          max_tokens: 8,
+          bootstrap_host: p.host,
+          bootstrap_port: p.bootstrapPort,
+          bootstrap_room: 1000 + i,
+        }),
+      }).catch((err: Error) => err),
+    );
     await waitFor(() => d.kvHeld().requests === N, { what: 'the decode to pre-allocate for every request' });
     const held = d.kvHeld();
     expect(held.blocks).toBe(N * 14);
@@ -200,7 +227,13 @@ describe('KV-ownership-aware aborts (SGLang PD)', () => {
     await waitFor(() => d.kvHeld().requests === 0, { what: 'the decode to free what it pre-allocated' });
     const series = 'triad_gateway_kv_stranded_total{engine="SGLang",reason="client_aborted",action="abort_peer"}';
     await waitFor(async () => (await gatewayMetric(h, series)) === N, { what: 'N stranded hand-offs counted' });
-    const line = await waitFor(() => accessLines(h).filter((l) => l['status_code'] === 499).at(N - 1), { what: 'N access lines with 499' });
+    const line = await waitFor(
+      () =>
+        accessLines(h)
+          .filter((l) => l['status_code'] === 499)
+          .at(N - 1),
+      { what: 'N access lines with 499' },
+    );
     expect(line['kv_stranded']).toEqual([{ engine: 'SGLang', prefill: 'p', decode: 'd', reason: 'client_aborted', action: 'abort_peer' }]);
   });
 

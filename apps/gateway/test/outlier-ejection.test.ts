@@ -16,7 +16,9 @@ describe('outlier ejection: a failing pod is remembered, shared over NATS, probe
     bad = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.18.1', model: MODEL });
     good = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.18.2', model: MODEL, latency: { decodeMsPerToken: 1 } });
     await h.putServer('od', {
-      model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'od' } },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'od' } },
       workloadPort: { port: 8000, protocol: 'http' },
       trafficPolicy: { outlierDetection: { consecutiveErrors: 3, baseEjectionTime: '1s', maxEjectionTime: '5s' } },
     });
@@ -31,11 +33,13 @@ describe('outlier ejection: a failing pod is remembered, shared over NATS, probe
     await h?.close();
   });
 
-  const chat = (id: string) => fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': id },
-    // Identical prompts: prefix affinity pulls them all to the same pod.
-    body: JSON.stringify({ model: 'od', max_tokens: 2, messages: [{ role: 'user', content: 'the same long prompt '.repeat(40) }] }),
-  });
+  const chat = (id: string) =>
+    fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': id },
+      // Identical prompts: prefix affinity pulls them all to the same pod.
+      body: JSON.stringify({ model: 'od', max_tokens: 2, messages: [{ role: 'user', content: 'the same long prompt '.repeat(40) }] }),
+    });
   const lineOf = (id: string) => accessLines(h).find((l) => l['request_id'] === id);
   const firstPod = (id: string) => ((lineOf(id)?.['endpoints'] as { aggregated?: string[] } | undefined)?.aggregated ?? [])[0];
 
@@ -68,18 +72,26 @@ describe('outlier ejection: a failing pod is remembered, shared over NATS, probe
     let n = 0;
     const before = (await kv.get(key))?.ejections ?? 0;
     // Still failing: the probe after the ejection fails, and the next ejection is one more in a row (twice as long).
-    await waitFor(async () => {
-      expect((await chat(`probe-fail-${n++}`)).status).toBe(200);
-      return ((await kv.get(key))?.ejections ?? 0) > before;
-    }, { what: 'a failed probe and a further ejection', timeoutMs: 20_000 });
+    await waitFor(
+      async () => {
+        expect((await chat(`probe-fail-${n++}`)).status).toBe(200);
+        return ((await kv.get(key))?.ejections ?? 0) > before;
+      },
+      { what: 'a failed probe and a further ejection', timeoutMs: 20_000 },
+    );
     const again = await kv.get(key);
     expect(again?.state).toBe('ejected');
     expect((again?.ejectedUntil ?? 0) - (again?.ejectedAt ?? 0)).toBe(Math.min(5000, 1000 * 2 ** ((again?.ejections ?? 1) - 1)));
     bad.setFault({ mode: 'ok' });
-    await waitFor(async () => {
-      expect((await chat(`probe-ok-${n++}`)).status).toBe(200);
-      return (await kv.get(key))?.state === 'healthy';
-    }, { what: 'a successful probe restoring the pod', timeoutMs: 20_000 });
-    await waitFor(() => accessLines(h).some((l) => JSON.stringify(l['outliers'] ?? []).includes('"restored"')), { what: 'restore in the log' });
+    await waitFor(
+      async () => {
+        expect((await chat(`probe-ok-${n++}`)).status).toBe(200);
+        return (await kv.get(key))?.state === 'healthy';
+      },
+      { what: 'a successful probe restoring the pod', timeoutMs: 20_000 },
+    );
+    await waitFor(() => accessLines(h).some((l) => JSON.stringify(l['outliers'] ?? []).includes('"restored"')), {
+      what: 'restore in the log',
+    });
   });
 });

@@ -22,7 +22,9 @@ describe('gateway, vLLM PD against engine-sims', () => {
       pairs.set(kind, { p, d });
       const server = `pd-${kind}`;
       await h.putServer(server, {
-        model: MODEL, inferenceEngine: 'vLLM', workloadPort: { port: 8000, protocol: 'http' },
+        model: MODEL,
+        inferenceEngine: 'vLLM',
+        workloadPort: { port: 8000, protocol: 'http' },
         workloadSelector: { matchLabels: { app: server }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
         ...(kind === 'none' ? {} : { kvConnector: { type: kind } }),
       });
@@ -32,12 +34,16 @@ describe('gateway, vLLM PD against engine-sims', () => {
     }
     // A server whose decision lists two P/D pairs (the nixl pair first, the mooncake pair as the alternate).
     await h.putServer('pd-failover', {
-      model: MODEL, inferenceEngine: 'vLLM', workloadPort: { port: 8000, protocol: 'http' }, kvConnector: { type: 'nixl' },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadPort: { port: 8000, protocol: 'http' },
+      kvConnector: { type: 'nixl' },
       workloadSelector: { matchLabels: { app: 'f' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
     });
-    await h.putRoute(
-      'pd-failover', { modelName: 'pd-failover', rules: [{ targetModels: [{ modelServerName: 'pd-failover', weight: 100 }] }] },
-    );
+    await h.putRoute('pd-failover', {
+      modelName: 'pd-failover',
+      rules: [{ targetModels: [{ modelServerName: 'pd-failover', weight: 100 }] }],
+    });
     const attemptOf = (server: string) => {
       const { p, d } = pairs.get(server.slice(3)) as { p: SimEngineHandle; d: SimEngineHandle };
       const key = (pod: string) => `default.${server}.${pod}`;
@@ -47,7 +53,10 @@ describe('gateway, vLLM PD against engine-sims', () => {
       };
     };
     h.decide = (r) => ({
-      id: r.id, ok: true, mode: 'pd', encoders: [],
+      id: r.id,
+      ok: true,
+      mode: 'pd',
+      encoders: [],
       attempts: r.modelServer === 'pd-failover' ? [attemptOf('pd-nixl'), attemptOf('pd-mooncake')] : [attemptOf(r.modelServer)],
     });
     for (const kind of kinds) await h.waitForModel(`pd-${kind}`);
@@ -57,52 +66,62 @@ describe('gateway, vLLM PD against engine-sims', () => {
     await h?.close();
   });
 
-  it.each([
-    'nixl', 'mooncake', 'lmcache',
-  ] as const)('%s: prefill asks for a remote decode, decode gets the prefill kv_transfer_params verbatim', async (kind) => {
-    const { p, d } = pairs.get(kind)!;
-    p.clearRequests();
-    d.clearRequests();
-    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
-    const stream = await client.chat.completions.create({
-      model: `pd-${kind}`, messages: [{ role: 'user', content: 'disaggregate me' }], max_tokens: 6, stream: true, max_completion_tokens: 6,
-    });
-    let text = '';
-    for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
-    expect(text.length).toBeGreaterThan(0);
-    const [pre] = inferenceRequests(p);
-    const [dec] = inferenceRequests(d);
-    const pb = pre?.body as Body;
-    const db = dec?.body as Body;
-    expect(pb).toMatchObject({ model: MODEL, stream: false, max_tokens: 1, max_completion_tokens: 1 });
-    expect(pb['stream_options']).toBeUndefined();
-    expect(pb['kv_transfer_params']).toEqual({
-      do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null,
-      remote_port: null,
-    });
-    expect(db).toMatchObject({ model: MODEL, stream: true, max_tokens: 6, stream_options: { include_usage: true } });
-    expect(db['kv_transfer_params']).toMatchObject({
-      do_remote_prefill: true, do_remote_decode: false, remote_engine_id: expect.any(String), remote_block_ids: expect.any(Array),
-    });
-    expect(dec?.headers['x-request-id']).toBe(pre?.headers['x-request-id']);
-    // The decode pulled the blocks the prefill kept: a real hand-off, not a silent local prefill.
-    expect(d.counters()['kvPullsReceived']).toBeGreaterThan(0);
-    expect(d.counters()['localPrefillFallbacks']).toBe(0);
-    // "verbatim": the raw JSON text the decode got is the text the prefill produced (same key order and spacing).
-    expect(dec?.rawBody).toContain(`"kv_transfer_params":${JSON.stringify(db['kv_transfer_params'])}`);
-  });
+  it.each(['nixl', 'mooncake', 'lmcache'] as const)(
+    '%s: prefill asks for a remote decode, decode gets the prefill kv_transfer_params verbatim',
+    async (kind) => {
+      const { p, d } = pairs.get(kind)!;
+      p.clearRequests();
+      d.clearRequests();
+      const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
+      const stream = await client.chat.completions.create({
+        model: `pd-${kind}`,
+        messages: [{ role: 'user', content: 'disaggregate me' }],
+        max_tokens: 6,
+        stream: true,
+        max_completion_tokens: 6,
+      });
+      let text = '';
+      for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+      expect(text.length).toBeGreaterThan(0);
+      const [pre] = inferenceRequests(p);
+      const [dec] = inferenceRequests(d);
+      const pb = pre?.body as Body;
+      const db = dec?.body as Body;
+      expect(pb).toMatchObject({ model: MODEL, stream: false, max_tokens: 1, max_completion_tokens: 1 });
+      expect(pb['stream_options']).toBeUndefined();
+      expect(pb['kv_transfer_params']).toEqual({
+        do_remote_decode: true,
+        do_remote_prefill: false,
+        remote_engine_id: null,
+        remote_block_ids: null,
+        remote_host: null,
+        remote_port: null,
+      });
+      expect(db).toMatchObject({ model: MODEL, stream: true, max_tokens: 6, stream_options: { include_usage: true } });
+      expect(db['kv_transfer_params']).toMatchObject({
+        do_remote_prefill: true,
+        do_remote_decode: false,
+        remote_engine_id: expect.any(String),
+        remote_block_ids: expect.any(Array),
+      });
+      expect(dec?.headers['x-request-id']).toBe(pre?.headers['x-request-id']);
+      // The decode pulled the blocks the prefill kept: a real hand-off, not a silent local prefill.
+      expect(d.counters()['kvPullsReceived']).toBeGreaterThan(0);
+      expect(d.counters()['localPrefillFallbacks']).toBe(0);
+      // "verbatim": the raw JSON text the decode got is the text the prefill produced (same key order and spacing).
+      expect(dec?.rawBody).toContain(`"kv_transfer_params":${JSON.stringify(db['kv_transfer_params'])}`);
+    },
+  );
 
   it.each(['http', 'none'] as const)('%s: plain sequential prefill then decode, no KV params relayed', async (kind) => {
     const { p, d } = pairs.get(kind)!;
     p.clearRequests();
     d.clearRequests();
-    const res = await fetch(
-      `${h.gateway.url}/v1/completions`,
-      {
-        method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: `pd-${kind}`, prompt: 'hello', max_tokens: 3 }),
-      },
-    );
+    const res = await fetch(`${h.gateway.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: `pd-${kind}`, prompt: 'hello', max_tokens: 3 }),
+    });
     expect(res.status).toBe(200);
     expect(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
     const pb = inferenceRequests(p)[0]?.body as Body;
@@ -118,13 +137,11 @@ describe('gateway, vLLM PD against engine-sims', () => {
     const second = pairs.get('mooncake')!;
     for (const s of [first.p, first.d, second.p, second.d]) s.clearRequests();
     first.p.setFault({ mode: 'error500', count: 1 });
-    const res = await fetch(
-      `${h.gateway.url}/v1/chat/completions`,
-      {
-        method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'pd-failover', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
-      },
-    );
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'pd-failover', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+    });
     expect(res.status).toBe(200);
     expect(inferenceRequests(first.p)).toHaveLength(1);
     expect(inferenceRequests(first.d)).toHaveLength(0);
@@ -143,7 +160,9 @@ describe('gateway, SGLang PD against engine-sims', () => {
     p = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.3.1', model: MODEL, bootstrapPort: 0 });
     d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.3.2', model: MODEL });
     await h.putServer('sg', {
-      model: MODEL, inferenceEngine: 'SGLang', workloadPort: { port: 30000, protocol: 'http' },
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadPort: { port: 30000, protocol: 'http' },
       // Kthena's `kvConnector: {}` default of http would break SGLang; Triad always uses the bootstrap protocol.
       kvConnector: { type: 'http' },
       workloadSelector: { matchLabels: { app: 'sg' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
@@ -186,13 +205,11 @@ describe('gateway, SGLang PD against engine-sims', () => {
   it('fails the request when the prefill fails, aborting the waiting decode', async () => {
     p.setFault({ mode: 'error500', count: 1 });
     const abortedBefore = d.counters()['aborted'] ?? 0;
-    const res = await fetch(
-      `${h.gateway.url}/v1/chat/completions`,
-      {
-        method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'sg', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
-      },
-    );
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sg', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+    });
     expect(res.status).toBe(502);
     const message = ((await res.json()) as { error: { message: string } }).error.message;
     expect(message).toMatch(/^prefill on default\.sg\.sg-p failed with HTTP 500/);
@@ -203,7 +220,10 @@ describe('gateway, SGLang PD against engine-sims', () => {
     const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x' });
     p.clearRequests();
     const stream = await client.chat.completions.create({
-      model: 'sg', messages: [{ role: 'user', content: 'stream' }], max_tokens: 5, stream: true,
+      model: 'sg',
+      messages: [{ role: 'user', content: 'stream' }],
+      max_tokens: 5,
+      stream: true,
     });
     let n = 0;
     for await (const c of stream) if (c.choices[0]?.delta.content) n++;

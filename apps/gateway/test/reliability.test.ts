@@ -30,48 +30,60 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     a = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.6.1', model: MODEL });
     b = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.6.2', model: MODEL });
     const base = {
-      model: MODEL, inferenceEngine: 'vLLM' as const, workloadSelector: { matchLabels: { app: 'r' } },
+      model: MODEL,
+      inferenceEngine: 'vLLM' as const,
+      workloadSelector: { matchLabels: { app: 'r' } },
       workloadPort: { port: 8000, protocol: 'http' as const },
     };
     await h.putServer('retry', base);
     await h.putServer('noretry', { ...base, trafficPolicy: { retry: { attempts: 0, retryInterval: '10ms' } } });
     await h.putServer('slow', { ...base, trafficPolicy: { timeout: '300ms' } });
-    for (const s of ['retry', 'noretry', 'slow']) await h.putRoute(
-      s, { modelName: s, rules: [{ targetModels: [{ modelServerName: s, weight: 100 }] }] },
-    );
+    for (const s of ['retry', 'noretry', 'slow'])
+      await h.putRoute(s, { modelName: s, rules: [{ targetModels: [{ modelServerName: s, weight: 100 }] }] });
     ra = await h.putEndpoint('retry', 'a', 'aggregated', a);
     rb = await h.putEndpoint('retry', 'b', 'aggregated', b);
     await h.putEndpoint('noretry', 'a', 'aggregated', a);
     await h.putEndpoint('slow', 'a', 'aggregated', a);
     // A slow-decoding SGLang pair, so a stream is still running when the client goes away.
     sgP = await h.startSim({
-      engine: 'sglang', role: 'prefill', host: '127.0.6.3', model: MODEL, bootstrapPort: 0, latency: { decodeMsPerToken: 20 },
+      engine: 'sglang',
+      role: 'prefill',
+      host: '127.0.6.3',
+      model: MODEL,
+      bootstrapPort: 0,
+      latency: { decodeMsPerToken: 20 },
     });
     sgD = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.6.4', model: MODEL, latency: { decodeMsPerToken: 20 } });
-    await h.putServer(
-      'sg-slow',
-      {
-        ...base, inferenceEngine: 'SGLang',
-        workloadSelector: { matchLabels: { app: 'sg' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
-      },
-    );
+    await h.putServer('sg-slow', {
+      ...base,
+      inferenceEngine: 'SGLang',
+      workloadSelector: { matchLabels: { app: 'sg' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+    });
     await h.putRoute('sg-slow', { modelName: 'sg-slow', rules: [{ targetModels: [{ modelServerName: 'sg-slow', weight: 100 }] }] });
     const sp = await h.putEndpoint('sg-slow', 'p', 'prefill', sgP, { group: 'g1' });
     const sd = await h.putEndpoint('sg-slow', 'd', 'decode', sgD, { group: 'g1' });
     // Two slow vLLM encoders (and a decode) for an EPD request whose encode legs are in flight together.
     e0 = await h.startSim({
-      engine: 'vllm', role: 'encode', host: '127.0.6.5', model: MODEL, latencyProfile: 'realistic', latency: { encodeMsPerItem: 1000 },
+      engine: 'vllm',
+      role: 'encode',
+      host: '127.0.6.5',
+      model: MODEL,
+      latencyProfile: 'realistic',
+      latency: { encodeMsPerItem: 1000 },
     });
     e1 = await h.startSim({
-      engine: 'vllm', role: 'encode', host: '127.0.6.6', model: MODEL, latencyProfile: 'realistic', latency: { encodeMsPerItem: 1000 },
+      engine: 'vllm',
+      role: 'encode',
+      host: '127.0.6.6',
+      model: MODEL,
+      latencyProfile: 'realistic',
+      latency: { encodeMsPerItem: 1000 },
     });
-    await h.putServer(
-      'vl-slow',
-      {
-        ...base, pipelineMode: 'epd',
-        workloadSelector: { matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } } },
-      },
-    );
+    await h.putServer('vl-slow', {
+      ...base,
+      pipelineMode: 'epd',
+      workloadSelector: { matchLabels: { app: 'vl' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, decodeLabels: { r: 'd' } } },
+    });
     await h.putRoute('vl-slow', { modelName: 'vl-slow', rules: [{ targetModels: [{ modelServerName: 'vl-slow', weight: 100 }] }] });
     const re0 = await h.putEndpoint('vl-slow', 'e0', 'encode', e0, { group: 'g1' });
     const re1 = await h.putEndpoint('vl-slow', 'e1', 'encode', e1, { group: 'g1' });
@@ -79,13 +91,19 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     h.decide = (r) => {
       if (r.modelServer === 'vl-slow') {
         return {
-          id: r.id, ok: true, mode: 'epd', attempts: [{ endpoint: rd }],
+          id: r.id,
+          ok: true,
+          mode: 'epd',
+          attempts: [{ endpoint: rd }],
           encoders: r.mediaItems.map((m) => ({ item: m.index, endpoint: m.index === 0 ? re0 : re1, alternates: [], affinity: false })),
         };
       }
       if (r.modelServer === 'sg-slow') return { id: r.id, ok: true, mode: 'pd', encoders: [], attempts: [{ endpoint: sd, prefill: sp }] };
       return {
-        id: r.id, ok: true, mode: 'aggregated', encoders: [],
+        id: r.id,
+        ok: true,
+        mode: 'aggregated',
+        encoders: [],
         attempts: r.modelServer === 'slow' ? [{ endpoint: ra }] : [{ endpoint: ra }, { endpoint: rb }],
       };
     };
@@ -109,7 +127,9 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     expect(inferenceRequests(b)[0]?.headers['x-request-id']).toBe(`retry-${mode}`);
     await waitFor(() => accessLines(h).find((l) => l['request_id'] === `retry-${mode}`), { what: 'access line' });
     expect(accessLines(h).find((l) => l['request_id'] === `retry-${mode}`)).toMatchObject({
-      status_code: 200, upstream_attempts: 2, endpoints: { aggregated: ['a', 'b'] },
+      status_code: 200,
+      upstream_attempts: 2,
+      endpoints: { aggregated: ['a', 'b'] },
     });
   });
 
@@ -134,10 +154,12 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     const res = await chat(h, 'retry', { stream: true, max_tokens: 16 });
     expect(res.status).toBe(200);
     const text = await res.text();
-    expect(text).toMatch(new RegExp(
-      String.raw`data: \{"error":\{"message":"[^"]*aggregated on default\.retry\.a failed[^"]*",` +
-      String.raw`"type":"server_error","param":null,"code":"GATEWAY_UPSTREAM_ERROR"\}\}\n\ndata: \[DONE\]\n\n$`,
-    ));
+    expect(text).toMatch(
+      new RegExp(
+        String.raw`data: \{"error":\{"message":"[^"]*aggregated on default\.retry\.a failed[^"]*",` +
+          String.raw`"type":"server_error","param":null,"code":"GATEWAY_UPSTREAM_ERROR"\}\}\n\ndata: \[DONE\]\n\n$`,
+      ),
+    );
     expect(text.startsWith('data: {')).toBe(true);
     expect(inferenceRequests(b)).toHaveLength(0);
   });
@@ -176,8 +198,13 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     abort.abort();
     await waitFor(() => (sgD.counters()['aborted'] ?? 0) > 0, { what: 'decode leg aborted on the engine' });
     await waitFor(
-      () => accessLines(h).some((l) => l['model_name'] === 'sg-slow' && l['status_code'] === 499 &&
-          (l['error'] as { type?: string } | undefined)?.type === 'GATEWAY_CLIENT_ABORTED'),
+      () =>
+        accessLines(h).some(
+          (l) =>
+            l['model_name'] === 'sg-slow' &&
+            l['status_code'] === 499 &&
+            (l['error'] as { type?: string } | undefined)?.type === 'GATEWAY_CLIENT_ABORTED',
+        ),
       { what: 'access line of the aborted request' },
     );
   });
@@ -186,12 +213,15 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     const abort = new AbortController();
     const body = {
       stream: true,
-      messages: [{
-        role: 'user',
-        content: [
-          { type: 'image_url', image_url: { url: 'https://x/1.png' } }, { type: 'image_url', image_url: { url: 'https://x/2.png' } },
-        ],
-      }],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'https://x/1.png' } },
+            { type: 'image_url', image_url: { url: 'https://x/2.png' } },
+          ],
+        },
+      ],
     };
     const pending = chat(h, 'vl-slow', body, { signal: abort.signal }).catch((e: Error) => e);
     await waitFor(() => inferenceRequests(e0).length === 1 && inferenceRequests(e1).length === 1, { what: 'both encoder legs in flight' });
@@ -214,9 +244,9 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
       h.startScheduler();
     }
     await waitFor(
-      async () => (await chat(
-        h, 'retry', {}, { headers: { 'content-type': 'application/json', 'x-request-id': 'back-1' } },
-      )).status === 200 && accessLines(h).some((l) => l['request_id'] === 'back-1' && l['decided_locally'] === false),
+      async () =>
+        (await chat(h, 'retry', {}, { headers: { 'content-type': 'application/json', 'x-request-id': 'back-1' } })).status === 200 &&
+        accessLines(h).some((l) => l['request_id'] === 'back-1' && l['decided_locally'] === false),
       { what: 'scheduler used again' },
     );
   });

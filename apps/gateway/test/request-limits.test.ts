@@ -16,7 +16,9 @@ function images(n: number, extra: Body = {}): Body {
 
 async function post(h: Harness, body: Body | string): Promise<Response> {
   return fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 }
 
@@ -50,7 +52,10 @@ describe('gateway request limits: bounds checked before any work starts, and no 
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.16.3', model: MODEL, sharedEcDir: ecDir });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.16.4', model: MODEL });
     await h.putServer('epd', {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
       workloadPort: { port: 8000, protocol: 'http' },
       workloadSelector: {
         matchLabels: { app: 'vl' },
@@ -63,10 +68,17 @@ describe('gateway request limits: bounds checked before any work starts, and no 
     refs['p'] = await h.putEndpoint('epd', 'p', 'prefill', p, { group: 'g1' });
     refs['d'] = await h.putEndpoint('epd', 'd', 'decode', d, { group: 'g1' });
     h.decide = (r) => ({
-      id: r.id, ok: true, mode: 'epd',
-      encoders: r.mediaItems.filter((m) => encodersFor(m.index)).map((m): EncoderChoice => ({
-        item: m.index, endpoint: (m.index % 2 === 0 ? refs['e0'] : refs['e1']) as EndpointRef, alternates: [], affinity: false,
-      })),
+      id: r.id,
+      ok: true,
+      mode: 'epd',
+      encoders: r.mediaItems
+        .filter((m) => encodersFor(m.index))
+        .map((m): EncoderChoice => ({
+          item: m.index,
+          endpoint: (m.index % 2 === 0 ? refs['e0'] : refs['e1']) as EndpointRef,
+          alternates: [],
+          affinity: false,
+        })),
       attempts: [{ endpoint: refs['d'] as EndpointRef, prefill: refs['p'] as EndpointRef }],
     });
     await h.waitForModel('vl');
@@ -99,7 +111,9 @@ describe('gateway request limits: bounds checked before any work starts, and no 
       expect(res.status).toBe(400);
       expect(await errorOf(res)).toEqual({
         message: `the messages hold ${n} media items; the gateway accepts at most 8 (limit max-media-items)`,
-        type: 'invalid_request_error', param: 'messages', code: 'GATEWAY_BAD_REQUEST',
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'GATEWAY_BAD_REQUEST',
       });
     }
     expect(legsSent()).toBe(0);
@@ -107,8 +121,9 @@ describe('gateway request limits: bounds checked before any work starts, and no 
     const ok = await post(h, images(8));
     expect(ok.status).toBe(200);
     // Every item was encoded (images bound for one encoder travel in one request).
-    const encoded = [...inferenceRequests(e0), ...inferenceRequests(e1)]
-      .map((r) => (r.body as { messages: { content: unknown[] }[] }).messages[0]?.content.length ?? 0);
+    const encoded = [...inferenceRequests(e0), ...inferenceRequests(e1)].map(
+      (r) => (r.body as { messages: { content: unknown[] }[] }).messages[0]?.content.length ?? 0,
+    );
     expect(encoded.reduce((a, b) => a + b, 0)).toBe(8);
   });
 
@@ -138,7 +153,7 @@ describe('gateway request limits: bounds checked before any work starts, and no 
     expect(JSON.stringify(line).length).toBeLessThan(2000);
   });
 
-  it('fails a decision that lacks an item\'s encoder with nothing sent and nothing left in flight', async () => {
+  it("fails a decision that lacks an item's encoder with nothing sent and nothing left in flight", async () => {
     encodersFor = (i) => i < 2;
     const res = await post(h, images(4, { stream: true }));
     expect(res.status).toBe(503);
@@ -146,7 +161,7 @@ describe('gateway request limits: bounds checked before any work starts, and no 
     expect(legsSent()).toBe(0);
   });
 
-  it('cancels the other items when one item\'s encode fails, and runs nothing downstream', async () => {
+  it("cancels the other items when one item's encode fails, and runs nothing downstream", async () => {
     e0.setFault({ mode: 'error500' });
     // Items on e1 hang: the request must end when e0's item fails, not when e1's encode budget runs out.
     e1.setFault({ mode: 'hang' });

@@ -7,12 +7,20 @@ import { SchedulerClient, type LocalReason } from '../src/scheduling/scheduler-c
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 const request = (id: string): SchedulingRequest => ({
-  id, namespace: 'ns', modelServer: 'ms', model: 'm', prefixHashes: [], mediaItems: [],
+  id,
+  namespace: 'ns',
+  modelServer: 'ms',
+  model: 'm',
+  prefixHashes: [],
+  mediaItems: [],
 });
-const decision = (
-  id: string, by: string,
-) => ({
-  id, ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '127.0.0.1', port: 1 } }], encoders: [], decidedBy: by,
+const decision = (id: string, by: string) => ({
+  id,
+  ok: true,
+  mode: 'aggregated',
+  attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '127.0.0.1', port: 1 } }],
+  encoders: [],
+  decidedBy: by,
 });
 
 describe('SchedulerClient against a real nats-server', () => {
@@ -34,9 +42,12 @@ describe('SchedulerClient against a real nats-server', () => {
   it('coalesces what arrives while a batch is in flight into the next message, in order, with no timer', async () => {
     const held: Msg[] = [];
     const sizes: number[] = [];
-    const sub = scheduler.subscribe(Subjects.schedule, { queue: SCHEDULER_QUEUE_GROUP, callback: (_e, m) => {
-      held.push(m);
-    } });
+    const sub = scheduler.subscribe(Subjects.schedule, {
+      queue: SCHEDULER_QUEUE_GROUP,
+      callback: (_e, m) => {
+        held.push(m);
+      },
+    });
     await scheduler.flush();
     const answer = (m: Msg) => {
       const batch = JSON.parse(dec.decode(m.data)) as { requests: SchedulingRequest[] };
@@ -55,7 +66,12 @@ describe('SchedulerClient against a real nats-server', () => {
     answer(held.shift() as Msg);
     const results = await Promise.all(rest);
     expect(sizes).toEqual([1, 3, 1]);
-    expect(results.map((r) => [r.decision.id, r.local])).toEqual([['r1', false], ['r2', false], ['r3', false], ['r4', false]]);
+    expect(results.map((r) => [r.decision.id, r.local])).toEqual([
+      ['r1', false],
+      ['r2', false],
+      ['r3', false],
+      ['r4', false],
+    ]);
     sub.unsubscribe();
     await scheduler.flush();
   });
@@ -63,7 +79,9 @@ describe('SchedulerClient against a real nats-server', () => {
   it('decides locally when nobody serves the subject, then backs off from the scheduler for a while', async () => {
     const reasons: LocalReason[] = [];
     const client = new SchedulerClient(
-      gateway, local, { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) },
+      gateway,
+      local,
+      { budgetMs: 1000, backoffMs: 60_000, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) },
       new TurnFlusher(),
     );
     const a = await client.schedule(request('a'));
@@ -74,14 +92,19 @@ describe('SchedulerClient against a real nats-server', () => {
   });
 
   it('decides locally when the reply is late or malformed', async () => {
-    const sub = scheduler.subscribe(Subjects.schedule, { callback: (_e, m) => {
-      const batch = JSON.parse(dec.decode(m.data)) as { requests: SchedulingRequest[] };
-      if (batch.requests[0]?.id === 'bad') m.respond(enc.encode(JSON.stringify({ v: 1, decisions: [] })));
-    } });
+    const sub = scheduler.subscribe(Subjects.schedule, {
+      callback: (_e, m) => {
+        const batch = JSON.parse(dec.decode(m.data)) as { requests: SchedulingRequest[] };
+        if (batch.requests[0]?.id === 'bad') m.respond(enc.encode(JSON.stringify({ v: 1, decisions: [] })));
+      },
+    });
     await scheduler.flush();
     const reasons: LocalReason[] = [];
     const client = new SchedulerClient(
-      gateway, local, { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) }, new TurnFlusher(),
+      gateway,
+      local,
+      { budgetMs: 100, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) },
+      new TurnFlusher(),
     );
     expect((await client.schedule(request('bad'))).local).toBe(true);
     expect((await client.schedule(request('slow'))).local).toBe(true);

@@ -57,40 +57,64 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     sims.delete(name);
   };
   const encoder = (n: number) => start(`e${n}`, { engine: 'sglang', role: 'encode', host: `127.0.16.${n}`, port: epdPorts.encodePort });
-  const languageOnlyPrefill = () => start('p1', {
-    engine: 'sglang', role: 'prefill', languageOnly: true, visionTower: false, host: '127.0.16.101', port: epdPorts.prefillPort,
-    bootstrapPort: 0, encoderBootstrapPort: 0, encoderHealthCheckIntervalMs: 100, encoderHealthCheckTimeoutMs: 300,
-  });
+  const languageOnlyPrefill = () =>
+    start('p1', {
+      engine: 'sglang',
+      role: 'prefill',
+      languageOnly: true,
+      visionTower: false,
+      host: '127.0.16.101',
+      port: epdPorts.prefillPort,
+      bootstrapPort: 0,
+      encoderBootstrapPort: 0,
+      encoderHealthCheckIntervalMs: 100,
+      encoderHealthCheckTimeoutMs: 300,
+    });
   const registry = async (): Promise<string[]> => {
     const p1 = sims.get('p1')!;
     const res = await fetch(`http://${p1.host}:${p1.encoderBootstrapPort}/list_encoder_urls`);
     return ((await res.json()) as { encoder_urls: string[] }).encoder_urls.sort();
   };
   const encoderUrl = (n: number) => `http://127.0.16.${n}:${epdPorts.encodePort}`;
-  const encodes = (n: number) => sims.get(`e${n}`)?.requests().filter((r) => r.path === '/encode').length ?? 0;
+  const encodes = (n: number) =>
+    sims
+      .get(`e${n}`)
+      ?.requests()
+      .filter((r) => r.path === '/encode').length ?? 0;
 
   const doc = (kind: string, name: string, spec: object, metadata: object = {}) => ({
-    apiVersion: API, kind, metadata: { name, namespace: 'default', ...metadata }, spec,
+    apiVersion: API,
+    kind,
+    metadata: { name, namespace: 'default', ...metadata },
+    spec,
   });
   const podDoc = (name: string, ip: string, labels: Record<string, string>, annotations?: Record<string, string>) => ({
-    apiVersion: 'v1', kind: 'Pod',
+    apiVersion: 'v1',
+    kind: 'Pod',
     metadata: { name, namespace: 'default', labels, ...(annotations ? { annotations } : {}) },
     status: { phase: 'Running', podIP: ip, conditions: [{ type: 'Ready', status: 'True' }] },
   });
-  const server = (name: string, mode: 'pd' | 'epd', matchLabels: Record<string, string>, workloadPort: object) => doc('ModelServer', name, {
-    model: MODEL, inferenceEngine: 'SGLang', pipelineMode: mode, workloadPort,
-    workloadSelector: {
-      matchLabels,
-      pdGroup: {
-        groupKey: 'group', prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' },
-        ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
+  const server = (name: string, mode: 'pd' | 'epd', matchLabels: Record<string, string>, workloadPort: object) =>
+    doc('ModelServer', name, {
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      pipelineMode: mode,
+      workloadPort,
+      workloadSelector: {
+        matchLabels,
+        pdGroup: {
+          groupKey: 'group',
+          prefillLabels: { role: 'prefill' },
+          decodeLabels: { role: 'decode' },
+          ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
+        },
       },
-    },
-  });
+    });
   const route = (name: string) => doc('ModelRoute', name, { modelName: name, rules: [{ targetModels: [{ modelServerName: name }] }] });
 
   const objects = (encoders: number[]) => [
-    server('vl', 'epd', { app: 'vl' }, { port: 1, ...epdPorts }), route('vl'),
+    server('vl', 'epd', { app: 'vl' }, { port: 1, ...epdPorts }),
+    route('vl'),
     podDoc('p1', '127.0.16.101', { app: 'vl', group: 'g1', role: 'prefill' }),
     podDoc('d1', '127.0.16.201', { app: 'vl', group: 'g1', role: 'decode' }),
     ...encoders.map((n) => podDoc(`e${n}`, `127.0.16.${n}`, { app: 'vl', group: 'g1', role: 'encode' })),
@@ -107,10 +131,12 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     renameSync(`${file}.tmp`, file);
   };
 
-  const chat = (model: string, content: unknown, extra: object = {}) => fetch(`${h.gateway.url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, max_tokens: 2, messages: [{ role: 'user', content }], ...extra }),
-  });
+  const chat = (model: string, content: unknown, extra: object = {}) =>
+    fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, max_tokens: 2, messages: [{ role: 'user', content }], ...extra }),
+    });
   const withImages = (...n: number[]) => [{ type: 'text', text: 'describe' }, ...n.map(IMAGE)];
 
   beforeAll(async () => {
@@ -126,7 +152,10 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     bootstrap['pb'] = await freePort();
     bootstrap['pc'] = await freePort();
     await start('pa', { engine: 'sglang', role: 'prefill', host: '127.0.17.1', port: pdPorts.prefillPort, bootstrapPort: bootstrap['pa'] });
-    for (const [name, ip] of [['pb', '127.0.17.2'], ['pc', '127.0.17.3']] as const) {
+    for (const [name, ip] of [
+      ['pb', '127.0.17.2'],
+      ['pc', '127.0.17.3'],
+    ] as const) {
       const sim = await start(name, { engine: 'sglang', role: 'prefill', host: ip, bootstrapPort: bootstrap[name] });
       proxies.push(await startInfoHidingProxy(ip, pdPorts.prefillPort, sim));
     }
@@ -135,10 +164,26 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     file = join(dir, 'cluster.yaml');
     write(objects([1, 2]));
     const opsPort = await freePort();
-    watcher = spawnTriad([
-      'pod-watcher', '--nats', h.nats.url, '--source', `file:${file}`, '--metrics-port', String(opsPort), '--identity', 'stack-test',
-      '--scrape-interval', '100', '--registry-interval', '150', '--server-info-interval', '500',
-    ], { TRIAD_LOG_LEVEL: 'warn' });
+    watcher = spawnTriad(
+      [
+        'pod-watcher',
+        '--nats',
+        h.nats.url,
+        '--source',
+        `file:${file}`,
+        '--metrics-port',
+        String(opsPort),
+        '--identity',
+        'stack-test',
+        '--scrape-interval',
+        '100',
+        '--registry-interval',
+        '150',
+        '--server-info-interval',
+        '500',
+      ],
+      { TRIAD_LOG_LEVEL: 'warn' },
+    );
     await waitReady(watcher, opsPort, 'triad pod-watcher ready');
     for (const model of ['vl', 'pd-info', 'pd-triad', 'pd-smg']) await h.waitForModel(model);
   });
@@ -151,7 +196,7 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('EPD: the prefill\'s registry (its own listener, port from /server_info) holds the encoders, and they serve the items', async () => {
+  it("EPD: the prefill's registry (its own listener, port from /server_info) holds the encoders, and they serve the items", async () => {
     await waitFor(async () => (await registry()).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'registry = e1, e2' });
     const before = [encodes(1), encodes(2)];
     const res = await chat('vl', withImages(1, 2));
@@ -210,7 +255,11 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     const text = await res.text();
     expect(text).not.toContain('"error"');
     expect(text.trim().endsWith('data: [DONE]')).toBe(true);
-    const sent = sims.get(prefill)!.requests().filter((r) => r.path === '/v1/chat/completions').at(-1)?.body as Record<string, unknown>;
+    const sent = sims
+      .get(prefill)!
+      .requests()
+      .filter((r) => r.path === '/v1/chat/completions')
+      .at(-1)?.body as Record<string, unknown>;
     expect(sent['bootstrap_port']).toBe(bootstrap[prefill]);
     expect(dd.counters()['roomsMatched']).toBe(matched + 1);
   });

@@ -10,7 +10,9 @@ const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 type Body = Record<string, unknown>;
 
 const pdSpec = (app: string) => ({
-  model: MODEL, inferenceEngine: 'SGLang' as const, workloadPort: { port: 30000, protocol: 'http' as const },
+  model: MODEL,
+  inferenceEngine: 'SGLang' as const,
+  workloadPort: { port: 30000, protocol: 'http' as const },
   workloadSelector: { matchLabels: { app }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
 });
 
@@ -20,7 +22,10 @@ async function post(h: Harness, path: string, body: Body): Promise<Response> {
 
 /** `data:` payloads of an SSE body, `[DONE]` included. */
 function sseData(text: string): string[] {
-  return text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice('data: '.length));
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice('data: '.length));
 }
 
 describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
@@ -36,7 +41,9 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     agg = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.13.3', model: MODEL });
     await h.putServer('pd', pdSpec('pd'));
     await h.putServer('agg', {
-      model: MODEL, inferenceEngine: 'SGLang', workloadPort: { port: 30000, protocol: 'http' },
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadPort: { port: 30000, protocol: 'http' },
       workloadSelector: { matchLabels: { app: 'agg' } },
     });
     await h.putRoute('llama-pd', { modelName: 'llama-pd', rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }] }] });
@@ -44,7 +51,14 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     // PD for generation; other calls go to the aggregated target of the same rule (weight 0 keeps generation on PD).
     await h.putRoute('llama-mixed', {
       modelName: 'llama-mixed',
-      rules: [{ targetModels: [{ modelServerName: 'pd', weight: 100 }, { modelServerName: 'agg', weight: 0 }] }],
+      rules: [
+        {
+          targetModels: [
+            { modelServerName: 'pd', weight: 100 },
+            { modelServerName: 'agg', weight: 0 },
+          ],
+        },
+      ],
     });
     await h.putEndpoint('pd', 'p', 'prefill', p, { group: 'g1' });
     await h.putEndpoint('pd', 'd', 'decode', d, { group: 'g1' });
@@ -78,7 +92,7 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(inferenceRequests(agg).map((r) => (r.body as Body)['n'])).toEqual([3]);
   });
 
-  it('routes /generate under PD (non-stream): the bootstrap fields to both legs, the decode\'s answer to the client', async () => {
+  it("routes /generate under PD (non-stream): the bootstrap fields to both legs, the decode's answer to the client", async () => {
     const res = await post(h, '/generate', { model: 'llama-pd', text: 'Hello there', sampling_params: { max_new_tokens: 3 } });
     expect(res.status).toBe(200);
     const answer = (await res.json()) as { text: string; meta_info: { completion_tokens: number } };
@@ -96,8 +110,9 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(res.status).toBe(200);
     const events = sseData(await res.text());
     expect(events.at(-1)).toBe('[DONE]');
-    expect(events.slice(0, -1).map((e) => (JSON.parse(e) as { meta_info: { completion_tokens: number } }).meta_info.completion_tokens))
-      .toEqual([1, 2, 3]);
+    expect(
+      events.slice(0, -1).map((e) => (JSON.parse(e) as { meta_info: { completion_tokens: number } }).meta_info.completion_tokens),
+    ).toEqual([1, 2, 3]);
     const batch = await post(h, '/generate', { model: 'llama-pd', text: ['a', 'b'], sampling_params: { max_new_tokens: 2 } });
     expect(batch.status).toBe(200);
     expect((await batch.json()) as unknown[]).toHaveLength(2);
@@ -105,11 +120,12 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(rooms).toEqual([expect.any(Number), expect.any(Number)]);
   });
 
-  it('asks for a model on /generate (SGLang\'s body has none, the gateway routes by it)', async () => {
+  it("asks for a model on /generate (SGLang's body has none, the gateway routes by it)", async () => {
     const res = await post(h, '/generate', { text: 'Hi', sampling_params: { max_new_tokens: 2 } });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { message: string; param: string } }).error).toMatchObject({
-      param: 'model', message: expect.stringContaining("/generate needs a 'model' field"),
+      param: 'model',
+      message: expect.stringContaining("/generate needs a 'model' field"),
     });
   });
 
@@ -127,7 +143,7 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     const res = await post(h, '/v1/embeddings', { model: 'llama-pd', input: 'hi' });
     expect(res.status).toBe(400);
     const { error } = (await res.json()) as { error: { message: string } };
-    expect(error.message).toContain('/v1/embeddings is not served for model \'llama-pd\'');
+    expect(error.message).toContain("/v1/embeddings is not served for model 'llama-pd'");
     expect(error.message).toContain('only /v1/chat/completions, /v1/completions and /generate are routed');
     expect(inferenceRequests(d)).toHaveLength(0);
     // The mixed route: the aggregated target serves it (the sim has no embeddings route: its 404 is relayed).
@@ -136,8 +152,9 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(agg.requests().map((r) => r.path)).toContain('/v1/embeddings');
     expect(d.requests().some((r) => r.path === '/v1/embeddings')).toBe(false);
     // Chat on the mixed route still runs PD.
-    expect((await post(h, '/v1/chat/completions', { model: 'llama-mixed', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] }))
-      .status).toBe(200);
+    expect(
+      (await post(h, '/v1/chat/completions', { model: 'llama-mixed', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] })).status,
+    ).toBe(200);
     expect(inferenceRequests(p)).toHaveLength(1);
   });
 });
@@ -151,7 +168,12 @@ describe('gateway, SGLang DP-rank hints', () => {
     h = await startHarness({ config: { scheduling: 'in-process' } });
     // A prefill that does not follow the room: without hints the decode would have to ask where the KV is.
     p = await h.startSim({
-      engine: 'sglang', role: 'prefill', host: '127.0.14.1', model: MODEL, bootstrapPort: 0, dataParallel: 2,
+      engine: 'sglang',
+      role: 'prefill',
+      host: '127.0.14.1',
+      model: MODEL,
+      bootstrapPort: 0,
+      dataParallel: 2,
       loadBalanceMethod: 'round_robin',
     });
     d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.14.2', model: MODEL, dataParallel: 2 });
@@ -165,15 +187,15 @@ describe('gateway, SGLang DP-rank hints', () => {
     await h?.close();
   });
 
-  const chat = (stream = false) => post(
-    h, '/v1/chat/completions', { model: 'dp', stream, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] },
-  );
-  const ranks = () => inferenceRequests(p).map((r, i) => {
-    const dec = inferenceRequests(d)[i]?.body as Body;
-    return [(r.body as Body)['routed_dp_rank'], dec['disagg_prefill_dp_rank'], dec['routed_dp_rank']];
-  });
+  const chat = (stream = false) =>
+    post(h, '/v1/chat/completions', { model: 'dp', stream, max_tokens: 2, messages: [{ role: 'user', content: 'x' }] });
+  const ranks = () =>
+    inferenceRequests(p).map((r, i) => {
+      const dec = inferenceRequests(d)[i]?.body as Body;
+      return [(r.body as Body)['routed_dp_rank'], dec['disagg_prefill_dp_rank'], dec['routed_dp_rank']];
+    });
 
-  it('pins both legs\' ranks, spreads them over the ranks, and spares the decode its rank lookup', async () => {
+  it("pins both legs' ranks, spreads them over the ranks, and spares the decode its rank lookup", async () => {
     for (let i = 0; i < 4; i++) expect((await chat(i % 2 === 1)).status).toBe(200);
     const seen = ranks();
     expect(seen).toHaveLength(4);
@@ -189,22 +211,37 @@ describe('gateway, SGLang DP-rank hints', () => {
 
   it('steers to the rank the scraped per-rank load shows idle', async () => {
     const busy: Partial<EndpointRecord> = {
-      group: 'g1', dpSize: 2,
+      group: 'g1',
+      dpSize: 2,
       metrics: {
-        running: 40, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false,
-        dpRanks: [{ running: 40, waiting: 0 }, { running: 0, waiting: 0 }],
+        running: 40,
+        waiting: 0,
+        kvCacheUsage: 0,
+        scrapedAt: Date.now(),
+        stale: false,
+        dpRanks: [
+          { running: 40, waiting: 0 },
+          { running: 0, waiting: 0 },
+        ],
       },
     };
     await h.putEndpoint('dp', 'p', 'prefill', p, busy);
     p.clearRequests();
     d.clearRequests();
     // The record reaches the gateway's view asynchronously: wait until a request is pinned to rank 1, then hold it.
-    await waitFor(async () => {
-      expect((await chat()).status).toBe(200);
-      return (inferenceRequests(p).at(-1)?.body as Body)['routed_dp_rank'] === 1;
-    }, { what: 'a prefill pinned to the idle rank' });
+    await waitFor(
+      async () => {
+        expect((await chat()).status).toBe(200);
+        return (inferenceRequests(p).at(-1)?.body as Body)['routed_dp_rank'] === 1;
+      },
+      { what: 'a prefill pinned to the idle rank' },
+    );
     const before = inferenceRequests(p).length;
     for (let i = 0; i < 5; i++) expect((await chat()).status).toBe(200);
-    expect(inferenceRequests(p).slice(before).map((r) => (r.body as Body)['routed_dp_rank'])).toEqual([1, 1, 1, 1, 1]);
+    expect(
+      inferenceRequests(p)
+        .slice(before)
+        .map((r) => (r.body as Body)['routed_dp_rank']),
+    ).toEqual([1, 1, 1, 1, 1]);
   });
 });

@@ -15,12 +15,16 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-(0[01])$/;
 const epdBody = (text = 'Compare the two pictures') => ({
   model: 'vl',
   max_tokens: 8,
-  messages: [{
-    role: 'user',
-    content: [
-      { type: 'text', text }, { type: 'image_url', image_url: { url: IMAGE_A } }, { type: 'image_url', image_url: { url: IMAGE_B } },
-    ],
-  }],
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text },
+        { type: 'image_url', image_url: { url: IMAGE_A } },
+        { type: 'image_url', image_url: { url: IMAGE_B } },
+      ],
+    },
+  ],
 });
 
 /** Tracing on at 100 %, exporting every 50 ms so tests do not wait for the 5 s default batch delay. */
@@ -38,8 +42,14 @@ const label = (s: ReceivedSpan) => `${s.serviceName.replace(/^triad-/, '')} ${s.
 
 /** Inference requests a sim received for one gateway request id (encoders get `<id>:<item>:<hex>`). */
 function legRequests(sim: SimEngineHandle, requestId: string) {
-  return sim.requests().filter((r) => r.method === 'POST' && r.path.startsWith('/v1/')
-    && (r.headers['x-request-id'] === requestId || String(r.headers['x-request-id']).startsWith(`${requestId}:`)));
+  return sim
+    .requests()
+    .filter(
+      (r) =>
+        r.method === 'POST' &&
+        r.path.startsWith('/v1/') &&
+        (r.headers['x-request-id'] === requestId || String(r.headers['x-request-id']).startsWith(`${requestId}:`)),
+    );
 }
 
 function parseTraceparent(value: unknown): { traceId: string; parent: string; flags: string } {
@@ -63,7 +73,10 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
   /** Registers the EPD ModelServer, its route and the four sims in one nats-server's KV. */
   async function writeInventory(writer: KvWriter): Promise<void> {
     await writer.putServer('vl', {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
       workloadPort: { port: 8000, protocol: 'http' },
       workloadSelector: {
         matchLabels: { app: 'vl' },
@@ -83,12 +96,15 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
    */
   async function warmUp(gw: GatewayChild, tag: string): Promise<void> {
     let n = 0;
-    await waitFor(async () => {
-      const id = `${tag}-warm-${n++}`;
-      const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': id });
-      if (res.status !== 200) return false;
-      return (await gw.accessLine(id))['decided_locally'] === false;
-    }, { what: `${tag}: a request placed by the scheduler`, timeoutMs: 30_000, intervalMs: 100 });
+    await waitFor(
+      async () => {
+        const id = `${tag}-warm-${n++}`;
+        const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': id });
+        if (res.status !== 200) return false;
+        return (await gw.accessLine(id))['decided_locally'] === false;
+      },
+      { what: `${tag}: a request placed by the scheduler`, timeoutMs: 30_000, intervalMs: 100 },
+    );
   }
 
   beforeAll(async () => {
@@ -96,10 +112,20 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     // Each encode takes 25 ms, so the two encode legs of a request overlap by far more than the SDK's
     // millisecond start stamps; the other stages answer at once.
     e1 = await startSimEngine({
-      engine: 'vllm', role: 'encode', host: '127.0.21.1', model: MODEL, latencyProfile: 'zero', latency: { encodeMsPerItem: 25 },
+      engine: 'vllm',
+      role: 'encode',
+      host: '127.0.21.1',
+      model: MODEL,
+      latencyProfile: 'zero',
+      latency: { encodeMsPerItem: 25 },
     });
     e2 = await startSimEngine({
-      engine: 'vllm', role: 'encode', host: '127.0.21.2', model: MODEL, latencyProfile: 'zero', latency: { encodeMsPerItem: 25 },
+      engine: 'vllm',
+      role: 'encode',
+      host: '127.0.21.2',
+      model: MODEL,
+      latencyProfile: 'zero',
+      latency: { encodeMsPerItem: 25 },
     });
     p = await startSimEngine({ engine: 'vllm', role: 'prefill', host: '127.0.21.3', model: MODEL, latencyProfile: 'zero' });
     d = await startSimEngine({ engine: 'vllm', role: 'decode', host: '127.0.21.4', model: MODEL, latencyProfile: 'zero' });
@@ -110,7 +136,8 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     // A generous scheduling budget: on a loaded machine the gateway must still wait for the scheduler's decision
     // instead of deciding locally (which would leave the scheduler's span out of the trace).
     const [s, g] = await Promise.all([
-      startSchedulerChild(nats.url, env), startGatewayChild(nats.url, env, ['--schedule-budget-ms', '5000']),
+      startSchedulerChild(nats.url, env),
+      startGatewayChild(nats.url, env, ['--schedule-budget-ms', '5000']),
     ]);
     gateway = g;
     children.push(s, g);
@@ -124,99 +151,117 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     await Promise.all([receiver?.close(), nats?.close()]);
   });
 
-  it('one trace across both services: request → route, schedule → scheduler span and its phases, encode ×2 (overlapping), ' +
-    'prefill, decode', async () => {
-    const gw = gateway!;
-    for (const s of sims) s.clearRequests();
-    const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': 'trace-epd' });
-    expect(res.status).toBe(200);
-    const traceId = res.headers.get('x-triad-trace-id');
-    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+  it(
+    'one trace across both services: request → route, schedule → scheduler span and its phases, encode ×2 (overlapping), ' +
+      'prefill, decode',
+    async () => {
+      const gw = gateway!;
+      for (const s of sims) s.clearRequests();
+      const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': 'trace-epd' });
+      expect(res.status).toBe(200);
+      const traceId = res.headers.get('x-triad-trace-id');
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
-    // 7 gateway spans + the scheduler's decide span + 2 phase spans for each of its 3 profile runs.
-    await receiver.waitForSpans(
-      (s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway',
-      { what: 'the request span', timeoutMs: 20_000 },
-    );
-    const spans = await receiver.waitForSpans(
-      (s) => s.traceId === traceId, { count: 14, what: '14 spans of the EPD trace', timeoutMs: 20_000 },
-    );
-    expect(spans).toHaveLength(14);
+      // 7 gateway spans + the scheduler's decide span + 2 phase spans for each of its 3 profile runs.
+      await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
+        what: 'the request span',
+        timeoutMs: 20_000,
+      });
+      const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
+        count: 14,
+        what: '14 spans of the EPD trace',
+        timeoutMs: 20_000,
+      });
+      expect(spans).toHaveLength(14);
 
-    expect(treeShape(receiver.tree(traceId!), label, { sorted: true })).toEqual([{
-      name: 'gateway SERVER POST /v1/chat/completions',
-      children: [
-        leaf('gateway CLIENT decode'),
-        leaf('gateway CLIENT encode'),
-        leaf('gateway CLIENT encode'),
-        leaf('gateway CLIENT prefill'),
+      expect(treeShape(receiver.tree(traceId!), label, { sorted: true })).toEqual([
         {
-          name: 'gateway CLIENT schedule',
-          children: [{
-            name: 'scheduler SERVER schedule',
-            children: [
-              'filter decode', 'filter encode', 'filter prefill', 'score decode', 'score encode', 'score prefill',
-            ].map((n) => leaf(`scheduler INTERNAL ${n}`)),
-          }],
+          name: 'gateway SERVER POST /v1/chat/completions',
+          children: [
+            leaf('gateway CLIENT decode'),
+            leaf('gateway CLIENT encode'),
+            leaf('gateway CLIENT encode'),
+            leaf('gateway CLIENT prefill'),
+            {
+              name: 'gateway CLIENT schedule',
+              children: [
+                {
+                  name: 'scheduler SERVER schedule',
+                  children: ['filter decode', 'filter encode', 'filter prefill', 'score decode', 'score encode', 'score prefill'].map((n) =>
+                    leaf(`scheduler INTERNAL ${n}`),
+                  ),
+                },
+              ],
+            },
+            leaf('gateway INTERNAL route'),
+          ],
         },
-        leaf('gateway INTERNAL route'),
-      ],
-    }]);
+      ]);
 
-    const gatewaySpan = (name: string) => spans.filter((s) => s.serviceName === 'triad-gateway' && s.name === name);
-    const request = gatewaySpan('POST /v1/chat/completions')[0]!;
-    expect(request.parentSpanId).toBeUndefined();
-    expect(request.status.code).toBe('UNSET');
-    expect(request.attributes).toEqual(expect.objectContaining({
-      'triad.request.id': 'trace-epd', 'http.response.status_code': 200, 'triad.mode': 'epd', 'triad.model_server': 'vl',
-    }));
+      const gatewaySpan = (name: string) => spans.filter((s) => s.serviceName === 'triad-gateway' && s.name === name);
+      const request = gatewaySpan('POST /v1/chat/completions')[0]!;
+      expect(request.parentSpanId).toBeUndefined();
+      expect(request.status.code).toBe('UNSET');
+      expect(request.attributes).toEqual(
+        expect.objectContaining({
+          'triad.request.id': 'trace-epd',
+          'http.response.status_code': 200,
+          'triad.mode': 'epd',
+          'triad.model_server': 'vl',
+        }),
+      );
 
-    // The scheduler continued the gateway's `schedule` span from the NATS headers: same trace, that span as parent.
-    const schedule = gatewaySpan('schedule')[0]!;
-    const decide = spans.find((s) => s.serviceName === 'triad-scheduler' && s.kind === 'SERVER')!;
-    expect(decide.parentSpanId).toBe(schedule.spanId);
-    expect(decide.attributes).toEqual(expect.objectContaining({
-      'triad.request.id': 'trace-epd', 'triad.mode': 'epd', 'triad.decision.endpoint': 'default.vl.d',
-      'triad.decision.prefill': 'default.vl.p',
-    }));
-    expect(schedule.attributes['triad.schedule.local']).toBeUndefined();
-    expect(new Set(spans.map((s) => s.serviceName))).toEqual(new Set(['triad-gateway', 'triad-scheduler']));
+      // The scheduler continued the gateway's `schedule` span from the NATS headers: same trace, that span as parent.
+      const schedule = gatewaySpan('schedule')[0]!;
+      const decide = spans.find((s) => s.serviceName === 'triad-scheduler' && s.kind === 'SERVER')!;
+      expect(decide.parentSpanId).toBe(schedule.spanId);
+      expect(decide.attributes).toEqual(
+        expect.objectContaining({
+          'triad.request.id': 'trace-epd',
+          'triad.mode': 'epd',
+          'triad.decision.endpoint': 'default.vl.d',
+          'triad.decision.prefill': 'default.vl.p',
+        }),
+      );
+      expect(schedule.attributes['triad.schedule.local']).toBeUndefined();
+      expect(new Set(spans.map((s) => s.serviceName))).toEqual(new Set(['triad-gateway', 'triad-scheduler']));
 
-    // Two encode legs, one per image, running at the same time; prefill after them, decode after prefill.
-    const itemOf = (s: ReceivedSpan) => Number(s.attributes['triad.encoder.item_index']);
-    const encodes = gatewaySpan('encode').sort((a, b) => itemOf(a) - itemOf(b));
-    expect(encodes.map((s) => s.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
-    const [ea, eb] = encodes as [ReceivedSpan, ReceivedSpan];
-    expect(ea.startMs < eb.endMs && eb.startMs < ea.endMs).toBe(true);
-    const prefill = gatewaySpan('prefill')[0]!;
-    const decode = gatewaySpan('decode')[0]!;
-    expect(prefill.startMs).toBeGreaterThanOrEqual(Math.max(ea.startMs, eb.startMs));
-    expect(decode.startMs).toBeGreaterThanOrEqual(prefill.startMs);
-    for (const leg of [ea, eb, prefill, decode]) {
-      expect(leg.status.code).toBe('UNSET');
-      expect(leg.attributes['http.response.status_code']).toBe(200);
-    }
+      // Two encode legs, one per image, running at the same time; prefill after them, decode after prefill.
+      const itemOf = (s: ReceivedSpan) => Number(s.attributes['triad.encoder.item_index']);
+      const encodes = gatewaySpan('encode').sort((a, b) => itemOf(a) - itemOf(b));
+      expect(encodes.map((s) => s.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
+      const [ea, eb] = encodes as [ReceivedSpan, ReceivedSpan];
+      expect(ea.startMs < eb.endMs && eb.startMs < ea.endMs).toBe(true);
+      const prefill = gatewaySpan('prefill')[0]!;
+      const decode = gatewaySpan('decode')[0]!;
+      expect(prefill.startMs).toBeGreaterThanOrEqual(Math.max(ea.startMs, eb.startMs));
+      expect(decode.startMs).toBeGreaterThanOrEqual(prefill.startMs);
+      for (const leg of [ea, eb, prefill, decode]) {
+        expect(leg.status.code).toBe('UNSET');
+        expect(leg.attributes['http.response.status_code']).toBe(200);
+      }
 
-    // Every engine leg carried the traceparent of its own leg span.
-    const encodeRequests = [...legRequests(e1, 'trace-epd'), ...legRequests(e2, 'trace-epd')];
-    expect(encodeRequests).toHaveLength(2);
-    for (const r of encodeRequests) {
-      const item = Number(String(r.headers['x-request-id']).split(':')[1]);
-      const tp = parseTraceparent(r.headers['traceparent']);
-      expect(tp).toEqual({ traceId, parent: encodes[item]!.spanId, flags: '01' });
-      // ... and went to the encoder that span names.
-      const sim = e1.requests().includes(r) ? e1 : e2;
-      expect(encodes[item]!.attributes['server.address']).toBe(sim.host);
-    }
-    const [prefillRequest] = legRequests(p, 'trace-epd');
-    const [decodeRequest] = legRequests(d, 'trace-epd');
-    expect(parseTraceparent(prefillRequest?.headers['traceparent'])).toEqual({ traceId, parent: prefill.spanId, flags: '01' });
-    expect(parseTraceparent(decodeRequest?.headers['traceparent'])).toEqual({ traceId, parent: decode.spanId, flags: '01' });
+      // Every engine leg carried the traceparent of its own leg span.
+      const encodeRequests = [...legRequests(e1, 'trace-epd'), ...legRequests(e2, 'trace-epd')];
+      expect(encodeRequests).toHaveLength(2);
+      for (const r of encodeRequests) {
+        const item = Number(String(r.headers['x-request-id']).split(':')[1]);
+        const tp = parseTraceparent(r.headers['traceparent']);
+        expect(tp).toEqual({ traceId, parent: encodes[item]!.spanId, flags: '01' });
+        // ... and went to the encoder that span names.
+        const sim = e1.requests().includes(r) ? e1 : e2;
+        expect(encodes[item]!.attributes['server.address']).toBe(sim.host);
+      }
+      const [prefillRequest] = legRequests(p, 'trace-epd');
+      const [decodeRequest] = legRequests(d, 'trace-epd');
+      expect(parseTraceparent(prefillRequest?.headers['traceparent'])).toEqual({ traceId, parent: prefill.spanId, flags: '01' });
+      expect(parseTraceparent(decodeRequest?.headers['traceparent'])).toEqual({ traceId, parent: decode.spanId, flags: '01' });
 
-    // The access log names the same trace.
-    const line = await gw.accessLine('trace-epd');
-    expect(line).toMatchObject({ status_code: 200, trace_id: traceId, decided_locally: false });
-  });
+      // The access log names the same trace.
+      const line = await gw.accessLine('trace-epd');
+      expect(line).toMatchObject({ status_code: 200, trace_id: traceId, decided_locally: false });
+    },
+  );
 
   it('an engine failure marks the failed leg and the request span with error status, error type and stage', async () => {
     const gw = gateway!;
@@ -226,71 +271,96 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     const traceId = res.headers.get('x-triad-trace-id')!;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     // Gateway: request, route, schedule, encode ×2, prefill (no decode); scheduler: decide + 6 phases.
-    await receiver.waitForSpans(
-      (s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway',
-      { what: 'the failed request span', timeoutMs: 20_000 },
-    );
-    const spans = await receiver.waitForSpans(
-      (s) => s.traceId === traceId, { count: 13, what: '13 spans of the failed trace', timeoutMs: 20_000 },
-    );
+    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
+      what: 'the failed request span',
+      timeoutMs: 20_000,
+    });
+    const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
+      count: 13,
+      what: '13 spans of the failed trace',
+      timeoutMs: 20_000,
+    });
     const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
     expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
-      'POST /v1/chat/completions', 'encode', 'encode', 'prefill', 'route', 'schedule',
+      'POST /v1/chat/completions',
+      'encode',
+      'encode',
+      'prefill',
+      'route',
+      'schedule',
     ]);
 
     const prefill = gatewaySpans.find((s) => s.name === 'prefill')!;
     expect(prefill.status.code).toBe('ERROR');
-    expect(prefill.attributes).toEqual(expect.objectContaining({
-      'error.type': 'GATEWAY_UPSTREAM_ERROR', 'http.response.status_code': 500, 'triad.stage': 'prefill', 'triad.endpoint.pod': 'p',
-    }));
+    expect(prefill.attributes).toEqual(
+      expect.objectContaining({
+        'error.type': 'GATEWAY_UPSTREAM_ERROR',
+        'http.response.status_code': 500,
+        'triad.stage': 'prefill',
+        'triad.endpoint.pod': 'p',
+      }),
+    );
     expect(prefill.events.map((e) => e.name)).toContain('exception');
 
     const request = gatewaySpans.find((s) => s.kind === 'SERVER')!;
     expect(request.status.code).toBe('ERROR');
     expect(request.status.message).toContain('prefill');
-    expect(request.attributes).toEqual(expect.objectContaining({
-      'http.response.status_code': 502, 'error.type': 'GATEWAY_UPSTREAM_ERROR', 'triad.failed_stage': 'prefill',
-    }));
+    expect(request.attributes).toEqual(
+      expect.objectContaining({
+        'http.response.status_code': 502,
+        'error.type': 'GATEWAY_UPSTREAM_ERROR',
+        'triad.failed_stage': 'prefill',
+      }),
+    );
 
     // Only the failed leg and the request fail: routing, scheduling and both encodes succeeded.
-    expect(spans.filter((s) => s.status.code === 'ERROR').map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'prefill']);
+    expect(
+      spans
+        .filter((s) => s.status.code === 'ERROR')
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['POST /v1/chat/completions', 'prefill']);
     const line = await gw.accessLine('trace-fail');
     expect(line).toMatchObject({ status_code: 502, trace_id: traceId });
   });
 
-  it('sampling off (always_off in gateway and scheduler) exports nothing, and still hands the engines a not-sampled ' +
-    'traceparent', async () => {
-    const offNats = await startNatsServer();
-    const offReceiver = await startOtlpReceiver();
-    const offKv = await kvWriter(offNats.url);
-    let offScheduler: TriadChild | undefined;
-    let offGateway: GatewayChild | undefined;
-    try {
-      await writeInventory(offKv);
-      const env = tracingEnv(offReceiver.url, 'always_off');
-      [
-        offScheduler, offGateway,
-      ] = await Promise.all([startSchedulerChild(offNats.url, env), startGatewayChild(offNats.url, env, ['--schedule-budget-ms', '5000'])]);
-      await warmUp(offGateway, 'off');
-      for (const s of sims) s.clearRequests();
-      const res = await postJson(`${offGateway.url}/v1/chat/completions`, epdBody(), { 'x-request-id': 'trace-off' });
-      expect(res.status).toBe(200);
-      expect(await offGateway.accessLine('trace-off')).toMatchObject({ status_code: 200, decided_locally: false });
-      const legs = [e1, e2, p, d].flatMap((s) => legRequests(s, 'trace-off'));
-      expect(legs).toHaveLength(4);
-      const contexts = legs.map((r) => parseTraceparent(r.headers['traceparent']));
-      expect(new Set(contexts.map((c) => c.traceId)).size).toBe(1);
-      expect(contexts.map((c) => c.flags)).toEqual(['00', '00', '00', '00']);
-      // A SIGTERM drain flushes what the batch processors hold: once both have exited, anything recorded would be in.
-      await Promise.all([offGateway.stop(), offScheduler.stop()]);
-      expect(offReceiver.spans()).toEqual([]);
-      expect(offReceiver.stats).toEqual({ protobuf: 0, json: 0, rejected: 0 });
-    } finally {
-      await Promise.all([offGateway?.stop(), offScheduler?.stop()]);
-      await offKv.close();
-      await Promise.all([offReceiver.close(), offNats.close()]);
-    }
-  }, 120_000);
+  it(
+    'sampling off (always_off in gateway and scheduler) exports nothing, and still hands the engines a not-sampled ' + 'traceparent',
+    async () => {
+      const offNats = await startNatsServer();
+      const offReceiver = await startOtlpReceiver();
+      const offKv = await kvWriter(offNats.url);
+      let offScheduler: TriadChild | undefined;
+      let offGateway: GatewayChild | undefined;
+      try {
+        await writeInventory(offKv);
+        const env = tracingEnv(offReceiver.url, 'always_off');
+        [offScheduler, offGateway] = await Promise.all([
+          startSchedulerChild(offNats.url, env),
+          startGatewayChild(offNats.url, env, ['--schedule-budget-ms', '5000']),
+        ]);
+        await warmUp(offGateway, 'off');
+        for (const s of sims) s.clearRequests();
+        const res = await postJson(`${offGateway.url}/v1/chat/completions`, epdBody(), { 'x-request-id': 'trace-off' });
+        expect(res.status).toBe(200);
+        expect(await offGateway.accessLine('trace-off')).toMatchObject({ status_code: 200, decided_locally: false });
+        const legs = [e1, e2, p, d].flatMap((s) => legRequests(s, 'trace-off'));
+        expect(legs).toHaveLength(4);
+        const contexts = legs.map((r) => parseTraceparent(r.headers['traceparent']));
+        expect(new Set(contexts.map((c) => c.traceId)).size).toBe(1);
+        expect(contexts.map((c) => c.flags)).toEqual(['00', '00', '00', '00']);
+        // A SIGTERM drain flushes what the batch processors hold: once both have exited, anything recorded would be in.
+        await Promise.all([offGateway.stop(), offScheduler.stop()]);
+        expect(offReceiver.spans()).toEqual([]);
+        expect(offReceiver.stats).toEqual({ protobuf: 0, json: 0, rejected: 0 });
+      } finally {
+        await Promise.all([offGateway?.stop(), offScheduler?.stop()]);
+        await offKv.close();
+        await Promise.all([offReceiver.close(), offNats.close()]);
+      }
+    },
+    120_000,
+  );
 
   it('a dead collector (nothing listening, or a receiver that never answers) neither fails nor holds up requests', async () => {
     // Accepts connections, reads them, never answers.
@@ -309,10 +379,12 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     try {
       // The export timeout (30 s) is far above the bound below: a request that waited for an export would show.
       const dead = (endpoint: string) => ({ ...tracingEnv(endpoint), OTEL_BSP_SCHEDULE_DELAY: '20', OTEL_EXPORTER_OTLP_TIMEOUT: '30000' });
-      deadGateways.push(...await Promise.all([
-        startGatewayChild(nats.url, dead(`http://127.0.0.1:${closedPort}`), ['--schedule-budget-ms', '5000']),
-        startGatewayChild(nats.url, dead(`http://127.0.0.1:${blackHolePort}`), ['--schedule-budget-ms', '5000']),
-      ]));
+      deadGateways.push(
+        ...(await Promise.all([
+          startGatewayChild(nats.url, dead(`http://127.0.0.1:${closedPort}`), ['--schedule-budget-ms', '5000']),
+          startGatewayChild(nats.url, dead(`http://127.0.0.1:${blackHolePort}`), ['--schedule-budget-ms', '5000']),
+        ])),
+      );
       for (const gw of deadGateways) {
         expect(gw.lines().find((l) => l['msg'] === 'tracing enabled')).toBeDefined();
       }
@@ -320,9 +392,9 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       for (const [i, gw] of deadGateways.entries()) {
         // Waves of 4 concurrent requests, 40 in all: spans are exported (and fail) every 20 ms meanwhile.
         for (let wave = 0; wave < 10; wave++) {
-          const results = await Promise.all([0, 1, 2, 3].map((k) => postJson(
-            `${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': `dead-${i}-${wave}-${k}` },
-          )));
+          const results = await Promise.all(
+            [0, 1, 2, 3].map((k) => postJson(`${gw.url}/v1/chat/completions`, epdBody(), { 'x-request-id': `dead-${i}-${wave}-${k}` })),
+          );
           for (const r of results) {
             expect(r.status).toBe(200);
             expect(r.ms).toBeLessThan(BOUND_MS);
@@ -330,7 +402,7 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
         }
       }
       // The exporter really was at work: it connected to the silent receiver.
-        await waitFor(() => accepted > 0, { what: 'an export attempt to the silent receiver' });
+      await waitFor(() => accepted > 0, { what: 'an export attempt to the silent receiver' });
     } finally {
       await Promise.all(deadGateways.map((g) => g.stop()));
       for (const s of sockets) s.destroy();

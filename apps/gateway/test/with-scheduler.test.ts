@@ -20,15 +20,18 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
     h = await startHarness({ config: { scheduleBudgetMs: 5_000 } });
     await h.stopScheduler(); // the stand-in steps aside for the real one
     const metricsPort = await freePort();
-    scheduler = spawn(
-      process.execPath, [TRIAD, 'scheduler', '--nats', h.nats.url, '--metrics-port', String(metricsPort)],
-      { stdio: 'ignore', env: { ...process.env, TRIAD_LOG_LEVEL: 'warn' } },
-    );
+    scheduler = spawn(process.execPath, [TRIAD, 'scheduler', '--nats', h.nats.url, '--metrics-port', String(metricsPort)], {
+      stdio: 'ignore',
+      env: { ...process.env, TRIAD_LOG_LEVEL: 'warn' },
+    });
     e = await h.startSim({ engine: 'vllm', role: 'encode', host: '127.0.9.1', model: MODEL });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.9.2', model: MODEL });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.9.3', model: MODEL });
     await h.putServer('vl', {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
       workloadPort: { port: 8000, protocol: 'http' },
       workloadSelector: {
         matchLabels: { app: 'vl' },
@@ -39,10 +42,10 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
     await h.putEndpoint('vl', 'e', 'encode', e, { group: 'g1' });
     await h.putEndpoint('vl', 'p', 'prefill', p, { group: 'g1' });
     await h.putEndpoint('vl', 'd', 'decode', d, { group: 'g1' });
-    await waitFor(
-      async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`).catch(() => undefined))?.ok,
-      { what: 'scheduler ready', timeoutMs: 30_000 },
-    );
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`).catch(() => undefined))?.ok, {
+      what: 'scheduler ready',
+      timeoutMs: 30_000,
+    });
     await h.waitForModel('vl');
   }, 60_000);
   afterAll(async () => {
@@ -56,22 +59,34 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
 
   it('runs E→P→D on the endpoints the scheduler chose, decided by the service, not locally', async () => {
     const body = {
-      model: 'vl', max_tokens: 4,
-      messages: [{
-        role: 'user',
-        content: [{ type: 'text', text: 'what is it?' }, { type: 'image_url', image_url: { url: 'https://example.com/x.png' } }],
-      }],
+      model: 'vl',
+      max_tokens: 4,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'what is it?' },
+            { type: 'image_url', image_url: { url: 'https://example.com/x.png' } },
+          ],
+        },
+      ],
     };
     // The scheduler may still be replaying KV when it says ready; retry until it places the request.
-    await waitFor(async () => {
-      const res = await fetch(
-        `${h.gateway.url}/v1/chat/completions`,
-        { method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'svc-1' }, body: JSON.stringify(body) },
-      );
-      return res.status === 200;
-    }, { what: 'request placed by the scheduler', timeoutMs: 20_000 });
+    await waitFor(
+      async () => {
+        const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-request-id': 'svc-1' },
+          body: JSON.stringify(body),
+        });
+        return res.status === 200;
+      },
+      { what: 'request placed by the scheduler', timeoutMs: 20_000 },
+    );
     await waitFor(() => accessLines(h).some((l) => l['request_id'] === 'svc-1' && l['status_code'] === 200), { what: 'access line' });
-    const line = accessLines(h).filter((l) => l['request_id'] === 'svc-1' && l['status_code'] === 200).pop();
+    const line = accessLines(h)
+      .filter((l) => l['request_id'] === 'svc-1' && l['status_code'] === 200)
+      .pop();
     expect(line).toMatchObject({ decided_locally: false, endpoints: { encode: ['e'], prefill: ['p'], decode: ['d'] } });
     expect(inferenceRequests(e).length).toBeGreaterThanOrEqual(1);
     expect(inferenceRequests(d).length).toBeGreaterThanOrEqual(1);

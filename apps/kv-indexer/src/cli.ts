@@ -8,7 +8,7 @@ import { resolveConfig, type KvIndexerConfig } from './config';
  */
 export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const program = new Command('triad kv-indexer')
-    .description('engines\' KV-cache events (ZMQ) → block deltas and snapshots on NATS for precise prefix routing')
+    .description("engines' KV-cache events (ZMQ) → block deltas and snapshots on NATS for precise prefix routing")
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
     .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default 9094)')
@@ -22,8 +22,14 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | undefined>>();
   const flags: Partial<Record<keyof KvIndexerConfig, unknown>> = {
-    nats: o['nats'], kvReplicas: o['kvReplicas'], metricsPort: o['metricsPort'], instanceId: o['instanceId'], snapshotIntervalMs: o['snapshotInterval'],
-    maxBlocksPerSource: o['maxBlocksPerSource'], maxBlocksPerSecond: o['maxBlocksPerSecond'], connectTimeoutMs: o['connectTimeout'],
+    nats: o['nats'],
+    kvReplicas: o['kvReplicas'],
+    metricsPort: o['metricsPort'],
+    instanceId: o['instanceId'],
+    snapshotIntervalMs: o['snapshotInterval'],
+    maxBlocksPerSource: o['maxBlocksPerSource'],
+    maxBlocksPerSecond: o['maxBlocksPerSecond'],
+    connectTimeoutMs: o['connectTimeout'],
     drainTimeoutMs: o['drainTimeout'],
   };
   const config = resolveConfig(flags, env, o['settings']);

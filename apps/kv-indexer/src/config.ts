@@ -10,7 +10,10 @@ const KvIndexerConfigSchema = z.object({
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
   metricsPort: Setting.port().default(9094),
   /** This replica's name in the membership bucket and on its NATS connection. */
-  instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
+  instanceId: z
+    .string()
+    .min(1)
+    .default(() => `${hostname()}-${process.pid}`),
   /** Snapshot period of the sources that changed. */
   snapshotIntervalMs: Setting.ms(10).default(2000),
   /** Blocks remembered per source (least recently stored dropped, published as removed). */
@@ -43,7 +46,9 @@ export const CONFIG_SOURCES: SettingSources<KvIndexerConfig> = {
  * file (the CLI prints it and exits 1).
  */
 export function resolveConfig(
-  flags: Partial<Record<keyof KvIndexerConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
+  flags: Partial<Record<keyof KvIndexerConfig, unknown>>,
+  env: NodeJS.ProcessEnv = process.env,
+  file?: string,
 ): KvIndexerConfig {
   return resolveSettings('kv-indexer', KvIndexerConfigSchema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }

@@ -19,21 +19,33 @@ export async function startKvIndexerService(options: { config: KvIndexerConfig; 
   let ready = false;
   let reason = `waiting for NATS at ${config.nats}`;
   const ops = await startOpsServer({
-    port: config.metricsPort, registry: metrics.registry, readiness: () => (ready ? { ready: true } : { ready: false, reason }),
+    port: config.metricsPort,
+    registry: metrics.registry,
+    readiness: () => (ready ? { ready: true } : { ready: false, reason }),
   });
   let bus: Bus | undefined;
   registerNatsMetrics(metrics.registry, () => bus);
   const nats = await waitForDependency({
-    what: `NATS at ${config.nats}`, logger, onWaiting: (why) => (reason = why),
-    attempt: () => connectBus({ servers: config.nats, name: `triad-kv-indexer-${config.instanceId}`, logger, kvReplicas: config.kvReplicas }),
+    what: `NATS at ${config.nats}`,
+    logger,
+    onWaiting: (why) => (reason = why),
+    attempt: () =>
+      connectBus({ servers: config.nats, name: `triad-kv-indexer-${config.instanceId}`, logger, kvReplicas: config.kvReplicas }),
   });
   bus = nats;
   reason = 'following the endpoints';
   const limits = {
-    maxBlocks: config.maxBlocksPerSource, maxBlocksPerSecond: config.maxBlocksPerSecond, connectTimeoutMs: config.connectTimeoutMs,
+    maxBlocks: config.maxBlocksPerSource,
+    maxBlocksPerSecond: config.maxBlocksPerSecond,
+    connectTimeoutMs: config.connectTimeoutMs,
   };
   const indexer = new KvIndexer({
-    bus: nats, instanceId: config.instanceId, logger, metrics, limits, snapshotIntervalMs: config.snapshotIntervalMs,
+    bus: nats,
+    instanceId: config.instanceId,
+    logger,
+    metrics,
+    limits,
+    snapshotIntervalMs: config.snapshotIntervalMs,
   });
   metrics.watch(indexer);
   await indexer.start();

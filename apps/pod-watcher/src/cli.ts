@@ -4,7 +4,13 @@ import { resolveConfig, type WatcherConfig } from './config';
 
 const VERSION = '0.1.0';
 
-const collect = (value: string, previous: string[]): string[] => [...previous, ...value.split(',').map((s) => s.trim()).filter(Boolean)];
+const collect = (value: string, previous: string[]): string[] => [
+  ...previous,
+  ...value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
+];
 
 /** `triad pod-watcher`: flags > TRIAD_* env > settings file > defaults → config → running watcher until SIGTERM/SIGINT. */
 export async function main(argv: readonly string[]): Promise<void> {
@@ -30,23 +36,47 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid)')
     .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
     .option('--gateway-api', 'Gateway API mode: watch Gateways, HTTPRoutes, InferencePools (TRIAD_GATEWAY_API=true)')
-    .option('--gateway-class <name>', 'GatewayClass whose Gateways are served, repeatable (TRIAD_GATEWAY_CLASSES, default kthena-router,triad)',
-      collect, [])
-    .option('--default-gateway <ns/name:port>', "the default Gateway's record, or none (TRIAD_DEFAULT_GATEWAY, default $POD_NAMESPACE/default:8080)")
-    .option('--credentials-key-file <file>',
-      'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)')
+    .option(
+      '--gateway-class <name>',
+      'GatewayClass whose Gateways are served, repeatable (TRIAD_GATEWAY_CLASSES, default kthena-router,triad)',
+      collect,
+      [],
+    )
+    .option(
+      '--default-gateway <ns/name:port>',
+      "the default Gateway's record, or none (TRIAD_DEFAULT_GATEWAY, default $POD_NAMESPACE/default:8080)",
+    )
+    .option(
+      '--credentials-key-file <file>',
+      'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)',
+    )
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
   const flags: Partial<Record<keyof WatcherConfig, unknown>> = {
-    nats: o['nats'], kvReplicas: o['kvReplicas'], source: o['source'], namespaces: o['namespace'], kubeconfig: o['kubeconfig'], metricsPort: o['metricsPort'],
-    scrapeIntervalMs: o['scrapeInterval'], scrapeTimeoutMs: o['scrapeTimeout'], scrapeConcurrency: o['scrapeConcurrency'],
-    modelsIntervalMs: o['modelsInterval'], metricsHeartbeatMs: o['metricsHeartbeat'], registryIntervalMs: o['registryInterval'],
-    registryEvictedTtlMs: o['registryEvictedTtl'], encodersPerPrefill: o['encodersPerPrefill'],
+    nats: o['nats'],
+    kvReplicas: o['kvReplicas'],
+    source: o['source'],
+    namespaces: o['namespace'],
+    kubeconfig: o['kubeconfig'],
+    metricsPort: o['metricsPort'],
+    scrapeIntervalMs: o['scrapeInterval'],
+    scrapeTimeoutMs: o['scrapeTimeout'],
+    scrapeConcurrency: o['scrapeConcurrency'],
+    modelsIntervalMs: o['modelsInterval'],
+    metricsHeartbeatMs: o['metricsHeartbeat'],
+    registryIntervalMs: o['registryInterval'],
+    registryEvictedTtlMs: o['registryEvictedTtl'],
+    encodersPerPrefill: o['encodersPerPrefill'],
     serverInfoIntervalMs: o['serverInfoInterval'],
-    leaseTtlMs: o['leaseTtl'], identity: o['identity'], drainTimeoutMs: o['drainTimeout'],
-    gatewayApi: o['gatewayApi'] === undefined ? undefined : true, gatewayClasses: o['gatewayClass'], defaultGateway: o['defaultGateway'],
-    credentialsKeyFile: o['credentialsKeyFile'], shardHeartbeatMs: o['shardHeartbeat'],
+    leaseTtlMs: o['leaseTtl'],
+    identity: o['identity'],
+    drainTimeoutMs: o['drainTimeout'],
+    gatewayApi: o['gatewayApi'] === undefined ? undefined : true,
+    gatewayClasses: o['gatewayClass'],
+    defaultGateway: o['defaultGateway'],
+    credentialsKeyFile: o['credentialsKeyFile'],
+    shardHeartbeatMs: o['shardHeartbeat'],
   };
   const settings = o['settings'];
   const config = resolveConfig(flags, process.env, typeof settings === 'string' ? settings : undefined);
@@ -62,8 +92,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     await telemetry.shutdown();
     throw err;
   });
-  onShutdown(logger, async () => {
-    await watcher.close();
-    await telemetry.shutdown();
-  }, { graceMs: config.drainTimeoutMs });
+  onShutdown(
+    logger,
+    async () => {
+      await watcher.close();
+      await telemetry.shutdown();
+    },
+    { graceMs: config.drainTimeoutMs },
+  );
 }

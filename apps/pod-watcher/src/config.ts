@@ -66,7 +66,10 @@ const WatcherConfigSchema = z.object({
   /** Writer lease in NATS KV: a replica that has not renewed it for this long is replaced by another. */
   leaseTtlMs: Ms(300).default(5000),
   /** This replica's name in the lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid). */
-  identity: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
+  identity: z
+    .string()
+    .min(1)
+    .default(() => `${hostname()}-${process.pid}`),
   /** Longest time a SIGTERM shutdown may take. */
   drainTimeoutMs: Ms(0).default(10_000),
   /** Kthena's `--enable-gateway-api`: watch Gateways, HTTPRoutes, InferencePools (and Namespaces) too. */
@@ -125,11 +128,14 @@ export const CREDENTIALS_KEY_ENV = 'TRIAD_CREDENTIALS_KEY';
  * file (the CLI prints it and exits 1).
  */
 export function resolveConfig(
-  flags: Partial<Record<keyof WatcherConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
+  flags: Partial<Record<keyof WatcherConfig, unknown>>,
+  env: NodeJS.ProcessEnv = process.env,
+  file?: string,
 ): WatcherConfig {
   // Kthena's default Gateway lives in the router's own namespace: without a value, `$POD_NAMESPACE/default:8080`.
   const namespace = env['POD_NAMESPACE'];
-  const schema = namespace ? WatcherConfigSchema.extend({ defaultGateway: DefaultGatewaySchema.prefault(`${namespace}/default:8080`) })
+  const schema = namespace
+    ? WatcherConfigSchema.extend({ defaultGateway: DefaultGatewaySchema.prefault(`${namespace}/default:8080`) })
     : WatcherConfigSchema;
   return resolveSettings('pod-watcher', schema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }

@@ -53,7 +53,11 @@ function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMet
   // Loaded only for the kube source: it pulls in @kubernetes/client-node.
   const { KubeSource } = require('./sources/kube/kube-source') as typeof import('./sources/kube/kube-source');
   return new KubeSource({
-    namespaces: config.namespaces, ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}), gatewayApi: config.gatewayApi, logger, metrics,
+    namespaces: config.namespaces,
+    ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}),
+    gatewayApi: config.gatewayApi,
+    logger,
+    metrics,
   });
 }
 
@@ -66,7 +70,9 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const { config, logger } = options;
   const credentialsKey = loadCredentialsKey(config, options.env);
   if (!credentialsKey) {
-    logger.info('no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published');
+    logger.info(
+      'no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published',
+    );
   }
   const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });
   let publisher: StatePublisher | undefined;
@@ -76,13 +82,19 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const ops: OpsServer = await startOpsServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    readiness: () => (publisher?.ready ? { ready: true } : {
-      ready: false, reason: publisher ? 'first sync not published yet' : waiting,
-    }),
+    readiness: () =>
+      publisher?.ready
+        ? { ready: true }
+        : {
+            ready: false,
+            reason: publisher ? 'first sync not published yet' : waiting,
+          },
     liveness: () => !closed,
     routes: {
       '/debug/encoder-registries': () => ({
-        enabled: registrySync?.enabled ?? false, evictedTtlMs: config.registryEvictedTtlMs, encodersPerPrefill: config.encodersPerPrefill,
+        enabled: registrySync?.enabled ?? false,
+        evictedTtlMs: config.registryEvictedTtlMs,
+        encodersPerPrefill: config.encodersPerPrefill,
         registries: registrySync?.snapshot() ?? [],
       }),
     },
@@ -97,13 +109,20 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const http = new EngineHttp({ timeoutMs: config.scrapeTimeoutMs });
   try {
     bus = await waitForDependency({
-      what: `NATS at ${config.nats}`, logger, onWaiting: (reason) => (waiting = reason),
-      attempt: () => connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, kvReplicas: config.kvReplicas }),
+      what: `NATS at ${config.nats}`,
+      logger,
+      onWaiting: (reason) => (waiting = reason),
+      attempt: () =>
+        connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, kvReplicas: config.kvReplicas }),
     });
     // The reconciler needs the registry sync and the other way round: built later, found through this binding.
     let reconciler: Reconciler | undefined;
     const registry = new EncoderRegistrySync({
-      http, intervalMs: registryInterval(config), evictedTtlMs: config.registryEvictedTtlMs, logger, metrics,
+      http,
+      intervalMs: registryInterval(config),
+      evictedTtlMs: config.registryEvictedTtlMs,
+      logger,
+      metrics,
       onUnreachable: (_url, prefills) => reconciler?.onRegistryUnreachable(prefills),
     });
     registrySync = registry;
@@ -112,7 +131,11 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     const shard = new ShardRing(config.identity);
     let scraperRef: Scraper | undefined;
     const membership = new ShardMembership({
-      bus, scope: watchScope(config.namespaces), identity: config.identity, heartbeatMs: config.shardHeartbeatMs, logger,
+      bus,
+      scope: watchScope(config.namespaces),
+      identity: config.identity,
+      heartbeatMs: config.shardHeartbeatMs,
+      logger,
       onChange: (members) => {
         if (!shard.setMembers(members)) return;
         metrics.shardChanges.inc();
@@ -128,8 +151,14 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     let resync: NodeJS.Timeout | undefined;
     const defaultGateway = config.gatewayApi ? config.defaultGateway : undefined;
     publisher = new StatePublisher({
-      bus, logger, metrics, namespaces: config.namespaces, identity: config.identity, leaseTtlMs: config.leaseTtlMs,
-      metricsHeartbeatMs: config.metricsHeartbeatMs, shard,
+      bus,
+      logger,
+      metrics,
+      namespaces: config.namespaces,
+      identity: config.identity,
+      leaseTtlMs: config.leaseTtlMs,
+      metricsHeartbeatMs: config.metricsHeartbeatMs,
+      shard,
       onLeaderChange: (leader) => {
         registry.setEnabled(leader);
         // The writer also scrapes the SGLang EPD engines its encoder-registry plan reads.
@@ -140,30 +169,55 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     const pub = publisher;
     // The inventory and scraper report to the reconciler, which needs both: built last, found through `reconciler`.
     const scraper = new Scraper({
-      intervalMs: config.scrapeIntervalMs, modelsIntervalMs: config.modelsIntervalMs, serverInfoIntervalMs: config.serverInfoIntervalMs,
+      intervalMs: config.scrapeIntervalMs,
+      modelsIntervalMs: config.modelsIntervalMs,
+      serverInfoIntervalMs: config.serverInfoIntervalMs,
       concurrency: config.scrapeConcurrency,
-      http, logger, metrics, onUpdate: (target) => reconciler?.onScrapeUpdate(target),
+      http,
+      logger,
+      metrics,
+      onUpdate: (target) => reconciler?.onScrapeUpdate(target),
       owned: (target) => reconciler?.ownsTarget(target) ?? true,
     });
     scraperRef = scraper;
     const source = options.source ?? createSource(config, logger, metrics);
     const inventory = new Inventory({
-      logger, metrics, ...(source.status ? { status: source.status } : {}),
-      onChange: (c) => reconciler?.onInventoryChange(c), onReject: (c) => reconciler?.onInventoryRejected(c),
+      logger,
+      metrics,
+      ...(source.status ? { status: source.status } : {}),
+      onChange: (c) => reconciler?.onInventoryChange(c),
+      onReject: (c) => reconciler?.onInventoryRejected(c),
     });
     const status = source.status ? { status: source.status } : {};
     const providers = new ProviderSync({
-      inventory, providers: pub.externalProviders, credentials: pub.providerCredentials, ...status, ...(credentialsKey ? { credentialsKey } : {}),
+      inventory,
+      providers: pub.externalProviders,
+      credentials: pub.providerCredentials,
+      ...status,
+      ...(credentialsKey ? { credentialsKey } : {}),
     });
     const gatewayApi = config.gatewayApi
       ? new GatewayApiSync({
-        inventory, gateways: pub.gateways, httpRoutes: pub.httpRoutes, ...status, classes: new Set(config.gatewayClasses),
-        ...(defaultGateway ? { defaultGateway } : {}),
-      })
+          inventory,
+          gateways: pub.gateways,
+          httpRoutes: pub.httpRoutes,
+          ...status,
+          classes: new Set(config.gatewayClasses),
+          ...(defaultGateway ? { defaultGateway } : {}),
+        })
       : undefined;
     reconciler = new Reconciler({
-      inventory, scraper, publisher: pub, registry, providers, ...(gatewayApi ? { gatewayApi } : {}), source: config.source.kind,
-      encodersPerPrefill: config.encodersPerPrefill, logger, shard, isWriter: () => pub.isLeader,
+      inventory,
+      scraper,
+      publisher: pub,
+      registry,
+      providers,
+      ...(gatewayApi ? { gatewayApi } : {}),
+      source: config.source.kind,
+      encodersPerPrefill: config.encodersPerPrefill,
+      logger,
+      shard,
+      isWriter: () => pub.isLeader,
     });
     const rec = reconciler;
     metrics.watch({
@@ -197,7 +251,15 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       get isLeader() {
         return pub.isLeader;
       },
-      inventory, reconciler: rec, scraper, publisher: pub, registry, source, metrics, providers, ...(gatewayApi ? { gatewayApi } : {}),
+      inventory,
+      reconciler: rec,
+      scraper,
+      publisher: pub,
+      registry,
+      source,
+      metrics,
+      providers,
+      ...(gatewayApi ? { gatewayApi } : {}),
       whenSettled: () => pub.whenSettled(),
       close: async () => {
         if (closed) return;

@@ -64,7 +64,8 @@ describe('SGLang bootstrap port and DP size on endpoint records', () => {
       pod('triad', labels('prefill'), { ip: '127.0.8.3', annotations: { 'triad.io/bootstrap-port': '9001', [SMG]: '9101' } }),
       pod('smg', labels('prefill'), { ip: '127.0.8.4', annotations: { [SMG]: '9002' } }),
       pod('smg-list', labels('prefill'), {
-        ip: '127.0.8.5', annotations: { 'smg.ai/worker-ports': `${ports.prefillPort + 1},${ports.prefillPort}`, [SMG]: '9004,9003' },
+        ip: '127.0.8.5',
+        annotations: { 'smg.ai/worker-ports': `${ports.prefillPort + 1},${ports.prefillPort}`, [SMG]: '9004,9003' },
       }),
       pod('spec', { app: 'sg-ms', group: 'g1', role: 'prefill' }, { ip: '127.0.8.6' }),
       pod('plain', labels('prefill'), { ip: '127.0.8.7' }),

@@ -31,9 +31,14 @@ describe('SGLang EPD encoder registries', () => {
   const objects = (encoders: number[], group2Encoders: number[] = []) => [
     modelServer('vl', { engine: 'SGLang', mode: 'epd', ports }),
     pod('p1', { app: 'vl', group: 'g1', role: 'prefill' }, { ip: '127.0.5.101' }),
-    pod('p2', { app: 'vl', group: 'g2', role: 'prefill' }, {
-      ip: '127.0.5.102', annotations: { 'triad.io/encoder-bootstrap-port': String(p2RegistryPort) },
-    }),
+    pod(
+      'p2',
+      { app: 'vl', group: 'g2', role: 'prefill' },
+      {
+        ip: '127.0.5.102',
+        annotations: { 'triad.io/encoder-bootstrap-port': String(p2RegistryPort) },
+      },
+    ),
     pod('d1', { app: 'vl', group: 'g1', role: 'decode' }, { ip: '127.0.5.201' }),
     ...encoders.map((n) => pod(`e${n}`, { app: 'vl', group: 'g1', role: 'encode' }, { ip: `127.0.5.${n}` })),
     ...group2Encoders.map((n) => pod(`e${n}`, { app: 'vl', group: 'g2', role: 'encode' }, { ip: `127.0.5.${n}` })),
@@ -54,13 +59,27 @@ describe('SGLang EPD encoder registries', () => {
   const encoder = (n: number) => start(`e${n}`, { engine: 'sglang', role: 'encode', host: `127.0.5.${n}`, port: ports.encodePort });
   // SGLang's health check, fast: an encoder that stops answering is evicted within ~3 × 100 ms.
   const health = { encoderHealthCheckIntervalMs: 100, encoderHealthCheckTimeoutMs: 300 };
-  const p1 = () => start('p1', {
-    engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.101', port: ports.prefillPort, encoderBootstrapPort: 0, ...health,
-  });
-  const p2 = (encoderUrls: string[] = []) => start('p2', {
-    engine: 'sglang', role: 'prefill', languageOnly: true, host: '127.0.5.102', port: ports.prefillPort,
-    encoderBootstrapPort: p2RegistryPort, encoderUrls, ...health,
-  });
+  const p1 = () =>
+    start('p1', {
+      engine: 'sglang',
+      role: 'prefill',
+      languageOnly: true,
+      host: '127.0.5.101',
+      port: ports.prefillPort,
+      encoderBootstrapPort: 0,
+      ...health,
+    });
+  const p2 = (encoderUrls: string[] = []) =>
+    start('p2', {
+      engine: 'sglang',
+      role: 'prefill',
+      languageOnly: true,
+      host: '127.0.5.102',
+      port: ports.prefillPort,
+      encoderBootstrapPort: p2RegistryPort,
+      encoderUrls,
+      ...health,
+    });
   const ops = (path: string) => fetch(`http://127.0.0.1:${watcher!.opsPort}${path}`);
   const debug = async () => ((await (await ops('/debug/encoder-registries')).json()) as { registries: RegistryView[] }).registries;
   const registryOf = async (sim: SimEngineHandle) =>
@@ -93,11 +112,18 @@ describe('SGLang EPD encoder registries', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('registers each prefill\'s group encoders on its registry listener (port: /server_info or annotation), removing others', async () => {
-    await waitFor(async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'p1 registry = e1, e2' });
+  it("registers each prefill's group encoders on its registry listener (port: /server_info or annotation), removing others", async () => {
+    await waitFor(async () => (await list(sims.get('p1')!)).join() === [encoderUrl(1), encoderUrl(2)].join(), {
+      what: 'p1 registry = e1, e2',
+    });
     await waitFor(async () => (await list(sims.get('p2')!)).join() === encoderUrl(3), { what: 'p2 registry = e3 only' });
     // Nothing went to the API port.
-    expect(sims.get('p1')!.requests().some((r) => r.path.includes('encoder_url'))).toBe(false);
+    expect(
+      sims
+        .get('p1')!
+        .requests()
+        .some((r) => r.path.includes('encoder_url')),
+    ).toBe(false);
     const views = await debug();
     expect(views.map((r) => [r.registryUrl, r.portSource, r.reachable]).sort()).toEqual([
       [`http://127.0.5.101:${sims.get('p1')!.encoderBootstrapPort}`, 'server-info', true],

@@ -17,11 +17,16 @@ const TOKEN = 'sk-live-0123456789abcdef';
 const LABEL = { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' };
 
 const secret = (name: string, data: Record<string, string>, labels: Record<string, string> = LABEL): KubeObject => ({
-  apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: 'llm', labels },
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name, namespace: 'llm', labels },
   data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
 });
 const provider = (name: string, spec: Record<string, unknown>): KubeObject => ({
-  apiVersion: API_VERSION, kind: 'ExternalModelProvider', metadata: { name, namespace: 'llm' }, spec: { baseURL: 'https://api.example.com', ...spec },
+  apiVersion: API_VERSION,
+  kind: 'ExternalModelProvider',
+  metadata: { name, namespace: 'llm' },
+  spec: { baseURL: 'https://api.example.com', ...spec },
 });
 const auth = { secretRef: { name: 'openai-key', key: 'apiKey' } };
 
@@ -37,7 +42,8 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
   let routes: KvMirror<typeof ModelRouteRecordSchema>;
 
   const conditions = (name: string) => {
-    const status = kube.get(API_VERSION, 'ExternalModelProvider', 'llm', name)?.status as { observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
+    const status = kube.get(API_VERSION, 'ExternalModelProvider', 'llm', name)?.status as
+      { observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
     return Object.fromEntries((status?.conditions ?? []).map((c) => [c.type, `${c.status}/${c.reason}`]));
   };
 
@@ -53,10 +59,28 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
     kube.apply(provider('anthropic', { providerType: 'Anthropic', auth: { secretRef: { name: 'unlabelled', key: 'apiKey' } } }));
     kube.apply(provider('public', { model: 'free-model' }));
     kube.apply({
-      apiVersion: API_VERSION, kind: 'ModelRoute', metadata: { name: 'mixed', namespace: 'llm' },
-      spec: { modelName: 'mixed', rules: [{ targetModels: [{ externalModelProviderName: 'openai', weight: 80 }, { externalModelProviderName: 'missing', weight: 20 }] }] },
+      apiVersion: API_VERSION,
+      kind: 'ModelRoute',
+      metadata: { name: 'mixed', namespace: 'llm' },
+      spec: {
+        modelName: 'mixed',
+        rules: [
+          {
+            targetModels: [
+              { externalModelProviderName: 'openai', weight: 80 },
+              { externalModelProviderName: 'missing', weight: 20 },
+            ],
+          },
+        ],
+      },
     });
-    starting = startTestWatcher({ nats: nats.url, source: 'kube', kubeconfig: join(dir, 'kubeconfig'), namespaces: ['llm'], credentialsKeyFile: join(dir, 'credentials.key') });
+    starting = startTestWatcher({
+      nats: nats.url,
+      source: 'kube',
+      kubeconfig: join(dir, 'kubeconfig'),
+      namespaces: ['llm'],
+      credentialsKeyFile: join(dir, 'credentials.key'),
+    });
     watcher = await starting;
     providers = await KvMirror.open(nats.url, Buckets.externalProviders, ExternalProviderRecordSchema);
     credentials = await KvMirror.open(nats.url, Buckets.providerCredentials, ProviderCredentialRecordSchema);
@@ -73,17 +97,28 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('lists only Secrets that carry Kthena\'s credential label', () => {
+  it("lists only Secrets that carry Kthena's credential label", () => {
     const secretLists = kube.requests.filter((r) => r.path.endsWith('/secrets'));
     expect(secretLists.length).toBeGreaterThan(0);
-    expect(secretLists.every((r) => r.query['labelSelector'] === 'networking.serving.volcano.sh/external-model-provider-credential=true')).toBe(true);
+    expect(
+      secretLists.every((r) => r.query['labelSelector'] === 'networking.serving.volcano.sh/external-model-provider-credential=true'),
+    ).toBe(true);
   });
 
   it('publishes each provider with its readiness, and seals the credential for the gateway', async () => {
-    await waitFor(() => providers.get('llm.openai')?.ready === true && credentials.get('llm.openai'), { what: 'openai ready with a credential' });
+    await waitFor(() => providers.get('llm.openai')?.ready === true && credentials.get('llm.openai'), {
+      what: 'openai ready with a credential',
+    });
     expect(providers.get('llm.openai')).toMatchObject({
-      schemaVersion: 1, reason: 'Ready', auth: { scheme: 'Bearer', header: 'authorization' },
-      spec: { providerType: 'OpenAI', baseURL: 'https://api.example.com', insecureSkipVerify: false, headers: { 'OpenAI-Organization': 'org-1' } },
+      schemaVersion: 1,
+      reason: 'Ready',
+      auth: { scheme: 'Bearer', header: 'authorization' },
+      spec: {
+        providerType: 'OpenAI',
+        baseURL: 'https://api.example.com',
+        insecureSkipVerify: false,
+        headers: { 'OpenAI-Organization': 'org-1' },
+      },
     });
     const sealed = credentials.get('llm.openai');
     expect(sealed).toMatchObject({ provider: 'openai', scheme: 'Bearer', header: 'authorization', sealed: { alg: 'A256GCM' } });
@@ -92,16 +127,22 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
     expect(credentials.get('llm.public')).toBeUndefined();
     // The unlabelled Secret is invisible: its provider cannot resolve it (Kthena's CredentialNotFound).
     await waitFor(() => providers.get('llm.anthropic'), { what: 'anthropic record' });
-    expect(providers.get('llm.anthropic')).toMatchObject({ ready: false, reason: 'CredentialNotFound', auth: { scheme: 'APIKey', header: 'x-api-key' } });
+    expect(providers.get('llm.anthropic')).toMatchObject({
+      ready: false,
+      reason: 'CredentialNotFound',
+      auth: { scheme: 'APIKey', header: 'x-api-key' },
+    });
     expect(credentials.get('llm.anthropic')).toBeUndefined();
   });
 
-  it('writes Kthena\'s Ready and CredentialsResolved conditions with observedGeneration', async () => {
+  it("writes Kthena's Ready and CredentialsResolved conditions with observedGeneration", async () => {
     await waitFor(() => conditions('openai')['Ready'] === 'True/Ready' && conditions('anthropic')['Ready'], { what: 'conditions written' });
     expect(conditions('openai')).toEqual({ CredentialsResolved: 'True/CredentialResolved', Ready: 'True/Ready' });
     expect(conditions('public')).toEqual({ CredentialsResolved: 'True/CredentialNotRequired', Ready: 'True/Ready' });
     expect(conditions('anthropic')).toEqual({ CredentialsResolved: 'False/CredentialNotFound', Ready: 'False/CredentialNotFound' });
-    expect((kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as { observedGeneration?: number }).observedGeneration).toBe(1);
+    expect(
+      (kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as { observedGeneration?: number }).observedGeneration,
+    ).toBe(1);
   });
 
   it('resolves the providers a route names in its record', async () => {
@@ -115,25 +156,45 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
   it('follows the Secret: a lost key, a removed label, a rotated value', async () => {
     const routeReason = () => routes.get('llm.mixed')?.providers?.[1]?.reason;
     kube.apply(secret('openai-key', { other: 'x' }));
-    await waitFor(() => providers.get('llm.openai')?.reason === 'CredentialKeyNotFound' && credentials.get('llm.openai') === undefined, { what: 'key lost' });
+    await waitFor(() => providers.get('llm.openai')?.reason === 'CredentialKeyNotFound' && credentials.get('llm.openai') === undefined, {
+      what: 'key lost',
+    });
     await waitFor(() => conditions('openai')['CredentialsResolved'] === 'False/CredentialKeyNotFound', { what: 'status follows' });
-    await waitFor(() => routeReason() === 'CredentialKeyNotFound' && routes.get('llm.mixed')?.providers?.[1]?.ready === false, { what: 'route record follows' });
+    await waitFor(() => routeReason() === 'CredentialKeyNotFound' && routes.get('llm.mixed')?.providers?.[1]?.ready === false, {
+      what: 'route record follows',
+    });
     // Not ready either way: the route record still follows the reason.
     kube.apply(secret('openai-key', { other: 'x' }, {}));
-    await waitFor(() => providers.get('llm.openai')?.reason === 'CredentialNotFound' && routeReason() === 'CredentialNotFound', { what: 'label removed' });
+    await waitFor(() => providers.get('llm.openai')?.reason === 'CredentialNotFound' && routeReason() === 'CredentialNotFound', {
+      what: 'label removed',
+    });
     kube.apply(secret('openai-key', { apiKey: 'sk-rotated-9999' }));
     await waitFor(() => credentials.get('llm.openai') && routeReason() === 'Ready', { what: 'credential back' });
     expect(openCredential(credentials.get('llm.openai')!.sealed, key, 'llm.openai')).toEqual({ ok: true, token: 'sk-rotated-9999' });
     kube.apply(secret('openai-key', { apiKey: `  ${TOKEN}\n` }));
-    const opened = () => { const c = credentials.get('llm.openai'); return c && openCredential(c.sealed, key, 'llm.openai'); };
-    await waitFor(() => { const o = opened(); return o?.ok === true && o.token === TOKEN; }, { what: 'the first value back' });
+    const opened = () => {
+      const c = credentials.get('llm.openai');
+      return c && openCredential(c.sealed, key, 'llm.openai');
+    };
+    await waitFor(
+      () => {
+        const o = opened();
+        return o?.ok === true && o.token === TOKEN;
+      },
+      { what: 'the first value back' },
+    );
   });
 
   it('keeps the last valid spec in force when an edit is invalid, and says so in Ready', async () => {
     kube.apply(provider('openai', { baseURL: 'http://insecure.example.com', auth }));
     await waitFor(() => conditions('openai')['Ready'] === 'False/ConfigurationInvalid', { what: 'ConfigurationInvalid' });
-    const status = kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as { observedGeneration: number; conditions: { type: string; message: string }[] };
-    expect(status.conditions.find((c) => c.type === 'Ready')?.message).toBe('spec.baseURL: must start with https://; the last valid version stays in force');
+    const status = kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as {
+      observedGeneration: number;
+      conditions: { type: string; message: string }[];
+    };
+    expect(status.conditions.find((c) => c.type === 'Ready')?.message).toBe(
+      'spec.baseURL: must start with https://; the last valid version stays in force',
+    );
     expect(status.observedGeneration).toBe(2);
     expect(providers.get('llm.openai')).toMatchObject({ ready: true, spec: { baseURL: 'https://api.example.com' } });
     kube.apply(provider('openai', { auth, headers: { 'OpenAI-Organization': 'org-1' } }));
@@ -148,7 +209,10 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
 
   it('never put a credential in a log line, another bucket, a status or a span-free place it could leak from', async () => {
     const everything = JSON.stringify({
-      logs: watcher.log.lines, providers: [...providers.history.values()], routes: [...routes.values.values()], patches: kube.patches,
+      logs: watcher.log.lines,
+      providers: [...providers.history.values()],
+      routes: [...routes.values.values()],
+      patches: kube.patches,
       statuses: kube.list(API_VERSION, 'ExternalModelProvider', 'llm').map((o) => o.status),
     });
     for (const value of [TOKEN, 'sk-rotated-9999', 'sk-never-read']) expect(everything).not.toContain(value);

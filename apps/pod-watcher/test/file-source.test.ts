@@ -62,14 +62,19 @@ describe('pod-watcher with the file source', () => {
     const bad = modelServer('qwen', { mode: 'aggregated' });
     bad.spec.workloadPort = { port: 70000 };
     write([
-      bad, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }),
+      bad,
+      pod('a', labels('decode'), { ip: ip(1) }),
+      pod('c', labels('prefill'), { ip: ip(3) }),
+      pod('d', labels('decode'), { ip: ip(4) }),
     ]);
     // The valid part of the same edit (pod d) applies; the ModelServer stays as it was (pd, port 8000).
     await waitFor(() => role('d') === 'decode', { what: 'pod d' });
     expect(servers.get('default.qwen')).toMatchObject({ mode: 'pd', spec: { workloadPort: { port: 8000 } } });
     expect(role('a')).toBe('decode');
     expect(watcher.log.lines.find((l) => l['msg'] === 'rejected invalid object')).toMatchObject({
-      kind: 'ModelServer', name: 'qwen', problems: expect.stringContaining('spec.workloadPort.port'),
+      kind: 'ModelServer',
+      name: 'qwen',
+      problems: expect.stringContaining('spec.workloadPort.port'),
     });
   });
 
@@ -84,7 +89,14 @@ describe('pod-watcher with the file source', () => {
     const broken = modelServer('qwen', { mode: 'aggregated' });
     broken.spec.workloadSelector = { matchLabels: { app: 'nothing-matches' } };
     const refusals = () => watcher.log.lines.filter((l) => l['msg']?.toString().startsWith('object defined more than once')).length;
-    write([modelServer('qwen'), broken, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }), pod('e', labels('decode'), { ip: ip(5) })]);
+    write([
+      modelServer('qwen'),
+      broken,
+      pod('a', labels('decode'), { ip: ip(1) }),
+      pod('c', labels('prefill'), { ip: ip(3) }),
+      pod('d', labels('decode'), { ip: ip(4) }),
+      pod('e', labels('decode'), { ip: ip(5) }),
+    ]);
     // The rest of the edit applies (pod e); the duplicated ModelServer keeps its last state, so no pod loses its role.
     await waitFor(() => role('e') === 'decode' && refusals() === 1, { what: 'pod e and the duplicate warning' });
     expect(servers.get('default.qwen')).toMatchObject({ mode: 'pd', spec: { workloadSelector: { matchLabels: { app: 'qwen' } } } });
@@ -102,7 +114,14 @@ describe('pod-watcher with the file source', () => {
   });
 
   it('does not delete what a file rewritten in place still holds once it is complete', async () => {
-    const full = [modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }), pod('e', labels('decode'), { ip: ip(5) }), pod('f', labels('decode'), { ip: ip(6) })];
+    const full = [
+      modelServer('qwen'),
+      pod('a', labels('decode'), { ip: ip(1) }),
+      pod('c', labels('prefill'), { ip: ip(3) }),
+      pod('d', labels('decode'), { ip: ip(4) }),
+      pod('e', labels('decode'), { ip: ip(5) }),
+      pod('f', labels('decode'), { ip: ip(6) }),
+    ];
     const text = full.map((d) => stringify(d)).join('---\n');
     const cut = text.indexOf('---\n', text.indexOf('name: c')) + 4;
     const count = (msg: string) => watcher.log.lines.filter((l) => l['msg'] === msg).length;
@@ -110,17 +129,35 @@ describe('pod-watcher with the file source', () => {
     const settling = count('source file version removes objects; waiting for the file to settle');
     // The writer truncates the file and writes its first half; the rest follows before the file settles.
     writeFileSync(file, text.slice(0, cut));
-    await waitFor(() => count('source file version removes objects; waiting for the file to settle') === settling + 1, { what: 'half file seen' });
+    await waitFor(() => count('source file version removes objects; waiting for the file to settle') === settling + 1, {
+      what: 'half file seen',
+    });
     writeFileSync(file, text);
     await waitFor(() => role('f') === 'decode', { what: 'pod f' });
-    expect(endpoints.keys('default.qwen.')).toEqual(['default.qwen.a', 'default.qwen.c', 'default.qwen.d', 'default.qwen.e', 'default.qwen.f']);
+    expect(endpoints.keys('default.qwen.')).toEqual([
+      'default.qwen.a',
+      'default.qwen.c',
+      'default.qwen.d',
+      'default.qwen.e',
+      'default.qwen.f',
+    ]);
     expect(count('objects removed from the source file')).toBe(removals);
   });
 
   it('never publishes a pod whose address is not an IP, and keeps its last valid address', async () => {
-    const docs = (fIp: string, gIp: string) => [modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }), pod('d', labels('decode'), { ip: ip(4) }), pod('e', labels('decode'), { ip: ip(5) }), pod('f', labels('decode'), { ip: fIp }), pod('g', labels('decode'), { ip: gIp })];
+    const docs = (fIp: string, gIp: string) => [
+      modelServer('qwen'),
+      pod('a', labels('decode'), { ip: ip(1) }),
+      pod('c', labels('prefill'), { ip: ip(3) }),
+      pod('d', labels('decode'), { ip: ip(4) }),
+      pod('e', labels('decode'), { ip: ip(5) }),
+      pod('f', labels('decode'), { ip: fIp }),
+      pod('g', labels('decode'), { ip: gIp }),
+    ];
     write(docs('127.0.0.999', '::::'));
-    await waitFor(() => watcher.log.lines.filter((l) => l['msg'] === 'rejected invalid object' && l['kind'] === 'Pod').length === 2, { what: 'two pods rejected' });
+    await waitFor(() => watcher.log.lines.filter((l) => l['msg'] === 'rejected invalid object' && l['kind'] === 'Pod').length === 2, {
+      what: 'two pods rejected',
+    });
     expect(endpoints.get('default.qwen.f')?.ip).toBe(ip(6));
     expect(endpoints.get('default.qwen.g')).toBeUndefined();
     write(docs(ip(6), ip(7)));
@@ -130,7 +167,9 @@ describe('pod-watcher with the file source', () => {
   it('recovers with the next good version, including a fixed ModelServer', async () => {
     write([modelServer('qwen', { mode: 'aggregated' }), pod('a', labels('decode'), { ip: ip(1) })]);
     await waitFor(
-      () => servers.get('default.qwen')?.mode === 'aggregated' && endpoints.keys('default.qwen.').join() === 'default.qwen.a' &&
+      () =>
+        servers.get('default.qwen')?.mode === 'aggregated' &&
+        endpoints.keys('default.qwen.').join() === 'default.qwen.a' &&
         role('a') === 'aggregated',
       { what: 'aggregated state' },
     );
@@ -142,13 +181,26 @@ describe('pod-watcher with the file source', () => {
     try {
       write([
         modelServer('qwen', { mode: 'aggregated' }),
-        { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } }, stringData: { apiKey: 'sk-file-1' } },
-        { apiVersion: 'networking.serving.volcano.sh/v1alpha1', kind: 'ExternalModelProvider', metadata: { name: 'openai' }, spec: { baseURL: 'https://api.openai.com', auth: { secretRef: { name: 'key', key: 'apiKey' } }, heders: { x: 'y' } } },
+        {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: 'key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } },
+          stringData: { apiKey: 'sk-file-1' },
+        },
+        {
+          apiVersion: 'networking.serving.volcano.sh/v1alpha1',
+          kind: 'ExternalModelProvider',
+          metadata: { name: 'openai' },
+          spec: { baseURL: 'https://api.openai.com', auth: { secretRef: { name: 'key', key: 'apiKey' } }, heders: { x: 'y' } },
+        },
       ]);
       await waitFor(() => providers.get('default.openai'), { what: 'provider from the file' });
       // No credentials key in this watcher: the credential resolves but is not handed on.
       expect(providers.get('default.openai')).toMatchObject({ ready: false, reason: 'CredentialNotDistributable' });
-      expect(watcher.log.lines.find((l) => l['msg'] === 'object has warnings')).toMatchObject({ kind: 'ExternalModelProvider', warnings: "spec.heders: unknown field; the API server drops it (did you mean 'headers'?)" });
+      expect(watcher.log.lines.find((l) => l['msg'] === 'object has warnings')).toMatchObject({
+        kind: 'ExternalModelProvider',
+        warnings: "spec.heders: unknown field; the API server drops it (did you mean 'headers'?)",
+      });
       expect(JSON.stringify(watcher.log.lines)).not.toContain('sk-file-1');
     } finally {
       await providers.close();

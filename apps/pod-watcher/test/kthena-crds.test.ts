@@ -15,7 +15,7 @@ jest.setTimeout(60_000);
 
 const GROUP_PATH = 'apis/networking.serving.volcano.sh/v1alpha1';
 
-describe('pod-watcher on Kthena\'s CRDs (pruned status, ExternalModelProvider CRD missing at first)', () => {
+describe("pod-watcher on Kthena's CRDs (pruned status, ExternalModelProvider CRD missing at first)", () => {
   let nats: NatsServerHandle;
   let kube: FakeKubeServer;
   let dir: string;
@@ -24,8 +24,10 @@ describe('pod-watcher on Kthena\'s CRDs (pruned status, ExternalModelProvider CR
   let servers: KvMirror<typeof ModelServerRecordSchema>;
   let providers: KvMirror<typeof ExternalProviderRecordSchema>;
 
-  const statusPatches = () => kube.patches.filter((p) => p.collection === `${GROUP_PATH}/modelservers` && p.subresource === 'status').length;
-  const prunedWarnings = () => watcher.log.lines.filter((l) => String(l['msg']).startsWith('status written earlier is not on the object')).length;
+  const statusPatches = () =>
+    kube.patches.filter((p) => p.collection === `${GROUP_PATH}/modelservers` && p.subresource === 'status').length;
+  const prunedWarnings = () =>
+    watcher.log.lines.filter((l) => String(l['msg']).startsWith('status written earlier is not on the object')).length;
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -55,7 +57,9 @@ describe('pod-watcher on Kthena\'s CRDs (pruned status, ExternalModelProvider CR
     expect(watcher.log.lines.some((l) => String(l['msg']).startsWith('resource not served by the API server'))).toBe(true);
   });
 
-  const upserts = async () => (await watcher.metrics.sourceEvents.get()).values.find((v) => v.labels['kind'] === 'ModelServer' && v.labels['type'] === 'upsert')?.value ?? 0;
+  const upserts = async () =>
+    (await watcher.metrics.sourceEvents.get()).values.find((v) => v.labels['kind'] === 'ModelServer' && v.labels['type'] === 'upsert')
+      ?.value ?? 0;
 
   it('writes the Accepted condition once per version and does not loop when the API server prunes it', async () => {
     await waitFor(() => prunedWarnings() === 1, { what: 'the pruned status noticed' });
@@ -73,7 +77,12 @@ describe('pod-watcher on Kthena\'s CRDs (pruned status, ExternalModelProvider CR
   });
 
   it('picks up ExternalModelProviders once the CRD is served', async () => {
-    kube.apply({ apiVersion: API_VERSION, kind: 'ExternalModelProvider', metadata: { name: 'openai', namespace: 'default' }, spec: { baseURL: 'https://api.openai.com' } });
+    kube.apply({
+      apiVersion: API_VERSION,
+      kind: 'ExternalModelProvider',
+      metadata: { name: 'openai', namespace: 'default' },
+      spec: { baseURL: 'https://api.openai.com' },
+    });
     await waitFor(() => providers.get('default.openai')?.ready === true, { what: 'provider after the CRD appeared', timeoutMs: 20_000 });
   });
 });

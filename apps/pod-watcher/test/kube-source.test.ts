@@ -27,15 +27,20 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
 
   const apply = (o: object) => kube.apply(o as KubeObject);
   const role = (podName: string, ms = 'qwen') => endpoints.get(`default.${ms}.${podName}`)?.role;
-  const accepted = (name: string) => (kube.get(
-    API_VERSION, 'ModelServer', 'default', name,
-  )?.status as { conditions?: {
-    type: string;
-    status: string;
-    reason?: string;
-    message?: string;
-    observedGeneration?: number;
-  }[] } | undefined)?.conditions?.find((c) => c.type === 'Accepted');
+  const accepted = (name: string) =>
+    (
+      kube.get(API_VERSION, 'ModelServer', 'default', name)?.status as
+        | {
+            conditions?: {
+              type: string;
+              status: string;
+              reason?: string;
+              message?: string;
+              observedGeneration?: number;
+            }[];
+          }
+        | undefined
+    )?.conditions?.find((c) => c.type === 'Accepted');
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -69,7 +74,13 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     await waitFor(() => watcher.ready, { what: 'watcher ready' });
     await waitFor(() => endpoints.keys('default.qwen.').length === 2, { what: 'two endpoints' });
     expect(endpoints.get('default.qwen.p0')).toMatchObject({
-      schemaVersion: 1, role: 'prefill', group: 'g1', ip: ip(1), port: 8000, engine: 'vLLM', ready: true,
+      schemaVersion: 1,
+      role: 'prefill',
+      group: 'g1',
+      ip: ip(1),
+      port: 8000,
+      engine: 'vLLM',
+      ready: true,
     });
     expect(endpoints.get('default.qwen.d0')).toMatchObject({ role: 'decode', group: 'g1' });
     expect(servers.get('default.qwen')).toMatchObject({ schemaVersion: 1, mode: 'pd', spec: { inferenceEngine: 'vLLM' } });
@@ -161,7 +172,9 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     kube.remove(API_VERSION, 'ModelRoute', 'default', 'qwen-route');
     kube.remove(API_VERSION, 'ModelServer', 'default', 'qwen');
     await waitFor(
-      () => routes.get('default.qwen-route') === undefined && servers.get('default.qwen') === undefined &&
+      () =>
+        routes.get('default.qwen-route') === undefined &&
+        servers.get('default.qwen') === undefined &&
         endpoints.keys('default.qwen.').length === 0,
       { what: 'all gone' },
     );

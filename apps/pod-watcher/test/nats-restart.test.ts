@@ -55,13 +55,16 @@ describe('NATS outage', () => {
     await nats.start();
     reader = await connectBus({ servers: nats.url, name: 'test-reader' });
     const bus = reader;
-    await waitFor(async () => {
-      const endpoints = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
-      const servers = await bus.kv(Buckets.modelServers, ModelServerRecordSchema);
-      const p0 = await endpoints.get('default.qwen.p0');
-      const d0 = await endpoints.get('default.qwen.d0');
-      return p0?.role === 'decode' && d0?.role === 'decode' && (await servers.get('default.qwen'))?.mode === 'pd';
-    }, { what: 'full state republished', timeoutMs: 20_000, intervalMs: 100 });
+    await waitFor(
+      async () => {
+        const endpoints = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
+        const servers = await bus.kv(Buckets.modelServers, ModelServerRecordSchema);
+        const p0 = await endpoints.get('default.qwen.p0');
+        const d0 = await endpoints.get('default.qwen.d0');
+        return p0?.role === 'decode' && d0?.role === 'decode' && (await servers.get('default.qwen'))?.mode === 'pd';
+      },
+      { what: 'full state republished', timeoutMs: 20_000, intervalMs: 100 },
+    );
     expect(watcher.log.lines.some((l) => l['msg'] === 'published full state' && l['reason'] !== 'initial state')).toBe(true);
     expect(watcher.isLeader).toBe(true);
   });

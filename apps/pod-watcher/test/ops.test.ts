@@ -45,15 +45,20 @@ describe('operational surface', () => {
     await nats?.close();
   });
 
-  const opsPortFromLog = (w: { log: {
-    lines: Record<string, unknown>[],
-  } }) => w.log.lines.find((l) => l['msg'] === 'pod-watcher starting')?.['opsPort'] as number | undefined;
+  const opsPortFromLog = (w: {
+    log: {
+      lines: Record<string, unknown>[];
+    };
+  }) => w.log.lines.find((l) => l['msg'] === 'pod-watcher starting')?.['opsPort'] as number | undefined;
 
   it('is live at once, ready only after the first full sync is published, and exports its metrics', async () => {
     // The watcher's start resolves after the source's first state, so readiness is watched on the ops port meanwhile.
     const log = captureLog();
     starting = startPodWatcher({
-      config: testConfig({ nats: nats.url, source: 'kube' }), logger: log.logger, defaultMetrics: false, source,
+      config: testConfig({ nats: nats.url, source: 'kube' }),
+      logger: log.logger,
+      defaultMetrics: false,
+      source,
     }).then((w) => Object.assign(w, { log }));
     const port = await waitFor(() => opsPortFromLog({ log }), { what: 'ops port' });
     const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`).then(async (r) => ({ status: r.status, text: await r.text() }));
@@ -76,11 +81,16 @@ describe('operational surface', () => {
     expect(metrics).toMatch(/triad_podwatcher_full_syncs_total\{result="ok"\} [1-9]/);
     // A change after the first sync is an incremental write, timed in the publish-latency histogram.
     source.sink?.upsert(pod('b', { app: 'qwen' }, { ip: '127.0.9.201' }));
-    await waitFor(async () => {
-      const text = (await get('/metrics')).text;
-      return /triad_podwatcher_scrape_errors_total\{what="metrics",reason="connect"\} [1-9]/.test(text)
-        && /triad_podwatcher_publish_latency_seconds_count\{bucket="triad_v1_endpoints"\} [1-9]/.test(text);
-    }, { what: 'scrape error and publish latency counted' });
+    await waitFor(
+      async () => {
+        const text = (await get('/metrics')).text;
+        return (
+          /triad_podwatcher_scrape_errors_total\{what="metrics",reason="connect"\} [1-9]/.test(text) &&
+          /triad_podwatcher_publish_latency_seconds_count\{bucket="triad_v1_endpoints"\} [1-9]/.test(text)
+        );
+      },
+      { what: 'scrape error and publish latency counted' },
+    );
     expect(watcher.ready).toBe(true);
   });
 

@@ -52,13 +52,25 @@ describe('two pod-watcher replicas at once', () => {
     file = join(dir, 'cluster.yaml');
     write('prefill');
     endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
-    starting.push(startTestWatcher({
-      nats: nats.url, source: `file:${file}`, identity: 'replica-a', leaseTtlMs: 2000, scrapeTimeoutMs: 3000,
-    }));
+    starting.push(
+      startTestWatcher({
+        nats: nats.url,
+        source: `file:${file}`,
+        identity: 'replica-a',
+        leaseTtlMs: 2000,
+        scrapeTimeoutMs: 3000,
+      }),
+    );
     a = await starting[0]!;
-    starting.push(startTestWatcher({
-      nats: nats.url, source: `file:${file}`, identity: 'replica-b', leaseTtlMs: 2000, scrapeTimeoutMs: 3000,
-    }));
+    starting.push(
+      startTestWatcher({
+        nats: nats.url,
+        source: `file:${file}`,
+        identity: 'replica-b',
+        leaseTtlMs: 2000,
+        scrapeTimeoutMs: 3000,
+      }),
+    );
     b = await starting[1]!;
   }, 60_000);
 
@@ -76,13 +88,12 @@ describe('two pod-watcher replicas at once', () => {
   it('has exactly one writer; both are ready (the other as a hot standby)', async () => {
     await waitFor(() => a.ready && b.ready, { what: 'both ready' });
     expect([a.isLeader, b.isLeader]).toEqual([true, false]);
-    await waitFor(
-      () => endpoints.get('default.qwen.p0')?.metrics.scrapedAt && endpoints.get('default.qwen.d0')?.metrics.scrapedAt,
-      { what: 'scraped records' },
-    );
+    await waitFor(() => endpoints.get('default.qwen.p0')?.metrics.scrapedAt && endpoints.get('default.qwen.d0')?.metrics.scrapedAt, {
+      what: 'scraped records',
+    });
   });
 
-  it('does not rewrite records while nothing changes, each engine scraped by its shard\'s owner', async () => {
+  it("does not rewrite records while nothing changes, each engine scraped by its shard's owner", async () => {
     // Both replicas saw the other join, then published their shard: by a resync, or by their first full sync when
     // the join came before their source had synced (that sync publishes the whole shard; no resync runs before it).
     const shardPublished = (w: TestWatcher) => {
@@ -102,15 +113,16 @@ describe('two pod-watcher replicas at once', () => {
     expect(a.log.lines.filter((l) => l['msg'] === 'published full state')).toHaveLength(1);
   });
 
-  it('writes a change once, from the owner of the record\'s shard only', async () => {
+  it("writes a change once, from the owner of the record's shard only", async () => {
     const before = endpoints.puts.get('default.qwen.p0') ?? 0;
     write('decode');
     await waitFor(() => endpoints.get('default.qwen.p0')?.role === 'decode', { what: 'p0 decode' });
     await waitFor(() => b.reconciler.table.get('default.qwen.p0')?.role === 'decode', { what: 'the standby saw it too' });
     const start = totalScrapes();
     await waitFor(() => totalScrapes() >= start + 20, { what: 'more scrapes' });
-    const writes = (endpoints.history.get('default.qwen.p0') ??
-        []).slice(before).map((r) => `${r.role} stale=${r.metrics.stale} ${r.metrics.lastError ?? ''}`);
+    const writes = (endpoints.history.get('default.qwen.p0') ?? [])
+      .slice(before)
+      .map((r) => `${r.role} stale=${r.metrics.stale} ${r.metrics.lastError ?? ''}`);
     expect(writes).toEqual(['decode stale=false ']);
   });
 

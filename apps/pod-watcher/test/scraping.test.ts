@@ -60,15 +60,26 @@ async function startStub(host: string): Promise<{
     }
     if (mode === 'http500') res.writeHead(500).end('boom');
     else if (mode === 'html') res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>502 Bad Gateway</body></html>');
-    else res.writeHead(
-      200, { 'content-type': 'text/plain' },
-    ).end(`# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} ${running}\nbroken line ` +
-      `{\nvllm:num_requests_waiting{engine="0"} 1\n`);
+    else
+      res
+        .writeHead(200, { 'content-type': 'text/plain' })
+        .end(
+          `# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} ${running}\nbroken line ` +
+            `{\nvllm:num_requests_waiting{engine="0"} 1\n`,
+        );
   });
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return {
-    server, port: (server.address() as AddressInfo).port, set: (m, r) => { mode = m; firstHitOfMode = 0; if (r !== undefined) running = r; },
-    hits: () => hits, maxConcurrent: () => maxOpen, firstHitOfMode: () => firstHitOfMode,
+    server,
+    port: (server.address() as AddressInfo).port,
+    set: (m, r) => {
+      mode = m;
+      firstHitOfMode = 0;
+      if (r !== undefined) running = r;
+    },
+    hits: () => hits,
+    maxConcurrent: () => maxOpen,
+    firstHitOfMode: () => firstHitOfMode,
   };
 }
 
@@ -84,14 +95,30 @@ describe('scraping engine metrics', () => {
     nats = await startNatsServer();
     // Two vLLM pods with two DP ranks each, on distinct loopback IPs and the same port, as pods in a cluster.
     const v0 = await startSimEngine({
-      engine: 'vllm', role: 'both', host: '127.0.3.1', port: 0, dataParallel: 2, loraAdapters: ['lora-a'], latencyProfile: 'zero',
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.3.1',
+      port: 0,
+      dataParallel: 2,
+      loraAdapters: ['lora-a'],
+      latencyProfile: 'zero',
       latency: { decodeMsPerToken: 15 },
     });
     const v1 = await startSimEngine({
-      engine: 'vllm', role: 'both', host: '127.0.3.2', port: v0.port, dataParallel: 2, latencyProfile: 'zero',
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.3.2',
+      port: v0.port,
+      dataParallel: 2,
+      latencyProfile: 'zero',
     });
     const sg = await startSimEngine({
-      engine: 'sglang', role: 'both', host: '127.0.3.3', port: 0, dataParallel: 2, latencyProfile: 'zero',
+      engine: 'sglang',
+      role: 'both',
+      host: '127.0.3.3',
+      port: 0,
+      dataParallel: 2,
+      latencyProfile: 'zero',
       latency: { decodeMsPerToken: 15 },
     });
     sims.push(v0, v1, sg);
@@ -119,10 +146,12 @@ describe('scraping engine metrics', () => {
     await nats?.close();
   });
 
-  const chat = (url: string, maxTokens: number) => fetch(`${url}/v1/chat/completions`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'sim-model', messages: [{ role: 'user', content: 'hello' }], max_tokens: maxTokens, ignore_eos: true }),
-  }).then((r) => r.text());
+  const chat = (url: string, maxTokens: number) =>
+    fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'sim-model', messages: [{ role: 'user', content: 'hello' }], max_tokens: maxTokens, ignore_eos: true }),
+    }).then((r) => r.text());
 
   it('sums running requests over DP ranks (vLLM engine="0","1") and lists LoRA adapters from /v1/models', async () => {
     // Each engine is scraped on its own: v1's first scrape may land after v0's.
@@ -135,10 +164,9 @@ describe('scraping engine metrics', () => {
     const done = Promise.all([chat(sims[0]!.url, 200), chat(sims[0]!.url, 200), chat(sims[0]!.url, 200)]);
     await waitFor(() => record('vllm-agg', 'v0')?.metrics.running === 3, { what: 'running = 3 across ranks' });
     await done;
-    await waitFor(
-      () => record('vllm-agg', 'v0')?.metrics.running === 0 && record('vllm-agg', 'v0')?.metrics.tpotMs !== undefined,
-      { what: 'idle with latency means' },
-    );
+    await waitFor(() => record('vllm-agg', 'v0')?.metrics.running === 0 && record('vllm-agg', 'v0')?.metrics.tpotMs !== undefined, {
+      what: 'idle with latency means',
+    });
     const m = record('vllm-agg', 'v0')!.metrics;
     expect(m.ttftMs).toBeGreaterThanOrEqual(0);
     expect(m.tpotMs).toBeGreaterThan(5);

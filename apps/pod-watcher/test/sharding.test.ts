@@ -61,10 +61,28 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
     for (const name of ['replica-a', 'replica-b', 'replica-c']) {
       const opsPort = await freePort();
-      const child = spawnTriad([
-        'pod-watcher', '--nats', nats.url, '--source', `file:${file}`, '--identity', name, '--metrics-port', String(opsPort),
-        '--scrape-interval', '200', '--metrics-heartbeat', '400', '--shard-heartbeat', '200', '--lease-ttl', '1000',
-      ], { TRIAD_LOG_LEVEL: 'info' });
+      const child = spawnTriad(
+        [
+          'pod-watcher',
+          '--nats',
+          nats.url,
+          '--source',
+          `file:${file}`,
+          '--identity',
+          name,
+          '--metrics-port',
+          String(opsPort),
+          '--scrape-interval',
+          '200',
+          '--metrics-heartbeat',
+          '400',
+          '--shard-heartbeat',
+          '200',
+          '--lease-ttl',
+          '1000',
+        ],
+        { TRIAD_LOG_LEVEL: 'info' },
+      );
       replicas.push({ name, opsPort, child });
     }
     await Promise.all(replicas.map((r) => waitReady(r.child, r.opsPort, `${r.name} ready`)));
@@ -86,12 +104,18 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     await waitFor(async () => (await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_members')))).every((n) => n === 3), {
       what: 'every replica to see three members',
     });
-    const ring = new ShardRing('replica-a', replicas.map((r) => r.name));
+    const ring = new ShardRing(
+      'replica-a',
+      replicas.map((r) => r.name),
+    );
     const expected = replicas.map((r) => engines.filter((_e, i) => ring.ownerOf(`default.agg.p${i}`) === r.name).length);
-    await waitFor(async () => {
-      const targets = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
-      return targets.every((n, i) => n === expected[i]);
-    }, { what: `shard sizes ${expected.join('/')}` });
+    await waitFor(
+      async () => {
+        const targets = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
+        return targets.every((n, i) => n === expected[i]);
+      },
+      { what: `shard sizes ${expected.join('/')}` },
+    );
     expect(expected.reduce((a, b) => a + b, 0)).toBe(ENGINES);
     expect(expected.filter((n) => n > 0).length).toBeGreaterThan(1);
     // Each engine is scraped by one replica: over the same stretch, the busiest engine sees about as many scrapes
@@ -104,13 +128,16 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     const scrapes = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_scrapes_total\\{what="metrics",result="ok"\\}')));
     scrapes.forEach((n, i) => expect(n > 0).toBe((expected[i] as number) > 0));
     // Every record is in KV, scraped, and exactly one replica holds the writer lease.
-    await waitFor(() => endpoints.keys('default.agg.').length === ENGINES && endpoints.keys('default.agg.').every(
-      (k) => (endpoints.get(k)?.metrics.scrapedAt ?? 0) > 0,
-    ), { what: 'every endpoint record scraped' });
+    await waitFor(
+      () =>
+        endpoints.keys('default.agg.').length === ENGINES &&
+        endpoints.keys('default.agg.').every((k) => (endpoints.get(k)?.metrics.scrapedAt ?? 0) > 0),
+      { what: 'every endpoint record scraped' },
+    );
     expect((await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_leader')))).reduce((a, b) => a + b, 0)).toBe(1);
   });
 
-  it('hands a killed replica\'s share (and the writer lease, if it held it) over to the others', async () => {
+  it("hands a killed replica's share (and the writer lease, if it held it) over to the others", async () => {
     // Kill the replica with the largest share, without a goodbye.
     const sizes = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
     const victim = live[sizes.indexOf(Math.max(...sizes))] as Replica;
@@ -121,12 +148,18 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     await waitFor(async () => (await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_members')))).every((n) => n === 2), {
       what: 'the survivors to drop the killed replica',
     });
-    const ring = new ShardRing(live[0]?.name as string, live.map((r) => r.name));
+    const ring = new ShardRing(
+      live[0]?.name as string,
+      live.map((r) => r.name),
+    );
     const expected = live.map((r) => engines.filter((_e, i) => ring.ownerOf(`default.agg.p${i}`) === r.name).length);
-    await waitFor(async () => {
-      const targets = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
-      return targets.every((n, i) => n === expected[i]);
-    }, { what: `shard sizes after the loss ${expected.join('/')}` });
+    await waitFor(
+      async () => {
+        const targets = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
+        return targets.every((n, i) => n === expected[i]);
+      },
+      { what: `shard sizes after the loss ${expected.join('/')}` },
+    );
     // Every record, the killed replica's included, is written again from fresh scrapes.
     await waitFor(() => endpoints.keys('default.agg.').every((k) => (endpoints.get(k)?.metrics.scrapedAt ?? 0) > killedAt), {
       what: 'every endpoint record refreshed after the kill',

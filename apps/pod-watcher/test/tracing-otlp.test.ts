@@ -27,10 +27,26 @@ function sourceFile(prefix: string): { path: string; write(docs: readonly object
 /** `triad pod-watcher --source file:PATH` exporting to `receiver`, ready. */
 async function startWatcher(natsUrl: string, file: string, receiver: OtlpReceiver): Promise<TriadChild> {
   const opsPort = await freePort();
-  const child = spawnTriad([
-    'pod-watcher', '--nats', natsUrl, '--source', `file:${file}`, '--metrics-port', String(opsPort),
-    '--scrape-interval', '100', '--scrape-timeout', '2000', '--registry-interval', '150', '--identity', 'traced-watcher',
-  ], { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '50', TRIAD_LOG_LEVEL: 'warn' });
+  const child = spawnTriad(
+    [
+      'pod-watcher',
+      '--nats',
+      natsUrl,
+      '--source',
+      `file:${file}`,
+      '--metrics-port',
+      String(opsPort),
+      '--scrape-interval',
+      '100',
+      '--scrape-timeout',
+      '2000',
+      '--registry-interval',
+      '150',
+      '--identity',
+      'traced-watcher',
+    ],
+    { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '50', TRIAD_LOG_LEVEL: 'warn' },
+  );
   await waitReady(child, opsPort, 'triad pod-watcher ready');
   return child;
 }
@@ -46,10 +62,13 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
   const ip = (n: number) => `127.0.41.${n}`;
   /** Waits for the reconcile span with this trigger (the n-th, counting from 1). */
   const reconcile = async (trigger: string, n = 1) =>
-    (await receiver.waitForSpans(
-      (s) => s.name === 'reconcile' && attr(s, 'triad.reconcile.trigger') === trigger,
-      { count: n, what: `reconcile span #${n} for ${trigger}`, timeoutMs: 20_000 },
-    ))[n - 1]!;
+    (
+      await receiver.waitForSpans((s) => s.name === 'reconcile' && attr(s, 'triad.reconcile.trigger') === trigger, {
+        count: n,
+        what: `reconcile span #${n} for ${trigger}`,
+        timeoutMs: 20_000,
+      })
+    )[n - 1]!;
 
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
@@ -68,19 +87,29 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
     expect(span.parentSpanId).toBeUndefined();
     expect(span.serviceName).toBe('triad-pod-watcher');
     expect(span.kind).toBe('INTERNAL');
-    expect(span.attributes).toEqual(expect.objectContaining({
-      'triad.reconcile.source': 'file', 'triad.reconcile.endpoints': 2, 'triad.reconcile.endpoints_written': 2,
-      'triad.reconcile.endpoints_deleted': 0, 'triad.reconcile.invalid_specs': 0, 'triad.namespace': 'default',
-    }));
+    expect(span.attributes).toEqual(
+      expect.objectContaining({
+        'triad.reconcile.source': 'file',
+        'triad.reconcile.endpoints': 2,
+        'triad.reconcile.endpoints_written': 2,
+        'triad.reconcile.endpoints_deleted': 0,
+        'triad.reconcile.invalid_specs': 0,
+        'triad.namespace': 'default',
+      }),
+    );
   });
 
   it('an edit of the file is a pass of its own: a relabel and a new pod written, a removed pod deleted', async () => {
     file.write([modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) })]);
     const span = await reconcile('Pod');
-    expect(span.attributes).toEqual(expect.objectContaining({
-      'triad.reconcile.source': 'file', 'triad.reconcile.endpoints': 2, 'triad.reconcile.endpoints_written': 2,
-      'triad.reconcile.endpoints_deleted': 1,
-    }));
+    expect(span.attributes).toEqual(
+      expect.objectContaining({
+        'triad.reconcile.source': 'file',
+        'triad.reconcile.endpoints': 2,
+        'triad.reconcile.endpoints_written': 2,
+        'triad.reconcile.endpoints_deleted': 1,
+      }),
+    );
     const initial = await reconcile('initial');
     expect(span.traceId).not.toBe(initial.traceId);
   });
@@ -90,21 +119,40 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
     bad.spec.workloadPort = { port: 70000 };
     file.write([bad, pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) })]);
     const span = await reconcile('ModelServer');
-    expect(span.attributes).toEqual(expect.objectContaining({
-      'triad.reconcile.invalid_specs': 1, 'triad.reconcile.endpoints_written': 0, 'triad.reconcile.endpoints_deleted': 0,
-      'triad.reconcile.endpoints': 2,
-    }));
+    expect(span.attributes).toEqual(
+      expect.objectContaining({
+        'triad.reconcile.invalid_specs': 1,
+        'triad.reconcile.endpoints_written': 0,
+        'triad.reconcile.endpoints_deleted': 0,
+        'triad.reconcile.endpoints': 2,
+      }),
+    );
   });
 
   it('a provider credential is traced as a pass, and its value is in no span and no log line', async () => {
     const token = 'sk-traced-secret-42';
     file.write([
-      modelServer('qwen'), pod('a', labels('decode'), { ip: ip(1) }), pod('c', labels('prefill'), { ip: ip(3) }),
-      { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } }, stringData: { apiKey: token } },
-      { apiVersion: 'networking.serving.volcano.sh/v1alpha1', kind: 'ExternalModelProvider', metadata: { name: 'openai' }, spec: { baseURL: 'https://api.openai.com', auth: { secretRef: { name: 'key', key: 'apiKey' } } } },
+      modelServer('qwen'),
+      pod('a', labels('decode'), { ip: ip(1) }),
+      pod('c', labels('prefill'), { ip: ip(3) }),
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } },
+        stringData: { apiKey: token },
+      },
+      {
+        apiVersion: 'networking.serving.volcano.sh/v1alpha1',
+        kind: 'ExternalModelProvider',
+        metadata: { name: 'openai' },
+        spec: { baseURL: 'https://api.openai.com', auth: { secretRef: { name: 'key', key: 'apiKey' } } },
+      },
     ]);
     // The pass that took the provider and its Secret (the ModelServer turns valid in the same edit, when it ran after the test above).
-    await receiver.waitForSpans((s) => s.name === 'reconcile' && /ExternalModelProvider.*Secret/.test(String(attr(s, 'triad.reconcile.trigger'))), { what: 'the provider pass', timeoutMs: 20_000 });
+    await receiver.waitForSpans(
+      (s) => s.name === 'reconcile' && /ExternalModelProvider.*Secret/.test(String(attr(s, 'triad.reconcile.trigger'))),
+      { what: 'the provider pass', timeoutMs: 20_000 },
+    );
     expect(JSON.stringify(receiver.spans())).not.toContain(token);
     expect(watcher?.output()).not.toContain(token);
   });
@@ -133,13 +181,16 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
     return [...body.encoder_urls].sort();
   };
   /** The encoder-registry spans of the prefill, in the order they arrived. */
-  const registrySpans = () => receiver.spans().filter((s) => s.name === 'encoder-registry' &&
-      attr(s, 'triad.encoder_registry.prefill') === prefillUrl());
+  const registrySpans = () =>
+    receiver.spans().filter((s) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl());
   const registrySpan = async (n: number) =>
-    (await receiver.waitForSpans(
-      (s) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl(),
-      { count: n, what: `encoder-registry span #${n}`, timeoutMs: 20_000 },
-    ))[n - 1]!;
+    (
+      await receiver.waitForSpans((s) => s.name === 'encoder-registry' && attr(s, 'triad.encoder_registry.prefill') === prefillUrl(), {
+        count: n,
+        what: `encoder-registry span #${n}`,
+        timeoutMs: 20_000,
+      })
+    )[n - 1]!;
 
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
@@ -169,24 +220,35 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
     expect(span.parentSpanId).toBeUndefined();
     expect(span.serviceName).toBe('triad-pod-watcher');
     expect(span.status.code).toBe('UNSET');
-    expect(span.attributes).toEqual(expect.objectContaining({
-      'triad.encoder_registry.change': 'add', 'triad.encoder_registry.registered': [encoderUrl(1)], 'triad.encoder_registry.encoders': 1,
-    }));
+    expect(span.attributes).toEqual(
+      expect.objectContaining({
+        'triad.encoder_registry.change': 'add',
+        'triad.encoder_registry.registered': [encoderUrl(1)],
+        'triad.encoder_registry.encoders': 1,
+      }),
+    );
     expect(span.attributes['triad.encoder_registry.unregistered']).toBeUndefined();
   });
 
   it('a new encode pod in the file, then one gone: an add span and a remove span; passes that change nothing add none', async () => {
     file.write(objects([1, 2]));
     await waitFor(async () => (await list()).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'e2 registered' });
-    expect((await registrySpan(2)).attributes).toEqual(expect.objectContaining({
-      'triad.encoder_registry.change': 'add', 'triad.encoder_registry.registered': [encoderUrl(2)], 'triad.encoder_registry.encoders': 2,
-    }));
+    expect((await registrySpan(2)).attributes).toEqual(
+      expect.objectContaining({
+        'triad.encoder_registry.change': 'add',
+        'triad.encoder_registry.registered': [encoderUrl(2)],
+        'triad.encoder_registry.encoders': 2,
+      }),
+    );
     file.write(objects([2]));
     await waitFor(async () => (await list()).join() === encoderUrl(2), { what: 'e1 unregistered' });
-    expect((await registrySpan(3)).attributes).toEqual(expect.objectContaining({
-      'triad.encoder_registry.change': 'remove', 'triad.encoder_registry.unregistered': [encoderUrl(1)],
-      'triad.encoder_registry.encoders': 1,
-    }));
+    expect((await registrySpan(3)).attributes).toEqual(
+      expect.objectContaining({
+        'triad.encoder_registry.change': 'remove',
+        'triad.encoder_registry.unregistered': [encoderUrl(1)],
+        'triad.encoder_registry.encoders': 1,
+      }),
+    );
     // The registry is passed over every 150 ms; once a later pass has been traced for another reason, none of the
     // unchanged passes in between produced a span. A prefill that goes away is traced once (its error), and when it
     // is back with an empty registry, the registration is traced.
@@ -203,6 +265,10 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
     expect(adds[2]?.attributes).toEqual(expect.objectContaining({ 'triad.encoder_registry.registered': [encoderUrl(2)] }));
     await waitFor(async () => (await list()).join() === encoderUrl(2), { what: 'registry rebuilt' });
     // Between the remove and the new registration, only failures were traced (each distinct error once).
-    expect(registrySpans().slice(3).every((s) => isAdd(s) || s.status.code === 'ERROR')).toBe(true);
+    expect(
+      registrySpans()
+        .slice(3)
+        .every((s) => isAdd(s) || s.status.code === 'ERROR'),
+    ).toBe(true);
   });
 });

@@ -27,8 +27,12 @@ export async function main(argv: readonly string[]): Promise<void> {
     await telemetry.shutdown();
     throw err;
   });
-  onShutdown(logger, async () => {
-    await service.close();
-    await telemetry.shutdown();
-  }, { graceMs: options.shutdownGraceMs });
+  onShutdown(
+    logger,
+    async () => {
+      await service.close();
+      await telemetry.shutdown();
+    },
+    { graceMs: options.shutdownGraceMs },
+  );
 }

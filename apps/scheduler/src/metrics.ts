@@ -8,70 +8,109 @@ const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 export class SchedulerMetrics implements SchedulingObserver {
   readonly registry = new Registry();
   readonly decisions = new Counter({
-    name: 'triad_scheduler_decisions_total', help: 'Scheduling decisions by pipeline mode and outcome (ok or error code)',
-    labelNames: ['mode', 'outcome'] as const, registers: [this.registry],
+    name: 'triad_scheduler_decisions_total',
+    help: 'Scheduling decisions by pipeline mode and outcome (ok or error code)',
+    labelNames: ['mode', 'outcome'] as const,
+    registers: [this.registry],
   });
   readonly errors = new Counter({
-    name: 'triad_scheduler_errors_total', help: 'Failed scheduling requests by error code', labelNames: ['code'] as const,
+    name: 'triad_scheduler_errors_total',
+    help: 'Failed scheduling requests by error code',
+    labelNames: ['code'] as const,
     registers: [this.registry],
   });
   readonly latency = new Histogram({
-    name: 'triad_scheduler_decision_duration_seconds', help: 'Time to decide one request, by pipeline mode', labelNames: ['mode'] as const,
-    buckets: LATENCY_BUCKETS, registers: [this.registry],
+    name: 'triad_scheduler_decision_duration_seconds',
+    help: 'Time to decide one request, by pipeline mode',
+    labelNames: ['mode'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
   });
   readonly batchSize = new Histogram({
-    name: 'triad_scheduler_batch_size', help: 'Scheduling requests per triad.v1.schedule message',
-    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256], registers: [this.registry],
+    name: 'triad_scheduler_batch_size',
+    help: 'Scheduling requests per triad.v1.schedule message',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [this.registry],
   });
   // Plugin timings arrive ~10 to 60 times per decision: they are summed in plain maps (kind → plugin, so no key
   // string is built per call) and handed to the counters at scrape time, which keeps label hashing off the hot path.
   readonly #pluginPending = new Map<string, Map<string, { plugin: string; kind: string; seconds: number; calls: number }>>();
   readonly pluginSeconds = new Counter({
-    name: 'triad_scheduler_plugin_seconds_total', help: 'Time spent in each plugin', labelNames: ['plugin', 'kind'] as const,
+    name: 'triad_scheduler_plugin_seconds_total',
+    help: 'Time spent in each plugin',
+    labelNames: ['plugin', 'kind'] as const,
     registers: [this.registry],
     collect: () => this.#flushPluginTimes(),
   });
   readonly pluginCalls = new Counter({
-    name: 'triad_scheduler_plugin_calls_total', help: 'Calls of each plugin', labelNames: ['plugin', 'kind'] as const,
+    name: 'triad_scheduler_plugin_calls_total',
+    help: 'Calls of each plugin',
+    labelNames: ['plugin', 'kind'] as const,
     registers: [this.registry],
   });
   readonly kvLag = new Histogram({
-    name: 'triad_scheduler_kv_index_lag_seconds', help: 'From an engine KV-event batch to its delta applied to this replica\'s index',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [this.registry],
+    name: 'triad_scheduler_kv_index_lag_seconds',
+    help: "From an engine KV-event batch to its delta applied to this replica's index",
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    registers: [this.registry],
   });
   readonly configReloads = new Counter({
-    name: 'triad_scheduler_config_reloads_total', help: 'Config loads by source (file, kv) and result (applied, rejected, unchanged)',
-    labelNames: ['source', 'result'] as const, registers: [this.registry],
+    name: 'triad_scheduler_config_reloads_total',
+    help: 'Config loads by source (file, kv) and result (applied, rejected, unchanged)',
+    labelNames: ['source', 'result'] as const,
+    registers: [this.registry],
   });
 
   /** Gauges read from the live state at scrape time. */
   watch(index: EndpointIndex, tracker: InflightTracker, rejectedMessages: () => number): void {
     new Gauge({
-      name: 'triad_scheduler_endpoints', help: 'Ready endpoints in the index by role', labelNames: ['role'] as const,
+      name: 'triad_scheduler_endpoints',
+      help: 'Ready endpoints in the index by role',
+      labelNames: ['role'] as const,
       registers: [this.registry],
       collect() {
         for (const [role, n] of Object.entries(index.countByRole())) this.set({ role }, n);
       },
     });
     new Gauge({
-      name: 'triad_scheduler_modelservers', help: 'ModelServer records in the index', registers: [this.registry],
-      collect() { this.set(index.modelServerCount); },
+      name: 'triad_scheduler_modelservers',
+      help: 'ModelServer records in the index',
+      registers: [this.registry],
+      collect() {
+        this.set(index.modelServerCount);
+      },
     });
     new Gauge({
-      name: 'triad_scheduler_dispatch_gateways', help: 'Gateways whose in-flight counts are held', registers: [this.registry],
-      collect() { this.set(tracker.stats.gateways); },
+      name: 'triad_scheduler_dispatch_gateways',
+      help: 'Gateways whose in-flight counts are held',
+      registers: [this.registry],
+      collect() {
+        this.set(tracker.stats.gateways);
+      },
     });
     new Gauge({
-      name: 'triad_scheduler_dispatch_gaps', help: 'Dispatch batches that skipped sequence numbers (since start)',
-      registers: [this.registry], collect() { this.set(tracker.stats.gaps); },
+      name: 'triad_scheduler_dispatch_gaps',
+      help: 'Dispatch batches that skipped sequence numbers (since start)',
+      registers: [this.registry],
+      collect() {
+        this.set(tracker.stats.gaps);
+      },
     });
     new Gauge({
-      name: 'triad_scheduler_dispatch_expired_gateways', help: 'Gateways dropped for missing snapshots (since start)',
-      registers: [this.registry], collect() { this.set(tracker.stats.expired); },
+      name: 'triad_scheduler_dispatch_expired_gateways',
+      help: 'Gateways dropped for missing snapshots (since start)',
+      registers: [this.registry],
+      collect() {
+        this.set(tracker.stats.expired);
+      },
     });
     new Gauge({
-      name: 'triad_scheduler_rejected_messages', help: 'Invalid NATS messages and KV values dropped (since start)',
-      registers: [this.registry], collect() { this.set(rejectedMessages()); },
+      name: 'triad_scheduler_rejected_messages',
+      help: 'Invalid NATS messages and KV values dropped (since start)',
+      registers: [this.registry],
+      collect() {
+        this.set(rejectedMessages());
+      },
     });
   }
 

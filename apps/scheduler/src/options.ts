@@ -30,11 +30,15 @@ const SchedulerSettingsSchema = z.object({
   kvReplicas: NatsSettings.kvReplicas().default(1),
   configFile: z.string().min(1).optional(),
   metricsPort: Setting.port().default(DEFAULT_METRICS_PORT),
-  instanceId: z.string().min(1).default(() => `${hostname()}-${process.pid}`),
+  instanceId: z
+    .string()
+    .min(1)
+    .default(() => `${hostname()}-${process.pid}`),
   shutdownGraceMs: Setting.ms(0).default(10_000),
-  tracePhases: z.union(
-    [z.boolean(), z.enum(['true', 'false'])], { error: 'expected true or false' },
-  ).transform((v) => v === true || v === 'true').default(false),
+  tracePhases: z
+    .union([z.boolean(), z.enum(['true', 'false'])], { error: 'expected true or false' })
+    .transform((v) => v === true || v === 'true')
+    .default(false),
 });
 
 /** The flag / settings-file name and environment variable of each setting. */
@@ -60,7 +64,14 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
     .exitOverride();
   program.parse([...argv], { from: 'user' });
-  const o = program.opts<{ nats?: string; kvReplicas?: string; config?: string; metricsPort?: string; instanceId?: string; settings?: string }>();
+  const o = program.opts<{
+    nats?: string;
+    kvReplicas?: string;
+    config?: string;
+    metricsPort?: string;
+    instanceId?: string;
+    settings?: string;
+  }>();
   return resolveSettings('scheduler', SchedulerSettingsSchema, SOURCES, {
     flags: { natsUrl: o.nats, kvReplicas: o.kvReplicas, configFile: o.config, metricsPort: o.metricsPort, instanceId: o.instanceId },
     env,

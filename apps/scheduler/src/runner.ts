@@ -4,7 +4,13 @@ import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, typ
 import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { startKvIndexFeed } from '@triad/kv-events';
 import {
-  EndpointIndex, InflightTracker, KvBlockIndex, OutlierTable, Scheduler, createInTreeRegistry, type PluginRegistry,
+  EndpointIndex,
+  InflightTracker,
+  KvBlockIndex,
+  OutlierTable,
+  Scheduler,
+  createInTreeRegistry,
+  type PluginRegistry,
 } from '@triad/scheduling';
 import { ConfigSource, type ActiveConfig } from './config/config-source';
 import { watchFile } from './config/file-watch';
@@ -72,10 +78,16 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   const closers: (() => void | Promise<void>)[] = [];
   try {
     bus = await waitForDependency({
-      what: `NATS at ${options.natsUrl}`, logger, onWaiting: (why) => (reason = why),
-      attempt: () => connectBus({
-        servers: options.natsUrl, name: `triad-scheduler-${options.instanceId}`, logger, kvReplicas: options.kvReplicas ?? 1,
-      }),
+      what: `NATS at ${options.natsUrl}`,
+      logger,
+      onWaiting: (why) => (reason = why),
+      attempt: () =>
+        connectBus({
+          servers: options.natsUrl,
+          name: `triad-scheduler-${options.instanceId}`,
+          logger,
+          kvReplicas: options.kvReplicas ?? 1,
+        }),
     });
     const nats = bus;
     reason = 'loading config and syncing the index';
@@ -84,7 +96,9 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     if (kvConfig.initial !== undefined) config.kvChanged(kvConfig.initial);
     if (options.configFile) {
       const file = watchFile(
-        options.configFile, (text) => config.fileChanged(text), (err) => logger.warn({ err }, 'config file watch failed'),
+        options.configFile,
+        (text) => config.fileChanged(text),
+        (err) => logger.warn({ err }, 'config file watch failed'),
       );
       closers.push(() => file.close());
     }
@@ -106,13 +120,18 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     await feed.synced;
     await outlierFeed.synced;
     await kvFeed.synced;
-    const sub = nats.serve(Subjects.schedule, LenientScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => handleScheduleBatch(
-      batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers,
-    ), {
-      queue: SCHEDULER_QUEUE_GROUP,
-      onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
-      onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
-    });
+    const sub = nats.serve(
+      Subjects.schedule,
+      LenientScheduleBatchSchema,
+      ScheduleBatchReplySchema,
+      (batch, ctx) =>
+        handleScheduleBatch(batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers),
+      {
+        queue: SCHEDULER_QUEUE_GROUP,
+        onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
+        onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
+      },
+    );
     // Stop taking requests first on close; drain lets the batches already received be answered.
     closers.unshift(() => sub.drain());
     // A round-trip to the server: once it returns, the server has our subscription, so "ready" means reachable.
@@ -121,7 +140,8 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     reason = '';
     logger.info({ origin: config.active.origin, config: scheduler.config.config }, 'scheduler config in effect (defaults filled in)');
     logger.info(
-      { instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port }, 'scheduler ready',
+      { instanceId: options.instanceId, endpoints: index.size, modelServers: index.modelServerCount, opsPort: ops.port },
+      'scheduler ready',
     );
   } catch (err) {
     await closeAll(closers, ops, bus, logger);
@@ -149,7 +169,10 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
 }
 
 async function closeAll(
-  closers: readonly (() => void | Promise<void>)[], ops: OpsServer, bus: Bus | undefined, logger: Logger,
+  closers: readonly (() => void | Promise<void>)[],
+  ops: OpsServer,
+  bus: Bus | undefined,
+  logger: Logger,
 ): Promise<void> {
   for (const close of closers) {
     try {

@@ -11,9 +11,7 @@ const REQUESTS = 48;
 const PODS = ['p0', 'p1', 'p2', 'p3', 'p4', 'p5'];
 
 /** Request i: tenant i % GROUPS's long system prompt, then a question of its own. */
-const hashesOf = (i: number): string[] => prefixBlockHashes(
-  'm', `${`tenant ${i % GROUPS} system prompt. `.repeat(12)}question ${i}`,
-);
+const hashesOf = (i: number): string[] => prefixBlockHashes('m', `${`tenant ${i % GROUPS} system prompt. `.repeat(12)}question ${i}`);
 
 const prefixTable = (s: SchedulerService): PrefixCacheScorer => s.scheduler.config.plugins.get('prefix-cache') as PrefixCacheScorer;
 
@@ -27,7 +25,10 @@ describe('affinity shared across scheduler replicas (triad.v1.affinity)', () => 
     nats = await startNatsServer();
     client = await connectBus({ servers: nats.url, name: 'test-client' });
     await putModelServer(client, { name: 'ms' });
-    await putEndpoints(client, PODS.map((pod) => ({ pod })));
+    await putEndpoints(
+      client,
+      PODS.map((pod) => ({ pod })),
+    );
   });
   afterAll(async () => {
     for (const s of services) await s.close();
@@ -62,10 +63,9 @@ describe('affinity shared across scheduler replicas (triad.v1.affinity)', () => 
       tenant.add(pod);
       seen.set(i % GROUPS, tenant);
       const last = hashes.at(-1)!;
-      await waitFor(
-        () => replicas.every((s) => prefixTable(s).store.owners('m', last)?.has(keyOf(pod)) === true),
-        { what: `every replica knows r${i} went to ${pod}` },
-      );
+      await waitFor(() => replicas.every((s) => prefixTable(s).store.owners('m', last)?.has(keyOf(pod)) === true), {
+        what: `every replica knows r${i} went to ${pod}`,
+      });
     }
     return { hitRatio: hits / REQUESTS, deciders };
   };

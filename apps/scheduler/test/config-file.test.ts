@@ -38,20 +38,33 @@ describe('scheduler config file', () => {
   it('refuses to start on an invalid file, with the reasons', async () => {
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, 'plugins: [{type: nope}]\nprofiles: {decode: {filters: [missing]}}\n');
-    await expect(startScheduler({
-      natsUrl: nats.url, metricsPort: 0, instanceId: 'x', shutdownGraceMs: 1000, configFile: bad, logger: logs.logger,
-    }))
-      .rejects.toThrow(new RegExp(
+    await expect(
+      startScheduler({
+        natsUrl: nats.url,
+        metricsPort: 0,
+        instanceId: 'x',
+        shutdownGraceMs: 1000,
+        configFile: bad,
+        logger: logs.logger,
+      }),
+    ).rejects.toThrow(
+      new RegExp(
         String.raw`plugins\[0\]\.type: unknown plugin type 'nope'.*\n\s+` +
-        String.raw`profiles\.decode\.filters\[0\]: references undefined plugin 'missing'`,
-      ));
+          String.raw`profiles\.decode\.filters\[0\]: references undefined plugin 'missing'`,
+      ),
+    );
   });
 
   it('loads the file, applies a valid edit live, and keeps the running config on an invalid edit', async () => {
     const file = join(dir, 'scheduler.yaml');
     writeFileSync(file, 'topN: 1\n');
     service = await startScheduler({
-      natsUrl: nats.url, metricsPort: 0, instanceId: 'file', shutdownGraceMs: 1000, configFile: file, logger: logs.logger,
+      natsUrl: nats.url,
+      metricsPort: 0,
+      instanceId: 'file',
+      shutdownGraceMs: 1000,
+      configFile: file,
+      logger: logs.logger,
     });
     expect(service.activeConfig().origin).toBe('file');
     expect(await attempts('one')).toBe(1);

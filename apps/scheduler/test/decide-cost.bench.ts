@@ -36,9 +36,8 @@ function prng(seed: number): () => number {
 /** `size` endpoints of ModelServer default/ms in `mode` (PD groups of 9 for epd, 8 for pd), spread metrics. */
 function buildIndex(mode: Mode, size: number, now: number): EndpointIndex {
   const rand = prng(size * 31 + mode.length);
-  const roles: EndpointRecord['role'][] = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['decode', 'prefill'] : [
-    'decode', 'prefill', 'encode',
-  ];
+  const roles: EndpointRecord['role'][] =
+    mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['decode', 'prefill'] : ['decode', 'prefill', 'encode'];
   const perGroup = mode === 'pd' ? 8 : 9;
   const index = new EndpointIndex();
   index.applyModelServer({ op: 'PUT', value: modelServerRecord({ mode }) });
@@ -47,9 +46,16 @@ function buildIndex(mode: Mode, size: number, now: number): EndpointIndex {
     index.applyEndpoint({
       op: 'PUT',
       value: endpointRecord({
-        pod: `pod-${i}`, role: roles[i % roles.length], ...(group ? { group } : {}), ip: `10.0.${(i >> 8) & 255}.${i & 255}`,
-        running: Math.floor(rand() * 16), waiting: Math.floor(rand() * 4), kv: Math.round(rand() * 90) / 100,
-        ttftMs: 40 + rand() * 200, tpotMs: 8 + rand() * 30, scrapedAt: now,
+        pod: `pod-${i}`,
+        role: roles[i % roles.length],
+        ...(group ? { group } : {}),
+        ip: `10.0.${(i >> 8) & 255}.${i & 255}`,
+        running: Math.floor(rand() * 16),
+        waiting: Math.floor(rand() * 4),
+        kv: Math.round(rand() * 90) / 100,
+        ttftMs: 40 + rand() * 200,
+        tpotMs: 8 + rand() * 30,
+        scrapedAt: now,
       }),
     });
   }
@@ -59,9 +65,8 @@ function buildIndex(mode: Mode, size: number, now: number): EndpointIndex {
 /** 20 system prompts with varied user turns (prefix hashes); two images per epd request. */
 function requestStream(mode: Mode): () => SchedulingRequest {
   const rand = prng(7);
-  const hashes = Array.from(
-    { length: 200 },
-    (_, i) => prefixBlockHashes(
+  const hashes = Array.from({ length: 200 }, (_, i) =>
+    prefixBlockHashes(
       'm',
       `You are assistant #${i % 20}. Follow the house rules. `.repeat(12) + `question ${i}: ${'lorem '.repeat(Math.floor(rand() * 60))}`,
     ),
@@ -70,10 +75,15 @@ function requestStream(mode: Mode): () => SchedulingRequest {
   return () => {
     const i = n++;
     return schedulingRequest({
-      id: `bench-${i}`, prefixHashes: hashes[i % hashes.length],
-      mediaItems: mode === 'epd' ? [
-        { index: 0, key: `u:img-${i % 50}`, modality: 'image' }, { index: 1, key: `u:img-${(i * 7) % 300}`, modality: 'image' },
-      ] : [],
+      id: `bench-${i}`,
+      prefixHashes: hashes[i % hashes.length],
+      mediaItems:
+        mode === 'epd'
+          ? [
+              { index: 0, key: `u:img-${i % 50}`, modality: 'image' },
+              { index: 1, key: `u:img-${(i * 7) % 300}`, modality: 'image' },
+            ]
+          : [],
     });
   };
 }
@@ -104,20 +114,27 @@ function variants(mode: Mode, size: number, now: number): Variant[] {
   return [
     { name: 'schedule(), no observer (gateway fallback)', decide: (r) => plain.schedule(r, now) },
     { name: 'schedule(), app observer, phases not asked for', decide: (r) => observedScheduler.schedule(r, now) },
-    { name: 'schedule(), app observer, phases collected', decide: (r) => { collecting.collect(r); collectingScheduler.schedule(r, now); } },
+    {
+      name: 'schedule(), app observer, phases collected',
+      decide: (r) => {
+        collecting.collect(r);
+        collectingScheduler.schedule(r, now);
+      },
+    },
     {
       name: 'handler, tracing off',
       decide: (r) => handleScheduleBatch(batch(r), { scheduler: handlerScheduler, index, metrics, observer: handlerObserver }),
     },
     {
-      name: 'handler, traced: decide span only', traced: true,
+      name: 'handler, traced: decide span only',
+      traced: true,
       decide: (r) => handleScheduleBatch(batch(r), { scheduler: spanOnlyScheduler, index, metrics }),
     },
     {
-      name: 'handler, traced: decide span + phase spans', traced: true,
-      decide: (r) => handleScheduleBatch(
-        batch(r), { scheduler: handlerScheduler, index, metrics, observer: handlerObserver, tracePhases: true },
-      ),
+      name: 'handler, traced: decide span + phase spans',
+      traced: true,
+      decide: (r) =>
+        handleScheduleBatch(batch(r), { scheduler: handlerScheduler, index, metrics, observer: handlerObserver, tracePhases: true }),
     },
   ];
 }
@@ -144,11 +161,17 @@ async function main(): Promise<void> {
       const next = requestStream(mode);
       const n = Math.max(200, Math.round(200_000 / size));
       const samples = vs.map(() => [] as number[]);
-      for (let round = -1; round < rounds; round++) { // round -1 warms up the JIT
+      for (let round = -1; round < rounds; round++) {
+        // round -1 warms up the JIT
         for (const [i, v] of vs.entries()) {
-          const telemetry = v.traced ? setupTelemetry({
-            serviceName: 'triad-scheduler', version: 'bench', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }, exporter: discard,
-          }) : undefined;
+          const telemetry = v.traced
+            ? setupTelemetry({
+                serviceName: 'triad-scheduler',
+                version: 'bench',
+                env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+                exporter: discard,
+              })
+            : undefined;
           const us = timeRun(v, next, n);
           await telemetry?.shutdown();
           if (round >= 0) samples[i]!.push(us);
@@ -157,15 +180,15 @@ async function main(): Promise<void> {
       const base = median(samples[0]!);
       for (const [i, v] of vs.entries()) {
         const us = median(samples[i]!);
-        const delta = i === 0 ? '–' : `${us - base >= 0
-          ? '+' : ''}${(us - base).toFixed(1)} µs (${(((us - base) / base) * 100).toFixed(0)} %)`;
+        const delta =
+          i === 0 ? '–' : `${us - base >= 0 ? '+' : ''}${(us - base).toFixed(1)} µs (${(((us - base) / base) * 100).toFixed(0)} %)`;
         rows.push(`| ${size} | ${mode} | ${v.name} | ${us.toFixed(1)} | ${delta} |`);
       }
     }
   }
-  process.stdout.write([
-    '| endpoints | mode | path | µs per decision (median) | vs no observer |', '|---:|---|---|---:|---:|', ...rows,
-  ].join('\n') + '\n');
+  process.stdout.write(
+    ['| endpoints | mode | path | µs per decision (median) | vs no observer |', '|---:|---|---|---:|---:|', ...rows].join('\n') + '\n',
+  );
 }
 
 main().catch((err: unknown) => {

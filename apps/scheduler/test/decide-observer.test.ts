@@ -15,8 +15,16 @@ describe('DecideObserver', () => {
     expect(observer.phasesFor(a)).toBeUndefined();
     const phases = observer.collect(a);
     observer.phasesFor(a)?.({
-      kind: 'plan', profile: 'aggregated', plugin: undefined, group: undefined, item: undefined, candidatesIn: 1, candidatesOut: 1,
-      start: 1, end: 2, failure: undefined,
+      kind: 'plan',
+      profile: 'aggregated',
+      plugin: undefined,
+      group: undefined,
+      item: undefined,
+      candidatesIn: 1,
+      candidatesOut: 1,
+      start: 1,
+      end: 2,
+      failure: undefined,
     });
     expect(phases).toHaveLength(1);
     expect(observer.phasesFor(a)).toBeUndefined();
@@ -29,7 +37,8 @@ describe('DecideObserver', () => {
     const index = buildIndex([{ pod: 'a' }, { pod: 'b' }]);
     const scheduler = new Scheduler({ index, tracker: new InflightTracker(), observer });
     const reply = handleScheduleBatch(
-      { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] }, { scheduler, index, metrics, observer },
+      { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] },
+      { scheduler, index, metrics, observer },
     );
     expect('decisions' in reply && reply.decisions[0]?.ok).toBe(true);
     expect(collect).not.toHaveBeenCalled();

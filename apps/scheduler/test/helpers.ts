@@ -1,7 +1,15 @@
 import { Writable } from 'node:stream';
 import {
-  Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScheduleBatchReplySchema, ScheduleBatchSchema, Subjects, endpointKey, objectKey,
-  type ScheduleBatchReply, type SchedulingRequestInput,
+  Buckets,
+  EndpointRecordSchema,
+  ModelServerRecordSchema,
+  ScheduleBatchReplySchema,
+  ScheduleBatchSchema,
+  Subjects,
+  endpointKey,
+  objectKey,
+  type ScheduleBatchReply,
+  type SchedulingRequestInput,
 } from '@triad/bus';
 import type { Bus } from '@triad/bus/client';
 import { createLogger, type Logger } from '@triad/runtime';
@@ -10,9 +18,22 @@ import { endpointRecord, modelServerRecord, type EndpointSpec, type ModelServerS
 /** A logger whose lines are kept in memory (tests assert on them and keep the output quiet). */
 export function memoryLogger(): { logger: Logger; lines: () => Record<string, unknown>[] } {
   const chunks: string[] = [];
-  const destination = new Writable({ write(chunk, _enc, cb) { chunks.push(String(chunk)); cb(); } });
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      chunks.push(String(chunk));
+      cb();
+    },
+  });
   const logger = createLogger({ service: 'scheduler-test', level: 'info', destination });
-  return { logger, lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return {
+    logger,
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 /**
@@ -43,8 +64,12 @@ export function schedule(bus: Bus, requests: SchedulingRequestInput[]): Promise<
   return bus.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 5000 });
 }
 
-export const req = (
-  id: string, extra: Partial<SchedulingRequestInput> = {},
-): SchedulingRequestInput => ({ id, namespace: 'default', modelServer: 'ms', model: 'm', ...extra });
+export const req = (id: string, extra: Partial<SchedulingRequestInput> = {}): SchedulingRequestInput => ({
+  id,
+  namespace: 'default',
+  modelServer: 'ms',
+  model: 'm',
+  ...extra,
+});
 
 export const podOf = (key: string): string => key.split('.')[2] as string;

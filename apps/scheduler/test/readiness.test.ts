@@ -15,24 +15,31 @@ describe('scheduler readiness', () => {
     await nats?.close();
   });
 
-  it('answers probes while NATS is away (not ready), becomes ready once connected and synced, and stops answering after ' +
-    'close', async () => {
-    await nats.stop();
-    const port = await freePort();
-    const starting = startScheduler({
-      natsUrl: nats.url, metricsPort: port, instanceId: 'r', shutdownGraceMs: 1000, logger: memoryLogger().logger,
-    });
-    const probe = async (path: string) => fetch(`http://127.0.0.1:${port}${path}`).then(async (r) => [
-      r.status, await r.text(),
-    ] as const).catch(() => undefined);
-    const notReady = await waitFor(() => probe('/readyz'), { what: 'ops server up' });
-    expect(notReady?.[0]).toBe(503);
-    expect(notReady?.[1]).toMatch(new RegExp(`^not ready: waiting for NATS at ${nats.url}`));
-    expect((await probe('/healthz'))?.[0]).toBe(200);
-    await nats.start();
-    service = await starting;
-    expect(await probe('/readyz')).toEqual([200, 'ready']);
-    await service.close();
-    expect(await probe('/readyz')).toBeUndefined();
-  });
+  it(
+    'answers probes while NATS is away (not ready), becomes ready once connected and synced, and stops answering after ' + 'close',
+    async () => {
+      await nats.stop();
+      const port = await freePort();
+      const starting = startScheduler({
+        natsUrl: nats.url,
+        metricsPort: port,
+        instanceId: 'r',
+        shutdownGraceMs: 1000,
+        logger: memoryLogger().logger,
+      });
+      const probe = async (path: string) =>
+        fetch(`http://127.0.0.1:${port}${path}`)
+          .then(async (r) => [r.status, await r.text()] as const)
+          .catch(() => undefined);
+      const notReady = await waitFor(() => probe('/readyz'), { what: 'ops server up' });
+      expect(notReady?.[0]).toBe(503);
+      expect(notReady?.[1]).toMatch(new RegExp(`^not ready: waiting for NATS at ${nats.url}`));
+      expect((await probe('/healthz'))?.[0]).toBe(200);
+      await nats.start();
+      service = await starting;
+      expect(await probe('/readyz')).toEqual([200, 'ready']);
+      await service.close();
+      expect(await probe('/readyz')).toBeUndefined();
+    },
+  );
 });

@@ -52,11 +52,15 @@ describe('scheduler service over a real nats-server, two replicas', () => {
   });
 
   it('answers a batch in order, with a typed error for the one bad request', async () => {
-    const reply = decisions(await schedule(
-      client, [req('r1'), { id: 'bad', namespace: 'default' } as never, req('r3', { modelServer: 'nope' })],
-    ));
+    const reply = decisions(
+      await schedule(client, [req('r1'), { id: 'bad', namespace: 'default' } as never, req('r3', { modelServer: 'nope' })]),
+    );
     expect(reply.map((d) => d.id)).toEqual(['r1', 'bad', 'r3']);
-    expect(ok(reply[0]).attempts.map((x) => podOf(x.endpoint.key)).sort()).toEqual(['p0', 'p1']);
+    expect(
+      ok(reply[0])
+        .attempts.map((x) => podOf(x.endpoint.key))
+        .sort(),
+    ).toEqual(['p0', 'p1']);
     expect(reply[1]).toMatchObject({ ok: false, code: 'SCHED_BAD_REQUEST' });
     expect(reply[2]).toMatchObject({ ok: false, code: 'SCHED_UNKNOWN_MODEL_SERVER' });
   });
@@ -68,11 +72,13 @@ describe('scheduler service over a real nats-server, two replicas', () => {
 
   it('plans epd with one encoder per image and the same encoder for the same image', async () => {
     const image = (key: string, index = 0) => ({ index, key, modality: 'image' as const });
-    const [first, second, text] = decisions(await schedule(client, [
-      req('v1', { modelServer: 'vl', mediaItems: [image('u:cat'), image('u:dog', 1)] }),
-      req('v2', { modelServer: 'vl', mediaItems: [image('u:cat')] }),
-      req('v3', { modelServer: 'vl' }),
-    ])).map(ok);
+    const [first, second, text] = decisions(
+      await schedule(client, [
+        req('v1', { modelServer: 'vl', mediaItems: [image('u:cat'), image('u:dog', 1)] }),
+        req('v2', { modelServer: 'vl', mediaItems: [image('u:cat')] }),
+        req('v3', { modelServer: 'vl' }),
+      ]),
+    ).map(ok);
     expect(first?.attempts[0]).toMatchObject({ endpoint: { pod: 'd1' }, prefill: { pod: 'pf1' } });
     expect(first?.encoders.map((e) => e.item)).toEqual([0, 1]);
     expect(second?.encoders[0]?.endpoint.key).toBe(first?.encoders[0]?.endpoint.key);
@@ -80,27 +86,39 @@ describe('scheduler service over a real nats-server, two replicas', () => {
   });
 
   it('shares in-flight counts from gateway dispatch batches across both replicas', async () => {
-    client.publish(
-      Subjects.dispatch, DispatchBatchSchema,
-      { v: 1, gateway: 'gw-1', seq: 0, events: [], inflight: { [endpointKey('default', 'ms', 'p0')]: 6 }, snapshotIntervalMs: 60_000 },
-    );
+    client.publish(Subjects.dispatch, DispatchBatchSchema, {
+      v: 1,
+      gateway: 'gw-1',
+      seq: 0,
+      events: [],
+      inflight: { [endpointKey('default', 'ms', 'p0')]: 6 },
+      snapshotIntervalMs: 60_000,
+    });
     await waitFor(
       () => a.tracker.count(endpointKey('default', 'ms', 'p0')) === 6 && b.tracker.count(endpointKey('default', 'ms', 'p0')) === 6,
       { what: 'both replicas to see the snapshot' },
     );
     const deciders = new Set<string>();
     let n = 0;
-    await waitFor(async () => {
-      const d = ok(decisions(await schedule(client, [req(`load-${n++}`)]))[0]);
-      expect(podOf(d.attempts[0]?.endpoint.key ?? '')).toBe('p1');
-      deciders.add(d.decidedBy ?? '');
-      return deciders.size === 2;
-    }, { what: 'answers from both replicas', timeoutMs: 20_000 });
+    await waitFor(
+      async () => {
+        const d = ok(decisions(await schedule(client, [req(`load-${n++}`)]))[0]);
+        expect(podOf(d.attempts[0]?.endpoint.key ?? '')).toBe('p1');
+        deciders.add(d.decidedBy ?? '');
+        return deciders.size === 2;
+      },
+      { what: 'answers from both replicas', timeoutMs: 20_000 },
+    );
     expect([...deciders].sort()).toEqual(['A', 'B']);
     // the gateway's requests finish: counts drop on both
-    client.publish(
-      Subjects.dispatch, DispatchBatchSchema, { v: 1, gateway: 'gw-1', seq: 1, events: [], inflight: {}, snapshotIntervalMs: 60_000 },
-    );
+    client.publish(Subjects.dispatch, DispatchBatchSchema, {
+      v: 1,
+      gateway: 'gw-1',
+      seq: 1,
+      events: [],
+      inflight: {},
+      snapshotIntervalMs: 60_000,
+    });
     await waitFor(
       () => a.tracker.count(endpointKey('default', 'ms', 'p0')) === 0 && b.tracker.count(endpointKey('default', 'ms', 'p0')) === 0,
       { what: 'counts to drop' },

@@ -17,8 +17,13 @@ export async function main(argv: readonly string[]): Promise<void> {
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | undefined>>();
   const flags: Partial<Record<keyof WebhookConfig, unknown>> = {
-    host: o['host'], port: o['port'], tlsCert: o['tlsCert'], tlsKey: o['tlsKey'], metricsPort: o['metricsPort'],
-    maxBodyBytes: o['maxBodyBytes'], drainTimeoutMs: o['drainTimeout'],
+    host: o['host'],
+    port: o['port'],
+    tlsCert: o['tlsCert'],
+    tlsKey: o['tlsKey'],
+    metricsPort: o['metricsPort'],
+    maxBodyBytes: o['maxBodyBytes'],
+    drainTimeoutMs: o['drainTimeout'],
   };
   const settings = o['settings'];
   const config = resolveConfig(flags, process.env, settings);

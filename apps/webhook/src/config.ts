@@ -33,7 +33,9 @@ export const CONFIG_SOURCES: SettingSources<WebhookConfig> = {
  * file (the CLI prints it and exits 1).
  */
 export function resolveConfig(
-  flags: Partial<Record<keyof WebhookConfig, unknown>>, env: NodeJS.ProcessEnv = process.env, file?: string,
+  flags: Partial<Record<keyof WebhookConfig, unknown>>,
+  env: NodeJS.ProcessEnv = process.env,
+  file?: string,
 ): WebhookConfig {
   return resolveSettings('webhook', WebhookConfigSchema, CONFIG_SOURCES, { flags, env, ...(file === undefined ? {} : { file }) });
 }

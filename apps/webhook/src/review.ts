@@ -58,7 +58,9 @@ function answer(uid: string, allowed: boolean, denied?: Denial, warnings: readon
 export function malformedReview(why: string, uid = '', code = 400): ReviewOutcome {
   return {
     review: answer(uid, false, { code, reason: 'BadRequest', message: `malformed AdmissionReview: ${why}` }),
-    result: 'malformed', kind: '(unknown)', operation: '(unknown)',
+    result: 'malformed',
+    kind: '(unknown)',
+    operation: '(unknown)',
   };
 }
 
@@ -96,7 +98,8 @@ export function reviewAdmission(body: unknown, path = '/validate'): ReviewOutcom
   if (!isObject(object)) return malformed(uid, 'request.object is missing');
   const kind = typeof object['kind'] === 'string' ? object['kind'] : String((request['kind'] as Raw | undefined)?.['kind'] ?? '');
   const expected = KIND_OF_PATH[path];
-  if (expected && kind !== expected) return malformed(uid, `${path} validates ${expected} objects, got ${kind || 'an object without kind'}`);
+  if (expected && kind !== expected)
+    return malformed(uid, `${path} validates ${expected} objects, got ${kind || 'an object without kind'}`);
   if (!(ADMITTED_KINDS as readonly string[]).includes(kind)) {
     const warning = `triad webhook: kind ${kind || '(none)'} is not validated here`;
     return { review: answer(uid, true, undefined, [warning]), result: 'allowed', kind, operation };

@@ -35,9 +35,13 @@ function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
       if (size > limit) over = true;
       else if (!over) chunks.push(chunk);
     });
-    req.on('end', () => resolve(over
-      ? { ok: false, status: 413, why: `the body is larger than ${limit} bytes` }
-      : { ok: true, text: Buffer.concat(chunks).toString('utf8') }));
+    req.on('end', () =>
+      resolve(
+        over
+          ? { ok: false, status: 413, why: `the body is larger than ${limit} bytes` }
+          : { ok: true, text: Buffer.concat(chunks).toString('utf8') },
+      ),
+    );
     req.on('error', (err) => resolve({ ok: false, status: 400, why: `reading the body failed: ${err.message}` }));
   });
 }
@@ -78,7 +82,10 @@ export async function startWebhook(options: StartWebhookOptions): Promise<Webhoo
     metrics.duration.observe((performance.now() - started) / 1000);
     if (outcome.result !== 'allowed') {
       const { uid, status } = outcome.review.response;
-      logger.info({ uid, kind: outcome.kind, operation: outcome.operation, result: outcome.result, message: status?.message }, 'admission denied');
+      logger.info(
+        { uid, kind: outcome.kind, operation: outcome.operation, result: outcome.result, message: status?.message },
+        'admission denied',
+      );
     }
   };
 
@@ -99,15 +106,19 @@ export async function startWebhook(options: StartWebhookOptions): Promise<Webhoo
     });
   });
   const certs = new CertificateWatcher({
-    certFile: config.tlsCert, keyFile: config.tlsKey, logger,
+    certFile: config.tlsCert,
+    keyFile: config.tlsKey,
+    logger,
     apply: (next) => server.setSecureContext({ ...next, minVersion: 'TLSv1.2' }),
     onResult: (ok) => metrics.certReloads.inc({ result: ok ? 'ok' : 'error' }),
   });
   let ops: OpsServer;
   try {
     ops = await startOpsServer({
-      port: config.metricsPort, registry: metrics.registry,
-      readiness: () => (closing ? { ready: false, reason: 'draining' } : { ready: true }), liveness: () => true,
+      port: config.metricsPort,
+      registry: metrics.registry,
+      readiness: () => (closing ? { ready: false, reason: 'draining' } : { ready: true }),
+      liveness: () => true,
     });
   } catch (err) {
     certs.close();
@@ -136,8 +147,11 @@ export async function startWebhook(options: StartWebhookOptions): Promise<Webhoo
 
 /** Reads and decides one request: the review's answer and the HTTP status it goes out with. */
 async function decide(req: IncomingMessage, path: string, maxBodyBytes: number): Promise<ReviewOutcome & { httpStatus: number }> {
-  if (req.method !== 'POST') return { ...malformedReview(`${req.method ?? 'no method'} is not allowed; POST the review`, '', 405), httpStatus: 405 };
-  const contentType = String(req.headers['content-type'] ?? '').split(';')[0]?.trim();
+  if (req.method !== 'POST')
+    return { ...malformedReview(`${req.method ?? 'no method'} is not allowed; POST the review`, '', 405), httpStatus: 405 };
+  const contentType = String(req.headers['content-type'] ?? '')
+    .split(';')[0]
+    ?.trim();
   const body = await readBody(req, maxBodyBytes);
   if (!body.ok) return { ...malformedReview(body.why, '', body.status), httpStatus: body.status };
   if (contentType !== 'application/json') {

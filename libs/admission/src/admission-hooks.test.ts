@@ -5,12 +5,13 @@ import { createAdmission, type Admission } from './admission';
 import { createAdmissionHooks } from './admission-hooks';
 import { generateApiKey, hashApiKey } from './auth/api-key-hash';
 
-const request = (key: string | undefined, body: Record<string, unknown> = {}): RequestContext => requestContext({
-  path: '/v1/chat/completions',
-  headers: key ? { authorization: `Bearer ${key}` } : {},
-  body: { model: 'llama-3', ...body },
-  inputTokens: 40,
-});
+const request = (key: string | undefined, body: Record<string, unknown> = {}): RequestContext =>
+  requestContext({
+    path: '/v1/chat/completions',
+    headers: key ? { authorization: `Bearer ${key}` } : {},
+    body: { model: 'llama-3', ...body },
+    inputTokens: 40,
+  });
 
 /** The refusal as the gateway answers it: code, status and headers, and a rate limit's own facts. */
 async function rejection(p: Promise<unknown>): Promise<Record<string, unknown>> {
@@ -47,13 +48,14 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
   afterAll(async () => {
     await admission.close();
   });
-  const hooks = () => createAdmissionHooks(
-    admission, { rateLimitFor: (m) => (m === 'llama-3' ? { inputTokensPerUnit: 100, unit: 'hour' } : undefined) },
-  );
+  const hooks = () =>
+    createAdmissionHooks(admission, { rateLimitFor: (m) => (m === 'llama-3' ? { inputTokensPerUnit: 100, unit: 'hour' } : undefined) });
 
   it('throws the TriadError the gateway maps to 401, with the WWW-Authenticate header in the details', async () => {
     expect(await rejection(hooks().admit(request(undefined)))).toMatchObject({
-      code: 'GATEWAY_UNAUTHORIZED', status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' },
+      code: 'GATEWAY_UNAUTHORIZED',
+      status: 401,
+      headers: { 'www-authenticate': 'Bearer realm="triad"' },
     });
   });
 
@@ -63,7 +65,10 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
     await h.admit(first);
     await h.admit(request(key));
     expect(await rejection(h.admit(request(key)))).toMatchObject({
-      code: 'GATEWAY_RATE_LIMITED', status: 429, limitType: 'input', retryAfterSeconds: expect.any(Number),
+      code: 'GATEWAY_RATE_LIMITED',
+      status: 429,
+      limitType: 'input',
+      retryAfterSeconds: expect.any(Number),
     });
     h.onEnd(ended(first, 502, undefined)); // failed before any output: everything back
     await h.admit(request(key));

@@ -39,12 +39,18 @@ export function createAdmissionHooks(admission: Admission, opts: AdmissionHookOp
     async admit(ctx: RequestContext): Promise<void> {
       const auth = await admission.authenticate(ctx.headers);
       if (!auth.ok) throw auth.rejection;
-      const inputTokens = opts.tokenizer ? admission.estimateInputTokens(
-        ctx.model, promptText(ctx.body, ALL_INPUTS),
-      ).tokens : ctx.inputTokens;
+      const inputTokens = opts.tokenizer
+        ? admission.estimateInputTokens(ctx.model, promptText(ctx.body, ALL_INPUTS)).tokens
+        : ctx.inputTokens;
       const decision = await admission.admit({
-        identity: auth.identity, model: ctx.model, rateLimit: opts.rateLimitFor(ctx.model), inputTokens,
-        maxTokens: maxTokensOf(ctx.body), signal: ctx.signal, span: opts.spanOf?.(ctx), path: ctx.path,
+        identity: auth.identity,
+        model: ctx.model,
+        rateLimit: opts.rateLimitFor(ctx.model),
+        inputTokens,
+        maxTokens: maxTokensOf(ctx.body),
+        signal: ctx.signal,
+        span: opts.spanOf?.(ctx),
+        path: ctx.path,
       });
       if (!decision.ok) throw decision.rejection;
       TICKET.set(ctx, { admitted: decision, started: false });

@@ -15,7 +15,8 @@ const FAST = { N: 1024, r: 8, p: 1 };
 const HOUR = 3_600_000;
 
 function keyEntry(
-  name: string, extra: Partial<z.input<typeof ApiKeyEntrySchema>> = {},
+  name: string,
+  extra: Partial<z.input<typeof ApiKeyEntrySchema>> = {},
 ): { key: string; entry: z.input<typeof ApiKeyEntrySchema> } {
   const { key, id } = generateApiKey();
   return { key, entry: { name, id, hash: hashApiKey(key, FAST), ...extra } };
@@ -38,7 +39,8 @@ describe('createAdmission', () => {
   let t = 100 * HOUR + 1;
   const now = (): number => t;
   const make = async (
-    config: Parameters<typeof createAdmission>[0], extra: Partial<Parameters<typeof createAdmission>[1]> = {},
+    config: Parameters<typeof createAdmission>[0],
+    extra: Partial<Parameters<typeof createAdmission>[1]> = {},
   ): Promise<Admission> => {
     const a = await createAdmission(config, { registry: new Registry(), now, store: new MemoryBudgetStore(), ...extra });
     open.push(a);
@@ -63,11 +65,14 @@ describe('createAdmission', () => {
     const admission = await make(config);
     const missing = await admission.authenticate({});
     expect(answeredOutcome(missing)).toMatchObject({
-      ok: false, rejection: { status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } },
+      ok: false,
+      rejection: { status: 401, headers: { 'www-authenticate': 'Bearer realm="triad"' } },
     });
     expect(answered((missing as { rejection: Rejected['rejection'] }).rejection).body).toEqual({
       error: {
-        message: 'Missing credentials: send "Authorization: Bearer <api key or JWT>".', type: 'authentication_error', param: null,
+        message: 'Missing credentials: send "Authorization: Bearer <api key or JWT>".',
+        type: 'authentication_error',
+        param: null,
         code: 'GATEWAY_UNAUTHORIZED',
       },
     });
@@ -76,10 +81,12 @@ describe('createAdmission', () => {
     expect(wrong.ok).toBe(false);
     expect(JSON.stringify(wrong)).not.toContain(forged);
     expect(answeredOutcome(await admission.authenticate({ authorization: 'Basic abc' }))).toMatchObject({
-      ok: false, rejection: { status: 401 },
+      ok: false,
+      rejection: { status: 401 },
     });
     expect(await admission.authenticate(new Headers({ authorization: `Bearer ${alice.key}` }))).toMatchObject({
-      ok: true, identity: { id: 'key:alice', user: 'team-a', tier: 'free' },
+      ok: true,
+      identity: { id: 'key:alice', user: 'team-a', tier: 'free' },
     });
   });
 
@@ -107,31 +114,43 @@ describe('createAdmission', () => {
     expect(answered(second.rejection).body.error).toMatchObject({ type: 'rate_limit_error', code: 'GATEWAY_RATE_LIMITED', param: null });
     expect(second.rejection.message).toContain('key:alice (tier free)');
     expect((await admission.admit({ identity: b, model: 'llama-3', inputTokens: 60 })).ok).toBe(true);
-    expect(answeredOutcome(await admission.admit({ identity: a, model: 'llama-3', inputTokens: 500 }))).toMatchObject({ rejection: {
-      status: 429, reason: 'request_too_large',
-    } });
+    expect(answeredOutcome(await admission.admit({ identity: a, model: 'llama-3', inputTokens: 500 }))).toMatchObject({
+      rejection: {
+        status: 429,
+        reason: 'request_too_large',
+      },
+    });
     // Giving back unused tokens makes room again once reported.
     (first as Admitted).release({ inputTokens: 10, outputTokens: 0 });
-    await waitFor(async () => {
-      const r = await admission.admit({ identity: a, model: 'llama-3', inputTokens: 60 });
-      return r.ok;
-    }, { what: 'refund to be visible' });
+    await waitFor(
+      async () => {
+        const r = await admission.admit({ identity: a, model: 'llama-3', inputTokens: 60 });
+        return r.ok;
+      },
+      { what: 'refund to be visible' },
+    );
   });
 
   it('enforces ModelRoute output limits for real: an overrun is charged and carried into the next window', async () => {
     const admission = await make({ rateLimit: { defaultMaxTokens: 10, lease: { maxFraction: 0 } } });
     const route = { outputTokensPerUnit: 100, unit: 'minute' as const };
     const req = {
-      identity: (await admission.authenticate({}) as { identity: Identity }).identity, model: 'm', rateLimit: route, inputTokens: 5,
+      identity: ((await admission.authenticate({})) as { identity: Identity }).identity,
+      model: 'm',
+      rateLimit: route,
+      inputTokens: 5,
     };
     const first = (await admission.admit(req)) as Admitted;
     expect(first.reservedOutputTokens).toBe(10);
     first.release({ inputTokens: 5, outputTokens: 180 }); // no max_tokens, the engine wrote 180
-    await waitFor(async () => {
-      const r = await admission.admit({ ...req, maxTokens: 1 });
-      if (r.ok) r.release({ inputTokens: 5, outputTokens: 1 });
-      return !r.ok && r.rejection.reason === 'output_rate_limited';
-    }, { what: 'overrun to exhaust the window' });
+    await waitFor(
+      async () => {
+        const r = await admission.admit({ ...req, maxTokens: 1 });
+        if (r.ok) r.release({ inputTokens: 5, outputTokens: 1 });
+        return !r.ok && r.rejection.reason === 'output_rate_limited';
+      },
+      { what: 'overrun to exhaust the window' },
+    );
     t += 60_000;
     const carried = await admission.admit({ ...req, maxTokens: 20 });
     expect(carried.ok).toBe(true);
@@ -145,14 +164,15 @@ describe('createAdmission', () => {
     await expect(make({ rateLimit: { failMode: 'sometimes' }, fairness: { windowSize: '1s' }, extra: 1 } as never)).rejects.toMatchObject({
       code: 'CONFIG_INVALID',
       problems: [
-        expect.stringContaining('rateLimit.failMode'), expect.stringContaining('fairness.windowSize: must be between 1m and 1h'),
+        expect.stringContaining('rateLimit.failMode'),
+        expect.stringContaining('fairness.windowSize: must be between 1m and 1h'),
         expect.stringContaining('(root): Unrecognized key: "extra"'),
       ],
     });
     await expect(make({ rateLimit: { defaultTier: 'gold', identities: { 'key:x': { tier: 'silver' } } } })).rejects.toMatchObject({
       problems: [
         expect.stringContaining("rateLimit.defaultTier: unknown tier 'gold'"),
-        expect.stringContaining("rateLimit.identities[\"key:x\"].tier: unknown tier 'silver'"),
+        expect.stringContaining('rateLimit.identities["key:x"].tier: unknown tier \'silver\''),
       ],
     });
   });
@@ -169,7 +189,8 @@ describe('createAdmission', () => {
     await waitFor(async () => (await reloads(registry, 'config', 'rejected')) === 1, { what: 'bad edit to be rejected' });
     expect(admission.config.rateLimit.defaultMaxTokens).toBe(9);
     expect(admission.reload({ rateLimit: { defaultMaxTokens: 'x' } })).toMatchObject({
-      ok: false, problems: [expect.stringContaining('rateLimit.defaultMaxTokens')],
+      ok: false,
+      problems: [expect.stringContaining('rateLimit.defaultMaxTokens')],
     });
   });
 
@@ -196,7 +217,11 @@ describe('createAdmission', () => {
       { env: { ENABLE_FAIRNESS_SCHEDULING: 'true', FAIRNESS_WINDOW_SIZE: '10m', FAIRNESS_MAX_QPS: '50', FAIRNESS_QUEUE_TIMEOUT: '30s' } },
     );
     expect(admission.config.fairness).toMatchObject({
-      enabled: true, windowSize: 600_000, maxQps: 5, queueTimeout: 30_000, outputTokenWeight: 2,
+      enabled: true,
+      windowSize: 600_000,
+      maxQps: 5,
+      queueTimeout: 30_000,
+      outputTokenWeight: 2,
     });
   });
 });

@@ -102,7 +102,9 @@ export interface Admission {
 
 /** Validates an admission config document (with Kthena env defaults under it); never throws. */
 function parseAdmissionConfig(
-  raw: unknown, env?: Readonly<Record<string, string | undefined>>, source = 'admission config',
+  raw: unknown,
+  env?: Readonly<Record<string, string | undefined>>,
+  source = 'admission config',
 ): ParseOutcome<AdmissionConfig> {
   return validateDocument(AdmissionConfigSchema, withKthenaEnv(raw ?? {}, env), source);
 }
@@ -136,7 +138,11 @@ class AdmittedRequest implements Admitted {
   #released = false;
 
   constructor(
-    req: AdmitRequest, reserved: Usage, reservation: Reservation | undefined, permit: QueuePermit | undefined, fair: FairScheduler,
+    req: AdmitRequest,
+    reserved: Usage,
+    reservation: Reservation | undefined,
+    permit: QueuePermit | undefined,
+    fair: FairScheduler,
   ) {
     this.identity = req.identity;
     this.model = req.model;
@@ -180,9 +186,11 @@ class AdmissionService implements Admission {
     this.#auth = new Authenticator(config, core);
     this.#estimator = new TokenEstimator(config.tokenizer, this.#logger);
     this.#fair = new FairScheduler(config.fairness, { ...core, userLabel: (u) => (this.#config.metrics.userIdLabel ? (u ?? '') : '') });
-    this.#stores = new AdmissionStores(
-      config.rateLimit, { ...(deps.bus ? { bus: deps.bus } : {}), ...(deps.store ? { store: deps.store } : {}), logger: this.#logger },
-    );
+    this.#stores = new AdmissionStores(config.rateLimit, {
+      ...(deps.bus ? { bus: deps.bus } : {}),
+      ...(deps.store ? { store: deps.store } : {}),
+      logger: this.#logger,
+    });
     const lease = config.rateLimit.lease;
     this.#limiter = new RateLimiter({
       replica: deps.replicaId ?? `${hostname()}-${process.pid}-${randomBytes(4).toString('hex')}`,
@@ -255,7 +263,9 @@ class AdmissionService implements Admission {
     const scopes = resolveScopes(req.model, req.rateLimit, req.identity, cfg.rateLimit, this.#stores);
     if (scopes.length > 0) {
       const decision = await this.#limiter.reserve(
-        scopes, { in: reservedIn, out: reservedOut }, { model: req.model, path: req.path ?? '', failMode: cfg.rateLimit.failMode },
+        scopes,
+        { in: reservedIn, out: reservedOut },
+        { model: req.model, path: req.path ?? '', failMode: cfg.rateLimit.failMode },
       );
       if (!decision.ok) return this.#reject(req, decision.rejection);
       reservation = decision.reservation;
@@ -265,28 +275,31 @@ class AdmissionService implements Admission {
       const queued = await this.#fair.acquire(req.model, req.identity.user, req.signal, req.span);
       if (!queued.ok) {
         reservation?.settle(undefined);
-        const rejection = queued.reason === 'timeout' ? Rejections.queueTimeout(req.model) : queued.reason === 'full'
-          ? Rejections.queueFull(req.model) : Rejections.clientAborted();
+        const rejection =
+          queued.reason === 'timeout'
+            ? Rejections.queueTimeout(req.model)
+            : queued.reason === 'full'
+              ? Rejections.queueFull(req.model)
+              : Rejections.clientAborted();
         return this.#reject(req, rejection);
       }
       permit = queued.permit;
     }
     this.#metrics.decisions.inc({ model: req.model, result: 'admitted', reason: '' });
-    req.span?.addEvent(
-      'triad.admission.admitted',
-      {
-        'triad.admission.reserved_input_tokens': reservedIn, 'triad.admission.reserved_output_tokens': reservedOut,
-        'triad.queue.wait_ms': permit?.waitedMs ?? 0,
-      },
-    );
+    req.span?.addEvent('triad.admission.admitted', {
+      'triad.admission.reserved_input_tokens': reservedIn,
+      'triad.admission.reserved_output_tokens': reservedOut,
+      'triad.queue.wait_ms': permit?.waitedMs ?? 0,
+    });
     return new AdmittedRequest(req, { inputTokens: reservedIn, outputTokens: reservedOut }, reservation, permit, this.#fair);
   }
 
   #reject(req: AdmitRequest, rejection: AdmissionRejection): Rejected {
     this.#metrics.decisions.inc({ model: req.model, result: 'rejected', reason: rejection.reason });
-    req.span?.addEvent(
-      'triad.admission.rejected', { 'triad.admission.reason': rejection.reason, 'http.response.status_code': httpStatusOf(rejection) },
-    );
+    req.span?.addEvent('triad.admission.rejected', {
+      'triad.admission.reason': rejection.reason,
+      'http.response.status_code': httpStatusOf(rejection),
+    });
     return { ok: false, rejection };
   }
 

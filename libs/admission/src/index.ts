@@ -6,7 +6,12 @@ export { createAdmissionHooks } from './admission-hooks';
 export type { AdmissionHookOptions } from './admission-hooks';
 export { AdmissionConfigSchema, TokenizerConfigSchema } from './config/admission-config';
 export type {
-  AdmissionConfig, AdmissionConfigInput, AuthConfig, RateLimitConfig, FairnessConfig, TokenLimit,
+  AdmissionConfig,
+  AdmissionConfigInput,
+  AuthConfig,
+  RateLimitConfig,
+  FairnessConfig,
+  TokenLimit,
 } from './config/admission-config';
 export { withKthenaEnv } from './config/kthena-env';
 export type { RequestHeaders, AuthOutcome } from './auth/authenticator';

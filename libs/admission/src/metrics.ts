@@ -99,40 +99,57 @@ export function detachAdmissionMetrics(metrics: AdmissionMetrics): void {
 
 export function createAdmissionMetrics(registry: Registry, opts: { countRateLimitExceeded?: boolean } = {}): AdmissionMetrics {
   const queueInflight = collectedGauge(
-    registry, 'kthena_router_fairness_queue_inflight', 'Requests admitted by the fairness queue and not yet released.', ['model'],
+    registry,
+    'kthena_router_fairness_queue_inflight',
+    'Requests admitted by the fairness queue and not yet released.',
+    ['model'],
   );
   return {
-    rateLimitExceeded: opts.countRateLimitExceeded === false
-      ? { inc: () => undefined }
-      : counter(
-        registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', ['model', 'limit_type', 'path'],
-      ),
+    rateLimitExceeded:
+      opts.countRateLimitExceeded === false
+        ? { inc: () => undefined }
+        : counter(registry, 'kthena_router_rate_limit_exceeded_total', 'Requests refused by a token rate limit.', [
+            'model',
+            'limit_type',
+            'path',
+          ]),
     decisions: batched(
-      registry, 'triad_admission_decisions_total', 'Admission decisions by result (admitted, rejected, fail_open) and reason.',
+      registry,
+      'triad_admission_decisions_total',
+      'Admission decisions by result (admitted, rejected, fail_open) and reason.',
       ['model', 'result', 'reason'],
     ),
     auth: batched(registry, 'triad_admission_auth_total', 'Authentication outcomes by method (api_key, jwt, none).', ['method', 'result']),
     tokenEstimates: batched(
-      registry, 'triad_admission_input_token_estimates_total',
-      'Input token estimates by method (tiktoken_cl100k_base, tiktoken_o200k_base, hf_tokenizer, chars_div_4).', ['method'],
+      registry,
+      'triad_admission_input_token_estimates_total',
+      'Input token estimates by method (tiktoken_cl100k_base, tiktoken_o200k_base, hf_tokenizer, chars_div_4).',
+      ['method'],
     ),
     budgetPath: batched(
-      registry, 'triad_admission_budget_path_total',
-      'Rate-limit reservations served from the local lease (local) or with a store round-trip (store).', ['backend', 'path'],
+      registry,
+      'triad_admission_budget_path_total',
+      'Rate-limit reservations served from the local lease (local) or with a store round-trip (store).',
+      ['backend', 'path'],
     ),
-    storeErrors: counter(
-      registry, 'triad_admission_store_errors_total', 'Budget store operations that failed (unreachable, timeout).', ['backend', 'op'],
-    ),
+    storeErrors: counter(registry, 'triad_admission_store_errors_total', 'Budget store operations that failed (unreachable, timeout).', [
+      'backend',
+      'op',
+    ]),
     failOpen: counter(
-      registry, 'triad_admission_fail_open_total', 'Requests admitted without a rate-limit check because the store was unreachable.',
+      registry,
+      'triad_admission_fail_open_total',
+      'Requests admitted without a rate-limit check because the store was unreachable.',
       ['backend'],
     ),
-    configReloads: counter(
-      registry, 'triad_admission_config_reloads_total', 'Config and key file reloads by result (applied, rejected).', ['source', 'result'],
-    ),
+    configReloads: counter(registry, 'triad_admission_config_reloads_total', 'Config and key file reloads by result (applied, rejected).', [
+      'source',
+      'result',
+    ]),
     queueSize: gauge(registry, 'kthena_router_fairness_queue_size', 'Requests waiting in the fairness queue.', ['model', 'user_id']),
-    queueDuration: (registry.getSingleMetric('kthena_router_fairness_queue_duration_seconds') as Histogram<'model' | 'user_id'> | undefined)
-      ?? new Histogram({
+    queueDuration:
+      (registry.getSingleMetric('kthena_router_fairness_queue_duration_seconds') as Histogram<'model' | 'user_id'> | undefined) ??
+      new Histogram({
         name: 'kthena_router_fairness_queue_duration_seconds',
         help: 'Time requests waited in the fairness queue.',
         labelNames: ['model', 'user_id'],
@@ -140,11 +157,15 @@ export function createAdmissionMetrics(registry: Registry, opts: { countRateLimi
         registers: [registry],
       }),
     queueCancelled: counter(
-      registry, 'kthena_router_fairness_queue_cancelled_total', 'Queued requests that timed out or whose client went away.',
+      registry,
+      'kthena_router_fairness_queue_cancelled_total',
+      'Queued requests that timed out or whose client went away.',
       ['model', 'user_id'],
     ),
     queueDequeued: batched(
-      registry, 'kthena_router_fairness_queue_dequeue_total', 'Requests taken out of the fairness queue for processing.',
+      registry,
+      'kthena_router_fairness_queue_dequeue_total',
+      'Requests taken out of the fairness queue for processing.',
       ['model', 'user_id'],
     ),
     queueInflight,

@@ -1,5 +1,10 @@
 import {
-  AdmissionUnavailableError, ClientAbortedError, ForbiddenError, QueueTimeoutError, RateLimitedError, UnauthorizedError,
+  AdmissionUnavailableError,
+  ClientAbortedError,
+  ForbiddenError,
+  QueueTimeoutError,
+  RateLimitedError,
+  UnauthorizedError,
 } from '@triad/request';
 
 /**
@@ -7,12 +12,7 @@ import {
  * The gateway answers it through the one OpenAI error mapping (`toOpenAiError`).
  */
 export type AdmissionRejection =
-  | UnauthorizedError
-  | ForbiddenError
-  | RateLimitedError
-  | QueueTimeoutError
-  | ClientAbortedError
-  | AdmissionUnavailableError;
+  UnauthorizedError | ForbiddenError | RateLimitedError | QueueTimeoutError | ClientAbortedError | AdmissionUnavailableError;
 
 /** Whole seconds (at least 1) until `atMs`, as `Retry-After` wants them. */
 export function retryAfterSeconds(nowMs: number, atMs: number): number {
@@ -33,11 +33,11 @@ export const Rejections = {
     ),
   requestTooLarge: (scope: string, tokens: number, limit: number): AdmissionRejection =>
     new RateLimitedError(
-      `The request needs about ${tokens} input tokens, more than the whole limit of ${limit} per unit for ${scope}.`, 'request_too_large',
+      `The request needs about ${tokens} input tokens, more than the whole limit of ${limit} per unit for ${scope}.`,
+      'request_too_large',
     ),
-  queueFull: (model: string): AdmissionRejection => new RateLimitedError(
-    `Too many requests are waiting for model '${model}'.`, 'queue_full', 1,
-  ),
+  queueFull: (model: string): AdmissionRejection =>
+    new RateLimitedError(`Too many requests are waiting for model '${model}'.`, 'queue_full', 1),
   queueTimeout: (model: string): AdmissionRejection => new QueueTimeoutError(`Request processing timed out in queue for model '${model}'.`),
   clientAborted: (): AdmissionRejection => new ClientAbortedError('The client closed the request before it was admitted.'),
   storeUnavailable: (retryAfterSec = 1): AdmissionRejection =>

@@ -29,9 +29,11 @@ export class AdmissionStores implements StoreResolver {
       this.defaultStore = this.#ownPool.get(store.address);
     } else if (store.type === 'nats' || (store.type === 'auto' && deps.bus)) {
       if (!deps.bus) throw new Error('rateLimit.store.type nats needs a NATS connection (deps.bus)');
-      this.defaultStore = new NatsBudgetStore(
-        deps.bus, { ...(store.type === 'nats' ? { bucket: store.bucket } : {}), timeoutMs, logger: deps.logger },
-      );
+      this.defaultStore = new NatsBudgetStore(deps.bus, {
+        ...(store.type === 'nats' ? { bucket: store.bucket } : {}),
+        timeoutMs,
+        logger: deps.logger,
+      });
     } else {
       this.defaultStore = new MemoryBudgetStore();
     }

@@ -21,9 +21,10 @@ interface ReplicaResult {
 }
 
 function startReplica(options: Record<string, unknown>): Replica {
-  const child = spawn(
-    process.execPath, ['--require', 'tsx/cjs', HARNESS, JSON.stringify(options)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] },
-  );
+  const child = spawn(process.execPath, ['--require', 'tsx/cjs', HARNESS, JSON.stringify(options)], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const lines = createInterface({ input: child.stdout });
@@ -64,8 +65,15 @@ describe('rate limits across two gateway processes sharing one nats-server', () 
   it('admits exactly M of N requests within the unit (leases included)', async () => {
     const started = Date.now();
     const shared = {
-      natsUrl: server.url, bucket: 'triad_test_cross', model: 'llama-3-8b', inputTokensPerUnit: 200, costPerRequest: 10,
-      requests: 40, wave: 4, started, base: Math.floor(started / HOUR) * HOUR + HOUR / 2,
+      natsUrl: server.url,
+      bucket: 'triad_test_cross',
+      model: 'llama-3-8b',
+      inputTokensPerUnit: 200,
+      costPerRequest: 10,
+      requests: 40,
+      wave: 4,
+      started,
+      base: Math.floor(started / HOUR) * HOUR + HOUR / 2,
     };
     const pair = [startReplica({ ...shared, replicaId: 'gw-a' }), startReplica({ ...shared, replicaId: 'gw-b' })];
     replicas.push(...pair);

@@ -4,9 +4,10 @@ import { DispatchBatchSchema } from './dispatch';
 
 describe('message codec', () => {
   it('round-trips a schedule batch and applies defaults', () => {
-    const bytes = encodeMessage(
-      ScheduleBatchSchema, { v: 1, requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }] },
-    );
+    const bytes = encodeMessage(ScheduleBatchSchema, {
+      v: 1,
+      requests: [{ id: 'r1', namespace: 'default', modelServer: 'ms', model: 'm' }],
+    });
     const decoded = decodeMessage(ScheduleBatchSchema, bytes);
     expect(decoded).toEqual({
       ok: true,
@@ -38,7 +39,9 @@ describe('message codec', () => {
 
   it('accepts dispatch batches with in-flight snapshots', () => {
     const msg = {
-      v: 1 as const, gateway: 'gw-1', seq: 3,
+      v: 1 as const,
+      gateway: 'gw-1',
+      seq: 3,
       events: [{ type: 'start' as const, requestId: 'r', endpoint: 'default.ms.p', stage: 'decode' as const, at: 1 }],
       inflight: { 'default.ms.p': 1 },
     };

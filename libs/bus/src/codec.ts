@@ -21,5 +21,11 @@ export function decodeMessage<S extends z.ZodType>(schema: S, data: Uint8Array |
   }
   const parsed = schema.safeParse(raw);
   if (parsed.success) return { ok: true, value: parsed.data };
-  return { ok: false, error: parsed.error.issues.slice(0, 5).map((i) => `${formatPath(i.path) || '(root)'}: ${i.message}`).join('; ') };
+  return {
+    ok: false,
+    error: parsed.error.issues
+      .slice(0, 5)
+      .map((i) => `${formatPath(i.path) || '(root)'}: ${i.message}`)
+      .join('; '),
+  };
 }

@@ -17,7 +17,10 @@ describe('sealed provider credentials', () => {
     const sealed = sealCredential('sk-live-123', key, 'default.openai');
     const other = randomBytes(32);
     const wrongKey = openCredential(sealed, other, 'default.openai');
-    expect(wrongKey).toEqual({ ok: false, error: `sealed with key ${credentialsKeyId(key)}, this process holds ${credentialsKeyId(other)}` });
+    expect(wrongKey).toEqual({
+      ok: false,
+      error: `sealed with key ${credentialsKeyId(key)}, this process holds ${credentialsKeyId(other)}`,
+    });
     expect(openCredential(sealed, key, 'default.anthropic')).toMatchObject({ ok: false });
     const flipped = Buffer.from(sealed.data, 'base64');
     flipped[0] = (flipped[0] ?? 0) ^ 1;

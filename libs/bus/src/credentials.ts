@@ -42,12 +42,23 @@ export function sealCredential(token: string, key: Uint8Array, aad: string): Sea
   cipher.setAAD(Buffer.from(aad, 'utf8'));
   const data = Buffer.concat([cipher.update(token, 'utf8'), cipher.final()]);
   const tag = cipher.getAuthTag();
-  return { alg: 'A256GCM', kid: credentialsKeyId(key), iv: iv.toString('base64'), tag: tag.toString('base64'), data: data.toString('base64') };
+  return {
+    alg: 'A256GCM',
+    kid: credentialsKeyId(key),
+    iv: iv.toString('base64'),
+    tag: tag.toString('base64'),
+    data: data.toString('base64'),
+  };
 }
 
 /** Opens a sealed credential; the error says why without ever containing the value. */
-export function openCredential(sealed: SealedCredential, key: Uint8Array, aad: string): { ok: true; token: string } | { ok: false; error: string } {
-  if (sealed.kid !== credentialsKeyId(key)) return { ok: false, error: `sealed with key ${sealed.kid}, this process holds ${credentialsKeyId(key)}` };
+export function openCredential(
+  sealed: SealedCredential,
+  key: Uint8Array,
+  aad: string,
+): { ok: true; token: string } | { ok: false; error: string } {
+  if (sealed.kid !== credentialsKeyId(key))
+    return { ok: false, error: `sealed with key ${sealed.kid}, this process holds ${credentialsKeyId(key)}` };
   try {
     const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(sealed.iv, 'base64'));
     decipher.setAAD(Buffer.from(aad, 'utf8'));

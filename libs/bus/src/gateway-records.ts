@@ -17,12 +17,14 @@ export const GatewayRecordSchema = z.object({
   /** The default Gateway (Kthena creates one; Triad only publishes it): not an object in the API server. */
   virtual: z.boolean(),
   /** HTTP listeners: one server per port; requests are matched to a listener by Host (exact, then wildcard). */
-  listeners: z.array(z.object({
-    name: z.string(),
-    port: z.number().int().min(1).max(65535),
-    /** `host.example.com` or `*.example.com`; absent: any host. */
-    hostname: z.string().optional(),
-  })),
+  listeners: z.array(
+    z.object({
+      name: z.string(),
+      port: z.number().int().min(1).max(65535),
+      /** `host.example.com` or `*.example.com`; absent: any host. */
+      hostname: z.string().optional(),
+    }),
+  ),
   /** Listeners not served (protocol other than HTTP), with why. */
   ignoredListeners: z.array(z.object({ name: z.string(), protocol: z.string(), reason: z.string() })),
 });

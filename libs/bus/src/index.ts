@@ -1,11 +1,25 @@
 // Pure contracts (zod schemas and names). The NATS client is the separate entry point `@triad/bus/client`.
 export {
-  Subjects, SCHEDULER_QUEUE_GROUP, Buckets, ConfigKeys, endpointKey, endpointKeyFilter, parseEndpointKey, objectKey, parseObjectKey,
-  inferencePoolServerName, parseInferencePoolServerName,
+  Subjects,
+  SCHEDULER_QUEUE_GROUP,
+  Buckets,
+  ConfigKeys,
+  endpointKey,
+  endpointKeyFilter,
+  parseEndpointKey,
+  objectKey,
+  parseObjectKey,
+  inferencePoolServerName,
+  parseInferencePoolServerName,
 } from './names';
 export type { BucketName } from './names';
 export {
-  SCHEMA_VERSION, MetricsSnapshotSchema, EndpointRecordSchema, ModelServerRecordSchema, ModelRouteRecordSchema, ProviderResolutionSchema,
+  SCHEMA_VERSION,
+  MetricsSnapshotSchema,
+  EndpointRecordSchema,
+  ModelServerRecordSchema,
+  ModelRouteRecordSchema,
+  ProviderResolutionSchema,
   ListenerRefSchema,
 } from './records';
 export type { MetricsSnapshot, EndpointRecord, ModelServerRecord, ModelRouteRecord, ProviderResolution, ListenerRef } from './records';
@@ -16,17 +30,46 @@ export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gate
 export { SealedCredentialSchema, credentialsKeyId, parseCredentialsKey, sealCredential, openCredential } from './credentials';
 export type { SealedCredential } from './credentials';
 export {
-  SchedulingLimits, MediaItemSchema, SchedulingRequestSchema, EndpointRefSchema, AttemptSchema, EncoderChoiceSchema,
-  ExplanationSchema, DisaggregationSchema, DecisionSchema, DecisionErrorSchema, DecisionOrErrorSchema, ScheduleBatchSchema, ScheduleBatchReplySchema,
+  SchedulingLimits,
+  MediaItemSchema,
+  SchedulingRequestSchema,
+  EndpointRefSchema,
+  AttemptSchema,
+  EncoderChoiceSchema,
+  ExplanationSchema,
+  DisaggregationSchema,
+  DecisionSchema,
+  DecisionErrorSchema,
+  DecisionOrErrorSchema,
+  ScheduleBatchSchema,
+  ScheduleBatchReplySchema,
 } from './scheduling';
 export type {
-  MediaItem, SchedulingRequest, SchedulingRequestInput, EndpointRef, Attempt, EncoderChoice, Explanation, Disaggregation, Decision,
-  DecisionError, DecisionOrError, ScheduleBatch, ScheduleBatchReply,
+  MediaItem,
+  SchedulingRequest,
+  SchedulingRequestInput,
+  EndpointRef,
+  Attempt,
+  EncoderChoice,
+  Explanation,
+  Disaggregation,
+  Decision,
+  DecisionError,
+  DecisionOrError,
+  ScheduleBatch,
+  ScheduleBatchReply,
 } from './scheduling';
 export { StageSchema, DispatchEventSchema, DispatchBatchSchema } from './dispatch';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
 export {
-  KvIndexLimits, KvIndexDeltaSchema, KvSourceMetaSchema, KvSnapshotChunkSchema, KvIndexerHeartbeatSchema, PodWatcherHeartbeatSchema, kvSourceToken, kvSourceMetaKey,
+  KvIndexLimits,
+  KvIndexDeltaSchema,
+  KvSourceMetaSchema,
+  KvSnapshotChunkSchema,
+  KvIndexerHeartbeatSchema,
+  PodWatcherHeartbeatSchema,
+  kvSourceToken,
+  kvSourceMetaKey,
   kvSnapshotChunkKey,
 } from './kv-index';
 export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat, PodWatcherHeartbeat } from './kv-index';

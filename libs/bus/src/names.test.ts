@@ -24,7 +24,9 @@ describe('subject and bucket names', () => {
     expect(new Set(buckets).size).toBe(buckets.length);
     expect(new Set(subjects).size).toBe(subjects.length);
     expect([Buckets.admission, Subjects.admissionLease, Buckets.podWatcherLease]).toEqual([
-      'triad_v1_admission', 'triad.v1.admission.lease', 'triad_v1_podwatcher_lease',
+      'triad_v1_admission',
+      'triad.v1.admission.lease',
+      'triad_v1_podwatcher_lease',
     ]);
   });
 });

@@ -16,11 +16,13 @@ export const ExternalProviderRecordSchema = z.object({
   /** The last valid spec (defaults applied: providerType, insecureSkipVerify). */
   spec: ExternalModelProviderSpecSchema,
   /** Present when the provider authenticates: the scheme in force and the header it goes in. */
-  auth: z.object({
-    scheme: ProviderAuthSchemeSchema,
-    /** `authorization` (value `Bearer <token>`) or `x-api-key` (value `<token>`). */
-    header: z.enum(['authorization', 'x-api-key']),
-  }).optional(),
+  auth: z
+    .object({
+      scheme: ProviderAuthSchemeSchema,
+      /** `authorization` (value `Bearer <token>`) or `x-api-key` (value `<token>`). */
+      header: z.enum(['authorization', 'x-api-key']),
+    })
+    .optional(),
   /** The Ready condition: true when the credential (if any) is resolved and its sealed record published. */
   ready: z.boolean(),
   /** Kthena's reason (`Ready`, `CredentialNotFound`, `CredentialKeyNotFound`, `CredentialInvalid`...). */

@@ -27,7 +27,10 @@ export const MetricsSnapshotSchema = z.object({
    * Per data-parallel rank (index = rank), from the series' `dp_rank` label, when the engine reports DP > 1
    * (SGLang DP attention): what rank hints balance on.
    */
-  dpRanks: z.array(z.object({ running: z.number().min(0), waiting: z.number().min(0) })).max(1024).optional(),
+  dpRanks: z
+    .array(z.object({ running: z.number().min(0), waiting: z.number().min(0) }))
+    .max(1024)
+    .optional(),
   scrapedAt: z.number().int().min(0),
   stale: z.boolean(),
   lastError: z.string().optional(),
@@ -66,12 +69,14 @@ export const EndpointRecordSchema = z.object({
    * The engine's KV-event sockets, from the pod annotations `triad.io/kv-events-endpoint` (and `-replay-endpoint`,
    * `-ranks`); absent when the pod publishes no events.
    */
-  kvEvents: z.object({
-    endpoint: z.string(),
-    replayEndpoint: z.string().optional(),
-    /** Data-parallel ranks publishing on consecutive ports from the endpoint's (vLLM, SGLang DP attention). */
-    ranks: z.number().int().min(1).max(64).optional(),
-  }).optional(),
+  kvEvents: z
+    .object({
+      endpoint: z.string(),
+      replayEndpoint: z.string().optional(),
+      /** Data-parallel ranks publishing on consecutive ports from the endpoint's (vLLM, SGLang DP attention). */
+      ranks: z.number().int().min(1).max(64).optional(),
+    })
+    .optional(),
   ready: z.boolean(),
   /** Model ids the engine serves (base model and LoRA adapters), from GET /v1/models. */
   models: z.array(z.string()),

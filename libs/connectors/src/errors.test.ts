@@ -2,7 +2,7 @@ import { toOpenAiError } from '@triad/request';
 import { engineErrorMessage, upstreamHttpError, upstreamTransportError } from './errors';
 
 describe('engine leg errors', () => {
-  it('names the stage, item and endpoint of an engine failure in the client\'s error message', () => {
+  it("names the stage, item and endpoint of an engine failure in the client's error message", () => {
     const err = upstreamHttpError({ stage: 'encode', endpoint: 'ns.ms.e0', item: 2, status: 503 }, 'busy');
     expect(JSON.parse(toOpenAiError(err).body).error.message).toBe('encode of item 2 on ns.ms.e0 failed with HTTP 503: busy');
     expect(err).toMatchObject({ stage: 'encode', endpoint: 'ns.ms.e0', item: 2, status: 503, retryable: true });
@@ -16,7 +16,7 @@ describe('engine leg errors', () => {
     expect(upstreamTransportError(at, new Error('other side closed'))).toMatchObject({ code: 'GATEWAY_UPSTREAM_ERROR', retryable: true });
   });
 
-  it('reads the engine\'s message from the error bodies vLLM, SGLang and FastAPI send', () => {
+  it("reads the engine's message from the error bodies vLLM, SGLang and FastAPI send", () => {
     expect(engineErrorMessage(Buffer.from('{"error":{"message":"too long","type":"BadRequestError"}}'))).toBe('too long');
     expect(engineErrorMessage(Buffer.from('{"error":"flat"}'))).toBe('flat');
     expect(engineErrorMessage(Buffer.from('{"object":"error","message":"sglang says"}'))).toBe('sglang says');

@@ -8,7 +8,10 @@ function where(f: LegFailure): string {
 /** The engine answered a leg with a non-2xx status; the message carries the engine's own error text. */
 export function upstreamHttpError(f: LegFailure, engineMessage: string): UpstreamError {
   return new UpstreamError(
-    ErrorCode.UpstreamError, `${where(f)} failed with HTTP ${f.status}: ${engineMessage}`, f, f.status >= 500 || f.status === 429,
+    ErrorCode.UpstreamError,
+    `${where(f)} failed with HTTP ${f.status}: ${engineMessage}`,
+    f,
+    f.status >= 500 || f.status === 429,
   );
 }
 
@@ -18,8 +21,12 @@ export function upstreamHttpError(f: LegFailure, engineMessage: string): Upstrea
  */
 export function leadingErrorEventError(f: LegFailure, engineMessage: string): UpstreamError {
   const failure = { ...f, status: 500 };
-  return new UpstreamError(ErrorCode.UpstreamError, `${where(failure)} failed with an error event before any token: ${engineMessage}`,
-    failure, true);
+  return new UpstreamError(
+    ErrorCode.UpstreamError,
+    `${where(failure)} failed with an error event before any token: ${engineMessage}`,
+    failure,
+    true,
+  );
 }
 
 /** A leg failed in transport (refused, reset, closed mid-answer). */
@@ -27,7 +34,11 @@ export function upstreamTransportError(f: LegFailure, cause: Error): UpstreamErr
   const code = 'code' in cause ? cause.code : undefined;
   const connect = code === 'ECONNREFUSED' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'EHOSTUNREACH' || code === 'ENOTFOUND';
   return new UpstreamError(
-    connect ? ErrorCode.UpstreamConnect : ErrorCode.UpstreamError, `${where(f)} failed: ${cause.message}`, f, true, cause,
+    connect ? ErrorCode.UpstreamConnect : ErrorCode.UpstreamError,
+    `${where(f)} failed: ${cause.message}`,
+    f,
+    true,
+    cause,
   );
 }
 
@@ -43,7 +54,9 @@ export function stageTimeoutError(f: LegFailure, budget: string, ms: number): Up
 export function connectionWaitTimeoutError(f: LegFailure, ms: number, limit: number, waiting: number): UpstreamError {
   return new UpstreamError(
     ErrorCode.UpstreamTimeout,
-    `${where(f)} waited ${ms} ms for a free connection (all ${limit} busy, ${waiting} requests waiting) and timed out`, f, true,
+    `${where(f)} waited ${ms} ms for a free connection (all ${limit} busy, ${waiting} requests waiting) and timed out`,
+    f,
+    true,
   );
 }
 
@@ -68,8 +81,8 @@ export function engineErrorMessage(body: Buffer): string {
       if (inner !== null && typeof inner === 'object' && 'message' in inner && typeof inner.message === 'string') return inner.message;
       if (typeof inner === 'string') return inner;
       if ('message' in parsed && typeof parsed.message === 'string') return parsed.message;
-      if ('detail' in parsed && parsed.detail !== undefined) return typeof parsed.detail === 'string'
-        ? parsed.detail : JSON.stringify(parsed.detail);
+      if ('detail' in parsed && parsed.detail !== undefined)
+        return typeof parsed.detail === 'string' ? parsed.detail : JSON.stringify(parsed.detail);
     }
   } catch {
     // not JSON: fall through to the raw text

@@ -49,10 +49,12 @@ export class FanOut {
       } catch (err) {
         task = Promise.reject(err as Error);
       }
-      tasks.push(task.catch((err: unknown) => {
-        this.fail(err instanceof Error ? err : new Error(String(err)));
-        throw err;
-      }));
+      tasks.push(
+        task.catch((err: unknown) => {
+          this.fail(err instanceof Error ? err : new Error(String(err)));
+          throw err;
+        }),
+      );
     }
     const settled = await Promise.allSettled(tasks);
     if (this.#failure !== undefined) throw this.#failure;

@@ -1,7 +1,5 @@
 // Stage loop and connectors: how one OpenAI request becomes engine requests (aggregated, vLLM PD/EPD, SGLang PD/EPD).
-export type {
-  Connector, LegInfo, LegOutcome, StageObserver, LegHandle, LegRunner, LegSpec, BufferedAnswer, KvStrandReport,
-} from './types';
+export type { Connector, LegInfo, LegOutcome, StageObserver, LegHandle, LegRunner, LegSpec, BufferedAnswer, KvStrandReport } from './types';
 export { serializeWith, topLevelValue, randomBootstrapRoom } from './json-text';
 export { clientWantsUsage, finalLegBody, vllmPrefillBody, vllmReleaseBody, encoderBody, sglangBody } from './request-bodies';
 export type { SglangBootstrap } from './request-bodies';

@@ -3,12 +3,20 @@ import { randomBootstrapRoom, serializeWith, topLevelValue } from './json-text';
 describe('serializeWith', () => {
   it.each([
     {
-      name: 'sets and drops keys without touching the input', body: { a: 1, b: 2, c: 3 }, set: { b: 9 }, drop: ['c'], raw: undefined,
+      name: 'sets and drops keys without touching the input',
+      body: { a: 1, b: 2, c: 3 },
+      set: { b: 9 },
+      drop: ['c'],
+      raw: undefined,
       want: '{"a":1,"b":9}',
     },
     { name: 'skips undefined values in set', body: { a: 1 }, set: { b: undefined }, drop: undefined, raw: undefined, want: '{"a":1}' },
     {
-      name: 'appends raw fields', body: { a: 1 }, set: undefined, drop: undefined, raw: '"room":18446744073709551615',
+      name: 'appends raw fields',
+      body: { a: 1 },
+      set: undefined,
+      drop: undefined,
+      raw: '"room":18446744073709551615',
       want: '{"a":1,"room":18446744073709551615}',
     },
     { name: 'appends raw fields to an empty object', body: {}, set: undefined, drop: undefined, raw: '"x":1', want: '{"x":1}' },
@@ -22,13 +30,15 @@ describe('serializeWith', () => {
 describe('topLevelValue', () => {
   it.each([
     {
-      name: 'an object value, verbatim', text: '{"id":"x","kv_transfer_params":{"remote_block_ids":[1,2],"big":123456789012345678901}}',
+      name: 'an object value, verbatim',
+      text: '{"id":"x","kv_transfer_params":{"remote_block_ids":[1,2],"big":123456789012345678901}}',
       want: '{"remote_block_ids":[1,2],"big":123456789012345678901}',
     },
     { name: 'a key nested deeper is ignored', text: '{"choices":[{"kv_transfer_params":1}],"kv_transfer_params":null}', want: 'null' },
     {
       name: 'strings with braces and escaped quotes are skipped',
-      text: '{"content":"a \\"kv_transfer_params\\": {","kv_transfer_params":{"a":"}"}}', want: '{"a":"}"}',
+      text: '{"content":"a \\"kv_transfer_params\\": {","kv_transfer_params":{"a":"}"}}',
+      want: '{"a":"}"}',
     },
     { name: 'whitespace around the value', text: '{ "a" : 1 , "kv_transfer_params" :  [1, 2] }', want: '[1, 2]' },
     { name: 'absent', text: '{"a":{"kv_transfer_params":1}}', want: undefined },

@@ -2,7 +2,12 @@ import type { Dispatcher } from 'undici';
 import type { EndpointRef, Stage } from '@triad/bus';
 import type { LegFailure, StageSpan } from '@triad/request';
 import {
-  clientAbortedError, connectionWaitTimeoutError, engineErrorMessage, leadingErrorEventError, stageTimeoutError, upstreamHttpError,
+  clientAbortedError,
+  connectionWaitTimeoutError,
+  engineErrorMessage,
+  leadingErrorEventError,
+  stageTimeoutError,
+  upstreamHttpError,
   upstreamTransportError,
 } from './errors';
 import type { BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec } from './types';
@@ -172,7 +177,9 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   }
 
   onResponseStart(
-    _controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>,
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
   ): void {
     this.#status = statusCode;
     if (statusCode < 200 || statusCode >= 300) {
@@ -181,8 +188,8 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     }
     const ct = headers['content-type'];
     this.#contentType = typeof ct === 'string' ? ct : 'application/json';
-    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) this.#sse =
-      new SseUsageRelay(this.#owner.suppressUsage);
+    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream'))
+      this.#sse = new SseUsageRelay(this.#owner.suppressUsage);
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -243,9 +250,8 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
       this.#succeed(undefined);
       return;
     }
-    const body = this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(
-      this.#chunks, this.#size,
-    );
+    const body =
+      this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(this.#chunks, this.#size);
     this.#chunks = [];
     if (this.#mode === LegMode.Relay) {
       const usage = parseBodyUsage(body);

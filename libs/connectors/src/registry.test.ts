@@ -29,10 +29,16 @@ describe('connectorFor / relaysKvParams', () => {
 
 function record(trafficPolicy?: ModelServerRecord['spec']['trafficPolicy']): ModelServerRecord {
   return {
-    schemaVersion: 1, namespace: 'ns', name: 'ms', mode: 'pd',
+    schemaVersion: 1,
+    namespace: 'ns',
+    name: 'ms',
+    mode: 'pd',
     spec: {
-      inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadSelector: { matchLabels: { a: 'b' } },
-      workloadPort: { port: 8000, protocol: 'http' }, ...(trafficPolicy ? { trafficPolicy } : {}),
+      inferenceEngine: 'vLLM',
+      kvConnector: { type: 'nixl' },
+      workloadSelector: { matchLabels: { a: 'b' } },
+      workloadPort: { port: 8000, protocol: 'http' },
+      ...(trafficPolicy ? { trafficPolicy } : {}),
     },
   };
 }
@@ -48,22 +54,43 @@ describe('server profile', () => {
   it('applies trafficPolicy.timeout to every stage but keeps the total', () => {
     const d = DEFAULT_STAGE_TIMEOUTS;
     expect(stageTimeoutsOf(record({ timeout: '1.5s' }), d)).toEqual({
-      encodeMs: 1500, prefillMs: 1500, firstByteMs: 1500, totalMs: d.totalMs,
+      encodeMs: 1500,
+      prefillMs: 1500,
+      firstByteMs: 1500,
+      totalMs: d.totalMs,
     });
     expect(stageTimeoutsOf(record(), d)).toBe(d);
   });
   it('resolves the connector of the record', () => {
     expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS)).toMatchObject({
-      namespace: 'ns', name: 'ms', engine: 'vLLM', mode: 'pd', connector: 'vllm-nixl', relayKvParams: true,
+      namespace: 'ns',
+      name: 'ms',
+      engine: 'vLLM',
+      mode: 'pd',
+      connector: 'vllm-nixl',
+      relayKvParams: true,
     });
     expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS).ec).toBeUndefined();
   });
   it('resolves vLLM EPD EC settings, with defaults when the ModelServer names none', () => {
     const epd = { ...record(), mode: 'epd' as const };
-    expect(ecProfileOf(epd)).toEqual({ connector: 'shared-storage', push: false, mmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 });
-    const mooncake = { ...epd, spec: { ...epd.spec, ecConnector: { type: 'mooncake', enableMmEmbeds: true, maxEncoderBatch: 0, reencodeAttempts: 3 } } };
+    expect(ecProfileOf(epd)).toEqual({
+      connector: 'shared-storage',
+      push: false,
+      mmEmbeds: false,
+      maxEncoderBatch: 16,
+      reencodeAttempts: 1,
+    });
+    const mooncake = {
+      ...epd,
+      spec: { ...epd.spec, ecConnector: { type: 'mooncake', enableMmEmbeds: true, maxEncoderBatch: 0, reencodeAttempts: 3 } },
+    };
     expect(serverProfileOf(mooncake as ModelServerRecord, DEFAULT_STAGE_TIMEOUTS).ec).toEqual({
-      connector: 'mooncake', push: true, mmEmbeds: true, maxEncoderBatch: 0, reencodeAttempts: 3,
+      connector: 'mooncake',
+      push: true,
+      mmEmbeds: true,
+      maxEncoderBatch: 0,
+      reencodeAttempts: 3,
     });
     expect(ecProfileOf({ ...epd, spec: { ...epd.spec, inferenceEngine: 'SGLang' } })).toBeUndefined();
   });

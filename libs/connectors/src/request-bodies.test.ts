@@ -17,28 +17,40 @@ describe('clientWantsUsage', () => {
 describe('finalLegBody', () => {
   it('injects include_usage into streams, keeping other stream options', () => {
     expect(JSON.parse(finalLegBody({ model: 'm', stream: true, stream_options: { continuous_usage_stats: true } }, true))).toEqual({
-      model: 'm', stream: true, stream_options: { continuous_usage_stats: true, include_usage: true },
+      model: 'm',
+      stream: true,
+      stream_options: { continuous_usage_stats: true, include_usage: true },
     });
   });
   it('leaves non-stream bodies alone', () => {
     expect(finalLegBody({ model: 'm', max_tokens: 3 }, false)).toBe('{"model":"m","max_tokens":3}');
   });
   it('adds the prefill kv_transfer_params verbatim, replacing a client value', () => {
-    expect(finalLegBody(
-      { model: 'm', kv_transfer_params: { x: 1 } }, false, '{"remote_engine_id":"e","remote_block_ids":[1]}',
-    )).toBe('{"model":"m","kv_transfer_params":{"remote_engine_id":"e","remote_block_ids":[1]}}');
+    expect(finalLegBody({ model: 'm', kv_transfer_params: { x: 1 } }, false, '{"remote_engine_id":"e","remote_block_ids":[1]}')).toBe(
+      '{"model":"m","kv_transfer_params":{"remote_engine_id":"e","remote_block_ids":[1]}}',
+    );
   });
 });
 
 describe('vllmPrefillBody', () => {
   it('asks for one token without streaming and with a remote decode', () => {
-    const body = JSON.parse(vllmPrefillBody(
-      { model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: 50, max_completion_tokens: 50 }, true,
-    ));
+    const body = JSON.parse(
+      vllmPrefillBody(
+        { model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: 50, max_completion_tokens: 50 },
+        true,
+      ),
+    );
     expect(body).toEqual({
-      model: 'm', stream: false, max_tokens: 1, max_completion_tokens: 1,
+      model: 'm',
+      stream: false,
+      max_tokens: 1,
+      max_completion_tokens: 1,
       kv_transfer_params: {
-        do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null,
+        do_remote_decode: true,
+        do_remote_prefill: false,
+        remote_engine_id: null,
+        remote_block_ids: null,
+        remote_host: null,
         remote_port: null,
       },
     });
@@ -52,33 +64,66 @@ describe('encoderBody', () => {
   const audio = { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' } };
   const image = (url: string, uuid?: string) => ({ type: 'image_url', image_url: { url }, ...(uuid ? { uuid } : {}) });
   const body = {
-    model: 'vl', temperature: 0, max_tokens: 50,
-    messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 't' }, image('u0', 'mine'), image('u1'), audio] }],
-    mm_processor_kwargs: { fps: 2 }, media_io_kwargs: { video: { num_frames: 8 } }, priority: -1, session_id: 's-1',
+    model: 'vl',
+    temperature: 0,
+    max_tokens: 50,
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: [{ type: 'text', text: 't' }, image('u0', 'mine'), image('u1'), audio] },
+    ],
+    mm_processor_kwargs: { fps: 2 },
+    media_io_kwargs: { video: { num_frames: 8 } },
+    priority: -1,
+    session_id: 's-1',
   };
   const parts = extractMediaParts(body);
 
-  it('holds only the group\'s parts with their uuids, no text, no max_tokens, no sampling, and the four kwargs fields', () => {
-    expect(JSON.parse(encoderBody(body, parts.slice(0, 2), [{ uuid: 'mine', transferId: undefined }, { uuid: 'h1', transferId: undefined }])))
-      .toEqual({
-        model: 'vl', messages: [{ role: 'user', content: [image('u0', 'mine'), image('u1', 'h1')] }], stream: false,
-        mm_processor_kwargs: { fps: 2 }, media_io_kwargs: { video: { num_frames: 8 } }, priority: -1, session_id: 's-1',
-      });
+  it("holds only the group's parts with their uuids, no text, no max_tokens, no sampling, and the four kwargs fields", () => {
+    expect(
+      JSON.parse(
+        encoderBody(body, parts.slice(0, 2), [
+          { uuid: 'mine', transferId: undefined },
+          { uuid: 'h1', transferId: undefined },
+        ]),
+      ),
+    ).toEqual({
+      model: 'vl',
+      messages: [{ role: 'user', content: [image('u0', 'mine'), image('u1', 'h1')] }],
+      stream: false,
+      mm_processor_kwargs: { fps: 2 },
+      media_io_kwargs: { video: { num_frames: 8 } },
+      priority: -1,
+      session_id: 's-1',
+    });
     // The client's part keeps its identity when it already carries the uuid (nothing is copied).
-    expect(encoderBody({ model: 'vl', messages: body.messages }, [parts[2]!], [{ uuid: 'h2', transferId: undefined }]))
-      .toBe('{"model":"vl","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAA","format":"wav"},' +
-        '"uuid":"h2"}]}],"stream":false}');
+    expect(encoderBody({ model: 'vl', messages: body.messages }, [parts[2]!], [{ uuid: 'h2', transferId: undefined }])).toBe(
+      '{"model":"vl","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAA","format":"wav"},' +
+        '"uuid":"h2"}]}],"stream":false}',
+    );
   });
 
   it('names the push consumer and one transfer id per part, in order, for a push connector', () => {
-    const sent = JSON.parse(encoderBody(body, parts.slice(0, 2), [{ uuid: 'a', transferId: 't0' }, { uuid: 'b', transferId: 't1' }], 'tcp://10.0.0.9:14580'));
-    expect(sent.ec_transfer_params).toEqual({ consumer_zmq: 'tcp://10.0.0.9:14580', ec_items: [{ transfer_id: 't0' }, { transfer_id: 't1' }] });
+    const sent = JSON.parse(
+      encoderBody(
+        body,
+        parts.slice(0, 2),
+        [
+          { uuid: 'a', transferId: 't0' },
+          { uuid: 'b', transferId: 't1' },
+        ],
+        'tcp://10.0.0.9:14580',
+      ),
+    );
+    expect(sent.ec_transfer_params).toEqual({
+      consumer_zmq: 'tcp://10.0.0.9:14580',
+      ec_items: [{ transfer_id: 't0' }, { transfer_id: 't1' }],
+    });
   });
 });
 
 describe('sglangBody', () => {
   const prefill = { key: 'k', pod: 'p', ip: '10.0.0.7', port: 30000 };
-  it('adds host, default port 8998 and an exact room, dropping the client\'s bootstrap and DP fields', () => {
+  it("adds host, default port 8998 and an exact room, dropping the client's bootstrap and DP fields", () => {
     const out = sglangBody({ model: 'm', bootstrap_room: 1, routed_dp_rank: 3, disagg_prefill_dp_rank: 1, stream: false }, false, prefill);
     expect(out.rooms).toHaveLength(1);
     expect(out.prefillBody).toBe(
@@ -128,7 +173,10 @@ describe('sglangBody', () => {
 describe('finalLegBody', () => {
   it('pins routed_dp_rank when given, after usage injection', () => {
     expect(JSON.parse(finalLegBody({ model: 'm', stream: true }, true, undefined, 1))).toEqual({
-      model: 'm', stream: true, stream_options: { include_usage: true }, routed_dp_rank: 1,
+      model: 'm',
+      stream: true,
+      stream_options: { include_usage: true },
+      routed_dp_rank: 1,
     });
   });
 });

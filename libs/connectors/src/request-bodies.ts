@@ -49,7 +49,7 @@ const KV_PARAMS_KEY = ['kv_transfer_params'] as const;
 const PREFILL_DROP = ['stream_options', 'kv_transfer_params'] as const;
 const PREFILL_KV_PARAMS =
   '"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,' +
-    '"remote_host":null,"remote_port":null}';
+  '"remote_host":null,"remote_port":null}';
 
 /**
  * vLLM prefill body: one token, no stream, no stream_options; with `relayKvParams` it asks the KV connector
@@ -93,7 +93,10 @@ export interface EncoderItem {
  * `ec_transfer_params {consumer_zmq, ec_items: [{transfer_id}]}`, one entry per part in order.
  */
 export function encoderBody(
-  body: Record<string, unknown>, parts: readonly MediaPart[], items: readonly EncoderItem[], consumerZmq?: string,
+  body: Record<string, unknown>,
+  parts: readonly MediaPart[],
+  items: readonly EncoderItem[],
+  consumerZmq?: string,
 ): string {
   const content = parts.map((p, i) => {
     const uuid = (items[i] as EncoderItem).uuid;
@@ -112,7 +115,12 @@ export function encoderBody(
  * it did not choose, and a prefill and its decode have separate rank spaces).
  */
 const PD_OWNED_KEYS = [
-  'bootstrap_host', 'bootstrap_port', 'bootstrap_room', 'routed_dp_rank', 'data_parallel_rank', 'disagg_prefill_dp_rank',
+  'bootstrap_host',
+  'bootstrap_port',
+  'bootstrap_room',
+  'routed_dp_rank',
+  'data_parallel_rank',
+  'disagg_prefill_dp_rank',
 ] as const;
 
 /**
@@ -155,9 +163,7 @@ export interface SglangBootstrap {
  * `routed_dp_rank` = its rank, and the decode `routed_dp_rank` = its own rank and `disagg_prefill_dp_rank` = the
  * prefill's (so it need not derive or look up where the KV is).
  */
-export function sglangBody(
-  body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, ranks?: SglangDpRanks,
-): SglangBootstrap {
+export function sglangBody(body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, ranks?: SglangDpRanks): SglangBootstrap {
   const host = JSON.stringify(bootstrapHost(prefill.ip));
   const port = String(prefill.bootstrapPort ?? DEFAULT_SGLANG_BOOTSTRAP_PORT);
   const n = sglangBatchSize(body);

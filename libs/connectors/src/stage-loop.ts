@@ -2,15 +2,19 @@ import { performance } from 'node:perf_hooks';
 import type { Stage } from '@triad/bus';
 import { ErrorCode, isTriadError } from '@triad/errors';
 import {
-  asError, isRetryable, writeErrorResponse, writeStreamError, type KvStrandReason, type KvStrandedEvent, type ProxyRequest,
+  asError,
+  isRetryable,
+  writeErrorResponse,
+  writeStreamError,
+  type KvStrandReason,
+  type KvStrandedEvent,
+  type ProxyRequest,
 } from '@triad/request';
 import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
 import { Leg, LegMode, type LegOwner } from './leg';
 import { vllmReleaseBody } from './request-bodies';
-import type {
-  BufferedAnswer, Connector, KvStrandReport, LegHandle, LegOutcome, LegRunner, LegSpec, StageObserver,
-} from './types';
+import type { BufferedAnswer, Connector, KvStrandReport, LegHandle, LegOutcome, LegRunner, LegSpec, StageObserver } from './types';
 import type { UpstreamPools } from './upstream-pools';
 import { parseBodyUsage } from './usage';
 
@@ -176,7 +180,13 @@ class StageLoop implements LegRunner, LegOwner {
     // `remote_request_id`.
     const requestId = `${ctx.id}-kv-release`;
     const spec: LegSpec = {
-      stage: 'decode', endpoint: target, item: -1, attempt: -1, body, requestId, timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+      stage: 'decode',
+      endpoint: target,
+      item: -1,
+      attempt: -1,
+      body,
+      requestId,
+      timeoutMs: ctx.routing.server.timeouts.firstByteMs,
     };
     const leg = new Leg(owner, spec, LegMode.Drain, performance.now());
     leg.promise.catch(ignore);
@@ -314,7 +324,11 @@ class StageLoop implements LegRunner, LegOwner {
  * client's departure (`ctx.clientGone`) aborts every leg.
  */
 export function runProxy(
-  ctx: ProxyRequest, connector: Connector, pools: UpstreamPools, observer: StageObserver, options: StageLoopOptions = {},
+  ctx: ProxyRequest,
+  connector: Connector,
+  pools: UpstreamPools,
+  observer: StageObserver,
+  options: StageLoopOptions = {},
 ): Promise<void> {
   const loop = new StageLoop(ctx, pools, observer, options);
   ctx.attach(loop);

@@ -2,7 +2,8 @@ import { SseUsageRelay, parseBodyUsage } from './usage';
 
 const content = (i: number) =>
   `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"t${i}"},"finish_reason":null}]}\n\n`;
-const usage = 'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"total_tokens":10,' +
+const usage =
+  'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":7,"total_tokens":10,' +
   '"completion_tokens":3}}\n\n';
 const done = 'data: [DONE]\n\n';
 
@@ -53,12 +54,14 @@ describe('parseBodyUsage', () => {
   it.each([
     {
       name: 'vLLM body',
-      body: '{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8,' +
+      body:
+        '{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"total_tokens":20,"completion_tokens":8,' +
         '"prompt_tokens_details":null}}',
       want: { promptTokens: 12, completionTokens: 8 },
     },
     {
-      name: 'spaces after the colon', body: '{"usage": {"prompt_tokens": 1, "completion_tokens": 2}}',
+      name: 'spaces after the colon',
+      body: '{"usage": {"prompt_tokens": 1, "completion_tokens": 2}}',
       want: { promptTokens: 1, completionTokens: 2 },
     },
     {
@@ -67,7 +70,8 @@ describe('parseBodyUsage', () => {
       want: { promptTokens: 3, completionTokens: 4 },
     },
     {
-      name: 'nested details', body: '{"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":6}}',
+      name: 'nested details',
+      body: '{"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":6}}',
       want: { promptTokens: 5, completionTokens: 6 },
     },
     { name: 'no usage', body: '{"choices":[]}', want: undefined },

@@ -8,9 +8,11 @@ const crdDir = join(__dirname, '../../../infra/crds');
 describe('CRD generator', () => {
   it('the committed infra/crds YAML matches the zod schemas (run `npx triad crds` when this fails)', () => {
     const expected = renderCrdFiles();
-    const committed = Object.fromEntries(readdirSync(crdDir).filter((f) => f.endsWith('.yaml')).map((f) => [
-      f, readFileSync(join(crdDir, f), 'utf8'),
-    ]));
+    const committed = Object.fromEntries(
+      readdirSync(crdDir)
+        .filter((f) => f.endsWith('.yaml'))
+        .map((f) => [f, readFileSync(join(crdDir, f), 'utf8')]),
+    );
     expect(Object.keys(committed).sort()).toEqual(Object.keys(expected).sort());
     for (const [file, text] of Object.entries(expected)) expect({ file, text: committed[file] }).toEqual({ file, text });
   });
@@ -35,7 +37,10 @@ describe('CRD generator', () => {
     const spec = ms.spec.versions[0].schema.openAPIV3Schema.properties.spec;
     expect(spec.properties.pipelineMode.enum).toEqual(['aggregated', 'pd', 'epd', 'pd-disaggregated', 'vllm-epd', 'sglang-epd']);
     expect(Object.keys(spec.properties.workloadSelector.properties.pdGroup.properties)).toEqual([
-      'groupKey', 'encodeLabels', 'prefillLabels', 'decodeLabels',
+      'groupKey',
+      'encodeLabels',
+      'prefillLabels',
+      'decodeLabels',
     ]);
     expect(spec.required).toEqual(['inferenceEngine', 'workloadSelector', 'workloadPort']);
     const target = mr.spec.versions[0].schema.openAPIV3Schema.properties.spec.properties.rules.items.properties.targetModels.items;

@@ -70,7 +70,11 @@ function crd(def: CrdSpec): JsonSchema {
     spec: {
       group: API_GROUP,
       names: {
-        kind: def.kind, listKind: `${def.kind}List`, plural: def.plural, singular: def.kind.toLowerCase(), shortNames: def.shortNames,
+        kind: def.kind,
+        listKind: `${def.kind}List`,
+        plural: def.plural,
+        singular: def.kind.toLowerCase(),
+        shortNames: def.shortNames,
       },
       scope: 'Namespaced',
       versions: [
@@ -106,8 +110,9 @@ function modelServerSpec(): JsonSchema {
   const spec = schemaOf(ModelServerSpecSchema);
   spec['x-kubernetes-validations'] = [
     {
-      rule: "!has(self.pipelineMode) || !(self.pipelineMode in ['epd', 'vllm-epd', 'sglang-epd']) || (has(self.workloadSelector.pdGroup) " +
-        "&& has(self.workloadSelector.pdGroup.encodeLabels) && has(self.workloadSelector.pdGroup.decodeLabels))",
+      rule:
+        "!has(self.pipelineMode) || !(self.pipelineMode in ['epd', 'vllm-epd', 'sglang-epd']) || (has(self.workloadSelector.pdGroup) " +
+        '&& has(self.workloadSelector.pdGroup.encodeLabels) && has(self.workloadSelector.pdGroup.decodeLabels))',
       message: 'pipelineMode epd needs workloadSelector.pdGroup with encodeLabels and decodeLabels',
     },
   ];

@@ -7,11 +7,13 @@ let roots: Map<string, Node> | undefined;
 
 /** The generated CRDs' root schemas by kind (built once, on first use). */
 function rootSchema(kind: string): Node | undefined {
-  roots ??= new Map(buildCrds().map((crd) => {
-    const spec = crd['spec'] as Node;
-    const version = (spec['versions'] as Node[])[0] as Node;
-    return [(spec['names'] as Node)['kind'] as string, (version['schema'] as Node)['openAPIV3Schema'] as Node];
-  }));
+  roots ??= new Map(
+    buildCrds().map((crd) => {
+      const spec = crd['spec'] as Node;
+      const version = (spec['versions'] as Node[])[0] as Node;
+      return [(spec['names'] as Node)['kind'] as string, (version['schema'] as Node)['openAPIV3Schema'] as Node];
+    }),
+  );
   return roots.get(kind);
 }
 
@@ -57,7 +59,11 @@ function walk(value: unknown, schema: Node, path: PropertyKey[], out: Validation
     for (const [key, v] of Object.entries(value)) {
       const child = props[key];
       if (isObject(child)) walk(v, child, [...path, key], out);
-      else out.push({ path: formatPath([...path, key]), message: `unknown field; the API server drops it${suggestion(key, Object.keys(props))}` });
+      else
+        out.push({
+          path: formatPath([...path, key]),
+          message: `unknown field; the API server drops it${suggestion(key, Object.keys(props))}`,
+        });
     }
     for (const key of (schema['required'] as string[] | undefined) ?? []) {
       // The API server applies defaults before it checks `required`.

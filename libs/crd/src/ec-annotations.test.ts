@@ -12,7 +12,9 @@ describe('vLLM EPD consumer annotations', () => {
   it('derives one address per DP rank from the base port and the pod IP', () => {
     expect(ecControlOf({ 'triad.io/ec-control-port': '14579' }, '10.0.0.5')).toEqual({ addresses: ['tcp://10.0.0.5:14579'], problems: [] });
     expect(ecControlOf({ 'triad.io/ec-control-port': '14579', 'triad.io/dp-size': '3' }, 'fd00::5')).toEqual({
-      dpSize: 3, addresses: ['tcp://[fd00::5]:14579', 'tcp://[fd00::5]:14580', 'tcp://[fd00::5]:14581'], problems: [],
+      dpSize: 3,
+      addresses: ['tcp://[fd00::5]:14579', 'tcp://[fd00::5]:14580', 'tcp://[fd00::5]:14581'],
+      problems: [],
     });
     expect(ecControlOf({ 'triad.io/dp-size': '2' }, '10.0.0.5')).toEqual({ dpSize: 2, problems: [] });
     expect(ecControlOf(undefined, '10.0.0.5')).toEqual({ problems: [] });
@@ -29,7 +31,8 @@ describe('vLLM EPD consumer annotations', () => {
       problems: [expect.stringContaining('is not a comma-separated list')],
     });
     expect(ecControlOf({ 'triad.io/ec-control-port': '65535', 'triad.io/dp-size': '2' }, 'ip')).toEqual({
-      dpSize: 2, problems: [expect.stringContaining('passes port 65535')],
+      dpSize: 2,
+      problems: [expect.stringContaining('passes port 65535')],
     });
   });
 });

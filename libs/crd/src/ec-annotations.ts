@@ -75,8 +75,7 @@ export function ecControlOf(annotations: Annotations, podIp: string): EcControl 
     if (base === undefined) problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation '${rawPort}' is not a port`);
     else if (base + size - 1 > 65535) {
       problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation ${base} + ${size} DP ranks passes port 65535`);
-    }
-    else addresses = Array.from({ length: size }, (_, r) => `tcp://${hostFor(podIp)}:${base + r}`);
+    } else addresses = Array.from({ length: size }, (_, r) => `tcp://${hostFor(podIp)}:${base + r}`);
   }
   return {
     ...(dpSize !== undefined ? { dpSize } : {}),

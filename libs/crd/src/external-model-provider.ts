@@ -24,8 +24,19 @@ export type ProviderReason = (typeof ProviderReasons)[keyof typeof ProviderReaso
  * may not set them.
  */
 export const RESERVED_PROVIDER_HEADERS: readonly string[] = [
-  'authorization', 'proxy-authorization', 'cookie', 'x-api-key', 'host', 'content-length', 'connection', 'keep-alive',
-  'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te',
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-api-key',
+  'host',
+  'content-length',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'trailer',
+  'te',
 ];
 
 export const ProviderTypeSchema = z.enum(['OpenAI', 'Anthropic']);
@@ -48,7 +59,11 @@ export const ProviderAuthSchema = z.object({
 export const ExternalModelProviderSpecSchema = z.object({
   providerType: ProviderTypeSchema.default('OpenAI'),
   model: z.string().max(256).optional().meta({ description: 'Upstream model name; overwrites the request model when set' }),
-  baseURL: z.string().min(1).regex(/^https:\/\/.+/, 'must start with https://').meta({ description: 'Provider endpoint root, https only' }),
+  baseURL: z
+    .string()
+    .min(1)
+    .regex(/^https:\/\/.+/, 'must start with https://')
+    .meta({ description: 'Provider endpoint root, https only' }),
   insecureSkipVerify: z.boolean().default(false),
   auth: ProviderAuthSchema.optional(),
   headers: z.record(z.string(), z.string()).optional().meta({ description: 'Non-secret static headers added upstream' }),
@@ -112,7 +127,8 @@ export function normalizeCredential(value: string | undefined): CredentialCheck 
     return { ok: false, reason: ProviderReasons.credentialKeyNotFound, message: 'Credential Secret key is not found' };
   }
   const token = value.trim();
-  if (token === '') return { ok: false, reason: ProviderReasons.credentialInvalid, message: 'provider credential is empty after trimming whitespace' };
+  if (token === '')
+    return { ok: false, reason: ProviderReasons.credentialInvalid, message: 'provider credential is empty after trimming whitespace' };
   if (!isValidHeaderValue(token)) {
     return { ok: false, reason: ProviderReasons.credentialInvalid, message: 'provider credential contains invalid HTTP header characters' };
   }

@@ -32,7 +32,10 @@ interface CrdFacts {
   readonly fields: readonly Fact[];
 }
 
-const facts = JSON.parse(readFileSync(join(__dirname, '__fixtures__/kthena-crd-facts.json'), 'utf8')) as { source: string; crds: Record<string, CrdFacts> };
+const facts = JSON.parse(readFileSync(join(__dirname, '__fixtures__/kthena-crd-facts.json'), 'utf8')) as {
+  source: string;
+  crds: Record<string, CrdFacts>;
+};
 type Node = Record<string, unknown>;
 const triad = new Map(buildCrds().map((c) => [((c['spec'] as Node)['names'] as Node)['kind'] as string, c as Node]));
 
@@ -60,8 +63,10 @@ function differences(root: Node, fact: Fact): string[] {
   const at = fact.path || '(root)';
   if (fact.type !== undefined && node['type'] !== fact.type) out.push(`${at}: type ${String(node['type'])}, Kthena ${fact.type}`);
   const required = [...((node['required'] as string[] | undefined) ?? [])].sort();
-  if (JSON.stringify(required) !== JSON.stringify(fact.required ?? [])) out.push(`${at}: required [${required.join()}], Kthena [${(fact.required ?? []).join()}]`);
-  if (JSON.stringify(node['default']) !== JSON.stringify(fact.default)) out.push(`${at}: default ${JSON.stringify(node['default'])}, Kthena ${JSON.stringify(fact.default)}`);
+  if (JSON.stringify(required) !== JSON.stringify(fact.required ?? []))
+    out.push(`${at}: required [${required.join()}], Kthena [${(fact.required ?? []).join()}]`);
+  if (JSON.stringify(node['default']) !== JSON.stringify(fact.default))
+    out.push(`${at}: default ${JSON.stringify(node['default'])}, Kthena ${JSON.stringify(fact.default)}`);
   if (fact.enum) {
     const mine = (node['enum'] as unknown[] | undefined) ?? [];
     const lost = fact.enum.filter((v) => !mine.includes(v));
@@ -69,16 +74,20 @@ function differences(root: Node, fact: Fact): string[] {
   } else if (node['enum'] !== undefined) out.push(`${at}: enum ${JSON.stringify(node['enum'])} where Kthena has none`);
   for (const lower of ['minimum', 'minLength', 'minItems'] as const) {
     const mine = node[lower] as number | undefined;
-    if (mine !== undefined && (fact[lower] === undefined || mine > fact[lower])) out.push(`${at}: ${lower} ${mine}, Kthena ${String(fact[lower])}`);
+    if (mine !== undefined && (fact[lower] === undefined || mine > fact[lower]))
+      out.push(`${at}: ${lower} ${mine}, Kthena ${String(fact[lower])}`);
   }
   for (const upper of ['maximum', 'maxLength', 'maxItems'] as const) {
     const mine = node[upper] as number | undefined;
-    if (mine !== undefined && (fact[upper] === undefined || mine < fact[upper])) out.push(`${at}: ${upper} ${mine}, Kthena ${String(fact[upper])}`);
+    if (mine !== undefined && (fact[upper] === undefined || mine < fact[upper]))
+      out.push(`${at}: ${upper} ${mine}, Kthena ${String(fact[upper])}`);
   }
   for (const exact of ['pattern', 'format'] as const) {
-    if (node[exact] !== undefined && node[exact] !== fact[exact]) out.push(`${at}: ${exact} ${String(node[exact])}, Kthena ${String(fact[exact])}`);
+    if (node[exact] !== undefined && node[exact] !== fact[exact])
+      out.push(`${at}: ${exact} ${String(node[exact])}, Kthena ${String(fact[exact])}`);
   }
-  if (fact.mapType !== undefined && node['x-kubernetes-map-type'] !== fact.mapType) out.push(`${at}: x-kubernetes-map-type ${String(node['x-kubernetes-map-type'])}`);
+  if (fact.mapType !== undefined && node['x-kubernetes-map-type'] !== fact.mapType)
+    out.push(`${at}: x-kubernetes-map-type ${String(node['x-kubernetes-map-type'])}`);
   return out;
 }
 
@@ -88,8 +97,13 @@ describe(`Triad's CRDs are a strict superset of Kthena's (${facts.source})`, () 
     for (const [kind, f] of Object.entries(facts.crds)) {
       const crd = triad.get(kind) as Node;
       const spec = crd['spec'] as Node;
-      expect({ kind, name: (crd['metadata'] as Node)['name'], group: spec['group'], scope: spec['scope'], version: versionOf(crd)['name'] })
-        .toEqual({ kind, name: f.name, group: f.group, scope: f.scope, version: f.version });
+      expect({
+        kind,
+        name: (crd['metadata'] as Node)['name'],
+        group: spec['group'],
+        scope: spec['scope'],
+        version: versionOf(crd)['name'],
+      }).toEqual({ kind, name: f.name, group: f.group, scope: f.scope, version: f.version });
       expect(Object.keys((versionOf(crd)['subresources'] as Node | undefined) ?? {}).sort()).toEqual(f.subresources);
     }
   });

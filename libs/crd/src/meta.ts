@@ -12,10 +12,7 @@ export const ObjectNameSchema = z
   .regex(DNS_SUBDOMAIN, 'must be a lowercase DNS-1123 subdomain (a-z, 0-9, "-" and ".")');
 
 /** A Kubernetes namespace name (DNS-1123 label). */
-export const NamespaceSchema = z
-  .string()
-  .max(63, 'must be at most 63 characters')
-  .regex(DNS_LABEL, 'must be a lowercase DNS-1123 label');
+export const NamespaceSchema = z.string().max(63, 'must be at most 63 characters').regex(DNS_LABEL, 'must be a lowercase DNS-1123 label');
 
 /** True when `key` is a valid label key: optional `prefix/` (a DNS subdomain) and a name of at most 63 chars. */
 export function isValidLabelKey(key: string): boolean {

@@ -15,10 +15,25 @@ export const GATEWAY_API_GROUP = 'gateway.networking.k8s.io';
  * has no API server), and readers take an absent one as {@link GATEWAY_API_GROUP} / `Gateway`.
  */
 export const ParentReferenceSchema = z.object({
-  group: z.string().max(253).regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be an API group (a DNS subdomain) or empty')
-    .optional().meta({ default: GATEWAY_API_GROUP }),
-  kind: z.string().min(1).max(63).regex(/^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$/, 'must be a kind name').optional().meta({ default: 'Gateway' }),
-  namespace: z.string().min(1).max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a lowercase DNS-1123 label').optional(),
+  group: z
+    .string()
+    .max(253)
+    .regex(/^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be an API group (a DNS subdomain) or empty')
+    .optional()
+    .meta({ default: GATEWAY_API_GROUP }),
+  kind: z
+    .string()
+    .min(1)
+    .max(63)
+    .regex(/^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$/, 'must be a kind name')
+    .optional()
+    .meta({ default: 'Gateway' }),
+  namespace: z
+    .string()
+    .min(1)
+    .max(63)
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a lowercase DNS-1123 label')
+    .optional(),
   name: z.string().min(1).max(253),
   sectionName: z.string().min(1).max(253).regex(DNS_SUBDOMAIN, 'must be a lowercase DNS-1123 subdomain').optional(),
   port: z.number().int().min(1).max(65535).optional(),
@@ -60,7 +75,11 @@ export type RateLimit = z.infer<typeof RateLimitSchema>;
 
 /** Seconds in one rate-limit unit (a month is 30 days, as in Kthena). */
 export const RATE_LIMIT_UNIT_SECONDS: Readonly<Record<RateLimitUnit, number>> = {
-  second: 1, minute: 60, hour: 3600, day: 86_400, month: 2_592_000,
+  second: 1,
+  minute: 60,
+  hour: 3600,
+  day: 86_400,
+  month: 2_592_000,
 };
 
 export const ModelRouteSpecSchema = z.object({

@@ -58,7 +58,10 @@ export type EcConnector = z.infer<typeof EcConnectorSchema>;
 export const PdGroupSchema = z.object({
   groupKey: z.string().meta({ description: 'Pod label whose value names the PD group' }),
   encodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of encode pods (pipelineMode epd)' }),
-  prefillLabels: LabelMapSchema.optional().meta({ description: 'Labels of prefill pods; {} for epd without a prefill stage (E→PD)', ...crdRequired }),
+  prefillLabels: LabelMapSchema.optional().meta({
+    description: 'Labels of prefill pods; {} for epd without a prefill stage (E→PD)',
+    ...crdRequired,
+  }),
   decodeLabels: LabelMapSchema.optional().meta({ description: 'Labels of decode pods', ...crdRequired }),
 });
 
@@ -88,7 +91,8 @@ export const RetryPolicySchema = z.object({
  */
 export const OutlierDetectionSchema = z.object({
   consecutiveErrors: z.number().int().min(0).max(1000).optional().meta({
-    description: 'Consecutive 5xx answers, connect failures or stage timeouts of one endpoint in one stage that eject it (default 5; 0 = off)',
+    description:
+      'Consecutive 5xx answers, connect failures or stage timeouts of one endpoint in one stage that eject it (default 5; 0 = off)',
   }),
   baseEjectionTime: DurationSchema.optional().meta({ description: 'First ejection; each further one doubles it (default 10s)' }),
   maxEjectionTime: DurationSchema.optional().meta({ description: 'Longest ejection (default 300s)' }),
@@ -110,7 +114,7 @@ export const TrafficPolicySchema = z.object({
  */
 export const ConnectionPoolSchema = z.object({
   maxConnections: z.number().int().min(1).max(65536).optional().meta({
-    description: 'Requests in flight per endpoint from one gateway replica (default: the gateway\'s --upstream-connections, 1024)',
+    description: "Requests in flight per endpoint from one gateway replica (default: the gateway's --upstream-connections, 1024)",
   }),
 });
 
@@ -125,11 +129,17 @@ export const EngineAuthSchema = z.object({
   passThrough: z.boolean().default(false).meta({
     description: "Forward the client's Authorization header to every engine leg (for engines that check it themselves)",
   }),
-  credential: z.string().max(253).regex(ENGINE_CREDENTIAL_NAME).optional().meta({
-    description: 'Name of an engine credential the gateway holds: the file <engine credentials dir>/<namespace>/<name> '
-      + '(a key of a Secret mounted into the gateway), sent as `Authorization: Bearer <contents>` on every engine leg. '
-      + 'Not together with passThrough',
-  }),
+  credential: z
+    .string()
+    .max(253)
+    .regex(ENGINE_CREDENTIAL_NAME)
+    .optional()
+    .meta({
+      description:
+        'Name of an engine credential the gateway holds: the file <engine credentials dir>/<namespace>/<name> ' +
+        '(a key of a Secret mounted into the gateway), sent as `Authorization: Bearer <contents>` on every engine leg. ' +
+        'Not together with passThrough',
+    }),
 });
 
 export const ModelServerSpecSchema = z.object({

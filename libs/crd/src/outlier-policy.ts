@@ -11,7 +11,10 @@ export interface OutlierPolicy {
 }
 
 export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = Object.freeze({
-  consecutiveErrors: 5, baseEjectionMs: 10_000, maxEjectionMs: 300_000, maxEjectionPercent: 50,
+  consecutiveErrors: 5,
+  baseEjectionMs: 10_000,
+  maxEjectionMs: 300_000,
+  maxEjectionPercent: 50,
 });
 
 /** The outlier policy of a ModelServer: its `trafficPolicy.outlierDetection` over the defaults. */

@@ -64,13 +64,21 @@ export type BootstrapPortSource = 'server-info' | 'annotation:triad.io' | 'annot
  * `sglang.ai/bootstrap-port`, then the ModelServer's `bootstrapPort`, then SGLang's default. (A pod's own
  * `/server_info` is more authoritative; the pod-watcher prefers it once read.)
  */
-export function staticBootstrapPort(annotations: Annotations, rolePort: number, modelServerPort: number | undefined, fallback: number): {
+export function staticBootstrapPort(
+  annotations: Annotations,
+  rolePort: number,
+  modelServerPort: number | undefined,
+  fallback: number,
+): {
   port: number;
   source: BootstrapPortSource;
   problems: string[];
 } {
   const problems: string[] = [];
-  const sources = [[BOOTSTRAP_PORT_ANNOTATION, 'annotation:triad.io'], [SGLANG_BOOTSTRAP_PORT_ANNOTATION, 'annotation:sglang.ai']] as const;
+  const sources = [
+    [BOOTSTRAP_PORT_ANNOTATION, 'annotation:triad.io'],
+    [SGLANG_BOOTSTRAP_PORT_ANNOTATION, 'annotation:sglang.ai'],
+  ] as const;
   for (const [name, source] of sources) {
     const read = annotatedPortFor(annotations, name, rolePort);
     if (read.port !== undefined) return { port: read.port, source, problems };

@@ -43,7 +43,8 @@ export function externalModelProviderRules(spec: unknown): ValidationProblem[] {
   }
   const ref = obj(obj(s['auth'])?.['secretRef']);
   if (ref) {
-    if (ref['name'] === undefined || ref['name'] === '') problems.push({ path: 'spec.auth.secretRef.name', message: 'secret name is required' });
+    if (ref['name'] === undefined || ref['name'] === '')
+      problems.push({ path: 'spec.auth.secretRef.name', message: 'secret name is required' });
     if (ref['key'] === '') problems.push({ path: 'spec.auth.secretRef.key', message: 'secret key is required' });
     if (ref['optional'] === true) problems.push({ path: 'spec.auth.secretRef.optional', message: 'optional must be false or unset' });
   }

@@ -19,7 +19,8 @@ export interface PodClassification {
 
 /** True when every selector label is present on the pod with the same value (an empty selector matches nothing). */
 export function matchesLabels(
-  labels: Readonly<Record<string, string>> | undefined, selector: Readonly<Record<string, string>> | undefined,
+  labels: Readonly<Record<string, string>> | undefined,
+  selector: Readonly<Record<string, string>> | undefined,
 ): boolean {
   if (!selector) return false;
   const entries = Object.entries(selector);
@@ -33,11 +34,14 @@ export function matchesLabels(
  * decode pods need the `groupKey` label, encode pods may omit it to serve every group.
  */
 export function classifyPod(
-  spec: Pick<ModelServerSpec, 'pipelineMode' | 'workloadSelector'>, labels: Readonly<Record<string, string>> | undefined,
+  spec: Pick<ModelServerSpec, 'pipelineMode' | 'workloadSelector'>,
+  labels: Readonly<Record<string, string>> | undefined,
 ): PodClassification {
-  if (!matchesLabels(labels, spec.workloadSelector.matchLabels)) return {
-    role: 'none', reason: 'labels do not match workloadSelector.matchLabels',
-  };
+  if (!matchesLabels(labels, spec.workloadSelector.matchLabels))
+    return {
+      role: 'none',
+      reason: 'labels do not match workloadSelector.matchLabels',
+    };
   const mode = resolvePipelineMode(spec);
   const pd = spec.workloadSelector.pdGroup;
   if (mode === 'aggregated' || !pd) return { role: 'aggregated' };
@@ -64,11 +68,12 @@ export function classifyPod(
  * makes classification depend on precedence rather than intent.
  */
 export function overlappingRoleLabels(
-  pd: NonNullable<ModelServerSpec['workloadSelector']['pdGroup']>, roles: readonly ('encode' | 'prefill' | 'decode')[],
+  pd: NonNullable<ModelServerSpec['workloadSelector']['pdGroup']>,
+  roles: readonly ('encode' | 'prefill' | 'decode')[],
 ): [string, string][] {
   const sets = roles
     .map((r) => [r, pd[`${r}Labels` as const]] as const)
-    .filter((e): e is readonly [typeof e[0], Record<string, string>] => !!e[1] && Object.keys(e[1]).length > 0);
+    .filter((e): e is readonly [(typeof e)[0], Record<string, string>] => !!e[1] && Object.keys(e[1]).length > 0);
   const overlaps: [string, string][] = [];
   for (let i = 0; i < sets.length; i++) {
     for (let j = i + 1; j < sets.length; j++) {

@@ -11,7 +11,12 @@ const obj = (v: unknown): Raw => (v && typeof v === 'object' && !Array.isArray(v
 const nonEmptyMap = (v: unknown): boolean => !!obj(v) && Object.keys(obj(v) as object).length > 0;
 
 const MODE_ALIASES: Record<string, string> = {
-  aggregated: 'aggregated', pd: 'pd', epd: 'epd', 'pd-disaggregated': 'pd', 'vllm-epd': 'epd', 'sglang-epd': 'epd',
+  aggregated: 'aggregated',
+  pd: 'pd',
+  epd: 'epd',
+  'pd-disaggregated': 'pd',
+  'vllm-epd': 'epd',
+  'sglang-epd': 'epd',
 };
 
 /** Rules of a ModelServer spec that a JSON shape cannot express. */
@@ -58,7 +63,8 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
   const auth = obj(s['engineAuth']);
   if (auth && auth['passThrough'] === true && auth['credential'] !== undefined) {
     problems.push({
-      path: 'spec.engineAuth', message: 'passThrough and credential both set Authorization: choose one (the client\'s, or the named credential)',
+      path: 'spec.engineAuth',
+      message: "passThrough and credential both set Authorization: choose one (the client's, or the named credential)",
     });
   }
   if (s['ecConnector'] !== undefined) {
@@ -70,12 +76,14 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
   }
   if (pd && pd['groupKey'] === '') problems.push({ path: `${pdPath}.groupKey`, message: 'must not be empty' });
   const attempts = obj(obj(s['trafficPolicy'])?.['retry'])?.['attempts'];
-  if (typeof attempts === 'number' && attempts < 0) problems.push({ path: 'spec.trafficPolicy.retry.attempts', message: 'must not be negative' });
+  if (typeof attempts === 'number' && attempts < 0)
+    problems.push({ path: 'spec.trafficPolicy.retry.attempts', message: 'must not be negative' });
   if (pd && (mode === 'pd' || mode === 'epd')) {
     const roles = mode === 'epd' ? (['encode', 'prefill', 'decode'] as const) : (['prefill', 'decode'] as const);
     for (const [a, b] of overlappingRoleLabels(pd as never, roles)) {
       problems.push({
-        path: pdPath, message: `ambiguous roles: a pod can match both ${a} and ${b}; give them a label key with different values`,
+        path: pdPath,
+        message: `ambiguous roles: a pod can match both ${a} and ${b}; give them a label key with different values`,
       });
     }
   }
@@ -125,7 +133,8 @@ export function modelRouteRules(spec: unknown): ValidationProblem[] {
       const hasProvider = typeof t?.['externalModelProviderName'] === 'string' && t['externalModelProviderName'] !== '';
       if (hasServer === hasProvider) {
         problems.push({
-          path: `${base}.targetModels[${j}]`, message: 'exactly one of modelServerName or externalModelProviderName is required',
+          path: `${base}.targetModels[${j}]`,
+          message: 'exactly one of modelServerName or externalModelProviderName is required',
         });
       }
       if (hasProvider && lora.length > 0) {
@@ -147,5 +156,5 @@ export function modelRouteRules(spec: unknown): ValidationProblem[] {
 
 /** Durations are shape-checked already; this converts one for callers that need milliseconds. */
 export function durationMs(text: string | undefined, fallbackMs: number): number {
-  return text === undefined ? fallbackMs : parseGoDuration(text) ?? fallbackMs;
+  return text === undefined ? fallbackMs : (parseGoDuration(text) ?? fallbackMs);
 }

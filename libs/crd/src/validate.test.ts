@@ -21,14 +21,18 @@ function route(spec: Record<string, unknown>) {
 }
 const problemsOf = (obj: unknown) => validateResource(obj).problems.map(formatProblem);
 const epdGroup = {
-  groupKey: 'group', encodeLabels: { role: 'encode' }, prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' },
+  groupKey: 'group',
+  encodeLabels: { role: 'encode' },
+  prefillLabels: { role: 'prefill' },
+  decodeLabels: { role: 'decode' },
 };
 
 describe('Kthena and EPD example manifests', () => {
   it.each(['kthena-examples.yaml', 'epd-examples.yaml'])('%s validates unchanged', (file) => {
     const results = validateManifests(fixture(file));
     expect(results.length).toBeGreaterThan(3);
-    for (const r of results) expect({ name: r.name, problems: r.problems, warnings: r.warnings }).toEqual({ name: r.name, problems: [], warnings: [] });
+    for (const r of results)
+      expect({ name: r.name, problems: r.problems, warnings: r.warnings }).toEqual({ name: r.name, problems: [], warnings: [] });
   });
 });
 
@@ -38,80 +42,168 @@ describe('ModelServer validation errors', () => {
     ['unknown engine', { inferenceEngine: 'TGI' }, ['spec.inferenceEngine: Invalid option: expected one of "vLLM"|"SGLang"']],
     ['port out of range', { workloadPort: { port: 70000 } }, ['spec.workloadPort.port: Too big: expected number to be <=65535']],
     [
-      'bad protocol', { workloadPort: { port: 1, protocol: 'grpc' } },
+      'bad protocol',
+      { workloadPort: { port: 1, protocol: 'grpc' } },
       ['spec.workloadPort.protocol: Invalid option: expected one of "http"|"https"'],
     ],
     ['empty matchLabels', { workloadSelector: { matchLabels: {} } }, ['spec.workloadSelector.matchLabels: must have at least one label']],
-    ['bad label key', { workloadSelector: { matchLabels: { 'bad key!': 'x' } } }, ['spec.workloadSelector.matchLabels["bad key!"]: invalid label key \'bad key!\'']],
-    ['bad label value', { workloadSelector: { matchLabels: { app: 'has space' } } }, ["spec.workloadSelector.matchLabels.app: invalid label value 'has space'"]],
-    ['bad duration', { trafficPolicy: { timeout: '10' } }, ['spec.trafficPolicy.timeout: must be a Go duration such as 500ms, 10s or 1m30s']],
-    ['bad retry interval', { trafficPolicy: { retry: { attempts: 2, retryInterval: 'soon' } } }, ['spec.trafficPolicy.retry.retryInterval: must be a Go duration such as 500ms, 10s or 1m30s']],
+    [
+      'bad label key',
+      { workloadSelector: { matchLabels: { 'bad key!': 'x' } } },
+      ['spec.workloadSelector.matchLabels["bad key!"]: invalid label key \'bad key!\''],
+    ],
+    [
+      'bad label value',
+      { workloadSelector: { matchLabels: { app: 'has space' } } },
+      ["spec.workloadSelector.matchLabels.app: invalid label value 'has space'"],
+    ],
+    [
+      'bad duration',
+      { trafficPolicy: { timeout: '10' } },
+      ['spec.trafficPolicy.timeout: must be a Go duration such as 500ms, 10s or 1m30s'],
+    ],
+    [
+      'bad retry interval',
+      { trafficPolicy: { retry: { attempts: 2, retryInterval: 'soon' } } },
+      ['spec.trafficPolicy.retry.retryInterval: must be a Go duration such as 500ms, 10s or 1m30s'],
+    ],
     ['negative attempts', { trafficPolicy: { retry: { attempts: -1 } } }, ['spec.trafficPolicy.retry.attempts: must not be negative']],
-    ['unknown kvConnector', { kvConnector: { type: 'p2p' } }, ['spec.kvConnector.type: Invalid option: expected one of "http"|"lmcache"|"nixl"|"mooncake"']],
-    ['unknown ecConnector', { ecConnector: { type: 'lmcache' } }, [
-      'spec.ecConnector.type: Invalid option: expected one of "shared-storage"|"nixl"|"mooncake"',
-      'spec.ecConnector: only used when pipelineMode is epd; set pipelineMode: epd or remove it',
-    ]],
-    ['ecConnector outside epd', { ecConnector: { type: 'nixl' } }, [
-      'spec.ecConnector: only used when pipelineMode is epd; set pipelineMode: epd or remove it',
-    ]],
-    ['ecConnector on SGLang', { inferenceEngine: 'SGLang', ecConnector: {} }, ['spec.ecConnector: is a vLLM EPD setting; inferenceEngine is SGLang']],
-    ['encoder batch out of range', {
-      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup }, ecConnector: { maxEncoderBatch: 65 },
-    }, ['spec.ecConnector.maxEncoderBatch: Too big: expected number to be <=64']],
-    ['unknown pipelineMode', { pipelineMode: 'edp' }, ['spec.pipelineMode: Invalid option: expected one of "aggregated"|"pd"|"epd"|"pd-disaggregated"|"vllm-epd"|"sglang-epd"']],
+    [
+      'unknown kvConnector',
+      { kvConnector: { type: 'p2p' } },
+      ['spec.kvConnector.type: Invalid option: expected one of "http"|"lmcache"|"nixl"|"mooncake"'],
+    ],
+    [
+      'unknown ecConnector',
+      { ecConnector: { type: 'lmcache' } },
+      [
+        'spec.ecConnector.type: Invalid option: expected one of "shared-storage"|"nixl"|"mooncake"',
+        'spec.ecConnector: only used when pipelineMode is epd; set pipelineMode: epd or remove it',
+      ],
+    ],
+    [
+      'ecConnector outside epd',
+      { ecConnector: { type: 'nixl' } },
+      ['spec.ecConnector: only used when pipelineMode is epd; set pipelineMode: epd or remove it'],
+    ],
+    [
+      'ecConnector on SGLang',
+      { inferenceEngine: 'SGLang', ecConnector: {} },
+      ['spec.ecConnector: is a vLLM EPD setting; inferenceEngine is SGLang'],
+    ],
+    [
+      'encoder batch out of range',
+      {
+        pipelineMode: 'epd',
+        workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup },
+        ecConnector: { maxEncoderBatch: 65 },
+      },
+      ['spec.ecConnector.maxEncoderBatch: Too big: expected number to be <=64'],
+    ],
+    [
+      'unknown pipelineMode',
+      { pipelineMode: 'edp' },
+      ['spec.pipelineMode: Invalid option: expected one of "aggregated"|"pd"|"epd"|"pd-disaggregated"|"vllm-epd"|"sglang-epd"'],
+    ],
     ['model too long', { model: 'x'.repeat(257) }, ['spec.model: Too big: expected string to have <=256 characters']],
-    ['engine credential and pass-through together', { engineAuth: { passThrough: true, credential: 'qwen-key' } }, [
-      'spec.engineAuth: passThrough and credential both set Authorization: choose one (the client\'s, or the named credential)',
-    ]],
-    ['engine credential that is a path', { engineAuth: { credential: '../gateway/key' } }, [
-      'spec.engineAuth.credential: Invalid string: must match pattern /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/',
-    ]],
+    [
+      'engine credential and pass-through together',
+      { engineAuth: { passThrough: true, credential: 'qwen-key' } },
+      ["spec.engineAuth: passThrough and credential both set Authorization: choose one (the client's, or the named credential)"],
+    ],
+    [
+      'engine credential that is a path',
+      { engineAuth: { credential: '../gateway/key' } },
+      ['spec.engineAuth.credential: Invalid string: must match pattern /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/'],
+    ],
     ['epd without pdGroup', { pipelineMode: 'epd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is epd']],
     ['pd without pdGroup', { pipelineMode: 'pd' }, ['spec.workloadSelector.pdGroup: required when pipelineMode is pd']],
-    ['epd without encodeLabels', {
-      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } },
-    },
-      ['spec.workloadSelector.pdGroup.encodeLabels: required when pipelineMode is epd']],
-    ['epd with empty decodeLabels', {
-      pipelineMode: 'epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, decodeLabels: {} } },
-    },
-      ['spec.workloadSelector.pdGroup.decodeLabels: required when pipelineMode is epd']],
-    ['missing matchLabels', { workloadSelector: {} }, ['spec.workloadSelector.matchLabels: must have at least one label']],
-    ['missing groupKey', { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } } },
-      ['spec.workloadSelector.pdGroup.groupKey: Invalid input: expected string, received undefined']],
-    ['pd without prefillLabels', { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { groupKey: 'g', decodeLabels: { r: 'd' } } } },
-      ['spec.workloadSelector.pdGroup.prefillLabels: required when pipelineMode is pd']],
-    ['pd with encodeLabels', { pipelineMode: 'pd-disaggregated', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup } },
-      ['spec.workloadSelector.pdGroup.encodeLabels: only used when pipelineMode is epd; set pipelineMode: epd or remove it']],
-    ['empty groupKey', { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, groupKey: '', encodeLabels: undefined } } },
-      ['spec.workloadSelector.pdGroup.groupKey: must not be empty']],
-    ['aggregated with pdGroup', {
-      pipelineMode: 'aggregated', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } },
-    },
-      ['spec.workloadSelector.pdGroup: must not be set when pipelineMode is aggregated']],
-    ['vllm-epd on SGLang', {
-      inferenceEngine: 'SGLang', pipelineMode: 'vllm-epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup },
-    },
-      ["spec.pipelineMode: 'vllm-epd' needs inferenceEngine vLLM, got SGLang"]],
-    ['sglang-epd on vLLM', { pipelineMode: 'sglang-epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup } },
-      ["spec.pipelineMode: 'sglang-epd' needs inferenceEngine SGLang, got vLLM"]],
-    ['ambiguous role labels', {
-      pipelineMode: 'epd',
-      workloadSelector: {
-        matchLabels: { app: 'a' },
-        pdGroup: { groupKey: 'g', encodeLabels: { enc: 'y' }, prefillLabels: { role: 'p' }, decodeLabels: { role: 'd', tier: 'x' } },
+    [
+      'epd without encodeLabels',
+      {
+        pipelineMode: 'epd',
+        workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } },
       },
-    },
-      ['spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and prefillLabels; give them a label key with ' +
-        'different values',
+      ['spec.workloadSelector.pdGroup.encodeLabels: required when pipelineMode is epd'],
+    ],
+    [
+      'epd with empty decodeLabels',
+      {
+        pipelineMode: 'epd',
+        workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, decodeLabels: {} } },
+      },
+      ['spec.workloadSelector.pdGroup.decodeLabels: required when pipelineMode is epd'],
+    ],
+    ['missing matchLabels', { workloadSelector: {} }, ['spec.workloadSelector.matchLabels: must have at least one label']],
+    [
+      'missing groupKey',
+      { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } } },
+      ['spec.workloadSelector.pdGroup.groupKey: Invalid input: expected string, received undefined'],
+    ],
+    [
+      'pd without prefillLabels',
+      { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { groupKey: 'g', decodeLabels: { r: 'd' } } } },
+      ['spec.workloadSelector.pdGroup.prefillLabels: required when pipelineMode is pd'],
+    ],
+    [
+      'pd with encodeLabels',
+      { pipelineMode: 'pd-disaggregated', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup } },
+      ['spec.workloadSelector.pdGroup.encodeLabels: only used when pipelineMode is epd; set pipelineMode: epd or remove it'],
+    ],
+    [
+      'empty groupKey',
+      { workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, groupKey: '', encodeLabels: undefined } } },
+      ['spec.workloadSelector.pdGroup.groupKey: must not be empty'],
+    ],
+    [
+      'aggregated with pdGroup',
+      {
+        pipelineMode: 'aggregated',
+        workloadSelector: { matchLabels: { app: 'a' }, pdGroup: { ...epdGroup, encodeLabels: undefined } },
+      },
+      ['spec.workloadSelector.pdGroup: must not be set when pipelineMode is aggregated'],
+    ],
+    [
+      'vllm-epd on SGLang',
+      {
+        inferenceEngine: 'SGLang',
+        pipelineMode: 'vllm-epd',
+        workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup },
+      },
+      ["spec.pipelineMode: 'vllm-epd' needs inferenceEngine vLLM, got SGLang"],
+    ],
+    [
+      'sglang-epd on vLLM',
+      { pipelineMode: 'sglang-epd', workloadSelector: { matchLabels: { app: 'a' }, pdGroup: epdGroup } },
+      ["spec.pipelineMode: 'sglang-epd' needs inferenceEngine SGLang, got vLLM"],
+    ],
+    [
+      'ambiguous role labels',
+      {
+        pipelineMode: 'epd',
+        workloadSelector: {
+          matchLabels: { app: 'a' },
+          pdGroup: { groupKey: 'g', encodeLabels: { enc: 'y' }, prefillLabels: { role: 'p' }, decodeLabels: { role: 'd', tier: 'x' } },
+        },
+      },
+      [
+        'spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and prefillLabels; give them a label key with ' +
+          'different values',
         'spec.workloadSelector.pdGroup: ambiguous roles: a pod can match both encodeLabels and decodeLabels; give them a label key with ' +
-          'different values']],
+          'different values',
+      ],
+    ],
     ['bootstrapPort out of range', { bootstrapPort: 0 }, ['spec.bootstrapPort: Too small: expected number to be >=1']],
-    ['connectionPool.maxConnections 0', { connectionPool: { maxConnections: 0 } },
-      ['spec.connectionPool.maxConnections: Too small: expected number to be >=1']],
-    ['connectionPool.maxConnections not an integer', { connectionPool: { maxConnections: 2.5 } },
-      ['spec.connectionPool.maxConnections: Invalid input: expected int, received number']],
+    [
+      'connectionPool.maxConnections 0',
+      { connectionPool: { maxConnections: 0 } },
+      ['spec.connectionPool.maxConnections: Too small: expected number to be >=1'],
+    ],
+    [
+      'connectionPool.maxConnections not an integer',
+      { connectionPool: { maxConnections: 2.5 } },
+      ['spec.connectionPool.maxConnections: Invalid input: expected int, received number'],
+    ],
   ];
   it.each(cases)('%s', (_name, spec, expected) => {
     expect(problemsOf(server(spec))).toEqual(expected);
@@ -123,9 +215,9 @@ describe('ModelServer validation errors', () => {
   });
 
   it('rejects a bad name and a wrong apiVersion', () => {
-    expect(problemsOf(server(
-      {}, { metadata: { name: 'Bad_Name' } },
-    ))).toEqual(['metadata.name: must be a lowercase DNS-1123 subdomain (a-z, 0-9, "-" and ".")']);
+    expect(problemsOf(server({}, { metadata: { name: 'Bad_Name' } }))).toEqual([
+      'metadata.name: must be a lowercase DNS-1123 subdomain (a-z, 0-9, "-" and ".")',
+    ]);
     expect(problemsOf(server({}, { apiVersion: 'v1' }))).toEqual(['apiVersion: must be networking.serving.volcano.sh/v1alpha1']);
   });
 });
@@ -136,42 +228,76 @@ describe('ModelRoute validation errors', () => {
     ['no modelName nor lora', { rules: [{ targetModels: [target] }] }, ['spec: modelName or loraAdapters is required']],
     ['empty lora name', { loraAdapters: ['a', ''] }, ['spec.loraAdapters[1]: must not be empty']],
     [
-      'too many lora adapters', { loraAdapters: Array.from({ length: 11 }, (_, i) => `l${i}`) },
+      'too many lora adapters',
+      { loraAdapters: Array.from({ length: 11 }, (_, i) => `l${i}`) },
       ['spec.loraAdapters: Too big: expected array to have <=10 items'],
     ],
     [
-      'rule without targets', { modelName: 'm', rules: [{ targetModels: [] }] },
+      'rule without targets',
+      { modelName: 'm', rules: [{ targetModels: [] }] },
       ['spec.rules[0].targetModels: Too small: expected array to have >=1 items'],
     ],
     [
-      'weight out of range', { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 101 }] }] },
+      'weight out of range',
+      { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 101 }] }] },
       ['spec.rules[0].targetModels[0].weight: Too big: expected number to be <=100'],
     ],
     [
-      'zero weight sum', { modelName: 'm', rules: [{ targetModels: [{ ...target, weight: 0 }, { modelServerName: 'b', weight: 0 }] }] },
+      'zero weight sum',
+      {
+        modelName: 'm',
+        rules: [
+          {
+            targetModels: [
+              { ...target, weight: 0 },
+              { modelServerName: 'b', weight: 0 },
+            ],
+          },
+        ],
+      },
       ['spec.rules[0].targetModels: weights must sum to more than 0'],
     ],
-    ['both target kinds', { modelName: 'm', rules: [{ targetModels: [{ modelServerName: 'a', externalModelProviderName: 'b' }] }] },
-      ['spec.rules[0].targetModels[0]: exactly one of modelServerName or externalModelProviderName is required']],
-    ['neither target kind', { modelName: 'm', rules: [{ targetModels: [{ weight: 5 }] }] },
-      ['spec.rules[0].targetModels[0]: exactly one of modelServerName or externalModelProviderName is required']],
-    ['lora to provider', { loraAdapters: ['a'], rules: [{ targetModels: [{ externalModelProviderName: 'openai' }] }] },
-      ['spec.rules[0].targetModels[0]: LoRA routes may not target an ExternalModelProvider']],
-    ['bad header regex', { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { regex: '(' } } }, targetModels: [target] }] },
-      [expect.stringMatching(/^spec\.rules\[0\]\.modelMatch\.headers\["x-tier"\]\.regex: regex does not compile/) as unknown as string]],
-    ['two match kinds', { modelName: 'm', rules: [{ modelMatch: { uri: { exact: '/a', prefix: '/b' } }, targetModels: [target] }] },
-      ['spec.rules[0].modelMatch.uri: only one of exact, prefix or regex may be set (got exact, prefix)']],
-    ['bad rate limit', { modelName: 'm', rateLimit: { inputTokensPerUnit: 0, unit: 'week' } },
+    [
+      'both target kinds',
+      { modelName: 'm', rules: [{ targetModels: [{ modelServerName: 'a', externalModelProviderName: 'b' }] }] },
+      ['spec.rules[0].targetModels[0]: exactly one of modelServerName or externalModelProviderName is required'],
+    ],
+    [
+      'neither target kind',
+      { modelName: 'm', rules: [{ targetModels: [{ weight: 5 }] }] },
+      ['spec.rules[0].targetModels[0]: exactly one of modelServerName or externalModelProviderName is required'],
+    ],
+    [
+      'lora to provider',
+      { loraAdapters: ['a'], rules: [{ targetModels: [{ externalModelProviderName: 'openai' }] }] },
+      ['spec.rules[0].targetModels[0]: LoRA routes may not target an ExternalModelProvider'],
+    ],
+    [
+      'bad header regex',
+      { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { regex: '(' } } }, targetModels: [target] }] },
+      [expect.stringMatching(/^spec\.rules\[0\]\.modelMatch\.headers\["x-tier"\]\.regex: regex does not compile/) as unknown as string],
+    ],
+    [
+      'two match kinds',
+      { modelName: 'm', rules: [{ modelMatch: { uri: { exact: '/a', prefix: '/b' } }, targetModels: [target] }] },
+      ['spec.rules[0].modelMatch.uri: only one of exact, prefix or regex may be set (got exact, prefix)'],
+    ],
+    [
+      'bad rate limit',
+      { modelName: 'm', rateLimit: { inputTokensPerUnit: 0, unit: 'week' } },
       [
         'spec.rateLimit.inputTokensPerUnit: Too small: expected number to be >=1',
         'spec.rateLimit.unit: Invalid option: expected one of "second"|"minute"|"hour"|"day"|"month"',
-      ]],
+      ],
+    ],
     [
-      'bad redis address', { modelName: 'm', rateLimit: { inputTokensPerUnit: 5, global: { redis: { address: 'redis' } } } },
+      'bad redis address',
+      { modelName: 'm', rateLimit: { inputTokensPerUnit: 5, global: { redis: { address: 'redis' } } } },
       ['spec.rateLimit.global.redis.address: must be host:port'],
     ],
     [
-      'too many rules', { modelName: 'm', rules: Array.from({ length: 17 }, () => ({ targetModels: [target] })) },
+      'too many rules',
+      { modelName: 'm', rules: Array.from({ length: 17 }, () => ({ targetModels: [target] })) },
       ['spec.rules: Too big: expected array to have <=16 items'],
     ],
   ];
@@ -183,7 +309,10 @@ describe('ModelRoute validation errors', () => {
 describe('documents and kinds', () => {
   it('skips kinds Triad does not read and rejects documents without kind', () => {
     const results = validateManifests('apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n---\nfoo: 1\n---\n# empty\n');
-    expect(results.map((r) => [r.status, r.kind, r.line])).toEqual([['skipped', 'Deployment', 1], ['invalid', '(no kind)', 5]]);
+    expect(results.map((r) => [r.status, r.kind, r.line])).toEqual([
+      ['skipped', 'Deployment', 1],
+      ['invalid', '(no kind)', 5],
+    ]);
   });
 
   it('reports YAML syntax errors with their line', () => {
@@ -193,9 +322,13 @@ describe('documents and kinds', () => {
   });
 
   it('checks pods', () => {
-    expect(problemsOf({
-      apiVersion: 'v1', kind: 'Pod', metadata: {},
-    })).toEqual(['metadata.name: Invalid input: expected string, received undefined']);
+    expect(
+      problemsOf({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {},
+      }),
+    ).toEqual(['metadata.name: Invalid input: expected string, received undefined']);
   });
 
   it.each(['127.0.0.999', '::::', '1.2.3', 'engine.local', '10.0.0.1 '])('refuses a pod whose podIP is not an IP literal (%j)', (podIP) => {
@@ -232,16 +365,19 @@ describe('schema round-trips and derived values', () => {
   });
 
   it.each([
-    [{}, 'aggregated'], [{ pipelineMode: 'pd-disaggregated' }, 'pd'], [{ pipelineMode: 'vllm-epd' }, 'epd'],
-    [{ pipelineMode: 'sglang-epd' }, 'epd'], [{ workloadSelector: { matchLabels: {}, pdGroup: { groupKey: 'g' } } }, 'pd'],
+    [{}, 'aggregated'],
+    [{ pipelineMode: 'pd-disaggregated' }, 'pd'],
+    [{ pipelineMode: 'vllm-epd' }, 'epd'],
+    [{ pipelineMode: 'sglang-epd' }, 'epd'],
+    [{ workloadSelector: { matchLabels: {}, pdGroup: { groupKey: 'g' } } }, 'pd'],
   ])('resolvePipelineMode(%j) = %s', (spec, mode) => {
     expect(resolvePipelineMode({ workloadSelector: { matchLabels: {} }, ...spec } as ModelServer['spec'])).toBe(mode);
   });
 
   it('role ports fall back to workloadPort.port', () => {
     const spec = { workloadPort: { port: 8000, protocol: 'http' as const, encodePort: 9000 } };
-    expect([
-      rolePort(spec, 'encode'), rolePort(spec, 'prefill'), rolePort(spec, 'decode'), rolePort(spec, 'aggregated'),
-    ]).toEqual([9000, 8000, 8000, 8000]);
+    expect([rolePort(spec, 'encode'), rolePort(spec, 'prefill'), rolePort(spec, 'decode'), rolePort(spec, 'aggregated')]).toEqual([
+      9000, 8000, 8000, 8000,
+    ]);
   });
 });

@@ -3,7 +3,13 @@ import { LineCounter, parseAllDocuments } from 'yaml';
 import { crdSchemaWarnings } from './crd-warnings';
 import { ExternalModelProviderSchema, type ExternalModelProvider } from './external-model-provider';
 import {
-  GATEWAY_API_VERSION, GatewaySchema, HttpRouteSchema, INFERENCE_POOL_API_VERSION, InferencePoolSchema, type Gateway, type HttpRoute,
+  GATEWAY_API_VERSION,
+  GatewaySchema,
+  HttpRouteSchema,
+  INFERENCE_POOL_API_VERSION,
+  InferencePoolSchema,
+  type Gateway,
+  type HttpRoute,
   type InferencePool,
 } from './gateway-api/schemas';
 import { httpRouteSupport } from './gateway-api/http-route-support';
@@ -26,11 +32,30 @@ export type ResourceKind = TriadResource['kind'];
 type Problems = readonly ValidationProblem[];
 export type ResourceValidation =
   | {
-    readonly status: 'valid'; readonly kind: ResourceKind; readonly name: string; readonly namespace: string; readonly value: TriadResource;
-    readonly problems: readonly []; readonly warnings: Problems;
-  }
-  | { readonly status: 'invalid'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: Problems; readonly warnings: Problems }
-  | { readonly status: 'skipped'; readonly kind: string; readonly name?: string; readonly namespace?: string; readonly problems: readonly []; readonly warnings: readonly [] };
+      readonly status: 'valid';
+      readonly kind: ResourceKind;
+      readonly name: string;
+      readonly namespace: string;
+      readonly value: TriadResource;
+      readonly problems: readonly [];
+      readonly warnings: Problems;
+    }
+  | {
+      readonly status: 'invalid';
+      readonly kind: string;
+      readonly name?: string;
+      readonly namespace?: string;
+      readonly problems: Problems;
+      readonly warnings: Problems;
+    }
+  | {
+      readonly status: 'skipped';
+      readonly kind: string;
+      readonly name?: string;
+      readonly namespace?: string;
+      readonly problems: readonly [];
+      readonly warnings: readonly [];
+    };
 
 function zodProblems(error: z.ZodError): ValidationProblem[] {
   return error.issues.map((issue) => ({ path: formatPath(issue.path), message: issue.message }));
@@ -47,15 +72,27 @@ function identity(raw: Record<string, unknown>): { kind: string; name?: string; 
 
 type Rules = (raw: Record<string, unknown>) => ValidationProblem[];
 
-function check<T extends TriadResource>(schema: z.ZodType<T>, rules: Rules, raw: Record<string, unknown>, warnings: Rules = () => []):
-ResourceValidation {
+function check<T extends TriadResource>(
+  schema: z.ZodType<T>,
+  rules: Rules,
+  raw: Record<string, unknown>,
+  warnings: Rules = () => [],
+): ResourceValidation {
   const parsed = schema.safeParse(raw);
   const problems = [...(parsed.success ? [] : zodProblems(parsed.error)), ...rules(raw)];
   const id = identity(raw);
   const found = warnings(raw);
   if (parsed.success && problems.length === 0) {
     const value = parsed.data;
-    return { status: 'valid', kind: value.kind, name: value.metadata.name, namespace: value.metadata.namespace, value, problems: [], warnings: found };
+    return {
+      status: 'valid',
+      kind: value.kind,
+      name: value.metadata.name,
+      namespace: value.metadata.namespace,
+      value,
+      problems: [],
+      warnings: found,
+    };
   }
   return { status: 'invalid', ...id, problems, warnings: found };
 }
@@ -84,9 +121,13 @@ const KINDS: Readonly<Record<string, KindCheck>> = {
   },
   Pod: { apiVersion: 'v1', run: (raw) => check(PodSchema, () => [], raw) },
   Gateway: { apiVersion: GATEWAY_API_VERSION, run: (raw) => check(GatewaySchema, (r) => gatewayRules(spec(r)), raw) },
-  HTTPRoute: { apiVersion: GATEWAY_API_VERSION, run: (raw) => check(HttpRouteSchema, (r) => httpRouteRules(spec(r)), raw, routeSupportWarnings) },
+  HTTPRoute: {
+    apiVersion: GATEWAY_API_VERSION,
+    run: (raw) => check(HttpRouteSchema, (r) => httpRouteRules(spec(r)), raw, routeSupportWarnings),
+  },
   InferencePool: {
-    apiVersion: INFERENCE_POOL_API_VERSION, run: (raw) => check(InferencePoolSchema, (r) => inferencePoolRules(spec(r), r['metadata']), raw),
+    apiVersion: INFERENCE_POOL_API_VERSION,
+    run: (raw) => check(InferencePoolSchema, (r) => inferencePoolRules(spec(r), r['metadata']), raw),
   },
 };
 
@@ -100,7 +141,12 @@ export const VALIDATED_KINDS: readonly string[] = Object.keys(KINDS);
  */
 export function validateResource(raw: unknown): ResourceValidation {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
-    return { status: 'invalid', kind: '(not an object)', problems: [{ path: '', message: 'a document must be a YAML/JSON object' }], warnings: [] };
+    return {
+      status: 'invalid',
+      kind: '(not an object)',
+      problems: [{ path: '', message: 'a document must be a YAML/JSON object' }],
+      warnings: [],
+    };
   }
   const o = raw as Record<string, unknown>;
   const id = identity(o);
@@ -130,7 +176,10 @@ export function validateManifests(text: string): DocumentValidation[] {
     const start = doc.contents?.range?.[0] ?? doc.range?.[0] ?? 0;
     const line = lineCounter.linePos(start).line;
     if (doc.errors.length > 0) {
-      const problems = doc.errors.map((e) => ({ path: '', message: `YAML syntax error at line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split('\n')[0]}` }));
+      const problems = doc.errors.map((e) => ({
+        path: '',
+        message: `YAML syntax error at line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split('\n')[0]}`,
+      }));
       results.push({ status: 'invalid', kind: '(unparsed)', problems, warnings: [], line });
       continue;
     }

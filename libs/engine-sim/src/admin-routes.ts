@@ -12,9 +12,11 @@ export function registerAdminRoutes(router: Router, ctx: SimContext): void {
   router
     .add('POST', '/admin/fault', (ex) => {
       const parsed = FaultSpecSchema.safeParse(ex.body.ok ? ex.body.value : undefined);
-      if (!parsed.success) throw new EngineHttpError(
-        400, `invalid fault: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')}`,
-      );
+      if (!parsed.success)
+        throw new EngineHttpError(
+          400,
+          `invalid fault: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')}`,
+        );
       ctx.faults.set(parsed.data);
       sendJson(ex.res, 200, JSON.stringify({ fault: ctx.faults.current() }));
     })

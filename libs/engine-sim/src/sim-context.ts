@@ -64,7 +64,10 @@ export class SimContext {
     this.log = new RequestLog(options.requestLogLimit ?? 10_000);
     this.logger = options.logger;
     const setup = {
-      model: this.model, ranks: this.ranks, maxModelLen: this.maxModelLen, loraAdapters: this.loraAdapters,
+      model: this.model,
+      ranks: this.ranks,
+      maxModelLen: this.maxModelLen,
+      loraAdapters: this.loraAdapters,
       engineType: sglangEngineType(this.role),
     };
     this.metrics = this.engine === 'vllm' ? new VllmMetrics(setup) : new SglangMetrics(setup);

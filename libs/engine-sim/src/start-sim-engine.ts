@@ -3,7 +3,12 @@ import type { AddressInfo } from 'node:net';
 import { registerAdminRoutes } from './admin-routes';
 import { Router } from './http/router';
 import {
-  EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, KvEventsSimOptionsSchema, SimRoleSchema, type SimEngineHandle,
+  EcConnectorKindSchema,
+  EngineKindSchema,
+  FaultSpecSchema,
+  KvEventsSimOptionsSchema,
+  SimRoleSchema,
+  type SimEngineHandle,
   type SimEngineOptions,
 } from './options';
 import { SimKvEvents } from './kv-events/sim-kv-events';
@@ -24,7 +29,8 @@ function validate(opts: SimEngineOptions): void {
   if (opts.languageOnly && !(opts.engine === 'sglang' && (opts.role === 'prefill' || opts.role === 'both'))) {
     throw new Error('languageOnly needs engine sglang and role prefill (EPD) or both (E+PD)');
   }
-  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1)) throw new Error('dataParallel must be a positive integer');
+  if (opts.dataParallel !== undefined && (!Number.isInteger(opts.dataParallel) || opts.dataParallel < 1))
+    throw new Error('dataParallel must be a positive integer');
   if (opts.ecConnector !== undefined) EcConnectorKindSchema.parse(opts.ecConnector);
   const port = opts.ecControlPort;
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port + (opts.dataParallel ?? 1) > 65536)) {
@@ -57,7 +63,14 @@ function listen(server: Server, host: string, port: number): Promise<number> {
 export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineHandle> {
   validate(opts);
   const ctx = new SimContext(opts);
-  const router = new Router({ engine: ctx.engine, log: ctx.log, faults: ctx.faults, counters: ctx.counters, clock: ctx.clock, logger: ctx.logger });
+  const router = new Router({
+    engine: ctx.engine,
+    log: ctx.log,
+    faults: ctx.faults,
+    counters: ctx.counters,
+    clock: ctx.clock,
+    logger: ctx.logger,
+  });
   const bootstrap = wantsBootstrap(opts)
     ? await BootstrapServer.start({
         host: ctx.host,
@@ -92,7 +105,9 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     throw err;
   }
   const withdrawPulls =
-    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both') ? offerInProcessPulls(ctx, vllm.kv) : undefined;
+    vllm !== undefined && opts.nixlSideChannel === 'in-process' && (ctx.role === 'prefill' || ctx.role === 'both')
+      ? offerInProcessPulls(ctx, vllm.kv)
+      : undefined;
 
   let closing: Promise<void> | undefined;
   return {

@@ -22,14 +22,21 @@ async function startCli(args: readonly string[], children: ChildProcess[], env: 
   children.push(child);
   for await (const line of createInterface({ input: child.stdout! })) {
     const msg = JSON.parse(line) as {
-      msg?: string; url?: string; bootstrapPort?: number; encoderBootstrapPort?: number; ecControlAddresses?: string[];
+      msg?: string;
+      url?: string;
+      bootstrapPort?: number;
+      encoderBootstrapPort?: number;
+      ecControlAddresses?: string[];
       kvEvents?: { endpoint: string; replayEndpoint?: string }[];
     };
     if (msg.msg === 'sim-engine ready') {
       const { url, bootstrapPort, encoderBootstrapPort, ecControlAddresses, kvEvents } = msg;
       return {
-        url: url!, ...(bootstrapPort ? { bootstrapPort } : {}), ...(encoderBootstrapPort ? { encoderBootstrapPort } : {}),
-        ...(ecControlAddresses ? { ecControlAddresses } : {}), ...(kvEvents ? { kvEvents } : {}),
+        url: url!,
+        ...(bootstrapPort ? { bootstrapPort } : {}),
+        ...(encoderBootstrapPort ? { encoderBootstrapPort } : {}),
+        ...(ecControlAddresses ? { ecControlAddresses } : {}),
+        ...(kvEvents ? { kvEvents } : {}),
       };
     }
   }
@@ -41,25 +48,44 @@ describe('triad sim-engine (CLI)', () => {
 
   afterAll(async () => {
     await Promise.all(
-      children.filter((c) => c.exitCode === null && c.signalCode === null).map(async (c) => {
-        c.kill('SIGTERM');
-        await once(c, 'exit');
-      }),
+      children
+        .filter((c) => c.exitCode === null && c.signalCode === null)
+        .map(async (c) => {
+          c.kill('SIGTERM');
+          await once(c, 'exit');
+        }),
     );
   });
 
   it('serves a vLLM engine with the flags applied, and exits 0 on SIGTERM', async () => {
     const { url } = await startCli(
       [
-        '--engine', 'vllm', '--role', 'both', '--host', '127.0.0.15', '--port', '0', '--model', 'cli-model', '--admin', '--fault',
-        'error500:1', '--lora', 'a1', 'a2', '--dp-size', '2',
+        '--engine',
+        'vllm',
+        '--role',
+        'both',
+        '--host',
+        '127.0.0.15',
+        '--port',
+        '0',
+        '--model',
+        'cli-model',
+        '--admin',
+        '--fault',
+        'error500:1',
+        '--lora',
+        'a1',
+        'a2',
+        '--dp-size',
+        '2',
       ],
       children,
     );
     expect(url).toMatch(/^http:\/\/127\.0\.0\.15:\d+$/);
     expect((await post(`${url}/v1/chat/completions`, { model: 'cli-model', messages: CHAT })).status).toBe(500);
     expect((await post(`${url}/v1/chat/completions`, { model: 'cli-model', messages: CHAT, max_tokens: 2 })).json()).toMatchObject({
-      model: 'cli-model', usage: { completion_tokens: 2 },
+      model: 'cli-model',
+      usage: { completion_tokens: 2 },
     });
     expect((await get(`${url}/v1/models`)).json<{ data: { id: string }[] }>().data.map((m) => m.id)).toEqual(['cli-model', 'a1', 'a2']);
     expect((await get(`${url}/metrics`)).text).toContain('vllm:num_requests_running{model_name="cli-model",engine="1"} 0.0');
@@ -72,7 +98,8 @@ describe('triad sim-engine (CLI)', () => {
 
   it('serves a SGLang prefill with its bootstrap server', async () => {
     const { url, bootstrapPort } = await startCli(
-      ['--engine', 'sglang', '--role', 'prefill', '--port', '0', '--bootstrap-port', '0'], children,
+      ['--engine', 'sglang', '--role', 'prefill', '--port', '0', '--bootstrap-port', '0'],
+      children,
     );
     expect(bootstrapPort).toBeGreaterThan(0);
     expect((await get(`http://127.0.0.1:${bootstrapPort}/health`)).text).toBe('OK');
@@ -81,8 +108,25 @@ describe('triad sim-engine (CLI)', () => {
 
   it('serves a vLLM Mooncake EC consumer that accepts embeds parts and logs its control addresses', async () => {
     const { url, ecControlAddresses } = await startCli(
-      ['--engine', 'vllm', '--role', 'both', '--host', '127.0.0.16', '--port', '0', '--ec-connector', 'mooncake', '--ec-control-port', '0',
-        '--dp-size', '2', '--enable-mm-embeds', '--ec-push-wait-timeout-ms', '50'],
+      [
+        '--engine',
+        'vllm',
+        '--role',
+        'both',
+        '--host',
+        '127.0.0.16',
+        '--port',
+        '0',
+        '--ec-connector',
+        'mooncake',
+        '--ec-control-port',
+        '0',
+        '--dp-size',
+        '2',
+        '--enable-mm-embeds',
+        '--ec-push-wait-timeout-ms',
+        '50',
+      ],
       children,
     );
     const address = expect.stringMatching(/^tcp:\/\/127\.0\.0\.16:\d+$/);
@@ -94,9 +138,26 @@ describe('triad sim-engine (CLI)', () => {
 
   it('serves a SGLang language-only prefill with its encoder registry listener and options', async () => {
     const args = [
-      '--engine', 'sglang', '--role', 'prefill', '--host', '127.0.0.30', '--port', '0', '--bootstrap-port', '0', '--language-only',
-      '--encoder-bootstrap-port', '0', '--encoder-health-check-interval-ms', '0', '--no-vision-tower', '--dp-size', '2',
-      '--load-balance-method', 'round_robin',
+      '--engine',
+      'sglang',
+      '--role',
+      'prefill',
+      '--host',
+      '127.0.0.30',
+      '--port',
+      '0',
+      '--bootstrap-port',
+      '0',
+      '--language-only',
+      '--encoder-bootstrap-port',
+      '0',
+      '--encoder-health-check-interval-ms',
+      '0',
+      '--no-vision-tower',
+      '--dp-size',
+      '2',
+      '--load-balance-method',
+      'round_robin',
     ];
     const { url, encoderBootstrapPort } = await startCli(args, children);
     expect(encoderBootstrapPort).toBeGreaterThan(0);
@@ -112,34 +173,58 @@ describe('triad sim-engine (CLI)', () => {
 
   it('publishes KV events with --kv-events-config, hashing with --tokenizer, --block-size, the hash algo and PYTHONHASHSEED', async () => {
     const tokenizer = join(__dirname, '..', '..', '..', 'infra', 'tokenizers', 'bert-base-uncased');
-    const { url, kvEvents } = await startCli([
-      '--engine', 'vllm', '--host', '127.0.0.17', '--port', '0', '--tokenizer', tokenizer, '--block-size', '4',
-      '--prefix-caching-hash-algo', 'xxhash', '--kv-capacity-tokens', '4096',
-      '--kv-events-config', '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0"}',
-    ], children, { ...process.env, PYTHONHASHSEED: '42' });
+    const { url, kvEvents } = await startCli(
+      [
+        '--engine',
+        'vllm',
+        '--host',
+        '127.0.0.17',
+        '--port',
+        '0',
+        '--tokenizer',
+        tokenizer,
+        '--block-size',
+        '4',
+        '--prefix-caching-hash-algo',
+        'xxhash',
+        '--kv-capacity-tokens',
+        '4096',
+        '--kv-events-config',
+        '{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:0", "replay_endpoint": "tcp://*:0"}',
+      ],
+      children,
+      { ...process.env, PYTHONHASHSEED: '42' },
+    );
     expect(kvEvents?.[0]?.endpoint).toMatch(/^tcp:\/\/127\.0\.0\.17:\d+$/);
     expect(kvEvents?.[0]?.replayEndpoint).toMatch(/^tcp:\/\/127\.0\.0\.17:\d+$/);
     const stored: string[] = [];
     let connected = false;
-    const stream = new EventStream({ endpoint: kvEvents?.[0]?.endpoint as string }, {
-      onMessage: (m) => stored.push(...decodeKvEventBatch(m.payload).events.flatMap((e) => (e.type === 'stored' ? e.hashes : []))),
-      onMalformed: () => undefined,
-      onConnection: (up) => (connected = up),
-    });
+    const stream = new EventStream(
+      { endpoint: kvEvents?.[0]?.endpoint as string },
+      {
+        onMessage: (m) => stored.push(...decodeKvEventBatch(m.payload).events.flatMap((e) => (e.type === 'stored' ? e.hashes : []))),
+        onMalformed: () => undefined,
+        onConnection: (up) => (connected = up),
+      },
+    );
     try {
       await waitFor(() => connected, { what: 'the subscriber to connect' });
       const prompt = 'the router reads what the engine holds, block by block, and sends the prompt where its prefix is';
       expect((await post(`${url}/v1/completions`, { prompt, max_tokens: 1 })).status).toBe(200);
       const keys = new VllmBlockHasher({ algo: 'xxhash', seed: '42', blockSize: 4 }).keys(loadTokenizer(tokenizer).encode(prompt, true));
-      await waitFor(() => stored.length === keys.length, { what: 'the prompt\'s blocks' });
+      await waitFor(() => stored.length === keys.length, { what: "the prompt's blocks" });
       expect(stored).toEqual(keys);
     } finally {
       stream.close();
     }
   });
 
-  it('refuses --kv-events-config without --tokenizer, and a config that is not the engines\' JSON', async () => {
-    for (const [config, why] of [['{"publisher":"zmq"}', 'needs --tokenizer'], ['{"publisher":"kafka"}', 'only zmq'], ['nope', 'not JSON']]) {
+  it("refuses --kv-events-config without --tokenizer, and a config that is not the engines' JSON", async () => {
+    for (const [config, why] of [
+      ['{"publisher":"zmq"}', 'needs --tokenizer'],
+      ['{"publisher":"kafka"}', 'only zmq'],
+      ['nope', 'not JSON'],
+    ]) {
       const child = spawn(process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--kv-events-config', config as string], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -153,9 +238,9 @@ describe('triad sim-engine (CLI)', () => {
   });
 
   it('rejects an unknown role with a usage error', async () => {
-    const child = spawn(
-      process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--role', 'router'], { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const child = spawn(process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--role', 'router'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     children.push(child);
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));

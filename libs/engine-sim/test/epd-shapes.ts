@@ -35,7 +35,10 @@ export interface EcEntry {
 }
 
 const EMBEDS: Record<string, string> = {
-  image_url: 'image_embeds', audio_url: 'audio_embeds', input_audio: 'audio_embeds', video_url: 'video_embeds',
+  image_url: 'image_embeds',
+  audio_url: 'audio_embeds',
+  input_audio: 'audio_embeds',
+  video_url: 'video_embeds',
 };
 
 /** The §1.7 rewrite of one part: a metadata-only reference with the metadata flattened one level, and the uuid. */
@@ -47,7 +50,12 @@ export function embedsRef(part: Part, entry: EcEntry): Part {
 
 /** What the proxy sends a prefill (E→P→D) besides the rewritten body. */
 export const PREFILL_KV = {
-  do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null,
+  do_remote_decode: true,
+  do_remote_prefill: false,
+  remote_engine_id: null,
+  remote_block_ids: null,
+  remote_host: null,
+  remote_port: null,
 };
 
 export const QUESTION = { type: 'text', text: 'What do these show?' };

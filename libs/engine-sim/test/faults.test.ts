@@ -24,9 +24,15 @@ describe.each(engines)('%s simulator: fault injection', (engine) => {
     const c = await post(chatUrl, chat());
     expect([a.status, b.status, c.status]).toEqual([500, 500, 200]);
     const err = a.json<Record<string, unknown>>();
-    if (engine === 'vllm') expect(err).toEqual({ error: {
-      message: expect.any(String), type: 'InternalServerError', param: null, code: 500,
-    } });
+    if (engine === 'vllm')
+      expect(err).toEqual({
+        error: {
+          message: expect.any(String),
+          type: 'InternalServerError',
+          param: null,
+          code: 500,
+        },
+      });
     else expect(err).toEqual({ object: 'error', message: expect.any(String), type: 'InternalServerError', param: null, code: 500 });
   });
 
@@ -45,9 +51,9 @@ describe.each(engines)('%s simulator: fault injection', (engine) => {
       settled = true;
       return r;
     });
-    await waitFor(
-      () => sim.requests().some((r) => (r.body as { seed?: number } | undefined)?.seed === 991), { what: 'hanging request to arrive' },
-    );
+    await waitFor(() => sim.requests().some((r) => (r.body as { seed?: number } | undefined)?.seed === 991), {
+      what: 'hanging request to arrive',
+    });
     // A request accepted after the hanging one is answered; the hanging one still is not.
     expect((await post(chatUrl, chat())).status).toBe(200);
     expect(settled).toBe(false);
@@ -99,19 +105,26 @@ describe.each(engines)('%s simulator: fault injection', (engine) => {
     expect(set.json()).toEqual({ fault: { mode: 'error429', count: 1, remaining: 1 } });
     expect((await post(`${sim.url}/admin/fault`, { mode: 'explode' })).status).toBe(400);
     await fetch(`${sim.url}/admin/log`, { method: 'DELETE' });
-    expect((await post(
-      chatUrl, chat({ seed: 5 }), { traceparent: '00-11111111111111111111111111111111-2222222222222222-01' },
-    )).status).toBe(429);
+    expect(
+      (await post(chatUrl, chat({ seed: 5 }), { traceparent: '00-11111111111111111111111111111111-2222222222222222-01' })).status,
+    ).toBe(429);
     expect((await get(`${sim.url}/admin/fault`)).json()).toMatchObject({ fault: { mode: 'ok' } });
-    const log = (await get(`${sim.url}/admin/log`)).json<{ requests: {
-      path: string; headers: Record<string, string>; body: unknown,
-    }[] }>().requests;
+    const log = (await get(`${sim.url}/admin/log`)).json<{
+      requests: {
+        path: string;
+        headers: Record<string, string>;
+        body: unknown;
+      }[];
+    }>().requests;
     expect(log).toHaveLength(1);
     expect(log[0]).toMatchObject({
-      path: '/v1/chat/completions', headers: { traceparent: '00-11111111111111111111111111111111-2222222222222222-01' }, body: { seed: 5 },
+      path: '/v1/chat/completions',
+      headers: { traceparent: '00-11111111111111111111111111111111-2222222222222222-01' },
+      body: { seed: 5 },
     });
     expect((await get(`${sim.url}/admin/counters`)).json()).toMatchObject({
-      faultsInjected: expect.any(Number), requests: expect.any(Number),
+      faultsInjected: expect.any(Number),
+      requests: expect.any(Number),
     });
   });
 });

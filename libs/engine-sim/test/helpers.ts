@@ -77,20 +77,18 @@ export function rawPost(url: string, body: unknown, signal?: AbortSignal): Promi
   const { request } = require('node:http') as typeof import('node:http');
   return new Promise((resolve) => {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
-    const req = request(
-      url,
-      {
-        method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' },
-        signal,
-      },
-    );
+    const req = request(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' },
+      signal,
+    });
     req.on('response', (res) => {
       let received = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => (received += d));
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: received, complete: true }));
-      res.on(
-        'error', (err) => resolve({ status: res.statusCode, headers: res.headers, body: received, complete: false, error: err.message }),
+      res.on('error', (err) =>
+        resolve({ status: res.statusCode, headers: res.headers, body: received, complete: false, error: err.message }),
       );
       res.on('aborted', () => resolve({ status: res.statusCode, headers: res.headers, body: received, complete: false, error: 'aborted' }));
     });

@@ -1,7 +1,13 @@
 import { resolve } from 'node:path';
 import { decode } from '@msgpack/msgpack';
 import {
-  EventStream, VllmBlockHasher, decodeKvEventBatch, loadTokenizer, sglangBlockKeys, type KvEvent, type StreamMessage,
+  EventStream,
+  VllmBlockHasher,
+  decodeKvEventBatch,
+  loadTokenizer,
+  sglangBlockKeys,
+  type KvEvent,
+  type StreamMessage,
 } from '@triad/kv-events';
 import { waitFor } from '@triad/testing';
 import { SimFleet, post } from './helpers';
@@ -19,16 +25,19 @@ class Listener {
   connected = false;
 
   constructor(endpoint: string, replayEndpoint?: string) {
-    this.stream = new EventStream({ endpoint, replayEndpoint }, {
-      onMessage: (m) => {
-        const batch = decodeKvEventBatch(m.payload);
-        this.messages.push({ ...m, events: batch.events, rank: batch.dpRank });
+    this.stream = new EventStream(
+      { endpoint, replayEndpoint },
+      {
+        onMessage: (m) => {
+          const batch = decodeKvEventBatch(m.payload);
+          this.messages.push({ ...m, events: batch.events, rank: batch.dpRank });
+        },
+        onMalformed: (why) => {
+          throw new Error(why);
+        },
+        onConnection: (up) => (this.connected = up),
       },
-      onMalformed: (why) => {
-        throw new Error(why);
-      },
-      onConnection: (up) => (this.connected = up),
-    });
+    );
   }
 
   events(): KvEvent[] {
@@ -59,10 +68,18 @@ describe('engine sims publish KV events from their prefix caches', () => {
     await fleet.closeAll();
   });
 
-  it('vLLM: BlockStored with the engine\'s block hashes and tokens, BlockRemoved on eviction, AllBlocksCleared on reset', async () => {
+  it("vLLM: BlockStored with the engine's block hashes and tokens, BlockRemoved on eviction, AllBlocksCleared on reset", async () => {
     const sim = await fleet.start({
-      engine: 'vllm', role: 'both', latency: { kvCapacityTokens: 4 * CAPACITY_BLOCKS },
-      kvEvents: { endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', tokenizer: tokenizerDir, blockSize: 4, hashAlgo: 'sha256_cbor' },
+      engine: 'vllm',
+      role: 'both',
+      latency: { kvCapacityTokens: 4 * CAPACITY_BLOCKS },
+      kvEvents: {
+        endpoint: 'tcp://127.0.0.1:*',
+        replayEndpoint: 'tcp://127.0.0.1:*',
+        tokenizer: tokenizerDir,
+        blockSize: 4,
+        hashAlgo: 'sha256_cbor',
+      },
     });
     const [ends] = sim.kvEventEndpoints ?? [];
     const l = await listen(ends?.endpoint as string);
@@ -72,7 +89,7 @@ describe('engine sims publish KV events from their prefix caches', () => {
     expect(expected.length).toBeGreaterThanOrEqual(5);
     expect(expected.length).toBeLessThanOrEqual(CAPACITY_BLOCKS);
     expect((await post(`${sim.url}/v1/completions`, { model: 'sim-model', prompt: first, max_tokens: 2 })).status).toBe(200);
-    await waitFor(() => l.stored().length === expected.length, { what: 'the first prompt\'s blocks' });
+    await waitFor(() => l.stored().length === expected.length, { what: "the first prompt's blocks" });
     expect(l.stored()).toEqual(expected);
     const stored = l.events().find((e) => e.type === 'stored');
     expect(stored).toMatchObject({ parent: undefined, blockSize: 4, medium: 'GPU', tokens: tokens.slice(0, expected.length * 4) });
@@ -88,7 +105,7 @@ describe('engine sims publish KV events from their prefix caches', () => {
     const longer = `${first} ${words('beta', 6)}`;
     const longerKeys = hasher.keys(tokenizer.encode(longer, true));
     await post(`${sim.url}/v1/completions`, { model: 'sim-model', prompt: longer, max_tokens: 2 });
-    await waitFor(() => l.stored().length === longerKeys.length, { what: 'the longer prompt\'s new blocks' });
+    await waitFor(() => l.stored().length === longerKeys.length, { what: "the longer prompt's new blocks" });
     const second = l.events().filter((e) => e.type === 'stored')[1];
     expect(second?.type === 'stored' && second.parent).toBe(expected[expected.length - 1]);
     expect(l.stored()).toEqual(longerKeys);
@@ -110,7 +127,8 @@ describe('engine sims publish KV events from their prefix caches', () => {
 
   it('vLLM: a restart starts the sequence over, and the replay socket serves the buffered batches', async () => {
     const sim = await fleet.start({
-      engine: 'vllm', role: 'both',
+      engine: 'vllm',
+      role: 'both',
       kvEvents: { endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', tokenizer: tokenizerDir, blockSize: 4 },
     });
     const ends = sim.kvEventEndpoints?.[0];
@@ -126,12 +144,17 @@ describe('engine sims publish KV events from their prefix caches', () => {
     await waitFor(() => l.messages.length === 4, { what: 'the batch after the restart' });
     expect(l.messages[3]?.seq).toBe(0);
     // The restarted engine holds nothing, so the first prompt is stored again.
-    expect(l.messages[3]?.events[0]).toMatchObject({ type: 'stored', hashes: l.messages[0]?.events[0]?.type === 'stored' ? l.messages[0].events[0].hashes : [] });
+    expect(l.messages[3]?.events[0]).toMatchObject({
+      type: 'stored',
+      hashes: l.messages[0]?.events[0]?.type === 'stored' ? l.messages[0].events[0].hashes : [],
+    });
   });
 
   it('SGLang: tagged arrays with int64 page hashes, one PUB socket per DP rank on port + rank', async () => {
     const sim = await fleet.start({
-      engine: 'sglang', role: 'both', dataParallel: 2,
+      engine: 'sglang',
+      role: 'both',
+      dataParallel: 2,
       kvEvents: { endpoint: 'tcp://127.0.0.1:*', tokenizer: tokenizerDir, blockSize: 4 },
     });
     const ranks = sim.kvEventEndpoints ?? [];
@@ -155,9 +178,11 @@ describe('engine sims publish KV events from their prefix caches', () => {
   });
 
   it('refuses a bad kvEvents config before listening', async () => {
-    await expect(fleet.start({ engine: 'vllm', role: 'both', kvEvents: { endpoint: 'ipc:///nope', tokenizer: tokenizerDir } }))
-      .rejects.toThrow(/tcp:\/\/HOST:PORT/);
-    await expect(fleet.start({ engine: 'vllm', role: 'both', kvEvents: { endpoint: 'tcp://127.0.0.1:*', tokenizer: '/no/such/dir' } }))
-      .rejects.toThrow();
+    await expect(
+      fleet.start({ engine: 'vllm', role: 'both', kvEvents: { endpoint: 'ipc:///nope', tokenizer: tokenizerDir } }),
+    ).rejects.toThrow(/tcp:\/\/HOST:PORT/);
+    await expect(
+      fleet.start({ engine: 'vllm', role: 'both', kvEvents: { endpoint: 'tcp://127.0.0.1:*', tokenizer: '/no/such/dir' } }),
+    ).rejects.toThrow();
   });
 });

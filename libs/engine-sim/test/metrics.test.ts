@@ -59,7 +59,10 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
       ]);
     }
     for (const name of [
-      'vllm:prompt_tokens_total', 'vllm:generation_tokens_total', 'vllm:prefix_cache_queries_total', 'vllm:mm_cache_queries_total',
+      'vllm:prompt_tokens_total',
+      'vllm:generation_tokens_total',
+      'vllm:prefix_cache_queries_total',
+      'vllm:mm_cache_queries_total',
       'vllm:request_success_total',
     ]) {
       expect(family(f, name).type).toBe('counter');
@@ -69,8 +72,11 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
     const success = family(f, 'vllm:request_success_total').samples.filter((s) => s.labels['finished_reason'] === 'length');
     expect(success.reduce((n, s) => n + s.value, 0)).toBe(4);
     for (const name of [
-      'vllm:time_to_first_token_seconds', 'vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds',
-      'vllm:e2e_request_latency_seconds', 'vllm:request_queue_time_seconds',
+      'vllm:time_to_first_token_seconds',
+      'vllm:inter_token_latency_seconds',
+      'vllm:time_per_output_token_seconds',
+      'vllm:e2e_request_latency_seconds',
+      'vllm:request_queue_time_seconds',
     ]) {
       const fam = family(f, name);
       expect(fam.type).toBe('histogram');
@@ -79,11 +85,33 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
     expect(histogramTotals(f, 'vllm:time_to_first_token_seconds')?.count).toBe(4);
     // 4 requests x 4 token intervals each.
     expect(histogramTotals(f, 'vllm:inter_token_latency_seconds')?.count).toBe(16);
-    const ttftBuckets = family(f, 'vllm:time_to_first_token_seconds').samples.filter((s) => s.name.endsWith('_bucket') &&
-        s.labels['engine'] === '0');
+    const ttftBuckets = family(f, 'vllm:time_to_first_token_seconds').samples.filter(
+      (s) => s.name.endsWith('_bucket') && s.labels['engine'] === '0',
+    );
     expect(ttftBuckets.map((s) => s.labels['le'])).toEqual([
-      '0.001', '0.005', '0.01', '0.02', '0.04', '0.06', '0.08', '0.1', '0.25', '0.5', '0.75', '1.0', '2.5', '5.0', '7.5', '10.0', '20.0',
-      '40.0', '80.0', '160.0', '640.0', '2560.0', '+Inf',
+      '0.001',
+      '0.005',
+      '0.01',
+      '0.02',
+      '0.04',
+      '0.06',
+      '0.08',
+      '0.1',
+      '0.25',
+      '0.5',
+      '0.75',
+      '1.0',
+      '2.5',
+      '5.0',
+      '7.5',
+      '10.0',
+      '20.0',
+      '40.0',
+      '80.0',
+      '160.0',
+      '640.0',
+      '2560.0',
+      '+Inf',
     ]);
     expect(family(f, 'vllm:lora_requests_info').samples[0]!.labels).toMatchObject({ max_lora: '1' });
   });
@@ -98,17 +126,28 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
   it('SGLang: scheduler gauges per dp_rank, tokenizer counters and histograms per model_name', async () => {
     const f = await scrape(sglang);
     for (const name of [
-      'sglang:num_running_reqs', 'sglang:num_queue_reqs', 'sglang:token_usage', 'sglang:cache_hit_rate', 'sglang:gen_throughput',
+      'sglang:num_running_reqs',
+      'sglang:num_queue_reqs',
+      'sglang:token_usage',
+      'sglang:cache_hit_rate',
+      'sglang:gen_throughput',
     ]) {
       const fam = family(f, name);
       expect(fam.type).toBe('gauge');
-      expect(fam.samples.map((s) => s.labels)).toEqual([0, 1].map((r) => ({
-        model_name: 'llama-8b', engine_type: 'unified', tp_rank: '0', pp_rank: '0', dp_rank: String(r),
-      })));
+      expect(fam.samples.map((s) => s.labels)).toEqual(
+        [0, 1].map((r) => ({
+          model_name: 'llama-8b',
+          engine_type: 'unified',
+          tp_rank: '0',
+          pp_rank: '0',
+          dp_rank: String(r),
+        })),
+      );
     }
     expect(sumSamples(f, 'sglang:num_running_reqs')).toBe(0);
     expect(family(f, 'sglang:generation_tokens_total')).toMatchObject({
-      type: 'counter', samples: [{ labels: { model_name: 'llama-8b' }, value: 20 }],
+      type: 'counter',
+      samples: [{ labels: { model_name: 'llama-8b' }, value: 20 }],
     });
     expect(family(f, 'sglang:num_requests_total').samples[0]!.value).toBe(4);
     for (const name of ['sglang:time_to_first_token_seconds', 'sglang:inter_token_latency_seconds', 'sglang:e2e_request_latency_seconds']) {
@@ -124,7 +163,10 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
     const p = await scrape(prefill);
     const d = await scrape(decode);
     expect(family(p, 'sglang:num_running_reqs').samples[0]!.labels).toEqual({
-      model_name: 'sim-model', engine_type: 'prefill', tp_rank: '0', pp_rank: '0',
+      model_name: 'sim-model',
+      engine_type: 'prefill',
+      tp_rank: '0',
+      pp_rank: '0',
     });
     expect(family(d, 'sglang:num_decode_transfer_queue_reqs').samples[0]!.labels['engine_type']).toBe('decode');
   });

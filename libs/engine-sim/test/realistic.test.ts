@@ -15,7 +15,10 @@ describe('realistic latency profile', () => {
   beforeAll(async () => {
     // One running slot and a few ms per token: enough to observe a queue without slowing the suite down.
     sim = await fleet.start({
-      engine: 'vllm', role: 'both', latencyProfile: 'realistic', latency: { maxRunning: 1, decodeMsPerToken: 4, prefillMsPer1kTokens: 10 },
+      engine: 'vllm',
+      role: 'both',
+      latencyProfile: 'realistic',
+      latency: { maxRunning: 1, decodeMsPerToken: 4, prefillMsPer1kTokens: 10 },
     });
   });
   afterAll(() => fleet.closeAll());
@@ -45,7 +48,9 @@ describe('realistic latency profile', () => {
   it('counts a client that leaves mid-stream as an abort and frees its slot', async () => {
     const abort = new AbortController();
     const pending = rawPost(
-      `${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 200, ignore_eos: true, stream: true }, abort.signal,
+      `${sim.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 200, ignore_eos: true, stream: true },
+      abort.signal,
     );
     await waitFor(async () => (await gauge(sim, 'vllm:num_requests_running')) === 1, { what: 'stream running' });
     abort.abort();

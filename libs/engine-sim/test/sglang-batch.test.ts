@@ -15,7 +15,9 @@ interface CompletionOut {
 
 /** A PD body written as raw JSON, so rooms keep every digit. */
 function raw(fields: Record<string, unknown>, pd: { host: string; port: number; room: string }): string {
-  const head = Object.entries(fields).map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`).join(',');
+  const head = Object.entries(fields)
+    .map(([k, v]) => `${JSON.stringify(k)}:${JSON.stringify(v)}`)
+    .join(',');
   return `{${head},"bootstrap_host":${JSON.stringify(pd.host)},"bootstrap_port":${pd.port},"bootstrap_room":${pd.room}}`;
 }
 
@@ -43,13 +45,26 @@ describe('SGLang simulator: batches on /generate and completions', () => {
     expect(p.status).toBe(200);
     expect(p.json<GenerateOut[]>()).toHaveLength(2);
     const out = d.json<GenerateOut[]>();
-    expect(out.map((o) => [o.meta_info.id, o.meta_info.completion_tokens, o.output_ids.length])).toEqual([['b-0', 3, 3], ['b-1', 3, 3]]);
+    expect(out.map((o) => [o.meta_info.id, o.meta_info.completion_tokens, o.output_ids.length])).toEqual([
+      ['b-0', 3, 3],
+      ['b-1', 3, 3],
+    ]);
     expect(out[0]!.text).not.toBe(out[1]!.text);
     expect(decode.counters()['roomsMatched']).toBe(before + 2);
   });
 
   it('expands a scalar room to room + i for an input_ids batch, exactly beyond 2^53', async () => {
-    const body = raw({ input_ids: [[1, 2, 3], [4, 5, 6], [7, 8, 9]], sampling_params: { max_new_tokens: 2 } }, pd('9007199254740993'));
+    const body = raw(
+      {
+        input_ids: [
+          [1, 2, 3],
+          [4, 5, 6],
+          [7, 8, 9],
+        ],
+        sampling_params: { max_new_tokens: 2 },
+      },
+      pd('9007199254740993'),
+    );
     const [p, d] = await both('/generate', body);
     expect([p.status, d.status]).toEqual([200, 200]);
     expect(d.json<GenerateOut[]>()).toHaveLength(3);
@@ -81,7 +96,10 @@ describe('SGLang simulator: batches on /generate and completions', () => {
   it('answers a completions prompt list with indexed choices and summed usage, streamed or not', async () => {
     const plain = await post(`${unified.url}/v1/completions`, { prompt: ['Hello', 'Bonjour tout le monde'], max_tokens: 2 });
     const body = plain.json<CompletionOut>();
-    expect(body.choices.map((c) => [c.index, c.finish_reason])).toEqual([[0, 'length'], [1, 'length']]);
+    expect(body.choices.map((c) => [c.index, c.finish_reason])).toEqual([
+      [0, 'length'],
+      [1, 'length'],
+    ]);
     const single = await post(`${unified.url}/v1/completions`, { prompt: 'Hello', max_tokens: 2 });
     const other = await post(`${unified.url}/v1/completions`, { prompt: 'Bonjour tout le monde', max_tokens: 2 });
     const prompt = single.json<CompletionOut>().usage!.prompt_tokens + other.json<CompletionOut>().usage!.prompt_tokens;
@@ -90,7 +108,9 @@ describe('SGLang simulator: batches on /generate and completions', () => {
 
     const streamBody = { prompt: ['Hello', 'Bonjour tout le monde'], max_tokens: 2, stream: true, stream_options: { include_usage: true } };
     const streamed = await post(`${unified.url}/v1/completions`, streamBody);
-    const chunks = sseEvents(streamed.text).slice(0, -1).map((e) => JSON.parse(e) as CompletionOut);
+    const chunks = sseEvents(streamed.text)
+      .slice(0, -1)
+      .map((e) => JSON.parse(e) as CompletionOut);
     expect(chunks.filter((c) => c.choices[0]?.index === 0)).toHaveLength(2);
     expect(chunks.filter((c) => c.choices[0]?.index === 1)).toHaveLength(2);
     expect(chunks.at(-1)).toMatchObject({ choices: [], usage: { prompt_tokens: prompt, completion_tokens: 4 } });
@@ -115,11 +135,17 @@ describe('SGLang simulator: n > 1 under PD behaves as upstream (samples collide 
   afterAll(() => fleet.closeAll());
 
   const body = (room: number, extra: Record<string, unknown> = {}) => ({
-    messages: CHAT, max_tokens: 2, n: 3, rid: `n-${room}`,
-    bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: [room, room, room], ...extra,
+    messages: CHAT,
+    max_tokens: 2,
+    n: 3,
+    rid: `n-${room}`,
+    bootstrap_host: prefill.host,
+    bootstrap_port: prefill.bootstrapPort,
+    bootstrap_room: [room, room, room],
+    ...extra,
   });
 
-  it('hangs both legs until the waiting timeout, then fails them with 500 and SGLang\'s texts', async () => {
+  it("hangs both legs until the waiting timeout, then fails them with 500 and SGLang's texts", async () => {
     const [p, d] = await Promise.all([
       post(`${prefill.url}/v1/chat/completions`, body(7)),
       post(`${decode.url}/v1/chat/completions`, body(7)),

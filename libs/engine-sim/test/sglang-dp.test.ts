@@ -19,7 +19,11 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.21', dataParallel: 2 });
     roundRobinPrefill = await fleet.start({
-      engine: 'sglang', role: 'prefill', host: '127.0.0.22', dataParallel: 2, loadBalanceMethod: 'round_robin',
+      engine: 'sglang',
+      role: 'prefill',
+      host: '127.0.0.22',
+      dataParallel: 2,
+      loadBalanceMethod: 'round_robin',
     });
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.23', dataParallel: 2, bootstrapTimeoutMs: 300 });
     single = await fleet.start({ engine: 'sglang', role: 'both', host: '127.0.0.24' });
@@ -27,7 +31,12 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
   afterAll(() => fleet.closeAll());
 
   const body = (p: SimEngineHandle, room: number, extra: Record<string, unknown> = {}) => ({
-    messages: CHAT, max_tokens: 2, bootstrap_host: p.host, bootstrap_port: p.bootstrapPort, bootstrap_room: room, ...extra,
+    messages: CHAT,
+    max_tokens: 2,
+    bootstrap_host: p.host,
+    bootstrap_port: p.bootstrapPort,
+    bootstrap_room: room,
+    ...extra,
   });
   type Fields = Record<string, unknown>;
   const pair = (p: SimEngineHandle, room: number, pExtra: Fields, dExtra: Fields, pHeaders: Record<string, string> = {}) =>
@@ -75,7 +84,7 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
     expect((await pending).status).toBe(200);
   });
 
-  it('looks the rank up at the prefill\'s bootstrap server when the prefill does not follow the room', async () => {
+  it("looks the rank up at the prefill's bootstrap server when the prefill does not follow the room", async () => {
     for (const room of [20, 21, 22]) {
       const [p, d] = await pair(roundRobinPrefill, room, {}, {});
       expect([p.status, d.status]).toEqual([200, 200]);
@@ -83,7 +92,7 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
     expect(decode.counters()['prefillRankLookups']).toBe(3);
   });
 
-  it('rejects a rank outside [0, dp) and a non-integer header with SGLang\'s texts', async () => {
+  it("rejects a rank outside [0, dp) and a non-integer header with SGLang's texts", async () => {
     const out = await post(`${prefill.url}/v1/chat/completions`, body(prefill, 30, { routed_dp_rank: 2 }));
     expect(out.status).toBe(400);
     expect(out.json()).toMatchObject({ object: 'error', message: 'routed_dp_rank=2 out of range [0, 2)', code: 400 });

@@ -43,15 +43,22 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
     e0 = await fleet.start({ engine: 'sglang', role: 'encode', host: '127.0.0.9' });
     e1 = await fleet.start({ engine: 'sglang', role: 'encode', host: '127.0.0.10' });
     lang = await fleet.start({
-      engine: 'sglang', role: 'prefill', host: '127.0.0.11', languageOnly: true, encoderHealthCheckIntervalMs: 0,
+      engine: 'sglang',
+      role: 'prefill',
+      host: '127.0.0.11',
+      languageOnly: true,
+      encoderHealthCheckIntervalMs: 0,
     });
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.12', bootstrapTimeoutMs: 5_000 });
   });
   afterAll(() => fleet.closeAll());
 
-  const pd = (
-    fields: Record<string, unknown>, room: number,
-  ) => ({ ...fields, bootstrap_host: lang.host, bootstrap_port: lang.bootstrapPort, bootstrap_room: room });
+  const pd = (fields: Record<string, unknown>, room: number) => ({
+    ...fields,
+    bootstrap_host: lang.host,
+    bootstrap_port: lang.bootstrapPort,
+    bootstrap_room: room,
+  });
 
   it('serves its encoder registry on a listener of its own, reported by /server_info, not on the API port', async () => {
     expect(lang.encoderBootstrapPort).toBeGreaterThan(0);
@@ -62,20 +69,28 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
     expect((await post(`${lang.url}/register_encoder_url`, { url: e0.url })).status).toBe(404);
     for (const path of ['/server_info', '/get_server_info']) {
       expect((await get(`${lang.url}${path}`)).json()).toMatchObject({
-        language_only: true, encoder_bootstrap_port: lang.encoderBootstrapPort, disaggregation_mode: 'prefill',
-        disaggregation_bootstrap_port: lang.bootstrapPort, dp_size: 1, load_balance_method: 'follow_bootstrap_room', encoder_urls: [],
+        language_only: true,
+        encoder_bootstrap_port: lang.encoderBootstrapPort,
+        disaggregation_mode: 'prefill',
+        disaggregation_bootstrap_port: lang.bootstrapPort,
+        dp_size: 1,
+        load_balance_method: 'follow_bootstrap_room',
+        encoder_urls: [],
       });
     }
   });
 
-  it('registers verbatim, unregisters with 200 whether present or not, and rejects a missing url with SGLang\'s body', async () => {
+  it("registers verbatim, unregisters with 200 whether present or not, and rejects a missing url with SGLang's body", async () => {
     expect(await send('POST', `${registryUrl(lang)}/register_encoder_url`, { url: e0.url })).toEqual({ status: 200, text: 'OK' });
     expect((await send('POST', `${registryUrl(lang)}/register_encoder_url`, { url: `${e1.url}/` })).status).toBe(200);
     expect(await listed(lang)).toEqual([e0.url, `${e1.url}/`]);
     expect(await send('DELETE', `${registryUrl(lang)}/unregister_encoder_url`, { url: e1.url })).toEqual({ status: 200, text: 'OK' });
     expect(await listed(lang)).toEqual([e0.url, `${e1.url}/`]);
     expect(await send('DELETE', `${registryUrl(lang)}/unregister_encoder_url`, { url: `${e1.url}/` })).toEqual({ status: 200, text: 'OK' });
-    for (const [method, path] of [['POST', '/register_encoder_url'], ['DELETE', '/unregister_encoder_url']] as const) {
+    for (const [method, path] of [
+      ['POST', '/register_encoder_url'],
+      ['DELETE', '/unregister_encoder_url'],
+    ] as const) {
       const missing = await send(method, `${registryUrl(lang)}${path}`, { url: '' });
       expect(missing).toEqual({ status: 400, text: '{"error":"Missing or empty \'url\' field"}' });
     }
@@ -97,7 +112,9 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
     const items = calls.flatMap((c) => c.mm_items);
     expect(items).toHaveLength(3);
     const expected = [
-      'https://example.com/img-1.png', { url: 'https://example.com/img-2.png', detail: 'high' }, 'https://example.com/img-3.png',
+      'https://example.com/img-1.png',
+      { url: 'https://example.com/img-2.png', detail: 'high' },
+      'https://example.com/img-3.png',
     ];
     expect(items).toEqual(expect.arrayContaining(expected));
     for (const c of calls) {
@@ -153,8 +170,15 @@ describe('SGLang simulator: EPD (encoder-only servers and a language-only prefil
 
   it('encoder answers /encode with null (URL or object items) and rejects a malformed body with its error shape', async () => {
     const encode = {
-      encoder_idx: 0, encoder_url: e0.url, num_parts: 1, part_idx: 0, req_id: 'r_local_part_0', modality: 'IMAGE',
-      prefill_host: '127.0.0.1', embedding_port: null, time_stats_json: null,
+      encoder_idx: 0,
+      encoder_url: e0.url,
+      num_parts: 1,
+      part_idx: 0,
+      req_id: 'r_local_part_0',
+      modality: 'IMAGE',
+      prefill_host: '127.0.0.1',
+      embedding_port: null,
+      time_stats_json: null,
     };
     const items = ['https://example.com/x.png', { url: 'https://example.com/y.png', detail: 'low' }];
     const ok = await post(`${e0.url}/encode`, { ...encode, mm_items: items });
@@ -176,8 +200,14 @@ describe('SGLang simulator: the encoder registry health-checks its members', () 
     const e = await fleet.start({ engine: 'sglang', role: 'encode', host: '127.0.0.16' });
     encoderPort = e.port;
     lang = await fleet.start({
-      engine: 'sglang', role: 'both', host: '127.0.0.17', languageOnly: true, encoderUrls: [e.url, 'http://127.0.0.18:9'],
-      encoderHealthCheckIntervalMs: 40, encoderHealthCheckTimeoutMs: 200, encoderEvictedTtlMs: 60_000,
+      engine: 'sglang',
+      role: 'both',
+      host: '127.0.0.17',
+      languageOnly: true,
+      encoderUrls: [e.url, 'http://127.0.0.18:9'],
+      encoderHealthCheckIntervalMs: 40,
+      encoderHealthCheckTimeoutMs: 200,
+      encoderEvictedTtlMs: 60_000,
     });
   });
   afterAll(() => fleet.closeAll());
@@ -201,8 +231,14 @@ describe('SGLang simulator: the encoder registry health-checks its members', () 
 
   it('forgets an evicted encoder after the evicted TTL, and an explicit unregister stops its revival', async () => {
     const short = await fleet.start({
-      engine: 'sglang', role: 'both', host: '127.0.0.19', languageOnly: true, encoderUrls: ['http://127.0.0.18:9'],
-      encoderHealthCheckIntervalMs: 30, encoderHealthCheckTimeoutMs: 200, encoderEvictedTtlMs: 100,
+      engine: 'sglang',
+      role: 'both',
+      host: '127.0.0.19',
+      languageOnly: true,
+      encoderUrls: ['http://127.0.0.18:9'],
+      encoderHealthCheckIntervalMs: 30,
+      encoderHealthCheckTimeoutMs: 200,
+      encoderEvictedTtlMs: 100,
     });
     await waitFor(() => short.counters()['registryDrops'] === 1, { what: 'the evicted encoder dropped after its TTL' });
     expect(await listed(short)).toEqual([]);

@@ -18,9 +18,8 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.6' });
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.7', bootstrapTimeoutMs: 400 });
-    body = (room, extra = {}) => pdBody(
-      { model: 'sim-model', messages: CHAT, max_tokens: 4, ...extra }, prefill.host, prefill.bootstrapPort!, room,
-    );
+    body = (room, extra = {}) =>
+      pdBody({ model: 'sim-model', messages: CHAT, max_tokens: 4, ...extra }, prefill.host, prefill.bootstrapPort!, room);
   });
   afterAll(() => fleet.closeAll());
 
@@ -32,7 +31,8 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   it('serves P and D called concurrently with the same room (2^63-1, exact)', async () => {
     const room = '9223372036854775807';
     const [d, p] = await Promise.all([
-      post(`${decode.url}/v1/chat/completions`, body(room)), post(`${prefill.url}/v1/chat/completions`, body(room)),
+      post(`${decode.url}/v1/chat/completions`, body(room)),
+      post(`${prefill.url}/v1/chat/completions`, body(room)),
     ]);
     expect(p.status).toBe(200);
     expect(d.status).toBe(200);
@@ -87,7 +87,10 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   it('routes /generate and completions the same way', async () => {
     const room = '18446744073709551615';
     const gen = pdBody(
-      { text: 'The capital of France is', sampling_params: { max_new_tokens: 3 } }, prefill.host, prefill.bootstrapPort!, room,
+      { text: 'The capital of France is', sampling_params: { max_new_tokens: 3 } },
+      prefill.host,
+      prefill.bootstrapPort!,
+      room,
     );
     const [d, p] = await Promise.all([post(`${decode.url}/generate`, gen), post(`${prefill.url}/generate`, gen)]);
     expect(p.status).toBe(200);
@@ -100,7 +103,7 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   it.each([
     ['prefill', () => prefill],
     ['decode', () => decode],
-  ])('%s rejects a request without a room with the scheduler\'s 400 (flat body; in the stream once streaming)', async (_mode, sim) => {
+  ])("%s rejects a request without a room with the scheduler's 400 (flat body; in the stream once streaming)", async (_mode, sim) => {
     const res = await post(`${sim().url}/v1/chat/completions`, { messages: CHAT, rid: 'no-room' });
     expect(res.status).toBe(400);
     expect(res.json()).toEqual({
@@ -123,7 +126,7 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(generate.json()).toEqual({ error: { message: generateMessage } });
   });
 
-  it('fails a decode whose bootstrap address answers nobody with SGLang\'s handshake error', async () => {
+  it("fails a decode whose bootstrap address answers nobody with SGLang's handshake error", async () => {
     const res = await post(`${decode.url}/v1/chat/completions`, pdBody({ messages: CHAT, max_tokens: 1 }, prefill.host, 9, '77'));
     expect(res.status).toBe(500);
     expect(res.json<{ message: string }>().message).toBe(
@@ -172,7 +175,8 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
     const p = plain.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
     const res = await post(
       `${sim.url}/v1/chat/completions`,
-      { model: 'm', messages: CHAT, max_tokens: 3, stream: true, stream_options: { include_usage: true } }, { 'x-request-id': 'sg-1' },
+      { model: 'm', messages: CHAT, max_tokens: 3, stream: true, stream_options: { include_usage: true } },
+      { 'x-request-id': 'sg-1' },
     );
     expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const created = JSON.parse(sseEvents(res.text)[0]!).created as number;
@@ -181,8 +185,11 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
     const expected = [
       `${head},"choices":[{"index":0,"delta":${delta('"assistant"', '""')},"logprobs":null,"finish_reason":null,"matched_stop":null}],` +
         `"usage":null}`,
-      ...tokens.map((t) => `${head},"choices":[{"index":0,"delta":${delta('null', `"${t}"`)},"logprobs":null,"finish_reason":null,` +
-        `"matched_stop":null}],"usage":null}`),
+      ...tokens.map(
+        (t) =>
+          `${head},"choices":[{"index":0,"delta":${delta('null', `"${t}"`)},"logprobs":null,"finish_reason":null,` +
+          `"matched_stop":null}],"usage":null}`,
+      ),
       `${head},"choices":[{"index":0,"delta":${delta('null', 'null')},"logprobs":null,"finish_reason":"length","matched_stop":null}],` +
         `"usage":null}`,
       `${head},"choices":[],"usage":{"prompt_tokens":${p},"total_tokens":${p + 3},"completion_tokens":3,"prompt_tokens_details":null}}`,
@@ -195,7 +202,9 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
 
   it('sends no usage chunk for stream_options {} (SGLang defaults include_usage to false)', async () => {
     const res = await post(`${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, stream: true, stream_options: {} });
-    const events = sseEvents(res.text).slice(0, -1).map((e) => JSON.parse(e) as { choices: unknown[] });
+    const events = sseEvents(res.text)
+      .slice(0, -1)
+      .map((e) => JSON.parse(e) as { choices: unknown[] });
     expect(events.every((e) => e.choices.length === 1)).toBe(true);
   });
 
@@ -208,10 +217,13 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
     const res = await post(`${sim.url}/generate`, { text: 'Hello', sampling_params: { max_new_tokens: 3 }, stream: true, rid: 'g1' });
     const events = sseEvents(res.text);
     expect(events.at(-1)).toBe('[DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as {
-      text: string;
-      meta_info: { id: string; finish_reason: unknown; completion_tokens: number };
-    });
+    const chunks = events.slice(0, -1).map(
+      (e) =>
+        JSON.parse(e) as {
+          text: string;
+          meta_info: { id: string; finish_reason: unknown; completion_tokens: number };
+        },
+    );
     expect(chunks).toHaveLength(3);
     expect(chunks[2]!.text.startsWith(chunks[1]!.text)).toBe(true);
     expect(chunks.map((c) => c.meta_info.finish_reason)).toEqual([null, null, { type: 'length', length: 3 }]);
@@ -238,15 +250,23 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
   it('reports its server info on /server_info and the deprecated /get_server_info', async () => {
     for (const path of ['/server_info', '/get_server_info']) {
       expect((await get(`${sim.url}${path}`)).json()).toMatchObject({
-        disaggregation_mode: 'null', disaggregation_bootstrap_port: 8998, dp_size: 1, tp_size: 1, load_balance_method: 'round_robin',
-        language_only: false, encoder_bootstrap_port: 8997, encoder_urls: [], version: expect.stringMatching(/^0\.5\./),
+        disaggregation_mode: 'null',
+        disaggregation_bootstrap_port: 8998,
+        dp_size: 1,
+        tp_size: 1,
+        load_balance_method: 'round_robin',
+        language_only: false,
+        encoder_bootstrap_port: 8997,
+        encoder_urls: [],
+        version: expect.stringMatching(/^0\.5\./),
       });
     }
   });
 
   it('lists the model with owned_by sglang', async () => {
     expect((await get(`${sim.url}/v1/models`)).json()).toMatchObject({
-      object: 'list', data: [{ id: 'sim-model', owned_by: 'sglang', parent: null }],
+      object: 'list',
+      data: [{ id: 'sim-model', owned_by: 'sglang', parent: null }],
     });
   });
 });

@@ -6,7 +6,14 @@ import { waitFor } from '@triad/testing';
 import { CHAT, get, post, SimFleet } from './helpers';
 
 /** What vLLM's toy NIXL proxy puts into the prefill request. */
-const PREFILL_KV = { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null };
+const PREFILL_KV = {
+  do_remote_decode: true,
+  do_remote_prefill: false,
+  remote_engine_id: null,
+  remote_block_ids: null,
+  remote_host: null,
+  remote_port: null,
+};
 
 const IMAGE_A = { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } };
 const IMAGE_B = { type: 'image_url', image_url: { url: 'https://example.com/dog.png' } };
@@ -29,17 +36,25 @@ describe('vLLM simulator: KV a prefill holds for remote decodes', () => {
     return { requests: value('triad_sim_kv_held_requests'), blocks: value('triad_sim_kv_held_blocks') };
   };
 
-  it('keeps each prefill\'s blocks (a retried prefill of the same request too) until a decode reads them or the lease ends', async () => {
+  it("keeps each prefill's blocks (a retried prefill of the same request too) until a decode reads them or the lease ends", async () => {
     const params: Record<string, unknown>[] = [];
     for (let i = 0; i < 2; i++) {
-      const res = await post(`${prefill.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV }, { 'x-request-id': 'held-1' });
+      const res = await post(
+        `${prefill.url}/v1/chat/completions`,
+        { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV },
+        { 'x-request-id': 'held-1' },
+      );
       params.push(res.json<{ kv_transfer_params: Record<string, unknown> }>().kv_transfer_params);
     }
     const perRequest = (params[0]!['remote_block_ids'] as number[]).length;
     expect(prefill.kvHeld()).toEqual({ requests: 2, blocks: 2 * perRequest });
     expect(await heldOnMetrics()).toEqual({ requests: 2, blocks: 2 * perRequest });
     // The decode reads the second set: only the first stays held, then its lease ends.
-    const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: params[1] }, { 'x-request-id': 'held-1' });
+    const res = await post(
+      `${decode.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 2, kv_transfer_params: params[1] },
+      { 'x-request-id': 'held-1' },
+    );
     expect(res.status).toBe(200);
     expect(prefill.kvHeld()).toEqual({ requests: 1, blocks: perRequest });
     await waitFor(() => prefill.kvHeld().requests === 0, { what: 'the lease to end' });
@@ -60,9 +75,17 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   afterAll(() => fleet.closeAll());
 
   async function prefillFor(requestId: string): Promise<Record<string, unknown>> {
-    const res = await post(`${prefill.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV }, { 'x-request-id': requestId });
+    const res = await post(
+      `${prefill.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV },
+      { 'x-request-id': requestId },
+    );
     expect(res.status).toBe(200);
-    const body = res.json<{ kv_transfer_params: Record<string, unknown>; usage: { completion_tokens: number }; choices: { finish_reason: string }[] }>();
+    const body = res.json<{
+      kv_transfer_params: Record<string, unknown>;
+      usage: { completion_tokens: number };
+      choices: { finish_reason: string }[];
+    }>();
     expect(body.usage.completion_tokens).toBe(1);
     expect(body.choices[0]!.finish_reason).toBe('length');
     return body.kv_transfer_params;
@@ -70,30 +93,59 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
 
   it('prefill answers 1 token plus kv_transfer_params naming its side channel', async () => {
     const kv = await prefillFor('handoff-0');
-    expect(kv).toMatchObject({ do_remote_prefill: true, do_remote_decode: false, remote_request_id: 'handoff-0', remote_host: '127.0.0.3', remote_port: prefill.port, tp_size: 1 });
+    expect(kv).toMatchObject({
+      do_remote_prefill: true,
+      do_remote_decode: false,
+      remote_request_id: 'handoff-0',
+      remote_host: '127.0.0.3',
+      remote_port: prefill.port,
+      tp_size: 1,
+    });
     expect(typeof kv['remote_engine_id']).toBe('string');
     expect(Array.isArray(kv['remote_block_ids'])).toBe(true);
   });
 
   it('decode pulls the blocks from the named prefill: a real hand-off, counted on both sides', async () => {
-    const before = { served: prefill.counters()['kvPullsServed']!, received: decode.counters()['kvPullsReceived']!, fallbacks: decode.counters()['localPrefillFallbacks']! };
+    const before = {
+      served: prefill.counters()['kvPullsServed']!,
+      received: decode.counters()['kvPullsReceived']!,
+      fallbacks: decode.counters()['localPrefillFallbacks']!,
+    };
     const kv = await prefillFor('handoff-1');
-    const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 6, kv_transfer_params: kv }, { 'x-request-id': 'handoff-1' });
+    const res = await post(
+      `${decode.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 6, kv_transfer_params: kv },
+      { 'x-request-id': 'handoff-1' },
+    );
     expect(res.status).toBe(200);
     expect(res.json()).toMatchObject({ id: 'chatcmpl-handoff-1', usage: { completion_tokens: 6 }, kv_transfer_params: null });
     expect(prefill.counters()['kvPullsServed']).toBe(before.served + 1);
     expect(decode.counters()['kvPullsReceived']).toBe(before.received + 1);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before.fallbacks);
     // The side channel carried the params the decode was given (what a router must pass verbatim).
-    const pull = prefill.requests().find((r) => r.path === '/sim/nixl/pull' && (r.body as { remote_request_id?: string }).remote_request_id === 'handoff-1');
-    expect(pull?.body).toEqual({ remote_engine_id: kv['remote_engine_id'], remote_request_id: 'handoff-1', remote_block_ids: kv['remote_block_ids'] });
+    const pull = prefill
+      .requests()
+      .find((r) => r.path === '/sim/nixl/pull' && (r.body as { remote_request_id?: string }).remote_request_id === 'handoff-1');
+    expect(pull?.body).toEqual({
+      remote_engine_id: kv['remote_engine_id'],
+      remote_request_id: 'handoff-1',
+      remote_block_ids: kv['remote_block_ids'],
+    });
   });
 
   it('streams from decode after a hand-off', async () => {
     const kv = await prefillFor('handoff-2');
-    const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 3, stream: true, kv_transfer_params: kv }, { 'x-request-id': 'handoff-2' });
+    const res = await post(
+      `${decode.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 3, stream: true, kv_transfer_params: kv },
+      { 'x-request-id': 'handoff-2' },
+    );
     expect(res.text.endsWith('data: [DONE]\n\n')).toBe(true);
-    expect(prefill.requests().some((r) => r.path === '/sim/nixl/pull' && (r.body as { remote_request_id?: string }).remote_request_id === 'handoff-2')).toBe(true);
+    expect(
+      prefill
+        .requests()
+        .some((r) => r.path === '/sim/nixl/pull' && (r.body as { remote_request_id?: string }).remote_request_id === 'handoff-2'),
+    ).toBe(true);
   });
 
   it('counts a silent local prefill when decode gets no kv_transfer_params', async () => {
@@ -106,11 +158,19 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   it('falls back to local prefill (counted as a failed pull) when the blocks were already read or the ids are wrong', async () => {
     const kv = await prefillFor('handoff-3');
     await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
-    const before = { failures: decode.counters()['kvPullFailures']!, fallbacks: decode.counters()['localPrefillFallbacks']!, rejected: prefill.counters()['kvPullsRejected']! };
+    const before = {
+      failures: decode.counters()['kvPullFailures']!,
+      fallbacks: decode.counters()['localPrefillFallbacks']!,
+      rejected: prefill.counters()['kvPullsRejected']!,
+    };
     const again = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
     expect(again.status).toBe(200);
     const kv4 = await prefillFor('handoff-4');
-    await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: { ...kv4, remote_engine_id: 'someone-else' } });
+    await post(`${decode.url}/v1/chat/completions`, {
+      messages: CHAT,
+      max_tokens: 2,
+      kv_transfer_params: { ...kv4, remote_engine_id: 'someone-else' },
+    });
     expect(decode.counters()['kvPullFailures']).toBe(before.failures + 2);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before.fallbacks + 2);
     expect(prefill.counters()['kvPullsRejected']).toBe(before.rejected + 2);
@@ -118,9 +178,19 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
 
   it('treats unreachable or malformed params as a fallback, not an error', async () => {
     const before = decode.counters()['localPrefillFallbacks']!;
-    const dead = { do_remote_prefill: true, remote_engine_id: 'x', remote_block_ids: [1], remote_host: '127.0.0.1', remote_port: 1, remote_request_id: 'x' };
+    const dead = {
+      do_remote_prefill: true,
+      remote_engine_id: 'x',
+      remote_block_ids: [1],
+      remote_host: '127.0.0.1',
+      remote_port: 1,
+      remote_request_id: 'x',
+    };
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, kv_transfer_params: dead })).status).toBe(200);
-    expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, kv_transfer_params: { do_remote_prefill: true } })).status).toBe(200);
+    expect(
+      (await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, kv_transfer_params: { do_remote_prefill: true } }))
+        .status,
+    ).toBe(200);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 2);
   });
 });
@@ -140,13 +210,21 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
   afterAll(() => fleet.closeAll());
 
   async function prefillOn(sim: SimEngineHandle, requestId: string): Promise<Record<string, unknown>> {
-    const res = await post(`${sim.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV }, { 'x-request-id': requestId });
+    const res = await post(
+      `${sim.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV },
+      { 'x-request-id': requestId },
+    );
     return res.json<{ kv_transfer_params: Record<string, unknown> }>().kv_transfer_params;
   }
 
   it('hands off without an HTTP exchange: same checks, counted on both sides and as in-process', async () => {
     const kv = await prefillOn(prefill, 'inproc-1');
-    const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 4, kv_transfer_params: kv }, { 'x-request-id': 'inproc-1' });
+    const res = await post(
+      `${decode.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 4, kv_transfer_params: kv },
+      { 'x-request-id': 'inproc-1' },
+    );
     expect(res.json()).toMatchObject({ id: 'chatcmpl-inproc-1', usage: { completion_tokens: 4 } });
     expect(prefill.counters()).toMatchObject({ kvPullsServed: 1, kvPullsRejected: 0 });
     expect(decode.counters()).toMatchObject({ kvPullsReceived: 1, kvPullsInProcess: 1, kvPullFailures: 0, localPrefillFallbacks: 0 });
@@ -156,10 +234,18 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
   it('rejects blocks already read or with the wrong engine id, as the HTTP side channel does', async () => {
     const kv = await prefillOn(prefill, 'inproc-2');
     await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
-    const before = { failures: decode.counters()['kvPullFailures']!, fallbacks: decode.counters()['localPrefillFallbacks']!, rejected: prefill.counters()['kvPullsRejected']! };
+    const before = {
+      failures: decode.counters()['kvPullFailures']!,
+      fallbacks: decode.counters()['localPrefillFallbacks']!,
+      rejected: prefill.counters()['kvPullsRejected']!,
+    };
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv })).status).toBe(200);
     const kv3 = await prefillOn(prefill, 'inproc-3');
-    await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: { ...kv3, remote_engine_id: 'someone-else' } });
+    await post(`${decode.url}/v1/chat/completions`, {
+      messages: CHAT,
+      max_tokens: 2,
+      kv_transfer_params: { ...kv3, remote_engine_id: 'someone-else' },
+    });
     expect(decode.counters()['kvPullFailures']).toBe(before.failures + 2);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before.fallbacks + 2);
     expect(prefill.counters()['kvPullsRejected']).toBe(before.rejected + 2);
@@ -168,7 +254,11 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
   it('pulls over HTTP from a prefill that does not offer in-process pulls', async () => {
     const inProcess = decode.counters()['kvPullsInProcess']!;
     const kv = await prefillOn(httpPrefill, 'inproc-4');
-    await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv }, { 'x-request-id': 'inproc-4' });
+    await post(
+      `${decode.url}/v1/chat/completions`,
+      { messages: CHAT, max_tokens: 2, kv_transfer_params: kv },
+      { 'x-request-id': 'inproc-4' },
+    );
     expect(httpPrefill.counters()['kvPullsServed']).toBe(1);
     expect(httpPrefill.requests().some((r) => r.path === '/sim/nixl/pull')).toBe(true);
     expect(decode.counters()['kvPullsInProcess']).toBe(inProcess);
@@ -196,11 +286,22 @@ describe('vLLM simulator: Mooncake-style concurrent P/D (transfer ids on the boo
   });
   afterAll(() => fleet.closeAll());
 
-  const prefillBody = (id: string) => ({ messages: CHAT, max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, transfer_id: id } });
+  const prefillBody = (id: string) => ({
+    messages: CHAT,
+    max_tokens: 1,
+    stream: false,
+    kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, transfer_id: id },
+  });
   const decodeBody = (id: string, engineId: string) => ({
     messages: CHAT,
     max_tokens: 3,
-    kv_transfer_params: { do_remote_decode: false, do_remote_prefill: true, remote_bootstrap_addr: bootstrapAddr, remote_engine_id: engineId, transfer_id: id },
+    kv_transfer_params: {
+      do_remote_decode: false,
+      do_remote_prefill: true,
+      remote_bootstrap_addr: bootstrapAddr,
+      remote_engine_id: engineId,
+      transfer_id: id,
+    },
   });
 
   it('lists an engine id per DP rank on /query', async () => {
@@ -250,7 +351,11 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
   });
 
   it('encoder writes the item to the EC store and answers its entry keyed by identifier', async () => {
-    const res = await post(`${encoder.url}/v1/chat/completions`, { model: 'sim-model', messages: [{ role: 'user', content: [IMAGE_A] }], max_tokens: 1, stream: false }, { 'x-request-id': 'p:0:abcdef' });
+    const res = await post(
+      `${encoder.url}/v1/chat/completions`,
+      { model: 'sim-model', messages: [{ role: 'user', content: [IMAGE_A] }], max_tokens: 1, stream: false },
+      { 'x-request-id': 'p:0:abcdef' },
+    );
     expect(res.status).toBe(200);
     const body = res.json<{ ec_transfer_params: Record<string, unknown>; usage: { completion_tokens: number } }>();
     expect(body).toMatchObject({ object: 'chat.completion', id: 'chatcmpl-p:0:abcdef', usage: { completion_tokens: 1 } });
@@ -262,7 +367,9 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
   });
 
   it('uses the part uuid as the key when one is given', async () => {
-    const res = await post(`${encoder.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [{ ...IMAGE_B, uuid: 'dog-1' }] }] });
+    const res = await post(`${encoder.url}/v1/chat/completions`, {
+      messages: [{ role: 'user', content: [{ ...IMAGE_B, uuid: 'dog-1' }] }],
+    });
     expect(res.json()).toMatchObject({ ec_transfer_params: { 'dog-1': { item_indices: [0] } } });
     expect(readdirSync(ecDir)).toContain('dog-1');
   });
@@ -280,7 +387,10 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
     const before = prefill.counters();
     await post(`${prefill.url}/v1/chat/completions`, { messages: withImage(IMAGE_A), max_tokens: 1 });
     expect(prefill.counters()['ecHits']).toBe(before['ecHits']! + 1);
-    await post(`${prefill.url}/v1/chat/completions`, { messages: withImage({ type: 'image_url', image_url: { url: 'https://example.com/never-encoded.png' } }), max_tokens: 1 });
+    await post(`${prefill.url}/v1/chat/completions`, {
+      messages: withImage({ type: 'image_url', image_url: { url: 'https://example.com/never-encoded.png' } }),
+      max_tokens: 1,
+    });
     expect(prefill.counters()['ecMisses']).toBe(before['ecMisses']! + 1);
     const metrics = await (await fetch(`${prefill.url}/metrics`)).text();
     expect(metrics).toMatch(/^vllm:mm_cache_queries_total\{model_name="sim-model",engine="0"\} 2\.0$/m);
@@ -290,13 +400,26 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
   it('runs E -> P -> D end to end: encode, prefill with EC hit and KV hand-off, decode pulls', async () => {
     const messages = withImage({ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } });
     const item = (messages[0]!.content as object[])[1]!;
-    await post(`${encoder.url}/v1/chat/completions`, { model: 'sim-model', messages: [{ role: 'user', content: [item] }], max_tokens: 1, stream: false });
+    await post(`${encoder.url}/v1/chat/completions`, {
+      model: 'sim-model',
+      messages: [{ role: 'user', content: [item] }],
+      max_tokens: 1,
+      stream: false,
+    });
     const hits = prefill.counters()['ecHits']!;
-    const p = await post(`${prefill.url}/v1/chat/completions`, { model: 'sim-model', messages, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV }, { 'x-request-id': 'epd-1' });
+    const p = await post(
+      `${prefill.url}/v1/chat/completions`,
+      { model: 'sim-model', messages, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV },
+      { 'x-request-id': 'epd-1' },
+    );
     expect(prefill.counters()['ecHits']).toBe(hits + 1);
     const kv = p.json<{ kv_transfer_params: unknown }>().kv_transfer_params;
     const received = decode.counters()['kvPullsReceived']!;
-    const d = await post(`${decode.url}/v1/chat/completions`, { model: 'sim-model', messages, max_tokens: 5, stream: true, kv_transfer_params: kv }, { 'x-request-id': 'epd-1' });
+    const d = await post(
+      `${decode.url}/v1/chat/completions`,
+      { model: 'sim-model', messages, max_tokens: 5, stream: true, kv_transfer_params: kv },
+      { 'x-request-id': 'epd-1' },
+    );
     expect(d.text.endsWith('data: [DONE]\n\n')).toBe(true);
     expect(decode.counters()['kvPullsReceived']).toBe(received + 1);
   });

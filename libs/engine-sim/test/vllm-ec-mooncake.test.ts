@@ -24,7 +24,12 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
   beforeAll(async () => {
     encoder = await fleet.start({ engine: 'vllm', role: 'encode', host: '127.0.0.60', ecConnector: 'mooncake' });
     pd = await fleet.start({
-      engine: 'vllm', role: 'both', host: '127.0.0.61', ecConnector: 'mooncake', enableMmEmbeds: true, dataParallel: 2,
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.0.61',
+      ecConnector: 'mooncake',
+      enableMmEmbeds: true,
+      dataParallel: 2,
       ecPushWaitTimeoutMs: PUSH_WAIT_MS,
     });
   });
@@ -105,8 +110,10 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     const ref = { type: 'image_embeds', image_embeds: { image_grid_thw: [1, 32, 32] }, uuid: 'mc-gone' };
     const client = new AbortController();
     const leaving = fetch(`${patient.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': 'mc-gone' },
-      body: JSON.stringify({ messages: user(ref), max_tokens: 1 }), signal: client.signal,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': 'mc-gone' },
+      body: JSON.stringify({ messages: user(ref), max_tokens: 1 }),
+      signal: client.signal,
     }).catch(() => 'left');
     await waitFor(() => patient.requests().some((r) => r.headers['x-request-id'] === 'mc-gone'), { what: 'the PD to hold the request' });
     client.abort();

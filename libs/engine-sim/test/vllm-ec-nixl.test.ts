@@ -1,7 +1,17 @@
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { SimFleet, sseEvents } from './helpers';
 import {
-  chat, contentUuid, embedsRef, encoderRequest, ERROR_EVENT, image, PREFILL_KV, QUESTION, user, type EcEntry, type Part,
+  chat,
+  contentUuid,
+  embedsRef,
+  encoderRequest,
+  ERROR_EVENT,
+  image,
+  PREFILL_KV,
+  QUESTION,
+  user,
+  type EcEntry,
+  type Part,
 } from './epd-shapes';
 
 type Answer = { ec_transfer_params: Record<string, EcEntry>; kv_transfer_params: Record<string, unknown> | null };
@@ -45,8 +55,11 @@ describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
     const a = image('https://example.com/nixl/a.png');
     expect(await encode([a])).toEqual({
       [contentUuid(a)]: {
-        metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0],
-        peer_host: '127.0.0.50', peer_port: encoder.port, size_bytes: 256 * 16,
+        metadata: { image_grid_thw: [[1, 32, 32]] },
+        item_indices: [0],
+        peer_host: '127.0.0.50',
+        peer_port: encoder.port,
+        size_bytes: 256 * 16,
       },
     });
   });
@@ -93,7 +106,11 @@ describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
   it('a pull the encoder refuses falls back to a local encode when the request has the media, and fails it otherwise', async () => {
     const a = image('https://example.com/nixl/unknown.png');
     const handle = {
-      metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0], peer_host: '127.0.0.50', peer_port: encoder.port, size_bytes: 4096,
+      metadata: { image_grid_thw: [[1, 32, 32]] },
+      item_indices: [0],
+      peer_host: '127.0.0.50',
+      peer_port: encoder.port,
+      size_bytes: 4096,
     };
     const params = { ec_transfer_params: { [contentUuid(a)]: handle } };
     const withMedia = await delta(pd, async () => {
@@ -126,7 +143,12 @@ describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
   it('in-process pulls (nixlSideChannel) ask an encoder of the same process directly, with the same checks', async () => {
     const e = await fleet.start({ engine: 'vllm', role: 'encode', host: '127.0.0.54', ecConnector: 'nixl', nixlSideChannel: 'in-process' });
     const c = await fleet.start({
-      engine: 'vllm', role: 'both', host: '127.0.0.55', ecConnector: 'nixl', enableMmEmbeds: true, nixlSideChannel: 'in-process',
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.0.55',
+      ecConnector: 'nixl',
+      enableMmEmbeds: true,
+      nixlSideChannel: 'in-process',
     });
     const parts = [image('https://example.com/nixl/in-process.png')];
     const res = await chat(e, encoderRequest(parts));

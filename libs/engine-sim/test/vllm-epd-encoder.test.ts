@@ -4,7 +4,18 @@ import { join } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { CHAT, SimFleet } from './helpers';
 import {
-  audio, chat, contentUuid, embedsRef, encoderRequest, image, QUESTION, sha256, user, video, type EcEntry, type Part,
+  audio,
+  chat,
+  contentUuid,
+  embedsRef,
+  encoderRequest,
+  image,
+  QUESTION,
+  sha256,
+  user,
+  video,
+  type EcEntry,
+  type Part,
 } from './epd-shapes';
 
 interface EncoderAnswer {
@@ -24,7 +35,12 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     ecDir = mkdtempSync(join(tmpdir(), 'triad-ec-'));
     encoder = await fleet.start({ engine: 'vllm', role: 'encode', host: '127.0.0.40', sharedEcDir: ecDir });
     prefill = await fleet.start({
-      engine: 'vllm', role: 'both', host: '127.0.0.41', sharedEcDir: ecDir, enableMmEmbeds: true, dataParallel: 2,
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.0.41',
+      sharedEcDir: ecDir,
+      enableMmEmbeds: true,
+      dataParallel: 2,
     });
     plain = await fleet.start({ engine: 'vllm', role: 'both', host: '127.0.0.42', sharedEcDir: ecDir });
   });
@@ -99,7 +115,7 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     expect(after['ecRequestsFailed']! - before['ecRequestsFailed']!).toBe(1);
   });
 
-  it('rejects *_embeds parts with vLLM\'s 400 unless started with enableMmEmbeds', async () => {
+  it("rejects *_embeds parts with vLLM's 400 unless started with enableMmEmbeds", async () => {
     for (const type of ['image_embeds', 'audio_embeds', 'video_embeds']) {
       const res = await chat(plain, { messages: [{ role: 'user', content: [{ type, [type]: {}, uuid: 'x' }] }] });
       expect(res.status).toBe(400);
@@ -108,7 +124,7 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     }
   });
 
-  it('sizes a metadata reference\'s placeholder range from its grid and counts the embeds parts', async () => {
+  it("sizes a metadata reference's placeholder range from its grid and counts the embeds parts", async () => {
     const grid = async (thw: number[], uuid: string) => {
       await encode(encoderRequest([image(`https://example.com/grid/${uuid}.png`, { uuid })]));
       const ref = { type: 'image_embeds', image_embeds: { image_grid_thw: thw }, uuid };

@@ -33,15 +33,24 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
       id: 'chatcmpl-req-42',
       object: 'chat.completion',
       model: 'sim-model',
-      choices: [{
-        index: 0, message: { role: 'assistant', reasoning_content: null, tool_calls: [] }, logprobs: null, finish_reason: 'length',
-        stop_reason: null,
-      }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', reasoning_content: null, tool_calls: [] },
+          logprobs: null,
+          finish_reason: 'length',
+          stop_reason: null,
+        },
+      ],
       prompt_logprobs: null,
       kv_transfer_params: null,
     });
     expect(tokensOf(body.choices[0]!.message.content)).toHaveLength(5);
-    const { prompt_tokens: p, completion_tokens: c, total_tokens: t } = body.usage as {
+    const {
+      prompt_tokens: p,
+      completion_tokens: c,
+      total_tokens: t,
+    } = body.usage as {
       prompt_tokens: number;
       completion_tokens: number;
       total_tokens: number;
@@ -82,8 +91,10 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     const expected = [
       `${head},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
       ...tokens.map(
-        (t, i) => `${head},"choices":[{"index":0,"delta":{"content":"${t}"},"logprobs":null,"finish_reason":${i === tokens.length - 1
-          ? '"length","stop_reason":null' : 'null'}}]}`,
+        (t, i) =>
+          `${head},"choices":[{"index":0,"delta":{"content":"${t}"},"logprobs":null,"finish_reason":${
+            i === tokens.length - 1 ? '"length","stop_reason":null' : 'null'
+          }}]}`,
       ),
       `${head},"choices":[],"usage":{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens + 4},"completion_tokens":4}}`,
       '[DONE]',
@@ -98,9 +109,12 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     ['stream_options {} (vLLM defaults include_usage to true)', {}, true],
     ['include_usage false', { include_usage: false }, false],
   ])('chat stream usage chunk with %s', async (_name, streamOptions, expectUsage) => {
-    const res = await post(
-      chatUrl, { messages: CHAT, max_tokens: 2, stream: true, ...(streamOptions ? { stream_options: streamOptions } : {}) },
-    );
+    const res = await post(chatUrl, {
+      messages: CHAT,
+      max_tokens: 2,
+      stream: true,
+      ...(streamOptions ? { stream_options: streamOptions } : {}),
+    });
     const events = sseEvents(res.text);
     expect(events.at(-1)).toBe('[DONE]');
     const hasUsage = events.slice(0, -1).some((e) => (JSON.parse(e) as { usage?: unknown }).usage !== undefined);
@@ -108,16 +122,22 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
   });
 
   it('puts running usage in every chunk with continuous_usage_stats', async () => {
-    const res = await post(
-      chatUrl, { messages: CHAT, max_tokens: 3, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } },
-    );
-    const chunks = sseEvents(res.text).slice(0, -1).map((e) => JSON.parse(e) as { usage: { completion_tokens: number } });
+    const res = await post(chatUrl, {
+      messages: CHAT,
+      max_tokens: 3,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    });
+    const chunks = sseEvents(res.text)
+      .slice(0, -1)
+      .map((e) => JSON.parse(e) as { usage: { completion_tokens: number } });
     expect(chunks.map((c) => c.usage.completion_tokens)).toEqual([0, 1, 2, 3, 3]);
   });
 
   it('streams completions with "usage":null on content chunks and finish on the last one', async () => {
     const res = await post(
-      `${sim.url}/v1/completions`, { model: 'sim-model', prompt: 'Once upon a time', max_tokens: 3, stream: true },
+      `${sim.url}/v1/completions`,
+      { model: 'sim-model', prompt: 'Once upon a time', max_tokens: 3, stream: true },
       { 'x-request-id': 'c1' },
     );
     const events = sseEvents(res.text);
@@ -126,7 +146,9 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     for (const [i, c] of chunks.entries()) {
       expect(Object.keys(c)).toEqual(['id', 'object', 'created', 'model', 'choices', 'usage']);
       expect(c).toMatchObject({
-        id: 'cmpl-c1', object: 'text_completion', usage: null,
+        id: 'cmpl-c1',
+        object: 'text_completion',
+        usage: null,
         choices: [{ index: 0, logprobs: null, finish_reason: i === 2 ? 'length' : null, stop_reason: null }],
       });
     }
@@ -136,7 +158,9 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
   it('answers a non-streamed completion with the default max_tokens of 16', async () => {
     const res = await post(`${sim.url}/v1/completions`, { prompt: 'Once upon a time' });
     expect(res.json()).toMatchObject({
-      object: 'text_completion', choices: [{ finish_reason: 'length', prompt_logprobs: null }], usage: { completion_tokens: 16 },
+      object: 'text_completion',
+      choices: [{ finish_reason: 'length', prompt_logprobs: null }],
+      usage: { completion_tokens: 16 },
     });
   });
 
@@ -189,7 +213,10 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     const log = sim.requests();
     expect(log).toHaveLength(1);
     expect(log[0]).toMatchObject({
-      method: 'POST', path: '/v1/chat/completions', headers: { traceparent }, body: { messages: CHAT, max_tokens: 1 },
+      method: 'POST',
+      path: '/v1/chat/completions',
+      headers: { traceparent },
+      body: { messages: CHAT, max_tokens: 1 },
     });
     expect(typeof log[0]!.at).toBe('number');
     sim.clearRequests();

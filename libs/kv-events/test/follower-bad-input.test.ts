@@ -1,7 +1,13 @@
 import { encode } from '@msgpack/msgpack';
 import { waitFor } from '@triad/testing';
 import {
-  SourceFollower, VllmBlockHasher, ZmqEventPublisher, encodeKvEventBatch, type FollowerCounter, type FollowerLimits, type SourceDelta,
+  SourceFollower,
+  VllmBlockHasher,
+  ZmqEventPublisher,
+  encodeKvEventBatch,
+  type FollowerCounter,
+  type FollowerLimits,
+  type SourceDelta,
 } from '../src/index';
 
 // What an engine's event socket can throw at the indexer: floods, more blocks than the cap, gaps it cannot
@@ -24,7 +30,11 @@ class Harness {
 
   start(limits: FollowerLimits, replay = true): SourceFollower {
     this.follower = new SourceFollower({
-      source: 'ns/p', pod: 'ns/p', endpoint: this.pub.endpoint, replayEndpoint: replay ? this.pub.replayEndpoint : undefined, limits,
+      source: 'ns/p',
+      pod: 'ns/p',
+      endpoint: this.pub.endpoint,
+      replayEndpoint: replay ? this.pub.replayEndpoint : undefined,
+      limits,
       now: () => this.clock,
       sink: {
         delta: (_s, _p, d) => {
@@ -36,7 +46,10 @@ class Harness {
         state: (_s, _p, live, reason) => void this.states.push({ live, reason }),
       },
       metrics: { inc: (c, _pod, n = 1) => void this.counts.set(c, (this.counts.get(c) ?? 0) + n) },
-      logger: { info: () => undefined, warn: (fields, msg) => void this.warnings.push({ msg: msg ?? '', fields: fields as Record<string, unknown> }) },
+      logger: {
+        info: () => undefined,
+        warn: (fields, msg) => void this.warnings.push({ msg: msg ?? '', fields: fields as Record<string, unknown> }),
+      },
     });
     return this.follower;
   }
@@ -46,7 +59,10 @@ class Harness {
   }
 
   async store(t: number[], opts: { lose?: boolean } = {}): Promise<string[]> {
-    await this.pub.publish(encodeKvEventBatch('vllm', 1, [{ type: 'stored', hashes: hasher.digests(t), parent: undefined, tokens: t, blockSize: 4 }]), opts);
+    await this.pub.publish(
+      encodeKvEventBatch('vllm', 1, [{ type: 'stored', hashes: hasher.digests(t), parent: undefined, tokens: t, blockSize: 4 }]),
+      opts,
+    );
     return keysOf(t);
   }
 }
@@ -55,7 +71,9 @@ describe('SourceFollower under bad input', () => {
   const open: { pub: ZmqEventPublisher; follower?: SourceFollower }[] = [];
   const harness = async (limits: FollowerLimits, opts: { replay?: boolean; bufferSteps?: number } = {}): Promise<Harness> => {
     const pub = await ZmqEventPublisher.start({
-      endpoint: 'tcp://127.0.0.1:*', replayEndpoint: 'tcp://127.0.0.1:*', ...(opts.bufferSteps ? { bufferSteps: opts.bufferSteps } : {}),
+      endpoint: 'tcp://127.0.0.1:*',
+      replayEndpoint: 'tcp://127.0.0.1:*',
+      ...(opts.bufferSteps ? { bufferSteps: opts.bufferSteps } : {}),
     });
     const h = new Harness(pub);
     const f = h.start(limits, opts.replay ?? true);

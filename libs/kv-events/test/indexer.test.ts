@@ -4,7 +4,13 @@ import { KvBlockIndex } from '@triad/scheduling';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { encode } from '@msgpack/msgpack';
 import {
-  KvIndexer, VllmBlockHasher, ZmqEventPublisher, encodeKvEventBatch, startKvIndexFeed, type FollowerCounter, type KvIndexFeed,
+  KvIndexer,
+  VllmBlockHasher,
+  ZmqEventPublisher,
+  encodeKvEventBatch,
+  startKvIndexFeed,
+  type FollowerCounter,
+  type KvIndexFeed,
 } from '../src/index';
 
 const hasher = new VllmBlockHasher({ algo: 'sha256_cbor', seed: '0', blockSize: 4 });
@@ -23,16 +29,29 @@ class Counts {
 
 function record(pod: string, endpoint: string, replayEndpoint?: string): EndpointRecord {
   return EndpointRecordSchema.parse({
-    schemaVersion: 1, namespace: 'default', modelServer: 'ms', pod, role: 'aggregated', ip: '127.0.0.1', port: 8000, engine: 'vLLM',
-    kvEvents: { endpoint, ...(replayEndpoint ? { replayEndpoint } : {}) }, ready: true, models: ['m'],
-    metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false }, updatedAt: 0,
+    schemaVersion: 1,
+    namespace: 'default',
+    modelServer: 'ms',
+    pod,
+    role: 'aggregated',
+    ip: '127.0.0.1',
+    port: 8000,
+    engine: 'vLLM',
+    kvEvents: { endpoint, ...(replayEndpoint ? { replayEndpoint } : {}) },
+    ready: true,
+    models: ['m'],
+    metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false },
+    updatedAt: 0,
   });
 }
 
 /** Publishes a BlockStored batch for `toks` (vLLM wire form, bytes hashes) and returns the block keys. */
 async function store(pub: ZmqEventPublisher, toks: number[], opts: { lose?: boolean } = {}): Promise<string[]> {
   const digests = hasher.digests(toks);
-  await pub.publish(encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'stored', hashes: digests, parent: undefined, tokens: toks, blockSize: 4 }]), opts);
+  await pub.publish(
+    encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'stored', hashes: digests, parent: undefined, tokens: toks, blockSize: 4 }]),
+    opts,
+  );
   return digests.map((d) => Buffer.from(d.subarray(24)).toString('hex'));
 }
 
@@ -64,7 +83,14 @@ describe('KV indexer: engine socket → NATS deltas and snapshots → scheduler 
     // A pod whose socket never answers: nothing listens on port 1.
     await endpoints.put(endpointKey('default', 'ms', 'dead'), record('dead', 'tcp://127.0.0.1:1'));
     feed = await startKvIndexFeed(schedBus, index);
-    indexer = new KvIndexer({ bus, instanceId: 'idx-a', logger: quiet, metrics: counts, snapshotIntervalMs: 100, limits: { connectTimeoutMs: 300 } });
+    indexer = new KvIndexer({
+      bus,
+      instanceId: 'idx-a',
+      logger: quiet,
+      metrics: counts,
+      snapshotIntervalMs: 100,
+      limits: { connectTimeoutMs: 300 },
+    });
     await indexer.start();
     await waitFor(() => indexer.followerOf('default/p0')?.live, { what: 'the follower to connect' });
   });

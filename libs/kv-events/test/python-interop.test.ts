@@ -43,7 +43,7 @@ class Publisher {
   }
 }
 
-describe('KV events from a Python publisher (pyzmq + msgpack, vLLM\'s hashing)', () => {
+describe("KV events from a Python publisher (pyzmq + msgpack, vLLM's hashing)", () => {
   let publisher: Publisher;
   let follower: SourceFollower;
   const counts = new Map<FollowerCounter, number>();
@@ -56,7 +56,10 @@ describe('KV events from a Python publisher (pyzmq + msgpack, vLLM\'s hashing)',
     publisher = new Publisher();
     const [pub, replay] = await publisher.ports();
     follower = new SourceFollower({
-      source: 'ns/py', pod: 'ns/py', endpoint: `tcp://127.0.0.1:${pub}`, replayEndpoint: `tcp://127.0.0.1:${replay}`,
+      source: 'ns/py',
+      pod: 'ns/py',
+      endpoint: `tcp://127.0.0.1:${pub}`,
+      replayEndpoint: `tcp://127.0.0.1:${replay}`,
       sink: {
         delta: (_s, _p, d) => {
           deltas.push(d);

@@ -30,13 +30,17 @@ describe('parsePrometheusText', () => {
     const { families, errors } = parsePrometheusText(vllm);
     expect(errors).toBe(0);
     expect(families.get('vllm:num_requests_running')).toMatchObject({
-      type: 'gauge', help: 'Number of requests in model execution batches.',
+      type: 'gauge',
+      help: 'Number of requests in model execution batches.',
     });
     expect(families.get('vllm:prompt_tokens')?.samples.map((s) => s.name)).toEqual([
-      'vllm:prompt_tokens_total', 'vllm:prompt_tokens_created',
+      'vllm:prompt_tokens_total',
+      'vllm:prompt_tokens_created',
     ]);
     expect(families.get('vllm:time_to_first_token_seconds')?.samples[1]).toEqual({
-      name: 'vllm:time_to_first_token_seconds_bucket', labels: { engine: '0', le: '+Inf', model_name: 'qwen' }, value: 2,
+      name: 'vllm:time_to_first_token_seconds_bucket',
+      labels: { engine: '0', le: '+Inf', model_name: 'qwen' },
+      value: 2,
     });
   });
 

@@ -95,9 +95,8 @@ export function parsePrometheusText(text: string, options: ParseOptions = {}): {
       const name = m[2] as string;
       if (wanted && !wanted.has(name)) continue;
       const fam = families.get(name) ?? { name, type: 'untyped' as MetricType, samples: [] };
-      if (m[1] === 'TYPE') fam.type = ([
-        'counter', 'gauge', 'histogram', 'summary',
-      ].includes(m[3] as string) ? m[3] : 'untyped') as MetricType;
+      if (m[1] === 'TYPE')
+        fam.type = (['counter', 'gauge', 'histogram', 'summary'].includes(m[3] as string) ? m[3] : 'untyped') as MetricType;
       else fam.help = m[3];
       families.set(name, fam);
       continue;

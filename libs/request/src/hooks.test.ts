@@ -2,7 +2,10 @@ import { composeHooks, type RequestHooks } from './hooks';
 import { proxyRequest, requestContext } from './testing';
 
 const decision = {
-  id: 'r', ok: true as const, mode: 'aggregated' as const, attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }],
+  id: 'r',
+  ok: true as const,
+  mode: 'aggregated' as const,
+  attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }],
   encoders: [],
 };
 
@@ -29,7 +32,18 @@ describe('composeHooks', () => {
   it('stops admission at the first refusal', async () => {
     const admitted: string[] = [];
     const refusal = new Error('no');
-    const hooks = composeHooks([{ admit: () => { throw refusal; } }, { admit: () => { admitted.push('second'); } }]);
+    const hooks = composeHooks([
+      {
+        admit: () => {
+          throw refusal;
+        },
+      },
+      {
+        admit: () => {
+          admitted.push('second');
+        },
+      },
+    ]);
     await expect(hooks.admit?.(requestContext())).rejects.toBe(refusal);
     expect(admitted).toEqual([]);
   });

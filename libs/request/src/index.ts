@@ -4,7 +4,16 @@ export { RequestContext, isRouted } from './context/request-context';
 export type { RoutedRequest, ProxyRequest, IncomingHeaders, Abortable } from './context/request-context';
 export { RequestResult } from './context/parts';
 export type {
-  DpRankPicker, RoutingPart, ResolvedRouting, SchedulePart, ProxyPart, Usage, OutlierEvent, KvStrandReason, KvStrandAction, KvStrandedEvent,
+  DpRankPicker,
+  RoutingPart,
+  ResolvedRouting,
+  SchedulePart,
+  ProxyPart,
+  Usage,
+  OutlierEvent,
+  KvStrandReason,
+  KvStrandAction,
+  KvStrandedEvent,
 } from './context/parts';
 export { RequestLocal } from './context/request-local';
 export { composeHooks } from './hooks';
@@ -13,17 +22,32 @@ export type { ClientSink } from './client-sink';
 export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
 export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy, EcProfile } from './server-profile';
 export {
-  RequestError, BadRequestError, BodyTooLargeError, NotFoundError, UnauthorizedError, ForbiddenError, RateLimitedError,
-  QueueTimeoutError, AdmissionUnavailableError, ClientAbortedError, UpstreamError, EcHandoffError, TotalTimeoutError, SchedulingError,
-  isRetryable, failedStageOf, errorCodeOf, asError, HttpLayerError, echo,
+  RequestError,
+  BadRequestError,
+  BodyTooLargeError,
+  NotFoundError,
+  UnauthorizedError,
+  ForbiddenError,
+  RateLimitedError,
+  QueueTimeoutError,
+  AdmissionUnavailableError,
+  ClientAbortedError,
+  UpstreamError,
+  EcHandoffError,
+  TotalTimeoutError,
+  SchedulingError,
+  isRetryable,
+  failedStageOf,
+  errorCodeOf,
+  asError,
+  HttpLayerError,
+  echo,
 } from './errors/request-errors';
 export type { ErrorHeaders, RateLimitReason, LegFailure, EcHandoffFailureReason } from './errors/request-errors';
 export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
 export type { OpenAiError } from './errors/openai-errors';
 export { extractMediaParts, countContentParts } from './body/media';
-export {
-  DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan,
-} from './body/request-limits';
+export { DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan } from './body/request-limits';
 export type { RequestLimits } from './body/request-limits';
 export type { MediaPart, Modality } from './body/media';
 export { promptText } from './body/prompt-text';

@@ -2,14 +2,7 @@ import type { EcConnectorType, InferenceEngine, OutlierPolicy, PipelineMode } fr
 
 /** Names of the connectors that proxy a request (one per protocol, not per transport × mode). */
 export type ConnectorName =
-  | 'aggregated'
-  | 'vllm-http'
-  | 'vllm-nixl'
-  | 'vllm-mooncake'
-  | 'vllm-lmcache'
-  | 'vllm-epd'
-  | 'sglang-pd'
-  | 'sglang-epd';
+  'aggregated' | 'vllm-http' | 'vllm-nixl' | 'vllm-mooncake' | 'vllm-lmcache' | 'vllm-epd' | 'sglang-pd' | 'sglang-epd';
 
 /** Per-stage time budgets in ms; 0 disables one. */
 export interface StageTimeouts {
@@ -28,7 +21,10 @@ export interface StageTimeouts {
  * the gateway's `--*-timeout-ms` settings): the one place they are written.
  */
 export const DEFAULT_STAGE_TIMEOUTS: StageTimeouts = Object.freeze({
-  encodeMs: 30_000, prefillMs: 60_000, firstByteMs: 60_000, totalMs: 600_000,
+  encodeMs: 30_000,
+  prefillMs: 60_000,
+  firstByteMs: 60_000,
+  totalMs: 600_000,
 });
 
 /** `trafficPolicy.retry` resolved: how many retries after the first try, and the pause before each. */

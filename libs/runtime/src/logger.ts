@@ -16,7 +16,9 @@ export function createLogger(options: LoggerOptions): Logger {
   const level = options.level ?? process.env['TRIAD_LOG_LEVEL'] ?? 'info';
   return pino(
     {
-      level, base: { service: options.service }, timestamp: pino.stdTimeFunctions.isoTime,
+      level,
+      base: { service: options.service },
+      timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
     options.destination ?? pino.destination({ dest: 1, sync: false }),

@@ -24,7 +24,9 @@ export function registerNatsMetrics(registry: Registry, state: () => NatsConnect
     },
   });
   new Counter({
-    name: 'triad_nats_disconnects_total', help: 'NATS connections lost (each followed by reconnect attempts)', registers: [registry],
+    name: 'triad_nats_disconnects_total',
+    help: 'NATS connections lost (each followed by reconnect attempts)',
+    registers: [registry],
     collect() {
       const now = state()?.disconnects ?? 0;
       this.reset();
@@ -32,7 +34,8 @@ export function registerNatsMetrics(registry: Registry, state: () => NatsConnect
     },
   });
   new Counter({
-    name: 'triad_nats_jetstream_retries_total', registers: [registry],
+    name: 'triad_nats_jetstream_retries_total',
+    registers: [registry],
     help: 'JetStream calls retried after a transient failure (leader election, a lost cluster node, a reconnect)',
     collect() {
       const now = state()?.jetStreamRetries ?? 0;

@@ -71,9 +71,10 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
   });
   return {
     port: (server.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -27,7 +27,11 @@ describe('guardProcess', () => {
     expect(code).toBe(0);
     expect(out).toContain('alive 1');
     const line = out.split('\n').find((l) => l.includes('unhandled promise rejection'));
-    expect(JSON.parse(line as string)).toMatchObject({ level: 'error', source: 'unhandled_rejection', err: { message: 'nobody awaited me' } });
+    expect(JSON.parse(line as string)).toMatchObject({
+      level: 'error',
+      source: 'unhandled_rejection',
+      err: { message: 'nobody awaited me' },
+    });
   });
 
   it('without the guard, the same rejection ends the process (what the guard prevents)', async () => {

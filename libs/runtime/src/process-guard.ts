@@ -28,7 +28,10 @@ export function guardProcess(logger: Logger): void {
   if (installed !== undefined) return;
   installed = (reason: unknown) => {
     countUnexpected('unhandled_rejection');
-    logger.error({ err: reason, source: 'unhandled_rejection' }, 'unexpected unhandled promise rejection (a bug; the process keeps running)');
+    logger.error(
+      { err: reason, source: 'unhandled_rejection' },
+      'unexpected unhandled promise rejection (a bug; the process keeps running)',
+    );
   };
   process.on('unhandledRejection', installed);
 }

@@ -50,9 +50,8 @@ function readSettingsFile(path: string, known: ReadonlySet<string>): Record<stri
     throw new ConfigError(`cannot read settings file ${path}: ${why}`, [`${path}: ${why}`], { cause: err });
   }
   if (doc === null || doc === undefined) return {};
-  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(
-    `settings file ${path} must be a mapping of setting names`, [`${path}: not a mapping`],
-  );
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw new ConfigError(`settings file ${path} must be a mapping of setting names`, [`${path}: not a mapping`]);
   const values: Record<string, unknown> = { ...doc };
   const unknown = Object.keys(values).filter((k) => !known.has(k));
   if (unknown.length > 0) {
@@ -68,7 +67,10 @@ function readSettingsFile(path: string, known: ReadonlySet<string>): Record<stri
  * naming where its value came from (`metricsPort: not a port (from TRIAD_METRICS_PORT)`).
  */
 export function resolveSettings<T extends object>(
-  service: string, schema: z.ZodType<T>, sources: SettingSources<T>, layers: SettingsLayers = {},
+  service: string,
+  schema: z.ZodType<T>,
+  sources: SettingSources<T>,
+  layers: SettingsLayers = {},
 ): T {
   const env = layers.env ?? process.env;
   const entries: [string, SettingSource][] = Object.entries(sources);
@@ -86,7 +88,12 @@ export function resolveSettings<T extends object>(
     const envName = envNames(source).find((n) => env[n] !== undefined && env[n] !== '');
     if (envName !== undefined) {
       const text = env[envName] ?? '';
-      merged[key] = source.list ? text.split(',').map((s) => s.trim()).filter(Boolean) : text;
+      merged[key] = source.list
+        ? text
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : text;
       origin.set(key, envName);
       continue;
     }
@@ -127,15 +134,19 @@ const NATS_URL_PATTERN = /^(nats|tls|ws|wss):\/\/[^\s,/]+(:\d{1,5})?\/?$|^[^\s,/
  */
 export const NatsSettings = {
   /** `nats://a:4222,nats://b:4222,...` (also bare `host:port`), normalized to one comma-separated string. */
-  servers: () => z.string().transform((text, ctx) => {
-    const urls = text.split(',').map((u) => u.trim()).filter((u) => u !== '');
-    const bad = urls.filter((u) => !NATS_URL_PATTERN.test(u));
-    if (urls.length === 0 || bad.length > 0) {
-      ctx.addIssue({ code: 'custom', message: `must be NATS URLs, comma-separated (nats://host:4222,...), got '${text}'` });
-      return z.NEVER;
-    }
-    return urls.join(',');
-  }),
+  servers: () =>
+    z.string().transform((text, ctx) => {
+      const urls = text
+        .split(',')
+        .map((u) => u.trim())
+        .filter((u) => u !== '');
+      const bad = urls.filter((u) => !NATS_URL_PATTERN.test(u));
+      if (urls.length === 0 || bad.length > 0) {
+        ctx.addIssue({ code: 'custom', message: `must be NATS URLs, comma-separated (nats://host:4222,...), got '${text}'` });
+        return z.NEVER;
+      }
+      return urls.join(',');
+    }),
   /** JetStream replicas of each KV bucket (nats-server allows 1 to 5; at most the cluster's size). */
   kvReplicas: () => z.coerce.number({ error: 'expected a replica count from 1 to 5' }).int().min(1).max(5),
   /** Where the shared settings come from: `--nats` or `TRIAD_NATS_URL`, else `NATS_URL`; `--kv-replicas` or `TRIAD_KV_REPLICAS`. */

@@ -6,9 +6,22 @@ import { createLogger, waitForDependency } from '../src';
 /** A logger whose JSON lines the test reads back. */
 function memoryLogger() {
   const chunks: string[] = [];
-  const destination = new Writable({ write(chunk, _enc, cb) { chunks.push(String(chunk)); cb(); } });
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      chunks.push(String(chunk));
+      cb();
+    },
+  });
   const logger = createLogger({ service: 'runtime-test', level: 'info', destination });
-  return { logger, lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return {
+    logger,
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 /** One TCP connection attempt to 127.0.0.1:port: resolves with the socket, rejects when refused. */
@@ -35,7 +48,11 @@ describe('waitForDependency', () => {
     const reasons: string[] = [];
     const what = `the test server at 127.0.0.1:${port}`;
     const connected = waitForDependency({
-      what, logger: log.logger, initialDelayMs: 5, maxDelayMs: 40, logIntervalMs: 0,
+      what,
+      logger: log.logger,
+      initialDelayMs: 5,
+      maxDelayMs: 40,
+      logIntervalMs: 0,
       onWaiting: (reason) => reasons.push(reason),
       attempt: () => dial(port),
     });
@@ -68,7 +85,11 @@ describe('waitForDependency', () => {
     const log = memoryLogger();
     let calls = 0;
     const value = await waitForDependency({
-      what: 'a flaky thing', logger: log.logger, initialDelayMs: 1, maxDelayMs: 1, logIntervalMs: 60_000,
+      what: 'a flaky thing',
+      logger: log.logger,
+      initialDelayMs: 1,
+      maxDelayMs: 1,
+      logIntervalMs: 60_000,
       attempt: async () => {
         calls += 1;
         if (calls < 5) throw new Error(`no (${calls})`);
@@ -76,7 +97,9 @@ describe('waitForDependency', () => {
       },
     });
     expect(value).toBe('up');
-    expect(log.lines().map((l) => [l['msg'], l['attempt'] ?? l['attempts']]))
-      .toEqual([['waiting for a flaky thing', 1], ['connected to a flaky thing', 5]]);
+    expect(log.lines().map((l) => [l['msg'], l['attempt'] ?? l['attempts']])).toEqual([
+      ['waiting for a flaky thing', 1],
+      ['connected to a flaky thing', 5],
+    ]);
   });
 });

@@ -29,14 +29,29 @@ export type { KvHashOptions } from './config/prefix-hash-options';
 // Framework.
 export { definePlugin, isFilter, isScorer, isPicker, isPostScheduleHook, isEndpointAware, isAffinityLearner } from './framework/plugin';
 export type {
-  Plugin, Filter, Scorer, Picker, PostScheduleHook, EndpointAware, AffinityLearner, PluginDefinition, PluginKind, CycleContext, PickInput,
-  PickResult, ProfileRole,
+  Plugin,
+  Filter,
+  Scorer,
+  Picker,
+  PostScheduleHook,
+  EndpointAware,
+  AffinityLearner,
+  PluginDefinition,
+  PluginKind,
+  CycleContext,
+  PickInput,
+  PickResult,
+  ProfileRole,
 } from './framework/plugin';
 export { PluginRegistry } from './framework/registry';
 export { registerInTreePlugins, createInTreeRegistry } from './plugins/in-tree';
 export type { InTreePluginState } from './plugins/in-tree';
 export {
-  PrecisePrefixCacheScorer, PrecisePrefixCacheParamsSchema, PRECISE_PREFIX_CACHE, KVCACHE_AWARE, KvHashAlgoSchema,
+  PrecisePrefixCacheScorer,
+  PrecisePrefixCacheParamsSchema,
+  PRECISE_PREFIX_CACHE,
+  KVCACHE_AWARE,
+  KvHashAlgoSchema,
 } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export type { PrecisePrefixCacheParams } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export { PrefixCacheScorer, PREFIX_CACHE } from './plugins/prefix-cache/prefix-cache';

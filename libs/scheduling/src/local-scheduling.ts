@@ -49,10 +49,19 @@ export function createLocalScheduling(options: LocalSchedulingOptions = {}): Loc
   if (!initial.ok) throw new Error(`default scheduler config does not load: ${initial.reasons.join('; ')}`);
   const outliers = options.outliers ?? new OutlierTable();
   const scheduler = new Scheduler({
-    index, tracker, config: initial.loaded, outliers, ...(options.instanceId ? { instanceId: options.instanceId } : {}),
+    index,
+    tracker,
+    config: initial.loaded,
+    outliers,
+    ...(options.instanceId ? { instanceId: options.instanceId } : {}),
   });
   return {
-    index, tracker, scheduler, registry, kvIndex, outliers,
+    index,
+    tracker,
+    scheduler,
+    registry,
+    kvIndex,
+    outliers,
     applyEndpoint: (c) => index.applyEndpoint(c),
     applyModelServer: (c) => index.applyModelServer(c),
     applyDispatch: (b, now = Date.now()) => tracker.applyBatch(b, now),

@@ -19,7 +19,9 @@ function recordingObserver(): SchedulingObserver & { timings: string[]; phases: 
   const phases = new Map<string, SchedulingPhase[]>();
   const asked: string[] = [];
   return {
-    timings, phases, asked,
+    timings,
+    phases,
+    asked,
     pluginTime: (plugin, kind) => timings.push(`${kind}:${plugin}`),
     phasesFor: (request: SchedulingRequest) => {
       asked.push(request.id);
@@ -35,25 +37,41 @@ function scheduler(index: EndpointIndex, observer: SchedulingObserver | undefine
   const loaded = cfg === undefined ? undefined : loadSchedulerConfig(cfg, { registry: createInTreeRegistry() });
   if (loaded && !loaded.ok) throw new Error(loaded.reasons.join('\n'));
   return new Scheduler({
-    index, tracker: new InflightTracker(), ...(loaded ? { config: loaded.loaded } : {}), ...(observer ? { observer } : {}), clock,
+    index,
+    tracker: new InflightTracker(),
+    ...(loaded ? { config: loaded.loaded } : {}),
+    ...(observer ? { observer } : {}),
+    clock,
   });
 }
 
 const decide = (s: Scheduler, req: Partial<SchedulingRequestInput>) => s.schedule(schedulingRequest(req), TEST_NOW);
 /** `kind profile[/group][#item] plugin in→out` per phase: the order and the counts in one readable line each. */
 const line = (p: SchedulingPhase): string =>
-  `${p.kind} ${p.profile}${p.group ? `/${p.group}` : ''}${p.item !== undefined ? `#${p.item}` : ''}${p.plugin ? ` ${p.plugin}` : ''}`
-  + `${p.candidatesIn !== undefined ? ` ${p.candidatesIn}→${p.candidatesOut}` : ''}${p.failure ? ` ${p.failure.code}` : ''}`;
+  `${p.kind} ${p.profile}${p.group ? `/${p.group}` : ''}${p.item !== undefined ? `#${p.item}` : ''}${p.plugin ? ` ${p.plugin}` : ''}` +
+  `${p.candidatesIn !== undefined ? ` ${p.candidatesIn}→${p.candidatesOut}` : ''}${p.failure ? ` ${p.failure.code}` : ''}`;
 
-const epdIndex = () => buildIndex([
-  { pod: 'd1', role: 'decode', group: 'g1' },
-  { pod: 'd2', role: 'decode', group: 'g1', waiting: 50 },
-  { pod: 'p1', role: 'prefill', group: 'g1' },
-  { pod: 'e1', role: 'encode', group: 'g1' },
-  { pod: 'e2', role: 'encode', group: 'g1' },
-], [modelServerRecord({ mode: 'epd' })]);
+const epdIndex = () =>
+  buildIndex(
+    [
+      { pod: 'd1', role: 'decode', group: 'g1' },
+      { pod: 'd2', role: 'decode', group: 'g1', waiting: 50 },
+      { pod: 'p1', role: 'prefill', group: 'g1' },
+      { pod: 'e1', role: 'encode', group: 'g1' },
+      { pod: 'e2', role: 'encode', group: 'g1' },
+    ],
+    [modelServerRecord({ mode: 'epd' })],
+  );
 const images = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
-const LANGUAGE_SCORERS = ['least-request', 'gpu-usage', 'least-latency', 'prefix-cache', 'session-affinity', 'encoder-cache', 'prefill-backlog'];
+const LANGUAGE_SCORERS = [
+  'least-request',
+  'gpu-usage',
+  'least-latency',
+  'prefix-cache',
+  'session-affinity',
+  'encoder-cache',
+  'prefill-backlog',
+];
 
 describe('Scheduler: phase records for an observer that asks for them', () => {
   it('reports every filter, scorer, pick and hook of an epd decision, each profile run closed by its plan', () => {
@@ -62,15 +80,23 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
     const d = decide(s, { id: 'traced-1', mediaItems: images('u:a', 'u:b') });
     expect(d.ok).toBe(true);
     const run = (profile: string, n: number, out: number, scorers: string[]) => [
-      `filter ${profile} stale-metrics ${n}→${n}`, `filter ${profile} least-request ${n}→${out}`,
-      ...scorers.map((sc) => `scorer ${profile} ${sc} ${out}→${out}`), `plan ${profile} ${n}→${out}`,
+      `filter ${profile} stale-metrics ${n}→${n}`,
+      `filter ${profile} least-request ${n}→${out}`,
+      ...scorers.map((sc) => `scorer ${profile} ${sc} ${out}→${out}`),
+      `plan ${profile} ${n}→${out}`,
     ];
     expect(observer.phases.get('traced-1')!.map(line)).toEqual([
       // d2 has 50 waiting requests: least-request filters it out.
-      ...run('decode', 2, 1, LANGUAGE_SCORERS), 'picker decode max-score 1→1',
-      ...run('prefill/g1', 1, 1, LANGUAGE_SCORERS), 'picker prefill/g1 max-score 1→1',
-      ...run('encode/g1', 2, 2, ['least-request']), 'picker encode/g1#0 encoder-affinity 2→2', 'picker encode/g1#1 encoder-affinity 2→2',
-      ...['decode/g1', 'prefill/g1'].flatMap((p) => ['prefix-cache', 'session-affinity', 'encoder-cache'].map((h) => `post-schedule ${p} ${h}`)),
+      ...run('decode', 2, 1, LANGUAGE_SCORERS),
+      'picker decode max-score 1→1',
+      ...run('prefill/g1', 1, 1, LANGUAGE_SCORERS),
+      'picker prefill/g1 max-score 1→1',
+      ...run('encode/g1', 2, 2, ['least-request']),
+      'picker encode/g1#0 encoder-affinity 2→2',
+      'picker encode/g1#1 encoder-affinity 2→2',
+      ...['decode/g1', 'prefill/g1'].flatMap((p) =>
+        ['prefix-cache', 'session-affinity', 'encoder-cache'].map((h) => `post-schedule ${p} ${h}`),
+      ),
     ]);
   });
 
@@ -112,7 +138,10 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
 
   it('a plan that ends without candidates carries the failure; the filter that emptied it shows n→0', () => {
     const observer = recordingObserver();
-    const index = buildIndex([{ pod: 'a', kv: 0.97 }, { pod: 'b', kv: 0.99 }]);
+    const index = buildIndex([
+      { pod: 'a', kv: 0.97 },
+      { pod: 'b', kv: 0.99 },
+    ]);
     const d = decide(
       scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: ['kv-pressure'], scorers: ['gpu-usage'] } } }),
       { id: 'traced-4' },
@@ -123,15 +152,18 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
     expect(phases[1]!.failure!.message).toContain('filtered out by "kv-pressure"');
   });
 
-  it('reports the request\'s exclusion list as the first filter', () => {
+  it("reports the request's exclusion list as the first filter", () => {
     const observer = recordingObserver();
     const index = buildIndex(['a', 'b', 'c'].map((pod) => ({ pod })));
-    decide(
-      scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: [], scorers: ['gpu-usage'] } } }),
-      { id: 'traced-5', exclude: [keyOf('a')] },
-    );
+    decide(scheduler(index, observer, tickingClock().clock, { profiles: { default: { filters: [], scorers: ['gpu-usage'] } } }), {
+      id: 'traced-5',
+      exclude: [keyOf('a')],
+    });
     expect(observer.phases.get('traced-5')!.map(line)).toEqual([
-      'filter aggregated exclude 3→2', 'scorer aggregated gpu-usage 2→2', 'plan aggregated 3→2', 'picker aggregated max-score 2→2',
+      'filter aggregated exclude 3→2',
+      'scorer aggregated gpu-usage 2→2',
+      'plan aggregated 3→2',
+      'picker aggregated max-score 2→2',
     ]);
   });
 

@@ -15,7 +15,8 @@ const fixedScorer = definePlugin({
   description: 'test: fixed scores by pod',
   params: z.object({ scores: z.record(z.string(), z.number()) }).strict(),
   create: (name, params): Scorer => ({
-    name, type: 'fixed',
+    name,
+    type: 'fixed',
     score: (_ctx, c, out) => {
       for (let i = 0; i < c.size; i++) out[i] = params.scores[c.endpoint(i).record.pod] ?? Number.NaN;
     },
@@ -56,7 +57,14 @@ describe('Scheduler: framework', () => {
         { type: 'fixed', name: 'x', args: { scores: { a: 10, b: 50, c: 30, d: 40 } } },
         { type: 'fixed', name: 'y', args: { scores: { a: 100, b: 0, c: 40, d: 0 } } },
       ],
-      profiles: { default: { scorers: [{ plugin: 'x', weight: 2 }, { plugin: 'y', weight: 0.5 }] } },
+      profiles: {
+        default: {
+          scorers: [
+            { plugin: 'x', weight: 2 },
+            { plugin: 'y', weight: 0.5 },
+          ],
+        },
+      },
     });
     // finals: a 20+50=70, b 100+0=100, c 60+20=80, d 80+0=80 → b, then c/d tied at 80 (seeded), then a
     const d = ok(decide(s, { explain: true }));
@@ -70,9 +78,10 @@ describe('Scheduler: framework', () => {
 
   it('keeps endpoints a scorer does not score (0 from it) and clamps scores into 0..100', () => {
     const index = buildIndex(['a', 'b', 'c', 'd'].map((pod) => ({ pod })));
-    const s = scheduler(
-      index, { plugins: [{ type: 'fixed', args: { scores: { a: 150, b: -20, c: 60 } } }], profiles: { default: { scorers: ['fixed'] } } },
-    );
+    const s = scheduler(index, {
+      plugins: [{ type: 'fixed', args: { scores: { a: 150, b: -20, c: 60 } } }],
+      profiles: { default: { scorers: ['fixed'] } },
+    });
     const d = ok(decide(s, { explain: true }));
     expect(d.attempts).toHaveLength(4);
     const scores = Object.fromEntries((d.explanation?.profiles[0]?.endpoints ?? []).map((e) => [podOf(e.key), e.scores['fixed']]));
@@ -99,7 +108,10 @@ describe('Scheduler: framework', () => {
   });
 
   it('fails with the name of the filter that emptied the set', () => {
-    const index = buildIndex([{ pod: 'a', kv: 0.97 }, { pod: 'b', kv: 0.99 }]);
+    const index = buildIndex([
+      { pod: 'a', kv: 0.97 },
+      { pod: 'b', kv: 0.99 },
+    ]);
     const d = decide(scheduler(index, { profiles: { default: { filters: ['stale-metrics', 'kv-pressure'], scorers: ['gpu-usage'] } } }));
     expect(d).toMatchObject({ ok: false, code: 'SCHED_FILTERED_OUT' });
     expect(!d.ok && d.message).toContain('filtered out by "kv-pressure"');
@@ -117,9 +129,10 @@ describe('Scheduler: framework', () => {
     const index = buildIndex(['a', 'b', 'c'].map((pod) => ({ pod })));
     expect(ok(decide(scheduler(index, { topN: 2 }))).attempts).toHaveLength(2);
     expect(attemptPods(ok(decide(scheduler(index), { exclude: [keyOf('a'), keyOf('b')] })))).toEqual(['c']);
-    expect(decide(
-      scheduler(index), { exclude: ['a', 'b', 'c'].map((p) => keyOf(p)) },
-    )).toMatchObject({ ok: false, code: 'SCHED_NO_CANDIDATES' });
+    expect(decide(scheduler(index), { exclude: ['a', 'b', 'c'].map((p) => keyOf(p)) })).toMatchObject({
+      ok: false,
+      code: 'SCHED_NO_CANDIDATES',
+    });
     expect(decide(scheduler(index), { modelServer: 'nope' })).toMatchObject({ ok: false, code: 'SCHED_UNKNOWN_MODEL_SERVER' });
     expect(decide(scheduler(buildIndex([])))).toMatchObject({ ok: false, code: 'SCHED_NO_CANDIDATES' });
   });
@@ -147,10 +160,21 @@ describe('Scheduler: framework', () => {
   });
 
   it('turns a plugin that throws into an INTERNAL error reply', () => {
-    const boom = createInTreeRegistry().register(definePlugin({
-      type: 'boom', kinds: ['scorer'], description: 'throws', params: z.object({}).strict(),
-      create: (name): Scorer => ({ name, type: 'boom', score: () => { throw new Error('kaput'); } }),
-    }));
+    const boom = createInTreeRegistry().register(
+      definePlugin({
+        type: 'boom',
+        kinds: ['scorer'],
+        description: 'throws',
+        params: z.object({}).strict(),
+        create: (name): Scorer => ({
+          name,
+          type: 'boom',
+          score: () => {
+            throw new Error('kaput');
+          },
+        }),
+      }),
+    );
     const r = loadSchedulerConfig(onlyScorer(['boom']), { registry: boom });
     if (!r.ok) throw new Error(r.reasons.join());
     const s = new Scheduler({ index: buildIndex([{ pod: 'a' }]), tracker: new InflightTracker(), config: r.loaded });
@@ -158,15 +182,19 @@ describe('Scheduler: framework', () => {
   });
 });
 
-const pdIndex = (extra: EndpointSpec[] = [], mode: 'pd' | 'epd' = 'pd', prefill = true): EndpointIndex => buildIndex([
-  { pod: 'd1', role: 'decode', group: 'g1', kv: 0.5 },
-  { pod: 'd2', role: 'decode', group: 'g2', kv: 0.6 },
-  { pod: 'd3', role: 'decode', group: 'g3', kv: 0.0 },
-  { pod: 'p1a', role: 'prefill', group: 'g1', kv: 0.9 },
-  { pod: 'p1b', role: 'prefill', group: 'g1', kv: 0.1 },
-  { pod: 'p2', role: 'prefill', group: 'g2', kv: 0.5 },
-  ...extra,
-], [modelServerRecord({ mode, prefill })]);
+const pdIndex = (extra: EndpointSpec[] = [], mode: 'pd' | 'epd' = 'pd', prefill = true): EndpointIndex =>
+  buildIndex(
+    [
+      { pod: 'd1', role: 'decode', group: 'g1', kv: 0.5 },
+      { pod: 'd2', role: 'decode', group: 'g2', kv: 0.6 },
+      { pod: 'd3', role: 'decode', group: 'g3', kv: 0.0 },
+      { pod: 'p1a', role: 'prefill', group: 'g1', kv: 0.9 },
+      { pod: 'p1b', role: 'prefill', group: 'g1', kv: 0.1 },
+      { pod: 'p2', role: 'prefill', group: 'g2', kv: 0.5 },
+      ...extra,
+    ],
+    [modelServerRecord({ mode, prefill })],
+  );
 
 describe('Scheduler: stage planning', () => {
   // Stage placement with every stage of the mode (per-request shortcuts are tested in disaggregation.test.ts).
@@ -180,28 +208,49 @@ describe('Scheduler: stage planning', () => {
     expect(d.mode).toBe('pd');
     // d3 scores best but g3 has no prefill: skipped. d1 (kv .5) before d2 (kv .6); g1's best prefill is p1b. The
     // remaining pair of g1 (d1 with p1a) comes last.
-    expect(pairs(d)).toEqual([['d1', 'p1b'], ['d2', 'p2'], ['d1', 'p1a']]);
+    expect(pairs(d)).toEqual([
+      ['d1', 'p1b'],
+      ['d2', 'p2'],
+      ['d1', 'p1a'],
+    ]);
     expect(d.encoders).toEqual([]);
   });
 
   it('pd: the alternates move away from the first prefill too (one decode, two prefills)', () => {
-    const index = buildIndex([
-      { pod: 'd1', role: 'decode', group: 'g1' },
-      { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
-      { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
-    ], [modelServerRecord({ mode: 'pd' })]);
-    expect(pairs(ok(decide(scheduler(index, gpuOnly))))).toEqual([['d1', 'pa'], ['d1', 'pb']]);
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1' },
+        { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
+        { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
+      ],
+      [modelServerRecord({ mode: 'pd' })],
+    );
+    expect(pairs(ok(decide(scheduler(index, gpuOnly))))).toEqual([
+      ['d1', 'pa'],
+      ['d1', 'pb'],
+    ]);
   });
 
   it('pd: distinct pairs first, then the rest (two decodes and two prefills of one group)', () => {
-    const index = buildIndex([
-      { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1 },
-      { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
-      { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
-      { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
-    ], [modelServerRecord({ mode: 'pd' })]);
-    expect(pairs(ok(decide(scheduler(index, gpuOnly))))).toEqual([['d1', 'pa'], ['d2', 'pb'], ['d1', 'pb'], ['d2', 'pa']]);
-    expect(pairs(ok(decide(scheduler(index, { ...gpuOnly, topN: 2 }))))).toEqual([['d1', 'pa'], ['d2', 'pb']]);
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1 },
+        { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
+        { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
+        { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
+      ],
+      [modelServerRecord({ mode: 'pd' })],
+    );
+    expect(pairs(ok(decide(scheduler(index, gpuOnly))))).toEqual([
+      ['d1', 'pa'],
+      ['d2', 'pb'],
+      ['d1', 'pb'],
+      ['d2', 'pa'],
+    ]);
+    expect(pairs(ok(decide(scheduler(index, { ...gpuOnly, topN: 2 }))))).toEqual([
+      ['d1', 'pa'],
+      ['d2', 'pb'],
+    ]);
   });
 
   it('pd: walks past the topN decodes when the top ones have no prefill', () => {
@@ -211,7 +260,11 @@ describe('Scheduler: stage planning', () => {
 
   it('pd: no pair at all is a clear error', () => {
     const index = buildIndex(
-      [{ pod: 'd3', role: 'decode', group: 'g3' }, { pod: 'p1', role: 'prefill', group: 'g1' }], [modelServerRecord({ mode: 'pd' })],
+      [
+        { pod: 'd3', role: 'decode', group: 'g3' },
+        { pod: 'p1', role: 'prefill', group: 'g1' },
+      ],
+      [modelServerRecord({ mode: 'pd' })],
     );
     const d = decide(scheduler(index));
     expect(d).toMatchObject({ ok: false, code: 'SCHED_NO_PREFILL_PAIR' });
@@ -220,7 +273,11 @@ describe('Scheduler: stage planning', () => {
 
   it('pd: explains decode and each prefill group it looked at', () => {
     const d = ok(decide(scheduler(pdIndex(), gpuOnly), { explain: true }));
-    expect(d.explanation?.profiles.map((p) => [p.profile, p.group])).toEqual([['decode', undefined], ['prefill', 'g1'], ['prefill', 'g2']]);
+    expect(d.explanation?.profiles.map((p) => [p.profile, p.group])).toEqual([
+      ['decode', undefined],
+      ['prefill', 'g1'],
+      ['prefill', 'g2'],
+    ]);
   });
 
   const encoders: EndpointSpec[] = [
@@ -230,7 +287,7 @@ describe('Scheduler: stage planning', () => {
   ];
   const images = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
 
-  it('epd: one encoder per media item, from the decode pod\'s group, with alternates', () => {
+  it("epd: one encoder per media item, from the decode pod's group, with alternates", () => {
     const d = ok(decide(scheduler(pdIndex(encoders, 'epd'), gpuOnly), { mediaItems: images('u:a', 'u:b') }));
     expect(d.mode).toBe('epd');
     expect(podOf(d.attempts[0]?.endpoint.key ?? '')).toBe('d1');
@@ -272,11 +329,11 @@ describe('Scheduler: stage planning', () => {
   });
 
   it('epd: items of one request spread over the encoders by load', () => {
-    const d = ok(decide(scheduler(
-      pdIndex(encoders, 'epd'), { ...gpuOnly, plugins: [{ type: 'encoder-affinity', args: { loadFactor: 1 } }] },
-    ), {
-      mediaItems: images('u:1', 'u:1', 'u:1', 'u:1'),
-    }));
+    const d = ok(
+      decide(scheduler(pdIndex(encoders, 'epd'), { ...gpuOnly, plugins: [{ type: 'encoder-affinity', args: { loadFactor: 1 } }] }), {
+        mediaItems: images('u:1', 'u:1', 'u:1', 'u:1'),
+      }),
+    );
     const counts = new Map<string, number>();
     for (const e of d.encoders) counts.set(e.endpoint.key, (counts.get(e.endpoint.key) ?? 0) + 1);
     expect([...counts.values()].sort()).toEqual([2, 2]);
@@ -284,7 +341,10 @@ describe('Scheduler: stage planning', () => {
 
   it('epd: E→PD (no prefill labels) plans encoders and decode only', () => {
     const index = buildIndex(
-      [{ pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'e1', role: 'encode', group: 'g1' }],
+      [
+        { pod: 'd1', role: 'decode', group: 'g1' },
+        { pod: 'e1', role: 'encode', group: 'g1' },
+      ],
       [modelServerRecord({ mode: 'epd', prefill: false })],
     );
     const d = ok(decide(scheduler(index, { disaggregation: everyStage }), { mediaItems: images('u:a') }));
@@ -292,27 +352,40 @@ describe('Scheduler: stage planning', () => {
     expect(podOf(d.encoders[0]?.endpoint.key ?? '')).toBe('e1');
   });
 
-  it('epd: names the DP rank of each attempt\'s EC consumer, round-robin per consumer, only for DP > 1', () => {
+  it("epd: names the DP rank of each attempt's EC consumer, round-robin per consumer, only for DP > 1", () => {
     const control = ['tcp://10.0.0.1:14579', 'tcp://10.0.0.1:14580', 'tcp://10.0.0.1:14581'];
-    const index = buildIndex([
-      { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1, dpSize: 3, ecControlAddresses: control },
-      { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
-      { pod: 'e1', role: 'encode', group: 'g1' },
-    ], [modelServerRecord({ mode: 'epd', prefill: false })]);
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1, dpSize: 3, ecControlAddresses: control },
+        { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
+        { pod: 'e1', role: 'encode', group: 'g1' },
+      ],
+      [modelServerRecord({ mode: 'epd', prefill: false })],
+    );
     const s = scheduler(index, gpuOnly);
-    const ranks = ['r1', 'r2', 'r3', 'r4'].map((id) => ok(decide(s, { id, mediaItems: images('u:a') })).attempts.map((a) => a.consumerDpRank));
-    expect(ranks).toEqual([[0, undefined], [1, undefined], [2, undefined], [0, undefined]]);
+    const ranks = ['r1', 'r2', 'r3', 'r4'].map((id) =>
+      ok(decide(s, { id, mediaItems: images('u:a') })).attempts.map((a) => a.consumerDpRank),
+    );
+    expect(ranks).toEqual([
+      [0, undefined],
+      [1, undefined],
+      [2, undefined],
+      [0, undefined],
+    ]);
     const first = ok(decide(s, { id: 'r5' })).attempts[0];
     expect(first?.endpoint).toMatchObject({ dpSize: 3, ecControlAddresses: control });
     expect(first?.consumerDpRank).toBe(1);
   });
 
   it('epd: in E→P→D the prefill is the consumer whose rank is named', () => {
-    const index = buildIndex([
-      { pod: 'd1', role: 'decode', group: 'g1', dpSize: 4 },
-      { pod: 'p1', role: 'prefill', group: 'g1', dpSize: 2 },
-      { pod: 'e1', role: 'encode', group: 'g1' },
-    ], [modelServerRecord({ mode: 'epd' })]);
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1', dpSize: 4 },
+        { pod: 'p1', role: 'prefill', group: 'g1', dpSize: 2 },
+        { pod: 'e1', role: 'encode', group: 'g1' },
+      ],
+      [modelServerRecord({ mode: 'epd' })],
+    );
     const s = scheduler(index, gpuOnly);
     expect([0, 1, 2].map(() => ok(decide(s, { mediaItems: images('u:a') })).attempts[0]?.consumerDpRank)).toEqual([0, 1, 0]);
     expect(ok(decide(scheduler(pdIndex(encoders, 'pd'), gpuOnly))).attempts[0]?.consumerDpRank).toBeUndefined();
@@ -325,9 +398,11 @@ describe('Scheduler: stage planning', () => {
   });
 
   it('SGLang epd: media never plan encoders; the decision is a P/D pair even with no encoder at all', () => {
-    const sglang = (extra: EndpointSpec[]) => buildIndex([
-      { pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'p1', role: 'prefill', group: 'g1' }, ...extra,
-    ], [modelServerRecord({ mode: 'epd', engine: 'SGLang' })]);
+    const sglang = (extra: EndpointSpec[]) =>
+      buildIndex(
+        [{ pod: 'd1', role: 'decode', group: 'g1' }, { pod: 'p1', role: 'prefill', group: 'g1' }, ...extra],
+        [modelServerRecord({ mode: 'epd', engine: 'SGLang' })],
+      );
     for (const index of [sglang([]), sglang([{ pod: 'e1', role: 'encode', group: 'g1' }])]) {
       const d = ok(decide(scheduler(index, gpuOnly), { mediaItems: images('u:a', 'u:b') }));
       expect(d).toMatchObject({ mode: 'epd', encoders: [] });
@@ -348,7 +423,11 @@ describe('Scheduler: stage planning', () => {
       [modelServerRecord({ mode: 'pd' })],
     );
     expect(ok(decide(scheduler(index))).attempts[0]?.prefill).toEqual({
-      key: keyOf('p1'), pod: 'p1', ip: '10.0.0.7', port: 30000, bootstrapPort: 8998,
+      key: keyOf('p1'),
+      pod: 'p1',
+      ip: '10.0.0.7',
+      port: 30000,
+      bootstrapPort: 8998,
     });
   });
 });

@@ -163,7 +163,13 @@ export class Scheduler {
 
     if (mode === 'aggregated') {
       const plan = planAggregated({
-        cycle: this.#cycle, profile: cfg.profiles.aggregated, pool, topN: cfg.topN, slot: this.#slots.aggregated, exclude, recorder,
+        cycle: this.#cycle,
+        profile: cfg.profiles.aggregated,
+        pool,
+        topN: cfg.topN,
+        slot: this.#slots.aggregated,
+        exclude,
+        recorder,
         timing: this.#timing,
       });
       if (!plan.ok) return fail(request.id, plan.code, plan.message);
@@ -171,9 +177,17 @@ export class Scheduler {
       chosen.push({ profile: cfg.profiles.aggregated, endpoint: plan.chosen });
     } else {
       const pairs = planPairs({
-        cycle: this.#cycle, decodeProfile: cfg.profiles.decode, prefillProfile: cfg.profiles.prefill, pool,
-        withPrefill: mode === 'pd' || hasPrefillStage(pool), topN: cfg.topN,
-        decodeSlot: this.#slots.decode, prefillSlot: this.#slots.prefill, exclude, recorder, timing: this.#timing,
+        cycle: this.#cycle,
+        decodeProfile: cfg.profiles.decode,
+        prefillProfile: cfg.profiles.prefill,
+        pool,
+        withPrefill: mode === 'pd' || hasPrefillStage(pool),
+        topN: cfg.topN,
+        decodeSlot: this.#slots.decode,
+        prefillSlot: this.#slots.prefill,
+        exclude,
+        recorder,
+        timing: this.#timing,
       });
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
       // (SGLang EPD has no EC consumer to pin: the gateway picks SGLang DP ranks per leg, docs/gateway.md.)
@@ -185,8 +199,16 @@ export class Scheduler {
       // keeps those registries), so the decision is a P/D pair and never waits for, or fails on, an encoder plan.
       if (mode === 'epd' && request.mediaItems.length > 0 && !sglang) {
         const plan = planEncoders({
-          cycle: this.#cycle, profile: cfg.profiles.encode, pool, group: pairs.decode.group, items: request.mediaItems,
-          topN: cfg.topN, slot: this.#slots.encode, exclude, recorder, timing: this.#timing,
+          cycle: this.#cycle,
+          profile: cfg.profiles.encode,
+          pool,
+          group: pairs.decode.group,
+          items: request.mediaItems,
+          topN: cfg.topN,
+          slot: this.#slots.encode,
+          exclude,
+          recorder,
+          timing: this.#timing,
         });
         if (!plan.ok) return fail(request.id, plan.code, plan.message);
         encoders = plan.choices;
@@ -229,7 +251,11 @@ export class Scheduler {
 
   /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */
   #disaggregate(
-    request: SchedulingRequest, spec: ModelServerSpec, decode: Endpoint, prefill: Endpoint | undefined, encoders: readonly EncoderChoice[],
+    request: SchedulingRequest,
+    spec: ModelServerSpec,
+    decode: Endpoint,
+    prefill: Endpoint | undefined,
+    encoders: readonly EncoderChoice[],
     now: number,
   ): DisaggregationChoice {
     const cfg = this.#config;
@@ -240,8 +266,15 @@ export class Scheduler {
     }
     const costs = cfg.config.disaggregation.costs;
     return planDisaggregation({
-      request, config: cfg.config.disaggregation, shortcuts: shortcutsOf(spec), decode, prefill, encoders,
-      inflight: (key) => this.#tracker.count(key), estimators: this.#estimators, blockChars: this.#blockChars,
+      request,
+      config: cfg.config.disaggregation,
+      shortcuts: shortcutsOf(spec),
+      decode,
+      prefill,
+      encoders,
+      inflight: (key) => this.#tracker.count(key),
+      estimators: this.#estimators,
+      blockChars: this.#blockChars,
       backlogMs: (key) => this.#tracker.backlog.pendingMs(key, now, costs.prefillMsPer1kTokens, costs.prefillOverheadMs),
     });
   }
@@ -284,7 +317,12 @@ export class Scheduler {
         else encoders.set(c.endpoint.key, [...(c.mediaKeys ?? [])]);
         continue;
       }
-      const record: AffinityRecord = { model: request.model, endpoint: c.endpoint.key, role: c.profile.role, prefixHashes: request.prefixHashes };
+      const record: AffinityRecord = {
+        model: request.model,
+        endpoint: c.endpoint.key,
+        role: c.profile.role,
+        prefixHashes: request.prefixHashes,
+      };
       if (media) record.mediaKeys = media;
       if (request.session !== undefined) record.session = request.session;
       sink(record);

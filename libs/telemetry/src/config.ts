@@ -6,11 +6,15 @@
 export type ServiceName = 'triad-gateway' | 'triad-scheduler' | 'triad-pod-watcher';
 
 export type SamplerName =
-  | 'always_on' | 'always_off' | 'traceidratio'
-  | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+  'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
 
 const SAMPLERS: readonly SamplerName[] = [
-  'always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio',
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
 ];
 
 export interface BatchConfig {
@@ -98,7 +102,9 @@ function truthy(env: Env, name: string): boolean {
 
 /** Parses `key1=value1,key2=value2` with percent-encoded values (the W3C Baggage-like format the spec uses). */
 export function parseKeyValueList(
-  raw: string | undefined, warnings: string[] = [], what = 'OTEL_RESOURCE_ATTRIBUTES',
+  raw: string | undefined,
+  warnings: string[] = [],
+  what = 'OTEL_RESOURCE_ATTRIBUTES',
 ): Record<string, string> {
   const out: Record<string, string> = {};
   if (!raw) return out;
@@ -197,7 +203,10 @@ export function readTelemetryConfig(serviceName: string, env: Env = process.env)
   const resourceAttributes = { ...kubernetesAttributes(env), ...fromEnv };
   const reason = offReason(env);
   const exportTimeoutMs = positiveInt(
-    env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', positiveInt(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, warnings), warnings,
+    env,
+    'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+    positiveInt(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, warnings),
+    warnings,
   );
   const maxQueueSize = positiveInt(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048, warnings);
   return {

@@ -11,13 +11,19 @@ const REPEAT_MS = 60_000;
 
 function describe(args: unknown[]): string {
   return args
-    .map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : (() => {
-      try {
-        return JSON.stringify(a);
-      } catch {
-        return String(a);
-      }
-    })()))
+    .map((a) =>
+      a instanceof Error
+        ? a.message
+        : typeof a === 'string'
+          ? a
+          : (() => {
+              try {
+                return JSON.stringify(a);
+              } catch {
+                return String(a);
+              }
+            })(),
+    )
     .join(' ')
     .slice(0, 500);
 }

@@ -13,7 +13,10 @@ function hookRequest(headers: IncomingHeaders = { traceparent: TRACEPARENT }): R
 
 const prefillFailed = () =>
   new UpstreamError(
-    ErrorCode.UpstreamError, 'prefill 503', { stage: 'prefill', endpoint: 'default.qwen-vl-epd.p0', item: -1, status: 503 }, true,
+    ErrorCode.UpstreamError,
+    'prefill 503',
+    { stage: 'prefill', endpoint: 'default.qwen-vl-epd.p0', item: -1, status: 503 },
+    true,
   );
 
 describe('gateway lifecycle hooks → spans', () => {
@@ -26,7 +29,11 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(requestTraceId(req)).toBe('0af7651916cd43dd8448eb211c80319c');
     const server = serverProfile({ namespace: 'default', name: 'qwen-vl-epd', engine: 'vLLM', mode: 'epd', connector: 'vllm-epd' });
     req.routed({
-      route: 'default/qwen-vl', namespace: 'default', serverName: 'qwen-vl-epd', lora: false, server,
+      route: 'default/qwen-vl',
+      namespace: 'default',
+      serverName: 'qwen-vl-epd',
+      lora: false,
+      server,
       upstreamModel: 'Qwen/Qwen2.5-VL-3B-Instruct',
     });
     if (!isRouted(req)) throw new Error('not routed');
@@ -34,7 +41,12 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(scheduleSpanOf(req)?.span.isRecording()).toBe(true);
     req.scheduled({ decision: epdDecision, local: false, durationMs: 1 });
     req.prepared({
-      decision: epdDecision, connector: 'vllm-epd', injectUsage: true, clientWantsUsage: false, media: [], dpRank: undefined,
+      decision: epdDecision,
+      connector: 'vllm-epd',
+      injectUsage: true,
+      clientWantsUsage: false,
+      media: [],
+      dpRank: undefined,
     });
     hooks.onScheduled(req);
     expect(scheduleSpanOf(req)).toBeUndefined();
@@ -60,13 +72,23 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(request.parentSpanContext?.spanId).toBe('b7ad6b7169203331');
     expect(spans.filter((s) => s !== request).every((s) => s.parentSpanContext?.spanId === request.spanContext().spanId)).toBe(true);
     expect(spans.map((s) => s.name).sort()).toEqual([
-      'POST /v1/chat/completions', 'decode', 'encode', 'encode', 'prefill', 'prefill', 'route', 'schedule',
+      'POST /v1/chat/completions',
+      'decode',
+      'encode',
+      'encode',
+      'prefill',
+      'prefill',
+      'route',
+      'schedule',
     ]);
     const encodes = spans.filter((s) => s.name === 'encode');
-    expect(encodes.map((s) => [
-      s.attributes['server.address'], s.attributes['triad.encoder.item_index'], s.attributes['triad.cache_affinity_hit'],
-    ]).sort()).toEqual([
-      ['127.0.1.1', 0, true], ['127.0.1.4', 1, false],
+    expect(
+      encodes
+        .map((s) => [s.attributes['server.address'], s.attributes['triad.encoder.item_index'], s.attributes['triad.cache_affinity_hit']])
+        .sort(),
+    ).toEqual([
+      ['127.0.1.1', 0, true],
+      ['127.0.1.4', 1, false],
     ]);
     expect(encodes[0]!.attributes['gen_ai.provider.name']).toBe('vllm');
     // The route rewrote the model: the legs name what the engines got, the request span what the client asked for.
@@ -76,20 +98,29 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(request.attributes['gen_ai.request.model']).toBe('qwen-vl');
     const prefills = spans.filter((s) => s.name === 'prefill');
     expect(prefills.map((s) => [s.attributes['triad.attempt'], s.status.code, s.attributes['gen_ai.request.max_tokens']])).toEqual([
-      [0, SpanStatusCode.ERROR, 1], [1, SpanStatusCode.UNSET, 1],
+      [0, SpanStatusCode.ERROR, 1],
+      [1, SpanStatusCode.UNSET, 1],
     ]);
     expect(spans.find((s) => s.name === 'decode')!.events.map((e) => e.name)).toEqual(['first_token']);
-    expect(spans.find((s) => s.name === 'route')!.attributes).toEqual(expect.objectContaining({
-      'triad.model_server': 'qwen-vl-epd', 'triad.model_route': 'qwen-vl',
-    }));
-    expect(request.attributes).toEqual(expect.objectContaining({
-      'triad.mode': 'epd', 'gen_ai.usage.input_tokens': 812, 'gen_ai.usage.output_tokens': 42, 'gen_ai.operation.name': 'chat',
-      'http.response.status_code': 200,
-    }));
+    expect(spans.find((s) => s.name === 'route')!.attributes).toEqual(
+      expect.objectContaining({
+        'triad.model_server': 'qwen-vl-epd',
+        'triad.model_route': 'qwen-vl',
+      }),
+    );
+    expect(request.attributes).toEqual(
+      expect.objectContaining({
+        'triad.mode': 'epd',
+        'gen_ai.usage.input_tokens': 812,
+        'gen_ai.usage.output_tokens': 42,
+        'gen_ai.operation.name': 'chat',
+        'http.response.status_code': 200,
+      }),
+    );
     expect(request.events.map((e) => [e.name, e.attributes?.['triad.stage']])).toEqual([['retry', 'prefill']]);
   });
 
-  it('closes the spans of a request rejected before routing, with admission\'s events on the request span', async () => {
+  it("closes the spans of a request rejected before routing, with admission's events on the request span", async () => {
     const req = hookRequest({});
     expect(requestSpanOf(req)).toBeUndefined();
     hooks.onRequest(req);

@@ -1,11 +1,25 @@
 import type { Span } from '@opentelemetry/api';
 import type { Decision, EndpointRef, Stage } from '@triad/bus';
 import {
-  RequestLocal, failedStageOf, type ProxyRequest, type RequestContext, type RequestHooks, type RoutedRequest, type StageSpan,
+  RequestLocal,
+  failedStageOf,
+  type ProxyRequest,
+  type RequestContext,
+  type RequestHooks,
+  type RoutedRequest,
+  type StageSpan,
 } from '@triad/request';
 import {
-  finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordFirstToken, recordRetry, startLegSpan, startRequestSpan,
-  startRouteSpan, startScheduleSpan,
+  finishLegSpan,
+  finishRequestSpan,
+  finishRouteSpan,
+  finishScheduleSpan,
+  recordFirstToken,
+  recordRetry,
+  startLegSpan,
+  startRequestSpan,
+  startRouteSpan,
+  startScheduleSpan,
 } from './gateway-spans';
 import { ATTR } from './attributes';
 import { injectTraceHeaders } from './propagation';
@@ -28,7 +42,9 @@ interface RequestTrace {
 }
 
 const OPERATIONS: Record<string, string> = {
-  '/v1/chat/completions': 'chat', '/v1/completions': 'text_completion', '/v1/embeddings': 'embeddings',
+  '/v1/chat/completions': 'chat',
+  '/v1/completions': 'text_completion',
+  '/v1/embeddings': 'embeddings',
 };
 
 function splitName(qualified: string): { namespace: string; name: string } {
@@ -67,7 +83,11 @@ export function createGatewayTracingHooks() {
     onRequest(ctx: RequestContext): void {
       const request = startRequestSpan({ method: ctx.method, route: ctx.path, headers: ctx.headers, requestId: ctx.id });
       TRACE.set(ctx, {
-        request, route: startRouteSpan(request, { model: ctx.model }), schedule: undefined, decision: undefined, unmatchedEncoders: [],
+        request,
+        route: startRouteSpan(request, { model: ctx.model }),
+        schedule: undefined,
+        decision: undefined,
+        unmatchedEncoders: [],
         streaming: undefined,
       });
     },
@@ -79,7 +99,8 @@ export function createGatewayTracingHooks() {
       if (state.route) {
         const route = splitName(ctx.routing.route);
         finishRouteSpan(
-          state.route, { namespace: server.namespace, modelServer: server.name, ...(route.name ? { modelRoute: route.name } : {}) },
+          state.route,
+          { namespace: server.namespace, modelServer: server.name, ...(route.name ? { modelRoute: route.name } : {}) },
           state.request,
         );
         state.route = undefined;
@@ -113,7 +134,8 @@ export function createGatewayTracingHooks() {
         // An ExternalModelProvider target names its API (`openai`, `anthropic`), an engine its kind.
         engine: ctx.routing.server.provider ?? ctx.routing.server.engine,
         model: ctx.routing.upstreamModel || ctx.model,
-        endpoint, attempt,
+        endpoint,
+        attempt,
         ...(state.decision ? { mode: state.decision.mode } : {}),
         ...(item ? { item } : {}),
         ...(stage === 'prefill' ? { maxTokens: 1 } : stage === 'encode' ? {} : { stream: ctx.stream }),
@@ -121,9 +143,11 @@ export function createGatewayTracingHooks() {
       if (stage === 'decode' || stage === 'aggregated') state.streaming = leg;
       return {
         headers: injectTraceHeaders(leg),
-        end: (ok, status, error) => finishLegSpan(
-          leg, ok ? { statusCode: status } : { ...(status > 0 ? { statusCode: status } : {}), error: error ?? `HTTP ${status}` },
-        ),
+        end: (ok, status, error) =>
+          finishLegSpan(
+            leg,
+            ok ? { statusCode: status } : { ...(status > 0 ? { statusCode: status } : {}), error: error ?? `HTTP ${status}` },
+          ),
       };
     },
 

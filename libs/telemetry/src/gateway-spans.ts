@@ -1,8 +1,14 @@
 import { SpanKind, type Attributes } from '@opentelemetry/api';
 import type { DecisionOrError, Stage } from '@triad/bus';
 import {
-  ATTR, endpointAttributes, genAiRequestAttributes, genAiResponseAttributes, put,
-  type EndpointInfo, type InferenceRequestInfo, type InferenceResponseInfo,
+  ATTR,
+  endpointAttributes,
+  genAiRequestAttributes,
+  genAiResponseAttributes,
+  put,
+  type EndpointInfo,
+  type InferenceRequestInfo,
+  type InferenceResponseInfo,
 } from './attributes';
 import { decisionAttributes } from './decision-attributes';
 import { extractTraceContext, type HeaderCarrier } from './propagation';
@@ -138,7 +144,9 @@ export function startScheduleSpan(parent: Parent, info: ScheduleSpanInfo): Trace
 
 /** Ends the schedule span with the decision (or the error that stopped it). */
 export function finishScheduleSpan(
-  t: Traced, outcome: DecisionOrError | { error: unknown }, opts: { batchSize?: number; local?: boolean } = {},
+  t: Traced,
+  outcome: DecisionOrError | { error: unknown },
+  opts: { batchSize?: number; local?: boolean } = {},
 ): void {
   const span = t.span;
   if (span.isRecording()) {
@@ -241,7 +249,8 @@ export function recordFirstToken(t: Traced): void {
 
 /** A failover: an event on the request span naming the attempt, the stage and why the previous one failed. */
 export function recordRetry(
-  t: Traced, info: { readonly attempt: number; readonly stage: string; readonly reason: string; readonly endpointKey?: string },
+  t: Traced,
+  info: { readonly attempt: number; readonly stage: string; readonly reason: string; readonly endpointKey?: string },
 ): void {
   const span = t.span;
   if (!span.isRecording()) return;
@@ -249,4 +258,3 @@ export function recordRetry(
   put(attrs, ATTR.endpointKey, info.endpointKey);
   span.addEvent('retry', attrs);
 }
-

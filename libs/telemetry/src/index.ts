@@ -8,14 +8,26 @@ export { tracingEnabled, messageContentCaptureEnabled } from './state';
 
 // Generic spans.
 export {
-  NOOP_TRACED, startTraced, setAttributes, addEvent, recordFailure, endTraced, inSpan, errorTypeOf, traceIdOf,
+  NOOP_TRACED,
+  startTraced,
+  setAttributes,
+  addEvent,
+  recordFailure,
+  endTraced,
+  inSpan,
+  errorTypeOf,
+  traceIdOf,
   contextOf,
 } from './spans';
 export type { Traced, Parent, StartOptions } from './spans';
 
 // W3C propagation over HTTP and NATS headers.
 export {
-  injectTraceHeaders, extractTraceContext, injectBatchTraceHeaders, extractBatchTraceContexts, BATCH_TRACE_HEADER,
+  injectTraceHeaders,
+  extractTraceContext,
+  injectBatchTraceHeaders,
+  extractBatchTraceContexts,
+  BATCH_TRACE_HEADER,
 } from './propagation';
 export type { HeaderCarrier } from './propagation';
 
@@ -27,8 +39,19 @@ export { recordMessageContent } from './message-content';
 
 // Per-app span helpers.
 export {
-  startRequestSpan, finishRequestSpan, startRouteSpan, finishRouteSpan, startScheduleSpan, finishScheduleSpan,
-  startLegSpan, startEncodeSpan, startPrefillSpan, startDecodeSpan, finishLegSpan, recordFirstToken, recordRetry,
+  startRequestSpan,
+  finishRequestSpan,
+  startRouteSpan,
+  finishRouteSpan,
+  startScheduleSpan,
+  finishScheduleSpan,
+  startLegSpan,
+  startEncodeSpan,
+  startPrefillSpan,
+  startDecodeSpan,
+  finishLegSpan,
+  recordFirstToken,
+  recordRetry,
 } from './gateway-spans';
 export type { RequestSpanInfo, RouteInfo, RequestOutcome, ScheduleSpanInfo, LegInfo, LegOutcome } from './gateway-spans';
 export { createGatewayTracingHooks, requestSpanOf, requestTraceId, scheduleSpanOf } from './gateway-hooks';

@@ -2,7 +2,11 @@ import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { isSpanContextValid, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import { setupTelemetry, type Telemetry } from './setup';
 import {
-  BATCH_TRACE_HEADER, extractBatchTraceContexts, extractTraceContext, injectBatchTraceHeaders, injectTraceHeaders,
+  BATCH_TRACE_HEADER,
+  extractBatchTraceContexts,
+  extractTraceContext,
+  injectBatchTraceHeaders,
+  injectTraceHeaders,
 } from './propagation';
 import { startTraced } from './spans';
 
@@ -17,7 +21,9 @@ describe('W3C propagation helpers', () => {
   let telemetry: Telemetry;
   beforeAll(() => {
     telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 't', env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
+      serviceName: 'triad-gateway',
+      version: 't',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
       exporter: new InMemorySpanExporter(),
     });
   });
@@ -39,7 +45,8 @@ describe('W3C propagation helpers', () => {
     const child = startTraced('child', { parent: ctx });
     const out = injectTraceHeaders(child, { 'content-type': 'application/json' });
     expect(out).toEqual({
-      'content-type': 'application/json', traceparent: expect.stringMatching(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/),
+      'content-type': 'application/json',
+      traceparent: expect.stringMatching(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/),
       tracestate: 'vendor=abc',
     });
     child.span.end();
@@ -59,13 +66,13 @@ describe('W3C propagation helpers', () => {
 
   it('batch extraction survives a missing or malformed batch header', () => {
     expect(extractBatchTraceContexts({ traceparent: TP }, 2).map(spanIdIn)).toEqual(['b7ad6b7169203331', undefined]);
-    expect(extractBatchTraceContexts(
-      { traceparent: TP, [BATCH_TRACE_HEADER]: '{nope' }, 2,
-    ).map(spanIdIn)).toEqual(['b7ad6b7169203331', undefined]);
-    expect(extractBatchTraceContexts(
-      { [BATCH_TRACE_HEADER]: JSON.stringify([{ traceparent: 7 }, 'x', { traceparent: TP }]) }, 3,
-    ).map(spanIdIn))
-      .toEqual([undefined, undefined, 'b7ad6b7169203331']);
+    expect(extractBatchTraceContexts({ traceparent: TP, [BATCH_TRACE_HEADER]: '{nope' }, 2).map(spanIdIn)).toEqual([
+      'b7ad6b7169203331',
+      undefined,
+    ]);
+    expect(
+      extractBatchTraceContexts({ [BATCH_TRACE_HEADER]: JSON.stringify([{ traceparent: 7 }, 'x', { traceparent: TP }]) }, 3).map(spanIdIn),
+    ).toEqual([undefined, undefined, 'b7ad6b7169203331']);
     expect(extractBatchTraceContexts(undefined, 2)).toEqual([ROOT_CONTEXT, ROOT_CONTEXT]);
   });
 });

@@ -1,5 +1,11 @@
 import {
-  isSpanContextValid, propagation, ROOT_CONTEXT, trace, type Context, type TextMapGetter, type TextMapSetter,
+  isSpanContextValid,
+  propagation,
+  ROOT_CONTEXT,
+  trace,
+  type Context,
+  type TextMapGetter,
+  type TextMapSetter,
 } from '@opentelemetry/api';
 import { contextOf, type Parent } from './spans';
 import { tracing } from './state';
@@ -73,7 +79,8 @@ function hasSpan(ctx: Context | undefined): ctx is Context {
  * scheduler can continue each request's own trace.
  */
 export function injectBatchTraceHeaders(
-  parents: readonly (Parent | undefined)[], headers: Record<string, string> = {},
+  parents: readonly (Parent | undefined)[],
+  headers: Record<string, string> = {},
 ): Record<string, string> {
   if (!tracing.tracer || parents.length === 0) return headers;
   const contexts = parents.map((p) => (p === undefined ? undefined : contextOf(p)));

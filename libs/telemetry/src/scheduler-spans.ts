@@ -72,17 +72,22 @@ export interface PhaseInfo {
 
 /** A child of the decide span per filter/scorer phase, named `{phase}` or `{phase} {profile}` (`filter decode`). */
 export function startPhaseSpan(parent: Parent, phase: string, info: PhaseInfo = {}): Traced {
-  return startTraced(info.profile ? `${phase} ${info.profile}` : phase, {
-    parent, ...(info.startTime !== undefined ? { startTime: info.startTime } : {}),
-  }, () => {
-    const attrs: Attributes = { [ATTR.schedulerPhase]: phase };
-    put(attrs, ATTR.schedulerProfile, info.profile);
-    put(attrs, ATTR.schedulerPlugin, info.plugin);
-    put(attrs, ATTR.schedulerCandidates, info.candidates);
-    put(attrs, ATTR.pdGroup, info.pdGroup);
-    put(attrs, ATTR.itemIndex, info.item);
-    return attrs;
-  });
+  return startTraced(
+    info.profile ? `${phase} ${info.profile}` : phase,
+    {
+      parent,
+      ...(info.startTime !== undefined ? { startTime: info.startTime } : {}),
+    },
+    () => {
+      const attrs: Attributes = { [ATTR.schedulerPhase]: phase };
+      put(attrs, ATTR.schedulerProfile, info.profile);
+      put(attrs, ATTR.schedulerPlugin, info.plugin);
+      put(attrs, ATTR.schedulerCandidates, info.candidates);
+      put(attrs, ATTR.pdGroup, info.pdGroup);
+      put(attrs, ATTR.itemIndex, info.item);
+      return attrs;
+    },
+  );
 }
 
 /**

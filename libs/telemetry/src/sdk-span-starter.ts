@@ -1,5 +1,12 @@
 import {
-  ROOT_CONTEXT, trace, type Attributes, type Link, type Span, type SpanContext, type SpanKind, type Tracer,
+  ROOT_CONTEXT,
+  trace,
+  type Attributes,
+  type Link,
+  type Span,
+  type SpanContext,
+  type SpanKind,
+  type Tracer,
 } from '@opentelemetry/api';
 import type { SpanStarter } from './state';
 
@@ -11,7 +18,11 @@ export class SdkSpanStarter implements SpanStarter {
   constructor(private readonly tracer: Tracer) {}
 
   begin(
-    name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes,
+    name: string,
+    kind: SpanKind,
+    parent: SpanContext | undefined,
+    startMs: number | undefined,
+    attributes?: () => Attributes,
     links?: Link[],
   ): Span {
     const context = parent === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, parent);

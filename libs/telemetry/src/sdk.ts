@@ -17,8 +17,8 @@ function sdkSampler(name: SamplerName, ratio: number): Sampler {
   const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } =
     require('@opentelemetry/sdk-trace-base') as typeof import('@opentelemetry/sdk-trace-base');
   const base = name.replace(/^parentbased_/, '');
-  const root = base === 'always_on' ? new AlwaysOnSampler() : base === 'always_off' ? new AlwaysOffSampler()
-    : new TraceIdRatioBasedSampler(ratio);
+  const root =
+    base === 'always_on' ? new AlwaysOnSampler() : base === 'always_off' ? new AlwaysOffSampler() : new TraceIdRatioBasedSampler(ratio);
   return name.startsWith('parentbased_') ? new ParentBasedSampler({ root }) : root;
 }
 
@@ -40,16 +40,20 @@ export function startSdk(config: TelemetryConfig, version: string, exporterOverr
   const { W3CTraceContextPropagator } = require('@opentelemetry/core') as typeof import('@opentelemetry/core');
   const { trace } = require('@opentelemetry/api') as typeof import('@opentelemetry/api');
 
-  const exporter = exporterOverride ?? (() => {
-    const { OTLPTraceExporter } =
-      require('@opentelemetry/exporter-trace-otlp-proto') as typeof import('@opentelemetry/exporter-trace-otlp-proto');
-    return new OTLPTraceExporter({ url: config.tracesUrl, timeoutMillis: config.exportTimeoutMs });
-  })();
-  const resource = defaultResource().merge(resourceFromAttributes({
-    ...config.resourceAttributes,
-    'service.name': config.serviceName,
-    'service.version': version,
-  }));
+  const exporter =
+    exporterOverride ??
+    (() => {
+      const { OTLPTraceExporter } =
+        require('@opentelemetry/exporter-trace-otlp-proto') as typeof import('@opentelemetry/exporter-trace-otlp-proto');
+      return new OTLPTraceExporter({ url: config.tracesUrl, timeoutMillis: config.exportTimeoutMs });
+    })();
+  const resource = defaultResource().merge(
+    resourceFromAttributes({
+      ...config.resourceAttributes,
+      'service.name': config.serviceName,
+      'service.version': version,
+    }),
+  );
   // The batch processor never blocks span.end(): it appends to a bounded buffer and drops beyond maxQueueSize.
   const processor = new BatchSpanProcessor(exporter, { ...config.batch });
   const sdk = new NodeSDK({
@@ -66,15 +70,16 @@ export function startSdk(config: TelemetryConfig, version: string, exporterOverr
     logRecordProcessors: [],
   });
   sdk.start();
-  const tracer: SpanStarter = config.spanRecorder === 'recorder'
-    ? new TriadTracer({
-      sample: samplerFor(config.sampler, config.samplerRatio),
-      // The recorder's spans are ReadableSpans in all the processor reads.
-      sink: processor as unknown as EndedSpanSink,
-      origin: { resource, instrumentationScope: { name: '@triad/telemetry', version } },
-      limits: config.spanLimits,
-    })
-    : new SdkSpanStarter(trace.getTracer('@triad/telemetry', version));
+  const tracer: SpanStarter =
+    config.spanRecorder === 'recorder'
+      ? new TriadTracer({
+          sample: samplerFor(config.sampler, config.samplerRatio),
+          // The recorder's spans are ReadableSpans in all the processor reads.
+          sink: processor as unknown as EndedSpanSink,
+          origin: { resource, instrumentationScope: { name: '@triad/telemetry', version } },
+          limits: config.spanLimits,
+        })
+      : new SdkSpanStarter(trace.getTracer('@triad/telemetry', version));
   return {
     tracer,
     forceFlush: () => processor.forceFlush(),

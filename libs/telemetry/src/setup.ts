@@ -38,8 +38,14 @@ function bounded(work: Promise<void>, ms: number): Promise<boolean> {
     const timer = setTimeout(() => resolve(false), ms);
     timer.unref();
     work.then(
-      () => { clearTimeout(timer); resolve(true); },
-      () => { clearTimeout(timer); resolve(true); },
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
     );
   });
 }
@@ -75,10 +81,18 @@ export function setupTelemetry(options: TelemetryOptions): Telemetry {
   const sdk: SdkInstance = startSdk(config, options.version, options.exporter);
   tracing.tracer = sdk.tracer;
   tracing.captureMessageContent = config.captureMessageContent;
-  logger?.info?.({
-    component: 'telemetry', tracing: true, serviceName: config.serviceName, endpoint: config.tracesUrl,
-    sampler: config.sampler, ratio: config.samplerRatio, captureMessageContent: config.captureMessageContent,
-  }, 'tracing enabled');
+  logger?.info?.(
+    {
+      component: 'telemetry',
+      tracing: true,
+      serviceName: config.serviceName,
+      endpoint: config.tracesUrl,
+      sampler: config.sampler,
+      ratio: config.samplerRatio,
+      captureMessageContent: config.captureMessageContent,
+    },
+    'tracing enabled',
+  );
 
   const timeoutMs = options.shutdownTimeoutMs ?? 5000;
   let stopped: Promise<void> | undefined;

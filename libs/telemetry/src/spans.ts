@@ -1,6 +1,18 @@
 import {
-  context as otelContext, INVALID_SPAN_CONTEXT, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags,
-  type Attributes, type Context, type Link, type Span, type SpanContext, type TimeInput,
+  context as otelContext,
+  INVALID_SPAN_CONTEXT,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type SpanContext,
+  type TimeInput,
 } from '@opentelemetry/api';
 import { isTriadError } from '@triad/errors';
 import { ATTR } from './attributes';
@@ -49,7 +61,11 @@ class TracedSpan implements Traced {
   #context: Context | undefined;
   readonly #parent: Parent;
 
-  constructor(readonly span: Span, readonly startedAt: number, parent: Parent) {
+  constructor(
+    readonly span: Span,
+    readonly startedAt: number,
+    parent: Parent,
+  ) {
     this.#parent = parent;
   }
 
@@ -144,7 +160,10 @@ export function endTraced(t: Traced, err?: unknown): void {
 
 /** Runs `fn` inside a span that ends when it settles and records the error when it throws. */
 export async function inSpan<T>(
-  name: string, options: StartOptions, fn: (t: Traced) => Promise<T> | T, attributes?: () => Attributes,
+  name: string,
+  options: StartOptions,
+  fn: (t: Traced) => Promise<T> | T,
+  attributes?: () => Attributes,
 ): Promise<T> {
   const t = startTraced(name, options, attributes);
   try {
@@ -168,4 +187,3 @@ export function traceIdOf(source?: Traced | Span | Context): string | undefined 
   const sc = span?.spanContext();
   return sc && isSpanContextValid(sc) ? sc.traceId : undefined;
 }
-

@@ -7,7 +7,11 @@ export interface SpanStarter {
    * now. `attributes` is called only when the span records and must hold no `undefined` values.
    */
   begin(
-    name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes,
+    name: string,
+    kind: SpanKind,
+    parent: SpanContext | undefined,
+    startMs: number | undefined,
+    attributes?: () => Attributes,
     links?: Link[],
   ): Span;
 }

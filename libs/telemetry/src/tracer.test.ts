@@ -20,7 +20,10 @@ function randomTraceId(): string {
 }
 
 const sampledParent: SpanContext = {
-  traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', traceFlags: TraceFlags.SAMPLED, isRemote: true,
+  traceId: '0af7651916cd43dd8448eb211c80319c',
+  spanId: 'b7ad6b7169203331',
+  traceFlags: TraceFlags.SAMPLED,
+  isRemote: true,
 };
 const unsampledParent: SpanContext = { ...sampledParent, traceFlags: TraceFlags.NONE };
 
@@ -116,9 +119,11 @@ describe('TriadTracer', () => {
 
   it('applies the attribute count and value-length limits as the SDK does, counting what it drops', () => {
     const { tracer } = collectingTracer(undefined, { ...DEFAULT_SPAN_LIMITS, attributeCountLimit: 2, attributeValueLengthLimit: 3 });
-    const span = tracer.begin(
-      'limited', SpanKind.INTERNAL, undefined, undefined, () => ({ a: 'abcdef', b: ['long', 'xy'], c: true }),
-    ) as RecordedSpan;
+    const span = tracer.begin('limited', SpanKind.INTERNAL, undefined, undefined, () => ({
+      a: 'abcdef',
+      b: ['long', 'xy'],
+      c: true,
+    })) as RecordedSpan;
     expect(span.attributes).toEqual({ a: 'abc', b: ['lon', 'xy'] });
     expect(span.droppedAttributesCount).toBe(1);
     span.setAttribute('a', 'zzzz'); // overwriting an existing key is not a new attribute

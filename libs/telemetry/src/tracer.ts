@@ -1,7 +1,22 @@
 import {
-  context as otelContext, isSpanContextValid, SpanKind, SpanStatusCode, trace, TraceFlags,
-  type Attributes, type AttributeValue, type Context, type Exception, type HrTime, type Link, type Span, type SpanContext,
-  type SpanOptions, type SpanStatus, type TimeInput, type Tracer,
+  context as otelContext,
+  isSpanContextValid,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type AttributeValue,
+  type Context,
+  type Exception,
+  type HrTime,
+  type Link,
+  type Span,
+  type SpanContext,
+  type SpanOptions,
+  type SpanStatus,
+  type TimeInput,
+  type Tracer,
 } from '@opentelemetry/api';
 import type { SamplerName, SpanLimitsConfig } from './config';
 import type { SpanStarter } from './state';
@@ -19,7 +34,10 @@ import type { SpanStarter } from './state';
 export type SpanLimits = SpanLimitsConfig;
 
 export const DEFAULT_SPAN_LIMITS: SpanLimits = {
-  attributeCountLimit: 128, attributeValueLengthLimit: Infinity, eventCountLimit: 128, linkCountLimit: 128,
+  attributeCountLimit: 128,
+  attributeValueLengthLimit: Infinity,
+  eventCountLimit: 128,
+  linkCountLimit: 128,
 };
 
 /** What receives ended spans: the SDK's `BatchSpanProcessor` (any `SpanProcessor`). */
@@ -137,7 +155,11 @@ const NO_EVENTS: RecordedEvent[] = [];
 /** An event of a recorded span (`TimedEvent` for the SDK's exporters: `time` is derived from `ms`). */
 class RecordedEvent {
   readonly droppedAttributesCount = 0;
-  constructor(readonly name: string, readonly attributes: Attributes | undefined, readonly ms: number) {}
+  constructor(
+    readonly name: string,
+    readonly attributes: Attributes | undefined,
+    readonly ms: number,
+  ) {}
   get time(): HrTime {
     return hrTimeOf(this.ms);
   }
@@ -279,9 +301,13 @@ export class RecordedSpan implements Span {
 
   setStatus(status: SpanStatus): this {
     if (this.ended) return this;
-    this.status = status.code === SpanStatusCode.ERROR && typeof status.message === 'string' ? {
-      code: status.code, message: status.message,
-    } : { code: status.code };
+    this.status =
+      status.code === SpanStatusCode.ERROR && typeof status.message === 'string'
+        ? {
+            code: status.code,
+            message: status.message,
+          }
+        : { code: status.code };
     return this;
   }
 
@@ -347,7 +373,11 @@ export class TriadTracer implements Tracer, SpanStarter {
    * clear). `attributes` must hold no `undefined` values; it is kept as the span's attribute object.
    */
   begin(
-    name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes,
+    name: string,
+    kind: SpanKind,
+    parent: SpanContext | undefined,
+    startMs: number | undefined,
+    attributes?: () => Attributes,
     links?: Link[],
   ): Span {
     const span = this.#begin(name, kind, parent, startMs, attributes);
@@ -384,7 +414,10 @@ export class TriadTracer implements Tracer, SpanStarter {
       if (sc !== undefined && isSpanContextValid(sc)) parent = sc;
     }
     const span = this.begin(
-      name, options.kind ?? SpanKind.INTERNAL, parent, options.startTime === undefined ? undefined : epochOf(options.startTime),
+      name,
+      options.kind ?? SpanKind.INTERNAL,
+      parent,
+      options.startTime === undefined ? undefined : epochOf(options.startTime),
     );
     if (span instanceof RecordedSpan) {
       if (options.attributes) span.setAttributes(options.attributes);

@@ -1,7 +1,13 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { freePort, waitFor } from '@triad/testing';
 import {
-  finishLegSpan, finishRequestSpan, setupTelemetry, startDecodeSpan, startEncodeSpan, startRequestSpan, type TelemetryLogger,
+  finishLegSpan,
+  finishRequestSpan,
+  setupTelemetry,
+  startDecodeSpan,
+  startEncodeSpan,
+  startRequestSpan,
+  type TelemetryLogger,
 } from '../src/index';
 import { epdDecision, leg } from './fixtures';
 
@@ -29,10 +35,15 @@ describe('a collector that is down never blocks or fails requests', () => {
     const port = await freePort();
     const logger = collectingLogger();
     const telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'test', logger, shutdownTimeoutMs: 2000,
+      serviceName: 'triad-gateway',
+      version: 'test',
+      logger,
+      shutdownTimeoutMs: 2000,
       env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_EXPORTER_OTLP_TIMEOUT: '500',
-        OTEL_BSP_SCHEDULE_DELAY: '20', OTEL_BSP_MAX_QUEUE_SIZE: '256',
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+        OTEL_EXPORTER_OTLP_TIMEOUT: '500',
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+        OTEL_BSP_MAX_QUEUE_SIZE: '256',
       },
     });
     const started = performance.now();
@@ -69,7 +80,9 @@ describe('a collector that is down never blocks or fails requests', () => {
     it('shutdown returns at its own bound while the export request is still hanging', async () => {
       const port = (hung.address() as { port: number }).port;
       const telemetry = setupTelemetry({
-        serviceName: 'triad-gateway', version: 'test', shutdownTimeoutMs: 200,
+        serviceName: 'triad-gateway',
+        version: 'test',
+        shutdownTimeoutMs: 200,
         env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_EXPORTER_OTLP_TIMEOUT: '1500' },
       });
       oneRequest();

@@ -1,9 +1,22 @@
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { startOtlpReceiver, treeShape, type OtlpReceiver, type ReceivedSpan } from '@triad/telemetry/receiver';
 import {
-  finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, recordFirstToken, recordMessageContent,
-  setupTelemetry, startDecodeSpan, startEncodeSpan, startPrefillSpan, startRequestSpan, startRouteSpan, startScheduleSpan,
-  traceIdOf, type Telemetry, type Traced,
+  finishLegSpan,
+  finishRequestSpan,
+  finishRouteSpan,
+  finishScheduleSpan,
+  recordFirstToken,
+  recordMessageContent,
+  setupTelemetry,
+  startDecodeSpan,
+  startEncodeSpan,
+  startPrefillSpan,
+  startRequestSpan,
+  startRouteSpan,
+  startScheduleSpan,
+  traceIdOf,
+  type Telemetry,
+  type Traced,
 } from '../src/index';
 import { epdDecision, leg, SECRET_PROMPT } from './fixtures';
 
@@ -26,7 +39,11 @@ function epdRequest(): Traced {
   recordMessageContent(decode, { input: [{ role: 'user', content: SECRET_PROMPT }], output: 'two cats' });
   recordFirstToken(decode);
   const response = {
-    statusCode: 200, responseModel: 'Qwen/Qwen2.5-VL-3B-Instruct', inputTokens: 812, outputTokens: 42, finishReasons: ['stop'],
+    statusCode: 200,
+    responseModel: 'Qwen/Qwen2.5-VL-3B-Instruct',
+    inputTokens: 812,
+    outputTokens: 42,
+    finishReasons: ['stop'],
   };
   finishLegSpan(decode, response);
   finishRequestSpan(req, { statusCode: 200, requestModel: 'qwen-vl', operation: 'chat', response });
@@ -52,7 +69,8 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
     let traceId: string;
     beforeAll(async () => {
       telemetry = setupTelemetry({
-        serviceName: 'triad-gateway', version: '1.2.3',
+        serviceName: 'triad-gateway',
+        version: '1.2.3',
         env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, POD_NAME: 'gateway-0', POD_NAMESPACE: 'triad-system' },
       });
       const before = receiver.stats.protobuf;
@@ -87,48 +105,92 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
       // The SDK stamps a span's start with Date.now() (1 ms steps) and its end as start + a precise duration, so
       // for these instant legs "overlap" holds to within that 1 ms resolution.
       expect(b!.startMs).toBeLessThan(a!.endMs + 1);
-      expect(byName(spans, 'encode').map((s) => s.attributes['triad.encoder.item_index']).sort()).toEqual([0, 1]);
+      expect(
+        byName(spans, 'encode')
+          .map((s) => s.attributes['triad.encoder.item_index'])
+          .sort(),
+      ).toEqual([0, 1]);
     });
 
     it('sets the resource from the app and the downward-API env', () => {
-      expect(spans[0]!.resource).toEqual(expect.objectContaining({
-        'service.name': 'triad-gateway', 'service.version': '1.2.3', 'k8s.pod.name': 'gateway-0',
-        'k8s.namespace.name': 'triad-system', 'service.instance.id': 'gateway-0',
-      }));
+      expect(spans[0]!.resource).toEqual(
+        expect.objectContaining({
+          'service.name': 'triad-gateway',
+          'service.version': '1.2.3',
+          'k8s.pod.name': 'gateway-0',
+          'k8s.namespace.name': 'triad-system',
+          'service.instance.id': 'gateway-0',
+        }),
+      );
     });
 
     it('puts GenAI and triad attributes on the legs', () => {
       const decode = byName(spans, 'decode')[0]!;
-      expect(decode.attributes).toEqual(expect.objectContaining({
-        'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'vllm', 'gen_ai.request.model': 'Qwen/Qwen2.5-VL-3B-Instruct',
-        'gen_ai.response.model': 'Qwen/Qwen2.5-VL-3B-Instruct', 'gen_ai.usage.input_tokens': 812, 'gen_ai.usage.output_tokens': 42,
-        'gen_ai.request.max_tokens': 256, 'gen_ai.request.stream': true, 'gen_ai.response.finish_reasons': ['stop'],
-        'server.address': '127.0.1.3', 'server.port': 8000, 'http.response.status_code': 200,
-        'triad.stage': 'decode', 'triad.role': 'decode', 'triad.mode': 'epd', 'triad.pd_group': 'g1', 'triad.attempt': 0,
-        'triad.endpoint.pod': 'decode-0', 'triad.endpoint.key': 'default.qwen-vl.decode-0',
-      }));
+      expect(decode.attributes).toEqual(
+        expect.objectContaining({
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.provider.name': 'vllm',
+          'gen_ai.request.model': 'Qwen/Qwen2.5-VL-3B-Instruct',
+          'gen_ai.response.model': 'Qwen/Qwen2.5-VL-3B-Instruct',
+          'gen_ai.usage.input_tokens': 812,
+          'gen_ai.usage.output_tokens': 42,
+          'gen_ai.request.max_tokens': 256,
+          'gen_ai.request.stream': true,
+          'gen_ai.response.finish_reasons': ['stop'],
+          'server.address': '127.0.1.3',
+          'server.port': 8000,
+          'http.response.status_code': 200,
+          'triad.stage': 'decode',
+          'triad.role': 'decode',
+          'triad.mode': 'epd',
+          'triad.pd_group': 'g1',
+          'triad.attempt': 0,
+          'triad.endpoint.pod': 'decode-0',
+          'triad.endpoint.key': 'default.qwen-vl.decode-0',
+        }),
+      );
       expect(decode.attributes['gen_ai.response.time_to_first_chunk']).toEqual(expect.any(Number));
       expect(decode.events.map((e) => e.name)).toEqual(['first_token']);
       const enc0 = byName(spans, 'encode').find((s) => s.attributes['triad.encoder.item_index'] === 0)!;
-      expect(enc0.attributes).toEqual(expect.objectContaining({
-        'triad.stage': 'encode', 'triad.cache_affinity_hit': true, 'triad.encoder.modality': 'image', 'triad.encoder.item_bytes': 2048,
-      }));
+      expect(enc0.attributes).toEqual(
+        expect.objectContaining({
+          'triad.stage': 'encode',
+          'triad.cache_affinity_hit': true,
+          'triad.encoder.modality': 'image',
+          'triad.encoder.item_bytes': 2048,
+        }),
+      );
       expect(byName(spans, 'prefill')[0]!.attributes['gen_ai.request.max_tokens']).toBe(1);
     });
 
     it('records the decision on the schedule span and the route on the request span', () => {
-      expect(byName(spans, 'schedule')[0]!.attributes).toEqual(expect.objectContaining({
-        'triad.decision.endpoint': 'default.qwen-vl.decode-0', 'triad.decision.prefill': 'default.qwen-vl.prefill-0',
-        'triad.decision.encoders': ['default.qwen-vl.encode-0', 'default.qwen-vl.encode-1'], 'triad.decision.encoder_affinity_hits': 1,
-        'triad.decision.top_n': 2, 'triad.decision.alternates': ['default.qwen-vl.decode-1'], 'triad.decision.decided_by': 'scheduler-0',
-        'triad.schedule.batch_size': 1, 'messaging.system': 'nats', 'messaging.destination.name': 'triad.v1.schedule',
-      }));
+      expect(byName(spans, 'schedule')[0]!.attributes).toEqual(
+        expect.objectContaining({
+          'triad.decision.endpoint': 'default.qwen-vl.decode-0',
+          'triad.decision.prefill': 'default.qwen-vl.prefill-0',
+          'triad.decision.encoders': ['default.qwen-vl.encode-0', 'default.qwen-vl.encode-1'],
+          'triad.decision.encoder_affinity_hits': 1,
+          'triad.decision.top_n': 2,
+          'triad.decision.alternates': ['default.qwen-vl.decode-1'],
+          'triad.decision.decided_by': 'scheduler-0',
+          'triad.schedule.batch_size': 1,
+          'messaging.system': 'nats',
+          'messaging.destination.name': 'triad.v1.schedule',
+        }),
+      );
       const request = byName(spans, 'POST /v1/chat/completions')[0]!;
-      expect(request.attributes).toEqual(expect.objectContaining({
-        'http.request.method': 'POST', 'http.route': '/v1/chat/completions', 'http.response.status_code': 200,
-        'triad.request.id': 'req-1', 'triad.model_server': 'qwen-vl', 'triad.mode': 'epd', 'gen_ai.request.model': 'qwen-vl',
-        'gen_ai.usage.output_tokens': 42,
-      }));
+      expect(request.attributes).toEqual(
+        expect.objectContaining({
+          'http.request.method': 'POST',
+          'http.route': '/v1/chat/completions',
+          'http.response.status_code': 200,
+          'triad.request.id': 'req-1',
+          'triad.model_server': 'qwen-vl',
+          'triad.mode': 'epd',
+          'gen_ai.request.model': 'qwen-vl',
+          'gen_ai.usage.output_tokens': 42,
+        }),
+      );
       expect(request.status.code).toBe('UNSET');
     });
 
@@ -143,7 +205,8 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
   describe('with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', () => {
     it('records the messages on the leg', async () => {
       const telemetry = setupTelemetry({
-        serviceName: 'triad-gateway', version: '1.2.3',
+        serviceName: 'triad-gateway',
+        version: '1.2.3',
         env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' },
       });
       try {
@@ -162,7 +225,8 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
     it('is decoded the same way', async () => {
       const before = receiver.stats.json;
       const telemetry = setupTelemetry({
-        serviceName: 'triad-scheduler', version: '0.0.1',
+        serviceName: 'triad-scheduler',
+        version: '0.0.1',
         env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
         exporter: new JsonExporter({ url: receiver.tracesUrl }),
       });
@@ -172,8 +236,14 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
         const spans = await receiver.waitForSpans((s) => s.traceId === traceId, { count: 7 });
         expect(receiver.stats.json).toBeGreaterThan(before);
         expect(spans[0]!.serviceName).toBe('triad-scheduler');
-        expect(treeShape(receiver.tree(traceId), undefined, { sorted: true })[0]!.children.map((c) => c.name))
-          .toEqual(['decode', 'encode', 'encode', 'prefill', 'route', 'schedule']);
+        expect(treeShape(receiver.tree(traceId), undefined, { sorted: true })[0]!.children.map((c) => c.name)).toEqual([
+          'decode',
+          'encode',
+          'encode',
+          'prefill',
+          'route',
+          'schedule',
+        ]);
       } finally {
         await telemetry.shutdown();
       }
@@ -189,7 +259,8 @@ describe("the SDK's tracer (TRIAD_TRACE_RECORDER=sdk) behind the same NodeSDK pi
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
     telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: '1.2.3',
+      serviceName: 'triad-gateway',
+      version: '1.2.3',
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, POD_NAME: 'gateway-0', TRIAD_TRACE_RECORDER: 'sdk' },
     });
     expect(telemetry.config.spanRecorder).toBe('sdk');
@@ -206,20 +277,30 @@ describe("the SDK's tracer (TRIAD_TRACE_RECORDER=sdk) behind the same NodeSDK pi
     expect(treeShape(receiver.tree(traceId), (s) => `${s.kind} ${s.name}`, { sorted: true })).toEqual([
       {
         name: 'SERVER POST /v1/chat/completions',
-        children: ['CLIENT decode', 'CLIENT encode', 'CLIENT encode', 'CLIENT prefill', 'CLIENT schedule', 'INTERNAL route']
-          .map((name) => ({ name, children: [] })),
+        children: ['CLIENT decode', 'CLIENT encode', 'CLIENT encode', 'CLIENT prefill', 'CLIENT schedule', 'INTERNAL route'].map(
+          (name) => ({ name, children: [] }),
+        ),
       },
     ]);
-    expect(spans[0]!.resource).toEqual(expect.objectContaining({
-      'service.name': 'triad-gateway', 'service.version': '1.2.3', 'k8s.pod.name': 'gateway-0',
-    }));
+    expect(spans[0]!.resource).toEqual(
+      expect.objectContaining({
+        'service.name': 'triad-gateway',
+        'service.version': '1.2.3',
+        'k8s.pod.name': 'gateway-0',
+      }),
+    );
     const decode = byName(spans, 'decode')[0]!;
-    expect(decode.attributes).toEqual(expect.objectContaining({
-      'gen_ai.usage.output_tokens': 42, 'triad.stage': 'decode', 'triad.endpoint.key': 'default.qwen-vl.decode-0',
-    }));
+    expect(decode.attributes).toEqual(
+      expect.objectContaining({
+        'gen_ai.usage.output_tokens': 42,
+        'triad.stage': 'decode',
+        'triad.endpoint.key': 'default.qwen-vl.decode-0',
+      }),
+    );
     expect(decode.events.map((e) => e.name)).toEqual(['first_token']);
     expect(byName(spans, 'schedule')[0]!.attributes['triad.decision.encoders']).toEqual([
-      'default.qwen-vl.encode-0', 'default.qwen-vl.encode-1',
+      'default.qwen-vl.encode-0',
+      'default.qwen-vl.encode-1',
     ]);
   });
 });

@@ -40,10 +40,16 @@ export const epdDecision: Decision = {
   ],
   encoders: [
     {
-      item: 0, endpoint: { key: 'default.qwen-vl.encode-0', pod: 'encode-0', ip: '127.0.1.1', port: 8000 }, alternates: [], affinity: true,
+      item: 0,
+      endpoint: { key: 'default.qwen-vl.encode-0', pod: 'encode-0', ip: '127.0.1.1', port: 8000 },
+      alternates: [],
+      affinity: true,
     },
     {
-      item: 1, endpoint: { key: 'default.qwen-vl.encode-1', pod: 'encode-1', ip: '127.0.1.4', port: 8000 }, alternates: [], affinity: false,
+      item: 1,
+      endpoint: { key: 'default.qwen-vl.encode-1', pod: 'encode-1', ip: '127.0.1.4', port: 8000 },
+      alternates: [],
+      affinity: false,
     },
   ],
   decidedBy: 'scheduler-0',
@@ -51,7 +57,14 @@ export const epdDecision: Decision = {
 
 export function leg(endpoint: { key: string; pod: string; ip: string; port: number }, extra: Partial<LegInfo> = {}): LegInfo {
   return {
-    operation: 'chat', engine: 'vLLM', model: 'Qwen/Qwen2.5-VL-3B-Instruct', endpoint, mode: 'epd', pdGroup: 'g1', attempt: 0, ...extra,
+    operation: 'chat',
+    engine: 'vLLM',
+    model: 'Qwen/Qwen2.5-VL-3B-Instruct',
+    endpoint,
+    mode: 'epd',
+    pdGroup: 'g1',
+    attempt: 0,
+    ...extra,
   };
 }
 

@@ -5,9 +5,22 @@ import { startNatsServer, type NatsServerHandle } from '@triad/testing';
 import { startOtlpReceiver, type OtlpReceiver } from '@triad/telemetry/receiver';
 import { z } from 'zod';
 import {
-  extractBatchTraceContexts, extractTraceContext, finishDecideSpan, finishPhaseSpan, finishScheduleSpan, injectBatchTraceHeaders,
-  injectTraceHeaders, setupTelemetry, startDecideSpan, startPhaseSpan, startRequestSpan, startScheduleSpan, startTraced,
-  traceIdOf, type Telemetry, type Traced,
+  extractBatchTraceContexts,
+  extractTraceContext,
+  finishDecideSpan,
+  finishPhaseSpan,
+  finishScheduleSpan,
+  injectBatchTraceHeaders,
+  injectTraceHeaders,
+  setupTelemetry,
+  startDecideSpan,
+  startPhaseSpan,
+  startRequestSpan,
+  startScheduleSpan,
+  startTraced,
+  traceIdOf,
+  type Telemetry,
+  type Traced,
 } from '../src/index';
 import { epdDecision } from './fixtures';
 
@@ -17,25 +30,33 @@ const V: typeof SCHEMA_VERSION = SCHEMA_VERSION;
 
 /** The scheduler's side: one decide span per request of the batch, each continuing its own request's trace. */
 function serveSchedule(bus: Bus): void {
-  bus.serve(Subjects.schedule, ScheduleBatchSchema, ScheduleBatchReplySchema, (batch, ctx) => {
-    const parents = extractBatchTraceContexts(ctx.headers, batch.requests.length);
-    const decisions: DecisionOrError[] = batch.requests.map((request, i) => {
-      const decide = startDecideSpan(parents[i]!, { request, batchSize: batch.requests.length });
-      const filter = startPhaseSpan(decide, 'filter', { profile: 'decode', candidates: 3 });
-      finishPhaseSpan(filter, { remaining: 2 });
-      const score = startPhaseSpan(decide, 'score', { profile: 'decode', plugin: 'prefix-cache', candidates: 2 });
-      finishPhaseSpan(score, { remaining: 2 });
-      const decision: DecisionOrError = request.model === 'missing'
-        ? { id: request.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'no endpoint' }
-        : { ...epdDecision, id: request.id };
-      finishDecideSpan(decide, decision);
-      return decision;
-    });
-    return { v: V, decisions };
-  }, {
-    queue: 'schedulers', onInvalid: (error) => ({ v: V, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
-    onError: () => ({ v: V, error: { code: 'INTERNAL', message: 'x' } }),
-  });
+  bus.serve(
+    Subjects.schedule,
+    ScheduleBatchSchema,
+    ScheduleBatchReplySchema,
+    (batch, ctx) => {
+      const parents = extractBatchTraceContexts(ctx.headers, batch.requests.length);
+      const decisions: DecisionOrError[] = batch.requests.map((request, i) => {
+        const decide = startDecideSpan(parents[i]!, { request, batchSize: batch.requests.length });
+        const filter = startPhaseSpan(decide, 'filter', { profile: 'decode', candidates: 3 });
+        finishPhaseSpan(filter, { remaining: 2 });
+        const score = startPhaseSpan(decide, 'score', { profile: 'decode', plugin: 'prefix-cache', candidates: 2 });
+        finishPhaseSpan(score, { remaining: 2 });
+        const decision: DecisionOrError =
+          request.model === 'missing'
+            ? { id: request.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'no endpoint' }
+            : { ...epdDecision, id: request.id };
+        finishDecideSpan(decide, decision);
+        return decision;
+      });
+      return { v: V, decisions };
+    },
+    {
+      queue: 'schedulers',
+      onInvalid: (error) => ({ v: V, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+      onError: () => ({ v: V, error: { code: 'INTERNAL', message: 'x' } }),
+    },
+  );
 }
 
 function schedulingRequest(id: string, model = 'qwen') {
@@ -89,8 +110,13 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
   it('request → serve: the scheduler span continues the gateway schedule span, with phase children and the decision', async () => {
     const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
     const schedule = startScheduleSpan(request, { namespace: 'default', modelServer: 'qwen-vl' });
-    const reply = await gateway.request(Subjects.schedule, ScheduleBatchSchema, { v: V, requests: [schedulingRequest('r-1')] },
-      ScheduleBatchReplySchema, { timeoutMs: 5000, headers: injectBatchTraceHeaders([schedule]) });
+    const reply = await gateway.request(
+      Subjects.schedule,
+      ScheduleBatchSchema,
+      { v: V, requests: [schedulingRequest('r-1')] },
+      ScheduleBatchReplySchema,
+      { timeoutMs: 5000, headers: injectBatchTraceHeaders([schedule]) },
+    );
     const decision = 'decisions' in reply ? reply.decisions[0]! : { error: reply.error };
     finishScheduleSpan(schedule, decision, { batchSize: 1 });
     request.span.end();
@@ -100,33 +126,46 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
     const client = spans.find((s) => s.name === 'schedule' && s.kind === 'CLIENT')!;
     const server = spans.find((s) => s.name === 'schedule' && s.kind === 'SERVER')!;
     expect(server.parentSpanId).toBe(client.spanId);
-    expect(server.attributes).toEqual(expect.objectContaining({
-      'triad.request.id': 'r-1', 'messaging.batch.message_count': 1, 'triad.decision.endpoint': 'default.qwen-vl.decode-0',
-      'triad.mode': 'epd',
-    }));
-    const phases = spans.filter((s) => s.parentSpanId === server.spanId).map((s) => s.name).sort();
+    expect(server.attributes).toEqual(
+      expect.objectContaining({
+        'triad.request.id': 'r-1',
+        'messaging.batch.message_count': 1,
+        'triad.decision.endpoint': 'default.qwen-vl.decode-0',
+        'triad.mode': 'epd',
+      }),
+    );
+    const phases = spans
+      .filter((s) => s.parentSpanId === server.spanId)
+      .map((s) => s.name)
+      .sort();
     expect(phases).toEqual(['filter decode', 'score decode']);
-    expect(spans.find((s) => s.name === 'score decode')!.attributes).toEqual(expect.objectContaining({
-      'triad.scheduler.phase': 'score', 'triad.scheduler.plugin': 'prefix-cache', 'triad.scheduler.candidates': 2,
-      'triad.scheduler.remaining': 2,
-    }));
+    expect(spans.find((s) => s.name === 'score decode')!.attributes).toEqual(
+      expect.objectContaining({
+        'triad.scheduler.phase': 'score',
+        'triad.scheduler.plugin': 'prefix-cache',
+        'triad.scheduler.candidates': 2,
+        'triad.scheduler.remaining': 2,
+      }),
+    );
   });
 
-  it('a coalesced batch: each request\'s scheduler span joins its own trace, errors mark the right span', async () => {
+  it("a coalesced batch: each request's scheduler span joins its own trace, errors mark the right span", async () => {
     const requests = [0, 1, 2].map(() => startRequestSpan({ method: 'POST', route: '/v1/chat/completions' }));
     const schedules = requests.map((r) => startScheduleSpan(r, { namespace: 'default', modelServer: 'qwen-vl' }));
     const batch = { v: V, requests: [schedulingRequest('a'), schedulingRequest('b', 'missing'), schedulingRequest('c')] };
-    const reply = await gateway.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema,
-      { timeoutMs: 5000, headers: injectBatchTraceHeaders(schedules) });
+    const reply = await gateway.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema, {
+      timeoutMs: 5000,
+      headers: injectBatchTraceHeaders(schedules),
+    });
     expect('decisions' in reply).toBe(true);
     schedules.forEach((s, i) => finishScheduleSpan(s, 'decisions' in reply ? reply.decisions[i]! : { error: 'x' }, { batchSize: 3 }));
     requests.forEach((r) => r.span.end());
     await telemetry.forceFlush();
     const ids = requests.map((r) => traceIdOf(r)!);
     expect(new Set(ids).size).toBe(3);
-    const servers = await receiver.waitForSpans(
-      (s) => ids.includes(s.traceId) && s.kind === 'SERVER' && s.name === 'schedule', { count: 3 },
-    );
+    const servers = await receiver.waitForSpans((s) => ids.includes(s.traceId) && s.kind === 'SERVER' && s.name === 'schedule', {
+      count: 3,
+    });
     for (const [i, traceId] of ids.entries()) {
       const server = servers.find((s) => s.traceId === traceId)!;
       expect(server.parentSpanId).toBe(schedules[i]!.span.spanContext().spanId);

@@ -7,8 +7,20 @@ import { join } from 'node:path';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import {
-  finishLegSpan, finishRequestSpan, finishRouteSpan, finishScheduleSpan, injectBatchTraceHeaders, injectTraceHeaders, recordFirstToken,
-  setupTelemetry, startDecodeSpan, startEncodeSpan, startPrefillSpan, startRequestSpan, startRouteSpan, startScheduleSpan,
+  finishLegSpan,
+  finishRequestSpan,
+  finishRouteSpan,
+  finishScheduleSpan,
+  injectBatchTraceHeaders,
+  injectTraceHeaders,
+  recordFirstToken,
+  setupTelemetry,
+  startDecodeSpan,
+  startEncodeSpan,
+  startPrefillSpan,
+  startRequestSpan,
+  startRouteSpan,
+  startScheduleSpan,
 } from '../src/index';
 import { epdDecision, leg } from './fixtures';
 
@@ -21,9 +33,9 @@ function oneRequest(): void {
   const schedule = startScheduleSpan(req, { namespace: 'default', modelServer: 'qwen-vl', mediaItems: 2 });
   injectBatchTraceHeaders([schedule]);
   finishScheduleSpan(schedule, epdDecision, { batchSize: 1 });
-  const encodes = epdDecision.encoders.map((e) => startEncodeSpan(
-    req, { ...leg(e.endpoint), item: { index: e.item, modality: 'image', affinity: e.affinity } },
-  ));
+  const encodes = epdDecision.encoders.map((e) =>
+    startEncodeSpan(req, { ...leg(e.endpoint), item: { index: e.item, modality: 'image', affinity: e.affinity } }),
+  );
   for (const e of encodes) {
     injectTraceHeaders(e, { 'content-type': 'application/json' });
     finishLegSpan(e, { statusCode: 200 });
@@ -54,10 +66,10 @@ function measure(n: number): number {
 
 async function startReceiverProcess(): Promise<{ url: string; stop: () => Promise<void> }> {
   const root = join(__dirname, '../../..');
-  const child = spawn(
-    process.execPath, [join(root, 'apps/cli/bin/triad.js'), 'trace', 'serve', '--port', '0', '--max-spans', '10000'],
-    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const child = spawn(process.execPath, [join(root, 'apps/cli/bin/triad.js'), 'trace', 'serve', '--port', '0', '--max-spans', '10000'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   const url = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (d: Buffer) => {
@@ -67,7 +79,14 @@ async function startReceiverProcess(): Promise<{ url: string; stop: () => Promis
     });
     child.once('exit', (code) => reject(new Error(`receiver exited ${code}`)));
   });
-  return { url, stop: () => new Promise((resolve) => { child.once('exit', () => resolve()); child.kill('SIGTERM'); }) };
+  return {
+    url,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
 }
 
 async function main(): Promise<void> {
@@ -75,25 +94,35 @@ async function main(): Promise<void> {
   const rows: [string, number][] = [];
   rows.push(['tracing off (no endpoint)', measure(n)]);
   let t = setupTelemetry({
-    serviceName: 'triad-gateway', version: 'bench',
-    env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' }, exporter: discard,
+    serviceName: 'triad-gateway',
+    version: 'bench',
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_off' },
+    exporter: discard,
   });
   rows.push(['on, sampled out (always_off)', measure(n)]);
   await t.shutdown();
   t = setupTelemetry({
-    serviceName: 'triad-gateway', version: 'bench',
+    serviceName: 'triad-gateway',
+    version: 'bench',
     env: {
-      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
     },
     exporter: discard,
   });
   rows.push(['on, 10% (parentbased_traceidratio), discarding exporter', measure(n)]);
   await t.shutdown();
   // Triad's span recorder (the default) and the SDK's tracer (TRIAD_TRACE_RECORDER=sdk), in turns.
-  const recorders = [['recorder', "Triad's recorder"], ['sdk', "the SDK's tracer"]] as const;
+  const recorders = [
+    ['recorder', "Triad's recorder"],
+    ['sdk', "the SDK's tracer"],
+  ] as const;
   for (const [recorder, label] of recorders) {
     t = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'bench', exporter: discard,
+      serviceName: 'triad-gateway',
+      version: 'bench',
+      exporter: discard,
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', TRIAD_TRACE_RECORDER: recorder },
     });
     rows.push([`on, 100% recorded by ${label}, discarding exporter`, measure(n)]);
@@ -102,7 +131,8 @@ async function main(): Promise<void> {
   const receiver = await startReceiverProcess();
   for (const [recorder, label] of recorders) {
     t = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'bench',
+      serviceName: 'triad-gateway',
+      version: 'bench',
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_MAX_QUEUE_SIZE: '100000', TRIAD_TRACE_RECORDER: recorder },
     });
     // Export runs on this thread too (protobuf serialization, HTTP): count this process's CPU time through the final
@@ -114,7 +144,10 @@ async function main(): Promise<void> {
     for (let i = 0; i < m; i++) oneRequest();
     await t.forceFlush();
     const cpu = process.cpuUsage(cpu0);
-    rows.push([`on, 100% recorded by ${label}, OTLP http/protobuf to \`triad trace serve\` (CPU incl. export)`, (cpu.user + cpu.system) / m]);
+    rows.push([
+      `on, 100% recorded by ${label}, OTLP http/protobuf to \`triad trace serve\` (CPU incl. export)`,
+      (cpu.user + cpu.system) / m,
+    ]);
     await t.shutdown();
   }
   await receiver.stop();

@@ -2,8 +2,20 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startOtlpReceiver, type OtlpReceiver } from '@triad/telemetry/receiver';
 import {
-  extractTraceContext, finishLegSpan, finishRequestSpan, injectTraceHeaders, NOOP_TRACED, recordFirstToken, recordMessageContent,
-  recordRetry, setupTelemetry, startDecodeSpan, startRequestSpan, startTraced, traceIdOf, tracingEnabled,
+  extractTraceContext,
+  finishLegSpan,
+  finishRequestSpan,
+  injectTraceHeaders,
+  NOOP_TRACED,
+  recordFirstToken,
+  recordMessageContent,
+  recordRetry,
+  setupTelemetry,
+  startDecodeSpan,
+  startRequestSpan,
+  startTraced,
+  traceIdOf,
+  tracingEnabled,
 } from '../src/index';
 import { epdDecision, leg } from './fixtures';
 
@@ -30,7 +42,9 @@ describe('sampling and on/off switches', () => {
   it('OTEL_TRACES_SAMPLER=always_off records and exports nothing, but still propagates "not sampled"', async () => {
     receiver.clear();
     const telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_TRACES_SAMPLER: 'always_off' },
+      serviceName: 'triad-gateway',
+      version: 'test',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_TRACES_SAMPLER: 'always_off' },
     });
     expect(telemetry.enabled).toBe(true);
     const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
@@ -48,13 +62,16 @@ describe('sampling and on/off switches', () => {
   it('parentbased_traceidratio at 0 starts no new traces but follows a sampled caller', async () => {
     receiver.clear();
     const telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'test',
+      serviceName: 'triad-gateway',
+      version: 'test',
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' },
     });
     const fresh = startRequestSpan({ method: 'POST', route: '/v1/completions', headers: {} });
     const followed = startRequestSpan({ method: 'POST', route: '/v1/completions', headers: { traceparent: `00-${TRACE}-${PARENT}-01` } });
     const declined = startRequestSpan({
-      method: 'POST', route: '/v1/completions', headers: { traceparent: `00-${'1'.repeat(32)}-${PARENT}-00` },
+      method: 'POST',
+      route: '/v1/completions',
+      headers: { traceparent: `00-${'1'.repeat(32)}-${PARENT}-00` },
     });
     expect([fresh, followed, declined].map((t) => t.span.isRecording())).toEqual([false, true, false]);
     [fresh, followed, declined].forEach((t) => finishRequestSpan(t, { statusCode: 200 }));
@@ -63,17 +80,26 @@ describe('sampling and on/off switches', () => {
     expect(span!.parentSpanId).toBe(PARENT);
     await telemetry.shutdown();
     await exportMarker();
-    expect(receiver.spans().map((s) => s.name).sort()).toEqual(['POST /v1/completions', 'marker']);
+    expect(
+      receiver
+        .spans()
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['POST /v1/completions', 'marker']);
   });
 
   it('OTEL_SDK_DISABLED=true makes every helper a no-op', async () => {
     const telemetry = setupTelemetry({
-      serviceName: 'triad-gateway', version: 'test', env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SDK_DISABLED: 'true' },
+      serviceName: 'triad-gateway',
+      version: 'test',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SDK_DISABLED: 'true' },
     });
     expect(telemetry.enabled).toBe(false);
     expect(tracingEnabled()).toBe(false);
     const request = startRequestSpan({
-      method: 'POST', route: '/v1/chat/completions', headers: { traceparent: `00-${TRACE}-${PARENT}-01` },
+      method: 'POST',
+      route: '/v1/chat/completions',
+      headers: { traceparent: `00-${TRACE}-${PARENT}-01` },
     });
     expect(request).toBe(NOOP_TRACED);
     const decode = startDecodeSpan(request, leg(epdDecision.attempts[0]!.endpoint));
@@ -116,10 +142,10 @@ describe('lazy loading', () => {
       "require('tsx/cjs/api').register();",
       `const t = require(${JSON.stringify(join(__dirname, '../src/index.ts'))});`,
       `const tel = t.setupTelemetry({ serviceName: 'triad-gateway', version: 'x', env: ${JSON.stringify(env)} });`,
-      "const loaded = Object.keys(require.cache).filter((k) => /@opentelemetry[\\\\/]/.test(k))",
+      'const loaded = Object.keys(require.cache).filter((k) => /@opentelemetry[\\\\/]/.test(k))',
       "  .map((k) => k.replace(/.*@opentelemetry[\\\\/]/, '').split(/[\\\\/]/)[0]);",
       "const manager = require('@opentelemetry/api').context._getContextManager().constructor.name;",
-      "process.stdout.write(JSON.stringify({ loaded: [...new Set(loaded)].sort(), manager }));",
+      'process.stdout.write(JSON.stringify({ loaded: [...new Set(loaded)].sort(), manager }));',
       'tel.shutdown();',
     ].join('\n');
     const run = spawnSync(process.execPath, ['-e', script], { cwd: join(__dirname, '../../..'), encoding: 'utf8', timeout: 60_000 });
@@ -127,12 +153,17 @@ describe('lazy loading', () => {
     return JSON.parse(run.stdout) as { loaded: string[]; manager: string };
   }
 
-  it('a disabled service loads only the API; an enabled one starts NodeSDK with the proto exporter and registers no ' +
-    'async-hooks context manager', () => {
-    expect(sdkModulesLoaded({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }).loaded).toEqual(['api']);
-    const enabled = sdkModulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
-    expect(enabled.loaded).toEqual(expect.arrayContaining(['sdk-node', 'sdk-trace-base', 'exporter-trace-otlp-proto', 'resources', 'core']));
-    // NodeSDK's default would be the AsyncLocalStorage manager (async hooks for every promise of the proxy).
-    expect(enabled.manager).toBe('NoopContextManager');
-  });
+  it(
+    'a disabled service loads only the API; an enabled one starts NodeSDK with the proto exporter and registers no ' +
+      'async-hooks context manager',
+    () => {
+      expect(sdkModulesLoaded({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }).loaded).toEqual(['api']);
+      const enabled = sdkModulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
+      expect(enabled.loaded).toEqual(
+        expect.arrayContaining(['sdk-node', 'sdk-trace-base', 'exporter-trace-otlp-proto', 'resources', 'core']),
+      );
+      // NodeSDK's default would be the AsyncLocalStorage manager (async hooks for every promise of the proxy).
+      expect(enabled.manager).toBe('NoopContextManager');
+    },
+  );
 });

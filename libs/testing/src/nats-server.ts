@@ -48,7 +48,11 @@ function probe(port: number, jetstream: boolean): Promise<boolean> {
 }
 
 async function launch(
-  port: number, storeDir: string, jetstream: boolean, timeoutMs: number, extraArgs: readonly string[] = [],
+  port: number,
+  storeDir: string,
+  jetstream: boolean,
+  timeoutMs: number,
+  extraArgs: readonly string[] = [],
 ): Promise<ChildProcess> {
   const args = ['-a', '127.0.0.1', '-p', String(port), ...(jetstream ? ['-js', '-sd', storeDir] : []), ...extraArgs];
   const child = spawn(binary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -58,9 +62,13 @@ async function launch(
   });
   const exited = new Promise<Error>((resolve) => {
     child.once('error', (err: NodeJS.ErrnoException) => {
-      resolve(err.code === 'ENOENT'
-        ? new Error(`nats-server binary '${binary()}' not found: install nats-server (apt-get install nats-server) or set NATS_SERVER_BIN`)
-        : err);
+      resolve(
+        err.code === 'ENOENT'
+          ? new Error(
+              `nats-server binary '${binary()}' not found: install nats-server (apt-get install nats-server) or set NATS_SERVER_BIN`,
+            )
+          : err,
+      );
     });
     child.once('exit', (code) => resolve(new Error(`nats-server exited with ${code} before accepting clients: ${stderr.trim()}`)));
   });
@@ -171,7 +179,10 @@ export interface NatsClusterOptions {
 }
 
 interface JszReply {
-  readonly meta_cluster?: { readonly leader?: string; readonly replicas?: readonly { readonly current?: boolean; readonly offline?: boolean }[] };
+  readonly meta_cluster?: {
+    readonly leader?: string;
+    readonly replicas?: readonly { readonly current?: boolean; readonly offline?: boolean }[];
+  };
 }
 
 /**
@@ -191,7 +202,16 @@ export async function startNatsCluster(options: NatsClusterOptions = {}): Promis
   const argsOf = (i: number): string[] => {
     const p = ports[i] as { client: number; route: number; monitor: number };
     return [
-      '-n', `n${i}`, '-m', String(p.monitor), '--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${p.route}`, '--routes', routes,
+      '-n',
+      `n${i}`,
+      '-m',
+      String(p.monitor),
+      '--cluster_name',
+      clusterName,
+      '--cluster',
+      `nats://127.0.0.1:${p.route}`,
+      '--routes',
+      routes,
     ];
   };
   const startNode = async (i: number): Promise<void> => {

@@ -63,7 +63,10 @@ class Tally {
   report(now: number): LoadReport {
     const end = this.endedAt ?? now;
     return {
-      sent: this.sent, ok: this.ok, failed: this.failed, failures: { ...this.failures },
+      sent: this.sent,
+      ok: this.ok,
+      failed: this.failed,
+      failures: { ...this.failures },
       longestGapMs: Math.max(this.longestGapMs, end - this.lastSuccess),
     };
   }
@@ -88,7 +91,10 @@ export function startSteadyLoad(options: SteadyLoadOptions): SteadyLoad {
     let reason: string;
     try {
       const res = await fetch(`${target}${path}`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(timeoutMs),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        signal: AbortSignal.timeout(timeoutMs),
       });
       await res.arrayBuffer();
       ok = res.status === 200;

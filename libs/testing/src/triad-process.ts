@@ -44,10 +44,11 @@ export async function waitReady(child: TriadChild, opsPort: number, what: string
   try {
     await Promise.race([
       died,
-      waitFor(
-        async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok,
-        { what, timeoutMs: 60_000, intervalMs: 100 },
-      ),
+      waitFor(async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, {
+        what,
+        timeoutMs: 60_000,
+        intervalMs: 100,
+      }),
     ]);
   } catch (err) {
     throw new Error(`${(err as Error).message}\n--- output ---\n${child.output()}`, { cause: err });

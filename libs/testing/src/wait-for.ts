@@ -1,6 +1,7 @@
 /** Polls `check` until it returns a truthy value (which is returned) or the timeout passes (then throws). */
 export async function waitFor<T>(
-  check: () => T | Promise<T>, opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  check: () => T | Promise<T>,
+  opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<NonNullable<T>> {
   const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
   let lastError: unknown;

@@ -39,9 +39,8 @@ interface RunResult {
   readonly storeShare: number;
 }
 
-const percentile = (
-  sorted: readonly number[], p: number,
-): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
+const percentile = (sorted: readonly number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
 
 /** `concurrency` loops, each doing one request after another, until `requests` are done; per-request latency. */
 async function drive(requests: number, concurrency: number, once: () => Promise<boolean>): Promise<Omit<RunResult, 'storeShare'>> {
@@ -50,14 +49,16 @@ async function drive(requests: number, concurrency: number, once: () => Promise<
   let started = 0;
   let rejected = 0;
   const t0 = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (started < requests) {
-      started++;
-      const a = process.hrtime.bigint();
-      if (!(await once())) rejected++;
-      latencies.push(Number(process.hrtime.bigint() - a) / 1000);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (started < requests) {
+        started++;
+        const a = process.hrtime.bigint();
+        if (!(await once())) rejected++;
+        latencies.push(Number(process.hrtime.bigint() - a) / 1000);
+      }
+    }),
+  );
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   latencies.sort((x, y) => x - y);
   return { perSecond: requests / seconds, p50us: percentile(latencies, 0.5), p99us: percentile(latencies, 0.99), rejected };
@@ -81,7 +82,11 @@ interface Scenario {
 const ROUTE_LIMIT = { inputTokensPerUnit: 1_000_000_000, outputTokensPerUnit: 1_000_000_000, unit: 'minute' as const };
 
 async function runScenario(
-  s: Scenario, key: string, keys: AdmissionConfigInput['auth'], opts: BenchOptions, bus: Bus | undefined,
+  s: Scenario,
+  key: string,
+  keys: AdmissionConfigInput['auth'],
+  opts: BenchOptions,
+  bus: Bus | undefined,
 ): Promise<RunResult> {
   const registry = new Registry();
   const config: AdmissionConfigInput = { ...s.config, auth: s.config.auth === undefined ? {} : keys };
@@ -92,7 +97,11 @@ async function runScenario(
     if (!auth.ok) return false;
     const identity: Identity = auth.identity;
     const admitted = await admission.admit({
-      identity, model: 'bench-model', rateLimit: s.routeLimit ? ROUTE_LIMIT : undefined, inputTokens: 100, maxTokens: 100,
+      identity,
+      model: 'bench-model',
+      rateLimit: s.routeLimit ? ROUTE_LIMIT : undefined,
+      inputTokens: 100,
+      maxTokens: 100,
     });
     if (!admitted.ok) return false;
     admitted.release({ inputTokens: 100, outputTokens: 60 });
@@ -124,20 +133,27 @@ async function main(): Promise<void> {
     { name: 'API key', config: { auth: {} }, routeLimit: false, store: 'memory' },
     { name: 'API key + route limit (memory)', config: { auth: {} }, routeLimit: true, store: 'memory' },
     {
-      name: 'API key + route limit (NATS, lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' } } }, routeLimit: true,
+      name: 'API key + route limit (NATS, lease)',
+      config: { auth: {}, rateLimit: { store: { type: 'nats' } } },
+      routeLimit: true,
       store: 'nats',
     },
     {
-      name: 'API key + route + tier limit (NATS, lease)', config: { auth: {}, rateLimit: { store: { type: 'nats' }, ...tiers } },
-      routeLimit: true, store: 'nats',
+      name: 'API key + route + tier limit (NATS, lease)',
+      config: { auth: {}, rateLimit: { store: { type: 'nats' }, ...tiers } },
+      routeLimit: true,
+      store: 'nats',
     },
     {
       name: 'API key + route limit (NATS, no lease)',
-      config: { auth: {}, rateLimit: { store: { type: 'nats' }, lease: { maxFraction: 0 } } }, routeLimit: true, store: 'nats',
+      config: { auth: {}, rateLimit: { store: { type: 'nats' }, lease: { maxFraction: 0 } } },
+      routeLimit: true,
+      store: 'nats',
     },
     {
       name: 'API key + route limit (NATS, lease) + fairness',
-      config: { auth: {}, rateLimit: { store: { type: 'nats' } }, fairness: { enabled: true, maxConcurrent: 64 } }, routeLimit: true,
+      config: { auth: {}, rateLimit: { store: { type: 'nats' } }, fairness: { enabled: true, maxConcurrent: 64 } },
+      routeLimit: true,
       store: 'nats',
     },
   ];
@@ -163,13 +179,21 @@ async function main(): Promise<void> {
     const r = best[i];
     if (!r) return;
     rows.push([
-      s.name, r.perSecond, r.p50us, r.p99us, `${(r.storeShare * 100).toFixed(1)} %`, 1e6 / r.perSecond - 1e6 / b.perSecond, r.rejected,
+      s.name,
+      r.perSecond,
+      r.p50us,
+      r.p99us,
+      `${(r.storeShare * 100).toFixed(1)} %`,
+      1e6 / r.perSecond - 1e6 / b.perSecond,
+      r.rejected,
     ]);
   });
   await bus?.close();
   await server?.close();
-  process.stdout.write(`\nAdmission path per request (authenticate + admit + release), ${opts.requests} requests, ${opts.concurrency} ` +
-    `concurrent, in one process, best of ${opts.rounds}\n\n`);
+  process.stdout.write(
+    `\nAdmission path per request (authenticate + admit + release), ${opts.requests} requests, ${opts.concurrency} ` +
+      `concurrent, in one process, best of ${opts.rounds}\n\n`,
+  );
   const header = ['scenario', 'req/s', 'p50 µs', 'p99 µs', 'store round-trips', 'CPU µs/req over baseline', 'rejected'];
   process.stdout.write(`${markdownTable(header, rows)}\n`);
 }

@@ -68,7 +68,8 @@ async function timeUntil(t0: number, check: () => Promise<boolean>, what: string
 
 function encoderPod(i: number, ip: string): KubeObject {
   return {
-    apiVersion: 'v1', kind: 'Pod',
+    apiVersion: 'v1',
+    kind: 'Pod',
     metadata: { name: `enc-${i}`, namespace: 'default', labels: { app: 'vl', role: 'encode' } },
     status: { phase: 'Running', podIP: ip, conditions: [{ type: 'Ready', status: 'True' }] },
   };
@@ -93,9 +94,14 @@ async function main(): Promise<void> {
   const managed = await sim({ ...languageOnly, ...health, host: '127.2.0.1' });
   const unmanaged = await sim({ ...languageOnly, ...health, host: '127.2.0.2' });
   kube.apply({
-    apiVersion: API_VERSION, kind: 'ModelServer', metadata: { name: 'vl', namespace: 'default' },
+    apiVersion: API_VERSION,
+    kind: 'ModelServer',
+    metadata: { name: 'vl', namespace: 'default' },
     spec: {
-      model: 'sim-model', inferenceEngine: 'SGLang', pipelineMode: 'epd', workloadPort: { port: ports.port, encodePort: ports.encodePort },
+      model: 'sim-model',
+      inferenceEngine: 'SGLang',
+      pipelineMode: 'epd',
+      workloadPort: { port: ports.port, encodePort: ports.encodePort },
       workloadSelector: {
         matchLabels: { app: 'vl' },
         pdGroup: { groupKey: 'group', encodeLabels: { role: 'encode' }, decodeLabels: { role: 'pd' } },
@@ -103,7 +109,9 @@ async function main(): Promise<void> {
     },
   });
   kube.apply({
-    apiVersion: 'v1', kind: 'Pod', metadata: { name: 'lang-0', namespace: 'default', labels: { app: 'vl', group: 'g1', role: 'pd' } },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'lang-0', namespace: 'default', labels: { app: 'vl', group: 'g1', role: 'pd' } },
     status: { phase: 'Running', podIP: managed.host, conditions: [{ type: 'Ready', status: 'True' }] },
   });
   let watcher: ChildProcess | undefined;
@@ -118,15 +126,23 @@ async function main(): Promise<void> {
     watcher = w.child;
     const ops = (path: string) => fetch(`http://127.0.0.1:${w.opsPort}${path}`);
     await waitFor(async () => (await ops('/readyz')).ok, { timeoutMs: 60_000, intervalMs: 50, what: 'watcher ready' });
-    await waitFor(async () => {
-      const body = (await (await ops('/debug/encoder-registries')).json()) as { registries: { reachable?: boolean }[] };
-      return body.registries.some((r) => r.reachable === true);
-    }, { timeoutMs: 30_000, what: 'registry reached' });
+    await waitFor(
+      async () => {
+        const body = (await (await ops('/debug/encoder-registries')).json()) as { registries: { reachable?: boolean }[] };
+        return body.registries.some((r) => r.reachable === true);
+      },
+      { timeoutMs: 30_000, what: 'registry reached' },
+    );
 
     for (let i = 0; i < ITERATIONS; i++) {
       const ip = `127.2.1.${i + 1}`;
       const encoder = await startSimEngine({
-        engine: 'sglang', role: 'encode', host: ip, port: ports.encodePort, latencyProfile: 'zero', requestLogLimit: 0,
+        engine: 'sglang',
+        role: 'encode',
+        host: ip,
+        port: ports.encodePort,
+        latencyProfile: 'zero',
+        requestLogLimit: 0,
       });
       const url = `http://${ip}:${ports.encodePort}`;
       try {
@@ -134,10 +150,16 @@ async function main(): Promise<void> {
         kube.apply(encoderPod(i, ip));
         join_.push(await timeUntil(t0, async () => (await listed(managed)).includes(url), `enc-${i} registered`));
         // Serving: requests go to the server until one of its items lands on the new encoder (the only one listed).
-        serve.push(await timeUntil(t0, async () => {
-          await send('POST', `${managed.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [IMAGE] }], max_tokens: 1 });
-          return (encoder.counters()['encoderItemsServed'] ?? 0) > 0;
-        }, `enc-${i} serving`));
+        serve.push(
+          await timeUntil(
+            t0,
+            async () => {
+              await send('POST', `${managed.url}/v1/chat/completions`, { messages: [{ role: 'user', content: [IMAGE] }], max_tokens: 1 });
+              return (encoder.counters()['encoderItemsServed'] ?? 0) > 0;
+            },
+            `enc-${i} serving`,
+          ),
+        );
         const t1 = performance.now();
         kube.remove('v1', 'Pod', 'default', `enc-${i}`);
         leave.push(await timeUntil(t1, async () => !(await listed(managed)).includes(url), `enc-${i} unregistered`));
@@ -161,16 +183,23 @@ async function main(): Promise<void> {
       }
     }
 
-    process.stdout.write(`\nencoder registries: ${ITERATIONS} encode pods, pod-watcher scrape interval ${SCRAPE_MS} ms `
-      + `(registry interval = scrape interval), SGLang health probe every ${HEALTH_MS} ms, registry polled every ${POLL_MS} ms\n\n`);
-    process.stdout.write(`${markdownTable(['path', 'n', 'p50 ms', 'p99 ms', 'max ms'], [
-      row('baseline: encoder registers itself (POST) → listed', selfJoin),
-      row('Triad: encode pod Ready → registered', join_),
-      row('Triad: encode pod Ready → first item served', serve),
-      row('baseline: encoder unregisters itself (DELETE) → gone', selfLeave),
-      row('Triad: encode pod deleted → unregistered', leave),
-      row(`baseline: encoder dies, no unregister → SGLang evicts it (probe ${HEALTH_MS} ms)`, evict),
-    ])}\n`);
+    process.stdout.write(
+      `\nencoder registries: ${ITERATIONS} encode pods, pod-watcher scrape interval ${SCRAPE_MS} ms ` +
+        `(registry interval = scrape interval), SGLang health probe every ${HEALTH_MS} ms, registry polled every ${POLL_MS} ms\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(
+        ['path', 'n', 'p50 ms', 'p99 ms', 'max ms'],
+        [
+          row('baseline: encoder registers itself (POST) → listed', selfJoin),
+          row('Triad: encode pod Ready → registered', join_),
+          row('Triad: encode pod Ready → first item served', serve),
+          row('baseline: encoder unregisters itself (DELETE) → gone', selfLeave),
+          row('Triad: encode pod deleted → unregistered', leave),
+          row(`baseline: encoder dies, no unregister → SGLang evicts it (probe ${HEALTH_MS} ms)`, evict),
+        ],
+      )}\n`,
+    );
   } finally {
     await stopWatcherProcess(watcher);
     await Promise.all(sims.map((s) => s.close()));

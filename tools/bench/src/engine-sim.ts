@@ -36,9 +36,11 @@ interface Target {
 }
 
 async function startChild(name: string, args: readonly string[]): Promise<Target> {
-  const child = spawn(
-    process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TRIAD_LOG_LEVEL: 'info' } },
-  );
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, TRIAD_LOG_LEVEL: 'info' },
+  });
   const lines = createInterface({ input: child.stdout! });
   for await (const line of lines) {
     try {
@@ -56,10 +58,18 @@ async function startChild(name: string, args: readonly string[]): Promise<Target
 }
 
 function startEngine(engine: string): Promise<Target> {
-  return startChild(
+  return startChild(engine, [
+    join(ROOT, 'apps/cli/bin/triad.js'),
+    'sim-engine',
+    '--engine',
     engine,
-    [join(ROOT, 'apps/cli/bin/triad.js'), 'sim-engine', '--engine', engine, '--role', 'both', '--port', '0', '--latency-profile', 'zero'],
-  );
+    '--role',
+    'both',
+    '--port',
+    '0',
+    '--latency-profile',
+    'zero',
+  ]);
 }
 
 const PROMPT = [{ role: 'user', content: 'Summarise the benefits of disaggregated prefill and decode in two sentences.' }];
@@ -67,10 +77,13 @@ const NON_STREAM = JSON.stringify({ model: 'sim-model', messages: PROMPT, max_to
 const STREAM_64 = JSON.stringify({ model: 'sim-model', messages: PROMPT, max_tokens: 64, ignore_eos: true, stream: true });
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: {
-    duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' },
-    engines: { type: 'string', default: 'vllm,sglang' },
-  } });
+  const { values } = parseArgs({
+    options: {
+      duration: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '1' },
+      engines: { type: 'string', default: 'vllm,sglang' },
+    },
+  });
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const rows: (string | number)[][] = [];
@@ -81,7 +94,9 @@ async function main(): Promise<void> {
   try {
     for (const connections of [1, 32]) {
       record(
-        bare.name, 'JSON (fixed)', connections,
+        bare.name,
+        'JSON (fixed)',
+        connections,
         await runWrk({ url: `${bare.url}/v1/chat/completions`, body: NON_STREAM, connections, durationSec, warmupSec }),
       );
     }
@@ -92,10 +107,15 @@ async function main(): Promise<void> {
   for (const engine of String(values.engines).split(',')) {
     const target = await startEngine(engine);
     try {
-      for (const [label, body] of [['JSON 16 tok', NON_STREAM], ['SSE 64 tok', STREAM_64]] as const) {
+      for (const [label, body] of [
+        ['JSON 16 tok', NON_STREAM],
+        ['SSE 64 tok', STREAM_64],
+      ] as const) {
         for (const connections of [1, 32]) {
           record(
-            `${engine} sim`, label, connections,
+            `${engine} sim`,
+            label,
+            connections,
             await runWrk({ url: `${target.url}/v1/chat/completions`, body, connections, durationSec, warmupSec }),
           );
         }

@@ -19,7 +19,9 @@ class ForwardingRunner implements LegRunner {
   #send(spec: LegSpec): Promise<BufferedAnswer> {
     this.bytes[spec.stage] = (this.bytes[spec.stage] ?? 0) + Buffer.byteLength(spec.body);
     return fetch(`http://${spec.endpoint.ip}:${spec.endpoint.port}${spec.path ?? '/v1/chat/completions'}`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': spec.requestId, ...spec.headers }, body: spec.body,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': spec.requestId, ...spec.headers },
+      body: spec.body,
     }).then(async (res) => {
       this.statuses.push(res.status);
       const body = Buffer.from(await res.arrayBuffer());
@@ -56,28 +58,53 @@ async function main(): Promise<void> {
   const sims: SimEngineHandle[] = [];
   try {
     const start = async (role: 'encode' | 'prefill' | 'decode') => {
-      const sim = await startSimEngine({ engine: 'vllm', role, model: MODEL, ecConnector: 'nixl', enableMmEmbeds: true, requestLogLimit: 0 });
+      const sim = await startSimEngine({
+        engine: 'vllm',
+        role,
+        model: MODEL,
+        ecConnector: 'nixl',
+        enableMmEmbeds: true,
+        requestLogLimit: 0,
+      });
       sims.push(sim);
       return sim;
     };
     const [e, p, d] = [await start('encode'), await start('prefill'), await start('decode')];
     const decision: Decision = {
-      id: 'r', ok: true, mode: 'epd', attempts: [{ endpoint: refOf('d', d), prefill: refOf('p', p) }],
+      id: 'r',
+      ok: true,
+      mode: 'epd',
+      attempts: [{ endpoint: refOf('d', d), prefill: refOf('p', p) }],
       encoders: [{ item: 0, endpoint: refOf('e', e), alternates: [], affinity: false }],
     };
     const data = `data:image/png;base64,${Buffer.alloc(kib * 768, 7).toString('base64')}`;
-    const images: [string, string][] = [[`data URL (${kib} KiB base64)`, data], ['https URL', 'https://example.com/images/cat.png']];
+    const images: [string, string][] = [
+      [`data URL (${kib} KiB base64)`, data],
+      ['https URL', 'https://example.com/images/cat.png'],
+    ];
     const rows: (string | number)[][] = [];
     const connector = new ConnectorRegistry().get('vllm-epd');
     for (const [label, url] of images) {
       const body = {
-        model: MODEL, max_tokens: 16,
-        messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe the picture.' }, { type: 'image_url', image_url: { url } }] }],
+        model: MODEL,
+        max_tokens: 16,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'Describe the picture.' },
+              { type: 'image_url', image_url: { url } },
+            ],
+          },
+        ],
       };
       const client = Buffer.byteLength(JSON.stringify(body));
       for (const mmEmbeds of [false, true]) {
         const server = serverProfile({
-          name: 'epd', mode: 'epd', connector: 'vllm-epd', relayKvParams: true,
+          name: 'epd',
+          mode: 'epd',
+          connector: 'vllm-epd',
+          relayKvParams: true,
           ec: { connector: 'nixl', push: false, mmEmbeds, maxEncoderBatch: 16, reencodeAttempts: 1 },
         });
         const ctx = proxyRequest({ body, server, decision });
@@ -85,13 +112,22 @@ async function main(): Promise<void> {
         await connector.prepare?.(ctx, run);
         await connector.attempt(ctx, decision.attempts[0] as Decision['attempts'][number], 0, run);
         const localEncodes = p.counters()['localEncodes'] ?? 0;
-        rows.push([label, mmEmbeds ? 'after (image_embeds reference)' : 'before (raw media)', client, run.bytes['encode'] as number,
-          run.bytes['prefill'] as number, run.bytes['decode'] as number, (run.bytes['prefill'] as number) + (run.bytes['decode'] as number),
-          String(localEncodes)]);
+        rows.push([
+          label,
+          mmEmbeds ? 'after (image_embeds reference)' : 'before (raw media)',
+          client,
+          run.bytes['encode'] as number,
+          run.bytes['prefill'] as number,
+          run.bytes['decode'] as number,
+          (run.bytes['prefill'] as number) + (run.bytes['decode'] as number),
+          String(localEncodes),
+        ]);
       }
     }
     console.log(`\nBytes sent per 1-image vLLM EPD request (E→P→D, NIXL EC connector), request bodies only\n`);
-    console.log(markdownTable(['image', 'P/D bodies', 'client body', 'to E', 'to P', 'to D', 'to P + D', 'prefill local encodes (cumulative)'], rows));
+    console.log(
+      markdownTable(['image', 'P/D bodies', 'client body', 'to E', 'to P', 'to D', 'to P + D', 'prefill local encodes (cumulative)'], rows),
+    );
   } finally {
     await Promise.all(sims.map((s) => s.close()));
   }

@@ -53,8 +53,13 @@ type Version = 'newest' | 'classic';
 async function runProxy(version: Version, script: string, mode: 'quiet' | 'shipped', setup: Setup, logDir: string): Promise<Row[]> {
   const mooncake = version === 'newest' && setup.ecConsumerZmqAddrs;
   const proxy = await startReferenceProxy({
-    script, mode, logDir, name: `${version}-${setup.connector}-${setup.topology === 'E→PD' ? 'epd' : 'e-p-d'}`,
-    encode: setup.encoders.map((e) => e.url), prefill: setup.prefill ? [setup.prefill.url] : [], decode: [setup.decode.url],
+    script,
+    mode,
+    logDir,
+    name: `${version}-${setup.connector}-${setup.topology === 'E→PD' ? 'epd' : 'e-p-d'}`,
+    encode: setup.encoders.map((e) => e.url),
+    prefill: setup.prefill ? [setup.prefill.url] : [],
+    decode: [setup.decode.url],
     ...(mooncake ? { ecConsumerZmqAddrs: setup.ecConsumerZmqAddrs, ecConsumerDpSize: setup.ecConsumerDpSize ?? 1 } : {}),
   });
   const rows: Row[] = [];
@@ -70,8 +75,16 @@ async function runProxy(version: Version, script: string, mode: 'quiet' | 'shipp
       rows.push({
         ok,
         cells: [
-          `${version} (${mode})`, setup.connector, setup.topology, c.name, String(answer.status), String(d['localEncodes']),
-          `${d['encoderRequests']}/${d['encoderItems']}`, handoffs(setup.connector, d), String(d['embeds']), verdict,
+          `${version} (${mode})`,
+          setup.connector,
+          setup.topology,
+          c.name,
+          String(answer.status),
+          String(d['localEncodes']),
+          `${d['encoderRequests']}/${d['encoderItems']}`,
+          handoffs(setup.connector, d),
+          String(d['embeds']),
+          verdict,
         ],
       });
     }
@@ -95,10 +108,17 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   // [connector, E→P→D?]; Mooncake consumer addresses are static-proxy flags for E→PD only.
   const topologies: [EcConnectorKind, boolean][] = [
-    ['shared-storage', true], ['shared-storage', false], ['nixl', true], ['nixl', false], ['mooncake', false],
+    ['shared-storage', true],
+    ['shared-storage', false],
+    ['nixl', true],
+    ['nixl', false],
+    ['mooncake', false],
   ];
   try {
-    for (const [version, script] of [['newest', newest], ['classic', classic]] as const) {
+    for (const [version, script] of [
+      ['newest', newest],
+      ['classic', classic],
+    ] as const) {
       if (!script) continue;
       for (const [connector, split] of topologies) {
         // The classic proxy sends Mooncake encoders no consumer address: every image request would wait and fail.
@@ -114,15 +134,30 @@ async function main(): Promise<void> {
   } finally {
     rmSync(logDir, { recursive: true, force: true });
   }
-  const headers = ['proxy', 'EC connector', 'topology', 'case', 'HTTP', 'local encodes', 'E requests/items', 'hand-offs', 'embeds parts',
-    'verdict'];
-  process.stdout.write(`${markdownTable(headers, rows.map((r) => r.cells))}\n`);
+  const headers = [
+    'proxy',
+    'EC connector',
+    'topology',
+    'case',
+    'HTTP',
+    'local encodes',
+    'E requests/items',
+    'hand-offs',
+    'embeds parts',
+    'verdict',
+  ];
+  process.stdout.write(
+    `${markdownTable(
+      headers,
+      rows.map((r) => r.cells),
+    )}\n`,
+  );
   const failed = rows.filter((r) => r.ok === false).length;
   process.stdout.write(failed === 0 ? '\nnewest proxy: every case ok (0 local encodes)\n' : `\nnewest proxy: ${failed} case(s) failed\n`);
   if (failed > 0) process.exitCode = 1;
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`epd proxy check: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`epd proxy check: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });

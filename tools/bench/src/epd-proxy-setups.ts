@@ -54,7 +54,11 @@ export async function startSetup(connector: EcConnectorKind, split: boolean): Pr
     const dp = mooncake ? { dataParallel: DP_SIZE, ecPushWaitTimeoutMs: PUSH_WAIT_MS } : {};
     const decode = await start({ role: 'both', enableMmEmbeds: true, ...ec, ...dp });
     return {
-      connector, topology: 'E→PD', encoders, decode, close,
+      connector,
+      topology: 'E→PD',
+      encoders,
+      decode,
+      close,
       ...(mooncake ? { ecConsumerZmqAddrs: decode.ecControlAddresses ?? [], ecConsumerDpSize: DP_SIZE } : {}),
     };
   } catch (err) {

@@ -20,9 +20,13 @@ import { startGatewayStack } from './gateway-stack';
 const TEXT = 'Describe the picture in one sentence, please.';
 
 function chatBody(model: string, stream: boolean): string {
-  const content = model === 'epd' ? [
-    { type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
-  ] : TEXT;
+  const content =
+    model === 'epd'
+      ? [
+          { type: 'text', text: TEXT },
+          { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
+        ]
+      : TEXT;
   return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: stream ? 64 : 16, stream });
 }
 
@@ -53,20 +57,28 @@ function summarise(file: string, top: number, fromMs: number, toMs: number): str
     at += dt / 1000;
     if (n === undefined || at < fromMs || at > toMs || n.callFrame.functionName === '(idle)') continue;
     total += dt;
-    const url = n.callFrame.url.replace(/^file:\/\//, '').replace(/.*node_modules\//, 'nm:').replace(/.*\/work\/main\//, '');
+    const url = n.callFrame.url
+      .replace(/^file:\/\//, '')
+      .replace(/.*node_modules\//, 'nm:')
+      .replace(/.*\/work\/main\//, '');
     const key = `${n.callFrame.functionName || '(anonymous)'} ${url}:${n.callFrame.lineNumber + 1}`;
     fn.set(key, (fn.get(key) ?? 0) + dt);
     const f = url === '' ? `(${n.callFrame.functionName})` : url;
     files.set(f, (files.get(f) ?? 0) + dt);
   }
   const rows = (m: Map<string, number>) =>
-    [...m.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([k, v]) => [((v / total) * 100).toFixed(1) + '%', k]);
+    [...m.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([k, v]) => [((v / total) * 100).toFixed(1) + '%', k]);
   return `${markdownTable(['self', 'function'], rows(fn))}\n\n${markdownTable(['self', 'file'], rows(files))}`;
 }
 
 /** Median per-stage timings the gateway logged for requests that ended inside the measured window. */
 function accessLogMedians(file: string, fromMs: number, toMs: number, t0: number): string {
-  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.includes('"kind":"access"'));
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"kind":"access"'));
   const timings = lines
     .map((l) => JSON.parse(l) as { time?: string; timings_ms?: Record<string, number | null> })
     .filter((l) => l.time !== undefined && Date.parse(l.time) - t0 >= fromMs && Date.parse(l.time) - t0 <= toMs)
@@ -125,22 +137,28 @@ async function main(): Promise<void> {
     },
   });
   const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
-  const profiled = String(values.prof).split(',').filter((s) => s !== '');
+  const profiled = String(values.prof)
+    .split(',')
+    .filter((s) => s !== '');
   const nodeArgs: Record<string, string[]> = {};
   for (const name of profiled) nodeArgs[name] = ['--cpu-prof', `--cpu-prof-dir=${join(profDir, name)}`];
-  const perfed = String(values.perf).split(',').filter((s) => s !== '');
-  for (const name of perfed) nodeArgs[name] = [
-    ...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack',
-  ];
+  const perfed = String(values.perf)
+    .split(',')
+    .filter((s) => s !== '');
+  for (const name of perfed)
+    nodeArgs[name] = [...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'];
   const t0 = Date.now();
-  const gatewayEnv: NodeJS.ProcessEnv = Object.fromEntries((values.env as string[]).map((kv) => [
-    kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1),
-  ]));
+  const gatewayEnv: NodeJS.ProcessEnv = Object.fromEntries(
+    (values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+  );
   const accessLog = values['access-log'] === true ? join(profDir, 'access.log') : undefined;
   if (accessLog !== undefined) gatewayEnv['TRIAD_LOG_LEVEL'] = 'info';
   const stack = await startGatewayStack({
-    nodeArgs, gatewayEnv, ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}),
-    simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one', nixlPull: values.nixl === 'http' ? 'http' : 'in-process',
+    nodeArgs,
+    gatewayEnv,
+    ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}),
+    simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one',
+    nixlPull: values.nixl === 'http' ? 'http' : 'in-process',
   });
   const connections = Number(values.connections);
   const durationSec = Number(values.duration);
@@ -169,15 +187,17 @@ async function main(): Promise<void> {
     await counter.nc.flush();
     const from = Date.now() - t0;
     const straced = String(values.strace);
-    const tracer = straced === '' ? undefined : spawn(
-      'strace', ['-c', '-f', '-p', String(stack.pid(straced))], { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const tracer =
+      straced === '' ? undefined : spawn('strace', ['-c', '-f', '-p', String(stack.pid(straced))], { stdio: ['ignore', 'ignore', 'pipe'] });
     let traceOut = '';
     tracer?.stderr.on('data', (d: Buffer) => (traceOut += d.toString()));
     const perfData = join(profDir, 'perf.data');
-    const perf = perfed.length === 0 ? undefined : spawn(
-      'perf', ['record', '-F', '999', '-g', '-o', perfData, '-p', perfed.map((n) => String(stack.pid(n))).join(',')], { stdio: 'ignore' },
-    );
+    const perf =
+      perfed.length === 0
+        ? undefined
+        : spawn('perf', ['record', '-F', '999', '-g', '-o', perfData, '-p', perfed.map((n) => String(stack.pid(n))).join(',')], {
+            stdio: 'ignore',
+          });
     const busyBefore = machineBusySeconds();
     const [stealBefore, softBefore] = machineStealSoftirq();
     const wallBefore = Date.now();
@@ -190,15 +210,18 @@ async function main(): Promise<void> {
       const exited = new Promise((res) => perf.once('exit', res));
       perf.kill('SIGINT');
       await exited;
-      const report = spawn(
-        'perf', ['report', '-i', perfData, '--no-children', '--sort', 'pid,sym', '--stdio', '-g', 'none'],
-        { stdio: ['ignore', 'pipe', 'ignore'] },
-      );
+      const report = spawn('perf', ['report', '-i', perfData, '--no-children', '--sort', 'pid,sym', '--stdio', '-g', 'none'], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
       let text = '';
       report.stdout.on('data', (d: Buffer) => (text += d.toString()));
       await new Promise((res) => report.once('exit', res));
       const top = Number(values.top);
-      summary += `perf (${perfed.join(', ')}):\n${text.split('\n').filter((l) => /^\s+[\d.]+%/.test(l)).slice(0, top).join('\n')}\n\n`;
+      summary += `perf (${perfed.join(', ')}):\n${text
+        .split('\n')
+        .filter((l) => /^\s+[\d.]+%/.test(l))
+        .slice(0, top)
+        .join('\n')}\n\n`;
     }
     if (tracer !== undefined) {
       const exited = new Promise((res) => tracer.once('exit', res));
@@ -206,7 +229,10 @@ async function main(): Promise<void> {
       await exited;
       const lines = traceOut.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l));
       const calls = lines.map((l) => l.trim().split(/\s+/)).map((f) => [f[f.length - 1] as string, Number(f[3]) / r.requests] as const);
-      const table = markdownTable(['syscall', 'per request'], calls.filter(([, n]) => n >= 0.01).map(([n, c]) => [n, c.toFixed(2)]));
+      const table = markdownTable(
+        ['syscall', 'per request'],
+        calls.filter(([, n]) => n >= 0.01).map(([n, c]) => [n, c.toFixed(2)]),
+      );
       summary += `strace ${straced}: system calls per request (${r.requests} requests, slowed by strace)\n\n${table}\n\n`;
     }
     const rows = stack.processes
@@ -215,18 +241,20 @@ async function main(): Promise<void> {
       .map(([n, us]) => [n, Math.round(us)]);
     const sum = rows.reduce((s, [, us]) => s + (us as number), 0);
     const stackSeconds = (sum * r.requests) / 1e6;
-    summary += `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and ` +
+    summary +=
+      `machine: ${((busy / wall) * 50).toFixed(0)}% busy of 2 cores; stack ${((stackSeconds / wall) * 50).toFixed(0)}%, wrk and ` +
       `everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}% (softirq ` +
-        `${(((softAfter - softBefore) / wall) * 50).toFixed(0)}%); steal ${(((stealAfter - stealBefore) / wall) * 50).toFixed(0)}%\n`;
+      `${(((softAfter - softBefore) / wall) * 50).toFixed(0)}%); steal ${(((stealAfter - stealBefore) / wall) * 50).toFixed(0)}%\n`;
     await counter.close();
-    summary += `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ` +
+    summary +=
+      `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ` +
       `${(counts.schedule / r.requests).toFixed(2)}\n`;
     const batchAfter = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     const batches = batchAfter[1] - batchBefore[1];
     summary += `scheduling: ${batches} NATS batches, ${((batchAfter[0] - batchBefore[0]) / batches).toFixed(2)} requests per batch\n`;
     summary +=
       `${values.model} ${values.stream ? 'SSE' : 'JSON'} c=${connections}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50ms.toFixed(2)} ms, p99 ` +
-        `${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
+      `${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
       `${markdownTable(['process', 'CPU µs/req'], [...rows, ['all (excl. wrk)', sum]])}\n`;
   } finally {
     await stack.close();
@@ -245,6 +273,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`gateway profile: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`gateway profile: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });

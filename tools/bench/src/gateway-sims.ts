@@ -16,7 +16,11 @@ interface HostedSim {
 }
 
 async function main(): Promise<void> {
-  const { model, nixl, sims } = JSON.parse(process.argv[process.argv.length - 1] as string) as { model: string; nixl: SimEngineOptions['nixlSideChannel']; sims: HostedSim[] };
+  const { model, nixl, sims } = JSON.parse(process.argv[process.argv.length - 1] as string) as {
+    model: string;
+    nixl: SimEngineOptions['nixlSideChannel'];
+    sims: HostedSim[];
+  };
   const handles: SimEngineHandle[] = [];
   const logger = {
     info: () => undefined,
@@ -27,8 +31,16 @@ async function main(): Promise<void> {
   for (const s of sims) {
     handles.push(
       await startSimEngine({
-        engine: 'vllm', role: s.role, host: '127.0.0.1', port: s.port, model, latencyProfile: s.profile, logger, requestLogLimit: 0,
-        nixlSideChannel: nixl, enableMmEmbeds: true,
+        engine: 'vllm',
+        role: s.role,
+        host: '127.0.0.1',
+        port: s.port,
+        model,
+        latencyProfile: s.profile,
+        logger,
+        requestLogLimit: 0,
+        nixlSideChannel: nixl,
+        enableMmEmbeds: true,
         ...(s.ecConnector ? { ecConnector: s.ecConnector } : {}),
         ...(s.sharedEcDir ? { sharedEcDir: s.sharedEcDir } : {}),
       }),
@@ -42,6 +54,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`gateway sims: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`gateway sims: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

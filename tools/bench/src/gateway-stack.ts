@@ -3,7 +3,14 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord, type ModelServerRecord,
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  endpointKey,
+  objectKey,
+  type EndpointRecord,
+  type ModelServerRecord,
 } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
@@ -20,13 +27,19 @@ interface Child {
 }
 
 function startChild(
-  name: string, args: string[], env: NodeJS.ProcessEnv = {}, stdout: 'ignore' | number = 'ignore', nodeArgs: string[] = [], script: string[] = [TRIAD],
+  name: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  stdout: 'ignore' | number = 'ignore',
+  nodeArgs: string[] = [],
+  script: string[] = [TRIAD],
   launcher: readonly string[] = [],
 ): Child {
   // A launcher (e.g. valgrind and its flags) runs node itself, so the child's pid is the launcher's.
   const [command, ...prefix] = [...launcher, process.execPath];
   const proc = spawn(command as string, [...prefix, ...nodeArgs, ...script, ...args], {
-    stdio: ['ignore', stdout, 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', stdout, 'pipe'],
+    env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env },
   });
   const child: Child = { name, proc, stderr: '' };
   proc.stderr?.on('data', (d: Buffer) => {
@@ -109,17 +122,42 @@ const SIMS: readonly SimSpec[] = [
 ];
 
 const SERVERS: Readonly<Record<string, ModelServerRecord['spec']>> = {
-  agg: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: 8000, protocol: 'http' } },
-  paced: { model: BENCH_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'paced' } }, workloadPort: { port: 8000, protocol: 'http' } },
+  agg: {
+    model: BENCH_MODEL,
+    inferenceEngine: 'vLLM',
+    workloadSelector: { matchLabels: { app: 'agg' } },
+    workloadPort: { port: 8000, protocol: 'http' },
+  },
+  paced: {
+    model: BENCH_MODEL,
+    inferenceEngine: 'vLLM',
+    workloadSelector: { matchLabels: { app: 'paced' } },
+    workloadPort: { port: 8000, protocol: 'http' },
+  },
   pd: {
-    model: BENCH_MODEL, inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
+    model: BENCH_MODEL,
+    inferenceEngine: 'vLLM',
+    kvConnector: { type: 'nixl' },
+    workloadPort: { port: 8000, protocol: 'http' },
     workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
   },
   epd: {
-    model: BENCH_MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' }, workloadPort: { port: 8000, protocol: 'http' },
+    model: BENCH_MODEL,
+    inferenceEngine: 'vLLM',
+    pipelineMode: 'epd',
+    kvConnector: { type: 'nixl' },
+    workloadPort: { port: 8000, protocol: 'http' },
     // What the sims run (below): NIXL EC (shared storage with BENCH_EC_DIR) and --enable-mm-embeds on P/D.
-    ecConnector: { type: process.env['BENCH_EC_DIR'] ? 'shared-storage' : 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
-    workloadSelector: { matchLabels: { app: 'epd' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+    ecConnector: {
+      type: process.env['BENCH_EC_DIR'] ? 'shared-storage' : 'nixl',
+      enableMmEmbeds: true,
+      maxEncoderBatch: 16,
+      reencodeAttempts: 1,
+    },
+    workloadSelector: {
+      matchLabels: { app: 'epd' },
+      pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+    },
   },
 };
 
@@ -155,7 +193,7 @@ export interface GatewayStackOptions {
 
 export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise<GatewayStack> {
   const children: Child[] = [];
-  const nodeArgsOf = (name: string): string[] => opts.nodeArgs?.[name] ?? (name === 'gateway' ? opts.gatewayNodeArgs ?? [] : []);
+  const nodeArgsOf = (name: string): string[] => opts.nodeArgs?.[name] ?? (name === 'gateway' ? (opts.gatewayNodeArgs ?? []) : []);
   // A benchmark script that crashes or is interrupted must not leave the stack running (orphans skew later runs).
   const killAll = () => {
     for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGKILL');
@@ -196,8 +234,22 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
         hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile, ...ec });
         continue;
       }
-      const args = ['sim-engine', '--engine', 'vllm', '--role', s.role, '--host', '127.0.0.1', '--port', String(ports[s.name]),
-        '--model', BENCH_MODEL, '--latency-profile', profile, '--enable-mm-embeds'];
+      const args = [
+        'sim-engine',
+        '--engine',
+        'vllm',
+        '--role',
+        s.role,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(ports[s.name]),
+        '--model',
+        BENCH_MODEL,
+        '--latency-profile',
+        profile,
+        '--enable-mm-embeds',
+      ];
       if (epd) args.push(...(shared ? ['--shared-ec-dir', ecDir] : ['--ec-connector', 'nixl']));
       children.push(startChild(s.name, args, {}, 'ignore', nodeArgsOf(s.name)));
     }
@@ -213,28 +265,86 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
     for (const [name, spec] of Object.entries(SERVERS)) {
-      await servers.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, mode: name === 'agg' || name === 'paced' ? 'aggregated' : (name as 'pd' | 'epd'), spec });
-      await routes.put(objectKey('default', name), { schemaVersion: 1, namespace: 'default', name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] } });
+      await servers.put(objectKey('default', name), {
+        schemaVersion: 1,
+        namespace: 'default',
+        name,
+        mode: name === 'agg' || name === 'paced' ? 'aggregated' : (name as 'pd' | 'epd'),
+        spec,
+      });
+      await routes.put(objectKey('default', name), {
+        schemaVersion: 1,
+        namespace: 'default',
+        name,
+        spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
+      });
     }
     for (const s of SIMS) {
       const now = Date.now();
       await endpoints.put(endpointKey('default', s.server, s.name), {
-        schemaVersion: 1, namespace: 'default', modelServer: s.server, pod: s.name, role: s.recordRole, ip: '127.0.0.1', port: ports[s.name] as number,
+        schemaVersion: 1,
+        namespace: 'default',
+        modelServer: s.server,
+        pod: s.name,
+        role: s.recordRole,
+        ip: '127.0.0.1',
+        port: ports[s.name] as number,
         ...(s.server === 'agg' || s.server === 'paced' ? {} : { group: 'g1' }),
-        engine: 'vLLM', ready: true, models: [BENCH_MODEL], updatedAt: now,
+        engine: 'vLLM',
+        ready: true,
+        models: [BENCH_MODEL],
+        updatedAt: now,
         metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
       });
     }
     await bus.close();
     const schedulerMetrics = await freePort();
-    children.push(startChild('scheduler', ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)], {}, 'ignore', nodeArgsOf('scheduler')));
+    children.push(
+      startChild(
+        'scheduler',
+        ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)],
+        {},
+        'ignore',
+        nodeArgsOf('scheduler'),
+      ),
+    );
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
-    children.push(startChild('gateway', ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)], opts.gatewayEnv, opts.gatewayLogFd, nodeArgsOf('gateway'), [TRIAD], opts.gatewayLauncher));
+    children.push(
+      startChild(
+        'gateway',
+        ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)],
+        opts.gatewayEnv,
+        opts.gatewayLogFd,
+        nodeArgsOf('gateway'),
+        [TRIAD],
+        opts.gatewayLauncher,
+      ),
+    );
     const inProcessPort = opts.inProcessGateway === true ? await freePort() : undefined;
     const inProcessMetrics = inProcessPort !== undefined ? await freePort() : undefined;
     if (inProcessPort !== undefined) {
-      children.push(startChild('gateway-in-process', ['gateway', '--scheduling', 'in-process', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(inProcessPort), '--metrics-port', String(inProcessMetrics)], opts.gatewayEnv, 'ignore', nodeArgsOf('gateway-in-process')));
+      children.push(
+        startChild(
+          'gateway-in-process',
+          [
+            'gateway',
+            '--scheduling',
+            'in-process',
+            '--nats',
+            nats.url,
+            '--host',
+            '127.0.0.1',
+            '--port',
+            String(inProcessPort),
+            '--metrics-port',
+            String(inProcessMetrics),
+          ],
+          opts.gatewayEnv,
+          'ignore',
+          nodeArgsOf('gateway-in-process'),
+        ),
+      );
     }
     const ready = async () => {
       if (inProcessMetrics !== undefined && !(await httpOk(`http://127.0.0.1:${inProcessMetrics}/readyz`))) return false;
@@ -253,7 +363,11 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       ...(inProcessPort !== undefined ? { inProcessGatewayUrl: `http://127.0.0.1:${inProcessPort}` } : {}),
       schedulerOpsUrl: `http://127.0.0.1:${schedulerMetrics}`,
       natsUrl: nats.url,
-      sims, cpuSeconds, processes, pid, close,
+      sims,
+      cpuSeconds,
+      processes,
+      pid,
+      close,
     };
   } catch (err) {
     await close();

@@ -12,7 +12,12 @@ const IMAGE = 'https://example.com/bench/cat.png';
 const TEXT = 'Describe the picture in one sentence, please.';
 
 function chatBody(model: string, stream: boolean, image: boolean): string {
-  const content = image ? [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: IMAGE } }] : TEXT;
+  const content = image
+    ? [
+        { type: 'text', text: TEXT },
+        { type: 'image_url', image_url: { url: IMAGE } },
+      ]
+    : TEXT;
   return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: stream ? 64 : 16, stream });
 }
 
@@ -30,9 +35,11 @@ interface Case {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      duration: { type: 'string', default: '3' }, warmup: { type: 'string', default: '1' },
+      duration: { type: 'string', default: '3' },
+      warmup: { type: 'string', default: '1' },
       connections: { type: 'string', default: '1,32' },
-      'reference-proxy': { type: 'string' }, 'reference-proxy-newest': { type: 'string' },
+      'reference-proxy': { type: 'string' },
+      'reference-proxy-newest': { type: 'string' },
     },
   });
   const classic = values['reference-proxy'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
@@ -54,13 +61,49 @@ async function main(): Promise<void> {
     const cpu = () => stack.cpuSeconds('gateway');
     for (const stream of [false, true]) {
       const kind = stream ? 'stream' : 'json';
-      cases.push({ target: 'direct (engine-sim)', url: direct('agg'), body: chatBody(BENCH_MODEL, stream, false), stream, baseline: `direct-${kind}` });
+      cases.push({
+        target: 'direct (engine-sim)',
+        url: direct('agg'),
+        body: chatBody(BENCH_MODEL, stream, false),
+        stream,
+        baseline: `direct-${kind}`,
+      });
       cases.push({ target: 'gateway aggregated', url: g, body: chatBody('agg', stream, false), stream, baseline: `direct-${kind}`, cpu });
-      cases.push({ target: 'gateway PD (vLLM nixl)', url: g, body: chatBody('pd', stream, false), stream, baseline: `direct-${kind}`, cpu });
-      cases.push({ target: 'gateway EPD (1 image + text)', url: g, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}`, cpu });
-      cases.push({ target: 'gateway EPD, in-process scheduling', url: inProcess, body: chatBody('epd', stream, true), stream, baseline: `direct-${kind}`, cpu: () => stack.cpuSeconds('gateway-in-process') });
+      cases.push({
+        target: 'gateway PD (vLLM nixl)',
+        url: g,
+        body: chatBody('pd', stream, false),
+        stream,
+        baseline: `direct-${kind}`,
+        cpu,
+      });
+      cases.push({
+        target: 'gateway EPD (1 image + text)',
+        url: g,
+        body: chatBody('epd', stream, true),
+        stream,
+        baseline: `direct-${kind}`,
+        cpu,
+      });
+      cases.push({
+        target: 'gateway EPD, in-process scheduling',
+        url: inProcess,
+        body: chatBody('epd', stream, true),
+        stream,
+        baseline: `direct-${kind}`,
+        cpu: () => stack.cpuSeconds('gateway-in-process'),
+      });
       // The reference proxy sends the model name on to the engines, so it gets the engines' name.
-      if (!stream) for (const r of reference?.targets ?? []) cases.push({ target: r.target, url: r.url, body: chatBody(BENCH_MODEL, false, true), stream, baseline: 'direct-json', cpu: r.cpuSeconds });
+      if (!stream)
+        for (const r of reference?.targets ?? [])
+          cases.push({
+            target: r.target,
+            url: r.url,
+            body: chatBody(BENCH_MODEL, false, true),
+            stream,
+            baseline: 'direct-json',
+            cpu: r.cpuSeconds,
+          });
     }
     // Warm every path at 32 connections first: at 1 connection a few hundred requests leave V8 running the
     // gateway's code unoptimised (baseline tier plus background compiles), which measures the JIT, not the router.
@@ -76,28 +119,106 @@ async function main(): Promise<void> {
         const key = `${k.target}|${k.stream}|${c}`;
         results.set(key, r);
         const base = results.get(`direct (engine-sim)|${k.stream}|${c}`);
-        rows.push([k.target, k.stream ? 'SSE 64 tok' : 'JSON', String(c), r.rps, r.p50ms, r.p99ms, base ? `${((r.rps / base.rps) * 100).toFixed(0)}%` : '', Number.isFinite(cpuUs) ? String(Math.round(cpuUs)) : '–', String(r.errors + r.non2xx)]);
+        rows.push([
+          k.target,
+          k.stream ? 'SSE 64 tok' : 'JSON',
+          String(c),
+          r.rps,
+          r.p50ms,
+          r.p99ms,
+          base ? `${((r.rps / base.rps) * 100).toFixed(0)}%` : '',
+          Number.isFinite(cpuUs) ? String(Math.round(cpuUs)) : '–',
+          String(r.errors + r.non2xx),
+        ]);
       }
     }
     // SSE from an engine that paces its tokens (20 ms each, as real decoders do): the relay's cost disappears
     // behind the engine's, which is how the "SSE at 95% of direct" goal is meant.
     const pacedSec = Math.max(durationSec, 5);
-    const pacedDirect = await runWrk({ url: direct('paced'), body: chatBody(BENCH_MODEL, true, false), connections: 32, durationSec: pacedSec, warmupSec });
+    const pacedDirect = await runWrk({
+      url: direct('paced'),
+      body: chatBody(BENCH_MODEL, true, false),
+      connections: 32,
+      durationSec: pacedSec,
+      warmupSec,
+    });
     const pacedGateway = await runWrk({ url: g, body: chatBody('paced', true, false), connections: 32, durationSec: pacedSec, warmupSec });
-    rows.push(['direct (paced engine-sim)', 'SSE 64 tok', '32', pacedDirect.rps, pacedDirect.p50ms, pacedDirect.p99ms, '100%', '–', String(pacedDirect.errors + pacedDirect.non2xx)]);
-    rows.push(['gateway aggregated (paced)', 'SSE 64 tok', '32', pacedGateway.rps, pacedGateway.p50ms, pacedGateway.p99ms, `${((pacedGateway.rps / pacedDirect.rps) * 100).toFixed(0)}%`, '–', String(pacedGateway.errors + pacedGateway.non2xx)]);
+    rows.push([
+      'direct (paced engine-sim)',
+      'SSE 64 tok',
+      '32',
+      pacedDirect.rps,
+      pacedDirect.p50ms,
+      pacedDirect.p99ms,
+      '100%',
+      '–',
+      String(pacedDirect.errors + pacedDirect.non2xx),
+    ]);
+    rows.push([
+      'gateway aggregated (paced)',
+      'SSE 64 tok',
+      '32',
+      pacedGateway.rps,
+      pacedGateway.p50ms,
+      pacedGateway.p99ms,
+      `${((pacedGateway.rps / pacedDirect.rps) * 100).toFixed(0)}%`,
+      '–',
+      String(pacedGateway.errors + pacedGateway.non2xx),
+    ]);
     // The three stages of an EPD request, each sent directly at 1 connection, for the added-latency figure.
     const stageBodies = {
-      encode: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 1, stream: false }),
-      prefill: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, remote_engine_id: null, remote_block_ids: null, remote_host: null, remote_port: null } }),
-      decode: JSON.stringify({ model: BENCH_MODEL, messages: [{ role: 'user', content: [{ type: 'text', text: TEXT }, { type: 'image_url', image_url: { url: IMAGE } }] }], max_tokens: 16, stream: false }),
+      encode: JSON.stringify({
+        model: BENCH_MODEL,
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: IMAGE } }] }],
+        max_tokens: 1,
+        stream: false,
+      }),
+      prefill: JSON.stringify({
+        model: BENCH_MODEL,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: TEXT },
+              { type: 'image_url', image_url: { url: IMAGE } },
+            ],
+          },
+        ],
+        max_tokens: 1,
+        stream: false,
+        kv_transfer_params: {
+          do_remote_decode: true,
+          do_remote_prefill: false,
+          remote_engine_id: null,
+          remote_block_ids: null,
+          remote_host: null,
+          remote_port: null,
+        },
+      }),
+      decode: JSON.stringify({
+        model: BENCH_MODEL,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: TEXT },
+              { type: 'image_url', image_url: { url: IMAGE } },
+            ],
+          },
+        ],
+        max_tokens: 16,
+        stream: false,
+      }),
     };
-    const stage = async (sim: string, body: string) => (await runWrk({ url: direct(sim), body, connections: 1, durationSec, warmupSec })).p50ms;
+    const stage = async (sim: string, body: string) =>
+      (await runWrk({ url: direct(sim), body, connections: 1, durationSec, warmupSec })).p50ms;
     const e = await stage('epd-e', stageBodies.encode);
     const p = await stage('epd-p', stageBodies.prefill);
     const d = await stage('epd-d', stageBodies.decode);
     const epd1 = results.get('gateway EPD (1 image + text)|false|1');
-    process.stdout.write(`\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'errors'], rows)}\n`);
+    process.stdout.write(
+      `\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'errors'], rows)}\n`,
+    );
     if (epd1) {
       process.stdout.write(
         `\nEPD at 1 connection: p50 ${epd1.p50ms.toFixed(3)} ms; direct stage p50s encode ${e.toFixed(3)} + prefill ${p.toFixed(3)} + decode ${d.toFixed(3)} = ${(e + p + d).toFixed(3)} ms; ` +
@@ -107,7 +228,10 @@ async function main(): Promise<void> {
     const many = Math.max(...connections);
     const at = (target: string, c: number) => results.get(`${target}|false|${c}`);
     const refs = (reference?.targets ?? []).map((r) => ({ target: r.target, many: at(r.target, many), one: at(r.target, 1) }));
-    for (const [target, label] of [['gateway EPD (1 image + text)', 'Triad EPD (scheduler service)'], ['gateway EPD, in-process scheduling', 'Triad EPD (in-process scheduling)']] as const) {
+    for (const [target, label] of [
+      ['gateway EPD (1 image + text)', 'Triad EPD (scheduler service)'],
+      ['gateway EPD, in-process scheduling', 'Triad EPD (in-process scheduling)'],
+    ] as const) {
       process.stdout.write(`\n${referenceSummary({ many: at(target, many), one: at(target, 1) }, refs, many, e + p + d, label)}`);
     }
     if (!reference) process.stdout.write(`\n${REFERENCE_HINT}\n`);
@@ -118,6 +242,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`bench gateway: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`bench gateway: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });

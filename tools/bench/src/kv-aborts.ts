@@ -13,8 +13,17 @@
  */
 import { parseArgs } from 'node:util';
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, SCHEDULER_QUEUE_GROUP, Subjects, endpointKey, objectKey,
-  type DecisionOrError, type EndpointRef, type SchedulingRequest,
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  SCHEDULER_QUEUE_GROUP,
+  Subjects,
+  endpointKey,
+  objectKey,
+  type DecisionOrError,
+  type EndpointRef,
+  type SchedulingRequest,
 } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
@@ -41,9 +50,10 @@ interface Gateway {
 async function startGateway(natsUrl: string, kvRelease: boolean): Promise<Gateway> {
   const opsPort = await freePort();
   const port = await freePort();
-  const child = spawnTriad([
-    'gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort),
-  ], { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false', TRIAD_KV_RELEASE: String(kvRelease), TRIAD_SCHEDULE_BUDGET_MS: '2000' });
+  const child = spawnTriad(
+    ['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort)],
+    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false', TRIAD_KV_RELEASE: String(kvRelease), TRIAD_SCHEDULE_BUDGET_MS: '2000' },
+  );
   await waitReady(child, opsPort, 'gateway');
   return { child, url: `http://127.0.0.1:${port}`, opsPort };
 }
@@ -58,7 +68,11 @@ async function metric(opsPort: number, prefix: string): Promise<number> {
 /** The world one scenario runs in: its own sims, ModelServer, route and fixed decisions. */
 class Scenario {
   readonly sims: SimEngineHandle[] = [];
-  constructor(readonly bus: Bus, readonly name: string, readonly decisions: Map<string, (r: SchedulingRequest) => DecisionOrError>) {}
+  constructor(
+    readonly bus: Bus,
+    readonly name: string,
+    readonly decisions: Map<string, (r: SchedulingRequest) => DecisionOrError>,
+  ) {}
 
   async sim(role: SimEngineOptions['role'], engine: 'vllm' | 'sglang', extra: Partial<SimEngineOptions> = {}): Promise<SimEngineHandle> {
     const sim = await startSimEngine({ engine, role, model: MODEL, admin: true, latencyProfile: 'zero', ...extra });
@@ -66,30 +80,57 @@ class Scenario {
     return sim;
   }
 
-  async publish(engine: 'vLLM' | 'SGLang', pods: Record<string, [SimEngineHandle, 'prefill' | 'decode']>): Promise<Record<string, EndpointRef>> {
+  async publish(
+    engine: 'vLLM' | 'SGLang',
+    pods: Record<string, [SimEngineHandle, 'prefill' | 'decode']>,
+  ): Promise<Record<string, EndpointRef>> {
     const servers = await this.bus.kv(Buckets.modelServers, ModelServerRecordSchema);
     const routes = await this.bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema);
     const endpoints = await this.bus.kv(Buckets.endpoints, EndpointRecordSchema);
     const name = this.name;
     await servers.put(objectKey(NS, name), {
-      schemaVersion: 1, namespace: NS, name, mode: 'pd', spec: {
-        model: MODEL, inferenceEngine: engine, workloadPort: { port: 8000, protocol: 'http' },
+      schemaVersion: 1,
+      namespace: NS,
+      name,
+      mode: 'pd',
+      spec: {
+        model: MODEL,
+        inferenceEngine: engine,
+        workloadPort: { port: 8000, protocol: 'http' },
         ...(engine === 'vLLM' ? { kvConnector: { type: 'nixl' as const } } : {}),
         workloadSelector: { matchLabels: { app: name }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
       },
     });
     await routes.put(objectKey(NS, name), {
-      schemaVersion: 1, namespace: NS, name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
+      schemaVersion: 1,
+      namespace: NS,
+      name,
+      spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
     });
     const refs: Record<string, EndpointRef> = {};
     for (const [pod, [sim, role]] of Object.entries(pods)) {
       await endpoints.put(endpointKey(NS, name, pod), {
-        schemaVersion: 1, namespace: NS, modelServer: name, pod, role, ip: sim.host, port: sim.port, engine, ready: true, models: [MODEL],
-        group: 'g1', updatedAt: Date.now(), metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
+        schemaVersion: 1,
+        namespace: NS,
+        modelServer: name,
+        pod,
+        role,
+        ip: sim.host,
+        port: sim.port,
+        engine,
+        ready: true,
+        models: [MODEL],
+        group: 'g1',
+        updatedAt: Date.now(),
+        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
         ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
       });
       refs[pod] = {
-        key: endpointKey(NS, name, pod), pod, ip: sim.host, port: sim.port, ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
+        key: endpointKey(NS, name, pod),
+        pod,
+        ip: sim.host,
+        port: sim.port,
+        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
       };
     }
     return refs;
@@ -100,10 +141,16 @@ class Scenario {
   }
 }
 
-const chat = (url: string, model: string, stream: boolean, signal?: AbortSignal) => fetch(`${url}/v1/chat/completions`, {
-  method: 'POST', headers: { 'content-type': 'application/json' }, ...(signal ? { signal } : {}),
-  body: JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_tokens: 8, stream }),
-}).then(async (r) => (await r.arrayBuffer(), r.status), () => 0);
+const chat = (url: string, model: string, stream: boolean, signal?: AbortSignal) =>
+  fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    ...(signal ? { signal } : {}),
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: PROMPT }], max_tokens: 8, stream }),
+  }).then(
+    async (r) => (await r.arrayBuffer(), r.status),
+    () => 0,
+  );
 
 const inference = (sim: SimEngineHandle) => sim.requests().filter((r) => r.path.startsWith('/v1/')).length;
 
@@ -116,8 +163,14 @@ async function vllmScenario(s: Scenario, gw: Gateway, fault: 'error500' | 'slow-
   const d2 = await s.sim('decode', 'vllm');
   const refs = await s.publish('vLLM', { p: [p, 'prefill'], d1: [d1, 'decode'], d2: [d2, 'decode'] });
   s.decisions.set(s.name, (r) => ({
-    id: r.id, ok: true, mode: 'pd', encoders: [],
-    attempts: [{ prefill: refs['p'] as EndpointRef, endpoint: refs['d1'] as EndpointRef }, { prefill: refs['p'] as EndpointRef, endpoint: refs['d2'] as EndpointRef }],
+    id: r.id,
+    ok: true,
+    mode: 'pd',
+    encoders: [],
+    attempts: [
+      { prefill: refs['p'] as EndpointRef, endpoint: refs['d1'] as EndpointRef },
+      { prefill: refs['p'] as EndpointRef, endpoint: refs['d2'] as EndpointRef },
+    ],
   }));
   await waitFor(async () => (await chat(gw.url, s.name, false)) === 200, { what: `${s.name} served`, timeoutMs: 30_000 });
   await waitFor(() => p.kvHeld().requests === 0, { what: 'warm-up hand-off taken' });
@@ -125,10 +178,14 @@ async function vllmScenario(s: Scenario, gw: Gateway, fault: 'error500' | 'slow-
   const RELEASE_ASKED = 'action="release"}';
   const asked = async () => {
     const text = await (await fetch(`http://127.0.0.1:${gw.opsPort}/metrics`)).text();
-    return text.split('\n').filter((l) => l.startsWith(STRANDED) && l.includes(RELEASE_ASKED)).reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+    return text
+      .split('\n')
+      .filter((l) => l.startsWith(STRANDED) && l.includes(RELEASE_ASKED))
+      .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
   };
   const before = {
-    stranded: await metric(gw.opsPort, STRANDED), asked: await asked(),
+    stranded: await metric(gw.opsPort, STRANDED),
+    asked: await asked(),
     ok: await metric(gw.opsPort, 'triad_gateway_kv_releases_total{engine="vLLM",outcome="ok"}'),
     settled: await metric(gw.opsPort, 'triad_gateway_kv_releases_total{engine="vLLM"'),
   };
@@ -161,18 +218,30 @@ async function sglangScenario(s: Scenario, gw: Gateway | undefined, fault: 'hang
   const d = await s.sim('decode', 'sglang', { bootstrapTimeoutMs: SGLANG_WAITING_TIMEOUT_MS });
   const refs = await s.publish('SGLang', { p: [p, 'prefill'], d: [d, 'decode'] });
   s.decisions.set(s.name, (r) => ({
-    id: r.id, ok: true, mode: 'pd', encoders: [], attempts: [{ prefill: refs['p'] as EndpointRef, endpoint: refs['d'] as EndpointRef }],
+    id: r.id,
+    ok: true,
+    mode: 'pd',
+    encoders: [],
+    attempts: [{ prefill: refs['p'] as EndpointRef, endpoint: refs['d'] as EndpointRef }],
   }));
   const clients = Array.from({ length: N }, () => new AbortController());
   if (gw === undefined) {
     // The engines on their own: the decode leg of each pair, sent as a router would, and left to the engine.
-    const sent = clients.map((c, i) => fetch(`${d.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, signal: c.signal,
-      body: JSON.stringify({
-        model: MODEL, messages: [{ role: 'user', content: PROMPT }], max_tokens: 8, bootstrap_host: p.host, bootstrap_port: p.bootstrapPort,
-        bootstrap_room: 5000 + i,
-      }),
-    }).catch(() => undefined));
+    const sent = clients.map((c, i) =>
+      fetch(`${d.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        signal: c.signal,
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: 'user', content: PROMPT }],
+          max_tokens: 8,
+          bootstrap_host: p.host,
+          bootstrap_port: p.bootstrapPort,
+          bootstrap_room: 5000 + i,
+        }),
+      }).catch(() => undefined),
+    );
     await waitFor(() => d.kvHeld().requests === N, { what: 'the decode to pre-allocate' });
     const held = d.kvHeld().blocks;
     for (const c of clients) c.abort();
@@ -204,9 +273,15 @@ async function main(): Promise<void> {
     queue: SCHEDULER_QUEUE_GROUP,
     callback: (_err, msg) => {
       const batch = JSON.parse(decoder.decode(msg.data)) as { requests: SchedulingRequest[] };
-      const answer = batch.requests.map((r) => decisions.get(r.modelServer)?.(r) ?? {
-        id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'no decision',
-      });
+      const answer = batch.requests.map(
+        (r) =>
+          decisions.get(r.modelServer)?.(r) ?? {
+            id: r.id,
+            ok: false,
+            code: 'SCHED_NO_CANDIDATES',
+            message: 'no decision',
+          },
+      );
       msg.respond(encoder.encode(JSON.stringify({ v: 1, decisions: answer })));
     },
   });
@@ -223,21 +298,56 @@ async function main(): Promise<void> {
     }
   };
   try {
-    for (const [fault, what] of [['error500', 'decode answers 500 (retried on D2)'], ['slow-first-byte', 'client leaves after the prefill answered']] as const) {
+    for (const [fault, what] of [
+      ['error500', 'decode answers 500 (retried on D2)'],
+      ['slow-first-byte', 'client leaves after the prefill answered'],
+    ] as const) {
       const triad = await scenario((s) => vllmScenario(s, on, fault));
       const base = await scenario((s) => vllmScenario(s, off, fault));
-      rows.push(['vLLM NIXL PD', what, String(N), String(triad.held), `${triad.released} release legs answered`, String(base.held), 'VLLM_NIXL_ABORT_REQUEST_TIMEOUT (480 s)']);
+      rows.push([
+        'vLLM NIXL PD',
+        what,
+        String(N),
+        String(triad.held),
+        `${triad.released} release legs answered`,
+        String(base.held),
+        'VLLM_NIXL_ABORT_REQUEST_TIMEOUT (480 s)',
+      ]);
     }
-    for (const [fault, what] of [['hang', 'client leaves while the prefill is stuck'], ['error500', 'prefill answers 500']] as const) {
+    for (const [fault, what] of [
+      ['hang', 'client leaves while the prefill is stuck'],
+      ['error500', 'prefill answers 500'],
+    ] as const) {
       const triad = await scenario((s) => sglangScenario(s, on, fault));
       const base = await scenario((s) => sglangScenario(s, undefined, fault));
-      rows.push(['SGLang PD', what, String(N), String(triad), 'decode leg aborted', String(base), 'SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s)']);
+      rows.push([
+        'SGLang PD',
+        what,
+        String(N),
+        String(triad),
+        'decode leg aborted',
+        String(base),
+        'SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s)',
+      ]);
     }
     process.stdout.write(`\n### KV blocks left held after ${N} failed or abandoned PD requests (16-token blocks, 14 per request)\n\n`);
-    process.stdout.write(`${markdownTable(
-      ['engine', 'what went wrong', 'requests', 'blocks held, Triad', 'Triad\'s action', 'blocks held, baseline', 'baseline frees them at'], rows,
-    )}\n`);
-    process.stdout.write('\nBaseline: vLLM with TRIAD_KV_RELEASE=false; SGLang with nobody aborting the decode (the engines on their own).\n');
+    process.stdout.write(
+      `${markdownTable(
+        [
+          'engine',
+          'what went wrong',
+          'requests',
+          'blocks held, Triad',
+          "Triad's action",
+          'blocks held, baseline',
+          'baseline frees them at',
+        ],
+        rows,
+      )}\n`,
+    );
+    process.stdout.write(
+      '\nBaseline: vLLM with TRIAD_KV_RELEASE=false; SGLang with nobody aborting the decode (the engines on their own).\n',
+    );
   } finally {
     await on.child.stop();
     await off.child.stop();

@@ -25,14 +25,22 @@ import { measureCapacity, runSimulation } from './cluster-sim/simulate';
 import { WORKLOADS } from './cluster-sim/workload';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({ options: {
-  batches: { type: 'string', default: '2000' }, rate: { type: 'string', default: '500' }, blocks: { type: 'string', default: '1000000' },
-  engines: { type: 'string', default: '16' }, requests: { type: 'string', default: '3000' }, loads: { type: 'string', default: '0.8,0.95' },
-  seed: { type: 'string', default: '1' }, 'kv-tokens': { type: 'string', default: '32768' },
-} });
+const { values: args } = parseArgs({
+  options: {
+    batches: { type: 'string', default: '2000' },
+    rate: { type: 'string', default: '500' },
+    blocks: { type: 'string', default: '1000000' },
+    engines: { type: 'string', default: '16' },
+    requests: { type: 'string', default: '3000' },
+    loads: { type: 'string', default: '0.8,0.95' },
+    seed: { type: 'string', default: '1' },
+    'kv-tokens': { type: 'string', default: '32768' },
+  },
+});
 // Engines with a smaller KV pool than the realistic profile's (a bigger model on the same GPU), so prefixes get evicted.
 const COST = { ...REALISTIC_COST, kvCapacityTokens: Number(args['kv-tokens']) };
-const pct = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
+const pct = (xs: number[], p: number): number =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const hasher = new VllmBlockHasher({ algo: 'sha256_cbor', seed: '0', blockSize: 16 });
 
@@ -42,10 +50,24 @@ async function lag(batches: number, rate: number): Promise<string[][]> {
   const sched = await connectBus({ servers: nats.url, name: 'bench-scheduler' });
   const pub = await ZmqEventPublisher.start({ endpoint: 'tcp://127.0.0.1:*' });
   const endpoints = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
-  await endpoints.put(endpointKey('default', 'ms', 'p'), EndpointRecordSchema.parse({
-    schemaVersion: 1, namespace: 'default', modelServer: 'ms', pod: 'p', role: 'aggregated', ip: '127.0.0.1', port: 8000, engine: 'vLLM',
-    kvEvents: { endpoint: pub.endpoint }, ready: true, models: ['m'], metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false }, updatedAt: 0,
-  }));
+  await endpoints.put(
+    endpointKey('default', 'ms', 'p'),
+    EndpointRecordSchema.parse({
+      schemaVersion: 1,
+      namespace: 'default',
+      modelServer: 'ms',
+      pod: 'p',
+      role: 'aggregated',
+      ip: '127.0.0.1',
+      port: 8000,
+      engine: 'vLLM',
+      kvEvents: { endpoint: pub.endpoint },
+      ready: true,
+      models: ['m'],
+      metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false },
+      updatedAt: 0,
+    }),
+  );
   // Event published → the scheduler's index holds it (what the scorer reads next), timed with process.hrtime.
   const lags: number[] = [];
   const sentAt = new Map<string, bigint>();
@@ -62,14 +84,21 @@ async function lag(batches: number, rate: number): Promise<string[][]> {
     }
   }
   const feed = await startKvIndexFeed(sched, new TimedIndex());
-  const indexer = new KvIndexer({ bus, instanceId: 'bench', logger: { info: () => undefined, warn: () => undefined }, metrics: { inc: () => undefined } });
+  const indexer = new KvIndexer({
+    bus,
+    instanceId: 'bench',
+    logger: { info: () => undefined, warn: () => undefined },
+    metrics: { inc: () => undefined },
+  });
   await indexer.start();
   while (!indexer.followerOf('default/p')?.live) await sleep(10);
   for (let i = 0; i < batches; i++) {
     const tokens = Array.from({ length: 64 }, (_, j) => i * 64 + j);
     const digests = hasher.digests(tokens);
     sentAt.set(hasher.keys(tokens.slice(0, 16))[0] as string, process.hrtime.bigint());
-    await pub.publish(encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'stored', hashes: digests, parent: undefined, tokens, blockSize: 16 }]));
+    await pub.publish(
+      encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'stored', hashes: digests, parent: undefined, tokens, blockSize: 16 }]),
+    );
     await sleep(1000 / rate);
   }
   while (lags.length < batches * 0.99) await sleep(20);
@@ -83,7 +112,16 @@ async function lag(batches: number, rate: number): Promise<string[][]> {
   await sched.nc.flush();
   for (let i = 0; i < batches; i++) {
     baseSent.set(i, process.hrtime.bigint());
-    bus.publish('bench.kv', KvIndexDeltaSchema, { v: SCHEMA_VERSION, source: 'default/p', pod: 'default/p', epoch: 'e', seq: i, stored: ['0123456789abcdef', '0123456789abcdee', '0123456789abcded', '0123456789abcdec'], removed: [], publishedAt: Date.now() });
+    bus.publish('bench.kv', KvIndexDeltaSchema, {
+      v: SCHEMA_VERSION,
+      source: 'default/p',
+      pod: 'default/p',
+      epoch: 'e',
+      seq: i,
+      stored: ['0123456789abcdef', '0123456789abcdee', '0123456789abcded', '0123456789abcdec'],
+      removed: [],
+      publishedAt: Date.now(),
+    });
     await sleep(1000 / rate);
   }
   while (base.length < batches * 0.99) await sleep(20);
@@ -103,7 +141,7 @@ async function lag(batches: number, rate: number): Promise<string[][]> {
 function memory(blocks: number): string[][] {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (!gc) return [['(run with --expose-gc)', '', '']];
-  const keyOf = (i: number): string => (BigInt(i) * 0x9e3779b97f4a7c15n & 0xffffffffffffffffn).toString(16).padStart(16, '0');
+  const keyOf = (i: number): string => ((BigInt(i) * 0x9e3779b97f4a7c15n) & 0xffffffffffffffffn).toString(16).padStart(16, '0');
   gc();
   const h0 = process.memoryUsage().heapUsed;
   const keys = Array.from({ length: blocks }, (_, i) => keyOf(i));
@@ -122,7 +160,12 @@ function memory(blocks: number): string[][] {
   const entries = index.stats().entries;
   return [
     ['block keys alone (16-char strings)', String(blocks), ((h1 - h0) / blocks).toFixed(1), ((h1 - h0) / 1e6 / (blocks / 1e6)).toFixed(1)],
-    ['KvBlockIndex (owners + per-source order)', String(entries), ((h2 - h1) / entries).toFixed(1), ((h2 - h1) / 1e6 / (entries / 1e6)).toFixed(1)],
+    [
+      'KvBlockIndex (owners + per-source order)',
+      String(entries),
+      ((h2 - h1) / entries).toFixed(1),
+      ((h2 - h1) / 1e6 / (entries / 1e6)).toFixed(1),
+    ],
   ];
 }
 
@@ -136,9 +179,15 @@ function preciseConfig(): unknown {
       ...config.plugins.filter((p) => p.type !== 'prefix-cache'),
       { type: 'precise-prefix-cache', args: { blockSize: REALISTIC_COST.blockTokens, ...(prefix?.args ? { fallback: prefix.args } : {}) } },
     ],
-    profiles: Object.fromEntries(Object.entries(config.profiles).map(([role, profile]) => [role, {
-      ...profile, scorers: profile.scorers.map((s) => (s.plugin === 'prefix-cache' ? { ...s, plugin: 'precise-prefix-cache' } : s)),
-    }])),
+    profiles: Object.fromEntries(
+      Object.entries(config.profiles).map(([role, profile]) => [
+        role,
+        {
+          ...profile,
+          scorers: profile.scorers.map((s) => (s.plugin === 'prefix-cache' ? { ...s, plugin: 'precise-prefix-cache' } : s)),
+        },
+      ]),
+    ),
   };
 }
 
@@ -163,12 +212,20 @@ function routing(engines: number, requests: number, loads: readonly number[], se
         },
       };
       const policyFor = precise
-        ? (pool: Parameters<typeof makePolicy>[1]) => new SchedulerPolicy(pool, { name, config: preciseConfig(), mediaAwareHashes: true, sessions: true, kvIndex: index })
-        : name === 'random' ? (e: Parameters<typeof makePolicy>[1]) => makePolicy('random', e) : (e: Parameters<typeof makePolicy>[1]) => makePolicy('triad', e);
+        ? (pool: Parameters<typeof makePolicy>[1]) =>
+            new SchedulerPolicy(pool, { name, config: preciseConfig(), mediaAwareHashes: true, sessions: true, kvIndex: index })
+        : name === 'random'
+          ? (e: Parameters<typeof makePolicy>[1]) => makePolicy('random', e)
+          : (e: Parameters<typeof makePolicy>[1]) => makePolicy('triad', e);
       const m = runSimulation(policyFor, { workload, capacity, engines, load, requests, seed, cost: COST, cacheListener: listener });
       rows.push([
-        `${Math.round(load * 100)} %`, name, (m.prefixHit * 100).toFixed(1), String(Math.round(m.ttftP50)), String(Math.round(m.ttftP99)),
-        m.goodput.toFixed(1), String(evicted),
+        `${Math.round(load * 100)} %`,
+        name,
+        (m.prefixHit * 100).toFixed(1),
+        String(Math.round(m.ttftP50)),
+        String(Math.round(m.ttftP99)),
+        m.goodput.toFixed(1),
+        String(evicted),
       ]);
     }
   }
@@ -176,19 +233,28 @@ function routing(engines: number, requests: number, loads: readonly number[], se
 }
 
 async function main(): Promise<void> {
-  process.stdout.write(`## Index update lag (ms)\n\n${markdownTable(['path', 'batches', 'p50 ms', 'p99 ms'], await lag(Number(args.batches), Number(args.rate)))}\n\n`);
-  process.stdout.write(`## Index memory\n\n${markdownTable(['what', 'entries', 'bytes/entry', 'MB per million'], memory(Number(args.blocks)))}\n\n`);
+  process.stdout.write(
+    `## Index update lag (ms)\n\n${markdownTable(['path', 'batches', 'p50 ms', 'p99 ms'], await lag(Number(args.batches), Number(args.rate)))}\n\n`,
+  );
+  process.stdout.write(
+    `## Index memory\n\n${markdownTable(['what', 'entries', 'bytes/entry', 'MB per million'], memory(Number(args.blocks)))}\n\n`,
+  );
   const engines = Number(args.engines);
   const cpu0 = process.cpuUsage();
   const rows = routing(engines, Number(args.requests), args.loads.split(',').map(Number), Number(args.seed));
   const cpu = process.cpuUsage(cpu0);
-  process.stdout.write(`## Prefix-heavy routing, simulated time (chat workload: ${WORKLOADS.chat.description}; ${engines} engines, ` +
-    `${COST.kvCapacityTokens} KV tokens each; ${args.requests} requests per run, seed ${args.seed})\n\n` +
-    `${markdownTable(['load', 'scorer', 'prefix-hit %', 'TTFT p50 ms', 'TTFT p99 ms', 'goodput req/s', 'blocks evicted'], rows)}\n\n` +
-    `(${((cpu.user + cpu.system) / 1e6).toFixed(1)} s CPU for the simulations)\n`);
+  process.stdout.write(
+    `## Prefix-heavy routing, simulated time (chat workload: ${WORKLOADS.chat.description}; ${engines} engines, ` +
+      `${COST.kvCapacityTokens} KV tokens each; ${args.requests} requests per run, seed ${args.seed})\n\n` +
+      `${markdownTable(['load', 'scorer', 'prefix-hit %', 'TTFT p50 ms', 'TTFT p99 ms', 'goodput req/s', 'blocks evicted'], rows)}\n\n` +
+      `(${((cpu.user + cpu.system) / 1e6).toFixed(1)} s CPU for the simulations)\n`,
+  );
 }
 
-void main().then(() => process.exit(0), (err: unknown) => {
-  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+void main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  },
+);

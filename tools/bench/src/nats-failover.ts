@@ -70,16 +70,25 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function main(): Promise<void> {
   const port = await freePort();
   const sims: SimEngineHandle[] = [];
-  for (let i = 0; i < PODS; i++) sims.push(await startSimEngine({ engine: 'vllm', role: 'both', host: `127.0.43.${i + 1}`, port, model: MODEL }));
+  for (let i = 0; i < PODS; i++)
+    sims.push(await startSimEngine({ engine: 'vllm', role: 'both', host: `127.0.43.${i + 1}`, port, model: MODEL }));
   const stack = await startClusterStack({ manifests: manifests(port) });
   const bus = await connectBus({ servers: stack.nats.url, name: 'bench' });
   const leader = async (stream: string) => (await (await jetstreamManager(bus.nc)).streams.info(stream)).cluster?.leader;
   const body = { model: 'chat', max_tokens: 4, messages: [{ role: 'user', content: 'hello' }] };
   try {
     for (const g of stack.gateways) {
-      await waitFor(async () => (await fetch(`${g.url}/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
-      }).catch(() => undefined))?.status === 200, { what: `${g.name} serving`, timeoutMs: 60_000 });
+      await waitFor(
+        async () =>
+          (
+            await fetch(`${g.url}/v1/chat/completions`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify(body),
+            }).catch(() => undefined)
+          )?.status === 200,
+        { what: `${g.name} serving`, timeoutMs: 60_000 },
+      );
     }
     const load = startSteadyLoad({ targets: stack.gateways.map((g) => g.url), body, concurrency: Number(args.concurrency), paceMs: 20 });
     const retriesAt: number[] = [];
@@ -97,9 +106,9 @@ async function main(): Promise<void> {
       await first.start();
       await stack.nats.waitForJetStream({ expectPeers: 3 });
     });
-    const secondName = await leader(`KV_${Buckets.admission}`).catch(() => undefined) ?? await leader(`KV_${Buckets.modelServers}`);
-    const second = stack.nats.nodes.find((n) => n.name === secondName && n !== first) ??
-      (stack.nats.nodes.find((n) => n !== first) as NatsClusterNode);
+    const secondName = (await leader(`KV_${Buckets.admission}`).catch(() => undefined)) ?? (await leader(`KV_${Buckets.modelServers}`));
+    const second =
+      stack.nats.nodes.find((n) => n.name === secondName && n !== first) ?? (stack.nats.nodes.find((n) => n !== first) as NatsClusterNode);
     await phase(`${second.name} killed`, () => second.kill());
     await phase(`${second.name} restarted`, async () => {
       await second.start();
@@ -109,16 +118,36 @@ async function main(): Promise<void> {
     const { total, phases } = await load.stop();
     const states = await Promise.all(stack.nats.nodes.map(endpointKeysOn));
     const rows = phases.slice(1).map((p, i) => [
-      p.name, String(p.report.sent), String(p.report.failed), Object.entries(p.report.failures).map(([k, v]) => `${k}×${v}`).join(' ') || '–',
-      String(p.report.longestGapMs), String((retriesAt[i + 1] ?? 0) - (retriesAt[i] ?? 0)),
+      p.name,
+      String(p.report.sent),
+      String(p.report.failed),
+      Object.entries(p.report.failures)
+        .map(([k, v]) => `${k}×${v}`)
+        .join(' ') || '–',
+      String(p.report.longestGapMs),
+      String((retriesAt[i + 1] ?? 0) - (retriesAt[i] ?? 0)),
     ]);
-    rows.push(['**total**', String(total.sent), String(total.failed), Object.entries(total.failures).map(([k, v]) => `${k}×${v}`).join(' ') || '–',
-      String(total.longestGapMs), String((retriesAt.at(-1) ?? 0) - (retriesAt[0] ?? 0))]);
-    process.stdout.write(`\n### NATS node loss under steady load (3-node JetStream, KV replicas 3; ${PHASE_MS / 1000} s per phase, ` +
-      `${args.concurrency} workers, 2 gateways, 2 schedulers, 2 pod-watchers)\n\n`);
-    process.stdout.write(`${markdownTable(['phase', 'requests', 'failed', 'failures', 'longest gap without a success (ms)', 'JetStream retries'], rows)}\n\n`);
-    process.stdout.write(`KV endpoints identical on all ${states.length} nodes afterwards: ${states.every((s) => s === states[0]) ? 'yes' : 'NO'} ` +
-      `(${(states[0] ?? '').split(',').filter(Boolean).length} endpoints, all ready: ${(states[0] ?? '').split(',').every((s) => s.endsWith(':true'))})\n`);
+    rows.push([
+      '**total**',
+      String(total.sent),
+      String(total.failed),
+      Object.entries(total.failures)
+        .map(([k, v]) => `${k}×${v}`)
+        .join(' ') || '–',
+      String(total.longestGapMs),
+      String((retriesAt.at(-1) ?? 0) - (retriesAt[0] ?? 0)),
+    ]);
+    process.stdout.write(
+      `\n### NATS node loss under steady load (3-node JetStream, KV replicas 3; ${PHASE_MS / 1000} s per phase, ` +
+        `${args.concurrency} workers, 2 gateways, 2 schedulers, 2 pod-watchers)\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(['phase', 'requests', 'failed', 'failures', 'longest gap without a success (ms)', 'JetStream retries'], rows)}\n\n`,
+    );
+    process.stdout.write(
+      `KV endpoints identical on all ${states.length} nodes afterwards: ${states.every((s) => s === states[0]) ? 'yes' : 'NO'} ` +
+        `(${(states[0] ?? '').split(',').filter(Boolean).length} endpoints, all ready: ${(states[0] ?? '').split(',').every((s) => s.endsWith(':true'))})\n`,
+    );
   } finally {
     await bus.close();
     await stack.close();

@@ -78,10 +78,12 @@ async function main(): Promise<void> {
   const row = (name: string, xs: number[]) => [name, String(ROUNDS), median(xs), Math.min(...xs), Math.max(...xs)];
   const title = `Gateway start-up and NATS (${ROUNDS} rounds, NATS started ${WAIT_MS / 1000} s after the gateway began waiting)`;
   process.stdout.write(`\n${title}\n\n`);
-  process.stdout.write(`${markdownTable(['measure', 'rounds', 'median ms', 'min ms', 'max ms'], [
-    row('NATS appears → gateway /readyz 200', later),
-    row('baseline: spawn → /readyz 200, NATS already up', first),
-  ])}\n`);
+  process.stdout.write(
+    `${markdownTable(
+      ['measure', 'rounds', 'median ms', 'min ms', 'max ms'],
+      [row('NATS appears → gateway /readyz 200', later), row('baseline: spawn → /readyz 200, NATS already up', first)],
+    )}\n`,
+  );
 }
 
 main().catch((err: unknown) => {

@@ -51,7 +51,9 @@ export async function startScrapeFleet(pods: number): Promise<ScrapeFleet> {
   let scrapes = 0;
   let connections = 0;
   const fleet: ScrapeFleet = {
-    port: 0, ips: [], busy: false,
+    port: 0,
+    ips: [],
+    busy: false,
     scrapes: () => scrapes,
     connections: () => connections,
     close: async () => undefined,
@@ -84,10 +86,15 @@ export async function startScrapeFleet(pods: number): Promise<ScrapeFleet> {
     port,
     ips,
     close: async () => {
-      await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
-        s.closeAllConnections();
-        s.close(() => resolve());
-      })));
+      await Promise.all(
+        servers.map(
+          (s) =>
+            new Promise<void>((resolve) => {
+              s.closeAllConnections();
+              s.close(() => resolve());
+            }),
+        ),
+      );
     },
   });
 }
@@ -97,11 +104,18 @@ const API_VERSION = 'networking.serving.volcano.sh/v1alpha1';
 /** One PD ModelServer selecting every fleet pod (half prefill, half decode, groups of 10). */
 export function fleetObjects(fleet: ScrapeFleet): KubeObject[] {
   const ms: KubeObject = {
-    apiVersion: API_VERSION, kind: 'ModelServer', metadata: { name: 'bench', namespace: 'default' },
+    apiVersion: API_VERSION,
+    kind: 'ModelServer',
+    metadata: { name: 'bench', namespace: 'default' },
     spec: {
-      model: 'sim-model', inferenceEngine: 'vLLM', pipelineMode: 'pd', workloadPort: { port: fleet.port }, kvConnector: { type: 'nixl' },
+      model: 'sim-model',
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'pd',
+      workloadPort: { port: fleet.port },
+      kvConnector: { type: 'nixl' },
       workloadSelector: {
-        matchLabels: { app: 'bench' }, pdGroup: { groupKey: 'group', prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' } },
+        matchLabels: { app: 'bench' },
+        pdGroup: { groupKey: 'group', prefillLabels: { role: 'prefill' }, decodeLabels: { role: 'decode' } },
       },
     },
   };
@@ -110,7 +124,8 @@ export function fleetObjects(fleet: ScrapeFleet): KubeObject[] {
 
 export function benchPod(i: number, ip: string, role: string): KubeObject {
   return {
-    apiVersion: 'v1', kind: 'Pod',
+    apiVersion: 'v1',
+    kind: 'Pod',
     metadata: { name: `bench-${i}`, namespace: 'default', labels: { app: 'bench', group: `g${Math.floor(i / 10)}`, role } },
     status: { phase: 'Running', podIP: ip, conditions: [{ type: 'Ready', status: 'True' }] },
   };

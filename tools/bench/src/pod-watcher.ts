@@ -92,9 +92,11 @@ async function main(): Promise<void> {
     const started = performance.now();
     const w = await startWatcher(nats.url, kubeconfig);
     watcher = w.child;
-    await waitFor(
-      async () => (await fetch(`http://127.0.0.1:${w.opsPort}/readyz`)).ok, { timeoutMs: 120_000, intervalMs: 100, what: 'watcher ready' },
-    );
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${w.opsPort}/readyz`)).ok, {
+      timeoutMs: 120_000,
+      intervalMs: 100,
+      what: 'watcher ready',
+    });
     await waitFor(() => roles.size === PODS, { timeoutMs: 60_000, what: `${PODS} endpoint records` });
     const syncS = (performance.now() - started) / 1000;
     // Let the first scrapes of every pod land before measuring.
@@ -115,8 +117,12 @@ async function main(): Promise<void> {
       const secs = (performance.now() - t0) / 1000;
       const after = procStats(watcher!.pid!);
       return {
-        heapMb: await heapMb(), cpuPct: ((after.cpuS - before.cpuS) / secs) * 100, rssMb: after.rssMb, peakMb: after.peakMb,
-        writesPerS: (puts - putsBefore) / secs, scrapesPerS: (fleet.scrapes() - scrapesBefore) / secs,
+        heapMb: await heapMb(),
+        cpuPct: ((after.cpuS - before.cpuS) / secs) * 100,
+        rssMb: after.rssMb,
+        peakMb: after.peakMb,
+        writesPerS: (puts - putsBefore) / secs,
+        scrapesPerS: (fleet.scrapes() - scrapesBefore) / secs,
         connectsPerS: (fleet.connections() - connsBefore) / secs,
       };
     };
@@ -152,29 +158,62 @@ async function main(): Promise<void> {
 
     const sortedL = [...latencies].sort((a, b) => a - b);
     const sortedB = [...base].sort((a, b) => a - b);
-    process.stdout.write(`\npod-watcher: ${PODS} pods, scrape interval ${INTERVAL_MS} ms, ${CHANGES} label changes, ${WINDOW_S} s ` +
-      `windows; first full sync after ${syncS.toFixed(1)} s\n\n`);
-    process.stdout.write(`${markdownTable(['path', 'changes', 'p50 ms', 'p99 ms', 'max ms'], [
-      ['baseline: KV put → KV watch', String(CHANGES), percentile(sortedB, 50), percentile(sortedB, 99), sortedB.at(-1) ?? NaN],
-      [
-        'pod label change (API server) → KV record', String(CHANGES), percentile(sortedL, 50), percentile(sortedL, 99),
-        sortedL.at(-1) ?? NaN,
-      ],
-    ])}\n\n`);
+    process.stdout.write(
+      `\npod-watcher: ${PODS} pods, scrape interval ${INTERVAL_MS} ms, ${CHANGES} label changes, ${WINDOW_S} s ` +
+        `windows; first full sync after ${syncS.toFixed(1)} s\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(
+        ['path', 'changes', 'p50 ms', 'p99 ms', 'max ms'],
+        [
+          ['baseline: KV put → KV watch', String(CHANGES), percentile(sortedB, 50), percentile(sortedB, 99), sortedB.at(-1) ?? NaN],
+          [
+            'pod label change (API server) → KV record',
+            String(CHANGES),
+            percentile(sortedL, 50),
+            percentile(sortedL, 99),
+            sortedL.at(-1) ?? NaN,
+          ],
+        ],
+      )}\n\n`,
+    );
     const header = [
-      'fleet metrics', 'pods', 'scrapes/s', 'watcher CPU % of a core', 'RSS MB', 'peak RSS MB', 'JS heap MB', 'endpoint KV writes/s',
+      'fleet metrics',
+      'pods',
+      'scrapes/s',
+      'watcher CPU % of a core',
+      'RSS MB',
+      'peak RSS MB',
+      'JS heap MB',
+      'endpoint KV writes/s',
       'new connections/s',
     ];
-    process.stdout.write(`${markdownTable(header, [
-      [
-        'steady (unchanged values)', String(PODS), idle.scrapesPerS, idle.cpuPct, idle.rssMb, idle.peakMb, idle.heapMb, idle.writesPerS,
-        idle.connectsPerS,
-      ],
-      [
-        'busy (values change every scrape)', String(PODS), busy.scrapesPerS, busy.cpuPct, busy.rssMb, busy.peakMb, busy.heapMb,
-        busy.writesPerS, busy.connectsPerS,
-      ],
-    ])}\n`);
+    process.stdout.write(
+      `${markdownTable(header, [
+        [
+          'steady (unchanged values)',
+          String(PODS),
+          idle.scrapesPerS,
+          idle.cpuPct,
+          idle.rssMb,
+          idle.peakMb,
+          idle.heapMb,
+          idle.writesPerS,
+          idle.connectsPerS,
+        ],
+        [
+          'busy (values change every scrape)',
+          String(PODS),
+          busy.scrapesPerS,
+          busy.cpuPct,
+          busy.rssMb,
+          busy.peakMb,
+          busy.heapMb,
+          busy.writesPerS,
+          busy.connectsPerS,
+        ],
+      ])}\n`,
+    );
   } finally {
     await stopWatcherProcess(watcher);
     await bus.close();

@@ -55,8 +55,19 @@ export async function startReferenceProxy(spec: ReferenceProxySpec): Promise<Ref
   const logPath = join(spec.logDir, `${spec.name}.log`);
   const fd = openSync(logPath, 'w');
   const args = [
-    LAUNCHER, '--script', spec.script, '--mode', spec.mode, '--port', String(port),
-    '--encode', spec.encode.join(','), '--prefill', spec.prefill.join(','), '--decode', spec.decode.join(','),
+    LAUNCHER,
+    '--script',
+    spec.script,
+    '--mode',
+    spec.mode,
+    '--port',
+    String(port),
+    '--encode',
+    spec.encode.join(','),
+    '--prefill',
+    spec.prefill.join(','),
+    '--decode',
+    spec.decode.join(','),
     ...(spec.ecConsumerZmqAddrs?.length
       ? ['--ec-consumer-zmq-addrs', spec.ecConsumerZmqAddrs.join(','), '--ec-consumer-dp-size', String(spec.ecConsumerDpSize ?? 1)]
       : []),
@@ -87,7 +98,11 @@ export async function startReferenceProxy(spec: ReferenceProxySpec): Promise<Ref
   });
   died.catch(() => undefined);
   try {
-    const healthy = () => fetch(`${url}/health`).then((r) => r.ok, () => false);
+    const healthy = () =>
+      fetch(`${url}/health`).then(
+        (r) => r.ok,
+        () => false,
+      );
     const ready = waitFor(healthy, { timeoutMs: 30_000, intervalMs: 200, what: `${spec.name} ready` });
     await Promise.race([ready, died]);
   } catch (err) {

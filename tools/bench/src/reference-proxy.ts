@@ -49,12 +49,21 @@ export async function startReferenceProxies(
     rmSync(logDir, { recursive: true, force: true });
   };
   try {
-    for (const [version, script] of [['classic', scripts.classic], ['newest', scripts.newest]] as const) {
+    for (const [version, script] of [
+      ['classic', scripts.classic],
+      ['newest', scripts.newest],
+    ] as const) {
       if (!script) continue;
       for (const mode of ['shipped', 'quiet'] as const) {
         const target = `vLLM reference EPD proxy, ${version} (${mode === 'shipped' ? 'as shipped' : 'quiet'})`;
         const proc = await startReferenceProxy({
-          script, mode, encode: [stages.encode], prefill: [stages.prefill], decode: [stages.decode], logDir, name: `${version}-${mode}`,
+          script,
+          mode,
+          encode: [stages.encode],
+          prefill: [stages.prefill],
+          decode: [stages.decode],
+          logDir,
+          name: `${version}-${mode}`,
         });
         procs.push(proc);
         targets.push({ target, url: `${proc.url}/v1/chat/completions`, cpuSeconds: proc.cpuSeconds });
@@ -77,12 +86,20 @@ export interface Measured {
  * The issue-10 comparison: Triad EPD throughput over each reference variant's at `conns` connections, and at 1
  * connection each one's p50 minus the sum of the three direct stage p50s.
  */
-export function referenceSummary(triad: { many?: Measured; one?: Measured }, refs: readonly { target: string; many?: Measured; one?: Measured }[], conns: number, stageSumMs: number, label = 'Triad EPD'): string {
+export function referenceSummary(
+  triad: { many?: Measured; one?: Measured },
+  refs: readonly { target: string; many?: Measured; one?: Measured }[],
+  conns: number,
+  stageSumMs: number,
+  label = 'Triad EPD',
+): string {
   const lines: string[] = [];
   const added = (m: Measured | undefined) => (m ? `${(m.p50ms - stageSumMs).toFixed(3)} ms` : '–');
   for (const r of refs) {
     const ratio = triad.many && r.many ? `${(triad.many.rps / r.many.rps).toFixed(2)}×` : '–';
-    lines.push(`${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the direct stages.`);
+    lines.push(
+      `${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the direct stages.`,
+    );
   }
   lines.push(`${label} at 1 connection adds ${added(triad.one)} over the direct stages (sum ${stageSumMs.toFixed(3)} ms).`);
   return `${lines.join('\n')}\n`;

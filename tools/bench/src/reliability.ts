@@ -19,14 +19,33 @@
  */
 import { randomInt } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey, type EndpointRecord } from '@triad/bus';
+import {
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  endpointKey,
+  objectKey,
+  type EndpointRecord,
+} from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { resolvePipelineMode, type ModelServerSpec } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
 import { freePort, spawnTriad, startNatsServer, waitFor, waitReady } from '@triad/testing';
 import {
-  TOPOLOGY_LABELS, TOPOLOGY_NAMES, deployServer, deployTopology, isMultimodal, runFaultScenario, runFuzz, scenarioLabel, scenariosOf, type FaultScenario, type MatrixStack,
-  type ScenarioResult, type TopologyName,
+  TOPOLOGY_LABELS,
+  TOPOLOGY_NAMES,
+  deployServer,
+  deployTopology,
+  isMultimodal,
+  runFaultScenario,
+  runFuzz,
+  scenarioLabel,
+  scenariosOf,
+  type FaultScenario,
+  type MatrixStack,
+  type ScenarioResult,
+  type TopologyName,
 } from '@triad/testing/reliability';
 import { markdownTable } from './lib/table';
 
@@ -47,7 +66,8 @@ const SEED = args.seed !== undefined ? Number(args.seed) : randomInt(2 ** 31);
 async function metricSum(metricsUrl: string, name: string): Promise<number> {
   const text = await (await fetch(metricsUrl)).text();
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 
@@ -59,18 +79,34 @@ async function main(): Promise<void> {
   const bus = await connectBus({ servers: nats.url, name: 'bench-reliability' });
   const sims: SimEngineHandle[] = [];
   const [opsPort, port] = [await freePort(), await freePort()];
-  const gateway = spawnTriad([
-    'gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort), '--scheduling', 'in-process',
-  ], { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' });
+  const gateway = spawnTriad(
+    [
+      'gateway',
+      '--nats',
+      nats.url,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--metrics-port',
+      String(opsPort),
+      '--scheduling',
+      'in-process',
+    ],
+    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' },
+  );
   try {
     await waitReady(gateway, opsPort, 'gateway ready');
     const [servers, routes, endpoints] = await Promise.all([
-      bus.kv(Buckets.modelServers, ModelServerRecordSchema), bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema), bus.kv(Buckets.endpoints, EndpointRecordSchema),
+      bus.kv(Buckets.modelServers, ModelServerRecordSchema),
+      bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema),
+      bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
     const gatewayUrl = `http://127.0.0.1:${port}`;
     const metricsUrl = `http://127.0.0.1:${opsPort}/metrics`;
     const stack: MatrixStack = {
-      gatewayUrl, metricsUrl,
+      gatewayUrl,
+      metricsUrl,
       async startSim(o) {
         const sim = await startSimEngine({ ...o, admin: true, requestLogLimit: 100_000 });
         sims.push(sim);
@@ -86,22 +122,44 @@ async function main(): Promise<void> {
       async putEndpoint(server, pod, role, sim, extra) {
         const s = sim as SimEngineHandle;
         const record: EndpointRecord = {
-          schemaVersion: 1, namespace: NS, modelServer: server, pod, role, ip: s.host, port: s.port, engine: s.engine === 'vllm' ? 'vLLM' : 'SGLang',
-          ready: true, models: [s.model], updatedAt: Date.now(), ...(extra as Partial<EndpointRecord>),
+          schemaVersion: 1,
+          namespace: NS,
+          modelServer: server,
+          pod,
+          role,
+          ip: s.host,
+          port: s.port,
+          engine: s.engine === 'vllm' ? 'vLLM' : 'SGLang',
+          ready: true,
+          models: [s.model],
+          updatedAt: Date.now(),
+          ...(extra as Partial<EndpointRecord>),
         } as EndpointRecord;
         await endpoints.put(endpointKey(NS, server, pod), record);
       },
       async waitForModel(model) {
-        await waitFor(async () => ((await (await fetch(`${gatewayUrl}/v1/models`)).json()) as { data: { id: string }[] }).data.some((m) => m.id === model), {
-          what: `${model} served`, timeoutMs: 30_000,
-        });
+        await waitFor(
+          async () =>
+            ((await (await fetch(`${gatewayUrl}/v1/models`)).json()) as { data: { id: string }[] }).data.some((m) => m.id === model),
+          {
+            what: `${model} served`,
+            timeoutMs: 30_000,
+          },
+        );
       },
     };
     const options = {
-      requests: REQUESTS, concurrency: Number(args.concurrency), stageTimeout: args['stage-timeout'] as string, clientTimeoutMs: 60_000, tag: 'bench',
+      requests: REQUESTS,
+      concurrency: Number(args.concurrency),
+      stageTimeout: args['stage-timeout'] as string,
+      clientTimeoutMs: 60_000,
+      tag: 'bench',
     };
     const rows: string[][] = [];
-    const perMode = new Map<string, { sent: number; failed: number; duplicated: number; retries: number; baselineFailed: number; baselineSent: number }>();
+    const perMode = new Map<
+      string,
+      { sent: number; failed: number; duplicated: number; retries: number; baselineFailed: number; baselineSent: number }
+    >();
     const streamingResets: string[][] = [];
     let subnet = 70;
     /** One model per topology with the default traffic policy, for the fuzzed bodies. */
@@ -113,7 +171,14 @@ async function main(): Promise<void> {
         const r = await runFaultScenario(stack, topo, scenario, options);
         const base = await runFaultScenario(stack, topo, { ...scenario, policy: 'no-retries' }, options);
         rows.push(row(r, base));
-        const m = perMode.get(TOPOLOGY_LABELS[name]) ?? { sent: 0, failed: 0, duplicated: 0, retries: 0, baselineFailed: 0, baselineSent: 0 };
+        const m = perMode.get(TOPOLOGY_LABELS[name]) ?? {
+          sent: 0,
+          failed: 0,
+          duplicated: 0,
+          retries: 0,
+          baselineFailed: 0,
+          baselineSent: 0,
+        };
         m.sent += r.sent;
         m.failed += r.failed;
         m.duplicated += r.duplicated;
@@ -127,22 +192,60 @@ async function main(): Promise<void> {
       const final = name.endsWith('aggregated') ? 'aggregated' : 'decode';
       const streaming: FaultScenario = { topology: name, stage: final, fault: 'die-mid-stream', policy: 'resilient', streaming: 'all' };
       const s = await runFaultScenario(stack, topo, streaming, options);
-      streamingResets.push([scenarioLabel(streaming), fmt(s.sent), fmt(s.failed), Object.entries(s.failures).map(([k, v]) => `${k}: ${v}`).join(', ') || '–', fmt(s.faultyLegs)]);
+      streamingResets.push([
+        scenarioLabel(streaming),
+        fmt(s.sent),
+        fmt(s.failed),
+        Object.entries(s.failures)
+          .map(([k, v]) => `${k}: ${v}`)
+          .join(', ') || '–',
+        fmt(s.faultyLegs),
+      ]);
     }
     const fuzzCount = Number(args.fuzz);
     const fuzz = fuzzCount > 0 ? await runFuzzRow(stack, fuzzCount, fuzzModels) : undefined;
     const unexpected = await metricSum(metricsUrl, 'triad_unexpected_errors_total');
 
-    process.stdout.write(`\n### One of two pods per stage failing (${REQUESTS} requests per scenario, ${args.concurrency} at a time, stage budget ${args['stage-timeout']})\n\n`);
-    process.stdout.write(`${markdownTable(['mode', 'requests sent', 'failed', 'duplicated', 'retries', 'baseline failed (no retries, no ejection)'],
-      [...perMode.entries()].map(([mode, m]) => [mode, fmt(m.sent), fmt(m.failed), fmt(m.duplicated), fmt(m.retries), `${fmt(m.baselineFailed)} of ${fmt(m.baselineSent)}`]))}\n\n`);
-    process.stdout.write(`${markdownTable(
-      ['scenario', 'requests sent', 'failed', 'duplicated', 're-run legs', 'KV release legs', 'retries', 'legs to the failing pod', 'baseline failed'], rows,
-    )}\n\n`);
+    process.stdout.write(
+      `\n### One of two pods per stage failing (${REQUESTS} requests per scenario, ${args.concurrency} at a time, stage budget ${args['stage-timeout']})\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(
+        ['mode', 'requests sent', 'failed', 'duplicated', 'retries', 'baseline failed (no retries, no ejection)'],
+        [...perMode.entries()].map(([mode, m]) => [
+          mode,
+          fmt(m.sent),
+          fmt(m.failed),
+          fmt(m.duplicated),
+          fmt(m.retries),
+          `${fmt(m.baselineFailed)} of ${fmt(m.baselineSent)}`,
+        ]),
+      )}\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(
+        [
+          'scenario',
+          'requests sent',
+          'failed',
+          'duplicated',
+          're-run legs',
+          'KV release legs',
+          'retries',
+          'legs to the failing pod',
+          'baseline failed',
+        ],
+        rows,
+      )}\n\n`,
+    );
     process.stdout.write(`Streaming answers reset mid-stream by the final stage (not retryable once bytes reached the client):\n\n`);
-    process.stdout.write(`${markdownTable(['scenario', 'requests sent', 'failed', 'how', 'legs to the failing pod'], streamingResets)}\n\n`);
+    process.stdout.write(
+      `${markdownTable(['scenario', 'requests sent', 'failed', 'how', 'legs to the failing pod'], streamingResets)}\n\n`,
+    );
     if (fuzz !== undefined) {
-      process.stdout.write(`Fuzzed bodies (seed ${SEED}):\n\n${markdownTable(['bodies sent', 'wrong answers (5xx, not OpenAI-shaped, no answer)', 'answers by status'], [fuzz])}\n\n`);
+      process.stdout.write(
+        `Fuzzed bodies (seed ${SEED}):\n\n${markdownTable(['bodies sent', 'wrong answers (5xx, not OpenAI-shaped, no answer)', 'answers by status'], [fuzz])}\n\n`,
+      );
     }
     process.stdout.write(`triad_unexpected_errors_total after the run: ${unexpected}\n`);
   } finally {
@@ -155,7 +258,14 @@ async function main(): Promise<void> {
 
 function row(r: ScenarioResult, base: ScenarioResult): string[] {
   return [
-    scenarioLabel(r.scenario), fmt(r.sent), fmt(r.failed), fmt(r.duplicated), fmt(r.rerunLegs), fmt(r.releaseLegs), fmt(r.retries), fmt(r.faultyLegs),
+    scenarioLabel(r.scenario),
+    fmt(r.sent),
+    fmt(r.failed),
+    fmt(r.duplicated),
+    fmt(r.rerunLegs),
+    fmt(r.releaseLegs),
+    fmt(r.retries),
+    fmt(r.faultyLegs),
     fmt(base.failed),
   ];
 }
@@ -163,10 +273,19 @@ function row(r: ScenarioResult, base: ScenarioResult): string[] {
 /** Fuzzed bodies against one model per topology (the default traffic policy), once every fault is cleared. */
 async function runFuzzRow(stack: MatrixStack, count: number, models: readonly { model: string; multimodal: boolean }[]): Promise<string[]> {
   const report = await runFuzz(stack.gatewayUrl, SEED, count, {
-    models: models.map((m) => m.model), multimodalModels: models.filter((m) => m.multimodal).map((m) => m.model), concurrency: 4,
+    models: models.map((m) => m.model),
+    multimodalModels: models.filter((m) => m.multimodal).map((m) => m.model),
+    concurrency: 4,
   });
-  for (const p of report.problems.slice(0, 5)) process.stderr.write(`fuzz case ${p.index} (seed ${SEED}): ${p.problem} after ${p.mutations.join('; ')} (${p.excerpt})\n`);
-  return [fmt(report.sent), fmt(report.problems.length), Object.entries(report.byStatus).map(([k, v]) => `${k}: ${fmt(v)}`).join(', ')];
+  for (const p of report.problems.slice(0, 5))
+    process.stderr.write(`fuzz case ${p.index} (seed ${SEED}): ${p.problem} after ${p.mutations.join('; ')} (${p.excerpt})\n`);
+  return [
+    fmt(report.sent),
+    fmt(report.problems.length),
+    Object.entries(report.byStatus)
+      .map(([k, v]) => `${k}: ${fmt(v)}`)
+      .join(', '),
+  ];
 }
 
 void main().catch((err: unknown) => {

@@ -7,10 +7,16 @@ import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import type { RunMetrics } from './cluster-sim/simulate';
 import { markdownTable } from './lib/table';
 
-interface Results { readonly engines: number; readonly requests: number; readonly seed: number; readonly results: RunMetrics[] }
+interface Results {
+  readonly engines: number;
+  readonly requests: number;
+  readonly seed: number;
+  readonly results: RunMetrics[];
+}
 
 const [output, ...inputs] = process.argv.slice(2);
-if (!output || inputs.length === 0 || !output.endsWith('.svg')) throw new Error('usage: routing-plot.ts OUT.svg RESULTS.json [MORE.json ...]');
+if (!output || inputs.length === 0 || !output.endsWith('.svg'))
+  throw new Error('usage: routing-plot.ts OUT.svg RESULTS.json [MORE.json ...]');
 const files = inputs.map((f) => JSON.parse(readFileSync(f, 'utf8')) as Results);
 const data: Results = { ...files[0]!, results: files.flatMap((f) => f.results) };
 /** A panel row: pool and workload (results of runs before pools existed are aggregated). */
@@ -27,15 +33,22 @@ const metrics: Metric[] = [
   { key: 'goodput', title: 'goodput (req/s within SLO)', log: false },
 ];
 
-const PW = 300, PH = 200, ML = 60, MT = 40, GAP = 50, LEGEND = 230;
+const PW = 300,
+  PH = 200,
+  ML = 60,
+  MT = 40,
+  GAP = 50,
+  LEGEND = 230;
 const width = ML + metrics.length * (PW + GAP) + LEGEND;
 const height = MT + workloads.length * (PH + GAP + 20) + 20;
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
 const parts: string[] = [];
 parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="11">`);
 parts.push(`<rect width="100%" height="100%" fill="white"/>`);
-parts.push(`<text x="${ML}" y="20" font-size="14" font-weight="bold">Routing quality, ${data.engines} simulated engines, `
-  + `${data.requests} requests per cell, seed ${data.seed} (simulated time)</text>`);
+parts.push(
+  `<text x="${ML}" y="20" font-size="14" font-weight="bold">Routing quality, ${data.engines} simulated engines, ` +
+    `${data.requests} requests per cell, seed ${data.seed} (simulated time)</text>`,
+);
 
 workloads.forEach((w, row) => {
   metrics.forEach((m, col) => {
@@ -67,10 +80,12 @@ workloads.forEach((w, row) => {
     }
     loads.forEach((l, i) => parts.push(`<text x="${sx(i)}" y="${y0 + PH + 14}" text-anchor="middle">${Math.round(l * 100)} %</text>`));
     policies.forEach((p, pi) => {
-      const pts = loads.map((l, i) => {
-        const r = cells.find((c) => c.policy === p && c.load === l);
-        return r ? `${sx(i)},${sy(r[m.key])}` : '';
-      }).filter(Boolean);
+      const pts = loads
+        .map((l, i) => {
+          const r = cells.find((c) => c.policy === p && c.load === l);
+          return r ? `${sx(i)},${sy(r[m.key])}` : '';
+        })
+        .filter(Boolean);
       const color = COLORS[pi % COLORS.length];
       parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.join(' ')}"/>`);
       for (const pt of pts) {
@@ -86,7 +101,9 @@ policies.forEach((p, pi) => {
   parts.push(`<rect x="${x}" y="${y - 9}" width="12" height="12" fill="${COLORS[pi % COLORS.length]}"/>`);
   parts.push(`<text x="${x + 18}" y="${y + 1}">${esc(p)}</text>`);
 });
-parts.push(`<text x="${ML + metrics.length * (PW + GAP)}" y="${MT + 30 + policies.length * 18 + 10}" fill="#666">top edge: ∞ (requests refused)</text>`);
+parts.push(
+  `<text x="${ML + metrics.length * (PW + GAP)}" y="${MT + 30 + policies.length * 18 + 10}" fill="#666">top edge: ∞ (requests refused)</text>`,
+);
 parts.push('</svg>');
 writeFileSync(output, parts.join('\n'));
 console.log(`wrote ${output}\n\n${markdownTable(GOAL_HEADERS, goalRows(data.results))}`);

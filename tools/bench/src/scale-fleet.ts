@@ -108,10 +108,11 @@ async function startFleet(): Promise<Fleet> {
       child.stdin!.write('stats\n');
       return JSON.parse(await reply) as { scrapes: number; connections: number };
     },
-    close: () => new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.stdin!.end();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.stdin!.end();
+      }),
   };
 }
 
@@ -124,7 +125,8 @@ interface Service {
 /** `triad <args>` as a child process (node flags first, e.g. a CPU profile), its output kept for errors. */
 function spawnService(args: readonly string[], name: string, nodeFlags: readonly string[]): TriadChild {
   const child = spawn(process.execPath, [...nodeFlags, TRIAD, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', TRIAD_INSTANCE_ID: name },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', TRIAD_INSTANCE_ID: name },
   });
   let output = '';
   const keep = (chunk: Buffer) => {
@@ -145,7 +147,11 @@ function spawnService(args: readonly string[], name: string, nodeFlags: readonly
 }
 
 async function startService(
-  kind: 'pod-watcher' | 'scheduler' | 'gateway', name: string, natsUrl: string, extra: string[], nodeFlags: readonly string[] = [],
+  kind: 'pod-watcher' | 'scheduler' | 'gateway',
+  name: string,
+  natsUrl: string,
+  extra: string[],
+  nodeFlags: readonly string[] = [],
 ): Promise<Service> {
   const opsPort = await freePort();
   const args = [kind, '--nats', natsUrl, '--metrics-port', String(opsPort), ...extra];
@@ -153,10 +159,17 @@ async function startService(
   if (kind === 'scheduler') args.push('--instance-id', name);
   const child = spawnService(args, name, nodeFlags);
   // Longer than waitReady's minute: a pod-watcher joining a loaded 10,000-pod fleet on a busy machine can take it.
-  const died = new Promise<never>((_, reject) => child.process.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${child.output()}`))));
-  await Promise.race([died, waitFor(
-    async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, { what: `${name} ready`, timeoutMs: 300_000, intervalMs: 200 },
-  )]);
+  const died = new Promise<never>((_, reject) =>
+    child.process.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${child.output()}`))),
+  );
+  await Promise.race([
+    died,
+    waitFor(async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, {
+      what: `${name} ready`,
+      timeoutMs: 300_000,
+      intervalMs: 200,
+    }),
+  ]);
   return { name, child, opsPort };
 }
 
@@ -165,9 +178,14 @@ async function metric(service: Service, name: string): Promise<number> {
   const p = service.child.process;
   const url = `http://127.0.0.1:${service.opsPort}/metrics`;
   // Once more on failure: a kept-alive connection the ops server closed after its 5 s idle timeout fails the first try.
-  const text = await fetch(url).then((r) => r.text()).catch(() => fetch(url).then((r) => r.text())).catch((err: unknown) => {
-    throw new Error(`${service.name} /metrics: ${(err as Error).message} (exit ${p.exitCode ?? p.signalCode ?? 'none'})\n${service.child.output()}`);
-  });
+  const text = await fetch(url)
+    .then((r) => r.text())
+    .catch(() => fetch(url).then((r) => r.text()))
+    .catch((err: unknown) => {
+      throw new Error(
+        `${service.name} /metrics: ${(err as Error).message} (exit ${p.exitCode ?? p.signalCode ?? 'none'})\n${service.child.output()}`,
+      );
+    });
   let sum = 0;
   for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.split(' ').pop());
   return sum;
@@ -208,13 +226,17 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
   const rows: WatcherRow[] = [];
   for (const [i, w] of watchers.entries()) {
     rows.push({
-      name: w.name, cpuPct: (((after[i]?.cpuS ?? 0) - (before[i]?.cpuS ?? 0)) / secs) * 100, rssMb: after[i]?.rssMb ?? 0,
+      name: w.name,
+      cpuPct: (((after[i]?.cpuS ?? 0) - (before[i]?.cpuS ?? 0)) / secs) * 100,
+      rssMb: after[i]?.rssMb ?? 0,
       targets: await metric(w, 'triad_podwatcher_shard_targets'),
       heapMb: (await metric(w, 'triad_podwatcher_nodejs_heap_size_used_bytes')) / 1024 / 1024,
     });
   }
   return {
-    watchers: rows, scrapesPerS: (stats1.scrapes - stats0.scrapes) / secs, writesPerS: (writes1 - writes0) / secs,
+    watchers: rows,
+    scrapesPerS: (stats1.scrapes - stats0.scrapes) / secs,
+    writesPerS: (writes1 - writes0) / secs,
     connectsPerS: (stats1.connections - stats0.connections) / secs,
   };
 }
@@ -237,7 +259,8 @@ async function loadFromKv(bus: Bus, only?: string): Promise<{ local: LocalSchedu
   await w1.synced;
   w1.stop();
   const eps = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
-  const w2 = await eps.watch({ onChange: (c) => {
+  const w2 = await eps.watch({
+    onChange: (c) => {
       if (c.op === 'PUT' && (only === undefined || c.value.modelServer === only)) local.applyEndpoint({ op: 'PUT', value: c.value });
     },
   });
@@ -247,15 +270,27 @@ async function loadFromKv(bus: Bus, only?: string): Promise<{ local: LocalSchedu
 }
 
 /** Decision latency over `iterations` requests, each to one of `servers` (shared system prompts, varied turns). */
-function decide(local: LocalScheduling, servers: readonly string[], iterations: number): { p50: number; p99: number; max: number; errors: number } {
+function decide(
+  local: LocalScheduling,
+  servers: readonly string[],
+  iterations: number,
+): { p50: number; p99: number; max: number; errors: number } {
   const rand = prng(11);
-  const hashes = Array.from({ length: 200 }, (_, i) => prefixBlockHashes(
-    'm', `You are assistant #${i % 20}. Follow the house rules carefully. `.repeat(12) + `question ${i}: ${'lorem '.repeat(Math.floor(rand() * 60))}`,
-  ));
-  const requests: SchedulingRequest[] = Array.from({ length: 2000 }, (_, n) => schedulingRequest({
-    id: `bench-${n}`, modelServer: servers[Math.floor(rand() * servers.length)] as string, model: 'm',
-    prefixHashes: hashes[n % hashes.length] as string[],
-  }));
+  const hashes = Array.from({ length: 200 }, (_, i) =>
+    prefixBlockHashes(
+      'm',
+      `You are assistant #${i % 20}. Follow the house rules carefully. `.repeat(12) +
+        `question ${i}: ${'lorem '.repeat(Math.floor(rand() * 60))}`,
+    ),
+  );
+  const requests: SchedulingRequest[] = Array.from({ length: 2000 }, (_, n) =>
+    schedulingRequest({
+      id: `bench-${n}`,
+      modelServer: servers[Math.floor(rand() * servers.length)] as string,
+      model: 'm',
+      prefixHashes: hashes[n % hashes.length] as string[],
+    }),
+  );
   const now = Date.now();
   for (let i = 0; i < 2000; i++) local.schedule(requests[i % requests.length] as SchedulingRequest, now); // JIT warm-up
   const latencies: number[] = [];
@@ -270,7 +305,15 @@ function decide(local: LocalScheduling, servers: readonly string[], iterations: 
 }
 
 const WATCHER_HEADER = [
-  'pod-watchers', 'fleet', 'replica', 'shard (pods)', 'CPU % of a core', 'RSS MB', 'JS heap used MB', 'scrapes/s (all)', 'endpoint KV writes/s (all)',
+  'pod-watchers',
+  'fleet',
+  'replica',
+  'shard (pods)',
+  'CPU % of a core',
+  'RSS MB',
+  'JS heap used MB',
+  'scrapes/s (all)',
+  'endpoint KV writes/s (all)',
   'new connections/s (all)',
 ];
 
@@ -279,7 +322,18 @@ function printWatchers(label: string, phase: { steady: Window; busy: Window }): 
   for (const mode of ['steady', 'busy'] as const) {
     const w = phase[mode];
     for (const r of w.watchers) {
-      rows.push([label, mode === 'steady' ? 'steady values' : 'values change every scrape', r.name, r.targets, r.cpuPct, r.rssMb, r.heapMb, w.scrapesPerS, w.writesPerS, w.connectsPerS]);
+      rows.push([
+        label,
+        mode === 'steady' ? 'steady values' : 'values change every scrape',
+        r.name,
+        r.targets,
+        r.cpuPct,
+        r.rssMb,
+        r.heapMb,
+        w.scrapesPerS,
+        w.writesPerS,
+        w.connectsPerS,
+      ]);
     }
   }
   process.stdout.write(`${markdownTable(WATCHER_HEADER, rows)}\n\n`);
@@ -301,7 +355,10 @@ async function main(): Promise<void> {
 
     const startWatcher = async (i: number) => {
       const s = await startService(
-        'pod-watcher', `pod-watcher-${i}`, nats.url, ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
+        'pod-watcher',
+        `pod-watcher-${i}`,
+        nats.url,
+        ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
         args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [],
       );
       services.push(s);
@@ -312,18 +369,27 @@ async function main(): Promise<void> {
     const kv = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
     await waitFor(async () => (await kv.keys()).length >= PODS, { timeoutMs: 180_000, intervalMs: 1000, what: `${PODS} endpoint records` });
     const syncS = (performance.now() - t0) / 1000;
-    process.stdout.write(`\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
-      `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`);
-    await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, { timeoutMs: 120_000, intervalMs: 500, what: 'two scrape rounds' });
+    process.stdout.write(
+      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
+        `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`,
+    );
+    await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, {
+      timeoutMs: 120_000,
+      intervalMs: 500,
+      what: 'two scrape rounds',
+    });
     const one = { steady: await measure(fleet, bus, watchers, 'steady'), busy: await measure(fleet, bus, watchers, 'busy') };
     printWatchers('1 replica (baseline)', one);
 
     for (let i = 1; i < REPLICAS; i++) watchers.push(await startWatcher(i));
-    await waitFor(async () => {
-      const sizes = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_targets')));
-      const members = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_members')));
-      return members.every((m) => m === REPLICAS) && sizes.reduce((a, b) => a + b, 0) === PODS;
-    }, { timeoutMs: 60_000, intervalMs: 500, what: `${REPLICAS} scrape shards covering ${PODS} pods` });
+    await waitFor(
+      async () => {
+        const sizes = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_targets')));
+        const members = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_members')));
+        return members.every((m) => m === REPLICAS) && sizes.reduce((a, b) => a + b, 0) === PODS;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, what: `${REPLICAS} scrape shards covering ${PODS} pods` },
+    );
     // Hand-over: the engines that moved are scraped and the shards republished (two intervals), then idle sockets age out.
     await new Promise((r) => setTimeout(r, 3 * INTERVAL_MS));
     const many = { steady: await measure(fleet, bus, watchers, 'steady'), busy: await measure(fleet, bus, watchers, 'busy') };
@@ -340,14 +406,32 @@ async function main(): Promise<void> {
     const single = decide(alone.local, [first], 20_000);
 
     const out = process.stdout;
-    out.write(`${markdownTable(['process', `RSS MB, no endpoints`, `RSS MB, ${PODS} endpoints`, 'endpoints held'], [
-      ['scheduler', idleRss.scheduler, fullRss.scheduler, schedulerEndpoints || '–'],
-      ['gateway', idleRss.gateway, fullRss.gateway, '–'],
-    ])}\n\n`);
-    out.write(`${markdownTable(['scheduler in-process decision', 'endpoints held', 'decisions', 'p50 ms', 'p99 ms', 'max ms', 'errors'], [
-      [`baseline: one ModelServer of ${PER_SERVER} alone`, alone.local.index.size, 20_000, single.p50, single.p99, single.max, single.errors],
-      [`${SERVERS} ModelServers, requests spread over all`, local.index.size, 20_000, all.p50, all.p99, all.max, all.errors],
-    ])}\n`);
+    out.write(
+      `${markdownTable(
+        ['process', `RSS MB, no endpoints`, `RSS MB, ${PODS} endpoints`, 'endpoints held'],
+        [
+          ['scheduler', idleRss.scheduler, fullRss.scheduler, schedulerEndpoints || '–'],
+          ['gateway', idleRss.gateway, fullRss.gateway, '–'],
+        ],
+      )}\n\n`,
+    );
+    out.write(
+      `${markdownTable(
+        ['scheduler in-process decision', 'endpoints held', 'decisions', 'p50 ms', 'p99 ms', 'max ms', 'errors'],
+        [
+          [
+            `baseline: one ModelServer of ${PER_SERVER} alone`,
+            alone.local.index.size,
+            20_000,
+            single.p50,
+            single.p99,
+            single.max,
+            single.errors,
+          ],
+          [`${SERVERS} ModelServers, requests spread over all`, local.index.size, 20_000, all.p50, all.p99, all.max, all.errors],
+        ],
+      )}\n`,
+    );
   } finally {
     await Promise.all(services.map((s) => s.child.stop()));
     await bus.close();

@@ -30,20 +30,29 @@ export interface Cluster {
 export function buildCluster(mode: BenchMode, size: number, scrapedAt: number): Cluster {
   const name = modelServerName(mode, size);
   const rand = prng(size * 31 + mode.length);
-  const roles: EndpointRecord['role'][] = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['decode', 'prefill'] : [
-    'decode', 'prefill', 'encode',
-  ];
+  const roles: EndpointRecord['role'][] =
+    mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['decode', 'prefill'] : ['decode', 'prefill', 'encode'];
   const perGroup = mode === 'pd' ? 8 : 9;
   const endpoints: EndpointRecord[] = [];
   for (let i = 0; i < size; i++) {
     const role = roles[i % roles.length] as EndpointRecord['role'];
     const group = mode === 'aggregated' ? undefined : `g${Math.floor(i / perGroup)}`;
-    endpoints.push(endpointRecord({
-      pod: `pod-${i}`, modelServer: name, role, ...(group ? { group } : {}),
-      ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, port: 8000,
-      running: Math.floor(rand() * 16), waiting: Math.floor(rand() * 4), kv: Math.round(rand() * 90) / 100,
-      ttftMs: 40 + rand() * 200, tpotMs: 8 + rand() * 30, scrapedAt,
-    }));
+    endpoints.push(
+      endpointRecord({
+        pod: `pod-${i}`,
+        modelServer: name,
+        role,
+        ...(group ? { group } : {}),
+        ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+        port: 8000,
+        running: Math.floor(rand() * 16),
+        waiting: Math.floor(rand() * 4),
+        kv: Math.round(rand() * 90) / 100,
+        ttftMs: 40 + rand() * 200,
+        tpotMs: 8 + rand() * 30,
+        scrapedAt,
+      }),
+    );
   }
   return { modelServer: modelServerRecord({ name, mode }), endpoints };
 }
@@ -82,9 +91,13 @@ export class RequestStream {
       id: `bench-${n}`,
       modelServer: this.#modelServer,
       prefixHashes: this.#hashes[n % this.#hashes.length] as string[],
-      mediaItems: this.#mode === 'epd'
-        ? [{ index: 0, key: `u:img-${n % 50}`, modality: 'image' }, { index: 1, key: `u:img-${(n * 7) % 300}`, modality: 'image' }]
-        : [],
+      mediaItems:
+        this.#mode === 'epd'
+          ? [
+              { index: 0, key: `u:img-${n % 50}`, modality: 'image' },
+              { index: 1, key: `u:img-${(n * 7) % 300}`, modality: 'image' },
+            ]
+          : [],
     });
   }
 }

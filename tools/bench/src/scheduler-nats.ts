@@ -18,15 +18,18 @@ const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 function summarize(latencies: number[], elapsedMs: number, errors: number): LoadResult {
   latencies.sort((a, b) => a - b);
   return {
-    p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), perSecond: (latencies.length / elapsedMs) * 1000,
-    decisions: latencies.length, errors,
+    p50ms: percentile(latencies, 50),
+    p99ms: percentile(latencies, 99),
+    perSecond: (latencies.length / elapsedMs) * 1000,
+    decisions: latencies.length,
+    errors,
   };
 }
 
 async function ask(bus: Bus, requests: SchedulingRequest[]): Promise<number> {
-  const reply = await bus.request(
-    Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, { timeoutMs: 10_000 },
-  );
+  const reply = await bus.request(Subjects.schedule, ScheduleBatchSchema, { v: 1, requests }, ScheduleBatchReplySchema, {
+    timeoutMs: 10_000,
+  });
   if (!('decisions' in reply)) return requests.length;
   return reply.decisions.filter((d) => !d.ok).length;
 }
@@ -37,13 +40,15 @@ export async function loadSingle(bus: Bus, next: () => SchedulingRequest, client
   let errors = 0;
   const start = nowMs();
   const end = start + durationMs;
-  await Promise.all(Array.from({ length: clients }, async () => {
-    while (nowMs() < end) {
-      const t0 = nowMs();
-      errors += await ask(bus, [next()]);
-      latencies.push(nowMs() - t0);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (nowMs() < end) {
+        const t0 = nowMs();
+        errors += await ask(bus, [next()]);
+        latencies.push(nowMs() - t0);
+      }
+    }),
+  );
   return summarize(latencies, nowMs() - start, errors);
 }
 
@@ -59,7 +64,10 @@ export async function loadBatched(bus: Bus, next: () => SchedulingRequest, clien
     if (inFlight || queue.length === 0) return;
     const batch = queue.splice(0, 256);
     inFlight = true;
-    void ask(bus, batch.map((b) => b.request)).then((failed) => {
+    void ask(
+      bus,
+      batch.map((b) => b.request),
+    ).then((failed) => {
       errors += failed;
       const t1 = nowMs();
       for (const b of batch) {
@@ -72,17 +80,19 @@ export async function loadBatched(bus: Bus, next: () => SchedulingRequest, clien
   };
   const start = nowMs();
   const end = start + durationMs;
-  await Promise.all(Array.from({ length: clients }, async () => {
-    while (nowMs() < end) {
-      await new Promise<void>((done) => {
-        queue.push({ request: next(), t0: nowMs(), done });
-        // Coalesce what arrives in this event-loop turn, as the gateway does.
-        if (!scheduled && !inFlight) {
-          scheduled = true;
-          setImmediate(flush);
-        }
-      });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (nowMs() < end) {
+        await new Promise<void>((done) => {
+          queue.push({ request: next(), t0: nowMs(), done });
+          // Coalesce what arrives in this event-loop turn, as the gateway does.
+          if (!scheduled && !inFlight) {
+            scheduled = true;
+            setImmediate(flush);
+          }
+        });
+      }
+    }),
+  );
   return summarize(latencies, nowMs() - start, errors);
 }

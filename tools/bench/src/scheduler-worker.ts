@@ -21,7 +21,10 @@ async function runEcho(natsUrl: string, opsPort: number): Promise<void> {
     callback: (_err, msg) => {
       const batch = JSON.parse(dec.decode(msg.data)) as { requests: { id: string }[] };
       const decisions = batch.requests.map((r) => ({
-        id: r.id, ok: true, mode: 'aggregated', encoders: [],
+        id: r.id,
+        ok: true,
+        mode: 'aggregated',
+        encoders: [],
         attempts: [{ endpoint: { key: 'default.ms.pod-0', pod: 'pod-0', ip: '10.0.0.1', port: 8000 } }],
       }));
       msg.respond(enc.encode(JSON.stringify({ v: 1, decisions })));

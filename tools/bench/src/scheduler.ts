@@ -39,9 +39,14 @@ function parseArgs(argv: readonly string[]): BenchOptions {
 }
 
 type Row = (string | number)[];
-const row = (
-  size: number | string, mode: string, path: string, r: Pick<LoadResult, 'p50ms' | 'p99ms' | 'perSecond'>,
-): Row => [size, mode, path, r.p50ms, r.p99ms, r.perSecond];
+const row = (size: number | string, mode: string, path: string, r: Pick<LoadResult, 'p50ms' | 'p99ms' | 'perSecond'>): Row => [
+  size,
+  mode,
+  path,
+  r.p50ms,
+  r.p99ms,
+  r.perSecond,
+];
 
 /** Times `scheduler.schedule` alone, one request at a time (what the gateway's local fallback pays). */
 function inProcess(mode: BenchMode, size: number, iterations: number): LoadResult {
@@ -51,7 +56,8 @@ function inProcess(mode: BenchMode, size: number, iterations: number): LoadResul
   local.applyModelServer({ op: 'PUT', value: cluster.modelServer });
   for (const e of cluster.endpoints) local.applyEndpoint({ op: 'PUT', value: e });
   local.applyDispatch(
-    { v: 1, gateway: 'bench', seq: 0, events: [], inflight: inflightSnapshot(cluster), snapshotIntervalMs: 3_600_000 }, now,
+    { v: 1, gateway: 'bench', seq: 0, events: [], inflight: inflightSnapshot(cluster), snapshotIntervalMs: 3_600_000 },
+    now,
   );
   const stream = new RequestStream(mode, size);
   let errors = 0;
@@ -67,7 +73,10 @@ function inProcess(mode: BenchMode, size: number, iterations: number): LoadResul
   const elapsed = Number(process.hrtime.bigint() - t0) / 1e6;
   latencies.sort((x, y) => x - y);
   return {
-    p50ms: percentile(latencies, 50), p99ms: percentile(latencies, 99), perSecond: (iterations / elapsed) * 1000, decisions: iterations,
+    p50ms: percentile(latencies, 50),
+    p99ms: percentile(latencies, 99),
+    perSecond: (iterations / elapsed) * 1000,
+    decisions: iterations,
     errors,
   };
 }
@@ -80,22 +89,29 @@ async function seed(bus: Bus, clusters: readonly Cluster[]): Promise<void> {
     for (let i = 0; i < c.endpoints.length; i += 500) {
       await Promise.all(c.endpoints.slice(i, i + 500).map((e) => endpoints.put(endpointKey(e.namespace, e.modelServer, e.pod), e)));
     }
-    bus.publish(
-      Subjects.dispatch, DispatchBatchSchema,
-      { v: 1, gateway: `bench-${c.modelServer.name}`, seq: 0, events: [], inflight: inflightSnapshot(c), snapshotIntervalMs: 3_600_000 },
-    );
+    bus.publish(Subjects.dispatch, DispatchBatchSchema, {
+      v: 1,
+      gateway: `bench-${c.modelServer.name}`,
+      seq: 0,
+      events: [],
+      inflight: inflightSnapshot(c),
+      snapshotIntervalMs: 3_600_000,
+    });
   }
 }
 
 async function startWorker(kind: 'service' | 'echo', natsUrl: string, configFile: string): Promise<ChildProcess> {
   const port = await freePort();
   const child = spawn(
-    process.execPath, ['--import', 'tsx', join(__dirname, 'scheduler-worker.ts'), kind, natsUrl, String(port), configFile],
+    process.execPath,
+    ['--import', 'tsx', join(__dirname, 'scheduler-worker.ts'), kind, natsUrl, String(port), configFile],
     { stdio: ['ignore', 'inherit', 'inherit'] },
   );
-  await waitFor(
-    async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, { timeoutMs: 180_000, intervalMs: 200, what: `${kind} worker ready` },
-  );
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, {
+    timeoutMs: 180_000,
+    intervalMs: 200,
+    what: `${kind} worker ready`,
+  });
   return child;
 }
 
@@ -114,12 +130,12 @@ async function overNats(opts: BenchOptions, configFile: string, rows: Row[]): Pr
     const bus = await connectBus({ servers: nats.url, name: 'bench-client' });
     const echo = await startWorker('echo', nats.url, configFile);
     const stream = new RequestStream('aggregated', 100);
-    rows.push(row(
-      '–', '–', `NATS echo baseline, single ×${opts.clients}`, await loadSingle(bus, () => stream.next(), opts.clients, opts.natsMs),
-    ));
-    rows.push(row(
-      '–', '–', `NATS echo baseline, batched ×${opts.clients}`, await loadBatched(bus, () => stream.next(), opts.clients, opts.natsMs),
-    ));
+    rows.push(
+      row('–', '–', `NATS echo baseline, single ×${opts.clients}`, await loadSingle(bus, () => stream.next(), opts.clients, opts.natsMs)),
+    );
+    rows.push(
+      row('–', '–', `NATS echo baseline, batched ×${opts.clients}`, await loadBatched(bus, () => stream.next(), opts.clients, opts.natsMs)),
+    );
     await stopWorker(echo);
     await bus.close();
     await nats.close();
@@ -127,7 +143,10 @@ async function overNats(opts: BenchOptions, configFile: string, rows: Row[]): Pr
   for (const size of opts.sizes) {
     const nats = await startNatsServer();
     const bus = await connectBus({ servers: nats.url, name: 'bench-client' });
-    await seed(bus, opts.modes.map((m) => buildCluster(m, size, Date.now())));
+    await seed(
+      bus,
+      opts.modes.map((m) => buildCluster(m, size, Date.now())),
+    );
     const worker = await startWorker('service', nats.url, configFile);
     for (const mode of opts.modes) {
       const stream = new RequestStream(mode, size);

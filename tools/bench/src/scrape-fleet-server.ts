@@ -17,7 +17,8 @@ import { startSimEngine } from '@triad/engine-sim';
 
 function response(contentType: string, body: string): Buffer {
   const bytes = Buffer.from(body, 'utf8');
-  const head = `HTTP/1.1 200 OK\r\ncontent-type: ${contentType}\r\ncontent-length: ${bytes.length}\r\nconnection: keep-alive\r\n` +
+  const head =
+    `HTTP/1.1 200 OK\r\ncontent-type: ${contentType}\r\ncontent-length: ${bytes.length}\r\nconnection: keep-alive\r\n` +
     `keep-alive: timeout=60\r\n\r\n`;
   return Buffer.concat([Buffer.from(head, 'latin1'), bytes]);
 }
@@ -31,9 +32,9 @@ async function main(): Promise<void> {
   const at = metrics.indexOf(line);
   const prefix = line.slice(0, line.lastIndexOf(' ') + 1);
   const steady = response('text/plain; version=0.0.4', metrics);
-  const busy = Array.from({ length: 8 }, (_, v) => response(
-    'text/plain; version=0.0.4', `${metrics.slice(0, at)}${prefix}${v}.0${metrics.slice(at + line.length)}`,
-  ));
+  const busy = Array.from({ length: 8 }, (_, v) =>
+    response('text/plain; version=0.0.4', `${metrics.slice(0, at)}${prefix}${v}.0${metrics.slice(at + line.length)}`),
+  );
   const modelsReply = response('application/json', models);
   const notFound = Buffer.from('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n', 'latin1');
   let mode: 'steady' | 'busy' = 'steady';

@@ -43,16 +43,37 @@ async function seed(bus: Bus, pools: Record<'paced' | 'fast', SimEngineHandle[]>
   const endpoints = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
   for (const [name, sims] of Object.entries(pools)) {
     await servers.put(objectKey(NS, name), {
-      schemaVersion: 1, namespace: NS, name, mode: 'aggregated',
-      spec: { model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: name } }, workloadPort: { port: sims[0]?.port as number, protocol: 'http' } },
+      schemaVersion: 1,
+      namespace: NS,
+      name,
+      mode: 'aggregated',
+      spec: {
+        model: MODEL,
+        inferenceEngine: 'vLLM',
+        workloadSelector: { matchLabels: { app: name } },
+        workloadPort: { port: sims[0]?.port as number, protocol: 'http' },
+      },
     });
     await routes.put(objectKey(NS, name), {
-      schemaVersion: 1, namespace: NS, name, spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
+      schemaVersion: 1,
+      namespace: NS,
+      name,
+      spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
     });
     for (const [i, sim] of sims.entries()) {
       await endpoints.put(endpointKey(NS, name, `${name}-${i}`), {
-        schemaVersion: 1, namespace: NS, modelServer: name, pod: `${name}-${i}`, role: 'aggregated', ip: sim.host, port: sim.port, engine: 'vLLM',
-        ready: true, models: [MODEL], updatedAt: Date.now(), metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
+        schemaVersion: 1,
+        namespace: NS,
+        modelServer: name,
+        pod: `${name}-${i}`,
+        role: 'aggregated',
+        ip: sim.host,
+        port: sim.port,
+        engine: 'vLLM',
+        ready: true,
+        models: [MODEL],
+        updatedAt: Date.now(),
+        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
       });
     }
   }
@@ -67,9 +88,22 @@ interface Gateway {
 async function startGateway(natsUrl: string): Promise<Gateway> {
   const opsPort = await freePort();
   const port = await freePort();
-  const child = spawnTriad([
-    'gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort), '--scheduling', 'in-process',
-  ], { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' });
+  const child = spawnTriad(
+    [
+      'gateway',
+      '--nats',
+      natsUrl,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--metrics-port',
+      String(opsPort),
+      '--scheduling',
+      'in-process',
+    ],
+    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' },
+  );
   await waitReady(child, opsPort, 'gateway ready');
   return { child, port, pid: child.process.pid as number };
 }
@@ -80,21 +114,28 @@ const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
 function openStream(port: number, model: string, tokens: number, onFirstByte: () => void, stall: boolean): Promise<IncomingMessage> {
   const body = JSON.stringify({ model, stream: true, max_tokens: tokens, messages: [{ role: 'user', content: 'hi' }] });
   return new Promise((resolve, reject) => {
-    const req = request({
-      host: '127.0.0.1', port, path: '/v1/chat/completions', method: 'POST', agent,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
-      if (stall) {
-        res.pause();
-        onFirstByte();
-        resolve(res);
-        return;
-      }
-      res.once('data', onFirstByte);
-      res.on('data', () => undefined);
-      res.on('end', () => resolve(res));
-      res.on('error', reject);
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/v1/chat/completions',
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        if (stall) {
+          res.pause();
+          onFirstByte();
+          resolve(res);
+          return;
+        }
+        res.once('data', onFirstByte);
+        res.on('data', () => undefined);
+        res.on('end', () => resolve(res));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -116,7 +157,14 @@ async function peakRss(pid: number, until: Promise<unknown>): Promise<number> {
 
 /** A few streams through every code path, then the idle RSS: the median of samples over two seconds. */
 async function warmIdleRss(port: number, pid: number, model: string): Promise<number> {
-  for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => void openStream(port, model, 2, () => undefined, false).then(() => resolve(), () => resolve()));
+  for (let i = 0; i < 50; i++)
+    await new Promise<void>(
+      (resolve) =>
+        void openStream(port, model, 2, () => undefined, false).then(
+          () => resolve(),
+          () => resolve(),
+        ),
+    );
   const samples: number[] = [];
   for (let i = 0; i < 20; i++) {
     await new Promise((r) => setTimeout(r, 100));
@@ -131,7 +179,8 @@ async function reading(natsUrl: string, n: number): Promise<Row> {
   const gw = await startGateway(natsUrl);
   try {
     await waitFor(async () => (await openStream(gw.port, 'paced', 1, () => undefined, false).catch(() => undefined))?.statusCode === 200, {
-      what: 'gateway serving', timeoutMs: 30_000,
+      what: 'gateway serving',
+      timeoutMs: 30_000,
     });
     const idle = await warmIdleRss(gw.port, gw.pid, 'paced');
     let open = 0;
@@ -150,11 +199,14 @@ async function stalled(natsUrl: string, n: number): Promise<Row[]> {
   const gw = await startGateway(natsUrl);
   try {
     await waitFor(async () => (await openStream(gw.port, 'fast', 1, () => undefined, false).catch(() => undefined))?.statusCode === 200, {
-      what: 'gateway serving', timeoutMs: 30_000,
+      what: 'gateway serving',
+      timeoutMs: 30_000,
     });
     const idle = await warmIdleRss(gw.port, gw.pid, 'fast');
     let open = 0;
-    const responses = await Promise.all(Array.from({ length: n }, () => openStream(gw.port, 'fast', Number(args['stalled-tokens']), () => open++, true)));
+    const responses = await Promise.all(
+      Array.from({ length: n }, () => openStream(gw.port, 'fast', Number(args['stalled-tokens']), () => open++, true)),
+    );
     // Unpaced engines generate the whole answer in a second or two: RSS that stays flat from 3 s to 10 s is bounded.
     const early = await peakRss(gw.pid, new Promise((r) => setTimeout(r, 3000)));
     const late = await peakRss(gw.pid, new Promise((r) => setTimeout(r, 7000)));
@@ -162,8 +214,13 @@ async function stalled(natsUrl: string, n: number): Promise<Row[]> {
     for (const r of responses) r.destroy();
     return [
       [
-        `${n} streams, clients stopped reading (peak by 3 s / 3–10 s)`, n, idle, `${early.toFixed(0)} / ${late.toFixed(0)}`, peak - idle,
-        ((peak - idle) / n) * 1000, `${open}/${n} open, never read`,
+        `${n} streams, clients stopped reading (peak by 3 s / 3–10 s)`,
+        n,
+        idle,
+        `${early.toFixed(0)} / ${late.toFixed(0)}`,
+        peak - idle,
+        ((peak - idle) / n) * 1000,
+        `${open}/${n} open, never read`,
       ],
     ];
   } finally {
@@ -176,7 +233,16 @@ async function main(): Promise<void> {
   const paced = { decodeMsPerToken: Number(args['ms-per-token']) };
   const sims: Record<'paced' | 'fast', SimEngineHandle[]> = { paced: [], fast: [] };
   for (let i = 0; i < ENGINES; i++) {
-    sims.paced.push(await startSimEngine({ engine: 'vllm', role: 'both', host: `127.0.45.${i + 1}`, model: MODEL, latencyProfile: 'zero', latency: paced }));
+    sims.paced.push(
+      await startSimEngine({
+        engine: 'vllm',
+        role: 'both',
+        host: `127.0.45.${i + 1}`,
+        model: MODEL,
+        latencyProfile: 'zero',
+        latency: paced,
+      }),
+    );
   }
   for (let i = 0; i < 2; i++) {
     sims.fast.push(await startSimEngine({ engine: 'vllm', role: 'both', host: `127.0.46.${i + 1}`, model: MODEL, latencyProfile: 'zero' }));
@@ -187,11 +253,16 @@ async function main(): Promise<void> {
     const rows: Row[] = [];
     for (const n of STREAMS) rows.push(await reading(nats.url, n));
     rows.push(...(await stalled(nats.url, STALLED)));
-    process.stdout.write(`\n### Gateway RSS per concurrent SSE stream (${args.tokens} tokens at ${args['ms-per-token']} ms per token; stalled clients: ` +
-      `${args['stalled-tokens']} tokens from unpaced engines)\n\n`);
-    process.stdout.write(`${markdownTable(
-      ['scenario', 'streams', 'idle RSS MB (baseline)', 'peak RSS MB', 'above idle MB', 'MB per 1,000 streams', 'completed'], rows,
-    )}\n`);
+    process.stdout.write(
+      `\n### Gateway RSS per concurrent SSE stream (${args.tokens} tokens at ${args['ms-per-token']} ms per token; stalled clients: ` +
+        `${args['stalled-tokens']} tokens from unpaced engines)\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(
+        ['scenario', 'streams', 'idle RSS MB (baseline)', 'peak RSS MB', 'above idle MB', 'MB per 1,000 streams', 'completed'],
+        rows,
+      )}\n`,
+    );
   } finally {
     await bus.close();
     await Promise.all([...sims.paced, ...sims.fast].map((s) => s.close()));

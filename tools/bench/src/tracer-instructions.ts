@@ -22,14 +22,18 @@ import { markdownTable } from './lib/table';
 import { startGatewayStack, type GatewayStack } from './gateway-stack';
 
 const BODY = JSON.stringify({
-  model: 'epd', max_tokens: 16, stream: false,
-  messages: [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'Describe the picture in one sentence, please.' },
-      { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
-    ],
-  }],
+  model: 'epd',
+  max_tokens: 16,
+  stream: false,
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Describe the picture in one sentence, please.' },
+        { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
+      ],
+    },
+  ],
 });
 
 interface Variant {
@@ -59,10 +63,11 @@ async function startSink(): Promise<{ url: string; exports(): number; lastAt(): 
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     exports: () => exports,
     lastAt: () => lastAt,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -73,7 +78,11 @@ async function load(url: string, count: number, connections: number): Promise<nu
   const worker = async (): Promise<void> => {
     while (next < count) {
       next++;
-      const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODY });
+      const res = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: BODY,
+      });
       await res.arrayBuffer();
       if (res.status === 200) ok++;
     }
@@ -114,7 +123,12 @@ async function measure(v: Variant, opts: { requests: number; warmup: number; con
   const dir = mkdtempSync(join(tmpdir(), 'triad-callgrind-'));
   const traced = v.key !== 'off';
   const tracing = traced
-    ? { OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_TRACES_SAMPLER: 'always_on', OTEL_BSP_SCHEDULE_DELAY: '500', TRIAD_TRACE_RECORDER: v.key }
+    ? {
+        OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+        OTEL_TRACES_SAMPLER: 'always_on',
+        OTEL_BSP_SCHEDULE_DELAY: '500',
+        TRIAD_TRACE_RECORDER: v.key,
+      }
     : {};
   let stack: GatewayStack | undefined;
   try {
@@ -122,7 +136,12 @@ async function measure(v: Variant, opts: { requests: number; warmup: number; con
       gatewayEnv: tracing,
       // Instrumentation starts off: start-up and warm-up run uncounted; JIT-compiled code is re-translated (smc-check).
       gatewayLauncher: [
-        'valgrind', '--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/cg.%p`, '-q',
+        'valgrind',
+        '--tool=callgrind',
+        '--instr-atstart=no',
+        '--smc-check=all-non-file',
+        `--callgrind-out-file=${dir}/cg.%p`,
+        '-q',
       ],
       readyTimeoutMs: 600_000,
     });
@@ -137,11 +156,21 @@ async function measure(v: Variant, opts: { requests: number; warmup: number; con
     // The batch processor exports on its schedule: count until an export has arrived after the last request and
     // none for 1.5 s more (three schedules; under valgrind they run late, not never).
     if (traced) {
-      await waitFor(() => sink.lastAt() > loadEnded && Date.now() - sink.lastAt() > 1_500, { timeoutMs: 120_000, what: `${v.key}: last span export` });
+      await waitFor(() => sink.lastAt() > loadEnded && Date.now() - sink.lastAt() > 1_500, {
+        timeoutMs: 120_000,
+        what: `${v.key}: last span export`,
+      });
     }
     const total = dumpInstructions(pid, dir);
     const loadSeconds = (Date.now() - started) / 1000;
-    return { variant: v, ok, requests: opts.requests, exports: sink.exports() - exportsBefore, loadSeconds, perRequest: total / opts.requests };
+    return {
+      variant: v,
+      ok,
+      requests: opts.requests,
+      exports: sink.exports() - exportsBefore,
+      loadSeconds,
+      perRequest: total / opts.requests,
+    };
   } finally {
     await stack?.close();
     await sink.close();
@@ -152,17 +181,20 @@ async function measure(v: Variant, opts: { requests: number; warmup: number; con
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      requests: { type: 'string', default: '1500' }, warmup: { type: 'string', default: '1000' },
+      requests: { type: 'string', default: '1500' },
+      warmup: { type: 'string', default: '1000' },
       connections: { type: 'string', default: '32' },
       variants: { type: 'string', default: 'off,sdk,recorder' },
     },
   });
   const opts = { requests: Number(values.requests), warmup: Number(values.warmup), connections: Number(values.connections) };
-  const variants = String(values.variants).split(',').map((k) => {
-    const v = VARIANTS.find((x) => x.key === k);
-    if (!v) throw new Error(`unknown variant '${k}' (${VARIANTS.map((x) => x.key).join(', ')})`);
-    return v;
-  });
+  const variants = String(values.variants)
+    .split(',')
+    .map((k) => {
+      const v = VARIANTS.find((x) => x.key === k);
+      if (!v) throw new Error(`unknown variant '${k}' (${VARIANTS.map((x) => x.key).join(', ')})`);
+      return v;
+    });
   if (variants[0]?.key !== 'off') throw new Error('the first variant must be off (the baseline)');
   const results: Measurement[] = [];
   for (const v of variants) {
@@ -170,24 +202,34 @@ async function main(): Promise<void> {
     results.push(await measure(v, opts));
   }
   const base = (results[0] as Measurement).perRequest;
-  process.stdout.write(`EPD, 1 image, ${opts.requests} requests at ${opts.connections} connections after ${opts.warmup} warm-up; gateway ` +
-    'instructions counted by callgrind over the load window\n\n');
-  process.stdout.write(`${markdownTable(
-    ['variant', 'ok', 'exports', 'load window (s)', 'gateway instructions per request', 'vs off'],
-    results.map((r) => [
-      r.variant.label, `${r.ok}/${r.requests}`, r.exports, r.loadSeconds, r.perRequest,
-      r === results[0] ? 'baseline' : `+${(((r.perRequest / base) - 1) * 100).toFixed(1)} %`,
-    ]),
-  )}\n`);
+  process.stdout.write(
+    `EPD, 1 image, ${opts.requests} requests at ${opts.connections} connections after ${opts.warmup} warm-up; gateway ` +
+      'instructions counted by callgrind over the load window\n\n',
+  );
+  process.stdout.write(
+    `${markdownTable(
+      ['variant', 'ok', 'exports', 'load window (s)', 'gateway instructions per request', 'vs off'],
+      results.map((r) => [
+        r.variant.label,
+        `${r.ok}/${r.requests}`,
+        r.exports,
+        r.loadSeconds,
+        r.perRequest,
+        r === results[0] ? 'baseline' : `+${((r.perRequest / base - 1) * 100).toFixed(1)} %`,
+      ]),
+    )}\n`,
+  );
   const sdk = results.find((r) => r.variant.key === 'sdk');
   const own = results.find((r) => r.variant.key === 'recorder');
   if (sdk && own) {
     const points = ((sdk.perRequest - own.perRequest) / base) * 100;
-    process.stdout.write(`\nThe recorder is ${points.toFixed(1)} points cheaper than the SDK's tracer (rule of issue 17: keep it at ≥ 5).\n`);
+    process.stdout.write(
+      `\nThe recorder is ${points.toFixed(1)} points cheaper than the SDK's tracer (rule of issue 17: keep it at ≥ 5).\n`,
+    );
   }
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });

@@ -23,14 +23,18 @@ import { startGatewayStack, type GatewayStack } from './gateway-stack';
 
 const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
 const BODY = JSON.stringify({
-  model: 'epd', max_tokens: 16, stream: false,
-  messages: [{
-    role: 'user',
-    content: [
-      { type: 'text', text: 'Describe the picture in one sentence, please.' },
-      { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
-    ],
-  }],
+  model: 'epd',
+  max_tokens: 16,
+  stream: false,
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Describe the picture in one sentence, please.' },
+        { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
+      ],
+    },
+  ],
 });
 /**
  * A traced EPD request with one image: gateway request, route, schedule, encode, prefill, decode; the scheduler's
@@ -59,21 +63,38 @@ const VARIANTS: readonly Variant[] = [
   { key: '100', label: 'on, 100 % → triad trace serve', sampler: 'always_on', sampled: 1, to: 'serve' },
   { key: '100-sink', label: 'on, 100 % → discarding sink', sampler: 'always_on', sampled: 1, to: 'sink' },
   {
-    key: '100-sink-phases', label: 'on, 100 % → discarding sink, with scheduler phase spans', sampler: 'always_on', sampled: 1, to: 'sink',
+    key: '100-sink-phases',
+    label: 'on, 100 % → discarding sink, with scheduler phase spans',
+    sampler: 'always_on',
+    sampled: 1,
+    to: 'sink',
     schedulerPhases: true,
   },
   {
-    key: '10', label: 'on, 10 % (parentbased ratio) → triad trace serve', sampler: 'parentbased_traceidratio', ratio: '0.1', sampled: 0.1,
+    key: '10',
+    label: 'on, 10 % (parentbased ratio) → triad trace serve',
+    sampler: 'parentbased_traceidratio',
+    ratio: '0.1',
+    sampled: 0.1,
     to: 'serve',
   },
   { key: '0', label: 'on, sampled out (always_off)', sampler: 'always_off', sampled: 0, to: 'serve' },
   // The tracer comparison (issue 17): the same 100 % pipeline through NodeSDK, spans recorded by the SDK's tracer
   // (no async-hooks context manager) or by Triad's own span recorder.
   {
-    key: 'sdk', label: 'on, 100 % → discarding sink, SDK tracer', sampler: 'always_on', sampled: 1, to: 'sink', recorder: 'sdk',
+    key: 'sdk',
+    label: 'on, 100 % → discarding sink, SDK tracer',
+    sampler: 'always_on',
+    sampled: 1,
+    to: 'sink',
+    recorder: 'sdk',
   },
   {
-    key: 'recorder', label: 'on, 100 % → discarding sink, Triad span recorder', sampler: 'always_on', sampled: 1, to: 'sink',
+    key: 'recorder',
+    label: 'on, 100 % → discarding sink, Triad span recorder',
+    sampler: 'always_on',
+    sampled: 1,
+    to: 'sink',
     recorder: 'recorder',
   },
 ];
@@ -92,10 +113,11 @@ async function startSink(): Promise<{ url: string; exports(): number; close(): P
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     exports: () => exports,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -115,7 +137,9 @@ async function startReceiver(): Promise<{ url: string; proc: ChildProcess; spans
   const spans = async () => ((await (await fetch(`${url}/healthz`)).json()) as { spans: number }).spans;
   await waitFor(async () => (await spans().catch(() => -1)) >= 0, { what: 'triad trace serve', timeoutMs: 30_000, intervalMs: 100 });
   return {
-    url, proc, spans,
+    url,
+    proc,
+    spans,
     close: async () => {
       process.off('exit', kill);
       if (proc.exitCode === null) {
@@ -137,12 +161,16 @@ async function startVariant(v: Variant, receiverUrl: string): Promise<GatewaySta
   if (v.sampler === undefined) return startGatewayStack();
   const recorder: Record<string, string> = v.recorder === undefined ? {} : { TRIAD_TRACE_RECORDER: v.recorder };
   const gatewayEnv: Record<string, string> = {
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: v.sampler, ...(v.ratio ? { OTEL_TRACES_SAMPLER_ARG: v.ratio } : {}),
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl,
+    OTEL_TRACES_SAMPLER: v.sampler,
+    ...(v.ratio ? { OTEL_TRACES_SAMPLER_ARG: v.ratio } : {}),
     ...recorder,
   };
   const schedulerEnv: Record<string, string> = {
-    OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl, OTEL_TRACES_SAMPLER: 'parentbased_always_on',
-    TRIAD_TRACE_SCHEDULER_PHASES: v.schedulerPhases === true ? 'true' : 'false', ...recorder,
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl,
+    OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+    TRIAD_TRACE_SCHEDULER_PHASES: v.schedulerPhases === true ? 'true' : 'false',
+    ...recorder,
   };
   const saved = Object.fromEntries(Object.keys(schedulerEnv).map((k) => [k, process.env[k]]));
   Object.assign(process.env, schedulerEnv);
@@ -165,11 +193,12 @@ interface Sample {
   readonly schedulerUs: number;
 }
 
-
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      duration: { type: 'string', default: '5' }, warmup: { type: 'string', default: '1' }, rounds: { type: 'string', default: '5' },
+      duration: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '1' },
+      rounds: { type: 'string', default: '5' },
       variants: { type: 'string', default: 'off,100,100-sink,100-sink-phases,10,0' },
       connections: { type: 'string', default: '32,1' },
     },
@@ -178,11 +207,13 @@ async function main(): Promise<void> {
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const rounds = Number(values.rounds);
-  const variants = String(values.variants).split(',').map((k) => {
-    const v = VARIANTS.find((x) => x.key === k);
-    if (!v) throw new Error(`unknown variant '${k}' (${VARIANTS.map((x) => x.key).join(', ')})`);
-    return v;
-  });
+  const variants = String(values.variants)
+    .split(',')
+    .map((k) => {
+      const v = VARIANTS.find((x) => x.key === k);
+      if (!v) throw new Error(`unknown variant '${k}' (${VARIANTS.map((x) => x.key).join(', ')})`);
+      return v;
+    });
   if (variants[0]?.key !== 'off') throw new Error('the first variant must be off (the baseline)');
 
   const receiver = await startReceiver();
@@ -194,25 +225,34 @@ async function main(): Promise<void> {
     // Sanity: a traced request is one whole trace from both services.
     const full = stacks.get('100');
     if (full) {
-      const res = await fetch(
-        `${full.gatewayUrl}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: BODY },
-      );
+      const res = await fetch(`${full.gatewayUrl}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: BODY,
+      });
       await res.text();
       const traceId = res.headers.get('x-triad-trace-id');
-      const trace = await waitFor(async () => {
-        const r = await fetch(`${receiver.url}/api/traces/${traceId}`);
-        const t = r.ok ? ((await r.json()) as { spans: { serviceName: string }[] }) : undefined;
-        return t && t.spans.length >= SPANS_PER_TRACE ? t : undefined;
-      }, { what: `trace ${traceId} (${SPANS_PER_TRACE} spans)`, timeoutMs: 30_000, intervalMs: 200 });
+      const trace = await waitFor(
+        async () => {
+          const r = await fetch(`${receiver.url}/api/traces/${traceId}`);
+          const t = r.ok ? ((await r.json()) as { spans: { serviceName: string }[] }) : undefined;
+          return t && t.spans.length >= SPANS_PER_TRACE ? t : undefined;
+        },
+        { what: `trace ${traceId} (${SPANS_PER_TRACE} spans)`, timeoutMs: 30_000, intervalMs: 200 },
+      );
       const services = [...new Set(trace.spans.map((s) => s.serviceName))].sort().join(', ');
       process.stdout.write(`traced stack: trace ${traceId}: ${trace.spans.length} spans from ${services}\n`);
     }
 
     // Warm every stack at 32 connections (JIT, pools), then measure in turns.
     const idleRate = new Map<string, number>();
-    for (const s of stacks.values()) await runWrk({
-      url: `${s.gatewayUrl}/v1/chat/completions`, body: BODY, connections: 32, durationSec: warmupSec + 2,
-    });
+    for (const s of stacks.values())
+      await runWrk({
+        url: `${s.gatewayUrl}/v1/chat/completions`,
+        body: BODY,
+        connections: 32,
+        durationSec: warmupSec + 2,
+      });
     // The idle gateway's CPU per second of each stack (after the warm-up's exports): on a loaded machine, where a
     // run serves few requests, this fixed part otherwise dominates the CPU per request.
     await new Promise((r) => setTimeout(r, 6_000));
@@ -239,34 +279,38 @@ async function main(): Promise<void> {
             // Export is asynchronous (a batch every 5 s by default): wait until the receiver stops receiving, so
             // the export work is in the CPU figures and the next run does not share the machine with it.
             let last = -1;
-            await waitFor(async () => {
-              const n = v.to === 'sink' ? sink.exports() : await receiver.spans();
-              const settled = n === last;
-              last = n;
-              return settled;
-            }, { what: 'exports settled', timeoutMs: 60_000, intervalMs: 6_000 });
+            await waitFor(
+              async () => {
+                const n = v.to === 'sink' ? sink.exports() : await receiver.spans();
+                const settled = n === last;
+                last = n;
+                return settled;
+              },
+              { what: 'exports settled', timeoutMs: 60_000, intervalMs: 6_000 },
+            );
             if (v.to === 'serve') {
               const e = exported.get(v.key) ?? { spans: 0, requests: 0, receiverCpu: 0 };
-              exported.set(
-                v.key,
-                {
-                  spans: e.spans + last - spansBefore, requests: e.requests + requests,
-                  receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r,
-                },
-              );
+              exported.set(v.key, {
+                spans: e.spans + last - spansBefore,
+                requests: e.requests + requests,
+                receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r,
+              });
             }
           }
           const sample: Sample = {
             wrk,
             gatewayUs: ((stack.cpuSeconds('gateway') - before.g) * 1e6) / requests,
-            gatewayBusyUs: ((stack.cpuSeconds('gateway') - before.g - (idleRate.get(v.key) as number) * ((Date.now() - startedAt) / 1000)) *
-              1e6) / requests,
+            gatewayBusyUs:
+              ((stack.cpuSeconds('gateway') - before.g - (idleRate.get(v.key) as number) * ((Date.now() - startedAt) / 1000)) * 1e6) /
+              requests,
             schedulerUs: ((stack.cpuSeconds('scheduler') - before.s) * 1e6) / requests,
           };
           const key = `${v.key}|${connections}`;
           samples.set(key, [...(samples.get(key) ?? []), sample]);
-          process.stdout.write(`round ${round + 1} ${v.label}, ${connections} conns: ${Math.round(wrk.rps)} req/s, p50 ` +
-            `${wrk.p50ms.toFixed(2)} ms, gateway ${Math.round(sample.gatewayUs)} µs/req\n`);
+          process.stdout.write(
+            `round ${round + 1} ${v.label}, ${connections} conns: ${Math.round(wrk.rps)} req/s, p50 ` +
+              `${wrk.p50ms.toFixed(2)} ms, gateway ${Math.round(sample.gatewayUs)} µs/req\n`,
+          );
         }
       }
     }
@@ -274,8 +318,12 @@ async function main(): Promise<void> {
     const summary = (key: string, connections: number) => {
       const s = samples.get(`${key}|${connections}`) as Sample[];
       return {
-        rps: median(s.map((x) => x.wrk.rps)), p50: median(s.map((x) => x.wrk.p50ms)), p99: median(s.map((x) => x.wrk.p99ms)),
-        g: median(s.map((x) => x.gatewayUs)), gb: median(s.map((x) => x.gatewayBusyUs)), sch: median(s.map((x) => x.schedulerUs)),
+        rps: median(s.map((x) => x.wrk.rps)),
+        p50: median(s.map((x) => x.wrk.p50ms)),
+        p99: median(s.map((x) => x.wrk.p99ms)),
+        g: median(s.map((x) => x.gatewayUs)),
+        gb: median(s.map((x) => x.gatewayBusyUs)),
+        sch: median(s.map((x) => x.schedulerUs)),
         errors: s.reduce((n, x) => n + x.wrk.errors + x.wrk.non2xx, 0),
       };
     };
@@ -285,18 +333,38 @@ async function main(): Promise<void> {
       for (const v of variants) {
         const r = summary(v.key, connections);
         const vs = v.key === 'off';
-        rows.push([v.label, String(connections), r.rps, r.p50, r.p99, Math.round(r.g), Math.round(r.gb), Math.round(r.sch),
-          vs ? '–' : cost(
-            r.rps, base.rps, false,
-          ), vs ? '–' : cost(r.p50, base.p50, true), vs ? '–' : cost(r.g, base.g, true), String(r.errors)]);
+        rows.push([
+          v.label,
+          String(connections),
+          r.rps,
+          r.p50,
+          r.p99,
+          Math.round(r.g),
+          Math.round(r.gb),
+          Math.round(r.sch),
+          vs ? '–' : cost(r.rps, base.rps, false),
+          vs ? '–' : cost(r.p50, base.p50, true),
+          vs ? '–' : cost(r.g, base.g, true),
+          String(r.errors),
+        ]);
       }
     }
-    process.stdout.write(`\nGateway EPD (1 image + text, non-stream, 16 tokens); median of ${rounds} interleaved ${durationSec} s runs ` +
-      `per row.\n\n`);
+    process.stdout.write(
+      `\nGateway EPD (1 image + text, non-stream, 16 tokens); median of ${rounds} interleaved ${durationSec} s runs ` + `per row.\n\n`,
+    );
     const header = [
-      'tracing', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'gateway CPU µs/req', 'gateway, idle subtracted', 'scheduler CPU µs/req',
-      'throughput cost', 'p50 cost',
-      'gateway CPU cost', 'errors',
+      'tracing',
+      'conns',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'gateway CPU µs/req',
+      'gateway, idle subtracted',
+      'scheduler CPU µs/req',
+      'throughput cost',
+      'p50 cost',
+      'gateway CPU cost',
+      'errors',
     ];
     process.stdout.write(`${markdownTable(header, rows)}\n\n`);
     if (variants.some((v) => v.key === 'sdk') && variants.some((v) => v.key === 'recorder')) {
@@ -309,9 +377,11 @@ async function main(): Promise<void> {
         const of = (key: string) => (samples.get(`${key}|${connections}`) as Sample[]).map((x) => x.gatewayBusyUs);
         const [offs, sdks, owns] = [of('off'), of('sdk'), of('recorder')];
         const paired = median(offs.map((off, i) => (((sdks[i] as number) - (owns[i] as number)) / off) * 100));
-        process.stdout.write(`${connections} conns: gateway CPU cost of tracing (idle subtracted, medians): SDK tracer ${sdk.toFixed(1)} %, recorder ` +
-          `${own.toFixed(1)} %: the recorder is ${(sdk - own).toFixed(1)} points cheaper (paired by round: ` +
-          `${paired.toFixed(1)} points)\n`);
+        process.stdout.write(
+          `${connections} conns: gateway CPU cost of tracing (idle subtracted, medians): SDK tracer ${sdk.toFixed(1)} %, recorder ` +
+            `${own.toFixed(1)} %: the recorder is ${(sdk - own).toFixed(1)} points cheaper (paired by round: ` +
+            `${paired.toFixed(1)} points)\n`,
+        );
       }
     }
     for (const v of variants) {
@@ -320,7 +390,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         `${v.label}: ${(e.spans / e.requests).toFixed(2)} spans received per request (a whole trace is ${SPANS_PER_TRACE}; ` +
           `expected ${(SPANS_PER_TRACE * v.sampled).toFixed(1)}, fewer means spans were dropped); receiver CPU ` +
-            `${((e.receiverCpu * 1e6) / e.requests).toFixed(0)} µs per request.\n`,
+          `${((e.receiverCpu * 1e6) / e.requests).toFixed(0)} µs per request.\n`,
       );
     }
   } finally {
@@ -330,6 +400,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  process.stderr.write(`bench tracing: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+  process.stderr.write(`bench tracing: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
 });

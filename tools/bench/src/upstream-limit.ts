@@ -16,7 +16,11 @@ import { freePort, spawnTriad, startNatsServer, waitFor, waitReady } from '@tria
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({
-  options: { streams: { type: 'string', default: '1000' }, tokens: { type: 'string', default: '150' }, 'ms-per-token': { type: 'string', default: '20' } },
+  options: {
+    streams: { type: 'string', default: '1000' },
+    tokens: { type: 'string', default: '150' },
+    'ms-per-token': { type: 'string', default: '20' },
+  },
 });
 const STREAMS = Number(args.streams);
 const MODEL = 'sim-model';
@@ -36,15 +40,38 @@ async function run(label: string, limit: number | undefined, natsUrl: string, si
   const port = await freePort();
   const env: Record<string, string> = { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' };
   if (limit !== undefined) env['TRIAD_UPSTREAM_CONNECTIONS'] = String(limit);
-  const gw = spawnTriad([
-    'gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort), '--scheduling', 'in-process',
-  ], env);
+  const gw = spawnTriad(
+    [
+      'gateway',
+      '--nats',
+      natsUrl,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--metrics-port',
+      String(opsPort),
+      '--scheduling',
+      'in-process',
+    ],
+    env,
+  );
   try {
     await waitReady(gw, opsPort, 'gateway ready');
     const url = `http://127.0.0.1:${port}/v1/chat/completions`;
-    const body = JSON.stringify({ model: 'chat', stream: true, max_tokens: Number(args.tokens), messages: [{ role: 'user', content: 'hi' }] });
-    await waitFor(async () => (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
-      .then(async (r) => (await r.arrayBuffer(), r.status)).catch(() => 0)) === 200, { what: 'gateway serving', timeoutMs: 30_000 });
+    const body = JSON.stringify({
+      model: 'chat',
+      stream: true,
+      max_tokens: Number(args.tokens),
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    await waitFor(
+      async () =>
+        (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+          .then(async (r) => (await r.arrayBuffer(), r.status))
+          .catch(() => 0)) === 200,
+      { what: 'gateway serving', timeoutMs: 30_000 },
+    );
     for (const s of sims) s.clearRequests();
     const started = performance.now();
     let slowest = 0;
@@ -57,15 +84,30 @@ async function run(label: string, limit: number | undefined, natsUrl: string, si
       slowest = Math.max(slowest, performance.now() - t0);
     });
     // Every stream is sent once the engines hold as many as they will get; sample then.
-    await waitFor(async () => sims.reduce((n, s) => n + inference(s), 0) >= Math.min(STREAMS, 2 * (limit ?? 1024)) ||
-      (await gauge(opsPort, 'triad_gateway_upstream_waiting')) + sims.reduce((n, s) => n + inference(s), 0) >= STREAMS, {
-      what: 'streams dispatched', timeoutMs: 60_000, intervalMs: 50,
-    });
+    await waitFor(
+      async () =>
+        sims.reduce((n, s) => n + inference(s), 0) >= Math.min(STREAMS, 2 * (limit ?? 1024)) ||
+        (await gauge(opsPort, 'triad_gateway_upstream_waiting')) + sims.reduce((n, s) => n + inference(s), 0) >= STREAMS,
+      {
+        what: 'streams dispatched',
+        timeoutMs: 60_000,
+        intervalMs: 50,
+      },
+    );
     const openAtEngines = sims.reduce((n, s) => n + inference(s), 0);
     const waiting = await gauge(opsPort, 'triad_gateway_upstream_waiting');
     await Promise.all(all);
     const wall = performance.now() - started;
-    return [label, String(limit ?? 1024), String(STREAMS), String(openAtEngines), String(waiting), `${ok}/${STREAMS}`, Math.round(slowest), Math.round(wall)];
+    return [
+      label,
+      String(limit ?? 1024),
+      String(STREAMS),
+      String(openAtEngines),
+      String(waiting),
+      `${ok}/${STREAMS}`,
+      Math.round(slowest),
+      Math.round(wall),
+    ];
   } finally {
     await gw.stop();
   }
@@ -75,8 +117,24 @@ async function main(): Promise<void> {
   const nats = await startNatsServer();
   const latency = { decodeMsPerToken: Number(args['ms-per-token']) };
   const sims = [
-    await startSimEngine({ engine: 'vllm', role: 'both', host: '127.0.44.1', model: MODEL, latencyProfile: 'zero', latency, requestLogLimit: 100_000 }),
-    await startSimEngine({ engine: 'vllm', role: 'both', host: '127.0.44.2', model: MODEL, latencyProfile: 'zero', latency, requestLogLimit: 100_000 }),
+    await startSimEngine({
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.44.1',
+      model: MODEL,
+      latencyProfile: 'zero',
+      latency,
+      requestLogLimit: 100_000,
+    }),
+    await startSimEngine({
+      engine: 'vllm',
+      role: 'both',
+      host: '127.0.44.2',
+      model: MODEL,
+      latencyProfile: 'zero',
+      latency,
+      requestLogLimit: 100_000,
+    }),
   ];
   const bus = await connectBus({ servers: nats.url, name: 'bench' });
   try {
@@ -84,27 +142,61 @@ async function main(): Promise<void> {
     const routes = await bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema);
     const endpoints = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
     await servers.put(objectKey(NS, 'agg'), {
-      schemaVersion: 1, namespace: NS, name: 'agg', mode: 'aggregated',
-      spec: { model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'agg' } }, workloadPort: { port: sims[0]?.port as number, protocol: 'http' } },
+      schemaVersion: 1,
+      namespace: NS,
+      name: 'agg',
+      mode: 'aggregated',
+      spec: {
+        model: MODEL,
+        inferenceEngine: 'vLLM',
+        workloadSelector: { matchLabels: { app: 'agg' } },
+        workloadPort: { port: sims[0]?.port as number, protocol: 'http' },
+      },
     });
     await routes.put(objectKey(NS, 'chat'), {
-      schemaVersion: 1, namespace: NS, name: 'chat', spec: { modelName: 'chat', rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] },
+      schemaVersion: 1,
+      namespace: NS,
+      name: 'chat',
+      spec: { modelName: 'chat', rules: [{ targetModels: [{ modelServerName: 'agg', weight: 100 }] }] },
     });
     for (const [i, sim] of sims.entries()) {
       await endpoints.put(endpointKey(NS, 'agg', `agg-${i}`), {
-        schemaVersion: 1, namespace: NS, modelServer: 'agg', pod: `agg-${i}`, role: 'aggregated', ip: sim.host, port: sim.port, engine: 'vLLM',
-        ready: true, models: [MODEL], updatedAt: Date.now(), metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
+        schemaVersion: 1,
+        namespace: NS,
+        modelServer: 'agg',
+        pod: `agg-${i}`,
+        role: 'aggregated',
+        ip: sim.host,
+        port: sim.port,
+        engine: 'vLLM',
+        ready: true,
+        models: [MODEL],
+        updatedAt: Date.now(),
+        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
       });
     }
     const rows = [
       await run('before: fixed 256 sockets per engine', 256, nats.url, sims),
       await run('after: default limit (1024 per endpoint)', undefined, nats.url, sims),
     ];
-    process.stdout.write(`\n### ${STREAMS} concurrent SSE streams to two paced engines (${args.tokens} tokens at ${args['ms-per-token']} ms)\n\n`);
-    process.stdout.write(`${markdownTable(
-      ['gateway', 'limit per endpoint', 'streams', 'open at the engines', 'waiting in the gateway (gauge)', 'completed', 'slowest stream ms', 'all done ms'],
-      rows,
-    )}\n`);
+    process.stdout.write(
+      `\n### ${STREAMS} concurrent SSE streams to two paced engines (${args.tokens} tokens at ${args['ms-per-token']} ms)\n\n`,
+    );
+    process.stdout.write(
+      `${markdownTable(
+        [
+          'gateway',
+          'limit per endpoint',
+          'streams',
+          'open at the engines',
+          'waiting in the gateway (gauge)',
+          'completed',
+          'slowest stream ms',
+          'all done ms',
+        ],
+        rows,
+      )}\n`,
+    );
   } finally {
     await bus.close();
     await Promise.all(sims.map((s) => s.close()));

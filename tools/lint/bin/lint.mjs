@@ -12,7 +12,9 @@ import { fileURLToPath } from 'node:url';
 const STUCK_AFTER_MS = 5 * 60_000;
 setTimeout(() => {
   const report = process.report.writeReport(join(tmpdir(), `triad-lint-stuck-${process.pid}.json`));
-  process.stderr.write(`lint: no result after ${STUCK_AFTER_MS / 60_000} min; waiting on: ${process.getActiveResourcesInfo().join(', ')}; report: ${report}\n`);
+  process.stderr.write(
+    `lint: no result after ${STUCK_AFTER_MS / 60_000} min; waiting on: ${process.getActiveResourcesInfo().join(', ')}; report: ${report}\n`,
+  );
 }, STUCK_AFTER_MS).unref();
 
 const workspaceRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');

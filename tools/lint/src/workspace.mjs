@@ -30,8 +30,7 @@ export function readWorkspace(workspaceRoot) {
 export const typeTag = (project) => project.tags.find((t) => t.startsWith('type:'));
 
 /** Test code: `*.test.*` files and everything under a project's `test/` directory. */
-export const isTestFile = (projectRoot, file) =>
-  /\.test\.[cm]?[jt]s$/.test(file) || relative(projectRoot, file).split(sep)[0] === 'test';
+export const isTestFile = (projectRoot, file) => /\.test\.[cm]?[jt]s$/.test(file) || relative(projectRoot, file).split(sep)[0] === 'test';
 
 /** The package a bare specifier names (`@scope/name/sub` → `@scope/name`). */
 export function packageNameOf(specifier) {
@@ -48,10 +47,16 @@ export function findWorkspaceRoot(file) {
   let dir = dirname(file);
   let found;
   for (;;) {
-    if (workspaceRootByDir.has(dir)) { found = workspaceRootByDir.get(dir); break; }
+    if (workspaceRootByDir.has(dir)) {
+      found = workspaceRootByDir.get(dir);
+      break;
+    }
     visited.push(dir);
     const pkgPath = join(dir, 'package.json');
-    if (existsSync(pkgPath) && JSON.parse(readFileSync(pkgPath, 'utf8')).workspaces) { found = dir; break; }
+    if (existsSync(pkgPath) && JSON.parse(readFileSync(pkgPath, 'utf8')).workspaces) {
+      found = dir;
+      break;
+    }
     const parent = dirname(dir);
     if (parent === dir) break;
     dir = parent;

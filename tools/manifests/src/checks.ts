@@ -1,6 +1,4 @@
-import {
-  API_GROUP, classifyPod, resolvePipelineMode, rolePort, validateResource, type ModelServer,
-} from '@triad/crd';
+import { API_GROUP, classifyPod, resolvePipelineMode, rolePort, validateResource, type ModelServer } from '@triad/crd';
 import { SchedulerConfigSchema } from '@triad/scheduling';
 import { parse as parseYaml } from 'yaml';
 import type { CommandHelp } from './cli-help';
@@ -23,15 +21,19 @@ export interface CrdInfo {
 
 /** Reads the kinds a set of CustomResourceDefinition documents defines. */
 export function crdInfos(docs: readonly ManifestDoc[]): CrdInfo[] {
-  return docs.filter((d) => kindOf(d) === 'CustomResourceDefinition').map((d) => {
-    const spec = obj(d.value['spec']);
-    return {
-      kind: String(obj(spec['names'])['kind']),
-      group: String(spec['group']),
-      versions: list(spec['versions']).filter((v) => v['served'] === true).map((v) => String(v['name'])),
-      file: d.file,
-    };
-  });
+  return docs
+    .filter((d) => kindOf(d) === 'CustomResourceDefinition')
+    .map((d) => {
+      const spec = obj(d.value['spec']);
+      return {
+        kind: String(obj(spec['names'])['kind']),
+        group: String(spec['group']),
+        versions: list(spec['versions'])
+          .filter((v) => v['served'] === true)
+          .map((v) => String(v['name'])),
+        file: d.file,
+      };
+    });
 }
 
 /** Every document has a kind this repo knows, written with the right apiVersion (CRs: a served version). */
@@ -88,10 +90,13 @@ export function checkWebhooks(docs: readonly ManifestDoc[]): string[] {
     for (const hook of list(doc.value['webhooks'])) {
       const svc = obj(obj(hook['clientConfig'])['service']);
       const target = docs.find((d) => kindOf(d) === 'Service' && nameOf(d) === svc['name']);
-      if (!target) problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls Service ${String(svc['name'])}, which is not defined`);
+      if (!target)
+        problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls Service ${String(svc['name'])}, which is not defined`);
       else if (!list(obj(target.value['spec'])['ports']).some((p) => p['port'] === (svc['port'] ?? 443))) {
         const port = String(svc['port'] ?? 443);
-        problems.push(`${where(doc)}: webhook ${String(hook['name'])} calls port ${port}, which Service ${String(svc['name'])} does not expose`);
+        problems.push(
+          `${where(doc)}: webhook ${String(hook['name'])} calls port ${port}, which Service ${String(svc['name'])} does not expose`,
+        );
       }
     }
     const inject = obj(obj(doc.value['metadata'])['annotations'])['cert-manager.io/inject-ca-from'];
@@ -144,11 +149,17 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
   const serviceAccounts = names('ServiceAccount');
   const configMaps = names('ConfigMap');
   // cert-manager writes the Secret a Certificate names.
-  const secrets = new Set([...names('Secret'), ...docs.filter((d) => kindOf(d) === 'Certificate').map((d) => String(obj(d.value['spec'])['secretName']))]);
+  const secrets = new Set([
+    ...names('Secret'),
+    ...docs.filter((d) => kindOf(d) === 'Certificate').map((d) => String(obj(d.value['spec'])['secretName'])),
+  ]);
   const claims = names('PersistentVolumeClaim');
   const templates = docs.map((d) => ({ doc: d, template: podTemplateOf(d) })).filter((t) => t.template);
-  const volumeClaimTemplates = new Set(docs.filter((d) => kindOf(d) === 'StatefulSet')
-    .flatMap((d) => list(obj(d.value['spec'])['volumeClaimTemplates']).map((t) => String(obj(t['metadata'])['name']))));
+  const volumeClaimTemplates = new Set(
+    docs
+      .filter((d) => kindOf(d) === 'StatefulSet')
+      .flatMap((d) => list(obj(d.value['spec'])['volumeClaimTemplates']).map((t) => String(obj(t['metadata'])['name']))),
+  );
 
   for (const { doc, template } of templates) {
     const refs = referencesOf(template?.spec ?? {});
@@ -161,7 +172,8 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
     }
     for (const n of refs.claims) if (!claims.has(n)) problems.push(`${where(doc)}: PersistentVolumeClaim ${n} is not defined`);
     const volumes = new Set([
-      ...list(template?.spec['volumes']).map((v) => String(v['name'])), ...(kindOf(doc) === 'StatefulSet' ? volumeClaimTemplates : []),
+      ...list(template?.spec['volumes']).map((v) => String(v['name'])),
+      ...(kindOf(doc) === 'StatefulSet' ? volumeClaimTemplates : []),
     ]);
     for (const c of containersOf(template?.spec ?? {})) {
       for (const m of list(c.raw['volumeMounts'])) {
@@ -193,9 +205,8 @@ export function checkReferences(docs: readonly ManifestDoc[]): string[] {
     }
     if (kind === 'PodDisruptionBudget') {
       const selector = obj(obj(spec['selector'])['matchLabels']);
-      if (!templates.some((t) => selects(
-        selector, t.template?.labels ?? {},
-      ))) problems.push(`${where(doc)}: selector matches no pod template`);
+      if (!templates.some((t) => selects(selector, t.template?.labels ?? {})))
+        problems.push(`${where(doc)}: selector matches no pod template`);
     }
     if (kind === 'Service') {
       const selector = obj(spec['selector']);
@@ -255,7 +266,9 @@ function checkTriadService(doc: ManifestDoc, c: Container, annotations: Readonly
  * requests and the downward-API pod identity.
  */
 export function checkTriadContainers(
-  docs: readonly ManifestDoc[], commands: ReadonlySet<string>, help: ReadonlyMap<string, CommandHelp>,
+  docs: readonly ManifestDoc[],
+  commands: ReadonlySet<string>,
+  help: ReadonlyMap<string, CommandHelp>,
 ): string[] {
   const problems: string[] = [];
   for (const doc of docs) {
@@ -266,8 +279,10 @@ export function checkTriadContainers(
       const [bin, command, ...rest] = [...c.command, ...c.args];
       const at = `${where(doc)} container ${c.name}`;
       if (bin !== 'triad' || !command || !commands.has(command)) {
-        problems.push(`${at}: must run \`triad <command>\` with a command of the CLI (${[...commands].join(', ')}), not ` +
-          `\`${[bin, command].join(' ')}\``);
+        problems.push(
+          `${at}: must run \`triad <command>\` with a command of the CLI (${[...commands].join(', ')}), not ` +
+            `\`${[bin, command].join(' ')}\``,
+        );
         continue;
       }
       const answer = help.get(command);
@@ -311,7 +326,9 @@ export function checkMonitors(docs: readonly ManifestDoc[]): string[] {
       for (const endpoint of list(spec['podMetricsEndpoints'])) {
         const path = endpoint['path'] ?? '/metrics';
         if (path !== '/metrics') problems.push(`${where(m)}: Triad serves metrics on /metrics, not ${String(path)}`);
-        const ports = containersOf(t.template?.spec ?? {}).map((c) => resolvePort(c, endpoint['port'])).filter((p) => p !== undefined);
+        const ports = containersOf(t.template?.spec ?? {})
+          .map((c) => resolvePort(c, endpoint['port']))
+          .filter((p) => p !== undefined);
         if (typeof endpoint['port'] !== 'string' || ports.length === 0) {
           problems.push(`${where(m)}: port ${String(endpoint['port'])} is no named container port of ${where(t.doc)}`);
         }
@@ -335,7 +352,8 @@ export function checkMonitors(docs: readonly ManifestDoc[]): string[] {
 
 /** The Triad commands the containers of the Triad image run (to ask their `--help` once). */
 export function triadCommandsUsed(docs: readonly ManifestDoc[]): string[] {
-  return docs.flatMap((d) => containersOf(podTemplateOf(d)?.spec ?? {}))
+  return docs
+    .flatMap((d) => containersOf(podTemplateOf(d)?.spec ?? {}))
     .filter((c) => c.image.split(/[:@]/)[0] === TRIAD_IMAGE)
     .map((c) => [...c.command, ...c.args][1])
     .filter((c): c is string => typeof c === 'string' && !c.startsWith('-'));
@@ -356,7 +374,14 @@ export function checkModelServerWorkloads(docs: readonly ManifestDoc[]): string[
     const mode = resolvePipelineMode(ms.spec);
     const pd = ms.spec.workloadSelector.pdGroup;
     const hasPrefill = Object.keys(pd?.prefillLabels ?? {}).length > 0;
-    const needed = mode === 'aggregated' ? ['aggregated'] : mode === 'pd' ? ['prefill', 'decode'] : hasPrefill ? ['encode', 'prefill', 'decode'] : ['encode', 'decode'];
+    const needed =
+      mode === 'aggregated'
+        ? ['aggregated']
+        : mode === 'pd'
+          ? ['prefill', 'decode']
+          : hasPrefill
+            ? ['encode', 'prefill', 'decode']
+            : ['encode', 'decode'];
     for (const role of needed) {
       const serving = templates.filter((t) => classifyPod(ms.spec, t.template?.labels).role === role);
       if (serving.length === 0) {

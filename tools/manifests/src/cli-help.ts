@@ -7,20 +7,26 @@ export type CommandHelp = { readonly ok: true; readonly flags: ReadonlySet<strin
 /** Runs `triad <command> --help` from the workspace's own CLI and collects every `--flag` it lists. */
 export function commandHelp(workspaceRoot: string, command: string): Promise<CommandHelp> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [
-      join(workspaceRoot, 'apps/cli/bin/triad.js'), command, '--help',
-    ], { timeout: 60_000, cwd: workspaceRoot }, (err, stdout, stderr) => {
-      // A command that prints its usage but exits non-zero still tells us its flags.
-      if (err && !stdout.includes('Usage:')) {
-        resolve({
-          ok: false,
-          error: `\`triad ${command} --help\` failed (${err.code ?? err.signal ??
-            err.message}): ${String(stderr || stdout).trim().split('\n').slice(-3).join(' / ')}`,
-        });
-        return;
-      }
-      resolve({ ok: true, flags: new Set(stdout.match(/--[a-z][a-z0-9-]*/g) ?? []) });
-    });
+    execFile(
+      process.execPath,
+      [join(workspaceRoot, 'apps/cli/bin/triad.js'), command, '--help'],
+      { timeout: 60_000, cwd: workspaceRoot },
+      (err, stdout, stderr) => {
+        // A command that prints its usage but exits non-zero still tells us its flags.
+        if (err && !stdout.includes('Usage:')) {
+          resolve({
+            ok: false,
+            error: `\`triad ${command} --help\` failed (${err.code ?? err.signal ?? err.message}): ${String(stderr || stdout)
+              .trim()
+              .split('\n')
+              .slice(-3)
+              .join(' / ')}`,
+          });
+          return;
+        }
+        resolve({ ok: true, flags: new Set(stdout.match(/--[a-z][a-z0-9-]*/g) ?? []) });
+      },
+    );
   });
 }
 
@@ -34,11 +40,14 @@ export async function commandsHelp(workspaceRoot: string, commands: Iterable<str
 /** The commands `triad --help` lists (its own and the ones that take their own flags). */
 export function cliCommands(workspaceRoot: string): Promise<Set<string>> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [
-      join(workspaceRoot, 'apps/cli/bin/triad.js'), '--help',
-    ], { timeout: 60_000, cwd: workspaceRoot }, (err, stdout) => {
-      if (err) reject(err);
-      else resolve(new Set([...stdout.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1] as string).filter((c) => c !== 'help')));
-    });
+    execFile(
+      process.execPath,
+      [join(workspaceRoot, 'apps/cli/bin/triad.js'), '--help'],
+      { timeout: 60_000, cwd: workspaceRoot },
+      (err, stdout) => {
+        if (err) reject(err);
+        else resolve(new Set([...stdout.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1] as string).filter((c) => c !== 'help')));
+      },
+    );
   });
 }

@@ -6,8 +6,18 @@ export type { KustomizeUnit } from './kustomize';
 export { commandHelp, commandsHelp, cliCommands } from './cli-help';
 export type { CommandHelp } from './cli-help';
 export {
-  TRIAD_IMAGE, TRIAD_SERVICES, crdInfos, checkKinds, checkTriadResources, checkWorkloads, checkReferences,
-  checkTriadContainers, checkMonitors, triadCommandsUsed, checkModelServerWorkloads, checkSchedulerConfigs,
+  TRIAD_IMAGE,
+  TRIAD_SERVICES,
+  crdInfos,
+  checkKinds,
+  checkTriadResources,
+  checkWorkloads,
+  checkReferences,
+  checkTriadContainers,
+  checkMonitors,
+  triadCommandsUsed,
+  checkModelServerWorkloads,
+  checkSchedulerConfigs,
 } from './checks';
 export type { CrdInfo } from './checks';
 export { checkNatsCluster } from './nats-cluster';

@@ -36,13 +36,24 @@ function patchPaths(kustomization: Record<string, unknown>): string[] {
 export function loadKustomization(workspaceRoot: string, dir: string, stack: readonly string[] = []): KustomizeUnit {
   const rel = relative(workspaceRoot, dir) || '.';
   const file = join(dir, 'kustomization.yaml');
-  if (!existsSync(file)) return {
-    dir: rel, kind: 'Kustomization', docs: [], patchDocs: [], dataFiles: [], problems: [`${rel}: no kustomization.yaml`],
-  };
-  if (stack.includes(dir)) return {
-    dir: rel, kind: 'Kustomization', docs: [], patchDocs: [], dataFiles: [],
-    problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
-  };
+  if (!existsSync(file))
+    return {
+      dir: rel,
+      kind: 'Kustomization',
+      docs: [],
+      patchDocs: [],
+      dataFiles: [],
+      problems: [`${rel}: no kustomization.yaml`],
+    };
+  if (stack.includes(dir))
+    return {
+      dir: rel,
+      kind: 'Kustomization',
+      docs: [],
+      patchDocs: [],
+      dataFiles: [],
+      problems: [`${rel}: kustomization cycle ${[...stack, dir].join(' -> ')}`],
+    };
   const parsed = parseManifestFile(workspaceRoot, file);
   const problems = [...parsed.problems];
   const k = parsed.docs[0]?.value ?? {};
@@ -59,8 +70,9 @@ export function loadKustomization(workspaceRoot: string, dir: string, stack: rea
       dataFiles.push(...nested.dataFiles);
       problems.push(...nested.problems);
     } else if (!within(dir, target)) {
-      problems.push(`${rel}/kustomization.yaml: resource ${entry} is outside the kustomization root (kustomize's load restrictor ` +
-        `refuses it)`);
+      problems.push(
+        `${rel}/kustomization.yaml: resource ${entry} is outside the kustomization root (kustomize's load restrictor ` + `refuses it)`,
+      );
     } else {
       const f = parseManifestFile(workspaceRoot, target);
       docs.push(...f.docs);
@@ -126,11 +138,19 @@ function generatorFile(dir: string, entry: string): { key: string; path: string 
  * `replace` changes the object an earlier resource generated instead of adding one.
  */
 function generateConfigMaps(
-  workspaceRoot: string, dir: string, rel: string, k: Record<string, unknown>, docs: ManifestDoc[], dataFiles: string[],
+  workspaceRoot: string,
+  dir: string,
+  rel: string,
+  k: Record<string, unknown>,
+  docs: ManifestDoc[],
+  dataFiles: string[],
 ): string[] {
   const problems: string[] = [];
   const file = relative(workspaceRoot, join(dir, 'kustomization.yaml'));
-  for (const [field, kind] of [['configMapGenerator', 'ConfigMap'], ['secretGenerator', 'Secret']] as const) {
+  for (const [field, kind] of [
+    ['configMapGenerator', 'ConfigMap'],
+    ['secretGenerator', 'Secret'],
+  ] as const) {
     for (const g of list(k[field])) {
       const name = String(g['name'] ?? '');
       const data: Record<string, string> = {};

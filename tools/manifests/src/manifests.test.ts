@@ -4,8 +4,18 @@ import { basename, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { classifyPod, validateResource, type ModelServer, type Pod } from '@triad/crd';
 import {
-  checkKinds, checkModelServerWorkloads, checkMonitors, checkReferences, checkSchedulerConfigs, checkTriadContainers,
-  checkTriadResources, checkWebhooks, checkWorkloads, crdInfos, triadCommandsUsed, type CrdInfo,
+  checkKinds,
+  checkModelServerWorkloads,
+  checkMonitors,
+  checkReferences,
+  checkSchedulerConfigs,
+  checkTriadContainers,
+  checkTriadResources,
+  checkWebhooks,
+  checkWorkloads,
+  crdInfos,
+  triadCommandsUsed,
+  type CrdInfo,
 } from './checks';
 import { cliCommands, commandsHelp, type CommandHelp } from './cli-help';
 import { kindOf, nameOf, parseManifestFile, yamlFilesUnder, type ManifestDoc } from './documents';
@@ -52,7 +62,7 @@ describe('repository manifests', () => {
     expect(checkKinds(allDocs, crds)).toEqual([]);
   });
 
-  it('Triad\'s kinds, Pods and Gateway API objects pass libs/crd validation with no warning', () => {
+  it("Triad's kinds, Pods and Gateway API objects pass libs/crd validation with no warning", () => {
     expect(allDocs.filter((d) => ['ModelServer', 'ModelRoute'].includes(kindOf(d))).length).toBeGreaterThanOrEqual(12);
     expect(checkTriadResources(allDocs)).toEqual([]);
   });
@@ -71,8 +81,12 @@ describe('repository manifests', () => {
 
   it('every kustomization resolves: resources and patches exist inside its root, images match containers', () => {
     expect(kustomizations.map((k) => `${k.dir} ${k.kind}`).sort()).toEqual([
-      'infra/k8s/base Kustomization', 'infra/k8s/overlays/demo Kustomization', 'infra/k8s/overlays/production Kustomization',
-      'infra/k8s/webhook Kustomization', 'infra/k8s/webhook-cert-manager Kustomization', 'infra/monitoring Component',
+      'infra/k8s/base Kustomization',
+      'infra/k8s/overlays/demo Kustomization',
+      'infra/k8s/overlays/production Kustomization',
+      'infra/k8s/webhook Kustomization',
+      'infra/k8s/webhook-cert-manager Kustomization',
+      'infra/monitoring Component',
       'infra/monitoring/webhook Component',
     ]);
     expect(kustomizations.flatMap((k) => k.problems)).toEqual([]);
@@ -124,9 +138,21 @@ describe('repository manifests', () => {
     expect(monitor.docs.filter((d) => kindOf(d) === 'PodMonitor')).toHaveLength(1);
     expect(checkMonitors([...webhook.docs, ...monitor.docs])).toEqual([]);
     // Without the monitor the check would say the webhook is not scraped.
-    expect(checkMonitors([...webhook.docs, ...monitor.docs.map((d) => ({ ...d, value: { ...d.value, spec: {
-      ...(d.value['spec'] as object), podMetricsEndpoints: [{ port: 'https', path: '/metrics' }],
-    } } }))])).not.toEqual([]);
+    expect(
+      checkMonitors([
+        ...webhook.docs,
+        ...monitor.docs.map((d) => ({
+          ...d,
+          value: {
+            ...d.value,
+            spec: {
+              ...(d.value['spec'] as object),
+              podMetricsEndpoints: [{ port: 'https', path: '/metrics' }],
+            },
+          },
+        })),
+      ]),
+    ).not.toEqual([]);
   });
 
   it('each ModelServer shipped with workloads has a pod template on the right port for every role of its mode', () => {
@@ -141,7 +167,7 @@ describe('repository manifests', () => {
     expect(withPatches.flatMap((docs) => checkWebhooks(docs))).toEqual([]);
   });
 
-  it('the shipped scheduler config passes the scheduler\'s schema', () => {
+  it("the shipped scheduler config passes the scheduler's schema", () => {
     expect(checkSchedulerConfigs(unitDocs)).toEqual([]);
   });
 
@@ -150,7 +176,9 @@ describe('repository manifests', () => {
     expect(guide).toContain('kubectl apply --server-side -f infra/crds/');
     const base = readFileSync(join(root, 'infra/k8s/base/kustomization.yaml'), 'utf8');
     expect(base).toContain('kubectl apply --server-side -f infra/crds/');
-    const kindsUsed = new Set(allDocs.map(kindOf).filter((k) => k === 'ModelServer' || k === 'ModelRoute' || k === 'ExternalModelProvider'));
+    const kindsUsed = new Set(
+      allDocs.map(kindOf).filter((k) => k === 'ModelServer' || k === 'ModelRoute' || k === 'ExternalModelProvider'),
+    );
     expect(kindsUsed.size).toBe(3);
     for (const kind of kindsUsed) expect(crds.some((c) => c.kind === kind)).toBe(true);
   });

@@ -10,11 +10,14 @@ function build(dir: string): Record<string, unknown>[] {
   const out = spawnSync('kubectl', ['kustomize', join(root, dir)], { encoding: 'utf8', timeout: 60_000 });
   if (out.error) throw new Error(`kubectl is needed to build ${dir}: ${out.error.message}`);
   expect(out.stderr).toBe('');
-  return parseAllDocuments(out.stdout).map((d) => d.toJS() as Record<string, unknown>).filter((d) => d !== null);
+  return parseAllDocuments(out.stdout)
+    .map((d) => d.toJS() as Record<string, unknown>)
+    .filter((d) => d !== null);
 }
 
 type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- planted edits reach deep into built objects
-const find = (docs: Obj[], kind: string, name: RegExp): Obj => docs.find((d) => d['kind'] === kind && name.test(d['metadata']['name'])) as Obj;
+const find = (docs: Obj[], kind: string, name: RegExp): Obj =>
+  docs.find((d) => d['kind'] === kind && name.test(d['metadata']['name'])) as Obj;
 
 describe('NATS in the shipped manifests', () => {
   const production = build('infra/k8s/overlays/production');
@@ -29,10 +32,12 @@ describe('NATS in the shipped manifests', () => {
     const base = build('infra/k8s/base');
     expect(find(base, 'StatefulSet', /^nats$/)['spec']['replicas']).toBe(1);
     expect(find(base, 'ConfigMap', /^triad-env/)['data']['TRIAD_KV_REPLICAS']).toBeUndefined();
-    expect(checkNatsCluster(base)).toEqual(expect.arrayContaining([
-      'StatefulSet nats: 1 replicas; a JetStream cluster needs an odd number, at least 3',
-      'ConfigMap nats-config: nats.conf has no cluster block',
-    ]));
+    expect(checkNatsCluster(base)).toEqual(
+      expect.arrayContaining([
+        'StatefulSet nats: 1 replicas; a JetStream cluster needs an odd number, at least 3',
+        'ConfigMap nats-config: nats.conf has no cluster block',
+      ]),
+    );
   });
 
   it('catches planted mistakes: an even cluster, a missing route or seed, too few KV replicas, no route port', () => {
@@ -54,7 +59,7 @@ describe('NATS in the shipped manifests', () => {
       'triad-env TRIAD_NATS_URL misses the seed nats-1.nats-headless',
       'triad-env TRIAD_NATS_URL misses the seed nats-2.nats-headless',
       'triad-env TRIAD_NATS_URL misses the seed nats-3.nats-headless',
-      'triad-env TRIAD_KV_REPLICAS is 1, not the cluster\'s 4',
+      "triad-env TRIAD_KV_REPLICAS is 1, not the cluster's 4",
     ]);
   });
 });

@@ -29,7 +29,8 @@ export function podTemplateOf(doc: ManifestDoc): PodTemplate | undefined {
   }
   const meta = obj(template['metadata']);
   return {
-    labels: obj(meta['labels']) as Record<string, string>, annotations: obj(meta['annotations']) as Record<string, string>,
+    labels: obj(meta['labels']) as Record<string, string>,
+    annotations: obj(meta['annotations']) as Record<string, string>,
     spec: obj(template['spec']),
   };
 }

@@ -51,11 +51,13 @@ interface TemplatingJson {
 }
 
 export function queryVariables(dashboard: TemplatingJson): LabelValuesVariable[] {
-  return dashboard.templating.list.filter((v) => v.type === 'query').map((v) => {
-    const m = /^label_values\((.+),\s*([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(v.definition ?? '');
-    if (!m) throw new Error(`variable ${v.name}: only label_values(selector, label) queries are supported, got ${v.definition}`);
-    return { name: v.name, selector: m[1] as string, label: m[2] as string };
-  });
+  return dashboard.templating.list
+    .filter((v) => v.type === 'query')
+    .map((v) => {
+      const m = /^label_values\((.+),\s*([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(v.definition ?? '');
+      if (!m) throw new Error(`variable ${v.name}: only label_values(selector, label) queries are supported, got ${v.definition}`);
+      return { name: v.name, selector: m[1] as string, label: m[2] as string };
+    });
 }
 
 /** Replaces Grafana's variables: `$__rate_interval` with `rateInterval`, `$name`/`${name}` with the given values. */

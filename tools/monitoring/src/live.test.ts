@@ -34,8 +34,12 @@ function writeStackConfig(workloadPort: number, bootstrapPort: number): string {
 /** One request of each kind the stack serves: EPD with an image, PD and aggregated, streamed and not. */
 const REQUESTS: readonly Record<string, unknown>[] = [
   { model: 'qwen-vl', max_tokens: 6, messages: [{ role: 'user', content: [{ type: 'text', text: 'What is it?' }, IMAGE_PART] }] },
-  { model: 'qwen-vl', max_tokens: 6, stream: true,
-    messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe' }, IMAGE_PART] }] },
+  {
+    model: 'qwen-vl',
+    max_tokens: 6,
+    stream: true,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe' }, IMAGE_PART] }],
+  },
   { model: 'llama-pd', max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'Count to three' }] },
   { model: 'llama-pd', max_tokens: 6, messages: [{ role: 'user', content: 'Say hi' }] },
   { model: 'qwen-small', max_tokens: 6, stream: true, messages: [{ role: 'user', content: 'Hello there' }] },
@@ -78,10 +82,13 @@ beforeAll(async () => {
   };
   up.stdout?.on('data', collect);
   up.stderr?.on('data', collect);
-  await waitFor(() => {
-    if (up?.exitCode !== null) throw new Error(`triad up exited with ${up?.exitCode}:\n${output}`);
-    return output.includes('Triad is ready in');
-  }, { timeoutMs: 150_000, intervalMs: 100, what: 'triad up to be ready' });
+  await waitFor(
+    () => {
+      if (up?.exitCode !== null) throw new Error(`triad up exited with ${up?.exitCode}:\n${output}`);
+      return output.includes('Triad is ready in');
+    },
+    { timeoutMs: 150_000, intervalMs: 100, what: 'triad up to be ready' },
+  );
   gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const opsLine = /^ {2}ops {6}(.*)$/m.exec(output)?.[1] ?? '';
   const ops = new Map([...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1] as string, Number(m[2])]));
@@ -142,28 +149,32 @@ describe('monitoring assets against the running local stack', () => {
     expect(answered.get(200) ?? 0).toBeGreaterThanOrEqual(REQUESTS.length);
   }, 120_000);
 
-  it.each(Object.keys(DASHBOARDS))('every panel and variable of %s returns data', async (file) => {
-    const p = prometheus as PrometheusHandle;
-    type Json = Parameters<typeof panelQueries>[0] & Parameters<typeof queryVariables>[0];
-    const json = dashboardJson(DASHBOARDS[file] as (typeof DASHBOARDS)[string]) as unknown as Json;
-    // Variable values as Grafana would list them (each later variable per value of the earlier ones).
-    let assignments: Record<string, string>[] = [{}];
-    const checks = new Map<string, () => Promise<boolean>>();
-    for (const v of queryVariables(json)) {
-      const values = async (a: Record<string, string>) => p.labelValues(v.label, substitute(v.selector, a));
-      const listed = async () => (await values(assignments[0] ?? {})).length > 0;
-      await waitFor(listed, { what: `values of $${v.name}`, timeoutMs: 60_000, intervalMs: 1000 }).catch(() => undefined);
-      const next: Record<string, string>[] = [];
-      for (const a of assignments) for (const value of await values(a)) next.push({ ...a, [v.name]: value });
-      checks.set(`variable ${v.name}: label_values(${v.selector}, ${v.label})`, async () => next.length > 0);
-      if (next.length > 0) assignments = next;
-    }
-    for (const query of panelQueries(json)) {
-      checks.set(`${query.panel}: ${query.expr}`, async () => {
-        for (const a of assignments) if (finite(await p.query(substitute(query.expr, a)))) return true;
-        return false;
-      });
-    }
-    expect(await unanswered(checks, 90_000)).toEqual([]);
-  }, 120_000);
+  it.each(Object.keys(DASHBOARDS))(
+    'every panel and variable of %s returns data',
+    async (file) => {
+      const p = prometheus as PrometheusHandle;
+      type Json = Parameters<typeof panelQueries>[0] & Parameters<typeof queryVariables>[0];
+      const json = dashboardJson(DASHBOARDS[file] as (typeof DASHBOARDS)[string]) as unknown as Json;
+      // Variable values as Grafana would list them (each later variable per value of the earlier ones).
+      let assignments: Record<string, string>[] = [{}];
+      const checks = new Map<string, () => Promise<boolean>>();
+      for (const v of queryVariables(json)) {
+        const values = async (a: Record<string, string>) => p.labelValues(v.label, substitute(v.selector, a));
+        const listed = async () => (await values(assignments[0] ?? {})).length > 0;
+        await waitFor(listed, { what: `values of $${v.name}`, timeoutMs: 60_000, intervalMs: 1000 }).catch(() => undefined);
+        const next: Record<string, string>[] = [];
+        for (const a of assignments) for (const value of await values(a)) next.push({ ...a, [v.name]: value });
+        checks.set(`variable ${v.name}: label_values(${v.selector}, ${v.label})`, async () => next.length > 0);
+        if (next.length > 0) assignments = next;
+      }
+      for (const query of panelQueries(json)) {
+        checks.set(`${query.panel}: ${query.expr}`, async () => {
+          for (const a of assignments) if (finite(await p.query(substitute(query.expr, a)))) return true;
+          return false;
+        });
+      }
+      expect(await unanswered(checks, 90_000)).toEqual([]);
+    },
+    120_000,
+  );
 });

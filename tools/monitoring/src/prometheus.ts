@@ -54,10 +54,17 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
   writeFileSync(configFile, stringify(config));
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child: ChildProcess = spawn(bin, [
-    `--config.file=${configFile}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`,
-    '--storage.tsdb.retention.time=1h', '--log.level=warn',
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(
+    bin,
+    [
+      `--config.file=${configFile}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--storage.tsdb.retention.time=1h',
+      '--log.level=warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let output = '';
   const keep = (d: Buffer) => {
     output = (output + d.toString()).slice(-20_000);
@@ -71,10 +78,13 @@ export async function startPrometheus(options: PrometheusOptions): Promise<Prome
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}: ${output}`);
-      return (await fetch(`${url}/-/ready`).catch(() => undefined))?.ok;
-    }, { what: 'prometheus ready', timeoutMs: 30_000, intervalMs: 100 });
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null) throw new Error(`prometheus exited with ${child.exitCode}: ${output}`);
+        return (await fetch(`${url}/-/ready`).catch(() => undefined))?.ok;
+      },
+      { what: 'prometheus ready', timeoutMs: 30_000, intervalMs: 100 },
+    );
   } catch (err) {
     await close();
     throw err;

@@ -45,7 +45,9 @@ describe('Prometheus rules (infra/monitoring/prometheus-rules.yaml)', () => {
   });
 
   it('every alert has a unit test where it fires and one where it stays silent', () => {
-    const alerts = allRules().filter((r) => r.alert).map((r) => r.alert as string);
+    const alerts = allRules()
+      .filter((r) => r.alert)
+      .map((r) => r.alert as string);
     expect(alerts.length).toBeGreaterThanOrEqual(12);
     const firing = alertsTestedFiring();
     const silent = alertsTestedSilent();
@@ -90,7 +92,10 @@ describe('Grafana dashboards (infra/monitoring/dashboards)', () => {
   it('are all shipped by the kustomize component, one ConfigMap each, with unique uids', () => {
     const file = join(__dirname, '../../../infra/monitoring/kustomization.yaml');
     const k = parse(readFileSync(file, 'utf8')) as { configMapGenerator: { files: string[] }[] };
-    const shipped = k.configMapGenerator.flatMap((g) => g.files).map((f) => f.replace(/^dashboards\//, '')).sort();
+    const shipped = k.configMapGenerator
+      .flatMap((g) => g.files)
+      .map((f) => f.replace(/^dashboards\//, ''))
+      .sort();
     expect(shipped).toEqual(Object.keys(DASHBOARDS).sort());
     const uids = Object.values(DASHBOARDS).map((d) => d.uid);
     expect(new Set(uids).size).toBe(uids.length);

@@ -2,9 +2,9 @@ import { spawnSync } from 'node:child_process';
 
 /** How to get the Prometheus binaries, for the error a test raises when they are missing. */
 export const INSTALL_HINT =
-  "install Debian's prometheus package (it brings promtool): `apt-get install -y --no-install-recommends prometheus`, "
-  + 'then stop its system service if the package started one (`systemctl disable --now prometheus`); '
-  + 'or put prometheus and promtool 2.42+ on PATH (PROMETHEUS_BIN / PROMTOOL_BIN name other paths)';
+  "install Debian's prometheus package (it brings promtool): `apt-get install -y --no-install-recommends prometheus`, " +
+  'then stop its system service if the package started one (`systemctl disable --now prometheus`); ' +
+  'or put prometheus and promtool 2.42+ on PATH (PROMETHEUS_BIN / PROMTOOL_BIN name other paths)';
 
 /** The path of `prometheus` or `promtool`, checked to run; throws with the install hint when it does not. */
 export function requireTool(name: 'prometheus' | 'promtool'): string {

@@ -47,14 +47,16 @@ function parseKvEventsConfig(value: string): KvEventsConfig {
   if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new InvalidArgumentError('must be a JSON object');
   const o = raw as Record<string, unknown>;
   const publisher = o['publisher'] ?? 'zmq';
-  if (publisher !== 'zmq' && publisher !== 'null') throw new InvalidArgumentError(`publisher ${JSON.stringify(publisher)}: only zmq (or null)`);
+  if (publisher !== 'zmq' && publisher !== 'null')
+    throw new InvalidArgumentError(`publisher ${JSON.stringify(publisher)}: only zmq (or null)`);
   const str = (k: string): string | undefined => {
     const v = o[k];
     if (v !== undefined && v !== null && typeof v !== 'string') throw new InvalidArgumentError(`${k} must be a string`);
     return v ?? undefined;
   };
   const steps = o['buffer_steps'];
-  if (steps !== undefined && !(Number.isInteger(steps) && (steps as number) > 0)) throw new InvalidArgumentError('buffer_steps must be a positive integer');
+  if (steps !== undefined && !(Number.isInteger(steps) && (steps as number) > 0))
+    throw new InvalidArgumentError('buffer_steps must be a positive integer');
   const replay = str('replay_endpoint');
   const topic = str('topic');
   return {
@@ -113,36 +115,66 @@ function buildCommand(): Command {
     .option('--model <name>', 'served model name', 'sim-model')
     .addOption(new Option('--latency-profile <profile>', 'behaviour model').choices(['zero', 'realistic']).default('zero'))
     .option('--shared-ec-dir <dir>', 'vLLM shared-storage EC connector directory')
-    .addOption(new Option('--ec-connector <kind>', 'vLLM EC connector: ECExampleConnector, ECCPUConnector (NIXL P2P), ECMooncakeConnector')
-      .choices(['shared-storage', 'nixl', 'mooncake']).default('shared-storage'))
+    .addOption(
+      new Option('--ec-connector <kind>', 'vLLM EC connector: ECExampleConnector, ECCPUConnector (NIXL P2P), ECMooncakeConnector')
+        .choices(['shared-storage', 'nixl', 'mooncake'])
+        .default('shared-storage'),
+    )
     .option('--enable-mm-embeds', 'vLLM --enable-mm-embeds: accept image_embeds/audio_embeds/video_embeds parts')
-    .option('--ec-control-port <port>', 'vLLM Mooncake EC consumer: control listener base port, DP rank r on port + r; 0 = free ports',
-      parseNonNegativeInt, 14579)
-    .option('--ec-push-wait-timeout-ms <ms>', 'vLLM Mooncake EC consumer: how long a request waits for a push (default 60000)',
-      parsePositiveInt)
+    .option(
+      '--ec-control-port <port>',
+      'vLLM Mooncake EC consumer: control listener base port, DP rank r on port + r; 0 = free ports',
+      parseNonNegativeInt,
+      14579,
+    )
+    .option(
+      '--ec-push-wait-timeout-ms <ms>',
+      'vLLM Mooncake EC consumer: how long a request waits for a push (default 60000)',
+      parsePositiveInt,
+    )
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
-    .option('--bootstrap-port <port>', 'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port', parseNonNegativeInt, 8998)
-    .option('--bootstrap-timeout-ms <ms>', 'SGLang decode: how long to wait for a room\'s KV (n>1 PD hangs)', parsePositiveInt)
+    .option(
+      '--bootstrap-port <port>',
+      'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port',
+      parseNonNegativeInt,
+      8998,
+    )
+    .option('--bootstrap-timeout-ms <ms>', "SGLang decode: how long to wait for a room's KV (n>1 PD hangs)", parsePositiveInt)
     .option('--language-only', 'SGLang EPD prefill: encoder registry listener, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
     .option('--encoder-bootstrap-port <port>', 'SGLang language-only: encoder registry listener port; 0 = free', parseNonNegativeInt, 8997)
     .option('--encoder-health-check-interval-ms <ms>', 'SGLang language-only: probe period (10000; 0 off)', parseNonNegativeInt)
-    .option('--encoder-health-check-timeout-ms <ms>', 'SGLang language-only: one health probe\'s budget (default 2000)', parsePositiveInt)
+    .option('--encoder-health-check-timeout-ms <ms>', "SGLang language-only: one health probe's budget (default 2000)", parsePositiveInt)
     .option('--encoder-evicted-ttl-ms <ms>', 'SGLang language-only: evicted encoders kept (600000; 0 = forever)', parseNonNegativeInt)
     .option('--no-vision-tower', 'SGLang language-only: the model has no vision tower (multimodal requests fail without encoders)')
-    .addOption(new Option('--load-balance-method <method>', 'SGLang DP rank choice without a pinned rank')
-      .choices(['auto', 'follow_bootstrap_room', 'round_robin']))
+    .addOption(
+      new Option('--load-balance-method <method>', 'SGLang DP rank choice without a pinned rank').choices([
+        'auto',
+        'follow_bootstrap_room',
+        'round_robin',
+      ]),
+    )
     .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
     .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
     .option('--max-model-len <n>', 'context length', parsePositiveInt)
-    .option('--kv-events-config <json>', 'publish KV-cache events (ZMQ PUB + msgpack), the engines\' JSON: {"publisher":"zmq",'
-      + '"endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558"}; needs --tokenizer', parseKvEventsConfig)
-    .option('--tokenizer <path>', 'the model\'s tokenizer.json (or its directory): prompts are tokenized and hashed as the engine does')
+    .option(
+      '--kv-events-config <json>',
+      'publish KV-cache events (ZMQ PUB + msgpack), the engines\' JSON: {"publisher":"zmq",' +
+        '"endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558"}; needs --tokenizer',
+      parseKvEventsConfig,
+    )
+    .option('--tokenizer <path>', "the model's tokenizer.json (or its directory): prompts are tokenized and hashed as the engine does")
     .option('--block-size <n>', 'vLLM: tokens per KV block (default 16)', parsePositiveInt)
     .option('--page-size <n>', 'SGLang: tokens per KV page (default 16)', parsePositiveInt)
-    .addOption(new Option('--prefix-caching-hash-algo <algo>', 'vLLM block hash (PYTHONHASHSEED seeds it; default 0)')
-      .choices(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']))
+    .addOption(
+      new Option('--prefix-caching-hash-algo <algo>', 'vLLM block hash (PYTHONHASHSEED seeds it; default 0)').choices([
+        'sha256',
+        'sha256_cbor',
+        'xxhash',
+        'xxhash_cbor',
+      ]),
+    )
     .option('--kv-capacity-tokens <n>', 'KV pool size in tokens: the prefix cache evicts beyond it', parsePositiveInt);
 }
 
@@ -205,8 +237,19 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.kvCapacityTokens ? { latency: { kvCapacityTokens: o.kvCapacityTokens } } : {}),
   });
   const { url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model } = handle;
-  logger.info({
-    url, port, bootstrapPort, encoderBootstrapPort, ecControlAddresses, engine, role, model, kvEvents: handle.kvEventEndpoints,
-  }, 'sim-engine ready');
+  logger.info(
+    {
+      url,
+      port,
+      bootstrapPort,
+      encoderBootstrapPort,
+      ecControlAddresses,
+      engine,
+      role,
+      model,
+      kvEvents: handle.kvEventEndpoints,
+    },
+    'sim-engine ready',
+  );
   onShutdown(logger, () => handle.close(), { graceMs: 5_000 });
 }

@@ -54,9 +54,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--json', 'print the spans as JSON')
     .action(async (traceId: string, opts: { from: string; allAttributes?: boolean; json?: boolean }) => {
       const spans = await fetchTrace(opts.from, traceId);
-      out.write(opts.json ? `${JSON.stringify(spans, null, 2)}\n` : renderTrace(
-        traceId.toLowerCase(), spans, { allAttributes: opts.allAttributes === true },
-      ));
+      out.write(
+        opts.json
+          ? `${JSON.stringify(spans, null, 2)}\n`
+          : renderTrace(traceId.toLowerCase(), spans, { allAttributes: opts.allAttributes === true }),
+      );
     });
   try {
     await program.parseAsync([...argv], { from: 'user' });

@@ -48,9 +48,13 @@ export async function main(argv: readonly string[]): Promise<void> {
   });
   void signal.then(() => interrupt.abort());
   try {
-    stack = await startStack(
-      options, { cliEntry: process.argv[1] ?? '', out, env: process.env, color: out.isTTY === true, abort: interrupt.signal },
-    );
+    stack = await startStack(options, {
+      cliEntry: process.argv[1] ?? '',
+      out,
+      env: process.env,
+      color: out.isTTY === true,
+      abort: interrupt.signal,
+    });
   } catch (err) {
     if (err instanceof StartupError) {
       process.stderr.write(`triad up: ${err.message}\n`);
@@ -66,8 +70,10 @@ export async function main(argv: readonly string[]): Promise<void> {
   if ('signal' in end) {
     out.write(`triad up: ${end.signal}: stopping every service${force ? '' : ' (Ctrl-C again to force)'}\n`);
   } else {
-    process.stderr.write(`triad up: ${end.child.name} ${describeExit(end.exit)}; stopping the stack. Its last lines:\n  ` +
-      `${end.child.lastLines().join('\n  ')}\n`);
+    process.stderr.write(
+      `triad up: ${end.child.name} ${describeExit(end.exit)}; stopping the stack. Its last lines:\n  ` +
+        `${end.child.lastLines().join('\n  ')}\n`,
+    );
     process.exitCode = 1;
   }
   await stack.stop();

@@ -7,7 +7,15 @@ import { TRIAD_VERSION } from '../version';
 
 function capture(): { out: Writable; text: () => string } {
   const chunks: string[] = [];
-  return { out: new Writable({ write(c, _e, cb) { chunks.push(String(c)); cb(); } }), text: () => chunks.join('') };
+  return {
+    out: new Writable({
+      write(c, _e, cb) {
+        chunks.push(String(c));
+        cb();
+      },
+    }),
+    text: () => chunks.join(''),
+  };
 }
 
 const misspelt = `apiVersion: networking.serving.volcano.sh/v1alpha1
@@ -40,7 +48,9 @@ describe('triad validate', () => {
     const c = capture();
     expect(await runCli(['validate', join(dir, 'misspelt.yaml')], c.out)).toBe(0);
     expect(c.text()).toContain('ModelServer llm/qwen-vl  valid, with warnings');
-    expect(c.text()).toContain("    warning: spec.workloadSelector.pdGroup.encodeLables: unknown field; the API server drops it (did you mean 'encodeLabels'?)");
+    expect(c.text()).toContain(
+      "    warning: spec.workloadSelector.pdGroup.encodeLables: unknown field; the API server drops it (did you mean 'encodeLabels'?)",
+    );
     expect(c.text()).toContain('    warning: spec.ecConnecter: unknown field; the API server drops it');
     expect(c.text()).toContain('all objects valid; 1 with warnings (--strict makes them errors)');
   });
@@ -52,12 +62,16 @@ describe('triad validate', () => {
     expect(c.text()).toContain('1 invalid object(s); 1 with warnings');
   });
 
-  it.each([[['--version']], [['validate', '--version']], [['gateway', '--version']], [['pod-watcher', '--version']], [['webhook', '--version']], [['up', '--version']]])(
-    'triad %j prints the version and starts nothing',
-    async (argv) => {
-      const c = capture();
-      expect(await runCli(argv, c.out)).toBe(0);
-      expect(c.text()).toBe(`${TRIAD_VERSION}\n`);
-    },
-  );
+  it.each([
+    [['--version']],
+    [['validate', '--version']],
+    [['gateway', '--version']],
+    [['pod-watcher', '--version']],
+    [['webhook', '--version']],
+    [['up', '--version']],
+  ])('triad %j prints the version and starts nothing', async (argv) => {
+    const c = capture();
+    expect(await runCli(argv, c.out)).toBe(0);
+    expect(c.text()).toBe(`${TRIAD_VERSION}\n`);
+  });
 });

@@ -20,7 +20,10 @@ function readStat(pid: number): ProcStat | undefined {
 }
 
 function allStats(): ProcStat[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map((d) => readStat(Number(d))).filter((s): s is ProcStat => s !== undefined);
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map((d) => readStat(Number(d)))
+    .filter((s): s is ProcStat => s !== undefined);
 }
 
 /** Every live process that descends from `root` or belongs to one of `groups` (zombies do not count). */

@@ -5,7 +5,15 @@ import { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  freePort, spawnTriad, startNatsServer, startSteadyLoad, waitFor, waitReady, type NatsServerHandle, type SteadyLoad, type TriadChild,
+  freePort,
+  spawnTriad,
+  startNatsServer,
+  startSteadyLoad,
+  waitFor,
+  waitReady,
+  type NatsServerHandle,
+  type SteadyLoad,
+  type TriadChild,
 } from '@triad/testing';
 
 // Bad manifests through the pod-watcher's file source (issue 16), end to end: `triad pod-watcher --source file:`
@@ -32,7 +40,13 @@ kind: Pod
 metadata: {name: ${name}, namespace: default, labels: {app: agg}}
 status: {phase: Running, podIP: "${ip}", conditions: [{type: Ready, status: "True"}]}`;
 
-function manifests(port: number, pods: readonly [string, string][] = [['agg-0', IPS[0] as string], ['agg-1', IPS[1] as string]]): string {
+function manifests(
+  port: number,
+  pods: readonly [string, string][] = [
+    ['agg-0', IPS[0] as string],
+    ['agg-1', IPS[1] as string],
+  ],
+): string {
   return [SERVER(port), ROUTE, ...pods.map(([n, ip]) => POD(n, ip))].join('\n---\n');
 }
 
@@ -48,7 +62,11 @@ describe('reliability: bad manifests keep the last good state while the gateway 
   let port: number;
   const sims: SimEngineHandle[] = [];
 
-  const warnings = (msg: string) => watcher.output().split('\n').filter((l) => l.includes(`"msg":"${msg}`)).length;
+  const warnings = (msg: string) =>
+    watcher
+      .output()
+      .split('\n')
+      .filter((l) => l.includes(`"msg":"${msg}`)).length;
   /** Replaces the file as editors and ConfigMap updates do: written elsewhere, renamed over. */
   const writeManifests = (text: string) => {
     writeFileSync(`${file}.tmp`, text);
@@ -67,18 +85,37 @@ describe('reliability: bad manifests keep the last good state while the gateway 
     const watcherOps = await freePort();
     watcher = spawnTriad(['pod-watcher', '--nats', nats.url, '--metrics-port', String(watcherOps), '--source', `file:${file}`], env);
     const [gatewayOps, gatewayPort] = [await freePort(), await freePort()];
-    gateway = spawnTriad([
-      'gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayOps),
-      '--scheduling', 'in-process',
-    ], { ...env, TRIAD_ACCESS_LOG: 'false' });
+    gateway = spawnTriad(
+      [
+        'gateway',
+        '--nats',
+        nats.url,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(gatewayPort),
+        '--metrics-port',
+        String(gatewayOps),
+        '--scheduling',
+        'in-process',
+      ],
+      { ...env, TRIAD_ACCESS_LOG: 'false' },
+    );
     url = `http://127.0.0.1:${gatewayPort}`;
     await waitReady(watcher, watcherOps, 'pod-watcher ready');
     await waitReady(gateway, gatewayOps, 'gateway ready');
     bus = await connectBus({ servers: nats.url, name: 'bad-manifests-test' });
-    await waitFor(async () => (await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'chat', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
-    }).then((r) => r.status).catch(() => 0)) === 200, { what: 'gateway serving chat', timeoutMs: 60_000 });
+    await waitFor(
+      async () =>
+        (await fetch(`${url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'chat', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] }),
+        })
+          .then((r) => r.status)
+          .catch(() => 0)) === 200,
+      { what: 'gateway serving chat', timeoutMs: 60_000 },
+    );
   }, 120_000);
   afterAll(async () => {
     await load?.stop();
@@ -102,8 +139,10 @@ describe('reliability: bad manifests keep the last good state while the gateway 
 
   it('refuses or keeps every broken version, with a warning, and loses no request', async () => {
     load = startSteadyLoad({
-      targets: [url], body: { model: 'chat', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] },
-      concurrency: 2, paceMs: 10,
+      targets: [url],
+      body: { model: 'chat', max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] },
+      concurrency: 2,
+      paceMs: 10,
     });
     const good = manifests(port);
     const corruptions: [string, string, string][] = [
@@ -111,17 +150,30 @@ describe('reliability: bad manifests keep the last good state while the gateway 
       ['comments only', '# nothing yet\n---\n', 'source file refused; keeping the last state'],
       ['truncated mid-document', good.slice(0, good.lastIndexOf('podIP') + 10), 'source file refused; keeping the last state'],
       ['broken YAML', `${good}\n---\nkind: Pod\nmetadata: {name: x\n`, 'source file refused; keeping the last state'],
-      ['binary noise', Buffer.from(Array.from({ length: 2048 }, (_, i) => (i * 131 + 7) % 256)).toString('latin1'), 'source file refused; keeping the last state'],
+      [
+        'binary noise',
+        Buffer.from(Array.from({ length: 2048 }, (_, i) => (i * 131 + 7) % 256)).toString('latin1'),
+        'source file refused; keeping the last state',
+      ],
       ['a list instead of objects', '- a\n- b\n', 'source file refused; keeping the last state'],
       [
-        'a ModelServer defined twice, the second copy broken', `${good}\n---\n${SERVER(port, 'nothing-matches')}`,
+        'a ModelServer defined twice, the second copy broken',
+        `${good}\n---\n${SERVER(port, 'nothing-matches')}`,
         'object defined more than once; keeping its last state until one definition remains',
       ],
       [
-        'a Pod defined twice with two addresses', `${good}\n---\n${POD('agg-1', '127.0.61.9')}`,
+        'a Pod defined twice with two addresses',
+        `${good}\n---\n${POD('agg-1', '127.0.61.9')}`,
         'object defined more than once; keeping its last state until one definition remains',
       ],
-      ['pod addresses that are not IPs', manifests(port, [['agg-0', '127.0.0.999'], ['agg-1', '::::']]), 'rejected invalid object'],
+      [
+        'pod addresses that are not IPs',
+        manifests(port, [
+          ['agg-0', '127.0.0.999'],
+          ['agg-1', '::::'],
+        ]),
+        'rejected invalid object',
+      ],
       ['a port of the wrong type', manifests(port).replace(`port: ${port}}`, 'port: "eighty"}'), 'rejected invalid object'],
     ];
     for (const [what, text, warning] of corruptions) {
@@ -131,7 +183,13 @@ describe('reliability: bad manifests keep the last good state while the gateway 
       expect({ what, pool: await poolIps() }).toEqual({ what, pool: { 'agg-0': IPS[0], 'agg-1': IPS[1] } });
     }
     // A good version still applies: a third pod joins (the second sim's address again, under another name).
-    writeManifests(manifests(port, [['agg-0', IPS[0] as string], ['agg-1', IPS[1] as string], ['agg-2', IPS[1] as string]]));
+    writeManifests(
+      manifests(port, [
+        ['agg-0', IPS[0] as string],
+        ['agg-1', IPS[1] as string],
+        ['agg-2', IPS[1] as string],
+      ]),
+    );
     await waitFor(async () => (await poolIps())['agg-2'] === IPS[1], { what: 'the good version applied', timeoutMs: 15_000 });
     const report = await load.stop();
     load = undefined;

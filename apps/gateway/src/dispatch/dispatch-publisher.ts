@@ -56,7 +56,11 @@ export class DispatchPublisher implements TurnFlushable {
   #window: NodeJS.Timeout | undefined;
 
   constructor(
-    nc: NatsConnection, gateway: string, options: DispatchPublisherOptions, turn: TurnFlusher, onEvent?: (event: DispatchEvent) => void,
+    nc: NatsConnection,
+    gateway: string,
+    options: DispatchPublisherOptions,
+    turn: TurnFlusher,
+    onEvent?: (event: DispatchEvent) => void,
   ) {
     this.#nc = nc;
     this.#gateway = gateway;

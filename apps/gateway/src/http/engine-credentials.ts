@@ -31,7 +31,8 @@ export class EngineCredentials {
     try {
       const stat = statSync(path);
       const cached = this.#loaded.get(path);
-      if (cached !== undefined && cached.ino === stat.ino && cached.mtimeMs === stat.mtimeMs && cached.size === stat.size) return cached.header;
+      if (cached !== undefined && cached.ino === stat.ino && cached.mtimeMs === stat.mtimeMs && cached.size === stat.size)
+        return cached.header;
       const token = readFileSync(path, 'utf8').trim();
       if (token.length === 0 || /[\r\n]/.test(token)) throw new Error('empty, or more than one line');
       const header = `Bearer ${token}`;

@@ -50,7 +50,14 @@ export class GatewayObserver implements StageObserver {
   legEnd(ctx: ProxyRequest, leg: LegInfo, outcome: LegOutcome): void {
     const final = leg.stage === 'decode' || leg.stage === 'aggregated';
     const tokens = final ? ctx.result.usage?.completionTokens : undefined;
-    this.#dispatch.finished(ctx.id, leg.endpoint.key, leg.stage, outcome.ok, tokens, outcome.ok ? legLatency(ctx, leg, final, tokens) : undefined);
+    this.#dispatch.finished(
+      ctx.id,
+      leg.endpoint.key,
+      leg.stage,
+      outcome.ok,
+      tokens,
+      outcome.ok ? legLatency(ctx, leg, final, tokens) : undefined,
+    );
     this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
     this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
     this.outliers?.legEnded(ctx, leg, outcome);

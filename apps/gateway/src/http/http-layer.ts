@@ -22,7 +22,10 @@ export function writeClosingError(res: ServerResponse, err: unknown): void {
   const e = toOpenAiError(err);
   if (res.headersSent || res.destroyed) return;
   res.writeHead(e.status, {
-    'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), connection: 'close', ...e.headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(e.body),
+    connection: 'close',
+    ...e.headers,
   });
   res.end(e.body);
 }
@@ -124,9 +127,10 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
     server.emit('request', req, res);
   });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    writeClosingError(res, new HttpLayerError(
-      ErrorCode.GatewayExpectationFailed, "the only expectation the gateway supports is 'Expect: 100-continue'",
-    ));
+    writeClosingError(
+      res,
+      new HttpLayerError(ErrorCode.GatewayExpectationFailed, "the only expectation the gateway supports is 'Expect: 100-continue'"),
+    );
     req.resume();
   });
   return server;
@@ -147,7 +151,9 @@ export const CLOSE_AFTER = Symbol('triad.closeAfter');
  * connection is closed; a 413 always closes the connection (`Connection: close`).
  */
 export function readBody(
-  req: IncomingMessage & { [CLOSE_AFTER]?: boolean }, payload: Readable, options: HttpLayerOptions,
+  req: IncomingMessage & { [CLOSE_AFTER]?: boolean },
+  payload: Readable,
+  options: HttpLayerOptions,
   done: (err: Error | null, body?: Buffer) => void,
 ): void {
   const declared = contentLengthOf(req);

@@ -3,8 +3,23 @@ import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { clientAbortedError, clientWantsUsage, runProxy, type ConnectorRegistry, type UpstreamPools } from '@triad/connectors';
 import {
-  BadRequestError, NotFoundError, RateLimitedError, RequestContext, RequestError, asError, echo, errorCodeOf, extractMediaParts, isRouted, promptText,
-  writeErrorResponse, type DpRankPicker, type IncomingHeaders, type MediaPart, type RequestHooks, type RequestLimits,
+  BadRequestError,
+  NotFoundError,
+  RateLimitedError,
+  RequestContext,
+  RequestError,
+  asError,
+  echo,
+  errorCodeOf,
+  extractMediaParts,
+  isRouted,
+  promptText,
+  writeErrorResponse,
+  type DpRankPicker,
+  type IncomingHeaders,
+  type MediaPart,
+  type RequestHooks,
+  type RequestLimits,
   type ResolvedRouting,
 } from '@triad/request';
 import { countUnexpected, type Logger } from '@triad/runtime';
@@ -49,7 +64,10 @@ export interface InferenceDeps {
   readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
   readonly kvBlockKeys?: (
-    engine: InferenceEngine, model: string, body: Record<string, unknown>, lora: string | undefined,
+    engine: InferenceEngine,
+    model: string,
+    body: Record<string, unknown>,
+    lora: string | undefined,
   ) => string[] | undefined;
   /** Chooses SGLang DP ranks for legs (engines reporting `dp_size` > 1). */
   readonly dpRank?: DpRankPicker;
@@ -118,7 +136,12 @@ export class InferenceHandler {
    */
   /** `listener`: the Gateway listener the request arrived at (Gateway API mode), else undefined. */
   async handle(
-    method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse, listener?: ListenerRef,
+    method: string,
+    path: string,
+    headers: IncomingHeaders,
+    raw: Buffer | undefined,
+    sink: InferenceResponse,
+    listener?: ListenerRef,
   ): Promise<void> {
     try {
       await this.#handle(method, path, headers, raw, sink, listener);
@@ -131,7 +154,11 @@ export class InferenceHandler {
   }
 
   async #handle(
-    method: string, path: string, headers: IncomingHeaders, raw: Buffer | undefined, sink: InferenceResponse,
+    method: string,
+    path: string,
+    headers: IncomingHeaders,
+    raw: Buffer | undefined,
+    sink: InferenceResponse,
     listener: ListenerRef | undefined,
   ): Promise<void> {
     const d = this.#d;
@@ -149,10 +176,25 @@ export class InferenceHandler {
       this.#finish(bad, false);
       return;
     }
-    const prompt = path === CHAT || path === COMPLETIONS ? promptText(body)
-      : path === GENERATE ? generateText(body) : PROVIDER_PATHS.has(path) ? promptText(body, ALL_INPUTS) : '';
+    const prompt =
+      path === CHAT || path === COMPLETIONS
+        ? promptText(body)
+        : path === GENERATE
+          ? generateText(body)
+          : PROVIDER_PATHS.has(path)
+            ? promptText(body, ALL_INPUTS)
+            : '';
     const ctx = new RequestContext(
-      id, method, path, headers, body, prompt, estimateTokens(prompt), receivedAt, sink, forwardedHeaders(headers),
+      id,
+      method,
+      path,
+      headers,
+      body,
+      prompt,
+      estimateTokens(prompt),
+      receivedAt,
+      sink,
+      forwardedHeaders(headers),
     );
     sink.triadRequest = ctx;
     sink.once('close', onClientClose);
@@ -187,11 +229,16 @@ export class InferenceHandler {
       if (http !== undefined) {
         if (http.backend === undefined) {
           throw new RequestError(
-            ErrorCode.Internal, `HTTPRoute ${http.route} matched but its rule has no InferencePool backend to send to`,
+            ErrorCode.Internal,
+            `HTTPRoute ${http.route} matched but its rule has no InferencePool backend to send to`,
           );
         }
         match = {
-          route: http.route, namespace: http.backend.namespace, modelServer: http.backend.modelServer, provider: undefined, lora: false,
+          route: http.route,
+          namespace: http.backend.namespace,
+          modelServer: http.backend.modelServer,
+          provider: undefined,
+          lora: false,
           rule: String(http.rule),
         };
         upstreamPath = http.path;
@@ -202,7 +249,12 @@ export class InferenceHandler {
       const what = listener ? 'ModelRoute or HTTPRoute' : 'ModelRoute';
       throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ${what} matches it)`, 'model');
     }
-    if (upstreamPath === undefined && !inference && match.provider === undefined && this.#disaggregated(match.namespace, match.modelServer)) {
+    if (
+      upstreamPath === undefined &&
+      !inference &&
+      match.provider === undefined &&
+      this.#disaggregated(match.namespace, match.modelServer)
+    ) {
       // Other `/v1/*` calls carry no bootstrap room, so a PD server would refuse them (400): an aggregated target
       // (or a provider) of the same rule serves them, else the gateway says why.
       const servesAsIs = (ns: string, name: string | undefined, provider: string | undefined) =>
@@ -224,8 +276,13 @@ export class InferenceHandler {
     // Kthena: rewrite `model` to ModelServer.spec.model unless the request named a LoRA adapter.
     const upstreamModel = entry === undefined ? '' : !match.lora && entry.record.spec.model ? entry.record.spec.model : ctx.model;
     ctx.routed({
-      route: match.route, namespace: match.namespace, serverName: match.modelServer, lora: match.lora, server: entry?.profile,
-      upstreamModel, upstreamPath,
+      route: match.route,
+      namespace: match.namespace,
+      serverName: match.modelServer,
+      lora: match.lora,
+      server: entry?.profile,
+      upstreamModel,
+      upstreamPath,
     });
     // Counted per model only once routed: client-chosen names that match nothing must not become label values.
     d.metrics.downstream(ctx.model, 1);
@@ -252,8 +309,10 @@ export class InferenceHandler {
     const media = enginePath === CHAT && profile.mode === 'epd' && profile.engine !== 'SGLang' ? extractMediaParts(ctx.body) : NO_MEDIA;
     const started = performance.now();
     // The engines' own block hashes for precise-prefix-cache (text requests; media shift the token stream).
-    const kvKeys = openAi && media.length === 0
-      ? d.kvBlockKeys?.(profile.engine, upstreamModel, ctx.body, ctx.routing.lora ? upstreamModel : undefined) : undefined;
+    const kvKeys =
+      openAi && media.length === 0
+        ? d.kvBlockKeys?.(profile.engine, upstreamModel, ctx.body, ctx.routing.lora ? upstreamModel : undefined)
+        : undefined;
     const { decision, local } = await d.scheduler.schedule(buildSchedulingRequest(ctx, media, d.hashOptions(), kvKeys), ctx);
     const durationMs = performance.now() - started;
     ctx.scheduled({ decision, local, durationMs });

@@ -38,9 +38,8 @@ export function parseInferenceBody(raw: Buffer | undefined, path: string, limits
   const stream = b['stream'];
   if (stream !== undefined && stream !== null && typeof stream !== 'boolean') throw bad("'stream' must be a boolean", 'stream');
   const options = b['stream_options'];
-  if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) throw bad(
-    "'stream_options' must be an object", 'stream_options',
-  );
+  if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options)))
+    throw bad("'stream_options' must be an object", 'stream_options');
   checkCount(b, 'max_tokens', 0);
   checkCount(b, 'max_completion_tokens', 0);
   checkCount(b, 'n', 1);
@@ -48,9 +47,8 @@ export function parseInferenceBody(raw: Buffer | undefined, path: string, limits
     const messages = b['messages'];
     if (!Array.isArray(messages) || messages.length === 0) throw bad("'messages' must be a non-empty array", 'messages');
     for (const m of messages) {
-      if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') throw bad(
-        "every message needs a string 'role'", 'messages',
-      );
+      if (m === null || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string')
+        throw bad("every message needs a string 'role'", 'messages');
     }
   } else if (path === '/v1/completions') {
     const prompt = b['prompt'];

@@ -22,7 +22,8 @@ export interface HttpServerOptions {
 }
 
 function sendError(
-  reply: { code(n: number): unknown; headers(h: Record<string, string>): unknown; send(b: string): unknown }, err: unknown,
+  reply: { code(n: number): unknown; headers(h: Record<string, string>): unknown; send(b: string): unknown },
+  err: unknown,
 ): void {
   const e = toOpenAiError(err);
   reply.code(e.status);
@@ -48,9 +49,13 @@ function fromFastifyError(err: { code?: string; statusCode?: number; message: st
  */
 export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   const layer: HttpLayerOptions = {
-    bodyLimit: options.bodyLimit, discardLimit: options.bodyDiscardLimit, keepAliveTimeoutMs: 75_000, draining: options.draining,
+    bodyLimit: options.bodyLimit,
+    discardLimit: options.bodyDiscardLimit,
+    keepAliveTimeoutMs: 75_000,
+    draining: options.draining,
   };
-  const fastifyError = (err: unknown) => fromFastifyError(err as { code?: string; statusCode?: number; message: string }, options.bodyLimit);
+  const fastifyError = (err: unknown) =>
+    fromFastifyError(err as { code?: string; statusCode?: number; message: string }, options.bodyLimit);
   const app = Fastify({
     bodyLimit: options.bodyLimit,
     logger: false,
@@ -70,13 +75,11 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   });
 
   app.get('/healthz', (_req, reply) => reply.type('text/plain').send('ok'));
-  app.get(
-    '/readyz',
-    (_req, reply) => (options.ready() ? reply.type('text/plain').send('ready') : reply.code(503).type('text/plain').send('not ready')),
+  app.get('/readyz', (_req, reply) =>
+    options.ready() ? reply.type('text/plain').send('ready') : reply.code(503).type('text/plain').send('not ready'),
   );
-  const models = (
-    _req: FastifyRequest, reply: { type(t: string): { send(b: string): unknown } },
-  ) => reply.type('application/json').send(options.routes.modelsJson());
+  const models = (_req: FastifyRequest, reply: { type(t: string): { send(b: string): unknown } }) =>
+    reply.type('application/json').send(options.routes.modelsJson());
   app.get('/v1/models', models);
   app.get('/models', models);
   // Model ids carry slashes (`Qwen/Qwen2.5-0.5B`): the SDKs send them percent-encoded, curl users often raw.

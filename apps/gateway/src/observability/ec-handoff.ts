@@ -10,8 +10,16 @@ import type { GatewayMetrics } from './metrics';
 export function recordEcHandoff(metrics: GatewayMetrics, logger: Logger | undefined, ctx: RequestContext, err: unknown): void {
   if (!(err instanceof EcHandoffError)) return;
   metrics.ecHandoffFailure(err.reason);
-  logger?.warn({
-    requestId: ctx.id, model: ctx.model, reason: err.reason, stage: err.stage, item: err.item >= 0 ? err.item : undefined,
-    endpoint: err.endpoint, err: err.message,
-  }, 'EC hand-off failed');
+  logger?.warn(
+    {
+      requestId: ctx.id,
+      model: ctx.model,
+      reason: err.reason,
+      stage: err.stage,
+      item: err.item >= 0 ? err.item : undefined,
+      endpoint: err.endpoint,
+      err: err.message,
+    },
+    'EC hand-off failed',
+  );
 }

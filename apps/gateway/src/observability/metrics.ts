@@ -17,7 +17,10 @@ const TPOT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.
  * read 0 rather than nothing; a connector that detects a new kind of failure adds its reason here.
  */
 export const EC_HANDOFF_FAILURE_REASONS = [
-  'invalid_encoder_answer', 'item_mismatch', 'missing_consumer_address', 'push_timeout',
+  'invalid_encoder_answer',
+  'item_mismatch',
+  'missing_consumer_address',
+  'push_timeout',
 ] as const satisfies readonly EcHandoffFailureReason[];
 export type { EcHandoffFailureReason };
 
@@ -63,109 +66,164 @@ interface Children {
 export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #requests = new FastCounter({
-    name: 'kthena_router_requests_total', help: 'Requests by outcome',
-    labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'], registers: [this.registry],
+    name: 'kthena_router_requests_total',
+    help: 'Requests by outcome',
+    labelNames: ['model', 'path', 'status_code', 'error_type', 'model_route', 'model_server', 'upstream_model'],
+    registers: [this.registry],
   });
   readonly #duration = new FastHistogram({
-    name: 'kthena_router_request_duration_seconds', help: 'Request duration', labelNames: ['model', 'path', 'status_code'],
-    buckets: DURATION_BUCKETS, registers: [this.registry],
+    name: 'kthena_router_request_duration_seconds',
+    help: 'Request duration',
+    labelNames: ['model', 'path', 'status_code'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
   });
   readonly #prefill = new FastHistogram({
-    name: 'kthena_router_request_prefill_duration_seconds', help: 'Prefill phase duration', labelNames: ['model', 'path', 'status_code'],
-    buckets: DURATION_BUCKETS, registers: [this.registry],
+    name: 'kthena_router_request_prefill_duration_seconds',
+    help: 'Prefill phase duration',
+    labelNames: ['model', 'path', 'status_code'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
   });
   readonly #decode = new FastHistogram({
-    name: 'kthena_router_request_decode_duration_seconds', help: 'Decode phase duration', labelNames: ['model', 'path', 'status_code'],
-    buckets: DURATION_BUCKETS, registers: [this.registry],
+    name: 'kthena_router_request_decode_duration_seconds',
+    help: 'Decode phase duration',
+    labelNames: ['model', 'path', 'status_code'],
+    buckets: DURATION_BUCKETS,
+    registers: [this.registry],
   });
   readonly #tokens = new FastCounter({
-    name: 'kthena_router_tokens_total', help: 'Tokens by type', labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'],
+    name: 'kthena_router_tokens_total',
+    help: 'Tokens by type',
+    labelNames: ['model', 'path', 'token_type', 'model_route', 'model_server'],
     registers: [this.registry],
   });
   readonly #rateLimited = new Counter({
-    name: 'kthena_router_rate_limit_exceeded_total', help: 'Requests rejected by rate limits', labelNames: ['model', 'limit_type', 'path'],
+    name: 'kthena_router_rate_limit_exceeded_total',
+    help: 'Requests rejected by rate limits',
+    labelNames: ['model', 'limit_type', 'path'],
     registers: [this.registry],
   });
   readonly #activeRequests = new FastGauge({
-    name: 'kthena_router_active_requests', help: 'Requests being handled', registers: [this.registry],
+    name: 'kthena_router_active_requests',
+    help: 'Requests being handled',
+    registers: [this.registry],
   });
   /** Requests being handled (inc when one arrives, dec when it ends). */
   readonly activeRequests: GaugeChild = this.#activeRequests.labels();
   readonly #activeDownstream = new FastGauge({
-    name: 'kthena_router_active_downstream_requests', help: 'Client requests in flight per model', labelNames: ['model'],
+    name: 'kthena_router_active_downstream_requests',
+    help: 'Client requests in flight per model',
+    labelNames: ['model'],
     registers: [this.registry],
   });
   readonly #activeUpstream = new FastGauge({
-    name: 'kthena_router_active_upstream_requests', help: 'Engine legs in flight', labelNames: ['model_server', 'stage'],
+    name: 'kthena_router_active_upstream_requests',
+    help: 'Engine legs in flight',
+    labelNames: ['model_server', 'stage'],
     registers: [this.registry],
   });
   readonly #upstreamWaiting = new FastGauge({
-    name: 'triad_gateway_upstream_waiting', labelNames: ['model_server', 'stage'], registers: [this.registry],
+    name: 'triad_gateway_upstream_waiting',
+    labelNames: ['model_server', 'stage'],
+    registers: [this.registry],
     help: 'Engine legs waiting for a free connection to their endpoint (its connection limit reached); in flight for scheduling',
   });
   readonly #activeStreams = new FastGauge({
-    name: 'triad_gateway_active_streams', help: 'SSE streams being relayed', labelNames: ['model'], registers: [this.registry],
+    name: 'triad_gateway_active_streams',
+    help: 'SSE streams being relayed',
+    labelNames: ['model'],
+    registers: [this.registry],
   });
   readonly #stage = new FastHistogram({
-    name: 'triad_gateway_stage_duration_seconds', help: 'Per-stage duration (encode fan-out span, prefill, decode)',
-    labelNames: ['model', 'mode', 'stage'], buckets: STAGE_BUCKETS, registers: [this.registry],
+    name: 'triad_gateway_stage_duration_seconds',
+    help: 'Per-stage duration (encode fan-out span, prefill, decode)',
+    labelNames: ['model', 'mode', 'stage'],
+    buckets: STAGE_BUCKETS,
+    registers: [this.registry],
   });
   readonly #ttft = new FastHistogram({
-    name: 'triad_gateway_time_to_first_token_seconds', help: 'Router-side time to first token (streams)', labelNames: ['model', 'mode'],
-    buckets: TTFT_BUCKETS, registers: [this.registry],
+    name: 'triad_gateway_time_to_first_token_seconds',
+    help: 'Router-side time to first token (streams)',
+    labelNames: ['model', 'mode'],
+    buckets: TTFT_BUCKETS,
+    registers: [this.registry],
   });
   readonly #tpot = new FastHistogram({
-    name: 'triad_gateway_time_per_output_token_seconds', help: 'Router-side time per output token after the first (streams)',
-    labelNames: ['model', 'mode'], buckets: TPOT_BUCKETS, registers: [this.registry],
+    name: 'triad_gateway_time_per_output_token_seconds',
+    help: 'Router-side time per output token after the first (streams)',
+    labelNames: ['model', 'mode'],
+    buckets: TPOT_BUCKETS,
+    registers: [this.registry],
   });
   readonly #schedule = new FastHistogram({
-    name: 'triad_gateway_schedule_duration_seconds', help: 'Time to a scheduling decision', labelNames: ['source'], buckets: STAGE_BUCKETS,
+    name: 'triad_gateway_schedule_duration_seconds',
+    help: 'Time to a scheduling decision',
+    labelNames: ['source'],
+    buckets: STAGE_BUCKETS,
     registers: [this.registry],
   });
   readonly #batch = new FastHistogram({
-    name: 'triad_gateway_schedule_batch_size', help: 'Scheduling requests per NATS message', buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    name: 'triad_gateway_schedule_batch_size',
+    help: 'Scheduling requests per NATS message',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     registers: [this.registry],
   });
   readonly #batchSizes: HistogramChild = this.#batch.labels();
   readonly #batchDuration = new FastHistogram({
-    name: 'triad_gateway_schedule_batch_duration_seconds', help: 'Round trip of one schedule message to the scheduler service',
-    buckets: BATCH_BUCKETS, registers: [this.registry],
+    name: 'triad_gateway_schedule_batch_duration_seconds',
+    help: 'Round trip of one schedule message to the scheduler service',
+    buckets: BATCH_BUCKETS,
+    registers: [this.registry],
   });
   readonly #batchDurations: HistogramChild = this.#batchDuration.labels();
   readonly #legs = new FastCounter({
-    name: 'triad_gateway_upstream_legs_total', help: 'Engine legs by model server, stage and outcome (ok, error; retried legs count too)',
-    labelNames: ['model_server', 'stage', 'outcome'], registers: [this.registry],
+    name: 'triad_gateway_upstream_legs_total',
+    help: 'Engine legs by model server, stage and outcome (ok, error; retried legs count too)',
+    labelNames: ['model_server', 'stage', 'outcome'],
+    registers: [this.registry],
   });
   readonly #legChildren = new Map<string, { ok: CounterChild; error: CounterChild }>();
   readonly #ecHandoff = new Counter({
-    name: 'triad_gateway_ec_handoff_failures_total', help: 'Encoder-cache hand-offs that failed, by reason', labelNames: ['reason'],
+    name: 'triad_gateway_ec_handoff_failures_total',
+    help: 'Encoder-cache hand-offs that failed, by reason',
+    labelNames: ['reason'],
     registers: [this.registry],
   });
   readonly #kvStranded = new Counter({
     name: 'triad_gateway_kv_stranded_total',
     help: 'KV hand-offs a decode did not take (the prefill held KV for it), by engine, why, and what the gateway did',
-    labelNames: ['engine', 'reason', 'action'], registers: [this.registry],
+    labelNames: ['engine', 'reason', 'action'],
+    registers: [this.registry],
   });
   readonly #kvReleases = new Counter({
     name: 'triad_gateway_kv_releases_total',
     help: 'Release legs sent for stranded vLLM KV, by outcome (ok: a decode took the KV, so the prefill freed it)',
-    labelNames: ['engine', 'outcome'], registers: [this.registry],
+    labelNames: ['engine', 'outcome'],
+    registers: [this.registry],
   });
   readonly #local = new Counter({
-    name: 'triad_gateway_local_decisions_total', help: 'Decisions made by the local fallback', labelNames: ['reason'],
+    name: 'triad_gateway_local_decisions_total',
+    help: 'Decisions made by the local fallback',
+    labelNames: ['reason'],
     registers: [this.registry],
   });
   readonly #ejections = new Counter({
     name: 'triad_gateway_outlier_ejections_total',
     help: 'Endpoints this gateway ejected (outlier detection), by model server, stage and what failed',
-    labelNames: ['model_server', 'stage', 'reason'], registers: [this.registry],
+    labelNames: ['model_server', 'stage', 'reason'],
+    registers: [this.registry],
   });
   readonly #restores = new Counter({
-    name: 'triad_gateway_outlier_restores_total', help: 'Ejected endpoints a successful probe restored, by model server and stage',
-    labelNames: ['model_server', 'stage'], registers: [this.registry],
+    name: 'triad_gateway_outlier_restores_total',
+    help: 'Ejected endpoints a successful probe restored, by model server and stage',
+    labelNames: ['model_server', 'stage'],
+    registers: [this.registry],
   });
   readonly #retries = new Counter({
-    name: 'triad_gateway_retries_total', help: 'Attempts retried on an alternate before the first byte', labelNames: ['model', 'stage'],
+    name: 'triad_gateway_retries_total',
+    help: 'Attempts retried on an alternate before the first byte',
+    labelNames: ['model', 'stage'],
     registers: [this.registry],
   });
   readonly #children = new Map<string, Children>();
@@ -300,7 +358,9 @@ export class GatewayMetrics {
   /** `triad_gateway_outliers_ejected{stage}`: endpoints ejected right now in the shared state, read at scrape time. */
   watchOutliers(count: () => Record<string, number>): void {
     new Gauge({
-      name: 'triad_gateway_outliers_ejected', help: 'Endpoints ejected right now (shared outlier state), by stage', labelNames: ['stage'],
+      name: 'triad_gateway_outliers_ejected',
+      help: 'Endpoints ejected right now (shared outlier state), by stage',
+      labelNames: ['stage'],
       registers: [this.registry],
       collect() {
         this.reset();

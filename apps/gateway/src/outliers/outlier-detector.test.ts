@@ -5,11 +5,17 @@ import { ErrorCode } from '@triad/errors';
 import { ClientAbortedError, UpstreamError } from '@triad/request';
 import { eject, ejectionMs, legVerdict, restore } from './outlier-detector';
 
-const leg: LegInfo = { stage: 'prefill', endpoint: { key: 'ns.s.p1', pod: 'p1', ip: '10.0.0.1', port: 8000 }, item: -1, attempt: 0, startedAt: 0 };
+const leg: LegInfo = {
+  stage: 'prefill',
+  endpoint: { key: 'ns.s.p1', pod: 'p1', ip: '10.0.0.1', port: 8000 },
+  item: -1,
+  attempt: 0,
+  startedAt: 0,
+};
 const where = (endpoint: string, status: number) => ({ stage: 'prefill' as const, endpoint, item: -1, status });
 
 describe('outlier detection rules', () => {
-  it('counts the leg\'s own 5xx, connect failures, resets and timeouts; not 4xx, client aborts or a sibling\'s failure', () => {
+  it("counts the leg's own 5xx, connect failures, resets and timeouts; not 4xx, client aborts or a sibling's failure", () => {
     expect(legVerdict(leg, { ok: true, status: 200 })).toBe('ok');
     const fail = (error: Error) => legVerdict(leg, { ok: false, status: 0, error });
     expect(fail(new UpstreamError(ErrorCode.UpstreamError, 'x', where('ns.s.p1', 503), true))).toBe('5xx');

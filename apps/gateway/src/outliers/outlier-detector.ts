@@ -91,7 +91,11 @@ export class OutlierDetector {
       this.#failures.delete(key);
       if (halfOpen) {
         ctx.result.outliers.push({ endpoint: leg.endpoint.pod, stage: leg.stage, action: 'restored' });
-        this.#write(key, (current) => restore(current, now, this.#by), () => this.#events.restored(ctx.routing.server.key, leg.stage));
+        this.#write(
+          key,
+          (current) => restore(current, now, this.#by),
+          () => this.#events.restored(ctx.routing.server.key, leg.stage),
+        );
       }
       return;
     }
@@ -101,9 +105,15 @@ export class OutlierDetector {
       return;
     }
     this.#failures.delete(key);
-    ctx.result.outliers.push({ endpoint: leg.endpoint.pod, stage: leg.stage, action: halfOpen ? 'probe-failed' : 'ejected', reason: verdict });
+    ctx.result.outliers.push({
+      endpoint: leg.endpoint.pod,
+      stage: leg.stage,
+      action: halfOpen ? 'probe-failed' : 'ejected',
+      reason: verdict,
+    });
     this.#write(
-      key, (current) => eject(current, { endpoint, stage: leg.stage, reason: verdict, failures, now, by: this.#by, policy }),
+      key,
+      (current) => eject(current, { endpoint, stage: leg.stage, reason: verdict, failures, now, by: this.#by, policy }),
       () => this.#events.ejected(ctx.routing.server.key, leg.stage, verdict),
     );
   }
@@ -131,17 +141,25 @@ export class OutlierDetector {
         }
         this.#table.apply({ op: 'PUT', key, value });
         this.#logger.warn(
-          { endpoint: value.endpoint, stage: value.stage, state: value.state, reason: value.reason, ejections: value.ejections,
-            ejectedForMs: value.state === 'ejected' ? value.ejectedUntil - value.ejectedAt : 0 },
+          {
+            endpoint: value.endpoint,
+            stage: value.stage,
+            state: value.state,
+            reason: value.reason,
+            ejections: value.ejections,
+            ejectedForMs: value.state === 'ejected' ? value.ejectedUntil - value.ejectedAt : 0,
+          },
           value.state === 'ejected' ? 'endpoint ejected (outlier detection)' : 'endpoint restored (outlier detection)',
         );
         done();
         return;
       }
     };
-    attempt().catch((err: unknown) => {
-      this.#logger.warn({ err: (err as Error).message, key }, 'cannot write outlier state; this replica keeps its view');
-    }).finally(() => this.#writing.delete(key));
+    attempt()
+      .catch((err: unknown) => {
+        this.#logger.warn({ err: (err as Error).message, key }, 'cannot write outlier state; this replica keeps its view');
+      })
+      .finally(() => this.#writing.delete(key));
   }
 }
 
@@ -166,8 +184,16 @@ export function eject(current: OutlierRecord | undefined, f: EjectFacts): Outlie
   const calm = current?.state === 'healthy' && f.now - (current.healthySince ?? 0) >= f.policy.maxEjectionMs;
   const ejections = (current === undefined || calm ? 0 : current.ejections) + 1;
   return {
-    schemaVersion: 1, endpoint: f.endpoint, stage: f.stage, state: 'ejected', ejectedAt: f.now,
-    ejectedUntil: f.now + ejectionMs(f.policy, ejections), ejections, reason: f.reason, failures: f.failures, by: f.by,
+    schemaVersion: 1,
+    endpoint: f.endpoint,
+    stage: f.stage,
+    state: 'ejected',
+    ejectedAt: f.now,
+    ejectedUntil: f.now + ejectionMs(f.policy, ejections),
+    ejections,
+    reason: f.reason,
+    failures: f.failures,
+    by: f.by,
   };
 }
 

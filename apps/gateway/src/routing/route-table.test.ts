@@ -6,21 +6,29 @@ import { RouteTable } from './route-table';
 
 function route(name: string, spec: ModelRouteSpec, creationTimestamp?: string, resourceVersion?: string): ModelRouteRecord {
   return {
-    schemaVersion: 1, namespace: 'ns', name, spec, ...(creationTimestamp ? { creationTimestamp } : {}),
+    schemaVersion: 1,
+    namespace: 'ns',
+    name,
+    spec,
+    ...(creationTimestamp ? { creationTimestamp } : {}),
     ...(resourceVersion ? { resourceVersion } : {}),
   };
 }
 const to = (server: string, weight = 100) => ({ modelServerName: server, weight });
-const req = (
-  model: string, headers: IncomingHeaders = {}, path = '/v1/chat/completions',
-) => requestContext({ body: { model }, path, headers });
+const req = (model: string, headers: IncomingHeaders = {}, path = '/v1/chat/completions') =>
+  requestContext({ body: { model }, path, headers });
 
 describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('matches modelName exactly, then LoRA adapters (no model rewrite for those)', () => {
     const t = new RouteTable();
     t.put(route('base', { modelName: 'llama', loraAdapters: ['sql-lora'], rules: [{ targetModels: [to('ms-a')] }] }));
     expect(t.resolve(req('llama'))).toEqual({
-      route: 'ns/base', namespace: 'ns', modelServer: 'ms-a', provider: undefined, lora: false, rule: undefined,
+      route: 'ns/base',
+      namespace: 'ns',
+      modelServer: 'ms-a',
+      provider: undefined,
+      lora: false,
+      rule: undefined,
     });
     expect(t.resolve(req('sql-lora'))).toMatchObject({ modelServer: 'ms-a', lora: true });
     expect(t.resolve(req('Llama'))).toBeUndefined();
@@ -29,10 +37,13 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
   it('prefers the oldest route and falls through to the next when its rules do not match', () => {
     const t = new RouteTable();
     t.put(route('young', { modelName: 'm', rules: [{ targetModels: [to('young-ms')] }] }, '2026-01-02T00:00:00Z'));
-    t.put(route(
-      'old', { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { exact: 'gold' } } }, targetModels: [to('old-ms')] }] },
-      '2026-01-01T00:00:00Z',
-    ));
+    t.put(
+      route(
+        'old',
+        { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { exact: 'gold' } } }, targetModels: [to('old-ms')] }] },
+        '2026-01-01T00:00:00Z',
+      ),
+    );
     expect(t.resolve(req('m', { 'x-tier': 'gold' }))?.route).toBe('ns/old');
     expect(t.resolve(req('m', { 'x-tier': 'silver' }))?.route).toBe('ns/young');
   });
@@ -49,18 +60,21 @@ describe('RouteTable (Kthena MatchModelTarget)', () => {
 
   it('takes the first rule whose header, uri and body.model conditions all match', () => {
     const t = new RouteTable();
-    t.put(route('r', {
-      modelName: 'm',
-      rules: [
-        {
-          name: 'canary', modelMatch: { headers: { 'X-Canary': { exact: 'true' } }, uri: { prefix: '/v1/chat' } },
-          targetModels: [to('canary')],
-        },
-        { name: 'regex', modelMatch: { headers: { 'x-user': { regex: '^team-[0-9]+$' } } }, targetModels: [to('team')] },
-        { name: 'body', modelMatch: { body: { model: 'other' } }, targetModels: [to('never')] },
-        { name: 'default', targetModels: [to('stable')] },
-      ],
-    }));
+    t.put(
+      route('r', {
+        modelName: 'm',
+        rules: [
+          {
+            name: 'canary',
+            modelMatch: { headers: { 'X-Canary': { exact: 'true' } }, uri: { prefix: '/v1/chat' } },
+            targetModels: [to('canary')],
+          },
+          { name: 'regex', modelMatch: { headers: { 'x-user': { regex: '^team-[0-9]+$' } } }, targetModels: [to('team')] },
+          { name: 'body', modelMatch: { body: { model: 'other' } }, targetModels: [to('never')] },
+          { name: 'default', targetModels: [to('stable')] },
+        ],
+      }),
+    );
     expect(t.resolve(req('m', { 'x-canary': 'true' }))).toMatchObject({ modelServer: 'canary', rule: 'canary' });
     expect(t.resolve(req('m', { 'x-canary': 'true' }, '/v1/completions'))?.modelServer).toBe('stable');
     expect(t.resolve(req('m', { 'x-user': 'team-42' }))?.modelServer).toBe('team');

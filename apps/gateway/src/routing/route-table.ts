@@ -135,9 +135,12 @@ export class RouteTable {
   /** Adds or replaces a route (key `ns/name`). */
   put(record: ModelRouteRecord): void {
     const key = `${record.namespace}/${record.name}`;
-    this.#routes.set(
-      key, { key, record, gatewayOnly: (record.spec.parentRefs?.length ?? 0) > 0, rules: (record.spec.rules ?? []).map(compileRule) },
-    );
+    this.#routes.set(key, {
+      key,
+      record,
+      gatewayOnly: (record.spec.parentRefs?.length ?? 0) > 0,
+      rules: (record.spec.rules ?? []).map(compileRule),
+    });
     this.#rebuild();
   }
 
@@ -156,7 +159,8 @@ export class RouteTable {
    * in `listeners`); without, routes with parentRefs are skipped (they attach to Gateway listeners only).
    */
   resolve(
-    req: RouteFacts, accept?: (namespace: string, server: string | undefined, provider: string | undefined) => boolean,
+    req: RouteFacts,
+    accept?: (namespace: string, server: string | undefined, provider: string | undefined) => boolean,
     listener?: ListenerRef,
   ): RouteMatch | undefined {
     let lora = false;
@@ -176,7 +180,11 @@ export class RouteTable {
       // Kthena: a LoRA name is never sent to a provider (its webhook refuses such routes).
       if (target.provider !== undefined && lora) continue;
       return {
-        route: route.key, namespace: route.record.namespace, modelServer: target.server ?? '', provider: target.provider, lora,
+        route: route.key,
+        namespace: route.record.namespace,
+        modelServer: target.server ?? '',
+        provider: target.provider,
+        lora,
         rule: rule.name,
       };
     }

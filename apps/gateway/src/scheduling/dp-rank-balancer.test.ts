@@ -5,8 +5,17 @@ const ref = { key: 'default.ms.p', pod: 'p', ip: '10.0.0.1', port: 30000 };
 
 function record(extra: Partial<EndpointRecord>, metrics: Partial<EndpointRecord['metrics']> = {}): EndpointRecord {
   return {
-    schemaVersion: 1, namespace: 'default', modelServer: 'ms', pod: 'p', role: 'prefill', ip: '10.0.0.1', port: 30000,
-    engine: 'SGLang', ready: true, models: ['m'], updatedAt: 1,
+    schemaVersion: 1,
+    namespace: 'default',
+    modelServer: 'ms',
+    pod: 'p',
+    role: 'prefill',
+    ip: '10.0.0.1',
+    port: 30000,
+    engine: 'SGLang',
+    ready: true,
+    models: ['m'],
+    updatedAt: 1,
     metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 1000, stale: false, ...metrics },
     ...extra,
   };
@@ -30,7 +39,11 @@ describe('DpRankBalancer', () => {
     const b = new DpRankBalancer(() => current);
     expect([0, 1, 2, 3, 4, 5].map(() => b.pick(ref))).toEqual([0, 1, 2, 0, 1, 2]);
     // A newer scrape shows rank 0 busy: the legs sent before it are in its numbers, so the counts start over.
-    const dpRanks = [{ running: 2, waiting: 1 }, { running: 0, waiting: 0 }, { running: 1, waiting: 0 }];
+    const dpRanks = [
+      { running: 2, waiting: 1 },
+      { running: 0, waiting: 0 },
+      { running: 1, waiting: 0 },
+    ];
     current = record({ dpSize: 3 }, { scrapedAt: 2000, dpRanks });
     expect([0, 1, 2, 3].map(() => b.pick(ref))).toEqual([1, 1, 2, 1]);
   });

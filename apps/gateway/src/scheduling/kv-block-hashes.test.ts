@@ -7,7 +7,13 @@ import { KvBlockHashing } from './kv-block-hashes';
 const shipped = resolve(__dirname, '../../../../infra/tokenizers/bert-base-uncased');
 const warnings: string[] = [];
 const logger = { warn: (_o: object, msg?: string) => void warnings.push(msg ?? '') };
-const options = { blockSize: 4, maxBlocksToMatch: 128, hashAlgo: 'sha256_cbor' as const, hashSeed: '0', tokenizers: [{ model: 'm', path: shipped }] };
+const options = {
+  blockSize: 4,
+  maxBlocksToMatch: 128,
+  hashAlgo: 'sha256_cbor' as const,
+  hashSeed: '0',
+  tokenizers: [{ model: 'm', path: shipped }],
+};
 const prompt = 'The quick brown fox jumps over the lazy dog while the router counts its tokens carefully.';
 
 describe('gateway KV block keys', () => {
@@ -15,9 +21,13 @@ describe('gateway KV block keys', () => {
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'triad-tok-'));
     copyFileSync(join(shipped, 'tokenizer.json'), join(dir, 'tokenizer.json'));
-    writeFileSync(join(dir, 'tokenizer_config.json'), JSON.stringify({
-      chat_template: "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}",
-    }));
+    writeFileSync(
+      join(dir, 'tokenizer_config.json'),
+      JSON.stringify({
+        chat_template:
+          '{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}',
+      }),
+    );
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -34,13 +44,15 @@ describe('gateway KV block keys', () => {
     expect(hashing.keys('vLLM', 'm', { prompt }, 'sql-lora')?.[0]).not.toBe(expected[0]);
   });
 
-  it('renders chat messages with the model\'s chat template', () => {
+  it("renders chat messages with the model's chat template", () => {
     const hashing = new KvBlockHashing(logger);
     hashing.configure({ ...options, tokenizers: [{ model: '*', path: dir }] });
     const messages = [{ role: 'user', content: prompt }];
     const t = loadTokenizer(dir);
     const tokens = t.encode(t.renderChat?.(messages) ?? '', false);
-    expect(hashing.keys('vLLM', 'any', { messages }, undefined)).toEqual(new VllmBlockHasher({ algo: 'sha256_cbor', seed: '0', blockSize: 4 }).keys(tokens));
+    expect(hashing.keys('vLLM', 'any', { messages }, undefined)).toEqual(
+      new VllmBlockHasher({ algo: 'sha256_cbor', seed: '0', blockSize: 4 }).keys(tokens),
+    );
   });
 
   it('computes nothing it cannot reproduce: no config, no tokenizer, media parts, a missing file', () => {
@@ -50,7 +62,9 @@ describe('gateway KV block keys', () => {
     expect(hashing.keys('vLLM', 'other', { prompt }, undefined)).toBeUndefined();
     expect(hashing.keys('vLLM', 'm', { messages: [{ role: 'user', content: 'hi' }] }, undefined)).toBeUndefined(); // no chat template
     hashing.configure({ ...options, tokenizers: [{ model: 'm', path: dir }] });
-    expect(hashing.keys('vLLM', 'm', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, undefined)).toBeUndefined();
+    expect(
+      hashing.keys('vLLM', 'm', { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, undefined),
+    ).toBeUndefined();
     hashing.configure({ ...options, tokenizers: [{ model: 'm', path: '/nonexistent/tokenizer.json' }] });
     expect(hashing.keys('vLLM', 'm', { prompt }, undefined)).toBeUndefined();
     expect(warnings.some((w) => w.includes('tokenizer unavailable'))).toBe(true);

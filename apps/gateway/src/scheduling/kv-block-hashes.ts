@@ -66,11 +66,12 @@ export class KvBlockHashing {
     try {
       loaded = loadTokenizer(path);
     } catch (err) {
-      this.#logger.warn({ tokenizer: path, error: (err as Error).message }, 'tokenizer unavailable; precise prefix routing falls back for its model');
+      this.#logger.warn(
+        { tokenizer: path, error: (err as Error).message },
+        'tokenizer unavailable; precise prefix routing falls back for its model',
+      );
     }
     this.#tokenizers.set(path, loaded);
     return loaded;
   }
 }
-
-

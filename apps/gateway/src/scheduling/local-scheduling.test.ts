@@ -29,20 +29,23 @@ describe('the local fallback follows the scheduler config key and shares affinit
     const local = new LocalSchedulingFallback(new KvView(DEFAULT_STAGE_TIMEOUTS, () => undefined), 'gw-2', logger);
     try {
       local.local.applyModelServer({ op: 'PUT', value: modelServerRecord() });
-      for (const pod of ['a', 'b', 'c']) local.local.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod, scrapedAt: Date.now() + 3_600_000 }) });
+      for (const pod of ['a', 'b', 'c'])
+        local.local.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod, scrapedAt: Date.now() + 3_600_000 }) });
       local.followAffinity(bus);
       const seen: AffinityBatch[] = [];
       const sub = bus.subscribe(Subjects.affinity, AffinityBatchSchema, (b) => seen.push(b));
       await bus.nc.flush();
       // A scheduler replica sent this prompt to c: the fallback must now prefer c for it.
       bus.publish(Subjects.affinity, AffinityBatchSchema, {
-        v: 1, origin: 'replica-x', records: [{ model: 'm', endpoint: keyOf('c'), role: 'aggregated', prefixHashes: ['h1', 'h2'] }],
+        v: 1,
+        origin: 'replica-x',
+        records: [{ model: 'm', endpoint: keyOf('c'), role: 'aggregated', prefixHashes: ['h1', 'h2'] }],
       });
       const table = local.local.scheduler.config.plugins.get('prefix-cache') as PrefixCacheScorer;
       await waitFor(() => table.store.owners('m', 'h2')?.has(keyOf('c')) === true, { what: 'the record applied' });
       const d = local.schedule(schedulingRequest({ id: 'r-1', prefixHashes: ['h1', 'h2', 'h3'] }));
       expect(d.ok && d.attempts[0]!.endpoint.pod).toBe('c');
-      await waitFor(() => seen.some((b) => b.origin === 'gw-2/local'), { what: 'the fallback\'s own record published' });
+      await waitFor(() => seen.some((b) => b.origin === 'gw-2/local'), { what: "the fallback's own record published" });
       expect(seen.find((b) => b.origin === 'gw-2/local')!.records).toEqual([
         { model: 'm', endpoint: keyOf('c'), role: 'aggregated', prefixHashes: ['h1', 'h2', 'h3'] },
       ]);

@@ -3,7 +3,14 @@ import { z } from 'zod';
 import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
 import { startAffinityFeed, startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
-import { createLocalScheduling, defaultSchedulerConfig, kvHashOptionsOf, prefixHashOptionsOf, type LocalScheduling, type PrefixHashOptions } from '@triad/scheduling';
+import {
+  createLocalScheduling,
+  defaultSchedulerConfig,
+  kvHashOptionsOf,
+  prefixHashOptionsOf,
+  type LocalScheduling,
+  type PrefixHashOptions,
+} from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockHashing } from './kv-block-hashes';
 import type { KvView } from '../state/kv-view';

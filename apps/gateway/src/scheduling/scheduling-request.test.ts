@@ -9,7 +9,13 @@ function request(imageUrl: string, question = 'What is in this picture?') {
     model: 'm',
     messages: [
       { role: 'system', content: SYSTEM },
-      { role: 'user', content: [{ type: 'image_url', image_url: { url: imageUrl } }, { type: 'text', text: question }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: imageUrl } },
+          { type: 'text', text: question },
+        ],
+      },
     ],
   };
   const ctx = routedRequest({ body, prompt: promptText(body) });
@@ -17,7 +23,7 @@ function request(imageUrl: string, question = 'What is in this picture?') {
 }
 
 describe('prefix hashes of requests with media', () => {
-  it('mix each media item\'s content key in at its place: same text around another image is another prefix', () => {
+  it("mix each media item's content key in at its place: same text around another image is another prefix", () => {
     const cat = request('https://img.example/cat.png');
     const dog = request('https://img.example/dog.png');
     const catAgain = request('https://img.example/cat.png');
@@ -34,8 +40,9 @@ describe('prefix hashes of requests with media', () => {
     const body = { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }] }] };
     const withParts = buildSchedulingRequest(routedRequest({ body, prompt: promptText(body) }), [], {});
     const plain = { model: 'm', messages: [{ role: 'user', content: 'hello' }] };
-    expect(buildSchedulingRequest(routedRequest({ body: plain, prompt: promptText(plain) }), [], {}).prefixHashes)
-      .toEqual(withParts.prefixHashes);
+    expect(buildSchedulingRequest(routedRequest({ body: plain, prompt: promptText(plain) }), [], {}).prefixHashes).toEqual(
+      withParts.prefixHashes,
+    );
   });
 });
 

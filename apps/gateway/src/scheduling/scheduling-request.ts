@@ -10,9 +10,14 @@ export function estimateTokens(prompt: string): number {
 function mediaItem(part: MediaPart): MediaItem {
   let key: string;
   try {
-    key = mediaContentKey(part.part['type'] === 'input_audio' ? {
-      uuid: part.uuid ?? null, data: part.source,
-    } : { uuid: part.uuid ?? null, url: part.source });
+    key = mediaContentKey(
+      part.part['type'] === 'input_audio'
+        ? {
+            uuid: part.uuid ?? null,
+            data: part.source,
+          }
+        : { uuid: part.uuid ?? null, url: part.source },
+    );
   } catch {
     // A part with nothing to key it by still needs an encoder; the engine will judge the part itself.
     key = `none:${part.index}`;
@@ -31,10 +36,12 @@ function hashedPrompt(ctx: RoutedRequest, media: readonly MediaPart[], items: re
   if (items.length === 0) return ctx.prompt;
   const keyOf = new Map<object, string>();
   for (let i = 0; i < items.length; i++) keyOf.set(media[i]!.part, items[i]!.key);
-  return promptText(ctx.body, { mediaMarker: (part) => {
-    const key = keyOf.get(part);
-    return key === undefined ? undefined : `<|media:${key}|>`;
-  } });
+  return promptText(ctx.body, {
+    mediaMarker: (part) => {
+      const key = keyOf.get(part);
+      return key === undefined ? undefined : `<|media:${key}|>`;
+    },
+  });
 }
 
 /** Longest session key sent to the scheduler (longer ones are cut: they only need to be stable). */
@@ -56,7 +63,10 @@ export function sessionKey(ctx: RoutedRequest): string | undefined {
  * the engines get it, media keys and, for precise-prefix-cache, the engines' own KV block hashes).
  */
 export function buildSchedulingRequest(
-  ctx: RoutedRequest, media: readonly MediaPart[], hashOptions: PrefixHashOptions, kvBlockHashes?: string[],
+  ctx: RoutedRequest,
+  media: readonly MediaPart[],
+  hashOptions: PrefixHashOptions,
+  kvBlockHashes?: string[],
 ): SchedulingRequest {
   const routing = ctx.routing;
   const items: MediaItem[] = [];
@@ -75,7 +85,8 @@ export function buildSchedulingRequest(
   const session = sessionKey(ctx);
   if (session !== undefined) request.session = session;
   if (kvBlockHashes !== undefined && kvBlockHashes.length > 0) {
-    request.kvBlockHashes = kvBlockHashes.length > SchedulingLimits.maxPrefixHashes ? kvBlockHashes.slice(0, SchedulingLimits.maxPrefixHashes) : kvBlockHashes;
+    request.kvBlockHashes =
+      kvBlockHashes.length > SchedulingLimits.maxPrefixHashes ? kvBlockHashes.slice(0, SchedulingLimits.maxPrefixHashes) : kvBlockHashes;
   }
   return request;
 }

@@ -36,9 +36,13 @@ function statuses(raw: string): number[] {
 }
 
 function chatBody(model: string, extra: Record<string, unknown> = {}): string {
-  const content = model === 'ab-epd'
-    ? [{ type: 'text', text: 'describe' }, { type: 'image_url', image_url: { url: `https://example.com/${Math.random()}.png` } }]
-    : 'hello';
+  const content =
+    model === 'ab-epd'
+      ? [
+          { type: 'text', text: 'describe' },
+          { type: 'image_url', image_url: { url: `https://example.com/${Math.random()}.png` } },
+        ]
+      : 'hello';
   return JSON.stringify({ model, max_tokens: 4, messages: [{ role: 'user', content }], ...extra });
 }
 
@@ -53,19 +57,24 @@ describe('reliability: abusive clients', () => {
   /** A well-behaved client: every answer must be a 200 while the abuse goes on. */
   const served = async (n: number) => {
     const models = ['ab-agg', 'ab-pd', 'ab-epd'];
-    const results = await Promise.all(Array.from({ length: n }, async (_, i) => {
-      const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(models[i % 3] as string, { stream: i % 2 === 0 }),
-      });
-      await res.text();
-      return res.status;
-    }));
+    const results = await Promise.all(
+      Array.from({ length: n }, async (_, i) => {
+        const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: chatBody(models[i % 3] as string, { stream: i % 2 === 0 }),
+        });
+        await res.text();
+        return res.status;
+      }),
+    );
     expect(results).toEqual(results.map(() => 200));
   };
   const metric = async (name: string) => {
     const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
     let sum = 0;
-    for (const line of text.split('\n')) if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    for (const line of text.split('\n'))
+      if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
     return sum;
   };
   const abortedAt = (names: string[]) => names.reduce((n, s) => n + (sims[s]?.counters()['aborted'] ?? 0), 0);
@@ -78,12 +87,20 @@ describe('reliability: abusive clients', () => {
     // Engines that take their time per token, so a stream is still running when its client misbehaves.
     const paced = { latencyProfile: 'realistic', latency: { decodeMsPerToken: 2, prefillMsPer1kTokens: 1, encodeMsPerItem: 1 } } as const;
     sims['agg'] = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.52.1', model: MODEL, ...paced });
-    await h.putServer('ab-agg', { model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'a' } }, workloadPort: port8000 });
+    await h.putServer('ab-agg', {
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'a' } },
+      workloadPort: port8000,
+    });
     await h.putEndpoint('ab-agg', 'a', 'aggregated', sims['agg']);
     sims['pd-p'] = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.52.2', model: MODEL, ...paced });
     sims['pd-d'] = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.52.3', model: MODEL, ...paced });
     await h.putServer('ab-pd', {
-      model: MODEL, inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' }, workloadPort: port8000,
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      kvConnector: { type: 'nixl' },
+      workloadPort: port8000,
       workloadSelector: { matchLabels: { app: 'p' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
     });
     await h.putEndpoint('ab-pd', 'p', 'prefill', sims['pd-p'], { group: 'g1' });
@@ -93,9 +110,16 @@ describe('reliability: abusive clients', () => {
     sims['epd-p'] = await h.startSim({ ...vllm, role: 'prefill', host: '127.0.52.5', enableMmEmbeds: true });
     sims['epd-d'] = await h.startSim({ ...vllm, role: 'decode', host: '127.0.52.6', enableMmEmbeds: true });
     await h.putServer('ab-epd', {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
-      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 }, workloadPort: port8000,
-      workloadSelector: { matchLabels: { app: 'e' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
+      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
+      workloadPort: port8000,
+      workloadSelector: {
+        matchLabels: { app: 'e' },
+        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      },
     });
     await h.putEndpoint('ab-epd', 'e', 'encode', sims['epd-e'], { group: 'g1' });
     await h.putEndpoint('ab-epd', 'p', 'prefill', sims['epd-p'], { group: 'g1' });
@@ -120,9 +144,11 @@ describe('reliability: abusive clients', () => {
       s.on('error', () => undefined);
       sockets.push(s);
       const body = chatBody('ab-agg');
-      s.write(i < 100
-        ? 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n'
-        : `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length + 10_000}\r\n\r\n${body.slice(0, 10)}`);
+      s.write(
+        i < 100
+          ? 'POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n'
+          : `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length + 10_000}\r\n\r\n${body.slice(0, 10)}`,
+      );
       // One byte every 100 ms: a header line that never ends, or a body that never completes.
       timers.push(setInterval(() => s.write(i < 100 ? 'x' : ' '), 100));
     }
@@ -137,7 +163,9 @@ describe('reliability: abusive clients', () => {
       const s = await open(port);
       s.on('error', () => undefined);
       const body = chatBody('ab-agg');
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, body.length >> 1)}`);
+      s.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, body.length >> 1)}`,
+      );
       s.destroy();
     }
     // A long stream in each mode, dropped after its first bytes.
@@ -147,7 +175,9 @@ describe('reliability: abusive clients', () => {
       for (let i = 0; i < 5; i++) {
         const abort = new AbortController();
         const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-          method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(model, { stream: true, max_tokens: 2000 }),
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: chatBody(model, { stream: true, max_tokens: 2000 }),
           signal: abort.signal,
         });
         expect(res.status).toBe(200);
@@ -169,7 +199,9 @@ describe('reliability: abusive clients', () => {
       s.on('error', () => undefined);
       // Never reads: the socket is paused, so the kernel buffers fill and the gateway has to hold the engine back.
       s.pause();
-      s.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+      s.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+      );
       sockets.push(s);
     }
     await waitFor(async () => (await metric('triad_gateway_active_streams')) === 10, { what: '10 streams open' });
@@ -182,10 +214,16 @@ describe('reliability: abusive clients', () => {
   it('answers 20 oversized bodies sent at once with 413s clients can read, and serves others', async () => {
     const big = chatBody('ab-agg', { filler: 'x'.repeat(BODY_LIMIT * 2) });
     const [answers] = await Promise.all([
-      Promise.all(Array.from({ length: 20 }, async () => {
-        const res = await fetch(`${h.gateway.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
-        return { status: res.status, code: ((await res.json()) as { error: { code: string } }).error.code };
-      })),
+      Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: big,
+          });
+          return { status: res.status, code: ((await res.json()) as { error: { code: string } }).error.code };
+        }),
+      ),
       served(6),
     ]);
     expect(answers).toEqual(answers.map(() => ({ status: 413, code: 'GATEWAY_BODY_TOO_LARGE' })));
@@ -194,15 +232,24 @@ describe('reliability: abusive clients', () => {
   it('answers pipelined requests, then the garbage after them with an OpenAI-shaped 400, and closes', async () => {
     const body = chatBody('ab-agg');
     const valid = `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
-    const raw = await exchange(port, Buffer.concat([
-      Buffer.from(`GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n${valid}`), Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]),
-      Buffer.from('\r\n\r\n'),
-    ]));
+    const raw = await exchange(
+      port,
+      Buffer.concat([
+        Buffer.from(`GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n${valid}`),
+        Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03]),
+        Buffer.from('\r\n\r\n'),
+      ]),
+    );
     expect(statuses(raw)).toEqual([200, 200, 400]);
     const last = raw.slice(raw.lastIndexOf('HTTP/1.1 400'));
-    expect(JSON.parse(last.slice(last.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: { type: 'invalid_request_error', code: 'GATEWAY_BAD_REQUEST' } });
+    expect(JSON.parse(last.slice(last.indexOf('\r\n\r\n') + 4))).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'GATEWAY_BAD_REQUEST' },
+    });
     // A TLS ClientHello and plain binary noise on their own.
-    for (const junk of [Buffer.from([0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1, 0x03, 0x03]), Buffer.from(Array.from({ length: 512 }, (_, i) => (i * 37) % 256))]) {
+    for (const junk of [
+      Buffer.from([0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1, 0x03, 0x03]),
+      Buffer.from(Array.from({ length: 512 }, (_, i) => (i * 37) % 256)),
+    ]) {
       expect(statuses(await exchange(port, junk))).toEqual([400]);
     }
     await served(3);

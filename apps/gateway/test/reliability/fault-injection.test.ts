@@ -2,7 +2,14 @@ import { Buckets, OutlierRecordSchema, endpointKey, outlierKey } from '@triad/bu
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import {
-  MATRIX_MODEL, TOPOLOGY_NAMES, deployTopology, runFaultScenario, scenarioLabel, scenariosOf, type DeployedTopology, type TopologyName,
+  MATRIX_MODEL,
+  TOPOLOGY_NAMES,
+  deployTopology,
+  runFaultScenario,
+  scenarioLabel,
+  scenariosOf,
+  type DeployedTopology,
+  type TopologyName,
 } from '@triad/testing/reliability';
 import { NS, startHarness, type Harness } from '../support/harness';
 import { matrixStack, unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
@@ -31,32 +38,46 @@ describe('reliability: one of two pods per stage failing, in every mode', () => 
     await h?.close();
   });
 
-  it.each(TOPOLOGY_NAMES)('%s: 0 failed requests, retries reach the healthy pod, no leg sent twice to one engine', async (name) => {
-    const topo = topologies.get(name) as DeployedTopology;
-    for (const scenario of scenariosOf(name, 'resilient')) {
-      const r = await runFaultScenario(matrixStack(h), topo, scenario, {
-        requests: REQUESTS, concurrency: 2, stageTimeout: '1s', consecutiveErrors: 2, tag: 't',
-      });
-      const got = { scenario: scenarioLabel(scenario), failed: r.failed, failures: r.failures, duplicated: r.duplicated };
-      expect(got).toEqual({ scenario: scenarioLabel(scenario), failed: 0, failures: {}, duplicated: 0 });
-      // The failing pod was chosen (the fault was exercised), the gateway retried, and the healthy pod served.
-      expect(r.faultyLegs).toBeGreaterThan(0);
-      expect(r.retries).toBeGreaterThanOrEqual(r.faultyLegs > 0 ? 1 : 0);
-      expect(r.servedByHealthy).toBeGreaterThan(0);
-    }
-    expect(await unexpectedErrors(h)).toBe(0);
-    expect(rejections.seen).toEqual([]);
-  }, 120_000);
+  it.each(TOPOLOGY_NAMES)(
+    '%s: 0 failed requests, retries reach the healthy pod, no leg sent twice to one engine',
+    async (name) => {
+      const topo = topologies.get(name) as DeployedTopology;
+      for (const scenario of scenariosOf(name, 'resilient')) {
+        const r = await runFaultScenario(matrixStack(h), topo, scenario, {
+          requests: REQUESTS,
+          concurrency: 2,
+          stageTimeout: '1s',
+          consecutiveErrors: 2,
+          tag: 't',
+        });
+        const got = { scenario: scenarioLabel(scenario), failed: r.failed, failures: r.failures, duplicated: r.duplicated };
+        expect(got).toEqual({ scenario: scenarioLabel(scenario), failed: 0, failures: {}, duplicated: 0 });
+        // The failing pod was chosen (the fault was exercised), the gateway retried, and the healthy pod served.
+        expect(r.faultyLegs).toBeGreaterThan(0);
+        expect(r.retries).toBeGreaterThanOrEqual(r.faultyLegs > 0 ? 1 : 0);
+        expect(r.servedByHealthy).toBeGreaterThan(0);
+      }
+      expect(await unexpectedErrors(h)).toBe(0);
+      expect(rejections.seen).toEqual([]);
+    },
+    120_000,
+  );
 
   // Regression: a reset half-way through a 200 answer was not counted as the engine's failure, so a pod that died
   // mid-answer every time was never ejected and every request paid a retry.
   it('ejects a pod that resets every answer half-way through (reason reset)', async () => {
     const [bad, good] = topologies.get('vllm-aggregated')?.sims.aggregated as readonly [SimEngineHandle, SimEngineHandle];
     await h.putServer('reset-eject', {
-      model: MATRIX_MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'reset-eject' } },
-      workloadPort: { port: 8000, protocol: 'http' }, trafficPolicy: { outlierDetection: { consecutiveErrors: 2, baseEjectionTime: '60s' } },
+      model: MATRIX_MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'reset-eject' } },
+      workloadPort: { port: 8000, protocol: 'http' },
+      trafficPolicy: { outlierDetection: { consecutiveErrors: 2, baseEjectionTime: '60s' } },
     });
-    await h.putRoute('reset-eject', { modelName: 'reset-eject', rules: [{ targetModels: [{ modelServerName: 'reset-eject', weight: 100 }] }] });
+    await h.putRoute('reset-eject', {
+      modelName: 'reset-eject',
+      rules: [{ targetModels: [{ modelServerName: 'reset-eject', weight: 100 }] }],
+    });
     const metrics = (kvCacheUsage: number) => ({ running: 0, waiting: 0, kvCacheUsage, scrapedAt: Date.now(), stale: false });
     await h.putEndpoint('reset-eject', 'bad', 'aggregated', bad, { metrics: metrics(0) });
     await h.putEndpoint('reset-eject', 'good', 'aggregated', good, { metrics: metrics(0.3) });
@@ -65,14 +86,18 @@ describe('reliability: one of two pods per stage failing, in every mode', () => 
     const key = outlierKey(endpointKey(NS, 'reset-eject', 'bad'), 'aggregated');
     bad.setFault({ mode: 'die-mid-stream' });
     try {
-      await waitFor(async () => {
-        const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-          method: 'POST', headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'reset-eject', max_tokens: 4, messages: [{ role: 'user', content: 'the same prompt' }] }),
-        });
-        expect(res.status).toBe(200);
-        return (await kv.get(key))?.state === 'ejected';
-      }, { what: 'the resetting pod ejected' });
+      await waitFor(
+        async () => {
+          const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ model: 'reset-eject', max_tokens: 4, messages: [{ role: 'user', content: 'the same prompt' }] }),
+          });
+          expect(res.status).toBe(200);
+          return (await kv.get(key))?.state === 'ejected';
+        },
+        { what: 'the resetting pod ejected' },
+      );
     } finally {
       bad.setFault({ mode: 'ok' });
     }

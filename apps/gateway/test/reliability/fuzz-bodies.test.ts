@@ -23,16 +23,28 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     h = await startHarness({ config: { scheduling: 'in-process' } });
     const port = { port: 8000, protocol: 'http' as const };
     const agg = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.50.1', model: MODEL });
-    await h.putServer('fz-agg', { model: MODEL, inferenceEngine: 'vLLM', workloadSelector: { matchLabels: { app: 'a' } }, workloadPort: port });
+    await h.putServer('fz-agg', {
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      workloadSelector: { matchLabels: { app: 'a' } },
+      workloadPort: port,
+    });
     await h.putEndpoint('fz-agg', 'a', 'aggregated', agg);
     const vllm = { engine: 'vllm', model: MODEL, ecConnector: 'nixl' } as const;
     const e = await h.startSim({ ...vllm, role: 'encode', host: '127.0.50.2' });
     const p = await h.startSim({ ...vllm, role: 'prefill', host: '127.0.50.3', enableMmEmbeds: true });
     const d = await h.startSim({ ...vllm, role: 'decode', host: '127.0.50.4', enableMmEmbeds: true });
     await h.putServer('fz-epd', {
-      model: MODEL, inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
-      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 }, workloadPort: port,
-      workloadSelector: { matchLabels: { app: 'e' }, pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
+      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
+      workloadPort: port,
+      workloadSelector: {
+        matchLabels: { app: 'e' },
+        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      },
     });
     await h.putEndpoint('fz-epd', 'e', 'encode', e, { group: 'g1' });
     await h.putEndpoint('fz-epd', 'p', 'prefill', p, { group: 'g1' });
@@ -40,13 +52,20 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     const sp = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.50.5', model: MODEL, bootstrapPort: 0 });
     const sd = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.50.6', model: MODEL });
     await h.putServer('fz-sg', {
-      model: MODEL, inferenceEngine: 'SGLang', workloadPort: port,
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadPort: port,
       workloadSelector: { matchLabels: { app: 's' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
     });
     await h.putEndpoint('fz-sg', 'p', 'prefill', sp, { group: 'g1' });
     await h.putEndpoint('fz-sg', 'd', 'decode', sd, { group: 'g1' });
     const sa = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.50.7', model: MODEL });
-    await h.putServer('fz-sgagg', { model: MODEL, inferenceEngine: 'SGLang', workloadSelector: { matchLabels: { app: 'sa' } }, workloadPort: port });
+    await h.putServer('fz-sgagg', {
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadSelector: { matchLabels: { app: 'sa' } },
+      workloadPort: port,
+    });
     await h.putEndpoint('fz-sgagg', 'a', 'aggregated', sa);
     for (const m of MODELS) {
       await h.putRoute(m, { modelName: m, rules: [{ targetModels: [{ modelServerName: m, weight: 100 }] }] });
@@ -67,13 +86,24 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
   // error as the first event; the client got a 200 stream holding an error instead of the 4xx.
   it('a streamed request the engine refuses in its first event gets that 4xx, OpenAI-shaped', async () => {
     const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       // A DP rank the client pinned (honoured on aggregated SGLang) that the engine does not have.
-      body: JSON.stringify({ model: 'fz-sgagg', stream: true, max_tokens: 2, routed_dp_rank: 99, messages: [{ role: 'user', content: 'hi' }] }),
+      body: JSON.stringify({
+        model: 'fz-sgagg',
+        stream: true,
+        max_tokens: 2,
+        routed_dp_rank: 99,
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({
-      error: { type: 'invalid_request_error', code: 'GATEWAY_UPSTREAM_ERROR', message: expect.stringContaining('routed_dp_rank=99 out of range') },
+      error: {
+        type: 'invalid_request_error',
+        code: 'GATEWAY_UPSTREAM_ERROR',
+        message: expect.stringContaining('routed_dp_rank=99 out of range'),
+      },
     });
   });
 
@@ -85,7 +115,8 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     expect(report.byStatus['200'] ?? 0).toBeGreaterThan(0);
     expect(report.byStatus['400'] ?? 0).toBeGreaterThan(0);
     const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'fz-agg', max_tokens: 2, messages: [{ role: 'user', content: 'still there?' }] }),
     });
     expect(res.status).toBe(200);

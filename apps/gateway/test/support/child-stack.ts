@@ -1,6 +1,12 @@
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey,
-  type EndpointRecord, type ModelRouteRecord,
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  endpointKey,
+  objectKey,
+  type EndpointRecord,
+  type ModelRouteRecord,
 } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { resolvePipelineMode, type ModelRouteSpec, type ModelServerSpec } from '@triad/crd';
@@ -19,7 +25,11 @@ export interface KvWriter {
   putServer(name: string, spec: ModelServerSpec): Promise<void>;
   putRoute(name: string, spec: ModelRouteSpec, extra?: Partial<ModelRouteRecord>): Promise<void>;
   putEndpoint(
-    server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>,
+    server: string,
+    pod: string,
+    role: EndpointRecord['role'],
+    sim: SimEngineHandle,
+    extra?: Partial<EndpointRecord>,
   ): Promise<void>;
   close(): Promise<void>;
 }
@@ -42,8 +52,17 @@ export async function kvWriter(natsUrl: string): Promise<KvWriter> {
     async putEndpoint(server, pod, role, sim, extra) {
       const now = Date.now();
       await endpoints.put(endpointKey(NS, server, pod), {
-        schemaVersion: 1, namespace: NS, modelServer: server, pod, role, ip: sim.host, port: sim.port,
-        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang', ready: true, models: [sim.model], updatedAt: now,
+        schemaVersion: 1,
+        namespace: NS,
+        modelServer: server,
+        pod,
+        role,
+        ip: sim.host,
+        port: sim.port,
+        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang',
+        ready: true,
+        models: [sim.model],
+        updatedAt: now,
         metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
         ...extra,
       });
@@ -95,8 +114,18 @@ export async function startGatewayChild(natsUrl: string, env: Record<string, str
   const [port, opsPort] = [await freePort(), await freePort()];
   const child = spawnTriad(
     [
-      'gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort), '--drain-timeout-ms',
-      '2000', ...args,
+      'gateway',
+      '--nats',
+      natsUrl,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--metrics-port',
+      String(opsPort),
+      '--drain-timeout-ms',
+      '2000',
+      ...args,
     ],
     { TRIAD_LOG_LEVEL: 'info', ...env },
   );
@@ -114,9 +143,8 @@ export async function startGatewayChild(natsUrl: string, env: Record<string, str
     child,
     lines,
     accessLines,
-    accessLine: (requestId) => waitFor(
-      () => accessLines().find((l) => l['request_id'] === requestId), { what: `access line of ${requestId}` },
-    ),
+    accessLine: (requestId) =>
+      waitFor(() => accessLines().find((l) => l['request_id'] === requestId), { what: `access line of ${requestId}` }),
     stop: () => child.stop(),
   };
 }
@@ -136,7 +164,9 @@ export async function startSchedulerChild(natsUrl: string, env: Record<string, s
 
 /** POSTs a JSON body to the gateway; the answer body is read to the end. */
 export async function postJson(
-  url: string, body: unknown, headers: Record<string, string> = {},
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; headers: Headers; body: string; ms: number }> {
   const started = performance.now();
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });

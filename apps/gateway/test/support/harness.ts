@@ -1,7 +1,19 @@
 import { PassThrough } from 'node:stream';
 import {
-  Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, SCHEDULER_QUEUE_GROUP, Subjects, endpointKey, objectKey,
-  type DecisionOrError, type EndpointRecord, type EndpointRef, type ModelRouteRecord, type ModelServerRecord, type SchedulingRequest,
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  SCHEDULER_QUEUE_GROUP,
+  Subjects,
+  endpointKey,
+  objectKey,
+  type DecisionOrError,
+  type EndpointRecord,
+  type EndpointRef,
+  type ModelRouteRecord,
+  type ModelServerRecord,
+  type SchedulingRequest,
 } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { resolvePipelineMode, type ModelRouteSpec, type ModelServerSpec } from '@triad/crd';
@@ -33,7 +45,11 @@ export interface Harness {
   putServer(name: string, spec: ModelServerSpec, extra?: Partial<ModelServerRecord>): Promise<void>;
   putRoute(name: string, spec: ModelRouteSpec, extra?: Partial<ModelRouteRecord>): Promise<void>;
   putEndpoint(
-    server: string, pod: string, role: EndpointRecord['role'], sim: SimEngineHandle, extra?: Partial<EndpointRecord>,
+    server: string,
+    pod: string,
+    role: EndpointRecord['role'],
+    sim: SimEngineHandle,
+    extra?: Partial<EndpointRecord>,
   ): Promise<EndpointRef>;
   /** Waits until the gateway's KV view shows `model` in /v1/models. */
   waitForModel(model: string): Promise<void>;
@@ -52,9 +68,13 @@ export function ref(server: string, pod: string, sim: SimEngineHandle, bootstrap
 }
 
 /** Starts nats-server, a stand-in scheduler and a gateway wired to them; sims are started per test. */
-export async function startHarness(opts: {
-  config?: Partial<Record<keyof GatewayConfig, unknown>>; hooks?: RequestHooks[]; tracing?: boolean,
-} = {}): Promise<Harness> {
+export async function startHarness(
+  opts: {
+    config?: Partial<Record<keyof GatewayConfig, unknown>>;
+    hooks?: RequestHooks[];
+    tracing?: boolean;
+  } = {},
+): Promise<Harness> {
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'gateway-test' });
   const [servers, routes, endpoints] = await Promise.all([
@@ -98,8 +118,17 @@ export async function startHarness(opts: {
     },
     async putEndpoint(server, pod, role, sim, extra) {
       const record: EndpointRecord = {
-        schemaVersion: 1, namespace: NS, modelServer: server, pod, role, ip: sim.host, port: sim.port,
-        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang', ready: true, models: [sim.model], updatedAt: Date.now(),
+        schemaVersion: 1,
+        namespace: NS,
+        modelServer: server,
+        pod,
+        role,
+        ip: sim.host,
+        port: sim.port,
+        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang',
+        ready: true,
+        models: [sim.model],
+        updatedAt: Date.now(),
         metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
         ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
         ...extra,
@@ -108,11 +137,14 @@ export async function startHarness(opts: {
       return ref(server, pod, sim, record.bootstrapPort);
     },
     async waitForModel(model) {
-      await waitFor(async () => {
-        const res = await fetch(`${h.gateway.url}/v1/models`);
-        const body = (await res.json()) as { data: { id: string }[] };
-        return body.data.some((m) => m.id === model);
-      }, { what: `model ${model} in /v1/models` });
+      await waitFor(
+        async () => {
+          const res = await fetch(`${h.gateway.url}/v1/models`);
+          const body = (await res.json()) as { data: { id: string }[] };
+          return body.data.some((m) => m.id === model);
+        },
+        { what: `model ${model} in /v1/models` },
+      );
     },
     async stopScheduler() {
       subscription?.unsubscribe();
@@ -141,12 +173,23 @@ export async function startHarness(opts: {
   h.startScheduler();
   // A scheduling budget no loaded test machine overruns: the stand-in's decisions are what the tests assert, and a
   // miss would let the gateway's local fallback decide instead (tests of the fallback set their own budget).
-  const config = resolveConfig({
-    nats: nats.url, host: '127.0.0.1', port: 0, metricsPort: 0, drainTimeoutMs: 2000, scheduleBudgetMs: 2000, ...opts.config,
-  }, {});
+  const config = resolveConfig(
+    {
+      nats: nats.url,
+      host: '127.0.0.1',
+      port: 0,
+      metricsPort: 0,
+      drainTimeoutMs: 2000,
+      scheduleBudgetMs: 2000,
+      ...opts.config,
+    },
+    {},
+  );
   h.gateway = await startGateway({
-    config, logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }),
-    ...(opts.hooks ? { hooks: opts.hooks } : {}), tracing: opts.tracing === true,
+    config,
+    logger: createLogger({ service: 'gateway', destination: logStream, level: 'info' }),
+    ...(opts.hooks ? { hooks: opts.hooks } : {}),
+    tracing: opts.tracing === true,
   });
   return h;
 }

@@ -56,9 +56,14 @@ export class GatewayApiSync {
     this.#dirty = false;
     const { inventory, gateways, httpRoutes, status } = this.#opts;
     const model = buildGatewayApiModel({
-      classes: this.#opts.classes, ...(this.#opts.defaultGateway ? { defaultGateway: this.#opts.defaultGateway } : {}),
-      gateways: inventory.list('Gateway'), httpRoutes: inventory.list('HTTPRoute'), pools: inventory.list('InferencePool'),
-      modelRoutes: inventory.modelRoutes(), namespaceLabels: (ns) => inventory.namespaceLabels(ns), now: (this.#opts.now ?? (() => new Date()))(),
+      classes: this.#opts.classes,
+      ...(this.#opts.defaultGateway ? { defaultGateway: this.#opts.defaultGateway } : {}),
+      gateways: inventory.list('Gateway'),
+      httpRoutes: inventory.list('HTTPRoute'),
+      pools: inventory.list('InferencePool'),
+      modelRoutes: inventory.modelRoutes(),
+      namespaceLabels: (ns) => inventory.namespaceLabels(ns),
+      now: (this.#opts.now ?? (() => new Date()))(),
     });
     for (const key of [...gateways.keys()]) if (!model.gateways.has(key)) gateways.remove(key);
     for (const [key, record] of model.gateways) gateways.set(key, record);

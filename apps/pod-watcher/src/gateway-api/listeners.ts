@@ -19,7 +19,9 @@ export function isGatewayRef(ref: ParentReference): boolean {
 
 /** The listeners a parentRef selects by `sectionName` and `port`. */
 export function selectedListeners(gw: ServedGateway, ref: ParentReference): Listener[] {
-  return gw.listeners.filter((l) => (ref.sectionName === undefined || l.name === ref.sectionName) && (ref.port === undefined || l.port === ref.port));
+  return gw.listeners.filter(
+    (l) => (ref.sectionName === undefined || l.name === ref.sectionName) && (ref.port === undefined || l.port === ref.port),
+  );
 }
 
 /** Whether a listener admits HTTPRoutes (its allowedRoutes kinds, or by default HTTP and HTTPS listeners). */
@@ -31,7 +33,10 @@ export function allowsHttpRoutes(l: Listener): boolean {
 
 /** Whether a listener admits routes from `routeNamespace` (allowedRoutes.namespaces: Same by default). */
 export function allowsNamespace(
-  l: Listener, gatewayNamespace: string, routeNamespace: string, labels: (ns: string) => Readonly<Record<string, string>> | undefined,
+  l: Listener,
+  gatewayNamespace: string,
+  routeNamespace: string,
+  labels: (ns: string) => Readonly<Record<string, string>> | undefined,
 ): boolean {
   const from = l.allowedRoutes?.namespaces?.from ?? 'Same';
   if (from === 'All') return true;

@@ -1,10 +1,30 @@
 import {
-  SCHEMA_VERSION, inferencePoolServerName, objectKey, type GatewayRecord, type HttpRouteRecord, type HttpRouteRuleRecord, type ListenerRef,
+  SCHEMA_VERSION,
+  inferencePoolServerName,
+  objectKey,
+  type GatewayRecord,
+  type HttpRouteRecord,
+  type HttpRouteRuleRecord,
+  type ListenerRef,
 } from '@triad/bus';
-import { GATEWAY_API_GROUP, httpRouteSupport, type Condition, type Gateway, type HttpRoute, type InferencePool, type ModelRoute } from '@triad/crd';
+import {
+  GATEWAY_API_GROUP,
+  httpRouteSupport,
+  type Condition,
+  type Gateway,
+  type HttpRoute,
+  type InferencePool,
+  type ModelRoute,
+} from '@triad/crd';
 import type { RouteParentStatus } from '../inventory/status-reporter';
 import {
-  allowsHttpRoutes, allowsNamespace, hostnamesIntersect, isGatewayRef, isServedProtocol, selectedListeners, type ServedGateway,
+  allowsHttpRoutes,
+  allowsNamespace,
+  hostnamesIntersect,
+  isGatewayRef,
+  isServedProtocol,
+  selectedListeners,
+  type ServedGateway,
 } from './listeners';
 import { TRIAD_CONTROLLER_NAME } from './route-parents';
 
@@ -43,7 +63,10 @@ function servedGateways(input: GatewayApiInput): Map<string, ServedGateway> {
   const d = input.defaultGateway;
   if (d) {
     out.set(`${d.namespace}/${d.name}`, {
-      namespace: d.namespace, name: d.name, gatewayClassName: '(default)', virtual: true,
+      namespace: d.namespace,
+      name: d.name,
+      gatewayClassName: '(default)',
+      virtual: true,
       listeners: [{ name: 'default', port: d.port, protocol: 'HTTP', allowedRoutes: { namespaces: { from: 'All' } } }],
     });
   }
@@ -51,7 +74,11 @@ function servedGateways(input: GatewayApiInput): Map<string, ServedGateway> {
   for (const g of input.gateways) {
     if (!input.classes.has(g.spec.gatewayClassName)) continue;
     out.set(`${g.metadata.namespace}/${g.metadata.name}`, {
-      namespace: g.metadata.namespace, name: g.metadata.name, gatewayClassName: g.spec.gatewayClassName, virtual: false, listeners: g.spec.listeners,
+      namespace: g.metadata.namespace,
+      name: g.metadata.name,
+      gatewayClassName: g.spec.gatewayClassName,
+      virtual: false,
+      listeners: g.spec.listeners,
     });
   }
   return out;
@@ -59,15 +86,26 @@ function servedGateways(input: GatewayApiInput): Map<string, ServedGateway> {
 
 function gatewayRecord(gw: ServedGateway): GatewayRecord {
   return {
-    schemaVersion: SCHEMA_VERSION, namespace: gw.namespace, name: gw.name, gatewayClassName: gw.gatewayClassName, virtual: gw.virtual,
-    listeners: gw.listeners.filter(isServedProtocol).map((l) => ({ name: l.name, port: l.port, ...(l.hostname ? { hostname: l.hostname } : {}) })),
-    ignoredListeners: gw.listeners.filter((l) => !isServedProtocol(l))
+    schemaVersion: SCHEMA_VERSION,
+    namespace: gw.namespace,
+    name: gw.name,
+    gatewayClassName: gw.gatewayClassName,
+    virtual: gw.virtual,
+    listeners: gw.listeners
+      .filter(isServedProtocol)
+      .map((l) => ({ name: l.name, port: l.port, ...(l.hostname ? { hostname: l.hostname } : {}) })),
+    ignoredListeners: gw.listeners
+      .filter((l) => !isServedProtocol(l))
       .map((l) => ({ name: l.name, protocol: l.protocol, reason: `protocol ${l.protocol} is not served (HTTP only)` })),
   };
 }
 
 const cond = (type: string, ok: boolean, reason: string, message: string, generation: number | undefined, now: Date): Condition => ({
-  type, status: ok ? 'True' : 'False', reason, message, lastTransitionTime: now.toISOString(),
+  type,
+  status: ok ? 'True' : 'False',
+  reason,
+  message,
+  lastTransitionTime: now.toISOString(),
   ...(generation !== undefined ? { observedGeneration: generation } : {}),
 });
 
@@ -80,11 +118,22 @@ function attach(gw: ServedGateway, route: HttpRoute, ref: NonNullable<HttpRoute[
   const served = hosts.filter(isServedProtocol);
   const refused = (reason: string, message: string) => cond('Accepted', false, reason, message, route.metadata.generation, input.now);
   let accepted: Condition;
-  if (selected.length === 0) accepted = refused('NoMatchingParent', `no listener of Gateway ${gw.namespace}/${gw.name} matches sectionName/port`);
-  else if (allowed.length === 0) accepted = refused('NotAllowedByListeners', 'the selected listeners do not allow this route (allowedRoutes kinds or namespaces)');
+  if (selected.length === 0)
+    accepted = refused('NoMatchingParent', `no listener of Gateway ${gw.namespace}/${gw.name} matches sectionName/port`);
+  else if (allowed.length === 0)
+    accepted = refused('NotAllowedByListeners', 'the selected listeners do not allow this route (allowedRoutes kinds or namespaces)');
   else if (hosts.length === 0) accepted = refused('NoMatchingListenerHostname', 'no listener hostname intersects the route hostnames');
-  else if (served.length === 0) accepted = refused('UnsupportedValue', 'the selected listeners are not HTTP; Triad serves HTTP listeners only');
-  else accepted = cond('Accepted', true, 'Accepted', `attached to listener ${served.map((l) => l.name).join(', ')}`, route.metadata.generation, input.now);
+  else if (served.length === 0)
+    accepted = refused('UnsupportedValue', 'the selected listeners are not HTTP; Triad serves HTTP listeners only');
+  else
+    accepted = cond(
+      'Accepted',
+      true,
+      'Accepted',
+      `attached to listener ${served.map((l) => l.name).join(', ')}`,
+      route.metadata.generation,
+      input.now,
+    );
   return { accepted, listeners: served };
 }
 
@@ -95,11 +144,12 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
   const backendIds = support.rules.flatMap((r) => r.backends).map((b) => `${b.namespace}/${b.name}`);
   const missing = [...new Set(backendIds.filter((id) => !pools.has(id)))];
   const invalidKind = support.unsupported.filter((u) => u.reason === 'InvalidKind');
-  const resolved = invalidKind.length > 0
-    ? cond('ResolvedRefs', false, 'InvalidKind', invalidKind.map((u) => `${u.path}: ${u.message}`).join('; '), gen, input.now)
-    : missing.length > 0
-      ? cond('ResolvedRefs', false, 'BackendNotFound', `InferencePool ${missing.join(', ')} not found`, gen, input.now)
-      : cond('ResolvedRefs', true, 'ResolvedRefs', 'all backends resolved', gen, input.now);
+  const resolved =
+    invalidKind.length > 0
+      ? cond('ResolvedRefs', false, 'InvalidKind', invalidKind.map((u) => `${u.path}: ${u.message}`).join('; '), gen, input.now)
+      : missing.length > 0
+        ? cond('ResolvedRefs', false, 'BackendNotFound', `InferencePool ${missing.join(', ')} not found`, gen, input.now)
+        : cond('ResolvedRefs', true, 'ResolvedRefs', 'all backends resolved', gen, input.now);
   const dropped = support.unsupported.filter((u) => u.reason === 'UnsupportedValue');
   const droppedText = dropped.map((u) => `${u.path}: ${u.message}`).join('; ');
   const partial = dropped.length > 0 ? [cond('PartiallyInvalid', true, 'UnsupportedValue', droppedText, gen, input.now)] : [];
@@ -113,13 +163,19 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
     const { accepted, listeners } = attach(gw, route, ref, input);
     for (const l of listeners) parents.push({ namespace: gw.namespace, gateway: gw.name, listener: l.name, port: l.port });
     const parentRef = {
-      group: ref.group ?? GATEWAY_API_GROUP, kind: ref.kind ?? 'Gateway', namespace: gwNs, name: ref.name,
-      ...(ref.sectionName !== undefined ? { sectionName: ref.sectionName } : {}), ...(ref.port !== undefined ? { port: ref.port } : {}),
+      group: ref.group ?? GATEWAY_API_GROUP,
+      kind: ref.kind ?? 'Gateway',
+      namespace: gwNs,
+      name: ref.name,
+      ...(ref.sectionName !== undefined ? { sectionName: ref.sectionName } : {}),
+      ...(ref.port !== undefined ? { port: ref.port } : {}),
     };
     statuses.push({ parentRef, controllerName: TRIAD_CONTROLLER_NAME, conditions: [accepted, resolved, ...partial] });
   }
   const rules: HttpRouteRuleRecord[] = support.rules.map((r) => ({
-    index: r.index, ...(r.name ? { name: r.name } : {}), matches: [...r.matches],
+    index: r.index,
+    ...(r.name ? { name: r.name } : {}),
+    matches: [...r.matches],
     backends: r.backends.flatMap((b) => {
       const pool = pools.get(`${b.namespace}/${b.name}`);
       if (!pool) return [];
@@ -128,11 +184,18 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
     }),
     ...(r.urlRewrite ? { urlRewrite: r.urlRewrite } : {}),
   }));
-  const record: HttpRouteRecord | undefined = parents.length === 0 ? undefined : {
-    schemaVersion: SCHEMA_VERSION, namespace: ns, name: route.metadata.name,
-    ...(route.metadata.creationTimestamp ? { creationTimestamp: route.metadata.creationTimestamp } : {}),
-    hostnames: [...(route.spec.hostnames ?? [])], parents, rules,
-  };
+  const record: HttpRouteRecord | undefined =
+    parents.length === 0
+      ? undefined
+      : {
+          schemaVersion: SCHEMA_VERSION,
+          namespace: ns,
+          name: route.metadata.name,
+          ...(route.metadata.creationTimestamp ? { creationTimestamp: route.metadata.creationTimestamp } : {}),
+          hostnames: [...(route.spec.hostnames ?? [])],
+          parents,
+          rules,
+        };
   return { record, statuses };
 }
 
@@ -148,7 +211,8 @@ function modelRouteListeners(route: ModelRoute, gateways: Map<string, ServedGate
   if (refs.length === 0) {
     for (const gw of gateways.values()) {
       if (gw.namespace !== ns) continue;
-      for (const l of gw.listeners.filter(isServedProtocol)) out.push({ namespace: gw.namespace, gateway: gw.name, listener: l.name, port: l.port });
+      for (const l of gw.listeners.filter(isServedProtocol))
+        out.push({ namespace: gw.namespace, gateway: gw.name, listener: l.name, port: l.port });
     }
     return out;
   }

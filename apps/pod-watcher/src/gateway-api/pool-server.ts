@@ -12,7 +12,11 @@ export function poolModelServer(pool: InferencePool): ModelServer {
   return {
     apiVersion: API_VERSION,
     kind: 'ModelServer',
-    metadata: { name: inferencePoolServerName(pool.metadata.name), namespace: pool.metadata.namespace, ...(created ? { creationTimestamp: created } : {}) },
+    metadata: {
+      name: inferencePoolServerName(pool.metadata.name),
+      namespace: pool.metadata.namespace,
+      ...(created ? { creationTimestamp: created } : {}),
+    },
     spec: {
       inferenceEngine: engine,
       workloadSelector: { matchLabels: pool.spec.selector.matchLabels },

@@ -4,7 +4,8 @@ import type { RouteParentStatus } from '../inventory/status-reporter';
 /** The controller name in Triad's HTTPRoute `status.parents` entries. */
 export const TRIAD_CONTROLLER_NAME = 'triad.io/gateway-controller';
 
-const refKey = ({ parentRef: r }: RouteParentStatus): string => JSON.stringify([r.group, r.kind, r.namespace, r.name, r.sectionName ?? '', r.port ?? 0]);
+const refKey = ({ parentRef: r }: RouteParentStatus): string =>
+  JSON.stringify([r.group, r.kind, r.namespace, r.name, r.sectionName ?? '', r.port ?? 0]);
 const withoutTimes = (conditions: readonly Condition[]) => conditions.map(({ lastTransitionTime: _t, ...rest }) => rest);
 const ours = (list: readonly RouteParentStatus[]) => list.filter((p) => p?.controllerName === TRIAD_CONTROLLER_NAME);
 

@@ -7,7 +7,9 @@ const MAX_MESSAGE = 1024;
 /** The `Accepted` condition for one validation outcome of an object at `generation`. */
 export function acceptedCondition(problems: readonly ValidationProblem[], generation: number | undefined, now: Date): Condition {
   const base = {
-    type: ACCEPTED, lastTransitionTime: now.toISOString(), ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    type: ACCEPTED,
+    lastTransitionTime: now.toISOString(),
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
   };
   if (problems.length === 0) return { ...base, status: 'True', reason: 'Valid', message: 'spec passed validation and is in force' };
   let message = problems.map(formatProblem).join('; ');
@@ -20,14 +22,20 @@ export function currentConditions(raw: unknown): Condition[] {
   const status = (raw as { status?: { conditions?: unknown } } | undefined)?.status;
   const list = status?.conditions;
   return Array.isArray(list)
-    ? (list.filter((c) => c && typeof c === 'object' && typeof (c as Condition).type === 'string') as Condition[]) : [];
+    ? (list.filter((c) => c && typeof c === 'object' && typeof (c as Condition).type === 'string') as Condition[])
+    : [];
 }
 
 /** True when `desired` says something `current` does not (the transition time alone is not news). */
 export function conditionDiffers(current: readonly Condition[], desired: Condition): boolean {
   const c = current.find((x) => x.type === desired.type);
-  return !c || c.status !== desired.status || c.reason !== desired.reason || c.message !== desired.message ||
-    c.observedGeneration !== desired.observedGeneration;
+  return (
+    !c ||
+    c.status !== desired.status ||
+    c.reason !== desired.reason ||
+    c.message !== desired.message ||
+    c.observedGeneration !== desired.observedGeneration
+  );
 }
 
 /**
@@ -36,9 +44,13 @@ export function conditionDiffers(current: readonly Condition[], desired: Conditi
  */
 export function mergeCondition(current: readonly Condition[], desired: Condition): Condition[] {
   const prev = current.find((x) => x.type === desired.type);
-  const next = prev && prev.status === desired.status && prev.lastTransitionTime ? {
-    ...desired, lastTransitionTime: prev.lastTransitionTime,
-  } : desired;
+  const next =
+    prev && prev.status === desired.status && prev.lastTransitionTime
+      ? {
+          ...desired,
+          lastTransitionTime: prev.lastTransitionTime,
+        }
+      : desired;
   return [...current.filter((x) => x.type !== desired.type), next];
 }
 

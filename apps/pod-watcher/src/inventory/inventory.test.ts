@@ -6,12 +6,20 @@ import { Inventory, type InventoryChange, type StatusReporter } from './inventor
 
 function setup() {
   const lines: Record<string, unknown>[] = [];
-  const destination = new Writable({ write(chunk, _enc, cb) { lines.push(JSON.parse(String(chunk))); cb(); } });
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(JSON.parse(String(chunk)));
+      cb();
+    },
+  });
   const logger = createLogger({ service: 'test', destination });
   const changes: InventoryChange[] = [];
   const reports: [string, string, number][] = [];
   const status: StatusReporter = {
-    report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]), conditions: () => undefined, routeParents: () => undefined, forget: () => undefined,
+    report: (kind, _ns, name, problems) => reports.push([kind, name, problems.length]),
+    conditions: () => undefined,
+    routeParents: () => undefined,
+    forget: () => undefined,
   };
   const rejects: string[] = [];
   const inv = new Inventory({ logger, status, onChange: (c) => changes.push(c), onReject: (c) => rejects.push(c.kind) });
@@ -28,7 +36,10 @@ describe('inventory', () => {
     expect(inv.modelServer('default', 'qwen')?.spec.inferenceEngine).toBe('vLLM');
     expect(inv.invalidCounts()).toMatchObject({ ModelServer: 1, ModelRoute: 0, Pod: 0, ExternalModelProvider: 0 });
     expect(changes).toHaveLength(1);
-    expect(reports).toEqual([['ModelServer', 'qwen', 0], ['ModelServer', 'qwen', 1]]);
+    expect(reports).toEqual([
+      ['ModelServer', 'qwen', 0],
+      ['ModelServer', 'qwen', 1],
+    ]);
     inv.upsert(modelServer('qwen', { engine: 'SGLang' }));
     expect(inv.invalidCounts().ModelServer).toBe(0);
     expect(changes).toHaveLength(2);
@@ -81,9 +92,18 @@ describe('Accepted condition', () => {
   const now = new Date('2026-01-01T00:00:00Z');
   it('says True/Valid or False/InvalidSpec with every problem', () => {
     expect(acceptedCondition([], 3, now)).toMatchObject({ type: 'Accepted', status: 'True', reason: 'Valid', observedGeneration: 3 });
-    const c = acceptedCondition([{ path: 'spec.inferenceEngine', message: 'bad' }, { path: '', message: 'worse' }], 4, now);
+    const c = acceptedCondition(
+      [
+        { path: 'spec.inferenceEngine', message: 'bad' },
+        { path: '', message: 'worse' },
+      ],
+      4,
+      now,
+    );
     expect(c).toMatchObject({
-      status: 'False', reason: 'InvalidSpec', message: 'spec.inferenceEngine: bad; worse; the last valid version stays in force',
+      status: 'False',
+      reason: 'InvalidSpec',
+      message: 'spec.inferenceEngine: bad; worse; the last valid version stays in force',
     });
   });
 

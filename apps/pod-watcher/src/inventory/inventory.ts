@@ -1,6 +1,16 @@
 import {
-  INFERENCE_ENGINE_ANNOTATION, formatProblem, isPodReady, validateResource, type ExternalModelProvider, type Gateway, type HttpRoute,
-  type InferencePool, type ModelRoute, type ModelServer, type Pod, type ValidationProblem,
+  INFERENCE_ENGINE_ANNOTATION,
+  formatProblem,
+  isPodReady,
+  validateResource,
+  type ExternalModelProvider,
+  type Gateway,
+  type HttpRoute,
+  type InferencePool,
+  type ModelRoute,
+  type ModelServer,
+  type Pod,
+  type ValidationProblem,
 } from '@triad/crd';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
@@ -14,7 +24,13 @@ export type ValidatedKind = 'ModelServer' | 'ModelRoute' | 'Pod' | 'ExternalMode
 /** Every kind a source delivers: the validated ones, credential Secrets and Namespaces (their labels). */
 export type WatchedKind = ValidatedKind | 'Secret' | 'Namespace';
 export const VALIDATED_KINDS: readonly ValidatedKind[] = [
-  'ModelServer', 'ModelRoute', 'Pod', 'ExternalModelProvider', 'Gateway', 'HTTPRoute', 'InferencePool',
+  'ModelServer',
+  'ModelRoute',
+  'Pod',
+  'ExternalModelProvider',
+  'Gateway',
+  'HTTPRoute',
+  'InferencePool',
 ];
 export const WATCHED_KINDS: readonly WatchedKind[] = [...VALIDATED_KINDS, 'Secret', 'Namespace'];
 
@@ -44,7 +60,8 @@ type ByNamespace = Map<string, Map<string, Entry>>;
 
 // Only these parts of a pod feed classification and addressing: resourceVersion bumps, container statuses and
 // the like must not wake the reconciler.
-const podFingerprint = (p: Pod): string => JSON.stringify([p.metadata.labels ?? {}, p.metadata.annotations ?? {}, p.status?.podIP ?? '', isPodReady(p)]);
+const podFingerprint = (p: Pod): string =>
+  JSON.stringify([p.metadata.labels ?? {}, p.metadata.annotations ?? {}, p.status?.podIP ?? '', isPodReady(p)]);
 
 function fingerprint(value: KindTypes[ValidatedKind]): string {
   switch (value.kind) {
@@ -90,7 +107,11 @@ export class Inventory {
    * same bad version again, on a resync or status write, is not reported twice).
    */
   constructor(options: {
-    logger: Logger; metrics?: WatcherMetrics; status?: StatusReporter; onChange: (c: InventoryChange) => void; onReject?: (c: InventoryChange) => void;
+    logger: Logger;
+    metrics?: WatcherMetrics;
+    status?: StatusReporter;
+    onChange: (c: InventoryChange) => void;
+    onReject?: (c: InventoryChange) => void;
   }) {
     this.#logger = options.logger;
     this.#metrics = options.metrics;
@@ -217,7 +238,10 @@ export class Inventory {
   /** Valid objects in force, by kind. */
   counts(): Record<WatchedKind, number> {
     const count = (m: ByNamespace) => [...m.values()].reduce((n, ns) => n + ns.size, 0);
-    const out = Object.fromEntries(VALIDATED_KINDS.map((k) => [k, count(this.#objects.get(k) as ByNamespace)])) as Record<WatchedKind, number>;
+    const out = Object.fromEntries(VALIDATED_KINDS.map((k) => [k, count(this.#objects.get(k) as ByNamespace)])) as Record<
+      WatchedKind,
+      number
+    >;
     out.Secret = this.secrets.size;
     out.Namespace = this.#namespaceLabels.size;
     return out;
@@ -274,7 +298,13 @@ export class Inventory {
     if (prev?.fingerprint !== print || force) this.#onChange({ kind, namespace, name });
   }
 
-  #reject(kind: string, namespace: string | undefined, name: string | undefined, problems: readonly ValidationProblem[], raw: unknown): void {
+  #reject(
+    kind: string,
+    namespace: string | undefined,
+    name: string | undefined,
+    problems: readonly ValidationProblem[],
+    raw: unknown,
+  ): void {
     this.#metrics?.rejections.inc({ kind: VALIDATED_KINDS.includes(kind as ValidatedKind) ? kind : 'other' });
     const text = problems.map(formatProblem).join('; ');
     if (!name) {

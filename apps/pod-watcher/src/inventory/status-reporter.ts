@@ -22,7 +22,12 @@ export interface StatusReporter {
   report(kind: 'ModelServer' | 'ModelRoute', namespace: string, name: string, problems: readonly ValidationProblem[], raw: unknown): void;
   /** Conditions the watcher owns on an object (others are kept), and optionally `status.observedGeneration`. */
   conditions(
-    kind: StatusKind, namespace: string, name: string, desired: readonly Condition[], observed: ObservedObject, observedGeneration?: number,
+    kind: StatusKind,
+    namespace: string,
+    name: string,
+    desired: readonly Condition[],
+    observed: ObservedObject,
+    observedGeneration?: number,
   ): void;
   /** The watcher's entries of an HTTPRoute's `status.parents` (other controllers' entries are kept). */
   routeParents(namespace: string, name: string, parents: readonly RouteParentStatus[], observed: ObservedObject): void;

@@ -24,61 +24,84 @@ export interface WatcherGaugeSources {
 export class WatcherMetrics {
   readonly registry = new Registry();
   readonly sourceEvents = new Counter({
-    name: 'triad_podwatcher_source_events_total', help: 'Object events received from the source, by kind and type (upsert, delete)',
-    labelNames: ['kind', 'type'] as const, registers: [this.registry],
+    name: 'triad_podwatcher_source_events_total',
+    help: 'Object events received from the source, by kind and type (upsert, delete)',
+    labelNames: ['kind', 'type'] as const,
+    registers: [this.registry],
   });
   readonly rejections = new Counter({
-    name: 'triad_podwatcher_invalid_object_events_total', help: 'Object versions rejected by validation, by kind',
-    labelNames: ['kind'] as const, registers: [this.registry],
+    name: 'triad_podwatcher_invalid_object_events_total',
+    help: 'Object versions rejected by validation, by kind',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
   });
   readonly fileReloads = new Counter({
-    name: 'triad_podwatcher_file_reloads_total', help: 'File source versions by result (applied, refused)', labelNames: ['result'] as const,
+    name: 'triad_podwatcher_file_reloads_total',
+    help: 'File source versions by result (applied, refused)',
+    labelNames: ['result'] as const,
     registers: [this.registry],
   });
   readonly statusPatches = new Counter({
-    name: 'triad_podwatcher_status_patches_total', help: 'Accepted-condition writes to object status, by result',
-    labelNames: ['result'] as const, registers: [this.registry],
+    name: 'triad_podwatcher_status_patches_total',
+    help: 'Accepted-condition writes to object status, by result',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
   });
   readonly scrapes = new Counter({
-    name: 'triad_podwatcher_scrapes_total', help: 'Scrapes by what (metrics, models) and result (ok, error)',
-    labelNames: ['what', 'result'] as const, registers: [this.registry],
+    name: 'triad_podwatcher_scrapes_total',
+    help: 'Scrapes by what (metrics, models) and result (ok, error)',
+    labelNames: ['what', 'result'] as const,
+    registers: [this.registry],
   });
   readonly scrapeErrors = new Counter({
     name: 'triad_podwatcher_scrape_errors_total',
-    help: 'Failed scrapes by what (metrics, models) and reason (timeout, http, connect, parse)', labelNames: ['what', 'reason'] as const,
+    help: 'Failed scrapes by what (metrics, models) and reason (timeout, http, connect, parse)',
+    labelNames: ['what', 'reason'] as const,
     registers: [this.registry],
   });
   readonly scrapeDuration = new Histogram({
-    name: 'triad_podwatcher_scrape_duration_seconds', help: 'Duration of one /metrics scrape', buckets: SCRAPE_BUCKETS,
+    name: 'triad_podwatcher_scrape_duration_seconds',
+    help: 'Duration of one /metrics scrape',
+    buckets: SCRAPE_BUCKETS,
     registers: [this.registry],
   });
   readonly publishLatency = new Histogram({
-    name: 'triad_podwatcher_publish_latency_seconds', help: 'From a state change to its KV write being acknowledged, by bucket',
-    labelNames: ['bucket'] as const, buckets: PUBLISH_BUCKETS, registers: [this.registry],
+    name: 'triad_podwatcher_publish_latency_seconds',
+    help: 'From a state change to its KV write being acknowledged, by bucket',
+    labelNames: ['bucket'] as const,
+    buckets: PUBLISH_BUCKETS,
+    registers: [this.registry],
   });
   readonly kvWrites = new Counter({
-    name: 'triad_podwatcher_kv_writes_total', help: 'KV writes by bucket, op (put, delete) and result',
-    labelNames: ['bucket', 'op', 'result'] as const, registers: [this.registry],
+    name: 'triad_podwatcher_kv_writes_total',
+    help: 'KV writes by bucket, op (put, delete) and result',
+    labelNames: ['bucket', 'op', 'result'] as const,
+    registers: [this.registry],
   });
   readonly shardChanges = new Counter({
-    name: 'triad_podwatcher_shard_changes_total', help: 'Changes of the live replica set the scrape work is split over',
+    name: 'triad_podwatcher_shard_changes_total',
+    help: 'Changes of the live replica set the scrape work is split over',
     registers: [this.registry],
   });
   readonly fullSyncs = new Counter({
     name: 'triad_podwatcher_full_syncs_total',
-    help: 'Full republications of the state (start, reconnect, lease won, error recovery) by result', labelNames: ['result'] as const,
+    help: 'Full republications of the state (start, reconnect, lease won, error recovery) by result',
+    labelNames: ['result'] as const,
     registers: [this.registry],
   });
   readonly registryOps = new Counter({
     name: 'triad_podwatcher_encoder_registry_ops_total',
-    help: 'SGLang encoder-registry calls by op (list, register, unregister) and result', labelNames: ['op', 'result'] as const,
+    help: 'SGLang encoder-registry calls by op (list, register, unregister) and result',
+    labelNames: ['op', 'result'] as const,
     registers: [this.registry],
   });
   readonly registryEvents = new Counter({
     name: 'triad_podwatcher_encoder_registry_events_total',
-    help: 'SGLang encoder-registry events: session_started (first pass, server restarted or was unreachable), evicted and revived '
-      + '(by SGLang\'s health check), reregistered_after_ttl',
-    labelNames: ['event'] as const, registers: [this.registry],
+    help:
+      'SGLang encoder-registry events: session_started (first pass, server restarted or was unreachable), evicted and revived ' +
+      "(by SGLang's health check), reregistered_after_ttl",
+    labelNames: ['event'] as const,
+    registers: [this.registry],
   });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -92,43 +115,73 @@ export class WatcherMetrics {
 
   /** Gauges that read the live state when Prometheus scrapes. */
   watch(src: WatcherGaugeSources): void {
-    const byKey = (name: string, help: string, label: string, read: () => Readonly<Record<string, number>>) => new Gauge({
-      name, help, labelNames: [label], registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const [k, n] of Object.entries(read())) this.set({ [label]: k }, n);
-      },
-    });
+    const byKey = (name: string, help: string, label: string, read: () => Readonly<Record<string, number>>) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: [label],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const [k, n] of Object.entries(read())) this.set({ [label]: k }, n);
+        },
+      });
     byKey('triad_podwatcher_objects', 'Valid objects in force, by kind', 'kind', () => src.objects());
     byKey(
-      'triad_podwatcher_invalid_objects', 'Objects whose latest version is invalid (the last valid one stays in force), by kind', 'kind',
+      'triad_podwatcher_invalid_objects',
+      'Objects whose latest version is invalid (the last valid one stays in force), by kind',
+      'kind',
       () => src.invalidObjects(),
     );
     byKey('triad_podwatcher_endpoints', 'Endpoints (pod × ModelServer) by role', 'role', () => src.endpoints());
     new Gauge({
-      name: 'triad_podwatcher_scrape_targets', help: 'Engine addresses being scraped', registers: [this.registry],
-      collect() { this.set(src.scrapeTargets()); },
+      name: 'triad_podwatcher_scrape_targets',
+      help: 'Engine addresses being scraped',
+      registers: [this.registry],
+      collect() {
+        this.set(src.scrapeTargets());
+      },
     });
     new Gauge({
-      name: 'triad_podwatcher_stale_targets', help: 'Engine addresses whose last scrape failed', registers: [this.registry],
-      collect() { this.set(src.staleTargets()); },
+      name: 'triad_podwatcher_stale_targets',
+      help: 'Engine addresses whose last scrape failed',
+      registers: [this.registry],
+      collect() {
+        this.set(src.staleTargets());
+      },
     });
     new Gauge({
-      name: 'triad_podwatcher_leader', help: '1 when this replica holds the writer lease', registers: [this.registry],
-      collect() { this.set(src.isLeader() ? 1 : 0); },
+      name: 'triad_podwatcher_leader',
+      help: '1 when this replica holds the writer lease',
+      registers: [this.registry],
+      collect() {
+        this.set(src.isLeader() ? 1 : 0);
+      },
     });
     const shard = () => src.shard?.() ?? { targets: src.scrapeTargets(), endpoints: 0, members: 1 };
     new Gauge({
-      name: 'triad_podwatcher_shard_targets', help: 'Engine addresses this replica scrapes (its scrape shard)', registers: [this.registry],
-      collect() { this.set(shard().targets); },
+      name: 'triad_podwatcher_shard_targets',
+      help: 'Engine addresses this replica scrapes (its scrape shard)',
+      registers: [this.registry],
+      collect() {
+        this.set(shard().targets);
+      },
     });
     new Gauge({
-      name: 'triad_podwatcher_shard_endpoints', help: 'Endpoint records this replica writes (its scrape shard)', registers: [this.registry],
-      collect() { this.set(shard().endpoints); },
+      name: 'triad_podwatcher_shard_endpoints',
+      help: 'Endpoint records this replica writes (its scrape shard)',
+      registers: [this.registry],
+      collect() {
+        this.set(shard().endpoints);
+      },
     });
     new Gauge({
-      name: 'triad_podwatcher_shard_members', help: 'Live pod-watcher replicas sharing the scrape work (heartbeats)', registers: [this.registry],
-      collect() { this.set(shard().members); },
+      name: 'triad_podwatcher_shard_members',
+      help: 'Live pod-watcher replicas sharing the scrape work (heartbeats)',
+      registers: [this.registry],
+      collect() {
+        this.set(shard().members);
+      },
     });
     const registries = () => src.encoderRegistries?.() ?? [];
     const registriesHelp = 'SGLang encoder registries by reachability of their listener (reachable, unreachable, unknown)';

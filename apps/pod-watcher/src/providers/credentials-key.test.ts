@@ -19,6 +19,8 @@ describe('credentials key', () => {
   it('takes a missing file (the optional Secret is absent) as no key, and refuses a malformed key', () => {
     expect(loadCredentialsKey({ credentialsKeyFile: join(dir, 'absent') }, {})).toBeUndefined();
     writeFileSync(join(dir, 'bad'), 'not-a-key');
-    expect(() => loadCredentialsKey({ credentialsKeyFile: join(dir, 'bad') }, {})).toThrow(`invalid credentials key in ${join(dir, 'bad')}: a credentials key is 32 bytes`);
+    expect(() => loadCredentialsKey({ credentialsKeyFile: join(dir, 'bad') }, {})).toThrow(
+      `invalid credentials key in ${join(dir, 'bad')}: a credentials key is 32 bytes`,
+    );
   });
 });

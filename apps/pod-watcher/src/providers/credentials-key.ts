@@ -8,7 +8,10 @@ import { CREDENTIALS_KEY_ENV, type WatcherConfig } from '../config';
  * their credential). A missing file is no key (the Secret volume is optional); a key that is present but
  * malformed, or a file that cannot be read, stops the watcher with the reason.
  */
-export function loadCredentialsKey(config: Pick<WatcherConfig, 'credentialsKeyFile'>, env: NodeJS.ProcessEnv = process.env): Buffer | undefined {
+export function loadCredentialsKey(
+  config: Pick<WatcherConfig, 'credentialsKeyFile'>,
+  env: NodeJS.ProcessEnv = process.env,
+): Buffer | undefined {
   let text: string | undefined;
   let where: string;
   if (config.credentialsKeyFile) {

@@ -1,15 +1,26 @@
 import { SCHEMA_VERSION, type ExternalProviderRecord } from '@triad/bus';
 import {
-  PROVIDER_SECRET_LABEL_KEY, PROVIDER_SECRET_LABEL_VALUE, ProviderConditions, ProviderReasons, authHeaderName, effectiveAuthScheme,
-  formatProblem, normalizeCredential, type Condition, type ExternalModelProvider, type ProviderAuthScheme, type ValidationProblem,
+  PROVIDER_SECRET_LABEL_KEY,
+  PROVIDER_SECRET_LABEL_VALUE,
+  ProviderConditions,
+  ProviderReasons,
+  authHeaderName,
+  effectiveAuthScheme,
+  formatProblem,
+  normalizeCredential,
+  type Condition,
+  type ExternalModelProvider,
+  type ProviderAuthScheme,
+  type ValidationProblem,
 } from '@triad/crd';
 import type { StoredSecret } from '../inventory/secret-store';
 
 /** Triad's one reason beyond Kthena's: the credential resolves, but the watcher has no key to seal it with. */
 export const CREDENTIAL_NOT_DISTRIBUTABLE = 'CredentialNotDistributable';
 
-const notDistributable = 'the pod-watcher has no credentials key (TRIAD_CREDENTIALS_KEY or --credentials-key-file), '
-  + 'so the gateway cannot receive this credential';
+const notDistributable =
+  'the pod-watcher has no credentials key (TRIAD_CREDENTIALS_KEY or --credentials-key-file), ' +
+  'so the gateway cannot receive this credential';
 
 /** A resolved credential, to be sealed for the gateway. Never logged. */
 export interface ResolvedCredential {
@@ -44,8 +55,7 @@ export interface ProviderInput {
 }
 
 type CredentialState =
-  | { ok: true; reason: string; message: string; credential?: ResolvedCredential }
-  | { ok: false; reason: string; message: string };
+  { ok: true; reason: string; message: string; credential?: ResolvedCredential } | { ok: false; reason: string; message: string };
 
 /** Kthena's credential resolution: the labelled Secret, its key, a value that can go in a header. */
 function resolveCredential(provider: ExternalModelProvider, secret: ProviderInput['secret']): CredentialState {
@@ -54,7 +64,8 @@ function resolveCredential(provider: ExternalModelProvider, secret: ProviderInpu
   const stored = secret(provider.metadata.namespace, auth.secretRef.name);
   if (!stored) {
     return {
-      ok: false, reason: ProviderReasons.credentialNotFound,
+      ok: false,
+      reason: ProviderReasons.credentialNotFound,
       message: `Credential Secret is not found or does not have label ${PROVIDER_SECRET_LABEL_KEY}=${PROVIDER_SECRET_LABEL_VALUE}`,
     };
   }
@@ -62,13 +73,19 @@ function resolveCredential(provider: ExternalModelProvider, secret: ProviderInpu
   if (!checked.ok) return { ok: false, reason: checked.reason, message: checked.message };
   const scheme = effectiveAuthScheme(provider.spec);
   return {
-    ok: true, reason: ProviderReasons.credentialResolved, message: 'Credential Secret and key are available',
+    ok: true,
+    reason: ProviderReasons.credentialResolved,
+    message: 'Credential Secret and key are available',
     credential: { scheme, header: authHeaderName(scheme), token: checked.token },
   };
 }
 
 const condition = (type: string, ok: boolean, reason: string, message: string, generation: number | undefined, now: Date): Condition => ({
-  type, status: ok ? 'True' : 'False', reason, message, lastTransitionTime: now.toISOString(),
+  type,
+  status: ok ? 'True' : 'False',
+  reason,
+  message,
+  lastTransitionTime: now.toISOString(),
   ...(generation !== undefined ? { observedGeneration: generation } : {}),
 });
 
@@ -84,23 +101,47 @@ export function decideProvider(input: ProviderInput): ProviderOutcome {
   let record: ExternalProviderRecord | undefined;
   if (valid && cred) {
     const ready = cred.ok && sealable;
-    const auth = valid.spec.auth ? { scheme: effectiveAuthScheme(valid.spec), header: authHeaderName(effectiveAuthScheme(valid.spec)) } : undefined;
+    const auth = valid.spec.auth
+      ? { scheme: effectiveAuthScheme(valid.spec), header: authHeaderName(effectiveAuthScheme(valid.spec)) }
+      : undefined;
     record = {
-      schemaVersion: SCHEMA_VERSION, namespace: input.namespace, name: input.name, spec: valid.spec, ...(auth ? { auth } : {}), ready,
+      schemaVersion: SCHEMA_VERSION,
+      namespace: input.namespace,
+      name: input.name,
+      spec: valid.spec,
+      ...(auth ? { auth } : {}),
+      ready,
       reason: !cred.ok ? cred.reason : !sealable ? CREDENTIAL_NOT_DISTRIBUTABLE : ProviderReasons.ready,
       message: !cred.ok ? cred.message : !sealable ? notDistributable : 'External provider configuration is ready',
       ...(valid.metadata.creationTimestamp ? { creationTimestamp: valid.metadata.creationTimestamp } : {}),
     };
   }
   const unknown = (): Condition => ({
-    ...condition(ProviderConditions.credentialsResolved, false, ProviderReasons.configurationInvalid, 'the spec is invalid', generation, now), status: 'Unknown',
+    ...condition(
+      ProviderConditions.credentialsResolved,
+      false,
+      ProviderReasons.configurationInvalid,
+      'the spec is invalid',
+      generation,
+      now,
+    ),
+    status: 'Unknown',
   });
-  const credentialCondition = cred ? condition(ProviderConditions.credentialsResolved, cred.ok, cred.reason, cred.message, generation, now) : unknown();
+  const credentialCondition = cred
+    ? condition(ProviderConditions.credentialsResolved, cred.ok, cred.reason, cred.message, generation, now)
+    : unknown();
   let ready: Condition;
   if (input.problems && input.problems.length > 0) {
     const text = input.problems.map(formatProblem).join('; ');
     const tail = valid ? '; the last valid version stays in force' : '';
-    ready = condition(ProviderConditions.ready, false, ProviderReasons.configurationInvalid, `${text.slice(0, 1000)}${tail}`, generation, now);
+    ready = condition(
+      ProviderConditions.ready,
+      false,
+      ProviderReasons.configurationInvalid,
+      `${text.slice(0, 1000)}${tail}`,
+      generation,
+      now,
+    );
   } else {
     const reason = record?.reason ?? ProviderReasons.configurationInvalid;
     ready = condition(ProviderConditions.ready, record?.ready ?? false, reason, record?.message ?? 'the spec is invalid', generation, now);

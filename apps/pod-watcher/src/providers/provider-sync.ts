@@ -1,6 +1,11 @@
 import { createHash } from 'node:crypto';
 import {
-  SCHEMA_VERSION, objectKey, sealCredential, type ExternalProviderRecord, type ProviderCredentialRecord, type ProviderResolution,
+  SCHEMA_VERSION,
+  objectKey,
+  sealCredential,
+  type ExternalProviderRecord,
+  type ProviderCredentialRecord,
+  type ProviderResolution,
 } from '@triad/bus';
 import type { ModelRoute } from '@triad/crd';
 import type { Inventory } from '../inventory/inventory';
@@ -60,9 +65,13 @@ export class ProviderSync {
       const valid = inventory.get('ExternalModelProvider', namespace, name);
       const problems = inventory.problems('ExternalModelProvider', namespace, name);
       const outcome = decideProvider({
-        namespace, name, ...(valid ? { valid } : {}), ...(problems ? { problems } : {}),
+        namespace,
+        name,
+        ...(valid ? { valid } : {}),
+        ...(problems ? { problems } : {}),
         ...(observed?.generation !== undefined ? { generation: observed.generation } : {}),
-        secret: (ns, n) => inventory.secrets.get(ns, n), canSeal: this.#opts.credentialsKey !== undefined,
+        secret: (ns, n) => inventory.secrets.get(ns, n),
+        canSeal: this.#opts.credentialsKey !== undefined,
         now: (this.#opts.now ?? (() => new Date()))(),
       });
       const before = providers.get(key);
@@ -100,7 +109,11 @@ export class ProviderSync {
     const cached = this.#sealed.get(key);
     if (cached?.hash === hash) return cached.record;
     const record: ProviderCredentialRecord = {
-      schemaVersion: SCHEMA_VERSION, namespace, provider, scheme: c.scheme, header: c.header,
+      schemaVersion: SCHEMA_VERSION,
+      namespace,
+      provider,
+      scheme: c.scheme,
+      header: c.header,
       sealed: sealCredential(c.token, this.#opts.credentialsKey as Uint8Array, key),
     };
     this.#sealed.set(key, { hash, record });

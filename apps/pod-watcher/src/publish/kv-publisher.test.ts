@@ -3,7 +3,14 @@ import { createLogger } from '@triad/runtime';
 import { waitFor } from '@triad/testing';
 import { KvPublisher, type KvTarget } from './kv-publisher';
 
-const logger = createLogger({ service: 'test', destination: new Writable({ write(_c, _e, cb) { cb(); } }) });
+const logger = createLogger({
+  service: 'test',
+  destination: new Writable({
+    write(_c, _e, cb) {
+      cb();
+    },
+  }),
+});
 
 /** A KV bucket in memory that records every operation and can hold writes or fail them. */
 class MemoryKv implements KvTarget<number> {
@@ -58,7 +65,9 @@ describe('KV publisher', () => {
     p.setEnabled(true);
     await p.fullSync(kv);
     let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => { release = r; });
+    kv.hold = new Promise((r) => {
+      release = r;
+    });
     p.set('mine.a', 1);
     await waitFor(() => p.settled === false);
     await new Promise((r) => setImmediate(r));
@@ -84,7 +93,10 @@ describe('KV publisher', () => {
     p.set('mine.a', 1);
     p.setEnabled(true);
     await p.fullSync(kv);
-    expect([...kv.data.entries()].sort()).toEqual([['mine.a', 1], ['theirs.x', 9]]);
+    expect([...kv.data.entries()].sort()).toEqual([
+      ['mine.a', 1],
+      ['theirs.x', 9],
+    ]);
   });
 
   it('reports a failed write, stops writing, and recovers through a full sync', async () => {
@@ -103,7 +115,10 @@ describe('KV publisher', () => {
     kv.fail = false;
     await p.fullSync(kv);
     await p.whenSettled();
-    expect([...kv.data.entries()].sort()).toEqual([['mine.a', 1], ['mine.b', 2]]);
+    expect([...kv.data.entries()].sort()).toEqual([
+      ['mine.a', 1],
+      ['mine.b', 2],
+    ]);
   });
 });
 
@@ -115,7 +130,9 @@ describe('KV publisher, a key changing back while its write is in flight', () =>
     p.set('mine.a', 1);
     await p.fullSync(kv);
     let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => { release = r; });
+    kv.hold = new Promise((r) => {
+      release = r;
+    });
     p.set('mine.a', 2);
     await waitFor(() => !p.settled);
     await new Promise((r) => setImmediate(r));
@@ -136,7 +153,9 @@ describe('KV publisher, the same value set again while its write is in flight', 
     p.set('mine.a', 1);
     await p.fullSync(kv);
     let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => { release = r; });
+    kv.hold = new Promise((r) => {
+      release = r;
+    });
     p.set('mine.a', 2);
     await waitFor(() => !p.settled);
     await new Promise((r) => setImmediate(r));
@@ -156,7 +175,9 @@ describe('KV publisher, two full syncs asked for at once', () => {
     p.setEnabled(true);
     p.set('mine.a', 1);
     let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => { release = r; });
+    kv.hold = new Promise((r) => {
+      release = r;
+    });
     // The writer's sync (rewrite) and a shard resync (no rewrite), as when a lease is won during a resync.
     const first = p.fullSync(kv);
     const second = p.fullSync(kv, { rewrite: false });

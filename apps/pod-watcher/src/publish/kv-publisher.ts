@@ -122,11 +122,13 @@ export class KvPublisher<T> {
     // Syncs run one after the other (the writer's and the shard resync can be asked for at once): two at once would
     // interleave their writes and deletes, and the first to end would resume writing while the other still ran.
     this.#syncs++;
-    const run = this.#lastSync.then(() => this.#syncNow(kv, options.rewrite ?? true)).finally(() => {
-      this.#syncs--;
-      this.#schedule();
-      this.#notifySettled();
-    });
+    const run = this.#lastSync
+      .then(() => this.#syncNow(kv, options.rewrite ?? true))
+      .finally(() => {
+        this.#syncs--;
+        this.#schedule();
+        this.#notifySettled();
+      });
     this.#lastSync = run.catch(() => undefined);
     return run;
   }
@@ -139,10 +141,12 @@ export class KvPublisher<T> {
     const writes = this.#opts.writes;
     const mine = writes === undefined ? [...this.#desired] : [...this.#desired].filter(([key]) => writes(key));
     // Without `rewrite`, values this process already published unchanged are left as they are.
-    const entries = rewrite ? mine : mine.filter(([key, value]) => {
-      const pub = this.#published.get(key);
-      return pub === undefined || !existing.has(key) || !this.#opts.same(pub, value);
-    });
+    const entries = rewrite
+      ? mine
+      : mine.filter(([key, value]) => {
+          const pub = this.#published.get(key);
+          return pub === undefined || !existing.has(key) || !this.#opts.same(pub, value);
+        });
     await forEachLimit(entries, this.#concurrency, async ([key, value]) => {
       await kv.put(key, value);
       this.#published.set(key, value);
@@ -222,28 +226,30 @@ export class KvPublisher<T> {
     const op = value === undefined ? 'delete' : 'put';
     this.#inFlight.set(key, value);
     const done = value === undefined ? kv.delete(key) : kv.put(key, value);
-    done.then(
-      () => {
-        if (value === undefined) this.#published.delete(key);
-        else this.#published.set(key, value);
-        // The key may have changed while this write was in flight, even back to what was published before it.
-        const now = this.#desired.get(key);
-        if (now === undefined ? value !== undefined : value === undefined || !this.#opts.same(value, now)) this.#markDirty(key);
-        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'ok' });
-        this.#opts.metrics?.publishLatency.observe({ bucket: this.bucket }, (performance.now() - since) / 1000);
-      },
-      (err: Error) => {
-        if (!this.#dirty.has(key)) this.#dirty.set(key, since);
-        this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'error' });
-        if (!this.#broken) this.#opts.logger.warn({ bucket: this.bucket, key, op, err: err.message }, 'KV write failed; will resync');
-        this.#broken = true;
-        this.#opts.onWriteError(err);
-      },
-    ).finally(() => {
-      this.#inFlight.delete(key);
-      this.#schedule();
-      this.#notifySettled();
-    });
+    done
+      .then(
+        () => {
+          if (value === undefined) this.#published.delete(key);
+          else this.#published.set(key, value);
+          // The key may have changed while this write was in flight, even back to what was published before it.
+          const now = this.#desired.get(key);
+          if (now === undefined ? value !== undefined : value === undefined || !this.#opts.same(value, now)) this.#markDirty(key);
+          this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'ok' });
+          this.#opts.metrics?.publishLatency.observe({ bucket: this.bucket }, (performance.now() - since) / 1000);
+        },
+        (err: Error) => {
+          if (!this.#dirty.has(key)) this.#dirty.set(key, since);
+          this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op, result: 'error' });
+          if (!this.#broken) this.#opts.logger.warn({ bucket: this.bucket, key, op, err: err.message }, 'KV write failed; will resync');
+          this.#broken = true;
+          this.#opts.onWriteError(err);
+        },
+      )
+      .finally(() => {
+        this.#inFlight.delete(key);
+        this.#schedule();
+        this.#notifySettled();
+      });
   }
 
   #notifySettled(): void {

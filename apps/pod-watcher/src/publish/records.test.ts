@@ -3,13 +3,21 @@ import type { Placement } from '../topology/placement';
 import { endpointRecord, sameEndpointRecord } from './records';
 
 const placement: Placement = {
-  key: 'default.ms.p', namespace: 'default', modelServer: 'ms', pod: 'p', role: 'prefill', group: 'g', ip: '10.0.0.1', port: 8000,
-  bootstrapPort: 8998, engine: 'SGLang', mode: 'pd',
+  key: 'default.ms.p',
+  namespace: 'default',
+  modelServer: 'ms',
+  pod: 'p',
+  role: 'prefill',
+  group: 'g',
+  ip: '10.0.0.1',
+  port: 8000,
+  bootstrapPort: 8998,
+  engine: 'SGLang',
+  mode: 'pd',
 };
-const view = (
-  running: number, scrapedAt: number, stale = false,
-) => ({
-  metrics: { running, waiting: 0, kvCacheUsage: 0.1, scrapedAt, stale, ...(stale ? { lastError: 'x' } : {}) }, models: ['m', 'lora'],
+const view = (running: number, scrapedAt: number, stale = false) => ({
+  metrics: { running, waiting: 0, kvCacheUsage: 0.1, scrapedAt, stale, ...(stale ? { lastError: 'x' } : {}) },
+  models: ['m', 'lora'],
 });
 
 describe('endpoint records', () => {
@@ -17,10 +25,20 @@ describe('endpoint records', () => {
     const r = endpointRecord(placement, view(2, 1000), 5);
     expect(EndpointRecordSchema.parse(r)).toEqual(r);
     expect(r).toMatchObject({
-      schemaVersion: 1, role: 'prefill', group: 'g', bootstrapPort: 8998, ready: true, models: ['m', 'lora'], updatedAt: 5,
+      schemaVersion: 1,
+      role: 'prefill',
+      group: 'g',
+      bootstrapPort: 8998,
+      ready: true,
+      models: ['m', 'lora'],
+      updatedAt: 5,
     });
     expect(endpointRecord(placement, undefined, 5).metrics).toEqual({
-      running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false,
+      running: 0,
+      waiting: 0,
+      kvCacheUsage: 0,
+      scrapedAt: 0,
+      stale: false,
     });
   });
 
@@ -32,9 +50,13 @@ describe('endpoint records', () => {
     expect(endpointRecord({ ...placement, role: 'decode', bootstrapPort: undefined }, info('decode'), 5).bootstrapPort).toBeUndefined();
   });
 
-  it('carry a vLLM consumer\'s DP size and EC control addresses from its placement', () => {
+  it("carry a vLLM consumer's DP size and EC control addresses from its placement", () => {
     const vllm: Placement = {
-      ...placement, engine: 'vLLM', mode: 'epd', bootstrapPort: undefined, dpSize: 2,
+      ...placement,
+      engine: 'vLLM',
+      mode: 'epd',
+      bootstrapPort: undefined,
+      dpSize: 2,
       ecControlAddresses: ['tcp://10.0.0.1:14579', 'tcp://10.0.0.1:14580'],
     };
     const r = endpointRecord(vllm, view(0, 1), 5);

@@ -1,5 +1,11 @@
 import {
-  SCHEMA_VERSION, type EndpointRecord, type ListenerRef, type MetricsSnapshot, type ModelRouteRecord, type ModelServerRecord, type ProviderResolution,
+  SCHEMA_VERSION,
+  type EndpointRecord,
+  type ListenerRef,
+  type MetricsSnapshot,
+  type ModelRouteRecord,
+  type ModelServerRecord,
+  type ProviderResolution,
 } from '@triad/bus';
 import { resolvePipelineMode, type ModelRoute, type ModelServer } from '@triad/crd';
 import type { Placement } from '../topology/placement';
@@ -57,9 +63,8 @@ function contentKey(r: EndpointRecord): string {
  * scrape, and a busy one at the scrape cadence.
  */
 export function sameEndpointRecord(published: EndpointRecord, next: EndpointRecord, heartbeatMs: number): boolean {
-  const stale = published.metrics.scrapedAt === 0
-    ? next.metrics.scrapedAt !== 0
-    : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs;
+  const stale =
+    published.metrics.scrapedAt === 0 ? next.metrics.scrapedAt !== 0 : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs;
   if (stale) return false;
   return contentKey(published) === contentKey(next);
 }

@@ -1,7 +1,21 @@
 import {
-  Buckets, EndpointRecordSchema, ExternalProviderRecordSchema, GatewayRecordSchema, HttpRouteRecordSchema, ModelRouteRecordSchema,
-  ModelServerRecordSchema, ProviderCredentialRecordSchema, parseEndpointKey, parseObjectKey, type EndpointRecord, type ExternalProviderRecord,
-  type GatewayRecord, type HttpRouteRecord, type ModelRouteRecord, type ModelServerRecord, type ProviderCredentialRecord,
+  Buckets,
+  EndpointRecordSchema,
+  ExternalProviderRecordSchema,
+  GatewayRecordSchema,
+  HttpRouteRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  ProviderCredentialRecordSchema,
+  parseEndpointKey,
+  parseObjectKey,
+  type EndpointRecord,
+  type ExternalProviderRecord,
+  type GatewayRecord,
+  type HttpRouteRecord,
+  type ModelRouteRecord,
+  type ModelServerRecord,
+  type ProviderCredentialRecord,
 } from '@triad/bus';
 import type { z } from 'zod';
 import type { Bus } from '@triad/bus/client';
@@ -81,11 +95,14 @@ export class StatePublisher {
     const scope = new Set(options.namespaces);
     const ownsNs = (ns: string | undefined) => ns !== undefined && (scope.size === 0 || scope.has(ns));
     const common = {
-      logger: options.logger, metrics: options.metrics, onWriteError: () => this.requestFullSync('a write failed'),
+      logger: options.logger,
+      metrics: options.metrics,
+      onWriteError: () => this.requestFullSync('a write failed'),
     } as const;
     const shard = options.shard;
     this.endpoints = new KvPublisher<EndpointRecord>({
-      ...common, bucket: Buckets.endpoints,
+      ...common,
+      bucket: Buckets.endpoints,
       // A key nobody desires any more is deleted by its shard's owner (strays of a lost replica included).
       owns: (k) => ownsNs(parseEndpointKey(k)?.namespace) && (shard === undefined || shard.owns(k)),
       ...(shard === undefined ? {} : { writes: (k: string) => shard.owns(k) }),
@@ -103,7 +120,13 @@ export class StatePublisher {
     // What a record refers to goes first, so a reader never sees a route naming a provider or Gateway it does not
     // know yet, nor endpoints of a ModelServer it does not know.
     this.#all = [
-      this.modelServers, this.externalProviders, this.providerCredentials, this.gateways, this.modelRoutes, this.httpRoutes, this.endpoints,
+      this.modelServers,
+      this.externalProviders,
+      this.providerCredentials,
+      this.gateways,
+      this.modelRoutes,
+      this.httpRoutes,
+      this.endpoints,
     ] as unknown as KvPublisher<never>[];
     this.#specs = this.#all.filter((p) => p !== (this.endpoints as unknown as KvPublisher<never>));
     const leaseKey = watchScope(options.namespaces);
@@ -176,11 +199,19 @@ export class StatePublisher {
         for (const p of this.#written()) await p.fullSync(await this.#open(p.bucket));
         this.#synced = true;
         this.#opts.metrics?.fullSyncs.inc({ result: 'ok' });
-        this.#opts.logger.info({
-          reason, endpoints: this.endpoints.size, modelServers: this.modelServers.size, modelRoutes: this.modelRoutes.size,
-          externalProviders: this.externalProviders.size, gateways: this.gateways.size, httpRoutes: this.httpRoutes.size,
-          ms: Math.round(performance.now() - started),
-        }, 'published full state');
+        this.#opts.logger.info(
+          {
+            reason,
+            endpoints: this.endpoints.size,
+            modelServers: this.modelServers.size,
+            modelRoutes: this.modelRoutes.size,
+            externalProviders: this.externalProviders.size,
+            gateways: this.gateways.size,
+            httpRoutes: this.httpRoutes.size,
+            ms: Math.round(performance.now() - started),
+          },
+          'published full state',
+        );
         delay = 250;
       } catch (err) {
         this.#syncWanted = true;
@@ -196,7 +227,11 @@ export class StatePublisher {
 
   #open(bucket: string) {
     const schema = SCHEMAS[bucket] as z.ZodType;
-    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{ put(k: string, v: never): Promise<number>; delete(k: string): Promise<void>; keys(f?: string): Promise<string[]> }>;
+    return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{
+      put(k: string, v: never): Promise<number>;
+      delete(k: string): Promise<void>;
+      keys(f?: string): Promise<string[]>;
+    }>;
   }
 
   /** The publishers this replica writes now: all as the writer, else its endpoint shard (if sharded). */

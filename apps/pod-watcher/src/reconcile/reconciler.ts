@@ -208,8 +208,13 @@ export class Reconciler {
    */
   flush(): void {
     this.#scheduled = false;
-    const inventoryDirty = this.#dirtyServers.size > 0 || this.#dirtyRoutes.size > 0 || this.#dirtyNamespaces.size > 0 || this.#dirtyPods.size > 0
-      || this.#opts.providers.pending || (this.#opts.gatewayApi?.pending ?? false);
+    const inventoryDirty =
+      this.#dirtyServers.size > 0 ||
+      this.#dirtyRoutes.size > 0 ||
+      this.#dirtyNamespaces.size > 0 ||
+      this.#dirtyPods.size > 0 ||
+      this.#opts.providers.pending ||
+      (this.#opts.gatewayApi?.pending ?? false);
     if (!inventoryDirty && this.#rejected === 0) {
       if (this.#registryDirty) this.#updateRegistryPlan();
       return;
@@ -220,7 +225,9 @@ export class Reconciler {
     this.#changedKinds.clear();
     this.#rejected = 0;
     const span = startReconcileSpan({
-      source: this.#opts.source ?? 'unknown', trigger, ...(namespaces.size === 1 ? { namespace: [...namespaces][0] as string } : {}),
+      source: this.#opts.source ?? 'unknown',
+      trigger,
+      ...(namespaces.size === 1 ? { namespace: [...namespaces][0] as string } : {}),
     });
     const counts: PassCounts = { written: 0, deleted: 0 };
     try {
@@ -242,7 +249,8 @@ export class Reconciler {
     const { inventory, publisher, providers, gatewayApi } = this.#opts;
     // Providers and Gateway API first: route records carry their outcome (provider readiness, attachments).
     for (const ns of providers.flush()) for (const mr of inventory.modelRoutes(ns)) this.#dirtyRoutes.add(`${ns}/${mr.metadata.name}`);
-    if (gatewayApi?.flush()) for (const mr of inventory.modelRoutes()) this.#dirtyRoutes.add(`${mr.metadata.namespace}/${mr.metadata.name}`);
+    if (gatewayApi?.flush())
+      for (const mr of inventory.modelRoutes()) this.#dirtyRoutes.add(`${mr.metadata.namespace}/${mr.metadata.name}`);
     for (const id of this.#dirtyServers) {
       const [ns, name] = id.split('/') as [string, string];
       const pool = parseInferencePoolServerName(name);
@@ -250,7 +258,10 @@ export class Reconciler {
       if (!found) publisher.modelServers.remove(objectKey(ns, name));
       else if (found.kind === 'ModelServer') publisher.modelServers.set(objectKey(ns, name), modelServerRecord(found));
       else {
-        const record = { ...modelServerRecord(poolModelServer(found)), origin: { kind: 'InferencePool' as const, name: found.metadata.name } };
+        const record = {
+          ...modelServerRecord(poolModelServer(found)),
+          origin: { kind: 'InferencePool' as const, name: found.metadata.name },
+        };
         publisher.modelServers.set(objectKey(ns, name), record);
       }
     }

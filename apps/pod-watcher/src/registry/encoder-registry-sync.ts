@@ -110,8 +110,15 @@ export class EncoderRegistrySync {
       if (s) s.plan = plan;
       else {
         this.#registries.set(url, {
-          plan, session: new RegistrySession(), reachable: undefined, lost: false, listed: undefined, listedAt: undefined,
-          lastError: undefined, running: false, again: false,
+          plan,
+          session: new RegistrySession(),
+          reachable: undefined,
+          lost: false,
+          listed: undefined,
+          listedAt: undefined,
+          lastError: undefined,
+          running: false,
+          again: false,
         });
       }
       this.#pass(url);

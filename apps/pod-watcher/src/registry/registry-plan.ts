@@ -40,11 +40,12 @@ export interface PlanOptions {
 }
 
 function registryOf(p: Placement, state: EngineState | undefined): Pick<RegistryPlan, 'registryUrl' | 'portSource'> {
-  const [port, portSource] = p.encoderBootstrapPort !== undefined
-    ? [p.encoderBootstrapPort, 'annotation' as const]
-    : state?.serverInfo?.encoderBootstrapPort !== undefined
-      ? [state.serverInfo.encoderBootstrapPort, 'server-info' as const]
-      : [DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT, 'default' as const];
+  const [port, portSource] =
+    p.encoderBootstrapPort !== undefined
+      ? [p.encoderBootstrapPort, 'annotation' as const]
+      : state?.serverInfo?.encoderBootstrapPort !== undefined
+        ? [state.serverInfo.encoderBootstrapPort, 'server-info' as const]
+        : [DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT, 'default' as const];
   return { registryUrl: baseUrl({ ip: p.ip, port }), portSource };
 }
 
@@ -99,8 +100,10 @@ function spread(
     const chosen = out.get(registry) as Set<string>;
     const free = candidatesOf(registry)
       .filter((c) => c.healthy && !chosen.has(c.url))
-      .sort((x, y) => (serving.get(x.url) ?? 0) - (serving.get(y.url) ?? 0) || x.load - y.load
-        || pairHash(registry, x.url) - pairHash(registry, y.url));
+      .sort(
+        (x, y) =>
+          (serving.get(x.url) ?? 0) - (serving.get(y.url) ?? 0) || x.load - y.load || pairHash(registry, x.url) - pairHash(registry, y.url),
+      );
     for (const c of free) {
       if (chosen.size >= perRegistry) break;
       chosen.add(c.url);
@@ -149,9 +152,10 @@ export function planEncoderRegistries(
     }
   }
   const registries = [...plans.keys()].sort();
-  const chosen = options.encodersPerPrefill > 0
-    ? spread(registries, (r) => [...(plans.get(r)?.candidates.values() ?? [])], options.encodersPerPrefill, options.previous)
-    : undefined;
+  const chosen =
+    options.encodersPerPrefill > 0
+      ? spread(registries, (r) => [...(plans.get(r)?.candidates.values() ?? [])], options.encodersPerPrefill, options.previous)
+      : undefined;
   const out = new Map<string, RegistryPlan>();
   for (const registryUrl of registries) {
     const plan = plans.get(registryUrl)!;

@@ -3,7 +3,7 @@ import { RegistrySession } from './registry-session';
 const want = (...urls: [string, boolean][]) => new Map(urls.map(([u, healthy]) => [u, { healthy }]));
 const set = (...urls: string[]) => new Set(urls);
 
-describe('a registry session (the watcher next to SGLang\'s health eviction)', () => {
+describe("a registry session (the watcher next to SGLang's health eviction)", () => {
   it('registers a wanted encoder once it is healthy, and not again while SGLang evicted it', () => {
     const s = new RegistrySession();
     expect(s.pass(want(['e1', false]), set(), 0, 1000).register).toEqual([]);
@@ -16,7 +16,7 @@ describe('a registry session (the watcher next to SGLang\'s health eviction)', (
     expect(s.pass(want(['e1', true]), set('e1'), 600, 1000)).toMatchObject({ register: [], revived: ['e1'] });
   });
 
-  it('registers an evicted encoder again once SGLang\'s evicted TTL has passed and it looks healthy', () => {
+  it("registers an evicted encoder again once SGLang's evicted TTL has passed and it looks healthy", () => {
     const s = new RegistrySession();
     s.pass(want(['e1', true]), set('e1'), 0, 1000);
     s.pass(want(['e1', true]), set(), 10, 1000);

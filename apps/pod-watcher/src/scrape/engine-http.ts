@@ -48,7 +48,11 @@ export class EngineHttp {
     if (!url.startsWith('http://')) return this.#getTextUndici(url);
     let answer;
     try {
-      answer = await this.#get.get(url, { timeoutMs: this.#timeoutMs, maxBodyBytes: this.#maxBody, accept: 'text/plain, application/json' });
+      answer = await this.#get.get(url, {
+        timeoutMs: this.#timeoutMs,
+        maxBodyBytes: this.#maxBody,
+        accept: 'text/plain, application/json',
+      });
     } catch (err) {
       const e = err as GetError;
       if (e.kind === 'timeout') throw new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);
@@ -64,9 +68,12 @@ export class EngineHttp {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
     try {
-      const res = await request(
-        url, { method: 'GET', dispatcher: this.#agent, signal: ctl.signal, headers: { accept: 'text/plain, application/json' } },
-      );
+      const res = await request(url, {
+        method: 'GET',
+        dispatcher: this.#agent,
+        signal: ctl.signal,
+        headers: { accept: 'text/plain, application/json' },
+      });
       if (res.statusCode < 200 || res.statusCode >= 300) {
         res.body.dump().catch(() => undefined);
         throw new ScrapeError('http', `GET ${url}: HTTP ${res.statusCode}`, res.statusCode);
@@ -86,8 +93,8 @@ export class EngineHttp {
       if (err instanceof ScrapeError) throw err;
       if (ctl.signal.aborted) throw new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);
       const code = (err as { code?: string }).code;
-      const reason: ScrapeFailureReason = code &&
-        /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT|UND_ERR_SOCKET|EPIPE/.test(code) ? 'connect' : 'body';
+      const reason: ScrapeFailureReason =
+        code && /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT|UND_ERR_SOCKET|EPIPE/.test(code) ? 'connect' : 'body';
       throw new ScrapeError(reason, `GET ${url}: ${code ? `${code} ` : ''}${(err as Error).message}`);
     } finally {
       clearTimeout(timer);
@@ -100,7 +107,9 @@ export class EngineHttp {
     const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
     try {
       const res = await request(url, {
-        method, dispatcher: this.#agent, signal: ctl.signal,
+        method,
+        dispatcher: this.#agent,
+        signal: ctl.signal,
         ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
       });
       return { status: res.statusCode, text: await res.body.text() };

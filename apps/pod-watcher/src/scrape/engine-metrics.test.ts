@@ -26,23 +26,32 @@ describe('reading engine load from /metrics text', () => {
   it('sums running and waiting over DP ranks, averages KV usage, totals histograms over series', () => {
     const r = readEngineLoad('vLLM', vllmTwoRanks);
     expect(r).toEqual({
-      ok: true, load: { running: 5, waiting: 4, kvCacheUsage: 0.4, ttft: { sum: 0.6, count: 3 }, tpot: { sum: 0.3, count: 10 } },
+      ok: true,
+      load: { running: 5, waiting: 4, kvCacheUsage: 0.4, ttft: { sum: 0.6, count: 3 }, tpot: { sum: 0.3, count: 10 } },
     });
   });
 
   it('reads SGLang names (dp_rank series, is_streaming label sets) and the older KV name of vLLM', () => {
     const sglang = [
-      'sglang:num_running_reqs{dp_rank="0",tp_rank="0"} 1', 'sglang:num_running_reqs{dp_rank="1",tp_rank="0"} 2',
-      'sglang:num_queue_reqs{dp_rank="0"} 7', 'sglang:token_usage{dp_rank="0"} 0.5', 'sglang:token_usage{dp_rank="1"} 0.7',
+      'sglang:num_running_reqs{dp_rank="0",tp_rank="0"} 1',
+      'sglang:num_running_reqs{dp_rank="1",tp_rank="0"} 2',
+      'sglang:num_queue_reqs{dp_rank="0"} 7',
+      'sglang:token_usage{dp_rank="0"} 0.5',
+      'sglang:token_usage{dp_rank="1"} 0.7',
       '# TYPE sglang:time_to_first_token_seconds histogram',
-      'sglang:time_to_first_token_seconds_sum{is_streaming="true"} 1', 'sglang:time_to_first_token_seconds_count{is_streaming="true"} 2',
-      'sglang:time_to_first_token_seconds_sum{is_streaming="false"} 2', 'sglang:time_to_first_token_seconds_count{is_streaming="false"} 2',
+      'sglang:time_to_first_token_seconds_sum{is_streaming="true"} 1',
+      'sglang:time_to_first_token_seconds_count{is_streaming="true"} 2',
+      'sglang:time_to_first_token_seconds_sum{is_streaming="false"} 2',
+      'sglang:time_to_first_token_seconds_count{is_streaming="false"} 2',
     ].join('\n');
     const r = readEngineLoad('SGLang', sglang);
     expect(r.ok && r.load).toMatchObject({ running: 3, waiting: 7, ttft: { sum: 3, count: 4 } });
     expect(r.ok && r.load.kvCacheUsage).toBeCloseTo(0.6);
     // Per rank too, for the gateway's DP-rank hints.
-    expect(r.ok && r.load.dpRanks).toEqual([{ running: 1, waiting: 7 }, { running: 2, waiting: 0 }]);
+    expect(r.ok && r.load.dpRanks).toEqual([
+      { running: 1, waiting: 7 },
+      { running: 2, waiting: 0 },
+    ]);
     const old = readEngineLoad('vLLM', 'vllm:gpu_cache_usage_perc{model_name="m"} 0.25\nvllm:num_requests_running 1\n');
     expect(old.ok && old.load).toMatchObject({ kvCacheUsage: 0.25, running: 1, waiting: 0, ttft: undefined });
   });
@@ -51,14 +60,16 @@ describe('reading engine load from /metrics text', () => {
     const r = readEngineLoad('vLLM', 'garbage line {\nvllm:num_requests_running{model_name="m" 3\nvllm:num_requests_waiting 2\n');
     expect(r).toMatchObject({ ok: true, load: { running: 0, waiting: 2 } });
     expect(readEngineLoad('vLLM', '<html>502 Bad Gateway</html>')).toMatchObject({
-      ok: false, error: expect.stringContaining('vllm:num_requests_running'),
+      ok: false,
+      error: expect.stringContaining('vllm:num_requests_running'),
     });
     expect(readEngineLoad('SGLang', vllmTwoRanks)).toMatchObject({ ok: false, error: expect.stringContaining('inferenceEngine SGLang') });
   });
 
   it('clamps KV usage into 0..1 and ignores NaN series', () => {
     const r = readEngineLoad(
-      'vLLM', 'vllm:kv_cache_usage_perc{engine="0"} 1.2\nvllm:kv_cache_usage_perc{engine="1"} NaN\nvllm:num_requests_running NaN\n',
+      'vLLM',
+      'vllm:kv_cache_usage_perc{engine="0"} 1.2\nvllm:kv_cache_usage_perc{engine="1"} NaN\nvllm:num_requests_running NaN\n',
     );
     expect(r.ok && r.load).toMatchObject({ kvCacheUsage: 1, running: 0 });
   });
@@ -89,14 +100,24 @@ describe('interval mean from histogram deltas', () => {
 describe('line prefilter', () => {
   it('keeps TYPE lines and samples of the wanted families, drops buckets, HELP lines and look-alike names', () => {
     const text = [
-      '# HELP vllm:num_requests_running x', '# TYPE vllm:num_requests_running gauge', 'vllm:num_requests_running{engine="0"} 1',
-      'vllm:num_requests_running_extra 9', '# TYPE vllm:ttft histogram', 'vllm:ttft_bucket{le="1"} 1', 'vllm:ttft_sum 2',
+      '# HELP vllm:num_requests_running x',
+      '# TYPE vllm:num_requests_running gauge',
+      'vllm:num_requests_running{engine="0"} 1',
+      'vllm:num_requests_running_extra 9',
+      '# TYPE vllm:ttft histogram',
+      'vllm:ttft_bucket{le="1"} 1',
+      'vllm:ttft_sum 2',
       'vllm:ttft_count 3',
-      'vllm:other 4', 'vllm:num_requests_running 5',
+      'vllm:other 4',
+      'vllm:num_requests_running 5',
     ].join('\n');
     expect(relevantLines(text, ['vllm:num_requests_running', 'vllm:ttft']).split('\n')).toEqual([
-      '# TYPE vllm:num_requests_running gauge', '# TYPE vllm:ttft histogram',
-      'vllm:num_requests_running{engine="0"} 1', 'vllm:num_requests_running_extra 9', 'vllm:ttft_sum 2', 'vllm:ttft_count 3',
+      '# TYPE vllm:num_requests_running gauge',
+      '# TYPE vllm:ttft histogram',
+      'vllm:num_requests_running{engine="0"} 1',
+      'vllm:num_requests_running_extra 9',
+      'vllm:ttft_sum 2',
+      'vllm:ttft_count 3',
       'vllm:num_requests_running 5',
     ]);
     expect(relevantLines('vllm:a 1\nvllm:ab 2', ['vllm:a', 'vllm:ab']).split('\n').filter(Boolean)).toEqual(['vllm:a 1', 'vllm:ab 2']);

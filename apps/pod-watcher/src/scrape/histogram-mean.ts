@@ -11,7 +11,9 @@ export interface HistogramTotals {
  * - The totals went down (the engine restarted): the new process's totals are the interval.
  */
 export function intervalMeanMs(
-  prev: HistogramTotals | undefined, cur: HistogramTotals | undefined, previousMeanMs: number | undefined,
+  prev: HistogramTotals | undefined,
+  cur: HistogramTotals | undefined,
+  previousMeanMs: number | undefined,
 ): number | undefined {
   if (!cur || !prev) return previousMeanMs;
   const reset = cur.count < prev.count || cur.sum < prev.sum;

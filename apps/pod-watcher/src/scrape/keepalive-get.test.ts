@@ -56,7 +56,8 @@ describe('keep-alive GET for scrapes', () => {
   it('sends concurrent requests to one engine in turn over one connection', async () => {
     const before = connections;
     const [a, b] = await Promise.all([
-      client.get(`http://127.0.0.1:${port}/chunked`, opts), client.get(`http://127.0.0.1:${port}/length`, opts),
+      client.get(`http://127.0.0.1:${port}/chunked`, opts),
+      client.get(`http://127.0.0.1:${port}/length`, opts),
     ]);
     expect([a.body.toString(), b.body.toString()]).toEqual(['vllm:a 1\nvllm:b 2\n', 'hello']);
     expect(connections - before).toBeLessThanOrEqual(1);
@@ -76,7 +77,11 @@ describe('keep-alive GET for scrapes', () => {
   });
 
   it('fails with a kind: timeout, too large, refused, not HTTP', async () => {
-    const kind = (p: Promise<unknown>) => p.then(() => 'ok', (e: GetError) => e.kind);
+    const kind = (p: Promise<unknown>) =>
+      p.then(
+        () => 'ok',
+        (e: GetError) => e.kind,
+      );
     expect(await kind(client.get(`http://127.0.0.1:${port}/hang`, { ...opts, timeoutMs: 100 }))).toBe('timeout');
     expect(await kind(client.get(`http://127.0.0.1:${port}/big`, opts))).toBe('too-large');
     const closed = createTcpServer();

@@ -60,7 +60,10 @@ export class KeepAliveGet {
     const originKey = slash < 0 ? url : url.slice(0, slash);
     const path = slash < 0 ? '/' : url.slice(slash);
     const origin = this.#origin(originKey);
-    const head = Buffer.from(`GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n\r\n`, 'latin1');
+    const head = Buffer.from(
+      `GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n\r\n`,
+      'latin1',
+    );
     const deadline = Date.now() + opts.timeoutMs;
     // One request at a time per engine (a models read waits for the metrics scrape): one socket, one descriptor.
     const previous = origin.tail;
@@ -71,7 +74,8 @@ export class KeepAliveGet {
     origin.active += 1;
     try {
       await previous;
-      if (Date.now() >= deadline) throw new GetError('timeout', `no answer within ${opts.timeoutMs} ms (queued behind the previous request)`);
+      if (Date.now() >= deadline)
+        throw new GetError('timeout', `no answer within ${opts.timeoutMs} ms (queued behind the previous request)`);
       let socket = this.#take(origin);
       if (socket) {
         try {
@@ -184,7 +188,8 @@ export class KeepAliveGet {
       };
       const onClose = () => onEnd();
       const timer = setTimeout(
-        () => finish(new GetError('timeout', `no complete answer within ${Math.max(0, deadline - Date.now() + 1)} ms`)), Math.max(1, deadline - Date.now()),
+        () => finish(new GetError('timeout', `no complete answer within ${Math.max(0, deadline - Date.now() + 1)} ms`)),
+        Math.max(1, deadline - Date.now()),
       );
       socket.on('data', onData);
       socket.on('error', onError);
@@ -259,9 +264,16 @@ class AnswerReader {
       const colon = line.indexOf(':');
       if (colon <= 0) continue;
       const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line.slice(colon + 1).trim().toLowerCase();
+      const value = line
+        .slice(colon + 1)
+        .trim()
+        .toLowerCase();
       if (name === 'content-length') this.#length = Number(value);
-      else if (name === 'transfer-encoding') this.#chunked = value.split(',').map((v) => v.trim()).includes('chunked');
+      else if (name === 'transfer-encoding')
+        this.#chunked = value
+          .split(',')
+          .map((v) => v.trim())
+          .includes('chunked');
       else if (name === 'connection') this.#keepAlive = value.includes('keep-alive') || (this.#keepAlive && !value.includes('close'));
     }
     if (this.#chunked) this.#length = -1;
@@ -290,7 +302,8 @@ class AnswerReader {
       if (size === 0) {
         // Trailers (usually none) end with an empty line.
         const end = raw.indexOf(CRLF2, lineEnd - 2 >= 0 ? lineEnd - 2 : 0);
-        if (raw.length >= lineEnd + 4 && raw[lineEnd + 2] === 13 && raw[lineEnd + 3] === 10) return { body: this.#body(), keepAlive: this.#keepAlive };
+        if (raw.length >= lineEnd + 4 && raw[lineEnd + 2] === 13 && raw[lineEnd + 3] === 10)
+          return { body: this.#body(), keepAlive: this.#keepAlive };
         if (end >= 0) return { body: this.#body(), keepAlive: this.#keepAlive };
         break;
       }

@@ -116,8 +116,19 @@ export class Scraper {
       return;
     }
     const target: Target = {
-      id, baseUrl, engine, phase: phaseOf(id), refs: 1, view: { metrics: NEVER_SCRAPED, models: [] },
-      ttftTotals: undefined, tpotTotals: undefined, modelsAt: 0, infoAt: 0, infoPath: SERVER_INFO_PATHS[0], queued: false, removed: false,
+      id,
+      baseUrl,
+      engine,
+      phase: phaseOf(id),
+      refs: 1,
+      view: { metrics: NEVER_SCRAPED, models: [] },
+      ttftTotals: undefined,
+      tpotTotals: undefined,
+      modelsAt: 0,
+      infoAt: 0,
+      infoPath: SERVER_INFO_PATHS[0],
+      queued: false,
+      removed: false,
       mine: true,
     };
     this.#targets.set(id, target);
@@ -239,7 +250,11 @@ export class Scraper {
     if (metricsResult.status === 'fulfilled') {
       const load = metricsResult.value;
       const m: MetricsSnapshot = {
-        running: load.running, waiting: load.waiting, kvCacheUsage: load.kvCacheUsage, scrapedAt: this.#now(), stale: false,
+        running: load.running,
+        waiting: load.waiting,
+        kvCacheUsage: load.kvCacheUsage,
+        scrapedAt: this.#now(),
+        stale: false,
       };
       const ttftMs = intervalMeanMs(t.ttftTotals, load.ttft, prev.metrics.ttftMs);
       const tpotMs = intervalMeanMs(t.tpotTotals, load.tpot, prev.metrics.tpotMs);
@@ -261,9 +276,8 @@ export class Scraper {
       const reason = err instanceof ScrapeError ? err.reason : 'parse';
       this.#opts.metrics?.scrapes.inc({ what: 'metrics', result: 'error' });
       this.#opts.metrics?.scrapeErrors.inc({ what: 'metrics', reason });
-      if (!prev.metrics.stale || prev.metrics.lastError !== err.message) this.#opts.logger.warn(
-        { target: t.id, reason, err: err.message }, 'scrape failed; endpoint marked stale',
-      );
+      if (!prev.metrics.stale || prev.metrics.lastError !== err.message)
+        this.#opts.logger.warn({ target: t.id, reason, err: err.message }, 'scrape failed; endpoint marked stale');
       metrics = { ...prev.metrics, stale: true, lastError: err.message };
     }
     if (modelsDue) {

@@ -31,7 +31,8 @@ export function parseSourceFile(text: string): FileParse {
   const objects = new Map<string, Identified>();
   const duplicates: string[] = [];
   for (const [i, doc] of list.entries()) {
-    if (doc.errors.length > 0) return { ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}` };
+    if (doc.errors.length > 0)
+      return { ok: false, error: `document ${i + 1}: YAML syntax error: ${doc.errors[0]?.message.split('\n')[0] ?? ''}` };
     const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
     if (value === null || value === undefined) continue;
     if (typeof value !== 'object' || Array.isArray(value)) return { ok: false, error: `document ${i + 1}: not a YAML mapping` };
@@ -40,7 +41,8 @@ export function parseSourceFile(text: string): FileParse {
     if (kind === undefined) return { ok: false, error: `document ${i + 1}: no kind` };
     if (!WATCHED_KINDS.includes(kind as WatchedKind)) continue;
     const meta = (raw['metadata'] ?? {}) as Record<string, unknown>;
-    if (typeof meta['name'] !== 'string' || meta['name'] === '') return { ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name` };
+    if (typeof meta['name'] !== 'string' || meta['name'] === '')
+      return { ok: false, error: `document ${i + 1}: ${String(kind)} without metadata.name` };
     const namespace = typeof meta['namespace'] === 'string' && meta['namespace'] !== '' ? meta['namespace'] : 'default';
     const id = `${String(kind)}/${namespace}/${meta['name']}`;
     if (objects.has(id) && !duplicates.includes(id)) duplicates.push(id);
@@ -138,7 +140,10 @@ export class FileSource implements ObjectSource {
       text = await readFile(this.#path, 'utf8');
     } catch (err) {
       // Mid-rename, or deleted: keep the state; the next change event re-reads.
-      this.#opts.logger.warn({ path: this.#path, err: (err as NodeJS.ErrnoException).code }, 'cannot read the source file; keeping the last state');
+      this.#opts.logger.warn(
+        { path: this.#path, err: (err as NodeJS.ErrnoException).code },
+        'cannot read the source file; keeping the last state',
+      );
       return;
     }
     if (hash(text) === this.#lastHash) return;
@@ -184,7 +189,10 @@ export class FileSource implements ObjectSource {
     }
     const removed = removedBy(this.#known, parsed);
     if (removed.length > 0) {
-      log.warn({ path: this.#path, removed: removed.length, objects: removed.slice(0, LOGGED_IDS) }, 'objects removed from the source file');
+      log.warn(
+        { path: this.#path, removed: removed.length, objects: removed.slice(0, LOGGED_IDS) },
+        'objects removed from the source file',
+      );
     }
     for (const id of removed) {
       const o = this.#known.get(id) as Identified;

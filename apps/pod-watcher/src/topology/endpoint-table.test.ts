@@ -38,7 +38,10 @@ describe('SGLang side ports of placements', () => {
       p('d', { app: 'qwen', group: 'g1', role: 'prefill' }, { ip: '10.0.0.4', annotations: { 'sglang.ai/bootstrap-port': '9400,9401' } }),
     ]);
     expect(placed.map((x) => [x.pod, x.bootstrapPort, x.bootstrapPortSource])).toEqual([
-      ['a', 9101, 'annotation:sglang.ai'], ['b', 9201, 'annotation:sglang.ai'], ['c', 9300, 'annotation:triad.io'], ['d', 8998, 'default'],
+      ['a', 9101, 'annotation:sglang.ai'],
+      ['b', 9201, 'annotation:sglang.ai'],
+      ['c', 9300, 'annotation:triad.io'],
+      ['d', 8998, 'default'],
     ]);
     expect(placed[3]?.problems).toEqual([expect.stringContaining('does not align')]);
   });
@@ -55,8 +58,16 @@ describe('SGLang side ports of placements', () => {
       p('enc', { app: 'vl', group: 'g', role: 'encode' }, { ip: '10.0.1.3' }),
     ];
     const owners = placePods(epd, pods).map((x) => [x.pod, x.registryOwner ?? false, x.encoderBootstrapPort]);
-    expect(owners).toEqual([['pre', true, 7000], ['dec', false, undefined], ['enc', false, undefined]]);
-    expect(placePods(ePd, pods).filter((x) => x.registryOwner).map((x) => x.pod)).toEqual(['dec']);
+    expect(owners).toEqual([
+      ['pre', true, 7000],
+      ['dec', false, undefined],
+      ['enc', false, undefined],
+    ]);
+    expect(
+      placePods(ePd, pods)
+        .filter((x) => x.registryOwner)
+        .map((x) => x.pod),
+    ).toEqual(['dec']);
   });
 });
 
@@ -68,9 +79,14 @@ describe('vLLM EPD consumer annotations of placements', () => {
       p('pre', { app: 'vl', group: 'g', role: 'prefill' }, { ip: '10.0.1.1', annotations }),
       p('dec', { app: 'vl', group: 'g', role: 'decode' }, { ip: '10.0.1.2', annotations }),
       p('enc', { app: 'vl', group: 'g', role: 'encode' }, { ip: '10.0.1.3' }),
-      p('lst', { app: 'vl', group: 'g', role: 'prefill' }, {
-        ip: '10.0.1.4', annotations: { 'triad.io/ec-control-addresses': 'tcp://10.0.9.9:15000, 10.0.9.9:15002' },
-      }),
+      p(
+        'lst',
+        { app: 'vl', group: 'g', role: 'prefill' },
+        {
+          ip: '10.0.1.4',
+          annotations: { 'triad.io/ec-control-addresses': 'tcp://10.0.9.9:15000, 10.0.9.9:15002' },
+        },
+      ),
     ];
     const placed = placePods(epd, pods).map((x) => [x.pod, x.dpSize, x.ecControlAddresses]);
     expect(placed).toEqual([
@@ -82,7 +98,11 @@ describe('vLLM EPD consumer annotations of placements', () => {
     const base = modelServer('vl2', { engine: 'vLLM', mode: 'epd', matchLabels: { app: 'vl' } });
     const pdGroup = { groupKey: 'group', encodeLabels: { role: 'encode' }, decodeLabels: { role: 'decode' } };
     const ePd = ModelServerSchema.parse({ ...base, spec: { ...base.spec, workloadSelector: { matchLabels: { app: 'vl' }, pdGroup } } });
-    expect(placePods(ePd, pods).filter((x) => x.ecControlAddresses).map((x) => x.pod)).toEqual(['dec']);
+    expect(
+      placePods(ePd, pods)
+        .filter((x) => x.ecControlAddresses)
+        .map((x) => x.pod),
+    ).toEqual(['dec']);
   });
 
   it('ignores malformed or misaligned values with the reason, keeping what is valid', () => {
@@ -94,7 +114,9 @@ describe('vLLM EPD consumer annotations of placements', () => {
       p('c', labels, { ip: '10.0.1.3', annotations: { 'triad.io/ec-control-port': '99999' } }),
     ]);
     expect(placed.map((x) => [x.pod, x.dpSize, x.ecControlAddresses])).toEqual([
-      ['a', undefined, ['tcp://10.0.1.1:14579']], ['b', 3, undefined], ['c', undefined, undefined],
+      ['a', undefined, ['tcp://10.0.1.1:14579']],
+      ['b', 3, undefined],
+      ['c', undefined, undefined],
     ]);
     expect(placed.map((x) => x.problems)).toEqual([
       [expect.stringContaining("triad.io/dp-size annotation 'two'")],
@@ -122,7 +144,8 @@ describe('endpoint table', () => {
     const server = ms('qwen');
     t.recompute('default', [server], [p('a', labels('prefill')), p('b', labels('decode')), p('c', labels('decode'))]);
     const diff = t.recompute(
-      'default', [server],
+      'default',
+      [server],
       [p('a', labels('prefill'), { ready: false }), p('b', { ...labels('decode'), app: 'other' }), p('c', labels('decode'))],
     );
     expect(diff.removed.map((x) => x.pod).sort()).toEqual(['a', 'b']);
@@ -138,7 +161,10 @@ describe('endpoint table', () => {
     expect(t.size).toBe(0);
     t.recompute('default', [ms('qwen')], pods);
     const agg = t.recompute('default', [ms('qwen', { mode: 'aggregated' })], pods);
-    expect(agg.upserted.map((x) => [x.pod, x.role, x.group])).toEqual([['a', 'aggregated', undefined], ['b', 'aggregated', undefined]]);
+    expect(agg.upserted.map((x) => [x.pod, x.role, x.group])).toEqual([
+      ['a', 'aggregated', undefined],
+      ['b', 'aggregated', undefined],
+    ]);
     expect(t.countByRole()).toEqual({ aggregated: 2 });
   });
 

@@ -1,6 +1,19 @@
 import {
-  DEFAULT_SGLANG_BOOTSTRAP_PORT, ENCODER_BOOTSTRAP_PORT_ANNOTATION, annotatedPortFor, classifyPod, ecControlOf, isPodReady, resolvePipelineMode,
-  rolePort, staticBootstrapPort, type BootstrapPortSource, type InferenceEngine, type ModelServer, type PipelineMode, type Pod, type Role,
+  DEFAULT_SGLANG_BOOTSTRAP_PORT,
+  ENCODER_BOOTSTRAP_PORT_ANNOTATION,
+  annotatedPortFor,
+  classifyPod,
+  ecControlOf,
+  isPodReady,
+  resolvePipelineMode,
+  rolePort,
+  staticBootstrapPort,
+  type BootstrapPortSource,
+  type InferenceEngine,
+  type ModelServer,
+  type PipelineMode,
+  type Pod,
+  type Role,
 } from '@triad/crd';
 import { endpointKey } from '@triad/bus';
 import { kvEventsOf, type KvEventsPlacement } from './kv-events-annotations';
@@ -126,12 +139,23 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
 
 /** Same fields, same values (placements are flat). */
 export function samePlacement(a: Placement, b: Placement): boolean {
-  return a.key === b.key && a.role === b.role && a.group === b.group && a.ip === b.ip && a.port === b.port
-    && a.bootstrapPort === b.bootstrapPort && a.bootstrapPortSource === b.bootstrapPortSource && a.engine === b.engine && a.mode === b.mode
-    && a.registryOwner === b.registryOwner && a.encoderBootstrapPort === b.encoderBootstrapPort
-    && (a.problems ?? []).join('\n') === (b.problems ?? []).join('\n')
-    && JSON.stringify(a.kvEvents) === JSON.stringify(b.kvEvents)
-    && a.dpSize === b.dpSize && (a.ecControlAddresses ?? []).join(',') === (b.ecControlAddresses ?? []).join(',');
+  return (
+    a.key === b.key &&
+    a.role === b.role &&
+    a.group === b.group &&
+    a.ip === b.ip &&
+    a.port === b.port &&
+    a.bootstrapPort === b.bootstrapPort &&
+    a.bootstrapPortSource === b.bootstrapPortSource &&
+    a.engine === b.engine &&
+    a.mode === b.mode &&
+    a.registryOwner === b.registryOwner &&
+    a.encoderBootstrapPort === b.encoderBootstrapPort &&
+    (a.problems ?? []).join('\n') === (b.problems ?? []).join('\n') &&
+    JSON.stringify(a.kvEvents) === JSON.stringify(b.kvEvents) &&
+    a.dpSize === b.dpSize &&
+    (a.ecControlAddresses ?? []).join(',') === (b.ecControlAddresses ?? []).join(',')
+  );
 }
 
 /** The address scraped for a placement; pods in several ModelServers on the same port are scraped once. */

@@ -25,10 +25,19 @@ export function captureLog(service = 'pod-watcher'): CapturedLog {
 
 /** Settings for tests: fast scrapes and lease, free ops port, nothing from the environment. */
 export function testConfig(flags: Partial<Record<keyof WatcherConfig, unknown>>): WatcherConfig {
-  return resolveConfig({
-    metricsPort: 0, scrapeIntervalMs: 100, scrapeTimeoutMs: 400, modelsIntervalMs: 200, leaseTtlMs: 600, metricsHeartbeatMs: 60_000,
-    identity: 'test-watcher', ...flags,
-  }, {});
+  return resolveConfig(
+    {
+      metricsPort: 0,
+      scrapeIntervalMs: 100,
+      scrapeTimeoutMs: 400,
+      modelsIntervalMs: 200,
+      leaseTtlMs: 600,
+      metricsHeartbeatMs: 60_000,
+      identity: 'test-watcher',
+      ...flags,
+    },
+    {},
+  );
 }
 
 export interface TestWatcher extends PodWatcher {
@@ -38,7 +47,10 @@ export interface TestWatcher extends PodWatcher {
 export async function startTestWatcher(flags: Partial<Record<keyof WatcherConfig, unknown>>, source?: ObjectSource): Promise<TestWatcher> {
   const log = captureLog();
   const watcher = await startPodWatcher({
-    config: testConfig(flags), logger: log.logger, defaultMetrics: false, ...(source ? { source } : {}),
+    config: testConfig(flags),
+    logger: log.logger,
+    defaultMetrics: false,
+    ...(source ? { source } : {}),
   });
   return Object.assign(watcher, { log });
 }
@@ -58,7 +70,11 @@ export class KvMirror<S extends z.ZodType> {
   readonly #watch: KvWatchHandle;
 
   private constructor(
-    bus: Bus, watch: KvWatchHandle, values: Map<string, z.output<S>>, puts: Map<string, number>, deletes: Map<string, number>,
+    bus: Bus,
+    watch: KvWatchHandle,
+    values: Map<string, z.output<S>>,
+    puts: Map<string, number>,
+    deletes: Map<string, number>,
     history: Map<string, z.output<S>[]>,
   ) {
     this.history = history;

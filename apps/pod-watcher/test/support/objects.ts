@@ -31,12 +31,15 @@ export interface ServerOptions {
 /** A ModelServer; `pd` and `epd` get a pdGroup keyed on `group` with `role: encode|prefill|decode` labels. */
 export function modelServer(name: string, opts: ServerOptions = {}) {
   const mode = opts.mode ?? 'pd';
-  const pdGroup = mode === 'aggregated' ? undefined : {
-    groupKey: 'group',
-    ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
-    prefillLabels: { role: 'prefill' },
-    decodeLabels: { role: 'decode' },
-  };
+  const pdGroup =
+    mode === 'aggregated'
+      ? undefined
+      : {
+          groupKey: 'group',
+          ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
+          prefillLabels: { role: 'prefill' },
+          decodeLabels: { role: 'decode' },
+        };
   return {
     apiVersion: API_VERSION,
     kind: 'ModelServer',

@@ -2,7 +2,11 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { Logger } from '@triad/runtime';
 import {
-  defaultSchedulerConfig, loadSchedulerConfig, type LoadedSchedulerConfig, type PluginRegistry, type Scheduler,
+  defaultSchedulerConfig,
+  loadSchedulerConfig,
+  type LoadedSchedulerConfig,
+  type PluginRegistry,
+  type Scheduler,
 } from '@triad/scheduling';
 import type { SchedulerMetrics } from '../metrics';
 
@@ -77,9 +81,11 @@ export class ConfigSource {
   }
 
   #apply(source?: 'file' | 'kv'): void {
-    const [origin, next] = this.#kv ? ['kv' as const, this.#kv] : this.#file ? ['file' as const, this.#file] : [
-      'default' as const, this.#defaults(),
-    ];
+    const [origin, next] = this.#kv
+      ? ['kv' as const, this.#kv]
+      : this.#file
+        ? ['file' as const, this.#file]
+        : ['default' as const, this.#defaults()];
     if (next.fingerprint === this.#active.fingerprint && origin === this.#active.origin) {
       if (source) this.#metrics.configReloads.inc({ source, result: 'unchanged' });
       return;

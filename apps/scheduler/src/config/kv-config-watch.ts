@@ -8,7 +8,8 @@ import { retryJetStream, type Bus } from '@triad/bus/client';
  * `onChange(text)` on every value and `onChange(undefined)` when the key is deleted. `initial` is the value at start.
  */
 export async function watchKvConfig(
-  bus: Bus, onChange: (text: string | undefined) => void,
+  bus: Bus,
+  onChange: (text: string | undefined) => void,
 ): Promise<{ initial: string | undefined; stop(): void }> {
   // Opening through the typed client creates the bucket (when missing) with the settings the gateway uses: a few
   // revisions of history, so an operator can see what changed.

@@ -83,7 +83,11 @@ function eventAttributes(p: SchedulingPhase, onDecide: boolean): Attributes {
  * for filters also candidates in and out), so Jaeger shows which filter removed whom without a span per call.
  */
 function recordPhase(
-  decide: Traced, name: 'filter' | 'score', plan: SchedulingPhase | undefined, calls: readonly SchedulingPhase[], at: ToEpoch,
+  decide: Traced,
+  name: 'filter' | 'score',
+  plan: SchedulingPhase | undefined,
+  calls: readonly SchedulingPhase[],
+  at: ToEpoch,
 ): void {
   const first = calls[0];
   const last = calls[calls.length - 1];
@@ -118,9 +122,8 @@ function recordPhase(
 export function finishDecideWithPhases(decide: Traced, decision: DecisionOrError, phases: readonly SchedulingPhase[], at: ToEpoch): void {
   if (decide.span.isRecording()) {
     for (const p of phases) {
-      if (p.kind === 'picker' || p.kind === 'post-schedule') decide.span.addEvent(
-        p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), at(p.start),
-      );
+      if (p.kind === 'picker' || p.kind === 'post-schedule')
+        decide.span.addEvent(p.kind === 'picker' ? 'pick' : p.kind, eventAttributes(p, true), at(p.start));
     }
   }
   finishDecideSpan(decide, decision);

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import {
-  SCHEMA_VERSION, SchedulingLimits, SchedulingRequestSchema, type DecisionOrError, type ScheduleBatchReply,
-} from '@triad/bus';
+import { SCHEMA_VERSION, SchedulingLimits, SchedulingRequestSchema, type DecisionOrError, type ScheduleBatchReply } from '@triad/bus';
 import { formatPath } from '@triad/crd';
 import { ErrorCode } from '@triad/errors';
 import type { HeaderMap } from '@triad/bus/client';
@@ -48,7 +46,10 @@ export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleH
   const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
     const parsed = SchedulingRequestSchema.safeParse(raw);
     if (!parsed.success) {
-      const message = parsed.error.issues.slice(0, 3).map((issue) => `${formatPath(issue.path) || '(root)'}: ${issue.message}`).join('; ');
+      const message = parsed.error.issues
+        .slice(0, 3)
+        .map((issue) => `${formatPath(issue.path) || '(root)'}: ${issue.message}`)
+        .join('; ');
       metrics.decided('unknown', ErrorCode.SchedBadRequest, 0);
       return { id: idOf(raw) ?? `#${i}`, ok: false, code: ErrorCode.SchedBadRequest, message: `invalid scheduling request: ${message}` };
     }

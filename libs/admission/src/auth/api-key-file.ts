@@ -7,10 +7,13 @@ export const ApiKeyEntrySchema = z
     /** Unique, shown in logs and metrics (`key:<name>` is the identity id). */
     name: z.string().min(1),
     /** The `<id>` of an `sk-<id>_<secret>` key; lets verification skip every other entry. */
-    id: z.string().regex(/^[a-z0-9]{12}$/).optional(),
-    hash: z.string().refine(
-      (h) => parseApiKeyHash(h) !== undefined, { message: 'must be scrypt$N$r$p$<salt>$<hash> (see docs/admission.md)' },
-    ),
+    id: z
+      .string()
+      .regex(/^[a-z0-9]{12}$/)
+      .optional(),
+    hash: z
+      .string()
+      .refine((h) => parseApiKeyHash(h) !== undefined, { message: 'must be scrypt$N$r$p$<salt>$<hash> (see docs/admission.md)' }),
     tenant: z.string().min(1).optional(),
     /** Model name patterns (`*` wildcards) the key may use; omitted means every model. */
     models: z.array(z.string().min(1)).optional(),

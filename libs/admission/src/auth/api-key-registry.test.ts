@@ -39,19 +39,24 @@ describe('API key hashing and the verified-key cache', () => {
   });
 
   it('rejects key files with duplicate names or ids and malformed hashes, with paths', () => {
-    const parsed = ApiKeyFileSchema.safeParse({ keys: [
-      { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('k', FAST) },
-      { name: 'x', id: 'aaaaaaaaaaaa', hash: 'plain' },
-    ] });
+    const parsed = ApiKeyFileSchema.safeParse({
+      keys: [
+        { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('k', FAST) },
+        { name: 'x', id: 'aaaaaaaaaaaa', hash: 'plain' },
+      ],
+    });
     expect(parsed.success).toBe(false);
     const paths = parsed.error?.issues.map((i) => i.path.join('.'));
     expect(paths).toEqual(expect.arrayContaining(['keys.1.hash']));
-    const dup = ApiKeyFileSchema.safeParse({ keys: [
-      { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('k', FAST) },
-      { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('l', FAST) },
-    ] });
+    const dup = ApiKeyFileSchema.safeParse({
+      keys: [
+        { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('k', FAST) },
+        { name: 'x', id: 'aaaaaaaaaaaa', hash: hashApiKey('l', FAST) },
+      ],
+    });
     expect(dup.error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`)).toEqual([
-      "keys.1.name: duplicate key name 'x'", "keys.1.id: duplicate key id 'aaaaaaaaaaaa'",
+      "keys.1.name: duplicate key name 'x'",
+      "keys.1.id: duplicate key id 'aaaaaaaaaaaa'",
     ]);
   });
 });

@@ -110,9 +110,9 @@ export class Authenticator {
     const credential = m[1] as string;
     if (credential.startsWith('sk-')) {
       const verified = this.#registry.cached(credential) ?? (await this.#registry.verify(credential));
-      return verified.ok ? this.#pass('api_key', verified.identity) : this.#fail(
-        'api_key', 'invalid', Rejections.invalidCredentials('unknown or revoked API key'),
-      );
+      return verified.ok
+        ? this.#pass('api_key', verified.identity)
+        : this.#fail('api_key', 'invalid', Rejections.invalidCredentials('unknown or revoked API key'));
     }
     if (this.#jwt && JWT_SHAPE.test(credential)) {
       const verified = await this.#jwt.verify(credential, auth);

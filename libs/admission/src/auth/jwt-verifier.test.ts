@@ -34,7 +34,8 @@ class JwksServer {
 const ISSUER = 'https://issuer.example';
 
 async function token(
-  key: { kid: string; privateKey: PrivateKey }, claims: Record<string, unknown> = {},
+  key: { kid: string; privateKey: PrivateKey },
+  claims: Record<string, unknown> = {},
   opts: { exp?: number | string | null; aud?: string; iss?: string; iat?: number } = {},
 ): Promise<string> {
   let jwt = new SignJWT({ tier: 'pro', models: ['llama-*'], ...claims })
@@ -61,9 +62,14 @@ describe('JWT authentication with a rotating JWKS', () => {
   const make = async (jwtOpts: Record<string, unknown>): Promise<Admission> => {
     // Kthena's `auth` keys, as they appear in its router configuration.
     const a = await createAdmission(
-      { auth: {
-        issuer: ISSUER, audiences: ['triad', 'other'], jwksUri: uri, jwt: { tierClaim: 'tier', modelsClaim: 'models', ...jwtOpts },
-      } },
+      {
+        auth: {
+          issuer: ISSUER,
+          audiences: ['triad', 'other'],
+          jwksUri: uri,
+          jwt: { tierClaim: 'tier', modelsClaim: 'models', ...jwtOpts },
+        },
+      },
       { registry: new Registry() },
     );
     admissions.push(a);
@@ -97,7 +103,8 @@ describe('JWT authentication with a rotating JWKS', () => {
     jwks.keys = [k2.jwk];
     const refused = await admission.authenticate(bearer(await token(k2)));
     expect(answeredOutcome(refused)).toMatchObject({
-      ok: false, rejection: { status: 401, message: 'Invalid credentials: token signed by an unknown key.' },
+      ok: false,
+      rejection: { status: 401, message: 'Invalid credentials: token signed by an unknown key.' },
     });
     await admission.authenticate(bearer(await token(k2)));
     expect(jwks.fetches).toBe(1);
@@ -115,9 +122,9 @@ describe('JWT authentication with a rotating JWKS', () => {
     expect(await reason(await token(k, {}, { iss: 'https://evil.example' }))).toBe("Invalid credentials: token claim 'iss' check failed.");
     expect(await reason(await token(k, {}, { aud: 'someone-else' }))).toBe("Invalid credentials: token claim 'aud' check failed.");
     expect(await reason(await token(k, {}, { exp: null }))).toBe("Invalid credentials: token claim 'exp' check failed.");
-    expect(await reason(await token(
-      k, {}, { iat: Math.floor(Date.now() / 1000) + 3600, exp: Math.floor(Date.now() / 1000) + 7200 },
-    ))).toBe('Invalid credentials: token issued in the future.');
+    expect(await reason(await token(k, {}, { iat: Math.floor(Date.now() / 1000) + 3600, exp: Math.floor(Date.now() / 1000) + 7200 }))).toBe(
+      'Invalid credentials: token issued in the future.',
+    );
     expect(await reason(await token(k, {}, { aud: 'other' }))).toBe('ok');
     expect(await reason('not.a.jwt')).toBe('Invalid credentials: malformed token.');
   });

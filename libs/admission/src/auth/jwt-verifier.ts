@@ -35,8 +35,10 @@ export class JwtVerifier {
 
   /** True when this verifier was built from the same JWT settings (so a reload can keep its key cache). */
   sameSettings(config: AuthConfig): boolean {
-    return JSON.stringify([config.jwksUri, config.jwt.jwksCooldown, config.jwt.jwksMaxAge, config.jwt.jwksTimeout])
-      === JSON.stringify([this.#config.jwksUri, this.#config.jwt.jwksCooldown, this.#config.jwt.jwksMaxAge, this.#config.jwt.jwksTimeout]);
+    return (
+      JSON.stringify([config.jwksUri, config.jwt.jwksCooldown, config.jwt.jwksMaxAge, config.jwt.jwksTimeout]) ===
+      JSON.stringify([this.#config.jwksUri, this.#config.jwt.jwksCooldown, this.#config.jwt.jwksMaxAge, this.#config.jwt.jwksTimeout])
+    );
   }
 
   /** `config` is the current auth section: issuer, audiences and claim names follow reloads without a refetch. */
@@ -71,7 +73,9 @@ function identityFromClaims(payload: Jose.JWTPayload, user: string, config: Auth
   const modelsClaim = config.jwt.modelsClaim !== undefined ? payload[config.jwt.modelsClaim] : undefined;
   const models = Array.isArray(modelsClaim)
     ? modelsClaim.filter((m): m is string => typeof m === 'string')
-    : typeof modelsClaim === 'string' ? modelsClaim.split(/\s+/).filter(Boolean) : undefined;
+    : typeof modelsClaim === 'string'
+      ? modelsClaim.split(/\s+/).filter(Boolean)
+      : undefined;
   return {
     kind: 'jwt',
     id: `jwt:${user}`,
@@ -88,13 +92,23 @@ function describeJoseError(err: unknown): string {
   const code = (err as { code?: string }).code ?? '';
   const claim = (err as { claim?: string }).claim;
   switch (code) {
-    case 'ERR_JWT_EXPIRED': return 'token expired';
-    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': return `token claim '${claim ?? '?'}' check failed`;
-    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED': return 'token signature does not verify';
-    case 'ERR_JWKS_NO_MATCHING_KEY': return 'token signed by an unknown key';
-    case 'ERR_JWKS_TIMEOUT': return 'signing keys could not be fetched in time';
-    case 'ERR_JWT_INVALID': case 'ERR_JWS_INVALID': return 'malformed token';
-    case 'ERR_JOSE_ALG_NOT_ALLOWED': case 'ERR_JOSE_NOT_SUPPORTED': return 'token algorithm not accepted';
-    default: return 'token could not be verified';
+    case 'ERR_JWT_EXPIRED':
+      return 'token expired';
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      return `token claim '${claim ?? '?'}' check failed`;
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return 'token signature does not verify';
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+      return 'token signed by an unknown key';
+    case 'ERR_JWKS_TIMEOUT':
+      return 'signing keys could not be fetched in time';
+    case 'ERR_JWT_INVALID':
+    case 'ERR_JWS_INVALID':
+      return 'malformed token';
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case 'ERR_JOSE_NOT_SUPPORTED':
+      return 'token algorithm not accepted';
+    default:
+      return 'token could not be verified';
   }
 }

@@ -73,7 +73,15 @@ const LeaseConfigSchema = z
 
 const StoreConfigSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('auto') }).strict(),
-  z.object({ type: z.literal('nats'), bucket: z.string().regex(/^[A-Za-z0-9_-]+$/).default(Buckets.admission) }).strict(),
+  z
+    .object({
+      type: z.literal('nats'),
+      bucket: z
+        .string()
+        .regex(/^[A-Za-z0-9_-]+$/)
+        .default(Buckets.admission),
+    })
+    .strict(),
   z.object({ type: z.literal('redis'), address: z.string().min(1), keyPrefix: z.string().default('triad:admission:') }).strict(),
   z.object({ type: z.literal('memory') }).strict(),
 ]);
@@ -109,9 +117,12 @@ const RateLimitConfigSchema = z
       ctx.addIssue({ code: 'custom', path: ['defaultTier'], message: `unknown tier '${c.defaultTier}'` });
     }
     for (const [id, v] of Object.entries(c.identities)) {
-      if ('tier' in v && !(v.tier in c.tiers)) ctx.addIssue({
-        code: 'custom', path: ['identities', id, 'tier'], message: `unknown tier '${v.tier}'`,
-      });
+      if ('tier' in v && !(v.tier in c.tiers))
+        ctx.addIssue({
+          code: 'custom',
+          path: ['identities', id, 'tier'],
+          message: `unknown tier '${v.tier}'`,
+        });
     }
   });
 export type RateLimitConfig = z.infer<typeof RateLimitConfigSchema>;
@@ -142,9 +153,17 @@ export const TokenizerConfigSchema = z
     /** Text beyond this many characters is estimated from the ratio measured on the first part. */
     maxChars: z.number().int().min(1).default(16_384),
     /** Local `tokenizer.json` files, by model name pattern (`*` wildcards); first match wins. */
-    models: z.array(z.object({
-      match: z.string().min(1), path: z.string().min(1), configPath: z.string().optional(),
-    }).strict()).default([]),
+    models: z
+      .array(
+        z
+          .object({
+            match: z.string().min(1),
+            path: z.string().min(1),
+            configPath: z.string().optional(),
+          })
+          .strict(),
+      )
+      .default([]),
   })
   .strict();
 
@@ -154,7 +173,10 @@ export const AdmissionConfigSchema = z
     rateLimit: RateLimitConfigSchema.prefault({}),
     fairness: FairnessConfigSchema.prefault({}),
     tokenizer: TokenizerConfigSchema.prefault({}),
-    metrics: z.object({ userIdLabel: z.boolean().default(true) }).strict().prefault({}),
+    metrics: z
+      .object({ userIdLabel: z.boolean().default(true) })
+      .strict()
+      .prefault({}),
   })
   .strict();
 export type AdmissionConfig = z.infer<typeof AdmissionConfigSchema>;

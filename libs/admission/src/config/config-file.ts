@@ -46,12 +46,15 @@ export interface WatchedDocument {
  */
 export function watchDocument(path: string, intervalMs: number, onChange: () => void): WatchedDocument {
   let last = contentOf(path);
-  const timer = setInterval(() => {
-    const now = contentOf(path);
-    if (now === last) return;
-    last = now;
-    onChange();
-  }, Math.max(10, intervalMs));
+  const timer = setInterval(
+    () => {
+      const now = contentOf(path);
+      if (now === last) return;
+      last = now;
+      onChange();
+    },
+    Math.max(10, intervalMs),
+  );
   timer.unref();
   return { stop: () => clearInterval(timer) };
 }

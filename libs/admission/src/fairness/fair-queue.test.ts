@@ -9,8 +9,10 @@ const user = (name: string): Identity => ({ kind: 'jwt', id: `jwt:${name}`, user
 
 async function metricValue(registry: Registry, name: string, labels: Record<string, string> = {}): Promise<number> {
   const m = await registry.getSingleMetric(name)?.get();
-  const values = (m?.values ?? []).filter((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val) &&
-      !(v as { metricName?: string }).metricName?.endsWith('_bucket'));
+  const values = (m?.values ?? []).filter(
+    (v) =>
+      Object.entries(labels).every(([k, val]) => v.labels[k] === val) && !(v as { metricName?: string }).metricName?.endsWith('_bucket'),
+  );
   return values.reduce((s, v) => s + v.value, 0);
 }
 
@@ -50,18 +52,26 @@ describe('fair queueing through the admission facade', () => {
     const heavy = user('heavy');
     const light = user('light');
     // Earlier traffic: heavy used a lot (e.g. a PD request), light a little.
-    for (const [who, out] of [[heavy, 5000], [light, 10]] as const) {
+    for (const [who, out] of [
+      [heavy, 5000],
+      [light, 10],
+    ] as const) {
       const r = (await admission.admit({ identity: who, model: 'm', inputTokens: 10 })) as Admitted;
       r.release({ inputTokens: 10, outputTokens: out });
     }
     const holder = (await admission.admit({ identity: user('other'), model: 'm', inputTokens: 1 })) as Admitted;
     const order: string[] = [];
     const queued = [
-      ['heavy-1', heavy], ['heavy-2', heavy], ['light-1', light], ['anonymous-1', { ...light, user: undefined, id: 'anonymous' }],
-    ].map(([label, who]) => admission.admit({ identity: who as Identity, model: 'm', inputTokens: 1 }).then((r) => {
-      order.push(label as string);
-      (r as Admitted).release({ inputTokens: 1, outputTokens: 1 });
-    }));
+      ['heavy-1', heavy],
+      ['heavy-2', heavy],
+      ['light-1', light],
+      ['anonymous-1', { ...light, user: undefined, id: 'anonymous' }],
+    ].map(([label, who]) =>
+      admission.admit({ identity: who as Identity, model: 'm', inputTokens: 1 }).then((r) => {
+        order.push(label as string);
+        (r as Admitted).release({ inputTokens: 1, outputTokens: 1 });
+      }),
+    );
     holder.release({ inputTokens: 1, outputTokens: 1 });
     await Promise.all(queued);
     expect(order).toEqual(['light-1', 'heavy-1', 'heavy-2', 'anonymous-1']);
@@ -73,10 +83,14 @@ describe('fair queueing through the admission facade', () => {
     const holder = (await admission.admit({ identity: user('a'), model: 'm', inputTokens: 1 })) as Admitted;
     const events: string[] = [];
     const late = (await admission.admit({
-      identity: user('b'), model: 'm', inputTokens: 1, span: { addEvent: (n) => events.push(n) },
+      identity: user('b'),
+      model: 'm',
+      inputTokens: 1,
+      span: { addEvent: (n) => events.push(n) },
     })) as Rejected;
     expect(answered(late.rejection)).toMatchObject({
-      status: 504, code: 'GATEWAY_QUEUE_TIMEOUT',
+      status: 504,
+      code: 'GATEWAY_QUEUE_TIMEOUT',
       body: { error: { type: 'timeout_error', message: "Request processing timed out in queue for model 'm'." } },
     });
     expect(events).toEqual(['triad.admission.queued', 'triad.admission.queue_cancelled', 'triad.admission.rejected']);
@@ -91,10 +105,9 @@ describe('fair queueing through the admission facade', () => {
     const holder = (await admission.admit({ identity: user('a'), model: 'm', inputTokens: 1 })) as Admitted;
     const controller = new AbortController();
     const pending = admission.admit({ identity: user('b'), model: 'm', inputTokens: 1, signal: controller.signal });
-    await waitFor(
-      async () => (await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm', user_id: 'b' })) === 1,
-      { what: 'queued' },
-    );
+    await waitFor(async () => (await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm', user_id: 'b' })) === 1, {
+      what: 'queued',
+    });
     controller.abort();
     expect(answeredOutcome(await pending)).toMatchObject({ ok: false, rejection: { status: 499, code: 'GATEWAY_CLIENT_ABORTED' } });
     expect(await metricValue(registry, 'kthena_router_fairness_queue_size', { model: 'm' })).toBe(0);
@@ -109,9 +122,16 @@ describe('fair queueing through the admission facade', () => {
     const admission = await make({ maxQps: 50 }, registry);
     const queuedEvents: string[] = [];
     const span = { addEvent: (name: string) => queuedEvents.push(name) };
-    const results = await Promise.all(['a', 'b', 'a', 'c'].map((u) => admission.admit({
-      identity: user(u), model: 'q', inputTokens: 1, span,
-    })));
+    const results = await Promise.all(
+      ['a', 'b', 'a', 'c'].map((u) =>
+        admission.admit({
+          identity: user(u),
+          model: 'q',
+          inputTokens: 1,
+          span,
+        }),
+      ),
+    );
     expect(results.every((r) => r.ok)).toBe(true);
     // The first starts at once; the other three had to wait for their turn.
     expect(queuedEvents.filter((e) => e === 'triad.admission.queued')).toHaveLength(3);

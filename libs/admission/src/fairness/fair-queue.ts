@@ -138,10 +138,13 @@ export class FairQueue {
       now = this.#deps.now();
     }
     if (this.#waiting > 0 && cfg.maxConcurrent <= 0 && !this.#timer) {
-      this.#timer = setTimeout(() => {
-        this.#timer = undefined;
-        this.#pump();
-      }, Math.max(0, this.#nextStartAt - now));
+      this.#timer = setTimeout(
+        () => {
+          this.#timer = undefined;
+          this.#pump();
+        },
+        Math.max(0, this.#nextStartAt - now),
+      );
       this.#timer.unref();
     }
   }

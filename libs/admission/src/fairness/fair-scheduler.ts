@@ -19,7 +19,8 @@ export class FairScheduler {
   readonly #stopInflightHook: () => void;
 
   constructor(
-    config: FairnessConfig, deps: { metrics: AdmissionMetrics; now: () => number; userLabel: (user: string | undefined) => string },
+    config: FairnessConfig,
+    deps: { metrics: AdmissionMetrics; now: () => number; userLabel: (user: string | undefined) => string },
   ) {
     this.#config = config;
     this.#metrics = deps.metrics;

@@ -74,8 +74,9 @@ export class UsageTracker {
   priority(model: string, user: string | undefined, w: PriorityWeights): number {
     if (user === undefined) return Infinity;
     const u = this.usage(model, user);
-    return w.priorityTokenWeight * (u.input * w.inputTokenWeight + u.output * w.outputTokenWeight) +
-      w.priorityRequestNumWeight * u.requests;
+    return (
+      w.priorityTokenWeight * (u.input * w.inputTokenWeight + u.output * w.outputTokenWeight) + w.priorityRequestNumWeight * u.requests
+    );
   }
 
   /** Drops users with nothing left in the window. */

@@ -2,9 +2,18 @@ import { headroom, settleRecord, ZERO, type BudgetRecord, type SettleRequest, ty
 
 const UNIT = 60_000;
 const base = (over: Partial<SettleRequest>): SettleRequest => ({
-  replica: 'a', now: 10 * UNIT + 5, unitMs: UNIT, limits: { in: 100, out: 100 }, maxDebt: { in: 100, out: 100 },
-  current: { window: 10, consumed: ZERO, refunded: ZERO }, debit: ZERO, needs: [], wantLease: false, keepEntry: false,
-  lease: { maxFraction: 0.1, ttlMs: 2000, skewMarginMs: 1000 }, ...over,
+  replica: 'a',
+  now: 10 * UNIT + 5,
+  unitMs: UNIT,
+  limits: { in: 100, out: 100 },
+  maxDebt: { in: 100, out: 100 },
+  current: { window: 10, consumed: ZERO, refunded: ZERO },
+  debit: ZERO,
+  needs: [],
+  wantLease: false,
+  keepEntry: false,
+  lease: { maxFraction: 0.1, ttlMs: 2000, skewMarginMs: 1000 },
+  ...over,
 });
 const need = (i: number, o = 0): TokenPair => ({ in: i, out: o });
 
@@ -87,7 +96,8 @@ describe('settleRecord', () => {
     const reported = settleRecord(
       rolled,
       base({
-        now: 11 * UNIT, current: { window: 11, consumed: ZERO, refunded: ZERO },
+        now: 11 * UNIT,
+        current: { window: 11, consumed: ZERO, refunded: ZERO },
         previous: { window: 10, consumed: need(2), refunded: ZERO },
       }),
     ).record;
@@ -99,7 +109,8 @@ describe('settleRecord', () => {
     let rec = settleRecord(undefined, base({ needs: [need(40)], wantLease: true })).record;
     const lease = rec.leases['a'] as { in: number; exp: number };
     const o = settleRecord(
-      rec, base({ now: 10 * UNIT + 500, keepLease: true, current: { window: 10, consumed: ZERO, refunded: need(15) } }),
+      rec,
+      base({ now: 10 * UNIT + 500, keepLease: true, current: { window: 10, consumed: ZERO, refunded: need(15) } }),
     );
     rec = o.record;
     expect(o.grant.in).toBe(lease.in);
@@ -107,7 +118,8 @@ describe('settleRecord', () => {
     expect(rec.used.in).toBe(25);
     // Across a roll the open lease is not settled by a keep-lease report: it still counts until fully reported.
     const rolled = settleRecord(
-      rec, base({ now: 11 * UNIT, keepLease: true, current: { window: 10, consumed: ZERO, refunded: ZERO } }),
+      rec,
+      base({ now: 11 * UNIT, keepLease: true, current: { window: 10, consumed: ZERO, refunded: ZERO } }),
     ).record;
     expect(rolled.prevLeases['a']).toBeDefined();
     const reported = settleRecord(rolled, base({ now: 11 * UNIT, current: { window: 10, consumed: need(3), refunded: ZERO } })).record;

@@ -203,14 +203,21 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
     write = true;
   }
   const blockedDims = new Set(blocked.filter((d): d is Dim => d !== undefined));
-  const holders = Object.entries(rec.leases).filter(([, l]) => [...blockedDims].some((d) => l[d] > 0)).map(([r]) => r);
+  const holders = Object.entries(rec.leases)
+    .filter(([, l]) => [...blockedDims].some((d) => l[d] > 0))
+    .map(([r]) => r);
   if (holders.length > 0 && !rec.demand) {
     rec.demand = true;
     write = true;
   }
   if (kept) {
     return {
-      record: rec, write, window: rec.window, windowEndsAt: (rec.window + 1) * rec.unitMs, blocked, grant: { in: kept.in, out: kept.out },
+      record: rec,
+      write,
+      window: rec.window,
+      windowEndsAt: (rec.window + 1) * rec.unitMs,
+      blocked,
+      grant: { in: kept.in, out: kept.out },
       holders,
     };
   }

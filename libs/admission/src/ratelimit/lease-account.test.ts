@@ -5,7 +5,9 @@ import { LeaseAccount, type LeaseOptions, type ReserveOutcome, type ScopeSetting
 const UNIT = 3_600_000;
 const LEASE: LeaseOptions = { maxFraction: 0.1, ttlMs: 2000, reclaimWaitMs: 200, skewMarginMs: 1000 };
 const settings = (inLimit: number, outLimit?: number): ScopeSettings => ({
-  unitMs: UNIT, limits: { in: inLimit, ...(outLimit !== undefined ? { out: outLimit } : {}) }, maxDebt: { in: inLimit, out: outLimit ?? 0 },
+  unitMs: UNIT,
+  limits: { in: inLimit, ...(outLimit !== undefined ? { out: outLimit } : {}) },
+  maxDebt: { in: inLimit, out: outLimit ?? 0 },
 });
 
 function replicas(n: number, now: () => number, lease = LEASE): { store: MemoryBudgetStore; accounts: LeaseAccount[] } {
@@ -83,7 +85,7 @@ describe('LeaseAccount', () => {
   });
 
   it('reports the store as unavailable instead of deciding', async () => {
-    const acc = (replicas(1, now).accounts[0] as LeaseAccount);
+    const acc = replicas(1, now).accounts[0] as LeaseAccount;
     (acc.store as MemoryBudgetStore).available = false;
     const r = await acc.reserve({ in: 10, out: 0 }, settings(200));
     expect(r).toMatchObject({ ok: false, kind: 'unavailable' });

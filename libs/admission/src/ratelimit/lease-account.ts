@@ -26,7 +26,11 @@ interface Waiter {
 }
 
 type MPair = { in: number; out: number };
-interface LocalUsage { window: number; consumed: MPair; refunded: MPair }
+interface LocalUsage {
+  window: number;
+  consumed: MPair;
+  refunded: MPair;
+}
 
 const zero = (): MPair => ({ in: 0, out: 0 });
 const nonZero = (p: TokenPair): boolean => p.in !== 0 || p.out !== 0;
@@ -147,9 +151,17 @@ export class LeaseAccount {
 
   /** True when the account holds nothing and can be dropped. */
   idle(): boolean {
-    return !this.#settling && this.#waiters.length === 0 && this.#outstanding === 0 && !nonZero(this.#grant) && !this.#prev
-      && !nonZero(this.#debit) && !nonZero(this.#cur.consumed) && !nonZero(this.#cur.refunded) &&
-        this.#now() - this.#lastUse > 2 * this.#lease.ttlMs;
+    return (
+      !this.#settling &&
+      this.#waiters.length === 0 &&
+      this.#outstanding === 0 &&
+      !nonZero(this.#grant) &&
+      !this.#prev &&
+      !nonZero(this.#debit) &&
+      !nonZero(this.#cur.consumed) &&
+      !nonZero(this.#cur.refunded) &&
+      this.#now() - this.#lastUse > 2 * this.#lease.ttlMs
+    );
   }
 
   /** Gives the lease back and reports everything pending; resolves when done (or the store failed). */
@@ -216,13 +228,20 @@ export class LeaseAccount {
       this.#returnRequested = false;
       this.#flushWanted = false;
       // Refunds, overruns and renewals keep the lease in place (light); needs and returns replace it (blocking).
-      const light = batch.length === 0 && !returning && nonZero(this.#grant) && this.#grantWindow === this.#cur.window &&
+      const light =
+        batch.length === 0 &&
+        !returning &&
+        nonZero(this.#grant) &&
+        this.#grantWindow === this.#cur.window &&
         now - this.#lastUse < this.#lease.ttlMs;
       this.#blocking = !light;
       let outcome: SettleOutcome;
       try {
         outcome = await this.#settle(
-          batch.map((w) => w.cost), !returning && (batch.length > 0 || now - this.#lastUse < this.#lease.ttlMs), now, light,
+          batch.map((w) => w.cost),
+          !returning && (batch.length > 0 || now - this.#lastUse < this.#lease.ttlMs),
+          now,
+          light,
         );
       } catch (err) {
         for (const w of batch) w.resolve({ ok: false, kind: 'unavailable', error: err as Error });
@@ -260,9 +279,19 @@ export class LeaseAccount {
     const debit = { ...this.#debit };
     const outcome = await transact(this.#store, this.key, (record) => {
       const o = settleRecord(record, {
-        replica: this.#replica, now: this.#now(), unitMs: this.#settings.unitMs, limits: this.#settings.limits,
-        maxDebt: this.#settings.maxDebt, current: cur, ...(prev ? { previous: prev } : {}), debit, needs, wantLease,
-        keepEntry: this.#outstanding > 0 || needs.length > 0, keepLease, lease: this.#lease,
+        replica: this.#replica,
+        now: this.#now(),
+        unitMs: this.#settings.unitMs,
+        limits: this.#settings.limits,
+        maxDebt: this.#settings.maxDebt,
+        current: cur,
+        ...(prev ? { previous: prev } : {}),
+        debit,
+        needs,
+        wantLease,
+        keepEntry: this.#outstanding > 0 || needs.length > 0,
+        keepLease,
+        lease: this.#lease,
       });
       return { record: o.record, write: o.write, result: o };
     });

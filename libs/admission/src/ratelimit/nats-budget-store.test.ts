@@ -50,24 +50,31 @@ describe('NATS KV budget store', () => {
     // Real time, but starting mid-hour so the run cannot straddle a window boundary.
     const started = Date.now();
     const now = (): number => Math.floor(started / 3_600_000) * 3_600_000 + 1_800_000 + (Date.now() - started);
-    const [a, b] = await Promise.all(['a', 'b'].map(async (r) => {
-      const adm = await createAdmission(config, { registry: new Registry(), bus: await bus(r), replicaId: r, now });
-      admissions.push(adm);
-      return adm;
-    })) as [Admission, Admission];
+    const [a, b] = (await Promise.all(
+      ['a', 'b'].map(async (r) => {
+        const adm = await createAdmission(config, { registry: new Registry(), bus: await bus(r), replicaId: r, now });
+        admissions.push(adm);
+        return adm;
+      }),
+    )) as [Admission, Admission];
     const rateLimit = { inputTokensPerUnit: 100, unit: 'hour' as const };
-    const results = await Promise.all(Array.from(
-      { length: 30 }, (_, i) => (i % 2 ? a : b).admit({ identity: ANONYMOUS, model: 'm', rateLimit, inputTokens: 10 }),
-    ));
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).admit({ identity: ANONYMOUS, model: 'm', rateLimit, inputTokens: 10 })),
+    );
     expect(results.filter((r) => r.ok)).toHaveLength(10);
     results.forEach((r) => r.ok && r.release({ inputTokens: 10, outputTokens: 0 }));
   });
 
   it('fails open or closed as configured while NATS is down, and recovers when it is back', async () => {
     const rateLimit = { inputTokensPerUnit: 1_000_000, unit: 'second' as const };
-    const opts = (failMode: 'open' | 'closed') => ({ rateLimit: {
-      failMode, store: { type: 'nats' as const, bucket: 'triad_test_admission_fail' }, storeTimeout: '300ms', lease: { maxFraction: 0 },
-    } });
+    const opts = (failMode: 'open' | 'closed') => ({
+      rateLimit: {
+        failMode,
+        store: { type: 'nats' as const, bucket: 'triad_test_admission_fail' },
+        storeTimeout: '300ms',
+        lease: { maxFraction: 0 },
+      },
+    });
     const open = await createAdmission(opts('open'), { registry: new Registry(), bus: await bus('open') });
     const closed = await createAdmission(opts('closed'), { registry: new Registry(), bus: await bus('closed') });
     admissions.push(open, closed);
@@ -75,12 +82,17 @@ describe('NATS KV budget store', () => {
     expect((await ask(open)).ok).toBe(true);
     expect((await ask(closed)).ok).toBe(true);
     await server.stop();
-    const refused = await waitFor(async () => {
-      const r = await ask(closed);
-      return r.ok ? undefined : r;
-    }, { what: 'fail-closed refusal' });
+    const refused = await waitFor(
+      async () => {
+        const r = await ask(closed);
+        return r.ok ? undefined : r;
+      },
+      { what: 'fail-closed refusal' },
+    );
     expect(answered(refused.rejection)).toMatchObject({
-      status: 503, code: 'GATEWAY_ADMISSION_UNAVAILABLE', headers: { 'retry-after': '1' },
+      status: 503,
+      code: 'GATEWAY_ADMISSION_UNAVAILABLE',
+      headers: { 'retry-after': '1' },
     });
     // The one error mapping names 503 `server_error`, as the gateway always answered it.
     expect(answered(refused.rejection).body.error['type']).toBe('server_error');

@@ -76,7 +76,11 @@ export class RateLimiter {
   }
 
   #from(
-    scopes: readonly Scope[], start: number, cost: TokenPair, ctx: ReserveContext, parts: ReservedPart[],
+    scopes: readonly Scope[],
+    start: number,
+    cost: TokenPair,
+    ctx: ReserveContext,
+    parts: ReservedPart[],
   ): LimitDecision | Promise<LimitDecision> {
     for (let i = start; i < scopes.length; i++) {
       const scope = scopes[i] as Scope;
@@ -101,7 +105,12 @@ export class RateLimiter {
 
   /** Records an outcome; returns the refusal, or undefined to go on with the next scope. */
   #apply(
-    scope: Scope, account: LeaseAccount, want: TokenPair, o: ReserveOutcome, ctx: ReserveContext, parts: ReservedPart[],
+    scope: Scope,
+    account: LeaseAccount,
+    want: TokenPair,
+    o: ReserveOutcome,
+    ctx: ReserveContext,
+    parts: ReservedPart[],
   ): LimitDecision | undefined {
     const { metrics } = this.#opts;
     if (o.ok) {
@@ -117,7 +126,8 @@ export class RateLimiter {
     }
     metrics.storeErrors.inc({ backend: scope.store.backend, op: 'reserve' });
     this.#opts.logger.warn(
-      { scope: scope.key, backend: scope.store.backend, error: o.error.message, failMode: ctx.failMode }, 'rate-limit store unavailable',
+      { scope: scope.key, backend: scope.store.backend, error: o.error.message, failMode: ctx.failMode },
+      'rate-limit store unavailable',
     );
     if (ctx.failMode === 'open') {
       metrics.failOpen.inc({ backend: scope.store.backend });

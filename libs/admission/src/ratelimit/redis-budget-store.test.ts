@@ -43,17 +43,28 @@ describe('Redis budget store (Kthena rateLimit.global.redis)', () => {
   it('two replicas using a route with global.redis admit exactly M of N', async () => {
     const started = Date.now();
     const now = (): number => Math.floor(started / 3_600_000) * 3_600_000 + 1_800_000 + (Date.now() - started);
-    const [a, b] = await Promise.all(['ra', 'rb'].map(async (replicaId) => {
-      const adm = await createAdmission({ rateLimit: { redisKeyPrefix: prefix } }, { registry: new Registry(), replicaId, now });
-      admissions.push(adm);
-      return adm;
-    })) as [Admission, Admission];
+    const [a, b] = (await Promise.all(
+      ['ra', 'rb'].map(async (replicaId) => {
+        const adm = await createAdmission({ rateLimit: { redisKeyPrefix: prefix } }, { registry: new Registry(), replicaId, now });
+        admissions.push(adm);
+        return adm;
+      }),
+    )) as [Admission, Admission];
     const rateLimit = { inputTokensPerUnit: 150, unit: 'hour' as const, global: { redis: { address: ADDRESS } } };
     const results = [];
     for (let wave = 0; wave < 10; wave++) {
-      results.push(...(await Promise.all([a, b, a, b].map((adm) => adm.admit({
-        identity: ANONYMOUS, model: 'redis-model', rateLimit, inputTokens: 10,
-      })))));
+      results.push(
+        ...(await Promise.all(
+          [a, b, a, b].map((adm) =>
+            adm.admit({
+              identity: ANONYMOUS,
+              model: 'redis-model',
+              rateLimit,
+              inputTokens: 10,
+            }),
+          ),
+        )),
+      );
     }
     expect(results.filter((r) => r.ok)).toHaveLength(15);
     expect(await admin.exists(`${prefix}model.redis-model`)).toBe(1);
@@ -63,7 +74,8 @@ describe('Redis budget store (Kthena rateLimit.global.redis)', () => {
     const rateLimit = { inputTokensPerUnit: 100, unit: 'minute' as const, global: { redis: { address: '127.0.0.1:1' } } };
     const ask = async (failMode: 'open' | 'closed') => {
       const adm = await createAdmission(
-        { rateLimit: { failMode, storeTimeout: '200ms', redisKeyPrefix: prefix } }, { registry: new Registry() },
+        { rateLimit: { failMode, storeTimeout: '200ms', redisKeyPrefix: prefix } },
+        { registry: new Registry() },
       );
       admissions.push(adm);
       return adm.admit({ identity: ANONYMOUS, model: 'unreachable', rateLimit, inputTokens: 1 });

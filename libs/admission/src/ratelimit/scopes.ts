@@ -79,11 +79,15 @@ function computeSettings(limit: LimitShape, maxDebtUnits: number): ScopeSettings
  * `{tier}`. Unknown tier names (a label naming a tier the config lacks) fall through to `defaultTier`.
  */
 function identityLimit(identity: Identity, config: RateLimitConfig): { limit: TokenLimit; via: string } | undefined {
-  const entry = config.identities[identity.id] ??
-    (identity.tenant !== undefined ? config.identities[`tenant:${identity.tenant}`] : undefined);
+  const entry =
+    config.identities[identity.id] ?? (identity.tenant !== undefined ? config.identities[`tenant:${identity.tenant}`] : undefined);
   if (entry && !('tier' in entry)) return { limit: entry, via: identity.id };
-  const tierName = entry && 'tier' in entry ? entry.tier : identity.tier !== undefined && identity.tier in config.tiers
-    ? identity.tier : config.defaultTier;
+  const tierName =
+    entry && 'tier' in entry
+      ? entry.tier
+      : identity.tier !== undefined && identity.tier in config.tiers
+        ? identity.tier
+        : config.defaultTier;
   if (tierName === undefined) return undefined;
   const tier = config.tiers[tierName];
   return tier ? { limit: tier, via: `tier ${tierName}` } : undefined;
@@ -91,14 +95,21 @@ function identityLimit(identity: Identity, config: RateLimitConfig): { limit: To
 
 /** Every scope a request to `model` by `identity` is counted against, model scope first. */
 export function resolveScopes(
-  model: string, routeLimit: RateLimit | undefined, identity: Identity, config: RateLimitConfig, stores: StoreResolver,
+  model: string,
+  routeLimit: RateLimit | undefined,
+  identity: Identity,
+  config: RateLimitConfig,
+  stores: StoreResolver,
 ): Scope[] {
   const scopes: Scope[] = [];
   const modelSettings = routeLimit ? settingsOf(routeLimit, config.maxDebtUnits) : undefined;
   if (modelSettings && routeLimit) {
     const address = routeLimit.global?.redis.address;
     scopes.push({
-      kind: 'model', key: `model.${keyToken(model)}`, label: `model '${model}'`, settings: modelSettings,
+      kind: 'model',
+      key: `model.${keyToken(model)}`,
+      label: `model '${model}'`,
+      settings: modelSettings,
       store: address !== undefined ? stores.redis(address) : stores.defaultStore,
     });
   }

@@ -18,7 +18,10 @@ export interface TokenEstimate {
 }
 
 type Encoder = (text: string) => number;
-interface Resolved { readonly method: EstimateMethod; readonly encode: Encoder }
+interface Resolved {
+  readonly method: EstimateMethod;
+  readonly encode: Encoder;
+}
 
 const CHARS_DIV_4: Resolved = { method: 'chars_div_4', encode: (text) => Math.ceil(text.length / 4) };
 
@@ -106,9 +109,9 @@ export class TokenEstimator {
 
 function loadTiktoken(encoding: 'cl100k_base' | 'o200k_base'): Encoder {
   const { Tiktoken } = require('js-tiktoken/lite') as typeof TiktokenLite;
-  const ranks = (
-    encoding === 'o200k_base' ? require('js-tiktoken/ranks/o200k_base') : require('js-tiktoken/ranks/cl100k_base')
-  ) as { default?: unknown };
+  const ranks = (encoding === 'o200k_base' ? require('js-tiktoken/ranks/o200k_base') : require('js-tiktoken/ranks/cl100k_base')) as {
+    default?: unknown;
+  };
   const enc = new Tiktoken((ranks.default ?? ranks) as ConstructorParameters<typeof Tiktoken>[0]);
   // Special-token text in a prompt is counted as ordinary text: it is what the engine will see as input.
   return (text) => enc.encode(text, [], []).length;

@@ -9,8 +9,18 @@ import { ScheduleBatchReplySchema, ScheduleBatchSchema } from '../scheduling';
 
 function endpoint(pod: string, running = 0): EndpointRecord {
   return {
-    schemaVersion: 1, namespace: 'default', modelServer: 'ms', pod, role: 'decode', group: 'g1', ip: '127.0.0.1', port: 8000,
-    engine: 'vLLM', ready: true, models: ['m'], updatedAt: Date.now(),
+    schemaVersion: 1,
+    namespace: 'default',
+    modelServer: 'ms',
+    pod,
+    role: 'decode',
+    group: 'g1',
+    ip: '127.0.0.1',
+    port: 8000,
+    engine: 'vLLM',
+    ready: true,
+    models: ['m'],
+    updatedAt: Date.now(),
     metrics: { running, waiting: 0, kvCacheUsage: 0.1, scrapedAt: Date.now(), stale: false },
   };
 }
@@ -43,7 +53,8 @@ describe('Bus against a real nats-server', () => {
     await kvA.delete(endpointKey('default', 'ms', 'p0'));
     await waitFor(() => seen.length === 3, { what: 'put and delete' });
     expect(seen.slice(1).map((c) => [c.op, c.key, c.op === 'PUT' ? c.value.metrics.running : undefined])).toEqual([
-      ['PUT', 'default.ms.p1', 3], ['DEL', 'default.ms.p0', undefined],
+      ['PUT', 'default.ms.p1', 3],
+      ['DEL', 'default.ms.p0', undefined],
     ]);
     expect(await kvB.get(endpointKey('default', 'ms', 'p1'))).toMatchObject({ pod: 'p1' });
     expect((await kvB.keys('default.>')).sort()).toEqual(['default.ms.p1', 'default.other.x']);
@@ -83,13 +94,15 @@ describe('Bus against a real nats-server', () => {
   it('serves request-reply in a queue group: each request answered once, spread over replicas', async () => {
     const served: string[] = [];
     const opts = {
-      queue: 'schedulers', onInvalid: (error: string) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+      queue: 'schedulers',
+      onInvalid: (error: string) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
       onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }),
     };
     const handler = (who: string) => (batch: z.output<typeof ScheduleBatchSchema>) => {
       served.push(who);
       return {
-        v: 1 as const, decisions: batch.requests.map((r) => ({ id: r.id, ok: false as const, code: 'SCHED_NO_CANDIDATES', message: who })),
+        v: 1 as const,
+        decisions: batch.requests.map((r) => ({ id: r.id, ok: false as const, code: 'SCHED_NO_CANDIDATES', message: who })),
       };
     };
     const s1 = a.serve(Subjects.schedule, ScheduleBatchSchema, ScheduleBatchReplySchema, handler('a'), opts);
@@ -97,11 +110,17 @@ describe('Bus against a real nats-server', () => {
     await a.nc.flush();
     await b.nc.flush();
     const client = await connectBus({ servers: server.url, name: 'client' });
-    const replies = await Promise.all(Array.from({ length: 40 }, (_, i) =>
-      client.request(
-        Subjects.schedule, ScheduleBatchSchema, { v: 1, requests: [{ id: `r${i}`, namespace: 'default', modelServer: 'ms', model: 'm' }] },
-        ScheduleBatchReplySchema, { timeoutMs: 2000 },
-      )));
+    const replies = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        client.request(
+          Subjects.schedule,
+          ScheduleBatchSchema,
+          { v: 1, requests: [{ id: `r${i}`, namespace: 'default', modelServer: 'ms', model: 'm' }] },
+          ScheduleBatchReplySchema,
+          { timeoutMs: 2000 },
+        ),
+      ),
+    );
     expect(served).toHaveLength(40);
     expect(new Set(served)).toEqual(new Set(['a', 'b']));
     replies.forEach((r, i) => expect('decisions' in r && r.decisions[0]?.id).toBe(`r${i}`));
@@ -126,8 +145,8 @@ describe('Bus against a real nats-server', () => {
 
   it('carries headers (W3C trace context) and drops invalid published messages', async () => {
     const got: { n: number; tp?: string }[] = [];
-    const sub = b.subscribe(
-      'triad.test.events', z.object({ n: z.number() }), (v, ctx) => got.push({ n: v.n, tp: ctx.headers?.['traceparent'] }),
+    const sub = b.subscribe('triad.test.events', z.object({ n: z.number() }), (v, ctx) =>
+      got.push({ n: v.n, tp: ctx.headers?.['traceparent'] }),
     );
     await b.nc.flush();
     const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
@@ -135,14 +154,17 @@ describe('Bus against a real nats-server', () => {
     a.nc.publish('triad.test.events', '{"n":"one"}');
     a.publish('triad.test.events', z.object({ n: z.number() }), { n: 2 });
     await waitFor(() => got.length === 2);
-    expect(got).toEqual([{ n: 1, tp }, { n: 2, tp: undefined }]);
+    expect(got).toEqual([
+      { n: 1, tp },
+      { n: 2, tp: undefined },
+    ]);
     expect(b.rejected.get('triad.test.events')).toBe(1);
     sub.unsubscribe();
   });
 
   it('reports a request with no responders as BUS_UNAVAILABLE', async () => {
-    await expect(a.request(
-      'triad.test.nobody', z.object({}), {}, z.object({}), { timeoutMs: 500 },
-    )).rejects.toMatchObject({ code: 'BUS_UNAVAILABLE' });
+    await expect(a.request('triad.test.nobody', z.object({}), {}, z.object({}), { timeoutMs: 500 })).rejects.toMatchObject({
+      code: 'BUS_UNAVAILABLE',
+    });
   });
 });

@@ -134,7 +134,10 @@ export class Bus {
   }
 
   subscribe<S extends z.ZodType>(
-    subject: string, schema: S, handler: (value: z.output<S>, ctx: ReceiveContext) => void, opts?: { queue?: string },
+    subject: string,
+    schema: S,
+    handler: (value: z.output<S>, ctx: ReceiveContext) => void,
+    opts?: { queue?: string },
   ): Subscription {
     return this.nc.subscribe(subject, {
       ...(opts?.queue ? { queue: opts.queue } : {}),
@@ -152,14 +155,19 @@ export class Bus {
 
   /** Request-reply. Throws TriadError BUS_UNAVAILABLE (no responders, timeout, closed) or BUS_MESSAGE_INVALID. */
   async request<Q extends z.ZodType, R extends z.ZodType>(
-    subject: string, requestSchema: Q, value: z.input<Q>, replySchema: R, opts: { timeoutMs: number; headers?: HeaderMap },
+    subject: string,
+    requestSchema: Q,
+    value: z.input<Q>,
+    replySchema: R,
+    opts: { timeoutMs: number; headers?: HeaderMap },
   ): Promise<z.output<R>> {
     let reply: Msg;
     try {
       const h = toHeaders(opts.headers);
-      reply = await this.nc.request(
-        subject, encodeMessage(requestSchema, value), { timeout: opts.timeoutMs, ...(h ? { headers: h } : {}) },
-      );
+      reply = await this.nc.request(subject, encodeMessage(requestSchema, value), {
+        timeout: opts.timeoutMs,
+        ...(h ? { headers: h } : {}),
+      });
     } catch (err) {
       throw new TriadError(ErrorCode.BusUnavailable, `request on ${subject} failed: ${(err as Error).message}`, { cause: err });
     }

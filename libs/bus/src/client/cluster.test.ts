@@ -45,7 +45,12 @@ describe('Bus against a 3-node clustered JetStream', () => {
     const kvR = await reader.kv('cluster_state', Value);
     await kvW.put('counter', { n: 0 });
     let seen = -1;
-    const watch = await kvR.watch({ key: 'counter', onChange: (c) => { if (c.op === 'PUT') seen = c.value.n; } });
+    const watch = await kvR.watch({
+      key: 'counter',
+      onChange: (c) => {
+        if (c.op === 'PUT') seen = c.value.n;
+      },
+    });
     await watch.synced;
     const { leader } = await streamInfo(writer, 'cluster_state');
     const victim = cluster.nodes.find((n) => n.name === leader);
@@ -78,20 +83,24 @@ describe('Bus against a 3-node clustered JetStream', () => {
     const rev = await kv.put('k', { n: 1 });
     await kv.put('k', { n: 2 });
     let calls = 0;
-    await expect(retryJetStream(() => {
-      calls++;
-      return kv.update('k', { n: 3 }, rev);
-    })).rejects.toThrow(/wrong last sequence/);
+    await expect(
+      retryJetStream(() => {
+        calls++;
+        return kv.update('k', { n: 3 }, rev);
+      }),
+    ).rejects.toThrow(/wrong last sequence/);
     expect(calls).toBe(1);
     const timeout = Object.assign(new Error('timeout'), { name: 'TimeoutError' });
     expect(isTransientJetStreamError(timeout)).toBe(true);
     expect(isTransientJetStreamError(Object.assign(new Error('connection closed'), { name: 'ClosedConnectionError' }))).toBe(false);
     let tries = 0;
-    await expect(retryJetStream(async () => {
-      tries++;
-      if (tries < 3) throw timeout;
-      return 'ok';
-    })).resolves.toBe('ok');
+    await expect(
+      retryJetStream(async () => {
+        tries++;
+        if (tries < 3) throw timeout;
+        return 'ok';
+      }),
+    ).resolves.toBe('ok');
     expect(tries).toBe(3);
   });
 });

@@ -148,7 +148,8 @@ export class TypedKv<S extends z.ZodType> {
     let checking = false;
     const open = async (resumeFrom: number): Promise<KvWatchIterator> => {
       const iter = (await this.#kv.watch({
-        ...(opts.key ? { key: opts.key } : {}), ...(resumeFrom > 0 ? { resumeFromRevision: resumeFrom } : {}),
+        ...(opts.key ? { key: opts.key } : {}),
+        ...(resumeFrom > 0 ? { resumeFromRevision: resumeFrom } : {}),
       })) as unknown as KvWatchIterator;
       void (async () => {
         for await (const e of iter) {
@@ -170,7 +171,8 @@ export class TypedKv<S extends z.ZodType> {
     // The replay ends at the entry with nothing pending after it. When nothing matched the filter at all, no
     // entry will say so: the watcher's consumer info (cached by nats.js when it created the watch) tells.
     const pending = await retryJetStream(
-      async () => (iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values), this.#retry,
+      async () => (iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values),
+      this.#retry,
     );
     if (pending === 0) markSynced();
     const reopen = async (): Promise<void> => {

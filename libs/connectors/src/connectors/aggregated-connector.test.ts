@@ -21,12 +21,15 @@ describe('AggregatedConnector', () => {
     expect(run.answers).toEqual([{ via: 'relay', status: 200, body: 'data: [DONE]\n\n' }]);
   });
 
-  it('sends a non-stream body as the client wrote it and fails with the engine\'s error', async () => {
+  it("sends a non-stream body as the client wrote it and fails with the engine's error", async () => {
     const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 };
     const ctx = proxyRequest({ body, server, decision });
     const run = new FakeLegRunner((spec) => engineError(spec, 503, 'overloaded'));
     await expect(new AggregatedConnector().attempt(ctx, decision.attempts[0], 0, run)).rejects.toMatchObject({
-      code: 'GATEWAY_UPSTREAM_ERROR', stage: 'aggregated', status: 503, retryable: true,
+      code: 'GATEWAY_UPSTREAM_ERROR',
+      stage: 'aggregated',
+      status: 503,
+      retryable: true,
     });
     expect(run.legs[0].json()).toEqual(body);
     expect(run.answers).toEqual([]);

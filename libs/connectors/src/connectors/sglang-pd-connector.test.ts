@@ -8,23 +8,36 @@ const prefill = { key: 'default.pd.p-0', pod: 'p-0', ip: '10.0.2.1', port: 30000
 const decode = { key: 'default.pd.d-0', pod: 'd-0', ip: '10.0.2.2', port: 30000 };
 const decision: Decision = { id: 'r', ok: true, mode: 'pd', attempts: [{ endpoint: decode, prefill }, { endpoint: decode }], encoders: [] };
 const server = serverProfile({
-  name: 'pd', engine: 'SGLang', mode: 'pd', connector: 'sglang-pd', timeouts: { encodeMs: 1, prefillMs: 2, firstByteMs: 3, totalMs: 4 },
+  name: 'pd',
+  engine: 'SGLang',
+  mode: 'pd',
+  connector: 'sglang-pd',
+  timeouts: { encodeMs: 1, prefillMs: 2, firstByteMs: 3, totalMs: 4 },
 });
 const chat = (stream: boolean) => ({ model: 'm', stream, messages: [{ role: 'user', content: 'hi' }] });
 
 describe('SglangPdConnector', () => {
   it('streams: prefill (drained) and decode (relayed) at once, with the same body and bootstrap room', async () => {
     const ctx = proxyRequest({ id: 'sg-1', body: chat(true), server, decision, injectUsage: true });
-    const run = new FakeLegRunner((spec) => (spec.stage === 'decode' ? {
-      contentType: 'text/event-stream', body: 'data: [DONE]\n\n',
-    } : {}));
+    const run = new FakeLegRunner((spec) =>
+      spec.stage === 'decode'
+        ? {
+            contentType: 'text/event-stream',
+            body: 'data: [DONE]\n\n',
+          }
+        : {},
+    );
     await new SglangPdConnector('sglang-pd').attempt(ctx, decision.attempts[0], 0, run);
     expect(run.legs.map((l) => [l.spec.stage, l.mode, l.spec.requestId, l.spec.timeoutMs])).toEqual([
-      ['prefill', 'drained', 'sg-1', 2], ['decode', 'relay', 'sg-1', 3],
+      ['prefill', 'drained', 'sg-1', 2],
+      ['decode', 'relay', 'sg-1', 3],
     ]);
     expect(run.legs[0].spec.body).toBe(run.legs[1].spec.body);
     expect(run.legs[0].json()).toMatchObject({
-      bootstrap_host: '10.0.2.1', bootstrap_port: 8998, bootstrap_room: expect.any(Number), stream_options: { include_usage: true },
+      bootstrap_host: '10.0.2.1',
+      bootstrap_port: 8998,
+      bootstrap_room: expect.any(Number),
+      stream_options: { include_usage: true },
     });
     expect(run.legs[0].json()).not.toHaveProperty('epd_bootstrap_addr');
     expect(run.answers).toEqual([{ via: 'relay', status: 200, body: 'data: [DONE]\n\n' }]);
@@ -39,7 +52,10 @@ describe('SglangPdConnector', () => {
       return {};
     });
     const answered = new SglangPdConnector('sglang-pd').attempt(
-      proxyRequest({ body: chat(false), server, decision }), decision.attempts[0], 0, run,
+      proxyRequest({ body: chat(false), server, decision }),
+      decision.attempts[0],
+      0,
+      run,
     );
     await answered;
     expect(prefillDone).toBe(true);
@@ -47,11 +63,11 @@ describe('SglangPdConnector', () => {
     expect(run.answers).toEqual([{ via: 'respond', status: 200, body: '{"choices":[]}' }]);
   });
 
-  it('aborts the waiting decode when the prefill fails, and fails the attempt with the prefill\'s error', async () => {
+  it("aborts the waiting decode when the prefill fails, and fails the attempt with the prefill's error", async () => {
     const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? engineError(spec, 503, 'no KV space') : 'hang'));
-    const err = await new SglangPdConnector('sglang-pd').attempt(
-      proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run,
-    ).catch((e: unknown) => e);
+    const err = await new SglangPdConnector('sglang-pd')
+      .attempt(proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run)
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ stage: 'prefill', status: 503, retryable: true });
     expect(run.legsOf('decode')[0].abortedWith).toBe(err);
     expect(run.answers).toEqual([]);
@@ -69,7 +85,7 @@ describe('SglangPdConnector', () => {
     expect(run.legs[0].json()).not.toHaveProperty('epd_bootstrap_addr');
   });
 
-  it('asks the rank picker per leg and pins both legs\' ranks (prefill rank also to the decode)', async () => {
+  it("asks the rank picker per leg and pins both legs' ranks (prefill rank also to the decode)", async () => {
     const run = new FakeLegRunner();
     const asked: string[] = [];
     const dpRank = (e: { pod: string }, role: string) => {
@@ -93,9 +109,14 @@ describe('SglangPdConnector', () => {
   });
 
   it('refuses an attempt without a prefill endpoint', async () => {
-    await expect(new SglangPdConnector('sglang-pd').attempt(
-      proxyRequest({ body: chat(true), server, decision }), decision.attempts[1], 1, new FakeLegRunner(),
-    )).rejects.toMatchObject({
+    await expect(
+      new SglangPdConnector('sglang-pd').attempt(
+        proxyRequest({ body: chat(true), server, decision }),
+        decision.attempts[1],
+        1,
+        new FakeLegRunner(),
+      ),
+    ).rejects.toMatchObject({
       code: ErrorCode.SchedNoPrefillPair,
     });
   });
@@ -103,9 +124,9 @@ describe('SglangPdConnector', () => {
   it('reports a transfer left half-way: the failed leg, and that the other was still running and got aborted', async () => {
     for (const failing of ['prefill', 'decode'] as const) {
       const run = new FakeLegRunner((spec) => (spec.stage === failing ? engineError(spec, 500) : 'hang'));
-      await expect(new SglangPdConnector('sglang-pd').attempt(
-        proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run,
-      )).rejects.toMatchObject({ stage: failing });
+      await expect(
+        new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body: chat(true), server, decision }), decision.attempts[0], 0, run),
+      ).rejects.toMatchObject({ stage: failing });
       expect(run.stranded).toEqual([{ engine: 'SGLang', prefill, decode, failed: failing, peerAborted: true }]);
       expect(run.legs.find((l) => l.spec.stage !== failing)?.abortedWith).toBeDefined();
     }
@@ -117,9 +138,9 @@ describe('SglangPdConnector', () => {
       for (let i = 0; i < 5; i++) await Promise.resolve(); // the prefill finishes first
       return engineError(spec, 500);
     });
-    await expect(new SglangPdConnector('sglang-pd').attempt(
-      proxyRequest({ body: chat(false), server, decision }), decision.attempts[0], 0, run,
-    )).rejects.toMatchObject({ stage: 'decode' });
+    await expect(
+      new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body: chat(false), server, decision }), decision.attempts[0], 0, run),
+    ).rejects.toMatchObject({ stage: 'decode' });
     expect(run.stranded).toEqual([]);
   });
 });

@@ -30,10 +30,21 @@ export class SglangPdConnector implements Connector {
     const { prefillBody, decodeBody } = sglangBody(ctx.body, ctx.proxy.injectUsage, prefill, ranks);
     const timeouts = ctx.routing.server.timeouts;
     const p = run.drained({
-      stage: 'prefill', endpoint: prefill, item: -1, attempt: index, body: prefillBody, requestId: ctx.id, timeoutMs: timeouts.prefillMs,
+      stage: 'prefill',
+      endpoint: prefill,
+      item: -1,
+      attempt: index,
+      body: prefillBody,
+      requestId: ctx.id,
+      timeoutMs: timeouts.prefillMs,
     });
     const decode = {
-      stage: 'decode' as const, endpoint: attempt.endpoint, item: -1, attempt: index, body: decodeBody, requestId: ctx.id,
+      stage: 'decode' as const,
+      endpoint: attempt.endpoint,
+      item: -1,
+      attempt: index,
+      body: decodeBody,
+      requestId: ctx.id,
       timeoutMs: timeouts.firstByteMs,
     };
     const strand = (failed: 'prefill' | 'decode', peerAborted: boolean) => {
@@ -52,8 +63,13 @@ export class SglangPdConnector implements Connector {
     const pick = ctx.proxy.dpRank;
     const rank = pick !== undefined && !clientPinsDpRank(ctx.body, ctx.headers) ? pick(attempt.endpoint, 'decode') : undefined;
     return run.relay({
-      stage: 'decode', endpoint: attempt.endpoint, item: -1, attempt: index, requestId: ctx.id,
-      body: finalLegBody(ctx.body, ctx.proxy.injectUsage, undefined, rank), timeoutMs: ctx.routing.server.timeouts.firstByteMs,
+      stage: 'decode',
+      endpoint: attempt.endpoint,
+      item: -1,
+      attempt: index,
+      requestId: ctx.id,
+      body: finalLegBody(ctx.body, ctx.proxy.injectUsage, undefined, rank),
+      timeoutMs: ctx.routing.server.timeouts.firstByteMs,
     }).promise;
   }
 }
@@ -65,7 +81,9 @@ export class SglangPdConnector implements Connector {
  * room: a decode's pre-allocated blocks, a prefill's bootstrap slot).
  */
 function together<A, B>(
-  a: LegHandle<A>, b: LegHandle<B>, stranded: (failed: 'prefill' | 'decode', peerAborted: boolean) => void,
+  a: LegHandle<A>,
+  b: LegHandle<B>,
+  stranded: (failed: 'prefill' | 'decode', peerAborted: boolean) => void,
 ): Promise<[A, B]> {
   return new Promise<[A, B]>((resolve, reject) => {
     let left = 2;

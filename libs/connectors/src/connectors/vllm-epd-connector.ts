@@ -12,11 +12,17 @@ const ENCODER_PATH = '/v1/chat/completions';
 
 /** Settings of a vLLM EPD server that names no `ecConnector` (vLLM's example connector, no rewrite). */
 const DEFAULT_EC: EcProfile = Object.freeze({
-  connector: 'shared-storage', push: false, mmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1,
+  connector: 'shared-storage',
+  push: false,
+  mmEmbeds: false,
+  maxEncoderBatch: 16,
+  reencodeAttempts: 1,
 });
 
 function encoderRequestId(parent: string, item: number): string {
-  return `${parent}:${item}:${Math.floor(Math.random() * 0x1000000).toString(16).padStart(6, '0')}`;
+  return `${parent}:${item}:${Math.floor(Math.random() * 0x1000000)
+    .toString(16)
+    .padStart(6, '0')}`;
 }
 
 /** The outcome of one encode run: the consumer body every later leg gets, and whom the encoders pushed to. */
@@ -91,8 +97,13 @@ function isConsumer500(err: unknown): err is UpstreamError {
 function pushLostError(err: UpstreamError, attempt: Attempt, reencodes: number): EcHandoffError {
   const consumer = attempt.prefill ?? attempt.endpoint;
   const tail = reencodes > 0 ? ` (after ${reencodes} re-encode${reencodes > 1 ? 's' : ''})` : '';
-  return new EcHandoffError('push_timeout', `${err.message}${tail}; with a push EC connector this means the encoder output ` +
-    `pushed to ${consumer.key} did not arrive`, err, true, err);
+  return new EcHandoffError(
+    'push_timeout',
+    `${err.message}${tail}; with a push EC connector this means the encoder output ` + `pushed to ${consumer.key} did not arrive`,
+    err,
+    true,
+    err,
+  );
 }
 
 /** `tcp://host:port` of the consumer's DP rank the decision named, or an error naming the pod. */
@@ -102,11 +113,14 @@ function consumerAddress(ctx: ProxyRequest, attempt: Attempt): { key: string; zm
   const zmq = consumer.ecControlAddresses?.[rank];
   if (zmq === undefined) {
     const stage = attempt.prefill !== undefined ? 'prefill' : 'decode';
-    throw new EcHandoffError('missing_consumer_address',
+    throw new EcHandoffError(
+      'missing_consumer_address',
       `${stage} on ${consumer.key} has no EC control address for DP rank ${rank}, which the ` +
         `${ctx.routing.server.ec?.connector ?? 'push'} EC connector needs for ${ctx.proxy.media.length} media item(s) (pod annotation triad.io/ec-control-port or ` +
         'triad.io/ec-control-addresses)',
-      { stage, endpoint: consumer.key, item: 0, status: 0 }, true);
+      { stage, endpoint: consumer.key, item: 0, status: 0 },
+      true,
+    );
   }
   return { key: `${consumer.key}#${rank}`, zmq };
 }
@@ -127,7 +141,12 @@ async function encodeAll(ctx: ProxyRequest, ec: EcProfile, attempt: Attempt | un
 
 /** One encoder request for a group, retried on the alternates of its first item; fills the group's `items`. */
 async function encodeGroup(
-  ctx: ProxyRequest, group: EncoderGroup, consumerZmq: string | undefined, run: LegRunner, fan: FanOut, items: HandedOffItem[],
+  ctx: ProxyRequest,
+  group: EncoderGroup,
+  consumerZmq: string | undefined,
+  run: LegRunner,
+  fan: FanOut,
+  items: HandedOffItem[],
 ): Promise<void> {
   const server = ctx.routing.server;
   const first = (group.parts[0] as EncoderGroup['parts'][number]).index;
@@ -138,16 +157,25 @@ async function encodeGroup(
     const endpoint = t === 0 ? group.choice.endpoint : (group.choice.alternates[t - 1] as EndpointRef);
     // Fresh transfer ids on every try: a push of an earlier try must never be taken for this one.
     const sent: SentItem[] = group.parts.map((part) => ({
-      index: part.index, uuid: itemUuid(part), transferId: consumerZmq === undefined ? undefined : newTransferId(),
+      index: part.index,
+      uuid: itemUuid(part),
+      transferId: consumerZmq === undefined ? undefined : newTransferId(),
       videoWithAudio: videoWithAudio && part.modality === 'video',
     }));
     let answer: BufferedAnswer;
     try {
-      answer = await fan.track(run.buffered({
-        stage: 'encode', endpoint, item: first, attempt: t,
-        body: encoderBody(ctx.body, group.parts, sent, consumerZmq),
-        requestId: encoderRequestId(ctx.id, first), timeoutMs: server.timeouts.encodeMs, path: ENCODER_PATH,
-      }));
+      answer = await fan.track(
+        run.buffered({
+          stage: 'encode',
+          endpoint,
+          item: first,
+          attempt: t,
+          body: encoderBody(ctx.body, group.parts, sent, consumerZmq),
+          requestId: encoderRequestId(ctx.id, first),
+          timeoutMs: server.timeouts.encodeMs,
+          path: ENCODER_PATH,
+        }),
+      );
     } catch (err) {
       // A sibling's failure cancelled this group: not a reason to try another encoder.
       if (fan.failure !== undefined || t + 1 >= tries || !isRetryable(err)) throw err;

@@ -34,7 +34,11 @@ export interface ConsumerHandoff {
  * consumer (the prefill, else the final leg) as `X-data-parallel-rank`.
  */
 export async function runVllmPrefillDecode(
-  ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner, handoff?: ConsumerHandoff,
+  ctx: ProxyRequest,
+  attempt: Attempt,
+  index: number,
+  run: LegRunner,
+  handoff?: ConsumerHandoff,
 ): Promise<void> {
   const server = ctx.routing.server;
   const relayKv = server.relayKvParams;
@@ -78,7 +82,11 @@ export async function runVllmPrefillDecode(
   } catch (err) {
     if (kvParams !== undefined && !taken && attempt.prefill !== undefined) {
       run.kvStranded({
-        engine: 'vLLM', prefill: attempt.prefill, decode: attempt.endpoint, failed: 'decode', release: { kvParams, body },
+        engine: 'vLLM',
+        prefill: attempt.prefill,
+        decode: attempt.endpoint,
+        failed: 'decode',
+        release: { kvParams, body },
       });
     }
     throw err;

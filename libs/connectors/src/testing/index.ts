@@ -141,12 +141,15 @@ export class FakeLegRunner implements LegRunner {
       Promise.resolve()
         .then(() => this.#engine(spec, mode))
         .then((outcome) => (outcome === 'hang' ? HANG : outcome))
-        .then((outcome) => {
-          if (settled) return;
-          if (outcome instanceof Error) return fail(outcome);
-          settled = true;
-          resolve(onAnswer(replyOf(outcome)));
-        }, (err: unknown) => fail(err instanceof Error ? err : new Error(String(err))));
+        .then(
+          (outcome) => {
+            if (settled) return;
+            if (outcome instanceof Error) return fail(outcome);
+            settled = true;
+            resolve(onAnswer(replyOf(outcome)));
+          },
+          (err: unknown) => fail(err instanceof Error ? err : new Error(String(err))),
+        );
     });
     return {
       promise,

@@ -55,8 +55,11 @@ export function httpRouteSupport(spec: HttpRouteSpec, namespace: string): HttpRo
     const base = `spec.rules[${i}]`;
     const matches: HttpPathMatch[] = [];
     (rule.matches ?? [{}]).forEach((m, j) => {
-      const used = [m.method !== undefined ? 'method' : '', m.headers?.length ? 'headers' : '', m.queryParams?.length ? 'queryParams' : '']
-        .filter(Boolean);
+      const used = [
+        m.method !== undefined ? 'method' : '',
+        m.headers?.length ? 'headers' : '',
+        m.queryParams?.length ? 'queryParams' : '',
+      ].filter(Boolean);
       if (used.length > 0) {
         const message = `${used.join(', ')} matching is not supported (paths only); this match is ignored`;
         unsupported.push({ path: `${base}.matches[${j}]`, reason: 'UnsupportedValue', message });
@@ -79,7 +82,11 @@ export function httpRouteSupport(spec: HttpRouteSpec, namespace: string): HttpRo
       const path = `${base}.backendRefs[${k}]`;
       if (!isInferencePool(ref)) {
         const what = `kind ${ref.kind ?? 'Service'} (group '${ref.group ?? ''}')`;
-        unsupported.push({ path, reason: 'InvalidKind', message: `${what} is not supported; only ${INFERENCE_API_GROUP} InferencePool backends get traffic` });
+        unsupported.push({
+          path,
+          reason: 'InvalidKind',
+          message: `${what} is not supported; only ${INFERENCE_API_GROUP} InferencePool backends get traffic`,
+        });
         return;
       }
       if (ref.filters?.length) {

@@ -30,10 +30,14 @@ export const ListenerSchema = z.object({
   hostname: z.string().min(1).max(253).optional(),
   port: z.number().int().min(1).max(65535),
   protocol: z.string().min(1),
-  allowedRoutes: z.object({
-    namespaces: z.object({ from: z.enum(['All', 'Same', 'Selector']).default('Same'), selector: LabelSelectorSchema.optional() }).optional(),
-    kinds: z.array(z.object({ group: z.string().optional(), kind: z.string().min(1) })).optional(),
-  }).optional(),
+  allowedRoutes: z
+    .object({
+      namespaces: z
+        .object({ from: z.enum(['All', 'Same', 'Selector']).default('Same'), selector: LabelSelectorSchema.optional() })
+        .optional(),
+      kinds: z.array(z.object({ group: z.string().optional(), kind: z.string().min(1) })).optional(),
+    })
+    .optional(),
 });
 export type Listener = z.infer<typeof ListenerSchema>;
 
@@ -66,11 +70,13 @@ export const HttpRouteMatchSchema = z.object({
 
 export const HttpUrlRewriteSchema = z.object({
   hostname: z.string().min(1).max(253).optional(),
-  path: z.object({
-    type: z.enum(['ReplaceFullPath', 'ReplacePrefixMatch']),
-    replaceFullPath: z.string().max(1024).optional(),
-    replacePrefixMatch: z.string().max(1024).optional(),
-  }).optional(),
+  path: z
+    .object({
+      type: z.enum(['ReplaceFullPath', 'ReplacePrefixMatch']),
+      replaceFullPath: z.string().max(1024).optional(),
+      replacePrefixMatch: z.string().max(1024).optional(),
+    })
+    .optional(),
 });
 export type HttpUrlRewrite = z.infer<typeof HttpUrlRewriteSchema>;
 
@@ -114,7 +120,10 @@ export const InferencePoolSpecSchema = z.object({
   /** Pods of the pool's namespace with all these labels (the v1 selector has matchLabels only). */
   selector: z.object({ matchLabels: LabelMapSchema }),
   /** v1 allows exactly one port today; Triad uses the first. */
-  targetPorts: z.array(z.object({ number: z.number().int().min(1).max(65535) })).min(1).max(8),
+  targetPorts: z
+    .array(z.object({ number: z.number().int().min(1).max(65535) }))
+    .min(1)
+    .max(8),
   /** Triad schedules the pool itself with its plugins; an Endpoint Picker reference is accepted and not used. */
   endpointPickerRef: z.unknown().optional(),
 });

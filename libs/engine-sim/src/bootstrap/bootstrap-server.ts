@@ -90,14 +90,20 @@ export class BootstrapServer {
     }
     if (req.method === 'GET' && path === '/route') {
       const info = {
-        prefill_attn_tp_size: 1, prefill_dp_size: this.#opts.dpSize, prefill_pp_size: 1, prefill_page_size: 16,
-        ...(this.#opts.loadBalanceMethod ? { load_balance_method: this.#opts.loadBalanceMethod } : {}), registered: this.#routes,
+        prefill_attn_tp_size: 1,
+        prefill_dp_size: this.#opts.dpSize,
+        prefill_pp_size: 1,
+        prefill_page_size: 16,
+        ...(this.#opts.loadBalanceMethod ? { load_balance_method: this.#opts.loadBalanceMethod } : {}),
+        registered: this.#routes,
       };
       return sendJson(res, 200, JSON.stringify(info));
     }
     if (req.method === 'GET' && path === '/query') {
       return sendJson(
-        res, 200, JSON.stringify(Object.fromEntries(this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id }]))),
+        res,
+        200,
+        JSON.stringify(Object.fromEntries(this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id }]))),
       );
     }
     if (req.method === 'GET' && (path.startsWith(ROOM_WAIT_PATH) || path.startsWith(ROOM_RANK_WAIT_PATH))) {
@@ -122,8 +128,7 @@ export class BootstrapServer {
       if (entry) {
         this.#opts.onHandoff?.(key);
         sendJson(res, 200, JSON.stringify({ [field]: entry.promptTokens }));
-      }
-      else sendJson(res, 404, JSON.stringify({ error: `${what} was not registered within ${waitMs} ms` }));
+      } else sendJson(res, 404, JSON.stringify({ error: `${what} was not registered within ${waitMs} ms` }));
     });
     // A decode that gives up (its client left) must not consume the handoff.
     res.once('close', cancel);

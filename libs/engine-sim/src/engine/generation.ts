@@ -61,7 +61,10 @@ export interface GenerationEnv {
  * in batches per event-loop turn (zero profile) or one per shared decode step (realistic profile).
  */
 export async function runGeneration(
-  spec: GenerationSpec, sink: TokenSink, ctl: GenerationControl, env: GenerationEnv,
+  spec: GenerationSpec,
+  sink: TokenSink,
+  ctl: GenerationControl,
+  env: GenerationEnv,
 ): Promise<GenerationOutcome> {
   const { rank, plan } = spec;
   const kvTokens = spec.promptTokens + plan.count;
@@ -73,7 +76,13 @@ export async function runGeneration(
     if (!admitted) {
       const waited = (performance.now() - spec.arrivedAt) / 1000;
       const outcome: GenerationOutcome = {
-        produced: 0, finishReason: 'abort', queueSec: waited, prefillSec: 0, decodeSec: 0, ttftSec: waited, e2eSec: waited,
+        produced: 0,
+        finishReason: 'abort',
+        queueSec: waited,
+        prefillSec: 0,
+        decodeSec: 0,
+        ttftSec: waited,
+        e2eSec: waited,
       };
       env.recorder.finished(rank, spec, outcome);
       return outcome;

@@ -48,8 +48,8 @@ export function resolveLatencyModel(name: LatencyProfileName, overrides: Latency
   const base = name === 'zero' ? ZERO : REALISTIC;
   const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined));
   const merged = { ...base, ...defined };
-  const timed = merged.encodeMsPerItem > 0 || merged.prefillMsPer1kTokens > 0 || merged.decodeMsPerToken > 0 ||
-    merged.kvTransferMsPer1kTokens > 0;
+  const timed =
+    merged.encodeMsPerItem > 0 || merged.prefillMsPer1kTokens > 0 || merged.decodeMsPerToken > 0 || merged.kvTransferMsPer1kTokens > 0;
   return { ...merged, zero: !timed };
 }
 

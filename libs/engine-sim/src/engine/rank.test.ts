@@ -44,11 +44,14 @@ describe('resolveLatencyModel', () => {
   it('runs without timers only when every cost is zero', () => {
     expect(resolveLatencyModel('zero').zero).toBe(true);
     expect(resolveLatencyModel('zero', { decodeMsPerToken: 20 })).toMatchObject({
-      zero: false, decodeMsPerToken: 20, prefillMsPer1kTokens: 0,
+      zero: false,
+      decodeMsPerToken: 20,
+      prefillMsPer1kTokens: 0,
     });
     expect(resolveLatencyModel('realistic').zero).toBe(false);
-    expect(resolveLatencyModel(
-      'realistic', { encodeMsPerItem: 0, prefillMsPer1kTokens: 0, decodeMsPerToken: 0, kvTransferMsPer1kTokens: 0 },
-    ).zero).toBe(true);
+    expect(
+      resolveLatencyModel('realistic', { encodeMsPerItem: 0, prefillMsPer1kTokens: 0, decodeMsPerToken: 0, kvTransferMsPer1kTokens: 0 })
+        .zero,
+    ).toBe(true);
   });
 });

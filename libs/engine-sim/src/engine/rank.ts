@@ -97,11 +97,14 @@ export class Rank {
   nextStep(): Promise<void> {
     if (!this.#step) {
       this.#step = new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          this.#timers.delete(timer);
-          this.#step = undefined;
-          resolve();
-        }, decodeStepMs(this.#model, this.running));
+        const timer = setTimeout(
+          () => {
+            this.#timers.delete(timer);
+            this.#step = undefined;
+            resolve();
+          },
+          decodeStepMs(this.#model, this.running),
+        );
         this.#timers.add(timer);
       });
     }

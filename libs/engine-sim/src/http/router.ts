@@ -118,9 +118,9 @@ export class Router {
         sendJson(res, 500, errorBody(this.#deps.engine, new EngineHttpError(500, 'simulated engine failure (fault error500)')));
         return true;
       case 'error429':
-        sendJson(
-          res, 429, errorBody(this.#deps.engine, new EngineHttpError(429, 'simulated overload (fault error429)')), { 'retry-after': '1' },
-        );
+        sendJson(res, 429, errorBody(this.#deps.engine, new EngineHttpError(429, 'simulated overload (fault error429)')), {
+          'retry-after': '1',
+        });
         return true;
       default:
         return false;
@@ -132,9 +132,8 @@ export class Router {
       sendJson(res, 413, errorBody(this.#deps.engine, new EngineHttpError(413, err.message)));
       return;
     }
-    const httpErr = err instanceof EngineHttpError ? err : new EngineHttpError(
-      500, `internal error: ${(err as Error)?.message ?? String(err)}`,
-    );
+    const httpErr =
+      err instanceof EngineHttpError ? err : new EngineHttpError(500, `internal error: ${(err as Error)?.message ?? String(err)}`);
     if (!(err instanceof EngineHttpError)) this.#deps.logger?.error({ err }, 'sim-engine handler failed');
     if (httpErr.status < 500) this.#deps.counters.inc('badRequests');
     if (res.headersSent) {

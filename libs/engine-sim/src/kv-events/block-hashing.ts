@@ -1,5 +1,11 @@
 import {
-  VllmBlockHasher, keyOfBytes, loadTokenizer, promptTokenIds, sglangBlockDigests, type ModelTokenizer, type VllmExtraKeySource,
+  VllmBlockHasher,
+  keyOfBytes,
+  loadTokenizer,
+  promptTokenIds,
+  sglangBlockDigests,
+  type ModelTokenizer,
+  type VllmExtraKeySource,
 } from '@triad/kv-events';
 import type { CachedPrompt } from '../engine/prefix-cache';
 import type { EngineKind, KvEventsSimOptions } from '../options';
@@ -36,9 +42,10 @@ export class SimBlockHashing {
     this.blockSize = options.blockSize ?? 16;
     this.#tokenizer = loadTokenizer(options.tokenizer);
     this.#servedModel = servedModel;
-    this.#vllm = engine === 'vllm'
-      ? new VllmBlockHasher({ algo: options.hashAlgo ?? 'sha256', seed: options.hashSeed ?? '0', blockSize: this.blockSize })
-      : undefined;
+    this.#vllm =
+      engine === 'vllm'
+        ? new VllmBlockHasher({ algo: options.hashAlgo ?? 'sha256', seed: options.hashSeed ?? '0', blockSize: this.blockSize })
+        : undefined;
   }
 
   hash(prompt: CachedPrompt): HashedPrompt {

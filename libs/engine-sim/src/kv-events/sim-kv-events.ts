@@ -71,7 +71,12 @@ export class SimKvEvents {
   }
 
   static async start(
-    engine: EngineKind, options: KvEventsSimOptions, host: string, model: string, ranks: readonly Rank[], capacityTokens: number,
+    engine: EngineKind,
+    options: KvEventsSimOptions,
+    host: string,
+    model: string,
+    ranks: readonly Rank[],
+    capacityTokens: number,
   ): Promise<SimKvEvents> {
     const hashing = new SimBlockHashing(engine, options, model);
     const started: { events: RankEvents; cache: TokenPrefixCache }[] = [];

@@ -89,7 +89,10 @@ export class TokenPrefixCache implements PromptCache {
     const flush = (): void => {
       if (run.length === 0) return;
       this.#events.emit({
-        type: 'stored', hashes: run.map((b) => b.wire), parent: parent?.wire, tokens: run.flatMap((b) => b.tokens),
+        type: 'stored',
+        hashes: run.map((b) => b.wire),
+        parent: parent?.wire,
+        tokens: run.flatMap((b) => b.tokens),
         blockSize: this.#hashing.blockSize,
       });
       run = [];

@@ -144,8 +144,16 @@ function renderHistogram(name: string, s: HistogramSeries): string {
  */
 export function registerHeldKv(registry: MetricRegistry, model: string, read: () => { requests: number; blocks: number }): void {
   const labels = { model_name: model };
-  registry.gauge('triad_sim_kv_held_requests', 'Simulator: requests whose KV is held for a peer engine that has not taken it', labels,
-    () => read().requests);
-  registry.gauge('triad_sim_kv_held_blocks', 'Simulator: KV blocks held for a peer engine that has not taken them', labels,
-    () => read().blocks);
+  registry.gauge(
+    'triad_sim_kv_held_requests',
+    'Simulator: requests whose KV is held for a peer engine that has not taken it',
+    labels,
+    () => read().requests,
+  );
+  registry.gauge(
+    'triad_sim_kv_held_blocks',
+    'Simulator: KV blocks held for a peer engine that has not taken them',
+    labels,
+    () => read().blocks,
+  );
 }

@@ -43,7 +43,11 @@ export class SglangMetrics implements EngineMetrics {
     this.#lastGenerated = setup.ranks.map(() => 0);
     for (const rank of setup.ranks) {
       const l = {
-        model_name: setup.model, engine_type: setup.engineType, tp_rank: '0', pp_rank: '0', ...(dp ? { dp_rank: String(rank.index) } : {}),
+        model_name: setup.model,
+        engine_type: setup.engineType,
+        tp_rank: '0',
+        pp_rank: '0',
+        ...(dp ? { dp_rank: String(rank.index) } : {}),
       };
       const st = this.#state[rank.index] as RankState;
       r.gauge('sglang:num_running_reqs', 'The number of running requests.', l, () => rank.running);
@@ -58,7 +62,10 @@ export class SglangMetrics implements EngineMetrics {
       }
       if (setup.engineType === 'decode') {
         r.gauge(
-          'sglang:num_decode_transfer_queue_reqs', 'The number of requests in the decode transfer queue.', l, () => st.transferWaiting,
+          'sglang:num_decode_transfer_queue_reqs',
+          'The number of requests in the decode transfer queue.',
+          l,
+          () => st.transferWaiting,
         );
       }
     }
@@ -71,10 +78,16 @@ export class SglangMetrics implements EngineMetrics {
     this.#ttft = r.histogram('sglang:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', t, SGLANG_TTFT_BUCKETS);
     this.#itl = r.histogram('sglang:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.', t, SGLANG_ITL_BUCKETS);
     this.#tpot = r.histogram(
-      'sglang:time_per_output_token_seconds', 'Histogram of time per output token in seconds.', t, SGLANG_ITL_BUCKETS,
+      'sglang:time_per_output_token_seconds',
+      'Histogram of time per output token in seconds.',
+      t,
+      SGLANG_ITL_BUCKETS,
     );
     this.#e2e = r.histogram(
-      'sglang:e2e_request_latency_seconds', 'Histogram of End-to-end request latency in seconds', t, SGLANG_E2E_BUCKETS,
+      'sglang:e2e_request_latency_seconds',
+      'Histogram of End-to-end request latency in seconds',
+      t,
+      SGLANG_E2E_BUCKETS,
     );
   }
 

@@ -56,7 +56,10 @@ export class VllmMetrics implements EngineMetrics {
         'vllm:cache_config_info',
         'Information of the LLMEngine CacheConfig',
         {
-          block_size: String(BLOCK_TOKENS), cache_dtype: 'auto', enable_prefix_caching: 'True', engine: String(rank.index),
+          block_size: String(BLOCK_TOKENS),
+          cache_dtype: 'auto',
+          enable_prefix_caching: 'True',
+          engine: String(rank.index),
           num_gpu_blocks: '8192',
         },
         () => 1,
@@ -65,8 +68,10 @@ export class VllmMetrics implements EngineMetrics {
     if (setup.loraAdapters.length > 0) {
       const started = Date.now() / 1000;
       r.gauge(
-        'vllm:lora_requests_info', 'Running stats on lora requests.',
-        { max_lora: String(setup.loraAdapters.length), waiting_lora_adapters: '', running_lora_adapters: '' }, () => started,
+        'vllm:lora_requests_info',
+        'Running stats on lora requests.',
+        { max_lora: String(setup.loraAdapters.length), waiting_lora_adapters: '', running_lora_adapters: '' },
+        () => started,
       );
     }
     this.#series = setup.ranks.map((rank) => {
@@ -77,11 +82,13 @@ export class VllmMetrics implements EngineMetrics {
         prefixHits: r.counter('vllm:prefix_cache_hits_total', 'Prefix cache hits, in terms of number of cached tokens.', l),
         externalQueries: r.counter(
           'vllm:external_prefix_cache_queries_total',
-          'External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.', l,
+          'External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.',
+          l,
         ),
         externalHits: r.counter(
           'vllm:external_prefix_cache_hits_total',
-          'External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.', l,
+          'External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.',
+          l,
         ),
         mmQueries: r.counter('vllm:mm_cache_queries_total', 'Multi-modal cache queries, in terms of number of queried items.', l),
         mmHits: r.counter('vllm:mm_cache_hits_total', 'Multi-modal cache hits, in terms of number of cached items.', l),
@@ -89,7 +96,8 @@ export class VllmMetrics implements EngineMetrics {
         generationTokens: r.counter('vllm:generation_tokens_total', 'Number of generation tokens processed.', l),
         success: Object.fromEntries(
           FINISH_REASONS.map((reason) => [
-            reason, r.counter('vllm:request_success_total', 'Count of successfully processed requests.', { ...l, finished_reason: reason }),
+            reason,
+            r.counter('vllm:request_success_total', 'Count of successfully processed requests.', { ...l, finished_reason: reason }),
           ]),
         ) as RankSeries['success'],
         requestPromptTokens: r.histogram('vllm:request_prompt_tokens', 'Number of prefill tokens processed.', l, tokenBuckets),
@@ -98,25 +106,45 @@ export class VllmMetrics implements EngineMetrics {
         itl: r.histogram('vllm:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.', l, VLLM_ITL_BUCKETS),
         tpot: r.histogram(
           'vllm:time_per_output_token_seconds',
-          'Histogram of time per output token in seconds. DEPRECATED: Use vllm:inter_token_latency_seconds instead.', l, VLLM_ITL_BUCKETS,
+          'Histogram of time per output token in seconds. DEPRECATED: Use vllm:inter_token_latency_seconds instead.',
+          l,
+          VLLM_ITL_BUCKETS,
         ),
         requestTpot: r.histogram(
-          'vllm:request_time_per_output_token_seconds', 'Histogram of time_per_output_token_seconds per request.', l, VLLM_ITL_BUCKETS,
+          'vllm:request_time_per_output_token_seconds',
+          'Histogram of time_per_output_token_seconds per request.',
+          l,
+          VLLM_ITL_BUCKETS,
         ),
         e2e: r.histogram(
-          'vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.', l, VLLM_REQUEST_LATENCY_BUCKETS,
+          'vllm:e2e_request_latency_seconds',
+          'Histogram of e2e request latency in seconds.',
+          l,
+          VLLM_REQUEST_LATENCY_BUCKETS,
         ),
         queue: r.histogram(
-          'vllm:request_queue_time_seconds', 'Histogram of time spent in WAITING phase for request.', l, VLLM_REQUEST_LATENCY_BUCKETS,
+          'vllm:request_queue_time_seconds',
+          'Histogram of time spent in WAITING phase for request.',
+          l,
+          VLLM_REQUEST_LATENCY_BUCKETS,
         ),
         inference: r.histogram(
-          'vllm:request_inference_time_seconds', 'Histogram of time spent in RUNNING phase for request.', l, VLLM_REQUEST_LATENCY_BUCKETS,
+          'vllm:request_inference_time_seconds',
+          'Histogram of time spent in RUNNING phase for request.',
+          l,
+          VLLM_REQUEST_LATENCY_BUCKETS,
         ),
         prefill: r.histogram(
-          'vllm:request_prefill_time_seconds', 'Histogram of time spent in PREFILL phase for request.', l, VLLM_REQUEST_LATENCY_BUCKETS,
+          'vllm:request_prefill_time_seconds',
+          'Histogram of time spent in PREFILL phase for request.',
+          l,
+          VLLM_REQUEST_LATENCY_BUCKETS,
         ),
         decode: r.histogram(
-          'vllm:request_decode_time_seconds', 'Histogram of time spent in DECODE phase for request.', l, VLLM_REQUEST_LATENCY_BUCKETS,
+          'vllm:request_decode_time_seconds',
+          'Histogram of time spent in DECODE phase for request.',
+          l,
+          VLLM_REQUEST_LATENCY_BUCKETS,
         ),
       };
     });

@@ -35,10 +35,10 @@ export function checkContextLength(ctx: SimContext, request: InferenceRequest): 
     ctx.engine === 'vllm'
       ? `This model's maximum context length is ${ctx.maxModelLen} tokens. However, you requested ${total} tokens ` +
         `(${request.promptTokens} in the messages, ${completion} in the completion). Please reduce the length of the messages or ` +
-          `completion.`
+        `completion.`
       : `Requested token count exceeds the model's maximum context length of ${ctx.maxModelLen} tokens. You requested a total of ` +
         `${total} tokens: ${request.promptTokens} tokens from the input messages and ${completion} tokens for the completion. Please ` +
-          `reduce the number of tokens in the input messages or the completion to fit within the limit.`;
+        `reduce the number of tokens in the input messages or the completion to fit within the limit.`;
   throw new EngineHttpError(400, message);
 }
 

@@ -71,17 +71,15 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
   const messages = body['messages'];
   if (messages === undefined) throw bad('messages: Field required', 'messages');
   if (!Array.isArray(messages)) throw bad('messages: Input should be a valid list', 'messages');
-  if (messages.length === 0) throw bad(
-    engine === 'sglang' ? 'Messages cannot be empty.' : 'messages: List should have at least 1 item', 'messages',
-  );
+  if (messages.length === 0)
+    throw bad(engine === 'sglang' ? 'Messages cannot be empty.' : 'messages: List should have at least 1 item', 'messages');
   let text = '';
   let tokens = CHAT_GENERATION_PROMPT_TOKENS;
   let textParts = 0;
   const media: MediaItem[] = [];
   for (const [i, m] of messages.entries()) {
-    if (!m || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string') throw bad(
-      `messages.${i}.role: Field required`, 'messages',
-    );
+    if (!m || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string')
+      throw bad(`messages.${i}.role: Field required`, 'messages');
     const { role, content } = m as { role: string; content?: unknown };
     text += `${role}:`;
     tokens += CHAT_MESSAGE_OVERHEAD_TOKENS;
@@ -91,9 +89,8 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
       if (content.length > 0) textParts++;
     } else if (Array.isArray(content)) {
       for (const part of content) {
-        if (!part || typeof part !== 'object') throw bad(
-          `messages.${i}.content: Input should be a valid list of content parts`, 'messages',
-        );
+        if (!part || typeof part !== 'object')
+          throw bad(`messages.${i}.content: Input should be a valid list of content parts`, 'messages');
         const item = mediaItemOf(part as Record<string, unknown>);
         if (item) {
           media.push(item);
@@ -121,9 +118,13 @@ function completionPrompt(body: Record<string, unknown>): Prompt {
     if (prompt.length > 1) throw bad('batched prompts are not supported by the simulator (send one prompt per request)', 'prompt');
     prompt = prompt[0];
   }
-  if (typeof prompt === 'string') return {
-    text: prompt, tokens: countTextTokens(prompt) + 1, media: [], textParts: prompt.length > 0 ? 1 : 0,
-  };
+  if (typeof prompt === 'string')
+    return {
+      text: prompt,
+      tokens: countTextTokens(prompt) + 1,
+      media: [],
+      textParts: prompt.length > 0 ? 1 : 0,
+    };
   if (Array.isArray(prompt) && prompt.every((t) => typeof t === 'number' && Number.isInteger(t))) {
     return { text: prompt.join(','), tokens: Math.max(1, prompt.length), media: [], textParts: prompt.length > 0 ? 1 : 0 };
   }
@@ -143,9 +144,13 @@ function generatePrompt(body: Record<string, unknown>): Prompt {
   if (Array.isArray(text) || (Array.isArray(ids) && Array.isArray(ids[0]))) {
     throw bad('batched /generate requests are not supported by the simulator');
   }
-  if (typeof text === 'string') return {
-    text: markers + text, tokens: countTextTokens(text) + 1 + mediaTokens, media, textParts: text.length > 0 ? 1 : 0,
-  };
+  if (typeof text === 'string')
+    return {
+      text: markers + text,
+      tokens: countTextTokens(text) + 1 + mediaTokens,
+      media,
+      textParts: text.length > 0 ? 1 : 0,
+    };
   if (Array.isArray(ids) && ids.every((t) => typeof t === 'number')) {
     return { text: markers + ids.join(','), tokens: Math.max(1, ids.length) + mediaTokens, media, textParts: 1 };
   }
@@ -155,9 +160,8 @@ function generatePrompt(body: Record<string, unknown>): Prompt {
 /** Validates a chat, completion or SGLang `/generate` body; throws the engine's 400 on a bad body. */
 export function parseInferenceRequest(kind: RequestKind, parsed: ParsedBody, engine: EngineKind): InferenceRequest {
   const body = asObject(parsed);
-  if (body['model'] !== undefined && body['model'] !== null && typeof body['model'] !== 'string') throw bad(
-    'model: Input should be a valid string', 'model',
-  );
+  if (body['model'] !== undefined && body['model'] !== null && typeof body['model'] !== 'string')
+    throw bad('model: Input should be a valid string', 'model');
   const prompt = kind === 'chat' ? chatPrompt(body, engine) : kind === 'completion' ? completionPrompt(body) : generatePrompt(body);
   const n = optionalInt(body, 'n', 1);
   if (n !== undefined && n !== 1) throw bad('n > 1 is not supported by the simulator', 'n');
@@ -196,7 +200,9 @@ function samplingParams(body: Record<string, unknown>): Record<string, unknown> 
 
 /** vLLM defaults `include_usage` to true once `stream_options` is present; SGLang defaults it to false. */
 function streamUsage(
-  body: Record<string, unknown>, stream: boolean, engine: EngineKind,
+  body: Record<string, unknown>,
+  stream: boolean,
+  engine: EngineKind,
 ): { includeUsage: boolean; continuousUsage: boolean } {
   const so = body['stream_options'];
   if (so === undefined || so === null) return { includeUsage: false, continuousUsage: false };

@@ -1,6 +1,11 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import {
-  runGeneration, type GenerationControl, type GenerationEnv, type GenerationOutcome, type GenerationSpec, type TokenSink,
+  runGeneration,
+  type GenerationControl,
+  type GenerationEnv,
+  type GenerationOutcome,
+  type GenerationSpec,
+  type TokenSink,
 } from '../engine/generation';
 import type { Exchange } from '../http/router';
 import { sendJson, startEventStream } from '../http/respond';

@@ -28,20 +28,24 @@ class SglangChatFramer implements StreamFramer {
     this.#prefix = `data: ${head(view, 'chat.completion.chunk')},"choices":[{"index":0,"delta":`;
   }
   open(): string {
-    return `${this.#prefix}{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,` +
-      `"finish_reason":null,"matched_stop":null}],"usage":null}\n\n`;
+    return (
+      `${this.#prefix}{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,` +
+      `"finish_reason":null,"matched_stop":null}],"usage":null}\n\n`
+    );
   }
   tokens(from: number, to: number): string {
     let out = '';
     for (let i = from; i < to; i++) {
       const usage = this.view.continuousUsage ? usageObject(this.view, i + 1) : 'null';
-      out += `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, i)}","reasoning_content":null,"tool_calls":null},` +
+      out +=
+        `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, i)}","reasoning_content":null,"tool_calls":null},` +
         `"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":${usage}}\n\n`;
     }
     return out;
   }
   close(): string {
-    const finish = `${this.#prefix}{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,` +
+    const finish =
+      `${this.#prefix}{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,` +
       `"finish_reason":"${this.view.plan.finishReason}","matched_stop":${matchedStop(this.view)}}],"usage":null}\n\n`;
     return finish + usageChunk(this.view, 'chat.completion.chunk') + DONE_EVENT;
   }
@@ -105,8 +109,10 @@ function metaInfo(view: ResponseView, completion: number, finished: boolean): st
       ? `{"type":"length","length":${completion}}`
       : `{"type":"stop","matched":${EOS_TOKEN_ID}}`;
   const e2e = finished && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
-  return `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default",` +
-    `"completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`;
+  return (
+    `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default",` +
+    `"completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`
+  );
 }
 
 /** SGLang `/generate` streams cumulative text (not deltas), one event per token. */
@@ -133,8 +139,10 @@ export const sglangGenerateFormat: ResponseFormat = {
   body(view) {
     const ids: number[] = [];
     for (let i = 0; i < view.plan.count; i++) ids.push(tokenId(view.outputKey, i));
-    return `{"text":"${tokensText(view.outputKey, 0, view.plan.count)}","output_ids":[${ids.join(',')}],` +
-      `"meta_info":${metaInfo(view, view.plan.count, true)}}`;
+    return (
+      `{"text":"${tokensText(view.outputKey, 0, view.plan.count)}","output_ids":[${ids.join(',')}],` +
+      `"meta_info":${metaInfo(view, view.plan.count, true)}}`
+    );
   },
   framer: (view) => new SglangGenerateFramer(view),
 };

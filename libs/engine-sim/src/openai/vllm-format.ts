@@ -16,7 +16,8 @@ function finishOf(view: ResponseView, i: number): string {
 
 function usageChunk(view: ResponseView, object: string): string {
   return view.includeUsage
-    ? `data: ${head(view, object)},"choices":[],"usage":${usageFields(view.promptTokens, view.plan.count)}}}\n\n` : '';
+    ? `data: ${head(view, object)},"choices":[],"usage":${usageFields(view.promptTokens, view.plan.count)}}}\n\n`
+    : '';
 }
 
 class VllmChatFramer implements StreamFramer {
@@ -33,7 +34,8 @@ class VllmChatFramer implements StreamFramer {
   tokens(from: number, to: number): string {
     let out = '';
     for (let i = from; i < to; i++) {
-      out += `${this.#prefix}{"content":"${tokenText(this.view.outputKey, i)}"},"logprobs":null,` +
+      out +=
+        `${this.#prefix}{"content":"${tokenText(this.view.outputKey, i)}"},"logprobs":null,` +
         `"finish_reason":${finishOf(this.view, i)}}]${this.#usage(i + 1)}}\n\n`;
     }
     return out;
@@ -56,7 +58,8 @@ class VllmCompletionFramer implements StreamFramer {
     for (let i = from; i < to; i++) {
       const usage = this.view.continuousUsage ? `${usageFields(this.view.promptTokens, i + 1)}}` : 'null';
       const finish = i === this.view.plan.count - 1 ? `"${this.view.plan.finishReason}"` : 'null';
-      out += `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish},"stop_reason":null}],` +
+      out +=
+        `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish},"stop_reason":null}],` +
         `"usage":${usage}}\n\n`;
     }
     return out;
@@ -71,8 +74,9 @@ function bodyUsage(view: ResponseView): string {
 }
 
 function extrasText(extras: BodyExtras): string {
-  return `,"kv_transfer_params":${extras.kvTransferParams ?? 'null'}${extras.ecTransferParams
-    ? `,"ec_transfer_params":${extras.ecTransferParams}` : ''}`;
+  return `,"kv_transfer_params":${extras.kvTransferParams ?? 'null'}${
+    extras.ecTransferParams ? `,"ec_transfer_params":${extras.ecTransferParams}` : ''
+  }`;
 }
 
 export const vllmChatFormat: ResponseFormat = {

@@ -45,7 +45,8 @@ describe('pdFieldsOf', () => {
 
   it('keeps every digit of a room beyond 2^53', () => {
     expect(fields('{"bootstrap_host":"10.0.0.1","bootstrap_port":8998,"bootstrap_room":9007199254740993}')).toEqual({
-      ok: true, items: [{ host: '10.0.0.1', port: 8998, room: '9007199254740993' }],
+      ok: true,
+      items: [{ host: '10.0.0.1', port: 8998, room: '9007199254740993' }],
     });
   });
 
@@ -53,14 +54,21 @@ describe('pdFieldsOf', () => {
     const list = fields('{"bootstrap_host":["a","b"],"bootstrap_port":8998,"bootstrap_room":[18446744073709551615,3]}', 2, true);
     expect(list).toEqual({
       ok: true,
-      items: [{ host: 'a', port: 8998, room: '18446744073709551615' }, { host: 'b', port: 8998, room: '3' }],
+      items: [
+        { host: 'a', port: 8998, room: '18446744073709551615' },
+        { host: 'b', port: 8998, room: '3' },
+      ],
     });
     const scalar = fields('{"bootstrap_host":"h","bootstrap_port":[1,2,3],"bootstrap_room":9007199254740993}', 3, true);
     const rooms = scalar.ok && scalar.items.map((t) => [t.port, t.room]);
-    expect(rooms).toEqual([[1, '9007199254740993'], [2, '9007199254740994'], [3, '9007199254740995']]);
+    expect(rooms).toEqual([
+      [1, '9007199254740993'],
+      [2, '9007199254740994'],
+      [3, '9007199254740995'],
+    ]);
   });
 
-  it('accepts a list per sample with n > 1 (the first sample\'s entry stands for the prompt)', () => {
+  it("accepts a list per sample with n > 1 (the first sample's entry stands for the prompt)", () => {
     const r = fields('{"bootstrap_host":"h","bootstrap_room":[5,5,5,6,6,6]}', 2, true, 3);
     expect(r.ok && r.items.map((t) => t.room)).toEqual(['5', '6']);
   });

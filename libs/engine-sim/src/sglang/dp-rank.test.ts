@@ -9,7 +9,7 @@ describe('DP rank of a SGLang request', () => {
     expect(requestedDpRank({}, {})).toBeUndefined();
   });
 
-  it('rejects a header that is not an integer with SGLang\'s text', () => {
+  it("rejects a header that is not an integer with SGLang's text", () => {
     const message = "Invalid X-Data-Parallel-Rank header: must be an integer, got '1.5'";
     expect(() => requestedDpRank({ 'x-data-parallel-rank': '1.5' }, {})).toThrow(new EngineHttpError(400, message));
     expect(() => requestedDpRank({}, { routed_dp_rank: 'x' })).toThrow(EngineHttpError);

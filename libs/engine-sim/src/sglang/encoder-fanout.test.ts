@@ -16,7 +16,10 @@ describe('splitting items over encoders as SGLang does', () => {
 
   it('carries the offset across modalities so remainders land on different encoders', () => {
     const parts = splitAcrossEncoders([image(1), audio(1)], 2, [0, 1]);
-    expect(parts.map((p) => [p.modality, p.encoderIdx])).toEqual([['IMAGE', 0], ['AUDIO', 1]]);
+    expect(parts.map((p) => [p.modality, p.encoderIdx])).toEqual([
+      ['IMAGE', 0],
+      ['AUDIO', 1],
+    ]);
   });
 
   it('shuffles a permutation', () => {

@@ -14,8 +14,7 @@ interface PrefillInfo {
 
 /** The KV arrived (the prompt tokens the prefill computed), or the error to answer with (undefined: the client left). */
 export type TransferResult =
-  | { readonly ok: true; readonly promptTokens: number }
-  | { readonly ok: false; readonly error: EngineHttpError | undefined };
+  { readonly ok: true; readonly promptTokens: number } | { readonly ok: false; readonly error: EngineHttpError | undefined };
 
 const RETRY_MS = 50;
 

@@ -35,7 +35,9 @@ export interface SglangDeps {
 }
 
 const FORMATS: Record<RequestKind, ResponseFormat> = {
-  chat: sglangChatFormat, completion: sglangCompletionFormat, generate: sglangGenerateFormat,
+  chat: sglangChatFormat,
+  completion: sglangCompletionFormat,
+  generate: sglangGenerateFormat,
 };
 
 type Mode = 'prefill' | 'decode' | undefined;
@@ -230,8 +232,9 @@ async function encodeMedia(deps: SglangDeps, ex: Exchange, req: SglangRequest): 
     }
     ctx.logger?.warn({ rid }, `No encoder URLs available for request ${rid}; processing without encoder disaggregation.`);
     if (ctx.options.visionTower === false) {
-      const message = 'No encoder is registered and the language-only model has no vision tower: '
-        + `cannot process the multimodal inputs of request ${rid}`;
+      const message =
+        'No encoder is registered and the language-only model has no vision tower: ' +
+        `cannot process the multimodal inputs of request ${rid}`;
       throw new EngineHttpError(500, message, 'InternalServerError');
     }
     ctx.counters.inc('localEncodes', item.media.length);

@@ -25,22 +25,26 @@ export interface SglangServer {
 
 function registryOf(ctx: SimContext): EncoderRegistry {
   const { counters, logger } = ctx;
-  return new EncoderRegistry(ctx.options.encoderUrls, {
-    registered: () => counters.inc('registryRegistrations'),
-    unregistered: () => counters.inc('registryUnregistrations'),
-    evicted: (url) => {
-      counters.inc('registryEvictions');
-      logger?.warn({ encoder: url }, 'Health check evicted encoder after 3 consecutive failures (will re-add when healthy)');
+  return new EncoderRegistry(
+    ctx.options.encoderUrls,
+    {
+      registered: () => counters.inc('registryRegistrations'),
+      unregistered: () => counters.inc('registryUnregistrations'),
+      evicted: (url) => {
+        counters.inc('registryEvictions');
+        logger?.warn({ encoder: url }, 'Health check evicted encoder after 3 consecutive failures (will re-add when healthy)');
+      },
+      revived: (url) => {
+        counters.inc('registryRevivals');
+        logger?.info({ encoder: url }, 'Health check revived encoder');
+      },
+      dropped: (url) => {
+        counters.inc('registryDrops');
+        logger?.warn({ encoder: url }, 'Health check permanently dropped encoder after the evicted TTL');
+      },
     },
-    revived: (url) => {
-      counters.inc('registryRevivals');
-      logger?.info({ encoder: url }, 'Health check revived encoder');
-    },
-    dropped: (url) => {
-      counters.inc('registryDrops');
-      logger?.warn({ encoder: url }, 'Health check permanently dropped encoder after the evicted TTL');
-    },
-  }, ctx.options.encoderEvictedTtlMs ?? 600_000);
+    ctx.options.encoderEvictedTtlMs ?? 600_000,
+  );
 }
 
 /** Registers a SGLang server's HTTP surface for its role (encoder-only, language-only, prefill, decode, unified). */
@@ -65,7 +69,9 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
     .add('GET', '/health_generate', (ex) => sendText(ex.res, 200, ''))
     .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
     .add('GET', '/v1/models', (ex) => sendJson(ex.res, 200, models))
-    .add('GET', '/get_model_info', (ex) => sendJson(ex.res, 200, JSON.stringify({ model_path: ctx.model, tokenizer_path: ctx.model, is_generation: true })))
+    .add('GET', '/get_model_info', (ex) =>
+      sendJson(ex.res, 200, JSON.stringify({ model_path: ctx.model, tokenizer_path: ctx.model, is_generation: true })),
+    )
     .add('GET', '/server_info', (ex) => sendJson(ex.res, 200, info()))
     // Deprecated upstream (it logs a warning and forwards to /server_info).
     .add('GET', '/get_server_info', (ex) => sendJson(ex.res, 200, info()))
@@ -75,7 +81,9 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
     })
     .add('POST', '/abort_request', (ex) => sendText(ex.res, 200, ''));
   if (ctx.role === 'encode') {
-    router.add('POST', '/encode', encodeHandler(ctx), { inference: true }).add('POST', '/scheduler_receive_url', schedulerReceiveUrlHandler());
+    router
+      .add('POST', '/encode', encodeHandler(ctx), { inference: true })
+      .add('POST', '/scheduler_receive_url', schedulerReceiveUrlHandler());
   } else {
     router
       .add('POST', '/v1/chat/completions', sglangInferenceHandler(deps, 'chat'), { inference: true })

@@ -12,11 +12,13 @@ function heldKey(requestId: string, firstBlock: unknown): string {
   return `${requestId} ${String(firstBlock)}`;
 }
 
-export type PullResult = {
-  readonly ok: true;
-  readonly numTokens: number;
-  readonly blockIds: readonly number[];
-} | { readonly ok: false; readonly status: 404 | 409; readonly reason: string };
+export type PullResult =
+  | {
+      readonly ok: true;
+      readonly numTokens: number;
+      readonly blockIds: readonly number[];
+    }
+  | { readonly ok: false; readonly status: 404 | 409; readonly reason: string };
 
 /**
  * A vLLM prefill's KV blocks held for remote decodes (NIXL `request_finished` semantics): blocks stay until a
@@ -46,9 +48,12 @@ export class KvBlockStore {
   /** A decode reads (and so frees) the blocks of `requestId`; ids and engine must match what was handed out. */
   pull(engineId: unknown, requestId: unknown, blockIds: unknown): PullResult {
     this.#expire();
-    if (engineId !== this.engineId) return {
-      ok: false, status: 409, reason: `remote_engine_id ${String(engineId)} is not this engine (${this.engineId})`,
-    };
+    if (engineId !== this.engineId)
+      return {
+        ok: false,
+        status: 409,
+        reason: `remote_engine_id ${String(engineId)} is not this engine (${this.engineId})`,
+      };
     const asked = Array.isArray(blockIds) ? blockIds.flat(2) : [];
     const key = typeof requestId === 'string' ? heldKey(requestId, asked[0]) : undefined;
     const held = key === undefined ? undefined : this.#held.get(key);

@@ -63,8 +63,14 @@ export function remotePrefillOf(params: unknown, ownRequestId: string): RemotePr
   const p = params as Record<string, unknown>;
   if (p['do_remote_prefill'] !== true) return undefined;
   const { remote_engine_id: engineId, remote_block_ids: blockIds, remote_host: host, remote_port: port } = p;
-  if (typeof engineId !== 'string' || !Array.isArray(blockIds) || typeof host !== 'string' || typeof port !== 'number' ||
-      !Number.isInteger(port)) return undefined;
+  if (
+    typeof engineId !== 'string' ||
+    !Array.isArray(blockIds) ||
+    typeof host !== 'string' ||
+    typeof port !== 'number' ||
+    !Number.isInteger(port)
+  )
+    return undefined;
   // Older NIXL params carry no remote_request_id: P and D then share the proxy's X-Request-Id.
   const requestId = typeof p['remote_request_id'] === 'string' ? (p['remote_request_id'] as string) : ownRequestId;
   return { engineId, requestId, blockIds, host, port };

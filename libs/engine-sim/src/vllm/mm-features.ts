@@ -52,7 +52,9 @@ function canonical(v: unknown): string {
 function identifierOf(item: MediaItem, model: string, kwargs: Record<string, unknown> | undefined): string {
   const base = mediaKey(item);
   if (!kwargs) return base;
-  return createHash('sha256').update(canonical({ model, modality: item.modality.toLowerCase(), item: base, ...kwargs })).digest('hex');
+  return createHash('sha256')
+    .update(canonical({ model, modality: item.modality.toLowerCase(), item: base, ...kwargs }))
+    .digest('hex');
 }
 
 function isEmbedsPart(item: MediaItem): boolean {

@@ -34,7 +34,10 @@ export function mooncakeTransferIdOf(params: unknown): string | undefined {
 
 /** Waits for the prefill's transfer; resolves to its prompt tokens, or undefined when it never came (counted). */
 export async function awaitMooncakeTransfer(
-  ctx: SimContext, remote: MooncakeRemote, headers: Record<string, string>, res: ServerResponse,
+  ctx: SimContext,
+  remote: MooncakeRemote,
+  headers: Record<string, string>,
+  res: ServerResponse,
 ): Promise<number | undefined> {
   const abort = new AbortController();
   res.once('close', () => abort.abort());

@@ -83,7 +83,12 @@ export async function serveVllmEncode(
     finish: async () => {
       ctx.counters.inc('encodes', items.length);
       const fields = await deps.ec.publish(items, {
-        params, requestId, rank, headers: traceHeaders(ex.req.headers), signal: abort.signal, losePushes: ex.fault?.mode === 'lose-ec-push',
+        params,
+        requestId,
+        rank,
+        headers: traceHeaders(ex.req.headers),
+        signal: abort.signal,
+        losePushes: ex.fault?.mode === 'lose-ec-push',
       });
       return { ecTransferParams: answerParams(items, fields) };
     },

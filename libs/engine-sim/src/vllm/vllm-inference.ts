@@ -64,7 +64,12 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
     }
     const plan = planOutput(request.outputKey, request);
     const spec: GenerationSpec = {
-      rank, arrivedAt: ex.arrivedAt, promptTokens: request.promptTokens, cachedTokens: prep.cachedTokens, work: prep.work, plan,
+      rank,
+      arrivedAt: ex.arrivedAt,
+      promptTokens: request.promptTokens,
+      cachedTokens: prep.cachedTokens,
+      work: prep.work,
+      plan,
     };
     const view: ResponseView = {
       id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestId}`,

@@ -1,5 +1,13 @@
 import {
-  Buckets, KvIndexDeltaSchema, KvSnapshotChunkSchema, KvSourceMetaSchema, Subjects, kvSnapshotChunkKey, kvSourceMetaKey, type KvIndexDelta, type KvSourceMeta,
+  Buckets,
+  KvIndexDeltaSchema,
+  KvSnapshotChunkSchema,
+  KvSourceMetaSchema,
+  Subjects,
+  kvSnapshotChunkKey,
+  kvSourceMetaKey,
+  type KvIndexDelta,
+  type KvSourceMeta,
 } from '@triad/bus';
 import type { Bus, KvWatchHandle, TypedKv } from '@triad/bus/client';
 import type { KvBlockIndex } from '@triad/scheduling';

@@ -21,16 +21,21 @@ interface Case {
 const hex = (u: Uint8Array): string => Buffer.from(u).toString('hex');
 const cases = (vectors as { cases: Case[] }).cases;
 
-describe('block hashes equal the engines\' documented algorithms (vectors from test/vectors/make_block_hash_vectors.py)', () => {
-  it.each(cases.filter((c) => c.engine === 'vllm').map((c) => [`${c.algo} seed=${c.seed} bs=${c.blockSize}${c.lora ? ' lora+salt' : ''}${c.mm ? ' mm' : ''}`, c] as const))(
-    'vLLM %s',
-    (_name, c) => {
-      const hasher = new VllmBlockHasher({ algo: c.algo as VllmHashAlgo, seed: c.seed as string, blockSize: c.blockSize as number });
-      const extra = { ...(c.lora ? { loraName: c.lora } : {}), ...(c.cacheSalt ? { cacheSalt: c.cacheSalt } : {}), ...(c.mm ? { mm: c.mm } : {}) };
-      expect(hasher.digests(c.tokens, extra).map(hex)).toEqual(c.blocks);
-      expect(hasher.keys(c.tokens, extra)).toEqual(c.blocks.map((b) => b.slice(-16)));
-    },
-  );
+describe("block hashes equal the engines' documented algorithms (vectors from test/vectors/make_block_hash_vectors.py)", () => {
+  it.each(
+    cases
+      .filter((c) => c.engine === 'vllm')
+      .map((c) => [`${c.algo} seed=${c.seed} bs=${c.blockSize}${c.lora ? ' lora+salt' : ''}${c.mm ? ' mm' : ''}`, c] as const),
+  )('vLLM %s', (_name, c) => {
+    const hasher = new VllmBlockHasher({ algo: c.algo as VllmHashAlgo, seed: c.seed as string, blockSize: c.blockSize as number });
+    const extra = {
+      ...(c.lora ? { loraName: c.lora } : {}),
+      ...(c.cacheSalt ? { cacheSalt: c.cacheSalt } : {}),
+      ...(c.mm ? { mm: c.mm } : {}),
+    };
+    expect(hasher.digests(c.tokens, extra).map(hex)).toEqual(c.blocks);
+    expect(hasher.keys(c.tokens, extra)).toEqual(c.blocks.map((b) => b.slice(-16)));
+  });
 
   it.each(cases.filter((c) => c.engine === 'sglang').map((c) => [c.pageSize, c] as const))('SGLang page size %s', (_n, c) => {
     expect(sglangBlockDigests(c.tokens, c.pageSize as number).map(hex)).toEqual(c.blocks);
@@ -47,13 +52,15 @@ describe('block hashes equal the engines\' documented algorithms (vectors from t
 describe('serializers', () => {
   it('pickles the block tuple shape as CPython protocol 5 does', () => {
     // CPython 3.11: pickle.dumps((b'ab', (1, 300, 70000), None), protocol=5).hex()
-    expect(Buffer.from(pickleDumps([Uint8Array.of(97, 98), [1, 300, 70000], null])).toString('hex'))
-      .toBe('800595150000000000000043026162944b014d2c014a7011010087944e87942e');
+    expect(Buffer.from(pickleDumps([Uint8Array.of(97, 98), [1, 300, 70000], null])).toString('hex')).toBe(
+      '800595150000000000000043026162944b014d2c014a7011010087944e87942e',
+    );
   });
 
   it('writes canonical CBOR', () => {
-    expect(Buffer.from(cborDumps([Uint8Array.of(1), [0, 23, 24, 256, 70000], null, 'a', -1])).toString('hex'))
-      .toBe('85' + '4101' + '85' + '00' + '17' + '1818' + '190100' + '1a00011170' + 'f6' + '6161' + '20');
+    expect(Buffer.from(cborDumps([Uint8Array.of(1), [0, 23, 24, 256, 70000], null, 'a', -1])).toString('hex')).toBe(
+      '85' + '4101' + '85' + '00' + '17' + '1818' + '190100' + '1a00011170' + 'f6' + '6161' + '20',
+    );
   });
 });
 

@@ -80,7 +80,8 @@ function save(v: PyValue, out: ByteWriter): void {
 }
 
 function saveInt(v: number, out: ByteWriter): void {
-  if (!Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff) throw new RangeError(`pickle: int ${v} outside the int32 range this encoder supports`);
+  if (!Number.isInteger(v) || v < -0x80000000 || v > 0x7fffffff)
+    throw new RangeError(`pickle: int ${v} outside the int32 range this encoder supports`);
   if (v >= 0 && v <= 0xff) {
     out.byte(BININT1);
     out.byte(v);

@@ -29,10 +29,14 @@ function xxh3128(data: Uint8Array): Uint8Array {
 function hashFnOf(algo: VllmHashAlgo): HashFn {
   const w = new ByteWriter();
   switch (algo) {
-    case 'sha256': return (v) => sha256(pickleDumps(v, w));
-    case 'sha256_cbor': return (v) => sha256(cborDumps(v, w));
-    case 'xxhash': return (v) => xxh3128(pickleDumps(v, w));
-    case 'xxhash_cbor': return (v) => xxh3128(cborDumps(v, w));
+    case 'sha256':
+      return (v) => sha256(pickleDumps(v, w));
+    case 'sha256_cbor':
+      return (v) => sha256(cborDumps(v, w));
+    case 'xxhash':
+      return (v) => xxh3128(pickleDumps(v, w));
+    case 'xxhash_cbor':
+      return (v) => xxh3128(cborDumps(v, w));
   }
 }
 

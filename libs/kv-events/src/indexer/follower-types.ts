@@ -16,8 +16,20 @@ export interface FollowerSink {
 
 /** Things worth counting per pod (`triad_kv_indexer_<name>_total{pod}`). */
 export type FollowerCounter =
-  | 'batches' | 'events' | 'malformed' | 'unknown_events' | 'ignored_events' | 'gaps' | 'replays' | 'replay_failures'
-  | 'resyncs' | 'restarts' | 'floods' | 'flood_dropped' | 'connect_failures' | 'evicted_blocks';
+  | 'batches'
+  | 'events'
+  | 'malformed'
+  | 'unknown_events'
+  | 'ignored_events'
+  | 'gaps'
+  | 'replays'
+  | 'replay_failures'
+  | 'resyncs'
+  | 'restarts'
+  | 'floods'
+  | 'flood_dropped'
+  | 'connect_failures'
+  | 'evicted_blocks';
 
 export interface FollowerMetrics {
   inc(counter: FollowerCounter, pod: string, n?: number): void;

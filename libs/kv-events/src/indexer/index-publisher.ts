@@ -1,7 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import {
-  Buckets, KvIndexDeltaSchema, KvIndexLimits, KvSnapshotChunkSchema, KvSourceMetaSchema, SCHEMA_VERSION, Subjects, kvSnapshotChunkKey,
-  kvSourceMetaKey, type KvSourceMeta,
+  Buckets,
+  KvIndexDeltaSchema,
+  KvIndexLimits,
+  KvSnapshotChunkSchema,
+  KvSourceMetaSchema,
+  SCHEMA_VERSION,
+  Subjects,
+  kvSnapshotChunkKey,
+  kvSourceMetaKey,
+  type KvSourceMeta,
 } from '@triad/bus';
 import type { Bus, TypedKv } from '@triad/bus/client';
 import type { FollowerLogger, FollowerSink, SourceDelta } from './follower-types';
@@ -88,7 +96,12 @@ export class IndexPublisher implements FollowerSink {
     }
     // A huge batch goes out in pieces; only the first carries `clear`.
     for (let i = 0; i < Math.max(d.stored.length, d.removed.length); i += max) {
-      this.#publish(source, p, { clear: d.clear && i === 0, stored: d.stored.slice(i, i + max), removed: d.removed.slice(i, i + max), engineTs: d.engineTs });
+      this.#publish(source, p, {
+        clear: d.clear && i === 0,
+        stored: d.stored.slice(i, i + max),
+        removed: d.removed.slice(i, i + max),
+        engineTs: d.engineTs,
+      });
     }
   }
 
@@ -101,9 +114,14 @@ export class IndexPublisher implements FollowerSink {
     p.seq++;
     p.dirty = true;
     this.#bus.publish(Subjects.kvIndexDelta, KvIndexDeltaSchema, {
-      v: SCHEMA_VERSION, source, pod: p.pod, epoch: p.epoch, seq: p.seq,
+      v: SCHEMA_VERSION,
+      source,
+      pod: p.pod,
+      epoch: p.epoch,
+      seq: p.seq,
       ...(d.clear ? { clear: true } : {}),
-      stored: [...d.stored], removed: [...d.removed],
+      stored: [...d.stored],
+      removed: [...d.removed],
       ...(d.engineTs !== undefined ? { engineTs: d.engineTs } : {}),
       publishedAt: Date.now(),
     });
@@ -142,16 +160,27 @@ export class IndexPublisher implements FollowerSink {
     if (this.#sources.get(source) !== p) return;
     const f = p.follower;
     const meta: KvSourceMeta = {
-      v: SCHEMA_VERSION, source, pod: p.pod, epoch: p.epoch, seq: p.snapshotSeq, state: f.live ? 'live' : 'down',
+      v: SCHEMA_VERSION,
+      source,
+      pod: p.pod,
+      epoch: p.epoch,
+      seq: p.snapshotSeq,
+      state: f.live ? 'live' : 'down',
       ...(f.reason !== undefined && !f.live ? { reason: f.reason } : {}),
       ...(f.blockSize !== undefined ? { blockSize: f.blockSize } : {}),
-      snapshotId: p.snapshotId, chunks: p.chunks, blocks: p.blocks, indexer: this.#o.indexerId, updatedAt: Date.now(),
+      snapshotId: p.snapshotId,
+      chunks: p.chunks,
+      blocks: p.blocks,
+      indexer: this.#o.indexerId,
+      updatedAt: Date.now(),
     };
     await this.#metas.put(kvSourceMetaKey(source), meta);
   }
 
   #queue(work: () => Promise<void>): void {
-    this.#writing = this.#writing.then(work).catch((err: unknown) => this.#o.logger.warn({ err: (err as Error).message }, 'KV index snapshot write failed'));
+    this.#writing = this.#writing
+      .then(work)
+      .catch((err: unknown) => this.#o.logger.warn({ err: (err as Error).message }, 'KV index snapshot write failed'));
   }
 
   async close(): Promise<void> {

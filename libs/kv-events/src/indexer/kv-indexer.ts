@@ -37,7 +37,11 @@ export class KvIndexer {
 
   constructor(options: KvIndexerOptions) {
     this.#o = options;
-    this.publisher = new IndexPublisher(options.bus, { indexerId: options.instanceId, logger: options.logger, ...(options.snapshotIntervalMs ? { snapshotIntervalMs: options.snapshotIntervalMs } : {}) });
+    this.publisher = new IndexPublisher(options.bus, {
+      indexerId: options.instanceId,
+      logger: options.logger,
+      ...(options.snapshotIntervalMs ? { snapshotIntervalMs: options.snapshotIntervalMs } : {}),
+    });
   }
 
   /** Sources this replica follows now. */
@@ -58,13 +62,15 @@ export class KvIndexer {
       this.#reconcile();
     };
     this.#members.set(this.#o.instanceId, Date.now());
-    this.#watches.push(await beats.watch({
-      onChange: (c) => {
-        if (c.op === 'PUT') this.#members.set(c.value.id, c.value.at);
-        else this.#members.delete(c.key);
-        this.#reconcile();
-      },
-    }));
+    this.#watches.push(
+      await beats.watch({
+        onChange: (c) => {
+          if (c.op === 'PUT') this.#members.set(c.value.id, c.value.at);
+          else this.#members.delete(c.key);
+          this.#reconcile();
+        },
+      }),
+    );
     const endpoints = await this.#o.bus.kv(Buckets.endpoints, EndpointRecordSchema);
     const watch = await endpoints.watch({
       onChange: (c) => {
@@ -98,7 +104,10 @@ export class KvIndexer {
       follower.close();
       this.#followers.delete(source);
       this.publisher.detach(source, want === undefined);
-      this.#o.logger.info({ source, reason: want === undefined ? 'pod gone' : mine ? 'endpoint changed' : 'handed over' }, 'stopped following KV events');
+      this.#o.logger.info(
+        { source, reason: want === undefined ? 'pod gone' : mine ? 'endpoint changed' : 'handed over' },
+        'stopped following KV events',
+      );
     }
     for (const [source, spec] of this.#specs) {
       if (this.#followers.has(source) || ownerOf(source, members) !== this.#o.instanceId) continue;
@@ -109,14 +118,26 @@ export class KvIndexer {
   #follow(spec: SourceSpec): void {
     const holder: { follower?: SourceFollower } = {};
     const view = {
-      get blocks() { return holder.follower?.blocks ?? new Set<string>(); },
-      get blockSize() { return holder.follower?.blockSize; },
-      get live() { return holder.follower?.live ?? false; },
-      get reason() { return holder.follower?.reason; },
+      get blocks() {
+        return holder.follower?.blocks ?? new Set<string>();
+      },
+      get blockSize() {
+        return holder.follower?.blockSize;
+      },
+      get live() {
+        return holder.follower?.live ?? false;
+      },
+      get reason() {
+        return holder.follower?.reason;
+      },
     };
     this.publisher.attach(spec.source, spec.pod, view);
     holder.follower = new SourceFollower({
-      ...spec, sink: this.publisher, metrics: this.#o.metrics, logger: this.#o.logger, ...(this.#o.limits ? { limits: this.#o.limits } : {}),
+      ...spec,
+      sink: this.publisher,
+      metrics: this.#o.metrics,
+      logger: this.#o.logger,
+      ...(this.#o.limits ? { limits: this.#o.limits } : {}),
     });
     this.#followers.set(spec.source, { spec, follower: holder.follower });
     this.#o.logger.info({ source: spec.source, endpoint: spec.endpoint, replay: spec.replayEndpoint }, 'following KV events');

@@ -74,7 +74,11 @@ export class SourceFollower {
     this.#connectTimer = setTimeout(() => {
       if (this.#connected || this.#closed) return;
       options.metrics.inc('connect_failures', this.pod);
-      this.#warnOnce('connect', { endpoint: options.endpoint }, `cannot connect to the KV-event socket ${options.endpoint}; the pod is scored by the approximate prefix scorer`);
+      this.#warnOnce(
+        'connect',
+        { endpoint: options.endpoint },
+        `cannot connect to the KV-event socket ${options.endpoint}; the pod is scored by the approximate prefix scorer`,
+      );
       this.#setState(false, `cannot connect to ${options.endpoint}`);
     }, l.connectTimeoutMs ?? 5_000);
     this.#connectTimer.unref();
@@ -122,7 +126,10 @@ export class SourceFollower {
     } else {
       // The engine's sequence restarted: a new process with an empty cache.
       this.#o.metrics.inc('restarts', this.pod);
-      this.#o.logger.info({ source: this.source, expected, got: m.seq }, 'KV-event sequence restarted (engine restart); clearing the source');
+      this.#o.logger.info(
+        { source: this.source, expected, got: m.seq },
+        'KV-event sequence restarted (engine restart); clearing the source',
+      );
       this.#clear();
       this.#expected = undefined;
       if (m.seq === 0 || !this.#stream.canReplay) this.#apply(m.seq, m.payload);
@@ -146,7 +153,11 @@ export class SourceFollower {
       const replayed = result.messages;
       if (from > 0 && (replayed.length === 0 || (replayed[0] as Pending).seq > from)) {
         // The replay buffer no longer reaches back to the first missed batch: what happened in between is lost.
-        this.#warnOnce('replay-short', { from, oldest: replayed[0]?.seq }, 'KV-event replay buffer does not reach the gap; resyncing the source');
+        this.#warnOnce(
+          'replay-short',
+          { from, oldest: replayed[0]?.seq },
+          'KV-event replay buffer does not reach the gap; resyncing the source',
+        );
         this.#clearAndFollow([...replayed, ...pending]);
         return;
       }

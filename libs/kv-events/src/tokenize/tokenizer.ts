@@ -27,9 +27,14 @@ export function loadTokenizer(path: string): ModelTokenizer {
     const compiled = new Template(template);
     const special = (name: string): string => {
       const v = cfg[name];
-      return typeof v === 'string' ? v : typeof (v as { content?: unknown } | null)?.content === 'string' ? (v as { content: string }).content : '';
+      return typeof v === 'string'
+        ? v
+        : typeof (v as { content?: unknown } | null)?.content === 'string'
+          ? (v as { content: string }).content
+          : '';
     };
-    renderChat = (messages) => compiled.render({ messages, add_generation_prompt: true, bos_token: special('bos_token'), eos_token: special('eos_token') });
+    renderChat = (messages) =>
+      compiled.render({ messages, add_generation_prompt: true, bos_token: special('bos_token'), eos_token: special('eos_token') });
   }
   return { encode: (text, add) => tokenizer.encode(text, { add_special_tokens: add }).ids, renderChat };
 }

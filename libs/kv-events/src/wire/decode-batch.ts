@@ -10,7 +10,17 @@ type Fields = Record<string, unknown>;
 // Field order of the array form (msgspec `array_like=True`), per event tag: vllm/distributed/kv_events.py and
 // sglang/srt/disaggregation/kv_events.py. Later vLLM versions append fields; unknown trailing ones are ignored.
 const ARRAY_FIELDS: Record<string, readonly string[]> = {
-  BlockStored: ['block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys', 'group_idx'],
+  BlockStored: [
+    'block_hashes',
+    'parent_block_hash',
+    'token_ids',
+    'block_size',
+    'lora_id',
+    'medium',
+    'lora_name',
+    'extra_keys',
+    'group_idx',
+  ],
   BlockRemoved: ['block_hashes', 'medium', 'group_idx'],
   AllBlocksCleared: [],
 };
@@ -62,7 +72,8 @@ function decodeEvent(raw: unknown, i: number): KvEvent {
     case 'BlockStored': {
       const tokens = fields['token_ids'];
       const blockSize = fields['block_size'];
-      if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'number')) throw new KvEventDecodeError(`event ${i}: token_ids is not a list of ints`);
+      if (!Array.isArray(tokens) || !tokens.every((t) => typeof t === 'number'))
+        throw new KvEventDecodeError(`event ${i}: token_ids is not a list of ints`);
       if (typeof blockSize !== 'number') throw new KvEventDecodeError(`event ${i}: block_size is not an int`);
       const parentRaw = fields['parent_block_hash'];
       return {

@@ -2,7 +2,14 @@ import { encode } from '@msgpack/msgpack';
 
 /** An event to publish, in the engine's own terms (simulated engines). Hashes are the engine's wire values. */
 export type KvEventOut =
-  | { readonly type: 'stored'; readonly hashes: readonly (Uint8Array | bigint)[]; readonly parent: Uint8Array | bigint | undefined; readonly tokens: readonly number[]; readonly blockSize: number; readonly loraName?: string }
+  | {
+      readonly type: 'stored';
+      readonly hashes: readonly (Uint8Array | bigint)[];
+      readonly parent: Uint8Array | bigint | undefined;
+      readonly tokens: readonly number[];
+      readonly blockSize: number;
+      readonly loraName?: string;
+    }
   | { readonly type: 'removed'; readonly hashes: readonly (Uint8Array | bigint)[] }
   | { readonly type: 'cleared' };
 
@@ -23,8 +30,14 @@ function vllmEvent(e: KvEventOut): unknown {
   switch (e.type) {
     case 'stored':
       return {
-        type: 'BlockStored', block_hashes: e.hashes, parent_block_hash: e.parent ?? null, token_ids: e.tokens, block_size: e.blockSize,
-        lora_id: null, medium: 'GPU', lora_name: e.loraName ?? null,
+        type: 'BlockStored',
+        block_hashes: e.hashes,
+        parent_block_hash: e.parent ?? null,
+        token_ids: e.tokens,
+        block_size: e.blockSize,
+        lora_id: null,
+        medium: 'GPU',
+        lora_name: e.loraName ?? null,
       };
     case 'removed':
       return { type: 'BlockRemoved', block_hashes: e.hashes, medium: 'GPU' };

@@ -8,7 +8,8 @@ describe('extractMediaParts', () => {
         {
           role: 'user',
           content: [
-            { type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'https://i/1.png', detail: 'low' } },
+            { type: 'text', text: 'a' },
+            { type: 'image_url', image_url: { url: 'https://i/1.png', detail: 'low' } },
             { type: 'video_url', video_url: { url: 'https://v/1.mp4' } },
           ],
         },

@@ -73,4 +73,3 @@ export function extractMediaParts(body: Record<string, unknown>): readonly Media
   }
   return out ?? NONE;
 }
-

@@ -43,7 +43,10 @@ function roleOf(message: object, allInputs: boolean): string {
 
 /** Chat items (messages, Responses input items) rendered ChatML-style from their text, skipping empty ones. */
 function renderItems(
-  items: readonly unknown[], allInputs: boolean, rawStrings: boolean, mediaMarker?: (part: object) => string | undefined,
+  items: readonly unknown[],
+  allInputs: boolean,
+  rawStrings: boolean,
+  mediaMarker?: (part: object) => string | undefined,
 ): string {
   let out = '';
   for (const item of items) {

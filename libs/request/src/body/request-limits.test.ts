@@ -1,5 +1,10 @@
 import {
-  DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan, type RequestLimits,
+  DEFAULT_REQUEST_LIMITS,
+  RequestLimitError,
+  checkBodyLimits,
+  checkRawLimits,
+  jsonNestsDeeperThan,
+  type RequestLimits,
 } from './request-limits';
 import { toOpenAiError } from '../errors/openai-errors';
 
@@ -83,24 +88,39 @@ describe('request limits', () => {
     expect(JSON.parse(e.body)).toEqual({
       error: {
         message: 'request body nests JSON arrays/objects too deeply; the gateway accepts at most 64 (limit max-json-depth)',
-        type: 'invalid_request_error', param: null, code: 'GATEWAY_BAD_REQUEST',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'GATEWAY_BAD_REQUEST',
       },
     });
   });
 
   it('counts media items and content parts across messages, and the model length', () => {
-    const two = { model: 'm', messages: [{ role: 'user', content: [image, { type: 'text', text: 'a' }] }, { role: 'user', content: [image] }] };
+    const two = {
+      model: 'm',
+      messages: [
+        { role: 'user', content: [image, { type: 'text', text: 'a' }] },
+        { role: 'user', content: [image] },
+      ],
+    };
     expect(() => checkBodyLimits(two, limits)).not.toThrow();
     const three = { ...two, messages: [...two.messages, { role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'x' } }] }] };
-    expect(() => checkBodyLimits(three, limits)).toThrow('the messages hold 3 media items; the gateway accepts at most 2 (limit max-media-items)');
+    expect(() => checkBodyLimits(three, limits)).toThrow(
+      'the messages hold 3 media items; the gateway accepts at most 2 (limit max-media-items)',
+    );
     const parts = { model: 'm', messages: [{ role: 'user', content: [1, 2, 3, { type: 'text', text: 'x' }, 'five'] }] };
     expect(() => checkBodyLimits(parts, limits)).toThrow('(limit max-content-parts)');
     const long = { model: 'x'.repeat(257), messages: [] };
-    expect(() => checkBodyLimits(long, limits)).toThrow("'model' is 257 characters long; the gateway accepts at most 256 (limit max-model-chars)");
+    expect(() => checkBodyLimits(long, limits)).toThrow(
+      "'model' is 257 characters long; the gateway accepts at most 256 (limit max-model-chars)",
+    );
   });
 
   it('does not take a part typed like an Object member for media', () => {
-    const body = { model: 'm', messages: [{ role: 'user', content: [{ type: 'constructor' }, { type: '__proto__' }, { type: 'toString' }] }] };
+    const body = {
+      model: 'm',
+      messages: [{ role: 'user', content: [{ type: 'constructor' }, { type: '__proto__' }, { type: 'toString' }] }],
+    };
     expect(() => checkBodyLimits(body, { ...limits, maxMediaItems: 0 })).not.toThrow();
   });
 });

@@ -18,7 +18,10 @@ export interface RequestLimits {
 }
 
 export const DEFAULT_REQUEST_LIMITS: RequestLimits = Object.freeze({
-  maxJsonDepth: 64, maxMediaItems: 64, maxContentParts: 1024, maxModelChars: 256,
+  maxJsonDepth: 64,
+  maxMediaItems: 64,
+  maxContentParts: 1024,
+  maxModelChars: 256,
 });
 
 /** The setting names, as the 400 answer names them. */

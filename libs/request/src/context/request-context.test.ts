@@ -4,7 +4,11 @@ import { RequestContext, isRouted } from './request-context';
 import { RequestLocal } from './request-local';
 
 const decision: Decision = {
-  id: 'r', ok: true, mode: 'aggregated', attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }], encoders: [],
+  id: 'r',
+  ok: true,
+  mode: 'aggregated',
+  attempts: [{ endpoint: { key: 'k', pod: 'p', ip: '10.0.0.1', port: 1 } }],
+  encoders: [],
 };
 
 describe('RequestContext', () => {
@@ -25,7 +29,12 @@ describe('RequestContext', () => {
     expect(ctx.routing.server.key).toBe('ns/ms');
     ctx.scheduled({ decision, local: true, durationMs: 2 });
     ctx.prepared({
-      decision, connector: 'aggregated', injectUsage: false, clientWantsUsage: false, media: [], dpRank: undefined,
+      decision,
+      connector: 'aggregated',
+      injectUsage: false,
+      clientWantsUsage: false,
+      media: [],
+      dpRank: undefined,
     });
     expect([ctx.schedule?.local, ctx.proxy.decision]).toEqual([true, decision]);
   });

@@ -1,8 +1,18 @@
 import { ErrorCode, TriadError } from '@triad/errors';
 import { toOpenAiError } from './openai-errors';
 import {
-  AdmissionUnavailableError, BadRequestError, BodyTooLargeError, ClientAbortedError, ForbiddenError, NotFoundError, QueueTimeoutError,
-  RateLimitedError, SchedulingError, TotalTimeoutError, UnauthorizedError, UpstreamError,
+  AdmissionUnavailableError,
+  BadRequestError,
+  BodyTooLargeError,
+  ClientAbortedError,
+  ForbiddenError,
+  NotFoundError,
+  QueueTimeoutError,
+  RateLimitedError,
+  SchedulingError,
+  TotalTimeoutError,
+  UnauthorizedError,
+  UpstreamError,
 } from './request-errors';
 
 const upstream = (stage: 'prefill' | 'decode', status: number, message: string) =>
@@ -34,7 +44,7 @@ describe('toOpenAiError', () => {
     expect(toOpenAiError(new RateLimitedError('x', 'input_rate_limited', 2.2)).headers).toEqual({ 'retry-after': '3' });
   });
 
-  it('passes an error\'s own headers on (WWW-Authenticate on a 401), never framing headers', () => {
+  it("passes an error's own headers on (WWW-Authenticate on a 401), never framing headers", () => {
     const err = new UnauthorizedError('no', 'invalid_credentials', {
       headers: { 'WWW-Authenticate': 'Bearer realm="triad"', 'content-length': '0', 'x-request-id': 'evil' },
     });
@@ -46,7 +56,9 @@ describe('toOpenAiError', () => {
     const cases: [Error, number, string, Record<string, string>][] = [
       [new UnauthorizedError('m', 'missing_credentials'), 401, 'authentication_error', { 'www-authenticate': 'Bearer realm="triad"' }],
       [
-        new UnauthorizedError('m', 'invalid_credentials'), 401, 'authentication_error',
+        new UnauthorizedError('m', 'invalid_credentials'),
+        401,
+        'authentication_error',
         { 'www-authenticate': 'Bearer realm="triad", error="invalid_token"' },
       ],
       [new ForbiddenError('m'), 403, 'permission_error', {}],

@@ -1,8 +1,6 @@
 import { ErrorCode, isTriadError, type ErrorCodeValue, type TriadError } from '@triad/errors';
 import type { ClientSink } from '../client-sink';
-import {
-  AdmissionUnavailableError, BadRequestError, NotFoundError, RateLimitedError, RequestError, UpstreamError,
-} from './request-errors';
+import { AdmissionUnavailableError, BadRequestError, NotFoundError, RateLimitedError, RequestError, UpstreamError } from './request-errors';
 
 /**
  * HTTP status of every ErrorCode on the OpenAI-compatible surface — the one mapping (TypeScript makes it
@@ -107,9 +105,12 @@ export function toOpenAiError(err: unknown): OpenAiError {
 export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string): number {
   const e = toOpenAiError(err);
   if (sink.destroyed || sink.headersSent || sink.writableEnded) return e.status;
-  sink.writeHead(
-    e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), 'x-request-id': requestId, ...e.headers },
-  );
+  sink.writeHead(e.status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(e.body),
+    'x-request-id': requestId,
+    ...e.headers,
+  });
   sink.end(e.body);
   return e.status;
 }

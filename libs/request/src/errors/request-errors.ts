@@ -43,7 +43,10 @@ export class BodyTooLargeError extends RequestError {
  */
 export class HttpLayerError extends RequestError {
   constructor(
-    code: typeof ErrorCode.GatewayHeadersTooLarge | typeof ErrorCode.GatewayRequestTimeout | typeof ErrorCode.GatewayExpectationFailed
+    code:
+      | typeof ErrorCode.GatewayHeadersTooLarge
+      | typeof ErrorCode.GatewayRequestTimeout
+      | typeof ErrorCode.GatewayExpectationFailed
       | typeof ErrorCode.GatewayDraining,
     message: string,
   ) {

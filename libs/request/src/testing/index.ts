@@ -61,8 +61,15 @@ export interface RequestContextInit {
 export function requestContext(init: RequestContextInit = {}): RequestContext {
   const body = init.body ?? { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
   return new RequestContext(
-    init.id ?? 'req-1', init.method ?? 'POST', init.path ?? '/v1/chat/completions', init.headers ?? {}, body,
-    init.prompt ?? '', init.inputTokens ?? 0, init.receivedAt ?? performance.now(), init.sink ?? new RecordingSink(),
+    init.id ?? 'req-1',
+    init.method ?? 'POST',
+    init.path ?? '/v1/chat/completions',
+    init.headers ?? {},
+    body,
+    init.prompt ?? '',
+    init.inputTokens ?? 0,
+    init.receivedAt ?? performance.now(),
+    init.sink ?? new RecordingSink(),
     init.upstreamHeaders ?? {},
   );
 }
@@ -72,8 +79,16 @@ export function serverProfile(overrides: Partial<ServerProfile> = {}): ServerPro
   const namespace = overrides.namespace ?? 'default';
   const name = overrides.name ?? 'server';
   return {
-    engine: 'vLLM', mode: 'aggregated', connector: 'aggregated', retry: { retries: Number.MAX_SAFE_INTEGER, intervalMs: 0 },
-    timeouts: DEFAULT_STAGE_TIMEOUTS, relayKvParams: false, ...overrides, namespace, name, key: `${namespace}/${name}`,
+    engine: 'vLLM',
+    mode: 'aggregated',
+    connector: 'aggregated',
+    retry: { retries: Number.MAX_SAFE_INTEGER, intervalMs: 0 },
+    timeouts: DEFAULT_STAGE_TIMEOUTS,
+    relayKvParams: false,
+    ...overrides,
+    namespace,
+    name,
+    key: `${namespace}/${name}`,
   };
 }
 
@@ -88,7 +103,11 @@ export function routedRequest(init: RoutedInit = {}): RoutedRequest {
   const ctx = requestContext(init);
   const server = init.server ?? serverProfile();
   ctx.routed({
-    route: init.route ?? `${server.namespace}/route`, namespace: server.namespace, serverName: server.name, lora: false, server,
+    route: init.route ?? `${server.namespace}/route`,
+    namespace: server.namespace,
+    serverName: server.name,
+    lora: false,
+    server,
     upstreamModel: init.upstreamModel ?? ctx.model,
   });
   if (!isRouted(ctx)) throw new Error('routedRequest: routing did not resolve');

@@ -18,7 +18,13 @@ describe('loadSchedulerConfig', () => {
     const decode = r.loaded.profiles.decode;
     expect(decode.filters.map((f) => f.name)).toEqual(['stale-metrics', 'least-request']);
     expect(decode.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([
-      ['least-request', 1], ['gpu-usage', 1], ['least-latency', 1], ['prefix-cache', 1], ['session-affinity', 1], ['encoder-cache', 2], ['prefill-backlog', 1],
+      ['least-request', 1],
+      ['gpu-usage', 1],
+      ['least-latency', 1],
+      ['prefix-cache', 1],
+      ['session-affinity', 1],
+      ['encoder-cache', 2],
+      ['prefill-backlog', 1],
     ]);
     expect(decode.picker.name).toBe('max-score');
     expect(decode.hooks.map((h) => h.name)).toEqual(['prefix-cache', 'session-affinity', 'encoder-cache']);
@@ -51,7 +57,10 @@ profiles:
     if (!r.ok) return;
     expect(r.loaded.topN).toBe(3);
     expect(r.loaded.profiles.prefill.source).toBe('profiles.default');
-    expect(r.loaded.profiles.prefill.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([['strict-queue', 2], ['gpu-usage', 1]]);
+    expect(r.loaded.profiles.prefill.scorers.map((s) => [s.scorer.name, s.weight])).toEqual([
+      ['strict-queue', 2],
+      ['gpu-usage', 1],
+    ]);
     expect(r.loaded.profiles.encode.picker.type).toBe('encoder-affinity');
   });
 
@@ -70,46 +79,58 @@ profiles:
     { name: 'unknown top-level key', input: { topn: 3 }, expected: /\(root\): Unrecognized key: "topn"/ },
     { name: 'topN zero', input: { topN: 0 }, expected: /topN: / },
     {
-      name: 'negative weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: -1 }] } } },
+      name: 'negative weight',
+      input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: -1 }] } } },
       expected: /profiles\.default\.scorers\[0\]\.weight: must be >= 0/,
     },
     {
-      name: 'NaN weight', input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: Number.NaN }] } } }, expected: /weight/,
+      name: 'NaN weight',
+      input: { profiles: { default: { scorers: [{ plugin: 'gpu-usage', weight: Number.NaN }] } } },
+      expected: /weight/,
     },
     {
-      name: 'unknown plugin type', input: { plugins: [{ type: 'no-such-scorer' }] },
+      name: 'unknown plugin type',
+      input: { plugins: [{ type: 'no-such-scorer' }] },
       expected: /plugins\[0\]\.type: unknown plugin type 'no-such-scorer'/,
     },
     {
-      name: 'undefined reference', input: { profiles: { decode: { filters: ['nope'] } } },
+      name: 'undefined reference',
+      input: { profiles: { decode: { filters: ['nope'] } } },
       expected: /profiles\.decode\.filters\[0\]: references undefined plugin 'nope'/,
     },
     {
-      name: 'plugin in the wrong slot', input: { profiles: { decode: { filters: ['gpu-usage'] } } },
+      name: 'plugin in the wrong slot',
+      input: { profiles: { decode: { filters: ['gpu-usage'] } } },
       expected: /profiles\.decode\.filters\[0\]: plugin 'gpu-usage' \(gpu-usage\) is not a filter/,
     },
     {
-      name: 'picker that is not a picker', input: { profiles: { decode: { picker: 'least-request' } } },
+      name: 'picker that is not a picker',
+      input: { profiles: { decode: { picker: 'least-request' } } },
       expected: /profiles\.decode\.picker: .* is not a picker/,
     },
     {
-      name: 'duplicate names', input: { plugins: [{ type: 'gpu-usage' }, { type: 'gpu-usage' }] },
+      name: 'duplicate names',
+      input: { plugins: [{ type: 'gpu-usage' }, { type: 'gpu-usage' }] },
       expected: /plugins\[1\]\.name: duplicate plugin name 'gpu-usage'/,
     },
     {
-      name: 'bad plugin args', input: { plugins: [{ type: 'least-request', args: { maxWaitingRequests: 0 } }] },
+      name: 'bad plugin args',
+      input: { plugins: [{ type: 'least-request', args: { maxWaitingRequests: 0 } }] },
       expected: /plugins\[0\]\.args\.maxWaitingRequests/,
     },
     {
-      name: 'unknown plugin arg', input: { plugins: [{ type: 'kv-pressure', args: { treshold: 0.5 } }] },
+      name: 'unknown plugin arg',
+      input: { plugins: [{ type: 'kv-pressure', args: { treshold: 0.5 } }] },
       expected: /plugins\[0\]\.args: Unrecognized key: "treshold"/,
     },
     {
-      name: 'kv threshold out of range', input: { plugins: [{ type: 'kv-pressure', args: { threshold: 1.5 } }] },
+      name: 'kv threshold out of range',
+      input: { plugins: [{ type: 'kv-pressure', args: { threshold: 1.5 } }] },
       expected: /plugins\[0\]\.args\.threshold/,
     },
     {
-      name: 'encoder loadFactor below 1', input: { plugins: [{ type: 'encoder-affinity', args: { loadFactor: 0.5 } }] },
+      name: 'encoder loadFactor below 1',
+      input: { plugins: [{ type: 'encoder-affinity', args: { loadFactor: 0.5 } }] },
       expected: /plugins\[0\]\.args\.loadFactor/,
     },
   ])('rejects $name with a reason naming the field', ({ input, expected }) => {
@@ -121,7 +142,8 @@ profiles:
   it('keeps plugin instances (and their state) across a reload when name, type and args are unchanged', () => {
     const first = load({ plugins: [{ type: 'prefix-cache' }, { type: 'least-request', args: { maxWaitingRequests: 5 } }] });
     const second = load(
-      { topN: 2, plugins: [{ type: 'prefix-cache' }, { type: 'least-request', args: { maxWaitingRequests: 6 } }] }, first,
+      { topN: 2, plugins: [{ type: 'prefix-cache' }, { type: 'least-request', args: { maxWaitingRequests: 6 } }] },
+      first,
     );
     expect(first.ok && second.ok).toBe(true);
     if (!first.ok || !second.ok) return;

@@ -2,7 +2,15 @@ import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { formatPath } from '@triad/crd';
 import {
-  isFilter, isPicker, isPostScheduleHook, isScorer, type Filter, type Picker, type Plugin, type PostScheduleHook, type ProfileRole,
+  isFilter,
+  isPicker,
+  isPostScheduleHook,
+  isScorer,
+  type Filter,
+  type Picker,
+  type Plugin,
+  type PostScheduleHook,
+  type ProfileRole,
   type Scorer,
 } from '../framework/plugin';
 import type { PluginRegistry } from '../framework/registry';
@@ -97,7 +105,13 @@ export function loadSchedulerConfig(input: unknown, options: LoadConfigOptions):
   return {
     ok: true,
     loaded: {
-      config, topN: config.topN, explainLimit: config.explainLimit, profiles, plugins, pluginArgs, fingerprint: JSON.stringify(config),
+      config,
+      topN: config.topN,
+      explainLimit: config.explainLimit,
+      profiles,
+      plugins,
+      pluginArgs,
+      fingerprint: JSON.stringify(config),
     },
   };
 }
@@ -121,7 +135,12 @@ function instantiateDeclared(declared: readonly PluginConfig[], options: LoadCon
 }
 
 function instantiate(
-  name: string, type: string, args: unknown, options: LoadConfigOptions, path: string, reasons: string[],
+  name: string,
+  type: string,
+  args: unknown,
+  options: LoadConfigOptions,
+  path: string,
+  reasons: string[],
 ): Instance | undefined {
   const def = options.registry.get(type);
   if (!def) return undefined;
@@ -151,7 +170,11 @@ function profileFor(config: SchedulerConfig, role: ProfileRole): [ProfileConfig,
 }
 
 function loadProfile(
-  role: ProfileRole, profile: ProfileConfig, source: string, resolve: (name: string, path: string) => Plugin | undefined, reasons: string[],
+  role: ProfileRole,
+  profile: ProfileConfig,
+  source: string,
+  resolve: (name: string, path: string) => Plugin | undefined,
+  reasons: string[],
 ): LoadedProfile | undefined {
   const before = reasons.length;
   const slot = <T extends Plugin>(name: string, path: string, guard: (p: Plugin) => p is T, kind: string): T | undefined => {
@@ -180,5 +203,8 @@ function loadProfile(
 }
 
 function typeList(registry: PluginRegistry): string {
-  return registry.definitions().map((d) => d.type).join(', ');
+  return registry
+    .definitions()
+    .map((d) => d.type)
+    .join(', ');
 }

@@ -10,9 +10,11 @@ import type { LoadedSchedulerConfig } from './load-config';
 export function prefixHashOptionsOf(config: LoadedSchedulerConfig): PrefixHashOptions {
   for (const profile of Object.values(config.profiles)) {
     for (const { scorer } of profile.scorers) {
-      if (scorer instanceof PrefixCacheScorer) return {
-        blockSize: scorer.params.blockSizeToHash, maxBlocks: scorer.params.maxBlocksToMatch,
-      };
+      if (scorer instanceof PrefixCacheScorer)
+        return {
+          blockSize: scorer.params.blockSizeToHash,
+          maxBlocks: scorer.params.maxBlocksToMatch,
+        };
       if (scorer instanceof PrecisePrefixCacheScorer) {
         return { blockSize: scorer.fallback.params.blockSizeToHash, maxBlocks: scorer.fallback.params.maxBlocksToMatch };
       }

@@ -104,8 +104,7 @@ export const isPostScheduleHook = (p: Plugin): p is PostScheduleHook => typeof (
 export const isEndpointAware = (p: Plugin): p is Plugin & EndpointAware =>
   typeof (p as Partial<EndpointAware>).endpointRemoved === 'function';
 
-export const isAffinityLearner = (p: Plugin): p is Plugin & AffinityLearner =>
-  typeof (p as Partial<AffinityLearner>).learn === 'function';
+export const isAffinityLearner = (p: Plugin): p is Plugin & AffinityLearner => typeof (p as Partial<AffinityLearner>).learn === 'function';
 
 /** The slots a plugin type can fill, for docs and load-time checks. */
 export type PluginKind = 'filter' | 'scorer' | 'picker' | 'post-schedule';

@@ -18,14 +18,16 @@ export interface AggregatedPlanInput {
 }
 
 export type AggregatedPlan =
-  | { readonly ok: true; readonly attempts: Attempt[]; readonly chosen: Endpoint }
-  | Extract<ProfileRun, { ok: false }>;
+  { readonly ok: true; readonly attempts: Attempt[]; readonly chosen: Endpoint } | Extract<ProfileRun, { ok: false }>;
 
 /** Aggregated mode: the profile's picker orders the ready pods; the first topN are the failover list. */
 export function planAggregated(input: AggregatedPlanInput): AggregatedPlan {
   const { cycle, profile } = input;
   const run = runProfile(cycle, profile, input.pool.aggregated, input.slot, {
-    what: 'aggregated', exclude: input.exclude, recorder: input.recorder, timing: input.timing,
+    what: 'aggregated',
+    exclude: input.exclude,
+    recorder: input.recorder,
+    timing: input.timing,
   });
   if (!run.ok) return run;
   const order = timedPick(cycle, profile, { candidates: run.candidates, finals: run.finals, count: input.topN }, input.timing).order;

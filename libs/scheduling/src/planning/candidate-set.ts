@@ -49,17 +49,39 @@ export class CandidateSet implements Candidates {
     this.#cols = this.#own;
   }
 
-  get running(): Float64Array { return this.#cols.running; }
-  get waiting(): Float64Array { return this.#cols.waiting; }
-  get kvCacheUsage(): Float64Array { return this.#cols.kvCacheUsage; }
-  get ttftMs(): Float64Array { return this.#cols.ttftMs; }
-  get tpotMs(): Float64Array { return this.#cols.tpotMs; }
-  get latencyAt(): Float64Array { return this.#cols.latencyAt; }
-  get scrapedAt(): Float64Array { return this.#cols.scrapedAt; }
-  get stale(): Uint8Array { return this.#cols.stale; }
-  get keyHash(): Uint32Array { return this.#cols.keyHash; }
-  get observed(): ObservedLatency { return this.#tracker.latency; }
-  get backlog(): PrefillBacklog { return this.#tracker.backlog; }
+  get running(): Float64Array {
+    return this.#cols.running;
+  }
+  get waiting(): Float64Array {
+    return this.#cols.waiting;
+  }
+  get kvCacheUsage(): Float64Array {
+    return this.#cols.kvCacheUsage;
+  }
+  get ttftMs(): Float64Array {
+    return this.#cols.ttftMs;
+  }
+  get tpotMs(): Float64Array {
+    return this.#cols.tpotMs;
+  }
+  get latencyAt(): Float64Array {
+    return this.#cols.latencyAt;
+  }
+  get scrapedAt(): Float64Array {
+    return this.#cols.scrapedAt;
+  }
+  get stale(): Uint8Array {
+    return this.#cols.stale;
+  }
+  get keyHash(): Uint32Array {
+    return this.#cols.keyHash;
+  }
+  get observed(): ObservedLatency {
+    return this.#tracker.latency;
+  }
+  get backlog(): PrefillBacklog {
+    return this.#tracker.backlog;
+  }
 
   endpoint(i: number): IndexedEndpoint {
     return this.#endpoints[i] as IndexedEndpoint;

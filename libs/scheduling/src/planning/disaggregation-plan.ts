@@ -27,7 +27,11 @@ export interface Shortcuts {
  */
 export function shortcutsOf(spec: ModelServerSpec): Shortcuts {
   if (spec.inferenceEngine !== 'vLLM') {
-    return { localEncode: false, skipPrefill: false, why: `${spec.inferenceEngine} decode-only servers cannot prefill and its prefill calls its own encoders` };
+    return {
+      localEncode: false,
+      skipPrefill: false,
+      why: `${spec.inferenceEngine} decode-only servers cannot prefill and its prefill calls its own encoders`,
+    };
   }
   const kv = spec.kvConnector?.type;
   const relaysKv = kv === undefined ? spec.pipelineMode === 'epd' : kv !== 'http';
@@ -36,7 +40,9 @@ export function shortcutsOf(spec: ModelServerSpec): Shortcuts {
   const why = [
     relaysKv ? '' : `KV connector '${kv ?? 'http'}' does not say when a decode pod must prefill itself`,
     spec.pipelineMode === 'epd' && !localEncode ? 'a Mooncake EC consumer waits for pushes and never encodes itself' : '',
-  ].filter((s) => s !== '').join('; ');
+  ]
+    .filter((s) => s !== '')
+    .join('; ');
   return { localEncode, skipPrefill: relaysKv, why };
 }
 
@@ -83,7 +89,8 @@ export function planDisaggregation(input: DisaggregationInput): DisaggregationCh
   const { request, config, shortcuts, decode, prefill } = input;
   const c = config.costs;
   // The gateway's estimate counts text only: each media item adds its tokens.
-  const tokens = (request.inputTokens ?? request.prefixHashes.length * (input.blockChars / CHARS_PER_TOKEN)) +
+  const tokens =
+    (request.inputTokens ?? request.prefixHashes.length * (input.blockChars / CHARS_PER_TOKEN)) +
     request.mediaItems.length * c.mediaTokensPerItem;
   const prefillMs = (t: number): number => c.prefillOverheadMs + (Math.max(0, t) / 1000) * c.prefillMsPer1kTokens;
   const cachedTokens = (key: string): number => {
@@ -117,17 +124,26 @@ export function planDisaggregation(input: DisaggregationInput): DisaggregationCh
     else if (!shortcuts.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: the decode pods cannot prefill (${shortcuts.why})`);
     else if (!config.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: skipPrefill is off`);
     else if (dQueued > 0) reasons.push(`prefill on ${prefill.record.pod}: decode ${decode.record.pod} has ${dQueued} request(s) waiting`);
-    else if ((remote - local) <= config.decodeStallWeight * prefillMs(dUncached) * input.inflight(decode.key) && dUncached <= config.maxLocalPrefillTokens) {
-      reasons.push(`prefill on ${prefill.record.pod}: gaining ${round(remote - local)} ms is not worth holding back the ${input.inflight(decode.key)} ` +
-        `request(s) in flight on ${decode.record.pod} for ${round(prefillMs(dUncached))} ms (decodeStallWeight ${config.decodeStallWeight})`);
+    else if (
+      remote - local <= config.decodeStallWeight * prefillMs(dUncached) * input.inflight(decode.key) &&
+      dUncached <= config.maxLocalPrefillTokens
+    ) {
+      reasons.push(
+        `prefill on ${prefill.record.pod}: gaining ${round(remote - local)} ms is not worth holding back the ${input.inflight(decode.key)} ` +
+          `request(s) in flight on ${decode.record.pod} for ${round(prefillMs(dUncached))} ms (decodeStallWeight ${config.decodeStallWeight})`,
+      );
     } else if (dUncached > config.maxLocalPrefillTokens) {
-      reasons.push(`prefill on ${prefill.record.pod}: ${Math.round(dUncached)} uncached tokens on ${decode.record.pod} > maxLocalPrefillTokens ${config.maxLocalPrefillTokens}`);
+      reasons.push(
+        `prefill on ${prefill.record.pod}: ${Math.round(dUncached)} uncached tokens on ${decode.record.pod} > maxLocalPrefillTokens ${config.maxLocalPrefillTokens}`,
+      );
     } else if (local >= remote) {
       reasons.push(`prefill on ${prefill.record.pod}: predicted TTFT ${round(remote)} ms ≤ ${round(local)} ms on ${decode.record.pod}`);
     } else {
       out.prefill = 'local';
-      reasons.push(`prefill on decode ${decode.record.pod}: ${Math.round(dUncached)} uncached tokens, predicted TTFT ${round(local)} ms vs ` +
-        `${round(remote)} ms via ${prefill.record.pod} (${pWaiting} in flight, ${Math.round(pUncached)} uncached, KV transfer)`);
+      reasons.push(
+        `prefill on decode ${decode.record.pod}: ${Math.round(dUncached)} uncached tokens, predicted TTFT ${round(local)} ms vs ` +
+          `${round(remote)} ms via ${prefill.record.pod} (${pWaiting} in flight, ${Math.round(pUncached)} uncached, KV transfer)`,
+      );
     }
   }
 
@@ -156,8 +172,10 @@ export function planDisaggregation(input: DisaggregationInput): DisaggregationCh
       reasons.push(`encode on the encoders: predicted ${round(remote)} ms ≤ ${round(local)} ms on ${consumer.record.pod}`);
     } else {
       out.encode = 'local';
-      reasons.push(`encode on ${consumer.record.pod}: ${toEncode} of ${items.length} item(s) not cached there, predicted ${round(local)} ms vs ` +
-        `${round(remote)} ms on the encoders`);
+      reasons.push(
+        `encode on ${consumer.record.pod}: ${toEncode} of ${items.length} item(s) not cached there, predicted ${round(local)} ms vs ` +
+          `${round(remote)} ms on the encoders`,
+      );
     }
   }
   return { ...out, reason: reasons.join('; '), predictedTtftMs: predicted };

@@ -50,7 +50,10 @@ describe('per-request disaggregation', () => {
   it('explains every choice with the predicted TTFT of each option', () => {
     const long = decide(schedulerFor(nixlPd), { inputTokens: 4000, explain: true });
     expect(long.explanation?.disaggregation?.reason).toContain('4000 uncached tokens on d1 > maxLocalPrefillTokens 512');
-    expect(long.explanation?.disaggregation?.predictedTtftMs).toEqual({ 'remote-prefill': expect.any(Number), 'local-prefill': expect.any(Number) });
+    expect(long.explanation?.disaggregation?.predictedTtftMs).toEqual({
+      'remote-prefill': expect.any(Number),
+      'local-prefill': expect.any(Number),
+    });
     const short = decide(schedulerFor(nixlPd), { inputTokens: 100, explain: true });
     const t = short.explanation?.disaggregation?.predictedTtftMs ?? {};
     expect(t['local-prefill']).toBeLessThan(t['remote-prefill'] as number);
@@ -67,7 +70,13 @@ describe('per-request disaggregation', () => {
   });
 
   it('never gives a prefill to a decode pod with requests waiting; a prefill pod busy with a long prompt makes it worth it', () => {
-    const busyDecode = buildIndex([{ pod: 'd1', role: 'decode', group: 'g1', waiting: 2 }, { pod: 'p1', role: 'prefill', group: 'g1' }], [nixlPd]);
+    const busyDecode = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1', waiting: 2 },
+        { pod: 'p1', role: 'prefill', group: 'g1' },
+      ],
+      [nixlPd],
+    );
     const loaded = loadSchedulerConfig({}, { registry: createInTreeRegistry() });
     if (!loaded.ok) throw new Error(loaded.reasons.join('; '));
     const s = new Scheduler({ index: busyDecode, tracker: new InflightTracker(), config: loaded.loaded });
@@ -77,7 +86,14 @@ describe('per-request disaggregation', () => {
     // 1,000 uncached tokens exceed the bound on an idle prefill pod, not once p1 has a 30k-token prompt ahead.
     const tracker = new InflightTracker();
     const t = schedulerFor(nixlPd, { disaggregation: { maxLocalPrefillTokens: 2000 } }, tracker);
-    tracker.applyEvent('gw', { type: 'start', requestId: 'long', endpoint: keyOf('p1'), stage: 'prefill', at: TEST_NOW, inputTokens: 30_000 });
+    tracker.applyEvent('gw', {
+      type: 'start',
+      requestId: 'long',
+      endpoint: keyOf('p1'),
+      stage: 'prefill',
+      at: TEST_NOW,
+      inputTokens: 30_000,
+    });
     const busy = decide(t, { id: 'mid', inputTokens: 1000, explain: true });
     expect(busy.disaggregation?.prefill).toBe('local');
     expect(busy.explanation?.disaggregation?.predictedTtftMs?.['remote-prefill']).toBeGreaterThan(1500);
@@ -125,22 +141,35 @@ describe('per-request disaggregation', () => {
 
   it('never encodes locally with a Mooncake EC connector, large items or the switch off (the default)', () => {
     const mooncake = server('epd', { ecConnector: { type: 'mooncake', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } });
-    const pushed = decide(schedulerFor(mooncake, { disaggregation: { skipPrefill: false, localEncode: true } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
+    const pushed = decide(schedulerFor(mooncake, { disaggregation: { skipPrefill: false, localEncode: true } }), {
+      inputTokens: 1200,
+      mediaItems: images('u:a'),
+      explain: true,
+    });
     expect(pushed.encoders).toHaveLength(1);
     expect(pushed.explanation?.disaggregation?.reason).toContain('Mooncake EC consumer');
     const big = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false, localEncode: true } }), {
-      inputTokens: 1200, mediaItems: [{ index: 0, key: 'u:big', modality: 'image', bytes: 9_000_000 }], explain: true,
+      inputTokens: 1200,
+      mediaItems: [{ index: 0, key: 'u:big', modality: 'image', bytes: 9_000_000 }],
+      explain: true,
     });
     expect(big.encoders).toHaveLength(1);
     expect(big.explanation?.disaggregation?.reason).toContain('9000000 bytes > maxLocalEncodeBytes');
-    const off = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false } }), { inputTokens: 1200, mediaItems: images('u:a'), explain: true });
+    const off = decide(schedulerFor(server('epd'), { disaggregation: { skipPrefill: false } }), {
+      inputTokens: 1200,
+      mediaItems: images('u:a'),
+      explain: true,
+    });
     expect(off.encoders).toHaveLength(1);
     expect(off.explanation?.disaggregation?.reason).toContain('localEncode is off');
   });
 
   it('vLLM EPD: a short request that skips its prefill is encoded on the decode pod, with no encoder leg', () => {
     // 300 text tokens + 576 for the image.
-    const d = decide(schedulerFor(server('epd'), { disaggregation: { maxLocalPrefillTokens: 1024 } }), { inputTokens: 300, mediaItems: images('u:a') });
+    const d = decide(schedulerFor(server('epd'), { disaggregation: { maxLocalPrefillTokens: 1024 } }), {
+      inputTokens: 300,
+      mediaItems: images('u:a'),
+    });
     expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ pod: 'd1' }) }]);
     expect(d.encoders).toEqual([]);
     expect(d.disaggregation).toMatchObject({ prefill: 'local', encode: 'local' });

@@ -9,8 +9,7 @@ import type { ExplanationRecorder } from './explanation';
 import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export type EncoderPlan =
-  | { readonly ok: true; readonly choices: EncoderChoice[]; readonly chosen: Endpoint[] }
-  | Extract<ProfileRun, { ok: false }>;
+  { readonly ok: true; readonly choices: EncoderChoice[]; readonly chosen: Endpoint[] } | Extract<ProfileRun, { ok: false }>;
 
 export interface EncoderPlanInput {
   readonly cycle: Cycle;
@@ -37,12 +36,18 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
   const where = input.group === undefined ? '' : ` for PD group '${input.group}'`;
   if ((source instanceof EndpointList ? source.size : source.length) === 0) {
     return {
-      ok: false, code: ErrorCode.SchedNoEncoder,
+      ok: false,
+      code: ErrorCode.SchedNoEncoder,
       message: `no ready encode endpoint${where}, and the request has ${items.length} media item(s)`,
     };
   }
   const run = runProfile(cycle, profile, source, input.slot, {
-    what: 'encode', where, group: input.group, exclude: input.exclude, recorder: input.recorder, timing: input.timing,
+    what: 'encode',
+    where,
+    group: input.group,
+    exclude: input.exclude,
+    recorder: input.recorder,
+    timing: input.timing,
   });
   if (!run.ok) return run.code === ErrorCode.SchedNoCandidates ? { ...run, code: ErrorCode.SchedNoEncoder } : run;
   const set = run.candidates;
@@ -51,7 +56,11 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
   const chosen: Endpoint[] = [];
   for (const item of items) {
     const picked = timedPick(
-      cycle, profile, { candidates: set, finals: run.finals, count: input.topN, item, pending }, input.timing, input.group,
+      cycle,
+      profile,
+      { candidates: set, finals: run.finals, count: input.topN, item, pending },
+      input.timing,
+      input.group,
     );
     const first = picked.order[0] as number;
     pending[first] = (pending[first] as number) + 1;

@@ -56,8 +56,10 @@ export class ProfileTrace {
     const chosen = this.#chosen.map((k) => this.#entries.get(k)).filter((e): e is EndpointTrace => !!e);
     const chosenSet = new Set(this.#chosen);
     const rest = [...this.#entries.values()].filter((e) => !chosenSet.has(e.key));
-    rest.sort((a, b) => (a.filteredBy === undefined ? 0 : 1) - (b.filteredBy === undefined ? 0 : 1) || b.final - a.final ||
-        (a.key < b.key ? -1 : 1));
+    rest.sort(
+      (a, b) =>
+        (a.filteredBy === undefined ? 0 : 1) - (b.filteredBy === undefined ? 0 : 1) || b.final - a.final || (a.key < b.key ? -1 : 1),
+    );
     const out: Explanation['profiles'][number] = { profile: this.role, endpoints: [...chosen, ...rest].slice(0, limit) };
     if (this.group !== undefined) out.group = this.group;
     return out;

@@ -26,7 +26,13 @@ export type PairPlan =
   | { readonly ok: true; readonly attempts: Attempt[]; readonly decode: Endpoint; readonly prefill: Endpoint | undefined }
   | Extract<ProfileRun, { ok: false }>;
 
-function pickFrom(input: PairPlanInput, profile: LoadedProfile, run: Extract<ProfileRun, { ok: true }>, count: number, group?: string): number[] {
+function pickFrom(
+  input: PairPlanInput,
+  profile: LoadedProfile,
+  run: Extract<ProfileRun, { ok: true }>,
+  count: number,
+  group?: string,
+): number[] {
   return timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group).order;
 }
 
@@ -48,7 +54,12 @@ export function planPairs(input: PairPlanInput): PairPlan {
   let order = pickFrom(input, input.decodeProfile, decodes, input.topN);
   if (!input.withPrefill) {
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
-    return { ok: true, attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })), decode: decodeAt(order[0] as number), prefill: undefined };
+    return {
+      ok: true,
+      attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })),
+      decode: decodeAt(order[0] as number),
+      prefill: undefined,
+    };
   }
 
   // The ranked prefills per group (up to topN), computed once per group this request touches.
@@ -58,7 +69,12 @@ export function planPairs(input: PairPlanInput): PairPlan {
     if (group === undefined) return NONE;
     const known = rankedPrefills.get(group);
     if (known !== undefined) return known;
-    const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, { what: 'prefill', where: ` in PD group '${group}'`, group, ...common });
+    const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, {
+      what: 'prefill',
+      where: ` in PD group '${group}'`,
+      group,
+      ...common,
+    });
     let ranked: readonly IndexedEndpoint[] = NONE;
     if (run.ok) {
       ranked = pickFrom(input, input.prefillProfile, run, input.topN, group).map((i) => run.candidates.endpoint(i));
@@ -97,10 +113,12 @@ export function planPairs(input: PairPlanInput): PairPlan {
     order = pickFrom(input, input.decodeProfile, decodes, decodes.candidates.size);
     firstPass(order, seen);
   }
-  if (attempts.length < input.topN && first !== undefined) addRemainingPairs(attempts, decodeKeys, prefillsOf, decodeAt, order, input.topN, add);
+  if (attempts.length < input.topN && first !== undefined)
+    addRemainingPairs(attempts, decodeKeys, prefillsOf, decodeAt, order, input.topN, add);
   decodes.trace?.chose(decodeKeys);
   if (!first) {
-    const detail = whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
+    const detail =
+      whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
   return { ok: true, attempts, decode: first.decode, prefill: first.prefill };

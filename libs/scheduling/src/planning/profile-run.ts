@@ -58,7 +58,10 @@ export interface SchedulingObserver {
 export class Timing {
   sink: SchedulingPhaseSink | undefined = undefined;
 
-  constructor(readonly observer: SchedulingObserver, readonly clock: () => number) {}
+  constructor(
+    readonly observer: SchedulingObserver,
+    readonly clock: () => number,
+  ) {}
 
   /** Ends a plugin call that began at `start`: reports its duration to the observer and returns the end time. */
   pluginDone(plugin: string, kind: PluginKind, start: number): number {
@@ -70,8 +73,15 @@ export class Timing {
 
 /** A phase record (one object shape for every kind). */
 export function phase(
-  kind: SchedulingPhase['kind'], profile: ProfileRole, plugin: string | undefined, group: string | undefined,
-  candidatesIn: number | undefined, candidatesOut: number | undefined, start: number, end: number, item?: number,
+  kind: SchedulingPhase['kind'],
+  profile: ProfileRole,
+  plugin: string | undefined,
+  group: string | undefined,
+  candidatesIn: number | undefined,
+  candidatesOut: number | undefined,
+  start: number,
+  end: number,
+  item?: number,
   failure?: SchedulingPhase['failure'],
 ): SchedulingPhase {
   return { kind, profile, plugin, group, item, candidatesIn, candidatesOut, start, end, failure };
@@ -135,16 +145,24 @@ export function runProfile(cycle: Cycle, profile: LoadedProfile, source: Candida
   const start = timing.clock();
   const run = filterAndScore(cycle, profile, source, slot, opts, timing, sink);
   const end = timing.clock();
-  sink(run.ok
-    ? phase('plan', profile.role, undefined, opts.group, sizeOf(source), run.candidates.size, start, end)
-    : phase(
-      'plan', profile.role, undefined, opts.group, sizeOf(source), 0, start, end, undefined, { code: run.code, message: run.message },
-    ));
+  sink(
+    run.ok
+      ? phase('plan', profile.role, undefined, opts.group, sizeOf(source), run.candidates.size, start, end)
+      : phase('plan', profile.role, undefined, opts.group, sizeOf(source), 0, start, end, undefined, {
+          code: run.code,
+          message: run.message,
+        }),
+  );
   return run;
 }
 
 function filterAndScore(
-  cycle: Cycle, profile: LoadedProfile, source: CandidateSource, slot: ProfileSlot, opts: RunOptions, timing: Timing | undefined,
+  cycle: Cycle,
+  profile: LoadedProfile,
+  source: CandidateSource,
+  slot: ProfileSlot,
+  opts: RunOptions,
+  timing: Timing | undefined,
   sink: SchedulingPhaseSink | undefined,
 ): ProfileRun {
   cycle.role = profile.role;
@@ -164,9 +182,12 @@ function filterAndScore(
     trace?.filtered('exclude', set, keep);
     set.compact(keep);
     if (sink && timing) sink(phase('filter', profile.role, 'exclude', opts.group, before, set.size, t0, timing.clock()));
-    if (set.size === 0) return {
-      ok: false, code: ErrorCode.SchedNoCandidates, message: `every ready ${opts.what} endpoint${where} is excluded by the request`,
-    };
+    if (set.size === 0)
+      return {
+        ok: false,
+        code: ErrorCode.SchedNoCandidates,
+        message: `every ready ${opts.what} endpoint${where} is excluded by the request`,
+      };
   }
   const outliers = cycle.outliers;
   if (outliers !== undefined && outliers.size > 0 && cycle.maxEjectionPercent > 0) {
@@ -194,7 +215,9 @@ function filterAndScore(
     if (sink) sink(phase('filter', profile.role, f.name, opts.group, before, set.size, t0, t1));
     if (set.size === 0) {
       return {
-        ok: false, code: ErrorCode.SchedFilteredOut, message: `${opts.what} endpoints${where} have all been filtered out by "${f.name}"`,
+        ok: false,
+        code: ErrorCode.SchedFilteredOut,
+        message: `${opts.what} endpoints${where} have all been filtered out by "${f.name}"`,
       };
     }
   }
@@ -228,8 +251,8 @@ export function timedPick(cycle: Cycle, profile: LoadedProfile, input: PickInput
   const t0 = timing.clock();
   const picked = profile.picker.pick(cycle, input);
   const t1 = timing.pluginDone(profile.picker.name, 'picker', t0);
-  timing.sink?.(phase(
-    'picker', profile.role, profile.picker.name, group, input.candidates.size, picked.order.length, t0, t1, input.item?.index,
-  ));
+  timing.sink?.(
+    phase('picker', profile.role, profile.picker.name, group, input.candidates.size, picked.order.length, t0, t1, input.item?.index),
+  );
   return picked;
 }

@@ -77,12 +77,23 @@ export class IndexedEndpoint implements Endpoint {
     const prev = this.record;
     this.record = record;
     this.#copyHotFields(record);
-    if (prev.ip !== record.ip || prev.port !== record.port || prev.bootstrapPort !== record.bootstrapPort || prev.pod !== record.pod
-      || prev.dpSize !== record.dpSize || prev.ecControlAddresses?.join(',') !== record.ecControlAddresses?.join(',')) {
+    if (
+      prev.ip !== record.ip ||
+      prev.port !== record.port ||
+      prev.bootstrapPort !== record.bootstrapPort ||
+      prev.pod !== record.pod ||
+      prev.dpSize !== record.dpSize ||
+      prev.ecControlAddresses?.join(',') !== record.ecControlAddresses?.join(',')
+    ) {
       this.ref = toRef(this.key, record);
     }
-    return prev.role !== record.role || prev.group !== record.group || prev.ready !== record.ready
-      || prev.namespace !== record.namespace || prev.modelServer !== record.modelServer;
+    return (
+      prev.role !== record.role ||
+      prev.group !== record.group ||
+      prev.ready !== record.ready ||
+      prev.namespace !== record.namespace ||
+      prev.modelServer !== record.modelServer
+    );
   }
 
   #copyHotFields(r: EndpointRecord): void {

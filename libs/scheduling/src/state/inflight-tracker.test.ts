@@ -1,11 +1,19 @@
 import type { DispatchBatch, DispatchEvent } from '@triad/bus';
 import { InflightTracker } from './inflight-tracker';
 
-const ev = (
-  type: 'start' | 'finish', endpoint: string, requestId = 'r',
-): DispatchEvent => ({ type, requestId, endpoint, stage: 'decode', at: 0 });
+const ev = (type: 'start' | 'finish', endpoint: string, requestId = 'r'): DispatchEvent => ({
+  type,
+  requestId,
+  endpoint,
+  stage: 'decode',
+  at: 0,
+});
 const batch = (gateway: string, seq: number, events: DispatchEvent[], inflight?: Record<string, number>): DispatchBatch => ({
-  v: 1, gateway, seq, events, ...(inflight ? { inflight, snapshotIntervalMs: 1000 } : {}),
+  v: 1,
+  gateway,
+  seq,
+  events,
+  ...(inflight ? { inflight, snapshotIntervalMs: 1000 } : {}),
 });
 
 describe('InflightTracker', () => {

@@ -195,7 +195,8 @@ export class InflightTracker {
         this.#reserved.delete(ev.requestId);
         this.#add(r.endpoint, -1);
       }
-      if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode') this.backlog.open(gateway, leg, ev.endpoint, ev.at, ev.inputTokens);
+      if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
+        this.backlog.open(gateway, leg, ev.endpoint, ev.at, ev.inputTokens);
       return;
     }
     this.backlog.close(gateway, leg);

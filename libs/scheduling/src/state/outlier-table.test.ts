@@ -7,8 +7,17 @@ import { OutlierTable, ejectedPositions } from './outlier-table';
 
 function record(pod: string, stage: Stage, over: Partial<OutlierRecord> = {}): OutlierRecord {
   return {
-    schemaVersion: 1, endpoint: keyOf(pod), stage, state: 'ejected', ejectedAt: TEST_NOW - 1000, ejectedUntil: TEST_NOW + 10_000,
-    ejections: 1, reason: '5xx', failures: 5, by: 'gw-1', ...over,
+    schemaVersion: 1,
+    endpoint: keyOf(pod),
+    stage,
+    state: 'ejected',
+    ejectedAt: TEST_NOW - 1000,
+    ejectedUntil: TEST_NOW + 10_000,
+    ejections: 1,
+    reason: '5xx',
+    failures: 5,
+    by: 'gw-1',
+    ...over,
   };
 }
 
@@ -28,8 +37,10 @@ const podOf = (key: string): string => key.split('.')[2] as string;
 describe('OutlierTable and the ejection ceiling', () => {
   it('knows what is ejected now; an expired ejection (half-open) or a restored endpoint is not', () => {
     const t = tableOf(
-      record('a', 'aggregated'), record('b', 'aggregated', { ejectedUntil: TEST_NOW }),
-      record('c', 'aggregated', { state: 'healthy', ejectedUntil: 0 }), record('d', 'prefill'),
+      record('a', 'aggregated'),
+      record('b', 'aggregated', { ejectedUntil: TEST_NOW }),
+      record('c', 'aggregated', { state: 'healthy', ejectedUntil: 0 }),
+      record('d', 'prefill'),
     );
     expect(t.ejected(keyOf('a'), 'aggregated', TEST_NOW)?.reason).toBe('5xx');
     expect(t.ejected(keyOf('b'), 'aggregated', TEST_NOW)).toBeUndefined();
@@ -42,7 +53,8 @@ describe('OutlierTable and the ejection ceiling', () => {
 
   it('never ejects a whole pool, and honours the earliest ejections when over the ceiling', () => {
     const t = tableOf(
-      record('a', 'aggregated', { ejectedAt: TEST_NOW - 300 }), record('b', 'aggregated', { ejectedAt: TEST_NOW - 900 }),
+      record('a', 'aggregated', { ejectedAt: TEST_NOW - 300 }),
+      record('b', 'aggregated', { ejectedAt: TEST_NOW - 900 }),
       record('c', 'aggregated', { ejectedAt: TEST_NOW - 600 }),
     );
     const keys = ['a', 'b', 'c', 'd'].map((p) => keyOf(p));
@@ -56,7 +68,12 @@ describe('OutlierTable and the ejection ceiling', () => {
 });
 
 describe('Scheduler with shared outlier state', () => {
-  const aggregated = () => buildIndex([{ pod: 'a', kv: 0.0 }, { pod: 'b', kv: 0.5 }, { pod: 'c', kv: 0.9 }]);
+  const aggregated = () =>
+    buildIndex([
+      { pod: 'a', kv: 0.0 },
+      { pod: 'b', kv: 0.5 },
+      { pod: 'c', kv: 0.9 },
+    ]);
 
   function decide(s: Scheduler, req: Partial<SchedulingRequestInput> = {}): Decision {
     return ok(s.schedule(schedulingRequest(req), TEST_NOW));
@@ -72,7 +89,9 @@ describe('Scheduler with shared outlier state', () => {
 
   it('offers a half-open endpoint again, and ignores ejections from another stage', () => {
     const expired = new Scheduler({
-      index: aggregated(), tracker: new InflightTracker(), outliers: tableOf(record('a', 'aggregated', { ejectedUntil: TEST_NOW - 1 })),
+      index: aggregated(),
+      tracker: new InflightTracker(),
+      outliers: tableOf(record('a', 'aggregated', { ejectedUntil: TEST_NOW - 1 })),
     });
     expect(podOf(decide(expired).attempts[0]?.endpoint.key ?? '')).toBe('a');
     const otherStage = new Scheduler({ index: aggregated(), tracker: new InflightTracker(), outliers: tableOf(record('a', 'prefill')) });
@@ -81,28 +100,47 @@ describe('Scheduler with shared outlier state', () => {
 
   it('keeps the pool served when every endpoint is ejected (ceiling), and honours consecutiveErrors: 0 (off)', () => {
     const all = tableOf(
-      record('a', 'aggregated', { ejectedAt: TEST_NOW - 3 }), record('b', 'aggregated', { ejectedAt: TEST_NOW - 2 }),
+      record('a', 'aggregated', { ejectedAt: TEST_NOW - 3 }),
+      record('b', 'aggregated', { ejectedAt: TEST_NOW - 2 }),
       record('c', 'aggregated', { ejectedAt: TEST_NOW - 1 }),
     );
     const s = new Scheduler({ index: aggregated(), tracker: new InflightTracker(), outliers: all });
     // 50% of 3 is 1: only the earliest ejection (a) is honoured.
-    expect(decide(s).attempts.map((x) => podOf(x.endpoint.key)).sort()).toEqual(['b', 'c']);
+    expect(
+      decide(s)
+        .attempts.map((x) => podOf(x.endpoint.key))
+        .sort(),
+    ).toEqual(['b', 'c']);
     const off = modelServerRecord();
-    const offIndex = buildIndex([{ pod: 'a', kv: 0.0 }, { pod: 'b', kv: 0.5 }], [{
-      ...off, spec: { ...off.spec, trafficPolicy: { outlierDetection: { consecutiveErrors: 0 } } },
-    } as typeof off]);
+    const offIndex = buildIndex(
+      [
+        { pod: 'a', kv: 0.0 },
+        { pod: 'b', kv: 0.5 },
+      ],
+      [
+        {
+          ...off,
+          spec: { ...off.spec, trafficPolicy: { outlierDetection: { consecutiveErrors: 0 } } },
+        } as typeof off,
+      ],
+    );
     const noDetection = new Scheduler({ index: offIndex, tracker: new InflightTracker(), outliers: tableOf(record('a', 'aggregated')) });
     expect(podOf(decide(noDetection).attempts[0]?.endpoint.key ?? '')).toBe('a');
   });
 
   it('pd: an ejected prefill is left out of every pair', () => {
-    const index = buildIndex([
-      { pod: 'd1', role: 'decode', group: 'g1' },
-      { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
-      { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
-    ], [modelServerRecord({ mode: 'pd' })]);
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1' },
+        { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
+        { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
+      ],
+      [modelServerRecord({ mode: 'pd' })],
+    );
     const s = new Scheduler({
-      index, tracker: new InflightTracker(), outliers: tableOf(record('pa', 'prefill')),
+      index,
+      tracker: new InflightTracker(),
+      outliers: tableOf(record('pa', 'prefill')),
     });
     const d = decide(s);
     expect(d.attempts.map((x) => podOf(x.prefill?.key ?? ''))).toEqual(['pb']);

@@ -1,7 +1,8 @@
 import type { OutlierRecord, Stage } from '@triad/bus';
 
 /** A change of the outliers bucket, as the KV watch delivers it (structurally `KvChange<OutlierRecord>`). */
-export type OutlierChange = { readonly op: 'PUT'; readonly key: string; readonly value: OutlierRecord } | { readonly op: 'DEL'; readonly key: string };
+export type OutlierChange =
+  { readonly op: 'PUT'; readonly key: string; readonly value: OutlierRecord } | { readonly op: 'DEL'; readonly key: string };
 
 /**
  * The shared outlier state as one process sees it (fed from the outliers bucket): which endpoint is ejected from
@@ -62,7 +63,12 @@ export class OutlierTable {
  * to drop, or undefined when none.
  */
 export function ejectedPositions(
-  table: OutlierTable, stage: Stage, now: number, size: number, keyAt: (i: number) => string, maxEjectionPercent: number,
+  table: OutlierTable,
+  stage: Stage,
+  now: number,
+  size: number,
+  keyAt: (i: number) => string,
+  maxEjectionPercent: number,
 ): number[] | undefined {
   let ejected: { i: number; at: number; key: string }[] | undefined;
   for (let i = 0; i < size; i++) {

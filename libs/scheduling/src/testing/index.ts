@@ -1,7 +1,13 @@
 // Builders for tests of the scheduling lib and of its users (scheduler app, gateway fallback). Not for production.
 import {
-  EndpointRecordSchema, ModelServerRecordSchema, SchedulingRequestSchema, endpointKey,
-  type EndpointRecord, type ModelServerRecord, type SchedulingRequest, type SchedulingRequestInput,
+  EndpointRecordSchema,
+  ModelServerRecordSchema,
+  SchedulingRequestSchema,
+  endpointKey,
+  type EndpointRecord,
+  type ModelServerRecord,
+  type SchedulingRequest,
+  type SchedulingRequestInput,
 } from '@triad/bus';
 import type { PipelineMode } from '@triad/crd';
 import type { Candidates } from '../framework/candidates';
@@ -82,12 +88,15 @@ export interface ModelServerSpecInput {
 /** A ModelServer record in the given mode (pdGroup with groupKey `group` for pd/epd). */
 export function modelServerRecord(input: ModelServerSpecInput = {}): ModelServerRecord {
   const mode = input.mode ?? 'aggregated';
-  const pdGroup = mode === 'aggregated' ? undefined : {
-    groupKey: 'group',
-    decodeLabels: { role: 'decode' },
-    ...(input.prefill === false ? {} : { prefillLabels: { role: 'prefill' } }),
-    ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
-  };
+  const pdGroup =
+    mode === 'aggregated'
+      ? undefined
+      : {
+          groupKey: 'group',
+          decodeLabels: { role: 'decode' },
+          ...(input.prefill === false ? {} : { prefillLabels: { role: 'prefill' } }),
+          ...(mode === 'epd' ? { encodeLabels: { role: 'encode' } } : {}),
+        };
   return ModelServerRecordSchema.parse({
     schemaVersion: 1,
     namespace: input.namespace ?? 'default',
@@ -105,7 +114,8 @@ export function modelServerRecord(input: ModelServerSpecInput = {}): ModelServer
 
 /** An index holding `endpoints` (records or specs) and the ModelServer records. */
 export function buildIndex(
-  endpoints: readonly (EndpointSpec | EndpointRecord)[], modelServers: readonly ModelServerRecord[] = [modelServerRecord()],
+  endpoints: readonly (EndpointSpec | EndpointRecord)[],
+  modelServers: readonly ModelServerRecord[] = [modelServerRecord()],
 ): EndpointIndex {
   const index = new EndpointIndex();
   for (const ms of modelServers) index.applyModelServer({ op: 'PUT', value: ms });
@@ -131,11 +141,13 @@ export function pluginContext(opts: { request?: SchedulingRequest; now?: number 
 /** The endpoints of `pods` (default/ms) as the candidates of a profile run, in that order. */
 export function candidatesOf(index: EndpointIndex, pods: readonly string[], tracker: InflightTracker = new InflightTracker()): Candidates {
   const set = new CandidateSet(index, tracker);
-  set.reset(pods.map((p) => {
-    const e = index.getIndexed(keyOf(p));
-    if (!e) throw new Error(`no endpoint ${p}`);
-    return e;
-  }));
+  set.reset(
+    pods.map((p) => {
+      const e = index.getIndexed(keyOf(p));
+      if (!e) throw new Error(`no endpoint ${p}`);
+      return e;
+    }),
+  );
   return set;
 }
 
@@ -154,4 +166,3 @@ export function applyScorer(scorer: Scorer, ctx: CycleContext, candidates: Candi
   scorer.score(ctx, candidates, out);
   return [...out];
 }
-

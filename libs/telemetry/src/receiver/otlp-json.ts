@@ -1,6 +1,14 @@
 import {
-  completeSpan, int64Value, kindName, presentId, statusName,
-  type AttrMap, type AttrValue, type ReceivedEvent, type ReceivedLink, type ReceivedSpan,
+  completeSpan,
+  int64Value,
+  kindName,
+  presentId,
+  statusName,
+  type AttrMap,
+  type AttrValue,
+  type ReceivedEvent,
+  type ReceivedLink,
+  type ReceivedSpan,
 } from './span-model';
 
 // OTLP/JSON is the protobuf JSON mapping with lowerCamelCase keys, enums as numbers, int64 as strings (or
@@ -69,19 +77,30 @@ function span(v: unknown, resource: AttrMap, scope: ReceivedSpan['scope']): Rece
   const st = obj(s['status']);
   const message = str(st['message']);
   const events: ReceivedEvent[] = list(s['events']).map((e) => ({
-    name: str(obj(e)['name']), timeUnixNano: nanos(obj(e)['timeUnixNano']), attributes: attributes(obj(e)['attributes']),
+    name: str(obj(e)['name']),
+    timeUnixNano: nanos(obj(e)['timeUnixNano']),
+    attributes: attributes(obj(e)['attributes']),
   }));
   const links: ReceivedLink[] = list(s['links']).map((l) => ({
-    traceId: id(obj(l)['traceId'], 16), spanId: id(obj(l)['spanId'], 8), attributes: attributes(obj(l)['attributes']),
+    traceId: id(obj(l)['traceId'], 16),
+    spanId: id(obj(l)['spanId'], 8),
+    attributes: attributes(obj(l)['attributes']),
   }));
   return completeSpan({
-    traceId: id(s['traceId'], 16), spanId: id(s['spanId'], 8),
-    ...(parentSpanId ? { parentSpanId } : {}), ...(traceState ? { traceState } : {}),
-    name: str(s['name']), kind: kindName(s['kind']),
-    startTimeUnixNano: nanos(s['startTimeUnixNano']), endTimeUnixNano: nanos(s['endTimeUnixNano']),
-    attributes: attributes(s['attributes']), events, links,
+    traceId: id(s['traceId'], 16),
+    spanId: id(s['spanId'], 8),
+    ...(parentSpanId ? { parentSpanId } : {}),
+    ...(traceState ? { traceState } : {}),
+    name: str(s['name']),
+    kind: kindName(s['kind']),
+    startTimeUnixNano: nanos(s['startTimeUnixNano']),
+    endTimeUnixNano: nanos(s['endTimeUnixNano']),
+    attributes: attributes(s['attributes']),
+    events,
+    links,
     status: message ? { code: statusName(st['code']), message } : { code: statusName(st['code']) },
-    resource, scope,
+    resource,
+    scope,
   });
 }
 

@@ -1,7 +1,15 @@
 import { ProtoReader, toHex, WireType } from './protobuf-reader';
 import {
-  completeSpan, int64Value, kindName, presentId, statusName,
-  type AttrMap, type AttrValue, type ReceivedEvent, type ReceivedLink, type ReceivedSpan,
+  completeSpan,
+  int64Value,
+  kindName,
+  presentId,
+  statusName,
+  type AttrMap,
+  type AttrValue,
+  type ReceivedEvent,
+  type ReceivedLink,
+  type ReceivedSpan,
 } from './span-model';
 
 // Field numbers of the OTLP trace protocol (opentelemetry-proto, collector/trace/v1 and trace/v1, common/v1,
@@ -138,9 +146,20 @@ function span(r: ProtoReader, resource: AttrMap, scope: ReceivedSpan['scope']): 
   }
   const parentSpanId = presentId(parent);
   return completeSpan({
-    traceId, spanId, ...(parentSpanId ? { parentSpanId } : {}), ...(traceState ? { traceState } : {}),
-    name, kind: kindName(kind), startTimeUnixNano: start.toString(), endTimeUnixNano: end.toString(),
-    attributes, events, links, status: st, resource, scope,
+    traceId,
+    spanId,
+    ...(parentSpanId ? { parentSpanId } : {}),
+    ...(traceState ? { traceState } : {}),
+    name,
+    kind: kindName(kind),
+    startTimeUnixNano: start.toString(),
+    endTimeUnixNano: end.toString(),
+    attributes,
+    events,
+    links,
+    status: st,
+    resource,
+    scope,
   });
 }
 

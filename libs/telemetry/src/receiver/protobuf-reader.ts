@@ -114,11 +114,25 @@ export class ProtoReader {
   /** Skips a field of an unknown number, so newer OTLP fields never break decoding. */
   skip(wire: number): void {
     switch (wire) {
-      case WireType.Varint: this.uint64(); return;
-      case WireType.Fixed64: this.#need(8); this.#pos += 8; return;
-      case WireType.LengthDelimited: { const len = this.uint32(); this.#need(len); this.#pos += len; return; }
-      case WireType.Fixed32: this.#need(4); this.#pos += 4; return;
-      default: throw new Error(`protobuf: unsupported wire type ${wire} at byte ${this.#pos}`);
+      case WireType.Varint:
+        this.uint64();
+        return;
+      case WireType.Fixed64:
+        this.#need(8);
+        this.#pos += 8;
+        return;
+      case WireType.LengthDelimited: {
+        const len = this.uint32();
+        this.#need(len);
+        this.#pos += len;
+        return;
+      }
+      case WireType.Fixed32:
+        this.#need(4);
+        this.#pos += 4;
+        return;
+      default:
+        throw new Error(`protobuf: unsupported wire type ${wire} at byte ${this.#pos}`);
     }
   }
 }

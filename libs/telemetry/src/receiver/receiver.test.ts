@@ -34,14 +34,23 @@ async function post(url: string, format: Format, body: Uint8Array, gzip = false)
 function emitTrace(tracer: Tracer): string {
   const root = tracer.startSpan('POST /v1/chat/completions', { kind: SpanKind.SERVER }, ROOT_CONTEXT);
   const rootCtx = trace.setSpan(ROOT_CONTEXT, root);
-  const child = tracer.startSpan('encode', {
-    kind: SpanKind.CLIENT,
-    attributes: {
-      'gen_ai.request.model': 'qwen', 'server.port': 8000, 'triad.ratio': 0.25, 'triad.hit': true,
-      'triad.keys': ['a', 'b'], 'triad.counts': [1, 2, 3], 'triad.big': -42,
+  const child = tracer.startSpan(
+    'encode',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'gen_ai.request.model': 'qwen',
+        'server.port': 8000,
+        'triad.ratio': 0.25,
+        'triad.hit': true,
+        'triad.keys': ['a', 'b'],
+        'triad.counts': [1, 2, 3],
+        'triad.big': -42,
+      },
+      links: [{ context: root.spanContext(), attributes: { why: 'test' } }],
     },
-    links: [{ context: root.spanContext(), attributes: { why: 'test' } }],
-  }, rootCtx);
+    rootCtx,
+  );
   child.addEvent('first_token', { 'triad.attempt': 1 });
   child.setStatus({ code: SpanStatusCode.ERROR, message: 'engine answered 503' });
   child.end();
@@ -66,8 +75,13 @@ function expectDecoded(spans: ReceivedSpan[], traceId: string): void {
   expect(encode.parentSpanId).toBe(root.spanId);
   expect(encode.kind).toBe('CLIENT');
   expect(encode.attributes).toEqual({
-    'gen_ai.request.model': 'qwen', 'server.port': 8000, 'triad.ratio': 0.25, 'triad.hit': true,
-    'triad.keys': ['a', 'b'], 'triad.counts': [1, 2, 3], 'triad.big': -42,
+    'gen_ai.request.model': 'qwen',
+    'server.port': 8000,
+    'triad.ratio': 0.25,
+    'triad.hit': true,
+    'triad.keys': ['a', 'b'],
+    'triad.counts': [1, 2, 3],
+    'triad.big': -42,
   });
   expect(encode.events).toEqual([expect.objectContaining({ name: 'first_token', attributes: { 'triad.attempt': 1 } })]);
   expect(encode.links).toEqual([{ traceId, spanId: root.spanId, attributes: { why: 'test' } }]);
@@ -128,7 +142,10 @@ describe('OTLP receiver', () => {
     expect(treeShape(tree)).toEqual([
       {
         name: 'request',
-        children: [{ name: 'z-early', children: [{ name: 'grandchild', children: [] }] }, { name: 'b-late', children: [] }],
+        children: [
+          { name: 'z-early', children: [{ name: 'grandchild', children: [] }] },
+          { name: 'b-late', children: [] },
+        ],
       },
     ]);
     expect(treeShape(tree, undefined, { sorted: true })[0]!.children.map((c) => c.name)).toEqual(['b-late', 'z-early']);
@@ -150,12 +167,14 @@ describe('OTLP receiver', () => {
     const { body, traceId } = exportBody('protobuf', emitTrace);
     await post(receiver.tracesUrl, 'protobuf', body);
     await receiver.waitForSpans((s) => s.traceId === traceId, { count: 3 });
-    const list = (await (await fetch(`${receiver.url}/api/traces?limit=5`)).json()) as { traces: {
-      traceId: string;
-      rootName: string;
-      spanCount: number;
-      errors: number;
-    }[] };
+    const list = (await (await fetch(`${receiver.url}/api/traces?limit=5`)).json()) as {
+      traces: {
+        traceId: string;
+        rootName: string;
+        spanCount: number;
+        errors: number;
+      }[];
+    };
     expect(list.traces[0]).toEqual(expect.objectContaining({ traceId, rootName: 'POST /v1/chat/completions', spanCount: 3, errors: 1 }));
     const one = (await (await fetch(`${receiver.url}/api/traces/${traceId}`)).json()) as { spans: ReceivedSpan[] };
     expect(one.spans.map((s) => s.name).sort()).toEqual(['POST /v1/chat/completions', 'encode', 'route']);
@@ -181,10 +200,11 @@ describe('OTLP receiver', () => {
   it('rejects unsupported content types and undecodable bodies', async () => {
     const text = await fetch(receiver.tracesUrl, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
     expect(text.status).toBe(415);
-    const bad = await fetch(
-      receiver.tracesUrl,
-      { method: 'POST', headers: { 'content-type': 'application/x-protobuf' }, body: new Uint8Array([0x0a, 0x05, 0x01]) },
-    );
+    const bad = await fetch(receiver.tracesUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-protobuf' },
+      body: new Uint8Array([0x0a, 0x05, 0x01]),
+    });
     expect(bad.status).toBe(400);
     const json = await fetch(receiver.tracesUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
     expect(json.status).toBe(400);
@@ -192,7 +212,8 @@ describe('OTLP receiver', () => {
   });
 
   it('waitForSpans names what it waited for when it times out', async () => {
-    await expect(receiver.waitForSpans((s) => s.name === 'never', { timeoutMs: 50, what: 'a span named never' }))
-      .rejects.toThrow('a span named never');
+    await expect(receiver.waitForSpans((s) => s.name === 'never', { timeoutMs: 50, what: 'a span named never' })).rejects.toThrow(
+      'a span named never',
+    );
   });
 });

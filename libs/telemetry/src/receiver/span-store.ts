@@ -97,8 +97,12 @@ export class SpanStore {
         },
       };
       const timer = setTimeout(() => {
-        waiter.fail(new Error(`timed out after ${timeoutMs} ms waiting for ${count} span(s)${opts.what ? ` (${opts.what})` : ''}: `
-          + `${matched.length} matched of ${this.#spans.length} received`));
+        waiter.fail(
+          new Error(
+            `timed out after ${timeoutMs} ms waiting for ${count} span(s)${opts.what ? ` (${opts.what})` : ''}: ` +
+              `${matched.length} matched of ${this.#spans.length} received`,
+          ),
+        );
       }, timeoutMs);
       this.#waiters.add(waiter);
       waiter.check();

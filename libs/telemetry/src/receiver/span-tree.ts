@@ -26,8 +26,12 @@ export interface TraceSummary {
 }
 
 function byStart(a: SpanTreeNode, b: SpanTreeNode): number {
-  return a.span.startMs - b.span.startMs || a.span.endMs - b.span.endMs
-    || a.span.name.localeCompare(b.span.name) || a.span.spanId.localeCompare(b.span.spanId);
+  return (
+    a.span.startMs - b.span.startMs ||
+    a.span.endMs - b.span.endMs ||
+    a.span.name.localeCompare(b.span.name) ||
+    a.span.spanId.localeCompare(b.span.spanId)
+  );
 }
 
 /**

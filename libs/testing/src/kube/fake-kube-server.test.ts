@@ -5,10 +5,16 @@ import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from './ind
 const GROUP = 'example.com';
 const VERSION = 'v1';
 const pod = (name: string, labels: Record<string, string> = {}): KubeObject => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'default', labels }, status: { phase: 'Running' },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'default', labels },
+  status: { phase: 'Running' },
 });
 const widget = (name: string, size: number): KubeObject => ({
-  apiVersion: `${GROUP}/${VERSION}`, kind: 'Widget', metadata: { name, namespace: 'default' }, spec: { size },
+  apiVersion: `${GROUP}/${VERSION}`,
+  kind: 'Widget',
+  metadata: { name, namespace: 'default' },
+  spec: { size },
 });
 
 describe('fake Kubernetes API server', () => {
@@ -111,22 +117,35 @@ describe('fake Kubernetes API server', () => {
     server.apply(widget('w1', 1));
     const custom = kc.makeApiClient(k8s.CustomObjectsApi);
     const list = (await custom.listNamespacedCustomObject({
-      group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets',
+      group: GROUP,
+      version: VERSION,
+      namespace: 'default',
+      plural: 'widgets',
     })) as { items: KubeObject[] };
     expect(list.items.map((o) => o.metadata.name)).toEqual(['w1']);
     await custom.patchNamespacedCustomObjectStatus(
       {
-        group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets', name: 'w1',
+        group: GROUP,
+        version: VERSION,
+        namespace: 'default',
+        plural: 'widgets',
+        name: 'w1',
         body: { status: { conditions: [{ type: 'Accepted', status: 'True' }] } },
       },
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
     );
     await custom.patchNamespacedCustomObjectStatus({
-      group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets', name: 'w1',
+      group: GROUP,
+      version: VERSION,
+      namespace: 'default',
+      plural: 'widgets',
+      name: 'w1',
       body: [{ op: 'add', path: '/status/observed', value: 7 }],
     });
     expect(server.get(`${GROUP}/${VERSION}`, 'Widget', 'default', 'w1')).toMatchObject({
-      spec: { size: 1 }, status: { conditions: [{ type: 'Accepted', status: 'True' }], observed: 7 }, metadata: { generation: 1 },
+      spec: { size: 1 },
+      status: { conditions: [{ type: 'Accepted', status: 'True' }], observed: 7 },
+      metadata: { generation: 1 },
     });
     expect(server.patches.map((p) => [p.subresource, p.contentType, p.status])).toEqual([
       ['status', 'application/merge-patch+json', 200],
@@ -135,16 +154,18 @@ describe('fake Kubernetes API server', () => {
     // A spec change bumps the generation and keeps the status (status subresource semantics).
     server.apply(widget('w1', 2));
     expect(server.get(`${GROUP}/${VERSION}`, 'Widget', 'default', 'w1')).toMatchObject({
-      metadata: { generation: 2 }, status: { observed: 7 },
+      metadata: { generation: 2 },
+      status: { observed: 7 },
     });
   });
 
   it('answers a patch of a missing object with 404 and an injected failure with its status', async () => {
     const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    const patch = (name: string) => custom.patchNamespacedCustomObjectStatus(
-      { group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets', name, body: { status: {} } },
-      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-    );
+    const patch = (name: string) =>
+      custom.patchNamespacedCustomObjectStatus(
+        { group: GROUP, version: VERSION, namespace: 'default', plural: 'widgets', name, body: { status: {} } },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
     await expect(patch('nope')).rejects.toMatchObject({ code: 404 });
     server.failNext('patch', 1, 503);
     await expect(patch('w1')).rejects.toMatchObject({ code: 503 });
@@ -153,7 +174,12 @@ describe('fake Kubernetes API server', () => {
 
   it('a label-selector watch sees an object entering its selection as ADDED and leaving it as DELETED', async () => {
     const core = kc.makeApiClient(k8s.CoreV1Api);
-    const inf = k8s.makeInformer(kc, '/api/v1/namespaces/default/pods', () => core.listNamespacedPod({ namespace: 'default', labelSelector: 'tier=gold' }), 'tier=gold');
+    const inf = k8s.makeInformer(
+      kc,
+      '/api/v1/namespaces/default/pods',
+      () => core.listNamespacedPod({ namespace: 'default', labelSelector: 'tier=gold' }),
+      'tier=gold',
+    );
     informers.push(inf as k8s.Informer<k8s.KubernetesObject>);
     const seen: string[] = [];
     inf.on('add', (o) => seen.push(`add ${o.metadata?.name}`));
@@ -174,7 +200,9 @@ describe('fake Kubernetes API server', () => {
     try {
       pruning.apply(widget('w', 1));
       const res = await fetch(`${pruning.url}/apis/${GROUP}/${VERSION}/namespaces/default/widgets/w/status`, {
-        method: 'PATCH', headers: { 'content-type': 'application/merge-patch+json' }, body: JSON.stringify({ status: { conditions: [{ type: 'Accepted' }] } }),
+        method: 'PATCH',
+        headers: { 'content-type': 'application/merge-patch+json' },
+        body: JSON.stringify({ status: { conditions: [{ type: 'Accepted' }] } }),
       });
       expect(res.status).toBe(200);
       expect(pruning.get(`${GROUP}/${VERSION}`, 'Widget', 'default', 'w')?.status).toEqual({});

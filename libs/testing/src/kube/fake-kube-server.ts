@@ -161,7 +161,10 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
   };
 
   const handlePatch = async (r: Route, req: IncomingMessage, res: ServerResponse) => {
-    const contentType = String(req.headers['content-type'] ?? '').split(';')[0]?.trim() ?? '';
+    const contentType =
+      String(req.headers['content-type'] ?? '')
+        .split(';')[0]
+        ?.trim() ?? '';
     const text = await readBody(req);
     let body: unknown;
     try {
@@ -172,9 +175,16 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     }
     const name = r.name as string;
     const subresource = r.subresource === 'status' ? 'status' : undefined;
-    const record = (status: number) => patches.push({
-      collection: r.collection, namespace: r.namespace, name, subresource, contentType, body, status,
-    });
+    const record = (status: number) =>
+      patches.push({
+        collection: r.collection,
+        namespace: r.namespace,
+        name,
+        subresource,
+        contentType,
+        body,
+        status,
+      });
     const injected = takeFailure('patch', r.collection);
     if (injected !== undefined) {
       record(injected);
@@ -190,8 +200,8 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     let patched: KubeObject;
     try {
       if (contentType === 'application/json-patch+json') patched = applyJsonPatch(current, body as JsonPatchOperation[]) as KubeObject;
-      else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json') patched =
-        applyMergePatch(current, body) as KubeObject;
+      else if (contentType === 'application/merge-patch+json' || contentType === 'application/strategic-merge-patch+json')
+        patched = applyMergePatch(current, body) as KubeObject;
       else {
         record(415);
         sendJson(res, 415, statusBody(415, 'UnsupportedMediaType', `unsupported patch type ${contentType}`));
@@ -216,10 +226,17 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     const r = route(url.pathname);
     const method = req.method ?? 'GET';
     const isWatch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
-    const verb: RecordedRequest['verb'] = !r ? 'other'
-      : method === 'PATCH' ? 'patch'
-        : method !== 'GET' ? 'other'
-          : r.name ? 'get' : isWatch ? 'watch' : 'list';
+    const verb: RecordedRequest['verb'] = !r
+      ? 'other'
+      : method === 'PATCH'
+        ? 'patch'
+        : method !== 'GET'
+          ? 'other'
+          : r.name
+            ? 'get'
+            : isWatch
+              ? 'watch'
+              : 'list';
     requests.push({ method, path: url.pathname, query: Object.fromEntries(url.searchParams), verb });
     if (!r) {
       sendJson(res, 404, statusBody(404, 'NotFound', `no route for ${url.pathname}`));
@@ -273,10 +290,11 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     bookmark: () => {
       for (const w of watches) {
         const known = store.kindOf(w.collection);
-        writeEvent(
-          w, 'BOOKMARK',
-          { apiVersion: known?.apiVersion ?? 'v1', kind: known?.kind ?? '', metadata: { resourceVersion: String(store.resourceVersion) } },
-        );
+        writeEvent(w, 'BOOKMARK', {
+          apiVersion: known?.apiVersion ?? 'v1',
+          kind: known?.kind ?? '',
+          metadata: { resourceVersion: String(store.resourceVersion) },
+        });
       }
     },
     compact: () => store.compact(),
@@ -294,28 +312,30 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
       failures.push({ verb, remaining: count, status, collection });
     },
     openWatches: (collection) => [...watches].filter((w) => collection === undefined || w.collection === collection).length,
-    kubeconfigYaml: () => [
-      'apiVersion: v1',
-      'kind: Config',
-      'clusters:',
-      `- name: fake\n  cluster:\n    server: ${url}\n    insecure-skip-tls-verify: true`,
-      'users:',
-      '- name: fake\n  user:\n    token: fake-token',
-      'contexts:',
-      '- name: fake\n  context:\n    cluster: fake\n    user: fake',
-      'current-context: fake',
-      '',
-    ].join('\n'),
+    kubeconfigYaml: () =>
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        `- name: fake\n  cluster:\n    server: ${url}\n    insecure-skip-tls-verify: true`,
+        'users:',
+        '- name: fake\n  user:\n    token: fake-token',
+        'contexts:',
+        '- name: fake\n  context:\n    cluster: fake\n    user: fake',
+        'current-context: fake',
+        '',
+      ].join('\n'),
     kubeConfigOptions: () => ({
       clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
       users: [{ name: 'fake', token: 'fake-token' }],
       contexts: [{ name: 'fake', cluster: 'fake', user: 'fake' }],
       currentContext: 'fake',
     }),
-    close: () => new Promise<void>((resolve) => {
-      for (const w of [...watches]) endWatch(w);
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const w of [...watches]) endWatch(w);
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -1,6 +1,11 @@
 export { startFakeKubeServer } from './fake-kube-server';
 export type {
-  FakeKubeServer, FakeKubeServerOptions, FakeKubeConfigOptions, RecordedRequest, RecordedPatch, FailableVerb,
+  FakeKubeServer,
+  FakeKubeServerOptions,
+  FakeKubeConfigOptions,
+  RecordedRequest,
+  RecordedPatch,
+  FailableVerb,
 } from './fake-kube-server';
 export type { KubeObject, WatchEventType } from './object-store';
 export { applyMergePatch, applyJsonPatch } from './patch';

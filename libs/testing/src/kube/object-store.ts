@@ -90,8 +90,9 @@ export class ObjectStore {
 
   /** Events after `sinceRv` in one collection (optionally one namespace). */
   eventsSince(collection: string, sinceRv: number, namespace?: string): StoredEvent[] {
-    return this.#events.filter((e) => e.rv > sinceRv && e.collection === collection &&
-        (namespace === undefined || e.object.metadata.namespace === namespace));
+    return this.#events.filter(
+      (e) => e.rv > sinceRv && e.collection === collection && (namespace === undefined || e.object.metadata.namespace === namespace),
+    );
   }
 
   /**
@@ -148,7 +149,13 @@ export class ObjectStore {
     obj.metadata.resourceVersion = String(rv);
     this.#objects.set(id, obj);
     this.#kinds.set(collection, { apiVersion: obj.apiVersion, kind: obj.kind });
-    this.#record({ rv, type, collection, object: copy(obj), ...(type === 'MODIFIED' ? { previousLabels: copy(previousLabels ?? {}) } : {}) });
+    this.#record({
+      rv,
+      type,
+      collection,
+      object: copy(obj),
+      ...(type === 'MODIFIED' ? { previousLabels: copy(previousLabels ?? {}) } : {}),
+    });
     return copy(obj);
   }
 
@@ -173,12 +180,16 @@ export function selectedEvent(e: StoredEvent, selector: string | null): WatchEve
 /** Equality-based label selectors (`a=b,c!=d,e,!f`), which is what controllers send. */
 export function matchesSelector(labels: Record<string, string> | undefined, selector: string | null): boolean {
   if (!selector) return true;
-  return selector.split(',').map((s) => s.trim()).filter(Boolean).every((term) => {
-    const ne = term.indexOf('!=');
-    if (ne > 0) return labels?.[term.slice(0, ne)] !== term.slice(ne + 2);
-    const eq = term.indexOf('=');
-    if (eq > 0) return labels?.[term.slice(0, eq)] === term.slice(term[eq + 1] === '=' ? eq + 2 : eq + 1);
-    if (term.startsWith('!')) return labels?.[term.slice(1)] === undefined;
-    return labels?.[term] !== undefined;
-  });
+  return selector
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .every((term) => {
+      const ne = term.indexOf('!=');
+      if (ne > 0) return labels?.[term.slice(0, ne)] !== term.slice(ne + 2);
+      const eq = term.indexOf('=');
+      if (eq > 0) return labels?.[term.slice(0, eq)] === term.slice(term[eq + 1] === '=' ? eq + 2 : eq + 1);
+      if (term.startsWith('!')) return labels?.[term.slice(1)] === undefined;
+      return labels?.[term] !== undefined;
+    });
 }

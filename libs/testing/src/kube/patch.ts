@@ -26,7 +26,10 @@ export interface JsonPatchOperation {
 function pointer(path: string): string[] {
   if (path === '') return [];
   if (!path.startsWith('/')) throw new Error(`bad JSON pointer '${path}'`);
-  return path.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** RFC 6902 add/replace/remove/test. Throws (→ HTTP 422) when a path's parent is missing or a test fails. */

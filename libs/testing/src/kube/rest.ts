@@ -28,7 +28,13 @@ export function route(pathname: string): Route | undefined {
 }
 
 export const statusBody = (code: number, reason: string, message: string) => ({
-  kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code,
+  kind: 'Status',
+  apiVersion: 'v1',
+  metadata: {},
+  status: 'Failure',
+  message,
+  reason,
+  code,
 });
 
 export function sendJson(res: ServerResponse, code: number, body: unknown): void {

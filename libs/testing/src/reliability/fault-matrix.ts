@@ -28,7 +28,10 @@ export interface FaultableSim {
   setFault(fault: { mode: FaultModeName | 'ok' }): void;
   clearRequests(): void;
   requests(): readonly {
-    readonly method: string; readonly path: string; readonly headers: Readonly<Record<string, string | string[] | undefined>>; readonly body: unknown;
+    readonly method: string;
+    readonly path: string;
+    readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+    readonly body: unknown;
   }[];
 }
 
@@ -57,7 +60,13 @@ export interface MatrixStack {
   putServer(name: string, spec: Record<string, unknown>): Promise<void>;
   putRoute(name: string, spec: Record<string, unknown>): Promise<void>;
   /** Writes an endpoint record for `sim`; `extra` holds record fields such as `group`, `metrics`, `bootstrapPort`. */
-  putEndpoint(server: string, pod: string, role: 'encode' | 'prefill' | 'decode' | 'aggregated', sim: FaultableSim, extra: Record<string, unknown>): Promise<void>;
+  putEndpoint(
+    server: string,
+    pod: string,
+    role: 'encode' | 'prefill' | 'decode' | 'aggregated',
+    sim: FaultableSim,
+    extra: Record<string, unknown>,
+  ): Promise<void>;
   /** Resolves once the gateway serves `model`. */
   waitForModel(model: string): Promise<void>;
 }
@@ -77,13 +86,19 @@ const PORT = { port: 8000, protocol: 'http' };
 const TOPOLOGIES: Readonly<Record<TopologyName, TopologyDef>> = {
   'vllm-aggregated': { engine: 'vllm', stages: ['aggregated'], multimodal: false, spec: { inferenceEngine: 'vLLM' } },
   'vllm-pd': {
-    engine: 'vllm', stages: ['prefill', 'decode'], multimodal: false,
+    engine: 'vllm',
+    stages: ['prefill', 'decode'],
+    multimodal: false,
     spec: { inferenceEngine: 'vLLM', kvConnector: { type: 'nixl' } },
   },
   'vllm-epd': {
-    engine: 'vllm', stages: ['encode', 'prefill', 'decode'], multimodal: true,
+    engine: 'vllm',
+    stages: ['encode', 'prefill', 'decode'],
+    multimodal: true,
     spec: {
-      inferenceEngine: 'vLLM', pipelineMode: 'epd', kvConnector: { type: 'nixl' },
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
       ecConnector: { type: 'nixl', enableMmEmbeds: true },
     },
   },
@@ -111,7 +126,12 @@ export function stagesOf(topology: TopologyName): readonly StageName[] {
   return TOPOLOGIES[topology].stages;
 }
 
-const ROLE_OF_STAGE: Readonly<Record<StageName, SimRoleName>> = { encode: 'encode', prefill: 'prefill', decode: 'decode', aggregated: 'both' };
+const ROLE_OF_STAGE: Readonly<Record<StageName, SimRoleName>> = {
+  encode: 'encode',
+  prefill: 'prefill',
+  decode: 'decode',
+  aggregated: 'both',
+};
 
 /** The sims of one topology: two per stage; pod 0 is the one a scenario makes fail. */
 export interface DeployedTopology {
@@ -125,11 +145,16 @@ export async function deployTopology(stack: MatrixStack, topology: TopologyName,
   const sims: Partial<Record<StageName, readonly [FaultableSim, FaultableSim]>> = {};
   let octet = 1;
   for (const stage of def.stages) {
-    const start = () => stack.startSim({
-      engine: def.engine, role: ROLE_OF_STAGE[stage], host: `${hostPrefix}.${octet++}`, model: MATRIX_MODEL, latencyProfile: 'zero',
-      ...(def.multimodal ? { ecConnector: 'nixl' as const, enableMmEmbeds: stage !== 'encode' } : {}),
-      ...(def.engine === 'sglang' && stage === 'prefill' ? { bootstrapPort: 0 } : {}),
-    });
+    const start = () =>
+      stack.startSim({
+        engine: def.engine,
+        role: ROLE_OF_STAGE[stage],
+        host: `${hostPrefix}.${octet++}`,
+        model: MATRIX_MODEL,
+        latencyProfile: 'zero',
+        ...(def.multimodal ? { ecConnector: 'nixl' as const, enableMmEmbeds: stage !== 'encode' } : {}),
+        ...(def.engine === 'sglang' && stage === 'prefill' ? { bootstrapPort: 0 } : {}),
+      });
     sims[stage] = [await start(), await start()];
   }
   return { name: topology, sims };
@@ -206,8 +231,13 @@ let serverCounter = 0;
 
 function policyOf(s: FaultScenario, o: ScenarioOptions): Record<string, unknown> {
   const timeout = o.stageTimeout ?? '1s';
-  if (s.policy === 'no-retries') return { timeout, retry: { attempts: 0, retryInterval: '1ms' }, outlierDetection: { consecutiveErrors: 0 } };
-  return { timeout, retry: { attempts: 3, retryInterval: '1ms' }, outlierDetection: { consecutiveErrors: o.consecutiveErrors ?? 5, baseEjectionTime: '60s' } };
+  if (s.policy === 'no-retries')
+    return { timeout, retry: { attempts: 0, retryInterval: '1ms' }, outlierDetection: { consecutiveErrors: 0 } };
+  return {
+    timeout,
+    retry: { attempts: 3, retryInterval: '1ms' },
+    outlierDetection: { consecutiveErrors: o.consecutiveErrors ?? 5, baseEjectionTime: '60s' },
+  };
 }
 
 /** Writes a ModelServer and route of its own for the scenario (fresh outlier state), over the topology's sims. */
@@ -220,15 +250,23 @@ function deployScenarioServer(stack: MatrixStack, topo: DeployedTopology, s: Fau
  * defaults); resolves once the gateway serves it. Returns the model name.
  */
 export async function deployServer(
-  stack: MatrixStack, topo: DeployedTopology, name: string, trafficPolicy?: Record<string, unknown>,
+  stack: MatrixStack,
+  topo: DeployedTopology,
+  name: string,
+  trafficPolicy?: Record<string, unknown>,
 ): Promise<string> {
   const def = TOPOLOGIES[topo.name];
   const pd = def.stages.length > 1;
-  const pdGroup = !pd ? undefined : def.multimodal
-    ? { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } }
-    : { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } };
+  const pdGroup = !pd
+    ? undefined
+    : def.multimodal
+      ? { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } }
+      : { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } };
   await stack.putServer(name, {
-    model: MATRIX_MODEL, workloadPort: PORT, ...def.spec, ...(trafficPolicy !== undefined ? { trafficPolicy } : {}),
+    model: MATRIX_MODEL,
+    workloadPort: PORT,
+    ...def.spec,
+    ...(trafficPolicy !== undefined ? { trafficPolicy } : {}),
     workloadSelector: { matchLabels: { app: name }, ...(pdGroup ? { pdGroup } : {}) },
   });
   await stack.putRoute(name, { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] });
@@ -239,7 +277,9 @@ export async function deployServer(
       // Pod 0 looks the better one by load, so the scheduler keeps choosing it until it is ejected.
       const metrics = { running: 0, waiting: 0, kvCacheUsage: i === 0 ? 0 : 0.3, scrapedAt: now, stale: false };
       await stack.putEndpoint(name, `${stage}-${i}`, stage === 'aggregated' ? 'aggregated' : stage, sim, {
-        metrics, ...(pd ? { group: 'g1' } : {}), ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
+        metrics,
+        ...(pd ? { group: 'g1' } : {}),
+        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
       });
     }
   }
@@ -266,10 +306,10 @@ function requestBody(model: string, topo: TopologyName, i: number, stream: boole
   const text = `reliability ${model}, request ${i}: ${words.join(' ')}`;
   const content = TOPOLOGIES[topo].multimodal
     ? [
-      { type: 'text', text },
-      { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}a.png` } },
-      { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}b.png` } },
-    ]
+        { type: 'text', text },
+        { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}a.png` } },
+        { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}b.png` } },
+      ]
     : text;
   return JSON.stringify({ model, max_tokens: 4, stream, messages: [{ role: 'user', content }] });
 }
@@ -278,7 +318,10 @@ function requestBody(model: string, topo: TopologyName, i: number, stream: boole
 async function sendOne(url: string, body: string, id: string, stream: boolean, timeoutMs: number): Promise<string | undefined> {
   try {
     const res = await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'x-request-id': id }, body, signal: AbortSignal.timeout(timeoutMs),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-request-id': id },
+      body,
+      signal: AbortSignal.timeout(timeoutMs),
     });
     const text = await res.text();
     if (res.status !== 200) return `status ${res.status}`;
@@ -296,7 +339,8 @@ async function sendOne(url: string, body: string, id: string, stream: boolean, t
 async function retriesTotal(metricsUrl: string): Promise<number> {
   const text = await (await fetch(metricsUrl)).text();
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith('triad_gateway_retries_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith('triad_gateway_retries_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 
@@ -316,11 +360,16 @@ function requestIdOf(r: { headers: Readonly<Record<string, string | string[] | u
 
 /** Runs one scenario against a deployed topology and counts what happened. */
 export async function runFaultScenario(
-  stack: MatrixStack, topo: DeployedTopology, scenario: FaultScenario, options: ScenarioOptions,
+  stack: MatrixStack,
+  topo: DeployedTopology,
+  scenario: FaultScenario,
+  options: ScenarioOptions,
 ): Promise<ScenarioResult> {
   if (topo.name !== scenario.topology) throw new Error(`scenario for ${scenario.topology} run on ${topo.name}`);
   const model = await deployScenarioServer(stack, topo, scenario, options);
-  const all = Object.entries(topo.sims).flatMap(([stage, pair]) => (pair ?? []).map((sim, i) => ({ stage: stage as StageName, sim, faulty: i === 0 && stage === scenario.stage })));
+  const all = Object.entries(topo.sims).flatMap(([stage, pair]) =>
+    (pair ?? []).map((sim, i) => ({ stage: stage as StageName, sim, faulty: i === 0 && stage === scenario.stage })),
+  );
   for (const { sim } of all) {
     sim.setFault({ mode: 'ok' });
     sim.clearRequests();
@@ -338,7 +387,11 @@ export async function runFaultScenario(
       const i = next++;
       const stream = streams(scenario, i);
       const why = await sendOne(
-        stack.gatewayUrl, requestBody(model, scenario.topology, i, stream), `${prefix}${i}`, stream, options.clientTimeoutMs ?? 30_000,
+        stack.gatewayUrl,
+        requestBody(model, scenario.topology, i, stream),
+        `${prefix}${i}`,
+        stream,
+        options.clientTimeoutMs ?? 30_000,
       );
       if (why !== undefined) {
         failed++;
@@ -386,12 +439,24 @@ export async function runFaultScenario(
   let rerunLegs = 0;
   for (const n of healthyLegs.values()) rerunLegs += n - 1;
   return {
-    scenario, sent: options.requests, failed, failures, duplicated: duplicatedIds.size, rerunLegs, releaseLegs, retries, faultyLegs,
+    scenario,
+    sent: options.requests,
+    failed,
+    failures,
+    duplicated: duplicatedIds.size,
+    rerunLegs,
+    releaseLegs,
+    retries,
+    faultyLegs,
     servedByHealthy: servedByHealthy.size,
   };
 }
 
 /** Every (stage, fault) scenario of a topology with the given policy. */
-export function scenariosOf(topology: TopologyName, policy: FaultScenario['policy'], faults: readonly FaultModeName[] = FAULT_MODES): FaultScenario[] {
+export function scenariosOf(
+  topology: TopologyName,
+  policy: FaultScenario['policy'],
+  faults: readonly FaultModeName[] = FAULT_MODES,
+): FaultScenario[] {
   return stagesOf(topology).flatMap((stage) => faults.map((fault) => ({ topology, stage, fault, policy })));
 }

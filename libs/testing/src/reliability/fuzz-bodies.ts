@@ -28,8 +28,24 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Container = Json[] | { [key: string]: Json };
 
 const UNICODE = [
-  '\u0000', '\ud83d\ude00', '\u202e', '\u200b\u200d', '\ufeff', 'Ω≈ç√∫', '𝕋𝕣𝕚𝕒𝕕', 'ｆｕｌｌｗｉｄｔｈ', '\ud800', '\udfff', '\u0085\u2028\u2029',
-  'e\u0301', '\\', '"', '</script>', '%00', '{{7*7}}', '${jndi:x}',
+  '\u0000',
+  '\ud83d\ude00',
+  '\u202e',
+  '\u200b\u200d',
+  '\ufeff',
+  'Ω≈ç√∫',
+  '𝕋𝕣𝕚𝕒𝕕',
+  'ｆｕｌｌｗｉｄｔｈ',
+  '\ud800',
+  '\udfff',
+  '\u0085\u2028\u2029',
+  'e\u0301',
+  '\\',
+  '"',
+  '</script>',
+  '%00',
+  '{{7*7}}',
+  '${jndi:x}',
 ];
 
 /**
@@ -50,22 +66,38 @@ function expandNesting(text: string): string {
 /** A value of a random wrong or extreme kind. */
 function oddValue(rng: SeededRandom): Json {
   switch (rng.int(16)) {
-    case 0: return null;
-    case 1: return rng.chance(0.5);
-    case 2: return rng.pick([0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, 4294967296, Number.MIN_VALUE]);
-    case 3: return '';
-    case 4: return rng.pick(UNICODE).repeat(1 + rng.int(64));
-    case 5: return 'x'.repeat(rng.pick([1024, 65_536, 300_000, 11 * 1024 * 1024]));
-    case 6: return [];
-    case 7: return {};
-    case 8: return nested(rng.pick([10, 63, 65, 200]), 'deep', rng.chance(0.5));
-    case 9: return Array.from({ length: rng.pick([100, 2000]) }, (_, i) => i);
-    case 10: return { role: 'user', content: 'nested message' };
-    case 11: return [{ type: 'text', text: 'a part' }];
-    case 12: return rng.pick(['NaN', 'Infinity', '-0', '1e999', 'true', 'null']);
-    case 13: return JSON.parse('{"__proto__":{"polluted":1},"constructor":{"prototype":1}}') as Json;
-    case 14: return rng.pick(UNICODE);
-    default: return -rng.int(1000);
+    case 0:
+      return null;
+    case 1:
+      return rng.chance(0.5);
+    case 2:
+      return rng.pick([0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, 4294967296, Number.MIN_VALUE]);
+    case 3:
+      return '';
+    case 4:
+      return rng.pick(UNICODE).repeat(1 + rng.int(64));
+    case 5:
+      return 'x'.repeat(rng.pick([1024, 65_536, 300_000, 11 * 1024 * 1024]));
+    case 6:
+      return [];
+    case 7:
+      return {};
+    case 8:
+      return nested(rng.pick([10, 63, 65, 200]), 'deep', rng.chance(0.5));
+    case 9:
+      return Array.from({ length: rng.pick([100, 2000]) }, (_, i) => i);
+    case 10:
+      return { role: 'user', content: 'nested message' };
+    case 11:
+      return [{ type: 'text', text: 'a part' }];
+    case 12:
+      return rng.pick(['NaN', 'Infinity', '-0', '1e999', 'true', 'null']);
+    case 13:
+      return JSON.parse('{"__proto__":{"polluted":1},"constructor":{"prototype":1}}') as Json;
+    case 14:
+      return rng.pick(UNICODE);
+    default:
+      return -rng.int(1000);
   }
 }
 
@@ -74,20 +106,34 @@ const IMAGE_PNG = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAA
 /** A media part, valid or broken in one of the ways clients break them. */
 function mediaPart(rng: SeededRandom): Json {
   switch (rng.int(14)) {
-    case 0: return { type: 'image_url', image_url: { url: `https://example.com/${rng.int(1e6)}.png` } };
-    case 1: return { type: 'image_url', image_url: { url: IMAGE_PNG } };
-    case 2: return { type: 'image_url' };
-    case 3: return { type: 'image_url', image_url: oddValue(rng) };
-    case 4: return { type: 'image_url', image_url: { url: oddValue(rng) } };
-    case 5: return { type: 'image_url', image_url: { url: 'data:image/png;base64,!!!not-base64!!!' } };
-    case 6: return { type: 'image_url', image_url: { url: 'data:;base64,' } };
-    case 7: return { type: 'input_audio', input_audio: { data: 'AAAA', format: rng.pick(['wav', 'mp3', 'ogg', '']) } };
-    case 8: return { type: 'audio_url', audio_url: { url: 'https://example.com/a.wav' } };
-    case 9: return { type: 'video_url', video_url: { url: oddValue(rng) } };
-    case 10: return { type: rng.pick(['image', 'file', 'IMAGE_URL', '', 'text ']), image_url: { url: 'https://example.com/x.png' } };
-    case 11: return { type: 'text' };
-    case 12: return { type: 'text', text: oddValue(rng) };
-    default: return { type: 'image_url', image_url: { url: `https://example.com/${rng.int(1e6)}.png`, detail: oddValue(rng) } };
+    case 0:
+      return { type: 'image_url', image_url: { url: `https://example.com/${rng.int(1e6)}.png` } };
+    case 1:
+      return { type: 'image_url', image_url: { url: IMAGE_PNG } };
+    case 2:
+      return { type: 'image_url' };
+    case 3:
+      return { type: 'image_url', image_url: oddValue(rng) };
+    case 4:
+      return { type: 'image_url', image_url: { url: oddValue(rng) } };
+    case 5:
+      return { type: 'image_url', image_url: { url: 'data:image/png;base64,!!!not-base64!!!' } };
+    case 6:
+      return { type: 'image_url', image_url: { url: 'data:;base64,' } };
+    case 7:
+      return { type: 'input_audio', input_audio: { data: 'AAAA', format: rng.pick(['wav', 'mp3', 'ogg', '']) } };
+    case 8:
+      return { type: 'audio_url', audio_url: { url: 'https://example.com/a.wav' } };
+    case 9:
+      return { type: 'video_url', video_url: { url: oddValue(rng) } };
+    case 10:
+      return { type: rng.pick(['image', 'file', 'IMAGE_URL', '', 'text ']), image_url: { url: 'https://example.com/x.png' } };
+    case 11:
+      return { type: 'text' };
+    case 12:
+      return { type: 'text', text: oddValue(rng) };
+    default:
+      return { type: 'image_url', image_url: { url: `https://example.com/${rng.int(1e6)}.png`, detail: oddValue(rng) } };
   }
 }
 
@@ -99,7 +145,9 @@ function validBody(rng: SeededRandom, opts: FuzzOptions): { path: FuzzCase['path
   const multimodal = opts.multimodalModels?.includes(model) === true;
   const content: Json = multimodal
     ? [{ type: 'text', text: 'describe' }, ...Array.from({ length: 1 + rng.int(3) }, () => mediaPart(rng))]
-    : rng.chance(0.5) ? `hello ${rng.int(1e6)}` : [{ type: 'text', text: `hello ${rng.int(1e6)}` }];
+    : rng.chance(0.5)
+      ? `hello ${rng.int(1e6)}`
+      : [{ type: 'text', text: `hello ${rng.int(1e6)}` }];
   const messages: Json[] = [{ role: 'user', content }];
   if (rng.chance(0.3)) messages.unshift({ role: 'system', content: 'be brief' });
   if (rng.chance(0.2)) messages.push({ role: 'assistant', content: 'ok' }, { role: 'user', content: 'again' });
@@ -135,11 +183,20 @@ function removeAt(parent: Container, key: string | number): void {
 }
 
 const EXTRA_FIELDS: readonly [string, () => Json][] = [
-  ['n', () => 1000], ['kv_transfer_params', () => ({ do_remote_prefill: true, remote_host: '10.0.0.1' })],
-  ['bootstrap_room', () => 2 ** 63], ['bootstrap_host', () => '169.254.169.254'], ['routed_dp_rank', () => 99],
-  ['ec_transfer_params', () => ({ x: 1 })], ['lora_name', () => '../../etc/passwd'], ['logprobs', () => true],
-  ['top_logprobs', () => 1000], ['tools', () => [{ type: 'function' }]], ['response_format', () => ({ type: 'json_schema' })],
-  ['max_completion_tokens', () => -5], ['stop', () => Array.from({ length: 100 }, () => 'x')], ['seed', () => 2 ** 70],
+  ['n', () => 1000],
+  ['kv_transfer_params', () => ({ do_remote_prefill: true, remote_host: '10.0.0.1' })],
+  ['bootstrap_room', () => 2 ** 63],
+  ['bootstrap_host', () => '169.254.169.254'],
+  ['routed_dp_rank', () => 99],
+  ['ec_transfer_params', () => ({ x: 1 })],
+  ['lora_name', () => '../../etc/passwd'],
+  ['logprobs', () => true],
+  ['top_logprobs', () => 1000],
+  ['tools', () => [{ type: 'function' }]],
+  ['response_format', () => ({ type: 'json_schema' })],
+  ['max_completion_tokens', () => -5],
+  ['stop', () => Array.from({ length: 100 }, () => 'x')],
+  ['seed', () => 2 ** 70],
 ];
 
 /** One mutation of the parsed body; returns its description. */
@@ -175,8 +232,10 @@ function mutateTree(rng: SeededRandom, body: { [key: string]: Json }): string {
       // Fresh objects for every message: a later mutation that replaces a field of a shared one (with an 11 MiB
       // string, say) would repeat it in every message that shares it.
       const parts: (() => Json)[] = [
-        () => ({ type: 'image_url', image_url: { url: 'https://example.com/1.png' } }), () => ({ type: 'image_url' }),
-        () => ({ type: 'text', text: 'x' }), () => ({ type: 'audio_url', audio_url: { url: 7 } }),
+        () => ({ type: 'image_url', image_url: { url: 'https://example.com/1.png' } }),
+        () => ({ type: 'image_url' }),
+        () => ({ type: 'text', text: 'x' }),
+        () => ({ type: 'audio_url', audio_url: { url: 7 } }),
       ];
       for (let i = 0; i < n; i++) messages.push({ role: rng.pick(['user', 'assistant']), content: [rng.pick(parts)()] });
       return `${n} media parts`;
@@ -215,19 +274,27 @@ function mutateText(rng: SeededRandom, text: string): { bytes: Buffer; what: str
       const cut = rng.int(text.length);
       return { bytes: Buffer.from(text.slice(0, cut)), what: `truncated at ${cut}` };
     }
-    case 1: return { bytes: Buffer.from(`\ufeff${text}`), what: 'BOM' };
-    case 2: return { bytes: Buffer.from(text.replace(/}$/, ',}')), what: 'trailing comma' };
-    case 3: return { bytes: Buffer.from(text.replace(/"/g, "'")), what: 'single quotes' };
-    case 4: return { bytes: Buffer.from(text.replace(/^\{/, '{"model":"a","model":{"x":1},')), what: 'duplicate keys' };
+    case 1:
+      return { bytes: Buffer.from(`\ufeff${text}`), what: 'BOM' };
+    case 2:
+      return { bytes: Buffer.from(text.replace(/}$/, ',}')), what: 'trailing comma' };
+    case 3:
+      return { bytes: Buffer.from(text.replace(/"/g, "'")), what: 'single quotes' };
+    case 4:
+      return { bytes: Buffer.from(text.replace(/^\{/, '{"model":"a","model":{"x":1},')), what: 'duplicate keys' };
     case 5: {
       const at = rng.int(text.length);
       const junk = Buffer.from(Array.from({ length: 1 + rng.int(8) }, () => rng.int(256)));
       return { bytes: Buffer.concat([Buffer.from(text.slice(0, at)), junk, Buffer.from(text.slice(at))]), what: `bytes at ${at}` };
     }
-    case 6: return { bytes: Buffer.from(rng.pick(['', ' ', 'null', '[]', '"str"', '42', 'true', '{}', '[{}]', '{"a":'])), what: 'not an object' };
-    case 7: return { bytes: Buffer.from(`${text}${text}`), what: 'two documents' };
-    case 8: return { bytes: Buffer.from(text, 'utf16le'), what: 'UTF-16' };
-    default: return { bytes: Buffer.from(`${'['.repeat(50_000)}${']'.repeat(50_000)}`), what: '50k brackets' };
+    case 6:
+      return { bytes: Buffer.from(rng.pick(['', ' ', 'null', '[]', '"str"', '42', 'true', '{}', '[{}]', '{"a":'])), what: 'not an object' };
+    case 7:
+      return { bytes: Buffer.from(`${text}${text}`), what: 'two documents' };
+    case 8:
+      return { bytes: Buffer.from(text, 'utf16le'), what: 'UTF-16' };
+    default:
+      return { bytes: Buffer.from(`${'['.repeat(50_000)}${']'.repeat(50_000)}`), what: '50k brackets' };
   }
 }
 
@@ -248,7 +315,9 @@ export function fuzzCase(seed: number, index: number, opts: FuzzOptions): FuzzCa
     bytes = m.bytes;
     mutations.push(m.what);
   }
-  const contentType = rng.chance(0.9) ? 'application/json' : rng.pick([undefined, 'text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1']);
+  const contentType = rng.chance(0.9)
+    ? 'application/json'
+    : rng.pick([undefined, 'text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1']);
   if (contentType !== 'application/json') mutations.push(`content-type ${contentType ?? 'none'}`);
   return { index, path, body: bytes, contentType, mutations };
 }
@@ -270,7 +339,11 @@ export function fuzzAnswerProblem(status: number, contentType: string | null, te
   if (status < 400 || status >= 500) return `status ${status}`;
   try {
     const err = (JSON.parse(text) as { error?: { message?: unknown; type?: unknown; code?: unknown; param?: unknown } }).error;
-    const shaped = err !== undefined && typeof err.message === 'string' && typeof err.type === 'string' && typeof err.code === 'string' &&
+    const shaped =
+      err !== undefined &&
+      typeof err.message === 'string' &&
+      typeof err.type === 'string' &&
+      typeof err.code === 'string' &&
       (err.param === null || typeof err.param === 'string');
     return shaped ? undefined : `a ${status} that is not an OpenAI error`;
   } catch {
@@ -284,11 +357,21 @@ export interface FuzzReport {
   /** Answers by HTTP status (`transport` for none). */
   readonly byStatus: Readonly<Record<string, number>>;
   /** Cases whose answer was wrong, with what was wrong. */
-  readonly problems: readonly { readonly index: number; readonly mutations: readonly string[]; readonly problem: string; readonly excerpt: string }[];
+  readonly problems: readonly {
+    readonly index: number;
+    readonly mutations: readonly string[];
+    readonly problem: string;
+    readonly excerpt: string;
+  }[];
 }
 
 /** Sends `count` fuzz cases of `seed` to the gateway at `url`, `concurrency` at a time, and checks each answer. */
-export async function runFuzz(url: string, seed: number, count: number, opts: FuzzOptions & { concurrency?: number; timeoutMs?: number }): Promise<FuzzReport> {
+export async function runFuzz(
+  url: string,
+  seed: number,
+  count: number,
+  opts: FuzzOptions & { concurrency?: number; timeoutMs?: number },
+): Promise<FuzzReport> {
   const byStatus: Record<string, number> = {};
   const problems: { index: number; mutations: readonly string[]; problem: string; excerpt: string }[] = [];
   let next = 0;
@@ -298,7 +381,9 @@ export async function runFuzz(url: string, seed: number, count: number, opts: Fu
       let problem: string | undefined;
       try {
         const res = await fetch(`${url}${c.path}`, {
-          method: 'POST', body: c.body, headers: c.contentType === undefined ? {} : { 'content-type': c.contentType },
+          method: 'POST',
+          body: c.body,
+          headers: c.contentType === undefined ? {} : { 'content-type': c.contentType },
           signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000),
         });
         const text = await res.text();
@@ -309,7 +394,8 @@ export async function runFuzz(url: string, seed: number, count: number, opts: Fu
         byStatus['transport'] = (byStatus['transport'] ?? 0) + 1;
         problem = `no answer: ${(err as Error).name} ${(err as Error).message}`;
       }
-      if (problem !== undefined) problems.push({ index: c.index, mutations: c.mutations, problem, excerpt: c.body.subarray(0, 200).toString('latin1') });
+      if (problem !== undefined)
+        problems.push({ index: c.index, mutations: c.mutations, problem, excerpt: c.body.subarray(0, 200).toString('latin1') });
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, opts.concurrency ?? 1) }, worker));

@@ -13,7 +13,10 @@ export class SimEncoder {
   encoded = 0;
   hits = 0;
 
-  constructor(readonly index: number, readonly cost: CostModel) {}
+  constructor(
+    readonly index: number,
+    readonly cost: CostModel,
+  ) {}
 
   /** Items queued or being encoded at `now`. */
   pending(now: number): number {

@@ -122,11 +122,21 @@ export class SimEngine {
    * once its KV left, `kvTransferMsPer1kTokens` later).
    */
   submit(
-    request: SimRequest, now: number, onFirstToken: (s: Served) => void, onFinish: (s: Served) => void, keys?: number[], job: JobOptions = {},
+    request: SimRequest,
+    now: number,
+    onFirstToken: (s: Served) => void,
+    onFinish: (s: Served) => void,
+    keys?: number[],
+    job: JobOptions = {},
   ): void {
     this.#queue.push({
-      request, keys: keys ?? blockKeys(request.segments, this.cost.blockTokens), kind: job.kind ?? 'full', handed: job.handed,
-      submittedAt: now, onFirstToken, onFinish,
+      request,
+      keys: keys ?? blockKeys(request.segments, this.cost.blockTokens),
+      kind: job.kind ?? 'full',
+      handed: job.handed,
+      submittedAt: now,
+      onFirstToken,
+      onFinish,
     });
     this.#admit(now);
   }
@@ -134,7 +144,8 @@ export class SimEngine {
   #encodes(request: SimRequest, hitTokens: number, handed: ReadonlySet<number>): number {
     // Images inside the cached prefix need no encoding; the others are encoded unless the encoder cache has them
     // or their encoder output came with the request.
-    let pos = 0, n = 0;
+    let pos = 0,
+      n = 0;
     for (const s of request.segments) {
       if (s.image !== undefined && pos + s.tokens > hitTokens && !this.#encoder.has(s.image) && !handed.has(s.image)) n++;
       pos += s.tokens;
@@ -209,7 +220,12 @@ export class SimEngine {
       if (c.prefillStallsDecode && this.role !== 'prefill') this.#stallTotal += prefill;
     }
     const served: Served = {
-      request: w.request, engine: this.index, admittedAt: now, firstTokenAt, finishedAt: 0, hitTokens,
+      request: w.request,
+      engine: this.index,
+      admittedAt: now,
+      firstTokenAt,
+      finishedAt: 0,
+      hitTokens,
       encoderHits: w.kind === 'kv' ? w.request.images.length : w.request.images.length - encodes,
     };
     this.schedule(firstTokenAt, () => {
@@ -252,7 +268,8 @@ export class SimEngine {
     }
     this.#reserved -= outBlocks;
     // The answer's full blocks join the cache (the next turn of the conversation starts with them).
-    const full = w.kind === 'prefill' ? [] : blockKeys([...w.request.segments, w.request.answer], this.cost.blockTokens).slice(w.keys.length);
+    const full =
+      w.kind === 'prefill' ? [] : blockKeys([...w.request.segments, w.request.answer], this.cost.blockTokens).slice(w.keys.length);
     const stored: number[] = [];
     for (const k of full) {
       if (this.#lru.delete(k)) this.#lru.set(k, true);

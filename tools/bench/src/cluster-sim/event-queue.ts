@@ -10,7 +10,9 @@ export class EventQueue<T> {
   }
 
   push(time: number, item: T): void {
-    const t = this.#times, s = this.#seqs, it = this.#items;
+    const t = this.#times,
+      s = this.#seqs,
+      it = this.#items;
     let i = it.length;
     t.push(time);
     s.push(this.#seq++);
@@ -40,7 +42,8 @@ export class EventQueue<T> {
     let i = 0;
     const m = n - 1;
     for (;;) {
-      const l = 2 * i + 1, r = l + 1;
+      const l = 2 * i + 1,
+        r = l + 1;
       let best = i;
       if (l < m && this.#less(l, best)) best = l;
       if (r < m && this.#less(r, best)) best = r;
@@ -52,12 +55,15 @@ export class EventQueue<T> {
   }
 
   #less(a: number, b: number): boolean {
-    const ta = this.#times[a] as number, tb = this.#times[b] as number;
+    const ta = this.#times[a] as number,
+      tb = this.#times[b] as number;
     return ta < tb || (ta === tb && (this.#seqs[a] as number) < (this.#seqs[b] as number));
   }
 
   #swap(a: number, b: number): void {
-    const t = this.#times, s = this.#seqs, it = this.#items;
+    const t = this.#times,
+      s = this.#seqs,
+      it = this.#items;
     [t[a], t[b]] = [t[b] as number, t[a] as number];
     [s[a], s[b]] = [s[b] as number, s[a] as number];
     [it[a], it[b]] = [it[b] as T, it[a] as T];

@@ -33,7 +33,9 @@ function poolGoalRows(results: readonly RunMetrics[]): string[][] {
     const t = chat.find((r) => TRIAD.test(r.policy));
     const rnd = chat.find((r) => r.policy === 'random');
     if (t && rnd) {
-      const p50 = lower(t.ttftP50, rnd.ttftP50), p99 = lower(t.ttftP99, rnd.ttftP99), gp = t.goodput / rnd.goodput;
+      const p50 = lower(t.ttftP50, rnd.ttftP50),
+        p99 = lower(t.ttftP99, rnd.ttftP99),
+        gp = t.goodput / rnd.goodput;
       rows.push(['chat', l, 'TTFT p50 vs random ≥ 60 % lower', pct(p50), mark(p50 >= 0.6)]);
       rows.push(['chat', l, 'TTFT p99 vs random ≥ 50 % lower', pct(p99), mark(p99 >= 0.5)]);
       rows.push(['chat', l, 'goodput vs random ≥ 2×', Number.isFinite(gp) ? `${gp.toFixed(1)}×` : `∞× (random: 0)`, mark(gp >= 2)]);
@@ -43,20 +45,41 @@ function poolGoalRows(results: readonly RunMetrics[]): string[][] {
     const om = mm.find((r) => ORACLE.test(r.policy));
     if (tm && om) {
       const ratio = tm.encoderHit / om.encoderHit;
-      rows.push(['multimodal', l, 'encoder hit ≥ 90 % of the oracle\'s', `${pct(tm.encoderHit)} vs ${pct(om.encoderHit)}`, mark(ratio >= 0.9)]);
+      rows.push([
+        'multimodal',
+        l,
+        "encoder hit ≥ 90 % of the oracle's",
+        `${pct(tm.encoderHit)} vs ${pct(om.encoderHit)}`,
+        mark(ratio >= 0.9),
+      ]);
     }
     const mx = at('mixed', load);
     const tx = mx.find((r) => TRIAD.test(r.policy));
     const others = mx.filter((r) => !ANY_TRIAD.test(r.policy) && !ORACLE.test(r.policy));
     if (tx && others.length > 0) {
-      for (const [key, label] of [['ttftP50', 'TTFT p50'], ['ttftP99', 'TTFT p99'], ['e2eP50', 'E2E p50']] as const) {
+      for (const [key, label] of [
+        ['ttftP50', 'TTFT p50'],
+        ['ttftP99', 'TTFT p99'],
+        ['e2eP50', 'E2E p50'],
+      ] as const) {
         const best = others.reduce((a, b) => (b[key] < a[key] ? b : a));
         const worse = tx[key] / best[key] - 1;
-        rows.push(['mixed', l, `${label} ≤ best other + 5 %`, `${Math.round(tx[key])} vs ${Math.round(best[key])} ms (${best.policy})`, mark(worse <= 0.05)]);
+        rows.push([
+          'mixed',
+          l,
+          `${label} ≤ best other + 5 %`,
+          `${Math.round(tx[key])} vs ${Math.round(best[key])} ms (${best.policy})`,
+          mark(worse <= 0.05),
+        ]);
       }
       const best = others.reduce((a, b) => (b.goodput > a.goodput ? b : a));
-      rows.push(['mixed', l, 'goodput ≥ best other − 5 %', `${tx.goodput.toFixed(1)} vs ${best.goodput.toFixed(1)} (${best.policy})`,
-        mark(tx.goodput >= 0.95 * best.goodput)]);
+      rows.push([
+        'mixed',
+        l,
+        'goodput ≥ best other − 5 %',
+        `${tx.goodput.toFixed(1)} vs ${best.goodput.toFixed(1)} (${best.policy})`,
+        mark(tx.goodput >= 0.95 * best.goodput),
+      ]);
     }
   }
   return rows;

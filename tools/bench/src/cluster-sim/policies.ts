@@ -1,6 +1,12 @@
 import { endpointKey, type SchedulingRequest } from '@triad/bus';
 import {
-  EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, defaultSchedulerConfig, loadSchedulerConfig, prefixBlockHashes,
+  EndpointIndex,
+  InflightTracker,
+  Scheduler,
+  createInTreeRegistry,
+  defaultSchedulerConfig,
+  loadSchedulerConfig,
+  prefixBlockHashes,
   type KvBlockIndex,
 } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
@@ -109,10 +115,16 @@ export class SchedulerPolicy implements RoutingPolicy {
     this.#opts = opts;
     const mode: PoolKind = pool.kind;
     const ms = modelServerRecord({ mode, engine: opts.engine ?? 'vLLM' });
-    const spec = opts.engine === 'SGLang' || mode === 'aggregated' ? ms.spec : {
-      ...ms.spec, kvConnector: { type: 'nixl' as const },
-      ...(mode === 'epd' ? { ecConnector: { type: 'nixl' as const, enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } } : {}),
-    };
+    const spec =
+      opts.engine === 'SGLang' || mode === 'aggregated'
+        ? ms.spec
+        : {
+            ...ms.spec,
+            kvConnector: { type: 'nixl' as const },
+            ...(mode === 'epd'
+              ? { ecConnector: { type: 'nixl' as const, enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } }
+              : {}),
+          };
     this.#index.applyModelServer({ op: 'PUT', value: { ...ms, spec } });
     this.#roles = pool.engines.map((e) => (e.role === 'both' ? 'aggregated' : e.role));
     this.#keys = pool.engines.map((_, i) => endpointKey('default', 'ms', `e${i}`));
@@ -128,7 +140,10 @@ export class SchedulerPolicy implements RoutingPolicy {
 
   request(request: SimRequest, keys?: readonly number[]): SchedulingRequest {
     const r: SchedulingRequest = {
-      id: request.id, namespace: 'default', modelServer: 'ms', model: MODEL,
+      id: request.id,
+      namespace: 'default',
+      modelServer: 'ms',
+      model: MODEL,
       prefixHashes: prefixBlockHashes(MODEL, renderPrompt(request.segments, this.#opts.mediaAwareHashes)),
       mediaItems: request.images.map((image, index) => ({ index, key: `u:${image.toString(16)}`, modality: 'image' as const })),
       // As the gateway estimates it: the text only (the scheduler adds its per-item estimate for media).
@@ -158,7 +173,11 @@ export class SchedulerPolicy implements RoutingPolicy {
 
   started(request: SimRequest, leg: Leg, index: number, now: number): void {
     this.#tracker.applyEvent('gw', {
-      type: 'start', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + Math.round(now),
+      type: 'start',
+      requestId: request.id,
+      endpoint: this.#key(leg, index),
+      stage: stageOf(leg, this.#roles[index]),
+      at: SIM_EPOCH + Math.round(now),
       // As the gateway sends it: the text's estimate, on every leg but the encoders'.
       ...(leg === 'encode' ? {} : { inputTokens: request.promptTokens - request.images.length * TOKENS_PER_IMAGE }),
     });
@@ -166,7 +185,11 @@ export class SchedulerPolicy implements RoutingPolicy {
 
   finished(request: SimRequest, leg: Leg, index: number, now: number, latency?: LegLatency): void {
     this.#tracker.applyEvent('gw', {
-      type: 'finish', requestId: request.id, endpoint: this.#key(leg, index), stage: stageOf(leg, this.#roles[index]), at: SIM_EPOCH + Math.round(now),
+      type: 'finish',
+      requestId: request.id,
+      endpoint: this.#key(leg, index),
+      stage: stageOf(leg, this.#roles[index]),
+      at: SIM_EPOCH + Math.round(now),
       ...(latency ? { ttftMs: latency.ttftMs, ...(latency.tpotMs !== undefined ? { tpotMs: latency.tpotMs } : {}) } : {}),
     });
   }
@@ -185,24 +208,41 @@ export class SchedulerPolicy implements RoutingPolicy {
       e.ttftSum = e.ttftCount = e.tpotSum = e.tpotCount = 0;
       const latencyAt = fresh ? at : prev?.latencyAt;
       const role = this.#roles[e.index]!;
-      this.#index.applyEndpoint({ op: 'PUT', value: endpointRecord({
-        pod: `e${e.index}`, role, ...(role === 'aggregated' ? {} : { group: 'g1' }),
-        running: e.running, waiting: e.waiting, kv: e.kvUsage, scrapedAt: at,
-        ...(ttftMs !== undefined ? { ttftMs } : {}), ...(tpotMs !== undefined ? { tpotMs } : {}),
-        ...(latencyAt !== undefined ? { latencyAt } : {}),
-      }) });
+      this.#index.applyEndpoint({
+        op: 'PUT',
+        value: endpointRecord({
+          pod: `e${e.index}`,
+          role,
+          ...(role === 'aggregated' ? {} : { group: 'g1' }),
+          running: e.running,
+          waiting: e.waiting,
+          kv: e.kvUsage,
+          scrapedAt: at,
+          ...(ttftMs !== undefined ? { ttftMs } : {}),
+          ...(tpotMs !== undefined ? { tpotMs } : {}),
+          ...(latencyAt !== undefined ? { latencyAt } : {}),
+        }),
+      });
     }
     const now = at - SIM_EPOCH;
     for (const x of pool.encoders) {
-      this.#index.applyEndpoint({ op: 'PUT', value: endpointRecord({
-        pod: `x${x.index}`, role: 'encode', group: 'g1', running: Math.min(1, x.pending(now)), waiting: Math.max(0, x.pending(now) - 1), scrapedAt: at,
-      }) });
+      this.#index.applyEndpoint({
+        op: 'PUT',
+        value: endpointRecord({
+          pod: `x${x.index}`,
+          role: 'encode',
+          group: 'g1',
+          running: Math.min(1, x.pending(now)),
+          waiting: Math.max(0, x.pending(now) - 1),
+          scrapedAt: at,
+        }),
+      });
     }
   }
 }
 
 const stageOf = (leg: Leg, role: 'aggregated' | 'prefill' | 'decode' | undefined): 'aggregated' | 'encode' | 'prefill' | 'decode' =>
-  (leg === 'encode' ? 'encode' : leg === 'prefill' ? 'prefill' : role === 'aggregated' ? 'aggregated' : 'decode');
+  leg === 'encode' ? 'encode' : leg === 'prefill' ? 'prefill' : role === 'aggregated' ? 'aggregated' : 'decode';
 
 /** vLLM's reference proxy: engines in turn (per stage: prefills, decodes and encoders each in turn). */
 export class RoundRobinPolicy implements RoutingPolicy {
@@ -261,7 +301,8 @@ export class OraclePolicy implements RoutingPolicy {
       encoderChoice = request.images.map((image) => {
         const holder = encoders.find((x) => x.holds(image));
         if (holder) return holder.index;
-        let best = 0, bestAt = Infinity;
+        let best = 0,
+          bestAt = Infinity;
         for (const x of encoders) {
           const at = Math.max(now, x.freeAt) + (extra.get(x.index) ?? 0);
           if (at < bestAt) {
@@ -274,7 +315,8 @@ export class OraclePolicy implements RoutingPolicy {
       });
     }
     const cheapest = (role: 'both' | 'prefill'): number => {
-      let best = -1, bestMs = Infinity;
+      let best = -1,
+        bestMs = Infinity;
       for (const e of engines) {
         if (e.role !== role) continue;
         const queued = Math.max(0, e.prefillFreeAt - now);
@@ -289,7 +331,8 @@ export class OraclePolicy implements RoutingPolicy {
       return best;
     };
     if (this.pool.kind === 'aggregated') return { engine: cheapest('both') };
-    let decode = -1, load = Infinity;
+    let decode = -1,
+      load = Infinity;
     for (const e of engines) {
       if (e.role !== 'decode') continue;
       const l = e.running + e.waiting + (this.#pending.get(e.index) ?? 0);

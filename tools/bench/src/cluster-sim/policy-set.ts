@@ -24,9 +24,15 @@ export const KTHENA_DEFAULT_CONFIG = {
 };
 
 const EVERY = { localEncode: false, skipPrefill: false };
-const RANDOM_CONFIG = { profiles: { default: { filters: [], scorers: ['random'] }, encode: { filters: [], scorers: ['random'], picker: 'max-score' } }, disaggregation: EVERY };
+const RANDOM_CONFIG = {
+  profiles: { default: { filters: [], scorers: ['random'] }, encode: { filters: [], scorers: ['random'], picker: 'max-score' } },
+  disaggregation: EVERY,
+};
 const LEAST_REQUEST_CONFIG = {
-  profiles: { default: { filters: ['least-request'], scorers: ['least-request'] }, encode: { filters: ['least-request'], scorers: ['least-request'], picker: 'max-score' } },
+  profiles: {
+    default: { filters: ['least-request'], scorers: ['least-request'] },
+    encode: { filters: ['least-request'], scorers: ['least-request'], picker: 'max-score' },
+  },
   disaggregation: EVERY,
 };
 
@@ -38,7 +44,16 @@ const LOCAL_ENCODE = { disaggregation: { localEncode: true } };
 /** Triad's defaults with skip-prefill judged on this request's TTFT alone (the decode pods' stall not counted). */
 const EAGER_SKIP = { disaggregation: { decodeStallWeight: 0 } };
 
-export type PolicyName = 'triad' | 'triad-every-stage' | 'triad-local-encode' | 'triad-eager-skip' | 'random' | 'round-robin' | 'least-request' | 'kthena' | 'oracle';
+export type PolicyName =
+  | 'triad'
+  | 'triad-every-stage'
+  | 'triad-local-encode'
+  | 'triad-eager-skip'
+  | 'random'
+  | 'round-robin'
+  | 'least-request'
+  | 'kthena'
+  | 'oracle';
 export const POLICY_NAMES: readonly PolicyName[] = ['triad', 'random', 'round-robin', 'least-request', 'kthena', 'oracle'];
 /** Policies a run may name beyond the default set. */
 export const EXTRA_POLICIES: readonly PolicyName[] = ['triad-every-stage', 'triad-local-encode', 'triad-eager-skip'];
@@ -47,23 +62,43 @@ export const EXTRA_POLICIES: readonly PolicyName[] = ['triad-every-stage', 'tria
 export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknown): RoutingPolicy {
   const n = pool;
   switch (name) {
-    case 'triad-every-stage': return new SchedulerPolicy(n, {
-      name: 'triad (every stage)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...EVERY_STAGE },
-    });
-    case 'triad-local-encode': return new SchedulerPolicy(n, {
-      name: 'triad (+ local encode)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...LOCAL_ENCODE },
-    });
-    case 'triad-eager-skip': return new SchedulerPolicy(n, {
-      name: 'triad (eager skip)', mediaAwareHashes: true, sessions: true, config: { ...defaultSchedulerConfig(), ...EAGER_SKIP },
-    });
-    case 'triad': return new SchedulerPolicy(n, {
-      name: triadConfig === undefined ? 'triad (default)' : 'triad (--triad-config)', mediaAwareHashes: true, sessions: true,
-      ...(triadConfig === undefined ? {} : { config: triadConfig }),
-    });
-    case 'random': return new SchedulerPolicy(n, { name: 'random', config: RANDOM_CONFIG, mediaAwareHashes: false, sessions: false });
-    case 'round-robin': return new RoundRobinPolicy(n);
-    case 'least-request': return new SchedulerPolicy(n, { name: 'least-request', config: LEAST_REQUEST_CONFIG, mediaAwareHashes: false, sessions: false });
-    case 'kthena': return new SchedulerPolicy(n, { name: 'kthena default', config: KTHENA_DEFAULT_CONFIG, mediaAwareHashes: false, sessions: false });
-    case 'oracle': return new OraclePolicy(pool);
+    case 'triad-every-stage':
+      return new SchedulerPolicy(n, {
+        name: 'triad (every stage)',
+        mediaAwareHashes: true,
+        sessions: true,
+        config: { ...defaultSchedulerConfig(), ...EVERY_STAGE },
+      });
+    case 'triad-local-encode':
+      return new SchedulerPolicy(n, {
+        name: 'triad (+ local encode)',
+        mediaAwareHashes: true,
+        sessions: true,
+        config: { ...defaultSchedulerConfig(), ...LOCAL_ENCODE },
+      });
+    case 'triad-eager-skip':
+      return new SchedulerPolicy(n, {
+        name: 'triad (eager skip)',
+        mediaAwareHashes: true,
+        sessions: true,
+        config: { ...defaultSchedulerConfig(), ...EAGER_SKIP },
+      });
+    case 'triad':
+      return new SchedulerPolicy(n, {
+        name: triadConfig === undefined ? 'triad (default)' : 'triad (--triad-config)',
+        mediaAwareHashes: true,
+        sessions: true,
+        ...(triadConfig === undefined ? {} : { config: triadConfig }),
+      });
+    case 'random':
+      return new SchedulerPolicy(n, { name: 'random', config: RANDOM_CONFIG, mediaAwareHashes: false, sessions: false });
+    case 'round-robin':
+      return new RoundRobinPolicy(n);
+    case 'least-request':
+      return new SchedulerPolicy(n, { name: 'least-request', config: LEAST_REQUEST_CONFIG, mediaAwareHashes: false, sessions: false });
+    case 'kthena':
+      return new SchedulerPolicy(n, { name: 'kthena default', config: KTHENA_DEFAULT_CONFIG, mediaAwareHashes: false, sessions: false });
+    case 'oracle':
+      return new OraclePolicy(pool);
   }
 }

@@ -47,7 +47,8 @@ export class Zipf {
 
   sample(rng: Rng): number {
     const u = rng.next();
-    let lo = 0, hi = this.#cdf.length - 1;
+    let lo = 0,
+      hi = this.#cdf.length - 1;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       if ((this.#cdf[mid] as number) < u) lo = mid + 1;

@@ -26,7 +26,10 @@ export function poolLayout(kind: PoolKind, n: number): { roles: EngineRole[]; en
   const encoders = kind === 'epd' ? Math.max(1, Math.round(n / 4)) : 0;
   const language = n - encoders;
   const prefills = Math.max(1, Math.floor(language / 2));
-  return { roles: [...new Array<EngineRole>(prefills).fill('prefill'), ...new Array<EngineRole>(language - prefills).fill('decode')], encoders };
+  return {
+    roles: [...new Array<EngineRole>(prefills).fill('prefill'), ...new Array<EngineRole>(language - prefills).fill('decode')],
+    encoders,
+  };
 }
 
 export interface RunOptions {
@@ -87,16 +90,30 @@ export interface RunMetrics {
  * cache hit a fully informed router can get, so "95 % load" leaves a router little slack to waste.
  */
 export function measureCapacity(
-  workload: WorkloadSpec, engines: number, cost: CostModel, seed: number, oracle: PolicyFactory, pool: PoolKind = 'aggregated',
+  workload: WorkloadSpec,
+  engines: number,
+  cost: CostModel,
+  seed: number,
+  oracle: PolicyFactory,
+  pool: PoolKind = 'aggregated',
 ): number {
   const rough = noCacheCapacity(workload, engines, cost, seed);
   const done: number[] = [];
   runSimulation(oracle, {
-    pool, workload, engines, load: 4, capacity: rough, requests: Math.max(2000, 125 * engines), seed: seed ^ 0xabc, cost, warmup: 0,
+    pool,
+    workload,
+    engines,
+    load: 4,
+    capacity: rough,
+    requests: Math.max(2000, 125 * engines),
+    seed: seed ^ 0xabc,
+    cost,
+    warmup: 0,
     onFinish: (s) => done.push(s.finishedAt),
   });
   done.sort((a, b) => a - b);
-  const lo = Math.floor(done.length / 4), hi = Math.floor((3 * done.length) / 4);
+  const lo = Math.floor(done.length / 4),
+    hi = Math.floor((3 * done.length) / 4);
   return (hi - lo) / (((done[hi] as number) - (done[lo] as number)) / 1000);
 }
 
@@ -107,7 +124,8 @@ export function measureCapacity(
  */
 export function noCacheCapacity(workload: WorkloadSpec, engines: number, cost: CostModel, seed: number): number {
   const gen = new WorkloadGenerator(workload, seed ^ 0xcafe);
-  let prefillMs = 0, decodeMs = 0;
+  let prefillMs = 0,
+    decodeMs = 0;
   const n = 4000;
   for (let i = 0; i < n; i++) {
     const r = gen.next(0);
@@ -154,10 +172,19 @@ export function runSimulation(policyFor: PolicyFactory, opts: RunOptions): RunMe
       if (index >= warmup) rejected++;
       return;
     }
-    execute(pool, policy, schedule, () => now, request, route, keys, (o) => {
-      opts.onFinish?.(o.served);
-      if (index >= warmup) served.push(o);
-    });
+    execute(
+      pool,
+      policy,
+      schedule,
+      () => now,
+      request,
+      route,
+      keys,
+      (o) => {
+        opts.onFinish?.(o.served);
+        if (index >= warmup) served.push(o);
+      },
+    );
   };
   const nextArrival = (): void => {
     if (issued >= opts.requests) return;
@@ -205,8 +232,14 @@ function answerLatency(s: Served, legStart: number): { ttftMs: number; tpotMs?: 
  * the whole request on one engine. Each extra leg costs `legOverheadMs`. The engines never see the router.
  */
 function execute(
-  pool: SimPool, policy: RoutingPolicy, schedule: (at: number, fn: () => void) => void, clock: () => number,
-  request: SimRequest, route: Route, keys: number[], done: (o: Outcome) => void,
+  pool: SimPool,
+  policy: RoutingPolicy,
+  schedule: (at: number, fn: () => void) => void,
+  clock: () => number,
+  request: SimRequest,
+  route: Route,
+  keys: number[],
+  done: (o: Outcome) => void,
 ): void {
   const cost = pool.engines[0]!.cost;
   const final = pool.engines[route.engine];
@@ -218,32 +251,59 @@ function execute(
   const language = (at: number): void => {
     if (route.prefill === undefined) {
       policy.started?.(request, 'final', route.engine, at);
-      final.submit(request, at, () => undefined, (s) => {
-        policy.finished?.(request, 'final', route.engine, s.finishedAt, answerLatency(s, at));
-        done({
-          served: s, hitTokens: s.hitTokens, encoderHits: s.encoderHits - handed.size + (handed.size - encoderMisses),
-          skippedPrefill: pool.kind !== 'aggregated', localEncode: pool.kind === 'epd' && !remoteEncode && request.images.length > 0,
-        });
-      }, keys, { kind: 'full', handed });
+      final.submit(
+        request,
+        at,
+        () => undefined,
+        (s) => {
+          policy.finished?.(request, 'final', route.engine, s.finishedAt, answerLatency(s, at));
+          done({
+            served: s,
+            hitTokens: s.hitTokens,
+            encoderHits: s.encoderHits - handed.size + (handed.size - encoderMisses),
+            skippedPrefill: pool.kind !== 'aggregated',
+            localEncode: pool.kind === 'epd' && !remoteEncode && request.images.length > 0,
+          });
+        },
+        keys,
+        { kind: 'full', handed },
+      );
       return;
     }
     const prefill = pool.engines[route.prefill];
     if (!prefill) throw new Error(`${policy.name} chose prefill ${route.prefill} of ${pool.engines.length}`);
     policy.started?.(request, 'prefill', route.prefill, at);
-    prefill.submit(request, at, (p) => {
-      policy.finished?.(request, 'prefill', route.prefill as number, p.firstTokenAt, { ttftMs: p.firstTokenAt - at });
-      const toDecode = p.firstTokenAt + cost.legOverheadMs;
-      schedule(toDecode, () => {
-        policy.started?.(request, 'final', route.engine, toDecode);
-        final.submit(request, toDecode, () => undefined, (s) => {
-          policy.finished?.(request, 'final', route.engine, s.finishedAt, answerLatency(s, toDecode));
-          done({
-            served: s, hitTokens: p.hitTokens, encoderHits: p.encoderHits - handed.size + (handed.size - encoderMisses),
-            skippedPrefill: false, localEncode: pool.kind === 'epd' && !remoteEncode && request.images.length > 0,
-          });
-        }, keys, { kind: 'kv' });
-      });
-    }, () => undefined, keys, { kind: 'prefill', handed });
+    prefill.submit(
+      request,
+      at,
+      (p) => {
+        policy.finished?.(request, 'prefill', route.prefill as number, p.firstTokenAt, { ttftMs: p.firstTokenAt - at });
+        const toDecode = p.firstTokenAt + cost.legOverheadMs;
+        schedule(toDecode, () => {
+          policy.started?.(request, 'final', route.engine, toDecode);
+          final.submit(
+            request,
+            toDecode,
+            () => undefined,
+            (s) => {
+              policy.finished?.(request, 'final', route.engine, s.finishedAt, answerLatency(s, toDecode));
+              done({
+                served: s,
+                hitTokens: p.hitTokens,
+                encoderHits: p.encoderHits - handed.size + (handed.size - encoderMisses),
+                skippedPrefill: false,
+                localEncode: pool.kind === 'epd' && !remoteEncode && request.images.length > 0,
+              });
+            },
+            keys,
+            { kind: 'kv' },
+          );
+        });
+      },
+      () => undefined,
+      keys,
+      { kind: 'prefill', handed },
+    );
   };
   if (!remoteEncode) {
     language(start);
@@ -280,13 +340,19 @@ function summarize(policy: string, pool: PoolKind, opts: RunOptions, rate: numbe
   const refused = new Array<number>(rejected).fill(Infinity);
   const ttft = [...outcomes.map((o) => o.served.firstTokenAt - o.served.request.arrival), ...refused].sort((a, b) => a - b);
   const e2e = [...outcomes.map((o) => o.served.finishedAt - o.served.request.arrival), ...refused].sort((a, b) => a - b);
-  let first = Infinity, last = -Infinity;
+  let first = Infinity,
+    last = -Infinity;
   for (const o of outcomes) {
     first = Math.min(first, o.served.request.arrival);
     last = Math.max(last, o.served.request.arrival);
   }
   const spanS = Math.max(1e-9, (last - first) / 1000);
-  let hit = 0, prompt = 0, encHit = 0, items = 0, skipped = 0, local = 0;
+  let hit = 0,
+    prompt = 0,
+    encHit = 0,
+    items = 0,
+    skipped = 0,
+    local = 0;
   const perEngine = new Map<number, number>();
   for (const o of outcomes) {
     hit += o.hitTokens;
@@ -302,13 +368,22 @@ function summarize(policy: string, pool: PoolKind, opts: RunOptions, rate: numbe
   const mean = outcomes.length / answering;
   const n = outcomes.length;
   return {
-    policy, workload: opts.workload.name, load: opts.load, ratePerS: rate, measured: n,
-    ttftP50: pct(ttft, 50), ttftP99: pct(ttft, 99), e2eP50: pct(e2e, 50), e2eP99: pct(e2e, 99),
+    policy,
+    workload: opts.workload.name,
+    load: opts.load,
+    ratePerS: rate,
+    measured: n,
+    ttftP50: pct(ttft, 50),
+    ttftP99: pct(ttft, 99),
+    e2eP50: pct(e2e, 50),
+    e2eP99: pct(e2e, 99),
     goodput: ttft.filter((x) => x <= opts.workload.ttftSloMs).length / spanS,
     prefixHit: prompt === 0 ? NaN : hit / prompt,
     encoderHit: items === 0 ? NaN : encHit / items,
     rejected: rejected / (n + rejected),
     imbalance: mean === 0 ? NaN : Math.max(...perEngine.values()) / mean,
-    pool, skippedPrefill: n === 0 ? 0 : (pool === 'aggregated' ? 0 : skipped / n), localEncode: n === 0 ? 0 : local / n,
+    pool,
+    skippedPrefill: n === 0 ? 0 : pool === 'aggregated' ? 0 : skipped / n,
+    localEncode: n === 0 ? 0 : local / n,
   };
 }

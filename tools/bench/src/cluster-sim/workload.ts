@@ -39,20 +39,25 @@ export interface WorkloadSpec {
 
 export const WORKLOADS: Readonly<Record<WorkloadName, WorkloadSpec>> = {
   chat: {
-    name: 'chat', ttftSloMs: 1000,
+    name: 'chat',
+    ttftSloMs: 1000,
     description: '128 tenants (Zipf 0.8), system prompts 2k–6k tokens, conversations of 1–6 turns, user 64–512 tokens, answers 64–384',
   },
   multimodal: {
-    name: 'multimodal', ttftSloMs: 1000,
+    name: 'multimodal',
+    ttftSloMs: 1000,
     description: '2,000 popular images (Zipf 1.0), 1–4 images per request (576 tokens each), 8 apps with 256-token system prompts',
   },
   mixed: {
-    name: 'mixed', ttftSloMs: 1500,
+    name: 'mixed',
+    ttftSloMs: 1500,
     description: '47 % chat + 47 % multimodal + 6 % long-context outliers (16k–32k unique tokens)',
   },
   'image-light': {
-    name: 'image-light', ttftSloMs: 1000,
-    description: 'SGLang\'s image-light case: 75 % short text requests (8 apps\' 256-token system prompts, user 64–512 tokens) + 25 % with one popular image',
+    name: 'image-light',
+    ttftSloMs: 1000,
+    description:
+      "SGLang's image-light case: 75 % short text requests (8 apps' 256-token system prompts, user 64–512 tokens) + 25 % with one popular image",
   },
 };
 
@@ -69,7 +74,10 @@ export class WorkloadGenerator {
   /** Open conversations: segments so far and turns left. */
   readonly #open: { id: string; segments: Segment[]; left: number }[] = [];
 
-  constructor(readonly spec: WorkloadSpec, seed: number) {
+  constructor(
+    readonly spec: WorkloadSpec,
+    seed: number,
+  ) {
     this.#rng = new Rng(seed);
     const sys = new Rng(seed ^ 0x5eed);
     this.#systemTokens = Array.from({ length: 128 }, () => sys.int(2048, 6144));
@@ -164,7 +172,8 @@ export class WorkloadGenerator {
  */
 export function blockKeys(segments: readonly Segment[], blockTokens: number): number[] {
   const keys: number[] = [];
-  let h1 = 0x12345678, h2 = 0x9abcdef0;
+  let h1 = 0x12345678,
+    h2 = 0x9abcdef0;
   let inBlock = 0;
   for (const s of segments) {
     let off = 0;

@@ -15,10 +15,26 @@ export async function startWatcherProcess(
   cpuProfileDir?: string,
 ): Promise<{ child: ChildProcess; opsPort: number }> {
   const profile = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
-  const child = spawn(process.execPath, [
-    ...profile, join(ROOT, 'apps/cli/bin/triad.js'), 'pod-watcher', '--nats', natsUrl, '--source', 'kube', '--kubeconfig', kubeconfig,
-    '--metrics-port', '0', '--identity', 'bench', ...flags,
-  ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TRIAD_LOG_LEVEL: 'info' } });
+  const child = spawn(
+    process.execPath,
+    [
+      ...profile,
+      join(ROOT, 'apps/cli/bin/triad.js'),
+      'pod-watcher',
+      '--nats',
+      natsUrl,
+      '--source',
+      'kube',
+      '--kubeconfig',
+      kubeconfig,
+      '--metrics-port',
+      '0',
+      '--identity',
+      'bench',
+      ...flags,
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TRIAD_LOG_LEVEL: 'info' } },
+  );
   const lines = createInterface({ input: child.stdout! });
   for await (const line of lines) {
     const msg = JSON.parse(line) as { msg?: string; opsPort?: number };

@@ -22,8 +22,14 @@ describe('wrk output parsing', () => {
     expect(parseWrkOutput(sample)).toEqual({ requests: 75000, rps: 15000.12, p50ms: 1.95, p90ms: 2.6, p99ms: 0.85, errors: 3, non2xx: 4 });
   });
   it('renders a markdown table', () => {
-    expect(markdownTable(['path', 'req/s'], [['direct', 15000.12], ['gateway', 9.5]])).toBe(
-      '| path    | req/s  |\n|---------|--------|\n| direct  | 15,000 |\n| gateway | 9.50   |',
-    );
+    expect(
+      markdownTable(
+        ['path', 'req/s'],
+        [
+          ['direct', 15000.12],
+          ['gateway', 9.5],
+        ],
+      ),
+    ).toBe('| path    | req/s  |\n|---------|--------|\n| direct  | 15,000 |\n| gateway | 9.50   |');
   });
 });

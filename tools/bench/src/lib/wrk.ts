@@ -30,8 +30,9 @@ function luaScript(opts: WrkOptions): string {
   const headers = Object.entries({ 'content-type': 'application/json', ...opts.headers })
     .map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`)
     .join('\n');
-  return `wrk.method = ${JSON.stringify(opts.method ?? 'POST')}\n${opts.body !== undefined
-    ? `wrk.body = ${JSON.stringify(opts.body)}\n` : ''}${headers}\n`;
+  return `wrk.method = ${JSON.stringify(opts.method ?? 'POST')}\n${
+    opts.body !== undefined ? `wrk.body = ${JSON.stringify(opts.body)}\n` : ''
+  }${headers}\n`;
 }
 
 function toMs(value: string, unit: string): number {
@@ -59,15 +60,23 @@ export function parseWrkOutput(text: string): WrkResult {
 function runOnce(opts: WrkOptions, seconds: number, script: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const args = [
-      '-t', String(opts.threads ?? 1), '-c', String(opts.connections), '-d', `${seconds}s`, '--latency', '-s', script, opts.url,
+      '-t',
+      String(opts.threads ?? 1),
+      '-c',
+      String(opts.connections),
+      '-d',
+      `${seconds}s`,
+      '--latency',
+      '-s',
+      script,
+      opts.url,
     ];
     const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    child.once(
-      'error',
-      (err: NodeJS.ErrnoException) => reject(err.code === 'ENOENT' ? new Error('wrk is not installed (apt-get install wrk)') : err),
+    child.once('error', (err: NodeJS.ErrnoException) =>
+      reject(err.code === 'ENOENT' ? new Error('wrk is not installed (apt-get install wrk)') : err),
     );
     child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`wrk exited with ${code}: ${out}`))));
   });

@@ -21,8 +21,16 @@ export const mayUseTestingInSource = new Set(['type:testing', 'type:tool']);
 
 /** External modules a `type:domain` library must not import: domain code is pure (no network, disk or SDKs). */
 export const domainBannedExternals = [
-  /^@nats-io\//, /^fastify$/, /^@fastify\//, /^undici$/, /^@kubernetes\//, /^@opentelemetry\/sdk-/,
-  /^@opentelemetry\/exporter-/, /^pino$/, /^prom-client$/, /^ioredis$/,
+  /^@nats-io\//,
+  /^fastify$/,
+  /^@fastify\//,
+  /^undici$/,
+  /^@kubernetes\//,
+  /^@opentelemetry\/sdk-/,
+  /^@opentelemetry\/exporter-/,
+  /^pino$/,
+  /^prom-client$/,
+  /^ioredis$/,
   /^(node:)?(http|https|http2|net|tls|dgram|dns|fs|fs\/promises|child_process|cluster|worker_threads)$/,
 ];
 

@@ -28,7 +28,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: model, code: "import { send } from '@fx/wire';",
+        filename: model,
+        code: "import { send } from '@fx/wire';",
         errors: [{ message: 'a type:domain project (@fx/model) may not import a type:infra project (@fx/wire)' }],
       },
       { filename: model, code: "import type { Client } from '@fx/bus/client';", errors: [{ messageId: 'boundary' }] },
@@ -38,7 +39,8 @@ describe('triad ESLint plugin', () => {
       { filename: wire, code: "import app = require('@fx/app');", errors: [{ messageId: 'boundary' }] },
       { filename: wire, code: "type App = import('@fx/app').App;", errors: [{ messageId: 'boundary' }] },
       {
-        filename: at('libs/untagged/src/index.ts'), code: 'export const x = 1;',
+        filename: at('libs/untagged/src/index.ts'),
+        code: 'export const x = 1;',
         errors: [{ message: 'project @fx/untagged has no known type:* tag in package.json nx.tags' }],
       },
     ],
@@ -52,7 +54,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: model, code: "import { testkit } from '@fx/testkit';",
+        filename: model,
+        code: "import { testkit } from '@fx/testkit';",
         errors: [{ message: '@fx/testkit (type:testing) may only be imported from tests' }],
       },
     ],
@@ -66,7 +69,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: model, code: "import { createServer } from 'node:http';",
+        filename: model,
+        code: "import { createServer } from 'node:http';",
         errors: [{ message: "type:domain project @fx/model may not import I/O module 'node:http'" }],
       },
       { filename: model, code: "import { readFileSync } from 'fs';", errors: [{ messageId: 'domainIo' }] },
@@ -83,7 +87,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: model, code: "import { x } from '@fx/util/src/index';",
+        filename: model,
+        code: "import { x } from '@fx/util/src/index';",
         errors: [{ message: "'@fx/util/src/index' reaches into @fx/util; import one of its package exports" }],
       },
       { filename: app, code: "import { model } from '@fx/model/src/model';", errors: [{ messageId: 'deepImport' }] },
@@ -97,7 +102,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: app, code: "import { helper } from '../../../libs/wire/src/index';",
+        filename: app,
+        code: "import { helper } from '../../../libs/wire/src/index';",
         errors: [{ message: "relative import '../../../libs/wire/src/index' leaves project @fx/app; import the package instead" }],
       },
     ],
@@ -111,7 +117,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: app, code: "import { util } from '@fx/util';",
+        filename: app,
+        code: "import { util } from '@fx/util';",
         errors: [{ message: '@fx/app imports @fx/util but does not list it in package.json dependencies' }],
       },
     ],
@@ -123,9 +130,7 @@ describe('triad ESLint plugin', () => {
       { filename: at('libs/wire/src/wire.test.ts'), code: "export * from './send';" },
       { filename: wire, code: "export * as send from './send';" },
     ],
-    invalid: [
-      { filename: wire, code: "export * from './send';", errors: [{ messageId: 'exportAll' }] },
-    ],
+    invalid: [{ filename: wire, code: "export * from './send';", errors: [{ messageId: 'exportAll' }] }],
   });
 
   tester.run('no-console-in-libs', rules['no-console-in-libs'], {
@@ -137,7 +142,8 @@ describe('triad ESLint plugin', () => {
     ],
     invalid: [
       {
-        filename: wire, code: "console.warn('no');",
+        filename: wire,
+        code: "console.warn('no');",
         errors: [{ message: 'libraries log through the logger they are given, not console' }],
       },
       { filename: model, code: 'const log = console.log;\nlog(1);', errors: [{ messageId: 'console' }] },

@@ -73,12 +73,16 @@ function variableJson(v: VariableSpec): Record<string, unknown> {
 
 function panelJson(p: PanelSpec, id: number, gridPos: { x: number; y: number; w: number; h: number }): Record<string, unknown> {
   const kind = p.kind ?? 'timeseries';
-  const options = kind === 'stat'
-    ? {
-      reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
-      colorMode: 'value', graphMode: 'area', textMode: 'auto', orientation: 'auto',
-    }
-    : { legend: { displayMode: 'list', placement: 'bottom', showLegend: true }, tooltip: { mode: 'multi', sort: 'desc' } };
+  const options =
+    kind === 'stat'
+      ? {
+          reduceOptions: { calcs: ['lastNotNull'], fields: '', values: false },
+          colorMode: 'value',
+          graphMode: 'area',
+          textMode: 'auto',
+          orientation: 'auto',
+        }
+      : { legend: { displayMode: 'list', placement: 'bottom', showLegend: true }, tooltip: { mode: 'multi', sort: 'desc' } };
   const stacking = { mode: p.stacked ? 'normal' : 'none', group: 'A' };
   const custom = kind === 'timeseries' ? { custom: { fillOpacity: p.stacked ? 30 : 10, lineWidth: 1, showPoints: 'never', stacking } } : {};
   return {

@@ -7,25 +7,30 @@ const LOCAL_RATIO = `${rateSum('triad_gateway_local_decisions_total')} / ${rateS
 export const scheduler: DashboardSpec = {
   uid: 'triad-scheduler',
   title: 'Triad / Scheduler',
-  description: 'Decisions by mode and outcome, decision and batch latency, plugin cost, the index the scheduler holds, '
-    + 'and the gateways\' local fallback.',
+  description:
+    'Decisions by mode and outcome, decision and batch latency, plugin cost, the index the scheduler holds, ' +
+    "and the gateways' local fallback.",
   variables: [],
   rows: [
     {
       title: 'Decisions',
       panels: [
         {
-          title: 'Decisions per second', unit: 'ops', stacked: true,
+          title: 'Decisions per second',
+          unit: 'ops',
+          stacked: true,
           description: 'Scheduling decisions by pipeline mode and outcome (ok, or the error code).',
           queries: [q(rateSum('triad_scheduler_decisions_total', ['mode', 'outcome']), '{{mode}} {{outcome}}')],
         },
         {
-          title: 'Decision error ratio', unit: 'percentunit',
+          title: 'Decision error ratio',
+          unit: 'percentunit',
           description: 'Share of scheduling requests answered with an error. Alert TriadSchedulerErrors fires above 5%.',
           queries: [q(share('triad_scheduler_decisions_total{outcome!="ok"}', 'triad_scheduler_decisions_total', []), 'errors')],
         },
         {
-          title: 'Decision latency', unit: 's',
+          title: 'Decision latency',
+          unit: 's',
           description: 'Time to decide one request inside the scheduler, p50 and p99 by mode.',
           queries: [
             q(quantile(0.5, 'triad_scheduler_decision_duration_seconds', ['mode']), 'p50 {{mode}}'),
@@ -38,16 +43,19 @@ export const scheduler: DashboardSpec = {
       title: 'Batches (gateway → scheduler)',
       panels: [
         {
-          title: 'Batch round trip', unit: 's',
-          description: 'One schedule message from a gateway to the scheduler service and back, p50 and p99. '
-            + 'Alert TriadSchedulerBatchLatencyHigh fires above 25 ms p99.',
+          title: 'Batch round trip',
+          unit: 's',
+          description:
+            'One schedule message from a gateway to the scheduler service and back, p50 and p99. ' +
+            'Alert TriadSchedulerBatchLatencyHigh fires above 25 ms p99.',
           queries: [
             q(quantile(0.5, 'triad_gateway_schedule_batch_duration_seconds', []), 'p50'),
             q(quantile(0.99, 'triad_gateway_schedule_batch_duration_seconds', []), 'p99'),
           ],
         },
         {
-          title: 'Requests per batch', unit: 'short',
+          title: 'Requests per batch',
+          unit: 'short',
           description: 'Scheduling requests per triad.v1.schedule message: mean as sent and as received.',
           queries: [
             q(mean('triad_gateway_schedule_batch_size', []), 'sent (gateways)'),
@@ -55,17 +63,21 @@ export const scheduler: DashboardSpec = {
           ],
         },
         {
-          title: 'Time to a decision by source', unit: 's',
+          title: 'Time to a decision by source',
+          unit: 's',
           description: 'Gateway-side wait for a decision, p99, from the scheduler service or the local fallback.',
           queries: [q(quantile(0.99, 'triad_gateway_schedule_duration_seconds', ['source']), '{{source}}')],
         },
         {
-          title: 'Local decisions by reason', unit: 'ops', stacked: true,
+          title: 'Local decisions by reason',
+          unit: 'ops',
+          stacked: true,
           description: 'Decisions the gateways made themselves: scheduler timeout, unavailable, invalid reply, or backing off after one.',
           queries: [q(rateSum('triad_gateway_local_decisions_total', ['reason']), '{{reason}}')],
         },
         {
-          title: 'Local decision ratio', unit: 'percentunit',
+          title: 'Local decision ratio',
+          unit: 'percentunit',
           description: 'Share of decisions made locally. Alert TriadLocalDecisionsHigh fires above 10%.',
           queries: [q(LOCAL_RATIO, 'local')],
         },
@@ -75,17 +87,21 @@ export const scheduler: DashboardSpec = {
       title: 'Plugins and state',
       panels: [
         {
-          title: 'Plugin time per second', unit: 's', stacked: true,
+          title: 'Plugin time per second',
+          unit: 's',
+          stacked: true,
           description: 'CPU time spent in each filter, scorer and picker plugin, per second of wall time.',
           queries: [q(rateSum('triad_scheduler_plugin_seconds_total', ['kind', 'plugin']), '{{kind}} {{plugin}}')],
         },
         {
-          title: 'Endpoints in the index by role', unit: 'short',
+          title: 'Endpoints in the index by role',
+          unit: 'short',
           description: 'Ready endpoints each scheduler replica knows, by role (max over replicas).',
           queries: [q('max by (role) (triad_scheduler_endpoints)', '{{role}}')],
         },
         {
-          title: 'Dispatch feed', unit: 'short',
+          title: 'Dispatch feed',
+          unit: 'short',
           description: 'Gateways whose in-flight counts a scheduler holds; sequence gaps and expired gateways since start.',
           queries: [
             q('max(triad_scheduler_dispatch_gateways)', 'gateways'),
@@ -94,12 +110,14 @@ export const scheduler: DashboardSpec = {
           ],
         },
         {
-          title: 'Invalid messages dropped', unit: 'short',
+          title: 'Invalid messages dropped',
+          unit: 'short',
           description: 'NATS messages and KV values that failed validation, since start, per replica.',
           queries: [q('triad_scheduler_rejected_messages', '{{instance}}')],
         },
         {
-          title: 'NATS connected', unit: 'short',
+          title: 'NATS connected',
+          unit: 'short',
           description: '1 while a scheduler replica has its NATS connection.',
           queries: [q('triad_nats_connected{job="scheduler"}', '{{instance}}')],
         },

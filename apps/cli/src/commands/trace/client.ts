@@ -9,8 +9,9 @@ async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
     res = await fetch(url, { signal: AbortSignal.timeout(10_000) });
   } catch (err) {
     const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
-    throw new TraceCommandError(`cannot reach the trace receiver at ${new URL(url).origin} (${cause}); start one with \`triad ` +
-      `trace serve\``);
+    throw new TraceCommandError(
+      `cannot reach the trace receiver at ${new URL(url).origin} (${cause}); start one with \`triad ` + `trace serve\``,
+    );
   }
   const body = (await res.json().catch(() => ({}))) as T;
   return { status: res.status, body };
@@ -18,8 +19,9 @@ async function getJson<T>(url: string): Promise<{ status: number; body: T }> {
 
 /** Recent traces from a `triad trace serve` receiver, newest first. */
 export async function fetchTraces(from: string, limit: number): Promise<TraceSummary[]> {
-  const { status, body } =
-    await getJson<{ traces?: TraceSummary[]; error?: string }>(`${from.replace(/\/+$/, '')}/api/traces?limit=${limit}`);
+  const { status, body } = await getJson<{ traces?: TraceSummary[]; error?: string }>(
+    `${from.replace(/\/+$/, '')}/api/traces?limit=${limit}`,
+  );
   if (status !== 200 || !body.traces) throw new TraceCommandError(`receiver answered ${status}: ${body.error ?? 'no trace list'}`);
   return body.traces;
 }

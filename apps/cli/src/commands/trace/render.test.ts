@@ -5,36 +5,51 @@ const T0 = 1_796_000_000_000;
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 function span(
-  name: string, spanId: string, parentSpanId: string | undefined, startOffset: number, duration: number, extra: Partial<ReceivedSpan> = {},
+  name: string,
+  spanId: string,
+  parentSpanId: string | undefined,
+  startOffset: number,
+  duration: number,
+  extra: Partial<ReceivedSpan> = {},
 ): ReceivedSpan {
   const startMs = T0 + startOffset;
   const nanos = (ms: number) => (BigInt(Math.round(ms * 1000)) * 1000n).toString();
   return {
-    traceId: TRACE, spanId, ...(parentSpanId ? { parentSpanId } : {}), name, kind: 'CLIENT',
-    startTimeUnixNano: nanos(startMs), endTimeUnixNano: nanos(startMs + duration), startMs, endMs: startMs + duration, durationMs: duration,
-    attributes: {}, events: [], links: [], status: { code: 'UNSET' }, resource: { 'service.name': 'triad-gateway' },
+    traceId: TRACE,
+    spanId,
+    ...(parentSpanId ? { parentSpanId } : {}),
+    name,
+    kind: 'CLIENT',
+    startTimeUnixNano: nanos(startMs),
+    endTimeUnixNano: nanos(startMs + duration),
+    startMs,
+    endMs: startMs + duration,
+    durationMs: duration,
+    attributes: {},
+    events: [],
+    links: [],
+    status: { code: 'UNSET' },
+    resource: { 'service.name': 'triad-gateway' },
     serviceName: 'triad-gateway',
-    scope: { name: '@triad/telemetry' }, ...extra,
+    scope: { name: '@triad/telemetry' },
+    ...extra,
   };
 }
 
 const spans: ReceivedSpan[] = [
-  span(
-    'decode', 'd', 'r', 60, 40,
-    {
-      attributes: { 'server.address': '127.0.1.3', 'server.port': 8000, 'gen_ai.usage.output_tokens': 42 },
-      events: [{ name: 'first_token', timeUnixNano: (BigInt(T0 + 70) * 1_000_000n).toString(), attributes: {} }],
-    },
-  ),
-  span(
-    'POST /v1/chat/completions', 'r', undefined, 0, 100,
-    { kind: 'SERVER', attributes: { 'http.response.status_code': 200, 'triad.mode': 'epd' } },
-  ),
+  span('decode', 'd', 'r', 60, 40, {
+    attributes: { 'server.address': '127.0.1.3', 'server.port': 8000, 'gen_ai.usage.output_tokens': 42 },
+    events: [{ name: 'first_token', timeUnixNano: (BigInt(T0 + 70) * 1_000_000n).toString(), attributes: {} }],
+  }),
+  span('POST /v1/chat/completions', 'r', undefined, 0, 100, {
+    kind: 'SERVER',
+    attributes: { 'http.response.status_code': 200, 'triad.mode': 'epd' },
+  }),
   span('encode', 'e0', 'r', 10, 30, { attributes: { 'triad.encoder.item_index': 0 } }),
-  span(
-    'encode', 'e1', 'r', 12, 35,
-    { attributes: { 'triad.encoder.item_index': 1, 'error.type': '503' }, status: { code: 'ERROR', message: 'engine answered 503' } },
-  ),
+  span('encode', 'e1', 'r', 12, 35, {
+    attributes: { 'triad.encoder.item_index': 1, 'error.type': '503' },
+    status: { code: 'ERROR', message: 'engine answered 503' },
+  }),
   span('schedule', 's', 'r', 2, 5),
   span('schedule', 'ss', 's', 3, 3, { kind: 'SERVER', serviceName: 'triad-scheduler', resource: { 'service.name': 'triad-scheduler' } }),
 ];
@@ -84,15 +99,25 @@ describe('renderTraceList', () => {
   it('lists one line per trace and names a missing root', () => {
     const text = renderTraceList([
       {
-        traceId: TRACE, rootName: 'POST /v1/chat/completions', rootService: 'triad-gateway', services: ['triad-gateway'], spanCount: 6,
-        startMs: T0, durationMs: 100, errors: 1,
+        traceId: TRACE,
+        rootName: 'POST /v1/chat/completions',
+        rootService: 'triad-gateway',
+        services: ['triad-gateway'],
+        spanCount: 6,
+        startMs: T0,
+        durationMs: 100,
+        errors: 1,
       },
       { traceId: '0'.repeat(31) + '1', rootName: '', rootService: '', services: [], spanCount: 1, startMs: T0, durationMs: 2, errors: 0 },
     ]);
     const lines = text.trim().split('\n');
     expect(lines).toHaveLength(3);
-    expect(lines[1]).toMatch(new RegExp(`^${TRACE}  \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\.\\d{3}\\s+100\\.0\\s+6\\s+1  ` +
-      `triad-gateway: POST /v1/chat/completions$`));
+    expect(lines[1]).toMatch(
+      new RegExp(
+        `^${TRACE}  \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\.\\d{3}\\s+100\\.0\\s+6\\s+1  ` +
+          `triad-gateway: POST /v1/chat/completions$`,
+      ),
+    );
     expect(lines[2]).toContain('(root span not received)');
     expect(renderTraceList([])).toBe('no traces received yet\n');
   });

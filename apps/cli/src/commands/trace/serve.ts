@@ -13,10 +13,10 @@ export interface ServeOptions {
 export async function serve(options: ServeOptions, out: NodeJS.WritableStream): Promise<void> {
   const receiver = await startOtlpReceiver({ host: options.host, port: options.port, maxSpans: options.maxSpans });
   out.write(
-    `triad trace: OTLP/HTTP receiver listening on ${receiver.url} (protobuf and JSON, POST /v1/traces)\n`
-    + `  export to it:  OTEL_EXPORTER_OTLP_ENDPOINT=${receiver.url}\n`
-    + `  read it back:  triad trace list --from ${receiver.url}\n`
-    + `                 triad trace show <trace-id> --from ${receiver.url}\n`,
+    `triad trace: OTLP/HTTP receiver listening on ${receiver.url} (protobuf and JSON, POST /v1/traces)\n` +
+      `  export to it:  OTEL_EXPORTER_OTLP_ENDPOINT=${receiver.url}\n` +
+      `  read it back:  triad trace list --from ${receiver.url}\n` +
+      `                 triad trace show <trace-id> --from ${receiver.url}\n`,
   );
   await new Promise<void>((resolve) => {
     const stop = () => resolve();

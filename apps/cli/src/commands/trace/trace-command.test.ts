@@ -18,26 +18,36 @@ function triad(args: string[]): { status: number | null; stdout: string; stderr:
 /** An EPD-shaped trace from two services, as the OTLP http/protobuf exporter would send it. */
 function exportBody(): { body: Uint8Array; traceId: string } {
   const memory = new InMemorySpanExporter();
-  const provider = (service: string) => new BasicTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': service }), spanProcessors: [new SimpleSpanProcessor(memory)],
-  }).getTracer('test');
+  const provider = (service: string) =>
+    new BasicTracerProvider({
+      resource: resourceFromAttributes({ 'service.name': service }),
+      spanProcessors: [new SimpleSpanProcessor(memory)],
+    }).getTracer('test');
   const gateway = provider('triad-gateway');
   const scheduler = provider('triad-scheduler');
   const t0 = Date.now() - 1000;
   const request = gateway.startSpan(
-    'POST /v1/chat/completions', { kind: SpanKind.SERVER, startTime: t0, attributes: { 'http.response.status_code': 200 } }, ROOT_CONTEXT,
+    'POST /v1/chat/completions',
+    { kind: SpanKind.SERVER, startTime: t0, attributes: { 'http.response.status_code': 200 } },
+    ROOT_CONTEXT,
   );
   const ctx = trace.setSpan(ROOT_CONTEXT, request);
   const schedule = gateway.startSpan('schedule', { kind: SpanKind.CLIENT, startTime: t0 + 1 }, ctx);
-  scheduler.startSpan(
-    'schedule', { kind: SpanKind.SERVER, startTime: t0 + 2, attributes: { 'triad.decision.endpoint': 'default.m.decode-0' } },
-    trace.setSpan(ROOT_CONTEXT, schedule),
-  ).end(t0 + 3);
+  scheduler
+    .startSpan(
+      'schedule',
+      { kind: SpanKind.SERVER, startTime: t0 + 2, attributes: { 'triad.decision.endpoint': 'default.m.decode-0' } },
+      trace.setSpan(ROOT_CONTEXT, schedule),
+    )
+    .end(t0 + 3);
   schedule.end(t0 + 4);
-  for (const [i, start] of [[0, 5], [1, 7]] as const) {
-    gateway.startSpan(
-      'encode', { kind: SpanKind.CLIENT, startTime: t0 + start, attributes: { 'triad.encoder.item_index': i } }, ctx,
-    ).end(t0 + start + 40);
+  for (const [i, start] of [
+    [0, 5],
+    [1, 7],
+  ] as const) {
+    gateway
+      .startSpan('encode', { kind: SpanKind.CLIENT, startTime: t0 + start, attributes: { 'triad.encoder.item_index': i } }, ctx)
+      .end(t0 + start + 40);
   }
   gateway.startSpan('decode', { kind: SpanKind.CLIENT, startTime: t0 + 50 }, ctx).end(t0 + 90);
   request.end(t0 + 91);
@@ -79,14 +89,7 @@ describe('triad trace serve | list | show', () => {
     const lines = show.stdout.split('\n');
     const serviceColumn = lines.find((l) => l.startsWith('SPAN'))!.indexOf('SERVICE');
     const tree = lines.filter((l) => /\b(SERVER|CLIENT)\b/.test(l)).map((l) => l.slice(0, serviceColumn).trimEnd());
-    expect(tree).toEqual([
-      'POST /v1/chat/completions',
-      '├─ schedule',
-      '│  └─ schedule',
-      '├─ encode',
-      '├─ encode',
-      '└─ decode',
-    ]);
+    expect(tree).toEqual(['POST /v1/chat/completions', '├─ schedule', '│  └─ schedule', '├─ encode', '├─ encode', '└─ decode']);
     expect(show.stdout).toContain(`trace ${traceId} · 6 spans · triad-gateway, triad-scheduler · 91.00 ms`);
     expect(show.stdout).toMatch(/├─ encode\s+triad-gateway\s+CLIENT\s+\+5\.00\s+40\.00/);
     expect(show.stdout).toMatch(/├─ encode\s+triad-gateway\s+CLIENT\s+\+7\.00\s+40\.00/);

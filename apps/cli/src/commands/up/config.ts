@@ -29,8 +29,9 @@ export function parseStackConfig(text: string, path: string): StackConfig {
     }
   }
   if (problems.length > 0) {
-    throw new StartupError(`the config ${path} is not valid:\n${problems.join('\n')}\nFix it (\`npx triad validate ${path}\` checks it) ` +
-      `and run again.`);
+    throw new StartupError(
+      `the config ${path} is not valid:\n${problems.join('\n')}\nFix it (\`npx triad validate ${path}\` checks it) ` + `and run again.`,
+    );
   }
   if (modelServers.length === 0) throw new StartupError(`the config ${path} has no ModelServer: nothing to serve`);
   return { path, modelServers, modelRoutes, pods };
@@ -43,9 +44,11 @@ export function loadStackConfig(path: string): StackConfig {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new StartupError(code === 'ENOENT'
-      ? `config file ${path} does not exist (pass one with --config FILE)`
-      : `cannot read config ${path}: ${(err as Error).message}`);
+    throw new StartupError(
+      code === 'ENOENT'
+        ? `config file ${path} does not exist (pass one with --config FILE)`
+        : `cannot read config ${path}: ${(err as Error).message}`,
+    );
   }
   return parseStackConfig(text, path);
 }

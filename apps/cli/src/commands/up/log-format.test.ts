@@ -6,23 +6,32 @@ const style = { nameWidth: 11, color: false, raw: false };
 describe('log formatting', () => {
   it('renders a pino line as time, level, message and the remaining fields', () => {
     const line = JSON.stringify({
-      level: 'info', time: '2026-12-03T10:20:30.456Z', service: 'gateway', pid: 1, hostname: 'h', msg: 'listening', port: 8080,
+      level: 'info',
+      time: '2026-12-03T10:20:30.456Z',
+      service: 'gateway',
+      pid: 1,
+      hostname: 'h',
+      msg: 'listening',
+      port: 8080,
       url: 'http://x y',
     });
     expect(formatServiceLine('gateway', line, style)).toBe('gateway     | 10:20:30.456 INFO  listening port=8080 url="http://x y"');
   });
 
-  it('understands numeric pino levels and shows an error\'s message inline', () => {
+  it("understands numeric pino levels and shows an error's message inline", () => {
     const line = JSON.stringify({
-      level: 50, time: 0, msg: 'scrape failed', err: { type: 'Error', message: 'ECONNREFUSED', stack: '...' },
+      level: 50,
+      time: 0,
+      msg: 'scrape failed',
+      err: { type: 'Error', message: 'ECONNREFUSED', stack: '...' },
     });
     expect(readablePinoLine(line, false)).toBe('00:00:00.000 ERROR scrape failed err="ECONNREFUSED"');
   });
 
   it('leaves out an empty message (access-log lines carry only fields)', () => {
-    expect(readablePinoLine(
-      JSON.stringify({ level: 'info', time: 0, msg: '', kind: 'access', status_code: 200 }), false,
-    )).toBe('00:00:00.000 INFO  kind=access status_code=200');
+    expect(readablePinoLine(JSON.stringify({ level: 'info', time: 0, msg: '', kind: 'access', status_code: 200 }), false)).toBe(
+      '00:00:00.000 INFO  kind=access status_code=200',
+    );
   });
 
   it('passes other lines through, and JSON unchanged in raw mode', () => {

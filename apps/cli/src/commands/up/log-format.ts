@@ -70,6 +70,6 @@ export function readablePinoLine(line: string, color: boolean): string | undefin
 /** Prefixes a line of one service's output with its name; JSON log lines become readable unless `raw`. */
 export function formatServiceLine(name: string, line: string, style: LogStyle): string {
   const prefix = paint(style.color, nameColor(name), `${name.padEnd(style.nameWidth)} |`);
-  const body = style.raw ? line : readablePinoLine(line, style.color) ?? line;
+  const body = style.raw ? line : (readablePinoLine(line, style.color) ?? line);
   return `${prefix} ${body}`;
 }

@@ -34,7 +34,11 @@ describe('resolveNats', () => {
 
   it('explains how to install nats-server when it is missing', async () => {
     const error = await resolveNats(
-      { kind: 'spawn' }, supervisor(), join(dir, 'b'), { ...process.env, NATS_SERVER_BIN: 'nats-server-that-does-not-exist' }, 10_000,
+      { kind: 'spawn' },
+      supervisor(),
+      join(dir, 'b'),
+      { ...process.env, NATS_SERVER_BIN: 'nats-server-that-does-not-exist' },
+      10_000,
     ).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StartupError);
     expect((error as Error).message).toBe(NATS_INSTALL_HELP);
@@ -46,16 +50,17 @@ describe('resolveNats', () => {
     const plain = await startNatsServer({ jetstream: false });
     servers.push(js, plain);
     expect((await resolveNats({ kind: 'url', url: js.url }, supervisor(), dir, process.env, 5000)).endpoint).toEqual({
-      url: js.url, origin: 'given',
+      url: js.url,
+      origin: 'given',
     });
-    await expect(resolveNats(
-      { kind: 'url', url: plain.url }, supervisor(), dir, process.env, 5000,
-    )).rejects.toThrow(/has JetStream disabled/);
+    await expect(resolveNats({ kind: 'url', url: plain.url }, supervisor(), dir, process.env, 5000)).rejects.toThrow(
+      /has JetStream disabled/,
+    );
     const closed: Server = createServer();
     const port = await new Promise<number>((r) => closed.listen(0, '127.0.0.1', () => r((closed.address() as { port: number }).port)));
     await new Promise((r) => closed.close(r));
-    await expect(resolveNats(
-      { kind: 'url', url: `nats://127.0.0.1:${port}` }, supervisor(), dir, process.env, 5000,
-    )).rejects.toThrow(/no NATS server answers at/);
+    await expect(resolveNats({ kind: 'url', url: `nats://127.0.0.1:${port}` }, supervisor(), dir, process.env, 5000)).rejects.toThrow(
+      /no NATS server answers at/,
+    );
   });
 });

@@ -30,12 +30,16 @@ async function useGiven(url: string): Promise<NatsEndpoint> {
   const { host, port } = natsHostPort(url);
   const probe = await probeNats(host, port);
   if (!probe.reachable) {
-    throw new StartupError(`no NATS server answers at ${url} (from --nats or TRIAD_NATS_URL). Start one (nats-server -js) or unset ` +
-      `TRIAD_NATS_URL to let triad up start its own.`);
+    throw new StartupError(
+      `no NATS server answers at ${url} (from --nats or TRIAD_NATS_URL). Start one (nats-server -js) or unset ` +
+        `TRIAD_NATS_URL to let triad up start its own.`,
+    );
   }
   if (!probe.jetstream) {
-    throw new StartupError(`the NATS server at ${url} has JetStream disabled; Triad keeps its state in JetStream KV. Restart it with -js ` +
-      `(nats-server -js).`);
+    throw new StartupError(
+      `the NATS server at ${url} has JetStream disabled; Triad keeps its state in JetStream KV. Restart it with -js ` +
+        `(nats-server -js).`,
+    );
   }
   return { url, origin: 'given' };
 }
@@ -46,7 +50,11 @@ async function startPrivate(supervisor: Supervisor, storeDir: string, env: NodeJ
   const port = await freeLoopbackPort();
   // nats-server's 25-line start-up banner would bury the services' lines; only its warnings and errors are shown.
   const child = supervisor.start(
-    'nats', binary(env), ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], env, (line) => !line.includes('[INF]'),
+    'nats',
+    binary(env),
+    ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir],
+    env,
+    (line) => !line.includes('[INF]'),
   );
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -66,7 +74,11 @@ async function startPrivate(supervisor: Supervisor, storeDir: string, env: NodeJ
  * 127.0.0.1:4222 and otherwise starts a private one, as does `spawn` always.
  */
 export async function resolveNats(
-  choice: NatsChoice, supervisor: Supervisor, storeDir: string, env: NodeJS.ProcessEnv, timeoutMs: number,
+  choice: NatsChoice,
+  supervisor: Supervisor,
+  storeDir: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
 ): Promise<{ endpoint: NatsEndpoint; note?: string }> {
   if (choice.kind === 'url') return { endpoint: await useGiven(choice.url) };
   if (choice.kind === 'auto') {

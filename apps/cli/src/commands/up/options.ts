@@ -68,10 +68,13 @@ export function parseUpOptions(argv: readonly string[], env: NodeJS.ProcessEnv, 
       natsArg,
     )
     .option('--sim-latency <profile>', 'engine sim latency profile: realistic or zero', 'realistic')
-    .option('--raw-logs', 'print the services\' JSON log lines unchanged', false)
+    .option('--raw-logs', "print the services' JSON log lines unchanged", false)
     .option('--ready-timeout <seconds>', 'how long the services get to become ready', intArg('--ready-timeout', 1, 3600), 90)
     .option(
-      '--stop-timeout <seconds>', 'how long a service gets to stop after SIGTERM before SIGKILL', intArg('--stop-timeout', 1, 600), 10,
+      '--stop-timeout <seconds>',
+      'how long a service gets to stop after SIGTERM before SIGKILL',
+      intArg('--stop-timeout', 1, 600),
+      10,
     )
     .showHelpAfterError();
   program.parse([...argv], { from: 'user' });
@@ -98,6 +101,8 @@ export function parseUpOptions(argv: readonly string[], env: NodeJS.ProcessEnv, 
     rawLogs: o.rawLogs,
     readyTimeoutMs: o.readyTimeout * 1000,
     stopTimeoutMs: o.stopTimeout * 1000,
-    ...(existsSync(resolve(checkoutRoot, SHIPPED_TOKENIZER, 'tokenizer.json')) ? { tokenizerDir: resolve(checkoutRoot, SHIPPED_TOKENIZER) } : {}),
+    ...(existsSync(resolve(checkoutRoot, SHIPPED_TOKENIZER, 'tokenizer.json'))
+      ? { tokenizerDir: resolve(checkoutRoot, SHIPPED_TOKENIZER) }
+      : {}),
   };
 }

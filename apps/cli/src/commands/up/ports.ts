@@ -22,12 +22,16 @@ export async function assertPortFree(host: string, port: number, what: string): 
     const code = (err as NodeJS.ErrnoException).code;
     const where = host === '0.0.0.0' ? `port ${port}` : `${host}:${port}`;
     if (code === 'EADDRINUSE') {
-      throw new StartupError(`${where} is already in use, so ${what} cannot listen on it. Stop the process that holds it `
-        + `(\`ss -ltnp 'sport = :${port}'\` or \`lsof -i :${port}\` shows it) or choose another port.`);
+      throw new StartupError(
+        `${where} is already in use, so ${what} cannot listen on it. Stop the process that holds it ` +
+          `(\`ss -ltnp 'sport = :${port}'\` or \`lsof -i :${port}\` shows it) or choose another port.`,
+      );
     }
     if (code === 'EADDRNOTAVAIL') {
-      throw new StartupError(`${host} is not an address of this machine, so ${what} cannot listen on it. Linux routes all of `
-        + `127.0.0.0/8 to the loopback interface; on macOS add the alias first: sudo ifconfig lo0 alias ${host} up`);
+      throw new StartupError(
+        `${host} is not an address of this machine, so ${what} cannot listen on it. Linux routes all of ` +
+          `127.0.0.0/8 to the loopback interface; on macOS add the alias first: sudo ifconfig lo0 alias ${host} up`,
+      );
     }
     if (code === 'EACCES') {
       throw new StartupError(`${where} needs privileges to listen on (${what}); choose a port above 1023.`);

@@ -46,8 +46,9 @@ export async function waitUntilReady(child: ManagedChild, readyzUrl: string, dea
     if (res?.status === 200) return;
     if (res) lastReason = `${res.status} ${res.body.trim().slice(0, 200)}`;
     if (Date.now() > deadline) {
-      throw new StartupError(`${child.name} was not ready after the ready timeout (${readyzUrl} said: ${lastReason}); raise it with ` +
-        `--ready-timeout`);
+      throw new StartupError(
+        `${child.name} was not ready after the ready timeout (${readyzUrl} said: ${lastReason}); raise it with ` + `--ready-timeout`,
+      );
     }
     await Promise.race([new Promise((r) => setTimeout(r, POLL_MS)), child.exited]);
   }

@@ -2,20 +2,41 @@ import { SimFleet, type RunningSim } from './sim-fleet';
 import type { SimSpec } from './sim-plan';
 
 const spec = (key: string, port = 8000): SimSpec => ({
-  key, modelServer: 'default/ms', engine: 'vllm', role: 'both', host: '127.0.0.1', port, model: 'm', usesSharedEc: false, loraAdapters: [],
+  key,
+  modelServer: 'default/ms',
+  engine: 'vllm',
+  role: 'both',
+  host: '127.0.0.1',
+  port,
+  model: 'm',
+  usesSharedEc: false,
+  loraAdapters: [],
 });
 
 /** A fleet over fake sims that records what happened, in order. */
 function fleet(drainMs: number, failKeys: string[] = []) {
   const log: string[] = [];
   let closed: () => void = () => undefined;
-  const closedOnce = () => new Promise<void>((r) => { closed = r; });
-  const f = new SimFleet(async (s) => {
-    if (failKeys.includes(s.key)) throw new Error('EADDRINUSE');
-    log.push(`start ${s.key}:${s.port}`);
-    const sim: RunningSim = { url: `http://${s.host}:${s.port}`, close: async () => { log.push(`close ${s.key}:${s.port}`); closed(); } };
-    return sim;
-  }, { started: () => undefined, stopped: () => undefined, failed: (s) => log.push(`failed ${s.key}`) }, drainMs);
+  const closedOnce = () =>
+    new Promise<void>((r) => {
+      closed = r;
+    });
+  const f = new SimFleet(
+    async (s) => {
+      if (failKeys.includes(s.key)) throw new Error('EADDRINUSE');
+      log.push(`start ${s.key}:${s.port}`);
+      const sim: RunningSim = {
+        url: `http://${s.host}:${s.port}`,
+        close: async () => {
+          log.push(`close ${s.key}:${s.port}`);
+          closed();
+        },
+      };
+      return sim;
+    },
+    { started: () => undefined, stopped: () => undefined, failed: (s) => log.push(`failed ${s.key}`) },
+    drainMs,
+  );
   return { f, log, closedOnce };
 }
 
@@ -28,7 +49,7 @@ describe('SimFleet', () => {
     await f.closeAll();
   });
 
-  it('closes a removed pod\'s sim after the drain time, and keeps it when the pod comes back first', async () => {
+  it("closes a removed pod's sim after the drain time, and keeps it when the pod comes back first", async () => {
     const { f, log, closedOnce } = fleet(0);
     await f.apply([spec('a'), spec('b')]);
     const closed = closedOnce();

@@ -58,17 +58,19 @@ export class SimFleet {
     }
     await Promise.all(closing);
     const toStart = plan.filter((s) => !this.members.has(s.key));
-    const results = await Promise.all(toStart.map(async (spec) => {
-      try {
-        const sim = await this.start(spec);
-        this.members.set(spec.key, { spec, sim });
-        this.events.started(spec, sim);
-        return undefined;
-      } catch (err) {
-        this.events.failed(spec, err as Error);
-        return spec;
-      }
-    }));
+    const results = await Promise.all(
+      toStart.map(async (spec) => {
+        try {
+          const sim = await this.start(spec);
+          this.members.set(spec.key, { spec, sim });
+          this.events.started(spec, sim);
+          return undefined;
+        } catch (err) {
+          this.events.failed(spec, err as Error);
+          return spec;
+        }
+      }),
+    );
     return results.filter((s): s is SimSpec => s !== undefined);
   }
 

@@ -38,7 +38,9 @@ function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions
     ...(spec.ecControlPort !== undefined ? { ecControlPort: spec.ecControlPort } : {}),
     // The hashing the local stack's scheduler config asks the gateway for (stack.ts): vLLM's defaults with
     // PYTHONHASHSEED=0, 16-token blocks.
-    ...(spec.kvEvents && flags.tokenizer ? { kvEvents: { ...spec.kvEvents, tokenizer: flags.tokenizer, blockSize: 16, hashAlgo: 'sha256', hashSeed: '0' } } : {}),
+    ...(spec.kvEvents && flags.tokenizer
+      ? { kvEvents: { ...spec.kvEvents, tokenizer: flags.tokenizer, blockSize: 16, hashAlgo: 'sha256', hashSeed: '0' } }
+      : {}),
   };
 }
 
@@ -54,20 +56,22 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--tokenizer <dir>', 'tokenizer of every sim that publishes KV events (pods with triad.io/kv-events-endpoint)')
     .option('--metrics-port <port>', 'ops port (/healthz, /readyz)', '0')
     .option('--latency <profile>', 'zero or realistic', 'realistic')
-    .option('--drain-ms <ms>', 'how long a removed pod\'s sim keeps serving', '5000')
+    .option('--drain-ms <ms>', "how long a removed pod's sim keeps serving", '5000')
     .parse([...argv], { from: 'user' })
     .opts<SimHostFlags>();
   const logger = createLogger({ service: 'sim-pods' });
   const { startSimEngine } = require('@triad/engine-sim') as EngineSim;
-  const fleet = new SimFleet((spec) => startSimEngine(simOptions(spec, flags, logger.child({ pod: spec.key }))), {
-    started: (spec, sim) => logger.info(
-      { pod: spec.key, engine: spec.engine, role: spec.role, url: sim.url, model: spec.model }, 'engine sim started',
-    ),
-    stopped: (spec) => logger.info({ pod: spec.key }, 'engine sim stopped'),
-    failed: (spec, err) => logger.error(
-      { pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start',
-    ),
-  }, Number(flags.drainMs));
+  const fleet = new SimFleet(
+    (spec) => startSimEngine(simOptions(spec, flags, logger.child({ pod: spec.key }))),
+    {
+      started: (spec, sim) =>
+        logger.info({ pod: spec.key, engine: spec.engine, role: spec.role, url: sim.url, model: spec.model }, 'engine sim started'),
+      stopped: (spec) => logger.info({ pod: spec.key }, 'engine sim stopped'),
+      failed: (spec, err) =>
+        logger.error({ pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start'),
+    },
+    Number(flags.drainMs),
+  );
 
   const plan = () => {
     const config = loadStackConfig(flags.config);
@@ -76,8 +80,10 @@ export async function main(argv: readonly string[]): Promise<void> {
   const failedAtStart = await fleet.apply(plan());
   if (failedAtStart.length > 0) {
     logger.flush?.();
-    throw new Error(`${failedAtStart.length} engine sim(s) could not start: ` +
-      `${failedAtStart.map((s) => `${s.key} on ${s.host}:${s.port}`).join(', ')}`);
+    throw new Error(
+      `${failedAtStart.length} engine sim(s) could not start: ` +
+        `${failedAtStart.map((s) => `${s.key} on ${s.host}:${s.port}`).join(', ')}`,
+    );
   }
 
   // Reloads run one at a time; edits that land during one are folded into a single follow-up reload.
@@ -107,10 +113,14 @@ export async function main(argv: readonly string[]): Promise<void> {
 
   const ops = await startOpsServer({ port: Number(flags.metricsPort), readiness: () => ({ ready: true }) });
   logger.info({ sims: fleet.keys().length, opsPort: ops.port }, 'engine sims ready');
-  onShutdown(logger, async () => {
-    watcher.close();
-    await reloading;
-    await fleet.closeAll();
-    await ops.close();
-  }, { graceMs: 10_000 });
+  onShutdown(
+    logger,
+    async () => {
+      watcher.close();
+      await reloading;
+      await fleet.closeAll();
+      await ops.close();
+    },
+    { graceMs: 10_000 },
+  );
 }

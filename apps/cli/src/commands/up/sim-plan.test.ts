@@ -27,9 +27,14 @@ describe('planSims', () => {
     const text = readFileSync(join(__dirname, '../../../../../infra/local/cluster.yaml'), 'utf8');
     const { sims, notes } = plan(text);
     expect(notes).toEqual([]);
-    expect(sims.map((s) => `${s.key} ${s.engine} ${s.role} ` +
-      `${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}` +
-      `${s.kvEvents ? ` kv ${s.kvEvents.endpoint} ${s.kvEvents.replayEndpoint}` : ''}`)).toEqual([
+    expect(
+      sims.map(
+        (s) =>
+          `${s.key} ${s.engine} ${s.role} ` +
+          `${s.host}:${s.port}${s.bootstrapPort ? ` bootstrap ${s.bootstrapPort}` : ''}${s.usesSharedEc ? ' ec' : ''}` +
+          `${s.kvEvents ? ` kv ${s.kvEvents.endpoint} ${s.kvEvents.replayEndpoint}` : ''}`,
+      ),
+    ).toEqual([
       'default/qwen-vl-encode-0 vllm encode 127.0.1.1:8000 ec',
       'default/qwen-vl-encode-1 vllm encode 127.0.1.2:8000 ec',
       'default/qwen-vl-prefill-0 vllm prefill 127.0.1.11:8000 ec',
@@ -40,9 +45,9 @@ describe('planSims', () => {
       'default/qwen-small-0 vllm both 127.0.3.1:8000 kv tcp://*:5557 tcp://*:5558',
       'default/qwen-small-1 vllm both 127.0.3.2:8000 kv tcp://*:5557 tcp://*:5558',
     ]);
-    expect(new Set(sims.map((s) => s.model))).toEqual(new Set([
-      'Qwen/Qwen2.5-VL-3B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct', 'Qwen/Qwen2.5-0.5B-Instruct',
-    ]));
+    expect(new Set(sims.map((s) => s.model))).toEqual(
+      new Set(['Qwen/Qwen2.5-VL-3B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct', 'Qwen/Qwen2.5-0.5B-Instruct']),
+    );
   });
 
   it('gives KV-event sockets to pods annotated with them, except encoders and addresses the sim cannot bind', () => {
@@ -178,7 +183,13 @@ ${pod('mc-d', '127.0.9.4', '{app: mc, g: a, role: d}', '{"sim.triad.io/enable-mm
 `);
     const byKey = Object.fromEntries(sims.map((s) => [s.key.split('/')[1], s]));
     expect(byKey['mc-e']).toMatchObject({ role: 'encode', ecConnector: 'mooncake', enableMmEmbeds: true, usesSharedEc: false });
-    expect(byKey['mc-p']).toMatchObject({ role: 'prefill', ecConnector: 'mooncake', enableMmEmbeds: true, dataParallel: 2, ecControlPort: 15000 });
+    expect(byKey['mc-p']).toMatchObject({
+      role: 'prefill',
+      ecConnector: 'mooncake',
+      enableMmEmbeds: true,
+      dataParallel: 2,
+      ecControlPort: 15000,
+    });
     expect(byKey['mc-p2']).toMatchObject({ role: 'prefill', dataParallel: 2, ecControlPort: 15100 });
     expect(byKey['mc-d']).toMatchObject({ role: 'decode', ecConnector: 'mooncake' });
     expect(byKey['mc-d']?.enableMmEmbeds).toBeUndefined();

@@ -1,7 +1,17 @@
 import {
-  DEFAULT_SGLANG_BOOTSTRAP_PORT, DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT, EC_CONTROL_PORT_ANNOTATION, ENCODER_BOOTSTRAP_PORT_ANNOTATION,
-  annotatedPortFor, classifyPod, ecControlOf,
-  resolvePipelineMode, rolePort, staticBootstrapPort, type ModelRoute, type ModelServer, type Pod,
+  DEFAULT_SGLANG_BOOTSTRAP_PORT,
+  DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT,
+  EC_CONTROL_PORT_ANNOTATION,
+  ENCODER_BOOTSTRAP_PORT_ANNOTATION,
+  annotatedPortFor,
+  classifyPod,
+  ecControlOf,
+  resolvePipelineMode,
+  rolePort,
+  staticBootstrapPort,
+  type ModelRoute,
+  type ModelServer,
+  type Pod,
 } from '@triad/crd';
 
 export type SimEngineKind = 'vllm' | 'sglang';
@@ -80,8 +90,10 @@ function servedModel(ms: ModelServer, routes: readonly ModelRoute[]): string {
 }
 
 function targetsServer(route: ModelRoute, ms: ModelServer): boolean {
-  return route.metadata.namespace === ms.metadata.namespace
-    && (route.spec.rules ?? []).some((rule) => rule.targetModels.some((t) => t.modelServerName === ms.metadata.name));
+  return (
+    route.metadata.namespace === ms.metadata.namespace &&
+    (route.spec.rules ?? []).some((rule) => rule.targetModels.some((t) => t.modelServerName === ms.metadata.name))
+  );
 }
 
 function loraAdaptersOf(ms: ModelServer, routes: readonly ModelRoute[]): string[] {
@@ -133,11 +145,14 @@ function vllmSimKnobs(pod: Pod, ip: string, ms: ModelServer, role: SimRole, note
   const consumer = ecConnector === 'mooncake' && (role === 'prefill' || role === 'both');
   const realPort = realControlPort(real.addresses, ip);
   if (consumer && realPort === undefined && annotations[SIM_EC_CONTROL_PORT_ANNOTATION] === undefined) {
-    notes.push(`pod ${pod.metadata.namespace}/${pod.metadata.name} is a Mooncake EC consumer without ${EC_CONTROL_PORT_ANNOTATION}: ` +
-      `its sim listens on ${DEFAULT_EC_CONTROL_PORT}, but the gateway refuses its multimodal requests until the annotation names it`);
+    notes.push(
+      `pod ${pod.metadata.namespace}/${pod.metadata.name} is a Mooncake EC consumer without ${EC_CONTROL_PORT_ANNOTATION}: ` +
+        `its sim listens on ${DEFAULT_EC_CONTROL_PORT}, but the gateway refuses its multimodal requests until the annotation names it`,
+    );
   }
   const port = consumer
-    ? (positiveIntAnnotation(pod, SIM_EC_CONTROL_PORT_ANNOTATION, 65535) ?? realPort ?? DEFAULT_EC_CONTROL_PORT) : undefined;
+    ? (positiveIntAnnotation(pod, SIM_EC_CONTROL_PORT_ANNOTATION, 65535) ?? realPort ?? DEFAULT_EC_CONTROL_PORT)
+    : undefined;
   const embeds = annotations[SIM_MM_EMBEDS_ANNOTATION];
   const enableMmEmbeds = embeds === 'true' ? true : embeds === 'false' ? false : configured?.enableMmEmbeds === true;
   return {
@@ -196,8 +211,8 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
     model: servedModel(ms, routes),
     ...(sglangPrefill ? { bootstrapPort: bootstrapPortOf(pod, ms, port) } : {}),
     ...(languageOnly ? { languageOnly: true, encoderBootstrapPort: encoderBootstrapPortOf(pod, port) } : {}),
-    usesSharedEc: engine === 'vllm' && mode === 'epd' && simRole !== 'decode'
-      && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
+    usesSharedEc:
+      engine === 'vllm' && mode === 'epd' && simRole !== 'decode' && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',
     loraAdapters: loraAdaptersOf(ms, routes),
     ...knobs,
     ...(kvEvents ? { kvEvents } : {}),
@@ -241,17 +256,24 @@ export function planSims(modelServers: readonly ModelServer[], modelRoutes: read
       continue;
     }
     if (classified.length > 1) {
-      const others = classified.slice(1).map((c) => c.ms.metadata.name).join(', ');
-      notes.push(`${id} is selected by ${first.ms.metadata.name} and ${others}; its sim plays its ${first.role} role for ` +
-        `${first.ms.metadata.name}`);
+      const others = classified
+        .slice(1)
+        .map((c) => c.ms.metadata.name)
+        .join(', ');
+      notes.push(
+        `${id} is selected by ${first.ms.metadata.name} and ${others}; its sim plays its ${first.role} role for ` +
+          `${first.ms.metadata.name}`,
+      );
     }
     const sim = simFor(pod, ip, first, modelRoutes, notes);
     const base = sim.ecControlPort;
     const controlPorts = base ? Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => base + r) : [];
-    const kvPorts = [sim.kvEvents?.endpoint, sim.kvEvents?.replayEndpoint].flatMap((a) => (a === undefined ? [] : (
-      Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => portOf(a) + r))));
+    const kvPorts = [sim.kvEvents?.endpoint, sim.kvEvents?.replayEndpoint].flatMap((a) =>
+      a === undefined ? [] : Array.from({ length: sim.dataParallel ?? 1 }, (_, r) => portOf(a) + r),
+    );
     const addresses = [sim.port, sim.bootstrapPort, sim.encoderBootstrapPort, ...controlPorts, ...kvPorts]
-      .filter((p) => p !== undefined).map((p) => `${ip}:${p}`);
+      .filter((p) => p !== undefined)
+      .map((p) => `${ip}:${p}`);
     const twice = addresses.find((a, i) => addresses.indexOf(a) !== i);
     if (twice) {
       notes.push(`${id} needs ${twice} for two of its listeners: no engine sim started`);

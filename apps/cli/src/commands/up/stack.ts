@@ -74,13 +74,22 @@ function writePreciseRouting(workDir: string, shippedTokenizer: string): { token
     scorers: ['least-request', 'gpu-usage', 'least-latency', { plugin: 'precise-prefix-cache', weight: 3 }],
     picker: 'max-score',
   };
-  writeFileSync(schedulerConfig, `${JSON.stringify({
-    plugins: [{
-      type: 'precise-prefix-cache',
-      args: { blockSize: 16, hashAlgo: 'sha256', hashSeed: '0', tokenizers: [{ model: '*', path: tokenizer }] },
-    }],
-    profiles: { default: language },
-  }, null, 2)}\n`);
+  writeFileSync(
+    schedulerConfig,
+    `${JSON.stringify(
+      {
+        plugins: [
+          {
+            type: 'precise-prefix-cache',
+            args: { blockSize: 16, hashAlgo: 'sha256', hashSeed: '0', tokenizers: [{ model: '*', path: tokenizer }] },
+          },
+        ],
+        profiles: { default: language },
+      },
+      null,
+      2,
+    )}\n`,
+  );
   return { tokenizer, schedulerConfig };
 }
 
@@ -146,13 +155,18 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
   try {
     const deadline = Date.now() + options.readyTimeoutMs;
     const { endpoint: nats, note: natsNote } = await resolveNats(
-      options.nats, supervisor, join(workDir, 'nats'), environment.env, options.readyTimeoutMs,
+      options.nats,
+      supervisor,
+      join(workDir, 'nats'),
+      environment.env,
+      options.readyTimeoutMs,
     );
     environment.out.write(`triad up: NATS at ${nats.url}${nats.origin === 'started' ? ' (nats-server started with JetStream)' : ''}\n`);
     // One credentials key per run, shared by the pod-watcher (which seals ExternalModelProvider credentials from
     // the config's Secrets) and the gateway (which opens them), unless the environment brings its own.
     const env = { ...environment.env };
-    if (!env['TRIAD_CREDENTIALS_KEY'] && !env['TRIAD_CREDENTIALS_KEY_FILE']) env['TRIAD_CREDENTIALS_KEY'] = randomBytes(32).toString('base64');
+    if (!env['TRIAD_CREDENTIALS_KEY'] && !env['TRIAD_CREDENTIALS_KEY_FILE'])
+      env['TRIAD_CREDENTIALS_KEY'] = randomBytes(32).toString('base64');
     const triad = (name: string, args: readonly string[], opsPort: number) => {
       const child = supervisor.start(name, process.execPath, [environment.cliEntry, ...args], env);
       return { child, opsPort };
@@ -162,19 +176,34 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     const starting: { child: ManagedChild; opsPort: number }[] = [];
     // Pods annotated with triad.io/kv-events-endpoint: their sims publish KV events, a kv-indexer follows them and
     // the scheduler routes on them.
-    const precise = plan.sims.some((s) => s.kvEvents) && options.tokenizerDir ? writePreciseRouting(workDir, options.tokenizerDir) : undefined;
+    const precise =
+      plan.sims.some((s) => s.kvEvents) && options.tokenizerDir ? writePreciseRouting(workDir, options.tokenizerDir) : undefined;
     if (plan.sims.some((s) => s.kvEvents) && !precise) {
-      environment.out.write('triad up: note: no tokenizer found (infra/tokenizers in a checkout): the sims publish no KV events and ' +
-        'prefix routing stays approximate\n');
+      environment.out.write(
+        'triad up: note: no tokenizer found (infra/tokenizers in a checkout): the sims publish no KV events and ' +
+          'prefix routing stays approximate\n',
+      );
     }
     if (plan.sims.length > 0) {
       const p = await port();
-      starting.push(triad(
-        'sim-pods',
-        ['_sim-pods', '--config', config.path, '--shared-ec-dir', sharedEcDir, '--metrics-port', p, '--latency', options.simLatency,
-          ...(precise ? ['--tokenizer', precise.tokenizer] : [])],
-        Number(p),
-      ));
+      starting.push(
+        triad(
+          'sim-pods',
+          [
+            '_sim-pods',
+            '--config',
+            config.path,
+            '--shared-ec-dir',
+            sharedEcDir,
+            '--metrics-port',
+            p,
+            '--latency',
+            options.simLatency,
+            ...(precise ? ['--tokenizer', precise.tokenizer] : []),
+          ],
+          Number(p),
+        ),
+      );
     }
     if (precise) {
       const p = await port();
@@ -183,24 +212,52 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     let p = await port();
     starting.push(triad('pod-watcher', ['pod-watcher', ...natsArgs, '--source', `file:${config.path}`, '--metrics-port', p], Number(p)));
     p = await port();
-    starting.push(triad('scheduler', ['scheduler', ...natsArgs, '--metrics-port', p, ...(precise ? ['--config', precise.schedulerConfig] : [])], Number(p)));
+    starting.push(
+      triad(
+        'scheduler',
+        ['scheduler', ...natsArgs, '--metrics-port', p, ...(precise ? ['--config', precise.schedulerConfig] : [])],
+        Number(p),
+      ),
+    );
     p = await port();
-    starting.push(triad('gateway', [
-      'gateway', ...natsArgs, '--port', String(options.port), '--metrics-port', p, ...(precise ? ['--scheduler-config', precise.schedulerConfig] : []),
-    ], Number(p)));
+    starting.push(
+      triad(
+        'gateway',
+        [
+          'gateway',
+          ...natsArgs,
+          '--port',
+          String(options.port),
+          '--metrics-port',
+          p,
+          ...(precise ? ['--scheduler-config', precise.schedulerConfig] : []),
+        ],
+        Number(p),
+      ),
+    );
 
     const gatewayUrl = `http://127.0.0.1:${options.port}`;
     const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://127.0.0.1:${opsPort}/readyz`, deadline)))
-      .then(() => waitForModels(gatewayUrl, config.modelRoutes.flatMap((r) => (r.spec.modelName ? [r.spec.modelName] : [])), deadline))
+      .then(() =>
+        waitForModels(
+          gatewayUrl,
+          config.modelRoutes.flatMap((r) => (r.spec.modelName ? [r.spec.modelName] : [])),
+          deadline,
+        ),
+      )
       .then((missing) => {
         if (missing.length > 0) {
-          environment.out.write(`triad up: note: the gateway does not list ${missing.join(', ')} yet (GET /v1/models); see the ` +
-            `pod-watcher's lines above\n`);
+          environment.out.write(
+            `triad up: note: the gateway does not list ${missing.join(', ')} yet (GET /v1/models); see the ` +
+              `pod-watcher's lines above\n`,
+          );
         }
       });
     const crashedFirst = crashed.then(({ child, exit }) => {
-      throw new StartupError(`${child.name} stopped while the stack was starting ` +
-        `(${exit.error ? exit.error.message : exit.signal ?? `code ${exit.code}`}):\n  ${child.lastLines().join('\n  ')}`);
+      throw new StartupError(
+        `${child.name} stopped while the stack was starting ` +
+          `(${exit.error ? exit.error.message : (exit.signal ?? `code ${exit.code}`)}):\n  ${child.lastLines().join('\n  ')}`,
+      );
     });
     const aborted = new Promise<never>((_, reject) => {
       const fail = () => reject(new StartupError('interrupted while starting; everything started so far has been stopped'));
@@ -209,7 +266,12 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     });
     await Promise.race([ready, crashedFirst, aborted]);
     return {
-      config, plan, nats, ...(natsNote ? { natsNote } : {}), gatewayUrl, crashed,
+      config,
+      plan,
+      nats,
+      ...(natsNote ? { natsNote } : {}),
+      gatewayUrl,
+      crashed,
       services: starting.map(({ child, opsPort }) => ({ name: child.name, pid: child.pid, opsPort })),
       pids: () => supervisor.pids(),
       stop,

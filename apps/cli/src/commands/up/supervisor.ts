@@ -30,10 +30,17 @@ export class Supervisor {
 
   /** Starts a service; `show` decides which of its lines reach the terminal (all are kept for error reports). */
   start(
-    name: string, command: string, args: readonly string[], env?: NodeJS.ProcessEnv, show: (line: string) => boolean = () => true,
+    name: string,
+    command: string,
+    args: readonly string[],
+    env?: NodeJS.ProcessEnv,
+    show: (line: string) => boolean = () => true,
   ): ManagedChild {
     const child = new ManagedChild({
-      name, command, args, ...(env ? { env } : {}),
+      name,
+      command,
+      args,
+      ...(env ? { env } : {}),
       onLine: (n, line) => {
         if (show(line)) this.options.out.write(`${formatServiceLine(n, line, this.options.style)}\n`);
       },

@@ -50,21 +50,32 @@ export function curlLines(baseUrl: string, picks: TryRequests): { label: string;
     lines.push({
       label: `text (${picks.text.name}, ${picks.text.engine} ${picks.text.mode})`,
       command: curl(
-        baseUrl, { model: picks.text.name, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 32 }, false,
+        baseUrl,
+        { model: picks.text.name, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 32 },
+        false,
       ),
     });
   }
   if (picks.image) {
     lines.push({
       label: `image (${picks.image.name}, ${picks.image.engine} ${picks.image.mode})`,
-      command: curl(baseUrl, {
-        model: picks.image.name,
-        messages: [{
-          role: 'user',
-          content: [{ type: 'text', text: 'What is in this image?' }, { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } }],
-        }],
-        max_tokens: 32,
-      }, false),
+      command: curl(
+        baseUrl,
+        {
+          model: picks.image.name,
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'What is in this image?' },
+                { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } },
+              ],
+            },
+          ],
+          max_tokens: 32,
+        },
+        false,
+      ),
     });
   }
   if (picks.stream) {
@@ -72,7 +83,8 @@ export function curlLines(baseUrl: string, picks: TryRequests): { label: string;
       label: `stream (${picks.stream.name}, ${picks.stream.engine} ${picks.stream.mode})`,
       command: curl(
         baseUrl,
-        { model: picks.stream.name, messages: [{ role: 'user', content: 'Count from one to ten.' }], max_tokens: 32, stream: true }, true,
+        { model: picks.stream.name, messages: [{ role: 'user', content: 'Count from one to ten.' }], max_tokens: 32, stream: true },
+        true,
       ),
     });
   }

@@ -22,7 +22,8 @@ export function matrixStack(h: Harness): MatrixStack {
 export async function unexpectedErrors(h: Harness): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith('triad_unexpected_errors_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  for (const line of text.split('\n'))
+    if (line.startsWith('triad_unexpected_errors_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 

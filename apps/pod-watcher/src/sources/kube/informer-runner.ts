@@ -61,7 +61,10 @@ export class InformerRunner {
     if (await this.#attemptStart()) this.#markSynced();
     else {
       if (this.#optional && this.#lastCode === 404) {
-        this.#logger.warn({ informer: this.#name }, 'resource not served by the API server (CRD not installed?); going on without it and retrying');
+        this.#logger.warn(
+          { informer: this.#name },
+          'resource not served by the API server (CRD not installed?); going on without it and retrying',
+        );
         this.#markSynced();
       }
       this.#scheduleRestart();

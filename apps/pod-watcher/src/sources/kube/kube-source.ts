@@ -28,7 +28,12 @@ interface Resource {
 }
 
 const triad = (kind: WatchedKind, plural: string, optional = false): Resource => ({
-  kind, group: API_GROUP, version: 'v1alpha1', plural, namespaced: true, optional,
+  kind,
+  group: API_GROUP,
+  version: 'v1alpha1',
+  plural,
+  namespaced: true,
+  optional,
 });
 const CREDENTIAL_SELECTOR = `${PROVIDER_SECRET_LABEL_KEY}=${PROVIDER_SECRET_LABEL_VALUE}`;
 
@@ -46,7 +51,14 @@ export function watchedResources(gatewayApi: boolean, scoped: boolean): Resource
     out.push(
       { kind: 'Gateway', group: 'gateway.networking.k8s.io', version: 'v1', plural: 'gateways', namespaced: true, optional: true },
       { kind: 'HTTPRoute', group: 'gateway.networking.k8s.io', version: 'v1', plural: 'httproutes', namespaced: true, optional: true },
-      { kind: 'InferencePool', group: 'inference.networking.k8s.io', version: 'v1', plural: 'inferencepools', namespaced: true, optional: true },
+      {
+        kind: 'InferencePool',
+        group: 'inference.networking.k8s.io',
+        version: 'v1',
+        plural: 'inferencepools',
+        namespaced: true,
+        optional: true,
+      },
     );
     // Namespace labels serve `allowedRoutes.namespaces.from: Selector`; listing them needs cluster scope.
     if (!scoped) out.push({ kind: 'Namespace', group: '', version: 'v1', plural: 'namespaces', namespaced: false, optional: false });
@@ -93,10 +105,14 @@ export class KubeSource implements ObjectSource {
     else this.#kc.loadFromDefault();
     const custom = this.#kc.makeApiClient(this.#k8s.CustomObjectsApi);
     const mergePatch = this.#k8s.setHeaderOptions('Content-Type', this.#k8s.PatchStrategy.MergePatch);
-    this.status = new KubeStatusWriter(async (kind, namespace, name, status) => {
-      const r = STATUS_RESOURCES[kind];
-      return custom.patchNamespacedCustomObjectStatus({ ...r, namespace, name, body: { status } }, mergePatch) as Promise<unknown>;
-    }, options.logger, options.metrics);
+    this.status = new KubeStatusWriter(
+      async (kind, namespace, name, status) => {
+        const r = STATUS_RESOURCES[kind];
+        return custom.patchNamespacedCustomObjectStatus({ ...r, namespace, name, body: { status } }, mergePatch) as Promise<unknown>;
+      },
+      options.logger,
+      options.metrics,
+    );
   }
 
   /** Where the API server is (for the start-up log line). */
@@ -115,7 +131,9 @@ export class KubeSource implements ObjectSource {
         const plain = (o: KubeObject) => ({ ...(JSON.parse(JSON.stringify(o)) as object), apiVersion, kind: res.kind });
         informer.on('add', (o) => sink.upsert(plain(o)));
         informer.on('update', (o) => sink.upsert(plain(o)));
-        informer.on('delete', (o) => sink.remove(res.kind, o.metadata?.namespace ?? (res.namespaced ? 'default' : ''), o.metadata?.name ?? ''));
+        informer.on('delete', (o) =>
+          sink.remove(res.kind, o.metadata?.namespace ?? (res.namespaced ? 'default' : ''), o.metadata?.name ?? ''),
+        );
         const name = `${res.plural}${namespace ? `@${namespace}` : ''}`;
         this.#runners.push(new InformerRunner(name, informer, this.#opts.logger, { optional: res.optional }));
       }
@@ -141,16 +159,16 @@ export class KubeSource implements ObjectSource {
       if (res.kind === 'Pod') {
         list = () => (namespace ? core.listNamespacedPod({ namespace, ...sel }) : core.listPodForAllNamespaces(sel)) as Promise<KubeList>;
       } else if (res.kind === 'Secret') {
-        list = () => (namespace ? core.listNamespacedSecret({ namespace, ...sel }) : core.listSecretForAllNamespaces(sel)) as Promise<KubeList>;
+        list = () =>
+          (namespace ? core.listNamespacedSecret({ namespace, ...sel }) : core.listSecretForAllNamespaces(sel)) as Promise<KubeList>;
       } else {
         list = () => core.listNamespace(sel) as Promise<KubeList>;
       }
     } else {
       const custom = kc.makeApiClient(k8s.CustomObjectsApi);
       const what = { group: res.group, version: res.version, plural: res.plural };
-      list = () => (namespace
-        ? custom.listNamespacedCustomObject({ ...what, namespace })
-        : custom.listClusterCustomObject(what)) as Promise<KubeList>;
+      list = () =>
+        (namespace ? custom.listNamespacedCustomObject({ ...what, namespace }) : custom.listClusterCustomObject(what)) as Promise<KubeList>;
     }
     return k8s.makeInformer<KubeObject>(kc, path, list, labelSelector);
   }

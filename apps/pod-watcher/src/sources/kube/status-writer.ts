@@ -60,7 +60,12 @@ export class KubeStatusWriter implements StatusReporter {
   }
 
   conditions(
-    kind: StatusKind, namespace: string, name: string, desired: readonly Condition[], observed: ObservedObject, observedGeneration?: number,
+    kind: StatusKind,
+    namespace: string,
+    name: string,
+    desired: readonly Condition[],
+    observed: ObservedObject,
+    observedGeneration?: number,
   ): void {
     const current = currentConditions({ status: observed.status });
     const currentGeneration = (observed.status as { observedGeneration?: unknown } | undefined)?.observedGeneration;
@@ -125,8 +130,8 @@ export class KubeStatusWriter implements StatusReporter {
     this.#prunedSaid.add(id);
     this.#logger.warn(
       { kind: job.kind, namespace: job.namespace, name: job.name },
-      'status written earlier is not on the object (a CRD without these status fields, such as Kthena\'s, prunes it); '
-        + 'not writing it again until it changes',
+      "status written earlier is not on the object (a CRD without these status fields, such as Kthena's, prunes it); " +
+        'not writing it again until it changes',
     );
   }
 
@@ -165,12 +170,15 @@ export class KubeStatusWriter implements StatusReporter {
         'status patch failed',
       );
       if (job.attempts >= MAX_ATTEMPTS || this.#closed) return;
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
-        // A newer outcome reported meanwhile wins over this retry.
-        if (!this.#pending.has(id)) this.#pending.set(id, job);
-        this.#pump();
-      }, Math.min(30_000, 250 * 2 ** job.attempts));
+      const timer = setTimeout(
+        () => {
+          this.#timers.delete(timer);
+          // A newer outcome reported meanwhile wins over this retry.
+          if (!this.#pending.has(id)) this.#pending.set(id, job);
+          this.#pump();
+        },
+        Math.min(30_000, 250 * 2 ** job.attempts),
+      );
       this.#timers.add(timer);
     }
   }

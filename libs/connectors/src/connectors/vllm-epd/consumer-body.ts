@@ -45,7 +45,10 @@ function rewrites(items: readonly HandedOffItem[], mmEmbeds: boolean): boolean {
  * there). Everything else passes unchanged. `body` is not mutated.
  */
 export function consumerBody(
-  body: Record<string, unknown>, items: readonly HandedOffItem[], mmEmbeds: boolean, push: boolean,
+  body: Record<string, unknown>,
+  items: readonly HandedOffItem[],
+  mmEmbeds: boolean,
+  push: boolean,
 ): Record<string, unknown> {
   const rewrite = rewrites(items, mmEmbeds);
   const byPart = new Map<object, HandedOffItem>();
@@ -55,16 +58,20 @@ export function consumerBody(
   out['messages'] = messages.map((message) => {
     const content = (message as { content?: unknown } | null)?.content;
     if (!Array.isArray(content) || !content.some((p) => byPart.has(p as object))) return message;
-    return { ...(message as Part), content: content.map((p) => {
-      const item = byPart.get(p as object);
-      return item === undefined ? p : consumerPart(item, rewrite);
-    }) };
+    return {
+      ...(message as Part),
+      content: content.map((p) => {
+        const item = byPart.get(p as object);
+        return item === undefined ? p : consumerPart(item, rewrite);
+      }),
+    };
   });
   const client = body['ec_transfer_params'];
   const params: Record<string, unknown> = client !== null && typeof client === 'object' && !Array.isArray(client) ? { ...client } : {};
   if (push) {
-    params['ec_items'] = items.map((i) => (i.encoded !== undefined
-      ? { mm_hash: i.encoded.ecHash, transfer_id: i.transferId } : { transfer_id: i.transferId }));
+    params['ec_items'] = items.map((i) =>
+      i.encoded !== undefined ? { mm_hash: i.encoded.ecHash, transfer_id: i.transferId } : { transfer_id: i.transferId },
+    );
   }
   for (const item of items) if (item.encoded !== undefined) params[item.encoded.ecHash] = item.encoded.entry;
   if (Object.keys(params).length > 0) out['ec_transfer_params'] = params;

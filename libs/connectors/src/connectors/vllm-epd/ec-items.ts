@@ -30,9 +30,8 @@ function choiceFor(choices: readonly EncoderChoice[], item: number): EncoderChoi
   const direct = choices[item];
   if (direct !== undefined && direct.item === item) return direct;
   const found = choices.find((c) => c.item === item);
-  if (found === undefined) throw new SchedulingError(
-    ErrorCode.SchedNoEncoder, `no encoder was chosen for media item ${item}`, { stage: 'encode', item },
-  );
+  if (found === undefined)
+    throw new SchedulingError(ErrorCode.SchedNoEncoder, `no encoder was chosen for media item ${item}`, { stage: 'encode', item });
   return found;
 }
 

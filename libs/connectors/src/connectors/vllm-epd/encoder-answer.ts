@@ -29,8 +29,12 @@ type Entry = Record<string, unknown>;
 const isObject = (v: unknown): v is Entry => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 function fail(reason: EcHandoffFailureReason, encoder: EndpointRef, item: number, what: string): EcHandoffError {
-  return new EcHandoffError(reason, `encode of item ${item} on ${encoder.key}: ${what}`,
-    { stage: 'encode', endpoint: encoder.key, item, status: 200 }, false);
+  return new EcHandoffError(
+    reason,
+    `encode of item ${item} on ${encoder.key}: ${what}`,
+    { stage: 'encode', endpoint: encoder.key, item, status: 200 },
+    false,
+  );
 }
 
 /** The metadata fields of an entry, flattened one level (`[[1,h,w]]` → `[1,h,w]`); undefined when empty. */
@@ -85,7 +89,7 @@ export function matchEncoderAnswer(body: Buffer, sent: readonly SentItem[], enco
   const params = parsed['ec_transfer_params'];
   // An encoder that reports nothing (an older vLLM, a connector without metadata): the items stay raw.
   if (params === undefined || params === null) return sent.map(() => undefined);
-  if (!isObject(params)) throw fail('invalid_encoder_answer', encoder, first, 'the encoder\'s ec_transfer_params is not an object');
+  if (!isObject(params)) throw fail('invalid_encoder_answer', encoder, first, "the encoder's ec_transfer_params is not an object");
   const entries = entriesOf(params, encoder, first);
   if (entries.length === 0) return sent.map(() => undefined);
   const byPosition = new Map<number, [string, Entry]>();
@@ -97,8 +101,12 @@ export function matchEncoderAnswer(body: Buffer, sent: readonly SentItem[], enco
     }
     for (const at of indices) {
       if (typeof at !== 'number' || !Number.isInteger(at) || at < 0 || at >= sent.length) {
-        throw fail('invalid_encoder_answer', encoder, first, `the encoder reported item index ${JSON.stringify(at)} ` +
-          `for a request of ${sent.length} item(s)`);
+        throw fail(
+          'invalid_encoder_answer',
+          encoder,
+          first,
+          `the encoder reported item index ${JSON.stringify(at)} ` + `for a request of ${sent.length} item(s)`,
+        );
       }
       const item = (sent[at] as SentItem).index;
       if (byPosition.has(at)) throw fail('item_mismatch', encoder, item, `the encoder reported position ${at} twice`);

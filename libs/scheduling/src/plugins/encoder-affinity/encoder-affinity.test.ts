@@ -36,19 +36,23 @@ describe('encoder-affinity', () => {
 
   it('spreads different content over the encoders', () => {
     const { candidates, ctx, finals } = setup();
-    const homes = new Set(Array.from(
-      { length: 40 }, (_, i) => podOf(candidates, picker.pick(ctx, { candidates, finals, count: 1, item: item(`u:img-${i}`) }).order[0]),
-    ));
+    const homes = new Set(
+      Array.from({ length: 40 }, (_, i) =>
+        podOf(candidates, picker.pick(ctx, { candidates, finals, count: 1, item: item(`u:img-${i}`) }).order[0]),
+      ),
+    );
     expect(homes.size).toBe(4);
   });
 
   it('spills a hot key to its next encoder when its home is over the load bound, and always the same one', () => {
     const calm = setup();
     const home = podOf(
-      calm.candidates, picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[0],
+      calm.candidates,
+      picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[0],
     );
     const second = podOf(
-      calm.candidates, picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[1],
+      calm.candidates,
+      picker.pick(calm.ctx, { candidates: calm.candidates, finals: calm.finals, count: 4, item: item('u:hot') }).order[1],
     );
     // total load 8+1 over 4 encoders: cap = ceil(1.25·9/4) = 3, and the home has 8.
     const hot = setup({ [home]: 8 });

@@ -6,13 +6,15 @@ import { MaxScorePicker } from '../max-score/max-score';
 
 export const ENCODER_AFFINITY = 'encoder-affinity';
 
-export const EncoderAffinityParamsSchema = z.object({
-  /**
-   * (1+ε) of bounded-load hashing: an encoder takes an item only while its load stays within
-   * `ceil(loadFactor · (total load + 1) / encoders)`. 1 means strict balance; larger means stickier caches.
-   */
-  loadFactor: z.number().min(1).max(10).default(1.25),
-}).strict();
+export const EncoderAffinityParamsSchema = z
+  .object({
+    /**
+     * (1+ε) of bounded-load hashing: an encoder takes an item only while its load stays within
+     * `ceil(loadFactor · (total load + 1) / encoders)`. 1 means strict balance; larger means stickier caches.
+     */
+    loadFactor: z.number().min(1).max(10).default(1.25),
+  })
+  .strict();
 export type EncoderAffinityParams = z.infer<typeof EncoderAffinityParamsSchema>;
 
 /**

@@ -12,7 +12,7 @@ function score(plugin: EncoderCacheScorer, keys: string[], tracker = new Infligh
 }
 
 describe('encoder-cache', () => {
-  it('scores the share of the request\'s media items each pod was recently sent', () => {
+  it("scores the share of the request's media items each pod was recently sent", () => {
     const plugin = new EncoderCacheScorer('encoder-cache', params);
     plugin.postSchedule(pluginContext({ request: schedulingRequest({ mediaItems: items('x', 'y') }) }), { key: keyOf('a') } as never);
     plugin.learn({ model: 'm', endpoint: keyOf('b'), role: 'prefill', prefixHashes: [], mediaKeys: ['y'] });
@@ -29,14 +29,15 @@ describe('encoder-cache', () => {
     expect(score(plugin, ['z'])).toEqual([0, 0, 0, 0]);
   });
 
-  it('sends an unseen item to its content key\'s home pod (the same on every replica), within the load bound', () => {
+  it("sends an unseen item to its content key's home pod (the same on every replica), within the load bound", () => {
     const plugin = new EncoderCacheScorer('encoder-cache', { ...params, homeShare: 0.5 });
     const first = score(plugin, ['new']);
     expect(first.filter((s) => s === 50)).toHaveLength(1);
     expect(score(new EncoderCacheScorer('another-replica', { ...params, homeShare: 0.5 }), ['new'])).toEqual(first);
     const home = pods[first.indexOf(50)]!;
     const busy = new InflightTracker();
-    for (let i = 0; i < 8; i++) busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf(home), stage: 'aggregated', at: TEST_NOW });
+    for (let i = 0; i < 8; i++)
+      busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf(home), stage: 'aggregated', at: TEST_NOW });
     expect(score(plugin, ['new'], busy)).toEqual([0, 0, 0, 0]);
   });
 });

@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import type { AffinityRecord, SchedulingRequest } from '@triad/bus';
-import { definePlugin, type AffinityLearner, type CacheEstimator, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import {
+  definePlugin,
+  type AffinityLearner,
+  type CacheEstimator,
+  type CycleContext,
+  type EndpointAware,
+  type PostScheduleHook,
+  type Scorer,
+} from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import { combine32, hashString32 } from '../../hashing/fast-hash';
 import type { Endpoint } from '../../state/endpoint';
@@ -8,14 +16,16 @@ import { withinLoadBound } from '../bounded-load';
 
 export const ENCODER_CACHE = 'encoder-cache';
 
-export const EncoderCacheParamsSchema = z.object({
-  /** Bounded load, as for encoders: past loadFactor × the mean in-flight count a pod gets no affinity score. */
-  loadFactor: z.number().min(1).max(10).default(1.25),
-  /** Media items remembered per endpoint (LRU): about what its encoder cache holds. */
-  maxItemsPerEndpoint: z.number().int().min(1).default(64),
-  /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
-  homeShare: z.number().min(0).max(1).default(1),
-}).strict();
+export const EncoderCacheParamsSchema = z
+  .object({
+    /** Bounded load, as for encoders: past loadFactor × the mean in-flight count a pod gets no affinity score. */
+    loadFactor: z.number().min(1).max(10).default(1.25),
+    /** Media items remembered per endpoint (LRU): about what its encoder cache holds. */
+    maxItemsPerEndpoint: z.number().int().min(1).default(64),
+    /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
+    homeShare: z.number().min(0).max(1).default(1),
+  })
+  .strict();
 export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
 
 /**
@@ -66,7 +76,8 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
       }
       if (!found && this.#params.homeShare > 0) {
         const h = hashString32(item.key);
-        let home = 0, best = -1;
+        let home = 0,
+          best = -1;
         for (let i = 0; i < c.size; i++) {
           const w = combine32(h, c.keyHash[i] as number);
           if (w > best) {
@@ -133,7 +144,7 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
 export const encoderCachePlugin = definePlugin({
   type: ENCODER_CACHE,
   kinds: ['scorer', 'post-schedule'],
-  description: 'Scores pods that were recently sent the request\'s media items (their encoder cache), within a load bound.',
+  description: "Scores pods that were recently sent the request's media items (their encoder cache), within a load bound.",
   params: EncoderCacheParamsSchema,
   create: (name, params) => new EncoderCacheScorer(name, params),
 });

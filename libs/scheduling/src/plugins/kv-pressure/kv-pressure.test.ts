@@ -7,7 +7,10 @@ describe('kv-pressure', () => {
     { kvs: [0.91, 0.99], kept: [] },
     { kvs: [0, 0.2], kept: ['p0', 'p1'] },
   ])('threshold 0.9 over $kvs keeps $kept', ({ kvs, kept }) => {
-    const c = candidatesOf(buildIndex(kvs.map((kv, i) => ({ pod: `p${i}`, kv }))), kvs.map((_, i) => `p${i}`));
+    const c = candidatesOf(
+      buildIndex(kvs.map((kv, i) => ({ pod: `p${i}`, kv }))),
+      kvs.map((_, i) => `p${i}`),
+    );
     expect(applyFilter(new KvPressureFilter('kv-pressure', { threshold: 0.9 }), pluginContext(), c)).toEqual(kept);
   });
 });

@@ -4,10 +4,12 @@ import type { Candidates } from '../../framework/candidates';
 
 export const KV_PRESSURE = 'kv-pressure';
 
-export const KvPressureParamsSchema = z.object({
-  /** Endpoints whose KV-cache usage (0..1) is above this are removed. */
-  threshold: z.number().gt(0).max(1).default(0.9),
-}).strict();
+export const KvPressureParamsSchema = z
+  .object({
+    /** Endpoints whose KV-cache usage (0..1) is above this are removed. */
+    threshold: z.number().gt(0).max(1).default(0.9),
+  })
+  .strict();
 export type KvPressureParams = z.infer<typeof KvPressureParamsSchema>;
 
 /**

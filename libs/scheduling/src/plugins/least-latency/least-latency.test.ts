@@ -3,7 +3,15 @@ import { loadSchedulerConfig } from '../../config/load-config';
 import { Scheduler } from '../../scheduler';
 import { InflightTracker } from '../../state/inflight-tracker';
 import {
-  applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, schedulingRequest, TEST_NOW, type EndpointSpec,
+  applyScorer,
+  buildIndex,
+  candidatesOf,
+  endpointRecord,
+  keyOf,
+  pluginContext,
+  schedulingRequest,
+  TEST_NOW,
+  type EndpointSpec,
 } from '../../testing';
 import { LeastLatencyScorer } from './least-latency';
 
@@ -11,14 +19,22 @@ const pods: EndpointSpec[] = [
   { pod: 'a', ttftMs: 100, tpotMs: 10 },
   { pod: 'b', ttftMs: 200, tpotMs: 30 },
   { pod: 'c', ttftMs: 300, tpotMs: 20 },
-  { pod: 'new', },
+  { pod: 'new' },
   { pod: 'zero', ttftMs: 0, tpotMs: 15 },
 ];
 
 /** Scores at the time the latency was observed (age 0, full weight), unless `now` says otherwise. */
 function scores(alpha: number, specs: EndpointSpec[] = pods, now = TEST_NOW - 500, tracker?: InflightTracker): number[] {
-  const c = candidatesOf(buildIndex(specs), specs.map((p) => p.pod), tracker);
-  return applyScorer(new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha, maxLatencyAgeMs: 30_000 }), pluginContext({ now }), c);
+  const c = candidatesOf(
+    buildIndex(specs),
+    specs.map((p) => p.pod),
+    tracker,
+  );
+  return applyScorer(
+    new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha, maxLatencyAgeMs: 30_000 }),
+    pluginContext({ now }),
+    c,
+  );
 }
 
 describe('least-latency', () => {
@@ -53,11 +69,17 @@ describe('least-latency', () => {
     // Three engines, 20 requests/s; an engine's mean moves only when it served something in the last second (as the
     // pod-watcher's interval means do). Engine c had one slow burst (9 s) and has since recovered (100 ms).
     const served = (maxLatencyAgeMs: number): Record<string, number> => {
-      const index = buildIndex([
-        { pod: 'a', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW }, { pod: 'b', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW },
-        { pod: 'c', ttftMs: 9000, tpotMs: 10, latencyAt: TEST_NOW },
-      ].map((e) => ({ ...e, scrapedAt: TEST_NOW })));
-      const config = loadSchedulerConfig({ plugins: [{ type: 'least-latency', args: { maxLatencyAgeMs } }] }, { registry: createInTreeRegistry() });
+      const index = buildIndex(
+        [
+          { pod: 'a', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW },
+          { pod: 'b', ttftMs: 100, tpotMs: 10, latencyAt: TEST_NOW },
+          { pod: 'c', ttftMs: 9000, tpotMs: 10, latencyAt: TEST_NOW },
+        ].map((e) => ({ ...e, scrapedAt: TEST_NOW })),
+      );
+      const config = loadSchedulerConfig(
+        { plugins: [{ type: 'least-latency', args: { maxLatencyAgeMs } }] },
+        { registry: createInTreeRegistry() },
+      );
       if (!config.ok) throw new Error(config.reasons.join('; '));
       const s = new Scheduler({ index, tracker: new InflightTracker(), config: config.loaded });
       const counts: Record<string, number> = { a: 0, b: 0, c: 0 };
@@ -75,9 +97,16 @@ describe('least-latency', () => {
         for (const pod of ['a', 'b', 'c']) {
           const m = index.get(keyOf(pod))!.record.metrics;
           const fresh = inSecond.has(pod);
-          index.applyEndpoint({ op: 'PUT', value: endpointRecord({
-            pod, ttftMs: fresh ? 100 : m.ttftMs!, tpotMs: 10, latencyAt: fresh ? now : m.latencyAt!, scrapedAt: now,
-          }) });
+          index.applyEndpoint({
+            op: 'PUT',
+            value: endpointRecord({
+              pod,
+              ttftMs: fresh ? 100 : m.ttftMs!,
+              tpotMs: 10,
+              latencyAt: fresh ? now : m.latencyAt!,
+              scrapedAt: now,
+            }),
+          });
         }
       }
       return counts;

@@ -10,15 +10,17 @@ export const NO_LATENCY_DATA_SCORE = 50;
 /** Score of an idle endpoint whose latency has aged out: it gets one probe request to measure it again. */
 export const PROBE_SCORE = 100;
 
-export const LeastLatencyParamsSchema = z.object({
-  /** α in `α·sTTFT + (1−α)·sTPOT`; zod rejects NaN and ±Infinity, the range check rejects the rest. */
-  TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
-  /**
-   * Latency means fade towards the neutral 50 as they age (linearly, by the time since the engine last observed a
-   * request) and are forgotten after this long: a slow burst must not keep an engine scored 0 once it has recovered.
-   */
-  maxLatencyAgeMs: z.number().int().min(1).default(30_000),
-}).strict();
+export const LeastLatencyParamsSchema = z
+  .object({
+    /** α in `α·sTTFT + (1−α)·sTPOT`; zod rejects NaN and ±Infinity, the range check rejects the rest. */
+    TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
+    /**
+     * Latency means fade towards the neutral 50 as they age (linearly, by the time since the engine last observed a
+     * request) and are forgotten after this long: a slow burst must not keep an engine scored 0 once it has recovered.
+     */
+    maxLatencyAgeMs: z.number().int().min(1).default(30_000),
+  })
+  .strict();
 export type LeastLatencyParams = z.infer<typeof LeastLatencyParamsSchema>;
 
 /**
@@ -47,7 +49,10 @@ export class LeastLatencyScorer implements Scorer {
     if (this.#weights.length < c.size) this.#weights = new Float64Array(Math.max(c.size, this.#weights.length * 2));
     scoreLatencies(
       { now: ctx.now, n: c.size, ttft: c.ttftMs, tpot: c.tpotMs, at: c.latencyAt, inflight: () => c.inflight() },
-      this.#alpha, this.#maxAgeMs, this.#weights, out,
+      this.#alpha,
+      this.#maxAgeMs,
+      this.#weights,
+      out,
     );
   }
 }
@@ -70,7 +75,10 @@ export interface LatencyColumns {
  */
 export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w: Float64Array, out: Float64Array): void {
   const { n, ttft, tpot, at } = c;
-  let minT = Infinity, maxT = -Infinity, minP = Infinity, maxP = -Infinity;
+  let minT = Infinity,
+    maxT = -Infinity,
+    minP = Infinity,
+    maxP = -Infinity;
   let aged = false;
   for (let i = 0; i < n; i++) {
     const t = ttft[i] as number;

@@ -4,10 +4,12 @@ import type { Candidates } from '../../framework/candidates';
 
 export const LEAST_REQUEST = 'least-request';
 
-export const LeastRequestParamsSchema = z.object({
-  /** Keep an endpoint only while the engine's waiting queue is shorter than this (Kthena default 10). */
-  maxWaitingRequests: z.number().int().min(1).default(10),
-}).strict();
+export const LeastRequestParamsSchema = z
+  .object({
+    /** Keep an endpoint only while the engine's waiting queue is shorter than this (Kthena default 10). */
+    maxWaitingRequests: z.number().int().min(1).default(10),
+  })
+  .strict();
 export type LeastRequestParams = z.infer<typeof LeastRequestParamsSchema>;
 
 /**

@@ -7,9 +7,14 @@ function pick(finals: number[], id = 'r1', order = pods, count = 3, pending?: nu
   const candidates = candidatesOf(buildIndex(order.map((pod) => ({ pod }))), order);
   const ctx = pluginContext({ request: schedulingRequest({ id }) });
   const f = Float64Array.from(order.map((p) => finals[pods.indexOf(p)] as number));
-  const input = pending ? {
-    candidates, finals: f, count, pending: Int32Array.from(order.map((p) => pending[pods.indexOf(p)] as number)),
-  } : { candidates, finals: f, count };
+  const input = pending
+    ? {
+        candidates,
+        finals: f,
+        count,
+        pending: Int32Array.from(order.map((p) => pending[pods.indexOf(p)] as number)),
+      }
+    : { candidates, finals: f, count };
   return new MaxScorePicker('max-score').pick(ctx, input).order.map((i) => candidates.endpoint(i).record.pod);
 }
 

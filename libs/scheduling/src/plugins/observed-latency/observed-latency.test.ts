@@ -4,13 +4,23 @@ import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW }
 import { ObservedLatencyScorer } from './observed-latency';
 
 const finish = (pod: string, at: number, ttftMs: number, tpotMs?: number): DispatchEvent => ({
-  type: 'finish', requestId: `${pod}-${at}`, endpoint: keyOf(pod), stage: 'aggregated', at, ok: true, ttftMs,
+  type: 'finish',
+  requestId: `${pod}-${at}`,
+  endpoint: keyOf(pod),
+  stage: 'aggregated',
+  at,
+  ok: true,
+  ttftMs,
   ...(tpotMs !== undefined ? { tpotMs } : {}),
 });
 
 function scores(tracker: InflightTracker, now: number, pods = ['a', 'b', 'c']): number[] {
   const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods, tracker);
-  return applyScorer(new ObservedLatencyScorer('observed-latency', { TTFTTPOTWeightFactor: 0.5, maxLatencyAgeMs: 30_000 }), pluginContext({ now }), c);
+  return applyScorer(
+    new ObservedLatencyScorer('observed-latency', { TTFTTPOTWeightFactor: 0.5, maxLatencyAgeMs: 30_000 }),
+    pluginContext({ now }),
+    c,
+  );
 }
 
 describe('observed-latency', () => {
@@ -24,7 +34,7 @@ describe('observed-latency', () => {
     expect(tracker.latency.get(keyOf('a'))?.ttftMs).toBeCloseTo(220, 9);
   });
 
-  it('takes the figures from other gateways\' dispatch batches too, snapshots included', () => {
+  it("takes the figures from other gateways' dispatch batches too, snapshots included", () => {
     const tracker = new InflightTracker();
     tracker.applyBatch({ v: 1, gateway: 'gw-2', seq: 0, events: [finish('b', TEST_NOW, 50, 5)], inflight: {} }, TEST_NOW);
     tracker.applyBatch({ v: 1, gateway: 'gw-2', seq: 1, events: [finish('a', TEST_NOW, 150, 15)] }, TEST_NOW);
@@ -38,7 +48,7 @@ describe('observed-latency', () => {
     expect(scores(tracker, TEST_NOW, ['a', 'b'])).toEqual([50, 100]);
   });
 
-  it('fades a slow pod\'s figure with age and probes it once it aged out while idle', () => {
+  it("fades a slow pod's figure with age and probes it once it aged out while idle", () => {
     const tracker = new InflightTracker();
     tracker.applyEvent('gw', finish('a', TEST_NOW, 9000, 50));
     tracker.applyEvent('gw', finish('b', TEST_NOW, 100, 10));

@@ -5,12 +5,14 @@ import { scoreLatencies } from '../least-latency/least-latency';
 
 export const OBSERVED_LATENCY = 'observed-latency';
 
-export const ObservedLatencyParamsSchema = z.object({
-  /** α in `α·sTTFT + (1−α)·sTPOT`, as for least-latency. */
-  TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
-  /** Observations fade towards the neutral 50 as they age and are forgotten after this long (idle pods are probed). */
-  maxLatencyAgeMs: z.number().int().min(1).default(30_000),
-}).strict();
+export const ObservedLatencyParamsSchema = z
+  .object({
+    /** α in `α·sTTFT + (1−α)·sTPOT`, as for least-latency. */
+    TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
+    /** Observations fade towards the neutral 50 as they age and are forgotten after this long (idle pods are probed). */
+    maxLatencyAgeMs: z.number().int().min(1).default(30_000),
+  })
+  .strict();
 export type ObservedLatencyParams = z.infer<typeof ObservedLatencyParamsSchema>;
 
 /**
@@ -53,8 +55,13 @@ export class ObservedLatencyScorer implements Scorer {
       this.#tpot[i] = o === undefined ? 0 : o.tpotMs > 0 ? o.tpotMs : 1;
       this.#at[i] = o?.at ?? 0;
     }
-    scoreLatencies({ now: ctx.now, n, ttft: this.#ttft, tpot: this.#tpot, at: this.#at, inflight: () => c.inflight() },
-      this.#alpha, this.#maxAgeMs, this.#weights, out);
+    scoreLatencies(
+      { now: ctx.now, n, ttft: this.#ttft, tpot: this.#tpot, at: this.#at, inflight: () => c.inflight() },
+      this.#alpha,
+      this.#maxAgeMs,
+      this.#weights,
+      out,
+    );
   }
 }
 

@@ -7,7 +7,11 @@ import { PrecisePrefixCacheParamsSchema, PrecisePrefixCacheScorer, PRECISE_PREFI
 
 const k = (i: number): string => i.toString(16).padStart(16, '0');
 
-function score(plugin: PrecisePrefixCacheScorer, req: { kvBlockHashes?: string[]; prefixHashes?: string[] }, pods = ['a', 'b', 'c']): number[] {
+function score(
+  plugin: PrecisePrefixCacheScorer,
+  req: { kvBlockHashes?: string[]; prefixHashes?: string[] },
+  pods = ['a', 'b', 'c'],
+): number[] {
   const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods);
   return applyScorer(plugin, pluginContext({ request: schedulingRequest({ model: 'm', ...req }) }), c);
 }
@@ -34,7 +38,7 @@ describe('precise-prefix-cache', () => {
     expect(score(plugin, { prefixHashes: ['h1', 'h2'] })).toEqual([100, 0, 100]);
   });
 
-  it('takes the best of a pod\'s data-parallel ranks', () => {
+  it("takes the best of a pod's data-parallel ranks", () => {
     const index = new KvBlockIndex();
     const plugin = new PrecisePrefixCacheScorer('p', PRECISE_PREFIX_CACHE, PrecisePrefixCacheParamsSchema.parse({}), index);
     index.setLive('default/a', 'default/a', true);
@@ -44,13 +48,27 @@ describe('precise-prefix-cache', () => {
     expect(score(plugin, { kvBlockHashes: [k(1), k(2)] }, ['a'])).toEqual([100]);
   });
 
-  it('accepts Kthena\'s kvcache-aware name and arguments, and tells the gateway how to hash', () => {
-    const result = loadSchedulerConfig({
-      plugins: [{ type: 'kvcache-aware', args: { blockSizeToHash: 32, maxBlocksToMatch: 64, vllmTokenizerPort: 8000, sglangTokenizerPort: 30000 } }],
-      profiles: { aggregated: { scorers: [{ plugin: 'kvcache-aware', weight: 1 }] } },
-    }, { registry: createInTreeRegistry() });
+  it("accepts Kthena's kvcache-aware name and arguments, and tells the gateway how to hash", () => {
+    const result = loadSchedulerConfig(
+      {
+        plugins: [
+          {
+            type: 'kvcache-aware',
+            args: { blockSizeToHash: 32, maxBlocksToMatch: 64, vllmTokenizerPort: 8000, sglangTokenizerPort: 30000 },
+          },
+        ],
+        profiles: { aggregated: { scorers: [{ plugin: 'kvcache-aware', weight: 1 }] } },
+      },
+      { registry: createInTreeRegistry() },
+    );
     if (!result.ok) throw new Error(result.reasons.join('; '));
-    expect(kvHashOptionsOf(result.loaded)).toEqual({ blockSize: 32, maxBlocksToMatch: 64, hashAlgo: 'sha256', hashSeed: '0', tokenizers: [] });
+    expect(kvHashOptionsOf(result.loaded)).toEqual({
+      blockSize: 32,
+      maxBlocksToMatch: 64,
+      hashAlgo: 'sha256',
+      hashSeed: '0',
+      tokenizers: [],
+    });
     expect(prefixHashOptionsOf(result.loaded)).toEqual({ blockSize: 64, maxBlocks: 128 });
   });
 });
@@ -59,7 +77,11 @@ describe('KvBlockIndex', () => {
   it('caps its entries by evicting the least recently stored blocks of the largest source', () => {
     const index = new KvBlockIndex({ maxEntries: 10 });
     index.setLive('s1', 'p1', true);
-    index.store('s1', 'p1', Array.from({ length: 8 }, (_, i) => k(i)));
+    index.store(
+      's1',
+      'p1',
+      Array.from({ length: 8 }, (_, i) => k(i)),
+    );
     index.store('s2', 'p2', [k(100), k(101), k(102), k(103)]);
     const stats = index.stats();
     expect(stats.entries).toBeLessThanOrEqual(10);
@@ -68,7 +90,7 @@ describe('KvBlockIndex', () => {
     expect(index.blocksOf('s2')).toHaveLength(4);
   });
 
-  it('forgets a cleared source\'s blocks and a dropped source entirely', () => {
+  it("forgets a cleared source's blocks and a dropped source entirely", () => {
     const index = new KvBlockIndex();
     index.setLive('s', 'p', true);
     index.store('s', 'p', [k(1)]);

@@ -1,6 +1,13 @@
 import type { AffinityRecord } from '@triad/bus';
 import { z } from 'zod';
-import { definePlugin, type CycleContext, type EndpointAware, type PluginDefinition, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import {
+  definePlugin,
+  type CycleContext,
+  type EndpointAware,
+  type PluginDefinition,
+  type PostScheduleHook,
+  type Scorer,
+} from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import type { KvBlockIndex } from '../../state/kv-block-index';
@@ -13,36 +20,42 @@ export const KVCACHE_AWARE = 'kvcache-aware';
 /** vLLM `--prefix-caching-hash-algo` values the gateway can reproduce. */
 export const KvHashAlgoSchema = z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']);
 
-export const TokenizerRefSchema = z.object({
-  /** Model name as the engine sees it (ModelServer.spec.model, or the request model); `*` matches any. */
-  model: z.string().min(1),
-  /** A `tokenizer.json` file, or a directory holding it (and `tokenizer_config.json` with the chat template). */
-  path: z.string().min(1),
-}).strict();
+export const TokenizerRefSchema = z
+  .object({
+    /** Model name as the engine sees it (ModelServer.spec.model, or the request model); `*` matches any. */
+    model: z.string().min(1),
+    /** A `tokenizer.json` file, or a directory holding it (and `tokenizer_config.json` with the chat template). */
+    path: z.string().min(1),
+  })
+  .strict();
 
-const Params = z.object({
-  /** Tokens per KV block: vLLM `--block-size`, SGLang `--page-size` (Kthena: `blockSizeToHash`). */
-  blockSize: z.number().int().min(1).max(1024).optional(),
-  blockSizeToHash: z.number().int().min(1).max(1024).optional(),
-  /** Most leading blocks hashed and matched. */
-  maxBlocksToMatch: z.number().int().min(1).max(256).default(128),
-  /** vLLM engines' `--prefix-caching-hash-algo` (SGLang has one fixed scheme). */
-  hashAlgo: KvHashAlgoSchema.default('sha256'),
-  /** vLLM engines' PYTHONHASHSEED: it seeds every block chain (unset on the engines = unreproducible hashes). */
-  hashSeed: z.string().default('0'),
-  /** Where the gateway finds each model's tokenizer (shipped with the image or mounted; nothing is downloaded). */
-  tokenizers: z.array(TokenizerRefSchema).default([]),
-  /** Arguments of the approximate `prefix-cache` scorer used for pods that publish no events. */
-  fallback: PrefixCacheParamsSchema.default(PrefixCacheParamsSchema.parse({})),
-  /** Kthena's tokenizer ports: Triad tokenizes in the gateway, so these are accepted and unused. */
-  vllmTokenizerPort: z.number().int().optional(),
-  sglangTokenizerPort: z.number().int().optional(),
-}).strict();
+const Params = z
+  .object({
+    /** Tokens per KV block: vLLM `--block-size`, SGLang `--page-size` (Kthena: `blockSizeToHash`). */
+    blockSize: z.number().int().min(1).max(1024).optional(),
+    blockSizeToHash: z.number().int().min(1).max(1024).optional(),
+    /** Most leading blocks hashed and matched. */
+    maxBlocksToMatch: z.number().int().min(1).max(256).default(128),
+    /** vLLM engines' `--prefix-caching-hash-algo` (SGLang has one fixed scheme). */
+    hashAlgo: KvHashAlgoSchema.default('sha256'),
+    /** vLLM engines' PYTHONHASHSEED: it seeds every block chain (unset on the engines = unreproducible hashes). */
+    hashSeed: z.string().default('0'),
+    /** Where the gateway finds each model's tokenizer (shipped with the image or mounted; nothing is downloaded). */
+    tokenizers: z.array(TokenizerRefSchema).default([]),
+    /** Arguments of the approximate `prefix-cache` scorer used for pods that publish no events. */
+    fallback: PrefixCacheParamsSchema.default(PrefixCacheParamsSchema.parse({})),
+    /** Kthena's tokenizer ports: Triad tokenizes in the gateway, so these are accepted and unused. */
+    vllmTokenizerPort: z.number().int().optional(),
+    sglangTokenizerPort: z.number().int().optional(),
+  })
+  .strict();
 
-export const PrecisePrefixCacheParamsSchema = Params.transform(({ blockSizeToHash, blockSize, vllmTokenizerPort: _v, sglangTokenizerPort: _s, ...rest }) => ({
-  ...rest,
-  blockSize: blockSize ?? blockSizeToHash ?? 16,
-}));
+export const PrecisePrefixCacheParamsSchema = Params.transform(
+  ({ blockSizeToHash, blockSize, vllmTokenizerPort: _v, sglangTokenizerPort: _s, ...rest }) => ({
+    ...rest,
+    blockSize: blockSize ?? blockSizeToHash ?? 16,
+  }),
+);
 export type PrecisePrefixCacheParams = z.output<typeof PrecisePrefixCacheParamsSchema>;
 
 /**
@@ -115,14 +128,16 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
 
 /** The plugin under its own name and, with the same arguments, under Kthena's `kvcache-aware`. */
 export function precisePrefixCachePlugins(index: KvBlockIndex): PluginDefinition[] {
-  const make = (type: string): PluginDefinition => definePlugin({
-    type,
-    kinds: ['scorer', 'post-schedule'],
-    description: type === KVCACHE_AWARE
-      ? `Kthena's name for ${PRECISE_PREFIX_CACHE} (same arguments; blockSizeToHash is the block size in tokens).`
-      : 'Scores by the longest prefix the engine holds, from its KV events; approximate prefix-cache for pods without events.',
-    params: PrecisePrefixCacheParamsSchema,
-    create: (name, params) => new PrecisePrefixCacheScorer(name, type, params, index),
-  });
+  const make = (type: string): PluginDefinition =>
+    definePlugin({
+      type,
+      kinds: ['scorer', 'post-schedule'],
+      description:
+        type === KVCACHE_AWARE
+          ? `Kthena's name for ${PRECISE_PREFIX_CACHE} (same arguments; blockSizeToHash is the block size in tokens).`
+          : 'Scores by the longest prefix the engine holds, from its KV events; approximate prefix-cache for pods without events.',
+      params: PrecisePrefixCacheParamsSchema,
+      create: (name, params) => new PrecisePrefixCacheScorer(name, type, params, index),
+    });
   return [make(PRECISE_PREFIX_CACHE), make(KVCACHE_AWARE)];
 }

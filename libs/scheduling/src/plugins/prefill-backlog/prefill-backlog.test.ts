@@ -4,9 +4,21 @@ import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW }
 import { PrefillBacklogScorer } from './prefill-backlog';
 
 const start = (id: string, pod: string, at: number, inputTokens: number): DispatchEvent => ({
-  type: 'start', requestId: id, endpoint: keyOf(pod), stage: 'aggregated', at, inputTokens,
+  type: 'start',
+  requestId: id,
+  endpoint: keyOf(pod),
+  stage: 'aggregated',
+  at,
+  inputTokens,
 });
-const finish = (id: string, pod: string, at: number): DispatchEvent => ({ type: 'finish', requestId: id, endpoint: keyOf(pod), stage: 'aggregated', at, ok: true });
+const finish = (id: string, pod: string, at: number): DispatchEvent => ({
+  type: 'finish',
+  requestId: id,
+  endpoint: keyOf(pod),
+  stage: 'aggregated',
+  at,
+  ok: true,
+});
 
 const scorer = new PrefillBacklogScorer('prefill-backlog', { prefillMsPer1kTokens: 50, prefillOverheadMs: 0 });
 function scores(tracker: InflightTracker, now: number, pods = ['a', 'b', 'c']): number[] {
@@ -28,7 +40,7 @@ describe('prefill-backlog', () => {
     expect(scores(tracker, TEST_NOW + 1600)).toEqual([100, 100, 100]);
   });
 
-  it('forgets a leg when it finishes, and a peer gateway\'s legs when its snapshot no longer counts the endpoint', () => {
+  it("forgets a leg when it finishes, and a peer gateway's legs when its snapshot no longer counts the endpoint", () => {
     const tracker = new InflightTracker();
     tracker.applyEvent('gw', start('x', 'a', TEST_NOW, 20_000));
     tracker.applyEvent('gw', finish('x', 'a', TEST_NOW + 10));

@@ -4,12 +4,14 @@ import type { Candidates } from '../../framework/candidates';
 
 export const PREFILL_BACKLOG = 'prefill-backlog';
 
-export const PrefillBacklogParamsSchema = z.object({
-  /** Prefill compute per 1,000 prompt tokens, ms (the engines' rate; engine-sim `realistic`: 50). */
-  prefillMsPer1kTokens: z.number().min(0).default(50),
-  /** Fixed cost of one prefill, ms. */
-  prefillOverheadMs: z.number().min(0).default(2),
-}).strict();
+export const PrefillBacklogParamsSchema = z
+  .object({
+    /** Prefill compute per 1,000 prompt tokens, ms (the engines' rate; engine-sim `realistic`: 50). */
+    prefillMsPer1kTokens: z.number().min(0).default(50),
+    /** Fixed cost of one prefill, ms. */
+    prefillOverheadMs: z.number().min(0).default(2),
+  })
+  .strict();
 export type PrefillBacklogParams = z.infer<typeof PrefillBacklogParamsSchema>;
 
 /**

@@ -1,7 +1,15 @@
 import { z } from 'zod';
 import type { AffinityRecord } from '@triad/bus';
 import type { SchedulingRequest } from '@triad/bus';
-import { definePlugin, type AffinityLearner, type CacheEstimator, type CycleContext, type EndpointAware, type PostScheduleHook, type Scorer } from '../../framework/plugin';
+import {
+  definePlugin,
+  type AffinityLearner,
+  type CacheEstimator,
+  type CycleContext,
+  type EndpointAware,
+  type PostScheduleHook,
+  type Scorer,
+} from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from '../../hashing/prefix-hashes';
@@ -9,19 +17,21 @@ import { PrefixStore } from './prefix-store';
 
 export const PREFIX_CACHE = 'prefix-cache';
 
-export const PrefixCacheParamsSchema = z.object({
-  /**
-   * Characters per hashed block. Hashing happens in the gateway (`prefixBlockHashes`), so this is what it should
-   * use; the scheduler itself only sees hashes. Read it with `prefixHashOptionsOf(config)`.
-   */
-  blockSizeToHash: z.number().int().min(1).default(DEFAULT_PREFIX_BLOCK_SIZE),
-  /** Most leading blocks matched (longer hash lists are truncated). */
-  maxBlocksToMatch: z.number().int().min(1).max(256).default(DEFAULT_PREFIX_MAX_BLOCKS),
-  /** Hashes remembered per endpoint and model (LRU). */
-  maxHashCacheSize: z.number().int().min(1).default(50_000),
-  /** Stop looking after this many matching endpoints. */
-  topKMatches: z.number().int().min(1).default(5),
-}).strict();
+export const PrefixCacheParamsSchema = z
+  .object({
+    /**
+     * Characters per hashed block. Hashing happens in the gateway (`prefixBlockHashes`), so this is what it should
+     * use; the scheduler itself only sees hashes. Read it with `prefixHashOptionsOf(config)`.
+     */
+    blockSizeToHash: z.number().int().min(1).default(DEFAULT_PREFIX_BLOCK_SIZE),
+    /** Most leading blocks matched (longer hash lists are truncated). */
+    maxBlocksToMatch: z.number().int().min(1).max(256).default(DEFAULT_PREFIX_MAX_BLOCKS),
+    /** Hashes remembered per endpoint and model (LRU). */
+    maxHashCacheSize: z.number().int().min(1).default(50_000),
+    /** Stop looking after this many matching endpoints. */
+    topKMatches: z.number().int().min(1).default(5),
+  })
+  .strict();
 export type PrefixCacheParams = z.infer<typeof PrefixCacheParamsSchema>;
 
 /**

@@ -26,7 +26,8 @@ describe('session-affinity', () => {
     const plugin = new SessionAffinityScorer('session-affinity', params);
     plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], session: 's1' });
     const busy = new InflightTracker();
-    for (let i = 0; i < 6; i++) busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf('a'), stage: 'aggregated', at: TEST_NOW });
+    for (let i = 0; i < 6; i++)
+      busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf('a'), stage: 'aggregated', at: TEST_NOW });
     // 6 in flight on a, 0 elsewhere: cap = ceil(1.5 · 7 / 3) = 4.
     expect(score(plugin, 's1', busy)).toEqual([0, 0, 0]);
     plugin.learn({ model: 'm', endpoint: keyOf('b'), role: 'aggregated', prefixHashes: [], session: 's2' });

@@ -1,18 +1,27 @@
 import { z } from 'zod';
 import type { AffinityRecord } from '@triad/bus';
-import { definePlugin, type AffinityLearner, type CycleContext, type PostScheduleHook, type ProfileRole, type Scorer } from '../../framework/plugin';
+import {
+  definePlugin,
+  type AffinityLearner,
+  type CycleContext,
+  type PostScheduleHook,
+  type ProfileRole,
+  type Scorer,
+} from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import { withinLoadBound } from '../bounded-load';
 
 export const SESSION_AFFINITY = 'session-affinity';
 
-export const SessionAffinityParamsSchema = z.object({
-  /** Bounded load: the session's pod keeps it while its in-flight count stays within loadFactor × the mean. */
-  loadFactor: z.number().min(1).max(10).default(1.5),
-  /** Sessions remembered per stage (least recently used forgotten first). */
-  maxSessions: z.number().int().min(1).default(100_000),
-}).strict();
+export const SessionAffinityParamsSchema = z
+  .object({
+    /** Bounded load: the session's pod keeps it while its in-flight count stays within loadFactor × the mean. */
+    loadFactor: z.number().min(1).max(10).default(1.5),
+    /** Sessions remembered per stage (least recently used forgotten first). */
+    maxSessions: z.number().int().min(1).default(100_000),
+  })
+  .strict();
 export type SessionAffinityParams = z.infer<typeof SessionAffinityParamsSchema>;
 
 /**
@@ -71,7 +80,7 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
 export const sessionAffinityPlugin = definePlugin({
   type: SESSION_AFFINITY,
   kinds: ['scorer', 'post-schedule'],
-  description: 'Scores 100 for the pod that served the session\'s previous turn (per stage), within a load bound.',
+  description: "Scores 100 for the pod that served the session's previous turn (per stage), within a load bound.",
   params: SessionAffinityParamsSchema,
   create: (name, params) => new SessionAffinityScorer(name, params),
 });

@@ -2,22 +2,32 @@ import { applyFilter, buildIndex, candidatesOf, pluginContext, TEST_NOW, type En
 import { StaleMetricsFilter } from './stale-metrics';
 
 function run(specs: EndpointSpec[]): string[] {
-  const c = candidatesOf(buildIndex(specs), specs.map((s) => s.pod));
+  const c = candidatesOf(
+    buildIndex(specs),
+    specs.map((s) => s.pod),
+  );
   return applyFilter(new StaleMetricsFilter('stale-metrics', { maxAgeMs: 1000 }), pluginContext({ now: TEST_NOW }), c);
 }
 
 describe('stale-metrics', () => {
   it('drops endpoints marked stale, never scraped, or older than maxAgeMs', () => {
-    expect(run([
-      { pod: 'fresh', scrapedAt: TEST_NOW - 500 },
-      { pod: 'edge', scrapedAt: TEST_NOW - 1000 },
-      { pod: 'old', scrapedAt: TEST_NOW - 1001 },
-      { pod: 'flagged', scrapedAt: TEST_NOW - 10, stale: true },
-      { pod: 'never', scrapedAt: 0 },
-    ])).toEqual(['fresh', 'edge']);
+    expect(
+      run([
+        { pod: 'fresh', scrapedAt: TEST_NOW - 500 },
+        { pod: 'edge', scrapedAt: TEST_NOW - 1000 },
+        { pod: 'old', scrapedAt: TEST_NOW - 1001 },
+        { pod: 'flagged', scrapedAt: TEST_NOW - 10, stale: true },
+        { pod: 'never', scrapedAt: 0 },
+      ]),
+    ).toEqual(['fresh', 'edge']);
   });
 
   it('keeps them all when every endpoint is stale', () => {
-    expect(run([{ pod: 'old', scrapedAt: TEST_NOW - 5000 }, { pod: 'never', scrapedAt: 0 }])).toEqual(['old', 'never']);
+    expect(
+      run([
+        { pod: 'old', scrapedAt: TEST_NOW - 5000 },
+        { pod: 'never', scrapedAt: 0 },
+      ]),
+    ).toEqual(['old', 'never']);
   });
 });

@@ -4,10 +4,12 @@ import type { Candidates } from '../../framework/candidates';
 
 export const STALE_METRICS = 'stale-metrics';
 
-export const StaleMetricsParamsSchema = z.object({
-  /** Metrics older than this (ms since the last successful scrape) count as stale. */
-  maxAgeMs: z.number().int().min(1).default(10_000),
-}).strict();
+export const StaleMetricsParamsSchema = z
+  .object({
+    /** Metrics older than this (ms since the last successful scrape) count as stale. */
+    maxAgeMs: z.number().int().min(1).default(10_000),
+  })
+  .strict();
 export type StaleMetricsParams = z.infer<typeof StaleMetricsParamsSchema>;
 
 /**

@@ -11,7 +11,7 @@ export default {
     type: 'problem',
     docs: { description: 'keep type:domain libraries free of network, disk and SDK modules' },
     schema: [],
-    messages: { domainIo: 'type:domain project {{project}} may not import I/O module \'{{specifier}}\'' },
+    messages: { domainIo: "type:domain project {{project}} may not import I/O module '{{specifier}}'" },
   },
   create(context) {
     return moduleSpecifierVisitors(context, (specifier, node, { projects, project, type, testFile }) => {

@@ -7,7 +7,7 @@ export default {
     type: 'problem',
     docs: { description: 'import workspace projects through their package exports only' },
     schema: [],
-    messages: { deepImport: '\'{{specifier}}\' reaches into {{target}}; import one of its package exports' },
+    messages: { deepImport: "'{{specifier}}' reaches into {{target}}; import one of its package exports" },
   },
   create(context) {
     return moduleSpecifierVisitors(context, (specifier, node, { projects, project }) => {

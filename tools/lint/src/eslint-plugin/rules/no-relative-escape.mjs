@@ -7,7 +7,7 @@ export default {
     type: 'problem',
     docs: { description: 'forbid relative imports that leave the project' },
     schema: [],
-    messages: { relativeEscape: 'relative import \'{{specifier}}\' leaves project {{project}}; import the package instead' },
+    messages: { relativeEscape: "relative import '{{specifier}}' leaves project {{project}}; import the package instead" },
   },
   create(context) {
     return moduleSpecifierVisitors(context, (specifier, node, { project }) => {
