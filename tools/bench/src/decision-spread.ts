@@ -84,7 +84,7 @@ function main(): void {
     for (const shape of SHAPES) {
       const r = measure(shape, decisions);
       rows.push([
-        round,
+        String(round),
         shape.label,
         shape.servers * shape.perServer,
         decisions,
