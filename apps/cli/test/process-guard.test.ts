@@ -73,10 +73,14 @@ describe('process guard in every service (child processes)', () => {
     for (const s of services) {
       s.child.process.kill('SIGUSR2');
       await waitFor(async () => (await unhandledCount(s.opsPort)) === 1, { what: `${s.name} to count the rejection` });
-      const line = s.child
-        .output()
-        .split('\n')
-        .find((l) => l.includes('process-guard probe'));
+      // The counter moves first; the log line reaches the pipe a moment later.
+      const probeLine = () =>
+        s.child
+          .output()
+          .split('\n')
+          .find((l) => l.includes('process-guard probe'));
+      await waitFor(() => probeLine() !== undefined, { what: `${s.name} to log the rejection` });
+      const line = probeLine();
       expect(JSON.parse(line as string)).toMatchObject({
         level: 'error',
         source: 'unhandled_rejection',
