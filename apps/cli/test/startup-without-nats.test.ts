@@ -93,7 +93,10 @@ describe('start-up without NATS (gateway, scheduler, pod-watcher as child proces
       const ready = async () => (await probe(s.opsPort, '/readyz'))?.status === 200;
       await waitFor(ready, { what: `${s.name} ready after NATS appeared`, timeoutMs: 30_000, intervalMs: 50 });
       expect(await metric(s.opsPort, 'triad_nats_connected')).toBe(1);
-      expect(s.child.output()).toContain(`"msg":"connected to NATS at ${natsUrl}"`);
+      // The child's log reaches this process through a pipe, on its own schedule relative to the HTTP probes.
+      await waitFor(() => s.child.output().includes(`"msg":"connected to NATS at ${natsUrl}"`), {
+        what: `${s.name} to log the connection`,
+      });
     }
   }, 60_000);
 
