@@ -204,6 +204,20 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
     expect(endpoints).toHaveLength(PODS);
     expect(endpoints.every((l) => l.includes('"ready":true'))).toBe(true);
 
+    // The budget bucket settled too: a leader and every replica current. Until then a gateway's budget read may time
+    // out and fail open by design, which is not what the check below is about.
+    await waitFor(
+      async () => {
+        const info = await (await jetstreamManager(bus.nc)).streams.info(`KV_${Buckets.admission}`).catch(() => undefined);
+        const cluster = info?.cluster;
+        return !!cluster?.leader && (cluster.replicas ?? []).length === 2 && (cluster.replicas ?? []).every((r) => r.current && !r.offline);
+      },
+      { what: 'the admission bucket with a leader and both other replicas current', timeoutMs: 30_000 },
+    );
+    await waitFor(async () => (await metricSum(stack, 'triad_nats_connected')) === stack.gateways.length, {
+      what: 'every gateway connected to NATS again',
+      timeoutMs: 30_000,
+    });
     // Rate-limit budget: nothing was re-granted across the losses except what fail-open admitted (and counted),
     // and the exhausted budget is still exhausted on the store afterwards.
     const failOpen = (await metricSum(stack, 'triad_admission_fail_open_total')) - failOpenBefore;
