@@ -8,7 +8,8 @@ import { isTransientJetStreamError, retryJetStream } from './js-retry';
 const Value = z.object({ n: z.number() });
 
 async function streamInfo(bus: Bus, bucket: string): Promise<{ replicas: number; leader: string | undefined }> {
-  const info = await (await jetstreamManager(bus.nc)).streams.info(`KV_${bucket}`);
+  // Asked like every other JetStream call: through a leader election or the client's reconnect it is retried.
+  const info = await retryJetStream(async () => (await jetstreamManager(bus.nc)).streams.info(`KV_${bucket}`));
   return { replicas: info.config.num_replicas, leader: info.cluster?.leader };
 }
 
