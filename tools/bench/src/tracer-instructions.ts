@@ -11,13 +11,12 @@
 // Run: npx tsx tools/bench/src/tracer-instructions.ts [--requests 1500] [--warmup 1000] [--connections 32]
 //   [--variants off,sdk,recorder]
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { waitFor } from '@triad/testing';
+import { startDiscardingSink } from './lib/discarding-sink';
 import { markdownTable } from './lib/table';
 import { startGatewayStack, type GatewayStack } from './gateway-stack';
 
@@ -45,31 +44,6 @@ const VARIANTS: readonly Variant[] = [
   { key: 'sdk', label: '100 %, SDK tracer' },
   { key: 'recorder', label: '100 %, Triad span recorder' },
 ];
-
-/** An OTLP endpoint that reads each export and answers 200 without decoding it; knows when the last one came. */
-async function startSink(): Promise<{ url: string; exports(): number; lastAt(): number; close(): Promise<void> }> {
-  let exports = 0;
-  let lastAt = 0;
-  const server = createServer((req, res) => {
-    req.on('data', () => undefined);
-    req.on('end', () => {
-      exports++;
-      lastAt = Date.now();
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    exports: () => exports,
-    lastAt: () => lastAt,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 /** `count` EPD requests, `connections` at a time; returns how many were answered 200. */
 async function load(url: string, count: number, connections: number): Promise<number> {
@@ -119,7 +93,7 @@ interface Measurement {
 }
 
 async function measure(v: Variant, opts: { requests: number; warmup: number; connections: number }): Promise<Measurement> {
-  const sink = await startSink();
+  const sink = await startDiscardingSink();
   const dir = mkdtempSync(join(tmpdir(), 'triad-callgrind-'));
   const traced = v.key !== 'off';
   const tracing = traced

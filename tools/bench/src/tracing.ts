@@ -10,12 +10,11 @@
 //   [--variants off,100,100-sink,100-sink-phases,10,0]; the SDK tracer against Triad's span recorder:
 //   --variants off,sdk,recorder --connections 32
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { freePort, waitFor } from '@triad/testing';
+import { startDiscardingSink } from './lib/discarding-sink';
 import { markdownTable } from './lib/table';
 import { median, relativeCost as cost } from './lib/stats';
 import { runWrk, type WrkResult } from './lib/wrk';
@@ -98,28 +97,6 @@ const VARIANTS: readonly Variant[] = [
     recorder: 'recorder',
   },
 ];
-
-/** An OTLP/HTTP endpoint that reads each export request and answers 200 without decoding it. */
-async function startSink(): Promise<{ url: string; exports(): number; close(): Promise<void> }> {
-  let exports = 0;
-  const server = createServer((req, res) => {
-    req.on('data', () => undefined);
-    req.on('end', () => {
-      exports++;
-      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '0' }).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    exports: () => exports,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 function cpuSecondsOf(pid: number | undefined): number {
   if (pid === undefined) return NaN;
@@ -217,7 +194,7 @@ async function main(): Promise<void> {
   if (variants[0]?.key !== 'off') throw new Error('the first variant must be off (the baseline)');
 
   const receiver = await startReceiver();
-  const sink = await startSink();
+  const sink = await startDiscardingSink();
   const stacks = new Map<string, GatewayStack>();
   try {
     for (const v of variants) stacks.set(v.key, await startVariant(v, v.to === 'sink' ? sink.url : receiver.url));
