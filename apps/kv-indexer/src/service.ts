@@ -22,7 +22,10 @@ export async function startKvIndexerService(options: { config: KvIndexerConfig; 
     port: config.metricsPort,
     registry: metrics.registry,
     readiness: () => (ready ? { ready: true } : { ready: false, reason }),
+    // Each followed source's last published delta: a scheduler's `/debug/kv-index` at the same epoch and seq has caught up.
+    routes: { '/debug/kv-index': () => ({ sources: indexer?.publisher.positions() ?? [] }) },
   });
+  let indexer: KvIndexer | undefined;
   let bus: Bus | undefined;
   registerNatsMetrics(metrics.registry, () => bus);
   const nats = await waitForDependency({
@@ -39,7 +42,7 @@ export async function startKvIndexerService(options: { config: KvIndexerConfig; 
     maxBlocksPerSecond: config.maxBlocksPerSecond,
     connectTimeoutMs: config.connectTimeoutMs,
   };
-  const indexer = new KvIndexer({
+  const started = new KvIndexer({
     bus: nats,
     instanceId: config.instanceId,
     logger,
@@ -47,16 +50,17 @@ export async function startKvIndexerService(options: { config: KvIndexerConfig; 
     limits,
     snapshotIntervalMs: config.snapshotIntervalMs,
   });
-  metrics.watch(indexer);
-  await indexer.start();
+  indexer = started;
+  metrics.watch(started);
+  await started.start();
   ready = true;
-  logger.info({ instanceId: config.instanceId, opsPort: ops.port, following: indexer.following.length }, 'kv-indexer ready');
+  logger.info({ instanceId: config.instanceId, opsPort: ops.port, following: started.following.length }, 'kv-indexer ready');
   return {
     opsPort: ops.port,
     close: async () => {
       ready = false;
       reason = 'draining';
-      await indexer.close();
+      await started.close();
       await nats.drain().catch(() => undefined);
       await ops.close();
     },

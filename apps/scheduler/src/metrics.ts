@@ -73,6 +73,14 @@ export class SchedulerMetrics implements SchedulingObserver {
       },
     });
     new Gauge({
+      name: 'triad_scheduler_endpoints_without_metrics',
+      help: 'Ready endpoints never scraped or whose scrapes fail (stale-metrics drops them while others have metrics)',
+      registers: [this.registry],
+      collect() {
+        this.set(index.countWithoutMetrics());
+      },
+    });
+    new Gauge({
       name: 'triad_scheduler_modelservers',
       help: 'ModelServer records in the index',
       registers: [this.registry],

@@ -2,7 +2,7 @@ import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
 import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, type Bus } from '@triad/bus/client';
 import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
-import { startKvIndexFeed } from '@triad/kv-events';
+import { startKvIndexFeed, type KvIndexFeed } from '@triad/kv-events';
 import {
   EndpointIndex,
   InflightTracker,
@@ -74,7 +74,10 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     registry: metrics.registry,
     readiness: () => ({ ready, reason }),
     liveness: () => bus === undefined || !bus.nc.isClosed(),
+    // Compared with the kv-indexer's own route, shows whether this replica's prefix index has caught up per source.
+    routes: { '/debug/kv-index': () => ({ sources: kvFeed?.positions() ?? [] }) },
   });
+  let kvFeed: KvIndexFeed | undefined;
   const closers: (() => void | Promise<void>)[] = [];
   try {
     bus = await waitForDependency({
@@ -111,15 +114,16 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
       scheduler.onLearned = undefined;
       affinity.stop();
     });
-    const kvFeed = await startKvIndexFeed(nats, kvIndex, { onLag: (ms) => metrics.kvIndexLag(ms) });
-    closers.push(() => kvFeed.stop());
+    const feedOfBlocks = await startKvIndexFeed(nats, kvIndex, { onLag: (ms) => metrics.kvIndexLag(ms) });
+    kvFeed = feedOfBlocks;
+    closers.push(() => feedOfBlocks.stop());
     const feed = await startKvFeed(nats, index);
     closers.push(() => feed.stop());
     const outlierFeed = await startOutlierFeed(nats, (change) => outliers.apply(change));
     closers.push(() => outlierFeed.stop());
     await feed.synced;
     await outlierFeed.synced;
-    await kvFeed.synced;
+    await feedOfBlocks.synced;
     const sub = nats.serve(
       Subjects.schedule,
       LenientScheduleBatchSchema,

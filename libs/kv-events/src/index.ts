@@ -29,7 +29,15 @@ export type { EventPublisherOptions } from './zmq/event-publisher';
 // Indexer.
 export { SourceFollower } from './indexer/source-follower';
 export type { SourceFollowerOptions } from './indexer/source-follower';
-export type { FollowerSink, FollowerMetrics, FollowerLogger, FollowerLimits, FollowerCounter, SourceDelta } from './indexer/follower-types';
+export type {
+  FollowerSink,
+  FollowerMetrics,
+  FollowerLogger,
+  FollowerLimits,
+  FollowerCounter,
+  SourceDelta,
+  SourcePosition,
+} from './indexer/follower-types';
 export { IndexPublisher } from './indexer/index-publisher';
 export type { IndexPublisherOptions, SnapshotSource } from './indexer/index-publisher';
 export { KvIndexer } from './indexer/kv-indexer';

@@ -11,6 +11,7 @@ import {
 } from '@triad/bus';
 import type { Bus, KvWatchHandle, TypedKv } from '@triad/bus/client';
 import type { KvBlockIndex } from '@triad/scheduling';
+import type { SourcePosition } from '../indexer/follower-types';
 
 interface Followed {
   epoch: string;
@@ -39,6 +40,8 @@ export interface KvIndexFeed {
   /** Resolves once the sources' snapshots that existed at start are loaded. */
   readonly synced: Promise<void>;
   readonly stats: KvIndexFeedStats;
+  /** Each followed source's last applied delta (`/debug/kv-index`). */
+  positions(): SourcePosition[];
   stop(): void;
 }
 
@@ -149,6 +152,15 @@ export async function startKvIndexFeed(bus: Bus, index: KvBlockIndex, options: K
   return {
     synced,
     stats,
+    positions: () =>
+      [...followed].map(([source, f]) => ({
+        source,
+        pod: latestMeta.get(source)?.pod,
+        epoch: f.epoch,
+        seq: f.seq,
+        blocks: index.blocksOf(source).length,
+        loading: f.needSnapshotFrom !== undefined,
+      })),
     stop: () => {
       watch.stop();
       sub.unsubscribe();

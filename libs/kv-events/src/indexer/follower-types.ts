@@ -7,6 +7,20 @@ export interface SourceDelta {
   readonly engineTs: number | undefined;
 }
 
+/**
+ * Where a source stands in its delta stream: the indexer's last published delta, or a scheduler's last applied
+ * one. Equal epoch and seq on both sides mean the scheduler's view of the source has caught up with the indexer.
+ */
+export interface SourcePosition {
+  readonly source: string;
+  readonly pod: string | undefined;
+  readonly epoch: string;
+  readonly seq: number;
+  readonly blocks: number;
+  /** Scheduler side: waiting for a snapshot (after a gap or a late join), so `seq` is behind on purpose. */
+  readonly loading?: boolean;
+}
+
 /** Receives a follower's changes. */
 export interface FollowerSink {
   delta(source: string, pod: string, delta: SourceDelta): void;

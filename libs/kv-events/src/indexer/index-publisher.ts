@@ -12,7 +12,7 @@ import {
   type KvSourceMeta,
 } from '@triad/bus';
 import type { Bus, TypedKv } from '@triad/bus/client';
-import type { FollowerLogger, FollowerSink, SourceDelta } from './follower-types';
+import type { FollowerLogger, FollowerSink, SourceDelta, SourcePosition } from './follower-types';
 
 /** What the publisher reads from a follower when it writes a snapshot. */
 export interface SnapshotSource {
@@ -103,6 +103,11 @@ export class IndexPublisher implements FollowerSink {
         engineTs: d.engineTs,
       });
     }
+  }
+
+  /** Each source's last published delta (`/debug/kv-index`). */
+  positions(): SourcePosition[] {
+    return [...this.#sources].map(([source, p]) => ({ source, pod: p.pod, epoch: p.epoch, seq: p.seq, blocks: p.follower.blocks.size }));
   }
 
   state(source: string): void {

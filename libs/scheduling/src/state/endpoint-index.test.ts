@@ -35,6 +35,17 @@ describe('EndpointIndex', () => {
     expect(index.size).toBe(5);
   });
 
+  it('counts ready endpoints without usable metrics (never scraped or stale), as stale-metrics would drop them', () => {
+    const index = new EndpointIndex();
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'fresh' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'unscraped', scrapedAt: 0 }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'failing', stale: true }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'down', scrapedAt: 0, ready: false }) });
+    expect(index.countWithoutMetrics()).toBe(2);
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'unscraped' }) });
+    expect(index.countWithoutMetrics()).toBe(1);
+  });
+
   it('swaps the record in place on a metrics update without touching the lists', () => {
     const index = new EndpointIndex();
     index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a' }) });

@@ -85,6 +85,13 @@ export class EndpointIndex {
     return out;
   }
 
+  /** Ready endpoints without usable metrics (never scraped, or marked stale): what `stale-metrics` drops. */
+  countWithoutMetrics(): number {
+    let n = 0;
+    for (const e of this.#endpoints.values()) if (e.listId !== '' && (e.stale || !(e.scrapedAt > 0))) n++;
+    return n;
+  }
+
   /** Number of ModelServer records known. */
   get modelServerCount(): number {
     let n = 0;

@@ -105,6 +105,25 @@ async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
   }
 }
 
+/** How long `triad up` waits for the first scrapes after the services are ready (sims start with the pod-watcher). */
+const SCRAPED_WAIT_MS = 10_000;
+
+/**
+ * After the models are listed: waits (until `deadline`) for the scheduler to hold engine metrics of every ready
+ * endpoint. The pod-watcher starts with the sims, so its first scrapes may find them not yet listening; until a
+ * scrape succeeds the `stale-metrics` filter leaves those endpoints out, and the first requests would not go
+ * where the scorers (prefix, load) send them. Returns how many still have none at the deadline.
+ */
+async function waitForScrapedEndpoints(schedulerOpsPort: number, deadline: number): Promise<number> {
+  for (;;) {
+    const res = await httpGet(`http://127.0.0.1:${schedulerOpsPort}/metrics`);
+    const m = res?.status === 200 ? /^triad_scheduler_endpoints_without_metrics (\S+)$/m.exec(res.body) : null;
+    const unscraped = m ? Number(m[1]) : Number.NaN;
+    if (unscraped === 0 || Date.now() > deadline) return Number.isNaN(unscraped) ? 0 : unscraped;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /**
  * After every /readyz: waits (within the deadline) until the gateway lists every routed model, so the curl lines
  * printed next work at once. Returns the names still missing at the deadline (a gateway without
@@ -212,6 +231,7 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     let p = await port();
     starting.push(triad('pod-watcher', ['pod-watcher', ...natsArgs, '--source', `file:${config.path}`, '--metrics-port', p], Number(p)));
     p = await port();
+    const schedulerOpsPort = Number(p);
     starting.push(
       triad(
         'scheduler',
@@ -245,11 +265,18 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
           deadline,
         ),
       )
-      .then((missing) => {
+      .then(async (missing) => {
         if (missing.length > 0) {
           environment.out.write(
             `triad up: note: the gateway does not list ${missing.join(', ')} yet (GET /v1/models); see the ` +
               `pod-watcher's lines above\n`,
+          );
+        }
+        const unscraped = await waitForScrapedEndpoints(schedulerOpsPort, Math.min(deadline, Date.now() + SCRAPED_WAIT_MS));
+        if (unscraped > 0) {
+          environment.out.write(
+            `triad up: note: ${unscraped} ready endpoint(s) have no engine metrics yet, and the scheduler prefers ` +
+              `the others until they do; see the pod-watcher's "scrape failed" lines above\n`,
           );
         }
       });
