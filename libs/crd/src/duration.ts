@@ -10,7 +10,9 @@ const UNIT_MS: Readonly<Record<string, number>> = {
   m: 60_000,
   h: 3_600_000,
 };
-const PART = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
+// Go accepts both micro signs, U+00B5 and the Greek U+03BC; escaped, so the bundle's source stays Latin-1 (one byte
+// per character in V8: see tools/scripts/build.mjs).
+const PART = /(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)/y;
 
 /**
  * Parses a Go `time.Duration` string (what Kubernetes `metav1.Duration` fields hold: `1m30s`, `100ms`, `1.5h`)

@@ -13,9 +13,11 @@
  *   npx tsx tools/bench/src/scale-fleet.ts [--pods 10000] [--servers 100] [--window 10] [--interval 1000]
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
  *   add --profile DIR to write CPU profiles of the pod-watchers
+ *   add --bundle to run the services from the production bundle (dist/apps/cli/main.cjs, what the image runs;
+ *   build it first: npx nx run @triad/cli:build) instead of the TypeScript sources through tsx
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
@@ -31,7 +33,7 @@ import { podIp } from './pod-watcher-fleet';
 import { percentile, prng } from './scheduler-cluster';
 
 const CLK_TCK = 100;
-const TRIAD = join(__dirname, '..', '..', '..', 'apps', 'cli', 'bin', 'triad.js');
+const REPO = join(__dirname, '..', '..', '..');
 
 const { values: args } = parseArgs({
   options: {
@@ -42,8 +44,11 @@ const { values: args } = parseArgs({
     replicas: { type: 'string', default: '3' },
     smoke: { type: 'boolean', default: false },
     profile: { type: 'string' },
+    bundle: { type: 'boolean', default: false },
   },
 });
+const TRIAD = args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js');
+if (args.bundle && !existsSync(TRIAD)) throw new Error(`--bundle: ${TRIAD} is missing; build it with: npx nx run @triad/cli:build`);
 const PODS = Number(args.pods ?? (args.smoke ? 1000 : 10_000));
 const SERVERS = Number(args.servers ?? (args.smoke ? 10 : 100));
 const WINDOW_S = Number(args.window ?? (args.smoke ? 4 : 10));
@@ -370,7 +375,7 @@ async function main(): Promise<void> {
     await waitFor(async () => (await kv.keys()).length >= PODS, { timeoutMs: 180_000, intervalMs: 1000, what: `${PODS} endpoint records` });
     const syncS = (performance.now() - t0) / 1000;
     process.stdout.write(
-      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
+      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, services ${args.bundle ? 'from the bundle' : 'through tsx'}, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
         `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`,
     );
     await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, {
