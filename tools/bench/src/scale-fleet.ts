@@ -13,6 +13,7 @@
  *   npx tsx tools/bench/src/scale-fleet.ts [--pods 10000] [--servers 100] [--window 10] [--interval 1000]
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
  *   add --profile DIR to write CPU profiles of the pod-watchers
+ *   add --watcher-node-options "--max-old-space-size=160" to run the pod-watchers with V8 options (a pod's limit)
  *   add --bundle to run the services from the production bundle (dist/apps/cli/main.cjs, what the image runs;
  *   build it first: npx nx run @triad/cli:build) instead of the TypeScript sources through tsx
  */
@@ -45,6 +46,7 @@ const { values: args } = parseArgs({
     smoke: { type: 'boolean', default: false },
     profile: { type: 'string' },
     bundle: { type: 'boolean', default: false },
+    'watcher-node-options': { type: 'string' },
   },
 });
 const TRIAD = args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js');
@@ -364,7 +366,10 @@ async function main(): Promise<void> {
         `pod-watcher-${i}`,
         nats.url,
         ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
-        args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : [],
+        [
+          ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []),
+          ...(args['watcher-node-options']?.split(/\s+/).filter(Boolean) ?? []),
+        ],
       );
       services.push(s);
       return s;

@@ -43,9 +43,14 @@ export class EngineHttp {
     this.#get = new KeepAliveGet({ keepAliveMs: 30_000 });
   }
 
-  /** Resolves to the body of a 2xx answer; rejects with a ScrapeError otherwise. */
+  /** Resolves to the body of a 2xx answer as text; rejects with a ScrapeError otherwise. */
   async getText(url: string): Promise<string> {
-    if (!url.startsWith('http://')) return this.#getTextUndici(url);
+    return (await this.getBody(url)).toString('utf8');
+  }
+
+  /** Resolves to the bytes of a 2xx answer (what a scrape reads without making the whole page a string). */
+  async getBody(url: string): Promise<Buffer> {
+    if (!url.startsWith('http://')) return this.#getBodyUndici(url);
     let answer;
     try {
       answer = await this.#get.get(url, {
@@ -61,10 +66,10 @@ export class EngineHttp {
       throw new ScrapeError('body', `GET ${url}: ${e.message}`);
     }
     if (answer.status < 200 || answer.status >= 300) throw new ScrapeError('http', `GET ${url}: HTTP ${answer.status}`, answer.status);
-    return answer.body.toString('utf8');
+    return answer.body;
   }
 
-  async #getTextUndici(url: string): Promise<string> {
+  async #getBodyUndici(url: string): Promise<Buffer> {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
     try {
@@ -88,7 +93,7 @@ export class EngineHttp {
         }
         chunks.push(chunk as Buffer);
       }
-      return Buffer.concat(chunks, size).toString('utf8');
+      return Buffer.concat(chunks, size);
     } catch (err) {
       if (err instanceof ScrapeError) throw err;
       if (ctl.signal.aborted) throw new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);

@@ -122,4 +122,22 @@ describe('line prefilter', () => {
     ]);
     expect(relevantLines('vllm:a 1\nvllm:ab 2', ['vllm:a', 'vllm:ab']).split('\n').filter(Boolean)).toEqual(['vllm:a 1', 'vllm:ab 2']);
   });
+
+  it('reads the answer bytes as UTF-8 in the lines it keeps (label values may be any text)', () => {
+    const page = Buffer.from(
+      [
+        '# TYPE vllm:num_requests_running gauge',
+        'vllm:num_requests_running{model_name="modèle-数"} 4',
+        '# TYPE vllm:other gauge',
+        'vllm:other 1',
+      ].join('\n'),
+      'utf8',
+    );
+    expect(relevantLines(page, ['vllm:num_requests_running']).split('\n')).toEqual([
+      '# TYPE vllm:num_requests_running gauge',
+      'vllm:num_requests_running{model_name="modèle-数"} 4',
+    ]);
+    const r = readEngineLoad('vLLM', page);
+    expect(r.ok && r.load.running).toBe(4);
+  });
 });

@@ -55,63 +55,76 @@ const FAMILY_LIST: Readonly<Record<InferenceEngine, readonly string[]>> = {
   SGLang: [...FAMILY_FILTER.SGLang],
 };
 
+const TYPE_LINE = Buffer.from('\n# TYPE ');
+const TYPE_PREFIX = TYPE_LINE.subarray(1);
+const COMMENT_LINE = Buffer.from('\n#');
+const NEWLINE = 10;
+
 /**
  * The lines the parser needs: `# TYPE` lines and samples of the wanted families, without histogram buckets (only
  * `_sum` and `_count` are used). An engine page is ~300 lines and ~26 KB, scraped by the thousand every second.
  * The text format groups a family's samples under its `# TYPE` line, so this hops from TYPE line to TYPE line
- * (native string search) and reads lines only inside the wanted families' blocks, skipping their buckets; untyped
- * samples are looked for before the first TYPE line (all of a page without any). TYPE lines come first so the parser knows each family before its
- * samples.
+ * (native search) and reads lines only inside the wanted families' blocks, skipping their buckets; untyped
+ * samples are looked for before the first TYPE line (all of a page without any). TYPE lines come first so the
+ * parser knows each family before its samples. It reads the answer's bytes: only the kept lines become strings,
+ * never the whole page (26 KB of heap per scrape, thousands of times a second, is what filled the old space).
  */
-export function relevantLines(text: string, families: readonly string[]): string {
+export function relevantLines(page: Buffer | string, families: readonly string[]): string {
+  const buf = typeof page === 'string' ? Buffer.from(page, 'utf8') : page;
   const wanted = familyLookup(families);
   const types: string[] = [];
   const samples: string[] = [];
-  let at = text.startsWith('# TYPE ') ? 0 : text.indexOf('\n# TYPE ');
-  if (at < 0) return `\n${linesByName(text, 0, text.length, wanted).join('\n')}`;
+  let at = startsWithAt(buf, TYPE_PREFIX, 0) ? 0 : buf.indexOf(TYPE_LINE);
+  if (at < 0) return `\n${linesByName(buf, 0, buf.length, wanted).join('\n')}`;
   // Untyped samples before the first TYPE line.
-  if (at > 0) samples.push(...linesByName(text, 0, at, wanted));
+  if (at > 0) samples.push(...linesByName(buf, 0, at, wanted));
   while (at >= 0) {
-    const start = text.charCodeAt(at) === 10 ? at + 1 : at;
-    let lineEnd = text.indexOf('\n', start);
-    if (lineEnd < 0) lineEnd = text.length;
-    const nameEnd = text.indexOf(' ', start + 7);
-    const name = nameEnd > 0 && nameEnd < lineEnd ? text.slice(start + 7, nameEnd) : '';
+    const start = buf[at] === NEWLINE ? at + 1 : at;
+    let lineEnd = buf.indexOf(NEWLINE, start);
+    if (lineEnd < 0) lineEnd = buf.length;
+    const nameEnd = buf.indexOf(32, start + 7);
+    const name = nameEnd > 0 && nameEnd < lineEnd ? buf.toString('latin1', start + 7, nameEnd) : '';
     // The block: up to the next comment line (HELP and TYPE of the next family).
-    let blockEnd = text.indexOf('\n#', lineEnd);
-    if (blockEnd < 0) blockEnd = text.length;
+    let blockEnd = buf.indexOf(COMMENT_LINE, lineEnd);
+    if (blockEnd < 0) blockEnd = buf.length;
     if (wanted.has(name)) {
-      types.push(text.slice(start, lineEnd));
-      const bucket = `${name}_bucket`;
+      types.push(buf.toString('utf8', start, lineEnd));
+      const bucket = wanted.bucketOf(name);
       for (let ls = lineEnd + 1; ls < blockEnd;) {
-        let le = text.indexOf('\n', ls);
+        let le = buf.indexOf(NEWLINE, ls);
         if (le < 0 || le > blockEnd) le = blockEnd;
-        if (!text.startsWith(bucket, ls) && le > ls) keepSample(text, ls, le, wanted, samples);
+        if (!startsWithAt(buf, bucket, ls) && le > ls) keepSample(buf, ls, le, wanted, samples);
         ls = le + 1;
       }
     }
-    at = text.indexOf('\n# TYPE ', blockEnd - 1 < lineEnd ? lineEnd : blockEnd - 1);
+    at = buf.indexOf(TYPE_LINE, blockEnd - 1 < lineEnd ? lineEnd : blockEnd - 1);
   }
   return `${types.join('\n')}\n${samples.join('\n')}`;
 }
 
-/** Keeps the line [start, end) when its metric name (up to `{` or a space) is a wanted sample. */
-function keepSample(text: string, start: number, end: number, wanted: FamilyLookup, out: string[]): void {
-  let nameEnd = start;
-  for (; nameEnd < end; nameEnd++) {
-    const ch = text.charCodeAt(nameEnd);
-    if (ch === 123 || ch === 32) break;
-  }
-  if (nameEnd < end && wanted.keeps(text.slice(start, nameEnd))) out.push(text.slice(start, end));
+function startsWithAt(buf: Buffer, prefix: Buffer, at: number): boolean {
+  if (at + prefix.length > buf.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (buf[at + i] !== prefix[i]) return false;
+  return true;
 }
 
-/** The wanted samples among the lines of text[from, to), every line's name read. */
-function linesByName(text: string, from: number, to: number, wanted: FamilyLookup): string[] {
+/** Keeps the line [start, end) when its metric name (up to `{` or a space) is a wanted sample. */
+function keepSample(buf: Buffer, start: number, end: number, wanted: FamilyLookup, out: string[]): void {
+  let nameEnd = start;
+  for (; nameEnd < end; nameEnd++) {
+    const ch = buf[nameEnd];
+    if (ch === 123 || ch === 32) break;
+  }
+  if (nameEnd < end && wanted.keeps(buf.toString('latin1', start, nameEnd))) out.push(buf.toString('utf8', start, end));
+}
+
+/** The wanted samples among the lines of buf[from, to), every line's name read. */
+function linesByName(buf: Buffer, from: number, to: number, wanted: FamilyLookup): string[] {
   const samples: string[] = [];
   for (let start = from; start < to;) {
-    let end = text.indexOf('\n', start);
+    let end = buf.indexOf(NEWLINE, start);
     if (end < 0 || end > to) end = to;
-    if (wanted.firstChars.has(text.charCodeAt(start))) keepSample(text, start, end, wanted, samples);
+    if (wanted.firstChars.has(buf[start] as number)) keepSample(buf, start, end, wanted, samples);
     start = end + 1;
   }
   return samples;
@@ -119,6 +132,8 @@ function linesByName(text: string, from: number, to: number, wanted: FamilyLooku
 
 interface FamilyLookup {
   has(name: string): boolean;
+  /** `<family>_bucket` as bytes, the prefix of the lines a wanted family's block skips. */
+  bucketOf(name: string): Buffer;
   /** A sample of a wanted family: the family itself or a suffixed sample (`_sum`, `_count`, …) other than `_bucket`. */
   keeps(sampleName: string): boolean;
   readonly firstChars: ReadonlySet<number>;
@@ -130,8 +145,10 @@ function familyLookup(families: readonly string[]): FamilyLookup {
   let hit = lookups.get(families);
   if (hit) return hit;
   const set = new Set(families);
+  const buckets = new Map(families.map((f) => [f, Buffer.from(`${f}_bucket`)]));
   hit = {
     has: (name) => set.has(name),
+    bucketOf: (name) => buckets.get(name) ?? Buffer.from(`${name}_bucket`),
     keeps: (name) => {
       if (set.has(name)) return true;
       if (name.endsWith('_bucket')) return false;
@@ -204,7 +221,10 @@ function perRankLoad(families: Families, names: MetricNames): { running: number;
  * Reads an engine's load from its Prometheus text. A response with none of the engine's gauges is an error (a
  * wrong `inferenceEngine`, a proxy's error page, SGLang without `--enable-metrics`), not an idle engine.
  */
-export function readEngineLoad(engine: InferenceEngine, text: string): { ok: true; load: EngineLoad } | { ok: false; error: string } {
+export function readEngineLoad(
+  engine: InferenceEngine,
+  text: Buffer | string,
+): { ok: true; load: EngineLoad } | { ok: false; error: string } {
   const names = ENGINE_METRIC_NAMES[engine];
   const { families } = parsePrometheusText(relevantLines(text, FAMILY_LIST[engine]), { families: FAMILY_FILTER[engine] });
   const running = sumSamples(families, names.running);

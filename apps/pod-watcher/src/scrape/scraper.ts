@@ -326,8 +326,8 @@ export class Scraper {
   }
 
   async #fetchLoad(t: Target) {
-    const text = await this.#opts.http.getText(`${t.baseUrl}/metrics`);
-    const read = readEngineLoad(t.engine, text);
+    const page = await this.#opts.http.getBody(`${t.baseUrl}/metrics`);
+    const read = readEngineLoad(t.engine, page);
     if (!read.ok) throw new ScrapeError('parse', read.error);
     return read.load;
   }
