@@ -18,6 +18,41 @@ const base = (over: Partial<SettleRequest>): SettleRequest => ({
 const need = (i: number, o = 0): TokenPair => ({ in: i, out: o });
 
 describe('settleRecord', () => {
+  it('applies refunds reported as totals once: a report sent again changes nothing, a larger total adds the difference', () => {
+    let rec = settleRecord(undefined, base({ needs: [need(90)] })).record;
+    const report = (refunded: TokenPair, over: Partial<SettleRequest> = {}) =>
+      settleRecord(rec, base({ current: { window: 10, consumed: ZERO, refunded }, ...over }));
+    rec = report(need(30)).record;
+    expect(rec.used.in).toBe(60);
+    const again = report(need(30));
+    expect(again.write).toBe(false);
+    expect(again.record.used.in).toBe(60);
+    rec = report(need(50)).record;
+    expect(rec.used.in).toBe(40);
+    // Another replica's totals are its own.
+    rec = report(need(5), { replica: 'b' }).record;
+    expect(rec.used.in).toBe(35);
+    // After the roll the old window's totals still guard reports about it (they go to the carry).
+    const rolled = settleRecord(
+      rec,
+      base({
+        now: 11 * UNIT,
+        current: { window: 11, consumed: ZERO, refunded: ZERO },
+        previous: { window: 10, consumed: ZERO, refunded: need(50) },
+      }),
+    );
+    expect(rolled.record.carry.in).toBe(35 - 100);
+    const late = settleRecord(
+      rolled.record,
+      base({
+        now: 11 * UNIT,
+        current: { window: 11, consumed: ZERO, refunded: ZERO },
+        previous: { window: 10, consumed: ZERO, refunded: need(60) },
+      }),
+    );
+    expect(late.record.carry.in).toBe(35 - 100 - 10);
+  });
+
   it('admits the needs that fit, in order, and reports the short dimension of the others', () => {
     const o = settleRecord(undefined, base({ needs: [need(30), need(30), need(50), need(40)] }));
     expect(o.blocked).toEqual([undefined, undefined, 'in', undefined]);

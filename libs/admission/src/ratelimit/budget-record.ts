@@ -25,6 +25,9 @@ const PairSchema = z.object({ in: z.number(), out: z.number() });
  * - `prevLeases`: leases still open when the window rolled; counted as spent (the safe side) until their holder
  *   reports what it really spent.
  * - `demand`: a replica found the budget tied up in others' leases; no new leases until the window ends.
+ * - `refunds`: per `<replica>@<window>` (this window and the previous one), the refunds of that window the
+ *   replica has reported in total. Replicas report totals, not increments, so a report that is sent again after
+ *   a write timed out but landed applies nothing twice.
  */
 export const BudgetRecordSchema = z.object({
   v: z.literal(1),
@@ -35,6 +38,8 @@ export const BudgetRecordSchema = z.object({
   leases: z.record(z.string(), PairSchema.extend({ exp: z.number() })),
   prevLeases: z.record(z.string(), PairSchema),
   demand: z.boolean(),
+  // Optional on read: records written before refunds were reported as totals have none.
+  refunds: z.record(z.string(), PairSchema).default({}),
 });
 export type BudgetRecord = z.infer<typeof BudgetRecordSchema>;
 
@@ -43,7 +48,10 @@ export interface WindowUsage {
   readonly window: number;
   /** Spent from this replica's lease (only counts while the lease is still on record). */
   readonly consumed: TokenPair;
-  /** Reservations of that window given back after the fact (always counts). */
+  /**
+   * Reservations of that window given back after the fact, **in total so far** (the store applies what is beyond
+   * the total it last recorded for this replica and window, so resending a report changes nothing).
+   */
   readonly refunded: TokenPair;
 }
 
@@ -106,7 +114,7 @@ export function headroom(rec: BudgetRecord, dim: Dim, limits: Limits, maxDebt: T
 }
 
 export function freshRecord(unitMs: number, window: number): BudgetRecord {
-  return { v: 1, unitMs, window, used: { ...ZERO }, carry: { ...ZERO }, leases: {}, prevLeases: {}, demand: false };
+  return { v: 1, unitMs, window, used: { ...ZERO }, carry: { ...ZERO }, leases: {}, prevLeases: {}, demand: false, refunds: {} };
 }
 
 /** Moves a record to `window`, turning what is known of the old window into carry. */
@@ -121,13 +129,21 @@ function rollRecord(prev: BudgetRecord, window: number, limits: Limits, maxDebt:
     const open = steps === 1 ? 0 : sumOf(prev.leases, dim);
     (next.carry as MPair)[dim] = startDebt + prev.used[dim] + open - steps * limit;
   }
-  if (steps === 1) for (const [r, l] of Object.entries(prev.leases)) next.prevLeases[r] = { in: l.in, out: l.out };
+  if (steps === 1) {
+    for (const [r, l] of Object.entries(prev.leases)) next.prevLeases[r] = { in: l.in, out: l.out };
+    // The old window's refund totals stay known while it can still be reported on (as the previous window).
+    for (const [k, v] of Object.entries(prev.refunds)) if (windowOfRefundKey(k) === prev.window) next.refunds[k] = { ...v };
+  }
   return next;
 }
+
+const refundKey = (replica: string, window: number): string => `${replica}@${window}`;
+const windowOfRefundKey = (key: string): number => Number(key.slice(key.lastIndexOf('@') + 1));
 
 function clone(rec: BudgetRecord): BudgetRecord {
   return {
     ...rec,
+    refunds: Object.fromEntries(Object.entries(rec.refunds).map(([k, v]) => [k, { ...v }])),
     used: { ...rec.used },
     carry: { ...rec.carry },
     leases: Object.fromEntries(Object.entries(rec.leases).map(([k, v]) => [k, { ...v }])),
@@ -155,16 +171,22 @@ export function settleRecord(prev: BudgetRecord | undefined, req: SettleRequest)
   const kept = req.keepLease && hadEntry && req.current.window === rec.window ? rec.leases[req.replica] : undefined;
   for (const usage of [req.current, req.previous]) {
     if (!usage) continue;
-    const changed = nonZero(usage.consumed) || nonZero(usage.refunded);
+    if (usage.window !== rec.window && usage.window !== rec.window - 1) continue;
+    // Refunds are reported as totals: apply what is beyond the total recorded for this replica and window.
+    const key = refundKey(req.replica, usage.window);
+    const known = rec.refunds[key] ?? ZERO;
+    const refund: TokenPair = { in: Math.max(0, usage.refunded.in - known.in), out: Math.max(0, usage.refunded.out - known.out) };
+    if (nonZero(refund)) rec.refunds[key] = { in: Math.max(known.in, usage.refunded.in), out: Math.max(known.out, usage.refunded.out) };
+    const changed = nonZero(usage.consumed) || nonZero(refund);
     if (usage.window === rec.window) {
-      if (changed) for (const dim of DIMS) used[dim] += (hadEntry ? usage.consumed[dim] : 0) - usage.refunded[dim];
+      if (changed) for (const dim of DIMS) used[dim] += (hadEntry ? usage.consumed[dim] : 0) - refund[dim];
       write ||= changed;
-    } else if (usage.window === rec.window - 1) {
+    } else {
       // The replica reports everything it spent in the previous window: its open lease there is settled.
       // Not so for a keep-lease report, which leaves out what was spent from the lease.
       const open = rec.prevLeases[req.replica] !== undefined;
       const complete = !(req.keepLease && usage === req.current);
-      if (changed) for (const dim of DIMS) carry[dim] += (open && complete ? usage.consumed[dim] : 0) - usage.refunded[dim];
+      if (changed) for (const dim of DIMS) carry[dim] += (open && complete ? usage.consumed[dim] : 0) - refund[dim];
       if (open && complete) delete rec.prevLeases[req.replica];
       write ||= changed || (open && complete);
     }

@@ -1,5 +1,6 @@
 import { waitFor } from '@triad/testing';
-import { MemoryBudgetStore } from './budget-store';
+import type { BudgetRecord } from './budget-record';
+import { MemoryBudgetStore, StoreUnavailableError, type BudgetStore, type LeaseMessage, type StoredRecord } from './budget-store';
 import { LeaseAccount, type LeaseOptions, type ReserveOutcome, type ScopeSettings } from './lease-account';
 
 const UNIT = 3_600_000;
@@ -19,6 +20,42 @@ function replicas(n: number, now: () => number, lease = LEASE): { store: MemoryB
     return acc;
   });
   return { store, accounts };
+}
+
+/** A store whose next write lands and then reports a timeout, as a JetStream write whose ack is lost does. */
+class AckLostOnce implements BudgetStore {
+  readonly backend = 'memory';
+  readonly available = true;
+  readonly inner = new MemoryBudgetStore();
+  loseNextAck = false;
+  reads = 0;
+  /** Reads made up to the write whose ack was lost: a later read is a report sent again. */
+  readsAtLostAck = Infinity;
+  read(key: string): Promise<StoredRecord> {
+    this.reads++;
+    return this.inner.read(key);
+  }
+  async write(key: string, record: BudgetRecord, revision: number): Promise<boolean> {
+    const landed = await this.inner.write(key, record, revision);
+    if (landed && this.loseNextAck) {
+      this.loseNextAck = false;
+      this.readsAtLostAck = this.reads;
+      throw new StoreUnavailableError('write timed out (it landed)');
+    }
+    return landed;
+  }
+  publish(message: LeaseMessage): void {
+    this.inner.publish(message);
+  }
+  subscribe(handler: (message: LeaseMessage) => void): () => void {
+    return this.inner.subscribe(handler);
+  }
+  sweep(now: number): Promise<number> {
+    return this.inner.sweep(now);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
 }
 
 describe('LeaseAccount', () => {
@@ -54,6 +91,26 @@ describe('LeaseAccount', () => {
     acc.reconcile((first as { window: number }).window, { in: 150, out: 0 }, { in: 40, out: 0 });
     acc.tick();
     await waitFor(async () => (await acc.reserve({ in: 100, out: 0 }, settings(200))).ok, { what: 'refund to be reported' });
+  });
+
+  it('counts a refund once when its report landed but the write timed out and the report is sent again', async () => {
+    const store = new AckLostOnce();
+    const acc = new LeaseAccount('model.m', store, 'r0', now, { ...LEASE, maxFraction: 0 }, settings(200));
+    const first = await acc.reserve({ in: 150, out: 0 }, settings(200));
+    expect(first.ok).toBe(true);
+    acc.reconcile((first as { window: number }).window, { in: 150, out: 0 }, { in: 40, out: 0 });
+    store.loseNextAck = true;
+    // tick() does nothing while the reservation's settle is still finishing: ask until the report goes out.
+    await waitFor(async () => (acc.tick(), !store.loseNextAck && (await store.inner.read('model.m')).record?.used.in === 40), {
+      what: 'the refund report to land (its ack lost)',
+    });
+    // The account does not know the report landed: it reports again, and the store must not refund twice.
+    await waitFor(() => (acc.tick(), store.reads > store.readsAtLostAck), { what: 'the report to be sent again' });
+    await acc.close();
+    expect((await store.inner.read('model.m')).record?.used.in).toBe(40);
+    // 160 left, not 160 + 110.
+    expect((await acc.reserve({ in: 161, out: 0 }, settings(200))).ok).toBe(false);
+    expect((await acc.reserve({ in: 160, out: 0 }, settings(200))).ok).toBe(true);
   });
 
   it('charges an output overrun at once and carries it into the next window', async () => {

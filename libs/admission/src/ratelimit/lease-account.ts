@@ -29,11 +29,16 @@ type MPair = { in: number; out: number };
 interface LocalUsage {
   window: number;
   consumed: MPair;
+  /** Refunds of this window in total; the store is told totals, so a report sent again applies nothing twice. */
   refunded: MPair;
+  /** The refund total the store has acknowledged. */
+  reported: MPair;
 }
 
 const zero = (): MPair => ({ in: 0, out: 0 });
 const nonZero = (p: TokenPair): boolean => p.in !== 0 || p.out !== 0;
+const newUsage = (window: number): LocalUsage => ({ window, consumed: zero(), refunded: zero(), reported: zero() });
+const pendingRefund = (u: LocalUsage): boolean => u.refunded.in > u.reported.in || u.refunded.out > u.reported.out;
 const copyUsage = (u: LocalUsage): WindowUsage => ({ window: u.window, consumed: { ...u.consumed }, refunded: { ...u.refunded } });
 
 /**
@@ -72,7 +77,7 @@ export class LeaseAccount {
     this.#now = now;
     this.#lease = lease;
     this.#settings = settings;
-    this.#cur = { window: Math.floor(now() / settings.unitMs), consumed: zero(), refunded: zero() };
+    this.#cur = newUsage(Math.floor(now() / settings.unitMs));
   }
 
   get store(): BudgetStore {
@@ -143,7 +148,7 @@ export class LeaseAccount {
     if (live && now >= this.#grantDeadline - this.#lease.ttlMs / 2) {
       if (now - this.#lastUse < this.#lease.ttlMs) this.#flushWanted = true;
       else this.#returnRequested = true;
-    } else if (this.#prev || nonZero(this.#cur.refunded) || nonZero(this.#debit) || (!live && nonZero(this.#cur.consumed))) {
+    } else if (this.#prev || pendingRefund(this.#cur) || nonZero(this.#debit) || (!live && nonZero(this.#cur.consumed))) {
       this.#flushWanted = true;
     }
     this.#kick();
@@ -159,14 +164,14 @@ export class LeaseAccount {
       !this.#prev &&
       !nonZero(this.#debit) &&
       !nonZero(this.#cur.consumed) &&
-      !nonZero(this.#cur.refunded) &&
+      !pendingRefund(this.#cur) &&
       this.#now() - this.#lastUse > 2 * this.#lease.ttlMs
     );
   }
 
   /** Gives the lease back and reports everything pending; resolves when done (or the store failed). */
   async close(): Promise<void> {
-    if (nonZero(this.#grant) || this.#prev || nonZero(this.#debit) || nonZero(this.#cur.refunded) || nonZero(this.#cur.consumed)) {
+    if (nonZero(this.#grant) || this.#prev || nonZero(this.#debit) || pendingRefund(this.#cur) || nonZero(this.#cur.consumed)) {
       this.#returnRequested = true;
       this.#kick();
     }
@@ -176,7 +181,7 @@ export class LeaseAccount {
   #applySettings(settings: ScopeSettings): void {
     if (settings.unitMs !== this.#settings.unitMs) {
       // Window ids of another unit are not comparable: start over (the store record is reset the same way).
-      this.#cur = { window: Math.floor(this.#now() / settings.unitMs), consumed: zero(), refunded: zero() };
+      this.#cur = newUsage(Math.floor(this.#now() / settings.unitMs));
       this.#prev = undefined;
       this.#grant = ZERO;
     }
@@ -189,8 +194,8 @@ export class LeaseAccount {
     if (window <= this.#cur.window) return;
     const old = this.#cur;
     const hadLease = this.#grantWindow === old.window;
-    this.#prev = window === old.window + 1 && (hadLease || nonZero(old.consumed) || nonZero(old.refunded)) ? old : undefined;
-    this.#cur = { window, consumed: zero(), refunded: zero() };
+    this.#prev = window === old.window + 1 && (hadLease || nonZero(old.consumed) || pendingRefund(old)) ? old : undefined;
+    this.#cur = newUsage(window);
     this.#grant = ZERO;
   }
 
@@ -295,19 +300,22 @@ export class LeaseAccount {
       });
       return { record: o.record, write: o.write, result: o };
     });
-    // Only what was reported is subtracted: refunds that arrived during the round-trip stay for the next one.
+    // Only what was reported is settled: spending and refunds that arrived during the round-trip go with the next one.
     for (const dim of DIMS) {
       this.#cur.consumed[dim] -= cur.consumed[dim];
-      this.#cur.refunded[dim] -= cur.refunded[dim];
       this.#debit[dim] -= debit[dim];
-      if (prev && this.#prev) this.#prev.refunded[dim] -= prev.refunded[dim];
     }
-    if (prev && this.#prev && !nonZero(this.#prev.refunded)) this.#prev = undefined;
+    for (const sent of prev ? [cur, prev] : [cur]) {
+      const local = [this.#cur, this.#prev].find((u) => u?.window === sent.window);
+      if (!local) continue;
+      for (const dim of DIMS) local.reported[dim] = Math.max(local.reported[dim], sent.refunded[dim]);
+    }
+    if (prev && this.#prev && !pendingRefund(this.#prev)) this.#prev = undefined;
     if (outcome.window > this.#cur.window) {
       // Another replica's clock is ahead and rolled the record: follow the record's window.
       const old = this.#cur;
-      this.#prev = outcome.window === old.window + 1 && (nonZero(old.refunded) || nonZero(old.consumed)) ? old : undefined;
-      this.#cur = { window: outcome.window, consumed: zero(), refunded: zero() };
+      this.#prev = outcome.window === old.window + 1 && (pendingRefund(old) || nonZero(old.consumed)) ? old : undefined;
+      this.#cur = newUsage(outcome.window);
     }
     this.#grant = outcome.grant;
     this.#grantWindow = outcome.window;
