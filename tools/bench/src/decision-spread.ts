@@ -5,10 +5,10 @@
 // 100 ModelServers × 100 endpoints, and one ModelServer of 10,000.
 // Run: npx tsx tools/bench/src/decision-spread.ts [--decisions 20000] [--rounds 3]
 import { parseArgs } from 'node:util';
-import { createLocalScheduling, prefixBlockHashes } from '@triad/scheduling';
-import { endpointRecord, modelServerRecord, schedulingRequest } from '@triad/scheduling/testing';
+import { createLocalScheduling } from '@triad/scheduling';
+import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
+import { timeDecisions, type DecisionTimes } from './lib/decision-timing';
 import { markdownTable } from './lib/table';
-import { percentile, prng } from './scheduler-cluster';
 
 interface Shape {
   readonly label: string;
@@ -22,7 +22,7 @@ const SHAPES: readonly Shape[] = [
   { label: '1 ModelServer × 10,000', servers: 1, perServer: 10_000 },
 ];
 
-function measure(shape: Shape, decisions: number): { p50: number; p99: number; p999: number; max: number; errors: number } {
+function measure(shape: Shape, decisions: number): DecisionTimes {
   const local = createLocalScheduling();
   const now = Date.now();
   const names: string[] = [];
@@ -42,38 +42,7 @@ function measure(shape: Shape, decisions: number): { p50: number; p99: number; p
       local.applyEndpoint({ op: 'PUT', key: `default.${name}.${name}-p${p}`, value } as never);
     }
   }
-  const rand = prng(11);
-  const hashes = Array.from({ length: 200 }, (_, i) =>
-    prefixBlockHashes(
-      'm',
-      `You are assistant #${i % 20}. Follow the house rules carefully. `.repeat(12) +
-        `question ${i}: ${'lorem '.repeat(Math.floor(rand() * 60))}`,
-    ),
-  );
-  const requests = Array.from({ length: 2000 }, (_, n) =>
-    schedulingRequest({
-      id: `bench-${n}`,
-      modelServer: names[Math.floor(rand() * names.length)] as string,
-      model: 'm',
-      prefixHashes: hashes[n % hashes.length] as string[],
-    }),
-  );
-  for (let i = 0; i < 2000; i++) local.schedule(requests[i % requests.length] as (typeof requests)[number], now); // JIT warm-up
-  const latencies: number[] = [];
-  let errors = 0;
-  for (let i = 0; i < decisions; i++) {
-    const started = process.hrtime.bigint();
-    if (!local.schedule(requests[i % requests.length] as (typeof requests)[number], now).ok) errors++;
-    latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
-  }
-  latencies.sort((a, b) => a - b);
-  return {
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    p999: percentile(latencies, 99.9),
-    max: latencies.at(-1) ?? NaN,
-    errors,
-  };
+  return timeDecisions(local, names, decisions, now);
 }
 
 function main(): void {

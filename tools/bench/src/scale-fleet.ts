@@ -24,14 +24,13 @@ import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, type SchedulingRequest } from '@triad/bus';
+import { Buckets, EndpointRecordSchema, ModelServerRecordSchema } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { createLocalScheduling, prefixBlockHashes, type LocalScheduling } from '@triad/scheduling';
-import { schedulingRequest } from '@triad/scheduling/testing';
+import { createLocalScheduling, type LocalScheduling } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
 import { markdownTable } from './lib/table';
 import { podIp } from './pod-watcher-fleet';
-import { percentile, prng } from './scheduler-cluster';
+import { timeDecisions } from './lib/decision-timing';
 
 const CLK_TCK = 100;
 const REPO = join(__dirname, '..', '..', '..');
@@ -276,41 +275,6 @@ async function loadFromKv(bus: Bus, only?: string): Promise<{ local: LocalSchedu
   return { local, servers };
 }
 
-/** Decision latency over `iterations` requests, each to one of `servers` (shared system prompts, varied turns). */
-function decide(
-  local: LocalScheduling,
-  servers: readonly string[],
-  iterations: number,
-): { p50: number; p99: number; max: number; errors: number } {
-  const rand = prng(11);
-  const hashes = Array.from({ length: 200 }, (_, i) =>
-    prefixBlockHashes(
-      'm',
-      `You are assistant #${i % 20}. Follow the house rules carefully. `.repeat(12) +
-        `question ${i}: ${'lorem '.repeat(Math.floor(rand() * 60))}`,
-    ),
-  );
-  const requests: SchedulingRequest[] = Array.from({ length: 2000 }, (_, n) =>
-    schedulingRequest({
-      id: `bench-${n}`,
-      modelServer: servers[Math.floor(rand() * servers.length)] as string,
-      model: 'm',
-      prefixHashes: hashes[n % hashes.length] as string[],
-    }),
-  );
-  const now = Date.now();
-  for (let i = 0; i < 2000; i++) local.schedule(requests[i % requests.length] as SchedulingRequest, now); // JIT warm-up
-  const latencies: number[] = [];
-  let errors = 0;
-  for (let i = 0; i < iterations; i++) {
-    const a = process.hrtime.bigint();
-    if (!local.schedule(requests[i % requests.length] as SchedulingRequest, now).ok) errors++;
-    latencies.push(Number(process.hrtime.bigint() - a) / 1e6);
-  }
-  latencies.sort((x, y) => x - y);
-  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies.at(-1) ?? NaN, errors };
-}
-
 const WATCHER_HEADER = [
   'pod-watchers',
   'fleet',
@@ -410,10 +374,10 @@ async function main(): Promise<void> {
 
     // Decisions, in this process, over the endpoints as published; baseline: one ModelServer of the same size alone.
     const { local, servers } = await loadFromKv(bus);
-    const all = decide(local, servers, 20_000);
+    const all = timeDecisions(local, servers, 20_000);
     const first = servers[0] as string;
     const alone = await loadFromKv(bus, first);
-    const single = decide(alone.local, [first], 20_000);
+    const single = timeDecisions(alone.local, [first], 20_000);
 
     const out = process.stdout;
     out.write(
