@@ -65,11 +65,32 @@ export async function startClusterStack(options: ClusterStackOptions): Promise<C
     const child = spawnTriad(args, { ...env, TRIAD_INSTANCE_ID: name });
     return { kind, name, opsPort, url: `http://127.0.0.1:${port}`, child };
   };
+  // A port freePort() found can be taken by another process before the service binds it: start again on new ports.
+  const startReady = async (kind: StackService['kind'], index: number): Promise<void> => {
+    for (let attempt = 1; ; attempt++) {
+      const service = await start(kind, index);
+      services.push(service);
+      try {
+        await waitReady(service.child, service.opsPort, `${service.name} ready`);
+        return;
+      } catch (err) {
+        if (attempt >= 3 || !service.child.output().includes('EADDRINUSE')) throw err;
+        services.splice(services.indexOf(service), 1);
+        await service.child.stop();
+      }
+    }
+  };
   try {
-    for (let i = 0; i < (options.podWatchers ?? 2); i++) services.push(await start('pod-watcher', i));
-    for (let i = 0; i < (options.schedulers ?? 2); i++) services.push(await start('scheduler', i));
-    for (let i = 0; i < (options.gateways ?? 2); i++) services.push(await start('gateway', i));
-    await Promise.all(services.map((s) => waitReady(s.child, s.opsPort, `${s.name} ready`)));
+    const starting: Promise<void>[] = [];
+    for (let i = 0; i < (options.podWatchers ?? 2); i++) starting.push(startReady('pod-watcher', i));
+    for (let i = 0; i < (options.schedulers ?? 2); i++) starting.push(startReady('scheduler', i));
+    for (let i = 0; i < (options.gateways ?? 2); i++) starting.push(startReady('gateway', i));
+    const results = await Promise.allSettled(starting);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    // Started in parallel: back to the order callers index by (pod-watchers, schedulers, gateways; each by number).
+    const rank = { 'pod-watcher': 0, scheduler: 1, gateway: 2 } as const;
+    services.sort((a, b) => rank[a.kind] - rank[b.kind] || a.name.localeCompare(b.name, 'en', { numeric: true }));
   } catch (err) {
     await Promise.all(services.map((s) => s.child.stop()));
     await nats.close();
