@@ -115,7 +115,9 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
   it('ships a bundle V8 can hold one byte per character: nothing above Latin-1', () => {
     const text = readFileSync(join(app, 'main.cjs'), 'utf8');
     // A single character above U+00FF makes V8 keep the whole source two bytes per character (56 MB in place of 28).
-    expect(/[^\u0000-\u00ff]/.exec(text)?.[0]).toBeUndefined();
+    let wide = -1;
+    for (let i = 0; i < text.length && wide < 0; i++) if (text.charCodeAt(i) > 0xff) wide = i;
+    expect(wide < 0 ? '' : text.slice(Math.max(0, wide - 60), wide + 20)).toBe('');
   });
 
   it('copies only the bundle, its package.json and the native packages it needs; no npm install, no source map; runs as non-root', () => {
