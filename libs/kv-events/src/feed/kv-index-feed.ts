@@ -158,7 +158,7 @@ export async function startKvIndexFeed(bus: Bus, index: KvBlockIndex, options: K
         pod: latestMeta.get(source)?.pod,
         epoch: f.epoch,
         seq: f.seq,
-        blocks: index.blocksOf(source).length,
+        blocks: index.blockCount(source),
         loading: f.needSnapshotFrom !== undefined,
       })),
     stop: () => {

@@ -44,6 +44,8 @@ describe('KvBlockIndex', () => {
     expect(stats.evicted).toBeGreaterThan(0);
     // The small source is untouched; the big one lost its oldest blocks, so only its recent tail still matches.
     expect(index.blocksOf('ns/small')).toEqual(small);
+    expect(index.blockCount('ns/small')).toBe(small.length);
+    expect(index.blockCount('ns/absent')).toBe(0);
     expect(index.blocksOf('ns/big')).toEqual(big.slice(big.length - index.blocksOf('ns/big').length));
     expect(matches(index, big)).toEqual({});
     // A re-stored block counts once and moves to the recent end.

@@ -178,6 +178,11 @@ export class KvBlockIndex {
     return [...(this.#byName.get(source)?.blocks ?? [])];
   }
 
+  /** How many blocks a source holds, without copying them. */
+  blockCount(source: string): number {
+    return this.#byName.get(source)?.blocks.size ?? 0;
+  }
+
   stats(): KvBlockIndexStats {
     let live = 0;
     for (const s of this.#byName.values()) if (s.live) live++;
