@@ -103,9 +103,7 @@ export function relevantLines(page: Buffer | string, families: readonly string[]
 }
 
 function startsWithAt(buf: Buffer, prefix: Buffer, at: number): boolean {
-  if (at + prefix.length > buf.length) return false;
-  for (let i = 0; i < prefix.length; i++) if (buf[at + i] !== prefix[i]) return false;
-  return true;
+  return at + prefix.length <= buf.length && buf.compare(prefix, 0, prefix.length, at, at + prefix.length) === 0;
 }
 
 /** Keeps the line [start, end) when its metric name (up to `{` or a space) is a wanted sample. */
@@ -132,7 +130,7 @@ function linesByName(buf: Buffer, from: number, to: number, wanted: FamilyLookup
 
 interface FamilyLookup {
   has(name: string): boolean;
-  /** `<family>_bucket` as bytes, the prefix of the lines a wanted family's block skips. */
+  /** `<family>_bucket` as bytes for a wanted family, the prefix of the lines its block skips. */
   bucketOf(name: string): Buffer;
   /** A sample of a wanted family: the family itself or a suffixed sample (`_sum`, `_count`, …) other than `_bucket`. */
   keeps(sampleName: string): boolean;
@@ -148,7 +146,7 @@ function familyLookup(families: readonly string[]): FamilyLookup {
   const buckets = new Map(families.map((f) => [f, Buffer.from(`${f}_bucket`)]));
   hit = {
     has: (name) => set.has(name),
-    bucketOf: (name) => buckets.get(name) ?? Buffer.from(`${name}_bucket`),
+    bucketOf: (name) => buckets.get(name) as Buffer,
     keeps: (name) => {
       if (set.has(name)) return true;
       if (name.endsWith('_bucket')) return false;
