@@ -1,4 +1,5 @@
-import { readEngineLoad, relevantLines } from './engine-metrics';
+import { readEngineLoad } from './engine-metrics';
+import { NO_RANK, forEachSample } from './sample-scan';
 import { hasNewObservations, intervalMeanMs } from './histogram-mean';
 
 const vllmTwoRanks = `# HELP vllm:num_requests_running Number of requests in model execution batches.
@@ -97,47 +98,77 @@ describe('interval mean from histogram deltas', () => {
   });
 });
 
-describe('line prefilter', () => {
-  it('keeps TYPE lines and samples of the wanted families, drops buckets, HELP lines and look-alike names', () => {
-    const text = [
+describe('sample scan', () => {
+  const values = (page: string, name: string) => {
+    const seen: [number, number][] = [];
+    forEachSample(Buffer.from(page, 'utf8'), name, (v, rank) => seen.push([v, rank]));
+    return seen;
+  };
+
+  it('reads only lines of the exact name: not buckets, look-alikes, HELP or TYPE lines', () => {
+    const page = [
+      'vllm:num_requests_running 5',
+      'vllm:num_requests_running{engine="0"} 1',
       '# HELP vllm:num_requests_running x',
       '# TYPE vllm:num_requests_running gauge',
-      'vllm:num_requests_running{engine="0"} 1',
       'vllm:num_requests_running_extra 9',
-      '# TYPE vllm:ttft histogram',
       'vllm:ttft_bucket{le="1"} 1',
       'vllm:ttft_sum 2',
-      'vllm:ttft_count 3',
-      'vllm:other 4',
-      'vllm:num_requests_running 5',
+      'xvllm:num_requests_running 7',
     ].join('\n');
-    expect(relevantLines(text, ['vllm:num_requests_running', 'vllm:ttft']).split('\n')).toEqual([
-      '# TYPE vllm:num_requests_running gauge',
-      '# TYPE vllm:ttft histogram',
-      'vllm:num_requests_running{engine="0"} 1',
-      'vllm:num_requests_running_extra 9',
-      'vllm:ttft_sum 2',
-      'vllm:ttft_count 3',
-      'vllm:num_requests_running 5',
+    expect(values(page, 'vllm:num_requests_running')).toEqual([
+      [5, NO_RANK],
+      [1, NO_RANK],
     ]);
-    expect(relevantLines('vllm:a 1\nvllm:ab 2', ['vllm:a', 'vllm:ab']).split('\n').filter(Boolean)).toEqual(['vllm:a 1', 'vllm:ab 2']);
+    expect(values(page, 'vllm:ttft_sum')).toEqual([[2, NO_RANK]]);
+    expect(values(page, 'vllm:ttft')).toEqual([]);
   });
 
-  it('reads the answer bytes as UTF-8 in the lines it keeps (label values may be any text)', () => {
+  it('looks for more samples of a name only within its family block (the format keeps a family together)', () => {
+    const page = ['# TYPE a gauge', 'a{x="1"} 1', 'a_extra 0', 'a{x="2"} 2', '# TYPE b gauge', 'b 3', 'a{x="3"} 4'].join('\n');
+    expect(values(page, 'a')).toEqual([
+      [1, NO_RANK],
+      [2, NO_RANK],
+    ]);
+  });
+
+  it('reads dp_rank among other labels, escaped quotes, timestamps, CRLF and a label set without a space after it', () => {
+    const page = [
+      'sglang:num_running_reqs{model="a \\"b\\" c",dp_rank="3",tp_rank="0"} 4 1700000000000\r',
+      'sglang:num_running_reqs{ dp_rank="12345", } 1',
+      'sglang:num_running_reqs{dp_rank="x1"}2',
+      'sglang:num_running_reqs{dp_rank="0"} +Inf',
+    ].join('\n');
+    expect(values(page, 'sglang:num_running_reqs')).toEqual([
+      [4, 3],
+      [1, NO_RANK],
+      [2, NO_RANK],
+      [Infinity, 0],
+    ]);
+  });
+
+  it('skips malformed lines: unterminated label sets, missing or junk values', () => {
+    const page = ['m{a="1" 3', 'm{a="1', 'm ', 'm abc', 'm NaN', 'm{a="1"} 2'].join('\n');
+    const seen = values(page, 'm');
+    expect(seen).toHaveLength(2);
+    expect(seen[0]?.[0]).toBeNaN();
+    expect(seen[1]).toEqual([2, NO_RANK]);
+  });
+
+  it('reads the answer bytes: label values may be any UTF-8 text', () => {
     const page = Buffer.from(
-      [
-        '# TYPE vllm:num_requests_running gauge',
-        'vllm:num_requests_running{model_name="modèle-数"} 4',
-        '# TYPE vllm:other gauge',
-        'vllm:other 1',
-      ].join('\n'),
+      ['# TYPE vllm:num_requests_running gauge', 'vllm:num_requests_running{model_name="modèle-数",dp_rank="1"} 4', 'vllm:other 1'].join(
+        '\n',
+      ),
       'utf8',
     );
-    expect(relevantLines(page, ['vllm:num_requests_running']).split('\n')).toEqual([
-      '# TYPE vllm:num_requests_running gauge',
-      'vllm:num_requests_running{model_name="modèle-数"} 4',
-    ]);
     const r = readEngineLoad('vLLM', page);
-    expect(r.ok && r.load.running).toBe(4);
+    expect(r.ok && r.load).toMatchObject({
+      running: 4,
+      dpRanks: [
+        { running: 0, waiting: 0 },
+        { running: 4, waiting: 0 },
+      ],
+    });
   });
 });
