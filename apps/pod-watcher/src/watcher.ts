@@ -177,6 +177,8 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       logger,
       metrics,
       onUpdate: (target) => reconciler?.onScrapeUpdate(target),
+      // Records carry a new scrape time once per heartbeat (sameEndpointRecord): unchanged engines report no more often.
+      reportEveryMs: config.metricsHeartbeatMs,
       owned: (target) => reconciler?.ownsTarget(target) ?? true,
     });
     scraperRef = scraper;

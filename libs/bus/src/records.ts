@@ -6,8 +6,9 @@ export const SCHEMA_VERSION = 1;
 const SchemaVersion = z.literal(SCHEMA_VERSION);
 
 /**
- * Engine load as last scraped. `scrapedAt` is the time of the last successful scrape (0 = never); when scrapes
- * fail, `stale` is set and `lastError` says why, and the numbers are those of the last good scrape.
+ * Engine load as last scraped. `scrapedAt` is the time of a successful scrape (0 = never): the one that found these
+ * numbers, or a later one that found them unchanged, at most one metrics heartbeat before the last successful
+ * scrape; when scrapes fail, `stale` is set and `lastError` says why, and the numbers are those of the last good scrape.
  */
 export const MetricsSnapshotSchema = z.object({
   running: z.number().min(0),

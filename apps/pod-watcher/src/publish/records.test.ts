@@ -76,5 +76,11 @@ describe('endpoint records', () => {
     expect(sameEndpointRecord(base, endpointRecord({ ...placement, role: 'decode' }, view(2, 10_000), 2), 5000)).toBe(false);
     expect(sameEndpointRecord(endpointRecord(placement, undefined, 1), endpointRecord(placement, view(0, 10, false), 2), 5000)).toBe(false);
     expect(sameEndpointRecord(base, endpointRecord(placement, view(2, 10_001), 2), 0)).toBe(false);
+    // Content compares as JSON would: member order aside, an undefined member is an absent one; arrays in order.
+    const reordered = { ...base, metrics: { ...base.metrics, ttftMs: undefined }, models: [...base.models] };
+    expect(sameEndpointRecord(base, reordered, 5000)).toBe(true);
+    expect(sameEndpointRecord(base, { ...base, models: ['lora', 'm'] }, 5000)).toBe(false);
+    expect(sameEndpointRecord(base, { ...base, kvEvents: { endpoint: 'tcp://x:5557' } }, 5000)).toBe(false);
+    expect(sameEndpointRecord({ ...base, dpSize: 2 }, { ...base, dpSize: 4 }, 5000)).toBe(false);
   });
 });

@@ -50,23 +50,41 @@ export function effectiveBootstrapPort(p: Placement, view: TargetView | undefine
   return info?.disaggregationMode === 'prefill' && info.bootstrapPort !== undefined ? info.bootstrapPort : p.bootstrapPort;
 }
 
-/** Everything but the write time and the scrape time, in a fixed field order. */
-function contentKey(r: EndpointRecord): string {
-  const { updatedAt: _u, metrics, ...rest } = r;
-  const { scrapedAt: _s, ...values } = metrics;
-  return JSON.stringify([rest, values]);
+/**
+ * Whether two JSON-like values would be written as the same JSON, field order aside (members set to undefined
+ * are absent, as in JSON), leaving out the top-level members `skip` and `skipToo`. Compared in place: this runs on every scrape
+ * of every engine, where stringifying both records cost more than the rest of the comparison.
+ */
+function sameJsonExcept(a: unknown, b: unknown, skip?: string, skipToo?: string): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!sameJsonExcept(a[i], b[i])) return false;
+    return true;
+  }
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  let members = 0;
+  for (const k in x) {
+    if (k === skip || k === skipToo || x[k] === undefined) continue;
+    members += 1;
+    if (!sameJsonExcept(x[k], y[k])) return false;
+  }
+  for (const k in y) if (k !== skip && k !== skipToo && y[k] !== undefined) members -= 1;
+  return members === 0;
 }
 
 /**
  * Whether `next` says nothing new compared with `published`: same fields and metric values, and a scrape time
  * less than `heartbeatMs` newer. So an idle engine's record is rewritten once per heartbeat instead of on every
- * scrape, and a busy one at the scrape cadence.
+ * scrape, and a busy one at the scrape cadence. The write time (`updatedAt`) is not content.
  */
 export function sameEndpointRecord(published: EndpointRecord, next: EndpointRecord, heartbeatMs: number): boolean {
   const stale =
     published.metrics.scrapedAt === 0 ? next.metrics.scrapedAt !== 0 : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs;
   if (stale) return false;
-  return contentKey(published) === contentKey(next);
+  return sameJsonExcept(published.metrics, next.metrics, 'scrapedAt') && sameJsonExcept(published, next, 'metrics', 'updatedAt');
 }
 
 export function modelServerRecord(ms: ModelServer): ModelServerRecord {

@@ -26,8 +26,18 @@ export interface ScraperOptions {
   readonly http: EngineHttp;
   readonly logger: Logger;
   readonly metrics?: WatcherMetrics;
-  /** Called after a target's metrics or models changed (or its scrape failed). */
+  /**
+   * Called after a target's metrics, models or server info changed (or its scrape failed), and at least every
+   * `reportEveryMs` while its scrapes succeed without change, with the scrape time of that moment.
+   */
   readonly onUpdate: (targetId: string) => void;
+  /**
+   * How often an unchanged engine is reported (default 0: after every scrape). Between reports its view, scrape
+   * time included, stays as last reported: the endpoint records only carry a new scrape time once per metrics
+   * heartbeat anyway, and an engine whose numbers do not move then costs its scrape and nothing else (no record
+   * is built, compared or kept for it).
+   */
+  readonly reportEveryMs?: number;
   /**
    * Whether this replica scrapes the target (its scrape shard); default all. Targets of other shards are known
    * (their placements exist here too) but left to their owner; `rescope()` after the shards changed.
@@ -297,6 +307,12 @@ export class Scraper {
     const serverInfo = infoDue ? await this.#fetchServerInfo(t) : prev.serverInfo;
     if (t.removed) return;
     const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
+    const unchanged =
+      models === prev.models &&
+      info === prev.serverInfo &&
+      sameMetricValues(prev.metrics, metrics) &&
+      (metrics.stale || metrics.scrapedAt - prev.metrics.scrapedAt < (this.#opts.reportEveryMs ?? 0));
+    if (unchanged) return;
     t.view = { metrics, models, ...(info ? { serverInfo: info } : {}) };
     this.#opts.onUpdate(t.id);
   }
@@ -331,6 +347,27 @@ export class Scraper {
     if (!read.ok) throw new ScrapeError('parse', read.error);
     return read.load;
   }
+}
+
+/** Same numbers and state, the scrape time aside. */
+function sameMetricValues(a: MetricsSnapshot, b: MetricsSnapshot): boolean {
+  return (
+    a.running === b.running &&
+    a.waiting === b.waiting &&
+    a.kvCacheUsage === b.kvCacheUsage &&
+    a.stale === b.stale &&
+    a.lastError === b.lastError &&
+    a.ttftMs === b.ttftMs &&
+    a.tpotMs === b.tpotMs &&
+    a.latencyAt === b.latencyAt &&
+    sameRanks(a.dpRanks, b.dpRanks)
+  );
+}
+
+function sameRanks(a: MetricsSnapshot['dpRanks'], b: MetricsSnapshot['dpRanks']): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined || a.length !== b.length) return false;
+  return a.every((r, i) => r.running === b[i]?.running && r.waiting === b[i]?.waiting);
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {
