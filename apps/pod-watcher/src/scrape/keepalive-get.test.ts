@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { createServer as createTcpServer, type Server as TcpServer } from 'node:net';
-import { GetError, KeepAliveGet } from './keepalive-get';
+import { BodyPool } from './body-pool';
+import { AnswerParser, GetError, KeepAliveGet } from './keepalive-get';
 
 const opts = { timeoutMs: 2000, maxBodyBytes: 1024 * 1024, accept: 'text/plain' };
 
@@ -90,5 +91,90 @@ describe('keep-alive GET for scrapes', () => {
     expect(await kind(client.get(`http://127.0.0.1:${closedPort}/metrics`, opts))).toBe('connect');
     rawReply = '<html>not http</html>\r\n\r\n';
     expect(await kind(client.get(`http://127.0.0.1:${rawPort}/metrics`, opts))).toBe('protocol');
+  });
+});
+
+describe('answer framing', () => {
+  const chunked = Buffer.from(
+    'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9;ext=1\r\nvllm:a 1\n\r\n10\r\nvllm:bb 22\nvllm:\r\n0\r\n\r\n',
+    'latin1',
+  );
+  const sized = Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\nhello, world', 'latin1');
+
+  /** Feeds `answer` in pieces cut at `cuts`, through one reused read buffer as the sockets do. */
+  function feed(answer: Buffer, cuts: number[], pool = new BodyPool()): { done: boolean; body: string; status: number } {
+    const parser = new AnswerParser(1024, pool);
+    const shared = Buffer.alloc(answer.length);
+    let done = false;
+    let from = 0;
+    for (const to of [...cuts, answer.length]) {
+      answer.copy(shared, 0, from, to);
+      shared.fill(0x7e, to - from);
+      done = parser.push(shared, to - from);
+      from = to;
+      if (done) break;
+    }
+    const out = { done, body: parser.body().toString('latin1'), status: parser.status };
+    parser.release();
+    return out;
+  }
+
+  it('reads chunked and sized answers cut at any byte, the read buffer reused between reads', () => {
+    for (const [answer, body] of [
+      [chunked, 'vllm:a 1\nvllm:bb 22\nvllm:'],
+      [sized, 'hello, world'],
+    ] as const) {
+      expect(feed(answer, [])).toEqual({ done: true, body, status: 200 });
+      for (let cut = 1; cut < answer.length; cut++) expect([cut, feed(answer, [cut])]).toEqual([cut, { done: true, body, status: 200 }]);
+      const everyByte = Array.from({ length: answer.length - 1 }, (_, i) => i + 1);
+      expect(feed(answer, everyByte)).toEqual({ done: true, body, status: 200 });
+    }
+  });
+
+  it("reuses body buffers: a body read and released is the next answer's memory", () => {
+    const pool = new BodyPool();
+    feed(sized, [20], pool);
+    expect(pool.size).toBe(1);
+    feed(chunked, [], pool);
+    expect(pool.size).toBe(1);
+  });
+});
+
+describe('read: the body lent to a reader', () => {
+  let server: Server;
+  let port: number;
+  const client = new KeepAliveGet({ keepAliveMs: 30_000 });
+  beforeAll(async () => {
+    server = createServer((req, res) => res.end(req.url === '/a' ? 'aaaa' : 'bb'));
+    port = await listen(server);
+  });
+  afterAll(async () => {
+    client.close();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  it("resolves to the reader's value, rejects with what it throws, and lends the same memory again", async () => {
+    let first: Buffer | undefined;
+    const text = await client.read(`http://127.0.0.1:${port}/a`, opts, (status, body) => {
+      first = body;
+      return `${status} ${body.toString()}`;
+    });
+    expect(text).toBe('200 aaaa');
+    const boom = new Error('reader failed');
+    await expect(
+      client.read(`http://127.0.0.1:${port}/b`, opts, () => {
+        throw boom;
+      }),
+    ).rejects.toBe(boom);
+    let second: Buffer | undefined;
+    await client.read(`http://127.0.0.1:${port}/b`, opts, (_s, body) => {
+      second = body;
+    });
+    expect(second?.buffer).toBe(first?.buffer);
+    // get() hands out a copy that stays.
+    const kept = await client.get(`http://127.0.0.1:${port}/a`, opts);
+    await client.read(`http://127.0.0.1:${port}/b`, opts, () => undefined);
+    expect(kept.body.toString()).toBe('aaaa');
   });
 });

@@ -1,9 +1,16 @@
 import { connect, type Socket } from 'node:net';
+import { BodyPool } from './body-pool';
 
 /** A GET answer: status and the whole body. */
 export interface GetAnswer {
   readonly status: number;
   readonly body: Buffer;
+}
+
+export interface GetOptions {
+  readonly timeoutMs: number;
+  readonly maxBodyBytes: number;
+  readonly accept: string;
 }
 
 /** Why a GET failed: no connection, no complete answer in time, or an answer that is not HTTP/1.1 as expected. */
@@ -18,33 +25,69 @@ export class GetError extends Error {
   }
 }
 
+/** Reads the answer: status and body, the body valid only during the call (its memory is reused afterwards). */
+export type AnswerReader<T> = (status: number, body: Buffer) => T;
+
+const CRLF2 = Buffer.from('\r\n\r\n');
+/**
+ * Every socket reads into this one buffer (`onread`): a read is handled before the next one starts, and the
+ * bytes are copied out into the answer's body at once. So receiving a page allocates nothing per read.
+ */
+const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+
+/** One request: where its answer goes, and when it must be complete. */
+interface Exchange {
+  readonly origin: Origin;
+  readonly head: Buffer;
+  readonly deadline: number;
+  readonly maxBody: number;
+  readonly read: AnswerReader<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (err: unknown) => void;
+  /** Sent on a kept-alive socket: a close before any answer byte means the engine closed it first (ask again). */
+  reused: boolean;
+  answer: AnswerParser | undefined;
+  /** The connection it was sent on (undefined while it waits for the engine's previous request). */
+  conn: Connection | undefined;
+  timer: NodeJS.Timeout | undefined;
+}
+
 interface Origin {
   readonly key: string;
   readonly host: string;
   readonly port: number;
   readonly hostHeader: string;
-  readonly idle: Socket[];
-  /** Requests on this origin (running or waiting); the origin is kept while any is. */
-  active: number;
-  /** Settles when the last request queued on this origin is done: one request at a time, on one socket. */
-  tail: Promise<void>;
+  /** Request heads by path (a scrape asks the same few paths of an engine over and over). */
+  readonly heads: Map<string, Buffer>;
+  /** The kept-alive connection, when idle. */
+  idle: Connection | undefined;
+  /** The request on the wire (one at a time per engine: one socket, one descriptor) and those waiting for it. */
+  running: Exchange | undefined;
+  readonly waiting: Exchange[];
 }
 
-const CRLF2 = Buffer.from('\r\n\r\n');
-const idleSince = new WeakMap<Socket, number>();
+/** A socket with its listeners set once: each request only points the connection at its exchange. */
+interface Connection {
+  readonly socket: Socket;
+  current: Exchange | undefined;
+  idleSince: number;
+}
 
 /**
  * Plain-HTTP GETs over kept-alive sockets, one request per socket at a time: what scraping thousands of engines
- * every second needs and no more. A general client (undici) spends several times the CPU per request on things
- * a scrape does not use (dispatchers, abort signals, header objects, streams); here a request is one write of a
- * prebuilt head and the answer is framed by Content-Length or chunked encoding straight from the socket's
- * buffers. Requests to one engine take turns on one socket (10,000 engines are 10,000 descriptors, not twice
- * that). A kept-alive socket the engine closed meanwhile gets the request again on a new socket, once.
+ * every second needs and no more. A general client (undici) spends several times the CPU per request on things a
+ * scrape does not use (dispatchers, abort signals, header objects, streams). Here a request is one write of a
+ * head built once per engine and path; the answer is read without streams (`onread` into one shared buffer) and
+ * framed by Content-Length or chunked encoding straight into a body buffer that is reused for the next answer
+ * once the caller has read it (see {@link read}). Requests to one engine take turns on one socket (10,000 engines
+ * are 10,000 descriptors). A kept-alive socket the engine closed meanwhile gets the request again on a new
+ * socket, once.
  */
 export class KeepAliveGet {
   readonly #origins = new Map<string, Origin>();
   readonly #keepAliveMs: number;
   readonly #sweep: NodeJS.Timeout;
+  readonly #bodies = new BodyPool();
   #closed = false;
 
   constructor(options: { keepAliveMs: number }) {
@@ -53,46 +96,48 @@ export class KeepAliveGet {
     this.#sweep.unref();
   }
 
-  /** `url` is `http://host:port/path`. Rejects with a {@link GetError}. */
-  async get(url: string, opts: { timeoutMs: number; maxBodyBytes: number; accept: string }): Promise<GetAnswer> {
-    if (this.#closed) throw new GetError('connect', 'client closed');
+  /** `url` is `http://host:port/path`. Resolves to a body of its own; rejects with a {@link GetError}. */
+  get(url: string, opts: GetOptions): Promise<GetAnswer> {
+    return this.read(url, opts, (status, body) => ({ status, body: Buffer.from(body) }));
+  }
+
+  /**
+   * Like {@link get}, but hands the body to `reader` and resolves to what it returns: the body's memory is reused
+   * once `reader` returns, so a scrape that only extracts a few numbers allocates no page. What `reader` throws
+   * rejects the call as it is.
+   */
+  read<T>(url: string, opts: GetOptions, reader: AnswerReader<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new GetError('connect', 'client closed'));
     const slash = url.indexOf('/', 7);
-    const originKey = slash < 0 ? url : url.slice(0, slash);
+    const origin = this.#origin(slash < 0 ? url : url.slice(0, slash));
     const path = slash < 0 ? '/' : url.slice(slash);
-    const origin = this.#origin(originKey);
-    const head = Buffer.from(
-      `GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n\r\n`,
-      'latin1',
-    );
-    const deadline = Date.now() + opts.timeoutMs;
-    // One request at a time per engine (a models read waits for the metrics scrape): one socket, one descriptor.
-    const previous = origin.tail;
-    let release: () => void = () => undefined;
-    origin.tail = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    origin.active += 1;
-    try {
-      await previous;
-      if (Date.now() >= deadline)
-        throw new GetError('timeout', `no answer within ${opts.timeoutMs} ms (queued behind the previous request)`);
-      let socket = this.#take(origin);
-      if (socket) {
-        try {
-          return await this.#exchange(origin, socket, head, deadline, opts.maxBodyBytes, true);
-        } catch (err) {
-          // The engine closed the kept-alive socket before reading the request: ask again on a new one.
-          if (!(err instanceof GetError && err.code === 'STALE')) throw err;
-        }
-      }
-      socket = connect({ host: origin.host, port: origin.port, noDelay: true });
-      // An idle socket's error (the engine went away) only closes it; a request's own listener reports it.
-      socket.on('error', ignore);
-      return await this.#exchange(origin, socket, head, deadline, opts.maxBodyBytes, false);
-    } finally {
-      origin.active -= 1;
-      release();
+    let head = origin.heads.get(path);
+    if (head === undefined) {
+      head = Buffer.from(
+        `GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n\r\n`,
+        'latin1',
+      );
+      origin.heads.set(path, head);
     }
+    return new Promise<T>((resolve, reject) => {
+      const ex: Exchange = {
+        origin,
+        head: head as Buffer,
+        deadline: Date.now() + opts.timeoutMs,
+        maxBody: opts.maxBodyBytes,
+        read: reader,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+        reused: false,
+        answer: undefined,
+        conn: undefined,
+        timer: undefined,
+      };
+      // The budget covers waiting for the engine's previous request too.
+      ex.timer = setTimeout(() => this.#timedOut(ex), opts.timeoutMs);
+      if (origin.running === undefined) this.#start(ex);
+      else origin.waiting.push(ex);
+    });
   }
 
   close(): void {
@@ -109,148 +154,236 @@ export class KeepAliveGet {
     const bracketed = hostPort.startsWith('[');
     const host = colon > hostPort.lastIndexOf(']') ? hostPort.slice(0, colon) : hostPort;
     const port = colon > hostPort.lastIndexOf(']') ? Number(hostPort.slice(colon + 1)) : 80;
-    o = { key, host: bracketed ? host.slice(1, -1) : host, port, hostHeader: hostPort, idle: [], active: 0, tail: Promise.resolve() };
+    o = {
+      key,
+      host: bracketed ? host.slice(1, -1) : host,
+      port,
+      hostHeader: hostPort,
+      heads: new Map(),
+      idle: undefined,
+      running: undefined,
+      waiting: [],
+    };
     this.#origins.set(key, o);
     return o;
   }
 
-  #take(origin: Origin): Socket | undefined {
-    for (let s = origin.idle.pop(); s; s = origin.idle.pop()) {
-      if (!s.destroyed && s.readable && s.writable) return s;
+  #start(ex: Exchange): void {
+    const origin = ex.origin;
+    origin.running = ex;
+    let conn = origin.idle;
+    origin.idle = undefined;
+    if (conn !== undefined && (conn.socket.destroyed || !conn.socket.writable)) {
+      conn.socket.destroy();
+      conn = undefined;
     }
-    return undefined;
+    ex.reused = conn !== undefined;
+    this.#send(ex, conn ?? this.#connect(origin));
+  }
+
+  #send(ex: Exchange, conn: Connection): void {
+    ex.answer = new AnswerParser(ex.maxBody, this.#bodies);
+    ex.conn = conn;
+    conn.current = ex;
+    conn.socket.write(ex.head);
+  }
+
+  #connect(origin: Origin): Connection {
+    const conn: Connection = { socket: undefined as unknown as Socket, current: undefined, idleSince: 0 };
+    const socket = connect({
+      host: origin.host,
+      port: origin.port,
+      noDelay: true,
+      onread: {
+        buffer: READ_BUFFER,
+        callback: (bytes: number, buf: Uint8Array) => {
+          this.#received(conn, buf as Buffer, bytes);
+          return true;
+        },
+      },
+    });
+    (conn as { socket: Socket }).socket = socket;
+    socket.on('error', (err: NodeJS.ErrnoException) => this.#lost(conn, err));
+    socket.on('end', () => this.#lost(conn, undefined));
+    socket.on('close', () => this.#lost(conn, undefined));
+    return conn;
+  }
+
+  #received(conn: Connection, buf: Buffer, bytes: number): void {
+    const ex = conn.current;
+    if (ex === undefined) {
+      // Bytes nobody asked for on an idle socket: it cannot be trusted for the next request.
+      conn.socket.destroy();
+      return;
+    }
+    let done: boolean;
+    try {
+      done = (ex.answer as AnswerParser).push(buf, bytes);
+    } catch (err) {
+      this.#finish(conn, ex, err as GetError, false);
+      return;
+    }
+    if (done) this.#finish(conn, ex, undefined, (ex.answer as AnswerParser).keepAlive);
+  }
+
+  /** The socket failed, or the engine closed it. */
+  #lost(conn: Connection, err: NodeJS.ErrnoException | undefined): void {
+    const ex = conn.current;
+    if (ex === undefined) {
+      conn.socket.destroy();
+      return;
+    }
+    const answer = ex.answer as AnswerParser;
+    if (err === undefined && answer.endOfConnection()) {
+      this.#finish(conn, ex, undefined, false);
+      return;
+    }
+    const closedFirst = ex.reused && !answer.gotBytes && (err === undefined || /ECONNRESET|EPIPE/.test(err.code ?? ''));
+    if (closedFirst) {
+      // The engine closed the kept-alive socket before reading the request: ask again on a new one, once.
+      conn.current = undefined;
+      conn.socket.destroy();
+      answer.release();
+      ex.reused = false;
+      this.#send(ex, this.#connect(ex.origin));
+      return;
+    }
+    const failure =
+      err !== undefined
+        ? new GetError('connect', err.message, err.code)
+        : answer.gotBytes
+          ? new GetError('protocol', 'connection closed before the answer was complete')
+          : new GetError('connect', 'connection closed by the engine');
+    this.#finish(conn, ex, failure, false);
+  }
+
+  #timedOut(ex: Exchange): void {
+    ex.timer = undefined;
+    const origin = ex.origin;
+    const failure = new GetError('timeout', `no complete answer within ${Math.max(0, ex.deadline - Date.now())} ms`);
+    if (origin.running !== ex) {
+      // Still waiting for the engine's previous request.
+      origin.waiting.splice(origin.waiting.indexOf(ex), 1);
+      ex.reject(new GetError('timeout', 'no answer in time (queued behind the previous request)'));
+      return;
+    }
+    if (ex.conn) this.#finish(ex.conn, ex, failure, false);
+  }
+
+  #finish(conn: Connection, ex: Exchange, err: GetError | undefined, keep: boolean): void {
+    if (conn.current !== ex) return;
+    conn.current = undefined;
+    if (ex.timer !== undefined) clearTimeout(ex.timer);
+    const origin = ex.origin;
+    const answer = ex.answer as AnswerParser;
+    if (keep && !this.#closed) {
+      conn.idleSince = Date.now();
+      origin.idle = conn;
+    } else {
+      conn.socket.destroy();
+    }
+    if (err) ex.reject(err);
+    else {
+      try {
+        ex.resolve(ex.read(answer.status, answer.body()));
+      } catch (readErr) {
+        ex.reject(readErr);
+      }
+    }
+    answer.release();
+    origin.running = undefined;
+    const next = origin.waiting.shift();
+    if (next !== undefined) this.#start(next);
   }
 
   #closeIdle(before: number): void {
     for (const [key, o] of this.#origins) {
-      for (let i = o.idle.length - 1; i >= 0; i--) {
-        const s = o.idle[i] as Socket;
-        if ((idleSince.get(s) ?? 0) <= before || s.destroyed) {
-          o.idle.splice(i, 1);
-          s.destroy();
-        }
+      const idle = o.idle;
+      if (idle !== undefined && (idle.idleSince <= before || idle.socket.destroyed)) {
+        o.idle = undefined;
+        idle.socket.destroy();
       }
-      if (o.idle.length === 0 && o.active === 0) this.#origins.delete(key);
+      if (o.idle === undefined && o.running === undefined) this.#origins.delete(key);
     }
   }
-
-  #park(origin: Origin, socket: Socket): void {
-    if (this.#closed) {
-      socket.destroy();
-      return;
-    }
-    idleSince.set(socket, Date.now());
-    origin.idle.push(socket);
-    if (!this.#origins.has(origin.key)) this.#origins.set(origin.key, origin);
-  }
-
-  #exchange(origin: Origin, socket: Socket, head: Buffer, deadline: number, maxBody: number, reused: boolean): Promise<GetAnswer> {
-    return new Promise<GetAnswer>((resolve, reject) => {
-      const reader = new AnswerReader(maxBody);
-      let gotBytes = false;
-      let settled = false;
-      const finish = (err: GetError | undefined, answer?: GetAnswer, keep = false) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        socket.off('data', onData);
-        socket.off('error', onError);
-        socket.off('end', onEnd);
-        socket.off('close', onClose);
-        if (keep) {
-          this.#park(origin, socket);
-        } else {
-          socket.destroy();
-        }
-        if (err) reject(err);
-        else resolve(answer as GetAnswer);
-      };
-      const onData = (chunk: Buffer) => {
-        gotBytes = true;
-        let done: ReturnType<AnswerReader['push']>;
-        try {
-          done = reader.push(chunk);
-        } catch (err) {
-          finish(err as GetError);
-          return;
-        }
-        if (done) finish(undefined, { status: reader.status, body: done.body }, done.keepAlive);
-      };
-      const onError = (err: NodeJS.ErrnoException) => {
-        const stale = reused && !gotBytes && /ECONNRESET|EPIPE/.test(err.code ?? '');
-        finish(new GetError('connect', err.message, stale ? 'STALE' : err.code));
-      };
-      const onEnd = () => {
-        const body = reader.end();
-        if (body) finish(undefined, { status: reader.status, body });
-        else if (reused && !gotBytes) finish(new GetError('connect', 'connection closed by the engine', 'STALE'));
-        else finish(new GetError('protocol', 'connection closed before the answer was complete'));
-      };
-      const onClose = () => onEnd();
-      const timer = setTimeout(
-        () => finish(new GetError('timeout', `no complete answer within ${Math.max(0, deadline - Date.now() + 1)} ms`)),
-        Math.max(1, deadline - Date.now()),
-      );
-      socket.on('data', onData);
-      socket.on('error', onError);
-      socket.on('end', onEnd);
-      socket.on('close', onClose);
-      socket.write(head);
-    });
-  }
-}
-
-function ignore(): void {
-  return undefined;
 }
 
 /**
- * Frames one HTTP/1.1 answer from socket chunks: status line and headers, then a body by Content-Length, chunked
- * encoding, or up to the end of the connection.
+ * Frames one HTTP/1.1 answer from the bytes read: status line and headers, then a body by Content-Length, chunked
+ * encoding, or up to the end of the connection, copied into a pooled body buffer.
  */
-class AnswerReader {
+export class AnswerParser {
   status = 0;
+  keepAlive = true;
+  gotBytes = false;
   readonly #maxBody: number;
-  #head: Buffer | undefined = Buffer.alloc(0);
+  readonly #pool: BodyPool;
+  /** Header bytes while the head is incomplete (rare: a head comes in its first read). */
+  #headBytes: Buffer | undefined;
+  #inHead = true;
   #length = -1;
   #chunked = false;
-  #keepAlive = true;
-  readonly #parts: Buffer[] = [];
+  #body: Buffer | undefined;
   #size = 0;
-  /** Chunked: undecoded bytes. */
-  #raw: Buffer = Buffer.alloc(0);
+  /** Chunked: framing bytes not decoded yet (a chunk-size line cut by a read). */
+  #raw: Buffer | undefined;
+  /** Chunked: bytes of the current chunk still to come, then its CRLF (-1: a size line is next). */
+  #chunkLeft = -1;
 
-  constructor(maxBody: number) {
+  constructor(maxBody: number, pool: BodyPool) {
     this.#maxBody = maxBody;
+    this.#pool = pool;
   }
 
-  /** The body once complete (and whether the socket can serve another request), else undefined. */
-  push(chunk: Buffer): { body: Buffer; keepAlive: boolean } | undefined {
-    if (this.#head !== undefined) {
-      const buf = this.#head.length === 0 ? chunk : Buffer.concat([this.#head, chunk]);
-      const end = buf.indexOf(CRLF2);
+  /** Takes `bytes` bytes of `buf` (copied: the buffer is reused); true once the answer is complete. */
+  push(buf: Buffer, bytes: number): boolean {
+    this.gotBytes = true;
+    let from = 0;
+    if (this.#inHead) {
+      let data = buf.subarray(0, bytes);
+      if (this.#headBytes !== undefined) data = Buffer.concat([this.#headBytes, data]);
+      const end = data.indexOf(CRLF2);
       if (end < 0) {
-        if (buf.length > 64 * 1024) throw new GetError('protocol', 'answer headers larger than 64 KB');
-        this.#head = buf;
-        return undefined;
+        if (data.length > 64 * 1024) throw new GetError('protocol', 'answer headers larger than 64 KB');
+        this.#headBytes = Buffer.from(data);
+        return false;
       }
-      this.#head = undefined;
-      this.#readHead(buf.toString('latin1', 0, end));
-      chunk = buf.subarray(end + 4);
-      if (this.#length === 0) return { body: Buffer.alloc(0), keepAlive: this.#keepAlive && chunk.length === 0 };
+      this.#readHead(data.toString('latin1', 0, end));
+      this.#inHead = false;
+      this.#headBytes = undefined;
+      // Continue with what followed the head, in `data` (which is `buf` itself unless the head was split).
+      buf = data;
+      bytes = data.length;
+      from = end + 4;
+      if (this.#length === 0) {
+        if (from < bytes) this.keepAlive = false;
+        return true;
+      }
+      if (this.#length > 0) this.#body = this.#pool.take(this.#length);
     }
-    if (this.#chunked) return this.#pushChunked(chunk);
-    if (chunk.length > 0) this.#add(chunk);
+    if (this.#chunked) return this.#pushChunked(buf, from, bytes);
+    if (from < bytes) this.#add(buf, from, bytes);
     if (this.#length >= 0 && this.#size >= this.#length) {
       if (this.#size > this.#length) throw new GetError('protocol', 'more bytes than Content-Length');
-      return { body: this.#body(), keepAlive: this.#keepAlive };
+      return true;
     }
-    return undefined;
+    return false;
   }
 
-  /** At the end of the connection: the body when it was delimited by the close, else undefined. */
-  end(): Buffer | undefined {
-    return this.#head === undefined && !this.#chunked && this.#length < 0 ? this.#body() : undefined;
+  /** The connection ended: true when that completes the answer (a body delimited by the close). */
+  endOfConnection(): boolean {
+    return !this.#inHead && !this.#chunked && this.#length < 0;
+  }
+
+  /** The body read (valid until {@link release}). */
+  body(): Buffer {
+    return this.#body === undefined ? Buffer.alloc(0) : this.#body.subarray(0, this.#size);
+  }
+
+  /** Gives the body's memory back for the next answer. */
+  release(): void {
+    if (this.#body !== undefined) this.#pool.give(this.#body);
+    this.#body = undefined;
   }
 
   #readHead(text: string): void {
@@ -258,7 +391,7 @@ class AnswerReader {
     const m = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0] ?? '');
     if (!m) throw new GetError('protocol', `not an HTTP/1.x answer: ${JSON.stringify((lines[0] ?? '').slice(0, 60))}`);
     this.status = Number(m[2]);
-    this.#keepAlive = m[1] === '1';
+    this.keepAlive = m[1] === '1';
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i] as string;
       const colon = line.indexOf(':');
@@ -274,44 +407,67 @@ class AnswerReader {
           .split(',')
           .map((v) => v.trim())
           .includes('chunked');
-      else if (name === 'connection') this.#keepAlive = value.includes('keep-alive') || (this.#keepAlive && !value.includes('close'));
+      else if (name === 'connection') this.keepAlive = value.includes('keep-alive') || (this.keepAlive && !value.includes('close'));
     }
     if (this.#chunked) this.#length = -1;
     if (this.status === 204 || this.status === 304) this.#length = 0;
     if (Number.isNaN(this.#length) || this.#length > this.#maxBody) throw new GetError('too-large', `Content-Length ${this.#length}`);
-    if (this.#length < 0 && !this.#chunked) this.#keepAlive = false;
+    if (this.#length < 0 && !this.#chunked) this.keepAlive = false;
   }
 
-  #add(chunk: Buffer): void {
-    this.#size += chunk.length;
-    if (this.#size > this.#maxBody) throw new GetError('too-large', `body larger than ${this.#maxBody} bytes`);
-    this.#parts.push(chunk);
+  /** Copies buf[from, to) to the end of the body, growing it (a pooled buffer twice the size) when needed. */
+  #add(buf: Buffer, from: number, to: number): void {
+    const n = to - from;
+    if (this.#size + n > this.#maxBody) throw new GetError('too-large', `body larger than ${this.#maxBody} bytes`);
+    if (this.#body === undefined || this.#size + n > this.#body.length) {
+      const bigger = this.#pool.take(Math.max(this.#size + n, (this.#body?.length ?? 0) * 2, 16 * 1024));
+      if (this.#body !== undefined) {
+        this.#body.copy(bigger, 0, 0, this.#size);
+        this.#pool.give(this.#body);
+      }
+      this.#body = bigger;
+    }
+    buf.copy(this.#body, this.#size, from, to);
+    this.#size += n;
   }
 
-  #body(): Buffer {
-    return this.#parts.length === 1 ? (this.#parts[0] as Buffer) : Buffer.concat(this.#parts, this.#size);
-  }
-
-  #pushChunked(chunk: Buffer): { body: Buffer; keepAlive: boolean } | undefined {
-    let raw = this.#raw.length === 0 ? chunk : Buffer.concat([this.#raw, chunk]);
-    for (;;) {
-      const lineEnd = raw.indexOf('\r\n');
-      if (lineEnd < 0) break;
-      const size = parseInt(raw.toString('latin1', 0, lineEnd).split(';')[0] as string, 16);
+  #pushChunked(buf: Buffer, from: number, to: number): boolean {
+    let data = buf;
+    if (this.#raw !== undefined) {
+      data = Buffer.concat([this.#raw, buf.subarray(from, to)]);
+      from = 0;
+      to = data.length;
+      this.#raw = undefined;
+    }
+    while (from < to) {
+      if (this.#chunkLeft > 0) {
+        const take = Math.min(this.#chunkLeft, to - from);
+        this.#add(data, from, from + take);
+        this.#chunkLeft -= take;
+        from += take;
+        continue;
+      }
+      if (this.#chunkLeft === 0) {
+        // The CRLF after a chunk's data.
+        if (to - from < 2) break;
+        from += 2;
+        this.#chunkLeft = -1;
+        continue;
+      }
+      const lineEnd = data.indexOf('\r\n', from);
+      if (lineEnd < 0 || lineEnd >= to) break;
+      const size = parseInt(data.toString('latin1', from, lineEnd).split(';')[0] as string, 16);
       if (Number.isNaN(size)) throw new GetError('protocol', 'bad chunk size');
       if (size === 0) {
-        // Trailers (usually none) end with an empty line.
-        const end = raw.indexOf(CRLF2, lineEnd - 2 >= 0 ? lineEnd - 2 : 0);
-        if (raw.length >= lineEnd + 4 && raw[lineEnd + 2] === 13 && raw[lineEnd + 3] === 10)
-          return { body: this.#body(), keepAlive: this.#keepAlive };
-        if (end >= 0) return { body: this.#body(), keepAlive: this.#keepAlive };
+        // The last chunk; the trailers (usually none) end with an empty line.
+        const rest = data.subarray(lineEnd + 2, to);
+        if ((rest.length >= 2 && rest[0] === 13 && rest[1] === 10) || rest.indexOf(CRLF2) >= 0) return true;
         break;
       }
-      if (raw.length < lineEnd + 2 + size + 2) break;
-      this.#add(raw.subarray(lineEnd + 2, lineEnd + 2 + size));
-      raw = raw.subarray(lineEnd + 2 + size + 2);
+      this.#chunkLeft = size;
+      from = lineEnd + 2;
     }
-    this.#raw = raw;
-    return undefined;
+    if (from < to) this.#raw = Buffer.from(data.subarray(from, to));
+    return false;
   }
 }

@@ -2,7 +2,7 @@ import type { InferenceEngine } from '@triad/crd';
 import type { MetricsSnapshot } from '@triad/bus';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
-import { readEngineLoad } from './engine-metrics';
+import { readEngineLoad, type EngineLoad } from './engine-metrics';
 import { ScrapeError, type EngineHttp } from './engine-http';
 import { hasNewObservations, intervalMeanMs, type HistogramTotals } from './histogram-mean';
 import { parseModelIds } from './models';
@@ -49,6 +49,7 @@ export interface ScraperOptions {
 interface Target {
   readonly id: string;
   readonly baseUrl: string;
+  readonly metricsUrl: string;
   engine: InferenceEngine;
   /** Fixed position of this target within the scrape interval (a hash of its address). */
   readonly phase: number;
@@ -128,6 +129,7 @@ export class Scraper {
     const target: Target = {
       id,
       baseUrl,
+      metricsUrl: `${baseUrl}/metrics`,
       engine,
       phase: phaseOf(id),
       refs: 1,
@@ -341,15 +343,16 @@ export class Scraper {
     return t.view.serverInfo;
   }
 
-  async #fetchLoad(t: Target) {
-    const page = await this.#opts.http.getBody(`${t.baseUrl}/metrics`);
-    const read = readEngineLoad(t.engine, page);
-    if (!read.ok) throw new ScrapeError('parse', read.error);
-    return read.load;
+  #fetchLoad(t: Target): Promise<EngineLoad> {
+    // The page is read where it lies (its memory serves the next scrape): only the numbers leave.
+    return this.#opts.http.read(t.metricsUrl, (page) => {
+      const read = readEngineLoad(t.engine, page);
+      if (!read.ok) throw new ScrapeError('parse', read.error);
+      return read.load;
+    });
   }
 }
 
-/** Same numbers and state, the scrape time aside. */
 function sameMetricValues(a: MetricsSnapshot, b: MetricsSnapshot): boolean {
   return (
     a.running === b.running &&
