@@ -14,6 +14,7 @@
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
  *   add --profile DIR to write CPU profiles of the pod-watchers
  *   add --watcher-node-options "--max-old-space-size=160" to run the pod-watchers with V8 options (a pod's limit)
+ *   add --logs DIR to keep the last output of every service there (warnings and errors: TRIAD_LOG_LEVEL=warn)
  *   add --bundle to run the services from the production bundle (dist/apps/cli/main.cjs, what the image runs;
  *   build it first: npx nx run @triad/cli:build) instead of the TypeScript sources through tsx
  */
@@ -46,6 +47,7 @@ const { values: args } = parseArgs({
     profile: { type: 'string' },
     bundle: { type: 'boolean', default: false },
     'watcher-node-options': { type: 'string' },
+    logs: { type: 'string' },
   },
 });
 const TRIAD = args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js');
@@ -204,6 +206,9 @@ async function endpointWrites(bus: Bus): Promise<number> {
 interface WatcherRow {
   readonly name: string;
   readonly cpuPct: number;
+  /** Failed scrapes (any reason) and changes of the replica set during the window. */
+  readonly errors: number;
+  readonly shardChanges: number;
   readonly rssMb: number;
   readonly heapMb: number;
   readonly targets: number;
@@ -221,6 +226,8 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
   // One interval for the mode switch to reach every engine's next scrape.
   await new Promise((r) => setTimeout(r, INTERVAL_MS * 2));
   const before = watchers.map((w) => procStats(w.child.process.pid!));
+  const errors0 = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_scrape_errors_total')));
+  const changes0 = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_changes_total')));
   const stats0 = await fleet.stats();
   const writes0 = await endpointWrites(bus);
   const t0 = performance.now();
@@ -234,6 +241,8 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
     rows.push({
       name: w.name,
       cpuPct: (((after[i]?.cpuS ?? 0) - (before[i]?.cpuS ?? 0)) / secs) * 100,
+      errors: (await metric(w, 'triad_podwatcher_scrape_errors_total')) - (errors0[i] ?? 0),
+      shardChanges: (await metric(w, 'triad_podwatcher_shard_changes_total')) - (changes0[i] ?? 0),
       rssMb: after[i]?.rssMb ?? 0,
       targets: await metric(w, 'triad_podwatcher_shard_targets'),
       heapMb: (await metric(w, 'triad_podwatcher_nodejs_heap_size_used_bytes')) / 1024 / 1024,
@@ -283,6 +292,8 @@ const WATCHER_HEADER = [
   'CPU % of a core',
   'RSS MB',
   'JS heap used MB',
+  'failed scrapes',
+  'replica-set changes',
   'scrapes/s (all)',
   'endpoint KV writes/s (all)',
   'new connections/s (all)',
@@ -301,6 +312,8 @@ function printWatchers(label: string, phase: { steady: Window; busy: Window }): 
         r.cpuPct,
         r.rssMb,
         r.heapMb,
+        r.errors,
+        r.shardChanges,
         w.scrapesPerS,
         w.writesPerS,
         w.connectsPerS,
@@ -407,6 +420,7 @@ async function main(): Promise<void> {
       )}\n`,
     );
   } finally {
+    if (args.logs) for (const s of services) writeFileSync(join(args.logs, `${s.name}.log`), s.child.output());
     await Promise.all(services.map((s) => s.child.stop()));
     await bus.close();
     await fleet.close();

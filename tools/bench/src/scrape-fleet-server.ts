@@ -61,7 +61,9 @@ async function main(): Promise<void> {
     });
     socket.on('error', () => undefined);
   });
-  server.listen(0, '0.0.0.0', () => {
+  // One listener stands for 10,000 pods: a replica joining connects to its whole shard at once, which overflowed
+  // the default accept queue (511) and came back as resets. Each real pod has its own queue.
+  server.listen({ port: 0, host: '0.0.0.0', backlog: 4096 }, () => {
     process.stdout.write(`${JSON.stringify({ port: (server.address() as { port: number }).port })}\n`);
   });
   for await (const cmd of createInterface({ input: process.stdin })) {

@@ -136,6 +136,11 @@ export class EngineHttp {
     }
   }
 
+  /** Lets the kept-alive connection to `baseUrl` (`http://host:port`) go: this replica no longer scrapes it. */
+  forget(baseUrl: string): void {
+    this.#get.forget(baseUrl);
+  }
+
   async close(): Promise<void> {
     this.#get.close();
     await this.#agent.close().catch(() => this.#agent.destroy());

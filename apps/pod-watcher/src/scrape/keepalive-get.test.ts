@@ -71,6 +71,14 @@ describe('keep-alive GET for scrapes', () => {
     expect(again.body.toString()).toBe('hello');
   });
 
+  it('forgets an engine: its idle connection is closed, the next request opens a new one', async () => {
+    await client.get(`http://127.0.0.1:${port}/length`, opts);
+    const before = connections;
+    client.forget(`http://127.0.0.1:${port}`);
+    await client.get(`http://127.0.0.1:${port}/length`, opts);
+    expect(connections - before).toBe(1);
+  });
+
   it('reads an answer delimited by the end of the connection (HTTP/1.0)', async () => {
     rawReply = 'HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nvllm:c 3\n';
     const r = await client.get(`http://127.0.0.1:${rawPort}/metrics`, opts);

@@ -61,6 +61,8 @@ interface Origin {
   readonly heads: Map<string, Buffer>;
   /** The kept-alive connection, when idle. */
   idle: Connection | undefined;
+  /** Forgotten while a request ran: its connection is closed when it ends instead of kept. */
+  forgotten: boolean;
   /** The request on the wire (one at a time per engine: one socket, one descriptor) and those waiting for it. */
   running: Exchange | undefined;
   readonly waiting: Exchange[];
@@ -140,6 +142,16 @@ export class KeepAliveGet {
     });
   }
 
+  /** Closes the kept-alive connection to `origin` (`http://host:port`), if idle: its engine is scraped elsewhere now. */
+  forget(origin: string): void {
+    const o = this.#origins.get(origin);
+    if (o === undefined) return;
+    o.idle?.socket.destroy();
+    o.idle = undefined;
+    if (o.running === undefined) this.#origins.delete(origin);
+    else o.forgotten = true;
+  }
+
   close(): void {
     this.#closed = true;
     clearInterval(this.#sweep);
@@ -161,6 +173,7 @@ export class KeepAliveGet {
       hostHeader: hostPort,
       heads: new Map(),
       idle: undefined,
+      forgotten: false,
       running: undefined,
       waiting: [],
     };
@@ -171,6 +184,7 @@ export class KeepAliveGet {
   #start(ex: Exchange): void {
     const origin = ex.origin;
     origin.running = ex;
+    origin.forgotten = false;
     let conn = origin.idle;
     origin.idle = undefined;
     if (conn !== undefined && (conn.socket.destroyed || !conn.socket.writable)) {
@@ -276,7 +290,7 @@ export class KeepAliveGet {
     if (ex.timer !== undefined) clearTimeout(ex.timer);
     const origin = ex.origin;
     const answer = ex.answer as AnswerParser;
-    if (keep && !this.#closed) {
+    if (keep && !this.#closed && !(origin.forgotten && origin.waiting.length === 0)) {
       conn.idleSince = Date.now();
       origin.idle = conn;
     } else {
@@ -294,6 +308,7 @@ export class KeepAliveGet {
     origin.running = undefined;
     const next = origin.waiting.shift();
     if (next !== undefined) this.#start(next);
+    else if (origin.forgotten) this.#origins.delete(origin.key);
   }
 
   #closeIdle(before: number): void {

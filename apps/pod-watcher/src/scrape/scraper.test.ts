@@ -81,4 +81,44 @@ describe('scraper reports', () => {
     );
     await scraper.close();
   });
+
+  it('does not scrape a queued target that went to another replica meanwhile', async () => {
+    const hosts: string[] = [];
+    let answerFirst: () => void = () => undefined;
+    const held = createServer((req, res) => {
+      hosts.push(req.headers.host ?? '');
+      if (hosts.length === 1) answerFirst = () => res.end(page(1));
+      else res.end(req.url === '/metrics' ? page(1) : '{"data":[]}');
+    });
+    await new Promise<void>((r) => held.listen(0, '0.0.0.0', r));
+    const port = (held.address() as { port: number }).port;
+    const movedAway = new Set<string>();
+    const scraper = new Scraper({
+      intervalMs: 60_000,
+      modelsIntervalMs: 60_000,
+      concurrency: 1,
+      http,
+      logger,
+      onUpdate: () => undefined,
+      owned: (id) => !movedAway.has(id),
+    });
+    try {
+      // Acquired targets are scraped at once: with one worker, the second waits in the queue behind the first.
+      scraper.acquire('a', `http://127.0.0.1:${port}`, 'vLLM');
+      scraper.acquire('b', `http://127.0.0.2:${port}`, 'vLLM');
+      await waitFor(() => hosts.length === 1, { what: 'the first scrape under way' });
+      movedAway.add('b');
+      scraper.rescope();
+      answerFirst();
+      await scraper.idle();
+      // Its metrics and models reads; nothing of the target that moved.
+      expect(hosts.length).toBeGreaterThan(0);
+      expect(hosts.filter((h) => h !== `127.0.0.1:${port}`)).toEqual([]);
+      expect(scraper.ownedSize).toBe(1);
+    } finally {
+      await scraper.close();
+      held.closeAllConnections();
+      await new Promise((r) => held.close(r));
+    }
+  });
 });

@@ -156,6 +156,7 @@ export class Scraper {
     if (t.refs <= 0) {
       t.removed = true;
       this.#targets.delete(id);
+      this.#opts.http.forget(t.baseUrl);
     }
   }
 
@@ -165,11 +166,15 @@ export class Scraper {
     if (t) t.infoAt = 0;
   }
 
-  /** The shards changed: targets that became this replica's are scraped at once, the others are left alone. */
+  /**
+   * The shards changed: targets that became this replica's are scraped at once; the connections to those that
+   * went to another replica are closed (10,000 engines are 10,000 descriptors, here and at the engines).
+   */
   rescope(): void {
     for (const t of this.#targets.values()) {
       const mine = this.#owned(t.id);
       if (mine && !t.mine) this.#enqueue(t);
+      else if (!mine && t.mine) this.#opts.http.forget(t.baseUrl);
       t.mine = mine;
     }
   }
@@ -215,8 +220,10 @@ export class Scraper {
   #tick(slot: number, slots: number): void {
     for (const t of this.#targets.values()) {
       if (t.phase % slots !== slot) continue;
-      t.mine = this.#owned(t.id);
-      if (t.mine) this.#enqueue(t);
+      const mine = this.#owned(t.id);
+      if (!mine && t.mine) this.#opts.http.forget(t.baseUrl);
+      t.mine = mine;
+      if (mine) this.#enqueue(t);
     }
   }
 
@@ -231,13 +238,16 @@ export class Scraper {
   #pump(): void {
     while (this.#active < this.#opts.concurrency && this.#queue.length > 0) {
       const t = this.#queue.shift() as Target;
-      if (t.removed) {
+      // Queued before the shards changed and no longer this replica's: left to its owner.
+      if (t.removed || !t.mine) {
         t.queued = false;
         continue;
       }
       this.#active += 1;
       this.#scrape(t).finally(() => {
         t.queued = false;
+        // It moved to another replica while being scraped: its connection goes too.
+        if (!t.mine) this.#opts.http.forget(t.baseUrl);
         this.#active -= 1;
         this.#pump();
         if (this.#active === 0 && this.#queue.length === 0) {
@@ -277,8 +287,8 @@ export class Scraper {
       const observed = hasNewObservations(t.ttftTotals, load.ttft) || hasNewObservations(t.tpotTotals, load.tpot);
       const latencyAt = observed ? m.scrapedAt : prev.metrics.latencyAt;
       if (latencyAt !== undefined && (ttftMs !== undefined || tpotMs !== undefined)) m.latencyAt = latencyAt;
-      t.ttftTotals = load.ttft ?? t.ttftTotals;
-      t.tpotTotals = load.tpot ?? t.tpotTotals;
+      t.ttftTotals = latestTotals(t.ttftTotals, load.ttft);
+      t.tpotTotals = latestTotals(t.tpotTotals, load.tpot);
       metrics = m;
       this.#opts.metrics?.scrapes.inc({ what: 'metrics', result: 'ok' });
       this.#opts.metrics?.scrapeDuration.observe((this.#now() - started) / 1000);
@@ -351,6 +361,15 @@ export class Scraper {
       return read.load;
     });
   }
+}
+
+/**
+ * The totals to keep: the new ones, unless they equal the kept ones. Kept objects live a scrape interval, long
+ * enough for V8 to move them to the old generation; replacing equal ones every scrape made old-space garbage.
+ */
+function latestTotals(kept: HistogramTotals | undefined, read: HistogramTotals | undefined): HistogramTotals | undefined {
+  if (read === undefined) return kept;
+  return kept !== undefined && kept.sum === read.sum && kept.count === read.count ? kept : read;
 }
 
 function sameMetricValues(a: MetricsSnapshot, b: MetricsSnapshot): boolean {
