@@ -14,6 +14,10 @@
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
  *   add --profile DIR to write CPU profiles of the pod-watchers
  *   add --watcher-node-options "--max-old-space-size=160" to run the pod-watchers with V8 options (a pod's limit)
+ *   The pod-watchers run as their Deployment runs them (infra/k8s/base/pod-watcher.yaml): with its NODE_OPTIONS and
+ *   each in a memory cgroup of its container's memory limit, from which Node sizes the V8 heap (without root or a
+ *   writable cgroup file system: --max-old-space-size of half the limit instead); --unlimited runs them with this
+ *   machine's defaults instead (a heap limit of a quarter of its memory).
  *   add --logs DIR to keep the last output of every service there (warnings and errors: TRIAD_LOG_LEVEL=warn)
  *   add --bundle to run the services from the production bundle (dist/apps/cli/main.cjs, what the image runs;
  *   build it first: npx nx run @triad/cli:build) instead of the TypeScript sources through tsx
@@ -32,6 +36,7 @@ import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/test
 import { markdownTable } from './lib/table';
 import { podIp } from './pod-watcher-fleet';
 import { timeDecisions } from './lib/decision-timing';
+import { containerMemory, inCgroup, makeMemoryCgroup, nodeHeapMbFor, type MemoryCgroup } from './lib/as-deployed';
 
 const CLK_TCK = 100;
 const REPO = join(__dirname, '..', '..', '..');
@@ -48,6 +53,7 @@ const { values: args } = parseArgs({
     bundle: { type: 'boolean', default: false },
     'watcher-node-options': { type: 'string' },
     logs: { type: 'string' },
+    unlimited: { type: 'boolean', default: false },
   },
 });
 const TRIAD = args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js');
@@ -131,8 +137,10 @@ interface Service {
 }
 
 /** `triad <args>` as a child process (node flags first, e.g. a CPU profile), its output kept for errors. */
-function spawnService(args: readonly string[], name: string, nodeFlags: readonly string[]): TriadChild {
-  const child = spawn(process.execPath, [...nodeFlags, TRIAD, ...args], {
+function spawnService(args: readonly string[], name: string, nodeFlags: readonly string[], cgroup?: MemoryCgroup): TriadChild {
+  const argv = [...nodeFlags, TRIAD, ...args];
+  const run = cgroup ? inCgroup(cgroup, process.execPath, argv) : { command: process.execPath, args: argv };
+  const child = spawn(run.command, run.args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', TRIAD_INSTANCE_ID: name },
   });
@@ -160,12 +168,13 @@ async function startService(
   natsUrl: string,
   extra: string[],
   nodeFlags: readonly string[] = [],
+  cgroup?: MemoryCgroup,
 ): Promise<Service> {
   const opsPort = await freePort();
   const args = [kind, '--nats', natsUrl, '--metrics-port', String(opsPort), ...extra];
   if (kind === 'gateway') args.push('--host', '127.0.0.1', '--port', String(await freePort()));
   if (kind === 'scheduler') args.push('--instance-id', name);
-  const child = spawnService(args, name, nodeFlags);
+  const child = spawnService(args, name, nodeFlags, cgroup);
   // Longer than waitReady's minute: a pod-watcher joining a loaded 10,000-pod fleet on a busy machine can take it.
   const died = new Promise<never>((_, reject) =>
     child.process.once('exit', (code) => reject(new Error(`${name} exited (${code}): ${child.output()}`))),
@@ -328,6 +337,7 @@ async function main(): Promise<void> {
   const nats = await startNatsServer();
   const fleet = await startFleet();
   const services: Service[] = [];
+  const cgroups: MemoryCgroup[] = [];
   const bus = await connectBus({ servers: nats.url, name: 'bench' });
   try {
     const file = join(dir, 'cluster.yaml');
@@ -337,16 +347,33 @@ async function main(): Promise<void> {
     services.push(scheduler, gateway);
     const idleRss = { scheduler: procStats(scheduler.child.process.pid!).rssMb, gateway: procStats(gateway.child.process.pid!).rssMb };
 
+    // As deployed: the container's NODE_OPTIONS and memory limit (a cgroup each, else a heap limit as Node derives it).
+    const deployed = containerMemory(join(REPO, 'infra', 'k8s', 'base', 'pod-watcher.yaml'), 'triad-pod-watcher', 'pod-watcher');
+    const limitMb = Math.round(deployed.limitBytes / 1024 / 1024);
+    let memoryNote = "this machine's Node defaults (--unlimited)";
     const startWatcher = async (i: number) => {
+      let cgroup: MemoryCgroup | undefined;
+      const flags: string[] = [];
+      if (!args.unlimited) {
+        cgroup = makeMemoryCgroup(`triad-bench-${process.pid}-pw-${i}`, deployed.limitBytes);
+        if (cgroup) cgroups.push(cgroup);
+        else flags.push(`--max-old-space-size=${nodeHeapMbFor(deployed.limitBytes)}`);
+        flags.push(...deployed.nodeOptions);
+        memoryNote = cgroup
+          ? `as deployed: NODE_OPTIONS "${deployed.nodeOptions.join(' ')}", each in a ${limitMb} MiB memory cgroup`
+          : `as deployed: NODE_OPTIONS "${deployed.nodeOptions.join(' ')}", heap sized for ${limitMb} MiB (no cgroup here)`;
+      }
       const s = await startService(
         'pod-watcher',
         `pod-watcher-${i}`,
         nats.url,
         ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
         [
+          ...flags,
           ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []),
           ...(args['watcher-node-options']?.split(/\s+/).filter(Boolean) ?? []),
         ],
+        cgroup,
       );
       services.push(s);
       return s;
@@ -357,7 +384,7 @@ async function main(): Promise<void> {
     await waitFor(async () => (await kv.keys()).length >= PODS, { timeoutMs: 180_000, intervalMs: 1000, what: `${PODS} endpoint records` });
     const syncS = (performance.now() - t0) / 1000;
     process.stdout.write(
-      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, services ${args.bundle ? 'from the bundle' : 'through tsx'}, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
+      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, services ${args.bundle ? 'from the bundle' : 'through tsx'}, pod-watchers ${memoryNote}, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
         `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`,
     );
     await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, {
@@ -422,6 +449,7 @@ async function main(): Promise<void> {
   } finally {
     if (args.logs) for (const s of services) writeFileSync(join(args.logs, `${s.name}.log`), s.child.output());
     await Promise.all(services.map((s) => s.child.stop()));
+    for (const c of cgroups) c.remove();
     await bus.close();
     await fleet.close();
     await nats.close();
