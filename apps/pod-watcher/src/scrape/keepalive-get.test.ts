@@ -139,6 +139,21 @@ describe('answer framing', () => {
     }
   });
 
+  it('reads the framing headers in any case, and Connection: close', () => {
+    const parser = new AnswerParser(1024, new BodyPool());
+    const answer = Buffer.from(
+      'HTTP/1.1 201 Created\r\nX-Content-Length: 9\r\nCONTENT-LENGTH : 3\r\nConnection: Close\r\n\r\nabc',
+      'latin1',
+    );
+    expect(parser.push(answer, answer.length)).toBe(true);
+    expect([parser.status, parser.keepAlive, parser.body().toString()]).toEqual([201, false, 'abc']);
+    parser.release();
+    const old = Buffer.from('HTTP/1.0 200 OK\r\nconnection: keep-alive\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n', 'latin1');
+    const p2 = new AnswerParser(1024, new BodyPool());
+    expect(p2.push(old, old.length)).toBe(true);
+    expect([p2.status, p2.keepAlive, p2.body().toString()]).toEqual([200, true, 'x']);
+  });
+
   it("reuses body buffers: a body read and released is the next answer's memory", () => {
     const pool = new BodyPool();
     feed(sized, [20], pool);

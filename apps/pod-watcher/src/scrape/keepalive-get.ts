@@ -29,6 +29,34 @@ export class GetError extends Error {
 export type AnswerReader<T> = (status: number, body: Buffer) => T;
 
 const CRLF2 = Buffer.from('\r\n\r\n');
+const CRLF = Buffer.from('\r\n');
+const HTTP_1 = Buffer.from('HTTP/1.', 'latin1');
+const SPACE = 32;
+const COLON = 58;
+const ONE = 49;
+/** The headers that frame a body, by length (a header name is matched without making it a string). */
+const FRAMING_HEADERS = ['content-length', 'transfer-encoding', 'connection'] as const;
+type FramingHeader = (typeof FRAMING_HEADERS)[number];
+
+/** head[from, to) as one of the framing headers (any case, spaces around it allowed), else undefined. */
+function headerOf(head: Buffer, from: number, to: number): FramingHeader | undefined {
+  while (from < to && head[from] === SPACE) from += 1;
+  while (to > from && head[to - 1] === SPACE) to -= 1;
+  outer: for (const name of FRAMING_HEADERS) {
+    if (to - from !== name.length) continue;
+    for (let i = 0; i < name.length; i++) {
+      // ASCII letters compare without case (| 0x20); '-' is 0x2d either way.
+      if (((head[from + i] as number) | 0x20) !== name.charCodeAt(i)) continue outer;
+    }
+    return name;
+  }
+  return undefined;
+}
+
+function isDigits(buf: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if ((buf[i] as number) < 48 || (buf[i] as number) > 57) return false;
+  return true;
+}
 /**
  * Every socket reads into this one buffer (`onread`): a read is handled before the next one starts, and the
  * bytes are copied out into the answer's body at once. So receiving a page allocates nothing per read.
@@ -363,7 +391,7 @@ export class AnswerParser {
         this.#headBytes = Buffer.from(data);
         return false;
       }
-      this.#readHead(data.toString('latin1', 0, end));
+      this.#readHead(data, end);
       this.#inHead = false;
       this.#headBytes = undefined;
       // Continue with what followed the head, in `data` (which is `buf` itself unless the head was split).
@@ -401,28 +429,38 @@ export class AnswerParser {
     this.#body = undefined;
   }
 
-  #readHead(text: string): void {
-    const lines = text.split('\r\n');
-    const m = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0] ?? '');
-    if (!m) throw new GetError('protocol', `not an HTTP/1.x answer: ${JSON.stringify((lines[0] ?? '').slice(0, 60))}`);
-    this.status = Number(m[2]);
-    this.keepAlive = m[1] === '1';
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i] as string;
-      const colon = line.indexOf(':');
-      if (colon <= 0) continue;
-      const name = line.slice(0, colon).trim().toLowerCase();
-      const value = line
-        .slice(colon + 1)
+  /**
+   * Reads the status line and the three headers that frame the body from head[0, end), as bytes: an answer's
+   * head is parsed thousands of times a second, and splitting it into strings made a score of them per answer.
+   */
+  #readHead(head: Buffer, end: number): void {
+    // `HTTP/1.x NNN`
+    if (end < 12 || head.compare(HTTP_1, 0, HTTP_1.length, 0, HTTP_1.length) !== 0 || head[8] !== SPACE || !isDigits(head, 9, 12)) {
+      const first = head.toString('latin1', 0, Math.min(end, 60)).split('\r\n')[0] ?? '';
+      throw new GetError('protocol', `not an HTTP/1.x answer: ${JSON.stringify(first)}`);
+    }
+    this.status = (head[9] as number) * 100 + (head[10] as number) * 10 + (head[11] as number) - 48 * 111;
+    this.keepAlive = head[7] === ONE;
+    for (let at = head.indexOf(CRLF, 0); at >= 0 && at < end;) {
+      const start = at + 2;
+      let lineEnd = head.indexOf(CRLF, start);
+      if (lineEnd < 0 || lineEnd > end) lineEnd = end;
+      at = lineEnd < end ? lineEnd : -1;
+      const colon = head.indexOf(COLON, start);
+      if (colon <= start || colon >= lineEnd) continue;
+      const header = headerOf(head, start, colon);
+      if (header === undefined) continue;
+      const value = head
+        .toString('latin1', colon + 1, lineEnd)
         .trim()
         .toLowerCase();
-      if (name === 'content-length') this.#length = Number(value);
-      else if (name === 'transfer-encoding')
+      if (header === 'content-length') this.#length = value === '' ? NaN : Number(value);
+      else if (header === 'transfer-encoding')
         this.#chunked = value
           .split(',')
           .map((v) => v.trim())
           .includes('chunked');
-      else if (name === 'connection') this.keepAlive = value.includes('keep-alive') || (this.keepAlive && !value.includes('close'));
+      else this.keepAlive = value.includes('keep-alive') || (this.keepAlive && !value.includes('close'));
     }
     if (this.#chunked) this.#length = -1;
     if (this.status === 204 || this.status === 304) this.#length = 0;
