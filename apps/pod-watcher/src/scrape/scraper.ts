@@ -88,6 +88,9 @@ const NEVER_SCRAPED: MetricsSnapshot = Object.freeze({ running: 0, waiting: 0, k
  */
 export class Scraper {
   readonly #targets = new Map<string, Target>();
+  /** Targets by the slot of the interval they are scraped in: a tick looks at its own slot's, not at every target. */
+  readonly #bySlot: Set<Target>[];
+  readonly #slotMs: number;
   readonly #queue: Target[] = [];
   readonly #opts: ScraperOptions;
   readonly #now: () => number;
@@ -101,6 +104,8 @@ export class Scraper {
   constructor(options: ScraperOptions) {
     this.#opts = options;
     this.#now = options.now ?? Date.now;
+    this.#slotMs = Math.max(10, Math.floor(options.intervalMs / SLOTS));
+    this.#bySlot = Array.from({ length: Math.max(1, Math.round(options.intervalMs / this.#slotMs)) }, () => new Set<Target>());
     this.#metricsOk = options.metrics?.scrapes.labels({ what: 'metrics', result: 'ok' });
   }
 
@@ -111,13 +116,11 @@ export class Scraper {
    */
   start(): void {
     if (this.#timer || this.#closed) return;
-    const slotMs = Math.max(10, Math.floor(this.#opts.intervalMs / SLOTS));
-    const slots = Math.max(1, Math.round(this.#opts.intervalMs / slotMs));
     let slot = 0;
     this.#timer = setInterval(() => {
-      this.#tick(slot, slots);
-      slot = (slot + 1) % slots;
-    }, slotMs);
+      this.#tick(slot);
+      slot = (slot + 1) % this.#bySlot.length;
+    }, this.#slotMs);
     this.#timer.unref?.();
   }
 
@@ -147,6 +150,7 @@ export class Scraper {
       mine: true,
     };
     this.#targets.set(id, target);
+    this.#bySlot[target.phase % this.#bySlot.length]?.add(target);
     target.mine = this.#owned(id);
     if (target.mine) this.#enqueue(target);
   }
@@ -159,6 +163,7 @@ export class Scraper {
     if (t.refs <= 0) {
       t.removed = true;
       this.#targets.delete(id);
+      this.#bySlot[t.phase % this.#bySlot.length]?.delete(t);
       this.#opts.http.forget(t.baseUrl);
     }
   }
@@ -220,9 +225,8 @@ export class Scraper {
     await this.idle();
   }
 
-  #tick(slot: number, slots: number): void {
-    for (const t of this.#targets.values()) {
-      if (t.phase % slots !== slot) continue;
+  #tick(slot: number): void {
+    for (const t of this.#bySlot[slot] ?? []) {
       const mine = this.#owned(t.id);
       if (!mine && t.mine) this.#opts.http.forget(t.baseUrl);
       t.mine = mine;
