@@ -1,3 +1,3 @@
-export { parsePrometheusText } from './parse';
+export { parsePrometheusText, parseSampleValue } from './parse';
 export type { MetricFamily, MetricType, Sample, ParseOptions } from './parse';
 export { sumSamples, maxSample, histogramTotals } from './aggregate';

@@ -1,4 +1,4 @@
-import { parsePrometheusText } from './parse';
+import { parseSampleValue, parsePrometheusText } from './parse';
 import { histogramTotals, maxSample, sumSamples } from './aggregate';
 
 // Shapes as vLLM (prometheus_client) and SGLang serve them: counters with _total, _created samples, histograms
@@ -65,5 +65,19 @@ describe('parsePrometheusText', () => {
     expect(Number.isNaN(families.get('n')?.samples[0]?.value)).toBe(true);
     expect(families.get('q')?.samples[0]?.value).toBe(-Infinity);
     expect(errors).toBe(3);
+  });
+});
+
+describe('sample values', () => {
+  it('reads numbers, infinities and NaN, and tells junk apart from NaN', () => {
+    expect([parseSampleValue('1.5e3'), parseSampleValue('+Inf'), parseSampleValue('Inf'), parseSampleValue('-Inf')]).toEqual([
+      1500,
+      Infinity,
+      Infinity,
+      -Infinity,
+    ]);
+    expect(parseSampleValue('NaN')).toBeNaN();
+    expect(parseSampleValue('abc')).toBeUndefined();
+    expect(parseSampleValue('1.2.3')).toBeUndefined();
   });
 });

@@ -22,7 +22,8 @@ export interface ParseOptions {
 
 const SUFFIXES = ['_bucket', '_count', '_sum', '_total', '_created', '_gcount', '_gsum', '_info'];
 
-function parseValue(text: string): number {
+/** A sample value of the text format (`1.5`, `2e-3`, `+Inf`, `-Inf`, `NaN`); undefined when the text is not one. */
+export function parseSampleValue(text: string): number | undefined {
   switch (text) {
     case '+Inf':
     case 'Inf':
@@ -31,8 +32,10 @@ function parseValue(text: string): number {
       return -Infinity;
     case 'NaN':
       return NaN;
-    default:
-      return Number(text);
+    default: {
+      const n = Number(text);
+      return Number.isNaN(n) ? undefined : n;
+    }
   }
 }
 
@@ -116,8 +119,8 @@ export function parsePrometheusText(text: string, options: ParseOptions = {}): {
       let rest = nameEnd;
       if (line[nameEnd] === '{') [labels, rest] = parseLabels(line, nameEnd);
       const fields = line.slice(rest).trim().split(/\s+/);
-      const value = parseValue(fields[0] ?? '');
-      if (fields[0] === undefined || (Number.isNaN(value) && fields[0] !== 'NaN')) throw new Error('bad value');
+      const value = fields[0] === undefined ? undefined : parseSampleValue(fields[0]);
+      if (value === undefined) throw new Error('bad value');
       const fam = families.get(familyName) ?? { name: familyName, type: 'untyped' as MetricType, samples: [] };
       fam.samples.push({ name: sampleName, labels, value });
       families.set(familyName, fam);

@@ -9,6 +9,7 @@
  * a sample of it; a line that is not well formed (an unterminated label set, a missing value) is skipped, as the
  * full parser did.
  */
+import { parseSampleValue } from '@triad/prom-text';
 
 /** `dp_rank` value of a sample without that label (or with one that is not a small non-negative integer). */
 export const NO_RANK = -1;
@@ -119,8 +120,8 @@ function readSample(page: Buffer, start: number, nameLength: number, visit: Samp
   const valueStart = i;
   while (i < page.length && page[i] !== SPACE && page[i] !== TAB && page[i] !== NEWLINE && page[i] !== CR) i += 1;
   if (i === valueStart) return false;
-  const value = parseValue(page.toString('latin1', valueStart, i));
-  if (Number.isNaN(value) && !isNanText(page, valueStart, i)) return false;
+  const value = parseSampleValue(page.toString('latin1', valueStart, i));
+  if (value === undefined) return false;
   visit(value, rank);
   return true;
 }
@@ -141,21 +142,4 @@ function rankOf(page: Buffer, from: number, to: number): number {
     n = n * 10 + d;
   }
   return n;
-}
-
-function parseValue(text: string): number {
-  switch (text) {
-    case '+Inf':
-    case 'Inf':
-      return Infinity;
-    case '-Inf':
-      return -Infinity;
-    default:
-      // '' and junk give NaN (told apart from a real NaN by the caller); Number('') would give 0.
-      return text === '' ? NaN : Number(text);
-  }
-}
-
-function isNanText(page: Buffer, from: number, to: number): boolean {
-  return to - from === 3 && page.toString('latin1', from, to) === 'NaN';
 }
