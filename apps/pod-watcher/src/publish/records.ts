@@ -84,7 +84,12 @@ export function sameEndpointRecord(published: EndpointRecord, next: EndpointReco
   const stale =
     published.metrics.scrapedAt === 0 ? next.metrics.scrapedAt !== 0 : next.metrics.scrapedAt - published.metrics.scrapedAt >= heartbeatMs;
   if (stale) return false;
-  return sameJsonExcept(published.metrics, next.metrics, 'scrapedAt') && sameJsonExcept(published, next, 'metrics', 'updatedAt');
+  return sameMetrics(published.metrics, next.metrics) && sameJsonExcept(published, next, 'metrics', 'updatedAt');
+}
+
+/** Same engine numbers and state, the scrape time aside. */
+export function sameMetrics(a: MetricsSnapshot, b: MetricsSnapshot): boolean {
+  return sameJsonExcept(a, b, 'scrapedAt');
 }
 
 export function modelServerRecord(ms: ModelServer): ModelServerRecord {

@@ -2,6 +2,7 @@ import type { InferenceEngine } from '@triad/crd';
 import type { MetricsSnapshot } from '@triad/bus';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
+import { sameMetrics } from '../publish/records';
 import { readEngineLoad, type EngineLoad } from './engine-metrics';
 import { ScrapeError, type EngineHttp } from './engine-http';
 import { hasNewObservations, intervalMeanMs, type HistogramTotals } from './histogram-mean';
@@ -179,12 +180,7 @@ export class Scraper {
    * went to another replica are closed (10,000 engines are 10,000 descriptors, here and at the engines).
    */
   rescope(): void {
-    for (const t of this.#targets.values()) {
-      const mine = this.#owned(t.id);
-      if (mine && !t.mine) this.#enqueue(t);
-      else if (!mine && t.mine) this.#opts.http.forget(t.baseUrl);
-      t.mine = mine;
-    }
+    for (const t of this.#targets.values()) if (this.#reown(t)) this.#enqueue(t);
   }
 
   /** Targets this replica scrapes (its shard). */
@@ -192,6 +188,17 @@ export class Scraper {
     let n = 0;
     for (const t of this.#targets.values()) if (t.mine) n += 1;
     return n;
+  }
+
+  /**
+   * Looks again whether `t` is in this replica's shard; the connection to an engine that went to another replica
+   * is closed. True when it just became this replica's.
+   */
+  #reown(t: Target): boolean {
+    const was = t.mine;
+    t.mine = this.#owned(t.id);
+    if (was && !t.mine) this.#opts.http.forget(t.baseUrl);
+    return t.mine && !was;
   }
 
   #owned(id: string): boolean {
@@ -227,10 +234,8 @@ export class Scraper {
 
   #tick(slot: number): void {
     for (const t of this.#bySlot[slot] ?? []) {
-      const mine = this.#owned(t.id);
-      if (!mine && t.mine) this.#opts.http.forget(t.baseUrl);
-      t.mine = mine;
-      if (mine) this.#enqueue(t);
+      this.#reown(t);
+      if (t.mine) this.#enqueue(t);
     }
   }
 
@@ -329,7 +334,7 @@ export class Scraper {
     const unchanged =
       models === prev.models &&
       info === prev.serverInfo &&
-      sameMetricValues(prev.metrics, metrics) &&
+      sameMetrics(prev.metrics, metrics) &&
       (metrics.stale || metrics.scrapedAt - prev.metrics.scrapedAt < (this.#opts.reportEveryMs ?? 0));
     if (unchanged) return;
     t.view = { metrics, models, ...(info ? { serverInfo: info } : {}) };
@@ -377,26 +382,6 @@ export class Scraper {
 function latestTotals(kept: HistogramTotals | undefined, read: HistogramTotals | undefined): HistogramTotals | undefined {
   if (read === undefined) return kept;
   return kept !== undefined && kept.sum === read.sum && kept.count === read.count ? kept : read;
-}
-
-function sameMetricValues(a: MetricsSnapshot, b: MetricsSnapshot): boolean {
-  return (
-    a.running === b.running &&
-    a.waiting === b.waiting &&
-    a.kvCacheUsage === b.kvCacheUsage &&
-    a.stale === b.stale &&
-    a.lastError === b.lastError &&
-    a.ttftMs === b.ttftMs &&
-    a.tpotMs === b.tpotMs &&
-    a.latencyAt === b.latencyAt &&
-    sameRanks(a.dpRanks, b.dpRanks)
-  );
-}
-
-function sameRanks(a: MetricsSnapshot['dpRanks'], b: MetricsSnapshot['dpRanks']): boolean {
-  if (a === b) return true;
-  if (a === undefined || b === undefined || a.length !== b.length) return false;
-  return a.every((r, i) => r.running === b[i]?.running && r.waiting === b[i]?.waiting);
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {
