@@ -48,11 +48,6 @@ export class EngineHttp {
     return this.read(url, (body) => body.toString('utf8'));
   }
 
-  /** Resolves to the bytes of a 2xx answer (a copy of its own); rejects with a ScrapeError otherwise. */
-  getBody(url: string): Promise<Buffer> {
-    return this.read(url, (body) => Buffer.from(body));
-  }
-
   /**
    * Hands the body of a 2xx answer to `reader` and resolves to what it returns; rejects with a ScrapeError for a
    * failed request, or with what `reader` throws. The body is valid only during the call: its memory is reused

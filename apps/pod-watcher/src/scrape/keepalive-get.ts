@@ -67,7 +67,7 @@ const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 interface Exchange {
   readonly origin: Origin;
   readonly head: Buffer;
-  readonly deadline: number;
+  readonly timeoutMs: number;
   readonly maxBody: number;
   readonly read: AnswerReader<unknown>;
   readonly resolve: (value: unknown) => void;
@@ -153,7 +153,7 @@ export class KeepAliveGet {
       const ex: Exchange = {
         origin,
         head: head as Buffer,
-        deadline: Date.now() + opts.timeoutMs,
+        timeoutMs: opts.timeoutMs,
         maxBody: opts.maxBodyBytes,
         read: reader,
         resolve: resolve as (value: unknown) => void,
@@ -302,14 +302,13 @@ export class KeepAliveGet {
   #timedOut(ex: Exchange): void {
     ex.timer = undefined;
     const origin = ex.origin;
-    const failure = new GetError('timeout', `no complete answer within ${Math.max(0, ex.deadline - Date.now())} ms`);
     if (origin.running !== ex) {
       // Still waiting for the engine's previous request.
       origin.waiting.splice(origin.waiting.indexOf(ex), 1);
-      ex.reject(new GetError('timeout', 'no answer in time (queued behind the previous request)'));
+      ex.reject(new GetError('timeout', `no answer within ${ex.timeoutMs} ms (queued behind the previous request)`));
       return;
     }
-    if (ex.conn) this.#finish(ex.conn, ex, failure, false);
+    if (ex.conn) this.#finish(ex.conn, ex, new GetError('timeout', `no complete answer within ${ex.timeoutMs} ms`), false);
   }
 
   #finish(conn: Connection, ex: Exchange, err: GetError | undefined, keep: boolean): void {
