@@ -59,8 +59,11 @@ describe('Bus against a 3-node clustered JetStream', () => {
     await victim?.kill();
     // Every write goes through (retried across the election); none is lost.
     for (let i = 1; i <= 10; i++) await kvW.put('counter', { n: i });
-    expect(await kvR.get('counter')).toEqual({ n: 10 });
-    await waitFor(() => seen === 10, { what: 'the watcher on another client to see the last write', timeoutMs: 20_000 });
+    // KV reads are direct gets, which any replica answers: a follower may serve the previous value for a moment.
+    await waitFor(async () => (await kvR.get('counter'))?.n === 10, { what: 'a reader on another node to read the last write' });
+    // The watch's consumer may have lived on the killed node: it is found gone within a check (2 s + a 5 s
+    // request timeout) and replaced once the stream has a leader again, which the writes above waited for.
+    await waitFor(() => seen === 10, { what: 'the watcher on another client to see the last write', timeoutMs: 30_000 });
     const after = await streamInfo(writer, 'cluster_state');
     expect(after.leader).not.toBe(leader);
     await victim?.start();
@@ -77,7 +80,7 @@ describe('Bus against a 3-node clustered JetStream', () => {
       await direct.close();
     }
     watch.stop();
-  }, 60_000);
+  }, 90_000);
 
   it('retries only transient JetStream failures, never a compare-and-set conflict', async () => {
     const kv = await writer.kv('cluster_cas', Value);

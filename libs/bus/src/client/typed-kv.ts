@@ -2,6 +2,7 @@ import type { KV, KvEntry } from '@nats-io/kv';
 import type { z } from 'zod';
 import { decodeMessage, encodeMessage } from '../codec';
 import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
+import { ResumingWatch, type KvWatchIterator } from './resuming-watch';
 
 export interface TypedKvOptions {
   /** Values kept per key (1 for state, more for config so an operator can see what changed). */
@@ -25,15 +26,6 @@ interface Rejecter {
 
 /** How long listing a bucket's keys may take (a few hundred keys take milliseconds, a few seconds under load). */
 const KEYS_TIMEOUT_MS = 10_000;
-
-/** How often a watch checks that its consumer still exists (it vanishes with its JetStream node). */
-const WATCH_CHECK_MS = 2000;
-
-/** What nats.js's KV watch returns: entries, a stop, and its push consumer (`_data`, not in the public types). */
-interface KvWatchIterator extends AsyncIterable<KvEntry & { delta?: number; isUpdate?: boolean }> {
-  stop(): void;
-  readonly _data?: { info(cached: boolean): Promise<{ num_pending: number }> };
-}
 
 /** A JetStream KV bucket whose values are validated against a zod schema on every read. */
 export class TypedKv<S extends z.ZodType> {
@@ -130,81 +122,36 @@ export class TypedKv<S extends z.ZodType> {
 
   /**
    * Follows the bucket (or keys matching `key`, NATS wildcards allowed): first the current value of every key,
-   * then each change. Invalid values are counted as rejected and skipped.
-   *
-   * The watch is a push consumer on one JetStream node. On a cluster that node can die (or lose the stream's
-   * leadership): the consumer then vanishes without a word. So the watch checks its consumer every few seconds
-   * (and at once after a reconnect) and, when it is gone, opens a new one resuming after the last revision it
-   * delivered, so no change is lost or repeated.
+   * then each change. Invalid values are counted as rejected and skipped. The watch survives the loss of its
+   * consumer's JetStream node (ResumingWatch): no change is lost or repeated.
    */
   async watch(opts: { key?: string; onChange: (change: KvChange<z.output<S>>) => void }): Promise<KvWatchHandle> {
-    let markSynced: () => void = () => undefined;
-    const synced = new Promise<void>((resolve) => {
-      markSynced = resolve;
-    });
-    let lastRevision = 0;
-    let stopped = false;
-    let failures = 0;
-    let checking = false;
-    const open = async (resumeFrom: number): Promise<KvWatchIterator> => {
-      const iter = (await this.#kv.watch({
-        ...(opts.key ? { key: opts.key } : {}),
-        ...(resumeFrom > 0 ? { resumeFromRevision: resumeFrom } : {}),
-      })) as unknown as KvWatchIterator;
-      void (async () => {
-        for await (const e of iter) {
-          if (stopped) break;
-          if (e.revision <= lastRevision) continue; // a resumed watch never repeats what was delivered
-          lastRevision = e.revision;
-          if (e.operation === 'PUT') {
-            const value = this.#decode(e);
-            if (value !== undefined) opts.onChange({ key: e.key, op: 'PUT', value, revision: e.revision });
-          } else {
-            opts.onChange({ key: e.key, op: 'DEL', revision: e.revision });
-          }
-          if (e.delta === 0 || e.isUpdate) markSynced();
-        }
-      })();
-      return iter;
-    };
-    let iter = await retryJetStream(() => open(0), this.#retry);
-    // The replay ends at the entry with nothing pending after it. When nothing matched the filter at all, no
-    // entry will say so: the watcher's consumer info (cached by nats.js when it created the watch) tells.
-    const pending = await retryJetStream(
-      async () => (iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values),
-      this.#retry,
-    );
-    if (pending === 0) markSynced();
-    const reopen = async (): Promise<void> => {
-      iter.stop();
-      iter = await retryJetStream(() => open(lastRevision + 1), this.#retry);
-      failures = 0;
-    };
-    const check = async (): Promise<void> => {
-      if (checking || stopped) return;
-      checking = true;
-      try {
-        await iter._data?.info(false);
-        failures = 0;
-      } catch (err) {
-        // "consumer not found": its node died or dropped it. Anything else twice in a row (timeouts while the
-        // stream elects a leader): the consumer is as good as gone too.
-        if (!stopped && (/consumer not found/i.test((err as Error).message) || ++failures >= 2)) await reopen().catch(() => undefined);
-      } finally {
-        checking = false;
-      }
-    };
-    const timer = setInterval(() => void check(), WATCH_CHECK_MS);
-    timer.unref();
-    const offReconnect = this.#rejecter.onReconnect?.(() => void check());
-    return {
-      stop: () => {
-        stopped = true;
-        clearInterval(timer);
-        offReconnect?.();
-        iter.stop();
+    const watch = new ResumingWatch({
+      open: (resumeFrom) =>
+        retryJetStream(
+          async () =>
+            (await this.#kv.watch({
+              ...(opts.key ? { key: opts.key } : {}),
+              ...(resumeFrom > 0 ? { resumeFromRevision: resumeFrom } : {}),
+            })) as unknown as KvWatchIterator,
+          this.#retry,
+        ),
+      deliver: (e) => {
+        if (e.operation !== 'PUT') return opts.onChange({ key: e.key, op: 'DEL', revision: e.revision });
+        const value = this.#decode(e);
+        if (value !== undefined) opts.onChange({ key: e.key, op: 'PUT', value, revision: e.revision });
       },
-      synced,
-    };
+      onDeliverError: (e, err) => this.#rejecter.reject(`${this.#bucket}:${e.key}`, `watch handler failed: ${String(err)}`),
+      // The replay ends at the entry with nothing pending after it. When nothing matched the filter at all, no
+      // entry will say so: the watcher's consumer info (cached by nats.js when it created the watch) tells.
+      pendingAtStart: (iter) =>
+        retryJetStream(
+          async () => (iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values),
+          this.#retry,
+        ),
+      onReconnect: (listener) => this.#rejecter.onReconnect?.(listener) ?? (() => undefined),
+    });
+    await watch.start();
+    return { stop: () => watch.stop(), synced: watch.synced };
   }
 }
