@@ -304,16 +304,25 @@ export class Reconciler {
     const now = this.#now();
     counts.written += diff.upserted.length;
     counts.deleted += diff.removed.length;
+    // Whether this replica scrapes an address depends on the placements using it (ownsTarget): asked again for
+    // each address a change touched.
+    const touched = new Set<string>();
     for (const p of diff.removed) {
+      const id = this.#targetOf.get(p.key);
+      if (id !== undefined) touched.add(id);
       this.#unlink(p.key);
       publisher.endpoints.remove(p.key);
     }
     for (const p of diff.upserted) {
       const id = targetId(p);
+      const old = this.#targetOf.get(p.key);
+      if (old !== undefined) touched.add(old);
+      touched.add(id);
       this.#link(p, id);
       publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now));
       if (p.problems) this.#opts.logger?.warn({ endpoint: p.key, problems: p.problems }, 'ignored a pod annotation');
     }
+    for (const id of touched) scraper.reown(id);
     if (diff.upserted.some((p) => p.mode === 'epd') || diff.removed.some((p) => p.mode === 'epd')) this.#registryDirty = true;
   }
 

@@ -82,6 +82,53 @@ describe('scraper reports', () => {
     await scraper.close();
   });
 
+  it('asks whether a target is its own when it is added, on rescope() and on reown(id), not at every tick', async () => {
+    const hosts: string[] = [];
+    const fleet = createServer((req, res) => {
+      if (req.url === '/metrics') hosts.push(req.headers.host ?? '');
+      res.end(req.url === '/metrics' ? page(1) : '{"data":[]}');
+    });
+    await new Promise<void>((r) => fleet.listen(0, '0.0.0.0', r));
+    const port = (fleet.address() as { port: number }).port;
+    const mine = new Set(['a']);
+    let asked = 0;
+    const scraper = new Scraper({
+      intervalMs: 40,
+      modelsIntervalMs: 60_000,
+      concurrency: 4,
+      http,
+      logger,
+      onUpdate: () => undefined,
+      owned: (id) => {
+        asked += 1;
+        return mine.has(id);
+      },
+    });
+    const scrapesOf = (ip: string) => hosts.filter((h) => h === `${ip}:${port}`).length;
+    try {
+      scraper.acquire('a', `http://127.0.0.1:${port}`, 'vLLM');
+      scraper.acquire('b', `http://127.0.0.2:${port}`, 'vLLM');
+      scraper.start();
+      mine.add('b');
+      await waitFor(() => scrapesOf('127.0.0.1') >= 5, { what: 'five scrapes of the owned target' });
+      // b became this replica's in the ring, but nothing said so: ticks do not ask again.
+      expect(asked).toBe(2);
+      expect(scrapesOf('127.0.0.2')).toBe(0);
+      scraper.reown('b');
+      await waitFor(() => scrapesOf('127.0.0.2') >= 2, { what: 'the target scraped once it was re-asked' });
+      mine.delete('a');
+      scraper.rescope();
+      const seen = scrapesOf('127.0.0.1');
+      await waitFor(() => scrapesOf('127.0.0.2') >= 6, { what: 'more scrapes of b' });
+      expect(scrapesOf('127.0.0.1')).toBeLessThanOrEqual(seen + 1);
+      expect(scraper.ownedSize).toBe(1);
+    } finally {
+      await scraper.close();
+      fleet.closeAllConnections();
+      await new Promise((r) => fleet.close(r));
+    }
+  });
+
   it('does not scrape a queued target that went to another replica meanwhile', async () => {
     const hosts: string[] = [];
     let answerFirst: () => void = () => undefined;

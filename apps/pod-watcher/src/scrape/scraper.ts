@@ -41,7 +41,8 @@ export interface ScraperOptions {
   readonly reportEveryMs?: number;
   /**
    * Whether this replica scrapes the target (its scrape shard); default all. Targets of other shards are known
-   * (their placements exist here too) but left to their owner; `rescope()` after the shards changed.
+   * (their placements exist here too) but left to their owner. Asked when a target is added and again on
+   * `rescope()` (the shards or the writer changed) and `reown(id)` (the target's placements changed).
    */
   readonly owned?: (targetId: string) => boolean;
   readonly now?: () => number;
@@ -232,11 +233,18 @@ export class Scraper {
     await this.idle();
   }
 
+  /**
+   * Looks again whether one target is this replica's: its placements changed (one was added or removed, or its
+   * mode or engine changed). Ownership is otherwise only re-read by `rescope()`: a tick trusts it, since asking the
+   * shard ring for each of 10,000 targets every second cost more than the scrapes' page scans.
+   */
+  reown(id: string): void {
+    const t = this.#targets.get(id);
+    if (t !== undefined && this.#reown(t)) this.#enqueue(t);
+  }
+
   #tick(slot: number): void {
-    for (const t of this.#bySlot[slot] ?? []) {
-      this.#reown(t);
-      if (t.mine) this.#enqueue(t);
-    }
+    for (const t of this.#bySlot[slot] ?? []) if (t.mine) this.#enqueue(t);
   }
 
   #enqueue(t: Target): void {
