@@ -6,6 +6,7 @@ import { ErrorCode, TriadError } from '@triad/errors';
 import { decodeMessage, encodeMessage } from '../codec';
 import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
 import { TypedKv, type TypedKvOptions } from './typed-kv';
+import { JetStreamPublisher } from './js-publisher';
 
 /** The few logger methods the bus uses (pino-compatible), so the bus does not depend on a logging library. */
 export interface BusLogger {
@@ -69,6 +70,8 @@ export class Bus {
   #connected = true;
   #disconnects = 0;
   #jsRetries = 0;
+  /** KV puts of every bucket of this connection (one inbox subscription for all their acknowledgements). */
+  #publisher: JetStreamPublisher | undefined;
   /** Replicas of the KV buckets this client creates. */
   readonly kvReplicas: number;
   /** Retry policy of every JetStream call made through this client (KV reads and writes, bucket creation). */
@@ -220,7 +223,8 @@ export class Bus {
       await this.#raiseReplicas(bucket);
       return bucketKv;
     }, this.jsRetry);
-    return new TypedKv(kv, bucket, schema, this, this.jsRetry);
+    this.#publisher ??= new JetStreamPublisher(this.nc);
+    return new TypedKv(kv, bucket, schema, this, this.jsRetry, this.#publisher);
   }
 
   /**

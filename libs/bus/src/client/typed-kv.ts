@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import { decodeMessage, encodeMessage } from '../codec';
 import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
 import { ResumingWatch, type KvWatchIterator } from './resuming-watch';
+import type { JetStreamPublisher } from './js-publisher';
 
 export interface TypedKvOptions {
   /** Values kept per key (1 for state, more for config so an operator can see what changed). */
@@ -24,6 +25,9 @@ interface Rejecter {
   onReconnect?(listener: () => void): () => void;
 }
 
+/** The characters of a KV key (nats.js's rule; dots separate subject tokens). */
+const VALID_KEY = /^[-/=.\w]+$/;
+
 /** How long listing a bucket's keys may take (a few hundred keys take milliseconds, a few seconds under load). */
 const KEYS_TIMEOUT_MS = 10_000;
 
@@ -34,13 +38,16 @@ export class TypedKv<S extends z.ZodType> {
   readonly #schema: S;
   readonly #rejecter: Rejecter;
   readonly #retry: JetStreamRetryOptions;
+  readonly #publisher: JetStreamPublisher | undefined;
 
-  constructor(kv: KV, bucket: string, schema: S, rejecter: Rejecter, retry: JetStreamRetryOptions = {}) {
+  /** With a `publisher`, plain puts go through it (a bucket of this connection's account, no JetStream domain). */
+  constructor(kv: KV, bucket: string, schema: S, rejecter: Rejecter, retry: JetStreamRetryOptions = {}, publisher?: JetStreamPublisher) {
     this.#kv = kv;
     this.#bucket = bucket;
     this.#schema = schema;
     this.#rejecter = rejecter;
     this.#retry = retry;
+    this.#publisher = publisher;
   }
 
   get bucket(): string {
@@ -58,7 +65,12 @@ export class TypedKv<S extends z.ZodType> {
 
   put(key: string, value: z.input<S>): Promise<number> {
     const data = encodeMessage(this.#schema, value);
-    return retryJetStream(() => this.#kv.put(key, data), this.#retry);
+    const publisher = this.#publisher;
+    if (publisher === undefined) return retryJetStream(() => this.#kv.put(key, data), this.#retry);
+    // What nats.js's put checks before it publishes: a key is NATS subject tokens of these characters.
+    if (key.startsWith('.') || key.endsWith('.') || !VALID_KEY.test(key)) return Promise.reject(new Error(`invalid key: ${key}`));
+    const subject = `$KV.${this.#bucket}.${key}`;
+    return retryJetStream(() => publisher.publish(subject, data), this.#retry);
   }
 
   /** Writes only when the key does not exist; rejects otherwise. */
