@@ -1,4 +1,4 @@
-import { parseSampleValue, parsePrometheusText } from './parse';
+import { parseSampleValue, parseSampleValueBytes, parsePrometheusText } from './parse';
 import { histogramTotals, maxSample, sumSamples } from './aggregate';
 
 // Shapes as vLLM (prometheus_client) and SGLang serve them: counters with _total, _created samples, histograms
@@ -79,5 +79,55 @@ describe('sample values', () => {
     expect(parseSampleValue('NaN')).toBeNaN();
     expect(parseSampleValue('abc')).toBeUndefined();
     expect(parseSampleValue('1.2.3')).toBeUndefined();
+  });
+});
+
+describe('parseSampleValueBytes', () => {
+  const bytes = (text: string) => Buffer.from(`xx${text}yy`, 'latin1');
+  const viaBytes = (text: string) => parseSampleValueBytes(bytes(text), 2, 2 + text.length);
+
+  it('gives the double parseSampleValue gives, for plain decimals and everything else', () => {
+    const cases = [
+      '0',
+      '-0',
+      '+5',
+      '12',
+      '3.',
+      '.5',
+      '-0.25',
+      '0.1',
+      '0.3',
+      '123456789012345',
+      '1234567890123456',
+      '0.000000000000000000001',
+      '0.0000000000000000000000001',
+      '1e3',
+      '2E-3',
+      '-1.5e+2',
+      '+Inf',
+      'Inf',
+      '-Inf',
+      'NaN',
+      '1.2.3',
+      'abc',
+      '-',
+      '.',
+      '0x10',
+      '1_0',
+    ];
+    for (const text of cases) expect([text, viaBytes(text)]).toEqual([text, parseSampleValue(text)]);
+  });
+
+  it('matches Number() on random decimals of every length and scale', () => {
+    let seed = 7;
+    const next = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    for (let n = 0; n < 20_000; n++) {
+      const intDigits = String(next()).slice(0, next() % 10);
+      const fracDigits = String(next())
+        .padStart(10, '0')
+        .slice(0, next() % 12);
+      const text = `${next() % 3 === 0 ? '-' : ''}${intDigits}${next() % 4 === 0 && intDigits ? '' : '.'}${fracDigits}`;
+      expect([text, viaBytes(text)]).toEqual([text, parseSampleValue(text)]);
+    }
   });
 });

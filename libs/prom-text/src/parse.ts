@@ -39,6 +39,43 @@ export function parseSampleValue(text: string): number | undefined {
   }
 }
 
+/** 10^0 … 10^22: every one is exact in a double. */
+const POWERS_OF_TEN = Array.from({ length: 23 }, (_, i) => 10 ** i);
+
+/**
+ * {@link parseSampleValue} of the latin1 text bytes[from, to), without making it a string when it is a plain
+ * decimal (`12`, `-0.25`, `3.`): a mantissa of at most 15 digits divided by an exact power of ten is the correctly
+ * rounded value, the same double `Number()` gives. Anything else (exponents, longer mantissas, `+Inf`, `NaN`)
+ * goes through the string.
+ */
+export function parseSampleValueBytes(bytes: Uint8Array, from: number, to: number): number | undefined {
+  let i = from;
+  const negative = bytes[i] === 45; // '-'
+  if (negative || bytes[i] === 43) i += 1; // '+'
+  let mantissa = 0;
+  let digits = 0;
+  let fraction = -1;
+  for (; i < to; i++) {
+    const c = bytes[i] as number;
+    if (c >= 48 && c <= 57) {
+      mantissa = mantissa * 10 + (c - 48);
+      digits += 1;
+      if (fraction >= 0) fraction += 1;
+    } else if (c === 46 && fraction < 0) {
+      fraction = 0;
+    } else {
+      break;
+    }
+  }
+  if (i === to && digits > 0 && digits <= 15) {
+    const value = fraction > 0 ? mantissa / (POWERS_OF_TEN[fraction] as number) : mantissa;
+    return negative ? -value : value;
+  }
+  let text = '';
+  for (let j = from; j < to; j++) text += String.fromCharCode(bytes[j] as number);
+  return parseSampleValue(text);
+}
+
 /** Parses `{a="x",b="y\"z"}` starting at `start` (the `{`); returns the labels and the index after `}`. */
 function parseLabels(line: string, start: number): [Record<string, string>, number] {
   const labels: Record<string, string> = {};

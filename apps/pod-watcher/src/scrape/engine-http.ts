@@ -1,5 +1,5 @@
 import { Agent, request } from 'undici';
-import { GetError, KeepAliveGet } from './keepalive-get';
+import { GetError, KeepAliveGet, type GetOptions, type RequestDone } from './keepalive-get';
 
 /** Why a scrape failed (the `reason` label of `triad_podwatcher_scrape_errors_total`). */
 export const SCRAPE_FAILURE_REASONS = ['timeout', 'connect', 'http', 'body', 'parse'] as const;
@@ -16,6 +16,11 @@ export class ScrapeError extends Error {
     this.reason = reason;
     this.status = status;
   }
+}
+
+/** Throws the ScrapeError of a non-2xx answer to `url`. */
+export function ensureOk(url: string, status: number): void {
+  if (status < 200 || status >= 300) throw new ScrapeError('http', `GET ${url}: HTTP ${status}`, status);
 }
 
 export interface EngineHttpOptions {
@@ -35,10 +40,12 @@ export class EngineHttp {
   readonly #get: KeepAliveGet;
   readonly #timeoutMs: number;
   readonly #maxBody: number;
+  readonly #getOptions: GetOptions;
 
   constructor(options: EngineHttpOptions) {
     this.#timeoutMs = options.timeoutMs;
     this.#maxBody = options.maxBodyBytes ?? 8 * 1024 * 1024;
+    this.#getOptions = { timeoutMs: this.#timeoutMs, maxBodyBytes: this.#maxBody, accept: 'text/plain, application/json' };
     this.#agent = new Agent({ connections: 1, keepAliveTimeout: 30_000, connectTimeout: options.timeoutMs });
     this.#get = new KeepAliveGet({ keepAliveMs: 30_000 });
   }
@@ -53,25 +60,51 @@ export class EngineHttp {
    * failed request, or with what `reader` throws. The body is valid only during the call: its memory is reused
    * for the next answer (a scrape reads a few numbers of a 26 KB page thousands of times a second).
    */
-  async read<T>(url: string, reader: (body: Buffer) => T): Promise<T> {
-    const answered = (status: number, body: Buffer): T => {
-      if (status < 200 || status >= 300) throw new ScrapeError('http', `GET ${url}: HTTP ${status}`, status);
-      return reader(body);
-    };
-    if (!url.startsWith('http://')) return answered(200, await this.#getBodyUndici(url));
-    try {
-      return await this.#get.read(
+  read<T>(url: string, reader: (body: Buffer) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) =>
+      this.request(
         url,
-        { timeoutMs: this.#timeoutMs, maxBodyBytes: this.#maxBody, accept: 'text/plain, application/json' },
-        answered,
+        (status, body) => {
+          ensureOk(url, status);
+          return reader(body);
+        },
+        (err, value) => (err ? reject(err) : resolve(value as T)),
+      ),
+    );
+  }
+
+  /**
+   * {@link read} without a promise, for the scrape loop: `reader` gets the status too and must call
+   * {@link ensureOk} (or judge the status itself); `done` gets a ScrapeError for a failed request, or what `reader`
+   * threw, or its value. The same `reader` and `done` can serve every scrape of an engine.
+   */
+  request<T>(url: string, reader: (status: number, body: Buffer) => T, done: RequestDone<T>): void {
+    if (!url.startsWith('http://')) {
+      this.#getBodyUndici(url).then(
+        (body) => {
+          let value: T;
+          try {
+            value = reader(200, body);
+          } catch (err) {
+            done(err, undefined);
+            return;
+          }
+          done(undefined, value);
+        },
+        (err: unknown) => done(err, undefined),
       );
-    } catch (err) {
-      if (!(err instanceof GetError)) throw err;
-      if (err.kind === 'timeout') throw new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);
-      if (err.kind === 'too-large') throw new ScrapeError('body', `GET ${url}: body larger than ${this.#maxBody} bytes`);
-      if (err.kind === 'connect') throw new ScrapeError('connect', `GET ${url}: ${err.code ? `${err.code} ` : ''}${err.message}`);
-      throw new ScrapeError('body', `GET ${url}: ${err.message}`);
+      return;
     }
+    this.#get.request(url, this.#getOptions, reader, (err, value) =>
+      err === undefined ? done(undefined, value) : done(err instanceof GetError ? this.#scrapeError(url, err) : err, undefined),
+    );
+  }
+
+  #scrapeError(url: string, err: GetError): ScrapeError {
+    if (err.kind === 'timeout') return new ScrapeError('timeout', `GET ${url}: no complete answer within ${this.#timeoutMs} ms`);
+    if (err.kind === 'too-large') return new ScrapeError('body', `GET ${url}: body larger than ${this.#maxBody} bytes`);
+    if (err.kind === 'connect') return new ScrapeError('connect', `GET ${url}: ${err.code ? `${err.code} ` : ''}${err.message}`);
+    return new ScrapeError('body', `GET ${url}: ${err.message}`);
   }
 
   async #getBodyUndici(url: string): Promise<Buffer> {

@@ -32,6 +32,23 @@ describe('reading engine load from /metrics text', () => {
     });
   });
 
+  it('reads each page on its own: nothing of the previous page (ranks, totals) carries over', () => {
+    const ranked = [
+      'sglang:num_running_reqs{dp_rank="0"} 1',
+      'sglang:num_running_reqs{dp_rank="1"} 2',
+      'sglang:num_queue_reqs{dp_rank="1"} 3',
+    ];
+    const first = readEngineLoad('SGLang', ranked.join('\n'));
+    expect(first.ok && first.load.dpRanks).toEqual([
+      { running: 1, waiting: 0 },
+      { running: 2, waiting: 3 },
+    ]);
+    const second = readEngineLoad('SGLang', 'sglang:num_running_reqs 4\nsglang:num_queue_reqs{dp_rank="0"} 1\n');
+    expect(second).toEqual({ ok: true, load: { running: 4, waiting: 1, kvCacheUsage: 0, ttft: undefined, tpot: undefined } });
+    // The first result is the caller's: reading another page did not change it.
+    expect(first.ok && first.load.dpRanks?.[1]).toEqual({ running: 2, waiting: 3 });
+  });
+
   it('reads SGLang names (dp_rank series, is_streaming label sets) and the older KV name of vLLM', () => {
     const sglang = [
       'sglang:num_running_reqs{dp_rank="0",tp_rank="0"} 1',
@@ -101,7 +118,7 @@ describe('interval mean from histogram deltas', () => {
 describe('sample scan', () => {
   const values = (page: string, name: string) => {
     const seen: [number, number][] = [];
-    forEachSample(Buffer.from(page, 'utf8'), name, (v, rank) => seen.push([v, rank]));
+    forEachSample(Buffer.from(page, 'utf8'), name, { add: (v, rank) => seen.push([v, rank]) });
     return seen;
   };
 

@@ -1,6 +1,6 @@
 import type { InferenceEngine } from '@triad/crd';
 import type { HistogramTotals } from './histogram-mean';
-import { NO_RANK, blockStartOf, forEachSample } from './sample-scan';
+import { NO_RANK, blockStartOf, forEachSample, type SampleSink } from './sample-scan';
 
 /** Load figures read from one /metrics response, summed over every series (DP ranks, label sets). */
 export interface EngineLoad {
@@ -47,33 +47,84 @@ type RankLoad = { running: number; waiting: number }[];
 /** Ranks beyond this are not tracked (a label value that large is not a DP rank of one engine). */
 const MAX_DP_RANKS = 1024;
 
-/** Sum over the gauge's series (NaN and infinities included, so a broken series reads as unknown), and per rank. */
-function sumGauge(page: Buffer, name: string, field: 'running' | 'waiting', ranks: RankLoad): { total: number; top: number } | undefined {
-  let total = 0;
-  let top = -1;
-  let seen = 0;
-  forEachSample(page, name, (value, rank) => {
-    total += value;
-    seen += 1;
+/*
+ * The sinks below are kept and reset for each page rather than made per page: reading a page is synchronous,
+ * so one of each serves every scrape of the process.
+ */
+
+/** Sums a gauge over its series (NaN and infinities included, so a broken series reads as unknown), and per rank. */
+class GaugeSum implements SampleSink {
+  total = 0;
+  seen = 0;
+  /** Highest rank seen (-1: none). */
+  top = -1;
+  ranks: RankLoad | undefined;
+  field: 'running' | 'waiting' = 'running';
+
+  reset(field: 'running' | 'waiting', ranks: RankLoad | undefined): this {
+    this.total = 0;
+    this.seen = 0;
+    this.top = -1;
+    this.field = field;
+    this.ranks = ranks;
+    return this;
+  }
+
+  add(value: number, rank: number): void {
+    this.total += value;
+    this.seen += 1;
     if (rank === NO_RANK || rank >= MAX_DP_RANKS || !Number.isFinite(value)) return;
+    const ranks = (this.ranks ??= []);
     while (ranks.length <= rank) ranks.push({ running: 0, waiting: 0 });
-    (ranks[rank] as { running: number; waiting: number })[field] += Math.max(0, value);
-    if (rank > top) top = rank;
-  });
-  return seen > 0 ? { total, top } : undefined;
+    (ranks[rank] as { running: number; waiting: number })[this.field] += Math.max(0, value);
+    if (rank > this.top) this.top = rank;
+  }
 }
 
-/** A ratio per rank: the pod's usage is the mean over its ranks (a sum of ratios means nothing, the last one is a guess). */
+/** Mean of a ratio's finite series (the pod's usage is the mean over its ranks: a sum of ratios means nothing). */
+class RatioMean implements SampleSink {
+  total = 0;
+  n = 0;
+
+  reset(): this {
+    this.total = 0;
+    this.n = 0;
+    return this;
+  }
+
+  add(value: number): void {
+    if (!Number.isFinite(value)) return;
+    this.total += value;
+    this.n += 1;
+  }
+}
+
+/** Sums a histogram's `_sum` or `_count` series. */
+class Total implements SampleSink {
+  total = 0;
+  seen = 0;
+
+  reset(): this {
+    this.total = 0;
+    this.seen = 0;
+    return this;
+  }
+
+  add(value: number): void {
+    this.total += value;
+    this.seen += 1;
+  }
+}
+
+const gauge = new GaugeSum();
+const ratio = new RatioMean();
+const sums = new Total();
+const counts = new Total();
+
 function meanGauge(page: Buffer, names: readonly string[]): number | undefined {
   for (const name of names) {
-    let total = 0;
-    let n = 0;
-    forEachSample(page, name, (value) => {
-      if (!Number.isFinite(value)) return;
-      total += value;
-      n += 1;
-    });
-    if (n > 0) return Math.min(1, Math.max(0, total / n));
+    forEachSample(page, name, ratio.reset());
+    if (ratio.n > 0) return Math.min(1, Math.max(0, ratio.total / ratio.n));
   }
   return undefined;
 }
@@ -94,24 +145,12 @@ function histogramSampleNames(name: string): { sumName: string; countName: strin
 function firstHistogram(page: Buffer, names: readonly string[]): HistogramTotals | undefined {
   for (const name of names) {
     const { sumName, countName } = histogramSampleNames(name);
-    let sum = 0;
-    let count = 0;
-    let seen = 0;
-    const countAt = forEachSample(page, countName, (v) => {
-      count += v;
-      seen += 1;
-    });
+    const countAt = forEachSample(page, countName, counts.reset());
     // `_sum` lines are in the same family block as `_count`: look from there (a page without `_count`: from the top).
-    forEachSample(
-      page,
-      sumName,
-      (v) => {
-        sum += v;
-        seen += 1;
-      },
-      countAt < 0 ? 0 : blockStartOf(page, countAt),
-    );
-    if (seen > 0 && Number.isFinite(sum) && Number.isFinite(count)) return { sum, count };
+    forEachSample(page, sumName, sums.reset(), countAt < 0 ? 0 : blockStartOf(page, countAt));
+    const sum = sums.total;
+    const count = counts.total;
+    if (sums.seen + counts.seen > 0 && Number.isFinite(sum) && Number.isFinite(count)) return { sum, count };
   }
   return undefined;
 }
@@ -128,9 +167,14 @@ export function readEngineLoad(
 ): { ok: true; load: EngineLoad } | { ok: false; error: string } {
   const names = ENGINE_METRIC_NAMES[engine];
   const page = typeof text === 'string' ? Buffer.from(text, 'utf8') : text;
-  const ranks: RankLoad = [];
-  const running = sumGauge(page, names.running, 'running', ranks);
-  const waiting = sumGauge(page, names.waiting, 'waiting', ranks);
+  forEachSample(page, names.running, gauge.reset('running', undefined));
+  const running = gauge.seen > 0 ? gauge.total : undefined;
+  let topRank = gauge.top;
+  forEachSample(page, names.waiting, gauge.reset('waiting', gauge.ranks));
+  const waiting = gauge.seen > 0 ? gauge.total : undefined;
+  topRank = Math.max(topRank, gauge.top);
+  const ranks = gauge.ranks;
+  gauge.ranks = undefined;
   const kvCacheUsage = meanGauge(page, names.kvUsage);
   if (running === undefined && waiting === undefined && kvCacheUsage === undefined) {
     return {
@@ -138,17 +182,14 @@ export function readEngineLoad(
       error: `no ${names.running}, ${names.waiting} or ${names.kvUsage[0]} in the /metrics response (is inferenceEngine ${engine} right?)`,
     };
   }
-  // Per rank only when the series name more than one rank (rank 0 alone is the whole engine).
-  const topRank = Math.max(running?.top ?? -1, waiting?.top ?? -1);
-  return {
-    ok: true,
-    load: {
-      running: finiteOrZero(running?.total),
-      waiting: finiteOrZero(waiting?.total),
-      kvCacheUsage: kvCacheUsage ?? 0,
-      ttft: firstHistogram(page, names.ttft),
-      tpot: firstHistogram(page, names.tpot),
-      ...(topRank >= 1 ? { dpRanks: ranks } : {}),
-    },
+  const load: { -readonly [K in keyof EngineLoad]: EngineLoad[K] } = {
+    running: finiteOrZero(running),
+    waiting: finiteOrZero(waiting),
+    kvCacheUsage: kvCacheUsage ?? 0,
+    ttft: firstHistogram(page, names.ttft),
+    tpot: firstHistogram(page, names.tpot),
   };
+  // Per rank only when the series name more than one rank (rank 0 alone is the whole engine).
+  if (topRank >= 1 && ranks !== undefined) load.dpRanks = ranks;
+  return { ok: true, load };
 }

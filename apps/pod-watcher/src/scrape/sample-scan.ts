@@ -9,13 +9,18 @@
  * a sample of it; a line that is not well formed (an unterminated label set, a missing value) is skipped, as the
  * full parser did.
  */
-import { parseSampleValue } from '@triad/prom-text';
+import { parseSampleValueBytes } from '@triad/prom-text';
 
 /** `dp_rank` value of a sample without that label (or with one that is not a small non-negative integer). */
 export const NO_RANK = -1;
 
-/** Called per sample line of the wanted name: its value, and its `dp_rank` label or {@link NO_RANK}. */
-export type SampleVisitor = (value: number, dpRank: number) => void;
+/**
+ * Takes each sample line of the wanted name: its value, and its `dp_rank` label or {@link NO_RANK}. An object
+ * rather than a callback, so a caller can keep one and reset it instead of making a closure per page.
+ */
+export interface SampleSink {
+  add(value: number, dpRank: number): void;
+}
 
 const NEWLINE = 10;
 const CR = 13;
@@ -53,18 +58,18 @@ const COMMENT = Buffer.from('\n#', 'latin1');
  * TYPE). So after the first sample, the rest are looked for only up to that comment: a search that finds nothing
  * more reads the family's block, not the remaining page (which would cost more than everything else here).
  */
-export function forEachSample(page: Buffer, name: string, visit: SampleVisitor, from = 0): number {
+export function forEachSample(page: Buffer, name: string, sink: SampleSink, from = 0): number {
   const needle = needleOf(name);
   const nameLength = needle.length - 1;
   let first = -1;
   // The first line has no newline before it.
   if (from === 0 && page.length >= nameLength && page.compare(needle, 1, needle.length, 0, nameLength) === 0) {
-    if (readSample(page, 0, nameLength, visit)) first = 0;
+    if (readSample(page, 0, nameLength, sink)) first = 0;
   }
   let at = first === 0 ? nameLength : from;
   if (first < 0) {
     for (at = page.indexOf(needle, at); at >= 0; at = page.indexOf(needle, at + needle.length)) {
-      if (readSample(page, at + 1, nameLength, visit)) {
+      if (readSample(page, at + 1, nameLength, sink)) {
         first = at + 1;
         at += needle.length;
         break;
@@ -75,8 +80,7 @@ export function forEachSample(page: Buffer, name: string, visit: SampleVisitor, 
   let blockEnd = page.indexOf(COMMENT, at);
   if (blockEnd < 0) blockEnd = page.length;
   const block = page.subarray(0, blockEnd);
-  for (at = block.indexOf(needle, at); at >= 0; at = block.indexOf(needle, at + needle.length))
-    readSample(block, at + 1, nameLength, visit);
+  for (at = block.indexOf(needle, at); at >= 0; at = block.indexOf(needle, at + needle.length)) readSample(block, at + 1, nameLength, sink);
   return first;
 }
 
@@ -90,7 +94,7 @@ export function blockStartOf(page: Buffer, at: number): number {
  * Reads the sample line at `start` whose name is `nameLength` bytes long: `name{labels} value [timestamp]` or
  * `name value [timestamp]`. False when the name goes on (another metric) or the line is malformed.
  */
-function readSample(page: Buffer, start: number, nameLength: number, visit: SampleVisitor): boolean {
+function readSample(page: Buffer, start: number, nameLength: number, sink: SampleSink): boolean {
   let i = start + nameLength;
   let rank = NO_RANK;
   const labelled = page[i] === OPEN_BRACE;
@@ -120,9 +124,9 @@ function readSample(page: Buffer, start: number, nameLength: number, visit: Samp
   const valueStart = i;
   while (i < page.length && page[i] !== SPACE && page[i] !== TAB && page[i] !== NEWLINE && page[i] !== CR) i += 1;
   if (i === valueStart) return false;
-  const value = parseSampleValue(page.toString('latin1', valueStart, i));
+  const value = parseSampleValueBytes(page, valueStart, i);
   if (value === undefined) return false;
-  visit(value, rank);
+  sink.add(value, rank);
   return true;
 }
 

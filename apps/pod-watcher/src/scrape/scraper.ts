@@ -4,7 +4,7 @@ import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
 import { sameMetrics } from '../publish/records';
 import { readEngineLoad, type EngineLoad } from './engine-metrics';
-import { ScrapeError, type EngineHttp } from './engine-http';
+import { ScrapeError, ensureOk, type EngineHttp } from './engine-http';
 import { hasNewObservations, intervalMeanMs, type HistogramTotals } from './histogram-mean';
 import { parseModelIds } from './models';
 import { SERVER_INFO_PATHS, parseServerInfo, sameServerInfo, type ServerInfoPath, type SglangServerInfo } from './server-info';
@@ -68,6 +68,12 @@ interface Target {
   removed: boolean;
   /** In this replica's shard at the last look. */
   mine: boolean;
+  /** When the scrape in flight started. */
+  started: number;
+  /** Reads the engine's load from a metrics answer (made once per target: the scrape loop allocates none per scrape). */
+  readonly readLoad: (status: number, page: Buffer) => EngineLoad;
+  /** Takes a metrics-only scrape's outcome. */
+  readonly onLoad: (err: unknown, load: EngineLoad | undefined) => void;
 }
 
 /** Slots per scrape interval (each a twentieth of it, at least 10 ms). */
@@ -134,10 +140,11 @@ export class Scraper {
       t.engine = engine;
       return;
     }
+    const metricsUrl = `${baseUrl}/metrics`;
     const target: Target = {
       id,
       baseUrl,
-      metricsUrl: `${baseUrl}/metrics`,
+      metricsUrl,
       engine,
       phase: phaseOf(id),
       refs: 1,
@@ -150,6 +157,15 @@ export class Scraper {
       queued: false,
       removed: false,
       mine: true,
+      started: 0,
+      // The page is read where it lies (its memory serves the next scrape): only the numbers leave.
+      readLoad: (status, page) => {
+        ensureOk(metricsUrl, status);
+        const read = readEngineLoad(target.engine, page);
+        if (!read.ok) throw new ScrapeError('parse', read.error);
+        return read.load;
+      },
+      onLoad: (err, load) => this.#settle(target, this.#recordLoad(target, load, err)),
     };
     this.#targets.set(id, target);
     this.#bySlot[target.phase % this.#bySlot.length]?.add(target);
@@ -264,33 +280,72 @@ export class Scraper {
         continue;
       }
       this.#active += 1;
-      this.#scrape(t).finally(() => {
-        t.queued = false;
-        // It moved to another replica while being scraped: its connection goes too.
-        if (!t.mine) this.#opts.http.forget(t.baseUrl);
-        this.#active -= 1;
-        this.#pump();
-        if (this.#active === 0 && this.#queue.length === 0) {
-          for (const resolve of this.#idle) resolve();
-          this.#idle.clear();
-        }
-      });
+      t.started = this.#now();
+      const modelsDue = t.modelsAt === 0 || t.started - t.modelsAt >= this.#opts.modelsIntervalMs;
+      // Most scrapes read the metrics page only: callbacks made once per target, no promise per scrape.
+      if (modelsDue) this.#settle(t, this.#scrapeWithModels(t));
+      else this.#opts.http.request(t.metricsUrl, t.readLoad, t.onLoad);
     }
   }
 
-  async #scrape(t: Target): Promise<void> {
-    const started = this.#now();
-    const modelsDue = t.modelsAt === 0 || started - t.modelsAt >= this.#opts.modelsIntervalMs;
+  /** The scrape of `t` is over once `pending` (the server-info read it started, if any) is. */
+  #settle(t: Target, pending: Promise<void> | undefined): void {
+    if (pending === undefined) this.#scraped(t);
+    else void pending.finally(() => this.#scraped(t));
+  }
+
+  #scraped(t: Target): void {
+    t.queued = false;
+    // It moved to another replica while being scraped: its connection goes too.
+    if (!t.mine) this.#opts.http.forget(t.baseUrl);
+    this.#active -= 1;
+    this.#pump();
+    if (this.#active === 0 && this.#queue.length === 0) {
+      for (const resolve of this.#idle) resolve();
+      this.#idle.clear();
+    }
+  }
+
+  /** A metrics-only scrape's outcome; a failure to take it is logged, and the scrape ends either way. */
+  #recordLoad(t: Target, load: EngineLoad | undefined, failure: unknown): Promise<void> | undefined {
+    try {
+      return this.#record(t, load, failure, undefined);
+    } catch (err) {
+      this.#opts.logger.error({ target: t.id, err: (err as Error).message }, 'could not take a scrape');
+      return undefined;
+    }
+  }
+
+  /** The metrics page and `/v1/models` at once (every `modelsIntervalMs`). */
+  async #scrapeWithModels(t: Target): Promise<void> {
     const [metricsResult, modelsResult] = await Promise.allSettled([
-      this.#fetchLoad(t),
-      modelsDue ? this.#opts.http.getText(`${t.baseUrl}/v1/models`).then(parseModelIds) : Promise.resolve(undefined),
+      this.#opts.http.read(t.metricsUrl, (page) => t.readLoad(200, page)),
+      this.#opts.http.getText(`${t.baseUrl}/v1/models`).then(parseModelIds),
     ]);
-    if (t.removed) return;
+    await this.#record(
+      t,
+      metricsResult.status === 'fulfilled' ? metricsResult.value : undefined,
+      metricsResult.status === 'rejected' ? metricsResult.reason : undefined,
+      modelsResult,
+    );
+  }
+
+  /**
+   * Takes a scrape's outcome into the target's view and reports it when it changed. Returns the read of SGLang's
+   * server info when one is due (after which the view is reported), else undefined: the scrape is over.
+   */
+  #record(
+    t: Target,
+    load: EngineLoad | undefined,
+    failure: unknown,
+    modelsResult: PromiseSettledResult<string[]> | undefined,
+  ): Promise<void> | undefined {
+    if (t.removed) return undefined;
+    const started = t.started;
     const prev = t.view;
     let metrics: TargetView['metrics'];
     let models = prev.models;
-    if (metricsResult.status === 'fulfilled') {
-      const load = metricsResult.value;
+    if (load !== undefined) {
       const m: MetricsSnapshot = {
         running: load.running,
         waiting: load.waiting,
@@ -314,7 +369,7 @@ export class Scraper {
       this.#opts.metrics?.scrapeDuration.observe((this.#now() - started) / 1000);
       if (prev.metrics.stale) this.#opts.logger.info({ target: t.id }, 'scrapes succeed again');
     } else {
-      const err = metricsResult.reason as Error;
+      const err = failure as Error;
       const reason = err instanceof ScrapeError ? err.reason : 'parse';
       this.#opts.metrics?.scrapes.inc({ what: 'metrics', result: 'error' });
       this.#opts.metrics?.scrapeErrors.inc({ what: 'metrics', reason });
@@ -322,8 +377,8 @@ export class Scraper {
         this.#opts.logger.warn({ target: t.id, reason, err: err.message }, 'scrape failed; endpoint marked stale');
       metrics = { ...prev.metrics, stale: true, lastError: err.message };
     }
-    if (modelsDue) {
-      if (modelsResult.status === 'fulfilled' && modelsResult.value) {
+    if (modelsResult !== undefined) {
+      if (modelsResult.status === 'fulfilled') {
         t.modelsAt = this.#now();
         models = sameList(prev.models, modelsResult.value) ? prev.models : modelsResult.value;
         this.#opts.metrics?.scrapes.inc({ what: 'models', result: 'ok' });
@@ -336,8 +391,22 @@ export class Scraper {
     // A SGLang engine that answers again after failing scrapes may have restarted with other settings.
     const recovered = prev.metrics.stale && !metrics.stale;
     const infoDue = t.engine === 'SGLang' && !metrics.stale && (recovered || this.#infoDue(t));
-    const serverInfo = infoDue ? await this.#fetchServerInfo(t) : prev.serverInfo;
-    if (t.removed) return;
+    if (infoDue) {
+      return this.#fetchServerInfo(t).then((serverInfo) => {
+        if (!t.removed) this.#report(t, prev, metrics, models, serverInfo);
+      });
+    }
+    this.#report(t, prev, metrics, models, prev.serverInfo);
+    return undefined;
+  }
+
+  #report(
+    t: Target,
+    prev: TargetView,
+    metrics: MetricsSnapshot,
+    models: readonly string[],
+    serverInfo: SglangServerInfo | undefined,
+  ): void {
     const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
     const unchanged =
       models === prev.models &&
@@ -371,15 +440,6 @@ export class Scraper {
       }
     }
     return t.view.serverInfo;
-  }
-
-  #fetchLoad(t: Target): Promise<EngineLoad> {
-    // The page is read where it lies (its memory serves the next scrape): only the numbers leave.
-    return this.#opts.http.read(t.metricsUrl, (page) => {
-      const read = readEngineLoad(t.engine, page);
-      if (!read.ok) throw new ScrapeError('parse', read.error);
-      return read.load;
-    });
   }
 }
 
