@@ -12,8 +12,9 @@ RUN find . -type f ! -name package.json ! -name package-lock.json -delete \
  && find . -type d -empty -delete
 
 # Stage 2: full install and the esbuild bundle of the CLI. dist/apps/cli then holds everything the CLI needs at
-# run time: main.cjs (the apps and libs and their npm dependencies in one file), package.json, and node_modules
-# with only what cannot be bundled (the native @node-rs/xxhash and zeromq addons, for this platform).
+# run time: main.cjs (the CLI), services/<name>.cjs (each service with the libs and npm dependencies it uses, so
+# a pod loads only its own), package.json, and node_modules with only what cannot be bundled (the native
+# @node-rs/xxhash and zeromq addons, for this platform).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY --from=manifests /src ./
@@ -28,6 +29,7 @@ FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /src/dist/apps/cli/main.cjs /src/dist/apps/cli/package.json ./
+COPY --from=build /src/dist/apps/cli/services/*.cjs ./services/
 COPY --from=build /src/dist/apps/cli/node_modules ./node_modules
 RUN printf '#!/bin/sh\nexec node /app/main.cjs "$@"\n' > /usr/local/bin/triad \
  && chmod 0755 /usr/local/bin/triad

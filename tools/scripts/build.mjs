@@ -31,9 +31,8 @@ const EXTERNAL = ['@node-rs/*', 'zeromq'];
 
 const main = join(projectRoot, 'src', 'main.ts');
 if (existsSync(main)) {
-  const result = await build({
-    entryPoints: [main],
-    outfile: join(outdir, 'main.cjs'),
+  const project = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8'));
+  const options = {
     bundle: true,
     platform: 'node',
     target: 'node20',
@@ -51,16 +50,50 @@ if (existsSync(main)) {
     metafile: true,
     external: EXTERNAL,
     logLevel: 'warning',
-  });
-  const copied = copyRuntimePackages(externalPackages(result.metafile, EXTERNAL), workspaceRoot, outdir);
-  const project = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8'));
+  };
+  // Packages bundled on their own (package.json "triad.serviceBundles": package -> file name): a process that
+  // runs one service loads only that service's bundle. V8 parses every function of a script it loads and keeps
+  // its source: loading the whole 15 MB CLI bundle cost each service ~57 MB of memory before it did anything.
+  const services = project.triad?.serviceBundles ?? {};
+  const names = Object.keys(services);
+  const escape = (text) => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  const serviceFiles = {
+    name: 'service-bundles',
+    setup(b) {
+      if (names.length === 0) return;
+      b.onResolve({ filter: new RegExp(`^(${names.map(escape).join('|')})$`) }, (args) => ({
+        path: `./services/${services[args.path]}.cjs`,
+        external: true,
+      }));
+    },
+  };
+  const result = await build({ ...options, entryPoints: [main], outfile: join(outdir, 'main.cjs'), plugins: [serviceFiles] });
+  const metafiles = [result.metafile];
+  for (const name of names) {
+    const service = await build({
+      ...options,
+      stdin: {
+        contents: `module.exports = require(${JSON.stringify(name)});`,
+        resolveDir: projectRoot,
+        sourcefile: `${services[name]}.ts`,
+      },
+      outfile: join(outdir, 'services', `${services[name]}.cjs`),
+    });
+    metafiles.push(service.metafile);
+  }
+  const merged = { inputs: {}, outputs: Object.assign({}, ...metafiles.map((m) => m.outputs)) };
+  for (const m of metafiles) Object.assign(merged.inputs, m.inputs);
+  const copied = copyRuntimePackages(externalPackages(merged, EXTERNAL), workspaceRoot, outdir);
   const dependencies = Object.fromEntries([...copied].sort());
   const manifest = { name: project.name, version: project.version, private: true, main: 'main.cjs', dependencies };
   writeFileSync(join(outdir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
   const modules = existsSync(join(outdir, 'node_modules')) ? sizeOf(join(outdir, 'node_modules')) : 0;
   const packages = [...copied.keys()].join(', ') || 'none';
-  process.stdout.write(`bundle ${mb(sizeOf(join(outdir, 'main.cjs')))}, node_modules ${mb(modules)} (${packages})\n`);
+  const split = names.map((n) => `${services[n]} ${mb(sizeOf(join(outdir, 'services', `${services[n]}.cjs`)))}`).join(', ');
+  process.stdout.write(
+    `bundle ${mb(sizeOf(join(outdir, 'main.cjs')))}${split ? ` (services: ${split})` : ''}, node_modules ${mb(modules)} (${packages})\n`,
+  );
 } else {
   const src = join(projectRoot, 'src');
   const entryPoints = existsSync(src) ? [...tsFiles(src)] : [];

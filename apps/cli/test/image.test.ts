@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix, relative, resolve } from 'node:path';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
@@ -10,13 +10,15 @@ import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@tria
 // package the bundle needs but the image does not ship fails these tests.
 
 const ROOT = resolve(__dirname, '../../..');
+/** The services bundled on their own (apps/cli/package.json `triad.serviceBundles`). */
+const SERVICES = ['gateway', 'kv-indexer', 'pod-watcher', 'scheduler', 'webhook'];
 const work = mkdtempSync(join(tmpdir(), 'triad-image-'));
 const buildRoot = join(work, 'src');
 const imageRoot = join(work, 'image');
 
 interface RuntimeStage {
   readonly workdir: string;
-  readonly copies: readonly { from: string; sources: readonly string[]; dest: string }[];
+  readonly copies: readonly { from: string; sources: readonly string[]; dest: string; intoDir: boolean }[];
   readonly runs: readonly string[];
   readonly user: string | undefined;
 }
@@ -40,19 +42,37 @@ function runtimeStage(): RuntimeStage {
     if (instruction === 'COPY') {
       const from = rest.find((a) => a.startsWith('--from='))?.slice('--from='.length) ?? '(build context)';
       const paths = rest.filter((a) => !a.startsWith('--'));
-      copies.push({ from, sources: paths.slice(0, -1), dest: posix.resolve(workdir, paths.at(-1) as string) });
+      const dest = paths.at(-1) as string;
+      // Docker copies into the destination as a directory when it ends with '/' or takes several (or wildcard) sources.
+      const intoDir = dest.endsWith('/') || paths.length > 2 || paths.some((p) => p.includes('*'));
+      copies.push({ from, sources: paths.slice(0, -1), dest: posix.resolve(workdir, dest), intoDir });
     }
   }
   return { workdir, copies, runs, user };
 }
 
+/** A COPY source whose last part has a `*` (as Docker matches it: any characters but `/`), as the build stage's files. */
+function expandWildcard(source: string): string[] {
+  const name = posix.basename(source);
+  if (!name.includes('*')) return [source];
+  const dir = posix.dirname(source);
+  const pattern = new RegExp(
+    `^${name
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[^/]*')}$`,
+  );
+  return readdirSync(join(buildRoot, posix.relative('/src', dir)))
+    .filter((entry) => pattern.test(entry))
+    .map((entry) => posix.join(dir, entry));
+}
+
 /** Replays the COPY steps: `/src/...` of the build stage is `buildRoot/...` here, `/...` of the image `imageRoot/...`. */
 function replayCopies(stage: RuntimeStage): void {
   for (const copy of stage.copies) {
-    for (const source of copy.sources) {
+    for (const source of copy.sources.flatMap(expandWildcard)) {
       const from = join(buildRoot, posix.relative('/src', source));
-      const intoDir = copy.sources.length > 1 || copy.dest.endsWith('/');
-      const into = intoDir ? join(imageRoot, copy.dest, posix.basename(source)) : join(imageRoot, copy.dest);
+      const into = copy.intoDir ? join(imageRoot, copy.dest, posix.basename(source)) : join(imageRoot, copy.dest);
       mkdirSync(dirname(into), { recursive: true });
       cpSync(from, into, { recursive: true });
     }
@@ -112,12 +132,14 @@ afterAll(async () => {
 });
 
 describe('the container image, replayed from the Dockerfile without Docker', () => {
-  it('ships a bundle V8 can hold one byte per character: nothing above Latin-1', () => {
-    const text = readFileSync(join(app, 'main.cjs'), 'utf8');
-    // A single character above U+00FF makes V8 keep the whole source two bytes per character (56 MB in place of 28).
-    let wide = -1;
-    for (let i = 0; i < text.length && wide < 0; i++) if (text.charCodeAt(i) > 0xff) wide = i;
-    expect(wide < 0 ? '' : text.slice(Math.max(0, wide - 60), wide + 20)).toBe('');
+  it('ships bundles V8 can hold one byte per character: nothing above Latin-1', () => {
+    for (const bundle of ['main.cjs', ...SERVICES.map((s) => `services/${s}.cjs`)]) {
+      const text = readFileSync(join(app, bundle), 'utf8');
+      // A single character above U+00FF makes V8 keep the whole source two bytes per character (56 MB in place of 28).
+      let wide = -1;
+      for (let i = 0; i < text.length && wide < 0; i++) if (text.charCodeAt(i) > 0xff) wide = i;
+      expect([bundle, wide < 0 ? '' : text.slice(Math.max(0, wide - 60), wide + 20)]).toEqual([bundle, '']);
+    }
   });
 
   it('copies only the bundle, its package.json and the native packages it needs; no npm install, no source map; runs as non-root', () => {
@@ -125,7 +147,10 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
     expect(stage.runs.join('\n')).not.toMatch(/\bnpm\b/);
     expect(stage.user).toBe('node');
     const shipped = spawnSync('find', ['.', '-type', 'f'], { cwd: app, encoding: 'utf8' }).stdout.split('\n').filter(Boolean).sort();
-    expect(shipped.filter((f) => !f.startsWith('./node_modules/'))).toEqual(['./main.cjs', './package.json']);
+    // The CLI and one bundle per service (a pod loads only its own service's code).
+    expect(shipped.filter((f) => !f.startsWith('./node_modules/'))).toEqual(
+      ['./main.cjs', './package.json', ...SERVICES.map((s) => `./services/${s}.cjs`)].sort(),
+    );
     const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     const packages = Object.keys(manifest.dependencies);
     expect(packages).toContain('@node-rs/xxhash');
