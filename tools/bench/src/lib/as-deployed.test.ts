@@ -52,6 +52,6 @@ describe('running a benchmarked service as deployed', () => {
       'pod-watcher',
     );
     expect(pw.limitBytes).toBeGreaterThan(0);
-    expect(pw.nodeOptions).toContain('--max-semi-space-size=4');
+    expect(pw.nodeOptions).toContain('--max-semi-space-size=2');
   });
 });
