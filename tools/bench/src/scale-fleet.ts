@@ -13,7 +13,8 @@
  *   npx tsx tools/bench/src/scale-fleet.ts [--pods 10000] [--servers 100] [--window 10] [--interval 1000]
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
  *   add --profile DIR to write CPU profiles of the pod-watchers
- *   add --watcher-node-options "--max-old-space-size=160" to run the pod-watchers with V8 options (a pod's limit)
+ *   add --watcher-node-options=--max-old-space-size=160 to run the pod-watchers with V8 options (with "=": a value
+ *   starting with "--" is otherwise taken for a flag)
  *   The pod-watchers run as their Deployment runs them (infra/k8s/base/pod-watcher.yaml): with its NODE_OPTIONS and
  *   each in a memory cgroup of its container's memory limit, from which Node sizes the V8 heap (without root or a
  *   writable cgroup file system: --max-old-space-size of half the limit instead); --unlimited runs them with this
