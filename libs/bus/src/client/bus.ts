@@ -224,7 +224,7 @@ export class Bus {
       return bucketKv;
     }, this.jsRetry);
     this.#publisher ??= new JetStreamPublisher(this.nc);
-    return new TypedKv(kv, bucket, schema, this, this.jsRetry, this.#publisher);
+    return new TypedKv(kv, bucket, schema, this, this.#publisher, this.jsRetry);
   }
 
   /**

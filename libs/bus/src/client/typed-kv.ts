@@ -1,4 +1,5 @@
 import type { KV, KvEntry } from '@nats-io/kv';
+import type { Bucket } from '@nats-io/kv/internal';
 import type { z } from 'zod';
 import { decodeMessage, encodeMessage } from '../codec';
 import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
@@ -25,8 +26,8 @@ interface Rejecter {
   onReconnect?(listener: () => void): () => void;
 }
 
-/** The characters of a KV key (nats.js's rule; dots separate subject tokens). */
-const VALID_KEY = /^[-/=.\w]+$/;
+/** What nats.js's bucket uses to turn a key into the subject its put publishes on (public on its Bucket class). */
+type KeySubjects = Pick<Bucket, 'encodeKey' | 'validateKey' | 'subjectForKey'>;
 
 /** How long listing a bucket's keys may take (a few hundred keys take milliseconds, a few seconds under load). */
 const KEYS_TIMEOUT_MS = 10_000;
@@ -38,16 +39,18 @@ export class TypedKv<S extends z.ZodType> {
   readonly #schema: S;
   readonly #rejecter: Rejecter;
   readonly #retry: JetStreamRetryOptions;
-  readonly #publisher: JetStreamPublisher | undefined;
+  /** Plain puts: published by this connection's publisher on the subject nats.js's put would use. */
+  readonly #publisher: JetStreamPublisher;
+  readonly #keys: KeySubjects;
 
-  /** With a `publisher`, plain puts go through it (a bucket of this connection's account, no JetStream domain). */
-  constructor(kv: KV, bucket: string, schema: S, rejecter: Rejecter, retry: JetStreamRetryOptions = {}, publisher?: JetStreamPublisher) {
+  constructor(kv: KV, bucket: string, schema: S, rejecter: Rejecter, publisher: JetStreamPublisher, retry: JetStreamRetryOptions = {}) {
     this.#kv = kv;
+    this.#keys = kv as unknown as KeySubjects;
     this.#bucket = bucket;
     this.#schema = schema;
     this.#rejecter = rejecter;
-    this.#retry = retry;
     this.#publisher = publisher;
+    this.#retry = retry;
   }
 
   get bucket(): string {
@@ -65,12 +68,16 @@ export class TypedKv<S extends z.ZodType> {
 
   put(key: string, value: z.input<S>): Promise<number> {
     const data = encodeMessage(this.#schema, value);
-    const publisher = this.#publisher;
-    if (publisher === undefined) return retryJetStream(() => this.#kv.put(key, data), this.#retry);
-    // What nats.js's put checks before it publishes: a key is NATS subject tokens of these characters.
-    if (key.startsWith('.') || key.endsWith('.') || !VALID_KEY.test(key)) return Promise.reject(new Error(`invalid key: ${key}`));
-    const subject = `$KV.${this.#bucket}.${key}`;
-    return retryJetStream(() => publisher.publish(subject, data), this.#retry);
+    // The key encoded, checked and made a subject as nats.js's own put does it (any domain or mirror prefix too).
+    let subject: string;
+    try {
+      const encoded = this.#keys.encodeKey(key);
+      this.#keys.validateKey(encoded);
+      subject = this.#keys.subjectForKey(encoded, true);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
+    return retryJetStream(() => this.#publisher.publish(subject, data), this.#retry);
   }
 
   /** Writes only when the key does not exist; rejects otherwise. */
