@@ -306,13 +306,15 @@ export class Scraper {
     }
   }
 
-  /** A metrics-only scrape's outcome; a failure to take it is logged, and the scrape ends either way. */
+  /**
+   * A metrics-only scrape's outcome. What taking it throws becomes a rejection, as in the promise path with
+   * models: the scrape ends either way and the process guard logs and counts it (an error escaping here is a bug).
+   */
   #recordLoad(t: Target, load: EngineLoad | undefined, failure: unknown): Promise<void> | undefined {
     try {
       return this.#record(t, load, failure, undefined);
     } catch (err) {
-      this.#opts.logger.error({ target: t.id, err: (err as Error).message }, 'could not take a scrape');
-      return undefined;
+      return Promise.reject(err as Error);
     }
   }
 
