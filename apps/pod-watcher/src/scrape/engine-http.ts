@@ -80,19 +80,12 @@ export class EngineHttp {
    */
   request<T>(url: string, reader: (status: number, body: Buffer) => T, done: RequestDone<T>): void {
     if (!url.startsWith('http://')) {
-      this.#getBodyUndici(url).then(
-        (body) => {
-          let value: T;
-          try {
-            value = reader(200, body);
-          } catch (err) {
-            done(err, undefined);
-            return;
-          }
-          done(undefined, value);
-        },
-        (err: unknown) => done(err, undefined),
-      );
+      this.#getBodyUndici(url)
+        .then((body) => reader(200, body))
+        .then(
+          (value) => done(undefined, value),
+          (err: unknown) => done(err, undefined),
+        );
       return;
     }
     this.#get.request(url, this.#getOptions, reader, (err, value) =>
