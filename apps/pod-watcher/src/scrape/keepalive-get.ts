@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { BodyPool } from './body-pool';
+import { digitsValue } from './ascii-digits';
 
 /** A GET answer: status and the whole body. */
 export interface GetAnswer {
@@ -61,20 +62,10 @@ function headerOf(head: Buffer, from: number, to: number): FramingHeader | undef
 function lengthOf(head: Buffer, from: number, to: number): number {
   while (from < to && (head[from] === SPACE || head[from] === TAB)) from += 1;
   while (to > from && (head[to - 1] === SPACE || head[to - 1] === TAB)) to -= 1;
-  if (to === from || to - from > 15) return NaN;
-  let n = 0;
-  for (let i = from; i < to; i++) {
-    const d = (head[i] as number) - 48;
-    if (d < 0 || d > 9) return NaN;
-    n = n * 10 + d;
-  }
-  return n;
+  const n = digitsValue(head, from, to, 15);
+  return n < 0 ? NaN : n;
 }
 
-function isDigits(buf: Buffer, from: number, to: number): boolean {
-  for (let i = from; i < to; i++) if ((buf[i] as number) < 48 || (buf[i] as number) > 57) return false;
-  return true;
-}
 /**
  * Every socket reads into this one buffer (`onread`): a read is handled before the next one starts, and the
  * bytes are copied out into the answer's body at once. So receiving a page allocates nothing per read.
@@ -463,11 +454,12 @@ export class AnswerParser {
    */
   #readHead(head: Buffer, end: number): void {
     // `HTTP/1.x NNN`
-    if (end < 12 || head.compare(HTTP_1, 0, HTTP_1.length, 0, HTTP_1.length) !== 0 || head[8] !== SPACE || !isDigits(head, 9, 12)) {
+    const status = end < 12 ? -1 : digitsValue(head, 9, 12, 3);
+    if (status < 0 || head.compare(HTTP_1, 0, HTTP_1.length, 0, HTTP_1.length) !== 0 || head[8] !== SPACE) {
       const first = head.toString('latin1', 0, Math.min(end, 60)).split('\r\n')[0] ?? '';
       throw new GetError('protocol', `not an HTTP/1.x answer: ${JSON.stringify(first)}`);
     }
-    this.status = (head[9] as number) * 100 + (head[10] as number) * 10 + (head[11] as number) - 48 * 111;
+    this.status = status;
     this.keepAlive = head[7] === ONE;
     for (let at = head.indexOf(CRLF, 0); at >= 0 && at < end;) {
       const start = at + 2;

@@ -10,6 +10,7 @@
  * full parser did.
  */
 import { parseSampleValueBytes } from '@triad/prom-text';
+import { digitsValue } from './ascii-digits';
 
 /** `dp_rank` value of a sample without that label (or with one that is not a small non-negative integer). */
 export const NO_RANK = -1;
@@ -138,12 +139,6 @@ function isLabel(page: Buffer, from: number, to: number, label: Buffer): boolean
 
 /** A label value of 1–4 ASCII digits as a number, else {@link NO_RANK}. */
 function rankOf(page: Buffer, from: number, to: number): number {
-  if (to <= from || to - from > MAX_RANK_DIGITS) return NO_RANK;
-  let n = 0;
-  for (let i = from; i < to; i++) {
-    const d = (page[i] as number) - 48;
-    if (d < 0 || d > 9) return NO_RANK;
-    n = n * 10 + d;
-  }
-  return n;
+  const n = digitsValue(page, from, to, MAX_RANK_DIGITS);
+  return n < 0 ? NO_RANK : n;
 }
