@@ -81,28 +81,15 @@ class GaugeSum implements SampleSink {
   }
 }
 
-/** Mean of a ratio's finite series (the pod's usage is the mean over its ranks: a sum of ratios means nothing). */
-class RatioMean implements SampleSink {
-  total = 0;
-  n = 0;
-
-  reset(): this {
-    this.total = 0;
-    this.n = 0;
-    return this;
-  }
-
-  add(value: number): void {
-    if (!Number.isFinite(value)) return;
-    this.total += value;
-    this.n += 1;
-  }
-}
-
-/** Sums a histogram's `_sum` or `_count` series. */
+/** Sums a series: a histogram's `_sum` or `_count` as they come, a ratio's finite values only (for its mean). */
 class Total implements SampleSink {
   total = 0;
   seen = 0;
+  readonly #finiteOnly: boolean;
+
+  constructor(finiteOnly: boolean) {
+    this.#finiteOnly = finiteOnly;
+  }
 
   reset(): this {
     this.total = 0;
@@ -111,20 +98,22 @@ class Total implements SampleSink {
   }
 
   add(value: number): void {
+    if (this.#finiteOnly && !Number.isFinite(value)) return;
     this.total += value;
     this.seen += 1;
   }
 }
 
 const gauge = new GaugeSum();
-const ratio = new RatioMean();
-const sums = new Total();
-const counts = new Total();
+const ratio = new Total(true);
+const sums = new Total(false);
+const counts = new Total(false);
 
 function meanGauge(page: Buffer, names: readonly string[]): number | undefined {
   for (const name of names) {
+    // The pod's usage is the mean over its ranks: a sum of ratios means nothing.
     forEachSample(page, name, ratio.reset());
-    if (ratio.n > 0) return Math.min(1, Math.max(0, ratio.total / ratio.n));
+    if (ratio.seen > 0) return Math.min(1, Math.max(0, ratio.total / ratio.seen));
   }
   return undefined;
 }
