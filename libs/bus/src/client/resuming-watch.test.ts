@@ -48,7 +48,10 @@ describe('ResumingWatch against a real nats-server', () => {
         revisions.push(e.revision);
       },
       onDeliverError: (_e, err) => errors.push((err as Error).message),
-      pendingAtStart: async (iter) => (await iter._data!.info(true)).num_pending,
+      progress: async (iter) => {
+        const info = await iter._data!.info(false);
+        return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
+      },
       checkEveryMs: 100,
     });
     watches.push(watch);
@@ -125,5 +128,45 @@ describe('ResumingWatch against a real nats-server', () => {
     await waitFor(() => probe.seen.length === 1, { what: 'a fresh watch to see the put' });
     expect(w.seen).toEqual([]);
     expect(w.opens).toEqual([0]);
+  });
+
+  it('is synced only once every key was delivered while keys are written, never handing a key an older revision', async () => {
+    const busy = await new Kvm(nc).create('resuming_busy', { history: 1 });
+    const KEYS = 5000;
+    // In batches: 5,000 puts at once outwait their request timeout on a busy machine.
+    for (let i = 0; i < KEYS; i += 250) await Promise.all(Array.from({ length: 250 }, (_, j) => busy.put(`k${i + j}`, text.encode('0'))));
+    let writing = true;
+    const writer = (async () => {
+      let n = 0;
+      while (writing)
+        await Promise.all(Array.from({ length: 50 }, () => busy.put(`k${Math.floor(Math.random() * KEYS)}`, text.encode(String(++n)))));
+    })();
+    try {
+      for (let round = 0; round < 3; round++) {
+        const last = new Map<string, number>();
+        let regressions = 0;
+        const watch = new ResumingWatch({
+          open: async () => (await busy.watch()) as unknown as KvWatchIterator,
+          deliver: (e) => {
+            if ((last.get(e.key) ?? 0) >= e.revision) regressions += 1;
+            last.set(e.key, e.revision);
+          },
+          onDeliverError: () => undefined,
+          progress: async (iter) => {
+            const info = await iter._data!.info(false);
+            return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
+          },
+        });
+        watches.push(watch);
+        await watch.start();
+        await watch.synced;
+        const atSync = last.size;
+        watch.stop();
+        expect([round, atSync, regressions]).toEqual([round, KEYS, 0]);
+      }
+    } finally {
+      writing = false;
+      await writer;
+    }
   });
 });

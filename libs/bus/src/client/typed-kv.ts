@@ -9,6 +9,8 @@ import type { JetStreamPublisher } from './js-publisher';
 export interface TypedKvOptions {
   /** Values kept per key (1 for state, more for config so an operator can see what changed). */
   readonly history?: number;
+  /** Values older than this are dropped by the server (set when the bucket is created; absent: kept). */
+  readonly ttlMs?: number;
 }
 
 /** One change seen by a watch: a new value, or the key's deletion. */
@@ -161,13 +163,16 @@ export class TypedKv<S extends z.ZodType> {
         if (value !== undefined) opts.onChange({ key: e.key, op: 'PUT', value, revision: e.revision });
       },
       onDeliverError: (e, err) => this.#rejecter.reject(`${this.#bucket}:${e.key}`, `watch handler failed: ${String(err)}`),
-      // The replay ends at the entry with nothing pending after it. When nothing matched the filter at all, no
-      // entry will say so: the watcher's consumer info (cached by nats.js when it created the watch) tells.
-      pendingAtStart: (iter) =>
-        retryJetStream(
-          async () => (iter._data ? (await iter._data.info(true)).num_pending : (await this.#kv.status()).values),
-          this.#retry,
-        ),
+      // How far the watch's consumer is: what ends the initial replay (ResumingWatch.synced), also when nothing
+      // matched the filter at all and no entry will come.
+      progress: (iter) =>
+        retryJetStream(async () => {
+          // nats.js keeps the watch's consumer on the iterator (`_data`, not in its public types): without it nothing
+          // says when the replay is over, so fail loudly rather than report a watch synced that is not.
+          if (iter._data === undefined) throw new Error('the nats.js KV watch does not expose its consumer (_data)');
+          const info = await iter._data.info(false);
+          return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
+        }, this.#retry),
       onReconnect: (listener) => this.#rejecter.onReconnect?.(listener) ?? (() => undefined),
     });
     await watch.start();
