@@ -1,4 +1,12 @@
-import { Buckets, DispatchBatchSchema, Subjects, endpointKey, type Decision, type DecisionOrError } from '@triad/bus';
+import {
+  Buckets,
+  DispatchBatchSchema,
+  ScrapeFreshnessRecordSchema,
+  Subjects,
+  endpointKey,
+  type Decision,
+  type DecisionOrError,
+} from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { z } from 'zod';
@@ -133,6 +141,32 @@ describe('scheduler service over a real nats-server, two replicas', () => {
     await waitFor(() => a.index.size === 5 && b.index.size === 5, { what: 'p0 and p1 to go' });
     const d = ok(decisions(await schedule(client, [req('after-delete')]))[0]);
     expect(d.attempts.map((x) => podOf(x.endpoint.key))).toEqual(['p2']);
+  });
+
+  it("ages endpoint metrics by their pod-watcher replica's scrape freshness (stale-metrics keeps a confirmed one)", async () => {
+    await putModelServer(client, { name: 'fr', mode: 'aggregated' });
+    // Both scraped a minute ago, past the 10 s bound: with neither confirmed, stale-metrics keeps both and the
+    // idle one wins on load; once w1 confirms its engines, the busy one is the only current one.
+    const minuteAgo = Date.now() - 60_000;
+    await putEndpoints(client, [
+      { pod: 'busy', modelServer: 'fr', running: 6, scrapedAt: minuteAgo, scrapedBy: 'w1' },
+      { pod: 'idle', modelServer: 'fr', running: 0, scrapedAt: minuteAgo, scrapedBy: 'w2' },
+    ]);
+    await waitFor(() => a.index.get(endpointKey('default', 'fr', 'idle')) !== undefined, { what: 'the endpoints indexed' });
+    const first = () =>
+      schedule(client, [req('f', { modelServer: 'fr' })]).then((r) => podOf(ok(decisions(r)[0]).attempts[0]!.endpoint.key));
+    expect(await first()).toBe('idle');
+    const freshness = await client.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema);
+    await freshness.put('w1', { schemaVersion: 1, replica: 'w1', confirmedAt: Date.now() + 3_600_000 });
+    await waitFor(() => [a, b].every((s) => (s.index.get(endpointKey('default', 'fr', 'busy'))?.scrapedAt ?? 0) > Date.now()), {
+      what: 'both replicas aged busy by w1',
+    });
+    expect(a.index.get(endpointKey('default', 'fr', 'idle'))?.scrapedAt).toBe(minuteAgo);
+    expect([await first(), await first()]).toEqual(['busy', 'busy']);
+    await Promise.all([deleteEndpoint(client, 'busy', 'fr'), deleteEndpoint(client, 'idle', 'fr'), freshness.delete('w1')]);
+    await waitFor(() => [a, b].every((s) => s.index.get(endpointKey('default', 'fr', 'busy')) === undefined && s.index.size === 5), {
+      what: 'the endpoints gone again',
+    });
   });
 
   it('hot-reloads config from KV, rejects an invalid one and keeps the running one', async () => {

@@ -3,10 +3,12 @@ export {
   Subjects,
   SCHEDULER_QUEUE_GROUP,
   Buckets,
+  BucketTtlMs,
   ConfigKeys,
   endpointKey,
   endpointKeyFilter,
   parseEndpointKey,
+  scrapeFreshnessKey,
   objectKey,
   parseObjectKey,
   inferencePoolServerName,
@@ -21,8 +23,18 @@ export {
   ModelRouteRecordSchema,
   ProviderResolutionSchema,
   ListenerRefSchema,
+  ScrapeFreshnessRecordSchema,
+  effectiveScrapedAt,
 } from './records';
-export type { MetricsSnapshot, EndpointRecord, ModelServerRecord, ModelRouteRecord, ProviderResolution, ListenerRef } from './records';
+export type {
+  MetricsSnapshot,
+  EndpointRecord,
+  ModelServerRecord,
+  ModelRouteRecord,
+  ProviderResolution,
+  ListenerRef,
+  ScrapeFreshnessRecord,
+} from './records';
 export { ExternalProviderRecordSchema, ProviderCredentialRecordSchema } from './provider-records';
 export type { ExternalProviderRecord, ProviderCredentialRecord } from './provider-records';
 export { GatewayRecordSchema, HttpRouteBackendSchema, HttpRouteRuleRecordSchema, HttpRouteRecordSchema } from './gateway-records';

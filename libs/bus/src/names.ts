@@ -47,12 +47,24 @@ export const Buckets = {
   httpRoutes: 'triad_v1_httproutes',
   /** KV indexers' per-source state: `m.<source>` records and `c.<source>.<n>` snapshot chunks of block keys. */
   kvIndex: 'triad_v1_kvindex',
+  /**
+   * Each pod-watcher replica's scrape freshness (`ScrapeFreshnessRecord`, key `scrapeFreshnessKey(identity)`):
+   * readers age the endpoint records a replica wrote by the later of their own scrape time and this.
+   */
+  scrapeFreshness: 'triad_v1_scrape_freshness',
   /** KV indexer replicas' heartbeats (key = instance id); pods are sharded over the live ones. */
   kvIndexers: 'triad_v1_kvindexers',
   /** Outlier ejection state per endpoint and stage (`OutlierRecord`), written by gateways with compare-and-set. */
   outliers: 'triad_v1_outliers',
 } as const;
 export type BucketName = (typeof Buckets)[keyof typeof Buckets];
+
+/**
+ * Buckets whose values expire (ms), whoever creates them: scrape-freshness records of pod-watcher replicas that are
+ * gone (every rollout names new ones) leave the bucket after ten minutes; a live replica rewrites its own every
+ * few seconds.
+ */
+export const BucketTtlMs: Readonly<Partial<Record<string, number>>> = { [Buckets.scrapeFreshness]: 600_000 };
 
 /** Keys in the config bucket. */
 export const ConfigKeys = { scheduler: 'scheduler' } as const;
@@ -61,6 +73,15 @@ export const ConfigKeys = { scheduler: 'scheduler' } as const;
 // name is written as an underscore: the mapping is reversible and keeps `ns.modelserver.>` watch filters exact.
 const encodeToken = (name: string): string => name.replace(/\./g, '_');
 const decodeToken = (token: string): string => token.replace(/_/g, '.');
+
+/**
+ * KV key of a pod-watcher replica's scrape-freshness record: its identity (a pod name) with every character a KV key
+ * does not allow as `_`. Readers go by the record's `replica` field, so two identities sharing a key only cost the
+ * one written later its freshness, never a wrong one.
+ */
+export function scrapeFreshnessKey(identity: string): string {
+  return identity.replace(/[^A-Za-z0-9_=-]/g, '_') || '_';
+}
 
 /** KV key of an endpoint record: `ns.modelserver.pod`. */
 export function endpointKey(namespace: string, modelServer: string, pod: string): string {

@@ -82,10 +82,38 @@ export const EndpointRecordSchema = z.object({
   /** Model ids the engine serves (base model and LoRA adapters), from GET /v1/models. */
   models: z.array(z.string()),
   metrics: MetricsSnapshotSchema,
+  /**
+   * The pod-watcher replica that scraped this engine and wrote the record (its identity). While its scrape-freshness
+   * record (`ScrapeFreshnessRecord`, bucket `triad_v1_scrape_freshness`) says it confirmed its engines at a later
+   * time than `metrics.scrapedAt`, readers take that time as the scrape time: an engine whose numbers do not move is
+   * not rewritten. Absent from older writers (their records carry their own scrape time).
+   */
+  scrapedBy: z.string().min(1).max(253).optional(),
   /** When the watcher last changed this record (ms since epoch). */
   updatedAt: z.number().int(),
 });
 export type EndpointRecord = z.infer<typeof EndpointRecordSchema>;
+
+/**
+ * One pod-watcher replica's word on the endpoint records it wrote (`scrapedBy` = `replica`): every one of them that
+ * is not marked stale held the engine's numbers as of a successful scrape at or after `confirmedAt` (ms since
+ * epoch). Rewritten by each replica every metrics heartbeat, so a fleet of idle engines costs one write per replica
+ * instead of one per engine. Key: `scrapeFreshnessKey(replica)`.
+ */
+export const ScrapeFreshnessRecordSchema = z.object({
+  schemaVersion: SchemaVersion,
+  replica: z.string().min(1).max(253),
+  confirmedAt: z.number().int().min(0),
+});
+export type ScrapeFreshnessRecord = z.infer<typeof ScrapeFreshnessRecordSchema>;
+
+/** The scrape time a reader ages an endpoint's metrics by: its own, or its writer's later confirmation (never-scraped stays 0). */
+export function effectiveScrapedAt(record: EndpointRecord, confirmedAt: ReadonlyMap<string, number>): number {
+  const own = record.metrics.scrapedAt;
+  if (own === 0 || record.scrapedBy === undefined) return own;
+  const confirmed = confirmedAt.get(record.scrapedBy);
+  return confirmed !== undefined && confirmed > own ? confirmed : own;
+}
 
 /**
  * A validated ModelServer with its resolved pipeline mode. Key: `objectKey(namespace, name)`. In Gateway API mode

@@ -8,7 +8,7 @@ export type { MediaSource } from './hashing/media-key';
 
 // State fed by KV watches and dispatch messages.
 export { EndpointIndex } from './state/endpoint-index';
-export type { EndpointChange, ModelServerChange } from './state/endpoint-index';
+export type { EndpointChange, ModelServerChange, ScrapeFreshnessChange } from './state/endpoint-index';
 export type { ModelServerPool } from './state/model-server-pool';
 export { InflightTracker } from './state/inflight-tracker';
 export { KvBlockIndex } from './state/kv-block-index';

@@ -4,7 +4,7 @@ import { loadSchedulerConfig, type LoadedSchedulerConfig } from './config/load-c
 import type { PluginRegistry } from './framework/registry';
 import { createInTreeRegistry } from './plugins/in-tree';
 import { Scheduler } from './scheduler';
-import { EndpointIndex, type EndpointChange, type ModelServerChange } from './state/endpoint-index';
+import { EndpointIndex, type EndpointChange, type ModelServerChange, type ScrapeFreshnessChange } from './state/endpoint-index';
 import { InflightTracker, type InflightTrackerOptions } from './state/inflight-tracker';
 import { KvBlockIndex } from './state/kv-block-index';
 import { OutlierTable } from './state/outlier-table';
@@ -33,6 +33,7 @@ export interface LocalScheduling {
   readonly outliers: OutlierTable;
   applyEndpoint(change: EndpointChange): void;
   applyModelServer(change: ModelServerChange): void;
+  applyFreshness(change: ScrapeFreshnessChange): void;
   applyDispatch(batch: DispatchBatch, now?: number): void;
   schedule(request: SchedulingRequest, now?: number): DecisionOrError;
   /** Loads and switches to a config; on failure returns the reasons and keeps the running one. */
@@ -64,6 +65,7 @@ export function createLocalScheduling(options: LocalSchedulingOptions = {}): Loc
     outliers,
     applyEndpoint: (c) => index.applyEndpoint(c),
     applyModelServer: (c) => index.applyModelServer(c),
+    applyFreshness: (c) => index.applyFreshness(c),
     applyDispatch: (b, now = Date.now()) => tracker.applyBatch(b, now),
     schedule: (r, now) => scheduler.schedule(r, now),
     reloadConfig: (input) => {

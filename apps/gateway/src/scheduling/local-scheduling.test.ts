@@ -1,4 +1,12 @@
-import { AffinityBatchSchema, Buckets, ConfigKeys, Subjects, type AffinityBatch } from '@triad/bus';
+import {
+  AffinityBatchSchema,
+  Buckets,
+  ConfigKeys,
+  EndpointRecordSchema,
+  ScrapeFreshnessRecordSchema,
+  Subjects,
+  type AffinityBatch,
+} from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
 import { createLogger } from '@triad/runtime';
@@ -52,6 +60,28 @@ describe('the local fallback follows the scheduler config key and shares affinit
       sub.unsubscribe();
     } finally {
       local.stop();
+    }
+  });
+
+  it("ages endpoints by their pod-watcher replica's scrape freshness, from KV and for a fallback added later", async () => {
+    const logger = createLogger({ service: 'test', level: 'silent' });
+    const view = new KvView(DEFAULT_STAGE_TIMEOUTS, () => undefined);
+    const early = new LocalSchedulingFallback(view, 'gw-3', logger);
+    try {
+      await view.start(bus);
+      const minuteAgo = Date.now() - 60_000;
+      const endpoints = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
+      await endpoints.put(keyOf('fresh'), endpointRecord({ pod: 'fresh', scrapedAt: minuteAgo, scrapedBy: 'w1' }));
+      const freshness = await bus.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema);
+      const confirmedAt = Date.now() - 1000;
+      await freshness.put('w1', { schemaVersion: 1, replica: 'w1', confirmedAt });
+      await waitFor(() => early.local.index.get(keyOf('fresh'))?.scrapedAt === confirmedAt, { what: 'the fallback aged the endpoint' });
+      const late = new LocalSchedulingFallback(view, 'gw-4', logger);
+      expect(late.local.index.get(keyOf('fresh'))?.scrapedAt).toBe(confirmedAt);
+      late.stop();
+    } finally {
+      early.stop();
+      view.stop();
     }
   });
 

@@ -41,7 +41,11 @@ export class LocalSchedulingFallback {
     this.#hashOptions = prefixHashOptionsOf(this.local.scheduler.config);
     this.kvHashing = new KvBlockHashing(logger);
     this.kvHashing.configure(kvHashOptionsOf(this.local.scheduler.config));
-    kv.addListener({ endpoint: (c) => this.local.applyEndpoint(c), modelServer: (c) => this.local.applyModelServer(c) });
+    kv.addListener({
+      endpoint: (c) => this.local.applyEndpoint(c),
+      modelServer: (c) => this.local.applyModelServer(c),
+      freshness: (c) => this.local.applyFreshness(c),
+    });
   }
 
   /** Runs with the scheduler's config file until (and whenever not) overridden by KV; throws when it is invalid. */

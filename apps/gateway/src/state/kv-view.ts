@@ -1,5 +1,12 @@
-import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, parseObjectKey } from '@triad/bus';
-import type { EndpointRecord, ModelServerRecord } from '@triad/bus';
+import {
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  ScrapeFreshnessRecordSchema,
+  parseObjectKey,
+} from '@triad/bus';
+import type { EndpointRecord, ModelServerRecord, ScrapeFreshnessRecord } from '@triad/bus';
 import type { Bus, KvChange, KvWatchHandle } from '@triad/bus/client';
 import { serverProfileOf } from '@triad/connectors';
 import type { ServerProfile, StageTimeouts } from '@triad/request';
@@ -15,6 +22,8 @@ export interface ServerEntry {
 export interface KvViewListener {
   endpoint(change: KvChange<EndpointRecord>): void;
   modelServer(change: KvChange<ModelServerRecord>): void;
+  /** A pod-watcher replica's scrape freshness (what ages the endpoints it scrapes). */
+  freshness?(change: KvChange<ScrapeFreshnessRecord>): void;
 }
 
 /**
@@ -26,6 +35,7 @@ export class KvView {
   readonly routes = new RouteTable();
   readonly #servers = new Map<string, ServerEntry>();
   readonly #endpoints = new Map<string, EndpointRecord>();
+  readonly #freshness = new Map<string, ScrapeFreshnessRecord>();
   readonly #addressUsers = new Map<string, number>();
   readonly #listeners: KvViewListener[] = [];
   readonly #timeouts: StageTimeouts;
@@ -44,15 +54,17 @@ export class KvView {
 
   addListener(listener: KvViewListener): void {
     this.#listeners.push(listener);
+    for (const [key, value] of this.#freshness) listener.freshness?.({ key, op: 'PUT', value, revision: 0 });
     for (const [key, value] of this.#endpoints) listener.endpoint({ key, op: 'PUT', value, revision: 0 });
     for (const [, e] of this.#servers) listener.modelServer({ key: '', op: 'PUT', value: e.record, revision: 0 });
   }
 
   /** Starts the watches; resolves once every bucket's current content has been applied. */
   async start(bus: Bus): Promise<void> {
-    const [servers, routes, endpoints] = await Promise.all([
+    const [servers, routes, freshness, endpoints] = await Promise.all([
       bus.kv(Buckets.modelServers, ModelServerRecordSchema),
       bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema),
+      bus.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema),
       bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
     this.#watches = await Promise.all([
@@ -66,6 +78,7 @@ export class KvView {
           }
         },
       }),
+      freshness.watch({ onChange: (c) => this.applyFreshness(c) }),
       endpoints.watch({ onChange: (c) => this.applyEndpoint(c) }),
     ]);
     await Promise.all(this.#watches.map((w) => w.synced));
@@ -94,6 +107,12 @@ export class KvView {
       if (k) this.#servers.delete(`${k.namespace}/${k.name}`);
     }
     for (const l of this.#listeners) l.modelServer(change);
+  }
+
+  applyFreshness(change: KvChange<ScrapeFreshnessRecord>): void {
+    if (change.op === 'PUT') this.#freshness.set(change.key, change.value);
+    else this.#freshness.delete(change.key);
+    for (const l of this.#listeners) l.freshness?.(change);
   }
 
   applyEndpoint(change: KvChange<EndpointRecord>): void {

@@ -4,6 +4,7 @@ import { Kvm } from '@nats-io/kv';
 import type { z } from 'zod';
 import { ErrorCode, TriadError } from '@triad/errors';
 import { decodeMessage, encodeMessage } from '../codec';
+import { BucketTtlMs } from '../names';
 import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
 import { TypedKv, type TypedKvOptions } from './typed-kv';
 import { JetStreamPublisher } from './js-publisher';
@@ -217,9 +218,14 @@ export class Bus {
 
   /** Opens (creating when missing) a KV bucket whose values follow `schema`. */
   async kv<S extends z.ZodType>(bucket: string, schema: S, opts?: TypedKvOptions): Promise<TypedKv<S>> {
+    const ttlMs = opts?.ttlMs ?? BucketTtlMs[bucket];
     const kv = await retryJetStream(async () => {
       const kvm = new Kvm(this.nc);
-      const bucketKv = await kvm.create(bucket, { history: opts?.history ?? 1, replicas: this.kvReplicas });
+      const bucketKv = await kvm.create(bucket, {
+        history: opts?.history ?? 1,
+        replicas: this.kvReplicas,
+        ...(ttlMs !== undefined ? { ttl: ttlMs } : {}),
+      });
       await this.#raiseReplicas(bucket);
       return bucketKv;
     }, this.jsRetry);

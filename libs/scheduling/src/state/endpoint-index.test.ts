@@ -46,6 +46,44 @@ describe('EndpointIndex', () => {
     expect(index.countWithoutMetrics()).toBe(1);
   });
 
+  it("ages endpoints by their pod-watcher replica's scrape freshness, in the candidate columns too", () => {
+    const index = new EndpointIndex();
+    const scrapedAt = (pod: string) => index.get(keyOf(pod))?.scrapedAt;
+    const column = (pod: string) => {
+      const list = index.pool('default', 'ms')?.aggregated;
+      const e = index.getIndexed(keyOf(pod));
+      return e && list ? list.columns.scrapedAt[e.listPos] : undefined;
+    };
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a', scrapedAt: 1000, scrapedBy: 'w1' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'b', scrapedAt: 1000, scrapedBy: 'w2' }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'old', scrapedAt: 1000 }) });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'never', scrapedAt: 0, scrapedBy: 'w1' }) });
+    index.applyFreshness({ op: 'PUT', key: 'w1', value: { schemaVersion: 1, replica: 'w1', confirmedAt: 5000 } });
+    expect([scrapedAt('a'), scrapedAt('b'), scrapedAt('old'), scrapedAt('never')]).toEqual([5000, 1000, 1000, 0]);
+    expect(column('a')).toBe(5000);
+    expect(index.countWithoutMetrics()).toBe(1);
+
+    // A record written after the confirmation keeps its own later time; one moved to w2 takes w2's.
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a', scrapedAt: 6000, scrapedBy: 'w1' }) });
+    expect(scrapedAt('a')).toBe(6000);
+    index.applyFreshness({ op: 'PUT', key: 'w2', value: { schemaVersion: 1, replica: 'w2', confirmedAt: 7000 } });
+    index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a', scrapedAt: 6000, scrapedBy: 'w2' }) });
+    expect([scrapedAt('a'), scrapedAt('b'), column('a'), column('b')]).toEqual([7000, 7000, 7000, 7000]);
+    index.applyFreshness({ op: 'PUT', key: 'w1', value: { schemaVersion: 1, replica: 'w1', confirmedAt: 9000 } });
+    expect(scrapedAt('a')).toBe(7000);
+
+    // A lower confirmation lowers the times again; a deleted freshness record leaves the records' own.
+    index.applyFreshness({ op: 'PUT', key: 'w2', value: { schemaVersion: 1, replica: 'w2', confirmedAt: 6500 } });
+    expect([scrapedAt('a'), scrapedAt('b')]).toEqual([6500, 6500]);
+    index.applyFreshness({ op: 'DEL', key: 'w2' });
+    expect([scrapedAt('a'), scrapedAt('b'), column('b')]).toEqual([6000, 1000, 1000]);
+
+    // A removed endpoint is no longer aged (nor held) by its replica's freshness.
+    index.applyEndpoint({ op: 'DEL', key: keyOf('b') });
+    index.applyFreshness({ op: 'PUT', key: 'w2', value: { schemaVersion: 1, replica: 'w2', confirmedAt: 8000 } });
+    expect([scrapedAt('a'), index.get(keyOf('b'))]).toEqual([8000, undefined]);
+  });
+
   it('swaps the record in place on a metrics update without touching the lists', () => {
     const index = new EndpointIndex();
     index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a' }) });

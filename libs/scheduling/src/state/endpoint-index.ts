@@ -1,9 +1,11 @@
-import { endpointKey, objectKey, type EndpointRecord, type ModelServerRecord } from '@triad/bus';
+import { endpointKey, objectKey, type EndpointRecord, type ModelServerRecord, type ScrapeFreshnessRecord } from '@triad/bus';
 import { IndexedEndpoint, type Endpoint } from './endpoint';
 import { ModelServerPool } from './model-server-pool';
 
 /** A change to the endpoints bucket; `KvChange<EndpointRecord>` from the bus client has this shape. */
 export type EndpointChange = { op: 'PUT'; value: EndpointRecord; key?: string } | { op: 'DEL'; key: string };
+/** A change to the scrape-freshness bucket; `KvChange<ScrapeFreshnessRecord>` has this shape. */
+export type ScrapeFreshnessChange = { op: 'PUT'; value: ScrapeFreshnessRecord; key: string } | { op: 'DEL'; key: string };
 /** A change to the ModelServers bucket; `KvChange<ModelServerRecord>` has this shape. */
 export type ModelServerChange = { op: 'PUT'; value: ModelServerRecord; key?: string } | { op: 'DEL'; key: string };
 
@@ -16,6 +18,12 @@ export class EndpointIndex {
   readonly #endpoints = new Map<string, IndexedEndpoint>();
   readonly #pools = new Map<string, ModelServerPool>();
   readonly #removedListeners = new Set<(key: string) => void>();
+  /** Pod-watcher replica → when it last confirmed the engines it scrapes (its scrape-freshness record). */
+  readonly #confirmedAt = new Map<string, number>();
+  /** Freshness KV key → the replica its record names (a deletion only carries the key). */
+  readonly #freshnessKeys = new Map<string, string>();
+  /** Endpoints by the replica whose scrapes their records carry (`scrapedBy`). */
+  readonly #byScraper = new Map<string, Set<IndexedEndpoint>>();
 
   /** Applies one change of the endpoints bucket. */
   applyEndpoint(change: EndpointChange): void {
@@ -29,17 +37,43 @@ export class EndpointIndex {
     if (!existing) {
       const e = new IndexedEndpoint(key, r);
       this.#endpoints.set(key, e);
+      this.#track(e, undefined);
       this.#pool(r.namespace, r.modelServer).attach(e);
       return;
     }
     const oldPool = this.#pool(existing.record.namespace, existing.record.modelServer);
     const wasListed = existing.listId !== '';
+    const scrapedBy = existing.record.scrapedBy;
     const moved = existing.update(r);
+    this.#track(existing, scrapedBy);
     if (moved || !wasListed) {
       oldPool.detach(existing);
       this.#pool(r.namespace, r.modelServer).attach(existing);
     } else {
       oldPool.refresh(existing);
+    }
+  }
+
+  /**
+   * Applies one change of the scrape-freshness bucket: the endpoints whose records that replica wrote are aged by
+   * its confirmation time from now on (a lower time than before lowers it again: the replica no longer vouches for
+   * the later one).
+   */
+  applyFreshness(change: ScrapeFreshnessChange): void {
+    let replica: string | undefined;
+    if (change.op === 'PUT') {
+      replica = change.value.replica;
+      this.#freshnessKeys.set(change.key, replica);
+      this.#confirmedAt.set(replica, change.value.confirmedAt);
+    } else {
+      replica = this.#freshnessKeys.get(change.key);
+      this.#freshnessKeys.delete(change.key);
+      if (replica === undefined) return;
+      this.#confirmedAt.delete(replica);
+    }
+    const confirmedAt = this.#confirmedAt.get(replica);
+    for (const e of this.#byScraper.get(replica) ?? []) {
+      if (e.confirm(confirmedAt)) this.#pools.get(objectKey(e.record.namespace, e.record.modelServer))?.refresh(e);
     }
   }
 
@@ -99,9 +133,30 @@ export class EndpointIndex {
     return n;
   }
 
+  /** Files `e` under the replica its record names (it was under `before`) and ages it by that replica's confirmation. */
+  #track(e: IndexedEndpoint, before: string | undefined): void {
+    const scrapedBy = e.record.scrapedBy;
+    if (scrapedBy !== before) {
+      if (before !== undefined) this.#untrack(e, before);
+      if (scrapedBy !== undefined) {
+        let set = this.#byScraper.get(scrapedBy);
+        if (set === undefined) this.#byScraper.set(scrapedBy, (set = new Set()));
+        set.add(e);
+      }
+    }
+    if (scrapedBy !== undefined) e.confirm(this.#confirmedAt.get(scrapedBy));
+  }
+
+  #untrack(e: IndexedEndpoint, scrapedBy: string): void {
+    const set = this.#byScraper.get(scrapedBy);
+    set?.delete(e);
+    if (set?.size === 0) this.#byScraper.delete(scrapedBy);
+  }
+
   #remove(key: string): void {
     const e = this.#endpoints.get(key);
     if (!e) return;
+    if (e.record.scrapedBy !== undefined) this.#untrack(e, e.record.scrapedBy);
     this.#pools.get(objectKey(e.record.namespace, e.record.modelServer))?.detach(e);
     this.#endpoints.delete(key);
     for (const l of this.#removedListeners) l(key);

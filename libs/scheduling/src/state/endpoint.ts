@@ -27,7 +27,10 @@ export interface Endpoint {
   readonly tpotMs: number;
   /** When the TTFT/TPOT means last took in new observations (ms since epoch; `scrapedAt` from older writers). */
   readonly latencyAt: number;
-  /** Time of the last successful scrape (0 = never). */
+  /**
+   * Time of the last successful scrape (0 = never): the record's own, or the later time its pod-watcher replica
+   * confirmed its engines at (scrape freshness).
+   */
   readonly scrapedAt: number;
   /** The pod-watcher marked the metrics stale (scrapes failing). */
   readonly stale: boolean;
@@ -94,6 +97,18 @@ export class IndexedEndpoint implements Endpoint {
       prev.namespace !== record.namespace ||
       prev.modelServer !== record.modelServer
     );
+  }
+
+  /**
+   * Ages the metrics by `confirmedAt`, the time the record's pod-watcher replica last confirmed its engines, when
+   * that is later than the record's own scrape time (a never-scraped record stays so). True when the time moved.
+   */
+  confirm(confirmedAt: number | undefined): boolean {
+    const own = this.record.metrics.scrapedAt;
+    const at = own !== 0 && confirmedAt !== undefined && confirmedAt > own ? confirmedAt : own;
+    if (at === this.scrapedAt) return false;
+    this.scrapedAt = at;
+    return true;
   }
 
   #copyHotFields(r: EndpointRecord): void {

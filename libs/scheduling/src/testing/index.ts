@@ -34,6 +34,8 @@ export interface EndpointSpec {
   readonly latencyAt?: number;
   readonly scrapedAt?: number;
   readonly stale?: boolean;
+  /** The pod-watcher replica named as the record's writer (scrape freshness). */
+  readonly scrapedBy?: string;
   readonly ready?: boolean;
   readonly models?: readonly string[];
   readonly ip?: string;
@@ -70,6 +72,7 @@ export function endpointRecord(spec: EndpointSpec): EndpointRecord {
       scrapedAt: spec.scrapedAt ?? TEST_NOW - 500,
       stale: spec.stale ?? false,
     },
+    ...(spec.scrapedBy !== undefined ? { scrapedBy: spec.scrapedBy } : {}),
     updatedAt: TEST_NOW - 500,
   });
 }
