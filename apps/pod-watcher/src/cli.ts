@@ -26,7 +26,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--scrape-timeout <ms>', 'timeout of one scrape request (TRIAD_SCRAPE_TIMEOUT_MS, default 2000)')
     .option('--scrape-concurrency <n>', 'scrapes in flight at once (TRIAD_SCRAPE_CONCURRENCY, default 64)')
     .option('--models-interval <ms>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 5000)')
-    .option('--metrics-heartbeat <ms>', 'rewrite an unchanged endpoint record this often (TRIAD_METRICS_HEARTBEAT_MS, default 5000)')
+    .option('--metrics-heartbeat <ms>', "publish this replica's scrape freshness this often (TRIAD_METRICS_HEARTBEAT_MS, default 2000)")
+    .option(
+      '--record-heartbeat <ms>',
+      'also rewrite each unchanged endpoint record this often, for readers older than scrape freshness (TRIAD_RECORD_HEARTBEAT_MS, default never)',
+    )
     .option('--registry-interval <ms>', 'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)')
     .option('--registry-evicted-ttl <ms>', 're-register an encoder SGLang evicted only after (TRIAD_REGISTRY_EVICTED_TTL_MS, 600000)')
     .option('--encoders-per-prefill <n>', 'encoders per SGLang language-only registry, 0 = all (TRIAD_ENCODERS_PER_PREFILL, default 0)')
@@ -65,6 +69,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     scrapeConcurrency: o['scrapeConcurrency'],
     modelsIntervalMs: o['modelsInterval'],
     metricsHeartbeatMs: o['metricsHeartbeat'],
+    recordHeartbeatMs: o['recordHeartbeat'],
     registryIntervalMs: o['registryInterval'],
     registryEvictedTtlMs: o['registryEvictedTtl'],
     encodersPerPrefill: o['encodersPerPrefill'],

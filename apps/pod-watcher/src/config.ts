@@ -48,10 +48,17 @@ const WatcherConfigSchema = z.object({
   /** How often GET /v1/models is refreshed per endpoint (new endpoints are asked at once). */
   modelsIntervalMs: Ms(50).default(5000),
   /**
-   * An endpoint record whose metric values did not change is rewritten at most this often, just to refresh
-   * `scrapedAt` (keep it below the scheduler's stale-metrics bound, 10 s by default).
+   * How often this replica publishes its scrape freshness: the time until which every endpoint record it wrote is
+   * known current, one KV write however many engines it scrapes (keep it well below the scheduler's stale-metrics
+   * bound, 10 s by default). An engine whose numbers do not change is not rewritten.
    */
-  metricsHeartbeatMs: Ms(0).default(5000),
+  metricsHeartbeatMs: Ms(100).default(2000),
+  /**
+   * Also rewrite an endpoint record whose numbers did not change this often (0: after every scrape; unset: never),
+   * refreshing its own `scrapedAt`: only for schedulers and gateways older than scrape freshness, e.g. while a
+   * rolling upgrade runs. Costs one write per engine per period.
+   */
+  recordHeartbeatMs: Ms(0).optional(),
   /** Period of the SGLang EPD encoder-registry reconcile (changes are applied at once as well). */
   registryIntervalMs: Ms(50).optional(),
   /**
@@ -105,6 +112,7 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   scrapeConcurrency: { name: 'scrape-concurrency', env: 'TRIAD_SCRAPE_CONCURRENCY' },
   modelsIntervalMs: { name: 'models-interval', env: 'TRIAD_MODELS_INTERVAL_MS' },
   metricsHeartbeatMs: { name: 'metrics-heartbeat', env: 'TRIAD_METRICS_HEARTBEAT_MS' },
+  recordHeartbeatMs: { name: 'record-heartbeat', env: 'TRIAD_RECORD_HEARTBEAT_MS' },
   registryIntervalMs: { name: 'registry-interval', env: 'TRIAD_REGISTRY_INTERVAL_MS' },
   registryEvictedTtlMs: { name: 'registry-evicted-ttl', env: 'TRIAD_REGISTRY_EVICTED_TTL_MS' },
   encodersPerPrefill: { name: 'encoders-per-prefill', env: 'TRIAD_ENCODERS_PER_PREFILL' },

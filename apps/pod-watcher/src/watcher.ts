@@ -1,4 +1,4 @@
-import { objectKey } from '@triad/bus';
+import { Buckets, ScrapeFreshnessRecordSchema, objectKey } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
@@ -7,6 +7,7 @@ import { Inventory } from './inventory/inventory';
 import { loadCredentialsKey } from './providers/credentials-key';
 import { ProviderSync } from './providers/provider-sync';
 import { WatcherMetrics } from './ops/metrics';
+import { ScrapeFreshnessPublisher } from './publish/scrape-freshness';
 import { StatePublisher, watchScope } from './publish/state-publisher';
 import { Reconciler } from './reconcile/reconciler';
 import { EncoderRegistrySync } from './registry/encoder-registry-sync';
@@ -78,6 +79,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   let publisher: StatePublisher | undefined;
   let closed = false;
   let registrySync: EncoderRegistrySync | undefined;
+  let freshness: ScrapeFreshnessPublisher | undefined;
   let waiting = `waiting for NATS at ${config.nats}`;
   const ops: OpsServer = await startOpsServer({
     port: config.metricsPort,
@@ -115,6 +117,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       attempt: () =>
         connectBus({ servers: config.nats, name: `triad-pod-watcher-${config.identity}`, logger, kvReplicas: config.kvReplicas }),
     });
+    const connected = bus;
     // The reconciler needs the registry sync and the other way round: built later, found through this binding.
     let reconciler: Reconciler | undefined;
     const registry = new EncoderRegistrySync({
@@ -157,7 +160,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       namespaces: config.namespaces,
       identity: config.identity,
       leaseTtlMs: config.leaseTtlMs,
-      metricsHeartbeatMs: config.metricsHeartbeatMs,
+      recordHeartbeatMs: config.recordHeartbeatMs ?? Number.POSITIVE_INFINITY,
       shard,
       onLeaderChange: (leader) => {
         registry.setEnabled(leader);
@@ -177,8 +180,9 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       logger,
       metrics,
       onUpdate: (target) => reconciler?.onScrapeUpdate(target),
-      // Records carry a new scrape time once per heartbeat (sameEndpointRecord): unchanged engines report no more often.
-      reportEveryMs: config.metricsHeartbeatMs,
+      // Unchanged engines are not reported (their records are aged by the scrape freshness below), unless records
+      // are to be rewritten on a heartbeat of their own for older readers.
+      ...(config.recordHeartbeatMs !== undefined ? { reportEveryMs: config.recordHeartbeatMs } : {}),
       owned: (target) => reconciler?.ownsTarget(target) ?? true,
     });
     scraperRef = scraper;
@@ -220,8 +224,19 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       logger,
       shard,
       isWriter: () => pub.isLeader,
+      identity: config.identity,
     });
     const rec = reconciler;
+    // One freshness record per replica instead of a rewrite per unchanged engine: until when all it wrote is current.
+    freshness = new ScrapeFreshnessPublisher({
+      open: () => connected.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema),
+      bucket: Buckets.scrapeFreshness,
+      identity: config.identity,
+      periodMs: config.metricsHeartbeatMs,
+      confirmedAt: () => (pub.ready ? currentUntil(scraper.confirmedSince(), pub.endpoints.unpublishedSince()) : undefined),
+      logger,
+      metrics,
+    });
     metrics.watch({
       objects: () => inventory.counts(),
       invalidObjects: () => inventory.invalidCounts(),
@@ -243,6 +258,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     rec.flushInitial();
     scraper.start();
     pub.sourceSynced();
+    freshness.start();
     logger.info({ objects: inventory.counts(), endpoints: rec.table.size, leader: pub.isLeader }, 'source synced');
 
     return {
@@ -268,6 +284,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
         closed = true;
         await source.close();
         await scraper.close();
+        await freshness?.stop();
         membership.stop();
         if (resync) clearTimeout(resync);
         await registry.close();
@@ -284,4 +301,13 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     await ops.close();
     throw err;
   }
+}
+
+/**
+ * Until when the records a replica wrote are current: its engines' last confirmation (none: nothing to vouch for),
+ * but not past its oldest write KV has not acknowledged (what KV holds of that key is older).
+ */
+function currentUntil(confirmed: number | undefined, unpublishedSince: number | undefined): number | undefined {
+  if (confirmed === undefined) return undefined;
+  return unpublishedSince === undefined || confirmed <= unpublishedSince ? confirmed : unpublishedSince;
 }

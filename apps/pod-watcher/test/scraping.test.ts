@@ -132,7 +132,7 @@ describe('scraping engine metrics', () => {
       modelServer('stub', { mode: 'aggregated', port: stub.port, matchLabels: { app: 'stub' } }),
       pod('st0', { app: 'stub' }, { ip: '127.0.3.4' }),
     ]);
-    starting = startTestWatcher({ nats: nats.url, source: 'kube', metricsHeartbeatMs: 0 }, source);
+    starting = startTestWatcher({ nats: nats.url, source: 'kube', recordHeartbeatMs: 0 }, source);
     await starting;
     endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
   }, 60_000);

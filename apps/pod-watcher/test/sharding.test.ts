@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { Buckets, EndpointRecordSchema } from '@triad/bus';
+import { Buckets, EndpointRecordSchema, ScrapeFreshnessRecordSchema, effectiveScrapedAt } from '@triad/bus';
 import { freePort, spawnTriad, startNatsServer, waitFor, waitReady, type NatsServerHandle, type TriadChild } from '@triad/testing';
 import { ShardRing } from '../src/shard/shard-ring';
 import { KvMirror } from './support/harness';
@@ -48,7 +48,15 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
   const engines: Awaited<ReturnType<typeof engine>>[] = [];
   const replicas: Replica[] = [];
   let endpoints: KvMirror<typeof EndpointRecordSchema>;
+  let freshness: KvMirror<typeof ScrapeFreshnessRecordSchema>;
   let live: Replica[] = [];
+  /** Each record's scrape time as a scheduler reads it: its own, or its writer's later confirmation. */
+  const readerScrapedAt = (key: string): number => {
+    const r = endpoints.get(key);
+    if (!r) return 0;
+    const confirmed = new Map([...freshness.values.values()].map((f) => [f.replica, f.confirmedAt]));
+    return effectiveScrapedAt(r, confirmed);
+  };
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -59,6 +67,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     const docs = [modelServer('agg', { mode: 'aggregated', port }), ...engines.map((_e, i) => pod(`p${i}`, { app: 'agg' }, { ip: ip(i) }))];
     writeFileSync(file, docs.map((d) => stringify(d)).join('---\n'));
     endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
+    freshness = await KvMirror.open(nats.url, Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema);
     for (const name of ['replica-a', 'replica-b', 'replica-c']) {
       const opsPort = await freePort();
       const child = spawnTriad(
@@ -91,6 +100,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
 
   afterAll(async () => {
     await endpoints?.close();
+    await freshness?.close();
     await Promise.all(replicas.map((r) => r.child.stop()));
     for (const e of engines) {
       e.server.closeAllConnections();
@@ -135,6 +145,20 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
       { what: 'every endpoint record scraped' },
     );
     expect((await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_leader')))).reduce((a, b) => a + b, 0)).toBe(1);
+    // Each record names the replica that scrapes it; engines whose numbers never move are not rewritten, their
+    // replica's scrape freshness keeps them current for readers.
+    for (const [i] of engines.entries()) expect(endpoints.get(`default.agg.p${i}`)?.scrapedBy).toBe(ring.ownerOf(`default.agg.p${i}`));
+    const puts = endpoints.keys('default.agg.').map((k) => endpoints.puts.get(k));
+    const confirmedBefore = new Map([...freshness.values.values()].map((f) => [f.replica, f.confirmedAt]));
+    const checkpoint = Date.now();
+    await waitFor(() => endpoints.keys('default.agg.').every((k) => readerScrapedAt(k) > checkpoint + 400), {
+      what: 'every record confirmed past now by its replica',
+    });
+    expect(endpoints.keys('default.agg.').map((k) => endpoints.puts.get(k))).toEqual(puts);
+    for (const r of replicas) {
+      if (expected[replicas.indexOf(r)] === 0) continue;
+      expect(freshness.values.get(r.name)?.confirmedAt).toBeGreaterThan(confirmedBefore.get(r.name) ?? 0);
+    }
   });
 
   it("hands a killed replica's share (and the writer lease, if it held it) over to the others", async () => {
@@ -160,10 +184,16 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
       },
       { what: `shard sizes after the loss ${expected.join('/')}` },
     );
-    // Every record, the killed replica's included, is written again from fresh scrapes.
-    await waitFor(() => endpoints.keys('default.agg.').every((k) => (endpoints.get(k)?.metrics.scrapedAt ?? 0) > killedAt), {
-      what: 'every endpoint record refreshed after the kill',
+    // The killed replica's records are written again by their new owners; every record is current for readers
+    // after the kill, through its own scrape time or its (living) replica's freshness.
+    await waitFor(() => endpoints.keys('default.agg.').every((k) => endpoints.get(k)?.scrapedBy !== victim.name), {
+      what: "the killed replica's records taken over",
     });
+    await waitFor(() => endpoints.keys('default.agg.').every((k) => readerScrapedAt(k) > killedAt), {
+      what: 'every endpoint record current after the kill',
+    });
+    // The dead replica's word no longer advances.
+    expect(freshness.values.get(victim.name)?.confirmedAt).toBeLessThan(killedAt);
     await waitFor(async () => (await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_leader')))).reduce((a, b) => a + b, 0) === 1, {
       what: 'one writer among the survivors',
     });

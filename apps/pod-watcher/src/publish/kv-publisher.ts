@@ -41,6 +41,8 @@ export class KvPublisher<T> {
   readonly #dirty = new Map<string, number>();
   /** Key → the value its write in flight puts (undefined: a delete). */
   readonly #inFlight = new Map<string, T | undefined>();
+  /** Key with a write in flight → when it first differed from what is published. */
+  readonly #inFlightSince = new Map<string, number>();
   readonly #opts: KvPublisherOptions<T>;
   readonly #concurrency: number;
   #kv: KvTarget<T> | undefined;
@@ -94,6 +96,17 @@ export class KvPublisher<T> {
 
   get size(): number {
     return this.#desired.size;
+  }
+
+  /**
+   * Since when (ms since epoch) some desired value this replica writes has not been acknowledged by KV (changed and
+   * waiting, or being written); undefined when everything is published. What KV holds is current up to then.
+   */
+  unpublishedSince(): number | undefined {
+    let oldest = Number.POSITIVE_INFINITY;
+    for (const since of this.#dirty.values()) if (since < oldest) oldest = since;
+    for (const since of this.#inFlightSince.values()) if (since < oldest) oldest = since;
+    return oldest === Number.POSITIVE_INFINITY ? undefined : Date.now() - (performance.now() - oldest);
   }
 
   /** Starts (true) or stops (false) writing; stopping leaves in-flight writes to finish. */
@@ -225,6 +238,7 @@ export class KvPublisher<T> {
     const value = this.#desired.get(key);
     const op = value === undefined ? 'delete' : 'put';
     this.#inFlight.set(key, value);
+    this.#inFlightSince.set(key, since);
     const done = value === undefined ? kv.delete(key) : kv.put(key, value);
     done
       .then(
@@ -247,6 +261,7 @@ export class KvPublisher<T> {
       )
       .finally(() => {
         this.#inFlight.delete(key);
+        this.#inFlightSince.delete(key);
         this.#schedule();
         this.#notifySettled();
       });

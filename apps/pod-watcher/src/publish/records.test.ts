@@ -83,4 +83,15 @@ describe('endpoint records', () => {
     expect(sameEndpointRecord(base, { ...base, kvEvents: { endpoint: 'tcp://x:5557' } }, 5000)).toBe(false);
     expect(sameEndpointRecord({ ...base, dpSize: 2 }, { ...base, dpSize: 4 }, 5000)).toBe(false);
   });
+
+  it('without a record heartbeat, a later scrape time alone is never news (freshness says it), but a first one or a new writer is', () => {
+    const never = Number.POSITIVE_INFINITY;
+    const base = endpointRecord(placement, view(2, 10_000), 1, 'watcher-a');
+    expect(base.scrapedBy).toBe('watcher-a');
+    expect(EndpointRecordSchema.parse(base)).toEqual(base);
+    expect(sameEndpointRecord(base, endpointRecord(placement, view(2, 10_000_000), 2, 'watcher-a'), never)).toBe(true);
+    expect(sameEndpointRecord(base, endpointRecord(placement, view(3, 10_000), 2, 'watcher-a'), never)).toBe(false);
+    expect(sameEndpointRecord(base, endpointRecord(placement, view(2, 10_000), 2, 'watcher-b'), never)).toBe(false);
+    expect(sameEndpointRecord(endpointRecord(placement, undefined, 1, 'watcher-a'), base, never)).toBe(false);
+  });
 });

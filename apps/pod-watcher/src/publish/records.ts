@@ -13,8 +13,11 @@ import type { TargetView } from '../scrape/scraper';
 
 const NO_METRICS: MetricsSnapshot = { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false };
 
-/** The endpoint record of a placement with what the scraper knows of its address (nothing yet: never scraped). */
-export function endpointRecord(p: Placement, view: TargetView | undefined, now: number): EndpointRecord {
+/**
+ * The endpoint record of a placement with what the scraper knows of its address (nothing yet: never scraped), as
+ * written by the replica `scrapedBy` (whose scrape freshness then ages it).
+ */
+export function endpointRecord(p: Placement, view: TargetView | undefined, now: number, scrapedBy?: string): EndpointRecord {
   const r: EndpointRecord = {
     schemaVersion: SCHEMA_VERSION,
     namespace: p.namespace,
@@ -37,6 +40,7 @@ export function endpointRecord(p: Placement, view: TargetView | undefined, now: 
   if (dpSize !== undefined) r.dpSize = dpSize;
   if (p.ecControlAddresses !== undefined) r.ecControlAddresses = [...p.ecControlAddresses];
   if (p.kvEvents !== undefined) r.kvEvents = { ...p.kvEvents };
+  if (scrapedBy !== undefined) r.scrapedBy = scrapedBy;
   return r;
 }
 
@@ -77,8 +81,8 @@ function sameJsonExcept(a: unknown, b: unknown, skip?: string, skipToo?: string)
 
 /**
  * Whether `next` says nothing new compared with `published`: same fields and metric values, and a scrape time
- * less than `heartbeatMs` newer. So an idle engine's record is rewritten once per heartbeat instead of on every
- * scrape, and a busy one at the scrape cadence. The write time (`updatedAt`) is not content.
+ * less than `heartbeatMs` newer (Infinity: the scrape time alone is never news, the writer's scrape freshness
+ * says it). A first scrape time is news. The write time (`updatedAt`) is not content.
  */
 export function sameEndpointRecord(published: EndpointRecord, next: EndpointRecord, heartbeatMs: number): boolean {
   const stale =

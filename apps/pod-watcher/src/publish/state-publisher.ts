@@ -34,7 +34,8 @@ export interface StatePublisherOptions {
   readonly namespaces: readonly string[];
   readonly identity: string;
   readonly leaseTtlMs: number;
-  readonly metricsHeartbeatMs: number;
+  /** An endpoint record whose numbers did not change is rewritten this often (Infinity: never; freshness says it). */
+  readonly recordHeartbeatMs: number;
   /** Called when this replica becomes or stops being the writer (the registry sync follows it). */
   readonly onLeaderChange?: (leader: boolean) => void;
   /** Keys outside the watched namespaces this watcher still owns (the default Gateway's record). */
@@ -106,7 +107,7 @@ export class StatePublisher {
       // A key nobody desires any more is deleted by its shard's owner (strays of a lost replica included).
       owns: (k) => ownsNs(parseEndpointKey(k)?.namespace) && (shard === undefined || shard.owns(k)),
       ...(shard === undefined ? {} : { writes: (k: string) => shard.owns(k) }),
-      same: (a, b) => sameEndpointRecord(a, b, options.metricsHeartbeatMs),
+      same: (a, b) => sameEndpointRecord(a, b, options.recordHeartbeatMs),
     });
     const extra = new Set(options.extraOwnedKeys ?? []);
     const owns = (k: string) => extra.has(k) || ownsNs(parseObjectKey(k)?.namespace);

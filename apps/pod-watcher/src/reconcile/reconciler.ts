@@ -35,6 +35,8 @@ export interface ReconcilerOptions {
   readonly shard?: ShardRing;
   /** Whether this replica holds the writer lease (it runs the SGLang encoder registries, which read every engine). */
   readonly isWriter?: () => boolean;
+  /** This replica's identity, named in the records it writes (`scrapedBy`: its scrape freshness ages them). */
+  readonly identity?: string;
 }
 
 /** What one pass did, for its span. */
@@ -155,7 +157,7 @@ export class Reconciler {
     for (const key of keys) {
       const p = this.table.get(key);
       if (!p) continue;
-      this.#opts.publisher.endpoints.set(key, endpointRecord(p, view, now));
+      this.#opts.publisher.endpoints.set(key, endpointRecord(p, view, now, this.#opts.identity));
       if (p.mode !== 'epd' || p.engine !== 'SGLang') continue;
       if (this.#registryInputs.has(target) && this.#registryInputs.get(target) !== registryInput(view)) this.#registryDirty = true;
       if (p.registryOwner) this.#watchOwner(target, view);
@@ -319,7 +321,7 @@ export class Reconciler {
       if (old !== undefined) touched.add(old);
       touched.add(id);
       this.#link(p, id);
-      publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now));
+      publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now, this.#opts.identity));
       if (p.problems) this.#opts.logger?.warn({ endpoint: p.key, problems: p.problems }, 'ignored a pod annotation');
     }
     for (const id of touched) scraper.reown(id);

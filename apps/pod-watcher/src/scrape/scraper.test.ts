@@ -32,14 +32,14 @@ describe('scraper reports', () => {
     await new Promise((r) => server.close(r));
   });
 
-  function start(reportEveryMs: number, reports: number[]): Scraper {
+  function start(reportEveryMs: number | undefined, reports: number[]): Scraper {
     const scraper: Scraper = new Scraper({
       intervalMs: 40,
       modelsIntervalMs: 60_000,
       concurrency: 4,
       http,
       logger,
-      reportEveryMs,
+      ...(reportEveryMs !== undefined ? { reportEveryMs } : {}),
       onUpdate: (id) => reports.push(scraper.view(id)?.metrics.running ?? -1),
     });
     scrapers.push(scraper);
@@ -65,7 +65,26 @@ describe('scraper reports', () => {
     await scraper.close();
   });
 
-  it('reports every scrape without reportEveryMs', async () => {
+  it('reports only changes without reportEveryMs (the first scrape included, zeros or not), and says how fresh its engines are', async () => {
+    running = 0;
+    const reports: number[] = [];
+    const scraper = start(undefined, reports);
+    await waitFor(() => reports.length === 1, { what: 'the first scrape reported (numbers of a never-scraped view)' });
+    const reportedAt = scraper.view('pod')!.metrics.scrapedAt;
+    const seen = scrapes;
+    await waitFor(() => scrapes >= seen + 4, { what: 'four more scrapes' });
+    expect(reports).toEqual([0]);
+    // Not reported, yet confirmed: the freshness readers age the record by.
+    await waitFor(() => (scraper.confirmedSince() ?? 0) > reportedAt, { what: 'a later confirmation' });
+    expect(scraper.view('pod')!.metrics.scrapedAt).toBe(reportedAt);
+    expect(scraper.confirmedSince()).toBeLessThanOrEqual(Date.now());
+    running = 5;
+    await waitFor(() => reports.length === 2, { what: 'the change reported' });
+    expect(reports).toEqual([0, 5]);
+    await scraper.close();
+  });
+
+  it('reports every scrape with reportEveryMs 0', async () => {
     running = 2;
     const reports: number[] = [];
     const scraper = start(0, reports);
@@ -124,6 +143,71 @@ describe('scraper reports', () => {
       expect(scraper.ownedSize).toBe(1);
     } finally {
       await scraper.close();
+      fleet.closeAllConnections();
+      await new Promise((r) => fleet.close(r));
+    }
+  });
+
+  it('confirms its engines as of the oldest last good scrape: failing ones aside, none until a new one is scraped', async () => {
+    let failB = false;
+    let holdC = false;
+    const fleet = createServer((req, res) => {
+      const host = req.headers.host ?? '';
+      if (host.startsWith('127.0.0.2') && failB) res.writeHead(500).end('down');
+      else if (host.startsWith('127.0.0.3') && holdC)
+        return; // never answers: its scrape times out
+      else res.end(req.url === '/metrics' ? page(1) : '{"data":[]}');
+    });
+    await new Promise<void>((r) => fleet.listen(0, '0.0.0.0', r));
+    const port = (fleet.address() as { port: number }).port;
+    const mine = new Set(['a', 'b']);
+    const slowHttp = new EngineHttp({ timeoutMs: 300 });
+    const scraper = new Scraper({
+      intervalMs: 40,
+      modelsIntervalMs: 60_000,
+      concurrency: 4,
+      http: slowHttp,
+      logger,
+      onUpdate: () => undefined,
+      owned: (id) => mine.has(id),
+    });
+    try {
+      const before = Date.now();
+      expect(scraper.confirmedSince()).toBeGreaterThanOrEqual(before);
+      scraper.acquire('a', `http://127.0.0.1:${port}`, 'vLLM');
+      scraper.acquire('b', `http://127.0.0.2:${port}`, 'vLLM');
+      scraper.acquire('c', `http://127.0.0.3:${port}`, 'vLLM');
+      // Owned, not scraped yet: nothing is vouched for.
+      expect(scraper.confirmedSince()).toBeUndefined();
+      scraper.start();
+      await waitFor(() => scraper.confirmedSince() !== undefined, { what: 'both owned engines scraped' });
+      const first = scraper.confirmedSince()!;
+      await waitFor(() => scraper.confirmedSince()! > first, { what: 'the confirmation moving on' });
+      // b fails: marked stale, so it no longer holds the others' confirmation back.
+      failB = true;
+      await waitFor(() => scraper.view('b')?.metrics.stale === true, { what: 'b stale' });
+      const staleSince = scraper.view('b')!.metrics.scrapedAt;
+      await waitFor(() => scraper.confirmedSince()! > staleSince + 100, { what: 'a confirmed past b failing' });
+      // c, another replica's until now, becomes this one's and hangs: undefined until its first good scrape.
+      holdC = true;
+      mine.add('c');
+      scraper.reown('c');
+      expect(scraper.confirmedSince()).toBeUndefined();
+      await waitFor(() => scraper.confirmedSince() !== undefined, { what: "c's first try over (timed out: stale)", timeoutMs: 5000 });
+      expect(scraper.view('c')?.metrics.stale).toBe(true);
+      holdC = false;
+      await waitFor(() => scraper.view('c')?.metrics.stale === false, { what: 'c answering', timeoutMs: 5000 });
+      // Handed away and back: its old confirmation no longer counts.
+      mine.delete('c');
+      scraper.rescope();
+      mine.add('c');
+      holdC = true;
+      scraper.rescope();
+      expect(scraper.confirmedSince()).toBeUndefined();
+    } finally {
+      holdC = false;
+      await scraper.close();
+      await slowHttp.close();
       fleet.closeAllConnections();
       await new Promise((r) => fleet.close(r));
     }

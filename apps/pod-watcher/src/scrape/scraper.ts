@@ -28,15 +28,15 @@ export interface ScraperOptions {
   readonly logger: Logger;
   readonly metrics?: WatcherMetrics;
   /**
-   * Called after a target's metrics, models or server info changed (or its scrape failed), and at least every
-   * `reportEveryMs` while its scrapes succeed without change, with the scrape time of that moment.
+   * Called after a target's metrics, models or server info changed (or its scrape failed), and, with
+   * `reportEveryMs`, at least that often while its scrapes succeed without change.
    */
   readonly onUpdate: (targetId: string) => void;
   /**
-   * How often an unchanged engine is reported (default 0: after every scrape). Between reports its view, scrape
-   * time included, stays as last reported: the endpoint records only carry a new scrape time once per metrics
-   * heartbeat anyway, and an engine whose numbers do not move then costs its scrape and nothing else (no record
-   * is built, compared or kept for it).
+   * How often an unchanged engine is reported anyway, with the scrape time of that moment (0: after every scrape;
+   * default: never). Between reports its view, scrape time included, stays as last reported: an engine whose numbers
+   * do not move costs its scrape and nothing else (no record is built, compared or kept for it); readers learn it is
+   * still current from this replica's scrape freshness (`confirmedSince`).
    */
   readonly reportEveryMs?: number;
   /**
@@ -70,6 +70,8 @@ interface Target {
   mine: boolean;
   /** When the scrape in flight started. */
   started: number;
+  /** Time of the last successful metrics scrape since this replica owns the target (0: none yet). */
+  confirmedAt: number;
   /** Reads the engine's load from a metrics answer (made once per target: the scrape loop allocates none per scrape). */
   readonly readLoad: (status: number, page: Buffer) => EngineLoad;
   /** Takes a metrics-only scrape's outcome. */
@@ -158,6 +160,7 @@ export class Scraper {
       removed: false,
       mine: true,
       started: 0,
+      confirmedAt: 0,
       // The page is read where it lies (its memory serves the next scrape): only the numbers leave.
       readLoad: (status, page) => {
         ensureOk(metricsUrl, status);
@@ -214,7 +217,10 @@ export class Scraper {
   #reown(t: Target): boolean {
     const was = t.mine;
     t.mine = this.#owned(t.id);
-    if (was && !t.mine) this.#opts.http.forget(t.baseUrl);
+    if (was && !t.mine) {
+      this.#opts.http.forget(t.baseUrl);
+      t.confirmedAt = 0;
+    }
     return t.mine && !was;
   }
 
@@ -228,6 +234,22 @@ export class Scraper {
 
   get size(): number {
     return this.#targets.size;
+  }
+
+  /**
+   * The time every engine this replica scrapes was last confirmed at: the oldest last successful scrape among its
+   * targets that are not failing (failing ones are marked stale in their records, which says more). Undefined while
+   * one of them has not been scraped yet since it became this replica's (just added or handed over): its record
+   * may hold what another replica or an earlier process saw. No targets: now.
+   */
+  confirmedSince(): number | undefined {
+    let oldest = this.#now();
+    for (const t of this.#targets.values()) {
+      if (!t.mine || t.view.metrics.stale) continue;
+      if (t.confirmedAt === 0) return undefined;
+      if (t.confirmedAt < oldest) oldest = t.confirmedAt;
+    }
+    return oldest;
   }
 
   staleCount(): number {
@@ -367,6 +389,7 @@ export class Scraper {
       t.ttftTotals = latestTotals(t.ttftTotals, load.ttft);
       t.tpotTotals = latestTotals(t.tpotTotals, load.tpot);
       metrics = m;
+      t.confirmedAt = m.scrapedAt;
       this.#metricsOk?.inc();
       this.#opts.metrics?.scrapeDuration.observe((this.#now() - started) / 1000);
       if (prev.metrics.stale) this.#opts.logger.info({ target: t.id }, 'scrapes succeed again');
@@ -410,11 +433,13 @@ export class Scraper {
     serverInfo: SglangServerInfo | undefined,
   ): void {
     const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
+    // A first successful scrape is news even when it finds the numbers a never-scraped view starts with.
     const unchanged =
       models === prev.models &&
       info === prev.serverInfo &&
       sameMetrics(prev.metrics, metrics) &&
-      (metrics.stale || metrics.scrapedAt - prev.metrics.scrapedAt < (this.#opts.reportEveryMs ?? 0));
+      (prev.metrics.scrapedAt !== 0 || metrics.scrapedAt === 0) &&
+      (metrics.stale || metrics.scrapedAt - prev.metrics.scrapedAt < (this.#opts.reportEveryMs ?? Number.POSITIVE_INFINITY));
     if (unchanged) return;
     t.view = { metrics, models, ...(info ? { serverInfo: info } : {}) };
     this.#opts.onUpdate(t.id);

@@ -32,7 +32,7 @@ export function testConfig(flags: Partial<Record<keyof WatcherConfig, unknown>>)
       scrapeTimeoutMs: 400,
       modelsIntervalMs: 200,
       leaseTtlMs: 600,
-      metricsHeartbeatMs: 60_000,
+      metricsHeartbeatMs: 200,
       identity: 'test-watcher',
       ...flags,
     },
