@@ -5,10 +5,11 @@
  * answers from one child process (scrape-fleet-server.ts) on 127.1.x.y addresses.
  *
  * Prints, per phase (1 replica is the baseline for 3) and per fleet mode (steady values, values changing on every
- * scrape): each pod-watcher's CPU (% of a core), RSS and scrape shard, scrapes/s, endpoint KV writes/s; the
- * scheduler's and gateway's RSS before any endpoint existed and with all of them; and the scheduler's in-process
- * decision latency over the endpoints as published (requests spread over every ModelServer), next to the same
- * scheduler holding a single ModelServer of the same size (the baseline: what the other 9,900 endpoints cost).
+ * scrape): each pod-watcher's CPU (% of a core), RSS and scrape shard, scrapes/s, KV writes/s (endpoint records and
+ * the replicas' scrape freshness); the scheduler's and gateway's RSS before any endpoint existed and with all of
+ * them; and the scheduler's in-process decision latency over the endpoints as published (requests spread over every
+ * ModelServer), next to the same scheduler holding a single ModelServer of the same size (the baseline: what the
+ * other 9,900 endpoints cost), beside the running fleet and again once the pod-watchers stopped.
  *
  *   npx tsx tools/bench/src/scale-fleet.ts [--pods 10000] [--servers 100] [--window 10] [--interval 1000]
  *   npx tsx tools/bench/src/scale-fleet.ts --smoke        # 1,000 pods over 10 ModelServers, 4 s windows
@@ -30,7 +31,7 @@ import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Buckets, EndpointRecordSchema, ModelServerRecordSchema } from '@triad/bus';
+import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScrapeFreshnessRecordSchema } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { createLocalScheduling, type LocalScheduling } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
@@ -209,8 +210,17 @@ async function metric(service: Service, name: string): Promise<number> {
   return sum;
 }
 
-async function endpointWrites(bus: Bus): Promise<number> {
-  return (await (await jetstreamManager(bus.nc)).streams.info(`KV_${Buckets.endpoints}`)).state.last_seq;
+/** Writes so far to the buckets the scrape results go to: endpoint records and the replicas' scrape freshness. */
+async function scrapeWrites(bus: Bus): Promise<number> {
+  const jsm = await jetstreamManager(bus.nc);
+  let n = 0;
+  for (const bucket of [Buckets.endpoints, Buckets.scrapeFreshness]) {
+    n += await jsm.streams.info(`KV_${bucket}`).then(
+      (info) => info.state.last_seq,
+      () => 0,
+    );
+  }
+  return n;
 }
 
 interface WatcherRow {
@@ -239,13 +249,13 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
   const errors0 = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_scrape_errors_total')));
   const changes0 = await Promise.all(watchers.map((w) => metric(w, 'triad_podwatcher_shard_changes_total')));
   const stats0 = await fleet.stats();
-  const writes0 = await endpointWrites(bus);
+  const writes0 = await scrapeWrites(bus);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, WINDOW_S * 1000));
   const secs = (performance.now() - t0) / 1000;
   const after = watchers.map((w) => procStats(w.child.process.pid!));
   const stats1 = await fleet.stats();
-  const writes1 = await endpointWrites(bus);
+  const writes1 = await scrapeWrites(bus);
   const rows: WatcherRow[] = [];
   for (const [i, w] of watchers.entries()) {
     rows.push({
@@ -283,6 +293,10 @@ async function loadFromKv(bus: Bus, only?: string): Promise<{ local: LocalSchedu
   });
   await w1.synced;
   w1.stop();
+  const fresh = await bus.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema);
+  const w0 = await fresh.watch({ onChange: (c) => local.applyFreshness(c) });
+  await w0.synced;
+  w0.stop();
   const eps = await bus.kv(Buckets.endpoints, EndpointRecordSchema);
   const w2 = await eps.watch({
     onChange: (c) => {
@@ -305,7 +319,7 @@ const WATCHER_HEADER = [
   'failed scrapes',
   'replica-set changes',
   'scrapes/s (all)',
-  'endpoint KV writes/s (all)',
+  'KV writes/s, endpoints + freshness (all)',
   'new connections/s (all)',
 ];
 
@@ -414,11 +428,15 @@ async function main(): Promise<void> {
     const schedulerEndpoints = await metric(scheduler, 'triad_scheduler_endpoints');
 
     // Decisions, in this process, over the endpoints as published; baseline: one ModelServer of the same size alone.
+    // Timed twice: beside the saturated fleet (every process of the benchmark shares this machine's two cores, so
+    // its tail is mostly time slices lost to them), then with the same state once the pod-watchers stopped.
     const { local, servers } = await loadFromKv(bus);
-    const all = timeDecisions(local, servers, 20_000);
     const first = servers[0] as string;
     const alone = await loadFromKv(bus, first);
-    const single = timeDecisions(alone.local, [first], 20_000);
+    const now = Date.now();
+    const busy = { all: timeDecisions(local, servers, 20_000, now), single: timeDecisions(alone.local, [first], 20_000, now) };
+    await Promise.all(watchers.map((w) => w.child.stop()));
+    const quiet = { all: timeDecisions(local, servers, 20_000, now), single: timeDecisions(alone.local, [first], 20_000, now) };
 
     const out = process.stdout;
     out.write(
@@ -430,22 +448,34 @@ async function main(): Promise<void> {
         ],
       )}\n\n`,
     );
+    const rows: (string | number)[][] = [];
+    for (const [machine, t] of [
+      ['beside the running fleet', busy],
+      ['pod-watchers stopped', quiet],
+    ] as const) {
+      rows.push([
+        `baseline: one ModelServer of ${PER_SERVER} alone`,
+        machine,
+        alone.local.index.size,
+        20_000,
+        t.single.p50,
+        t.single.p99,
+        t.single.max,
+        t.single.errors,
+      ]);
+      rows.push([
+        `${SERVERS} ModelServers, requests spread over all`,
+        machine,
+        local.index.size,
+        20_000,
+        t.all.p50,
+        t.all.p99,
+        t.all.max,
+        t.all.errors,
+      ]);
+    }
     out.write(
-      `${markdownTable(
-        ['scheduler in-process decision', 'endpoints held', 'decisions', 'p50 ms', 'p99 ms', 'max ms', 'errors'],
-        [
-          [
-            `baseline: one ModelServer of ${PER_SERVER} alone`,
-            alone.local.index.size,
-            20_000,
-            single.p50,
-            single.p99,
-            single.max,
-            single.errors,
-          ],
-          [`${SERVERS} ModelServers, requests spread over all`, local.index.size, 20_000, all.p50, all.p99, all.max, all.errors],
-        ],
-      )}\n`,
+      `${markdownTable(['scheduler in-process decision', 'machine', 'endpoints held', 'decisions', 'p50 ms', 'p99 ms', 'max ms', 'errors'], rows)}\n`,
     );
   } finally {
     if (args.logs) for (const s of services) writeFileSync(join(args.logs, `${s.name}.log`), s.child.output());
