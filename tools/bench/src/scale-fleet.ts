@@ -426,6 +426,12 @@ async function main(): Promise<void> {
     fleet.send('steady');
     const fullRss = { scheduler: procStats(scheduler.child.process.pid!).rssMb, gateway: procStats(gateway.child.process.pid!).rssMb };
     const schedulerEndpoints = await metric(scheduler, 'triad_scheduler_endpoints');
+    const mb = async (s: Service, name: string) => (await metric(s, name)) / 1024 / 1024;
+    const gatewayHeap = {
+      used: await mb(gateway, 'triad_gateway_nodejs_heap_size_used_bytes'),
+      total: await mb(gateway, 'triad_gateway_nodejs_heap_size_total_bytes'),
+      external: await mb(gateway, 'triad_gateway_nodejs_external_memory_bytes'),
+    };
 
     // Decisions, in this process, over the endpoints as published; baseline: one ModelServer of the same size alone.
     // Timed twice: beside the saturated fleet (every process of the benchmark shares this machine's two cores, so
@@ -441,10 +447,17 @@ async function main(): Promise<void> {
     const out = process.stdout;
     out.write(
       `${markdownTable(
-        ['process', `RSS MB, no endpoints`, `RSS MB, ${PODS} endpoints`, 'endpoints held'],
+        ['process', `RSS MB, no endpoints`, `RSS MB, ${PODS} endpoints`, 'JS heap used / total MB', 'external MB', 'endpoints held'],
         [
-          ['scheduler', idleRss.scheduler, fullRss.scheduler, schedulerEndpoints || '–'],
-          ['gateway', idleRss.gateway, fullRss.gateway, '–'],
+          ['scheduler', idleRss.scheduler, fullRss.scheduler, '–', '–', schedulerEndpoints || '–'],
+          [
+            'gateway',
+            idleRss.gateway,
+            fullRss.gateway,
+            `${gatewayHeap.used.toFixed(0)} / ${gatewayHeap.total.toFixed(0)}`,
+            gatewayHeap.external,
+            '–',
+          ],
         ],
       )}\n\n`,
     );
