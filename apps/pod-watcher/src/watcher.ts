@@ -250,6 +250,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
         return { targets: scraper.ownedSize, endpoints, members: shard.members.length };
       },
       encoderRegistries: () => registry.snapshot(),
+      freshnessConfirmedAt: () => freshness?.confirmedAt,
     });
 
     membership.start();

@@ -159,6 +159,10 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
       if (expected[replicas.indexOf(r)] === 0) continue;
       expect(freshness.values.get(r.name)?.confirmedAt).toBeGreaterThan(confirmedBefore.get(r.name) ?? 0);
     }
+    // Each replica says how old its word is (scrapes every 200 ms, freshness every 400 ms: well under 5 s).
+    const ages = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_scrape_freshness_age_seconds')));
+    for (const age of ages) expect(age).toBeGreaterThanOrEqual(0);
+    for (const age of ages) expect(age).toBeLessThan(5);
   });
 
   it("hands a killed replica's share (and the writer lease, if it held it) over to the others", async () => {

@@ -18,6 +18,8 @@ export interface WatcherGaugeSources {
   shard?(): { targets: number; endpoints: number; members: number };
   /** SGLang encoder registries as the registry sync sees them. */
   encoderRegistries?(): readonly RegistryView[];
+  /** The confirmation time (ms since epoch) of this replica's last scrape freshness KV acknowledged; undefined before. */
+  freshnessConfirmedAt?(): number | undefined;
 }
 
 /** The pod-watcher's own Prometheus metrics, in their own registry (served on the ops port). */
@@ -181,6 +183,15 @@ export class WatcherMetrics {
       registers: [this.registry],
       collect() {
         this.set(shard().members);
+      },
+    });
+    new Gauge({
+      name: 'triad_podwatcher_scrape_freshness_age_seconds',
+      help: "Age of this replica's last published scrape freshness: how old readers take the numbers of its unchanged engines to be (NaN before the first)",
+      registers: [this.registry],
+      collect() {
+        const at = src.freshnessConfirmedAt?.();
+        this.set(at === undefined ? Number.NaN : Math.max(0, Date.now() - at) / 1000);
       },
     });
     const registries = () => src.encoderRegistries?.() ?? [];

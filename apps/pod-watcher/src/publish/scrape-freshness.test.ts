@@ -48,8 +48,10 @@ describe('ScrapeFreshnessPublisher', () => {
     try {
       await publisher.publish();
       expect(await kv.getEntry(key)).toBeUndefined();
+      expect(publisher.confirmedAt).toBeUndefined();
       confirmedAt = 1_000.7;
       await publisher.publish();
+      expect(publisher.confirmedAt).toBe(1000);
       const first = await kv.getEntry(key);
       expect(first?.value).toEqual({ schemaVersion: 1, replica: 'watcher.pod-0', confirmedAt: 1000 });
       // Nothing new: nothing written.

@@ -44,6 +44,11 @@ export class ScrapeFreshnessPublisher {
     this.#key = scrapeFreshnessKey(options.identity);
   }
 
+  /** The confirmation time KV last acknowledged from this replica (undefined: none yet). */
+  get confirmedAt(): number | undefined {
+    return this.#published < 0 ? undefined : this.#published;
+  }
+
   start(): void {
     if (this.#timer) return;
     this.#timer = setInterval(() => void this.publish(), this.#opts.periodMs);
