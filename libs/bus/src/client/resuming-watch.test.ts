@@ -23,7 +23,7 @@ describe('ResumingWatch against a real nats-server', () => {
   });
 
   /** A watch on `key` recording what it delivers and every resume revision it opened from. */
-  function follow(key: string, hooks: { failOpens?: number } = {}) {
+  function follow(key: string, hooks: { failOpens?: number; holdSync?: { held: boolean } } = {}) {
     const seen: number[] = [];
     const revisions: number[] = [];
     const opens: number[] = [];
@@ -49,6 +49,8 @@ describe('ResumingWatch against a real nats-server', () => {
       },
       onDeliverError: (_e, err) => errors.push((err as Error).message),
       progress: async (iter) => {
+        // Held: the consumer says it has more to send, so the replay never ends.
+        if (hooks.holdSync?.held) return { pending: 1, sent: 0 };
         const info = await iter._data!.info(false);
         return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
       },
@@ -95,12 +97,31 @@ describe('ResumingWatch against a real nats-server', () => {
     const w = follow('c', { failOpens: 3 });
     await w.watch.start();
     await waitFor(() => w.seen.length === 1, { what: 'the current value' });
+    // Synced first: a replay cut short starts over from the beginning (next test), not after a revision.
+    await w.watch.synced;
     w.iters[0]!.stop();
     await waitFor(() => w.iters.length === 2, { what: 'a replacement after three failed opens' });
     expect(w.opens.length).toBe(5);
     await kv.put('c', text.encode('21'));
     await waitFor(() => w.seen.at(-1) === 21, { what: 'the write after the replacement' });
     expect(w.seen).toEqual([20, 21]);
+  });
+
+  it('starts a replay cut short over from the beginning, handing no key the same revision twice', async () => {
+    await kv.put('e', text.encode('40'));
+    const hold = { held: true };
+    const w = follow('e', { holdSync: hold });
+    await w.watch.start();
+    await waitFor(() => w.seen.length === 1, { what: 'the current value' });
+    expect(w.watch.isSynced).toBe(false);
+    w.iters[0]!.stop();
+    await waitFor(() => w.iters.length === 2, { what: 'a new consumer' });
+    expect(w.opens).toEqual([0, 0]);
+    hold.held = false;
+    await kv.put('e', text.encode('41'));
+    await w.watch.synced;
+    await waitFor(() => w.seen.at(-1) === 41, { what: 'the write after the restart' });
+    expect(w.seen).toEqual([40, 41]);
   });
 
   it('reports a handler that throws and goes on with the next entry', async () => {
