@@ -71,9 +71,8 @@ export class EndpointIndex {
       if (replica === undefined) return;
       this.#confirmedAt.delete(replica);
     }
-    const confirmedAt = this.#confirmedAt.get(replica);
     for (const e of this.#byScraper.get(replica) ?? []) {
-      if (e.confirm(confirmedAt)) this.#pools.get(objectKey(e.record.namespace, e.record.modelServer))?.refresh(e);
+      if (e.confirm(this.#confirmedAt)) this.#pools.get(objectKey(e.record.namespace, e.record.modelServer))?.refresh(e);
     }
   }
 
@@ -144,7 +143,7 @@ export class EndpointIndex {
         set.add(e);
       }
     }
-    if (scrapedBy !== undefined) e.confirm(this.#confirmedAt.get(scrapedBy));
+    if (scrapedBy !== undefined) e.confirm(this.#confirmedAt);
   }
 
   #untrack(e: IndexedEndpoint, scrapedBy: string): void {

@@ -1,4 +1,4 @@
-import type { EndpointRecord, EndpointRef } from '@triad/bus';
+import { effectiveScrapedAt, type EndpointRecord, type EndpointRef } from '@triad/bus';
 import { hashString32 } from '../hashing/fast-hash';
 
 /**
@@ -100,12 +100,12 @@ export class IndexedEndpoint implements Endpoint {
   }
 
   /**
-   * Ages the metrics by `confirmedAt`, the time the record's pod-watcher replica last confirmed its engines, when
-   * that is later than the record's own scrape time (a never-scraped record stays so). True when the time moved.
+   * Ages the metrics by the scrape freshness of the record's pod-watcher replica (`effectiveScrapedAt`: its
+   * confirmation when later than the record's own scrape time; a never-scraped record stays so). True when the
+   * time moved.
    */
-  confirm(confirmedAt: number | undefined): boolean {
-    const own = this.record.metrics.scrapedAt;
-    const at = own !== 0 && confirmedAt !== undefined && confirmedAt > own ? confirmedAt : own;
+  confirm(confirmedAt: ReadonlyMap<string, number>): boolean {
+    const at = effectiveScrapedAt(this.record, confirmedAt);
     if (at === this.scrapedAt) return false;
     this.scrapedAt = at;
     return true;
