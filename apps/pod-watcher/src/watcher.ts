@@ -230,7 +230,6 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
     // One freshness record per replica instead of a rewrite per unchanged engine: until when all it wrote is current.
     freshness = new ScrapeFreshnessPublisher({
       open: () => connected.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema),
-      bucket: Buckets.scrapeFreshness,
       identity: config.identity,
       periodMs: config.metricsHeartbeatMs,
       confirmedAt: () => (pub.ready ? currentUntil(scraper.confirmedSince(), pub.endpoints.unpublishedSince()) : undefined),

@@ -36,7 +36,6 @@ describe('ScrapeFreshnessPublisher', () => {
     const metrics = new WatcherMetrics({ defaultMetrics: false });
     const publisher = new ScrapeFreshnessPublisher({
       open: () => bus.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema),
-      bucket: Buckets.scrapeFreshness,
       identity: 'watcher.pod-0',
       periodMs: 50,
       confirmedAt: () => confirmedAt,
@@ -80,7 +79,6 @@ describe('ScrapeFreshnessPublisher', () => {
         opens += 1;
         return flaky;
       },
-      bucket: Buckets.scrapeFreshness,
       identity: 'flaky',
       periodMs: 20,
       confirmedAt: () => (confirmedAt += 10),

@@ -1,4 +1,4 @@
-import { SCHEMA_VERSION, scrapeFreshnessKey, type ScrapeFreshnessRecord } from '@triad/bus';
+import { Buckets, SCHEMA_VERSION, scrapeFreshnessKey, type ScrapeFreshnessRecord } from '@triad/bus';
 import type { Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
 
@@ -20,8 +20,9 @@ export interface ScrapeFreshnessOptions {
   readonly confirmedAt: () => number | undefined;
   readonly logger: Logger;
   readonly metrics?: WatcherMetrics;
-  readonly bucket: string;
 }
+
+const bucket = Buckets.scrapeFreshness;
 
 /**
  * Publishes this replica's scrape freshness every `periodMs`: one KV write per replica says how current all the
@@ -69,7 +70,7 @@ export class ScrapeFreshnessPublisher {
   }
 
   async #write(confirmedAt: number): Promise<void> {
-    const { bucket, metrics } = this.#opts;
+    const { metrics } = this.#opts;
     try {
       this.#kv ??= await this.#opts.open();
       await this.#kv.put(this.#key, { schemaVersion: SCHEMA_VERSION, replica: this.#opts.identity, confirmedAt });
