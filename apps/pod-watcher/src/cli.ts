@@ -25,7 +25,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--scrape-interval <ms>', 'engine /metrics scrape interval (TRIAD_SCRAPE_INTERVAL_MS, default 1000)')
     .option('--scrape-timeout <ms>', 'timeout of one scrape request (TRIAD_SCRAPE_TIMEOUT_MS, default 2000)')
     .option('--scrape-concurrency <n>', 'scrapes in flight at once (TRIAD_SCRAPE_CONCURRENCY, default 64)')
-    .option('--models-interval <ms>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 5000)')
+    .option('--models-interval <ms>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 15000)')
     .option('--metrics-heartbeat <ms>', "publish this replica's scrape freshness this often (TRIAD_METRICS_HEARTBEAT_MS, default 2000)")
     .option(
       '--record-heartbeat <ms>',

@@ -100,6 +100,28 @@ describe('keep-alive GET for scrapes', () => {
     rawReply = '<html>not http</html>\r\n\r\n';
     expect(await kind(client.get(`http://127.0.0.1:${rawPort}/metrics`, opts))).toBe('protocol');
   });
+
+  it('times out a request queued behind a hung one with its own budget, and the engine is asked again afterwards', async () => {
+    const failed: string[] = [];
+    const note = (what: string) => (e: GetError) => failed.push(`${what}:${e.kind}:${/queued/.test(e.message) ? 'queued' : 'wire'}`);
+    const hung = client.get(`http://127.0.0.1:${port}/hang`, { ...opts, timeoutMs: 400 }).catch(note('hung'));
+    const queued = client.get(`http://127.0.0.1:${port}/length`, { ...opts, timeoutMs: 100 }).catch(note('queued'));
+    await Promise.all([hung, queued]);
+    // The queued one ran out first, while the hung one still held the engine's socket.
+    expect(failed).toEqual(['queued:timeout:queued', 'hung:timeout:wire']);
+    const again = await client.get(`http://127.0.0.1:${port}/length`, opts);
+    expect(again.body.toString()).toBe('hello');
+  });
+
+  it('frames one answer after another on a kept-alive connection, whatever framing came before', async () => {
+    const before = connections;
+    for (const path of ['/chunked', '/length', '/missing', '/chunked', '/chunked', '/length']) {
+      const r = await client.get(`http://127.0.0.1:${port}${path}`, opts);
+      const expected = path === '/chunked' ? [200, 'vllm:a 1\nvllm:b 2\n'] : path === '/length' ? [200, 'hello'] : [404, 'no'];
+      expect([path, r.status, r.body.toString()]).toEqual([path, ...expected]);
+    }
+    expect(connections - before).toBeLessThanOrEqual(1);
+  });
 });
 
 describe('answer framing', () => {

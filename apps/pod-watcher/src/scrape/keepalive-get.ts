@@ -85,7 +85,12 @@ interface Exchange {
   answer: AnswerParser | undefined;
   /** The connection it was sent on (undefined while it waits for the engine's previous request). */
   conn: Connection | undefined;
-  timer: NodeJS.Timeout | undefined;
+  /** When it times out (`performance.now()`), waiting for the engine's previous request included. */
+  readonly deadline: number;
+  /** Neighbours in the list of requests not over yet, which the deadline sweep walks. */
+  prev: Exchange | undefined;
+  next: Exchange | undefined;
+  over: boolean;
 }
 
 interface Origin {
@@ -109,6 +114,8 @@ interface Connection {
   readonly socket: Socket;
   current: Exchange | undefined;
   idleSince: number;
+  /** Frames each answer on this socket in turn (reset per request: thousands of answers a second allocate none). */
+  readonly parser: AnswerParser;
 }
 
 /**
@@ -125,13 +132,23 @@ export class KeepAliveGet {
   readonly #origins = new Map<string, Origin>();
   readonly #keepAliveMs: number;
   readonly #sweep: NodeJS.Timeout;
+  /**
+   * Times requests out: one timer walking the requests not over yet, rather than a timer per request (a timer
+   * made and cleared per scrape was a twentieth of a pod-watcher's CPU). A request fails within `deadlineSweepMs`
+   * after its budget.
+   */
+  readonly #deadlines: NodeJS.Timeout;
+  #firstPending: Exchange | undefined;
+  #lastPending: Exchange | undefined;
   readonly #bodies = new BodyPool();
   #closed = false;
 
-  constructor(options: { keepAliveMs: number }) {
+  constructor(options: { keepAliveMs: number; deadlineSweepMs?: number }) {
     this.#keepAliveMs = options.keepAliveMs;
     this.#sweep = setInterval(() => this.#closeIdle(Date.now() - this.#keepAliveMs), Math.max(1000, this.#keepAliveMs / 3));
     this.#sweep.unref();
+    this.#deadlines = setInterval(() => this.#expire(performance.now()), options.deadlineSweepMs ?? 50);
+    this.#deadlines.unref();
   }
 
   /** `url` is `http://host:port/path`. Resolves to a body of its own; rejects with a {@link GetError}. */
@@ -179,10 +196,15 @@ export class KeepAliveGet {
       reused: false,
       answer: undefined,
       conn: undefined,
-      timer: undefined,
+      // The budget covers waiting for the engine's previous request too.
+      deadline: performance.now() + opts.timeoutMs,
+      prev: this.#lastPending,
+      next: undefined,
+      over: false,
     };
-    // The budget covers waiting for the engine's previous request too.
-    ex.timer = setTimeout(() => this.#timedOut(ex), opts.timeoutMs);
+    if (this.#lastPending === undefined) this.#firstPending = ex;
+    else this.#lastPending.next = ex;
+    this.#lastPending = ex;
     if (origin.running === undefined) this.#start(ex);
     else origin.waiting.push(ex);
   }
@@ -197,10 +219,35 @@ export class KeepAliveGet {
     else o.forgotten = true;
   }
 
+  /** Stops keeping connections; requests on the wire still end (or time out). */
   close(): void {
     this.#closed = true;
     clearInterval(this.#sweep);
+    if (this.#firstPending === undefined) clearInterval(this.#deadlines);
     this.#closeIdle(Infinity);
+  }
+
+  /** Takes `ex` out of the requests not over yet; false when it already was. */
+  #over(ex: Exchange): boolean {
+    if (ex.over) return false;
+    ex.over = true;
+    if (ex.prev === undefined) this.#firstPending = ex.next;
+    else ex.prev.next = ex.next;
+    if (ex.next === undefined) this.#lastPending = ex.prev;
+    else ex.next.prev = ex.prev;
+    ex.prev = undefined;
+    ex.next = undefined;
+    return true;
+  }
+
+  /** Fails the requests whose budget ran out by `now`. */
+  #expire(now: number): void {
+    for (let ex = this.#firstPending; ex !== undefined;) {
+      const next = ex.next;
+      if (ex.deadline <= now) this.#timedOut(ex);
+      ex = next;
+    }
+    if (this.#closed && this.#firstPending === undefined) clearInterval(this.#deadlines);
   }
 
   #origin(key: string): Origin {
@@ -241,14 +288,19 @@ export class KeepAliveGet {
   }
 
   #send(ex: Exchange, conn: Connection): void {
-    ex.answer = new AnswerParser(ex.maxBody, this.#bodies);
+    ex.answer = conn.parser.reset(ex.maxBody);
     ex.conn = conn;
     conn.current = ex;
     conn.socket.write(ex.head);
   }
 
   #connect(origin: Origin): Connection {
-    const conn: Connection = { socket: undefined as unknown as Socket, current: undefined, idleSince: 0 };
+    const conn: Connection = {
+      socket: undefined as unknown as Socket,
+      current: undefined,
+      idleSince: 0,
+      parser: new AnswerParser(0, this.#bodies),
+    };
     const socket = connect({
       host: origin.host,
       port: origin.port,
@@ -317,21 +369,23 @@ export class KeepAliveGet {
   }
 
   #timedOut(ex: Exchange): void {
-    ex.timer = undefined;
     const origin = ex.origin;
     if (origin.running !== ex) {
       // Still waiting for the engine's previous request.
+      this.#over(ex);
       origin.waiting.splice(origin.waiting.indexOf(ex), 1);
       ex.done(new GetError('timeout', `no answer within ${ex.timeoutMs} ms (queued behind the previous request)`), undefined);
       return;
     }
     if (ex.conn) this.#finish(ex.conn, ex, new GetError('timeout', `no complete answer within ${ex.timeoutMs} ms`), false);
+    // Never looked at again, whatever state it was in.
+    this.#over(ex);
   }
 
   #finish(conn: Connection, ex: Exchange, err: GetError | undefined, keep: boolean): void {
     if (conn.current !== ex) return;
     conn.current = undefined;
-    if (ex.timer !== undefined) clearTimeout(ex.timer);
+    this.#over(ex);
     const origin = ex.origin;
     const answer = ex.answer as AnswerParser;
     if (keep && !this.#closed && !(origin.forgotten && origin.waiting.length === 0)) {
@@ -378,7 +432,7 @@ export class AnswerParser {
   status = 0;
   keepAlive = true;
   gotBytes = false;
-  readonly #maxBody: number;
+  #maxBody: number;
   readonly #pool: BodyPool;
   /** Header bytes while the head is incomplete (rare: a head comes in its first read). */
   #headBytes: Buffer | undefined;
@@ -395,6 +449,23 @@ export class AnswerParser {
   constructor(maxBody: number, pool: BodyPool) {
     this.#maxBody = maxBody;
     this.#pool = pool;
+  }
+
+  /** Ready for the next answer on the same connection (its body, if still held, goes back to the pool). */
+  reset(maxBody: number): this {
+    this.release();
+    this.status = 0;
+    this.keepAlive = true;
+    this.gotBytes = false;
+    this.#maxBody = maxBody;
+    this.#headBytes = undefined;
+    this.#inHead = true;
+    this.#length = -1;
+    this.#chunked = false;
+    this.#size = 0;
+    this.#raw = undefined;
+    this.#chunkLeft = -1;
+    return this;
   }
 
   /** Takes `bytes` bytes of `buf` (copied: the buffer is reused); true once the answer is complete. */

@@ -1,10 +1,10 @@
-import { z } from 'zod';
 import { ScrapeError } from './engine-http';
 
-// OpenAI's model list as vLLM and SGLang serve it; only the ids matter (base model first, then LoRA adapters).
-const ModelListSchema = z.object({ data: z.array(z.object({ id: z.string().min(1) })) });
-
-/** Model ids of a `GET /v1/models` answer, in the engine's order, without duplicates. */
+/**
+ * Model ids of a `GET /v1/models` answer (OpenAI's model list as vLLM and SGLang serve it: the base model first,
+ * then LoRA adapters), in the engine's order, without duplicates. Checked by hand rather than with a schema: it is
+ * read for every engine every few seconds, and only `data[].id` matters.
+ */
 export function parseModelIds(text: string): string[] {
   let raw: unknown;
   try {
@@ -12,7 +12,15 @@ export function parseModelIds(text: string): string[] {
   } catch {
     throw new ScrapeError('parse', '/v1/models answer is not JSON');
   }
-  const parsed = ModelListSchema.safeParse(raw);
-  if (!parsed.success) throw new ScrapeError('parse', `/v1/models answer has no data[].id list: ${parsed.error.issues[0]?.message ?? ''}`);
-  return [...new Set(parsed.data.data.map((m) => m.id))];
+  const data = typeof raw === 'object' && raw !== null ? (raw as { data?: unknown }).data : undefined;
+  if (!Array.isArray(data)) throw new ScrapeError('parse', '/v1/models answer has no data[].id list: no data array');
+  const ids: string[] = [];
+  for (let i = 0; i < data.length; i++) {
+    const entry: unknown = data[i];
+    const id = typeof entry === 'object' && entry !== null ? (entry as { id?: unknown }).id : undefined;
+    if (typeof id !== 'string' || id.length === 0)
+      throw new ScrapeError('parse', `/v1/models answer has no data[].id list: data[${i}].id is not a non-empty string`);
+    if (!ids.includes(id)) ids.push(id);
+  }
+  return ids;
 }

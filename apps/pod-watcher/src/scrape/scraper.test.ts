@@ -253,3 +253,58 @@ describe('scraper reports', () => {
     }
   });
 });
+
+describe('scraper model lists', () => {
+  let server: Server;
+  let base = '';
+  let failing = false;
+  let models = ['base'];
+  let modelReads = 0;
+  const http = new EngineHttp({ timeoutMs: 2000 });
+  const logger = createLogger({ service: 'test', level: 'silent' });
+  let scraper: Scraper | undefined;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      if (req.url === '/metrics') {
+        res.statusCode = failing ? 503 : 200;
+        res.end(page(1));
+        return;
+      }
+      modelReads += 1;
+      res.end(JSON.stringify({ object: 'list', data: models.map((id) => ({ id, object: 'model' })) }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    await scraper?.close();
+    await http.close();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  it('reads a new engine at once, then only every modelsIntervalMs, and again once a failing engine answers', async () => {
+    const s = new Scraper({ intervalMs: 40, modelsIntervalMs: 60_000, concurrency: 2, http, logger, onUpdate: () => undefined });
+    scraper = s;
+    s.acquire('pod', base, 'vLLM');
+    s.start();
+    await waitFor(() => s.view('pod')?.models.length === 1, { what: 'the first model list' });
+    expect(s.view('pod')?.models).toEqual(['base']);
+    expect(modelReads).toBe(1);
+    // An adapter loaded meanwhile waits for the interval: metrics scrapes do not read the list.
+    models = ['base', 'sql-lora'];
+    const before = s.view('pod')!.metrics.scrapedAt;
+    await waitFor(() => (s.confirmedSince() ?? 0) > before + 200, { what: 'five more scrapes' });
+    expect(modelReads).toBe(1);
+    // The engine fails (a restart), then answers again: the list is read with the scrape after its recovery.
+    failing = true;
+    await waitFor(() => s.view('pod')?.metrics.stale === true, { what: 'the engine marked stale' });
+    expect(modelReads).toBe(1);
+    failing = false;
+    await waitFor(() => s.view('pod')?.models.length === 2, { what: 'the list read again after the recovery' });
+    expect(s.view('pod')?.models).toEqual(['base', 'sql-lora']);
+    expect(s.view('pod')?.metrics.stale).toBe(false);
+    expect(modelReads).toBe(2);
+  });
+});

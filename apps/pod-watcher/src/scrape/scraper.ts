@@ -20,6 +20,7 @@ export interface TargetView {
 
 export interface ScraperOptions {
   readonly intervalMs: number;
+  /** How often `/v1/models` is read again (also with the first good scrape after failing ones, and for a new engine). */
   readonly modelsIntervalMs: number;
   /** SGLang `/server_info` refresh (it is also re-read at once when an engine answers again after failing scrapes). */
   readonly serverInfoIntervalMs?: number;
@@ -392,7 +393,11 @@ export class Scraper {
       t.confirmedAt = m.scrapedAt;
       this.#metricsOk?.inc();
       this.#opts.metrics?.scrapeDuration.observe((this.#now() - started) / 1000);
-      if (prev.metrics.stale) this.#opts.logger.info({ target: t.id }, 'scrapes succeed again');
+      if (prev.metrics.stale) {
+        this.#opts.logger.info({ target: t.id }, 'scrapes succeed again');
+        // It may have restarted with other adapters: its model list is read again with the next scrape.
+        if (modelsResult === undefined) t.modelsAt = 0;
+      }
     } else {
       const err = failure as Error;
       const reason = err instanceof ScrapeError ? err.reason : 'parse';
