@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema } from '@triad/bus';
 import { API_VERSION } from '@triad/crd';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
+import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
 import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
 import { modelRoute, modelServer, pod } from './support/objects';
 
@@ -106,6 +106,21 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     kube.remove('v1', 'Pod', 'default', 'd0');
     apply(pod('p1', labels('prefill'), { ip: ip(4) }));
     await waitFor(() => endpoints.get('default.qwen.d0') === undefined && role('p1') === 'prefill', { what: 'd0 gone, p1 added' });
+  });
+
+  it('classifies pods as a cluster serves them (spec, managed fields, container statuses) and follows their readiness', async () => {
+    const served = (ready: boolean) =>
+      servedPod('s0', { labels: labels('decode', 'g3'), annotations: { 'triad.io/bootstrap-port': '9001' }, ip: ip(6), ready });
+    apply(served(true));
+    await waitFor(() => role('s0') === 'decode', { what: 's0 classified' });
+    expect(endpoints.get('default.qwen.s0')).toMatchObject({ role: 'decode', group: 'g3', ip: ip(6), ready: true });
+    // Readiness lives in the status the informer trims: its Ready condition still counts.
+    apply(served(false));
+    await waitFor(() => endpoints.get('default.qwen.s0') === undefined, { what: 's0 removed while not Ready' });
+    apply(served(true));
+    await waitFor(() => role('s0') === 'decode', { what: 's0 back' });
+    kube.remove('v1', 'Pod', 'default', 's0');
+    await waitFor(() => endpoints.get('default.qwen.s0') === undefined, { what: 's0 deleted' });
   });
 
   it('follows a selector edit, including one that matches nothing (the pool empties)', async () => {

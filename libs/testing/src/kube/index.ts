@@ -10,3 +10,5 @@ export type {
 export type { KubeObject, WatchEventType } from './object-store';
 export { applyMergePatch, applyJsonPatch } from './patch';
 export type { JsonPatchOperation } from './patch';
+export { servedPod } from './served-pod';
+export type { ServedPodOptions } from './served-pod';

@@ -4,6 +4,7 @@ import type { WatchedKind } from '../../inventory/inventory';
 import type { StatusKind } from '../../inventory/status-reporter';
 import type { WatcherMetrics } from '../../ops/metrics';
 import type { ObjectSource, SourceSink } from '../source';
+import { trimCachedPod } from './cached-pod';
 import { InformerRunner } from './informer-runner';
 import { KubeStatusWriter } from './status-writer';
 
@@ -129,8 +130,11 @@ export class KubeSource implements ObjectSource {
         // Lists come back as typed objects (Date fields) without apiVersion/kind; watch events as plain JSON.
         // Both are normalised to what a manifest says, the shape libs/crd validates.
         const plain = (o: KubeObject) => ({ ...(JSON.parse(JSON.stringify(o)) as object), apiVersion, kind: res.kind });
-        informer.on('add', (o) => sink.upsert(plain(o)));
-        informer.on('update', (o) => sink.upsert(plain(o)));
+        // Pods are trimmed where the informer caches them (cached-pod.ts): tens of KB each as served.
+        const take =
+          res.kind === 'Pod' ? (o: KubeObject) => sink.upsert(plain(trimCachedPod(o))) : (o: KubeObject) => sink.upsert(plain(o));
+        informer.on('add', take);
+        informer.on('update', take);
         informer.on('delete', (o) =>
           sink.remove(res.kind, o.metadata?.namespace ?? (res.namespaced ? 'default' : ''), o.metadata?.name ?? ''),
         );

@@ -1,0 +1,49 @@
+/**
+ * What of a Pod the pod-watcher keeps: the fields libs/crd's PodSchema reads (identity, labels, annotations,
+ * deletion, phase, IP, readiness), nothing of its spec, container statuses or managed fields.
+ *
+ * client-node's informer caches the very object it hands to the event handlers, for as long as the pod exists.
+ * A pod as the API server serves it (containers, env, volumes, probes, container statuses, managed fields) is
+ * 5-10 KB of JSON and several times that as objects: at 10,000 engines the cache alone would outgrow a replica's
+ * memory. Trimming the object in the handler, before anything else sees it, trims the cache: the role of a Go
+ * informer's TransformFunc. The object is changed in place (the cache holds this reference); properties are
+ * replaced, not deleted, so objects keep their shapes.
+ */
+
+/** The metadata fields kept (ObjectMetaSchema's: also what the cache needs, name, namespace and resourceVersion). */
+const KEPT_METADATA = [
+  'name',
+  'namespace',
+  'labels',
+  'annotations',
+  'uid',
+  'resourceVersion',
+  'generation',
+  'creationTimestamp',
+  'deletionTimestamp',
+] as const;
+
+type Loose = Record<string, unknown>;
+
+function pick(from: Loose, keys: readonly string[]): Loose {
+  const out: Loose = {};
+  for (const k of keys) if (from[k] !== undefined) out[k] = from[k];
+  return out;
+}
+
+/** Trims `pod` in place to what Triad reads of it (see the module comment); returns it. */
+export function trimCachedPod<T extends object>(pod: T): T {
+  const o = pod as Loose;
+  if (typeof o['metadata'] === 'object' && o['metadata'] !== null) o['metadata'] = pick(o['metadata'] as Loose, KEPT_METADATA);
+  if (o['spec'] !== undefined) o['spec'] = undefined;
+  const status = o['status'] as Loose | undefined | null;
+  if (typeof status === 'object' && status !== null) {
+    const kept = pick(status, ['phase', 'podIP']);
+    const conditions = status['conditions'];
+    if (Array.isArray(conditions)) {
+      kept['conditions'] = conditions.map((c: unknown) => (typeof c === 'object' && c !== null ? pick(c as Loose, ['type', 'status']) : c));
+    }
+    o['status'] = kept;
+  }
+  return pod;
+}
