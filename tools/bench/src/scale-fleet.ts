@@ -23,6 +23,10 @@
  *   add --logs DIR to keep the last output of every service there (warnings and errors: TRIAD_LOG_LEVEL=warn)
  *   add --bundle to run the services from the production bundle (dist/apps/cli/main.cjs, what the image runs;
  *   build it first: npx nx run @triad/cli:build) instead of the TypeScript sources through tsx
+ *   add --bundle-path PATH to run the services from another build's main.cjs (an earlier commit's, as a baseline)
+ *   add --source kube to have the pod-watchers list and watch a fake Kubernetes API server (real client-node
+ *   informers) serving the pods as a cluster does (servedPod: spec, managed fields, container statuses; ~4 KB of
+ *   JSON each), instead of reading a YAML file of pods with labels and an IP only (the default, as `npm start`)
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -35,6 +39,7 @@ import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScrapeFreshness
 import { connectBus, type Bus } from '@triad/bus/client';
 import { createLocalScheduling, type LocalScheduling } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
+import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
 import { markdownTable } from './lib/table';
 import { podIp } from './pod-watcher-fleet';
 import { timeDecisions } from './lib/decision-timing';
@@ -53,13 +58,16 @@ const { values: args } = parseArgs({
     smoke: { type: 'boolean', default: false },
     profile: { type: 'string' },
     bundle: { type: 'boolean', default: false },
+    'bundle-path': { type: 'string' },
     'watcher-node-options': { type: 'string' },
     logs: { type: 'string' },
     unlimited: { type: 'boolean', default: false },
+    source: { type: 'string', default: 'file' },
   },
 });
-const TRIAD = args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js');
-if (args.bundle && !existsSync(TRIAD)) throw new Error(`--bundle: ${TRIAD} is missing; build it with: npx nx run @triad/cli:build`);
+if (args.source !== 'file' && args.source !== 'kube') throw new Error(`--source: file or kube, not ${args.source}`);
+const TRIAD = args['bundle-path'] ?? (args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js'));
+if ((args.bundle || args['bundle-path']) && !existsSync(TRIAD)) throw new Error(`--bundle: ${TRIAD} is missing; build it with: npx nx run @triad/cli:build`);
 const PODS = Number(args.pods ?? (args.smoke ? 1000 : 10_000));
 const SERVERS = Number(args.servers ?? (args.smoke ? 10 : 100));
 const WINDOW_S = Number(args.window ?? (args.smoke ? 4 : 10));
@@ -76,6 +84,29 @@ function procStats(pid: number): { cpuS: number; rssMb: number } {
     cpuS: (Number(fields[11]) + Number(fields[12])) / CLK_TCK,
     rssMb: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024,
   };
+}
+
+/** The same cluster as {@link manifests}, as objects for a fake API server; the pods as a cluster serves them. */
+function clusterObjects(port: number): KubeObject[] {
+  const objects: KubeObject[] = [];
+  for (let s = 0; s < SERVERS; s++) {
+    objects.push({
+      apiVersion: 'networking.serving.volcano.sh/v1alpha1',
+      kind: 'ModelServer',
+      metadata: { name: `ms-${s}`, namespace: 'default' },
+      spec: { model: `model-${s}`, inferenceEngine: 'vLLM', workloadPort: { port }, workloadSelector: { matchLabels: { app: `ms-${s}` } } },
+    });
+    objects.push({
+      apiVersion: 'networking.serving.volcano.sh/v1alpha1',
+      kind: 'ModelRoute',
+      metadata: { name: `route-${s}`, namespace: 'default' },
+      spec: { modelName: `model-${s}`, rules: [{ targetModels: [{ modelServerName: `ms-${s}` }] }] },
+    });
+  }
+  for (let i = 0; i < PODS; i++) {
+    objects.push(servedPod(`pod-${i}`, { labels: { app: `ms-${Math.floor(i / PER_SERVER)}` }, ip: podIp(i), port }) as KubeObject);
+  }
+  return objects;
 }
 
 /** ModelServers `ms-0..`, a ModelRoute per server, and the pods (label `app: ms-k`) on the fleet's addresses. */
@@ -366,9 +397,18 @@ async function main(): Promise<void> {
   const services: Service[] = [];
   const cgroups: MemoryCgroup[] = [];
   const bus = await connectBus({ servers: nats.url, name: 'bench' });
+  let kube: FakeKubeServer | undefined;
   try {
-    const file = join(dir, 'cluster.yaml');
-    writeFileSync(file, manifests(fleet.port));
+    let source: string[];
+    if (args.source === 'kube') {
+      kube = await startFakeKubeServer();
+      for (const o of clusterObjects(fleet.port)) kube.apply(o);
+      writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
+      source = ['--source', 'kube', '--kubeconfig', join(dir, 'kubeconfig')];
+    } else {
+      writeFileSync(join(dir, 'cluster.yaml'), manifests(fleet.port));
+      source = ['--source', `file:${join(dir, 'cluster.yaml')}`];
+    }
     const scheduler = await startService('scheduler', 'scheduler-0', nats.url, []);
     const gateway = await startService('gateway', 'gateway-0', nats.url, []);
     services.push(scheduler, gateway);
@@ -394,7 +434,7 @@ async function main(): Promise<void> {
         'pod-watcher',
         `pod-watcher-${i}`,
         nats.url,
-        ['--source', `file:${file}`, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
+        [...source, '--identity', `pw-${i}`, '--scrape-interval', String(INTERVAL_MS)],
         [
           ...flags,
           ...(args.profile ? ['--cpu-prof', `--cpu-prof-dir=${args.profile}`] : []),
@@ -411,7 +451,7 @@ async function main(): Promise<void> {
     await waitFor(async () => (await kv.keys()).length >= PODS, { timeoutMs: 180_000, intervalMs: 1000, what: `${PODS} endpoint records` });
     const syncS = (performance.now() - t0) / 1000;
     process.stdout.write(
-      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, services ${args.bundle ? 'from the bundle' : 'through tsx'}, pod-watchers ${memoryNote}, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
+      `\n10,000-endpoint scale: ${PODS} pods over ${SERVERS} ModelServers, ${args.source === 'kube' ? 'pods as a cluster serves them from a fake Kubernetes API (client-node informers)' : 'pods from a YAML file (labels and IP only)'}, services ${args['bundle-path'] ? `from ${args['bundle-path']}` : args.bundle ? 'from the bundle' : 'through tsx'}, pod-watchers ${memoryNote}, scrape interval ${INTERVAL_MS} ms, ${WINDOW_S} s ` +
         `windows; first full sync by one pod-watcher after ${syncS.toFixed(1)} s\n\n`,
     );
     await waitFor(async () => (await fleet.stats()).scrapes >= PODS * 2, {
@@ -508,6 +548,7 @@ async function main(): Promise<void> {
     for (const c of cgroups) c.remove();
     await bus.close();
     await fleet.close();
+    await kube?.close();
     await nats.close();
     rmSync(dir, { recursive: true, force: true });
   }
