@@ -120,14 +120,46 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
     }
   });
 
+  // Lists in pages as the API server does (`limit`, then `continue` with the token of the previous page): items in
+  // namespace/name order, a page going on after the last key of the one before, so objects added or removed
+  // between pages shift nothing. Unlike etcd, later pages are cut from the current state rather than from the
+  // first page's snapshot; they carry the first page's resourceVersion, and a watch from there replays whatever
+  // changed meanwhile. A token from before the last compaction is 410 Expired, as a real server's.
   const handleList = (r: Route, url: URL, res: ServerResponse) => {
     const selector = url.searchParams.get('labelSelector');
     const known = store.kindOf(r.collection);
-    const items = store.list(r.collection, r.namespace).filter((o) => matchesSelector(o.metadata.labels, selector));
+    const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    let items = store
+      .list(r.collection, r.namespace)
+      .filter((o) => matchesSelector(o.metadata.labels, selector))
+      .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+    let rv = store.resourceVersion;
+    const token = url.searchParams.get('continue');
+    if (token) {
+      let after: { rv: number; key: string };
+      try {
+        after = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { rv: number; key: string };
+      } catch {
+        sendJson(res, 400, statusBody(400, 'BadRequest', 'invalid continue token'));
+        return;
+      }
+      if (after.rv < store.compactedResourceVersion) {
+        sendJson(res, 410, statusBody(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.'));
+        return;
+      }
+      rv = after.rv;
+      items = items.filter((o) => keyOf(o) > after.key);
+    }
+    const limit = Number(url.searchParams.get('limit') ?? 0);
+    let next: string | undefined;
+    if (Number.isInteger(limit) && limit > 0 && items.length > limit) {
+      items = items.slice(0, limit);
+      next = Buffer.from(JSON.stringify({ rv, key: keyOf(items[items.length - 1] as KubeObject) }), 'utf8').toString('base64url');
+    }
     sendJson(res, 200, {
       apiVersion: known?.apiVersion ?? 'v1',
       kind: `${known?.kind ?? ''}List`,
-      metadata: { resourceVersion: String(store.resourceVersion) },
+      metadata: { resourceVersion: String(rv), ...(next !== undefined ? { continue: next } : {}) },
       items,
     });
   };

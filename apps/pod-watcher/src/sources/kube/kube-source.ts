@@ -156,24 +156,61 @@ export class KubeSource implements ObjectSource {
     const labelSelector = res.labelSelector;
     const base = res.group ? `/apis/${res.group}/${res.version}` : `/api/${res.version}`;
     const path = namespace ? `${base}/namespaces/${namespace}/${res.plural}` : `${base}/${res.plural}`;
-    let list: () => Promise<KubeList>;
+    type Page = { limit: number; _continue?: string };
+    let listPage: (page: Page) => Promise<KubeList>;
     if (!res.group) {
       const core = kc.makeApiClient(k8s.CoreV1Api);
       const sel = labelSelector ? { labelSelector } : {};
       if (res.kind === 'Pod') {
-        list = () => (namespace ? core.listNamespacedPod({ namespace, ...sel }) : core.listPodForAllNamespaces(sel)) as Promise<KubeList>;
+        listPage = (page) =>
+          (namespace
+            ? core.listNamespacedPod({ namespace, ...sel, ...page })
+            : core.listPodForAllNamespaces({ ...sel, ...page })) as Promise<KubeList>;
       } else if (res.kind === 'Secret') {
-        list = () =>
-          (namespace ? core.listNamespacedSecret({ namespace, ...sel }) : core.listSecretForAllNamespaces(sel)) as Promise<KubeList>;
+        listPage = (page) =>
+          (namespace
+            ? core.listNamespacedSecret({ namespace, ...sel, ...page })
+            : core.listSecretForAllNamespaces({ ...sel, ...page })) as Promise<KubeList>;
       } else {
-        list = () => core.listNamespace(sel) as Promise<KubeList>;
+        listPage = (page) => core.listNamespace({ ...sel, ...page }) as Promise<KubeList>;
       }
     } else {
       const custom = kc.makeApiClient(k8s.CustomObjectsApi);
       const what = { group: res.group, version: res.version, plural: res.plural };
-      list = () =>
-        (namespace ? custom.listNamespacedCustomObject({ ...what, namespace }) : custom.listClusterCustomObject(what)) as Promise<KubeList>;
+      listPage = (page) =>
+        (namespace
+          ? custom.listNamespacedCustomObject({ ...what, namespace, ...page })
+          : custom.listClusterCustomObject({ ...what, ...page })) as Promise<KubeList>;
     }
-    return k8s.makeInformer<KubeObject>(kc, path, list, labelSelector);
+    const trim = res.kind === 'Pod' ? trimCachedPod : undefined;
+    return k8s.makeInformer<KubeObject>(kc, path, () => listInPages(listPage, trim), labelSelector);
   }
+}
+
+/** Objects per list page: what Go's reflector asks for. */
+const LIST_PAGE_SIZE = 500;
+
+/**
+ * A whole list, read in pages of {@link LIST_PAGE_SIZE} (`limit` and `continue`, as Go's reflector lists), each
+ * page's items trimmed (`trim`) before the next is read. One response with 10,000 pods as a cluster serves them
+ * is ~45 MB of JSON and several times that as objects at once; the heap grown for it stayed with the process.
+ * The list carries the first page's resourceVersion, from which the watch starts (the API server serves every
+ * page from that snapshot). A continue token that expired meanwhile (410) fails the list: the informer lists again.
+ */
+export async function listInPages(
+  listPage: (page: { limit: number; _continue?: string }) => Promise<KubeList>,
+  trim?: (o: KubeObject) => KubeObject,
+): Promise<KubeList> {
+  const items: KubeObject[] = [];
+  let first: KubeList | undefined;
+  let token: string | undefined;
+  do {
+    const page = await listPage(token === undefined ? { limit: LIST_PAGE_SIZE } : { limit: LIST_PAGE_SIZE, _continue: token });
+    first ??= page;
+    for (const item of page.items) items.push(trim ? trim(item) : item);
+    // Typed lists (core kinds) name it `_continue`, the plain JSON of custom objects `continue`.
+    const meta = page.metadata as { _continue?: string; continue?: string } | undefined;
+    token = meta?._continue || meta?.continue || undefined;
+  } while (token !== undefined);
+  return { ...first, metadata: { resourceVersion: first.metadata?.resourceVersion }, items };
 }
