@@ -1,6 +1,4 @@
 import { Command } from 'commander';
-import { validateCommand } from './commands/validate';
-import { crdsCommand } from './commands/crds';
 import { TRIAD_VERSION } from './version';
 
 type CommandModule = { main(argv: readonly string[]): Promise<void> };
@@ -65,6 +63,9 @@ export async function runCli(argv: readonly string[], out: NodeJS.WritableStream
     .argument('<files...>', 'YAML files')
     .option('--strict', 'warnings (fields the API server would drop or require, Gateway API features Triad does not serve) fail too')
     .action((files: string[], opts: { strict?: boolean }) => {
+      // Loaded here, not at the top: every service process starts through this file, and the CRD schemas (zod)
+      // would be built in it a second time beside the service bundle's own copy.
+      const { validateCommand } = require('./commands/validate') as typeof import('./commands/validate');
       exitCode = validateCommand(files, out, { strict: opts.strict === true });
     });
   program
@@ -73,6 +74,7 @@ export async function runCli(argv: readonly string[], out: NodeJS.WritableStream
     .option('--out <dir>', 'output directory', 'infra/crds')
     .option('--check', 'exit 1 when the files in --out are stale instead of writing them')
     .action((opts: { out: string; check?: boolean }) => {
+      const { crdsCommand } = require('./commands/crds') as typeof import('./commands/crds');
       exitCode = crdsCommand(opts, out);
     });
   program.exitOverride();
