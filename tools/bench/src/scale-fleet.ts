@@ -66,8 +66,10 @@ const { values: args } = parseArgs({
   },
 });
 if (args.source !== 'file' && args.source !== 'kube') throw new Error(`--source: file or kube, not ${args.source}`);
-const TRIAD = args['bundle-path'] ?? (args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js'));
-if ((args.bundle || args['bundle-path']) && !existsSync(TRIAD)) throw new Error(`--bundle: ${TRIAD} is missing; build it with: npx nx run @triad/cli:build`);
+const TRIAD =
+  args['bundle-path'] ?? (args.bundle ? join(REPO, 'dist', 'apps', 'cli', 'main.cjs') : join(REPO, 'apps', 'cli', 'bin', 'triad.js'));
+if ((args.bundle || args['bundle-path']) && !existsSync(TRIAD))
+  throw new Error(`--bundle: ${TRIAD} is missing; build it with: npx nx run @triad/cli:build`);
 const PODS = Number(args.pods ?? (args.smoke ? 1000 : 10_000));
 const SERVERS = Number(args.servers ?? (args.smoke ? 10 : 100));
 const WINDOW_S = Number(args.window ?? (args.smoke ? 4 : 10));
