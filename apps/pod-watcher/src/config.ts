@@ -46,8 +46,8 @@ const WatcherConfigSchema = z.object({
   /** Scrapes in flight at once, across all endpoints. */
   scrapeConcurrency: Setting.count(1, 1024).default(64),
   /**
-   * How often GET /v1/models is refreshed per endpoint (new endpoints are asked at once, and an engine again with its
-   * first good scrape after failing ones). The list only changes when adapters are loaded or unloaded at runtime,
+   * How often GET /v1/models is refreshed per endpoint (new endpoints are asked at once, and a failing engine again
+   * with the scrape after it answers again). The list only changes when adapters are loaded or unloaded at runtime,
    * and only the optional lora-affinity filter reads it; each read is a request beside the scrape (at 5 s, a sixth
    * of all requests and a quarter of the scraping CPU).
    */

@@ -20,7 +20,7 @@ export interface TargetView {
 
 export interface ScraperOptions {
   readonly intervalMs: number;
-  /** How often `/v1/models` is read again (also with the first good scrape after failing ones, and for a new engine). */
+  /** How often `/v1/models` is read again (also for a new engine, and with the scrape after a failing one answers again). */
   readonly modelsIntervalMs: number;
   /** SGLang `/server_info` refresh (it is also re-read at once when an engine answers again after failing scrapes). */
   readonly serverInfoIntervalMs?: number;
