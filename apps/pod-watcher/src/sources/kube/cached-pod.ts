@@ -1,6 +1,8 @@
 /**
  * What of a Pod the pod-watcher keeps: the fields libs/crd's PodSchema reads (identity, labels, annotations,
- * deletion, phase, IP, readiness), nothing of its spec, container statuses or managed fields.
+ * deletion, phase, IP, readiness: the Ready condition alone), nothing of its spec, container statuses or managed
+ * fields. Times become ISO strings, as in the API's JSON: the trimmed object is plain data, which the source hands
+ * on without another copy of its strings.
  *
  * client-node's informer caches the very object it hands to the event handlers, for as long as the pod exists.
  * A pod as the API server serves it (containers, env, volumes, probes, container statuses, managed fields) is
@@ -25,9 +27,13 @@ const KEPT_METADATA = [
 
 type Loose = Record<string, unknown>;
 
+/** `from`'s `keys` that are set; Dates (client-node's typed lists) as the API's ISO strings. */
 function pick(from: Loose, keys: readonly string[]): Loose {
   const out: Loose = {};
-  for (const k of keys) if (from[k] !== undefined) out[k] = from[k];
+  for (const k of keys) {
+    const v = from[k];
+    if (v !== undefined) out[k] = v instanceof Date ? v.toISOString() : v;
+  }
   return out;
 }
 
@@ -40,8 +46,11 @@ export function trimCachedPod<T extends object>(pod: T): T {
   if (typeof status === 'object' && status !== null) {
     const kept = pick(status, ['phase', 'podIP']);
     const conditions = status['conditions'];
+    // Readiness is all Triad reads of the conditions (isPodReady in libs/crd).
     if (Array.isArray(conditions)) {
-      kept['conditions'] = conditions.map((c: unknown) => (typeof c === 'object' && c !== null ? pick(c as Loose, ['type', 'status']) : c));
+      kept['conditions'] = conditions
+        .filter((c: unknown) => typeof c === 'object' && c !== null && (c as Loose)['type'] === 'Ready')
+        .map((c: unknown) => pick(c as Loose, ['type', 'status']));
     }
     o['status'] = kept;
   }

@@ -130,9 +130,12 @@ export class KubeSource implements ObjectSource {
         // Lists come back as typed objects (Date fields) without apiVersion/kind; watch events as plain JSON.
         // Both are normalised to what a manifest says, the shape libs/crd validates.
         const plain = (o: KubeObject) => ({ ...(JSON.parse(JSON.stringify(o)) as object), apiVersion, kind: res.kind });
-        // Pods are trimmed where the informer caches them (cached-pod.ts): tens of KB each as served.
+        // Pods are trimmed where the informer caches them (cached-pod.ts): tens of KB each as served. A trimmed pod
+        // is plain data already; handed on as it is, the inventory's copy shares its strings with the cache's.
         const take =
-          res.kind === 'Pod' ? (o: KubeObject) => sink.upsert(plain(trimCachedPod(o))) : (o: KubeObject) => sink.upsert(plain(o));
+          res.kind === 'Pod'
+            ? (o: KubeObject) => sink.upsert({ ...trimCachedPod(o), apiVersion, kind: res.kind })
+            : (o: KubeObject) => sink.upsert(plain(o));
         informer.on('add', take);
         informer.on('update', take);
         informer.on('delete', (o) =>
