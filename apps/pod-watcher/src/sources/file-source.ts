@@ -52,15 +52,18 @@ export function parseSourceFile(text: string): FileParse {
   return { ok: true, objects: [...objects.values()], duplicates };
 }
 
+/** An object in force: its identity only (its content went to the sink, which keeps what it needs of it). */
+type Known = Omit<Identified, 'raw'>;
+
 /** How one parsed version would change the objects in force. */
-function removedBy(known: ReadonlyMap<string, Identified>, parsed: Extract<FileParse, { ok: true }>): string[] {
+function removedBy(known: ReadonlyMap<string, Known>, parsed: Extract<FileParse, { ok: true }>): string[] {
   const next = new Set(parsed.objects.map(idOf));
   const removed: string[] = [];
   for (const id of known.keys()) if (!next.has(id) && !parsed.duplicates.includes(id)) removed.push(id);
   return removed;
 }
 
-const idOf = (o: Identified): string => `${o.kind}/${o.namespace}/${o.name}`;
+const idOf = (o: Known): string => `${o.kind}/${o.namespace}/${o.name}`;
 /** Most object ids named in one log line. */
 const LOGGED_IDS = 20;
 
@@ -91,7 +94,7 @@ export class FileSource implements ObjectSource {
   #watcher: FSWatcher | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #lastHash = '';
-  #known = new Map<string, Identified>();
+  #known = new Map<string, Known>();
   #loading: Promise<void> = Promise.resolve();
   #closed = false;
 
@@ -181,7 +184,8 @@ export class FileSource implements ObjectSource {
     const sink = this.#sink as SourceSink;
     const log = this.#opts.logger;
     this.#lastHash = hash(text);
-    const next = new Map(parsed.objects.map((o) => [idOf(o), o]));
+    // Identities only: 10,000 pods kept here as parsed were a second copy of every pod beside the inventory's.
+    const next = new Map<string, Known>(parsed.objects.map((o) => [idOf(o), { kind: o.kind, namespace: o.namespace, name: o.name }]));
     for (const id of parsed.duplicates) {
       log.warn({ path: this.#path, object: id }, 'object defined more than once; keeping its last state until one definition remains');
       const kept = this.#known.get(id);
@@ -195,7 +199,7 @@ export class FileSource implements ObjectSource {
       );
     }
     for (const id of removed) {
-      const o = this.#known.get(id) as Identified;
+      const o = this.#known.get(id) as Known;
       sink.remove(o.kind, o.namespace, o.name);
     }
     for (const o of parsed.objects) sink.upsert(o.raw);
