@@ -88,8 +88,11 @@ function procStats(pid: number): { cpuS: number; rssMb: number } {
   };
 }
 
-/** The same cluster as {@link manifests}, as objects for a fake API server; the pods as a cluster serves them. */
-function clusterObjects(port: number): KubeObject[] {
+/**
+ * ModelServers `ms-0..`, a ModelRoute per server, and the pods (label `app: ms-k`) on the fleet's addresses: for the
+ * fake API server, the pods as a cluster serves them; for the YAML file, pods with labels, an IP and readiness only.
+ */
+function clusterObjects(port: number, pods: 'served' | 'minimal'): KubeObject[] {
   const objects: KubeObject[] = [];
   for (let s = 0; s < SERVERS; s++) {
     objects.push({
@@ -106,31 +109,27 @@ function clusterObjects(port: number): KubeObject[] {
     });
   }
   for (let i = 0; i < PODS; i++) {
-    objects.push(servedPod(`pod-${i}`, { labels: { app: `ms-${Math.floor(i / PER_SERVER)}` }, ip: podIp(i), port }) as KubeObject);
+    const name = `pod-${i}`;
+    const labels = { app: `ms-${Math.floor(i / PER_SERVER)}` };
+    objects.push(
+      pods === 'served'
+        ? (servedPod(name, { labels, ip: podIp(i), port }) as KubeObject)
+        : {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name, namespace: 'default', labels },
+            status: { phase: 'Running', podIP: podIp(i), conditions: [{ type: 'Ready', status: 'True' }] },
+          },
+    );
   }
   return objects;
 }
 
-/** ModelServers `ms-0..`, a ModelRoute per server, and the pods (label `app: ms-k`) on the fleet's addresses. */
+/** The cluster with minimal pods as a multi-document YAML file (each document JSON, which YAML reads as it is). */
 function manifests(port: number): string {
-  const docs: string[] = [];
-  for (let s = 0; s < SERVERS; s++) {
-    docs.push(`apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelServer
-metadata: {name: ms-${s}, namespace: default}
-spec: {model: model-${s}, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: ms-${s}}}}`);
-    docs.push(`apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: route-${s}, namespace: default}
-spec: {modelName: model-${s}, rules: [{targetModels: [{modelServerName: ms-${s}}]}]}`);
-  }
-  for (let i = 0; i < PODS; i++) {
-    docs.push(`apiVersion: v1
-kind: Pod
-metadata: {name: pod-${i}, namespace: default, labels: {app: ms-${Math.floor(i / PER_SERVER)}}}
-status: {phase: Running, podIP: ${podIp(i)}, conditions: [{type: Ready, status: "True"}]}`);
-  }
-  return docs.join('\n---\n');
+  return clusterObjects(port, 'minimal')
+    .map((o) => JSON.stringify(o))
+    .join('\n---\n');
 }
 
 interface Fleet {
@@ -404,7 +403,7 @@ async function main(): Promise<void> {
     let source: string[];
     if (args.source === 'kube') {
       kube = await startFakeKubeServer();
-      for (const o of clusterObjects(fleet.port)) kube.apply(o);
+      for (const o of clusterObjects(fleet.port, 'served')) kube.apply(o);
       writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
       source = ['--source', 'kube', '--kubeconfig', join(dir, 'kubeconfig')];
     } else {
