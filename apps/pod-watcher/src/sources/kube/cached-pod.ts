@@ -11,19 +11,13 @@
  * informer's TransformFunc. The object is changed in place (the cache holds this reference); properties are
  * replaced, not deleted, so objects keep their shapes.
  */
+import { ObjectMetaSchema } from '@triad/crd';
 
-/** The metadata fields kept (ObjectMetaSchema's: also what the cache needs, name, namespace and resourceVersion). */
-const KEPT_METADATA = [
-  'name',
-  'namespace',
-  'labels',
-  'annotations',
-  'uid',
-  'resourceVersion',
-  'generation',
-  'creationTimestamp',
-  'deletionTimestamp',
-] as const;
+/**
+ * The metadata fields kept: those of libs/crd's ObjectMetaSchema, what Triad reads (among them what the cache needs:
+ * name, namespace, resourceVersion).
+ */
+const KEPT_METADATA = Object.keys(ObjectMetaSchema.shape);
 
 type Loose = Record<string, unknown>;
 
