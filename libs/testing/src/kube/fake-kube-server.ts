@@ -128,15 +128,10 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
   const handleList = (r: Route, url: URL, res: ServerResponse) => {
     const selector = url.searchParams.get('labelSelector');
     const known = store.kindOf(r.collection);
-    const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
-    let items = store
-      .list(r.collection, r.namespace)
-      .filter((o) => matchesSelector(o.metadata.labels, selector))
-      .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
     let rv = store.resourceVersion;
+    let after: { rv: number; key: string } | undefined;
     const token = url.searchParams.get('continue');
     if (token) {
-      let after: { rv: number; key: string };
       try {
         after = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { rv: number; key: string };
       } catch {
@@ -148,19 +143,28 @@ export async function startFakeKubeServer(options: FakeKubeServerOptions = {}): 
         return;
       }
       rv = after.rv;
-      items = items.filter((o) => keyOf(o) > after.key);
+    }
+    // Each object's key made once, not in every comparison of the sort.
+    let keyed = store
+      .list(r.collection, r.namespace)
+      .filter((o) => matchesSelector(o.metadata.labels, selector))
+      .map((o) => ({ key: `${o.metadata.namespace ?? ''}/${o.metadata.name}`, o }))
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    if (after !== undefined) {
+      const from = after.key;
+      keyed = keyed.filter((k) => k.key > from);
     }
     const limit = Number(url.searchParams.get('limit') ?? 0);
     let next: string | undefined;
-    if (Number.isInteger(limit) && limit > 0 && items.length > limit) {
-      items = items.slice(0, limit);
-      next = Buffer.from(JSON.stringify({ rv, key: keyOf(items[items.length - 1] as KubeObject) }), 'utf8').toString('base64url');
+    if (Number.isInteger(limit) && limit > 0 && keyed.length > limit) {
+      keyed = keyed.slice(0, limit);
+      next = Buffer.from(JSON.stringify({ rv, key: (keyed[keyed.length - 1] as { key: string }).key }), 'utf8').toString('base64url');
     }
     sendJson(res, 200, {
       apiVersion: known?.apiVersion ?? 'v1',
       kind: `${known?.kind ?? ''}List`,
       metadata: { resourceVersion: String(rv), ...(next !== undefined ? { continue: next } : {}) },
-      items,
+      items: keyed.map((k) => k.o),
     });
   };
 
