@@ -11,7 +11,7 @@ export interface ServedPodOptions {
 /**
  * A pod of a vLLM Deployment as the API server serves it: owner reference, managed fields, a container with its
  * args, env, ports, probes, resources and mounts, volumes, and a status with conditions and container statuses
- * (about 6 KB of JSON). What an informer lists and watches in a real cluster, where a test pod with labels and
+ * (about 4.4 KB of JSON). What an informer lists and watches in a real cluster, where a test pod with labels and
  * an IP alone would hide the cost of keeping pods.
  */
 export function servedPod(name: string, opts: ServedPodOptions) {
