@@ -227,9 +227,9 @@ export class KeepAliveGet {
     this.#closeIdle(Infinity);
   }
 
-  /** Takes `ex` out of the requests not over yet; false when it already was. */
-  #over(ex: Exchange): boolean {
-    if (ex.over) return false;
+  /** Takes `ex` out of the requests not over yet (nothing when it already was). */
+  #over(ex: Exchange): void {
+    if (ex.over) return;
     ex.over = true;
     if (ex.prev === undefined) this.#firstPending = ex.next;
     else ex.prev.next = ex.next;
@@ -237,7 +237,6 @@ export class KeepAliveGet {
     else ex.next.prev = ex.prev;
     ex.prev = undefined;
     ex.next = undefined;
-    return true;
   }
 
   /** Fails the requests whose budget ran out by `now`. */
