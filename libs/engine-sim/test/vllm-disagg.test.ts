@@ -25,7 +25,9 @@ describe('vLLM simulator: KV a prefill holds for remote decodes', () => {
   let decode: SimEngineHandle;
 
   beforeAll(async () => {
-    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3', kvLeaseMs: 300 });
+    // Long enough for the test's requests on a loaded CI machine: at 300 ms the first set's lease once ended
+    // before the decode had read the second.
+    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3', kvLeaseMs: 2000 });
     decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.4' });
   });
   afterAll(() => fleet.closeAll());
