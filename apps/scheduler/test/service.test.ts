@@ -152,7 +152,11 @@ describe('scheduler service over a real nats-server, two replicas', () => {
       { pod: 'busy', modelServer: 'fr', running: 6, scrapedAt: minuteAgo, scrapedBy: 'w1' },
       { pod: 'idle', modelServer: 'fr', running: 0, scrapedAt: minuteAgo, scrapedBy: 'w2' },
     ]);
-    await waitFor(() => a.index.get(endpointKey('default', 'fr', 'idle')) !== undefined, { what: 'the endpoints indexed' });
+    // Either replica may answer (queue group): both must hold both endpoints before the first decision.
+    await waitFor(
+      () => [a, b].every((s) => ['busy', 'idle'].every((pod) => s.index.get(endpointKey('default', 'fr', pod)) !== undefined)),
+      { what: 'the endpoints indexed by both replicas' },
+    );
     const first = () =>
       schedule(client, [req('f', { modelServer: 'fr' })]).then((r) => podOf(ok(decisions(r)[0]).attempts[0]!.endpoint.key));
     expect(await first()).toBe('idle');
