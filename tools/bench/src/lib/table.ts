@@ -1,4 +1,4 @@
-/** Renders rows as a Markdown table (what the closing notes and README use). */
+/** Renders rows as a Markdown table (what the closing notes and docs/benchmarks.md use). */
 export function markdownTable(headers: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
   const cells = rows.map((r) => r.map((c) => (typeof c === 'number' ? formatNumber(c) : c)));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => String(r[i] ?? '').length)));
