@@ -71,6 +71,14 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     expect(d.json<{ usage: { completion_tokens: number } }>().usage.completion_tokens).toBe(3);
   });
 
+  it('refuses min_tokens above max_tokens with a 400, as vLLM SamplingParams does (a prefill leg cut to one token)', async () => {
+    const refused = await post(chatUrl, { messages: CHAT, max_tokens: 1, min_tokens: 2 });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain('min_tokens must be less than or equal to max_tokens=1, got 2.');
+    const accepted = await post(chatUrl, { messages: CHAT, max_tokens: 2, min_tokens: 2 });
+    expect(accepted.status).toBe(200);
+  });
+
   it('stops on its own (finish_reason stop) when max_tokens is large', async () => {
     const res = await post(chatUrl, { messages: CHAT, max_tokens: 1000 });
     const body = res.json<{ choices: { finish_reason: string }[]; usage: { completion_tokens: number } }>();

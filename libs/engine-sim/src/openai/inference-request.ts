@@ -172,6 +172,11 @@ export function parseInferenceRequest(kind: RequestKind, parsed: ParsedBody, eng
       ? (optionalInt(sampling, 'max_new_tokens', 0) ?? 128)
       : (optionalInt(body, 'max_completion_tokens', 1) ?? optionalInt(body, 'max_tokens', 1) ?? (kind === 'completion' ? 16 : undefined));
   const minTokens = optionalInt(sampling, kind === 'generate' ? 'min_new_tokens' : 'min_tokens', 0);
+  // vLLM SamplingParams._verify_args (vllm/sampling_params.py): a prefill leg cut to max_tokens 1 that keeps the
+  // client's min_tokens is refused, so routers must drop it there (vLLM's NIXL toy proxy does).
+  if (engine === 'vllm' && minTokens !== undefined && maxTokens !== undefined && minTokens > maxTokens) {
+    throw bad(`min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${minTokens}.`, 'min_tokens');
+  }
   const stream = optionalBool(body, 'stream') ?? false;
   const usage = streamUsage(body, stream, engine);
   return {
