@@ -55,6 +55,12 @@ describe('vllmPrefillBody', () => {
       },
     });
   });
+  it("drops min_tokens, which vLLM refuses above the prefill leg's one token, and leaves everything else", () => {
+    const body = JSON.parse(
+      vllmPrefillBody({ model: 'm', max_tokens: 50, min_tokens: 4, min_completion_tokens: 4, temperature: 0 }, false),
+    );
+    expect(body).toEqual({ model: 'm', stream: false, max_tokens: 1, temperature: 0 });
+  });
   it('adds max_completion_tokens only when the client sent it, and no KV params for the http connector', () => {
     expect(JSON.parse(vllmPrefillBody({ model: 'm', max_tokens: 5 }, false))).toEqual({ model: 'm', stream: false, max_tokens: 1 });
   });

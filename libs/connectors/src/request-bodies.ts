@@ -46,7 +46,8 @@ export function clientPinsDpRank(body: Record<string, unknown>, headers: Readonl
 }
 
 const KV_PARAMS_KEY = ['kv_transfer_params'] as const;
-const PREFILL_DROP = ['stream_options', 'kv_transfer_params'] as const;
+// min_tokens must not exceed the prefill's one token (vLLM refuses the request otherwise); the decode keeps it.
+const PREFILL_DROP = ['stream_options', 'kv_transfer_params', 'min_tokens', 'min_completion_tokens'] as const;
 const PREFILL_KV_PARAMS =
   '"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,' +
   '"remote_host":null,"remote_port":null}';
