@@ -1,0 +1,170 @@
+import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
+import { waitFor } from '@triad/testing';
+import type { Exchange } from './exchange';
+import type { AddressBook } from './normalise';
+import { DispatchProbe, RecordingTap } from './tap';
+
+export const MODEL = 'conformance-model';
+
+/** One engine of a bench: the sim, and the recording tap every router talks to instead. */
+export interface BenchStage {
+  readonly stage: string;
+  readonly sim: SimEngineHandle;
+  readonly tap: RecordingTap;
+}
+
+export type StageSpec = { readonly stage: string; readonly probeRole?: 'prefill' | 'decode' } & Omit<SimEngineOptions, 'host' | 'model'>;
+
+/** Counters whose deltas are the engine-side outcome (the rest are housekeeping or duplicates of the legs). */
+const OUTCOME_COUNTERS = [
+  'kvHandoffsPrepared',
+  'kvPullsServed',
+  'kvPullsRejected',
+  'kvPullsReceived',
+  'kvPullFailures',
+  'kvLeasesExpired',
+  'localPrefillFallbacks',
+  'roomsRegistered',
+  'roomsMatched',
+  'bootstrapTimeouts',
+  'parallelSamplingHangs',
+  'encoderRequests',
+  'encoderItems',
+  'encodes',
+  'localEncodes',
+  'ecHits',
+  'ecMisses',
+  'ecPullsServed',
+  'ecPullsReceived',
+  'ecPullsFailed',
+  'pushesSent',
+  'pushesReceived',
+  'pushWaitTimeouts',
+  'ecRequestsFailed',
+  'embedsParts',
+  'dpRankPinned',
+  'badRequests',
+  'faultsInjected',
+] as const;
+
+let hostSeq = 0;
+/** Each sim and each tap on its own loopback address, as pods are. */
+function nextHost(): string {
+  const n = hostSeq++;
+  return `127.0.${70 + Math.floor(n / 200)}.${(n % 200) + 20}`;
+}
+
+/**
+ * Fresh engine-sims behind recording taps, for one router's run over the request set (every router gets its own,
+ * so no prefix cache or held KV carries over from another).
+ */
+export class Bench {
+  readonly probe: DispatchProbe;
+  readonly #stages = new Map<string, BenchStage>();
+  #log: Exchange[] = [];
+  #before: Record<string, number> = {};
+
+  private constructor(holdMs: number) {
+    this.probe = new DispatchProbe(holdMs);
+  }
+
+  static async start(specs: readonly StageSpec[], holdMs: number): Promise<Bench> {
+    const bench = new Bench(holdMs);
+    try {
+      for (const { stage, probeRole, ...opts } of specs) {
+        const sim = await startSimEngine({ ...opts, host: nextHost(), model: MODEL, requestLogLimit: 0 } as SimEngineOptions);
+        const tap = await RecordingTap.start({
+          stage,
+          host: nextHost(),
+          target: { host: sim.host, apiPort: sim.port, ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}) },
+          ...(probeRole ? { probeRole, probe: bench.probe } : {}),
+          onExchange: (x) => bench.#log.push(x),
+        });
+        bench.#stages.set(stage, { stage, sim, tap });
+      }
+    } catch (err) {
+      await bench.close();
+      throw err;
+    }
+    return bench;
+  }
+
+  stage(name: string): BenchStage {
+    const s = this.#stages.get(name);
+    if (!s) throw new Error(`no stage ${name}`);
+    return s;
+  }
+
+  get stages(): readonly BenchStage[] {
+    return [...this.#stages.values()];
+  }
+
+  /** Names for every address a router or engine may write: taps by stage, sims as `<stage>.sim`. */
+  addressBook(): AddressBook {
+    const hosts = new Map<string, string>();
+    const ports = new Map<number, string>();
+    for (const s of this.#stages.values()) {
+      hosts.set(s.tap.opts.host, s.stage);
+      hosts.set(s.sim.host, `${s.stage}.sim`);
+      ports.set(s.sim.port, `${s.stage}.port`);
+      if (s.sim.bootstrapPort !== undefined) ports.set(s.sim.bootstrapPort, `${s.stage}.bootstrapPort`);
+    }
+    return { hosts, ports };
+  }
+
+  /** Exchanges recorded so far, kept. */
+  peek(): readonly Exchange[] {
+    return this.#log;
+  }
+
+  /** Exchanges recorded so far (setup traffic before the first request included), and forgets them. */
+  take(): Exchange[] {
+    const out = this.#log;
+    this.#log = [];
+    return out;
+  }
+
+  /** Starts a request's window: counters noted, probe reset. */
+  begin(): void {
+    this.#before = this.#counters();
+    this.probe.reset();
+  }
+
+  /** Waits until no tap has an exchange in flight (a fire-and-forget prefill included). */
+  async settle(timeoutMs: number): Promise<void> {
+    await waitFor(() => this.stages.every((s) => s.tap.inFlight === 0), { timeoutMs, intervalMs: 20, what: 'taps idle' }).catch(
+      () => undefined,
+    );
+  }
+
+  /** Counter deltas since `begin`, and what each stage still holds, zeros omitted. */
+  outcome(): Record<string, number> {
+    const after = this.#counters();
+    const out: Record<string, number> = {};
+    for (const [k, v] of Object.entries(after)) {
+      const d = v - (this.#before[k] ?? 0);
+      if (d !== 0) out[k] = d;
+    }
+    for (const s of this.#stages.values()) {
+      const held = s.sim.kvHeld();
+      if (held.requests > 0) out[`${s.stage}.kvHeldRequests`] = held.requests;
+    }
+    return out;
+  }
+
+  #counters(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const s of this.#stages.values()) {
+      const c = s.sim.counters();
+      for (const name of OUTCOME_COUNTERS) out[`${s.stage}.${name}`] = c[name] ?? 0;
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.#stages.values()) {
+      await s.tap.close();
+      await s.sim.close();
+    }
+  }
+}

@@ -1,0 +1,61 @@
+import type { Case } from './cases';
+import type { Bench } from './bench';
+import type { RequestResult } from './diff';
+import { protocolExchanges } from './exchange';
+import { normalise, type Trace } from './normalise';
+import type { RunningRouter } from './router';
+
+const REQUEST_TIMEOUT_MS = 60_000;
+const SETTLE_MS = 15_000;
+
+/** One router's run over the request set. */
+export interface RouterRun {
+  readonly router: string;
+  /** What the router did before the first request (a Mooncake proxy's `/query`, probes excluded). */
+  readonly setup: Trace;
+  readonly results: readonly RequestResult[];
+  /** Cases whose prefill leg had to run and did not (a PD comparison without a prefill proves nothing). */
+  readonly prefillMissing: readonly string[];
+}
+
+async function send(url: string, c: Case): Promise<RequestResult['client']> {
+  try {
+    const res = await fetch(`${url}${c.path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(c.body),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    const text = await res.text();
+    const stream = c.body['stream'] === true;
+    const complete = res.ok && (stream ? text.trimEnd().endsWith('data: [DONE]') && !text.includes('"error"') : text.includes('"choices"'));
+    return { status: res.status, complete };
+  } catch {
+    return { status: 0, complete: false };
+  }
+}
+
+/** Sends every case through `router`, one at a time, and normalises what the taps saw for each. */
+export async function runCases(
+  router: RunningRouter,
+  bench: Bench,
+  cases: readonly Case[],
+  prefillStage: string | undefined,
+): Promise<RouterRun> {
+  const book = bench.addressBook();
+  const setup = normalise(protocolExchanges(bench.take()), book);
+  const results: RequestResult[] = [];
+  const prefillMissing: string[] = [];
+  for (const c of cases) {
+    if (c.fault) bench.stage(c.fault.stage).sim.setFault({ mode: c.fault.mode, count: 1 });
+    bench.begin();
+    const client = await send(router.url, c);
+    await bench.settle(SETTLE_MS);
+    if (c.fault) bench.stage(c.fault.stage).sim.setFault({ mode: 'ok' });
+    const exchanges = protocolExchanges(bench.take());
+    const trace = normalise(exchanges, book);
+    if (c.needsPrefill && prefillStage && !exchanges.some((x) => x.stage === prefillStage && x.port === 'api')) prefillMissing.push(c.name);
+    results.push({ case: c.name, client, trace, outcome: bench.outcome() });
+  }
+  return { router: router.name, setup, results, prefillMissing };
+}

@@ -1,0 +1,116 @@
+import {
+  Buckets,
+  EndpointRecordSchema,
+  ModelRouteRecordSchema,
+  ModelServerRecordSchema,
+  endpointKey,
+  objectKey,
+  type EndpointRecord,
+  type ModelServerRecord,
+} from '@triad/bus';
+import { connectBus } from '@triad/bus/client';
+import { freePort, spawnTriad, startNatsServer, waitReady, type NatsServerHandle, type TriadChild } from '@triad/testing';
+import { MODEL, type Bench } from './bench';
+import type { RunningRouter } from './router';
+
+/** How a bench stage appears to Triad: its role and, for SGLang prefills, vLLM Mooncake prefills, the bootstrap port. */
+export interface TriadEndpoint {
+  readonly stage: string;
+  readonly role: EndpointRecord['role'];
+  readonly dpSize?: number;
+  readonly ecControlAddresses?: readonly string[];
+}
+
+export interface TriadSpec {
+  readonly mode: ModelServerRecord['mode'];
+  readonly spec: ModelServerRecord['spec'];
+  readonly endpoints: readonly TriadEndpoint[];
+}
+
+const NAMESPACE = 'default';
+const SERVER = 'conformance';
+
+/**
+ * Triad in front of a bench: a nats-server, the records the pod-watcher would write for the bench's taps (one
+ * ModelServer, a ModelRoute whose model name is the engines' own, so the body's `model` passes unchanged, and one
+ * endpoint per stage at the tap's address), and `triad gateway --scheduling in-process` (the scheduler's plugins in
+ * the gateway's process: the same decisions without a second process).
+ */
+export async function startTriad(bench: Bench, triad: TriadSpec): Promise<RunningRouter> {
+  let nats: NatsServerHandle | undefined;
+  let gateway: TriadChild | undefined;
+  const close = async () => {
+    await gateway?.stop();
+    await nats?.close();
+  };
+  try {
+    nats = await startNatsServer();
+    const bus = await connectBus({ servers: nats.url, name: 'conformance' });
+    const [servers, routes, endpoints] = await Promise.all([
+      bus.kv(Buckets.modelServers, ModelServerRecordSchema),
+      bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema),
+      bus.kv(Buckets.endpoints, EndpointRecordSchema),
+    ]);
+    await servers.put(objectKey(NAMESPACE, SERVER), {
+      schemaVersion: 1,
+      namespace: NAMESPACE,
+      name: SERVER,
+      mode: triad.mode,
+      spec: triad.spec,
+    });
+    await routes.put(objectKey(NAMESPACE, SERVER), {
+      schemaVersion: 1,
+      namespace: NAMESPACE,
+      name: SERVER,
+      spec: { modelName: MODEL, rules: [{ targetModels: [{ modelServerName: SERVER, weight: 100 }] }] },
+    });
+    const engine = triad.spec.inferenceEngine;
+    for (const e of triad.endpoints) {
+      const { sim, tap } = bench.stage(e.stage);
+      const now = Date.now();
+      await endpoints.put(endpointKey(NAMESPACE, SERVER, e.stage.toLowerCase()), {
+        schemaVersion: 1,
+        namespace: NAMESPACE,
+        modelServer: SERVER,
+        pod: e.stage.toLowerCase(),
+        role: e.role,
+        ...(triad.mode === 'aggregated' ? {} : { group: 'g1' }),
+        ip: tap.opts.host,
+        port: sim.port,
+        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
+        ...(e.dpSize !== undefined ? { dpSize: e.dpSize } : {}),
+        ...(e.ecControlAddresses ? { ecControlAddresses: [...e.ecControlAddresses] } : {}),
+        engine,
+        ready: true,
+        models: [MODEL],
+        updatedAt: now,
+        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
+      });
+    }
+    await bus.close();
+    const port = await freePort();
+    const ops = await freePort();
+    gateway = spawnTriad(
+      [
+        'gateway',
+        '--scheduling',
+        'in-process',
+        '--nats',
+        nats.url,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--metrics-port',
+        String(ops),
+      ],
+      { TRIAD_LOG_LEVEL: 'warn' },
+    );
+    await waitReady(gateway, ops, 'triad gateway');
+    const child = gateway;
+    return { name: 'triad', url: `http://127.0.0.1:${port}`, log: () => child.output(), close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
