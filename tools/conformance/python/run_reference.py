@@ -110,11 +110,12 @@ def fastapi_lifespan_standin() -> bool:
 
 def install_standins() -> list:
     used = []
-    if fastapi_lifespan_standin():
-        used.append("FastAPI(lifespan=...)")
+    # orjson first: fastapi.responses binds it once, when first imported (the FastAPI stand-in imports it).
     if missing("orjson"):
         sys.modules["orjson"] = orjson_standin()
         used.append("orjson")
+    if fastapi_lifespan_standin():
+        used.append("FastAPI(lifespan=...)")
     if missing("msgspec"):
         standin = msgspec_standin()
         sys.modules["msgspec"] = standin

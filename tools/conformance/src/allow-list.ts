@@ -7,9 +7,10 @@ import type { Difference } from './diff';
  */
 export interface AllowEntry {
   readonly id: string;
-  readonly reference: string;
+  /** One glob or several (any may match). */
+  readonly reference: string | readonly string[];
   readonly case: string;
-  readonly key: string;
+  readonly key: string | readonly string[];
   readonly triad?: string;
   readonly reason: string;
 }
@@ -41,11 +42,15 @@ function asText(v: unknown): string {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+function anyMatches(globs: string | readonly string[], text: string): boolean {
+  return typeof globs === 'string' ? globMatches(globs, text) : globs.some((g) => globMatches(g, text));
+}
+
 export function entryMatches(entry: AllowEntry, reference: string, d: Difference): boolean {
   return (
-    globMatches(entry.reference, reference) &&
+    anyMatches(entry.reference, reference) &&
     globMatches(entry.case, d.case) &&
-    globMatches(entry.key, d.key) &&
+    anyMatches(entry.key, d.key) &&
     (entry.triad === undefined || globMatches(entry.triad, asText(d.triad)))
   );
 }
@@ -62,6 +67,6 @@ export function classify(reference: string, differences: readonly Difference[], 
       used.add(entry.id);
     } else unexplained.push(d);
   }
-  const unused = entries.filter((e) => !used.has(e.id) && globMatches(e.reference, reference));
+  const unused = entries.filter((e) => !used.has(e.id) && anyMatches(e.reference, reference));
   return { allowed, unexplained, unused };
 }

@@ -29,7 +29,15 @@ const HOUSEKEEPING = new Set(['/health', '/healthz', '/ping', '/metrics', '/v1/m
 /** Simulator-internal paths (a decode waiting at its prefill's bootstrap server): engine-to-engine, not router traffic. */
 const SIM_INTERNAL = /^\/sim\//;
 
-/** The exchanges of a request that are the router's protocol (not probes, not engine-to-engine waits). */
+/**
+ * Engine-to-engine traffic on a prefill's bootstrap port: an SGLang decode reads the prefill's `/route` (routers do
+ * not), and the simulator's waits. A router's own bootstrap call (vLLM Mooncake `GET /query`) stays.
+ */
+function engineToEngine(x: Exchange): boolean {
+  return SIM_INTERNAL.test(x.path) || (x.port === 'bootstrap' && x.path === '/route');
+}
+
+/** The exchanges of a request that are the router's protocol (not probes, not engine-to-engine traffic). */
 export function protocolExchanges(all: readonly Exchange[]): Exchange[] {
-  return all.filter((x) => !HOUSEKEEPING.has(x.path) && !SIM_INTERNAL.test(x.path));
+  return all.filter((x) => !HOUSEKEEPING.has(x.path) && !engineToEngine(x));
 }

@@ -3,7 +3,7 @@
  * the same request set, compared per request and per leg (docs/conformance.md).
  *
  *   npx tsx tools/conformance/src/main.ts --ref nixl-toy=PATH --ref mooncake=PATH --ref mini_lb=PATH \
- *     [--out report.md] [--json results.json] [--hold-ms 750]
+ *     [--out report.md] [--json results.json] [--hold-ms 750] [--log-dir DIR]
  *
  * The references are not part of this repository: pass paths of local copies (docs/conformance.md says which
  * files). Exits 1 when a difference is neither fixed nor on the allow-list.
@@ -29,7 +29,7 @@ async function runOne(ref: Reference, start: (bench: Bench) => Promise<RunningRo
   try {
     const router = await start(bench);
     try {
-      const cases = requestSet(tag, ref);
+      const cases = requestSet(tag, ref).filter((c) => ref.skip?.[c.name] === undefined);
       return await runCases(router, bench, cases, ref.prefillStage);
     } catch (err) {
       process.stderr.write(`--- ${router.name} log ---\n${router.log()}\n`);
@@ -64,6 +64,7 @@ async function compare(ref: Reference, script: string, holdMs: number, logDir: s
   return {
     reference: ref.name,
     upstream: ref.upstream,
+    skipped: ref.skip ?? {},
     copy: { path: script, sha256: createHash('sha256').update(text).digest('hex') },
     referenceRun,
     triadRun,
@@ -79,6 +80,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       json: { type: 'string' },
       'hold-ms': { type: 'string', default: '750' },
+      'log-dir': { type: 'string' },
     },
   });
   const holdMs = Number(values['hold-ms']);
@@ -89,7 +91,8 @@ async function main(): Promise<void> {
     return { ref, path: resolve(path) };
   });
   if (wanted.length === 0) throw new Error(`pass --ref NAME=PATH for some of: ${REFERENCES.map((r) => r.name).join(', ')}`);
-  const logDir = mkdtempSync(join(tmpdir(), 'triad-conformance-'));
+  // The references' own logs: kept in --log-dir, else in a temporary directory removed at the end.
+  const logDir = values['log-dir'] ?? mkdtempSync(join(tmpdir(), 'triad-conformance-'));
   const comparisons: Comparison[] = [];
   try {
     for (const { ref, path } of wanted) {
@@ -97,7 +100,7 @@ async function main(): Promise<void> {
       comparisons.push(await compare(ref, path, holdMs, logDir));
     }
   } finally {
-    rmSync(logDir, { recursive: true, force: true });
+    if (!values['log-dir']) rmSync(logDir, { recursive: true, force: true });
   }
   const report = comparisons.map(renderComparison).join('\n');
   if (values.out) writeFileSync(values.out, report);

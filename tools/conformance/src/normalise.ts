@@ -126,10 +126,7 @@ export interface Leg {
 
 export interface Trace {
   readonly legs: readonly Leg[];
-  /**
-   * Stage families (`E`, `P`, `D`, `P.bootstrap`) in the order the router called them, repeats collapsed: `E,P,D`.
-   * Encoders of one fan-out start in no fixed order, so order is compared by family, not by leg.
-   */
+  /** Call order as phases of stage families ({@link phases}): `P,D` sequential, `D+P` concurrent, `E,P,D`. */
   readonly order: readonly string[];
   /** Pairs of legs of different families that were in flight at the same time (`D#1~P#1`, names sorted). */
   readonly overlaps: readonly string[];
@@ -226,7 +223,29 @@ export function normalise(exchanges: readonly Exchange[], book: AddressBook): Tr
       if (a.x.startedAt < b.x.endedAt && b.x.startedAt < a.x.endedAt) overlaps.push([a.id, b.id].sort().join('~'));
     }
   }
-  const order: string[] = [];
-  for (const t of timed) if (order[order.length - 1] !== familyOf(t.stage)) order.push(familyOf(t.stage));
-  return { legs, order, overlaps: overlaps.sort() };
+  return { legs, order: phases(timed.map((t) => ({ family: familyOf(t.stage), startedAt: t.x.startedAt, endedAt: t.x.endedAt }))), overlaps: overlaps.sort() };
+}
+
+/**
+ * Call order as phases: legs in flight together form one phase, named by its families sorted and joined with `+`
+ * (`D+P` for a concurrent dispatch, whichever left first); phases in time order, repeats collapsed: `E,P,D`.
+ */
+export function phases(legs: readonly { family: string; startedAt: number; endedAt: number }[]): string[] {
+  const sorted = [...legs].sort((a, b) => a.startedAt - b.startedAt);
+  const out: string[] = [];
+  let i = 0;
+  while (i < sorted.length) {
+    const families = new Set([sorted[i]!.family]);
+    let end = sorted[i]!.endedAt;
+    let j = i + 1;
+    while (j < sorted.length && sorted[j]!.startedAt < end) {
+      families.add(sorted[j]!.family);
+      end = Math.max(end, sorted[j]!.endedAt);
+      j++;
+    }
+    const name = [...families].sort().join('+');
+    if (out[out.length - 1] !== name) out.push(name);
+    i = j;
+  }
+  return out;
 }

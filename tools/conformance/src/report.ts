@@ -6,6 +6,8 @@ import type { RouterRun } from './run';
 export interface Comparison {
   readonly reference: string;
   readonly upstream: string;
+  /** Cases not run for this reference, with the reason. */
+  readonly skipped: Readonly<Record<string, string>>;
   /** The local copy's path and SHA-256 (which version was compared). */
   readonly copy: { readonly path: string; readonly sha256: string };
   readonly referenceRun: RouterRun;
@@ -44,6 +46,7 @@ export function renderComparison(c: Comparison): string {
     `${c.referenceRun.results.length} requests compared; ${c.differences.length} differences: ${unexplained.length} unexplained, ${allowed.length} allowed.`,
     '',
   );
+  for (const [name, why] of Object.entries(c.skipped)) lines.push(`Not run: ${name} (${why}).`, '');
   for (const run of [c.referenceRun, c.triadRun]) {
     if (run.prefillMissing.length > 0) lines.push(`**${run.router}: prefill leg missing** in ${run.prefillMissing.join('; ')}.`, '');
   }

@@ -54,7 +54,9 @@ export async function runCases(
     if (c.fault) bench.stage(c.fault.stage).sim.setFault({ mode: 'ok' });
     const exchanges = protocolExchanges(bench.take());
     const trace = normalise(exchanges, book);
-    if (c.needsPrefill && prefillStage && !exchanges.some((x) => x.stage === prefillStage && x.port === 'api')) prefillMissing.push(c.name);
+    // A request the router refused itself (4xx, no leg) has no prefill to miss.
+    const served = client.status >= 200 && client.status < 300;
+    if (served && c.needsPrefill && prefillStage && !exchanges.some((x) => x.stage === prefillStage && x.port === 'api')) prefillMissing.push(c.name);
     results.push({ case: c.name, client, trace, outcome: bench.outcome() });
   }
   return { router: router.name, setup, results, prefillMissing };

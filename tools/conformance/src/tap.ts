@@ -5,45 +5,45 @@ import type { Exchange } from './exchange';
 const RESPONSE_CAP = 256 * 1024;
 
 /**
- * Makes a router's dispatch order observable without timing luck: a prefill's answer is held back until a decode
- * has been called for the same request, or `holdMs` has passed. A router that calls P and D concurrently has
- * called D by then (the legs overlap); one that waits for P's answer has not (they do not). The engine itself is
- * not held: a prefill that hands KV to a waiting decode does so as usual.
+ * Makes a router's dispatch order observable without timing luck: an engine's answer on a prefill or decode leg is
+ * held back until the other of the two has been called for the same request, or `holdMs` has passed. A router
+ * that calls P and D concurrently has called both by then (the legs overlap); one that waits for P's answer before
+ * calling D has not (they do not overlap), and an instant error on one leg cannot end it before the other starts.
+ * The engine itself is not held: a prefill that hands KV to a waiting decode does so as usual.
  */
 export class DispatchProbe {
-  #decodeSeen = false;
-  #waiters: (() => void)[] = [];
+  readonly #called = new Set<'prefill' | 'decode'>();
+  #waiters: { role: 'prefill' | 'decode'; done: () => void }[] = [];
 
   constructor(readonly holdMs: number) {}
 
   /** A new client request begins. */
   reset(): void {
-    this.#release();
-    this.#decodeSeen = false;
+    for (const w of this.#waiters) w.done();
+    this.#waiters = [];
+    this.#called.clear();
   }
 
-  decodeCalled(): void {
-    this.#decodeSeen = true;
-    this.#release();
+  called(role: 'prefill' | 'decode'): void {
+    this.#called.add(role);
+    const other = role === 'prefill' ? 'decode' : 'prefill';
+    const ready = this.#waiters.filter((w) => w.role === other);
+    this.#waiters = this.#waiters.filter((w) => w.role !== other);
+    for (const w of ready) w.done();
   }
 
-  /** Resolves when a decode was called or the hold ran out. */
-  async prefillAnswerMayGo(): Promise<void> {
-    if (this.#decodeSeen || this.holdMs <= 0) return;
+  /** Resolves when the other role was called or the hold ran out. */
+  async answerMayGo(role: 'prefill' | 'decode'): Promise<void> {
+    const other = role === 'prefill' ? 'decode' : 'prefill';
+    if (this.#called.has(other) || this.holdMs <= 0) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, this.holdMs);
       function done(): void {
         clearTimeout(timer);
         resolve();
       }
-      this.#waiters.push(done);
+      this.#waiters.push({ role, done });
     });
-  }
-
-  #release(): void {
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const w of waiters) w();
   }
 }
 
@@ -59,7 +59,7 @@ export interface TapOptions {
   /** The tap's own loopback address; it listens there on the target's port numbers. */
   readonly host: string;
   readonly target: TapTarget;
-  /** `prefill` answers wait for the probe; `decode` calls release it. */
+  /** Prefill and decode answers wait for the probe (see {@link DispatchProbe}). */
   readonly probeRole?: 'prefill' | 'decode';
   readonly probe?: DispatchProbe;
   readonly onExchange: (x: Exchange) => void;
@@ -118,7 +118,8 @@ export class RecordingTap {
       const [path = '/'] = (req.url ?? '/').split('?');
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v;
-      if (this.opts.probeRole === 'decode' && port === 'api') this.opts.probe?.decodeCalled();
+      const role = port === 'api' ? this.opts.probeRole : undefined;
+      if (role) this.opts.probe?.called(role);
       let status = 0;
       let answered = 0;
       const answer: Buffer[] = [];
@@ -144,7 +145,7 @@ export class RecordingTap {
         { host: this.opts.target.host, port: number, method: req.method, path: req.url, headers: req.headers, agent: this.#agent },
         (up) => {
           status = up.statusCode ?? 0;
-          const hold = this.opts.probeRole === 'prefill' && port === 'api' ? this.opts.probe?.prefillAnswerMayGo() : undefined;
+          const hold = role ? this.opts.probe?.answerMayGo(role) : undefined;
           void Promise.resolve(hold).then(() => {
             res.writeHead(status, up.headers);
             up.on('data', (c: Buffer) => {
