@@ -22,7 +22,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     key: '*.header.x-request-id',
     triad: '<id#1>',
     reason:
-      'mini_lb sends no request id. Triad sends one `x-request-id` (the client\'s, else a UUID) on every leg of a request, for logs and traces; the SGLang PD protocol is carried by the body fields, which match.',
+      "mini_lb sends no request id. Triad sends one `x-request-id` (the client's, else a UUID) on every leg of a request, for logs and traces; the SGLang PD protocol is carried by the body fields, which match.",
   },
   {
     id: 'short-prompt-on-decode',

@@ -29,7 +29,8 @@ function same(a: unknown, b: unknown): boolean {
 }
 
 function push(out: Difference[], c: string, key: string, reference: unknown, triad: unknown): void {
-  if (!same(reference, triad)) out.push({ case: c, key, reference: reference === undefined ? ABSENT : reference, triad: triad === undefined ? ABSENT : triad });
+  if (!same(reference, triad))
+    out.push({ case: c, key, reference: reference === undefined ? ABSENT : reference, triad: triad === undefined ? ABSENT : triad });
 }
 
 function diffMaps(

@@ -48,7 +48,8 @@ export class Placeholders {
 export function parseBody(text: string): unknown {
   if (text.trim() === '') return undefined;
   try {
-    return JSON.parse(text.replace(BIG_INT, (_m, lead: string, digits: string) => `${lead}"${BIG_INT_MARK}${digits}"`));
+    // The mark is written as a JSON escape: a raw control character inside a JSON string is a syntax error.
+    return JSON.parse(text.replace(BIG_INT, (_m, lead: string, digits: string) => `${lead}"\\u0000bigint:${digits}"`));
   } catch {
     return undefined;
   }
@@ -98,6 +99,9 @@ export function flatten(
     for (const [k, v] of entries) flatten(v, book, ph, prefix === '' ? k : `${prefix}.${k}`, out);
   } else if (typeof value === 'string') {
     out[prefix] = normaliseString(value, book, ph);
+  } else if (typeof value === 'number' && /room/i.test(prefix)) {
+    // Rooms are random: a small one parses as an ordinary number, and is a placeholder like the big ones.
+    out[prefix] = ph.of('big', String(value));
   } else if (typeof value === 'number' && /port/i.test(prefix) && book.ports.has(value)) {
     out[prefix] = book.ports.get(value);
   } else {
@@ -223,7 +227,11 @@ export function normalise(exchanges: readonly Exchange[], book: AddressBook): Tr
       if (a.x.startedAt < b.x.endedAt && b.x.startedAt < a.x.endedAt) overlaps.push([a.id, b.id].sort().join('~'));
     }
   }
-  return { legs, order: phases(timed.map((t) => ({ family: familyOf(t.stage), startedAt: t.x.startedAt, endedAt: t.x.endedAt }))), overlaps: overlaps.sort() };
+  return {
+    legs,
+    order: phases(timed.map((t) => ({ family: familyOf(t.stage), startedAt: t.x.startedAt, endedAt: t.x.endedAt }))),
+    overlaps: overlaps.sort(),
+  };
 }
 
 /**

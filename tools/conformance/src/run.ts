@@ -56,7 +56,8 @@ export async function runCases(
     const trace = normalise(exchanges, book);
     // A request the router refused itself (4xx, no leg) has no prefill to miss.
     const served = client.status >= 200 && client.status < 300;
-    if (served && c.needsPrefill && prefillStage && !exchanges.some((x) => x.stage === prefillStage && x.port === 'api')) prefillMissing.push(c.name);
+    if (served && c.needsPrefill && prefillStage && !exchanges.some((x) => x.stage === prefillStage && x.port === 'api'))
+      prefillMissing.push(c.name);
     results.push({ case: c.name, client, trace, outcome: bench.outcome() });
   }
   return { router: router.name, setup, results, prefillMissing };
