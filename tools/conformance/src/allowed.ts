@@ -26,7 +26,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'short-prompt-on-decode',
-    reference: ['nixl-toy', 'mooncake'],
+    reference: ['nixl-toy', 'mooncake', 'epd-newest', 'epd-classic'],
     case: 'text, short',
     key: '*',
     reason:
@@ -50,12 +50,45 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       "vLLM's Mooncake proxy fires the prefill and forgets it: when it fails, the decode waits for a transfer that never comes and then prefills the whole prompt itself (`kvPullFailures` 1, `localPrefillFallbacks` 1) and answers 200, the doubled prefill a PD router exists to prevent. Triad counts the prefill's failure and fails the attempt over, never a silent local prefill.",
   },
   {
-    id: 'mooncake-proxy-min-tokens',
-    reference: 'mooncake',
+    id: 'proxy-keeps-min-tokens',
+    reference: ['mooncake', 'epd-newest', 'epd-classic'],
     case: 'text, long, min_tokens + max_completion_tokens',
-    key: ['P#1.status', 'P#1.body.min_tokens', 'P#1.answer.*', 'outcome.*'],
+    key: ['client.*', 'order', 'overlap:*', 'leg:D#1', 'P#1.status', 'P#1.body.min_tokens', 'P#1.answer.*', 'outcome.*'],
     reason:
-      "vLLM's Mooncake proxy keeps the client's `min_tokens` on the prefill leg it cuts to `max_tokens` 1, which vLLM refuses (400, SamplingParams: min_tokens must be at most max_tokens); its fire-and-forget prefill fails unseen and the decode prefills locally. Triad drops `min_tokens` on the prefill leg, as the NIXL toy proxy does.",
+      "These proxies keep the client's `min_tokens` on the prefill leg they cut to `max_tokens` 1, which vLLM refuses (400: SamplingParams requires min_tokens ≤ max_tokens). The EPD proxy then fails the request (500); the Mooncake proxy's fire-and-forget prefill fails unseen and its decode prefills locally. Triad drops `min_tokens` on the prefill leg, as the NIXL toy proxy does, and the decode keeps it.",
+  },
+  {
+    id: 'ec-items-only-for-push',
+    reference: ['epd-newest'],
+    case: '*',
+    key: ['P#1.body.ec_transfer_params.ec_items*', 'D#1.body.ec_transfer_params.ec_items*'],
+    triad: '(absent)',
+    reason:
+      "The newest EPD proxy adds `ec_transfer_params.ec_items` ({mm_hash, transfer_id} per item) to the consumer's body for every EC connector. Only ECMooncakeConnector reads it; the NIXL consumer (ECCPUConnector) reads the encoder's handle under the item's key, which both routers copy verbatim. Triad sends `ec_items` for Mooncake only.",
+  },
+  {
+    id: 'encoder-assignment',
+    reference: ['epd-newest', 'epd-newest-mooncake', 'epd-classic'],
+    case: '3 images, long',
+    key: [
+      'E#*',
+      'E#*.body.messages*',
+      'E#*.body.ec_transfer_params.ec_items*',
+      'E#*.answer.*',
+      '*.item_indices*',
+      '*.ec_items[*].transfer_id',
+      '*.ec_items[*].mm_hash',
+    ],
+    reason:
+      "Which images share an encoder is the router's choice: the proxy deals items round-robin from a cursor that persists across requests; Triad's scheduler places them by load and cache. Both send one request per encoder with its images in input order, so only the grouping (and each item's index within its batch) differs.",
+  },
+  {
+    id: 'encoder-alternate',
+    reference: ['epd-newest', 'epd-newest-mooncake', 'epd-classic'],
+    case: '500 at E, long',
+    key: ['leg:E#2', 'E#2.*', 'outcome.E.faultsInjected'],
+    reason:
+      "A failed encoder request moves to the alternate encoders of its first item before the request fails (docs/protocols/vllm.md, encoder fan-out); the proxy fails the request at once. Here every encoder fails once, so Triad's alternate fails too.",
   },
   {
     id: 'sglang-n',

@@ -1,7 +1,7 @@
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import type { Exchange } from './exchange';
-import type { AddressBook } from './normalise';
+import { familyOf, type AddressBook } from './normalise';
 import { DispatchProbe, RecordingTap } from './tap';
 
 export const MODEL = 'conformance-model';
@@ -99,15 +99,22 @@ export class Bench {
     return [...this.#stages.values()];
   }
 
-  /** Names for every address a router or engine may write: taps by stage, sims as `<stage>.sim`. */
+  /**
+   * Names for every address a router or engine may write: taps by stage family, sims as `<family>.sim` (encoders
+   * are interchangeable: which one serves an item is the router's choice, compared through the legs, not the names).
+   */
   addressBook(): AddressBook {
     const hosts = new Map<string, string>();
     const ports = new Map<number, string>();
     for (const s of this.#stages.values()) {
-      hosts.set(s.tap.opts.host, s.stage);
-      hosts.set(s.sim.host, `${s.stage}.sim`);
-      ports.set(s.sim.port, `${s.stage}.port`);
-      if (s.sim.bootstrapPort !== undefined) ports.set(s.sim.bootstrapPort, `${s.stage}.bootstrapPort`);
+      const name = familyOf(s.stage);
+      hosts.set(s.tap.opts.host, name);
+      hosts.set(s.sim.host, `${name}.sim`);
+      ports.set(s.sim.port, `${name}.port`);
+      if (s.sim.bootstrapPort !== undefined) ports.set(s.sim.bootstrapPort, `${name}.bootstrapPort`);
+      (s.sim.ecControlAddresses ?? []).forEach((a, rank) =>
+        ports.set(Number(a.slice(a.lastIndexOf(':') + 1)), `${name}.ecControlPort[${rank}]`),
+      );
     }
     return { hosts, ports };
   }
@@ -137,7 +144,7 @@ export class Bench {
     );
   }
 
-  /** Counter deltas since `begin`, and what each stage still holds, zeros omitted. */
+  /** Counter deltas since `begin`, summed per stage family, and what each family still holds, zeros omitted. */
   outcome(): Record<string, number> {
     const after = this.#counters();
     const out: Record<string, number> = {};
@@ -147,7 +154,8 @@ export class Bench {
     }
     for (const s of this.#stages.values()) {
       const held = s.sim.kvHeld();
-      if (held.requests > 0) out[`${s.stage}.kvHeldRequests`] = held.requests;
+      const key = `${familyOf(s.stage)}.kvHeldRequests`;
+      if (held.requests > 0) out[key] = (out[key] ?? 0) + held.requests;
     }
     return out;
   }
@@ -156,7 +164,10 @@ export class Bench {
     const out: Record<string, number> = {};
     for (const s of this.#stages.values()) {
       const c = s.sim.counters();
-      for (const name of OUTCOME_COUNTERS) out[`${s.stage}.${name}`] = c[name] ?? 0;
+      for (const name of OUTCOME_COUNTERS) {
+        const key = `${familyOf(s.stage)}.${name}`;
+        out[key] = (out[key] ?? 0) + (c[name] ?? 0);
+      }
     }
     return out;
   }

@@ -5,8 +5,8 @@ export interface Case {
   readonly name: string;
   readonly path: '/v1/chat/completions' | '/v1/completions';
   readonly body: Record<string, unknown>;
-  /** Inject this fault on the stage's engine for the case's first request only. */
-  readonly fault?: { readonly stage: string; readonly mode: 'error500' | 'error429' };
+  /** Inject this fault on each named stage's engine, for its first request only (all encoders: which one serves is the router's choice). */
+  readonly fault?: { readonly stages: readonly string[]; readonly mode: 'error500' | 'error429' };
   /** The prefill leg must have run (the prompt is long enough that no router may skip it). */
   readonly needsPrefill: boolean;
 }
@@ -37,7 +37,7 @@ function chat(content: unknown, extra: Record<string, unknown> = {}): Record<str
  */
 export function requestSet(
   tag: string,
-  opts: { readonly prefillStage?: string; readonly decodeStage: string; readonly encodeStage?: string },
+  opts: { readonly prefillStage?: string; readonly decodeStage: string; readonly encodeStages?: readonly string[] },
 ): Case[] {
   const p = (name: string) => `${tag}/${name}`;
   const cases: Case[] = [
@@ -71,18 +71,21 @@ export function requestSet(
     },
     { name: 'audio, long', path: '/v1/chat/completions', body: chat([text(longPrompt(p('audio'))), audio(tag)]), needsPrefill: true },
   ];
-  const faulted = [opts.encodeStage, opts.prefillStage, opts.decodeStage].filter((s): s is string => s !== undefined);
-  for (const stage of faulted) {
-    const content = opts.encodeStage
-      ? [text(longPrompt(p(`err-${stage}`))), image(tag, 10 + faulted.indexOf(stage))]
-      : longPrompt(p(`err-${stage}`));
+  const faulted: [string, readonly string[]][] = [
+    ...(opts.encodeStages ? [['E', opts.encodeStages] as [string, readonly string[]]] : []),
+    ...(opts.prefillStage ? [[opts.prefillStage, [opts.prefillStage]] as [string, readonly string[]]] : []),
+    [opts.decodeStage, [opts.decodeStage]],
+  ];
+  faulted.forEach(([name, stages], i) => {
+    const prompt = longPrompt(p(`err-${name}`));
+    const content = opts.encodeStages ? [text(prompt), image(tag, 10 + i)] : prompt;
     cases.push({
-      name: `500 at ${stage}, long`,
+      name: `500 at ${name}, long`,
       path: '/v1/chat/completions',
       body: chat(content),
-      fault: { stage, mode: 'error500' },
+      fault: { stages, mode: 'error500' },
       needsPrefill: true,
     });
-  }
+  });
   return cases;
 }

@@ -1,6 +1,19 @@
+import { createHash } from 'node:crypto';
 import type { Exchange } from './exchange';
 import { protocolExchanges } from './exchange';
-import { callOrder, familyOf, flatten, normalise, parseBody, phases, Placeholders, type AddressBook } from './normalise';
+import {
+  callOrder,
+  familyOf,
+  flatten,
+  idKind,
+  normalise,
+  normaliseString,
+  parseBody,
+  phases,
+  Placeholders,
+  type AddressBook,
+} from './normalise';
+import { clientSeeds } from './run';
 
 const book: AddressBook = {
   hosts: new Map([
@@ -67,10 +80,10 @@ describe('flatten', () => {
       'body',
     );
     expect(out).toEqual({
-      'body.kv.transfer_id': 'xfer-<id#1>',
+      'body.kv.transfer_id': 'xfer-<transfer#1>',
       'body.kv.remote_bootstrap_addr': 'http://P.bootstrapPort',
       'body.kv.remote_port': 'P.port',
-      'body.again': '<id#1>',
+      'body.again': '<transfer#1>',
       'body.room': '<big#1>',
       'body.bootstrap_room': '<big#2>',
       'body.again_room': '<big#2>',
@@ -143,11 +156,12 @@ describe('normalise', () => {
       id: 'P#1',
       stage: 'P',
       target: 'P',
-      headers: { 'x-request-id': '<id#1>', 'x-data-parallel-rank': '0', traceparent: '<present>' },
+      headers: { 'x-request-id': '<request#1>', 'x-data-parallel-rank': '0', traceparent: '<present>' },
       answer: { 'kv_transfer_params.remote_host': 'P.sim', 'kv_transfer_params.remote_port': 'P.port' },
     });
-    expect(legP!.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<id#1>');
-    expect(legD!.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<id#1>');
+    // The transfer id is built from the request id: the same name shows it.
+    expect(legP!.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<request#1>');
+    expect(legD!.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<request#1>');
     expect(legP!.headers['user-agent']).toBeUndefined();
   });
   it('does not call sequential legs overlapping, and names a bootstrap-port exchange apart', () => {
@@ -175,5 +189,53 @@ describe('protocolExchanges', () => {
       exchange('D', { a: 1 }),
     ]);
     expect(kept.map((x) => x.path)).toEqual(['/query', '/v1/chat/completions']);
+  });
+});
+
+describe('names that do not depend on which router sent what first', () => {
+  it('numbers ids per kind from the field name, so an id only one router sends shifts no other name', () => {
+    const ph = new Placeholders();
+    const out = flatten(
+      {
+        ec_items: [{ transfer_id: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' }],
+        kv: { remote_engine_id: '11111111-2222-4333-8444-555555555555', remote_request_id: '99999999-2222-4333-8444-555555555555' },
+      },
+      book,
+      ph,
+    );
+    expect(out).toEqual({
+      'ec_items[0].transfer_id': '<transfer#1>',
+      'kv.remote_engine_id': '<engine#1>',
+      'kv.remote_request_id': '<request#1>',
+    });
+    expect(idKind('x-request-id')).toBe('request');
+    expect(idKind('body.something')).toBe('id');
+  });
+
+  it("names the client's media by position (URL and its SHA-256 uuid, also as a key) and its prompts", () => {
+    const url = 'https://example.com/a.png';
+    const seeds = clientSeeds({
+      model: 'm',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'describe' },
+            { type: 'image_url', image_url: { url } },
+          ],
+        },
+      ],
+    });
+    const uuid = createHash('sha256').update(url).digest('hex');
+    expect(seeds.get(url)).toBe('<media#1>.url');
+    expect(seeds.get(uuid)).toBe('<media#1>');
+    expect(seeds.get('describe')).toBe('<prompt#1>');
+    const out = flatten({ ec_transfer_params: { [uuid]: { peer_host: '127.0.70.20' } }, uuid, url }, book, new Placeholders(seeds));
+    expect(out).toEqual({ 'ec_transfer_params.<media#1>.peer_host': 'P.sim', uuid: '<media#1>', url: '<media#1>.url' });
+  });
+
+  it('replaces the random short suffix of an encoder request id', () => {
+    const ph = new Placeholders();
+    expect(normaliseString('6a1b2c3d-1111-4222-8333-944455556666:2:0f3a9c', book, ph, 'request')).toBe('<request#1>:2:<hex>');
   });
 });

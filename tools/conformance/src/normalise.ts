@@ -16,6 +16,8 @@ const LONG_TEXT = 64;
 const LONG_NUMBER_LIST = 4;
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 const LONG_HEX = /\b[0-9a-f]{16,}\b/gi;
+const SHORT_HEX_SUFFIX = /:[0-9a-f]{6}$/;
+const HEX_KEY = /^[0-9a-f]{16,}$/i;
 /** JSON integers beyond 2^53 (SGLang rooms), quoted before parsing so they stay exact. */
 const BIG_INT = /([:[,]\s*)(-?\d{16,})(?=\s*[,\]}])/g;
 const BIG_INT_MARK = '\u0000bigint:';
@@ -30,15 +32,27 @@ export interface AddressBook {
 export class Placeholders {
   readonly #seen = new Map<string, string>();
   readonly #counts = new Map<string, number>();
+  /** Values named before any leg is read (the client's media URLs and their uuids): same name whoever sends them first. */
+  readonly seeds: ReadonlyMap<string, string>;
 
+  constructor(seeds: ReadonlyMap<string, string> = new Map()) {
+    this.seeds = seeds;
+  }
+
+  /**
+   * The value's name: the seed's, else the one it got when first seen (whatever kind it was seen as: the request id
+   * in a header and inside `xfer-<request id>` are one value), else a new `<kind#n>`, numbered per kind so that an
+   * id one router sends and the other does not shifts no other name.
+   */
   of(kind: string, value: string): string {
-    const key = `${kind}\u0000${value}`;
-    let name = this.#seen.get(key);
+    const seeded = this.seeds.get(value);
+    if (seeded !== undefined) return seeded;
+    let name = this.#seen.get(value);
     if (name === undefined) {
       const n = (this.#counts.get(kind) ?? 0) + 1;
       this.#counts.set(kind, n);
       name = `<${kind}#${n}>`;
-      this.#seen.set(key, name);
+      this.#seen.set(value, name);
     }
     return name;
   }
@@ -69,12 +83,25 @@ function replaceAddresses(text: string, book: AddressBook): string {
 }
 
 /** One string value, normalised: addresses named, ids and long texts replaced by placeholders. */
-export function normaliseString(value: string, book: AddressBook, ph: Placeholders): string {
+/** The kind of id a field holds, from its name: `<engine#1>` reads better than `<id#3>`, and numbers apart. */
+export function idKind(path: string): string {
+  const last = path.slice(path.lastIndexOf('.') + 1).toLowerCase();
+  if (last.includes('engine_id')) return 'engine';
+  if (last.includes('transfer_id')) return 'transfer';
+  if (last.includes('request_id') || last === 'x-request-id') return 'request';
+  return 'id';
+}
+
+export function normaliseString(value: string, book: AddressBook, ph: Placeholders, kind = 'id'): string {
   if (value.startsWith(BIG_INT_MARK)) return ph.of('big', value.slice(BIG_INT_MARK.length));
+  const seeded = ph.seeds.get(value);
+  if (seeded !== undefined) return seeded;
   if (value.length > LONG_TEXT && !value.includes('://')) return ph.of('text', value);
   let out = replaceAddresses(value, book);
-  out = out.replace(UUID, (id) => ph.of('id', id.toLowerCase()));
-  out = out.replace(LONG_HEX, (id) => ph.of('id', id.toLowerCase()));
+  out = out.replace(UUID, (id) => ph.of(kind, id.toLowerCase()));
+  out = out.replace(LONG_HEX, (id) => ph.of(kind, id.toLowerCase()));
+  // A random short suffix (vLLM's EPD proxy names encoder requests `<request id>:<item>:<6 hex>`).
+  out = out.replace(SHORT_HEX_SUFFIX, ':<hex>');
   if (out.length > LONG_TEXT) return ph.of('text', out);
   return out;
 }
@@ -96,9 +123,13 @@ export function flatten(
   } else if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>);
     if (entries.length === 0) out[prefix] = {};
-    for (const [k, v] of entries) flatten(v, book, ph, prefix === '' ? k : `${prefix}.${k}`, out);
+    for (const [k, v] of entries) {
+      // Keys can be ids too (the EPD encoders key their answers by the item's hash).
+      const key = HEX_KEY.test(k) || ph.seeds.has(k) ? normaliseString(k, book, ph) : k;
+      flatten(v, book, ph, prefix === '' ? key : `${prefix}.${key}`, out);
+    }
   } else if (typeof value === 'string') {
-    out[prefix] = normaliseString(value, book, ph);
+    out[prefix] = normaliseString(value, book, ph, idKind(prefix));
   } else if (typeof value === 'number' && /room/i.test(prefix)) {
     // Rooms are random: a small one parses as an ordinary number, and is a placeholder like the big ones.
     out[prefix] = ph.of('big', String(value));
@@ -185,8 +216,8 @@ export function familyOf(stage: string): string {
 }
 
 /** Normalises the protocol exchanges of one request (in any order; they are sorted by start). */
-export function normalise(exchanges: readonly Exchange[], book: AddressBook): Trace {
-  const ph = new Placeholders();
+export function normalise(exchanges: readonly Exchange[], book: AddressBook, seeds: ReadonlyMap<string, string> = new Map()): Trace {
+  const ph = new Placeholders(seeds);
   const sorted = callOrder(exchanges);
   const counts = new Map<string, number>();
   const legs: Leg[] = [];
@@ -201,7 +232,7 @@ export function normalise(exchanges: readonly Exchange[], book: AddressBook): Tr
     for (const h of PROTOCOL_HEADERS) {
       const v = x.headers[h];
       if (v === undefined) continue;
-      headers[h] = h === 'traceparent' ? '<present>' : normaliseString(v, book, ph);
+      headers[h] = h === 'traceparent' ? '<present>' : normaliseString(v, book, ph, idKind(h));
     }
     const parsed = parseBody(x.body);
     const fields = parsed === undefined ? (x.body === '' ? {} : { body: ph.of('text', x.body) }) : flatten(parsed, book, ph, 'body');

@@ -1,6 +1,7 @@
 import type { ModelServerRecord } from '@triad/bus';
 import type { Bench, StageSpec } from './bench';
 import { answers } from './router';
+import type { TriadEndpoint } from './triad-router';
 import type { TriadSpec } from './triad-router';
 
 /**
@@ -16,7 +17,7 @@ export interface Reference {
   readonly stages: readonly StageSpec[];
   readonly prefillStage?: string;
   readonly decodeStage: string;
-  readonly encodeStage?: string;
+  readonly encodeStages?: readonly string[];
   /** Cases of the set not run here, with the reason (shown in the report). */
   readonly skip?: Readonly<Record<string, string>>;
   /** The script's arguments after `--host 127.0.0.1 --port N`, from the taps' addresses. */
@@ -46,6 +47,65 @@ const pdEndpoints = [
   { stage: 'P', role: 'prefill' },
   { stage: 'D', role: 'decode' },
 ] as const;
+
+const epdSelector = (prefill: boolean) => ({
+  matchLabels: { app: 'conformance' },
+  pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, ...(prefill ? { prefillLabels: { r: 'p' } } : {}), decodeLabels: { r: 'd' } },
+});
+
+function vllmEpd(ec: 'nixl' | 'mooncake', prefill: boolean): ModelServerRecord['spec'] {
+  return {
+    model: 'conformance-model',
+    inferenceEngine: 'vLLM',
+    pipelineMode: 'epd',
+    kvConnector: { type: 'nixl' },
+    // What the sims run; batches unbounded as the proxy's default ENCODER_MAX_BATCH_SIZE=0 (the set has at most 3 images).
+    ecConnector: { type: ec, enableMmEmbeds: true, maxEncoderBatch: 0, reencodeAttempts: 1 },
+    workloadPort: port,
+    workloadSelector: epdSelector(prefill),
+  };
+}
+
+/** The EPD proxies serve only chat completions. */
+const EPD_SKIP = {
+  'completions, long': 'the EPD proxies serve only /v1/chat/completions',
+  'n=2, long': VLLM_SKIP['n=2, long'],
+};
+
+/** vLLM's EPD proxy command line (both versions): encoders, prefills (`none` for E→PD), decodes. */
+function epdArgs(b: Bench, prefill: boolean): string[] {
+  return [
+    '--encode-servers-urls',
+    [b.stage('E0').tap.url, b.stage('E1').tap.url].join(','),
+    '--prefill-servers-urls',
+    prefill ? b.stage('P').tap.url : 'none',
+    '--decode-servers-urls',
+    b.stage('D').tap.url,
+  ];
+}
+
+const encoders = (ec: 'nixl' | 'mooncake'): StageSpec[] => [
+  { stage: 'E0', engine: 'vllm', role: 'encode', ecConnector: ec },
+  { stage: 'E1', engine: 'vllm', role: 'encode', ecConnector: ec },
+];
+
+/** E→P→D with the NIXL EC connector (the consumer pulls from the encoder) and NIXL KV. */
+const epdNixlStages: StageSpec[] = [
+  ...encoders('nixl'),
+  { stage: 'P', engine: 'vllm', role: 'prefill', ecConnector: 'nixl', enableMmEmbeds: true, probeRole: 'prefill' },
+  { stage: 'D', engine: 'vllm', role: 'decode', enableMmEmbeds: true, probeRole: 'decode' },
+];
+
+const epdNixlEndpoints = [
+  { stage: 'E0', role: 'encode' },
+  { stage: 'E1', role: 'encode' },
+  { stage: 'P', role: 'prefill' },
+  { stage: 'D', role: 'decode' },
+] as const;
+
+/** Mooncake EC consumers wait this long for a push (vLLM: 60 s), so a missing push fails in seconds. */
+const PUSH_WAIT_MS = 5_000;
+const EC_DP = 2;
 
 /** SGLang waits 300 s for a room upstream; here 3 s, so an `n > 1` request that never pairs fails quickly. */
 const SGLANG_BOOTSTRAP_TIMEOUT_MS = 3_000;
@@ -113,5 +173,65 @@ export const REFERENCES: readonly Reference[] = [
       spec: { model: 'conformance-model', inferenceEngine: 'SGLang', workloadPort: port, workloadSelector: pdSelector },
       endpoints: pdEndpoints,
     },
+  },
+  {
+    name: 'epd-newest',
+    upstream: 'vllm: examples/disaggregated/disaggregated_encoder/disagg_epd_proxy.py (newest)',
+    stages: epdNixlStages,
+    encodeStages: ['E0', 'E1'],
+    prefillStage: 'P',
+    decodeStage: 'D',
+    skip: EPD_SKIP,
+    args: (b) => epdArgs(b, true),
+    ready: () => answers('/health', (s) => s === 200),
+    triad: { mode: 'epd', spec: vllmEpd('nixl', true), endpoints: epdNixlEndpoints },
+  },
+  {
+    name: 'epd-newest-mooncake',
+    upstream: 'vllm: examples/disaggregated/disaggregated_encoder/disagg_epd_proxy.py (newest), Mooncake EC, E→PD',
+    stages: [
+      ...encoders('mooncake'),
+      {
+        stage: 'D',
+        engine: 'vllm',
+        role: 'both',
+        ecConnector: 'mooncake',
+        enableMmEmbeds: true,
+        dataParallel: EC_DP,
+        ecPushWaitTimeoutMs: PUSH_WAIT_MS,
+      },
+    ],
+    encodeStages: ['E0', 'E1'],
+    decodeStage: 'D',
+    skip: EPD_SKIP,
+    args: (b) => [
+      ...epdArgs(b, false),
+      '--ec-consumer-zmq-addrs',
+      (b.stage('D').sim.ecControlAddresses ?? []).join(','),
+      '--ec-consumer-dp-size',
+      String(EC_DP),
+    ],
+    ready: () => answers('/health', (s) => s === 200),
+    triad: {
+      mode: 'epd',
+      spec: vllmEpd('mooncake', false),
+      endpoints: (b: Bench): TriadEndpoint[] => [
+        { stage: 'E0', role: 'encode' },
+        { stage: 'E1', role: 'encode' },
+        { stage: 'D', role: 'decode', dpSize: EC_DP, ecControlAddresses: b.stage('D').sim.ecControlAddresses ?? [] },
+      ],
+    },
+  },
+  {
+    name: 'epd-classic',
+    upstream: 'vllm: examples/online_serving/disaggregated_encoder/disagg_epd_proxy.py at 7e4cd77021afa2d7298f9e6836dc789517b01925',
+    stages: epdNixlStages,
+    encodeStages: ['E0', 'E1'],
+    prefillStage: 'P',
+    decodeStage: 'D',
+    skip: EPD_SKIP,
+    args: (b) => epdArgs(b, true),
+    ready: () => answers('/health', (s) => s === 200),
+    triad: { mode: 'epd', spec: vllmEpd('nixl', true), endpoints: epdNixlEndpoints },
   },
 ];

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Case } from './cases';
 import type { Bench } from './bench';
 import type { RequestResult } from './diff';
@@ -35,6 +36,38 @@ async function send(url: string, c: Case): Promise<RequestResult['client']> {
   }
 }
 
+const MEDIA_PART = new Set(['image_url', 'audio_url', 'video_url']);
+
+/**
+ * Names for what the client sent, so both routers' legs use the same ones whatever order they make: each media
+ * URL (`<media#1>.url`) and the uuid an EPD router derives from it (SHA-256 of the URL, vLLM's `content_uuid`:
+ * `<media#1>`), and the prompt's texts (`<prompt#1>`).
+ */
+export function clientSeeds(body: Record<string, unknown>): Map<string, string> {
+  const seeds = new Map<string, string>();
+  let media = 0;
+  let prompts = 0;
+  const text = (t: unknown) => {
+    if (typeof t === 'string' && !seeds.has(t)) seeds.set(t, `<prompt#${++prompts}>`);
+  };
+  text(body['prompt']);
+  for (const m of Array.isArray(body['messages']) ? (body['messages'] as Record<string, unknown>[]) : []) {
+    const content = m['content'];
+    if (!Array.isArray(content)) text(content);
+    for (const part of Array.isArray(content) ? (content as Record<string, unknown>[]) : []) {
+      const type = String(part['type']);
+      if (type === 'text') text(part['text']);
+      if (!MEDIA_PART.has(type)) continue;
+      const url = (part[type] as { url?: unknown } | undefined)?.url;
+      if (typeof url !== 'string') continue;
+      media += 1;
+      seeds.set(url, `<media#${media}>.url`);
+      seeds.set(createHash('sha256').update(url).digest('hex'), `<media#${media}>`);
+    }
+  }
+  return seeds;
+}
+
 /** Sends every case through `router`, one at a time, and normalises what the taps saw for each. */
 export async function runCases(
   router: RunningRouter,
@@ -47,13 +80,13 @@ export async function runCases(
   const results: RequestResult[] = [];
   const prefillMissing: string[] = [];
   for (const c of cases) {
-    if (c.fault) bench.stage(c.fault.stage).sim.setFault({ mode: c.fault.mode, count: 1 });
+    for (const stage of c.fault?.stages ?? []) bench.stage(stage).sim.setFault({ mode: c.fault!.mode, count: 1 });
     bench.begin();
     const client = await send(router.url, c);
     await bench.settle(SETTLE_MS);
-    if (c.fault) bench.stage(c.fault.stage).sim.setFault({ mode: 'ok' });
+    for (const stage of c.fault?.stages ?? []) bench.stage(stage).sim.setFault({ mode: 'ok' });
     const exchanges = protocolExchanges(bench.take());
-    const trace = normalise(exchanges, book);
+    const trace = normalise(exchanges, book, clientSeeds(c.body));
     // A request the router refused itself (4xx, no leg) has no prefill to miss.
     const served = client.status >= 200 && client.status < 300;
     if (served && c.needsPrefill && prefillStage && !exchanges.some((x) => x.stage === prefillStage && x.port === 'api'))

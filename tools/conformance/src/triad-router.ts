@@ -24,7 +24,8 @@ export interface TriadEndpoint {
 export interface TriadSpec {
   readonly mode: ModelServerRecord['mode'];
   readonly spec: ModelServerRecord['spec'];
-  readonly endpoints: readonly TriadEndpoint[];
+  /** The endpoints, or a function of the bench for those that name its addresses (Mooncake EC control addresses). */
+  readonly endpoints: readonly TriadEndpoint[] | ((bench: Bench) => readonly TriadEndpoint[]);
 }
 
 const NAMESPACE = 'default';
@@ -65,7 +66,8 @@ export async function startTriad(bench: Bench, triad: TriadSpec): Promise<Runnin
       spec: { modelName: MODEL, rules: [{ targetModels: [{ modelServerName: SERVER, weight: 100 }] }] },
     });
     const engine = triad.spec.inferenceEngine;
-    for (const e of triad.endpoints) {
+    const list = typeof triad.endpoints === 'function' ? triad.endpoints(bench) : triad.endpoints;
+    for (const e of list) {
       const { sim, tap } = bench.stage(e.stage);
       const now = Date.now();
       await endpoints.put(endpointKey(NAMESPACE, SERVER, e.stage.toLowerCase()), {
