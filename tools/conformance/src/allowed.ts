@@ -107,4 +107,12 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     reason:
       "mini_lb waits for both answers: after the prefill's 500 the decode waits for its room until the bootstrap timeout (300 s upstream) holding its pre-allocated KV, then fails too. Triad aborts the decode as soon as the prefill fails (D#1 status 0: the router closed it), so no timeout.",
   },
+  {
+    id: 'classic-epd-protocol',
+    reference: 'epd-classic',
+    case: '*',
+    key: ['leg:E#*', 'E#*.body.max_tokens', 'E#*.body.messages*', '*.body.messages*', '*.body.ec_transfer_params*', 'outcome.*'],
+    reason:
+      "Triad speaks the newest EPD proxy's protocol (compared in the `epd-newest` rows): one encoder request per encoder with every part's `uuid` and no `max_tokens`, and the encoder's handles and `*_embeds` metadata passed on. The classic proxy sends one request per item with `max_tokens: 1`, ignores the encoder's answer and forwards the raw media, so under the NIXL EC connector the prefill encodes every item again (`localEncodes`, `ecMisses`); with Triad it pulls them (`ecPullsReceived`).",
+  },
 ];
