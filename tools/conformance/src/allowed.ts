@@ -8,7 +8,7 @@ import type { AllowEntry } from './allow-list';
 export const ALLOW_LIST: readonly AllowEntry[] = [
   {
     id: 'authorization',
-    reference: '*',
+    reference: ['nixl-toy', 'mooncake'],
     case: '*',
     key: '*.header.authorization',
     triad: '(absent)',
@@ -20,13 +20,13 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     reference: 'mini_lb',
     case: '*',
     key: '*.header.x-request-id',
-    triad: '<id#1>',
+    triad: '<request#1>',
     reason:
       "mini_lb sends no request id. Triad sends one `x-request-id` (the client's, else a UUID) on every leg of a request, for logs and traces; the SGLang PD protocol is carried by the body fields, which match.",
   },
   {
     id: 'short-prompt-on-decode',
-    reference: ['nixl-toy', 'mooncake', 'epd-newest', 'epd-classic'],
+    reference: ['nixl-toy', 'mooncake', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
     case: 'text, short',
     key: '*',
     reason:
@@ -51,7 +51,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'proxy-keeps-min-tokens',
-    reference: ['mooncake', 'epd-newest', 'epd-classic'],
+    reference: ['mooncake', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
     case: 'text, long, min_tokens + max_completion_tokens',
     key: ['client.*', 'order', 'overlap:*', 'leg:D#1', 'P#1.status', 'P#1.body.min_tokens', 'P#1.answer.*', 'outcome.*'],
     reason:
@@ -59,7 +59,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'ec-items-only-for-push',
-    reference: ['epd-newest'],
+    reference: ['epd-newest', 'epd-newest-shared-storage'],
     case: '*',
     key: ['P#1.body.ec_transfer_params.ec_items*', 'D#1.body.ec_transfer_params.ec_items*'],
     triad: '(absent)',
@@ -68,7 +68,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'encoder-assignment',
-    reference: ['epd-newest', 'epd-newest-mooncake', 'epd-classic'],
+    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-newest-mooncake', 'epd-classic'],
     case: '3 images, long',
     key: [
       'E#*',
@@ -84,7 +84,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'encoder-alternate',
-    reference: ['epd-newest', 'epd-newest-mooncake', 'epd-classic'],
+    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-newest-mooncake', 'epd-classic'],
     case: '500 at E, long',
     key: ['leg:E#2', 'E#2.*', 'outcome.E.faultsInjected'],
     reason:
@@ -100,12 +100,13 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       'SGLang (through at least 0.5.18) puts every sample of an `n > 1` request on one room, so PD `n > 1` never pairs: both legs wait for the bootstrap timeout (300 s upstream, 3 s here) and fail; mini_lb forwards it and answers 500 after the timeout. Triad refuses it at once with a 400 that says why (docs/protocols/sglang.md).',
   },
   {
-    id: 'sglang-prefill-failure',
+    id: 'sglang-leg-failure-aborts-the-other',
     reference: 'mini_lb',
-    case: '500 at P, long',
-    key: ['D#1.status', 'outcome.D.bootstrapTimeouts'],
+    case: '500 at *',
+    key: ['D#1.status', 'P#1.status', 'outcome.D.bootstrapTimeouts'],
+    triad: '*',
     reason:
-      "mini_lb waits for both answers: after the prefill's 500 the decode waits for its room until the bootstrap timeout (300 s upstream) holding its pre-allocated KV, then fails too. Triad aborts the decode as soon as the prefill fails (D#1 status 0: the router closed it), so no timeout.",
+      "mini_lb waits for both answers: after the prefill's 500 the decode waits for its room until the bootstrap timeout (300 s upstream) holding its pre-allocated KV, then fails too. Triad aborts the other leg as soon as one fails (status 0: the router closed it), so no decode waits out the timeout; the prefill's computed room is left to SGLang's own timeout either way.",
   },
   {
     id: 'classic-epd-protocol',

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import type { Exchange } from './exchange';
@@ -13,7 +16,12 @@ export interface BenchStage {
   readonly tap: RecordingTap;
 }
 
-export type StageSpec = { readonly stage: string; readonly probeRole?: 'prefill' | 'decode' } & Omit<SimEngineOptions, 'host' | 'model'>;
+export type StageSpec = {
+  readonly stage: string;
+  readonly probeRole?: 'prefill' | 'decode';
+  /** Shares the bench's fresh EC directory (vLLM ECExampleConnector's `shared_storage_path`). */
+  readonly sharedEc?: boolean;
+} & Omit<SimEngineOptions, 'host' | 'model' | 'sharedEcDir'>;
 
 /** Counters whose deltas are the engine-side outcome (the rest are housekeeping or duplicates of the legs). */
 const OUTCOME_COUNTERS = [
@@ -61,6 +69,7 @@ function nextHost(): string {
 export class Bench {
   readonly probe: DispatchProbe;
   readonly #stages = new Map<string, BenchStage>();
+  #ecDir: string | undefined;
   #log: Exchange[] = [];
   #before: Record<string, number> = {};
 
@@ -71,8 +80,10 @@ export class Bench {
   static async start(specs: readonly StageSpec[], holdMs: number): Promise<Bench> {
     const bench = new Bench(holdMs);
     try {
-      for (const { stage, probeRole, ...opts } of specs) {
-        const sim = await startSimEngine({ ...opts, host: nextHost(), model: MODEL, requestLogLimit: 0 } as SimEngineOptions);
+      for (const { stage, probeRole, sharedEc, ...opts } of specs) {
+        if (sharedEc && bench.#ecDir === undefined) bench.#ecDir = mkdtempSync(join(tmpdir(), 'triad-conformance-ec-'));
+        const ec = sharedEc ? { sharedEcDir: bench.#ecDir } : {};
+        const sim = await startSimEngine({ ...opts, ...ec, host: nextHost(), model: MODEL, requestLogLimit: 0 } as SimEngineOptions);
         const tap = await RecordingTap.start({
           stage,
           host: nextHost(),
@@ -177,5 +188,6 @@ export class Bench {
       await s.tap.close();
       await s.sim.close();
     }
+    if (this.#ecDir) rmSync(this.#ecDir, { recursive: true, force: true });
   }
 }

@@ -4,6 +4,7 @@
  *
  *   npx tsx tools/conformance/src/main.ts --ref nixl-toy=PATH --ref mooncake=PATH --ref mini_lb=PATH \
  *     [--out report.md] [--json results.json] [--hold-ms 750] [--log-dir DIR]
+ *   npx tsx tools/conformance/src/main.ts --render results.json [--out report.md]   (re-render with the current allow-list)
  *
  * The references are not part of this repository: pass paths of local copies (docs/conformance.md says which
  * files). Exits 1 when a difference is neither fixed nor on the allow-list.
@@ -81,8 +82,18 @@ async function main(): Promise<void> {
       json: { type: 'string' },
       'hold-ms': { type: 'string', default: '750' },
       'log-dir': { type: 'string' },
+      render: { type: 'string' },
     },
   });
+  if (values.render) {
+    // Re-renders a --json file of an earlier run with the current allow-list (no engines, no proxies).
+    const saved = JSON.parse(readFileSync(values.render, 'utf8')) as Comparison[];
+    const comparisons = saved.map((c) => ({ ...c, classified: classify(c.reference, c.differences, ALLOW_LIST) }));
+    const report = comparisons.map(renderComparison).join('\n');
+    if (values.out) writeFileSync(values.out, report);
+    else process.stdout.write(`${report}\n`);
+    return;
+  }
   const holdMs = Number(values['hold-ms']);
   const wanted = (values.ref ?? []).map((spec) => {
     const [name, path] = spec.split('=', 2) as [string, string | undefined];

@@ -53,7 +53,7 @@ const epdSelector = (prefill: boolean) => ({
   pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, ...(prefill ? { prefillLabels: { r: 'p' } } : {}), decodeLabels: { r: 'd' } },
 });
 
-function vllmEpd(ec: 'nixl' | 'mooncake', prefill: boolean): ModelServerRecord['spec'] {
+function vllmEpd(ec: 'nixl' | 'mooncake' | 'shared-storage', prefill: boolean): ModelServerRecord['spec'] {
   return {
     model: 'conformance-model',
     inferenceEngine: 'vLLM',
@@ -84,9 +84,24 @@ function epdArgs(b: Bench, prefill: boolean): string[] {
   ];
 }
 
-const encoders = (ec: 'nixl' | 'mooncake'): StageSpec[] => [
-  { stage: 'E0', engine: 'vllm', role: 'encode', ecConnector: ec },
-  { stage: 'E1', engine: 'vllm', role: 'encode', ecConnector: ec },
+const encoders = (ec: 'nixl' | 'mooncake' | 'shared-storage'): StageSpec[] => [
+  { stage: 'E0', engine: 'vllm', role: 'encode', ecConnector: ec, sharedEc: ec === 'shared-storage' },
+  { stage: 'E1', engine: 'vllm', role: 'encode', ecConnector: ec, sharedEc: ec === 'shared-storage' },
+];
+
+/** E→P→D with the shared-storage EC connector (encoders and prefill share a directory) and NIXL KV. */
+const epdSharedStages: StageSpec[] = [
+  ...encoders('shared-storage'),
+  {
+    stage: 'P',
+    engine: 'vllm',
+    role: 'prefill',
+    ecConnector: 'shared-storage',
+    sharedEc: true,
+    enableMmEmbeds: true,
+    probeRole: 'prefill',
+  },
+  { stage: 'D', engine: 'vllm', role: 'decode', enableMmEmbeds: true, probeRole: 'decode' },
 ];
 
 /** E→P→D with the NIXL EC connector (the consumer pulls from the encoder) and NIXL KV. */
@@ -185,6 +200,18 @@ export const REFERENCES: readonly Reference[] = [
     args: (b) => epdArgs(b, true),
     ready: () => answers('/health', (s) => s === 200),
     triad: { mode: 'epd', spec: vllmEpd('nixl', true), endpoints: epdNixlEndpoints },
+  },
+  {
+    name: 'epd-newest-shared-storage',
+    upstream: 'vllm: examples/disaggregated/disaggregated_encoder/disagg_epd_proxy.py (newest), shared-storage EC, E→P→D',
+    stages: epdSharedStages,
+    encodeStages: ['E0', 'E1'],
+    prefillStage: 'P',
+    decodeStage: 'D',
+    skip: EPD_SKIP,
+    args: (b) => epdArgs(b, true),
+    ready: () => answers('/health', (s) => s === 200),
+    triad: { mode: 'epd', spec: vllmEpd('shared-storage', true), endpoints: epdNixlEndpoints },
   },
   {
     name: 'epd-newest-mooncake',

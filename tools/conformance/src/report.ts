@@ -66,8 +66,18 @@ export function renderComparison(c: Comparison): string {
   }
   lines.push('');
   if (unexplained.length > 0) {
-    lines.push('Unexplained differences (reference → Triad):', '');
-    for (const d of unexplained) lines.push(`- ${d.case}: \`${d.key}\`: ${cell(d.reference)} → ${cell(d.triad)}`);
+    lines.push('Unexplained differences (reference → Triad), each with the cases it occurs in:', '');
+    const groups = new Map<string, { d: Difference; cases: string[] }>();
+    for (const d of unexplained) {
+      const id = JSON.stringify([d.key, d.reference, d.triad]);
+      const g = groups.get(id) ?? { d, cases: [] };
+      g.cases.push(d.case);
+      groups.set(id, g);
+    }
+    for (const { d, cases } of groups.values()) {
+      const where = cases.length === names.length - 1 ? 'every case' : cases.join('; ');
+      lines.push(`- \`${d.key}\`: ${cell(d.reference)} → ${cell(d.triad)} (${where})`);
+    }
     lines.push('');
   }
   if (allowed.length > 0) {
