@@ -1,3 +1,4 @@
+import { basename } from 'node:path';
 import type { Classified } from './allow-list';
 import type { Difference, RequestResult } from './diff';
 import type { RouterRun } from './run';
@@ -41,7 +42,7 @@ export function renderComparison(c: Comparison): string {
   const lines: string[] = [];
   const { allowed, unexplained, unused } = c.classified;
   lines.push(`### ${c.reference}`, '');
-  lines.push(`Upstream \`${c.upstream}\`; local copy \`${c.copy.path}\`, SHA-256 \`${c.copy.sha256.slice(0, 16)}…\`.`, '');
+  lines.push(`Upstream \`${c.upstream}\`; local copy \`${basename(c.copy.path)}\`, SHA-256 \`${c.copy.sha256.slice(0, 16)}…\`.`, '');
   lines.push(
     `${c.referenceRun.results.length} requests compared; ${c.differences.length} differences: ${unexplained.length} unexplained, ${allowed.length} allowed.`,
     '',
