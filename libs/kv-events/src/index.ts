@@ -11,8 +11,11 @@ export { cborDumps } from './hashing/cbor';
 export type { PyValue } from './hashing/py-value';
 
 // Tokenizing prompts as the engines do (gateway, simulated engines).
-export { loadTokenizer, promptTokenIds } from './tokenize/tokenizer';
-export type { ModelTokenizer } from './tokenize/tokenizer';
+export { loadTokenizer, promptTokenIds, tokenizePrompt } from './tokenize/tokenizer';
+export type { ModelTokenizer, LoadTokenizerOptions, PromptTokens } from './tokenize/tokenizer';
+export { UnsupportedChatError } from './tokenize/chat-messages';
+export type { ChatMediaPart } from './tokenize/chat-messages';
+export type { RenderedChat } from './tokenize/render-chat';
 
 // Wire format.
 export { decodeKvEventBatch, KvEventDecodeError } from './wire/decode-batch';

@@ -49,7 +49,7 @@ describe('gateway KV block keys', () => {
     hashing.configure({ ...options, tokenizers: [{ model: '*', path: dir }] });
     const messages = [{ role: 'user', content: prompt }];
     const t = loadTokenizer(dir);
-    const tokens = t.encode(t.renderChat?.(messages) ?? '', false);
+    const tokens = t.encode(t.renderChat?.({ messages }).text ?? '', false);
     expect(hashing.keys('vLLM', 'any', { messages }, undefined)).toEqual(
       new VllmBlockHasher({ algo: 'sha256_cbor', seed: '0', blockSize: 4 }).keys(tokens),
     );

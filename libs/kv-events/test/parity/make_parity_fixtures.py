@@ -324,13 +324,16 @@ def image_info(part):
     return {"uuid": part["uuid"], "width": width, "height": height}
 
 
-def expand_images(ids, images, pad_id):
+def expand_images(ids, images, pad_id, processor):
+    merge, patch = processor["merge_size"], processor["patch_size"]
     out, mm, n = [], [], 0
     for token in ids:
         if token == pad_id and n < len(images):
             image = images[n]
-            h, w = smart_resize(image["height"], image["width"])  # PIL size is (width, height)
-            count = (h // 14) * (w // 14) // 4
+            h, w = smart_resize(
+                image["height"], image["width"], patch * merge, processor["min_pixels"], processor["max_pixels"]
+            )
+            count = (h // patch) * (w // patch) // (merge * merge)
             mm.append({"identifier": image["uuid"], "offset": len(out), "length": count})
             out.extend([pad_id] * count)
             n += 1
@@ -445,7 +448,8 @@ def main():
             ids = next(all_ids)
             mm = []
             if images:
-                ids, mm = expand_images(ids, [image_info(i) for i in images], case["imagePadId"])
+                processor = json.load(open(os.path.join(HERE, "models", case["model"], "preprocessor_config.json")))
+                ids, mm = expand_images(ids, [image_info(i) for i in images], case["imagePadId"], processor)
                 entry["mm"] = mm
             entry["ids"] = ids
             hashing = case.get("hashing")
