@@ -77,6 +77,7 @@ export {
   KvIndexLimits,
   KvIndexDeltaSchema,
   KvSourceMetaSchema,
+  KvGroupSpecSchema,
   KvSnapshotChunkSchema,
   KvIndexerHeartbeatSchema,
   PodWatcherHeartbeatSchema,
@@ -84,7 +85,7 @@ export {
   kvSourceMetaKey,
   kvSnapshotChunkKey,
 } from './kv-index';
-export type { KvIndexDelta, KvSourceMeta, KvSnapshotChunk, KvIndexerHeartbeat, PodWatcherHeartbeat } from './kv-index';
+export type { KvIndexDelta, KvSourceMeta, KvGroupSpec, KvSnapshotChunk, KvIndexerHeartbeat, PodWatcherHeartbeat } from './kv-index';
 export { encodeMessage, decodeMessage } from './codec';
 export type { DecodeResult } from './codec';
 export { AffinityRecordSchema, AffinityBatchSchema } from './affinity';

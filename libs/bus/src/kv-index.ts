@@ -4,7 +4,24 @@ import { SCHEMA_VERSION } from './records';
 /** Bounds that keep one KV-index message under NATS' default 1 MiB payload. */
 export const KvIndexLimits = { maxKeysPerDelta: 20_000, maxKeysPerChunk: 20_000 } as const;
 
-const BlockKey = z.string().regex(/^[0-9a-f]{16}$/);
+/**
+ * A block key: 16 hex digits (libs/kv-events block keys), with `~<group>` for the blocks of KV-cache group 1 and up
+ * of hybrid models (vLLM `group_idx`); group 0 keys carry no suffix.
+ */
+const BlockKey = z.string().regex(/^[0-9a-f]{16}(?:~[1-9][0-9]{0,3})?$/);
+
+/** One KV-cache group of a source's engine, as its BlockStored events describe it. */
+export const KvGroupSpecSchema = z.object({
+  /** vLLM `group_idx`. */
+  idx: z.number().int().min(0).max(9999),
+  /** Tokens per block of this group. */
+  blockSize: z.number().int().min(1),
+  /** vLLM `kv_cache_spec_kind` (`full_attention`, `sliding_window`, `mamba`, …), when the engine reports it. */
+  kind: z.string().max(64).optional(),
+  /** vLLM `kv_cache_spec_sliding_window` in tokens, for sliding-window groups. */
+  slidingWindow: z.number().int().min(1).optional(),
+});
+export type KvGroupSpec = z.infer<typeof KvGroupSpecSchema>;
 
 /**
  * A change to one event source's blocks, published by the indexer that follows the source. `seq` counts the
@@ -43,6 +60,8 @@ export const KvSourceMetaSchema = z.object({
   state: z.enum(['live', 'down']),
   reason: z.string().optional(),
   blockSize: z.number().int().min(1).optional(),
+  /** The engine's KV-cache groups, once its events named more than group 0 or a group's kind (hybrid models). */
+  groups: z.array(KvGroupSpecSchema).max(64).optional(),
   snapshotId: z.string(),
   chunks: z.number().int().min(0),
   blocks: z.number().int().min(0),

@@ -13,6 +13,8 @@ export type { ModelServerPool } from './state/model-server-pool';
 export { InflightTracker } from './state/inflight-tracker';
 export { KvBlockIndex } from './state/kv-block-index';
 export type { KvBlockIndexOptions, KvBlockIndexStats } from './state/kv-block-index';
+export { hybridPrefixBlocks, groupBlockKey } from './state/kv-groups';
+export type { KvGroup } from './state/kv-groups';
 export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
 export type { Endpoint } from './state/endpoint';
 export type { Candidates } from './framework/candidates';

@@ -82,6 +82,7 @@ export async function startKvIndexFeed(bus: Bus, index: KvBlockIndex, options: K
       index.clear(meta.source);
       index.store(meta.source, meta.pod, keys);
       index.setLive(meta.source, meta.pod, meta.state === 'live');
+      index.setGroups(meta.source, meta.pod, meta.groups);
       f.seq = meta.seq;
       f.needSnapshotFrom = undefined;
       stats.snapshotsLoaded++;
@@ -143,6 +144,7 @@ export async function startKvIndexFeed(bus: Bus, index: KvBlockIndex, options: K
         followed.set(meta.source, f);
       }
       if (f.epoch === meta.epoch) index.setLive(meta.source, meta.pod, meta.state === 'live');
+      index.setGroups(meta.source, meta.pod, meta.groups);
       void load(meta);
     },
   });

@@ -38,3 +38,8 @@ export function keyOfEngineHash(hash: unknown): string | undefined {
   if (typeof hash === 'number' && Number.isInteger(hash)) return keyOfInt(hash);
   return undefined;
 }
+
+/** The key of a block of KV-cache group `group`: the block key, with `~<group>` above group 0. */
+export function groupKey(key: string, group: number): string {
+  return group === 0 ? key : `${key}~${group}`;
+}

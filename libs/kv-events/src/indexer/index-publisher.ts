@@ -9,6 +9,7 @@ import {
   Subjects,
   kvSnapshotChunkKey,
   kvSourceMetaKey,
+  type KvGroupSpec,
   type KvSourceMeta,
 } from '@triad/bus';
 import type { Bus, TypedKv } from '@triad/bus/client';
@@ -18,6 +19,7 @@ import type { FollowerLogger, FollowerSink, SourceDelta, SourcePosition } from '
 export interface SnapshotSource {
   readonly blocks: ReadonlySet<string>;
   readonly blockSize: number | undefined;
+  readonly groups: ReadonlyMap<number, KvGroupSpec>;
   readonly live: boolean;
   readonly reason: string | undefined;
 }
@@ -173,6 +175,7 @@ export class IndexPublisher implements FollowerSink {
       state: f.live ? 'live' : 'down',
       ...(f.reason !== undefined && !f.live ? { reason: f.reason } : {}),
       ...(f.blockSize !== undefined ? { blockSize: f.blockSize } : {}),
+      ...(hybrid(f.groups) ? { groups: [...f.groups.values()].sort((a, b) => a.idx - b.idx) } : {}),
       snapshotId: p.snapshotId,
       chunks: p.chunks,
       blocks: p.blocks,
@@ -192,4 +195,11 @@ export class IndexPublisher implements FollowerSink {
     if (this.#timer) clearInterval(this.#timer);
     await this.#writing;
   }
+}
+
+/** Groups worth publishing: more than group 0, or a group whose kind the engine named. */
+function hybrid(groups: ReadonlyMap<number, KvGroupSpec>): boolean {
+  if (groups.size > 1) return true;
+  for (const g of groups.values()) if (g.kind !== undefined && g.kind !== 'full_attention') return true;
+  return false;
 }

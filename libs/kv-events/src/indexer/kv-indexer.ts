@@ -124,6 +124,9 @@ export class KvIndexer {
       get blockSize() {
         return holder.follower?.blockSize;
       },
+      get groups() {
+        return holder.follower?.groups ?? new Map();
+      },
       get live() {
         return holder.follower?.live ?? false;
       },

@@ -1,3 +1,5 @@
+import type { KvGroupSpec } from '@triad/bus';
+import { groupKey } from '../hashing/block-key';
 import { decodeKvEventBatch } from '../wire/decode-batch';
 import { EventStream, type StreamMessage } from '../zmq/event-stream';
 import type { FollowerLimits, FollowerLogger, FollowerMetrics, FollowerSink } from './follower-types';
@@ -35,9 +37,12 @@ type Pending = { seq: number; payload: Buffer };
 export class SourceFollower {
   readonly source: string;
   readonly pod: string;
-  /** The source's blocks, least recently stored first (what snapshots publish). */
+  /** The source's blocks (group keys, see `groupKey`), least recently stored first (what snapshots publish). */
   readonly blocks = new Set<string>();
+  /** Tokens per block of KV-cache group 0. */
   blockSize: number | undefined;
+  /** The engine's KV-cache groups as its BlockStored events describe them (hybrid models have several). */
+  readonly groups = new Map<number, KvGroupSpec>();
   live = false;
   reason: string | undefined = 'not connected yet';
   readonly #o: SourceFollowerOptions;
@@ -213,6 +218,7 @@ export class SourceFollower {
       removed = [];
     };
     let blocks = 0;
+    let groupsChanged = false;
     for (const e of batch.events) {
       this.#o.metrics.inc('events', this.pod);
       if (e.type === 'unknown') {
@@ -227,21 +233,44 @@ export class SourceFollower {
         // Offloaded tiers (CPU, storage) are not what a prefill reads directly; only GPU blocks are indexed.
         this.#o.metrics.inc('ignored_events', this.pod);
       } else if (e.type === 'stored') {
-        this.blockSize = e.blockSize;
+        if (e.group === 0) this.blockSize = e.blockSize;
+        groupsChanged = this.#learnGroup(e) || groupsChanged;
         blocks += e.hashes.length;
-        for (const key of e.hashes) {
+        for (const hash of e.hashes) {
+          // A block of one group is not the same block of another group, though vLLM gives both the same hash.
+          const key = groupKey(hash, e.group);
           this.blocks.delete(key);
           this.blocks.add(key);
           stored.push(key);
         }
       } else {
         blocks += e.hashes.length;
-        for (const key of e.hashes) if (this.blocks.delete(key)) removed.push(key);
+        for (const hash of e.hashes) {
+          const key = groupKey(hash, e.group);
+          if (this.blocks.delete(key)) removed.push(key);
+        }
       }
     }
     if (this.#flooding(blocks)) return;
     this.#trim(removed);
     flush();
+    // The index needs each group's block size to match them: republish the source's record.
+    if (groupsChanged) this.#o.sink.state(this.source, this.pod, this.live, this.reason);
+  }
+
+  /** Records what a BlockStored event says of its group; true when that is news. */
+  #learnGroup(e: { group: number; blockSize: number; kind: string | undefined; slidingWindow: number | undefined }): boolean {
+    const known = this.groups.get(e.group);
+    const kind = e.kind ?? known?.kind;
+    const slidingWindow = e.slidingWindow ?? known?.slidingWindow;
+    if (known && known.blockSize === e.blockSize && known.kind === kind && known.slidingWindow === slidingWindow) return false;
+    this.groups.set(e.group, {
+      idx: e.group,
+      blockSize: e.blockSize,
+      ...(kind !== undefined ? { kind } : {}),
+      ...(slidingWindow !== undefined ? { slidingWindow } : {}),
+    });
+    return true;
   }
 
   /** Over `maxBlocks`: the least recently stored blocks are dropped, and reported as removed. */

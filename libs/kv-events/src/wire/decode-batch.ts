@@ -20,6 +20,8 @@ const ARRAY_FIELDS: Record<string, readonly string[]> = {
     'lora_name',
     'extra_keys',
     'group_idx',
+    'kv_cache_spec_kind',
+    'kv_cache_spec_sliding_window',
   ],
   BlockRemoved: ['block_hashes', 'medium', 'group_idx'],
   AllBlocksCleared: [],
@@ -84,10 +86,18 @@ function decodeEvent(raw: unknown, i: number): KvEvent {
         blockSize,
         loraName: optString(fields['lora_name']),
         medium: optString(fields['medium']),
+        group: groupOf(fields['group_idx'], i),
+        kind: optString(fields['kv_cache_spec_kind']),
+        slidingWindow: typeof fields['kv_cache_spec_sliding_window'] === 'number' ? fields['kv_cache_spec_sliding_window'] : undefined,
       };
     }
     case 'BlockRemoved':
-      return { type: 'removed', hashes: hashList(fields['block_hashes'], i), medium: optString(fields['medium']) };
+      return {
+        type: 'removed',
+        hashes: hashList(fields['block_hashes'], i),
+        medium: optString(fields['medium']),
+        group: groupOf(fields['group_idx'], i),
+      };
     case 'AllBlocksCleared':
       return { type: 'cleared' };
     default:
@@ -104,6 +114,15 @@ function hashOf(raw: unknown, i: number): string {
 function hashList(raw: unknown, i: number): string[] {
   if (!Array.isArray(raw)) throw new KvEventDecodeError(`event ${i}: block_hashes is not a list`);
   return raw.map((h) => hashOf(h, i));
+}
+
+/** `group_idx`: absent or null is group 0 (single-group engines and older vLLM). */
+function groupOf(v: unknown, i: number): number {
+  if (v === null || v === undefined) return 0;
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 9999)
+    throw new KvEventDecodeError(`event ${i}: group_idx is not a small int`);
+  return n;
 }
 
 function optString(v: unknown): string | undefined {

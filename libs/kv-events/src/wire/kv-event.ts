@@ -8,8 +8,13 @@ export type KvEvent =
       readonly blockSize: number;
       readonly loraName: string | undefined;
       readonly medium: string | undefined;
+      /** vLLM `group_idx` (0 when absent): the KV-cache group of hybrid models the blocks belong to. */
+      readonly group: number;
+      /** vLLM `kv_cache_spec_kind` / `kv_cache_spec_sliding_window`, when the engine sends them. */
+      readonly kind: string | undefined;
+      readonly slidingWindow: number | undefined;
     }
-  | { readonly type: 'removed'; readonly hashes: readonly string[]; readonly medium: string | undefined }
+  | { readonly type: 'removed'; readonly hashes: readonly string[]; readonly medium: string | undefined; readonly group: number }
   | { readonly type: 'cleared' }
   | { readonly type: 'unknown'; readonly tag: string };
 

@@ -373,8 +373,9 @@ def block_hashes(ids, block_size, algo, seed, lora=None, salt=None, mm=()):
 
 
 def hybrid_events(ids, hashes, hash_block_size, groups):
-    """The batches a vLLM engine publishes for one prompt, one group at a time, then the sliding-window group
-    freeing the blocks that fell out of its window (evicted when their memory is reused)."""
+    """The batches a vLLM engine publishes for one prompt, one group at a time, then the sliding-window group's
+    oldest blocks evicted (`evicted` of them: blocks it freed once they fell out of its window, whose memory was then
+    reused; BlockRemoved names the block's hash and its group)."""
     events = []
     for g, group in enumerate(groups):
         scale = group["blockSize"] // hash_block_size
@@ -402,8 +403,7 @@ def hybrid_events(ids, hashes, hash_block_size, groups):
             continue
         scale = group["blockSize"] // hash_block_size
         view = [hashes[(i + 1) * scale - 1] for i in range(len(hashes) // scale)]
-        keep = -(-(group["slidingWindow"] - 1) // group["blockSize"])
-        for h in view[: max(0, len(view) - keep)]:
+        for h in view[: group["evicted"]]:
             removed.append({"type": "BlockRemoved", "block_hashes": [h], "medium": "GPU", "group_idx": g})
     batches.append([1700000001.0, removed, 0])
     return batches

@@ -1,3 +1,5 @@
+import { hybridPrefixBlocks, isPlainSource, type KvGroup } from './kv-groups';
+
 /** How one KV-event source (an engine's event socket, i.e. one pod or one of its data-parallel ranks) stands. */
 interface Source {
   readonly id: number;
@@ -6,6 +8,8 @@ interface Source {
   /** Blocks held, least recently stored first (a Set keeps insertion order; a re-store moves a block to the end). */
   readonly blocks: Set<string>;
   live: boolean;
+  /** The engine's KV-cache groups (hybrid models); undefined for a single group of the request's block size. */
+  groups: readonly KvGroup[] | undefined;
 }
 
 export interface KvBlockIndexOptions {
@@ -37,6 +41,8 @@ export class KvBlockIndex {
   readonly #byName = new Map<string, Source>();
   readonly #byId: (Source | undefined)[] = [];
   readonly #byPod = new Map<string, Source[]>();
+  /** Sources with KV-cache groups (hybrid models), matched one by one. */
+  readonly #grouped = new Set<Source>();
   #nextId = 0;
   #entries = 0;
   #evicted = 0;
@@ -52,7 +58,7 @@ export class KvBlockIndex {
   #source(name: string, pod: string): Source {
     let s = this.#byName.get(name);
     if (s) return s;
-    s = { id: this.#nextId++, name, pod, blocks: new Set(), live: false };
+    s = { id: this.#nextId++, name, pod, blocks: new Set(), live: false, groups: undefined };
     this.#byName.set(name, s);
     this.#byId[s.id] = s;
     const list = this.#byPod.get(pod);
@@ -109,11 +115,23 @@ export class KvBlockIndex {
     this.#source(source, pod).live = live;
   }
 
+  /**
+   * Sets a source's KV-cache groups (from its indexer record): hybrid models keep one block chain per group, each
+   * at its own block size, and their blocks are matched per group (see {@link prefixMatches}).
+   */
+  setGroups(source: string, pod: string, groups: readonly KvGroup[] | undefined): void {
+    const s = this.#source(source, pod);
+    s.groups = groups && groups.length > 0 ? [...groups].sort((a, b) => a.idx - b.idx) : undefined;
+    if (s.groups) this.#grouped.add(s);
+    else this.#grouped.delete(s);
+  }
+
   /** Forgets a source entirely (its pod is gone, or no indexer follows it any more). */
   dropSource(source: string): void {
     const s = this.#byName.get(source);
     if (!s) return;
     this.clear(source);
+    this.#grouped.delete(s);
     this.#byName.delete(source);
     this.#byId[s.id] = undefined;
     const list = this.#byPod.get(s.pod);
@@ -135,20 +153,30 @@ export class KvBlockIndex {
   /**
    * For each pod with a live source, how many leading blocks of `keys` one of its sources holds (a prefix: block i
    * counts only when blocks 0..i-1 are held by the same source). Calls `visit(pod, blocks)` once per such pod with
-   * blocks ≥ 1. One walk over the keys, stopping at the first block nobody live holds.
+   * blocks ≥ 1. One walk over the keys, stopping at the first block nobody live holds. `keys` are chained at
+   * `blockSize` tokens per block (vLLM's hash_block_size); sources of hybrid models are matched group by group as
+   * vLLM's KV-cache coordinator finds a hit, and their prefix is counted in blocks of `blockSize`.
    */
-  prefixMatches(keys: readonly string[], visit: (pod: string, blocks: number) => void): void {
+  prefixMatches(keys: readonly string[], visit: (pod: string, blocks: number) => void, blockSize?: number): void {
     const stamp = ++this.#stamp;
     const run = this.#run;
     const runStamp = this.#runStamp;
     const touched: Source[] = [];
+    const best = new Map<string, number>();
+    if (this.#grouped.size > 0 && blockSize !== undefined) {
+      for (const s of this.#grouped) {
+        if (!s.live || isPlainSource(s.groups, blockSize)) continue;
+        const n = hybridPrefixBlocks(s.groups as readonly KvGroup[], keys, blockSize, (key) => this.#holds(key, s.id));
+        if (n > (best.get(s.pod) ?? 0)) best.set(s.pod, n);
+      }
+    }
     for (let i = 0; i < keys.length; i++) {
       const owners = this.#owners.get(keys[i] as string);
       if (owners === undefined) break;
       let extended = false;
       const step = (id: number): void => {
         const s = this.#byId[id];
-        if (!s?.live) return;
+        if (!s?.live || (s.groups !== undefined && !isPlainSource(s.groups, blockSize))) return;
         if (runStamp[id] !== stamp) {
           if (i !== 0) return;
           runStamp[id] = stamp;
@@ -164,13 +192,16 @@ export class KvBlockIndex {
       else for (const id of owners) step(id);
       if (!extended) break;
     }
-    if (touched.length === 0) return;
-    const best = new Map<string, number>();
     for (const s of touched) {
       const n = run[s.id] as number;
       if (n > (best.get(s.pod) ?? 0)) best.set(s.pod, n);
     }
     for (const [pod, n] of best) visit(pod, n);
+  }
+
+  #holds(key: string, id: number): boolean {
+    const owners = this.#owners.get(key);
+    return owners === id || (Array.isArray(owners) && owners.includes(id));
   }
 
   /** Block keys held by a source (tests, snapshots). */

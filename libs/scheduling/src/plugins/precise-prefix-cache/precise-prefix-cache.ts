@@ -98,9 +98,13 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
     }
     if (!byPod) return;
     const pods = byPod;
-    this.#index.prefixMatches(n === keys.length ? keys : keys.slice(0, n), (pod, blocks) => {
-      for (const i of pods.get(pod) ?? []) out[i] = (blocks / n) * 100;
-    });
+    this.#index.prefixMatches(
+      n === keys.length ? keys : keys.slice(0, n),
+      (pod, blocks) => {
+        for (const i of pods.get(pod) ?? []) out[i] = (blocks / n) * 100;
+      },
+      this.params.blockSize,
+    );
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {
