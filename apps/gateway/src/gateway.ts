@@ -18,6 +18,7 @@ import { InferenceHandler } from './http/inference-handler';
 import { EngineCredentials } from './http/engine-credentials';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
+import { registerKvKeyMetrics } from './observability/kv-key-metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
 import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
@@ -78,7 +79,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     totalMs: config.totalTimeoutMs,
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
-  const fallback = new LocalSchedulingFallback(kv, id, logger);
+  const fallback = new LocalSchedulingFallback(kv, id, logger, registerKvKeyMetrics(metrics.registry));
   const dpRanks = new DpRankBalancer((key) => kv.endpoint(key));
   kv.addListener(dpRanks);
   if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);
@@ -150,7 +151,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     limits: requestLimitsOf(config),
     gatewayApi,
     hashOptions: () => fallback.hashOptions,
-    kvBlockKeys: (engine, model, body, lora) => fallback.kvHashing.keys(engine, model, body, lora),
+    kvBlockKeys: (request) => fallback.kvHashing.keys(request),
     dpRank: dpRanks.pick,
   });
   let draining = false;

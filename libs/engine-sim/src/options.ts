@@ -49,6 +49,27 @@ export interface LatencyOverrides {
  * stores or evicts, and every reset, goes out as a msgpack `KVEventBatch` on a ZMQ PUB socket, with a ROUTER that
  * replays buffered batches. See docs/engine-sim.md.
  */
+/** One KV-cache group of a simulated hybrid model. */
+export const KvGroupSimOptionsSchema = z
+  .object({
+    blockSize: z.number().int().min(1).max(4096),
+    /** vLLM `kv_cache_spec_kind`, published with the group's events. */
+    kind: z.string().optional(),
+    slidingWindow: z.number().int().min(1).optional(),
+  })
+  .strict();
+export type KvGroupSimOptions = z.infer<typeof KvGroupSimOptionsSchema>;
+
+/** A prompt (chat `messages` or completion `prompt`, as sent) and the token ids a reference computed for it. */
+export const KvReferencePromptSchema = z
+  .object({
+    messages: z.array(z.unknown()).optional(),
+    prompt: z.string().optional(),
+    ids: z.array(z.number().int().min(0)),
+    mm: z.array(z.object({ identifier: z.string(), offset: z.number().int().min(0), length: z.number().int().min(1) })).optional(),
+  })
+  .strict();
+
 export const KvEventsSimOptionsSchema = z
   .object({
     /** PUB bind address, e.g. `tcp://*:5557` (`*` binds the sim's host); DP rank r binds port + r. */
@@ -67,6 +88,15 @@ export const KvEventsSimOptionsSchema = z
     hashAlgo: z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']).optional(),
     /** vLLM PYTHONHASHSEED (seeds every block chain). Default `0`. */
     hashSeed: z.string().optional(),
+    /** Where tokenizer_config.json / chat templates live, when not beside `tokenizer`. */
+    tokenizerConfig: z.string().min(1).optional(),
+    /**
+     * A hybrid model's KV-cache groups (vLLM only), in `group_idx` order: each group's blocks are `blockSize` of its
+     * own, a multiple of the chain's `blockSize` (vLLM's hash_block_size), and are published with `group_idx`.
+     */
+    groups: z.array(KvGroupSimOptionsSchema).min(1).max(8).optional(),
+    /** Prompts whose token ids (and multimodal items) come from a reference instead of the tokenizer (tests). */
+    references: z.array(KvReferencePromptSchema).optional(),
   })
   .strict();
 export type KvEventsSimOptions = z.infer<typeof KvEventsSimOptionsSchema>;

@@ -1,3 +1,4 @@
+import type { PromptTokens } from '@triad/kv-events';
 import { randomUUID } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
 import { Agent } from 'undici';
@@ -45,6 +46,8 @@ export class SimContext {
   restartKvCache: () => void = () => {
     for (const rank of this.ranks) rank.prefixCache.clear();
   };
+  /** The engine's tokenizer for /tokenize and the render endpoints (set when the sim publishes KV events). */
+  tokenizePrompt: ((body: Record<string, unknown>) => PromptTokens) | undefined;
   /** KV this engine holds for a peer that has not taken it (set by the engine's routes; see `EngineMetrics.kvHeldBy`). */
   kvHeld: () => HeldKv = () => NOTHING_HELD;
   #nextRank = 0;

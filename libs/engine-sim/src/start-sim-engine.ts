@@ -93,6 +93,8 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     if (opts.kvEvents) {
       kvEvents = await SimKvEvents.start(ctx.engine, opts.kvEvents, ctx.host, ctx.model, ctx.ranks, ctx.latency.kvCapacityTokens);
       ctx.restartKvCache = () => kvEvents?.restart();
+      const hashing = kvEvents.hashing;
+      ctx.tokenizePrompt = (body) => hashing.tokenize(body);
     }
     ctx.port = await listen(server, ctx.host, opts.port ?? 0);
     await vllm?.ec.start();

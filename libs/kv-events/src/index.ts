@@ -5,7 +5,7 @@
 export { VllmBlockHasher, VLLM_HASH_ALGOS, extraKeys } from './hashing/vllm-block-hash';
 export type { VllmHashAlgo, VllmHasherOptions, VllmExtraKeySource, VllmMmItem } from './hashing/vllm-block-hash';
 export { sglangBlockDigests, sglangBlockKeys } from './hashing/sglang-block-hash';
-export { keyOfBytes, keyOfInt, keyOfEngineHash } from './hashing/block-key';
+export { keyOfBytes, keyOfInt, keyOfEngineHash, groupKey } from './hashing/block-key';
 export { pickleDumps } from './hashing/pickle';
 export { cborDumps } from './hashing/cbor';
 export type { PyValue } from './hashing/py-value';

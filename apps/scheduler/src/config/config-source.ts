@@ -94,6 +94,8 @@ export class ConfigSource {
     this.#active = { origin, fingerprint: next.fingerprint, version: this.#active.version + 1 };
     if (source) this.#metrics.configReloads.inc({ source, result: 'applied' });
     this.#logger.info({ origin, config: next.config }, 'scheduler config applied (effective, defaults filled in)');
+    if (next.warnings.length > 0)
+      this.#logger.warn({ origin, warnings: next.warnings }, 'scheduler config arguments Triad does not know were ignored');
   }
 
   #rejected(source: 'file' | 'kv', reasons: string[]): void {

@@ -65,9 +65,11 @@ class RankEvents implements KvEventEmitter {
  */
 export class SimKvEvents {
   readonly #ranks: { events: RankEvents; cache: TokenPrefixCache }[];
+  readonly hashing: SimBlockHashing;
 
-  private constructor(ranks: { events: RankEvents; cache: TokenPrefixCache }[]) {
+  private constructor(ranks: { events: RankEvents; cache: TokenPrefixCache }[], hashing: SimBlockHashing) {
     this.#ranks = ranks;
+    this.hashing = hashing;
   }
 
   static async start(
@@ -97,7 +99,7 @@ export class SimKvEvents {
       throw err;
     }
     ranks.forEach((rank, i) => (rank.prefixCache = (started[i] as { cache: TokenPrefixCache }).cache));
-    return new SimKvEvents(started);
+    return new SimKvEvents(started, hashing);
   }
 
   get endpoints(): { endpoint: string; replayEndpoint: string | undefined }[] {

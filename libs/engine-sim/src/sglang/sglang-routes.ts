@@ -1,5 +1,6 @@
 import type { Router } from '../http/router';
 import { sendJson, sendText } from '../http/respond';
+import { tokenizeHandler } from '../openai/tokenize-routes';
 import { modelsBody } from '../openai/common';
 import type { SimContext } from '../sim-context';
 import type { BootstrapServer } from '../bootstrap/bootstrap-server';
@@ -79,7 +80,8 @@ export function registerSglangRoutes(router: Router, ctx: SimContext, bootstrap:
       ctx.resetPrefixCache();
       sendText(ex.res, 200, 'Cache flushed.\n');
     })
-    .add('POST', '/abort_request', (ex) => sendText(ex.res, 200, ''));
+    .add('POST', '/abort_request', (ex) => sendText(ex.res, 200, ''))
+    .add('POST', '/tokenize', tokenizeHandler(ctx));
   if (ctx.role === 'encode') {
     router
       .add('POST', '/encode', encodeHandler(ctx), { inference: true })

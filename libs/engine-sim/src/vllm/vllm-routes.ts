@@ -2,6 +2,7 @@ import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import type { Router } from '../http/router';
 import { sendJson, sendText } from '../http/respond';
 import { modelsBody } from '../openai/common';
+import { renderHandler, tokenizeHandler } from '../openai/tokenize-routes';
 import type { SimContext } from '../sim-context';
 import type { EcConnector } from './ec-connector';
 import { MooncakeEcConnector } from './ec-mooncake';
@@ -54,7 +55,10 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
       sendText(ex.res, 200, '');
     })
     .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
-    .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv));
+    .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv))
+    .add('POST', '/tokenize', tokenizeHandler(ctx))
+    .add('POST', '/v1/chat/completions/render', renderHandler(ctx, 'chat'))
+    .add('POST', '/v1/completions/render', renderHandler(ctx, 'completion'));
   if (deps.ec instanceof NixlEcConnector) router.add('POST', EC_PULL_PATH, deps.ec.pullHandler);
   return deps;
 }

@@ -9,8 +9,12 @@ export type KvEventOut =
       readonly tokens: readonly number[];
       readonly blockSize: number;
       readonly loraName?: string;
+      /** vLLM `group_idx` and the group's spec (hybrid models); left out for single-group engines. */
+      readonly group?: number;
+      readonly kind?: string;
+      readonly slidingWindow?: number;
     }
-  | { readonly type: 'removed'; readonly hashes: readonly (Uint8Array | bigint)[] }
+  | { readonly type: 'removed'; readonly hashes: readonly (Uint8Array | bigint)[]; readonly group?: number }
   | { readonly type: 'cleared' };
 
 /** Which engine's wire form to write: vLLM's tagged maps or SGLang's tagged arrays. */
@@ -38,9 +42,12 @@ function vllmEvent(e: KvEventOut): unknown {
         lora_id: null,
         medium: 'GPU',
         lora_name: e.loraName ?? null,
+        ...(e.group !== undefined ? { group_idx: e.group } : {}),
+        ...(e.kind !== undefined ? { kv_cache_spec_kind: e.kind } : {}),
+        ...(e.slidingWindow !== undefined ? { kv_cache_spec_sliding_window: e.slidingWindow } : {}),
       };
     case 'removed':
-      return { type: 'BlockRemoved', block_hashes: e.hashes, medium: 'GPU' };
+      return { type: 'BlockRemoved', block_hashes: e.hashes, medium: 'GPU', ...(e.group !== undefined ? { group_idx: e.group } : {}) };
     case 'cleared':
       return { type: 'AllBlocksCleared' };
   }

@@ -16,6 +16,7 @@ import {
 import type { PluginRegistry } from '../framework/registry';
 import { SchedulerConfigSchema, type PluginConfig, type ProfileConfig, type SchedulerConfig } from './config-schema';
 import { builtInProfile, defaultPicker } from './default-config';
+import { classifyUnknownArgs, withoutArgs } from './unknown-args';
 
 /** A profile with its plugins instantiated and slotted. */
 export interface LoadedProfile {
@@ -41,6 +42,8 @@ export interface LoadedSchedulerConfig {
   readonly pluginArgs: ReadonlyMap<string, string>;
   /** Stable text of the validated config: equal fingerprints mean equal configs. */
   readonly fingerprint: string;
+  /** What loaded but deserves a look: plugin arguments Triad does not know, kept and ignored (`path: reason`). */
+  readonly warnings: readonly string[];
 }
 
 export type ConfigLoadResult = { ok: true; loaded: LoadedSchedulerConfig } | { ok: false; reasons: string[] };
@@ -79,7 +82,8 @@ export function loadSchedulerConfig(input: unknown, options: LoadConfigOptions):
   const config = parsed.data;
 
   const reasons: string[] = [];
-  const instances = instantiateDeclared(config.plugins, options, reasons);
+  const warnings: string[] = [];
+  const instances = instantiateDeclared(config.plugins, options, reasons, warnings);
   const resolve = (name: string, path: string): Plugin | undefined => {
     const found = instances.get(name);
     if (found) return found.plugin;
@@ -89,7 +93,7 @@ export function loadSchedulerConfig(input: unknown, options: LoadConfigOptions):
         '${typeList(options.registry)})`);
       return undefined;
     }
-    const created = instantiate(name, name, {}, options, `${path}`, reasons);
+    const created = instantiate(name, name, {}, options, `${path}`, reasons, warnings);
     if (created) instances.set(name, created);
     return created?.plugin;
   };
@@ -112,11 +116,17 @@ export function loadSchedulerConfig(input: unknown, options: LoadConfigOptions):
       plugins,
       pluginArgs,
       fingerprint: JSON.stringify(config),
+      warnings,
     },
   };
 }
 
-function instantiateDeclared(declared: readonly PluginConfig[], options: LoadConfigOptions, reasons: string[]): Map<string, Instance> {
+function instantiateDeclared(
+  declared: readonly PluginConfig[],
+  options: LoadConfigOptions,
+  reasons: string[],
+  warnings: string[],
+): Map<string, Instance> {
   const out = new Map<string, Instance>();
   declared.forEach((p, i) => {
     const name = p.name ?? p.type;
@@ -128,7 +138,7 @@ function instantiateDeclared(declared: readonly PluginConfig[], options: LoadCon
       reasons.push(`plugins[${i}].type: unknown plugin type '${p.type}' (known: ${typeList(options.registry)})`);
       return;
     }
-    const created = instantiate(name, p.type, p.args ?? {}, options, `plugins[${i}]`, reasons);
+    const created = instantiate(name, p.type, p.args ?? {}, options, `plugins[${i}]`, reasons, warnings);
     if (created) out.set(name, created);
   });
   return out;
@@ -141,10 +151,22 @@ function instantiate(
   options: LoadConfigOptions,
   path: string,
   reasons: string[],
+  warnings: string[],
 ): Instance | undefined {
   const def = options.registry.get(type);
   if (!def) return undefined;
-  const parsed = (def.params as z.ZodType).safeParse(args);
+  const argPath = (p: readonly PropertyKey[], name: string): string => `${path}.args${p.length ? `.${formatPath(p)}` : ''}.${name}`;
+  let parsed = (def.params as z.ZodType).safeParse(args);
+  const unknown = parsed.success ? undefined : classifyUnknownArgs(def.params as z.ZodType, parsed.error.issues);
+  if (unknown) {
+    // A typo of a known argument fails with the name it probably meant; an argument Triad does not know at all
+    // (newer Kthena releases add some) is kept in the config, ignored, and named in a warning.
+    for (const t of unknown.typos) reasons.push(`${argPath(t.path, t.name)}: unknown argument (did you mean '${t.suggestion}'?)`);
+    if (unknown.typos.length > 0) return undefined;
+    for (const s of unknown.strip)
+      for (const n of s.names) warnings.push(`${argPath(s.path, n)}: unknown argument of ${type}, kept and ignored`);
+    parsed = (def.params as z.ZodType).safeParse(withoutArgs(args, unknown.strip));
+  }
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       reasons.push(`${path}.args${issue.path.length ? `.${formatPath(issue.path)}` : ''}: ${issue.message}`);

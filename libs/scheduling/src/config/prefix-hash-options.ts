@@ -24,15 +24,39 @@ export function prefixHashOptionsOf(config: LoadedSchedulerConfig): PrefixHashOp
 }
 
 /** How the gateway computes `kvBlockHashes` for this config: the first `precise-prefix-cache` plugin's arguments. */
-export type KvHashOptions = Pick<PrecisePrefixCacheParams, 'blockSize' | 'maxBlocksToMatch' | 'hashAlgo' | 'hashSeed' | 'tokenizers'>;
+export type KvHashOptions = Pick<
+  PrecisePrefixCacheParams,
+  | 'blockSize'
+  | 'maxBlocksToMatch'
+  | 'hashAlgo'
+  | 'hashSeed'
+  | 'tokenizers'
+  | 'engineTokenization'
+  | 'vllmTokenizerPort'
+  | 'sglangTokenizerPort'
+> & {
+  /** Models without a tokenizer entry are tokenized by their engines (Kthena's `kvcache-aware`). */
+  readonly engineByDefault: boolean;
+};
 
 /** The KV block hashing the config asks of the gateway, or undefined when no scorer uses engine block keys. */
 export function kvHashOptionsOf(config: LoadedSchedulerConfig): KvHashOptions | undefined {
   for (const profile of Object.values(config.profiles)) {
     for (const { scorer } of profile.scorers) {
       if (scorer instanceof PrecisePrefixCacheScorer) {
-        const { blockSize, maxBlocksToMatch, hashAlgo, hashSeed, tokenizers } = scorer.params;
-        return { blockSize, maxBlocksToMatch, hashAlgo, hashSeed, tokenizers };
+        const { blockSize, maxBlocksToMatch, hashAlgo, hashSeed, tokenizers, engineTokenization, vllmTokenizerPort, sglangTokenizerPort } =
+          scorer.params;
+        return {
+          blockSize,
+          maxBlocksToMatch,
+          hashAlgo,
+          hashSeed,
+          tokenizers,
+          engineTokenization,
+          ...(vllmTokenizerPort !== undefined ? { vllmTokenizerPort } : {}),
+          ...(sglangTokenizerPort !== undefined ? { sglangTokenizerPort } : {}),
+          engineByDefault: scorer.engineByDefault,
+        };
       }
     }
   }

@@ -20,12 +20,49 @@ export const KVCACHE_AWARE = 'kvcache-aware';
 /** vLLM `--prefix-caching-hash-algo` values the gateway can reproduce. */
 export const KvHashAlgoSchema = z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']);
 
+/**
+ * Where the gateway gets a request's token ids: `local` (the tokenizer files at `path`), `engine` (the engine's own
+ * tokenize endpoint, the local tokenizer as fallback when `path` is set), `engine-only` (no fallback).
+ */
+export const TokenSourceSchema = z.enum(['local', 'engine', 'engine-only']);
+export type TokenSource = z.infer<typeof TokenSourceSchema>;
+
 export const TokenizerRefSchema = z
   .object({
     /** Model name as the engine sees it (ModelServer.spec.model, or the request model); `*` matches any. */
-    model: z.string().min(1),
-    /** A `tokenizer.json` file, or a directory holding it (and `tokenizer_config.json` with the chat template). */
-    path: z.string().min(1),
+    model: z.string().min(1).optional(),
+    /** A ModelServer (`namespace/name`); matched before `model`. */
+    modelServer: z
+      .string()
+      .regex(/^[^/]+\/[^/]+$/, 'namespace/name')
+      .optional(),
+    /** A `tokenizer.json` file, or a directory holding it (and tokenizer_config.json, chat_template.jinja, …). */
+    path: z.string().min(1).optional(),
+    /** Default: `local` with a `path`, else `engine`. */
+    source: TokenSourceSchema.optional(),
+    /**
+     * vLLM's endpoint for `engine`: `tokenize` (POST /tokenize, chat template applied by the engine) or `render`
+     * (POST /v1/chat/completions/render: token ids with multimodal hashes and placements; vLLM's scale-out endpoints,
+     * `vllm launch render` or VLLM_ENABLE_SCALE_OUT_ENDPOINTS=1). SGLang always uses POST /tokenize.
+     */
+    vllmEndpoint: z.enum(['tokenize', 'render']).optional(),
+    /** The engine port to call (default: the endpoint's serving port). */
+    port: z.number().int().min(1).max(65535).optional(),
+  })
+  .strict()
+  .refine((t) => t.model !== undefined || t.modelServer !== undefined, { message: 'give model or modelServer' })
+  .refine((t) => t.path !== undefined || t.source !== 'local', { message: 'source local needs a path' });
+export type TokenizerRef = z.infer<typeof TokenizerRefSchema>;
+
+/** How the gateway calls the engines' tokenize endpoints. */
+export const EngineTokenizationSchema = z
+  .object({
+    /** Past this, the request goes on with the local tokenizer (or without keys). */
+    timeoutMs: z.number().int().min(1).max(10_000).default(250),
+    /** Tokenize calls in flight per ModelServer; more fall back at once instead of queueing. */
+    maxInFlight: z.number().int().min(1).max(4096).default(64),
+    /** Rendered requests whose token ids are kept (LRU); 0 turns the cache off. */
+    cacheEntries: z.number().int().min(0).max(1_000_000).default(4096),
   })
   .strict();
 
@@ -44,18 +81,21 @@ const Params = z
     tokenizers: z.array(TokenizerRefSchema).default([]),
     /** Arguments of the approximate `prefix-cache` scorer used for pods that publish no events. */
     fallback: PrefixCacheParamsSchema.default(PrefixCacheParamsSchema.parse({})),
-    /** Kthena's tokenizer ports: Triad tokenizes in the gateway, so these are accepted and unused. */
-    vllmTokenizerPort: z.number().int().optional(),
-    sglangTokenizerPort: z.number().int().optional(),
+    /** Engine tokenization: timeout, concurrency, cache. */
+    engineTokenization: EngineTokenizationSchema.default(EngineTokenizationSchema.parse({})),
+    /**
+     * Kthena's tokenizer ports: the engine's tokenize endpoint is on this port of the pod (Kthena's defaults 8000 and
+     * 30000 are what its docs deploy). With `kvcache-aware`, every model is tokenized by its engines, as Kthena does.
+     */
+    vllmTokenizerPort: z.number().int().min(1).max(65535).optional(),
+    sglangTokenizerPort: z.number().int().min(1).max(65535).optional(),
   })
   .strict();
 
-export const PrecisePrefixCacheParamsSchema = Params.transform(
-  ({ blockSizeToHash, blockSize, vllmTokenizerPort: _v, sglangTokenizerPort: _s, ...rest }) => ({
-    ...rest,
-    blockSize: blockSize ?? blockSizeToHash ?? 16,
-  }),
-);
+export const PrecisePrefixCacheParamsSchema = Params.transform(({ blockSizeToHash, blockSize, ...rest }) => ({
+  ...rest,
+  blockSize: blockSize ?? blockSizeToHash ?? 16,
+}));
 export type PrecisePrefixCacheParams = z.output<typeof PrecisePrefixCacheParamsSchema>;
 
 /**
@@ -72,6 +112,11 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
   readonly fallback: PrefixCacheScorer;
   readonly #index: KvBlockIndex;
   readonly #podOf = new WeakMap<Endpoint['record'], string>();
+
+  /** Kthena's `kvcache-aware`: models without a tokenizer entry are tokenized by their engines, as Kthena does. */
+  get engineByDefault(): boolean {
+    return this.type === KVCACHE_AWARE;
+  }
 
   constructor(name: string, type: string, params: PrecisePrefixCacheParams, index: KvBlockIndex) {
     this.name = name;
