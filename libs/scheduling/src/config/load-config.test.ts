@@ -121,7 +121,7 @@ profiles:
     {
       name: 'unknown plugin arg',
       input: { plugins: [{ type: 'kv-pressure', args: { treshold: 0.5 } }] },
-      expected: /plugins\[0\]\.args: Unrecognized key: "treshold"/,
+      expected: /plugins\[0\]\.args\.treshold: unknown argument \(did you mean 'threshold'\?\)/,
     },
     {
       name: 'kv threshold out of range',

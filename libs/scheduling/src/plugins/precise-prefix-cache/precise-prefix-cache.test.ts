@@ -48,7 +48,7 @@ describe('precise-prefix-cache', () => {
     expect(score(plugin, { kvBlockHashes: [k(1), k(2)] }, ['a'])).toEqual([100]);
   });
 
-  it("accepts Kthena's kvcache-aware name and arguments, and tells the gateway how to hash", () => {
+  it("accepts Kthena's kvcache-aware name and arguments, and tells the gateway to tokenize with the engines on their ports", () => {
     const result = loadSchedulerConfig(
       {
         plugins: [
@@ -68,6 +68,10 @@ describe('precise-prefix-cache', () => {
       hashAlgo: 'sha256',
       hashSeed: '0',
       tokenizers: [],
+      engineTokenization: { timeoutMs: 250, maxInFlight: 64, cacheEntries: 4096 },
+      vllmTokenizerPort: 8000,
+      sglangTokenizerPort: 30000,
+      engineByDefault: true,
     });
     expect(prefixHashOptionsOf(result.loaded)).toEqual({ blockSize: 64, maxBlocks: 128 });
   });
