@@ -18,7 +18,7 @@ import { InferenceHandler } from './http/inference-handler';
 import { EngineCredentials } from './http/engine-credentials';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
-import { registerKvKeyMetrics } from './observability/kv-key-metrics';
+import { registerKeyAgreementMetrics, registerKvKeyMetrics } from './observability/kv-key-metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
 import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
@@ -80,6 +80,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
   const fallback = new LocalSchedulingFallback(kv, id, logger, registerKvKeyMetrics(metrics.registry));
+  registerKeyAgreementMetrics(metrics.registry, fallback.local.keyAgreement);
   const dpRanks = new DpRankBalancer((key) => kv.endpoint(key));
   kv.addListener(dpRanks);
   if (config.schedulerConfig !== undefined) fallback.useConfigFile(config.schedulerConfig);

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { EndpointIndex, InflightTracker, SchedulingObserver } from '@triad/scheduling';
+import type { EndpointIndex, InflightTracker, KeyAgreement, SchedulingObserver } from '@triad/scheduling';
 
 /** Decision latency buckets (seconds): scheduling takes tens of microseconds to a few milliseconds. */
 const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
@@ -132,6 +132,30 @@ export class SchedulerMetrics implements SchedulingObserver {
     } else {
       byPlugin.set(plugin, { plugin, kind, seconds: ms / 1000, calls: 1 });
     }
+  }
+
+  /**
+   * `triad_scheduler_kv_key_agreement_keys_total{model_server,result}`: the gateway's block keys for each
+   * ModelServer's requests (`computed`) and those an engine reported holding (`matched`); matched/computed is the
+   * share of keys that are the engines' own.
+   */
+  watchKeyAgreement(agreement: KeyAgreement): void {
+    const exported = new Map<string, { computed: number; matched: number }>();
+    new Counter({
+      name: 'triad_scheduler_kv_key_agreement_keys_total',
+      help: 'Block keys of precise-prefix-cache requests per ModelServer: computed by the gateway, and matched by an engine’s KV events',
+      labelNames: ['model_server', 'result'],
+      registers: [this.registry],
+      collect() {
+        agreement.settle(Date.now());
+        for (const [server, c] of agreement.counts()) {
+          const before = exported.get(server) ?? { computed: 0, matched: 0 };
+          this.inc({ model_server: server, result: 'computed' }, c.computed - before.computed);
+          this.inc({ model_server: server, result: 'matched' }, c.matched - before.matched);
+          exported.set(server, { computed: c.computed, matched: c.matched });
+        }
+      },
+    });
   }
 
   kvIndexLag(ms: number): void {

@@ -10,6 +10,7 @@ import {
   OutlierTable,
   Scheduler,
   createInTreeRegistry,
+  KeyAgreement,
   type PluginRegistry,
 } from '@triad/scheduling';
 import { ConfigSource, type ActiveConfig } from './config/config-source';
@@ -51,8 +52,10 @@ export interface StartOptions extends SchedulerServiceOptions {
 export async function startScheduler(options: StartOptions): Promise<SchedulerService> {
   const logger = options.logger ?? createLogger({ service: 'scheduler' });
   const kvIndex = options.kvIndex ?? new KvBlockIndex();
-  const registry = options.registry ?? createInTreeRegistry({ kvIndex });
+  const keyAgreement = new KeyAgreement(kvIndex);
+  const registry = options.registry ?? createInTreeRegistry({ kvIndex, keyAgreement });
   const metrics = new SchedulerMetrics();
+  metrics.watchKeyAgreement(keyAgreement);
   const index = new EndpointIndex();
   const tracker = new InflightTracker();
   // Plugin timings feed the metrics; a traced request's phases become spans under its decide span.

@@ -14,6 +14,8 @@ export { InflightTracker } from './state/inflight-tracker';
 export { KvBlockIndex } from './state/kv-block-index';
 export type { KvBlockIndexOptions, KvBlockIndexStats } from './state/kv-block-index';
 export { hybridPrefixBlocks, groupBlockKey } from './state/kv-groups';
+export { KeyAgreement } from './state/key-agreement';
+export type { KeyAgreementCounts, KeyAgreementOptions } from './state/key-agreement';
 export type { KvGroup } from './state/kv-groups';
 export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
 export type { Endpoint } from './state/endpoint';

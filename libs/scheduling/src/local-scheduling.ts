@@ -7,6 +7,7 @@ import { Scheduler } from './scheduler';
 import { EndpointIndex, type EndpointChange, type ModelServerChange, type ScrapeFreshnessChange } from './state/endpoint-index';
 import { InflightTracker, type InflightTrackerOptions } from './state/inflight-tracker';
 import { KvBlockIndex } from './state/kv-block-index';
+import { KeyAgreement } from './state/key-agreement';
 import { OutlierTable } from './state/outlier-table';
 
 export interface LocalSchedulingOptions {
@@ -30,6 +31,8 @@ export interface LocalScheduling {
   readonly scheduler: Scheduler;
   readonly registry: PluginRegistry;
   readonly kvIndex: KvBlockIndex;
+  /** How many of the gateway's block keys the engines hold, per ModelServer (precise-prefix-cache). */
+  readonly keyAgreement: KeyAgreement;
   readonly outliers: OutlierTable;
   applyEndpoint(change: EndpointChange): void;
   applyModelServer(change: ModelServerChange): void;
@@ -43,7 +46,8 @@ export interface LocalScheduling {
 /** Creates an index, an in-flight tracker and a scheduler with the default config (in-tree plugins). */
 export function createLocalScheduling(options: LocalSchedulingOptions = {}): LocalScheduling {
   const kvIndex = options.kvIndex ?? new KvBlockIndex();
-  const registry = options.registry ?? createInTreeRegistry({ kvIndex });
+  const keyAgreement = new KeyAgreement(kvIndex);
+  const registry = options.registry ?? createInTreeRegistry({ kvIndex, keyAgreement });
   const index = new EndpointIndex();
   const tracker = new InflightTracker(options.tracker);
   const initial = loadSchedulerConfig(defaultSchedulerConfig(), { registry });
@@ -62,6 +66,7 @@ export function createLocalScheduling(options: LocalSchedulingOptions = {}): Loc
     scheduler,
     registry,
     kvIndex,
+    keyAgreement,
     outliers,
     applyEndpoint: (c) => index.applyEndpoint(c),
     applyModelServer: (c) => index.applyModelServer(c),

@@ -1,4 +1,5 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
+import type { KeyAgreement } from '@triad/scheduling';
 import type { KvHashObserver, TokenizeOutcome, TokenizeSource } from '../scheduling/kv-block-hashes';
 
 const SOURCES: readonly TokenizeSource[] = ['local', 'engine', 'cache'];
@@ -31,4 +32,27 @@ export function registerKvKeyMetrics(registry: Registry): KvHashObserver {
       if (outcome === 'ok' || outcome === 'fallback' || outcome === 'short') seconds.observe({ source }, s);
     },
   };
+}
+
+/**
+ * `triad_gateway_kv_key_agreement_keys_total{model_server,result}` for in-process scheduling: the block keys this
+ * gateway computed for each ModelServer's requests (`computed`) and those an engine reported holding (`matched`).
+ */
+export function registerKeyAgreementMetrics(registry: Registry, agreement: KeyAgreement): void {
+  const exported = new Map<string, { computed: number; matched: number }>();
+  new Counter({
+    name: 'triad_gateway_kv_key_agreement_keys_total',
+    help: 'Block keys of precise-prefix-cache requests per ModelServer: computed by this gateway, and matched by an engine’s KV events',
+    labelNames: ['model_server', 'result'],
+    registers: [registry],
+    collect() {
+      agreement.settle(Date.now());
+      for (const [server, c] of agreement.counts()) {
+        const before = exported.get(server) ?? { computed: 0, matched: 0 };
+        this.inc({ model_server: server, result: 'computed' }, c.computed - before.computed);
+        this.inc({ model_server: server, result: 'matched' }, c.matched - before.matched);
+        exported.set(server, { computed: c.computed, matched: c.matched });
+      }
+    },
+  });
 }

@@ -1,5 +1,6 @@
 import { PluginRegistry } from '../framework/registry';
 import { KvBlockIndex } from '../state/kv-block-index';
+import type { KeyAgreement } from '../state/key-agreement';
 import { encoderAffinityPlugin } from './encoder-affinity/encoder-affinity';
 import { encoderCachePlugin } from './encoder-cache/encoder-cache';
 import { gpuUsagePlugin } from './gpu-usage/gpu-usage';
@@ -20,6 +21,8 @@ import { staleMetricsPlugin } from './stale-metrics/stale-metrics';
 export interface InTreePluginState {
   /** Engines' KV blocks (from the indexer's NATS feed) for `precise-prefix-cache`; empty when not given. */
   readonly kvIndex?: KvBlockIndex;
+  /** Where `precise-prefix-cache` reports how many of a request's block keys the engines hold. */
+  readonly keyAgreement?: KeyAgreement;
 }
 
 /** Registers every in-tree plugin type: the one list of what ships with Triad. */
@@ -39,7 +42,7 @@ export function registerInTreePlugins(registry: PluginRegistry, state: InTreePlu
     .register(encoderAffinityPlugin)
     .register(encoderCachePlugin)
     .register(sessionAffinityPlugin);
-  for (const def of precisePrefixCachePlugins(state.kvIndex ?? new KvBlockIndex())) registry.register(def);
+  for (const def of precisePrefixCachePlugins(state.kvIndex ?? new KvBlockIndex(), state.keyAgreement)) registry.register(def);
   return registry;
 }
 

@@ -45,6 +45,8 @@ export class KvBlockIndex {
   readonly #grouped = new Set<Source>();
   #nextId = 0;
   #entries = 0;
+  /** Highest KV-cache group index among stored keys (group keys end in `~<group>`). */
+  #maxGroup = 0;
   #evicted = 0;
   /** Scratch for prefix runs: run length per source id, valid where `#runStamp` equals `#stamp`. */
   #run = new Int32Array(16);
@@ -76,6 +78,7 @@ export class KvBlockIndex {
   store(source: string, pod: string, keys: readonly string[]): void {
     const s = this.#source(source, pod);
     for (const key of keys) {
+      if (key.length > 17 && key.charCodeAt(16) === 126 /* ~ */) this.#maxGroup = Math.max(this.#maxGroup, Number(key.slice(17)));
       if (s.blocks.delete(key)) {
         s.blocks.add(key);
         continue;
@@ -197,6 +200,13 @@ export class KvBlockIndex {
       if (n > (best.get(s.pod) ?? 0)) best.set(s.pod, n);
     }
     for (const [pod, n] of best) visit(pod, n);
+  }
+
+  /** Whether any source holds block `key` in any KV-cache group. */
+  knows(key: string): boolean {
+    if (this.#owners.has(key)) return true;
+    for (let g = 1; g <= this.#maxGroup; g++) if (this.#owners.has(`${key}~${g}`)) return true;
+    return false;
   }
 
   #holds(key: string, id: number): boolean {

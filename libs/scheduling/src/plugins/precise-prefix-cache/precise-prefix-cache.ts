@@ -11,6 +11,7 @@ import {
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import type { KvBlockIndex } from '../../state/kv-block-index';
+import type { KeyAgreement } from '../../state/key-agreement';
 import { PrefixCacheParamsSchema, PrefixCacheScorer } from '../prefix-cache/prefix-cache';
 
 export const PRECISE_PREFIX_CACHE = 'precise-prefix-cache';
@@ -111,6 +112,7 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
   readonly params: PrecisePrefixCacheParams;
   readonly fallback: PrefixCacheScorer;
   readonly #index: KvBlockIndex;
+  readonly #agreement: KeyAgreement | undefined;
   readonly #podOf = new WeakMap<Endpoint['record'], string>();
 
   /** Kthena's `kvcache-aware`: models without a tokenizer entry are tokenized by their engines, as Kthena does. */
@@ -118,12 +120,13 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
     return this.type === KVCACHE_AWARE;
   }
 
-  constructor(name: string, type: string, params: PrecisePrefixCacheParams, index: KvBlockIndex) {
+  constructor(name: string, type: string, params: PrecisePrefixCacheParams, index: KvBlockIndex, agreement?: KeyAgreement) {
     this.name = name;
     this.type = type;
     this.params = params;
     this.fallback = new PrefixCacheScorer(`${name}/fallback`, params.fallback);
     this.#index = index;
+    this.#agreement = agreement;
   }
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
@@ -154,6 +157,9 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {
     this.fallback.postSchedule(ctx, chosen);
+    const keys = ctx.request.kvBlockHashes;
+    if (keys !== undefined && keys.length > 0)
+      this.#agreement?.observe(`${chosen.record.namespace}/${chosen.record.modelServer}`, keys, ctx.now);
   }
 
   /** Its approximate fallback learns from other replicas like `prefix-cache` does. */
@@ -176,7 +182,7 @@ export class PrecisePrefixCacheScorer implements Scorer, PostScheduleHook, Endpo
 }
 
 /** The plugin under its own name and, with the same arguments, under Kthena's `kvcache-aware`. */
-export function precisePrefixCachePlugins(index: KvBlockIndex): PluginDefinition[] {
+export function precisePrefixCachePlugins(index: KvBlockIndex, agreement?: KeyAgreement): PluginDefinition[] {
   const make = (type: string): PluginDefinition =>
     definePlugin({
       type,
@@ -186,7 +192,7 @@ export function precisePrefixCachePlugins(index: KvBlockIndex): PluginDefinition
           ? `Kthena's name for ${PRECISE_PREFIX_CACHE} (same arguments; blockSizeToHash is the block size in tokens).`
           : 'Scores by the longest prefix the engine holds, from its KV events; approximate prefix-cache for pods without events.',
       params: PrecisePrefixCacheParamsSchema,
-      create: (name, params) => new PrecisePrefixCacheScorer(name, type, params, index),
+      create: (name, params) => new PrecisePrefixCacheScorer(name, type, params, index, agreement),
     });
   return [make(PRECISE_PREFIX_CACHE), make(KVCACHE_AWARE)];
 }
