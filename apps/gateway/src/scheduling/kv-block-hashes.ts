@@ -95,7 +95,7 @@ export class KvBlockHashing {
     ref: TokenizerRef | undefined,
     source: TokenSource,
   ): Promise<PromptTokens | undefined> {
-    const local = ref?.path ? this.#tokenizer(ref.path) : undefined;
+    const local = ref?.path ? this.#tokenizer(ref.path, ref.configDir) : undefined;
     let localTokens: PromptTokens | undefined;
     let localFailed = false;
     if (local) {
@@ -171,18 +171,19 @@ export class KvBlockHashing {
     );
   }
 
-  #tokenizer(path: string): ModelTokenizer | null {
-    if (this.#tokenizers.has(path)) return this.#tokenizers.get(path) as ModelTokenizer | null;
+  #tokenizer(path: string, configDir: string | undefined): ModelTokenizer | null {
+    const key = `${path}\u0000${configDir ?? ''}`;
+    if (this.#tokenizers.has(key)) return this.#tokenizers.get(key) as ModelTokenizer | null;
     let loaded: ModelTokenizer | null = null;
     try {
-      loaded = loadTokenizer(path);
+      loaded = loadTokenizer(path, configDir ? { configDir } : {});
     } catch (err) {
       this.#logger.warn(
         { tokenizer: path, error: (err as Error).message },
         'tokenizer unavailable; precise prefix routing falls back for its model',
       );
     }
-    this.#tokenizers.set(path, loaded);
+    this.#tokenizers.set(key, loaded);
     return loaded;
   }
 }

@@ -39,6 +39,8 @@ export const TokenizerRefSchema = z
       .optional(),
     /** A `tokenizer.json` file, or a directory holding it (and tokenizer_config.json, chat_template.jinja, …). */
     path: z.string().min(1).optional(),
+    /** Where tokenizer_config.json, chat_template.jinja/json and preprocessor_config.json are, when not beside `path`. */
+    configDir: z.string().min(1).optional(),
     /** Default: `local` with a `path`, else `engine`. */
     source: TokenSourceSchema.optional(),
     /**
