@@ -6,3 +6,6 @@ export { resolveConfig, CONFIG_SOURCES } from './config';
 export type { GatewayConfig } from './config';
 export { RouteTable } from './routing/route-table';
 export type { RouteMatch } from './routing/route-table';
+export { KvBlockHashing } from './scheduling/kv-block-hashes';
+export type { KvKeyRequest, KvHashObserver, TokenizeOutcome, TokenizeSource } from './scheduling/kv-block-hashes';
+export { TokenizerEndpoints } from './scheduling/tokenizer-endpoints';
