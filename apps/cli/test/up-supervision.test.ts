@@ -4,11 +4,15 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { freePort, waitFor } from '@triad/testing';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
+import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { renderReadyBanner } from '../src/commands/up/banner';
 import type { UpOptions } from '../src/commands/up/options';
 import { startStack, type RunningStack } from '../src/commands/up/stack';
 import { StartupError } from '../src/commands/up/startup-error';
+import { listeningAddresses } from './helpers/listening';
 import { processesOf, stillAlive } from './helpers/processes';
 
 // The supervisor end to end with stand-in services (a fake `triad` entry script) and a real nats-server: start,
@@ -47,6 +51,7 @@ async function options(overrides: Partial<UpOptions> = {}): Promise<UpOptions> {
   return {
     configPath: writeConfig(await freePort()),
     port: await freePort(),
+    host: '127.0.0.1',
     nats: { kind: 'spawn' },
     simLatency: 'zero',
     rawLogs: false,
@@ -68,9 +73,11 @@ function capture(): { out: PassThrough; text: () => string } {
 const env = (extra: NodeJS.ProcessEnv = {}) => ({ cliEntry: fakeEntry, env: { ...process.env, ...extra }, color: false });
 const running: RunningStack[] = [];
 const drivers: ChildProcess[] = [];
+const natsServers: NatsServerHandle[] = [];
 
 afterAll(async () => {
   await Promise.all(running.map((s) => s.stop()));
+  await Promise.all(natsServers.map((n) => n.close()));
   for (const d of drivers) if (d.exitCode === null) d.kill('SIGKILL');
   rmSync(workDir, { recursive: true, force: true });
 });
@@ -97,6 +104,79 @@ describe('triad up supervisor (stand-in services)', () => {
     await stack.stop();
     expect(stillAlive(processes)).toEqual([]);
     expect(stack.pids()).toEqual([]);
+  });
+
+  it('with --host 0.0.0.0 tells every service to listen on every interface, and the banner says so', async () => {
+    const log = capture();
+    const stack = await startStack(await options({ host: '0.0.0.0' }), { ...env(), out: log.out });
+    running.push(stack);
+    expect(renderReadyBanner(stack, 1000, workDir)).toContain('listen   0.0.0.0: every interface, so other machines can reach them');
+    // The gateway is still printed and reached at loopback, where this machine gets to a wildcard listener.
+    expect(stack.gatewayUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const gatewayPort = Number(new URL(stack.gatewayUrl).port);
+    const ports = [gatewayPort, ...stack.services.map((s) => s.opsPort)];
+    expect(ports.map((p) => listeningAddresses(p).join(' '))).toEqual(ports.map(() => '0.0.0.0'));
+    await stack.stop();
+  });
+
+  it('reuses a JetStream server on the local address that holds no Triad state, says so, and removes its buckets on stop', async () => {
+    const shared = await startNatsServer();
+    natsServers.push(shared);
+    const log = capture();
+    const stack = await startStack(await options({ nats: { kind: 'auto' } }), {
+      ...env(),
+      out: log.out,
+      localNats: { host: '127.0.0.1', port: shared.port },
+    });
+    running.push(stack);
+    expect(stack.nats).toEqual({ url: `nats://127.0.0.1:${shared.port}`, origin: 'local' });
+    expect(log.text()).toMatch(
+      new RegExp(`triad up: note: reusing the NATS server already running on 127\\.0\\.0\\.1:${shared.port} \\(nats-server [0-9.]+\\)`),
+    );
+    expect(renderReadyBanner(stack, 1000, workDir)).toContain('reused: the server already running on this machine');
+    // What the services would create there (the stand-ins create nothing): a Triad bucket, and someone else's.
+    const nc = await connect({ servers: shared.url });
+    try {
+      await new Kvm(nc).create('triad_v1_endpoints');
+      await new Kvm(nc).create('someone_elses');
+      await stack.stop();
+      const streams: string[] = [];
+      for await (const name of (await jetstreamManager(nc)).streams.names()) streams.push(name);
+      expect(streams).toEqual(['KV_someone_elses']);
+    } finally {
+      await nc.close();
+      // Closed here, not after all tests: later tests count this process's children.
+      await shared.close();
+    }
+  });
+
+  it('never writes into a local server that already holds Triad buckets: it starts its own and says why', async () => {
+    const shared = await startNatsServer();
+    natsServers.push(shared);
+    const nc = await connect({ servers: shared.url });
+    try {
+      const theirs = await new Kvm(nc).create('triad_v1_endpoints');
+      await theirs.put('default.tiny.pod-0', 'their record');
+      const log = capture();
+      const stack = await startStack(await options({ nats: { kind: 'auto' } }), {
+        ...env(),
+        out: log.out,
+        localNats: { host: '127.0.0.1', port: shared.port },
+      });
+      running.push(stack);
+      expect(stack.nats.origin).toBe('started');
+      expect(stack.nats.url).not.toBe(shared.url);
+      expect(log.text()).toContain(
+        `triad up: note: the NATS server on 127.0.0.1:${shared.port} already holds Triad buckets (triad_v1_endpoints: another ` +
+          `stack's, or left by a run that was killed), so triad up started its own rather than write into them; ` +
+          `--nats nats://127.0.0.1:${shared.port} shares that server on purpose`,
+      );
+      await stack.stop();
+      expect((await theirs.get('default.tiny.pod-0'))?.string()).toBe('their record');
+    } finally {
+      await nc.close();
+      await shared.close();
+    }
   });
 
   it('reports a service that crashes after start-up', async () => {
@@ -144,7 +224,9 @@ describe('triad up supervisor (stand-in services)', () => {
       const before = processesOf(process.pid);
       const error = await startStack(await options({ port }), { ...env(), out: capture().out }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(StartupError);
-      expect((error as Error).message).toContain(`port ${port} is already in use, so the gateway (--port ${port}) cannot listen on it`);
+      expect((error as Error).message).toContain(
+        `127.0.0.1:${port} is already in use, so the gateway (--port ${port}) cannot listen on it`,
+      );
       expect(processesOf(process.pid).filter((p) => !before.includes(p))).toEqual([]);
     } finally {
       await new Promise((r) => blocker.close(r));

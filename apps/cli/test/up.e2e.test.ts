@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { freePort, waitFor } from '@triad/testing';
 import { TINY_PNG_DATA_URI } from '../src/commands/up/try-requests';
+import { listeningAddresses } from './helpers/listening';
 import { processesOf, stillAlive } from './helpers/processes';
 
 // `triad up` as a user runs it: the real CLI, NATS, engine sims, pod-watcher, scheduler and gateway, on free
@@ -155,6 +156,15 @@ describe('triad up (end to end)', () => {
     expect(output).toMatch(/# text \(tiny, vLLM aggregated\)\n {2}curl -s /);
     expect(output).toMatch(/# image \(tiny-vl, vLLM epd\)\n {2}curl -s .*image_url/);
     expect(output).toMatch(/# stream \(tiny-vl, vLLM epd\)\n {2}curl -N -s .*"stream":true/);
+  });
+
+  it('listens on loopback only by default: the gateway and every ops port, as the banner says', () => {
+    expect(output).toContain('listen   127.0.0.1 only: this machine (--host 0.0.0.0 opens them to the network)');
+    const opsLine = /^ {2}ops {6}(.*)$/m.exec(output)?.[1] ?? '';
+    const ops = [...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1] as string, Number(m[2])] as const);
+    expect(ops.map(([name]) => name).sort()).toEqual(['gateway', 'kv-indexer', 'pod-watcher', 'scheduler', 'sim-pods']);
+    const bound = [['gateway data', gatewayPort] as const, ...ops].map(([name, port]) => `${name}: ${listeningAddresses(port).join(' ')}`);
+    expect(bound).toEqual([['gateway data', gatewayPort], ...ops].map(([name]) => `${name}: 127.0.0.1`));
   });
 
   it('answers a text request', async () => {

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
+import { OpsSettings, UNITS_HELP, createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig } from './config';
 
 /** `triad gateway`: flags > TRIAD_* env > settings file > defaults → config → running gateway until SIGTERM/SIGINT. */
@@ -11,13 +11,14 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--host <host>', 'listen address (TRIAD_HOST)')
     .option('--port <port>', 'HTTP port for the OpenAI API (TRIAD_PORT, default 8080)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9090; 0 = free)')
-    .option('--body-limit <bytes>', 'largest request body (TRIAD_BODY_LIMIT, default 10 MiB)')
+    .option(OpsSettings.flag, OpsSettings.flagHelp)
+    .option('--body-limit <size>', 'largest request body, e.g. 10MiB or 512KiB (TRIAD_BODY_LIMIT, default 10 MiB)')
     .option(
       '--scheduling <mode>',
       'service (ask the scheduler over NATS) or in-process (decide in the gateway) (TRIAD_SCHEDULING, service)',
     )
-    .option('--schedule-budget-ms <ms>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50)')
-    .option('--drain-timeout-ms <ms>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30000)')
+    .option('--schedule-budget-ms <duration>', 'wait this long for the scheduler before deciding locally (TRIAD_SCHEDULE_BUDGET_MS, 50ms)')
+    .option('--drain-timeout-ms <duration>', 'SIGTERM drain budget (TRIAD_DRAIN_TIMEOUT_MS, 30s)')
     .option(
       '--scheduler-config <file>',
       'the scheduler config file the scheduler runs with (TRIAD_SCHEDULER_CONFIG): prompt ' +
@@ -31,7 +32,8 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--provider-retries <n>', 'retries of an ExternalModelProvider call before any byte was sent (TRIAD_PROVIDER_RETRIES, 2)')
     .option('--gateway-api', 'serve Gateway listeners and HTTPRoutes the pod-watcher publishes (TRIAD_GATEWAY_API=true)')
     .option('--no-access-log', 'do not write the per-request access log line (TRIAD_ACCESS_LOG=false)')
-    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
+    .addHelpText('after', UNITS_HELP);
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<{
     nats?: string;
@@ -39,6 +41,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     host?: string;
     port?: string;
     metricsPort?: string;
+    metricsHost?: string;
     bodyLimit?: string;
     scheduling?: string;
     scheduleBudgetMs?: string;
@@ -58,6 +61,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       host: opts.host,
       port: opts.port,
       metricsPort: opts.metricsPort,
+      metricsHost: opts.metricsHost,
       bodyLimit: opts.bodyLimit,
       scheduling: opts.scheduling,
       scheduleBudgetMs: opts.scheduleBudgetMs,

@@ -22,6 +22,17 @@ describe('resolveConfig', () => {
   it('names the bad field', () => {
     expect(() => resolveConfig({ port: 'eighty' }, {})).toThrow(/port/);
   });
+  it('takes sizes and durations with units: --body-limit 10MiB, TRIAD_DRAIN_TIMEOUT_MS=1m', () => {
+    const c = resolveConfig(
+      { bodyLimit: '10MiB', scheduleBudgetMs: '20ms' },
+      { TRIAD_DRAIN_TIMEOUT_MS: '1m', TRIAD_BODY_DISCARD_LIMIT: '1GiB' },
+    );
+    expect(c).toMatchObject({ bodyLimit: 10 * 1024 * 1024, scheduleBudgetMs: 20, drainTimeoutMs: 60_000, bodyDiscardLimit: 2 ** 30 });
+    expect(() => resolveConfig({ bodyLimit: '10 megs' }, {})).toThrow(
+      "--body-limit: expected a size such as 10MiB, 512KiB or 1GB (a bare number is bytes), got '10 megs'",
+    );
+  });
+
   it('schedules through the service by default; TRIAD_SCHEDULING=in-process decides in the gateway; anything else is refused', () => {
     expect(resolveConfig({}, {}).scheduling).toBe('service');
     expect(resolveConfig({}, { TRIAD_SCHEDULING: 'in-process' }).scheduling).toBe('in-process');
@@ -36,9 +47,7 @@ describe('resolveConfig', () => {
       expect(c).toMatchObject({ port: 7200, scheduleBudgetMs: 30, schedulerBackoffMs: 250, accessLog: false });
       expect(c).toMatchObject({ encodeTimeoutMs: DEFAULT_STAGE_TIMEOUTS.encodeMs, totalTimeoutMs: DEFAULT_STAGE_TIMEOUTS.totalMs });
       writeFileSync(file, 'schedule-max-batch: 0\n');
-      expect(() => resolveConfig({}, {}, file)).toThrow(
-        `scheduleMaxBatch: Too small: expected number to be >=1 (from schedule-max-batch ` + `in ${file})`,
-      );
+      expect(() => resolveConfig({}, {}, file)).toThrow(`schedule-max-batch in ${file}: expected a whole number from 1 to 256, got 0`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { SchedulingLimits } from '@triad/bus';
 import { DEFAULT_UPSTREAM_CONNECTIONS } from '@triad/connectors';
 import { DEFAULT_REQUEST_LIMITS, DEFAULT_STAGE_TIMEOUTS, type RequestLimits } from '@triad/request';
-import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, OpsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 const Ms = Setting.ms(0);
 
@@ -14,10 +14,11 @@ const GatewayConfigSchema = z.object({
   host: z.string().default('0.0.0.0'),
   port: Setting.port().default(8080),
   metricsPort: Setting.port().default(9090),
+  metricsHost: OpsSettings.host(),
   /** Largest request body accepted (bytes); larger ones get 413. */
-  bodyLimit: Setting.count(1024).default(10 * 1024 * 1024),
+  bodyLimit: Setting.bytes(1024).default(10 * 1024 * 1024),
   /** Bytes of an oversized body read and dropped before the 413 goes out (so a client still sending reads it). */
-  bodyDiscardLimit: Setting.count(0).default(64 * 1024 * 1024),
+  bodyDiscardLimit: Setting.bytes(0).default(64 * 1024 * 1024),
   /** Deepest JSON nesting a body may have (400 naming the limit beyond it). */
   maxJsonDepth: Setting.count(2, 10_000).default(DEFAULT_REQUEST_LIMITS.maxJsonDepth),
   /** Media items in one chat request; at most what one scheduling request carries. */
@@ -55,7 +56,7 @@ const GatewayConfigSchema = z.object({
   /** In-flight snapshot period on `triad.v1.dispatch`. */
   snapshotIntervalMs: Setting.ms(1).default(1000),
   /** How long a dispatch event may wait to share a message with later ones (0: end of its event-loop turn). */
-  dispatchFlushMs: Setting.count(0, 1000).default(5),
+  dispatchFlushMs: Setting.ms(0, 1000).default(5),
   /** Write the per-request JSON access log line. */
   accessLog: Setting.boolean().default(true),
   /**
@@ -81,13 +82,13 @@ const GatewayConfigSchema = z.object({
    */
   gatewayApi: Setting.boolean().default(false),
   /** Admission control config file (API keys, JWT, token rate limits, fair queue; libs/admission), hot-reloaded. */
-  admissionConfig: z.string().min(1).optional(),
+  admissionConfig: Setting.file().optional(),
   /**
    * The scheduler's `--config` file, when the scheduler runs with one: the gateway hashes prompts as its prefix
    * scorers expect (block sizes, engine block keys) and its local fallback decides with the same plugins. The KV
    * config (`triad_v1_config/scheduler`) overrides it, as it does in the scheduler.
    */
-  schedulerConfig: z.string().min(1).optional(),
+  schedulerConfig: Setting.file().optional(),
 });
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
@@ -98,6 +99,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   host: { name: 'host', env: 'TRIAD_HOST' },
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  metricsHost: OpsSettings.sources.metricsHost,
   bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
   bodyDiscardLimit: { name: 'body-discard-limit', env: 'TRIAD_BODY_DISCARD_LIMIT' },
   maxJsonDepth: { name: 'max-json-depth', env: 'TRIAD_MAX_JSON_DEPTH' },

@@ -60,7 +60,12 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   // The ops port answers before NATS is reached (/healthz 200, /readyz 503 with the reason), so a gateway started
   // ahead of NATS says why it is not ready instead of refusing its probes.
   let readiness = (): { ready: boolean; reason?: string } => ({ ready: false, reason: `waiting for NATS at ${config.nats}` });
-  const ops = await startOpsServer({ port: config.metricsPort, registry: metrics.registry, readiness: () => readiness() });
+  const ops = await startOpsServer({
+    host: config.metricsHost,
+    port: config.metricsPort,
+    registry: metrics.registry,
+    readiness: () => readiness(),
+  });
   logger.info({ metricsPort: ops.port, nats: config.nats, id }, 'gateway starting');
   let connection: Bus | undefined;
   registerNatsMetrics(metrics.registry, () => connection);

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
+import { OpsSettings, UNITS_HELP, createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig, type KvIndexerConfig } from './config';
 
 /**
@@ -12,19 +12,22 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     .option('--nats <url>', 'NATS server(s), comma-separated (TRIAD_NATS_URL, default nats://127.0.0.1:4222)')
     .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--metrics-port <port>', '/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default 9094)')
+    .option(OpsSettings.flag, OpsSettings.flagHelp)
     .option('--instance-id <id>', 'replica name (TRIAD_INSTANCE_ID, else POD_NAME, else hostname-pid)')
-    .option('--snapshot-interval <ms>', 'snapshot period of changed sources (TRIAD_KV_SNAPSHOT_INTERVAL_MS, default 2000)')
+    .option('--snapshot-interval <duration>', 'snapshot period of changed sources (TRIAD_KV_SNAPSHOT_INTERVAL_MS, default 2s)')
     .option('--max-blocks-per-source <n>', 'blocks remembered per source (TRIAD_KV_MAX_BLOCKS_PER_SOURCE, default 1000000)')
     .option('--max-blocks-per-second <n>', 'flood limit per source (TRIAD_KV_MAX_BLOCKS_PER_SECOND, default 500000)')
-    .option('--connect-timeout <ms>', 'report a socket down when not connected by then (TRIAD_KV_CONNECT_TIMEOUT_MS, default 5000)')
-    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
-    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
+    .option('--connect-timeout <duration>', 'report a socket down when not connected by then (TRIAD_KV_CONNECT_TIMEOUT_MS, default 5s)')
+    .option('--drain-timeout <duration>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10s)')
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
+    .addHelpText('after', UNITS_HELP);
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | undefined>>();
   const flags: Partial<Record<keyof KvIndexerConfig, unknown>> = {
     nats: o['nats'],
     kvReplicas: o['kvReplicas'],
     metricsPort: o['metricsPort'],
+    metricsHost: o['metricsHost'],
     instanceId: o['instanceId'],
     snapshotIntervalMs: o['snapshotInterval'],
     maxBlocksPerSource: o['maxBlocksPerSource'],

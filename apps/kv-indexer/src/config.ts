@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, OpsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 /** KV-indexer settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const KvIndexerConfigSchema = z.object({
@@ -9,6 +9,7 @@ const KvIndexerConfigSchema = z.object({
   kvReplicas: NatsSettings.kvReplicas().default(1),
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
   metricsPort: Setting.port().default(9094),
+  metricsHost: OpsSettings.host(),
   /** This replica's name in the membership bucket and on its NATS connection. */
   instanceId: z
     .string()
@@ -32,6 +33,7 @@ export const CONFIG_SOURCES: SettingSources<KvIndexerConfig> = {
   nats: NatsSettings.sources.nats,
   kvReplicas: NatsSettings.sources.kvReplicas,
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  metricsHost: OpsSettings.sources.metricsHost,
   instanceId: { name: 'instance-id', env: ['TRIAD_INSTANCE_ID', 'POD_NAME'] },
   snapshotIntervalMs: { name: 'snapshot-interval', env: 'TRIAD_KV_SNAPSHOT_INTERVAL_MS' },
   maxBlocksPerSource: { name: 'max-blocks-per-source', env: 'TRIAD_KV_MAX_BLOCKS_PER_SOURCE' },

@@ -19,6 +19,7 @@ export async function startKvIndexerService(options: { config: KvIndexerConfig; 
   let ready = false;
   let reason = `waiting for NATS at ${config.nats}`;
   const ops = await startOpsServer({
+    host: config.metricsHost,
     port: config.metricsPort,
     registry: metrics.registry,
     readiness: () => (ready ? { ready: true } : { ready: false, reason }),

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
+import { OpsSettings, UNITS_HELP, createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig, type WatcherConfig } from './config';
 
 const VERSION = '0.1.0';
@@ -22,23 +22,30 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--namespace <ns>', 'namespace to watch, repeatable; default all (TRIAD_NAMESPACES, comma-separated)', collect, [])
     .option('--kubeconfig <path>', 'kubeconfig file (default KUBECONFIG, ~/.kube/config or in-cluster)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9092; 0 = free)')
-    .option('--scrape-interval <ms>', 'engine /metrics scrape interval (TRIAD_SCRAPE_INTERVAL_MS, default 1000)')
-    .option('--scrape-timeout <ms>', 'timeout of one scrape request (TRIAD_SCRAPE_TIMEOUT_MS, default 2000)')
+    .option(OpsSettings.flag, OpsSettings.flagHelp)
+    .option('--scrape-interval <duration>', 'engine /metrics scrape interval (TRIAD_SCRAPE_INTERVAL_MS, default 1s)')
+    .option('--scrape-timeout <duration>', 'timeout of one scrape request (TRIAD_SCRAPE_TIMEOUT_MS, default 2s)')
     .option('--scrape-concurrency <n>', 'scrapes in flight at once (TRIAD_SCRAPE_CONCURRENCY, default 64)')
-    .option('--models-interval <ms>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 15000)')
-    .option('--metrics-heartbeat <ms>', "publish this replica's scrape freshness this often (TRIAD_METRICS_HEARTBEAT_MS, default 2000)")
+    .option('--models-interval <duration>', 'GET /v1/models refresh per endpoint (TRIAD_MODELS_INTERVAL_MS, default 15s)')
+    .option('--metrics-heartbeat <duration>', "publish this replica's scrape freshness this often (TRIAD_METRICS_HEARTBEAT_MS, default 2s)")
     .option(
-      '--record-heartbeat <ms>',
+      '--record-heartbeat <duration>',
       'also rewrite each unchanged endpoint record this often, for readers older than scrape freshness (TRIAD_RECORD_HEARTBEAT_MS, default never)',
     )
-    .option('--registry-interval <ms>', 'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)')
-    .option('--registry-evicted-ttl <ms>', 're-register an encoder SGLang evicted only after (TRIAD_REGISTRY_EVICTED_TTL_MS, 600000)')
+    .option(
+      '--registry-interval <duration>',
+      'SGLang encoder-registry reconcile period (TRIAD_REGISTRY_INTERVAL_MS, default = scrape interval)',
+    )
+    .option('--registry-evicted-ttl <duration>', 're-register an encoder SGLang evicted only after (TRIAD_REGISTRY_EVICTED_TTL_MS, 10m)')
     .option('--encoders-per-prefill <n>', 'encoders per SGLang language-only registry, 0 = all (TRIAD_ENCODERS_PER_PREFILL, default 0)')
-    .option('--server-info-interval <ms>', 'SGLang /server_info refresh per engine (TRIAD_SERVER_INFO_INTERVAL_MS, default 30000)')
-    .option('--lease-ttl <ms>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5000)')
-    .option('--shard-heartbeat <ms>', 'scrape-shard heartbeat; a replica silent for 3 leaves its share (TRIAD_SHARD_HEARTBEAT_MS, 1000)')
+    .option('--server-info-interval <duration>', 'SGLang /server_info refresh per engine (TRIAD_SERVER_INFO_INTERVAL_MS, default 30s)')
+    .option('--lease-ttl <duration>', 'writer lease: a standby takes over after this long without renewal (TRIAD_LEASE_TTL_MS, default 5s)')
+    .option(
+      '--shard-heartbeat <duration>',
+      'scrape-shard heartbeat; a replica silent for 3 leaves its share (TRIAD_SHARD_HEARTBEAT_MS, 1s)',
+    )
     .option('--identity <name>', 'this replica in the writer lease (TRIAD_IDENTITY, else POD_NAME, else hostname-pid)')
-    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
+    .option('--drain-timeout <duration>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10s)')
     .option('--gateway-api', 'Gateway API mode: watch Gateways, HTTPRoutes, InferencePools (TRIAD_GATEWAY_API=true)')
     .option(
       '--gateway-class <name>',
@@ -54,7 +61,8 @@ export async function main(argv: readonly string[]): Promise<void> {
       '--credentials-key-file <file>',
       'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)',
     )
-    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
+    .addHelpText('after', UNITS_HELP);
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | string[] | undefined>>();
   const flags: Partial<Record<keyof WatcherConfig, unknown>> = {
@@ -64,6 +72,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     namespaces: o['namespace'],
     kubeconfig: o['kubeconfig'],
     metricsPort: o['metricsPort'],
+    metricsHost: o['metricsHost'],
     scrapeIntervalMs: o['scrapeInterval'],
     scrapeTimeoutMs: o['scrapeTimeout'],
     scrapeConcurrency: o['scrapeConcurrency'],

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, OpsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 const Ms = Setting.ms;
 
@@ -39,6 +39,7 @@ const WatcherConfigSchema = z.object({
   /** Kubeconfig file; without it, KUBECONFIG, ~/.kube/config or the in-cluster service account. */
   kubeconfig: z.string().optional(),
   metricsPort: Setting.port().default(9092),
+  metricsHost: OpsSettings.host(),
   /** How often each endpoint's /metrics is scraped. */
   scrapeIntervalMs: Ms(50).default(1000),
   /** Per-request timeout of a scrape (metrics or models). */
@@ -112,6 +113,7 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   namespaces: { name: 'namespace', env: 'TRIAD_NAMESPACES', list: true },
   kubeconfig: { name: 'kubeconfig' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  metricsHost: OpsSettings.sources.metricsHost,
   scrapeIntervalMs: { name: 'scrape-interval', env: 'TRIAD_SCRAPE_INTERVAL_MS' },
   scrapeTimeoutMs: { name: 'scrape-timeout', env: 'TRIAD_SCRAPE_TIMEOUT_MS' },
   scrapeConcurrency: { name: 'scrape-concurrency', env: 'TRIAD_SCRAPE_CONCURRENCY' },

@@ -82,6 +82,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   let freshness: ScrapeFreshnessPublisher | undefined;
   let waiting = `waiting for NATS at ${config.nats}`;
   const ops: OpsServer = await startOpsServer({
+    host: config.metricsHost,
     port: config.metricsPort,
     registry: metrics.registry,
     readiness: () =>

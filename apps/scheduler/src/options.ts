@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { Command } from 'commander';
 import { z } from 'zod';
-import { NatsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { NatsSettings, OpsSettings, Setting, UNITS_HELP, resolveSettings, type SettingSources } from '@triad/runtime';
 
 /** What `triad scheduler` runs with (flags, else env, else a settings file, else defaults). */
 export interface SchedulerServiceOptions {
@@ -12,6 +12,8 @@ export interface SchedulerServiceOptions {
   readonly configFile?: string;
   /** Port of /healthz, /readyz and /metrics; 0 picks a free one. */
   readonly metricsPort: number;
+  /** Address of the ops port (TRIAD_METRICS_HOST, default every interface). */
+  readonly metricsHost?: string;
   /** Name in `Decision.decidedBy`, logs and the NATS connection. */
   readonly instanceId: string;
   /** Longest a SIGTERM drain may take. */
@@ -28,8 +30,9 @@ const DEFAULT_METRICS_PORT = 9091;
 const SchedulerSettingsSchema = z.object({
   natsUrl: NatsSettings.servers().default(NatsSettings.defaultUrl),
   kvReplicas: NatsSettings.kvReplicas().default(1),
-  configFile: z.string().min(1).optional(),
+  configFile: Setting.file().optional(),
   metricsPort: Setting.port().default(DEFAULT_METRICS_PORT),
+  metricsHost: OpsSettings.host(),
   instanceId: z
     .string()
     .min(1)
@@ -47,6 +50,7 @@ const SOURCES: SettingSources<z.infer<typeof SchedulerSettingsSchema>> = {
   kvReplicas: NatsSettings.sources.kvReplicas,
   configFile: { name: 'config', env: 'TRIAD_SCHEDULER_CONFIG' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  metricsHost: OpsSettings.sources.metricsHost,
   instanceId: { name: 'instance-id', env: ['TRIAD_INSTANCE_ID', 'POD_NAME'] },
   shutdownGraceMs: { name: 'shutdown-grace-ms', env: 'TRIAD_SHUTDOWN_GRACE_MS' },
   tracePhases: { name: 'trace-scheduler-phases', env: 'TRIAD_TRACE_SCHEDULER_PHASES' },
@@ -60,8 +64,10 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     .option('--kv-replicas <n>', 'JetStream replicas of the KV buckets it creates, 1-5 (TRIAD_KV_REPLICAS, default 1)')
     .option('--config <file>', 'scheduler config YAML, hot-reloaded (TRIAD_SCHEDULER_CONFIG)')
     .option('--metrics-port <port>', `/healthz /readyz /metrics port, 0 = any (TRIAD_METRICS_PORT, default ${DEFAULT_METRICS_PORT})`)
+    .option(OpsSettings.flag, OpsSettings.flagHelp)
     .option('--instance-id <id>', 'instance name in decisions and logs (TRIAD_INSTANCE_ID, else POD_NAME, else hostname-pid)')
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
+    .addHelpText('after', UNITS_HELP)
     .exitOverride();
   program.parse([...argv], { from: 'user' });
   const o = program.opts<{
@@ -69,11 +75,19 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     kvReplicas?: string;
     config?: string;
     metricsPort?: string;
+    metricsHost?: string;
     instanceId?: string;
     settings?: string;
   }>();
   return resolveSettings('scheduler', SchedulerSettingsSchema, SOURCES, {
-    flags: { natsUrl: o.nats, kvReplicas: o.kvReplicas, configFile: o.config, metricsPort: o.metricsPort, instanceId: o.instanceId },
+    flags: {
+      natsUrl: o.nats,
+      kvReplicas: o.kvReplicas,
+      configFile: o.config,
+      metricsPort: o.metricsPort,
+      metricsHost: o.metricsHost,
+      instanceId: o.instanceId,
+    },
     env,
     ...(o.settings === undefined ? {} : { file: o.settings }),
   });

@@ -73,6 +73,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   registerNatsMetrics(metrics.registry, () => bus);
   // Probes answer from the start: 503 "waiting for NATS at ..." rather than a refused connection while NATS is away.
   const ops = await startOpsServer({
+    ...(options.metricsHost === undefined ? {} : { host: options.metricsHost }),
     port: options.metricsPort,
     registry: metrics.registry,
     readiness: () => ({ ready, reason }),

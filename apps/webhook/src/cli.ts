@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { createLogger, guardProcess, onShutdown } from '@triad/runtime';
+import { OpsSettings, UNITS_HELP, createLogger, guardProcess, onShutdown } from '@triad/runtime';
 import { resolveConfig, type WebhookConfig } from './config';
 
 /** `triad webhook`: flags > TRIAD_* env > settings file > defaults → config → HTTPS server until SIGTERM/SIGINT. */
@@ -11,9 +11,11 @@ export async function main(argv: readonly string[]): Promise<void> {
     .option('--tls-cert <file>', 'PEM certificate chain, reloaded on change (TRIAD_TLS_CERT_FILE, default /etc/triad/webhook/tls.crt)')
     .option('--tls-key <file>', 'PEM private key, reloaded on change (TRIAD_TLS_KEY_FILE, default /etc/triad/webhook/tls.key)')
     .option('--metrics-port <port>', 'port of /metrics, /healthz, /readyz (TRIAD_METRICS_PORT, default 9093; 0 = free)')
-    .option('--max-body-bytes <n>', 'largest AdmissionReview accepted (TRIAD_WEBHOOK_MAX_BODY_BYTES, default 8 MiB)')
-    .option('--drain-timeout <ms>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10000)')
-    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)');
+    .option(OpsSettings.flag, OpsSettings.flagHelp)
+    .option('--max-body-bytes <size>', 'largest AdmissionReview accepted, e.g. 8MiB (TRIAD_WEBHOOK_MAX_BODY_BYTES, default 8 MiB)')
+    .option('--drain-timeout <duration>', 'longest graceful shutdown (TRIAD_DRAIN_TIMEOUT_MS, default 10s)')
+    .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
+    .addHelpText('after', UNITS_HELP);
   program.parse([...argv], { from: 'user' });
   const o = program.opts<Record<string, string | undefined>>();
   const flags: Partial<Record<keyof WebhookConfig, unknown>> = {
@@ -22,6 +24,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     tlsCert: o['tlsCert'],
     tlsKey: o['tlsKey'],
     metricsPort: o['metricsPort'],
+    metricsHost: o['metricsHost'],
     maxBodyBytes: o['maxBodyBytes'],
     drainTimeoutMs: o['drainTimeout'],
   };

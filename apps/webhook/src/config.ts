@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Setting, resolveSettings, type SettingSources } from '@triad/runtime';
+import { OpsSettings, Setting, resolveSettings, type SettingSources } from '@triad/runtime';
 
 /** Webhook settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */
 const WebhookConfigSchema = z.object({
@@ -10,8 +10,9 @@ const WebhookConfigSchema = z.object({
   tlsCert: z.string().min(1).default('/etc/triad/webhook/tls.crt'),
   tlsKey: z.string().min(1).default('/etc/triad/webhook/tls.key'),
   metricsPort: Setting.port().default(9093),
+  metricsHost: OpsSettings.host(),
   /** Largest AdmissionReview body accepted (the API server sends object and old object). */
-  maxBodyBytes: Setting.count(1024).default(8 * 1024 * 1024),
+  maxBodyBytes: Setting.bytes(1024).default(8 * 1024 * 1024),
   drainTimeoutMs: Setting.ms(0).default(10_000),
 });
 export type WebhookConfig = z.infer<typeof WebhookConfigSchema>;
@@ -23,6 +24,7 @@ export const CONFIG_SOURCES: SettingSources<WebhookConfig> = {
   tlsCert: { name: 'tls-cert', env: 'TRIAD_TLS_CERT_FILE' },
   tlsKey: { name: 'tls-key', env: 'TRIAD_TLS_KEY_FILE' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
+  metricsHost: OpsSettings.sources.metricsHost,
   maxBodyBytes: { name: 'max-body-bytes', env: 'TRIAD_WEBHOOK_MAX_BODY_BYTES' },
   drainTimeoutMs: { name: 'drain-timeout', env: 'TRIAD_DRAIN_TIMEOUT_MS' },
 };

@@ -115,6 +115,7 @@ export async function startWebhook(options: StartWebhookOptions): Promise<Webhoo
   let ops: OpsServer;
   try {
     ops = await startOpsServer({
+      host: config.metricsHost,
       port: config.metricsPort,
       registry: metrics.registry,
       readiness: () => (closing ? { ready: false, reason: 'draining' } : { ready: true }),

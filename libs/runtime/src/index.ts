@@ -4,7 +4,7 @@ export { startOpsServer } from './ops-server';
 export type { OpsServer, OpsServerOptions } from './ops-server';
 export { onShutdown } from './shutdown';
 export type { ShutdownOptions } from './shutdown';
-export { resolveSettings, Setting, NatsSettings } from './settings';
+export { resolveSettings, Setting, NatsSettings, OpsSettings, UNITS_HELP } from './settings';
 export type { SettingSource, SettingSources, SettingsLayers } from './settings';
 export { waitForDependency } from './wait-for-dependency';
 export type { WaitForDependencyOptions } from './wait-for-dependency';

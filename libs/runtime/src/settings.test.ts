@@ -78,13 +78,10 @@ describe('resolveSettings', () => {
     }
     expect(err).toMatchObject({
       code: 'CONFIG_INVALID',
-      problems: [
-        'metricsPort: not a port (an integer from 0 to 65535) (from --metrics-port)',
-        expect.stringMatching(new RegExp(`^budgetMs: .*>=1 \\(from budget-ms in ${settings.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)$`)),
-      ],
+      problems: ['--metrics-port: not a port (an integer from 0 to 65535)', `budget-ms in ${settings}: must be at least 1ms, got 0`],
     });
     expect(() => resolveSettings('test', Schema, SOURCES, { env: { TRIAD_METRICS_PORT: '70000' } })).toThrow(
-      /^invalid test settings: metricsPort: not a port .*\(from TRIAD_METRICS_PORT\)$/,
+      /^invalid test settings: TRIAD_METRICS_PORT: not a port \(an integer from 0 to 65535\)$/,
     );
   });
 
@@ -120,13 +117,60 @@ describe('NatsSettings (shared by every service)', () => {
   });
 
   it('names the bad value and where it came from', () => {
-    expect(() => resolve({ env: { TRIAD_KV_REPLICAS: '7' } })).toThrow(
-      /kvReplicas: expected a replica count from 1 to 5 \(from TRIAD_KV_REPLICAS\)/,
+    expect(() => resolve({ env: { TRIAD_KV_REPLICAS: '7' } })).toThrow(/TRIAD_KV_REPLICAS: expected a replica count from 1 to 5/);
+    expect(() => resolve({ env: { TRIAD_KV_REPLICAS: 'three' } })).toThrow(/TRIAD_KV_REPLICAS: expected a replica count from 1 to 5/);
+    expect(() => resolve({ flags: { nats: 'nats://a:4222,http://b c' }, env: {} })).toThrow(/--nats: must be NATS URLs, comma-separated/);
+    expect(() => resolve({ env: { NATS_URL: ' , ' } })).toThrow(/NATS_URL: must be NATS URLs/);
+  });
+});
+
+describe('durations and sizes take units (@triad/units), wherever they come from', () => {
+  const schema = z.object({
+    budgetMs: Setting.ms(1).default(50),
+    bodyLimit: Setting.bytes(1024).default(10 * 1024 * 1024),
+    batch: Setting.count(1, 256).default(64),
+  });
+  const sources: SettingSources<z.infer<typeof schema>> = {
+    budgetMs: { name: 'budget-ms', env: 'TRIAD_BUDGET_MS' },
+    bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
+    batch: { name: 'batch', env: 'TRIAD_BATCH' },
+  };
+  const resolve = (layers: Parameters<typeof resolveSettings>[3]) => resolveSettings('svc', schema, sources, layers);
+
+  it('reads 2s, 1m30s, 10MiB and 512 KiB from flags and the environment; bare numbers keep their old unit', () => {
+    expect(resolve({ flags: { budgetMs: '2s', bodyLimit: '10MiB' }, env: {} })).toEqual({
+      budgetMs: 2000,
+      bodyLimit: 10_485_760,
+      batch: 64,
+    });
+    expect(resolve({ env: { TRIAD_BUDGET_MS: '1m30s', TRIAD_BODY_LIMIT: '512 KiB' } })).toMatchObject({
+      budgetMs: 90_000,
+      bodyLimit: 524_288,
+    });
+    expect(resolve({ env: { TRIAD_BUDGET_MS: '250', TRIAD_BODY_LIMIT: '4096' } })).toMatchObject({ budgetMs: 250, bodyLimit: 4096 });
+  });
+
+  it('reads numbers and unit strings from a settings file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'triad-units-'));
+    try {
+      const file = join(dir, 's.yaml');
+      writeFileSync(file, 'budget-ms: 250ms\nbody-limit: 2MB\nbatch: 8\n');
+      expect(resolve({ env: {}, file })).toEqual({ budgetMs: 250, bodyLimit: 2_000_000, batch: 8 });
+      writeFileSync(file, 'budget-ms: 75\nbody-limit: 2048\n');
+      expect(resolve({ env: {}, file })).toMatchObject({ budgetMs: 75, bodyLimit: 2048 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('says what a value must look like, naming the flag or variable it came from', () => {
+    expect(() => resolve({ flags: { bodyLimit: '10XB' }, env: {} })).toThrow(
+      "invalid svc settings: --body-limit: expected a size such as 10MiB, 512KiB or 1GB (a bare number is bytes), got '10XB'",
     );
-    expect(() => resolve({ env: { TRIAD_KV_REPLICAS: 'three' } })).toThrow(/kvReplicas: expected a replica count from 1 to 5/);
-    expect(() => resolve({ flags: { nats: 'nats://a:4222,http://b c' }, env: {} })).toThrow(
-      /nats: must be NATS URLs, comma-separated .*\(from --nats\)/,
+    expect(() => resolve({ env: { TRIAD_BUDGET_MS: 'soon' } })).toThrow(
+      "TRIAD_BUDGET_MS: expected a duration such as 500ms, 10s or 1m30s (a bare number is milliseconds), got 'soon'",
     );
-    expect(() => resolve({ env: { NATS_URL: ' , ' } })).toThrow(/\(from NATS_URL\)/);
+    expect(() => resolve({ flags: { bodyLimit: '1KB' }, env: {} })).toThrow("--body-limit: must be at least 1 KiB, got '1KB'");
+    expect(() => resolve({ env: { TRIAD_BATCH: '0' } })).toThrow("TRIAD_BATCH: expected a whole number from 1 to 256, got '0'");
   });
 });

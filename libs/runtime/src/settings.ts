@@ -1,7 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError } from '@triad/errors';
+import { checkByteSize, checkDuration, type UnitResult } from '@triad/units';
 
 /** Where one setting of a service can be given, besides its default. */
 export interface SettingSource {
@@ -104,11 +105,54 @@ export function resolveSettings<T extends object>(
   }
   const parsed = schema.safeParse(merged);
   if (parsed.success) return parsed.data;
+  // Each problem is named the way the user wrote it: the flag, the variable, or the key in the settings file.
+  const byKey = new Map(entries);
   const problems = parsed.error.issues.map((issue) => {
-    const from = origin.get(String(issue.path[0]));
-    return `${issue.path.join('.') || 'settings'}: ${issue.message}${from === undefined ? '' : ` (from ${from})`}`;
+    const key = String(issue.path[0]);
+    const where = origin.get(key) ?? (byKey.has(key) ? `--${byKey.get(key)?.name}` : undefined);
+    const inner = issue.path.length > 1 ? ` (${issue.path.slice(1).join('.')})` : '';
+    return `${where ?? (issue.path.join('.') || 'settings')}${inner}: ${issue.message}`;
   });
   throw new ConfigError(`invalid ${service} settings: ${problems.join('; ')}`, problems);
+}
+
+/** A setting read by one of the unit parsers of `@triad/units` (whose error says what it accepts). */
+function unitSetting(check: (value: unknown) => UnitResult) {
+  return z.unknown().transform((value, ctx) => {
+    const r = check(value);
+    if (r.ok) return r.value;
+    ctx.addIssue({ code: 'custom', message: r.error });
+    return z.NEVER;
+  });
+}
+
+const FS_REASONS: Readonly<Record<string, string>> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied',
+  ENOTDIR: 'a parent is not a directory',
+  ELOOP: 'too many symbolic links',
+};
+
+/** Why `path` is not a readable file, or undefined when it is one. */
+function unreadable(path: string): string | undefined {
+  try {
+    accessSync(path, fsConstants.R_OK);
+    return statSync(path).isDirectory() ? 'it is a directory' : undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? '';
+    return FS_REASONS[code] ?? (err as Error).message;
+  }
+}
+
+/** A whole number from `min` to `max` (text or number). */
+function countSetting(min: number, max: number) {
+  return unitSetting((value) => {
+    const shown = typeof value === 'string' ? `'${value}'` : String(value);
+    const n = typeof value === 'number' ? value : typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : Number.NaN;
+    const range = max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`;
+    if (!Number.isInteger(n) || n < min || n > max) return { ok: false, error: `expected a whole number ${range}, got ${shown}` };
+    return { ok: true, value: n };
+  });
 }
 
 const NOT_A_PORT = 'not a port (an integer from 0 to 65535)';
@@ -117,12 +161,37 @@ const NOT_A_PORT = 'not a port (an integer from 0 to 65535)';
 export const Setting = {
   /** A TCP port; 0 picks a free one. */
   port: () => z.coerce.number({ error: NOT_A_PORT }).int(NOT_A_PORT).min(0, NOT_A_PORT).max(65535, NOT_A_PORT),
-  /** A whole number of milliseconds, at least `min`. */
-  ms: (min = 0) => z.coerce.number().int().min(min),
+  /**
+   * A duration of at least `min` ms (at most `max`): `500ms`, `10s`, `1m30s`, or a bare number of milliseconds
+   * (`@triad/units`); the value is whole milliseconds.
+   */
+  ms: (min = 0, max?: number) => unitSetting((v) => checkDuration(v, { min, ...(max === undefined ? {} : { max }) })),
+  /** A size of at least `min` bytes (at most `max`): `10MiB`, `512KiB`, `1GB`, or a bare number of bytes. */
+  bytes: (min = 0, max?: number) => unitSetting((v) => checkByteSize(v, { min, ...(max === undefined ? {} : { max }) })),
   /** A whole count from `min` to `max`. */
-  count: (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max),
+  count: (min: number, max = Number.MAX_SAFE_INTEGER) => countSetting(min, max),
+  /** The path of a file this process reads at start (a config, a key): refused now when it cannot be read. */
+  file: () =>
+    z
+      .string()
+      .min(1)
+      .superRefine((path, ctx) => {
+        const why = unreadable(path);
+        if (why !== undefined) ctx.addIssue({ code: 'custom', message: `cannot read '${path}': ${why}` });
+      }),
   /** true / false (also `1` / `0` in the environment). */
   boolean: () => z.union([z.boolean(), z.enum(['true', 'false', '1', '0'])]).transform((v) => v === true || v === 'true' || v === '1'),
+} as const;
+
+/**
+ * Where the ops port (/metrics, /healthz, /readyz) listens: every interface by default, as the kubelet's probes
+ * and Prometheus reach a pod from outside it; `triad up` sets loopback.
+ */
+export const OpsSettings = {
+  host: () => z.string().min(1).default('0.0.0.0'),
+  sources: { metricsHost: { name: 'metrics-host', env: 'TRIAD_METRICS_HOST' } },
+  flag: '--metrics-host <address>',
+  flagHelp: 'address of /metrics /healthz /readyz (TRIAD_METRICS_HOST, default 0.0.0.0: every interface)',
 } as const;
 
 const NATS_URL_PATTERN = /^(nats|tls|ws|wss):\/\/[^\s,/]+(:\d{1,5})?\/?$|^[^\s,/:]+(:\d{1,5})?$/;
@@ -153,3 +222,8 @@ export const NatsSettings = {
   sources: { nats: { name: 'nats', env: ['TRIAD_NATS_URL', 'NATS_URL'] }, kvReplicas: { name: 'kv-replicas', env: 'TRIAD_KV_REPLICAS' } },
   defaultUrl: 'nats://127.0.0.1:4222',
 } as const;
+
+/** Help text every service's `--help` ends with: how durations and sizes are written in flags, variables and files. */
+export const UNITS_HELP =
+  '\nDurations (flags, TRIAD_* variables, settings files) take units: 500ms, 10s, 1m30s; a bare number is milliseconds.\n' +
+  'Sizes take units too: 10MiB, 512KiB (powers of 1024), 10MB (powers of 1000); a bare number is bytes.\n';

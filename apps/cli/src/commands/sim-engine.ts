@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { FaultSpec, SimEngineOptions } from '@triad/engine-sim';
+import { durationArg } from '../arg-parsers';
 
 /** `--fault MODE[:COUNT]`, e.g. `error500:3` or `hang`. */
 function parseFault(value: string): FaultSpec {
@@ -128,9 +129,9 @@ function buildCommand(): Command {
       14579,
     )
     .option(
-      '--ec-push-wait-timeout-ms <ms>',
-      'vLLM Mooncake EC consumer: how long a request waits for a push (default 60000)',
-      parsePositiveInt,
+      '--ec-push-wait-timeout-ms <duration>',
+      'vLLM Mooncake EC consumer: how long a request waits for a push (default 60s)',
+      durationArg({ min: 1 }),
     )
     .option('--admin', 'serve /admin/fault, /admin/log and /admin/counters')
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
@@ -140,13 +141,21 @@ function buildCommand(): Command {
       parseNonNegativeInt,
       8998,
     )
-    .option('--bootstrap-timeout-ms <ms>', "SGLang decode: how long to wait for a room's KV (n>1 PD hangs)", parsePositiveInt)
+    .option('--bootstrap-timeout-ms <duration>', "SGLang decode: how long to wait for a room's KV (n>1 PD hangs)", durationArg({ min: 1 }))
     .option('--language-only', 'SGLang EPD prefill: encoder registry listener, calls /encode on its encoders')
     .option('--encoder-urls <url...>', 'SGLang language-only: encoders registered at start')
     .option('--encoder-bootstrap-port <port>', 'SGLang language-only: encoder registry listener port; 0 = free', parseNonNegativeInt, 8997)
-    .option('--encoder-health-check-interval-ms <ms>', 'SGLang language-only: probe period (10000; 0 off)', parseNonNegativeInt)
-    .option('--encoder-health-check-timeout-ms <ms>', "SGLang language-only: one health probe's budget (default 2000)", parsePositiveInt)
-    .option('--encoder-evicted-ttl-ms <ms>', 'SGLang language-only: evicted encoders kept (600000; 0 = forever)', parseNonNegativeInt)
+    .option('--encoder-health-check-interval-ms <duration>', 'SGLang language-only: probe period (10s; 0 off)', durationArg({ min: 0 }))
+    .option(
+      '--encoder-health-check-timeout-ms <duration>',
+      "SGLang language-only: one health probe's budget (default 2s)",
+      durationArg({ min: 1 }),
+    )
+    .option(
+      '--encoder-evicted-ttl-ms <duration>',
+      'SGLang language-only: evicted encoders kept (10m; 0 = forever)',
+      durationArg({ min: 0 }),
+    )
     .option('--no-vision-tower', 'SGLang language-only: the model has no vision tower (multimodal requests fail without encoders)')
     .addOption(
       new Option('--load-balance-method <method>', 'SGLang DP rank choice without a pinned rank').choices([

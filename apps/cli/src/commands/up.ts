@@ -57,7 +57,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     });
   } catch (err) {
     if (err instanceof StartupError) {
-      process.stderr.write(`triad up: ${err.message}\n`);
+      process.stderr.write(`error: triad up: ${err.message}\n`);
       // 130 is the shell's code for "stopped by Ctrl-C"; anything else that stops the start is a failure.
       process.exitCode = interrupt.signal.aborted ? 130 : 1;
       process.exit();

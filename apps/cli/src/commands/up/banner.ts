@@ -4,9 +4,17 @@ import { callableModels, curlLines, pickTryModels } from './try-requests';
 
 const NATS_ORIGIN: Record<RunningStack['nats']['origin'], string> = {
   given: 'given with --nats / TRIAD_NATS_URL',
-  local: 'the server already running on this machine',
+  local: 'reused: the server already running on this machine; the Triad buckets go when triad up stops',
   started: 'started by triad up, store in a temp dir',
 };
+
+/** Where the gateway and the ops ports listen, and who can reach them: what `--host` chose. */
+export function describeListen(host: string): string {
+  if (host === '127.0.0.1' || host === '::1' || host === 'localhost')
+    return `${host} only: this machine (--host 0.0.0.0 opens them to the network)`;
+  if (host === '0.0.0.0' || host === '::') return `${host}: every interface, so other machines can reach them`;
+  return `${host} (--host)`;
+}
 
 /** The path relative to the working directory when it lies below it, else absolute. */
 function shortPath(cwd: string, path: string): string {
@@ -30,6 +38,7 @@ export function renderReadyBanner(stack: RunningStack, elapsedMs: number, cwd: s
     `  engines  ${stack.plan.sims.length} simulated, one per loopback pod`,
     `  models   ${models.map((m) => `${m.name} (${m.engine} ${m.mode})`).join(', ') || '(no ModelRoute)'}`,
     `  ops      ${stack.services.map((s) => `${s.name} :${s.opsPort}`).join(', ')}  (/healthz /readyz /metrics)`,
+    `  listen   ${describeListen(stack.host)}`,
     ...(stack.natsNote ? [`  note     ${stack.natsNote}`] : []),
     '',
     'Try:',

@@ -45,6 +45,22 @@ describe('resolveNats', () => {
     expect(NATS_INSTALL_HELP).toContain('apt-get install nats-server');
   });
 
+  it('auto: starts its own when the local server has no JetStream, or when nothing answers there, and says why', async () => {
+    const plain = await startNatsServer({ jetstream: false });
+    servers.push(plain);
+    const local = { host: '127.0.0.1', port: plain.port };
+    const resolved = await resolveNats({ kind: 'auto' }, supervisor(), join(dir, 'c'), process.env, 10_000, local);
+    expect(resolved.endpoint.origin).toBe('started');
+    expect(resolved.note).toBe(`the NATS server on 127.0.0.1:${plain.port} has no JetStream, so triad up started its own`);
+    expect(resolved.release).toBeUndefined();
+    const closed: Server = createServer();
+    const port = await new Promise<number>((r) => closed.listen(0, '127.0.0.1', () => r((closed.address() as { port: number }).port)));
+    await new Promise((r) => closed.close(r));
+    const nothing = await resolveNats({ kind: 'auto' }, supervisor(), join(dir, 'd'), process.env, 10_000, { host: '127.0.0.1', port });
+    expect(nothing.endpoint.origin).toBe('started');
+    expect(nothing.note).toBeUndefined();
+  });
+
   it('uses a given server with JetStream, and refuses one that is down or lacks JetStream', async () => {
     const js = await startNatsServer();
     const plain = await startNatsServer({ jetstream: false });

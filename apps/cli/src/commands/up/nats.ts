@@ -1,4 +1,5 @@
 import { mkdirSync } from 'node:fs';
+import { JetStreamApi, deleteStream, listStreams } from './jetstream-api';
 import { describeExit } from './managed-child';
 import { natsHostPort, probeNats } from './nats-probe';
 import type { NatsChoice } from './options';
@@ -12,7 +13,53 @@ export interface NatsEndpoint {
   readonly origin: 'given' | 'local' | 'started';
 }
 
-const LOCAL_NATS_URL = 'nats://127.0.0.1:4222';
+/** Where `--nats auto` looks for a server already running: nats-server's default address. */
+export const LOCAL_NATS: NatsAddress = { host: '127.0.0.1', port: 4222 };
+
+export interface NatsAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** A NATS server for the stack; `release` removes what the stack created on a server it did not start. */
+export interface ResolvedNats {
+  readonly endpoint: NatsEndpoint;
+  readonly note?: string;
+  readonly release?: () => Promise<void>;
+}
+
+/** Streams of Triad's KV buckets (a bucket `b` is the stream `KV_b`; every Triad bucket is `triad_*`). */
+const TRIAD_STREAM = /^KV_triad_/;
+const API_TIMEOUT_MS = 2000;
+
+/** The Triad buckets a server holds, or why it would not say. */
+async function triadBuckets(at: NatsAddress): Promise<{ buckets: string[] } | { error: string }> {
+  let api: JetStreamApi | undefined;
+  try {
+    api = await JetStreamApi.open(at.host, at.port, API_TIMEOUT_MS);
+    const streams = await listStreams(api, API_TIMEOUT_MS);
+    return { buckets: streams.filter((s) => TRIAD_STREAM.test(s)).map((s) => s.slice('KV_'.length)) };
+  } catch (err) {
+    return { error: (err as Error).message };
+  } finally {
+    api?.close();
+  }
+}
+
+/** Deletes every Triad bucket on the server (those a reused server got from this stack: it held none before). */
+async function removeTriadBuckets(at: NatsAddress): Promise<void> {
+  const api = await JetStreamApi.open(at.host, at.port, API_TIMEOUT_MS);
+  try {
+    for (const stream of (await listStreams(api, API_TIMEOUT_MS)).filter((s) => TRIAD_STREAM.test(s))) {
+      await deleteStream(api, stream, API_TIMEOUT_MS);
+    }
+  } finally {
+    api.close();
+  }
+}
+
+const listed = (names: readonly string[]) =>
+  names.length <= 3 ? names.join(', ') : `${names.slice(0, 3).join(', ')} and ${names.length - 3} more`;
 
 export const NATS_INSTALL_HELP = [
   'nats-server is not installed (it is not on PATH), and no NATS server with JetStream answers on 127.0.0.1:4222.',
@@ -70,8 +117,11 @@ async function startPrivate(supervisor: Supervisor, storeDir: string, env: NodeJ
 }
 
 /**
- * Finds or starts the NATS server: an explicit URL must answer with JetStream; `auto` reuses a JetStream server on
- * 127.0.0.1:4222 and otherwise starts a private one, as does `spawn` always.
+ * Finds or starts the NATS server: an explicit URL must answer with JetStream (its Triad buckets are used as they
+ * are: the user asked for that server); `spawn` starts a private one. `auto` reuses a JetStream server on
+ * `local` (127.0.0.1:4222) only when it holds no Triad bucket, says so, and hands back a `release` that removes
+ * the buckets the stack created there; a server with Triad buckets (another stack's, or left by a run that was
+ * killed) is never written into unasked: a private server is started instead, with a note saying why.
  */
 export async function resolveNats(
   choice: NatsChoice,
@@ -79,18 +129,39 @@ export async function resolveNats(
   storeDir: string,
   env: NodeJS.ProcessEnv,
   timeoutMs: number,
-): Promise<{ endpoint: NatsEndpoint; note?: string }> {
+  local: NatsAddress = LOCAL_NATS,
+): Promise<ResolvedNats> {
   if (choice.kind === 'url') return { endpoint: await useGiven(choice.url) };
-  if (choice.kind === 'auto') {
-    const { host, port } = natsHostPort(LOCAL_NATS_URL);
-    const probe = await probeNats(host, port, 500);
-    if (probe.reachable && probe.jetstream) return { endpoint: { url: LOCAL_NATS_URL, origin: 'local' } };
-    if (probe.reachable) {
-      return {
-        endpoint: await startPrivate(supervisor, storeDir, env, timeoutMs),
-        note: 'the NATS server on 127.0.0.1:4222 has no JetStream, so triad up started its own',
-      };
-    }
+  const start = () => startPrivate(supervisor, storeDir, env, timeoutMs);
+  if (choice.kind === 'spawn') return { endpoint: await start() };
+  const where = `${local.host}:${local.port}`;
+  const url = `nats://${where}`;
+  const probe = await probeNats(local.host, local.port, 500);
+  if (!probe.reachable) return { endpoint: await start() };
+  if (!probe.jetstream)
+    return { endpoint: await start(), note: `the NATS server on ${where} has no JetStream, so triad up started its own` };
+  const held = await triadBuckets(local);
+  if ('error' in held) {
+    return {
+      endpoint: await start(),
+      note: `the NATS server on ${where} would not list its streams (${held.error}), so triad up started its own; --nats ${url} uses it anyway`,
+    };
   }
-  return { endpoint: await startPrivate(supervisor, storeDir, env, timeoutMs) };
+  if (held.buckets.length > 0) {
+    return {
+      endpoint: await start(),
+      note:
+        `the NATS server on ${where} already holds Triad buckets (${listed(held.buckets)}: another stack's, or left by ` +
+        `a run that was killed), so triad up started its own rather than write into them; --nats ${url} shares that ` +
+        `server on purpose`,
+    };
+  }
+  const version = 'version' in probe && probe.version ? ` (nats-server ${probe.version})` : '';
+  return {
+    endpoint: { url, origin: 'local' },
+    note:
+      `reusing the NATS server already running on ${where}${version}: Triad's buckets are created there and removed ` +
+      `when triad up stops; --nats spawn starts a private server instead`,
+    release: () => removeTriadBuckets(local),
+  };
 }

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { durationArg, intArg } from '../../arg-parsers';
 
 /** Where `triad up` gets its NATS server from. */
 export type NatsChoice = { readonly kind: 'auto' } | { readonly kind: 'spawn' } | { readonly kind: 'url'; readonly url: string };
@@ -12,6 +13,11 @@ export interface UpOptions {
   readonly configPath: string;
   /** Gateway data port. */
   readonly port: number;
+  /**
+   * The address the gateway and every service's ops port listen on: loopback unless told otherwise, so a local
+   * stack is not reachable from the network by default.
+   */
+  readonly host: string;
   readonly nats: NatsChoice;
   readonly simLatency: SimLatency;
   /** Print the services' pino JSON lines as they are instead of the readable form. */
@@ -30,13 +36,10 @@ export const SHIPPED_TOKENIZER = 'infra/tokenizers/bert-base-uncased';
 /** The demo config shipped in the repo, looked up from the working directory first, then from the checkout. */
 export const DEFAULT_CONFIG = 'infra/local/cluster.yaml';
 
-function intArg(name: string, min: number, max: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
-    return n;
-  };
-}
+/** The address a local stack listens on unless `--host` says otherwise. */
+export const LOOPBACK = '127.0.0.1';
+
+const portArg = intArg(1, 65535);
 
 function natsArg(value: string): NatsChoice {
   if (value === 'auto') return { kind: 'auto' };
@@ -60,47 +63,68 @@ export function parseUpOptions(argv: readonly string[], env: NodeJS.ProcessEnv, 
   const program = new Command('triad up')
     .description('Run the whole local stack: NATS, engine sims for loopback pods, pod-watcher, scheduler and gateway')
     .option('--config <file>', `ModelServers, ModelRoutes and Pods (default ${DEFAULT_CONFIG})`)
-    .option('--port <port>', 'gateway port', intArg('--port', 1, 65535), Number(env['TRIAD_PORT'] ?? 8080))
+    .option('--port <port>', 'gateway port (TRIAD_PORT, default 8080)', portArg)
+    .option(
+      '--host <address>',
+      'address the gateway and the ops ports listen on: 127.0.0.1 answers this machine only, 0.0.0.0 every interface',
+      LOOPBACK,
+    )
     .option(
       '--nats <auto|spawn|url>',
-      'auto (default): TRIAD_NATS_URL, else a JetStream server on 127.0.0.1:4222, else start nats-server; spawn: always start a ' +
-        'private one',
+      'auto (default): TRIAD_NATS_URL, else the JetStream server on 127.0.0.1:4222 when it holds no Triad state, else a ' +
+        'private nats-server; spawn: always a private one; a URL: that server, its Triad buckets included',
       natsArg,
     )
-    .option('--sim-latency <profile>', 'engine sim latency profile: realistic or zero', 'realistic')
+    .addOption(new Option('--sim-latency <profile>', 'engine sim latency profile').choices(['realistic', 'zero']).default('realistic'))
     .option('--raw-logs', "print the services' JSON log lines unchanged", false)
-    .option('--ready-timeout <seconds>', 'how long the services get to become ready', intArg('--ready-timeout', 1, 3600), 90)
-    .option(
-      '--stop-timeout <seconds>',
-      'how long a service gets to stop after SIGTERM before SIGKILL',
-      intArg('--stop-timeout', 1, 600),
-      10,
+    .addOption(
+      new Option('--ready-timeout <duration>', 'how long the services get to become ready, e.g. 90s or 2m (a bare number is seconds)')
+        .argParser(durationArg({ bareUnit: 's', min: 1000, max: 3_600_000 }))
+        .default(90_000, '90s'),
     )
-    .showHelpAfterError();
+    .addOption(
+      new Option('--stop-timeout <duration>', 'how long a service gets to stop after SIGTERM before SIGKILL (a bare number is seconds)')
+        .argParser(durationArg({ bareUnit: 's', min: 1000, max: 600_000 }))
+        .default(10_000, '10s'),
+    )
+    // One line naming the problem (commander's `error: ...`), then where to read more: not the whole help.
+    .showHelpAfterError('(run `triad up --help` for the options)');
   program.parse([...argv], { from: 'user' });
   const o = program.opts<{
     config?: string;
-    port: number;
+    port?: number;
+    host: string;
     nats?: NatsChoice;
-    simLatency: string;
+    simLatency: SimLatency;
     rawLogs: boolean;
     readyTimeout: number;
     stopTimeout: number;
   }>();
-  const simLatency = o.simLatency;
-  if (simLatency !== 'zero' && simLatency !== 'realistic') program.error('--sim-latency must be zero or realistic');
+  let port = o.port ?? 8080;
+  if (o.port === undefined && env['TRIAD_PORT']) {
+    try {
+      port = portArg(env['TRIAD_PORT']);
+    } catch (err) {
+      program.error(`error: TRIAD_PORT '${env['TRIAD_PORT']}': ${(err as Error).message}`);
+    }
+  }
   const explicitUrl = env['TRIAD_NATS_URL'];
   // TRIAD_NATS_URL is the documented way to point every Triad process at a server; it counts as --nats URL.
-  const chosen: NatsChoice = o.nats ?? { kind: 'auto' };
-  const nats: NatsChoice = chosen.kind === 'auto' && explicitUrl ? natsArg(explicitUrl) : chosen;
+  let nats: NatsChoice = o.nats ?? { kind: 'auto' };
+  if (nats.kind === 'auto' && explicitUrl) {
+    if (!/^(nats|tls|ws|wss):\/\//.test(explicitUrl))
+      program.error(`error: TRIAD_NATS_URL '${explicitUrl}': expected a nats://host:port URL`);
+    nats = { kind: 'url', url: explicitUrl };
+  }
   return {
     configPath: resolveConfigPath(o.config, cwd, checkoutRoot),
-    port: o.port,
+    port,
+    host: o.host,
     nats,
-    simLatency: simLatency as SimLatency,
+    simLatency: o.simLatency,
     rawLogs: o.rawLogs,
-    readyTimeoutMs: o.readyTimeout * 1000,
-    stopTimeoutMs: o.stopTimeout * 1000,
+    readyTimeoutMs: o.readyTimeout,
+    stopTimeoutMs: o.stopTimeout,
     ...(existsSync(resolve(checkoutRoot, SHIPPED_TOKENIZER, 'tokenizer.json'))
       ? { tokenizerDir: resolve(checkoutRoot, SHIPPED_TOKENIZER) }
       : {}),

@@ -1,6 +1,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { Command } from 'commander';
+import { durationArg } from '../../arg-parsers';
 import { createLogger, onShutdown, startOpsServer } from '@triad/runtime';
 import { loadStackConfig } from './config';
 import { SimFleet } from './sim-fleet';
@@ -14,8 +15,9 @@ interface SimHostFlags {
   tokenizer?: string;
   sharedEcDir: string;
   metricsPort: string;
+  metricsHost: string;
   latency: 'zero' | 'realistic';
-  drainMs: string;
+  drainMs: number;
 }
 
 function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions['logger']): SimEngineOptions {
@@ -55,8 +57,9 @@ export async function main(argv: readonly string[]): Promise<void> {
     .requiredOption('--shared-ec-dir <dir>')
     .option('--tokenizer <dir>', 'tokenizer of every sim that publishes KV events (pods with triad.io/kv-events-endpoint)')
     .option('--metrics-port <port>', 'ops port (/healthz, /readyz)', '0')
+    .option('--metrics-host <address>', 'ops address', '127.0.0.1')
     .option('--latency <profile>', 'zero or realistic', 'realistic')
-    .option('--drain-ms <ms>', "how long a removed pod's sim keeps serving", '5000')
+    .option('--drain-ms <duration>', "how long a removed pod's sim keeps serving", durationArg({ min: 0 }), 5000)
     .parse([...argv], { from: 'user' })
     .opts<SimHostFlags>();
   const logger = createLogger({ service: 'sim-pods' });
@@ -70,7 +73,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       failed: (spec, err) =>
         logger.error({ pod: spec.key, address: `${spec.host}:${spec.port}`, err: err.message }, 'engine sim failed to start'),
     },
-    Number(flags.drainMs),
+    flags.drainMs,
   );
 
   const plan = () => {
@@ -111,7 +114,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     if (file === null || file.toString() === basename(flags.config)) reload();
   });
 
-  const ops = await startOpsServer({ port: Number(flags.metricsPort), readiness: () => ({ ready: true }) });
+  const ops = await startOpsServer({ host: flags.metricsHost, port: Number(flags.metricsPort), readiness: () => ({ ready: true }) });
   logger.info({ sims: fleet.keys().length, opsPort: ops.port }, 'engine sims ready');
   onShutdown(
     logger,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { renderPlanNotes } from './banner';
 import { loadStackConfig, type StackConfig } from './config';
 import type { ChildExit, ManagedChild } from './managed-child';
-import { resolveNats, type NatsEndpoint } from './nats';
+import { resolveNats, type NatsAddress, type NatsEndpoint } from './nats';
 import type { UpOptions } from './options';
 import { assertPortFree, freeLoopbackPort } from './ports';
 import { httpGet, waitUntilReady } from './readiness';
@@ -21,6 +21,8 @@ export interface StackEnvironment {
   readonly color: boolean;
   /** Aborting (Ctrl-C during start-up) stops what has started and rejects with a StartupError. */
   readonly abort?: AbortSignal;
+  /** Where `--nats auto` looks for a running server (127.0.0.1:4222; tests point it at their own). */
+  readonly localNats?: NatsAddress;
 }
 
 /** A service of the stack and where its ops endpoints are. */
@@ -32,6 +34,8 @@ export interface ServiceInfo {
 
 export interface RunningStack {
   readonly config: StackConfig;
+  /** The address the gateway and the ops ports listen on (`--host`). */
+  readonly host: string;
   readonly plan: SimPlan;
   readonly nats: NatsEndpoint;
   readonly natsNote?: string;
@@ -95,7 +99,7 @@ function writePreciseRouting(workDir: string, shippedTokenizer: string): { token
 
 /** Checks every address the stack will listen on, before anything is started. */
 async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
-  await assertPortFree('0.0.0.0', options.port, `the gateway (--port ${options.port})`);
+  await assertPortFree(options.host, options.port, `the gateway (--port ${options.port})`);
   for (const sim of plan.sims) {
     await assertPortFree(sim.host, sim.port, `the engine sim of pod ${sim.key}`);
     if (sim.bootstrapPort !== undefined) await assertPortFree(sim.host, sim.bootstrapPort, `the SGLang bootstrap server of pod ${sim.key}`);
@@ -103,6 +107,12 @@ async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
       if (address !== undefined) await assertPortFree(sim.host, Number(address.split(':').pop()), `the KV-event socket of pod ${sim.key}`);
     }
   }
+}
+
+/** The address this machine reaches a service at that listens on `host` (a wildcard is reached on loopback). */
+export function reachableHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::' || host === '') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 /** How long `triad up` waits for the first scrapes after the services are ready (sims start with the pod-watcher). */
@@ -114,9 +124,9 @@ const SCRAPED_WAIT_MS = 10_000;
  * scrape succeeds the `stale-metrics` filter leaves those endpoints out, and the first requests would not go
  * where the scorers (prefix, load) send them. Returns how many still have none at the deadline.
  */
-async function waitForScrapedEndpoints(schedulerOpsPort: number, deadline: number): Promise<number> {
+async function waitForScrapedEndpoints(schedulerOps: string, deadline: number): Promise<number> {
   for (;;) {
-    const res = await httpGet(`http://127.0.0.1:${schedulerOpsPort}/metrics`);
+    const res = await httpGet(`${schedulerOps}/metrics`);
     const m = res?.status === 200 ? /^triad_scheduler_endpoints_without_metrics (\S+)$/m.exec(res.body) : null;
     const unscraped = m ? Number(m[1]) : Number.NaN;
     if (unscraped === 0 || Date.now() > deadline) return Number.isNaN(unscraped) ? 0 : unscraped;
@@ -166,21 +176,31 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     supervisor.onUnexpectedExit((child, exit) => resolve({ child, exit }));
   });
   let stopped: Promise<void> | undefined;
+  let releaseNats: (() => Promise<void>) | undefined;
   const stop = () => {
-    stopped ??= supervisor.stopAll(STOP_STAGES).finally(() => rmSync(workDir, { recursive: true, force: true }));
+    stopped ??= supervisor
+      .stopAll(STOP_STAGES)
+      .then(() =>
+        releaseNats?.().catch((err: unknown) => {
+          environment.out.write(
+            `triad up: note: could not remove Triad's buckets from the reused NATS server: ${(err as Error).message}\n`,
+          );
+        }),
+      )
+      .finally(() => rmSync(workDir, { recursive: true, force: true }));
     return stopped;
   };
 
   try {
     const deadline = Date.now() + options.readyTimeoutMs;
-    const { endpoint: nats, note: natsNote } = await resolveNats(
-      options.nats,
-      supervisor,
-      join(workDir, 'nats'),
-      environment.env,
-      options.readyTimeoutMs,
-    );
+    const {
+      endpoint: nats,
+      note: natsNote,
+      release,
+    } = await resolveNats(options.nats, supervisor, join(workDir, 'nats'), environment.env, options.readyTimeoutMs, environment.localNats);
+    releaseNats = release;
     environment.out.write(`triad up: NATS at ${nats.url}${nats.origin === 'started' ? ' (nats-server started with JetStream)' : ''}\n`);
+    if (natsNote) environment.out.write(`triad up: note: ${natsNote}\n`);
     // One credentials key per run, shared by the pod-watcher (which seals ExternalModelProvider credentials from
     // the config's Secrets) and the gateway (which opens them), unless the environment brings its own.
     const env = { ...environment.env };
@@ -190,7 +210,8 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
       const child = supervisor.start(name, process.execPath, [environment.cliEntry, ...args], env);
       return { child, opsPort };
     };
-    const natsArgs = ['--nats', nats.url];
+    // Every service's ops port listens where the gateway does: loopback unless --host says otherwise.
+    const natsArgs = ['--nats', nats.url, '--metrics-host', options.host];
     const port = async () => String(await freeLoopbackPort());
     const starting: { child: ManagedChild; opsPort: number }[] = [];
     // Pods annotated with triad.io/kv-events-endpoint: their sims publish KV events, a kv-indexer follows them and
@@ -216,6 +237,8 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
             sharedEcDir,
             '--metrics-port',
             p,
+            '--metrics-host',
+            options.host,
             '--latency',
             options.simLatency,
             ...(precise ? ['--tokenizer', precise.tokenizer] : []),
@@ -246,6 +269,8 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
         [
           'gateway',
           ...natsArgs,
+          '--host',
+          options.host,
           '--port',
           String(options.port),
           '--metrics-port',
@@ -256,8 +281,9 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
       ),
     );
 
-    const gatewayUrl = `http://127.0.0.1:${options.port}`;
-    const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://127.0.0.1:${opsPort}/readyz`, deadline)))
+    const reach = reachableHost(options.host);
+    const gatewayUrl = `http://${reach}:${options.port}`;
+    const ready = Promise.all(starting.map(({ child, opsPort }) => waitUntilReady(child, `http://${reach}:${opsPort}/readyz`, deadline)))
       .then(() =>
         waitForModels(
           gatewayUrl,
@@ -272,7 +298,10 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
               `pod-watcher's lines above\n`,
           );
         }
-        const unscraped = await waitForScrapedEndpoints(schedulerOpsPort, Math.min(deadline, Date.now() + SCRAPED_WAIT_MS));
+        const unscraped = await waitForScrapedEndpoints(
+          `http://${reach}:${schedulerOpsPort}`,
+          Math.min(deadline, Date.now() + SCRAPED_WAIT_MS),
+        );
         if (unscraped > 0) {
           environment.out.write(
             `triad up: note: ${unscraped} ready endpoint(s) have no engine metrics yet, and the scheduler prefers ` +
@@ -294,6 +323,7 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     await Promise.race([ready, crashedFirst, aborted]);
     return {
       config,
+      host: options.host,
       plan,
       nats,
       ...(natsNote ? { natsNote } : {}),

@@ -6,7 +6,7 @@ const { startStack } = require('../stack.ts');
 
 const [configPath, port, cliEntry] = process.argv.slice(2);
 startStack(
-  { configPath, port: Number(port), nats: { kind: 'spawn' }, simLatency: 'zero', rawLogs: true, readyTimeoutMs: 60000, stopTimeoutMs: 2000 },
+  { configPath, port: Number(port), host: '127.0.0.1', nats: { kind: 'spawn' }, simLatency: 'zero', rawLogs: true, readyTimeoutMs: 60000, stopTimeoutMs: 2000 },
   { cliEntry, out: process.stderr, env: process.env, color: false },
 ).then(
   (stack) => process.stdout.write(`READY ${JSON.stringify(stack.pids())}\n`),
