@@ -23,7 +23,7 @@ describe('pod-watcher settings', () => {
 
   it('names every bad setting', () => {
     expect(() => resolveConfig({ source: 'k8s', scrapeConcurrency: '0' }, {})).toThrow(
-      /source: must be 'kube' or 'file:PATH'.*scrapeConcurrency/,
+      "--source: must be 'kube' or 'file:PATH', got 'k8s'; --scrape-concurrency: expected a whole number from 1 to 1024, got '0'",
     );
   });
 
@@ -54,7 +54,7 @@ describe('pod-watcher settings', () => {
       rmSync(dir, { recursive: true, force: true });
     }
     expect(() => resolveConfig({ defaultGateway: 'edge' }, {})).toThrow(
-      /defaultGateway: must be NAMESPACE\/NAME:PORT or 'none'.*--default-gateway/,
+      "--default-gateway: must be NAMESPACE/NAME:PORT or 'none', got 'edge'",
     );
   });
 });

@@ -1,4 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseOptions } from '../src/options';
+
+const dir = mkdtempSync(join(tmpdir(), 'triad-scheduler-options-'));
+const configFile = join(dir, 's.yaml');
+writeFileSync(configFile, 'profiles: {}\n');
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('triad scheduler flags', () => {
   it('reads flags, falling back to env, then defaults', () => {
@@ -6,15 +14,16 @@ describe('triad scheduler flags', () => {
     expect(
       parseOptions([], {
         TRIAD_NATS_URL: 'nats://n:4222',
-        TRIAD_SCHEDULER_CONFIG: '/etc/s.yaml',
+        TRIAD_SCHEDULER_CONFIG: configFile,
         TRIAD_METRICS_PORT: '0',
         TRIAD_INSTANCE_ID: 'sched-0',
       }),
     ).toEqual({
       natsUrl: 'nats://n:4222',
       kvReplicas: 1,
-      configFile: '/etc/s.yaml',
+      configFile,
       metricsPort: 0,
+      metricsHost: '0.0.0.0',
       instanceId: 'sched-0',
       shutdownGraceMs: 10_000,
       tracePhases: false,
@@ -24,14 +33,29 @@ describe('triad scheduler flags', () => {
       kvReplicas: 3,
     });
     expect(
-      parseOptions(['--nats', 'nats://flag:1', '--config', 'c.yaml', '--metrics-port', '9999'], { TRIAD_NATS_URL: 'nats://env:2' }),
-    ).toMatchObject({ natsUrl: 'nats://flag:1', configFile: 'c.yaml', metricsPort: 9999 });
+      parseOptions(['--nats', 'nats://flag:1', '--config', configFile, '--metrics-port', '9999', '--metrics-host', '127.0.0.1'], {
+        TRIAD_NATS_URL: 'nats://env:2',
+      }),
+    ).toMatchObject({ natsUrl: 'nats://flag:1', configFile, metricsPort: 9999, metricsHost: '127.0.0.1' });
   });
 
   it('TRIAD_TRACE_SCHEDULER_PHASES=true turns the phase spans on; another value is refused', () => {
     expect(parseOptions([], { TRIAD_TRACE_SCHEDULER_PHASES: 'true' }).tracePhases).toBe(true);
     expect(parseOptions([], { TRIAD_TRACE_SCHEDULER_PHASES: 'false' }).tracePhases).toBe(false);
     expect(() => parseOptions([], { TRIAD_TRACE_SCHEDULER_PHASES: 'no' })).toThrow(/TRIAD_TRACE_SCHEDULER_PHASES/);
+  });
+
+  it('refuses a config file it cannot read before starting, naming the flag or variable', () => {
+    expect(() => parseOptions(['--config', join(dir, 'missing.yaml')], {})).toThrow(
+      `invalid scheduler settings: --config: cannot read '${join(dir, 'missing.yaml')}': no such file`,
+    );
+    expect(() => parseOptions([], { TRIAD_SCHEDULER_CONFIG: dir })).toThrow(
+      `TRIAD_SCHEDULER_CONFIG: cannot read '${dir}': it is a directory`,
+    );
+  });
+
+  it('takes its shutdown grace as a duration with units', () => {
+    expect(parseOptions([], { TRIAD_SHUTDOWN_GRACE_MS: '30s' }).shutdownGraceMs).toBe(30_000);
   });
 
   it('rejects a bad port', () => {

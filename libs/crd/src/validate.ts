@@ -19,6 +19,7 @@ import { ModelRouteSchema, type ModelRoute } from './model-route';
 import { PodSchema, type Pod } from './pod';
 import { externalModelProviderRules } from './provider-rules';
 import { modelRouteRules, modelServerRules } from './semantic-rules';
+import { locateProblem } from './locate';
 import { formatPath, type ValidationProblem } from './problems';
 
 export type TriadResource = ModelServer | ModelRoute | ExternalModelProvider | Pod | Gateway | HttpRoute | InferencePool;
@@ -159,7 +160,10 @@ export function validateResource(raw: unknown): ResourceValidation {
   return known.run(o);
 }
 
-/** One YAML document's validation, with the 1-based line where the document starts. */
+/**
+ * One YAML document's validation, with the 1-based line where the document starts; each problem and warning
+ * carries the line and column of its own field.
+ */
 export type DocumentValidation = ResourceValidation & { readonly line: number };
 
 /**
@@ -176,16 +180,18 @@ export function validateManifests(text: string): DocumentValidation[] {
     const start = doc.contents?.range?.[0] ?? doc.range?.[0] ?? 0;
     const line = lineCounter.linePos(start).line;
     if (doc.errors.length > 0) {
-      const problems = doc.errors.map((e) => ({
-        path: '',
-        message: `YAML syntax error at line ${lineCounter.linePos(e.pos[0]).line}: ${e.message.split('\n')[0]}`,
-      }));
+      const problems = doc.errors.map((e) => {
+        const at = lineCounter.linePos(e.pos[0]);
+        return { path: '', message: `YAML syntax error at line ${at.line}: ${e.message.split('\n')[0]}`, line: at.line, column: at.col };
+      });
       results.push({ status: 'invalid', kind: '(unparsed)', problems, warnings: [], line });
       continue;
     }
     const value = doc.toJS({ maxAliasCount: 100 }) as unknown;
     if (value === null || value === undefined) continue;
-    results.push({ ...validateResource(value), line });
+    const r = validateResource(value);
+    const locate = (p: ValidationProblem) => locateProblem(doc, p, lineCounter);
+    results.push({ ...r, problems: r.problems.map(locate), warnings: r.warnings.map(locate), line } as DocumentValidation);
   }
   return results;
 }

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { formatProblem, validateManifests } from '@triad/crd';
+import { formatProblem, validateManifests, type ValidationProblem } from '@triad/crd';
 
 export interface ValidateOptions {
   /** Warnings (fields the API server would drop or require, Gateway API features not served) fail too. */
@@ -37,8 +37,10 @@ export function validateCommand(files: readonly string[], out: NodeJS.WritableSt
         counts.set(r.kind, (counts.get(r.kind) ?? 0) + 1);
         if (r.warnings.length > 0) out.write(`${file}:${r.line}  ${id}  valid, with warnings\n`);
       }
-      for (const p of r.problems) out.write(`    ${formatProblem(p)}\n`);
-      for (const w of r.warnings) out.write(`    warning: ${formatProblem(w)}\n`);
+      // `file:line:column` of the field itself, the form editors and terminals jump to.
+      const at = (p: ValidationProblem) => `${file}:${p.line ?? r.line}:${p.column ?? 1}`;
+      for (const p of r.problems) out.write(`    ${at(p)}  ${formatProblem(p)}\n`);
+      for (const w of r.warnings) out.write(`    ${at(w)}  warning: ${formatProblem(w)}\n`);
     }
     const summary = [...counts].map(([k, n]) => `${n} ${k}`).join(', ');
     if (summary) out.write(`${file}: valid: ${summary}\n`);

@@ -20,7 +20,7 @@ export function parseStackConfig(text: string, path: string): StackConfig {
   for (const r of results) {
     if (r.status === 'invalid') {
       problems.push(`  ${path}:${r.line}  ${r.kind} ${r.namespace ?? 'default'}/${r.name ?? '(unnamed)'}`);
-      for (const p of r.problems) problems.push(`      ${formatProblem(p)}`);
+      for (const p of r.problems) problems.push(`      ${path}:${p.line ?? r.line}:${p.column ?? 1}  ${formatProblem(p)}`);
     } else if (r.status === 'valid') {
       const v = r.value;
       if (v.kind === 'ModelServer') modelServers.push(v);
