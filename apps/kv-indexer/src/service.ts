@@ -1,6 +1,6 @@
 import { connectBus, type Bus } from '@triad/bus/client';
 import { KvIndexer } from '@triad/kv-events';
-import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger } from '@triad/runtime';
+import { registerNatsMetrics, registerProcessMetrics, startOpsServer, waitForDependency, type Logger } from '@triad/runtime';
 import type { KvIndexerConfig } from './config';
 import { IndexerMetrics } from './metrics';
 
@@ -16,6 +16,7 @@ export interface KvIndexerService {
 export async function startKvIndexerService(options: { config: KvIndexerConfig; logger: Logger }): Promise<KvIndexerService> {
   const { config, logger } = options;
   const metrics = new IndexerMetrics();
+  registerProcessMetrics(metrics.registry);
   let ready = false;
   let reason = `waiting for NATS at ${config.nats}`;
   const ops = await startOpsServer({

@@ -4,6 +4,22 @@ import type { EndpointIndex, InflightTracker, KeyAgreement, SchedulingObserver }
 /** Decision latency buckets (seconds): scheduling takes tens of microseconds to a few milliseconds. */
 const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
 
+/**
+ * A counter whose value is a running total kept elsewhere (read at scrape time): exported as a counter named
+ * `_total`, so `rate()` and `increase()` apply and a restart reads as a counter reset.
+ */
+function runningTotal(registry: Registry, name: string, help: string, read: () => number): void {
+  new Counter({
+    name,
+    help: `${help} (since the process started)`,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(read());
+    },
+  });
+}
+
 /** The scheduler's Prometheus metrics, in their own registry (served on the ops port). */
 export class SchedulerMetrics implements SchedulingObserver {
   readonly registry = new Registry();
@@ -96,30 +112,19 @@ export class SchedulerMetrics implements SchedulingObserver {
         this.set(tracker.stats.gateways);
       },
     });
-    new Gauge({
-      name: 'triad_scheduler_dispatch_gaps',
-      help: 'Dispatch batches that skipped sequence numbers (since start)',
-      registers: [this.registry],
-      collect() {
-        this.set(tracker.stats.gaps);
-      },
-    });
-    new Gauge({
-      name: 'triad_scheduler_dispatch_expired_gateways',
-      help: 'Gateways dropped for missing snapshots (since start)',
-      registers: [this.registry],
-      collect() {
-        this.set(tracker.stats.expired);
-      },
-    });
-    new Gauge({
-      name: 'triad_scheduler_rejected_messages',
-      help: 'Invalid NATS messages and KV values dropped (since start)',
-      registers: [this.registry],
-      collect() {
-        this.set(rejectedMessages());
-      },
-    });
+    runningTotal(
+      this.registry,
+      'triad_scheduler_dispatch_gaps_total',
+      'Dispatch batches that skipped sequence numbers',
+      () => tracker.stats.gaps,
+    );
+    runningTotal(
+      this.registry,
+      'triad_scheduler_dispatch_expired_gateways_total',
+      'Gateways dropped for missing snapshots',
+      () => tracker.stats.expired,
+    );
+    runningTotal(this.registry, 'triad_scheduler_rejected_messages_total', 'Invalid NATS messages and KV values dropped', rejectedMessages);
   }
 
   pluginTime(plugin: string, kind: 'filter' | 'scorer' | 'picker' | 'post-schedule', ms: number): void {

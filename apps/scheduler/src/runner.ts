@@ -1,7 +1,15 @@
 import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
 import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, type Bus } from '@triad/bus/client';
-import { createLogger, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
+import {
+  createLogger,
+  registerNatsMetrics,
+  registerProcessMetrics,
+  startOpsServer,
+  waitForDependency,
+  type Logger,
+  type OpsServer,
+} from '@triad/runtime';
 import { startKvIndexFeed, type KvIndexFeed } from '@triad/kv-events';
 import {
   EndpointIndex,
@@ -42,6 +50,8 @@ export interface StartOptions extends SchedulerServiceOptions {
   readonly registry?: PluginRegistry;
   /** Engines' KV blocks for precise-prefix-cache, fed from the KV indexers; pass the one a custom registry uses. */
   readonly kvIndex?: KvBlockIndex;
+  /** Export the process and Node.js metrics (default true; tests that start many replicas in one process turn it off). */
+  readonly processMetrics?: boolean;
 }
 
 /**
@@ -56,6 +66,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   const registry = options.registry ?? createInTreeRegistry({ kvIndex, keyAgreement });
   const metrics = new SchedulerMetrics();
   metrics.watchKeyAgreement(keyAgreement);
+  if (options.processMetrics !== false) registerProcessMetrics(metrics.registry);
   const index = new EndpointIndex();
   const tracker = new InflightTracker();
   // Plugin timings feed the metrics; a traced request's phases become spans under its decide span.

@@ -1,4 +1,5 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Histogram, Registry } from 'prom-client';
+import { registerProcessMetrics } from '@triad/runtime';
 
 /** The webhook's Prometheus metrics, served on its ops port. */
 export class WebhookMetrics {
@@ -23,6 +24,6 @@ export class WebhookMetrics {
   });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+    if (options.defaultMetrics ?? true) registerProcessMetrics(this.registry);
   }
 }

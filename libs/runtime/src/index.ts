@@ -9,6 +9,7 @@ export type { SettingSource, SettingSources, SettingsLayers } from './settings';
 export { waitForDependency } from './wait-for-dependency';
 export type { WaitForDependencyOptions } from './wait-for-dependency';
 export { registerNatsMetrics } from './nats-metrics';
+export { registerProcessMetrics } from './process-metrics';
 export type { NatsConnectionState } from './nats-metrics';
 export { guardProcess, countUnexpected, unexpectedCount, registerUnexpectedErrorMetrics } from './process-guard';
 export type { UnexpectedSource } from './process-guard';

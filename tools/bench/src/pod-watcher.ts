@@ -104,7 +104,7 @@ async function main(): Promise<void> {
 
     const heapMb = async () => {
       const text = await (await fetch(`http://127.0.0.1:${w.opsPort}/metrics`)).text();
-      return Number(/^triad_podwatcher_nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN) / 1024 / 1024;
+      return Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? NaN) / 1024 / 1024;
     };
     const measureWindow = async (busy: boolean) => {
       fleet.busy = busy;

@@ -309,7 +309,7 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
       shardChanges: (await metric(w, 'triad_podwatcher_shard_changes_total')) - (changes0[i] ?? 0),
       rssMb: after[i]?.rssMb ?? 0,
       targets: await metric(w, 'triad_podwatcher_shard_targets'),
-      heapMb: (await metric(w, 'triad_podwatcher_nodejs_heap_size_used_bytes')) / 1024 / 1024,
+      heapMb: (await metric(w, 'nodejs_heap_size_used_bytes')) / 1024 / 1024,
     });
   }
   return {
@@ -481,9 +481,9 @@ async function main(): Promise<void> {
     const schedulerEndpoints = await metric(scheduler, 'triad_scheduler_endpoints');
     const mb = async (s: Service, name: string) => (await metric(s, name)) / 1024 / 1024;
     const gatewayHeap = {
-      used: await mb(gateway, 'triad_gateway_nodejs_heap_size_used_bytes'),
-      total: await mb(gateway, 'triad_gateway_nodejs_heap_size_total_bytes'),
-      external: await mb(gateway, 'triad_gateway_nodejs_external_memory_bytes'),
+      used: await mb(gateway, 'nodejs_heap_size_used_bytes'),
+      total: await mb(gateway, 'nodejs_heap_size_total_bytes'),
+      external: await mb(gateway, 'nodejs_external_memory_bytes'),
     };
 
     // Decisions, in this process, over the endpoints as published; baseline: one ModelServer of the same size alone.

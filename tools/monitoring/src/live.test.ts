@@ -7,7 +7,7 @@ import { DASHBOARDS, dashboardJson } from './dashboards';
 import { panelQueries, presenceQuery, queryVariables, substitute } from './expressions';
 import { startPrometheus, type PrometheusHandle, type Sample } from './prometheus';
 import { allRules, writeRulesFile } from './rules';
-import { requireTool } from './tools';
+import { promtool, requireTool } from './tools';
 
 // The monitoring assets against the real thing: `triad up` runs the local demo stack (infra/local/cluster.yaml:
 // vLLM EPD, SGLang PD, vLLM aggregated, on simulated engines) while requests of every mode flow, a real
@@ -53,6 +53,9 @@ let output = '';
 let prometheus: PrometheusHandle | undefined;
 let gatewayUrl = '';
 let trafficStopped = false;
+/** Ops port of each service, from the banner's `ops` line. */
+let ops = new Map<string, number>();
+const JOBS = ['gateway', 'scheduler', 'pod-watcher', 'kv-indexer'];
 let traffic: Promise<void> | undefined;
 const answered = new Map<number, number>();
 
@@ -91,11 +94,11 @@ beforeAll(async () => {
   );
   gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const opsLine = /^ {2}ops {6}(.*)$/m.exec(output)?.[1] ?? '';
-  const ops = new Map([...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1] as string, Number(m[2])]));
+  ops = new Map([...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1] as string, Number(m[2])]));
   traffic = sendTraffic();
   prometheus = await startPrometheus({
     // The job names the PodMonitors give (the pods' app.kubernetes.io/component label).
-    jobs: ['gateway', 'scheduler', 'pod-watcher', 'kv-indexer'].map((job) => ({ job, targets: [`127.0.0.1:${ops.get(job) ?? 0}`] })),
+    jobs: JOBS.map((job) => ({ job, targets: [`127.0.0.1:${ops.get(job) ?? 0}`] })),
     ruleFiles: [writeRulesFile(dir)],
   });
 }, 180_000);
@@ -133,6 +136,21 @@ describe('monitoring assets against the running local stack', () => {
     const p = prometheus as PrometheusHandle;
     await waitFor(async () => (await p.query('up == 1')).length === 4, { what: 'four targets up', timeoutMs: 30_000, intervalMs: 500 });
     expect((await p.query('up')).map((s) => s.labels['job']).sort()).toEqual(['gateway', 'kv-indexer', 'pod-watcher', 'scheduler']);
+  }, 60_000);
+
+  it("every service's /metrics passes `promtool check metrics`, with the standard process metrics under their own names", async () => {
+    // The check itself flags a gauge named like a counter, so a clean result below means something.
+    expect(promtool(['check', 'metrics'], undefined, '# HELP x_total x\n# TYPE x_total gauge\nx_total 1\n').status).not.toBe(0);
+    for (const job of JOBS) {
+      const text = await (await fetch(`http://127.0.0.1:${ops.get(job) ?? 0}/metrics`)).text();
+      const r = promtool(['check', 'metrics'], undefined, text);
+      expect(`${job}: ${r.status} ${r.output}`).toBe(`${job}: 0 `);
+      for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes']) {
+        expect(`${job}: ${new RegExp(`^${name} \\d`, 'm').test(text)}`).toBe(`${job}: true`);
+      }
+      // No service prefix on them: the job label tells the services apart.
+      expect(text).not.toMatch(/^triad_[a-z_]*(process|nodejs)_/m);
+    }
   }, 60_000);
 
   it('every recording and alerting rule expression, and every recorded series, returns data', async () => {

@@ -18,8 +18,8 @@ export function requireTool(name: 'prometheus' | 'promtool'): string {
   return bin;
 }
 
-/** Runs promtool with `args`; returns its exit code and output (stdout and stderr together). */
-export function promtool(args: readonly string[], cwd?: string): { status: number; output: string } {
-  const r = spawnSync(requireTool('promtool'), args, { encoding: 'utf8', cwd });
+/** Runs promtool with `args` (and `input` on stdin); returns its exit code and output (stdout and stderr together). */
+export function promtool(args: readonly string[], cwd?: string, input?: string): { status: number; output: string } {
+  const r = spawnSync(requireTool('promtool'), args, { encoding: 'utf8', cwd, ...(input === undefined ? {} : { input }) });
   return { status: r.status ?? 1, output: `${r.stdout}${r.stderr}` };
 }

@@ -1,5 +1,6 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { Stage } from '@triad/bus';
+import { registerProcessMetrics } from '@triad/runtime';
 import type { EcHandoffFailureReason, KvStrandAction, KvStrandReason } from '@triad/request';
 import { LOCAL_REASONS } from '../scheduling/scheduler-client';
 import { FastCounter, FastGauge, FastHistogram, type CounterChild, type GaugeChild, type HistogramChild } from './fast-metrics';
@@ -231,7 +232,7 @@ export class GatewayMetrics {
   readonly #scheduledBySource: Record<'scheduler' | 'local', HistogramChild>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_gateway_' });
+    if (options.defaultMetrics !== false) registerProcessMetrics(this.registry);
     this.#scheduledBySource = { scheduler: this.#schedule.labels('scheduler'), local: this.#schedule.labels('local') };
     // Closed label sets export 0 from the start: a ratio or rate over them reads 0, not "no data".
     for (const reason of LOCAL_REASONS) this.#local.inc({ reason }, 0);

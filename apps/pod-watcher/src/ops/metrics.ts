@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { registerProcessMetrics } from '@triad/runtime';
 import type { RegistryView } from '../registry/encoder-registry-sync';
 import { SCRAPE_FAILURE_REASONS } from '../scrape/engine-http';
 
@@ -107,7 +108,7 @@ export class WatcherMetrics {
   });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'triad_podwatcher_' });
+    if (options.defaultMetrics !== false) registerProcessMetrics(this.registry);
     // Closed label sets export 0 from the start, so failure ratios and rates read 0 rather than "no data".
     for (const what of ['metrics', 'models', 'server_info']) {
       for (const result of ['ok', 'error']) this.scrapes.inc({ what, result }, 0);

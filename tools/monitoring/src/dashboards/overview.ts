@@ -135,7 +135,7 @@ export const overview: DashboardSpec = {
           title: 'Gateway CPU',
           unit: 'percentunit',
           description: 'CPU seconds per second of each gateway replica (1 = one core).',
-          queries: [q('rate(triad_gateway_process_cpu_seconds_total[$__rate_interval])', '{{instance}}')],
+          queries: [q('rate(process_cpu_seconds_total{job="gateway"}[$__rate_interval])', '{{instance}}')],
         },
       ],
     },

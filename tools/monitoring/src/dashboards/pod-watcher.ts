@@ -118,7 +118,7 @@ export const podWatcher: DashboardSpec = {
           title: 'Memory',
           unit: 'bytes',
           description: 'Resident memory of each pod-watcher replica.',
-          queries: [q('triad_podwatcher_process_resident_memory_bytes', '{{instance}}')],
+          queries: [q('process_resident_memory_bytes{job="pod-watcher"}', '{{instance}}')],
         },
       ],
     },

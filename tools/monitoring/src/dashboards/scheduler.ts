@@ -102,18 +102,32 @@ export const scheduler: DashboardSpec = {
         {
           title: 'Dispatch feed',
           unit: 'short',
-          description: 'Gateways whose in-flight counts a scheduler holds; sequence gaps and expired gateways since start.',
+          description:
+            'Gateways whose in-flight counts a scheduler holds (max over replicas); dispatch sequence gaps seen and gateways ' +
+            'expired for missing snapshots in each interval (all replicas).',
           queries: [
             q('max(triad_scheduler_dispatch_gateways)', 'gateways'),
-            q('max(triad_scheduler_dispatch_gaps)', 'gaps'),
-            q('max(triad_scheduler_dispatch_expired_gateways)', 'expired'),
+            q('sum(increase(triad_scheduler_dispatch_gaps_total[$__rate_interval]))', 'gaps'),
+            q('sum(increase(triad_scheduler_dispatch_expired_gateways_total[$__rate_interval]))', 'expired'),
           ],
         },
         {
           title: 'Invalid messages dropped',
           unit: 'short',
-          description: 'NATS messages and KV values that failed validation, since start, per replica.',
-          queries: [q('triad_scheduler_rejected_messages', '{{instance}}')],
+          description: 'NATS messages and KV values that failed validation in each interval, per replica.',
+          queries: [q('increase(triad_scheduler_rejected_messages_total[$__rate_interval])', '{{instance}}')],
+        },
+        {
+          title: 'CPU',
+          unit: 'percentunit',
+          description: 'CPU seconds per second of each scheduler replica (1 = one core).',
+          queries: [q('rate(process_cpu_seconds_total{job="scheduler"}[$__rate_interval])', '{{instance}}')],
+        },
+        {
+          title: 'Memory',
+          unit: 'bytes',
+          description: 'Resident memory of each scheduler replica.',
+          queries: [q('process_resident_memory_bytes{job="scheduler"}', '{{instance}}')],
         },
         {
           title: 'NATS connected',
