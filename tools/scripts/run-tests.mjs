@@ -5,6 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { missingPrerequisites, renderMissing } from './prerequisites.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = (name) => join(root, 'node_modules', '.bin', name);
@@ -34,6 +35,17 @@ function check(label, cmd, args) {
     failures.push(label);
     process.stdout.write(`✗ ${label} failed (${secs} s)\n`);
   }
+}
+
+// The servers and tools the tests run, checked once: a missing one is a single list with its install command.
+const missing = missingPrerequisites();
+if (missing.length > 0) {
+  process.stdout.write(renderMissing(missing));
+  if (extraArgs.length === 0) {
+    process.stdout.write('0 passed, 1 failed\n');
+    process.exit(1);
+  }
+  process.stdout.write('(running the tests named on the command line anyway: they may not need these)\n');
 }
 
 if (extraArgs.length === 0) {

@@ -8,11 +8,19 @@ export const INSTALL_HINT =
 
 /** The path of `prometheus` or `promtool`, checked to run; throws with the install hint when it does not. */
 export function requireTool(name: 'prometheus' | 'promtool'): string {
-  const bin = process.env[name === 'prometheus' ? 'PROMETHEUS_BIN' : 'PROMTOOL_BIN'] ?? name;
+  const variable = name === 'prometheus' ? 'PROMETHEUS_BIN' : 'PROMTOOL_BIN';
+  const bin = process.env[variable] || name;
   const r = spawnSync(bin, ['--version'], { encoding: 'utf8' });
   if (r.error || r.status !== 0) {
     const missing = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
-    const why = r.error ? (missing ? 'is not on PATH' : r.error.message) : `exited with ${r.status}`;
+    const named = process.env[variable] ? `${variable}=${bin}` : undefined;
+    const why = r.error
+      ? missing
+        ? named
+          ? `(${named}) does not exist`
+          : 'is not on PATH'
+        : r.error.message
+      : `exited with ${r.status}`;
     throw new Error(`${name} ${why}: the monitoring tests run the real ${name}; ${INSTALL_HINT}`);
   }
   return bin;
