@@ -8,7 +8,7 @@ import { build } from 'esbuild';
 import { existsSync, readdirSync, readFileSync, statSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { copyRuntimePackages, externalPackages, sizeOf } from './runtime-deps.mjs';
+import { copyRuntimePackages, externalPackages, pruneToLoaded, sizeOf } from './runtime-deps.mjs';
 
 const workspaceRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const projectRoot = process.cwd();
@@ -83,7 +83,9 @@ if (existsSync(main)) {
   }
   // The native packages any of the bundles leaves external.
   const inputs = Object.assign({}, ...metafiles.map((m) => m.inputs));
-  const copied = copyRuntimePackages(externalPackages({ inputs }, EXTERNAL), workspaceRoot, outdir);
+  const external = externalPackages({ inputs }, EXTERNAL);
+  const copied = copyRuntimePackages(external, workspaceRoot, outdir);
+  if (copied.size > 0) for (const name of pruneToLoaded(outdir, external, [...copied.keys()])) copied.delete(name);
   const dependencies = Object.fromEntries([...copied].sort());
   const manifest = { name: project.name, version: project.version, private: true, main: 'main.cjs', dependencies };
   writeFileSync(join(outdir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);

@@ -1,8 +1,10 @@
 // The packages a bundle leaves external (native addons), copied with what they need at run time, so that a
 // directory holding only the bundle and this node_modules runs anywhere the same Node runs: what the container
 // image ships instead of a full `npm ci --omit=dev`.
-import { cpSync, existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, relative } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, readFileSync, readdirSync, rmSync, rmdirSync, statSync } from 'node:fs';
+import { basename, dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /** Node's `process.platform` values, as prebuilt addons name their directories. */
 const PLATFORMS = new Set(['aix', 'android', 'darwin', 'freebsd', 'linux', 'openbsd', 'sunos', 'win32']);
@@ -67,6 +69,58 @@ export function copyRuntimePackages(names, workspaceRoot, outDir) {
   };
   for (const name of names) visit(name, workspaceRoot, false);
   return copied;
+}
+
+const PROBE = join(dirname(fileURLToPath(import.meta.url)), 'runtime-probe.cjs');
+
+/** The files below `dir/node_modules` that loading `names` from `dir` reads, with this Node; throws when a load fails. */
+export function loadedFiles(dir, names) {
+  const r = spawnSync(process.execPath, [PROBE, dir, ...names], { encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } });
+  if (r.status !== 0 || r.stderr !== '') throw new Error(`loading ${names.join(', ')} from ${dir} failed:\n${r.stderr}`);
+  return new Set(JSON.parse(r.stdout));
+}
+
+/** Files a package keeps whether loaded or not: its manifest (module resolution reads it) and its licence texts. */
+const ALWAYS_KEPT = /^(package\.json|(licen[cs]e|notice|copying)([._-].*)?)$/i;
+
+function* filesBelow(dir) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = join(dir, entry.name);
+    if (entry.isDirectory()) yield* filesBelow(full);
+    else yield full;
+  }
+}
+
+function removeEmptyDirs(dir) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) removeEmptyDirs(join(dir, entry.name));
+  if (readdirSync(dir).length === 0) rmdirSync(dir);
+}
+
+/**
+ * Ships only what the runtime loads: loads `names` from `outDir` in a child process of this Node (the image's, in
+ * its build stage), keeps the files it read plus each package's package.json and licence, deletes the rest (the
+ * prebuilt addons for other Node ABIs and libcs, zeromq's C++ sources and build scripts, cmake-ts' builder, source
+ * maps, type declarations) and packages of which nothing was read (node-addon-api: headers for building). Loads
+ * them again from what is left, which must work with no warning. Returns the packages removed entirely.
+ */
+export function pruneToLoaded(outDir, names, packages) {
+  const modules = join(outDir, 'node_modules');
+  const loaded = loadedFiles(outDir, names);
+  const removed = [];
+  for (const name of packages) {
+    const dir = join(modules, name);
+    const files = [...filesBelow(dir)];
+    if (!files.some((f) => loaded.has(f))) {
+      rmSync(dir, { recursive: true, force: true });
+      removed.push(name);
+      continue;
+    }
+    for (const file of files) if (!loaded.has(file) && !(ALWAYS_KEPT.test(basename(file)) && dirname(file) === dir)) rmSync(file);
+    removeEmptyDirs(dir);
+  }
+  for (const scope of readdirSync(modules).filter((e) => e.startsWith('@'))) removeEmptyDirs(join(modules, scope));
+  loadedFiles(outDir, names);
+  return removed;
 }
 
 /** Total size in bytes of the files below `path` (or of the file). */
