@@ -2,8 +2,11 @@
 # The `triad` image: one CLI for every service (`triad gateway|scheduler|pod-watcher|sim-engine`).
 #   docker build -t ghcr.io/triad-llm/triad:dev .
 #   docker run --rm ghcr.io/triad-llm/triad:dev gateway --nats nats://nats:4222
+# The base: Node 24 LTS on Debian bookworm, pinned by the digest of its multi-platform index (amd64, arm64), as
+# docker-library/repo-info recorded `node:24-bookworm-slim` on 2026-08-25 (Node 24.19.0). Its Node version is
+# .node-version, the one `.ci/run` and CI test; a test checks the two agree. Refresh both together (docs/deployment.md).
+ARG NODE_IMAGE=node:24.19.0-bookworm-slim@sha256:a9f5f7c91a432850b2a8a7797adf5eadb6c733ceed61167806cee7ea7fbc29df
 # Stage 1 keeps only the npm manifests, so the dependency layer is rebuilt only when they change.
-ARG NODE_IMAGE=node:20-slim
 
 FROM ${NODE_IMAGE} AS manifests
 WORKDIR /src
@@ -13,8 +16,8 @@ RUN find . -type f ! -name package.json ! -name package-lock.json -delete \
 
 # Stage 2: full install and the esbuild bundle of the CLI. dist/apps/cli then holds everything the CLI needs at
 # run time: main.cjs (the CLI), services/<name>.cjs (each service with the libs and npm dependencies it uses, so
-# a pod loads only its own), package.json, and node_modules with only what cannot be bundled (the native
-# @node-rs/xxhash and zeromq addons, for this platform).
+# a pod loads only its own), package.json, and node_modules with only what cannot be bundled and only the files
+# the runtime loads (the native @node-rs/xxhash and zeromq addons, the one build this Node loads).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY --from=manifests /src ./

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: lint (ESLint with the module-boundary rules), the format check (Prettier), type-check, then every project's jest tests in one jest run.
 // Ends with a plain `N passed, N failed` line (checks count as tests) and exits non-zero when anything failed.
+// It starts by checking the servers and tools the tests run (prerequisites.mjs).
 import { spawnSync } from 'node:child_process';
 import { readFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
@@ -9,7 +10,10 @@ import { missingPrerequisites, renderMissing } from './prerequisites.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const bin = (name) => join(root, 'node_modules', '.bin', name);
-const extraArgs = process.argv.slice(2);
+// `--tests-only`: the jest projects without the static checks, whose results do not depend on the Node line
+// (.ci/run runs the checks once, on the supported LTS, and the tests on each line). Other arguments go to jest.
+const testsOnly = process.argv.includes('--tests-only');
+const extraArgs = process.argv.slice(2).filter((a) => a !== '--tests-only');
 let passed = 0;
 let failed = 0;
 const failures = [];
@@ -48,7 +52,7 @@ if (missing.length > 0) {
   process.stdout.write('(running the tests named on the command line anyway: they may not need these)\n');
 }
 
-if (extraArgs.length === 0) {
+if (extraArgs.length === 0 && !testsOnly) {
   check('lint: ESLint (typescript-eslint, module boundaries)', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
   check('format: Prettier (TypeScript, JavaScript, JSON)', process.execPath, [
     join(root, 'node_modules/prettier/bin/prettier.cjs'),
