@@ -15,7 +15,8 @@ import { requestLimitsOf, type GatewayConfig } from './config';
 import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
-import { EngineCredentials } from './http/engine-credentials';
+import { EngineCredentials } from './planning/engine-credentials';
+import { EnginePlanner } from './planning/engine-planner';
 import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
 import { registerKeyAgreementMetrics, registerKvKeyMetrics } from './observability/kv-key-metrics';
@@ -28,7 +29,8 @@ import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
 import { loadCredentialsKey } from './providers/credentials-key';
 import { ProviderDirectory } from './providers/provider-directory';
-import { ProviderProxy } from './providers/provider-proxy';
+import { ProviderConnector } from './providers/provider-connector';
+import { TargetLocator } from './routing/target-locator';
 import { GatewayApiView } from './gateway-api/gateway-api-view';
 import { ListenerServers } from './gateway-api/listener-servers';
 
@@ -126,25 +128,38 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
   const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
-  const providers = new ProviderProxy({
-    directory,
-    hooks,
-    observer,
-    metrics,
-    options: {
+  // Gateway API mode: listeners from the pod-watcher's Gateway records, one server per port (ListenerServers).
+  let listenerServers: ListenerServers | undefined;
+  const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
+  const locator = new TargetLocator({
+    kv,
+    providers: directory,
+    providerSettings: {
       retries: config.providerRetries,
       retryIntervalMs: config.providerRetryIntervalMs,
       firstByteTimeoutMs: config.firstByteTimeoutMs,
       totalTimeoutMs: config.totalTimeoutMs,
     },
+    gatewayApi,
   });
-  // Gateway API mode: listeners from the pod-watcher's Gateway records, one server per port (ListenerServers).
-  let listenerServers: ListenerServers | undefined;
-  const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
+  const planner = new EnginePlanner({
+    scheduler,
+    metrics,
+    hooks,
+    engineCredentials: new EngineCredentials(config.engineCredentialsDir),
+    hashOptions: () => fallback.hashOptions,
+    kvBlockKeys: (request) => fallback.kvHashing.keys(request),
+    dpRank: dpRanks.pick,
+  });
+  const connectors = new ConnectorRegistry({
+    'external-openai': () => new ProviderConnector('external-openai'),
+    'external-anthropic': () => new ProviderConnector('external-anthropic'),
+  });
   const handler = new InferenceHandler({
     kv,
-    scheduler,
-    connectors: new ConnectorRegistry(),
+    locator,
+    planner,
+    connectors,
     pools,
     metrics,
     hooks,
@@ -152,13 +167,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     logger,
     accessLog: config.accessLog,
     kvRelease: config.kvRelease,
-    engineCredentials: new EngineCredentials(config.engineCredentialsDir),
-    providers,
     limits: requestLimitsOf(config),
-    gatewayApi,
-    hashOptions: () => fallback.hashOptions,
-    kvBlockKeys: (request) => fallback.kvHashing.keys(request),
-    dpRank: dpRanks.pick,
   });
   let draining = false;
   // Ready only once the data port listens: the ops port comes up first, and a probe must not see "ready" while
@@ -217,7 +226,6 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     outlierFeed.stop();
     directory.stop();
     gatewayApi?.stop();
-    await providers.close();
     fallback.stop();
     await integrations.close();
     await pools.close(true);

@@ -1,6 +1,6 @@
 import type { Dispatcher } from 'undici';
 import type { EndpointRef, Stage } from '@triad/bus';
-import type { LegFailure, StageSpan } from '@triad/request';
+import { asError, type LegFailure, type StageSpan } from '@triad/request';
 import {
   clientAbortedError,
   connectionWaitTimeoutError,
@@ -10,7 +10,7 @@ import {
   upstreamHttpError,
   upstreamTransportError,
 } from './errors';
-import type { BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec } from './types';
+import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { SseUsageRelay, parseBodyUsage } from './usage';
 
@@ -88,6 +88,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   readonly #timeoutMs: number;
   readonly #leadingErrorFails: boolean;
   readonly #onFirstByte: (() => void) | undefined;
+  readonly #codec: AnswerCodec | undefined;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
   #reject!: (err: Error) => void;
   #controller: Dispatcher.DispatchController | undefined;
@@ -97,7 +98,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   #failed = false;
   #chunks: Buffer[] = [];
   #size = 0;
-  #sse: SseUsageRelay | undefined;
+  #sse: StreamRelay | undefined;
   #contentType = '';
   #sawData = false;
   #headWritten = false;
@@ -117,6 +118,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     this.#timeoutMs = spec.timeoutMs;
     this.#leadingErrorFails = spec.leadingErrorEventFails === true;
     this.#onFirstByte = spec.onFirstByte;
+    this.#codec = spec.answer;
     this.promise = new Promise<BufferedAnswer | undefined>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -188,8 +190,11 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     }
     const ct = headers['content-type'];
     this.#contentType = typeof ct === 'string' ? ct : 'application/json';
-    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream'))
-      this.#sse = new SseUsageRelay(this.#owner.suppressUsage);
+    if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) {
+      const codec = this.#codec;
+      this.#sse = codec === undefined ? new SseUsageRelay(this.#owner.suppressUsage) : codec.stream();
+      if (this.#sse.contentType !== undefined) this.#contentType = this.#sse.contentType;
+    }
   }
 
   onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -202,7 +207,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
     if (this.#sse !== undefined && !this.#failed) {
       const out = this.#sse.push(chunk);
       if (out.length === 0) return;
-      if (!this.#headWritten) {
+      if (!this.#headWritten && this.#codec === undefined) {
         const event = leadingErrorEvent(out);
         const refused = event === undefined ? undefined : clientErrorStatusOf(event);
         if (refused !== undefined) {
@@ -238,14 +243,22 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   onResponseEnd(): void {
     if (this.#settled) return;
     if (this.#failed) {
-      this.#fail(upstreamHttpError(this.#failure(), engineErrorMessage(Buffer.concat(this.#chunks))));
+      const body = Buffer.concat(this.#chunks);
+      if (this.#codec !== undefined) this.#failedAnswer(this.#codec, body);
+      else this.#fail(upstreamHttpError(this.#failure(), engineErrorMessage(body)));
       return;
     }
     if (this.#sse !== undefined) {
       const rest = this.#sse.flush();
+      const incomplete = this.#sse.incomplete?.();
       if (!this.#writeHead(-1)) return;
       const usage = this.#sse.usage;
       if (usage !== undefined) this.#owner.recordUsage(usage.promptTokens, usage.completionTokens);
+      if (incomplete !== undefined) {
+        if (rest.length > 0) this.#owner.writeClient(rest, this);
+        this.#fail(upstreamTransportError(this.#failure(), incomplete));
+        return;
+      }
       this.#owner.endClient(rest.length > 0 ? rest : undefined);
       this.#succeed(undefined);
       return;
@@ -254,6 +267,10 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
       this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(this.#chunks, this.#size);
     this.#chunks = [];
     if (this.#mode === LegMode.Relay) {
+      if (this.#codec !== undefined) {
+        this.#relayWhole(this.#codec, body);
+        return;
+      }
       const usage = parseBodyUsage(body);
       if (usage !== undefined) this.#owner.recordUsage(usage.promptTokens, usage.completionTokens);
       if (!this.#writeHead(body.length)) return;
@@ -267,6 +284,33 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.#settled) return;
     this.#fail(upstreamTransportError(this.#failure(), error));
+  }
+
+  /** A complete 2xx answer rewritten by the leg's codec (an unreadable answer fails the leg like a broken one). */
+  #relayWhole(codec: AnswerCodec, body: Buffer): void {
+    let answer;
+    try {
+      answer = codec.whole(body, this.#contentType);
+    } catch (err) {
+      this.#fail(upstreamTransportError(this.#failure(), asError(err)));
+      return;
+    }
+    if (answer.usage !== undefined) this.#owner.recordUsage(answer.usage.promptTokens, answer.usage.completionTokens);
+    this.#contentType = answer.contentType;
+    if (!this.#writeHead(answer.body.length)) return;
+    this.#owner.endClient(answer.body);
+    this.#succeed(undefined);
+  }
+
+  /** A non-2xx answer the codec judges: relayed to the client when it says so, and the leg fails either way. */
+  #failedAnswer(codec: AnswerCodec, body: Buffer): void {
+    const { error, answer } = codec.failed(this.#status, body);
+    if (answer !== undefined) {
+      this.#contentType = answer.contentType;
+      if (!this.#writeHead(answer.body.length)) return;
+      this.#owner.endClient(answer.body);
+    }
+    this.#fail(error);
   }
 
   /** Writes the response head once; a client that is already gone fails the leg. */

@@ -3,13 +3,13 @@ import { AggregatedConnector } from './connectors/aggregated-connector';
 import { SglangPdConnector } from './connectors/sglang-pd-connector';
 import { VllmEpdConnector } from './connectors/vllm-epd-connector';
 import { VllmPdConnector } from './connectors/vllm-pd-connector';
-import type { ConnectorName } from '@triad/request';
+import type { ConnectorName, EngineConnectorName } from '@triad/request';
 import type { Connector } from './types';
 
 /** Builds one connector; connectors are stateless, so one instance serves every request. */
 export type ConnectorFactory = () => Connector;
 
-const FACTORIES: Readonly<Record<ConnectorName, ConnectorFactory>> = {
+const ENGINE_CONNECTORS: Readonly<Record<EngineConnectorName, ConnectorFactory>> = {
   aggregated: () => new AggregatedConnector(),
   'vllm-http': () => new VllmPdConnector('vllm-http'),
   'vllm-nixl': () => new VllmPdConnector('vllm-nixl'),
@@ -20,14 +20,24 @@ const FACTORIES: Readonly<Record<ConnectorName, ConnectorFactory>> = {
   'sglang-epd': () => new SglangPdConnector('sglang-epd'),
 };
 
-/** The connectors of one gateway, built once from the registry. */
+/**
+ * The connectors of one gateway, each built once on first use: the engine connectors, and the ones the gateway
+ * adds (external providers, whose API translation lives with the gateway).
+ */
 export class ConnectorRegistry {
+  readonly #factories: Partial<Readonly<Record<ConnectorName, ConnectorFactory>>>;
   readonly #instances = new Map<ConnectorName, Connector>();
+
+  constructor(added: Partial<Readonly<Record<ConnectorName, ConnectorFactory>>> = {}) {
+    this.#factories = { ...ENGINE_CONNECTORS, ...added };
+  }
 
   get(name: ConnectorName): Connector {
     let connector = this.#instances.get(name);
     if (connector === undefined) {
-      connector = FACTORIES[name]();
+      const factory = this.#factories[name];
+      if (factory === undefined) throw new Error(`no connector named ${name} is registered`);
+      connector = factory();
       this.#instances.set(name, connector);
     }
     return connector;
@@ -39,7 +49,7 @@ export class ConnectorRegistry {
  * (plain sequential `http` when unset, as Kthena does) and always the concurrent bootstrap protocol for SGLang
  * (Kthena's `kvConnector: {}` default of `http` breaks SGLang PD; here it cannot); EPD per engine.
  */
-export function connectorFor(engine: InferenceEngine, mode: PipelineMode, kv: KvConnectorType | undefined): ConnectorName {
+export function connectorFor(engine: InferenceEngine, mode: PipelineMode, kv: KvConnectorType | undefined): EngineConnectorName {
   if (mode === 'aggregated') return 'aggregated';
   if (engine === 'SGLang') return mode === 'epd' ? 'sglang-epd' : 'sglang-pd';
   if (mode === 'epd') return 'vllm-epd';

@@ -51,6 +51,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
   const kv = spec.kvConnector?.type;
   const maxConnections = spec.connectionPool?.maxConnections;
   return {
+    kind: 'engine',
     namespace: record.namespace,
     name: record.name,
     key: `${record.namespace}/${record.name}`,

@@ -83,7 +83,7 @@ class StageLoop implements LegRunner, LegOwner {
     }
     try {
       if (connector.prepare !== undefined) await connector.prepare(ctx, this);
-      const attempts = ctx.proxy.decision.attempts;
+      const attempts = ctx.proxy.attempts;
       const tries = Math.min(attempts.length, 1 + retry.retries);
       for (let i = 0; ; i++) {
         result.attempt = i;
@@ -104,7 +104,8 @@ class StageLoop implements LegRunner, LegOwner {
       result.error = error;
       if (this.#committed) {
         this.flushClient(); // relayed bytes still gathered for this read go out before the error event
-        writeStreamError(ctx.sink, error);
+        if (connector.writeStreamError !== undefined) connector.writeStreamError(ctx, error);
+        else writeStreamError(ctx.sink, error);
         // A client that left mid-stream is recorded as such (nginx's 499), not as the 200 it had started with.
         if (isTriadError(error) && error.code === ErrorCode.ClientAborted) result.status = 499;
       } else {
@@ -161,7 +162,7 @@ class StageLoop implements LegRunner, LegOwner {
   kvStranded(report: KvStrandReport): void {
     const ctx = this.#ctx;
     const release = this.#kvRelease ? report.release : undefined;
-    const target = release === undefined ? undefined : releaseTarget(ctx.proxy.decision.attempts, report);
+    const target = release === undefined ? undefined : releaseTarget(ctx.proxy.attempts, report);
     const event: KvStrandedEvent = {
       engine: report.engine,
       prefill: report.prefill.pod,
@@ -230,7 +231,9 @@ class StageLoop implements LegRunner, LegOwner {
     }
     leg.request = { path: spec.path ?? ctx.path, method: 'POST', headers, body: spec.body };
     // Sent now, or queued behind the endpoint's connection limit (the leg's stage budget bounds the wait).
-    this.#pools.send(spec.endpoint.ip, spec.endpoint.port, ctx.routing.server.maxConnections, leg);
+    const limit = ctx.routing.server.maxConnections;
+    if (spec.origin !== undefined) this.#pools.sendTo(spec.origin, limit, leg);
+    else this.#pools.send(spec.endpoint.ip, spec.endpoint.port, limit, leg);
     return leg;
   }
 

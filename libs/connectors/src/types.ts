@@ -1,5 +1,5 @@
 import type { Attempt, Decision, EndpointRef, Stage } from '@triad/bus';
-import type { ConnectorName, KvStrandedEvent, ProxyRequest, StageSpan } from '@triad/request';
+import type { ConnectorName, KvStrandedEvent, ProxyRequest, StageSpan, Usage } from '@triad/request';
 
 /** One HTTP request the gateway sends to an engine (a "leg"), as observers see it. */
 export interface LegInfo {
@@ -45,17 +45,25 @@ export interface StageObserver {
   kvReleased?(ctx: ProxyRequest, event: KvStrandedEvent, ok: boolean, error?: Error): void;
 }
 
-/** A connector runs the protocol of one (engine, mode, KV connector) combination. */
-export interface Connector {
+/**
+ * A connector runs the protocol of one target kind: an (engine, mode, KV connector) combination, or an external
+ * provider's API. `R` is the request it runs (engine connectors read the decision, provider connectors do not).
+ */
+export interface Connector<R extends ProxyRequest = ProxyRequest> {
   readonly name: ConnectorName;
   /** Work done once per request before the attempt loop (the EPD encoder fan-out). Rejects with a request error. */
-  prepare?(ctx: ProxyRequest, run: LegRunner): Promise<void>;
+  prepare?(ctx: R, run: LegRunner): Promise<void>;
   /**
-   * One try against `ctx.proxy.decision.attempts[index]`: prefill if the protocol has one, then the final leg
-   * relayed to the client. Resolves when the response is complete; rejects with a request error (an
-   * `UpstreamError` says whether the next alternate may be tried).
+   * One try against `ctx.proxy.attempts[index]`: prefill if the protocol has one, then the final leg relayed to
+   * the client. Resolves when the response is complete; rejects with a request error (an `UpstreamError` says
+   * whether the next alternate may be tried).
    */
-  attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void>;
+  attempt(ctx: R, attempt: Attempt, index: number, run: LegRunner): Promise<void>;
+  /**
+   * Ends an answer that had started with an error in the client's protocol (an Anthropic Messages stream); absent:
+   * the OpenAI SSE error event plus `[DONE]`.
+   */
+  writeStreamError?(ctx: R, error: Error): void;
 }
 
 /** A leg in flight: its settlement and a way to abort it alone (e.g. SGLang prefill when decode fails). */
@@ -122,6 +130,56 @@ export interface LegSpec {
   readonly leadingErrorEventFails?: boolean;
   /** Called once when the first body byte of a 2xx answer arrives (a vLLM decode then has the request and its KV). */
   readonly onFirstByte?: () => void;
+  /** Where the leg goes when it is not an engine pod's plain HTTP address (an external provider's HTTPS origin). */
+  readonly origin?: RemoteOrigin;
+  /** Relay legs: how the answer reaches the client when it is not an engine's OpenAI answer (a provider's API). */
+  readonly answer?: AnswerCodec;
+}
+
+/** An HTTP(S) origin outside the cluster (an ExternalModelProvider's `baseURL`). */
+export interface RemoteOrigin {
+  /** `scheme://host:port`. */
+  readonly url: string;
+  /** Verify the server certificate (the provider's `insecureSkipVerify` turns it off). */
+  readonly verifyTls: boolean;
+}
+
+/**
+ * Rewrites a relay leg's answer for the client. The engine default (no codec) relays OpenAI answers as they are,
+ * reading usage and removing an injected usage chunk; a provider's codec reads its API's usage, translates
+ * another API's answer, and decides what a non-2xx answer does.
+ */
+export interface AnswerCodec {
+  /** A 2xx event stream. */
+  stream(): StreamRelay;
+  /** A complete 2xx answer: what the client gets; throws when the answer cannot be read (the leg then fails). */
+  whole(body: Buffer, contentType: string): RelayedAnswer;
+  /**
+   * A non-2xx answer (its body cut at 64 KB): the error the leg fails with and, when the client gets the answer
+   * instead of a retry, that answer (written before the leg fails).
+   */
+  failed(status: number, body: Buffer): { readonly error: Error; readonly answer?: RelayedAnswer };
+}
+
+/** A rewritten complete answer. */
+export interface RelayedAnswer {
+  readonly contentType: string;
+  readonly body: Buffer;
+  readonly usage?: Usage | undefined;
+}
+
+/** Rewrites one event stream chunk by chunk (chunks may split events). */
+export interface StreamRelay {
+  /** The content type the client gets; absent: the upstream's. */
+  readonly contentType?: string;
+  /** What the client gets of `chunk` (possibly nothing yet). */
+  push(chunk: Buffer): Buffer;
+  /** The rest at the end of the stream. */
+  flush(): Buffer;
+  /** Checked after `flush`: why the stream is not a complete answer (the leg fails once the rest is relayed). */
+  incomplete?(): Error | undefined;
+  /** Token counts the stream reported, once it has. */
+  readonly usage: Usage | undefined;
 }
 
 /** A buffered 2xx answer. */

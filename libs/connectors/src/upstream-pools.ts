@@ -1,4 +1,5 @@
 import { Pool, type Dispatcher } from 'undici';
+import type { RemoteOrigin } from './types';
 
 /** Connection-pool settings for engine endpoints. */
 export interface UpstreamPoolOptions {
@@ -23,6 +24,12 @@ export const DEFAULT_UPSTREAM_CONNECTIONS = 1024;
 
 /** Half of vLLM's default server keep-alive (5 s), as vLLM's own EPD proxy retires its pooled connections. */
 export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 2_500;
+
+/**
+ * Idle keep-alive for origins outside the cluster (external providers): they keep connections open far longer
+ * than an engine, and a TLS handshake per request would cost more than an engine's TCP one.
+ */
+const REMOTE_KEEP_ALIVE_MS = 30_000;
 
 /** Defaults sized for one gateway in front of many engines. */
 function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
@@ -156,25 +163,32 @@ export class UpstreamPools {
    * when it waits for a connection (it is sent as soon as one is free, or fails when withdrawn).
    */
   send(ip: string, port: number, limit: number | undefined, req: UpstreamRequest): boolean {
-    return this.#endpoint(ip, port, limit ?? this.#options.connections).submit(req);
+    return this.#endpoint(`${ip}:${port}`, originOf(ip, port), limit ?? this.#options.connections, undefined).submit(req);
   }
 
-  #endpoint(ip: string, port: number, limit: number): EndpointPool {
-    const key = `${ip}:${port}`;
+  /** Like {@link send}, to an origin outside the cluster (HTTPS, its certificate verified unless told not to). */
+  sendTo(origin: RemoteOrigin, limit: number | undefined, req: UpstreamRequest): boolean {
+    const key = origin.verifyTls ? origin.url : `${origin.url} insecure`;
+    return this.#endpoint(key, origin.url, limit ?? this.#options.connections, origin).submit(req);
+  }
+
+  #endpoint(key: string, origin: string, limit: number, remote: RemoteOrigin | undefined): EndpointPool {
     let ep = this.#pools.get(key);
     if (ep !== undefined && ep.limit === limit) return ep;
     // A new limit (the ModelServer changed) takes a new pool; the old one finishes what it runs, then closes.
     // Requests still waiting on it keep their place there and are sent by it as connections free up.
     if (ep !== undefined) void ep.pool.close().catch(() => undefined);
-    const pool = new Pool(originOf(ip, port), {
+    const keepAlive = remote === undefined ? this.#options.keepAliveTimeoutMs : REMOTE_KEEP_ALIVE_MS;
+    const pool = new Pool(origin, {
       connections: limit,
       pipelining: 1,
-      keepAliveTimeout: this.#options.keepAliveTimeoutMs,
+      keepAliveTimeout: keepAlive,
       // A server's `Keep-Alive: timeout=…` hint may shorten the idle time, never lengthen it past ours.
-      keepAliveMaxTimeout: this.#options.keepAliveTimeoutMs,
+      keepAliveMaxTimeout: keepAlive,
       connectTimeout: this.#options.connectTimeoutMs,
       headersTimeout: 0,
       bodyTimeout: 0,
+      ...(remote !== undefined && !remote.verifyTls ? { connect: { rejectUnauthorized: false } } : {}),
     });
     ep = new EndpointPool(pool, limit, this.#onWaiting);
     this.#pools.set(key, ep);

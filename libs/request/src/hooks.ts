@@ -1,5 +1,5 @@
 import type { EndpointRef, Stage } from '@triad/bus';
-import type { ProxyRequest, RequestContext, RoutedRequest } from './context/request-context';
+import type { EngineRequest, ProxyRequest, RequestContext, RoutedRequest } from './context/request-context';
 
 /** A per-leg span handle returned by `onStageStart`. */
 export interface StageSpan {
@@ -17,9 +17,10 @@ export interface StageSpan {
  * 2. `admit` — before routing: authenticate, rate-limit, queue. Throw a request error (`UnauthorizedError` 401,
  *    `ForbiddenError` 403, `RateLimitedError` 429 with `retryAfter`, `QueueTimeoutError` 504, …) to reject;
  *    return a Promise only when the request must wait (a queue).
- * 3. `onRouted` — ModelRoute and ModelServer resolved (`ctx.routing`).
- * 4. `onScheduled` — decision received and the request prepared for the stage loop (`ctx.schedule`, `ctx.proxy`).
- * 5. `onStageStart` per engine leg (encode per item, prefill, decode/aggregated, each retry) → `StageSpan.end`.
+ * 3. `onRouted` — the route and its target resolved (`ctx.routing`): a ModelServer or an ExternalModelProvider.
+ * 4. `onScheduled` — engine targets only: decision received and the request prepared for the stage loop
+ *    (`ctx.schedule`, `ctx.proxy`). A provider target has nothing to schedule and goes from `onRouted` to its legs.
+ * 5. `onStageStart` per leg (encode per item, prefill, decode/aggregated, each retry) → `StageSpan.end`.
  * 6. `onFirstToken` — first response byte to the client; `onRetry` — an attempt failed and the next is tried.
  * 7. `onEnd` — exactly once for every request that reached `onRequest` (also after a rejection in `admit`):
  *    `ctx.result` holds the status, error and usage; release what `admit` took.
@@ -28,7 +29,7 @@ export interface RequestHooks {
   onRequest?(ctx: RequestContext): void;
   admit?(ctx: RequestContext): void | Promise<void>;
   onRouted?(ctx: RoutedRequest): void;
-  onScheduled?(ctx: ProxyRequest): void;
+  onScheduled?(ctx: EngineRequest): void;
   onStageStart?(ctx: ProxyRequest, stage: Stage, endpoint: EndpointRef, attempt: number): StageSpan | undefined;
   onFirstToken?(ctx: ProxyRequest): void;
   onRetry?(ctx: ProxyRequest, attempt: number, error: Error): void;

@@ -1,14 +1,17 @@
 // The request contract: one RequestContext from arrival to the last byte, the lifecycle hooks, the request
 // errors and their one mapping to OpenAI HTTP errors, and the request-body facts every stage shares.
 export { RequestContext, isRouted } from './context/request-context';
-export type { RoutedRequest, ProxyRequest, IncomingHeaders, Abortable } from './context/request-context';
+export type { RoutedRequest, ProxyRequest, EngineRequest, ProviderRequest, IncomingHeaders, Abortable } from './context/request-context';
 export { RequestResult } from './context/parts';
 export type {
   DpRankPicker,
   RoutingPart,
-  ResolvedRouting,
+  EngineRouting,
+  ProviderRouting,
   SchedulePart,
   ProxyPart,
+  EngineProxyPart,
+  ProviderProxyPart,
   Usage,
   OutlierEvent,
   KvStrandReason,
@@ -20,7 +23,17 @@ export { composeHooks } from './hooks';
 export type { RequestHooks, StageSpan } from './hooks';
 export type { ClientSink } from './client-sink';
 export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
-export type { ConnectorName, ServerProfile, StageTimeouts, RetryPolicy, EcProfile } from './server-profile';
+export type {
+  ConnectorName,
+  EngineConnectorName,
+  ProviderConnectorName,
+  ServerProfile,
+  ProviderProfile,
+  TargetProfile,
+  StageTimeouts,
+  RetryPolicy,
+  EcProfile,
+} from './server-profile';
 export {
   RequestError,
   BadRequestError,

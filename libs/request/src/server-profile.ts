@@ -1,8 +1,13 @@
 import type { EcConnectorType, InferenceEngine, OutlierPolicy, PipelineMode } from '@triad/crd';
 
-/** Names of the connectors that proxy a request (one per protocol, not per transport × mode). */
-export type ConnectorName =
+/** Names of the connectors that proxy a request to engines (one per protocol, not per transport × mode). */
+export type EngineConnectorName =
   'aggregated' | 'vllm-http' | 'vllm-nixl' | 'vllm-mooncake' | 'vllm-lmcache' | 'vllm-epd' | 'sglang-pd' | 'sglang-epd';
+
+/** Names of the connectors that proxy a request to an ExternalModelProvider (one per provider API). */
+export type ProviderConnectorName = 'external-openai' | 'external-anthropic';
+
+export type ConnectorName = EngineConnectorName | ProviderConnectorName;
 
 /** Per-stage time budgets in ms; 0 disables one. */
 export interface StageTimeouts {
@@ -46,29 +51,48 @@ export interface EcProfile {
   readonly reencodeAttempts: number;
 }
 
-/** What proxying needs to know about a ModelServer (resolved once per KV update, not per request). */
-export interface ServerProfile {
+/** What the stage loop needs to know about any target, an engine's ModelServer or an ExternalModelProvider. */
+interface ProfileCommon {
   readonly namespace: string;
   readonly name: string;
-  /** `namespace/name`: the label value and log field of the ModelServer. */
+  /** `namespace/name`: the label value and log field of the target. */
   readonly key: string;
-  readonly engine: InferenceEngine;
-  /** Set for an ExternalModelProvider target (then `engine` means nothing): the provider's API. */
-  readonly provider?: 'OpenAI' | 'Anthropic';
   readonly mode: PipelineMode;
   readonly connector: ConnectorName;
   readonly retry: RetryPolicy;
   readonly timeouts: StageTimeouts;
+  /** `trafficPolicy.outlierDetection` with defaults (absent: the defaults). */
+  readonly outlier?: OutlierPolicy;
+  /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
+  readonly maxConnections?: number;
+}
+
+/** What proxying needs to know about a ModelServer (resolved once per KV update, not per request). */
+export interface ServerProfile extends ProfileCommon {
+  readonly kind: 'engine';
+  readonly engine: InferenceEngine;
+  readonly connector: EngineConnectorName;
   /** vLLM P→D: relay the prefill's `kv_transfer_params` to decode (nixl, mooncake, lmcache; not plain http). */
   readonly relayKvParams: boolean;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
-  /** `trafficPolicy.outlierDetection` with defaults (absent: the defaults). */
-  readonly outlier?: OutlierPolicy;
   /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */
   readonly authPassThrough?: boolean;
   /** `spec.engineAuth.credential`: the engine credential (by name, in the server's namespace) the engines get as Authorization. */
   readonly engineCredential?: string;
-  /** `spec.connectionPool.maxConnections`: requests in flight per endpoint (else the gateway's default). */
-  readonly maxConnections?: number;
 }
+
+/**
+ * An ExternalModelProvider target: one hop to the provider's API (so `aggregated`), retried and timed by the
+ * gateway's provider settings.
+ */
+export interface ProviderProfile extends ProfileCommon {
+  readonly kind: 'provider';
+  /** The provider's API (`spec.providerType`). */
+  readonly api: 'OpenAI' | 'Anthropic';
+  readonly mode: 'aggregated';
+  readonly connector: ProviderConnectorName;
+}
+
+/** What a request is proxied to: a ModelServer's engines or an ExternalModelProvider. */
+export type TargetProfile = ServerProfile | ProviderProfile;

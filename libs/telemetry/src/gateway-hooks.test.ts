@@ -42,6 +42,7 @@ describe('gateway lifecycle hooks → spans', () => {
     req.scheduled({ decision: epdDecision, local: false, durationMs: 1 });
     req.prepared({
       decision: epdDecision,
+      attempts: epdDecision.attempts,
       connector: 'vllm-epd',
       injectUsage: true,
       clientWantsUsage: false,

@@ -3,6 +3,7 @@ import type { Decision, EndpointRef, Stage } from '@triad/bus';
 import {
   RequestLocal,
   failedStageOf,
+  type EngineRequest,
   type ProxyRequest,
   type RequestContext,
   type RequestHooks,
@@ -105,10 +106,12 @@ export function createGatewayTracingHooks() {
         );
         state.route = undefined;
       }
-      state.schedule = startScheduleSpan(state.request, { namespace: server.namespace, modelServer: server.name });
+      // Only a ModelServer is scheduled; a provider target goes from routing to its call.
+      if (server.kind === 'engine')
+        state.schedule = startScheduleSpan(state.request, { namespace: server.namespace, modelServer: server.name });
     },
 
-    onScheduled(ctx: ProxyRequest): void {
+    onScheduled(ctx: EngineRequest): void {
       const state = TRACE.get(ctx);
       if (!state) return;
       const decision = ctx.proxy.decision;
@@ -132,7 +135,7 @@ export function createGatewayTracingHooks() {
         // Legs carry the model the engine is sent; the request span keeps the one the client named.
         operation: OPERATIONS[ctx.path] ?? ctx.path,
         // An ExternalModelProvider target names its API (`openai`, `anthropic`), an engine its kind.
-        engine: ctx.routing.server.provider ?? ctx.routing.server.engine,
+        engine: ctx.routing.server.kind === 'provider' ? ctx.routing.server.api : ctx.routing.server.engine,
         model: ctx.routing.upstreamModel || ctx.model,
         endpoint,
         attempt,

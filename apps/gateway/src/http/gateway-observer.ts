@@ -22,9 +22,10 @@ function legLatency(ctx: ProxyRequest, leg: LegInfo, final: boolean, tokens: num
 }
 
 /**
- * The stage loop's observer, one for the whole gateway: each leg becomes dispatch start/finish events (in-flight
- * counts for the schedulers), upstream gauges and, when a tracing hook is installed, a stage span whose headers
- * ride on the leg (the stage loop ends it).
+ * The stage loop's observer, one for the whole gateway: each leg becomes upstream gauges and, when a tracing hook
+ * is installed, a stage span whose headers ride on the leg (the stage loop ends it); an engine leg also becomes
+ * dispatch start/finish events (in-flight counts for the schedulers) and feeds outlier detection. A provider
+ * leg does neither: no scheduler places requests on a provider.
  */
 export class GatewayObserver implements StageObserver {
   readonly #dispatch: DispatchPublisher;
@@ -42,12 +43,17 @@ export class GatewayObserver implements StageObserver {
   }
 
   legStart(ctx: ProxyRequest, leg: LegInfo): StageSpan | undefined {
-    this.#dispatch.started(ctx.id, leg.endpoint.key, leg.stage, leg.stage === 'encode' ? undefined : ctx.inputTokens);
+    if (ctx.routing.server.kind === 'engine') {
+      this.#dispatch.started(ctx.id, leg.endpoint.key, leg.stage, leg.stage === 'encode' ? undefined : ctx.inputTokens);
+    }
     this.#metrics.upstream(ctx.routing.server.name, leg.stage, 1);
     return this.#hooks.onStageStart?.(ctx, leg.stage, leg.endpoint, leg.attempt);
   }
 
   legEnd(ctx: ProxyRequest, leg: LegInfo, outcome: LegOutcome): void {
+    this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
+    this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
+    if (ctx.routing.server.kind !== 'engine') return;
     const final = leg.stage === 'decode' || leg.stage === 'aggregated';
     const tokens = final ? ctx.result.usage?.completionTokens : undefined;
     this.#dispatch.finished(
@@ -58,8 +64,6 @@ export class GatewayObserver implements StageObserver {
       tokens,
       outcome.ok ? legLatency(ctx, leg, final, tokens) : undefined,
     );
-    this.#metrics.upstream(ctx.routing.server.name, leg.stage, -1);
-    this.#metrics.leg(ctx.routing.server.key, leg.stage, outcome.ok);
     this.outliers?.legEnded(ctx, leg, outcome);
   }
 

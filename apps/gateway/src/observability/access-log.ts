@@ -20,9 +20,9 @@ export function writeAccessLog(logger: Logger, ctx: RequestContext, endMs: numbe
     // Client-chosen strings are cut short: one line must not carry megabytes a client sent.
     model_name: echo(ctx.model, 256),
     model_route: routing?.route ?? null,
-    model_server: routing?.server?.key ?? null,
+    model_server: routing?.server.key ?? null,
     upstream_model: routing?.upstreamModel || null,
-    mode: routing?.server?.mode ?? null,
+    mode: routing?.server.mode ?? null,
     stream: ctx.stream,
     endpoints: r.endpoints,
     upstream_attempts: r.tries,

@@ -51,7 +51,8 @@ function upstreamPath(base: URL, requestPath: string, type: ExternalProviderReco
   return suffix === '' ? basePath || '/' : `${basePath}/${suffix}`;
 }
 
-function protocolOf(
+/** The protocol a provider of `type` serves `path` with; 400 for paths it does not serve (as Kthena). */
+export function providerProtocolOf(
   type: ExternalProviderRecord['spec']['providerType'],
   path: string,
 ): { protocol: ProviderProtocol; translate: boolean } {
@@ -85,7 +86,7 @@ export function buildProviderCall(
   requestId: string,
 ): ProviderCall {
   const type = record.spec.providerType;
-  const { protocol, translate } = protocolOf(type, path);
+  const { protocol, translate } = providerProtocolOf(type, path);
   const model = record.spec.model || requestModel;
   const base = new URL(record.spec.baseURL);
   const stream = body['stream'] === true;

@@ -2,7 +2,7 @@ import type { ListenerRef, ModelRouteRecord } from '@triad/bus';
 import { compileStringMatch, type RateLimit, type RouteRule } from '@triad/crd';
 import type { RequestContext } from '@triad/request';
 
-/** The outcome of ModelRoute resolution for one request. */
+/** The outcome of ModelRoute resolution for one request (the route and the name its rule picked). */
 export interface RouteMatch {
   /** `ns/name` of the ModelRoute. */
   readonly route: string;
@@ -26,7 +26,7 @@ interface CompiledRule {
   readonly headers: readonly (readonly [name: string, test: Predicate])[];
   readonly uri: Predicate | undefined;
   readonly bodyModel: string | undefined;
-  readonly targets: readonly Target[];
+  readonly targets: readonly RuleTarget[];
   readonly totalWeight: number;
 }
 
@@ -41,7 +41,7 @@ interface CompiledRoute {
 const NEVER: Predicate = () => false;
 
 /** A rule target: a ModelServer or an ExternalModelProvider (exactly one is set, as the CRD requires). */
-interface Target {
+interface RuleTarget {
   readonly server: string | undefined;
   readonly provider: string | undefined;
   readonly weight: number;
@@ -53,7 +53,7 @@ function compileRule(rule: RouteRule): CompiledRule {
     const p = compileStringMatch(m);
     return typeof p === 'string' ? NEVER : p;
   };
-  const targets: Target[] = [];
+  const targets: RuleTarget[] = [];
   for (const t of rule.targetModels) {
     if (t.modelServerName) targets.push({ server: t.modelServerName, provider: undefined, weight: t.weight });
     else if (t.externalModelProviderName) targets.push({ server: undefined, provider: t.externalModelProviderName, weight: t.weight });
@@ -84,7 +84,7 @@ function ruleMatches(rule: CompiledRule, req: RouteFacts): boolean {
  * A weighted pick among the rule's targets; with `accept`, among those it keeps (the first of them when they all
  * weigh 0).
  */
-function pickTarget(rule: CompiledRule, random: () => number, accept?: (target: Target) => boolean): Target | undefined {
+function pickTarget(rule: CompiledRule, random: () => number, accept?: (target: RuleTarget) => boolean): RuleTarget | undefined {
   const targets = accept === undefined ? rule.targets : rule.targets.filter(accept);
   const total = accept === undefined ? rule.totalWeight : targets.reduce((s, t) => s + t.weight, 0);
   // A filtered pick may keep only weight-0 targets (e.g. an aggregated ModelServer kept for calls PD cannot serve).

@@ -1,5 +1,5 @@
 import { ErrorCode } from '@triad/errors';
-import { SchedulingError, type ConnectorName, type ProxyRequest } from '@triad/request';
+import { SchedulingError, type ConnectorName, type EngineRequest } from '@triad/request';
 import { clientPinsDpRank, finalLegBody, sglangBody } from '../request-bodies';
 import type { Attempt, Connector, LegHandle, LegRunner } from '../types';
 
@@ -11,14 +11,14 @@ import type { Attempt, Connector, LegHandle, LegRunner } from '../types';
  * decode); a decode failure aborts the prefill. Each try gets a fresh room and, on engines with DP ranks, fresh
  * rank hints. The protocol: docs/protocols/sglang.md.
  */
-export class SglangPdConnector implements Connector {
+export class SglangPdConnector implements Connector<EngineRequest> {
   readonly name: ConnectorName;
 
   constructor(name: ConnectorName) {
     this.name = name;
   }
 
-  async attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+  async attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     const prefill = attempt.prefill;
     // SGLang E→PD: one language-only server prefills and decodes (its registry holds the encoders): one hop.
     if (prefill === undefined && this.name === 'sglang-epd') return this.#single(ctx, attempt, index, run);
@@ -59,7 +59,7 @@ export class SglangPdConnector implements Connector {
     run.respond(answer);
   }
 
-  #single(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+  #single(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     const pick = ctx.proxy.dpRank;
     const rank = pick !== undefined && !clientPinsDpRank(ctx.body, ctx.headers) ? pick(attempt.endpoint, 'decode') : undefined;
     return run.relay({

@@ -1,5 +1,5 @@
 import type { EndpointRef } from '@triad/bus';
-import { EcHandoffError, UpstreamError, isRetryable, type EcProfile, type ProxyRequest } from '@triad/request';
+import { EcHandoffError, UpstreamError, isRetryable, type EcProfile, type EngineRequest } from '@triad/request';
 import { encoderBody } from '../request-bodies';
 import { FanOut } from '../fan-out';
 import type { Attempt, BufferedAnswer, Connector, LegRunner } from '../types';
@@ -33,7 +33,7 @@ interface Encoded {
 }
 
 /** Encode runs of requests in flight (per-request state of this stateless connector). */
-const encodedByRequest = new WeakMap<ProxyRequest, Encoded>();
+const encodedByRequest = new WeakMap<EngineRequest, Encoded>();
 
 /**
  * vLLM E→P→D and E→PD (docs/protocols/vllm.md, *Encoder fan-out*). Media items go to the encoders the scheduler
@@ -45,17 +45,17 @@ const encodedByRequest = new WeakMap<ProxyRequest, Encoded>();
  * `X-data-parallel-rank` when it has DP > 1. Pull and shared-storage connectors encode once, before the attempt loop;
  * a push connector encodes per P/D try, and a P/D 500 before the first byte re-encodes (`reencodeAttempts`).
  */
-export class VllmEpdConnector implements Connector {
+export class VllmEpdConnector implements Connector<EngineRequest> {
   readonly name = 'vllm-epd' as const;
 
-  async prepare(ctx: ProxyRequest, run: LegRunner): Promise<void> {
+  async prepare(ctx: EngineRequest, run: LegRunner): Promise<void> {
     const ec = ctx.routing.server.ec ?? DEFAULT_EC;
     // A push connector encodes inside each attempt: what it pushes goes to that attempt's consumer.
     if (!encodesRemotely(ctx) || ec.push) return;
     encodedByRequest.set(ctx, await encodeAll(ctx, ec, undefined, run));
   }
 
-  async attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+  async attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     const ec = ctx.routing.server.ec ?? DEFAULT_EC;
     const media = encodesRemotely(ctx);
     for (let reencode = 0; ; reencode++) {
@@ -85,7 +85,7 @@ export class VllmEpdConnector implements Connector {
  * disaggregation): the consumer gets the client's media as they are and encodes them itself, as an aggregated
  * engine would (docs/scheduler.md, *Per-request disaggregation*).
  */
-function encodesRemotely(ctx: ProxyRequest): boolean {
+function encodesRemotely(ctx: EngineRequest): boolean {
   return ctx.proxy.media.length > 0 && ctx.proxy.decision.disaggregation?.encode !== 'local';
 }
 
@@ -107,7 +107,7 @@ function pushLostError(err: UpstreamError, attempt: Attempt, reencodes: number):
 }
 
 /** `tcp://host:port` of the consumer's DP rank the decision named, or an error naming the pod. */
-function consumerAddress(ctx: ProxyRequest, attempt: Attempt): { key: string; zmq: string } {
+function consumerAddress(ctx: EngineRequest, attempt: Attempt): { key: string; zmq: string } {
   const consumer: EndpointRef = attempt.prefill ?? attempt.endpoint;
   const rank = attempt.consumerDpRank ?? 0;
   const zmq = consumer.ecControlAddresses?.[rank];
@@ -129,7 +129,7 @@ function consumerAddress(ctx: ProxyRequest, attempt: Attempt): { key: string; zm
  * Runs every encoder group concurrently and builds the consumer body. The groups stand or fall together: the first
  * failure aborts the other groups' legs and stops their tries, and the run settles only once every group has.
  */
-async function encodeAll(ctx: ProxyRequest, ec: EcProfile, attempt: Attempt | undefined, run: LegRunner): Promise<Encoded> {
+async function encodeAll(ctx: EngineRequest, ec: EcProfile, attempt: Attempt | undefined, run: LegRunner): Promise<Encoded> {
   const target = ec.push && attempt !== undefined ? consumerAddress(ctx, attempt) : undefined;
   // Every item's encoder is looked up before the first leg is sent: a decision that lacks one fails with nothing in flight.
   const groups = groupItems(ctx.proxy.media, ctx.proxy.decision.encoders, ec.maxEncoderBatch);
@@ -141,7 +141,7 @@ async function encodeAll(ctx: ProxyRequest, ec: EcProfile, attempt: Attempt | un
 
 /** One encoder request for a group, retried on the alternates of its first item; fills the group's `items`. */
 async function encodeGroup(
-  ctx: ProxyRequest,
+  ctx: EngineRequest,
   group: EncoderGroup,
   consumerZmq: string | undefined,
   run: LegRunner,

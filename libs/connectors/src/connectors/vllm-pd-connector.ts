@@ -1,4 +1,4 @@
-import type { ConnectorName, ProxyRequest } from '@triad/request';
+import type { ConnectorName, EngineRequest } from '@triad/request';
 import { topLevelValue } from '../json-text';
 import { finalLegBody, vllmPrefillBody } from '../request-bodies';
 import type { Attempt, Connector, LegRunner } from '../types';
@@ -9,14 +9,14 @@ import type { Attempt, Connector, LegRunner } from '../types';
  * the prefill's returned `kv_transfer_params` verbatim (byte for byte). Both get the same `x-request-id`. An
  * attempt without a prefill endpoint (E→PD) goes straight to decode.
  */
-export class VllmPdConnector implements Connector {
+export class VllmPdConnector implements Connector<EngineRequest> {
   readonly name: ConnectorName;
 
   constructor(name: ConnectorName) {
     this.name = name;
   }
 
-  attempt(ctx: ProxyRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+  attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     return runVllmPrefillDecode(ctx, attempt, index, run);
   }
 }
@@ -34,7 +34,7 @@ export interface ConsumerHandoff {
  * consumer (the prefill, else the final leg) as `X-data-parallel-rank`.
  */
 export async function runVllmPrefillDecode(
-  ctx: ProxyRequest,
+  ctx: EngineRequest,
   attempt: Attempt,
   index: number,
   run: LegRunner,

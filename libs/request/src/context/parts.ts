@@ -1,6 +1,13 @@
-import type { Decision, DecisionOrError, EndpointRef, Stage } from '@triad/bus';
+import type { Attempt, Decision, DecisionOrError, EndpointRef, Stage } from '@triad/bus';
 import type { MediaPart } from '../body/media';
-import type { ConnectorName, ServerProfile } from '../server-profile';
+import type {
+  ConnectorName,
+  EngineConnectorName,
+  ProviderConnectorName,
+  ProviderProfile,
+  ServerProfile,
+  TargetProfile,
+} from '../server-profile';
 
 /** Token counts from the engine's usage (the decode's, for disaggregated requests). */
 export interface Usage {
@@ -9,30 +16,34 @@ export interface Usage {
 }
 
 /**
- * Routing's record (`ctx.routing`), written once by route resolution: the ModelRoute that matched, the
- * ModelServer its rule picked and, when the gateway knows that ModelServer, its profile and the model the
- * engines get.
+ * Routing's record (`ctx.routing`), written once by route resolution: the route that matched, the target its
+ * rule picked (a ModelServer the gateway knows, or an ExternalModelProvider) and the model the target gets.
  */
 export interface RoutingPart {
-  /** ModelRoute `namespace/name`. */
+  /** ModelRoute (or HTTPRoute) `namespace/name`. */
   readonly route: string;
-  /** Namespace of the route and of its ModelServers. */
+  /** Namespace of the route and of its targets. */
   readonly namespace: string;
-  /** Name of the ModelServer the rule picked (it may not exist). */
+  /** Name of the ModelServer or ExternalModelProvider the rule picked. */
   readonly serverName: string;
   /** The request named a LoRA adapter of the route: its `model` is not rewritten. */
   readonly lora: boolean;
-  /** The picked ModelServer; undefined when the gateway's view has no such ModelServer (the request fails 404). */
-  readonly server: ServerProfile | undefined;
-  /** The model the engines get (ModelServer `spec.model`, or the request model for a LoRA adapter); '' unresolved. */
+  /** The picked target. */
+  readonly server: TargetProfile;
+  /** The model the target gets (ModelServer or provider `spec.model`, or the request model for a LoRA adapter). */
   readonly upstreamModel: string;
   /** The path the engine gets when an HTTPRoute's URLRewrite changed it (Gateway API mode); else the request's. */
   readonly upstreamPath?: string | undefined;
 }
 
-/** Routing that resolved to a ModelServer the gateway knows. */
-export interface ResolvedRouting extends RoutingPart {
+/** Routing to a ModelServer's engines. */
+export interface EngineRouting extends RoutingPart {
   readonly server: ServerProfile;
+}
+
+/** Routing to an ExternalModelProvider. */
+export interface ProviderRouting extends RoutingPart {
+  readonly server: ProviderProfile;
 }
 
 /** Scheduling's record (`ctx.schedule`), written once when the decision (or its failure) arrived. */
@@ -45,12 +56,13 @@ export interface SchedulePart {
 }
 
 /**
- * What the stage loop runs (`ctx.proxy`), written once by the gateway after a successful decision: the
- * decision, which connector, and how the body is shaped for the engines.
+ * What the stage loop runs (`ctx.proxy`), written once after routing (and, for engines, scheduling): which
+ * connector, the tries in order, and how usage is asked for.
  */
 export interface ProxyPart {
-  readonly decision: Decision;
   readonly connector: ConnectorName;
+  /** The tries of the final leg in order (an engine decision's attempts; a provider's endpoint once per try). */
+  readonly attempts: readonly Attempt[];
   /**
    * Add `stream_options.include_usage` for accounting (streamed chat/completions only; other paths such as
    * `/v1/responses` have no such option and are relayed as they are).
@@ -58,6 +70,12 @@ export interface ProxyPart {
   readonly injectUsage: boolean;
   /** The client asked for the usage chunk itself (else an injected one is removed again). */
   readonly clientWantsUsage: boolean;
+}
+
+/** What an engine connector runs: the scheduler's decision and the request's media, on top of {@link ProxyPart}. */
+export interface EngineProxyPart extends ProxyPart {
+  readonly connector: EngineConnectorName;
+  readonly decision: Decision;
   /** Media parts of the request in order (only extracted for epd servers), else empty. */
   readonly media: readonly MediaPart[];
   /**
@@ -65,6 +83,11 @@ export interface ProxyPart {
    * when there is none to pick. Absent: no rank hints.
    */
   readonly dpRank: DpRankPicker | undefined;
+}
+
+/** What a provider connector runs. */
+export interface ProviderProxyPart extends ProxyPart {
+  readonly connector: ProviderConnectorName;
 }
 
 /** Chooses a DP rank of `endpoint` for one leg of `role`, or undefined when the engine has no ranks to choose. */

@@ -1,5 +1,14 @@
 import type { ClientSink } from '../client-sink';
-import { RequestResult, type ProxyPart, type ResolvedRouting, type RoutingPart, type SchedulePart } from './parts';
+import {
+  RequestResult,
+  type EngineProxyPart,
+  type EngineRouting,
+  type ProviderProxyPart,
+  type ProviderRouting,
+  type ProxyPart,
+  type RoutingPart,
+  type SchedulePart,
+} from './parts';
 
 /** Incoming request headers (lower-case names), as node parses them. */
 export type IncomingHeaders = Readonly<Record<string, string | string[] | undefined>>;
@@ -14,9 +23,11 @@ export interface Abortable {
  * telemetry read and write. The arrival facts are fixed at construction; each later part has one owner, which
  * records it once through a method, and a narrower type says which parts are there:
  *
- * - `routing` (route resolution, `routed`) → {@link RoutedRequest} once {@link isRouted};
- * - `schedule` (scheduling, `scheduled`);
+ * - `routing` (route resolution, `routed`) → {@link RoutedRequest}, narrowed to the target's kind
+ *   ({@link EngineRouting} or {@link ProviderRouting});
+ * - `schedule` (scheduling, `scheduled`; engine targets only);
  * - `proxy` (the gateway, `prepared`) → {@link ProxyRequest}, what the stage loop and its observers get;
+ *   {@link EngineRequest} and {@link ProviderRequest} are what the two kinds of connector get;
  * - `result` (the stage loop; the gateway for failures before it);
  * - `traceId` (the tracing integration), `upstreamHeaders` (any hook adding headers to every leg);
  * - integration state in {@link RequestLocal} slots (a span, an admission ticket).
@@ -92,8 +103,8 @@ export class RequestContext {
     return this.#proxy;
   }
 
-  /** Route resolution records what matched (then {@link isRouted} says whether it resolved to a ModelServer). */
-  routed(part: RoutingPart): void {
+  /** Route resolution records the target it resolved to: from here on the request is routed to that kind of target. */
+  routed<R extends RoutingPart>(part: R): asserts this is RequestContext & { readonly routing: R } {
     this.#routing = part;
   }
 
@@ -102,8 +113,8 @@ export class RequestContext {
     this.#schedule = part;
   }
 
-  /** The gateway hands the request to the stage loop: from here on it is a {@link ProxyRequest}. */
-  prepared(this: RoutedRequest, part: ProxyPart): asserts this is ProxyRequest {
+  /** The gateway hands the request to the stage loop: from here on it is a {@link ProxyRequest} with `part`. */
+  prepared<P extends ProxyPart>(this: RoutedRequest, part: P): asserts this is RoutedRequest & { readonly proxy: P } {
     this.#proxy = part;
   }
 
@@ -126,13 +137,19 @@ export class RequestContext {
   }
 }
 
-/** A request whose route resolved to a known ModelServer (`onRouted` and later). */
-export type RoutedRequest = RequestContext & { readonly routing: ResolvedRouting };
+/** A request whose route resolved to a target (`onRouted` and later). */
+export type RoutedRequest = RequestContext & { readonly routing: RoutingPart };
 
-/** A request the stage loop runs: routed, scheduled and prepared (`onScheduled`, stage hooks and observers). */
+/** A request the stage loop runs: routed and prepared (stage hooks and observers). */
 export type ProxyRequest = RoutedRequest & { readonly proxy: ProxyPart };
 
-/** Whether routing resolved to a ModelServer the gateway knows. */
+/** A request routed to a ModelServer, scheduled and prepared: what engine connectors and `onScheduled` get. */
+export type EngineRequest = RequestContext & { readonly routing: EngineRouting; readonly proxy: EngineProxyPart };
+
+/** A request routed to an ExternalModelProvider and prepared: what provider connectors get. */
+export type ProviderRequest = RequestContext & { readonly routing: ProviderRouting; readonly proxy: ProviderProxyPart };
+
+/** Whether route resolution has recorded the request's target. */
 export function isRouted(ctx: RequestContext): ctx is RoutedRequest {
-  return ctx.routing?.server !== undefined;
+  return ctx.routing !== undefined;
 }

@@ -4,7 +4,8 @@ import type { Decision } from '@triad/bus';
 import type { ClientSink } from '../client-sink';
 import type { DpRankPicker } from '../context/parts';
 import { extractMediaParts, type MediaPart } from '../body/media';
-import { RequestContext, isRouted, type IncomingHeaders, type ProxyRequest, type RoutedRequest } from '../context/request-context';
+import { RequestContext, type EngineRequest, type IncomingHeaders } from '../context/request-context';
+import type { EngineRouting } from '../context/parts';
 import { DEFAULT_STAGE_TIMEOUTS, type ServerProfile } from '../server-profile';
 
 /** A ClientSink that keeps what was written: status, headers, the body chunks and whether it ended. */
@@ -79,6 +80,7 @@ export function serverProfile(overrides: Partial<ServerProfile> = {}): ServerPro
   const namespace = overrides.namespace ?? 'default';
   const name = overrides.name ?? 'server';
   return {
+    kind: 'engine',
     engine: 'vLLM',
     mode: 'aggregated',
     connector: 'aggregated',
@@ -99,10 +101,10 @@ export interface RoutedInit extends RequestContextInit {
 }
 
 /** A request routed to `server` (default {@link serverProfile}). */
-export function routedRequest(init: RoutedInit = {}): RoutedRequest {
-  const ctx = requestContext(init);
+export function routedRequest(init: RoutedInit = {}): RequestContext & { readonly routing: EngineRouting } {
+  const ctx: RequestContext = requestContext(init);
   const server = init.server ?? serverProfile();
-  ctx.routed({
+  ctx.routed<EngineRouting>({
     route: init.route ?? `${server.namespace}/route`,
     namespace: server.namespace,
     serverName: server.name,
@@ -110,7 +112,6 @@ export function routedRequest(init: RoutedInit = {}): RoutedRequest {
     server,
     upstreamModel: init.upstreamModel ?? ctx.model,
   });
-  if (!isRouted(ctx)) throw new Error('routedRequest: routing did not resolve');
   return ctx;
 }
 
@@ -125,12 +126,13 @@ export interface ProxyInit extends RoutedInit {
 }
 
 /** A request routed, scheduled with `decision` and prepared for the stage loop: what connectors get. */
-export function proxyRequest(init: ProxyInit): ProxyRequest {
-  const ctx: RoutedRequest = routedRequest(init);
+export function proxyRequest(init: ProxyInit): EngineRequest {
+  const ctx: RequestContext & { readonly routing: EngineRouting } = routedRequest(init);
   const server = ctx.routing.server;
   ctx.scheduled({ decision: init.decision, local: init.local ?? false, durationMs: 0 });
   ctx.prepared({
     decision: init.decision,
+    attempts: init.decision.attempts,
     connector: server.connector,
     injectUsage: init.injectUsage ?? false,
     clientWantsUsage: init.clientWantsUsage ?? false,

@@ -1,0 +1,136 @@
+import type { AnswerCodec, RelayedAnswer, StreamRelay } from '@triad/connectors';
+import { engineErrorMessage } from '@triad/connectors';
+import { ErrorCode } from '@triad/errors';
+import { UpstreamError, type Usage } from '@triad/request';
+import { AnthropicStreamTranslator, anthropicErrorToOpenAi, anthropicToChat } from './anthropic-translation';
+import type { ProviderCall } from './provider-call';
+import { StreamUsage, bodyUsage } from './provider-usage';
+import { SseEventSplitter, type SseEvent } from './sse-events';
+
+/** Provider answers worth another try before any byte went out; the last try's answer goes to the client. */
+const RETRY_STATUS: ReadonlySet<number> = new Set([502, 503, 504]);
+const REDACTED = '[redacted]';
+const EMPTY = Buffer.alloc(0);
+
+/** Replaces every occurrence of the credential (providers sometimes echo the key they refused). */
+export function scrub(text: string, secret: string | undefined): string {
+  return secret === undefined || secret.length < 4 ? text : text.split(secret).join(REDACTED);
+}
+
+function bytes(text: string): Buffer {
+  return text === '' ? EMPTY : Buffer.from(text);
+}
+
+/** A provider's own stream relayed event by event, its usage read and the usage chunk the gateway asked for removed. */
+class UsageStream implements StreamRelay {
+  readonly #splitter = new SseEventSplitter();
+  readonly #usage: StreamUsage;
+
+  constructor(call: ProviderCall) {
+    this.#usage = new StreamUsage(call.protocol, call.injectedUsage);
+  }
+
+  get usage(): Usage | undefined {
+    return this.#usage.usage;
+  }
+
+  push(chunk: Buffer): Buffer {
+    return this.#relay(this.#splitter.push(chunk));
+  }
+
+  flush(): Buffer {
+    return this.#relay(this.#splitter.end());
+  }
+
+  #relay(events: readonly SseEvent[]): Buffer {
+    let out = '';
+    for (const e of events) if (!this.#usage.observe(e)) out += e.raw;
+    return bytes(out);
+  }
+}
+
+/** An Anthropic Messages stream translated into `chat.completion.chunk` events. */
+class TranslatedStream implements StreamRelay {
+  readonly contentType = 'text/event-stream';
+  readonly #splitter = new SseEventSplitter();
+  readonly #translator: AnthropicStreamTranslator;
+
+  constructor(call: ProviderCall) {
+    this.#translator = new AnthropicStreamTranslator(call.model, Math.floor(Date.now() / 1000), call.clientWantsUsage);
+  }
+
+  get usage(): Usage | undefined {
+    return this.#translator.usage;
+  }
+
+  push(chunk: Buffer): Buffer {
+    return this.#translate(this.#splitter.push(chunk));
+  }
+
+  flush(): Buffer {
+    return this.#translate(this.#splitter.end());
+  }
+
+  incomplete(): Error | undefined {
+    return this.#translator.completed ? undefined : new Error('the provider stream ended before message_stop');
+  }
+
+  #translate(events: readonly SseEvent[]): Buffer {
+    let out = '';
+    for (const e of events) out += this.#translator.translate(e);
+    return bytes(out);
+  }
+}
+
+/**
+ * How one try's answer reaches the client: usage read as the provider's API reports it, an Anthropic answer to an
+ * OpenAI chat request translated, and an error answer (scrubbed of the credential) passed through as Kthena does —
+ * unless it is a 502/503/504 and a try is left. `passedThrough` is the error of an answer the client got.
+ */
+export class ProviderAnswers implements AnswerCodec {
+  passedThrough: UpstreamError | undefined = undefined;
+  readonly #call: ProviderCall;
+  readonly #secret: string | undefined;
+  readonly #endpoint: string;
+  readonly #last: boolean;
+
+  constructor(call: ProviderCall, secret: string | undefined, endpoint: string, last: boolean) {
+    this.#call = call;
+    this.#secret = secret;
+    this.#endpoint = endpoint;
+    this.#last = last;
+  }
+
+  stream(): StreamRelay {
+    return this.#call.translate ? new TranslatedStream(this.#call) : new UsageStream(this.#call);
+  }
+
+  whole(body: Buffer, contentType: string): RelayedAnswer {
+    const call = this.#call;
+    if (!call.translate) return { contentType, body, usage: bodyUsage(call.protocol, body.toString('utf8')) };
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body.toString('utf8'));
+    } catch {
+      throw new Error('the provider answered with a body that is not JSON');
+    }
+    const chat = anthropicToChat(parsed as Record<string, unknown>, call.model, Math.floor(Date.now() / 1000));
+    return { contentType: 'application/json', body: Buffer.from(JSON.stringify(chat.body)), usage: chat.usage };
+  }
+
+  failed(status: number, body: Buffer): { error: Error; answer?: RelayedAnswer } {
+    const text = scrub(body.toString('utf8'), this.#secret);
+    const retry = RETRY_STATUS.has(status);
+    const error = new UpstreamError(
+      ErrorCode.UpstreamError,
+      `external model provider ${this.#endpoint} answered HTTP ${status}: ${engineErrorMessage(Buffer.from(text))}`,
+      { stage: 'aggregated', endpoint: this.#endpoint, item: -1, status },
+      retry,
+    );
+    if (retry && !this.#last) return { error };
+    this.passedThrough = error;
+    // A translated request gets the provider's error in the OpenAI shape.
+    const answer = this.#call.translate ? anthropicErrorToOpenAi(text, status) : text;
+    return { error, answer: { contentType: 'application/json', body: Buffer.from(answer) } };
+  }
+}
