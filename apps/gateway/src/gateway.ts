@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { connectBus, startOutlierFeed, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
+import { OutlierTable } from '@triad/scheduling';
 import {
   createLogger,
   registerNatsMetrics,
@@ -86,7 +87,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     totalMs: config.totalTimeoutMs,
   };
   const kv = new KvView(timeouts, (ip, port) => pools.release(ip, port));
-  const fallback = new LocalSchedulingFallback(kv, id, logger, registerKvKeyMetrics(metrics.registry));
+  // Outlier state: fed from the shared bucket, read by the in-process scheduler, written through this gateway's detector.
+  const outliers = new OutlierTable();
+  const fallback = new LocalSchedulingFallback(kv, id, logger, { outliers, kvKeys: registerKvKeyMetrics(metrics.registry) });
   registerKeyAgreementMetrics(metrics.registry, fallback.local.keyAgreement);
   const dpRanks = new DpRankBalancer((key) => kv.endpoint(key));
   kv.addListener(dpRanks);
@@ -179,7 +182,6 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   await Promise.all([kv.start(bus), directory.start(bus)]);
   await fallback.followConfig(bus);
   // Outlier ejection: this gateway's legs feed the detector, the shared bucket feeds the in-process scheduler.
-  const outliers = fallback.local.outliers;
   const outlierFeed = await startOutlierFeed(bus, (change) => outliers.apply(change));
   await outlierFeed.synced;
   observer.outliers = new OutlierDetector(

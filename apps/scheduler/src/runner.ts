@@ -1,29 +1,27 @@
 import { ErrorCode } from '@triad/errors';
 import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
-import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, type Bus } from '@triad/bus/client';
+import { readFileSync } from 'node:fs';
+import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, watchSchedulerConfig, type Bus } from '@triad/bus/client';
 import {
   createLogger,
   registerNatsMetrics,
   registerProcessMetrics,
   startOpsServer,
   waitForDependency,
+  watchFile,
   type Logger,
   type OpsServer,
 } from '@triad/runtime';
 import { startKvIndexFeed, type KvIndexFeed } from '@triad/kv-events';
 import {
-  EndpointIndex,
-  InflightTracker,
-  KvBlockIndex,
-  OutlierTable,
-  Scheduler,
-  createInTreeRegistry,
-  KeyAgreement,
+  SchedulerReplica,
+  type ActiveConfig,
+  type EndpointIndex,
+  type InflightTracker,
+  type KvBlockIndex,
   type PluginRegistry,
+  type Scheduler,
 } from '@triad/scheduling';
-import { ConfigSource, type ActiveConfig } from './config/config-source';
-import { watchFile } from './config/file-watch';
-import { watchKvConfig } from './config/kv-config-watch';
 import { SchedulerMetrics } from './metrics';
 import type { SchedulerServiceOptions } from './options';
 import { DecideObserver } from './service/decide-tracing';
@@ -55,27 +53,28 @@ export interface StartOptions extends SchedulerServiceOptions {
 }
 
 /**
- * Wires one scheduler replica: config (file + KV, hot reload) → scheduler; KV watches → index; dispatch events →
- * in-flight counts; and, once the index has synced, the `triad.v1.schedule` responder in queue group `schedulers`
- * (joining the group only when ready, so no request lands on a replica with an empty view).
+ * Wires one scheduler replica (libs/scheduling's SchedulerReplica) to NATS: config (file + KV, hot reload); KV
+ * watches → index; dispatch events → in-flight counts; outlier ejections the gateways write (every replica leaves
+ * the same endpoints out); and, once the index has synced, the `triad.v1.schedule` responder in queue group
+ * `schedulers` (joining the group only when ready, so no request lands on a replica with an empty view).
  */
 export async function startScheduler(options: StartOptions): Promise<SchedulerService> {
   const logger = options.logger ?? createLogger({ service: 'scheduler' });
-  const kvIndex = options.kvIndex ?? new KvBlockIndex();
-  const keyAgreement = new KeyAgreement(kvIndex);
-  const registry = options.registry ?? createInTreeRegistry({ kvIndex, keyAgreement });
   const metrics = new SchedulerMetrics();
-  metrics.watchKeyAgreement(keyAgreement);
   if (options.processMetrics !== false) registerProcessMetrics(metrics.registry);
-  const index = new EndpointIndex();
-  const tracker = new InflightTracker();
   // Plugin timings feed the metrics; a traced request's phases become spans under its decide span.
   const observer = new DecideObserver(metrics);
-  // Outlier ejections the gateways write; every replica leaves the same endpoints out.
-  const outliers = new OutlierTable();
-  const scheduler = new Scheduler({ index, tracker, registry, instanceId: options.instanceId, observer, outliers });
-  const config = new ConfigSource({ scheduler, registry, logger, metrics });
-  if (options.configFile) config.loadInitialFile(options.configFile);
+  const replica = new SchedulerReplica({
+    instanceId: options.instanceId,
+    registry: options.registry,
+    kvIndex: options.kvIndex,
+    observer,
+    log: logger,
+    onReload: (source, result) => metrics.configReloads.inc({ source, result }),
+  });
+  const { index, tracker, scheduler, kvIndex, outliers, config } = replica;
+  metrics.watchKeyAgreement(replica.keyAgreement);
+  if (options.configFile) config.initialFile(readFileSync(options.configFile, 'utf8'), options.configFile);
 
   let ready = false;
   let reason = `waiting for NATS at ${options.natsUrl}`;
@@ -109,7 +108,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     });
     const nats = bus;
     reason = 'loading config and syncing the index';
-    const kvConfig = await watchKvConfig(nats, (text) => config.kvChanged(text));
+    const kvConfig = await watchSchedulerConfig(nats, (text) => config.kvChanged(text));
     closers.push(() => kvConfig.stop());
     if (kvConfig.initial !== undefined) config.kvChanged(kvConfig.initial);
     if (options.configFile) {
@@ -181,7 +180,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     close: () => {
       ready = false;
       reason = 'shutting down';
-      closed ??= closeAll(closers, opsServer, nats, logger).then(() => scheduler.close());
+      closed ??= closeAll(closers, opsServer, nats, logger).then(() => replica.close());
       return closed;
     },
   };

@@ -13,3 +13,4 @@ export { registerProcessMetrics } from './process-metrics';
 export type { NatsConnectionState } from './nats-metrics';
 export { guardProcess, countUnexpected, unexpectedCount, registerUnexpectedErrorMetrics } from './process-guard';
 export type { UnexpectedSource } from './process-guard';
+export { watchFile } from './file-watch';

@@ -1,4 +1,5 @@
-// @triad/scheduling: the pure scheduling model shared by the scheduler app and the gateway's local fallback.
+// @triad/scheduling: the pure scheduling model shared by the scheduler app and the gateway's local fallback
+// (both run one SchedulerReplica).
 
 // Hashing the gateway puts into SchedulingRequest.
 export { prefixBlockHashes, DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from './hashing/prefix-hashes';
@@ -64,8 +65,10 @@ export { SessionAffinityScorer, SESSION_AFFINITY } from './plugins/session-affin
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';
-export { createLocalScheduling } from './local-scheduling';
-export type { LocalScheduling, LocalSchedulingOptions } from './local-scheduling';
+export { SchedulerReplica } from './replica/scheduler-replica';
+export type { SchedulerReplicaOptions } from './replica/scheduler-replica';
+export { ReplicaConfig } from './replica/replica-config';
+export type { ActiveConfig, ConfigOrigin, ConfigReloadResult, ConfigLog } from './replica/replica-config';
 export { OutlierTable, ejectedPositions } from './state/outlier-table';
 export type { OutlierChange } from './state/outlier-table';
 export { OUTLIER_EJECTION } from './planning/profile-run';

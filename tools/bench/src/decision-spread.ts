@@ -5,7 +5,7 @@
 // 100 ModelServers × 100 endpoints, and one ModelServer of 10,000.
 // Run: npx tsx tools/bench/src/decision-spread.ts [--decisions 20000] [--rounds 3]
 import { parseArgs } from 'node:util';
-import { createLocalScheduling } from '@triad/scheduling';
+import { SchedulerReplica } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
 import { timeDecisions, type DecisionTimes } from './lib/decision-timing';
 import { markdownTable } from './lib/table';
@@ -23,7 +23,7 @@ const SHAPES: readonly Shape[] = [
 ];
 
 function measure(shape: Shape, decisions: number): DecisionTimes {
-  const local = createLocalScheduling();
+  const local = new SchedulerReplica();
   const now = Date.now();
   const names: string[] = [];
   for (let s = 0; s < shape.servers; s++) {

@@ -37,7 +37,7 @@ import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScrapeFreshnessRecordSchema } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { createLocalScheduling, type LocalScheduling } from '@triad/scheduling';
+import { SchedulerReplica } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
 import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
 import { markdownTable } from './lib/table';
@@ -321,11 +321,11 @@ async function measure(fleet: Fleet, bus: Bus, watchers: readonly Service[], mod
 }
 
 /**
- * A LocalScheduling loaded with what the buckets hold now (watches read to their end, then stopped); `only`: just
+ * A SchedulerReplica loaded with what the buckets hold now (watches read to their end, then stopped); `only`: just
  * that ModelServer and its endpoints.
  */
-async function loadFromKv(bus: Bus, only?: string): Promise<{ local: LocalScheduling; servers: string[] }> {
-  const local = createLocalScheduling({ instanceId: 'bench' });
+async function loadFromKv(bus: Bus, only?: string): Promise<{ local: SchedulerReplica; servers: string[] }> {
+  const local = new SchedulerReplica({ instanceId: 'bench' });
   const servers: string[] = [];
   const ms = await bus.kv(Buckets.modelServers, ModelServerRecordSchema);
   const w1 = await ms.watch({

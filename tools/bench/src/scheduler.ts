@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Buckets, DispatchBatchSchema, EndpointRecordSchema, ModelServerRecordSchema, Subjects, endpointKey, objectKey } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { createLocalScheduling } from '@triad/scheduling';
+import { SchedulerReplica } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor } from '@triad/testing';
 import { markdownTable } from './lib/table';
 import { RequestStream, buildCluster, inflightSnapshot, percentile, type BenchMode, type Cluster } from './scheduler-cluster';
@@ -51,7 +51,7 @@ const row = (size: number | string, mode: string, path: string, r: Pick<LoadResu
 /** Times `scheduler.schedule` alone, one request at a time (what the gateway's local fallback pays). */
 function inProcess(mode: BenchMode, size: number, iterations: number): LoadResult {
   const now = Date.now();
-  const local = createLocalScheduling({ instanceId: 'bench' });
+  const local = new SchedulerReplica({ instanceId: 'bench' });
   const cluster = buildCluster(mode, size, now);
   local.applyModelServer({ op: 'PUT', value: cluster.modelServer });
   for (const e of cluster.endpoints) local.applyEndpoint({ op: 'PUT', value: e });

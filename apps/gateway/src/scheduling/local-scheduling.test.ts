@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   AffinityBatchSchema,
   Buckets,
@@ -97,5 +100,48 @@ describe('the local fallback follows the scheduler config key and shares affinit
     await kv.delete(ConfigKeys.scheduler);
     await waitFor(() => fallback!.local.scheduler.config.topN === 5, { what: 'the defaults back after the delete' });
     expect(fallback.hashOptions.blockSize).toBe(64);
+  });
+});
+
+describe('the local fallback follows the scheduler config file as the scheduler service does', () => {
+  let nats: NatsServerHandle;
+  let bus: Bus;
+  const dir = mkdtempSync(join(tmpdir(), 'triad-gw-sched-config-'));
+
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    bus = await connectBus({ servers: nats.url, name: 'local-scheduling-file-test' });
+  });
+  afterAll(async () => {
+    await bus?.close();
+    await nats?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reloads the file when it changes, and lets a KV config override it until the key is deleted', async () => {
+    const path = join(dir, 'scheduler.yaml');
+    writeFileSync(path, 'topN: 3\n');
+    const fallback = new LocalSchedulingFallback(
+      new KvView(DEFAULT_STAGE_TIMEOUTS, () => undefined),
+      'gw-file',
+      createLogger({ service: 'test', level: 'silent' }),
+    );
+    try {
+      fallback.useConfigFile(path);
+      expect([fallback.local.scheduler.config.topN, fallback.local.activeConfig.origin]).toEqual([3, 'file']);
+      writeFileSync(path, 'topN: 4\nplugins: [{type: prefix-cache, args: {blockSizeToHash: 16}}]\n');
+      await waitFor(() => fallback.local.scheduler.config.topN === 4, { what: 'the edited file applied' });
+      expect(fallback.hashOptions.blockSize).toBe(16);
+      await fallback.followConfig(bus);
+      const kv = await bus.kv(Buckets.config, z.unknown(), { history: 5 });
+      await kv.put(ConfigKeys.scheduler, { topN: 2 });
+      await waitFor(() => fallback.local.activeConfig.origin === 'kv', { what: 'the KV config over the file' });
+      expect(fallback.local.scheduler.config.topN).toBe(2);
+      await kv.delete(ConfigKeys.scheduler);
+      await waitFor(() => fallback.local.activeConfig.origin === 'file', { what: 'the file back after the delete' });
+      expect([fallback.local.scheduler.config.topN, fallback.hashOptions.blockSize]).toEqual([4, 16]);
+    } finally {
+      fallback.stop();
+    }
   });
 });

@@ -1,14 +1,13 @@
 import { readFileSync } from 'node:fs';
-import { z } from 'zod';
-import { Buckets, ConfigKeys, type DispatchEvent } from '@triad/bus';
-import { startAffinityFeed, startDispatchFeed, type Bus, type KvWatchHandle } from '@triad/bus/client';
-import type { Logger } from '@triad/runtime';
+import type { DispatchEvent } from '@triad/bus';
+import { startAffinityFeed, startDispatchFeed, watchSchedulerConfig, type Bus } from '@triad/bus/client';
+import { watchFile, type Logger } from '@triad/runtime';
 import {
-  createLocalScheduling,
-  defaultSchedulerConfig,
+  SchedulerReplica,
   kvHashOptionsOf,
   prefixHashOptionsOf,
-  type LocalScheduling,
+  type LoadedSchedulerConfig,
+  type OutlierTable,
   type PrefixHashOptions,
 } from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
@@ -16,32 +15,41 @@ import { KvBlockHashing, type KvHashObserver } from './kv-block-hashes';
 import { TokenizerEndpoints } from './tokenizer-endpoints';
 import type { KvView } from '../state/kv-view';
 
+interface Stoppable {
+  stop(): void;
+}
+
 /**
- * The gateway's fallback scheduler: libs/scheduling over the gateway's own KV view, fed this gateway's dispatch
- * events for in-flight counts, and following the operator's scheduler config in KV (which also fixes the
- * prompt hashing block size the scheduler service expects).
+ * The gateway's own scheduler replica (`--scheduling in-process`, and the fallback when the scheduler service does
+ * not answer): libs/scheduling's SchedulerReplica over the gateway's KV view, fed this gateway's dispatch events
+ * for in-flight counts, on the outlier state the gateway feeds, and following the scheduler config as the
+ * scheduler service does (KV > file > defaults, both watched), which also fixes the prompt hashing block size.
  */
 export class LocalSchedulingFallback {
-  readonly local: LocalScheduling;
+  readonly local: SchedulerReplica;
+  /** Engine block keys for precise-prefix-cache, following the same config. */
+  readonly kvHashing: KvBlockHashing;
   readonly #gatewayId: string;
   readonly #logger: Logger;
   #hashOptions: PrefixHashOptions;
-  /** Engine block keys for precise-prefix-cache, following the same config. */
-  readonly kvHashing: KvBlockHashing;
-  #watch: KvWatchHandle | undefined;
-  /** The scheduler config file's text (`--scheduler-config`), applied whenever KV holds no config. */
-  #fileConfig: string | undefined;
-  #peers: { stop(): void } | undefined;
-  #kvFeed: { stop(): void } | undefined;
-  #affinity: { stop(): void } | undefined;
+  readonly #stops: Stoppable[] = [];
 
-  constructor(kv: KvView, gatewayId: string, logger: Logger, kvKeys?: KvHashObserver) {
-    this.local = createLocalScheduling({ instanceId: `${gatewayId}/local` });
+  /**
+   * `outliers`: the gateway's outlier state, fed from the outliers bucket (its detector writes there too);
+   * `kvKeys`: told how block keys were made (metrics).
+   */
+  constructor(kv: KvView, gatewayId: string, logger: Logger, options: { outliers?: OutlierTable; kvKeys?: KvHashObserver } = {}) {
     this.#gatewayId = gatewayId;
     this.#logger = logger;
-    this.#hashOptions = prefixHashOptionsOf(this.local.scheduler.config);
     const tokenizerEndpoints = new TokenizerEndpoints();
-    this.kvHashing = new KvBlockHashing(logger, tokenizerEndpoints, kvKeys);
+    this.kvHashing = new KvBlockHashing(logger, tokenizerEndpoints, options.kvKeys);
+    this.local = new SchedulerReplica({
+      instanceId: `${gatewayId}/local`,
+      outliers: options.outliers,
+      log: logger,
+      onApplied: (config) => this.#follow(config),
+    });
+    this.#hashOptions = prefixHashOptionsOf(this.local.scheduler.config);
     this.kvHashing.configure(kvHashOptionsOf(this.local.scheduler.config));
     kv.addListener({
       endpoint: (c) => {
@@ -53,35 +61,31 @@ export class LocalSchedulingFallback {
     });
   }
 
-  /** Runs with the scheduler's config file until (and whenever not) overridden by KV; throws when it is invalid. */
-  useConfigFile(path: string): void {
-    const text = readFileSync(path, 'utf8');
-    if (!this.#apply(text, `scheduler config ${path}`)) throw new Error(`invalid scheduler config ${path} (see the log)`);
-    this.#fileConfig = text;
+  #follow(config: LoadedSchedulerConfig): void {
+    this.#hashOptions = prefixHashOptionsOf(config);
+    this.kvHashing.configure(kvHashOptionsOf(config));
   }
 
-  #apply(input: unknown, what: string): boolean {
-    const result = this.local.reloadConfig(input);
-    if (!result.ok) {
-      this.#logger.warn({ reasons: result.reasons }, `${what} rejected by the local fallback`);
-      return false;
-    }
-    if (result.config.warnings.length > 0)
-      this.#logger.warn({ warnings: result.config.warnings }, `${what}: arguments Triad does not know were ignored`);
-    this.#hashOptions = prefixHashOptionsOf(result.config);
-    this.kvHashing.configure(kvHashOptionsOf(result.config));
-    return true;
+  /** Runs with the scheduler's config file (watched) whenever KV holds no config; throws when it is invalid. */
+  useConfigFile(path: string): void {
+    this.local.config.initialFile(readFileSync(path, 'utf8'), path);
+    const watch = watchFile(
+      path,
+      (text) => this.local.config.fileChanged(text),
+      (err) => this.#logger.warn({ err }, 'scheduler config file watch failed'),
+    );
+    this.#stops.push({ stop: () => watch.close() });
   }
 
   get hashOptions(): PrefixHashOptions {
     return this.#hashOptions;
   }
 
-  schedule: LocalScheduling['schedule'] = (request, now) => this.local.schedule(request, now);
+  schedule: SchedulerReplica['schedule'] = (request, now) => this.local.schedule(request, now);
 
   /** Counts this gateway's own legs (the fallback sees only its own gateway's load). */
   dispatched(event: DispatchEvent): void {
-    this.local.tracker.applyEvent(this.#gatewayId, event);
+    this.local.applyDispatchEvent(this.#gatewayId, event);
   }
 
   /**
@@ -90,10 +94,10 @@ export class LocalSchedulingFallback {
    * alone. A replica whose snapshots stop expires from the counts.
    */
   followPeers(bus: Bus): void {
-    this.#peers = startDispatchFeed(bus, this.local.tracker, { ignoreGateway: this.#gatewayId });
+    this.#stops.push(startDispatchFeed(bus, this.local.tracker, { ignoreGateway: this.#gatewayId }));
     // The engines' KV blocks too, so precise-prefix-cache scores here as it does in the scheduler service.
     void startKvIndexFeed(bus, this.local.kvIndex).then(
-      (feed) => (this.#kvFeed = feed),
+      (feed) => this.#stops.push(feed),
       (err: unknown) => this.#logger.warn({ err: (err as Error).message }, 'cannot follow the KV index; precise prefix routing falls back'),
     );
   }
@@ -104,44 +108,30 @@ export class LocalSchedulingFallback {
    * and publishes what its own decisions teach.
    */
   followAffinity(bus: Bus): void {
-    const origin = `${this.#gatewayId}/local`;
-    const feed = startAffinityFeed(bus, this.local.scheduler, { origin });
-    this.local.scheduler.onLearned = (record) => feed.publish(record);
-    this.#affinity = {
+    const scheduler = this.local.scheduler;
+    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local` });
+    scheduler.onLearned = (record) => feed.publish(record);
+    this.#stops.push({
       stop: () => {
-        this.local.scheduler.onLearned = undefined;
+        scheduler.onLearned = undefined;
         feed.stop();
       },
-    };
+    });
   }
 
   /** Follows `triad_v1_config/scheduler`; an invalid document is logged and the running config kept. */
   async followConfig(bus: Bus): Promise<void> {
     try {
-      const kv = await bus.kv(Buckets.config, z.unknown(), { history: 5 });
-      this.#watch = await kv.watch({
-        key: ConfigKeys.scheduler,
-        onChange: (c) => {
-          if (c.op === 'PUT') {
-            this.#apply(c.value, 'scheduler config in KV');
-            return;
-          }
-          // A deleted (or purged) key falls back to the scheduler's config file when the gateway has it
-          // (--scheduler-config), else to the built-in defaults, as the scheduler service falls back.
-          if (this.#apply(this.#fileConfig ?? defaultSchedulerConfig(), 'scheduler config')) {
-            this.#logger.info(`scheduler config key deleted; local fallback back on the ${this.#fileConfig ? 'config file' : 'defaults'}`);
-          }
-        },
-      });
+      const watch = await watchSchedulerConfig(bus, (text) => this.local.config.kvChanged(text));
+      this.#stops.push(watch);
+      if (watch.initial !== undefined) this.local.config.kvChanged(watch.initial);
     } catch (err) {
       this.#logger.warn({ err: (err as Error).message }, 'cannot follow the scheduler config; local fallback keeps its defaults');
     }
   }
 
   stop(): void {
-    this.#watch?.stop();
-    this.#peers?.stop();
-    this.#kvFeed?.stop();
-    this.#affinity?.stop();
+    for (const s of this.#stops.splice(0)) s.stop();
+    this.local.close();
   }
 }

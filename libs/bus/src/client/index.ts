@@ -10,3 +10,4 @@ export { startAffinityFeed } from './affinity-feed';
 export type { AffinitySink, AffinityFeed } from './affinity-feed';
 export { startOutlierFeed } from './outlier-feed';
 export type { OutlierFeed } from './outlier-feed';
+export { watchSchedulerConfig } from './scheduler-config-watch';

@@ -1,4 +1,4 @@
-import { prefixBlockHashes, type LocalScheduling } from '@triad/scheduling';
+import { prefixBlockHashes, type SchedulerReplica } from '@triad/scheduling';
 import { schedulingRequest } from '@triad/scheduling/testing';
 import type { SchedulingRequest } from '@triad/bus';
 import { percentile, prng } from '../scheduler-cluster';
@@ -15,7 +15,7 @@ export interface DecisionTimes {
  * In-process decision latency (ms) of `decisions` requests, each to one of `servers` picked at random (seeded):
  * 20 shared system prompts with varied turns, so prefix scoring has work to do. 2,000 decisions first warm the JIT.
  */
-export function timeDecisions(local: LocalScheduling, servers: readonly string[], decisions: number, now = Date.now()): DecisionTimes {
+export function timeDecisions(local: SchedulerReplica, servers: readonly string[], decisions: number, now = Date.now()): DecisionTimes {
   const rand = prng(11);
   const hashes = Array.from({ length: 200 }, (_, i) =>
     prefixBlockHashes(

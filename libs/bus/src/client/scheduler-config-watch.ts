@@ -1,13 +1,15 @@
 import { Kvm } from '@nats-io/kv';
 import { z } from 'zod';
-import { Buckets, ConfigKeys } from '@triad/bus';
-import { retryJetStream, type Bus } from '@triad/bus/client';
+import { Buckets, ConfigKeys } from '../names';
+import type { Bus } from './bus';
+import { retryJetStream } from './js-retry';
 
 /**
  * Follows KV `triad_v1_config/scheduler` as raw text (YAML or JSON, as an operator would `nats kv put` it), calling
  * `onChange(text)` on every value and `onChange(undefined)` when the key is deleted. `initial` is the value at start.
+ * Every scheduler replica follows it, the scheduler service's and a gateway's in-process one alike.
  */
-export async function watchKvConfig(
+export async function watchSchedulerConfig(
   bus: Bus,
   onChange: (text: string | undefined) => void,
 ): Promise<{ initial: string | undefined; stop(): void }> {
