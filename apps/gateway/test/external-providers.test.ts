@@ -127,6 +127,7 @@ describe('gateway: ExternalModelProvider targets', () => {
     await h.putRoute('gpt', { modelName: 'gpt', ...routeTo('openai') });
     await h.putRoute('gpt-raw', { modelName: 'gpt-raw', ...routeTo('openai-passthrough-model') });
     await h.putRoute('claude', { modelName: 'claude', ...routeTo('claude') });
+    for (const m of ['claude-cut', 'claude-reset']) await h.putRoute(m, { modelName: m, ...routeTo('claude') });
     await h.putRoute('verified', { modelName: 'verified', ...routeTo('verified') });
     await h.putRoute('not-ready', { modelName: 'not-ready', ...routeTo('not-ready') });
     await h.putRoute('no-credential', { modelName: 'no-credential', ...routeTo('no-credential') });
@@ -395,6 +396,33 @@ describe('gateway: ExternalModelProvider targets', () => {
       expect(res.status).toBe(503);
       expect(JSON.parse(res.text)).toEqual({ error: { message: 'overloaded, try again', type: 'server_error' } });
       openai.flakyFailures = 0;
+    });
+
+    it('ends a Messages stream the provider broke off with an Anthropic error event, after what was relayed, without a retry', async () => {
+      const before = anthropic.calls.length;
+      const res = await post('/v1/messages', {
+        model: 'claude-reset',
+        max_tokens: 32,
+        stream: true,
+        messages: [{ role: 'user', content: 'x' }],
+      });
+      expect(res.status).toBe(200);
+      expect(anthropic.calls.length - before).toBe(1);
+      expect(res.text).toContain('"text":" from Claude"');
+      const last = res.text.trimEnd().split('\n\n').at(-1)!;
+      expect(last.startsWith('event: error\ndata: ')).toBe(true);
+      expect(JSON.parse(last.slice('event: error\ndata: '.length))).toMatchObject({ type: 'error', error: { type: 'api_error' } });
+    });
+
+    it('ends a translated chat stream that stopped before message_stop with an OpenAI error event and [DONE]', async () => {
+      const res = await post('/v1/chat/completions', { model: 'claude-cut', stream: true, messages: [{ role: 'user', content: 'x' }] });
+      expect(res.status).toBe(200);
+      const events = res.text.trimEnd().split('\n\n');
+      expect(events.some((e) => e.includes('"content":"Hello"'))).toBe(true);
+      expect(events.at(-1)).toBe('data: [DONE]');
+      const error = JSON.parse(events.at(-2)!.slice('data: '.length)) as { error: { code: string; message: string } };
+      expect(error.error.code).toBe('GATEWAY_UPSTREAM_ERROR');
+      expect(error.error.message).toContain('before message_stop');
     });
 
     it('answers 504 when the provider does not answer within the first-byte timeout', async () => {

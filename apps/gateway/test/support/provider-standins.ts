@@ -13,7 +13,8 @@ import { join } from 'node:path';
 //
 // Behaviour switches by the model the stand-in is asked for: `*-401` refuses the key and echoes it back (as
 // some providers do), `*-flaky` answers 503 to the first `flakyFailures` requests, `*-slow` holds its headers
-// for `slowMs`.
+// for `slowMs`; Anthropic streams of `*-cut` end cleanly before `message_stop`, of `*-reset` lose the connection
+// there.
 
 export interface ReceivedCall {
   readonly path: string;
@@ -299,6 +300,15 @@ export function startAnthropicStandIn(apiKey: string): Promise<StandIn> {
       res.write(sse({ type: 'ping' }, 'ping'));
       for (const text of tool ? ['Checking.'] : ['Hello', ' from Claude']) {
         res.write(sse({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }, 'content_block_delta'));
+      }
+      if (model.endsWith('-cut')) {
+        res.end();
+        return;
+      }
+      if (model.endsWith('-reset')) {
+        // Once what was written has left, the connection goes without the rest of the stream.
+        res.write(sse({ type: 'ping' }, 'ping'), () => res.destroy());
+        return;
       }
       res.write(sse({ type: 'content_block_stop', index: 0 }, 'content_block_stop'));
       if (tool) {
