@@ -17,16 +17,36 @@ export function scrub(text: string, secret: string | undefined): string {
   return secret === undefined || secret.length < 4 ? text : text.split(secret).join(REDACTED);
 }
 
-function bytes(text: string): Buffer {
-  return text === '' ? EMPTY : Buffer.from(text);
+/** An event stream rewritten event by event (chunks may cut events anywhere). */
+abstract class EventStream implements StreamRelay {
+  readonly #splitter = new SseEventSplitter();
+
+  abstract get usage(): Usage | undefined;
+
+  /** What the client gets for one event ('' for nothing). */
+  protected abstract rewrite(event: SseEvent): string;
+
+  push(chunk: Buffer): Buffer {
+    return this.#rewriteAll(this.#splitter.push(chunk));
+  }
+
+  flush(): Buffer {
+    return this.#rewriteAll(this.#splitter.end());
+  }
+
+  #rewriteAll(events: readonly SseEvent[]): Buffer {
+    let out = '';
+    for (const e of events) out += this.rewrite(e);
+    return out === '' ? EMPTY : Buffer.from(out);
+  }
 }
 
-/** A provider's own stream relayed event by event, its usage read and the usage chunk the gateway asked for removed. */
-class UsageStream implements StreamRelay {
-  readonly #splitter = new SseEventSplitter();
+/** A provider's own stream relayed as it is, its usage read and the usage chunk the gateway asked for removed. */
+class UsageStream extends EventStream {
   readonly #usage: StreamUsage;
 
   constructor(call: ProviderCall) {
+    super();
     this.#usage = new StreamUsage(call.protocol, call.injectedUsage);
   }
 
@@ -34,28 +54,18 @@ class UsageStream implements StreamRelay {
     return this.#usage.usage;
   }
 
-  push(chunk: Buffer): Buffer {
-    return this.#relay(this.#splitter.push(chunk));
-  }
-
-  flush(): Buffer {
-    return this.#relay(this.#splitter.end());
-  }
-
-  #relay(events: readonly SseEvent[]): Buffer {
-    let out = '';
-    for (const e of events) if (!this.#usage.observe(e)) out += e.raw;
-    return bytes(out);
+  protected rewrite(event: SseEvent): string {
+    return this.#usage.observe(event) ? '' : event.raw;
   }
 }
 
 /** An Anthropic Messages stream translated into `chat.completion.chunk` events. */
-class TranslatedStream implements StreamRelay {
+class TranslatedStream extends EventStream {
   readonly contentType = 'text/event-stream';
-  readonly #splitter = new SseEventSplitter();
   readonly #translator: AnthropicStreamTranslator;
 
   constructor(call: ProviderCall) {
+    super();
     this.#translator = new AnthropicStreamTranslator(call.model, Math.floor(Date.now() / 1000), call.clientWantsUsage);
   }
 
@@ -63,22 +73,12 @@ class TranslatedStream implements StreamRelay {
     return this.#translator.usage;
   }
 
-  push(chunk: Buffer): Buffer {
-    return this.#translate(this.#splitter.push(chunk));
-  }
-
-  flush(): Buffer {
-    return this.#translate(this.#splitter.end());
-  }
-
   incomplete(): Error | undefined {
     return this.#translator.completed ? undefined : new Error('the provider stream ended before message_stop');
   }
 
-  #translate(events: readonly SseEvent[]): Buffer {
-    let out = '';
-    for (const e of events) out += this.#translator.translate(e);
-    return bytes(out);
+  protected rewrite(event: SseEvent): string {
+    return this.#translator.translate(event);
   }
 }
 
