@@ -100,8 +100,8 @@ export class InferenceHandler {
   /**
    * Handles one request to its end; never rejects. A failure that escaped the pipeline's own handling (a hook or
    * an observer that threw while finishing) is logged and counted, and the client still gets an answer.
+   * `listener`: the Gateway listener the request arrived at (Gateway API mode), else undefined.
    */
-  /** `listener`: the Gateway listener the request arrived at (Gateway API mode), else undefined. */
   async handle(
     method: string,
     path: string,
@@ -169,10 +169,6 @@ export class InferenceHandler {
       d.hooks.onRequest?.(ctx);
       // Set before any answer (success or error) is written, so a user can look the request up in Jaeger.
       if (ctx.traceId !== undefined) sink.setHeader('x-triad-trace-id', ctx.traceId);
-      if (d.hooks.admit !== undefined) {
-        const pending = d.hooks.admit(ctx);
-        if (pending !== undefined) await pending;
-      }
       await this.#direct(ctx, listener);
     } catch (err) {
       ctx.result.error = asError(err);
@@ -185,9 +181,16 @@ export class InferenceHandler {
     }
   }
 
-  /** Admitted request → target → plan → stage loop; failures before the answer started are thrown. */
+  /**
+   * admit → resolve → plan → run. Admission comes before resolution (the hooks' contract): a client without a
+   * valid key learns nothing about which models exist. Failures before the answer started are thrown.
+   */
   async #direct(ctx: RequestContext, listener: ListenerRef | undefined): Promise<void> {
     const d = this.#d;
+    if (d.hooks.admit !== undefined) {
+      const pending = d.hooks.admit(ctx);
+      if (pending !== undefined) await pending;
+    }
     const target = d.locator.locate(ctx, listener);
     const run: ProxyRequest =
       target.kind === 'engine'
