@@ -105,7 +105,9 @@ describe('precise-prefix-cache keys equal the engines’ (text, image, hybrid)',
     const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
     indexer = new KvIndexer({ bus: h.bus, instanceId: 'idx', logger: quiet, metrics: { inc: () => undefined }, snapshotIntervalMs: 200 });
     await indexer.start();
-  });
+    // Six sims each load a full Qwen tokenizer (~11 MB of JSON) and the gateway a seventh: seconds of CPU that a loaded
+    // 2-core machine stretches past jest's 30 s default. A bound for setup that is expected to succeed, not a timing check.
+  }, 180_000);
   afterAll(async () => {
     await indexer?.close();
     await h?.close();
