@@ -14,6 +14,8 @@ export const ErrorCode = {
   SchedBadRequest: 'SCHED_BAD_REQUEST',
   GatewayBadRequest: 'GATEWAY_BAD_REQUEST',
   GatewayModelNotFound: 'GATEWAY_MODEL_NOT_FOUND',
+  /** No such path: the gateway serves no route for it, or the engines of the model it was routed to do not. */
+  GatewayPathNotFound: 'GATEWAY_PATH_NOT_FOUND',
   GatewayBodyTooLarge: 'GATEWAY_BODY_TOO_LARGE',
   GatewayRateLimited: 'GATEWAY_RATE_LIMITED',
   GatewayUnauthorized: 'GATEWAY_UNAUTHORIZED',

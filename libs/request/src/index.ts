@@ -39,6 +39,7 @@ export {
   BadRequestError,
   BodyTooLargeError,
   NotFoundError,
+  PathNotFoundError,
   UnauthorizedError,
   ForbiddenError,
   RateLimitedError,
@@ -46,6 +47,7 @@ export {
   AdmissionUnavailableError,
   ClientAbortedError,
   UpstreamError,
+  PathNotServedError,
   EcHandoffError,
   TotalTimeoutError,
   SchedulingError,
@@ -57,8 +59,8 @@ export {
   echo,
 } from './errors/request-errors';
 export type { ErrorHeaders, RateLimitReason, LegFailure, EcHandoffFailureReason } from './errors/request-errors';
-export { toOpenAiError, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
-export type { OpenAiError } from './errors/openai-errors';
+export { toOpenAiError, clientMessageOf, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
+export type { OpenAiError, ErroredRequest } from './errors/openai-errors';
 export { extractMediaParts, countContentParts } from './body/media';
 export { DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan } from './body/request-limits';
 export type { RequestLimits } from './body/request-limits';

@@ -7,6 +7,8 @@ import {
   ClientAbortedError,
   ForbiddenError,
   NotFoundError,
+  PathNotFoundError,
+  PathNotServedError,
   QueueTimeoutError,
   RateLimitedError,
   SchedulingError,
@@ -24,6 +26,7 @@ describe('toOpenAiError', () => {
     { err: new TriadError(ErrorCode.GatewayUnauthorized, 'no'), status: 401, type: 'authentication_error', param: null },
     { err: new TriadError(ErrorCode.GatewayForbidden, 'no'), status: 403, type: 'permission_error', param: null },
     { err: new NotFoundError('no'), status: 404, type: 'not_found_error', param: null },
+    { err: new PathNotFoundError('GET', '/v2/x', 'no route'), status: 404, type: 'not_found_error', param: null },
     { err: new BodyTooLargeError('big'), status: 413, type: 'invalid_request_error', param: null },
     { err: new TriadError(ErrorCode.GatewayRateLimited, 'slow down'), status: 429, type: 'rate_limit_error', param: null },
     { err: upstream('prefill', 500, 'boom'), status: 502, type: 'server_error', param: null },
@@ -72,5 +75,60 @@ describe('toOpenAiError', () => {
       const e = toOpenAiError(err);
       expect([e.status, JSON.parse(e.body).error.type, e.headers]).toEqual([status, type, headers]);
     }
+  });
+
+  it('never names an endpoint or an address in what a client reads; the message for logs keeps them', () => {
+    const at = { stage: 'decode' as const, endpoint: 'ns.srv.pod-7', item: -1, status: 500 };
+    const cases: [UpstreamError, string][] = [
+      [
+        new UpstreamError(
+          ErrorCode.UpstreamError,
+          'decode on ns.srv.pod-7 failed with HTTP 500: peer 10.0.3.4:8998 and [fd00::1]:80 gone',
+          at,
+          true,
+        ),
+        'decode failed with HTTP 500: peer <address> and <address> gone',
+      ],
+      [
+        new UpstreamError(ErrorCode.UpstreamError, 'decode on ns.srv.pod-7 failed: pushed to the prefill on ns.srv.pod-7 lost', at, true),
+        'decode failed: pushed to the prefill lost',
+      ],
+      [new UpstreamError(ErrorCode.UpstreamError, 'ns.srv.pod-7 said no', at, false), 'the endpoint said no'],
+      [
+        new UpstreamError(ErrorCode.UpstreamConnect, 'decode on ns.srv.pod-7 failed: getaddrinfo ENOTFOUND pod-7.svc', at, true, {
+          code: 'ENOTFOUND',
+          message: 'getaddrinfo ENOTFOUND pod-7.svc',
+        }),
+        'decode failed: the host name does not resolve',
+      ],
+      [
+        new UpstreamError(ErrorCode.UpstreamError, 'decode on ns.srv.pod-7 failed: socket hang up', at, true, {
+          code: 'E_WHATEVER',
+          message: 'socket hang up',
+        }),
+        'decode failed: the connection failed (E_WHATEVER)',
+      ],
+    ];
+    for (const [err, client] of cases) {
+      expect(JSON.parse(toOpenAiError(err).body).error.message).toBe(client);
+      expect(err.message).toContain('ns.srv.pod-7');
+    }
+  });
+
+  it('names the method, path and model of a path the engines have no route for', () => {
+    const err = new PathNotServedError('aggregated on ns.s.p answered HTTP 404', {
+      stage: 'aggregated',
+      endpoint: 'ns.s.p',
+      item: -1,
+      status: 404,
+    });
+    const e = toOpenAiError(err, { method: 'POST', path: '/v1/foo', model: 'm' });
+    expect(e.status).toBe(404);
+    expect(JSON.parse(e.body).error).toMatchObject({
+      code: 'GATEWAY_PATH_NOT_FOUND',
+      type: 'not_found_error',
+      message: expect.stringMatching(/^POST \/v1\/foo is not served by the engines of model 'm': they have no route for it/),
+    });
+    expect(JSON.parse(toOpenAiError(err).body).error.message).toMatch(/^this path is not served by the engines:/);
   });
 });

@@ -1,6 +1,15 @@
 import { ErrorCode, isTriadError, type ErrorCodeValue, type TriadError } from '@triad/errors';
 import type { ClientSink } from '../client-sink';
-import { AdmissionUnavailableError, BadRequestError, NotFoundError, RateLimitedError, RequestError, UpstreamError } from './request-errors';
+import {
+  AdmissionUnavailableError,
+  BadRequestError,
+  NotFoundError,
+  PathNotServedError,
+  RateLimitedError,
+  RequestError,
+  UpstreamError,
+  echo,
+} from './request-errors';
 
 /**
  * HTTP status of every ErrorCode on the OpenAI-compatible surface — the one mapping (TypeScript makes it
@@ -18,6 +27,7 @@ const STATUS: Readonly<Record<ErrorCodeValue, number>> = {
   [ErrorCode.SchedBadRequest]: 400,
   [ErrorCode.GatewayBadRequest]: 400,
   [ErrorCode.GatewayModelNotFound]: 404,
+  [ErrorCode.GatewayPathNotFound]: 404,
   [ErrorCode.GatewayBodyTooLarge]: 413,
   [ErrorCode.GatewayRateLimited]: 429,
   [ErrorCode.GatewayUnauthorized]: 401,
@@ -77,13 +87,37 @@ function retryAfterOf(err: TriadError): number | undefined {
   return undefined;
 }
 
+/** The request an error answers: messages that are about the request (a path its engines do not serve) name it. */
+export interface ErroredRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly model: string;
+}
+
+/**
+ * The message a client reads for a Triad error: a request error's `clientMessage` (never an endpoint or an
+ * address), or for a path the engines have no route for, the method, path and model it was asked for.
+ */
+export function clientMessageOf(err: TriadError, request?: ErroredRequest): string {
+  if (err instanceof PathNotServedError) {
+    const asked = request === undefined ? 'this path' : `${request.method} ${echo(request.path)}`;
+    const of = request === undefined ? '' : ` of model '${echo(request.model)}'`;
+    return (
+      `${asked} is not served by the engines${of}: they have no route for it (HTTP 404 Not Found). ` +
+      'Send it to a model whose engines serve it (a ModelRoute rule can pick a ModelServer by path)'
+    );
+  }
+  return err instanceof RequestError ? err.clientMessage : err.message;
+}
+
 /**
  * Maps any error to its status and OpenAI-shaped body — the only place that does. Engine 4xx answers keep their
  * status (the request was bad for the engine too); engine 5xx and transport failures are 502; messages of
- * errors that are not Triad's are masked. A request error's `headers` become response headers (lower-cased;
- * framing headers are never taken); `retryAfter` becomes `Retry-After`, and every 429 has one.
+ * errors that are not Triad's are masked, and no message names an endpoint (`clientMessageOf`). A request
+ * error's `headers` become response headers (lower-cased; framing headers are never taken); `retryAfter` becomes
+ * `Retry-After`, and every 429 has one. `request` lets a message name the request it answers.
  */
-export function toOpenAiError(err: unknown): OpenAiError {
+export function toOpenAiError(err: unknown, request?: ErroredRequest): OpenAiError {
   if (!isTriadError(err)) return INTERNAL;
   const status = httpStatusOf(err);
   const headers: Record<string, string> = {};
@@ -97,13 +131,13 @@ export function toOpenAiError(err: unknown): OpenAiError {
   if (retryAfter !== undefined) headers['retry-after'] = String(Math.max(0, Math.ceil(retryAfter)));
   if (status === 429 && headers['retry-after'] === undefined) headers['retry-after'] = '1';
   const param = err instanceof BadRequestError || err instanceof NotFoundError ? err.param : null;
-  const body = JSON.stringify({ error: { message: err.message, type: typeFor(status), param, code: err.code } });
+  const body = JSON.stringify({ error: { message: clientMessageOf(err, request), type: typeFor(status), param, code: err.code } });
   return { status, body, headers };
 }
 
 /** Writes a complete error response (nothing was sent to the client yet); returns the status. */
-export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string): number {
-  const e = toOpenAiError(err);
+export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string, request?: ErroredRequest): number {
+  const e = toOpenAiError(err, request);
   if (sink.destroyed || sink.headersSent || sink.writableEnded) return e.status;
   sink.writeHead(e.status, {
     'content-type': 'application/json',

@@ -17,6 +17,14 @@ export class RequestError extends TriadError {
     super(code, message, options);
     this.headers = options?.headers ?? NO_HEADERS;
   }
+
+  /**
+   * The message the client gets. `message` is for logs and spans and may say where inside the cluster something
+   * failed; what a client reads never names an endpoint or an address (see {@link UpstreamError}).
+   */
+  get clientMessage(): string {
+    return this.message;
+  }
 }
 
 /** 400: the request is malformed; `param` names the body field to blame, when one is. */
@@ -62,13 +70,28 @@ export function echo(value: string, max = 128): string {
   return value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`;
 }
 
-/** 404: no ModelRoute or ModelServer serves the model (`param: 'model'`), or no such path (`param: null`). */
+/** 404: no ModelRoute or ModelServer serves the model (`param: 'model'`). */
 export class NotFoundError extends RequestError {
   readonly param: string | null;
 
   constructor(message: string, param: string | null = null) {
     super(ErrorCode.GatewayModelNotFound, message);
     this.param = param;
+  }
+}
+
+/**
+ * 404 `GATEWAY_PATH_NOT_FOUND`: the gateway has no route for the request, whatever its model: an unknown method and
+ * path, no HTTPRoute for a path off `/v1/`, no Gateway listener for its port and Host.
+ */
+export class PathNotFoundError extends RequestError {
+  readonly method: string;
+  readonly path: string;
+
+  constructor(method: string, path: string, message: string) {
+    super(ErrorCode.GatewayPathNotFound, message);
+    this.method = method;
+    this.path = path;
   }
 }
 
@@ -153,10 +176,42 @@ export interface LegFailure {
   readonly status: number;
 }
 
+/** IPv4 addresses and bracketed IPv6 ones, with their ports: engine and socket messages may quote a pod's address. */
+const ADDRESS = /\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b|\[[0-9A-Fa-f:.]+\](?::\d{1,5})?/g;
+
+/** What a failed connection says to a client, by the socket's error code (its own text names the address). */
+const TRANSPORT_FAILURES: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'the connection was refused',
+  ECONNRESET: 'the connection was reset',
+  EPIPE: 'the connection was closed while sending',
+  ETIMEDOUT: 'the connection timed out',
+  EHOSTUNREACH: 'the host is unreachable',
+  ENOTFOUND: 'the host name does not resolve',
+  UND_ERR_CONNECT_TIMEOUT: 'connecting timed out',
+  UND_ERR_SOCKET: 'the connection was closed by the other side',
+};
+
+/** The upstream message a client may read: the endpoint left out, a transport error by its code, addresses masked. */
+function upstreamClientMessage(message: string, endpoint: string, cause: unknown): string {
+  let text = message;
+  // By shape, not class: socket errors come from Node's own realm.
+  const failure = typeof cause === 'object' && cause !== null ? (cause as { code?: unknown; message?: unknown }) : undefined;
+  const code = typeof failure?.code === 'string' ? failure.code : undefined;
+  const said = typeof failure?.message === 'string' ? failure.message : '';
+  if (code !== undefined && said !== '' && text.endsWith(said)) {
+    text = `${text.slice(0, text.length - said.length)}${TRANSPORT_FAILURES[code] ?? `the connection failed (${code})`}`;
+  }
+  // Leg messages say where as `<stage> on <endpoint>`; any other mention of the endpoint is named generically.
+  if (endpoint !== '') text = text.split(` on ${endpoint}`).join('').split(endpoint).join('the endpoint');
+  return text.replace(ADDRESS, '<address>');
+}
+
 /**
  * An engine leg failed: `GATEWAY_UPSTREAM_ERROR` (non-2xx answer or broken transfer, 502 — an engine 4xx keeps
  * its status), `GATEWAY_UPSTREAM_CONNECT` (502) or `GATEWAY_UPSTREAM_TIMEOUT` (a stage budget, 504).
  * `retryable` says whether the next alternate may be tried (only before the first byte reached the client).
+ * `message` names the endpoint (`prefill on ns.server.pod failed …`) for logs and spans; the client's message
+ * leaves it out, says a transport failure by its code and masks network addresses.
  */
 export class UpstreamError extends RequestError implements LegFailure {
   readonly stage: Stage;
@@ -166,7 +221,11 @@ export class UpstreamError extends RequestError implements LegFailure {
   readonly retryable: boolean;
 
   constructor(
-    code: typeof ErrorCode.UpstreamError | typeof ErrorCode.UpstreamConnect | typeof ErrorCode.UpstreamTimeout,
+    code:
+      | typeof ErrorCode.UpstreamError
+      | typeof ErrorCode.UpstreamConnect
+      | typeof ErrorCode.UpstreamTimeout
+      | typeof ErrorCode.GatewayPathNotFound,
     message: string,
     where: LegFailure,
     retryable: boolean,
@@ -178,6 +237,21 @@ export class UpstreamError extends RequestError implements LegFailure {
     this.item = where.item;
     this.status = where.status;
     this.retryable = retryable;
+  }
+
+  override get clientMessage(): string {
+    return upstreamClientMessage(this.message, this.endpoint, this.cause);
+  }
+}
+
+/**
+ * 404 `GATEWAY_PATH_NOT_FOUND`: the engine has no route for the path it was sent (FastAPI's own `{"detail":"Not
+ * Found"}`), so no engine of that ModelServer serves it. Never retried, and no judgement on the engine (outlier
+ * detection skips engine 4xx). The client's message names the request's method, path and model.
+ */
+export class PathNotServedError extends UpstreamError {
+  constructor(message: string, where: LegFailure) {
+    super(ErrorCode.GatewayPathNotFound, message, where, false);
   }
 }
 
