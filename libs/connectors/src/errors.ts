@@ -1,12 +1,23 @@
 import { ErrorCode } from '@triad/errors';
-import { ClientAbortedError, TotalTimeoutError, UpstreamError, type LegFailure } from '@triad/request';
+import { ClientAbortedError, PathNotServedError, TotalTimeoutError, UpstreamError, type LegFailure } from '@triad/request';
 
+/** Where a leg failed: `<stage>[ of item <i>] on <endpoint>` (the client's message leaves ` on <endpoint>` out). */
 function where(f: LegFailure): string {
   return `${f.stage}${f.item >= 0 ? ` of item ${f.item}` : ''} on ${f.endpoint}`;
 }
 
-/** The engine answered a leg with a non-2xx status; the message carries the engine's own error text. */
+/** FastAPI's answer to a path it has no route for (both engines are FastAPI apps); their own 404s say more. */
+const NO_ROUTE_MESSAGE = 'Not Found';
+
+/**
+ * The engine answered a leg with a non-2xx status; the message carries the engine's own error text. A 404 with
+ * FastAPI's bare `Not Found` means the engine has no such path (not a missing model or response id, which vLLM
+ * words itself): the request gets a not-found of its own.
+ */
 export function upstreamHttpError(f: LegFailure, engineMessage: string): UpstreamError {
+  if (f.status === 404 && engineMessage === NO_ROUTE_MESSAGE) {
+    return new PathNotServedError(`${where(f)} answered HTTP 404: the engine has no route for the path it was sent`, f);
+  }
   return new UpstreamError(
     ErrorCode.UpstreamError,
     `${where(f)} failed with HTTP ${f.status}: ${engineMessage}`,

@@ -109,7 +109,7 @@ class StageLoop implements LegRunner, LegOwner {
         // A client that left mid-stream is recorded as such (nginx's 499), not as the 200 it had started with.
         if (isTriadError(error) && error.code === ErrorCode.ClientAborted) result.status = 499;
       } else {
-        result.status = writeErrorResponse(ctx.sink, error, ctx.id);
+        result.status = writeErrorResponse(ctx.sink, error, ctx.id, ctx);
       }
     } finally {
       if (this.#timer !== undefined) clearTimeout(this.#timer);

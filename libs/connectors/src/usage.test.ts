@@ -74,6 +74,13 @@ describe('parseBodyUsage', () => {
       body: '{"usage":{"prompt_tokens":5,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens":6}}',
       want: { promptTokens: 5, completionTokens: 6 },
     },
+    {
+      name: 'Responses API body (input and output tokens)',
+      body:
+        '{"object":"response","output":[],"usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":4},' +
+        '"output_tokens":3,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":12},"user":null}',
+      want: { promptTokens: 9, completionTokens: 3 },
+    },
     { name: 'no usage', body: '{"choices":[]}', want: undefined },
   ])('$name', ({ body, want }) => {
     expect(parseBodyUsage(Buffer.from(body))).toEqual(want);

@@ -16,10 +16,11 @@ function readUsageObject(text: string, start: number): Usage | undefined {
     if (c === 0x7b) depth++;
     else if (c === 0x7d && --depth === 0) break;
   }
-  // Only numbers are read, so a regex over the object's span is enough (details objects hold other keys).
+  // Only numbers are read, so a regex over the object's span is enough (details objects hold other keys). The
+  // Responses API (and Anthropic's Messages) name them input and output tokens.
   const span = text.slice(i, j + 1);
-  const prompt = /"prompt_tokens"\s*:\s*(\d+)/.exec(span);
-  const completion = /"completion_tokens"\s*:\s*(\d+)/.exec(span);
+  const prompt = /"prompt_tokens"\s*:\s*(\d+)/.exec(span) ?? /"input_tokens"\s*:\s*(\d+)/.exec(span);
+  const completion = /"completion_tokens"\s*:\s*(\d+)/.exec(span) ?? /"output_tokens"\s*:\s*(\d+)/.exec(span);
   if (!prompt && !completion) return undefined;
   return { promptTokens: prompt ? Number(prompt[1]) : 0, completionTokens: completion ? Number(completion[1]) : 0 };
 }

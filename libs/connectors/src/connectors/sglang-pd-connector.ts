@@ -23,7 +23,8 @@ export class SglangPdConnector implements Connector<EngineRequest> {
     // SGLang E→PD: one language-only server prefills and decodes (its registry holds the encoders): one hop.
     if (prefill === undefined && this.name === 'sglang-epd') return this.#single(ctx, attempt, index, run);
     if (prefill === undefined) {
-      throw new SchedulingError(ErrorCode.SchedNoPrefillPair, `SGLang PD needs a prefill endpoint for ${attempt.endpoint.key}`);
+      // The decision's endpoints are in the access log; a client's message never names one.
+      throw new SchedulingError(ErrorCode.SchedNoPrefillPair, 'SGLang PD needs a prefill endpoint, and the decision gave its decode none');
     }
     const pick = ctx.proxy.dpRank;
     const ranks = pick === undefined ? undefined : { prefill: pick(prefill, 'prefill'), decode: pick(attempt.endpoint, 'decode') };

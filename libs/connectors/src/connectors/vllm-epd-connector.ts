@@ -99,7 +99,8 @@ function pushLostError(err: UpstreamError, attempt: Attempt, reencodes: number):
   const tail = reencodes > 0 ? ` (after ${reencodes} re-encode${reencodes > 1 ? 's' : ''})` : '';
   return new EcHandoffError(
     'push_timeout',
-    `${err.message}${tail}; with a push EC connector this means the encoder output ` + `pushed to ${consumer.key} did not arrive`,
+    `${err.message}${tail}; with a push EC connector this means the encoder output pushed to the ${err.stage} on ${consumer.key} ` +
+      'did not arrive',
     err,
     true,
     err,
