@@ -3,7 +3,7 @@
  * All names are always present (zero until they happen), so a test can assert on any of them.
  */
 const COUNTER_NAMES = [
-  /** Inference requests accepted (chat, completions, generate, encode). */
+  /** Inference requests accepted (chat, completions, responses, embeddings, generate, encode). */
   'requests',
   /** Requests answered with an error body produced by validation (4xx). */
   'badRequests',
@@ -45,6 +45,11 @@ const COUNTER_NAMES = [
   'pushesReceived',
   /** Consumer: items whose push did not arrive within the push wait timeout (the request fails). */
   'pushWaitTimeouts',
+  // vLLM OpenAI surface beyond chat and completions
+  /** Inputs a pooling runner embedded (`/v1/embeddings`: one per string or token-id list). */
+  'embeddings',
+  /** Responses API requests answered (`/v1/responses`, stream or not). */
+  'responses',
   /** Requests that carried a valid `X-data-parallel-rank` header. */
   'dpRankPinned',
   // vLLM NIXL-style KV hand-off

@@ -183,6 +183,14 @@ export interface SimEngineOptions {
   readonly loraAdapters?: readonly string[];
   /** Data-parallel ranks: one metrics series per rank (vLLM `engine="0"`.., SGLang `dp_rank`). Default 1. */
   readonly dataParallel?: number;
+  /**
+   * vLLM `--runner`: `generate` (default) serves chat, completions and the Responses API; `pooling` serves
+   * `/v1/embeddings` instead (an embedding model), and a generative path answers FastAPI's 404, as vLLM registers
+   * only its supported tasks' routes.
+   */
+  readonly runner?: 'generate' | 'pooling';
+  /** vLLM pooling runner: length of an embedding (the model's hidden size). Default 32. */
+  readonly embeddingSize?: number;
   /** `max_model_len` reported in `/v1/models` and enforced on prompt + max_tokens. Default 32768. */
   readonly maxModelLen?: number;
   /** vLLM prefill: how long KV blocks are held for a decode to pull them. Default 30 000 ms. */

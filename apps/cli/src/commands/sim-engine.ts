@@ -93,6 +93,7 @@ interface CliOptions {
   lora?: string[];
   dpSize: number;
   maxModelLen?: number;
+  runner: 'generate' | 'pooling';
   ecConnector: 'shared-storage' | 'nixl' | 'mooncake';
   enableMmEmbeds?: boolean;
   ecControlPort: number;
@@ -167,6 +168,11 @@ function buildCommand(): Command {
     .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
     .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
     .option('--max-model-len <n>', 'context length', parsePositiveInt)
+    .addOption(
+      new Option('--runner <runner>', 'vLLM --runner: generate (chat, completions, responses) or pooling (/v1/embeddings)')
+        .choices(['generate', 'pooling'])
+        .default('generate'),
+    )
     .option(
       '--kv-events-config <json>',
       'publish KV-cache events (ZMQ PUB + msgpack), the engines\' JSON: {"publisher":"zmq",' +
@@ -238,6 +244,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.loadBalanceMethod ? { loadBalanceMethod: o.loadBalanceMethod } : {}),
     ...(o.lora ? { loraAdapters: o.lora } : {}),
     ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
+    runner: o.runner,
     ecConnector: o.ecConnector,
     enableMmEmbeds: o.enableMmEmbeds ?? false,
     ...(o.ecConnector === 'mooncake' ? { ecControlPort: o.ecControlPort } : {}),

@@ -11,7 +11,9 @@ import { SharedStorageEcConnector } from './ec-shared-storage';
 import { EcStore } from './ec-store';
 import { KvBlockStore } from './kv-block-store';
 import { KV_PULL_PATH, kvPullHandler } from './kv-side-channel';
+import { vllmEmbeddingsHandler } from './vllm-embeddings';
 import { vllmInferenceHandler, type VllmDeps } from './vllm-inference';
+import { vllmResponsesHandler } from './vllm-responses';
 
 const PROMETHEUS_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
 const SIM_VLLM_VERSION = '0.11.0+triad.sim';
@@ -29,7 +31,7 @@ function ecConnectorOf(ctx: SimContext): EcConnector {
 }
 
 /**
- * Registers a vLLM instance's HTTP surface (OpenAI API, health, metrics, and the NIXL side channels). The EC
+ * Registers a vLLM instance's HTTP surface (OpenAI API for its runner, health, metrics, and the NIXL side channels). The EC
  * connector's listeners (Mooncake control addresses) start with `deps.ec.start()`.
  */
 export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: BootstrapServer | undefined): VllmDeps {
@@ -41,9 +43,19 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
   };
   const models = modelsBody(ctx);
   ctx.kvHeld = () => deps.kv.held();
+  // vLLM registers the routes of the tasks its runner supports (`build_app`): a pooling runner has no chat,
+  // completions or Responses API, a generate runner no embeddings; FastAPI answers 404 for the others.
+  if (ctx.options.runner === 'pooling') {
+    router.add('POST', '/v1/embeddings', vllmEmbeddingsHandler(ctx), { inference: true });
+  } else {
+    router
+      .add('POST', '/v1/chat/completions', vllmInferenceHandler(deps, 'chat'), { inference: true })
+      .add('POST', '/v1/completions', vllmInferenceHandler(deps, 'completion'), { inference: true })
+      .add('POST', '/v1/responses', vllmResponsesHandler(ctx), { inference: true })
+      .add('POST', '/v1/chat/completions/render', renderHandler(ctx, 'chat'))
+      .add('POST', '/v1/completions/render', renderHandler(ctx, 'completion'));
+  }
   router
-    .add('POST', '/v1/chat/completions', vllmInferenceHandler(deps, 'chat'), { inference: true })
-    .add('POST', '/v1/completions', vllmInferenceHandler(deps, 'completion'), { inference: true })
     .add('GET', '/v1/models', (ex) => sendJson(ex.res, 200, models))
     .add('GET', '/health', (ex) => sendText(ex.res, 200, ''))
     .add('GET', '/ping', (ex) => sendText(ex.res, 200, ''))
@@ -56,9 +68,7 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
     })
     .add('GET', '/metrics', (ex) => sendText(ex.res, 200, ctx.metrics.render(), PROMETHEUS_TYPE))
     .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv))
-    .add('POST', '/tokenize', tokenizeHandler(ctx))
-    .add('POST', '/v1/chat/completions/render', renderHandler(ctx, 'chat'))
-    .add('POST', '/v1/completions/render', renderHandler(ctx, 'completion'));
+    .add('POST', '/tokenize', tokenizeHandler(ctx));
   if (deps.ec instanceof NixlEcConnector) router.add('POST', EC_PULL_PATH, deps.ec.pullHandler);
   return deps;
 }
