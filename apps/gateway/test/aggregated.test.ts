@@ -129,7 +129,7 @@ describe('gateway, aggregated ModelServer behind a vLLM engine-sim', () => {
     expect(json.usage.completion_tokens).toBe(2);
   });
 
-  it('proxies other /v1 POST paths with a JSON model on the aggregated path (engine status kept, stage named)', async () => {
+  it('proxies other /v1 POST paths with a JSON model on the aggregated path (an engine 404 as a not-found of the path)', async () => {
     sim.clearRequests();
     const res = await fetch(`${h.gateway.url}/v1/embeddings`, {
       method: 'POST',
@@ -138,11 +138,11 @@ describe('gateway, aggregated ModelServer behind a vLLM engine-sim', () => {
     });
     const sent = inferenceRequests(sim);
     expect(sent.map((r) => [r.path, (r.body as { model: string }).model])).toEqual([['/v1/embeddings', MODEL]]);
-    // The simulator has no embeddings endpoint: its 404 comes back OpenAI-shaped, naming the stage.
+    // A generative vLLM has no embeddings route: its 404 is a not-found naming the path and the model.
     expect(res.status).toBe(404);
     expect(((await res.json()) as { error: { message: string; code: string } }).error).toMatchObject({
-      code: 'GATEWAY_UPSTREAM_ERROR',
-      message: expect.stringMatching(/^aggregated on default\.agg\.agg-0 failed with HTTP 404/),
+      code: 'GATEWAY_PATH_NOT_FOUND',
+      message: expect.stringMatching(/^POST \/v1\/embeddings is not served by the engines of model 'chat'/),
     });
   });
 

@@ -232,7 +232,7 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
       const res = await post(h, chat(d.route, [image(40)]));
       expect(res.status).toBe(502);
       const err = ((await res.json()) as { error: { message: string } }).error;
-      expect(err.message).toMatch(/^prefill on default\.mooncake-epd3\.p has no EC control address for DP rank 0/);
+      expect(err.message).toMatch(/^prefill has no EC control address for DP rank 0/);
       // The request's end (metric, log line) is recorded just after its answer is written.
       await waitFor(
         async () =>

@@ -200,7 +200,7 @@ describe('gateway: Gateway API mode', () => {
   it('picks the listener by Host (exact, then wildcard, then none) and answers 404 when no listener matches', async () => {
     const res = await post(mainPort, '/v1/chat/completions', 'other.org', chat());
     expect(res.status).toBe(404);
-    expect(JSON.parse(res.body).error.message).toBe('No matching listener found');
+    expect(JSON.parse(res.body).error).toMatchObject({ message: 'No matching listener found', code: 'GATEWAY_PATH_NOT_FOUND' });
     // api.example.com: the exact listener, whose route sends the exact path to pool-b.
     const before = served(b);
     expect((await post(mainPort, '/v1/chat/completions', 'api.example.com:8080', chat())).status).toBe(200);
@@ -227,8 +227,13 @@ describe('gateway: Gateway API mode', () => {
     const sent = inferenceRequests(a);
     expect(sent.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/completions']);
     expect(sent[1]?.headers['host']).toBe('backend.internal');
-    // A regex matches the whole path only.
-    expect((await post(mainPort, '/re/abc/generate/more', 'api.example.com', chat())).status).toBe(404);
+    // A regex matches the whole path only; a path off /v1/ without an HTTPRoute is a path without a route.
+    const unmatched = await post(mainPort, '/re/abc/generate/more', 'api.example.com', chat());
+    expect(unmatched.status).toBe(404);
+    expect(JSON.parse(unmatched.body).error).toMatchObject({
+      code: 'GATEWAY_PATH_NOT_FOUND',
+      message: 'There is no route for POST /re/abc/generate/more: no HTTPRoute of this listener matches it',
+    });
   });
 
   it('spreads a rule over weighted InferencePool backends and never sends to weight 0', async () => {

@@ -212,7 +212,7 @@ describe('gateway, SGLang PD against engine-sims', () => {
     });
     expect(res.status).toBe(502);
     const message = ((await res.json()) as { error: { message: string } }).error.message;
-    expect(message).toMatch(/^prefill on default\.sg\.sg-p failed with HTTP 500/);
+    expect(message).toMatch(/^prefill failed with HTTP 500/);
     await waitFor(() => (d.counters()['aborted'] ?? 0) > abortedBefore, { what: 'decode leg aborted while it waited for the room' });
   });
 

@@ -156,7 +156,7 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
     const text = await res.text();
     expect(text).toMatch(
       new RegExp(
-        String.raw`data: \{"error":\{"message":"[^"]*aggregated on default\.retry\.a failed[^"]*",` +
+        String.raw`data: \{"error":\{"message":"aggregated failed: [^"]*",` +
           String.raw`"type":"server_error","param":null,"code":"GATEWAY_UPSTREAM_ERROR"\}\}\n\ndata: \[DONE\]\n\n$`,
       ),
     );

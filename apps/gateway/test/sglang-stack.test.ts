@@ -234,11 +234,11 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     write(objects([]));
     await waitFor(async () => (await registry()).length === 0, { what: 'encoders unregistered' });
     // The decision is still a P/D pair; the model here has no vision tower, so it is SGLang that fails the request
-    // (its 500, as the gateway's 502 naming the engine), not the scheduler (503).
+    // (its 500, as the gateway's 502 naming the stage), not the scheduler (503).
     const res = await chat('vl', withImages(9));
     expect(res.status).toBe(502);
     const message = ((await res.json()) as { error: { message: string } }).error.message;
-    expect(message).toMatch(/^prefill on default\.vl\.p1 failed with HTTP 500: No encoder is registered/);
+    expect(message).toMatch(/^prefill failed with HTTP 500: No encoder is registered/);
     write(objects([1, 2]));
     await waitFor(async () => (await registry()).length === 2, { what: 'encoders registered again' });
   });

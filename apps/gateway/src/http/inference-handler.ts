@@ -60,8 +60,11 @@ export interface InferenceResponse extends ServerResponse {
  */
 const FORWARDED = ['traceparent', 'tracestate', 'baggage'] as const;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-/** Paths only providers serve as they are: their prompt counts for rate limits (all of it, as admission counts). */
-const PROVIDER_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses']);
+/**
+ * Paths whose prompt is in `input` (and `instructions`) or Anthropic's `messages` + `system`: it counts for rate
+ * limits and prefix hashing (all of it, as admission counts), as Kthena reads the Responses API and embeddings.
+ */
+const INPUT_PATHS: ReadonlySet<string> = new Set(['/v1/messages', '/v1/responses', '/v1/embeddings']);
 const NO_BODY: Record<string, unknown> = {};
 const ALL_INPUTS = { allInputs: true } as const;
 
@@ -148,7 +151,7 @@ export class InferenceHandler {
         ? promptText(body)
         : path === GENERATE
           ? generateText(body)
-          : PROVIDER_PATHS.has(path)
+          : INPUT_PATHS.has(path)
             ? promptText(body, ALL_INPUTS)
             : '';
     const ctx = new RequestContext(

@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, TriadError } from '@triad/errors';
 import type { ListenerRef } from '@triad/bus';
-import { BadRequestError, BodyTooLargeError, NotFoundError, echo, toOpenAiError } from '@triad/request';
+import { BadRequestError, BodyTooLargeError, NotFoundError, PathNotFoundError, echo, toOpenAiError } from '@triad/request';
 import { bodyTooLarge, createGatewayServer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
 import type { InferenceHandler } from './inference-handler';
 import type { RouteTable } from '../routing/route-table';
@@ -32,6 +32,10 @@ function sendError(
   if (e.status === 413) reply.headers({ connection: 'close' });
   reply.send(e.body);
 }
+
+/** What a client that asked for a path the gateway has no route for is told it serves instead. */
+const SERVED_PATHS =
+  'POST /v1/* and POST /generate (a JSON body naming the model, routed by ModelRoutes), GET /v1/models and ' + 'GET /v1/models/{model}';
 
 /** fastify's own errors (body too large, bad content type, malformed request) as request errors. */
 function fromFastifyError(err: { code?: string; statusCode?: number; message: string }, bodyLimit: number): TriadError {
@@ -70,8 +74,11 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   app.addContentTypeParser('*', (request, payload, done) => readBody(request.raw, payload, layer, done));
 
   app.setErrorHandler((err, _request, reply) => sendError(reply, fastifyError(err)));
+  const served = options.gatewayApi === undefined ? SERVED_PATHS : `${SERVED_PATHS}; HTTPRoutes serve POST calls to their paths`;
   app.setNotFoundHandler((request, reply) => {
-    sendError(reply, new NotFoundError(`no route for ${request.method} ${echo(request.url.split('?')[0] ?? '')}`));
+    const path = request.url.split('?')[0] ?? '';
+    const message = `There is no route for ${request.method} ${echo(path)}. The gateway serves ${served}`;
+    sendError(reply, new PathNotFoundError(request.method, path, message));
   });
 
   app.get('/healthz', (_req, reply) => reply.type('text/plain').send('ok'));
@@ -110,7 +117,8 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
       const host = request.headers.host;
       const found = gatewayApi.listenerFor(request.raw.socket.localPort ?? 0, typeof host === 'string' ? host : undefined);
       if (found.kind === 'no-match') {
-        sendError(reply, new NotFoundError('No matching listener found'));
+        // Kthena's words; a listener miss is a request without a route, not a model that does not exist.
+        sendError(reply, new PathNotFoundError(request.method, path, 'No matching listener found'));
         return;
       }
       if (found.kind === 'listener') listener = found.listener;

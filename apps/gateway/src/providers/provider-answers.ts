@@ -123,7 +123,7 @@ export class ProviderAnswers implements AnswerCodec {
     const retry = RETRY_STATUS.has(status);
     const error = new UpstreamError(
       ErrorCode.UpstreamError,
-      `external model provider ${this.#endpoint} answered HTTP ${status}: ${engineErrorMessage(Buffer.from(text))}`,
+      `external model provider answered HTTP ${status} on ${this.#endpoint}: ${engineErrorMessage(Buffer.from(text))}`,
       { stage: 'aggregated', endpoint: this.#endpoint, item: -1, status },
       retry,
     );

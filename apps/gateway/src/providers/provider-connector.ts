@@ -1,7 +1,9 @@
 import type { Attempt, EndpointRef, ExternalProviderRecord } from '@triad/bus';
 import type { Connector, LegRunner, RemoteOrigin } from '@triad/connectors';
+import { isTriadError } from '@triad/errors';
 import {
   RequestLocal,
+  clientMessageOf,
   writeStreamError,
   type ProviderConnectorName,
   type ProviderRequest,
@@ -97,7 +99,7 @@ export class ProviderConnector implements Connector<ProviderRequest> {
       writeStreamError(ctx.sink, error);
       return;
     }
-    const message = scrub(error.message, planned.secret);
+    const message = scrub(isTriadError(error) ? clientMessageOf(error, ctx) : 'internal error', planned.secret);
     if (!ctx.sink.destroyed && !ctx.sink.writableEnded) {
       ctx.sink.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'api_error', message } })}\n\n`);
     }

@@ -1,5 +1,5 @@
 import type { ListenerRef } from '@triad/bus';
-import { NotFoundError, echo, type RequestContext } from '@triad/request';
+import { NotFoundError, PathNotFoundError, echo, type RequestContext } from '@triad/request';
 import type { GatewayApiView } from '../gateway-api/gateway-api-view';
 import type { ProviderDirectory } from '../providers/provider-directory';
 import type { KvView } from '../state/kv-view';
@@ -32,10 +32,16 @@ export class TargetLocator {
   /** `listener`: the Gateway listener the request arrived at (Gateway API mode), else undefined. */
   locate(ctx: RequestContext, listener: ListenerRef | undefined): Target {
     const d = this.#d;
-    const match = listener === undefined || ctx.path.startsWith('/v1/') ? d.kv.routes.resolve(ctx, undefined, listener) : undefined;
+    const modelRouted = listener === undefined || ctx.path.startsWith('/v1/');
+    const match = modelRouted ? d.kv.routes.resolve(ctx, undefined, listener) : undefined;
     if (match === undefined) {
       const http = listener !== undefined && d.gatewayApi !== undefined ? matchHttpRoute(d.gatewayApi, listener, ctx) : undefined;
       if (http !== undefined) return engineTarget(d.kv, ctx, http.match, http.upstreamPath, http.host);
+      // Off `/v1/` only HTTPRoutes route (by path): none matching is a path without a route, whatever the model.
+      if (!modelRouted) {
+        const message = `There is no route for ${ctx.method} ${echo(ctx.path)}: no HTTPRoute of this listener matches it`;
+        throw new PathNotFoundError(ctx.method, ctx.path, message);
+      }
       const what = listener ? 'ModelRoute or HTTPRoute' : 'ModelRoute';
       throw new NotFoundError(`The model '${echo(ctx.model)}' does not exist (no ${what} matches it)`, 'model');
     }
