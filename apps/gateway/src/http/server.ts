@@ -35,7 +35,7 @@ function sendError(
 
 /** What a client that asked for a path the gateway has no route for is told it serves instead. */
 const SERVED_PATHS =
-  'POST /v1/* and POST /generate (a JSON body naming the model, routed by ModelRoutes), GET /v1/models and ' + 'GET /v1/models/{model}';
+  'POST /v1/* and POST /generate (a JSON body naming the model, routed by ModelRoutes), GET /v1/models and GET /v1/models/{model}';
 
 /** fastify's own errors (body too large, bad content type, malformed request) as request errors. */
 function fromFastifyError(err: { code?: string; statusCode?: number; message: string }, bodyLimit: number): TriadError {

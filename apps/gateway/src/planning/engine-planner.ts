@@ -41,8 +41,9 @@ type EngineRouted = RequestContext & { readonly routing: EngineRouting };
 
 /**
  * Plans a request routed to a ModelServer: what the engines get (model rewrite, Host, credentials), what the
- * engines cannot do refused up front (chat roles they do not take, SGLang PD `n > 1`), the media items and KV block keys scheduling needs,
- * then the scheduler's decision (NATS batch, or the local fallback) and the connector that runs it.
+ * engines cannot do refused up front (chat roles they do not take, SGLang PD `n > 1`), the media items and KV
+ * block keys scheduling needs, then the scheduler's decision (NATS batch, or the local fallback) and the connector
+ * that runs it.
  */
 export class EnginePlanner {
   readonly #d: EnginePlannerDeps;

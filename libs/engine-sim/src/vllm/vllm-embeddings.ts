@@ -102,7 +102,8 @@ export function vllmEmbeddingsHandler(ctx: SimContext): RouteHandler {
     for (const i of inputs) {
       if (i.tokens > ctx.maxModelLen) {
         throw bad(
-          `This model's maximum context length is ${ctx.maxModelLen} tokens. However, you requested ${i.tokens} tokens in the input for embedding generation. Please reduce the length of the input.`,
+          `This model's maximum context length is ${ctx.maxModelLen} tokens. However, you requested ${i.tokens} tokens ` +
+            'in the input for embedding generation. Please reduce the length of the input.',
         );
       }
     }
@@ -114,9 +115,9 @@ export function vllmEmbeddingsHandler(ctx: SimContext): RouteHandler {
     const data = inputs
       .map((input, index) => `{"index":${index},"object":"embedding","embedding":${encode(vectorOf(input.key, size, normalize), format)}}`)
       .join(',');
-    const body_ =
+    const answer =
       `{"id":"embd-${requestId}","object":"list","created":${Math.floor(Date.now() / 1000)},"model":${JSON.stringify(model)},` +
       `"data":[${data}],"usage":${usageFields(promptTokens, 0)},"prompt_tokens_details":null}}`;
-    sendJson(ex.res, 200, body_, responseHeaders(requestId));
+    sendJson(ex.res, 200, answer, responseHeaders(requestId));
   };
 }
