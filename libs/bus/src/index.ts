@@ -18,6 +18,8 @@ export type { BucketName } from './names';
 export {
   SCHEMA_VERSION,
   MetricsSnapshotSchema,
+  MooncakeBootstrapSchema,
+  MooncakeFlowSchema,
   EndpointRecordSchema,
   ModelServerRecordSchema,
   ModelRouteRecordSchema,
@@ -28,6 +30,8 @@ export {
 } from './records';
 export type {
   MetricsSnapshot,
+  MooncakeBootstrap,
+  MooncakeFlow,
   EndpointRecord,
   ModelServerRecord,
   ModelRouteRecord,

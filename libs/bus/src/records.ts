@@ -38,6 +38,22 @@ export const MetricsSnapshotSchema = z.object({
 });
 export type MetricsSnapshot = z.infer<typeof MetricsSnapshotSchema>;
 
+/**
+ * vLLM prefill of a ModelServer with `kvConnector: mooncake`: which Mooncake connector it runs. `concurrent` is
+ * upstream vLLM's MooncakeConnector (its bootstrap server answered `GET /query`; `engineIds` are the engine id of
+ * each DP rank, rank order), `sequential` is vllm-ascend's (NIXL-like; no bootstrap server answered). `source` says
+ * whether the pod-watcher's probe or the ModelServer's `kvConnector.implementation` decided; `detail` what the probe saw.
+ */
+export const MooncakeFlowSchema = z.enum(['concurrent', 'sequential']);
+export type MooncakeFlow = z.infer<typeof MooncakeFlowSchema>;
+export const MooncakeBootstrapSchema = z.object({
+  flow: MooncakeFlowSchema,
+  engineIds: z.array(z.string().min(1).max(256)).max(1024).optional(),
+  source: z.enum(['probe', 'override']),
+  detail: z.string().max(512).optional(),
+});
+export type MooncakeBootstrap = z.infer<typeof MooncakeBootstrapSchema>;
+
 /** One pod serving one ModelServer in one role. Key: `endpointKey(namespace, modelServer, pod)`. */
 export const EndpointRecordSchema = z.object({
   schemaVersion: SchemaVersion,
@@ -51,10 +67,13 @@ export const EndpointRecordSchema = z.object({
   /** Port for this role (workloadPort.<role>Port or workloadPort.port). */
   port: z.number().int().min(1).max(65535),
   /**
-   * SGLang prefill bootstrap port: the engine's own `/server_info.disaggregation_bootstrap_port` once read, else the
-   * pod annotation (`triad.io/bootstrap-port`, then `sglang.ai/bootstrap-port`), else ModelServer.bootstrapPort, else 8998.
+   * Prefill bootstrap port. SGLang: the engine's own `/server_info.disaggregation_bootstrap_port` once read, else the
+   * pod annotation (`triad.io/bootstrap-port`, then `sglang.ai/bootstrap-port`), else ModelServer.bootstrapPort, else
+   * 8998. vLLM with `kvConnector: mooncake`: the same annotations, ModelServer.bootstrapPort, else 8998.
    */
   bootstrapPort: z.number().int().min(1).max(65535).optional(),
+  /** vLLM prefill with `kvConnector: mooncake`: which Mooncake connector it runs (absent until known: then not ready). */
+  mooncake: MooncakeBootstrapSchema.optional(),
   /**
    * Data-parallel ranks of the engine: SGLang `/server_info.dp_size`, vLLM the pod annotation `triad.io/dp-size`
    * (or the number of `triad.io/ec-control-addresses`); absent when unknown.

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { PipelineModeSchema } from '@triad/crd';
-import { SCHEMA_VERSION } from './records';
+import { MooncakeFlowSchema, SCHEMA_VERSION } from './records';
 
 /** Upper bounds that keep one scheduling message small (request bodies never cross NATS). */
 export const SchedulingLimits = { maxBatch: 256, maxPrefixHashes: 256, maxMediaItems: 64 } as const;
@@ -55,8 +55,10 @@ export const EndpointRefSchema = z.object({
   pod: z.string(),
   ip: z.string(),
   port: z.number().int(),
-  /** SGLang prefill bootstrap port. */
+  /** Prefill bootstrap port (SGLang; vLLM with the Mooncake connector). */
   bootstrapPort: z.number().int().optional(),
+  /** vLLM Mooncake prefill: `concurrent` (upstream vLLM, with each DP rank's engine id) or `sequential` (vllm-ascend). */
+  mooncake: z.object({ flow: MooncakeFlowSchema, engineIds: z.array(z.string()).optional() }).optional(),
   /** Data-parallel ranks, when the record knows them (vLLM EPD consumers: `X-data-parallel-rank` pins one). */
   dpSize: z.number().int().min(1).optional(),
   /** vLLM EPD push EC connector: the consumer's control address per DP rank (`tcp://host:port`). */

@@ -25,4 +25,4 @@ export { runProxy } from './stage-loop';
 export type { StageLoopOptions } from './stage-loop';
 export { ConnectorRegistry, connectorFor, relaysKvParams } from './registry';
 export type { ConnectorFactory } from './registry';
-export { retryPolicyOf, stageTimeoutsOf, serverProfileOf, ecProfileOf } from './server-profile';
+export { retryPolicyOf, stageTimeoutsOf, serverProfileOf, ecProfileOf, kvProfileOf } from './server-profile';

@@ -1,4 +1,4 @@
-import type { InferenceEngine, KvConnectorType, PipelineMode } from '@triad/crd';
+import type { InferenceEngine, KvConnectorType, NixlTransferMode, PipelineMode } from '@triad/crd';
 import { AggregatedConnector } from './connectors/aggregated-connector';
 import { SglangPdConnector } from './connectors/sglang-pd-connector';
 import { VllmEpdConnector } from './connectors/vllm-epd-connector';
@@ -13,6 +13,7 @@ const ENGINE_CONNECTORS: Readonly<Record<EngineConnectorName, ConnectorFactory>>
   aggregated: () => new AggregatedConnector(),
   'vllm-http': () => new VllmPdConnector('vllm-http'),
   'vllm-nixl': () => new VllmPdConnector('vllm-nixl'),
+  'vllm-nixl-push': () => new VllmPdConnector('vllm-nixl-push'),
   'vllm-mooncake': () => new VllmPdConnector('vllm-mooncake'),
   'vllm-lmcache': () => new VllmPdConnector('vllm-lmcache'),
   'vllm-epd': () => new VllmEpdConnector(),
@@ -46,13 +47,20 @@ export class ConnectorRegistry {
 
 /**
  * Which connector serves a ModelServer: aggregated mode is one hop; PD follows `kvConnector.type` for vLLM
- * (plain sequential `http` when unset, as Kthena does) and always the concurrent bootstrap protocol for SGLang
- * (Kthena's `kvConnector: {}` default of `http` breaks SGLang PD; here it cannot); EPD per engine.
+ * (plain sequential `http` when unset, as Kthena does; `nixl` with `transferMode: push` is NIXL push) and always
+ * the concurrent bootstrap protocol for SGLang (Kthena's `kvConnector: {}` default of `http` breaks SGLang PD; here
+ * it cannot); EPD per engine.
  */
-export function connectorFor(engine: InferenceEngine, mode: PipelineMode, kv: KvConnectorType | undefined): EngineConnectorName {
+export function connectorFor(
+  engine: InferenceEngine,
+  mode: PipelineMode,
+  kv: KvConnectorType | undefined,
+  transferMode?: NixlTransferMode,
+): EngineConnectorName {
   if (mode === 'aggregated') return 'aggregated';
   if (engine === 'SGLang') return mode === 'epd' ? 'sglang-epd' : 'sglang-pd';
   if (mode === 'epd') return 'vllm-epd';
+  if (kv === 'nixl' && transferMode === 'push') return 'vllm-nixl-push';
   return kv === undefined ? 'vllm-http' : `vllm-${kv}`;
 }
 

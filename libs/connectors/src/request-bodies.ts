@@ -48,18 +48,20 @@ export function clientPinsDpRank(body: Record<string, unknown>, headers: Readonl
 const KV_PARAMS_KEY = ['kv_transfer_params'] as const;
 // min_tokens must not exceed the prefill's one token (vLLM refuses the request otherwise); the decode keeps it.
 const PREFILL_DROP = ['stream_options', 'kv_transfer_params', 'min_tokens', 'min_completion_tokens'] as const;
-const PREFILL_KV_PARAMS =
-  '"kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,' +
-  '"remote_host":null,"remote_port":null}';
+/** The prefill's `kv_transfer_params` of vLLM's NIXL toy proxy (also what vllm-ascend's Mooncake connector reads). */
+export const NIXL_PREFILL_KV_PARAMS =
+  '{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}';
 
 /**
- * vLLM prefill body: one token, no stream, no stream_options; with `relayKvParams` it asks the KV connector
- * (NIXL, Mooncake, LMCache) to keep the blocks for a remote decode.
+ * vLLM prefill body: one token, no stream, no stream_options; with `kvParams` it asks the KV connector to keep the
+ * blocks for a remote decode: `true` sends the NIXL toy proxy's params (NIXL, vllm-ascend Mooncake, LMCache), a
+ * string sends that raw JSON object (upstream vLLM Mooncake and NIXL push add a `transfer_id`).
  */
-export function vllmPrefillBody(body: Record<string, unknown>, relayKvParams: boolean): string {
+export function vllmPrefillBody(body: Record<string, unknown>, kvParams: boolean | string): string {
   const set: Record<string, unknown> = { stream: false, max_tokens: 1 };
   if ('max_completion_tokens' in body) set['max_completion_tokens'] = 1;
-  return serializeWith(body, set, PREFILL_DROP, relayKvParams ? PREFILL_KV_PARAMS : undefined);
+  const raw = kvParams === true ? NIXL_PREFILL_KV_PARAMS : kvParams === false ? undefined : kvParams;
+  return serializeWith(body, set, PREFILL_DROP, raw === undefined ? undefined : `"kv_transfer_params":${raw}`);
 }
 
 const RELEASE_DROP = ['stream_options', 'kv_transfer_params', 'min_tokens'] as const;

@@ -1,6 +1,6 @@
 import type { ModelServerRecord } from '@triad/bus';
 import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector, outlierPolicyOf } from '@triad/crd';
-import type { EcProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
+import type { EcProfile, KvProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
 
 /**
@@ -40,6 +40,22 @@ export function ecProfileOf(record: ModelServerRecord): EcProfile | undefined {
   };
 }
 
+/**
+ * vLLM P→D KV settings (`spec.kvConnector`): the type (NIXL for vLLM EPD without one, the connector of vLLM's own
+ * E→P→D examples; plain `http` for PD without one, as Kthena does), the Mooncake implementation (`auto` unless the
+ * ModelServer names it) and NIXL's transfer direction. Undefined for SGLang and aggregated servers.
+ */
+export function kvProfileOf(record: ModelServerRecord): KvProfile | undefined {
+  const spec = record.spec;
+  if (spec.inferenceEngine !== 'vLLM' || record.mode === 'aggregated') return undefined;
+  const kv = spec.kvConnector;
+  return {
+    type: kv?.type ?? (record.mode === 'epd' ? 'nixl' : 'http'),
+    mooncake: kv?.implementation ?? 'auto',
+    push: kv?.type === 'nixl' && kv.transferMode === 'push',
+  };
+}
+
 function ecOf(record: ModelServerRecord): { ec?: EcProfile } {
   const ec = ecProfileOf(record);
   return ec === undefined ? {} : { ec };
@@ -49,6 +65,7 @@ function ecOf(record: ModelServerRecord): { ec?: EcProfile } {
 export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeouts): ServerProfile {
   const spec = record.spec;
   const kv = spec.kvConnector?.type;
+  const kvProfile = kvProfileOf(record);
   const maxConnections = spec.connectionPool?.maxConnections;
   return {
     kind: 'engine',
@@ -57,10 +74,11 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     key: `${record.namespace}/${record.name}`,
     engine: spec.inferenceEngine,
     mode: record.mode,
-    connector: connectorFor(spec.inferenceEngine, record.mode, kv),
+    connector: connectorFor(spec.inferenceEngine, record.mode, kv, spec.kvConnector?.transferMode),
     retry: retryPolicyOf(record),
     timeouts: stageTimeoutsOf(record, defaults),
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
+    ...(kvProfile !== undefined ? { kv: kvProfile } : {}),
     outlier: outlierPolicyOf(spec),
     ...ecOf(record),
     ...(maxConnections === undefined ? {} : { maxConnections }),

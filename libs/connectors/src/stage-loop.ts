@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Stage } from '@triad/bus';
+import type { EndpointRef, Stage } from '@triad/bus';
 import { ErrorCode, isTriadError } from '@triad/errors';
 import {
   asError,
@@ -194,6 +194,10 @@ class StageLoop implements LegRunner, LegOwner {
     const headers = { ...ctx.upstreamHeaders, 'content-type': 'application/json', 'x-request-id': requestId };
     leg.request = { path: ctx.path, method: 'POST', headers, body };
     this.#pools.send(target.ip, target.port, ctx.routing.server.maxConnections, leg);
+  }
+
+  kvParamsMissing(prefill: EndpointRef): void {
+    this.#observer.kvParamsMissing?.(this.#ctx, prefill);
   }
 
   /** The request's abort explains a stranded hand-off better than the leg failure it caused. */

@@ -43,6 +43,12 @@ export interface StageObserver {
   kvStranded?(ctx: ProxyRequest, event: KvStrandedEvent): void;
   /** The release leg sent for a stranded hand-off settled: `ok` when the decode answered 2xx (it took the KV). */
   kvReleased?(ctx: ProxyRequest, event: KvStrandedEvent, ok: boolean, error?: Error): void;
+  /**
+   * A prefill of a KV connector that must return `kv_transfer_params` in the sequential flow (NIXL, vllm-ascend's
+   * Mooncake) answered without them: the decode prefills the whole prompt again. The symptom of a prefill that runs
+   * another connector than the ModelServer names (e.g. upstream vLLM's Mooncake, which needs the concurrent flow).
+   */
+  kvParamsMissing?(ctx: ProxyRequest, prefill: EndpointRef): void;
 }
 
 /**
@@ -95,6 +101,8 @@ export interface LegRunner {
    * tells the observer; it never throws.
    */
   kvStranded(report: KvStrandReport): void;
+  /** A sequential KV connector's prefill answered without `kv_transfer_params` (see `StageObserver.kvParamsMissing`). */
+  kvParamsMissing(prefill: EndpointRef): void;
 }
 
 /** What a connector knows about a hand-off that did not complete. */

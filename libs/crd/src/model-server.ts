@@ -17,6 +17,33 @@ export type PipelineMode = z.infer<typeof PipelineModeSchema>;
 export const KvConnectorTypeSchema = z.enum(['http', 'lmcache', 'nixl', 'mooncake']);
 export type KvConnectorType = z.infer<typeof KvConnectorTypeSchema>;
 
+/**
+ * Which engine's Mooncake connector the pods run (a Triad field): upstream vLLM's MooncakeConnector (the router
+ * makes a `transfer_id` and calls prefill and decode concurrently) or vllm-ascend's (NIXL-like: the prefill returns
+ * `kv_transfer_params`, the decode reads them). `auto` tells them apart by asking the prefill's bootstrap server
+ * `GET /query`, which only upstream vLLM serves.
+ */
+export const MooncakeImplementationSchema = z.enum(['auto', 'vllm', 'vllm-ascend']);
+export type MooncakeImplementation = z.infer<typeof MooncakeImplementationSchema>;
+
+/** vLLM's NIXL transfer direction (a Triad field): `pull` (NixlConnector, decode reads) or `push` (NixlPushConnector, prefill writes). */
+export const NixlTransferModeSchema = z.enum(['pull', 'push']);
+export type NixlTransferMode = z.infer<typeof NixlTransferModeSchema>;
+
+// Kthena's KVConnectorSpec has only `type`; the other fields are Triad's (Kthena's schema ignores them).
+export const KvConnectorSchema = z.object({
+  type: KvConnectorTypeSchema.default('http'),
+  implementation: MooncakeImplementationSchema.optional().meta({
+    description:
+      "type mooncake: the pods' Mooncake connector, upstream vLLM's (`vllm`) or vllm-ascend's (`vllm-ascend`); " +
+      "default `auto` asks each prefill's bootstrap server (GET /query answers only on upstream vLLM)",
+  }),
+  transferMode: NixlTransferModeSchema.optional().meta({
+    description: 'type nixl: `push` for NixlPushConnector (prefill and decode are called concurrently); default `pull`',
+  }),
+});
+export type KvConnector = z.infer<typeof KvConnectorSchema>;
+
 const PortSchema = z.number().int().min(1).max(65535);
 
 /**
@@ -149,8 +176,10 @@ export const ModelServerSpecSchema = z.object({
   workloadSelector: WorkloadSelectorSchema,
   workloadPort: WorkloadPortSchema,
   trafficPolicy: TrafficPolicySchema.optional(),
-  kvConnector: z.object({ type: KvConnectorTypeSchema.default('http') }).optional(),
-  bootstrapPort: PortSchema.optional().meta({ description: 'SGLang prefill bootstrap port (default 8998)' }),
+  kvConnector: KvConnectorSchema.optional(),
+  bootstrapPort: PortSchema.optional().meta({
+    description: 'Prefill bootstrap port: SGLang, and vLLM with kvConnector mooncake (default 8998; a pod annotation overrides it)',
+  }),
   ecConnector: EcConnectorSchema.optional().meta({ description: 'vLLM EPD encoder-cache connector (Triad field)' }),
   connectionPool: ConnectionPoolSchema.optional(),
   engineAuth: EngineAuthSchema.optional().meta({ description: 'Authorization sent to the engines (Triad field; default: none)' }),
@@ -168,6 +197,8 @@ export type ModelServer = z.infer<typeof ModelServerSchema>;
 
 /** SGLang's default `--disaggregation-bootstrap-port`. */
 export const DEFAULT_SGLANG_BOOTSTRAP_PORT = 8998;
+/** vLLM's default `VLLM_MOONCAKE_BOOTSTRAP_PORT`: where an upstream vLLM Mooncake prefill's bootstrap server listens. */
+export const DEFAULT_MOONCAKE_BOOTSTRAP_PORT = 8998;
 /**
  * Pod annotation giving the SGLang bootstrap port of one prefill pod (one value, or a list aligned with SMG's
  * `smg.ai/worker-ports`); the engine's own `/server_info` wins once the pod-watcher has read it.

@@ -74,6 +74,22 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
       problems.push({ path: 'spec.ecConnector', message: 'only used when pipelineMode is epd; set pipelineMode: epd or remove it' });
     }
   }
+  const kv = obj(s['kvConnector']);
+  if (kv) {
+    const type = kv['type'] ?? 'http';
+    if (kv['implementation'] !== undefined && type !== 'mooncake') {
+      problems.push({ path: 'spec.kvConnector.implementation', message: `only used with type mooncake; type is ${String(type)}` });
+    }
+    if (kv['transferMode'] !== undefined && type !== 'nixl') {
+      problems.push({ path: 'spec.kvConnector.transferMode', message: `only used with type nixl; type is ${String(type)}` });
+    }
+    if ((kv['implementation'] !== undefined || kv['transferMode'] !== undefined) && s['inferenceEngine'] !== 'vLLM') {
+      problems.push({
+        path: 'spec.kvConnector',
+        message: `implementation and transferMode are vLLM settings; inferenceEngine is ${String(s['inferenceEngine'])}`,
+      });
+    }
+  }
   if (pd && pd['groupKey'] === '') problems.push({ path: `${pdPath}.groupKey`, message: 'must not be empty' });
   const attempts = obj(obj(s['trafficPolicy'])?.['retry'])?.['attempts'];
   if (typeof attempts === 'number' && attempts < 0)

@@ -33,6 +33,7 @@ export type {
   StageTimeouts,
   RetryPolicy,
   EcProfile,
+  KvProfile,
 } from './server-profile';
 export {
   RequestError,

@@ -1,8 +1,8 @@
-import type { EcConnectorType, InferenceEngine, OutlierPolicy, PipelineMode } from '@triad/crd';
+import type { EcConnectorType, InferenceEngine, MooncakeImplementation, OutlierPolicy, PipelineMode } from '@triad/crd';
 
 /** Names of the connectors that proxy a request to engines (one per protocol, not per transport × mode). */
 export type EngineConnectorName =
-  'aggregated' | 'vllm-http' | 'vllm-nixl' | 'vllm-mooncake' | 'vllm-lmcache' | 'vllm-epd' | 'sglang-pd' | 'sglang-epd';
+  'aggregated' | 'vllm-http' | 'vllm-nixl' | 'vllm-nixl-push' | 'vllm-mooncake' | 'vllm-lmcache' | 'vllm-epd' | 'sglang-pd' | 'sglang-epd';
 
 /** Names of the connectors that proxy a request to an ExternalModelProvider (one per provider API). */
 export type ProviderConnectorName = 'external-openai' | 'external-anthropic';
@@ -51,6 +51,15 @@ export interface EcProfile {
   readonly reencodeAttempts: number;
 }
 
+/** vLLM P→D KV transfer settings of a ModelServer (`spec.kvConnector`, defaults applied). */
+export interface KvProfile {
+  readonly type: 'http' | 'nixl' | 'mooncake' | 'lmcache';
+  /** `mooncake`: upstream vLLM's connector (concurrent), vllm-ascend's (sequential), or `auto` (each prefill's probe says). */
+  readonly mooncake: MooncakeImplementation;
+  /** `nixl`: NixlPushConnector (`push`: prefill and decode concurrently) or the pull connector. */
+  readonly push: boolean;
+}
+
 /** What the stage loop needs to know about any target, an engine's ModelServer or an ExternalModelProvider. */
 interface ProfileCommon {
   readonly namespace: string;
@@ -74,6 +83,11 @@ export interface ServerProfile extends ProfileCommon {
   readonly connector: EngineConnectorName;
   /** vLLM P→D: relay the prefill's `kv_transfer_params` to decode (nixl, mooncake, lmcache; not plain http). */
   readonly relayKvParams: boolean;
+  /**
+   * vLLM P→D KV connector (`kvConnector.type`, `nixl` for vLLM EPD without one): how the prefill and decode legs are
+   * sent (docs/protocols/vllm.md). Absent for SGLang, aggregated and providers.
+   */
+  readonly kv?: KvProfile;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
   /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */

@@ -48,6 +48,7 @@ class ForwardingRunner implements LegRunner {
     return Promise.resolve();
   }
   kvStranded(): void {}
+  kvParamsMissing(): void {}
 }
 
 const refOf = (pod: string, sim: SimEngineHandle) => ({ key: `default.epd.${pod}`, pod, ip: sim.host, port: sim.port });

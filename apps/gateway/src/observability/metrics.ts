@@ -22,6 +22,7 @@ export const EC_HANDOFF_FAILURE_REASONS = [
   'item_mismatch',
   'missing_consumer_address',
   'push_timeout',
+  'output_lost',
 ] as const satisfies readonly EcHandoffFailureReason[];
 export type { EcHandoffFailureReason };
 

@@ -6,7 +6,7 @@ import type { Attempt, BufferedAnswer, Connector, LegRunner } from '../types';
 import { consumerBody, type HandedOffItem } from './vllm-epd/consumer-body';
 import { matchEncoderAnswer, type SentItem } from './vllm-epd/encoder-answer';
 import { groupItems, itemUuid, newTransferId, type EncoderGroup } from './vllm-epd/ec-items';
-import { runVllmPrefillDecode, type ConsumerHandoff } from './vllm-pd-connector';
+import { VllmPdState, runVllmPrefillDecode, type ConsumerHandoff } from './vllm-pd-connector';
 
 const ENCODER_PATH = '/v1/chat/completions';
 
@@ -43,10 +43,12 @@ const encodedByRequest = new WeakMap<EngineRequest, Encoded>();
  * transfer ids on every try. The encoders' answers are matched to the items; P/PD and D get the rewritten body
  * (`*_embeds` references when `enableMmEmbeds`) with the encoder entries in `ec_transfer_params`, and the consumer
  * `X-data-parallel-rank` when it has DP > 1. Pull and shared-storage connectors encode once, before the attempt loop;
- * a push connector encodes per P/D try, and a P/D 500 before the first byte re-encodes (`reencodeAttempts`).
+ * a push connector encodes per P/D try; with every connector a P/D 500 before the first byte re-encodes and runs P/D
+ * again on the same pods (`reencodeAttempts`), as vLLM's newest EPD proxy does.
  */
 export class VllmEpdConnector implements Connector<EngineRequest> {
   readonly name = 'vllm-epd' as const;
+  readonly #pd = new VllmPdState();
 
   async prepare(ctx: EngineRequest, run: LegRunner): Promise<void> {
     const ec = ctx.routing.server.ec ?? DEFAULT_EC;
@@ -64,17 +66,21 @@ export class VllmEpdConnector implements Connector<EngineRequest> {
         encoded = await encodeAll(ctx, ec, attempt, run);
         encodedByRequest.set(ctx, encoded);
       }
-      const handoff: ConsumerHandoff | undefined =
-        encoded === undefined ? undefined : { body: encoded.body, leadingErrorEventFails: ec.push };
+      // A consumer that cannot read its encoder output fails with a 500, also as the first event of a stream it opened.
+      const handoff: ConsumerHandoff | undefined = encoded === undefined ? undefined : { body: encoded.body, leadingErrorEventFails: true };
       if (encoded?.pushedTo !== undefined) encodedByRequest.delete(ctx); // what was pushed is consumed by this try
       try {
-        await runVllmPrefillDecode(ctx, attempt, index, run, handoff);
+        await runVllmPrefillDecode(ctx, attempt, index, run, this.#pd, handoff);
         return;
       } catch (err) {
-        if (!media || !ec.push || !isConsumer500(err) || ctx.result.firstByteAt > 0) throw err;
-        const lost = pushLostError(err, attempt, reencode);
+        // vLLM's newest EPD proxy re-encodes after a consumer 500 whatever the EC connector: the encoder output a
+        // consumer could not read (a push that never came, an entry evicted from shared storage, a pull refused) is
+        // produced again, with fresh transfer ids, before P/D run again on the same pods.
+        if (!media || !isConsumer500(err) || ctx.result.firstByteAt > 0) throw err;
+        const lost = outputLostError(err, attempt, reencode, ec.push);
         if (reencode >= ec.reencodeAttempts) throw lost;
         run.retrying(index, lost);
+        if (!ec.push) encodedByRequest.set(ctx, await encodeAll(ctx, ec, undefined, run));
       }
     }
   }
@@ -94,17 +100,13 @@ function isConsumer500(err: unknown): err is UpstreamError {
   return err instanceof UpstreamError && (err.stage === 'prefill' || err.stage === 'decode') && err.status === 500;
 }
 
-function pushLostError(err: UpstreamError, attempt: Attempt, reencodes: number): EcHandoffError {
+function outputLostError(err: UpstreamError, attempt: Attempt, reencodes: number, push: boolean): EcHandoffError {
   const consumer = attempt.prefill ?? attempt.endpoint;
   const tail = reencodes > 0 ? ` (after ${reencodes} re-encode${reencodes > 1 ? 's' : ''})` : '';
-  return new EcHandoffError(
-    'push_timeout',
-    `${err.message}${tail}; with a push EC connector this means the encoder output pushed to the ${err.stage} on ${consumer.key} ` +
-      'did not arrive',
-    err,
-    true,
-    err,
-  );
+  const meaning = push
+    ? `with a push EC connector this means the encoder output pushed to the ${err.stage} on ${consumer.key} did not arrive`
+    : `the ${err.stage} on ${consumer.key} could not read the encoder output (or failed otherwise)`;
+  return new EcHandoffError(push ? 'push_timeout' : 'output_lost', `${err.message}${tail}; ${meaning}`, err, true, err);
 }
 
 /** `tcp://host:port` of the consumer's DP rank the decision named, or an error naming the pod. */

@@ -1,25 +1,8 @@
 import type { ConnectorName, EngineRequest } from '@triad/request';
-import { topLevelValue } from '../json-text';
-import { finalLegBody, vllmPrefillBody } from '../request-bodies';
 import type { Attempt, Connector, LegRunner } from '../types';
-
-/**
- * vLLM prefill → decode, in sequence (docs/protocols/vllm.md). Prefill gets one token, no stream and, for the
- * NIXL/Mooncake/LMCache connectors, `kv_transfer_params.do_remote_decode`; decode gets the original body plus
- * the prefill's returned `kv_transfer_params` verbatim (byte for byte). Both get the same `x-request-id`. An
- * attempt without a prefill endpoint (E→PD) goes straight to decode.
- */
-export class VllmPdConnector implements Connector<EngineRequest> {
-  readonly name: ConnectorName;
-
-  constructor(name: ConnectorName) {
-    this.name = name;
-  }
-
-  attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
-    return runVllmPrefillDecode(ctx, attempt, index, run);
-  }
-}
+import { DpRankCycle, mooncakeFlowOf, runMooncakeConcurrent, type PdInput } from './vllm-pd/mooncake';
+import { PushCoordinates, runNixlPush } from './vllm-pd/nixl-push';
+import { runSequentialPd } from './vllm-pd/sequential';
 
 /** What vLLM EPD hands the P→D part after encoding. */
 export interface ConsumerHandoff {
@@ -27,6 +10,35 @@ export interface ConsumerHandoff {
   readonly body: Record<string, unknown>;
   /** The consumer's stream fails like a 500 when its first event is an error (an undelivered push). */
   readonly leadingErrorEventFails: boolean;
+}
+
+/**
+ * What one gateway learns about its vLLM prefills across requests: the DP rank cycle of Mooncake prefills and the
+ * coordinates of NIXL push prefills. One per connector instance (connectors are built once per gateway).
+ */
+export class VllmPdState {
+  readonly ranks = new DpRankCycle();
+  readonly push = new PushCoordinates();
+}
+
+/**
+ * vLLM prefill → decode (docs/protocols/vllm.md), per the ModelServer's KV connector and, for Mooncake, per prefill:
+ * - NIXL pull, LMCache, plain `http`, vllm-ascend's Mooncake: sequential, the prefill's `kv_transfer_params` relayed
+ *   to the decode byte for byte;
+ * - upstream vLLM's Mooncake: concurrent, with a router-made `transfer_id` and the engine id of the prefill's DP rank;
+ * - NIXL push: concurrent once the prefill's coordinates are known from one of its answers.
+ */
+export class VllmPdConnector implements Connector<EngineRequest> {
+  readonly name: ConnectorName;
+  readonly #state = new VllmPdState();
+
+  constructor(name: ConnectorName) {
+    this.name = name;
+  }
+
+  attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
+    return runVllmPrefillDecode(ctx, attempt, index, run, this.#state);
+  }
 }
 
 /**
@@ -38,57 +50,27 @@ export async function runVllmPrefillDecode(
   attempt: Attempt,
   index: number,
   run: LegRunner,
+  state: VllmPdState,
   handoff?: ConsumerHandoff,
 ): Promise<void> {
   const server = ctx.routing.server;
-  const relayKv = server.relayKvParams;
-  const body = handoff?.body ?? ctx.body;
-  const rank = attempt.consumerDpRank === undefined ? undefined : { 'X-data-parallel-rank': String(attempt.consumerDpRank) };
-  let kvParams: string | undefined;
-  if (attempt.prefill !== undefined) {
-    const answer = await run.buffered({
-      stage: 'prefill',
-      endpoint: attempt.prefill,
-      item: -1,
-      attempt: index,
-      body: vllmPrefillBody(body, relayKv),
-      requestId: ctx.id,
-      timeoutMs: server.timeouts.prefillMs,
-      ...(rank !== undefined ? { headers: rank } : {}),
-    }).promise;
-    if (relayKv) {
-      const raw = topLevelValue(answer.body.toString('utf8'), 'kv_transfer_params');
-      // Missing or null params: decode runs a local prefill, as vLLM's proxies do.
-      if (raw !== undefined && raw !== 'null') kvParams = raw;
-    }
+  const input: PdInput = {
+    body: handoff?.body ?? ctx.body,
+    leadingErrorEventFails: handoff?.leadingErrorEventFails === true,
+    ...(attempt.consumerDpRank !== undefined ? { consumerRank: attempt.consumerDpRank } : {}),
+  };
+  const kv = server.kv;
+  const prefill = attempt.prefill;
+  if (prefill !== undefined && kv?.type === 'mooncake' && mooncakeFlowOf(kv, prefill) === 'concurrent') {
+    await runMooncakeConcurrent(ctx, attempt, index, run, input, state.ranks);
+    return;
   }
-  const consumer = attempt.prefill === undefined;
-  // From here the prefill holds KV for this request until a decode reads it. The decode's first byte says one has
-  // (vLLM produces no token before the KV is loaded); a decode leg that ends before it leaves the KV stranded.
-  let taken = false;
-  try {
-    await run.relay({
-      stage: 'decode',
-      endpoint: attempt.endpoint,
-      item: -1,
-      attempt: index,
-      body: finalLegBody(body, ctx.proxy.injectUsage, kvParams),
-      requestId: ctx.id,
-      timeoutMs: server.timeouts.firstByteMs,
-      ...(consumer && rank !== undefined ? { headers: rank } : {}),
-      ...(handoff?.leadingErrorEventFails === true ? { leadingErrorEventFails: true } : {}),
-      ...(kvParams !== undefined ? { onFirstByte: () => (taken = true) } : {}),
-    }).promise;
-  } catch (err) {
-    if (kvParams !== undefined && !taken && attempt.prefill !== undefined) {
-      run.kvStranded({
-        engine: 'vLLM',
-        prefill: attempt.prefill,
-        decode: attempt.endpoint,
-        failed: 'decode',
-        release: { kvParams, body },
-      });
-    }
-    throw err;
+  if (prefill !== undefined && kv?.type === 'nixl' && kv.push) {
+    await runNixlPush(ctx, attempt, index, run, input, state.push);
+    return;
   }
+  // Only the connectors whose prefill must return params (NIXL, vllm-ascend's Mooncake) report a prefill that did not:
+  // LMCache moves KV through its own store and answers without them.
+  const expectParams = kv?.type === 'nixl' || kv?.type === 'mooncake';
+  await runSequentialPd(ctx, attempt, index, run, input, server.relayKvParams, expectParams && server.relayKvParams);
 }

@@ -1,6 +1,6 @@
 // A LegRunner without network: connectors run against a scripted engine, so their protocol (which legs, in
 // which order, with which bodies, what happens on failures) is testable without NATS, sockets or sims.
-import type { Stage } from '@triad/bus';
+import type { EndpointRef, Stage } from '@triad/bus';
 import type { UpstreamError } from '@triad/request';
 import { upstreamHttpError } from '../errors';
 import type { BufferedAnswer, KvStrandReport, LegHandle, LegRunner, LegSpec } from '../types';
@@ -85,6 +85,8 @@ export class FakeLegRunner implements LegRunner {
   readonly pauses: number[] = [];
   /** KV hand-offs the connector reported as not taken. */
   readonly stranded: KvStrandReport[] = [];
+  /** Prefills the connector reported as answering without the `kv_transfer_params` their connector returns. */
+  readonly paramsMissing: EndpointRef[] = [];
   readonly #engine: FakeEngine;
 
   constructor(engine: FakeEngine = () => ({})) {
@@ -102,6 +104,8 @@ export class FakeLegRunner implements LegRunner {
 
   relay(spec: LegSpec): LegHandle<void> {
     return this.#send('relay', spec, (answer) => {
+      // The whole answer arrives at once here: its first byte is also its last.
+      spec.onFirstByte?.();
       this.answers.push({ via: 'relay', status: answer.status, body: answer.body.toString('utf8') });
     });
   }
@@ -125,6 +129,10 @@ export class FakeLegRunner implements LegRunner {
 
   kvStranded(report: KvStrandReport): void {
     this.stranded.push(report);
+  }
+
+  kvParamsMissing(prefill: EndpointRef): void {
+    this.paramsMissing.push(prefill);
   }
 
   #send<T>(mode: FakeLegMode, spec: LegSpec, onAnswer: (answer: BufferedAnswer) => T): LegHandle<T> {

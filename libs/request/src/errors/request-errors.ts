@@ -259,9 +259,11 @@ export class PathNotServedError extends UpstreamError {
  * Why an encoder-cache hand-off failed (the `reason` label of `triad_gateway_ec_handoff_failures_total`):
  * an encoder answer that is not JSON or holds malformed `ec_transfer_params`; an answer whose entries do not match
  * the items sent; a push EC connector whose consumer published no control address; a consumer that failed (HTTP
- * 500 before any byte) because the pushed items never arrived.
+ * 500 before any byte) because the pushed items never arrived (`push_timeout`), or, with a shared-storage or pull
+ * connector, because it could not read the encoder output (`output_lost`).
  */
-export type EcHandoffFailureReason = 'invalid_encoder_answer' | 'item_mismatch' | 'missing_consumer_address' | 'push_timeout';
+export type EcHandoffFailureReason =
+  'invalid_encoder_answer' | 'item_mismatch' | 'missing_consumer_address' | 'push_timeout' | 'output_lost';
 
 /**
  * 502: an encoder-cache hand-off between an encode leg and its consumer failed (vLLM EPD). `stage`, `item` and

@@ -86,6 +86,8 @@ export class IndexedEndpoint implements Endpoint {
       prev.bootstrapPort !== record.bootstrapPort ||
       prev.pod !== record.pod ||
       prev.dpSize !== record.dpSize ||
+      prev.mooncake?.flow !== record.mooncake?.flow ||
+      prev.mooncake?.engineIds?.join(',') !== record.mooncake?.engineIds?.join(',') ||
       prev.ecControlAddresses?.join(',') !== record.ecControlAddresses?.join(',')
     ) {
       this.ref = toRef(this.key, record);
@@ -130,5 +132,11 @@ function toRef(key: string, r: EndpointRecord): EndpointRef {
   if (r.bootstrapPort !== undefined) ref.bootstrapPort = r.bootstrapPort;
   if (r.dpSize !== undefined) ref.dpSize = r.dpSize;
   if (r.ecControlAddresses !== undefined) ref.ecControlAddresses = Object.freeze([...r.ecControlAddresses]) as string[];
+  const mc = r.mooncake;
+  if (mc !== undefined) {
+    ref.mooncake = Object.freeze(
+      mc.engineIds === undefined ? { flow: mc.flow } : { flow: mc.flow, engineIds: Object.freeze([...mc.engineIds]) as string[] },
+    );
+  }
   return Object.freeze(ref);
 }

@@ -1,0 +1,78 @@
+import type { EngineRequest } from '@triad/request';
+import { topLevelValue } from '../../json-text';
+import { finalLegBody, vllmPrefillBody } from '../../request-bodies';
+import type { Attempt, BufferedAnswer, LegRunner } from '../../types';
+import type { PdInput } from './mooncake';
+
+/**
+ * vLLM prefill → decode in sequence (the NIXL toy proxy's flow; also vllm-ascend's Mooncake connector, LMCache and
+ * plain `http`). Prefill gets one token, no stream and, with `kvParams`, `kv_transfer_params` asking it to keep the
+ * blocks (`true`: the toy proxy's params, a string: those raw params); decode gets the original body plus the
+ * prefill's returned `kv_transfer_params` byte for byte. Both get the same `x-request-id`. A KV connector's prefill
+ * that answers without params (the prefill does not run the connector the ModelServer names) is reported
+ * (`kvParamsMissing`) when `expectParams`: its decode will prefill the whole prompt again. An attempt without a
+ * prefill endpoint (E→PD) goes straight to decode. Resolves to the prefill's answer (undefined without one).
+ */
+export async function runSequentialPd(
+  ctx: EngineRequest,
+  attempt: Attempt,
+  index: number,
+  run: LegRunner,
+  input: PdInput,
+  kvParams: boolean | string,
+  expectParams = kvParams !== false,
+): Promise<BufferedAnswer | undefined> {
+  const server = ctx.routing.server;
+  const body = input.body;
+  const rank = input.consumerRank === undefined ? undefined : { 'X-data-parallel-rank': String(input.consumerRank) };
+  let kv: string | undefined;
+  let answer: BufferedAnswer | undefined;
+  if (attempt.prefill !== undefined) {
+    answer = await run.buffered({
+      stage: 'prefill',
+      endpoint: attempt.prefill,
+      item: -1,
+      attempt: index,
+      body: vllmPrefillBody(body, kvParams),
+      requestId: ctx.id,
+      timeoutMs: server.timeouts.prefillMs,
+      ...(rank !== undefined ? { headers: rank } : {}),
+    }).promise;
+    if (kvParams !== false) {
+      const raw = topLevelValue(answer.body.toString('utf8'), 'kv_transfer_params');
+      // Missing or null params: decode runs a local prefill, as vLLM's proxies do.
+      if (raw !== undefined && raw !== 'null') kv = raw;
+      else if (expectParams) run.kvParamsMissing(attempt.prefill);
+    }
+  }
+  const consumer = attempt.prefill === undefined;
+  // From here the prefill holds KV for this request until a decode reads it. The decode's first byte says one has
+  // (vLLM produces no token before the KV is loaded); a decode leg that ends before it leaves the KV stranded.
+  let taken = false;
+  try {
+    await run.relay({
+      stage: 'decode',
+      endpoint: attempt.endpoint,
+      item: -1,
+      attempt: index,
+      body: finalLegBody(body, ctx.proxy.injectUsage, kv),
+      requestId: ctx.id,
+      timeoutMs: server.timeouts.firstByteMs,
+      ...(consumer && rank !== undefined ? { headers: rank } : {}),
+      ...(input.leadingErrorEventFails ? { leadingErrorEventFails: true } : {}),
+      ...(kv !== undefined ? { onFirstByte: () => (taken = true) } : {}),
+    }).promise;
+  } catch (err) {
+    if (kv !== undefined && !taken && attempt.prefill !== undefined) {
+      run.kvStranded({
+        engine: 'vLLM',
+        prefill: attempt.prefill,
+        decode: attempt.endpoint,
+        failed: 'decode',
+        release: { kvParams: kv, body },
+      });
+    }
+    throw err;
+  }
+  return answer;
+}
