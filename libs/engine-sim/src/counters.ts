@@ -56,12 +56,25 @@ const COUNTER_NAMES = [
   'kvHandoffsPrepared',
   'kvPullsServed',
   'kvPullsRejected',
+  /** Decode: the prompt's KV arrived from a prefill (pulled, pushed, or loaded from a shared LMCache backend). */
   'kvPullsReceived',
   /** Decode pulls answered by a prefill in the same process without HTTP (`nixlSideChannel: 'in-process'`). */
   'kvPullsInProcess',
   'kvPullFailures',
   'kvLeasesExpired',
+  /** Decode: computed the prompt itself (no remote KV asked for, unusable params, or a failed load recomputed). */
   'localPrefillFallbacks',
+  /** Decode: `do_remote_prefill` with params its connector cannot use (vLLM's "Got invalid KVTransferParams"). */
+  'kvParamsInvalid',
+  /** Upstream Mooncake prefill: `do_remote_decode` without a `transfer_id` (answered without params, KV freed). */
+  'kvTransferIdsMissing',
+  /** Decode: requests failed because their remote KV load failed (`kv_load_failure_policy: fail`). */
+  'kvLoadFailedRequests',
+  /** Upstream Mooncake decode: `GET /query` calls to prefill bootstrap servers (engine ids it did not know). */
+  'bootstrapQueries',
+  /** NIXL push: registrations a decode sent, and KV writes a prefill made into a registered decode. */
+  'kvPushRegistrations',
+  'kvPushesSent',
   // SGLang PD bootstrap
   'roomsRegistered',
   'roomsMatched',

@@ -1,5 +1,12 @@
 export { startSimEngine } from './start-sim-engine';
-export { EcConnectorKindSchema, EngineKindSchema, FaultSpecSchema, KvEventsSimOptionsSchema, SimRoleSchema } from './options';
+export {
+  EcConnectorKindSchema,
+  EngineKindSchema,
+  FaultSpecSchema,
+  KvEventsSimOptionsSchema,
+  SimRoleSchema,
+  VllmKvConnectorSchema,
+} from './options';
 export type {
   EcConnectorKind,
   EngineKind,
@@ -13,5 +20,6 @@ export type {
   SimEngineOptions,
   SimLogger,
   SimRole,
+  VllmKvConnector,
 } from './options';
 export type { CounterName } from './counters';

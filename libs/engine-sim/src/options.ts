@@ -16,6 +16,16 @@ export type SimRole = z.infer<typeof SimRoleSchema>;
 export const EcConnectorKindSchema = z.enum(['shared-storage', 'nixl', 'mooncake']);
 export type EcConnectorKind = z.infer<typeof EcConnectorKindSchema>;
 
+/**
+ * vLLM KV connector of a prefill or decode (`--kv-transfer-config` `kv_connector`), each re-derived from the
+ * connector's code (docs/engine-sim.md, *vLLM KV connectors*): `nixl` (NixlConnector, pull), `nixl-push`
+ * (NixlPushConnector), `mooncake` (upstream vLLM's MooncakeConnector: bootstrap server, router-made transfer ids),
+ * `mooncake-ascend` (vllm-ascend's MooncakeConnector: NIXL-like), `lmcache` (LMCacheConnectorV1 with a shared
+ * remote backend).
+ */
+export const VllmKvConnectorSchema = z.enum(['nixl', 'nixl-push', 'mooncake', 'mooncake-ascend', 'lmcache']);
+export type VllmKvConnector = z.infer<typeof VllmKvConnectorSchema>;
+
 /** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
 export type LatencyProfileName = 'zero' | 'realistic';
 
@@ -193,8 +203,20 @@ export interface SimEngineOptions {
   readonly embeddingSize?: number;
   /** `max_model_len` reported in `/v1/models` and enforced on prompt + max_tokens. Default 32768. */
   readonly maxModelLen?: number;
-  /** vLLM prefill: how long KV blocks are held for a decode to pull them. Default 30 000 ms. */
+  /**
+   * vLLM: how long a prefill holds KV for its decode (NIXL's lease, `VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT`, the push
+   * lease), and how long a Mooncake or push decode waits for it. Default 30 000 ms (vLLM: 480 s for Mooncake).
+   */
   readonly kvLeaseMs?: number;
+  /** vLLM prefill/decode: the KV connector it runs. Default `nixl`. */
+  readonly kvConnector?: VllmKvConnector;
+  /**
+   * vLLM decode: what a failed remote KV load does (`kv_load_failure_policy`): `fail` the request (vLLM's default; a
+   * 500, or an error event once the stream is open) or `recompute` the prompt locally (counted).
+   */
+  readonly kvLoadFailurePolicy?: 'fail' | 'recompute';
+  /** `kvConnector: lmcache`: the shared backend's name (instances with the same name share it). Default `default`. */
+  readonly lmcacheStore?: string;
   /**
    * Most recent requests kept for `requests()` and `/admin/log`. Default 10 000; 0 keeps none (load generators:
    * the log holds every body, which a long benchmark pays for in garbage collection).

@@ -8,6 +8,7 @@ import {
   FaultSpecSchema,
   KvEventsSimOptionsSchema,
   SimRoleSchema,
+  VllmKvConnectorSchema,
   type SimEngineHandle,
   type SimEngineOptions,
 } from './options';
@@ -38,12 +39,20 @@ function validate(opts: SimEngineOptions): void {
   }
   if (opts.ecPushWaitTimeoutMs !== undefined && !(opts.ecPushWaitTimeoutMs > 0)) throw new Error('ecPushWaitTimeoutMs must be positive');
   if (opts.kvEvents !== undefined) KvEventsSimOptionsSchema.parse(opts.kvEvents);
+  if (opts.kvConnector !== undefined) {
+    VllmKvConnectorSchema.parse(opts.kvConnector);
+    if (opts.engine !== 'vllm') throw new Error('kvConnector is a vLLM option');
+  }
 }
 
-/** SGLang prefills always run one; a vLLM prefill only when asked (its Mooncake connector bootstrap). */
+/**
+ * SGLang prefills always run one; a vLLM prefill (or `both`) with upstream vLLM's Mooncake connector does (its
+ * `MooncakeBootstrapServer`), and any vLLM prefill given a bootstrap port.
+ */
 function wantsBootstrap(opts: SimEngineOptions): boolean {
   if (opts.role !== 'prefill' && opts.role !== 'both') return false;
-  return opts.engine === 'sglang' ? opts.role === 'prefill' : opts.bootstrapPort !== undefined;
+  if (opts.engine === 'sglang') return opts.role === 'prefill';
+  return opts.kvConnector === 'mooncake' || (opts.bootstrapPort !== undefined && opts.kvConnector === undefined);
 }
 
 function listen(server: Server, host: string, port: number): Promise<number> {
@@ -77,6 +86,8 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
         port: opts.bootstrapPort ?? 0,
         dpSize: ctx.ranks.length,
         engineIds: ctx.ranks.map((r) => (r.index === 0 ? ctx.engineId : `${ctx.engineId}-dp${r.index}`)),
+        workerAddr: () => `tcp://${ctx.advertiseHost.includes(':') ? `[${ctx.advertiseHost}]` : ctx.advertiseHost}:${ctx.port}`,
+        ...(ctx.engine === 'vllm' ? { leaseMs: opts.kvLeaseMs ?? 30_000 } : {}),
         ...(ctx.engine === 'sglang' ? { loadBalanceMethod: resolveLoadBalanceMethod(opts.loadBalanceMethod, ctx.role) } : {}),
         onHandoff: (key) => {
           if (key.startsWith('xfer:')) ctx.counters.inc('kvPullsServed');

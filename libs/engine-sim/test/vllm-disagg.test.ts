@@ -70,9 +70,13 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   let prefill: SimEngineHandle;
   let decode: SimEngineHandle;
 
+  let strict: SimEngineHandle;
+
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3' });
-    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.4' });
+    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.4', kvLoadFailurePolicy: 'recompute' });
+    // vLLM's default kv_load_failure_policy: a failed load fails the request.
+    strict = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.14' });
   });
   afterAll(() => fleet.closeAll());
 
@@ -157,7 +161,7 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 1);
   });
 
-  it('falls back to local prefill (counted as a failed pull) when the blocks were already read or the ids are wrong', async () => {
+  it('with kv_load_failure_policy recompute, prefills locally (counted as a failed pull) when the blocks were already read or the ids are wrong', async () => {
     const kv = await prefillFor('handoff-3');
     await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
     const before = {
@@ -178,7 +182,38 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
     expect(prefill.counters()['kvPullsRejected']).toBe(before.rejected + 2);
   });
 
-  it('treats unreachable or malformed params as a fallback, not an error', async () => {
+  it('with the default kv_load_failure_policy fail, a failed pull fails the request: 500, or an error event once streaming', async () => {
+    const kv = await prefillFor('handoff-5');
+    await post(`${strict.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
+    const before = { failed: strict.counters()['kvLoadFailedRequests']!, fallbacks: strict.counters()['localPrefillFallbacks']! };
+    const again = await post(`${strict.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
+    expect(again.status).toBe(500);
+    const streamed = await post(`${strict.url}/v1/chat/completions`, {
+      messages: CHAT,
+      max_tokens: 2,
+      stream: true,
+      kv_transfer_params: kv,
+    });
+    expect(streamed.status).toBe(200);
+    expect(streamed.text).toMatch(/^data: \{"error":/);
+    expect(streamed.text.endsWith('data: [DONE]\n\n')).toBe(true);
+    expect(strict.counters()['kvLoadFailedRequests']).toBe(before.failed + 2);
+    expect(strict.counters()['localPrefillFallbacks']).toBe(before.fallbacks);
+  });
+
+  it('computes the prompt itself for params it cannot use ("Got invalid KVTransferParams"), whatever the policy', async () => {
+    const before = { invalid: strict.counters()['kvParamsInvalid']!, fallbacks: strict.counters()['localPrefillFallbacks']! };
+    const res = await post(`${strict.url}/v1/chat/completions`, {
+      messages: CHAT,
+      max_tokens: 1,
+      kv_transfer_params: { do_remote_prefill: true },
+    });
+    expect(res.status).toBe(200);
+    expect(strict.counters()['kvParamsInvalid']).toBe(before.invalid + 1);
+    expect(strict.counters()['localPrefillFallbacks']).toBe(before.fallbacks + 1);
+  });
+
+  it('with kv_load_failure_policy recompute, treats unreachable or malformed params as a local prefill, not an error', async () => {
     const before = decode.counters()['localPrefillFallbacks']!;
     const dead = {
       do_remote_prefill: true,
@@ -205,7 +240,13 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
 
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.5', nixlSideChannel: 'in-process' });
-    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.6', nixlSideChannel: 'in-process' });
+    decode = await fleet.start({
+      engine: 'vllm',
+      role: 'decode',
+      host: '127.0.0.6',
+      nixlSideChannel: 'in-process',
+      kvLoadFailurePolicy: 'recompute',
+    });
     // A prefill that did not opt in: the same decode pulls from it over HTTP.
     httpPrefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.7' });
   });
@@ -272,65 +313,6 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
     const before = decode.counters()['localPrefillFallbacks']!;
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv })).status).toBe(200);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 1);
-  });
-});
-
-describe('vLLM simulator: Mooncake-style concurrent P/D (transfer ids on the bootstrap server)', () => {
-  const fleet = new SimFleet();
-  let prefill: SimEngineHandle;
-  let decode: SimEngineHandle;
-  let bootstrapAddr: string;
-
-  beforeAll(async () => {
-    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.16', bootstrapPort: 0, dataParallel: 2 });
-    decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.17', bootstrapTimeoutMs: 300 });
-    bootstrapAddr = `http://${prefill.host}:${prefill.bootstrapPort}`;
-  });
-  afterAll(() => fleet.closeAll());
-
-  const prefillBody = (id: string) => ({
-    messages: CHAT,
-    max_tokens: 1,
-    stream: false,
-    kv_transfer_params: { do_remote_decode: true, do_remote_prefill: false, transfer_id: id },
-  });
-  const decodeBody = (id: string, engineId: string) => ({
-    messages: CHAT,
-    max_tokens: 3,
-    kv_transfer_params: {
-      do_remote_decode: false,
-      do_remote_prefill: true,
-      remote_bootstrap_addr: bootstrapAddr,
-      remote_engine_id: engineId,
-      transfer_id: id,
-    },
-  });
-
-  it('lists an engine id per DP rank on /query', async () => {
-    const query = (await get(`${bootstrapAddr}/query`)).json<Record<string, { engine_id: string }>>();
-    expect(Object.keys(query)).toEqual(['0', '1']);
-    expect(typeof query['0']!.engine_id).toBe('string');
-  });
-
-  it('hands off when P and D are called concurrently', async () => {
-    const engineId = (await get(`${bootstrapAddr}/query`)).json<Record<string, { engine_id: string }>>()['0']!.engine_id;
-    const before = { served: prefill.counters()['kvPullsServed']!, received: decode.counters()['kvPullsReceived']! };
-    const [d, p] = await Promise.all([
-      post(`${decode.url}/v1/chat/completions`, decodeBody('xfer-1', engineId)),
-      post(`${prefill.url}/v1/chat/completions`, prefillBody('xfer-1')),
-    ]);
-    expect(p.status).toBe(200);
-    expect(d.json()).toMatchObject({ usage: { completion_tokens: 3 } });
-    expect(prefill.counters()['kvPullsServed']).toBe(before.served + 1);
-    expect(decode.counters()['kvPullsReceived']).toBe(before.received + 1);
-  });
-
-  it('falls back to a counted local prefill when the transfer never comes', async () => {
-    const before = { failures: decode.counters()['kvPullFailures']!, fallbacks: decode.counters()['localPrefillFallbacks']! };
-    const res = await post(`${decode.url}/v1/chat/completions`, decodeBody('xfer-never', 'x'));
-    expect(res.status).toBe(200);
-    expect(decode.counters()['kvPullFailures']).toBe(before.failures + 1);
-    expect(decode.counters()['localPrefillFallbacks']).toBe(before.fallbacks + 1);
   });
 });
 

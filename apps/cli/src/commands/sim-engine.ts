@@ -104,6 +104,10 @@ interface CliOptions {
   pageSize?: number;
   prefixCachingHashAlgo?: 'sha256' | 'sha256_cbor' | 'xxhash' | 'xxhash_cbor';
   kvCapacityTokens?: number;
+  kvConnector?: 'nixl' | 'nixl-push' | 'mooncake' | 'mooncake-ascend' | 'lmcache';
+  kvLoadFailurePolicy?: 'fail' | 'recompute';
+  kvLeaseMs?: number;
+  lmcacheStore?: string;
 }
 
 function buildCommand(): Command {
@@ -138,7 +142,7 @@ function buildCommand(): Command {
     .option('--fault <mode[:count]>', 'start with a fault: ok|error500|error429|hang|die-mid-stream|slow-first-byte|refuse', parseFault)
     .option(
       '--bootstrap-port <port>',
-      'prefill bootstrap server port: SGLang always, vLLM (Mooncake) when given; 0 = free port',
+      'prefill bootstrap server port: SGLang always, vLLM with --kv-connector mooncake; 0 = free port',
       parseNonNegativeInt,
       8998,
     )
@@ -190,7 +194,26 @@ function buildCommand(): Command {
         'xxhash_cbor',
       ]),
     )
-    .option('--kv-capacity-tokens <n>', 'KV pool size in tokens: the prefix cache evicts beyond it', parsePositiveInt);
+    .option('--kv-capacity-tokens <n>', 'KV pool size in tokens: the prefix cache evicts beyond it', parsePositiveInt)
+    .addOption(
+      new Option(
+        '--kv-connector <kind>',
+        "vLLM KV connector: NixlConnector (nixl), NixlPushConnector (nixl-push), upstream vLLM's MooncakeConnector (mooncake), " +
+          "vllm-ascend's (mooncake-ascend), LMCacheConnectorV1 with a shared backend (lmcache); default nixl",
+      ).choices(['nixl', 'nixl-push', 'mooncake', 'mooncake-ascend', 'lmcache']),
+    )
+    .addOption(
+      new Option(
+        '--kv-load-failure-policy <policy>',
+        'vLLM decode: a failed remote KV load fails the request (default) or is recomputed',
+      ).choices(['fail', 'recompute']),
+    )
+    .option(
+      '--kv-lease-ms <ms>',
+      'vLLM: how long a prefill holds KV for its decode, and a Mooncake/push decode waits (default 30000)',
+      parsePositiveInt,
+    )
+    .option('--lmcache-store <name>', 'vLLM --kv-connector lmcache: the shared backend (same name, same store; in-process)');
 }
 
 /** The engine's `kvEvents` option from the flags; PYTHONHASHSEED seeds vLLM's block hashes as it does vLLM's. */
@@ -227,8 +250,14 @@ export async function main(argv: readonly string[]): Promise<void> {
     model: o.model,
     latencyProfile: o.latencyProfile,
     admin: o.admin ?? false,
-    // A vLLM prefill runs a (Mooncake) bootstrap server only when asked; a SGLang prefill always does.
-    ...(o.engine === 'sglang' || program.getOptionValueSource('bootstrapPort') === 'cli' ? { bootstrapPort: o.bootstrapPort } : {}),
+    // A vLLM prefill runs a Mooncake bootstrap server with --kv-connector mooncake (or when given a port); SGLang's always.
+    ...(o.engine === 'sglang' || o.kvConnector === 'mooncake' || program.getOptionValueSource('bootstrapPort') === 'cli'
+      ? { bootstrapPort: o.bootstrapPort }
+      : {}),
+    ...(o.kvConnector ? { kvConnector: o.kvConnector } : {}),
+    ...(o.kvLoadFailurePolicy ? { kvLoadFailurePolicy: o.kvLoadFailurePolicy } : {}),
+    ...(o.kvLeaseMs ? { kvLeaseMs: o.kvLeaseMs } : {}),
+    ...(o.lmcacheStore ? { lmcacheStore: o.lmcacheStore } : {}),
     languageOnly: o.languageOnly ?? false,
     dataParallel: o.dpSize,
     logger,

@@ -19,6 +19,8 @@ export interface BootstrapServerOptions {
   readonly dpSize: number;
   /** vLLM Mooncake `/query`: the engine id of each DP rank. */
   readonly engineIds: readonly string[];
+  /** vLLM Mooncake `/query`: the worker address each rank registered (`tcp://host:port`; upstream its ZMQ sender). */
+  readonly workerAddr?: () => string;
   /** SGLang: the prefill's resolved `--load-balance-method`, reported by `GET /route` so a decode can derive ranks. */
   readonly loadBalanceMethod?: string;
   readonly leaseMs?: number;
@@ -100,11 +102,10 @@ export class BootstrapServer {
       return sendJson(res, 200, JSON.stringify(info));
     }
     if (req.method === 'GET' && path === '/query') {
-      return sendJson(
-        res,
-        200,
-        JSON.stringify(Object.fromEntries(this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id }]))),
-      );
+      // vLLM's `MooncakeBootstrapServer.query`: {dp_rank: {engine_id, worker_addr: {tp_rank: {pp_rank: addr}}}}.
+      const addr = this.#opts.workerAddr?.() ?? '';
+      const entries = this.#opts.engineIds.map((id, rank) => [String(rank), { engine_id: id, worker_addr: { '0': { '0': addr } } }]);
+      return sendJson(res, 200, JSON.stringify(Object.fromEntries(entries)));
     }
     if (req.method === 'GET' && (path.startsWith(ROOM_WAIT_PATH) || path.startsWith(ROOM_RANK_WAIT_PATH))) {
       const ranks = path.startsWith(ROOM_RANK_WAIT_PATH);

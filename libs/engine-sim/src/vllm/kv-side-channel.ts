@@ -78,7 +78,7 @@ export function remotePrefillOf(params: unknown, ownRequestId: string): RemotePr
 
 const PULL_TIMEOUT_MS = 10_000;
 
-/** Decode side: reads the blocks from the prefill; resolves to the transferred token count, or undefined on failure. */
+/** Decode side: reads the blocks from the prefill; resolves to the transferred token count, or undefined on failure (the caller counts it). */
 export async function pullKv(ctx: SimContext, remote: RemotePrefill, headers: Record<string, string>): Promise<number | undefined> {
   const peer = ctx.options.nixlSideChannel === 'in-process' ? inProcessPrefills.get(`${remote.host}:${remote.port}`) : undefined;
   if (peer !== undefined) {
@@ -86,7 +86,6 @@ export async function pullKv(ctx: SimContext, remote: RemotePrefill, headers: Re
     const result = answerPull(peer.ctx, peer.store, remote.engineId, remote.requestId, remote.blockIds);
     if (result.ok) return result.numTokens;
     ctx.logger?.debug({ status: result.status, error: result.reason, requestId: remote.requestId }, 'KV pull rejected');
-    ctx.counters.inc('kvPullFailures');
     return undefined;
   }
   const host = remote.host.includes(':') ? `[${remote.host}]` : remote.host;
@@ -105,6 +104,5 @@ export async function pullKv(ctx: SimContext, remote: RemotePrefill, headers: Re
   } catch (err) {
     ctx.logger?.debug({ err, requestId: remote.requestId }, 'KV pull failed');
   }
-  ctx.counters.inc('kvPullFailures');
   return undefined;
 }

@@ -5,18 +5,19 @@ import { planOutput } from '../engine/tokens';
 import { EngineHttpError } from '../http/engine-error';
 import type { Exchange, RouteHandler } from '../http/router';
 import { checkContextLength, requestIdOf, responseHeaders, traceHeaders } from '../openai/common';
-import type { BodyExtras, ResponseFormat, ResponseView } from '../openai/format';
+import type { ResponseFormat, ResponseView } from '../openai/format';
 import { parseInferenceRequest, type InferenceRequest } from '../openai/inference-request';
 import { serveGeneration } from '../openai/serve-generation';
 import { vllmChatFormat, vllmCompletionFormat } from '../openai/vllm-format';
 import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import type { SimContext } from '../sim-context';
-import { EcUnavailableError, type EcConnector } from './ec-connector';
+import { EcUnavailableError, GENERATION_ERROR, type EcConnector } from './ec-connector';
 import { failUnavailable, localEncodesNeeded } from './ec-consume';
+import { startEventStream } from '../http/respond';
+import { streamErrorEvents } from '../http/engine-error';
 import type { KvBlockStore } from './kv-block-store';
-import { pullKv, remotePrefillOf } from './kv-side-channel';
+import { KvLoadFailedError, kvParamsOf, type KvRequest, type KvSim } from './kv/kv-sim';
 import { checkEmbedsAllowed, mmFeatures, type MmFeature } from './mm-features';
-import { awaitMooncakeTransfer, mooncakeRemoteOf, mooncakeTransferIdOf } from './mooncake';
 import { serveVllmEncode } from './vllm-encode';
 
 export interface VllmDeps {
@@ -26,6 +27,8 @@ export interface VllmDeps {
   /** The EC connector (`ecConnector` option) of an encoder or EC consumer. */
   readonly ec: EcConnector;
   readonly kv: KvBlockStore;
+  /** The KV connector (`kvConnector`) of a prefill or decode. */
+  readonly kvSim: KvSim;
 }
 
 /** What a prefill/decode request costs before its first token, after cache lookups and KV pulls. */
@@ -54,10 +57,15 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       await serveVllmEncode(deps, ex, request, features, rank, requestId, model);
       return;
     }
+    const kvReq = kvRequestOf(ex, request, rank, requestId);
     let prep: Preparation;
     try {
-      prep = await prepare(deps, ex, request, features, rank, requestId);
+      prep = await prepare(deps, ex, request, features, rank, requestId, kvReq);
     } catch (err) {
+      if (err instanceof KvLoadFailedError) {
+        failKvLoad(ctx, ex, request, requestId);
+        return;
+      }
       if (!(err instanceof EcUnavailableError)) throw err;
       failUnavailable(ctx, ex, err, request, requestId);
       return;
@@ -82,7 +90,8 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       includeUsage: request.includeUsage,
       continuousUsage: request.continuousUsage,
     };
-    const remoteDecode = isRemoteDecodeRequest(request.body['kv_transfer_params']);
+    const remoteDecode = kvReq.params?.['do_remote_decode'] === true;
+    const producer = ctx.role === 'prefill' || ctx.role === 'both';
     await serveGeneration({
       ex,
       env: ctx.env,
@@ -91,9 +100,50 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       format,
       stream: request.stream,
       headers: responseHeaders(requestId),
-      finish: remoteDecode ? () => holdForRemoteDecode(deps, requestId, request, request.stream) : undefined,
+      finish: () => {
+        if (producer) deps.kvSim.stored?.(kvReq);
+        if (!remoteDecode) return {};
+        const kvTransferParams = deps.kvSim.produce(kvReq, request.stream);
+        return kvTransferParams === undefined ? {} : { kvTransferParams };
+      },
     });
   };
+}
+
+/** The KV connector's view of the request: its params, ids, rank and a signal that fires when the client leaves. */
+function kvRequestOf(ex: Exchange, request: InferenceRequest, rank: Rank, requestId: string): KvRequest {
+  const abort = new AbortController();
+  ex.res.once('close', () => abort.abort());
+  return {
+    request,
+    params: kvParamsOf(request.body),
+    requestId,
+    rank,
+    headers: traceHeaders(ex.req.headers),
+    signal: abort.signal,
+    onWait: () => {
+      // vLLM's server has answered 200 and opened the stream (headers sent) before the engine waits for anything.
+      if (request.stream && !ex.res.headersSent && !ex.res.destroyed) {
+        startEventStream(ex.res, responseHeaders(requestId));
+        ex.res.flushHeaders();
+      }
+    },
+  };
+}
+
+/**
+ * A decode whose remote KV load failed under `kv_load_failure_policy: fail`: vLLM finishes the request with an
+ * error, answered as a 500 before any byte, or as an error event and `[DONE]` once the stream is open.
+ */
+function failKvLoad(ctx: SimContext, ex: Exchange, request: InferenceRequest, requestId: string): void {
+  if (ex.res.destroyed) {
+    ctx.counters.inc('aborted');
+    return;
+  }
+  ctx.counters.inc('kvLoadFailedRequests');
+  if (!request.stream) throw GENERATION_ERROR;
+  if (!ex.res.headersSent) startEventStream(ex.res, responseHeaders(requestId));
+  ex.res.end(streamErrorEvents('vllm', GENERATION_ERROR));
 }
 
 /** vLLM's `X-data-parallel-rank`: an integer below the DP size, else the engine's 400. */
@@ -108,11 +158,7 @@ function requestedRank(header: string | string[] | undefined, ranks: number): nu
   return rank;
 }
 
-function isRemoteDecodeRequest(params: unknown): boolean {
-  return !!params && typeof params === 'object' && (params as Record<string, unknown>)['do_remote_decode'] === true;
-}
-
-/** Prefix-cache lookup, NIXL pull (decode) and EC lookups (EC consumer), in the order vLLM does them. */
+/** Prefix-cache lookup, remote KV (decode) and EC lookups (EC consumer), in the order vLLM does them. */
 async function prepare(
   deps: VllmDeps,
   ex: Exchange,
@@ -120,28 +166,22 @@ async function prepare(
   features: readonly MmFeature[],
   rank: Rank,
   requestId: string,
+  kvReq: KvRequest,
 ): Promise<Preparation> {
   const { ctx } = deps;
   const prefixHit = rank.prefixCache.lookup(request);
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   let transferTokens = 0;
   let kvArrived = false;
-  const params = request.body['kv_transfer_params'];
-  const mooncake = mooncakeRemoteOf(params);
-  const nixl = mooncake ? undefined : remotePrefillOf(params, requestId);
-  if (mooncake || nixl) {
-    const headers = traceHeaders(ex.req.headers);
-    const pulled = mooncake ? await awaitMooncakeTransfer(ctx, mooncake, headers, ex.res) : await pullKv(ctx, nixl!, headers);
-    if (pulled !== undefined) {
-      kvArrived = true;
-      ctx.counters.inc('kvPullsReceived');
-      transferTokens = Math.max(0, Math.min(pulled, request.promptTokens - 1) - prefixHit);
-      ctx.metrics.externalCache(rank, request.promptTokens - prefixHit, transferTokens);
-    } else {
-      ctx.counters.inc('localPrefillFallbacks');
-    }
+  // Only an instance that consumes KV looks for it (a prefill's params ask it to produce).
+  const received = ctx.role === 'decode' || ctx.role === 'both' ? await deps.kvSim.receive(kvReq) : undefined;
+  if (received !== undefined) {
+    kvArrived = true;
+    ctx.counters.inc('kvPullsReceived');
+    transferTokens = Math.max(0, Math.min(received, request.promptTokens - 1) - prefixHit);
+    ctx.metrics.externalCache(rank, request.promptTokens - prefixHit, transferTokens);
   } else if (ctx.role === 'decode') {
-    // A decode asked to decode without a usable remote prefill recomputes the prompt itself.
+    // A decode without a usable remote prefill computes the prompt itself.
     ctx.counters.inc('localPrefillFallbacks');
   }
   // With the prompt's KV pulled from a prefill, nothing of it is computed here, so nothing needs encoding. Otherwise
@@ -150,29 +190,4 @@ async function prepare(
   const encodeItems = kvArrived ? 0 : await localEncodesNeeded(ctx, deps.ec, ex, request, features, rank, requestId);
   const cachedTokens = prefixHit + transferTokens;
   return { cachedTokens, work: { computeTokens: Math.max(0, request.promptTokens - cachedTokens), encodeItems, transferTokens } };
-}
-
-/**
- * KV producer: a Mooncake transfer is announced on the bootstrap server; NIXL blocks are kept and the answer tells
- * the decode where to read them (`request_finished` params, non-streamed answers only, as in vLLM).
- */
-function holdForRemoteDecode(deps: VllmDeps, requestId: string, request: InferenceRequest, stream: boolean): BodyExtras {
-  const { ctx } = deps;
-  const promptTokens = request.promptTokens;
-  ctx.counters.inc('kvHandoffsPrepared');
-  const transferId = mooncakeTransferIdOf(request.body['kv_transfer_params']);
-  if (transferId !== undefined) deps.bootstrap?.registerTransfer(transferId, promptTokens);
-  if (stream) return {};
-  const blockIds = deps.kv.hold(requestId, promptTokens);
-  const params = {
-    do_remote_prefill: true,
-    do_remote_decode: false,
-    remote_block_ids: blockIds,
-    remote_engine_id: ctx.engineId,
-    remote_request_id: requestId,
-    remote_host: ctx.advertiseHost,
-    remote_port: ctx.port,
-    tp_size: 1,
-  };
-  return { kvTransferParams: JSON.stringify(params) };
 }

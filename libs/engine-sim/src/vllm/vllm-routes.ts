@@ -12,6 +12,8 @@ import { EcStore } from './ec-store';
 import { KvBlockStore } from './kv-block-store';
 import { KV_PULL_PATH, kvPullHandler } from './kv-side-channel';
 import { vllmEmbeddingsHandler } from './vllm-embeddings';
+import { kvSimOf } from './kv/kv-sim-of';
+import { NixlPushSim, PUSH_REGISTER_PATH } from './kv/nixl-push';
 import { vllmInferenceHandler, type VllmDeps } from './vllm-inference';
 import { vllmResponsesHandler } from './vllm-responses';
 
@@ -35,14 +37,11 @@ function ecConnectorOf(ctx: SimContext): EcConnector {
  * connector's listeners (Mooncake control addresses) start with `deps.ec.start()`.
  */
 export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: BootstrapServer | undefined): VllmDeps {
-  const deps: VllmDeps = {
-    ctx,
-    bootstrap,
-    ec: ecConnectorOf(ctx),
-    kv: new KvBlockStore(ctx.engineId, ctx.options.kvLeaseMs ?? 30_000, ctx.counters),
-  };
+  const kv = new KvBlockStore(ctx.engineId, ctx.options.kvLeaseMs ?? 30_000, ctx.counters);
+  const kvSim = kvSimOf(ctx, kv, bootstrap);
+  const deps: VllmDeps = { ctx, bootstrap, ec: ecConnectorOf(ctx), kv, kvSim };
   const models = modelsBody(ctx);
-  ctx.kvHeld = () => deps.kv.held();
+  ctx.kvHeld = () => kvSim.held();
   // vLLM registers the routes of the tasks its runner supports (`build_app`): a pooling runner has no chat,
   // completions or Responses API, a generate runner no embeddings; FastAPI answers 404 for the others.
   if (ctx.options.runner === 'pooling') {
@@ -70,5 +69,6 @@ export function registerVllmRoutes(router: Router, ctx: SimContext, bootstrap: B
     .add('POST', KV_PULL_PATH, kvPullHandler(ctx, deps.kv))
     .add('POST', '/tokenize', tokenizeHandler(ctx));
   if (deps.ec instanceof NixlEcConnector) router.add('POST', EC_PULL_PATH, deps.ec.pullHandler);
+  if (kvSim instanceof NixlPushSim) router.add('POST', PUSH_REGISTER_PATH, kvSim.registerHandler());
   return deps;
 }
