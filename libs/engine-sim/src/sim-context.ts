@@ -37,6 +37,9 @@ export class SimContext {
   readonly faults: FaultController;
   readonly log: RequestLog;
   readonly metrics: EngineMetrics;
+  readonly #closing = new AbortController();
+  /** Aborted when the engine closes: waits that outlive their client (a Mooncake or push transfer) end then. */
+  readonly closed: AbortSignal = this.#closing.signal;
   /** Outbound HTTP (KV pulls, bootstrap waits, encoder calls) with its own connection pool. */
   readonly http = new Agent({ keepAliveTimeout: 4_000, connections: 64 });
   readonly logger: SimLogger | undefined;
@@ -106,6 +109,7 @@ export class SimContext {
   }
 
   async close(): Promise<void> {
+    this.#closing.abort();
     this.clock.stop();
     for (const rank of this.ranks) rank.stop();
     // destroy, not close: a decode may still be long-polling a bootstrap server for up to its timeout.

@@ -149,6 +149,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
         });
         await sglang?.close();
         await bootstrap?.close();
+        vllm?.kvSim.close?.();
         await vllm?.ec.close();
         await kvEvents?.close();
         await ctx.close();

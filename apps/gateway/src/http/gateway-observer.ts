@@ -1,3 +1,4 @@
+import type { EndpointRef } from '@triad/bus';
 import type { LegInfo, LegOutcome, StageObserver } from '@triad/connectors';
 import { failedStageOf, type KvStrandedEvent, type ProxyRequest, type RequestHooks, type StageSpan } from '@triad/request';
 import type { DispatchPublisher, LegLatency } from '../dispatch/dispatch-publisher';
@@ -34,6 +35,8 @@ export class GatewayObserver implements StageObserver {
   readonly #logger: Logger | undefined;
   /** Outlier detection, once the outliers bucket is followed. */
   outliers: OutlierDetector | undefined = undefined;
+  /** Prefill endpoints already logged for answering without `kv_transfer_params` (logged once each). */
+  readonly #paramsMissingLogged = new Set<string>();
 
   constructor(dispatch: DispatchPublisher, metrics: GatewayMetrics, hooks: RequestHooks, logger?: Logger) {
     this.#dispatch = dispatch;
@@ -86,6 +89,27 @@ export class GatewayObserver implements StageObserver {
     if (!ok) {
       this.#logger?.warn({ requestId: ctx.id, prefill: event.prefill, via: event.via, err: error?.message }, 'KV release leg failed');
     }
+  }
+
+  kvParamsMissing(ctx: ProxyRequest, prefill: EndpointRef): void {
+    const server = ctx.routing.server;
+    this.#metrics.kvParamsMissing(server.connector);
+    if (this.#paramsMissingLogged.has(prefill.key)) return;
+    if (this.#paramsMissingLogged.size >= 10_000) this.#paramsMissingLogged.clear(); // pods come and go
+    this.#paramsMissingLogged.add(prefill.key);
+    this.#logger?.warn(
+      {
+        requestId: ctx.id,
+        modelServer: server.key,
+        connector: server.connector,
+        kvConnector: server.kv?.type,
+        prefill: prefill.key,
+        pod: prefill.pod,
+        mooncakeFlow: prefill.mooncake?.flow,
+      },
+      'prefill answered without kv_transfer_params: its decode prefills the whole prompt again (does the pod run the KV ' +
+        'connector its ModelServer names? upstream vLLM Mooncake needs the concurrent flow: see kvConnector.implementation)',
+    );
   }
 
   retry(ctx: ProxyRequest, attempt: number, error: Error): void {

@@ -26,6 +26,9 @@ export const EC_HANDOFF_FAILURE_REASONS = [
 ] as const satisfies readonly EcHandoffFailureReason[];
 export type { EcHandoffFailureReason };
 
+/** The connectors whose sequential prefills must return `kv_transfer_params` (`triad_gateway_kv_params_missing_total`). */
+export const KV_PARAMS_CONNECTORS = ['vllm-nixl', 'vllm-nixl-push', 'vllm-mooncake', 'vllm-epd'] as const;
+
 /** What one finished request contributes to the metrics. */
 export interface RequestSample {
   readonly model: string;
@@ -198,6 +201,14 @@ export class GatewayMetrics {
     labelNames: ['engine', 'reason', 'action'],
     registers: [this.registry],
   });
+  readonly #kvParamsMissing = new Counter({
+    name: 'triad_gateway_kv_params_missing_total',
+    help:
+      'Prefills of a sequential vLLM KV connector (NIXL, vllm-ascend Mooncake) that answered without kv_transfer_params, so ' +
+      'their decode prefilled the prompt again: the prefill runs another connector than its ModelServer names',
+    labelNames: ['connector'],
+    registers: [this.registry],
+  });
   readonly #kvReleases = new Counter({
     name: 'triad_gateway_kv_releases_total',
     help: 'Release legs sent for stranded vLLM KV, by outcome (ok: a decode took the KV, so the prefill freed it)',
@@ -238,6 +249,7 @@ export class GatewayMetrics {
     // Closed label sets export 0 from the start: a ratio or rate over them reads 0, not "no data".
     for (const reason of LOCAL_REASONS) this.#local.inc({ reason }, 0);
     for (const reason of EC_HANDOFF_FAILURE_REASONS) this.#ecHandoff.inc({ reason }, 0);
+    for (const connector of KV_PARAMS_CONNECTORS) this.#kvParamsMissing.inc({ connector }, 0);
     for (const outcome of ['ok', 'failed']) this.#kvReleases.inc({ engine: 'vLLM', outcome }, 0);
   }
 
@@ -373,6 +385,10 @@ export class GatewayMetrics {
 
   kvStranded(engine: string, reason: KvStrandReason, action: KvStrandAction): void {
     this.#kvStranded.inc({ engine, reason, action });
+  }
+
+  kvParamsMissing(connector: string): void {
+    this.#kvParamsMissing.inc({ connector });
   }
 
   kvReleased(engine: string, ok: boolean): void {

@@ -107,6 +107,15 @@ export class WatcherMetrics {
     registers: [this.registry],
   });
 
+  readonly mooncakeProbes = new Counter({
+    name: 'triad_podwatcher_mooncake_probes_total',
+    help:
+      "vLLM Mooncake prefills' bootstrap probes (GET /query) by verdict: concurrent (upstream vLLM's connector answered) or " +
+      "sequential (no bootstrap server: vllm-ascend's)",
+    labelNames: ['flow'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics !== false) registerProcessMetrics(this.registry);
     // Closed label sets export 0 from the start, so failure ratios and rates read 0 rather than "no data".
@@ -114,6 +123,7 @@ export class WatcherMetrics {
       for (const result of ['ok', 'error']) this.scrapes.inc({ what, result }, 0);
       for (const reason of SCRAPE_FAILURE_REASONS) this.scrapeErrors.inc({ what, reason }, 0);
     }
+    for (const flow of ['concurrent', 'sequential']) this.mooncakeProbes.inc({ flow }, 0);
   }
 
   /** Gauges that read the live state when Prometheus scrapes. */

@@ -1,6 +1,7 @@
 import {
   SCHEMA_VERSION,
   type EndpointRecord,
+  type MooncakeBootstrap,
   type ListenerRef,
   type MetricsSnapshot,
   type ModelRouteRecord,
@@ -36,12 +37,48 @@ export function endpointRecord(p: Placement, view: TargetView | undefined, now: 
   if (p.group !== undefined) r.group = p.group;
   const bootstrapPort = effectiveBootstrapPort(p, view);
   if (bootstrapPort !== undefined) r.bootstrapPort = bootstrapPort;
+  if (p.mooncake !== undefined) {
+    // A Mooncake prefill is offered only once the flow it needs is known (and, for upstream vLLM's connector, the
+    // engine ids its decodes must name): sent the wrong flow, every decode would prefill the prompt again.
+    const mooncake = mooncakeOf(p, view);
+    if (mooncake === undefined) r.ready = false;
+    else r.mooncake = mooncake;
+  }
   const dpSize = p.engine === 'SGLang' ? view?.serverInfo?.dpSize : p.dpSize;
   if (dpSize !== undefined) r.dpSize = dpSize;
   if (p.ecControlAddresses !== undefined) r.ecControlAddresses = [...p.ecControlAddresses];
   if (p.kvEvents !== undefined) r.kvEvents = { ...p.kvEvents };
   if (scrapedBy !== undefined) r.scrapedBy = scrapedBy;
   return r;
+}
+
+/**
+ * Which Mooncake connector a vLLM prefill runs: the ModelServer's `kvConnector.implementation` when it names one,
+ * else what the bootstrap probe found. Undefined while it cannot be routed yet: no probe answer, or upstream vLLM's
+ * connector whose bootstrap server lists no engine ids (its workers have not registered).
+ */
+export function mooncakeOf(p: Placement, view: TargetView | undefined): MooncakeBootstrap | undefined {
+  if (p.mooncake === 'vllm-ascend') return { flow: 'sequential', source: 'override' };
+  const probe = view?.mooncake;
+  if (probe === undefined) return undefined;
+  const detail = probe.detail.slice(0, 512);
+  if (probe.flow === 'concurrent' && (probe.engineIds?.length ?? 0) > 0) {
+    return {
+      flow: 'concurrent',
+      engineIds: [...(probe.engineIds as string[])],
+      source: p.mooncake === 'vllm' ? 'override' : 'probe',
+      detail,
+    };
+  }
+  if (p.mooncake === 'vllm' || probe.flow === 'concurrent') return undefined;
+  return { flow: 'sequential', source: 'probe', detail };
+}
+
+/** Where the pod-watcher asks a vLLM Mooncake prefill's bootstrap server (`GET /query`); undefined: no need to ask. */
+export function bootstrapQueryUrl(p: Placement): string | undefined {
+  if (p.mooncake === undefined || p.mooncake === 'vllm-ascend' || p.bootstrapPort === undefined) return undefined;
+  const host = p.ip.includes(':') ? `[${p.ip}]` : p.ip;
+  return `http://${host}:${p.bootstrapPort}/query`;
 }
 
 /**

@@ -7,7 +7,7 @@ import { poolModelServer } from '../gateway-api/pool-server';
 import type { Inventory, InventoryChange } from '../inventory/inventory';
 import type { ProviderSync } from '../providers/provider-sync';
 import type { StatePublisher } from '../publish/state-publisher';
-import { endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/records';
+import { bootstrapQueryUrl, endpointRecord, modelRouteRecord, modelServerRecord } from '../publish/records';
 import type { EncoderRegistrySync } from '../registry/encoder-registry-sync';
 import { baseUrl, planEncoderRegistries, type EngineState } from '../registry/registry-plan';
 import type { Scraper, TargetView } from '../scrape/scraper';
@@ -324,8 +324,24 @@ export class Reconciler {
       publisher.endpoints.set(p.key, endpointRecord(p, scraper.view(id), now, this.#opts.identity));
       if (p.problems) this.#opts.logger?.warn({ endpoint: p.key, problems: p.problems }, 'ignored a pod annotation');
     }
-    for (const id of touched) scraper.reown(id);
+    for (const id of touched) {
+      scraper.reown(id);
+      scraper.setBootstrapQuery(id, this.#bootstrapQueryOf(id));
+    }
     if (diff.upserted.some((p) => p.mode === 'epd') || diff.removed.some((p) => p.mode === 'epd')) this.#registryDirty = true;
+  }
+
+  /**
+   * The bootstrap server to ask for an address: that of a vLLM Mooncake prefill placed on it (several ModelServers
+   * may select one pod; any of them that needs the probe gets it).
+   */
+  #bootstrapQueryOf(target: string): string | undefined {
+    for (const key of this.#byTarget.get(target) ?? []) {
+      const p = this.table.get(key);
+      const url = p === undefined ? undefined : bootstrapQueryUrl(p);
+      if (url !== undefined) return url;
+    }
+    return undefined;
   }
 
   /** Points a placement at its address; a placement whose address changed lets go of the old one. */

@@ -8,6 +8,7 @@ import { ScrapeError, ensureOk, type EngineHttp } from './engine-http';
 import { hasNewObservations, intervalMeanMs, type HistogramTotals } from './histogram-mean';
 import { parseModelIds } from './models';
 import { SERVER_INFO_PATHS, parseServerInfo, sameServerInfo, type ServerInfoPath, type SglangServerInfo } from './server-info';
+import { probeMooncakeBootstrap, sameProbe, type MooncakeProbe } from './mooncake-bootstrap';
 
 /** What the scraper knows of one engine address. */
 export interface TargetView {
@@ -16,13 +17,18 @@ export interface TargetView {
   readonly models: readonly string[];
   /** SGLang: the engine's `/server_info` (fallback `/get_server_info`) as last read; absent until read. */
   readonly serverInfo?: SglangServerInfo;
+  /** vLLM Mooncake prefill: what its bootstrap port's `GET /query` said; absent until asked. */
+  readonly mooncake?: MooncakeProbe;
 }
 
 export interface ScraperOptions {
   readonly intervalMs: number;
   /** How often `/v1/models` is read again (also for a new engine, and with the scrape after a failing one answers again). */
   readonly modelsIntervalMs: number;
-  /** SGLang `/server_info` refresh (it is also re-read at once when an engine answers again after failing scrapes). */
+  /**
+   * SGLang `/server_info` refresh, and the vLLM Mooncake bootstrap probe's (both are also re-read at once when an
+   * engine answers again after failing scrapes: it may have restarted).
+   */
   readonly serverInfoIntervalMs?: number;
   readonly concurrency: number;
   readonly http: EngineHttp;
@@ -65,6 +71,9 @@ interface Target {
   /** Last successful server-info read (0 = never), and the route that answered. */
   infoAt: number;
   infoPath: ServerInfoPath;
+  /** vLLM Mooncake prefill: its bootstrap server's `/query` URL, and when it was last asked (0 = never). */
+  bootstrapUrl: string | undefined;
+  bootstrapAt: number;
   queued: boolean;
   removed: boolean;
   /** In this replica's shard at the last look. */
@@ -157,6 +166,8 @@ export class Scraper {
       modelsAt: 0,
       infoAt: 0,
       infoPath: SERVER_INFO_PATHS[0],
+      bootstrapUrl: undefined,
+      bootstrapAt: 0,
       queued: false,
       removed: false,
       mine: true,
@@ -188,6 +199,25 @@ export class Scraper {
       this.#bySlot[t.phase % this.#bySlot.length]?.delete(t);
       this.#opts.http.forget(t.baseUrl);
     }
+  }
+
+  /**
+   * Asks `url` (a vLLM Mooncake prefill's `http://ip:port/query`) with this target's scrapes: at the next one, then
+   * every server-info interval and whenever the engine answers again after failing scrapes; undefined stops asking.
+   * A new URL forgets the last answer.
+   */
+  setBootstrapQuery(id: string, url: string | undefined): void {
+    const t = this.#targets.get(id);
+    if (t === undefined || t.bootstrapUrl === url) return;
+    t.bootstrapUrl = url;
+    t.bootstrapAt = 0;
+    if (t.view.mooncake !== undefined) {
+      const { mooncake: _forgotten, ...rest } = t.view;
+      t.view = rest;
+      this.#opts.onUpdate(t.id);
+    }
+    // Known already and scraped: asked now rather than a scrape interval later (its record waits for the answer).
+    if (t.mine && t.view.metrics.scrapedAt > 0) this.#enqueue(t);
   }
 
   /** Reads the engine's `/server_info` again at its next scrape (its side ports may have changed). */
@@ -418,16 +448,40 @@ export class Scraper {
         this.#opts.metrics?.scrapeErrors.inc({ what: 'models', reason: err instanceof ScrapeError ? err.reason : 'parse' });
       }
     }
-    // A SGLang engine that answers again after failing scrapes may have restarted with other settings.
+    // An engine that answers again after failing scrapes may have restarted with other settings (and engine ids).
     const recovered = prev.metrics.stale && !metrics.stale;
     const infoDue = t.engine === 'SGLang' && !metrics.stale && (recovered || this.#infoDue(t));
-    if (infoDue) {
-      return this.#fetchServerInfo(t).then((serverInfo) => {
-        if (!t.removed) this.#report(t, prev, metrics, models, serverInfo);
-      });
+    const probeDue = t.bootstrapUrl !== undefined && !metrics.stale && (recovered || this.#probeDue(t));
+    if (infoDue || probeDue) {
+      return Promise.all([infoDue ? this.#fetchServerInfo(t) : prev.serverInfo, probeDue ? this.#probeBootstrap(t) : prev.mooncake]).then(
+        ([serverInfo, mooncake]) => {
+          if (!t.removed) this.#report(t, prev, metrics, models, serverInfo, mooncake);
+        },
+      );
     }
-    this.#report(t, prev, metrics, models, prev.serverInfo);
+    this.#report(t, prev, metrics, models, prev.serverInfo, prev.mooncake);
     return undefined;
+  }
+
+  #probeDue(t: Target): boolean {
+    return t.bootstrapAt === 0 || this.#now() - t.bootstrapAt >= (this.#opts.serverInfoIntervalMs ?? 30_000);
+  }
+
+  /** The bootstrap probe; its verdict is logged when it changes (a prefill that restarted as another engine too). */
+  async #probeBootstrap(t: Target): Promise<MooncakeProbe> {
+    const url = t.bootstrapUrl as string;
+    const probe = await probeMooncakeBootstrap(this.#opts.http, url);
+    t.bootstrapAt = this.#now();
+    this.#opts.metrics?.mooncakeProbes.inc({ flow: probe.flow });
+    if (!sameProbe(t.view.mooncake, probe)) {
+      this.#opts.logger.info(
+        { target: t.id, flow: probe.flow, engineIds: probe.engineIds, detail: probe.detail },
+        probe.flow === 'concurrent'
+          ? "Mooncake prefill runs upstream vLLM's connector"
+          : "Mooncake prefill answers no bootstrap /query (vllm-ascend's connector)",
+      );
+    }
+    return probe;
   }
 
   #report(
@@ -436,17 +490,20 @@ export class Scraper {
     metrics: MetricsSnapshot,
     models: readonly string[],
     serverInfo: SglangServerInfo | undefined,
+    probe: MooncakeProbe | undefined,
   ): void {
     const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
+    const mooncake = sameProbe(prev.mooncake, probe) ? prev.mooncake : probe;
     // A first successful scrape is news even when it finds the numbers a never-scraped view starts with.
     const unchanged =
       models === prev.models &&
       info === prev.serverInfo &&
+      mooncake === prev.mooncake &&
       sameMetrics(prev.metrics, metrics) &&
       (prev.metrics.scrapedAt !== 0 || metrics.scrapedAt === 0) &&
       (metrics.stale || metrics.scrapedAt - prev.metrics.scrapedAt < (this.#opts.reportEveryMs ?? Number.POSITIVE_INFINITY));
     if (unchanged) return;
-    t.view = { metrics, models, ...(info ? { serverInfo: info } : {}) };
+    t.view = { metrics, models, ...(info ? { serverInfo: info } : {}), ...(mooncake ? { mooncake } : {}) };
     this.#opts.onUpdate(t.id);
   }
 

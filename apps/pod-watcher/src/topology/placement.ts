@@ -1,4 +1,5 @@
 import {
+  DEFAULT_MOONCAKE_BOOTSTRAP_PORT,
   DEFAULT_SGLANG_BOOTSTRAP_PORT,
   ENCODER_BOOTSTRAP_PORT_ANNOTATION,
   annotatedPortFor,
@@ -11,6 +12,7 @@ import {
   type BootstrapPortSource,
   type InferenceEngine,
   type ModelServer,
+  type MooncakeImplementation,
   type PipelineMode,
   type Pod,
   type Role,
@@ -29,8 +31,13 @@ export interface Placement {
   readonly group?: string;
   readonly ip: string;
   readonly port: number;
-  /** SGLang prefill: the bootstrap port from static configuration (the engine's `/server_info` wins once read). */
+  /**
+   * Prefill bootstrap port from static configuration: SGLang (the engine's `/server_info` wins once read), and vLLM
+   * with `kvConnector: mooncake` (where the pod-watcher asks `GET /query`).
+   */
   readonly bootstrapPort?: number;
+  /** vLLM prefill with `kvConnector: mooncake`: the ModelServer's `kvConnector.implementation` (`auto`: probe it). */
+  readonly mooncake?: MooncakeImplementation;
   readonly bootstrapPortSource?: BootstrapPortSource;
   readonly engine: InferenceEngine;
   readonly mode: PipelineMode;
@@ -66,6 +73,25 @@ function vllmEcOf(ms: ModelServer, pod: Pod, role: Role, mode: PipelineMode): Vl
     ...(ec.dpSize !== undefined ? { dpSize: ec.dpSize } : {}),
     ...(consumer && ec.addresses !== undefined ? { ecControlAddresses: ec.addresses } : {}),
     ...(ec.problems.length > 0 ? { problems: ec.problems } : {}),
+  };
+}
+
+type VllmMooncake = Pick<Placement, 'bootstrapPort' | 'bootstrapPortSource' | 'mooncake' | 'problems'>;
+
+/**
+ * A vLLM prefill of a ModelServer with `kvConnector: mooncake`: its bootstrap port (`triad.io/bootstrap-port`, then
+ * `sglang.ai/bootstrap-port`, then the ModelServer's `bootstrapPort`, then vLLM's default 8998 — the same order as
+ * SGLang's) and which Mooncake connector the ModelServer says it runs.
+ */
+function vllmMooncakeOf(ms: ModelServer, pod: Pod, role: Role, port: number, mode: PipelineMode): VllmMooncake {
+  if (ms.spec.inferenceEngine !== 'vLLM' || mode === 'aggregated' || role !== 'prefill' || ms.spec.kvConnector?.type !== 'mooncake')
+    return {};
+  const b = staticBootstrapPort(pod.metadata.annotations, port, ms.spec.bootstrapPort, DEFAULT_MOONCAKE_BOOTSTRAP_PORT);
+  return {
+    bootstrapPort: b.port,
+    bootstrapPortSource: b.source,
+    mooncake: ms.spec.kvConnector.implementation ?? 'auto',
+    ...(b.problems.length > 0 ? { problems: b.problems } : {}),
   };
 }
 
@@ -115,7 +141,8 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
     const kvEvents = kvEventsOf(pod);
     const sglang = sglangPortsOf(ms, pod, c.role, port, mode);
     const vllm = vllmEcOf(ms, pod, c.role, mode);
-    const problems = [...(sglang.problems ?? []), ...(vllm.problems ?? [])];
+    const mooncake = vllmMooncakeOf(ms, pod, c.role, port, mode);
+    const problems = [...(sglang.problems ?? []), ...(vllm.problems ?? []), ...(mooncake.problems ?? [])];
     out.push({
       key: endpointKey(namespace, ms.metadata.name, pod.metadata.name),
       namespace,
@@ -128,6 +155,7 @@ export function placePods(ms: ModelServer, pods: Iterable<Pod>): Placement[] {
       engine: ms.spec.inferenceEngine,
       mode,
       ...sglang,
+      ...mooncake,
       ...(kvEvents !== undefined ? { kvEvents } : {}),
       ...(vllm.dpSize !== undefined ? { dpSize: vllm.dpSize } : {}),
       ...(vllm.ecControlAddresses !== undefined ? { ecControlAddresses: vllm.ecControlAddresses } : {}),
@@ -147,6 +175,7 @@ export function samePlacement(a: Placement, b: Placement): boolean {
     a.port === b.port &&
     a.bootstrapPort === b.bootstrapPort &&
     a.bootstrapPortSource === b.bootstrapPortSource &&
+    a.mooncake === b.mooncake &&
     a.engine === b.engine &&
     a.mode === b.mode &&
     a.registryOwner === b.registryOwner &&

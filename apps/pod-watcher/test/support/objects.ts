@@ -26,6 +26,7 @@ export interface ServerOptions {
   readonly port?: number;
   readonly ports?: { encodePort?: number; prefillPort?: number; decodePort?: number };
   readonly bootstrapPort?: number;
+  readonly kvConnector?: Record<string, unknown>;
 }
 
 /** A ModelServer; `pd` and `epd` get a pdGroup keyed on `group` with `role: encode|prefill|decode` labels. */
@@ -51,6 +52,7 @@ export function modelServer(name: string, opts: ServerOptions = {}) {
       workloadPort: { port: opts.port ?? 8000, ...(opts.ports ?? {}) },
       workloadSelector: { matchLabels: opts.matchLabels ?? { app: name }, ...(pdGroup ? { pdGroup } : {}) },
       ...(opts.bootstrapPort ? { bootstrapPort: opts.bootstrapPort } : {}),
+      ...(opts.kvConnector ? { kvConnector: opts.kvConnector } : {}),
     },
   };
 }

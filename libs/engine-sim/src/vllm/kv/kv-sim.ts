@@ -39,6 +39,8 @@ export interface KvSim {
   stored?(req: KvRequest): void;
   /** KV held for decodes that have not taken it (also `/metrics` `triad_sim_kv_held_*`). */
   held(): { readonly requests: number; readonly blocks: number };
+  /** Ends what the connector keeps waiting (the engine closes). */
+  close?(): void;
 }
 
 /**

@@ -46,8 +46,8 @@ export class MooncakeUpstreamSim implements KvSim {
       return loadFailed(this.ctx, req.requestId, `remote engine_id ${engineId} not found from bootstrap server ${addr}`);
     }
     const path = `${TRANSFER_WAIT_PATH}${encodeURIComponent(transferKey(engineId, transferId))}`;
-    const never = new AbortController().signal;
-    const wait = await waitForHandoff(this.ctx, addr, path, this.ctx.options.kvLeaseMs ?? 30_000, req.headers, never);
+    // Not ended by the client leaving (the prefill sends once asked); ended when this engine closes.
+    const wait = await waitForHandoff(this.ctx, addr, path, this.ctx.options.kvLeaseMs ?? 30_000, req.headers, this.ctx.closed);
     if (wait.ok) return wait.promptTokens;
     return loadFailed(this.ctx, req.requestId, `Mooncake transfer ${transferId} never came from ${addr}: ${wait.reason}`);
   }

@@ -53,6 +53,7 @@ export class NixlPushSim implements KvSim {
         body: JSON.stringify({ engine_id: params['remote_engine_id'], request_id: requestId, transfer_id: transferId, wait_ms: waitMs }),
         headersTimeout: waitMs + 5_000,
         bodyTimeout: waitMs + 5_000,
+        signal: this.ctx.closed,
       });
       const body = (await res.body.json()) as { num_tokens?: unknown; error?: unknown };
       if (res.statusCode === 200 && typeof body.num_tokens === 'number') return body.num_tokens;
@@ -86,6 +87,10 @@ export class NixlPushSim implements KvSim {
 
   held(): { readonly requests: number; readonly blocks: number } {
     return this.board.held();
+  }
+
+  close(): void {
+    this.board.close();
   }
 
   /** Prefill side: a decode's registration (the PUSH_REG notification), answered when the KV is written. */
