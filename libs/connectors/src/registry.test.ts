@@ -1,6 +1,6 @@
 import { ConnectorRegistry, connectorFor, relaysKvParams } from './registry';
 import { DEFAULT_STAGE_TIMEOUTS } from '@triad/request';
-import { ecProfileOf, retryPolicyOf, serverProfileOf, stageTimeoutsOf } from './server-profile';
+import { ecProfileOf, kvProfileOf, retryPolicyOf, serverProfileOf, stageTimeoutsOf } from './server-profile';
 import type { ModelServerRecord } from '@triad/bus';
 
 describe('connectorFor / relaysKvParams', () => {
@@ -11,12 +11,15 @@ describe('connectorFor / relaysKvParams', () => {
     { engine: 'vLLM', mode: 'pd', kv: 'mooncake', name: 'vllm-mooncake', relay: true },
     { engine: 'vLLM', mode: 'pd', kv: 'lmcache', name: 'vllm-lmcache', relay: true },
     { engine: 'vLLM', mode: 'pd', kv: 'http', name: 'vllm-http', relay: false },
+    { engine: 'vLLM', mode: 'pd', kv: 'nixl', push: 'push', name: 'vllm-nixl-push', relay: true },
+    { engine: 'vLLM', mode: 'pd', kv: 'mooncake', push: 'push', name: 'vllm-mooncake', relay: true },
     { engine: 'vLLM', mode: 'epd', kv: undefined, name: 'vllm-epd', relay: true },
     { engine: 'vLLM', mode: 'epd', kv: 'http', name: 'vllm-epd', relay: false },
     { engine: 'SGLang', mode: 'pd', kv: 'http', name: 'sglang-pd', relay: false },
     { engine: 'SGLang', mode: 'epd', kv: undefined, name: 'sglang-epd', relay: false },
-  ] as const)('$engine $mode kv=$kv → $name (relay $relay)', ({ engine, mode, kv, name, relay }) => {
-    expect(connectorFor(engine, mode, kv)).toBe(name);
+  ] as const)('$engine $mode kv=$kv → $name (relay $relay)', (row) => {
+    const { engine, mode, kv, name, relay } = row;
+    expect(connectorFor(engine, mode, kv, 'push' in row ? row.push : undefined)).toBe(name);
     expect(relaysKvParams(engine, mode, kv)).toBe(relay);
     expect(new ConnectorRegistry().get(name).name).toBe(name);
   });
@@ -72,6 +75,24 @@ describe('server profile', () => {
     });
     expect(serverProfileOf(record(), DEFAULT_STAGE_TIMEOUTS).ec).toBeUndefined();
   });
+  it('resolves the vLLM KV settings: type (NIXL for EPD without one), Mooncake implementation, NIXL push', () => {
+    expect(kvProfileOf(record())).toEqual({ type: 'nixl', mooncake: 'auto', push: false });
+    const spec = record().spec;
+    const withKv = (kvConnector: ModelServerRecord['spec']['kvConnector'], mode: 'pd' | 'epd' = 'pd') =>
+      kvProfileOf({ ...record(), mode, spec: { ...spec, kvConnector } });
+    expect(withKv({ type: 'mooncake', implementation: 'vllm-ascend' })).toEqual({ type: 'mooncake', mooncake: 'vllm-ascend', push: false });
+    expect(withKv({ type: 'nixl', transferMode: 'push' })).toEqual({ type: 'nixl', mooncake: 'auto', push: true });
+    expect(withKv(undefined)).toEqual({ type: 'http', mooncake: 'auto', push: false });
+    expect(withKv(undefined, 'epd')).toEqual({ type: 'nixl', mooncake: 'auto', push: false });
+    expect(kvProfileOf({ ...record(), spec: { ...spec, inferenceEngine: 'SGLang' } })).toBeUndefined();
+    expect(
+      serverProfileOf({ ...record(), spec: { ...spec, kvConnector: { type: 'nixl', transferMode: 'push' } } }, DEFAULT_STAGE_TIMEOUTS),
+    ).toMatchObject({
+      connector: 'vllm-nixl-push',
+      kv: { push: true },
+    });
+  });
+
   it('resolves vLLM EPD EC settings, with defaults when the ModelServer names none', () => {
     const epd = { ...record(), mode: 'epd' as const };
     expect(ecProfileOf(epd)).toEqual({

@@ -74,6 +74,26 @@ describe('ModelServer validation errors', () => {
       ['spec.kvConnector.type: Invalid option: expected one of "http"|"lmcache"|"nixl"|"mooncake"'],
     ],
     [
+      'Mooncake implementation on another KV connector',
+      { kvConnector: { type: 'nixl', implementation: 'vllm' } },
+      ['spec.kvConnector.implementation: only used with type mooncake; type is nixl'],
+    ],
+    [
+      'NIXL transfer mode on another KV connector',
+      { kvConnector: { type: 'mooncake', transferMode: 'pull' } },
+      ['spec.kvConnector.transferMode: only used with type nixl; type is mooncake'],
+    ],
+    [
+      'unknown Mooncake implementation',
+      { kvConnector: { type: 'mooncake', implementation: 'sglang' } },
+      ['spec.kvConnector.implementation: Invalid option: expected one of "auto"|"vllm"|"vllm-ascend"'],
+    ],
+    [
+      'vLLM KV settings on SGLang',
+      { inferenceEngine: 'SGLang', kvConnector: { type: 'nixl', transferMode: 'push' } },
+      ['spec.kvConnector: implementation and transferMode are vLLM settings; inferenceEngine is SGLang'],
+    ],
+    [
       'unknown ecConnector',
       { ecConnector: { type: 'lmcache' } },
       [

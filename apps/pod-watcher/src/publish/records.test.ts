@@ -1,6 +1,6 @@
 import { EndpointRecordSchema } from '@triad/bus';
 import type { Placement } from '../topology/placement';
-import { endpointRecord, sameEndpointRecord } from './records';
+import { bootstrapQueryUrl, endpointRecord, sameEndpointRecord } from './records';
 
 const placement: Placement = {
   key: 'default.ms.p',
@@ -93,5 +93,34 @@ describe('endpoint records', () => {
     expect(sameEndpointRecord(base, endpointRecord(placement, view(3, 10_000), 2, 'watcher-a'), never)).toBe(false);
     expect(sameEndpointRecord(base, endpointRecord(placement, view(2, 10_000), 2, 'watcher-b'), never)).toBe(false);
     expect(sameEndpointRecord(endpointRecord(placement, undefined, 1, 'watcher-a'), base, never)).toBe(false);
+  });
+
+  it("offer a vLLM Mooncake prefill only once its flow is known: the ModelServer's implementation, else the probe", () => {
+    const mc: Placement = { ...placement, engine: 'vLLM', ip: 'fd00::1', mooncake: 'auto' };
+    const probed = (flow: 'concurrent' | 'sequential', engineIds?: string[]) => ({
+      ...view(0, 1),
+      mooncake: { flow, detail: 'seen', ...(engineIds ? { engineIds } : {}) },
+    });
+    expect(endpointRecord(mc, view(0, 1), 5)).toMatchObject({ ready: false });
+    expect(endpointRecord(mc, view(0, 1), 5).mooncake).toBeUndefined();
+    const up = endpointRecord(mc, probed('concurrent', ['e0', 'e1']), 5);
+    expect(EndpointRecordSchema.parse(up)).toEqual(up);
+    expect(up).toMatchObject({
+      ready: true,
+      bootstrapPort: 8998,
+      mooncake: { flow: 'concurrent', engineIds: ['e0', 'e1'], source: 'probe' },
+    });
+    // An upstream bootstrap server whose workers have not registered yet lists nothing: not routable yet.
+    expect(endpointRecord(mc, probed('concurrent', []), 5).ready).toBe(false);
+    expect(endpointRecord(mc, probed('sequential'), 5)).toMatchObject({ ready: true, mooncake: { flow: 'sequential', source: 'probe' } });
+    expect(endpointRecord({ ...mc, mooncake: 'vllm-ascend' }, view(0, 1), 5)).toMatchObject({
+      ready: true,
+      mooncake: { flow: 'sequential', source: 'override' },
+    });
+    expect(endpointRecord({ ...mc, mooncake: 'vllm' }, probed('sequential'), 5).ready).toBe(false);
+    expect(endpointRecord({ ...mc, mooncake: 'vllm' }, probed('concurrent', ['e0']), 5).mooncake).toMatchObject({ source: 'override' });
+    expect(bootstrapQueryUrl(mc)).toBe('http://[fd00::1]:8998/query');
+    expect(bootstrapQueryUrl({ ...mc, mooncake: 'vllm-ascend' })).toBeUndefined();
+    expect(bootstrapQueryUrl(placement)).toBeUndefined();
   });
 });

@@ -390,6 +390,26 @@ describe('VllmEpdConnector: push connector (Mooncake)', () => {
     expect(bad.legsOf('encode')).toHaveLength(1);
   });
 
+  it('re-encodes after a consumer 500 with shared storage and NIXL too, then runs P/D again on the same pods', async () => {
+    for (const connector of ['shared-storage', 'nixl'] as const) {
+      const decision = decisionWith([choice(0, e0), choice(1, e0)]);
+      let prefills = 0;
+      const run = new FakeLegRunner((spec) =>
+        spec.stage === 'encode' ? keyedEncoder(spec) : spec.stage === 'prefill' && ++prefills === 1 ? engineError(spec, 500) : {},
+      );
+      const ctx = proxyRequest({ body: two, server: serverWith(ec({ connector })), decision });
+      const connectorUnderTest = new VllmEpdConnector();
+      await connectorUnderTest.prepare(ctx, run);
+      await connectorUnderTest.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+      // One encode before the loop, one after the 500; both P legs on the same pods.
+      expect(run.legsOf('encode')).toHaveLength(2);
+      expect(run.legsOf('prefill').map((l) => l.spec.endpoint.key)).toEqual([p0.key, p0.key]);
+      expect(run.legsOf('decode')).toHaveLength(1);
+      expect(run.retries.map((r) => (r.error as EcHandoffError).reason)).toEqual(['output_lost']);
+      expect(run.legsOf('decode')[0]?.spec.leadingErrorEventFails).toBe(true);
+    }
+  });
+
   it('refuses a consumer without a control address for its rank before any encoder runs (retryable: another attempt may have one)', async () => {
     const noAddress: Attempt = { endpoint: d0, prefill: p0 };
     const decision = decisionWith([choice(0, e0), choice(1, e0)], [noAddress]);
