@@ -10,6 +10,21 @@ export const DP_SIZE_ANNOTATION = 'triad.io/dp-size';
 export const EC_CONTROL_PORT_ANNOTATION = 'triad.io/ec-control-port';
 /** Explicit control addresses, one per DP rank in rank order (`tcp://host:port` or `host:port`), for TP > 1 or another IP. */
 export const EC_CONTROL_ADDRESSES_ANNOTATION = 'triad.io/ec-control-addresses';
+/**
+ * vLLM's default `ec_port` (`ECTransferConfig`): where ECMooncakeConnector's consumer rank 0 listens; DP rank r adds
+ * r × TP size (`ec_connector/mooncake/config.py`: `control_port = ec_port + data_parallel_index * tp_size`).
+ */
+export const DEFAULT_EC_CONTROL_PORT = 14579;
+
+/**
+ * The control addresses a Mooncake EC consumer without annotations has, with vLLM's defaults and TP 1: rank r at
+ * `tcp://<pod IP>:<14579 + r>`. vLLM binds and advertises `ec_ip` (default `127.0.0.1`, which no encoder in another
+ * pod can reach): a deployment sets `ec_ip` to the pod IP, as docs/protocols/vllm.md says.
+ */
+export function defaultEcControlAddresses(podIp: string, dpSize: number): string[] {
+  return Array.from({ length: dpSize }, (_, r) => `tcp://${hostFor(podIp)}:${DEFAULT_EC_CONTROL_PORT + r}`);
+}
+
 /** Most DP ranks one pod may declare (the endpoint record's bound too). */
 export const MAX_DP_SIZE = 64;
 

@@ -61,7 +61,9 @@ export {
   DP_SIZE_ANNOTATION,
   EC_CONTROL_PORT_ANNOTATION,
   EC_CONTROL_ADDRESSES_ANNOTATION,
+  DEFAULT_EC_CONTROL_PORT,
   MAX_DP_SIZE,
+  defaultEcControlAddresses,
   ecControlOf,
   normalizeEcAddress,
 } from './ec-annotations';

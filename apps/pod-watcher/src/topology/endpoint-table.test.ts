@@ -105,6 +105,24 @@ describe('vLLM EPD consumer annotations of placements', () => {
     ).toEqual(['dec']);
   });
 
+  it("gives a Mooncake EC consumer without annotations vLLM's default control port on its pod IP, one port per DP rank", () => {
+    const base = ms('vl', { engine: 'vLLM', mode: 'epd' });
+    const mooncake = ModelServerSchema.parse({ ...base, spec: { ...base.spec, ecConnector: { type: 'mooncake' } } });
+    const labels = (role: string) => ({ app: 'vl', group: 'g', role });
+    const placed = placePods(mooncake, [
+      p('one', labels('prefill'), { ip: '10.0.1.1' }),
+      p('two', labels('prefill'), { ip: '10.0.1.2', annotations: { 'triad.io/dp-size': '2' } }),
+      p('set', labels('prefill'), { ip: '10.0.1.3', annotations: { 'triad.io/ec-control-port': '15000' } }),
+      p('dec', labels('decode'), { ip: '10.0.1.4' }),
+    ]).map((x) => [x.pod, x.ecControlAddresses]);
+    expect(placed).toEqual([
+      ['one', ['tcp://10.0.1.1:14579']],
+      ['two', ['tcp://10.0.1.2:14579', 'tcp://10.0.1.2:14580']],
+      ['set', ['tcp://10.0.1.3:15000']],
+      ['dec', undefined],
+    ]);
+  });
+
   it('ignores malformed or misaligned values with the reason, keeping what is valid', () => {
     const epd = ms('vl', { engine: 'vLLM', mode: 'epd' });
     const labels = { app: 'vl', group: 'g', role: 'prefill' };

@@ -4,8 +4,10 @@ import {
   ENCODER_BOOTSTRAP_PORT_ANNOTATION,
   annotatedPortFor,
   classifyPod,
+  defaultEcControlAddresses,
   ecControlOf,
   isPodReady,
+  isPushEcConnector,
   resolvePipelineMode,
   rolePort,
   staticBootstrapPort,
@@ -69,9 +71,16 @@ function vllmEcOf(ms: ModelServer, pod: Pod, role: Role, mode: PipelineMode): Vl
   const ec = ecControlOf(pod.metadata.annotations, pod.status?.podIP ?? '');
   const prefillsItself = Object.keys(ms.spec.workloadSelector.pdGroup?.prefillLabels ?? {}).length === 0;
   const consumer = mode === 'epd' && (role === 'prefill' || (role === 'decode' && prefillsItself));
+  // A push (Mooncake) consumer without annotations listens where vLLM's defaults put it, on the pod IP (ec_ip).
+  const podIp = pod.status?.podIP;
+  const defaulted =
+    consumer && ec.addresses === undefined && isPushEcConnector(ms.spec.ecConnector?.type) && podIp
+      ? defaultEcControlAddresses(podIp, ec.dpSize ?? 1)
+      : undefined;
+  const addresses = ec.addresses ?? defaulted;
   return {
     ...(ec.dpSize !== undefined ? { dpSize: ec.dpSize } : {}),
-    ...(consumer && ec.addresses !== undefined ? { ecControlAddresses: ec.addresses } : {}),
+    ...(consumer && addresses !== undefined ? { ecControlAddresses: addresses } : {}),
     ...(ec.problems.length > 0 ? { problems: ec.problems } : {}),
   };
 }
