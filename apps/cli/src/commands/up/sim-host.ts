@@ -38,6 +38,8 @@ function simOptions(spec: SimSpec, flags: SimHostFlags, logger: SimEngineOptions
     ...(spec.enableMmEmbeds ? { enableMmEmbeds: true } : {}),
     ...(spec.dataParallel ? { dataParallel: spec.dataParallel } : {}),
     ...(spec.ecControlPort !== undefined ? { ecControlPort: spec.ecControlPort } : {}),
+    ...(spec.kvConnector ? { kvConnector: spec.kvConnector } : {}),
+    ...(spec.lmcacheStore ? { lmcacheStore: spec.lmcacheStore } : {}),
     // The hashing the local stack's scheduler config asks the gateway for (stack.ts): vLLM's defaults with
     // PYTHONHASHSEED=0, 16-token blocks.
     ...(spec.kvEvents && flags.tokenizer

@@ -163,6 +163,41 @@ ${pod('nixl-pd', '127.0.8.4', '{app: mc, g: a, role: pd}', '{"sim.triad.io/ec-co
     ]);
   });
 
+  it("runs vLLM P/D sims with the KV connector the ModelServer names (or the pod's sim annotation)", () => {
+    const server = (name: string, kv: string) => `
+apiVersion: networking.serving.volcano.sh/v1alpha1
+kind: ModelServer
+metadata: {name: ${name}, namespace: default}
+spec:
+  inferenceEngine: vLLM
+  workloadPort: {port: 8000}
+  kvConnector: ${kv}
+  workloadSelector:
+    matchLabels: {app: ${name}}
+    pdGroup: {groupKey: g, prefillLabels: {role: p}, decodeLabels: {role: d}}
+---`;
+    const { sims } = plan(`${server('up', '{type: mooncake}')}
+${server('asc', '{type: mooncake, implementation: vllm-ascend}')}
+${server('push', '{type: nixl, transferMode: push}')}
+${server('lmc', '{type: lmcache}')}
+${pod('up-p', '127.0.9.1', '{app: up, g: a, role: p}', '{"triad.io/bootstrap-port": "9001"}')}
+${pod('up-d', '127.0.9.2', '{app: up, g: a, role: d}')}
+${pod('up-p2', '127.0.9.3', '{app: up, g: a, role: p}', '{"sim.triad.io/kv-connector": "mooncake-ascend"}')}
+${pod('asc-p', '127.0.9.4', '{app: asc, g: a, role: p}')}
+${pod('push-p', '127.0.9.5', '{app: push, g: a, role: p}')}
+${pod('lmc-d', '127.0.9.6', '{app: lmc, g: a, role: d}')}
+`);
+    const byKey = Object.fromEntries(sims.map((s) => [s.key.split('/')[1], s]));
+    expect(byKey['up-p']).toMatchObject({ kvConnector: 'mooncake', bootstrapPort: 9001 });
+    expect(byKey['up-d']).toMatchObject({ kvConnector: 'mooncake' });
+    expect(byKey['up-d']?.bootstrapPort).toBeUndefined();
+    expect(byKey['up-p2']).toMatchObject({ kvConnector: 'mooncake-ascend' });
+    expect(byKey['up-p2']?.bootstrapPort).toBeUndefined();
+    expect(byKey['asc-p']).toMatchObject({ kvConnector: 'mooncake-ascend' });
+    expect(byKey['push-p']).toMatchObject({ kvConnector: 'nixl-push' });
+    expect(byKey['lmc-d']).toMatchObject({ kvConnector: 'lmcache', lmcacheStore: 'default/lmc' });
+  });
+
   it('runs vLLM sims as the real configuration says: ModelServer ecConnector and the triad.io EC annotations', () => {
     const { sims, notes } = plan(`
 apiVersion: networking.serving.volcano.sh/v1alpha1

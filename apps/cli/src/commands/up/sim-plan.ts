@@ -1,4 +1,5 @@
 import {
+  DEFAULT_MOONCAKE_BOOTSTRAP_PORT,
   DEFAULT_SGLANG_BOOTSTRAP_PORT,
   DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT,
   EC_CONTROL_PORT_ANNOTATION,
@@ -17,6 +18,8 @@ import {
 export type SimEngineKind = 'vllm' | 'sglang';
 export type SimRole = 'encode' | 'prefill' | 'decode' | 'both';
 export type SimEcConnector = 'shared-storage' | 'nixl' | 'mooncake';
+export type SimKvConnector = 'nixl' | 'nixl-push' | 'mooncake' | 'mooncake-ascend' | 'lmcache';
+const SIM_KV_CONNECTORS: readonly string[] = ['nixl', 'nixl-push', 'mooncake', 'mooncake-ascend', 'lmcache'];
 
 /**
  * A vLLM pod's sim runs what the real configuration says its engine runs: the ModelServer's `ecConnector` (type,
@@ -29,6 +32,12 @@ export const SIM_EC_CONNECTOR_ANNOTATION = 'sim.triad.io/ec-connector';
 export const SIM_MM_EMBEDS_ANNOTATION = 'sim.triad.io/enable-mm-embeds';
 export const SIM_DP_SIZE_ANNOTATION = 'sim.triad.io/dp-size';
 export const SIM_EC_CONTROL_PORT_ANNOTATION = 'sim.triad.io/ec-control-port';
+/**
+ * The vLLM KV connector a pod's sim runs instead of the one its ModelServer's `kvConnector` implies (`nixl`,
+ * `nixl-push`, `mooncake` — upstream vLLM's —, `mooncake-ascend`, `lmcache`): to play a pod that runs another
+ * connector than its ModelServer names.
+ */
+export const SIM_KV_CONNECTOR_ANNOTATION = 'sim.triad.io/kv-connector';
 /**
  * The pod annotations that name an engine's KV-event sockets (what the pod-watcher copies onto the endpoint
  * record for the kv-indexer): in the local stack the pod's sim publishes its prefix cache's events there.
@@ -48,8 +57,12 @@ export interface SimSpec {
   readonly host: string;
   readonly port: number;
   readonly model: string;
-  /** SGLang prefill only: the bootstrap server port. */
+  /** Bootstrap server port: SGLang prefills, and vLLM prefills running upstream vLLM's Mooncake connector. */
   readonly bootstrapPort?: number;
+  /** vLLM P/D: the KV connector the engine runs (absent: NIXL pull). */
+  readonly kvConnector?: SimKvConnector;
+  /** vLLM with LMCache: the shared backend its prefills and decodes use (one per ModelServer). */
+  readonly lmcacheStore?: string;
   /** SGLang EPD prefill: a `--language-only` server that calls its encoders itself. */
   readonly languageOnly?: boolean;
   /** Language-only servers: the encoder registry listener's port (`triad.io/encoder-bootstrap-port`, else 8997). */
@@ -106,6 +119,11 @@ function bootstrapPortOf(pod: Pod, ms: ModelServer, port: number): number {
   return staticBootstrapPort(pod.metadata.annotations, port, ms.spec.bootstrapPort, DEFAULT_SGLANG_BOOTSTRAP_PORT).port;
 }
 
+/** A vLLM Mooncake prefill's bootstrap port, as the pod-watcher resolves it (annotations, ModelServer, 8998). */
+function mooncakeBootstrapPortOf(pod: Pod, ms: ModelServer, port: number): number {
+  return staticBootstrapPort(pod.metadata.annotations, port, ms.spec.bootstrapPort, DEFAULT_MOONCAKE_BOOTSTRAP_PORT).port;
+}
+
 function encoderBootstrapPortOf(pod: Pod, port: number): number {
   return annotatedPortFor(pod.metadata.annotations, ENCODER_BOOTSTRAP_PORT_ANNOTATION, port).port ?? DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT;
 }
@@ -117,7 +135,23 @@ function positiveIntAnnotation(pod: Pod, name: string, max: number): number | un
   return Number.isInteger(n) && n > 0 && n <= max ? n : undefined;
 }
 
-type VllmKnobs = Pick<SimSpec, 'ecConnector' | 'enableMmEmbeds' | 'dataParallel' | 'ecControlPort'>;
+type VllmKnobs = Pick<SimSpec, 'ecConnector' | 'enableMmEmbeds' | 'dataParallel' | 'ecControlPort' | 'kvConnector' | 'lmcacheStore'>;
+
+/**
+ * The KV connector a vLLM pod's engine runs, as its ModelServer says (`kvConnector`: Mooncake upstream unless
+ * `implementation: vllm-ascend`, NIXL push with `transferMode: push`), or as the pod's sim annotation overrides it.
+ */
+function simKvConnector(pod: Pod, ms: ModelServer): Pick<SimSpec, 'kvConnector' | 'lmcacheStore'> {
+  const override = pod.metadata.annotations?.[SIM_KV_CONNECTOR_ANNOTATION];
+  const kv = ms.spec.kvConnector;
+  let kind: SimKvConnector | undefined;
+  if (override !== undefined && SIM_KV_CONNECTORS.includes(override)) kind = override as SimKvConnector;
+  else if (kv?.type === 'mooncake') kind = kv.implementation === 'vllm-ascend' ? 'mooncake-ascend' : 'mooncake';
+  else if (kv?.type === 'nixl' && kv.transferMode === 'push') kind = 'nixl-push';
+  else if (kv?.type === 'lmcache') kind = 'lmcache';
+  if (kind === undefined) return {};
+  return { kvConnector: kind, ...(kind === 'lmcache' ? { lmcacheStore: `${ms.metadata.namespace}/${ms.metadata.name}` } : {}) };
+}
 
 /** The base port of a pod's real EC control addresses, when they are consecutive ports of the pod's own IP. */
 function realControlPort(addresses: readonly string[] | undefined, ip: string): number | undefined {
@@ -144,7 +178,9 @@ function vllmSimKnobs(pod: Pod, ip: string, ms: ModelServer, role: SimRole, note
   const dataParallel = positiveIntAnnotation(pod, SIM_DP_SIZE_ANNOTATION, 64) ?? real.dpSize;
   const consumer = ecConnector === 'mooncake' && (role === 'prefill' || role === 'both');
   const realPort = realControlPort(real.addresses, ip);
-  if (consumer && realPort === undefined && annotations[SIM_EC_CONTROL_PORT_ANNOTATION] === undefined) {
+  // A consumer of a Mooncake ModelServer without annotations gets vLLM's default port on its pod IP from the
+  // pod-watcher, where its sim listens; only one the router is not told about needs the note.
+  if (consumer && configured?.type !== 'mooncake' && realPort === undefined && annotations[SIM_EC_CONTROL_PORT_ANNOTATION] === undefined) {
     notes.push(
       `pod ${pod.metadata.namespace}/${pod.metadata.name} is a Mooncake EC consumer without ${EC_CONTROL_PORT_ANNOTATION}: ` +
         `its sim listens on ${DEFAULT_EC_CONTROL_PORT}, but the gateway refuses its multimodal requests until the annotation names it`,
@@ -157,6 +193,7 @@ function vllmSimKnobs(pod: Pod, ip: string, ms: ModelServer, role: SimRole, note
   const enableMmEmbeds = embeds === 'true' ? true : embeds === 'false' ? false : configured?.enableMmEmbeds === true;
   return {
     ...(ecConnector ? { ecConnector } : {}),
+    ...(resolvePipelineMode(ms.spec) === 'aggregated' ? {} : simKvConnector(pod, ms)),
     ...(enableMmEmbeds ? { enableMmEmbeds: true } : {}),
     ...(dataParallel && dataParallel > 1 ? { dataParallel } : {}),
     ...(port !== undefined ? { ecControlPort: port } : {}),
@@ -210,6 +247,7 @@ function simFor(pod: Pod, ip: string, { ms, role }: Classified, routes: readonly
     port,
     model: servedModel(ms, routes),
     ...(sglangPrefill ? { bootstrapPort: bootstrapPortOf(pod, ms, port) } : {}),
+    ...(knobs.kvConnector === 'mooncake' && simRole === 'prefill' ? { bootstrapPort: mooncakeBootstrapPortOf(pod, ms, port) } : {}),
     ...(languageOnly ? { languageOnly: true, encoderBootstrapPort: encoderBootstrapPortOf(pod, port) } : {}),
     usesSharedEc:
       engine === 'vllm' && mode === 'epd' && simRole !== 'decode' && (knobs.ecConnector ?? 'shared-storage') === 'shared-storage',

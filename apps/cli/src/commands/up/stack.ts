@@ -102,7 +102,7 @@ async function checkPorts(options: UpOptions, plan: SimPlan): Promise<void> {
   await assertPortFree(options.host, options.port, `the gateway (--port ${options.port})`);
   for (const sim of plan.sims) {
     await assertPortFree(sim.host, sim.port, `the engine sim of pod ${sim.key}`);
-    if (sim.bootstrapPort !== undefined) await assertPortFree(sim.host, sim.bootstrapPort, `the SGLang bootstrap server of pod ${sim.key}`);
+    if (sim.bootstrapPort !== undefined) await assertPortFree(sim.host, sim.bootstrapPort, `the bootstrap server of pod ${sim.key}`);
     for (const address of [sim.kvEvents?.endpoint, sim.kvEvents?.replayEndpoint]) {
       if (address !== undefined) await assertPortFree(sim.host, Number(address.split(':').pop()), `the KV-event socket of pod ${sim.key}`);
     }

@@ -78,6 +78,15 @@ export function loadFailed(ctx: SimContext, requestId: string, reason: string): 
   throw new KvLoadFailedError(reason);
 }
 
+/**
+ * Waits for the decode's next engine step: vLLM's scheduler hands a request's transfer to the worker in the step
+ * that schedules it (`build_connector_meta`, then `start_load_kv`), so a pull or a push registration leaves one
+ * step after the request arrived. No wait in the zero profile.
+ */
+export function nextEngineStep(ctx: SimContext): Promise<void> {
+  return ctx.clock.sleep(ctx.latency.zero ? 0 : ctx.latency.decodeMsPerToken);
+}
+
 /** The engine id vLLM gives a DP rank of this instance (rank 0 keeps the instance's own). */
 export function engineIdOf(ctx: SimContext, rank: number): string {
   return rank === 0 ? ctx.engineId : `${ctx.engineId}-dp${rank}`;

@@ -1,7 +1,7 @@
 import type { SimContext } from '../../sim-context';
 import type { KvBlockStore } from '../kv-block-store';
 import { pullKv, remotePrefillOf } from '../kv-side-channel';
-import { invalidParams, loadFailed, type KvRequest, type KvSim } from './kv-sim';
+import { invalidParams, loadFailed, type KvRequest, type KvSim, nextEngineStep } from './kv-sim';
 
 /**
  * vllm-ascend's MooncakeConnector (`MooncakePullConnector`, vllm-ascend
@@ -33,6 +33,7 @@ export class MooncakeAscendSim implements KvSim {
       );
     }
     req.onWait();
+    await nextEngineStep(this.ctx);
     const pulled = await pullKv(this.ctx, remote, req.headers);
     return pulled ?? loadFailed(this.ctx, req.requestId, `Mooncake read of ${remote.requestId} from ${remote.host}:${remote.port} failed`);
   }

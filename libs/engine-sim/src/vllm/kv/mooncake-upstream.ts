@@ -2,7 +2,7 @@ import { request } from 'undici';
 import { TRANSFER_WAIT_PATH, type BootstrapServer } from '../../bootstrap/bootstrap-server';
 import { waitForHandoff } from '../../bootstrap/handoff-wait';
 import type { SimContext } from '../../sim-context';
-import { engineIdOf, invalidParams, loadFailed, type KvRequest, type KvSim } from './kv-sim';
+import { engineIdOf, invalidParams, loadFailed, type KvRequest, type KvSim, nextEngineStep } from './kv-sim';
 
 /** What the decode's `kv_transfer_params` must hold for a Mooncake pull (`update_state_after_alloc`). */
 const DECODE_FIELDS = ['remote_engine_id', 'remote_bootstrap_addr', 'transfer_id'] as const;
@@ -41,6 +41,7 @@ export class MooncakeUpstreamSim implements KvSim {
     const addr = String(params['remote_bootstrap_addr']).replace(/\/+$/, '');
     const transferId = String(params['transfer_id']);
     req.onWait();
+    await nextEngineStep(this.ctx);
     if (!this.#known.has(engineId)) await this.#query(addr, req.headers);
     if (!this.#known.has(engineId)) {
       return loadFailed(this.ctx, req.requestId, `remote engine_id ${engineId} not found from bootstrap server ${addr}`);

@@ -1,7 +1,7 @@
 import type { SimContext } from '../../sim-context';
 import type { KvBlockStore } from '../kv-block-store';
 import { pullKv, remotePrefillOf } from '../kv-side-channel';
-import { invalidParams, loadFailed, type KvRequest, type KvSim } from './kv-sim';
+import { invalidParams, loadFailed, type KvRequest, type KvSim, nextEngineStep } from './kv-sim';
 
 /**
  * vLLM's NixlConnector (pull). Prefill: a request with `do_remote_decode` keeps its blocks (`request_finished`) and
@@ -22,6 +22,7 @@ export class NixlPullSim implements KvSim {
     const remote = remotePrefillOf(params, req.requestId);
     if (remote === undefined) return invalidParams(this.ctx, req.requestId, 'NIXL params without the prefill blocks and side channel');
     req.onWait();
+    await nextEngineStep(this.ctx);
     const pulled = await pullKv(this.ctx, remote, req.headers);
     return pulled ?? loadFailed(this.ctx, req.requestId, `pull of ${remote.requestId} from ${remote.host}:${remote.port} failed`);
   }

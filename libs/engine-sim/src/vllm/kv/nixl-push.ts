@@ -3,7 +3,7 @@ import { httpBase } from '../../bootstrap/handoff-wait';
 import type { Exchange, RouteHandler } from '../../http/router';
 import { sendJson } from '../../http/respond';
 import type { SimContext } from '../../sim-context';
-import { engineIdOf, invalidParams, loadFailed, type KvRequest, type KvSim } from './kv-sim';
+import { engineIdOf, invalidParams, loadFailed, type KvRequest, type KvSim, nextEngineStep } from './kv-sim';
 import { PushBoard } from './push-board';
 
 /** The simulator's stand-in for the PUSH_REG notification a push decode sends its prefill over NIXL. */
@@ -39,6 +39,7 @@ export class NixlPushSim implements KvSim {
       return invalidParams(this.ctx, req.requestId, 'NIXL push params without the prefill engine id, side channel and tp_size');
     }
     req.onWait();
+    await nextEngineStep(this.ctx);
     this.ctx.counters.inc('kvPushRegistrations');
     const requestId = typeof params['remote_request_id'] === 'string' ? params['remote_request_id'] : req.requestId;
     const transferId = typeof params['transfer_id'] === 'string' ? params['transfer_id'] : undefined;
