@@ -153,8 +153,9 @@ export const REFERENCES: readonly Reference[] = [
     name: 'mooncake',
     upstream: 'vllm: examples/disaggregated/mooncake_connector/mooncake_connector_proxy.py',
     stages: [
-      { stage: 'P', engine: 'vllm', role: 'prefill', bootstrapPort: 0, probeRole: 'prefill' },
-      { stage: 'D', engine: 'vllm', role: 'decode', probeRole: 'decode' },
+      // Both run upstream vLLM's MooncakeConnector (bootstrap server, router-made transfer ids).
+      { stage: 'P', engine: 'vllm', role: 'prefill', kvConnector: 'mooncake', bootstrapPort: 0, probeRole: 'prefill' },
+      { stage: 'D', engine: 'vllm', role: 'decode', kvConnector: 'mooncake', probeRole: 'decode' },
     ],
     prefillStage: 'P',
     decodeStage: 'D',

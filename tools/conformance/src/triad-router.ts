@@ -28,6 +28,20 @@ export interface TriadSpec {
   readonly endpoints: readonly TriadEndpoint[] | ((bench: Bench) => readonly TriadEndpoint[]);
 }
 
+/**
+ * What the pod-watcher's probe of a vLLM Mooncake prefill's bootstrap port publishes (docs/pod-watcher.md): the
+ * concurrent flow with the engine id of each DP rank when `GET /query` answers, else the sequential flow. Asked of
+ * the sim directly, so the probe is not part of the recorded traffic.
+ */
+async function mooncakeProbe(sim: { readonly host: string; readonly bootstrapPort?: number }): Promise<EndpointRecord['mooncake']> {
+  if (sim.bootstrapPort === undefined) return { flow: 'sequential', source: 'probe', detail: 'no bootstrap server' };
+  const query = (await (await fetch(`http://${sim.host}:${sim.bootstrapPort}/query`)).json()) as Record<string, { engine_id: string }>;
+  const engineIds = Object.keys(query)
+    .sort((a, b) => Number(a) - Number(b))
+    .map((k) => (query[k] as { engine_id: string }).engine_id);
+  return { flow: 'concurrent', engineIds, source: 'probe' };
+}
+
 const NAMESPACE = 'default';
 const SERVER = 'conformance';
 
@@ -70,6 +84,7 @@ export async function startTriad(bench: Bench, triad: TriadSpec): Promise<Runnin
     for (const e of list) {
       const { sim, tap } = bench.stage(e.stage);
       const now = Date.now();
+      const mooncake = e.role === 'prefill' && triad.spec.kvConnector?.type === 'mooncake' ? await mooncakeProbe(sim) : undefined;
       await endpoints.put(endpointKey(NAMESPACE, SERVER, e.stage.toLowerCase()), {
         schemaVersion: 1,
         namespace: NAMESPACE,
@@ -82,6 +97,7 @@ export async function startTriad(bench: Bench, triad: TriadSpec): Promise<Runnin
         ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
         ...(e.dpSize !== undefined ? { dpSize: e.dpSize } : {}),
         ...(e.ecControlAddresses ? { ecControlAddresses: [...e.ecControlAddresses] } : {}),
+        ...(mooncake !== undefined ? { mooncake } : {}),
         engine,
         ready: true,
         models: [MODEL],
