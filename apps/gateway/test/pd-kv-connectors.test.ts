@@ -164,7 +164,7 @@ describe('gateway, vLLM PD KV connectors against engine-sims that follow the eng
     expect(at('mp').counters()['kvTransferIdsMissing']).toBe(0);
   });
 
-  it('upstream vLLM Mooncake, not streamed: the answer goes out once both legs succeeded; the DP ranks take turns', async () => {
+  it('upstream vLLM Mooncake, not streamed: the decode answers from transferred KV; the DP ranks take turns', async () => {
     const ranks = new Set<string>();
     for (let i = 0; i < 2; i++) {
       const res = await client().chat.completions.create({ model: 'mc', messages: [{ role: 'user', content: LONG }], max_tokens: 3 });

@@ -77,6 +77,8 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       inferenceEngine: 'vLLM',
       pipelineMode: 'epd',
       kvConnector: { type: 'nixl' },
+      // No re-encode after a consumer 500: the failure case below traces one failed prefill leg, not a second try.
+      ecConnector: { type: 'shared-storage', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 0 },
       workloadPort: { port: 8000, protocol: 'http' },
       workloadSelector: {
         matchLabels: { app: 'vl' },

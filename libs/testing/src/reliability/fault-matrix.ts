@@ -99,7 +99,9 @@ const TOPOLOGIES: Readonly<Record<TopologyName, TopologyDef>> = {
       inferenceEngine: 'vLLM',
       pipelineMode: 'epd',
       kvConnector: { type: 'nixl' },
-      ecConnector: { type: 'nixl', enableMmEmbeds: true },
+      // The matrix checks failover to the healthy pod with each leg sent once per engine; the re-encode after a
+      // consumer 500 (vLLM's --decode-retries: the same pods once more) is off here and tested in epd-connectors.
+      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 0 },
     },
   },
   'sglang-aggregated': { engine: 'sglang', stages: ['aggregated'], multimodal: false, spec: { inferenceEngine: 'SGLang' } },

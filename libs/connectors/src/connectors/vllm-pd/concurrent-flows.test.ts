@@ -101,7 +101,7 @@ describe("vLLM Mooncake: upstream vLLM's concurrent flow", () => {
     expect(run.answers).toEqual([]);
   });
 
-  it('buffers a non-streamed decode answer until the prefill succeeded too', async () => {
+  it('a non-streamed decode answer is buffered; a prefill failure before it arrives fails the try, nothing reaches the client', async () => {
     const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? engineError(spec, 503) : { body: '{"choices":[]}' }));
     const ctx = proxyRequest({ body: { ...body, stream: false }, server: kv('mooncake'), decision });
     await expect(new VllmPdConnector('vllm-mooncake').attempt(ctx, decision.attempts[0], 0, run)).rejects.toMatchObject({

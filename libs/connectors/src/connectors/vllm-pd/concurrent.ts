@@ -19,7 +19,7 @@ export interface ConcurrentLegs {
   readonly onPrefillAnswer?: (answer: BufferedAnswer) => void;
 }
 
-/** What a concurrent try resolves to when the prefill's answer did not come before the stream ended. */
+/** What a concurrent try resolves to when the prefill's answer did not come before the decode's. */
 const NO_ANSWER: BufferedAnswer = Object.freeze({ status: 0, contentType: '', body: Buffer.alloc(0) });
 
 /** A decode that never received its request: its engine cannot have told the prefill to let go of the KV. */
@@ -34,7 +34,8 @@ function neverReached(err: unknown): boolean {
  * decode and fails the try with the prefill's error, so the stage loop retries another pair — a decode left alone
  * would wait for KV that never comes, then fail or prefill the prompt itself. After the first byte the decode has
  * its KV (vLLM produces no token before the load finishes) and goes on; the prefill's failure still counts (its
- * leg reports it). A decode failure aborts a prefill still running. Resolves to the prefill's answer.
+ * leg reports it). A decode failure aborts a prefill still running. Resolves to the prefill's answer (empty when the
+ * decode's came first).
  */
 export function runConcurrentPd(
   ctx: EngineRequest,
@@ -77,16 +78,11 @@ export function runConcurrentPd(
     let failed = false;
     const finish = () => {
       if (failed || !decodeDone) return;
-      // A relayed stream that is complete does not wait for its prefill's answer (the stage loop then aborts a
-      // prefill leg still open); a buffered answer goes out only once the prefill succeeded too, while its failure
-      // can still be retried.
-      if (ctx.stream) {
-        resolve(prefillAnswer ?? NO_ANSWER);
-        return;
-      }
-      if (!prefillDone) return;
-      run.respond(decodeAnswer as BufferedAnswer);
-      resolve(prefillAnswer as BufferedAnswer);
+      // A decode that answered had its KV (it waits for it; a failed load fails it, and a prefill failure before
+      // its answer aborted it): its answer goes out without waiting for the prefill's, and the stage loop then
+      // aborts a prefill leg still open.
+      if (!ctx.stream) run.respond(decodeAnswer as BufferedAnswer);
+      resolve(prefillAnswer ?? NO_ANSWER);
     };
     prefill.promise.then(
       (answer) => {
