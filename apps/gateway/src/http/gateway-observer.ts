@@ -102,7 +102,7 @@ export class GatewayObserver implements StageObserver {
         requestId: ctx.id,
         modelServer: server.key,
         connector: server.connector,
-        kvConnector: server.kv?.type,
+        kvConnector: server.kind === 'engine' ? server.kv?.type : undefined,
         prefill: prefill.key,
         pod: prefill.pod,
         mooncakeFlow: prefill.mooncake?.flow,
