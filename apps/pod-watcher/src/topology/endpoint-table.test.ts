@@ -27,6 +27,34 @@ describe('placing pods of a ModelServer', () => {
   });
 });
 
+describe('vLLM Mooncake prefills: the bootstrap port', () => {
+  // A pod's annotation wins over the ModelServer's field: prefill pods on hostNetwork share their node's address, so
+  // only a per-pod value can tell two of them apart (docs/protocols/vllm.md, Bootstrap port).
+  it('reads triad.io/bootstrap-port, then sglang.ai/bootstrap-port, then ModelServer.bootstrapPort, then 8998', () => {
+    const labels = { app: 'qwen', group: 'g1', role: 'prefill' };
+    const pods = [
+      p('a', labels, { ip: '10.0.0.1', annotations: { 'triad.io/bootstrap-port': '9100', 'sglang.ai/bootstrap-port': '9101' } }),
+      p('b', labels, { ip: '10.0.0.2', annotations: { 'sglang.ai/bootstrap-port': '9201' } }),
+      p('c', labels, { ip: '10.0.0.3' }),
+      p('d', { app: 'qwen', group: 'g1', role: 'decode' }, { ip: '10.0.0.4', annotations: { 'triad.io/bootstrap-port': '9400' } }),
+    ];
+    const withField = ms('qwen', { mode: 'pd', kvConnector: { type: 'mooncake' }, bootstrapPort: 9000 });
+    expect(placePods(withField, pods).map((x) => [x.pod, x.bootstrapPort, x.bootstrapPortSource])).toEqual([
+      ['a', 9100, 'annotation:triad.io'],
+      ['b', 9201, 'annotation:sglang.ai'],
+      ['c', 9000, 'model-server'],
+      ['d', undefined, undefined],
+    ]);
+    const withoutField = ms('qwen', { mode: 'pd', kvConnector: { type: 'mooncake' } });
+    expect(placePods(withoutField, pods.slice(2, 3)).map((x) => [x.pod, x.bootstrapPort, x.bootstrapPortSource])).toEqual([
+      ['c', 8998, 'default'],
+    ]);
+    // Only a Mooncake ModelServer's prefills have a bootstrap server.
+    const nixl = ms('qwen', { mode: 'pd', kvConnector: { type: 'nixl' }, bootstrapPort: 9000 });
+    expect(placePods(nixl, pods).map((x) => x.bootstrapPort)).toEqual([undefined, undefined, undefined, undefined]);
+  });
+});
+
 describe('SGLang side ports of placements', () => {
   it('reads sglang.ai/bootstrap-port (single or aligned with smg.ai/worker-ports) after triad.io, and reports ignored values', () => {
     const server = ms('qwen', { engine: 'SGLang', mode: 'pd', ports: { prefillPort: 30001 } });
