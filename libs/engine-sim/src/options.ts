@@ -131,6 +131,11 @@ export interface SimEngineOptions {
   readonly advertiseHost?: string;
   /** 0 or absent picks a free port. */
   readonly port?: number;
+  /**
+   * vLLM: the instance's `engine_id` (`--kv-transfer-config`), which a router given it up front names to the decode
+   * (vLLM's NIXL push proxy demo takes it on its command line). Default: a random UUID, as vLLM picks.
+   */
+  readonly engineId?: string;
   /** Served model name. Default `sim-model`. */
   readonly model?: string;
   readonly latencyProfile?: LatencyProfileName;

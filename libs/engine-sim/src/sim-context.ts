@@ -28,7 +28,7 @@ export class SimContext {
   readonly loraAdapters: readonly string[];
   readonly maxModelLen: number;
   /** vLLM `remote_engine_id` of this instance. */
-  readonly engineId = randomUUID();
+  readonly engineId: string;
   readonly startedAt = Math.floor(Date.now() / 1000);
   readonly latency: LatencyModel;
   readonly clock = new SimClock();
@@ -60,6 +60,7 @@ export class SimContext {
     this.role = options.role;
     this.model = options.model ?? 'sim-model';
     this.host = options.host ?? '127.0.0.1';
+    this.engineId = options.engineId ?? randomUUID();
     this.advertiseHost = options.advertiseHost ?? (isUnspecified(this.host) ? (firstExternalIPv4() ?? '127.0.0.1') : this.host);
     this.loraAdapters = options.loraAdapters ?? [];
     this.maxModelLen = options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN;

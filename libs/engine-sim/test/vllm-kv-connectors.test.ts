@@ -207,7 +207,15 @@ describe("vLLM simulator: vLLM's NixlPushConnector", () => {
   let decode: SimEngineHandle;
 
   beforeAll(async () => {
-    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.3.6', kvConnector: 'nixl-push', kvLeaseMs: 3000 });
+    // An engine id given up front, as vLLM's push proxy demo is told it (`--prefill-engine-id`).
+    prefill = await fleet.start({
+      engine: 'vllm',
+      role: 'prefill',
+      host: '127.0.3.6',
+      kvConnector: 'nixl-push',
+      kvLeaseMs: 3000,
+      engineId: 'prefill-engine-001',
+    });
     decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.3.7', kvConnector: 'nixl-push' });
   });
   afterAll(() => fleet.closeAll());
@@ -220,7 +228,14 @@ describe("vLLM simulator: vLLM's NixlPushConnector", () => {
 
   it('answers its coordinates (transfer_mode push); a decode sent afterwards registers and gets the KV written', async () => {
     const kv = await prefillFor('push-1', 'x1');
-    expect(kv).toMatchObject({ transfer_mode: 'push', remote_host: '127.0.3.6', remote_port: prefill.port, tp_size: 1, pp_size: 1 });
+    expect(kv).toMatchObject({
+      transfer_mode: 'push',
+      remote_engine_id: 'prefill-engine-001',
+      remote_host: '127.0.3.6',
+      remote_port: prefill.port,
+      tp_size: 1,
+      pp_size: 1,
+    });
     const d = await post(
       `${decode.url}/v1/chat/completions`,
       { messages: LONG, max_tokens: 2, kv_transfer_params: kv },

@@ -26,7 +26,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'short-prompt-on-decode',
-    reference: ['nixl-toy', 'mooncake', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
+    reference: ['nixl-toy', 'nixl-push', 'mooncake', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
     case: 'text, short',
     key: '*',
     reason:
@@ -50,18 +50,106 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       "vLLM's Mooncake proxy fires the prefill and forgets it: when it fails, the decode waits for a transfer that never comes and then prefills the whole prompt itself (`kvPullFailures` 1, `localPrefillFallbacks` 1) and answers 200, the doubled prefill a PD router exists to prevent. Triad counts the prefill's failure and fails the attempt over, never a silent local prefill.",
   },
   {
-    id: 'proxy-keeps-min-tokens',
-    reference: ['mooncake', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
-    case: 'text, long, min_tokens + max_completion_tokens',
-    key: ['client.*', 'order', 'overlap:*', 'leg:D#1', 'P#1.status', 'P#1.body.min_tokens', 'P#1.answer.*', 'outcome.*'],
+    id: 'mooncake-query-by-the-pod-watcher',
+    reference: 'mooncake',
+    case: 'setup',
+    key: ['order', 'leg:P.bootstrap#1'],
     reason:
-      "These proxies keep the client's `min_tokens` on the prefill leg they cut to `max_tokens` 1, which vLLM refuses (400: SamplingParams requires min_tokens ≤ max_tokens). The EPD proxy then fails the request (500); the Mooncake proxy's fire-and-forget prefill fails unseen and its decode prefills locally. Triad drops `min_tokens` on the prefill leg, as the NIXL toy proxy does, and the decode keeps it.",
+      "vLLM's Mooncake proxy reads each prefill's engine ids (`GET <bootstrap>/query`) itself when it starts. In Triad the pod-watcher asks `/query` when it places the prefill pod and publishes the engine ids on the endpoint record (docs/pod-watcher.md); the gateway never calls it. Here the tool writes the record the probe would publish (`src/triad-router.ts`), so the query is not in Triad's traffic.",
+  },
+  {
+    id: 'transfer-id-per-try',
+    reference: 'mooncake',
+    case: '*',
+    key: ['P#*.body.kv_transfer_params.transfer_id', 'D#*.body.kv_transfer_params.transfer_id'],
+    triad: 'xfer-<transfer#1>',
+    reason:
+      "vLLM's Mooncake proxy builds the transfer id from its request id (`xfer-<request id>`). Triad makes a fresh one for every try (`xfer-<uuid>`), so a retry on another pair never reuses the id of a transfer an earlier try's prefill may still hold. The connector needs only that P and D carry the same id, unique per transfer: the same name `<transfer#1>` on both legs shows they do. vLLM's push proxy demo does the same (`xfer-<uuid4>`, new for every dispatch).",
+  },
+  {
+    id: 'push-first-try-sequential',
+    reference: 'nixl-push',
+    case: 'text, long',
+    key: ['order', 'overlap:D#1~P#1', 'D#1.body.kv_transfer_params.*'],
+    reason:
+      "vLLM's push proxy demo is given the prefill's push coordinates (engine id, NIXL side-channel host and port, TP and PP size) on its command line. Triad learns them from the prefill's first answer (docs/protocols/vllm.md, NIXL push), so the first request to a prefill it has not heard from goes sequentially, as vLLM's push toy proxy does (the prefill's params relayed to the decode: `transfer_mode`, block ids the push decode ignores, no `transfer_id`: the decode pairs by `remote_request_id`). Every later request goes to both at once, with the demo's decode params field for field; this case is the first.",
+  },
+  {
+    id: 'prefill-not-streamed',
+    reference: 'nixl-push',
+    case: '*',
+    key: ['P#1.body.stream', 'P#1.body.stream_options*', 'P#1.answer.*'],
+    reason:
+      "Triad sends the prefill leg `stream: false` without `stream_options`, as vLLM's NIXL toy, Mooncake and EPD proxies do; the push demo leaves the client's `stream` on the prefill (then its answer is an event stream, whose params nobody reads, hence no `P#1.answer` fields on its side). Either way the prefill's answer is drained, not relayed.",
+  },
+  {
+    id: 'concurrent-prefill-failure-aborts-decode',
+    reference: 'nixl-push',
+    case: '500 at P, long',
+    key: ['D#1.status', 'outcome.D.*'],
+    triad: '*',
+    reason:
+      "When the prefill of a concurrent pair fails before the decode's first byte, Triad aborts the decode leg at once (status 0: the router closed it) and fails the try over (docs/kv-ownership.md, concurrent flows). The push demo leaves the decode waiting for a push that never comes until its timeout, then the decode fails its load (`kvPullFailures`) and the client's connection breaks.",
+  },
+  {
+    id: 'reencode-after-consumer-500',
+    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
+    case: '500 at P, long',
+    key: ['client.*', 'order', 'overlap:*', 'leg:*', 'E#2.*', 'P#2.*', 'D#1.*', 'outcome.*'],
+    triad: '*',
+    reason:
+      "A 500 from an EC consumer before its first byte may be an encoder output it could not get, so Triad encodes again and retries once (`ecConnector.reencodeAttempts`, 1) whichever stage consumes: the prefill in E→P→D, the PD server in E→PD. The newest proxy re-encodes only after a decode 500 (`--decode-retries`), which is the consumer in its E→PD set-up; in E→P→D its prefill's 500 ends the request. The classic proxy retries nothing.",
+  },
+  {
+    id: 'kv-release-after-decode-failure',
+    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
+    case: '500 at D, long',
+    key: [
+      'order',
+      'overlap:*D.release#1*',
+      'leg:D.release#1',
+      'D.release#1.*',
+      'outcome.P.kvHeldRequests',
+      'outcome.P.kvPullsServed',
+      'outcome.D.kvPullsReceived',
+      'outcome.D.embedsParts',
+    ],
+    reason:
+      "The decode answered 500 before its first byte, so it never read the KV the prefill holds for it. Triad sends a release leg (docs/kv-ownership.md: the decode body cut to one token, the prefill's `kv_transfer_params`, `x-request-id` `<id>-kv-release`), alongside the retry, and the prefill frees the blocks at once. The proxies leave them held until the prefill's lease ends (`P.kvHeldRequests` 1).",
+  },
+  {
+    id: 'classic-epd-no-retry',
+    reference: 'epd-classic',
+    case: '500 at D, long',
+    key: ['client.*', 'order', 'overlap:*', 'leg:*', 'P#2.*', 'D#2.*'],
+    triad: '*',
+    reason:
+      "The classic proxy retries nothing: a decode 500 ends its request. The newest proxy re-encodes and retries once after a decode 500 (compared in the `epd-newest` rows), and Triad does as the newest.",
+  },
+  {
+    id: 'proxy-keeps-min-tokens',
+    reference: ['mooncake', 'nixl-push', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
+    case: 'text, long, min_tokens + max_completion_tokens',
+    key: [
+      'client.*',
+      'order',
+      'overlap:*',
+      'leg:D#1',
+      'P#1.status',
+      'P#1.body.min_tokens',
+      'P#1.answer.*',
+      'D#1.status',
+      'D#1.answer.*',
+      'outcome.*',
+    ],
+    reason:
+      "These proxies keep the client's `min_tokens` on the prefill leg they cut to `max_tokens` 1, which vLLM refuses (400: SamplingParams requires min_tokens ≤ max_tokens). The EPD proxy then fails the request (500); the Mooncake proxy's and the push demo's prefill, sent alongside the decode, fails unseen and the decode waits for KV that never comes and fails its load (500; with `kv_load_failure_policy: recompute` it prefills the prompt itself). Triad drops `min_tokens` on the prefill leg, as the NIXL toy proxy does, and the decode keeps it.",
   },
   {
     id: 'ec-items-only-for-push',
     reference: ['epd-newest', 'epd-newest-shared-storage'],
     case: '*',
-    key: ['P#1.body.ec_transfer_params.ec_items*', 'D#1.body.ec_transfer_params.ec_items*'],
+    key: ['P#*.body.ec_transfer_params.ec_items*', 'D#*.body.ec_transfer_params.ec_items*'],
     triad: '(absent)',
     reason:
       "The newest EPD proxy adds `ec_transfer_params.ec_items` ({mm_hash, transfer_id} per item) to the consumer's body for every EC connector. Only ECMooncakeConnector reads it; the NIXL consumer (ECCPUConnector) reads the encoder's handle under the item's key, which both routers copy verbatim. Triad sends `ec_items` for Mooncake only.",

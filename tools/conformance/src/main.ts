@@ -51,7 +51,15 @@ async function compare(ref: Reference, script: string, holdMs: number, logDir: s
   const tag = `${ref.name}-${Date.now().toString(36)}`;
   const referenceRun = await runOne(
     ref,
-    (bench) => startReference({ name: ref.name, script, args: () => ref.args(bench), ready: ref.ready(bench), logDir }),
+    (bench) =>
+      startReference({
+        name: ref.name,
+        script,
+        args: () => ref.args(bench),
+        ready: ref.ready(bench),
+        logDir,
+        ...(ref.hostFlag === false ? { hostFlag: false } : {}),
+      }),
     tag,
     holdMs,
   );

@@ -173,6 +173,16 @@ describe('normalise', () => {
     expect(trace.order).toEqual(['P.bootstrap', 'P', 'D']);
     expect(trace.overlaps).toEqual([]);
   });
+  it("names Triad's KV release leg apart, so a retry's decode keeps its ordinal", () => {
+    const d1 = exchange('D', { a: 1 }, { headers: { 'x-request-id': 'r1' }, status: 500, startedAt: 0, endedAt: 2 });
+    const release = exchange('D', { a: 1 }, { headers: { 'x-request-id': 'r1-kv-release' }, startedAt: 3, endedAt: 6 });
+    const p2 = exchange('P', { a: 1 }, { headers: { 'x-request-id': 'r1' }, startedAt: 4, endedAt: 8 });
+    const d2 = exchange('D', { a: 1 }, { headers: { 'x-request-id': 'r1' }, startedAt: 9, endedAt: 12 });
+    const trace = normalise([d1, release, p2, d2], book);
+    expect(trace.legs.map((l) => l.id)).toEqual(['D#1', 'D.release#1', 'P#1', 'D#2']);
+    expect(trace.order).toEqual(['D', 'D.release+P', 'D']);
+    expect(trace.overlaps).toEqual(['D.release#1~P#1']);
+  });
   it('keeps a body that is not JSON as one text placeholder', () => {
     const trace = normalise([exchange('P', 'not json')], book);
     expect(trace.legs[0]!.fields).toEqual({ body: '<text#1>' });

@@ -145,7 +145,7 @@ export function flatten(
 export interface Leg {
   /** Family and ordinal: `E#2` is the second encoder leg, whichever encoder served it. */
   readonly id: string;
-  /** The stage family: `E`, `P`, `D`, `P.bootstrap`. */
+  /** The stage family: `E`, `P`, `D`, `P.bootstrap`, `D.release`. */
   readonly stage: string;
   /** The tap (engine) that served it: `E1`. */
   readonly target: string;
@@ -181,8 +181,17 @@ function answerFields(x: Exchange, book: AddressBook, ph: Placeholders): Record<
   return out;
 }
 
+/** The `x-request-id` suffix of Triad's KV release leg (docs/kv-ownership.md). */
+const RELEASE_ID_SUFFIX = '-kv-release';
+
+/**
+ * The stage an exchange is named after: a router's bootstrap call is `P.bootstrap`, and Triad's KV release leg to a
+ * decode `D.release`, so neither takes the ordinal of a request's own legs (a retry's decode stays `D#2`).
+ */
 function stageOf(x: Exchange): string {
-  return x.port === 'bootstrap' ? `${x.stage}.bootstrap` : x.stage;
+  if (x.port === 'bootstrap') return `${x.stage}.bootstrap`;
+  if (x.headers['x-request-id']?.endsWith(RELEASE_ID_SUFFIX) === true) return `${x.stage}.release`;
+  return x.stage;
 }
 
 /**

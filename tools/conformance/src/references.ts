@@ -1,5 +1,5 @@
 import type { ModelServerRecord } from '@triad/bus';
-import type { Bench, StageSpec } from './bench';
+import { MODEL, type Bench, type StageSpec } from './bench';
 import { answers } from './router';
 import type { TriadEndpoint } from './triad-router';
 import type { TriadSpec } from './triad-router';
@@ -22,6 +22,8 @@ export interface Reference {
   readonly skip?: Readonly<Record<string, string>>;
   /** The script's arguments after `--host 127.0.0.1 --port N`, from the taps' addresses. */
   args(bench: Bench): string[];
+  /** False for a script that takes no `--host` (then only `--port N` comes first). */
+  readonly hostFlag?: boolean;
   /** Ready once listening; `bench` is there for proxies that are ready only after talking to the engines. */
   ready(bench: Bench): (url: string) => Promise<boolean>;
   readonly triad: TriadSpec;
@@ -30,11 +32,11 @@ export interface Reference {
 const pdSelector = { matchLabels: { app: 'conformance' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } };
 const port = { port: 8000, protocol: 'http' } as const;
 
-function vllmPd(kv: 'nixl' | 'mooncake'): ModelServerRecord['spec'] {
+function vllmPd(kv: 'nixl' | 'nixl-push' | 'mooncake'): ModelServerRecord['spec'] {
   return {
     model: 'conformance-model',
     inferenceEngine: 'vLLM',
-    kvConnector: { type: kv },
+    kvConnector: kv === 'nixl-push' ? { type: 'nixl', transferMode: 'push' } : { type: kv },
     workloadPort: port,
     workloadSelector: pdSelector,
   };
@@ -122,6 +124,9 @@ const epdNixlEndpoints = [
 const PUSH_WAIT_MS = 5_000;
 const EC_DP = 2;
 
+/** The push prefill's `engine_id`, given to vLLM's push proxy demo up front as its operator would. */
+const PUSH_PREFILL_ENGINE_ID = 'prefill-engine-001';
+
 /** SGLang waits 300 s for a room upstream; here 3 s, so an `n > 1` request that never pairs fails quickly. */
 const SGLANG_BOOTSTRAP_TIMEOUT_MS = 3_000;
 
@@ -165,6 +170,36 @@ export const REFERENCES: readonly Reference[] = [
     ready: (b) => () =>
       Promise.resolve(b.peek().some((x) => x.stage === 'P' && x.port === 'bootstrap' && x.path === '/query' && x.status === 200)),
     triad: { mode: 'pd', spec: vllmPd('mooncake'), endpoints: pdEndpoints },
+  },
+  {
+    name: 'nixl-push',
+    upstream: 'vllm: examples/disaggregated/disaggregated_serving/disagg_proxy_pushconnector_demo.py',
+    stages: [
+      // Both run vLLM's NixlPushConnector: the decode registers its blocks with the prefill, which writes the KV.
+      { stage: 'P', engine: 'vllm', role: 'prefill', kvConnector: 'nixl-push', engineId: PUSH_PREFILL_ENGINE_ID, probeRole: 'prefill' },
+      { stage: 'D', engine: 'vllm', role: 'decode', kvConnector: 'nixl-push', probeRole: 'decode' },
+    ],
+    prefillStage: 'P',
+    decodeStage: 'D',
+    skip: VLLM_SKIP,
+    hostFlag: false,
+    // The prefill's NIXL side channel is the engine itself (its advertised address), not its tap: engine-to-engine.
+    args: (b) => [
+      '--model',
+      MODEL,
+      '--prefill',
+      `${b.stage('P').tap.opts.host}:${b.stage('P').sim.port}`,
+      '--decode',
+      `${b.stage('D').tap.opts.host}:${b.stage('D').sim.port}`,
+      '--prefill-engine-id',
+      PUSH_PREFILL_ENGINE_ID,
+      '--prefill-kv-host',
+      b.stage('P').sim.host,
+      '--prefill-side-channel-port',
+      String(b.stage('P').sim.port),
+    ],
+    ready: () => answers('/status', (s) => s === 200),
+    triad: { mode: 'pd', spec: vllmPd('nixl-push'), endpoints: pdEndpoints },
   },
   {
     name: 'mini_lb',

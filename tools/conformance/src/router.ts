@@ -19,8 +19,10 @@ export interface ReferenceLaunch {
   readonly name: string;
   /** Path of the reference's script (a local copy, never part of this repository). */
   readonly script: string;
-  /** The script's own command line after `--host 127.0.0.1 --port <port>`. */
+  /** The script's own command line after `--host 127.0.0.1 --port <port>` (`--port <port>` without `hostFlag`). */
   readonly args: (port: number) => readonly string[];
+  /** False for a script without `--host` (it binds 127.0.0.1 itself); default true. */
+  readonly hostFlag?: boolean;
   /** Answers true once the proxy can take requests. */
   readonly ready: (url: string) => Promise<boolean>;
   readonly logDir: string;
@@ -51,7 +53,8 @@ export async function startReference(launch: ReferenceLaunch): Promise<RunningRo
   const port = await freePort();
   const logPath = join(launch.logDir, `${launch.name}.log`);
   const fd = openSync(logPath, 'w');
-  const argv = [LAUNCHER, launch.script, '--host', '127.0.0.1', '--port', String(port), ...launch.args(port)];
+  const listen = launch.hostFlag === false ? ['--port', String(port)] : ['--host', '127.0.0.1', '--port', String(port)];
+  const argv = [LAUNCHER, launch.script, ...listen, ...launch.args(port)];
   const proc = spawn(PYTHON, argv, { stdio: ['ignore', fd, fd], env: { ...process.env, ...launch.env } });
   closeSync(fd);
   const kill = () => {
