@@ -102,7 +102,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   },
   {
     id: 'kv-release-after-decode-failure',
-    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
+    reference: ['nixl-toy', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
     case: '500 at D, long',
     key: [
       'order',
@@ -115,7 +115,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       'outcome.D.embedsParts',
     ],
     reason:
-      "The decode answered 500 before its first byte, so it never read the KV the prefill holds for it. Triad sends a release leg (docs/kv-ownership.md: the decode body cut to one token, the prefill's `kv_transfer_params`, `x-request-id` `<id>-kv-release`), alongside the retry, and the prefill frees the blocks at once. The proxies leave them held until the prefill's lease ends (`P.kvHeldRequests` 1).",
+      "The decode answered 500 before its first byte, so it never read the KV the prefill holds for it. Triad sends a release leg (docs/kv-ownership.md: the decode body cut to one token, the prefill's `kv_transfer_params`, `x-request-id` `<id>-kv-release`), alongside the retry if there is one, and the prefill frees the blocks at once. The proxies leave them held until the prefill's lease ends (`P.kvHeldRequests` 1). In the concurrent flows (Mooncake, push) a decode that answered has released the KV itself, so no release leg goes out there.",
   },
   {
     id: 'classic-epd-no-retry',

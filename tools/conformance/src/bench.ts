@@ -60,6 +60,9 @@ const OUTCOME_COUNTERS = [
   'faultsInjected',
 ] as const;
 
+/** How long the taps must see no traffic before a request counts as finished (see {@link Bench.settle}). */
+const QUIET_MS = 500;
+
 let hostSeq = 0;
 /** Each sim and each tap on its own loopback address, as pods are. */
 function nextHost(): string {
@@ -155,9 +158,12 @@ export class Bench {
 
   /** Waits until no tap has an exchange in flight (a fire-and-forget prefill included). */
   async settle(timeoutMs: number): Promise<void> {
-    await waitFor(() => this.stages.every((s) => s.tap.inFlight === 0), { timeoutMs, intervalMs: 20, what: 'taps idle' }).catch(
-      () => undefined,
-    );
+    // Idle for a quiet window, not just idle: a router may send a leg right after the client's answer (Triad's KV
+    // release leg after a decode failure starts a few milliseconds later), and it belongs to this request.
+    const quiet = () =>
+      this.stages.every((s) => s.tap.inFlight === 0) &&
+      performance.now() - Math.max(0, ...this.stages.map((s) => s.tap.lastActivityAt)) >= QUIET_MS;
+    await waitFor(quiet, { timeoutMs, intervalMs: 20, what: 'taps quiet' }).catch(() => undefined);
   }
 
   /** Counter deltas since `begin`, summed per stage family, and what each family still holds, zeros omitted. */

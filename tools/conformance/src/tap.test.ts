@@ -58,6 +58,8 @@ describe('RecordingTap', () => {
     expect(JSON.parse(x.responseBody)).toMatchObject({ rank: '1' });
     expect(x.endedAt).toBeGreaterThanOrEqual(x.startedAt);
     expect(tap.inFlight).toBe(0);
+    // The bench waits for a quiet window after the last exchange, not just for none in flight.
+    expect(tap.lastActivityAt).toBeGreaterThanOrEqual(x.endedAt);
   });
 
   it('relays an engine error and a stream as they come, recording both', async () => {

@@ -75,6 +75,7 @@ export class RecordingTap {
   readonly #servers: Server[] = [];
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 64 });
   #inFlight = 0;
+  #lastActivityAt = 0;
 
   private constructor(readonly opts: TapOptions) {}
 
@@ -94,6 +95,11 @@ export class RecordingTap {
     return this.#inFlight;
   }
 
+  /** When an exchange last started or finished (`performance.now()`; 0 before any). */
+  get lastActivityAt(): number {
+    return this.#lastActivityAt;
+  }
+
   async #listen(port: 'api' | 'bootstrap', number: number): Promise<void> {
     const server = createServer((req, res) => this.#forward(port, number, req, res));
     server.keepAliveTimeout = 5_000;
@@ -111,6 +117,7 @@ export class RecordingTap {
   #forward(port: 'api' | 'bootstrap', number: number, req: IncomingMessage, res: ServerResponse): void {
     const startedAt = performance.now();
     this.#inFlight += 1;
+    this.#lastActivityAt = startedAt;
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -128,6 +135,8 @@ export class RecordingTap {
         if (done) return;
         done = true;
         this.#inFlight -= 1;
+        const endedAt = performance.now();
+        this.#lastActivityAt = endedAt;
         this.opts.onExchange({
           stage: this.opts.stage,
           port,
@@ -138,7 +147,7 @@ export class RecordingTap {
           status,
           responseBody: Buffer.concat(answer).toString('utf8'),
           startedAt,
-          endedAt: performance.now(),
+          endedAt,
         });
       };
       const upstream = httpRequest(
