@@ -127,6 +127,15 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       "The classic proxy retries nothing: a decode 500 ends its request. The newest proxy re-encodes and retries once after a decode 500 (compared in the `epd-newest` rows), and Triad does as the newest.",
   },
   {
+    id: 'aborted-decode-waits-out-its-transfer',
+    reference: 'mooncake',
+    case: '500 at D, long',
+    key: 'outcome.D.kvPullFailures',
+    triad: '1',
+    reason:
+      "Left over from the case before (`500 at P`): Triad aborted that decode as soon as its prefill failed, but a Mooncake decode's engine keeps waiting for the failed prefill's transfer until its own timeout (480 s upstream, the sim's `kvLeaseMs` here) and counts the failed load then, during this case. Nothing is produced from it (docs/kv-ownership.md, concurrent flows). With the proxy the client waited, so the same failure falls in `500 at P`.",
+  },
+  {
     id: 'proxy-keeps-min-tokens',
     reference: ['mooncake', 'nixl-push', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
     case: 'text, long, min_tokens + max_completion_tokens',
