@@ -124,7 +124,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     key: ['client.*', 'order', 'overlap:*', 'leg:*', 'P#2.*', 'D#2.*'],
     triad: '*',
     reason:
-      "The classic proxy retries nothing: a decode 500 ends its request. The newest proxy re-encodes and retries once after a decode 500 (compared in the `epd-newest` rows), and Triad does as the newest.",
+      'The classic proxy retries nothing: a decode 500 ends its request. The newest proxy re-encodes and retries once after a decode 500 (compared in the `epd-newest` rows), and Triad does as the newest.',
   },
   {
     id: 'aborted-decode-waits-out-its-transfer',
