@@ -103,9 +103,10 @@ const COUNTER_NAMES = [
   /** Prompt tokens looked up in the prefix cache when a request was scheduled, and those found. */
   'prefixQueryTokens',
   'prefixHitTokens',
-  /** Media items a scheduled chunk needed: found in the encoder cache / encoded or loaded. */
+  /** Media items a scheduled chunk needed: found in the encoder cache / encoded here / loaded through the EC connector. */
   'encoderCacheHits',
   'encoderCacheMisses',
+  'encoderInputsLoaded',
   /** Requests preempted for lack of KV blocks (recomputed later). */
   'preemptions',
   /** Engine steps run. */

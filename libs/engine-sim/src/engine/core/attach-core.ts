@@ -47,7 +47,8 @@ export function attachEngineCores(
         counters.inc('prefixQueryTokens', queries);
         counters.inc('prefixHitTokens', hits);
       },
-      encoderLookup: (hit) => counters.inc(hit ? 'encoderCacheHits' : 'encoderCacheMisses'),
+      encoderLookup: (outcome) =>
+        counters.inc(outcome === 'hit' ? 'encoderCacheHits' : outcome === 'encoded' ? 'encoderCacheMisses' : 'encoderInputsLoaded'),
       preempted: () => counters.inc('preemptions'),
       changed: () => {
         rank.running = core.running;

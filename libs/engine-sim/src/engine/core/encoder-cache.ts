@@ -62,6 +62,21 @@ export class EncoderCache {
     this.#freeableSlots -= embeds;
   }
 
+  /**
+   * One use of an item outside the step scheduler (an encoder-only instance): true on a hit; on a miss the item is
+   * stored (evicting the oldest unreferenced entries) when it fits. Either way it is left unreferenced, newest last.
+   */
+  touch(id: string, embeds: number): boolean {
+    const user = '\u0000encoder';
+    const hit = this.lookup(id, user, embeds);
+    if (!hit) {
+      if (!this.canAllocate(embeds, 0)) return false;
+      this.allocate(id, user, embeds);
+    }
+    this.release(id, user, embeds);
+    return hit;
+  }
+
   /** `free_encoder_input`: drops the request's reference; an unreferenced entry becomes freeable (newest last). */
   release(id: string, requestId: string, embeds: number): void {
     const refs = this.#refs.get(id);

@@ -62,8 +62,8 @@ export interface CoreRequestSpec {
 export interface EngineCoreHooks {
   /** A waiting request's prefix-cache lookup when it is scheduled: prompt tokens asked, tokens hit. */
   prefixLookup(queries: number, hits: number): void;
-  /** An item needed by a scheduled chunk: found in the encoder cache or not (encoded, or loaded from a connector). */
-  encoderLookup(hit: boolean): void;
+  /** An item needed by a scheduled chunk: found in the encoder cache, encoded here, or loaded from a connector. */
+  encoderLookup(outcome: 'hit' | 'encoded' | 'loaded'): void;
   preempted(): void;
   /** After every scheduling decision and step (gauges read running/waiting/usage). */
   changed(): void;
@@ -277,7 +277,7 @@ export class EngineCore {
       const first = !r.counted.has(item.id);
       if (this.encoderCache.lookup(item.id, r.spec.id, item.embeds)) {
         r.held.add(item.id);
-        if (first) this.hooks.encoderLookup(true);
+        if (first) this.hooks.encoderLookup('hit');
       } else if (item.external || (item.embeds <= enc.budget && this.encoderCache.canAllocate(item.embeds, enc.pending))) {
         this.encoderCache.allocate(item.id, r.spec.id, item.embeds);
         r.held.add(item.id);
@@ -285,7 +285,7 @@ export class EngineCore {
           enc.budget -= item.embeds;
           enc.encodes++;
         }
-        if (first) this.hooks.encoderLookup(false);
+        if (first) this.hooks.encoderLookup(item.external ? 'loaded' : 'encoded');
       } else {
         return Math.max(0, item.start - computed);
       }
