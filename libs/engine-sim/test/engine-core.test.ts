@@ -106,6 +106,15 @@ describe('vLLM V1 engine core (engineCore)', () => {
     expect(again).toMatchObject({ encoderCacheHits: 0, encoderCacheMisses: 0 });
   });
 
+  it('preempts the newest request when the KV pool runs out, and still finishes both', async () => {
+    // 16 blocks: two requests of ~190 tokens (12 blocks each) cannot both hold their KV to the end.
+    const sim = await start({ maxNumSeqs: 2 }, { kvCapacityTokens: 256 });
+    const answers = await Promise.all([0, 1].map((i) => chat(sim, [{ role: 'user', content: text(`p${i}`, 30) }], 150)));
+    for (const a of answers) expect(a.json()).toMatchObject({ usage: { completion_tokens: 150 } });
+    expect(sim.counters()['preemptions']).toBeGreaterThan(0);
+    expect(await metric(sim, 'vllm:kv_cache_usage_perc')).toBe(0);
+  });
+
   it('frees the slot of a client that leaves while its request waits', async () => {
     const sim = await start({ maxNumSeqs: 1 });
     const first = chat(sim, [{ role: 'user', content: text('busy', 20) }], 100);
