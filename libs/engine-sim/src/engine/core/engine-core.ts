@@ -87,6 +87,13 @@ class CoreRequest {
   }
 }
 
+/** The encoder side of one step: embeddings left to compute, items encoded, and the pending request's reservation. */
+interface EncoderStep {
+  budget: number;
+  encodes: number;
+  commit: () => void;
+}
+
 interface StepPlan {
   readonly tokens: Map<CoreRequest, number>;
   readonly prefillTokens: number;
@@ -197,7 +204,7 @@ export class EngineCore {
     const c = this.config;
     const tokens = new Map<CoreRequest, number>();
     let budget = c.maxNumBatchedTokens;
-    const enc = { budget: c.encoderBudgetEmbeds, pending: 0, encodes: 0 };
+    const enc: EncoderStep = { budget: c.encoderBudgetEmbeds, encodes: 0, commit: () => undefined };
     let prefillTokens = 0;
     let decodes = 0;
     let preempted = false;
@@ -232,7 +239,11 @@ export class EngineCore {
         if (victim === r) break;
         ok = this.#grow(r, n);
       }
-      if (!ok) break;
+      if (!ok) {
+        this.#releaseItems(r);
+        break;
+      }
+      enc.commit();
       take(r, n);
       i++;
     }
@@ -256,6 +267,7 @@ export class EngineCore {
         r.lookedUp = true;
         this.hooks.prefixLookup(r.spec.promptTokens, local);
       }
+      enc.commit();
       this.#waiting.shift();
       this.#running.push(r);
       r.numComputed = computed;
@@ -270,28 +282,43 @@ export class EngineCore {
    * in the encoder cache, loaded from a connector, or encoded in this step; an item that cannot be (budget, cache
    * room) cuts the chunk just before it. Items wholly before `computed` (a prefix-cache hit) are not needed.
    */
-  #scheduleItems(r: CoreRequest, computed: number, n: number, enc: { budget: number; pending: number; encodes: number }): number {
+  #scheduleItems(r: CoreRequest, computed: number, n: number, enc: EncoderStep): number {
+    enc.commit = () => undefined;
+    const toAllocate: CoreItem[] = [];
+    let pending = 0;
+    let cut = n;
     for (const item of r.spec.items) {
       if (item.start >= computed + n) break;
-      if (item.start + item.embeds <= computed || r.held.has(item.id)) continue;
-      const first = !r.counted.has(item.id);
+      if (item.start + item.embeds <= computed || r.held.has(item.id) || toAllocate.some((i) => i.id === item.id)) continue;
       if (this.encoderCache.lookup(item.id, r.spec.id, item.embeds)) {
         r.held.add(item.id);
-        if (first) this.hooks.encoderLookup('hit');
-      } else if (item.external || (item.embeds <= enc.budget && this.encoderCache.canAllocate(item.embeds, enc.pending))) {
+        if (!r.counted.has(item.id)) this.hooks.encoderLookup('hit');
+        r.counted.add(item.id);
+        continue;
+      }
+      const compute = !item.external;
+      if ((compute && item.embeds > enc.budget - pending) || !this.encoderCache.canAllocate(item.embeds, pending)) {
+        cut = Math.max(0, item.start - computed);
+        break;
+      }
+      pending += item.embeds;
+      toAllocate.push(item);
+    }
+    if (cut <= 0) return 0;
+    // Room is reserved only for what the request will really run (`allocate` after scheduling, as vLLM does).
+    enc.commit = () => {
+      for (const item of toAllocate) {
         this.encoderCache.allocate(item.id, r.spec.id, item.embeds);
         r.held.add(item.id);
         if (!item.external) {
           enc.budget -= item.embeds;
           enc.encodes++;
         }
-        if (first) this.hooks.encoderLookup(item.external ? 'loaded' : 'encoded');
-      } else {
-        return Math.max(0, item.start - computed);
+        if (!r.counted.has(item.id)) this.hooks.encoderLookup(item.external ? 'loaded' : 'encoded');
+        r.counted.add(item.id);
       }
-      r.counted.add(item.id);
-    }
-    return n;
+    };
+    return cut;
   }
 
   /** `allocate_slots` for a running request: blocks for its next `n` tokens. */
