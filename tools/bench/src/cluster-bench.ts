@@ -142,6 +142,7 @@ async function main(): Promise<void> {
             f2(cell.cores.nats),
             f2(cell.cores.bench),
             fmtPct(cell.machineBusy),
+            fmtPct(cell.hostBusy),
             f2(cell.engineHostLagP99Ms),
             f2(cell.benchLagP99Ms),
           ]);
@@ -183,14 +184,15 @@ async function main(): Promise<void> {
   }
   console.log(
     `\n### Machine check\n\nCPU cores used on average per process during the measured windows (the machine has ` +
-      `${require('node:os').cpus().length}), the share of the machine they add up to, and the event-loop delay p99 of the ` +
-      `engine host and of the load generator. An engine step lasts ≥ ${2 * timeScale} ms, so lag well below that does not ` +
-      `move the figures; a machine share near 100 % or lag near a step means the load must be scaled down ` +
-      `(--time-scale up, --engines down).\n`,
+      `${require('node:os').cpus().length}), the share of the machine they add up to (this run) and the share busy with ` +
+      `anything (host busy, /proc/stat: other processes included), and the event-loop delay p99 of the engine host and ` +
+      `of the load generator. An engine step lasts ≥ ${2 * timeScale} ms (real time), so lag well below that does not ` +
+      `move the figures; host busy near 100 % or lag near a step means the machine, not the router, set the ` +
+      `latencies: scale the load down (--time-scale up, --engines down) or run on a quiet machine.\n`,
   );
   console.log(
     markdownTable(
-      ['cell', 'gateway', 'scheduler', 'pod-watcher', 'engines', 'nats', 'load gen', 'machine', 'engine lag p99 ms', 'load-gen lag p99 ms'],
+      ['cell', 'gateway', 'scheduler', 'pod-watcher', 'engines', 'nats', 'load gen', 'this run', 'host busy', 'engine lag p99 ms', 'load-gen lag p99 ms'],
       machineRows,
     ),
   );

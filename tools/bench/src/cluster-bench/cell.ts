@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { PoolKind } from '../cluster-sim/simulate';
@@ -49,9 +50,19 @@ export interface CellResult {
   readonly benchLagP99Ms: number;
   /** Share of the machine's cores all processes of the run used. */
   readonly machineBusy: number;
+  /** Share of the machine's cores busy with anything (this run and every other process). */
+  readonly hostBusy: number;
 }
 
 type Counters = Record<string, number>;
+
+/** The host's CPU time so far (all processes, /proc/stat): busy and total jiffies. */
+function hostCpu(): { busy: number; total: number } {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] as string).trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+  return { busy: total - idle, total };
+}
 
 async function engineCounters(stack: ClusterStack): Promise<Counters[]> {
   return Promise.all(stack.engines.map(async (e) => (await (await fetch(`${e.url}/admin/counters`)).json()) as Counters));
@@ -88,10 +99,15 @@ export async function runCell(o: CellOptions): Promise<CellResult> {
     let lagMax = 0;
     const lagTimer = setInterval(() => (lagMax = Math.max(lagMax, stack.engineHostLagMs() || 0)), 1000);
     const benchLag = monitorEventLoopDelay({ resolution: 10 });
-    const cpu = () => ({
-      ...Object.fromEntries(PROCESSES.map((p) => [p, stack.cpuSeconds(p)])),
-      bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
-    });
+    const cpu = () => {
+      const host = hostCpu();
+      return {
+        ...Object.fromEntries(PROCESSES.map((p) => [p, stack.cpuSeconds(p)])),
+        bench: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
+        hostBusy: host.busy,
+        hostTotal: host.total,
+      };
+    };
     let snapshot: Promise<void> | undefined;
     const results: ClientResult[] = await runOpenLoop(stack.gatewayUrl, MODEL, o.requests, o.timeScale, o.warmup, () => {
       lagMax = 0;
@@ -142,8 +158,9 @@ function summarize(
   const mean = perEngine.reduce((a, b) => a + b, 0) / Math.max(1, perEngine.length);
   const wallS = (after.at - before.at) / 1000;
   const cores = Object.fromEntries(
-    Object.keys(after.cpu).map((p) => [p, ((after.cpu[p] as number) - (before.cpu[p] as number)) / wallS]),
+    [...PROCESSES, 'bench'].map((p) => [p, ((after.cpu[p] as number) - (before.cpu[p] as number)) / wallS]),
   ) as CellResult['cores'];
+  const hostBusy = ((after.cpu['hostBusy'] as number) - (before.cpu['hostBusy'] as number)) / ((after.cpu['hostTotal'] as number) - (before.cpu['hostTotal'] as number));
   const routerCpuS = (cores.gateway + cores.scheduler) * wallS;
   const allCores = Object.values(cores).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
   return {
@@ -168,5 +185,6 @@ function summarize(
     engineHostLagP99Ms: engineLag,
     benchLagP99Ms: benchLag,
     machineBusy: allCores / cpus().length,
+    hostBusy,
   };
 }
