@@ -196,6 +196,15 @@ async function main(): Promise<void> {
       machineRows,
     ),
   );
+  const stepMs = 2 * timeScale;
+  const busy = results.filter((c) => c.hostBusy > 0.9 || c.engineHostLagP99Ms > stepMs / 2);
+  if (busy.length > 0) {
+    console.log(
+      `\n**The machine was a bottleneck in ${busy.length} of ${results.length} cells** (host busy > 90 % or engine ` +
+        `event-loop lag p99 > half a ${stepMs} ms step): their latencies are upper bounds. Re-run on a quiet machine, or ` +
+        `scale the load down (--time-scale ${timeScale * 2}, or fewer --engines).`,
+    );
+  }
   if (args.calibrate) {
     for (const row of calibration) {
       const same = (c: CellResult) => c.pool === row.cell.pool && c.workload === row.cell.workload && c.load === row.cell.load;
