@@ -40,7 +40,7 @@ async function send(url: string, model: string, r: SimRequest, dispatcher: Agent
   const sentAt = performance.now() - t0;
   let ttft = Infinity;
   let status = 0;
-  let ok = false;
+  let ok: boolean;
   try {
     const res = await fetch(`${url}/v1/chat/completions`, {
       method: 'POST',
