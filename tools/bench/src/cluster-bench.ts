@@ -126,7 +126,7 @@ async function main(): Promise<void> {
             fmtMs(cell.ttftP99),
             fmtMs(cell.e2eP50),
             f2(cell.goodput),
-            `${cell.failed}/${cell.measured}`,
+            `${cell.failed}/${cell.measured}${cell.failed > 0 ? ` (${Object.entries(cell.failures).map(([st, n]) => `${st}×${n}`).join(' ')})` : ''}`,
             fmtPct(cell.prefixHit),
             fmtPct(cell.encoderHit),
             f2(cell.imbalance),

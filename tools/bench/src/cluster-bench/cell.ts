@@ -32,6 +32,8 @@ export interface CellResult {
   readonly ratePerS: number;
   readonly measured: number;
   readonly failed: number;
+  /** Failed requests by HTTP status (200 = the stream broke or carried an error event; 0 = no answer). */
+  readonly failures: Readonly<Record<string, number>>;
   readonly ttftP50: number;
   readonly ttftP99: number;
   readonly e2eP50: number;
@@ -171,6 +173,7 @@ function summarize(
     ratePerS: o.load * o.capacity,
     measured: measured.length,
     failed: measured.filter((r) => !r.ok).length,
+    failures: measured.filter((r) => !r.ok).reduce<Record<string, number>>((m, r) => ({ ...m, [r.status]: (m[r.status] ?? 0) + 1 }), {}),
     ttftP50: percentile(ttft, 0.5),
     ttftP99: percentile(ttft, 0.99),
     e2eP50: percentile(e2e, 0.5),
