@@ -99,6 +99,18 @@ const COUNTER_NAMES = [
   'parallelSamplingHangs',
   /** Decode asked the prefill's bootstrap server which DP rank holds a room (no hint, prefill not room-following). */
   'prefillRankLookups',
+  // vLLM engine core (`engineCore`): what the benchmarks read as hit ratios
+  /** Prompt tokens looked up in the prefix cache when a request was scheduled, and those found. */
+  'prefixQueryTokens',
+  'prefixHitTokens',
+  /** Media items a scheduled chunk needed: found in the encoder cache / encoded here / loaded through the EC connector. */
+  'encoderCacheHits',
+  'encoderCacheMisses',
+  'encoderInputsLoaded',
+  /** Requests preempted for lack of KV blocks (recomputed later). */
+  'preemptions',
+  /** Engine steps run. */
+  'engineSteps',
 ] as const;
 export type CounterName = (typeof COUNTER_NAMES)[number];
 

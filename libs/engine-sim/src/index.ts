@@ -9,6 +9,7 @@ export {
 } from './options';
 export type {
   EcConnectorKind,
+  EngineCoreOptions,
   EngineKind,
   FaultMode,
   FaultSpec,

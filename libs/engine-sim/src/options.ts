@@ -54,6 +54,22 @@ export interface LatencyOverrides {
 }
 
 /**
+ * The vLLM V1 engine-core model (`engineCore`, vLLM realistic or timed engines only): step-by-step scheduling with
+ * a token budget, a KV block pool with prefix caching and an encoder cache (docs/engine-sim.md, *Engine core*).
+ * Sizes not given come from the latency model (`maxRunning`, `kvCapacityTokens`) and vLLM's defaults.
+ */
+export interface EngineCoreOptions {
+  /** `--max-num-seqs` (default: the latency model's `maxRunning`). */
+  maxNumSeqs?: number;
+  /** `--max-num-batched-tokens`, the per-step token budget (default 8192). */
+  maxNumBatchedTokens?: number;
+  /** Encoder cache size in embeddings (default: `max(maxNumBatchedTokens, 1024)`, vLLM's `encoder_cache_size`). */
+  encoderCacheEmbeds?: number;
+  /** Fixed cost of one step, ms (default 1). */
+  stepOverheadMs?: number;
+}
+
+/**
  * KV-cache events as the engines publish them (vLLM `--kv-events-config`, SGLang `--kv-events-config`): the prefix
  * cache tokenizes prompts with the model's tokenizer, hashes full blocks as the engine does, and every block it
  * stores or evicts, and every reset, goes out as a msgpack `KVEventBatch` on a ZMQ PUB socket, with a ROUTER that
@@ -242,6 +258,11 @@ export interface SimEngineOptions {
    * prefix cache keys blocks by prompt characters and publishes nothing. Its size is `latency.kvCapacityTokens`.
    */
   readonly kvEvents?: KvEventsSimOptions;
+  /**
+   * vLLM only: run each rank as a vLLM V1 engine core (see {@link EngineCoreOptions}) instead of the request-level
+   * latency model. Needs a timed latency model (the realistic profile, or overrides).
+   */
+  readonly engineCore?: EngineCoreOptions;
   readonly logger?: SimLogger;
 }
 

@@ -6,6 +6,7 @@ import { SimClock } from './engine/clock';
 import type { GenerationEnv } from './engine/generation';
 import { resolveLatencyModel, type LatencyModel } from './engine/latency';
 import { Rank } from './engine/rank';
+import { attachEngineCores } from './engine/core/attach-core';
 import { SimCounters } from './counters';
 import { FaultController } from './faults';
 import type { EngineMetrics, HeldKv } from './metrics/engine-metrics';
@@ -47,7 +48,10 @@ export class SimContext {
   port = 0;
   /** An engine restart as the prefix cache sees it (blocks forgotten, KV-event sequence from 0). */
   restartKvCache: () => void = () => {
-    for (const rank of this.ranks) rank.prefixCache.clear();
+    for (const rank of this.ranks) {
+      rank.prefixCache.clear();
+      rank.core?.resetPrefixCache();
+    }
   };
   /** The engine's tokenizer for /tokenize and the render endpoints (set when the sim publishes KV events). */
   tokenizePrompt: ((body: Record<string, unknown>) => PromptTokens) | undefined;
@@ -79,6 +83,9 @@ export class SimContext {
     };
     this.metrics = this.engine === 'vllm' ? new VllmMetrics(setup) : new SglangMetrics(setup);
     this.metrics.kvHeldBy(() => this.kvHeld());
+    if (options.engineCore && this.engine === 'vllm' && !this.latency.zero) {
+      attachEngineCores(this.ranks, this.latency, options.engineCore, this.metrics, this.counters);
+    }
     this.env = { model: this.latency, clock: this.clock, recorder: this.metrics, onAbort: () => this.counters.inc('aborted') };
   }
 
@@ -101,7 +108,10 @@ export class SimContext {
 
   /** `/reset_prefix_cache` (vLLM), `/flush_cache` (SGLang): every rank drops its cached blocks (AllBlocksCleared). */
   resetPrefixCache(): void {
-    for (const rank of this.ranks) rank.prefixCache.clear();
+    for (const rank of this.ranks) {
+      rank.prefixCache.clear();
+      rank.core?.resetPrefixCache();
+    }
   }
 
   /** Whether `model` names this engine's model or one of its LoRA adapters. */

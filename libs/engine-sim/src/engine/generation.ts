@@ -2,6 +2,7 @@ import type { SimClock } from './clock';
 import { nextTurn } from './clock';
 import { timeToFirstTokenMs, type LatencyModel, type PrefillWork } from './latency';
 import type { Rank } from './rank';
+import { runCoreGeneration, type CoreWork } from './core/core-generation';
 import type { OutputPlan } from './tokens';
 
 /** What one request asks the engine to compute. */
@@ -14,6 +15,8 @@ export interface GenerationSpec {
   readonly cachedTokens: number;
   readonly work: PrefillWork;
   readonly plan: OutputPlan;
+  /** With an engine core on the rank: what the core schedules (prefix hashes, media items, remote KV). */
+  readonly core?: CoreWork;
 }
 
 /** Where produced tokens go: an SSE writer, or nothing for a non-streamed body built at the end. */
@@ -67,6 +70,12 @@ export async function runGeneration(
   env: GenerationEnv,
 ): Promise<GenerationOutcome> {
   const { rank, plan } = spec;
+  if (rank.core && spec.core) {
+    // The remote KV arrives before the engine schedules the request (its transfer time is paid first).
+    const transferMs = (spec.work.transferTokens / 1000) * env.model.kvTransferMsPer1kTokens;
+    if (transferMs > 0 && !ctl.aborted) await env.clock.sleep(transferMs);
+    return runCoreGeneration(rank.core, spec, spec.core, sink, ctl, env);
+  }
   const kvTokens = spec.promptTokens + plan.count;
   if (!rank.tryAdmit(kvTokens)) {
     const ticket = rank.enqueue(kvTokens);

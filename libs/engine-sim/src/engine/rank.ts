@@ -1,4 +1,5 @@
 import { decodeStepMs, type LatencyModel } from './latency';
+import type { EngineCore } from './core/engine-core';
 import { PrefixCache, type PromptCache } from './prefix-cache';
 
 interface Waiter {
@@ -25,6 +26,8 @@ export class Rank {
   kvUsedTokens = 0;
   /** Replaced by the token-keyed cache when the engine publishes KV events. */
   prefixCache: PromptCache;
+  /** Set when the engine runs the vLLM V1 engine-core model (`engineCore`): it then schedules, not this rank. */
+  core: EngineCore | undefined;
   readonly #model: LatencyModel;
   readonly #queue: Waiter[] = [];
   #step: Promise<void> | undefined;
@@ -113,6 +116,7 @@ export class Rank {
 
   /** Cancels pending step timers (engine shutdown). */
   stop(): void {
+    this.core?.stop();
     for (const t of this.#timers) clearTimeout(t);
     this.#timers.clear();
   }

@@ -25,6 +25,19 @@ export interface InferenceRequest {
   readonly continuousUsage: boolean;
   /** Seeds the deterministic output (prompt + `seed`). */
   readonly outputKey: number;
+  /** The prompt as a sequence of pieces in token order (what the engine core hashes KV blocks over). */
+  readonly pieces: readonly PromptPiece[];
+}
+
+/**
+ * A run of prompt tokens with one content key: a message's role header, a text part, a media item's placeholders.
+ * Two prompts share KV blocks as far as they share pieces (same keys, same order).
+ */
+export interface PromptPiece {
+  readonly key: number;
+  readonly tokens: number;
+  /** Index into `media` for a media item's placeholders. */
+  readonly media?: number;
 }
 
 const CHAT_MESSAGE_OVERHEAD_TOKENS = 4;
@@ -61,6 +74,7 @@ interface Prompt {
   readonly tokens: number;
   readonly media: MediaItem[];
   readonly textParts: number;
+  readonly pieces: PromptPiece[];
 }
 
 function mediaMarker(item: MediaItem): string {
@@ -77,13 +91,19 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
   let tokens = CHAT_GENERATION_PROMPT_TOKENS;
   let textParts = 0;
   const media: MediaItem[] = [];
+  const pieces: PromptPiece[] = [];
+  const textPiece = (t: string) => {
+    if (t.length > 0) pieces.push({ key: fnv1a(t), tokens: countTextTokens(t) });
+  };
   for (const [i, m] of messages.entries()) {
     if (!m || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string')
       throw bad(`messages.${i}.role: Field required`, 'messages');
     const { role, content } = m as { role: string; content?: unknown };
     text += `${role}:`;
     tokens += CHAT_MESSAGE_OVERHEAD_TOKENS;
+    pieces.push({ key: fnv1a(`${role}:`), tokens: CHAT_MESSAGE_OVERHEAD_TOKENS });
     if (typeof content === 'string') {
+      textPiece(content);
       text += content;
       tokens += countTextTokens(content);
       if (content.length > 0) textParts++;
@@ -94,10 +114,13 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
         const item = mediaItemOf(part as Record<string, unknown>);
         if (item) {
           media.push(item);
-          text += mediaMarker(item);
+          const marker = mediaMarker(item);
+          text += marker;
           tokens += item.tokens ?? MEDIA_TOKENS[item.modality];
+          pieces.push({ key: fnv1a(marker), tokens: item.tokens ?? MEDIA_TOKENS[item.modality], media: media.length - 1 });
         } else {
           const t = (part as { text: string }).text;
+          textPiece(t);
           text += t;
           tokens += countTextTokens(t);
           if (t.length > 0) textParts++;
@@ -108,7 +131,8 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
     }
     text += '\n';
   }
-  return { text, tokens, media, textParts };
+  pieces.push({ key: 0x67656e, tokens: CHAT_GENERATION_PROMPT_TOKENS });
+  return { text, tokens, media, textParts, pieces };
 }
 
 function completionPrompt(body: Record<string, unknown>): Prompt {
@@ -124,9 +148,11 @@ function completionPrompt(body: Record<string, unknown>): Prompt {
       tokens: countTextTokens(prompt) + 1,
       media: [],
       textParts: prompt.length > 0 ? 1 : 0,
+      pieces: [{ key: fnv1a(prompt), tokens: countTextTokens(prompt) + 1 }],
     };
   if (Array.isArray(prompt) && prompt.every((t) => typeof t === 'number' && Number.isInteger(t))) {
-    return { text: prompt.join(','), tokens: Math.max(1, prompt.length), media: [], textParts: prompt.length > 0 ? 1 : 0 };
+    const text = prompt.join(',');
+    return { text, tokens: Math.max(1, prompt.length), media: [], textParts: prompt.length > 0 ? 1 : 0, pieces: [{ key: fnv1a(text), tokens: Math.max(1, prompt.length) }] };
   }
   throw bad('prompt: Input should be a valid string or list of token ids', 'prompt');
 }
@@ -141,6 +167,7 @@ function generatePrompt(body: Record<string, unknown>): Prompt {
   }
   const mediaTokens = media.reduce((n, item) => n + MEDIA_TOKENS[item.modality], 0);
   const markers = media.map(mediaMarker).join('');
+  const mediaPieces: PromptPiece[] = media.map((item, i) => ({ key: fnv1a(mediaMarker(item)), tokens: MEDIA_TOKENS[item.modality], media: i }));
   if (Array.isArray(text) || (Array.isArray(ids) && Array.isArray(ids[0]))) {
     throw bad('batched /generate requests are not supported by the simulator');
   }
@@ -150,9 +177,17 @@ function generatePrompt(body: Record<string, unknown>): Prompt {
       tokens: countTextTokens(text) + 1 + mediaTokens,
       media,
       textParts: text.length > 0 ? 1 : 0,
+      pieces: [...mediaPieces, { key: fnv1a(text), tokens: countTextTokens(text) + 1 }],
     };
   if (Array.isArray(ids) && ids.every((t) => typeof t === 'number')) {
-    return { text: markers + ids.join(','), tokens: Math.max(1, ids.length) + mediaTokens, media, textParts: 1 };
+    const joined = ids.join(',');
+    return {
+      text: markers + joined,
+      tokens: Math.max(1, ids.length) + mediaTokens,
+      media,
+      textParts: 1,
+      pieces: [...mediaPieces, { key: fnv1a(joined), tokens: Math.max(1, ids.length) }],
+    };
   }
   throw bad('Either text, input_ids or input_embeds should be provided.');
 }
@@ -193,6 +228,7 @@ export function parseInferenceRequest(kind: RequestKind, parsed: ParsedBody, eng
     stream,
     ...usage,
     outputKey: fnv1a(prompt.text, (0x811c9dc5 ^ seed) >>> 0),
+    pieces: prompt.pieces,
   };
 }
 

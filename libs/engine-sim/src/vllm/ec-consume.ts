@@ -24,7 +24,20 @@ export async function localEncodesNeeded(
   rank: Rank,
   requestId: string,
 ): Promise<number> {
-  if (features.length === 0) return 0;
+  return (await itemsToEncode(ctx, ec, ex, request, features, rank, requestId)).size;
+}
+
+/** The identifiers of the distinct items the engine must encode itself (see `localEncodesNeeded`). */
+export async function itemsToEncode(
+  ctx: SimContext,
+  ec: EcConnector,
+  ex: Exchange,
+  request: InferenceRequest,
+  features: readonly MmFeature[],
+  rank: Rank,
+  requestId: string,
+): Promise<ReadonlySet<string>> {
+  if (features.length === 0) return NOTHING;
   const items = distinctItems(features);
   let acquired = NOTHING;
   if (ctx.role !== 'decode') {
@@ -49,7 +62,7 @@ export async function localEncodesNeeded(
     throw new EcUnavailableError(`item ${id} arrived as a metadata reference and its encoding could not be had`);
   }
   ctx.counters.inc('localEncodes', missing.length);
-  return missing.length;
+  return new Set(missing.map((i) => i.feature.identifier));
 }
 
 /**

@@ -49,6 +49,13 @@ export async function serveVllmEncode(
   }
   const params = ecParamsOf(request.body);
   const items = distinctItems(features);
+  // With an engine core, the encoder's own encoder cache spares the items it still holds (vLLM's encoder-only
+  // instance runs the same EncoderCacheManager).
+  const encodeItems = rank.core ? items.filter((i) => !rank.core?.encoderCache.touch(i.feature.identifier, i.feature.tokens)).length : items.length;
+  if (rank.core) {
+    ctx.counters.inc('encoderCacheHits', items.length - encodeItems);
+    ctx.counters.inc('encoderCacheMisses', encodeItems);
+  }
   ctx.counters.inc('encoderRequests');
   ctx.counters.inc('encoderItems', features.length);
   // An encoder-only instance never samples: it finishes once the items are encoded, whatever max_tokens says.
@@ -63,7 +70,7 @@ export async function serveVllmEncode(
       arrivedAt: ex.arrivedAt,
       promptTokens: request.promptTokens,
       cachedTokens: 0,
-      work: { computeTokens: 0, encodeItems: items.length, transferTokens: 0 },
+      work: { computeTokens: 0, encodeItems, transferTokens: 0 },
       plan,
     },
     view: {

@@ -12,7 +12,9 @@ import { vllmChatFormat, vllmCompletionFormat } from '../openai/vllm-format';
 import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import type { SimContext } from '../sim-context';
 import { EcUnavailableError, GENERATION_ERROR, type EcConnector } from './ec-connector';
-import { failUnavailable, localEncodesNeeded } from './ec-consume';
+import { failUnavailable, itemsToEncode } from './ec-consume';
+import type { CoreWork } from '../engine/core/core-generation';
+import { promptLayout } from '../engine/core/prompt-layout';
 import { startEventStream } from '../http/respond';
 import { streamErrorEvents } from '../http/engine-error';
 import type { KvBlockStore } from './kv-block-store';
@@ -35,6 +37,8 @@ export interface VllmDeps {
 interface Preparation {
   readonly cachedTokens: number;
   readonly work: PrefillWork;
+  /** With an engine core: what it schedules (its prefix and encoder caches are consulted when it schedules). */
+  readonly core?: CoreWork;
 }
 
 /** `POST /v1/chat/completions` and `/v1/completions` of a vLLM instance in any role. */
@@ -78,6 +82,7 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       cachedTokens: prep.cachedTokens,
       work: prep.work,
       plan,
+      ...(prep.core ? { core: prep.core } : {}),
     };
     const view: ResponseView = {
       id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestId}`,
@@ -169,8 +174,10 @@ async function prepare(
   kvReq: KvRequest,
 ): Promise<Preparation> {
   const { ctx } = deps;
-  const prefixHit = rank.prefixCache.lookup(request);
-  ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
+  const core = rank.core;
+  // An engine core looks the prefix up when it schedules the request, not on arrival.
+  const prefixHit = core ? 0 : rank.prefixCache.lookup(request);
+  if (!core) ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   let transferTokens = 0;
   let kvArrived = false;
   // Only an instance that consumes KV looks for it (a prefill's params ask it to produce).
@@ -187,7 +194,23 @@ async function prepare(
   // With the prompt's KV pulled from a prefill, nothing of it is computed here, so nothing needs encoding. Otherwise
   // every item is acquired or encoded, also when the prefix cache holds the prompt: a sim's prefix cache also learns
   // from requests that failed, and a retry must not pass for a success because of it.
-  const encodeItems = kvArrived ? 0 : await localEncodesNeeded(ctx, deps.ec, ex, request, features, rank, requestId);
+  // vLLM asks its encoder cache before the EC connector: items cached in the engine are not fetched.
+  const ecFeatures = core ? features.filter((f) => !core.encoderCache.has(f.identifier)) : features;
+  const toEncode = kvArrived ? new Set<string>() : await itemsToEncode(ctx, deps.ec, ex, request, ecFeatures, rank, requestId);
   const cachedTokens = prefixHit + transferTokens;
-  return { cachedTokens, work: { computeTokens: Math.max(0, request.promptTokens - cachedTokens), encodeItems, transferTokens } };
+  const work = { computeTokens: Math.max(0, request.promptTokens - cachedTokens), encodeItems: toEncode.size, transferTokens };
+  if (!core) return { cachedTokens, work };
+  const layout = promptLayout(request.pieces, core.config.blockSize);
+  // Loaded through the connector: asked for and acquired (or the prompt's KV arrived whole).
+  const asked = new Set(ecFeatures.map((f) => f.identifier));
+  const items = features.map((f) => ({
+    id: f.identifier,
+    embeds: f.tokens,
+    start: layout.mediaStarts[f.index] ?? 0,
+    external: kvArrived || (asked.has(f.identifier) && !toEncode.has(f.identifier)),
+  }));
+  if (!core.fits(request.promptTokens, request.maxTokens ?? 0)) {
+    throw new EngineHttpError(400, `The prompt (${request.promptTokens} tokens) does not fit in the engine's KV cache.`);
+  }
+  return { cachedTokens, work, core: { blockHashes: layout.blockHashes, items, externalTokens: transferTokens } };
 }

@@ -24,11 +24,11 @@ export const KTHENA_DEFAULT_CONFIG = {
 };
 
 const EVERY = { localEncode: false, skipPrefill: false };
-const RANDOM_CONFIG = {
+export const RANDOM_CONFIG = {
   profiles: { default: { filters: [], scorers: ['random'] }, encode: { filters: [], scorers: ['random'], picker: 'max-score' } },
   disaggregation: EVERY,
 };
-const LEAST_REQUEST_CONFIG = {
+export const LEAST_REQUEST_CONFIG = {
   profiles: {
     default: { filters: ['least-request'], scorers: ['least-request'] },
     encode: { filters: ['least-request'], scorers: ['least-request'], picker: 'max-score' },
