@@ -90,6 +90,17 @@ export const EncoderChoiceSchema = z.object({
 export type EncoderChoice = z.infer<typeof EncoderChoiceSchema>;
 
 /**
+ * A stage this request skips because it had no usable endpoint, and the engine's shortcut serves it instead
+ * (docs/reliability.md, *Stage fallback*): `none_ready` (no ready endpoint), `all_ejected` (every one ejected by
+ * outlier detection), `all_failed` (every try of this request on the stage failed; set by the gateway).
+ */
+export const StageFallbackSchema = z.object({
+  stage: z.enum(['encode', 'prefill']),
+  reason: z.enum(['none_ready', 'all_ejected', 'all_failed']),
+});
+export type StageFallback = z.infer<typeof StageFallbackSchema>;
+
+/**
  * Per-request disaggregation: where this request's optional stages run. `encode` (epd requests with media):
  * `remote` = the encoders in `encoders`, `local` = the consumer (the prefill, else the decode endpoint) encodes the
  * raw media itself and `encoders` is empty. `prefill` (pd/epd): `remote` = each attempt's `prefill`, `local` = the
@@ -101,6 +112,8 @@ export const DisaggregationSchema = z.object({
   reason: z.string(),
   /** Predicted TTFT of each option considered, ms (e.g. `remote-prefill`, `local-prefill`, `remote-encode`, `local-encode`). */
   predictedTtftMs: z.record(z.string(), z.number()).optional(),
+  /** Stages skipped because they had no usable endpoint (a shortcut the engine supports serves them). */
+  fallback: z.array(StageFallbackSchema).optional(),
 });
 export type Disaggregation = z.infer<typeof DisaggregationSchema>;
 

@@ -45,6 +45,8 @@ export {
 } from './model-server';
 export { DEFAULT_OUTLIER_POLICY, outlierPolicyOf } from './outlier-policy';
 export type { OutlierPolicy } from './outlier-policy';
+export { shortcutsOf } from './stage-shortcuts';
+export type { Shortcuts } from './stage-shortcuts';
 export type {
   InferenceEngine,
   PipelineMode,

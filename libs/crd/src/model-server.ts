@@ -126,6 +126,10 @@ export const OutlierDetectionSchema = z.object({
   maxEjectionPercent: z.number().int().min(0).max(100).optional().meta({
     description: 'Most endpoints of one stage and group ejected at once, in percent; never all of them (default 50)',
   }),
+  panicThreshold: z.number().int().min(0).max(100).optional().meta({
+    description:
+      'Healthy share of one stage and group, in percent, below which ejection is ignored and every endpoint is a candidate again (default 50; 0 = never)',
+  }),
 });
 
 export const TrafficPolicySchema = z.object({

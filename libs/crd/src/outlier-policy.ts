@@ -8,6 +8,11 @@ export interface OutlierPolicy {
   readonly baseEjectionMs: number;
   readonly maxEjectionMs: number;
   readonly maxEjectionPercent: number;
+  /**
+   * Envoy's `healthy_panic_threshold`: when fewer than this share (percent) of a stage's candidates are healthy,
+   * the stage ignores ejection and balances over all of them (0 = never).
+   */
+  readonly panicThresholdPercent: number;
 }
 
 export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = Object.freeze({
@@ -15,6 +20,7 @@ export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = Object.freeze({
   baseEjectionMs: 10_000,
   maxEjectionMs: 300_000,
   maxEjectionPercent: 50,
+  panicThresholdPercent: 50,
 });
 
 /** The outlier policy of a ModelServer: its `trafficPolicy.outlierDetection` over the defaults. */
@@ -27,5 +33,6 @@ export function outlierPolicyOf(spec: Pick<ModelServerSpec, 'trafficPolicy'>): O
     baseEjectionMs: base,
     maxEjectionMs: Math.max(base, durationMs(o.maxEjectionTime, DEFAULT_OUTLIER_POLICY.maxEjectionMs)),
     maxEjectionPercent: o.maxEjectionPercent ?? DEFAULT_OUTLIER_POLICY.maxEjectionPercent,
+    panicThresholdPercent: o.panicThreshold ?? DEFAULT_OUTLIER_POLICY.panicThresholdPercent,
   };
 }

@@ -69,6 +69,7 @@ export { SchedulerReplica } from './replica/scheduler-replica';
 export type { SchedulerReplicaOptions } from './replica/scheduler-replica';
 export { ReplicaConfig } from './replica/replica-config';
 export type { ActiveConfig, ConfigOrigin, ConfigReloadResult, ConfigLog } from './replica/replica-config';
-export { OutlierTable, ejectedPositions } from './state/outlier-table';
+export { OutlierTable, ejectionOf } from './state/outlier-table';
+export type { Ejection, EjectionPolicy } from './state/outlier-table';
 export type { OutlierChange } from './state/outlier-table';
 export { OUTLIER_EJECTION } from './planning/profile-run';

@@ -198,7 +198,7 @@ const pdIndex = (extra: EndpointSpec[] = [], mode: 'pd' | 'epd' = 'pd', prefill 
 
 describe('Scheduler: stage planning', () => {
   // Stage placement with every stage of the mode (per-request shortcuts are tested in disaggregation.test.ts).
-  const everyStage = { localEncode: false, skipPrefill: false };
+  const everyStage = { localEncode: false, skipPrefill: false, stageFallback: false };
   const gpuOnly = { profiles: { default: { filters: [], scorers: ['gpu-usage'] } }, disaggregation: everyStage };
 
   const pairs = (d: Decision): string[][] => d.attempts.map((a) => [podOf(a.endpoint.key), podOf(a.prefill?.key ?? '')]);

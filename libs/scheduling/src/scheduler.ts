@@ -1,12 +1,12 @@
-import type { AffinityRecord, Attempt, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest } from '@triad/bus';
-import { outlierPolicyOf, type ModelServerSpec } from '@triad/crd';
+import type { AffinityRecord, Attempt, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest, StageFallback } from '@triad/bus';
+import { outlierPolicyOf, shortcutsOf, type ModelServerSpec, type Shortcuts } from '@triad/crd';
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
 import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
 import { isAffinityLearner, isCacheEstimator, isEndpointAware, type CacheEstimator, type ProfileRole } from './framework/plugin';
 import { prefixHashOptionsOf } from './config/prefix-hash-options';
 import { DEFAULT_PREFIX_BLOCK_SIZE } from './hashing/prefix-hashes';
-import { planDisaggregation, shortcutsOf, type DisaggregationChoice } from './planning/disaggregation-plan';
+import { planDisaggregation, type DisaggregationChoice } from './planning/disaggregation-plan';
 import type { PluginRegistry } from './framework/registry';
 import { createInTreeRegistry } from './plugins/in-tree';
 import { Cycle } from './planning/cycle';
@@ -19,7 +19,7 @@ import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
 import type { InflightTracker } from './state/inflight-tracker';
 import type { ModelServerPool } from './state/model-server-pool';
-import type { OutlierTable } from './state/outlier-table';
+import type { EjectionPolicy, OutlierTable } from './state/outlier-table';
 
 export interface SchedulerOptions {
   readonly index: EndpointIndex;
@@ -43,8 +43,9 @@ export interface SchedulerOptions {
    */
   readonly onLearned?: (record: AffinityRecord) => void;
   /**
-   * Shared outlier state (the outliers bucket): endpoints ejected from a stage are left out of its candidates,
-   * up to the ModelServer's `maxEjectionPercent` and never all of them, shown as `outlier-ejection` in explanations.
+   * Shared outlier state (the outliers bucket): endpoints ejected from a stage are left out of its ranking, up to
+   * the ModelServer's `maxEjectionPercent` and never all of them, shown as `outlier-ejection` in explanations, and
+   * come after the healthy ones as last-resort alternates; below `panicThreshold` healthy, ejection is ignored.
    */
   readonly outliers?: OutlierTable;
 }
@@ -52,17 +53,17 @@ export interface SchedulerOptions {
 /** How long a decode pod counts a P/D request whose decode leg has not started (a prefill longer than this is rare). */
 const DECODE_RESERVATION_MS = 30_000;
 
-const ejectionCeiling = new WeakMap<ModelServerSpec, number>();
+const ejectionPolicies = new WeakMap<ModelServerSpec, EjectionPolicy | null>();
 
-/** `maxEjectionPercent` of a ModelServer (0 when outlier detection is off), computed once per spec object. */
-function maxEjectionPercentOf(spec: ModelServerSpec): number {
-  let pct = ejectionCeiling.get(spec);
-  if (pct === undefined) {
-    const policy = outlierPolicyOf(spec);
-    pct = policy.consecutiveErrors === 0 ? 0 : policy.maxEjectionPercent;
-    ejectionCeiling.set(spec, pct);
+/** The ejection ceiling and panic threshold of a ModelServer (null when outlier detection is off), once per spec object. */
+function ejectionPolicyOf(spec: ModelServerSpec): EjectionPolicy | null {
+  let policy = ejectionPolicies.get(spec);
+  if (policy === undefined) {
+    const o = outlierPolicyOf(spec);
+    policy = o.consecutiveErrors === 0 ? null : { maxEjectionPercent: o.maxEjectionPercent, panicThresholdPercent: o.panicThresholdPercent };
+    ejectionPolicies.set(spec, policy);
   }
-  return pct;
+  return policy;
 }
 
 type Chosen = { profile: LoadedProfile; endpoint: Endpoint; mediaKeys?: string[] };
@@ -151,7 +152,7 @@ export class Scheduler {
     if (!pool?.record) {
       return fail(request.id, ErrorCode.SchedUnknownModelServer, `unknown ModelServer ${request.namespace}/${request.modelServer}`);
     }
-    this.#cycle.maxEjectionPercent = this.#cycle.outliers === undefined ? 0 : maxEjectionPercentOf(pool.record.spec);
+    this.#cycle.ejection = this.#cycle.outliers === undefined ? undefined : (ejectionPolicyOf(pool.record.spec) ?? undefined);
     const recorder = request.explain ? new ExplanationRecorder() : undefined;
     const exclude = request.exclude && request.exclude.length > 0 ? new Set(request.exclude) : undefined;
     const mode = pool.record.mode;
@@ -176,28 +177,47 @@ export class Scheduler {
       attempts = plan.attempts;
       chosen.push({ profile: cfg.profiles.aggregated, endpoint: plan.chosen });
     } else {
-      const pairs = planPairs({
+      const spec = pool.record.spec;
+      const shortcuts = shortcutsOf(spec, mode);
+      const fallbackOn = cfg.config.disaggregation.stageFallback;
+      const canSkipPrefill = fallbackOn && shortcuts.skipPrefill;
+      const canEncodeLocally = fallbackOn && shortcuts.localEncode;
+      const noFallback = fallbackOn ? shortcuts.why : 'disaggregation.stageFallback is off';
+      const withPrefill = mode === 'pd' || hasPrefillStage(pool);
+      const pairInput = {
         cycle: this.#cycle,
         decodeProfile: cfg.profiles.decode,
         prefillProfile: cfg.profiles.prefill,
         pool,
-        withPrefill: mode === 'pd' || hasPrefillStage(pool),
+        withPrefill,
         topN: cfg.topN,
         decodeSlot: this.#slots.decode,
         prefillSlot: this.#slots.prefill,
         exclude,
         recorder,
         timing: this.#timing,
-      });
+      };
+      const fallbacks: StageFallback[] = [];
+      let pairs = planPairs(pairInput);
+      // A prefill stage with no usable endpoint: the decode pods prefill themselves where the KV connector allows.
+      if (!pairs.ok && pairs.code === ErrorCode.SchedNoPrefillPair && withPrefill && canSkipPrefill) {
+        pairs = planPairs({ ...pairInput, withPrefill: false });
+        if (pairs.ok) fallbacks.push({ stage: 'prefill', reason: 'none_ready' });
+      } else if (!pairs.ok && pairs.code === ErrorCode.SchedNoPrefillPair) {
+        return fail(request.id, pairs.code, `${pairs.message}; no fallback: ${noFallback}`);
+      }
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
+      if (pairs.prefillsAllEjected && canSkipPrefill) fallbacks.push({ stage: 'prefill', reason: 'all_ejected' });
       // (SGLang EPD has no EC consumer to pin: the gateway picks SGLang DP ranks per leg, docs/gateway.md.)
-      const sglang = pool.record.spec.inferenceEngine === 'SGLang';
-      let pairAttempts = pairs.attempts;
-      let prefill = pairs.prefill;
+      const sglang = spec.inferenceEngine === 'SGLang';
+      const prefillFellBack = fallbacks.length > 0;
+      let pairAttempts = prefillFellBack ? decodeOnly(pairs.attempts) : pairs.attempts;
+      let prefill = prefillFellBack ? undefined : pairs.prefill;
       let encoderChosen: Endpoint[] = [];
       // SGLang EPD: the language-only prefill spreads items over the encoders registered with it (the pod-watcher
       // keeps those registries), so the decision is a P/D pair and never waits for, or fails on, an encoder plan.
-      if (mode === 'epd' && request.mediaItems.length > 0 && !sglang) {
+      // A request whose prefill fell back goes to the decode as to an aggregated pod: it encodes there too.
+      if (mode === 'epd' && request.mediaItems.length > 0 && !sglang && !prefillFellBack) {
         const plan = planEncoders({
           cycle: this.#cycle,
           profile: cfg.profiles.encode,
@@ -210,12 +230,21 @@ export class Scheduler {
           recorder,
           timing: this.#timing,
         });
-        if (!plan.ok) return fail(request.id, plan.code, plan.message);
-        encoders = plan.choices;
-        encoderChosen = plan.chosen;
+        // An encode stage with no usable endpoint: the EC consumer encodes itself where the EC connector allows.
+        if (!plan.ok && plan.code === ErrorCode.SchedNoEncoder && canEncodeLocally) {
+          fallbacks.push({ stage: 'encode', reason: 'none_ready' });
+        } else if (!plan.ok) {
+          const why = plan.code === ErrorCode.SchedNoEncoder ? `; no fallback: ${noFallback}` : '';
+          return fail(request.id, plan.code, `${plan.message}${why}`);
+        } else if (plan.allEjected && canEncodeLocally) {
+          fallbacks.push({ stage: 'encode', reason: 'all_ejected' });
+        } else {
+          encoders = plan.choices;
+          encoderChosen = plan.chosen;
+        }
       }
       if (prefill !== undefined || encoders.length > 0) {
-        disaggregation = this.#disaggregate(request, pool.record.spec, pairs.decode, prefill, encoders, now);
+        disaggregation = this.#disaggregate(request, shortcuts, pairs.decode, prefill, encoders, now);
         if (disaggregation.prefill === 'local') {
           pairAttempts = decodeOnly(pairAttempts);
           prefill = undefined;
@@ -225,6 +254,7 @@ export class Scheduler {
           encoderChosen = [];
         }
       }
+      if (fallbacks.length > 0) disaggregation = withFallbacks(disaggregation, fallbacks, request.mediaItems.length > 0 && mode === 'epd');
       attempts = mode === 'epd' && !sglang ? this.#pinConsumerRanks(pairAttempts) : pairAttempts;
       chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
       if (prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: prefill });
@@ -252,7 +282,7 @@ export class Scheduler {
   /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */
   #disaggregate(
     request: SchedulingRequest,
-    spec: ModelServerSpec,
+    shortcuts: Shortcuts,
     decode: Endpoint,
     prefill: Endpoint | undefined,
     encoders: readonly EncoderChoice[],
@@ -268,7 +298,7 @@ export class Scheduler {
     return planDisaggregation({
       request,
       config: cfg.config.disaggregation,
-      shortcuts: shortcutsOf(spec),
+      shortcuts,
       decode,
       prefill,
       encoders,
@@ -368,6 +398,33 @@ function decodeOnly(attempts: readonly Attempt[]): Attempt[] {
 }
 
 /** E→PD: an epd ModelServer without prefill labels sends encoders' output straight to decode pods. */
+/**
+ * The disaggregation of a request whose stages fell back: the shortcut serves each (`local`), and the reason says
+ * which stage had no usable endpoint. A prefill fallback sends the request to the decode as to an aggregated pod, so
+ * its media (if any) are encoded there too.
+ */
+function withFallbacks(
+  split: DisaggregationChoice | undefined,
+  fallbacks: readonly StageFallback[],
+  hasMedia: boolean,
+): DisaggregationChoice {
+  const words = fallbacks.map((f) =>
+    f.stage === 'prefill'
+      ? `prefill on the decode: the prefill stage has no usable endpoint (${f.reason.replace('_', ' ')})`
+      : `encode on the consumer: the encode stage has no usable endpoint (${f.reason.replace('_', ' ')})`,
+  );
+  const prefillLocal = fallbacks.some((f) => f.stage === 'prefill');
+  const encodeLocal = fallbacks.some((f) => f.stage === 'encode') || (prefillLocal && hasMedia);
+  return {
+    ...split,
+    ...(prefillLocal || split?.prefill !== undefined ? { prefill: prefillLocal ? 'local' : split?.prefill } : {}),
+    ...(encodeLocal || split?.encode !== undefined ? { encode: encodeLocal ? 'local' : split?.encode } : {}),
+    reason: [...words, ...(split?.reason ? [split.reason] : [])].join('; '),
+    predictedTtftMs: split?.predictedTtftMs ?? {},
+    fallback: [...fallbacks],
+  };
+}
+
 function hasPrefillStage(pool: ModelServerPool): boolean {
   const labels = pool.record?.spec.workloadSelector.pdGroup?.prefillLabels;
   return labels !== undefined && Object.keys(labels).length > 0;

@@ -79,6 +79,12 @@ export const DisaggregationConfigSchema = z
     maxLocalEncodeBytes: z.number().int().min(0).default(4_000_000),
     /** PD/EPD: prefill short uncached prompts on the decode pod (no prefill leg, no KV transfer). */
     skipPrefill: z.boolean().default(true),
+    /**
+     * A stage with no usable endpoint (none ready, or every one ejected) falls back to the shortcut the engines
+     * support (the decode prefills, the EC consumer encodes), whatever `skipPrefill` and `localEncode` say; off, such
+     * a request fails with 503 (none ready) or tries the ejected endpoints (docs/reliability.md, *Stage fallback*).
+     */
+    stageFallback: z.boolean().default(true),
     /** Most uncached prompt tokens a decode pod prefills itself (its running decodes wait while it does). */
     maxLocalPrefillTokens: z.number().int().min(0).default(512),
     /**

@@ -1,5 +1,5 @@
 import type { SchedulingRequest } from '@triad/bus';
-import type { OutlierTable } from '../state/outlier-table';
+import type { EjectionPolicy, OutlierTable } from '../state/outlier-table';
 import type { CycleContext, ProfileRole } from '../framework/plugin';
 import { hashString32 } from '../hashing/fast-hash';
 
@@ -11,8 +11,8 @@ export class Cycle implements CycleContext {
   role: ProfileRole = 'aggregated';
   /** Shared outlier state, when the process follows it; ejected endpoints leave each stage's candidates first. */
   outliers: OutlierTable | undefined = undefined;
-  /** The ModelServer's `outlierDetection.maxEjectionPercent` for this request. */
-  maxEjectionPercent = 0;
+  /** The ModelServer's ejection ceiling and panic threshold for this request; undefined when detection is off. */
+  ejection: EjectionPolicy | undefined = undefined;
 
   begin(request: SchedulingRequest, now: number): void {
     this.request = request;

@@ -1,5 +1,5 @@
 import type { Disaggregation, EncoderChoice, SchedulingRequest } from '@triad/bus';
-import type { ModelServerSpec } from '@triad/crd';
+import type { Shortcuts } from '@triad/crd';
 import type { DisaggregationConfig } from '../config/config-schema';
 import type { CacheEstimator } from '../framework/plugin';
 import type { Endpoint } from '../state/endpoint';
@@ -7,44 +7,7 @@ import type { Endpoint } from '../state/endpoint';
 /** Characters per prompt token the gateway's estimates assume (prefix blocks are counted in characters). */
 const CHARS_PER_TOKEN = 4;
 
-/** What the engines of a ModelServer can serve without one of the stages its mode names. */
-export interface Shortcuts {
-  /** The EC consumer encodes media it was not handed (vLLM EPD, EC connector shared-storage or NIXL). */
-  readonly localEncode: boolean;
-  /** A decode pod serves a request with no remote prefill (vLLM whose KV connector relays kv_transfer_params). */
-  readonly skipPrefill: boolean;
-  /** Why a shortcut is unavailable, for the explanation. */
-  readonly why: string;
-}
-
-/**
- * The shortcuts a ModelServer's engines support. vLLM: an EC consumer whose connector finds no entry for an item
- * encodes it locally (shared storage: a missing file; NIXL: a missing announcement), but a Mooncake consumer
- * waits for a push that never comes; a decode pod whose KV connector reads `kv_transfer_params` (NIXL, Mooncake,
- * LMCache; EPD without kvConnector uses NIXL) runs a local prefill when they are absent, while the plain `http`
- * connector gives no such guarantee. SGLang: a `--disaggregation-mode decode` server cannot prefill, and the
- * language-only prefill calls the encoders registered with it, so neither shortcut exists.
- */
-export function shortcutsOf(spec: ModelServerSpec): Shortcuts {
-  if (spec.inferenceEngine !== 'vLLM') {
-    return {
-      localEncode: false,
-      skipPrefill: false,
-      why: `${spec.inferenceEngine} decode-only servers cannot prefill and its prefill calls its own encoders`,
-    };
-  }
-  const kv = spec.kvConnector?.type;
-  const relaysKv = kv === undefined ? spec.pipelineMode === 'epd' : kv !== 'http';
-  const ec = spec.ecConnector?.type ?? 'shared-storage';
-  const localEncode = spec.pipelineMode === 'epd' && ec !== 'mooncake';
-  const why = [
-    relaysKv ? '' : `KV connector '${kv ?? 'http'}' does not say when a decode pod must prefill itself`,
-    spec.pipelineMode === 'epd' && !localEncode ? 'a Mooncake EC consumer waits for pushes and never encodes itself' : '',
-  ]
-    .filter((s) => s !== '')
-    .join('; ');
-  return { localEncode, skipPrefill: relaysKv, why };
-}
+export { shortcutsOf, type Shortcuts } from '@triad/crd';
 
 export interface DisaggregationInput {
   readonly request: SchedulingRequest;

@@ -9,7 +9,14 @@ import type { ExplanationRecorder } from './explanation';
 import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export type EncoderPlan =
-  { readonly ok: true; readonly choices: EncoderChoice[]; readonly chosen: Endpoint[] } | Extract<ProfileRun, { ok: false }>;
+  | {
+      readonly ok: true;
+      readonly choices: EncoderChoice[];
+      readonly chosen: Endpoint[];
+      /** Every encoder of the group is ejected (the stage has no healthy endpoint). */
+      readonly allEjected: boolean;
+    }
+  | Extract<ProfileRun, { ok: false }>;
 
 export interface EncoderPlanInput {
   readonly cycle: Cycle;
@@ -66,13 +73,11 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
     pending[first] = (pending[first] as number) + 1;
     const endpoint = set.endpoint(first);
     chosen.push(endpoint);
-    choices.push({
-      item: item.index,
-      endpoint: endpoint.ref,
-      alternates: picked.order.slice(1).map((i) => set.endpoint(i).ref),
-      affinity: picked.affinity === true,
-    });
+    const alternates = picked.order.slice(1).map((i) => set.endpoint(i).ref);
+    // Ejected encoders come last (least recently failed first): an item retries on them when the healthy ones fail.
+    for (const e of run.lastResort) if (alternates.length + 1 < input.topN) alternates.push(e.ref);
+    choices.push({ item: item.index, endpoint: endpoint.ref, alternates, affinity: picked.affinity === true });
   }
   run.trace?.chose([...new Set(chosen.map((e) => e.key))]);
-  return { ok: true, choices, chosen };
+  return { ok: true, choices, chosen, allEjected: run.allEjected };
 }

@@ -23,7 +23,14 @@ export interface PairPlanInput {
 }
 
 export type PairPlan =
-  | { readonly ok: true; readonly attempts: Attempt[]; readonly decode: Endpoint; readonly prefill: Endpoint | undefined }
+  | {
+      readonly ok: true;
+      readonly attempts: Attempt[];
+      readonly decode: Endpoint;
+      readonly prefill: Endpoint | undefined;
+      /** Every prefill of the chosen decode's group is ejected (the stage has no healthy endpoint there). */
+      readonly prefillsAllEjected: boolean;
+    }
   | Extract<ProfileRun, { ok: false }>;
 
 function pickFrom(
@@ -54,16 +61,14 @@ export function planPairs(input: PairPlanInput): PairPlan {
   let order = pickFrom(input, input.decodeProfile, decodes, input.topN);
   if (!input.withPrefill) {
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
-    return {
-      ok: true,
-      attempts: order.map((i) => ({ endpoint: decodeAt(i).ref })),
-      decode: decodeAt(order[0] as number),
-      prefill: undefined,
-    };
+    const attempts: Attempt[] = order.map((i) => ({ endpoint: decodeAt(i).ref }));
+    for (const d of decodes.lastResort) if (attempts.length < input.topN) attempts.push({ endpoint: d.ref });
+    return { ok: true, attempts, decode: decodeAt(order[0] as number), prefill: undefined, prefillsAllEjected: false };
   }
 
   // The ranked prefills per group (up to topN), computed once per group this request touches.
   const rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
+  const allEjectedGroups = new Set<string>();
   const whyNot: string[] = [];
   const prefillsOf = (group: string | undefined): readonly IndexedEndpoint[] => {
     if (group === undefined) return NONE;
@@ -77,8 +82,11 @@ export function planPairs(input: PairPlanInput): PairPlan {
     });
     let ranked: readonly IndexedEndpoint[] = NONE;
     if (run.ok) {
-      ranked = pickFrom(input, input.prefillProfile, run, input.topN, group).map((i) => run.candidates.endpoint(i));
-      run.trace?.chose(ranked.map((e) => e.key));
+      const picked = pickFrom(input, input.prefillProfile, run, input.topN, group).map((i) => run.candidates.endpoint(i));
+      run.trace?.chose(picked.map((e) => e.key));
+      // Ejected prefills pair last (least recently failed first), for retries when the healthy ones fail.
+      ranked = run.lastResort.length > 0 ? [...picked, ...run.lastResort] : picked;
+      if (run.allEjected) allEjectedGroups.add(group);
     } else {
       whyNot.push(run.message);
     }
@@ -116,12 +124,25 @@ export function planPairs(input: PairPlanInput): PairPlan {
   if (attempts.length < input.topN && first !== undefined)
     addRemainingPairs(attempts, decodeKeys, prefillsOf, decodeAt, order, input.topN, add);
   decodes.trace?.chose(decodeKeys);
+  // Ejected decodes pair last (least recently failed first), with their group's best prefill.
+  for (const d of decodes.lastResort) {
+    if (attempts.length >= input.topN) break;
+    const prefills = prefillsOf(d.group);
+    if (prefills.length > 0) add(d, prefills[0] as IndexedEndpoint);
+  }
   if (!first) {
     const detail =
       whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
-  return { ok: true, attempts, decode: first.decode, prefill: first.prefill };
+  const group = first.decode.group;
+  return {
+    ok: true,
+    attempts,
+    decode: first.decode,
+    prefill: first.prefill,
+    prefillsAllEjected: group !== undefined && allEjectedGroups.has(group),
+  };
 }
 
 const NONE: readonly IndexedEndpoint[] = [];

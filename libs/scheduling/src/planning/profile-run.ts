@@ -2,11 +2,12 @@ import type { SchedulingRequest } from '@triad/bus';
 import { ErrorCode, type ErrorCodeValue } from '@triad/errors';
 import type { LoadedProfile } from '../config/load-config';
 import type { PickInput, PickResult, PluginKind, ProfileRole } from '../framework/plugin';
+import type { IndexedEndpoint } from '../state/endpoint';
 import type { EndpointIndex } from '../state/endpoint-index';
 import { EndpointList } from '../state/endpoint-list';
 import type { InflightTracker } from '../state/inflight-tracker';
 import type { CandidateSource } from '../state/model-server-pool';
-import { ejectedPositions } from '../state/outlier-table';
+import { ejectionOf } from '../state/outlier-table';
 import { CandidateSet } from './candidate-set';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder, ProfileTrace } from './explanation';
@@ -111,7 +112,19 @@ export class ProfileSlot {
 }
 
 export type ProfileRun =
-  | { readonly ok: true; readonly candidates: CandidateSet; readonly finals: Float64Array; readonly trace: ProfileTrace | undefined }
+  | {
+      readonly ok: true;
+      readonly candidates: CandidateSet;
+      readonly finals: Float64Array;
+      readonly trace: ProfileTrace | undefined;
+      /**
+       * Ejected endpoints left out of the ranking, least recently failed first: the plans add them after the
+       * ranked ones, so a retry may still use them when no healthy endpoint is left.
+       */
+      readonly lastResort: readonly IndexedEndpoint[];
+      /** Every candidate of the stage was ejected (ranked anyway, by the panic threshold or the ceiling). */
+      readonly allEjected: boolean;
+    }
   | { readonly ok: false; readonly code: ErrorCodeValue; readonly message: string };
 
 export interface RunOptions {
@@ -128,6 +141,8 @@ export interface RunOptions {
 
 /** The name ejected endpoints carry as `filteredBy` in explanations and phases. */
 export const OUTLIER_EJECTION = 'outlier-ejection';
+
+const NO_ENDPOINTS: readonly IndexedEndpoint[] = [];
 
 const clampScore = (v: number): number => (v >= 0 ? (v <= 100 ? v : 100) : 0);
 const sizeOf = (source: CandidateSource): number => (source instanceof EndpointList ? source.size : source.length);
@@ -189,20 +204,6 @@ function filterAndScore(
         message: `every ready ${opts.what} endpoint${where} is excluded by the request`,
       };
   }
-  const outliers = cycle.outliers;
-  if (outliers !== undefined && outliers.size > 0 && cycle.maxEjectionPercent > 0) {
-    const drop = ejectedPositions(outliers, profile.role, cycle.now, set.size, (i) => set.endpoint(i).key, cycle.maxEjectionPercent);
-    if (drop !== undefined) {
-      const keep = slot.keep;
-      const before = set.size;
-      const t0 = sink && timing ? timing.clock() : 0;
-      keep.fill(1, 0, set.size);
-      for (const i of drop) keep[i] = 0;
-      trace?.filtered(OUTLIER_EJECTION, set, keep);
-      set.compact(keep);
-      if (sink && timing) sink(phase('filter', profile.role, OUTLIER_EJECTION, opts.group, before, set.size, t0, timing.clock()));
-    }
-  }
   for (const f of profile.filters) {
     const keep = slot.keep;
     keep.fill(1, 0, set.size);
@@ -219,6 +220,26 @@ function filterAndScore(
         code: ErrorCode.SchedFilteredOut,
         message: `${opts.what} endpoints${where} have all been filtered out by "${f.name}"`,
       };
+    }
+  }
+  // After the filters: an ejected endpoint a filter would drop is no last resort either.
+  const outliers = cycle.outliers;
+  const policy = cycle.ejection;
+  let lastResort: IndexedEndpoint[] | undefined;
+  let allEjected = false;
+  if (outliers !== undefined && outliers.size > 0 && policy !== undefined) {
+    const ejection = ejectionOf(outliers, profile.role, cycle.now, set.size, (i) => set.endpoint(i).key, policy);
+    if (ejection !== undefined) allEjected = ejection.all;
+    if (ejection !== undefined && ejection.drop.length > 0) {
+      const keep = slot.keep;
+      const before = set.size;
+      const t0 = sink && timing ? timing.clock() : 0;
+      keep.fill(1, 0, set.size);
+      lastResort = ejection.drop.map((i) => set.endpoint(i));
+      for (const i of ejection.drop) keep[i] = 0;
+      trace?.filtered(OUTLIER_EJECTION, set, keep);
+      set.compact(keep);
+      if (sink && timing) sink(phase('filter', profile.role, OUTLIER_EJECTION, opts.group, before, set.size, t0, timing.clock()));
     }
   }
   const n = set.size;
@@ -238,7 +259,7 @@ function filterAndScore(
     if (sink) sink(phase('scorer', profile.role, scorer.name, opts.group, n, n, t0, t1));
   }
   trace?.finals(set, finals);
-  return { ok: true, candidates: set, finals, trace };
+  return { ok: true, candidates: set, finals, trace, lastResort: lastResort ?? NO_ENDPOINTS, allEjected };
 }
 
 /**

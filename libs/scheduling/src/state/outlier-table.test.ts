@@ -3,7 +3,7 @@ import { outlierKey } from '@triad/bus';
 import { Scheduler } from '../scheduler';
 import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW } from '../testing';
 import { InflightTracker } from './inflight-tracker';
-import { OutlierTable, ejectedPositions } from './outlier-table';
+import { OutlierTable, ejectionOf } from './outlier-table';
 
 function record(pod: string, stage: Stage, over: Partial<OutlierRecord> = {}): OutlierRecord {
   return {
@@ -34,6 +34,10 @@ function ok(d: DecisionOrError): Decision {
 
 const podOf = (key: string): string => key.split('.')[2] as string;
 
+function decide(s: Scheduler, req: Partial<SchedulingRequestInput> = {}): Decision {
+  return ok(s.schedule(schedulingRequest(req), TEST_NOW));
+}
+
 describe('OutlierTable and the ejection ceiling', () => {
   it('knows what is ejected now; an expired ejection (half-open) or a restored endpoint is not', () => {
     const t = tableOf(
@@ -59,11 +63,33 @@ describe('OutlierTable and the ejection ceiling', () => {
     );
     const keys = ['a', 'b', 'c', 'd'].map((p) => keyOf(p));
     const at = (i: number) => keys[i] as string;
-    expect(ejectedPositions(t, 'aggregated', TEST_NOW, 4, at, 50)).toEqual([1, 2]);
-    expect(ejectedPositions(t, 'aggregated', TEST_NOW, 4, at, 100)).toEqual([0, 1, 2]);
-    expect(ejectedPositions(t, 'aggregated', TEST_NOW, 3, at, 100)).toEqual([1, 2]);
-    expect(ejectedPositions(t, 'aggregated', TEST_NOW, 1, at, 100)).toBeUndefined();
-    expect(ejectedPositions(t, 'aggregated', TEST_NOW, 4, at, 0)).toBeUndefined();
+    const drop = (size: number, maxEjectionPercent: number) =>
+      ejectionOf(t, 'aggregated', TEST_NOW, size, at, { maxEjectionPercent, panicThresholdPercent: 0 })?.drop;
+    expect(drop(4, 50)).toEqual([1, 2]);
+    expect(drop(4, 100)).toEqual([1, 2, 0]);
+    expect(drop(3, 100)).toEqual([1, 2]);
+    expect(drop(1, 100)).toEqual([]);
+    expect(drop(4, 0)).toEqual([]);
+    expect(ejectionOf(t, 'aggregated', TEST_NOW, 4, (i) => `other-${i}`, { maxEjectionPercent: 50, panicThresholdPercent: 0 })).toBeUndefined();
+  });
+
+  it('ignores ejection below the panic threshold (Envoy healthy_panic_threshold), and says when all are ejected', () => {
+    const t = tableOf(record('a', 'aggregated', { ejectedAt: TEST_NOW - 300 }), record('b', 'aggregated', { ejectedAt: TEST_NOW - 900 }));
+    const keys = ['a', 'b', 'c', 'd'].map((p) => keyOf(p));
+    const at = (i: number) => keys[i] as string;
+    const policy = { maxEjectionPercent: 100, panicThresholdPercent: 50 };
+    // 2 of 4 healthy = 50 %: not below the threshold, both ejections hold (least recently failed first).
+    expect(ejectionOf(t, 'aggregated', TEST_NOW, 4, at, policy)).toEqual({ drop: [1, 0], all: false, panic: false });
+    // 1 of 3 healthy = 33 %: panic, every candidate is ranked.
+    expect(ejectionOf(t, 'aggregated', TEST_NOW, 3, at, policy)).toEqual({ drop: [], all: false, panic: true });
+    // 0 of 2 healthy: panic and the whole stage is ejected.
+    expect(ejectionOf(t, 'aggregated', TEST_NOW, 2, at, policy)).toEqual({ drop: [], all: true, panic: true });
+    // Without a panic threshold the ceiling still keeps one in.
+    expect(ejectionOf(t, 'aggregated', TEST_NOW, 2, at, { maxEjectionPercent: 100, panicThresholdPercent: 0 })).toEqual({
+      drop: [1],
+      all: true,
+      panic: false,
+    });
   });
 });
 
@@ -75,14 +101,12 @@ describe('Scheduler with shared outlier state', () => {
       { pod: 'c', kv: 0.9 },
     ]);
 
-  function decide(s: Scheduler, req: Partial<SchedulingRequestInput> = {}): Decision {
-    return ok(s.schedule(schedulingRequest(req), TEST_NOW));
-  }
-
-  it('leaves an ejected endpoint out of the attempts and says so in the explanation', () => {
+  it('moves an ejected endpoint behind the healthy ones (a last-resort alternate) and says so in the explanation', () => {
     const s = new Scheduler({ index: aggregated(), tracker: new InflightTracker(), outliers: tableOf(record('a', 'aggregated')) });
     const d = decide(s, { explain: true });
-    expect(d.attempts.map((x) => podOf(x.endpoint.key))).not.toContain('a');
+    const pods = d.attempts.map((x) => podOf(x.endpoint.key));
+    expect(pods.slice(0, 2).sort()).toEqual(['b', 'c']);
+    expect(pods[2]).toBe('a');
     const profile = d.explanation?.profiles[0];
     expect(profile?.endpoints.find((e) => e.key === keyOf('a'))?.filteredBy).toBe('outlier-ejection');
   });
@@ -98,19 +122,34 @@ describe('Scheduler with shared outlier state', () => {
     expect(podOf(decide(otherStage).attempts[0]?.endpoint.key ?? '')).toBe('a');
   });
 
-  it('keeps the pool served when every endpoint is ejected (ceiling), and honours consecutiveErrors: 0 (off)', () => {
+  it('keeps the pool served when every endpoint is ejected (panic), and honours consecutiveErrors: 0 (off)', () => {
     const all = tableOf(
       record('a', 'aggregated', { ejectedAt: TEST_NOW - 3 }),
       record('b', 'aggregated', { ejectedAt: TEST_NOW - 2 }),
       record('c', 'aggregated', { ejectedAt: TEST_NOW - 1 }),
     );
     const s = new Scheduler({ index: aggregated(), tracker: new InflightTracker(), outliers: all });
-    // 50% of 3 is 1: only the earliest ejection (a) is honoured.
+    // 0 of 3 healthy is below the panic threshold (50 %): ejection is ignored, every pod is ranked and tried.
     expect(
       decide(s)
         .attempts.map((x) => podOf(x.endpoint.key))
         .sort(),
-    ).toEqual(['b', 'c']);
+    ).toEqual(['a', 'b', 'c']);
+    // Without panic (threshold 0) the ceiling (50 % of 3 is 1) keeps the earliest ejection (a) out of the ranking,
+    // and a still comes last, as the last resort.
+    const noPanic = modelServerRecord();
+    const noPanicIndex = buildIndex(
+      [
+        { pod: 'a', kv: 0.0 },
+        { pod: 'b', kv: 0.5 },
+        { pod: 'c', kv: 0.9 },
+      ],
+      [{ ...noPanic, spec: { ...noPanic.spec, trafficPolicy: { outlierDetection: { panicThreshold: 0 } } } } as typeof noPanic],
+    );
+    const ceiling = new Scheduler({ index: noPanicIndex, tracker: new InflightTracker(), outliers: all });
+    const pods = decide(ceiling).attempts.map((x) => podOf(x.endpoint.key));
+    expect(pods.slice(0, 2).sort()).toEqual(['b', 'c']);
+    expect(pods[2]).toBe('a');
     const off = modelServerRecord();
     const offIndex = buildIndex(
       [
@@ -128,7 +167,7 @@ describe('Scheduler with shared outlier state', () => {
     expect(podOf(decide(noDetection).attempts[0]?.endpoint.key ?? '')).toBe('a');
   });
 
-  it('pd: an ejected prefill is left out of every pair', () => {
+  it('pd: an ejected prefill pairs only after the healthy one', () => {
     const index = buildIndex(
       [
         { pod: 'd1', role: 'decode', group: 'g1' },
@@ -143,6 +182,105 @@ describe('Scheduler with shared outlier state', () => {
       outliers: tableOf(record('pa', 'prefill')),
     });
     const d = decide(s);
-    expect(d.attempts.map((x) => podOf(x.prefill?.key ?? ''))).toEqual(['pb']);
+    expect(d.attempts.map((x) => podOf(x.prefill?.key ?? ''))).toEqual(['pb', 'pa']);
+  });
+});
+
+describe('Scheduler: a stage with no usable endpoint falls back to the shortcut the engine supports', () => {
+  const pd = (engine: 'vLLM' | 'SGLang', kv: 'nixl' | 'http' | undefined, withPrefills: boolean) => {
+    const base = modelServerRecord({ mode: 'pd', engine });
+    const spec = kv === undefined ? base.spec : { ...base.spec, kvConnector: { type: kv } };
+    return buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1' },
+        ...(withPrefills
+          ? [
+              { pod: 'pa', role: 'prefill' as const, group: 'g1' },
+              { pod: 'pb', role: 'prefill' as const, group: 'g1' },
+            ]
+          : []),
+      ],
+      [{ ...base, spec } as typeof base],
+    );
+  };
+  const bothPrefillsEjected = () => tableOf(record('pa', 'prefill'), record('pb', 'prefill', { ejectedAt: TEST_NOW - 2000 }));
+
+  it('vLLM PD (NIXL): every prefill ejected or none ready → the decode prefills itself, marked as a fallback', () => {
+    const ejected = new Scheduler({ index: pd('vLLM', 'nixl', true), tracker: new InflightTracker(), outliers: bothPrefillsEjected() });
+    const d = decide(ejected, { inputTokens: 4000 });
+    expect(d.attempts.every((a) => a.prefill === undefined)).toBe(true);
+    expect(d.disaggregation?.prefill).toBe('local');
+    expect(d.disaggregation?.fallback).toEqual([{ stage: 'prefill', reason: 'all_ejected' }]);
+    const none = new Scheduler({ index: pd('vLLM', 'nixl', false), tracker: new InflightTracker(), outliers: new OutlierTable() });
+    expect(decide(none).disaggregation?.fallback).toEqual([{ stage: 'prefill', reason: 'none_ready' }]);
+  });
+
+  it('a healthy prefill keeps the normal path (no fallback)', () => {
+    const s = new Scheduler({ index: pd('vLLM', 'nixl', true), tracker: new InflightTracker(), outliers: tableOf(record('pa', 'prefill')) });
+    const d = decide(s, { inputTokens: 4000 });
+    expect(podOf(d.attempts[0]?.prefill?.key ?? '')).toBe('pb');
+    expect(d.disaggregation?.fallback).toBeUndefined();
+  });
+
+  it("vLLM PD over the plain http connector and SGLang PD have no shortcut: ejected prefills are still tried, none ready is a 503 naming the stage", () => {
+    for (const [engine, kv] of [
+      ['vLLM', 'http'],
+      ['SGLang', undefined],
+    ] as const) {
+      const ejected = new Scheduler({ index: pd(engine, kv, true), tracker: new InflightTracker(), outliers: bothPrefillsEjected() });
+      const d = decide(ejected, { inputTokens: 4000 });
+      expect(d.attempts.map((a) => podOf(a.prefill?.key ?? '')).sort()).toEqual(['pa', 'pb']);
+      expect(d.disaggregation?.fallback).toBeUndefined();
+      const none = new Scheduler({ index: pd(engine, kv, false), tracker: new InflightTracker(), outliers: new OutlierTable() });
+      const err = none.schedule(schedulingRequest(), TEST_NOW);
+      expect(err.ok).toBe(false);
+      if (!err.ok) {
+        expect(err.code).toBe('SCHED_NO_PREFILL_PAIR');
+        expect(err.message).toMatch(/prefill.*no fallback/);
+      }
+    }
+  });
+
+  const epd = (ec: 'shared-storage' | 'mooncake', withEncoders: boolean) => {
+    const base = modelServerRecord({ mode: 'epd' });
+    return buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1' },
+        { pod: 'pa', role: 'prefill', group: 'g1' },
+        ...(withEncoders
+          ? [
+              { pod: 'ea', role: 'encode' as const, group: 'g1' },
+              { pod: 'eb', role: 'encode' as const, group: 'g1' },
+            ]
+          : []),
+      ],
+      [{ ...base, spec: { ...base.spec, ecConnector: { type: ec } } } as typeof base],
+    );
+  };
+  const image = { mediaItems: [{ index: 0, key: 'img-1', modality: 'image' as const }], inputTokens: 4000 };
+
+  it('vLLM EPD (shared-storage EC): every encoder ejected or none ready → the prefill encodes itself', () => {
+    const ejected = new Scheduler({
+      index: epd('shared-storage', true),
+      tracker: new InflightTracker(),
+      outliers: tableOf(record('ea', 'encode'), record('eb', 'encode')),
+    });
+    const d = decide(ejected, image);
+    expect(d.encoders).toEqual([]);
+    expect(d.disaggregation?.encode).toBe('local');
+    expect(d.disaggregation?.fallback).toEqual([{ stage: 'encode', reason: 'all_ejected' }]);
+    expect(podOf(d.attempts[0]?.prefill?.key ?? '')).toBe('pa');
+    const none = new Scheduler({ index: epd('shared-storage', false), tracker: new InflightTracker(), outliers: new OutlierTable() });
+    expect(decide(none, image).disaggregation?.fallback).toEqual([{ stage: 'encode', reason: 'none_ready' }]);
+  });
+
+  it('vLLM EPD with the Mooncake EC connector has no shortcut: no encoder ready is a 503 naming the stage', () => {
+    const none = new Scheduler({ index: epd('mooncake', false), tracker: new InflightTracker(), outliers: new OutlierTable() });
+    const err = none.schedule(schedulingRequest(image), TEST_NOW);
+    expect(err.ok).toBe(false);
+    if (!err.ok) {
+      expect(err.code).toBe('SCHED_NO_ENCODER');
+      expect(err.message).toMatch(/encode.*no fallback: a Mooncake EC consumer/);
+    }
   });
 });

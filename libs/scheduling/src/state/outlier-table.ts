@@ -56,20 +56,37 @@ export class OutlierTable {
   }
 }
 
+/** The ModelServer's outlier settings one stage's candidate step applies. */
+export interface EjectionPolicy {
+  readonly maxEjectionPercent: number;
+  readonly panicThresholdPercent: number;
+}
+
+/** What outlier state does to one stage's candidate set. */
+export interface Ejection {
+  /** Positions to leave out of the ranking, least recently failed (earliest ejection) first. */
+  readonly drop: readonly number[];
+  /** Every candidate is ejected: the stage has no healthy endpoint. */
+  readonly all: boolean;
+  /** Fewer candidates are healthy than the panic threshold: ejection is ignored, every candidate is ranked. */
+  readonly panic: boolean;
+}
+
 /**
- * Which of `candidates` (endpoint keys of one stage's candidate set) stay out at `now`: the ejected ones, at most
- * `maxEjectionPercent` of the set and never all of it. When more are ejected than the ceiling allows, the earliest
- * ejections are honoured (every replica computes the same answer from the same records). Returns the positions
- * to drop, or undefined when none.
+ * Which of a stage's candidates (endpoint keys) stay out of the ranking at `now`. Envoy's rules: when the healthy
+ * share is below `panicThresholdPercent`, nothing stays out (panic: balance over all of them); otherwise the ejected
+ * ones do, at most `maxEjectionPercent` of the set and never all of it, the earliest ejections first (every replica
+ * computes the same answer from the same records). Undefined when none is ejected. The dropped ones are not lost:
+ * the plans put them after the healthy ones as last-resort alternates, in the order given here.
  */
-export function ejectedPositions(
+export function ejectionOf(
   table: OutlierTable,
   stage: Stage,
   now: number,
   size: number,
   keyAt: (i: number) => string,
-  maxEjectionPercent: number,
-): number[] | undefined {
+  policy: EjectionPolicy,
+): Ejection | undefined {
   let ejected: { i: number; at: number; key: string }[] | undefined;
   for (let i = 0; i < size; i++) {
     const key = keyAt(i);
@@ -77,8 +94,11 @@ export function ejectedPositions(
     if (r !== undefined) (ejected ??= []).push({ i, at: r.ejectedAt, key });
   }
   if (ejected === undefined) return undefined;
-  const allowed = Math.min(Math.floor((size * maxEjectionPercent) / 100), size - 1);
-  if (allowed <= 0) return undefined;
-  if (ejected.length > allowed) ejected.sort((a, b) => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return ejected.slice(0, allowed).map((e) => e.i);
+  const healthy = size - ejected.length;
+  const all = healthy === 0;
+  if (healthy * 100 < policy.panicThresholdPercent * size) return { drop: [], all, panic: true };
+  const allowed = Math.min(Math.floor((size * policy.maxEjectionPercent) / 100), size - 1);
+  if (allowed <= 0) return { drop: [], all, panic: false };
+  ejected.sort((a, b) => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return { drop: ejected.slice(0, allowed).map((e) => e.i), all, panic: false };
 }
