@@ -1,5 +1,5 @@
 import type { ModelServerRecord } from '@triad/bus';
-import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector, outlierPolicyOf } from '@triad/crd';
+import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector, outlierPolicyOf, shortcutsOf } from '@triad/crd';
 import type { EcProfile, KvProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
 
@@ -56,6 +56,13 @@ export function kvProfileOf(record: ModelServerRecord): KvProfile | undefined {
   };
 }
 
+/** The stages a PD/EPD server's engines can do without; none for aggregated servers (nothing to skip). */
+function shortcutsOfRecord(record: ModelServerRecord): { shortcuts?: ServerProfile['shortcuts'] } {
+  if (record.mode === 'aggregated') return {};
+  const { localEncode, skipPrefill } = shortcutsOf(record.spec, record.mode);
+  return localEncode || skipPrefill ? { shortcuts: { localEncode, skipPrefill } } : {};
+}
+
 function ecOf(record: ModelServerRecord): { ec?: EcProfile } {
   const ec = ecProfileOf(record);
   return ec === undefined ? {} : { ec };
@@ -81,6 +88,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     ...(kvProfile !== undefined ? { kv: kvProfile } : {}),
     outlier: outlierPolicyOf(spec),
     ...ecOf(record),
+    ...shortcutsOfRecord(record),
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(spec.engineAuth?.passThrough === true ? { authPassThrough: true } : {}),
     ...(spec.engineAuth?.credential !== undefined ? { engineCredential: spec.engineAuth.credential } : {}),

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { EndpointRef, Stage } from '@triad/bus';
+import type { Attempt, Decision, EndpointRef, Stage } from '@triad/bus';
 import { ErrorCode, isTriadError } from '@triad/errors';
 import {
   asError,
@@ -9,6 +9,7 @@ import {
   type KvStrandReason,
   type KvStrandedEvent,
   type ProxyRequest,
+  type RetryPolicy,
 } from '@triad/request';
 import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
@@ -20,6 +21,15 @@ import { parseBodyUsage } from './usage';
 
 function ignore(): void {}
 
+/** The first attempt after `from` that names no endpoint in `failed` (its final leg's or its prefill's), else -1. */
+function nextUntried(attempts: readonly Attempt[], from: number, failed: ReadonlySet<string>): number {
+  for (let j = from + 1; j < attempts.length; j++) {
+    const a = attempts[j] as Attempt;
+    if (!failed.has(a.endpoint.key) && (a.prefill === undefined || !failed.has(a.prefill.key))) return j;
+  }
+  return -1;
+}
+
 /** Gateway-wide choices of the stage loop. */
 export interface StageLoopOptions {
   /**
@@ -28,6 +38,9 @@ export interface StageLoopOptions {
    */
   readonly kvRelease?: boolean;
 }
+
+/** Names the stages a request skipped for want of a usable endpoint (`encode`, `prefill`, comma-separated). */
+export const STAGE_FALLBACK_HEADER = 'x-triad-stage-fallback';
 
 const STAGE_SLOT: Readonly<Record<Stage, number>> = { encode: 0, prefill: 1, decode: 2, aggregated: 2 };
 
@@ -82,21 +95,10 @@ class StageLoop implements LegRunner, LegOwner {
       this.#timer = setTimeout(onTotalTimeout, left, this);
     }
     try {
+      const decided = 'decision' in ctx.proxy ? (ctx.proxy.decision as Decision).disaggregation?.fallback : undefined;
+      if (decided !== undefined) result.stageFallbacks.push(...decided);
       if (connector.prepare !== undefined) await connector.prepare(ctx, this);
-      const attempts = ctx.proxy.attempts;
-      const tries = Math.min(attempts.length, 1 + retry.retries);
-      for (let i = 0; ; i++) {
-        result.attempt = i;
-        result.tries = i + 1;
-        try {
-          await connector.attempt(ctx, attempts[i], i, this);
-          break;
-        } catch (err) {
-          if (this.#aborted !== undefined || this.#committed || i + 1 >= tries || !isRetryable(err)) throw err;
-          this.#observer.retry(ctx, i, err);
-          await this.pause(retry.intervalMs);
-        }
-      }
+      await this.#attempts(connector, retry);
       if (result.status === 0) result.status = 200;
     } catch (err) {
       // An abort (client gone, total timeout) explains the failure better than the leg error it caused.
@@ -117,6 +119,47 @@ class StageLoop implements LegRunner, LegOwner {
       // once, so after this no leg of the request is in flight on any path out of run().
       if (this.#active.size > 0) this.#abortActive(result.error ?? clientAbortedError());
       this.#recordStageTimes();
+    }
+  }
+
+  /**
+   * The decision's attempts in order, as the retry policy allows, each retry on the next attempt that names no
+   * endpoint which already failed this request (Envoy's previous-hosts predicate: the alternates of a P/D decision
+   * share pods). When none is left and the failed stage has a shortcut, one more try runs without that stage.
+   */
+  async #attempts(connector: Connector, retry: RetryPolicy): Promise<void> {
+    const ctx = this.#ctx;
+    const result = ctx.result;
+    const attempts = ctx.proxy.attempts;
+    const maxTries = Math.min(attempts.length, 1 + retry.retries);
+    const failed = new Set<string>();
+    let attempt: Attempt = attempts[0] as Attempt;
+    let index = 0;
+    let fellBack = false;
+    for (let t = 0; ; t++) {
+      result.attempt = index;
+      result.tries = t + 1;
+      try {
+        await connector.attempt(ctx, attempt, index, this);
+        return;
+      } catch (err) {
+        if (this.#aborted !== undefined || this.#committed || !isRetryable(err)) throw err;
+        if (err.stage !== 'encode') failed.add(err.endpoint);
+        const next = t + 1 < maxTries ? nextUntried(attempts, index, failed) : -1;
+        if (next >= 0) {
+          index = next;
+          attempt = attempts[next] as Attempt;
+        } else {
+          // No alternate left: the stage that failed may have a shortcut (never with retries off: the baseline).
+          const shortcut = fellBack || retry.retries === 0 ? undefined : connector.fallback?.(ctx, err, failed);
+          if (shortcut === undefined || (err.stage !== 'encode' && err.stage !== 'prefill')) throw err;
+          fellBack = true;
+          attempt = shortcut;
+          result.stageFallbacks.push({ stage: err.stage, reason: 'all_failed' });
+        }
+        this.#observer.retry(ctx, t, err);
+        await this.pause(retry.intervalMs);
+      }
     }
   }
 
@@ -264,11 +307,13 @@ class StageLoop implements LegRunner, LegOwner {
     this.#committed = true;
     ctx.result.status = status;
     ctx.result.firstByteAt = performance.now();
-    if (contentLength >= 0) {
-      sink.writeHead(status, { 'content-type': contentType, 'content-length': contentLength, 'x-request-id': ctx.id });
-    } else {
-      sink.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id });
-    }
+    const headers: Record<string, string | number> =
+      contentLength >= 0
+        ? { 'content-type': contentType, 'content-length': contentLength, 'x-request-id': ctx.id }
+        : { 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id };
+    const fallbacks = ctx.result.stageFallbacks;
+    if (fallbacks.length > 0) headers[STAGE_FALLBACK_HEADER] = [...new Set(fallbacks.map((f) => f.stage))].join(',');
+    sink.writeHead(status, headers);
     this.#observer.firstByte(ctx);
     return true;
   }

@@ -1,5 +1,5 @@
 import type { Attempt, Decision, EndpointRef, Stage } from '@triad/bus';
-import type { ConnectorName, KvStrandedEvent, ProxyRequest, StageSpan, Usage } from '@triad/request';
+import type { ConnectorName, KvStrandedEvent, ProxyRequest, StageSpan, UpstreamError, Usage } from '@triad/request';
 
 /** One HTTP request the gateway sends to an engine (a "leg"), as observers see it. */
 export interface LegInfo {
@@ -65,6 +65,12 @@ export interface Connector<R extends ProxyRequest = ProxyRequest> {
    * whether the next alternate may be tried).
    */
   attempt(ctx: R, attempt: Attempt, index: number, run: LegRunner): Promise<void>;
+  /**
+   * The engine's shortcut for a stage whose tries all failed (docs/reliability.md, *Stage fallback*): an attempt
+   * without that stage (the decode prefills itself), or undefined when the engines have none. `failed` holds the
+   * endpoint keys that failed this request. Asked once, when the loop would otherwise give up.
+   */
+  fallback?(ctx: R, failure: UpstreamError, failed: ReadonlySet<string>): Attempt | undefined;
   /**
    * Ends an answer that had started with an error in the client's protocol (an Anthropic Messages stream); absent:
    * the OpenAI SSE error event plus `[DONE]`.

@@ -90,6 +90,11 @@ export interface ServerProfile extends ProfileCommon {
   readonly kv?: KvProfile;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
+  /**
+   * Stages the engines can do without (`shortcutsOf` in @triad/crd): the EC consumer encodes (`localEncode`), the
+   * decode prefills (`skipPrefill`). A stage whose every try failed falls back to its shortcut (docs/reliability.md).
+   */
+  readonly shortcuts?: { readonly localEncode: boolean; readonly skipPrefill: boolean };
   /** `spec.engineAuth.passThrough`: the client's Authorization goes to the engines (never by default). */
   readonly authPassThrough?: boolean;
   /** `spec.engineAuth.credential`: the engine credential (by name, in the server's namespace) the engines get as Authorization. */

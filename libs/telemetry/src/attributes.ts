@@ -72,6 +72,8 @@ export const ATTR = {
   schedulerCandidates: 'triad.scheduler.candidates',
   schedulerRemaining: 'triad.scheduler.remaining',
   retryReason: 'triad.retry.reason',
+  /** Stages the request skipped for want of a usable endpoint, each `stage:reason` (e.g. `prefill:all_failed`). */
+  stageFallback: 'triad.stage_fallback',
   failedStage: 'triad.failed_stage',
   reconcileSource: 'triad.reconcile.source',
   reconcileTrigger: 'triad.reconcile.trigger',

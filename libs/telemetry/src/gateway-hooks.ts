@@ -181,6 +181,7 @@ export function createGatewayTracingHooks() {
         ...(usage ? { response: { inputTokens: usage.promptTokens, outputTokens: usage.completionTokens } } : {}),
         ...(error ? { error } : {}),
         ...(failedStage !== undefined ? { failedStage } : {}),
+        ...(ctx.result.stageFallbacks.length > 0 ? { stageFallbacks: ctx.result.stageFallbacks.map((f) => `${f.stage}:${f.reason}`) } : {}),
       });
     },
   } satisfies RequestHooks;

@@ -67,6 +67,8 @@ export interface RequestOutcome {
   readonly errorType?: string;
   /** The stage that failed, when one did. */
   readonly failedStage?: string;
+  /** Stages skipped for want of a usable endpoint, served by the engine's shortcut (`triad.stage_fallback`). */
+  readonly stageFallbacks?: readonly string[];
 }
 
 /**
@@ -80,6 +82,7 @@ export function finishRequestSpan(t: Traced, outcome: RequestOutcome): void {
     put(attrs, ATTR.genAiRequestModel, outcome.requestModel);
     put(attrs, ATTR.genAiOperationName, outcome.operation);
     if (outcome.response) genAiResponseAttributes(outcome.response, attrs);
+    if (outcome.stageFallbacks !== undefined && outcome.stageFallbacks.length > 0) attrs[ATTR.stageFallback] = [...outcome.stageFallbacks];
     span.setAttributes(attrs);
     if (outcome.statusCode >= 500) {
       recordFailure(t, outcome.error ?? `HTTP ${outcome.statusCode}`, {

@@ -241,6 +241,7 @@ export class InferenceHandler {
       completionTokens: completion,
     });
     if (r.error !== undefined) recordEcHandoff(d.metrics, d.logger, ctx, r.error);
+    for (const f of r.stageFallbacks) d.metrics.stageFallback(f.stage, f.reason);
     if (d.accessLog) writeAccessLog(d.logger, ctx, end);
     if (hooked) d.hooks.onEnd?.(ctx);
   }

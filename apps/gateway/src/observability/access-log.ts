@@ -41,6 +41,7 @@ export function writeAccessLog(logger: Logger, ctx: RequestContext, endMs: numbe
   if (ctx.traceId !== undefined) line['trace_id'] = ctx.traceId;
   if (r.outliers.length > 0) line['outliers'] = r.outliers;
   if (r.kvStranded.length > 0) line['kv_stranded'] = r.kvStranded;
+  if (r.stageFallbacks.length > 0) line['stage_fallback'] = r.stageFallbacks;
   if (r.error !== undefined) line['error'] = { type: errorCodeOf(r.error) ?? r.error.name, message: echo(r.error.message, 1024) };
   logger.info(line);
 }

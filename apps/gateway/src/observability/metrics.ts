@@ -201,6 +201,14 @@ export class GatewayMetrics {
     labelNames: ['engine', 'reason', 'action'],
     registers: [this.registry],
   });
+  readonly #stageFallbacks = new Counter({
+    name: 'triad_gateway_stage_fallback_total',
+    help:
+      "Requests that skipped a stage with no usable endpoint, served by the engine's shortcut (prefill on the decode, " +
+      'encode on the EC consumer), by stage and why (none_ready, all_ejected, all_failed)',
+    labelNames: ['stage', 'reason'],
+    registers: [this.registry],
+  });
   readonly #kvParamsMissing = new Counter({
     name: 'triad_gateway_kv_params_missing_total',
     help:
@@ -385,6 +393,10 @@ export class GatewayMetrics {
 
   kvStranded(engine: string, reason: KvStrandReason, action: KvStrandAction): void {
     this.#kvStranded.inc({ engine, reason, action });
+  }
+
+  stageFallback(stage: string, reason: string): void {
+    this.#stageFallbacks.inc({ stage, reason });
   }
 
   kvParamsMissing(connector: string): void {

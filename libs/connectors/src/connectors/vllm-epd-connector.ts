@@ -6,7 +6,7 @@ import type { Attempt, BufferedAnswer, Connector, LegRunner } from '../types';
 import { consumerBody, type HandedOffItem } from './vllm-epd/consumer-body';
 import { matchEncoderAnswer, type SentItem } from './vllm-epd/encoder-answer';
 import { groupItems, itemUuid, newTransferId, type EncoderGroup } from './vllm-epd/ec-items';
-import { VllmPdState, runVllmPrefillDecode, type ConsumerHandoff } from './vllm-pd-connector';
+import { VllmPdState, decodeOnlyFallback, runVllmPrefillDecode, type ConsumerHandoff } from './vllm-pd-connector';
 
 const ENCODER_PATH = '/v1/chat/completions';
 
@@ -32,6 +32,12 @@ interface Encoded {
   readonly pushedTo: string | undefined;
 }
 
+/**
+ * The consumer encodes the client's media itself (the encode stage fell back, or the prefill did and the decode is
+ * served as an aggregated pod): no hand-off body, no re-encode.
+ */
+const LOCAL: Encoded = Object.freeze({ body: {}, pushedTo: undefined });
+
 /** Encode runs of requests in flight (per-request state of this stateless connector). */
 const encodedByRequest = new WeakMap<EngineRequest, Encoded>();
 
@@ -54,7 +60,22 @@ export class VllmEpdConnector implements Connector<EngineRequest> {
     const ec = ctx.routing.server.ec ?? DEFAULT_EC;
     // A push connector encodes inside each attempt: what it pushes goes to that attempt's consumer.
     if (!encodesRemotely(ctx) || ec.push) return;
-    encodedByRequest.set(ctx, await encodeAll(ctx, ec, undefined, run));
+    try {
+      encodedByRequest.set(ctx, await encodeAll(ctx, ec, undefined, run));
+    } catch (err) {
+      if (!encoderStageDown(ctx, err)) throw err;
+      // Every try of an item failed and the EC consumer encodes what it was not handed: it gets the client's media.
+      encodedByRequest.set(ctx, LOCAL);
+      ctx.result.stageFallbacks.push({ stage: 'encode', reason: 'all_failed' });
+      run.retrying(0, err);
+    }
+  }
+
+  fallback(ctx: EngineRequest, failure: UpstreamError, failed: ReadonlySet<string>): Attempt | undefined {
+    const decodeOnly = decodeOnlyFallback(ctx, failure, failed);
+    // The decode is served as an aggregated pod: it gets the client's media and encodes them itself.
+    if (decodeOnly !== undefined && encodesRemotely(ctx)) encodedByRequest.set(ctx, LOCAL);
+    return decodeOnly;
   }
 
   async attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
@@ -62,6 +83,10 @@ export class VllmEpdConnector implements Connector<EngineRequest> {
     const media = encodesRemotely(ctx);
     for (let reencode = 0; ; reencode++) {
       let encoded = encodedByRequest.get(ctx);
+      if (encoded === LOCAL) {
+        await runVllmPrefillDecode(ctx, attempt, index, run, this.#pd);
+        return;
+      }
       if (media && (encoded === undefined || encoded.pushedTo !== undefined)) {
         encoded = await encodeAll(ctx, ec, attempt, run);
         encodedByRequest.set(ctx, encoded);
@@ -93,6 +118,15 @@ export class VllmEpdConnector implements Connector<EngineRequest> {
  */
 function encodesRemotely(ctx: EngineRequest): boolean {
   return ctx.proxy.media.length > 0 && ctx.proxy.decision.disaggregation?.encode !== 'local';
+}
+
+/**
+ * Whether an encode failure means the stage is down for this request (every try of an item failed with a retryable
+ * error, the retry policy allowing retries) and the EC consumer can encode for itself.
+ */
+function encoderStageDown(ctx: EngineRequest, err: unknown): err is UpstreamError {
+  const server = ctx.routing.server;
+  return isRetryable(err) && err.stage === 'encode' && server.shortcuts?.localEncode === true && server.retry.retries > 0;
 }
 
 /** A prefill or decode answered 500 (or opened its stream with an error event): how vLLM reports an undelivered push. */

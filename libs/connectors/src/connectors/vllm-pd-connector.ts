@@ -1,4 +1,4 @@
-import type { ConnectorName, EngineRequest } from '@triad/request';
+import type { ConnectorName, EngineRequest, UpstreamError } from '@triad/request';
 import type { Attempt, Connector, LegRunner } from '../types';
 import { DpRankCycle, mooncakeFlowOf, runMooncakeConcurrent, type PdInput } from './vllm-pd/mooncake';
 import { PushCoordinates, runNixlPush } from './vllm-pd/nixl-push';
@@ -39,6 +39,21 @@ export class VllmPdConnector implements Connector<EngineRequest> {
   attempt(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {
     return runVllmPrefillDecode(ctx, attempt, index, run, this.#state);
   }
+
+  fallback(ctx: EngineRequest, failure: UpstreamError, failed: ReadonlySet<string>): Attempt | undefined {
+    return decodeOnlyFallback(ctx, failure, failed);
+  }
+}
+
+/**
+ * Every prefill try failed and the KV connector lets a decode prefill itself (`kv_transfer_params` absent: vLLM's
+ * connectors then run the prefill locally, docs/reliability.md): the best decode of the decision that has not
+ * failed, alone. Undefined for a failure of another stage or without the shortcut.
+ */
+export function decodeOnlyFallback(ctx: EngineRequest, failure: UpstreamError, failed: ReadonlySet<string>): Attempt | undefined {
+  if (failure.stage !== 'prefill' || ctx.routing.server.shortcuts?.skipPrefill !== true) return undefined;
+  const decode = ctx.proxy.attempts.find((a) => !failed.has(a.endpoint.key))?.endpoint;
+  return decode === undefined ? undefined : { endpoint: decode };
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Attempt, Decision, DecisionOrError, EndpointRef, Stage } from '@triad/bus';
+import type { Attempt, Decision, DecisionOrError, EndpointRef, Stage, StageFallback } from '@triad/bus';
 import type { MediaPart } from '../body/media';
 import type {
   ConnectorName,
@@ -118,6 +118,12 @@ export class RequestResult {
   readonly outliers: OutlierEvent[] = [];
   /** KV hand-offs of this request that a decode did not take, and what the gateway did about each. */
   readonly kvStranded: KvStrandedEvent[] = [];
+  /**
+   * Stages this request skipped because they had no usable endpoint, served by the engine's shortcut instead (the
+   * decision's, then the gateway's own when every try of the stage failed): `x-triad-stage-fallback`, the access
+   * log, `triad_gateway_stage_fallback_total`, the span's `triad.stage_fallback`.
+   */
+  readonly stageFallbacks: StageFallback[] = [];
 }
 
 /** Why a prefill's KV was left without the decode that should take it. */
