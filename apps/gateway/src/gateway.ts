@@ -22,6 +22,7 @@ import { buildHttpServer } from './http/server';
 import { GatewayMetrics } from './observability/metrics';
 import { registerKeyAgreementMetrics, registerKvKeyMetrics } from './observability/kv-key-metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
+import { OutlierProber } from './outliers/outlier-prober';
 import { createIntegrations } from './integrations';
 import { TurnFlusher } from './nats/turn-flusher';
 import { DpRankBalancer } from './scheduling/dp-rank-balancer';
@@ -184,7 +185,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   // Outlier ejection: this gateway's legs feed the detector, the shared bucket feeds the in-process scheduler.
   const outlierFeed = await startOutlierFeed(bus, (change) => outliers.apply(change));
   await outlierFeed.synced;
-  observer.outliers = new OutlierDetector(
+  const detector = new OutlierDetector(
     outliers,
     outlierFeed.kv,
     id,
@@ -194,6 +195,15 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     },
     logger,
   );
+  observer.outliers = detector;
+  // Ejected endpoints of ModelServers that ask for it get a cheap GET now and then; a 2xx ends the ejection early.
+  const prober = new OutlierProber(
+    outliers,
+    { endpoint: (key) => kv.endpoint(key), policy: (namespace, name) => kv.server(namespace, name)?.profile.outlier },
+    detector,
+    logger,
+  );
+  prober.start();
   metrics.watchOutliers(() => countEjected(outliers, Date.now()));
   fallback.followAffinity(bus);
   const serverOptions = {
@@ -225,6 +235,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     clearTimeout(deadline);
     dispatch.stop();
     kv.stop();
+    prober.stop();
     outlierFeed.stop();
     directory.stop();
     gatewayApi?.stop();

@@ -126,6 +126,22 @@ export const OutlierDetectionSchema = z.object({
   maxEjectionPercent: z.number().int().min(0).max(100).optional().meta({
     description: 'Most endpoints of one stage and group ejected at once, in percent; never all of them (default 50)',
   }),
+  probe: z
+    .object({
+      path: z
+        .string()
+        .max(256)
+        .regex(/^\/[!-~]*$/)
+        .default('/health')
+        .meta({ description: 'Path of the GET sent to an ejected endpoint (default /health; /v1/models works too)' }),
+      interval: DurationSchema.optional().meta({ description: 'Time between probes of one ejected endpoint (default 5s)' }),
+      timeout: DurationSchema.optional().meta({ description: 'How long a probe may take (default 1s)' }),
+    })
+    .optional()
+    .meta({
+      description:
+        'Active probing of ejected endpoints: a 2xx answer ends the ejection early (Triad field; absent = only real traffic probes)',
+    }),
   panicThreshold: z.number().int().min(0).max(100).optional().meta({
     description:
       'Healthy share of one stage and group, in percent, below which ejection is ignored and every endpoint is a candidate again (default 50; 0 = never)',

@@ -13,6 +13,8 @@ export interface OutlierPolicy {
    * the stage ignores ejection and balances over all of them (0 = never).
    */
   readonly panicThresholdPercent: number;
+  /** Active probing of ejected endpoints (a 2xx ends the ejection early); absent: only real traffic probes. */
+  readonly probe?: { readonly path: string; readonly intervalMs: number; readonly timeoutMs: number };
 }
 
 export const DEFAULT_OUTLIER_POLICY: OutlierPolicy = Object.freeze({
@@ -34,5 +36,14 @@ export function outlierPolicyOf(spec: Pick<ModelServerSpec, 'trafficPolicy'>): O
     maxEjectionMs: Math.max(base, durationMs(o.maxEjectionTime, DEFAULT_OUTLIER_POLICY.maxEjectionMs)),
     maxEjectionPercent: o.maxEjectionPercent ?? DEFAULT_OUTLIER_POLICY.maxEjectionPercent,
     panicThresholdPercent: o.panicThreshold ?? DEFAULT_OUTLIER_POLICY.panicThresholdPercent,
+    ...(o.probe === undefined
+      ? {}
+      : {
+          probe: {
+            path: o.probe.path ?? '/health',
+            intervalMs: Math.max(100, durationMs(o.probe.interval, 5000)),
+            timeoutMs: Math.max(10, durationMs(o.probe.timeout, 1000)),
+          },
+        }),
   };
 }

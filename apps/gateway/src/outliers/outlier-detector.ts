@@ -48,7 +48,8 @@ export function ejectionMs(policy: OutlierPolicy, n: number): number {
  * - `consecutiveErrors` failures in a row → ejected for `baseEjectionTime`, doubled with each ejection in a row up
  *   to `maxEjectionTime` (a replica that finds the endpoint already ejected by another leaves it be);
  * - once the ejection has run out the endpoint is half-open: the schedulers offer it again and real requests probe
- *   it (their retries cover a failed probe). One success restores it; one failure ejects it again, for longer;
+ *   it (their retries cover a failed probe). One success restores it; one failure ejects it again, for longer. A
+ *   success while still ejected (a last-resort retry, a panicking stage, an active probe) restores it too;
  * - `ejections` resets after the endpoint stayed healthy as long as the longest ejection.
  *
  * Counting is per gateway replica (a success anywhere would have to reset everyone's count otherwise, a write per
@@ -89,7 +90,8 @@ export class OutlierDetector {
     const halfOpen = record !== undefined && record.state === 'ejected' && record.ejectedUntil <= now;
     if (verdict === 'ok') {
       this.#failures.delete(key);
-      if (halfOpen) {
+      // Half-open, or still ejected and tried as a last resort (no healthy endpoint left, or panic): it served.
+      if (record?.state === 'ejected') {
         ctx.result.outliers.push({ endpoint: leg.endpoint.pod, stage: leg.stage, action: 'restored' });
         this.#write(
           key,
@@ -115,6 +117,17 @@ export class OutlierDetector {
       key,
       (current) => eject(current, { endpoint, stage: leg.stage, reason: verdict, failures, now, by: this.#by, policy }),
       () => this.#events.ejected(ctx.routing.server.key, leg.stage, verdict),
+    );
+  }
+
+  /** An active probe of an ejected endpoint answered 2xx: its ejection ends now (the shared record says healthy). */
+  probeSucceeded(server: string, endpoint: string, stage: Stage): void {
+    const now = this.#now();
+    this.#failures.delete(outlierKey(endpoint, stage));
+    this.#write(
+      outlierKey(endpoint, stage),
+      (current) => restore(current, now, this.#by),
+      () => this.#events.restored(server, stage),
     );
   }
 
@@ -197,9 +210,12 @@ export function eject(current: OutlierRecord | undefined, f: EjectFacts): Outlie
   };
 }
 
-/** The record after a successful probe, or undefined when it is not (or no longer) half-open. */
+/**
+ * The record after a success (real traffic once half-open or as a last resort, or an active probe): healthy again,
+ * or undefined when it is not ejected (any more).
+ */
 export function restore(current: OutlierRecord | undefined, now: number, by: string): OutlierRecord | undefined {
-  if (current === undefined || current.state !== 'ejected' || current.ejectedUntil > now) return undefined;
+  if (current === undefined || current.state !== 'ejected') return undefined;
   return { ...current, state: 'healthy', ejectedUntil: 0, healthySince: now, by };
 }
 
