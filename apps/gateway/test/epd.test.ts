@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import type { EndpointRef } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
+import { waitFor } from '@triad/testing';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
@@ -201,16 +202,55 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     expect(pd.counters()['localEncodes'] ?? 0).toBe(0);
   });
 
-  it('fails the request naming the item and stage (not the encoder) when an encoder fails, and runs nothing downstream', async () => {
+  it("an item's encoders all failing: the prefill gets the client's media to encode itself (shared-storage EC), marked", async () => {
+    const before = inferenceRequests(p).length;
     e1.setFault({ mode: 'error500', count: 1 });
     const res = await post(h, multimodal('vl'));
-    expect(res.status).toBe(502);
-    const err = ((await res.json()) as { error: { message: string; code: string; type: string } }).error;
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-triad-stage-fallback')).toBe('encode');
+    await res.text();
+    // The prefill leg carries the media as the client sent them and no encoder entries: its connector finds what it
+    // can (shared storage) and encodes the rest.
+    const sent = inferenceRequests(p).slice(before)[0]?.body as Body;
+    expect(sent['ec_transfer_params']).toBeUndefined();
+    expect(JSON.stringify(sent['messages'])).toContain(IMAGE_B);
+  });
+
+  it('fails the request naming the item and stage (not the encoder) when an encoder fails with retries off, and runs nothing downstream', async () => {
+    // Retries off (the reliability baseline) also turns the stage fallback off: the encoder's failure is the answer.
+    await h.putServer('epd', {
+      model: MODEL,
+      inferenceEngine: 'vLLM',
+      pipelineMode: 'epd',
+      kvConnector: { type: 'nixl' },
+      workloadPort: { port: 8000, protocol: 'http' },
+      workloadSelector: {
+        matchLabels: { app: 'vl' },
+        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
+      },
+      trafficPolicy: { retry: { attempts: 0 } },
+    });
+    const downstream = () => inferenceRequests(p).length + inferenceRequests(d).length;
+    let res: Response | undefined;
+    await waitFor(
+      async () => {
+        e1.setFault({ mode: 'error500', count: 1 });
+        const before = downstream();
+        res = await post(h, multimodal('vl'));
+        if (res.status === 200) {
+          await res.text();
+          return false; // the gateway still had the old retry policy
+        }
+        expect(downstream()).toBe(before);
+        return true;
+      },
+      { what: 'the retry policy applied' },
+    );
+    expect(res?.status).toBe(502);
+    const err = ((await res!.json()) as { error: { message: string; code: string; type: string } }).error;
     expect(err.code).toBe('GATEWAY_UPSTREAM_ERROR');
     expect(err.message).toMatch(/^encode of item 1 failed with HTTP 500/);
     expect(err.message).not.toContain('default.epd.e1');
-    expect(inferenceRequests(p)).toHaveLength(0);
-    expect(inferenceRequests(d)).toHaveLength(0);
   });
 });
 

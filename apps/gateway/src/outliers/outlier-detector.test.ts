@@ -38,7 +38,9 @@ describe('outlier detection rules', () => {
     expect(eject(first, { ...facts, now: 10_500 })).toBeUndefined(); // already ejected by someone
     const restored = restore(first, 11_000, 'gw2') as OutlierRecord;
     expect(restored).toMatchObject({ state: 'healthy', ejectedUntil: 0, healthySince: 11_000, ejections: 1, by: 'gw2' });
-    expect(restore(first, 10_999, 'gw2')).toBeUndefined(); // not half-open yet
+    // Still ejected: a success as a last resort (or an active probe) ends the ejection early too.
+    expect(restore(first, 10_999, 'gw2')).toMatchObject({ state: 'healthy', healthySince: 10_999 });
+    expect(restore(restored, 11_500, 'gw2')).toBeUndefined(); // healthy already: nothing to write
     expect(eject(restored, { ...facts, now: 12_000 })).toMatchObject({ ejections: 2, ejectedUntil: 14_000 });
     expect(eject(restored, { ...facts, now: 16_000 })).toMatchObject({ ejections: 1, ejectedUntil: 17_000 });
   });
