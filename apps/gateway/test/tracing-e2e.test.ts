@@ -77,7 +77,7 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       inferenceEngine: 'vLLM',
       pipelineMode: 'epd',
       kvConnector: { type: 'nixl' },
-      // No re-encode after a consumer 500: the failure case below traces one failed prefill leg, not a second try.
+      // No re-encode after a consumer 500: the cases below trace one failed leg, not a second try.
       ecConnector: { type: 'shared-storage', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 0 },
       workloadPort: { port: 8000, protocol: 'http' },
       workloadSelector: {
@@ -265,26 +265,62 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     },
   );
 
-  it('an engine failure marks the failed leg and the request span with error status, error type and stage', async () => {
+  it('a prefill that fails marks its leg; the request the decode then serves carries triad.stage_fallback', async () => {
     const gw = gateway!;
     p.setFault({ mode: 'error500', count: 1 });
-    const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody('this prefill fails'), { 'x-request-id': 'trace-fail' });
-    expect(res.status).toBe(502);
+    const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody('this prefill fails'), { 'x-request-id': 'trace-fallback' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-triad-stage-fallback')).toBe('prefill');
     const traceId = res.headers.get('x-triad-trace-id')!;
-    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
-    // Gateway: request, route, schedule, encode ×2, prefill (no decode); scheduler: decide + 6 phases.
-    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
-      what: 'the failed request span',
-      timeoutMs: 20_000,
-    });
+    // Gateway: request, route, schedule, encode ×2, prefill (failed), decode; scheduler: decide + 6 phases.
     const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
-      count: 13,
-      what: '13 spans of the failed trace',
+      count: 14,
+      what: '14 spans of the trace',
       timeoutMs: 20_000,
     });
     const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
     expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
       'POST /v1/chat/completions',
+      'decode',
+      'encode',
+      'encode',
+      'prefill',
+      'route',
+      'schedule',
+    ]);
+    const prefill = gatewaySpans.find((s) => s.name === 'prefill')!;
+    expect(prefill.status.code).toBe('ERROR');
+    expect(prefill.attributes).toEqual(expect.objectContaining({ 'http.response.status_code': 500, 'triad.stage': 'prefill' }));
+    const request = gatewaySpans.find((s) => s.kind === 'SERVER')!;
+    expect(request.status.code).not.toBe('ERROR');
+    expect(request.attributes).toEqual(
+      expect.objectContaining({ 'http.response.status_code': 200, 'triad.stage_fallback': ['prefill:all_failed'] }),
+    );
+    expect((await gw.accessLine('trace-fallback'))['stage_fallback']).toEqual([{ stage: 'prefill', reason: 'all_failed' }]);
+  });
+
+  it('an engine failure marks the failed leg and the request span with error status, error type and stage', async () => {
+    const gw = gateway!;
+    // The decode has no shortcut (and the decision no other decode): the request fails.
+    d.setFault({ mode: 'error500', count: 1 });
+    const res = await postJson(`${gw.url}/v1/chat/completions`, epdBody('this decode fails'), { 'x-request-id': 'trace-fail' });
+    expect(res.status).toBe(502);
+    const traceId = res.headers.get('x-triad-trace-id')!;
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    // Gateway: request, route, schedule, encode ×2, prefill, decode; scheduler: decide + 6 phases.
+    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
+      what: 'the failed request span',
+      timeoutMs: 20_000,
+    });
+    const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
+      count: 14,
+      what: '14 spans of the failed trace',
+      timeoutMs: 20_000,
+    });
+    const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
+    expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
+      'POST /v1/chat/completions',
+      'decode',
       'encode',
       'encode',
       'prefill',
@@ -292,36 +328,36 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       'schedule',
     ]);
 
-    const prefill = gatewaySpans.find((s) => s.name === 'prefill')!;
-    expect(prefill.status.code).toBe('ERROR');
-    expect(prefill.attributes).toEqual(
+    const decode = gatewaySpans.find((s) => s.name === 'decode')!;
+    expect(decode.status.code).toBe('ERROR');
+    expect(decode.attributes).toEqual(
       expect.objectContaining({
         'error.type': 'GATEWAY_UPSTREAM_ERROR',
         'http.response.status_code': 500,
-        'triad.stage': 'prefill',
-        'triad.endpoint.pod': 'p',
+        'triad.stage': 'decode',
+        'triad.endpoint.pod': 'd',
       }),
     );
-    expect(prefill.events.map((e) => e.name)).toContain('exception');
+    expect(decode.events.map((e) => e.name)).toContain('exception');
 
     const request = gatewaySpans.find((s) => s.kind === 'SERVER')!;
     expect(request.status.code).toBe('ERROR');
-    expect(request.status.message).toContain('prefill');
+    expect(request.status.message).toContain('decode');
     expect(request.attributes).toEqual(
       expect.objectContaining({
         'http.response.status_code': 502,
         'error.type': 'GATEWAY_UPSTREAM_ERROR',
-        'triad.failed_stage': 'prefill',
+        'triad.failed_stage': 'decode',
       }),
     );
 
-    // Only the failed leg and the request fail: routing, scheduling and both encodes succeeded.
+    // Only the failed leg and the request fail: routing, scheduling, both encodes and the prefill succeeded.
     expect(
       spans
         .filter((s) => s.status.code === 'ERROR')
         .map((s) => s.name)
         .sort(),
-    ).toEqual(['POST /v1/chat/completions', 'prefill']);
+    ).toEqual(['POST /v1/chat/completions', 'decode']);
     const line = await gw.accessLine('trace-fail');
     expect(line).toMatchObject({ status_code: 502, trace_id: traceId });
   });

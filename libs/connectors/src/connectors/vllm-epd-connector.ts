@@ -72,6 +72,8 @@ export class VllmEpdConnector implements Connector<EngineRequest> {
   }
 
   fallback(ctx: EngineRequest, failure: UpstreamError, failed: ReadonlySet<string>): Attempt | undefined {
+    // A consumer without an EC control address is a deployment error to surface, not a prefill stage that is down.
+    if (failure instanceof EcHandoffError && failure.reason === 'missing_consumer_address') return undefined;
     const decodeOnly = decodeOnlyFallback(ctx, failure, failed);
     // The decode is served as an aggregated pod: it gets the client's media and encodes them itself.
     if (decodeOnly !== undefined && encodesRemotely(ctx)) encodedByRequest.set(ctx, LOCAL);
