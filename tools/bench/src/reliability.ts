@@ -14,8 +14,12 @@
  * bytes already relayed cannot be taken back, so those rows use non-stream requests, and one extra row per
  * topology shows the streaming case.
  *
+ * Then phases back to back against the same gateway (reliability-phases.ts, issue 32): the incident pattern and a
+ * whole stage down and back per stage and connector, with requests served by a stage fallback counted.
+ *
  *   npx tsx tools/bench/src/reliability.ts [--requests 200] [--concurrency 8] [--stage-timeout 500ms] [--fuzz 5000] [--seed N]
- *     [--topologies vllm-aggregated,vllm-pd,vllm-epd,sglang-aggregated,sglang-pd]
+ *     [--topologies vllm-aggregated,vllm-pd,vllm-epd,sglang-aggregated,sglang-pd] (empty: no single-fault matrix)
+ *     [--phases incident,stage-down] [--phase-requests 40] (empty: no phases)
  */
 import { randomInt } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -48,6 +52,7 @@ import {
   type TopologyName,
 } from '@triad/testing/reliability';
 import { markdownTable } from './lib/table';
+import { PHASE_COLUMNS, runPhaseSuites } from './reliability-phases';
 
 const { values: args } = parseArgs({
   options: {
@@ -57,6 +62,8 @@ const { values: args } = parseArgs({
     fuzz: { type: 'string', default: '5000' },
     seed: { type: 'string' },
     topologies: { type: 'string', default: TOPOLOGY_NAMES.join(',') },
+    phases: { type: 'string', default: 'incident,stage-down' },
+    'phase-requests': { type: 'string', default: '40' },
   },
 });
 const NS = 'default';
@@ -74,7 +81,7 @@ async function metricSum(metricsUrl: string, name: string): Promise<number> {
 const fmt = (n: number) => n.toLocaleString('en-US');
 
 async function main(): Promise<void> {
-  const topologies = (args.topologies as string).split(',') as TopologyName[];
+  const topologies = (args.topologies as string).split(',').filter((t) => t !== '') as TopologyName[];
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'bench-reliability' });
   const sims: SimEngineHandle[] = [];
@@ -202,46 +209,59 @@ async function main(): Promise<void> {
         fmt(s.faultyLegs),
       ]);
     }
+    const phaseRows = await runPhaseSuites(
+      stack,
+      (args.phases as string).split(',').filter((p) => p !== ''),
+      () => `127.0.${subnet++}`,
+      { requests: Number(args['phase-requests']), concurrency: Number(args.concurrency), stageTimeout: args['stage-timeout'] as string },
+    );
     const fuzzCount = Number(args.fuzz);
     const fuzz = fuzzCount > 0 ? await runFuzzRow(stack, fuzzCount, fuzzModels) : undefined;
     const unexpected = await metricSum(metricsUrl, 'triad_unexpected_errors_total');
 
-    process.stdout.write(
-      `\n### One of two pods per stage failing (${REQUESTS} requests per scenario, ${args.concurrency} at a time, stage budget ${args['stage-timeout']})\n\n`,
-    );
-    process.stdout.write(
-      `${markdownTable(
-        ['mode', 'requests sent', 'failed', 'duplicated', 'retries', 'baseline failed (no retries, no ejection)'],
-        [...perMode.entries()].map(([mode, m]) => [
-          mode,
-          fmt(m.sent),
-          fmt(m.failed),
-          fmt(m.duplicated),
-          fmt(m.retries),
-          `${fmt(m.baselineFailed)} of ${fmt(m.baselineSent)}`,
-        ]),
-      )}\n\n`,
-    );
-    process.stdout.write(
-      `${markdownTable(
-        [
-          'scenario',
-          'requests sent',
-          'failed',
-          'duplicated',
-          're-run legs',
-          'KV release legs',
-          'retries',
-          'legs to the failing pod',
-          'baseline failed',
-        ],
-        rows,
-      )}\n\n`,
-    );
-    process.stdout.write(`Streaming answers reset mid-stream by the final stage (not retryable once bytes reached the client):\n\n`);
-    process.stdout.write(
-      `${markdownTable(['scenario', 'requests sent', 'failed', 'how', 'legs to the failing pod'], streamingResets)}\n\n`,
-    );
+    if (rows.length > 0) {
+      process.stdout.write(
+        `\n### One of two pods per stage failing (${REQUESTS} requests per scenario, ${args.concurrency} at a time, stage budget ${args['stage-timeout']})\n\n`,
+      );
+      process.stdout.write(
+        `${markdownTable(
+          ['mode', 'requests sent', 'failed', 'duplicated', 'retries', 'baseline failed (no retries, no ejection)'],
+          [...perMode.entries()].map(([mode, m]) => [
+            mode,
+            fmt(m.sent),
+            fmt(m.failed),
+            fmt(m.duplicated),
+            fmt(m.retries),
+            `${fmt(m.baselineFailed)} of ${fmt(m.baselineSent)}`,
+          ]),
+        )}\n\n`,
+      );
+      process.stdout.write(
+        `${markdownTable(
+          [
+            'scenario',
+            'requests sent',
+            'failed',
+            'duplicated',
+            're-run legs',
+            'KV release legs',
+            'retries',
+            'legs to the failing pod',
+            'baseline failed',
+          ],
+          rows,
+        )}\n\n`,
+      );
+      process.stdout.write(`Streaming answers reset mid-stream by the final stage (not retryable once bytes reached the client):\n\n`);
+      process.stdout.write(
+        `${markdownTable(['scenario', 'requests sent', 'failed', 'how', 'legs to the failing pod'], streamingResets)}\n\n`,
+      );
+    }
+    if (phaseRows !== undefined) {
+      process.stdout.write(
+        `Phases back to back on one gateway (${args['phase-requests']} requests per phase; the incident of issue 32, and each stage down then back):\n\n${markdownTable(PHASE_COLUMNS, phaseRows)}\n\n`,
+      );
+    }
     if (fuzz !== undefined) {
       process.stdout.write(
         `Fuzzed bodies (seed ${SEED}):\n\n${markdownTable(['bodies sent', 'wrong answers (5xx, not OpenAI-shaped, no answer)', 'answers by status'], [fuzz])}\n\n`,

@@ -256,6 +256,8 @@ export async function deployServer(
   topo: DeployedTopology,
   name: string,
   trafficPolicy?: Record<string, unknown>,
+  /** Spec fields over the topology's (e.g. another KV connector). */
+  specOverrides?: Record<string, unknown>,
 ): Promise<string> {
   const def = TOPOLOGIES[topo.name];
   const pd = def.stages.length > 1;
@@ -268,6 +270,7 @@ export async function deployServer(
     model: MATRIX_MODEL,
     workloadPort: PORT,
     ...def.spec,
+    ...specOverrides,
     ...(trafficPolicy !== undefined ? { trafficPolicy } : {}),
     workloadSelector: { matchLabels: { app: name }, ...(pdGroup ? { pdGroup } : {}) },
   });
