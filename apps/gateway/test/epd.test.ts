@@ -228,7 +228,7 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
         matchLabels: { app: 'vl' },
         pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
       },
-      trafficPolicy: { retry: { attempts: 0 } },
+      trafficPolicy: { retry: { attempts: 0, retryInterval: '1ms' } },
     });
     const downstream = () => inferenceRequests(p).length + inferenceRequests(d).length;
     let res: Response | undefined;
