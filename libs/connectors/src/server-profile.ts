@@ -1,5 +1,12 @@
 import type { ModelServerRecord } from '@triad/bus';
-import { DEFAULT_MAX_ENCODER_BATCH, DEFAULT_REENCODE_ATTEMPTS, durationMs, isPushEcConnector, outlierPolicyOf, shortcutsOf } from '@triad/crd';
+import {
+  DEFAULT_MAX_ENCODER_BATCH,
+  DEFAULT_REENCODE_ATTEMPTS,
+  durationMs,
+  isPushEcConnector,
+  outlierPolicyOf,
+  shortcutsOf,
+} from '@triad/crd';
 import type { EcProfile, KvProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
 

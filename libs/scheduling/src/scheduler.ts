@@ -1,4 +1,13 @@
-import type { AffinityRecord, Attempt, Decision, DecisionError, DecisionOrError, EncoderChoice, SchedulingRequest, StageFallback } from '@triad/bus';
+import type {
+  AffinityRecord,
+  Attempt,
+  Decision,
+  DecisionError,
+  DecisionOrError,
+  EncoderChoice,
+  SchedulingRequest,
+  StageFallback,
+} from '@triad/bus';
 import { outlierPolicyOf, shortcutsOf, type ModelServerSpec, type Shortcuts } from '@triad/crd';
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
@@ -60,7 +69,8 @@ function ejectionPolicyOf(spec: ModelServerSpec): EjectionPolicy | null {
   let policy = ejectionPolicies.get(spec);
   if (policy === undefined) {
     const o = outlierPolicyOf(spec);
-    policy = o.consecutiveErrors === 0 ? null : { maxEjectionPercent: o.maxEjectionPercent, panicThresholdPercent: o.panicThresholdPercent };
+    policy =
+      o.consecutiveErrors === 0 ? null : { maxEjectionPercent: o.maxEjectionPercent, panicThresholdPercent: o.panicThresholdPercent };
     ejectionPolicies.set(spec, policy);
   }
   return policy;

@@ -70,7 +70,9 @@ describe('OutlierTable and the ejection ceiling', () => {
     expect(drop(3, 100)).toEqual([1, 2]);
     expect(drop(1, 100)).toEqual([]);
     expect(drop(4, 0)).toEqual([]);
-    expect(ejectionOf(t, 'aggregated', TEST_NOW, 4, (i) => `other-${i}`, { maxEjectionPercent: 50, panicThresholdPercent: 0 })).toBeUndefined();
+    expect(
+      ejectionOf(t, 'aggregated', TEST_NOW, 4, (i) => `other-${i}`, { maxEjectionPercent: 50, panicThresholdPercent: 0 }),
+    ).toBeUndefined();
   });
 
   it('ignores ejection below the panic threshold (Envoy healthy_panic_threshold), and says when all are ejected', () => {
@@ -216,13 +218,17 @@ describe('Scheduler: a stage with no usable endpoint falls back to the shortcut 
   });
 
   it('a healthy prefill keeps the normal path (no fallback)', () => {
-    const s = new Scheduler({ index: pd('vLLM', 'nixl', true), tracker: new InflightTracker(), outliers: tableOf(record('pa', 'prefill')) });
+    const s = new Scheduler({
+      index: pd('vLLM', 'nixl', true),
+      tracker: new InflightTracker(),
+      outliers: tableOf(record('pa', 'prefill')),
+    });
     const d = decide(s, { inputTokens: 4000 });
     expect(podOf(d.attempts[0]?.prefill?.key ?? '')).toBe('pb');
     expect(d.disaggregation?.fallback).toBeUndefined();
   });
 
-  it("vLLM PD over the plain http connector and SGLang PD have no shortcut: ejected prefills are still tried, none ready is a 503 naming the stage", () => {
+  it('vLLM PD over the plain http connector and SGLang PD have no shortcut: ejected prefills are still tried, none ready is a 503 naming the stage', () => {
     for (const [engine, kv] of [
       ['vLLM', 'http'],
       ['SGLang', undefined],
