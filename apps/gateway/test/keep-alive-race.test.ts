@@ -114,7 +114,13 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
       const sim = { host: '127.0.0.1', port: e.port, engine: 'vllm', model: MODEL } as SimEngineHandle;
       refs[name] = await h.putEndpoint(name, `${name}-0`, 'aggregated', sim);
     }
-    h.decide = (r) => ({ id: r.id, ok: true, mode: 'aggregated', encoders: [], attempts: [{ endpoint: refs[r.modelServer] as EndpointRef }] });
+    h.decide = (r) => ({
+      id: r.id,
+      ok: true,
+      mode: 'aggregated',
+      encoders: [],
+      attempts: [{ endpoint: refs[r.modelServer] as EndpointRef }],
+    });
     await h.waitForModel('racing');
     await h.waitForModel('cold');
   });
