@@ -48,7 +48,9 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
       ...base,
       workloadSelector: { matchLabels: { app: 'strict' } },
       workloadPort: { port: strict.port, protocol: 'http' },
-      trafficPolicy: { timeout: '300ms', retry: { attempts: 0, retryInterval: '100ms' } },
+      // The budget a waiting request times out with; the held streams need their first byte within it too, so it
+      // is generous for a loaded machine (the request that waits for it pays it in full, once).
+      trafficPolicy: { timeout: '3s', retry: { attempts: 0, retryInterval: '100ms' } },
       connectionPool: { maxConnections: 2 },
     });
     await h.putServer('patient', {
@@ -88,7 +90,7 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
     expect(res.status).toBe(504);
     const err = ((await res.json()) as { error: { code: string; message: string; type: string } }).error;
     expect(err.code).toBe('GATEWAY_UPSTREAM_TIMEOUT');
-    expect(err.message).toMatch(/waited 300 ms for a free connection \(all 2 busy, 1 requests waiting\)/);
+    expect(err.message).toMatch(/waited 3000 ms for a free connection \(all 2 busy, 1 requests waiting\)/);
     expect(inferenceRequests(strict)).toHaveLength(2);
     expect(await waitingGauge(h, 'strict')).toBe(0);
     for (const a of held) a.abort();
