@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { EndpointRef } from '@triad/bus';
+import { IDLE_CLOSE_RACE_MS } from '@triad/connectors';
+import { waitFor } from '@triad/testing';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { startHarness, type Harness } from './support/harness';
 
@@ -8,7 +10,9 @@ import { startHarness, type Harness } from './support/harness';
 // it. The engine below does that on purpose, at the one moment that matters: when a request arrives on a socket
 // that already carried one, it closes the socket without answering (a reset, or a plain close), as an idle timeout
 // firing at that instant would; the request was never answered. The gateway sends such a request again, once, on
-// a new connection, and only when nothing came back for it.
+// a new connection, and only when the socket had sat idle long enough to meet an engine's idle timeout
+// (IDLE_CLOSE_RACE_MS) and nothing came back for it. A socket reused at once and then closed was closed by an
+// engine that read the request (a crash): that is not sent to it again.
 
 const MODEL = 'Qwen/Qwen2.5-0.5B';
 
@@ -26,6 +30,8 @@ interface RacingEngine {
   readonly server: Server;
   readonly port: number;
   readonly arrivals: Arrival[];
+  /** performance.now() of its last answer. */
+  readonly lastAnswerAt: () => number;
 }
 
 function completion(id: string): string {
@@ -41,6 +47,7 @@ function completion(id: string): string {
 
 async function startRacingEngine(): Promise<RacingEngine> {
   const arrivals: Arrival[] = [];
+  let lastAnswerAt = 0;
   const perSocket = new WeakMap<Socket, { n: number; connection: number }>();
   let connections = 0;
   const server = createServer({ keepAliveTimeout: 60_000 }, (req: IncomingMessage, res: ServerResponse) => {
@@ -66,11 +73,11 @@ async function startRacingEngine(): Promise<RacingEngine> {
         return;
       }
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(completion(id));
+      res.end(completion(id), () => (lastAnswerAt = performance.now()));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, port: (server.address() as AddressInfo).port, arrivals };
+  return { server, port: (server.address() as AddressInfo).port, arrivals, lastAnswerAt: () => lastAnswerAt };
 }
 
 function closeServer(server: Server | undefined): Promise<void> {
@@ -131,6 +138,9 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
   });
 
   const arrivalsOf = (e: RacingEngine, id: string) => e.arrivals.filter((a) => a.id === id);
+  /** Lets the kept-alive socket sit unused past IDLE_CLOSE_RACE_MS (well inside the pool's 2.5 s keep-alive). */
+  const idle = (e: RacingEngine) =>
+    waitFor(() => performance.now() - e.lastAnswerAt() >= IDLE_CLOSE_RACE_MS + 250, { what: 'the kept-alive socket idle', intervalMs: 50 });
 
   it.each([
     ['reset-if-reused', 'reset (ECONNRESET)'],
@@ -138,6 +148,7 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
   ])('sends a request whose kept-alive socket the engine %s again on a new connection, and answers it', async (behaviour) => {
     const warm = await chat('racing', `answer.warm-${behaviour}`);
     expect(warm.status).toBe(200);
+    await idle(engine);
     const res = await chat('racing', `${behaviour}.1`);
     expect(res.status).toBe(200);
     expect((JSON.parse(res.body) as { id: string }).id).toBe(`chatcmpl-${behaviour}.1`);
@@ -149,6 +160,15 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
     expect(more).toHaveLength(0);
   });
 
+  it('does not send again a request whose socket was reused at once and then reset (the engine read it)', async () => {
+    await chat('racing', 'answer.warm-busy');
+    const res = await chat('racing', 'reset-if-reused.busy');
+    expect(res.status).toBe(502);
+    const arrivals = arrivalsOf(engine, 'reset-if-reused.busy');
+    expect(arrivals).toHaveLength(1);
+    expect(arrivals[0]?.onSocket).toBeGreaterThan(1);
+  });
+
   it('does not send again a request that failed on a new connection (the engine did get it)', async () => {
     const res = await chat('cold', 'reset-always.1');
     expect(res.status).toBe(502);
@@ -157,6 +177,7 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
 
   it('sends again only once: a second close on the new connection fails the request', async () => {
     await chat('racing', 'answer.warm-twice');
+    await idle(engine);
     const res = await chat('racing', 'reset-always.2');
     expect(res.status).toBe(502);
     const arrivals = arrivalsOf(engine, 'reset-always.2');
@@ -165,6 +186,7 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
 
   it('does not send again a request the engine had started to answer before the socket closed', async () => {
     await chat('racing', 'answer.warm-head');
+    await idle(engine);
     const res = await chat('racing', 'reset-after-head-if-reused.1');
     expect(res.status).toBe(502);
     const arrivals = arrivalsOf(engine, 'reset-after-head-if-reused.1');

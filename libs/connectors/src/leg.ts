@@ -12,7 +12,7 @@ import {
 } from './errors';
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
-import { expectSocket, isClosedSocketError, type SocketUse, type SocketUseListener } from './socket-reuse';
+import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { SseUsageRelay, parseBodyUsage } from './usage';
 
 /** How a leg treats a 2xx answer. */
@@ -309,10 +309,12 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   }
 
   /**
-   * The keep-alive race (as Go's transport handles it): the engine closed an idle kept-alive socket just as this
-   * request was written on it, so the engine never read it. Only then is it sent again, once, on a new connection:
-   * the socket had carried an earlier request, it failed with a reset, a broken pipe or a close, and not one byte
-   * came back for this request (after any byte the engine may have started on it, the failure is the leg's).
+   * The keep-alive race: the engine closed an idle kept-alive socket just as this request was written on it, so the
+   * engine never read it. Only then is it sent again, once, on a new connection: the socket had carried an earlier
+   * request and then sat idle long enough to meet an engine's idle timeout (IDLE_CLOSE_RACE_MS), it failed with a
+   * reset, a broken pipe or a close, and not one byte came back for this request (after any byte the engine may
+   * have started on it, the failure is the leg's). A socket reused at once that fails so was closed by an engine
+   * that read the request: that failure is the leg's too (the stage loop may try an alternate).
    */
   #closedUnderUs(error: Error): boolean {
     const use = this.#socketUse;
@@ -320,6 +322,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       !this.#resent &&
       use !== undefined &&
       use.reused &&
+      use.idleMs >= IDLE_CLOSE_RACE_MS &&
       this.#slot !== undefined &&
       !this.#waiting &&
       this.#status === 0 &&
@@ -378,6 +381,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   #succeed(answer: BufferedAnswer | undefined): void {
     this.#settled = true;
+    if (this.#socketUse !== undefined) socketFreed(this.#socketUse.socket);
     this.#clearTimer();
     this.#releaseSlot();
     this.#owner.legSettled(this, { ok: true, status: this.#status });
@@ -386,6 +390,8 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   #fail(err: Error): void {
     this.#settled = true;
+    // An error answer (a 4xx or 5xx) leaves its socket kept alive; a broken one is never used again.
+    if (this.#socketUse !== undefined) socketFreed(this.#socketUse.socket);
     this.#clearTimer();
     this.#releaseSlot();
     this.#owner.legSettled(this, { ok: false, status: this.#status, error: err });

@@ -17,7 +17,16 @@ export interface SocketUse {
   readonly reused: boolean;
   /** The socket's bytes read when this request was written: unchanged at a failure means nothing came back. */
   readonly bytesReadAtStart: number;
+  /** How long the socket sat unused before this request (since the last request on it settled; 0 if unknown). */
+  readonly idleMs: number;
 }
+
+/**
+ * A reused socket that sat idle at least this long before a request may have met the engine's idle timeout. Engines
+ * close idle sockets after seconds (vLLM's and SGLang's uvicorn: 5 s); a socket reused at once that then fails was
+ * closed by an engine that read the request (a crash, a reset), and sending it there again would run it twice.
+ */
+export const IDLE_CLOSE_RACE_MS = 1_000;
 
 /** Told which socket its request is being written on. */
 export interface SocketUseListener {
@@ -26,6 +35,8 @@ export interface SocketUseListener {
 
 /** Requests written on each socket so far. */
 const written = new WeakMap<Socket, number>();
+/** When the last request on each socket settled (performance.now()). */
+const idleSince = new WeakMap<Socket, number>();
 /** The handler whose request undici is writing right now (set in its `onRequestStart`). */
 let writing: SocketUseListener | undefined;
 let subscribed = false;
@@ -37,7 +48,14 @@ function onSendHeaders(message: unknown): void {
   written.set(socket, count);
   const listener = writing;
   writing = undefined;
-  listener?.socketAssigned({ socket, reused: count > 1, bytesReadAtStart: socket.bytesRead });
+  const since = idleSince.get(socket);
+  const idleMs = since === undefined ? 0 : performance.now() - since;
+  listener?.socketAssigned({ socket, reused: count > 1, bytesReadAtStart: socket.bytesRead, idleMs });
+}
+
+/** The request written on `socket` settled: the socket is idle from now until its next request. */
+export function socketFreed(socket: Socket): void {
+  idleSince.set(socket, performance.now());
 }
 
 /**
