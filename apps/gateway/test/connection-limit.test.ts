@@ -15,10 +15,14 @@ function chat(h: Harness, model: string, extra: Record<string, unknown>, signal?
   });
 }
 
-/** A stream that has delivered its first chunk and is held open (the engine decodes slowly) until aborted. */
+/**
+ * A stream that has delivered its first chunk and is held open until aborted: 2,000 tokens at 20 ms each, with
+ * `ignore_eos` (without it the sim stops naturally after 64–127 tokens, about 2 s, which freed a connection while a
+ * test still counted it busy).
+ */
 async function openStream(h: Harness, model: string): Promise<AbortController> {
   const abort = new AbortController();
-  const res = await chat(h, model, { stream: true, max_tokens: 2000 }, abort.signal);
+  const res = await chat(h, model, { stream: true, max_tokens: 2000, ignore_eos: true }, abort.signal);
   expect(res.status).toBe(200);
   const first = await (res.body as ReadableStream<Uint8Array>).getReader().read();
   expect(first.done).toBe(false);
