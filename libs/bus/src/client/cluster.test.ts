@@ -89,9 +89,7 @@ describe('Bus against a 3-node clustered JetStream', () => {
     const victim = cluster.nodes[2] as (typeof cluster.nodes)[number];
     await victim.kill();
     const clients = await Promise.all(
-      cluster.nodes
-        .filter((n) => n !== victim)
-        .map((n, i) => connectBus({ servers: n.url, name: `late-${i}`, kvReplicas: 3 })),
+      cluster.nodes.filter((n) => n !== victim).map((n, i) => connectBus({ servers: n.url, name: `late-${i}`, kvReplicas: 3 })),
     );
     try {
       const opened = await Promise.all(

@@ -170,15 +170,18 @@ export class TypedKv<S extends z.ZodType> {
       // How far the watch's consumer is: what ends the initial replay (ResumingWatch.synced), also when nothing
       // matched the filter at all and no entry will come.
       progress: (iter, starting) =>
-        retryJetStream(async () => {
-          // nats.js keeps the watch's consumer on the iterator (`_data`, not in its public types): without it nothing
-          // says when the replay is over, so fail loudly rather than report a watch synced that is not.
-          if (iter._data === undefined) throw new Error('the nats.js KV watch does not expose its consumer (_data)');
-          const info = await iter._data.info(false);
-          return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
-          // A consumer just created may be unknown for a moment to a lagging node; later, "not found" means it is
-          // gone and the watch's check replaces it.
-        }, starting ? this.#startRetry : this.#retry),
+        retryJetStream(
+          async () => {
+            // nats.js keeps the watch's consumer on the iterator (`_data`, not in its public types): without it nothing
+            // says when the replay is over, so fail loudly rather than report a watch synced that is not.
+            if (iter._data === undefined) throw new Error('the nats.js KV watch does not expose its consumer (_data)');
+            const info = await iter._data.info(false);
+            return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
+            // A consumer just created may be unknown for a moment to a lagging node; later, "not found" means it is
+            // gone and the watch's check replaces it.
+          },
+          starting ? this.#startRetry : this.#retry,
+        ),
       onReconnect: (listener) => this.#rejecter.onReconnect?.(listener) ?? (() => undefined),
     });
     await watch.start();
