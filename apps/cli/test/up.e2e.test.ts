@@ -174,14 +174,18 @@ describe('triad up (end to end)', () => {
   });
 
   it('answers an image request through encode, prefill and decode', async () => {
-    const before = await servedBy(epdPods[0]?.ip as string, simPort);
+    const served = () => Promise.all(epdPods.map((p) => servedBy(p.ip, simPort)));
+    const before = await served();
+    // Text well over the 512 uncached tokens a decode pod may prefill itself (per-request disaggregation), with a
+    // fresh start so no pod holds its prefix: the prefill leg has to run.
+    const text = `${Date.now()} What is in this image? Describe it against these notes: ${'a small red square on white. '.repeat(150)}`;
     const res = await client.chat.completions.create({
       model: 'tiny-vl',
       messages: [
         {
           role: 'user',
           content: [
-            { type: 'text', text: 'What is in this image?' },
+            { type: 'text', text },
             { type: 'image_url', image_url: { url: TINY_PNG_DATA_URI } },
           ],
         },
@@ -189,7 +193,8 @@ describe('triad up (end to end)', () => {
       max_tokens: 8,
     });
     expect(res.choices[0]?.message.content?.length).toBeGreaterThan(0);
-    expect(await servedBy(epdPods[0]?.ip as string, simPort)).toBe((before ?? 0) + 1);
+    // One request finished on each of the encoder, the prefill and the decode pod.
+    expect(await served()).toEqual(before.map((n) => (n ?? 0) + 1));
   });
 
   it('streams an answer', async () => {

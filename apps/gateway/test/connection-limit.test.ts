@@ -15,10 +15,14 @@ function chat(h: Harness, model: string, extra: Record<string, unknown>, signal?
   });
 }
 
-/** A stream that has delivered its first chunk and is held open (the engine decodes slowly) until aborted. */
+/**
+ * A stream that has delivered its first chunk and is held open until aborted: 2,000 tokens at 20 ms each, with
+ * `ignore_eos` (without it the sim stops naturally after 64–127 tokens, about 2 s, which freed a connection while a
+ * test still counted it busy).
+ */
 async function openStream(h: Harness, model: string): Promise<AbortController> {
   const abort = new AbortController();
-  const res = await chat(h, model, { stream: true, max_tokens: 2000 }, abort.signal);
+  const res = await chat(h, model, { stream: true, max_tokens: 2000, ignore_eos: true }, abort.signal);
   expect(res.status).toBe(200);
   const first = await (res.body as ReadableStream<Uint8Array>).getReader().read();
   expect(first.done).toBe(false);
@@ -48,7 +52,9 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
       ...base,
       workloadSelector: { matchLabels: { app: 'strict' } },
       workloadPort: { port: strict.port, protocol: 'http' },
-      trafficPolicy: { timeout: '300ms', retry: { attempts: 0, retryInterval: '100ms' } },
+      // The budget a waiting request times out with; the held streams need their first byte within it too, so it
+      // is generous for a loaded machine (the request that waits for it pays it in full, once).
+      trafficPolicy: { timeout: '3s', retry: { attempts: 0, retryInterval: '100ms' } },
       connectionPool: { maxConnections: 2 },
     });
     await h.putServer('patient', {
@@ -88,7 +94,7 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
     expect(res.status).toBe(504);
     const err = ((await res.json()) as { error: { code: string; message: string; type: string } }).error;
     expect(err.code).toBe('GATEWAY_UPSTREAM_TIMEOUT');
-    expect(err.message).toMatch(/waited 300 ms for a free connection \(all 2 busy, 1 requests waiting\)/);
+    expect(err.message).toMatch(/waited 3000 ms for a free connection \(all 2 busy, 1 requests waiting\)/);
     expect(inferenceRequests(strict)).toHaveLength(2);
     expect(await waitingGauge(h, 'strict')).toBe(0);
     for (const a of held) a.abort();

@@ -26,7 +26,10 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
   let rb: EndpointRef;
 
   beforeAll(async () => {
-    h = await startHarness({ config: { scheduleBudgetMs: 200, schedulerBackoffMs: 0 } });
+    // A budget no loaded machine runs out of: a late reply of the stand-in scheduler would otherwise flip a request
+    // to a local decision (other endpoint order) and break the checks below. The scheduler-down test does not wait
+    // on it: with nobody subscribed, NATS answers "no responders" at once.
+    h = await startHarness({ config: { scheduleBudgetMs: 30_000, schedulerBackoffMs: 0 } });
     a = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.6.1', model: MODEL });
     b = await h.startSim({ engine: 'vllm', role: 'both', host: '127.0.6.2', model: MODEL });
     const base = {

@@ -13,7 +13,13 @@ import { modelServer, pod } from './support/objects';
 // Issue 22: pod-watcher replicas split the scrape work (rendezvous hashing over the live replicas, membership from
 // NATS heartbeats) and hand a lost replica's share over within a few seconds; one writer still owns the specs.
 
-jest.setTimeout(60_000);
+/**
+ * How long the replicas may take to converge (membership, shard sizes, takeovers). Three replicas scraping every
+ * 200 ms beside other jobs on a loaded machine can take well over waitFor's default 10 s; the bound is not what is
+ * tested here (docs/benchmarks.md measures the handover time), only that they converge.
+ */
+const CONVERGE_MS = 45_000;
+jest.setTimeout(4 * CONVERGE_MS);
 
 const ENGINES = 12;
 const ip = (i: number) => `127.0.8.${i + 1}`;
@@ -113,6 +119,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
   it('splits the engines between the replicas as the rendezvous hash says, each scraped by exactly one', async () => {
     await waitFor(async () => (await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_members')))).every((n) => n === 3), {
       what: 'every replica to see three members',
+      timeoutMs: CONVERGE_MS,
     });
     const ring = new ShardRing(
       'replica-a',
@@ -124,7 +131,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
         const targets = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
         return targets.every((n, i) => n === expected[i]);
       },
-      { what: `shard sizes ${expected.join('/')}` },
+      { what: `shard sizes ${expected.join('/')}`, timeoutMs: CONVERGE_MS },
     );
     expect(expected.reduce((a, b) => a + b, 0)).toBe(ENGINES);
     expect(expected.filter((n) => n > 0).length).toBeGreaterThan(1);
@@ -133,7 +140,10 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     const before = engines.map((e) => e.scrapes());
     const perReplica = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_endpoints')));
     expect(perReplica).toEqual(expected);
-    await waitFor(() => engines.every((e, i) => e.scrapes() >= (before[i] as number) + 5), { what: 'five more scrapes of every engine' });
+    await waitFor(() => engines.every((e, i) => e.scrapes() >= (before[i] as number) + 5), {
+      what: 'five more scrapes of every engine',
+      timeoutMs: CONVERGE_MS,
+    });
     // Per-replica scrape counts: each replica has scraped, in proportion to its share.
     const scrapes = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_scrapes_total\\{what="metrics",result="ok"\\}')));
     scrapes.forEach((n, i) => expect(n > 0).toBe((expected[i] as number) > 0));
@@ -142,7 +152,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
       () =>
         endpoints.keys('default.agg.').length === ENGINES &&
         endpoints.keys('default.agg.').every((k) => (endpoints.get(k)?.metrics.scrapedAt ?? 0) > 0),
-      { what: 'every endpoint record scraped' },
+      { what: 'every endpoint record scraped', timeoutMs: CONVERGE_MS },
     );
     expect((await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_leader')))).reduce((a, b) => a + b, 0)).toBe(1);
     // Each record names the replica that scrapes it; engines whose numbers never move are not rewritten, their
@@ -153,6 +163,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     const checkpoint = Date.now();
     await waitFor(() => endpoints.keys('default.agg.').every((k) => readerScrapedAt(k) > checkpoint + 400), {
       what: 'every record confirmed past now by its replica',
+      timeoutMs: CONVERGE_MS,
     });
     expect(endpoints.keys('default.agg.').map((k) => endpoints.puts.get(k))).toEqual(puts);
     for (const r of replicas) {
@@ -175,6 +186,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     live = live.filter((r) => r !== victim);
     await waitFor(async () => (await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_members')))).every((n) => n === 2), {
       what: 'the survivors to drop the killed replica',
+      timeoutMs: CONVERGE_MS,
     });
     const ring = new ShardRing(
       live[0]?.name as string,
@@ -186,20 +198,23 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
         const targets = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
         return targets.every((n, i) => n === expected[i]);
       },
-      { what: `shard sizes after the loss ${expected.join('/')}` },
+      { what: `shard sizes after the loss ${expected.join('/')}`, timeoutMs: CONVERGE_MS },
     );
     // The killed replica's records are written again by their new owners; every record is current for readers
     // after the kill, through its own scrape time or its (living) replica's freshness.
     await waitFor(() => endpoints.keys('default.agg.').every((k) => endpoints.get(k)?.scrapedBy !== victim.name), {
       what: "the killed replica's records taken over",
+      timeoutMs: CONVERGE_MS,
     });
     await waitFor(() => endpoints.keys('default.agg.').every((k) => readerScrapedAt(k) > killedAt), {
       what: 'every endpoint record current after the kill',
+      timeoutMs: CONVERGE_MS,
     });
     // The dead replica's word no longer advances.
     expect(freshness.values.get(victim.name)?.confirmedAt).toBeLessThan(killedAt);
     await waitFor(async () => (await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_leader')))).reduce((a, b) => a + b, 0) === 1, {
       what: 'one writer among the survivors',
+      timeoutMs: CONVERGE_MS,
     });
     expect(endpoints.keys('default.agg.')).toHaveLength(ENGINES);
     expect(endpoints.deletes.size).toBe(0);

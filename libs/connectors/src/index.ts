@@ -19,6 +19,7 @@ export { clientWantsUsage, finalLegBody, vllmPrefillBody, vllmReleaseBody, encod
 export type { SglangBootstrap } from './request-bodies';
 export { parseBodyUsage, SseUsageRelay } from './usage';
 export { UpstreamPools, DEFAULT_UPSTREAM_CONNECTIONS } from './upstream-pools';
+export { IDLE_CLOSE_RACE_MS } from './socket-reuse';
 export type { UpstreamPoolOptions, UpstreamRequest, EndpointSlot } from './upstream-pools';
 export { engineErrorMessage, clientAbortedError, upstreamHttpError } from './errors';
 export { runProxy } from './stage-loop';

@@ -12,6 +12,7 @@ import {
 } from './errors';
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
+import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { SseUsageRelay, parseBodyUsage } from './usage';
 
 /** How a leg treats a 2xx answer. */
@@ -72,7 +73,7 @@ function onTimeout(leg: Leg): void {
  * One HTTP request to an engine, driven by undici's dispatch handler API (no stream objects on the hot path).
  * It settles exactly once: with the answer, or with an UpstreamError naming the stage, endpoint and status.
  */
-export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer | undefined> {
+export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHandle<BufferedAnswer | undefined> {
   readonly stage: Stage;
   readonly endpoint: EndpointRef;
   readonly item: number;
@@ -106,6 +107,10 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
   /** The endpoint's connection slot: held while running, or the queue the leg waits in. */
   #slot: EndpointSlot | undefined;
   #waiting = false;
+  /** The socket the request went out on (socket-reuse.ts). */
+  #socketUse: SocketUse | undefined;
+  /** Sent again once on a fresh connection already: never twice. */
+  #resent = false;
 
   constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number) {
     this.stage = spec.stage;
@@ -175,7 +180,16 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
-    if (this.#pendingAbort !== undefined) controller.abort(this.#pendingAbort);
+    if (this.#pendingAbort !== undefined) {
+      controller.abort(this.#pendingAbort);
+      return;
+    }
+    this.#socketUse = undefined;
+    expectSocket(this);
+  }
+
+  socketAssigned(use: SocketUse): void {
+    if (!this.#settled) this.#socketUse = use;
   }
 
   onResponseStart(
@@ -283,7 +297,39 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.#settled) return;
+    if (this.#closedUnderUs(error)) {
+      this.#resent = true;
+      this.#socketUse = undefined;
+      // Until the new connection starts the request, an abort is kept for it (onRequestStart applies it).
+      this.#controller = undefined;
+      (this.#slot as EndpointSlot).resendFresh(this);
+      return;
+    }
     this.#fail(upstreamTransportError(this.#failure(), error));
+  }
+
+  /**
+   * The keep-alive race: the engine closed an idle kept-alive socket just as this request was written on it, so the
+   * engine never read it. Only then is it sent again, once, on a new connection: the socket had carried an earlier
+   * request and then sat idle long enough to meet an engine's idle timeout (IDLE_CLOSE_RACE_MS), it failed with a
+   * reset, a broken pipe or a close, and not one byte came back for this request (after any byte the engine may
+   * have started on it, the failure is the leg's). A socket reused at once that fails so was closed by an engine
+   * that read the request: that failure is the leg's too (the stage loop may try an alternate).
+   */
+  #closedUnderUs(error: Error): boolean {
+    const use = this.#socketUse;
+    return (
+      !this.#resent &&
+      use !== undefined &&
+      use.reused &&
+      use.idleMs >= IDLE_CLOSE_RACE_MS &&
+      this.#slot !== undefined &&
+      !this.#waiting &&
+      this.#status === 0 &&
+      !this.#sawData &&
+      use.socket.bytesRead === use.bytesReadAtStart &&
+      isClosedSocketError(error)
+    );
   }
 
   /** A complete 2xx answer rewritten by the leg's codec (an unreadable answer fails the leg like a broken one). */
@@ -335,6 +381,7 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
 
   #succeed(answer: BufferedAnswer | undefined): void {
     this.#settled = true;
+    if (this.#socketUse !== undefined) socketFreed(this.#socketUse.socket);
     this.#clearTimer();
     this.#releaseSlot();
     this.#owner.legSettled(this, { ok: true, status: this.#status });
@@ -343,6 +390,8 @@ export class Leg implements UpstreamRequest, LegInfo, LegHandle<BufferedAnswer |
 
   #fail(err: Error): void {
     this.#settled = true;
+    // An error answer (a 4xx or 5xx) leaves its socket kept alive; a broken one is never used again.
+    if (this.#socketUse !== undefined) socketFreed(this.#socketUse.socket);
     this.#clearTimer();
     this.#releaseSlot();
     this.#owner.legSettled(this, { ok: false, status: this.#status, error: err });

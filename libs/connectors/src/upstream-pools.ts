@@ -1,4 +1,4 @@
-import { Pool, type Dispatcher } from 'undici';
+import { Client, Pool, type Dispatcher } from 'undici';
 import type { RemoteOrigin } from './types';
 
 /** Connection-pool settings for engine endpoints. */
@@ -61,6 +61,11 @@ export interface EndpointSlot {
   readonly limit: number;
   /** Requests waiting for a connection to this endpoint right now. */
   readonly waiting: number;
+  /**
+   * Sends the request again, once, on a new connection of its own (it keeps its place under the limit): its kept-alive
+   * socket was closed by the engine as it was written, before any byte came back.
+   */
+  resendFresh(request: UpstreamRequest): void;
 }
 
 /**
@@ -75,11 +80,23 @@ class EndpointPool implements EndpointSlot {
   /** Waiting requests in arrival order (a Set: O(1) withdrawal, insertion-ordered iteration). */
   readonly #queue = new Set<UpstreamRequest>();
   readonly #onWaiting: (delta: number) => void;
+  readonly #onResent: () => void;
+  readonly #origin: string;
+  readonly #clientOptions: Client.Options;
 
-  constructor(pool: Pool, limit: number, onWaiting: (delta: number) => void) {
-    this.pool = pool;
+  constructor(
+    origin: string,
+    options: Pool.Options & Client.Options,
+    limit: number,
+    onWaiting: (delta: number) => void,
+    onResent: () => void,
+  ) {
+    this.pool = new Pool(origin, options);
+    this.#origin = origin;
+    this.#clientOptions = options;
     this.limit = limit;
     this.#onWaiting = onWaiting;
+    this.#onResent = onResent;
   }
 
   get waiting(): number {
@@ -126,6 +143,19 @@ class EndpointPool implements EndpointSlot {
     }
   }
 
+  resendFresh(req: UpstreamRequest): void {
+    this.#onResent();
+    // A one-request client: the pool could hand back another idle socket the engine is closing too. It closes once
+    // the request settles; the request's slot stays counted in `running` throughout.
+    const client = new Client(this.#origin, this.#clientOptions);
+    try {
+      client.dispatch(req.request, req);
+    } catch (err) {
+      req.onResponseError?.(undefined as never, err as Error);
+    }
+    void client.close().catch(() => undefined);
+  }
+
   /** Requests still queued when the endpoint leaves fail like a refused connection would. */
   failWaiting(reason: Error): void {
     const queued = [...this.#queue];
@@ -145,6 +175,10 @@ export class UpstreamPools {
   readonly #pools = new Map<string, EndpointPool>();
   readonly #options: UpstreamPoolOptions;
   #waiting = 0;
+  #resent = 0;
+  readonly #onResent = (): void => {
+    this.#resent++;
+  };
   readonly #onWaiting = (delta: number): void => {
     this.#waiting += delta;
   };
@@ -179,18 +213,23 @@ export class UpstreamPools {
     // Requests still waiting on it keep their place there and are sent by it as connections free up.
     if (ep !== undefined) void ep.pool.close().catch(() => undefined);
     const keepAlive = remote === undefined ? this.#options.keepAliveTimeoutMs : REMOTE_KEEP_ALIVE_MS;
-    const pool = new Pool(origin, {
-      connections: limit,
-      pipelining: 1,
-      keepAliveTimeout: keepAlive,
-      // A server's `Keep-Alive: timeout=…` hint may shorten the idle time, never lengthen it past ours.
-      keepAliveMaxTimeout: keepAlive,
-      connectTimeout: this.#options.connectTimeoutMs,
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      ...(remote !== undefined && !remote.verifyTls ? { connect: { rejectUnauthorized: false } } : {}),
-    });
-    ep = new EndpointPool(pool, limit, this.#onWaiting);
+    ep = new EndpointPool(
+      origin,
+      {
+        connections: limit,
+        pipelining: 1,
+        keepAliveTimeout: keepAlive,
+        // A server's `Keep-Alive: timeout=…` hint may shorten the idle time, never lengthen it past ours.
+        keepAliveMaxTimeout: keepAlive,
+        connectTimeout: this.#options.connectTimeoutMs,
+        headersTimeout: 0,
+        bodyTimeout: 0,
+        ...(remote !== undefined && !remote.verifyTls ? { connect: { rejectUnauthorized: false } } : {}),
+      },
+      limit,
+      this.#onWaiting,
+      this.#onResent,
+    );
     this.#pools.set(key, ep);
     return ep;
   }
@@ -198,6 +237,11 @@ export class UpstreamPools {
   /** Number of pools currently open. */
   get size(): number {
     return this.#pools.size;
+  }
+
+  /** Requests sent again on a fresh connection because their kept-alive socket was closed under them. */
+  get resentFresh(): number {
+    return this.#resent;
   }
 
   /** Requests waiting for a connection, over every endpoint. */

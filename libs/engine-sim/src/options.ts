@@ -277,6 +277,8 @@ export interface LoggedRequest {
   readonly rawBody: string;
   /** Epoch milliseconds of arrival. */
   readonly at: number;
+  /** The `refuse` fault reset its connection on arrival: the engine did nothing with it. */
+  readonly refused?: true;
 }
 
 export interface SimEngineHandle {

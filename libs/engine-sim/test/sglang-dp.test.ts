@@ -14,6 +14,7 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
   let prefill: SimEngineHandle;
   let roundRobinPrefill: SimEngineHandle;
   let decode: SimEngineHandle;
+  let patient: SimEngineHandle;
   let single: SimEngineHandle;
 
   beforeAll(async () => {
@@ -25,7 +26,10 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
       dataParallel: 2,
       loadBalanceMethod: 'round_robin',
     });
+    // `decode` gives up on a room after 300 ms: only the test of a KV that never arrives uses it. Pairs expected to
+    // succeed go to `patient`, which waits as long as a loaded machine takes to run the prefill.
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.23', dataParallel: 2, bootstrapTimeoutMs: 300 });
+    patient = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.26', dataParallel: 2, bootstrapTimeoutMs: 60_000 });
     single = await fleet.start({ engine: 'sglang', role: 'both', host: '127.0.0.24' });
   });
   afterAll(() => fleet.closeAll());
@@ -39,10 +43,10 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
     ...extra,
   });
   type Fields = Record<string, unknown>;
-  const pair = (p: SimEngineHandle, room: number, pExtra: Fields, dExtra: Fields, pHeaders: Record<string, string> = {}) =>
+  const pair = (p: SimEngineHandle, room: number, pExtra: Fields, dExtra: Fields, pHeaders: Record<string, string> = {}, d = patient) =>
     Promise.all([
       post(`${p.url}/v1/chat/completions`, body(p, room, pExtra), pHeaders),
-      post(`${decode.url}/v1/chat/completions`, body(p, room, dExtra)),
+      post(`${d.url}/v1/chat/completions`, body(p, room, dExtra)),
     ]);
 
   it('reports dp_size and the resolved load-balance method per role', async () => {
@@ -57,11 +61,11 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
       const [p, d] = await pair(prefill, room, {}, {});
       expect([p.status, d.status]).toEqual([200, 200]);
     }
-    expect(decode.counters()['prefillRankLookups']).toBe(0);
+    expect(patient.counters()['prefillRankLookups']).toBe(0);
   });
 
   it('honours routed_dp_rank on the prefill; the decode then needs disagg_prefill_dp_rank, or its KV never arrives', async () => {
-    const [, unhinted] = await pair(prefill, 10, { routed_dp_rank: 1 }, {});
+    const [, unhinted] = await pair(prefill, 10, { routed_dp_rank: 1 }, {}, {}, decode);
     expect(unhinted.status).toBe(500);
     expect(unhinted.json<{ message: string }>().message).toMatch(/Request 10 timed out after 0\.3s in KVPoll\.WaitingForInput$/);
     const [p, d] = await pair(prefill, 12, { routed_dp_rank: 1 }, { disagg_prefill_dp_rank: 1 });
@@ -76,8 +80,8 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
   });
 
   it('pins the decode rank with routed_dp_rank (its transfer queue gauge shows the waiting request on that rank)', async () => {
-    const pending = post(`${decode.url}/v1/chat/completions`, body(prefill, 18, { routed_dp_rank: 1 }));
-    const waiting = (rank: number) => rankGauge(decode, 'sglang:num_decode_transfer_queue_reqs', rank);
+    const pending = post(`${patient.url}/v1/chat/completions`, body(prefill, 18, { routed_dp_rank: 1 }));
+    const waiting = (rank: number) => rankGauge(patient, 'sglang:num_decode_transfer_queue_reqs', rank);
     await waitFor(async () => (await waiting(1)) === 1, { what: 'decode waiting on rank 1' });
     expect(await waiting(0)).toBe(0);
     await post(`${prefill.url}/v1/chat/completions`, body(prefill, 18));
@@ -89,7 +93,7 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
       const [p, d] = await pair(roundRobinPrefill, room, {}, {});
       expect([p.status, d.status]).toEqual([200, 200]);
     }
-    expect(decode.counters()['prefillRankLookups']).toBe(3);
+    expect(patient.counters()['prefillRankLookups']).toBe(3);
   });
 
   it("rejects a rank outside [0, dp) and a non-integer header with SGLang's texts", async () => {

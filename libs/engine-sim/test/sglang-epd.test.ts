@@ -206,7 +206,9 @@ describe('SGLang simulator: the encoder registry health-checks its members', () 
       languageOnly: true,
       encoderUrls: [e.url, 'http://127.0.0.18:9'],
       encoderHealthCheckIntervalMs: 40,
-      encoderHealthCheckTimeoutMs: 200,
+      // Dead encoders here refuse connections at once; the probe timeout only bounds a healthy one's answer, which a
+      // loaded machine may delay well past a few hundred ms (three such probes evicted it, breaking the counts).
+      encoderHealthCheckTimeoutMs: 10_000,
       encoderEvictedTtlMs: 60_000,
     });
   });
@@ -237,20 +239,32 @@ describe('SGLang simulator: the encoder registry health-checks its members', () 
       languageOnly: true,
       encoderUrls: ['http://127.0.0.18:9'],
       encoderHealthCheckIntervalMs: 30,
-      encoderHealthCheckTimeoutMs: 200,
+      encoderHealthCheckTimeoutMs: 10_000,
       encoderEvictedTtlMs: 100,
     });
     await waitFor(() => short.counters()['registryDrops'] === 1, { what: 'the evicted encoder dropped after its TTL' });
     expect(await listed(short)).toEqual([]);
+    // The unregister on a registry that keeps evicted encoders for a minute: without it the encoder would be revived.
+    const keeper = await fleet.start({
+      engine: 'sglang',
+      role: 'both',
+      host: '127.0.0.20',
+      languageOnly: true,
+      encoderUrls: [],
+      encoderHealthCheckIntervalMs: 30,
+      encoderHealthCheckTimeoutMs: 10_000,
+      encoderEvictedTtlMs: 60_000,
+    });
     const url = `http://127.0.0.16:${encoderPort}`;
     await fleet.closeOne(url);
-    await send('POST', `${registryUrl(short)}/register_encoder_url`, { url });
-    await waitFor(() => short.counters()['registryEvictions'] === 2, { what: 'evicted' });
-    await send('DELETE', `${registryUrl(short)}/unregister_encoder_url`, { url });
+    await send('POST', `${registryUrl(keeper)}/register_encoder_url`, { url });
+    await waitFor(() => keeper.counters()['registryEvictions'] === 1, { what: 'evicted' });
+    await send('DELETE', `${registryUrl(keeper)}/unregister_encoder_url`, { url });
     await fleet.start({ engine: 'sglang', role: 'encode', host: '127.0.0.16', port: encoderPort });
-    const rounds = short.counters()['registryProbeRounds']!;
-    await waitFor(() => short.counters()['registryProbeRounds']! >= rounds + 3, { what: 'probe rounds after the encoder came back' });
-    expect(await listed(short)).toEqual([]);
-    expect(short.counters()['registryRevivals']).toBe(0);
+    const rounds = keeper.counters()['registryProbeRounds']!;
+    await waitFor(() => keeper.counters()['registryProbeRounds']! >= rounds + 3, { what: 'probe rounds after the encoder came back' });
+    expect(await listed(keeper)).toEqual([]);
+    expect(keeper.counters()['registryRevivals']).toBe(0);
+    expect(keeper.counters()['registryDrops']).toBe(0);
   });
 });

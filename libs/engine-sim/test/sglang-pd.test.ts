@@ -13,11 +13,15 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   const fleet = new SimFleet();
   let prefill: SimEngineHandle;
   let decode: SimEngineHandle;
+  let patient: SimEngineHandle;
   let body: (room: string, extra?: Record<string, unknown>) => string;
 
   beforeAll(async () => {
     prefill = await fleet.start({ engine: 'sglang', role: 'prefill', host: '127.0.0.6' });
+    // Paths expected to succeed use `patient`: a decode waits for its room as long as a loaded machine takes to run
+    // the prefill. Only the tests of the room timeout itself use the short `decode`.
     decode = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.7', bootstrapTimeoutMs: 400 });
+    patient = await fleet.start({ engine: 'sglang', role: 'decode', host: '127.0.0.8', bootstrapTimeoutMs: 60_000 });
     body = (room, extra = {}) =>
       pdBody({ model: 'sim-model', messages: CHAT, max_tokens: 4, ...extra }, prefill.host, prefill.bootstrapPort!, room);
   });
@@ -31,21 +35,21 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   it('serves P and D called concurrently with the same room (2^63-1, exact)', async () => {
     const room = '9223372036854775807';
     const [d, p] = await Promise.all([
-      post(`${decode.url}/v1/chat/completions`, body(room)),
+      post(`${patient.url}/v1/chat/completions`, body(room)),
       post(`${prefill.url}/v1/chat/completions`, body(room)),
     ]);
     expect(p.status).toBe(200);
     expect(d.status).toBe(200);
     expect(d.json()).toMatchObject({ object: 'chat.completion', usage: { completion_tokens: 4 } });
-    expect(decode.requests().at(-1)!.rawBody).toContain(`"bootstrap_room":${room}`);
+    expect(patient.requests().at(-1)!.rawBody).toContain(`"bootstrap_room":${room}`);
     expect(prefill.counters()['roomsRegistered']).toBeGreaterThanOrEqual(1);
-    expect(decode.counters()['roomsMatched']).toBeGreaterThanOrEqual(1);
+    expect(patient.counters()['roomsMatched']).toBeGreaterThanOrEqual(1);
   });
 
   it('lets a decode that arrives first wait until the prefill has registered the room', async () => {
     const room = '42';
-    const pending = post(`${decode.url}/v1/chat/completions`, body(room));
-    await waitFor(() => decode.requests().some((r) => r.rawBody.includes('"bootstrap_room":42}')), { what: 'decode request' });
+    const pending = post(`${patient.url}/v1/chat/completions`, body(room));
+    await waitFor(() => patient.requests().some((r) => r.rawBody.includes('"bootstrap_room":42}')), { what: 'decode request' });
     const p = await post(`${prefill.url}/v1/chat/completions`, body(room, { stream: true }));
     // The prefill accepts stream:true and returns a complete, valid stream.
     expect(sseEvents(p.text).at(-1)).toBe('[DONE]');
@@ -92,11 +96,11 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
       prefill.bootstrapPort!,
       room,
     );
-    const [d, p] = await Promise.all([post(`${decode.url}/generate`, gen), post(`${prefill.url}/generate`, gen)]);
+    const [d, p] = await Promise.all([post(`${patient.url}/generate`, gen), post(`${prefill.url}/generate`, gen)]);
     expect(p.status).toBe(200);
     expect(d.json()).toMatchObject({ meta_info: { finish_reason: { type: 'length', length: 3 }, completion_tokens: 3 } });
     const cmpl = pdBody({ prompt: 'Hello', max_tokens: 2 }, prefill.host, prefill.bootstrapPort!, '5');
-    const [dc] = await Promise.all([post(`${decode.url}/v1/completions`, cmpl), post(`${prefill.url}/v1/completions`, cmpl)]);
+    const [dc] = await Promise.all([post(`${patient.url}/v1/completions`, cmpl), post(`${prefill.url}/v1/completions`, cmpl)]);
     expect(dc.json()).toMatchObject({ object: 'text_completion', usage: { completion_tokens: 2 } });
   });
 

@@ -22,18 +22,20 @@ const withImage = (image: object) => [{ role: 'user', content: [{ type: 'text', 
 describe('vLLM simulator: KV a prefill holds for remote decodes', () => {
   const fleet = new SimFleet();
   let prefill: SimEngineHandle;
+  let brief: SimEngineHandle;
   let decode: SimEngineHandle;
 
   beforeAll(async () => {
-    // Long enough for the test's requests on a loaded CI machine: at 300 ms the first set's lease once ended
-    // before the decode had read the second.
-    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3', kvLeaseMs: 2000 });
+    // `prefill` holds its blocks for a minute, so nothing the test reads races the lease on a loaded machine;
+    // `brief` is the one whose lease is meant to end.
+    prefill = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3', kvLeaseMs: 60_000 });
+    brief = await fleet.start({ engine: 'vllm', role: 'prefill', host: '127.0.0.3', kvLeaseMs: 200 });
     decode = await fleet.start({ engine: 'vllm', role: 'decode', host: '127.0.0.4' });
   });
   afterAll(() => fleet.closeAll());
 
-  const heldOnMetrics = async () => {
-    const text = (await get(`${prefill.url}/metrics`)).text;
+  const heldOnMetrics = async (sim: SimEngineHandle = prefill) => {
+    const text = (await get(`${sim.url}/metrics`)).text;
     const value = (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1]);
     return { requests: value('triad_sim_kv_held_requests'), blocks: value('triad_sim_kv_held_blocks') };
   };
@@ -59,9 +61,19 @@ describe('vLLM simulator: KV a prefill holds for remote decodes', () => {
     );
     expect(res.status).toBe(200);
     expect(prefill.kvHeld()).toEqual({ requests: 1, blocks: perRequest });
-    await waitFor(() => prefill.kvHeld().requests === 0, { what: 'the lease to end' });
-    expect(prefill.counters()['kvLeasesExpired']).toBe(1);
-    expect(await heldOnMetrics()).toEqual({ requests: 0, blocks: 0 });
+    expect(await heldOnMetrics()).toEqual({ requests: 1, blocks: perRequest });
+    expect(prefill.counters()['kvLeasesExpired']).toBe(0);
+    // Blocks no decode reads are freed when their lease ends.
+    const unread = await post(`${brief.url}/v1/chat/completions`, {
+      messages: CHAT,
+      max_tokens: 1,
+      stream: false,
+      kv_transfer_params: PREFILL_KV,
+    });
+    expect(unread.status).toBe(200);
+    await waitFor(() => brief.kvHeld().requests === 0, { what: 'the lease to end' });
+    expect(brief.counters()['kvLeasesExpired']).toBe(1);
+    expect(await heldOnMetrics(brief)).toEqual({ requests: 0, blocks: 0 });
   });
 });
 

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { accessLines, startHarness, type Harness } from '../support/harness';
+import { accessLines, inferenceRequests, startHarness, type Harness } from '../support/harness';
 import { unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
 
 // Abusive clients (issue 16): slowloris headers and bodies, clients that leave mid-request and mid-stream (in
@@ -35,14 +35,25 @@ function statuses(raw: string): number[] {
   return [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
 }
 
+/**
+ * A prompt of well over the 512 uncached tokens a decode pod may prefill itself (per-request disaggregation,
+ * `maxLocalPrefillTokens`), so PD and EPD requests run their prefill leg; it starts with a fresh nonce, so no pod
+ * holds any of its blocks from an earlier request.
+ */
+function longPrompt(): string {
+  return `${Math.random()} Summarise these notes in one line. ${'The quick brown fox jumps over the lazy dog. '.repeat(120)}`;
+}
+
 function chatBody(model: string, extra: Record<string, unknown> = {}): string {
   const content =
     model === 'ab-epd'
       ? [
-          { type: 'text', text: 'describe' },
+          { type: 'text', text: longPrompt() },
           { type: 'image_url', image_url: { url: `https://example.com/${Math.random()}.png` } },
         ]
-      : 'hello';
+      : model === 'ab-pd'
+        ? longPrompt()
+        : 'hello';
   return JSON.stringify({ model, max_tokens: 4, messages: [{ role: 'user', content }], ...extra });
 }
 
@@ -57,6 +68,7 @@ describe('reliability: abusive clients', () => {
   /** A well-behaved client: every answer must be a 200 while the abuse goes on. */
   const served = async (n: number) => {
     const models = ['ab-agg', 'ab-pd', 'ab-epd'];
+    const prefillsBefore = prefills();
     const results = await Promise.all(
       Array.from({ length: n }, async (_, i) => {
         const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
@@ -69,7 +81,17 @@ describe('reliability: abusive clients', () => {
       }),
     );
     expect(results).toEqual(results.map(() => 200));
+    // Every PD and EPD request ran its prefill leg (one each: nothing failed, so nothing was retried).
+    const modes = Array.from({ length: n }, (_, i) => models[i % 3]);
+    expect(prefills()).toEqual({
+      pd: prefillsBefore.pd + modes.filter((m) => m === 'ab-pd').length,
+      epd: prefillsBefore.epd + modes.filter((m) => m === 'ab-epd').length,
+    });
   };
+  const prefills = () => ({
+    pd: inferenceRequests(sims['pd-p'] as SimEngineHandle).length,
+    epd: inferenceRequests(sims['epd-p'] as SimEngineHandle).length,
+  });
   const metric = async (name: string) => {
     const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
     let sum = 0;
@@ -170,6 +192,7 @@ describe('reliability: abusive clients', () => {
     }
     // A long stream in each mode, dropped after its first bytes.
     const engines = { 'ab-agg': ['agg'], 'ab-pd': ['pd-d'], 'ab-epd': ['epd-d'] } as const;
+    const prefillsBefore = prefills();
     for (const [model, decoders] of Object.entries(engines)) {
       const abortedBefore = abortedAt([...decoders]);
       for (let i = 0; i < 5; i++) {
@@ -186,6 +209,8 @@ describe('reliability: abusive clients', () => {
       }
       await waitFor(() => abortedAt([...decoders]) >= abortedBefore + 5, { what: `${model}: the decode legs aborted` });
     }
+    // The PD and EPD streams ran their prefill leg before their decode streamed.
+    expect(prefills()).toEqual({ pd: prefillsBefore.pd + 5, epd: prefillsBefore.epd + 5 });
     await waitFor(() => accessLines(h).filter((l) => l['status_code'] === 499).length >= before + 15, { what: '499 access lines' });
     await waitFor(async () => (await metric('triad_gateway_active_streams')) === 0, { what: 'no stream left open' });
     await served(6);

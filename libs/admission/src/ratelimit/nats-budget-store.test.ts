@@ -80,7 +80,10 @@ describe('NATS KV budget store', () => {
     admissions.push(open, closed);
     const ask = (adm: Admission) => adm.admit({ identity: ANONYMOUS, model: 'fail-test', rateLimit, inputTokens: 1 });
     expect((await ask(open)).ok).toBe(true);
-    expect((await ask(closed)).ok).toBe(true);
+    // With NATS up the fail-closed admission admits once its store answers within the 300 ms budget (short, so the
+    // outage below is noticed fast); a loaded machine can miss that budget on a first call (the bucket is opened),
+    // which is a correct refusal, so wait for an admission rather than expecting the first call to make it.
+    await waitFor(async () => (await ask(closed)).ok, { what: 'the fail-closed admission admitting with NATS up' });
     await server.stop();
     const refused = await waitFor(
       async () => {

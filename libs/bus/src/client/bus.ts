@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import { ErrorCode, TriadError } from '@triad/errors';
 import { decodeMessage, encodeMessage } from '../codec';
 import { BucketTtlMs } from '../names';
-import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
+import { retryJetStream, startUpRetry, type JetStreamRetryOptions } from './js-retry';
 import { TypedKv, type TypedKvOptions } from './typed-kv';
 import { JetStreamPublisher } from './js-publisher';
 
@@ -216,7 +216,10 @@ export class Bus {
     });
   }
 
-  /** Opens (creating when missing) a KV bucket whose values follow `schema`. */
+  /**
+   * Opens (creating when missing) a KV bucket whose values follow `schema`. Transient failures are retried until it
+   * opens (or the connection closes): services open their buckets while starting and cannot go on without them.
+   */
   async kv<S extends z.ZodType>(bucket: string, schema: S, opts?: TypedKvOptions): Promise<TypedKv<S>> {
     const ttlMs = opts?.ttlMs ?? BucketTtlMs[bucket];
     const kv = await retryJetStream(async () => {
@@ -228,7 +231,9 @@ export class Bus {
       });
       await this.#raiseReplicas(bucket);
       return bucketKv;
-    }, this.jsRetry);
+      // A start-up step: retried until it succeeds. The stream was just created (by this client or another), so a
+      // node whose meta view lags answering "stream not found" to the replica check is retried too.
+    }, startUpRetry(this.jsRetry));
     this.#publisher ??= new JetStreamPublisher(this.nc);
     return new TypedKv(kv, bucket, schema, this, this.#publisher, this.jsRetry);
   }

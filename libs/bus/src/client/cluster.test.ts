@@ -3,7 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { startNatsCluster, waitFor, type NatsClusterHandle } from '@triad/testing';
 import { connectBus, type Bus } from './bus';
-import { isTransientJetStreamError, retryJetStream } from './js-retry';
+import { NOT_YET_VISIBLE, isTransientJetStreamError, retryJetStream } from './js-retry';
 
 const Value = z.object({ n: z.number() });
 
@@ -81,6 +81,52 @@ describe('Bus against a 3-node clustered JetStream', () => {
     }
     watch.stop();
   }, 90_000);
+
+  it('opens new buckets and syncs their watches from every surviving node right after a node is lost', async () => {
+    // A service started after a node's loss creates its buckets on a cluster whose meta layer is still settling:
+    // a node that has not applied a creation yet answers "stream not found" (or "consumer not found") to the
+    // checks that follow it. Those are retried, so every bucket opens and every watch syncs.
+    const victim = cluster.nodes[2] as (typeof cluster.nodes)[number];
+    await victim.kill();
+    const clients = await Promise.all(
+      cluster.nodes.filter((n) => n !== victim).map((n, i) => connectBus({ servers: n.url, name: `late-${i}`, kvReplicas: 3 })),
+    );
+    try {
+      const opened = await Promise.all(
+        clients.flatMap((bus, c) =>
+          Array.from({ length: 6 }, async (_, b) => {
+            const kv = await bus.kv(`late_${b}`, Value);
+            if (c === 0) await kv.put(`from-${c}`, { n: b });
+            const watch = await kv.watch({ onChange: () => undefined });
+            await watch.synced;
+            watch.stop();
+            return `late_${b}`;
+          }),
+        ),
+      );
+      expect(new Set(opened).size).toBe(6);
+      for (let b = 0; b < 6; b++) expect((await streamInfo(writer, `late_${b}`)).replicas).toBe(3);
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
+      await victim.start();
+      await cluster.waitForJetStream({ expectPeers: 3 });
+    }
+  }, 90_000);
+
+  it('retries "not found" only for a call that was told the stream or consumer exists', async () => {
+    const notFound = Object.assign(new Error('stream not found'), { name: 'StreamNotFoundError' });
+    expect(isTransientJetStreamError(notFound)).toBe(false);
+    let calls = 0;
+    const failTwice = async () => {
+      if (++calls < 3) throw notFound;
+      return 'ok';
+    };
+    await expect(retryJetStream(failTwice)).rejects.toThrow('stream not found');
+    expect(calls).toBe(1);
+    calls = 0;
+    await expect(retryJetStream(failTwice, { alsoTransient: NOT_YET_VISIBLE })).resolves.toBe('ok');
+    expect(calls).toBe(3);
+  });
 
   it('retries only transient JetStream failures, never a compare-and-set conflict', async () => {
     const kv = await writer.kv('cluster_cas', Value);

@@ -15,7 +15,7 @@ export function isTransientJetStreamError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (err.name === 'ClosedConnectionError' || err.name === 'DrainingConnectionError') return false;
   const status = (err as { status?: unknown }).status;
-  const text = `${err.name} ${err.message} ${err.cause instanceof Error ? `${err.cause.name} ${err.cause.message}` : ''}`;
+  const text = errorText(err);
   if (CONFLICT.test(text)) return false;
   return status === 503 || TRANSIENT.test(text);
 }
@@ -25,6 +25,31 @@ export interface JetStreamRetryOptions {
   readonly budgetMs?: number;
   /** Called before each retry (metrics, a debug log). */
   readonly onRetry?: (err: Error, attempt: number) => void;
+  /**
+   * More errors to treat as transient for this call only: on a cluster, a stream or consumer just created can be
+   * "not found" for a moment when the request reaches a node whose view of the meta layer lags (NOT_YET_VISIBLE).
+   */
+  readonly alsoTransient?: RegExp;
+}
+
+/**
+ * What a clustered JetStream answers about a stream or consumer this client has just created (or opened) while the
+ * node it asks has not applied the creation yet. Retried only by calls that know the thing exists.
+ */
+export const NOT_YET_VISIBLE = /stream not found|consumer not found/i;
+
+/**
+ * The retry of a start-up step (opening a bucket, a watch's first consumer): its owner cannot go on without it, so
+ * it keeps trying through a node's loss however long the cluster takes, like the first connection does. Right after
+ * a node is lost, each JetStream request the cluster places on the dead node times out (5 s), and a bucket open is
+ * several requests; a 20 s budget ran out and failed a gateway's start. It still stops on a closed connection.
+ */
+export function startUpRetry(retry: JetStreamRetryOptions): JetStreamRetryOptions {
+  return { ...retry, budgetMs: Number.POSITIVE_INFINITY, alsoTransient: NOT_YET_VISIBLE };
+}
+
+function errorText(err: Error): string {
+  return `${err.name} ${err.message} ${err.cause instanceof Error ? `${err.cause.name} ${err.cause.message}` : ''}`;
 }
 
 /**
@@ -39,7 +64,10 @@ export async function retryJetStream<T>(call: () => Promise<T>, options: JetStre
     try {
       return await call();
     } catch (err) {
-      if (!isTransientJetStreamError(err) || Date.now() + delay > deadline) throw err;
+      const retriable =
+        isTransientJetStreamError(err) ||
+        (options.alsoTransient !== undefined && err instanceof Error && options.alsoTransient.test(errorText(err)));
+      if (!retriable || Date.now() + delay > deadline) throw err;
       options.onRetry?.(err as Error, attempt);
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, 1000);

@@ -19,8 +19,12 @@ export interface KvWatchIterator extends AsyncIterable<WatchEntry> {
 }
 
 export interface ResumingWatchOptions {
-  /** Opens a nats.js watch starting at `resumeFrom` (0: the current value of every key); retried by the caller. */
-  open(resumeFrom: number): Promise<KvWatchIterator>;
+  /**
+   * Opens a nats.js watch starting at `resumeFrom` (0: the current value of every key); retried by the caller.
+   * `starting`: the watch's first consumer, which its owner waits for (a start-up step), so worth waiting for
+   * through a node's loss however long the cluster takes; a replacement is retried by the next check instead.
+   */
+  open(resumeFrom: number, starting: boolean): Promise<KvWatchIterator>;
   /**
    * Receives each entry once, never one at or below a revision already delivered for its key (the initial replay
    * comes partly out of revision order: each key's entries are in order, the keys' are not).
@@ -28,8 +32,12 @@ export interface ResumingWatchOptions {
   deliver(entry: WatchEntry): void;
   /** Told when `deliver` throws: the entry counts as delivered and the watch goes on. */
   onDeliverError(entry: WatchEntry, err: unknown): void;
-  /** Asks the consumer how far it is (what tells `synced` the replay is over). */
-  progress(iter: KvWatchIterator): Promise<ConsumerProgress>;
+  /**
+   * Asks the consumer how far it is (what tells `synced` the replay is over). `starting`: the first consumer was
+   * created a moment ago, so a node that does not know it yet is worth waiting for; later, "not found" means it is
+   * gone (the next check replaces it).
+   */
+  progress(iter: KvWatchIterator, starting: boolean): Promise<ConsumerProgress>;
   /** Registers a listener called after every reconnect of the client; returns its removal. */
   onReconnect?(listener: () => void): () => void;
   checkEveryMs?: number;
@@ -102,10 +110,10 @@ export class ResumingWatch {
 
   /** Opens the first consumer and starts the checks; rejects when the first open fails. */
   async start(): Promise<void> {
-    const iter = await this.#opts.open(0);
+    const iter = await this.#opts.open(0, true);
     this.#follow(iter);
     try {
-      this.#takeProgress(iter, await this.#opts.progress(iter));
+      this.#takeProgress(iter, await this.#opts.progress(iter, true));
     } catch (err) {
       this.stop();
       throw err;
@@ -153,7 +161,7 @@ export class ResumingWatch {
     try {
       // A replay cut short starts over (its entries came out of revision order, so none marks a point to resume
       // from); entries already delivered are dropped by their keys' revisions.
-      const iter = await this.#opts.open(this.#isSynced ? this.#lastRevision + 1 : 0);
+      const iter = await this.#opts.open(this.#isSynced ? this.#lastRevision + 1 : 0, false);
       if (this.#stopped) {
         iter.stop();
         return;
@@ -185,7 +193,7 @@ export class ResumingWatch {
     try {
       do {
         this.#confirmAgain = false;
-        if (this.#takeProgress(iter, await this.#opts.progress(iter))) return;
+        if (this.#takeProgress(iter, await this.#opts.progress(iter, false))) return;
       } while (this.#confirmAgain && !this.#stopped);
     } catch {
       // The consumer did not answer (its node is going, or the client reconnects): the next caught-up entry asks again.

@@ -2,7 +2,7 @@ import type { KV, KvEntry } from '@nats-io/kv';
 import type { Bucket } from '@nats-io/kv/internal';
 import type { z } from 'zod';
 import { decodeMessage, encodeMessage } from '../codec';
-import { retryJetStream, type JetStreamRetryOptions } from './js-retry';
+import { NOT_YET_VISIBLE, retryJetStream, startUpRetry, type JetStreamRetryOptions } from './js-retry';
 import { ResumingWatch, type KvWatchIterator } from './resuming-watch';
 import type { JetStreamPublisher } from './js-publisher';
 
@@ -41,6 +41,8 @@ export class TypedKv<S extends z.ZodType> {
   readonly #schema: S;
   readonly #rejecter: Rejecter;
   readonly #retry: JetStreamRetryOptions;
+  /** A watch's first consumer: its owner waits for it while starting (startUpRetry). */
+  readonly #startRetry: JetStreamRetryOptions;
   /** Plain puts: published by this connection's publisher on the subject nats.js's put would use. */
   readonly #publisher: JetStreamPublisher;
   readonly #keys: KeySubjects;
@@ -53,6 +55,7 @@ export class TypedKv<S extends z.ZodType> {
     this.#rejecter = rejecter;
     this.#publisher = publisher;
     this.#retry = retry;
+    this.#startRetry = startUpRetry(retry);
   }
 
   get bucket(): string {
@@ -148,14 +151,15 @@ export class TypedKv<S extends z.ZodType> {
    */
   async watch(opts: { key?: string; onChange: (change: KvChange<z.output<S>>) => void }): Promise<KvWatchHandle> {
     const watch = new ResumingWatch({
-      open: (resumeFrom) =>
+      open: (resumeFrom, starting) =>
         retryJetStream(
           async () =>
             (await this.#kv.watch({
               ...(opts.key ? { key: opts.key } : {}),
               ...(resumeFrom > 0 ? { resumeFromRevision: resumeFrom } : {}),
             })) as unknown as KvWatchIterator,
-          this.#retry,
+          // The bucket was opened before: "not found" here is a node that has not applied its creation yet.
+          starting ? this.#startRetry : { ...this.#retry, alsoTransient: NOT_YET_VISIBLE },
         ),
       deliver: (e) => {
         if (e.operation !== 'PUT') return opts.onChange({ key: e.key, op: 'DEL', revision: e.revision });
@@ -165,14 +169,19 @@ export class TypedKv<S extends z.ZodType> {
       onDeliverError: (e, err) => this.#rejecter.reject(`${this.#bucket}:${e.key}`, `watch handler failed: ${String(err)}`),
       // How far the watch's consumer is: what ends the initial replay (ResumingWatch.synced), also when nothing
       // matched the filter at all and no entry will come.
-      progress: (iter) =>
-        retryJetStream(async () => {
-          // nats.js keeps the watch's consumer on the iterator (`_data`, not in its public types): without it nothing
-          // says when the replay is over, so fail loudly rather than report a watch synced that is not.
-          if (iter._data === undefined) throw new Error('the nats.js KV watch does not expose its consumer (_data)');
-          const info = await iter._data.info(false);
-          return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
-        }, this.#retry),
+      progress: (iter, starting) =>
+        retryJetStream(
+          async () => {
+            // nats.js keeps the watch's consumer on the iterator (`_data`, not in its public types): without it nothing
+            // says when the replay is over, so fail loudly rather than report a watch synced that is not.
+            if (iter._data === undefined) throw new Error('the nats.js KV watch does not expose its consumer (_data)');
+            const info = await iter._data.info(false);
+            return { pending: info.num_pending, sent: info.delivered?.consumer_seq ?? 0 };
+            // A consumer just created may be unknown for a moment to a lagging node; later, "not found" means it is
+            // gone and the watch's check replaces it.
+          },
+          starting ? this.#startRetry : this.#retry,
+        ),
       onReconnect: (listener) => this.#rejecter.onReconnect?.(listener) ?? (() => undefined),
     });
     await watch.start();

@@ -75,18 +75,18 @@ export class Router {
     const method = req.method ?? 'GET';
     const rawBody = BODYLESS.has(method) ? '' : await readBody(req);
     const body = parseJsonBody(rawBody);
-    if (this.#deps.log.enabled && !path.startsWith('/admin/')) {
-      this.#deps.log.add({ method, path, headers: req.headers, body: body.ok ? body.value : rawBody, rawBody, at: Date.now() });
-    }
     const byMethod = this.#routes.get(path);
     const route = byMethod?.get(method);
+    const fault: AppliedFault | undefined = route?.inference === true ? this.#deps.faults.take() : undefined;
+    if (this.#deps.log.enabled && !path.startsWith('/admin/')) {
+      const entry = { method, path, headers: req.headers, body: body.ok ? body.value : rawBody, rawBody, at: Date.now() };
+      this.#deps.log.add(fault?.mode === 'refuse' ? { ...entry, refused: true } : entry);
+    }
     if (!route) {
       sendJson(res, byMethod ? 405 : 404, byMethod ? METHOD_NOT_ALLOWED_BODY : NOT_FOUND_BODY);
       return;
     }
-    let fault: AppliedFault | undefined;
     if (route.inference) {
-      fault = this.#deps.faults.take();
       if (fault) {
         this.#deps.counters.inc('faultsInjected');
         if (this.#applyEarlyFault(fault, req, res)) return;

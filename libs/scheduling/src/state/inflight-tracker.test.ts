@@ -63,7 +63,24 @@ describe('InflightTracker', () => {
     t.applyEvent('self', ev('start', 'a'));
     t.applyEvent('self', ev('finish', 'a'));
     expect(t.count('a')).toBe(1);
-    expect(t.cell('a')).toBe(t.cell('a'));
+  });
+
+  it('hands out one live counter per endpoint: a cell taken before any event follows every later change', () => {
+    const t = new InflightTracker();
+    // The candidate set keeps cells and reads them by reference on the hot path, never asking again.
+    const cell = t.cell('a');
+    expect(cell.count).toBe(0);
+    t.applyEvent('self', ev('start', 'a'));
+    t.applyBatch(batch('g2', 0, [ev('start', 'a'), ev('start', 'a')]), 0);
+    expect(cell.count).toBe(3);
+    // Down to zero (the endpoint leaves the active set) and up again: still the same object.
+    t.applyEvent('self', ev('finish', 'a'));
+    t.applyBatch(batch('g2', 1, [ev('finish', 'a'), ev('finish', 'a')]), 10);
+    expect(cell.count).toBe(0);
+    t.applyBatch(batch('g2', 2, [], { a: 5 }), 20);
+    expect(cell.count).toBe(5);
+    expect(t.cell('a')).toBe(cell);
+    expect(t.cell('b')).not.toBe(cell);
   });
 
   it('never expires the counts a gateway feeds for itself, while silent peers expire next to them', () => {
