@@ -16,7 +16,8 @@ import { connectBus } from '@triad/bus/client';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { startDiscardingSink, type DiscardingSink } from './lib/discarding-sink';
 
-const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
+// TRIAD_BENCH_BIN: the `triad` of another checkout (e.g. the commit before a change, for a before/after pair).
+const TRIAD = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
 const SIM_HOST = resolve(__dirname, 'gateway-sims.ts');
 export const BENCH_MODEL = 'bench-model';
 
