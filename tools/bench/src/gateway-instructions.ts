@@ -94,6 +94,8 @@ async function main(): Promise<void> {
     gatewayEnv: {
       OTEL_BSP_SCHEDULE_DELAY: '500',
       TRIAD_SCHEDULE_BUDGET_MS: '10000',
+      TRIAD_ENCODE_TIMEOUT_MS: '300000',
+      TRIAD_PREFILL_TIMEOUT_MS: '300000',
       TRIAD_FIRST_BYTE_TIMEOUT_MS: '300000',
       TRIAD_TOTAL_TIMEOUT_MS: '600000',
     },
