@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { RateLimitedError, RequestError, toOpenAiError, type RequestContext, type Usage } from '@triad/request';
-import { requestContext } from '@triad/request/testing';
+import { RecordingSink, requestContext } from '@triad/request/testing';
 import { createAdmission, type Admission } from './admission';
 import { createAdmissionHooks } from './admission-hooks';
 import { generateApiKey, hashApiKey } from './auth/api-key-hash';
@@ -57,6 +57,19 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
       status: 401,
       headers: { 'www-authenticate': 'Bearer realm="triad"' },
     });
+  });
+
+  it('refuses a request whose client left before admission (no fair queue to leave)', async () => {
+    const sink = new RecordingSink();
+    sink.destroyed = true;
+    const gone = requestContext({
+      path: '/v1/chat/completions',
+      headers: { authorization: `Bearer ${key}` },
+      body: { model: 'llama-3' },
+      inputTokens: 1,
+      sink,
+    });
+    expect(await rejection(hooks().admit(gone))).toMatchObject({ code: 'GATEWAY_CLIENT_ABORTED' });
   });
 
   it('reserves with the route limit, refuses with retryAfterSeconds and limitType, and refunds failed requests', async () => {

@@ -48,7 +48,9 @@ export function createAdmissionHooks(admission: Admission, opts: AdmissionHookOp
         rateLimit: opts.rateLimitFor(ctx.model),
         inputTokens,
         maxTokens: maxTokensOf(ctx.body),
-        signal: ctx.signal,
+        // The signal (an AbortController per request) only where something can wait on it: the fair queue; else
+        // only to refuse a client already gone.
+        signal: admission.config.fairness.enabled || ctx.sink.destroyed ? ctx.signal : undefined,
         span: opts.spanOf?.(ctx),
         path: ctx.path,
       });

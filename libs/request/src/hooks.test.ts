@@ -44,8 +44,48 @@ describe('composeHooks', () => {
         },
       },
     ]);
-    await expect(hooks.admit?.(requestContext())).rejects.toBe(refusal);
+    expect(() => hooks.admit?.(requestContext())).toThrow(refusal);
     expect(admitted).toEqual([]);
+  });
+
+  it('admits synchronously until a hook makes the request wait, then waits for it before the next hook', async () => {
+    const calls: string[] = [];
+    let release!: () => void;
+    const hooks = composeHooks([
+      { admit: () => void calls.push('first') },
+      {
+        admit: () => {
+          calls.push('second waits');
+          return new Promise<void>((resolve) => (release = resolve));
+        },
+      },
+      { admit: () => void calls.push('third') },
+    ]);
+    const sync = composeHooks([{ admit: () => void calls.push('a') }, { admit: () => void calls.push('b') }]);
+    expect(sync.admit?.(requestContext())).toBeUndefined();
+    expect(calls).toEqual(['a', 'b']);
+    calls.length = 0;
+    const pending = hooks.admit?.(requestContext());
+    expect(pending).toBeInstanceOf(Promise);
+    expect(calls).toEqual(['first', 'second waits']);
+    release();
+    await pending;
+    expect(calls).toEqual(['first', 'second waits', 'third']);
+  });
+
+  it('a point only one hook implements calls that hook with its own this, and a lone stage span is returned as is', () => {
+    const span = { headers: { traceparent: 't' }, end: () => undefined };
+    const tracer = {
+      seen: [] as string[],
+      onRequest(this: { seen: string[] }) {
+        this.seen.push('request');
+      },
+      onStageStart: () => span,
+    };
+    const hooks = composeHooks([tracer, { admit: () => undefined }, { onStageStart: () => undefined }]);
+    hooks.onRequest?.(requestContext());
+    expect(tracer.seen).toEqual(['request']);
+    expect(hooks.onStageStart?.(proxyRequest({ decision }), 'decode', decision.attempts[0].endpoint, 0)).toBe(span);
   });
 
   it('merges the stage spans of several hooks: all headers on the leg, every span ended', () => {

@@ -36,43 +36,101 @@ export interface RequestHooks {
   onEnd?(ctx: RequestContext): void;
 }
 
+/** The stage span of several hooks: every header on the leg, every span ended. */
+function mergedSpan(spans: readonly StageSpan[]): StageSpan {
+  const headers: Record<string, string> = {};
+  for (const s of spans) Object.assign(headers, s.headers);
+  return {
+    headers,
+    end: (ok, status, error) => {
+      for (const s of spans) s.end(ok, status, error);
+    },
+  };
+}
+
+/** Runs the admit hooks from `from` on, one after the other, once one of them made the request wait. */
+async function admitRest(list: readonly RequestHooks[], from: number, ctx: RequestContext, waiting: Promise<void>): Promise<void> {
+  await waiting;
+  for (let i = from; i < list.length; i++) await (list[i] as RequestHooks).admit?.(ctx);
+}
+
 /**
  * Combines hooks into one: each lifecycle point calls them in order (admission rejections stop at the first;
  * `onEnd` runs in reverse so the outermost hook ends last). Points no hook implements stay undefined, so the
- * gateway skips them without a call.
+ * gateway skips them without a call. A point only one hook implements is that hook's own method, and nothing
+ * allocates per call unless several hooks answer it: `admit` stays synchronous until a hook returns a Promise
+ * (one that throws refuses synchronously), and a lone stage span is returned as it is.
  */
 export function composeHooks(list: readonly RequestHooks[]): RequestHooks {
   if (list.length === 0) return {};
-  if (list.length === 1) return list[0];
+  if (list.length === 1) return list[0] as RequestHooks;
   const out: RequestHooks = {};
   const all = <K extends keyof RequestHooks>(k: K) => list.filter((h) => h[k] !== undefined);
+  const single = <K extends keyof RequestHooks>(hooks: readonly RequestHooks[], k: K): RequestHooks[K] => {
+    const h = hooks[0] as RequestHooks;
+    return (h[k] as (...args: unknown[]) => unknown).bind(h) as RequestHooks[K];
+  };
   const onRequest = all('onRequest');
-  if (onRequest.length) out.onRequest = (c) => onRequest.forEach((h) => h.onRequest?.(c));
+  if (onRequest.length === 1) out.onRequest = single(onRequest, 'onRequest');
+  else if (onRequest.length > 1)
+    out.onRequest = (c) => {
+      for (const h of onRequest) h.onRequest?.(c);
+    };
   const admit = all('admit');
-  if (admit.length) {
-    out.admit = async (c) => {
-      for (const h of admit) await h.admit?.(c);
+  if (admit.length === 1) out.admit = single(admit, 'admit');
+  else if (admit.length > 1) {
+    out.admit = (c) => {
+      for (let i = 0; i < admit.length; i++) {
+        const waiting = (admit[i] as RequestHooks).admit?.(c);
+        if (waiting !== undefined) return admitRest(admit, i + 1, c, waiting);
+      }
+      return undefined;
     };
   }
   const onRouted = all('onRouted');
-  if (onRouted.length) out.onRouted = (c) => onRouted.forEach((h) => h.onRouted?.(c));
+  if (onRouted.length === 1) out.onRouted = single(onRouted, 'onRouted');
+  else if (onRouted.length > 1)
+    out.onRouted = (c) => {
+      for (const h of onRouted) h.onRouted?.(c);
+    };
   const onScheduled = all('onScheduled');
-  if (onScheduled.length) out.onScheduled = (c) => onScheduled.forEach((h) => h.onScheduled?.(c));
+  if (onScheduled.length === 1) out.onScheduled = single(onScheduled, 'onScheduled');
+  else if (onScheduled.length > 1)
+    out.onScheduled = (c) => {
+      for (const h of onScheduled) h.onScheduled?.(c);
+    };
   const onStageStart = all('onStageStart');
-  if (onStageStart.length) {
+  if (onStageStart.length === 1) out.onStageStart = single(onStageStart, 'onStageStart');
+  else if (onStageStart.length > 1) {
     out.onStageStart = (c, stage, endpoint, attempt) => {
-      const spans = onStageStart.map((h) => h.onStageStart?.(c, stage, endpoint, attempt)).filter((s): s is StageSpan => s !== undefined);
-      if (spans.length === 0) return undefined;
-      const headers: Record<string, string> = {};
-      for (const s of spans) Object.assign(headers, s.headers);
-      return { headers, end: (ok, status, error) => spans.forEach((s) => s.end(ok, status, error)) };
+      let first: StageSpan | undefined;
+      let more: StageSpan[] | undefined;
+      for (const h of onStageStart) {
+        const span = h.onStageStart?.(c, stage, endpoint, attempt);
+        if (span === undefined) continue;
+        if (first === undefined) first = span;
+        else (more ??= [first]).push(span);
+      }
+      return more !== undefined ? mergedSpan(more) : first;
     };
   }
   const onFirstToken = all('onFirstToken');
-  if (onFirstToken.length) out.onFirstToken = (c) => onFirstToken.forEach((h) => h.onFirstToken?.(c));
+  if (onFirstToken.length === 1) out.onFirstToken = single(onFirstToken, 'onFirstToken');
+  else if (onFirstToken.length > 1)
+    out.onFirstToken = (c) => {
+      for (const h of onFirstToken) h.onFirstToken?.(c);
+    };
   const onRetry = all('onRetry');
-  if (onRetry.length) out.onRetry = (c, a, e) => onRetry.forEach((h) => h.onRetry?.(c, a, e));
+  if (onRetry.length === 1) out.onRetry = single(onRetry, 'onRetry');
+  else if (onRetry.length > 1)
+    out.onRetry = (c, a, e) => {
+      for (const h of onRetry) h.onRetry?.(c, a, e);
+    };
   const onEnd = all('onEnd').reverse();
-  if (onEnd.length) out.onEnd = (c) => onEnd.forEach((h) => h.onEnd?.(c));
+  if (onEnd.length === 1) out.onEnd = single(onEnd, 'onEnd');
+  else if (onEnd.length > 1)
+    out.onEnd = (c) => {
+      for (const h of onEnd) h.onEnd?.(c);
+    };
   return out;
 }

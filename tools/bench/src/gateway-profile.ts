@@ -4,6 +4,7 @@
 //   npx tsx tools/bench/src/gateway-profile.ts [--model epd|pd|agg] [--stream] [--connections 32]
 //     [--duration 10] [--warmup 2] [--prof gateway,scheduler,sims] [--top 30] [--strace gateway] [--perf gateway]
 //     [--env TRIAD_X=1 (gateway environment, repeatable)] [--sim-processes one|each] [--nixl in-process|http] [--keep]
+//     [--features all|none (tracing + ModelRoute rateLimit on, as gateway.ts; none: both off)]
 // (--strace counts the named process's system calls per request during the run; it slows that process.
 // --perf samples the named processes' CPU with Linux perf, JIT names included: V8's --cpu-prof samples wall
 // time, so a process waiting for a core after a socket write shows that wait as `writev`.)
@@ -134,6 +135,7 @@ async function main(): Promise<void> {
       nixl: { type: 'string', default: 'in-process' },
       'access-log': { type: 'boolean', default: false },
       repeat: { type: 'string', default: '0' },
+      features: { type: 'string', default: 'all' },
     },
   });
   const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
@@ -154,6 +156,7 @@ async function main(): Promise<void> {
   const accessLog = values['access-log'] === true ? join(profDir, 'access.log') : undefined;
   if (accessLog !== undefined) gatewayEnv['TRIAD_LOG_LEVEL'] = 'info';
   const stack = await startGatewayStack({
+    features: values.features === 'none' ? 'none' : 'all',
     nodeArgs,
     gatewayEnv,
     ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}),

@@ -14,8 +14,10 @@ import {
 } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { startDiscardingSink, type DiscardingSink } from './lib/discarding-sink';
 
-const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
+// TRIAD_BENCH_BIN: the `triad` of another checkout (e.g. the commit before a change, for a before/after pair).
+const TRIAD = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
 const SIM_HOST = resolve(__dirname, 'gateway-sims.ts');
 export const BENCH_MODEL = 'bench-model';
 
@@ -73,6 +75,8 @@ export interface GatewayStack {
   readonly processes: readonly string[];
   /** Process id of a child (or `nats`). */
   pid(name: string): number | undefined;
+  /** Where the gateways export their spans, with `features: 'all'`. */
+  readonly traceSink?: DiscardingSink;
   close(): Promise<void>;
 }
 
@@ -187,9 +191,28 @@ export interface GatewayStackOptions {
   readonly inProcessGateway?: boolean;
   /** A command that runs the gateway's node (e.g. `valgrind --tool=callgrind ...`); its pid is the gateway's. */
   readonly gatewayLauncher?: readonly string[];
+  /**
+   * CPUs the gateways run on (`taskset -c LIST`), e.g. `1` while the bench itself runs under `taskset -c 0`: the
+   * gateway then has a core of its own and the sims, scheduler, nats-server and wrk share the other. Not with
+   * `gatewayLauncher`.
+   */
+  readonly gatewayCpus?: string;
   /** How long the stack may take to become ready (default 60 s; a gateway under valgrind needs minutes). */
   readonly readyTimeoutMs?: number;
+  /**
+   * `all` (gateway.ts, gateway-profile.ts): the gateways run as deployed with every per-request feature on, so no figure is bought by
+   * turning one off: tracing at its default sampler (parentbased_always_on) exporting to a sink that discards the
+   * spans, a `ModelRoute.spec.rateLimit` on every route (admission runs; the budget is far above the load), metrics
+   * and outlier detection (on by default) and the EPD servers' `*_embeds` rewrite. `none`: tracing off and no
+   * rateLimit (default here: the tracing and admission benchmarks set those themselves).
+   */
+  readonly features?: 'all' | 'none';
+  /** The gateway's `--scheduling` (default: the scheduler service over NATS). */
+  readonly gatewayScheduling?: 'in-process';
 }
+
+/** The rateLimit every bench route carries with `features: 'all'`: admission runs, and never refuses. */
+const BENCH_RATE_LIMIT = { inputTokensPerUnit: 1_000_000_000, outputTokensPerUnit: 1_000_000_000, unit: 'second' } as const;
 
 export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise<GatewayStack> {
   const children: Child[] = [];
@@ -205,13 +228,16 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
   process.once('exit', killAll);
   process.once('SIGINT', interrupted);
   const ecDir = mkdtempSync(join(tmpdir(), 'triad-bench-ec-'));
+  const allFeatures = opts.features === 'all';
   let nats: NatsServerHandle | undefined;
+  let traceSink: DiscardingSink | undefined;
   const close = async () => {
     process.off('exit', killAll);
     process.off('SIGINT', interrupted);
     for (const c of children) c.proc.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.proc.exitCode === null ? new Promise((r) => c.proc.once('exit', r)) : undefined)));
     await nats?.close();
+    await traceSink?.close();
     rmSync(ecDir, { recursive: true, force: true });
   };
   try {
@@ -276,7 +302,11 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
         schemaVersion: 1,
         namespace: 'default',
         name,
-        spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
+        spec: {
+          modelName: name,
+          rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }],
+          ...(allFeatures ? { rateLimit: BENCH_RATE_LIMIT } : {}),
+        },
       });
     }
     for (const s of SIMS) {
@@ -308,17 +338,34 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
         nodeArgsOf('scheduler'),
       ),
     );
+    if (allFeatures) traceSink = await startDiscardingSink();
+    const gatewayEnv: NodeJS.ProcessEnv = {
+      ...(traceSink !== undefined ? { OTEL_EXPORTER_OTLP_ENDPOINT: traceSink.url } : {}),
+      ...opts.gatewayEnv,
+    };
+    const pinned = opts.gatewayCpus !== undefined ? ['taskset', '-c', opts.gatewayCpus] : [];
     const gatewayPort = await freePort();
     const gatewayMetrics = await freePort();
     children.push(
       startChild(
         'gateway',
-        ['gateway', '--nats', nats.url, '--host', '127.0.0.1', '--port', String(gatewayPort), '--metrics-port', String(gatewayMetrics)],
-        opts.gatewayEnv,
+        [
+          'gateway',
+          ...(opts.gatewayScheduling === 'in-process' ? ['--scheduling', 'in-process'] : []),
+          '--nats',
+          nats.url,
+          '--host',
+          '127.0.0.1',
+          '--port',
+          String(gatewayPort),
+          '--metrics-port',
+          String(gatewayMetrics),
+        ],
+        gatewayEnv,
         opts.gatewayLogFd,
         nodeArgsOf('gateway'),
         [TRIAD],
-        opts.gatewayLauncher,
+        opts.gatewayLauncher ?? pinned,
       ),
     );
     const inProcessPort = opts.inProcessGateway === true ? await freePort() : undefined;
@@ -340,9 +387,11 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
             '--metrics-port',
             String(inProcessMetrics),
           ],
-          opts.gatewayEnv,
+          gatewayEnv,
           'ignore',
           nodeArgsOf('gateway-in-process'),
+          [TRIAD],
+          pinned,
         ),
       );
     }
@@ -367,6 +416,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       cpuSeconds,
       processes,
       pid,
+      ...(traceSink !== undefined ? { traceSink } : {}),
       close,
     };
   } catch (err) {

@@ -2,13 +2,24 @@
 // non-stream and 64-token stream, at 1 and 32 connections (wrk). Run: npx tsx tools/bench/src/gateway.ts [--duration S]
 // [--reference-proxy PATH] [--reference-proxy-newest PATH]: also vLLM's classic and newest reference EPD proxies in
 // front of the same EPD sims (reference-proxy.ts, docs/reference-proxies.md).
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { markdownTable } from './lib/table';
+import { readBaseline, regressions, writeBaseline, type Baseline } from './lib/baseline';
 import { BENCH_MODEL, startGatewayStack } from './gateway-stack';
 import { REFERENCE_HINT, referenceSummary, startReferenceProxies, type ReferenceProxies, type ReferenceScripts } from './reference-proxy';
 
 const IMAGE = 'https://example.com/bench/cat.png';
+const DEFAULT_BASELINE = resolve(__dirname, '../gateway-baseline.json');
+/** Spread and direction of each kind of figure when a baseline is first written (then kept per figure). */
+const FIGURE_KINDS = {
+  'req/s': { spread: 0.15, better: 'higher' },
+  'p50 ms': { spread: 0.2, better: 'lower' },
+  'router CPU us/req': { spread: 0.1, better: 'lower' },
+  'added ms': { spread: 0.25, better: 'lower' },
+} as const;
 const TEXT = 'Describe the picture in one sentence, please.';
 
 function chatBody(model: string, stream: boolean, image: boolean): string {
@@ -40,15 +51,29 @@ async function main(): Promise<void> {
       connections: { type: 'string', default: '1,32' },
       'reference-proxy': { type: 'string' },
       'reference-proxy-newest': { type: 'string' },
+      // all: tracing (default sampler, spans to a discarding sink), a ModelRoute rateLimit, metrics, outlier
+      // detection and the EC rewrite on, as deployed; none: tracing off and no rateLimit.
+      features: { type: 'string', default: 'all' },
+      // Run the gateways on these CPUs only (taskset -c); start the bench itself under `taskset -c <the others>`.
+      'gateway-cpus': { type: 'string' },
+      // The committed figures this run is checked against (a warning per figure worse than its spread), and
+      // --write-baseline to replace them with this run's (keeping each figure's spread).
+      baseline: { type: 'string', default: DEFAULT_BASELINE },
+      'write-baseline': { type: 'boolean', default: false },
     },
   });
+  const features = values.features === 'none' ? 'none' : 'all';
   const classic = values['reference-proxy'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
   const newest = values['reference-proxy-newest'] ?? process.env['TRIAD_BENCH_REFERENCE_PROXY_NEWEST'];
   const referenceScripts: ReferenceScripts = { ...(classic ? { classic } : {}), ...(newest ? { newest } : {}) };
   const durationSec = Number(values.duration);
   const warmupSec = Number(values.warmup);
   const connections = String(values.connections).split(',').map(Number);
-  const stack = await startGatewayStack({ inProcessGateway: true });
+  const stack = await startGatewayStack({
+    inProcessGateway: true,
+    features,
+    ...(values['gateway-cpus'] !== undefined ? { gatewayCpus: values['gateway-cpus'] } : {}),
+  });
   let reference: ReferenceProxies | undefined;
   try {
     const simUrl = (name: string) => stack.sims[name] as string;
@@ -110,6 +135,8 @@ async function main(): Promise<void> {
     for (const k of cases) await runWrk({ url: k.url, body: k.body, connections: 32, durationSec: warmupSec + 1 });
     const rows: (string | number)[][] = [];
     const results = new Map<string, WrkResult>();
+    /** Figures for the regression guard, named `target|body|conns|kind`. */
+    const figures: Record<string, number> = {};
     for (const c of connections) {
       for (const k of cases) {
         // Gateway CPU per request is the figure a busy shared machine does not distort: wall-clock rates do.
@@ -119,6 +146,13 @@ async function main(): Promise<void> {
         const key = `${k.target}|${k.stream}|${c}`;
         results.set(key, r);
         const base = results.get(`direct (engine-sim)|${k.stream}|${c}`);
+        // Routers only: a direct run is the machine's figure, not the gateway's.
+        if (k.cpu !== undefined) {
+          const name = `${k.target}|${k.stream ? 'SSE' : 'JSON'}|${c}`;
+          figures[`${name}|req/s`] = r.rps;
+          figures[`${name}|p50 ms`] = r.p50ms;
+          if (Number.isFinite(cpuUs)) figures[`${name}|router CPU us/req`] = cpuUs;
+        }
         rows.push([
           k.target,
           k.stream ? 'SSE 64 tok' : 'JSON',
@@ -215,14 +249,20 @@ async function main(): Promise<void> {
     const e = await stage('epd-e', stageBodies.encode);
     const p = await stage('epd-p', stageBodies.prefill);
     const d = await stage('epd-d', stageBodies.decode);
-    const epd1 = results.get('gateway EPD (1 image + text)|false|1');
     process.stdout.write(
       `\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'errors'], rows)}\n`,
     );
-    if (epd1) {
+    for (const [target, how] of [
+      ['gateway EPD (1 image + text)', 'scheduler service, incl. the NATS scheduling round-trip'],
+      ['gateway EPD, in-process scheduling', 'in-process scheduling'],
+    ] as const) {
+      const epd1 = results.get(`${target}|false|1`);
+      if (epd1 === undefined) continue;
+      const added = epd1.p50ms - (e + p + d);
+      figures[`${target}|JSON|1|added ms`] = added;
       process.stdout.write(
-        `\nEPD at 1 connection: p50 ${epd1.p50ms.toFixed(3)} ms; direct stage p50s encode ${e.toFixed(3)} + prefill ${p.toFixed(3)} + decode ${d.toFixed(3)} = ${(e + p + d).toFixed(3)} ms; ` +
-          `gateway adds ${(epd1.p50ms - (e + p + d)).toFixed(3)} ms (incl. the NATS scheduling round-trip).\n`,
+        `\n${target} at 1 connection: p50 ${epd1.p50ms.toFixed(3)} ms; direct stage p50s encode ${e.toFixed(3)} + prefill ${p.toFixed(3)} + decode ${d.toFixed(3)} = ${(e + p + d).toFixed(3)} ms; ` +
+          `gateway adds ${added.toFixed(3)} ms (${how}).\n`,
       );
     }
     const many = Math.max(...connections);
@@ -235,10 +275,36 @@ async function main(): Promise<void> {
       process.stdout.write(`\n${referenceSummary({ many: at(target, many), one: at(target, 1) }, refs, many, e + p + d, label)}`);
     }
     if (!reference) process.stdout.write(`\n${REFERENCE_HINT}\n`);
+    guard(String(values.baseline), figures, values['write-baseline'] === true, features, durationSec);
   } finally {
     await reference?.close();
     await stack.close();
   }
+}
+
+/** Prints a warning per figure worse than the committed baseline by more than its spread; or writes a new baseline. */
+function guard(file: string, figures: Record<string, number>, write: boolean, features: string, durationSec: number): void {
+  const previous: Baseline | undefined = existsSync(file) ? readBaseline(file) : undefined;
+  if (write) {
+    const source = `gateway.ts --duration ${durationSec} --features ${features}, ${new Date().toISOString().slice(0, 10)}`;
+    writeBaseline(file, source, figures, FIGURE_KINDS, previous);
+    process.stdout.write(`\nbaseline written to ${file}\n`);
+    return;
+  }
+  if (previous === undefined) {
+    process.stdout.write(`\nno baseline at ${file} (--write-baseline writes one)\n`);
+    return;
+  }
+  if (features !== 'all') {
+    process.stdout.write(`\nregression guard skipped: the baseline is taken with every feature on (--features all)\n`);
+    return;
+  }
+  const warnings = regressions(previous, figures);
+  process.stdout.write(
+    warnings.length === 0
+      ? `\nregression guard: no figure worse than the baseline by more than its spread (${previous.source})\n`
+      : `\n${warnings.join('\n')}\n`,
+  );
 }
 
 main().catch((err: unknown) => {

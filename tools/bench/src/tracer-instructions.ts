@@ -10,12 +10,12 @@
 // not exact: repeat the run and compare the spread.
 // Run: npx tsx tools/bench/src/tracer-instructions.ts [--requests 1500] [--warmup 1000] [--connections 32]
 //   [--variants off,sdk,recorder]
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { waitFor } from '@triad/testing';
+import { callgrindControl, callgrindLauncher, dumpInstructions } from './lib/callgrind';
 import { startDiscardingSink } from './lib/discarding-sink';
 import { markdownTable } from './lib/table';
 import { startGatewayStack, type GatewayStack } from './gateway-stack';
@@ -65,23 +65,6 @@ async function load(url: string, count: number, connections: number): Promise<nu
   return ok;
 }
 
-function callgrind(args: readonly string[]): void {
-  const r = spawnSync('callgrind_control', args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`callgrind_control ${args.join(' ')}: ${r.stderr || r.stdout}`);
-}
-
-/** Dumps the counters of `pid` and returns the instructions since the last zeroing (the newest dump's totals). */
-function dumpInstructions(pid: number, dir: string): number {
-  const before = new Set(readdirSync(dir));
-  callgrind(['--dump', String(pid)]);
-  const fresh = readdirSync(dir).filter((f) => !before.has(f) && f.startsWith(`cg.${pid}`));
-  if (fresh.length !== 1) throw new Error(`expected one new callgrind dump, found ${fresh.join(', ') || 'none'}`);
-  const text = readFileSync(join(dir, fresh[0] as string), 'utf8');
-  const totals = /^(?:totals|summary): (\d+)/m.exec(text);
-  if (!totals) throw new Error(`no totals in ${fresh[0]}`);
-  return Number(totals[1]);
-}
-
 interface Measurement {
   readonly variant: Variant;
   readonly ok: number;
@@ -109,20 +92,13 @@ async function measure(v: Variant, opts: { requests: number; warmup: number; con
     stack = await startGatewayStack({
       gatewayEnv: tracing,
       // Instrumentation starts off: start-up and warm-up run uncounted; JIT-compiled code is re-translated (smc-check).
-      gatewayLauncher: [
-        'valgrind',
-        '--tool=callgrind',
-        '--instr-atstart=no',
-        '--smc-check=all-non-file',
-        `--callgrind-out-file=${dir}/cg.%p`,
-        '-q',
-      ],
+      gatewayLauncher: callgrindLauncher(dir),
       readyTimeoutMs: 600_000,
     });
     const pid = stack.pid('gateway') as number;
     if ((await load(stack.gatewayUrl, opts.warmup, opts.connections)) < opts.warmup) throw new Error(`${v.key}: warm-up requests failed`);
-    callgrind(['--instr=on', String(pid)]);
-    callgrind(['--zero', String(pid)]);
+    callgrindControl(['--instr=on', String(pid)]);
+    callgrindControl(['--zero', String(pid)]);
     const started = Date.now();
     const exportsBefore = sink.exports();
     const ok = await load(stack.gatewayUrl, opts.requests, opts.connections);

@@ -93,18 +93,21 @@ export interface HttpLayerOptions {
   readonly draining: () => boolean;
 }
 
+/** Takes the requests it serves on node:http directly (true); the rest go to fastify's handler. */
+export type RequestTakerFn = (req: IncomingMessage, res: ServerResponse) => boolean;
+
 function contentLengthOf(req: IncomingMessage): number {
   const raw = req.headers['content-length'];
   return raw === undefined ? -1 : Number(raw);
 }
 
 /**
- * The server fastify runs on. Differences from node's defaults: a missing `Host` on HTTP/1.1 is answered here
+ * The server fastify runs on; `direct` takes the requests it serves before fastify sees them. Differences from node's defaults: a missing `Host` on HTTP/1.1 is answered here
  * (OpenAI-shaped 400) rather than by node (bare 400); `Expect: 100-continue` with a body over the limit gets its
  * 413 at once (the client never sends the body), other expectations an OpenAI-shaped 417; while draining, a new
  * request gets an OpenAI-shaped 503 (fastify's own would not be) so the client's retry goes to another replica.
  */
-export function createGatewayServer(handler: RequestListener, options: HttpLayerOptions): Server {
+export function createGatewayServer(handler: RequestListener, options: HttpLayerOptions, direct?: RequestTakerFn): Server {
   const server = createServer({ requireHostHeader: false }, (req, res) => {
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
       // The body (if any) is not read: the connection closes after the answer.
@@ -115,7 +118,7 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
       writeClosingError(res, new HttpLayerError(ErrorCode.GatewayDraining, 'the gateway is shutting down; retry on another replica'));
       return;
     }
-    handler(req, res);
+    if (direct?.(req, res) !== true) handler(req, res);
   });
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {

@@ -1,8 +1,8 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, TriadError } from '@triad/errors';
-import type { ListenerRef } from '@triad/bus';
 import { BadRequestError, BodyTooLargeError, NotFoundError, PathNotFoundError, echo, toOpenAiError } from '@triad/request';
 import { bodyTooLarge, createGatewayServer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
+import { inferenceRoute } from './inference-route';
 import type { InferenceHandler } from './inference-handler';
 import type { RouteTable } from '../routing/route-table';
 import type { GatewayApiView } from '../gateway-api/gateway-api-view';
@@ -46,9 +46,9 @@ function fromFastifyError(err: { code?: string; statusCode?: number; message: st
 }
 
 /**
- * The OpenAI-compatible HTTP surface. Bodies are read as raw bytes (size-limited) and parsed once by the
- * pipeline; inference routes hijack the reply and write to the socket directly, so fastify adds no
- * serialization on the hot path. Every error, fastify's own and the HTTP layer's included (http-layer.ts), is
+ * The OpenAI-compatible HTTP surface. Inference calls are taken on node:http before fastify (inference-route.ts):
+ * their bodies are read as raw bytes (size-limited) and parsed once by the pipeline, which writes to the socket
+ * directly; fastify serves the rest (health, models, 404s). Every error, fastify's own and the HTTP layer's included (http-layer.ts), is
  * OpenAI-shaped.
  */
 export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
@@ -66,7 +66,7 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
     // Draining is answered by the server below, OpenAI-shaped.
     return503OnClosing: false,
     requestIdHeader: false,
-    serverFactory: (handler) => createGatewayServer(handler, layer),
+    serverFactory: (handler) => createGatewayServer(handler, layer, inferenceRoute(options.handler, layer, options.gatewayApi)),
     clientErrorHandler: onClientError,
     frameworkErrors: (err, _request, reply) => sendError(reply as unknown as Parameters<typeof sendError>[0], fastifyError(err)),
   });
@@ -109,28 +109,6 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   app.get('/v1/models/*', model);
   app.get('/models/*', model);
 
-  const gatewayApi = options.gatewayApi;
-  const inference = (request: FastifyRequest, reply: FastifyReply) => {
-    const path = request.url.indexOf('?') < 0 ? request.url : request.url.slice(0, request.url.indexOf('?'));
-    let listener: ListenerRef | undefined;
-    if (gatewayApi !== undefined) {
-      const host = request.headers.host;
-      const found = gatewayApi.listenerFor(request.raw.socket.localPort ?? 0, typeof host === 'string' ? host : undefined);
-      if (found.kind === 'no-match') {
-        // Kthena's words; a listener miss is a request without a route, not a model that does not exist.
-        sendError(reply, new PathNotFoundError(request.method, path, 'No matching listener found'));
-        return;
-      }
-      if (found.kind === 'listener') listener = found.listener;
-    }
-    reply.hijack();
-    void options.handler.handle(request.method, path, request.headers, request.body as Buffer | undefined, reply.raw, listener);
-  };
-  app.post('/v1/chat/completions', inference);
-  app.post('/v1/completions', inference);
-  app.post('/v1/*', inference);
-  app.post('/generate', inference);
-  // Gateway API mode: HTTPRoutes may serve any path (Kthena serves `/*` on its listeners).
-  if (gatewayApi !== undefined) app.post('/*', inference);
+  // POST /v1/*, POST /generate (and every POST in Gateway API mode) never reach fastify: inference-route.ts.
   return app;
 }
