@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
-import { connectBus, startOutlierFeed, type Bus } from '@triad/bus/client';
+import { connectBus, loadCredentialsKey, startOutlierFeed, type Bus } from '@triad/bus/client';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
 import { OutlierTable } from '@triad/scheduling';
@@ -29,7 +29,6 @@ import { DpRankBalancer } from './scheduling/dp-rank-balancer';
 import { LocalSchedulingFallback } from './scheduling/local-scheduling';
 import { SchedulerClient } from './scheduling/scheduler-client';
 import { KvView } from './state/kv-view';
-import { loadCredentialsKey } from './providers/credentials-key';
 import { ProviderDirectory } from './providers/provider-directory';
 import { ProviderConnector } from './providers/provider-connector';
 import { TargetLocator } from './routing/target-locator';

@@ -134,9 +134,6 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   shardHeartbeatMs: { name: 'shard-heartbeat', env: 'TRIAD_SHARD_HEARTBEAT_MS' },
 };
 
-/** Environment variable holding the credentials key inline (base64 or hex), when no key file is given. */
-export const CREDENTIALS_KEY_ENV = 'TRIAD_CREDENTIALS_KEY';
-
 /**
  * Merges flags over environment variables over a settings file (`file`, else `TRIAD_SETTINGS_FILE`) over
  * defaults and validates the result. Throws a ConfigError listing every bad setting with its flag, variable or

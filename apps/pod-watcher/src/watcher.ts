@@ -1,10 +1,9 @@
 import { Buckets, ScrapeFreshnessRecordSchema, objectKey } from '@triad/bus';
-import { connectBus, type Bus } from '@triad/bus/client';
+import { connectBus, loadCredentialsKey, type Bus } from '@triad/bus/client';
 import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
 import { GatewayApiSync } from './gateway-api/gateway-api-sync';
 import { Inventory } from './inventory/inventory';
-import { loadCredentialsKey } from './providers/credentials-key';
 import { ProviderSync } from './providers/provider-sync';
 import { WatcherMetrics } from './ops/metrics';
 import { ScrapeFreshnessPublisher } from './publish/scrape-freshness';
@@ -69,7 +68,7 @@ function createSource(config: WatcherConfig, logger: Logger, metrics: WatcherMet
  */
 export async function startPodWatcher(options: StartPodWatcherOptions): Promise<PodWatcher> {
   const { config, logger } = options;
-  const credentialsKey = loadCredentialsKey(config, options.env);
+  const credentialsKey = loadCredentialsKey(config.credentialsKeyFile, options.env);
   if (!credentialsKey) {
     logger.info(
       'no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published',

@@ -11,3 +11,4 @@ export type { AffinitySink, AffinityFeed } from './affinity-feed';
 export { startOutlierFeed } from './outlier-feed';
 export type { OutlierFeed } from './outlier-feed';
 export { watchSchedulerConfig } from './scheduler-config-watch';
+export { loadCredentialsKey, CREDENTIALS_KEY_ENV } from './credentials-key';

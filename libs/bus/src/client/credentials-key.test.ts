@@ -11,15 +11,15 @@ describe('credentials key', () => {
 
   it('reads the file (a mounted Secret), else TRIAD_CREDENTIALS_KEY, else none', () => {
     writeFileSync(join(dir, 'key'), `${key.toString('base64')}\n`);
-    expect(loadCredentialsKey({ credentialsKeyFile: join(dir, 'key') }, {})).toEqual(key);
-    expect(loadCredentialsKey({}, { TRIAD_CREDENTIALS_KEY: key.toString('hex') })).toEqual(key);
-    expect(loadCredentialsKey({}, {})).toBeUndefined();
+    expect(loadCredentialsKey(join(dir, 'key'), {})).toEqual(key);
+    expect(loadCredentialsKey(undefined, { TRIAD_CREDENTIALS_KEY: key.toString('hex') })).toEqual(key);
+    expect(loadCredentialsKey(undefined, {})).toBeUndefined();
   });
 
   it('takes a missing file (the optional Secret is absent) as no key, and refuses a malformed key', () => {
-    expect(loadCredentialsKey({ credentialsKeyFile: join(dir, 'absent') }, {})).toBeUndefined();
+    expect(loadCredentialsKey(join(dir, 'absent'), {})).toBeUndefined();
     writeFileSync(join(dir, 'bad'), 'not-a-key');
-    expect(() => loadCredentialsKey({ credentialsKeyFile: join(dir, 'bad') }, {})).toThrow(
+    expect(() => loadCredentialsKey(join(dir, 'bad'), {})).toThrow(
       `invalid credentials key in ${join(dir, 'bad')}: a credentials key is 32 bytes`,
     );
   });

@@ -1,13 +1,14 @@
 import { readFileSync } from 'node:fs';
-import { parseCredentialsKey } from '@triad/bus';
+import { parseCredentialsKey } from '../credentials';
 
-/** The variable that may hold the key inline (`triad up` sets it; a Secret file is preferred in a cluster). */
+/** The variable that may hold the key inline, base64 or hex (`triad up` sets it; a Secret file is preferred in a cluster). */
 export const CREDENTIALS_KEY_ENV = 'TRIAD_CREDENTIALS_KEY';
 
 /**
- * The key the pod-watcher sealed provider credentials with: the file `--credentials-key-file` names (a mounted
- * Secret), else `TRIAD_CREDENTIALS_KEY`, else none (providers that authenticate then answer 503). A missing file
- * is no key (the Secret volume is optional); a malformed key stops the gateway with the reason, never the value.
+ * The key provider credentials are sealed (pod-watcher) and opened (gateway) with: the file `--credentials-key-file`
+ * names (a mounted Secret), else `TRIAD_CREDENTIALS_KEY`, else none (providers that authenticate are then not
+ * usable). A missing file is no key (the Secret volume is optional); a key that is present but malformed, or a
+ * file that cannot be read, stops the service with the reason, never the value.
  */
 export function loadCredentialsKey(file: string | undefined, env: NodeJS.ProcessEnv = process.env): Buffer | undefined {
   let text: string | undefined;
