@@ -11,6 +11,7 @@ export {
   isValidLabelValue,
 } from './meta';
 export type { ObjectMeta, Condition } from './meta';
+export { makeCondition, keepTransitionTime } from './meta';
 export { StringMatchSchema, compileStringMatch } from './string-match';
 export type { StringMatch } from './string-match';
 export {

@@ -61,6 +61,32 @@ export const ConditionSchema = z.object({
 });
 export type Condition = z.infer<typeof ConditionSchema>;
 
+/** A condition as Triad's status writers set it: True or False, observed at `generation` (when known), stamped `now`. */
+export function makeCondition(
+  type: string,
+  ok: boolean,
+  reason: string,
+  message: string,
+  generation: number | undefined,
+  now: Date,
+): Condition {
+  return {
+    type,
+    status: ok ? 'True' : 'False',
+    reason,
+    message,
+    lastTransitionTime: now.toISOString(),
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+  };
+}
+
+/** `next` with the transition time of `previous` while the status is unchanged, as Kubernetes conventions ask. */
+export function keepTransitionTime(previous: Condition | undefined, next: Condition): Condition {
+  return previous && previous.status === next.status && previous.lastTransitionTime
+    ? { ...next, lastTransitionTime: previous.lastTransitionTime }
+    : next;
+}
+
 /** Status of Triad-validated objects: conditions only (`Accepted` says whether the spec passed validation). */
 export const ResourceStatusSchema = z.object({ conditions: z.array(ConditionSchema).optional() });
 

@@ -10,6 +10,7 @@ import {
 import {
   GATEWAY_API_GROUP,
   httpRouteSupport,
+  makeCondition,
   type Condition,
   type Gateway,
   type HttpRoute,
@@ -100,15 +101,6 @@ function gatewayRecord(gw: ServedGateway): GatewayRecord {
   };
 }
 
-const cond = (type: string, ok: boolean, reason: string, message: string, generation: number | undefined, now: Date): Condition => ({
-  type,
-  status: ok ? 'True' : 'False',
-  reason,
-  message,
-  lastTransitionTime: now.toISOString(),
-  ...(generation !== undefined ? { observedGeneration: generation } : {}),
-});
-
 /** The `Accepted` condition of one parentRef, and the listeners it attaches to. */
 function attach(gw: ServedGateway, route: HttpRoute, ref: NonNullable<HttpRoute['spec']['parentRefs']>[number], input: GatewayApiInput) {
   const selected = selectedListeners(gw, ref);
@@ -116,7 +108,8 @@ function attach(gw: ServedGateway, route: HttpRoute, ref: NonNullable<HttpRoute[
   const allowed = selected.filter((l) => allowsHttpRoutes(l) && allowsNamespace(l, gw.namespace, routeNs, input.namespaceLabels));
   const hosts = allowed.filter((l) => hostnamesIntersect(l.hostname, route.spec.hostnames ?? []));
   const served = hosts.filter(isServedProtocol);
-  const refused = (reason: string, message: string) => cond('Accepted', false, reason, message, route.metadata.generation, input.now);
+  const refused = (reason: string, message: string) =>
+    makeCondition('Accepted', false, reason, message, route.metadata.generation, input.now);
   let accepted: Condition;
   if (selected.length === 0)
     accepted = refused('NoMatchingParent', `no listener of Gateway ${gw.namespace}/${gw.name} matches sectionName/port`);
@@ -126,7 +119,7 @@ function attach(gw: ServedGateway, route: HttpRoute, ref: NonNullable<HttpRoute[
   else if (served.length === 0)
     accepted = refused('UnsupportedValue', 'the selected listeners are not HTTP; Triad serves HTTP listeners only');
   else
-    accepted = cond(
+    accepted = makeCondition(
       'Accepted',
       true,
       'Accepted',
@@ -146,13 +139,13 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
   const invalidKind = support.unsupported.filter((u) => u.reason === 'InvalidKind');
   const resolved =
     invalidKind.length > 0
-      ? cond('ResolvedRefs', false, 'InvalidKind', invalidKind.map((u) => `${u.path}: ${u.message}`).join('; '), gen, input.now)
+      ? makeCondition('ResolvedRefs', false, 'InvalidKind', invalidKind.map((u) => `${u.path}: ${u.message}`).join('; '), gen, input.now)
       : missing.length > 0
-        ? cond('ResolvedRefs', false, 'BackendNotFound', `InferencePool ${missing.join(', ')} not found`, gen, input.now)
-        : cond('ResolvedRefs', true, 'ResolvedRefs', 'all backends resolved', gen, input.now);
+        ? makeCondition('ResolvedRefs', false, 'BackendNotFound', `InferencePool ${missing.join(', ')} not found`, gen, input.now)
+        : makeCondition('ResolvedRefs', true, 'ResolvedRefs', 'all backends resolved', gen, input.now);
   const dropped = support.unsupported.filter((u) => u.reason === 'UnsupportedValue');
   const droppedText = dropped.map((u) => `${u.path}: ${u.message}`).join('; ');
-  const partial = dropped.length > 0 ? [cond('PartiallyInvalid', true, 'UnsupportedValue', droppedText, gen, input.now)] : [];
+  const partial = dropped.length > 0 ? [makeCondition('PartiallyInvalid', true, 'UnsupportedValue', droppedText, gen, input.now)] : [];
   const parents: HttpRouteRecord['parents'] = [];
   const statuses: RouteParentStatus[] = [];
   for (const ref of route.spec.parentRefs ?? []) {

@@ -1,4 +1,4 @@
-import type { Condition } from '@triad/crd';
+import { keepTransitionTime, type Condition } from '@triad/crd';
 import type { RouteParentStatus } from '../inventory/status-reporter';
 
 /** The controller name in Triad's HTTPRoute `status.parents` entries. */
@@ -29,10 +29,12 @@ export function mergeRouteParents(current: readonly RouteParentStatus[], desired
   const others = current.filter((p) => p?.controllerName !== TRIAD_CONTROLLER_NAME);
   const next = desired.map((d) => {
     const prev = previous.get(refKey(d));
-    const conditions = d.conditions.map((c) => {
-      const old = prev?.conditions?.find((x) => x.type === c.type);
-      return old && old.status === c.status && old.lastTransitionTime ? { ...c, lastTransitionTime: old.lastTransitionTime } : c;
-    });
+    const conditions = d.conditions.map((c) =>
+      keepTransitionTime(
+        prev?.conditions?.find((x) => x.type === c.type),
+        c,
+      ),
+    );
     return { ...d, conditions };
   });
   return [...others, ...next];

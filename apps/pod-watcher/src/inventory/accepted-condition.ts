@@ -1,4 +1,4 @@
-import { formatProblem, type Condition, type ValidationProblem } from '@triad/crd';
+import { formatProblem, keepTransitionTime, makeCondition, type Condition, type ValidationProblem } from '@triad/crd';
 
 const ACCEPTED = 'Accepted';
 /** Status messages are for people; a spec with dozens of problems gets the first ones and a count. */
@@ -6,15 +6,10 @@ const MAX_MESSAGE = 1024;
 
 /** The `Accepted` condition for one validation outcome of an object at `generation`. */
 export function acceptedCondition(problems: readonly ValidationProblem[], generation: number | undefined, now: Date): Condition {
-  const base = {
-    type: ACCEPTED,
-    lastTransitionTime: now.toISOString(),
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-  };
-  if (problems.length === 0) return { ...base, status: 'True', reason: 'Valid', message: 'spec passed validation and is in force' };
+  if (problems.length === 0) return makeCondition(ACCEPTED, true, 'Valid', 'spec passed validation and is in force', generation, now);
   let message = problems.map(formatProblem).join('; ');
   if (message.length > MAX_MESSAGE) message = `${message.slice(0, MAX_MESSAGE - 40)}… (${problems.length} problems)`;
-  return { ...base, status: 'False', reason: 'InvalidSpec', message: `${message}; the last valid version stays in force` };
+  return makeCondition(ACCEPTED, false, 'InvalidSpec', `${message}; the last valid version stays in force`, generation, now);
 }
 
 /** Reads `status.conditions` of a raw object, tolerating any shape. */
@@ -43,14 +38,10 @@ export function conditionDiffers(current: readonly Condition[], desired: Conditi
  * when the status flips, as Kubernetes conventions ask.
  */
 export function mergeCondition(current: readonly Condition[], desired: Condition): Condition[] {
-  const prev = current.find((x) => x.type === desired.type);
-  const next =
-    prev && prev.status === desired.status && prev.lastTransitionTime
-      ? {
-          ...desired,
-          lastTransitionTime: prev.lastTransitionTime,
-        }
-      : desired;
+  const next = keepTransitionTime(
+    current.find((x) => x.type === desired.type),
+    desired,
+  );
   return [...current.filter((x) => x.type !== desired.type), next];
 }
 

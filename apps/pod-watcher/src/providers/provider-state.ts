@@ -7,6 +7,7 @@ import {
   authHeaderName,
   effectiveAuthScheme,
   formatProblem,
+  makeCondition,
   normalizeCredential,
   type Condition,
   type ExternalModelProvider,
@@ -80,15 +81,6 @@ function resolveCredential(provider: ExternalModelProvider, secret: ProviderInpu
   };
 }
 
-const condition = (type: string, ok: boolean, reason: string, message: string, generation: number | undefined, now: Date): Condition => ({
-  type,
-  status: ok ? 'True' : 'False',
-  reason,
-  message,
-  lastTransitionTime: now.toISOString(),
-  ...(generation !== undefined ? { observedGeneration: generation } : {}),
-});
-
 /**
  * Decides an ExternalModelProvider as Kthena's controller does (Ready and CredentialsResolved with its reasons),
  * for Triad's "last valid version stays in force": the record carries the last valid spec and whether it can be
@@ -117,7 +109,7 @@ export function decideProvider(input: ProviderInput): ProviderOutcome {
     };
   }
   const unknown = (): Condition => ({
-    ...condition(
+    ...makeCondition(
       ProviderConditions.credentialsResolved,
       false,
       ProviderReasons.configurationInvalid,
@@ -128,13 +120,13 @@ export function decideProvider(input: ProviderInput): ProviderOutcome {
     status: 'Unknown',
   });
   const credentialCondition = cred
-    ? condition(ProviderConditions.credentialsResolved, cred.ok, cred.reason, cred.message, generation, now)
+    ? makeCondition(ProviderConditions.credentialsResolved, cred.ok, cred.reason, cred.message, generation, now)
     : unknown();
   let ready: Condition;
   if (input.problems && input.problems.length > 0) {
     const text = input.problems.map(formatProblem).join('; ');
     const tail = valid ? '; the last valid version stays in force' : '';
-    ready = condition(
+    ready = makeCondition(
       ProviderConditions.ready,
       false,
       ProviderReasons.configurationInvalid,
@@ -144,7 +136,14 @@ export function decideProvider(input: ProviderInput): ProviderOutcome {
     );
   } else {
     const reason = record?.reason ?? ProviderReasons.configurationInvalid;
-    ready = condition(ProviderConditions.ready, record?.ready ?? false, reason, record?.message ?? 'the spec is invalid', generation, now);
+    ready = makeCondition(
+      ProviderConditions.ready,
+      record?.ready ?? false,
+      reason,
+      record?.message ?? 'the spec is invalid',
+      generation,
+      now,
+    );
   }
   const credential = cred?.ok && cred.credential && input.canSeal ? cred.credential : undefined;
   return { ...(record ? { record } : {}), ...(credential ? { credential } : {}), conditions: [credentialCondition, ready] };
