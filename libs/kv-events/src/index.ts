@@ -47,7 +47,6 @@ export { KvIndexer } from './indexer/kv-indexer';
 export type { KvIndexerOptions } from './indexer/kv-indexer';
 export { sourcesOf } from './indexer/sources';
 export type { SourceSpec } from './indexer/sources';
-export { ownerOf } from './indexer/shard';
 
 // Feed (scheduler replicas, in-process gateways).
 export { startKvIndexFeed } from './feed/kv-index-feed';

@@ -1,5 +1,6 @@
 import { DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT } from '@triad/crd';
 import type { SglangServerInfo } from '../scrape/server-info';
+import { hashString32 } from '@triad/scheduling';
 import type { Placement } from '../topology/placement';
 
 /** `http://ip:port` of a placement (IPv6 addresses bracketed). */
@@ -50,11 +51,7 @@ function registryOf(p: Placement, state: EngineState | undefined): Pick<Registry
 }
 
 /** Rendezvous hash of a (registry, encoder) pair: a stable, well-spread tie-break. */
-function pairHash(a: string, b: string): number {
-  let h = 0x811c9dc5;
-  for (const c of `${a}|${b}`) h = Math.imul(h ^ c.charCodeAt(0), 0x01000193);
-  return h >>> 0;
-}
+const pairHash = (a: string, b: string): number => hashString32(`${a}|${b}`);
 
 interface Candidate {
   readonly url: string;

@@ -1,6 +1,7 @@
 import type { InferenceEngine } from '@triad/crd';
 import type { MetricsSnapshot } from '@triad/bus';
 import type { Logger } from '@triad/runtime';
+import { hashString32 } from '@triad/scheduling';
 import type { WatcherMetrics } from '../ops/metrics';
 import { sameMetrics } from '../publish/records';
 import { readEngineLoad, type EngineLoad } from './engine-metrics';
@@ -91,13 +92,6 @@ interface Target {
 /** Slots per scrape interval (each a twentieth of it, at least 10 ms). */
 const SLOTS = 20;
 
-/** FNV-1a of the address: a stable, well-spread phase per target. */
-function phaseOf(id: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
-  return h >>> 0;
-}
-
 const NEVER_SCRAPED: MetricsSnapshot = Object.freeze({ running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: 0, stale: false });
 
 /**
@@ -158,7 +152,8 @@ export class Scraper {
       baseUrl,
       metricsUrl,
       engine,
-      phase: phaseOf(id),
+      // A hash of the address: a stable, well-spread phase per target.
+      phase: hashString32(id),
       refs: 1,
       view: { metrics: NEVER_SCRAPED, models: [] },
       ttftTotals: undefined,

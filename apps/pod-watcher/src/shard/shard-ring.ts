@@ -1,19 +1,8 @@
-/** 32-bit FNV-1a, then a murmur3 finalizer so similar strings spread over the whole range. */
-function hash32(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
+import { rendezvousOwner } from '@triad/scheduling';
 
 /**
  * Which live pod-watcher replica owns a key (an endpoint record, and so the scrape of its engine): rendezvous
- * (highest-random-weight) hashing, a consistent hashing scheme: every replica computes the same owner from the
- * same member list, and when a replica joins or leaves only the keys it gains or held move (about 1/N of them).
+ * (highest-random-weight) hashing over the live replicas.
  * Owners are cached per key until the members change.
  */
 export class ShardRing {
@@ -43,19 +32,9 @@ export class ShardRing {
     return true;
   }
 
-  /** The replica that owns `key`. */
+  /** The replica that owns `key` ({@link rendezvousOwner}; this replica is always a member). */
   ownerOf(key: string): string {
-    let best = this.#self;
-    let bestWeight = -1;
-    for (const m of this.#members) {
-      const w = hash32(`${m}\u0000${key}`);
-      // Ties (practically never) go to the smaller name, the same on every replica.
-      if (w > bestWeight || (w === bestWeight && m < best)) {
-        best = m;
-        bestWeight = w;
-      }
-    }
-    return best;
+    return rendezvousOwner(key, this.#members) ?? this.#self;
   }
 
   /** True when this replica owns `key`. */

@@ -2,7 +2,7 @@ import { Buckets, EndpointRecordSchema, KvIndexerHeartbeatSchema, SCHEMA_VERSION
 import type { Bus, KvWatchHandle } from '@triad/bus/client';
 import type { FollowerLimits, FollowerLogger, FollowerMetrics } from './follower-types';
 import { IndexPublisher } from './index-publisher';
-import { ownerOf } from './shard';
+import { rendezvousOwner } from '@triad/scheduling';
 import { SourceFollower } from './source-follower';
 import { sourcesOf, type SourceSpec } from './sources';
 
@@ -99,7 +99,7 @@ export class KvIndexer {
     const members = this.#liveMembers();
     for (const [source, { spec, follower }] of this.#followers) {
       const want = this.#specs.get(source);
-      const mine = want !== undefined && ownerOf(source, members) === this.#o.instanceId;
+      const mine = want !== undefined && rendezvousOwner(source, members) === this.#o.instanceId;
       if (mine && want.endpoint === spec.endpoint && want.replayEndpoint === spec.replayEndpoint) continue;
       follower.close();
       this.#followers.delete(source);
@@ -110,7 +110,7 @@ export class KvIndexer {
       );
     }
     for (const [source, spec] of this.#specs) {
-      if (this.#followers.has(source) || ownerOf(source, members) !== this.#o.instanceId) continue;
+      if (this.#followers.has(source) || rendezvousOwner(source, members) !== this.#o.instanceId) continue;
       this.#follow(spec);
     }
   }
