@@ -1,8 +1,6 @@
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
-import type { Logger } from '@triad/runtime';
+import { watchFile, type Logger } from '@triad/runtime';
 
 /** Reads a PEM certificate chain and key, and checks that TLS accepts the pair. */
 export async function loadKeyPair(certFile: string, keyFile: string): Promise<SecureContextOptions> {
@@ -12,11 +10,6 @@ export async function loadKeyPair(certFile: string, keyFile: string): Promise<Se
   return { cert, key };
 }
 
-/**
- * Follows the certificate files: their directories are watched (a mounted Secret swaps a `..data` symlink, which a
- * watch on the file itself misses) and the pair is re-read 100 ms after the last change. A pair that does not
- * load is logged and the serving one stays.
- */
 export interface CertificateWatcherOptions {
   readonly certFile: string;
   readonly keyFile: string;
@@ -26,19 +19,26 @@ export interface CertificateWatcherOptions {
   readonly onResult?: (ok: boolean) => void;
 }
 
+/**
+ * Follows the certificate files (`watchFile`, which sees a mounted Secret's `..data` symlink swap) and re-reads
+ * the pair 100 ms after the last change of either, so a certificate and key written one after the other load
+ * together. A pair that does not load is logged and the serving one stays.
+ */
 export class CertificateWatcher {
   readonly #opts: CertificateWatcherOptions;
-  readonly #watchers: FSWatcher[] = [];
+  readonly #watchers: { close(): void }[];
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
 
   constructor(options: CertificateWatcherOptions) {
     this.#opts = options;
-    for (const dir of new Set([dirname(options.certFile), dirname(options.keyFile)])) {
-      const w = watch(dir, () => this.#schedule());
-      w.on('error', (err) => options.logger.warn({ dir, err: err.message }, 'certificate watch failed'));
-      this.#watchers.push(w);
-    }
+    this.#watchers = [...new Set([options.certFile, options.keyFile])].map((file) =>
+      watchFile(
+        file,
+        () => this.#schedule(),
+        (err) => options.logger.warn({ file, err: err.message }, 'certificate watch failed'),
+      ),
+    );
   }
 
   /** Re-reads the pair now (what a change does after the debounce). */

@@ -181,7 +181,7 @@ describe('createAdmission', () => {
     const file = join(dir, 'admission.yaml');
     writeFileSync(file, 'rateLimit:\n  defaultMaxTokens: 7\n');
     const registry = new Registry();
-    const admission = await make(file, { configPollMs: 20, registry });
+    const admission = await make(file, { registry });
     expect(admission.config.rateLimit.defaultMaxTokens).toBe(7);
     writeFileSync(file, 'rateLimit:\n  defaultMaxTokens: 9\n');
     await waitFor(() => admission.config.rateLimit.defaultMaxTokens === 9, { what: 'reload' });
@@ -199,7 +199,7 @@ describe('createAdmission', () => {
     const carol = keyEntry('carol');
     writeFileSync(keys, JSON.stringify({ keys: [alice.entry] }));
     const registry = new Registry();
-    const admission = await make({ auth: { apiKeys: { file: keys, reloadInterval: 20 } } }, { registry });
+    const admission = await make({ auth: { apiKeys: { file: keys } } }, { registry });
     expect((await admission.authenticate({ authorization: `Bearer ${alice.key}` })).ok).toBe(true);
     expect((await admission.authenticate({ authorization: `Bearer ${carol.key}` })).ok).toBe(false);
     writeFileSync(`${keys}.new`, JSON.stringify({ keys: [carol.entry] }));

@@ -4,10 +4,11 @@ import type { Registry } from 'prom-client';
 import type { RateLimit } from '@triad/crd';
 import type { Bus } from '@triad/bus/client';
 import { ConfigError } from '@triad/errors';
+import { watchFile } from '@triad/runtime';
 import { httpStatusOf } from '@triad/request';
 import { Authenticator, type AuthOutcome, type RequestHeaders } from './auth/authenticator';
 import { AdmissionConfigSchema, type AdmissionConfig, type AdmissionConfigInput } from './config/admission-config';
-import { readDocument, validateDocument, watchDocument, type ParseOutcome, type WatchedDocument } from './config/config-file';
+import { readDocument, validateDocument, type ParseOutcome } from './config/config-file';
 import { withKthenaEnv } from './config/kthena-env';
 import { FairScheduler } from './fairness/fair-scheduler';
 import type { QueuePermit, SpanLike } from './fairness/fair-queue';
@@ -35,8 +36,6 @@ export interface AdmissionDeps {
   readonly now?: () => number;
   /** Unique per process; names this replica's leases in the shared store. */
   readonly replicaId?: string;
-  /** How often a config file given by path is checked for changes (default 2 s). */
-  readonly configPollMs?: number;
   /**
    * Count refusals in `kthena_router_rate_limit_exceeded_total` (default true). Pass false when the caller counts
    * them itself from the rejection (the gateway does, from the refusal's `limitType`), so they are not counted twice.
@@ -120,7 +119,7 @@ export async function createAdmission(config: AdmissionConfigInput | string, dep
   const parsed = raw.ok ? parseAdmissionConfig(raw.value, deps.env, file) : raw;
   if (!parsed.ok) throw new ConfigError(`invalid admission config: ${parsed.problems.join('; ')}`, parsed.problems);
   const instance = new AdmissionService(parsed.value, deps);
-  if (file !== undefined) instance.watch(file, deps.configPollMs ?? 2_000);
+  if (file !== undefined) instance.watch(file);
   return instance;
 }
 
@@ -174,7 +173,7 @@ class AdmissionService implements Admission {
   readonly #fair: FairScheduler;
   readonly #stores: AdmissionStores;
   readonly #limiter: RateLimiter;
-  #watch: WatchedDocument | undefined;
+  #watch: { close(): void } | undefined;
 
   constructor(config: AdmissionConfig, deps: AdmissionDeps) {
     this.#config = config;
@@ -206,14 +205,18 @@ class AdmissionService implements Admission {
     return this.#config;
   }
 
-  watch(file: string, intervalMs: number): void {
-    this.#watch = watchDocument(file, intervalMs, () => {
-      const raw = readDocument(file);
-      const result = raw.ok ? this.reload(raw.value, file) : raw;
-      if (!raw.ok) this.#metrics.configReloads.inc({ source: 'config', result: 'rejected' });
-      if (result.ok) this.#logger.info({ file }, 'admission config reloaded');
-      else this.#logger.warn({ file, problems: result.problems }, 'admission config rejected; keeping the last good config');
-    });
+  watch(file: string): void {
+    this.#watch = watchFile(
+      file,
+      () => {
+        const raw = readDocument(file);
+        const result = raw.ok ? this.reload(raw.value, file) : raw;
+        if (!raw.ok) this.#metrics.configReloads.inc({ source: 'config', result: 'rejected' });
+        if (result.ok) this.#logger.info({ file }, 'admission config reloaded');
+        else this.#logger.warn({ file, problems: result.problems }, 'admission config rejected; keeping the last good config');
+      },
+      (err) => this.#logger.warn({ file, err: err.message }, 'admission config watch failed; edits are not applied'),
+    );
   }
 
   reload(raw: unknown, source = 'admission config'): ReloadResult {
@@ -304,7 +307,7 @@ class AdmissionService implements Admission {
   }
 
   async close(): Promise<void> {
-    this.#watch?.stop();
+    this.#watch?.close();
     this.#auth.close();
     this.#fair.close();
     await this.#limiter.close();

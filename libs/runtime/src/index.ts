@@ -14,3 +14,4 @@ export type { NatsConnectionState } from './nats-metrics';
 export { guardProcess, countUnexpected, unexpectedCount, registerUnexpectedErrorMetrics } from './process-guard';
 export type { UnexpectedSource } from './process-guard';
 export { watchFile } from './file-watch';
+export type { WatchFileOptions } from './file-watch';

@@ -1,9 +1,8 @@
 import { createHash } from 'node:crypto';
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import type { Logger } from '@triad/runtime';
+import { watchFile, type Logger } from '@triad/runtime';
 import { WATCHED_KINDS, type WatchedKind } from '../inventory/inventory';
 import type { WatcherMetrics } from '../ops/metrics';
 import type { ObjectSource, SourceSink } from './source';
@@ -71,7 +70,7 @@ export interface FileSourceOptions {
   readonly path: string;
   readonly logger: Logger;
   readonly metrics?: WatcherMetrics;
-  /** Quiet time after a change before re-reading (editors write in several steps). */
+  /** Quiet time after a change before re-reading (editors write in several steps; 50 ms). */
   readonly debounceMs?: number;
   /**
    * A version that removes objects is applied only if the file still reads the same after this long: a file being
@@ -91,8 +90,7 @@ export class FileSource implements ObjectSource {
   readonly #path: string;
   readonly #opts: FileSourceOptions;
   #sink: SourceSink | undefined;
-  #watcher: FSWatcher | undefined;
-  #debounce: NodeJS.Timeout | undefined;
+  #watcher: { close(): void } | undefined;
   #lastHash = '';
   #known = new Map<string, Known>();
   #loading: Promise<void> = Promise.resolve();
@@ -111,13 +109,15 @@ export class FileSource implements ObjectSource {
     const parsed = parseSourceFile(text);
     if (!parsed.ok) throw new Error(`source file ${this.#path} refused: ${parsed.error}`);
     this.#apply(text, parsed);
-    // Any entry of the directory may mean our file changed (ConfigMap mounts swap a `..data` symlink); the
-    // content hash makes unrelated events cheap.
-    this.#watcher = watch(dirname(this.#path), () => this.#scheduleReload());
-    this.#watcher.on('error', (err) => this.#opts.logger.warn({ path: this.#path, err: err.message }, 'file watch failed'));
+    this.#watcher = watchFile(
+      this.#path,
+      () => void this.reload(),
+      (err) => this.#opts.logger.warn({ path: this.#path, err: err.message }, 'file watch failed'),
+      { settleMs: this.#opts.debounceMs ?? 50 },
+    );
   }
 
-  /** Re-reads the file now (also what a change notification does after the debounce). */
+  /** Re-reads the file now (also what a change of its content does after the settle time). */
   reload(): Promise<void> {
     this.#loading = this.#loading.then(() => this.#reload());
     return this.#loading;
@@ -125,15 +125,8 @@ export class FileSource implements ObjectSource {
 
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#debounce) clearTimeout(this.#debounce);
     this.#watcher?.close();
     await this.#loading;
-  }
-
-  #scheduleReload(): void {
-    if (this.#closed) return;
-    if (this.#debounce) clearTimeout(this.#debounce);
-    this.#debounce = setTimeout(() => void this.reload(), this.#opts.debounceMs ?? 50);
   }
 
   async #reload(): Promise<void> {

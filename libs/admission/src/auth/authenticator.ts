@@ -1,5 +1,6 @@
 import type { AdmissionConfig, AuthConfig } from '../config/admission-config';
-import { loadDocument, watchDocument, type WatchedDocument } from '../config/config-file';
+import { watchFile } from '@triad/runtime';
+import { loadDocument } from '../config/config-file';
 import { ANONYMOUS, type Identity } from '../identity';
 import type { AdmissionMetrics } from '../metrics';
 import { Rejections, type AdmissionRejection } from '../rejection';
@@ -37,7 +38,7 @@ export class Authenticator {
   #config: AdmissionConfig;
   #jwt: JwtVerifier | undefined;
   #fileKeys: readonly ApiKeyEntry[] = [];
-  #watch: WatchedDocument | undefined;
+  #watch: { close(): void } | undefined;
   #watchedPath: string | undefined;
 
   constructor(config: AdmissionConfig, deps: { metrics: AdmissionMetrics; logger: AdmissionLogger; now: () => number }) {
@@ -67,23 +68,27 @@ export class Authenticator {
     if (file !== undefined && file !== this.#watchedPath) {
       const loaded = loadDocument(ApiKeyFileSchema, file);
       if (!loaded.ok) throw new Error(loaded.problems.join('; '));
-      this.#watch?.stop();
+      this.#watch?.close();
       this.#fileKeys = loaded.value.keys;
       this.#watchedPath = file;
-      this.#watch = watchDocument(file, config.auth.apiKeys.reloadInterval, () => {
-        const next = loadDocument(ApiKeyFileSchema, file);
-        if (!next.ok) {
-          this.#metrics.configReloads.inc({ source: 'api_keys', result: 'rejected' });
-          this.#logger.warn({ file, problems: next.problems }, 'api key file rejected; keeping the last good keys');
-          return;
-        }
-        this.#fileKeys = next.value.keys;
-        this.#registry.replace([...this.#config.auth.apiKeys.keys, ...this.#fileKeys]);
-        this.#metrics.configReloads.inc({ source: 'api_keys', result: 'applied' });
-        this.#logger.info({ file, keys: next.value.keys.length }, 'api key file reloaded');
-      });
+      this.#watch = watchFile(
+        file,
+        () => {
+          const next = loadDocument(ApiKeyFileSchema, file);
+          if (!next.ok) {
+            this.#metrics.configReloads.inc({ source: 'api_keys', result: 'rejected' });
+            this.#logger.warn({ file, problems: next.problems }, 'api key file rejected; keeping the last good keys');
+            return;
+          }
+          this.#fileKeys = next.value.keys;
+          this.#registry.replace([...this.#config.auth.apiKeys.keys, ...this.#fileKeys]);
+          this.#metrics.configReloads.inc({ source: 'api_keys', result: 'applied' });
+          this.#logger.info({ file, keys: next.value.keys.length }, 'api key file reloaded');
+        },
+        (err) => this.#logger.warn({ file, err: err.message }, 'api key file watch failed; edits are not applied'),
+      );
     } else if (file === undefined) {
-      this.#watch?.stop();
+      this.#watch?.close();
       this.#watch = undefined;
       this.#watchedPath = undefined;
       this.#fileKeys = [];
@@ -132,7 +137,7 @@ export class Authenticator {
   }
 
   close(): void {
-    this.#watch?.stop();
+    this.#watch?.close();
     this.#watch = undefined;
   }
 }

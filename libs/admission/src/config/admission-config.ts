@@ -46,8 +46,8 @@ const AuthConfigSchema = z
         /** YAML or JSON file (e.g. a mounted Kubernetes Secret) holding `keys:`; watched and hot-reloaded. */
         file: z.string().min(1).optional(),
         keys: z.array(ApiKeyEntrySchema).default([]),
-        /** How often the key file is checked for changes. */
-        reloadInterval: DurationMsSchema.default(2_000),
+        /** Accepted so older configs still load; unused: the key file is watched (`watchFile`), not polled. */
+        reloadInterval: DurationMsSchema.optional(),
         /** Verified keys remembered in memory (by SHA-256 of the key) so scrypt runs once per key, not per request. */
         cacheSize: z.number().int().min(1).default(10_000),
       })

@@ -33,36 +33,3 @@ export function loadDocument<S extends z.ZodType>(schema: S, path: string): Pars
   const raw = readDocument(path);
   return raw.ok ? validateDocument(schema, raw.value, path) : raw;
 }
-
-export interface WatchedDocument {
-  stop(): void;
-}
-
-/**
- * Calls `onChange` whenever the content of the file at `path` changes. Polling the content, because
- * Kubernetes updates mounted Secrets and ConfigMaps by swapping a symlink (which an inotify watch on the file
- * misses) and because two quick edits of the same size can share an mtime (file timestamps are coarse).
- * The caller re-reads and validates, keeping its last good value when the new one is invalid.
- */
-export function watchDocument(path: string, intervalMs: number, onChange: () => void): WatchedDocument {
-  let last = contentOf(path);
-  const timer = setInterval(
-    () => {
-      const now = contentOf(path);
-      if (now === last) return;
-      last = now;
-      onChange();
-    },
-    Math.max(10, intervalMs),
-  );
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
-}
-
-function contentOf(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
-}

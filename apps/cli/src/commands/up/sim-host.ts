@@ -1,8 +1,6 @@
-import { watch, type FSWatcher } from 'node:fs';
-import { basename, dirname } from 'node:path';
 import { Command } from 'commander';
 import { durationArg } from '../../arg-parsers';
-import { createLogger, onShutdown, startOpsServer } from '@triad/runtime';
+import { createLogger, onShutdown, startOpsServer, watchFile } from '@triad/runtime';
 import { loadStackConfig } from './config';
 import { SimFleet } from './sim-fleet';
 import { planSims, type SimSpec } from './sim-plan';
@@ -111,10 +109,11 @@ export async function main(argv: readonly string[]): Promise<void> {
       reloading = undefined;
     })();
   };
-  // Watch the directory, not the file: editors save by writing a new file and renaming it over the old one.
-  const watcher: FSWatcher = watch(dirname(flags.config), (_event, file) => {
-    if (file === null || file.toString() === basename(flags.config)) reload();
-  });
+  const watcher = watchFile(
+    flags.config,
+    () => reload(),
+    (err) => logger.warn({ err: err.message }, 'config watch failed; edits are not applied'),
+  );
 
   const ops = await startOpsServer({ host: flags.metricsHost, port: Number(flags.metricsPort), readiness: () => ({ ready: true }) });
   logger.info({ sims: fleet.keys().length, opsPort: ops.port }, 'engine sims ready');
