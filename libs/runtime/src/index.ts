@@ -7,6 +7,8 @@ export type { ShutdownOptions } from './shutdown';
 export { resolveSettings, Setting, NatsSettings, OpsSettings, UNITS_HELP } from './settings';
 export type { SettingSource, SettingSources, SettingsLayers } from './settings';
 export { waitForDependency } from './wait-for-dependency';
+export { retry, backoffDelay } from './retry';
+export type { RetryOptions, BackoffPolicy } from './retry';
 export type { WaitForDependencyOptions } from './wait-for-dependency';
 export { registerNatsMetrics } from './nats-metrics';
 export { registerProcessMetrics } from './process-metrics';

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { retry } from './retry';
 
 export interface WaitForDependencyOptions<T> {
   /** What is awaited, as log lines and readiness reasons name it: `NATS at nats://nats:4222`. */
@@ -31,27 +32,25 @@ function failureText(err: unknown): string {
  * Kubernetes the startup probe decides how long is too long.
  */
 export async function waitForDependency<T>(options: WaitForDependencyOptions<T>): Promise<T> {
-  const initial = options.initialDelayMs ?? 250;
-  const max = Math.max(initial, options.maxDelayMs ?? 2_000);
+  const initialMs = options.initialDelayMs ?? 250;
   const logInterval = options.logIntervalMs ?? 5_000;
   const started = Date.now();
-  let delay = initial;
   let lastLog = 0;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const connected = await options.attempt();
-      if (attempt > 1) options.logger.info({ attempts: attempt, waitedMs: Date.now() - started }, `connected to ${options.what}`);
-      return connected;
-    } catch (err) {
+  let failures = 0;
+  const connected = await retry(options.attempt, {
+    initialMs,
+    maxMs: Math.max(initialMs, options.maxDelayMs ?? 2_000),
+    onRetry: (err, attempt, retryInMs) => {
+      failures = attempt;
       const error = failureText(err);
       options.onWaiting?.(`waiting for ${options.what} (attempt ${attempt}: ${error})`);
       const now = Date.now();
       if (attempt === 1 || now - lastLog >= logInterval) {
         lastLog = now;
-        options.logger.warn({ attempt, error, retryInMs: delay, waitedMs: now - started }, `waiting for ${options.what}`);
+        options.logger.warn({ attempt, error, retryInMs, waitedMs: now - started }, `waiting for ${options.what}`);
       }
-    }
-    await new Promise((resolve) => setTimeout(resolve, delay));
-    delay = Math.min(max, delay * 2);
-  }
+    },
+  });
+  if (failures > 0) options.logger.info({ attempts: failures + 1, waitedMs: Date.now() - started }, `connected to ${options.what}`);
+  return connected;
 }

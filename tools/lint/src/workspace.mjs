@@ -20,6 +20,10 @@ export function readWorkspace(workspaceRoot) {
         deps: new Set([...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.devDependencies ?? {})]),
         entries: new Set(Object.keys(pkg.exports ?? { '.': null })),
         entryTypes: pkg.triad?.entryTypes ?? {},
+        // The directory of each typed entry's module (`./client` → src/client): the files under it are of that type.
+        entryDirs: Object.entries(pkg.triad?.entryTypes ?? {})
+          .filter(([sub]) => typeof pkg.exports?.[sub] === 'string')
+          .map(([sub, type]) => ({ dir: dirname(join(parent, entry, pkg.exports[sub])), type })),
       });
     }
   }
@@ -86,7 +90,8 @@ export function locate(file) {
     const rel = relative(project.root, file);
     if (rel.startsWith('..') || rel === file) continue;
     if (!SOURCE_DIRS.includes(rel.split(sep)[0])) return undefined;
-    return { projects, project, type: typeTag(project), testFile: isTestFile(project.root, file) };
+    const entry = project.entryDirs.find(({ dir }) => !relative(dir, file).startsWith('..'));
+    return { projects, project, type: entry?.type ?? typeTag(project), testFile: isTestFile(project.root, file) };
   }
   return undefined;
 }

@@ -1,4 +1,5 @@
 import { outlierKey, type OutlierReason, type OutlierRecord, type Stage } from '@triad/bus';
+import { isJetStreamConflict } from '@triad/bus/client';
 import type { LegInfo, LegOutcome } from '@triad/connectors';
 import { DEFAULT_OUTLIER_POLICY, type OutlierPolicy } from '@triad/crd';
 import { ErrorCode } from '@triad/errors';
@@ -149,7 +150,7 @@ export class OutlierDetector {
           if (entry === undefined) await this.#store.create(key, value);
           else await this.#store.update(key, value, entry.revision);
         } catch (err) {
-          if (/wrong last sequence|key exists/i.test((err as Error).message)) continue;
+          if (isJetStreamConflict(err)) continue;
           throw err;
         }
         this.#table.apply({ op: 'PUT', key, value });

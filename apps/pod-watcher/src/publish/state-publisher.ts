@@ -19,7 +19,7 @@ import {
 } from '@triad/bus';
 import type { z } from 'zod';
 import type { Bus } from '@triad/bus/client';
-import type { Logger } from '@triad/runtime';
+import { backoffDelay, type Logger } from '@triad/runtime';
 import type { WatcherMetrics } from '../ops/metrics';
 import type { ShardRing } from '../shard/shard-ring';
 import { KvPublisher } from './kv-publisher';
@@ -63,7 +63,8 @@ const SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   [Buckets.httpRoutes]: HttpRouteRecordSchema,
 };
 
-const MAX_BACKOFF_MS = 5_000;
+/** Full syncs that fail are retried 250 ms, then doubling, up to 5 s apart. */
+const SYNC_BACKOFF = { initialMs: 250, maxMs: 5_000 };
 
 /**
  * Publishes the watcher's state to its KV buckets while this replica holds the writer lease. Every
@@ -191,7 +192,7 @@ export class StatePublisher {
   }
 
   async #runSyncs(reason: string): Promise<void> {
-    let delay = 250;
+    let failures = 0;
     while (this.#syncWanted && (this.lease.isLeader || this.#opts.shard !== undefined) && !this.#closed) {
       this.#syncWanted = false;
       const started = performance.now();
@@ -213,15 +214,15 @@ export class StatePublisher {
           },
           'published full state',
         );
-        delay = 250;
+        failures = 0;
       } catch (err) {
+        const delay = backoffDelay(SYNC_BACKOFF, failures++);
         this.#syncWanted = true;
         this.#opts.metrics?.fullSyncs.inc({ result: 'error' });
         this.#opts.logger.warn({ reason, err: (err as Error).message, retryInMs: delay }, 'full sync failed');
         await new Promise<void>((resolve) => {
           this.#backoff = setTimeout(resolve, delay);
         });
-        delay = Math.min(MAX_BACKOFF_MS, delay * 2);
       }
     }
   }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isJetStreamConflict } from '@triad/bus/client';
 import type { Logger } from '@triad/runtime';
 
 export const LeaseRecordSchema = z.object({
@@ -124,7 +125,7 @@ export class WriterLease {
       }
     } catch (err) {
       const msg = (err as Error).message;
-      if (/wrong last sequence|key exists/i.test(msg)) {
+      if (isJetStreamConflict(err)) {
         // Another replica won the compare-and-set.
         if (this.#leader) this.#lost('lost the lease to another replica');
         this.#seenRevision = -1;

@@ -1,19 +1,13 @@
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Subscription } from '@nats-io/transport-node';
-import type { Bus } from '@triad/bus/client';
+import { isJetStreamConflict, type Bus } from '@triad/bus/client';
 import { Buckets, Subjects, decodeMessage } from '@triad/bus';
 import type { AdmissionLogger } from '../logger';
 import { BudgetRecordSchema, type BudgetRecord } from './budget-record';
 import { LeaseMessageSchema, StoreUnavailableError, isStale, type BudgetStore, type LeaseMessage, type StoredRecord } from './budget-store';
 
 const encoder = new TextEncoder();
-
-/** JetStream's "wrong last sequence" (10071): the compare-and-set lost a race. */
-function isConflict(err: unknown): boolean {
-  const e = err as { api_error?: { err_code?: number }; code?: unknown; message?: string };
-  return e.api_error?.err_code === 10071 || /wrong last sequence/i.test(e.message ?? '');
-}
 
 /**
  * Budget records in a JetStream KV bucket (history 1), written only with compare-and-set on the entry's
@@ -73,7 +67,7 @@ export class NatsBudgetStore implements BudgetStore {
     try {
       return await fn(await this.#open());
     } catch (err) {
-      if (isConflict(err)) throw err;
+      if (isJetStreamConflict(err)) throw err;
       throw new StoreUnavailableError(`NATS KV ${what} failed: ${(err as Error).message}`, { cause: err });
     }
   }
@@ -95,7 +89,7 @@ export class NatsBudgetStore implements BudgetStore {
       await this.#op('write', (kv) => (revision === 0 ? kv.create(key, data) : kv.update(key, data, revision)));
       return true;
     } catch (err) {
-      if (isConflict(err)) return false;
+      if (isJetStreamConflict(err)) return false;
       throw err;
     }
   }

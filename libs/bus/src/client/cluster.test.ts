@@ -3,7 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { startNatsCluster, waitFor, type NatsClusterHandle } from '@triad/testing';
 import { connectBus, type Bus } from './bus';
-import { NOT_YET_VISIBLE, isTransientJetStreamError, retryJetStream } from './js-retry';
+import { NOT_YET_VISIBLE, isJetStreamConflict, isTransientJetStreamError, retryJetStream } from './js-retry';
 
 const Value = z.object({ n: z.number() });
 
@@ -133,13 +133,15 @@ describe('Bus against a 3-node clustered JetStream', () => {
     const rev = await kv.put('k', { n: 1 });
     await kv.put('k', { n: 2 });
     let calls = 0;
-    await expect(
-      retryJetStream(() => {
-        calls++;
-        return kv.update('k', { n: 3 }, rev);
-      }),
-    ).rejects.toThrow(/wrong last sequence/);
+    const stale = await retryJetStream(() => {
+      calls++;
+      return kv.update('k', { n: 3 }, rev);
+    }).catch((e: unknown) => e);
+    expect(isJetStreamConflict(stale)).toBe(true);
     expect(calls).toBe(1);
+    const exists = await retryJetStream(() => kv.create('k', { n: 4 })).catch((e: unknown) => e);
+    expect(isJetStreamConflict(exists)).toBe(true);
+    expect(isTransientJetStreamError(exists)).toBe(false);
     const timeout = Object.assign(new Error('timeout'), { name: 'TimeoutError' });
     expect(isTransientJetStreamError(timeout)).toBe(true);
     expect(isTransientJetStreamError(Object.assign(new Error('connection closed'), { name: 'ClosedConnectionError' }))).toBe(false);

@@ -8,12 +8,15 @@ interface Pending {
 
 /** A failed JetStream publish: no stream answered (503), the stream refused it, or no answer in time. */
 export class JetStreamPublishError extends Error {
-  /** 503 for "no responders" and "JetStream temporarily unavailable"; otherwise the API error code, if any. */
+  /** 503 for "no responders" and "JetStream temporarily unavailable"; otherwise the refusal's HTTP-like code. */
   readonly status: number | undefined;
-  constructor(name: string, message: string, status?: number) {
+  /** The JetStream API error code of a refusal (`err_code`, e.g. 10071 wrong last sequence). */
+  readonly apiCode: number | undefined;
+  constructor(name: string, message: string, status?: number, apiCode?: number) {
     super(message);
     this.name = name;
     this.status = status;
+    this.apiCode = apiCode;
   }
 }
 
@@ -26,7 +29,7 @@ const decoder = new TextDecoder();
  * promise with a "cancelled" RequestError); at a pod-watcher's thousands of puts a second that was a tenth of
  * its CPU. Here every publish of a connection shares one wildcard inbox subscription, answers are matched by a
  * counter in the reply subject, and deadlines are swept by one timer. Errors carry the names and statuses
- * `retryJetStream` recognises (TimeoutError, 503).
+ * `retryJetStream` recognises (TimeoutError, 503, the API error code).
  */
 export class JetStreamPublisher {
   readonly #nc: NatsConnection;
@@ -93,7 +96,9 @@ export class JetStreamPublisher {
       return;
     }
     if (ack.error) {
-      p.reject(new JetStreamPublishError('JetStreamApiError', ack.error.description ?? 'publish refused', ack.error.code));
+      p.reject(
+        new JetStreamPublishError('JetStreamApiError', ack.error.description ?? 'publish refused', ack.error.code, ack.error.err_code),
+      );
       return;
     }
     if (typeof ack.seq !== 'number') {

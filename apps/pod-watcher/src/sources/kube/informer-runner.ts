@@ -1,4 +1,4 @@
-import type { Logger } from '@triad/runtime';
+import { backoffDelay, type Logger } from '@triad/runtime';
 
 /** The informer surface the runner drives (client-node's `Informer`). */
 export interface RunnableInformer {
@@ -7,8 +7,8 @@ export interface RunnableInformer {
   stop(): Promise<void>;
 }
 
-const MIN_BACKOFF_MS = 250;
-const MAX_BACKOFF_MS = 30_000;
+/** Restarts 250 ms, then doubling, up to 30 s apart, each drawn from [half, all] of its step. */
+const RESTART_BACKOFF = { initialMs: 250, maxMs: 30_000, jitter: true };
 
 /**
  * Keeps one client-node informer running. The informer relists by itself after 410 Gone and resumes after a
@@ -96,8 +96,7 @@ export class InformerRunner {
 
   #scheduleRestart(): void {
     if (this.#timer || this.#stopping) return;
-    const base = Math.min(MAX_BACKOFF_MS, MIN_BACKOFF_MS * 2 ** this.#attempt);
-    const delay = Math.round(base / 2 + Math.random() * (base / 2));
+    const delay = backoffDelay(RESTART_BACKOFF, this.#attempt);
     this.#attempt += 1;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;

@@ -1,5 +1,5 @@
 import type { Condition, ValidationProblem } from '@triad/crd';
-import type { Logger } from '@triad/runtime';
+import { backoffDelay, type Logger } from '@triad/runtime';
 import { acceptedCondition, conditionDiffers, currentConditions, mergeConditions } from '../../inventory/accepted-condition';
 import type { ObservedObject, RouteParentStatus, StatusKind, StatusReporter } from '../../inventory/status-reporter';
 import { TRIAD_CONTROLLER_NAME, mergeRouteParents, routeParentsDiffer } from '../../gateway-api/route-parents';
@@ -23,6 +23,8 @@ interface Pending {
 }
 
 const MAX_ATTEMPTS = 8;
+/** A failed patch is retried 500 ms, then doubling, up to 30 s later (its first retry follows attempt 1). */
+const PATCH_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 
 /**
  * Writes what the watcher reports into objects' status: the `Accepted` condition of ModelServers and
@@ -177,7 +179,7 @@ export class KubeStatusWriter implements StatusReporter {
           if (!this.#pending.has(id)) this.#pending.set(id, job);
           this.#pump();
         },
-        Math.min(30_000, 250 * 2 ** job.attempts),
+        backoffDelay(PATCH_BACKOFF, job.attempts - 1),
       );
       this.#timers.add(timer);
     }
