@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { PromptTokens } from '@triad/kv-events';
 
 /** Body fields that decide what the engine renders and tokenizes (sampling fields do not). */
@@ -26,33 +27,26 @@ export function renderKey(scope: string, model: string, body: Record<string, unk
 }
 
 /**
- * Token ids of recently rendered requests, least recently used dropped past `capacity`: a conversation's next turn
- * re-sends the whole history, but the same request body (retries, fan-out, replays) is tokenized once.
+ * Token ids of recently rendered requests, least recently used dropped past `capacity` (0: nothing is kept): a
+ * conversation's next turn re-sends the whole history, but the same request body (retries, fan-out, replays) is
+ * tokenized once.
  */
 export class TokenizeCache {
-  readonly #entries = new Map<string, PromptTokens>();
-  readonly #capacity: number;
+  readonly #entries: LRUCache<string, PromptTokens> | undefined;
 
   constructor(capacity: number) {
-    this.#capacity = capacity;
+    this.#entries = capacity > 0 ? new LRUCache({ max: capacity }) : undefined;
   }
 
   get size(): number {
-    return this.#entries.size;
+    return this.#entries?.size ?? 0;
   }
 
   get(key: string): PromptTokens | undefined {
-    const hit = this.#entries.get(key);
-    if (hit === undefined) return undefined;
-    this.#entries.delete(key);
-    this.#entries.set(key, hit);
-    return hit;
+    return this.#entries?.get(key);
   }
 
   set(key: string, value: PromptTokens): void {
-    if (this.#capacity === 0) return;
-    this.#entries.delete(key);
-    this.#entries.set(key, value);
-    if (this.#entries.size > this.#capacity) this.#entries.delete(this.#entries.keys().next().value as string);
+    this.#entries?.set(key, value);
   }
 }

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import type { AffinityRecord, SchedulingRequest } from '@triad/bus';
 import {
@@ -43,7 +44,7 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
   /** content key → endpoints holding it. */
   readonly #owners = new Map<string, Set<string>>();
   /** endpoint → its keys, least recently used first. */
-  readonly #perEndpoint = new Map<string, Map<string, true>>();
+  readonly #perEndpoint = new Map<string, LRUCache<string, true>>();
 
   constructor(name: string, params: EncoderCacheParams) {
     this.name = name;
@@ -112,13 +113,16 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
   #insert(endpoint: string, key: string): void {
     let lru = this.#perEndpoint.get(endpoint);
     if (!lru) {
-      lru = new Map();
+      lru = new LRUCache<string, true>({
+        max: this.#params.maxItemsPerEndpoint,
+        // The item the endpoint forgets stops naming it as an owner.
+        dispose: (_held, forgotten, reason) => {
+          if (reason === 'evict') this.#unown(forgotten, endpoint);
+        },
+      });
       this.#perEndpoint.set(endpoint, lru);
     }
-    if (lru.delete(key)) {
-      lru.set(key, true);
-      return;
-    }
+    if (lru.get(key) !== undefined) return; // held already: now the most recent
     lru.set(key, true);
     let owners = this.#owners.get(key);
     if (!owners) {
@@ -126,11 +130,6 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
       this.#owners.set(key, owners);
     }
     owners.add(endpoint);
-    if (lru.size > this.#params.maxItemsPerEndpoint) {
-      const oldest = lru.keys().next().value as string;
-      lru.delete(oldest);
-      this.#unown(oldest, endpoint);
-    }
   }
 
   #unown(key: string, endpoint: string): void {

@@ -3,7 +3,8 @@
  * at most `capacity` hashes in LRU order; evicting one also removes the endpoint from that hash's owner set, so the
  * owner sets never reference forgotten entries. Maps keep insertion order, which makes them the LRU list.
  * (Kthena bounds each pod's LRU over all models together; per model is the same for the usual one-model pod and
- * avoids building a composite key per hash on the hot path.)
+ * avoids building a composite key per hash on the hot path. Not `lru-cache`: it allocates its index for `max`
+ * entries up front, and there is one of these per endpoint and model, most far from full.)
  */
 export class PrefixStore {
   readonly #capacity: number;

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import type { AffinityRecord } from '@triad/bus';
 import {
@@ -35,7 +36,7 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
   readonly type = SESSION_AFFINITY;
   readonly name: string;
   readonly #params: SessionAffinityParams;
-  readonly #byRole = new Map<ProfileRole, Map<string, string>>();
+  readonly #byRole = new Map<ProfileRole, LRUCache<string, string>>();
 
   constructor(name: string, params: SessionAffinityParams) {
     this.name = name;
@@ -44,13 +45,14 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
 
   /** The endpoint a session is pinned to in a stage (tests, explanations). */
   endpointOf(role: ProfileRole, session: string): string | undefined {
-    return this.#byRole.get(role)?.get(session);
+    return this.#byRole.get(role)?.peek(session);
   }
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
     const session = ctx.request.session;
     if (session === undefined) return;
-    const key = this.#byRole.get(ctx.role)?.get(session);
+    // Scoring does not make a session recent; serving it (postSchedule, learn) does.
+    const key = this.#byRole.get(ctx.role)?.peek(session);
     if (key === undefined) return;
     const pos = c.indexOf(key);
     if (pos >= 0 && withinLoadBound(c, this.#params.loadFactor)(pos)) out[pos] = 100;
@@ -68,12 +70,10 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
   #remember(role: ProfileRole, session: string, endpoint: string): void {
     let sessions = this.#byRole.get(role);
     if (!sessions) {
-      sessions = new Map();
+      sessions = new LRUCache({ max: this.#params.maxSessions });
       this.#byRole.set(role, sessions);
     }
-    sessions.delete(session);
     sessions.set(session, endpoint);
-    if (sessions.size > this.#params.maxSessions) sessions.delete(sessions.keys().next().value as string);
   }
 }
 
