@@ -20,8 +20,6 @@ export const ATTR = {
   genAiUsageInputTokens: 'gen_ai.usage.input_tokens',
   genAiUsageOutputTokens: 'gen_ai.usage.output_tokens',
   genAiUsageCacheReadInputTokens: 'gen_ai.usage.cache_read.input_tokens',
-  genAiInputMessages: 'gen_ai.input.messages',
-  genAiOutputMessages: 'gen_ai.output.messages',
   // General / HTTP / messaging
   serverAddress: 'server.address',
   serverPort: 'server.port',

@@ -96,12 +96,6 @@ describe('readTelemetryConfig', () => {
     expect(c.spanLimits).toEqual({ attributeCountLimit: 20, attributeValueLengthLimit: 256, eventCountLimit: 128, linkCountLimit: 128 });
     expect(c.warnings).toEqual([expect.stringContaining('OTEL_SPAN_EVENT_COUNT_LIMIT=-1')]);
   });
-
-  it('captures message content only with the explicit opt-in', () => {
-    expect(readTelemetryConfig('x', {}).captureMessageContent).toBe(false);
-    expect(readTelemetryConfig('x', { OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: '1' }).captureMessageContent).toBe(false);
-    expect(readTelemetryConfig('x', { OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' }).captureMessageContent).toBe(true);
-  });
 });
 
 describe('span recorder switch', () => {

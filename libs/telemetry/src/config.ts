@@ -54,8 +54,6 @@ export interface TelemetryConfig {
   readonly spanLimits: SpanLimitsConfig;
   /** Resource attributes from `OTEL_RESOURCE_ATTRIBUTES` and the downward-API env, before the service name. */
   readonly resourceAttributes: Readonly<Record<string, string>>;
-  /** Record prompt/completion text (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`). Off by default. */
-  readonly captureMessageContent: boolean;
   /** `TRIAD_TRACE_RECORDER`: which span implementation records (benchmarks compare them). */
   readonly spanRecorder: SpanRecorderName;
   /** Problems found in the env (invalid values replaced by defaults), for a warning at start-up. */
@@ -224,7 +222,6 @@ export function readTelemetryConfig(serviceName: string, env: Env = process.env)
     },
     spanLimits: spanLimits(env, warnings),
     resourceAttributes,
-    captureMessageContent: truthy(env, 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT'),
     spanRecorder: spanRecorder(env, warnings),
     warnings,
   };

@@ -4,7 +4,7 @@ export type { Telemetry, TelemetryOptions } from './setup';
 export { readTelemetryConfig, parseKeyValueList } from './config';
 export type { TelemetryConfig, ServiceName, SamplerName, BatchConfig, SpanLimitsConfig } from './config';
 export type { TelemetryLogger } from './diag-logger';
-export { tracingEnabled, messageContentCaptureEnabled } from './state';
+export { tracingEnabled } from './state';
 
 // Generic spans.
 export {
@@ -35,7 +35,6 @@ export type { HeaderCarrier } from './propagation';
 export { ATTR, put, genAiRequestAttributes, genAiResponseAttributes, endpointAttributes } from './attributes';
 export type { InferenceRequestInfo, InferenceResponseInfo, EndpointInfo } from './attributes';
 export { decisionAttributes } from './decision-attributes';
-export { recordMessageContent } from './message-content';
 
 // Per-app span helpers.
 export {

@@ -80,7 +80,6 @@ export function setupTelemetry(options: TelemetryOptions): Telemetry {
   const { startSdk } = require('./sdk') as typeof import('./sdk');
   const sdk: SdkInstance = startSdk(config, options.version, options.exporter);
   tracing.tracer = sdk.tracer;
-  tracing.captureMessageContent = config.captureMessageContent;
   logger?.info?.(
     {
       component: 'telemetry',
@@ -89,7 +88,6 @@ export function setupTelemetry(options: TelemetryOptions): Telemetry {
       endpoint: config.tracesUrl,
       sampler: config.sampler,
       ratio: config.samplerRatio,
-      captureMessageContent: config.captureMessageContent,
     },
     'tracing enabled',
   );
@@ -105,7 +103,6 @@ export function setupTelemetry(options: TelemetryOptions): Telemetry {
     shutdown: () => {
       stopped ??= (async () => {
         tracing.tracer = undefined;
-        tracing.captureMessageContent = false;
         if (!(await bounded(sdk.shutdown(), timeoutMs))) {
           logger?.warn({ component: 'telemetry', timeoutMs }, 'trace export did not finish before shutdown; queued spans dropped');
         }

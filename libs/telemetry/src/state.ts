@@ -23,17 +23,11 @@ export interface SpanStarter {
  */
 interface TracingState {
   tracer: SpanStarter | undefined;
-  captureMessageContent: boolean;
 }
 
-export const tracing: TracingState = { tracer: undefined, captureMessageContent: false };
+export const tracing: TracingState = { tracer: undefined };
 
 /** True while a tracer provider set up by `setupTelemetry` is active. */
 export function tracingEnabled(): boolean {
   return tracing.tracer !== undefined;
-}
-
-/** True when prompt and completion text may be recorded (explicit opt-in). */
-export function messageContentCaptureEnabled(): boolean {
-  return tracing.tracer !== undefined && tracing.captureMessageContent;
 }

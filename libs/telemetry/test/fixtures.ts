@@ -67,6 +67,3 @@ export function leg(endpoint: { key: string; pod: string; ip: string; port: numb
     ...extra,
   };
 }
-
-/** A prompt that must never reach a span unless content capture is switched on. */
-export const SECRET_PROMPT = 'my-secret-prompt-7f3a: describe both images';

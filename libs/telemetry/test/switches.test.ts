@@ -8,7 +8,6 @@ import {
   injectTraceHeaders,
   NOOP_TRACED,
   recordFirstToken,
-  recordMessageContent,
   recordRetry,
   setupTelemetry,
   startDecodeSpan,
@@ -109,7 +108,6 @@ describe('sampling and on/off switches', () => {
     expect(traceIdOf()).toBeUndefined();
     recordFirstToken(decode);
     recordRetry(request, { attempt: 1, stage: 'decode', reason: 'ECONNREFUSED' });
-    recordMessageContent(decode, { input: 'x' });
     finishLegSpan(decode, { statusCode: 503 });
     finishRequestSpan(request, { statusCode: 503, error: new Error('x') });
     await telemetry.forceFlush();
