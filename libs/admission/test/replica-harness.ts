@@ -5,7 +5,9 @@
 import { createInterface } from 'node:readline';
 import { Registry } from 'prom-client';
 import { connectBus } from '@triad/bus/client';
-import { createAdmission, ANONYMOUS, type Admitted } from '@triad/admission';
+import { createAdmission } from '@triad/admission';
+import { ANONYMOUS } from '../src/identity';
+import { type Admitted } from '../src/admission';
 
 interface HarnessOptions {
   readonly natsUrl: string;

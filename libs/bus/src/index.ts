@@ -3,10 +3,8 @@ export {
   Subjects,
   SCHEDULER_QUEUE_GROUP,
   Buckets,
-  BucketTtlMs,
   ConfigKeys,
   endpointKey,
-  endpointKeyFilter,
   parseEndpointKey,
   scrapeFreshnessKey,
   objectKey,
@@ -14,24 +12,17 @@ export {
   inferencePoolServerName,
   parseInferencePoolServerName,
 } from './names';
-export type { BucketName } from './names';
 export {
   SCHEMA_VERSION,
-  MetricsSnapshotSchema,
-  MooncakeBootstrapSchema,
-  MooncakeFlowSchema,
   EndpointRecordSchema,
   ModelServerRecordSchema,
   ModelRouteRecordSchema,
-  ProviderResolutionSchema,
-  ListenerRefSchema,
   ScrapeFreshnessRecordSchema,
   effectiveScrapedAt,
 } from './records';
 export type {
   MetricsSnapshot,
   MooncakeBootstrap,
-  MooncakeFlow,
   EndpointRecord,
   ModelServerRecord,
   ModelRouteRecord,
@@ -41,26 +32,10 @@ export type {
 } from './records';
 export { ExternalProviderRecordSchema, ProviderCredentialRecordSchema } from './provider-records';
 export type { ExternalProviderRecord, ProviderCredentialRecord } from './provider-records';
-export { GatewayRecordSchema, HttpRouteBackendSchema, HttpRouteRuleRecordSchema, HttpRouteRecordSchema } from './gateway-records';
+export { GatewayRecordSchema, HttpRouteRecordSchema } from './gateway-records';
 export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gateway-records';
-export { SealedCredentialSchema, credentialsKeyId, parseCredentialsKey, sealCredential, openCredential } from './credentials';
-export type { SealedCredential } from './credentials';
-export {
-  SchedulingLimits,
-  MediaItemSchema,
-  SchedulingRequestSchema,
-  EndpointRefSchema,
-  AttemptSchema,
-  EncoderChoiceSchema,
-  ExplanationSchema,
-  DisaggregationSchema,
-  StageFallbackSchema,
-  DecisionSchema,
-  DecisionErrorSchema,
-  DecisionOrErrorSchema,
-  ScheduleBatchSchema,
-  ScheduleBatchReplySchema,
-} from './scheduling';
+export { sealCredential, openCredential } from './credentials';
+export { SchedulingLimits, SchedulingRequestSchema, ScheduleBatchSchema, ScheduleBatchReplySchema } from './scheduling';
 export type {
   MediaItem,
   SchedulingRequest,
@@ -74,27 +49,23 @@ export type {
   Decision,
   DecisionError,
   DecisionOrError,
-  ScheduleBatch,
   ScheduleBatchReply,
 } from './scheduling';
-export { StageSchema, DispatchEventSchema, DispatchBatchSchema } from './dispatch';
+export { DispatchBatchSchema } from './dispatch';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
 export {
   KvIndexLimits,
   KvIndexDeltaSchema,
   KvSourceMetaSchema,
-  KvGroupSpecSchema,
   KvSnapshotChunkSchema,
   KvIndexerHeartbeatSchema,
   PodWatcherHeartbeatSchema,
-  kvSourceToken,
   kvSourceMetaKey,
   kvSnapshotChunkKey,
 } from './kv-index';
-export type { KvIndexDelta, KvSourceMeta, KvGroupSpec, KvSnapshotChunk, KvIndexerHeartbeat, PodWatcherHeartbeat } from './kv-index';
-export { encodeMessage, decodeMessage } from './codec';
-export type { DecodeResult } from './codec';
-export { AffinityRecordSchema, AffinityBatchSchema } from './affinity';
-export type { AffinityRecord, AffinityRecordInput, AffinityBatch } from './affinity';
-export { OutlierRecordSchema, OutlierReasonSchema, outlierKey } from './outliers';
+export type { KvIndexDelta, KvSourceMeta, KvGroupSpec } from './kv-index';
+export { decodeMessage } from './codec';
+export { AffinityBatchSchema } from './affinity';
+export type { AffinityRecord, AffinityBatch } from './affinity';
+export { OutlierRecordSchema, outlierKey } from './outliers';
 export type { OutlierRecord, OutlierReason } from './outliers';

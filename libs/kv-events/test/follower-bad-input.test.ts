@@ -1,14 +1,8 @@
 import { encode } from '@msgpack/msgpack';
 import { waitFor } from '@triad/testing';
-import {
-  SourceFollower,
-  VllmBlockHasher,
-  ZmqEventPublisher,
-  encodeKvEventBatch,
-  type FollowerCounter,
-  type FollowerLimits,
-  type SourceDelta,
-} from '../src/index';
+import { VllmBlockHasher, ZmqEventPublisher, encodeKvEventBatch, type FollowerCounter } from '../src/index';
+import { SourceFollower } from '../src/indexer/source-follower';
+import { type FollowerLimits, type SourceDelta } from '../src/indexer/follower-types';
 
 // What an engine's event socket can throw at the indexer: floods, more blocks than the cap, gaps it cannot
 // replay, garbage. Each is counted, logged once per source with its reason, and the source's blocks stay exact

@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { encode } from '@msgpack/msgpack';
 import { waitFor } from '@triad/testing';
-import { SourceFollower, VllmBlockHasher, type FollowerCounter, type SourceDelta } from '../src/index';
+import { VllmBlockHasher, type FollowerCounter } from '../src/index';
+import { SourceFollower } from '../src/indexer/source-follower';
+import { type SourceDelta } from '../src/indexer/follower-types';
 
 // The indexer against a publisher written in Python with the libraries vLLM itself puts on the wire (pyzmq,
 // msgpack) and vLLM's own block hash (pickle protocol 5 + SHA-256, PYTHONHASHSEED 0): Debian's python3-zmq and

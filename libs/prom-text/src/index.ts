@@ -1,3 +1,3 @@
-export { parsePrometheusText, parseSampleValue, parseSampleValueBytes } from './parse';
-export type { MetricFamily, MetricType, Sample, ParseOptions } from './parse';
-export { sumSamples, maxSample, histogramTotals } from './aggregate';
+export { parsePrometheusText, parseSampleValueBytes } from './parse';
+export type { MetricFamily } from './parse';
+export { sumSamples, histogramTotals } from './aggregate';

@@ -1,19 +1,13 @@
 // The request contract: one RequestContext from arrival to the last byte, the lifecycle hooks, the request
 // errors and their one mapping to OpenAI HTTP errors, and the request-body facts every stage shares.
 export { RequestContext, isRouted } from './context/request-context';
-export type { RoutedRequest, ProxyRequest, EngineRequest, ProviderRequest, IncomingHeaders, Abortable } from './context/request-context';
-export { RequestResult } from './context/parts';
+export type { RoutedRequest, ProxyRequest, EngineRequest, ProviderRequest, IncomingHeaders } from './context/request-context';
 export type {
   DpRankPicker,
   RoutingPart,
   EngineRouting,
   ProviderRouting,
-  SchedulePart,
-  ProxyPart,
-  EngineProxyPart,
-  ProviderProxyPart,
   Usage,
-  OutlierEvent,
   KvStrandReason,
   KvStrandAction,
   KvStrandedEvent,
@@ -21,7 +15,6 @@ export type {
 export { RequestLocal } from './context/request-local';
 export { composeHooks } from './hooks';
 export type { RequestHooks, StageSpan } from './hooks';
-export type { ClientSink } from './client-sink';
 export { DEFAULT_STAGE_TIMEOUTS } from './server-profile';
 export type {
   ConnectorName,
@@ -29,7 +22,6 @@ export type {
   ProviderConnectorName,
   ServerProfile,
   ProviderProfile,
-  TargetProfile,
   StageTimeouts,
   RetryPolicy,
   EcProfile,
@@ -59,12 +51,10 @@ export {
   HttpLayerError,
   echo,
 } from './errors/request-errors';
-export type { ErrorHeaders, RateLimitReason, LegFailure, EcHandoffFailureReason } from './errors/request-errors';
+export type { LegFailure, EcHandoffFailureReason } from './errors/request-errors';
 export { toOpenAiError, clientMessageOf, httpStatusOf, writeErrorResponse, writeStreamError } from './errors/openai-errors';
-export type { OpenAiError, ErroredRequest } from './errors/openai-errors';
-export { extractMediaParts, countContentParts } from './body/media';
-export { DEFAULT_REQUEST_LIMITS, RequestLimitError, checkBodyLimits, checkRawLimits, jsonNestsDeeperThan } from './body/request-limits';
+export { extractMediaParts } from './body/media';
+export { DEFAULT_REQUEST_LIMITS, checkBodyLimits, checkRawLimits } from './body/request-limits';
 export type { RequestLimits } from './body/request-limits';
 export type { MediaPart, Modality } from './body/media';
 export { promptText } from './body/prompt-text';
-export type { PromptTextOptions } from './body/prompt-text';

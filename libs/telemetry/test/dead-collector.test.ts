@@ -1,14 +1,8 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { freePort, waitFor } from '@triad/testing';
-import {
-  finishLegSpan,
-  finishRequestSpan,
-  setupTelemetry,
-  startDecodeSpan,
-  startEncodeSpan,
-  startRequestSpan,
-  type TelemetryLogger,
-} from '../src/index';
+import { setupTelemetry } from '../src/index';
+import { finishLegSpan, finishRequestSpan, startDecodeSpan, startEncodeSpan, startRequestSpan } from '../src/gateway-spans';
+import { type TelemetryLogger } from '../src/diag-logger';
 import { epdDecision, leg } from './fixtures';
 
 /** One gateway request's worth of spans (request, two encodes, decode). */

@@ -1,22 +1,20 @@
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { startOtlpReceiver, treeShape, type OtlpReceiver, type ReceivedSpan } from '@triad/telemetry/receiver';
+import { setupTelemetry, type Telemetry, type Traced } from '../src/index';
 import {
   finishLegSpan,
   finishRequestSpan,
   finishRouteSpan,
   finishScheduleSpan,
   recordFirstToken,
-  setupTelemetry,
   startDecodeSpan,
   startEncodeSpan,
   startPrefillSpan,
   startRequestSpan,
   startRouteSpan,
   startScheduleSpan,
-  traceIdOf,
-  type Telemetry,
-  type Traced,
-} from '../src/index';
+} from '../src/gateway-spans';
+import { traceIdOf } from '../src/spans';
 import { epdDecision, leg } from './fixtures';
 
 /** Plays the gateway's part for one EPD request with two images, in the order the stage loop runs. */

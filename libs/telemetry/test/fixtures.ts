@@ -1,6 +1,6 @@
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { Decision } from '@triad/bus';
-import type { LegInfo } from '../src/index';
+import { type LegInfo } from '../src/gateway-spans';
 import type { ServiceName } from '../src/config';
 import { setupTelemetry, type Telemetry } from '../src/setup';
 

@@ -6,22 +6,19 @@ import { startOtlpReceiver, type OtlpReceiver } from '@triad/telemetry/receiver'
 import { z } from 'zod';
 import {
   extractBatchTraceContexts,
-  extractTraceContext,
   finishDecideSpan,
   finishPhaseSpan,
-  finishScheduleSpan,
   injectBatchTraceHeaders,
-  injectTraceHeaders,
   setupTelemetry,
   startDecideSpan,
   startPhaseSpan,
-  startRequestSpan,
-  startScheduleSpan,
   startTraced,
-  traceIdOf,
   type Telemetry,
   type Traced,
 } from '../src/index';
+import { extractTraceContext, injectTraceHeaders } from '../src/propagation';
+import { finishScheduleSpan, startRequestSpan, startScheduleSpan } from '../src/gateway-spans';
+import { traceIdOf } from '../src/spans';
 import { epdDecision } from './fixtures';
 
 const EventSchema = z.object({ n: z.number() });

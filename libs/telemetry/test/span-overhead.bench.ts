@@ -6,22 +6,21 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { injectBatchTraceHeaders, setupTelemetry } from '../src/index';
 import {
   finishLegSpan,
   finishRequestSpan,
   finishRouteSpan,
   finishScheduleSpan,
-  injectBatchTraceHeaders,
-  injectTraceHeaders,
   recordFirstToken,
-  setupTelemetry,
   startDecodeSpan,
   startEncodeSpan,
   startPrefillSpan,
   startRequestSpan,
   startRouteSpan,
   startScheduleSpan,
-} from '../src/index';
+} from '../src/gateway-spans';
+import { injectTraceHeaders } from '../src/propagation';
 import { epdDecision, leg } from './fixtures';
 
 const incoming = { 'content-type': 'application/json', 'user-agent': 'bench', 'x-request-id': 'r' };

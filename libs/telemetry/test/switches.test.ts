@@ -1,21 +1,11 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startOtlpReceiver, type OtlpReceiver } from '@triad/telemetry/receiver';
-import {
-  extractTraceContext,
-  finishLegSpan,
-  finishRequestSpan,
-  injectTraceHeaders,
-  NOOP_TRACED,
-  recordFirstToken,
-  recordRetry,
-  setupTelemetry,
-  startDecodeSpan,
-  startRequestSpan,
-  startTraced,
-  traceIdOf,
-  tracingEnabled,
-} from '../src/index';
+import { setupTelemetry, startTraced } from '../src/index';
+import { extractTraceContext, injectTraceHeaders } from '../src/propagation';
+import { finishLegSpan, finishRequestSpan, recordFirstToken, recordRetry, startDecodeSpan, startRequestSpan } from '../src/gateway-spans';
+import { NOOP_TRACED, traceIdOf } from '../src/spans';
+import { tracingEnabled } from '../src/state';
 import { epdDecision, leg } from './fixtures';
 
 const TRACE = '0af7651916cd43dd8448eb211c80319c';

@@ -1,10 +1,10 @@
 export { startNatsServer, startNatsCluster } from './nats-server';
-export type { NatsServerHandle, NatsServerOptions, NatsClusterHandle, NatsClusterNode, NatsClusterOptions } from './nats-server';
+export type { NatsServerHandle, NatsClusterHandle, NatsClusterNode } from './nats-server';
 export { freePort } from './free-port';
 export { waitFor } from './wait-for';
 export { spawnTriad, waitReady } from './triad-process';
 export type { TriadChild } from './triad-process';
 export { startSteadyLoad } from './steady-load';
-export type { SteadyLoad, SteadyLoadOptions, LoadReport } from './steady-load';
+export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';
-export type { ClusterStack, ClusterStackOptions, StackService } from './cluster-stack';
+export type { ClusterStack } from './cluster-stack';

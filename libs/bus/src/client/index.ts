@@ -1,14 +1,10 @@
 export { Bus, connectBus } from './bus';
-export type { BusOptions, BusLogger, HeaderMap, ReceiveContext } from './bus';
+export type { HeaderMap } from './bus';
 export { TypedKv } from './typed-kv';
-export type { TypedKvOptions, KvChange, KvWatchHandle } from './typed-kv';
+export type { KvChange, KvWatchHandle } from './typed-kv';
 export { startDispatchFeed } from './dispatch-feed';
-export type { DispatchSink, DispatchFeedOptions } from './dispatch-feed';
-export { retryJetStream, isTransientJetStreamError, isJetStreamConflict, DEFAULT_JS_RETRY_BUDGET_MS } from './js-retry';
-export type { JetStreamRetryOptions } from './js-retry';
+export { isJetStreamConflict } from './js-retry';
 export { startAffinityFeed } from './affinity-feed';
-export type { AffinitySink, AffinityFeed } from './affinity-feed';
 export { startOutlierFeed } from './outlier-feed';
-export type { OutlierFeed } from './outlier-feed';
 export { watchSchedulerConfig } from './scheduler-config-watch';
-export { loadCredentialsKey, CREDENTIALS_KEY_ENV } from './credentials-key';
+export { loadCredentialsKey } from './credentials-key';
