@@ -100,7 +100,9 @@ export class EncoderBootstrapServer {
     const { healthCheckIntervalMs } = this.#opts;
     if (healthCheckIntervalMs <= 0 || this.#closed) return;
     this.#timer = setTimeout(() => {
-      this.#probeRound().finally(() => this.#schedule());
+      // Detached on purpose: #probeRound turns every probe failure into a `false` result, so only a throwing
+      // onProbeRound (a test hook) rejects, and that should fail loudly as an unhandled rejection.
+      void this.#probeRound().finally(() => this.#schedule());
     }, healthCheckIntervalMs);
     this.#timer.unref?.();
   }
