@@ -9,5 +9,5 @@ export {
   scenarioLabel,
   scenariosOf,
 } from './fault-matrix';
-export type { DeployedTopology, FaultScenario, MatrixStack, ScenarioResult, TopologyName } from './fault-matrix';
+export type { DeployedTopology, FaultScenario, FaultableSim, MatrixStack, ScenarioResult, StageName, TopologyName } from './fault-matrix';
 export { fuzzCase, runFuzz } from './fuzz-bodies';
