@@ -65,6 +65,8 @@ export { SessionAffinityScorer, SESSION_AFFINITY } from './plugins/session-affin
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';
+export { ONLY_CANDIDATE, TIE_BREAK } from './planning/pick-verdict';
+export type { PickVerdict } from './planning/pick-verdict';
 export { SchedulerReplica } from './replica/scheduler-replica';
 export type { SchedulerReplicaOptions } from './replica/scheduler-replica';
 export { ReplicaConfig } from './replica/replica-config';

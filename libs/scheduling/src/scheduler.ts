@@ -23,6 +23,7 @@ import { planAggregated } from './planning/aggregated-plan';
 import { planEncoders } from './planning/encoder-plan';
 import { ExplanationRecorder } from './planning/explanation';
 import { planPairs } from './planning/pd-plan';
+import type { PickVerdict } from './planning/pick-verdict';
 import { ProfileSlot, Timing, phase, type SchedulingObserver } from './planning/profile-run';
 import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
@@ -164,6 +165,8 @@ export class Scheduler {
     }
     this.#cycle.ejection = this.#cycle.outliers === undefined ? undefined : (ejectionPolicyOf(pool.record.spec) ?? undefined);
     const recorder = request.explain ? new ExplanationRecorder() : undefined;
+    const judged = this.#timing?.observer.picked;
+    const verdicts: PickVerdict[] | undefined = judged !== undefined || recorder !== undefined ? [] : undefined;
     const exclude = request.exclude && request.exclude.length > 0 ? new Set(request.exclude) : undefined;
     const mode = pool.record.mode;
     const cfg = this.#config;
@@ -182,6 +185,7 @@ export class Scheduler {
         exclude,
         recorder,
         timing: this.#timing,
+        verdicts,
       });
       if (!plan.ok) return fail(request.id, plan.code, plan.message);
       attempts = plan.attempts;
@@ -206,6 +210,7 @@ export class Scheduler {
         exclude,
         recorder,
         timing: this.#timing,
+        verdicts,
       };
       const fallbacks: StageFallback[] = [];
       let pairs = planPairs(pairInput);
@@ -239,6 +244,7 @@ export class Scheduler {
           exclude,
           recorder,
           timing: this.#timing,
+          verdicts,
         });
         // An encode stage with no usable endpoint: the EC consumer encodes itself where the EC connector allows.
         if (!plan.ok && plan.code === ErrorCode.SchedNoEncoder && canEncodeLocally) {
@@ -271,6 +277,7 @@ export class Scheduler {
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
     }
     this.#runHooks(chosen);
+    if (judged !== undefined && verdicts !== undefined) judged.call(this.#timing?.observer, verdicts);
     // The decode leg of a P/D request starts only after its prefill: count it on its decode pod from now on.
     const first = attempts[0];
     if (first?.prefill !== undefined) this.#tracker.reserve(request.id, first.endpoint.key, now, DECODE_RESERVATION_MS);

@@ -89,7 +89,12 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
       }
     }
     const ok = withinLoadBound(c, this.#params.loadFactor);
-    for (let i = 0; i < c.size; i++) if ((out[i] as number) > 0 && !ok(i)) out[i] = 0;
+    for (let i = 0; i < c.size; i++) {
+      if ((out[i] as number) > 0 && !ok(i)) {
+        out[i] = 0;
+        ctx.loadBounded?.(this.name);
+      }
+    }
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {

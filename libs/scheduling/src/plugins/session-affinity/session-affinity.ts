@@ -53,7 +53,9 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
     const key = this.#byRole.get(ctx.role)?.get(session);
     if (key === undefined) return;
     const pos = c.indexOf(key);
-    if (pos >= 0 && withinLoadBound(c, this.#params.loadFactor)(pos)) out[pos] = 100;
+    if (pos < 0) return;
+    if (withinLoadBound(c, this.#params.loadFactor)(pos)) out[pos] = 100;
+    else ctx.loadBounded?.(this.name);
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {
