@@ -18,7 +18,7 @@ export { hybridPrefixBlocks, groupBlockKey } from './state/kv-groups';
 export { KeyAgreement } from './state/key-agreement';
 export type { KeyAgreementCounts, KeyAgreementOptions } from './state/key-agreement';
 export type { KvGroup } from './state/kv-groups';
-export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
+export type { InflightTrackerOptions, InflightStats, ReservedLeg } from './state/inflight-tracker';
 export type { Endpoint } from './state/endpoint';
 export type { Candidates } from './framework/candidates';
 

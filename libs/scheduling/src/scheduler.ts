@@ -27,7 +27,7 @@ import type { PickVerdict } from './planning/pick-verdict';
 import { ProfileSlot, Timing, phase, type SchedulingObserver } from './planning/profile-run';
 import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
-import type { InflightTracker } from './state/inflight-tracker';
+import type { InflightTracker, ReservedLeg } from './state/inflight-tracker';
 import type { ModelServerPool } from './state/model-server-pool';
 import type { EjectionPolicy, OutlierTable } from './state/outlier-table';
 
@@ -62,6 +62,12 @@ export interface SchedulerOptions {
 
 /** How long a decode pod counts a P/D request whose decode leg has not started (a prefill longer than this is rare). */
 const DECODE_RESERVATION_MS = 30_000;
+/**
+ * How long any other chosen endpoint counts the request before its leg's start event arrives: the reply's NATS hop,
+ * the gateway's dispatch and the event's hop back, normally milliseconds; past this the gateway has given up on the
+ * decision (its budget ran out and it decided locally) or failed over, and the count lapses.
+ */
+const LEG_RESERVATION_MS = 2_000;
 
 const ejectionPolicies = new WeakMap<ModelServerSpec, EjectionPolicy | null>();
 
@@ -278,9 +284,8 @@ export class Scheduler {
     }
     this.#runHooks(chosen);
     if (judged !== undefined && verdicts !== undefined) judged.call(this.#timing?.observer, verdicts);
-    // The decode leg of a P/D request starts only after its prefill: count it on its decode pod from now on.
-    const first = attempts[0];
-    if (first?.prefill !== undefined) this.#tracker.reserve(request.id, first.endpoint.key, now, DECODE_RESERVATION_MS);
+    // Count the request on the endpoints of attempt 0 until their legs start, so the next decisions see it.
+    this.#tracker.reserve(request.id, reservedLegs(request, attempts[0], encoders), now);
     if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
     const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
     if (disaggregation && (disaggregation.prefill === 'local' || disaggregation.encode === 'local' || recorder)) {
@@ -395,6 +400,29 @@ export class Scheduler {
       }
     }
   }
+}
+
+/**
+ * The legs attempt 0 will run: the answering endpoint (it prefills unless a prefill pod does), the prefill pod,
+ * and each encoder once. A decode leg behind a prefill starts only when the prefill is done: it is held longer.
+ */
+function reservedLegs(request: SchedulingRequest, first: Attempt | undefined, encoders: readonly EncoderChoice[]): ReservedLeg[] {
+  if (first === undefined) return [];
+  const tokens = request.inputTokens;
+  const legs: ReservedLeg[] = [];
+  if (first.prefill !== undefined) {
+    legs.push({ endpoint: first.prefill.key, ttlMs: LEG_RESERVATION_MS, tokens });
+    legs.push({ endpoint: first.endpoint.key, ttlMs: DECODE_RESERVATION_MS });
+  } else {
+    legs.push({ endpoint: first.endpoint.key, ttlMs: LEG_RESERVATION_MS, tokens });
+  }
+  const seen = new Set<string>();
+  for (const e of encoders) {
+    if (seen.has(e.endpoint.key)) continue;
+    seen.add(e.endpoint.key);
+    legs.push({ endpoint: e.endpoint.key, ttlMs: LEG_RESERVATION_MS });
+  }
+  return legs;
 }
 
 /** Media keys of a request as one array (undefined for text-only requests). */

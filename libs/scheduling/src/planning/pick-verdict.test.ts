@@ -12,7 +12,7 @@ const IMAGE = { index: 0, key: 'u:cat', modality: 'image' as const };
 function setup(pods = ['a', 'b', 'c', 'd']) {
   const loaded = loadSchedulerConfig(
     {
-      plugins: [{ type: 'encoder-cache', args: { loadFactor: 1.25 } }],
+      plugins: [{ type: 'encoder-cache', args: { loadFactor: 1.25, loadSlack: 1 } }],
       profiles: { default: { filters: [], scorers: [{ plugin: 'encoder-cache', weight: 3 }, 'least-request'] } },
     },
     { registry: createInTreeRegistry() },
@@ -52,7 +52,8 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
     const { scheduler, verdicts, inflight } = setup();
     const holder = ok(scheduler.schedule(schedulingRequest({ id: 'r1', mediaItems: [IMAGE] }), TEST_NOW)).attempts[0]?.endpoint.key;
     const pod = (holder as string).split('.')[2] as string;
-    inflight(pod, 3); // cap = ceil(1.25 · 4 / 4) = 2: the holder may not take a fourth
+    // r1 counts on the holder until it starts (1), plus 3 started: cap = ceil(1.25 · 5 / 4) + 1 slack = 3.
+    inflight(pod, 3);
     const next = ok(scheduler.schedule(schedulingRequest({ id: 'r2', mediaItems: [IMAGE], explain: true }), TEST_NOW));
     expect(next.attempts[0]?.endpoint.key).not.toBe(holder);
     expect(verdicts[1]?.[0]?.overruled).toEqual(['encoder-cache']);
@@ -65,7 +66,7 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
     inflight('a', 1);
     expect(ok(scheduler.schedule(schedulingRequest({ id: 't1' }), TEST_NOW)).attempts[0]?.endpoint.key).toBe(keyOf('b'));
     expect(verdicts[0]).toEqual([{ profile: 'aggregated', decider: 'least-request', overruled: [] }]);
-    inflight('b', 1);
+    // t1 counts on b until its leg starts: a and b are equal now.
     scheduler.schedule(schedulingRequest({ id: 't2' }), TEST_NOW);
     expect(verdicts[1]?.[0]?.decider).toBe(TIE_BREAK);
   });
