@@ -8,11 +8,13 @@ export interface PickQualityView {
   readonly profiles: Record<string, { picks: number; decider: Record<string, number>; overruledByLoad: Record<string, number> }>;
 }
 
-function bump(counts: Counts, profile: string, key: string): void {
+function add(counts: Counts, profile: string, key: string, n: number): void {
   let byKey = counts.get(profile);
   if (!byKey) counts.set(profile, (byKey = new Map()));
-  byKey.set(key, (byKey.get(key) ?? 0) + 1);
+  byKey.set(key, (byKey.get(key) ?? 0) + n);
 }
+
+const bump = (counts: Counts, profile: string, key: string): void => add(counts, profile, key, 1);
 
 /**
  * Running totals of the scheduler's pick verdicts since the process started: which scorer decided each profile's
@@ -26,6 +28,8 @@ export class PickTally {
   add(verdicts: readonly PickVerdict[]): void {
     for (const v of verdicts) {
       bump(this.decider, v.profile, v.decider);
+      // Every affinity that could have been overruled is listed (at 0 until it is), so a rate reads 0, not no data.
+      for (const scorer of v.affinity) add(this.overruled, v.profile, scorer, 0);
       for (const scorer of v.overruled) bump(this.overruled, v.profile, scorer);
     }
   }

@@ -45,6 +45,8 @@ export interface Filter extends Plugin {
  */
 export interface Scorer extends Plugin {
   score(ctx: CycleContext, candidates: Candidates, out: Float64Array): void;
+  /** An affinity scorer with a load bound (it reports `ctx.loadBounded`): quality metrics count its overrules. */
+  readonly loadBoundedAffinity?: boolean;
 }
 
 /** Input of a picker: the scored candidates of one profile run. */

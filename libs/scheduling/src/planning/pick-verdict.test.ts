@@ -43,7 +43,7 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
     const first = ok(scheduler.schedule(schedulingRequest({ id: 'r1', mediaItems: [IMAGE] }), TEST_NOW));
     const again = ok(scheduler.schedule(schedulingRequest({ id: 'r2', mediaItems: [IMAGE], explain: true }), TEST_NOW));
     expect(again.attempts[0]?.endpoint.key).toBe(first.attempts[0]?.endpoint.key);
-    expect(verdicts[1]).toEqual([{ profile: 'aggregated', decider: 'encoder-cache', overruled: [] }]);
+    expect(verdicts[1]).toEqual([{ profile: 'aggregated', decider: 'encoder-cache', overruled: [], affinity: ['encoder-cache'] }]);
     expect(again.explanation?.profiles[0]).toMatchObject({ decider: ['encoder-cache'] });
     expect(again.explanation?.profiles[0]).not.toHaveProperty('overruledByLoad');
   });
@@ -65,7 +65,7 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
     const { scheduler, verdicts, inflight } = setup(['a', 'b']);
     inflight('a', 1);
     expect(ok(scheduler.schedule(schedulingRequest({ id: 't1' }), TEST_NOW)).attempts[0]?.endpoint.key).toBe(keyOf('b'));
-    expect(verdicts[0]).toEqual([{ profile: 'aggregated', decider: 'least-request', overruled: [] }]);
+    expect(verdicts[0]).toEqual([{ profile: 'aggregated', decider: 'least-request', overruled: [], affinity: ['encoder-cache'] }]);
     // t1 counts on b until its leg starts: a and b are equal now.
     scheduler.schedule(schedulingRequest({ id: 't2' }), TEST_NOW);
     expect(verdicts[1]?.[0]?.decider).toBe(TIE_BREAK);

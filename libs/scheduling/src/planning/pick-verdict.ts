@@ -20,6 +20,8 @@ export interface PickVerdict {
   readonly profile: ProfileRole;
   readonly decider: string;
   readonly overruled: readonly string[];
+  /** The profile's load-bounded affinity scorers (or its affinity picker): those that could have been overruled. */
+  readonly affinity: readonly string[];
 }
 
 const NONE: readonly string[] = [];
@@ -36,21 +38,21 @@ export function judgePick(
   const role = profile.role;
   // A picker that places by content affinity (encoder-affinity) says whether the item got its home endpoint.
   if (picked.affinity !== undefined) {
-    return picked.affinity
-      ? { profile: role, decider: profile.picker.name, overruled: NONE }
-      : { profile: role, decider: profile.picker.name, overruled: [profile.picker.name] };
+    const affinity = [profile.picker.name];
+    return { profile: role, decider: profile.picker.name, overruled: picked.affinity ? NONE : affinity, affinity };
   }
+  const affinity = affinityScorersOf(profile);
   const n = run.candidates.size;
   const columns = slot.columns;
   const overruled = overruledAt(cycle, profile, columns, n, chosen);
-  if (n <= 1) return { profile: role, decider: ONLY_CANDIDATE, overruled };
+  if (n <= 1) return { profile: role, decider: ONLY_CANDIDATE, overruled, affinity };
   const finals = run.finals;
   let runnerUp = -1;
   for (let i = 0; i < n; i++) {
     if (i === chosen) continue;
     if (runnerUp < 0 || (finals[i] as number) > (finals[runnerUp] as number)) runnerUp = i;
   }
-  if ((finals[chosen] as number) <= (finals[runnerUp] as number)) return { profile: role, decider: TIE_BREAK, overruled };
+  if ((finals[chosen] as number) <= (finals[runnerUp] as number)) return { profile: role, decider: TIE_BREAK, overruled, affinity };
   let decider = TIE_BREAK;
   let lead = 0;
   profile.scorers.forEach(({ scorer, weight }, s) => {
@@ -60,7 +62,19 @@ export function judgePick(
       decider = scorer.name;
     }
   });
-  return { profile: role, decider, overruled };
+  return { profile: role, decider, overruled, affinity };
+}
+
+const affinityOf = new WeakMap<LoadedProfile, readonly string[]>();
+
+/** The load-bounded affinity scorers of a profile (computed once per loaded profile). */
+function affinityScorersOf(profile: LoadedProfile): readonly string[] {
+  let names = affinityOf.get(profile);
+  if (names === undefined) {
+    names = profile.scorers.filter(({ scorer }) => scorer.loadBoundedAffinity === true).map(({ scorer }) => scorer.name);
+    affinityOf.set(profile, names);
+  }
+  return names;
 }
 
 function overruledAt(cycle: Cycle, profile: LoadedProfile, columns: Float64Array, n: number, chosen: number): readonly string[] {

@@ -8,7 +8,8 @@ export const scheduler: DashboardSpec = {
   uid: 'triad-scheduler',
   title: 'Triad / Scheduler',
   description:
-    'Decisions by mode and outcome, decision and batch latency, plugin cost, the index the scheduler holds, ' +
+    'Decisions by mode and outcome, what decided the picks and affinity overruled by load, decision and batch latency, ' +
+    'plugin cost, the index the scheduler holds, ' +
     "and the gateways' local fallback.",
   variables: [],
   rows: [
@@ -36,6 +37,30 @@ export const scheduler: DashboardSpec = {
             q(quantile(0.5, 'triad_scheduler_decision_duration_seconds', ['mode']), 'p50 {{mode}}'),
             q(quantile(0.99, 'triad_scheduler_decision_duration_seconds', ['mode']), 'p99 {{mode}}'),
           ],
+        },
+      ],
+    },
+    {
+      title: 'Pick quality',
+      panels: [
+        {
+          title: 'What decided the picks',
+          unit: 'ops',
+          stacked: true,
+          description:
+            "Profile picks per second by what gave the first choice its lead over the runner-up: a scorer (its weighted score), " +
+            'tie-break, only-candidate, or an affinity picker. Affinity scorers deciding few picks on a cache-heavy workload ' +
+            'mean load scorers outweigh them.',
+          queries: [q(rateSum('triad_scheduler_pick_decider_total', ['profile', 'scorer']), '{{profile}} {{scorer}}')],
+        },
+        {
+          title: 'Affinity overruled by load',
+          unit: 'ops',
+          stacked: true,
+          description:
+            "Picks per second where an affinity scorer's endpoint was past its load bound (loadFactor, loadSlack) and the " +
+            'request went elsewhere, by profile and scorer. High while hit ratios are low: the bound, not the affinity, decides.',
+          queries: [q(rateSum('triad_scheduler_affinity_overruled_total', ['profile', 'scorer']), '{{profile}} {{scorer}}')],
         },
       ],
     },

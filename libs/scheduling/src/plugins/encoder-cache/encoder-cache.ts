@@ -41,6 +41,7 @@ export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
 export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware, CacheEstimator {
   readonly type = ENCODER_CACHE;
   readonly name: string;
+  readonly loadBoundedAffinity = true;
   readonly #params: EncoderCacheParams;
   /** content key → endpoints holding it. */
   readonly #owners = new Map<string, Set<string>>();

@@ -36,6 +36,7 @@ export type SessionAffinityParams = z.infer<typeof SessionAffinityParamsSchema>;
 export class SessionAffinityScorer implements Scorer, PostScheduleHook, AffinityLearner {
   readonly type = SESSION_AFFINITY;
   readonly name: string;
+  readonly loadBoundedAffinity = true;
   readonly #params: SessionAffinityParams;
   readonly #byRole = new Map<ProfileRole, Map<string, string>>();
 
