@@ -203,12 +203,20 @@ describe('affinity on the real services: repeated images and prefixes go back to
     const { repeats, hits } = affinityOf(placed);
     const overruled = (await schedulerCounter(stack, 'triad_scheduler_affinity_overruled_total', { scorer: 'encoder-cache' })) - overruledBefore;
     // Provisional figure for docs/routing-benchmark.md (issue 30): the repeats' hit ratio on this stack.
-    process.stdout.write(`image repeats ${repeats}, on an engine holding the image ${hits}, overruled by load ${overruled}\n`);
+    const engines = new Set(placed.map((p) => p.pod)).size;
+    const busiest = Math.max(...sims.map((_, pod) => placed.filter((p) => p.pod === pod).length));
+    process.stdout.write(
+      `image repeats ${repeats}, on an engine holding the image ${hits}, overruled by load ${overruled}; ` +
+        `engines used ${engines}, busiest took ${busiest} of ${placed.length}\n`,
+    );
     expect(repeats).toBe((ROUNDS - 1) * IMAGES);
     // Each repeat that went elsewhere was a decision the load bound overruled, and the scheduler counted it.
     expect(repeats - hits).toBeLessThanOrEqual(overruled);
     // Affinity decided most of them: random placement over six engines would hit about a third of the repeats.
     expect(hits).toBeGreaterThan(repeats / 2);
+    // And by image, not by piling every image onto one engine (which the shared text prefix alone would do): the
+    // eight images have their own engines (rendezvous homes of their content keys).
+    expect(engines).toBeGreaterThanOrEqual(3);
     expect(await schedulerCounter(stack, 'triad_scheduler_pick_decider_total', { profile: 'aggregated', scorer: 'encoder-cache' })).toBeGreaterThan(0);
     // And the gateway decided nothing itself: this is the service path.
     expect(await gatewayCounter(gateway, 'triad_gateway_schedule_duration_seconds_count', { source: 'local' })).toBe(0);
