@@ -3,6 +3,12 @@ import { mean, quantile, rateSum, share } from './promql';
 
 const LOCAL_RATIO = `${rateSum('triad_gateway_local_decisions_total')} / ${rateSum('triad_gateway_schedule_duration_seconds_count')}`;
 
+const PICKS = rateSum('triad_scheduler_pick_decider_total', ['profile']);
+/** Overruled picks over all picks of the profile; profiles whose scorers have no load bound read 0. */
+const OVERRULED_SHARE =
+  `${rateSum('triad_scheduler_affinity_overruled_total', ['profile', 'scorer'])} / on (profile) group_left ${PICKS}` +
+  ` or on (profile) ${PICKS} * 0`;
+
 /** The scheduler service and the gateways' side of it: decisions, their latency, batching and the fallback. */
 export const scheduler: DashboardSpec = {
   uid: 'triad-scheduler',
@@ -55,12 +61,12 @@ export const scheduler: DashboardSpec = {
         },
         {
           title: 'Affinity overruled by load',
-          unit: 'ops',
-          stacked: true,
+          unit: 'percentunit',
           description:
-            "Picks per second where an affinity scorer's endpoint was past its load bound (loadFactor, loadSlack) and the " +
-            'request went elsewhere, by profile and scorer. High while hit ratios are low: the bound, not the affinity, decides.',
-          queries: [q(rateSum('triad_scheduler_affinity_overruled_total', ['profile', 'scorer']), '{{profile}} {{scorer}}')],
+            "Share of each profile's picks where an affinity scorer's endpoint was past its load bound (loadFactor, loadSlack) " +
+            'and the request went elsewhere, by scorer (0 for a profile without load-bounded affinity). High while hit ratios ' +
+            'are low: the bound, not the affinity, decides.',
+          queries: [q(OVERRULED_SHARE, '{{profile}} {{scorer}}')],
         },
       ],
     },
