@@ -100,7 +100,8 @@ async function gatewayCounter(gateway: StackService, name: string, match: Record
   const text = await (await fetch(`http://127.0.0.1:${gateway.opsPort}/metrics`)).text();
   let sum = 0;
   for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) && Object.entries(match).every(([k, v]) => line.includes(`${k}="${v}"`))) sum += Number(line.split(' ').pop());
+    if (line.startsWith(`${name}{`) && Object.entries(match).every(([k, v]) => line.includes(`${k}="${v}"`)))
+      sum += Number(line.split(' ').pop());
   }
   return sum;
 }
@@ -109,7 +110,11 @@ async function gatewayCounter(gateway: StackService, name: string, match: Record
  * Which engine received each request, in arrival order, keyed by what `keyOf` reads from the body (the image URL, the
  * system prompt); `undefined` keys are left out.
  */
-function placements(sims: readonly SimEngineHandle[], since: number, keyOf: (body: unknown) => string | undefined): { key: string; pod: number; at: number }[] {
+function placements(
+  sims: readonly SimEngineHandle[],
+  since: number,
+  keyOf: (body: unknown) => string | undefined,
+): { key: string; pod: number; at: number }[] {
   const out: { key: string; pod: number; at: number }[] = [];
   sims.forEach((sim, pod) => {
     for (const r of sim.requests()) {
@@ -201,7 +206,8 @@ describe('affinity on the real services: repeated images and prefixes go back to
     const placed = placements(sims, since, imageOf);
     expect(placed).toHaveLength(ROUNDS * IMAGES);
     const { repeats, hits } = affinityOf(placed);
-    const overruled = (await schedulerCounter(stack, 'triad_scheduler_affinity_overruled_total', { scorer: 'encoder-cache' })) - overruledBefore;
+    const overruled =
+      (await schedulerCounter(stack, 'triad_scheduler_affinity_overruled_total', { scorer: 'encoder-cache' })) - overruledBefore;
     // Provisional figure for docs/routing-benchmark.md (issue 30): the repeats' hit ratio on this stack.
     const engines = new Set(placed.map((p) => p.pod)).size;
     const busiest = Math.max(...sims.map((_, pod) => placed.filter((p) => p.pod === pod).length));
@@ -217,7 +223,9 @@ describe('affinity on the real services: repeated images and prefixes go back to
     // And by image, not by piling every image onto one engine (which the shared text prefix alone would do): the
     // eight images have their own engines (rendezvous homes of their content keys).
     expect(engines).toBeGreaterThanOrEqual(3);
-    expect(await schedulerCounter(stack, 'triad_scheduler_pick_decider_total', { profile: 'aggregated', scorer: 'encoder-cache' })).toBeGreaterThan(0);
+    expect(
+      await schedulerCounter(stack, 'triad_scheduler_pick_decider_total', { profile: 'aggregated', scorer: 'encoder-cache' }),
+    ).toBeGreaterThan(0);
     // And the gateway decided nothing itself: this is the service path.
     expect(await gatewayCounter(gateway, 'triad_gateway_schedule_duration_seconds_count', { source: 'local' })).toBe(0);
   });
@@ -234,6 +242,8 @@ describe('affinity on the real services: repeated images and prefixes go back to
     process.stdout.write(`prefix repeats ${repeats}, on an engine holding the prefix ${hits}\n`);
     expect(repeats).toBe((ROUNDS - 1) * SYSTEM.length);
     expect(hits).toBeGreaterThan(repeats / 2);
-    expect(await schedulerCounter(stack, 'triad_scheduler_pick_decider_total', { profile: 'aggregated', scorer: 'prefix-cache' })).toBeGreaterThan(0);
+    expect(
+      await schedulerCounter(stack, 'triad_scheduler_pick_decider_total', { profile: 'aggregated', scorer: 'prefix-cache' }),
+    ).toBeGreaterThan(0);
   });
 });

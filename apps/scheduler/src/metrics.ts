@@ -83,13 +83,17 @@ export class SchedulerMetrics implements SchedulingObserver {
 
   constructor() {
     const tally = this.picks;
-    const exportCounts = (counter: Counter<'profile' | 'scorer'> | Counter<'profile' | 'scorer' | 'reason'>, counts: PickTally['decider'], extra: Record<string, string>) => {
+    const exportCounts = (
+      counter: Counter<'profile' | 'scorer'> | Counter<'profile' | 'scorer' | 'reason'>,
+      counts: PickTally['decider'],
+      extra: Record<string, string>,
+    ) => {
       counter.reset();
       for (const [profile, byScorer] of counts) for (const [scorer, n] of byScorer) counter.inc({ profile, scorer, ...extra }, n);
     };
     new Counter({
       name: 'triad_scheduler_pick_decider_total',
-      help: "Profile picks by what decided the first choice: the scorer with the largest weighted lead over the runner-up, tie-break, only-candidate, or an affinity picker (since the process started)",
+      help: 'Profile picks by what decided the first choice: the scorer with the largest weighted lead over the runner-up, tie-break, only-candidate, or an affinity picker (since the process started)',
       labelNames: ['profile', 'scorer'] as const,
       registers: [this.registry],
       collect() {

@@ -27,7 +27,8 @@ function setup(pods = ['a', 'b', 'c', 'd']) {
     observer: { pluginTime: () => undefined, picked: (v) => verdicts.push([...v]) },
   });
   const inflight = (pod: string, n: number) => {
-    for (let i = 0; i < n; i++) tracker.applyEvent('gw', { type: 'start', requestId: `${pod}-${i}`, endpoint: keyOf(pod), stage: 'aggregated', at: TEST_NOW });
+    for (let i = 0; i < n; i++)
+      tracker.applyEvent('gw', { type: 'start', requestId: `${pod}-${i}`, endpoint: keyOf(pod), stage: 'aggregated', at: TEST_NOW });
   };
   return { scheduler, verdicts, inflight };
 }

@@ -135,7 +135,7 @@ describe('InflightTracker reservations (decode legs not started yet)', () => {
     expect(t.snapshot()).toEqual({ 'ns.ms.d1': 1 });
   });
 
-  it('replaces a request\'s reservations when it is decided again (a retry), and lets unstarted legs lapse', () => {
+  it("replaces a request's reservations when it is decided again (a retry), and lets unstarted legs lapse", () => {
     const t = new InflightTracker();
     t.reserve('r4', [{ endpoint: 'ns.ms.a', ttlMs: 2_000, tokens: 100 }], 1000);
     t.reserve('r4', [{ endpoint: 'ns.ms.b', ttlMs: 2_000, tokens: 100 }], 1100);

@@ -176,7 +176,8 @@ export class InflightTracker {
       const until = now + leg.ttlMs;
       held.push({ endpoint: leg.endpoint, until });
       this.#add(leg.endpoint, 1);
-      if (leg.tokens !== undefined && leg.tokens > 0) this.backlog.open(RESERVED, reservedLeg(requestId, leg.endpoint), leg.endpoint, now, leg.tokens);
+      if (leg.tokens !== undefined && leg.tokens > 0)
+        this.backlog.open(RESERVED, reservedLeg(requestId, leg.endpoint), leg.endpoint, now, leg.tokens);
       if (until < this.#nextReservationExpiry) this.#nextReservationExpiry = until;
     }
     this.#reserved.set(requestId, held);

@@ -54,7 +54,7 @@ export const scheduler: DashboardSpec = {
           unit: 'ops',
           stacked: true,
           description:
-            "Profile picks per second by what gave the first choice its lead over the runner-up: a scorer (its weighted score), " +
+            'Profile picks per second by what gave the first choice its lead over the runner-up: a scorer (its weighted score), ' +
             'tie-break, only-candidate, or an affinity picker. Affinity scorers deciding few picks on a cache-heavy workload ' +
             'mean load scorers outweigh them.',
           queries: [q(rateSum('triad_scheduler_pick_decider_total', ['profile', 'scorer']), '{{profile}} {{scorer}}')],

@@ -46,7 +46,8 @@ describe('encoder-cache', () => {
     plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });
     const busy = (n: number): InflightTracker => {
       const t = new InflightTracker();
-      for (let i = 0; i < n; i++) t.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf('a'), stage: 'aggregated', at: TEST_NOW });
+      for (let i = 0; i < n; i++)
+        t.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf('a'), stage: 'aggregated', at: TEST_NOW });
       return t;
     };
     // 3 in flight on a, none elsewhere: the relative bound alone is ceil(1.25 · 4 / 4) = 2, the slack makes it 6.
