@@ -12,7 +12,7 @@ const IMAGE = { index: 0, key: 'u:cat', modality: 'image' as const };
 function setup(pods = ['a', 'b', 'c', 'd']) {
   const loaded = loadSchedulerConfig(
     {
-      plugins: [{ type: 'encoder-cache', args: { loadFactor: 1.25, loadSlack: 1 } }],
+      plugins: [{ type: 'encoder-cache', args: { loadFactor: 1.25, loadFloor: 2 } }],
       profiles: { default: { filters: [], scorers: [{ plugin: 'encoder-cache', weight: 3 }, 'least-request'] } },
     },
     { registry: createInTreeRegistry() },
@@ -53,7 +53,7 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
     const { scheduler, verdicts, inflight } = setup();
     const holder = ok(scheduler.schedule(schedulingRequest({ id: 'r1', mediaItems: [IMAGE] }), TEST_NOW)).attempts[0]?.endpoint.key;
     const pod = (holder as string).split('.')[2] as string;
-    // r1 counts on the holder until it starts (1), plus 3 started: cap = ceil(1.25 · 5 / 4) + 1 slack = 3.
+    // r1 counts on the holder until it starts (1), plus 3 started: cap = max(ceil(1.25 · 5 / 4), 2) = 2.
     inflight(pod, 3);
     const next = ok(scheduler.schedule(schedulingRequest({ id: 'r2', mediaItems: [IMAGE], explain: true }), TEST_NOW));
     expect(next.attempts[0]?.endpoint.key).not.toBe(holder);

@@ -63,7 +63,7 @@ export const scheduler: DashboardSpec = {
           title: 'Affinity overruled by load',
           unit: 'percentunit',
           description:
-            "Share of each profile's picks where an affinity scorer's endpoint was past its load bound (loadFactor, loadSlack) " +
+            "Share of each profile's picks where an affinity scorer's endpoint was past its load bound (loadFactor, loadFloor) " +
             'and the request went elsewhere, by scorer (0 for a profile without load-bounded affinity). High while hit ratios ' +
             'are low: the bound, not the affinity, decides.',
           queries: [q(OVERRULED_SHARE, '{{profile}} {{scorer}}')],

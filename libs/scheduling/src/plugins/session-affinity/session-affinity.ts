@@ -10,7 +10,7 @@ import {
 } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
-import { DEFAULT_LOAD_SLACK, withinLoadBound } from '../bounded-load';
+import { DEFAULT_LOAD_FLOOR, withinLoadBound } from '../bounded-load';
 
 export const SESSION_AFFINITY = 'session-affinity';
 
@@ -18,8 +18,8 @@ export const SessionAffinityParamsSchema = z
   .object({
     /** Bounded load: the session's pod keeps it while its in-flight count stays within loadFactor × the mean. */
     loadFactor: z.number().min(1).max(10).default(1.5),
-    /** In-flight requests the session's pod may run above the relative bound and keep it (absolute slack). */
-    loadSlack: z.number().int().min(0).max(1000).default(DEFAULT_LOAD_SLACK),
+    /** In-flight requests the session's pod may always run and keep the session (absolute floor). */
+    loadFloor: z.number().int().min(0).max(1000).default(DEFAULT_LOAD_FLOOR),
     /** Sessions remembered per stage (least recently used forgotten first). */
     maxSessions: z.number().int().min(1).default(100_000),
   })
@@ -57,7 +57,7 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
     if (key === undefined) return;
     const pos = c.indexOf(key);
     if (pos < 0) return;
-    if (withinLoadBound(c, this.#params.loadFactor, this.#params.loadSlack)(pos)) out[pos] = 100;
+    if (withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor)(pos)) out[pos] = 100;
     else ctx.loadBounded?.(this.name);
   }
 
