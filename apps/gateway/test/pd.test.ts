@@ -135,6 +135,37 @@ describe('gateway, vLLM PD against engine-sims', () => {
     expect(inferenceRequests(p)[0]?.path).toBe('/v1/completions');
   });
 
+  it('asks the scheduler with the image content keys (encoder-cache affinity on P/D pods) and sends P and D the image parts', async () => {
+    const { p, d } = pairs.get('nixl')!;
+    p.clearRequests();
+    d.clearRequests();
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'what is in these?' },
+          { type: 'image_url', image_url: { url: 'https://images.example.com/cat.png' } },
+          { type: 'image_url', image_url: { url: 'https://images.example.com/dog.png' }, uuid: 'dog-1' },
+        ],
+      },
+    ];
+    const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'pd-nixl', messages, max_tokens: 3 }),
+    });
+    expect(res.status).toBe(200);
+    const asked = h.batches.flat().at(-1);
+    expect(asked?.modelServer).toBe('pd-nixl');
+    expect(asked?.mediaItems).toEqual([
+      { index: 0, key: expect.stringMatching(/^u:[0-9a-f]{16}$/), modality: 'image' },
+      { index: 1, key: 'id:dog-1', modality: 'image' },
+    ]);
+    // The pods encode the images themselves: both get the parts as the client sent them.
+    expect((inferenceRequests(p)[0]?.body as Body)['messages']).toEqual(messages);
+    expect((inferenceRequests(d)[0]?.body as Body)['messages']).toEqual(messages);
+  });
+
   it('retries the next P/D pair when the first prefill fails before any byte went out', async () => {
     const first = pairs.get('nixl')!;
     const second = pairs.get('mooncake')!;

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { EndpointIndex, InflightTracker, KeyAgreement, SchedulingObserver } from '@triad/scheduling';
+import type { EndpointIndex, InflightTracker, KeyAgreement, PickVerdict, SchedulingObserver } from '@triad/scheduling';
+import { PickTally } from './state/pick-tally';
 
 /** Decision latency buckets (seconds): scheduling takes tens of microseconds to a few milliseconds. */
 const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
@@ -76,6 +77,43 @@ export class SchedulerMetrics implements SchedulingObserver {
     labelNames: ['source', 'result'] as const,
     registers: [this.registry],
   });
+
+  /** Pick verdicts since the start (the two counters below and `/debug/pick-quality` read it). */
+  readonly picks = new PickTally();
+
+  constructor() {
+    const tally = this.picks;
+    const exportCounts = (
+      counter: Counter<'profile' | 'scorer'> | Counter<'profile' | 'scorer' | 'reason'>,
+      counts: PickTally['decider'],
+      extra: Record<string, string>,
+    ) => {
+      counter.reset();
+      for (const [profile, byScorer] of counts) for (const [scorer, n] of byScorer) counter.inc({ profile, scorer, ...extra }, n);
+    };
+    new Counter({
+      name: 'triad_scheduler_pick_decider_total',
+      help: 'Profile picks by what decided the first choice: the scorer with the largest weighted lead over the runner-up, tie-break, only-candidate, or an affinity picker (since the process started)',
+      labelNames: ['profile', 'scorer'] as const,
+      registers: [this.registry],
+      collect() {
+        exportCounts(this, tally.decider, {});
+      },
+    });
+    new Counter({
+      name: 'triad_scheduler_affinity_overruled_total',
+      help: "Profile picks where an affinity scorer's choice was overruled: its load bound took its score from the endpoint holding the content, and the pick went elsewhere (since the process started)",
+      labelNames: ['profile', 'scorer', 'reason'] as const,
+      registers: [this.registry],
+      collect() {
+        exportCounts(this, tally.overruled, { reason: 'load' });
+      },
+    });
+  }
+
+  picked(verdicts: readonly PickVerdict[]): void {
+    this.picks.add(verdicts);
+  }
 
   /** Gauges read from the live state at scrape time. */
   watch(index: EndpointIndex, tracker: InflightTracker, rejectedMessages: () => number): void {

@@ -89,7 +89,11 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     readiness: () => ({ ready, reason }),
     liveness: () => bus === undefined || !bus.nc.isClosed(),
     // Compared with the kv-indexer's own route, shows whether this replica's prefix index has caught up per source.
-    routes: { '/debug/kv-index': () => ({ sources: kvFeed?.positions() ?? [] }) },
+    routes: {
+      '/debug/kv-index': () => ({ sources: kvFeed?.positions() ?? [] }),
+      // Per profile: which scorer decided the picks and how often the load bound overruled affinity.
+      '/debug/pick-quality': () => metrics.picks.view(),
+    },
   });
   let kvFeed: KvIndexFeed | undefined;
   const closers: (() => void | Promise<void>)[] = [];

@@ -1,4 +1,4 @@
-import type { Decision } from '@triad/bus';
+import { DispatchBatchSchema, Subjects, type Decision } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { PrefixCacheScorer, prefixBlockHashes } from '@triad/scheduling';
 import { keyOf } from '@triad/scheduling/testing';
@@ -42,9 +42,11 @@ describe('affinity shared across scheduler replicas (triad.v1.affinity)', () => 
     return s;
   };
 
+  let seq = 0;
   /**
-   * Sends the workload one request at a time; after each decision, waits until every replica knows where its
-   * prefix went (a gateway's next request may reach any replica). Returns the prefix hit ratio (the request went to
+   * Sends the workload one request at a time; after each decision, runs it as a gateway would (its leg's start and
+   * finish events, which also end the deciding replica's count of it) and waits until every replica knows where its
+   * prefix went and that nothing is in flight (a gateway's next request may reach any replica). Returns the prefix hit ratio (the request went to
    * a pod its tenant was sent to before) and which replicas decided.
    */
   const run = async (replicas: SchedulerService[]): Promise<{ hitRatio: number; deciders: Set<string> }> => {
@@ -62,10 +64,21 @@ describe('affinity shared across scheduler replicas (triad.v1.affinity)', () => 
       if (tenant.has(pod)) hits++;
       tenant.add(pod);
       seen.set(i % GROUPS, tenant);
-      const last = hashes.at(-1)!;
-      await waitFor(() => replicas.every((s) => prefixTable(s).store.owners('m', last)?.has(keyOf(pod)) === true), {
-        what: `every replica knows r${i} went to ${pod}`,
+      const leg = { requestId: `r${i}`, endpoint: keyOf(pod), stage: 'aggregated' as const, at: Date.now() };
+      client.publish(Subjects.dispatch, DispatchBatchSchema, {
+        v: 1,
+        gateway: 'gw-test',
+        seq: seq++,
+        events: [
+          { type: 'start', ...leg },
+          { type: 'finish', ...leg, ok: true },
+        ],
       });
+      const last = hashes.at(-1)!;
+      await waitFor(
+        () => replicas.every((s) => prefixTable(s).store.owners('m', last)?.has(keyOf(pod)) === true && s.tracker.count(keyOf(pod)) === 0),
+        { what: `every replica knows r${i} went to ${pod} and ran` },
+      );
     }
     return { hitRatio: hits / REQUESTS, deciders };
   };

@@ -125,6 +125,14 @@ export const ExplanationSchema = z.object({
       profile: z.string(),
       group: z.string().optional(),
       item: z.number().int().optional(),
+      /**
+       * What decided the first choice, per pick (one for aggregated, decode and prefill; one per media item for
+       * encode): the scorer that gave it its largest weighted lead over the runner-up, `tie-break`,
+       * `only-candidate`, or an affinity picker's name.
+       */
+      decider: z.array(z.string()).optional(),
+      /** Affinity scorers (or the affinity picker) whose choice the load bound overruled in this run. */
+      overruledByLoad: z.array(z.string()).optional(),
       endpoints: z.array(
         z.object({
           key: z.string(),

@@ -20,7 +20,7 @@ export { hybridPrefixBlocks, groupBlockKey } from './state/kv-groups';
 export { KeyAgreement } from './state/key-agreement';
 export type { KeyAgreementCounts, KeyAgreementOptions } from './state/key-agreement';
 export type { KvGroup } from './state/kv-groups';
-export type { InflightTrackerOptions, InflightStats } from './state/inflight-tracker';
+export type { InflightTrackerOptions, InflightStats, ReservedLeg } from './state/inflight-tracker';
 export type { Endpoint } from './state/endpoint';
 export type { Candidates } from './framework/candidates';
 
@@ -67,6 +67,8 @@ export { SessionAffinityScorer, SESSION_AFFINITY } from './plugins/session-affin
 export { Scheduler } from './scheduler';
 export type { SchedulerOptions } from './scheduler';
 export type { SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from './planning/profile-run';
+export { ONLY_CANDIDATE, TIE_BREAK } from './planning/pick-verdict';
+export type { PickVerdict } from './planning/pick-verdict';
 export { SchedulerReplica } from './replica/scheduler-replica';
 export type { SchedulerReplicaOptions } from './replica/scheduler-replica';
 export { ReplicaConfig } from './replica/replica-config';

@@ -23,10 +23,11 @@ import { planAggregated } from './planning/aggregated-plan';
 import { planEncoders } from './planning/encoder-plan';
 import { ExplanationRecorder } from './planning/explanation';
 import { planPairs } from './planning/pd-plan';
+import type { PickVerdict } from './planning/pick-verdict';
 import { ProfileSlot, Timing, phase, type SchedulingObserver } from './planning/profile-run';
 import type { Endpoint } from './state/endpoint';
 import type { EndpointIndex } from './state/endpoint-index';
-import type { InflightTracker } from './state/inflight-tracker';
+import type { InflightTracker, ReservedLeg } from './state/inflight-tracker';
 import type { ModelServerPool } from './state/model-server-pool';
 import type { EjectionPolicy, OutlierTable } from './state/outlier-table';
 
@@ -61,6 +62,12 @@ export interface SchedulerOptions {
 
 /** How long a decode pod counts a P/D request whose decode leg has not started (a prefill longer than this is rare). */
 const DECODE_RESERVATION_MS = 30_000;
+/**
+ * How long any other chosen endpoint counts the request before its leg's start event arrives: the reply's NATS hop,
+ * the gateway's dispatch and the event's hop back, normally milliseconds; past this the gateway has given up on the
+ * decision (its budget ran out and it decided locally) or failed over, and the count lapses.
+ */
+const LEG_RESERVATION_MS = 2_000;
 
 const ejectionPolicies = new WeakMap<ModelServerSpec, EjectionPolicy | null>();
 
@@ -164,6 +171,8 @@ export class Scheduler {
     }
     this.#cycle.ejection = this.#cycle.outliers === undefined ? undefined : (ejectionPolicyOf(pool.record.spec) ?? undefined);
     const recorder = request.explain ? new ExplanationRecorder() : undefined;
+    const judged = this.#timing?.observer.picked;
+    const verdicts: PickVerdict[] | undefined = judged !== undefined || recorder !== undefined ? [] : undefined;
     const exclude = request.exclude && request.exclude.length > 0 ? new Set(request.exclude) : undefined;
     const mode = pool.record.mode;
     const cfg = this.#config;
@@ -182,6 +191,7 @@ export class Scheduler {
         exclude,
         recorder,
         timing: this.#timing,
+        verdicts,
       });
       if (!plan.ok) return fail(request.id, plan.code, plan.message);
       attempts = plan.attempts;
@@ -206,6 +216,7 @@ export class Scheduler {
         exclude,
         recorder,
         timing: this.#timing,
+        verdicts,
       };
       const fallbacks: StageFallback[] = [];
       let pairs = planPairs(pairInput);
@@ -239,6 +250,7 @@ export class Scheduler {
           exclude,
           recorder,
           timing: this.#timing,
+          verdicts,
         });
         // An encode stage with no usable endpoint: the EC consumer encodes itself where the EC connector allows.
         if (!plan.ok && plan.code === ErrorCode.SchedNoEncoder && canEncodeLocally) {
@@ -271,9 +283,9 @@ export class Scheduler {
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
     }
     this.#runHooks(chosen);
-    // The decode leg of a P/D request starts only after its prefill: count it on its decode pod from now on.
-    const first = attempts[0];
-    if (first?.prefill !== undefined) this.#tracker.reserve(request.id, first.endpoint.key, now, DECODE_RESERVATION_MS);
+    if (judged !== undefined && verdicts !== undefined) judged.call(this.#timing?.observer, verdicts);
+    // Count the request on the endpoints of attempt 0 until their legs start, so the next decisions see it.
+    this.#tracker.reserve(request.id, reservedLegs(request, attempts[0], encoders), now);
     if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
     const decision: Decision = { id: request.id, ok: true, mode, attempts, encoders };
     if (disaggregation && (disaggregation.prefill === 'local' || disaggregation.encode === 'local' || recorder)) {
@@ -388,6 +400,29 @@ export class Scheduler {
       }
     }
   }
+}
+
+/**
+ * The legs attempt 0 will run: the answering endpoint (it prefills unless a prefill pod does), the prefill pod,
+ * and each encoder once. A decode leg behind a prefill starts only when the prefill is done: it is held longer.
+ */
+function reservedLegs(request: SchedulingRequest, first: Attempt | undefined, encoders: readonly EncoderChoice[]): ReservedLeg[] {
+  if (first === undefined) return [];
+  const tokens = request.inputTokens;
+  const legs: ReservedLeg[] = [];
+  if (first.prefill !== undefined) {
+    legs.push({ endpoint: first.prefill.key, ttlMs: LEG_RESERVATION_MS, tokens });
+    legs.push({ endpoint: first.endpoint.key, ttlMs: DECODE_RESERVATION_MS });
+  } else {
+    legs.push({ endpoint: first.endpoint.key, ttlMs: LEG_RESERVATION_MS, tokens });
+  }
+  const seen = new Set<string>();
+  for (const e of encoders) {
+    if (seen.has(e.endpoint.key)) continue;
+    seen.add(e.endpoint.key);
+    legs.push({ endpoint: e.endpoint.key, ttlMs: LEG_RESERVATION_MS });
+  }
+  return legs;
 }
 
 /** Media keys of a request as one array (undefined for text-only requests). */

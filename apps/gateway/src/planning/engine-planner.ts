@@ -65,8 +65,13 @@ export class EnginePlanner {
     const enginePath = routing.upstreamPath ?? ctx.path;
     const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;
-    // SGLang EPD's language-only prefill calls its encoders itself: no media items to plan.
-    const media = enginePath === CHAT && server.mode === 'epd' && server.engine !== 'SGLang' ? extractMediaParts(ctx.body) : NO_MEDIA;
+    // The scheduler gets the media items in every mode: pods that encode themselves (aggregated, PD) are placed by
+    // encoder-cache affinity on the items' content keys, vLLM EPD encoders by encoder-affinity. SGLang EPD's
+    // language-only prefill spreads the items over its own encoders: nothing to plan there.
+    const sglangEpd = server.mode === 'epd' && server.engine === 'SGLang';
+    const media = enginePath === CHAT && !sglangEpd ? extractMediaParts(ctx.body) : NO_MEDIA;
+    // Only (vLLM) EPD fans the items out to encoders; other pods get them in their own request.
+    const encoded = server.mode === 'epd' ? media : NO_MEDIA;
     // The engines' own block keys for precise-prefix-cache (local tokenizer or the engine's tokenize endpoint).
     const kvKeys = openAi
       ? await d.kvBlockKeys?.({
@@ -90,7 +95,7 @@ export class EnginePlanner {
       connector: inference ? server.connector : 'aggregated',
       injectUsage,
       clientWantsUsage: injectUsage && clientWantsUsage(ctx.body, server.engine),
-      media,
+      media: encoded,
       dpRank: inference && server.engine === 'SGLang' ? d.dpRank : undefined,
     });
     d.hooks.onScheduled?.(ctx);

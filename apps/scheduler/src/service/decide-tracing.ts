@@ -1,11 +1,13 @@
 import type { DecisionOrError, SchedulingRequest } from '@triad/bus';
 import { TriadError } from '@triad/errors';
-import type { PluginKind, SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from '@triad/scheduling';
+import type { PickVerdict, PluginKind, SchedulingObserver, SchedulingPhase, SchedulingPhaseSink } from '@triad/scheduling';
 import { ATTR, finishDecideSpan, finishPhaseSpan, put, startPhaseSpan, type Traced } from '@triad/telemetry';
 
 /** What the scheduler's observer forwards plugin timings to (the metrics). */
 export interface PluginTimeSink {
   pluginTime(plugin: string, kind: PluginKind, ms: number): void;
+  /** Why each profile's first choice won (pick-quality metrics). */
+  picked?(verdicts: readonly PickVerdict[]): void;
 }
 
 /**
@@ -23,6 +25,10 @@ export class DecideObserver implements SchedulingObserver {
 
   pluginTime(plugin: string, kind: PluginKind, ms: number): void {
     this.#metrics.pluginTime(plugin, kind, ms);
+  }
+
+  picked(verdicts: readonly PickVerdict[]): void {
+    this.#metrics.picked?.(verdicts);
   }
 
   /** Collects the phases of `request` when it is scheduled next; the returned list fills during `schedule()`. */

@@ -17,6 +17,12 @@ export interface CycleContext {
   /** 32-bit hash of the request id: seeds tie-breaking and any per-request randomness, so answers repeat. */
   readonly seed: number;
   readonly role: ProfileRole;
+  /**
+   * An affinity scorer calls this when its load bound took its score away from a candidate it would have scored
+   * (quality metrics: a pick that then went elsewhere counts as affinity overruled by load). Optional, so a
+   * hand-made context in a plugin's own tests needs none.
+   */
+  loadBounded?(scorer: string): void;
 }
 
 /** Identity of a configured plugin instance, logged as `name/type`. */
@@ -39,6 +45,8 @@ export interface Filter extends Plugin {
  */
 export interface Scorer extends Plugin {
   score(ctx: CycleContext, candidates: Candidates, out: Float64Array): void;
+  /** An affinity scorer with a load bound (it reports `ctx.loadBounded`): quality metrics count its overrules. */
+  readonly loadBoundedAffinity?: boolean;
 }
 
 /** Input of a picker: the scored candidates of one profile run. */

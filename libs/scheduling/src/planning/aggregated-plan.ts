@@ -4,6 +4,7 @@ import type { Endpoint, IndexedEndpoint } from '../state/endpoint';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
+import { judgePick, type PickVerdict } from './pick-verdict';
 import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export interface AggregatedPlanInput {
@@ -15,6 +16,8 @@ export interface AggregatedPlanInput {
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
   readonly timing: Timing | undefined;
+  /** When set, the pick is judged (why the first choice won) and its verdict pushed here. */
+  readonly verdicts?: PickVerdict[] | undefined;
 }
 
 export type AggregatedPlan =
@@ -31,11 +34,18 @@ export function planAggregated(input: AggregatedPlanInput): AggregatedPlan {
     exclude: input.exclude,
     recorder: input.recorder,
     timing: input.timing,
+    judge: input.verdicts !== undefined,
   });
   if (!run.ok) return run;
-  const order = timedPick(cycle, profile, { candidates: run.candidates, finals: run.finals, count: input.topN }, input.timing).order;
+  const result = timedPick(cycle, profile, { candidates: run.candidates, finals: run.finals, count: input.topN }, input.timing);
+  const order = result.order;
   const picked: IndexedEndpoint[] = order.map((i) => run.candidates.endpoint(i));
   run.trace?.chose(picked.map((e) => e.key));
+  if (input.verdicts) {
+    const verdict = judgePick(cycle, profile, run, input.slot, order[0] as number, result);
+    input.verdicts.push(verdict);
+    run.trace?.judged(verdict);
+  }
   for (const e of run.lastResort) if (picked.length < input.topN) picked.push(e);
   return { ok: true, attempts: picked.map((e) => ({ endpoint: e.ref })), chosen: picked[0] as Endpoint };
 }

@@ -13,6 +13,12 @@ export class Cycle implements CycleContext {
   outliers: OutlierTable | undefined = undefined;
   /** The ModelServer's ejection ceiling and panic threshold for this request; undefined when detection is off. */
   ejection: EjectionPolicy | undefined = undefined;
+  /** Affinity scorers whose load bound removed a candidate's score in the current profile run. */
+  readonly bounded = new Set<string>();
+
+  loadBounded(scorer: string): void {
+    this.bounded.add(scorer);
+  }
 
   begin(request: SchedulingRequest, now: number): void {
     this.request = request;

@@ -6,6 +6,7 @@ import { EndpointList } from '../state/endpoint-list';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
+import { judgePick, type PickVerdict } from './pick-verdict';
 import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export type EncoderPlan =
@@ -30,6 +31,8 @@ export interface EncoderPlanInput {
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
   readonly timing: Timing | undefined;
+  /** When set, each item's pick is judged and its verdict pushed here. */
+  readonly verdicts?: PickVerdict[] | undefined;
 }
 
 /**
@@ -55,6 +58,7 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
     exclude: input.exclude,
     recorder: input.recorder,
     timing: input.timing,
+    judge: input.verdicts !== undefined,
   });
   if (!run.ok) return run.code === ErrorCode.SchedNoCandidates ? { ...run, code: ErrorCode.SchedNoEncoder } : run;
   const set = run.candidates;
@@ -70,6 +74,11 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
       input.group,
     );
     const first = picked.order[0] as number;
+    if (input.verdicts) {
+      const verdict = judgePick(cycle, profile, run, input.slot, first, picked);
+      input.verdicts.push(verdict);
+      run.trace?.judged(verdict);
+    }
     pending[first] = (pending[first] as number) + 1;
     const endpoint = set.endpoint(first);
     chosen.push(endpoint);

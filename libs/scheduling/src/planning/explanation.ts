@@ -1,6 +1,7 @@
 import type { Explanation } from '@triad/bus';
 import type { Candidates } from '../framework/candidates';
 import type { ProfileRole } from '../framework/plugin';
+import type { PickVerdict } from './pick-verdict';
 
 type EndpointTrace = Explanation['profiles'][number]['endpoints'][number];
 
@@ -10,6 +11,7 @@ export class ProfileTrace {
   readonly group: string | undefined;
   readonly #entries = new Map<string, EndpointTrace>();
   #chosen: string[] = [];
+  #verdicts: PickVerdict[] = [];
 
   constructor(role: ProfileRole, group: string | undefined) {
     this.role = role;
@@ -51,6 +53,11 @@ export class ProfileTrace {
     this.#chosen = [...keys];
   }
 
+  /** Why the run's first choice won (one verdict per pick; an encode run places one item per pick). */
+  judged(verdict: PickVerdict): void {
+    this.#verdicts.push(verdict);
+  }
+
   /** The trace, chosen endpoints first (in order), then the rest by final score, then the filtered ones. */
   render(limit: number): Explanation['profiles'][number] {
     const chosen = this.#chosen.map((k) => this.#entries.get(k)).filter((e): e is EndpointTrace => !!e);
@@ -62,6 +69,11 @@ export class ProfileTrace {
     );
     const out: Explanation['profiles'][number] = { profile: this.role, endpoints: [...chosen, ...rest].slice(0, limit) };
     if (this.group !== undefined) out.group = this.group;
+    if (this.#verdicts.length > 0) {
+      out.decider = this.#verdicts.map((v) => v.decider);
+      const overruled = [...new Set(this.#verdicts.flatMap((v) => v.overruled))];
+      if (overruled.length > 0) out.overruledByLoad = overruled;
+    }
     return out;
   }
 }

@@ -5,6 +5,7 @@ import type { Endpoint, IndexedEndpoint } from '../state/endpoint';
 import type { ModelServerPool } from '../state/model-server-pool';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder } from './explanation';
+import { judgePick, type PickVerdict } from './pick-verdict';
 import { runProfile, timedPick, type ProfileRun, type ProfileSlot, type Timing } from './profile-run';
 
 export interface PairPlanInput {
@@ -20,6 +21,8 @@ export interface PairPlanInput {
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
   readonly timing: Timing | undefined;
+  /** When set, the decode pick and the first pair's prefill pick are judged and their verdicts pushed here. */
+  readonly verdicts?: PickVerdict[] | undefined;
 }
 
 export type PairPlan =
@@ -39,8 +42,13 @@ function pickFrom(
   run: Extract<ProfileRun, { ok: true }>,
   count: number,
   group?: string,
-): number[] {
-  return timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group).order;
+  slot?: ProfileSlot,
+): { order: number[]; verdict: PickVerdict | undefined } {
+  const picked = timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group);
+  // Judged right after the run's own pick: the next profile run reuses the cycle's load-bound record.
+  const verdict = slot && input.verdicts ? judgePick(input.cycle, profile, run, slot, picked.order[0] as number, picked) : undefined;
+  if (verdict) run.trace?.judged(verdict);
+  return { order: picked.order, verdict };
 }
 
 /**
@@ -54,12 +62,14 @@ function pickFrom(
  */
 export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
-  const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing };
+  const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing, judge: input.verdicts !== undefined };
   const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, { what: 'decode', ...common });
   if (!decodes.ok) return decodes;
   const decodeAt = (i: number): IndexedEndpoint => decodes.candidates.endpoint(i);
-  let order = pickFrom(input, input.decodeProfile, decodes, input.topN);
+  const decodePick = pickFrom(input, input.decodeProfile, decodes, input.topN, undefined, input.decodeSlot);
+  let order = decodePick.order;
   if (!input.withPrefill) {
+    if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
     const attempts: Attempt[] = order.map((i) => ({ endpoint: decodeAt(i).ref }));
     for (const d of decodes.lastResort) if (attempts.length < input.topN) attempts.push({ endpoint: d.ref });
@@ -69,6 +79,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
   // The ranked prefills per group (up to topN), computed once per group this request touches.
   const rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
   const allEjectedGroups = new Set<string>();
+  const prefillVerdicts = new Map<string, PickVerdict>();
   const whyNot: string[] = [];
   const prefillsOf = (group: string | undefined): readonly IndexedEndpoint[] => {
     if (group === undefined) return NONE;
@@ -82,7 +93,9 @@ export function planPairs(input: PairPlanInput): PairPlan {
     });
     let ranked: readonly IndexedEndpoint[] = NONE;
     if (run.ok) {
-      const picked = pickFrom(input, input.prefillProfile, run, input.topN, group).map((i) => run.candidates.endpoint(i));
+      const pick = pickFrom(input, input.prefillProfile, run, input.topN, group, input.prefillSlot);
+      if (pick.verdict) prefillVerdicts.set(group, pick.verdict);
+      const picked = pick.order.map((i) => run.candidates.endpoint(i));
       run.trace?.chose(picked.map((e) => e.key));
       // Ejected prefills pair last (least recently failed first), for retries when the healthy ones fail.
       ranked = run.lastResort.length > 0 ? [...picked, ...run.lastResort] : picked;
@@ -118,7 +131,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
   if (attempts.length < input.topN && order.length < decodes.candidates.size) {
     // Some top decodes had no prefill: walk further down the ranking (rare, so the full order is fine here).
     const seen = order.length;
-    order = pickFrom(input, input.decodeProfile, decodes, decodes.candidates.size);
+    order = pickFrom(input, input.decodeProfile, decodes, decodes.candidates.size).order;
     firstPass(order, seen);
   }
   if (attempts.length < input.topN && first !== undefined)
@@ -135,6 +148,9 @@ export function planPairs(input: PairPlanInput): PairPlan {
       whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
+  if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
+  const prefillVerdict = first.prefill.group === undefined ? undefined : prefillVerdicts.get(first.prefill.group);
+  if (prefillVerdict) input.verdicts?.push(prefillVerdict);
   const group = first.decode.group;
   return {
     ok: true,

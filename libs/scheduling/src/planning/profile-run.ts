@@ -11,6 +11,7 @@ import { ejectionOf } from '../state/outlier-table';
 import { CandidateSet } from './candidate-set';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder, ProfileTrace } from './explanation';
+import type { PickVerdict } from './pick-verdict';
 
 /**
  * One timed step of a decision, reported to the observer's phase sink once it has ended (so a tracer can record
@@ -50,6 +51,11 @@ export interface SchedulingObserver {
    * (no phase records are built then). Without this method no request reports phases.
    */
   phasesFor?(request: SchedulingRequest): SchedulingPhaseSink | undefined;
+  /**
+   * Receives, for each decision, why each profile's first choice won (quality metrics). Setting it makes every
+   * profile run keep its scorers' scores for the judgement (one copy of each score column).
+   */
+  picked?(verdicts: readonly PickVerdict[]): void;
 }
 
 /**
@@ -97,6 +103,8 @@ export class ProfileSlot {
   finals = new Float64Array(256);
   scratch = new Float64Array(256);
   keep = new Uint8Array(256);
+  /** Each scorer's clamped scores, scorer s of candidate i at `s·size + i` (kept only for a judged run). */
+  columns = new Float64Array(1024);
 
   constructor(index: EndpointIndex, tracker: InflightTracker) {
     this.set = new CandidateSet(index, tracker);
@@ -108,6 +116,10 @@ export class ProfileSlot {
     this.finals = new Float64Array(size);
     this.scratch = new Float64Array(size);
     this.keep = new Uint8Array(size);
+  }
+
+  ensureColumns(n: number): void {
+    if (this.columns.length < n) this.columns = new Float64Array(Math.max(n, this.columns.length * 2));
   }
 }
 
@@ -137,6 +149,8 @@ export interface RunOptions {
   /** Group recorded in the explanation and the phases. */
   readonly group?: string | undefined;
   readonly timing?: Timing | undefined;
+  /** Keep each scorer's scores (`slot.columns`) so the pick can be judged (`judgePick`). */
+  readonly judge?: boolean | undefined;
 }
 
 /** The name ejected endpoints carry as `filteredBy` in explanations and phases. */
@@ -245,6 +259,10 @@ function filterAndScore(
   const n = set.size;
   const { finals, scratch } = slot;
   finals.fill(0, 0, n);
+  cycle.bounded.clear();
+  const judge = opts.judge === true;
+  if (judge) slot.ensureColumns(profile.scorers.length * n);
+  let s = 0;
   for (const { scorer, weight } of profile.scorers) {
     scratch.fill(0, 0, n);
     const t0 = timing ? timing.clock() : 0;
@@ -255,6 +273,8 @@ function filterAndScore(
       scratch[i] = v;
       finals[i] = (finals[i] as number) + weight * v;
     }
+    if (judge) slot.columns.set(scratch.subarray(0, n), s * n);
+    s++;
     trace?.scored(scorer.name, set, scratch);
     if (sink) sink(phase('scorer', profile.role, scorer.name, opts.group, n, n, t0, t1));
   }

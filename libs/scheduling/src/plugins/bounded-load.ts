@@ -1,15 +1,25 @@
 import type { Candidates } from '../framework/candidates';
 
+/** Default `loadFloor` of the affinity scorers: in-flight requests a pod may always run and keep its affinity. */
+export const DEFAULT_LOAD_FLOOR = 4;
+
 /**
  * Bounded load for affinity scorers: candidate i may take one more request while its in-flight count stays within
- * `ceil(loadFactor · (total in flight + 1) / candidates)`. Affinity then never piles a hot key, tenant or session
- * onto one pod: past the cap the request falls back to the other scorers.
+ * `max(ceil(loadFactor · (total in flight + 1) / candidates), floor)`. Affinity then never piles a hot key, tenant or
+ * session onto one pod: past the cap the request falls back to the other scorers.
+ *
+ * The floor is absolute: the relative cap alone is 1 or 2 requests whenever the pool is lightly loaded, and with the
+ * in-flight counts of real traffic (bursty, and including the scheduler's own decisions not started yet) a pod one
+ * request above an idle pool would lose its affinity although an engine batching dozens of sequences serves one more
+ * at almost no cost, while a cache miss costs a full prefill or encode. Under load the relative cap is above the
+ * floor and alone decides. (Routers that weigh cache affinity against load use an absolute threshold too: SGLang's
+ * cache-aware router balances only past `balance_abs_threshold`.)
  */
-export function withinLoadBound(c: Candidates, loadFactor: number): (i: number) => boolean {
+export function withinLoadBound(c: Candidates, loadFactor: number, floor = 0): (i: number) => boolean {
   const inflight = c.inflight();
   const n = c.size;
   let total = 1;
   for (let i = 0; i < n; i++) total += inflight[i] as number;
-  const cap = Math.ceil((loadFactor * total) / n);
+  const cap = Math.max(Math.ceil((loadFactor * total) / n), floor);
   return (i) => (inflight[i] as number) + 1 <= cap;
 }

@@ -98,7 +98,7 @@ describe('InflightTracker', () => {
 describe('InflightTracker reservations (decode legs not started yet)', () => {
   it('counts a reserved decode pod until its leg starts, then counts the leg once', () => {
     const t = new InflightTracker();
-    t.reserve('r1', 'ns.ms.d1', 1000, 30_000);
+    t.reserve('r1', [{ endpoint: 'ns.ms.d1', ttlMs: 30_000 }], 1000);
     expect(t.count('ns.ms.d1')).toBe(1);
     t.applyEvent('gw', { type: 'start', requestId: 'r1', endpoint: 'ns.ms.d1', stage: 'decode', at: 1500 });
     expect(t.count('ns.ms.d1')).toBe(1);
@@ -108,10 +108,41 @@ describe('InflightTracker reservations (decode legs not started yet)', () => {
 
   it('drops a reservation whose leg never starts after its time to live', () => {
     const t = new InflightTracker();
-    t.reserve('r2', 'ns.ms.d1', 1000, 30_000);
+    t.reserve('r2', [{ endpoint: 'ns.ms.d1', ttlMs: 30_000 }], 1000);
     t.expire(30_999);
     expect(t.count('ns.ms.d1')).toBe(1);
     t.expire(31_000);
     expect(t.count('ns.ms.d1')).toBe(0);
+  });
+
+  it('counts every leg of a decision until each starts, with its prompt in the prefill backlog meanwhile', () => {
+    const t = new InflightTracker();
+    t.reserve(
+      'r3',
+      [
+        { endpoint: 'ns.ms.p1', ttlMs: 2_000, tokens: 2_000 },
+        { endpoint: 'ns.ms.d1', ttlMs: 30_000 },
+      ],
+      1000,
+    );
+    expect(t.snapshot()).toEqual({ 'ns.ms.p1': 1, 'ns.ms.d1': 1 });
+    expect(t.backlog.pendingMs('ns.ms.p1', 1000, 50, 2)).toBe(102);
+    t.applyEvent('gw', { type: 'start', requestId: 'r3', endpoint: 'ns.ms.p1', stage: 'prefill', at: 1010, inputTokens: 2_000 });
+    // The leg now counts once, through the gateway's own event, with its backlog from the leg's start.
+    expect(t.snapshot()).toEqual({ 'ns.ms.p1': 1, 'ns.ms.d1': 1 });
+    expect(t.backlog.pendingMs('ns.ms.p1', 1010, 50, 2)).toBe(102);
+    t.applyEvent('gw', { type: 'finish', requestId: 'r3', endpoint: 'ns.ms.p1', stage: 'prefill', at: 1100, ok: true });
+    expect(t.snapshot()).toEqual({ 'ns.ms.d1': 1 });
+  });
+
+  it("replaces a request's reservations when it is decided again (a retry), and lets unstarted legs lapse", () => {
+    const t = new InflightTracker();
+    t.reserve('r4', [{ endpoint: 'ns.ms.a', ttlMs: 2_000, tokens: 100 }], 1000);
+    t.reserve('r4', [{ endpoint: 'ns.ms.b', ttlMs: 2_000, tokens: 100 }], 1100);
+    expect(t.snapshot()).toEqual({ 'ns.ms.b': 1 });
+    expect(t.backlog.pendingMs('ns.ms.a', 1100, 50, 2)).toBe(0);
+    t.expire(3_100);
+    expect(t.snapshot()).toEqual({});
+    expect(t.backlog.pendingMs('ns.ms.b', 3_100, 50, 2)).toBe(0);
   });
 });

@@ -10,6 +10,23 @@ export interface InflightTrackerOptions {
   readonly defaultSnapshotIntervalMs?: number;
 }
 
+/** A leg the scheduler chose that its gateway has not started yet. */
+export interface ReservedLeg {
+  readonly endpoint: string;
+  /** How long it counts without its start event. */
+  readonly ttlMs: number;
+  /** Prompt tokens the endpoint will prefill (counted in its prefill backlog until the leg starts). */
+  readonly tokens?: number | undefined;
+}
+
+interface Reservation {
+  readonly endpoint: string;
+  readonly until: number;
+}
+
+/** The prefill backlog's pseudo-gateway for reserved legs (no real gateway id is empty). */
+const RESERVED = '';
+
 interface GatewayView {
   readonly counts: Map<string, number>;
   lastSeq: number;
@@ -42,8 +59,8 @@ export class InflightTracker {
   /** The cells with a non-zero count: usually far fewer than the endpoints, which makes sparse reads cheap. */
   readonly #active = new Map<string, InflightCell>();
   readonly #gateways = new Map<string, GatewayView>();
-  /** Decode legs counted before they start (`reserve`), by request id. */
-  readonly #reserved = new Map<string, { endpoint: string; until: number }>();
+  /** Legs counted before they start (`reserve`), by request id. */
+  readonly #reserved = new Map<string, Reservation[]>();
   #nextReservationExpiry = Number.POSITIVE_INFINITY;
   readonly #missed: number;
   readonly #defaultInterval: number;
@@ -143,16 +160,48 @@ export class InflightTracker {
   }
 
   /**
-   * Counts a request on `endpoint` before its leg starts there: a decode pod chosen for a P/D request gets its leg
-   * only once the prefill is done, and until then every decision would see it idle and pick it again. The
-   * reservation ends when that leg's start event arrives (from any gateway) or after `ttlMs`.
+   * Counts a request on the endpoints just chosen for it before their legs start there. The gateway starts a leg
+   * only after the decision's reply reached it, and its start event reaches the schedulers a NATS hop later; until
+   * then every decision (the rest of the same batch first) would see those endpoints as idle and pile a burst onto
+   * the one its affinity prefers. A decode pod of a P/D request waits for its prefill, so it gets a longer `ttlMs`.
+   * Each reservation ends when its leg's start event arrives (from any gateway) or after its `ttlMs`; a new
+   * decision for the same request (a retry with `exclude`) replaces the request's reservations. Legs with `tokens`
+   * also count in the prefill backlog meanwhile.
    */
-  reserve(requestId: string, endpoint: string, now: number, ttlMs: number): void {
+  reserve(requestId: string, legs: readonly ReservedLeg[], now: number): void {
+    this.#release(requestId);
+    if (legs.length === 0) return;
+    const held: Reservation[] = [];
+    for (const leg of legs) {
+      const until = now + leg.ttlMs;
+      held.push({ endpoint: leg.endpoint, until });
+      this.#add(leg.endpoint, 1);
+      if (leg.tokens !== undefined && leg.tokens > 0)
+        this.backlog.open(RESERVED, reservedLeg(requestId, leg.endpoint), leg.endpoint, now, leg.tokens);
+      if (until < this.#nextReservationExpiry) this.#nextReservationExpiry = until;
+    }
+    this.#reserved.set(requestId, held);
+  }
+
+  #release(requestId: string): void {
     const old = this.#reserved.get(requestId);
-    if (old) this.#add(old.endpoint, -1);
-    this.#reserved.set(requestId, { endpoint, until: now + ttlMs });
-    this.#add(endpoint, 1);
-    if (now + ttlMs < this.#nextReservationExpiry) this.#nextReservationExpiry = now + ttlMs;
+    if (!old) return;
+    this.#reserved.delete(requestId);
+    for (const r of old) {
+      this.#add(r.endpoint, -1);
+      this.backlog.close(RESERVED, reservedLeg(requestId, r.endpoint));
+    }
+  }
+
+  /** Ends one reserved leg (its start event came, or its time ran out). */
+  #releaseLeg(requestId: string, endpoint: string, held: Reservation[]): boolean {
+    const i = held.findIndex((r) => r.endpoint === endpoint);
+    if (i < 0) return false;
+    held.splice(i, 1);
+    if (held.length === 0) this.#reserved.delete(requestId);
+    this.#add(endpoint, -1);
+    this.backlog.close(RESERVED, reservedLeg(requestId, endpoint));
+    return true;
   }
 
   /** Current totals by endpoint key (non-zero only), for debugging and tests. */
@@ -169,11 +218,11 @@ export class InflightTracker {
 
   #expireReservations(now: number): void {
     let next = Number.POSITIVE_INFINITY;
-    for (const [id, r] of this.#reserved) {
-      if (r.until <= now) {
-        this.#reserved.delete(id);
-        this.#add(r.endpoint, -1);
-      } else if (r.until < next) next = r.until;
+    for (const [id, held] of this.#reserved) {
+      for (const r of [...held]) {
+        if (r.until <= now) this.#releaseLeg(id, r.endpoint, held);
+        else if (r.until < next) next = r.until;
+      }
     }
     this.#nextReservationExpiry = next;
   }
@@ -190,11 +239,8 @@ export class InflightTracker {
   #observe(gateway: string, ev: DispatchEvent): void {
     const leg = `${ev.requestId}\u0000${ev.endpoint}\u0000${ev.stage}`;
     if (ev.type === 'start') {
-      const r = this.#reserved.get(ev.requestId);
-      if (r !== undefined && r.endpoint === ev.endpoint) {
-        this.#reserved.delete(ev.requestId);
-        this.#add(r.endpoint, -1);
-      }
+      const held = this.#reserved.get(ev.requestId);
+      if (held !== undefined) this.#releaseLeg(ev.requestId, ev.endpoint, held);
       if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
         this.backlog.open(gateway, leg, ev.endpoint, ev.at, ev.inputTokens);
       return;
@@ -226,3 +272,5 @@ export class InflightTracker {
     for (const [k, n] of next) if (n > 0) gw.counts.set(k, n);
   }
 }
+
+const reservedLeg = (requestId: string, endpoint: string): string => `${requestId}\u0000${endpoint}`;

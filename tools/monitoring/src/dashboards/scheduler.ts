@@ -3,12 +3,19 @@ import { mean, quantile, rateSum, share } from './promql';
 
 const LOCAL_RATIO = `${rateSum('triad_gateway_local_decisions_total')} / ${rateSum('triad_gateway_schedule_duration_seconds_count')}`;
 
+const PICKS = rateSum('triad_scheduler_pick_decider_total', ['profile']);
+/** Overruled picks over all picks of the profile; profiles whose scorers have no load bound read 0. */
+const OVERRULED_SHARE =
+  `${rateSum('triad_scheduler_affinity_overruled_total', ['profile', 'scorer'])} / on (profile) group_left ${PICKS}` +
+  ` or on (profile) ${PICKS} * 0`;
+
 /** The scheduler service and the gateways' side of it: decisions, their latency, batching and the fallback. */
 export const scheduler: DashboardSpec = {
   uid: 'triad-scheduler',
   title: 'Triad / Scheduler',
   description:
-    'Decisions by mode and outcome, decision and batch latency, plugin cost, the index the scheduler holds, ' +
+    'Decisions by mode and outcome, what decided the picks and affinity overruled by load, decision and batch latency, ' +
+    'plugin cost, the index the scheduler holds, ' +
     "and the gateways' local fallback.",
   variables: [],
   rows: [
@@ -36,6 +43,30 @@ export const scheduler: DashboardSpec = {
             q(quantile(0.5, 'triad_scheduler_decision_duration_seconds', ['mode']), 'p50 {{mode}}'),
             q(quantile(0.99, 'triad_scheduler_decision_duration_seconds', ['mode']), 'p99 {{mode}}'),
           ],
+        },
+      ],
+    },
+    {
+      title: 'Pick quality',
+      panels: [
+        {
+          title: 'What decided the picks',
+          unit: 'ops',
+          stacked: true,
+          description:
+            'Profile picks per second by what gave the first choice its lead over the runner-up: a scorer (its weighted score), ' +
+            'tie-break, only-candidate, or an affinity picker. Affinity scorers deciding few picks on a cache-heavy workload ' +
+            'mean load scorers outweigh them.',
+          queries: [q(rateSum('triad_scheduler_pick_decider_total', ['profile', 'scorer']), '{{profile}} {{scorer}}')],
+        },
+        {
+          title: 'Affinity overruled by load',
+          unit: 'percentunit',
+          description:
+            "Share of each profile's picks where an affinity scorer's endpoint was past its load bound (loadFactor, loadFloor) " +
+            'and the request went elsewhere, by scorer (0 for a profile without load-bounded affinity). High while hit ratios ' +
+            'are low: the bound, not the affinity, decides.',
+          queries: [q(OVERRULED_SHARE, '{{profile}} {{scorer}}')],
         },
       ],
     },

@@ -3,7 +3,7 @@ import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, scheduling
 import { EncoderCacheScorer } from './encoder-cache';
 
 const pods = ['a', 'b', 'c', 'd'];
-const params = { loadFactor: 1.25, maxItemsPerEndpoint: 2, homeShare: 0 };
+const params = { loadFactor: 1.25, loadFloor: 0, maxItemsPerEndpoint: 2, homeShare: 0 };
 const items = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
 
 function score(plugin: EncoderCacheScorer, keys: string[], tracker = new InflightTracker()): number[] {
@@ -39,5 +39,23 @@ describe('encoder-cache', () => {
     for (let i = 0; i < 8; i++)
       busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf(home), stage: 'aggregated', at: TEST_NOW });
     expect(score(plugin, ['new'], busy)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('keeps the affinity of a pod a few requests above a lightly loaded pool (absolute floor), not far above it', () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', { ...params, loadFloor: 4 });
+    plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });
+    const busy = (n: number): InflightTracker => {
+      const t = new InflightTracker();
+      for (let i = 0; i < n; i++)
+        t.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf('a'), stage: 'aggregated', at: TEST_NOW });
+      return t;
+    };
+    // 3 in flight on a, none elsewhere: the relative cap alone is ceil(1.25 · 4 / 4) = 2, the floor makes it 4.
+    expect(score(plugin, ['x'], busy(3))).toEqual([100, 0, 0, 0]);
+    const strict = new EncoderCacheScorer('strict', params);
+    strict.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });
+    expect(score(strict, ['x'], busy(3))).toEqual([0, 0, 0, 0]);
+    // 4 in flight: the cap is max(ceil(1.25 · 5 / 4), 4) = 4, and a fifth would exceed it: a loses it.
+    expect(score(plugin, ['x'], busy(4))).toEqual([0, 0, 0, 0]);
   });
 });

@@ -13,7 +13,7 @@ import {
 import type { Candidates } from '../../framework/candidates';
 import { combine32, hashString32 } from '../../hashing/fast-hash';
 import type { Endpoint } from '../../state/endpoint';
-import { withinLoadBound } from '../bounded-load';
+import { DEFAULT_LOAD_FLOOR, withinLoadBound } from '../bounded-load';
 
 export const ENCODER_CACHE = 'encoder-cache';
 
@@ -21,6 +21,8 @@ export const EncoderCacheParamsSchema = z
   .object({
     /** Bounded load, as for encoders: past loadFactor × the mean in-flight count a pod gets no affinity score. */
     loadFactor: z.number().min(1).max(10).default(1.25),
+    /** In-flight requests a pod may always run and keep its affinity, however idle the others (absolute floor). */
+    loadFloor: z.number().int().min(0).max(1000).default(DEFAULT_LOAD_FLOOR),
     /** Media items remembered per endpoint (LRU): about what its encoder cache holds. */
     maxItemsPerEndpoint: z.number().int().min(1).default(64),
     /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
@@ -40,6 +42,7 @@ export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
 export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware, CacheEstimator {
   readonly type = ENCODER_CACHE;
   readonly name: string;
+  readonly loadBoundedAffinity = true;
   readonly #params: EncoderCacheParams;
   /** content key → endpoints holding it. */
   readonly #owners = new Map<string, Set<string>>();
@@ -89,8 +92,13 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
         out[home] = (out[home] as number) + share * this.#params.homeShare;
       }
     }
-    const ok = withinLoadBound(c, this.#params.loadFactor);
-    for (let i = 0; i < c.size; i++) if ((out[i] as number) > 0 && !ok(i)) out[i] = 0;
+    const ok = withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor);
+    for (let i = 0; i < c.size; i++) {
+      if ((out[i] as number) > 0 && !ok(i)) {
+        out[i] = 0;
+        ctx.loadBounded?.(this.name);
+      }
+    }
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {

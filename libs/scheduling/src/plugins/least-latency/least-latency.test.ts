@@ -81,7 +81,8 @@ describe('least-latency', () => {
         { registry: createInTreeRegistry() },
       );
       if (!config.ok) throw new Error(config.reasons.join('; '));
-      const s = new Scheduler({ index, tracker: new InflightTracker(), config: config.loaded });
+      const tracker = new InflightTracker();
+      const s = new Scheduler({ index, tracker, config: config.loaded });
       const counts: Record<string, number> = { a: 0, b: 0, c: 0 };
       for (let second = 1; second <= 60; second++) {
         const now = TEST_NOW + second * 1000;
@@ -91,6 +92,10 @@ describe('least-latency', () => {
           if (!d.ok) throw new Error(d.message);
           const pod = d.attempts[0]!.endpoint.pod;
           counts[pod]! += 1;
+          // The gateway runs it at once and it is short: started and finished before the next decision.
+          const leg = { requestId: d.id, endpoint: keyOf(pod), stage: 'aggregated' as const, at: now };
+          tracker.applyEvent('gw', { type: 'start', ...leg });
+          tracker.applyEvent('gw', { type: 'finish', ...leg, ok: true });
           inSecond.add(pod);
         }
         // Every engine is scraped every second; only the ones that served something have a new mean.

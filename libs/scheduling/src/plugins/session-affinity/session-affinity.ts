@@ -11,7 +11,7 @@ import {
 } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
-import { withinLoadBound } from '../bounded-load';
+import { DEFAULT_LOAD_FLOOR, withinLoadBound } from '../bounded-load';
 
 export const SESSION_AFFINITY = 'session-affinity';
 
@@ -19,6 +19,8 @@ export const SessionAffinityParamsSchema = z
   .object({
     /** Bounded load: the session's pod keeps it while its in-flight count stays within loadFactor × the mean. */
     loadFactor: z.number().min(1).max(10).default(1.5),
+    /** In-flight requests the session's pod may always run and keep the session (absolute floor). */
+    loadFloor: z.number().int().min(0).max(1000).default(DEFAULT_LOAD_FLOOR),
     /** Sessions remembered per stage (least recently used forgotten first). */
     maxSessions: z.number().int().min(1).default(100_000),
   })
@@ -35,6 +37,7 @@ export type SessionAffinityParams = z.infer<typeof SessionAffinityParamsSchema>;
 export class SessionAffinityScorer implements Scorer, PostScheduleHook, AffinityLearner {
   readonly type = SESSION_AFFINITY;
   readonly name: string;
+  readonly loadBoundedAffinity = true;
   readonly #params: SessionAffinityParams;
   readonly #byRole = new Map<ProfileRole, LRUCache<string, string>>();
 
@@ -55,7 +58,9 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
     const key = this.#byRole.get(ctx.role)?.peek(session);
     if (key === undefined) return;
     const pos = c.indexOf(key);
-    if (pos >= 0 && withinLoadBound(c, this.#params.loadFactor)(pos)) out[pos] = 100;
+    if (pos < 0) return;
+    if (withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor)(pos)) out[pos] = 100;
+    else ctx.loadBounded?.(this.name);
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {
