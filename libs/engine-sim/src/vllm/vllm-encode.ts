@@ -80,6 +80,7 @@ export async function serveVllmEncode(
       promptTokens: request.promptTokens,
       cachedTokens: 0,
       outputKey: request.outputKey,
+      outputOffset: request.outputOffset,
       plan,
       includeUsage: request.includeUsage,
       continuousUsage: request.continuousUsage,
