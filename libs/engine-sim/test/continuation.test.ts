@@ -78,7 +78,12 @@ describe.each(engines)('%s simulator: continued answers and deaths after token K
 
   it('text the simulator did not produce gets a fresh answer, and without the flag a final assistant message is not continued', async () => {
     const whole = streamedTokens((await post(chatUrl, { model: 'sim-model', messages: CHAT, stream: true })).text);
-    const foreign = await post(chatUrl, { model: 'sim-model', messages: [...CHAT, { role: 'assistant', content: 'Hello' }], stream: true, ...continueFields });
+    const foreign = await post(chatUrl, {
+      model: 'sim-model',
+      messages: [...CHAT, { role: 'assistant', content: 'Hello' }],
+      stream: true,
+      ...continueFields,
+    });
     expect(streamedTokens(foreign.text).join('')).not.toBe(whole.slice(1).join(''));
     const prefix = whole.slice(0, 3).join('');
     const plain = await post(chatUrl, { model: 'sim-model', messages: [...CHAT, { role: 'assistant', content: prefix }], stream: true });
@@ -87,7 +92,11 @@ describe.each(engines)('%s simulator: continued answers and deaths after token K
   });
 
   it('vLLM refuses continue_final_message with add_generation_prompt (its default); SGLang ignores the latter', async () => {
-    const res = await post(chatUrl, { model: 'sim-model', messages: [...CHAT, { role: 'assistant', content: 'x' }], continue_final_message: true });
+    const res = await post(chatUrl, {
+      model: 'sim-model',
+      messages: [...CHAT, { role: 'assistant', content: 'x' }],
+      continue_final_message: true,
+    });
     if (engine === 'vllm') {
       expect(res.status).toBe(400);
       expect(res.text).toContain('continue_final_message');
@@ -100,7 +109,12 @@ describe.each(engines)('%s simulator: continued answers and deaths after token K
     const prompt = 'Tell me about routers.';
     const whole = streamedTokens((await post(completionsUrl, { model: 'sim-model', prompt, stream: true, max_tokens: 30 })).text);
     expect(whole).toHaveLength(30);
-    const res = await post(completionsUrl, { model: 'sim-model', prompt: prompt + whole.slice(0, 11).join(''), stream: true, max_tokens: 19 });
+    const res = await post(completionsUrl, {
+      model: 'sim-model',
+      prompt: prompt + whole.slice(0, 11).join(''),
+      stream: true,
+      max_tokens: 19,
+    });
     expect(streamedTokens(res.text)).toEqual(whole.slice(11));
   });
 

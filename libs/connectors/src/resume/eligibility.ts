@@ -24,7 +24,16 @@ export function resumeRefusal(path: string, body: Record<string, unknown>): stri
   return undefined;
 }
 
-const GUIDED_FIELDS = ['structured_outputs', 'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'regex', 'ebnf', 'json_schema'];
+const GUIDED_FIELDS = [
+  'structured_outputs',
+  'guided_json',
+  'guided_regex',
+  'guided_choice',
+  'guided_grammar',
+  'regex',
+  'ebnf',
+  'json_schema',
+];
 
 function hasValue(v: unknown): boolean {
   return v !== undefined && v !== null && v !== false && v !== 0;

@@ -2,15 +2,7 @@ import type { Usage } from '@triad/request';
 
 /** Why a broken stream is not resumed (the metric's `refused` outcome; the access log names the reason). */
 export type ResumeRefusal =
-  | 'not_eligible'
-  | 'max_tokens'
-  | 'max_bytes'
-  | 'max_resumes'
-  | 'no_alternate'
-  | 'tool_calls'
-  | 'reasoning'
-  | 'engine_error'
-  | 'client';
+  'not_eligible' | 'max_tokens' | 'max_bytes' | 'max_resumes' | 'no_alternate' | 'tool_calls' | 'reasoning' | 'engine_error' | 'client';
 
 /**
  * What one resumable stream sent the client so far, across its legs: the answer's id and text, the completion tokens
