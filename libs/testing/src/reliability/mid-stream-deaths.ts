@@ -49,6 +49,11 @@ export interface MidStreamResult {
   readonly failures: Readonly<Record<string, number>>;
   /** Streams the gateway resumed (`triad_gateway_stream_resumes_total{outcome="resumed"}`). */
   readonly resumed: number;
+  /**
+   * Streams whose first final leg went to the dying pod (the rest were served by the healthy one from the start: the
+   * scheduler prefers pod 0 by load, but in EPD the choice also follows the encoders and prefill).
+   */
+  readonly metDeath: number;
   /** Complete streams whose text equals the reference answer and whose usage counts the reference's tokens. */
   readonly exact: number;
   /** Complete streams with more text than the reference (something repeated) or other text. */
@@ -59,7 +64,7 @@ export interface MidStreamResult {
   readonly wrongIdOrUsage: number;
   /** Per resumed stream: the gap at the resume minus the stream's median gap between tokens, ms. */
   readonly resumeExtraMs: readonly number[];
-  /** Prefill legs per request on the prefill pods (PD, EPD): 2 when the continuation was prefilled again. */
+  /** Prefill legs per stream that met the dying pod (PD, EPD): 2 when the continuation was prefilled again. */
   readonly prefillLegsPerRequest: readonly number[];
 }
 
@@ -238,7 +243,13 @@ export async function runMidStreamScenario(
   } finally {
     dying.setFault({ mode: 'ok' });
   }
-  const resumed = await settledResumes(stack.metricsUrl, resumedBefore, faulted.filter((r) => r.done).length);
+  const fId = (i: number) => `${model}-f${i}`;
+  const died = new Set<string>();
+  for (const r of dying.requests()) {
+    const id = r.headers['x-request-id'];
+    if (r.method === 'POST' && r.path.startsWith('/v1/') && typeof id === 'string' && id.startsWith(`${model}-f`)) died.add(id);
+  }
+  const resumed = await settledResumes(stack.metricsUrl, resumedBefore, scenario.resume ? died.size : 0);
   const reference = await runAll('ref');
   const failures: Record<string, number> = {};
   let failed = 0;
@@ -284,7 +295,8 @@ export async function runMidStreamScenario(
   const prefills = topo.sims.prefill;
   if (prefills !== undefined) {
     for (let i = 0; i < options.requests; i++) {
-      const id = `${model}-f${i}`;
+      const id = fId(i);
+      if (!died.has(id)) continue;
       let n = 0;
       for (const sim of prefills)
         for (const r of sim.requests()) if (r.method === 'POST' && r.headers['x-request-id'] === id && r.path.startsWith('/v1/')) n++;
@@ -297,6 +309,7 @@ export async function runMidStreamScenario(
     failed,
     failures,
     resumed,
+    metDeath: died.size,
     exact,
     duplicatedText,
     lostText,
