@@ -177,7 +177,10 @@ function generationItem(
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   const cachedTokens = Math.max(prefixHit, transferred);
   // A PD prefill computes the prompt and the first token only; its answer is read and thrown away by the router.
-  const plan: OutputPlan = ctx.role === 'prefill' ? { count: 1, finishReason: 'length' } : planFrom({ key: request.outputKey, offset: request.outputOffset }, request);
+  const plan: OutputPlan =
+    ctx.role === 'prefill'
+      ? { count: 1, finishReason: 'length' }
+      : planFrom({ key: request.outputKey, offset: request.outputOffset }, request);
   const spec: GenerationSpec = {
     rank,
     arrivedAt: ex.arrivedAt,
