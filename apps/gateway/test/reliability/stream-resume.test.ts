@@ -102,6 +102,37 @@ describe('stream resume: a final pod dying mid-stream', () => {
     expect(r.resumed).toBe(0);
   });
 
+  it('SGLang: a stream dying after its last token, before its separate finish chunk, is ended by the gateway at max_tokens', async () => {
+    const topo = topologies.get('sglang-aggregated') as DeployedTopology;
+    const [dying, healthy] = topo.sims.aggregated as unknown as [SimEngineHandle, SimEngineHandle];
+    const model = await deployServer(matrixStack(h), topo, 'sdk-resume-sglang', {
+      outlierDetection: { consecutiveErrors: 0 },
+      streamResume: {},
+    });
+    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'test', maxRetries: 0 });
+    const chat = () =>
+      client.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'Why do streams break? '.repeat(40) }],
+        stream: true,
+        stream_options: { include_usage: true },
+        max_tokens: 16,
+      });
+    const reference = await collect(await chat());
+    healthy.clearRequests();
+    dying.setFault({ mode: 'die-mid-stream', afterTokens: 1000 });
+    try {
+      const got = await collect(await chat());
+      expect(got.text).toBe(reference.text);
+      expect(got.finish).toBe('length');
+      expect(got.usage?.completion_tokens).toBe(16);
+      expect(got.usage?.prompt_tokens).toBe(reference.usage?.prompt_tokens);
+      expect(inferenceRequests(healthy)).toHaveLength(0);
+    } finally {
+      dying.setFault({ mode: 'ok' });
+    }
+  });
+
   describe('through the openai SDK (vLLM aggregated)', () => {
     let client: OpenAI;
     let dying: SimEngineHandle;

@@ -27,6 +27,8 @@ export class StreamResume {
   readonly #policy: StreamResumePolicy;
   readonly #state: ResumeState;
   readonly #refusal: string | undefined;
+  /** The client's token limit (`max_completion_tokens`, else `max_tokens`), if it set one. */
+  readonly #limit: number | undefined;
   /** The decision's attempt the continuation runs on. */
   #outcome: StreamResumeOutcome | undefined;
   /** When the break was seen (`performance.now()`), for the resume's extra latency. */
@@ -41,6 +43,8 @@ export class StreamResume {
     const wantsUsage = clientWantsUsage(body, engine);
     this.#policy = policy;
     this.#refusal = refusal;
+    const limit = body['max_completion_tokens'] ?? body['max_tokens'];
+    this.#limit = typeof limit === 'number' ? limit : undefined;
     this.#state = new ResumeState(ctx.path === '/v1/chat/completions', wantsUsage, continuous && (wantsUsage || engine === 'SGLang'));
   }
 
@@ -108,7 +112,9 @@ export class StreamResume {
     let reason: ResumeRefusal | undefined;
     if (this.#refusal !== undefined) reason = 'not_eligible';
     else if (state.unresumable !== undefined) reason = state.unresumable;
-    else if (state.finishReason !== undefined) return { kind: 'complete', tail: this.#tail() };
+    else if (state.finishReason !== undefined) return { kind: 'complete', tail: this.#tail(undefined) };
+    // Every token the client allowed was sent (SGLang sends the finish reason in a chunk of its own, after the text).
+    else if (this.#limit !== undefined && state.tokens >= this.#limit) return { kind: 'complete', tail: this.#tail('length') };
     else if (state.resumes >= this.#policy.maxResumes) reason = 'max_resumes';
     else if (state.tokens > this.#policy.maxTokens) reason = 'max_tokens';
     else if (state.bytes > this.#policy.maxBytes) reason = 'max_bytes';
@@ -138,10 +144,18 @@ export class StreamResume {
     return s.usage ?? (s.promptTokens === undefined ? undefined : { promptTokens: s.promptTokens, completionTokens: s.tokens });
   }
 
-  /** Closing events of an answer whose last chunk (with its finish reason) the client has: usage if asked, `[DONE]`. */
-  #tail(): Buffer {
+  /**
+   * Closing events of an answer whose text the client has: the finish chunk when it had none (`finish`), usage if
+   * asked, `[DONE]`.
+   */
+  #tail(finish: string | undefined): Buffer {
     const s = this.#state;
     let out = '';
+    if (finish !== undefined) {
+      const choice = s.chat ? { index: 0, delta: {}, finish_reason: finish } : { index: 0, text: '', finish_reason: finish };
+      const object = s.chat ? 'chat.completion.chunk' : 'text_completion';
+      out += `data: ${JSON.stringify({ id: s.id, object, created: s.created, choices: [choice] })}\n\n`;
+    }
     if (s.clientWantsUsage && s.usage === undefined && s.promptTokens !== undefined) {
       const usage = { prompt_tokens: s.promptTokens, completion_tokens: s.tokens, total_tokens: s.promptTokens + s.tokens };
       const object = s.chat ? 'chat.completion.chunk' : 'text_completion';

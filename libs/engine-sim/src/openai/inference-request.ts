@@ -95,7 +95,7 @@ function mediaMarker(item: MediaItem): string {
 function continuedContent(body: Record<string, unknown>, messages: unknown[], engine: EngineKind): string | undefined {
   if (optionalBool(body, 'continue_final_message') !== true) return undefined;
   if (engine === 'vllm' && (optionalBool(body, 'add_generation_prompt') ?? true)) {
-    throw bad('Cannot set both `continue_final_message` and `add_generation_prompt` to True.');
+    throw bad('Cannot set both `add_generation_prompt` and `continue_final_message` to True.');
   }
   const last = messages[messages.length - 1] as { role?: unknown; content?: unknown } | undefined;
   return last?.role === 'assistant' && typeof last.content === 'string' ? last.content : undefined;
