@@ -1,6 +1,8 @@
+import type { ProxyRequest } from '@triad/request';
 import { resumeRefusal } from './eligibility';
 import { ResumeRelay } from './resume-relay';
 import { ResumeState } from './resume-state';
+import { StreamResume } from './stream-resume';
 
 const usage = (p: number, c: number) => ({ prompt_tokens: p, total_tokens: p + c, completion_tokens: c });
 const chunk = (id: string, delta: Record<string, unknown>, u?: ReturnType<typeof usage>, finish: string | null = null) =>
@@ -95,5 +97,46 @@ describe('resumeRefusal', () => {
     expect(resumeRefusal('/v1/completions', { model: 'm', prompt: 'x', logprobs: 0 })).toBe('logprobs');
     expect(resumeRefusal('/v1/completions', { model: 'm', prompt: ['x', 'y'] })).toBe('prompt');
     expect(resumeRefusal('/v1/responses', { model: 'm' })).toBe('path');
+  });
+});
+
+describe('StreamResume', () => {
+  const ctxOf = (body: Record<string, unknown>) =>
+    ({
+      path: '/v1/chat/completions',
+      stream: true,
+      body,
+      routing: { server: { kind: 'engine', engine: 'vLLM', streamResume: { maxTokens: 3, maxBytes: 1000, maxResumes: 1 } } },
+      proxy: { injectUsage: true },
+    }) as unknown as ProxyRequest;
+
+  it('builds the continuation, counts a continuation that failed before writing as silent, and keeps to the limits', () => {
+    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true, max_tokens: 10, seed: 3 };
+    const resume = StreamResume.of(ctxOf(body)) as StreamResume;
+    expect(resume.legBody(body)['stream_options']).toEqual({ include_usage: true, continuous_usage_stats: true });
+    resume
+      .relay()
+      .push(Buffer.from(chunk('a', { role: 'assistant', content: '' }, usage(5, 0)) + chunk('a', { content: ' x' }, usage(5, 1))));
+    expect(resume.broke(true, 0)).toEqual({ kind: 'resume' });
+    expect(resume.continuationSilent).toBe(true);
+    const next = resume.legBody(body);
+    expect(next['messages']).toEqual([...body.messages, { role: 'assistant', content: ' x' }]);
+    expect([next['continue_final_message'], next['add_generation_prompt'], next['max_tokens'], next['seed']]).toEqual([true, false, 9, 3]);
+    resume.relay().push(Buffer.from(chunk('b', { content: ' y' }, usage(7, 1))));
+    expect(resume.continuationSilent).toBe(false);
+    // A second break: maxResumes is 1.
+    expect(resume.broke(true, 0)).toEqual({ kind: 'refuse', reason: 'max_resumes' });
+    expect(resume.outcome).toBe('failed');
+  });
+
+  it('refuses past maxTokens, and without another attempt', () => {
+    const body = { model: 'm', messages: [], stream: true };
+    const many = StreamResume.of(ctxOf(body)) as StreamResume;
+    many.relay().push(Buffer.from(chunk('a', { content: ' a b c d' }, usage(5, 4))));
+    expect(many.broke(true, 0)).toEqual({ kind: 'refuse', reason: 'max_tokens' });
+    const last = StreamResume.of(ctxOf(body)) as StreamResume;
+    last.relay().push(Buffer.from(chunk('a', { content: ' a' }, usage(5, 1))));
+    expect(last.broke(false, 0)).toEqual({ kind: 'refuse', reason: 'no_alternate' });
+    expect(last.outcome).toBe('refused');
   });
 });

@@ -124,6 +124,8 @@ export class StreamResume {
       return { kind: 'refuse', reason };
     }
     state.resumes += 1;
+    // Until the continuation's answer writes, its failure (a connect error, its prefill failing) is only a retry.
+    state.legWrote = false;
     this.#outcome = 'resumed';
     return { kind: 'resume' };
   }
