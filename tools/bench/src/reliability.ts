@@ -266,7 +266,9 @@ async function main(): Promise<void> {
           rows,
         )}\n\n`,
       );
-      process.stdout.write(`Streaming answers reset mid-stream by the final stage (not retryable once bytes reached the client):\n\n`);
+      process.stdout.write(
+        `Streaming answers reset mid-stream by the final stage, without trafficPolicy.streamResume (not retryable once bytes reached the client; resumed in the table after):\n\n`,
+      );
       process.stdout.write(
         `${markdownTable(['scenario', 'requests sent', 'failed', 'how', 'legs to the failing pod'], streamingResets)}\n\n`,
       );
