@@ -1,6 +1,7 @@
 import type { Attempt, EndpointRef } from '@triad/bus';
 import type { LegOwner, Leg } from './leg';
-import type { KvStrandReport, LegOutcome } from './types';
+import type { KvStrandReport, LegOutcome, StreamRelay } from './types';
+import { SseUsageRelay } from './usage';
 
 /**
  * Where a release leg for a stranded vLLM hand-off goes: a decode the decision pairs with the same prefill (so it
@@ -40,4 +41,8 @@ export class ReleaseLegOwner implements LegOwner {
   endClient(): void {}
 
   recordUsage(): void {}
+
+  streamRelay(): StreamRelay {
+    return new SseUsageRelay(true);
+  }
 }

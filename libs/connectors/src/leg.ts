@@ -13,7 +13,7 @@ import {
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
-import { SseUsageRelay, parseBodyUsage } from './usage';
+import { parseBodyUsage } from './usage';
 
 /** How a leg treats a 2xx answer. */
 export const LegMode = {
@@ -38,6 +38,8 @@ export interface LegOwner {
   writeClient(chunk: Buffer, leg: Leg): void;
   endClient(chunk: Buffer | undefined): void;
   recordUsage(promptTokens: number, completionTokens: number): void;
+  /** The relay of a streamed engine answer (a resumable stream's reads every event). */
+  streamRelay(): StreamRelay;
 }
 
 const MAX_ERROR_BODY = 64 * 1024;
@@ -206,7 +208,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     this.#contentType = typeof ct === 'string' ? ct : 'application/json';
     if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) {
       const codec = this.#codec;
-      this.#sse = codec === undefined ? new SseUsageRelay(this.#owner.suppressUsage) : codec.stream();
+      this.#sse = codec === undefined ? this.#owner.streamRelay() : codec.stream();
       if (this.#sse.contentType !== undefined) this.#contentType = this.#sse.contentType;
     }
   }

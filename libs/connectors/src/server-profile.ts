@@ -6,6 +6,7 @@ import {
   isPushEcConnector,
   outlierPolicyOf,
   shortcutsOf,
+  streamResumePolicyOf,
 } from '@triad/crd';
 import type { EcProfile, KvProfile, RetryPolicy, ServerProfile, StageTimeouts } from '@triad/request';
 import { connectorFor, relaysKvParams } from './registry';
@@ -81,6 +82,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
   const kv = spec.kvConnector?.type;
   const kvProfile = kvProfileOf(record);
   const maxConnections = spec.connectionPool?.maxConnections;
+  const streamResume = streamResumePolicyOf(spec);
   return {
     kind: 'engine',
     namespace: record.namespace,
@@ -99,5 +101,6 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(spec.engineAuth?.passThrough === true ? { authPassThrough: true } : {}),
     ...(spec.engineAuth?.credential !== undefined ? { engineCredential: spec.engineAuth.credential } : {}),
+    ...(streamResume === undefined ? {} : { streamResume }),
   };
 }

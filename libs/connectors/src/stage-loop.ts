@@ -15,9 +15,20 @@ import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
 import { Leg, LegMode, type LegOwner } from './leg';
 import { vllmReleaseBody } from './request-bodies';
-import type { BufferedAnswer, Connector, KvStrandReport, LegHandle, LegOutcome, LegRunner, LegSpec, StageObserver } from './types';
+import { StreamResume } from './resume/stream-resume';
+import type {
+  BufferedAnswer,
+  Connector,
+  KvStrandReport,
+  LegHandle,
+  LegOutcome,
+  LegRunner,
+  LegSpec,
+  StageObserver,
+  StreamRelay,
+} from './types';
 import type { UpstreamPools } from './upstream-pools';
-import { parseBodyUsage } from './usage';
+import { parseBodyUsage, SseUsageRelay } from './usage';
 
 function ignore(): void {}
 
@@ -75,6 +86,8 @@ class StageLoop implements LegRunner, LegOwner {
   #out: Buffer[] | undefined;
   #outLeg: Leg | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /** `trafficPolicy.streamResume` of a streamed request: what was sent, and whether a broken stream goes on. */
+  readonly #resume: StreamResume | undefined;
 
   constructor(ctx: ProxyRequest, pools: UpstreamPools, observer: StageObserver, options: StageLoopOptions) {
     this.#ctx = ctx;
@@ -83,6 +96,7 @@ class StageLoop implements LegRunner, LegOwner {
     this.#kvRelease = options.kvRelease !== false;
     this.suppressUsage = ctx.proxy.injectUsage && !ctx.proxy.clientWantsUsage;
     this.totalMs = ctx.routing.server.timeouts.totalMs;
+    this.#resume = StreamResume.of(ctx);
   }
 
   /** Runs the request to its end; never rejects (the outcome is in `ctx.result`). */
@@ -100,7 +114,9 @@ class StageLoop implements LegRunner, LegOwner {
       if (connector.prepare !== undefined) await connector.prepare(ctx, this);
       await this.#attempts(connector, retry);
       if (result.status === 0) result.status = 200;
+      this.#resume?.ended(true);
     } catch (err) {
+      this.#resume?.ended(false);
       // An abort (client gone, total timeout) explains the failure better than the leg error it caused.
       const error = this.#aborted ?? asError(err);
       result.error = error;
@@ -119,6 +135,7 @@ class StageLoop implements LegRunner, LegOwner {
       // once, so after this no leg of the request is in flight on any path out of run().
       if (this.#active.size > 0) this.#abortActive(result.error ?? clientAbortedError());
       this.#recordStageTimes();
+      this.#reportResume();
     }
   }
 
@@ -143,7 +160,18 @@ class StageLoop implements LegRunner, LegOwner {
         await connector.attempt(ctx, attempt, index, this);
         return;
       } catch (err) {
-        if (this.#aborted !== undefined || this.#committed || !isRetryable(err)) throw err;
+        if (this.#aborted !== undefined) throw err;
+        if (this.#committed) {
+          // Not a retry before the first byte (triad_gateway_retries_total): the stream goes on, on the next attempt
+          // that names no endpoint which failed, or ends here.
+          if (isRetryable(err) && err.stage !== 'encode') failed.add(err.endpoint);
+          const next = nextUntried(attempts, index, failed);
+          if (this.#resumeAfter(err, next >= 0) === 'done') return;
+          index = next;
+          attempt = attempts[next] as Attempt;
+          continue;
+        }
+        if (!isRetryable(err)) throw err;
         if (err.stage !== 'encode') failed.add(err.endpoint);
         const next = t + 1 < maxTries ? nextUntried(attempts, index, failed) : -1;
         if (next >= 0) {
@@ -161,6 +189,51 @@ class StageLoop implements LegRunner, LegOwner {
         await this.pause(retry.intervalMs);
       }
     }
+  }
+
+  /**
+   * The final leg failed after bytes reached the client. Returns 'next' to run the next attempt (a continuation of
+   * the stream, or a continuation that failed before writing anything tried again), 'done' when the gateway ended
+   * the answer itself; throws `err` when the stream cannot go on.
+   */
+  #resumeAfter(err: unknown, nextAttempt: boolean): 'next' | 'done' {
+    const resume = this.#resume;
+    if (resume === undefined || !isRetryable(err)) throw err;
+    this.flushClient(); // what the broken leg relayed goes out before the continuation's first bytes
+    if (resume.continuationSilent) {
+      if (!nextAttempt) throw err;
+      return 'next';
+    }
+    const step = resume.broke(nextAttempt, performance.now());
+    if (step.kind === 'refuse') {
+      this.#ctx.result.resumeRefused = step.reason;
+      throw err;
+    }
+    if (step.kind === 'complete') {
+      resume.completed();
+      const usage = resume.usage;
+      if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
+      this.endClient(step.tail);
+      return 'done';
+    }
+    this.#ctx.result.resumes = resume.resumes;
+    return 'next';
+  }
+
+  #reportResume(): void {
+    const outcome = this.#resume?.outcome;
+    if (outcome !== undefined) this.#observer.streamResumed?.(this.#ctx, outcome);
+  }
+
+  /** The relay of a streamed final leg: a resumable stream's reads every event, others only the usage. */
+  streamRelay(): StreamRelay {
+    const resume = this.#resume;
+    return resume !== undefined && resume.eligible ? resume.relay() : new SseUsageRelay(this.suppressUsage);
+  }
+
+  legBody(body: Record<string, unknown>): Record<string, unknown> {
+    const resume = this.#resume;
+    return resume !== undefined && resume.eligible ? resume.legBody(body) : body;
   }
 
   /** Aborts every leg in flight and fails the request with `reason`. */
@@ -303,6 +376,8 @@ class StageLoop implements LegRunner, LegOwner {
   commit(status: number, contentType: string, contentLength: number): boolean {
     const ctx = this.#ctx;
     const sink = ctx.sink;
+    // A continuation's first bytes follow the broken leg's in the same answer.
+    if (this.#committed && (this.#resume?.resumes ?? 0) > 0) return !sink.destroyed && !sink.writableEnded;
     if (sink.destroyed || sink.headersSent) return false;
     this.#committed = true;
     ctx.result.status = status;

@@ -49,6 +49,13 @@ export interface StageObserver {
    * another connector than the ModelServer names (e.g. upstream vLLM's Mooncake, which needs the concurrent flow).
    */
   kvParamsMissing?(ctx: ProxyRequest, prefill: EndpointRef): void;
+  /**
+   * A stream on a ModelServer with `trafficPolicy.streamResume` broke after bytes reached the client; at the
+   * request's end, how that went: `resumed` (continued on another attempt and completed), `completed` (it broke after
+   * the final chunk; the gateway ended it), `failed` (resumed, then failed), `refused` (not resumable; the reason is
+   * in `ctx.result.resumeRefused`).
+   */
+  streamResumed?(ctx: ProxyRequest, outcome: 'resumed' | 'completed' | 'failed' | 'refused'): void;
 }
 
 /**
@@ -109,6 +116,11 @@ export interface LegRunner {
   kvStranded(report: KvStrandReport): void;
   /** A sequential KV connector's prefill answered without `kv_transfer_params` (see `StageObserver.kvParamsMissing`). */
   kvParamsMissing(prefill: EndpointRef): void;
+  /**
+   * The body every leg of an attempt is built from, given the client's (or, vLLM EPD, the encoded) body: the same
+   * object unless the stream may be resumed (per-chunk usage asked for) or is being resumed (the continuation).
+   */
+  legBody(body: Record<string, unknown>): Record<string, unknown>;
 }
 
 /** What a connector knows about a hand-off that did not complete. */

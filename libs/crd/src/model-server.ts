@@ -148,10 +148,27 @@ export const OutlierDetectionSchema = z.object({
   }),
 });
 
+/**
+ * Triad's addition (not in Kthena): a streamed answer whose final leg (aggregated or decode) breaks after bytes
+ * reached the client is continued on another pod, the text already sent given to the engine as the start of the
+ * answer, and spliced into the same stream (docs/reliability.md). Off unless this object is present.
+ */
+export const StreamResumeSchema = z.object({
+  enabled: z.boolean().default(true).meta({ description: 'Resume streams broken mid-answer (default true once streamResume is set)' }),
+  maxTokens: z.number().int().min(0).max(1_000_000).optional().meta({
+    description: 'Resume only while at most this many completion tokens were sent (default 4096)',
+  }),
+  maxBytes: z.number().int().min(0).max(16_777_216).optional().meta({
+    description: 'Resume only while at most this many bytes of answer text were sent (default 65536; the gateway holds them)',
+  }),
+  maxResumes: z.number().int().min(1).max(8).optional().meta({ description: 'Resumes of one request (default 1)' }),
+});
+
 export const TrafficPolicySchema = z.object({
   timeout: DurationSchema.optional(),
   retry: RetryPolicySchema.optional(),
   outlierDetection: OutlierDetectionSchema.optional(),
+  streamResume: StreamResumeSchema.optional(),
 });
 
 /**

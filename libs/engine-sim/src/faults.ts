@@ -4,6 +4,8 @@ import type { FaultMode, FaultSpec } from './options';
 export interface AppliedFault {
   readonly mode: Exclude<FaultMode, 'ok'>;
   readonly delayMs: number;
+  /** `die-mid-stream`: output tokens written before the connection drops (undefined: half the answer). */
+  readonly afterTokens?: number;
 }
 
 const DEFAULT_SLOW_FIRST_BYTE_MS = 1000;
@@ -32,6 +34,7 @@ export class FaultController {
     if (spec.mode === 'ok') return undefined;
     this.#remaining -= 1;
     if (this.#remaining <= 0) this.set({ mode: 'ok' });
-    return { mode: spec.mode, delayMs: spec.delayMs ?? DEFAULT_SLOW_FIRST_BYTE_MS };
+    const applied = { mode: spec.mode, delayMs: spec.delayMs ?? DEFAULT_SLOW_FIRST_BYTE_MS };
+    return spec.afterTokens === undefined ? applied : { ...applied, afterTokens: spec.afterTokens };
   }
 }

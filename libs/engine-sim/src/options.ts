@@ -39,6 +39,12 @@ export const FaultSpecSchema = z
     count: z.number().int().positive().optional(),
     /** `slow-first-byte` only: how long the first byte is held back (default 1000 ms). */
     delayMs: z.number().int().nonnegative().optional(),
+    /**
+     * `die-mid-stream` only: the connection drops after this many output tokens were written (0: after the stream's
+     * head and opening chunk); default half of the answer. At or past the answer's length it drops after the last
+     * token, before the final usage chunk and `[DONE]`.
+     */
+    afterTokens: z.number().int().nonnegative().optional(),
   })
   .strict();
 export type FaultSpec = z.infer<typeof FaultSpecSchema>;

@@ -1,4 +1,4 @@
-import type { EcConnectorType, InferenceEngine, MooncakeImplementation, OutlierPolicy, PipelineMode } from '@triad/crd';
+import type { EcConnectorType, InferenceEngine, MooncakeImplementation, OutlierPolicy, PipelineMode, StreamResumePolicy } from '@triad/crd';
 
 /** Names of the connectors that proxy a request to engines (one per protocol, not per transport × mode). */
 export type EngineConnectorName =
@@ -99,6 +99,8 @@ export interface ServerProfile extends ProfileCommon {
   readonly authPassThrough?: boolean;
   /** `spec.engineAuth.credential`: the engine credential (by name, in the server's namespace) the engines get as Authorization. */
   readonly engineCredential?: string;
+  /** `trafficPolicy.streamResume`: broken streams are continued on another pod (absent: they fail as before). */
+  readonly streamResume?: StreamResumePolicy;
 }
 
 /**

@@ -45,6 +45,10 @@ export const ATTR = {
   endpointKey: 'triad.endpoint.key',
   endpointPod: 'triad.endpoint.pod',
   attempt: 'triad.attempt',
+  /** Continuations of a stream that broke mid-answer (`trafficPolicy.streamResume`). */
+  streamResumes: 'triad.stream.resumes',
+  /** Why a stream that broke mid-answer was not resumed. */
+  streamResumeRefused: 'triad.stream.resume_refused',
   itemIndex: 'triad.encoder.item_index',
   itemModality: 'triad.encoder.modality',
   itemBytes: 'triad.encoder.item_bytes',

@@ -168,7 +168,7 @@ export function createGatewayTracingHooks() {
     onEnd(ctx: RequestContext): void {
       const state = TRACE.get(ctx);
       if (!state) return;
-      const { status, error, usage } = ctx.result;
+      const { status, error, usage, resumes, resumeRefused } = ctx.result;
       // A request rejected before routing or scheduling still closes those spans, failed with the request's error.
       if (state.route) endTraced(state.route, error ?? `HTTP ${status}`);
       if (state.schedule) endTraced(state.schedule, error ?? `HTTP ${status}`);
@@ -182,6 +182,8 @@ export function createGatewayTracingHooks() {
         ...(error ? { error } : {}),
         ...(failedStage !== undefined ? { failedStage } : {}),
         ...(ctx.result.stageFallbacks.length > 0 ? { stageFallbacks: ctx.result.stageFallbacks.map((f) => `${f.stage}:${f.reason}`) } : {}),
+        ...(resumes > 0 ? { streamResumes: resumes } : {}),
+        ...(resumeRefused !== undefined ? { streamResumeRefused: resumeRefused } : {}),
       });
     },
   } satisfies RequestHooks;

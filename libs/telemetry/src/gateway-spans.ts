@@ -69,6 +69,10 @@ export interface RequestOutcome {
   readonly failedStage?: string;
   /** Stages skipped for want of a usable endpoint, served by the engine's shortcut (`triad.stage_fallback`). */
   readonly stageFallbacks?: readonly string[];
+  /** Continuations of a stream that broke mid-answer (`triad.stream.resumes`), when there were any. */
+  readonly streamResumes?: number;
+  /** Why a stream that broke mid-answer was not resumed (`triad.stream.resume_refused`). */
+  readonly streamResumeRefused?: string;
 }
 
 /**
@@ -83,6 +87,8 @@ export function finishRequestSpan(t: Traced, outcome: RequestOutcome): void {
     put(attrs, ATTR.genAiOperationName, outcome.operation);
     if (outcome.response) genAiResponseAttributes(outcome.response, attrs);
     if (outcome.stageFallbacks !== undefined && outcome.stageFallbacks.length > 0) attrs[ATTR.stageFallback] = [...outcome.stageFallbacks];
+    if (outcome.streamResumes !== undefined && outcome.streamResumes > 0) attrs[ATTR.streamResumes] = outcome.streamResumes;
+    put(attrs, ATTR.streamResumeRefused, outcome.streamResumeRefused);
     span.setAttributes(attrs);
     if (outcome.statusCode >= 500) {
       recordFailure(t, outcome.error ?? `HTTP ${outcome.statusCode}`, {

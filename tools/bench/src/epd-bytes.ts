@@ -49,6 +49,9 @@ class ForwardingRunner implements LegRunner {
   }
   kvStranded(): void {}
   kvParamsMissing(): void {}
+  legBody(body: Record<string, unknown>): Record<string, unknown> {
+    return body;
+  }
 }
 
 const refOf = (pod: string, sim: SimEngineHandle) => ({ key: `default.epd.${pod}`, pod, ip: sim.host, port: sim.port });

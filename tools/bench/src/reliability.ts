@@ -17,8 +17,13 @@
  * Then phases back to back against the same gateway (reliability-phases.ts, issue 32): the incident pattern and a
  * whole stage down and back per stage and connector, with requests served by a stage fallback counted.
  *
+ * Then mid-stream deaths (`runMidStreamDeaths`): the final pod drops every stream after its first token, half-way, or
+ * before its last token; with `trafficPolicy.streamResume` the gateway continues each stream on the other pod.
+ * Reports resumed streams, duplicated and lost text, the token-exactness check, and the resume's extra latency.
+ *
  *   npx tsx tools/bench/src/reliability.ts [--requests 200] [--concurrency 8] [--stage-timeout 500ms] [--fuzz 5000] [--seed N]
  *     [--topologies vllm-aggregated,vllm-pd,vllm-epd,sglang-aggregated,sglang-pd] (empty: no single-fault matrix)
+ *     [--mid-stream-requests 50] (0: no mid-stream deaths)
  *     [--phases incident,stage-down] [--phase-requests 40] (empty: no phases)
  */
 import { randomInt } from 'node:crypto';
@@ -37,6 +42,8 @@ import { resolvePipelineMode, type ModelServerSpec } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
 import { freePort, spawnTriad, startNatsServer, waitFor, waitReady } from '@triad/testing';
 import {
+  ANSWER_TOKENS,
+  DEATH_POINTS,
   TOPOLOGY_LABELS,
   TOPOLOGY_NAMES,
   deployServer,
@@ -44,10 +51,14 @@ import {
   isMultimodal,
   runFaultScenario,
   runFuzz,
+  runMidStreamScenario,
+  tokensBeforeDeath,
   scenarioLabel,
   scenariosOf,
+  type DeployedTopology,
   type FaultScenario,
   type MatrixStack,
+  type MidStreamResult,
   type ScenarioResult,
   type TopologyName,
 } from '@triad/testing/reliability';
@@ -64,6 +75,7 @@ const { values: args } = parseArgs({
     topologies: { type: 'string', default: TOPOLOGY_NAMES.join(',') },
     phases: { type: 'string', default: 'incident,stage-down' },
     'phase-requests': { type: 'string', default: '40' },
+    'mid-stream-requests': { type: 'string', default: '50' },
   },
 });
 const NS = 'default';
@@ -168,6 +180,7 @@ async function main(): Promise<void> {
       { sent: number; failed: number; duplicated: number; retries: number; baselineFailed: number; baselineSent: number }
     >();
     const streamingResets: string[][] = [];
+    const midStreamRows: string[][] = [];
     let subnet = 70;
     /** One model per topology with the default traffic policy, for the fuzzed bodies. */
     const fuzzModels: { model: string; multimodal: boolean }[] = [];
@@ -208,6 +221,7 @@ async function main(): Promise<void> {
           .join(', ') || '–',
         fmt(s.faultyLegs),
       ]);
+      midStreamRows.push(...(await runMidStreamDeaths(stack, topo, Number(args.concurrency))));
     }
     const phaseRows = await runPhaseSuites(
       stack,
@@ -252,7 +266,9 @@ async function main(): Promise<void> {
           rows,
         )}\n\n`,
       );
-      process.stdout.write(`Streaming answers reset mid-stream by the final stage (not retryable once bytes reached the client):\n\n`);
+      process.stdout.write(
+        `Streaming answers reset mid-stream by the final stage, without trafficPolicy.streamResume (not retryable once bytes reached the client; resumed in the table after):\n\n`,
+      );
       process.stdout.write(
         `${markdownTable(['scenario', 'requests sent', 'failed', 'how', 'legs to the failing pod'], streamingResets)}\n\n`,
       );
@@ -262,6 +278,7 @@ async function main(): Promise<void> {
         `Phases back to back on one gateway (${args['phase-requests']} requests per phase; the incident of issue 32, and each stage down then back):\n\n${markdownTable(PHASE_COLUMNS, phaseRows)}\n\n`,
       );
     }
+    printMidStreamDeaths(midStreamRows);
     if (fuzz !== undefined) {
       process.stdout.write(
         `Fuzzed bodies (seed ${SEED}):\n\n${markdownTable(['bodies sent', 'wrong answers (5xx, not OpenAI-shaped, no answer)', 'answers by status'], [fuzz])}\n\n`,
@@ -275,6 +292,78 @@ async function main(): Promise<void> {
     await nats.close();
   }
 }
+
+/**
+ * Mid-stream deaths of one topology at each point of the stream: with `trafficPolicy.streamResume`, and the same
+ * scenario without it (the baseline: every stream fails with an SSE error event).
+ */
+async function runMidStreamDeaths(stack: MatrixStack, topo: DeployedTopology, concurrency: number): Promise<string[][]> {
+  const requests = Number(args['mid-stream-requests']);
+  const rows: string[][] = [];
+  if (requests <= 0) return rows;
+  for (const point of DEATH_POINTS) {
+    const options = { requests, concurrency, tag: 'bench', clientTimeoutMs: 60_000 };
+    const r = await runMidStreamScenario(stack, topo, { topology: topo.name, point, resume: true }, options);
+    const base = await runMidStreamScenario(stack, topo, { topology: topo.name, point, resume: false }, options);
+    rows.push(midStreamRow(r, base));
+    process.stderr.write(
+      `${TOPOLOGY_LABELS[topo.name]}: final pod dies at the ${point}: ${r.failed}/${r.sent} failed, ${r.resumed} resumed\n`,
+    );
+  }
+  return rows;
+}
+
+function midStreamRow(r: MidStreamResult, base: MidStreamResult): string[] {
+  const extra = [...r.resumeExtraMs].sort((a, b) => a - b);
+  const pct = (q: number) =>
+    extra.length === 0 ? '–' : `${(extra[Math.min(extra.length - 1, Math.floor(q * extra.length))] as number).toFixed(1)}`;
+  const prefills = r.prefillLegsPerRequest;
+  const complete = r.sent - r.failed;
+  return [
+    `${TOPOLOGY_LABELS[r.scenario.topology]}: dies at the ${r.scenario.point}`,
+    fmt(r.sent),
+    fmt(r.failed),
+    fmt(r.metDeath),
+    fmt(r.resumed),
+    fmt(r.duplicatedText),
+    fmt(r.lostText),
+    fmt(r.wrongIdOrUsage),
+    `${fmt(r.exact)} of ${fmt(complete)}`,
+    pct(0.5),
+    pct(0.99),
+    prefills.length === 0 ? '–' : (prefills.reduce((a, b) => a + b, 0) / prefills.length).toFixed(2),
+    `${fmt(base.failed)} of ${fmt(base.sent)}`,
+  ];
+}
+
+function printMidStreamDeaths(rows: string[][]): void {
+  if (rows.length === 0) return;
+  process.stdout.write(
+    `Streams whose final pod dies mid-answer (${args['mid-stream-requests']} streams per row, ${ANSWER_TOKENS_TEXT}; trafficPolicy.streamResume):\n\n`,
+  );
+  process.stdout.write(
+    `${markdownTable(
+      [
+        'scenario',
+        'streams sent',
+        'failed',
+        'met the dying pod',
+        'resumed',
+        'duplicated text',
+        'lost text',
+        'wrong id or usage',
+        'token-exact',
+        'resume extra ms p50',
+        'p99',
+        'prefill legs per stream',
+        'baseline failed (no streamResume)',
+      ],
+      rows,
+    )}\n\n`,
+  );
+}
+
+const ANSWER_TOKENS_TEXT = `${ANSWER_TOKENS}-token answers, the pod dies after token ${DEATH_POINTS.map(tokensBeforeDeath).join(', ')}`;
 
 function row(r: ScenarioResult, base: ScenarioResult): string[] {
   return [

@@ -84,6 +84,10 @@ export class GatewayObserver implements StageObserver {
     this.#logger?.info({ requestId: ctx.id, model: ctx.model, ...event }, 'KV hand-off not taken by its decode');
   }
 
+  streamResumed(ctx: ProxyRequest, outcome: 'resumed' | 'completed' | 'failed' | 'refused'): void {
+    this.#metrics.streamResumed(ctx.model, outcome);
+  }
+
   kvReleased(ctx: ProxyRequest, event: KvStrandedEvent, ok: boolean, error?: Error): void {
     this.#metrics.kvReleased(event.engine, ok);
     if (!ok) {

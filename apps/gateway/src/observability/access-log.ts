@@ -42,6 +42,8 @@ export function writeAccessLog(logger: Logger, ctx: RequestContext, endMs: numbe
   if (r.outliers.length > 0) line['outliers'] = r.outliers;
   if (r.kvStranded.length > 0) line['kv_stranded'] = r.kvStranded;
   if (r.stageFallbacks.length > 0) line['stage_fallback'] = r.stageFallbacks;
+  if (r.resumes > 0) line['stream_resumes'] = r.resumes;
+  if (r.resumeRefused !== undefined) line['stream_resume_refused'] = r.resumeRefused;
   if (r.error !== undefined) line['error'] = { type: errorCodeOf(r.error) ?? r.error.name, message: echo(r.error.message, 1024) };
   logger.info(line);
 }

@@ -241,6 +241,15 @@ export class GatewayMetrics {
     labelNames: ['model_server', 'stage'],
     registers: [this.registry],
   });
+  readonly #streamResumes = new Counter({
+    name: 'triad_gateway_stream_resumes_total',
+    help:
+      'Streams that broke after bytes reached the client on a ModelServer with trafficPolicy.streamResume, by outcome: resumed ' +
+      '(continued on another pod and completed), completed (broke after the final chunk; the gateway ended it), failed ' +
+      '(resumed, then failed), refused (not resumable: limits, n > 1, logprobs, tool calls, no other pod)',
+    labelNames: ['model', 'outcome'],
+    registers: [this.registry],
+  });
   readonly #retries = new Counter({
     name: 'triad_gateway_retries_total',
     help: 'Attempts retried on an alternate before the first byte',
@@ -397,6 +406,10 @@ export class GatewayMetrics {
 
   stageFallback(stage: string, reason: string): void {
     this.#stageFallbacks.inc({ stage, reason });
+  }
+
+  streamResumed(model: string, outcome: string): void {
+    this.#streamResumes.inc({ model, outcome });
   }
 
   kvParamsMissing(connector: string): void {

@@ -17,7 +17,7 @@ export class AggregatedConnector implements Connector<EngineRequest> {
       endpoint: attempt.endpoint,
       item: -1,
       attempt: index,
-      body: finalLegBody(ctx.body, ctx.proxy.injectUsage, undefined, rank),
+      body: finalLegBody(run.legBody(ctx.body), ctx.proxy.injectUsage, undefined, rank),
       requestId: ctx.id,
       timeoutMs: ctx.routing.server.timeouts.firstByteMs,
       ...(ctx.routing.upstreamPath !== undefined ? { path: ctx.routing.upstreamPath } : {}),

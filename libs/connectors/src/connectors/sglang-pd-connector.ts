@@ -28,7 +28,7 @@ export class SglangPdConnector implements Connector<EngineRequest> {
     }
     const pick = ctx.proxy.dpRank;
     const ranks = pick === undefined ? undefined : { prefill: pick(prefill, 'prefill'), decode: pick(attempt.endpoint, 'decode') };
-    const { prefillBody, decodeBody } = sglangBody(ctx.body, ctx.proxy.injectUsage, prefill, ranks);
+    const { prefillBody, decodeBody } = sglangBody(run.legBody(ctx.body), ctx.proxy.injectUsage, prefill, ranks);
     const timeouts = ctx.routing.server.timeouts;
     const p = run.drained({
       stage: 'prefill',
@@ -69,7 +69,7 @@ export class SglangPdConnector implements Connector<EngineRequest> {
       item: -1,
       attempt: index,
       requestId: ctx.id,
-      body: finalLegBody(ctx.body, ctx.proxy.injectUsage, undefined, rank),
+      body: finalLegBody(run.legBody(ctx.body), ctx.proxy.injectUsage, undefined, rank),
       timeoutMs: ctx.routing.server.timeouts.firstByteMs,
     }).promise;
   }

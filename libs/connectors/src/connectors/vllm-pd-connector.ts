@@ -70,7 +70,7 @@ export async function runVllmPrefillDecode(
 ): Promise<void> {
   const server = ctx.routing.server;
   const input: PdInput = {
-    body: handoff?.body ?? ctx.body,
+    body: run.legBody(handoff?.body ?? ctx.body),
     leadingErrorEventFails: handoff?.leadingErrorEventFails === true,
     ...(attempt.consumerDpRank !== undefined ? { consumerRank: attempt.consumerDpRank } : {}),
   };

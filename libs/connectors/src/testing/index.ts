@@ -131,6 +131,10 @@ export class FakeLegRunner implements LegRunner {
     this.stranded.push(report);
   }
 
+  legBody(body: Record<string, unknown>): Record<string, unknown> {
+    return body;
+  }
+
   kvParamsMissing(prefill: EndpointRef): void {
     this.paramsMissing.push(prefill);
   }

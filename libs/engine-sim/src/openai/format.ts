@@ -10,6 +10,8 @@ export interface ResponseView {
   readonly cachedTokens: number;
   /** Keys the deterministic output tokens. */
   readonly outputKey: number;
+  /** Output tokens of the key the request already held (a continued answer): the first token written is this one. */
+  readonly outputOffset: number;
   readonly plan: OutputPlan;
   readonly includeUsage: boolean;
   readonly continuousUsage: boolean;

@@ -1,6 +1,7 @@
 import type { ParsedBody } from '../http/body';
 import { EngineHttpError } from '../http/engine-error';
 import type { EngineKind } from '../options';
+import { chatStart, completionStart, type OutputStart } from '../engine/continuation';
 import { countTextTokens, fnv1a } from '../engine/tokens';
 import { MEDIA_TOKENS, mediaItemOf, type MediaItem } from './media';
 
@@ -25,6 +26,8 @@ export interface InferenceRequest {
   readonly continuousUsage: boolean;
   /** Seeds the deterministic output (prompt + `seed`). */
   readonly outputKey: number;
+  /** Output tokens of `outputKey` the request already holds: a continued answer (engine/continuation.ts). */
+  readonly outputOffset: number;
   /** The prompt as a sequence of pieces in token order (what the engine core hashes KV blocks over). */
   readonly pieces: readonly PromptPiece[];
 }
@@ -71,6 +74,8 @@ function optionalBool(obj: Record<string, unknown>, field: string): boolean | un
 
 interface Prompt {
   readonly text: string;
+  /** A chat's final assistant message continued (`continue_final_message`): the text before it and its content. */
+  readonly continued?: { readonly context: string; readonly prefix: string };
   readonly tokens: number;
   readonly media: MediaItem[];
   readonly textParts: number;
@@ -81,12 +86,29 @@ function mediaMarker(item: MediaItem): string {
   return `<${item.modality}:${(item.uuid ? fnv1a(item.uuid) : fnv1a(item.source)).toString(16)}>`;
 }
 
+/**
+ * The content of a final assistant message the engine continues instead of answering after it. vLLM renders it open
+ * (chat template `continue_final_message`) and refuses the flag together with `add_generation_prompt` (its default
+ * true); SGLang (`_handle_last_assistant_message`) takes a string content off the messages and appends it to the
+ * rendered prompt, whatever `add_generation_prompt` says. See docs/engine-sim.md.
+ */
+function continuedContent(body: Record<string, unknown>, messages: unknown[], engine: EngineKind): string | undefined {
+  if (optionalBool(body, 'continue_final_message') !== true) return undefined;
+  if (engine === 'vllm' && (optionalBool(body, 'add_generation_prompt') ?? true)) {
+    throw bad('Cannot set both `add_generation_prompt` and `continue_final_message` to True.');
+  }
+  const last = messages[messages.length - 1] as { role?: unknown; content?: unknown } | undefined;
+  return last?.role === 'assistant' && typeof last.content === 'string' ? last.content : undefined;
+}
+
 function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
   const messages = body['messages'];
   if (messages === undefined) throw bad('messages: Field required', 'messages');
   if (!Array.isArray(messages)) throw bad('messages: Input should be a valid list', 'messages');
   if (messages.length === 0)
     throw bad(engine === 'sglang' ? 'Messages cannot be empty.' : 'messages: List should have at least 1 item', 'messages');
+  const prefix = continuedContent(body, messages, engine);
+  let context: string | undefined;
   let text = '';
   let tokens = CHAT_GENERATION_PROMPT_TOKENS;
   let textParts = 0;
@@ -96,6 +118,7 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
     if (t.length > 0) pieces.push({ key: fnv1a(t), tokens: countTextTokens(t) });
   };
   for (const [i, m] of messages.entries()) {
+    if (prefix !== undefined && i === messages.length - 1) context = text;
     if (!m || typeof m !== 'object' || typeof (m as { role?: unknown }).role !== 'string')
       throw bad(`messages.${i}.role: Field required`, 'messages');
     const { role, content } = m as { role: string; content?: unknown };
@@ -132,6 +155,7 @@ function chatPrompt(body: Record<string, unknown>, engine: EngineKind): Prompt {
     text += '\n';
   }
   pieces.push({ key: 0x67656e, tokens: CHAT_GENERATION_PROMPT_TOKENS });
+  if (prefix !== undefined && context !== undefined) return { text, tokens, media, textParts, pieces, continued: { context, prefix } };
   return { text, tokens, media, textParts, pieces };
 }
 
@@ -152,7 +176,13 @@ function completionPrompt(body: Record<string, unknown>): Prompt {
     };
   if (Array.isArray(prompt) && prompt.every((t) => typeof t === 'number' && Number.isInteger(t))) {
     const text = prompt.join(',');
-    return { text, tokens: Math.max(1, prompt.length), media: [], textParts: prompt.length > 0 ? 1 : 0, pieces: [{ key: fnv1a(text), tokens: Math.max(1, prompt.length) }] };
+    return {
+      text,
+      tokens: Math.max(1, prompt.length),
+      media: [],
+      textParts: prompt.length > 0 ? 1 : 0,
+      pieces: [{ key: fnv1a(text), tokens: Math.max(1, prompt.length) }],
+    };
   }
   throw bad('prompt: Input should be a valid string or list of token ids', 'prompt');
 }
@@ -167,7 +197,11 @@ function generatePrompt(body: Record<string, unknown>): Prompt {
   }
   const mediaTokens = media.reduce((n, item) => n + MEDIA_TOKENS[item.modality], 0);
   const markers = media.map(mediaMarker).join('');
-  const mediaPieces: PromptPiece[] = media.map((item, i) => ({ key: fnv1a(mediaMarker(item)), tokens: MEDIA_TOKENS[item.modality], media: i }));
+  const mediaPieces: PromptPiece[] = media.map((item, i) => ({
+    key: fnv1a(mediaMarker(item)),
+    tokens: MEDIA_TOKENS[item.modality],
+    media: i,
+  }));
   if (Array.isArray(text) || (Array.isArray(ids) && Array.isArray(ids[0]))) {
     throw bad('batched /generate requests are not supported by the simulator');
   }
@@ -214,6 +248,13 @@ export function parseInferenceRequest(kind: RequestKind, parsed: ParsedBody, eng
   }
   const stream = optionalBool(body, 'stream') ?? false;
   const usage = streamUsage(body, stream, engine);
+  const seedBasis = (0x811c9dc5 ^ seed) >>> 0;
+  const start: OutputStart =
+    prompt.continued !== undefined
+      ? chatStart(prompt.continued.context, prompt.continued.prefix, seedBasis)
+      : kind === 'completion' && typeof body['prompt'] === 'string'
+        ? completionStart(prompt.text, seedBasis)
+        : { key: fnv1a(prompt.text, seedBasis), offset: 0 };
   return {
     kind,
     body,
@@ -227,7 +268,8 @@ export function parseInferenceRequest(kind: RequestKind, parsed: ParsedBody, eng
     ignoreEos: optionalBool(sampling, 'ignore_eos') ?? false,
     stream,
     ...usage,
-    outputKey: fnv1a(prompt.text, (0x811c9dc5 ^ seed) >>> 0),
+    outputKey: start.key,
+    outputOffset: start.offset,
     pieces: prompt.pieces,
   };
 }

@@ -28,7 +28,8 @@ export interface ServeGenerationArgs {
 
 /**
  * Runs a generation and writes it as one JSON body or as SSE events, honouring client aborts, socket
- * backpressure and the `die-mid-stream` fault (the connection is destroyed halfway through the output).
+ * backpressure and the `die-mid-stream` fault (the connection is destroyed after `afterTokens` output tokens, by
+ * default halfway through the output).
  */
 export async function serveGeneration(args: ServeGenerationArgs): Promise<GenerationOutcome> {
   const { ex, view, stream } = args;
@@ -41,7 +42,7 @@ export async function serveGeneration(args: ServeGenerationArgs): Promise<Genera
       ctl.cancelQueue?.();
     }
   });
-  const dieAt = ex.fault?.mode === 'die-mid-stream' ? Math.max(1, Math.floor(view.plan.count / 2)) : undefined;
+  const dieAt = ex.fault?.mode === 'die-mid-stream' ? dieAfter(ex.fault.afterTokens, view.plan.count) : undefined;
   if (stream && !res.headersSent) startEventStream(res, args.headers);
   const sink = stream ? streamSink(args, ctl, dieAt) : BODY_SINK;
   const outcome = await runGeneration(args.spec, sink, ctl, args.env);
@@ -63,6 +64,11 @@ export async function serveGeneration(args: ServeGenerationArgs): Promise<Genera
   }
   sendJson(res, 200, body, args.headers);
   return outcome;
+}
+
+/** Output tokens written before a `die-mid-stream` fault drops the connection (never more than the answer has). */
+function dieAfter(afterTokens: number | undefined, count: number): number {
+  return afterTokens === undefined ? Math.max(1, Math.floor(count / 2)) : Math.min(afterTokens, count);
 }
 
 const BODY_SINK: TokenSink = {

@@ -38,7 +38,7 @@ class SglangChatFramer implements StreamFramer {
     for (let i = from; i < to; i++) {
       const usage = this.view.continuousUsage ? usageObject(this.view, i + 1) : 'null';
       out +=
-        `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, i)}","reasoning_content":null,"tool_calls":null},` +
+        `${this.#prefix}{"role":null,"content":"${tokenText(this.view.outputKey, this.view.outputOffset + i)}","reasoning_content":null,"tool_calls":null},` +
         `"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":${usage}}\n\n`;
     }
     return out;
@@ -65,7 +65,7 @@ class SglangCompletionFramer implements StreamFramer {
       const last = i === this.view.plan.count - 1;
       const finish = last ? `"${this.view.plan.finishReason}","matched_stop":${matchedStop(this.view)}` : 'null,"matched_stop":null';
       const usage = this.view.continuousUsage ? usageObject(this.view, i + 1) : 'null';
-      out += `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish}}],"usage":${usage}}\n\n`;
+      out += `${this.#prefix}${tokenText(this.view.outputKey, this.view.outputOffset + i)}","logprobs":null,"finish_reason":${finish}}],"usage":${usage}}\n\n`;
     }
     return out;
   }
@@ -78,7 +78,7 @@ const METADATA = ',"metadata":{"weight_version":"default"}';
 
 export const sglangChatFormat: ResponseFormat = {
   body(view) {
-    const text = tokensText(view.outputKey, 0, view.plan.count);
+    const text = tokensText(view.outputKey, view.outputOffset, view.outputOffset + view.plan.count);
     return (
       `${head(view, 'chat.completion')},"choices":[{"index":0,` +
       `"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":null},` +
@@ -91,7 +91,7 @@ export const sglangChatFormat: ResponseFormat = {
 
 export const sglangCompletionFormat: ResponseFormat = {
   body(view) {
-    const text = tokensText(view.outputKey, 0, view.plan.count);
+    const text = tokensText(view.outputKey, view.outputOffset, view.outputOffset + view.plan.count);
     return (
       `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,` +
       `"finish_reason":"${view.plan.finishReason}","matched_stop":${matchedStop(view)}}],` +
@@ -125,7 +125,7 @@ class SglangGenerateFramer implements StreamFramer {
   tokens(from: number, to: number): string {
     let out = '';
     for (let i = from; i < to; i++) {
-      this.#text += tokenText(this.view.outputKey, i);
+      this.#text += tokenText(this.view.outputKey, this.view.outputOffset + i);
       out += `data: {"text":"${this.#text}","meta_info":${metaInfo(this.view, i + 1, i === this.view.plan.count - 1)}}\n\n`;
     }
     return out;
@@ -138,9 +138,9 @@ class SglangGenerateFramer implements StreamFramer {
 export const sglangGenerateFormat: ResponseFormat = {
   body(view) {
     const ids: number[] = [];
-    for (let i = 0; i < view.plan.count; i++) ids.push(tokenId(view.outputKey, i));
+    for (let i = 0; i < view.plan.count; i++) ids.push(tokenId(view.outputKey, view.outputOffset + i));
     return (
-      `{"text":"${tokensText(view.outputKey, 0, view.plan.count)}","output_ids":[${ids.join(',')}],` +
+      `{"text":"${tokensText(view.outputKey, view.outputOffset, view.outputOffset + view.plan.count)}","output_ids":[${ids.join(',')}],` +
       `"meta_info":${metaInfo(view, view.plan.count, true)}}`
     );
   },

@@ -35,7 +35,7 @@ class VllmChatFramer implements StreamFramer {
     let out = '';
     for (let i = from; i < to; i++) {
       out +=
-        `${this.#prefix}{"content":"${tokenText(this.view.outputKey, i)}"},"logprobs":null,` +
+        `${this.#prefix}{"content":"${tokenText(this.view.outputKey, this.view.outputOffset + i)}"},"logprobs":null,` +
         `"finish_reason":${finishOf(this.view, i)}}]${this.#usage(i + 1)}}\n\n`;
     }
     return out;
@@ -59,7 +59,7 @@ class VllmCompletionFramer implements StreamFramer {
       const usage = this.view.continuousUsage ? `${usageFields(this.view.promptTokens, i + 1)}}` : 'null';
       const finish = i === this.view.plan.count - 1 ? `"${this.view.plan.finishReason}"` : 'null';
       out +=
-        `${this.#prefix}${tokenText(this.view.outputKey, i)}","logprobs":null,"finish_reason":${finish},"stop_reason":null}],` +
+        `${this.#prefix}${tokenText(this.view.outputKey, this.view.outputOffset + i)}","logprobs":null,"finish_reason":${finish},"stop_reason":null}],` +
         `"usage":${usage}}\n\n`;
     }
     return out;
@@ -81,7 +81,7 @@ function extrasText(extras: BodyExtras): string {
 
 export const vllmChatFormat: ResponseFormat = {
   body(view, extras) {
-    const text = tokensText(view.outputKey, 0, view.plan.count);
+    const text = tokensText(view.outputKey, view.outputOffset, view.outputOffset + view.plan.count);
     return (
       `${head(view, 'chat.completion')},"choices":[{"index":0,` +
       `"message":{"role":"assistant","content":"${text}","reasoning_content":null,"tool_calls":[]},` +
@@ -94,7 +94,7 @@ export const vllmChatFormat: ResponseFormat = {
 
 export const vllmCompletionFormat: ResponseFormat = {
   body(view, extras) {
-    const text = tokensText(view.outputKey, 0, view.plan.count);
+    const text = tokensText(view.outputKey, view.outputOffset, view.outputOffset + view.plan.count);
     return (
       `${head(view, 'text_completion')},"choices":[{"index":0,"text":"${text}","logprobs":null,` +
       `"finish_reason":"${view.plan.finishReason}","stop_reason":null,"prompt_logprobs":null}],` +

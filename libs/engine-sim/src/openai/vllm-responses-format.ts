@@ -56,7 +56,7 @@ function usage(view: ResponseView): string {
 function responseObject(view: ResponseView, echo: ResponsesEcho, done: boolean): string {
   const cut = done && view.plan.finishReason === 'length';
   const status = !done ? 'in_progress' : cut ? 'incomplete' : 'completed';
-  const output = done ? messageItem(echo, tokensText(view.outputKey, 0, view.plan.count)) : '';
+  const output = done ? messageItem(echo, tokensText(view.outputKey, view.outputOffset, view.outputOffset + view.plan.count)) : '';
   return (
     `{"id":${JSON.stringify(view.id)},"created_at":${view.created},` +
     `"incomplete_details":${cut ? '{"reason":"max_output_tokens"}' : 'null'},"instructions":${echo.instructions},` +
@@ -103,7 +103,7 @@ class ResponsesFramer implements StreamFramer {
   tokens(from: number, to: number): string {
     let out = '';
     for (let i = from; i < to; i++) {
-      const delta = tokenText(this.view.outputKey, i);
+      const delta = tokenText(this.view.outputKey, this.view.outputOffset + i);
       out += this.#event(
         OPENING_EVENTS + i,
         'response.output_text.delta',
@@ -115,7 +115,7 @@ class ResponsesFramer implements StreamFramer {
 
   close(): string {
     const count = this.view.plan.count;
-    const text = tokensText(this.view.outputKey, 0, count);
+    const text = tokensText(this.view.outputKey, this.view.outputOffset, this.view.outputOffset + count);
     const n = OPENING_EVENTS + count;
     return (
       this.#event(

@@ -1,6 +1,7 @@
+import { planFrom } from '../engine/continuation';
 import type { GenerationSpec } from '../engine/generation';
 import type { Rank } from '../engine/rank';
-import { planOutput, type OutputPlan } from '../engine/tokens';
+import type { OutputPlan } from '../engine/tokens';
 import { EngineHttpError } from '../http/engine-error';
 import type { Exchange, RouteHandler } from '../http/router';
 import { sendJson, startEventStream } from '../http/respond';
@@ -176,7 +177,10 @@ function generationItem(
   ctx.metrics.prefixCache(rank, request.promptTokens, prefixHit);
   const cachedTokens = Math.max(prefixHit, transferred);
   // A PD prefill computes the prompt and the first token only; its answer is read and thrown away by the router.
-  const plan: OutputPlan = ctx.role === 'prefill' ? { count: 1, finishReason: 'length' } : planOutput(request.outputKey, request);
+  const plan: OutputPlan =
+    ctx.role === 'prefill'
+      ? { count: 1, finishReason: 'length' }
+      : planFrom({ key: request.outputKey, offset: request.outputOffset }, request);
   const spec: GenerationSpec = {
     rank,
     arrivedAt: ex.arrivedAt,
@@ -192,6 +196,7 @@ function generationItem(
     promptTokens: request.promptTokens,
     cachedTokens,
     outputKey: request.outputKey,
+    outputOffset: request.outputOffset,
     plan,
     includeUsage: request.includeUsage,
     continuousUsage: request.continuousUsage,

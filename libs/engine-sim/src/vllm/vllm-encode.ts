@@ -51,7 +51,9 @@ export async function serveVllmEncode(
   const items = distinctItems(features);
   // With an engine core, the encoder's own encoder cache spares the items it still holds (vLLM's encoder-only
   // instance runs the same EncoderCacheManager).
-  const encodeItems = rank.core ? items.filter((i) => !rank.core?.encoderCache.touch(i.feature.identifier, i.feature.tokens)).length : items.length;
+  const encodeItems = rank.core
+    ? items.filter((i) => !rank.core?.encoderCache.touch(i.feature.identifier, i.feature.tokens)).length
+    : items.length;
   if (rank.core) {
     ctx.counters.inc('encoderCacheHits', items.length - encodeItems);
     ctx.counters.inc('encoderCacheMisses', encodeItems);
@@ -80,6 +82,7 @@ export async function serveVllmEncode(
       promptTokens: request.promptTokens,
       cachedTokens: 0,
       outputKey: request.outputKey,
+      outputOffset: request.outputOffset,
       plan,
       includeUsage: request.includeUsage,
       continuousUsage: request.continuousUsage,

@@ -1,7 +1,7 @@
+import { planFrom } from '../engine/continuation';
 import type { GenerationSpec } from '../engine/generation';
 import type { PrefillWork } from '../engine/latency';
 import type { Rank } from '../engine/rank';
-import { planOutput } from '../engine/tokens';
 import { EngineHttpError } from '../http/engine-error';
 import type { Exchange, RouteHandler } from '../http/router';
 import { checkContextLength, requestIdOf, responseHeaders, traceHeaders } from '../openai/common';
@@ -74,7 +74,7 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       failUnavailable(ctx, ex, err, request, requestId);
       return;
     }
-    const plan = planOutput(request.outputKey, request);
+    const plan = planFrom({ key: request.outputKey, offset: request.outputOffset }, request);
     const spec: GenerationSpec = {
       rank,
       arrivedAt: ex.arrivedAt,
@@ -91,6 +91,7 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       promptTokens: request.promptTokens,
       cachedTokens: prep.cachedTokens,
       outputKey: request.outputKey,
+      outputOffset: request.outputOffset,
       plan,
       includeUsage: request.includeUsage,
       continuousUsage: request.continuousUsage,

@@ -1,6 +1,6 @@
+import { planFrom } from '../engine/continuation';
 import { randomUUID } from 'node:crypto';
 import type { GenerationSpec } from '../engine/generation';
-import { planOutput } from '../engine/tokens';
 import { EngineHttpError } from '../http/engine-error';
 import type { Exchange, RouteHandler } from '../http/router';
 import { checkContextLength, requestIdOf, responseHeaders } from '../openai/common';
@@ -95,7 +95,7 @@ export function vllmResponsesHandler(ctx: SimContext): RouteHandler {
     const rank = ctx.pickRank(undefined);
     const cachedTokens = rank.prefixCache.lookup(request);
     ctx.metrics.prefixCache(rank, request.promptTokens, cachedTokens);
-    const plan = planOutput(request.outputKey, request);
+    const plan = planFrom({ key: request.outputKey, offset: request.outputOffset }, request);
     const spec: GenerationSpec = {
       rank,
       arrivedAt: ex.arrivedAt,
@@ -111,6 +111,7 @@ export function vllmResponsesHandler(ctx: SimContext): RouteHandler {
       promptTokens: request.promptTokens,
       cachedTokens,
       outputKey: request.outputKey,
+      outputOffset: request.outputOffset,
       plan,
       includeUsage: true,
       continuousUsage: false,

@@ -124,6 +124,10 @@ export class RequestResult {
    * log, `triad_gateway_stage_fallback_total`, the span's `triad.stage_fallback`.
    */
   readonly stageFallbacks: StageFallback[] = [];
+  /** Continuations of a stream that broke mid-answer (`trafficPolicy.streamResume`). */
+  resumes = 0;
+  /** Why a stream that broke mid-answer was not resumed (e.g. `n`-style `not_eligible`, `max_tokens`, `tool_calls`). */
+  resumeRefused: string | undefined = undefined;
 }
 
 /** Why a prefill's KV was left without the decode that should take it. */

@@ -25,7 +25,7 @@ export interface FaultableSim {
   readonly host: string;
   readonly port: number;
   readonly bootstrapPort?: number;
-  setFault(fault: { mode: FaultModeName | 'ok' }): void;
+  setFault(fault: { mode: FaultModeName | 'ok'; count?: number; afterTokens?: number }): void;
   clearRequests(): void;
   requests(): readonly {
     readonly method: string;

@@ -11,3 +11,5 @@ export {
 } from './fault-matrix';
 export type { DeployedTopology, FaultScenario, FaultableSim, MatrixStack, ScenarioResult, StageName, TopologyName } from './fault-matrix';
 export { fuzzCase, runFuzz } from './fuzz-bodies';
+export { ANSWER_TOKENS, DEATH_POINTS, runMidStreamScenario, tokensBeforeDeath } from './mid-stream-deaths';
+export type { MidStreamResult } from './mid-stream-deaths';
