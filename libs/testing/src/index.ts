@@ -7,4 +7,4 @@ export type { TriadChild } from './triad-process';
 export { startSteadyLoad } from './steady-load';
 export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';
-export type { ClusterStack } from './cluster-stack';
+export type { ClusterStack, StackService } from './cluster-stack';
