@@ -33,13 +33,29 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       "Per-request disaggregation: a vLLM prompt of at most `maxLocalPrefillTokens` (512) uncached tokens is prefilled on the decode pod when that is predicted faster (no prefill leg, no KV transfer: `localPrefillFallbacks` 1 on D). The references always call the prefill. Never for SGLang (a decode-only server cannot prefill), so mini_lb's row has no such difference.",
   },
   {
+    id: 'prefill-stage-fallback',
+    reference: ['nixl-toy', 'nixl-push', 'mooncake'],
+    case: '500 at P, long',
+    key: ['client.*', 'order', 'leg:D#*', 'outcome.D.localPrefillFallbacks'],
+    reason:
+      "Stage fallback (docs/reliability.md#stage-fallback): every try on the prefill stage failed (here its only pod; a retry never goes back to an endpoint that failed the request), so Triad sends the decode one more try without `kv_transfer_params`, the decode prefills the prompt itself (`localPrefillFallbacks` 1) and the client gets 200, marked `x-triad-stage-fallback: prefill:all_failed`. vLLM's KV connectors load nothing for a request without `do_remote_prefill`, so the decode computes the whole prompt. The references have no such path: the toy proxy answers the prefill's 500, the concurrent proxies leave the decode waiting for KV that never comes.",
+  },
+  {
+    id: 'encode-stage-fallback',
+    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
+    case: '500 at E, long',
+    key: ['client.*', 'order', 'leg:P#1', 'leg:D#1', 'outcome.P.*', 'outcome.D.*'],
+    reason:
+      "Stage fallback (docs/reliability.md#stage-fallback): the item's encoder and its alternate both failed (`encoder-alternate`), so Triad sends the prefill the client's media instead of encoder handles; under the NIXL and shared-storage EC connectors vLLM's scheduler encodes an item it finds in no cache on its own encoder (`ecMisses` 1, `localEncodes` 1), the request goes on P→D and the client gets 200, marked `x-triad-stage-fallback: encode:all_failed`. The proxies answer the encoder's 500. Under the Mooncake EC connector the consumer waits for a push instead of encoding, so there is no shortcut and Triad answers 502 (`epd-newest-mooncake`, `engine-error-answer`).",
+  },
+  {
     id: 'engine-error-answer',
     reference: '*',
     case: '500 at *',
     key: ['client.status', 'client.complete'],
     triad: '*',
     reason:
-      "After an engine's 5xx (retried, here on the same single pair), Triad answers an OpenAI-shaped 502 that names the failing stage. The references answer a plain-text 500 (an unhandled exception), break the connection once they have started relaying the decode's answer (status 0), or, vLLM's Mooncake proxy after a prefill failure, 200 from a silent local prefill (see `mooncake-prefill-failure`).",
+      "After an engine's 5xx, with no endpoint left that has not failed the request (here a single pod per stage) and no stage fallback for the failed stage (a decode; an encoder under the Mooncake EC connector; SGLang), Triad answers an OpenAI-shaped 502 that names the failing stage. The references answer a plain-text 500 (an unhandled exception), or break the connection once they have started relaying the decode's answer (status 0). Where the failed stage has a fallback Triad answers 200 (`prefill-stage-fallback`, `encode-stage-fallback`), and an EC consumer's 500 is retried after a re-encode (`reencode-after-consumer-500`).",
   },
   {
     id: 'mooncake-prefill-failure',
@@ -47,7 +63,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     case: '500 at P, long',
     key: ['leg:D#1', 'D#1.*', 'order', 'overlap:*', 'outcome.D.*'],
     reason:
-      "vLLM's Mooncake proxy fires the prefill and forgets it: when it fails, the decode waits for a transfer that never comes and then prefills the whole prompt itself (`kvPullFailures` 1, `localPrefillFallbacks` 1) and answers 200, the doubled prefill a PD router exists to prevent. Triad counts the prefill's failure and fails the attempt over, never a silent local prefill.",
+      "vLLM's Mooncake proxy fires the prefill and forgets it: when it fails, the decode waits for a transfer that never comes and counts the failed load (`kvPullFailures` 1); with `kv_load_failure_policy: recompute` it then prefills the whole prompt itself unseen, else it fails (the sim here: 500, and the client's connection breaks). Triad aborts that decode as soon as the prefill fails (status 0: the router closed it) and serves the request by an explicit, counted fallback (`prefill-stage-fallback`).",
   },
   {
     id: 'mooncake-query-by-the-pod-watcher',
@@ -185,7 +201,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     case: '500 at E, long',
     key: ['leg:E#2', 'E#2.*', 'outcome.E.faultsInjected'],
     reason:
-      "A failed encoder request moves to the alternate encoders of its first item before the request fails (docs/protocols/vllm.md, encoder fan-out); the proxy fails the request at once. Here every encoder fails once, so Triad's alternate fails too.",
+      "A failed encoder request moves to the alternate encoders of its first item (docs/protocols/vllm.md, encoder fan-out) before the encode stage falls back (`encode-stage-fallback`) or, where it has no fallback (Mooncake EC), the request fails; the proxy fails the request at once. Here every encoder fails once, so Triad's alternate fails too.",
   },
   {
     id: 'sglang-n',
