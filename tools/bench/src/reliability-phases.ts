@@ -69,6 +69,20 @@ async function sendOne(url: string, payload: string, id: string, stream: boolean
   }
 }
 
+/**
+ * After a stage's pods answer again: one request at a time until one is served on the normal path (200, no
+ * stage fallback), i.e. until an active probe or the end of the ejection let the scheduler pick the stage again.
+ * Returns the time that took, or undefined after 15 s.
+ */
+async function untilNormalPath(url: string, model: string, multimodal: boolean, tag: string): Promise<number | undefined> {
+  const start = performance.now();
+  for (let i = 0; performance.now() - start < 15_000; i++) {
+    const r = await sendOne(url, body(model, multimodal, tag, i, false), `${tag}-r${i}`, false);
+    if (r.why === undefined && !r.fallback) return performance.now() - start;
+  }
+  return undefined;
+}
+
 /** Sends one phase's requests (`streaming`: all, or every other one) and counts the outcomes. */
 async function runPhase(
   stack: MatrixStack,
@@ -175,7 +189,8 @@ const STAGE_DOWN_CASES: readonly StageDownCase[] = [
 /**
  * A whole stage down, then back, per stage and connector (issue 32, item 2), on a fresh ModelServer each (no
  * ejections carried over) with active probes every 500 ms: "down" sends requests while both pods of the stage answer
- * 500; "back" sends the same number once they answer again. Requests served by the engine's shortcut carry
+ * 500; once they answer again, single requests measure how long until one takes the normal path (an active probe
+ * ends the ejection), then "back" sends the same number as "down". Requests served by the engine's shortcut carry
  * `x-triad-stage-fallback` and are counted. Goal: 0 failed where the engines have a shortcut; where they have none,
  * the failures are the expected 5xx naming the stage.
  */
@@ -201,10 +216,12 @@ export async function runStageDownPhases(stack: MatrixStack, hostPrefixes: () =>
       rows.push(phaseRow(scenario, `${c.stage} down`, down));
       a.setFault({ mode: 'ok' });
       b.setFault({ mode: 'ok' });
+      const recoveredMs = await untilNormalPath(stack.gatewayUrl, name, multimodal, `${name}-recover`);
       const back = await runPhase(stack, name, multimodal, `${name}-back`, 'mixed', options);
-      rows.push(phaseRow(scenario, `${c.stage} back`, back));
+      const after = recoveredMs === undefined ? 'not back within 15 s' : `normal path after ${Math.round(recoveredMs)} ms`;
+      rows.push(phaseRow(scenario, `${c.stage} back (${after})`, back));
       process.stderr.write(
-        `${scenario}: down ${down.failed}/${down.sent} failed, ${down.fallbacks} fallbacks; back ${back.fallbacks} fallbacks\n`,
+        `${scenario}: down ${down.failed}/${down.sent} failed, ${down.fallbacks} fallbacks; ${after}; back ${back.fallbacks} fallbacks\n`,
       );
     } finally {
       a.setFault({ mode: 'ok' });
