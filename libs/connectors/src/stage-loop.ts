@@ -32,8 +32,15 @@ import { parseBodyUsage, SseUsageRelay } from './usage';
 
 function ignore(): void {}
 
-/** The first attempt after `from` that names no endpoint in `failed` (its final leg's or its prefill's), else -1. */
+/**
+ * The first attempt after `from` that names no endpoint in `failed` (its final leg's or its prefill's), else -1.
+ * A decision whose attempts all name one endpoint (a provider target: its retries go to the same API) has no other
+ * host to prefer, so its next attempt is simply the next one, as Envoy's previous-hosts predicate gives up and
+ * reuses the host when no other is left.
+ */
 function nextUntried(attempts: readonly Attempt[], from: number, failed: ReadonlySet<string>): number {
+  if (attempts.length > 1 && attempts.every((a) => a.endpoint.key === attempts[0]?.endpoint.key && a.prefill === undefined))
+    return from + 1 < attempts.length ? from + 1 : -1;
   for (let j = from + 1; j < attempts.length; j++) {
     const a = attempts[j] as Attempt;
     if (!failed.has(a.endpoint.key) && (a.prefill === undefined || !failed.has(a.prefill.key))) return j;
