@@ -212,7 +212,18 @@ export async function startStack(options: UpOptions, environment: StackEnvironme
     };
     // Every service's ops port listens where the gateway does: loopback unless --host says otherwise.
     const natsArgs = ['--nats', nats.url, '--metrics-host', options.host];
-    const port = async () => String(await freeLoopbackPort());
+    // A port probed free is free only until someone binds it: never hand out the gateway's --port (a probe may
+    // return it before the gateway, started last, listens) or a port already handed to another service.
+    const taken = new Set<number>([options.port]);
+    const port = async () => {
+      for (;;) {
+        const candidate = await freeLoopbackPort();
+        if (!taken.has(candidate)) {
+          taken.add(candidate);
+          return String(candidate);
+        }
+      }
+    };
     const starting: { child: ManagedChild; opsPort: number }[] = [];
     // Pods annotated with triad.io/kv-events-endpoint: their sims publish KV events, a kv-indexer follows them and
     // the scheduler routes on them.
