@@ -35,7 +35,7 @@ function ignore(): void {}
 /** The first attempt after `from` that names no endpoint in `failed` (its final leg's or its prefill's), else -1. */
 function nextUntried(attempts: readonly Attempt[], from: number, failed: ReadonlySet<string>): number {
   for (let j = from + 1; j < attempts.length; j++) {
-    const a = attempts[j] as Attempt;
+    const a = attempts[j];
     if (!failed.has(a.endpoint.key) && (a.prefill === undefined || !failed.has(a.prefill.key))) return j;
   }
   return -1;
@@ -150,7 +150,7 @@ class StageLoop implements LegRunner, LegOwner {
     const attempts = ctx.proxy.attempts;
     const maxTries = Math.min(attempts.length, 1 + retry.retries);
     const failed = new Set<string>();
-    let attempt: Attempt = attempts[0] as Attempt;
+    let attempt: Attempt = attempts[0];
     let index = 0;
     let fellBack = false;
     for (let t = 0; ; t++) {
@@ -168,7 +168,7 @@ class StageLoop implements LegRunner, LegOwner {
           const next = nextUntried(attempts, index, failed);
           if (this.#resumeAfter(err, next >= 0) === 'done') return;
           index = next;
-          attempt = attempts[next] as Attempt;
+          attempt = attempts[next];
           continue;
         }
         if (!isRetryable(err)) throw err;
@@ -176,7 +176,7 @@ class StageLoop implements LegRunner, LegOwner {
         const next = t + 1 < maxTries ? nextUntried(attempts, index, failed) : -1;
         if (next >= 0) {
           index = next;
-          attempt = attempts[next] as Attempt;
+          attempt = attempts[next];
         } else {
           // No alternate left: the stage that failed may have a shortcut (never with retries off: the baseline).
           const shortcut = fellBack || retry.retries === 0 ? undefined : connector.fallback?.(ctx, err, failed);
@@ -414,7 +414,7 @@ class StageLoop implements LegRunner, LegOwner {
     this.#outLeg = undefined;
     const sink = this.#ctx.sink;
     if (out === undefined || sink.destroyed || sink.writableEnded) return;
-    if (!sink.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out))) {
+    if (!sink.write(out.length === 1 ? out[0] : Buffer.concat(out))) {
       leg.pause();
       sink.once('drain', () => leg.resume());
     }
