@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: lint (ESLint with the module-boundary rules), the format check (Prettier), type-check, then every project's jest tests in one jest run.
+// `npm test`: lint (ESLint with type-aware rules and the module-boundary rules), the format check (Prettier), type-check, then every project's jest tests in one jest run.
 // Ends with a plain `N passed, N failed` line (checks count as tests) and exits non-zero when anything failed.
 // It starts by checking the servers and tools the tests run (prerequisites.mjs).
 import { spawnSync } from 'node:child_process';
@@ -53,7 +53,10 @@ if (missing.length > 0) {
 }
 
 if (extraArgs.length === 0 && !testsOnly) {
-  check('lint: ESLint (typescript-eslint, module boundaries)', process.execPath, [join(root, 'tools/lint/bin/lint.mjs'), '--all']);
+  check('lint: ESLint (typescript-eslint with type-aware rules, module boundaries)', process.execPath, [
+    join(root, 'tools/lint/bin/lint.mjs'),
+    '--all',
+  ]);
   check('format: Prettier (TypeScript, JavaScript, JSON)', process.execPath, [
     join(root, 'node_modules/prettier/bin/prettier.cjs'),
     '--check',

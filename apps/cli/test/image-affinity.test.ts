@@ -183,7 +183,7 @@ describe('affinity on the real services: repeated images and prefixes go back to
       podWatchers: 1,
       args: { gateway: ['--schedule-budget-ms', '10000'] },
     });
-    const gateway = stack.gateways[0] as StackService;
+    const gateway = stack.gateways[0];
     await waitFor(async () => (await post(gateway.url, prefixBody(0, 0)).catch(() => 0)) === 200, {
       what: 'gateway serving',
       timeoutMs: 60_000,
@@ -195,7 +195,7 @@ describe('affinity on the real services: repeated images and prefixes go back to
   });
 
   it('sends a repeated image to an engine that already encoded it, or counts the load bound that overruled it', async () => {
-    const gateway = stack.gateways[0] as StackService;
+    const gateway = stack.gateways[0];
     const since = Date.now();
     const overruledBefore = await schedulerCounter(stack, 'triad_scheduler_affinity_overruled_total', { scorer: 'encoder-cache' });
     // Every image once per round, rounds in sequence: each image's later requests are repeats.
@@ -231,7 +231,7 @@ describe('affinity on the real services: repeated images and prefixes go back to
   });
 
   it('sends a repeated long prefix to an engine that already has it, or counts the load bound that overruled it', async () => {
-    const gateway = stack.gateways[0] as StackService;
+    const gateway = stack.gateways[0];
     const since = Date.now();
     const bodies = Array.from({ length: ROUNDS * SYSTEM.length }, (_, i) => prefixBody(i % SYSTEM.length, i));
     const statuses = await sendAll(gateway.url, bodies);

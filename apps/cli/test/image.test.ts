@@ -36,7 +36,7 @@ function runtimeStage(): RuntimeStage {
   let user: string | undefined;
   for (const line of stage) {
     const [instruction, ...rest] = line.split(/\s+/);
-    if (instruction === 'WORKDIR') workdir = posix.resolve(workdir, rest[0] as string);
+    if (instruction === 'WORKDIR') workdir = posix.resolve(workdir, rest[0]);
     if (instruction === 'RUN') runs.push(rest.join(' '));
     if (instruction === 'USER') user = rest[0];
     if (instruction === 'COPY') {

@@ -171,9 +171,8 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
 
     // 3. Kill a second node (the one now leading the admission budget), then restart it too.
     const secondName = await leaderOf(bus, `KV_${Buckets.admission}`);
-    const second =
-      stack.nats.nodes.find((n) => n.name === secondName && n !== victim) ??
-      (stack.nats.nodes.find((n) => n !== victim) as NatsClusterNode);
+    const second = stack.nats.nodes.find((n) => n.name === secondName && n !== victim) ?? stack.nats.nodes.find((n) => n !== victim);
+    if (second === undefined) throw new Error('the cluster has no node besides the one killed first');
     await second.kill();
     load.phase(`${second.name} killed`);
     await limitedDuring();
@@ -200,7 +199,7 @@ describe('Triad on a 3-node JetStream cluster: NATS nodes killed under steady lo
       },
       { what: 'the same KV state on every node', timeoutMs: 30_000 },
     );
-    const endpoints = (states[0] as string).split('\n').filter((l) => l.startsWith(`${Buckets.endpoints}/`));
+    const endpoints = states[0].split('\n').filter((l) => l.startsWith(`${Buckets.endpoints}/`));
     expect(endpoints).toHaveLength(PODS);
     expect(endpoints.every((l) => l.includes('"ready":true'))).toBe(true);
 

@@ -268,7 +268,7 @@ describe('triad up supervisor (stand-in services)', () => {
       () => {
         if (driver.exitCode !== null) throw new Error(`driver exited: ${stderr}`);
         const m = /^READY (.*)$/m.exec(stdout);
-        return m ? (JSON.parse(m[1] as string) as number[]) : undefined;
+        return m ? (JSON.parse(m[1]) as number[]) : undefined;
       },
       { timeoutMs: 60_000, what: 'the driver to report a ready stack' },
     );

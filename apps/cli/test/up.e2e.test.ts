@@ -161,7 +161,7 @@ describe('triad up (end to end)', () => {
   it('listens on loopback only by default: the gateway and every ops port, as the banner says', () => {
     expect(output).toContain('listen   127.0.0.1 only: this machine (--host 0.0.0.0 opens them to the network)');
     const opsLine = /^ {2}ops {6}(.*)$/m.exec(output)?.[1] ?? '';
-    const ops = [...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1] as string, Number(m[2])] as const);
+    const ops = [...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1], Number(m[2])] as const);
     expect(ops.map(([name]) => name).sort()).toEqual(['gateway', 'kv-indexer', 'pod-watcher', 'scheduler', 'sim-pods']);
     const bound = [['gateway data', gatewayPort] as const, ...ops].map(([name, port]) => `${name}: ${listeningAddresses(port).join(' ')}`);
     expect(bound).toEqual([['gateway data', gatewayPort], ...ops].map(([name]) => `${name}: 127.0.0.1`));
@@ -222,7 +222,7 @@ describe('triad up (end to end)', () => {
     const sentence = 'the router reads the blocks each engine reports and sends the prompt where its prefix already is';
     for (let i = 0; i < 4; i++) {
       // Put the prompt's blocks into one pod's cache behind the gateway's back: only its KV events can tell.
-      const pod = aggregatedPods[i % 2] as PodDef;
+      const pod = aggregatedPods[i % 2];
       const prompt = `${i} ${sentence} `.repeat(8);
       const published = await waitFor(() => kvIndexPosition(indexerOps, pod.name), { what: `the kv-indexer to follow ${pod.name}` });
       const primed = await fetch(`http://${pod.ip}:${simPort}/v1/completions`, {
@@ -259,8 +259,8 @@ describe('triad up (end to end)', () => {
     const initial = await counts();
     // Remove the pod that served the most, so "the traffic moved" cannot hold by accident.
     const busiest = (initial[1] ?? 0) > (initial[0] ?? 0) ? 1 : 0;
-    const removed = aggregatedPods[busiest] as PodDef;
-    const kept = aggregatedPods[1 - busiest] as PodDef;
+    const removed = aggregatedPods[busiest];
+    const kept = aggregatedPods[1 - busiest];
     writeConfig(simPort, [kept, ...epdPods]);
 
     // Once the pool has followed the edit, every request lands on the kept pod.

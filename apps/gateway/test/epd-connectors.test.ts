@@ -139,7 +139,7 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
         // Items alternate between the two encoders: 3 images make one request of 2 on e0 and one of 1 on e1.
         encoders: r.mediaItems.map((m) => ({
           item: m.index,
-          endpoint: d.refs.e[m.index % 2] as EndpointRef,
+          endpoint: d.refs.e[m.index % 2],
           alternates: [],
           affinity: false,
         })),
@@ -155,7 +155,7 @@ describe('gateway, vLLM EPD: every EC connector × topology × media case agains
 
   it.each(matrix)('%s %s, %s: succeeds with 0 local re-encodes', async (connector, topology, caseName) => {
     const d = deployments.get(`${connector} ${topology}`) as Deployment;
-    const c = CASES[caseName] as (typeof CASES)[string];
+    const c = CASES[caseName];
     const sims = [...d.encoders, d.consumer, d.decode];
     const before = { requests: sum(sims, 'encoderRequests'), items: sum(sims, 'encoderItems'), local: sum(sims, 'localEncodes') };
     const res = await post(h, chat(d.route, c.parts));

@@ -108,7 +108,7 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
       mode: 'epd',
       encoders: r.mediaItems.map((m) => ({
         item: m.index,
-        endpoint: m.index % 2 === 0 ? (refs['e0'] as EndpointRef) : (refs['e1'] as EndpointRef),
+        endpoint: m.index % 2 === 0 ? refs['e0'] : refs['e1'],
         alternates: [],
         affinity: false,
       })),
@@ -116,11 +116,11 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
         r.modelServer === 'epd'
           ? [
               {
-                endpoint: refs['d'] as EndpointRef,
-                prefill: refs['p'] as EndpointRef,
+                endpoint: refs['d'],
+                prefill: refs['p'],
               },
             ]
-          : [{ endpoint: refs['pd'] as EndpointRef }],
+          : [{ endpoint: refs['pd'] }],
     });
     await h.waitForModel('vl');
     await h.waitForModel('vl-e-pd');

@@ -86,7 +86,7 @@ describe('gateway: ExternalModelProvider targets', () => {
     return { status: res.status, headers: res.headers, text: await res.text() };
   }
 
-  const lastCall = (s: StandIn) => s.calls[s.calls.length - 1]!;
+  const lastCall = (s: StandIn) => s.calls[s.calls.length - 1];
   const client = () => new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: CLIENT_KEY, maxRetries: 0 });
 
   beforeAll(async () => {

@@ -18,7 +18,7 @@ function rawExchange(port: number, chunks: readonly (string | Buffer)[], waitMs 
     socket.on('connect', () => {
       const write = (i: number): void => {
         if (i >= chunks.length) return;
-        socket.write(chunks[i] as string | Buffer, () => setTimeout(() => write(i + 1), waitMs));
+        socket.write(chunks[i], () => setTimeout(() => write(i + 1), waitMs));
       };
       write(0);
     });
@@ -130,7 +130,7 @@ describe('gateway HTTP layer: 413 clients can read, OpenAI-shaped protocol error
         headers: { 'content-type': 'application/json' },
         body: stream,
         duplex: 'half',
-      } as RequestInit);
+      });
       expect(chunked.status).toBe(413);
     });
 

@@ -126,7 +126,7 @@ describe('gateway, an engine closing a kept-alive socket as a request is written
       ok: true,
       mode: 'aggregated',
       encoders: [],
-      attempts: [{ endpoint: refs[r.modelServer] as EndpointRef }],
+      attempts: [{ endpoint: refs[r.modelServer] }],
     });
     await h.waitForModel('racing');
     await h.waitForModel('cold');

@@ -101,7 +101,7 @@ describe('gateway: the OpenAI surface at its edges (embeddings, responses, unkno
       [1, 8],
     ]);
     // The SDK asks for base64 and decodes it: unit vectors arrive as numbers.
-    expect(Math.hypot(...res.data[0]!.embedding)).toBeCloseTo(1, 5);
+    expect(Math.hypot(...res.data[0].embedding)).toBeCloseTo(1, 5);
     expect(res.usage.prompt_tokens).toBeGreaterThan(0);
     const sent = inferenceRequests(embed).at(-1);
     expect(sent?.path).toBe('/v1/embeddings');
@@ -201,7 +201,7 @@ describe('gateway: the OpenAI surface at its edges (embeddings, responses, unkno
       ['PUT', '/v1/chat/completions'],
       ['DELETE', '/generate'],
     ]) {
-      const res = await send(method!, path!);
+      const res = await send(method, path);
       expect(res.status).toBe(404);
       expect(await errorOf(res)).toEqual({
         error: {

@@ -21,7 +21,7 @@ async function engineIdsOf(sim: SimEngineHandle): Promise<string[]> {
   const query = (await (await fetch(`http://${sim.host}:${sim.bootstrapPort}/query`)).json()) as Record<string, { engine_id: string }>;
   return Object.keys(query)
     .sort()
-    .map((k) => query[k]!.engine_id);
+    .map((k) => query[k].engine_id);
 }
 
 const pdSelector = (app: string) => ({
@@ -140,7 +140,7 @@ describe('gateway, vLLM PD KV connectors against engine-sims that follow the eng
   }
 
   it("upstream vLLM Mooncake: P and D at once, a router-made transfer_id, the engine id of P's DP rank — the decode loads the KV", async () => {
-    const before = { received: at('md').counters()['kvPullsReceived']!, served: at('mp').counters()['kvPullsServed']! };
+    const before = { received: at('md').counters()['kvPullsReceived'], served: at('mp').counters()['kvPullsServed'] };
     expect((await streamed('mc')).length).toBeGreaterThan(0);
     const p = last(at('mp'));
     const d = last(at('md'));
@@ -176,7 +176,7 @@ describe('gateway, vLLM PD KV connectors against engine-sims that follow the eng
   });
 
   it('the same engines sent the sequential flow (no probe result): the prefill frees its KV, the decode prefills again — counted and logged once per pod', async () => {
-    const before = { fallbacks: at('md').counters()['localPrefillFallbacks']!, missing: at('mp').counters()['kvTransferIdsMissing']! };
+    const before = { fallbacks: at('md').counters()['localPrefillFallbacks'], missing: at('mp').counters()['kvTransferIdsMissing'] };
     for (let i = 0; i < 2; i++) expect((await streamed('mc-unprobed')).length).toBeGreaterThan(0);
     expect(at('mp').counters()['kvTransferIdsMissing']).toBe(before.missing + 2);
     expect(at('md').counters()['localPrefillFallbacks']).toBe(before.fallbacks + 2);
@@ -187,7 +187,7 @@ describe('gateway, vLLM PD KV connectors against engine-sims that follow the eng
   });
 
   it("kvConnector.implementation: vllm wins over the record's flow", async () => {
-    const before = at('md').counters()['kvPullsReceived']!;
+    const before = at('md').counters()['kvPullsReceived'];
     expect((await streamed('mc-pinned')).length).toBeGreaterThan(0);
     expect(last(at('mp')).kv).toMatchObject({ transfer_id: expect.any(String) });
     expect(at('md').counters()['kvPullsReceived']).toBe(before + 1);
@@ -200,7 +200,7 @@ describe('gateway, vLLM PD KV connectors against engine-sims that follow the eng
       const before = {
         d2: at('md2').counters(),
         d2Requests: inferenceRequests(at('md2')).length,
-        d: at('md').counters()['kvPullsReceived']!,
+        d: at('md').counters()['kvPullsReceived'],
         retries: await gatewayMetric(h, 'triad_gateway_retries_total{model="mc",stage="prefill"}'),
         errors: await gatewayMetric(h, 'triad_gateway_upstream_legs_total{model_server="default/mc",stage="prefill",outcome="error"}'),
       };

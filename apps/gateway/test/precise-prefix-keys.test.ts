@@ -124,7 +124,7 @@ describe('precise-prefix-cache keys equal the engines’ (text, image, hybrid)',
     expect(res.status).toBe(200);
     await waitFor(() => accessLines(h).some((l) => l['request_id'] === id), { what: `access line of ${id}` });
     const line = accessLines(h).find((l) => l['request_id'] === id);
-    return (line?.['endpoints'] as { aggregated: string[] }).aggregated[0] as string;
+    return (line?.['endpoints'] as { aggregated: string[] }).aggregated[0];
   };
 
   const agreement = async (server: string): Promise<{ computed: number; matched: number }> => {

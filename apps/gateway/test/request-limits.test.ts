@@ -75,11 +75,11 @@ describe('gateway request limits: bounds checked before any work starts, and no 
         .filter((m) => encodersFor(m.index))
         .map((m): EncoderChoice => ({
           item: m.index,
-          endpoint: (m.index % 2 === 0 ? refs['e0'] : refs['e1']) as EndpointRef,
+          endpoint: m.index % 2 === 0 ? refs['e0'] : refs['e1'],
           alternates: [],
           affinity: false,
         })),
-      attempts: [{ endpoint: refs['d'] as EndpointRef, prefill: refs['p'] as EndpointRef }],
+      attempts: [{ endpoint: refs['d'], prefill: refs['p'] }],
     });
     await h.waitForModel('vl');
   });

@@ -202,7 +202,7 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     const res = await chat('vl', withImages(1, 2));
     expect([res.status, res.status === 200 ? '' : await res.text()]).toEqual([200, '']);
     // Two images over two registered encoders: one each; the prefill encoded nothing itself.
-    expect([encodes(1) - before[0]!, encodes(2) - before[1]!]).toEqual([1, 1]);
+    expect([encodes(1) - before[0], encodes(2) - before[1]]).toEqual([1, 1]);
     expect(sims.get('p1')!.counters()['localEncodes'] ?? 0).toBe(0);
   });
 
@@ -226,7 +226,7 @@ describe('gateway + pod-watcher, SGLang EPD and PD against engine-sims', () => {
     await waitFor(async () => (await registry()).join() === [encoderUrl(1), encoderUrl(2)].join(), { what: 'registry rebuilt' });
     const before = [encodes(1), encodes(2)];
     expect((await chat('vl', withImages(7, 8))).status).toBe(200);
-    expect([encodes(1) - before[0]!, encodes(2) - before[1]!]).toEqual([1, 1]);
+    expect([encodes(1) - before[0], encodes(2) - before[1]]).toEqual([1, 1]);
   });
 
   it('EPD: a text-only request and a request while no encoder is registered are not refused by the scheduler', async () => {

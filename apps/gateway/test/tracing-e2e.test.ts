@@ -55,7 +55,7 @@ function legRequests(sim: SimEngineHandle, requestId: string) {
 function parseTraceparent(value: unknown): { traceId: string; parent: string; flags: string } {
   const m = TRACEPARENT.exec(String(value));
   if (!m) throw new Error(`not a traceparent: ${String(value)}`);
-  return { traceId: m[1] as string, parent: m[2] as string, flags: m[3] as string };
+  return { traceId: m[1], parent: m[2], flags: m[3] };
 }
 
 describe('tracing end to end: triad gateway + triad scheduler (child processes) → OTLP receiver', () => {
@@ -201,7 +201,7 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       ]);
 
       const gatewaySpan = (name: string) => spans.filter((s) => s.serviceName === 'triad-gateway' && s.name === name);
-      const request = gatewaySpan('POST /v1/chat/completions')[0]!;
+      const request = gatewaySpan('POST /v1/chat/completions')[0];
       expect(request.parentSpanId).toBeUndefined();
       expect(request.status.code).toBe('UNSET');
       expect(request.attributes).toEqual(
@@ -214,7 +214,7 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       );
 
       // The scheduler continued the gateway's `schedule` span from the NATS headers: same trace, that span as parent.
-      const schedule = gatewaySpan('schedule')[0]!;
+      const schedule = gatewaySpan('schedule')[0];
       const decide = spans.find((s) => s.serviceName === 'triad-scheduler' && s.kind === 'SERVER')!;
       expect(decide.parentSpanId).toBe(schedule.spanId);
       expect(decide.attributes).toEqual(
@@ -234,8 +234,8 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       expect(encodes.map((s) => s.attributes['triad.encoder.item_index'])).toEqual([0, 1]);
       const [ea, eb] = encodes as [ReceivedSpan, ReceivedSpan];
       expect(ea.startMs < eb.endMs && eb.startMs < ea.endMs).toBe(true);
-      const prefill = gatewaySpan('prefill')[0]!;
-      const decode = gatewaySpan('decode')[0]!;
+      const prefill = gatewaySpan('prefill')[0];
+      const decode = gatewaySpan('decode')[0];
       expect(prefill.startMs).toBeGreaterThanOrEqual(Math.max(ea.startMs, eb.startMs));
       expect(decode.startMs).toBeGreaterThanOrEqual(prefill.startMs);
       for (const leg of [ea, eb, prefill, decode]) {
@@ -249,10 +249,10 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       for (const r of encodeRequests) {
         const item = Number(String(r.headers['x-request-id']).split(':')[1]);
         const tp = parseTraceparent(r.headers['traceparent']);
-        expect(tp).toEqual({ traceId, parent: encodes[item]!.spanId, flags: '01' });
+        expect(tp).toEqual({ traceId, parent: encodes[item].spanId, flags: '01' });
         // ... and went to the encoder that span names.
         const sim = e1.requests().includes(r) ? e1 : e2;
-        expect(encodes[item]!.attributes['server.address']).toBe(sim.host);
+        expect(encodes[item].attributes['server.address']).toBe(sim.host);
       }
       const [prefillRequest] = legRequests(p, 'trace-epd');
       const [decodeRequest] = legRequests(d, 'trace-epd');

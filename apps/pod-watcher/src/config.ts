@@ -25,7 +25,7 @@ const DefaultGatewaySchema = z.string().transform((text, ctx): DefaultGatewaySpe
     ctx.addIssue({ code: 'custom', message: `must be NAMESPACE/NAME:PORT or 'none', got '${text}'` });
     return z.NEVER;
   }
-  return { namespace: m[1] as string, name: m[3] as string, port };
+  return { namespace: m[1], name: m[3], port };
 });
 
 /** Pod-watcher settings: flags over `TRIAD_*` environment variables over a settings file over defaults. */

@@ -93,8 +93,8 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
     writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
     for (const o of [gatewayExample, httpRouteExample, poolExample, boundRouteExample]) kube.apply(o);
     kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default', labels: { team: 'llm' } } });
-    kube.apply(pod('ds-0', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.1' }) as KubeObject);
-    kube.apply(pod('ds-1', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.2' }) as KubeObject);
+    kube.apply(pod('ds-0', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.1' }));
+    kube.apply(pod('ds-1', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.2' }));
     starting = startTestWatcher({
       nats: nats.url,
       source: 'kube',
@@ -238,7 +238,7 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
   });
 
   it('follows the pool: a relabelled pod leaves it, a deleted pool empties it and the route reports BackendNotFound', async () => {
-    kube.apply(pod('ds-1', { app: 'other' }, { ip: '127.0.8.2' }) as KubeObject);
+    kube.apply(pod('ds-1', { app: 'other' }, { ip: '127.0.8.2' }));
     await waitFor(() => endpoints.keys('default.inferencepool=deepseek-r1-1-5b.').length === 1, { what: 'one endpoint left' });
     kube.remove('inference.networking.k8s.io/v1', 'InferencePool', 'default', 'deepseek-r1-1-5b');
     await waitFor(() => endpoints.keys('default.inferencepool=').length === 0 && !servers.get('default.inferencepool=deepseek-r1-1-5b'), {

@@ -34,7 +34,7 @@ describe("pod-watcher on Kthena's CRDs (pruned status, ExternalModelProvider CRD
     kube = await startFakeKubeServer({ prunedStatus: [`${GROUP_PATH}/modelservers`, `${GROUP_PATH}/modelroutes`] });
     dir = mkdtempSync(join(tmpdir(), 'triad-pw-kthena-'));
     writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
-    kube.apply(modelServer('qwen', { mode: 'aggregated' }) as KubeObject);
+    kube.apply(modelServer('qwen', { mode: 'aggregated' }));
     kube.failNext('list', 2, 404, `${GROUP_PATH}/externalmodelproviders`);
     starting = startTestWatcher({ nats: nats.url, source: 'kube', kubeconfig: join(dir, 'kubeconfig'), namespaces: ['default'] });
     watcher = await starting;
@@ -71,7 +71,7 @@ describe("pod-watcher on Kthena's CRDs (pruned status, ExternalModelProvider CRD
     kube.apply({ ...labelled, metadata: { ...labelled.metadata, labels: { touched: 'yes' } } });
     await waitFor(async () => (await upserts()) > seen, { what: 'the metadata change delivered' });
     expect(statusPatches()).toBe(1);
-    kube.apply(modelServer('qwen', { mode: 'aggregated', port: 8001 }) as KubeObject);
+    kube.apply(modelServer('qwen', { mode: 'aggregated', port: 8001 }));
     await waitFor(() => prunedWarnings() === 2, { what: 'the second version written and noticed' });
     expect(statusPatches()).toBe(2);
   });

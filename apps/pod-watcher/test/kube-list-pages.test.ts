@@ -1,6 +1,6 @@
 import * as k8s from '@kubernetes/client-node';
 import { waitFor } from '@triad/testing';
-import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
+import { servedPod, startFakeKubeServer, type FakeKubeServer } from '@triad/testing/kube';
 import { trimCachedPod } from '../src/sources/kube/cached-pod';
 import { listInPages } from '../src/sources/kube/kube-source';
 
@@ -14,9 +14,7 @@ describe('kube source lists in pages, pods trimmed in the informer cache', () =>
   beforeAll(async () => {
     server = await startFakeKubeServer();
     for (let i = 0; i < PODS; i++)
-      server.apply(
-        servedPod(`pod-${String(i).padStart(4, '0')}`, { labels: { app: 'qwen' }, ip: `10.2.${i >> 8}.${i & 255}` }) as KubeObject,
-      );
+      server.apply(servedPod(`pod-${String(i).padStart(4, '0')}`, { labels: { app: 'qwen' }, ip: `10.2.${i >> 8}.${i & 255}` }));
   });
   afterAll(async () => {
     await informer?.stop();
@@ -57,7 +55,7 @@ describe('kube source lists in pages, pods trimmed in the informer cache', () =>
     }
     // The watch starts where the first page's snapshot was: a pod added now arrives as an event.
     expect(firstVersion).toBe(server.resourceVersion());
-    server.apply(servedPod('late', { labels: { app: 'qwen' }, ip: '10.3.0.1' }) as KubeObject);
+    server.apply(servedPod('late', { labels: { app: 'qwen' }, ip: '10.3.0.1' }));
     await waitFor(() => added.includes('late'), { what: 'the pod added after the list' });
     const watch = server.requests.find((r) => r.verb === 'watch');
     expect(watch?.query['resourceVersion']).toBe(firstVersion);

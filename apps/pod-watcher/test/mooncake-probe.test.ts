@@ -42,7 +42,7 @@ describe('vLLM Mooncake prefills: the bootstrap probe on endpoint records', () =
     const query = (await (await fetch(`http://${sim.host}:${sim.bootstrapPort}/query`)).json()) as Record<string, { engine_id: string }>;
     return Object.keys(query)
       .sort()
-      .map((k) => query[k]!.engine_id);
+      .map((k) => query[k].engine_id);
   };
 
   beforeAll(async () => {

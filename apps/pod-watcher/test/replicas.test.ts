@@ -35,7 +35,7 @@ describe('two pod-watcher replicas at once', () => {
 
   const write = (roleOfP0: string) => {
     const docs = [
-      modelServer('qwen', { port: engines[0]!.port }),
+      modelServer('qwen', { port: engines[0].port }),
       pod('p0', { app: 'qwen', group: 'g1', role: roleOfP0 }, { ip: '127.0.6.1' }),
       pod('d0', { app: 'qwen', group: 'g1', role: 'decode' }, { ip: '127.0.6.2' }),
     ];
@@ -47,7 +47,7 @@ describe('two pod-watcher replicas at once', () => {
   beforeAll(async () => {
     nats = await startNatsServer();
     engines.push(await steadyEngine('127.0.6.1'));
-    engines.push(await steadyEngine('127.0.6.2', engines[0]!.port));
+    engines.push(await steadyEngine('127.0.6.2', engines[0].port));
     dir = mkdtempSync(join(tmpdir(), 'triad-pw-replicas-'));
     file = join(dir, 'cluster.yaml');
     write('prefill');
@@ -61,7 +61,7 @@ describe('two pod-watcher replicas at once', () => {
         scrapeTimeoutMs: 3000,
       }),
     );
-    a = await starting[0]!;
+    a = await starting[0];
     starting.push(
       startTestWatcher({
         nats: nats.url,
@@ -71,7 +71,7 @@ describe('two pod-watcher replicas at once', () => {
         scrapeTimeoutMs: 3000,
       }),
     );
-    b = await starting[1]!;
+    b = await starting[1];
   }, 60_000);
 
   afterAll(async () => {

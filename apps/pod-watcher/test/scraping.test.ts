@@ -161,7 +161,7 @@ describe('scraping engine metrics', () => {
     expect(record('vllm-agg', 'v0')?.models).toEqual(['sim-model', 'lora-a']);
     expect(record('vllm-agg', 'v1')?.models).toEqual(['sim-model']);
     // Three long requests go round-robin over two ranks (2 + 1): the last series alone would say 1.
-    const done = Promise.all([chat(sims[0]!.url, 200), chat(sims[0]!.url, 200), chat(sims[0]!.url, 200)]);
+    const done = Promise.all([chat(sims[0].url, 200), chat(sims[0].url, 200), chat(sims[0].url, 200)]);
     await waitFor(() => record('vllm-agg', 'v0')?.metrics.running === 3, { what: 'running = 3 across ranks' });
     await done;
     await waitFor(() => record('vllm-agg', 'v0')?.metrics.running === 0 && record('vllm-agg', 'v0')?.metrics.tpotMs !== undefined, {
@@ -182,7 +182,7 @@ describe('scraping engine metrics', () => {
   });
 
   it('reads SGLang series (dp_rank) the same way', async () => {
-    const done = Promise.all([chat(sims[2]!.url, 200), chat(sims[2]!.url, 200)]);
+    const done = Promise.all([chat(sims[2].url, 200), chat(sims[2].url, 200)]);
     await waitFor(() => record('sglang-agg', 's0')?.metrics.running === 2, { what: 'SGLang running = 2 across ranks' });
     await done;
     await waitFor(() => record('sglang-agg', 's0')?.metrics.tpotMs !== undefined, { what: 'SGLang TPOT mean' });

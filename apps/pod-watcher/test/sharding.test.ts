@@ -140,13 +140,13 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
     const before = engines.map((e) => e.scrapes());
     const perReplica = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_endpoints')));
     expect(perReplica).toEqual(expected);
-    await waitFor(() => engines.every((e, i) => e.scrapes() >= (before[i] as number) + 5), {
+    await waitFor(() => engines.every((e, i) => e.scrapes() >= before[i] + 5), {
       what: 'five more scrapes of every engine',
       timeoutMs: CONVERGE_MS,
     });
     // Per-replica scrape counts: each replica has scraped, in proportion to its share.
     const scrapes = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_scrapes_total\\{what="metrics",result="ok"\\}')));
-    scrapes.forEach((n, i) => expect(n > 0).toBe((expected[i] as number) > 0));
+    scrapes.forEach((n, i) => expect(n > 0).toBe(expected[i] > 0));
     // Every record is in KV, scraped, and exactly one replica holds the writer lease.
     await waitFor(
       () =>
@@ -179,7 +179,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
   it("hands a killed replica's share (and the writer lease, if it held it) over to the others", async () => {
     // Kill the replica with the largest share, without a goodbye.
     const sizes = await Promise.all(live.map((r) => gauge(r, 'triad_podwatcher_shard_targets')));
-    const victim = live[sizes.indexOf(Math.max(...sizes))] as Replica;
+    const victim = live[sizes.indexOf(Math.max(...sizes))];
     const killedAt = Date.now();
     victim.child.process.kill('SIGKILL');
     await new Promise((r) => victim.child.process.once('exit', r));
@@ -189,7 +189,7 @@ describe('three pod-watcher replicas sharing the scrape work', () => {
       timeoutMs: CONVERGE_MS,
     });
     const ring = new ShardRing(
-      live[0]?.name as string,
+      live[0]?.name,
       live.map((r) => r.name),
     );
     const expected = live.map((r) => engines.filter((_e, i) => ring.ownerOf(`default.agg.p${i}`) === r.name).length);

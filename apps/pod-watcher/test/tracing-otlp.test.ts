@@ -68,7 +68,7 @@ describe('triad pod-watcher traces its reconcile passes (child process, file sou
         what: `reconcile span #${n} for ${trigger}`,
         timeoutMs: 20_000,
       })
-    )[n - 1]!;
+    )[n - 1];
 
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
@@ -190,7 +190,7 @@ describe('triad pod-watcher traces SGLang EPD encoder-registry changes (child pr
         what: `encoder-registry span #${n}`,
         timeoutMs: 20_000,
       })
-    )[n - 1]!;
+    )[n - 1];
 
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);

@@ -1,4 +1,4 @@
-import { DispatchBatchSchema, Subjects, type Decision } from '@triad/bus';
+import { DispatchBatchSchema, Subjects } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { PrefixCacheScorer, prefixBlockHashes } from '@triad/scheduling';
 import { keyOf } from '@triad/scheduling/testing';
@@ -57,9 +57,9 @@ describe('affinity shared across scheduler replicas (triad.v1.affinity)', () => 
       const hashes = hashesOf(i);
       const reply = await schedule(client, [req(`r${i}`, { prefixHashes: hashes })]);
       if (!('decisions' in reply) || !reply.decisions[0]?.ok) throw new Error(JSON.stringify(reply));
-      const d = reply.decisions[0] as Decision;
+      const d = reply.decisions[0];
       deciders.add(d.decidedBy ?? '');
-      const pod = d.attempts[0]!.endpoint.pod;
+      const pod = d.attempts[0].endpoint.pod;
       const tenant = seen.get(i % GROUPS) ?? new Set<string>();
       if (tenant.has(pod)) hits++;
       tenant.add(pod);

@@ -1,7 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Decision } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { startScheduler, type SchedulerService } from '../src/runner';
@@ -32,7 +31,7 @@ describe('scheduler config file', () => {
   const attempts = async (id: string): Promise<number> => {
     const reply = await schedule(client, [req(id)]);
     if (!('decisions' in reply) || !reply.decisions[0]?.ok) throw new Error(JSON.stringify(reply));
-    return (reply.decisions[0] as Decision).attempts.length;
+    return reply.decisions[0].attempts.length;
   };
 
   it('refuses to start on an invalid file, with the reasons', async () => {

@@ -18,7 +18,7 @@ type Mode = 'aggregated' | 'pd' | 'epd';
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
-  return i >= 0 ? (process.argv[i + 1] as string) : fallback;
+  return i >= 0 ? process.argv[i + 1] : fallback;
 }
 
 /** mulberry32: the same cluster every run. */
@@ -147,7 +147,7 @@ function timeRun(v: Variant, next: () => SchedulingRequest, n: number): number {
   return Number(process.hrtime.bigint() - t0) / 1000 / n;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<void> {
   const sizes = flag('--sizes', '100,1000').split(',').map(Number);
@@ -174,12 +174,12 @@ async function main(): Promise<void> {
             : undefined;
           const us = timeRun(v, next, n);
           await telemetry?.shutdown();
-          if (round >= 0) samples[i]!.push(us);
+          if (round >= 0) samples[i].push(us);
         }
       }
-      const base = median(samples[0]!);
+      const base = median(samples[0]);
       for (const [i, v] of vs.entries()) {
-        const us = median(samples[i]!);
+        const us = median(samples[i]);
         const delta =
           i === 0 ? '–' : `${us - base >= 0 ? '+' : ''}${(us - base).toFixed(1)} µs (${(((us - base) / base) * 100).toFixed(0)} %)`;
         rows.push(`| ${size} | ${mode} | ${v.name} | ${us.toFixed(1)} | ${delta} |`);

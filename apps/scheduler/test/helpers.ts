@@ -72,4 +72,4 @@ export const req = (id: string, extra: Partial<SchedulingRequestInput> = {}): Sc
   ...extra,
 });
 
-export const podOf = (key: string): string => key.split('.')[2] as string;
+export const podOf = (key: string): string => key.split('.')[2];

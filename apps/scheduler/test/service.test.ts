@@ -158,7 +158,7 @@ describe('scheduler service over a real nats-server, two replicas', () => {
       { what: 'the endpoints indexed by both replicas' },
     );
     const first = () =>
-      schedule(client, [req('f', { modelServer: 'fr' })]).then((r) => podOf(ok(decisions(r)[0]).attempts[0]!.endpoint.key));
+      schedule(client, [req('f', { modelServer: 'fr' })]).then((r) => podOf(ok(decisions(r)[0]).attempts[0].endpoint.key));
     expect(await first()).toBe('idle');
     const freshness = await client.kv(Buckets.scrapeFreshness, ScrapeFreshnessRecordSchema);
     await freshness.put('w1', { schemaVersion: 1, replica: 'w1', confirmedAt: Date.now() + 3_600_000 });

@@ -182,14 +182,14 @@ describe('triad scheduler exports its decide spans over OTLP (child process, rea
       ).toEqual([0, 1]);
 
       const [three] = await traceOf(traceId(3), 1);
-      expect(three!.parentSpanId).toBe(spanId(3));
-      expect(three!.status.code).toBe('ERROR');
-      expect(three!.attributes['error.type']).toBe('SCHED_UNKNOWN_MODEL_SERVER');
+      expect(three.parentSpanId).toBe(spanId(3));
+      expect(three.status.code).toBe('ERROR');
+      expect(three.attributes['error.type']).toBe('SCHED_UNKNOWN_MODEL_SERVER');
       // The third request had no context: its span starts a trace of its own.
       const [own] = await receiver.waitForSpans((s) => s.kind === 'SERVER' && s.attributes['triad.request.id'] === 'untraced', {
         what: "the untraced request's span",
       });
-      expect(own!.parentSpanId).toBeUndefined();
+      expect(own.parentSpanId).toBeUndefined();
     },
   );
 

@@ -84,9 +84,9 @@ describe('rate limits across two gateway processes sharing one nats-server', () 
       expect(r.admitted + r.rejected).toBe(40);
       expect(r.local + r.store).toBe(r.admitted);
     }
-    expect(results[0]!.admitted + results[1]!.admitted).toBe(20);
+    expect(results[0].admitted + results[1].admitted).toBe(20);
     // Leases did their job: part of the budget was spent locally, without a store round-trip.
-    expect(results[0]!.local + results[1]!.local).toBeGreaterThan(0);
+    expect(results[0].local + results[1].local).toBeGreaterThan(0);
     for (const r of pair) r.child.stdin.write('exit\n');
     expect(await Promise.all(pair.map(exited))).toEqual([0, 0]);
   }, 60_000);

@@ -25,7 +25,7 @@ interface HarnessOptions {
 }
 
 async function main(): Promise<void> {
-  const opts = JSON.parse(process.argv[2] as string) as HarnessOptions;
+  const opts = JSON.parse(process.argv[2]) as HarnessOptions;
   const bus = await connectBus({ servers: opts.natsUrl, name: opts.replicaId });
   const registry = new Registry();
   const admission = await createAdmission(

@@ -110,7 +110,7 @@ export function objectKey(namespace: string, name: string): string {
 export function parseObjectKey(key: string): { namespace: string; name: string } | undefined {
   const parts = key.split('.');
   if (parts.length !== 2 || parts.some((p) => p === '')) return undefined;
-  return { namespace: decodeToken(parts[0] as string), name: decodeToken(parts[1] as string) };
+  return { namespace: decodeToken(parts[0]), name: decodeToken(parts[1]) };
 }
 
 const POOL_PREFIX = 'inferencepool=';

@@ -37,7 +37,7 @@ describe('FanOut', () => {
     const boom = new Error('item 1 failed');
     const all = group.all(3, async (i) => {
       if (i === 1) throw boom;
-      return group.track(legs[i] as LegHandle<number>);
+      return group.track(legs[i]);
     });
     await expect(all).rejects.toBe(boom);
     expect(legs[0]?.aborted).toBe(boom);

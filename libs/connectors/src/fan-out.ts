@@ -47,7 +47,7 @@ export class FanOut {
       try {
         task = start(i);
       } catch (err) {
-        task = Promise.reject(err as Error);
+        task = Promise.reject(err);
       }
       tasks.push(
         task.catch((err: unknown) => {

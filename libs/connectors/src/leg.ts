@@ -279,8 +279,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       this.#succeed(undefined);
       return;
     }
-    const body =
-      this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : this.#chunks.length === 0 ? EMPTY : Buffer.concat(this.#chunks, this.#size);
+    const body = this.#chunks.length === 1 ? this.#chunks[0] : this.#chunks.length === 0 ? EMPTY : Buffer.concat(this.#chunks, this.#size);
     this.#chunks = [];
     if (this.#mode === LegMode.Relay) {
       if (this.#codec !== undefined) {

@@ -102,7 +102,7 @@ describe('encoderBody', () => {
       session_id: 's-1',
     });
     // The client's part keeps its identity when it already carries the uuid (nothing is copied).
-    expect(encoderBody({ model: 'vl', messages: body.messages }, [parts[2]!], [{ uuid: 'h2', transferId: undefined }])).toBe(
+    expect(encoderBody({ model: 'vl', messages: body.messages }, [parts[2]], [{ uuid: 'h2', transferId: undefined }])).toBe(
       '{"model":"vl","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAA","format":"wav"},' +
         '"uuid":"h2"}]}],"stream":false}',
     );

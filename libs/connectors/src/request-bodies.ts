@@ -102,7 +102,7 @@ export function encoderBody(
   consumerZmq?: string,
 ): string {
   const content = parts.map((p, i) => {
-    const uuid = (items[i] as EncoderItem).uuid;
+    const uuid = items[i].uuid;
     return p.part['uuid'] === uuid ? p.part : { ...p.part, uuid };
   });
   const request: Record<string, unknown> = { model: body['model'], messages: [{ role: 'user', content }], stream: false };
@@ -174,7 +174,7 @@ export function sglangBody(body: Record<string, unknown>, stream: boolean, prefi
   for (let i = 0; i < n; i++) rooms.push(randomBootstrapRoom());
   const raw =
     n === 1
-      ? `"bootstrap_host":${host},"bootstrap_port":${port},"bootstrap_room":${rooms[0] as string}`
+      ? `"bootstrap_host":${host},"bootstrap_port":${port},"bootstrap_room":${rooms[0]}`
       : `"bootstrap_host":[${new Array<string>(n).fill(host).join(',')}],"bootstrap_port":[${new Array<string>(n).fill(port).join(',')}],` +
         `"bootstrap_room":[${rooms.join(',')}]`;
   const set = usageFields(body, stream);

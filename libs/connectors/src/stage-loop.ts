@@ -42,7 +42,7 @@ function nextUntried(attempts: readonly Attempt[], from: number, failed: Readonl
   if (attempts.length > 1 && attempts.every((a) => a.endpoint.key === attempts[0]?.endpoint.key && a.prefill === undefined))
     return from + 1 < attempts.length ? from + 1 : -1;
   for (let j = from + 1; j < attempts.length; j++) {
-    const a = attempts[j] as Attempt;
+    const a = attempts[j];
     if (!failed.has(a.endpoint.key) && (a.prefill === undefined || !failed.has(a.prefill.key))) return j;
   }
   return -1;
@@ -157,7 +157,7 @@ class StageLoop implements LegRunner, LegOwner {
     const attempts = ctx.proxy.attempts;
     const maxTries = Math.min(attempts.length, 1 + retry.retries);
     const failed = new Set<string>();
-    let attempt: Attempt = attempts[0] as Attempt;
+    let attempt: Attempt = attempts[0];
     let index = 0;
     let fellBack = false;
     for (let t = 0; ; t++) {
@@ -175,7 +175,7 @@ class StageLoop implements LegRunner, LegOwner {
           const next = nextUntried(attempts, index, failed);
           if (this.#resumeAfter(err, next >= 0) === 'done') return;
           index = next;
-          attempt = attempts[next] as Attempt;
+          attempt = attempts[next];
           continue;
         }
         if (!isRetryable(err)) throw err;
@@ -183,7 +183,7 @@ class StageLoop implements LegRunner, LegOwner {
         const next = t + 1 < maxTries ? nextUntried(attempts, index, failed) : -1;
         if (next >= 0) {
           index = next;
-          attempt = attempts[next] as Attempt;
+          attempt = attempts[next];
         } else {
           // No alternate left: the stage that failed may have a shortcut (never with retries off: the baseline).
           const shortcut = fellBack || retry.retries === 0 ? undefined : connector.fallback?.(ctx, err, failed);
@@ -421,7 +421,7 @@ class StageLoop implements LegRunner, LegOwner {
     this.#outLeg = undefined;
     const sink = this.#ctx.sink;
     if (out === undefined || sink.destroyed || sink.writableEnded) return;
-    if (!sink.write(out.length === 1 ? (out[0] as Buffer) : Buffer.concat(out))) {
+    if (!sink.write(out.length === 1 ? out[0] : Buffer.concat(out))) {
       leg.pause();
       sink.once('drain', () => leg.resume());
     }

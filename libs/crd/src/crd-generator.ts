@@ -128,9 +128,9 @@ function modelRouteSpec(): JsonSchema {
     },
   ];
   const props = spec['properties'] as Record<string, JsonSchema>;
-  (props['modelName'] as JsonSchema)['x-kubernetes-validations'] = [{ rule: 'self == oldSelf', message: 'modelName is immutable' }];
-  const rules = props['rules'] as JsonSchema;
-  const targets = ((rules['items'] as JsonSchema)['properties'] as Record<string, JsonSchema>)['targetModels'] as JsonSchema;
+  props['modelName']['x-kubernetes-validations'] = [{ rule: 'self == oldSelf', message: 'modelName is immutable' }];
+  const rules = props['rules'];
+  const targets = ((rules['items'] as JsonSchema)['properties'] as Record<string, JsonSchema>)['targetModels'];
   (targets['items'] as JsonSchema)['x-kubernetes-validations'] = [
     {
       rule: "(has(self.modelServerName) && self.modelServerName != '') != (has(self.externalModelProviderName) && self.externalModelProviderName != '')",
@@ -142,12 +142,12 @@ function modelRouteSpec(): JsonSchema {
 
 function providerSpec(): JsonSchema {
   const spec = schemaOf(ExternalModelProviderSpecSchema);
-  const auth = (spec['properties'] as Record<string, JsonSchema>)['auth'] as JsonSchema;
+  const auth = (spec['properties'] as Record<string, JsonSchema>)['auth'];
   auth['x-kubernetes-validations'] = [
     { rule: '!has(self.secretRef.optional) || !self.secretRef.optional', message: 'secretRef.optional must be false or unset' },
   ];
   // A SecretKeySelector is replaced as a whole by server-side apply, as in Kubernetes' own types.
-  ((auth['properties'] as Record<string, JsonSchema>)['secretRef'] as JsonSchema)['x-kubernetes-map-type'] = 'atomic';
+  (auth['properties'] as Record<string, JsonSchema>)['secretRef']['x-kubernetes-map-type'] = 'atomic';
   return spec;
 }
 

@@ -10,7 +10,7 @@ function rootSchema(kind: string): Node | undefined {
   roots ??= new Map(
     buildCrds().map((crd) => {
       const spec = crd['spec'] as Node;
-      const version = (spec['versions'] as Node[])[0] as Node;
+      const version = (spec['versions'] as Node[])[0];
       return [(spec['names'] as Node)['kind'] as string, (version['schema'] as Node)['openAPIV3Schema'] as Node];
     }),
   );
@@ -31,12 +31,12 @@ function distance(a: string, b: string): number {
   for (let i = 1; i <= x.length; i++) {
     const row = [i];
     for (let j = 1; j <= y.length; j++) {
-      const substitute = (prev[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1);
-      row[j] = Math.min((prev[j] as number) + 1, (row[j - 1] as number) + 1, substitute);
+      const substitute = prev[j - 1] + (x[i - 1] === y[j - 1] ? 0 : 1);
+      row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, substitute);
     }
     prev = row;
   }
-  return prev[y.length] as number;
+  return prev[y.length];
 }
 
 function suggestion(key: string, known: readonly string[]): string {

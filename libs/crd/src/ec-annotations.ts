@@ -46,7 +46,7 @@ export function normalizeEcAddress(text: string): string | undefined {
   if (!m) return undefined;
   const port = Number(m[2]);
   if (port < 1 || port > 65535) return undefined;
-  return `tcp://${m[1] as string}:${port}`;
+  return `tcp://${m[1]}:${port}`;
 }
 
 function hostFor(ip: string): string {
@@ -86,7 +86,7 @@ export function ecControlOf(annotations: Annotations, podIp: string): EcControl 
   } else if (rawPort !== undefined && rawPort !== '') {
     const ports = parsePortList(rawPort);
     const size = dpSize ?? 1;
-    const base = ports?.length === 1 ? (ports[0] as number) : undefined;
+    const base = ports?.length === 1 ? ports[0] : undefined;
     if (base === undefined) problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation '${rawPort}' is not a port`);
     else if (base + size - 1 > 65535) {
       problems.push(`${EC_CONTROL_PORT_ANNOTATION} annotation ${base} + ${size} DP ranks passes port 65535`);

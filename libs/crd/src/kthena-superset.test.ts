@@ -37,9 +37,9 @@ const facts = JSON.parse(readFileSync(join(__dirname, '__fixtures__/kthena-crd-f
   crds: Record<string, CrdFacts>;
 };
 type Node = Record<string, unknown>;
-const triad = new Map(buildCrds().map((c) => [((c['spec'] as Node)['names'] as Node)['kind'] as string, c as Node]));
+const triad = new Map(buildCrds().map((c) => [((c['spec'] as Node)['names'] as Node)['kind'] as string, c]));
 
-const versionOf = (crd: Node) => ((crd['spec'] as Node)['versions'] as Node[])[0] as Node;
+const versionOf = (crd: Node) => ((crd['spec'] as Node)['versions'] as Node[])[0];
 const rootOf = (crd: Node) => (versionOf(crd)['schema'] as Node)['openAPIV3Schema'] as Node;
 
 /** The node at a fact path (`spec.rules[].targetModels[]`, `spec.headers{}`), or undefined. */
@@ -109,7 +109,7 @@ describe(`Triad's CRDs are a strict superset of Kthena's (${facts.source})`, () 
   });
 
   it.each(Object.keys(facts.crds))('%s keeps every Kthena field, requirement, default, enum value and bound', (kind) => {
-    const f = facts.crds[kind] as CrdFacts;
+    const f = facts.crds[kind];
     expect(f.fields.length).toBeGreaterThan(20);
     const root = rootOf(triad.get(kind) as Node);
     expect(f.fields.flatMap((fact) => differences(root, fact))).toEqual([]);

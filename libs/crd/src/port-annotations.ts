@@ -47,13 +47,13 @@ export function annotatedPortFor(annotations: Annotations, name: string, rolePor
   if (raw === undefined) return {};
   const list = parsePortList(raw);
   if (!list) return { problem: `${name} annotation '${raw}' is not a port or a comma-separated port list` };
-  if (list.length === 1) return { port: list[0] as number };
+  if (list.length === 1) return { port: list[0] };
   const ports = workerPorts(annotations, rolePort);
   const at = ports.indexOf(rolePort);
   if (list.length !== ports.length || at < 0) {
     return { problem: `${name} annotation '${raw}' does not align with the worker port(s) ${ports.join(',')} of role port ${rolePort}` };
   }
-  return { port: list[at] as number };
+  return { port: list[at] };
 }
 
 /** Where a prefill's bootstrap port came from, for logs and the ops surface. */

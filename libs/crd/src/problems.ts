@@ -36,7 +36,7 @@ export function parsePath(path: string): (string | number)[] {
     if (!m) break;
     if (m[1] !== undefined) parts.push(m[1]);
     else if (m[2] !== undefined) parts.push(Number(m[2]));
-    else parts.push(JSON.parse(m[3] as string) as string);
+    else parts.push(JSON.parse(m[3]) as string);
   }
   return parts;
 }

@@ -54,7 +54,7 @@ export function classifyPod(
   const matched = candidates.filter(([, sel]) => matchesLabels(labels, sel)).map(([role]) => role);
   if (matched.length === 0) return { role: 'none', reason: 'labels match no role of pdGroup' };
 
-  const role = matched[0] as Role;
+  const role = matched[0];
   const group = labels?.[pd.groupKey] || undefined;
   const ambiguous = matched.length > 1 ? { ambiguousRoles: matched } : {};
   if (group === undefined && role !== 'encode') {

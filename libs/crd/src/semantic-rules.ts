@@ -1,5 +1,5 @@
 import { parseGoDuration } from './duration';
-import { compileStringMatch, type StringMatch } from './string-match';
+import { compileStringMatch } from './string-match';
 import { overlappingRoleLabels } from './roles';
 import type { ValidationProblem } from './problems';
 
@@ -113,7 +113,7 @@ function stringMatchRules(match: unknown, path: string): ValidationProblem[] {
   const problems: ValidationProblem[] = [];
   if (set.length > 1) problems.push({ path, message: `only one of exact, prefix or regex may be set (got ${set.join(', ')})` });
   if (typeof m['regex'] === 'string') {
-    const compiled = compileStringMatch({ regex: m['regex'] } as StringMatch);
+    const compiled = compileStringMatch({ regex: m['regex'] });
     if (typeof compiled === 'string') problems.push({ path: `${path}.regex`, message: compiled });
   }
   return problems;

@@ -295,7 +295,7 @@ describe('ModelRoute validation errors', () => {
     [
       'bad header regex',
       { modelName: 'm', rules: [{ modelMatch: { headers: { 'x-tier': { regex: '(' } } }, targetModels: [target] }] },
-      [expect.stringMatching(/^spec\.rules\[0\]\.modelMatch\.headers\["x-tier"\]\.regex: regex does not compile/) as unknown as string],
+      [expect.stringMatching(/^spec\.rules\[0\]\.modelMatch\.headers\["x-tier"\]\.regex: regex does not compile/)],
     ],
     [
       'two match kinds',

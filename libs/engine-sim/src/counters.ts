@@ -129,7 +129,7 @@ export class SimCounters {
 
   /** Counts a request served by data-parallel rank `rank`. */
   incRank(rank: number): void {
-    if (rank >= 0 && rank < this.#rankRequests.length) this.#rankRequests[rank]! += 1;
+    if (rank >= 0 && rank < this.#rankRequests.length) this.#rankRequests[rank] += 1;
   }
 
   inc(name: CounterName, by = 1): void {

@@ -97,9 +97,9 @@ export class SimContext {
   pickRank(requested?: number): Rank {
     let rank: Rank;
     if (requested !== undefined && Number.isInteger(requested) && requested >= 0 && requested < this.ranks.length) {
-      rank = this.ranks[requested] as Rank;
+      rank = this.ranks[requested];
     } else {
-      rank = this.ranks[this.#nextRank] as Rank;
+      rank = this.ranks[this.#nextRank];
       this.#nextRank = (this.#nextRank + 1) % this.ranks.length;
     }
     this.counters.incRank(rank.index);

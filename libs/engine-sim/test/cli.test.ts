@@ -20,7 +20,7 @@ interface Ready {
 async function startCli(args: readonly string[], children: ChildProcess[], env: NodeJS.ProcessEnv = process.env): Promise<Ready> {
   const child = spawn(process.execPath, [TRIAD, 'sim-engine', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   children.push(child);
-  for await (const line of createInterface({ input: child.stdout! })) {
+  for await (const line of createInterface({ input: child.stdout })) {
     const msg = JSON.parse(line) as {
       msg?: string;
       url?: string;
@@ -90,7 +90,7 @@ describe('triad sim-engine (CLI)', () => {
     expect((await get(`${url}/v1/models`)).json<{ data: { id: string }[] }>().data.map((m) => m.id)).toEqual(['cli-model', 'a1', 'a2']);
     expect((await get(`${url}/metrics`)).text).toContain('vllm:num_requests_running{model_name="cli-model",engine="1"} 0.0');
     expect((await get(`${url}/admin/counters`)).json()).toMatchObject({ faultsInjected: 1 });
-    const child = children[0]!;
+    const child = children[0];
     child.kill('SIGTERM');
     const [code] = (await once(child, 'exit')) as [number | null];
     expect(code).toBe(0);
@@ -225,12 +225,12 @@ describe('triad sim-engine (CLI)', () => {
       ['{"publisher":"kafka"}', 'only zmq'],
       ['nope', 'not JSON'],
     ]) {
-      const child = spawn(process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--kv-events-config', config as string], {
+      const child = spawn(process.execPath, [TRIAD, 'sim-engine', '--engine', 'vllm', '--kv-events-config', config], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
       let stderr = '';
-      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
       const [code] = (await once(child, 'exit')) as [number | null];
       expect(code).not.toBe(0);
       expect(stderr).toContain(why);
@@ -243,7 +243,7 @@ describe('triad sim-engine (CLI)', () => {
     });
     children.push(child);
     let stderr = '';
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const [code] = (await once(child, 'exit')) as [number | null];
     expect(code).not.toBe(0);
     expect(stderr).toContain('router');

@@ -69,7 +69,7 @@ describe('vLLM V1 engine core (engineCore)', () => {
     expect((await ask(a)).prefixHitTokens).toBe(0);
     const again = await ask(a);
     expect(again.prefixHitTokens).toBeGreaterThanOrEqual(576);
-    expect(again.prefixHitTokens).toBeLessThan(again.prefixQueryTokens as number);
+    expect(again.prefixHitTokens).toBeLessThan(again.prefixQueryTokens);
     await ask([{ role: 'system', content: text('beta', 600) }]);
     await ask([{ role: 'system', content: text('gamma', 600) }]);
     expect((await ask(a)).prefixHitTokens).toBe(0);

@@ -43,7 +43,7 @@ const EMBEDS: Record<string, string> = {
 
 /** The §1.7 rewrite of one part: a metadata-only reference with the metadata flattened one level, and the uuid. */
 export function embedsRef(part: Part, entry: EcEntry): Part {
-  const type = EMBEDS[part['type'] as string] as string;
+  const type = EMBEDS[part['type'] as string];
   const metadata = Object.fromEntries(Object.entries(entry.metadata).map(([k, v]) => [k, (v as unknown[]).flat(1)]));
   return { type, [type]: metadata, uuid: contentUuid(part) };
 }

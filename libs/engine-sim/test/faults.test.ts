@@ -80,7 +80,7 @@ describe.each(engines)('%s simulator: fault injection', (engine) => {
 
   it('slow-first-byte still answers completely', async () => {
     sim.setFault({ mode: 'slow-first-byte', count: 1, delayMs: 30 });
-    const before = sim.counters()['faultsInjected']!;
+    const before = sim.counters()['faultsInjected'];
     const res = await post(chatUrl, chat({ stream: true }));
     expect(res.text.endsWith('data: [DONE]\n\n')).toBe(true);
     expect(sim.counters()['faultsInjected']).toBe(before + 1);

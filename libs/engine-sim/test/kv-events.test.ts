@@ -82,7 +82,7 @@ describe('engine sims publish KV events from their prefix caches', () => {
       },
     });
     const [ends] = sim.kvEventEndpoints ?? [];
-    const l = await listen(ends?.endpoint as string);
+    const l = await listen(ends?.endpoint);
     const first = words('alpha', 20);
     const tokens = tokenizer.encode(first, true);
     const expected = hasher.keys(tokens);
@@ -94,7 +94,7 @@ describe('engine sims publish KV events from their prefix caches', () => {
     const stored = l.events().find((e) => e.type === 'stored');
     expect(stored).toMatchObject({ parent: undefined, blockSize: 4, medium: 'GPU', tokens: tokens.slice(0, expected.length * 4) });
     // The raw payload is vLLM's: an array batch whose events are maps tagged `type`, hashes as bytes.
-    const raw = decode(l.messages[0]?.payload as Buffer) as [number, Record<string, unknown>[], number];
+    const raw = decode(l.messages[0]?.payload) as [number, Record<string, unknown>[], number];
     expect(raw[1][0]?.['type']).toBe('BlockStored');
     expect(raw[1][0]?.['block_hashes']).toEqual(hasher.digests(tokens).map((d) => new Uint8Array(d)));
     expect(raw[2]).toBe(0);
@@ -159,15 +159,15 @@ describe('engine sims publish KV events from their prefix caches', () => {
     });
     const ranks = sim.kvEventEndpoints ?? [];
     expect(ranks).toHaveLength(2);
-    const l0 = await listen(ranks[0]?.endpoint as string);
-    const l1 = await listen(ranks[1]?.endpoint as string);
+    const l0 = await listen(ranks[0]?.endpoint);
+    const l1 = await listen(ranks[1]?.endpoint);
     const text = words('delta', 10);
     await post(`${sim.url}/generate`, { text, sampling_params: { max_new_tokens: 1 }, data_parallel_rank: 1 });
     await waitFor(() => l1.stored().length > 0, { what: 'rank 1 events' });
     expect(l1.stored()).toEqual(sglangBlockKeys(tokenizer.encode(text, true), 4));
     expect(l1.messages[0]?.rank).toBe(1);
     expect(l0.messages).toHaveLength(0);
-    const raw = decode(l1.messages[0]?.payload as Buffer, { useBigInt64: true }) as [number, unknown[][], number];
+    const raw = decode(l1.messages[0]?.payload, { useBigInt64: true }) as [number, unknown[][], number];
     expect(raw[1][0]?.[0]).toBe('BlockStored');
     expect(typeof (raw[1][0]?.[1] as unknown[])[0]).toBe('bigint');
 

@@ -27,7 +27,7 @@ function expectWellFormedHistogram(fam: MetricFamily): void {
   }
   expect(bySeries.size).toBeGreaterThan(0);
   for (const [key, buckets] of bySeries) {
-    for (let i = 1; i < buckets.length; i++) expect(buckets[i]!.v).toBeGreaterThanOrEqual(buckets[i - 1]!.v);
+    for (let i = 1; i < buckets.length; i++) expect(buckets[i].v).toBeGreaterThanOrEqual(buckets[i - 1].v);
     expect(buckets.at(-1)!.le).toBe(Infinity);
     const count = fam.samples.find((s) => s.name === `${fam.name}_count` && JSON.stringify(s.labels) === key);
     expect(count?.value).toBe(buckets.at(-1)!.v);
@@ -113,14 +113,14 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
       '2560.0',
       '+Inf',
     ]);
-    expect(family(f, 'vllm:lora_requests_info').samples[0]!.labels).toMatchObject({ max_lora: '1' });
+    expect(family(f, 'vllm:lora_requests_info').samples[0].labels).toMatchObject({ max_lora: '1' });
   });
 
   it('vLLM: honours X-data-parallel-rank pinning', async () => {
     const before = family(await scrape(vllm), 'vllm:generation_tokens_total').samples.map((s) => s.value);
     await post(`${vllm.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 3 }, { 'x-data-parallel-rank': '1' });
     const after = family(await scrape(vllm), 'vllm:generation_tokens_total').samples.map((s) => s.value);
-    expect(after).toEqual([before[0], before[1]! + 3]);
+    expect(after).toEqual([before[0], before[1] + 3]);
   });
 
   it('SGLang: scheduler gauges per dp_rank, tokenizer counters and histograms per model_name', async () => {
@@ -149,7 +149,7 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
       type: 'counter',
       samples: [{ labels: { model_name: 'llama-8b' }, value: 20 }],
     });
-    expect(family(f, 'sglang:num_requests_total').samples[0]!.value).toBe(4);
+    expect(family(f, 'sglang:num_requests_total').samples[0].value).toBe(4);
     for (const name of ['sglang:time_to_first_token_seconds', 'sglang:inter_token_latency_seconds', 'sglang:e2e_request_latency_seconds']) {
       expect(family(f, name).type).toBe('histogram');
       expectWellFormedHistogram(family(f, name));
@@ -162,12 +162,12 @@ describe('simulator metrics, parsed with the Prometheus text parser', () => {
     const decode = await fleet.start({ engine: 'sglang', role: 'decode' });
     const p = await scrape(prefill);
     const d = await scrape(decode);
-    expect(family(p, 'sglang:num_running_reqs').samples[0]!.labels).toEqual({
+    expect(family(p, 'sglang:num_running_reqs').samples[0].labels).toEqual({
       model_name: 'sim-model',
       engine_type: 'prefill',
       tp_rank: '0',
       pp_rank: '0',
     });
-    expect(family(d, 'sglang:num_decode_transfer_queue_reqs').samples[0]!.labels['engine_type']).toBe('decode');
+    expect(family(d, 'sglang:num_decode_transfer_queue_reqs').samples[0].labels['engine_type']).toBe('decode');
   });
 });

@@ -40,7 +40,7 @@ describe('SGLang simulator: batches on /generate and completions', () => {
   const pd = (room: string) => ({ host: prefill.host, port: prefill.bootstrapPort!, room });
 
   it('pairs a /generate text batch with a room list as given, and answers with one entry per prompt', async () => {
-    const before = decode.counters()['roomsMatched']!;
+    const before = decode.counters()['roomsMatched'];
     const fields = { text: ['The capital of France is', 'Two plus two is'], sampling_params: { max_new_tokens: 3 }, rid: ['b-0', 'b-1'] };
     const body = raw(fields, pd('[9223372036854775806,9223372036854775807]'));
     const [p, d] = await both('/generate', body);
@@ -51,7 +51,7 @@ describe('SGLang simulator: batches on /generate and completions', () => {
       ['b-0', 3, 3],
       ['b-1', 3, 3],
     ]);
-    expect(out[0]!.text).not.toBe(out[1]!.text);
+    expect(out[0].text).not.toBe(out[1].text);
     expect(decode.counters()['roomsMatched']).toBe(before + 2);
   });
 
@@ -85,7 +85,7 @@ describe('SGLang simulator: batches on /generate and completions', () => {
     for (const index of [0, 1]) {
       const mine = chunks.filter((c) => c.index === index);
       expect(mine.map((c) => c.meta_info.completion_tokens)).toEqual([1, 2, 3]);
-      expect(mine[2]!.meta_info.finish_reason).toEqual({ type: 'length', length: 3 });
+      expect(mine[2].meta_info.finish_reason).toEqual({ type: 'length', length: 3 });
     }
   });
 
@@ -106,7 +106,7 @@ describe('SGLang simulator: batches on /generate and completions', () => {
     const other = await post(`${unified.url}/v1/completions`, { prompt: 'Bonjour tout le monde', max_tokens: 2 });
     const prompt = single.json<CompletionOut>().usage!.prompt_tokens + other.json<CompletionOut>().usage!.prompt_tokens;
     expect(body.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: 4, total_tokens: prompt + 4 });
-    expect(body.choices[1]!.text).toBe(other.json<CompletionOut>().choices[0]!.text);
+    expect(body.choices[1].text).toBe(other.json<CompletionOut>().choices[0].text);
 
     const streamBody = { prompt: ['Hello', 'Bonjour tout le monde'], max_tokens: 2, stream: true, stream_options: { include_usage: true } };
     const streamed = await post(`${unified.url}/v1/completions`, streamBody);
@@ -166,7 +166,7 @@ describe('SGLang simulator: n > 1 under PD behaves as upstream (samples collide 
   it('fails a streamed n > 1 request inside the stream, and /generate with sampling_params.n the same way', async () => {
     const d = await post(`${decode.url}/v1/chat/completions`, body(8, { stream: true }));
     expect(d.status).toBe(200);
-    expect(JSON.parse(sseEvents(d.text)[0]!)).toMatchObject({ error: { code: 500, type: 'InternalServerError' } });
+    expect(JSON.parse(sseEvents(d.text)[0])).toMatchObject({ error: { code: 500, type: 'InternalServerError' } });
     const pd = { bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: 9 };
     const generate = { text: 'x', sampling_params: { n: 2 }, ...pd };
     const g = await post(`${decode.url}/generate`, generate);

@@ -105,7 +105,7 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
     expect(header.json()).toEqual({ error: { message: "Invalid X-Data-Parallel-Rank header: must be an integer, got 'one'" } });
     const streamed = await post(`${prefill.url}/v1/chat/completions`, body(prefill, 32, { routed_dp_rank: -1, stream: true }));
     expect(streamed.status).toBe(200);
-    const event = JSON.parse(sseEvents(streamed.text)[0]!);
+    const event = JSON.parse(sseEvents(streamed.text)[0]);
     expect(event).toMatchObject({ error: { message: 'routed_dp_rank=-1 out of range [0, 2)', code: 400 } });
     const generate = await post(`${prefill.url}/generate`, { text: 'x', bootstrap_room: 33, routed_dp_rank: 5 });
     expect(generate.json()).toEqual({ error: { message: 'routed_dp_rank=5 out of range [0, 2)' } });

@@ -57,7 +57,7 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
   });
 
   it('fails the decode SGLang-style when the prefill is never called', async () => {
-    const before = decode.counters()['bootstrapTimeouts']!;
+    const before = decode.counters()['bootstrapTimeouts'];
     const res = await post(`${decode.url}/v1/chat/completions`, body('1234567', { rid: 'late-1' }));
     expect(res.status).toBe(500);
     const err = res.json<Record<string, unknown>>();
@@ -74,7 +74,7 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(res.status).toBe(200);
     const events = sseEvents(res.text);
     expect(events).toHaveLength(2);
-    expect(JSON.parse(events[0]!)).toMatchObject({ error: { object: 'error', type: 'InternalServerError', param: null, code: 500 } });
+    expect(JSON.parse(events[0])).toMatchObject({ error: { object: 'error', type: 'InternalServerError', param: null, code: 500 } });
     expect(events[1]).toBe('[DONE]');
   });
 
@@ -122,7 +122,7 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(streamed.status).toBe(200);
     const events = sseEvents(streamed.text);
     const message = expect.stringMatching(/^Invalid request: Disaggregated request received without bootstrap room id/);
-    expect(JSON.parse(events[0]!)).toMatchObject({ error: { object: 'error', type: 'BadRequestError', code: 400, message } });
+    expect(JSON.parse(events[0])).toMatchObject({ error: { object: 'error', type: 'BadRequestError', code: 400, message } });
     expect(events.at(-1)).toBe('[DONE]');
     const generate = await post(`${sim().url}/generate`, { text: 'hi', rid: 'g-no-room' });
     expect(generate.status).toBe(400);
@@ -175,7 +175,7 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
 
   it('streams chat SSE byte-for-byte as SGLang frames it (separate finish chunk, usage only when asked)', async () => {
     const plain = await post(`${sim.url}/v1/chat/completions`, { model: 'm', messages: CHAT, max_tokens: 3 });
-    const tokens = plain.json<{ choices: { message: { content: string } }[] }>().choices[0]!.message.content.match(/ [a-z]+/g)!;
+    const tokens = plain.json<{ choices: { message: { content: string } }[] }>().choices[0].message.content.match(/ [a-z]+/g)!;
     const p = plain.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
     const res = await post(
       `${sim.url}/v1/chat/completions`,
@@ -183,7 +183,7 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
       { 'x-request-id': 'sg-1' },
     );
     expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-    const created = JSON.parse(sseEvents(res.text)[0]!).created as number;
+    const created = JSON.parse(sseEvents(res.text)[0]).created as number;
     const head = `{"id":"sg-1","object":"chat.completion.chunk","created":${created},"model":"m"`;
     const delta = (role: string, content: string) => `{"role":${role},"content":${content},"reasoning_content":null,"tool_calls":null}`;
     const expected = [
@@ -229,9 +229,9 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
         },
     );
     expect(chunks).toHaveLength(3);
-    expect(chunks[2]!.text.startsWith(chunks[1]!.text)).toBe(true);
+    expect(chunks[2].text.startsWith(chunks[1].text)).toBe(true);
     expect(chunks.map((c) => c.meta_info.finish_reason)).toEqual([null, null, { type: 'length', length: 3 }]);
-    expect(chunks[0]!.meta_info.id).toBe('g1');
+    expect(chunks[0].meta_info.id).toBe('g1');
   });
 
   it.each([

@@ -50,7 +50,7 @@ describe('vLLM simulator: KV a prefill holds for remote decodes', () => {
       );
       params.push(res.json<{ kv_transfer_params: Record<string, unknown> }>().kv_transfer_params);
     }
-    const perRequest = (params[0]!['remote_block_ids'] as number[]).length;
+    const perRequest = (params[0]['remote_block_ids'] as number[]).length;
     expect(prefill.kvHeld()).toEqual({ requests: 2, blocks: 2 * perRequest });
     expect(await heldOnMetrics()).toEqual({ requests: 2, blocks: 2 * perRequest });
     // The decode reads the second set: only the first stays held, then its lease ends.
@@ -105,7 +105,7 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
       choices: { finish_reason: string }[];
     }>();
     expect(body.usage.completion_tokens).toBe(1);
-    expect(body.choices[0]!.finish_reason).toBe('length');
+    expect(body.choices[0].finish_reason).toBe('length');
     return body.kv_transfer_params;
   }
 
@@ -125,9 +125,9 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
 
   it('decode pulls the blocks from the named prefill: a real hand-off, counted on both sides', async () => {
     const before = {
-      served: prefill.counters()['kvPullsServed']!,
-      received: decode.counters()['kvPullsReceived']!,
-      fallbacks: decode.counters()['localPrefillFallbacks']!,
+      served: prefill.counters()['kvPullsServed'],
+      received: decode.counters()['kvPullsReceived'],
+      fallbacks: decode.counters()['localPrefillFallbacks'],
     };
     const kv = await prefillFor('handoff-1');
     const res = await post(
@@ -167,7 +167,7 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   });
 
   it('counts a silent local prefill when decode gets no kv_transfer_params', async () => {
-    const before = decode.counters()['localPrefillFallbacks']!;
+    const before = decode.counters()['localPrefillFallbacks'];
     const res = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2 });
     expect(res.status).toBe(200);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 1);
@@ -177,9 +177,9 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
     const kv = await prefillFor('handoff-3');
     await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
     const before = {
-      failures: decode.counters()['kvPullFailures']!,
-      fallbacks: decode.counters()['localPrefillFallbacks']!,
-      rejected: prefill.counters()['kvPullsRejected']!,
+      failures: decode.counters()['kvPullFailures'],
+      fallbacks: decode.counters()['localPrefillFallbacks'],
+      rejected: prefill.counters()['kvPullsRejected'],
     };
     const again = await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
     expect(again.status).toBe(200);
@@ -197,7 +197,7 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   it('with the default kv_load_failure_policy fail, a failed pull fails the request: 500, or an error event once streaming', async () => {
     const kv = await prefillFor('handoff-5');
     await post(`${strict.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
-    const before = { failed: strict.counters()['kvLoadFailedRequests']!, fallbacks: strict.counters()['localPrefillFallbacks']! };
+    const before = { failed: strict.counters()['kvLoadFailedRequests'], fallbacks: strict.counters()['localPrefillFallbacks'] };
     const again = await post(`${strict.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
     expect(again.status).toBe(500);
     const streamed = await post(`${strict.url}/v1/chat/completions`, {
@@ -214,7 +214,7 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   });
 
   it('computes the prompt itself for params it cannot use ("Got invalid KVTransferParams"), whatever the policy', async () => {
-    const before = { invalid: strict.counters()['kvParamsInvalid']!, fallbacks: strict.counters()['localPrefillFallbacks']! };
+    const before = { invalid: strict.counters()['kvParamsInvalid'], fallbacks: strict.counters()['localPrefillFallbacks'] };
     const res = await post(`${strict.url}/v1/chat/completions`, {
       messages: CHAT,
       max_tokens: 1,
@@ -226,7 +226,7 @@ describe('vLLM simulator: NIXL prefill/decode hand-off', () => {
   });
 
   it('with kv_load_failure_policy recompute, treats unreachable or malformed params as a local prefill, not an error', async () => {
-    const before = decode.counters()['localPrefillFallbacks']!;
+    const before = decode.counters()['localPrefillFallbacks'];
     const dead = {
       do_remote_prefill: true,
       remote_engine_id: 'x',
@@ -290,9 +290,9 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
     const kv = await prefillOn(prefill, 'inproc-2');
     await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv });
     const before = {
-      failures: decode.counters()['kvPullFailures']!,
-      fallbacks: decode.counters()['localPrefillFallbacks']!,
-      rejected: prefill.counters()['kvPullsRejected']!,
+      failures: decode.counters()['kvPullFailures'],
+      fallbacks: decode.counters()['localPrefillFallbacks'],
+      rejected: prefill.counters()['kvPullsRejected'],
     };
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv })).status).toBe(200);
     const kv3 = await prefillOn(prefill, 'inproc-3');
@@ -307,7 +307,7 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
   });
 
   it('pulls over HTTP from a prefill that does not offer in-process pulls', async () => {
-    const inProcess = decode.counters()['kvPullsInProcess']!;
+    const inProcess = decode.counters()['kvPullsInProcess'];
     const kv = await prefillOn(httpPrefill, 'inproc-4');
     await post(
       `${decode.url}/v1/chat/completions`,
@@ -322,7 +322,7 @@ describe('vLLM simulator: NIXL pulls in-process (nixlSideChannel: in-process)', 
   it('a closed prefill no longer answers in-process pulls', async () => {
     const kv = await prefillOn(prefill, 'inproc-5');
     await prefill.close();
-    const before = decode.counters()['localPrefillFallbacks']!;
+    const before = decode.counters()['localPrefillFallbacks'];
     expect((await post(`${decode.url}/v1/chat/completions`, { messages: CHAT, max_tokens: 2, kv_transfer_params: kv })).status).toBe(200);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 1);
   });
@@ -357,8 +357,8 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
     expect(body).toMatchObject({ object: 'chat.completion', id: 'chatcmpl-p:0:abcdef', usage: { completion_tokens: 1 } });
     const keys = Object.keys(body.ec_transfer_params);
     expect(keys).toEqual([expect.stringMatching(/^[0-9a-f]{64}$/)]);
-    expect(body.ec_transfer_params[keys[0]!]).toEqual({ metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0] });
-    expect(existsSync(join(ecDir, keys[0]!, 'encoder_cache.safetensors'))).toBe(true);
+    expect(body.ec_transfer_params[keys[0]]).toEqual({ metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0] });
+    expect(existsSync(join(ecDir, keys[0], 'encoder_cache.safetensors'))).toBe(true);
     expect(encoder.counters()).toMatchObject({ encodes: 1, ecWrites: 1, encoderRequests: 1, encoderItems: 1 });
   });
 
@@ -382,12 +382,12 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
   it('prefill (EC consumer) hits the cache for an encoded item and misses for a new one', async () => {
     const before = prefill.counters();
     await post(`${prefill.url}/v1/chat/completions`, { messages: withImage(IMAGE_A), max_tokens: 1 });
-    expect(prefill.counters()['ecHits']).toBe(before['ecHits']! + 1);
+    expect(prefill.counters()['ecHits']).toBe(before['ecHits'] + 1);
     await post(`${prefill.url}/v1/chat/completions`, {
       messages: withImage({ type: 'image_url', image_url: { url: 'https://example.com/never-encoded.png' } }),
       max_tokens: 1,
     });
-    expect(prefill.counters()['ecMisses']).toBe(before['ecMisses']! + 1);
+    expect(prefill.counters()['ecMisses']).toBe(before['ecMisses'] + 1);
     const metrics = await (await fetch(`${prefill.url}/metrics`)).text();
     expect(metrics).toMatch(/^vllm:mm_cache_queries_total\{model_name="sim-model",engine="0"\} 2\.0$/m);
     expect(metrics).toMatch(/^vllm:mm_cache_hits_total\{model_name="sim-model",engine="0"\} 1\.0$/m);
@@ -395,14 +395,14 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
 
   it('runs E -> P -> D end to end: encode, prefill with EC hit and KV hand-off, decode pulls', async () => {
     const messages = withImage({ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } });
-    const item = (messages[0]!.content as object[])[1]!;
+    const item = messages[0].content[1];
     await post(`${encoder.url}/v1/chat/completions`, {
       model: 'sim-model',
       messages: [{ role: 'user', content: [item] }],
       max_tokens: 1,
       stream: false,
     });
-    const hits = prefill.counters()['ecHits']!;
+    const hits = prefill.counters()['ecHits'];
     const p = await post(
       `${prefill.url}/v1/chat/completions`,
       { model: 'sim-model', messages, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_KV },
@@ -410,7 +410,7 @@ describe('vLLM simulator: EPD with the shared-storage EC connector', () => {
     );
     expect(prefill.counters()['ecHits']).toBe(hits + 1);
     const kv = p.json<{ kv_transfer_params: unknown }>().kv_transfer_params;
-    const received = decode.counters()['kvPullsReceived']!;
+    const received = decode.counters()['kvPullsReceived'];
     const d = await post(
       `${decode.url}/v1/chat/completions`,
       { model: 'sim-model', messages, max_tokens: 5, stream: true, kv_transfer_params: kv },

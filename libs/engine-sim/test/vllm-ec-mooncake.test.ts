@@ -9,7 +9,7 @@ async function delta(sim: SimEngineHandle, run: () => Promise<unknown>): Promise
   const before = sim.counters();
   await run();
   const after = sim.counters();
-  return Object.fromEntries(Object.keys(after).map((k) => [k, after[k]! - (before[k] ?? 0)]));
+  return Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - (before[k] ?? 0)]));
 }
 
 /** Push waits in these tests are short so a push that never comes fails fast; 60 s is vLLM's default. */
@@ -42,7 +42,7 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     const res = await chat(encoder, encoderRequest(parts, { ec_transfer_params: params }));
     expect(res.status).toBe(200);
     const entries = res.json<Answer>().ec_transfer_params;
-    const content = [QUESTION, ...parts.map((p) => embedsRef(p, entries[contentUuid(p)]!))];
+    const content = [QUESTION, ...parts.map((p) => embedsRef(p, entries[contentUuid(p)]))];
     const ecItems = parts.map((p, i) => ({ mm_hash: contentUuid(p), transfer_id: ids[i] }));
     const handles = { ec_items: ecItems, ...entries };
     const body = { model: 'sim-model', messages: [{ role: 'user', content }], max_tokens: 3, ec_transfer_params: handles };
@@ -72,8 +72,8 @@ describe('vLLM simulator: Mooncake EC connector (ECMooncakeConnector), E→PD', 
     const parts = [image('https://example.com/mc/late.png')];
     const ids = [`t${++seq}`];
     const entry = { metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0] };
-    const ecItems = [{ mm_hash: contentUuid(parts[0]!), transfer_id: ids[0] }];
-    const body = { messages: user(embedsRef(parts[0]!, entry)), max_tokens: 2, ec_transfer_params: { ec_items: ecItems } };
+    const ecItems = [{ mm_hash: contentUuid(parts[0]), transfer_id: ids[0] }];
+    const body = { messages: user(embedsRef(parts[0], entry)), max_tokens: 2, ec_transfer_params: { ec_items: ecItems } };
     const waiting = chat(pd, body, { 'x-data-parallel-rank': '0', 'x-request-id': 'mc-late' });
     await waitFor(() => pd.requests().some((r) => r.headers['x-request-id'] === 'mc-late'), { what: 'the PD to hold the request' });
     const params = { consumer_zmq: pd.ecControlAddresses![0], ec_items: [{ transfer_id: ids[0] }] };
@@ -153,6 +153,6 @@ describe('vLLM simulator: Mooncake control ports', () => {
     // Two adjacent free ports cannot be reserved in advance: retry on the rare clash.
     const sim = await waitFor(async () => fleet.start({ ...opts, ecControlPort: await freePort() }), { what: 'two adjacent free ports' });
     const ports = sim.ecControlAddresses!.map((a) => Number(a.split(':').pop()));
-    expect(ports[1]).toBe(ports[0]! + 1);
+    expect(ports[1]).toBe(ports[0] + 1);
   });
 });

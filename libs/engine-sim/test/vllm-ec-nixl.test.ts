@@ -21,7 +21,7 @@ async function delta(sim: SimEngineHandle, run: () => Promise<unknown>): Promise
   const before = sim.counters();
   await run();
   const after = sim.counters();
-  return Object.fromEntries(Object.keys(after).map((k) => [k, after[k]! - (before[k] ?? 0)]));
+  return Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - (before[k] ?? 0)]));
 }
 
 describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
@@ -47,7 +47,7 @@ describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
 
   /** The proxy's P/PD body: references in place of the media, and every encoder entry under its key. */
   function rewritten(parts: Part[], entries: Record<string, EcEntry>, extra: object = {}): object {
-    const content = [QUESTION, ...parts.map((p) => embedsRef(p, entries[contentUuid(p)]!))];
+    const content = [QUESTION, ...parts.map((p) => embedsRef(p, entries[contentUuid(p)]))];
     return { model: 'sim-model', messages: [{ role: 'user', content }], max_tokens: 4, ec_transfer_params: { ...entries }, ...extra };
   }
 
@@ -128,7 +128,7 @@ describe('vLLM simulator: NIXL P2P EC connector (ECCPUConnector)', () => {
   it('a size_bytes that does not match the item fails the request: 500, or an error event once a stream is open', async () => {
     const parts = [image('https://example.com/nixl/size.png')];
     const entries = await encode(parts);
-    const wrong = { [contentUuid(parts[0]!)]: { ...entries[contentUuid(parts[0]!)]!, size_bytes: 999 } };
+    const wrong = { [contentUuid(parts[0])]: { ...entries[contentUuid(parts[0])], size_bytes: 999 } };
     const counted = await delta(pd, async () => {
       const res = await chat(pd, rewritten(parts, wrong));
       expect(res.status).toBe(500);

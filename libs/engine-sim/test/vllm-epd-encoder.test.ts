@@ -59,7 +59,7 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     const [a, b] = [image('https://example.com/batch/a.png'), image('https://example.com/batch/b.png')];
     const before = encoder.counters();
     const answer = await encode(encoderRequest([a, b, a]));
-    expect(answer.choices[0]!.finish_reason).toBe('length');
+    expect(answer.choices[0].finish_reason).toBe('length');
     expect(answer.usage.completion_tokens).toBe(1);
     expect(answer.ec_transfer_params).toEqual({
       [contentUuid(a)]: { metadata: { image_grid_thw: [[1, 32, 32]] }, item_indices: [0, 2] },
@@ -67,16 +67,16 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     });
     expect(existsSync(join(ecDir, contentUuid(a), 'encoder_cache.safetensors'))).toBe(true);
     const after = encoder.counters();
-    expect(after['encoderRequests']! - before['encoderRequests']!).toBe(1);
-    expect(after['encoderItems']! - before['encoderItems']!).toBe(3);
-    expect(after['encodes']! - before['encodes']!).toBe(2);
+    expect(after['encoderRequests'] - before['encoderRequests']).toBe(1);
+    expect(after['encoderItems'] - before['encoderItems']).toBe(3);
+    expect(after['encodes'] - before['encodes']).toBe(2);
   });
 
   it('reports the placeholder metadata of audio, input audio and video items', async () => {
     const clip = audio('https://example.com/a.wav');
     const film = video('https://example.com/v.mp4');
     const raw = { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' }, uuid: 'clip-7' };
-    const metadataOf = async (part: Part, key: string) => (await encode(encoderRequest([part]))).ec_transfer_params[key]!.metadata;
+    const metadataOf = async (part: Part, key: string) => (await encode(encoderRequest([part]))).ec_transfer_params[key].metadata;
     expect(await metadataOf(clip, contentUuid(clip))).toEqual({ audio_feature_lengths: [128] });
     expect(await metadataOf(film, contentUuid(film))).toEqual({ video_grid_thw: [[4, 32, 32]] });
     expect(await metadataOf(raw, 'clip-7')).toEqual({ audio_feature_lengths: [128] });
@@ -84,7 +84,7 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
 
   it('hashes mm_processor_kwargs and media_io_kwargs into the identifier; empty kwargs change nothing', async () => {
     const cat = image('https://example.com/kw/cat.png', { uuid: 'kw-cat' });
-    const keyOf = async (extra: Part) => Object.keys((await encode(encoderRequest([cat], extra))).ec_transfer_params)[0]!;
+    const keyOf = async (extra: Part) => Object.keys((await encode(encoderRequest([cat], extra))).ec_transfer_params)[0];
     const plainKey = await keyOf({});
     const pixels = await keyOf({ mm_processor_kwargs: { max_pixels: 262144 } });
     const mode = await keyOf({ media_io_kwargs: { image: { image_mode: 'RGB' } } });
@@ -98,12 +98,12 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
   it('a consumer finds the item only under the same kwargs; a metadata reference it cannot find fails the request', async () => {
     const dog = image('https://example.com/kw/dog.png');
     const kwargs = { mm_processor_kwargs: { max_pixels: 262144 } };
-    const entry = Object.values((await encode(encoderRequest([dog], kwargs))).ec_transfer_params)[0]!;
+    const entry = Object.values((await encode(encoderRequest([dog], kwargs))).ec_transfer_params)[0];
     const ref = embedsRef(dog, entry);
     const body = (extra: object) => ({ model: 'sim-model', messages: user(QUESTION, ref), max_tokens: 3, ...extra });
     const before = prefill.counters();
     expect((await chat(prefill, body(kwargs))).status).toBe(200);
-    expect(prefill.counters()['ecHits']! - before['ecHits']!).toBe(1);
+    expect(prefill.counters()['ecHits'] - before['ecHits']).toBe(1);
     const miss = await chat(prefill, body({}));
     expect(miss.status).toBe(500);
     expect(miss.json()).toEqual({ error: { message: 'Internal server error', type: 'InternalServerError', param: null, code: 500 } });
@@ -111,8 +111,8 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     const raw = await chat(prefill, { model: 'sim-model', messages: [{ role: 'user', content: [QUESTION, dog] }], max_tokens: 3 });
     expect(raw.status).toBe(200);
     const after = prefill.counters();
-    expect(after['localEncodes']! - before['localEncodes']!).toBe(1);
-    expect(after['ecRequestsFailed']! - before['ecRequestsFailed']!).toBe(1);
+    expect(after['localEncodes'] - before['localEncodes']).toBe(1);
+    expect(after['ecRequestsFailed'] - before['ecRequestsFailed']).toBe(1);
   });
 
   it("rejects *_embeds parts with vLLM's 400 unless started with enableMmEmbeds", async () => {
@@ -132,9 +132,9 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
       expect(res.status).toBe(200);
       return res.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
     };
-    const before = prefill.counters()['embedsParts']!;
+    const before = prefill.counters()['embedsParts'];
     expect((await grid([1, 64, 64], 'big')) - (await grid([1, 32, 32], 'small'))).toBe(1024 - 256);
-    expect(prefill.counters()['embedsParts']! - before).toBe(2);
+    expect(prefill.counters()['embedsParts'] - before).toBe(2);
     const bad = await chat(prefill, { messages: user({ type: 'image_embeds', image_embeds: { image_grid_thw: [1, 'x'] }, uuid: 'u' }) });
     expect(bad.status).toBe(400);
     expect(bad.json()).toMatchObject({ error: { param: 'image_embeds', message: expect.stringContaining('image_grid_thw') } });
@@ -144,9 +144,9 @@ describe('vLLM simulator: encoder and consumers as the newest EPD proxy drives t
     const before = prefill.counters();
     expect((await chat(prefill, { messages: CHAT, max_tokens: 1 }, { 'x-data-parallel-rank': '1' })).status).toBe(200);
     const after = prefill.counters();
-    expect(after['dpRank1Requests']! - before['dpRank1Requests']!).toBe(1);
+    expect(after['dpRank1Requests'] - before['dpRank1Requests']).toBe(1);
     expect(after['dpRank0Requests']).toBe(before['dpRank0Requests']);
-    expect(after['dpRankPinned']! - before['dpRankPinned']!).toBe(1);
+    expect(after['dpRankPinned'] - before['dpRankPinned']).toBe(1);
     const out = await chat(prefill, { messages: CHAT }, { 'x-data-parallel-rank': '2' });
     expect(out.status).toBe(400);
     expect(out.json()).toMatchObject({ error: { message: 'data_parallel_rank 2 is out of range [0, 2).' } });

@@ -30,7 +30,7 @@ describe("vLLM simulator: upstream vLLM's MooncakeConnector", () => {
     recompute = await fleet.start({ ...mooncake, role: 'decode', host: '127.0.3.3', kvLoadFailurePolicy: 'recompute' });
     bootstrap = `http://${prefill.host}:${prefill.bootstrapPort}`;
     const query = (await get(`${bootstrap}/query`)).json<Query>();
-    engineIds = [query['0']!.engine_id, query['1']!.engine_id];
+    engineIds = [query['0'].engine_id, query['1'].engine_id];
   });
   afterAll(() => fleet.closeAll());
 
@@ -51,17 +51,17 @@ describe("vLLM simulator: upstream vLLM's MooncakeConnector", () => {
   it("serves the bootstrap server's /query: an engine id and worker address per DP rank", async () => {
     const query = (await get(`${bootstrap}/query`)).json<Query>();
     expect(Object.keys(query)).toEqual(['0', '1']);
-    expect(query['0']!.engine_id).not.toBe(query['1']!.engine_id);
-    expect(query['0']!.worker_addr['0']!['0']).toMatch(/^tcp:\/\/127\.0\.3\.1:\d+$/);
+    expect(query['0'].engine_id).not.toBe(query['1'].engine_id);
+    expect(query['0'].worker_addr['0']['0']).toMatch(/^tcp:\/\/127\.0\.3\.1:\d+$/);
   });
 
   it('hands off when P and D are called concurrently: the decode loads the KV, the prefill answers without params', async () => {
-    const before = { served: prefill.counters()['kvPullsServed']!, received: decode.counters()['kvPullsReceived']! };
+    const before = { served: prefill.counters()['kvPullsServed'], received: decode.counters()['kvPullsReceived'] };
     const [d, p] = await Promise.all([
       post(`${decode.url}/v1/chat/completions`, {
         messages: LONG,
         max_tokens: 3,
-        kv_transfer_params: decodeParams('xfer-a', engineIds[1]!),
+        kv_transfer_params: decodeParams('xfer-a', engineIds[1]),
       }),
       post(`${prefill.url}/v1/chat/completions`, prefillBody('xfer-a'), { 'x-data-parallel-rank': '1' }),
     ]);
@@ -78,14 +78,14 @@ describe("vLLM simulator: upstream vLLM's MooncakeConnector", () => {
     expect(p.json()).toMatchObject({ kv_transfer_params: null });
     expect(prefill.counters()['kvTransferIdsMissing']).toBe(1);
     expect(prefill.kvHeld().requests).toBe(0);
-    const before = decode.counters()['localPrefillFallbacks']!;
+    const before = decode.counters()['localPrefillFallbacks'];
     const d = await post(`${decode.url}/v1/chat/completions`, { messages: LONG, max_tokens: 2 });
     expect(d.status).toBe(200);
     expect(decode.counters()['localPrefillFallbacks']).toBe(before + 1);
   });
 
   it('takes NIXL-shaped params as invalid (no bootstrap address or transfer id): the decode computes the prompt', async () => {
-    const before = { invalid: decode.counters()['kvParamsInvalid']!, fallbacks: decode.counters()['localPrefillFallbacks']! };
+    const before = { invalid: decode.counters()['kvParamsInvalid'], fallbacks: decode.counters()['localPrefillFallbacks'] };
     const kv = {
       do_remote_prefill: true,
       do_remote_decode: false,
@@ -123,7 +123,7 @@ describe("vLLM simulator: upstream vLLM's MooncakeConnector", () => {
       post(`${decode.url}/v1/chat/completions`, {
         messages: LONG,
         max_tokens: 2,
-        kv_transfer_params: decodeParams('xfer-d', engineIds[0]!),
+        kv_transfer_params: decodeParams('xfer-d', engineIds[0]),
       }),
       post(`${prefill.url}/v1/chat/completions`, prefillBody('xfer-d'), { 'x-data-parallel-rank': '1' }),
     ]);
@@ -137,13 +137,13 @@ describe("vLLM simulator: upstream vLLM's MooncakeConnector", () => {
     const d = fetch(`${decode.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ messages: LONG, max_tokens: 50, stream: true, kv_transfer_params: decodeParams('xfer-e', engineIds[0]!) }),
+      body: JSON.stringify({ messages: LONG, max_tokens: 50, stream: true, kv_transfer_params: decodeParams('xfer-e', engineIds[0]) }),
       signal: abort.signal,
     });
     // The stream opens (headers) once the decode starts waiting for its KV.
     const opened = await d;
     expect(opened.status).toBe(200);
-    const served = prefill.counters()['kvPullsServed']!;
+    const served = prefill.counters()['kvPullsServed'];
     abort.abort();
     await opened.body?.cancel().catch(() => undefined);
     await post(`${prefill.url}/v1/chat/completions`, prefillBody('xfer-e'), { 'x-data-parallel-rank': '0' });
@@ -180,7 +180,7 @@ describe("vLLM simulator: vllm-ascend's MooncakeConnector (NIXL-like, no bootstr
       remote_num_prompt_tokens: expect.any(Number),
       last_token_id: expect.any(Number),
     });
-    expect((kv['remote_block_ids'] as number[][])[0]!.length).toBeGreaterThan(1);
+    expect((kv['remote_block_ids'] as number[][])[0].length).toBeGreaterThan(1);
     const d = await post(`${decode.url}/v1/chat/completions`, { messages: LONG, max_tokens: 3, kv_transfer_params: kv });
     expect(d.json()).toMatchObject({ usage: { completion_tokens: 3 } });
     expect(decode.counters()).toMatchObject({ kvPullsReceived: 1, localPrefillFallbacks: 0 });
@@ -259,8 +259,8 @@ describe("vLLM simulator: vLLM's NixlPushConnector", () => {
       remote_request_id: 'push-3',
       transfer_id: 'x3',
     };
-    const sent = prefill.counters()['kvPushesSent']!;
-    const registered = decode.counters()['kvPushRegistrations']!;
+    const sent = prefill.counters()['kvPushesSent'];
+    const registered = decode.counters()['kvPushRegistrations'];
     const d = post(
       `${decode.url}/v1/chat/completions`,
       { messages: LONG, max_tokens: 2, kv_transfer_params: kv },

@@ -45,7 +45,7 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
       prompt_logprobs: null,
       kv_transfer_params: null,
     });
-    expect(tokensOf(body.choices[0]!.message.content)).toHaveLength(5);
+    expect(tokensOf(body.choices[0].message.content)).toHaveLength(5);
     const {
       prompt_tokens: p,
       completion_tokens: c,
@@ -64,7 +64,7 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
     const a = await post(chatUrl, { messages: CHAT, max_tokens: 8, seed: 7 });
     const b = await post(chatUrl, { messages: CHAT, max_tokens: 8, seed: 7 });
     const c = await post(chatUrl, { messages: CHAT, max_tokens: 8, seed: 8 });
-    const content = (r: typeof a) => r.json<{ choices: { message: { content: string } }[] }>().choices[0]!.message.content;
+    const content = (r: typeof a) => r.json<{ choices: { message: { content: string } }[] }>().choices[0].message.content;
     expect(content(a)).toBe(content(b));
     expect(content(a)).not.toBe(content(c));
     const d = await post(chatUrl, { messages: CHAT, max_tokens: 8, max_completion_tokens: 3 });
@@ -82,19 +82,19 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
   it('stops on its own (finish_reason stop) when max_tokens is large', async () => {
     const res = await post(chatUrl, { messages: CHAT, max_tokens: 1000 });
     const body = res.json<{ choices: { finish_reason: string }[]; usage: { completion_tokens: number } }>();
-    expect(body.choices[0]!.finish_reason).toBe('stop');
+    expect(body.choices[0].finish_reason).toBe('stop');
     expect(body.usage.completion_tokens).toBeGreaterThanOrEqual(64);
     expect(body.usage.completion_tokens).toBeLessThan(128);
   });
 
   it('streams chat SSE byte-for-byte as vLLM frames it (role chunk, content chunks, finish on the last, usage chunk, [DONE])', async () => {
     const plain = await post(chatUrl, { messages: CHAT, max_tokens: 4 });
-    const tokens = tokensOf(plain.json<{ choices: { message: { content: string } }[] }>().choices[0]!.message.content);
+    const tokens = tokensOf(plain.json<{ choices: { message: { content: string } }[] }>().choices[0].message.content);
     const promptTokens = plain.json<{ usage: { prompt_tokens: number } }>().usage.prompt_tokens;
     const res = await post(chatUrl, { messages: CHAT, max_tokens: 4, stream: true, stream_options: {} }, { 'x-request-id': 'sse-1' });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
-    const created = JSON.parse(sseEvents(res.text)[0]!).created as number;
+    const created = JSON.parse(sseEvents(res.text)[0]).created as number;
     const head = `{"id":"chatcmpl-sse-1","object":"chat.completion.chunk","created":${created},"model":"sim-model"`;
     const expected = [
       `${head},"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
@@ -226,7 +226,7 @@ describe('vLLM simulator: OpenAI surface (aggregated role)', () => {
       headers: { traceparent },
       body: { messages: CHAT, max_tokens: 1 },
     });
-    expect(typeof log[0]!.at).toBe('number');
+    expect(typeof log[0].at).toBe('number');
     sim.clearRequests();
     expect(sim.requests()).toHaveLength(0);
   });

@@ -15,7 +15,7 @@ function namedEvents(text: string): NamedEvent[] {
     .map((block) => {
       const m = /^event: (\S+)\ndata: (.*)$/s.exec(block);
       if (m === null) throw new Error(`bad event ${JSON.stringify(block)}`);
-      return { event: m[1]!, data: JSON.parse(m[2]!) as Record<string, unknown> };
+      return { event: m[1], data: JSON.parse(m[2]) as Record<string, unknown> };
     });
 }
 
@@ -47,7 +47,7 @@ describe('vLLM simulator: the Responses API (generate runner)', () => {
       output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', annotations: [] }] }],
     });
     expect(body['id']).toMatch(/^resp_[0-9a-f]{32}$/);
-    const text = (body['output'] as { content: { text: string }[] }[])[0]!.content[0]!.text;
+    const text = (body['output'] as { content: { text: string }[] }[])[0].content[0].text;
     expect(text.match(/ [a-z]+/g)).toHaveLength(6);
     const usage = body['usage'] as { input_tokens: number; output_tokens: number; total_tokens: number };
     expect(usage.output_tokens).toBe(6);
@@ -84,9 +84,9 @@ describe('vLLM simulator: the Responses API (generate runner)', () => {
       .map((e) => e.data['delta'])
       .join('');
     const done = events.at(-1)!.data['response'] as { output: { content: { text: string }[] }[]; usage: { output_tokens: number } };
-    expect(done.output[0]!.content[0]!.text).toBe(deltas);
+    expect(done.output[0].content[0].text).toBe(deltas);
     expect(done.usage.output_tokens).toBe(3);
-    expect((events[0]!.data['response'] as { status: string; usage: unknown }).status).toBe('in_progress');
+    expect((events[0].data['response'] as { status: string; usage: unknown }).status).toBe('in_progress');
   });
 
   it("keeps vLLM's own refusals: background without the store (400), an unknown previous response (404)", async () => {
@@ -130,10 +130,10 @@ describe('vLLM simulator: /v1/embeddings (pooling runner)', () => {
       [1, 'embedding', 8],
       [2, 'embedding', 8],
     ]);
-    const norm = Math.hypot(...body.data[0]!.embedding);
+    const norm = Math.hypot(...body.data[0].embedding);
     expect(norm).toBeCloseTo(1, 5);
-    expect(body.data[2]!.embedding).toEqual(body.data[0]!.embedding);
-    expect(body.data[1]!.embedding).not.toEqual(body.data[0]!.embedding);
+    expect(body.data[2].embedding).toEqual(body.data[0].embedding);
+    expect(body.data[1].embedding).not.toEqual(body.data[0].embedding);
     expect(body.usage).toMatchObject({ completion_tokens: 0, prompt_tokens_details: null });
     expect(body.usage['total_tokens']).toBe(body.usage['prompt_tokens']);
   });
@@ -141,10 +141,10 @@ describe('vLLM simulator: /v1/embeddings (pooling runner)', () => {
   it('encodes base64 as little-endian float32, the float vector bit for bit', async () => {
     const floats = await post(`${sim.url}/v1/embeddings`, { model: 'sim-embed', input: 'gamma' });
     const base64 = await post(`${sim.url}/v1/embeddings`, { model: 'sim-embed', input: 'gamma', encoding_format: 'base64' });
-    const encoded = base64.json<{ data: { embedding: string }[] }>().data[0]!.embedding;
+    const encoded = base64.json<{ data: { embedding: string }[] }>().data[0].embedding;
     const bytes = Buffer.from(encoded, 'base64');
     const decoded = Array.from({ length: bytes.length / 4 }, (_, i) => bytes.readFloatLE(i * 4));
-    expect(decoded).toEqual(floats.json<{ data: { embedding: number[] }[] }>().data[0]!.embedding);
+    expect(decoded).toEqual(floats.json<{ data: { embedding: number[] }[] }>().data[0].embedding);
   });
 
   it('refuses dimensions as vLLM does for a model without Matryoshka support, and has no chat', async () => {

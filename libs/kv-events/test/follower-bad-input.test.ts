@@ -144,7 +144,7 @@ describe('SourceFollower under bad input', () => {
     for (let i = 0; i < 3; i++) await h.store(tokens(200 + i * 10, 1), { lose: true });
     const after = await h.store(tokens(300, 1));
     await waitFor(() => after.every((k) => h.held.has(k)) && h.count('resyncs') === 1, { what: 'the resync' });
-    expect(h.held.has(before[0] as string)).toBe(false);
+    expect(h.held.has(before[0])).toBe(false);
     expect(h.warnings.some((w) => w.msg.includes('replay buffer does not reach the gap'))).toBe(true);
   });
 

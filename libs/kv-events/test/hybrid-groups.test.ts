@@ -84,9 +84,9 @@ describe('hybrid-model KV events', () => {
     flat.store(
       's',
       'ns/flat',
-      [...(follower?.blocks ?? [])].map((k) => k.split('~')[0] as string),
+      [...(follower?.blocks ?? [])].map((k) => k.split('~')[0]),
     );
-    for (const k of [...(follower?.blocks ?? [])]) if (k.includes('~')) flat.remove('s', [k.split('~')[0] as string]);
+    for (const k of [...(follower?.blocks ?? [])]) if (k.includes('~')) flat.remove('s', [k.split('~')[0]]);
     const flatHits: number[] = [];
     flat.prefixMatches(keys, (_pod, blocks) => flatHits.push(blocks));
     expect(flatHits).toEqual([]);

@@ -108,7 +108,7 @@ describe('KV indexer: engine socket → NATS deltas and snapshots → scheduler 
     const keys = await store(pub, tokens(100, 3));
     await waitFor(() => matched(index, keys) === 3, { what: 'three blocks indexed' });
     const digests = hasher.digests(tokens(100, 3));
-    await pub.publish(encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'removed', hashes: [digests[2] as Uint8Array] }]));
+    await pub.publish(encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'removed', hashes: [digests[2]] }]));
     await waitFor(() => matched(index, keys) === 2, { what: 'the removed block gone' });
   });
 

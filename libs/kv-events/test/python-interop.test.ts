@@ -95,7 +95,7 @@ describe("KV events from a Python publisher (pyzmq + msgpack, vLLM's hashing)", 
     expect(follower.blockSize).toBe(16);
 
     await publisher.send({ removed: b });
-    await waitFor(() => !held.has(hasher.keys(b)[0] as string), { what: 'the removal' });
+    await waitFor(() => !held.has(hasher.keys(b)[0]), { what: 'the removal' });
     expect([...held]).toEqual([...hasher.keys(a), ...hasher.keys(c)]);
 
     await publisher.send({ cleared: true });
@@ -120,7 +120,7 @@ describe("KV events from a Python publisher (pyzmq + msgpack, vLLM's hashing)", 
     await publisher.send({ raw: Buffer.from(encode([1.5, [{ type: 'BlockMoved' }], 0])).toString('hex') });
     const after = tokens(6000, 1);
     await publisher.send({ stored: after });
-    await waitFor(() => held.has(hasher.keys(after)[0] as string), { what: 'the batch after the bad ones' });
+    await waitFor(() => held.has(hasher.keys(after)[0]), { what: 'the batch after the bad ones' });
     expect(counts.get('malformed')).toBe(1);
     expect(counts.get('unknown_events')).toBe(1);
     expect(warnings).toEqual(expect.arrayContaining(['malformed KV-event message skipped', 'unknown KV event type skipped']));

@@ -56,7 +56,7 @@ export function parseSampleValueBytes(bytes: Uint8Array, from: number, to: numbe
   let digits = 0;
   let fraction = -1;
   for (; i < to; i++) {
-    const c = bytes[i] as number;
+    const c = bytes[i];
     if (c >= 48 && c <= 57) {
       mantissa = mantissa * 10 + (c - 48);
       digits += 1;
@@ -68,11 +68,11 @@ export function parseSampleValueBytes(bytes: Uint8Array, from: number, to: numbe
     }
   }
   if (i === to && digits > 0 && digits <= 15) {
-    const value = fraction > 0 ? mantissa / (POWERS_OF_TEN[fraction] as number) : mantissa;
+    const value = fraction > 0 ? mantissa / POWERS_OF_TEN[fraction] : mantissa;
     return negative ? -value : value;
   }
   let text = '';
-  for (let j = from; j < to; j++) text += String.fromCharCode(bytes[j] as number);
+  for (let j = from; j < to; j++) text += String.fromCharCode(bytes[j]);
   return parseSampleValue(text);
 }
 
@@ -132,11 +132,10 @@ export function parsePrometheusText(text: string, options: ParseOptions = {}): {
     if (line[0] === '#') {
       const m = /^#\s+(TYPE|HELP)\s+(\S+)\s*(.*)$/.exec(line);
       if (!m) continue;
-      const name = m[2] as string;
+      const name = m[2];
       if (wanted && !wanted.has(name)) continue;
       const fam = families.get(name) ?? { name, type: 'untyped' as MetricType, samples: [] };
-      if (m[1] === 'TYPE')
-        fam.type = (['counter', 'gauge', 'histogram', 'summary'].includes(m[3] as string) ? m[3] : 'untyped') as MetricType;
+      if (m[1] === 'TYPE') fam.type = (['counter', 'gauge', 'histogram', 'summary'].includes(m[3]) ? m[3] : 'untyped') as MetricType;
       else fam.help = m[3];
       families.set(name, fam);
       continue;

@@ -51,7 +51,7 @@ function mergedSpan(spans: readonly StageSpan[]): StageSpan {
 /** Runs the admit hooks from `from` on, one after the other, once one of them made the request wait. */
 async function admitRest(list: readonly RequestHooks[], from: number, ctx: RequestContext, waiting: Promise<void>): Promise<void> {
   await waiting;
-  for (let i = from; i < list.length; i++) await (list[i] as RequestHooks).admit?.(ctx);
+  for (let i = from; i < list.length; i++) await list[i].admit?.(ctx);
 }
 
 /**
@@ -63,11 +63,11 @@ async function admitRest(list: readonly RequestHooks[], from: number, ctx: Reque
  */
 export function composeHooks(list: readonly RequestHooks[]): RequestHooks {
   if (list.length === 0) return {};
-  if (list.length === 1) return list[0] as RequestHooks;
+  if (list.length === 1) return list[0];
   const out: RequestHooks = {};
   const all = <K extends keyof RequestHooks>(k: K) => list.filter((h) => h[k] !== undefined);
   const single = <K extends keyof RequestHooks>(hooks: readonly RequestHooks[], k: K): RequestHooks[K] => {
-    const h = hooks[0] as RequestHooks;
+    const h = hooks[0];
     return (h[k] as (...args: unknown[]) => unknown).bind(h) as RequestHooks[K];
   };
   const onRequest = all('onRequest');
@@ -81,7 +81,7 @@ export function composeHooks(list: readonly RequestHooks[]): RequestHooks {
   else if (admit.length > 1) {
     out.admit = (c) => {
       for (let i = 0; i < admit.length; i++) {
-        const waiting = (admit[i] as RequestHooks).admit?.(c);
+        const waiting = admit[i].admit?.(c);
         if (waiting !== undefined) return admitRest(admit, i + 1, c, waiting);
       }
       return undefined;

@@ -149,7 +149,7 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
     expect(d).toMatchObject({ ok: false, code: 'SCHED_FILTERED_OUT' });
     const phases = observer.phases.get('traced-4')!;
     expect(phases.map(line)).toEqual(['filter aggregated kv-pressure 2→0', 'plan aggregated 2→0 SCHED_FILTERED_OUT']);
-    expect(phases[1]!.failure!.message).toContain('filtered out by "kv-pressure"');
+    expect(phases[1].failure!.message).toContain('filtered out by "kv-pressure"');
   });
 
   it("reports the request's exclusion list as the first filter", () => {

@@ -44,7 +44,7 @@ function ok(d: DecisionOrError): Decision {
   return d;
 }
 
-const podOf = (key: string): string => key.split('.')[2] as string;
+const podOf = (key: string): string => key.split('.')[2];
 const attemptPods = (d: Decision): string[] => d.attempts.map((a) => podOf(a.endpoint.key));
 const onlyScorer = (scorers: unknown[], extra: object = {}) => ({ profiles: { default: { filters: [], scorers } }, ...extra });
 
@@ -141,7 +141,7 @@ describe('Scheduler: framework', () => {
     const index = buildIndex(['a', 'b', 'c', 'd'].map((pod) => ({ pod })));
     const s = scheduler(index, onlyScorer(['prefix-cache'], { topN: 1 }));
     const hashes = ['h1', 'h2', 'h3'];
-    const first = attemptPods(ok(decide(s, { id: 'first', prefixHashes: hashes })))[0] as string;
+    const first = attemptPods(ok(decide(s, { id: 'first', prefixHashes: hashes })))[0];
     for (let i = 0; i < 10; i++) expect(attemptPods(ok(decide(s, { id: `again-${i}`, prefixHashes: hashes })))[0]).toBe(first);
     const record = index.get(keyOf(first))?.record;
     index.applyEndpoint({ op: 'DEL', key: keyOf(first) });
@@ -322,7 +322,7 @@ describe('Scheduler: stage planning', () => {
   it('epd: a hot image spills off its encoder once that encoder carries more than its share', () => {
     const tracker = new InflightTracker();
     const s = scheduler(pdIndex(encoders, 'epd'), gpuOnly, tracker);
-    const home = ok(decide(s, { id: 'r1', mediaItems: images('u:hot') })).encoders[0]?.endpoint.key as string;
+    const home = ok(decide(s, { id: 'r1', mediaItems: images('u:hot') })).encoders[0]?.endpoint.key;
     tracker.applyBatch({ v: 1, gateway: 'gw', seq: 0, events: [], inflight: { [home]: 6 } }, TEST_NOW);
     const spilled = ok(decide(s, { id: 'r2', mediaItems: images('u:hot') })).encoders[0];
     expect(spilled?.endpoint.key).not.toBe(home);

@@ -280,7 +280,7 @@ export class Scheduler {
       attempts = mode === 'epd' && !sglang ? this.#pinConsumerRanks(pairAttempts) : pairAttempts;
       chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
       if (prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: prefill });
-      encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i]!.key] }));
+      encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i].key] }));
     }
     this.#runHooks(chosen);
     if (judged !== undefined && verdicts !== undefined) judged.call(this.#timing?.observer, verdicts);
@@ -340,7 +340,7 @@ export class Scheduler {
     let out: Decision['attempts'] | undefined;
     let ranks: Map<string, number> | undefined;
     for (let i = 0; i < attempts.length; i++) {
-      const attempt = attempts[i] as Decision['attempts'][number];
+      const attempt = attempts[i];
       const consumer = attempt.prefill ?? attempt.endpoint;
       const size = consumer.dpSize ?? 1;
       if (size <= 1) continue;

@@ -52,16 +52,16 @@ describe('gateway lifecycle hooks → spans', () => {
     hooks.onScheduled(req);
     expect(scheduleSpanOf(req)).toBeUndefined();
     // Encoders in reverse order: the item is recovered from the decision by endpoint, not by arrival order.
-    const e1 = hooks.onStageStart(req, 'encode', epdDecision.encoders[1]!.endpoint, 0)!;
-    const e0 = hooks.onStageStart(req, 'encode', epdDecision.encoders[0]!.endpoint, 0)!;
+    const e1 = hooks.onStageStart(req, 'encode', epdDecision.encoders[1].endpoint, 0)!;
+    const e0 = hooks.onStageStart(req, 'encode', epdDecision.encoders[0].endpoint, 0)!;
     expect(e0.headers!['traceparent']).not.toBe(e1.headers!['traceparent']);
     e0.end(true, 200);
     e1.end(true, 200);
-    const prefill = hooks.onStageStart(req, 'prefill', epdDecision.attempts[0]!.prefill!, 0)!;
+    const prefill = hooks.onStageStart(req, 'prefill', epdDecision.attempts[0].prefill!, 0)!;
     prefill.end(false, 503, prefillFailed());
     hooks.onRetry(req, 1, prefillFailed());
-    hooks.onStageStart(req, 'prefill', epdDecision.attempts[0]!.prefill!, 1)!.end(true, 200);
-    const decode = hooks.onStageStart(req, 'decode', epdDecision.attempts[0]!.endpoint, 1)!;
+    hooks.onStageStart(req, 'prefill', epdDecision.attempts[0].prefill!, 1)!.end(true, 200);
+    const decode = hooks.onStageStart(req, 'decode', epdDecision.attempts[0].endpoint, 1)!;
     hooks.onFirstToken(req);
     decode.end(true, 200);
     req.result.status = 200;
@@ -91,7 +91,7 @@ describe('gateway lifecycle hooks → spans', () => {
       ['127.0.1.1', 0, true],
       ['127.0.1.4', 1, false],
     ]);
-    expect(encodes[0]!.attributes['gen_ai.provider.name']).toBe('vllm');
+    expect(encodes[0].attributes['gen_ai.provider.name']).toBe('vllm');
     // The route rewrote the model: the legs name what the engines got, the request span what the client asked for.
     const legs = spans.filter((s) => s.kind === SpanKind.CLIENT && s.name !== 'schedule');
     expect(legs).toHaveLength(5);

@@ -116,7 +116,7 @@ export function extractBatchTraceContexts(headers: HeaderCarrier | undefined, co
   const out: Context[] = new Array<Context>(count).fill(ROOT_CONTEXT);
   if (!tracing.tracer || !headers || count === 0) return out;
   const raw = getter.get(headers, BATCH_TRACE_HEADER);
-  const batch = parseBatch(Array.isArray(raw) ? raw[0] : (raw as string | undefined));
+  const batch = parseBatch(Array.isArray(raw) ? raw[0] : raw);
   if (!batch) {
     out[0] = extractTraceContext(headers);
     return out;

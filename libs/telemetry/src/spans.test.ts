@@ -33,13 +33,13 @@ describe('span helpers (in-memory exporter)', () => {
       failedStage: 'decode',
     });
     const [s404, s503, s502] = await finished();
-    expect(s404!.status.code).toBe(SpanStatusCode.UNSET);
-    expect(s404!.attributes['error.type']).toBeUndefined();
-    expect(s503!.status.code).toBe(SpanStatusCode.ERROR);
-    expect(s503!.attributes['error.type']).toBe('503');
-    expect(s502!.attributes).toEqual(expect.objectContaining({ 'error.type': 'GATEWAY_UPSTREAM_ERROR', 'triad.failed_stage': 'decode' }));
-    expect(s502!.status.message).toBe('decode failed');
-    expect(s502!.events.map((e) => e.name)).toEqual(['exception']);
+    expect(s404.status.code).toBe(SpanStatusCode.UNSET);
+    expect(s404.attributes['error.type']).toBeUndefined();
+    expect(s503.status.code).toBe(SpanStatusCode.ERROR);
+    expect(s503.attributes['error.type']).toBe('503');
+    expect(s502.attributes).toEqual(expect.objectContaining({ 'error.type': 'GATEWAY_UPSTREAM_ERROR', 'triad.failed_stage': 'decode' }));
+    expect(s502.status.message).toBe('decode failed');
+    expect(s502.events.map((e) => e.name)).toEqual(['exception']);
   });
 
   it('a leg is an error on any 4xx/5xx and on transport errors, with a low-cardinality error.type', async () => {
@@ -57,7 +57,7 @@ describe('span helpers (in-memory exporter)', () => {
       [1, SpanStatusCode.ERROR, 'ECONNREFUSED'],
       [2, SpanStatusCode.UNSET, undefined],
     ]);
-    expect(legs[0]!.attributes['gen_ai.provider.name']).toBe('sglang');
+    expect(legs[0].attributes['gen_ai.provider.name']).toBe('sglang');
     const request = spans.find((s) => s.kind === 1)!;
     expect(request.events).toEqual([
       expect.objectContaining({
@@ -106,7 +106,7 @@ describe('span helpers (in-memory exporter)', () => {
     expect(traceIdOf(t.context)).toBe('0af7651916cd43dd8448eb211c80319c');
     t.span.end();
     const [span] = await finished();
-    expect(span!.parentSpanContext?.spanId).toBe('b7ad6b7169203331');
+    expect(span.parentSpanContext?.spanId).toBe('b7ad6b7169203331');
   });
 
   it('pod-watcher passes start their own traces', async () => {

@@ -8,11 +8,11 @@ import { epdDecision, leg } from './fixtures';
 /** One gateway request's worth of spans (request, two encodes, decode). */
 function oneRequest(): void {
   const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
-  const e0 = startEncodeSpan(request, { ...leg(epdDecision.encoders[0]!.endpoint), item: { index: 0 } });
-  const e1 = startEncodeSpan(request, { ...leg(epdDecision.encoders[1]!.endpoint), item: { index: 1 } });
+  const e0 = startEncodeSpan(request, { ...leg(epdDecision.encoders[0].endpoint), item: { index: 0 } });
+  const e1 = startEncodeSpan(request, { ...leg(epdDecision.encoders[1].endpoint), item: { index: 1 } });
   finishLegSpan(e0, { statusCode: 200 });
   finishLegSpan(e1, { statusCode: 200 });
-  const decode = startDecodeSpan(request, leg(epdDecision.attempts[0]!.endpoint));
+  const decode = startDecodeSpan(request, leg(epdDecision.attempts[0].endpoint));
   finishLegSpan(decode, { statusCode: 200, outputTokens: 5 });
   finishRequestSpan(request, { statusCode: 200 });
 }

@@ -26,13 +26,13 @@ function epdRequest(): Traced {
   finishScheduleSpan(schedule, epdDecision, { batchSize: 1 });
   const [e0, e1] = epdDecision.encoders;
   // Both encode legs start before either ends: the fan-out the trace must show.
-  const enc0 = startEncodeSpan(req, { ...leg(e0!.endpoint), item: { index: 0, modality: 'image', bytes: 2048, affinity: true } });
-  const enc1 = startEncodeSpan(req, { ...leg(e1!.endpoint), item: { index: 1, modality: 'image', affinity: false } });
+  const enc0 = startEncodeSpan(req, { ...leg(e0.endpoint), item: { index: 0, modality: 'image', bytes: 2048, affinity: true } });
+  const enc1 = startEncodeSpan(req, { ...leg(e1.endpoint), item: { index: 1, modality: 'image', affinity: false } });
   finishLegSpan(enc0, { statusCode: 200 });
   finishLegSpan(enc1, { statusCode: 200 });
-  const prefill = startPrefillSpan(req, leg(epdDecision.attempts[0]!.prefill!, { maxTokens: 1 }));
+  const prefill = startPrefillSpan(req, leg(epdDecision.attempts[0].prefill!, { maxTokens: 1 }));
   finishLegSpan(prefill, { statusCode: 200, inputTokens: 812 });
-  const decode = startDecodeSpan(req, leg(epdDecision.attempts[0]!.endpoint, { maxTokens: 256, stream: true }));
+  const decode = startDecodeSpan(req, leg(epdDecision.attempts[0].endpoint, { maxTokens: 256, stream: true }));
   recordFirstToken(decode);
   const response = {
     statusCode: 200,
@@ -100,7 +100,7 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
       const [a, b] = byName(spans, 'encode').sort((x, y) => x.startMs - y.startMs);
       // The SDK stamps a span's start with Date.now() (1 ms steps) and its end as start + a precise duration, so
       // for these instant legs "overlap" holds to within that 1 ms resolution.
-      expect(b!.startMs).toBeLessThan(a!.endMs + 1);
+      expect(b.startMs).toBeLessThan(a.endMs + 1);
       expect(
         byName(spans, 'encode')
           .map((s) => s.attributes['triad.encoder.item_index'])
@@ -109,7 +109,7 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
     });
 
     it('sets the resource from the app and the downward-API env', () => {
-      expect(spans[0]!.resource).toEqual(
+      expect(spans[0].resource).toEqual(
         expect.objectContaining({
           'service.name': 'triad-gateway',
           'service.version': '1.2.3',
@@ -121,7 +121,7 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
     });
 
     it('puts GenAI and triad attributes on the legs', () => {
-      const decode = byName(spans, 'decode')[0]!;
+      const decode = byName(spans, 'decode')[0];
       expect(decode.attributes).toEqual(
         expect.objectContaining({
           'gen_ai.operation.name': 'chat',
@@ -156,11 +156,11 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
           'triad.encoder.item_bytes': 2048,
         }),
       );
-      expect(byName(spans, 'prefill')[0]!.attributes['gen_ai.request.max_tokens']).toBe(1);
+      expect(byName(spans, 'prefill')[0].attributes['gen_ai.request.max_tokens']).toBe(1);
     });
 
     it('records the decision on the schedule span and the route on the request span', () => {
-      expect(byName(spans, 'schedule')[0]!.attributes).toEqual(
+      expect(byName(spans, 'schedule')[0].attributes).toEqual(
         expect.objectContaining({
           'triad.decision.endpoint': 'default.qwen-vl.decode-0',
           'triad.decision.prefill': 'default.qwen-vl.prefill-0',
@@ -174,7 +174,7 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
           'messaging.destination.name': 'triad.v1.schedule',
         }),
       );
-      const request = byName(spans, 'POST /v1/chat/completions')[0]!;
+      const request = byName(spans, 'POST /v1/chat/completions')[0];
       expect(request.attributes).toEqual(
         expect.objectContaining({
           'http.request.method': 'POST',
@@ -205,8 +205,8 @@ describe('tracing through the real OTLP exporter into a local receiver', () => {
         await telemetry.forceFlush();
         const spans = await receiver.waitForSpans((s) => s.traceId === traceId, { count: 7 });
         expect(receiver.stats.json).toBeGreaterThan(before);
-        expect(spans[0]!.serviceName).toBe('triad-scheduler');
-        expect(treeShape(receiver.tree(traceId), undefined, { sorted: true })[0]!.children.map((c) => c.name)).toEqual([
+        expect(spans[0].serviceName).toBe('triad-scheduler');
+        expect(treeShape(receiver.tree(traceId), undefined, { sorted: true })[0].children.map((c) => c.name)).toEqual([
           'decode',
           'encode',
           'encode',
@@ -252,14 +252,14 @@ describe("the SDK's tracer (TRIAD_TRACE_RECORDER=sdk) behind the same NodeSDK pi
         ),
       },
     ]);
-    expect(spans[0]!.resource).toEqual(
+    expect(spans[0].resource).toEqual(
       expect.objectContaining({
         'service.name': 'triad-gateway',
         'service.version': '1.2.3',
         'k8s.pod.name': 'gateway-0',
       }),
     );
-    const decode = byName(spans, 'decode')[0]!;
+    const decode = byName(spans, 'decode')[0];
     expect(decode.attributes).toEqual(
       expect.objectContaining({
         'gen_ai.usage.output_tokens': 42,
@@ -268,7 +268,7 @@ describe("the SDK's tracer (TRIAD_TRACE_RECORDER=sdk) behind the same NodeSDK pi
       }),
     );
     expect(decode.events.map((e) => e.name)).toEqual(['first_token']);
-    expect(byName(spans, 'schedule')[0]!.attributes['triad.decision.encoders']).toEqual([
+    expect(byName(spans, 'schedule')[0].attributes['triad.decision.encoders']).toEqual([
       'default.qwen-vl.encode-0',
       'default.qwen-vl.encode-1',
     ]);

@@ -34,7 +34,7 @@ function serveSchedule(bus: Bus): void {
     (batch, ctx) => {
       const parents = extractBatchTraceContexts(ctx.headers, batch.requests.length);
       const decisions: DecisionOrError[] = batch.requests.map((request, i) => {
-        const decide = startDecideSpan(parents[i]!, { request, batchSize: batch.requests.length });
+        const decide = startDecideSpan(parents[i], { request, batchSize: batch.requests.length });
         const filter = startPhaseSpan(decide, 'filter', { profile: 'decode', candidates: 3 });
         finishPhaseSpan(filter, { remaining: 2 });
         const score = startPhaseSpan(decide, 'score', { profile: 'decode', plugin: 'prefix-cache', candidates: 2 });
@@ -114,7 +114,7 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
       ScheduleBatchReplySchema,
       { timeoutMs: 5000, headers: injectBatchTraceHeaders([schedule]) },
     );
-    const decision = 'decisions' in reply ? reply.decisions[0]! : { error: reply.error };
+    const decision = 'decisions' in reply ? reply.decisions[0] : { error: reply.error };
     finishScheduleSpan(schedule, decision, { batchSize: 1 });
     request.span.end();
     await telemetry.forceFlush();
@@ -155,7 +155,7 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
       headers: injectBatchTraceHeaders(schedules),
     });
     expect('decisions' in reply).toBe(true);
-    schedules.forEach((s, i) => finishScheduleSpan(s, 'decisions' in reply ? reply.decisions[i]! : { error: 'x' }, { batchSize: 3 }));
+    schedules.forEach((s, i) => finishScheduleSpan(s, 'decisions' in reply ? reply.decisions[i] : { error: 'x' }, { batchSize: 3 }));
     requests.forEach((r) => r.span.end());
     await telemetry.forceFlush();
     const ids = requests.map((r) => traceIdOf(r)!);
@@ -165,7 +165,7 @@ describe('W3C context across NATS with a real nats-server and Bus', () => {
     });
     for (const [i, traceId] of ids.entries()) {
       const server = servers.find((s) => s.traceId === traceId)!;
-      expect(server.parentSpanId).toBe(schedules[i]!.span.spanContext().spanId);
+      expect(server.parentSpanId).toBe(schedules[i].span.spanContext().spanId);
       expect(server.attributes['messaging.batch.message_count']).toBe(3);
     }
     const failed = servers.find((s) => s.traceId === ids[1])!;

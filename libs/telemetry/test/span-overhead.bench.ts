@@ -39,10 +39,10 @@ function oneRequest(): void {
     injectTraceHeaders(e, { 'content-type': 'application/json' });
     finishLegSpan(e, { statusCode: 200 });
   }
-  const prefill = startPrefillSpan(req, leg(epdDecision.attempts[0]!.prefill!, { maxTokens: 1 }));
+  const prefill = startPrefillSpan(req, leg(epdDecision.attempts[0].prefill!, { maxTokens: 1 }));
   injectTraceHeaders(prefill, { 'content-type': 'application/json' });
   finishLegSpan(prefill, { statusCode: 200, inputTokens: 800 });
-  const decode = startDecodeSpan(req, leg(epdDecision.attempts[0]!.endpoint, { maxTokens: 256, stream: true }));
+  const decode = startDecodeSpan(req, leg(epdDecision.attempts[0].endpoint, { maxTokens: 256, stream: true }));
   injectTraceHeaders(decode, { 'content-type': 'application/json' });
   recordFirstToken(decode);
   finishLegSpan(decode, { statusCode: 200, inputTokens: 800, outputTokens: 40, finishReasons: ['stop'] });
@@ -74,7 +74,7 @@ async function startReceiverProcess(): Promise<{ url: string; stop: () => Promis
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
+      if (m) resolve(m[1]);
     });
     child.once('exit', (code) => reject(new Error(`receiver exited ${code}`)));
   });
@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     await t.shutdown();
   }
   await receiver.stop();
-  const base = rows[0]![1];
+  const base = rows[0][1];
   process.stdout.write('| tracing | µs per EPD request (7 spans, 5 injects) | vs off |\n|---|---:|---:|\n');
   for (const [name, us] of rows) {
     process.stdout.write(`| ${name} | ${us.toFixed(2)} | ${us === base ? '–' : `+${(us - base).toFixed(2)} µs`} |\n`);

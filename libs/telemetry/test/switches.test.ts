@@ -37,7 +37,7 @@ describe('sampling and on/off switches', () => {
     });
     expect(telemetry.enabled).toBe(true);
     const request = startRequestSpan({ method: 'POST', route: '/v1/chat/completions' });
-    const decode = startDecodeSpan(request, leg(epdDecision.attempts[0]!.endpoint));
+    const decode = startDecodeSpan(request, leg(epdDecision.attempts[0].endpoint));
     expect(request.span.isRecording()).toBe(false);
     expect(decode.span.isRecording()).toBe(false);
     expect(injectTraceHeaders(decode)['traceparent']).toMatch(/-00$/);
@@ -66,7 +66,7 @@ describe('sampling and on/off switches', () => {
     [fresh, followed, declined].forEach((t) => finishRequestSpan(t, { statusCode: 200 }));
     await telemetry.forceFlush();
     const [span] = await receiver.waitForSpans((s) => s.traceId === TRACE);
-    expect(span!.parentSpanId).toBe(PARENT);
+    expect(span.parentSpanId).toBe(PARENT);
     await telemetry.shutdown();
     await exportMarker();
     expect(
@@ -91,7 +91,7 @@ describe('sampling and on/off switches', () => {
       headers: { traceparent: `00-${TRACE}-${PARENT}-01` },
     });
     expect(request).toBe(NOOP_TRACED);
-    const decode = startDecodeSpan(request, leg(epdDecision.attempts[0]!.endpoint));
+    const decode = startDecodeSpan(request, leg(epdDecision.attempts[0].endpoint));
     expect(decode).toBe(NOOP_TRACED);
     expect(injectTraceHeaders(decode, { accept: 'json' })).toEqual({ accept: 'json' });
     expect(traceIdOf(request)).toBeUndefined();

@@ -53,7 +53,7 @@ export async function startClusterStack(options: ClusterStackOptions): Promise<C
   const env = { TRIAD_LOG_LEVEL: 'warn', TRIAD_KV_REPLICAS: String(nats.nodes.length), ...options.env };
   const start = async (kind: StackService['kind'], index: number): Promise<StackService> => {
     // Seeds rotated per service, so the first tries differ (nats.js also shuffles them).
-    const seeds = nats.urls.map((_u, i) => nats.urls[(i + index) % nats.urls.length] as string).join(',');
+    const seeds = nats.urls.map((_u, i) => nats.urls[(i + index) % nats.urls.length]).join(',');
     const opsPort = await freePort();
     const port = kind === 'gateway' ? await freePort() : 0;
     const name = `${kind}-${index}`;

@@ -200,7 +200,7 @@ export async function startNatsCluster(options: NatsClusterOptions = {}): Promis
   const children: (ChildProcess | undefined)[] = new Array<ChildProcess | undefined>(size).fill(undefined);
   const stores = ports.map(() => mkdtempSync(join(tmpdir(), 'triad-nats-cluster-')));
   const argsOf = (i: number): string[] => {
-    const p = ports[i] as { client: number; route: number; monitor: number };
+    const p = ports[i];
     return [
       '-n',
       `n${i}`,
@@ -216,14 +216,14 @@ export async function startNatsCluster(options: NatsClusterOptions = {}): Promis
   };
   const startNode = async (i: number): Promise<void> => {
     if (children[i] !== undefined) return;
-    children[i] = await launch((ports[i] as { client: number }).client, stores[i] as string, true, timeoutMs, argsOf(i));
+    children[i] = await launch((ports[i] as { client: number }).client, stores[i], true, timeoutMs, argsOf(i));
   };
   const nodes: NatsClusterNode[] = ports.map((p, i) => ({
     name: `n${i}`,
     url: `nats://127.0.0.1:${p.client}`,
     port: p.client,
     monitorPort: p.monitor,
-    storeDir: stores[i] as string,
+    storeDir: stores[i],
     get running() {
       return children[i] !== undefined;
     },

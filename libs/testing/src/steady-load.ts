@@ -108,7 +108,7 @@ export function startSteadyLoad(options: SteadyLoadOptions): SteadyLoad {
     (phases[phases.length - 1] as { tally: Tally }).tally.record(ok, reason, now);
   };
   const workers = Array.from({ length: concurrency }, async (_v, i) => {
-    const target = options.targets[i % options.targets.length] as string;
+    const target = options.targets[i % options.targets.length];
     while (running) {
       await one(target);
       if (pace > 0) await new Promise((r) => setTimeout(r, pace));

@@ -8,7 +8,7 @@ export async function waitFor<T>(
   for (;;) {
     try {
       const value = await check();
-      if (value) return value as NonNullable<T>;
+      if (value) return value;
     } catch (err) {
       lastError = err;
     }

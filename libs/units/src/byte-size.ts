@@ -26,7 +26,7 @@ export function parseByteSize(value: string | number): number | undefined {
   if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? value : undefined;
   const m = SIZE.exec(value.trim());
   if (!m) return undefined;
-  const bytes = Number(m[1]) * (PREFIX[(m[2] ?? '').toLowerCase()] as number);
+  const bytes = Number(m[1]) * PREFIX[(m[2] ?? '').toLowerCase()];
   return Number.isFinite(bytes) ? bytes : undefined;
 }
 

@@ -29,7 +29,7 @@ export function parseGoDuration(text: string): number | undefined {
     const start = PART.lastIndex;
     const m = PART.exec(text);
     if (!m || m.index !== start) return undefined;
-    total += Number(m[1]) * (UNIT_MS[m[2] as string] as number);
+    total += Number(m[1]) * UNIT_MS[m[2]];
   }
   return Number.isFinite(total) ? total : undefined;
 }

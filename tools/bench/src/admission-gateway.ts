@@ -152,7 +152,7 @@ async function main(): Promise<void> {
       });
     const samples = new Map<string, { wrk: WrkResult; gatewayUs: number }[]>();
     for (let round = 0; round < rounds; round++) {
-      const order = variants.map((_, i) => variants[(i + round) % variants.length] as Variant);
+      const order = variants.map((_, i) => variants[(i + round) % variants.length]);
       for (const v of order) {
         const stack = stacks.get(v.key) as GatewayStack;
         const before = cpuSecondsOf(stack);

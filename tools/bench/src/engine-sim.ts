@@ -41,13 +41,13 @@ async function startChild(name: string, args: readonly string[]): Promise<Target
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...process.env, TRIAD_LOG_LEVEL: 'info' },
   });
-  const lines = createInterface({ input: child.stdout! });
+  const lines = createInterface({ input: child.stdout });
   for await (const line of lines) {
     try {
       const msg = JSON.parse(line) as { msg?: string; url?: string };
       if (msg.msg === 'sim-engine ready' && msg.url) {
         lines.removeAllListeners();
-        child.stdout!.resume();
+        child.stdout.resume();
         return { name, url: msg.url, child };
       }
     } catch {

@@ -114,16 +114,16 @@ async function main(): Promise<void> {
         const ctx = proxyRequest({ body, server, decision });
         const run = new ForwardingRunner();
         await connector.prepare?.(ctx, run);
-        await connector.attempt(ctx, decision.attempts[0] as Decision['attempts'][number], 0, run);
+        await connector.attempt(ctx, decision.attempts[0], 0, run);
         const localEncodes = p.counters()['localEncodes'] ?? 0;
         rows.push([
           label,
           mmEmbeds ? 'after (image_embeds reference)' : 'before (raw media)',
           client,
-          run.bytes['encode'] as number,
-          run.bytes['prefill'] as number,
-          run.bytes['decode'] as number,
-          (run.bytes['prefill'] as number) + (run.bytes['decode'] as number),
+          run.bytes['encode'],
+          run.bytes['prefill'],
+          run.bytes['decode'],
+          run.bytes['prefill'] + run.bytes['decode'],
           String(localEncodes),
         ]);
       }

@@ -81,7 +81,7 @@ async function main(): Promise<void> {
     .split(',')
     .map((c) => {
       const [model, conns] = c.split(':');
-      return { model: model as string, connections: Number(conns ?? 32) };
+      return { model: model, connections: Number(conns ?? 32) };
     });
   const requests = Number(values.requests);
   const rounds = Number(values.rounds);

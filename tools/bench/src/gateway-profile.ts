@@ -53,7 +53,7 @@ function summarise(file: string, top: number, fromMs: number, toMs: number): str
   let total = 0;
   let at = 0;
   for (let i = 0; i < p.samples.length; i++) {
-    const n = byId.get(p.samples[i] as number);
+    const n = byId.get(p.samples[i]);
     const dt = p.timeDeltas[i] ?? 0;
     at += dt / 1000;
     if (n === undefined || at < fromMs || at > toMs || n.callFrame.functionName === '(idle)') continue;
@@ -85,7 +85,7 @@ function accessLogMedians(file: string, fromMs: number, toMs: number, t0: number
     .filter((l) => l.time !== undefined && Date.parse(l.time) - t0 >= fromMs && Date.parse(l.time) - t0 <= toMs)
     .map((l) => l.timings_ms ?? {});
   const median = (k: string): string => {
-    const v = timings.map((t) => t[k] ?? 0).sort((a, b) => (a as number) - (b as number));
+    const v = timings.map((t) => t[k] ?? 0).sort((a, b) => a - b);
     return ((v[Math.floor(v.length / 2)] as number | undefined) ?? NaN).toFixed(3);
   };
   const keys = ['total', 'schedule', 'encode', 'prefill', 'decode'];
@@ -151,7 +151,7 @@ async function main(): Promise<void> {
     nodeArgs[name] = [...(nodeArgs[name] ?? []), '--perf-basic-prof-only-functions', '--interpreted-frames-native-stack'];
   const t0 = Date.now();
   const gatewayEnv: NodeJS.ProcessEnv = Object.fromEntries(
-    (values.env as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    values.env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
   const accessLog = values['access-log'] === true ? join(profDir, 'access.log') : undefined;
   if (accessLog !== undefined) gatewayEnv['TRIAD_LOG_LEVEL'] = 'info';
@@ -175,9 +175,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < Number(values.repeat); i++) {
       const cpu = stack.processes.map((n) => stack.cpuSeconds(n));
       const w = await runWrk({ url, body, connections, durationSec });
-      const us = stack.processes
-        .map((n, j) => `${n} ${Math.round(((stack.cpuSeconds(n) - (cpu[j] as number)) * 1e6) / w.requests)}`)
-        .join(', ');
+      const us = stack.processes.map((n, j) => `${n} ${Math.round(((stack.cpuSeconds(n) - cpu[j]) * 1e6) / w.requests)}`).join(', ');
       summary += `window ${i + 1}: ${w.rps.toFixed(0)} req/s, p50 ${w.p50ms.toFixed(2)} ms; CPU µs/req ${us}\n`;
     }
     const before = new Map(stack.processes.map((n) => [n, stack.cpuSeconds(n)]));
@@ -231,7 +229,7 @@ async function main(): Promise<void> {
       tracer.kill('SIGINT');
       await exited;
       const lines = traceOut.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l));
-      const calls = lines.map((l) => l.trim().split(/\s+/)).map((f) => [f[f.length - 1] as string, Number(f[3]) / r.requests] as const);
+      const calls = lines.map((l) => l.trim().split(/\s+/)).map((f) => [f[f.length - 1], Number(f[3]) / r.requests] as const);
       const table = markdownTable(
         ['syscall', 'per request'],
         calls.filter(([, n]) => n >= 0.01).map(([n, c]) => [n, c.toFixed(2)]),
@@ -263,11 +261,11 @@ async function main(): Promise<void> {
     await stack.close();
   }
   process.stdout.write(summary);
-  if (accessLog !== undefined) process.stdout.write(`\n${accessLogMedians(accessLog, window[0] as number, window[1] as number, t0)}\n`);
+  if (accessLog !== undefined) process.stdout.write(`\n${accessLogMedians(accessLog, window[0], window[1], t0)}\n`);
   for (const name of profiled) {
     const dir = join(profDir, name);
     for (const f of readdirSync(dir)) {
-      const summary = summarise(join(dir, f), Number(values.top), window[0] as number, window[1] as number);
+      const summary = summarise(join(dir, f), Number(values.top), window[0], window[1]);
       process.stdout.write(`\n### ${name} (${f})\n\n${summary}\n`);
     }
   }

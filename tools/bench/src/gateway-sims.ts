@@ -16,7 +16,7 @@ interface HostedSim {
 }
 
 async function main(): Promise<void> {
-  const { model, nixl, sims } = JSON.parse(process.argv[process.argv.length - 1] as string) as {
+  const { model, nixl, sims } = JSON.parse(process.argv[process.argv.length - 1]) as {
     model: string;
     nixl: SimEngineOptions['nixlSideChannel'];
     sims: HostedSim[];

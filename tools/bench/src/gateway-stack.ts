@@ -39,7 +39,7 @@ function startChild(
 ): Child {
   // A launcher (e.g. valgrind and its flags) runs node itself, so the child's pid is the launcher's.
   const [command, ...prefix] = [...launcher, process.execPath];
-  const proc = spawn(command as string, [...prefix, ...nodeArgs, ...script, ...args], {
+  const proc = spawn(command, [...prefix, ...nodeArgs, ...script, ...args], {
     stdio: ['ignore', stdout, 'pipe'],
     env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', ...env },
   });
@@ -257,7 +257,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       const shared = !!process.env['BENCH_EC_DIR'] && epd;
       if (opts.simProcesses !== 'each') {
         const ec = epd ? (shared ? { sharedEcDir: ecDir } : { ecConnector: 'nixl' }) : {};
-        hosted.push({ name: s.name, role: s.role, port: ports[s.name] as number, profile, ...ec });
+        hosted.push({ name: s.name, role: s.role, port: ports[s.name], profile, ...ec });
         continue;
       }
       const args = [
@@ -318,7 +318,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
         pod: s.name,
         role: s.recordRole,
         ip: '127.0.0.1',
-        port: ports[s.name] as number,
+        port: ports[s.name],
         ...(s.server === 'agg' || s.server === 'paced' ? {} : { group: 'g1' }),
         engine: 'vLLM',
         ready: true,

@@ -76,7 +76,7 @@ async function main(): Promise<void> {
   });
   let reference: ReferenceProxies | undefined;
   try {
-    const simUrl = (name: string) => stack.sims[name] as string;
+    const simUrl = (name: string) => stack.sims[name];
     const epdStages = { encode: simUrl('epd-e'), prefill: simUrl('epd-p'), decode: simUrl('epd-d') };
     if (classic || newest) reference = await startReferenceProxies(referenceScripts, epdStages);
     const g = `${stack.gatewayUrl}/v1/chat/completions`;

@@ -168,8 +168,8 @@ async function vllmScenario(s: Scenario, gw: Gateway, fault: 'error500' | 'slow-
     mode: 'pd',
     encoders: [],
     attempts: [
-      { prefill: refs['p'] as EndpointRef, endpoint: refs['d1'] as EndpointRef },
-      { prefill: refs['p'] as EndpointRef, endpoint: refs['d2'] as EndpointRef },
+      { prefill: refs['p'], endpoint: refs['d1'] },
+      { prefill: refs['p'], endpoint: refs['d2'] },
     ],
   }));
   await waitFor(async () => (await chat(gw.url, s.name, false)) === 200, { what: `${s.name} served`, timeoutMs: 30_000 });
@@ -222,7 +222,7 @@ async function sglangScenario(s: Scenario, gw: Gateway | undefined, fault: 'hang
     ok: true,
     mode: 'pd',
     encoders: [],
-    attempts: [{ prefill: refs['p'] as EndpointRef, endpoint: refs['d'] as EndpointRef }],
+    attempts: [{ prefill: refs['p'], endpoint: refs['d'] }],
   }));
   const clients = Array.from({ length: N }, () => new AbortController());
   if (gw === undefined) {

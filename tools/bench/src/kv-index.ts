@@ -95,7 +95,7 @@ async function lag(batches: number, rate: number): Promise<string[][]> {
   for (let i = 0; i < batches; i++) {
     const tokens = Array.from({ length: 64 }, (_, j) => i * 64 + j);
     const digests = hasher.digests(tokens);
-    sentAt.set(hasher.keys(tokens.slice(0, 16))[0] as string, process.hrtime.bigint());
+    sentAt.set(hasher.keys(tokens.slice(0, 16))[0], process.hrtime.bigint());
     await pub.publish(
       encodeKvEventBatch('vllm', Date.now() / 1000, [{ type: 'stored', hashes: digests, parent: undefined, tokens, blockSize: 16 }]),
     );

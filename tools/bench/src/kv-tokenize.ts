@@ -24,7 +24,7 @@ const TOKENIZERS: Record<string, string> = {
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? (process.argv[i + 1] as string) : fallback;
+  return i >= 0 ? process.argv[i + 1] : fallback;
 }
 
 interface Case {
@@ -81,13 +81,13 @@ function keyAgreement(ref: string): string {
       const hasher = new VllmBlockHasher({ algo: h.algo, seed: h.seed, blockSize: h.blockSize });
       const extra = { ...(h.lora ? { loraName: h.lora } : {}), ...(h.cacheSalt ? { cacheSalt: h.cacheSalt } : {}) };
       // This tree: the model directory as it is (chat_template.jinja, processor template, preprocessor config).
-      const now = tokenizePrompt(loadTokenizer(TOKENIZERS[c.tokenizer] as string, { configDir }), bodyOf(c));
+      const now = tokenizePrompt(loadTokenizer(TOKENIZERS[c.tokenizer], { configDir }), bodyOf(c));
       const afterKeys = hasher.keys(now.ids, { ...extra, ...(now.mm.length > 0 ? { mm: now.mm } : {}) });
       // The baseline: tokenizer.json with tokenizer_config.json beside it (all it reads).
       const dir = join(scratch, c.model);
       if (!existsSync(dir)) {
         mkdirSync(dir);
-        symlinkSync(TOKENIZERS[c.tokenizer] as string, join(dir, 'tokenizer.json'));
+        symlinkSync(TOKENIZERS[c.tokenizer], join(dir, 'tokenizer.json'));
         copyFileSync(join(configDir, 'tokenizer_config.json'), join(dir, 'tokenizer_config.json'));
       }
       let beforeIds: number[] | undefined;
@@ -146,7 +146,7 @@ async function latency(prompts: number, rounds: number): Promise<string> {
     role: 'both',
     host: '127.0.0.1',
     model: 'm',
-    kvEvents: { endpoint: 'tcp://127.0.0.1:*', tokenizer: TOKENIZERS['qwen'] as string, tokenizerConfig: configDir, blockSize: 16 },
+    kvEvents: { endpoint: 'tcp://127.0.0.1:*', tokenizer: TOKENIZERS['qwen'], tokenizerConfig: configDir, blockSize: 16 },
   });
   try {
     const endpoints = new TokenizerEndpoints();
@@ -173,7 +173,7 @@ async function latency(prompts: number, rounds: number): Promise<string> {
       return out;
     };
     const local = new KvBlockHashing(console);
-    local.configure({ ...base, tokenizers: [{ model: '*', path: TOKENIZERS['qwen'] as string, configDir, source: 'local' }] });
+    local.configure({ ...base, tokenizers: [{ model: '*', path: TOKENIZERS['qwen'], configDir, source: 'local' }] });
     const engine = new KvBlockHashing(console, endpoints);
     engine.configure({ ...base, tokenizers: [{ model: '*', source: 'engine-only' }] });
     const results = { local: [] as number[], cold: [] as number[], cached: [] as number[] };
@@ -184,7 +184,7 @@ async function latency(prompts: number, rounds: number): Promise<string> {
       results.cold.push(...(await time(engine, bodies)));
       results.cached.push(...(await time(engine, bodies)));
     }
-    const qwen = loadTokenizer(TOKENIZERS['qwen'] as string, { configDir });
+    const qwen = loadTokenizer(TOKENIZERS['qwen'], { configDir });
     const tokens = bodies.map((b) => tokenizePrompt(qwen, b).ids.length).sort((a, b) => a - b);
     const row = (name: string, xs: number[]) => {
       const sorted = [...xs].sort((a, b) => a - b);

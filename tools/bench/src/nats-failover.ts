@@ -107,8 +107,8 @@ async function main(): Promise<void> {
       await stack.nats.waitForJetStream({ expectPeers: 3 });
     });
     const secondName = (await leader(`KV_${Buckets.admission}`).catch(() => undefined)) ?? (await leader(`KV_${Buckets.modelServers}`));
-    const second =
-      stack.nats.nodes.find((n) => n.name === secondName && n !== first) ?? (stack.nats.nodes.find((n) => n !== first) as NatsClusterNode);
+    const second = stack.nats.nodes.find((n) => n.name === secondName && n !== first) ?? stack.nats.nodes.find((n) => n !== first);
+    if (second === undefined) throw new Error('the cluster has no node besides the one killed first');
     await phase(`${second.name} killed`, () => second.kill());
     await phase(`${second.name} restarted`, async () => {
       await second.start();

@@ -137,7 +137,7 @@ async function main(): Promise<void> {
       const next = roles.get(key) === 'prefill' ? 'decode' : 'prefill';
       const seen = new Promise<number>((resolve) => waiters.set(key, { role: next, resolve }));
       const t0 = performance.now();
-      kube.apply(benchPod(i, fleet.ips[i]!, next));
+      kube.apply(benchPod(i, fleet.ips[i], next));
       latencies.push((await seen) - t0);
     }
     fleet.busy = false;

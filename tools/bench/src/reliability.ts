@@ -93,7 +93,7 @@ async function metricSum(metricsUrl: string, name: string): Promise<number> {
 const fmt = (n: number) => n.toLocaleString('en-US');
 
 async function main(): Promise<void> {
-  const topologies = (args.topologies as string).split(',').filter((t) => t !== '') as TopologyName[];
+  const topologies = args.topologies.split(',').filter((t) => t !== '') as TopologyName[];
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'bench-reliability' });
   const sims: SimEngineHandle[] = [];
@@ -136,7 +136,7 @@ async function main(): Promise<void> {
         await servers.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, mode: resolvePipelineMode(s), spec: s });
       },
       async putRoute(name, spec) {
-        await routes.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, spec: spec as never });
+        await routes.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, spec: spec });
       },
       async putEndpoint(server, pod, role, sim, extra) {
         const s = sim as SimEngineHandle;
@@ -170,7 +170,7 @@ async function main(): Promise<void> {
     const options = {
       requests: REQUESTS,
       concurrency: Number(args.concurrency),
-      stageTimeout: args['stage-timeout'] as string,
+      stageTimeout: args['stage-timeout'],
       clientTimeoutMs: 60_000,
       tag: 'bench',
     };
@@ -225,9 +225,9 @@ async function main(): Promise<void> {
     }
     const phaseRows = await runPhaseSuites(
       stack,
-      (args.phases as string).split(',').filter((p) => p !== ''),
+      args.phases.split(',').filter((p) => p !== ''),
       () => `127.0.${subnet++}`,
-      { requests: Number(args['phase-requests']), concurrency: Number(args.concurrency), stageTimeout: args['stage-timeout'] as string },
+      { requests: Number(args['phase-requests']), concurrency: Number(args.concurrency), stageTimeout: args['stage-timeout'] },
     );
     const fuzzCount = Number(args.fuzz);
     const fuzz = fuzzCount > 0 ? await runFuzzRow(stack, fuzzCount, fuzzModels) : undefined;
@@ -315,8 +315,7 @@ async function runMidStreamDeaths(stack: MatrixStack, topo: DeployedTopology, co
 
 function midStreamRow(r: MidStreamResult, base: MidStreamResult): string[] {
   const extra = [...r.resumeExtraMs].sort((a, b) => a - b);
-  const pct = (q: number) =>
-    extra.length === 0 ? '–' : `${(extra[Math.min(extra.length - 1, Math.floor(q * extra.length))] as number).toFixed(1)}`;
+  const pct = (q: number) => (extra.length === 0 ? '–' : `${extra[Math.min(extra.length - 1, Math.floor(q * extra.length))].toFixed(1)}`);
   const prefills = r.prefillLegsPerRequest;
   const complete = r.sent - r.failed;
   return [

@@ -18,7 +18,7 @@ const [output, ...inputs] = process.argv.slice(2);
 if (!output || inputs.length === 0 || !output.endsWith('.svg'))
   throw new Error('usage: routing-plot.ts OUT.svg RESULTS.json [MORE.json ...]');
 const files = inputs.map((f) => JSON.parse(readFileSync(f, 'utf8')) as Results);
-const data: Results = { ...files[0]!, results: files.flatMap((f) => f.results) };
+const data: Results = { ...files[0], results: files.flatMap((f) => f.results) };
 /** A panel row: pool and workload (results of runs before pools existed are aggregated). */
 const rowOf = (r: RunMetrics): string => `${r.pool ?? 'aggregated'} · ${r.workload}`;
 

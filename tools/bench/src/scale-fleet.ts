@@ -113,7 +113,7 @@ function clusterObjects(port: number, pods: 'served' | 'minimal'): KubeObject[] 
     const labels = { app: `ms-${Math.floor(i / PER_SERVER)}` };
     objects.push(
       pods === 'served'
-        ? (servedPod(name, { labels, ip: podIp(i), port }) as KubeObject)
+        ? servedPod(name, { labels, ip: podIp(i), port })
         : {
             apiVersion: 'v1',
             kind: 'Pod',
@@ -143,23 +143,23 @@ async function startFleet(): Promise<Fleet> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'scrape-fleet-server.ts')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const lines: Interface = createInterface({ input: child.stdout! });
+  const lines: Interface = createInterface({ input: child.stdout });
   const waiting: ((line: string) => void)[] = [];
   lines.on('line', (l) => waiting.shift()?.(l));
   const next = () => new Promise<string>((resolve) => waiting.push(resolve));
   const { port } = JSON.parse(await next()) as { port: number };
   return {
     port,
-    send: (cmd) => child.stdin!.write(`${cmd}\n`),
+    send: (cmd) => child.stdin.write(`${cmd}\n`),
     stats: async () => {
       const reply = next();
-      child.stdin!.write('stats\n');
+      child.stdin.write('stats\n');
       return JSON.parse(await reply) as { scrapes: number; connections: number };
     },
     close: () =>
       new Promise<void>((resolve) => {
         child.once('exit', () => resolve());
-        child.stdin!.end();
+        child.stdin.end();
       }),
   };
 }
@@ -490,7 +490,7 @@ async function main(): Promise<void> {
     // Timed twice: beside the saturated fleet (every process of the benchmark shares this machine's two cores, so
     // its tail is mostly time slices lost to them), then with the same state once the pod-watchers stopped.
     const { local, servers } = await loadFromKv(bus);
-    const first = servers[0] as string;
+    const first = servers[0];
     const alone = await loadFromKv(bus, first);
     const now = Date.now();
     const busy = { all: timeDecisions(local, servers, 20_000, now), single: timeDecisions(alone.local, [first], 20_000, now) };

@@ -35,7 +35,7 @@ export function buildCluster(mode: BenchMode, size: number, scrapedAt: number): 
   const perGroup = mode === 'pd' ? 8 : 9;
   const endpoints: EndpointRecord[] = [];
   for (let i = 0; i < size; i++) {
-    const role = roles[i % roles.length] as EndpointRecord['role'];
+    const role = roles[i % roles.length];
     const group = mode === 'aggregated' ? undefined : `g${Math.floor(i / perGroup)}`;
     endpoints.push(
       endpointRecord({
@@ -90,7 +90,7 @@ export class RequestStream {
     return schedulingRequest({
       id: `bench-${n}`,
       modelServer: this.#modelServer,
-      prefixHashes: this.#hashes[n % this.#hashes.length] as string[],
+      prefixHashes: this.#hashes[n % this.#hashes.length],
       mediaItems:
         this.#mode === 'epd'
           ? [
@@ -105,5 +105,5 @@ export class RequestStream {
 /** Percentile of an ascending-sorted array (nearest rank). */
 export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] as number;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }

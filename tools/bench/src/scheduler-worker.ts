@@ -39,7 +39,7 @@ async function runEcho(natsUrl: string, opsPort: number): Promise<void> {
 
 const [mode, natsUrl, port, configFile] = process.argv.slice(2);
 const opsPort = Number(port);
-const run = mode === 'echo' ? runEcho(natsUrl as string, opsPort) : runService(natsUrl as string, opsPort, configFile as string);
+const run = mode === 'echo' ? runEcho(natsUrl, opsPort) : runService(natsUrl, opsPort, configFile);
 run.catch((err: unknown) => {
   process.stderr.write(`scheduler-worker: ${(err as Error).stack ?? String(err)}\n`);
   process.exit(1);

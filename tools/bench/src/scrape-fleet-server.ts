@@ -51,7 +51,7 @@ async function main(): Promise<void> {
         pending = pending.slice(end + 4);
         if (head.startsWith('GET /metrics')) {
           scrapes += 1;
-          socket.write(mode === 'busy' ? (busy[Math.floor(Math.random() * 8)] as Buffer) : steady);
+          socket.write(mode === 'busy' ? busy[Math.floor(Math.random() * 8)] : steady);
         } else if (head.startsWith('GET /v1/models')) {
           socket.write(modelsReply);
         } else {

@@ -51,7 +51,7 @@ async function seed(bus: Bus, pools: Record<'paced' | 'fast', SimEngineHandle[]>
         model: MODEL,
         inferenceEngine: 'vLLM',
         workloadSelector: { matchLabels: { app: name } },
-        workloadPort: { port: sims[0]?.port as number, protocol: 'http' },
+        workloadPort: { port: sims[0]?.port, protocol: 'http' },
       },
     });
     await routes.put(objectKey(NS, name), {
@@ -170,7 +170,7 @@ async function warmIdleRss(port: number, pid: number, model: string): Promise<nu
     await new Promise((r) => setTimeout(r, 100));
     samples.push(rssMb(pid));
   }
-  return samples.sort((a, b) => a - b)[10] as number;
+  return samples.sort((a, b) => a - b)[10];
 }
 
 type Row = (string | number)[];

@@ -151,7 +151,7 @@ async function main(): Promise<void> {
     process.stderr.write(`measuring ${v.label}...\n`);
     results.push(await measure(v, opts));
   }
-  const base = (results[0] as Measurement).perRequest;
+  const base = results[0].perRequest;
   process.stdout.write(
     `EPD, 1 image, ${opts.requests} requests at ${opts.connections} connections after ${opts.warmup} warm-up; gateway ` +
       'instructions counted by callgrind over the load window\n\n',

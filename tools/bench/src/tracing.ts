@@ -100,7 +100,7 @@ const VARIANTS: readonly Variant[] = [
 
 function cpuSecondsOf(pid: number | undefined): number {
   if (pid === undefined) return NaN;
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
@@ -243,7 +243,7 @@ async function main(): Promise<void> {
     const samples = new Map<string, Sample[]>();
     const exported = new Map<string, { spans: number; requests: number; receiverCpu: number }>();
     for (let round = 0; round < rounds; round++) {
-      const order = variants.map((_, i) => variants[(i + round) % variants.length] as Variant);
+      const order = variants.map((_, i) => variants[(i + round) % variants.length]);
       for (const connections of connectionCounts) {
         for (const v of order) {
           const stack = stacks.get(v.key) as GatewayStack;
@@ -353,7 +353,7 @@ async function main(): Promise<void> {
         const own = (summary('recorder', connections).gb / base - 1) * 100;
         const of = (key: string) => (samples.get(`${key}|${connections}`) as Sample[]).map((x) => x.gatewayBusyUs);
         const [offs, sdks, owns] = [of('off'), of('sdk'), of('recorder')];
-        const paired = median(offs.map((off, i) => (((sdks[i] as number) - (owns[i] as number)) / off) * 100));
+        const paired = median(offs.map((off, i) => ((sdks[i] - owns[i]) / off) * 100));
         process.stdout.write(
           `${connections} conns: gateway CPU cost of tracing (idle subtracted, medians): SDK tracer ${sdk.toFixed(1)} %, recorder ` +
             `${own.toFixed(1)} %: the recorder is ${(sdk - own).toFixed(1)} points cheaper (paired by round: ` +

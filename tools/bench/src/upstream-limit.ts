@@ -150,7 +150,7 @@ async function main(): Promise<void> {
         model: MODEL,
         inferenceEngine: 'vLLM',
         workloadSelector: { matchLabels: { app: 'agg' } },
-        workloadPort: { port: sims[0]?.port as number, protocol: 'http' },
+        workloadPort: { port: sims[0]?.port, protocol: 'http' },
       },
     });
     await routes.put(objectKey(NS, 'chat'), {

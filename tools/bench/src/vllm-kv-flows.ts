@@ -58,7 +58,7 @@ const decoder = new TextDecoder();
 
 function percentile(xs: readonly number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number;
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 }
 
 interface Timing {
@@ -165,7 +165,7 @@ class World {
       ok: true,
       mode: 'pd',
       encoders: [],
-      attempts: [{ prefill: refs[0] as EndpointRef, endpoint: refs[1] as EndpointRef }],
+      attempts: [{ prefill: refs[0], endpoint: refs[1] }],
     };
   }
 
@@ -189,7 +189,7 @@ async function engineIds(sim: SimEngineHandle): Promise<string[]> {
   const query = (await (await fetch(`http://${sim.host}:${sim.bootstrapPort}/query`)).json()) as Record<string, { engine_id: string }>;
   return Object.keys(query)
     .sort()
-    .map((k) => query[k]!.engine_id);
+    .map((k) => query[k].engine_id);
 }
 
 interface Measured {
@@ -211,7 +211,7 @@ async function measure(n: number, d: SimEngineHandle, paths: readonly (() => Pro
       const before = d.counters();
       const t = await send();
       const after = d.counters();
-      const m = out[k] as Measured;
+      const m = out[k];
       m.recomputed += (after['localPrefillFallbacks'] ?? 0) - (before['localPrefillFallbacks'] ?? 0);
       m.pulled += (after['kvPullsReceived'] ?? 0) - (before['kvPullsReceived'] ?? 0);
       m.ttft.push(t.ttftMs);

@@ -91,7 +91,7 @@ export class Bench {
       for (const { stage, probeRole, sharedEc, ...opts } of specs) {
         if (sharedEc && bench.#ecDir === undefined) bench.#ecDir = mkdtempSync(join(tmpdir(), 'triad-conformance-ec-'));
         const ec = sharedEc ? { sharedEcDir: bench.#ecDir } : {};
-        const sim = await startSimEngine({ ...opts, ...ec, host: nextHost(), model: MODEL, requestLogLimit: 0 } as SimEngineOptions);
+        const sim = await startSimEngine({ ...opts, ...ec, host: nextHost(), model: MODEL, requestLogLimit: 0 });
         const tap = await RecordingTap.start({
           stage,
           host: nextHost(),

@@ -3,7 +3,7 @@ import { ABSENT, diffResults, type RequestResult } from './diff';
 import type { Leg } from './normalise';
 
 function leg(id: string, fields: Record<string, unknown>, extra: Partial<Leg> = {}): Leg {
-  const stage = id.split('#')[0]!;
+  const stage = id.split('#')[0];
   return { id, stage, target: stage, method: 'POST', path: '/v1/chat/completions', status: 200, headers: {}, fields, answer: {}, ...extra };
 }
 

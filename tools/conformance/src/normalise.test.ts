@@ -160,9 +160,9 @@ describe('normalise', () => {
       answer: { 'kv_transfer_params.remote_host': 'P.sim', 'kv_transfer_params.remote_port': 'P.port' },
     });
     // The transfer id is built from the request id: the same name shows it.
-    expect(legP!.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<request#1>');
-    expect(legD!.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<request#1>');
-    expect(legP!.headers['user-agent']).toBeUndefined();
+    expect(legP.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<request#1>');
+    expect(legD.fields['body.kv_transfer_params.transfer_id']).toBe('xfer-<request#1>');
+    expect(legP.headers['user-agent']).toBeUndefined();
   });
   it('does not call sequential legs overlapping, and names a bootstrap-port exchange apart', () => {
     const query = exchange('P', '', { port: 'bootstrap', method: 'GET', path: '/query', startedAt: 0, endedAt: 1 });
@@ -185,7 +185,7 @@ describe('normalise', () => {
   });
   it('keeps a body that is not JSON as one text placeholder', () => {
     const trace = normalise([exchange('P', 'not json')], book);
-    expect(trace.legs[0]!.fields).toEqual({ body: '<text#1>' });
+    expect(trace.legs[0].fields).toEqual({ body: '<text#1>' });
   });
 });
 

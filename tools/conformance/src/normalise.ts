@@ -203,13 +203,13 @@ export function callOrder(exchanges: readonly Exchange[]): Exchange[] {
   const out: Exchange[] = [];
   let i = 0;
   while (i < byStart.length) {
-    const first = byStart[i]!;
+    const first = byStart[i];
     const group = [first];
     let end = first.endedAt;
     let j = i + 1;
-    while (j < byStart.length && familyOf(stageOf(byStart[j]!)) === familyOf(stageOf(first)) && byStart[j]!.startedAt < end) {
-      group.push(byStart[j]!);
-      end = Math.max(end, byStart[j]!.endedAt);
+    while (j < byStart.length && familyOf(stageOf(byStart[j])) === familyOf(stageOf(first)) && byStart[j].startedAt < end) {
+      group.push(byStart[j]);
+      end = Math.max(end, byStart[j].endedAt);
       j++;
     }
     group.sort((a, b) => b.body.length - a.body.length || a.stage.localeCompare(b.stage));
@@ -261,8 +261,8 @@ export function normalise(exchanges: readonly Exchange[], book: AddressBook, see
   const overlaps: string[] = [];
   for (let i = 0; i < timed.length; i++) {
     for (let j = i + 1; j < timed.length; j++) {
-      const a = timed[i]!;
-      const b = timed[j]!;
+      const a = timed[i];
+      const b = timed[j];
       if (familyOf(a.stage) === familyOf(b.stage)) continue;
       if (a.x.startedAt < b.x.endedAt && b.x.startedAt < a.x.endedAt) overlaps.push([a.id, b.id].sort().join('~'));
     }
@@ -283,12 +283,12 @@ export function phases(legs: readonly { family: string; startedAt: number; ended
   const out: string[] = [];
   let i = 0;
   while (i < sorted.length) {
-    const families = new Set([sorted[i]!.family]);
-    let end = sorted[i]!.endedAt;
+    const families = new Set([sorted[i].family]);
+    let end = sorted[i].endedAt;
     let j = i + 1;
-    while (j < sorted.length && sorted[j]!.startedAt < end) {
-      families.add(sorted[j]!.family);
-      end = Math.max(end, sorted[j]!.endedAt);
+    while (j < sorted.length && sorted[j].startedAt < end) {
+      families.add(sorted[j].family);
+      end = Math.max(end, sorted[j].endedAt);
       j++;
     }
     const name = [...families].sort().join('+');

@@ -38,7 +38,7 @@ async function mooncakeProbe(sim: { readonly host: string; readonly bootstrapPor
   const query = (await (await fetch(`http://${sim.host}:${sim.bootstrapPort}/query`)).json()) as Record<string, { engine_id: string }>;
   const engineIds = Object.keys(query)
     .sort((a, b) => Number(a) - Number(b))
-    .map((k) => (query[k] as { engine_id: string }).engine_id);
+    .map((k) => query[k].engine_id);
   return { flow: 'concurrent', engineIds, source: 'probe' };
 }
 

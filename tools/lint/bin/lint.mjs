@@ -27,7 +27,19 @@ const { ESLint } = await import('eslint').catch((err) => {
   process.stderr.write(`lint: cannot load ESLint (${err.message}); run \`npm ci\` to install the workspace's devDependencies\n`);
   process.exit(2);
 });
-const eslint = new ESLint({ cwd: workspaceRoot, fix, errorOnUnmatchedPattern: false });
+// The type-aware rules need a TypeScript program. The config's default, the project service, builds one per project
+// tsconfig: right for one project (the nx `lint` target runs from a project root). Over several projects those
+// programs overlap (each holds its dependencies' sources) and over the whole workspace they exceed Node's default
+// heap, so `--all` and explicit paths use the single program of the root tsconfig.json, which covers every .ts file
+// with the same compiler options.
+const oneProgram = {
+  files: ['**/*.ts'],
+  languageOptions: {
+    parserOptions: { projectService: false, project: join(workspaceRoot, 'tsconfig.json'), tsconfigRootDir: workspaceRoot },
+  },
+};
+const overrideConfig = args.includes('--all') || paths.length > 0 ? oneProgram : undefined;
+const eslint = new ESLint({ cwd: workspaceRoot, fix, errorOnUnmatchedPattern: false, overrideConfig });
 const results = await eslint.lintFiles(targets);
 if (fix) await ESLint.outputFixes(results);
 const problems = results.reduce((n, r) => n + r.errorCount + r.warningCount, 0);

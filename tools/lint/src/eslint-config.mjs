@@ -1,6 +1,6 @@
 // The workspace's ESLint configuration (the root eslint.config.mjs re-exports it): ESLint's and typescript-eslint's
-// recommended rules without type information (fast on small machines), tuned below, plus the `triad` plugin that
-// enforces module boundaries from the nx tags.
+// recommended rules, tuned below, three type-aware rules, plus the `triad` plugin that enforces module boundaries
+// from the nx tags.
 import { fileURLToPath } from 'node:url';
 import js from '@eslint/js';
 import { defineConfig } from 'eslint/config';
@@ -34,21 +34,19 @@ export default defineConfig(
       ],
     },
   },
-  // Type-aware rules (TRIAD_LINT_TYPED=1, not yet in `npm test`: no-unnecessary-type-assertion still has findings, and
-  // the typed pass costs about 5 CPU-minutes over the workspace where the plain one costs well under one).
-  ...(process.env.TRIAD_LINT_TYPED === '1'
-    ? [
-        {
-          files: ['**/*.ts'],
-          languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: workspaceRoot } },
-          rules: {
-            '@typescript-eslint/no-floating-promises': 'error',
-            '@typescript-eslint/no-misused-promises': 'error',
-            '@typescript-eslint/no-unnecessary-type-assertion': 'error',
-          },
-        },
-      ]
-    : []),
+  // Type-aware rules: promises that are neither awaited nor handled, promises where a plain value is expected (an
+  // async callback in a void slot), and assertions the type checker proves unnecessary. They need a TypeScript
+  // program: the project service builds one per project tsconfig (an editor, one project's `nx lint`);
+  // tools/lint/bin/lint.mjs --all swaps in one program from the root tsconfig.json, for time and memory.
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: workspaceRoot } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/no-unnecessary-type-assertion': 'error',
+    },
+  },
   {
     // CommonJS files: jest configs, the `triad` launcher.
     files: ['**/*.cjs', '**/*.js'],

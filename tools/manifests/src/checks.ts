@@ -125,7 +125,7 @@ export function checkWorkloads(docs: readonly ManifestDoc[]): string[] {
       // anything else stays literal text, a silent bug.
       const defined = new Set(list(c.raw['env']).map((e) => String(e['name'])));
       for (const ref of [...c.command, ...c.args].flatMap((a) => [...a.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g)].map((m) => m[1]))) {
-        if (!defined.has(ref as string)) problems.push(`${where(doc)}: container ${c.name} uses $(${ref}) but defines no env var ${ref}`);
+        if (!defined.has(ref)) problems.push(`${where(doc)}: container ${c.name} uses $(${ref}) but defines no env var ${ref}`);
       }
       for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
         const http = obj(obj(c.raw[probe])['httpGet']);
@@ -290,7 +290,7 @@ export function checkTriadContainers(
         problems.push(`${at}: cannot check its flags: ${answer && !answer.ok ? answer.error : 'no help asked'}`);
       } else {
         for (const arg of rest.filter((a) => a.startsWith('--'))) {
-          const flag = arg.split('=')[0] as string;
+          const flag = arg.split('=')[0];
           if (!answer.flags.has(flag)) problems.push(`${at}: \`triad ${command}\` has no flag ${flag}`);
         }
       }

@@ -34,7 +34,7 @@ export function commandHelp(workspaceRoot: string, command: string): Promise<Com
 export async function commandsHelp(workspaceRoot: string, commands: Iterable<string>): Promise<Map<string, CommandHelp>> {
   const names = [...new Set(commands)];
   const answers = await Promise.all(names.map((c) => commandHelp(workspaceRoot, c)));
-  return new Map(names.map((c, i) => [c, answers[i] as CommandHelp]));
+  return new Map(names.map((c, i) => [c, answers[i]]));
 }
 
 /** The commands `triad --help` lists (its own and the ones that take their own flags). */
@@ -46,7 +46,7 @@ export function cliCommands(workspaceRoot: string): Promise<Set<string>> {
       { timeout: 60_000, cwd: workspaceRoot },
       (err, stdout) => {
         if (err) reject(err);
-        else resolve(new Set([...stdout.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1] as string).filter((c) => c !== 'help')));
+        else resolve(new Set([...stdout.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1]).filter((c) => c !== 'help')));
       },
     );
   });

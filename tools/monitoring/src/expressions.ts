@@ -56,7 +56,7 @@ export function queryVariables(dashboard: TemplatingJson): LabelValuesVariable[]
     .map((v) => {
       const m = /^label_values\((.+),\s*([A-Za-z_][A-Za-z0-9_]*)\)$/.exec(v.definition ?? '');
       if (!m) throw new Error(`variable ${v.name}: only label_values(selector, label) queries are supported, got ${v.definition}`);
-      return { name: v.name, selector: m[1] as string, label: m[2] as string };
+      return { name: v.name, selector: m[1], label: m[2] };
     });
 }
 

@@ -94,7 +94,7 @@ beforeAll(async () => {
   );
   gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const opsLine = /^ {2}ops {6}(.*)$/m.exec(output)?.[1] ?? '';
-  ops = new Map([...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1] as string, Number(m[2])]));
+  ops = new Map([...opsLine.matchAll(/([a-z-]+) :(\d+)/g)].map((m) => [m[1], Number(m[2])]));
   traffic = sendTraffic();
   prometheus = await startPrometheus({
     // The job names the PodMonitors give (the pods' app.kubernetes.io/component label).
@@ -172,7 +172,7 @@ describe('monitoring assets against the running local stack', () => {
     async (file) => {
       const p = prometheus as PrometheusHandle;
       type Json = Parameters<typeof panelQueries>[0] & Parameters<typeof queryVariables>[0];
-      const json = dashboardJson(DASHBOARDS[file] as (typeof DASHBOARDS)[string]) as unknown as Json;
+      const json = dashboardJson(DASHBOARDS[file]) as unknown as Json;
       // Variable values as Grafana would list them (each later variable per value of the earlier ones).
       let assignments: Record<string, string>[] = [{}];
       const checks = new Map<string, () => Promise<boolean>>();

@@ -12,7 +12,8 @@ export function requireTool(name: 'prometheus' | 'promtool'): string {
   const bin = process.env[variable] || name;
   const r = spawnSync(bin, ['--version'], { encoding: 'utf8' });
   if (r.error || r.status !== 0) {
-    const missing = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+    const spawnError: NodeJS.ErrnoException | undefined = r.error;
+    const missing = spawnError?.code === 'ENOENT';
     const named = process.env[variable] ? `${variable}=${bin}` : undefined;
     const why = r.error
       ? missing

@@ -226,7 +226,7 @@ function kvEventOptions(o: CliOptions, program: Command, env: NodeJS.ProcessEnv 
   return {
     kvEvents: {
       ...socket,
-      tokenizer: o.tokenizer as string,
+      tokenizer: o.tokenizer,
       ...(blockSize ? { blockSize } : {}),
       ...(o.prefixCachingHashAlgo ? { hashAlgo: o.prefixCachingHashAlgo } : {}),
       ...(env['PYTHONHASHSEED'] !== undefined ? { hashSeed: env['PYTHONHASHSEED'] } : {}),

@@ -13,7 +13,7 @@ function readStat(pid: number): ProcStat | undefined {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name sits in parentheses and may itself contain spaces or parentheses: parse after the last ')'.
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { pid, state: fields[0] as string, ppid: Number(fields[1]), pgrp: Number(fields[2]) };
+    return { pid, state: fields[0], ppid: Number(fields[1]), pgrp: Number(fields[2]) };
   } catch {
     return undefined;
   }

@@ -43,8 +43,8 @@ status: {phase: Running, podIP: "${ip}", conditions: [{type: Ready, status: "Tru
 function manifests(
   port: number,
   pods: readonly [string, string][] = [
-    ['agg-0', IPS[0] as string],
-    ['agg-1', IPS[1] as string],
+    ['agg-0', IPS[0]],
+    ['agg-1', IPS[1]],
   ],
 ): string {
   return [SERVER(port), ROUTE, ...pods.map(([n, ip]) => POD(n, ip))].join('\n---\n');
@@ -75,7 +75,7 @@ describe('reliability: bad manifests keep the last good state while the gateway 
 
   beforeAll(async () => {
     sims.push(await startSimEngine({ engine: 'vllm', role: 'both', host: IPS[0], model: MODEL, latencyProfile: 'zero' }));
-    port = (sims[0] as SimEngineHandle).port;
+    port = sims[0].port;
     sims.push(await startSimEngine({ engine: 'vllm', role: 'both', host: IPS[1], port, model: MODEL, latencyProfile: 'zero' }));
     nats = await startNatsServer();
     dir = mkdtempSync(join(tmpdir(), 'triad-bad-manifests-'));
@@ -185,9 +185,9 @@ describe('reliability: bad manifests keep the last good state while the gateway 
     // A good version still applies: a third pod joins (the second sim's address again, under another name).
     writeManifests(
       manifests(port, [
-        ['agg-0', IPS[0] as string],
-        ['agg-1', IPS[1] as string],
-        ['agg-2', IPS[1] as string],
+        ['agg-0', IPS[0]],
+        ['agg-1', IPS[1]],
+        ['agg-2', IPS[1]],
       ]),
     );
     await waitFor(async () => (await poolIps())['agg-2'] === IPS[1], { what: 'the good version applied', timeoutMs: 15_000 });

@@ -52,11 +52,11 @@ abstract class FastMetric<C> {
 
   /** The child for these label values (in `labelNames` order), created on first use; hold on to it. */
   labels(...values: string[]): C {
-    const key = values.length === 1 ? (values[0] as string) : values.join('\u0000');
+    const key = values.length === 1 ? values[0] : values.join('\u0000');
     let child = this.#children.get(key);
     if (child === undefined) {
       const labels: Labels = {};
-      for (let i = 0; i < this.#labelNames.length; i++) labels[this.#labelNames[i] as string] = values[i] ?? '';
+      for (let i = 0; i < this.#labelNames.length; i++) labels[this.#labelNames[i]] = values[i] ?? '';
       child = this.create(labels);
       this.#children.set(key, child);
     }
@@ -166,8 +166,8 @@ export class HistogramChild {
     if (!Number.isFinite(v)) return;
     const bounds = this.#bounds;
     for (let i = 0; i < bounds.length; i++) {
-      if (v <= (bounds[i] as number)) {
-        (this.counts as Float64Array)[i]! += 1;
+      if (v <= bounds[i]) {
+        this.counts[i] += 1;
         break;
       }
     }
@@ -207,7 +207,7 @@ export class FastHistogram extends FastMetric<HistogramChild> {
       if (c.count === 0 && !(this.unlabelled && this.#exportEmpty)) continue;
       let acc = 0;
       for (let i = 0; i < this.#bounds.length; i++) {
-        acc += c.counts[i] as number;
+        acc += c.counts[i];
         out.push({ labels: { le: this.#bounds[i] as unknown as string }, sharedLabels: c.labels, value: acc, metricName: bucket });
       }
       out.push({ labels: { le: '+Inf' }, sharedLabels: c.labels, value: c.count, metricName: bucket });

@@ -150,7 +150,7 @@ export function finishReason(stopReason: unknown): string | null {
 /** Anthropic usage → prompt/completion tokens; cached input (created or read) counts as input, as Kthena counts it. */
 export function anthropicUsage(usage: unknown): Usage | undefined {
   if (!isObject(usage)) return undefined;
-  const n = (k: string) => (typeof usage[k] === 'number' ? (usage[k] as number) : 0);
+  const n = (k: string) => (typeof usage[k] === 'number' ? usage[k] : 0);
   return {
     promptTokens: n('input_tokens') + n('cache_creation_input_tokens') + n('cache_read_input_tokens'),
     completionTokens: n('output_tokens'),

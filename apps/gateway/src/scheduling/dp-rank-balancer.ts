@@ -43,13 +43,13 @@ export class DpRankBalancer implements KvViewListener {
     let bestLoad = Infinity;
     for (let r = 0; r < size; r++) {
       const s = scraped?.[r];
-      const load = (s === undefined ? 0 : s.running + s.waiting) + (state.sent[r] as number);
+      const load = (s === undefined ? 0 : s.running + s.waiting) + state.sent[r];
       if (load < bestLoad) {
         best = r;
         bestLoad = load;
       }
     }
-    state.sent[best] = (state.sent[best] as number) + 1;
+    state.sent[best] = state.sent[best] + 1;
     return best;
   };
 

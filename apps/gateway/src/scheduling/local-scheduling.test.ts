@@ -55,7 +55,7 @@ describe('the local fallback follows the scheduler config key and shares affinit
       const table = local.local.scheduler.config.plugins.get('prefix-cache') as PrefixCacheScorer;
       await waitFor(() => table.store.owners('m', 'h2')?.has(keyOf('c')) === true, { what: 'the record applied' });
       const d = local.schedule(schedulingRequest({ id: 'r-1', prefixHashes: ['h1', 'h2', 'h3'] }));
-      expect(d.ok && d.attempts[0]!.endpoint.pod).toBe('c');
+      expect(d.ok && d.attempts[0].endpoint.pod).toBe('c');
       await waitFor(() => seen.some((b) => b.origin === 'gw-2/local'), { what: "the fallback's own record published" });
       expect(seen.find((b) => b.origin === 'gw-2/local')!.records).toEqual([
         { model: 'm', endpoint: keyOf('c'), role: 'aggregated', prefixHashes: ['h1', 'h2', 'h3'] },

@@ -35,7 +35,7 @@ function mediaItem(part: MediaPart): MediaItem {
 function hashedPrompt(ctx: RoutedRequest, media: readonly MediaPart[], items: readonly MediaItem[]): string {
   if (items.length === 0) return ctx.prompt;
   const keyOf = new Map<object, string>();
-  for (let i = 0; i < items.length; i++) keyOf.set(media[i]!.part, items[i]!.key);
+  for (let i = 0; i < items.length; i++) keyOf.set(media[i].part, items[i].key);
   return promptText(ctx.body, {
     mediaMarker: (part) => {
       const key = keyOf.get(part);

@@ -74,7 +74,7 @@ describe('reliability: abusive clients', () => {
         const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: chatBody(models[i % 3] as string, { stream: i % 2 === 0 }),
+          body: chatBody(models[i % 3], { stream: i % 2 === 0 }),
         });
         await res.text();
         return res.status;
@@ -89,8 +89,8 @@ describe('reliability: abusive clients', () => {
     });
   };
   const prefills = () => ({
-    pd: inferenceRequests(sims['pd-p'] as SimEngineHandle).length,
-    epd: inferenceRequests(sims['epd-p'] as SimEngineHandle).length,
+    pd: inferenceRequests(sims['pd-p']).length,
+    epd: inferenceRequests(sims['epd-p']).length,
   });
   const metric = async (name: string) => {
     const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();

@@ -122,7 +122,7 @@ describe('no healthy pod left unused, and stage fallback (in-process scheduling,
       try {
         const ids = Array.from({ length: 6 }, (_, i) => `incident-${i}`);
         for (const id of ids) expect((await streamed('incident', id)).text.length).toBeGreaterThan(0);
-        const first = await waitLine(ids[0] as string);
+        const first = await waitLine(ids[0]);
         // Before: one attempt on pod-1 and a 502, pod-2 never tried. Now: pod-1, then pod-2.
         expect(first['status_code']).toBe(200);
         expect(first['upstream_attempts']).toBe(2);
@@ -205,8 +205,8 @@ describe('no healthy pod left unused, and stage fallback (in-process scheduling,
         trafficPolicy: { outlierDetection: FAST_EJECTION },
       });
       await h.putEndpoint('pd-nixl', 'd', 'decode', decode, { group: 'g1' });
-      await h.putEndpoint('pd-nixl', 'p0', 'prefill', prefills[0] as SimEngineHandle, { group: 'g1' });
-      await h.putEndpoint('pd-nixl', 'p1', 'prefill', prefills[1] as SimEngineHandle, { group: 'g1' });
+      await h.putEndpoint('pd-nixl', 'p0', 'prefill', prefills[0], { group: 'g1' });
+      await h.putEndpoint('pd-nixl', 'p1', 'prefill', prefills[1], { group: 'g1' });
       await h.waitForModel('pd-nixl');
     });
 
@@ -354,8 +354,8 @@ describe('no healthy pod left unused, and stage fallback (in-process scheduling,
         },
         trafficPolicy: { outlierDetection: FAST_EJECTION },
       });
-      await h.putEndpoint('epd-ss', 'e0', 'encode', encoders[0] as SimEngineHandle, { group: 'g1' });
-      await h.putEndpoint('epd-ss', 'e1', 'encode', encoders[1] as SimEngineHandle, { group: 'g1' });
+      await h.putEndpoint('epd-ss', 'e0', 'encode', encoders[0], { group: 'g1' });
+      await h.putEndpoint('epd-ss', 'e1', 'encode', encoders[1], { group: 'g1' });
       await h.putEndpoint('epd-ss', 'p', 'prefill', prefill, { group: 'g1' });
       await h.putEndpoint('epd-ss', 'd', 'decode', decode, { group: 'g1' });
       await h.waitForModel('epd-ss');

@@ -41,7 +41,7 @@ async function resumeOutcomes(h: Harness): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const line of text.split('\n')) {
     const m = /^triad_gateway_stream_resumes_total\{.*outcome="(\w+)".*\} (\d+)/.exec(line);
-    if (m) out[m[1] as string] = (out[m[1] as string] ?? 0) + Number(m[2]);
+    if (m) out[m[1]] = (out[m[1]] ?? 0) + Number(m[2]);
   }
   return out;
 }
@@ -179,7 +179,7 @@ describe('stream resume: a final pod dying mid-stream', () => {
       // tokens sent, the client's sampling fields unchanged.
       const continued = inferenceRequests(healthy).map((r) => r.body as Record<string, unknown>);
       expect(continued).toHaveLength(1);
-      const body = continued[0] as Record<string, unknown>;
+      const body = continued[0];
       expect(body['max_tokens']).toBe(30 - k);
       expect(body['seed']).toBe(42);
       expect(body['temperature']).toBe(0);

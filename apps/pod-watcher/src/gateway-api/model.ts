@@ -172,7 +172,7 @@ function routeModel(route: HttpRoute, gateways: Map<string, ServedGateway>, pool
     backends: r.backends.flatMap((b) => {
       const pool = pools.get(`${b.namespace}/${b.name}`);
       if (!pool) return [];
-      const port = (pool.spec.targetPorts[0] as { number: number }).number;
+      const port = pool.spec.targetPorts[0].number;
       return [{ namespace: b.namespace, name: b.name, weight: b.weight, modelServer: inferencePoolServerName(b.name), port }];
     }),
     ...(r.urlRewrite ? { urlRewrite: r.urlRewrite } : {}),

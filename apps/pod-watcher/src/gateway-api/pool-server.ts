@@ -20,7 +20,7 @@ export function poolModelServer(pool: InferencePool): ModelServer {
     spec: {
       inferenceEngine: engine,
       workloadSelector: { matchLabels: pool.spec.selector.matchLabels },
-      workloadPort: { port: (pool.spec.targetPorts[0] as { number: number }).number, protocol: 'http' },
+      workloadPort: { port: pool.spec.targetPorts[0].number, protocol: 'http' },
     },
   };
 }

@@ -142,7 +142,7 @@ export class Inventory {
     this.#rejectedProblems.delete(id);
     const wasRejected = this.#rejected.delete(id);
     if (wasRejected) this.#logger.info({ kind: v.kind, namespace: v.namespace, name: v.name }, 'object is valid again');
-    const value = v.value as KindTypes[ValidatedKind];
+    const value = v.value;
     if (value.kind === 'ModelServer' || value.kind === 'ModelRoute') this.#status?.report(value.kind, v.namespace, v.name, [], raw);
     // A kind the reconciler reports on changes when it turns valid again, even with the spec it had before.
     this.#store(value.kind, value, fingerprint(value), wasRejected && OBSERVED.has(value.kind));

@@ -280,7 +280,7 @@ async function forEachLimit<I>(items: readonly I[], limit: number, fn: (item: I)
   let failure: unknown;
   const worker = async () => {
     while (next < items.length && failure === undefined) {
-      const item = items[next++] as I;
+      const item = items[next++];
       try {
         await fn(item);
       } catch (err) {

@@ -228,7 +228,7 @@ export class StatePublisher {
   }
 
   #open(bucket: string) {
-    const schema = SCHEMAS[bucket] as z.ZodType;
+    const schema = SCHEMAS[bucket];
     return this.#opts.bus.kv(bucket, schema) as unknown as Promise<{
       put(k: string, v: never): Promise<number>;
       delete(k: string): Promise<void>;

@@ -229,7 +229,7 @@ export class Reconciler {
     const span = startReconcileSpan({
       source: this.#opts.source ?? 'unknown',
       trigger,
-      ...(namespaces.size === 1 ? { namespace: [...namespaces][0] as string } : {}),
+      ...(namespaces.size === 1 ? { namespace: [...namespaces][0] } : {}),
     });
     const counts: PassCounts = { written: 0, deleted: 0 };
     try {

@@ -6,7 +6,7 @@ export function digitsValue(bytes: Uint8Array, from: number, to: number, maxDigi
   if (to <= from || to - from > maxDigits) return -1;
   let n = 0;
   for (let i = from; i < to; i++) {
-    const d = (bytes[i] as number) - 48;
+    const d = bytes[i] - 48;
     if (d < 0 || d > 9) return -1;
     n = n * 10 + d;
   }

@@ -16,9 +16,9 @@ export class BodyPool {
   /** A buffer of at least `size` bytes (its contents are not cleared). */
   take(size: number): Buffer {
     for (let i = this.#free.length - 1; i >= 0; i--) {
-      const b = this.#free[i] as Buffer;
+      const b = this.#free[i];
       if (b.length >= size) {
-        this.#free[i] = this.#free[this.#free.length - 1] as Buffer;
+        this.#free[i] = this.#free[this.#free.length - 1];
         this.#free.pop();
         return b;
       }

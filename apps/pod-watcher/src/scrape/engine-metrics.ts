@@ -76,7 +76,7 @@ class GaugeSum implements SampleSink {
     if (rank === NO_RANK || rank >= MAX_DP_RANKS || !Number.isFinite(value)) return;
     const ranks = (this.ranks ??= []);
     while (ranks.length <= rank) ranks.push({ running: 0, waiting: 0 });
-    (ranks[rank] as { running: number; waiting: number })[this.field] += Math.max(0, value);
+    ranks[rank][this.field] += Math.max(0, value);
     if (rank > this.top) this.top = rank;
   }
 }

@@ -51,7 +51,7 @@ function headerOf(head: Buffer, from: number, to: number): FramingHeader | undef
     if (to - from !== name.length) continue;
     for (let i = 0; i < name.length; i++) {
       // ASCII letters compare without case (| 0x20); '-' is 0x2d either way.
-      if (((head[from + i] as number) | 0x20) !== name.charCodeAt(i)) continue outer;
+      if ((head[from + i] | 0x20) !== name.charCodeAt(i)) continue outer;
     }
     return name;
   }
@@ -602,7 +602,7 @@ export class AnswerParser {
       }
       const lineEnd = data.indexOf('\r\n', from);
       if (lineEnd < 0 || lineEnd >= to) break;
-      const size = parseInt(data.toString('latin1', from, lineEnd).split(';')[0] as string, 16);
+      const size = parseInt(data.toString('latin1', from, lineEnd).split(';')[0], 16);
       if (Number.isNaN(size)) throw new GetError('protocol', 'bad chunk size');
       if (size === 0) {
         // The last chunk; the trailers (usually none) end with an empty line.

@@ -362,7 +362,7 @@ export class Scraper {
     try {
       return this.#record(t, load, failure, undefined);
     } catch (err) {
-      return Promise.reject(err as Error);
+      return Promise.reject(err);
     }
   }
 

@@ -50,7 +50,7 @@ export function parseServerInfo(text: string): SglangServerInfo {
     const parsed = (schema as z.ZodType).safeParse(body[field]);
     if (parsed.success) out[key] = parsed.data;
   }
-  return out as SglangServerInfo;
+  return out;
 }
 
 /** Same values (server info is flat). */

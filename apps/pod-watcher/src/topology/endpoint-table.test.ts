@@ -243,7 +243,7 @@ describe('endpoint table, pod-only reclassification', () => {
         pods.delete(name);
         change.set(name, undefined);
       } else {
-        const labels: Record<string, string> = { app: rand(4) === 0 ? 'x' : 'qwen', role: roles[rand(3)] as string };
+        const labels: Record<string, string> = { app: rand(4) === 0 ? 'x' : 'qwen', role: roles[rand(3)] };
         if (rand(3) > 0) labels['group'] = `g${rand(2)}`;
         if (rand(2) === 0) labels['shared'] = 'yes';
         const next = p(name, labels, { ready: rand(6) > 0, ip: `10.0.0.${rand(20)}` });

@@ -3,13 +3,12 @@ import { endpointRecord } from '../publish/records';
 import { kvEventsOf } from './kv-events-annotations';
 import { placePods } from './placement';
 
-const pod = (annotations: Record<string, string>): Pod =>
-  ({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'p', namespace: 'default', labels: { app: 'x' }, annotations },
-    status: { phase: 'Running', podIP: '10.0.0.7', conditions: [{ type: 'Ready', status: 'True' }] },
-  }) as Pod;
+const pod = (annotations: Record<string, string>): Pod => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'p', namespace: 'default', labels: { app: 'x' }, annotations },
+  status: { phase: 'Running', podIP: '10.0.0.7', conditions: [{ type: 'Ready', status: 'True' }] },
+});
 
 describe('KV-event pod annotations', () => {
   it('name the event sockets on the endpoint record', () => {
@@ -26,8 +25,8 @@ describe('KV-event pod annotations', () => {
         'triad.io/kv-events-ranks': '2',
       }),
     ]);
-    expect(endpointRecord(placement!, undefined, 1).kvEvents).toEqual({ endpoint: 'tcp://*:5557', replayEndpoint: ':5558', ranks: 2 });
-    expect(endpointRecord(placePods(ms, [pod({})])[0]!, undefined, 1).kvEvents).toBeUndefined();
+    expect(endpointRecord(placement, undefined, 1).kvEvents).toEqual({ endpoint: 'tcp://*:5557', replayEndpoint: ':5558', ranks: 2 });
+    expect(endpointRecord(placePods(ms, [pod({})])[0], undefined, 1).kvEvents).toBeUndefined();
   });
 
   it('ignore malformed values and say which annotation was wrong', () => {

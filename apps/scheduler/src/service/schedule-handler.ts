@@ -54,7 +54,7 @@ export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleH
       return { id: idOf(raw) ?? `#${i}`, ok: false, code: ErrorCode.SchedBadRequest, message: `invalid scheduling request: ${message}` };
     }
     const request = parsed.data;
-    const span = startDecideSpan(parents[i] as (typeof parents)[number], { request, batchSize: batch.requests.length });
+    const span = startDecideSpan(parents[i], { request, batchSize: batch.requests.length });
     let phases: ReturnType<DecideObserver['collect']> | undefined;
     let at: ToEpoch | undefined;
     if (observer && span.span.isRecording()) {

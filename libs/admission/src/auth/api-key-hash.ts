@@ -50,8 +50,8 @@ export function parseApiKeyHash(hash: string): ParsedHash | undefined {
   if (parts.length !== 6 || parts[0] !== 'scrypt') return undefined;
   const [N, r, p] = parts.slice(1, 4).map(Number) as [number, number, number];
   if (![N, r, p].every((n) => Number.isInteger(n) && n > 0) || (N & (N - 1)) !== 0) return undefined;
-  const salt = Buffer.from(parts[4] as string, 'base64url');
-  const derived = Buffer.from(parts[5] as string, 'base64url');
+  const salt = Buffer.from(parts[4], 'base64url');
+  const derived = Buffer.from(parts[5], 'base64url');
   if (salt.length < 8 || derived.length < 16) return undefined;
   return { N, r, p, salt, derived };
 }

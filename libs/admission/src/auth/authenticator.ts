@@ -112,7 +112,7 @@ export class Authenticator {
     }
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m) return this.#fail('none', 'malformed', Rejections.invalidCredentials('expected "Authorization: Bearer <credential>"'));
-    const credential = m[1] as string;
+    const credential = m[1];
     if (credential.startsWith('sk-')) {
       const verified = this.#registry.cached(credential) ?? (await this.#registry.verify(credential));
       return verified.ok

@@ -158,8 +158,8 @@ export class FairQueue {
     let best: { user: string | undefined; list: Entry[]; prio: number } | undefined;
     for (const [user, list] of this.#byUser) {
       const prio = this.#deps.priority(user);
-      const head = list[0] as Entry;
-      if (!best || prio < best.prio || (prio === best.prio && head.seq < (best.list[0] as Entry).seq)) best = { user, list, prio };
+      const head = list[0];
+      if (!best || prio < best.prio || (prio === best.prio && head.seq < best.list[0].seq)) best = { user, list, prio };
     }
     const chosen = best as { user: string | undefined; list: Entry[] };
     const entry = chosen.list.shift() as Entry;

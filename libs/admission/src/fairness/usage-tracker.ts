@@ -95,8 +95,8 @@ export class UsageTracker {
 
   #evict(s: Series, sec: number): void {
     const oldest = sec - this.#windowSec;
-    while (s.head < s.buckets.length && (s.buckets[s.head] as Bucket).sec <= oldest) {
-      const b = s.buckets[s.head] as Bucket;
+    while (s.head < s.buckets.length && s.buckets[s.head].sec <= oldest) {
+      const b = s.buckets[s.head];
       s.input -= b.input;
       s.output -= b.output;
       s.requests -= b.requests;

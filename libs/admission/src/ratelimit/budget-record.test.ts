@@ -124,7 +124,7 @@ describe('settleRecord', () => {
   it('counts open leases as spent at the roll until their holder reports the real figure', () => {
     let rec: BudgetRecord = settleRecord(undefined, base({ needs: [need(90)], wantLease: true })).record;
     rec = settleRecord(rec, base({ replica: 'b', debit: need(10) })).record; // used 100, a holds a lease
-    const leaseIn = rec.leases['a']?.in as number;
+    const leaseIn = rec.leases['a']?.in;
     expect(leaseIn).toBeGreaterThan(0);
     const rolled = settleRecord(rec, base({ replica: 'b', now: 11 * UNIT })).record;
     expect(headroom(rolled, 'in', { in: 100 }, { in: 100, out: 100 })).toBe(100 - leaseIn);

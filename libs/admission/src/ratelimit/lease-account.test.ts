@@ -70,7 +70,7 @@ describe('LeaseAccount', () => {
     const outcomes: Promise<ReserveOutcome>[] = [];
     for (let wave = 0; wave < 12; wave++) {
       for (let i = 0; i < 5; i++) {
-        const acc = accounts[(wave + i) % 2] as LeaseAccount;
+        const acc = accounts[(wave + i) % 2];
         outcomes.push(Promise.resolve(acc.reserve({ in: 10, out: 0 }, settings(200))));
       }
       await new Promise((r) => setImmediate(r));
@@ -84,7 +84,7 @@ describe('LeaseAccount', () => {
 
   it('reuses refunded tokens once the refund is reported', async () => {
     const { accounts } = replicas(1, now, { ...LEASE, maxFraction: 0 });
-    const acc = accounts[0] as LeaseAccount;
+    const acc = accounts[0];
     const first = await acc.reserve({ in: 150, out: 0 }, settings(200));
     expect(first.ok).toBe(true);
     expect((await acc.reserve({ in: 100, out: 0 }, settings(200))).ok).toBe(false);
@@ -115,7 +115,7 @@ describe('LeaseAccount', () => {
 
   it('charges an output overrun at once and carries it into the next window', async () => {
     const { store, accounts } = replicas(1, now);
-    const acc = accounts[0] as LeaseAccount;
+    const acc = accounts[0];
     const out = settings(10_000, 100);
     const r = await acc.reserve({ in: 5, out: 10 }, out);
     expect(r.ok).toBe(true);
@@ -142,7 +142,7 @@ describe('LeaseAccount', () => {
   });
 
   it('reports the store as unavailable instead of deciding', async () => {
-    const acc = replicas(1, now).accounts[0] as LeaseAccount;
+    const acc = replicas(1, now).accounts[0];
     (acc.store as MemoryBudgetStore).available = false;
     const r = await acc.reserve({ in: 10, out: 0 }, settings(200));
     expect(r).toMatchObject({ ok: false, kind: 'unavailable' });

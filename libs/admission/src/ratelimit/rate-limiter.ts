@@ -83,7 +83,7 @@ export class RateLimiter {
     parts: ReservedPart[],
   ): LimitDecision | Promise<LimitDecision> {
     for (let i = start; i < scopes.length; i++) {
-      const scope = scopes[i] as Scope;
+      const scope = scopes[i];
       const { limits } = scope.settings;
       if (limits.in !== undefined && cost.in > limits.in) {
         this.#cancel(parts);

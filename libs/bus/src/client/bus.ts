@@ -47,7 +47,7 @@ function toHeaders(map: HeaderMap | undefined): MsgHdrs | undefined {
   const keys = Object.keys(map);
   if (keys.length === 0) return undefined;
   const h = natsHeaders();
-  for (const k of keys) h.set(k, map[k] as string);
+  for (const k of keys) h.set(k, map[k]);
   return h;
 }
 

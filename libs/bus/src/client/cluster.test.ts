@@ -22,7 +22,7 @@ describe('Bus against a 3-node clustered JetStream', () => {
     // Each client is given every seed, but starts on a different node.
     writer = await connectBus({ servers: cluster.url, name: 'writer', kvReplicas: 3 });
     const [first, ...rest] = cluster.urls;
-    reader = await connectBus({ servers: [...rest, first as string], name: 'reader', kvReplicas: 3 });
+    reader = await connectBus({ servers: [...rest, first], name: 'reader', kvReplicas: 3 });
   }, 60_000);
   afterAll(async () => {
     await writer?.close();
@@ -86,7 +86,7 @@ describe('Bus against a 3-node clustered JetStream', () => {
     // A service started after a node's loss creates its buckets on a cluster whose meta layer is still settling:
     // a node that has not applied a creation yet answers "stream not found" (or "consumer not found") to the
     // checks that follow it. Those are retried, so every bucket opens and every watch syncs.
-    const victim = cluster.nodes[2] as (typeof cluster.nodes)[number];
+    const victim = cluster.nodes[2];
     await victim.kill();
     const clients = await Promise.all(
       cluster.nodes.filter((n) => n !== victim).map((n, i) => connectBus({ servers: n.url, name: `late-${i}`, kvReplicas: 3 })),

@@ -56,7 +56,7 @@ export class JetStreamPublisher {
       } catch (err) {
         // Closed or draining connection, or an invalid subject: nothing was sent.
         this.#pending.delete(id);
-        reject(err as Error);
+        reject(err);
       }
     });
   }

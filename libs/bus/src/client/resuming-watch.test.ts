@@ -69,7 +69,7 @@ describe('ResumingWatch against a real nats-server', () => {
     const jsm = await jetstreamManager(nc);
     const [consumer] = await jsm.consumers.list('KV_resuming').next();
     expect(consumer).toBeDefined();
-    await jsm.consumers.delete('KV_resuming', consumer!.name);
+    await jsm.consumers.delete('KV_resuming', consumer.name);
     for (let n = 2; n <= 5; n++) await kv.put('a', text.encode(String(n)));
     await waitFor(() => w.seen.at(-1) === 5, { what: 'the writes made while the consumer was gone' });
     // History 1 keeps only the newest value per key, so the resumed consumer may start at 5; never at 1 again.
@@ -77,7 +77,7 @@ describe('ResumingWatch against a real nats-server', () => {
     expect(w.seen).toEqual([...w.seen].sort((x, y) => x - y));
     expect(new Set(w.seen).size).toBe(w.seen.length);
     expect(w.opens[0]).toBe(0);
-    expect(w.opens[1]).toBe((w.revisions[0] as number) + 1);
+    expect(w.opens[1]).toBe(w.revisions[0] + 1);
   });
 
   it('replaces an iterator that nats.js ended on its own', async () => {
@@ -85,7 +85,7 @@ describe('ResumingWatch against a real nats-server', () => {
     const w = follow('b');
     await w.watch.start();
     await waitFor(() => w.seen.length === 1, { what: 'the current value' });
-    w.iters[0]!.stop();
+    w.iters[0].stop();
     await waitFor(() => w.opens.length === 2, { what: 'a new consumer' });
     await kv.put('b', text.encode('11'));
     await waitFor(() => w.seen.at(-1) === 11, { what: 'the write after the replacement' });
@@ -99,7 +99,7 @@ describe('ResumingWatch against a real nats-server', () => {
     await waitFor(() => w.seen.length === 1, { what: 'the current value' });
     // Synced first: a replay cut short starts over from the beginning (next test), not after a revision.
     await w.watch.synced;
-    w.iters[0]!.stop();
+    w.iters[0].stop();
     await waitFor(() => w.iters.length === 2, { what: 'a replacement after three failed opens' });
     expect(w.opens.length).toBe(5);
     await kv.put('c', text.encode('21'));
@@ -114,7 +114,7 @@ describe('ResumingWatch against a real nats-server', () => {
     await w.watch.start();
     await waitFor(() => w.seen.length === 1, { what: 'the current value' });
     expect(w.watch.isSynced).toBe(false);
-    w.iters[0]!.stop();
+    w.iters[0].stop();
     await waitFor(() => w.iters.length === 2, { what: 'a new consumer' });
     expect(w.opens).toEqual([0, 0]);
     hold.held = false;
@@ -167,7 +167,7 @@ describe('ResumingWatch against a real nats-server', () => {
         const last = new Map<string, number>();
         let regressions = 0;
         const watch = new ResumingWatch({
-          open: async () => (await busy.watch()) as unknown as KvWatchIterator,
+          open: async () => await busy.watch(),
           deliver: (e) => {
             if ((last.get(e.key) ?? 0) >= e.revision) regressions += 1;
             last.set(e.key, e.revision);

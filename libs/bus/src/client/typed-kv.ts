@@ -80,7 +80,7 @@ export class TypedKv<S extends z.ZodType> {
       this.#keys.validateKey(encoded);
       subject = this.#keys.subjectForKey(encoded, true);
     } catch (err) {
-      return Promise.reject(err as Error);
+      return Promise.reject(err);
     }
     return retryJetStream(() => this.#publisher.publish(subject, data), this.#retry);
   }

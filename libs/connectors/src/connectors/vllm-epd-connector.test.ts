@@ -108,7 +108,7 @@ describe('VllmEpdConnector: encoder legs', () => {
         },
       ],
     });
-    await connector.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+    await connector.attempt(ctx, decision.attempts[0], 0, run);
     const [prefill] = run.legsOf('prefill');
     const [decode] = run.legsOf('decode');
     // No rewrite without enableMmEmbeds: the raw parts go on, with the uuids the encoders saw, plus their entries.
@@ -167,7 +167,7 @@ describe('VllmEpdConnector: encoder legs', () => {
     const run = new FakeLegRunner((spec) => (spec.stage === 'encode' ? keyedEncoder(spec) : {}));
     const connector = new VllmEpdConnector();
     await connector.prepare(ctx, run);
-    await connector.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+    await connector.attempt(ctx, decision.attempts[0], 0, run);
     const content = (run.legsOf('prefill')[0]?.json().messages as { content: unknown[] }[])[0]?.content;
     expect(content).toEqual([
       { type: 'text', text: 'compare' },
@@ -195,7 +195,7 @@ describe('VllmEpdConnector: encoder legs', () => {
     );
     const connector = new VllmEpdConnector();
     await connector.prepare(ctx, run);
-    await connector.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+    await connector.attempt(ctx, decision.attempts[0], 0, run);
     const content = (run.legsOf('prefill')[0]?.json().messages as { content: unknown[] }[])[0]?.content;
     expect(content).toEqual([
       { ...image('u0'), uuid: sha('u0') },
@@ -213,7 +213,7 @@ describe('VllmEpdConnector: encoder legs', () => {
     const run = new FakeLegRunner((spec) => (spec.stage === 'encode' ? { body: { ec_transfer_params: params } } : {}));
     const connector = new VllmEpdConnector();
     await connector.prepare(ctx, run);
-    await connector.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+    await connector.attempt(ctx, decision.attempts[0], 0, run);
     const sent = run.legsOf('prefill')[0]?.json();
     expect((sent?.messages as { content: unknown[] }[])[0]?.content).toEqual([
       { type: 'image_embeds', image_embeds: { image_grid_thw: [1, 32, 32] }, uuid: sha('u0') },
@@ -274,7 +274,7 @@ describe('VllmEpdConnector: encoder legs', () => {
     const run = new FakeLegRunner(() => ({}));
     const connector = new VllmEpdConnector();
     await connector.prepare(ctx, run);
-    await connector.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+    await connector.attempt(ctx, decision.attempts[0], 0, run);
     const sent = run.legsOf('prefill')[0]?.json();
     expect((sent?.messages as { content: { type: string }[] }[])[0]?.content.map((p) => p.type)).toEqual([
       'text',
@@ -400,7 +400,7 @@ describe('VllmEpdConnector: push connector (Mooncake)', () => {
       const ctx = proxyRequest({ body: two, server: serverWith(ec({ connector })), decision });
       const connectorUnderTest = new VllmEpdConnector();
       await connectorUnderTest.prepare(ctx, run);
-      await connectorUnderTest.attempt(ctx, decision.attempts[0] as Attempt, 0, run);
+      await connectorUnderTest.attempt(ctx, decision.attempts[0], 0, run);
       // One encode before the loop, one after the 500; both P legs on the same pods.
       expect(run.legsOf('encode')).toHaveLength(2);
       expect(run.legsOf('prefill').map((l) => l.spec.endpoint.key)).toEqual([p0.key, p0.key]);

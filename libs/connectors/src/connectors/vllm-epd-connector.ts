@@ -174,7 +174,7 @@ async function encodeAll(ctx: EngineRequest, ec: EcProfile, attempt: Attempt | u
   const groups = groupItems(ctx.proxy.media, ctx.proxy.decision.encoders, ec.maxEncoderBatch);
   const items: HandedOffItem[] = new Array<HandedOffItem>(ctx.proxy.media.length);
   const fan = new FanOut();
-  await fan.all(groups.length, (i) => encodeGroup(ctx, groups[i] as EncoderGroup, target?.zmq, run, fan, items));
+  await fan.all(groups.length, (i) => encodeGroup(ctx, groups[i], target?.zmq, run, fan, items));
   return { body: consumerBody(ctx.body, items, ec.mmEmbeds, ec.push), pushedTo: target?.key };
 }
 
@@ -188,12 +188,12 @@ async function encodeGroup(
   items: HandedOffItem[],
 ): Promise<void> {
   const server = ctx.routing.server;
-  const first = (group.parts[0] as EncoderGroup['parts'][number]).index;
+  const first = group.parts[0].index;
   const videoWithAudio = hasUseAudioInVideo(ctx.body);
   const tries = Math.min(1 + group.choice.alternates.length, 1 + server.retry.retries);
   for (let t = 0; ; t++) {
     if (fan.failure !== undefined) throw fan.failure;
-    const endpoint = t === 0 ? group.choice.endpoint : (group.choice.alternates[t - 1] as EndpointRef);
+    const endpoint = t === 0 ? group.choice.endpoint : group.choice.alternates[t - 1];
     // Fresh transfer ids on every try: a push of an earlier try must never be taken for this one.
     const sent: SentItem[] = group.parts.map((part) => ({
       index: part.index,
@@ -224,7 +224,7 @@ async function encodeGroup(
     }
     const encoded = matchEncoderAnswer(answer.body, sent, endpoint);
     group.parts.forEach((part, i) => {
-      const s = sent[i] as SentItem;
+      const s = sent[i];
       items[part.index] = { part, uuid: s.uuid, transferId: s.transferId, encoded: encoded[i] };
     });
     return;

@@ -12,10 +12,10 @@ export function matchesLabelSelector(labels: Readonly<Record<string, string>> | 
     const values = req.values ?? [];
     switch (req.operator) {
       case 'In':
-        if (!has || !values.includes(own[req.key] as string)) return false;
+        if (!has || !values.includes(own[req.key])) return false;
         break;
       case 'NotIn':
-        if (has && values.includes(own[req.key] as string)) return false;
+        if (has && values.includes(own[req.key])) return false;
         break;
       case 'Exists':
         if (!has) return false;

@@ -86,7 +86,7 @@ export class Rank {
     this.running--;
     this.kvUsedTokens -= kvTokens;
     while (this.#queue.length > 0) {
-      const next = this.#queue[0] as Waiter;
+      const next = this.#queue[0];
       if (!this.#fits(next.kvTokens)) break;
       this.#queue.shift();
       this.waiting--;

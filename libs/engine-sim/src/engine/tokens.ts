@@ -101,7 +101,7 @@ function mix(h: number, i: number): number {
 
 /** Text of output token `i` for a generation keyed by `key`. */
 export function tokenText(key: number, i: number): string {
-  return TOKEN_TEXTS[mix(key, i) % TOKEN_TEXTS.length] as string;
+  return TOKEN_TEXTS[mix(key, i) % TOKEN_TEXTS.length];
 }
 
 /** Id of output token `i` for a generation keyed by `key`. */

@@ -70,7 +70,7 @@ export class SimBlockHashing {
     }
     this.hybrid = options.groups !== undefined;
     for (const r of options.references ?? []) {
-      const key = promptOf(r as Record<string, unknown>);
+      const key = promptOf(r);
       if (key !== undefined) this.#references.set(key, { ids: r.ids, mm: r.mm ?? [] });
     }
     this.#vllm =
@@ -97,7 +97,7 @@ export class SimBlockHashing {
         const scale = spec.blockSize / this.blockSize;
         const blocks: PromptBlock[] = [];
         for (let j = 0; (j + 1) * scale <= fine.length; j++) {
-          const d = fine[(j + 1) * scale - 1] as Uint8Array;
+          const d = fine[(j + 1) * scale - 1];
           blocks.push({ key: keyOfBytes(d), wire: d, tokens: ids.slice(j * spec.blockSize, (j + 1) * spec.blockSize) });
         }
         return { idx, spec, blocks };

@@ -11,7 +11,7 @@ import { TokenPrefixCache, type KvEventEmitter } from './token-prefix-cache';
 export function rankBindAddress(endpoint: string, host: string, offset: number): string {
   const m = /^tcp:\/\/(\*|\[[^\]]+\]|[^:/]*):(\*|\d+)$/.exec(endpoint.trim());
   if (!m) throw new Error(`kvEvents endpoint ${JSON.stringify(endpoint)} is not tcp://HOST:PORT`);
-  const raw = m[1] === '*' || m[1] === '' ? host : (m[1] as string);
+  const raw = m[1] === '*' || m[1] === '' ? host : m[1];
   const bindHost = raw.includes(':') && !raw.startsWith('[') ? `[${raw}]` : raw;
   const port = m[2] === '*' || m[2] === '0' ? '*' : String(Number(m[2]) + offset);
   if (port !== '*' && Number(port) > 65535) throw new Error(`kvEvents endpoint ${endpoint}: no port left for DP rank ${offset}`);

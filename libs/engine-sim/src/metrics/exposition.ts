@@ -65,8 +65,8 @@ export class HistogramSeries {
   observeMany(v: number, n: number): void {
     if (n <= 0) return;
     let i = 0;
-    while (i < this.buckets.length && v > (this.buckets[i] as number)) i++;
-    this.counts[i] = (this.counts[i] as number) + n;
+    while (i < this.buckets.length && v > this.buckets[i]) i++;
+    this.counts[i] = this.counts[i] + n;
     this.sum += v * n;
     this.count += n;
   }
@@ -129,8 +129,8 @@ function renderHistogram(name: string, s: HistogramSeries): string {
   let out = '';
   let cumulative = 0;
   for (let i = 0; i <= s.buckets.length; i++) {
-    cumulative += s.counts[i] as number;
-    const le = i < s.buckets.length ? formatValue(s.buckets[i] as number) : '+Inf';
+    cumulative += s.counts[i];
+    const le = i < s.buckets.length ? formatValue(s.buckets[i]) : '+Inf';
     out += `${name}_bucket${labelText(s.labels, `le="${le}"`)} ${formatValue(cumulative)}\n`;
   }
   out += `${name}_count${labelText(s.labels)} ${formatValue(s.count)}\n`;

@@ -49,7 +49,7 @@ export class SglangMetrics implements EngineMetrics {
         pp_rank: '0',
         ...(dp ? { dp_rank: String(rank.index) } : {}),
       };
-      const st = this.#state[rank.index] as RankState;
+      const st = this.#state[rank.index];
       r.gauge('sglang:num_running_reqs', 'The number of running requests.', l, () => rank.running);
       r.gauge('sglang:num_queue_reqs', 'The number of requests in the waiting queue.', l, () => rank.waiting);
       r.gauge('sglang:num_grammar_queue_reqs', 'The number of requests in the grammar waiting queue.', l, () => 0);
@@ -97,7 +97,7 @@ export class SglangMetrics implements EngineMetrics {
     if (o.produced === 0) return;
     this.#promptTokens.inc(spec.promptTokens);
     this.#generationTokens.inc(o.produced);
-    this.#generatedByRank[rank.index] = (this.#generatedByRank[rank.index] as number) + o.produced;
+    this.#generatedByRank[rank.index] = this.#generatedByRank[rank.index] + o.produced;
     this.#cachedTokens.inc(spec.cachedTokens);
     this.#ttft.observe(o.ttftSec);
     if (o.produced > 1) {
@@ -109,7 +109,7 @@ export class SglangMetrics implements EngineMetrics {
   }
 
   prefixCache(rank: Rank, queries: number, hits: number): void {
-    const st = this.#state[rank.index] as RankState;
+    const st = this.#state[rank.index];
     st.queries += queries;
     st.hits += hits;
   }
@@ -123,7 +123,7 @@ export class SglangMetrics implements EngineMetrics {
   }
 
   transferWaiting(rank: Rank, delta: number): void {
-    (this.#state[rank.index] as RankState).transferWaiting += delta;
+    this.#state[rank.index].transferWaiting += delta;
   }
 
   kvHeldBy(read: () => HeldKv): void {
@@ -134,8 +134,8 @@ export class SglangMetrics implements EngineMetrics {
     const now = performance.now();
     const seconds = Math.max(1e-3, (now - this.#lastRender) / 1000);
     this.#throughput.forEach((g, i) => {
-      g.set(((this.#generatedByRank[i] as number) - (this.#lastGenerated[i] as number)) / seconds);
-      this.#lastGenerated[i] = this.#generatedByRank[i] as number;
+      g.set((this.#generatedByRank[i] - this.#lastGenerated[i]) / seconds);
+      this.#lastGenerated[i] = this.#generatedByRank[i];
     });
     this.#lastRender = now;
     return this.#registry.render();

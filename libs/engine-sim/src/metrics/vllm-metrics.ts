@@ -151,7 +151,7 @@ export class VllmMetrics implements EngineMetrics {
   }
 
   #of(rank: Rank): RankSeries {
-    return this.#series[rank.index] as RankSeries;
+    return this.#series[rank.index];
   }
 
   finished(rank: Rank, spec: GenerationSpec, o: GenerationOutcome): void {

@@ -83,6 +83,6 @@ export function reportedMetadata(modality: Modality, embeds?: unknown): Record<s
   const values = given ?? MEDIA_METADATA[modality];
   if (modality === 'AUDIO') return { [field]: [...values] };
   const rows: number[][] = [];
-  for (let i = 0; i < values.length; i += 3) rows.push(values.slice(i, i + 3) as number[]);
+  for (let i = 0; i < values.length; i += 3) rows.push(values.slice(i, i + 3));
   return { [field]: rows };
 }

@@ -45,7 +45,7 @@ function optionsOf(value: unknown): Record<string, unknown> | undefined {
 /** Reads a media part; returns undefined for text parts and throws 400 for unknown or malformed parts. */
 export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefined {
   const type = part['type'];
-  const uuid = typeof part['uuid'] === 'string' ? (part['uuid'] as string) : undefined;
+  const uuid = typeof part['uuid'] === 'string' ? part['uuid'] : undefined;
   if (type === 'text') {
     if (typeof part['text'] !== 'string') throw new EngineHttpError(400, 'text: Input should be a valid string');
     return undefined;
@@ -53,7 +53,7 @@ export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefine
   if (typeof type === 'string' && URL_PARTS[type]) {
     const options = optionsOf(part[type]);
     const source = urlOf(part, type);
-    return { partType: type, modality: URL_PARTS[type] as Modality, source, ...(uuid ? { uuid } : {}), ...(options ? { options } : {}) };
+    return { partType: type, modality: URL_PARTS[type], source, ...(uuid ? { uuid } : {}), ...(options ? { options } : {}) };
   }
   if (type === 'input_audio') {
     const audio = part['input_audio'] as { data?: unknown } | undefined;
@@ -61,7 +61,7 @@ export function mediaItemOf(part: Record<string, unknown>): MediaItem | undefine
     return { partType: type, modality: 'AUDIO', source: audio.data, ...(uuid ? { uuid } : {}) };
   }
   if (typeof type === 'string' && EMBEDS_PARTS[type]) {
-    const modality = EMBEDS_PARTS[type] as Modality;
+    const modality = EMBEDS_PARTS[type];
     const value = part[type];
     const tokens = embedsPlaceholderTokens(type, modality, value);
     const source = JSON.stringify(value ?? null);

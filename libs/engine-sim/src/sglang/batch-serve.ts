@@ -105,7 +105,7 @@ export async function serveBatch(
             }),
     };
   };
-  await Promise.all(items.map((item, i) => runGeneration(item.spec, sinkOf(item, i), controls[i] as GenerationControl, env)));
+  await Promise.all(items.map((item, i) => runGeneration(item.spec, sinkOf(item, i), controls[i], env)));
   if (controls.some((c) => c.aborted) || res.destroyed) {
     env.onAbort?.();
     return;

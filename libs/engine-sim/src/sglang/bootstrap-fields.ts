@@ -47,7 +47,7 @@ export interface BatchShape {
 function pickPerItem<T>(name: string, list: readonly T[], shape: BatchShape): T[] {
   const { size, batched, samples } = shape;
   if (list.length === size) return [...list];
-  if (samples > 1 && list.length === size * samples) return Array.from({ length: size }, (_, i) => list[i * samples] as T);
+  if (samples > 1 && list.length === size * samples) return Array.from({ length: size }, (_, i) => list[i * samples]);
   throw bad(`${name} has ${list.length} entries but the request has ${size} ${batched ? 'batch items' : 'prompt (not a batch)'}`);
 }
 

@@ -74,7 +74,7 @@ export class EncoderBootstrapServer {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0] as string;
+    const path = (req.url ?? '/').split('?')[0];
     const method = ROUTES[path];
     if (method === undefined) return sendJson(res, 404, NOT_FOUND_BODY);
     if (req.method !== method) return sendJson(res, 405, METHOD_NOT_ALLOWED_BODY);
@@ -113,7 +113,7 @@ export class EncoderBootstrapServer {
     const candidates = registry.probeCandidates(now);
     const results = await Promise.all(candidates.map((url) => this.#probe(url)));
     if (this.#closed) return;
-    candidates.forEach((url, i) => registry.probed(url, results[i] as boolean, now));
+    candidates.forEach((url, i) => registry.probed(url, results[i], now));
     this.#opts.onProbeRound?.(candidates.length);
   }
 

@@ -17,7 +17,7 @@ export function shuffledOrder(n: number, random: () => number = Math.random): nu
   const order = Array.from({ length: n }, (_, i) => i);
   for (let i = n - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
-    [order[i], order[j]] = [order[j] as number, order[i] as number];
+    [order[i], order[j]] = [order[j], order[i]];
   }
   return order;
 }
@@ -37,7 +37,7 @@ export function splitAcrossEncoders(media: readonly MediaItem[], encoders: numbe
     const base = Math.floor(items.length / encoders);
     const remainder = items.length % encoders;
     const assigned = new Array<number>(encoders).fill(0);
-    for (let i = 0; i < encoders; i++) assigned[order[(offset + i) % encoders] as number] = base + (i < remainder ? 1 : 0);
+    for (let i = 0; i < encoders; i++) assigned[order[(offset + i) % encoders]] = base + (i < remainder ? 1 : 0);
     offset = (offset + remainder) % encoders;
     let taken = 0;
     assigned.forEach((count, encoderIdx) => {
@@ -69,7 +69,7 @@ export async function encodeOnEncoders(
   const parts = splitAcrossEncoders(media, urls.length, shuffledOrder(urls.length));
   ctx.counters.inc('encoderCalls', parts.length);
   const calls = parts.map(async (part, partIdx) => {
-    const url = urls[part.encoderIdx] as string;
+    const url = urls[part.encoderIdx];
     const res = await request(`${url}/encode`, {
       method: 'POST',
       dispatcher: ctx.http,

@@ -43,7 +43,7 @@ function skipValue(text: string, i: number): number {
     }
     throw new SyntaxError('unterminated container');
   }
-  while (i < text.length && !',}] \n\r\t'.includes(text[i] as string)) i++;
+  while (i < text.length && !',}] \n\r\t'.includes(text[i])) i++;
   return i;
 }
 

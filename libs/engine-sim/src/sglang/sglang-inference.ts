@@ -106,7 +106,7 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     }
     const { req } = admitted;
     ctx.counters.inc('requests');
-    const headers = responseHeaders(req.rids[0] as string);
+    const headers = responseHeaders(req.rids[0]);
     if (req.stream) startEventStream(ex.res, headers);
     const fail = (err: EngineHttpError) => {
       if (err.status < 500) ctx.counters.inc('badRequests');
@@ -116,7 +116,7 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     if ('error' in range) return fail(new EngineHttpError(400, range.error));
     if (admitted.targets === null) return fail(new EngineHttpError(400, `${MISSING_ROOM_MESSAGE}. req.rid='${req.rids[0]}'`));
     const targets = admitted.targets;
-    if (req.n > 1 && targets) return holdParallelSamples(deps, ex, req, targets[0] as BootstrapTarget, fail);
+    if (req.n > 1 && targets) return holdParallelSamples(deps, ex, req, targets[0], fail);
     let localEncodes: readonly number[] = req.items.map(() => 0);
     if (deps.encoders) {
       const encoded = await encodeMedia(deps, ex, req).catch((err: unknown) =>
@@ -134,11 +134,11 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
       transferred = got;
     }
     const items = req.items.map((item, i) => {
-      const work = { rank: ranks[i] as Rank, fromPrefill: transferred[i] as number, localEncodes: localEncodes[i] as number };
+      const work = { rank: ranks[i], fromPrefill: transferred[i], localEncodes: localEncodes[i] };
       return generationItem(deps, ex, kind, req, i, item, work, targets?.[i]);
     });
     if (!req.batched) {
-      const only = items[0] as BatchItem;
+      const only = items[0];
       const finish = () => {
         only.finish?.();
         return {};
@@ -190,7 +190,7 @@ function generationItem(
     plan,
   };
   const view: ResponseView = {
-    id: req.rids[i] as string,
+    id: req.rids[i],
     created: Math.floor(Date.now() / 1000),
     model: request.model ?? (kind === 'generate' ? ctx.model : 'default'),
     promptTokens: request.promptTokens,
@@ -229,7 +229,7 @@ async function encodeMedia(deps: SglangDeps, ex: Exchange, req: SglangRequest): 
   if (!encoders) return local;
   for (const [i, item] of req.items.entries()) {
     if (item.media.length === 0) continue;
-    const rid = req.rids[i] as string;
+    const rid = req.rids[i];
     const urls = encoders.list();
     if (urls.length > 0) {
       await encodeOnEncoders(ctx, urls, item.media, rid, traceHeaders(ex.req.headers));
@@ -267,12 +267,12 @@ async function awaitPrefills(
   const trace = traceHeaders(ex.req.headers);
   const results = await Promise.all(
     targets.map(async (target, i) => {
-      const rank = ranks[i] as Rank;
+      const rank = ranks[i];
       ctx.metrics.transferWaiting(rank, 1);
       // Reserved while waiting; once the KV is in, the blocks belong to the running request.
-      const release = deps.prealloc?.reserve((req.items[i] as InferenceRequest).promptTokens);
+      const release = deps.prealloc?.reserve(req.items[i].promptTokens);
       try {
-        return await transfers.await(target, req.rids[i] as string, hint, trace, abort.signal);
+        return await transfers.await(target, req.rids[i], hint, trace, abort.signal);
       } finally {
         release?.();
         ctx.metrics.transferWaiting(rank, -1);
@@ -309,7 +309,7 @@ async function holdParallelSamples(
     ctx.counters.inc('aborted');
     return;
   }
-  const rid = req.rids[0] as string;
+  const rid = req.rids[0];
   const timedOut = ctx.role === 'decode' ? waitingTimeoutError : bootstrapTimeoutError;
   fail(timedOut(rid, target.room, bootstrapTimeoutMs));
 }

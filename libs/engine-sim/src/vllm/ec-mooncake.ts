@@ -123,7 +123,7 @@ export class MooncakeEcConnector implements EcConnector {
     // The first occurrence's transfer carries a repeated item; the others' pushes are cancelled when it is done.
     const wanted = items.map(({ feature, indices }) => {
       const ids = indices.map((i) => requestTransferId(req.params, i, feature.identifier) ?? `${req.requestId}:${i}`);
-      return { identifier: feature.identifier, first: ids[0] as string, rest: ids.slice(1) };
+      return { identifier: feature.identifier, first: ids[0], rest: ids.slice(1) };
     });
     if (wanted.some((w) => !receiver.has(w.first, w.identifier))) req.onWait?.();
     const outcomes = await Promise.all(wanted.map((w) => receiver.wait(w.first, w.identifier, timeoutMs, req.signal)));

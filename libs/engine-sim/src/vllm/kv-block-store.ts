@@ -41,7 +41,7 @@ export class KvBlockStore {
     const blockIds = Array.from({ length: count }, () => this.#nextBlock++);
     // Keyed by request id and first block: a retried prefill of the same request (same X-Request-Id) holds a second
     // set of blocks, as vLLM does under its own unique internal request ids.
-    this.#held.set(heldKey(requestId, blockIds[0] as number), { blockIds, numTokens, expiresAt: Date.now() + this.leaseMs });
+    this.#held.set(heldKey(requestId, blockIds[0]), { blockIds, numTokens, expiresAt: Date.now() + this.leaseMs });
     return blockIds;
   }
 

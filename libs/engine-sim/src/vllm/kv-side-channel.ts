@@ -72,7 +72,7 @@ export function remotePrefillOf(params: unknown, ownRequestId: string): RemotePr
   )
     return undefined;
   // Older NIXL params carry no remote_request_id: P and D then share the proxy's X-Request-Id.
-  const requestId = typeof p['remote_request_id'] === 'string' ? (p['remote_request_id'] as string) : ownRequestId;
+  const requestId = typeof p['remote_request_id'] === 'string' ? p['remote_request_id'] : ownRequestId;
   return { engineId, requestId, blockIds, host, port };
 }
 

@@ -64,7 +64,7 @@ function vectorOf(key: string, size: number, normalize: boolean): Float32Array {
   }
   if (normalize && norm > 0) {
     const scale = 1 / Math.sqrt(norm);
-    for (let i = 0; i < size; i++) v[i] = (v[i] as number) * scale;
+    for (let i = 0; i < size; i++) v[i] = v[i] * scale;
   }
   return v;
 }

@@ -11,7 +11,7 @@ const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'
 /** Hex of 8 bytes of `digest` starting at `offset`. */
 export function hex8(digest: Uint8Array, offset: number): string {
   let s = '';
-  for (let i = offset; i < offset + 8; i++) s += HEX[digest[i] as number];
+  for (let i = offset; i < offset + 8; i++) s += HEX[digest[i]];
   return s;
 }
 

@@ -102,7 +102,7 @@ function saveTuple(items: readonly PyValue[], out: ByteWriter): void {
   }
   if (n <= 3) {
     for (const item of items) save(item, out);
-    out.byte(TUPLE_N[n] as number);
+    out.byte(TUPLE_N[n]);
   } else {
     out.byte(MARK);
     for (const item of items) save(item, out);

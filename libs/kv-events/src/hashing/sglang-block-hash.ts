@@ -15,7 +15,7 @@ export function sglangBlockDigests(tokens: readonly number[], pageSize: number, 
   const page = Buffer.alloc(pageSize * 4);
   let prior: Uint8Array | undefined;
   for (let b = 0; b < n; b++) {
-    for (let i = 0; i < pageSize; i++) page.writeUInt32LE(tokens[b * pageSize + i] as number, i * 4);
+    for (let i = 0; i < pageSize; i++) page.writeUInt32LE(tokens[b * pageSize + i], i * 4);
     const h = createHash('sha256');
     if (prior) h.update(prior);
     prior = h.update(page).digest();

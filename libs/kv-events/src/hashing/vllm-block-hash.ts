@@ -122,7 +122,7 @@ export function extraKeys(src: VllmExtraKeySource, start: number, end: number, c
   if (src.loraName !== undefined) keys.push(src.loraName);
   const mm = src.mm ?? [];
   while (cursor.mm < mm.length) {
-    const item = mm[cursor.mm] as VllmMmItem;
+    const item = mm[cursor.mm];
     if (end <= item.offset) break;
     if (start >= item.offset + item.length) {
       cursor.mm++;

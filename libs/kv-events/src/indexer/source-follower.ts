@@ -156,7 +156,7 @@ export class SourceFollower {
         return;
       }
       const replayed = result.messages;
-      if (from > 0 && (replayed.length === 0 || (replayed[0] as Pending).seq > from)) {
+      if (from > 0 && (replayed.length === 0 || replayed[0].seq > from)) {
         // The replay buffer no longer reaches back to the first missed batch: what happened in between is lost.
         this.#warnOnce(
           'replay-short',

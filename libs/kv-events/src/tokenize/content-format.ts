@@ -42,7 +42,7 @@ function accesses(n: unknown, name: string, key?: string): boolean {
   if (!isNode(n)) return false;
   if (n.type === 'FilterExpression' || n.type === 'TestExpression') return accesses(n['operand'], name, key);
   if (n.type === 'SelectExpression') return accesses(n['lhs'], name, key);
-  if (n.type === 'MemberExpression' && isNode(n['property']) && (n['property'] as Node).type === 'SliceExpression') {
+  if (n.type === 'MemberExpression' && isNode(n['property']) && n['property'].type === 'SliceExpression') {
     return accesses(n['object'], name, key);
   }
   return key === undefined ? isName(n, name) : isKeyAccess(n, name, key);
@@ -53,7 +53,7 @@ function aliases(nodes: readonly Node[], name: string): string[] {
   const found = [name];
   for (let i = 0; i < found.length; i++) {
     for (const n of nodes) {
-      if (n.type !== 'SetStatement' || !accesses(n['value'], found[i] as string)) continue;
+      if (n.type !== 'SetStatement' || !accesses(n['value'], found[i])) continue;
       const target = n['assignee'];
       if (isNode(target) && target.type === 'Identifier' && !found.includes(target['value'] as string))
         found.push(target['value'] as string);

@@ -27,12 +27,12 @@ export function pyRound(x: number): number {
  * cut into patch×patch pieces, and every merge×merge group becomes one `<|image_pad|>` token.
  */
 export function qwen2VlRule(cfg: Record<string, unknown>): ImagePlaceholderRule {
-  const num = (k: string, d: number): number => (typeof cfg[k] === 'number' ? (cfg[k] as number) : d);
+  const num = (k: string, d: number): number => (typeof cfg[k] === 'number' ? cfg[k] : d);
   const size = (cfg['size'] ?? {}) as Record<string, unknown>;
   const patch = num('patch_size', 14);
   const merge = num('merge_size', 2);
-  const minPixels = num('min_pixels', typeof size['shortest_edge'] === 'number' ? (size['shortest_edge'] as number) : 56 * 56);
-  const maxPixels = num('max_pixels', typeof size['longest_edge'] === 'number' ? (size['longest_edge'] as number) : 28 * 28 * 1280);
+  const minPixels = num('min_pixels', typeof size['shortest_edge'] === 'number' ? size['shortest_edge'] : 56 * 56);
+  const maxPixels = num('max_pixels', typeof size['longest_edge'] === 'number' ? size['longest_edge'] : 28 * 28 * 1280);
   const factor = patch * merge;
   return {
     padToken: '<|image_pad|>',
@@ -84,7 +84,7 @@ export function expandImages(
       out.push(id);
       continue;
     }
-    const part = media[next++] as ChatMediaPart;
+    const part = media[next++];
     if (part.uuid === undefined) throw new UnsupportedChatError('an image without a uuid is hashed from its pixels by the engine');
     const bytes = dataUrlBytes(part.url);
     const size = bytes && imageSize(bytes);

@@ -26,7 +26,7 @@ function jpegSize(b: Buffer): ImageSize | undefined {
   let i = 2;
   while (i + 9 < b.length) {
     if (b[i] !== 0xff) return undefined;
-    const marker = b[i + 1] as number;
+    const marker = b[i + 1];
     if (marker === 0xff) {
       i++;
       continue;

@@ -56,7 +56,7 @@ export function renderChat(
     const value = last?.[field];
     if (typeof value === 'string') {
       finalText = value;
-      (last as Record<string, unknown>)[field] = value + CONTINUE_TAG;
+      last[field] = value + CONTINUE_TAG;
     } else if (Array.isArray(value)) {
       const block = [...(value as Record<string, unknown>[])].reverse().find((b) => typeof b['text'] === 'string');
       if (!block) throw new UnsupportedChatError('continue_final_message: the final message has no text');

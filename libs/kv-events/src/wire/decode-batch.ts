@@ -82,7 +82,7 @@ function decodeEvent(raw: unknown, i: number): KvEvent {
         type: 'stored',
         hashes: hashList(fields['block_hashes'], i),
         parent: parentRaw === null || parentRaw === undefined ? undefined : hashOf(parentRaw, i),
-        tokens: tokens as number[],
+        tokens: tokens,
         blockSize,
         loraName: optString(fields['lora_name']),
         medium: optString(fields['medium']),

@@ -82,7 +82,7 @@ export class EventStream {
           handlers.onMalformed('sequence frame is not an 8-byte unsigned integer');
           continue;
         }
-        handlers.onMessage({ topic: (frames[0] as Buffer).toString('utf8'), seq, payload: frames[2] as Buffer });
+        handlers.onMessage({ topic: frames[0].toString('utf8'), seq, payload: frames[2] });
       }
     } catch (err) {
       if (!this.#closed) handlers.onMalformed(`subscriber stopped: ${(err as Error).message}`);
@@ -117,7 +117,7 @@ export class EventStream {
         const seq = readSeq(frames[1]);
         if (frames.length !== 3 || seq === undefined) return this.#failReplay('malformed replay reply');
         if (seq === END_OF_REPLAY) return { ok: true, messages };
-        messages.push({ seq, payload: frames[2] as Buffer });
+        messages.push({ seq, payload: frames[2] });
       }
     } catch (err) {
       return this.#failReplay(`replay failed: ${(err as Error).message}`);

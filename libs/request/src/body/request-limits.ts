@@ -60,7 +60,7 @@ export function jsonNestsDeeperThan(raw: Buffer, max: number): boolean {
   let depth = 0;
   const n = raw.length;
   for (let i = 0; i < n; i++) {
-    const c = raw[i] as number;
+    const c = raw[i];
     if (c === QUOTE) {
       // Jump to the closing quote: one not preceded by an odd run of backslashes.
       let j = i;

@@ -1,5 +1,4 @@
 import { parse as parseYaml } from 'yaml';
-import type { z } from 'zod';
 import { formatPath } from '@triad/crd';
 import {
   isFilter,
@@ -156,8 +155,8 @@ function instantiate(
   const def = options.registry.get(type);
   if (!def) return undefined;
   const argPath = (p: readonly PropertyKey[], name: string): string => `${path}.args${p.length ? `.${formatPath(p)}` : ''}.${name}`;
-  let parsed = (def.params as z.ZodType).safeParse(args);
-  const unknown = parsed.success ? undefined : classifyUnknownArgs(def.params as z.ZodType, parsed.error.issues);
+  let parsed = def.params.safeParse(args);
+  const unknown = parsed.success ? undefined : classifyUnknownArgs(def.params, parsed.error.issues);
   if (unknown) {
     // A typo of a known argument fails with the name it probably meant; an argument Triad does not know at all
     // (newer Kthena releases add some) is kept in the config, ignored, and named in a warning.
@@ -165,7 +164,7 @@ function instantiate(
     if (unknown.typos.length > 0) return undefined;
     for (const s of unknown.strip)
       for (const n of s.names) warnings.push(`${argPath(s.path, n)}: unknown argument of ${type}, kept and ignored`);
-    parsed = (def.params as z.ZodType).safeParse(withoutArgs(args, unknown.strip));
+    parsed = def.params.safeParse(withoutArgs(args, unknown.strip));
   }
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {

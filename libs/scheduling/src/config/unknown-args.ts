@@ -8,11 +8,11 @@ export function editDistance(a: string, b: string): number {
   for (let i = 1; i <= s.length; i++) {
     const cur = [i];
     for (let j = 1; j <= t.length; j++) {
-      cur[j] = Math.min((prev[j] as number) + 1, (cur[j - 1] as number) + 1, (prev[j - 1] as number) + (s[i - 1] === t[j - 1] ? 0 : 1));
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (s[i - 1] === t[j - 1] ? 0 : 1));
     }
     prev = cur;
   }
-  return prev[t.length] as number;
+  return prev[t.length];
 }
 
 /** The known name an unknown one is probably a typo of: within two edits (one for names up to 4 characters). */

@@ -9,8 +9,8 @@ export type RankOrder = (a: number, b: number) => boolean;
  * order, so the result never depends on list order; the seed makes equal endpoints take turns across requests).
  */
 function tieBefore(c: Candidates, a: number, b: number, seed: number): boolean {
-  const ta = combine32(seed, c.keyHash[a] as number);
-  const tb = combine32(seed, c.keyHash[b] as number);
+  const ta = combine32(seed, c.keyHash[a]);
+  const tb = combine32(seed, c.keyHash[b]);
   if (ta !== tb) return ta < tb;
   return c.endpoint(a).key < c.endpoint(b).key;
 }
@@ -18,8 +18,8 @@ function tieBefore(c: Candidates, a: number, b: number, seed: number): boolean {
 /** Rank by final score (higher first), then by the seeded tie-break. */
 export function byFinalScore(c: Candidates, finals: Float64Array, seed: number): RankOrder {
   return (a, b) => {
-    const fa = finals[a] as number;
-    const fb = finals[b] as number;
+    const fa = finals[a];
+    const fb = finals[b];
     if (fa !== fb) return fa > fb;
     return tieBefore(c, a, b, seed);
   };
@@ -36,15 +36,15 @@ export function selectTop(n: number, count: number, before: RankOrder, primary?:
   if (k <= 0) return top;
   for (let i = 0; i < n; i++) {
     if (top.length === k) {
-      const last = top[k - 1] as number;
-      if (primary && (primary[i] as number) < (primary[last] as number)) continue;
+      const last = top[k - 1];
+      if (primary && primary[i] < primary[last]) continue;
       if (!before(i, last)) continue;
       top.pop();
     }
     let j = top.length;
     top.push(i);
-    while (j > 0 && before(i, top[j - 1] as number)) {
-      top[j] = top[j - 1] as number;
+    while (j > 0 && before(i, top[j - 1])) {
+      top[j] = top[j - 1];
       j--;
     }
     top[j] = i;

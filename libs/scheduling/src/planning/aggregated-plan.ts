@@ -42,10 +42,10 @@ export function planAggregated(input: AggregatedPlanInput): AggregatedPlan {
   const picked: IndexedEndpoint[] = order.map((i) => run.candidates.endpoint(i));
   run.trace?.chose(picked.map((e) => e.key));
   if (input.verdicts) {
-    const verdict = judgePick(cycle, profile, run, input.slot, order[0] as number, result);
+    const verdict = judgePick(cycle, profile, run, input.slot, order[0], result);
     input.verdicts.push(verdict);
     run.trace?.judged(verdict);
   }
   for (const e of run.lastResort) if (picked.length < input.topN) picked.push(e);
-  return { ok: true, attempts: picked.map((e) => ({ endpoint: e.ref })), chosen: picked[0] as Endpoint };
+  return { ok: true, attempts: picked.map((e) => ({ endpoint: e.ref })), chosen: picked[0] };
 }

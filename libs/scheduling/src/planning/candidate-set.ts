@@ -84,7 +84,7 @@ export class CandidateSet implements Candidates {
   }
 
   endpoint(i: number): IndexedEndpoint {
-    return this.#endpoints[i] as IndexedEndpoint;
+    return this.#endpoints[i];
   }
 
   /** Starts a run over `source`. */
@@ -107,7 +107,7 @@ export class CandidateSet implements Candidates {
     this.#own.ensure(n, 0);
     this.#ownEndpoints.length = n;
     for (let i = 0; i < n; i++) {
-      const e = source[i] as IndexedEndpoint;
+      const e = source[i];
       this.#ownEndpoints[i] = e;
       this.#own.write(i, e);
     }
@@ -137,10 +137,10 @@ export class CandidateSet implements Candidates {
       if (keep[i] !== 1) continue;
       if (fromView || j !== i) {
         dst.copyRow(j, src, i);
-        ends[j] = srcEndpoints[i] as IndexedEndpoint;
-        if (this.#inflightValid) this.#inflight[j] = this.#inflight[i] as number;
+        ends[j] = srcEndpoints[i];
+        if (this.#inflightValid) this.#inflight[j] = this.#inflight[i];
       }
-      if (this.#list) origin[j] = fromView ? i : (origin[i] as number);
+      if (this.#list) origin[j] = fromView ? i : origin[i];
       j++;
     }
     ends.length = j;
@@ -161,7 +161,7 @@ export class CandidateSet implements Candidates {
     if (!list.holds(e)) return -1;
     if (this.#isView) return e.listPos < this.size ? e.listPos : -1;
     if (!this.#posValid) this.#buildPositions(list.size);
-    return this.#posInSet[e.listPos] as number;
+    return this.#posInSet[e.listPos];
   }
 
   inflight(): Float64Array {
@@ -178,7 +178,7 @@ export class CandidateSet implements Candidates {
         if (i >= 0) out[i] = cell.count;
       }
     } else {
-      for (let i = 0; i < n; i++) out[i] = inflightOf(this.#endpoints[i] as IndexedEndpoint, this.#tracker);
+      for (let i = 0; i < n; i++) out[i] = inflightOf(this.#endpoints[i], this.#tracker);
     }
     this.#inflightValid = true;
     return out;
@@ -187,14 +187,14 @@ export class CandidateSet implements Candidates {
   #buildPositions(listSize: number): void {
     if (this.#posInSet.length < listSize) this.#posInSet = new Int32Array(Math.max(listSize, this.#posInSet.length * 2));
     this.#posInSet.fill(-1, 0, listSize);
-    for (let j = 0; j < this.size; j++) this.#posInSet[this.#origin[j] as number] = j;
+    for (let j = 0; j < this.size; j++) this.#posInSet[this.#origin[j]] = j;
     this.#posValid = true;
   }
 
   #byKey(key: string): number {
     if (!this.#keyMap) {
       this.#keyMap = new Map();
-      for (let i = 0; i < this.size; i++) this.#keyMap.set((this.#endpoints[i] as IndexedEndpoint).key, i);
+      for (let i = 0; i < this.size; i++) this.#keyMap.set(this.#endpoints[i].key, i);
     }
     return this.#keyMap.get(key) ?? -1;
   }

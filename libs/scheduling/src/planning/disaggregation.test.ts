@@ -56,7 +56,7 @@ describe('per-request disaggregation', () => {
     });
     const short = decide(schedulerFor(nixlPd), { inputTokens: 100, explain: true });
     const t = short.explanation?.disaggregation?.predictedTtftMs ?? {};
-    expect(t['local-prefill']).toBeLessThan(t['remote-prefill'] as number);
+    expect(t['local-prefill']).toBeLessThan(t['remote-prefill']);
   });
 
   it('a follow-up turn whose history the decode pod holds is prefilled there', () => {

@@ -73,13 +73,13 @@ export function planEncoders(input: EncoderPlanInput): EncoderPlan {
       input.timing,
       input.group,
     );
-    const first = picked.order[0] as number;
+    const first = picked.order[0];
     if (input.verdicts) {
       const verdict = judgePick(cycle, profile, run, input.slot, first, picked);
       input.verdicts.push(verdict);
       run.trace?.judged(verdict);
     }
-    pending[first] = (pending[first] as number) + 1;
+    pending[first] = pending[first] + 1;
     const endpoint = set.endpoint(first);
     chosen.push(endpoint);
     const alternates = picked.order.slice(1).map((i) => set.endpoint(i).ref);

@@ -38,14 +38,14 @@ export class ProfileTrace {
   scored(scorer: string, c: Candidates, values: Float64Array): void {
     for (let i = 0; i < c.size; i++) {
       const entry = this.#entries.get(c.endpoint(i).key);
-      if (entry) entry.scores[scorer] = values[i] as number;
+      if (entry) entry.scores[scorer] = values[i];
     }
   }
 
   finals(c: Candidates, finals: Float64Array): void {
     for (let i = 0; i < c.size; i++) {
       const entry = this.#entries.get(c.endpoint(i).key);
-      if (entry) entry.final = finals[i] as number;
+      if (entry) entry.final = finals[i];
     }
   }
 

@@ -46,7 +46,7 @@ function pickFrom(
 ): { order: number[]; verdict: PickVerdict | undefined } {
   const picked = timedPick(input.cycle, profile, { candidates: run.candidates, finals: run.finals, count }, input.timing, group);
   // Judged right after the run's own pick: the next profile run reuses the cycle's load-bound record.
-  const verdict = slot && input.verdicts ? judgePick(input.cycle, profile, run, slot, picked.order[0] as number, picked) : undefined;
+  const verdict = slot && input.verdicts ? judgePick(input.cycle, profile, run, slot, picked.order[0], picked) : undefined;
   if (verdict) run.trace?.judged(verdict);
   return { order: picked.order, verdict };
 }
@@ -73,7 +73,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
     decodes.trace?.chose(order.map((i) => decodeAt(i).key));
     const attempts: Attempt[] = order.map((i) => ({ endpoint: decodeAt(i).ref }));
     for (const d of decodes.lastResort) if (attempts.length < input.topN) attempts.push({ endpoint: d.ref });
-    return { ok: true, attempts, decode: decodeAt(order[0] as number), prefill: undefined, prefillsAllEjected: false };
+    return { ok: true, attempts, decode: decodeAt(order[0]), prefill: undefined, prefillsAllEjected: false };
   }
 
   // The ranked prefills per group (up to topN), computed once per group this request touches.
@@ -119,12 +119,12 @@ export function planPairs(input: PairPlanInput): PairPlan {
   };
   const firstPass = (indices: readonly number[], skip: number): void => {
     for (let k = skip; k < indices.length && attempts.length < input.topN; k++) {
-      const d = decodeAt(indices[k] as number);
+      const d = decodeAt(indices[k]);
       const prefills = prefillsOf(d.group);
       if (prefills.length === 0) continue;
       const t = turn.get(d.group as string) ?? 0;
       turn.set(d.group as string, t + 1);
-      add(d, prefills[t % prefills.length] as IndexedEndpoint);
+      add(d, prefills[t % prefills.length]);
     }
   };
   firstPass(order, 0);
@@ -141,7 +141,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
   for (const d of decodes.lastResort) {
     if (attempts.length >= input.topN) break;
     const prefills = prefillsOf(d.group);
-    if (prefills.length > 0) add(d, prefills[0] as IndexedEndpoint);
+    if (prefills.length > 0) add(d, prefills[0]);
   }
   if (!first) {
     const detail =

@@ -52,7 +52,7 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
   it('counts the affinity as overruled when the holder is past the load bound and the pick goes elsewhere', () => {
     const { scheduler, verdicts, inflight } = setup();
     const holder = ok(scheduler.schedule(schedulingRequest({ id: 'r1', mediaItems: [IMAGE] }), TEST_NOW)).attempts[0]?.endpoint.key;
-    const pod = (holder as string).split('.')[2] as string;
+    const pod = holder.split('.')[2];
     // r1 counts on the holder until it starts (1), plus 3 started: cap = max(ceil(1.25 · 5 / 4), 2) = 2.
     inflight(pod, 3);
     const next = ok(scheduler.schedule(schedulingRequest({ id: 'r2', mediaItems: [IMAGE], explain: true }), TEST_NOW));

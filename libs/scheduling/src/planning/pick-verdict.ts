@@ -50,13 +50,13 @@ export function judgePick(
   let runnerUp = -1;
   for (let i = 0; i < n; i++) {
     if (i === chosen) continue;
-    if (runnerUp < 0 || (finals[i] as number) > (finals[runnerUp] as number)) runnerUp = i;
+    if (runnerUp < 0 || finals[i] > finals[runnerUp]) runnerUp = i;
   }
-  if ((finals[chosen] as number) <= (finals[runnerUp] as number)) return { profile: role, decider: TIE_BREAK, overruled, affinity };
+  if (finals[chosen] <= finals[runnerUp]) return { profile: role, decider: TIE_BREAK, overruled, affinity };
   let decider = TIE_BREAK;
   let lead = 0;
   profile.scorers.forEach(({ scorer, weight }, s) => {
-    const d = weight * ((columns[s * n + chosen] as number) - (columns[s * n + runnerUp] as number));
+    const d = weight * (columns[s * n + chosen] - columns[s * n + runnerUp]);
     if (d > lead) {
       lead = d;
       decider = scorer.name;
@@ -81,7 +81,7 @@ function overruledAt(cycle: Cycle, profile: LoadedProfile, columns: Float64Array
   if (cycle.bounded.size === 0) return NONE;
   const out: string[] = [];
   profile.scorers.forEach(({ scorer }, s) => {
-    if (cycle.bounded.has(scorer.name) && (columns[s * n + chosen] as number) === 0) out.push(scorer.name);
+    if (cycle.bounded.has(scorer.name) && columns[s * n + chosen] === 0) out.push(scorer.name);
   });
   return out;
 }

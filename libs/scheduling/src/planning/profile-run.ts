@@ -269,9 +269,9 @@ function filterAndScore(
     scorer.score(cycle, set, scratch);
     const t1 = timing ? timing.pluginDone(scorer.name, 'scorer', t0) : 0;
     for (let i = 0; i < n; i++) {
-      const v = clampScore(scratch[i] as number);
+      const v = clampScore(scratch[i]);
       scratch[i] = v;
-      finals[i] = (finals[i] as number) + weight * v;
+      finals[i] = finals[i] + weight * v;
     }
     if (judge) slot.columns.set(scratch.subarray(0, n), s * n);
     s++;

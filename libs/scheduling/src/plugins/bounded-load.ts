@@ -19,7 +19,7 @@ export function withinLoadBound(c: Candidates, loadFactor: number, floor = 0): (
   const inflight = c.inflight();
   const n = c.size;
   let total = 1;
-  for (let i = 0; i < n; i++) total += inflight[i] as number;
+  for (let i = 0; i < n; i++) total += inflight[i];
   const cap = Math.max(Math.ceil((loadFactor * total) / n), floor);
-  return (i) => (inflight[i] as number) + 1 <= cap;
+  return (i) => inflight[i] + 1 <= cap;
 }

@@ -65,14 +65,14 @@ export class EndpointColumns {
 
   /** Row `i` := row `j` of `src` (which may be this). */
   copyRow(i: number, src: EndpointColumns, j: number): void {
-    this.running[i] = src.running[j] as number;
-    this.waiting[i] = src.waiting[j] as number;
-    this.kvCacheUsage[i] = src.kvCacheUsage[j] as number;
-    this.ttftMs[i] = src.ttftMs[j] as number;
-    this.tpotMs[i] = src.tpotMs[j] as number;
-    this.latencyAt[i] = src.latencyAt[j] as number;
-    this.scrapedAt[i] = src.scrapedAt[j] as number;
-    this.stale[i] = src.stale[j] as number;
-    this.keyHash[i] = src.keyHash[j] as number;
+    this.running[i] = src.running[j];
+    this.waiting[i] = src.waiting[j];
+    this.kvCacheUsage[i] = src.kvCacheUsage[j];
+    this.ttftMs[i] = src.ttftMs[j];
+    this.tpotMs[i] = src.tpotMs[j];
+    this.latencyAt[i] = src.latencyAt[j];
+    this.scrapedAt[i] = src.scrapedAt[j];
+    this.stale[i] = src.stale[j];
+    this.keyHash[i] = src.keyHash[j];
   }
 }

@@ -49,14 +49,14 @@ export class KeyAgreement {
     const seen = new Uint8Array(keys.length);
     keys.forEach((k, i) => (seen[i] = this.#index.knows(k) ? 1 : 0));
     this.#pending.push({ server, keys, seen, due: now + this.#settleMs });
-    if (this.#pending.length - this.#head > this.#maxPending) this.#settle(this.#pending[this.#head] as Pending);
+    if (this.#pending.length - this.#head > this.#maxPending) this.#settle(this.#pending[this.#head]);
     this.settle(now);
   }
 
   /** Settles every request whose time is up (call before reading the counts). */
   settle(now: number): void {
-    while (this.#head < this.#pending.length && (this.#pending[this.#head] as Pending).due <= now) {
-      this.#settle(this.#pending[this.#head] as Pending);
+    while (this.#head < this.#pending.length && this.#pending[this.#head].due <= now) {
+      this.#settle(this.#pending[this.#head]);
     }
     if (this.#head > 1024 && this.#head * 2 > this.#pending.length) {
       this.#pending.splice(0, this.#head);

@@ -14,7 +14,7 @@ describe('KvBlockIndex', () => {
     const k = keys('a', 6);
     index.store('ns/p', 'ns/p', k.slice(0, 2));
     index.store('ns/p#1', 'ns/p', k.slice(0, 4));
-    index.store('ns/q', 'ns/q', [k[0] as string, k[2] as string, k[3] as string]);
+    index.store('ns/q', 'ns/q', [k[0], k[2], k[3]]);
     // Not live yet: blocks arriving before the source's state do not score its pod.
     expect(matches(index, k)).toEqual({});
     index.setLive('ns/p', 'ns/p', true);
@@ -22,7 +22,7 @@ describe('KvBlockIndex', () => {
     index.setLive('ns/q', 'ns/q', true);
     expect(matches(index, k)).toEqual({ 'ns/p': 4, 'ns/q': 1 });
     expect(index.podIsLive('ns/p')).toBe(true);
-    index.remove('ns/p#1', [k[1] as string]);
+    index.remove('ns/p#1', [k[1]]);
     expect(matches(index, k)).toEqual({ 'ns/p': 2, 'ns/q': 1 });
     index.clear('ns/p');
     expect(matches(index, k)).toEqual({ 'ns/p': 1, 'ns/q': 1 });
@@ -50,7 +50,7 @@ describe('KvBlockIndex', () => {
     expect(matches(index, big)).toEqual({});
     // A re-stored block counts once and moves to the recent end.
     const before = index.stats().entries;
-    index.store('ns/small', 'ns/small', [small[0] as string]);
+    index.store('ns/small', 'ns/small', [small[0]]);
     expect(index.stats().entries).toBe(before);
     expect(index.blocksOf('ns/small').at(-1)).toBe(small[0]);
   });

@@ -174,7 +174,7 @@ export class KvBlockIndex {
       }
     }
     for (let i = 0; i < keys.length; i++) {
-      const owners = this.#owners.get(keys[i] as string);
+      const owners = this.#owners.get(keys[i]);
       if (owners === undefined) break;
       let extended = false;
       const step = (id: number): void => {
@@ -196,7 +196,7 @@ export class KvBlockIndex {
       if (!extended) break;
     }
     for (const s of touched) {
-      const n = run[s.id] as number;
+      const n = run[s.id];
       if (n > (best.get(s.pod) ?? 0)) best.set(s.pod, n);
     }
     for (const [pod, n] of best) visit(pod, n);
@@ -247,7 +247,7 @@ export class KvBlockIndex {
     const at = cur.indexOf(id);
     if (at < 0) return;
     cur.splice(at, 1);
-    if (cur.length === 1) this.#owners.set(key, cur[0] as number);
+    if (cur.length === 1) this.#owners.set(key, cur[0]);
   }
 
   /** Over the cap: the largest source loses its least recently stored tenth (at least one block). */

@@ -6,7 +6,7 @@ const keys = Array.from({ length: 12 }, (_, i) => i.toString(16).padStart(16, '0
 const holder = (held: string[]) => (key: string) => held.includes(key);
 const full32: KvGroup = { idx: 0, blockSize: 32, kind: 'full_attention' };
 const swa16: KvGroup = { idx: 1, blockSize: 16, kind: 'sliding_window', slidingWindow: 48 };
-const g1 = (i: number): string => groupBlockKey(keys[i] as string, 1);
+const g1 = (i: number): string => groupBlockKey(keys[i], 1);
 
 describe('hybrid KV-cache groups', () => {
   it('a full-attention group of larger blocks matches by the last fine hash inside each block', () => {
@@ -54,7 +54,7 @@ describe('hybrid KV-cache groups', () => {
       { idx: 1, blockSize: 16, kind: 'sliding_window', slidingWindow: 32 },
     ]);
     index.store('s', 'ns/p', [...keys.slice(0, 4), ...keys.slice(0, 4).map((k) => groupBlockKey(k, 1))]);
-    index.remove('s', [groupBlockKey(keys[0] as string, 1), groupBlockKey(keys[1] as string, 1)]);
+    index.remove('s', [groupBlockKey(keys[0], 1), groupBlockKey(keys[1], 1)]);
     const hits: number[] = [];
     index.prefixMatches(keys.slice(0, 4), (_pod, blocks) => hits.push(blocks), 16);
     expect(hits).toEqual([4]);

@@ -27,7 +27,7 @@ export function groupBlockKey(key: string, group: number): string {
 export function isPlainSource(groups: readonly KvGroup[] | undefined, blockSize: number | undefined): boolean {
   if (groups === undefined) return true;
   if (groups.length !== 1) return false;
-  const g = groups[0] as KvGroup;
+  const g = groups[0];
   return g.idx === 0 && (blockSize === undefined || g.blockSize === blockSize) && (g.kind === undefined || g.kind === 'full_attention');
 }
 
@@ -75,7 +75,7 @@ export function hybridPrefixBlocks(
     for (const g of groups) {
       if (g.blockSize % blockSize !== 0) return 0;
       const scale = g.blockSize / blockSize;
-      const held = (j: number): boolean => holds(groupBlockKey(keys[(j + 1) * scale - 1] as string, g.idx));
+      const held = (j: number): boolean => holds(groupBlockKey(keys[(j + 1) * scale - 1], g.idx));
       const tokens = groupHit(g, Math.floor(bound / g.blockSize), held) * g.blockSize;
       if (tokens < bound) {
         bound = tokens;

@@ -32,7 +32,7 @@ function ok(d: DecisionOrError): Decision {
   return d;
 }
 
-const podOf = (key: string): string => key.split('.')[2] as string;
+const podOf = (key: string): string => key.split('.')[2];
 
 function decide(s: Scheduler, req: Partial<SchedulingRequestInput> = {}): Decision {
   return ok(s.schedule(schedulingRequest(req), TEST_NOW));
@@ -62,7 +62,7 @@ describe('OutlierTable and the ejection ceiling', () => {
       record('c', 'aggregated', { ejectedAt: TEST_NOW - 600 }),
     );
     const keys = ['a', 'b', 'c', 'd'].map((p) => keyOf(p));
-    const at = (i: number) => keys[i] as string;
+    const at = (i: number) => keys[i];
     const drop = (size: number, maxEjectionPercent: number) =>
       ejectionOf(t, 'aggregated', TEST_NOW, size, at, { maxEjectionPercent, panicThresholdPercent: 0 })?.drop;
     expect(drop(4, 50)).toEqual([1, 2]);
@@ -78,7 +78,7 @@ describe('OutlierTable and the ejection ceiling', () => {
   it('ignores ejection below the panic threshold (Envoy healthy_panic_threshold), and says when all are ejected', () => {
     const t = tableOf(record('a', 'aggregated', { ejectedAt: TEST_NOW - 300 }), record('b', 'aggregated', { ejectedAt: TEST_NOW - 900 }));
     const keys = ['a', 'b', 'c', 'd'].map((p) => keyOf(p));
-    const at = (i: number) => keys[i] as string;
+    const at = (i: number) => keys[i];
     const policy = { maxEjectionPercent: 100, panicThresholdPercent: 50 };
     // 2 of 4 healthy = 50 %: not below the threshold, both ejections hold (least recently failed first).
     expect(ejectionOf(t, 'aggregated', TEST_NOW, 4, at, policy)).toEqual({ drop: [1, 0], all: false, panic: false });
@@ -146,7 +146,7 @@ describe('Scheduler with shared outlier state', () => {
         { pod: 'b', kv: 0.5 },
         { pod: 'c', kv: 0.9 },
       ],
-      [{ ...noPanic, spec: { ...noPanic.spec, trafficPolicy: { outlierDetection: { panicThreshold: 0 } } } } as typeof noPanic],
+      [{ ...noPanic, spec: { ...noPanic.spec, trafficPolicy: { outlierDetection: { panicThreshold: 0 } } } }],
     );
     const ceiling = new Scheduler({ index: noPanicIndex, tracker: new InflightTracker(), outliers: all });
     const pods = decide(ceiling).attempts.map((x) => podOf(x.endpoint.key));
@@ -162,7 +162,7 @@ describe('Scheduler with shared outlier state', () => {
         {
           ...off,
           spec: { ...off.spec, trafficPolicy: { outlierDetection: { consecutiveErrors: 0 } } },
-        } as typeof off,
+        },
       ],
     );
     const noDetection = new Scheduler({ index: offIndex, tracker: new InflightTracker(), outliers: tableOf(record('a', 'aggregated')) });
@@ -202,7 +202,7 @@ describe('Scheduler: a stage with no usable endpoint falls back to the shortcut 
             ]
           : []),
       ],
-      [{ ...base, spec } as typeof base],
+      [{ ...base, spec }],
     );
   };
   const bothPrefillsEjected = () => tableOf(record('pa', 'prefill'), record('pb', 'prefill', { ejectedAt: TEST_NOW - 2000 }));

@@ -39,7 +39,7 @@ export class ProtoReader {
     let result = 0;
     for (let shift = 0; shift < 35; shift += 7) {
       this.#need(1);
-      const b = this.#buf[this.#pos++] as number;
+      const b = this.#buf[this.#pos++];
       result += (b & 0x7f) * 2 ** shift;
       if (b < 0x80) return result >>> 0 === result ? result : result % 2 ** 32;
     }
@@ -53,7 +53,7 @@ export class ProtoReader {
     let result = 0n;
     for (let shift = 0n; shift < 70n; shift += 7n) {
       this.#need(1);
-      const b = this.#buf[this.#pos++] as number;
+      const b = this.#buf[this.#pos++];
       result |= BigInt(b & 0x7f) << shift;
       if (b < 0x80) return BigInt.asUintN(64, result);
     }

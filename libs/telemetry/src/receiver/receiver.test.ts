@@ -148,8 +148,8 @@ describe('OTLP receiver', () => {
         ],
       },
     ]);
-    expect(treeShape(tree, undefined, { sorted: true })[0]!.children.map((c) => c.name)).toEqual(['b-late', 'z-early']);
-    expect(tree[0]!.children[0]!.span.startMs - tree[0]!.span.startMs).toBe(10);
+    expect(treeShape(tree, undefined, { sorted: true })[0].children.map((c) => c.name)).toEqual(['b-late', 'z-early']);
+    expect(tree[0].children[0].span.startMs - tree[0].span.startMs).toBe(10);
   });
 
   it('shows a span whose parent has not arrived as a root', async () => {

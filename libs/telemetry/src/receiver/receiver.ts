@@ -77,7 +77,7 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 
 /** Media type without parameters, lower case. */
 function mediaType(req: IncomingMessage): string {
-  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  return (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
 }
 
 /**

@@ -35,7 +35,7 @@ describe('fake Kubernetes API server', () => {
   function podInformer() {
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const inf = k8s.makeInformer(kc, '/api/v1/namespaces/default/pods', () => core.listNamespacedPod({ namespace: 'default' }));
-    informers.push(inf as k8s.Informer<k8s.KubernetesObject>);
+    informers.push(inf);
     const seen: string[] = [];
     inf.on('add', (o) => seen.push(`add ${o.metadata?.name}`));
     inf.on('update', (o) => seen.push(`update ${o.metadata?.name} ${JSON.stringify(o.metadata?.labels ?? {})}`));
@@ -180,7 +180,7 @@ describe('fake Kubernetes API server', () => {
       () => core.listNamespacedPod({ namespace: 'default', labelSelector: 'tier=gold' }),
       'tier=gold',
     );
-    informers.push(inf as k8s.Informer<k8s.KubernetesObject>);
+    informers.push(inf);
     const seen: string[] = [];
     inf.on('add', (o) => seen.push(`add ${o.metadata?.name}`));
     inf.on('update', (o) => seen.push(`update ${o.metadata?.name}`));

@@ -50,7 +50,7 @@ export function applyJsonPatch(target: Json, ops: readonly JsonPatchOperation[])
       parent = Array.isArray(parent) ? parent[Number(t)] : isPlainObject(parent) ? parent[t] : undefined;
       if (parent === undefined) throw new Error(`path '${op.path}' does not exist`);
     }
-    const last = tokens[tokens.length - 1] as string;
+    const last = tokens[tokens.length - 1];
     if (Array.isArray(parent)) {
       const index = last === '-' ? parent.length : Number(last);
       if (!Number.isInteger(index) || index < 0 || index > parent.length) throw new Error(`bad array index in '${op.path}'`);

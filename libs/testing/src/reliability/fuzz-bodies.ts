@@ -262,7 +262,7 @@ function mutateTree(rng: SeededRandom, body: { [key: string]: Json }): string {
     }
     default: {
       body['messages'] = Array.from({ length: rng.pick([0, 1, 10_000]) }, () => ({ role: 'user', content: 'x' }));
-      return `${(body['messages'] as Json[]).length} messages`;
+      return `${body['messages'].length} messages`;
     }
   }
 }

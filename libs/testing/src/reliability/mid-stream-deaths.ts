@@ -188,7 +188,7 @@ async function settledResumes(metricsUrl: string, before: number, expected: numb
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? 0 : (sorted[Math.floor(sorted.length / 2)] as number);
+  return sorted.length === 0 ? 0 : sorted[Math.floor(sorted.length / 2)];
 }
 
 /** The final stage's pods of a topology (pod 0 dies). */
@@ -259,7 +259,7 @@ export async function runMidStreamScenario(
   let wrongIdOrUsage = 0;
   const resumeExtraMs: number[] = [];
   for (const [i, got] of faulted.entries()) {
-    const ref = reference[i] as StreamRead;
+    const ref = reference[i];
     const why =
       got.status !== 200
         ? `status ${got.status}`
@@ -287,8 +287,8 @@ export async function runMidStreamScenario(
     // The gap at the resume: between token k and token k+1 (the continuation's first).
     if (got.tokenAt.length > k && k > 0) {
       const gaps: number[] = [];
-      for (let t = 1; t < got.tokenAt.length; t++) if (t !== k) gaps.push((got.tokenAt[t] as number) - (got.tokenAt[t - 1] as number));
-      resumeExtraMs.push((got.tokenAt[k] as number) - (got.tokenAt[k - 1] as number) - median(gaps));
+      for (let t = 1; t < got.tokenAt.length; t++) if (t !== k) gaps.push(got.tokenAt[t] - got.tokenAt[t - 1]);
+      resumeExtraMs.push(got.tokenAt[k] - got.tokenAt[k - 1] - median(gaps));
     }
   }
   const prefillLegsPerRequest: number[] = [];

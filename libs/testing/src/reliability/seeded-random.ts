@@ -29,6 +29,6 @@ export class SeededRandom {
   }
 
   pick<T>(items: readonly T[]): T {
-    return items[this.int(items.length)] as T;
+    return items[this.int(items.length)];
   }
 }

@@ -60,7 +60,7 @@ type Counters = Record<string, number>;
 
 /** The host's CPU time so far (all processes, /proc/stat): busy and total jiffies. */
 function hostCpu(): { busy: number; total: number } {
-  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] as string).trim().split(/\s+/).slice(1).map(Number);
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
   const total = fields.reduce((a, b) => a + b, 0);
   const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
   return { busy: total - idle, total };
@@ -72,7 +72,7 @@ async function engineCounters(stack: ClusterStack): Promise<Counters[]> {
 
 function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] as number;
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 }
 
 const PROCESSES: readonly ProcessName[] = ['gateway', 'scheduler', 'pod-watcher', 'engines', 'nats'];
@@ -85,7 +85,9 @@ const PROCESSES: readonly ProcessName[] = ['gateway', 'scheduler', 'pod-watcher'
 export async function runCell(o: CellOptions): Promise<CellResult> {
   const t0 = performance.now();
   const progress = (what: string) =>
-    process.stderr.write(`cluster-bench: ${o.pool} · ${o.workload.name} · ${Math.round(o.load * 100)} % · ${o.policy}: ${what} at ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(
+      `cluster-bench: ${o.pool} · ${o.workload.name} · ${Math.round(o.load * 100)} % · ${o.policy}: ${what} at ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+    );
   const stack = await startClusterStack({
     pool: o.pool,
     engines: o.engines,
@@ -159,10 +161,8 @@ function summarize(
   const perEngine = answering.map(({ i }) => delta(i, 'requests'));
   const mean = perEngine.reduce((a, b) => a + b, 0) / Math.max(1, perEngine.length);
   const wallS = (after.at - before.at) / 1000;
-  const cores = Object.fromEntries(
-    [...PROCESSES, 'bench'].map((p) => [p, ((after.cpu[p] as number) - (before.cpu[p] as number)) / wallS]),
-  ) as CellResult['cores'];
-  const hostBusy = ((after.cpu['hostBusy'] as number) - (before.cpu['hostBusy'] as number)) / ((after.cpu['hostTotal'] as number) - (before.cpu['hostTotal'] as number));
+  const cores = Object.fromEntries([...PROCESSES, 'bench'].map((p) => [p, (after.cpu[p] - before.cpu[p]) / wallS])) as CellResult['cores'];
+  const hostBusy = (after.cpu['hostBusy'] - before.cpu['hostBusy']) / (after.cpu['hostTotal'] - before.cpu['hostTotal']);
   const routerCpuS = (cores.gateway + cores.scheduler) * wallS;
   const allCores = Object.values(cores).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
   return {

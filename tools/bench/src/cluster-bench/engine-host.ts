@@ -21,7 +21,7 @@ export interface EngineHostSpec {
 }
 
 async function main(): Promise<void> {
-  const spec = JSON.parse(process.argv[process.argv.length - 1] as string) as EngineHostSpec;
+  const spec = JSON.parse(process.argv[process.argv.length - 1]) as EngineHostSpec;
   const logger = {
     info: () => undefined,
     debug: () => undefined,

@@ -112,7 +112,7 @@ export async function measureSaturation(
   let next = 0;
   const worker = async () => {
     while (performance.now() - t0 < durationMs && next < requests.length) {
-      const r = requests[next++] as SimRequest;
+      const r = requests[next++];
       const res = await send(url, model, r, dispatcher, t0, true);
       if (res.ok) done.push(performance.now() - t0);
     }
@@ -126,5 +126,5 @@ export async function measureSaturation(
   const lo = Math.floor(done.length / 4);
   const hi = Math.floor((3 * done.length) / 4);
   if (hi <= lo) return NaN;
-  return (hi - lo) / (((done[hi] as number) - (done[lo] as number)) / 1000);
+  return (hi - lo) / ((done[hi] - done[lo]) / 1000);
 }

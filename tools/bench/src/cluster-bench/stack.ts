@@ -121,12 +121,16 @@ function natsPid(port: number): number | undefined {
 async function startEngineHost(spec: EngineHostSpec, onLag: (ms: number) => void): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
-    ['-e', `require(${JSON.stringify(require.resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(ENGINE_HOST)});`, JSON.stringify(spec)],
+    [
+      '-e',
+      `require(${JSON.stringify(require.resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(ENGINE_HOST)});`,
+      JSON.stringify(spec),
+    ],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env } },
   );
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  const lines = createInterface({ input: child.stdout! });
+  const lines = createInterface({ input: child.stdout });
   return new Promise((resolveReady, reject) => {
     child.once('exit', (code) => reject(new Error(`engine host exited with ${code}: ${stderr}`)));
     lines.on('line', (line) => {
@@ -183,7 +187,15 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
     };
     const gatewayPort = await freePort();
     // Started together (each waits for NATS and its peers by itself): a loaded machine takes seconds per start.
-    const watcher = await start(['pod-watcher', '--source', `file:${file}`, '--identity', 'bench', '--scrape-interval', `${o.scrapeIntervalMs}ms`]);
+    const watcher = await start([
+      'pod-watcher',
+      '--source',
+      `file:${file}`,
+      '--identity',
+      'bench',
+      '--scrape-interval',
+      `${o.scrapeIntervalMs}ms`,
+    ]);
     const scheduler = await start(['scheduler', '--instance-id', 'bench-scheduler']);
     const gateway = await start(['gateway', '--host', '127.0.0.1', '--port', String(gatewayPort), '--no-access-log']);
     await Promise.all(

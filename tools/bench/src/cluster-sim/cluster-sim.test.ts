@@ -87,10 +87,10 @@ describe('cluster simulation', () => {
     );
     run();
     const [r1, r2, r3, r4] = ['r1', 'r2', 'r3', 'r4'].map((id) => done.find((s) => s.request.id === id)!);
-    expect(r1!.hitTokens).toBe(0);
-    expect(r2!.hitTokens).toBe(4096);
-    expect(r2!.firstTokenAt - 10_000).toBeLessThan(r1!.firstTokenAt);
-    expect([r3!.encoderHits, r4!.encoderHits]).toEqual([0, 1]);
+    expect(r1.hitTokens).toBe(0);
+    expect(r2.hitTokens).toBe(4096);
+    expect(r2.firstTokenAt - 10_000).toBeLessThan(r1.firstTokenAt);
+    expect([r3.encoderHits, r4.encoderHits]).toEqual([0, 1]);
   });
 
   it('queues requests beyond the KV pool until running ones finish', () => {
@@ -111,7 +111,7 @@ describe('cluster simulation', () => {
     );
     expect([engine.running, engine.waiting]).toEqual([1, 1]);
     run();
-    expect(done[1]!.admittedAt).toBeGreaterThanOrEqual(done[0]!.finishedAt);
+    expect(done[1].admittedAt).toBeGreaterThanOrEqual(done[0].finishedAt);
   });
 
   it('renders media markers only where the router mixes media into its hashes', () => {

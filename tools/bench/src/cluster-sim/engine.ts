@@ -102,7 +102,7 @@ export class SimEngine {
   /** Prompt tokens of `keys` this engine holds now (longest cached prefix). */
   cachedPrefixTokens(keys: readonly number[]): number {
     let n = 0;
-    while (n < keys.length && this.#lru.has(keys[n] as number)) n++;
+    while (n < keys.length && this.#lru.has(keys[n])) n++;
     return n * this.cost.blockTokens;
   }
 
@@ -161,7 +161,7 @@ export class SimEngine {
   #admit(now: number): void {
     const c = this.cost;
     while (this.#queue.length > 0 && this.running < c.maxRunning) {
-      const w = this.#queue[0] as Waiting;
+      const w = this.#queue[0];
       const outBlocks = w.kind === 'prefill' ? 0 : Math.ceil(w.request.outputTokens / c.blockTokens);
       let fresh = 0;
       for (const k of w.keys) if (!this.#lru.has(k)) fresh++;

@@ -27,14 +27,14 @@ export class EventQueue<T> {
 
   /** Time of the next event (Infinity when empty). */
   peekTime(): number {
-    return this.#items.length === 0 ? Infinity : (this.#times[0] as number);
+    return this.#items.length === 0 ? Infinity : this.#times[0];
   }
 
   pop(): { time: number; item: T } | undefined {
     const n = this.#items.length;
     if (n === 0) return undefined;
-    const time = this.#times[0] as number;
-    const item = this.#items[0] as T;
+    const time = this.#times[0];
+    const item = this.#items[0];
     this.#swap(0, n - 1);
     this.#times.pop();
     this.#seqs.pop();
@@ -55,17 +55,17 @@ export class EventQueue<T> {
   }
 
   #less(a: number, b: number): boolean {
-    const ta = this.#times[a] as number,
-      tb = this.#times[b] as number;
-    return ta < tb || (ta === tb && (this.#seqs[a] as number) < (this.#seqs[b] as number));
+    const ta = this.#times[a],
+      tb = this.#times[b];
+    return ta < tb || (ta === tb && this.#seqs[a] < this.#seqs[b]);
   }
 
   #swap(a: number, b: number): void {
     const t = this.#times,
       s = this.#seqs,
       it = this.#items;
-    [t[a], t[b]] = [t[b] as number, t[a] as number];
-    [s[a], s[b]] = [s[b] as number, s[a] as number];
-    [it[a], it[b]] = [it[b] as T, it[a] as T];
+    [t[a], t[b]] = [t[b], t[a]];
+    [s[a], s[b]] = [s[b], s[a]];
+    [it[a], it[b]] = [it[b], it[a]];
   }
 }

@@ -160,7 +160,7 @@ export class SchedulerPolicy implements RoutingPolicy {
       if (d.code === 'SCHED_FILTERED_OUT') return null;
       throw new Error(`${this.name}: ${d.code} ${d.message}`);
     }
-    const first = d.attempts[0]!;
+    const first = d.attempts[0];
     const engine = this.#byPod.get(first.endpoint.pod) as number;
     const prefill = first.prefill === undefined ? undefined : this.#byPod.get(first.prefill.pod);
     const encoders = d.encoders.length === 0 ? undefined : d.encoders.map((c) => this.#byPod.get(c.endpoint.pod) as number);
@@ -168,7 +168,7 @@ export class SchedulerPolicy implements RoutingPolicy {
   }
 
   #key(leg: Leg, index: number): string {
-    return (leg === 'encode' ? this.#encoderKeys : this.#keys)[index]!;
+    return (leg === 'encode' ? this.#encoderKeys : this.#keys)[index];
   }
 
   started(request: SimRequest, leg: Leg, index: number, now: number): void {
@@ -201,13 +201,13 @@ export class SchedulerPolicy implements RoutingPolicy {
   /** Endpoint records as the pod-watcher writes them from a scrape (latency means over the interval). */
   #put(pool: SimPool, at: number): void {
     for (const e of pool.engines) {
-      const prev = this.#index.get(this.#keys[e.index]!)?.record.metrics;
+      const prev = this.#index.get(this.#keys[e.index])?.record.metrics;
       const fresh = e.ttftCount > 0 || e.tpotCount > 0;
       const ttftMs = e.ttftCount > 0 ? e.ttftSum / e.ttftCount : prev?.ttftMs;
       const tpotMs = e.tpotCount > 0 ? e.tpotSum / e.tpotCount : prev?.tpotMs;
       e.ttftSum = e.ttftCount = e.tpotSum = e.tpotCount = 0;
       const latencyAt = fresh ? at : prev?.latencyAt;
-      const role = this.#roles[e.index]!;
+      const role = this.#roles[e.index];
       this.#index.applyEndpoint({
         op: 'PUT',
         value: endpointRecord({
@@ -259,10 +259,10 @@ export class RoundRobinPolicy implements RoutingPolicy {
   }
 
   route(request: SimRequest): Route {
-    const engine = this.#answering[this.#next]!;
+    const engine = this.#answering[this.#next];
     this.#next = (this.#next + 1) % this.#answering.length;
     if (this.#prefills.length === 0) return { engine };
-    const prefill = this.#prefills[this.#nextPrefill]!;
+    const prefill = this.#prefills[this.#nextPrefill];
     this.#nextPrefill = (this.#nextPrefill + 1) % this.#prefills.length;
     if (this.pool.encoders.length === 0 || request.images.length === 0) return { engine, prefill };
     const encoders = request.images.map(() => {
@@ -346,6 +346,6 @@ export class OraclePolicy implements RoutingPolicy {
   }
 }
 
-const x0 = (pool: SimPool): number => pool.engines[0]!.cost.encodeMsPerItem;
+const x0 = (pool: SimPool): number => pool.engines[0].cost.encodeMsPerItem;
 
 export { blockKeys };

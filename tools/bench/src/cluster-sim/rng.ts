@@ -51,7 +51,7 @@ export class Zipf {
       hi = this.#cdf.length - 1;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if ((this.#cdf[mid] as number) < u) lo = mid + 1;
+      if (this.#cdf[mid] < u) lo = mid + 1;
       else hi = mid;
     }
     return lo;

@@ -114,7 +114,7 @@ export function measureCapacity(
   done.sort((a, b) => a - b);
   const lo = Math.floor(done.length / 4),
     hi = Math.floor((3 * done.length) / 4);
-  return (hi - lo) / (((done[hi] as number) - (done[lo] as number)) / 1000);
+  return (hi - lo) / ((done[hi] - done[lo]) / 1000);
 }
 
 /**
@@ -137,7 +137,7 @@ export function noCacheCapacity(workload: WorkloadSpec, engines: number, cost: C
 }
 
 const pct = (sorted: readonly number[], p: number): number =>
-  sorted.length === 0 ? NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
+  sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 /**
  * One run: open-loop Poisson arrivals at `load` × capacity, each request routed by `policy` and served by the
@@ -241,7 +241,7 @@ function execute(
   keys: number[],
   done: (o: Outcome) => void,
 ): void {
-  const cost = pool.engines[0]!.cost;
+  const cost = pool.engines[0].cost;
   const final = pool.engines[route.engine];
   if (!final) throw new Error(`${policy.name} chose engine ${route.engine} of ${pool.engines.length}`);
   const start = clock();
@@ -311,7 +311,7 @@ function execute(
   }
   // Encoder legs: each encoder gets its items; the consumer starts once every output has arrived.
   const byEncoder = new Map<number, number[]>();
-  route.encoders!.forEach((e, item) => {
+  route.encoders.forEach((e, item) => {
     const list = byEncoder.get(e);
     if (list) list.push(item);
     else byEncoder.set(e, [item]);
@@ -323,7 +323,7 @@ function execute(
     policy.started?.(request, 'encode', e, start);
     let last = start;
     for (const item of items) {
-      const image = request.images[item] as number;
+      const image = request.images[item];
       const r = encoder.encode(image, start);
       if (!r.hit) encoderMisses++;
       handed.add(image);

@@ -211,7 +211,7 @@ export class WorkloadGenerator {
       const tenant = this.#tenants.sample(rng);
       conv = {
         id: `c${this.#n}`,
-        segments: [{ id: SEGMENT_BASE.system + tenant, tokens: this.#systemTokens[tenant] as number, role: 'system' }],
+        segments: [{ id: SEGMENT_BASE.system + tenant, tokens: this.#systemTokens[tenant], role: 'system' }],
         left: rng.int(1, 6),
       };
       this.#open.push(conv);
@@ -258,7 +258,7 @@ export class WorkloadGenerator {
       if (!picked.includes(d)) picked.push(d);
     }
     for (const [i, d] of picked.entries()) {
-      segments.push({ id: SEGMENT_BASE.document + d, tokens: this.#docTokens[d] as number, ...(i === 0 ? { role: 'user' as const } : {}) });
+      segments.push({ id: SEGMENT_BASE.document + d, tokens: this.#docTokens[d], ...(i === 0 ? { role: 'user' as const } : {}) });
     }
     segments.push(this.#segment(rng.int(sh.questionTokens[0], sh.questionTokens[1])));
     return this.#request(arrival, 'rag', segments, this.#segment(rng.int(sh.answerTokens[0], sh.answerTokens[1]), 'assistant'));

@@ -24,7 +24,7 @@ const UNITS: Readonly<Record<string, number>> = { Ki: 1024, Mi: 1024 ** 2, Gi: 1
 export function quantityBytes(q: string): number {
   const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|K|M|G|)$/.exec(q.trim());
   if (!m) throw new Error(`not a memory quantity: ${q}`);
-  return Math.round(Number(m[1]) * (UNITS[m[2] as string] as number));
+  return Math.round(Number(m[1]) * UNITS[m[2]]);
 }
 
 /** The memory limit and NODE_OPTIONS of `container` in the Deployment `name` of a manifest file. */

@@ -21,7 +21,7 @@ export function dumpInstructions(pid: number, dir: string): number {
   callgrindControl(['--dump', String(pid)]);
   const fresh = readdirSync(dir).filter((f) => !before.has(f) && f.startsWith(`cg.${pid}`));
   if (fresh.length !== 1) throw new Error(`expected one new callgrind dump, found ${fresh.join(', ') || 'none'}`);
-  const text = readFileSync(join(dir, fresh[0] as string), 'utf8');
+  const text = readFileSync(join(dir, fresh[0]), 'utf8');
   const totals = /^(?:totals|summary): (\d+)/m.exec(text);
   if (!totals) throw new Error(`no totals in ${fresh[0]}`);
   return Number(totals[1]);

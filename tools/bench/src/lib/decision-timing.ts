@@ -27,17 +27,17 @@ export function timeDecisions(local: SchedulerReplica, servers: readonly string[
   const requests: SchedulingRequest[] = Array.from({ length: 2000 }, (_, n) =>
     schedulingRequest({
       id: `bench-${n}`,
-      modelServer: servers[Math.floor(rand() * servers.length)] as string,
+      modelServer: servers[Math.floor(rand() * servers.length)],
       model: 'm',
-      prefixHashes: hashes[n % hashes.length] as string[],
+      prefixHashes: hashes[n % hashes.length],
     }),
   );
-  for (let i = 0; i < 2000; i++) local.schedule(requests[i % requests.length] as SchedulingRequest, now);
+  for (let i = 0; i < 2000; i++) local.schedule(requests[i % requests.length], now);
   const latencies: number[] = [];
   let errors = 0;
   for (let i = 0; i < decisions; i++) {
     const started = process.hrtime.bigint();
-    if (!local.schedule(requests[i % requests.length] as SchedulingRequest, now).ok) errors++;
+    if (!local.schedule(requests[i % requests.length], now).ok) errors++;
     latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
   }
   latencies.sort((a, b) => a - b);

@@ -35,13 +35,13 @@ export async function startWatcherProcess(
     ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TRIAD_LOG_LEVEL: 'info' } },
   );
-  const lines = createInterface({ input: child.stdout! });
+  const lines = createInterface({ input: child.stdout });
   for await (const line of lines) {
     const msg = JSON.parse(line) as { msg?: string; opsPort?: number };
     if (msg.msg === 'pod-watcher starting' && msg.opsPort) {
       lines.removeAllListeners();
       lines.close();
-      child.stdout!.resume();
+      child.stdout.resume();
       return { child, opsPort: msg.opsPort };
     }
   }

@@ -47,7 +47,7 @@ function toMs(value: string, unit: string): number {
 export function parseWrkOutput(text: string): WrkResult {
   const pct = (p: string): number => {
     const m = new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s|m)\\s*$`, 'm').exec(text);
-    return m ? toMs(m[1] as string, m[2] as string) : NaN;
+    return m ? toMs(m[1], m[2]) : NaN;
   };
   const requests = Number(/(\d+) requests in/.exec(text)?.[1] ?? NaN);
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1] ?? NaN);

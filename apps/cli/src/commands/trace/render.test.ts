@@ -63,7 +63,7 @@ describe('renderTrace', () => {
   });
 
   it('draws the tree in start order with service, kind, offset and duration', () => {
-    const serviceColumn = lines[2]!.indexOf('SERVICE');
+    const serviceColumn = lines[2].indexOf('SERVICE');
     const spanLines = lines.filter((l) => /(SERVER|CLIENT|INTERNAL) /.test(l));
     expect(spanLines.map((l) => [l.slice(0, serviceColumn).trimEnd(), ...l.slice(serviceColumn).split(/\s+/).slice(0, 4)])).toEqual([
       ['POST /v1/chat/completions', 'triad-gateway', 'SERVER', '+0.00', '100.0'],
@@ -79,7 +79,7 @@ describe('renderTrace', () => {
     const bars = lines.filter((l) => l.includes('├─ encode')).map((l) => l.slice(l.indexOf('[') + 1, l.indexOf(']')));
     expect(bars).toHaveLength(2);
     const cells = bars.map((b) => [...b].map((c) => c === '█'));
-    const overlap = cells[0]!.some((on, i) => on && cells[1]![i]);
+    const overlap = cells[0].some((on, i) => on && cells[1][i]);
     expect(overlap).toBe(true);
   });
 

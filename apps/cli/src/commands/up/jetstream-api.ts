@@ -96,8 +96,8 @@ export class JetStreamApi {
         if (this.#buffer.length < end + 2 + size + 2) return;
         const payload = this.#buffer.subarray(end + 2, end + 2 + size).toString('utf8');
         this.#buffer = this.#buffer.subarray(end + 2 + size + 2);
-        const waiter = this.#waiting.get(parts[1] as string);
-        this.#waiting.delete(parts[1] as string);
+        const waiter = this.#waiting.get(parts[1]);
+        this.#waiting.delete(parts[1]);
         try {
           waiter?.resolve(JSON.parse(payload) as unknown);
         } catch (err) {

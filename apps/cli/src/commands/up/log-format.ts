@@ -20,7 +20,7 @@ const paint = (on: boolean, code: number, text: string): string => (on ? `\u001b
 function nameColor(name: string): number {
   let h = 0;
   for (const ch of name) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
-  return NAME_COLORS[h % NAME_COLORS.length] as number;
+  return NAME_COLORS[h % NAME_COLORS.length];
 }
 
 function levelName(level: unknown): string {
@@ -37,7 +37,7 @@ function clock(time: unknown): string {
 
 function fieldValue(value: unknown): string {
   if (typeof value === 'string') return /[\s"=]/.test(value) || value === '' ? JSON.stringify(value) : value;
-  if (value && typeof value === 'object' && 'message' in value && typeof (value as { message: unknown }).message === 'string') {
+  if (value && typeof value === 'object' && 'message' in value && typeof value.message === 'string') {
     // pino serialises errors as {type, message, stack}; the message is what a reader needs inline.
     return JSON.stringify((value as { message: string }).message);
   }

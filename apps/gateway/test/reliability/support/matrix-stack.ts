@@ -1,4 +1,4 @@
-import type { ModelRouteSpec, ModelServerSpec } from '@triad/crd';
+import type { ModelServerSpec } from '@triad/crd';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import type { MatrixStack } from '@triad/testing/reliability';
 import type { Harness } from '../../support/harness';
@@ -10,7 +10,7 @@ export function matrixStack(h: Harness): MatrixStack {
     metricsUrl: `http://127.0.0.1:${h.gateway.metricsPort}/metrics`,
     startSim: (o) => h.startSim(o),
     putServer: (name, spec) => h.putServer(name, spec as ModelServerSpec),
-    putRoute: (name, spec) => h.putRoute(name, spec as ModelRouteSpec),
+    putRoute: (name, spec) => h.putRoute(name, spec),
     putEndpoint: async (server, pod, role, sim, extra) => {
       await h.putEndpoint(server, pod, role, sim as SimEngineHandle, extra);
     },

@@ -29,7 +29,7 @@ describe('trimCachedPod', () => {
     expect(trimCachedPod(pod)).toBe(pod);
     const kept = JSON.parse(JSON.stringify(pod)) as Record<string, Record<string, unknown>>;
     expect(Object.keys(kept).sort()).toEqual(['apiVersion', 'kind', 'metadata', 'status']);
-    expect(Object.keys(kept['metadata']!).sort()).toEqual([
+    expect(Object.keys(kept['metadata']).sort()).toEqual([
       'annotations',
       'creationTimestamp',
       'labels',

@@ -166,16 +166,12 @@ export class KubeSource implements ObjectSource {
       const sel = labelSelector ? { labelSelector } : {};
       if (res.kind === 'Pod') {
         listPage = (page) =>
-          (namespace
-            ? core.listNamespacedPod({ namespace, ...sel, ...page })
-            : core.listPodForAllNamespaces({ ...sel, ...page })) as Promise<KubeList>;
+          namespace ? core.listNamespacedPod({ namespace, ...sel, ...page }) : core.listPodForAllNamespaces({ ...sel, ...page });
       } else if (res.kind === 'Secret') {
         listPage = (page) =>
-          (namespace
-            ? core.listNamespacedSecret({ namespace, ...sel, ...page })
-            : core.listSecretForAllNamespaces({ ...sel, ...page })) as Promise<KubeList>;
+          namespace ? core.listNamespacedSecret({ namespace, ...sel, ...page }) : core.listSecretForAllNamespaces({ ...sel, ...page });
       } else {
-        listPage = (page) => core.listNamespace({ ...sel, ...page }) as Promise<KubeList>;
+        listPage = (page) => core.listNamespace({ ...sel, ...page });
       }
     } else {
       const custom = kc.makeApiClient(k8s.CustomObjectsApi);
@@ -212,7 +208,7 @@ export async function listInPages(
     first ??= page;
     for (const item of page.items) items.push(trim ? trim(item) : item);
     // Typed lists (core kinds) name it `_continue`, the plain JSON of custom objects `continue`.
-    const meta = page.metadata as { _continue?: string; continue?: string } | undefined;
+    const meta: { _continue?: string; continue?: string } | undefined = page.metadata;
     token = meta?._continue || meta?.continue || undefined;
   } while (token !== undefined);
   return { ...first, metadata: { resourceVersion: first.metadata?.resourceVersion }, items };

@@ -78,7 +78,7 @@ function entriesOf(params: Entry, encoder: EndpointRef, first: number): [string,
  * malformed params, an index out of range or repeated, or an item no entry matches.
  */
 export function matchEncoderAnswer(body: Buffer, sent: readonly SentItem[], encoder: EndpointRef): (EncodedItem | undefined)[] {
-  const first = (sent[0] as SentItem).index;
+  const first = sent[0].index;
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -108,7 +108,7 @@ export function matchEncoderAnswer(body: Buffer, sent: readonly SentItem[], enco
           `the encoder reported item index ${JSON.stringify(at)} ` + `for a request of ${sent.length} item(s)`,
         );
       }
-      const item = (sent[at] as SentItem).index;
+      const item = sent[at].index;
       if (byPosition.has(at)) throw fail('item_mismatch', encoder, item, `the encoder reported position ${at} twice`);
       byPosition.set(at, [hash, entry]);
     }

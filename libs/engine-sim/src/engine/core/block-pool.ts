@@ -29,7 +29,7 @@ export class BlockPool {
   }
 
   refCount(block: number): number {
-    return this.#refs[block] as number;
+    return this.#refs[block];
   }
 
   /** Share of the pool in use by running requests (0..1). */
@@ -52,7 +52,7 @@ export class BlockPool {
   touch(blocks: readonly number[]): void {
     for (const b of blocks) {
       if (this.#refs[b] === 0) this.#free.delete(b);
-      this.#refs[b] = (this.#refs[b] as number) + 1;
+      this.#refs[b] = this.#refs[b] + 1;
     }
   }
 
@@ -85,8 +85,8 @@ export class BlockPool {
   /** Drops one reference per block, tail first; blocks left without references join the free queue's tail. */
   free(blocks: readonly number[]): void {
     for (let i = blocks.length - 1; i >= 0; i--) {
-      const b = blocks[i] as number;
-      const left = (this.#refs[b] as number) - 1;
+      const b = blocks[i];
+      const left = this.#refs[b] - 1;
       this.#refs[b] = left;
       if (left === 0) this.#free.set(b, true);
     }

@@ -190,14 +190,17 @@ export class EngineCore {
       (plan.decodes > 0 ? c.decodeMsPerToken * (1 + c.batchSlowdown * load) : 0) +
       (plan.prefillTokens / 1000) * c.prefillMsPer1kTokens +
       plan.encodes * c.encodeMsPerItem;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.steps++;
-      this.hooks.stepped();
-      this.#complete(plan);
-      this.hooks.changed();
-      this.#kick();
-    }, Math.max(1, ms));
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.steps++;
+        this.hooks.stepped();
+        this.#complete(plan);
+        this.hooks.changed();
+        this.#kick();
+      },
+      Math.max(1, ms),
+    );
   }
 
   #schedule(): StepPlan {
@@ -218,7 +221,7 @@ export class EngineCore {
     // Running requests first, oldest first.
     let i = 0;
     while (i < this.#running.length && budget > 0) {
-      const r = this.#running[i] as CoreRequest;
+      const r = this.#running[i];
       let n = Math.min(r.numTokens - r.numComputed, budget);
       n = this.#scheduleItems(r, r.numComputed, n, enc);
       if (n <= 0) {
@@ -250,7 +253,7 @@ export class EngineCore {
 
     // Then waiting requests, in order, unless this step preempted (vLLM admits none then).
     while (!preempted && this.#waiting.length > 0 && budget > 0 && this.#running.length < c.maxNumSeqs) {
-      const r = this.#waiting[0] as CoreRequest;
+      const r = this.#waiting[0];
       const usable = Math.floor(Math.max(0, r.numTokens - 1) / c.blockSize);
       const cached = this.pool.cachedPrefix(r.spec.blockHashes.slice(0, usable));
       const local = cached.length * c.blockSize;
@@ -348,7 +351,7 @@ export class EngineCore {
       r.numComputed += n;
       // Full prompt blocks become cached (`cache_full_blocks`).
       const full = Math.min(Math.floor(Math.min(r.numComputed, r.spec.promptTokens) / bs), r.spec.blockHashes.length, r.blocks.length);
-      for (let b = 0; b < full; b++) this.pool.cache(r.blocks[b] as number, r.spec.blockHashes[b] as number);
+      for (let b = 0; b < full; b++) this.pool.cache(r.blocks[b], r.spec.blockHashes[b]);
       // Encoder outputs whose placeholders are all computed are no longer needed by this request.
       for (const item of r.spec.items)
         if (r.held.has(item.id) && item.start + item.embeds <= r.numComputed) {

@@ -53,7 +53,7 @@ export class PushBoard {
     const i = this.#finished.findIndex((f) => pairs(f, wanted));
     if (i >= 0) {
       const [entry] = this.#finished.splice(i, 1);
-      done((entry as Finished).tokens);
+      done(entry.tokens);
       return () => undefined;
     }
     const timer = setTimeout(() => {
@@ -91,6 +91,6 @@ export class PushBoard {
 
   #expire(): void {
     const now = Date.now();
-    while (this.#finished.length > 0 && (this.#finished[0] as Finished).expiresAt <= now) this.#finished.shift();
+    while (this.#finished.length > 0 && this.#finished[0].expiresAt <= now) this.#finished.shift();
   }
 }

@@ -73,11 +73,11 @@ describe('encoder-affinity', () => {
     const pending = new Int32Array(2);
     const placed: number[] = [];
     for (let i = 0; i < 4; i++) {
-      const first = p.pick(ctx, { candidates, finals, count: 2, item: item('u:same'), pending }).order[0] as number;
-      pending[first] = (pending[first] as number) + 1;
+      const first = p.pick(ctx, { candidates, finals, count: 2, item: item('u:same'), pending }).order[0];
+      pending[first] = pending[first] + 1;
       placed.push(first);
     }
-    const home = placed[0] as number;
+    const home = placed[0];
     expect(placed.filter((i) => i === home)).toHaveLength(expectedHomeShare);
   });
 });

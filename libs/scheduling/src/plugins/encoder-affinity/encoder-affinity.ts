@@ -48,15 +48,15 @@ export class EncoderAffinityPicker implements Picker {
     const keyHash = c.keyHash;
     const inflight = c.inflight();
     const itemHash = hashString32(item.key);
-    const load = (i: number): number => (inflight[i] as number) + (pending?.[i] ?? 0);
+    const load = (i: number): number => inflight[i] + (pending?.[i] ?? 0);
     let total = 1;
     for (let i = 0; i < n; i++) {
-      w[i] = combine32(itemHash, keyHash[i] as number);
+      w[i] = combine32(itemHash, keyHash[i]);
       total += load(i);
     }
     const heavier = (a: number, b: number): boolean => {
-      const wa = w[a] as number;
-      const wb = w[b] as number;
+      const wa = w[a];
+      const wb = w[b];
       return wa !== wb ? wa > wb : c.endpoint(a).key < c.endpoint(b).key;
     };
     const cap = Math.ceil((this.#loadFactor * total) / n);

@@ -34,7 +34,7 @@ describe('encoder-cache', () => {
     const first = score(plugin, ['new']);
     expect(first.filter((s) => s === 50)).toHaveLength(1);
     expect(score(new EncoderCacheScorer('another-replica', { ...params, homeShare: 0.5 }), ['new'])).toEqual(first);
-    const home = pods[first.indexOf(50)]!;
+    const home = pods[first.indexOf(50)];
     const busy = new InflightTracker();
     for (let i = 0; i < 8; i++)
       busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf(home), stage: 'aggregated', at: TEST_NOW });

@@ -75,7 +75,7 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
       for (const key of this.#owners.get(item.key) ?? []) {
         const pos = c.indexOf(key);
         if (pos < 0) continue;
-        out[pos] = (out[pos] as number) + share;
+        out[pos] = out[pos] + share;
         found = true;
       }
       if (!found && this.#params.homeShare > 0) {
@@ -83,18 +83,18 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
         let home = 0,
           best = -1;
         for (let i = 0; i < c.size; i++) {
-          const w = combine32(h, c.keyHash[i] as number);
+          const w = combine32(h, c.keyHash[i]);
           if (w > best) {
             best = w;
             home = i;
           }
         }
-        out[home] = (out[home] as number) + share * this.#params.homeShare;
+        out[home] = out[home] + share * this.#params.homeShare;
       }
     }
     const ok = withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor);
     for (let i = 0; i < c.size; i++) {
-      if ((out[i] as number) > 0 && !ok(i)) {
+      if (out[i] > 0 && !ok(i)) {
         out[i] = 0;
         ctx.loadBounded?.(this.name);
       }

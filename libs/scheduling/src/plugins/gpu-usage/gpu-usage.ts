@@ -17,7 +17,7 @@ export class GpuUsageScorer implements Scorer {
 
   score(_ctx: CycleContext, c: Candidates, out: Float64Array): void {
     const kv = c.kvCacheUsage;
-    for (let i = 0; i < c.size; i++) out[i] = Math.trunc((1 - (kv[i] as number)) * 100);
+    for (let i = 0; i < c.size; i++) out[i] = Math.trunc((1 - kv[i]) * 100);
   }
 }
 

@@ -29,7 +29,7 @@ export class KvPressureFilter implements Filter {
   filter(_ctx: CycleContext, c: Candidates, keep: Uint8Array): void {
     const t = this.#threshold;
     const kv = c.kvCacheUsage;
-    for (let i = 0; i < c.size; i++) if (!((kv[i] as number) <= t)) keep[i] = 0;
+    for (let i = 0; i < c.size; i++) if (!(kv[i] <= t)) keep[i] = 0;
   }
 }
 

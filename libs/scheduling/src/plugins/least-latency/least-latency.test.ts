@@ -45,7 +45,7 @@ describe('least-latency', () => {
     { alpha: 0, expected: [100, 0, 50, 50, 50] },
     { alpha: 0.25, expected: [100, 12.5, 37.5, 50, 50] },
   ])('α=$alpha', ({ alpha, expected }) => {
-    scores(alpha).forEach((v, i) => expect(v).toBeCloseTo(expected[i] as number, 9));
+    scores(alpha).forEach((v, i) => expect(v).toBeCloseTo(expected[i], 9));
   });
 
   it('gives 100 when every measured endpoint has the same latency (max = min)', () => {
@@ -90,8 +90,8 @@ describe('least-latency', () => {
         for (let r = 0; r < 20; r++) {
           const d = s.schedule(schedulingRequest({ id: `r-${second}-${r}` }), now);
           if (!d.ok) throw new Error(d.message);
-          const pod = d.attempts[0]!.endpoint.pod;
-          counts[pod]! += 1;
+          const pod = d.attempts[0].endpoint.pod;
+          counts[pod] += 1;
           // The gateway runs it at once and it is short: started and finished before the next decision.
           const leg = { requestId: d.id, endpoint: keyOf(pod), stage: 'aggregated' as const, at: now };
           tracker.applyEvent('gw', { type: 'start', ...leg });
@@ -120,7 +120,7 @@ describe('least-latency', () => {
     expect(served(1e12).c).toBe(0);
     const fixed = served(30_000);
     expect(fixed.c).toBeGreaterThan(0);
-    expect(fixed.c).toBeGreaterThanOrEqual(Math.min(fixed.a!, fixed.b!) / 3);
+    expect(fixed.c).toBeGreaterThanOrEqual(Math.min(fixed.a, fixed.b) / 3);
   });
 
   it.each([

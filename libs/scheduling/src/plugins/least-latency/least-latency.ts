@@ -81,13 +81,13 @@ export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w
     maxP = -Infinity;
   let aged = false;
   for (let i = 0; i < n; i++) {
-    const t = ttft[i] as number;
-    const p = tpot[i] as number;
+    const t = ttft[i];
+    const p = tpot[i];
     if (!(t > 0 && p > 0)) {
       w[i] = -1;
       continue;
     }
-    const age = c.now - (at[i] as number);
+    const age = c.now - at[i];
     const weight = age <= 0 ? 1 : 1 - age / maxAgeMs;
     if (weight <= 0) {
       w[i] = 0;
@@ -102,7 +102,7 @@ export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w
   }
   const inflight = aged ? c.inflight() : undefined;
   for (let i = 0; i < n; i++) {
-    const weight = w[i] as number;
+    const weight = w[i];
     if (weight < 0) {
       out[i] = NO_LATENCY_DATA_SCORE;
       continue;
@@ -111,8 +111,8 @@ export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w
       out[i] = (inflight?.[i] as number) > 0 ? NO_LATENCY_DATA_SCORE : PROBE_SCORE;
       continue;
     }
-    const t = ttft[i] as number;
-    const p = tpot[i] as number;
+    const t = ttft[i];
+    const p = tpot[i];
     const sT = maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
     const sP = maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
     out[i] = weight * (a * sT + (1 - a) * sP) + (1 - weight) * NO_LATENCY_DATA_SCORE;

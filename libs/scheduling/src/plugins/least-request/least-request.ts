@@ -31,7 +31,7 @@ export class LeastRequestPlugin implements Filter, Scorer {
   filter(_ctx: CycleContext, c: Candidates, keep: Uint8Array): void {
     const max = this.#maxWaiting;
     const waiting = c.waiting;
-    for (let i = 0; i < c.size; i++) if (!((waiting[i] as number) < max)) keep[i] = 0;
+    for (let i = 0; i < c.size; i++) if (!(waiting[i] < max)) keep[i] = 0;
   }
 
   score(_ctx: CycleContext, c: Candidates, out: Float64Array): void {
@@ -40,12 +40,12 @@ export class LeastRequestPlugin implements Filter, Scorer {
     const n = c.size;
     let maxBase = 0;
     for (let i = 0; i < n; i++) {
-      const f = inflight[i] as number;
-      const base = f + 100 * Math.max(f - (running[i] as number), 0);
+      const f = inflight[i];
+      const base = f + 100 * Math.max(f - running[i], 0);
       out[i] = base;
       if (base > maxBase) maxBase = base;
     }
-    for (let i = 0; i < n; i++) out[i] = maxBase === 0 ? 100 : ((maxBase - (out[i] as number)) / maxBase) * 100;
+    for (let i = 0; i < n; i++) out[i] = maxBase === 0 ? 100 : ((maxBase - out[i]) / maxBase) * 100;
   }
 }
 

@@ -6,13 +6,13 @@ const pods = ['a', 'b', 'c', 'd', 'e'];
 function pick(finals: number[], id = 'r1', order = pods, count = 3, pending?: number[]): string[] {
   const candidates = candidatesOf(buildIndex(order.map((pod) => ({ pod }))), order);
   const ctx = pluginContext({ request: schedulingRequest({ id }) });
-  const f = Float64Array.from(order.map((p) => finals[pods.indexOf(p)] as number));
+  const f = Float64Array.from(order.map((p) => finals[pods.indexOf(p)]));
   const input = pending
     ? {
         candidates,
         finals: f,
         count,
-        pending: Int32Array.from(order.map((p) => pending[pods.indexOf(p)] as number)),
+        pending: Int32Array.from(order.map((p) => pending[pods.indexOf(p)])),
       }
     : { candidates, finals: f, count };
   return new MaxScorePicker('max-score').pick(ctx, input).order.map((i) => candidates.endpoint(i).record.pod);

@@ -22,9 +22,7 @@ export class MaxScorePicker implements Picker {
   pick(ctx: CycleContext, input: PickInput): PickResult {
     const rank = byFinalScore(input.candidates, input.finals, ctx.seed);
     const pending = input.pending;
-    const order: RankOrder = pending
-      ? (a, b) => ((pending[a] as number) !== (pending[b] as number) ? (pending[a] as number) < (pending[b] as number) : rank(a, b))
-      : rank;
+    const order: RankOrder = pending ? (a, b) => (pending[a] !== pending[b] ? pending[a] < pending[b] : rank(a, b)) : rank;
     return { order: selectTop(input.candidates.size, input.count, order, pending ? undefined : input.finals) };
   }
 }

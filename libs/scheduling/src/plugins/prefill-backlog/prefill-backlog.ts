@@ -42,7 +42,7 @@ export class PrefillBacklogScorer implements Scorer {
       p[i] = ms;
       if (ms > max) max = ms;
     }
-    for (let i = 0; i < n; i++) out[i] = max === 0 ? 100 : (100 * (max - (p[i] as number))) / max;
+    for (let i = 0; i < n; i++) out[i] = max === 0 ? 100 : (100 * (max - p[i])) / max;
   }
 }
 

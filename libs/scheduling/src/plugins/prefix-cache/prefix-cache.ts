@@ -57,11 +57,11 @@ export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAwar
     const n = Math.min(hashes.length, this.params.maxBlocksToMatch);
     let found = 0;
     for (let i = n - 1; i >= 0 && found < this.params.topKMatches; i--) {
-      const owners = this.store.owners(ctx.request.model, hashes[i] as string);
+      const owners = this.store.owners(ctx.request.model, hashes[i]);
       if (!owners) continue;
       for (const key of owners) {
         const pos = c.indexOf(key);
-        if (pos < 0 || (out[pos] as number) > 0) continue;
+        if (pos < 0 || out[pos] > 0) continue;
         out[pos] = ((i + 1) / n) * 100;
         if (++found >= this.params.topKMatches) break;
       }
@@ -71,7 +71,7 @@ export class PrefixCacheScorer implements Scorer, PostScheduleHook, EndpointAwar
   cachedPrefixBlocks(request: SchedulingRequest, endpointKey: string): number {
     const hashes = request.prefixHashes;
     for (let i = Math.min(hashes.length, this.params.maxBlocksToMatch) - 1; i >= 0; i--) {
-      if (this.store.owners(request.model, hashes[i] as string)?.has(endpointKey) === true) return i + 1;
+      if (this.store.owners(request.model, hashes[i])?.has(endpointKey) === true) return i + 1;
     }
     return 0;
   }

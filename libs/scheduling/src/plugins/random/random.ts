@@ -24,7 +24,7 @@ export class RandomScorer implements Scorer {
     // A different stream from the tie-break's (which uses the bare seed).
     const seed = ctx.seed ^ 0x5bd1e995;
     const keyHash = c.keyHash;
-    for (let i = 0; i < c.size; i++) out[i] = combine32(seed, keyHash[i] as number) % 101;
+    for (let i = 0; i < c.size; i++) out[i] = combine32(seed, keyHash[i]) % 101;
   }
 }
 

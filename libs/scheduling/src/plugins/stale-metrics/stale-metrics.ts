@@ -34,7 +34,7 @@ export class StaleMetricsFilter implements Filter {
     const n = c.size;
     let kept = 0;
     for (let i = 0; i < n; i++) {
-      const at = scrapedAt[i] as number;
+      const at = scrapedAt[i];
       if (stale[i] === 1 || !(at > 0) || at < oldest) keep[i] = 0;
       else kept++;
     }
