@@ -13,7 +13,8 @@ const WORDS = ['cat', 'dog', 'sun', 'sea', 'red', 'box', 'car', 'hat', 'pen', 't
  * 70 three-letter words: one token each for the tokenizer (72 with [CLS]/[SEP]) and four characters each for the
  * simulator (71 tokens): four full blocks either way. Distinct per `seed`.
  */
-const prompt = (seed: number): string => Array.from({ length: 70 }, (_, i) => WORDS[(seed * 5 + i * (seed + 1)) % WORDS.length]).join(' ') + ' ';
+const prompt = (seed: number): string =>
+  Array.from({ length: 70 }, (_, i) => WORDS[(seed * 5 + i * (seed + 1)) % WORDS.length]).join(' ') + ' ';
 
 describe('the engine core publishes KV events from its block pool (vLLM block_pool.py)', () => {
   const fleet = new SimFleet();
