@@ -138,7 +138,9 @@ async function main(): Promise<void> {
             f2(cell.imbalance),
             `${f2(cell.cores.gateway + cell.cores.scheduler)} (${f2(cell.routerCpuMsPerRequest)} ms/req)`,
             ...(pool === 'aggregated' ? [] : [`${cell.prefillLegs} / ${cell.kvPulls}`]),
-            ...(kvEvents ? [fmtPct(cell.keyAgreement), fmtPct(cell.keyedShare)] : []),
+            ...(kvEvents
+              ? [Number.isFinite(cell.keysComputed) ? `${fmtPct(cell.keyAgreement)} of ${cell.keysComputed}` : '–', fmtPct(cell.keyedShare)]
+              : []),
           ]);
           machineRows.push([
             `${pool} · ${w} · ${Math.round(load * 100)} % · ${policy}`,
@@ -189,7 +191,7 @@ async function main(): Promise<void> {
       if (kvEvents) {
         console.log(
           `\nEvery engine publishes vLLM KV events from its block pool. For triad-precise: key agreement = share of the ` +
-            `gateway's block keys an engine reported holding (triad_scheduler_kv_key_agreement_keys_total, whole run; ` +
+            `gateway's block keys (of N computed) an engine reported holding (triad_scheduler_kv_key_agreement_keys_total, whole run; ` +
             `near 100 % or the comparison means nothing), requests keyed = share of the gateway's tokenizations that gave ` +
             `keys (requests without keys, e.g. images without a uuid and processor, are scored by the approximate ` +
             `fallback); router CPU includes the kv-indexer.`,
