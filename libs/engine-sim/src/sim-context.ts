@@ -7,6 +7,8 @@ import type { GenerationEnv } from './engine/generation';
 import { resolveLatencyModel, type LatencyModel } from './engine/latency';
 import { Rank } from './engine/rank';
 import { attachEngineCores } from './engine/core/attach-core';
+import type { CachedPrompt } from './engine/prefix-cache';
+import type { CoreBlockKeys } from './kv-events/core-kv-events';
 import { SimCounters } from './counters';
 import { FaultController } from './faults';
 import type { EngineMetrics, HeldKv } from './metrics/engine-metrics';
@@ -55,6 +57,11 @@ export class SimContext {
   };
   /** The engine's tokenizer for /tokenize and the render endpoints (set when the sim publishes KV events). */
   tokenizePrompt: ((body: Record<string, unknown>) => PromptTokens) | undefined;
+  /**
+   * The engine core's block hashes for a prompt, named with the engine's keys (set when the sim publishes KV events):
+   * `layoutHashes` are the core's own, one per full block of the simulator's token count.
+   */
+  coreBlockKeys: ((prompt: CachedPrompt, layoutHashes: readonly number[]) => CoreBlockKeys) | undefined;
   /** KV this engine holds for a peer that has not taken it (set by the engine's routes; see `EngineMetrics.kvHeldBy`). */
   kvHeld: () => HeldKv = () => NOTHING_HELD;
   #nextRank = 0;

@@ -12,6 +12,7 @@ import {
   type SimEngineHandle,
   type SimEngineOptions,
 } from './options';
+import { coreBlockKeys } from './kv-events/core-kv-events';
 import { SimKvEvents } from './kv-events/sim-kv-events';
 import { SimContext } from './sim-context';
 import { BootstrapServer } from './bootstrap/bootstrap-server';
@@ -106,6 +107,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
       ctx.restartKvCache = () => kvEvents?.restart();
       const hashing = kvEvents.hashing;
       ctx.tokenizePrompt = (body) => hashing.tokenize(body);
+      ctx.coreBlockKeys = (prompt, layoutHashes) => coreBlockKeys(hashing, prompt, layoutHashes);
     }
     ctx.port = await listen(server, ctx.host, opts.port ?? 0);
     await vllm?.ec.start();

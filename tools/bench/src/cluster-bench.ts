@@ -4,9 +4,12 @@
 // docs/engine-sim.md), under open-loop Poisson load at shares of the pool's measured capacity. Each policy is a
 // scheduler config pushed to NATS KV as an operator would. Prints one Markdown table per pool and workload, the
 // machine check (CPU per process, event-loop lag) and, with --calibrate, the discrete-event simulator's figures
-// for the same cells (docs/routing-benchmark.md).
+// for the same cells (docs/routing-benchmark.md). Policy `triad-precise` (named explicitly) routes on the engines' KV
+// events: every engine of that run publishes them, a kv-indexer follows them in its cells, and the tables add key
+// agreement (docs/kv-events.md).
 // Run: flock /tmp/triad-bench.lock npx tsx tools/bench/src/cluster-bench.ts [--quick] [--pools aggregated,pd,epd]
-//        [--workloads shared-chat,image-qa,mixed-qa,rag] [--loads 0.5,0.7,0.9] [--policies triad,random,least-request,kthena]
+//        [--workloads shared-chat,image-qa,mixed-qa,rag] [--loads 0.5,0.7,0.9]
+//        [--policies triad,random,least-request,kthena[,triad-precise]]
 //        [--engines 8] [--requests 600] [--time-scale 8] [--capacity R] [--capacity-seconds 30] [--scrape-interval 1000]
 //        [--seed 1] [--calibrate] [--json FILE]
 import { writeFileSync } from 'node:fs';
@@ -17,7 +20,7 @@ import { runCell, type CellResult } from './cluster-bench/cell';
 import { CALIBRATION_HEADERS, calibrationRows, simulateCell, type CalibrationRow } from './cluster-bench/calibration';
 import { ENGINE } from './cluster-bench/engine-profile';
 import { measureSaturation, workloadRequests } from './cluster-bench/load';
-import { applyPolicy, PROCESS_POLICIES, type ProcessPolicy } from './cluster-bench/policies';
+import { applyPolicy, DEFAULT_PROCESS_POLICIES, needsKvEvents, PROCESS_POLICIES, type ProcessPolicy } from './cluster-bench/policies';
 import { MODEL, startClusterStack } from './cluster-bench/stack';
 import { markdownTable } from './lib/table';
 
@@ -46,7 +49,7 @@ const list = (v: string | undefined, full: string, smoke: string) => (v ?? (quic
 const pools = list(args.pools, 'aggregated,pd,epd', 'aggregated') as PoolKind[];
 const workloads = list(args.workloads, 'shared-chat,image-qa,mixed-qa,rag', 'shared-chat,image-qa') as WorkloadName[];
 const loads = list(args.loads, '0.5,0.7,0.9', '0.7').map(Number);
-const policies = list(args.policies, PROCESS_POLICIES.join(','), 'triad,random') as ProcessPolicy[];
+const policies = list(args.policies, DEFAULT_PROCESS_POLICIES.join(','), 'triad,random') as ProcessPolicy[];
 const engines = Number(args.engines ?? (quick ? 4 : 8));
 const requestCount = Number(args.requests ?? (quick ? 150 : 600));
 const timeScale = Number(args['time-scale']);
@@ -59,6 +62,8 @@ for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`unknown workload 
 for (const p of policies)
   if (!PROCESS_POLICIES.includes(p)) throw new Error(`unknown policy ${p} (known: ${PROCESS_POLICIES.join(', ')}; round-robin has no scheduler plugin)`);
 
+/** With a precise policy in the run every engine publishes KV events, so its cells and the others run equal engines. */
+const kvEvents = policies.some(needsKvEvents);
 const fmtMs = (ms: number) => (ms === Infinity ? '∞' : Number.isFinite(ms) ? `${Math.round(ms)}` : '–');
 const fmtPct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '–');
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
@@ -70,7 +75,7 @@ let net = 40;
  * and the completion rate of the middle half of the run is taken.
  */
 async function measureCapacity(pool: PoolKind, workload: WorkloadName): Promise<number> {
-  const stack = await startClusterStack({ pool, engines, timeScale, scrapeIntervalMs, net: net++ });
+  const stack = await startClusterStack({ pool, engines, timeScale, scrapeIntervalMs, net: net++, kvEvents });
   try {
     await applyPolicy(stack.natsUrl, 'least-request', stack.schedulerLog);
     const answering = poolLayout(pool, engines).roles.filter((r) => r !== 'prefill').length;
@@ -116,6 +121,7 @@ async function main(): Promise<void> {
             warmup,
             scrapeIntervalMs,
             net: net++,
+            kvEvents,
           });
           results.push(cell);
           mine.push(cell);
@@ -132,6 +138,9 @@ async function main(): Promise<void> {
             f2(cell.imbalance),
             `${f2(cell.cores.gateway + cell.cores.scheduler)} (${f2(cell.routerCpuMsPerRequest)} ms/req)`,
             ...(pool === 'aggregated' ? [] : [`${cell.prefillLegs} / ${cell.kvPulls}`]),
+            ...(kvEvents
+              ? [Number.isFinite(cell.keysComputed) ? `${fmtPct(cell.keyAgreement)} of ${cell.keysComputed}` : '–', fmtPct(cell.keyedShare)]
+              : []),
           ]);
           machineRows.push([
             `${pool} · ${w} · ${Math.round(load * 100)} % · ${policy}`,
@@ -140,6 +149,7 @@ async function main(): Promise<void> {
             f2(cell.cores['pod-watcher']),
             f2(cell.cores.engines),
             f2(cell.cores.nats),
+            f2(cell.cores['kv-indexer']),
             f2(cell.cores.bench),
             fmtPct(cell.machineBusy),
             fmtPct(cell.hostBusy),
@@ -173,10 +183,20 @@ async function main(): Promise<void> {
             'imbalance',
             'router CPU cores',
             ...(pool === 'aggregated' ? [] : ['prefill legs / KV pulls']),
+            ...(kvEvents ? ['key agreement', 'requests keyed'] : []),
           ],
           rows,
         ),
       );
+      if (kvEvents) {
+        console.log(
+          `\nEvery engine publishes vLLM KV events from its block pool. For triad-precise: key agreement = share of the ` +
+            `gateway's block keys (of N computed) an engine reported holding (triad_scheduler_kv_key_agreement_keys_total, whole run; ` +
+            `near 100 % or the comparison means nothing), requests keyed = share of the gateway's tokenizations that gave ` +
+            `keys (requests without keys, e.g. images without a uuid and processor, are scored by the approximate ` +
+            `fallback); router CPU includes the kv-indexer.`,
+        );
+      }
       if (pool !== 'aggregated' && mine.every((c) => c.prefillLegs === 0)) {
         console.log(`\n**No prefill leg ran in this ${pool} pool**: the prompts were too short for per-request disaggregation.`);
       }
@@ -192,7 +212,7 @@ async function main(): Promise<void> {
   );
   console.log(
     markdownTable(
-      ['cell', 'gateway', 'scheduler', 'pod-watcher', 'engines', 'nats', 'load gen', 'this run', 'host busy', 'engine lag p99 ms', 'load-gen lag p99 ms'],
+      ['cell', 'gateway', 'scheduler', 'pod-watcher', 'engines', 'nats', 'kv-indexer', 'load gen', 'this run', 'host busy', 'engine lag p99 ms', 'load-gen lag p99 ms'],
       machineRows,
     ),
   );

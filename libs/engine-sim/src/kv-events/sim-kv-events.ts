@@ -1,7 +1,9 @@
 import { ZmqEventPublisher, encodeKvEventBatch, type KvEventOut } from '@triad/kv-events';
 import type { Rank } from '../engine/rank';
 import type { EngineKind, KvEventsSimOptions } from '../options';
+import type { EngineCore } from '../engine/core/engine-core';
 import { SimBlockHashing } from './block-hashing';
+import { PoolEventPublisher } from './core-kv-events';
 import { TokenPrefixCache, type KvEventEmitter } from './token-prefix-cache';
 
 /**
@@ -59,15 +61,23 @@ class RankEvents implements KvEventEmitter {
   }
 }
 
+interface RankKvEvents {
+  readonly events: RankEvents;
+  readonly cache: TokenPrefixCache;
+  /** The rank's engine core, whose block pool publishes (then the token prefix cache is not used). */
+  readonly core: EngineCore | undefined;
+}
+
 /**
  * The KV-event side of a simulated engine: one PUB socket (and replay ROUTER) per DP rank on the configured
- * endpoint + rank, and each rank's prefix cache replaced by a {@link TokenPrefixCache} that publishes through it.
+ * endpoint + rank. A rank with an engine core publishes from the core's block pool (blocks named by
+ * {@link coreBlockKeys}); otherwise its prefix cache is replaced by a {@link TokenPrefixCache} that publishes.
  */
 export class SimKvEvents {
-  readonly #ranks: { events: RankEvents; cache: TokenPrefixCache }[];
+  readonly #ranks: RankKvEvents[];
   readonly hashing: SimBlockHashing;
 
-  private constructor(ranks: { events: RankEvents; cache: TokenPrefixCache }[], hashing: SimBlockHashing) {
+  private constructor(ranks: RankKvEvents[], hashing: SimBlockHashing) {
     this.#ranks = ranks;
     this.hashing = hashing;
   }
@@ -81,7 +91,13 @@ export class SimKvEvents {
     capacityTokens: number,
   ): Promise<SimKvEvents> {
     const hashing = new SimBlockHashing(engine, options, model);
-    const started: { events: RankEvents; cache: TokenPrefixCache }[] = [];
+    const core = ranks.find((r) => r.core)?.core;
+    if (core && (engine !== 'vllm' || hashing.hybrid || core.config.blockSize !== hashing.blockSize)) {
+      throw new Error(
+        `kvEvents with engineCore: only a vLLM engine with one KV-cache group and blockSize ${core.config.blockSize} (the core's) is supported`,
+      );
+    }
+    const started: RankKvEvents[] = [];
     try {
       for (const rank of ranks) {
         const publisher = await ZmqEventPublisher.start({
@@ -92,13 +108,17 @@ export class SimKvEvents {
         });
         const events = new RankEvents(publisher, engine, rank.index);
         const cache = new TokenPrefixCache(Math.floor(capacityTokens / hashing.blockSize), hashing, events);
-        started.push({ events, cache });
+        started.push({ events, cache, core: rank.core });
       }
     } catch (err) {
       await Promise.all(started.map(({ events }) => events.publisher.close()));
       throw err;
     }
-    ranks.forEach((rank, i) => (rank.prefixCache = (started[i] as { cache: TokenPrefixCache }).cache));
+    ranks.forEach((rank, i) => {
+      const { cache, events, core } = started[i] as RankKvEvents;
+      if (core) core.pool.listener = new PoolEventPublisher(events, hashing.blockSize);
+      else rank.prefixCache = cache;
+    });
     return new SimKvEvents(started, hashing);
   }
 
@@ -108,13 +128,20 @@ export class SimKvEvents {
 
   /** Every rank forgets its blocks and starts its sequence over, without announcing it (an engine restart). */
   restart(): void {
-    for (const { events, cache } of this.#ranks) {
+    for (const { events, cache, core } of this.#ranks) {
       cache.forget();
+      if (core) {
+        const listener = core.pool.listener;
+        core.pool.listener = undefined;
+        core.resetPrefixCache();
+        core.pool.listener = listener;
+      }
       events.restart();
     }
   }
 
   async close(): Promise<void> {
+    for (const { core } of this.#ranks) if (core) core.pool.listener = undefined;
     for (const { events } of this.#ranks) events.flush();
     await Promise.all(this.#ranks.map(({ events }) => events.publisher.close()));
   }

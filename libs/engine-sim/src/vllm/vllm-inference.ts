@@ -213,5 +213,8 @@ async function prepare(
   if (!core.fits(request.promptTokens, request.maxTokens ?? 0)) {
     throw new EngineHttpError(400, `The prompt (${request.promptTokens} tokens) does not fit in the engine's KV cache.`);
   }
-  return { cachedTokens, work, core: { blockHashes: layout.blockHashes, items, externalTokens: transferTokens } };
+  // Publishing KV events: the blocks carry the engine's keys (from the prompt's token ids), as a router computes them.
+  const keys = ctx.coreBlockKeys?.(request, layout.blockHashes);
+  const blocks = keys ? { blockHashes: keys.blockHashes, published: keys.published } : { blockHashes: layout.blockHashes };
+  return { cachedTokens, work, core: { ...blocks, items, externalTokens: transferTokens } };
 }

@@ -1,10 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parsePrometheusText, type MetricFamily } from '@triad/prom-text';
 import type { PoolKind } from '../cluster-sim/simulate';
 import type { SimRequest, WorkloadSpec } from '../cluster-sim/workload';
 import { runOpenLoop, type ClientResult } from './load';
-import { applyPolicy, type ProcessPolicy } from './policies';
+import { applyPolicy, needsKvEvents, type ProcessPolicy } from './policies';
 import { MODEL, startClusterStack, type ClusterStack, type ProcessName } from './stack';
 
 export interface CellOptions {
@@ -21,6 +23,8 @@ export interface CellOptions {
   readonly warmup: number;
   readonly scrapeIntervalMs: number;
   readonly net: number;
+  /** The engines publish KV events in every cell of the run (so precise and approximate cells run equal engines). */
+  readonly kvEvents?: boolean;
 }
 
 /** What one cell measured. Latencies are GPU-equivalent ms (real ms / timeScale). */
@@ -54,6 +58,14 @@ export interface CellResult {
   readonly machineBusy: number;
   /** Share of the machine's cores busy with anything (this run and every other process). */
   readonly hostBusy: number;
+  /**
+   * Precise prefix routing: of the block keys the gateway computed, the share an engine reported holding
+   * (`triad_scheduler_kv_key_agreement_keys_total` matched / computed, whole run), keys computed, and the share of
+   * the gateway's tokenizations that gave keys (`triad_gateway_kv_tokenize_total` ok / all). NaN otherwise.
+   */
+  readonly keyAgreement: number;
+  readonly keysComputed: number;
+  readonly keyedShare: number;
 }
 
 type Counters = Record<string, number>;
@@ -75,7 +87,39 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 }
 
-const PROCESSES: readonly ProcessName[] = ['gateway', 'scheduler', 'pod-watcher', 'engines', 'nats'];
+type Families = Map<string, MetricFamily>;
+
+const PROCESSES: readonly ProcessName[] = ['gateway', 'scheduler', 'pod-watcher', 'engines', 'nats', 'kv-indexer'];
+
+async function scrape(url: string): Promise<Families> {
+  return parsePrometheusText(await (await fetch(`${url}/metrics`)).text()).families;
+}
+
+/** Sum of a counter's samples whose labels match `labels`. */
+function counter(families: Families, name: string, labels: Readonly<Record<string, string>>): number {
+  const fam = families.get(name);
+  if (!fam) return NaN;
+  return fam.samples
+    .filter((s) => (s.name === name || s.name === `${name}_total`) && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((n, s) => n + s.value, 0);
+}
+
+/** KV keys the scheduler counts a request's keys as matched within (KeyAgreement's settleMs) plus a margin. */
+const KEY_SETTLE_MS = 5_500;
+
+async function keyFigures(stack: ClusterStack): Promise<{ keyAgreement: number; keysComputed: number; keyedShare: number }> {
+  // Requests settle 5 s after their decision: wait until the last ones have, then read the whole run's counts.
+  await sleep(KEY_SETTLE_MS);
+  const scheduler = await scrape(stack.schedulerOpsUrl);
+  const gateway = await scrape(stack.gatewayOpsUrl);
+  const AGREEMENT = 'triad_scheduler_kv_key_agreement_keys_total';
+  const computed = counter(scheduler, AGREEMENT, { result: 'computed' });
+  const matched = counter(scheduler, AGREEMENT, { result: 'matched' });
+  const TOKENIZE = 'triad_gateway_kv_tokenize_total';
+  const ok = counter(gateway, TOKENIZE, { outcome: 'ok' }) + counter(gateway, TOKENIZE, { outcome: 'fallback' });
+  const all = counter(gateway, TOKENIZE, {});
+  return { keyAgreement: matched / computed, keysComputed: computed, keyedShare: ok / all };
+}
 
 /**
  * One cell of the benchmark on a fresh stack (cold caches, no affinity learned by an earlier policy): start the
@@ -94,10 +138,12 @@ export async function runCell(o: CellOptions): Promise<CellResult> {
     timeScale: o.timeScale,
     scrapeIntervalMs: o.scrapeIntervalMs,
     net: o.net,
+    kvEvents: (o.kvEvents ?? false) || needsKvEvents(o.policy),
+    kvIndexer: needsKvEvents(o.policy),
   });
   try {
     progress('stack ready');
-    await applyPolicy(stack.natsUrl, o.policy, stack.schedulerLog);
+    await applyPolicy(stack.natsUrl, o.policy, stack.schedulerLog, { tokenizerDir: stack.tokenizerDir });
     progress('policy applied');
     let before: { counters: Counters[]; cpu: Record<string, number>; at: number } | undefined;
     let lagMax = 0;
@@ -127,7 +173,8 @@ export async function runCell(o: CellOptions): Promise<CellResult> {
     clearInterval(lagTimer);
     benchLag.disable();
     if (!before) throw new Error('the run had no measured window');
-    return summarize(o, stack, results, before, after, lagMax, benchLag.percentile(99) / 1e6);
+    const keys = needsKvEvents(o.policy) ? await keyFigures(stack) : { keyAgreement: NaN, keysComputed: NaN, keyedShare: NaN };
+    return { ...summarize(o, stack, results, before, after, lagMax, benchLag.percentile(99) / 1e6), ...keys };
   } finally {
     await stack.close();
     progress('stack closed');
@@ -142,7 +189,7 @@ function summarize(
   after: { counters: Counters[]; cpu: Record<string, number>; at: number },
   engineLag: number,
   benchLag: number,
-): CellResult {
+): Omit<CellResult, 'keyAgreement' | 'keysComputed' | 'keyedShare'> {
   const measured = results.filter((r) => r.measured);
   const scale = (ms: number) => ms / o.timeScale;
   const ttft = measured.map((r) => scale(r.ttftMs)).sort((a, b) => a - b);
@@ -161,9 +208,18 @@ function summarize(
   const perEngine = answering.map(({ i }) => delta(i, 'requests'));
   const mean = perEngine.reduce((a, b) => a + b, 0) / Math.max(1, perEngine.length);
   const wallS = (after.at - before.at) / 1000;
+<<<<<<< HEAD
   const cores = Object.fromEntries([...PROCESSES, 'bench'].map((p) => [p, (after.cpu[p] - before.cpu[p]) / wallS])) as CellResult['cores'];
   const hostBusy = (after.cpu['hostBusy'] - before.cpu['hostBusy']) / (after.cpu['hostTotal'] - before.cpu['hostTotal']);
   const routerCpuS = (cores.gateway + cores.scheduler) * wallS;
+=======
+  const cores = Object.fromEntries(
+    [...PROCESSES, 'bench'].map((p) => [p, ((after.cpu[p] as number) - (before.cpu[p] as number)) / wallS]),
+  ) as CellResult['cores'];
+  const hostBusy = ((after.cpu['hostBusy'] as number) - (before.cpu['hostBusy'] as number)) / ((after.cpu['hostTotal'] as number) - (before.cpu['hostTotal'] as number));
+  // The kv-indexer is part of the router when it runs (precise prefix routing).
+  const routerCpuS = (cores.gateway + cores.scheduler + (Number.isFinite(cores['kv-indexer']) ? cores['kv-indexer'] : 0)) * wallS;
+>>>>>>> i31bench
   const allCores = Object.values(cores).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
   return {
     pool: o.pool,

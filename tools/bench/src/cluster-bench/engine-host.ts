@@ -4,7 +4,14 @@
 // {"msg":"engines ready"} when every engine listens, then every second {"msg":"engine host","eventLoopP99Ms",...}
 // (this process's event-loop delay, so the benchmark can tell when the stand-in engines are late). Stops on SIGTERM.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { startSimEngine, type EngineCoreOptions, type LatencyOverrides, type SimEngineHandle, type SimRole } from '@triad/engine-sim';
+import {
+  startSimEngine,
+  type EngineCoreOptions,
+  type KvEventsSimOptions,
+  type LatencyOverrides,
+  type SimEngineHandle,
+  type SimRole,
+} from '@triad/engine-sim';
 
 export interface HostedEngine {
   readonly host: string;
@@ -12,6 +19,8 @@ export interface HostedEngine {
   readonly latency: LatencyOverrides;
   readonly engineCore: EngineCoreOptions;
   readonly ecConnector?: 'nixl';
+  /** The engine publishes vLLM KV events from its engine core's block pool. */
+  readonly kvEvents?: KvEventsSimOptions;
 }
 
 export interface EngineHostSpec {
@@ -46,6 +55,7 @@ async function main(): Promise<void> {
         nixlSideChannel: 'in-process',
         enableMmEmbeds: true,
         ...(e.ecConnector ? { ecConnector: e.ecConnector } : {}),
+        ...(e.kvEvents ? { kvEvents: e.kvEvents } : {}),
       }),
     );
   }

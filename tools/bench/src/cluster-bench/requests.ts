@@ -1,16 +1,37 @@
 import type { Segment, SimRequest } from '../cluster-sim/workload';
 
-const WORDS = ['alpha', 'bravo', 'delta', 'ember', 'fable', 'gamma', 'harbor', 'ivory', 'jungle', 'kernel', 'lumen', 'meadow'];
+/**
+ * Three-letter words that are one token each in the benchmark's tokenizer (bert-base-uncased, kv-routing.ts): a word
+ * and its space are four characters, one simulated token (the engine-sim counts four characters per token), so the
+ * simulator's token count and the tokenizer's agree and the engines' KV-event block keys cover the whole prompt.
+ */
+const WORDS = (
+  'the and for are but not you all any can had her was one our out day get has him his how man new now old see two ' +
+  'way who boy did its let put say she too use act add age ago aid aim air arm art ask bad bag bar bed big bit box ' +
+  'bus buy car cat cup cut dog dry due ear eat egg end eye fan far fat few fit fix fly fun gap gas god gun guy hat ' +
+  'hit hot ice ill job key kid lab law lay leg lie lot low map mix mom net nor oil pay pen pet pop pot raw red rid ' +
+  'row run sad sea set sit six sky son sun tax tea ten tie tip top toy try war web wet win yes yet'
+).split(' ');
+
+function mix32(x: number): number {
+  x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
+  x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
+  return (x ^ (x >>> 16)) >>> 0;
+}
 
 /**
- * Text of exactly `tokens` simulated tokens (the engine-sim counts four characters per token) that belongs to
- * segment `id` alone: two prompts share text, and so prefix-cache blocks, exactly where they share segments.
+ * Text of exactly `tokens` simulated tokens that belongs to segment `id` alone: its first four words spell the id
+ * (base 136), the rest are drawn from a hash of the id, so two prompts share text, and so prefix-cache blocks,
+ * exactly where they share segments.
  */
 export function segmentText(id: number, tokens: number): string {
-  const head = `[s${id}] `;
-  let text = head;
-  for (let i = 0; text.length < tokens * 4; i++) text += `${WORDS[(id + i * 7) % WORDS.length]} `;
-  return text.slice(0, tokens * 4);
+  const n = WORDS.length;
+  const words: string[] = [];
+  for (let i = 0; i < tokens; i++) {
+    const digit = i < 4 ? Math.floor(id / n ** i) % n : mix32(Math.imul(id + 1, 0x9e3779b1) ^ i) % n;
+    words.push(WORDS[digit] as string);
+  }
+  return words.map((w) => `${w} `).join('');
 }
 
 /** A data URL standing for image `n` (the router and the engines key images by their content). */

@@ -8,6 +8,7 @@ import type { SimRole } from '@triad/engine-sim';
 import { poolLayout, type PoolKind } from '../cluster-sim/simulate';
 import { engineCoreOptions, engineLatency } from './engine-profile';
 import type { EngineHostSpec, HostedEngine } from './engine-host';
+import { engineKvEvents, kvEventsAnnotation, writeBenchTokenizer } from './kv-routing';
 
 export const MODEL = 'bench';
 const ENGINE_HOST = resolve(__dirname, 'engine-host.ts');
@@ -31,10 +32,12 @@ export interface ClusterStack {
   engineHostLagMs(): number;
   /** Lines the scheduler logged (JSON), newest last. */
   schedulerLog(): string;
+  /** The engines' tokenizer directory when they publish KV events (the gateway computes keys with it). */
+  readonly tokenizerDir: string | undefined;
   close(): Promise<void>;
 }
 
-export type ProcessName = 'gateway' | 'scheduler' | 'pod-watcher' | 'engines' | 'nats';
+export type ProcessName = 'gateway' | 'scheduler' | 'pod-watcher' | 'engines' | 'nats' | 'kv-indexer';
 
 export interface ClusterStackOptions {
   readonly pool: PoolKind;
@@ -44,6 +47,9 @@ export interface ClusterStackOptions {
   readonly scrapeIntervalMs: number;
   /** Third byte of the loopback addresses (127.0.<net>.x), so stacks of consecutive cells do not collide. */
   readonly net: number;
+  /** The engines publish vLLM KV events (annotated on their pods); with `kvIndexer` a `triad kv-indexer` follows them. */
+  readonly kvEvents?: boolean;
+  readonly kvIndexer?: boolean;
 }
 
 const SERVER_SPECS: Record<PoolKind, string> = {
@@ -62,7 +68,15 @@ const SERVER_SPECS: Record<PoolKind, string> = {
 };
 
 /** The manifests a user would write: one ModelServer, one ModelRoute, one Pod per engine. */
-export function manifests(pool: PoolKind, port: number, engines: readonly { pod: string; role: SimRole; ip: string }[]): string {
+export function manifests(
+  pool: PoolKind,
+  port: number,
+  engines: readonly { pod: string; role: SimRole; ip: string }[],
+  kvEventsPort?: number,
+): string {
+  // Encoders hold no KV cache: only the other engines publish events.
+  const annotations = (role: SimRole) =>
+    kvEventsPort === undefined || role === 'encode' ? '' : `, annotations: {${kvEventsAnnotation(kvEventsPort)}}`;
   const docs = [
     `apiVersion: networking.serving.volcano.sh/v1alpha1
 kind: ModelServer
@@ -83,7 +97,7 @@ spec:
     ...engines.map(
       (e) => `apiVersion: v1
 kind: Pod
-metadata: {name: ${e.pod}, namespace: default, labels: {app: bench, group: g1, role: ${e.role}}}
+metadata: {name: ${e.pod}, namespace: default, labels: {app: bench, group: g1, role: ${e.role}}${annotations(e.role)}}
 status: {phase: Running, podIP: ${e.ip}, conditions: [{type: Ready, status: "True"}]}`,
     ),
   ];
@@ -152,12 +166,15 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
   const dir = mkdtempSync(join(tmpdir(), 'triad-cluster-bench-'));
   const port = await freePort();
   const engines = roles.map((role, i) => ({ pod: `${role}-${i}`, role, ip: `127.0.${o.net}.${i + 1}` }));
+  const tokenizerDir = o.kvEvents ? writeBenchTokenizer(dir) : undefined;
+  const kvEventsPort = tokenizerDir ? await freePort() : undefined;
   const hosted: HostedEngine[] = engines.map((e) => ({
     host: e.ip,
     role: e.role,
     latency: engineLatency(o.timeScale),
     engineCore: engineCoreOptions(e.role, o.timeScale),
     ...(o.pool === 'epd' && e.role !== 'decode' ? { ecConnector: 'nixl' as const } : {}),
+    ...(tokenizerDir && kvEventsPort !== undefined && e.role !== 'encode' ? { kvEvents: engineKvEvents(e.ip, kvEventsPort, tokenizerDir) } : {}),
   }));
   let nats: NatsServerHandle | undefined;
   let host: ChildProcess | undefined;
@@ -177,7 +194,7 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
     nats = await startNatsServer();
     host = await startEngineHost({ model: MODEL, port, engines: hosted }, (ms) => (lag = ms));
     const file = join(dir, 'cluster.yaml');
-    writeFileSync(file, manifests(o.pool, port, engines));
+    writeFileSync(file, manifests(o.pool, port, engines, kvEventsPort));
     const env = { TRIAD_LOG_LEVEL: 'info' };
     const start = async (args: string[]): Promise<{ ops: number; child: TriadChild }> => {
       const ops = await freePort();
@@ -198,11 +215,13 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
     ]);
     const scheduler = await start(['scheduler', '--instance-id', 'bench-scheduler']);
     const gateway = await start(['gateway', '--host', '127.0.0.1', '--port', String(gatewayPort), '--no-access-log']);
+    const indexer = o.kvIndexer ? await start(['kv-indexer', '--instance-id', 'bench-kv-indexer']) : undefined;
     await Promise.all(
       [
         [watcher, 'pod-watcher'],
         [scheduler, 'scheduler'],
         [gateway, 'gateway'],
+        ...(indexer ? [[indexer, 'kv-indexer']] : []),
       ].map(([s, name]) => waitReady((s as typeof watcher).child, (s as typeof watcher).ops, `${name as string} ready`)),
     );
     const schedulerOps = scheduler.ops;
@@ -222,6 +241,7 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
       'pod-watcher': watcher.child.process.pid,
       engines: host.pid,
       nats: natsProcess,
+      'kv-indexer': indexer?.child.process.pid,
     };
     return {
       gatewayUrl,
@@ -232,6 +252,7 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
       cpuSeconds: (name) => procCpuSeconds(pids[name]),
       engineHostLagMs: () => lag,
       schedulerLog: () => scheduler.child.output(),
+      tokenizerDir,
       close,
     };
   } catch (err) {

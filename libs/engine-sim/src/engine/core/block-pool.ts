@@ -9,10 +9,18 @@
  * - a hit on a cached free block takes it out of the free queue (`touch`);
  * - a request's blocks are freed tail first, so the end of a prompt is evicted before its shared beginning;
  * - usage is `1 - free / total`, what `vllm:kv_cache_usage_perc` reports (cached free blocks count as free).
+ *
+ * With a {@link BlockPoolListener} (the engine publishes KV events) it reports what vLLM's pool queues as events:
+ * each `cache_full_blocks` call's newly cached blocks as one stored run (per contiguous run here, with the parent
+ * block's key), each `_maybe_evict_cached_block` as a removal, `reset_prefix_cache` as a clear. Only blocks whose
+ * caller gave an engine key ({@link PublishedBlock}) are reported. Unlike vLLM this pool keeps one block per hash
+ * (a duplicate is not cached), so a key is stored once and removed once.
  */
 export class BlockPool {
   readonly #refs: Int32Array;
   readonly #hashOf: (number | undefined)[];
+  readonly #publishedOf: (PublishedBlock | undefined)[];
+  listener: BlockPoolListener | undefined;
   readonly #byHash = new Map<number, number>();
   /** Free block ids in eviction order (Map keeps insertion order: the head is the next to be reused). */
   readonly #free = new Map<number, true>();
@@ -21,6 +29,7 @@ export class BlockPool {
   constructor(readonly numBlocks: number) {
     this.#refs = new Int32Array(numBlocks);
     this.#hashOf = new Array<number | undefined>(numBlocks).fill(undefined);
+    this.#publishedOf = new Array<PublishedBlock | undefined>(numBlocks).fill(undefined);
     for (let i = 0; i < numBlocks; i++) this.#free.set(i, true);
   }
 
@@ -68,6 +77,9 @@ export class BlockPool {
         if (this.#byHash.get(h) === b) this.#byHash.delete(h);
         this.#hashOf[b] = undefined;
         this.evictions++;
+        const published = this.#publishedOf[b];
+        this.#publishedOf[b] = undefined;
+        if (published) this.listener?.removed(published);
       }
       this.#refs[b] = 1;
       out.push(b);
@@ -75,11 +87,36 @@ export class BlockPool {
     return out;
   }
 
-  /** Registers a full block's hash (first writer wins, as vLLM keeps one block per hash). */
-  cache(block: number, hash: number): void {
-    if (this.#hashOf[block] !== undefined || this.#byHash.has(hash)) return;
+  /** Registers a full block's hash (first writer wins: one block per hash). Returns whether it is newly cached. */
+  cache(block: number, hash: number, published?: PublishedBlock): boolean {
+    if (this.#hashOf[block] !== undefined || this.#byHash.has(hash)) return false;
     this.#hashOf[block] = hash;
     this.#byHash.set(hash, block);
+    this.#publishedOf[block] = published;
+    return true;
+  }
+
+  /**
+   * `cache_full_blocks` for a request's first `full` blocks: caches those not cached yet and reports each contiguous
+   * run of newly cached blocks that have engine keys as one stored event, chained to the block before the run.
+   */
+  cacheFull(blocks: readonly number[], hashes: readonly number[], published: readonly PublishedBlock[] | undefined, full: number): void {
+    let run: PublishedBlock[] = [];
+    let parent: PublishedBlock | undefined;
+    const flush = () => {
+      if (run.length > 0) this.listener?.stored(run, parent);
+      run = [];
+    };
+    for (let b = 0; b < full; b++) {
+      const key = published?.[b];
+      if (this.cache(blocks[b] as number, hashes[b] as number, key) && key) {
+        if (run.length === 0) parent = published?.[b - 1];
+        run.push(key);
+      } else {
+        flush();
+      }
+    }
+    flush();
   }
 
   /** Drops one reference per block, tail first; blocks left without references join the free queue's tail. */
@@ -96,5 +133,21 @@ export class BlockPool {
   resetPrefixCache(): void {
     this.#byHash.clear();
     this.#hashOf.fill(undefined);
+    this.#publishedOf.fill(undefined);
+    this.listener?.cleared();
   }
+}
+
+/** A block as the engine names it in its KV events: the hash on the wire and the block's token ids. */
+export interface PublishedBlock {
+  readonly wire: Uint8Array | bigint;
+  readonly tokens: readonly number[];
+}
+
+/** Where a pool's cache changes go when the engine publishes KV events. */
+export interface BlockPoolListener {
+  /** Blocks newly cached, in order; `parent` is the block before the first (undefined for the prompt's start). */
+  stored(blocks: readonly PublishedBlock[], parent: PublishedBlock | undefined): void;
+  removed(block: PublishedBlock): void;
+  cleared(): void;
 }

@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { GenerationControl, GenerationEnv, GenerationOutcome, GenerationSpec, TokenSink } from '../generation';
+import type { PublishedBlock } from './block-pool';
 import type { CoreItem, EngineCore } from './engine-core';
 
 /** What the engine core needs of a request beyond the generation spec (computed by the engine's route). */
 export interface CoreWork {
   readonly blockHashes: readonly number[];
+  /** The engine's keys of the leading blocks, when it publishes KV events. */
+  readonly published?: readonly PublishedBlock[];
   readonly items: readonly CoreItem[];
   /** Prompt tokens whose KV arrived from a remote prefill. */
   readonly externalTokens: number;
@@ -37,6 +40,7 @@ export async function runCoreGeneration(
       id,
       promptTokens: spec.promptTokens,
       blockHashes: work.blockHashes,
+      ...(work.published ? { published: work.published } : {}),
       items: work.items,
       maxTokens: Math.max(1, spec.plan.count),
       externalTokens: work.externalTokens,

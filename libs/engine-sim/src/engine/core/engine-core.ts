@@ -1,4 +1,4 @@
-import { BlockPool } from './block-pool';
+import { BlockPool, type PublishedBlock } from './block-pool';
 import { EncoderCache } from './encoder-cache';
 
 /**
@@ -45,6 +45,8 @@ export interface CoreRequestSpec {
   readonly promptTokens: number;
   /** Hashes of the prompt's full blocks, chained (block i's hash depends on every token before its end). */
   readonly blockHashes: readonly number[];
+  /** The engine's keys of the leading blocks (when it publishes KV events): block i's wire hash and tokens. */
+  readonly published?: readonly PublishedBlock[];
   readonly items: readonly CoreItem[];
   /** Output tokens to produce (the request finishes after the last one). */
   readonly maxTokens: number;
@@ -351,7 +353,7 @@ export class EngineCore {
       r.numComputed += n;
       // Full prompt blocks become cached (`cache_full_blocks`).
       const full = Math.min(Math.floor(Math.min(r.numComputed, r.spec.promptTokens) / bs), r.spec.blockHashes.length, r.blocks.length);
-      for (let b = 0; b < full; b++) this.pool.cache(r.blocks[b], r.spec.blockHashes[b]);
+      this.pool.cacheFull(r.blocks, r.spec.blockHashes, r.spec.published, full);
       // Encoder outputs whose placeholders are all computed are no longer needed by this request.
       for (const item of r.spec.items)
         if (r.held.has(item.id) && item.start + item.embeds <= r.numComputed) {
