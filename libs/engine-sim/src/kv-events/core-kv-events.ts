@@ -66,7 +66,7 @@ export function coreBlockKeys(hashing: SimBlockHashing, prompt: CachedPrompt, la
   const last = blockHashes[n - 1] ?? 0;
   const hi = Math.floor(last / 4294967296) >>> 0;
   for (let b = n; b < layoutHashes.length; b++) {
-    const own = layoutHashes[b] as number;
+    const own = layoutHashes[b];
     const h1 = mix32(hi ^ mix32(Math.floor(own / 4294967296) >>> 0)) & 0x1fffff;
     const h2 = mix32((last >>> 0) ^ mix32(own >>> 0));
     blockHashes.push(h1 * 4294967296 + h2);

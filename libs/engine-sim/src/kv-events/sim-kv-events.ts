@@ -115,7 +115,7 @@ export class SimKvEvents {
       throw err;
     }
     ranks.forEach((rank, i) => {
-      const { cache, events, core } = started[i] as RankKvEvents;
+      const { cache, events, core } = started[i];
       if (core) core.pool.listener = new PoolEventPublisher(events, hashing.blockSize);
       else rank.prefixCache = cache;
     });

@@ -208,18 +208,10 @@ function summarize(
   const perEngine = answering.map(({ i }) => delta(i, 'requests'));
   const mean = perEngine.reduce((a, b) => a + b, 0) / Math.max(1, perEngine.length);
   const wallS = (after.at - before.at) / 1000;
-<<<<<<< HEAD
   const cores = Object.fromEntries([...PROCESSES, 'bench'].map((p) => [p, (after.cpu[p] - before.cpu[p]) / wallS])) as CellResult['cores'];
   const hostBusy = (after.cpu['hostBusy'] - before.cpu['hostBusy']) / (after.cpu['hostTotal'] - before.cpu['hostTotal']);
-  const routerCpuS = (cores.gateway + cores.scheduler) * wallS;
-=======
-  const cores = Object.fromEntries(
-    [...PROCESSES, 'bench'].map((p) => [p, ((after.cpu[p] as number) - (before.cpu[p] as number)) / wallS]),
-  ) as CellResult['cores'];
-  const hostBusy = ((after.cpu['hostBusy'] as number) - (before.cpu['hostBusy'] as number)) / ((after.cpu['hostTotal'] as number) - (before.cpu['hostTotal'] as number));
   // The kv-indexer is part of the router when it runs (precise prefix routing).
   const routerCpuS = (cores.gateway + cores.scheduler + (Number.isFinite(cores['kv-indexer']) ? cores['kv-indexer'] : 0)) * wallS;
->>>>>>> i31bench
   const allCores = Object.values(cores).reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0);
   return {
     pool: o.pool,

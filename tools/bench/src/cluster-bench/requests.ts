@@ -29,7 +29,7 @@ export function segmentText(id: number, tokens: number): string {
   const words: string[] = [];
   for (let i = 0; i < tokens; i++) {
     const digit = i < 4 ? Math.floor(id / n ** i) % n : mix32(Math.imul(id + 1, 0x9e3779b1) ^ i) % n;
-    words.push(WORDS[digit] as string);
+    words.push(WORDS[digit]);
   }
   return words.map((w) => `${w} `).join('');
 }
@@ -53,7 +53,9 @@ export function chatBody(model: string, r: SimRequest): Record<string, unknown> 
   const messages: Message[] = [];
   const push = (s: Segment) => {
     const part: Part =
-      s.image !== undefined ? { type: 'image_url', image_url: { url: imageUrl(s.image) } } : { type: 'text', text: segmentText(s.id, s.tokens) };
+      s.image !== undefined
+        ? { type: 'image_url', image_url: { url: imageUrl(s.image) } }
+        : { type: 'text', text: segmentText(s.id, s.tokens) };
     const last = messages[messages.length - 1];
     if (s.role || !last) messages.push({ role: s.role ?? 'user', content: [part] });
     else last.content.push(part);
