@@ -60,7 +60,8 @@ const warmup = Number(args.warmup);
 for (const p of pools) if (!POOL_KINDS.includes(p)) throw new Error(`unknown pool ${p} (known: ${POOL_KINDS.join(', ')})`);
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`unknown workload ${w} (known: ${Object.keys(WORKLOADS).join(', ')})`);
 for (const p of policies)
-  if (!PROCESS_POLICIES.includes(p)) throw new Error(`unknown policy ${p} (known: ${PROCESS_POLICIES.join(', ')}; round-robin has no scheduler plugin)`);
+  if (!PROCESS_POLICIES.includes(p))
+    throw new Error(`unknown policy ${p} (known: ${PROCESS_POLICIES.join(', ')}; round-robin has no scheduler plugin)`);
 
 /** With a precise policy in the run every engine publishes KV events, so its cells and the others run equal engines. */
 const kvEvents = policies.some(needsKvEvents);
@@ -132,7 +133,13 @@ async function main(): Promise<void> {
             fmtMs(cell.ttftP99),
             fmtMs(cell.e2eP50),
             f2(cell.goodput),
-            `${cell.failed}/${cell.measured}${cell.failed > 0 ? ` (${Object.entries(cell.failures).map(([st, n]) => `${st}×${n}`).join(' ')})` : ''}`,
+            `${cell.failed}/${cell.measured}${
+              cell.failed > 0
+                ? ` (${Object.entries(cell.failures)
+                    .map(([st, n]) => `${st}×${n}`)
+                    .join(' ')})`
+                : ''
+            }`,
             fmtPct(cell.prefixHit),
             fmtPct(cell.encoderHit),
             f2(cell.imbalance),
@@ -212,7 +219,20 @@ async function main(): Promise<void> {
   );
   console.log(
     markdownTable(
-      ['cell', 'gateway', 'scheduler', 'pod-watcher', 'engines', 'nats', 'kv-indexer', 'load gen', 'this run', 'host busy', 'engine lag p99 ms', 'load-gen lag p99 ms'],
+      [
+        'cell',
+        'gateway',
+        'scheduler',
+        'pod-watcher',
+        'engines',
+        'nats',
+        'kv-indexer',
+        'load gen',
+        'this run',
+        'host busy',
+        'engine lag p99 ms',
+        'load-gen lag p99 ms',
+      ],
       machineRows,
     ),
   );

@@ -69,8 +69,8 @@ export async function applyPolicy(
   } finally {
     await bus.close();
   }
-  await waitFor(
-    () => /"origin":"kv"[^\n]*scheduler config applied|scheduler config applied[^\n]*"origin":"kv"/.test(schedulerLog()),
-    { what: `scheduler applied the ${policy} config from KV`, timeoutMs: 30_000 },
-  );
+  await waitFor(() => /"origin":"kv"[^\n]*scheduler config applied|scheduler config applied[^\n]*"origin":"kv"/.test(schedulerLog()), {
+    what: `scheduler applied the ${policy} config from KV`,
+    timeoutMs: 30_000,
+  });
 }

@@ -174,7 +174,9 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
     latency: engineLatency(o.timeScale),
     engineCore: engineCoreOptions(e.role, o.timeScale),
     ...(o.pool === 'epd' && e.role !== 'decode' ? { ecConnector: 'nixl' as const } : {}),
-    ...(tokenizerDir && kvEventsPort !== undefined && e.role !== 'encode' ? { kvEvents: engineKvEvents(e.ip, kvEventsPort, tokenizerDir) } : {}),
+    ...(tokenizerDir && kvEventsPort !== undefined && e.role !== 'encode'
+      ? { kvEvents: engineKvEvents(e.ip, kvEventsPort, tokenizerDir) }
+      : {}),
   }));
   let nats: NatsServerHandle | undefined;
   let host: ChildProcess | undefined;
@@ -217,12 +219,9 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
     const gateway = await start(['gateway', '--host', '127.0.0.1', '--port', String(gatewayPort), '--no-access-log']);
     const indexer = o.kvIndexer ? await start(['kv-indexer', '--instance-id', 'bench-kv-indexer']) : undefined;
     await Promise.all(
-      [
-        [watcher, 'pod-watcher'],
-        [scheduler, 'scheduler'],
-        [gateway, 'gateway'],
-        ...(indexer ? [[indexer, 'kv-indexer']] : []),
-      ].map(([s, name]) => waitReady((s as typeof watcher).child, (s as typeof watcher).ops, `${name as string} ready`)),
+      [[watcher, 'pod-watcher'], [scheduler, 'scheduler'], [gateway, 'gateway'], ...(indexer ? [[indexer, 'kv-indexer']] : [])].map(
+        ([s, name]) => waitReady((s as typeof watcher).child, (s as typeof watcher).ops, `${name as string} ready`),
+      ),
     );
     const schedulerOps = scheduler.ops;
     const gatewayOps = gateway.ops;
