@@ -109,7 +109,7 @@ export class BlockPool {
     };
     for (let b = 0; b < full; b++) {
       const key = published?.[b];
-      if (this.cache(blocks[b] as number, hashes[b] as number, key) && key) {
+      if (this.cache(blocks[b], hashes[b], key) && key) {
         if (run.length === 0) parent = published?.[b - 1];
         run.push(key);
       } else {
