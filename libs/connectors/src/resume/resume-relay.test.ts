@@ -18,6 +18,16 @@ function events(out: string): Record<string, unknown>[] {
 }
 
 describe('ResumeRelay', () => {
+  it('keeps a multi-byte character whole when a network chunk ends inside it', () => {
+    const state = new ResumeState(true, true, false);
+    const relay = new ResumeRelay(state);
+    const bytes = Buffer.from(chunk('a', { content: 'é漢😀' }, usage(10, 1)));
+    const cut = bytes.indexOf(Buffer.from('漢')) + 1;
+    const out = relay.push(bytes.subarray(0, cut)).toString() + relay.push(bytes.subarray(cut)).toString();
+    expect(state.text).toBe('é漢😀');
+    expect(events(out)[0]).toMatchObject({ choices: [{ delta: { content: 'é漢😀' } }] });
+  });
+
   it('reads the text and token counts, and removes per-chunk usage the client did not ask for', () => {
     const state = new ResumeState(true, true, false);
     const relay = new ResumeRelay(state);

@@ -1,3 +1,4 @@
+import { StringDecoder } from 'node:string_decoder';
 import type { Usage } from '@triad/request';
 import type { StreamRelay } from '../types';
 import type { ResumeState } from './resume-state';
@@ -36,6 +37,7 @@ function nonEmpty(v: unknown): boolean {
 export class ResumeRelay implements StreamRelay {
   readonly #state: ResumeState;
   readonly #continuation: boolean;
+  readonly #decoder = new StringDecoder('utf8');
   #pending = '';
   #opened = false;
   #completion = 0;
@@ -54,7 +56,8 @@ export class ResumeRelay implements StreamRelay {
   }
 
   push(chunk: Buffer): Buffer {
-    const data = this.#pending + chunk.toString('utf8');
+    // A network chunk may end inside a multi-byte character: the decoder holds its first bytes for the next chunk.
+    const data = this.#pending + this.#decoder.write(chunk);
     const last = data.lastIndexOf(EVENT_END);
     if (last < 0) {
       this.#pending = data;
