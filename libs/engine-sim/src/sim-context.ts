@@ -49,12 +49,7 @@ export class SimContext {
   readonly env: GenerationEnv;
   port = 0;
   /** An engine restart as the prefix cache sees it (blocks forgotten, KV-event sequence from 0). */
-  restartKvCache: () => void = () => {
-    for (const rank of this.ranks) {
-      rank.prefixCache.clear();
-      rank.core?.resetPrefixCache();
-    }
-  };
+  restartKvCache: () => void = () => this.resetPrefixCache();
   /** The engine's tokenizer for /tokenize and the render endpoints (set when the sim publishes KV events). */
   tokenizePrompt: ((body: Record<string, unknown>) => PromptTokens) | undefined;
   /**

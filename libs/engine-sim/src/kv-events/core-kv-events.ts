@@ -1,3 +1,4 @@
+import { mix32 } from '../engine/core/prompt-layout';
 import type { KvEventOut } from '@triad/kv-events';
 import type { BlockPoolListener, PublishedBlock } from '../engine/core/block-pool';
 import type { CachedPrompt } from '../engine/prefix-cache';
@@ -34,12 +35,6 @@ export class PoolEventPublisher implements BlockPoolListener {
 export interface CoreBlockKeys {
   readonly blockHashes: number[];
   readonly published: PublishedBlock[];
-}
-
-function mix32(x: number): number {
-  x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
-  x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
-  return (x ^ (x >>> 16)) >>> 0;
 }
 
 /** A 53-bit pool key from the engine's hash (its first bytes: a digest is uniform). */

@@ -8,7 +8,8 @@ export interface PromptLayout {
   readonly mediaStarts: number[];
 }
 
-function mix32(x: number): number {
+/** A 32-bit integer mixer (murmur3-style finaliser) for the sim's block hashes and pool keys. */
+export function mix32(x: number): number {
   x = Math.imul(x ^ (x >>> 16), 0x7feb352d);
   x = Math.imul(x ^ (x >>> 15), 0x846ca68b);
   return (x ^ (x >>> 16)) >>> 0;
