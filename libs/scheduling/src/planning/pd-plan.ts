@@ -76,8 +76,11 @@ export function planPairs(input: PairPlanInput): PairPlan {
     return { ok: true, attempts, decode: decodeAt(order[0]), prefill: undefined, prefillsAllEjected: false };
   }
 
-  // The ranked prefills per group (up to topN), computed once per group this request touches.
+  // The ranked healthy prefills per group (up to topN), computed once per group this request touches; the
+  // group's ejected prefills are kept apart, so the rotation of the first pass never hands one out while a
+  // healthy pair is left (they pair only after every healthy pair).
   const rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
+  const ejectedPrefills = new Map<string, readonly IndexedEndpoint[]>();
   const allEjectedGroups = new Set<string>();
   const prefillVerdicts = new Map<string, PickVerdict>();
   const whyNot: string[] = [];
@@ -97,8 +100,8 @@ export function planPairs(input: PairPlanInput): PairPlan {
       if (pick.verdict) prefillVerdicts.set(group, pick.verdict);
       const picked = pick.order.map((i) => run.candidates.endpoint(i));
       run.trace?.chose(picked.map((e) => e.key));
-      // Ejected prefills pair last (least recently failed first), for retries when the healthy ones fail.
-      ranked = run.lastResort.length > 0 ? [...picked, ...run.lastResort] : picked;
+      ranked = picked;
+      if (run.lastResort.length > 0) ejectedPrefills.set(group, run.lastResort);
       if (run.allEjected) allEjectedGroups.add(group);
     } else {
       whyNot.push(run.message);
@@ -109,12 +112,17 @@ export function planPairs(input: PairPlanInput): PairPlan {
 
   const attempts: Attempt[] = [];
   const decodeKeys: string[] = [];
+  /** The decodes paired so far, in rank order (the endpoints of decodeKeys). */
+  const pairedDecodes: IndexedEndpoint[] = [];
   /** Pairs handed out per group in the first pass (which prefill the group's next decode gets). */
   const turn = new Map<string, number>();
   let first: { decode: Endpoint; prefill: Endpoint } | undefined;
   const add = (d: IndexedEndpoint, p: IndexedEndpoint): void => {
     attempts.push({ endpoint: d.ref, prefill: p.ref });
-    if (!decodeKeys.includes(d.key)) decodeKeys.push(d.key);
+    if (!decodeKeys.includes(d.key)) {
+      decodeKeys.push(d.key);
+      pairedDecodes.push(d);
+    }
     first ??= { decode: d, prefill: p };
   };
   const firstPass = (indices: readonly number[], skip: number): void => {
@@ -137,7 +145,16 @@ export function planPairs(input: PairPlanInput): PairPlan {
   if (attempts.length < input.topN && first !== undefined)
     addRemainingPairs(attempts, decodeKeys, prefillsOf, decodeAt, order, input.topN, add);
   decodes.trace?.chose(decodeKeys);
-  // Ejected decodes pair last (least recently failed first), with their group's best prefill.
+  // Then the last resorts, least recently failed first: the paired decodes with their group's ejected
+  // prefills, then the ejected decodes with their group's best prefill.
+  if (ejectedPrefills.size > 0) {
+    for (const d of [...pairedDecodes]) {
+      for (const p of ejectedPrefills.get(d.group as string) ?? NONE) {
+        if (attempts.length >= input.topN) break;
+        add(d, p);
+      }
+    }
+  }
   for (const d of decodes.lastResort) {
     if (attempts.length >= input.topN) break;
     const prefills = prefillsOf(d.group);

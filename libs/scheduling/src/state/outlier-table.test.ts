@@ -186,6 +186,25 @@ describe('Scheduler with shared outlier state', () => {
     const d = decide(s);
     expect(d.attempts.map((x) => podOf(x.prefill?.key ?? ''))).toEqual(['pb', 'pa']);
   });
+
+  it('pd: with two decodes, every healthy pair comes before any pair with the ejected prefill', () => {
+    const index = buildIndex(
+      [
+        { pod: 'd1', role: 'decode', group: 'g1', kv: 0.1 },
+        { pod: 'd2', role: 'decode', group: 'g1', kv: 0.2 },
+        { pod: 'pa', role: 'prefill', group: 'g1', kv: 0.1 },
+        { pod: 'pb', role: 'prefill', group: 'g1', kv: 0.2 },
+      ],
+      [modelServerRecord({ mode: 'pd' })],
+    );
+    const s = new Scheduler({ index, tracker: new InflightTracker(), outliers: tableOf(record('pa', 'prefill')) });
+    const pairs = decide(s).attempts.map((x) => `${podOf(x.endpoint.key)}+${podOf(x.prefill?.key ?? '')}`);
+    // Both decodes get the healthy prefill first (a retry after a failing decode keeps a healthy prefill);
+    // the ejected one is only a last resort.
+    expect(pairs.slice(0, 2).sort()).toEqual(['d1+pb', 'd2+pb']);
+    expect(pairs.slice(2).every((p) => p.endsWith('+pa'))).toBe(true);
+    expect(pairs.length).toBeGreaterThan(2);
+  });
 });
 
 describe('Scheduler: a stage with no usable endpoint falls back to the shortcut the engine supports', () => {
