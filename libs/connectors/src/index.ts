@@ -14,6 +14,7 @@ export type {
   StreamRelay,
 } from './types';
 export { clientWantsUsage } from './request-bodies';
+export { SseEventSplitter, sseEvents, type SseEvent } from './sse';
 export { UpstreamPools, DEFAULT_UPSTREAM_CONNECTIONS } from './upstream-pools';
 export { IDLE_CLOSE_RACE_MS } from './socket-reuse';
 export { engineErrorMessage, clientAbortedError } from './errors';

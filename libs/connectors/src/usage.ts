@@ -1,9 +1,9 @@
 import type { Usage } from '@triad/request';
+import { SseEventSplitter, splitSseEvents } from './sse';
 
 const USAGE_KEY = '"usage":';
 const USAGE_NEEDLE = Buffer.from(USAGE_KEY);
 const EMPTY_CHOICES = Buffer.from('"choices":[]');
-const EVENT_END = Buffer.from('\n\n');
 
 function readUsageObject(text: string, start: number): Usage | undefined {
   let i = start;
@@ -46,7 +46,7 @@ export function parseBodyUsage(body: Buffer): Usage | undefined {
 export class SseUsageRelay {
   usage: Usage | undefined;
   readonly #suppress: boolean;
-  #pending: Buffer | undefined;
+  readonly #splitter = new SseEventSplitter();
 
   constructor(suppress: boolean) {
     this.#suppress = suppress;
@@ -54,61 +54,27 @@ export class SseUsageRelay {
 
   /** Bytes to write to the client for this chunk (possibly empty). */
   push(chunk: Buffer): Buffer {
-    let data = chunk;
-    if (this.#pending !== undefined) {
-      data = Buffer.concat([this.#pending, chunk]);
-      this.#pending = undefined;
-    }
-    const last = data.lastIndexOf(EVENT_END);
-    if (last < 0) {
-      this.#pending = chunk === data ? Buffer.from(data) : data;
-      return EMPTY;
-    }
-    const cut = last + 2;
-    if (cut < data.length) this.#pending = Buffer.from(data.subarray(cut));
-    const complete = cut < data.length ? data.subarray(0, cut) : data;
+    const complete = this.#splitter.push(chunk);
     return complete.indexOf(USAGE_NEEDLE) < 0 ? complete : this.#inspect(complete);
   }
 
   /** Whatever is still held at the end of the stream (an unterminated last event), written as is. */
   flush(): Buffer {
-    const rest = this.#pending ?? EMPTY;
-    this.#pending = undefined;
-    if (rest.length > 0 && rest.indexOf(USAGE_NEEDLE) >= 0) return this.#inspect(rest);
-    return rest;
+    const rest = this.#splitter.end();
+    return rest.indexOf(USAGE_NEEDLE) < 0 ? rest : this.#inspect(rest);
   }
 
   #inspect(events: Buffer): Buffer {
-    let from = 0;
-    let out: Buffer[] | undefined;
-    let copiedTo = 0;
-    for (;;) {
-      const at = events.indexOf(USAGE_NEEDLE, from);
-      if (at < 0) break;
-      const start = eventStart(events, at);
-      const endIdx = events.indexOf(EVENT_END, at);
-      const end = endIdx < 0 ? events.length : endIdx + 2;
-      const event = events.subarray(start, end);
-      const usage = readUsageObject(event.toString('latin1'), at - start + USAGE_KEY.length);
-      if (usage !== undefined) {
-        this.usage = usage;
-        if (this.#suppress && event.indexOf(EMPTY_CHOICES) >= 0) {
-          out ??= [];
-          out.push(events.subarray(copiedTo, start));
-          copiedTo = end;
-        }
-      }
-      from = end;
+    let kept: Buffer[] | undefined;
+    const all = splitSseEvents(events);
+    for (const [i, event] of all.entries()) {
+      const at = event.indexOf(USAGE_NEEDLE);
+      const usage = at < 0 ? undefined : readUsageObject(event.toString('latin1'), at + USAGE_KEY.length);
+      if (usage !== undefined) this.usage = usage;
+      const drop = usage !== undefined && this.#suppress && event.indexOf(EMPTY_CHOICES) >= 0;
+      if (drop) kept ??= all.slice(0, i);
+      else kept?.push(event);
     }
-    if (out === undefined) return events;
-    out.push(events.subarray(copiedTo));
-    return Buffer.concat(out);
+    return kept === undefined ? events : Buffer.concat(kept);
   }
 }
-
-function eventStart(events: Buffer, at: number): number {
-  const prev = events.lastIndexOf(EVENT_END, at);
-  return prev < 0 ? 0 : prev + 2;
-}
-
-const EMPTY = Buffer.alloc(0);

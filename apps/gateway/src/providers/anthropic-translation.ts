@@ -1,5 +1,5 @@
+import type { SseEvent } from '@triad/connectors';
 import { BadRequestError, type Usage } from '@triad/request';
-import type { SseEvent } from './sse-events';
 
 // OpenAI Chat Completions ⇄ Anthropic Messages, for `/v1/chat/completions` requests routed to an Anthropic
 // ExternalModelProvider. The shapes are those of the two public APIs (docs/protocols/providers.md).

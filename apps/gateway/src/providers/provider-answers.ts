@@ -1,11 +1,10 @@
-import type { AnswerCodec, RelayedAnswer, StreamRelay } from '@triad/connectors';
-import { engineErrorMessage } from '@triad/connectors';
+import type { AnswerCodec, RelayedAnswer, SseEvent, StreamRelay } from '@triad/connectors';
+import { engineErrorMessage, SseEventSplitter, sseEvents } from '@triad/connectors';
 import { ErrorCode } from '@triad/errors';
 import { UpstreamError, type Usage } from '@triad/request';
 import { AnthropicStreamTranslator, anthropicErrorToOpenAi, anthropicToChat } from './anthropic-translation';
 import type { ProviderCall } from './provider-call';
 import { StreamUsage, bodyUsage } from './provider-usage';
-import { SseEventSplitter, type SseEvent } from './sse-events';
 
 /** Provider answers worth another try before any byte went out; the last try's answer goes to the client. */
 const RETRY_STATUS: ReadonlySet<number> = new Set([502, 503, 504]);
@@ -31,12 +30,14 @@ abstract class EventStream implements StreamRelay {
   }
 
   flush(): Buffer {
-    return this.#rewriteAll(this.#splitter.end());
+    // A stream may end with blank lines after its last event: nothing to relay.
+    const rest = this.#splitter.end();
+    return rest.toString('utf8').trim() === '' ? EMPTY : this.#rewriteAll(rest);
   }
 
-  #rewriteAll(events: readonly SseEvent[]): Buffer {
+  #rewriteAll(bytes: Buffer): Buffer {
     let out = '';
-    for (const e of events) out += this.rewrite(e);
+    for (const e of sseEvents(bytes)) out += this.rewrite(e);
     return out === '' ? EMPTY : Buffer.from(out);
   }
 }

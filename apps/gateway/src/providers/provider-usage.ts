@@ -1,6 +1,6 @@
+import type { SseEvent } from '@triad/connectors';
 import type { Usage } from '@triad/request';
 import { anthropicUsage } from './anthropic-translation';
-import type { SseEvent } from './sse-events';
 
 /** The wire protocol of a provider request: it decides where usage is and what the gateway may remove. */
 export type ProviderProtocol = 'openai-chat' | 'openai-responses' | 'anthropic-messages';

@@ -28,6 +28,14 @@ describe('ResumeRelay', () => {
     expect(events(out)[0]).toMatchObject({ choices: [{ delta: { content: 'é漢😀' } }] });
   });
 
+  it('writes the engine bytes as they came when nothing in them has to change', () => {
+    const state = new ResumeState(true, true, true);
+    const relay = new ResumeRelay(state);
+    const bytes = Buffer.from(chunk('a', { role: 'assistant', content: '' }, usage(10, 0)) + chunk('a', { content: ' one' }, usage(10, 1)));
+    expect(relay.push(bytes)).toBe(bytes);
+    expect(state.text).toBe(' one');
+  });
+
   it('reads the text and token counts, and removes per-chunk usage the client did not ask for', () => {
     const state = new ResumeState(true, true, false);
     const relay = new ResumeRelay(state);

@@ -1,10 +1,7 @@
-import { StringDecoder } from 'node:string_decoder';
 import type { Usage } from '@triad/request';
+import { parseSseEvent, SseEventSplitter, splitSseEvents, type SseEvent } from '../sse';
 import type { StreamRelay } from '../types';
 import type { ResumeState } from './resume-state';
-
-const EVENT_END = '\n\n';
-const DONE = 'data: [DONE]';
 
 interface UsageJson {
   prompt_tokens?: unknown;
@@ -37,8 +34,7 @@ function nonEmpty(v: unknown): boolean {
 export class ResumeRelay implements StreamRelay {
   readonly #state: ResumeState;
   readonly #continuation: boolean;
-  readonly #decoder = new StringDecoder('utf8');
-  #pending = '';
+  readonly #splitter = new SseEventSplitter();
   #opened = false;
   #completion = 0;
   #usage: Usage | undefined;
@@ -56,23 +52,24 @@ export class ResumeRelay implements StreamRelay {
   }
 
   push(chunk: Buffer): Buffer {
-    // A network chunk may end inside a multi-byte character: the decoder holds its first bytes for the next chunk.
-    const data = this.#pending + this.#decoder.write(chunk);
-    const last = data.lastIndexOf(EVENT_END);
-    if (last < 0) {
-      this.#pending = data;
-      return EMPTY;
-    }
-    this.#pending = data.slice(last + 2);
+    const complete = this.#splitter.push(chunk);
     let out = '';
-    for (const event of data.slice(0, last).split(EVENT_END)) out += this.#event(event);
+    let changed = false;
+    for (const bytes of splitSseEvents(complete)) {
+      const raw = bytes.toString('utf8');
+      const written = this.#event(parseSseEvent(raw));
+      changed ||= written !== raw;
+      out += written;
+    }
     if (out.length > 0) this.#state.legWrote = true;
+    // Most chunks only need reading: the engine's bytes go out as they came, without encoding them again.
+    if (!changed) return complete;
     return out.length === 0 ? EMPTY : Buffer.from(out);
   }
 
   /** An unterminated last event is dropped: it never reached the client, so its text is not part of the answer. */
   flush(): Buffer {
-    this.#pending = '';
+    this.#splitter.end();
     return EMPTY;
   }
 
@@ -80,23 +77,23 @@ export class ResumeRelay implements StreamRelay {
     return this.#state.done ? undefined : new Error('the stream ended before [DONE]');
   }
 
-  #event(event: string): string {
-    const line = event.startsWith('\n') ? event.trimStart() : event;
-    if (line.length === 0) return '';
-    if (line.startsWith(DONE)) {
+  /** What the client gets for one event: its own text unless it had to be dropped ('') or rewritten. */
+  #event(event: SseEvent): string {
+    if (event.raw.trim().length === 0) return '';
+    if (event.data === '[DONE]') {
       this.#state.done = true;
-      return `${line}${EVENT_END}`;
+      return event.raw;
     }
-    if (!line.startsWith('data:')) return `${line}${EVENT_END}`;
+    if (event.data === '') return event.raw;
     let json: Record<string, unknown>;
     try {
-      json = JSON.parse(line.slice(5)) as Record<string, unknown>;
+      json = JSON.parse(event.data) as Record<string, unknown>;
     } catch {
-      return `${line}${EVENT_END}`;
+      return event.raw;
     }
     const rewritten = this.#chunk(json);
     if (rewritten === undefined) return '';
-    return rewritten ? `data: ${JSON.stringify(json)}${EVENT_END}` : `${line}${EVENT_END}`;
+    return rewritten ? `data: ${JSON.stringify(json)}\n\n` : event.raw;
   }
 
   /** Reads (and rewrites in place) one chunk: undefined drops it, true means it changed. */

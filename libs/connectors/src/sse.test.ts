@@ -1,0 +1,53 @@
+import { SseEventSplitter, sseEvents, splitSseEvents } from './sse';
+
+/** Every event of the stream cut into the given chunks, and the bytes the splitter let through. */
+function run(chunks: Buffer[]): { fields: string[][]; bytes: string } {
+  const s = new SseEventSplitter();
+  const out = [...chunks.map((c) => s.push(c)), s.end()];
+  return { fields: out.flatMap((b) => sseEvents(b)).map((e) => [e.event, e.data]), bytes: Buffer.concat(out).toString() };
+}
+
+describe('SseEventSplitter', () => {
+  const stream =
+    'event: message_start\ndata: {"a":1}\n\n: comment\r\ndata: line1\r\ndata: line2\r\n\r\ndata: x\rdata: y\r\rdata: [DONE]\n\n';
+
+  it('splits events however the bytes are cut, with LF, CRLF and CR line ends, keeping each event verbatim', () => {
+    const bytes = Buffer.from(stream);
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const { fields, bytes: relayed } = run([bytes.subarray(0, cut), bytes.subarray(cut)]);
+      expect(fields).toEqual([
+        ['message_start', '{"a":1}'],
+        ['', 'line1\nline2'],
+        ['', 'x\ny'],
+        ['', '[DONE]'],
+      ]);
+      expect(relayed).toBe(stream);
+    }
+  });
+
+  it('never cuts inside a multi-byte character, so every piece decodes on its own', () => {
+    const bytes = Buffer.from('data: é漢😀\n\ndata: ü\n\n');
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const s = new SseEventSplitter();
+      const pieces = [s.push(bytes.subarray(0, cut)), s.push(bytes.subarray(cut))];
+      expect(pieces.flatMap((p) => sseEvents(p)).map((e) => e.data)).toEqual(['é漢😀', 'ü']);
+    }
+  });
+
+  it('returns a chunk that ends on a boundary as the same Buffer, and an unterminated last event at the end', () => {
+    const s = new SseEventSplitter();
+    const whole = Buffer.from('data: a\n\ndata: b\n\n');
+    expect(s.push(whole)).toBe(whole);
+    expect(s.push(Buffer.from('data: héllo')).length).toBe(0);
+    expect(sseEvents(s.end())).toEqual([{ event: '', data: 'héllo', raw: 'data: héllo' }]);
+    expect(s.end().length).toBe(0);
+  });
+
+  it('lists events one by one, blank line included', () => {
+    expect(splitSseEvents(Buffer.from('data: a\n\ndata: b\r\n\r\ntail')).map(String)).toEqual([
+      'data: a\n\n',
+      'data: b\r\n\r\n',
+      'tail',
+    ]);
+  });
+});
