@@ -9,25 +9,38 @@ import { BadRequestError, BodyTooLargeError, HttpLayerError, toOpenAiError } fro
  * (`400 Bad Request` without a body, `417` without a body); these are OpenAI-shaped like every other error.
  */
 
-/** The bytes of a complete error response that closes the connection (for sockets no ServerResponse owns). */
-export function rawErrorResponse(err: unknown): string {
-  const e = toOpenAiError(err);
-  let head = `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? 'Error'}\r\ncontent-type: application/json\r\n`;
-  for (const [name, value] of Object.entries(e.headers)) head += `${name}: ${value}\r\n`;
-  return `${head}content-length: ${Buffer.byteLength(e.body)}\r\nconnection: close\r\n\r\n${e.body}`;
+/** An OpenAI-shaped error answer: status, headers (framing included) and body. */
+export interface ErrorAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | number>;
+  readonly body: string;
 }
 
-/** Writes an error on a ServerResponse and closes the connection after it. */
-export function writeClosingError(res: ServerResponse, err: unknown): void {
+/**
+ * The one error answer every writer below sends. `close` ends the connection after it; a 413 always does, since
+ * the rest of the body may still be on the wire and the connection cannot carry another request.
+ */
+export function errorAnswer(err: unknown, close = false): ErrorAnswer {
   const e = toOpenAiError(err);
+  const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body) };
+  if (close || e.status === 413) headers['connection'] = 'close';
+  return { status: e.status, headers: { ...headers, ...e.headers }, body: e.body };
+}
+
+/** The bytes of a complete error response that closes the connection (for sockets no ServerResponse owns). */
+export function rawErrorResponse(err: unknown): string {
+  const a = errorAnswer(err, true);
+  let head = `HTTP/1.1 ${a.status} ${STATUS_CODES[a.status] ?? 'Error'}\r\n`;
+  for (const [name, value] of Object.entries(a.headers)) head += `${name}: ${value}\r\n`;
+  return `${head}\r\n${a.body}`;
+}
+
+/** Writes an error on a ServerResponse nothing was sent on yet; `close` ends the connection after it. */
+export function writeError(res: ServerResponse, err: unknown, close = false): void {
   if (res.headersSent || res.destroyed) return;
-  res.writeHead(e.status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(e.body),
-    connection: 'close',
-    ...e.headers,
-  });
-  res.end(e.body);
+  const a = errorAnswer(err, close);
+  res.writeHead(a.status, a.headers);
+  res.end(a.body);
 }
 
 /** What a parse error of node's HTTP parser (or its timeouts) means for the client. */
@@ -111,11 +124,11 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
   const server = createServer({ requireHostHeader: false }, (req, res) => {
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
       // The body (if any) is not read: the connection closes after the answer.
-      writeClosingError(res, new BadRequestError('HTTP/1.1 requests must carry a Host header'));
+      writeError(res, new BadRequestError('HTTP/1.1 requests must carry a Host header'), true);
       return;
     }
     if (options.draining()) {
-      writeClosingError(res, new HttpLayerError(ErrorCode.GatewayDraining, 'the gateway is shutting down; retry on another replica'));
+      writeError(res, new HttpLayerError(ErrorCode.GatewayDraining, 'the gateway is shutting down; retry on another replica'), true);
       return;
     }
     if (direct?.(req, res) !== true) handler(req, res);
@@ -123,16 +136,17 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
   server.keepAliveTimeout = options.keepAliveTimeoutMs;
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (contentLengthOf(req) > options.bodyLimit) {
-      writeClosingError(res, bodyTooLarge(options.bodyLimit));
+      writeError(res, bodyTooLarge(options.bodyLimit), true);
       return;
     }
     res.writeContinue();
     server.emit('request', req, res);
   });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    writeClosingError(
+    writeError(
       res,
       new HttpLayerError(ErrorCode.GatewayExpectationFailed, "the only expectation the gateway supports is 'Expect: 100-continue'"),
+      true,
     );
     req.resume();
   });

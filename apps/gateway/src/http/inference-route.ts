@@ -1,16 +1,8 @@
-import type { ServerResponse } from 'node:http';
 import type { ListenerRef } from '@triad/bus';
-import { BadRequestError, BodyTooLargeError, PathNotFoundError, toOpenAiError } from '@triad/request';
+import { BadRequestError, BodyTooLargeError, PathNotFoundError } from '@triad/request';
 import type { GatewayApiView } from '../gateway-api/gateway-api-view';
-import { readBody, writeClosingError, type HttpLayerOptions, type RequestTakerFn } from './http-layer';
+import { readBody, writeError, type HttpLayerOptions, type RequestTakerFn } from './http-layer';
 import type { InferenceHandler } from './inference-handler';
-
-function writeError(res: ServerResponse, err: unknown): void {
-  if (res.headersSent || res.destroyed) return;
-  const e = toOpenAiError(err);
-  res.writeHead(e.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), ...e.headers });
-  res.end(e.body);
-}
 
 /**
  * The inference routes straight on node:http: `POST /v1/*` and `POST /generate` (every POST in Gateway API mode,
@@ -29,9 +21,10 @@ export function inferenceRoute(handler: InferenceHandler, layer: HttpLayerOption
     readBody(req, req, layer, (err, body) => {
       if (err !== null) {
         // A stream error means the client is gone or broke the framing: either way the connection is done.
-        writeClosingError(
+        writeError(
           res,
           err instanceof BodyTooLargeError ? err : new BadRequestError(`the request body could not be read: ${err.message}`),
+          true,
         );
         return;
       }

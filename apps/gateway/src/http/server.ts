@@ -1,7 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ErrorCode, TriadError } from '@triad/errors';
-import { BadRequestError, BodyTooLargeError, NotFoundError, PathNotFoundError, echo, toOpenAiError } from '@triad/request';
-import { bodyTooLarge, createGatewayServer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
+import { BadRequestError, BodyTooLargeError, NotFoundError, PathNotFoundError, echo } from '@triad/request';
+import { bodyTooLarge, createGatewayServer, errorAnswer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
 import { inferenceRoute } from './inference-route';
 import type { InferenceHandler } from './inference-handler';
 import type { RouteTable } from '../routing/route-table';
@@ -21,16 +21,15 @@ export interface HttpServerOptions {
   readonly ready: () => boolean;
 }
 
+/** The HTTP layer's error answer, sent through fastify's reply (fastify's errors and the non-inference routes). */
 function sendError(
-  reply: { code(n: number): unknown; headers(h: Record<string, string>): unknown; send(b: string): unknown },
+  reply: { code(n: number): unknown; headers(h: Record<string, string | number>): unknown; send(b: string): unknown },
   err: unknown,
 ): void {
-  const e = toOpenAiError(err);
-  reply.code(e.status);
-  reply.headers({ 'content-type': 'application/json', ...e.headers });
-  // After a 413 the rest of the body may still be on the wire: the connection cannot carry another request.
-  if (e.status === 413) reply.headers({ connection: 'close' });
-  reply.send(e.body);
+  const a = errorAnswer(err);
+  reply.code(a.status);
+  reply.headers(a.headers);
+  reply.send(a.body);
 }
 
 /** What a client that asked for a path the gateway has no route for is told it serves instead. */
