@@ -4,8 +4,12 @@
  * stage down per stage and connector, then back. Kept apart from reliability.ts's single-fault matrix.
  */
 import {
+  chatBody,
   deployServer,
   deployTopology,
+  FailureTally,
+  forEachConcurrently,
+  sendChat,
   isMultimodal,
   type DeployedTopology,
   type FaultableSim,
@@ -34,40 +38,10 @@ const fmt = (n: number) => n.toLocaleString('en-US');
 
 /** A long prompt of its own per request (so per-request disaggregation keeps every stage), two images for EPD. */
 function body(model: string, multimodal: boolean, tag: string, i: number, stream: boolean): string {
-  const words: string[] = [];
-  for (let k = 0; words.length < 500; k++) words.push(`${tag}${i}x${k}`);
-  const text = `reliability phase ${tag}, request ${i}: ${words.join(' ')}`;
-  const content = multimodal
-    ? [
-        { type: 'text', text },
-        { type: 'image_url', image_url: { url: `https://example.com/${tag}/${i}a.png` } },
-        { type: 'image_url', image_url: { url: `https://example.com/${tag}/${i}b.png` } },
-      ]
-    : text;
-  return JSON.stringify({ model, max_tokens: 4, stream, messages: [{ role: 'user', content }] });
+  return chatBody(model, multimodal, tag, i, { max_tokens: 4, stream });
 }
 
-async function sendOne(url: string, payload: string, id: string, stream: boolean): Promise<{ why?: string; fallback: boolean }> {
-  try {
-    const res = await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': id },
-      body: payload,
-      signal: AbortSignal.timeout(60_000),
-    });
-    const text = await res.text();
-    const fallback = res.headers.get('x-triad-stage-fallback') !== null;
-    if (res.status !== 200) return { why: `status ${res.status}`, fallback };
-    if (stream) {
-      if (text.includes('data: {"error"')) return { why: 'sse-error', fallback };
-      return text.endsWith('data: [DONE]\n\n') ? { fallback } : { why: 'truncated stream', fallback };
-    }
-    const parsed = JSON.parse(text) as { choices?: unknown[] };
-    return Array.isArray(parsed.choices) && parsed.choices.length > 0 ? { fallback } : { why: 'no choices', fallback };
-  } catch (err) {
-    return { why: (err as Error).name === 'TimeoutError' ? 'client timeout' : `transport ${(err as Error).name}`, fallback: false };
-  }
-}
+const sendOne = (url: string, payload: string, id: string, stream: boolean) => sendChat(url, payload, id, stream, 60_000);
 
 /**
  * After a stage's pods answer again: one request at a time until one is served on the normal path (200, no
@@ -92,24 +66,15 @@ async function runPhase(
   streaming: 'all' | 'mixed',
   options: PhaseOptions,
 ): Promise<PhaseResult> {
-  const failures: Record<string, number> = {};
-  let failed = 0;
+  const tally = new FailureTally();
   let fallbacks = 0;
-  let next = 0;
-  const worker = async () => {
-    while (next < options.requests) {
-      const i = next++;
-      const stream = streaming === 'all' || i % 2 === 1;
-      const r = await sendOne(stack.gatewayUrl, body(model, multimodal, tag, i, stream), `${tag}-r${i}`, stream);
-      if (r.fallback) fallbacks++;
-      if (r.why !== undefined) {
-        failed++;
-        failures[r.why] = (failures[r.why] ?? 0) + 1;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, worker));
-  return { sent: options.requests, failed, failures, fallbacks };
+  await forEachConcurrently(options.requests, options.concurrency, async (i) => {
+    const stream = streaming === 'all' || i % 2 === 1;
+    const r = await sendOne(stack.gatewayUrl, body(model, multimodal, tag, i, stream), `${tag}-r${i}`, stream);
+    if (r.fallback) fallbacks++;
+    tally.add(r.why);
+  });
+  return { sent: options.requests, failed: tally.failed, failures: tally.byReason, fallbacks };
 }
 
 function phaseRow(scenario: string, phase: string, r: PhaseResult): string[] {

@@ -46,6 +46,7 @@ import {
   DEATH_POINTS,
   TOPOLOGY_LABELS,
   TOPOLOGY_NAMES,
+  counterTotal,
   deployServer,
   deployTopology,
   isMultimodal,
@@ -81,14 +82,6 @@ const { values: args } = parseArgs({
 const NS = 'default';
 const REQUESTS = Number(args.requests);
 const SEED = args.seed !== undefined ? Number(args.seed) : randomInt(2 ** 31);
-
-async function metricSum(metricsUrl: string, name: string): Promise<number> {
-  const text = await (await fetch(metricsUrl)).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
-}
 
 const fmt = (n: number) => n.toLocaleString('en-US');
 
@@ -231,7 +224,7 @@ async function main(): Promise<void> {
     );
     const fuzzCount = Number(args.fuzz);
     const fuzz = fuzzCount > 0 ? await runFuzzRow(stack, fuzzCount, fuzzModels) : undefined;
-    const unexpected = await metricSum(metricsUrl, 'triad_unexpected_errors_total');
+    const unexpected = await counterTotal(metricsUrl, 'triad_unexpected_errors_total');
 
     if (rows.length > 0) {
       process.stdout.write(

@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
+import { counterTotal } from '@triad/testing/reliability';
 import { accessLines, inferenceRequests, startHarness, type Harness } from '../support/harness';
 import { unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
 
@@ -92,13 +93,7 @@ describe('reliability: abusive clients', () => {
     pd: inferenceRequests(sims['pd-p']).length,
     epd: inferenceRequests(sims['epd-p']).length,
   });
-  const metric = async (name: string) => {
-    const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-    let sum = 0;
-    for (const line of text.split('\n'))
-      if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-    return sum;
-  };
+  const metric = (name: string) => counterTotal(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`, name);
   const abortedAt = (names: string[]) => names.reduce((n, s) => n + (sims[s]?.counters()['aborted'] ?? 0), 0);
 
   beforeAll(async () => {

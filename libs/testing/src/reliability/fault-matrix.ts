@@ -5,6 +5,8 @@
 // (tools/bench/src/reliability.ts) drive the same scenarios: the test with a few requests and assertions, the
 // benchmark with more load and a baseline without retries or ejection.
 
+import { chatBody, counterTotal, FailureTally, forEachConcurrently, sendChat } from './client';
+
 /** The fault modes the matrix injects (engine-sim fault names). */
 export const FAULT_MODES = ['error500', 'refuse', 'hang', 'die-mid-stream'] as const;
 export type FaultModeName = (typeof FAULT_MODES)[number];
@@ -232,6 +234,7 @@ export function scenarioLabel(s: FaultScenario): string {
 }
 
 let serverCounter = 0;
+const RETRIES = 'triad_gateway_retries_total';
 
 function policyOf(s: FaultScenario, o: ScenarioOptions): Record<string, unknown> {
   const timeout = o.stageTimeout ?? '1s';
@@ -302,55 +305,6 @@ function streams(s: FaultScenario, i: number): boolean {
   return i % 2 === 1;
 }
 
-/**
- * A scenario's requests share nothing with other scenarios. Each prompt is long and its own (about 750 tokens by
- * the gateway's estimate), and EPD requests carry two images: shorter prompts and single images would be prefilled
- * or encoded on the decode pod by the scheduler's per-request disaggregation, and the stage under test never run.
- */
-function requestBody(model: string, topo: TopologyName, i: number, stream: boolean): string {
-  const words: string[] = [];
-  for (let k = 0; words.length < 500; k++) words.push(`w${i}x${k}`);
-  const text = `reliability ${model}, request ${i}: ${words.join(' ')}`;
-  const content = TOPOLOGIES[topo].multimodal
-    ? [
-        { type: 'text', text },
-        { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}a.png` } },
-        { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}b.png` } },
-      ]
-    : text;
-  return JSON.stringify({ model, max_tokens: 4, stream, messages: [{ role: 'user', content }] });
-}
-
-/** Sends one request and tells whether the client got a whole, successful answer (else why not). */
-async function sendOne(url: string, body: string, id: string, stream: boolean, timeoutMs: number): Promise<string | undefined> {
-  try {
-    const res = await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': id },
-      body,
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    const text = await res.text();
-    if (res.status !== 200) return `status ${res.status}`;
-    if (stream) {
-      if (text.includes('data: {"error"')) return 'sse-error';
-      return text.endsWith('data: [DONE]\n\n') ? undefined : 'truncated stream';
-    }
-    const parsed = JSON.parse(text) as { choices?: unknown[] };
-    return Array.isArray(parsed.choices) && parsed.choices.length > 0 ? undefined : 'no choices';
-  } catch (err) {
-    return (err as Error).name === 'TimeoutError' ? 'client timeout' : `transport ${(err as Error).name}`;
-  }
-}
-
-async function retriesTotal(metricsUrl: string): Promise<number> {
-  const text = await (await fetch(metricsUrl)).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith('triad_gateway_retries_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
-}
-
 const isInference = (r: { method: string; path: string }) => r.method === 'POST' && (r.path.startsWith('/v1/') || r.path === '/generate');
 
 /** A release leg: one token, not streamed, with the KV a prefill produced (the matrix's own requests ask for 4). */
@@ -383,35 +337,21 @@ export async function runFaultScenario(
   }
   const faulty = (topo.sims[scenario.stage] as readonly [FaultableSim, FaultableSim])[0];
   const healthy = (topo.sims[scenario.stage] as readonly [FaultableSim, FaultableSim])[1];
-  const retriesBefore = await retriesTotal(stack.metricsUrl);
+  const retriesBefore = await counterTotal(stack.metricsUrl, RETRIES);
   faulty.setFault({ mode: scenario.fault });
-  const failures: Record<string, number> = {};
-  let failed = 0;
-  let next = 0;
+  const tally = new FailureTally();
   const prefix = `${model}-r`;
-  const worker = async () => {
-    while (next < options.requests) {
-      const i = next++;
-      const stream = streams(scenario, i);
-      const why = await sendOne(
-        stack.gatewayUrl,
-        requestBody(model, scenario.topology, i, stream),
-        `${prefix}${i}`,
-        stream,
-        options.clientTimeoutMs ?? 30_000,
-      );
-      if (why !== undefined) {
-        failed++;
-        failures[why] = (failures[why] ?? 0) + 1;
-      }
-    }
-  };
+  const multimodal = isMultimodal(scenario.topology);
   try {
-    await Promise.all(Array.from({ length: Math.max(1, options.concurrency ?? 1) }, worker));
+    await forEachConcurrently(options.requests, options.concurrency ?? 1, async (i) => {
+      const stream = streams(scenario, i);
+      const body = chatBody(model, multimodal, model, i, { max_tokens: 4, stream });
+      tally.add((await sendChat(stack.gatewayUrl, body, `${prefix}${i}`, stream, options.clientTimeoutMs ?? 30_000)).why);
+    });
   } finally {
     faulty.setFault({ mode: 'ok' });
   }
-  const retries = (await retriesTotal(stack.metricsUrl)) - retriesBefore;
+  const retries = (await counterTotal(stack.metricsUrl, RETRIES)) - retriesBefore;
   // Legs per engine: a request id + path seen twice on one engine is a duplicate.
   const duplicatedIds = new Set<string>();
   /** Successful legs per request, stage and path on healthy pods (an encoder leg's id names its items). */
@@ -453,8 +393,8 @@ export async function runFaultScenario(
   return {
     scenario,
     sent: options.requests,
-    failed,
-    failures,
+    failed: tally.failed,
+    failures: tally.byReason,
     duplicated: duplicatedIds.size,
     rerunLegs,
     releaseLegs,

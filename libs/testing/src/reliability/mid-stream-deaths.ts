@@ -4,6 +4,7 @@
 // The client's text must equal the reference, token for token: nothing repeated, nothing lost. The gateway test
 // (apps/gateway/test/reliability/stream-resume.test.ts) and the benchmark (tools/bench/src/reliability.ts) share it.
 
+import { chatBody, counterTotal, FailureTally, forEachConcurrently } from './client';
 import {
   deployServer,
   isMultimodal,
@@ -82,28 +83,6 @@ interface StreamRead {
 
 let counter = 0;
 
-/** Long prompts (about 750 tokens by the gateway's estimate) and, for EPD, two images: every stage runs. */
-function body(model: string, topology: TopologyName, i: number): string {
-  const words: string[] = [];
-  for (let k = 0; words.length < 500; k++) words.push(`m${i}y${k}`);
-  const text = `mid-stream ${model}, request ${i}: ${words.join(' ')}`;
-  const content = isMultimodal(topology)
-    ? [
-        { type: 'text', text },
-        { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}a.png` } },
-        { type: 'image_url', image_url: { url: `https://example.com/${model}/${i}b.png` } },
-      ]
-    : text;
-  return JSON.stringify({
-    model,
-    max_tokens: ANSWER_TOKENS,
-    seed: 1000 + i,
-    stream: true,
-    stream_options: { include_usage: true },
-    messages: [{ role: 'user', content }],
-  });
-}
-
 /** Streams one request and records what the client saw, chunk by chunk. */
 async function readStream(url: string, payload: string, id: string, timeoutMs: number): Promise<StreamRead> {
   const ids = new Set<string>();
@@ -163,14 +142,7 @@ async function readStream(url: string, payload: string, id: string, timeoutMs: n
   }
 }
 
-async function resumesResumed(metricsUrl: string): Promise<number> {
-  const text = await (await fetch(metricsUrl)).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith('triad_gateway_stream_resumes_total{') && line.includes('outcome="resumed"'))
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
-}
+const RESUMED = ['triad_gateway_stream_resumes_total', 'outcome="resumed"'] as const;
 
 /**
  * Resumes counted since `before`, once the count reaches `expected`: a request's metrics are recorded when its stage
@@ -180,7 +152,7 @@ async function resumesResumed(metricsUrl: string): Promise<number> {
 async function settledResumes(metricsUrl: string, before: number, expected: number): Promise<number> {
   const deadline = performance.now() + 10_000;
   for (;;) {
-    const now = (await resumesResumed(metricsUrl)) - before;
+    const now = (await counterTotal(metricsUrl, ...RESUMED)) - before;
     if (now >= expected || performance.now() > deadline) return now;
     await new Promise<void>((resolve) => setTimeout(resolve, 20));
   }
@@ -218,21 +190,19 @@ export async function runMidStreamScenario(
     sim.clearRequests();
   }
   const timeoutMs = options.clientTimeoutMs ?? 30_000;
-  const concurrency = Math.max(1, options.concurrency ?? 1);
+  const multimodal = isMultimodal(scenario.topology);
   const runAll = async (phase: string): Promise<StreamRead[]> => {
     const out: StreamRead[] = new Array<StreamRead>(options.requests);
-    let next = 0;
-    const worker = async () => {
-      while (next < options.requests) {
-        const i = next++;
-        out[i] = await readStream(stack.gatewayUrl, body(model, scenario.topology, i), `${model}-${phase}${i}`, timeoutMs);
-      }
-    };
-    await Promise.all(Array.from({ length: concurrency }, worker));
+    await forEachConcurrently(options.requests, options.concurrency ?? 1, async (i) => {
+      // The same body in both phases: the reference is what the engines answer to exactly this request.
+      const fields = { max_tokens: ANSWER_TOKENS, seed: 1000 + i, stream: true, stream_options: { include_usage: true } };
+      const body = chatBody(model, multimodal, model, i, fields);
+      out[i] = await readStream(stack.gatewayUrl, body, `${model}-${phase}${i}`, timeoutMs);
+    });
     return out;
   };
   const [dying] = finalPods(topo);
-  const resumedBefore = await resumesResumed(stack.metricsUrl);
+  const resumedBefore = await counterTotal(stack.metricsUrl, ...RESUMED);
   const k = tokensBeforeDeath(scenario.point);
   dying.setFault({ mode: 'die-mid-stream', afterTokens: k });
   let faulted: StreamRead[];
@@ -251,8 +221,7 @@ export async function runMidStreamScenario(
   }
   const resumed = await settledResumes(stack.metricsUrl, resumedBefore, scenario.resume ? died.size : 0);
   const reference = await runAll('ref');
-  const failures: Record<string, number> = {};
-  let failed = 0;
+  const tally = new FailureTally();
   let exact = 0;
   let duplicatedText = 0;
   let lostText = 0;
@@ -270,11 +239,8 @@ export async function runMidStreamScenario(
             : !got.done
               ? 'truncated stream'
               : undefined;
-    if (why !== undefined) {
-      failed++;
-      failures[why] = (failures[why] ?? 0) + 1;
-      continue;
-    }
+    tally.add(why);
+    if (why !== undefined) continue;
     if (got.text === ref.text) exact++;
     else if (got.text.length < ref.text.length && ref.text.startsWith(got.text)) lostText++;
     else duplicatedText++;
@@ -306,8 +272,8 @@ export async function runMidStreamScenario(
   return {
     scenario,
     sent: options.requests,
-    failed,
-    failures,
+    failed: tally.failed,
+    failures: tally.byReason,
     resumed,
     metDeath: died.size,
     exact,

@@ -1,6 +1,6 @@
 import type { ModelServerSpec } from '@triad/crd';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import type { MatrixStack } from '@triad/testing/reliability';
+import { counterTotal, type MatrixStack } from '@triad/testing/reliability';
 import type { Harness } from '../../support/harness';
 
 /** The reliability matrix's view of a gateway test harness (in-process gateway, sims in the test process). */
@@ -19,12 +19,8 @@ export function matrixStack(h: Harness): MatrixStack {
 }
 
 /** `triad_unexpected_errors_total` summed over its sources. */
-export async function unexpectedErrors(h: Harness): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith('triad_unexpected_errors_total{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
+export function unexpectedErrors(h: Harness): Promise<number> {
+  return counterTotal(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`, 'triad_unexpected_errors_total');
 }
 
 /**
