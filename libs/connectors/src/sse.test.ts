@@ -44,10 +44,6 @@ describe('SseEventSplitter', () => {
   });
 
   it('lists events one by one, blank line included', () => {
-    expect(splitSseEvents(Buffer.from('data: a\n\ndata: b\r\n\r\ntail')).map(String)).toEqual([
-      'data: a\n\n',
-      'data: b\r\n\r\n',
-      'tail',
-    ]);
+    expect(splitSseEvents(Buffer.from('data: a\n\ndata: b\r\n\r\ntail')).map(String)).toEqual(['data: a\n\n', 'data: b\r\n\r\n', 'tail']);
   });
 });

@@ -12,58 +12,26 @@
  * their own). Decisions are fixed (a stand-in scheduler on NATS): every vLLM request tries (P, D1) then (P, D2).
  */
 import { parseArgs } from 'node:util';
-import {
-  Buckets,
-  EndpointRecordSchema,
-  ModelRouteRecordSchema,
-  ModelServerRecordSchema,
-  SCHEDULER_QUEUE_GROUP,
-  Subjects,
-  endpointKey,
-  objectKey,
-  type DecisionOrError,
-  type EndpointRef,
-  type SchedulingRequest,
-} from '@triad/bus';
+import type { DecisionOrError, EndpointRef, SchedulingRequest } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
-import { freePort, spawnTriad, startNatsServer, waitFor, waitReady, type TriadChild } from '@triad/testing';
+import { startNatsServer, waitFor } from '@triad/testing';
+import {
+  MODEL,
+  metricTotal as metric,
+  publishPdServer,
+  serveFixedDecisions,
+  startBenchGateway,
+  type BenchGateway as Gateway,
+} from './lib/fixed-decisions';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({ options: { requests: { type: 'string', default: '20' } } });
 const N = Number(args.requests);
-const MODEL = 'sim-model';
-const NS = 'default';
 const VLLM_ABORT_TIMEOUT_MS = 480_000;
 const SGLANG_WAITING_TIMEOUT_MS = 300_000;
 // A 120-word prompt: 14 blocks of 16 tokens per request in the sims.
 const PROMPT = Array.from({ length: 120 }, (_, i) => `word${i}`).join(' ');
-const encoder = new TextEncoder();
-const decoder = new TextDecoder();
-
-interface Gateway {
-  readonly child: TriadChild;
-  readonly url: string;
-  readonly opsPort: number;
-}
-
-async function startGateway(natsUrl: string, kvRelease: boolean): Promise<Gateway> {
-  const opsPort = await freePort();
-  const port = await freePort();
-  const child = spawnTriad(
-    ['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort)],
-    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false', TRIAD_KV_RELEASE: String(kvRelease), TRIAD_SCHEDULE_BUDGET_MS: '2000' },
-  );
-  await waitReady(child, opsPort, 'gateway');
-  return { child, url: `http://127.0.0.1:${port}`, opsPort };
-}
-
-async function metric(opsPort: number, prefix: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(prefix)) sum += Number(line.split(' ').pop());
-  return sum;
-}
 
 /** The world one scenario runs in: its own sims, ModelServer, route and fixed decisions. */
 class Scenario {
@@ -80,60 +48,14 @@ class Scenario {
     return sim;
   }
 
-  async publish(
-    engine: 'vLLM' | 'SGLang',
-    pods: Record<string, [SimEngineHandle, 'prefill' | 'decode']>,
-  ): Promise<Record<string, EndpointRef>> {
-    const servers = await this.bus.kv(Buckets.modelServers, ModelServerRecordSchema);
-    const routes = await this.bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema);
-    const endpoints = await this.bus.kv(Buckets.endpoints, EndpointRecordSchema);
-    const name = this.name;
-    await servers.put(objectKey(NS, name), {
-      schemaVersion: 1,
-      namespace: NS,
-      name,
-      mode: 'pd',
-      spec: {
-        model: MODEL,
-        inferenceEngine: engine,
-        workloadPort: { port: 8000, protocol: 'http' },
-        ...(engine === 'vLLM' ? { kvConnector: { type: 'nixl' as const } } : {}),
-        workloadSelector: { matchLabels: { app: name }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
-      },
-    });
-    await routes.put(objectKey(NS, name), {
-      schemaVersion: 1,
-      namespace: NS,
-      name,
-      spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
-    });
-    const refs: Record<string, EndpointRef> = {};
-    for (const [pod, [sim, role]] of Object.entries(pods)) {
-      await endpoints.put(endpointKey(NS, name, pod), {
-        schemaVersion: 1,
-        namespace: NS,
-        modelServer: name,
+  publish(engine: 'vLLM' | 'SGLang', pods: Record<string, [SimEngineHandle, 'prefill' | 'decode']>): Promise<Record<string, EndpointRef>> {
+    const published = Object.fromEntries(
+      Object.entries(pods).map(([pod, [sim, role]]) => [
         pod,
-        role,
-        ip: sim.host,
-        port: sim.port,
-        engine,
-        ready: true,
-        models: [MODEL],
-        group: 'g1',
-        updatedAt: Date.now(),
-        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
-        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
-      });
-      refs[pod] = {
-        key: endpointKey(NS, name, pod),
-        pod,
-        ip: sim.host,
-        port: sim.port,
-        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
-      };
-    }
-    return refs;
+        { sim, role, extra: sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {} },
+      ]),
+    );
+    return publishPdServer(this.bus, this.name, engine, engine === 'vLLM' ? { type: 'nixl' } : undefined, published);
   }
 
   async close(): Promise<void> {
@@ -269,24 +191,9 @@ async function main(): Promise<void> {
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'bench-kv-aborts' });
   const decisions = new Map<string, (r: SchedulingRequest) => DecisionOrError>();
-  bus.nc.subscribe(Subjects.schedule, {
-    queue: SCHEDULER_QUEUE_GROUP,
-    callback: (_err, msg) => {
-      const batch = JSON.parse(decoder.decode(msg.data)) as { requests: SchedulingRequest[] };
-      const answer = batch.requests.map(
-        (r) =>
-          decisions.get(r.modelServer)?.(r) ?? {
-            id: r.id,
-            ok: false,
-            code: 'SCHED_NO_CANDIDATES',
-            message: 'no decision',
-          },
-      );
-      msg.respond(encoder.encode(JSON.stringify({ v: 1, decisions: answer })));
-    },
-  });
-  const on = await startGateway(nats.url, true);
-  const off = await startGateway(nats.url, false);
+  serveFixedDecisions(bus, (r) => decisions.get(r.modelServer)?.(r));
+  const on = await startBenchGateway(nats.url, { TRIAD_KV_RELEASE: 'true' });
+  const off = await startBenchGateway(nats.url, { TRIAD_KV_RELEASE: 'false' });
   const rows: Row[] = [];
   let n = 0;
   const scenario = async <T>(fn: (s: Scenario) => Promise<T>): Promise<T> => {

@@ -21,24 +21,12 @@
  */
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
-import {
-  Buckets,
-  EndpointRecordSchema,
-  ModelRouteRecordSchema,
-  ModelServerRecordSchema,
-  SCHEDULER_QUEUE_GROUP,
-  Subjects,
-  endpointKey,
-  objectKey,
-  type DecisionOrError,
-  type EndpointRecord,
-  type EndpointRef,
-  type SchedulingRequest,
-} from '@triad/bus';
+import type { DecisionOrError, EndpointRecord, EndpointRef, SchedulingRequest } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import type { KvConnector } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
-import { freePort, spawnTriad, startNatsServer, waitFor, waitReady, type TriadChild } from '@triad/testing';
+import { startNatsServer, waitFor } from '@triad/testing';
+import { MODEL, publishPdServer, serveFixedDecisions, startBenchGateway } from './lib/fixed-decisions';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({
@@ -46,14 +34,11 @@ const { values: args } = parseArgs({
 });
 const N = Number(args.requests);
 const N_PUSH = Number(args['push-requests']);
-const MODEL = 'sim-model';
-const NS = 'default';
 // About 1,000 simulated tokens: long enough that the prefill leg is the point of PD. Each request's prompt starts
 // differently, so no prefix cache spares the engines the prefill being measured.
 const BODY = 'The quarterly numbers moved in every region and every product line. '.repeat(60);
 let sent = 0;
 const prompt = () => `Request ${++sent}: summarise this report. ${BODY}`;
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 function percentile(xs: readonly number[], p: number): number {
@@ -99,67 +84,16 @@ class World {
 
   /** A PD ModelServer named `name` over the pair, with the records the pod-watcher would write. */
   async server(name: string, kvConnector: KvConnector, p: SimEngineHandle, d: SimEngineHandle, prefillExtra: Partial<EndpointRecord> = {}) {
-    const servers = await this.bus.kv(Buckets.modelServers, ModelServerRecordSchema);
-    const routes = await this.bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema);
-    const endpoints = await this.bus.kv(Buckets.endpoints, EndpointRecordSchema);
-    await servers.put(objectKey(NS, name), {
-      schemaVersion: 1,
-      namespace: NS,
-      name,
-      mode: 'pd',
-      spec: {
-        model: MODEL,
-        inferenceEngine: 'vLLM',
-        workloadPort: { port: 8000, protocol: 'http' },
-        kvConnector,
-        workloadSelector: { matchLabels: { app: name }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
-      },
+    const refs = await publishPdServer(this.bus, name, 'vLLM', kvConnector, {
+      p: { sim: p, role: 'prefill', extra: prefillExtra },
+      d: { sim: d, role: 'decode' },
     });
-    await routes.put(objectKey(NS, name), {
-      schemaVersion: 1,
-      namespace: NS,
-      name,
-      spec: { modelName: name, rules: [{ targetModels: [{ modelServerName: name, weight: 100 }] }] },
-    });
-    const refs: EndpointRef[] = [];
-    for (const [pod, sim, role, extra] of [
-      ['p', p, 'prefill', prefillExtra],
-      ['d', d, 'decode', {}],
-    ] as const) {
-      const record: EndpointRecord = {
-        schemaVersion: 1,
-        namespace: NS,
-        modelServer: name,
-        pod,
-        role,
-        ip: sim.host,
-        port: sim.port,
-        engine: 'vLLM',
-        ready: true,
-        models: [MODEL],
-        group: 'g1',
-        updatedAt: Date.now(),
-        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
-        ...extra,
-      };
-      await endpoints.put(endpointKey(NS, name, pod), record);
-      refs.push({
-        key: endpointKey(NS, name, pod),
-        pod,
-        ip: sim.host,
-        port: sim.port,
-        ...(record.bootstrapPort !== undefined ? { bootstrapPort: record.bootstrapPort } : {}),
-        ...(record.mooncake !== undefined
-          ? { mooncake: { flow: record.mooncake.flow, ...(record.mooncake.engineIds ? { engineIds: record.mooncake.engineIds } : {}) } }
-          : {}),
-      });
-    }
-    this.decisions.set(name, refs);
+    this.decisions.set(name, [refs['p'], refs['d']]);
   }
 
-  decide(r: SchedulingRequest): DecisionOrError {
+  decide(r: SchedulingRequest): DecisionOrError | undefined {
     const refs = this.decisions.get(r.modelServer);
-    if (refs === undefined) return { id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'no decision' };
+    if (refs === undefined) return undefined;
     return {
       id: r.id,
       ok: true,
@@ -172,17 +106,6 @@ class World {
   async close(): Promise<void> {
     await Promise.all(this.sims.map((s) => s.close()));
   }
-}
-
-async function startGateway(natsUrl: string): Promise<{ child: TriadChild; url: string }> {
-  const opsPort = await freePort();
-  const port = await freePort();
-  const child = spawnTriad(
-    ['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort)],
-    { TRIAD_LOG_LEVEL: 'error', TRIAD_ACCESS_LOG: 'false', TRIAD_SCHEDULE_BUDGET_MS: '2000' },
-  );
-  await waitReady(child, opsPort, 'gateway');
-  return { child, url: `http://127.0.0.1:${port}` };
 }
 
 async function engineIds(sim: SimEngineHandle): Promise<string[]> {
@@ -227,14 +150,8 @@ async function main(): Promise<void> {
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'bench-vllm-kv-flows' });
   const world = new World(bus);
-  bus.nc.subscribe(Subjects.schedule, {
-    queue: SCHEDULER_QUEUE_GROUP,
-    callback: (_err, msg) => {
-      const batch = JSON.parse(decoder.decode(msg.data)) as { requests: SchedulingRequest[] };
-      msg.respond(encoder.encode(JSON.stringify({ v: 1, decisions: batch.requests.map((r) => world.decide(r)) })));
-    },
-  });
-  const gw = await startGateway(nats.url);
+  serveFixedDecisions(bus, (r) => world.decide(r));
+  const gw = await startBenchGateway(nats.url, { TRIAD_LOG_LEVEL: 'error' });
   try {
     // 1. Upstream vLLM Mooncake, zero-latency sims.
     const mp = await world.sim({ role: 'prefill', host: '127.0.5.1', kvConnector: 'mooncake', kvLeaseMs: 30_000 });
