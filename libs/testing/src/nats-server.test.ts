@@ -18,10 +18,15 @@ describe('startNatsServer', () => {
     await nc.close();
   });
 
-  it('stops and starts again on the same port', async () => {
+  it('stops and starts again on the same port, telling the running process id', async () => {
+    const first = server.pid;
+    expect(first).toBeGreaterThan(0);
     await server.stop();
+    expect(server.pid).toBeUndefined();
     await expect(connect({ servers: server.url, maxReconnectAttempts: 0, reconnect: false })).rejects.toThrow();
     await server.start();
+    expect(server.pid).toBeGreaterThan(0);
+    expect(server.pid).not.toBe(first);
     const nc = await connect({ servers: server.url });
     expect(nc.isClosed()).toBe(false);
     await nc.close();

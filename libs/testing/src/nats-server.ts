@@ -19,6 +19,8 @@ export interface NatsServerHandle {
   readonly url: string;
   readonly port: number;
   readonly storeDir: string;
+  /** The server process's id while it runs (benchmarks read its CPU time from /proc). */
+  readonly pid: number | undefined;
   /** Stops the process (keeping the store so `start()` can resume with the same data). */
   stop(): Promise<void>;
   /** Starts it again on the same port and store (after `stop()`), e.g. to test reconnects. */
@@ -124,6 +126,9 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     url: `nats://127.0.0.1:${port}`,
     port,
     storeDir,
+    get pid() {
+      return child?.pid;
+    },
     stop: async () => {
       await stopChild(child);
       child = undefined;

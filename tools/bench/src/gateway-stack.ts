@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import {
@@ -15,6 +15,7 @@ import {
 import { connectBus } from '@triad/bus/client';
 import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { startDiscardingSink, type DiscardingSink } from './lib/discarding-sink';
+import { cpuSeconds } from './lib/proc';
 
 // TRIAD_BENCH_BIN: the `triad` of another checkout (e.g. the commit before a change, for a before/after pair).
 const TRIAD = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
@@ -78,33 +79,6 @@ export interface GatewayStack {
   /** Where the gateways export their spans, with `features: 'all'`. */
   readonly traceSink?: DiscardingSink;
   close(): Promise<void>;
-}
-
-const CLOCK_TICKS = 100;
-
-/** The nats-server process listening on `port` (startNatsServer does not expose its pid). */
-function natsPid(port: number): number | undefined {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (args[0]?.endsWith('nats-server') && args.includes(String(port))) return Number(entry);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return undefined;
-}
-
-function procCpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-  } catch {
-    return NaN;
-  }
 }
 
 interface SimSpec {
@@ -402,9 +376,8 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       return (await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`)) && (await httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`));
     };
     await waitFor(ready, { timeoutMs: opts.readyTimeoutMs ?? 60_000, intervalMs: 200, what: 'benchmark stack ready' });
-    const natsProcess = natsPid(nats.port);
-    const pid = (name: string) => (name === 'nats' ? natsProcess : children.find((c) => c.name === name)?.proc.pid);
-    const cpuSeconds = (name: string) => procCpuSeconds(pid(name));
+    const natsServer = nats;
+    const pid = (name: string) => (name === 'nats' ? natsServer.pid : children.find((c) => c.name === name)?.proc.pid);
     const processes = [...children.map((c) => c.name), 'nats'];
     return {
       gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
@@ -413,7 +386,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       schedulerOpsUrl: `http://127.0.0.1:${schedulerMetrics}`,
       natsUrl: nats.url,
       sims,
-      cpuSeconds,
+      cpuSeconds: (name: string) => cpuSeconds(pid(name)),
       processes,
       pid,
       ...(traceSink !== undefined ? { traceSink } : {}),

@@ -10,7 +10,7 @@
  *   add --profile DIR to write a CPU profile of the watcher process
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,11 +19,10 @@ import { Buckets, EndpointRecordSchema, type EndpointRecord } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { startNatsServer, waitFor } from '@triad/testing';
 import { startFakeKubeServer } from '@triad/testing/kube';
+import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
 import { startWatcherProcess, stopWatcherProcess } from './lib/watcher-process';
 import { benchPod, fleetObjects, startScrapeFleet } from './pod-watcher-fleet';
-
-const CLK_TCK = 100;
 
 const { values: args } = parseArgs({
   options: {
@@ -43,16 +42,6 @@ const INTERVAL_MS = Number(args.interval);
 
 function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
-}
-
-/** utime+stime (seconds) and RSS/peak RSS (MB) of a process, from /proc. */
-function procStats(pid: number): { cpuS: number; rssMb: number; peakMb: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const cpuS = (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
-  return { cpuS, rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
 }
 
 function startWatcher(natsUrl: string, kubeconfig: string): Promise<{ child: ChildProcess; opsPort: number }> {

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { freePort, waitFor } from '@triad/testing';
+import { cpuSeconds } from './lib/proc';
 
 const PYTHON = process.env['TRIAD_BENCH_PYTHON'] ?? '/usr/bin/python3';
 const LAUNCHER = resolve(__dirname, '../python/reference_proxy.py');
@@ -33,16 +34,6 @@ export interface ReferenceProxyProcess {
   /** The tail of its log. */
   log(): string;
   close(): Promise<void>;
-}
-
-function cpuSecondsOf(pid: number | undefined): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return NaN;
-  }
 }
 
 function running(proc: ChildProcess): boolean {
@@ -109,5 +100,5 @@ export async function startReferenceProxy(spec: ReferenceProxySpec): Promise<Ref
     await close();
     throw err;
   }
-  return { url, cpuSeconds: () => cpuSecondsOf(proc.pid), log, close };
+  return { url, cpuSeconds: () => cpuSeconds(proc.pid), log, close };
 }

@@ -29,7 +29,7 @@
  *   JSON each), instead of reading a YAML file of pods with labels and an IP only (the default, as `npm start`)
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
@@ -40,12 +40,12 @@ import { connectBus, type Bus } from '@triad/bus/client';
 import { SchedulerReplica } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
 import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
+import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
 import { podIp } from './pod-watcher-fleet';
 import { timeDecisions } from './lib/decision-timing';
 import { containerMemory, inCgroup, makeMemoryCgroup, nodeHeapMbFor, type MemoryCgroup } from './lib/as-deployed';
 
-const CLK_TCK = 100;
 const REPO = join(__dirname, '..', '..', '..');
 
 const { values: args } = parseArgs({
@@ -76,17 +76,6 @@ const WINDOW_S = Number(args.window ?? (args.smoke ? 4 : 10));
 const INTERVAL_MS = Number(args.interval);
 const REPLICAS = Number(args.replicas);
 const PER_SERVER = Math.ceil(PODS / SERVERS);
-
-/** utime+stime (seconds) and RSS (MB) of a process, from /proc. */
-function procStats(pid: number): { cpuS: number; rssMb: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return {
-    cpuS: (Number(fields[11]) + Number(fields[12])) / CLK_TCK,
-    rssMb: Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024,
-  };
-}
 
 /**
  * ModelServers `ms-0..`, a ModelRoute per server, and the pods (label `app: ms-k`) on the fleet's addresses: for the

@@ -10,11 +10,11 @@
 //   [--variants off,100,100-sink,100-sink-phases,10,0]; the SDK tracer against Triad's span recorder:
 //   --variants off,sdk,recorder --connections 32
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { freePort, waitFor } from '@triad/testing';
 import { startDiscardingSink } from './lib/discarding-sink';
+import { cpuSeconds } from './lib/proc';
 import { markdownTable } from './lib/table';
 import { median, relativeCost as cost } from './lib/stats';
 import { runWrk, type WrkResult } from './lib/wrk';
@@ -97,12 +97,6 @@ const VARIANTS: readonly Variant[] = [
     recorder: 'recorder',
   },
 ];
-
-function cpuSecondsOf(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 /** `triad trace serve` as a child process; `spans()` is how many it holds (its `/healthz`). */
 async function startReceiver(): Promise<{ url: string; proc: ChildProcess; spans(): Promise<number>; close(): Promise<void> }> {
@@ -248,7 +242,7 @@ async function main(): Promise<void> {
         for (const v of order) {
           const stack = stacks.get(v.key) as GatewayStack;
           const spansBefore = await receiver.spans();
-          const before = { g: stack.cpuSeconds('gateway'), s: stack.cpuSeconds('scheduler'), r: cpuSecondsOf(receiver.proc.pid) };
+          const before = { g: stack.cpuSeconds('gateway'), s: stack.cpuSeconds('scheduler'), r: cpuSeconds(receiver.proc.pid) };
           const startedAt = Date.now();
           const wrk = await runWrk({ url: `${stack.gatewayUrl}/v1/chat/completions`, body: BODY, connections, durationSec, warmupSec });
           const requests = wrk.requests * (1 + warmupSec / durationSec);
@@ -270,7 +264,7 @@ async function main(): Promise<void> {
               exported.set(v.key, {
                 spans: e.spans + last - spansBefore,
                 requests: e.requests + requests,
-                receiverCpu: e.receiverCpu + cpuSecondsOf(receiver.proc.pid) - before.r,
+                receiverCpu: e.receiverCpu + cpuSeconds(receiver.proc.pid) - before.r,
               });
             }
           }

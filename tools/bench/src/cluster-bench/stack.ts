@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { freePort, spawnTriad, startNatsServer, waitFor, waitReady, type NatsServerHandle, type TriadChild } from '@triad/testing';
 import type { SimRole } from '@triad/engine-sim';
+import { cpuSeconds } from '../lib/proc';
 import { poolLayout, type PoolKind } from '../cluster-sim/simulate';
 import { engineCoreOptions, engineLatency } from './engine-profile';
 import type { EngineHostSpec, HostedEngine } from './engine-host';
@@ -102,33 +103,6 @@ status: {phase: Running, podIP: ${e.ip}, conditions: [{type: Ready, status: "Tru
     ),
   ];
   return `${docs.join('\n---\n')}\n`;
-}
-
-const CLOCK_TICKS = 100;
-
-function procCpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-  } catch {
-    return NaN;
-  }
-}
-
-/** The nats-server process listening on `port` (startNatsServer does not expose its pid). */
-function natsPid(port: number): number | undefined {
-  for (const entry of require('node:fs').readdirSync('/proc') as string[]) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (args[0]?.endsWith('nats-server') && args.includes(String(port))) return Number(entry);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return undefined;
 }
 
 /** Starts the engine host child and resolves once every engine listens. */
@@ -233,13 +207,12 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
       },
       { what: 'gateway routes the benchmark model', timeoutMs: 60_000, intervalMs: 200 },
     );
-    const natsProcess = natsPid(nats.port);
     const pids: Record<ProcessName, number | undefined> = {
       gateway: gateway.child.process.pid,
       scheduler: scheduler.child.process.pid,
       'pod-watcher': watcher.child.process.pid,
       engines: host.pid,
-      nats: natsProcess,
+      nats: nats.pid,
       'kv-indexer': indexer?.child.process.pid,
     };
     return {
@@ -248,7 +221,7 @@ export async function startClusterStack(o: ClusterStackOptions): Promise<Cluster
       schedulerOpsUrl: `http://127.0.0.1:${schedulerOps}`,
       natsUrl: nats.url,
       engines: engines.map((e) => ({ pod: e.pod, role: e.role, url: `http://${e.ip}:${port}` })),
-      cpuSeconds: (name) => procCpuSeconds(pids[name]),
+      cpuSeconds: (name) => cpuSeconds(pids[name]),
       engineHostLagMs: () => lag,
       schedulerLog: () => scheduler.child.output(),
       tokenizerDir,
