@@ -13,6 +13,7 @@ export type {
   RelayedAnswer,
   StreamRelay,
 } from './types';
+export { originOf } from './addresses';
 export { clientWantsUsage } from './request-bodies';
 export { SseEventSplitter, sseEvents, type SseEvent } from './sse';
 export { UpstreamPools, DEFAULT_UPSTREAM_CONNECTIONS } from './upstream-pools';

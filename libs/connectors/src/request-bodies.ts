@@ -1,5 +1,6 @@
 import type { EndpointRef } from '@triad/bus';
 import { DEFAULT_SGLANG_BOOTSTRAP_PORT, type InferenceEngine } from '@triad/crd';
+import { urlHost } from './addresses';
 import { randomBootstrapRoom, serializeWith } from './json-text';
 import type { MediaPart } from '@triad/request';
 
@@ -141,11 +142,6 @@ export function sglangBatchSize(body: Record<string, unknown>): number {
   return 1;
 }
 
-/** The bootstrap host as SGLang expects it (IPv6 literals in brackets). */
-function bootstrapHost(ip: string): string {
-  return ip.includes(':') && !ip.startsWith('[') ? `[${ip}]` : ip;
-}
-
 /** Data-parallel ranks chosen for one SGLang PD try (each absent when that engine has no DP ranks to pick). */
 export interface SglangDpRanks {
   readonly prefill?: number;
@@ -167,7 +163,7 @@ export interface SglangBootstrap {
  * prefill's (so it need not derive or look up where the KV is).
  */
 export function sglangBody(body: Record<string, unknown>, stream: boolean, prefill: EndpointRef, ranks?: SglangDpRanks): SglangBootstrap {
-  const host = JSON.stringify(bootstrapHost(prefill.ip));
+  const host = JSON.stringify(urlHost(prefill.ip));
   const port = String(prefill.bootstrapPort ?? DEFAULT_SGLANG_BOOTSTRAP_PORT);
   const n = sglangBatchSize(body);
   const rooms: string[] = [];

@@ -1,4 +1,5 @@
 import { Client, Pool, type Dispatcher } from 'undici';
+import { originOf } from './addresses';
 import type { RemoteOrigin } from './types';
 
 /** Connection-pool settings for engine endpoints. */
@@ -34,11 +35,6 @@ const REMOTE_KEEP_ALIVE_MS = 30_000;
 /** Defaults sized for one gateway in front of many engines. */
 function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
   return { connections: DEFAULT_UPSTREAM_CONNECTIONS, keepAliveTimeoutMs: DEFAULT_UPSTREAM_KEEP_ALIVE_MS, connectTimeoutMs: 5_000 };
-}
-
-/** The origin string of an engine address (IPv6 literals in brackets). */
-function originOf(ip: string, port: number): string {
-  return ip.includes(':') && !ip.startsWith('[') ? `http://[${ip}]:${port}` : `http://${ip}:${port}`;
 }
 
 /** A request that may have to wait for a free connection to its endpoint (the stage loop's leg). */

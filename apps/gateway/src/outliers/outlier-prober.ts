@@ -1,4 +1,5 @@
 import type { EndpointRecord, OutlierRecord, Stage } from '@triad/bus';
+import { originOf } from '@triad/connectors';
 import type { OutlierPolicy } from '@triad/crd';
 import type { Logger } from '@triad/runtime';
 import type { OutlierTable } from '@triad/scheduling';
@@ -85,8 +86,7 @@ export class OutlierProber {
     const abort = new AbortController();
     this.#aborts.add(abort);
     const timer = setTimeout(() => abort.abort(), probe.timeoutMs);
-    const host = e.ip.includes(':') ? `[${e.ip}]` : e.ip;
-    fetch(`http://${host}:${e.port}${probe.path}`, { signal: abort.signal })
+    fetch(`${originOf(e.ip, e.port)}${probe.path}`, { signal: abort.signal })
       .then(async (res) => {
         await res.arrayBuffer().catch(() => undefined);
         if (res.status < 200 || res.status >= 300) return;

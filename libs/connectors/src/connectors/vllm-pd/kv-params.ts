@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { originOf } from '../../addresses';
 
 /**
  * The `kv_transfer_params` of the concurrent vLLM P→D flows, as raw JSON text in the key order of vLLM's own
@@ -27,8 +28,7 @@ export function mooncakeDecodeParams(bootstrapAddr: string, engineId: string, tr
 
 /** `http://host:port` of a prefill's bootstrap server (IPv6 literals bracketed), as the Mooncake proxy writes it. */
 export function bootstrapAddr(ip: string, port: number): string {
-  const host = ip.includes(':') && !ip.startsWith('[') ? `[${ip}]` : ip;
-  return `http://${host}:${port}`;
+  return originOf(ip, port);
 }
 
 /** The NIXL push prefill's params: the toy proxy's, plus the transfer id the prefill pairs its decode by. */
