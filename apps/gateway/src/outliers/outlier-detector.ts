@@ -94,11 +94,7 @@ export class OutlierDetector {
       // Half-open, or still ejected and tried as a last resort (no healthy endpoint left, or panic): it served.
       if (record?.state === 'ejected') {
         ctx.result.outliers.push({ endpoint: leg.endpoint.pod, stage: leg.stage, action: 'restored' });
-        this.#write(
-          key,
-          (current) => restore(current, now, this.#by),
-          () => this.#events.restored(ctx.routing.server.key, leg.stage),
-        );
+        this.#restore(ctx.routing.server.key, endpoint, leg.stage, now);
       }
       return;
     }
@@ -123,10 +119,15 @@ export class OutlierDetector {
 
   /** An active probe of an ejected endpoint answered 2xx: its ejection ends now (the shared record says healthy). */
   probeSucceeded(server: string, endpoint: string, stage: Stage): void {
-    const now = this.#now();
-    this.#failures.delete(outlierKey(endpoint, stage));
+    this.#restore(server, endpoint, stage, this.#now());
+  }
+
+  /** Ends an ejection: the failure count starts over and the shared record says healthy. */
+  #restore(server: string, endpoint: string, stage: Stage, now: number): void {
+    const key = outlierKey(endpoint, stage);
+    this.#failures.delete(key);
     this.#write(
-      outlierKey(endpoint, stage),
+      key,
       (current) => restore(current, now, this.#by),
       () => this.#events.restored(server, stage),
     );
