@@ -111,15 +111,18 @@ export class FileSource implements ObjectSource {
     this.#apply(text, parsed);
     this.#watcher = watchFile(
       this.#path,
-      () => void this.reload(),
+      (text) => void this.reload(text),
       (err) => this.#opts.logger.warn({ path: this.#path, err: err.message }, 'file watch failed'),
       { settleMs: this.#opts.debounceMs ?? 50 },
     );
   }
 
-  /** Re-reads the file now (also what a change of its content does after the settle time). */
-  reload(): Promise<void> {
-    this.#loading = this.#loading.then(() => this.#reload());
+  /**
+   * Applies the file's content now: `text` when the watch already read it (a change, after the settle time), else
+   * read from the file.
+   */
+  reload(text?: string): Promise<void> {
+    this.#loading = this.#loading.then(() => this.#reload(text));
     return this.#loading;
   }
 
@@ -129,11 +132,11 @@ export class FileSource implements ObjectSource {
     await this.#loading;
   }
 
-  async #reload(): Promise<void> {
+  async #reload(given: string | undefined): Promise<void> {
     if (this.#closed) return;
     let text: string;
     try {
-      text = await readFile(this.#path, 'utf8');
+      text = given ?? (await readFile(this.#path, 'utf8'));
     } catch (err) {
       // Mid-rename, or deleted: keep the state; the next change event re-reads.
       this.#opts.logger.warn(
