@@ -5,8 +5,6 @@
 export { prefixBlockHashes, DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from './hashing/prefix-hashes';
 export type { PrefixHashOptions } from './hashing/prefix-hashes';
 export { mediaContentKey } from './hashing/media-key';
-export { hashString32 } from './hashing/fast-hash';
-export { rendezvousOwner } from './hashing/rendezvous';
 export type { MediaSource } from './hashing/media-key';
 
 // State fed by KV watches and dispatch messages.

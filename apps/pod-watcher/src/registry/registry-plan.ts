@@ -1,6 +1,6 @@
 import { DEFAULT_SGLANG_ENCODER_BOOTSTRAP_PORT } from '@triad/crd';
 import type { SglangServerInfo } from '../scrape/server-info';
-import { hashString32 } from '@triad/scheduling';
+import { hashString32 } from '@triad/scheduling/hashing';
 import type { Placement } from '../topology/placement';
 
 /** `http://ip:port` of a placement (IPv6 addresses bracketed). */

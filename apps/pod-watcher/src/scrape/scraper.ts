@@ -1,7 +1,7 @@
 import type { InferenceEngine } from '@triad/crd';
 import type { MetricsSnapshot } from '@triad/bus';
 import type { Logger } from '@triad/runtime';
-import { hashString32 } from '@triad/scheduling';
+import { hashString32 } from '@triad/scheduling/hashing';
 import type { WatcherMetrics } from '../ops/metrics';
 import { sameMetrics } from '../publish/records';
 import { readEngineLoad, type EngineLoad } from './engine-metrics';

@@ -1,4 +1,4 @@
-import { rendezvousOwner } from '@triad/scheduling';
+import { rendezvousOwner } from '@triad/scheduling/hashing';
 
 /**
  * Which live pod-watcher replica owns a key (an endpoint record, and so the scrape of its engine): rendezvous

@@ -2,7 +2,7 @@ import { Buckets, EndpointRecordSchema, KvIndexerHeartbeatSchema, SCHEMA_VERSION
 import type { Bus, KvWatchHandle } from '@triad/bus/client';
 import type { FollowerLimits, FollowerLogger, FollowerMetrics } from './follower-types';
 import { IndexPublisher } from './index-publisher';
-import { rendezvousOwner } from '@triad/scheduling';
+import { rendezvousOwner } from '@triad/scheduling/hashing';
 import { SourceFollower } from './source-follower';
 import { sourcesOf, type SourceSpec } from './sources';
 

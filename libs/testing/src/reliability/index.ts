@@ -14,4 +14,3 @@ export { fuzzCase, runFuzz } from './fuzz-bodies';
 export { ANSWER_TOKENS, DEATH_POINTS, runMidStreamScenario, tokensBeforeDeath } from './mid-stream-deaths';
 export type { MidStreamResult } from './mid-stream-deaths';
 export { chatBody, counterTotal, FailureTally, forEachConcurrently, sendChat } from './client';
-export type { ChatOutcome } from './client';
