@@ -1,5 +1,11 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { FaultSpec, SimEngineOptions } from '@triad/engine-sim';
+import {
+  EcConnectorKindSchema,
+  VllmKvConnectorSchema,
+  type EcConnectorKind,
+  type VllmKvConnector,
+} from '@triad/engine-sim/connector-kinds';
 import { durationArg } from '../arg-parsers';
 
 /** `--fault MODE[:COUNT]`, e.g. `error500:3` or `hang`. */
@@ -94,7 +100,7 @@ interface CliOptions {
   dpSize: number;
   maxModelLen?: number;
   runner: 'generate' | 'pooling';
-  ecConnector: 'shared-storage' | 'nixl' | 'mooncake';
+  ecConnector: EcConnectorKind;
   enableMmEmbeds?: boolean;
   ecControlPort: number;
   ecPushWaitTimeoutMs?: number;
@@ -104,7 +110,7 @@ interface CliOptions {
   pageSize?: number;
   prefixCachingHashAlgo?: 'sha256' | 'sha256_cbor' | 'xxhash' | 'xxhash_cbor';
   kvCapacityTokens?: number;
-  kvConnector?: 'nixl' | 'nixl-push' | 'mooncake' | 'mooncake-ascend' | 'lmcache';
+  kvConnector?: VllmKvConnector;
   kvLoadFailurePolicy?: 'fail' | 'recompute';
   kvLeaseMs?: number;
   lmcacheStore?: string;
@@ -123,7 +129,7 @@ function buildCommand(): Command {
     .option('--shared-ec-dir <dir>', 'vLLM shared-storage EC connector directory')
     .addOption(
       new Option('--ec-connector <kind>', 'vLLM EC connector: ECExampleConnector, ECCPUConnector (NIXL P2P), ECMooncakeConnector')
-        .choices(['shared-storage', 'nixl', 'mooncake'])
+        .choices(EcConnectorKindSchema.options)
         .default('shared-storage'),
     )
     .option('--enable-mm-embeds', 'vLLM --enable-mm-embeds: accept image_embeds/audio_embeds/video_embeds parts')
@@ -200,7 +206,7 @@ function buildCommand(): Command {
         '--kv-connector <kind>',
         "vLLM KV connector: NixlConnector (nixl), NixlPushConnector (nixl-push), upstream vLLM's MooncakeConnector (mooncake), " +
           "vllm-ascend's (mooncake-ascend), LMCacheConnectorV1 with a shared backend (lmcache); default nixl",
-      ).choices(['nixl', 'nixl-push', 'mooncake', 'mooncake-ascend', 'lmcache']),
+      ).choices(VllmKvConnectorSchema.options),
     )
     .addOption(
       new Option(

@@ -14,12 +14,15 @@ import {
   type ModelServer,
   type Pod,
 } from '@triad/crd';
+import {
+  EcConnectorKindSchema,
+  VllmKvConnectorSchema,
+  type EcConnectorKind,
+  type VllmKvConnector,
+} from '@triad/engine-sim/connector-kinds';
 
 export type SimEngineKind = 'vllm' | 'sglang';
 export type SimRole = 'encode' | 'prefill' | 'decode' | 'both';
-export type SimEcConnector = 'shared-storage' | 'nixl' | 'mooncake';
-export type SimKvConnector = 'nixl' | 'nixl-push' | 'mooncake' | 'mooncake-ascend' | 'lmcache';
-const SIM_KV_CONNECTORS: readonly string[] = ['nixl', 'nixl-push', 'mooncake', 'mooncake-ascend', 'lmcache'];
 
 /**
  * A vLLM pod's sim runs what the real configuration says its engine runs: the ModelServer's `ecConnector` (type,
@@ -60,7 +63,7 @@ export interface SimSpec {
   /** Bootstrap server port: SGLang prefills, and vLLM prefills running upstream vLLM's Mooncake connector. */
   readonly bootstrapPort?: number;
   /** vLLM P/D: the KV connector the engine runs (absent: NIXL pull). */
-  readonly kvConnector?: SimKvConnector;
+  readonly kvConnector?: VllmKvConnector;
   /** vLLM with LMCache: the shared backend its prefills and decodes use (one per ModelServer). */
   readonly lmcacheStore?: string;
   /** SGLang EPD prefill: a `--language-only` server that calls its encoders itself. */
@@ -71,7 +74,7 @@ export interface SimSpec {
   readonly usesSharedEc: boolean;
   readonly loraAdapters: readonly string[];
   /** vLLM: the EC connector (absent: shared storage). */
-  readonly ecConnector?: SimEcConnector;
+  readonly ecConnector?: EcConnectorKind;
   /** vLLM: accepts `*_embeds` parts. */
   readonly enableMmEmbeds?: boolean;
   /** Data-parallel ranks (absent: 1). */
@@ -144,8 +147,9 @@ type VllmKnobs = Pick<SimSpec, 'ecConnector' | 'enableMmEmbeds' | 'dataParallel'
 function simKvConnector(pod: Pod, ms: ModelServer): Pick<SimSpec, 'kvConnector' | 'lmcacheStore'> {
   const override = pod.metadata.annotations?.[SIM_KV_CONNECTOR_ANNOTATION];
   const kv = ms.spec.kvConnector;
-  let kind: SimKvConnector | undefined;
-  if (override !== undefined && SIM_KV_CONNECTORS.includes(override)) kind = override as SimKvConnector;
+  const asked = VllmKvConnectorSchema.safeParse(override);
+  let kind: VllmKvConnector | undefined;
+  if (asked.success) kind = asked.data;
   else if (kv?.type === 'mooncake') kind = kv.implementation === 'vllm-ascend' ? 'mooncake-ascend' : 'mooncake';
   else if (kv?.type === 'nixl' && kv.transferMode === 'push') kind = 'nixl-push';
   else if (kv?.type === 'lmcache') kind = 'lmcache';
@@ -173,7 +177,8 @@ function vllmSimKnobs(pod: Pod, ip: string, ms: ModelServer, role: SimRole, note
   const connector = annotations[SIM_EC_CONNECTOR_ANNOTATION];
   const epd = resolvePipelineMode(ms.spec) === 'epd';
   const configured = epd ? ms.spec.ecConnector : undefined;
-  const ecConnector = connector === 'nixl' || connector === 'mooncake' || connector === 'shared-storage' ? connector : configured?.type;
+  const asked = EcConnectorKindSchema.safeParse(connector);
+  const ecConnector = asked.success ? asked.data : configured?.type;
   const real = ecControlOf(annotations, ip);
   const dataParallel = positiveIntAnnotation(pod, SIM_DP_SIZE_ANNOTATION, 64) ?? real.dpSize;
   const consumer = ecConnector === 'mooncake' && (role === 'prefill' || role === 'both');
