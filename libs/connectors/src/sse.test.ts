@@ -43,6 +43,10 @@ describe('SseEventSplitter', () => {
     expect(s.end().length).toBe(0);
   });
 
+  it('reads one-line data events with or without the space after the colon', () => {
+    expect(sseEvents(Buffer.from('data:x\n\ndata: y\n\ndata:  z\n\n')).map((e) => e.data)).toEqual(['x', 'y', ' z']);
+  });
+
   it('lists events one by one, blank line included', () => {
     expect(splitSseEvents(Buffer.from('data: a\n\ndata: b\r\n\r\ntail')).map(String)).toEqual(['data: a\n\n', 'data: b\r\n\r\n', 'tail']);
   });
