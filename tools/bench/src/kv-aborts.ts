@@ -16,14 +16,8 @@ import type { DecisionOrError, EndpointRef, SchedulingRequest } from '@triad/bus
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
 import { startNatsServer, waitFor } from '@triad/testing';
-import {
-  MODEL,
-  metricTotal as metric,
-  publishPdServer,
-  serveFixedDecisions,
-  startBenchGateway,
-  type BenchGateway as Gateway,
-} from './lib/fixed-decisions';
+import { startBenchGateway, type BenchGateway as Gateway } from './lib/bench-gateway';
+import { MODEL, metricTotal as metric, publishPdServer, serveFixedDecisions } from './lib/fixed-decisions';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({ options: { requests: { type: 'string', default: '20' } } });
@@ -192,8 +186,9 @@ async function main(): Promise<void> {
   const bus = await connectBus({ servers: nats.url, name: 'bench-kv-aborts' });
   const decisions = new Map<string, (r: SchedulingRequest) => DecisionOrError>();
   serveFixedDecisions(bus, (r) => decisions.get(r.modelServer)?.(r));
-  const on = await startBenchGateway(nats.url, { TRIAD_KV_RELEASE: 'true' });
-  const off = await startBenchGateway(nats.url, { TRIAD_KV_RELEASE: 'false' });
+  const kvRelease = (on: boolean) => ({ env: { TRIAD_KV_RELEASE: String(on), TRIAD_SCHEDULE_BUDGET_MS: '2000' } });
+  const on = await startBenchGateway(nats.url, kvRelease(true));
+  const off = await startBenchGateway(nats.url, kvRelease(false));
   const rows: Row[] = [];
   let n = 0;
   const scenario = async <T>(fn: (s: Scenario) => Promise<T>): Promise<T> => {

@@ -40,7 +40,7 @@ import {
 import { connectBus } from '@triad/bus/client';
 import { resolvePipelineMode, type ModelServerSpec } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, spawnTriad, startNatsServer, waitFor, waitReady } from '@triad/testing';
+import { startNatsServer, waitFor } from '@triad/testing';
 import {
   ANSWER_TOKENS,
   DEATH_POINTS,
@@ -63,6 +63,7 @@ import {
   type ScenarioResult,
   type TopologyName,
 } from '@triad/testing/reliability';
+import { startBenchGateway } from './lib/bench-gateway';
 import { markdownTable } from './lib/table';
 import { PHASE_COLUMNS, runPhaseSuites } from './reliability-phases';
 
@@ -90,32 +91,15 @@ async function main(): Promise<void> {
   const nats = await startNatsServer();
   const bus = await connectBus({ servers: nats.url, name: 'bench-reliability' });
   const sims: SimEngineHandle[] = [];
-  const [opsPort, port] = [await freePort(), await freePort()];
-  const gateway = spawnTriad(
-    [
-      'gateway',
-      '--nats',
-      nats.url,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--metrics-port',
-      String(opsPort),
-      '--scheduling',
-      'in-process',
-    ],
-    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' },
-  );
+  const gateway = await startBenchGateway(nats.url, { args: ['--scheduling', 'in-process'] });
   try {
-    await waitReady(gateway, opsPort, 'gateway ready');
     const [servers, routes, endpoints] = await Promise.all([
       bus.kv(Buckets.modelServers, ModelServerRecordSchema),
       bus.kv(Buckets.modelRoutes, ModelRouteRecordSchema),
       bus.kv(Buckets.endpoints, EndpointRecordSchema),
     ]);
-    const gatewayUrl = `http://127.0.0.1:${port}`;
-    const metricsUrl = `http://127.0.0.1:${opsPort}/metrics`;
+    const gatewayUrl = gateway.url;
+    const metricsUrl = `http://127.0.0.1:${gateway.opsPort}/metrics`;
     const stack: MatrixStack = {
       gatewayUrl,
       metricsUrl,
@@ -279,7 +263,7 @@ async function main(): Promise<void> {
     }
     process.stdout.write(`triad_unexpected_errors_total after the run: ${unexpected}\n`);
   } finally {
-    await gateway.stop();
+    await gateway.child.stop();
     await bus.close();
     await Promise.all(sims.map((s) => s.close()));
     await nats.close();

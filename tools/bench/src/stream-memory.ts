@@ -9,12 +9,13 @@
  *   npx tsx tools/bench/src/stream-memory.ts --smoke     # 200 streams, 100 stalled
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, spawnTriad, startNatsServer, waitFor, waitReady, type TriadChild } from '@triad/testing';
+import { startNatsServer, waitFor } from '@triad/testing';
+import { startBenchGateway, type BenchGateway } from './lib/bench-gateway';
+import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({
@@ -34,7 +35,7 @@ const NS = 'default';
 /** Engines per pool: the default per-endpoint limit (1024) times this covers 5,000 streams with room. */
 const ENGINES = 6;
 
-const rssMb = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+const rssMb = (pid: number): number => procStats(pid).rssMb;
 
 /** Two ModelServers (paced and fast engines) with a route each, written straight into KV. */
 async function seed(bus: Bus, pools: Record<'paced' | 'fast', SimEngineHandle[]>): Promise<void> {
@@ -79,33 +80,10 @@ async function seed(bus: Bus, pools: Record<'paced' | 'fast', SimEngineHandle[]>
   }
 }
 
-interface Gateway {
-  readonly child: TriadChild;
-  readonly port: number;
-  readonly pid: number;
-}
-
-async function startGateway(natsUrl: string): Promise<Gateway> {
-  const opsPort = await freePort();
-  const port = await freePort();
-  const child = spawnTriad(
-    [
-      'gateway',
-      '--nats',
-      natsUrl,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--metrics-port',
-      String(opsPort),
-      '--scheduling',
-      'in-process',
-    ],
-    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' },
-  );
-  await waitReady(child, opsPort, 'gateway ready');
-  return { child, port, pid: child.process.pid as number };
+/** The gateway under measurement (in-process scheduling) and its pid, for /proc. */
+async function startGateway(natsUrl: string): Promise<BenchGateway & { readonly pid: number }> {
+  const gw = await startBenchGateway(natsUrl, { args: ['--scheduling', 'in-process'] });
+  return { ...gw, pid: gw.child.process.pid as number };
 }
 
 const agent = new Agent({ keepAlive: false, maxSockets: Infinity });

@@ -12,7 +12,8 @@ import { parseArgs } from 'node:util';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, spawnTriad, startNatsServer, waitFor, waitReady } from '@triad/testing';
+import { startNatsServer, waitFor } from '@triad/testing';
+import { startBenchGateway } from './lib/bench-gateway';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({
@@ -36,29 +37,11 @@ async function gauge(opsPort: number, name: string): Promise<number> {
 const inference = (sim: SimEngineHandle) => sim.requests().filter((r) => r.path.startsWith('/v1/')).length;
 
 async function run(label: string, limit: number | undefined, natsUrl: string, sims: SimEngineHandle[]): Promise<(string | number)[]> {
-  const opsPort = await freePort();
-  const port = await freePort();
-  const env: Record<string, string> = { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false' };
-  if (limit !== undefined) env['TRIAD_UPSTREAM_CONNECTIONS'] = String(limit);
-  const gw = spawnTriad(
-    [
-      'gateway',
-      '--nats',
-      natsUrl,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--metrics-port',
-      String(opsPort),
-      '--scheduling',
-      'in-process',
-    ],
-    env,
-  );
+  const env: Record<string, string> = limit === undefined ? {} : { TRIAD_UPSTREAM_CONNECTIONS: String(limit) };
+  const gw = await startBenchGateway(natsUrl, { args: ['--scheduling', 'in-process'], env });
+  const opsPort = gw.opsPort;
   try {
-    await waitReady(gw, opsPort, 'gateway ready');
-    const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+    const url = `${gw.url}/v1/chat/completions`;
     const body = JSON.stringify({
       model: 'chat',
       stream: true,
@@ -109,7 +92,7 @@ async function run(label: string, limit: number | undefined, natsUrl: string, si
       Math.round(wall),
     ];
   } finally {
-    await gw.stop();
+    await gw.child.stop();
   }
 }
 

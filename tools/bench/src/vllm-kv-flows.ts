@@ -26,7 +26,8 @@ import { connectBus, type Bus } from '@triad/bus/client';
 import type { KvConnector } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
 import { startNatsServer, waitFor } from '@triad/testing';
-import { MODEL, publishPdServer, serveFixedDecisions, startBenchGateway } from './lib/fixed-decisions';
+import { startBenchGateway } from './lib/bench-gateway';
+import { MODEL, publishPdServer, serveFixedDecisions } from './lib/fixed-decisions';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({
@@ -151,7 +152,7 @@ async function main(): Promise<void> {
   const bus = await connectBus({ servers: nats.url, name: 'bench-vllm-kv-flows' });
   const world = new World(bus);
   serveFixedDecisions(bus, (r) => world.decide(r));
-  const gw = await startBenchGateway(nats.url, { TRIAD_LOG_LEVEL: 'error' });
+  const gw = await startBenchGateway(nats.url, { env: { TRIAD_LOG_LEVEL: 'error', TRIAD_SCHEDULE_BUDGET_MS: '2000' } });
   try {
     // 1. Upstream vLLM Mooncake, zero-latency sims.
     const mp = await world.sim({ role: 'prefill', host: '127.0.5.1', kvConnector: 'mooncake', kvLeaseMs: 30_000 });

@@ -1,4 +1,4 @@
-// A gateway child process in front of engine-sims whose scheduling decisions the benchmark fixes: a stand-in
+// Engine-sims behind a gateway (lib/bench-gateway.ts) whose scheduling decisions the benchmark fixes: a stand-in
 // scheduler on NATS answers each request with the pods the benchmark chose, and the records the pod-watcher would
 // write are published here. Used by the benchmarks that measure one dispatch path at a time (kv-aborts,
 // vllm-kv-flows), where a real scheduler's choice would blur what is measured.
@@ -19,30 +19,11 @@ import {
 import type { Bus } from '@triad/bus/client';
 import type { KvConnector } from '@triad/crd';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { freePort, spawnTriad, waitReady, type TriadChild } from '@triad/testing';
 
 export const MODEL = 'sim-model';
 const NS = 'default';
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-export interface BenchGateway {
-  readonly child: TriadChild;
-  readonly url: string;
-  readonly opsPort: number;
-}
-
-/** A gateway child on NATS (access log off; `env` adds or overrides settings). */
-export async function startBenchGateway(natsUrl: string, env: Record<string, string> = {}): Promise<BenchGateway> {
-  const opsPort = await freePort();
-  const port = await freePort();
-  const child = spawnTriad(
-    ['gateway', '--nats', natsUrl, '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(opsPort)],
-    { TRIAD_LOG_LEVEL: 'warn', TRIAD_ACCESS_LOG: 'false', TRIAD_SCHEDULE_BUDGET_MS: '2000', ...env },
-  );
-  await waitReady(child, opsPort, 'gateway');
-  return { child, url: `http://127.0.0.1:${port}`, opsPort };
-}
 
 /** Answers the gateway's scheduling requests with `decide`; a request it has no answer for gets no candidates. */
 export function serveFixedDecisions(bus: Bus, decide: (r: SchedulingRequest) => DecisionOrError | undefined): void {
