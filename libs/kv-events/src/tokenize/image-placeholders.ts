@@ -67,14 +67,16 @@ export function imageRuleOf(dir: string): ImagePlaceholderRule | undefined {
 /**
  * Expands each image's single pad token into the processor's count and returns the items as vLLM hashes them:
  * identifier = the client's `uuid` (vLLM uses a given uuid as the item's hash when no processor kwargs are set;
- * without one the hash is a BLAKE3 of the decoded pixels, which only the engine computes), offset and length of
- * its placeholder run. Images must be `data:` URLs (the gateway reads their size, never downloads).
+ * without one the hash is a BLAKE3 of the decoded pixels, which only the engine computes: `imageHash`, given by an
+ * engine), offset and length of its placeholder run. Images must be `data:` URLs (the gateway reads their size,
+ * never downloads).
  */
 export function expandImages(
   ids: readonly number[],
   media: readonly ChatMediaPart[],
   rule: ImagePlaceholderRule,
   padId: number,
+  imageHash?: (part: ChatMediaPart) => string,
 ): { ids: number[]; mm: VllmMmItem[] } {
   const out: number[] = [];
   const mm: VllmMmItem[] = [];
@@ -85,12 +87,13 @@ export function expandImages(
       continue;
     }
     const part = media[next++];
-    if (part.uuid === undefined) throw new UnsupportedChatError('an image without a uuid is hashed from its pixels by the engine');
+    const identifier = part.uuid ?? imageHash?.(part);
+    if (identifier === undefined) throw new UnsupportedChatError('an image without a uuid is hashed from its pixels by the engine');
     const bytes = dataUrlBytes(part.url);
     const size = bytes && imageSize(bytes);
     if (!size) throw new UnsupportedChatError('image size unknown (not a data: URL of a PNG, JPEG, GIF or WebP)');
     const count = rule.tokensFor(size.width, size.height);
-    mm.push({ identifier: part.uuid, offset: out.length, length: count });
+    mm.push({ identifier, offset: out.length, length: count });
     for (let i = 0; i < count; i++) out.push(padId);
   }
   if (next !== media.length) throw new UnsupportedChatError('the template placed fewer image tokens than the request has images');

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type * as HfTokenizers from '@huggingface/tokenizers';
 import type { VllmMmItem } from '../hashing/vllm-block-hash';
-import { UnsupportedChatError } from './chat-messages';
+import { UnsupportedChatError, type ChatMediaPart } from './chat-messages';
 import { ChatTemplates } from './chat-templates';
 import { expandImages, imageRuleOf, type ImagePlaceholderRule } from './image-placeholders';
 import { renderChat, type RenderedChat } from './render-chat';
@@ -66,6 +66,14 @@ export interface PromptTokens {
   readonly mm: VllmMmItem[];
 }
 
+export interface TokenizePromptOptions {
+  /**
+   * The engine's own identifier of an image sent without a `uuid` (vLLM hashes the decoded pixels). Only an engine
+   * (or a simulated one) can give it; without it such an image throws {@link UnsupportedChatError}.
+   */
+  readonly imageHash?: (part: ChatMediaPart) => string;
+}
+
 /**
  * The token ids (and multimodal items) an engine computes for an OpenAI request body, as vLLM's serving layer does:
  * a completion's `prompt` string with the tokenizer's special tokens (`add_special_tokens`, default true), a list of
@@ -73,7 +81,7 @@ export interface PromptTokens {
  * false), images expanded by the model's processor rule. Throws {@link UnsupportedChatError} when the ids depend on
  * more than Triad reproduces (prompt embeddings, media without a uuid or a known processor, a failing template).
  */
-export function tokenizePrompt(t: ModelTokenizer, body: Record<string, unknown>): PromptTokens {
+export function tokenizePrompt(t: ModelTokenizer, body: Record<string, unknown>, options: TokenizePromptOptions = {}): PromptTokens {
   if (body['prompt_embeds'] !== undefined) throw new UnsupportedChatError('prompt embeddings');
   let prompt = body['prompt'];
   if (Array.isArray(prompt) && prompt.length === 1 && (typeof prompt[0] === 'string' || Array.isArray(prompt[0]))) prompt = prompt[0];
@@ -91,7 +99,7 @@ export function tokenizePrompt(t: ModelTokenizer, body: Record<string, unknown>)
   if (!rule) throw new UnsupportedChatError('images for a model whose processor Triad does not reproduce');
   const padId = t.tokenId(rule.padToken);
   if (padId === undefined) throw new UnsupportedChatError(`the vocabulary has no ${rule.padToken}`);
-  return expandImages(ids, media, rule, padId);
+  return expandImages(ids, media, rule, padId, options.imageHash);
 }
 
 /** The token ids of a text-only request, or undefined when {@link tokenizePrompt} cannot reproduce them. */
