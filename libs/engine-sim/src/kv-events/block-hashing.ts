@@ -6,8 +6,10 @@ import {
   tokenizePrompt,
   type ModelTokenizer,
   type PromptTokens,
+  type ChatMediaPart,
   type VllmExtraKeySource,
 } from '@triad/kv-events';
+import { mediaKey } from '../openai/media';
 import type { CachedPrompt } from '../engine/prefix-cache';
 import type { EngineKind, KvEventsSimOptions, KvGroupSimOptions } from '../options';
 
@@ -29,6 +31,15 @@ export interface HashedPrompt {
   readonly groups: readonly GroupBlocks[];
   /** Token count of the prompt as tokenized (the cached share is scaled from it to the simulator's own count). */
   readonly tokenCount: number;
+}
+
+/**
+ * The simulated engine's identifier of an image sent without a `uuid`: its encoder-cache key (a SHA-256 of the URL
+ * or data), standing for vLLM's BLAKE3 of the decoded pixels (`MultiModalHasher`). One name per image for the
+ * encoder cache, the block hashes' extra keys and the render endpoint's `mm_hashes`, as in vLLM.
+ */
+function engineImageHash(part: ChatMediaPart): string {
+  return mediaKey({ partType: 'image_url', modality: 'IMAGE', source: part.url });
 }
 
 /** The prompt part of a request body that decides its tokens (what references are matched on). */
@@ -81,12 +92,14 @@ export class SimBlockHashing {
 
   /**
    * The prompt's token ids as this engine's /tokenize and render endpoints answer: a reference's, else the
-   * tokenizer's. Throws (UnsupportedChatError) for what the tokenizer cannot reproduce.
+   * tokenizer's, images expanded by the model's processor (Qwen2-VL family, sizes from `data:` URL headers) and
+   * named as the engine names them: the part's `uuid`, else the engine's own hash of the image
+   * ({@link engineImageHash}). Throws (UnsupportedChatError) for what the tokenizer cannot reproduce.
    */
   tokenize(body: Record<string, unknown>): PromptTokens {
     const key = promptOf(body);
     const ref = key === undefined ? undefined : this.#references.get(key);
-    return ref ?? tokenizePrompt(this.#tokenizer, body);
+    return ref ?? tokenizePrompt(this.#tokenizer, body, { imageHash: engineImageHash });
   }
 
   hash(prompt: CachedPrompt): HashedPrompt {
