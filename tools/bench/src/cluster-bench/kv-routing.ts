@@ -1,29 +1,26 @@
-import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { KvEventsSimOptions } from '@triad/engine-sim';
 import { defaultSchedulerConfig } from '@triad/scheduling';
+import { writeVlTokenizer } from '@triad/testing';
 
 /**
  * Precise prefix routing in the cluster benchmark: the engines publish vLLM KV events from their engine cores'
  * block pools, a `triad kv-indexer` follows them, and the scheduler scores with `precise-prefix-cache`, whose block
- * keys the gateway computes with the same tokenizer and chat template the engines use (docs/kv-events.md).
+ * keys the gateway computes from the engines' own tokenization: vLLM's render endpoint, which returns the
+ * processed token ids and each image's hash and placement, as a vision-language deployment whose clients send
+ * images without a `uuid` must (docs/kv-events.md).
  */
 
-/** The tokenizer shipped for tests and the local stack (Apache-2.0, infra/tokenizers/NOTICE.md). */
-const SHIPPED_TOKENIZER = resolve(__dirname, '../../../../infra/tokenizers/bert-base-uncased/tokenizer.json');
-/** A small chat template (`triad up` uses the same shape): one `<|role|>content` line per message. */
-const CHAT_TEMPLATE =
-  '{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}';
 /** vLLM's defaults the engines hash with: `--block-size 16`, `--prefix-caching-hash-algo sha256`, PYTHONHASHSEED=0. */
 const HASHING = { blockSize: 16, hashAlgo: 'sha256', hashSeed: '0' } as const;
 
-/** Writes the model's tokenizer directory (tokenizer.json + tokenizer_config.json with the template) under `dir`. */
+/**
+ * Writes the model's tokenizer directory under `dir`: the shipped tokenizer with an image pad token, a chat template
+ * with one `<|role|>` line per message, and a Qwen2-VL processor config (a 448×448 image is 256 placeholder tokens,
+ * the engine-sim's image size), so the engines expand the workload's images as a Qwen2-VL engine does.
+ */
 export function writeBenchTokenizer(dir: string): string {
-  const out = join(dir, 'tokenizer');
-  mkdirSync(out, { recursive: true });
-  copyFileSync(SHIPPED_TOKENIZER, join(out, 'tokenizer.json'));
-  writeFileSync(join(out, 'tokenizer_config.json'), JSON.stringify({ chat_template: CHAT_TEMPLATE }));
-  return out;
+  return writeVlTokenizer(join(dir, 'tokenizer'));
 }
 
 /** An engine's `--kv-events-config`: PUB on its pod address and `port`, hashing as the router does. */
@@ -38,8 +35,10 @@ export function kvEventsAnnotation(port: number): string {
 
 /**
  * Triad's default config with `precise-prefix-cache` in place of `prefix-cache` (same weight; the approximate
- * scorer's arguments as its fallback for pods without events), hashing as the engines do, the benchmark's tokenizer
- * for every model (docs/scheduler.md, docs/kv-events.md *Configuration*).
+ * scorer's arguments as its fallback for pods without events), hashing as the engines do; every model tokenized by
+ * its engines' render endpoint (`source: engine, vllmEndpoint: render`: images without a uuid get the engine's
+ * item hashes), the benchmark's tokenizer in the gateway to skip prompts shorter than a block and as the fallback
+ * (docs/scheduler.md, docs/kv-events.md *Configuration*).
  */
 export function preciseSchedulerConfig(tokenizerDir: string): object {
   const config = defaultSchedulerConfig();
@@ -54,7 +53,7 @@ export function preciseSchedulerConfig(tokenizerDir: string): object {
           blockSize: HASHING.blockSize,
           hashAlgo: HASHING.hashAlgo,
           hashSeed: HASHING.hashSeed,
-          tokenizers: [{ model: '*', path: tokenizerDir }],
+          tokenizers: [{ model: '*', source: 'engine', vllmEndpoint: 'render', path: tokenizerDir }],
           ...(prefix?.args ? { fallback: prefix.args } : {}),
         },
       },

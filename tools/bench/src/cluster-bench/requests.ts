@@ -1,3 +1,4 @@
+import { pngDataUrl } from '@triad/testing';
 import type { Segment, SimRequest } from '../cluster-sim/workload';
 
 /**
@@ -34,9 +35,16 @@ export function segmentText(id: number, tokens: number): string {
   return words.map((w) => `${w} `).join('');
 }
 
-/** A data URL standing for image `n` (the router and the engines key images by their content). */
+const images = new Map<number, string>();
+
+/**
+ * Image `n` as a client sends it inline: a 448×448 PNG of its own colour, without a `uuid` (the engines hash its
+ * content; a Qwen2-VL processor makes it 256 placeholder tokens, the engine-sim's image size).
+ */
 export function imageUrl(n: number): string {
-  return `data:image/png;base64,${Buffer.from(`bench-image-${n}`).toString('base64')}`;
+  let url = images.get(n);
+  if (url === undefined) images.set(n, (url = pngDataUrl(448, 448, n)));
+  return url;
 }
 
 type Part = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
