@@ -200,8 +200,8 @@ async function main(): Promise<void> {
           `\nEvery engine publishes vLLM KV events from its block pool. For triad-precise: key agreement = share of the ` +
             `gateway's block keys (of N computed) an engine reported holding (triad_scheduler_kv_key_agreement_keys_total, whole run; ` +
             `near 100 % or the comparison means nothing), requests keyed = share of the gateway's tokenizations that gave ` +
-            `keys (requests without keys, e.g. images without a uuid and processor, are scored by the approximate ` +
-            `fallback); router CPU includes the kv-indexer.`,
+            `keys (the engines' render endpoint names every image; a request without keys, e.g. a render call that timed ` +
+            `out, is scored by the approximate fallback); router CPU includes the kv-indexer.`,
         );
       }
       if (pool !== 'aggregated' && mine.every((c) => c.prefillLegs === 0)) {
