@@ -71,3 +71,26 @@ describe('local tokenization equals the reference byte for byte', () => {
     expect(hasher.digests(prompt.ids, extra).map((d) => Buffer.from(d).toString('hex'))).toEqual(expected.blocks);
   });
 });
+
+describe('images without a uuid', () => {
+  const vl = cases.find((c) => JSON.stringify(c.messages ?? []).includes('"uuid"')) as Case;
+  const withoutUuids = (): Record<string, unknown> => {
+    const body = bodyOf(vl);
+    body['messages'] = JSON.parse(JSON.stringify(body['messages']), (k, v: unknown) => (k === 'uuid' ? undefined : v)) as unknown;
+    return body;
+  };
+
+  it('get no keys from the gateway (vLLM names them by their pixels)', () => {
+    expect(() => tokenizePrompt(tokenizerFor(vl), withoutUuids())).toThrow(/without a uuid/);
+  });
+
+  it('are placed as with uuids and named by the engine’s hash when an engine tokenizes', () => {
+    const expected = byName.get(vl.name) as Fixture;
+    const prompt = tokenizePrompt(tokenizerFor(vl), withoutUuids(), { imageHash: (part) => `engine:${part.url.length}` });
+    expect(prompt.ids).toEqual(expected.ids);
+    expect(prompt.mm.map((m) => ({ offset: m.offset, length: m.length }))).toEqual(
+      (expected.mm ?? []).map((m) => ({ offset: m.offset, length: m.length })),
+    );
+    expect(prompt.mm.every((m) => m.identifier.startsWith('engine:'))).toBe(true);
+  });
+});
