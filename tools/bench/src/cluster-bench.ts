@@ -93,6 +93,7 @@ async function main(): Promise<void> {
   const results: CellResult[] = [];
   const calibration: CalibrationRow[] = [];
   const machineRows: (string | number)[][] = [];
+  const pickRows: (string | number)[][] = [];
   console.log(
     `# Cluster benchmark (real gateway, scheduler, pod-watcher, NATS; engine-sims with the vLLM V1 engine-core model)\n\n` +
       `${engines} GPUs per pool; engines: max_num_seqs ${ENGINE.maxNumSeqs}, ${ENGINE.maxNumBatchedTokens} tokens per step, ` +
@@ -163,6 +164,23 @@ async function main(): Promise<void> {
             f2(cell.engineHostLagP99Ms),
             f2(cell.benchLagP99Ms),
           ]);
+          const local = Object.entries(cell.localDecisions);
+          for (const [profile, q] of Object.entries(cell.pickQuality.profiles)) {
+            const share = (n: number) => `${Math.round((100 * n) / Math.max(1, q.picks))} %`;
+            pickRows.push([
+              `${pool} · ${w} · ${Math.round(load * 100)} % · ${policy}`,
+              profile,
+              q.picks,
+              Object.entries(q.decider)
+                .sort((a, b) => b[1] - a[1])
+                .map(([scorer, n]) => `${scorer} ${share(n)}`)
+                .join(', '),
+              Object.entries(q.overruledByLoad)
+                .map(([scorer, n]) => `${scorer} ${share(n)}`)
+                .join(', ') || '–',
+              local.length === 0 ? '0' : local.map(([reason, n]) => `${reason} ${n}`).join(', '),
+            ]);
+          }
           if (args.calibrate) {
             const sim = simulateCell(pool, spec, policy, engines, load * capacity, requestCount, seed, warmup);
             calibration.push({ cell, sim });
@@ -236,6 +254,15 @@ async function main(): Promise<void> {
       machineRows,
     ),
   );
+  if (pickRows.length > 0) {
+    console.log(
+      `\n### Pick quality\n\nFrom the scheduler's /debug/pick-quality over the whole cell (warm-up included): per ` +
+        `profile, what decided each first choice (the scorer with the largest weighted lead over the runner-up) and how ` +
+        `often each affinity scorer was overruled by its load bound, as shares of the picks; and the decisions the ` +
+        `gateway made locally instead (triad_gateway_local_decisions_total by reason: timeout = over the schedule budget).\n`,
+    );
+    console.log(markdownTable(['cell', 'profile', 'picks', 'decided by', 'affinity overruled by load', 'gateway local decisions'], pickRows));
+  }
   const stepMs = 2 * timeScale;
   const busy = results.filter((c) => c.hostBusy > 0.9 || c.engineHostLagP99Ms > stepMs / 2);
   if (busy.length > 0) {

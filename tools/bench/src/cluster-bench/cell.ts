@@ -66,6 +66,19 @@ export interface CellResult {
   readonly keyAgreement: number;
   readonly keysComputed: number;
   readonly keyedShare: number;
+  /**
+   * Why the scheduler picked what it did, whole run (its `/debug/pick-quality`): per profile, picks, which scorer
+   * decided them and how often each affinity scorer was overruled by its load bound.
+   */
+  readonly pickQuality: PickQuality;
+  /** Decisions the gateway made with its local fallback instead of the scheduler service, by reason (whole run). */
+  readonly localDecisions: Readonly<Record<string, number>>;
+}
+
+export interface PickQuality {
+  readonly profiles: Readonly<
+    Record<string, { picks: number; decider: Readonly<Record<string, number>>; overruledByLoad: Readonly<Record<string, number>> }>
+  >;
 }
 
 type Counters = Record<string, number>;
@@ -102,6 +115,18 @@ function counter(families: Families, name: string, labels: Readonly<Record<strin
   return fam.samples
     .filter((s) => (s.name === name || s.name === `${name}_total`) && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
     .reduce((n, s) => n + s.value, 0);
+}
+
+/** The scheduler's pick verdicts and the gateway's local decisions over the whole run. */
+async function pickFigures(stack: ClusterStack): Promise<{ pickQuality: PickQuality; localDecisions: Record<string, number> }> {
+  const pickQuality = (await (await fetch(`${stack.schedulerOpsUrl}/debug/pick-quality`)).json()) as PickQuality;
+  const gateway = await scrape(stack.gatewayOpsUrl);
+  const localDecisions: Record<string, number> = {};
+  for (const s of gateway.get('triad_gateway_local_decisions_total')?.samples ?? []) {
+    const reason = s.labels['reason'];
+    if (reason !== undefined && s.value > 0) localDecisions[reason] = (localDecisions[reason] ?? 0) + s.value;
+  }
+  return { pickQuality, localDecisions };
 }
 
 /** KV keys the scheduler counts a request's keys as matched within (KeyAgreement's settleMs) plus a margin. */
@@ -173,8 +198,9 @@ export async function runCell(o: CellOptions): Promise<CellResult> {
     clearInterval(lagTimer);
     benchLag.disable();
     if (!before) throw new Error('the run had no measured window');
+    const picks = await pickFigures(stack);
     const keys = needsKvEvents(o.policy) ? await keyFigures(stack) : { keyAgreement: NaN, keysComputed: NaN, keyedShare: NaN };
-    return { ...summarize(o, stack, results, before, after, lagMax, benchLag.percentile(99) / 1e6), ...keys };
+    return { ...summarize(o, stack, results, before, after, lagMax, benchLag.percentile(99) / 1e6), ...keys, ...picks };
   } finally {
     await stack.close();
     progress('stack closed');
@@ -189,7 +215,7 @@ function summarize(
   after: { counters: Counters[]; cpu: Record<string, number>; at: number },
   engineLag: number,
   benchLag: number,
-): Omit<CellResult, 'keyAgreement' | 'keysComputed' | 'keyedShare'> {
+): Omit<CellResult, 'keyAgreement' | 'keysComputed' | 'keyedShare' | 'pickQuality' | 'localDecisions'> {
   const measured = results.filter((r) => r.measured);
   const scale = (ms: number) => ms / o.timeScale;
   const ttft = measured.map((r) => scale(r.ttftMs)).sort((a, b) => a - b);

@@ -24,14 +24,20 @@ const pods: EndpointSpec[] = [
 ];
 
 /** Scores at the time the latency was observed (age 0, full weight), unless `now` says otherwise. */
-function scores(alpha: number, specs: EndpointSpec[] = pods, now = TEST_NOW - 500, tracker?: InflightTracker): number[] {
+function scores(
+  alpha: number,
+  specs: EndpointSpec[] = pods,
+  now = TEST_NOW - 500,
+  tracker?: InflightTracker,
+  normalization: 'min-max' | 'relative' = 'min-max',
+): number[] {
   const c = candidatesOf(
     buildIndex(specs),
     specs.map((p) => p.pod),
     tracker,
   );
   return applyScorer(
-    new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha, maxLatencyAgeMs: 30_000 }),
+    new LeastLatencyScorer('least-latency', { TTFTTPOTWeightFactor: alpha, maxLatencyAgeMs: 30_000, normalization }),
     pluginContext({ now }),
     c,
   );
@@ -46,6 +52,23 @@ describe('least-latency', () => {
     { alpha: 0.25, expected: [100, 12.5, 37.5, 50, 50] },
   ])('α=$alpha', ({ alpha, expected }) => {
     scores(alpha).forEach((v, i) => expect(v).toBeCloseTo(expected[i], 9));
+  });
+
+  it('relative: scores each endpoint by the fastest one over its own latency, not by its rank between min and max', () => {
+    // sTTFT = 100·100/{100,200,300} = 100, 50, 33.3; sTPOT = 100·10/{10,30,20} = 100, 33.3, 50; no data → 50.
+    const expected = [100, (50 + 100 / 3) / 2, (100 / 3 + 50) / 2, 50, 50];
+    scores(0.5, pods, TEST_NOW - 500, undefined, 'relative').forEach((v, i) => expect(v).toBeCloseTo(expected[i], 9));
+  });
+
+  it('relative: endpoints a few per cent apart score a few points apart (min-max puts them 100 apart)', () => {
+    const close: EndpointSpec[] = [
+      { pod: 'a', ttftMs: 100, tpotMs: 20 },
+      { pod: 'b', ttftMs: 105, tpotMs: 21 },
+    ];
+    const [a, b] = scores(0.5, close, TEST_NOW - 500, undefined, 'relative');
+    expect(a).toBe(100);
+    expect(a - b).toBeLessThan(5);
+    expect(scores(0.5, close)).toEqual([100, 0]);
   });
 
   it('gives 100 when every measured endpoint has the same latency (max = min)', () => {

@@ -10,6 +10,15 @@ export const NO_LATENCY_DATA_SCORE = 50;
 /** Score of an idle endpoint whose latency has aged out: it gets one probe request to measure it again. */
 export const PROBE_SCORE = 100;
 
+/**
+ * How measured latencies become scores. `min-max` (Kthena): `100·(max − x)/(max − min)`, so the fastest candidate
+ * scores 100 and the slowest 0 however close they are — 5 % apart is a full 100-point swing, which outweighs any
+ * cache affinity of weight 1 on noise. `relative`: `100·min/x`, the score falls in proportion to how much slower a
+ * candidate is than the fastest (5 % slower scores 95, twice as slow 50).
+ */
+export const LatencyNormalizationSchema = z.enum(['min-max', 'relative']);
+export type LatencyNormalization = z.infer<typeof LatencyNormalizationSchema>;
+
 export const LeastLatencyParamsSchema = z
   .object({
     /** α in `α·sTTFT + (1−α)·sTPOT`; zod rejects NaN and ±Infinity, the range check rejects the rest. */
@@ -19,6 +28,8 @@ export const LeastLatencyParamsSchema = z
      * request) and are forgotten after this long: a slow burst must not keep an engine scored 0 once it has recovered.
      */
     maxLatencyAgeMs: z.number().int().min(1).default(30_000),
+    /** `min-max` (Kthena's formula, the plugin's default) or `relative` (Triad's built-in config). */
+    normalization: LatencyNormalizationSchema.default('min-max'),
   })
   .strict();
 export type LeastLatencyParams = z.infer<typeof LeastLatencyParamsSchema>;
@@ -37,12 +48,14 @@ export class LeastLatencyScorer implements Scorer {
   readonly name: string;
   readonly #alpha: number;
   readonly #maxAgeMs: number;
+  readonly #normalization: LatencyNormalization;
   #weights = new Float64Array(16);
 
   constructor(name: string, params: LeastLatencyParams) {
     this.name = name;
     this.#alpha = params.TTFTTPOTWeightFactor;
     this.#maxAgeMs = params.maxLatencyAgeMs;
+    this.#normalization = params.normalization;
   }
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
@@ -53,6 +66,7 @@ export class LeastLatencyScorer implements Scorer {
       this.#maxAgeMs,
       this.#weights,
       out,
+      this.#normalization,
     );
   }
 }
@@ -71,9 +85,17 @@ export interface LatencyColumns {
 
 /**
  * Kthena's formula with ageing, shared by `least-latency` (the pod-watcher's scraped means) and `observed-latency`
- * (the gateways' measurements): see `LeastLatencyScorer`. `w` is scratch space of at least `n` entries.
+ * (the gateways' measurements): see `LeastLatencyScorer`; `normalization` as `LatencyNormalizationSchema` says.
+ * `w` is scratch space of at least `n` entries.
  */
-export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w: Float64Array, out: Float64Array): void {
+export function scoreLatencies(
+  c: LatencyColumns,
+  a: number,
+  maxAgeMs: number,
+  w: Float64Array,
+  out: Float64Array,
+  normalization: LatencyNormalization = 'min-max',
+): void {
   const { n, ttft, tpot, at } = c;
   let minT = Infinity,
     maxT = -Infinity,
@@ -113,8 +135,9 @@ export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w
     }
     const t = ttft[i];
     const p = tpot[i];
-    const sT = maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
-    const sP = maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
+    const relative = normalization === 'relative';
+    const sT = relative ? (100 * minT) / t : maxT === minT ? 100 : (100 * (maxT - t)) / (maxT - minT);
+    const sP = relative ? (100 * minP) / p : maxP === minP ? 100 : (100 * (maxP - p)) / (maxP - minP);
     out[i] = weight * (a * sT + (1 - a) * sP) + (1 - weight) * NO_LATENCY_DATA_SCORE;
   }
 }
@@ -122,7 +145,7 @@ export function scoreLatencies(c: LatencyColumns, a: number, maxAgeMs: number, w
 export const leastLatencyPlugin = definePlugin({
   type: LEAST_LATENCY,
   kinds: ['scorer'],
-  description: 'Scores by recent TTFT and TPOT, min-max normalised (Kthena formula), fading with age; no data scores 50.',
+  description: 'Scores by recent TTFT and TPOT, min-max (Kthena formula) or relative to the fastest, fading with age; no data scores 50.',
   params: LeastLatencyParamsSchema,
   create: (name, params) => new LeastLatencyScorer(name, params),
 });

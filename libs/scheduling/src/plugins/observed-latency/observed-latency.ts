@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definePlugin, type CycleContext, type Scorer } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
-import { scoreLatencies } from '../least-latency/least-latency';
+import { LatencyNormalizationSchema, scoreLatencies, type LatencyNormalization } from '../least-latency/least-latency';
 
 export const OBSERVED_LATENCY = 'observed-latency';
 
@@ -11,6 +11,8 @@ export const ObservedLatencyParamsSchema = z
     TTFTTPOTWeightFactor: z.number().min(0).max(1).default(0.5),
     /** Observations fade towards the neutral 50 as they age and are forgotten after this long (idle pods are probed). */
     maxLatencyAgeMs: z.number().int().min(1).default(30_000),
+    /** As for least-latency: `min-max` (default) or `relative` to the fastest. */
+    normalization: LatencyNormalizationSchema.default('min-max'),
   })
   .strict();
 export type ObservedLatencyParams = z.infer<typeof ObservedLatencyParamsSchema>;
@@ -27,6 +29,7 @@ export class ObservedLatencyScorer implements Scorer {
   readonly name: string;
   readonly #alpha: number;
   readonly #maxAgeMs: number;
+  readonly #normalization: LatencyNormalization;
   #ttft = new Float64Array(16);
   #tpot = new Float64Array(16);
   #at = new Float64Array(16);
@@ -36,6 +39,7 @@ export class ObservedLatencyScorer implements Scorer {
     this.name = name;
     this.#alpha = params.TTFTTPOTWeightFactor;
     this.#maxAgeMs = params.maxLatencyAgeMs;
+    this.#normalization = params.normalization;
   }
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
@@ -61,6 +65,7 @@ export class ObservedLatencyScorer implements Scorer {
       this.#maxAgeMs,
       this.#weights,
       out,
+      this.#normalization,
     );
   }
 }
