@@ -37,7 +37,9 @@ export function defaultSchedulerConfig(): SchedulerConfig {
   return SchedulerConfigSchema.parse({
     topN: 5,
     plugins: [
-      { type: 'least-request', args: { maxWaitingRequests: 10 } },
+      // peak-running, not Kthena's running: requests dispatched since the last scrape are not queued on an engine
+      // with free batch slots, and counting them ×100 turned the pod affinity just chose into the worst-scored one.
+      { type: 'least-request', args: { maxWaitingRequests: 10, queueEstimate: 'peak-running' } },
       { type: 'gpu-usage' },
       // Relative, not Kthena's min-max: scraped means of pods a few per cent apart must not swing 100 points and
       // outvote the cache affinities (cluster benchmark: least-latency decided 27 % of image-qa picks with min-max).

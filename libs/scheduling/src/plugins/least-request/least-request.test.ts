@@ -51,6 +51,73 @@ describe('least-request', () => {
     expected.forEach((v, i) => expect(scores[i]).toBeCloseTo(v, 9));
   });
 
+  describe('queueEstimate peak-running', () => {
+    it('counts requests dispatched since the scrape as running while the engine has been seen running more', () => {
+      const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
+      // The first scrape saw both engines running 8.
+      applyScorer(
+        peak,
+        pluginContext(),
+        setup([
+          { pod: 'a', inflight: 8, running: 8 },
+          { pod: 'b', inflight: 8, running: 8 },
+        ]),
+      );
+      // Later: a's last scrape says 4 running, and 3 requests went to it since. Kthena's estimate calls those 3 queued
+      // (base 7 + 300); within the 8 a has run, they are running (base 7).
+      const later = [
+        { pod: 'a', inflight: 7, running: 4 },
+        { pod: 'b', inflight: 6, running: 6 },
+      ];
+      expect(applyScorer(plugin, pluginContext(), setup(later))).toEqual([0, (301 / 307) * 100]);
+      const [a, b] = applyScorer(peak, pluginContext(), setup(later));
+      expect(b).toBeGreaterThan(a);
+      expect(a).toBeCloseTo(0, 9); // still the busier one, but by one request, not by three queued ones
+      expect(applyScorer(peak, pluginContext(), setup([...later, { pod: 'c', inflight: 20, running: 8 }]))[0]).toBeGreaterThan(90);
+    });
+
+    it('takes the scraped running count as the capacity when the engine reported waiting requests', () => {
+      const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
+      applyScorer(
+        peak,
+        pluginContext(),
+        setup([
+          { pod: 'a', inflight: 16, running: 16 },
+          { pod: 'b', inflight: 0, running: 0 },
+        ]),
+      );
+      // Out of KV at 5 running: 3 waiting, so 7 in flight means 2 queued, whatever a once ran.
+      const scores = applyScorer(
+        peak,
+        pluginContext(),
+        setup([
+          { pod: 'a', inflight: 7, running: 5, waiting: 3 },
+          { pod: 'b', inflight: 0, running: 0 },
+        ]),
+      );
+      expect(scores).toEqual([0, 100]);
+    });
+
+    it('forgets a removed endpoint (a new pod under the same key starts from its own counts)', () => {
+      const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
+      applyScorer(
+        peak,
+        pluginContext(),
+        setup([
+          { pod: 'a', inflight: 16, running: 16 },
+          { pod: 'b', inflight: 1, running: 1 },
+        ]),
+      );
+      const after = [
+        { pod: 'a', inflight: 3, running: 1 },
+        { pod: 'b', inflight: 5, running: 5 },
+      ];
+      expect(applyScorer(peak, pluginContext(), setup(after))[0]).toBeGreaterThan(0);
+      peak.endpointRemoved(keyOf('a'));
+      expect(applyScorer(peak, pluginContext(), setup(after))[0]).toBe(0);
+    });
+  });
+
   it('filters endpoints whose engine queue reached maxWaitingRequests', () => {
     const c = setup([
       { pod: 'a', inflight: 0, running: 0, waiting: 0 },
