@@ -135,6 +135,24 @@ describe('InflightTracker reservations (decode legs not started yet)', () => {
     expect(t.snapshot()).toEqual({ 'ns.ms.d1': 1 });
   });
 
+  it('ends every reservation of a request whose leg starts on an endpoint the decision did not choose (decided elsewhere)', () => {
+    const t = new InflightTracker();
+    t.reserve(
+      'r5',
+      [
+        { endpoint: 'ns.ms.p1', ttlMs: 2_000, tokens: 2_000 },
+        { endpoint: 'ns.ms.d1', ttlMs: 30_000 },
+      ],
+      1000,
+    );
+    // The gateway's budget ran out and its local fallback chose p2 and d2: p1 and d1 will see no leg of r5.
+    t.applyEvent('gw', { type: 'start', requestId: 'r5', endpoint: 'ns.ms.p2', stage: 'prefill', at: 1060, inputTokens: 2_000 });
+    expect(t.snapshot()).toEqual({ 'ns.ms.p2': 1 });
+    expect(t.backlog.pendingMs('ns.ms.p1', 1060, 50, 2)).toBe(0);
+    t.applyEvent('gw', { type: 'start', requestId: 'r5', endpoint: 'ns.ms.d2', stage: 'decode', at: 1200 });
+    expect(t.snapshot()).toEqual({ 'ns.ms.p2': 1, 'ns.ms.d2': 1 });
+  });
+
   it("replaces a request's reservations when it is decided again (a retry), and lets unstarted legs lapse", () => {
     const t = new InflightTracker();
     t.reserve('r4', [{ endpoint: 'ns.ms.a', ttlMs: 2_000, tokens: 100 }], 1000);

@@ -165,7 +165,8 @@ export class InflightTracker {
    * then every decision (the rest of the same batch first) would see those endpoints as idle and pile a burst onto
    * the one its affinity prefers. A decode pod of a P/D request waits for its prefill, so it gets a longer `ttlMs`.
    * Each reservation ends when its leg's start event arrives (from any gateway) or after its `ttlMs`; a new
-   * decision for the same request (a retry with `exclude`) replaces the request's reservations. Legs with `tokens`
+   * decision for the same request (a retry with `exclude`) replaces the request's reservations, and a start event
+   * of the request on an endpoint it did not reserve (the gateway decided otherwise) ends them all. Legs with `tokens`
    * also count in the prefill backlog meanwhile.
    */
   reserve(requestId: string, legs: readonly ReservedLeg[], now: number): void {
@@ -240,7 +241,10 @@ export class InflightTracker {
     const leg = `${ev.requestId}\u0000${ev.endpoint}\u0000${ev.stage}`;
     if (ev.type === 'start') {
       const held = this.#reserved.get(ev.requestId);
-      if (held !== undefined) this.#releaseLeg(ev.requestId, ev.endpoint, held);
+      // A leg on an endpoint this decision did not choose: the gateway placed the request otherwise (its budget ran
+      // out and it decided locally, or it failed over), so the decision's other legs will never start either. Left
+      // reserved, they would count a phantom request on those pods for up to their TTL (30 s on a decode pod).
+      if (held !== undefined && !this.#releaseLeg(ev.requestId, ev.endpoint, held)) this.#release(ev.requestId);
       if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
         this.backlog.open(gateway, leg, ev.endpoint, ev.at, ev.inputTokens);
       return;
