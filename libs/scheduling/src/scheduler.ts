@@ -83,7 +83,8 @@ function ejectionPolicyOf(spec: ModelServerSpec): EjectionPolicy | null {
   return policy;
 }
 
-type Chosen = { profile: LoadedProfile; endpoint: Endpoint; mediaKeys?: string[] };
+/** `encodesMedia: false`: the endpoint will not encode the request's media (a decode pod behind a prefill pod). */
+type Chosen = { profile: LoadedProfile; endpoint: Endpoint; mediaKeys?: string[]; encodesMedia?: boolean };
 
 /**
  * Decides, for one request, which endpoint serves each stage. Synchronous, no I/O: the answer depends only on the
@@ -278,7 +279,8 @@ export class Scheduler {
       }
       if (fallbacks.length > 0) disaggregation = withFallbacks(disaggregation, fallbacks, request.mediaItems.length > 0 && mode === 'epd');
       attempts = mode === 'epd' && !sglang ? this.#pinConsumerRanks(pairAttempts) : pairAttempts;
-      chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode });
+      // Behind a prefill pod the decode pod receives KV, not the images: its encoder cache does not get them.
+      chosen.push({ profile: cfg.profiles.decode, endpoint: pairs.decode, encodesMedia: prefill === undefined });
       if (prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: prefill });
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i].key] }));
     }
@@ -375,7 +377,7 @@ export class Scheduler {
         role: c.profile.role,
         prefixHashes: request.prefixHashes,
       };
-      if (media) record.mediaKeys = media;
+      if (media && c.encodesMedia !== false) record.mediaKeys = media;
       if (request.session !== undefined) record.session = request.session;
       sink(record);
     }
@@ -384,9 +386,10 @@ export class Scheduler {
 
   /** Post-schedule hooks run only once the whole decision stands, with the first choice of each stage. */
   #runHooks(chosen: readonly Chosen[]): void {
-    for (const { profile, endpoint } of chosen) {
+    for (const { profile, endpoint, encodesMedia } of chosen) {
       if (profile.hooks.length === 0) continue;
       this.#cycle.role = profile.role;
+      this.#cycle.encodesMedia = encodesMedia !== false;
       for (const hook of profile.hooks) {
         const timing = this.#timing;
         if (!timing) {

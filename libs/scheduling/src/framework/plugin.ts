@@ -23,6 +23,12 @@ export interface CycleContext {
    * hand-made context in a plugin's own tests needs none.
    */
   loadBounded?(scorer: string): void;
+  /**
+   * Post-schedule only: false when the endpoint a hook is told about will not encode the request's media itself —
+   * a decode pod behind a prefill pod receives KV, not images — so a media cache must not learn it. Undefined
+   * (encodes) elsewhere.
+   */
+  readonly encodesMedia?: boolean;
 }
 
 /** Identity of a configured plugin instance, logged as `name/type`. */

@@ -15,6 +15,8 @@ export class Cycle implements CycleContext {
   ejection: EjectionPolicy | undefined = undefined;
   /** Affinity scorers whose load bound removed a candidate's score in the current profile run. */
   readonly bounded = new Set<string>();
+  /** Set by the scheduler around each post-schedule hook call (see CycleContext.encodesMedia). */
+  encodesMedia = true;
 
   loadBounded(scorer: string): void {
     this.bounded.add(scorer);
@@ -24,5 +26,6 @@ export class Cycle implements CycleContext {
     this.request = request;
     this.now = now;
     this.seed = hashString32(request.id);
+    this.encodesMedia = true;
   }
 }

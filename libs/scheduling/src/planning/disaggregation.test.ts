@@ -1,5 +1,6 @@
-import type { Decision, DecisionOrError, ModelServerRecord, SchedulingRequestInput } from '@triad/bus';
+import type { AffinityRecord, Decision, DecisionOrError, ModelServerRecord, SchedulingRequestInput } from '@triad/bus';
 import { loadSchedulerConfig } from '../config/load-config';
+import type { EncoderCacheScorer } from '../plugins/encoder-cache/encoder-cache';
 import { createInTreeRegistry } from '../plugins/in-tree';
 import { Scheduler } from '../scheduler';
 import { InflightTracker } from '../state/inflight-tracker';
@@ -67,6 +68,25 @@ describe('per-request disaggregation', () => {
     const next = decide(s, { id: 'turn2', inputTokens: 2200, prefixHashes: [...hashes, 'ff'.repeat(8)] });
     expect(next.disaggregation?.prefill).toBe('local');
     expect(next.disaggregation?.reason).toContain('280 uncached tokens');
+  });
+
+  it('a decode pod behind a prefill pod is not taught the images (it gets KV, not images); one that prefills is', () => {
+    const learned: AffinityRecord[] = [];
+    // An image counts 576 tokens: room for one on the decode pod.
+    const loaded = loadSchedulerConfig({ disaggregation: { maxLocalPrefillTokens: 1000 } }, { registry: createInTreeRegistry() });
+    if (!loaded.ok) throw new Error(loaded.reasons.join('; '));
+    const s = new Scheduler({ index: buildIndex(pods, [nixlPd]), tracker: new InflightTracker(), config: loaded.loaded });
+    s.onLearned = (r) => learned.push(r);
+    const cache = loaded.loaded.plugins.get('encoder-cache') as EncoderCacheScorer;
+    expect(decide(s, { id: 'short', inputTokens: 100, mediaItems: images('u:b') }).disaggregation?.prefill).toBe('local');
+    expect(cache.holds(keyOf('d1'), 'u:b')).toBe(true);
+    expect(learned.find((r) => r.role === 'decode')?.mediaKeys).toEqual(['u:b']);
+    learned.length = 0;
+    expect(decide(s, { id: 'long', inputTokens: 4000, mediaItems: images('u:a') }).attempts[0]?.prefill?.pod).toBe('p1');
+    expect(cache.holds(keyOf('p1'), 'u:a')).toBe(true);
+    expect(cache.holds(keyOf('d1'), 'u:a')).toBe(false);
+    expect(learned.find((r) => r.role === 'decode')?.mediaKeys).toBeUndefined();
+    expect(learned.find((r) => r.role === 'prefill')?.mediaKeys).toEqual(['u:a']);
   });
 
   it('never gives a prefill to a decode pod with requests waiting; a prefill pod busy with a long prompt makes it worth it', () => {

@@ -102,7 +102,7 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
   }
 
   postSchedule(ctx: CycleContext, chosen: Endpoint): void {
-    if (ctx.role === 'encode') return;
+    if (ctx.role === 'encode' || ctx.encodesMedia === false) return;
     for (const item of ctx.request.mediaItems) this.#insert(chosen.key, item.key);
   }
 
