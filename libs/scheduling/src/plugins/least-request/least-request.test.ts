@@ -15,7 +15,7 @@ function setup(pods: { pod: string; inflight: number; running: number; waiting?:
 }
 
 describe('least-request', () => {
-  const plugin = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10 });
+  const plugin = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'running' });
 
   it.each([
     {

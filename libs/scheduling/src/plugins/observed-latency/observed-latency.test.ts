@@ -17,7 +17,7 @@ const finish = (pod: string, at: number, ttftMs: number, tpotMs?: number): Dispa
 function scores(tracker: InflightTracker, now: number, pods = ['a', 'b', 'c']): number[] {
   const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods, tracker);
   return applyScorer(
-    new ObservedLatencyScorer('observed-latency', { TTFTTPOTWeightFactor: 0.5, maxLatencyAgeMs: 30_000 }),
+    new ObservedLatencyScorer('observed-latency', { TTFTTPOTWeightFactor: 0.5, maxLatencyAgeMs: 30_000, normalization: 'min-max' }),
     pluginContext({ now }),
     c,
   );
