@@ -19,6 +19,11 @@ export interface Endpoint {
   readonly running: number;
   /** Engine's waiting requests (metrics.waiting). */
   readonly waiting: number;
+  /**
+   * The most requests the engine has been seen running since this endpoint appeared: a lower bound of its batch
+   * capacity (`max_num_seqs` once it has been full), which the scrapes alone never state.
+   */
+  readonly peakRunning: number;
   /** KV-cache usage 0..1. */
   readonly kvCacheUsage: number;
   /** Mean TTFT over the last scrape interval, ms; 0 when there is no data. */
@@ -52,6 +57,7 @@ export class IndexedEndpoint implements Endpoint {
   group: string | undefined = undefined;
   running = 0;
   waiting = 0;
+  peakRunning = 0;
   kvCacheUsage = 0;
   ttftMs = 0;
   tpotMs = 0;
@@ -118,6 +124,7 @@ export class IndexedEndpoint implements Endpoint {
     this.group = r.group;
     this.running = m.running;
     this.waiting = m.waiting;
+    if (m.running > this.peakRunning) this.peakRunning = m.running;
     this.kvCacheUsage = m.kvCacheUsage;
     this.ttftMs = m.ttftMs ?? 0;
     this.tpotMs = m.tpotMs ?? 0;

@@ -1,13 +1,18 @@
 import { InflightTracker } from '../../state/inflight-tracker';
-import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, schedulingRequest, TEST_NOW } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, schedulingRequest, TEST_NOW } from '../../testing';
 import { EncoderCacheScorer } from './encoder-cache';
 
 const pods = ['a', 'b', 'c', 'd'];
-const params = { loadFactor: 1.25, loadFloor: 0, maxItemsPerEndpoint: 2, homeShare: 0 };
+const params = { loadFactor: 1.25, loadFloor: 0, batchRoom: true, maxItemsPerEndpoint: 2, homeShare: 0 };
 const items = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
 
-function score(plugin: EncoderCacheScorer, keys: string[], tracker = new InflightTracker()): number[] {
-  const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods, tracker);
+function score(
+  plugin: EncoderCacheScorer,
+  keys: string[],
+  tracker = new InflightTracker(),
+  index = buildIndex(pods.map((pod) => ({ pod }))),
+): number[] {
+  const c = candidatesOf(index, pods, tracker);
   return applyScorer(plugin, pluginContext({ request: schedulingRequest({ mediaItems: items(...keys) }) }), c);
 }
 
@@ -39,6 +44,28 @@ describe('encoder-cache', () => {
     for (let i = 0; i < 8; i++)
       busy.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf(home), stage: 'aggregated', at: TEST_NOW });
     expect(score(plugin, ['new'], busy)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('past the load bound, keeps the affinity of a pod whose running batch has room for one more request', () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', { ...params, loadFloor: 4 });
+    plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });
+    const tracker = new InflightTracker();
+    for (let i = 0; i < 9; i++)
+      tracker.applyEvent('gw', { type: 'start', requestId: `r${i}`, endpoint: keyOf('a'), stage: 'aggregated', at: TEST_NOW });
+    // 9 in flight on a, none elsewhere: the cap is max(ceil(1.25 · 10 / 4), 4) = 4, far below.
+    const index = buildIndex(pods.map((pod) => ({ pod })));
+    const scrape = (running: number, waiting: number) =>
+      index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod: 'a', running, waiting }) });
+    expect(score(plugin, ['x'], tracker, index)).toEqual([0, 0, 0, 0]);
+    scrape(16, 0); // a has been seen running 16: a tenth request joins its batch
+    scrape(8, 0);
+    expect(score(plugin, ['x'], tracker, index)).toEqual([100, 0, 0, 0]);
+    const noRoom = new EncoderCacheScorer('no-room', { ...params, loadFloor: 4, batchRoom: false });
+    noRoom.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });
+    expect(score(noRoom, ['x'], tracker, index)).toEqual([0, 0, 0, 0]);
+    expect(score(noRoom, ['x'], new InflightTracker(), index)).toEqual([100, 0, 0, 0]);
+    scrape(8, 1); // but not while its engine reports requests waiting
+    expect(score(plugin, ['x'], tracker, index)).toEqual([0, 0, 0, 0]);
   });
 
   it('keeps the affinity of a pod a few requests above a lightly loaded pool (absolute floor), not far above it', () => {

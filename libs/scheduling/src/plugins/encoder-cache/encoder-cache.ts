@@ -23,6 +23,8 @@ export const EncoderCacheParamsSchema = z
     loadFactor: z.number().min(1).max(10).default(1.25),
     /** In-flight requests a pod may always run and keep its affinity, however idle the others (absolute floor). */
     loadFloor: z.number().int().min(0).max(1000).default(DEFAULT_LOAD_FLOOR),
+    /** Past the bound, a pod keeps its affinity while one more request joins its running batch (`hasBatchRoom`). */
+    batchRoom: z.boolean().default(true),
     /** Media items remembered per endpoint (LRU): about what its encoder cache holds. */
     maxItemsPerEndpoint: z.number().int().min(1).default(64),
     /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
@@ -92,7 +94,7 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
         out[home] = out[home] + share * this.#params.homeShare;
       }
     }
-    const ok = withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor);
+    const ok = withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor, this.#params.batchRoom);
     for (let i = 0; i < c.size; i++) {
       if (out[i] > 0 && !ok(i)) {
         out[i] = 0;

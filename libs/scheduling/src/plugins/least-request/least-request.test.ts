@@ -1,5 +1,5 @@
 import { InflightTracker } from '../../state/inflight-tracker';
-import { applyFilter, applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import { applyFilter, applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, TEST_NOW } from '../../testing';
 import { LeastRequestPlugin } from './least-request';
 
 function setup(pods: { pod: string; inflight: number; running: number; waiting?: number }[]) {
@@ -52,69 +52,61 @@ describe('least-request', () => {
   });
 
   describe('queueEstimate peak-running', () => {
+    const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
+    /** One index whose records the scrapes replace (an endpoint keeps the most it has been seen running). */
+    function pool(pods: string[]) {
+      const index = buildIndex(pods.map((pod) => ({ pod })));
+      return {
+        index,
+        scrape: (pod: string, running: number, waiting = 0) =>
+          index.applyEndpoint({ op: 'PUT', value: endpointRecord({ pod, running, waiting }) }),
+        scores: (plugin: LeastRequestPlugin, inflight: Record<string, number>) => {
+          const tracker = new InflightTracker();
+          tracker.applyBatch(
+            {
+              v: 1,
+              gateway: 'gw',
+              seq: 0,
+              events: [],
+              inflight: Object.fromEntries(Object.entries(inflight).map(([p, n]) => [keyOf(p), n])),
+            },
+            TEST_NOW,
+          );
+          return applyScorer(plugin, pluginContext(), candidatesOf(index, pods, tracker));
+        },
+      };
+    }
+
     it('counts requests dispatched since the scrape as running while the engine has been seen running more', () => {
-      const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
-      // The first scrape saw both engines running 8.
-      applyScorer(
-        peak,
-        pluginContext(),
-        setup([
-          { pod: 'a', inflight: 8, running: 8 },
-          { pod: 'b', inflight: 8, running: 8 },
-        ]),
-      );
-      // Later: a's last scrape says 4 running, and 3 requests went to it since. Kthena's estimate calls those 3 queued
-      // (base 7 + 300); within the 8 a has run, they are running (base 7).
-      const later = [
-        { pod: 'a', inflight: 7, running: 4 },
-        { pod: 'b', inflight: 6, running: 6 },
-      ];
-      expect(applyScorer(plugin, pluginContext(), setup(later))).toEqual([0, (301 / 307) * 100]);
-      const [a, b] = applyScorer(peak, pluginContext(), setup(later));
-      expect(b).toBeGreaterThan(a);
-      expect(a).toBeCloseTo(0, 9); // still the busier one, but by one request, not by three queued ones
-      expect(applyScorer(peak, pluginContext(), setup([...later, { pod: 'c', inflight: 20, running: 8 }]))[0]).toBeGreaterThan(90);
+      const p = pool(['a', 'b']);
+      p.scrape('a', 8);
+      p.scrape('b', 8);
+      // Later: a's last scrape says 4 running and 3 requests went to it since. Kthena's estimate calls those 3 queued
+      // (base 7 + 300); within the 8 a has been seen running, they run (base 7).
+      p.scrape('a', 4);
+      p.scrape('b', 6);
+      expect(p.scores(plugin, { a: 7, b: 6 })).toEqual([0, (301 / 307) * 100]);
+      expect(p.scores(peak, { a: 7, b: 6 })).toEqual([0, (1 / 7) * 100]);
     });
 
     it('takes the scraped running count as the capacity when the engine reported waiting requests', () => {
-      const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
-      applyScorer(
-        peak,
-        pluginContext(),
-        setup([
-          { pod: 'a', inflight: 16, running: 16 },
-          { pod: 'b', inflight: 0, running: 0 },
-        ]),
-      );
+      const p = pool(['a', 'b']);
+      p.scrape('a', 16);
       // Out of KV at 5 running: 3 waiting, so 7 in flight means 2 queued, whatever a once ran.
-      const scores = applyScorer(
-        peak,
-        pluginContext(),
-        setup([
-          { pod: 'a', inflight: 7, running: 5, waiting: 3 },
-          { pod: 'b', inflight: 0, running: 0 },
-        ]),
-      );
-      expect(scores).toEqual([0, 100]);
+      p.scrape('a', 5, 3);
+      p.scrape('b', 1);
+      expect(p.scores(peak, { a: 7, b: 1 })).toEqual([0, (206 / 207) * 100]);
     });
 
-    it('forgets a removed endpoint (a new pod under the same key starts from its own counts)', () => {
-      const peak = new LeastRequestPlugin('least-request', { maxWaitingRequests: 10, queueEstimate: 'peak-running' });
-      applyScorer(
-        peak,
-        pluginContext(),
-        setup([
-          { pod: 'a', inflight: 16, running: 16 },
-          { pod: 'b', inflight: 1, running: 1 },
-        ]),
-      );
-      const after = [
-        { pod: 'a', inflight: 3, running: 1 },
-        { pod: 'b', inflight: 5, running: 5 },
-      ];
-      expect(applyScorer(peak, pluginContext(), setup(after))[0]).toBeGreaterThan(0);
-      peak.endpointRemoved(keyOf('a'));
-      expect(applyScorer(peak, pluginContext(), setup(after))[0]).toBe(0);
+    it('starts a new endpoint from its own scrapes', () => {
+      const p = pool(['a', 'b']);
+      p.scrape('a', 16);
+      p.scrape('a', 1);
+      p.scrape('b', 5);
+      expect(p.scores(peak, { a: 3, b: 5 })[0]).toBeCloseTo(40, 9);
+      p.index.applyEndpoint({ op: 'DEL', key: keyOf('a') });
+      p.scrape('a', 1);
+      expect(p.scores(peak, { a: 3, b: 5 })[0]).toBe(0); // base 3 + 200: the new a has only been seen running 1
     });
   });
 

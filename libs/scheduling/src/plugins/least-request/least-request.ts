@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { definePlugin, type CycleContext, type EndpointAware, type Filter, type Scorer } from '../../framework/plugin';
+import { definePlugin, type CycleContext, type Filter, type Scorer } from '../../framework/plugin';
 import type { Candidates } from '../../framework/candidates';
 
 export const LEAST_REQUEST = 'least-request';
@@ -31,13 +31,11 @@ export type LeastRequestParams = z.infer<typeof LeastRequestParamsSchema>;
  * (its `max_num_seqs` once it has been full), so only requests beyond that count as queued; when the last scrape
  * showed waiting requests, the engine was full (or out of KV) at its running count, which is then the capacity.
  */
-export class LeastRequestPlugin implements Filter, Scorer, EndpointAware {
+export class LeastRequestPlugin implements Filter, Scorer {
   readonly type = LEAST_REQUEST;
   readonly name: string;
   readonly #maxWaiting: number;
   readonly #peak: boolean;
-  /** endpoint → most requests it has been seen running (`peak-running`). */
-  readonly #peakRunning = new Map<string, number>();
 
   constructor(name: string, params: LeastRequestParams) {
     this.name = name;
@@ -45,18 +43,11 @@ export class LeastRequestPlugin implements Filter, Scorer, EndpointAware {
     this.#peak = params.queueEstimate === 'peak-running';
   }
 
-  endpointRemoved(key: string): void {
-    this.#peakRunning.delete(key);
-  }
-
   /** Requests the engine runs before it queues: its scraped running count, or (peak-running) the most seen. */
   #slots(c: Candidates, i: number): number {
     const running = c.running[i];
-    if (!this.#peak) return running;
-    const key = c.endpoint(i).key;
-    const peak = this.#peakRunning.get(key) ?? 0;
-    if (running > peak) this.#peakRunning.set(key, running);
-    return c.waiting[i] > 0 ? running : Math.max(running, peak);
+    if (!this.#peak || c.waiting[i] > 0) return running;
+    return Math.max(running, c.endpoint(i).peakRunning);
   }
 
   filter(_ctx: CycleContext, c: Candidates, keep: Uint8Array): void {

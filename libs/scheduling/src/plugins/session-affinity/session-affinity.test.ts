@@ -3,7 +3,7 @@ import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, scheduling
 import { SessionAffinityScorer } from './session-affinity';
 
 const pods = ['a', 'b', 'c'];
-const params = { loadFactor: 1.5, loadFloor: 0, maxSessions: 2 };
+const params = { loadFactor: 1.5, loadFloor: 0, batchRoom: true, maxSessions: 2 };
 
 function score(plugin: SessionAffinityScorer, session: string | undefined, tracker = new InflightTracker()): number[] {
   const c = candidatesOf(buildIndex(pods.map((pod) => ({ pod }))), pods, tracker);

@@ -21,6 +21,8 @@ export const SessionAffinityParamsSchema = z
     loadFactor: z.number().min(1).max(10).default(1.5),
     /** In-flight requests the session's pod may always run and keep the session (absolute floor). */
     loadFloor: z.number().int().min(0).max(1000).default(DEFAULT_LOAD_FLOOR),
+    /** Past the bound, the session's pod keeps it while one more request joins its running batch (`hasBatchRoom`). */
+    batchRoom: z.boolean().default(true),
     /** Sessions remembered per stage (least recently used forgotten first). */
     maxSessions: z.number().int().min(1).default(100_000),
   })
@@ -59,7 +61,7 @@ export class SessionAffinityScorer implements Scorer, PostScheduleHook, Affinity
     if (key === undefined) return;
     const pos = c.indexOf(key);
     if (pos < 0) return;
-    if (withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor)(pos)) out[pos] = 100;
+    if (withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor, this.#params.batchRoom)(pos)) out[pos] = 100;
     else ctx.loadBounded?.(this.name);
   }
 
