@@ -46,6 +46,16 @@ describe('encoder-cache', () => {
     expect(score(plugin, ['new'], busy)).toEqual([0, 0, 0, 0]);
   });
 
+  it("gives an unseen item's home nothing when a pod holds another of the request's items (the new one misses anywhere)", () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', { ...params, homeShare: 1 });
+    const home = pods[score(plugin, ['new']).indexOf(100)];
+    const holder = pods.find((p) => p !== home) ?? 'a';
+    plugin.learn({ model: 'm', endpoint: keyOf(holder), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });
+    expect(score(plugin, ['x', 'new'])).toEqual(pods.map((p) => (p === holder ? 50 : 0)));
+    // Two unseen items: each gives its home its share, as for one.
+    expect(score(plugin, ['new', 'other']).reduce((a, b) => a + b, 0)).toBe(100);
+  });
+
   it('past the load bound, keeps the affinity of a pod whose running batch has room for one more request', () => {
     const plugin = new EncoderCacheScorer('encoder-cache', { ...params, loadFloor: 4 });
     plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x'] });

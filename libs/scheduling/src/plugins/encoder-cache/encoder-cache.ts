@@ -72,6 +72,7 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
     const items = ctx.request.mediaItems;
     if (items.length === 0 || ctx.role === 'encode' || c.size === 0) return;
     const share = 100 / items.length;
+    let unseen = 0;
     for (const item of items) {
       let found = false;
       for (const key of this.#owners.get(item.key) ?? []) {
@@ -80,7 +81,13 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
         out[pos] = out[pos] + share;
         found = true;
       }
-      if (!found && this.#params.homeShare > 0) {
+      if (!found) unseen++;
+    }
+    // An unseen item is encoded wherever the request goes: its home only gives the replicas a pod to agree on when
+    // nothing else does. When some candidate holds another of the request's items, a home scored as high would
+    // draw the request away from a certain hit for no gain (half the 2-image requests with one new image lost it).
+    if (unseen === items.length && this.#params.homeShare > 0) {
+      for (const item of items) {
         const h = hashString32(item.key);
         let home = 0,
           best = -1;
