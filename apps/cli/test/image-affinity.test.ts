@@ -182,6 +182,8 @@ describe('affinity on the real services: repeated images and prefixes go back to
       schedulers: 2,
       podWatchers: 1,
       args: { gateway: ['--schedule-budget-ms', '10000'] },
+      // Every decision judged: the test matches each repeat that missed its engine with an overruled count.
+      env: { TRIAD_PICK_QUALITY_EVERY: '1' },
     });
     const gateway = stack.gateways[0];
     await waitFor(async () => (await post(gateway.url, prefixBody(0, 0)).catch(() => 0)) === 200, {

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { Command } from 'commander';
 import { z } from 'zod';
 import { NatsSettings, OpsSettings, Setting, UNITS_HELP, resolveSettings, type SettingSources } from '@triad/runtime';
+import { DEFAULT_PICK_QUALITY_EVERY } from './service/decide-tracing';
 
 /** What `triad scheduler` runs with (flags, else env, else a settings file, else defaults). */
 export interface SchedulerServiceOptions {
@@ -23,6 +24,11 @@ export interface SchedulerServiceOptions {
    * by default: at 100 % sampling they made tracing cost 31 % of EPD throughput instead of 10 % (docs/tracing.md).
    */
   readonly tracePhases?: boolean;
+  /**
+   * One decision in this many is judged for the pick-quality counters (`TRIAD_PICK_QUALITY_EVERY`, default 16;
+   * 1 judges every decision). The judgement copies every score column of the decision's profile runs.
+   */
+  readonly pickQualityEvery?: number;
 }
 
 const DEFAULT_METRICS_PORT = 9091;
@@ -42,6 +48,7 @@ const SchedulerSettingsSchema = z.object({
     .union([z.boolean(), z.enum(['true', 'false'])], { error: 'expected true or false' })
     .transform((v) => v === true || v === 'true')
     .default(false),
+  pickQualityEvery: Setting.count(1).default(DEFAULT_PICK_QUALITY_EVERY),
 });
 
 /** The flag / settings-file name and environment variable of each setting. */
@@ -54,6 +61,7 @@ const SOURCES: SettingSources<z.infer<typeof SchedulerSettingsSchema>> = {
   instanceId: { name: 'instance-id', env: ['TRIAD_INSTANCE_ID', 'POD_NAME'] },
   shutdownGraceMs: { name: 'shutdown-grace-ms', env: 'TRIAD_SHUTDOWN_GRACE_MS' },
   tracePhases: { name: 'trace-scheduler-phases', env: 'TRIAD_TRACE_SCHEDULER_PHASES' },
+  pickQualityEvery: { name: 'pick-quality-every', env: 'TRIAD_PICK_QUALITY_EVERY' },
 };
 
 /** Parses `triad scheduler` flags with their env equivalents (TRIAD_NATS_URL, TRIAD_SCHEDULER_CONFIG, ...). */

@@ -63,7 +63,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
   const metrics = new SchedulerMetrics();
   if (options.processMetrics !== false) registerProcessMetrics(metrics.registry);
   // Plugin timings feed the metrics; a traced request's phases become spans under its decide span.
-  const observer = new DecideObserver(metrics);
+  const observer = new DecideObserver(metrics, options.pickQualityEvery);
   const replica = new SchedulerReplica({
     instanceId: options.instanceId,
     registry: options.registry,

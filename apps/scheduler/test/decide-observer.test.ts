@@ -45,4 +45,17 @@ describe('DecideObserver', () => {
     // The plugin counters are filled at scrape time.
     expect(await metrics.registry.metrics()).toMatch(/plugin="max-score",kind="picker"\} 1/);
   });
+
+  it('judges one decision in pickQualityEvery (the first at once), and the counters count those', async () => {
+    const metrics = new SchedulerMetrics();
+    const observer = new DecideObserver(metrics, 4);
+    const index = buildIndex([{ pod: 'a' }, { pod: 'b' }]);
+    const scheduler = new Scheduler({ index, tracker: new InflightTracker(), observer });
+    const requests = Array.from({ length: 9 }, (_, i) => ({ id: `r${i}`, namespace: 'default', modelServer: 'ms', model: 'm' }));
+    handleScheduleBatch({ v: 1, requests }, { scheduler, index, metrics, observer });
+    // r0, r4 and r8 were judged.
+    expect(metrics.picks.view().profiles['aggregated']?.picks).toBe(3);
+    const every = new DecideObserver(new SchedulerMetrics(), 1);
+    expect([every.judges(), every.judges()]).toEqual([true, true]);
+  });
 });

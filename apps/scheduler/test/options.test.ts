@@ -27,6 +27,7 @@ describe('triad scheduler flags', () => {
       instanceId: 'sched-0',
       shutdownGraceMs: 10_000,
       tracePhases: false,
+      pickQualityEvery: 16,
     });
     expect(parseOptions(['--nats', 'nats://a:1,nats://b:2', '--kv-replicas', '3'], {})).toMatchObject({
       natsUrl: 'nats://a:1,nats://b:2',
@@ -43,6 +44,11 @@ describe('triad scheduler flags', () => {
     expect(parseOptions([], { TRIAD_TRACE_SCHEDULER_PHASES: 'true' }).tracePhases).toBe(true);
     expect(parseOptions([], { TRIAD_TRACE_SCHEDULER_PHASES: 'false' }).tracePhases).toBe(false);
     expect(() => parseOptions([], { TRIAD_TRACE_SCHEDULER_PHASES: 'no' })).toThrow(/TRIAD_TRACE_SCHEDULER_PHASES/);
+  });
+
+  it('TRIAD_PICK_QUALITY_EVERY sets how many decisions per judged one (at least 1)', () => {
+    expect(parseOptions([], { TRIAD_PICK_QUALITY_EVERY: '1' }).pickQualityEvery).toBe(1);
+    expect(() => parseOptions([], { TRIAD_PICK_QUALITY_EVERY: '0' })).toThrow(/TRIAD_PICK_QUALITY_EVERY/);
   });
 
   it('refuses a config file it cannot read before starting, naming the flag or variable', () => {

@@ -172,8 +172,9 @@ export class Scheduler {
     }
     this.#cycle.ejection = this.#cycle.outliers === undefined ? undefined : (ejectionPolicyOf(pool.record.spec) ?? undefined);
     const recorder = request.explain ? new ExplanationRecorder() : undefined;
-    const judged = this.#timing?.observer.picked;
-    const verdicts: PickVerdict[] | undefined = judged !== undefined || recorder !== undefined ? [] : undefined;
+    const judged = this.#judged(request);
+    // Verdicts cost a copy of every score column and a pass over them: only for a sampled decision or an explanation.
+    const verdicts: PickVerdict[] | undefined = judged || recorder !== undefined ? [] : undefined;
     const exclude = request.exclude && request.exclude.length > 0 ? new Set(request.exclude) : undefined;
     const mode = pool.record.mode;
     const cfg = this.#config;
@@ -205,7 +206,7 @@ export class Scheduler {
       const canEncodeLocally = fallbackOn && shortcuts.localEncode;
       const noFallback = fallbackOn ? shortcuts.why : 'disaggregation.stageFallback is off';
       const withPrefill = mode === 'pd' || hasPrefillStage(pool);
-      const pairInput = {
+      const pairs = planPairs({
         cycle: this.#cycle,
         decodeProfile: cfg.profiles.decode,
         prefillProfile: cfg.profiles.prefill,
@@ -218,17 +219,16 @@ export class Scheduler {
         recorder,
         timing: this.#timing,
         verdicts,
-      };
+        // A prefill stage with no usable endpoint: the decode pods prefill themselves where the KV connector allows
+        // (the plan answers with its decode ranking, so the decode profile runs once).
+        decodeOnlyFallback: withPrefill && canSkipPrefill,
+      });
       const fallbacks: StageFallback[] = [];
-      let pairs = planPairs(pairInput);
-      // A prefill stage with no usable endpoint: the decode pods prefill themselves where the KV connector allows.
-      if (!pairs.ok && pairs.code === ErrorCode.SchedNoPrefillPair && withPrefill && canSkipPrefill) {
-        pairs = planPairs({ ...pairInput, withPrefill: false });
-        if (pairs.ok) fallbacks.push({ stage: 'prefill', reason: 'none_ready' });
-      } else if (!pairs.ok && pairs.code === ErrorCode.SchedNoPrefillPair) {
+      if (!pairs.ok && pairs.code === ErrorCode.SchedNoPrefillPair) {
         return fail(request.id, pairs.code, `${pairs.message}; no fallback: ${noFallback}`);
       }
       if (!pairs.ok) return fail(request.id, pairs.code, pairs.message);
+      if (pairs.prefillFellBack) fallbacks.push({ stage: 'prefill', reason: 'none_ready' });
       if (pairs.prefillsAllEjected && canSkipPrefill) fallbacks.push({ stage: 'prefill', reason: 'all_ejected' });
       // (SGLang EPD has no EC consumer to pin: the gateway picks SGLang DP ranks per leg, docs/gateway.md.)
       const sglang = spec.inferenceEngine === 'SGLang';
@@ -285,7 +285,7 @@ export class Scheduler {
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i].key] }));
     }
     this.#runHooks(chosen);
-    if (judged !== undefined && verdicts !== undefined) judged.call(this.#timing?.observer, verdicts);
+    if (judged && verdicts !== undefined) this.#timing?.observer.picked?.(verdicts);
     // Count the request on the endpoints of attempt 0 until their legs start, so the next decisions see it.
     this.#tracker.reserve(request.id, reservedLegs(request, attempts[0], encoders), now);
     if (this.#onLearned) this.#share(request, chosen, this.#onLearned);
@@ -301,6 +301,13 @@ export class Scheduler {
     }
     if (this.#instanceId !== undefined) decision.decidedBy = this.#instanceId;
     return decision;
+  }
+
+  /** Whether the observer wants this decision's pick verdicts (it has `picked`, and samples this request). */
+  #judged(request: SchedulingRequest): boolean {
+    const observer = this.#timing?.observer;
+    if (observer?.picked === undefined) return false;
+    return observer.judges === undefined || observer.judges(request);
   }
 
   /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */

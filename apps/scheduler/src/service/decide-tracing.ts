@@ -10,17 +10,34 @@ export interface PluginTimeSink {
   picked?(verdicts: readonly PickVerdict[]): void;
 }
 
+/** Every how many decisions the pick verdicts are worked out and counted, unless told otherwise. */
+export const DEFAULT_PICK_QUALITY_EVERY = 16;
+
 /**
  * The scheduler's `SchedulingObserver`: plugin timings go to the metrics, as always; the phases of a request are
  * collected only when the handler asked for them (`collect`, called when the request's decide span records), so an
- * untraced or sampled-out request builds no phase records at all.
+ * untraced or sampled-out request builds no phase records at all. Pick verdicts (the pick-quality counters) are a
+ * sample: one decision in `pickQualityEvery` is judged, as the judgement copies every score column of its runs.
  */
 export class DecideObserver implements SchedulingObserver {
   readonly #metrics: PluginTimeSink;
+  readonly #every: number;
+  /** Decisions since the last judged one. */
+  #sinceJudged: number;
   #next: { readonly request: SchedulingRequest; readonly phases: SchedulingPhase[] } | undefined;
 
-  constructor(metrics: PluginTimeSink) {
+  constructor(metrics: PluginTimeSink, pickQualityEvery: number = DEFAULT_PICK_QUALITY_EVERY) {
     this.#metrics = metrics;
+    this.#every = Math.max(1, Math.floor(pickQualityEvery));
+    // The first decision is judged, so a fresh replica's counters show its profiles at once.
+    this.#sinceJudged = this.#every - 1;
+  }
+
+  judges(): boolean {
+    this.#sinceJudged++;
+    if (this.#sinceJudged < this.#every) return false;
+    this.#sinceJudged = 0;
+    return true;
   }
 
   pluginTime(plugin: string, kind: PluginKind, ms: number): void {

@@ -21,8 +21,16 @@ export interface PairPlanInput {
   readonly exclude: ReadonlySet<string> | undefined;
   readonly recorder: ExplanationRecorder | undefined;
   readonly timing: Timing | undefined;
-  /** When set, the decode pick and the first pair's prefill pick are judged and their verdicts pushed here. */
+  /**
+   * When set, the decode pick and the first pair's prefill pick are judged and their verdicts pushed here (only the
+   * chosen prefill group's run is judged, not every group the alternates touch).
+   */
   readonly verdicts?: PickVerdict[] | undefined;
+  /**
+   * Stage fallback: when no decode has a usable prefill, answer with the decode ranking alone (`prefillFellBack`),
+   * from the same decode run, instead of failing with SCHED_NO_PREFILL_PAIR.
+   */
+  readonly decodeOnlyFallback?: boolean | undefined;
 }
 
 export type PairPlan =
@@ -33,6 +41,8 @@ export type PairPlan =
       readonly prefill: Endpoint | undefined;
       /** Every prefill of the chosen decode's group is ejected (the stage has no healthy endpoint there). */
       readonly prefillsAllEjected: boolean;
+      /** No decode had a usable prefill and `decodeOnlyFallback` was set: the attempts are decode endpoints alone. */
+      readonly prefillFellBack: boolean;
     }
   | Extract<ProfileRun, { ok: false }>;
 
@@ -62,19 +72,23 @@ function pickFrom(
  */
 export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
-  const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing, judge: input.verdicts !== undefined };
-  const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, { what: 'decode', ...common });
+  const judging = input.verdicts !== undefined;
+  const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing };
+  const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, { what: 'decode', ...common, judge: judging });
   if (!decodes.ok) return decodes;
   const decodeAt = (i: number): IndexedEndpoint => decodes.candidates.endpoint(i);
   const decodePick = pickFrom(input, input.decodeProfile, decodes, input.topN, undefined, input.decodeSlot);
   let order = decodePick.order;
-  if (!input.withPrefill) {
+  /** The decode ranking alone: E→PD, or the stage fallback when no decode has a usable prefill. */
+  const decodeOnly = (prefillFellBack: boolean): PairPlan => {
     if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
-    decodes.trace?.chose(order.map((i) => decodeAt(i).key));
-    const attempts: Attempt[] = order.map((i) => ({ endpoint: decodeAt(i).ref }));
+    const topOrder = decodePick.order;
+    decodes.trace?.chose(topOrder.map((i) => decodeAt(i).key));
+    const attempts: Attempt[] = topOrder.map((i) => ({ endpoint: decodeAt(i).ref }));
     for (const d of decodes.lastResort) if (attempts.length < input.topN) attempts.push({ endpoint: d.ref });
-    return { ok: true, attempts, decode: decodeAt(order[0]), prefill: undefined, prefillsAllEjected: false };
-  }
+    return { ok: true, attempts, decode: decodeAt(topOrder[0]), prefill: undefined, prefillsAllEjected: false, prefillFellBack };
+  };
+  if (!input.withPrefill) return decodeOnly(false);
 
   // The ranked healthy prefills per group (up to topN), computed once per group this request touches; the
   // group's ejected prefills are kept apart, so the rotation of the first pass never hands one out while a
@@ -82,22 +96,27 @@ export function planPairs(input: PairPlanInput): PairPlan {
   const rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
   const ejectedPrefills = new Map<string, readonly IndexedEndpoint[]>();
   const allEjectedGroups = new Set<string>();
-  const prefillVerdicts = new Map<string, PickVerdict>();
+  // The first group with a usable prefill gives the first pair (the decision's prefill): only its pick is judged.
+  let prefillChosen = false;
+  let prefillVerdict: PickVerdict | undefined;
   const whyNot: string[] = [];
   const prefillsOf = (group: string | undefined): readonly IndexedEndpoint[] => {
     if (group === undefined) return NONE;
     const known = rankedPrefills.get(group);
     if (known !== undefined) return known;
+    const judge = judging && !prefillChosen;
     const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, {
       what: 'prefill',
       where: ` in PD group '${group}'`,
       group,
       ...common,
+      judge,
     });
     let ranked: readonly IndexedEndpoint[] = NONE;
     if (run.ok) {
-      const pick = pickFrom(input, input.prefillProfile, run, input.topN, group, input.prefillSlot);
-      if (pick.verdict) prefillVerdicts.set(group, pick.verdict);
+      const pick = pickFrom(input, input.prefillProfile, run, input.topN, group, judge ? input.prefillSlot : undefined);
+      prefillChosen = true;
+      if (pick.verdict) prefillVerdict = pick.verdict;
       const picked = pick.order.map((i) => run.candidates.endpoint(i));
       run.trace?.chose(picked.map((e) => e.key));
       ranked = picked;
@@ -161,12 +180,12 @@ export function planPairs(input: PairPlanInput): PairPlan {
     if (prefills.length > 0) add(d, prefills[0]);
   }
   if (!first) {
+    if (input.decodeOnlyFallback === true) return decodeOnly(true);
     const detail =
       whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
   if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
-  const prefillVerdict = first.prefill.group === undefined ? undefined : prefillVerdicts.get(first.prefill.group);
   if (prefillVerdict) input.verdicts?.push(prefillVerdict);
   const group = first.decode.group;
   return {
@@ -175,6 +194,7 @@ export function planPairs(input: PairPlanInput): PairPlan {
     decode: first.decode,
     prefill: first.prefill,
     prefillsAllEjected: group !== undefined && allEjectedGroups.has(group),
+    prefillFellBack: false,
   };
 }
 

@@ -3,7 +3,7 @@ import { loadSchedulerConfig } from '../config/load-config';
 import { createInTreeRegistry } from '../plugins/in-tree';
 import { Scheduler } from '../scheduler';
 import { InflightTracker } from '../state/inflight-tracker';
-import { buildIndex, keyOf, schedulingRequest, TEST_NOW } from '../testing';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW } from '../testing';
 import { ONLY_CANDIDATE, TIE_BREAK, type PickVerdict } from './pick-verdict';
 
 const IMAGE = { index: 0, key: 'u:cat', modality: 'image' as const };
@@ -76,5 +76,59 @@ describe('pick verdicts: which scorer decided, and affinity overruled by load', 
     const { scheduler, verdicts } = setup(['a']);
     scheduler.schedule(schedulingRequest({ id: 'o1', mediaItems: [IMAGE] }), TEST_NOW);
     expect(verdicts[0]?.[0]?.decider).toBe(ONLY_CANDIDATE);
+  });
+
+  it('judges only the decisions the observer samples, and every decision that asks for an explanation', () => {
+    const verdicts: PickVerdict[][] = [];
+    const asked: string[] = [];
+    const scheduler = new Scheduler({
+      index: buildIndex(['a', 'b'].map((pod) => ({ pod }))),
+      tracker: new InflightTracker(),
+      observer: {
+        pluginTime: () => undefined,
+        picked: (v) => verdicts.push([...v]),
+        judges: (request) => {
+          asked.push(request.id);
+          return request.id.startsWith('sampled');
+        },
+      },
+    });
+    ok(scheduler.schedule(schedulingRequest({ id: 'skipped-1' }), TEST_NOW));
+    expect(verdicts).toEqual([]);
+    ok(scheduler.schedule(schedulingRequest({ id: 'sampled-1' }), TEST_NOW));
+    expect(verdicts).toHaveLength(1);
+    expect(verdicts[0]?.[0]?.profile).toBe('aggregated');
+    // Not sampled, but explained: the explanation still says who decided; the metrics see no extra verdict.
+    const explained = ok(scheduler.schedule(schedulingRequest({ id: 'skipped-2', explain: true }), TEST_NOW));
+    expect(explained.explanation?.profiles[0]?.decider).toHaveLength(1);
+    expect(verdicts).toHaveLength(1);
+    expect(asked).toEqual(['skipped-1', 'sampled-1', 'skipped-2']);
+  });
+
+  it('pd: judges the decode pick and the prefill pick of the chosen group, not the other groups the alternates use', () => {
+    const verdicts: PickVerdict[][] = [];
+    const scheduler = new Scheduler({
+      index: buildIndex(
+        [
+          { pod: 'd1', role: 'decode', group: 'g1', running: 0 },
+          { pod: 'd2', role: 'decode', group: 'g2', running: 3 },
+          { pod: 'p1', role: 'prefill', group: 'g1' },
+          { pod: 'p2', role: 'prefill', group: 'g2' },
+        ],
+        [modelServerRecord({ mode: 'pd' })],
+      ),
+      tracker: new InflightTracker(),
+      observer: { pluginTime: () => undefined, picked: (v) => verdicts.push([...v]) },
+    });
+    const d = ok(scheduler.schedule(schedulingRequest({ id: 'pd-1', explain: true }), TEST_NOW));
+    const chosenGroup = d.attempts[0]?.prefill?.key === keyOf('p1') ? 'g1' : 'g2';
+    // Both groups were ranked (the alternates pair with the other group's prefill)...
+    expect(d.attempts.map((a) => a.prefill?.key).sort()).toEqual([keyOf('p1'), keyOf('p2')]);
+    const prefillRuns = d.explanation?.profiles.filter((p) => p.profile === 'prefill') ?? [];
+    expect(prefillRuns.map((p) => p.group).sort()).toEqual(['g1', 'g2']);
+    // ...but only the chosen group's pick was judged.
+    expect(prefillRuns.filter((p) => p.decider !== undefined).map((p) => p.group)).toEqual([chosenGroup]);
+    expect(verdicts).toHaveLength(1);
+    expect(verdicts[0]?.map((v) => v.profile)).toEqual(['decode', 'prefill']);
   });
 });

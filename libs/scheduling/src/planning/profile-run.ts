@@ -52,10 +52,15 @@ export interface SchedulingObserver {
    */
   phasesFor?(request: SchedulingRequest): SchedulingPhaseSink | undefined;
   /**
-   * Receives, for each decision, why each profile's first choice won (quality metrics). Setting it makes every
-   * profile run keep its scorers' scores for the judgement (one copy of each score column).
+   * Receives, for each judged decision, why each profile's first choice won (quality metrics). A judged decision's
+   * profile runs keep their scorers' scores for the judgement (one copy of each score column).
    */
   picked?(verdicts: readonly PickVerdict[]): void;
+  /**
+   * Asked once per request when `picked` is set: whether to judge this decision (a sample keeps the judgement off
+   * most decisions). Without this method every decision is judged.
+   */
+  judges?(request: SchedulingRequest): boolean;
 }
 
 /**

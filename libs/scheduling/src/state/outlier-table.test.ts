@@ -236,6 +236,28 @@ describe('Scheduler: a stage with no usable endpoint falls back to the shortcut 
     expect(decide(none).disaggregation?.fallback).toEqual([{ stage: 'prefill', reason: 'none_ready' }]);
   });
 
+  it('the prefill fallback answers from the decode ranking already made: the decode profile runs once', () => {
+    const none = new Scheduler({ index: pd('vLLM', 'nixl', false), tracker: new InflightTracker(), outliers: new OutlierTable() });
+    const d = decide(none, { explain: true });
+    expect(d.disaggregation?.fallback).toEqual([{ stage: 'prefill', reason: 'none_ready' }]);
+    expect(d.attempts).toEqual([{ endpoint: expect.objectContaining({ key: keyOf('d1') }) }]);
+    const decodeRuns = d.explanation?.profiles.filter((p) => p.profile === 'decode') ?? [];
+    expect(decodeRuns).toHaveLength(1);
+    expect(decodeRuns[0]?.endpoints[0]?.key).toBe(keyOf('d1'));
+    expect(decodeRuns[0]?.decider).toHaveLength(1);
+  });
+
+  it('a ModelServer update that changes its KV connector changes the shortcut at once (worked out per spec object)', () => {
+    const index = pd('vLLM', 'nixl', false);
+    const s = new Scheduler({ index, tracker: new InflightTracker(), outliers: new OutlierTable() });
+    expect(decide(s).disaggregation?.fallback).toEqual([{ stage: 'prefill', reason: 'none_ready' }]);
+    const base = modelServerRecord({ mode: 'pd' });
+    index.applyModelServer({ op: 'PUT', value: { ...base, spec: { ...base.spec, kvConnector: { type: 'http' } } } });
+    const err = s.schedule(schedulingRequest(), TEST_NOW);
+    expect(err.ok).toBe(false);
+    if (!err.ok) expect(err.message).toMatch(/no fallback: KV connector 'http'/);
+  });
+
   it('a healthy prefill keeps the normal path (no fallback)', () => {
     const s = new Scheduler({
       index: pd('vLLM', 'nixl', true),
