@@ -8,7 +8,7 @@ import type {
   SchedulingRequest,
   StageFallback,
 } from '@triad/bus';
-import { outlierPolicyOf, shortcutsOf, type ModelServerSpec, type Shortcuts } from '@triad/crd';
+import { outlierPolicyOf, shortcutsOf, type ModelServerSpec, type PipelineMode, type Shortcuts } from '@triad/crd';
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
 import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
@@ -69,18 +69,42 @@ const DECODE_RESERVATION_MS = 30_000;
  */
 const LEG_RESERVATION_MS = 2_000;
 
-const ejectionPolicies = new WeakMap<ModelServerSpec, EjectionPolicy | null>();
+/** What a decision derives from a ModelServer's spec alone, worked out once per spec object (a record update brings a new one). */
+interface SpecPolicies {
+  /** The ejection ceiling and panic threshold (null when outlier detection is off). */
+  ejection: EjectionPolicy | null;
+  /** The stage shortcuts for `shortcutsMode` (a pd/epd record's mode; computed on its first disaggregated decision). */
+  shortcuts: Shortcuts | undefined;
+  shortcutsMode: PipelineMode | undefined;
+}
 
-/** The ejection ceiling and panic threshold of a ModelServer (null when outlier detection is off), once per spec object. */
-function ejectionPolicyOf(spec: ModelServerSpec): EjectionPolicy | null {
-  let policy = ejectionPolicies.get(spec);
-  if (policy === undefined) {
+const specPolicies = new WeakMap<ModelServerSpec, SpecPolicies>();
+
+function policiesOf(spec: ModelServerSpec): SpecPolicies {
+  let policies = specPolicies.get(spec);
+  if (policies === undefined) {
     const o = outlierPolicyOf(spec);
-    policy =
+    const ejection =
       o.consecutiveErrors === 0 ? null : { maxEjectionPercent: o.maxEjectionPercent, panicThresholdPercent: o.panicThresholdPercent };
-    ejectionPolicies.set(spec, policy);
+    policies = { ejection, shortcuts: undefined, shortcutsMode: undefined };
+    specPolicies.set(spec, policies);
   }
-  return policy;
+  return policies;
+}
+
+/** The ejection ceiling and panic threshold of a ModelServer (null when outlier detection is off). */
+function ejectionPolicyOf(spec: ModelServerSpec): EjectionPolicy | null {
+  return policiesOf(spec).ejection;
+}
+
+/** The stage shortcuts of a ModelServer in `mode` (`shortcutsOf`, which builds a reason string, once per spec and mode). */
+function cachedShortcutsOf(spec: ModelServerSpec, mode: PipelineMode): Shortcuts {
+  const policies = policiesOf(spec);
+  if (policies.shortcuts === undefined || policies.shortcutsMode !== mode) {
+    policies.shortcuts = shortcutsOf(spec, mode);
+    policies.shortcutsMode = mode;
+  }
+  return policies.shortcuts;
 }
 
 /** `encodesMedia: false`: the endpoint will not encode the request's media (a decode pod behind a prefill pod). */
@@ -200,7 +224,7 @@ export class Scheduler {
       chosen.push({ profile: cfg.profiles.aggregated, endpoint: plan.chosen });
     } else {
       const spec = pool.record.spec;
-      const shortcuts = shortcutsOf(spec, mode);
+      const shortcuts = cachedShortcutsOf(spec, mode);
       const fallbackOn = cfg.config.disaggregation.stageFallback;
       const canSkipPrefill = fallbackOn && shortcuts.skipPrefill;
       const canEncodeLocally = fallbackOn && shortcuts.localEncode;
