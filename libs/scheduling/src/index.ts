@@ -73,5 +73,5 @@ export { ReplicaConfig } from './replica/replica-config';
 export type { ActiveConfig, ConfigOrigin, ConfigReloadResult, ConfigLog } from './replica/replica-config';
 export { OutlierTable, ejectionOf } from './state/outlier-table';
 export type { Ejection, EjectionPolicy } from './state/outlier-table';
-export type { OutlierChange } from './state/outlier-table';
+export type { OutlierChange, OutlierListener } from './state/outlier-table';
 export { OUTLIER_EJECTION } from './planning/profile-run';

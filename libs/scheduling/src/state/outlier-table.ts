@@ -13,6 +13,16 @@ export class OutlierTable {
   /** `endpoint` → stage → record. */
   readonly #byEndpoint = new Map<string, Map<Stage, OutlierRecord>>();
   readonly #keys = new Map<string, { endpoint: string; stage: Stage }>();
+  readonly #listeners = new Set<OutlierListener>();
+
+  /**
+   * Calls `listener` after each change with the endpoint, stage and its record now (undefined once deleted), so a
+   * reader of the ejected few (the gateway's active prober) need not scan every record. Returns the unsubscribe.
+   */
+  onChange(listener: OutlierListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
 
   apply(change: OutlierChange): void {
     const before = this.#keys.get(change.key);
@@ -22,7 +32,10 @@ export class OutlierTable {
       if (stages?.size === 0) this.#byEndpoint.delete(before.endpoint);
       this.#keys.delete(change.key);
     }
-    if (change.op === 'DEL') return;
+    if (change.op === 'DEL') {
+      if (before !== undefined) for (const l of this.#listeners) l(before.endpoint, before.stage, undefined);
+      return;
+    }
     const r = change.value;
     let stages = this.#byEndpoint.get(r.endpoint);
     if (stages === undefined) {
@@ -31,6 +44,9 @@ export class OutlierTable {
     }
     stages.set(r.stage, r);
     this.#keys.set(change.key, { endpoint: r.endpoint, stage: r.stage });
+    if (before !== undefined && (before.endpoint !== r.endpoint || before.stage !== r.stage))
+      for (const l of this.#listeners) l(before.endpoint, before.stage, undefined);
+    for (const l of this.#listeners) l(r.endpoint, r.stage, r);
   }
 
   /** Whether any endpoint has a record at all (the scheduler skips the ejection step when none has). */
@@ -55,6 +71,9 @@ export class OutlierTable {
     return all.values();
   }
 }
+
+/** Told each change of an outlier table: the endpoint and stage, and the record now (undefined once deleted). */
+export type OutlierListener = (endpoint: string, stage: Stage, record: OutlierRecord | undefined) => void;
 
 /** The ModelServer's outlier settings one stage's candidate step applies. */
 export interface EjectionPolicy {
