@@ -187,7 +187,8 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       return;
     }
     this.#socketUse = undefined;
-    expectSocket(this);
+    // The slot is set before undici starts the request (the pools call `connected` first).
+    if (this.#slot !== undefined) expectSocket(this, this.#slot.origin);
   }
 
   socketAssigned(use: SocketUse): void {

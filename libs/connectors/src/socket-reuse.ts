@@ -33,24 +33,38 @@ export interface SocketUseListener {
   socketAssigned(use: SocketUse): void;
 }
 
-/** Requests written on each socket so far. */
-const written = new WeakMap<Socket, number>();
-/** When the last request on each socket settled (performance.now()). */
+/**
+ * When the last request on each socket settled (performance.now()). A socket with an entry carried a request
+ * before: that is all `reused` means (one request at a time per socket, no pipelining).
+ */
 const idleSince = new WeakMap<Socket, number>();
-/** The handler whose request undici is writing right now (set in its `onRequestStart`). */
+/** The handler whose request undici is writing right now (set in its `onRequestStart`), and that request's origin. */
 let writing: SocketUseListener | undefined;
+let writingOrigin = '';
 let subscribed = false;
 
+interface SendHeadersMessage {
+  readonly request?: { readonly origin?: unknown };
+  readonly socket?: Socket;
+}
+
+/**
+ * Every undici request of the process publishes here (the telemetry exporter's, the prober's `fetch`, ...): only
+ * the one a leg announced, to that leg's origin, is looked at.
+ */
 function onSendHeaders(message: unknown): void {
-  const socket = (message as { socket?: Socket }).socket;
-  if (socket === undefined) return;
-  const count = (written.get(socket) ?? 0) + 1;
-  written.set(socket, count);
   const listener = writing;
+  if (listener === undefined) return;
+  const { request, socket } = message as SendHeadersMessage;
+  if (socket === undefined || request?.origin !== writingOrigin) return;
   writing = undefined;
   const since = idleSince.get(socket);
-  const idleMs = since === undefined ? 0 : performance.now() - since;
-  listener?.socketAssigned({ socket, reused: count > 1, bytesReadAtStart: socket.bytesRead, idleMs });
+  listener.socketAssigned({
+    socket,
+    reused: since !== undefined,
+    bytesReadAtStart: socket.bytesRead,
+    idleMs: since === undefined ? 0 : performance.now() - since,
+  });
 }
 
 /** The request written on `socket` settled: the socket is idle from now until its next request. */
@@ -59,16 +73,18 @@ export function socketFreed(socket: Socket): void {
 }
 
 /**
- * Called from a handler's `onRequestStart`: undici writes that request's head next, in the same synchronous call,
- * and the listener is told the socket. (A request aborted in between publishes nothing; the next handler's call
- * replaces the stale one.)
+ * Called from a handler's `onRequestStart` with its request's origin (`URL.origin` form, as undici's request
+ * carries it): undici writes that request's head next, in the same synchronous call, and the listener is told the
+ * socket. (A request aborted in between publishes nothing; the next handler's call replaces the stale one, and a
+ * request to another origin is never taken for it.)
  */
-export function expectSocket(listener: SocketUseListener): void {
+export function expectSocket(listener: SocketUseListener, origin: string): void {
   if (!subscribed) {
     subscribed = true;
     subscribe('undici:client:sendHeaders', onSendHeaders);
   }
   writing = listener;
+  writingOrigin = origin;
 }
 
 /** ECONNRESET, EPIPE or undici's "other side closed": how a request written on a socket the server closed fails. */

@@ -57,6 +57,8 @@ export interface EndpointSlot {
   readonly limit: number;
   /** Requests waiting for a connection to this endpoint right now. */
   readonly waiting: number;
+  /** The origin undici's requests to this endpoint carry (`scheme://host[:port]`, as `URL.origin` spells it). */
+  readonly origin: string;
   /**
    * Sends the request again, once, on a new connection of its own (it keeps its place under the limit): its kept-alive
    * socket was closed by the engine as it was written, before any byte came back.
@@ -72,6 +74,7 @@ export interface EndpointSlot {
 class EndpointPool implements EndpointSlot {
   readonly pool: Pool;
   readonly limit: number;
+  readonly origin: string;
   running = 0;
   /** Waiting requests in arrival order (a Set: O(1) withdrawal, insertion-ordered iteration). */
   readonly #queue = new Set<UpstreamRequest>();
@@ -89,6 +92,7 @@ class EndpointPool implements EndpointSlot {
   ) {
     this.pool = new Pool(origin, options);
     this.#origin = origin;
+    this.origin = new URL(origin).origin;
     this.#clientOptions = options;
     this.limit = limit;
     this.#onWaiting = onWaiting;
