@@ -211,7 +211,7 @@ class StageLoop implements LegRunner, LegOwner {
       if (!nextAttempt) throw err;
       return 'next';
     }
-    const step = resume.broke(nextAttempt, performance.now());
+    const step = resume.broke(nextAttempt);
     if (step.kind === 'refuse') {
       this.#ctx.result.resumeRefused = step.reason;
       throw err;

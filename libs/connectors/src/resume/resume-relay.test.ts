@@ -135,7 +135,7 @@ describe('StreamResume', () => {
     resume
       .relay()
       .push(Buffer.from(chunk('a', { role: 'assistant', content: '' }, usage(5, 0)) + chunk('a', { content: ' x' }, usage(5, 1))));
-    expect(resume.broke(true, 0)).toEqual({ kind: 'resume' });
+    expect(resume.broke(true)).toEqual({ kind: 'resume' });
     expect(resume.continuationSilent).toBe(true);
     const next = resume.legBody(body);
     expect(next['messages']).toEqual([...body.messages, { role: 'assistant', content: ' x' }]);
@@ -143,7 +143,7 @@ describe('StreamResume', () => {
     resume.relay().push(Buffer.from(chunk('b', { content: ' y' }, usage(7, 1))));
     expect(resume.continuationSilent).toBe(false);
     // A second break: maxResumes is 1.
-    expect(resume.broke(true, 0)).toEqual({ kind: 'refuse', reason: 'max_resumes' });
+    expect(resume.broke(true)).toEqual({ kind: 'refuse', reason: 'max_resumes' });
     expect(resume.outcome).toBe('failed');
   });
 
@@ -151,10 +151,10 @@ describe('StreamResume', () => {
     const body = { model: 'm', messages: [], stream: true };
     const many = StreamResume.of(ctxOf(body)) as StreamResume;
     many.relay().push(Buffer.from(chunk('a', { content: ' a b c d' }, usage(5, 4))));
-    expect(many.broke(true, 0)).toEqual({ kind: 'refuse', reason: 'max_tokens' });
+    expect(many.broke(true)).toEqual({ kind: 'refuse', reason: 'max_tokens' });
     const last = StreamResume.of(ctxOf(body)) as StreamResume;
     last.relay().push(Buffer.from(chunk('a', { content: ' a' }, usage(5, 1))));
-    expect(last.broke(false, 0)).toEqual({ kind: 'refuse', reason: 'no_alternate' });
+    expect(last.broke(false)).toEqual({ kind: 'refuse', reason: 'no_alternate' });
     expect(last.outcome).toBe('refused');
   });
 });

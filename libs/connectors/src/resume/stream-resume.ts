@@ -1,6 +1,5 @@
 import type { StreamResumePolicy } from '@triad/crd';
 import type { ProxyRequest } from '@triad/request';
-import { clientWantsUsage } from '../request-bodies';
 import type { StreamRelay } from '../types';
 import { resumeRefusal } from './eligibility';
 import { ResumeRelay } from './resume-relay';
@@ -29,10 +28,7 @@ export class StreamResume {
   readonly #refusal: string | undefined;
   /** The client's token limit (`max_completion_tokens`, else `max_tokens`), if it set one. */
   readonly #limit: number | undefined;
-  /** The decision's attempt the continuation runs on. */
   #outcome: StreamResumeOutcome | undefined;
-  /** When the break was seen (`performance.now()`), for the resume's extra latency. */
-  brokeAt = 0;
 
   private constructor(policy: StreamResumePolicy, ctx: ProxyRequest, refusal: string | undefined) {
     const server = ctx.routing.server;
@@ -40,7 +36,8 @@ export class StreamResume {
     const body = ctx.body;
     const options = body['stream_options'] as { continuous_usage_stats?: unknown } | null | undefined;
     const continuous = options !== null && typeof options === 'object' && options.continuous_usage_stats === true;
-    const wantsUsage = clientWantsUsage(body, engine);
+    // Worked out once per request by the planner (the leg relays read the state's copy on every chunk).
+    const wantsUsage = ctx.proxy.clientWantsUsage;
     this.#policy = policy;
     this.#refusal = refusal;
     const limit = body['max_completion_tokens'] ?? body['max_tokens'];
@@ -106,9 +103,8 @@ export class StreamResume {
    * The final leg broke after bytes reached the client. `nextAttempt` says whether the decision has another attempt.
    * Resume when the policy and the answer allow it; complete the stream when the answer had already ended.
    */
-  broke(nextAttempt: boolean, now: number): ResumeStep {
+  broke(nextAttempt: boolean): ResumeStep {
     const state = this.#state;
-    this.brokeAt = now;
     let reason: ResumeRefusal | undefined;
     if (this.#refusal !== undefined) reason = 'not_eligible';
     else if (state.unresumable !== undefined) reason = state.unresumable;
