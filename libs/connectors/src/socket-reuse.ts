@@ -49,8 +49,8 @@ interface SendHeadersMessage {
 }
 
 /**
- * Every undici request of the process publishes here (the telemetry exporter's, the prober's `fetch`, ...): only
- * the one a leg announced, to that leg's origin, is looked at.
+ * Every undici request of the process publishes here (the engine tokenizer's and the outlier prober's `fetch`
+ * too): only the one a leg announced, to that leg's origin, is looked at.
  */
 function onSendHeaders(message: unknown): void {
   const listener = writing;
