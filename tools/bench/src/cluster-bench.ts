@@ -261,7 +261,9 @@ async function main(): Promise<void> {
         `often each affinity scorer was overruled by its load bound, as shares of the picks; and the decisions the ` +
         `gateway made locally instead (triad_gateway_local_decisions_total by reason: timeout = over the schedule budget).\n`,
     );
-    console.log(markdownTable(['cell', 'profile', 'picks', 'decided by', 'affinity overruled by load', 'gateway local decisions'], pickRows));
+    console.log(
+      markdownTable(['cell', 'profile', 'picks', 'decided by', 'affinity overruled by load', 'gateway local decisions'], pickRows),
+    );
   }
   const stepMs = 2 * timeScale;
   const busy = results.filter((c) => c.hostBusy > 0.9 || c.engineHostLagP99Ms > stepMs / 2);

@@ -164,11 +164,14 @@ export class OutlierProber {
     this.#disarm();
     if (next === Number.POSITIVE_INFINITY || this.#unsubscribe === undefined) return;
     this.#timerAt = next;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#timerAt = Number.POSITIVE_INFINITY;
-      this.tick();
-    }, Math.max(0, next - this.#now()));
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#timerAt = Number.POSITIVE_INFINITY;
+        this.tick();
+      },
+      Math.max(0, next - this.#now()),
+    );
     this.#timer.unref();
   }
 
