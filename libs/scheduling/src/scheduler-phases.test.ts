@@ -5,7 +5,8 @@ import type { SchedulingObserver, SchedulingPhase } from './planning/profile-run
 import { Scheduler } from './scheduler';
 import type { EndpointIndex } from './state/endpoint-index';
 import { InflightTracker } from './state/inflight-tracker';
-import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW } from './testing';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest } from './testing';
+import { TEST_NOW } from './testing/clock';
 
 /** A clock that advances by one per reading, so every reading is distinct and the count of readings is known. */
 function tickingClock(): { clock: () => number; readings: () => number } {

@@ -6,7 +6,8 @@ import { createInTreeRegistry } from './plugins/in-tree';
 import { Scheduler } from './scheduler';
 import type { EndpointIndex } from './state/endpoint-index';
 import { InflightTracker } from './state/inflight-tracker';
-import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW, type EndpointSpec } from './testing';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest, type EndpointSpec } from './testing';
+import { TEST_NOW } from './testing/clock';
 
 /** A scorer returning fixed values by pod name, out-of-range ones included (to test clamping). */
 const fixedScorer = definePlugin({

@@ -31,7 +31,7 @@ import type { InflightTracker, ReservedLeg } from './state/inflight-tracker';
 import type { ModelServerPool } from './state/model-server-pool';
 import type { EjectionPolicy, OutlierTable } from './state/outlier-table';
 
-export interface SchedulerOptions {
+interface SchedulerOptions {
   readonly index: EndpointIndex;
   readonly tracker: InflightTracker;
   /** A loaded config; defaults to `defaultSchedulerConfig()` loaded with `registry`. */

@@ -47,7 +47,7 @@ export interface LoadedSchedulerConfig {
 
 export type ConfigLoadResult = { ok: true; loaded: LoadedSchedulerConfig } | { ok: false; reasons: string[] };
 
-export interface LoadConfigOptions {
+interface LoadConfigOptions {
   readonly registry: PluginRegistry;
   /** The running config: plugin instances with the same name, type and args are kept (with their state). */
   readonly previous?: LoadedSchedulerConfig;

@@ -1,7 +1,7 @@
 import { xxh64 } from '@node-rs/xxhash';
 
 /** Where a media item's content comes from, as the gateway sees it in the request part. */
-export interface MediaSource {
+interface MediaSource {
   /** Caller-supplied stable id of the content (vLLM's multimodal `uuid`); wins over everything else. */
   readonly uuid?: string | null;
   /** `image_url.url` / `audio_url.url` / `video_url.url`: an http(s) URL or a `data:` URL. */

@@ -1,5 +1,6 @@
 import { InflightTracker } from '../state/inflight-tracker';
-import { buildIndex, endpointRecord, keyOf, TEST_NOW } from '../testing';
+import { buildIndex, endpointRecord, keyOf } from '../testing';
+import { TEST_NOW } from '../testing/clock';
 import { CandidateSet } from './candidate-set';
 
 const pods = ['a', 'b', 'c', 'd', 'e'];

@@ -4,7 +4,8 @@ import type { EncoderCacheScorer } from '../plugins/encoder-cache/encoder-cache'
 import { createInTreeRegistry } from '../plugins/in-tree';
 import { Scheduler } from '../scheduler';
 import { InflightTracker } from '../state/inflight-tracker';
-import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW, type EndpointSpec } from '../testing';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest, type EndpointSpec } from '../testing';
+import { TEST_NOW } from '../testing/clock';
 
 const pods: EndpointSpec[] = [
   { pod: 'd1', role: 'decode', group: 'g1' },

@@ -3,7 +3,8 @@ import { loadSchedulerConfig } from '../config/load-config';
 import { createInTreeRegistry } from '../plugins/in-tree';
 import { Scheduler } from '../scheduler';
 import { InflightTracker } from '../state/inflight-tracker';
-import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW } from '../testing';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest } from '../testing';
+import { TEST_NOW } from '../testing/clock';
 import { ONLY_CANDIDATE, TIE_BREAK, type PickVerdict } from './pick-verdict';
 
 const IMAGE = { index: 0, key: 'u:cat', modality: 'image' as const };

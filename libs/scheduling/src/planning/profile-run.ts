@@ -159,7 +159,7 @@ export interface RunOptions {
 }
 
 /** The name ejected endpoints carry as `filteredBy` in explanations and phases. */
-export const OUTLIER_EJECTION = 'outlier-ejection';
+const OUTLIER_EJECTION = 'outlier-ejection';
 
 const NO_ENDPOINTS: readonly IndexedEndpoint[] = [];
 

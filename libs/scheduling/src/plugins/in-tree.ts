@@ -18,7 +18,7 @@ import { sessionAffinityPlugin } from './session-affinity/session-affinity';
 import { staleMetricsPlugin } from './stale-metrics/stale-metrics';
 
 /** State some in-tree plugins read, fed by the process that owns the registry. */
-export interface InTreePluginState {
+interface InTreePluginState {
   /** Engines' KV blocks (from the indexer's NATS feed) for `precise-prefix-cache`; empty when not given. */
   readonly kvIndex?: KvBlockIndex;
   /** Where `precise-prefix-cache` reports how many of a request's block keys the engines hold. */

@@ -5,7 +5,7 @@ import type { PluginRegistry } from '../framework/registry';
 import type { Scheduler } from '../scheduler';
 
 /** Where the running config came from. */
-export type ConfigOrigin = 'kv' | 'file' | 'default';
+type ConfigOrigin = 'kv' | 'file' | 'default';
 
 /** Which config is running, for tests, logs and debugging. */
 export interface ActiveConfig {
@@ -16,10 +16,10 @@ export interface ActiveConfig {
 }
 
 /** What a reload of one source did (the scheduler's `triad_scheduler_config_reloads_total`). */
-export type ConfigReloadResult = 'applied' | 'unchanged' | 'rejected';
+type ConfigReloadResult = 'applied' | 'unchanged' | 'rejected';
 
 /** The log lines a config switch writes (a pino logger fits). */
-export interface ConfigLog {
+interface ConfigLog {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
   error(fields: object, message: string): void;

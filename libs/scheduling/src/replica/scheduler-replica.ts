@@ -10,7 +10,7 @@ import { KvBlockIndex } from '../state/kv-block-index';
 import { OutlierTable } from '../state/outlier-table';
 import { ReplicaConfig, type ActiveConfig, type ReplicaConfigOptions } from './replica-config';
 
-export interface SchedulerReplicaOptions {
+interface SchedulerReplicaOptions {
   /** Written into `Decision.decidedBy`. */
   readonly instanceId?: string | undefined;
   /** Plugin types; defaults to the in-tree ones over `kvIndex` (and the replica's key agreement). */

@@ -37,7 +37,7 @@ interface GatewayView {
 }
 
 /** Counters about the dispatch feed itself, for metrics. */
-export interface InflightStats {
+interface InflightStats {
   gateways: number;
   /** Batches whose seq skipped ahead (events lost; the next snapshot heals the counts). */
   gaps: number;

@@ -8,14 +8,14 @@ interface Pending {
   readonly due: number;
 }
 
-export interface KeyAgreementCounts {
+interface KeyAgreementCounts {
   /** Block keys the gateway computed for this ModelServer's requests (settled ones). */
   computed: number;
   /** Of those, keys some engine reported holding, before or shortly after the request. */
   matched: number;
 }
 
-export interface KeyAgreementOptions {
+interface KeyAgreementOptions {
   /** How long after a decision the engines have to report the request's blocks. Default 5 000 ms. */
   readonly settleMs?: number;
   /** Requests waiting to settle; past it the oldest settle early. Default 20 000. */

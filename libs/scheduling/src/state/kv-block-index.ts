@@ -12,7 +12,7 @@ interface Source {
   groups: readonly KvGroup[] | undefined;
 }
 
-export interface KvBlockIndexOptions {
+interface KvBlockIndexOptions {
   /**
    * Most (source, block) entries held in total. Past it, the source holding the most blocks loses its least
    * recently stored ones, so memory stays bounded even when an engine's removals are lost. Default 4 000 000.
@@ -20,7 +20,7 @@ export interface KvBlockIndexOptions {
   readonly maxEntries?: number;
 }
 
-export interface KvBlockIndexStats {
+interface KvBlockIndexStats {
   readonly sources: number;
   readonly liveSources: number;
   readonly blocks: number;

@@ -1,7 +1,8 @@
 import type { Decision, DecisionOrError, OutlierRecord, SchedulingRequestInput, Stage } from '@triad/bus';
 import { outlierKey } from '@triad/bus';
 import { Scheduler } from '../scheduler';
-import { buildIndex, keyOf, modelServerRecord, schedulingRequest, TEST_NOW } from '../testing';
+import { buildIndex, keyOf, modelServerRecord, schedulingRequest } from '../testing';
+import { TEST_NOW } from '../testing/clock';
 import { InflightTracker } from './inflight-tracker';
 import { OutlierTable, ejectionOf } from './outlier-table';
 

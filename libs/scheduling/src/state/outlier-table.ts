@@ -1,7 +1,7 @@
 import type { OutlierRecord, Stage } from '@triad/bus';
 
 /** A change of the outliers bucket, as the KV watch delivers it (structurally `KvChange<OutlierRecord>`). */
-export type OutlierChange =
+type OutlierChange =
   { readonly op: 'PUT'; readonly key: string; readonly value: OutlierRecord } | { readonly op: 'DEL'; readonly key: string };
 
 /**
@@ -73,7 +73,7 @@ export class OutlierTable {
 }
 
 /** Told each change of an outlier table: the endpoint and stage, and the record now (undefined once deleted). */
-export type OutlierListener = (endpoint: string, stage: Stage, record: OutlierRecord | undefined) => void;
+type OutlierListener = (endpoint: string, stage: Stage, record: OutlierRecord | undefined) => void;
 
 /** The ModelServer's outlier settings one stage's candidate step applies. */
 export interface EjectionPolicy {
@@ -82,7 +82,7 @@ export interface EjectionPolicy {
 }
 
 /** What outlier state does to one stage's candidate set. */
-export interface Ejection {
+interface Ejection {
   /** Positions to leave out of the ranking, least recently failed (earliest ejection) first. */
   readonly drop: readonly number[];
   /** Every candidate is ejected: the stage has no healthy endpoint. */

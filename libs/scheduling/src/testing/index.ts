@@ -16,9 +16,7 @@ import { CandidateSet } from '../planning/candidate-set';
 import { Cycle } from '../planning/cycle';
 import { EndpointIndex } from '../state/endpoint-index';
 import { InflightTracker } from '../state/inflight-tracker';
-
-/** A fixed clock for tests: metrics are scraped at `TEST_NOW - 500`. */
-export const TEST_NOW = 1_700_000_000_000;
+import { TEST_NOW } from './clock';
 
 export interface EndpointSpec {
   readonly pod: string;

@@ -1,6 +1,7 @@
 import type { MediaItem } from '@triad/bus';
 import { InflightTracker } from '../../state/inflight-tracker';
-import { buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import { buildIndex, candidatesOf, keyOf, pluginContext } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import type { Candidates } from '../../framework/candidates';
 import { EncoderAffinityPicker } from './encoder-affinity';
 

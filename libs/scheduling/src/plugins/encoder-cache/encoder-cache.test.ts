@@ -1,5 +1,6 @@
 import { InflightTracker } from '../../state/inflight-tracker';
-import { applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, schedulingRequest, TEST_NOW } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, schedulingRequest } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import { EncoderCacheScorer } from './encoder-cache';
 
 const pods = ['a', 'b', 'c', 'd'];

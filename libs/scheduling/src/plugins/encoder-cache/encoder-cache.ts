@@ -15,7 +15,7 @@ import { combine32, hashString32 } from '../../hashing/fast-hash';
 import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_LOAD_FLOOR, withinLoadBound } from '../bounded-load';
 
-export const ENCODER_CACHE = 'encoder-cache';
+const ENCODER_CACHE = 'encoder-cache';
 
 export const EncoderCacheParamsSchema = z
   .object({

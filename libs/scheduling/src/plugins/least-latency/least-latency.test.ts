@@ -10,9 +10,9 @@ import {
   keyOf,
   pluginContext,
   schedulingRequest,
-  TEST_NOW,
   type EndpointSpec,
 } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import { LeastLatencyScorer } from './least-latency';
 
 const pods: EndpointSpec[] = [

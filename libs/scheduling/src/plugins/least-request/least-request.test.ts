@@ -1,5 +1,6 @@
 import { InflightTracker } from '../../state/inflight-tracker';
-import { applyFilter, applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import { applyFilter, applyScorer, buildIndex, candidatesOf, endpointRecord, keyOf, pluginContext } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import { LeastRequestPlugin } from './least-request';
 
 function setup(pods: { pod: string; inflight: number; running: number; waiting?: number }[]) {

@@ -1,6 +1,7 @@
 import type { DispatchEvent } from '@triad/bus';
 import { InflightTracker } from '../../state/inflight-tracker';
-import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, TEST_NOW } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import { ObservedLatencyScorer } from './observed-latency';
 
 const finish = (pod: string, at: number, ttftMs: number, tpotMs?: number): DispatchEvent => ({

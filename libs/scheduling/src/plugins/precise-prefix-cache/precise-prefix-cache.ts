@@ -16,10 +16,10 @@ import { PrefixCacheParamsSchema, PrefixCacheScorer } from '../prefix-cache/pref
 
 export const PRECISE_PREFIX_CACHE = 'precise-prefix-cache';
 /** Kthena's name for its engine-event scorer; accepted as an alias with its arguments. */
-export const KVCACHE_AWARE = 'kvcache-aware';
+const KVCACHE_AWARE = 'kvcache-aware';
 
 /** vLLM `--prefix-caching-hash-algo` values the gateway can reproduce. */
-export const KvHashAlgoSchema = z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']);
+const KvHashAlgoSchema = z.enum(['sha256', 'sha256_cbor', 'xxhash', 'xxhash_cbor']);
 
 /**
  * Where the gateway gets a request's token ids: `local` (the tokenizer files at `path`), `engine` (the engine's own

@@ -15,7 +15,7 @@ import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_PREFIX_BLOCK_SIZE, DEFAULT_PREFIX_MAX_BLOCKS } from '../../hashing/prefix-hashes';
 import { PrefixStore } from './prefix-store';
 
-export const PREFIX_CACHE = 'prefix-cache';
+const PREFIX_CACHE = 'prefix-cache';
 
 export const PrefixCacheParamsSchema = z
   .object({

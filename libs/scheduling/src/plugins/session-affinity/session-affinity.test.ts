@@ -1,5 +1,6 @@
 import { InflightTracker } from '../../state/inflight-tracker';
-import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, schedulingRequest, TEST_NOW } from '../../testing';
+import { applyScorer, buildIndex, candidatesOf, keyOf, pluginContext, schedulingRequest } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import { SessionAffinityScorer } from './session-affinity';
 
 const pods = ['a', 'b', 'c'];

@@ -13,7 +13,7 @@ import type { Candidates } from '../../framework/candidates';
 import type { Endpoint } from '../../state/endpoint';
 import { DEFAULT_LOAD_FLOOR, withinLoadBound } from '../bounded-load';
 
-export const SESSION_AFFINITY = 'session-affinity';
+const SESSION_AFFINITY = 'session-affinity';
 
 export const SessionAffinityParamsSchema = z
   .object({

@@ -1,4 +1,5 @@
-import { applyFilter, buildIndex, candidatesOf, pluginContext, TEST_NOW, type EndpointSpec } from '../../testing';
+import { applyFilter, buildIndex, candidatesOf, pluginContext, type EndpointSpec } from '../../testing';
+import { TEST_NOW } from '../../testing/clock';
 import { StaleMetricsFilter } from './stale-metrics';
 
 function run(specs: EndpointSpec[]): string[] {
