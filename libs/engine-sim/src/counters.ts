@@ -112,7 +112,7 @@ const COUNTER_NAMES = [
   /** Engine steps run. */
   'engineSteps',
 ] as const;
-export type CounterName = (typeof COUNTER_NAMES)[number];
+type CounterName = (typeof COUNTER_NAMES)[number];
 
 /**
  * Mutable counters of one simulated engine (no module-level state: many sims share a process). Besides the names

@@ -1,4 +1,4 @@
-import type { EngineKind, SimEngineHandle } from '@triad/engine-sim';
+import type { EngineKind, SimEngineHandle } from '../src/options';
 import { CHAT, post, rawPost, SimFleet, sseEvents } from './helpers';
 
 const engines: EngineKind[] = ['vllm', 'sglang'];

@@ -1,4 +1,4 @@
-import type { EngineKind, SimEngineHandle } from '@triad/engine-sim';
+import type { EngineKind, SimEngineHandle } from '../src/options';
 import { waitFor } from '@triad/testing';
 import { CHAT, get, post, rawPost, SimFleet } from './helpers';
 
