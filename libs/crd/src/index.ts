@@ -18,7 +18,7 @@ export {
   DEFAULT_MAX_ENCODER_BATCH,
   DEFAULT_REENCODE_ATTEMPTS,
 } from './model-server';
-export { DEFAULT_STREAM_RESUME_POLICY, streamResumePolicyOf } from './stream-resume-policy';
+export { streamResumePolicyOf } from './stream-resume-policy';
 export type { StreamResumePolicy } from './stream-resume-policy';
 export { DEFAULT_OUTLIER_POLICY, outlierPolicyOf } from './outlier-policy';
 export type { OutlierPolicy } from './outlier-policy';

@@ -10,7 +10,7 @@ export interface StreamResumePolicy {
   readonly maxResumes: number;
 }
 
-export const DEFAULT_STREAM_RESUME_POLICY: StreamResumePolicy = Object.freeze({ maxTokens: 4096, maxBytes: 65_536, maxResumes: 1 });
+const DEFAULT_STREAM_RESUME_POLICY: StreamResumePolicy = Object.freeze({ maxTokens: 4096, maxBytes: 65_536, maxResumes: 1 });
 
 /** The stream-resume policy of a ModelServer, or undefined when it does not resume streams. */
 export function streamResumePolicyOf(spec: Pick<ModelServerSpec, 'trafficPolicy'>): StreamResumePolicy | undefined {

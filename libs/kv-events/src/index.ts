@@ -9,7 +9,7 @@ export { keyOfBytes, groupKey } from './hashing/block-key';
 
 // Tokenizing prompts as the engines do (gateway, simulated engines).
 export { loadTokenizer, tokenizePrompt } from './tokenize/tokenizer';
-export type { ModelTokenizer, PromptTokens, TokenizePromptOptions } from './tokenize/tokenizer';
+export type { ModelTokenizer, PromptTokens } from './tokenize/tokenizer';
 export { UnsupportedChatError } from './tokenize/chat-messages';
 export type { ChatMediaPart } from './tokenize/chat-messages';
 

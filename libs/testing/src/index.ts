@@ -8,4 +8,4 @@ export { startSteadyLoad } from './steady-load';
 export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';
 export type { ClusterStack, StackService } from './cluster-stack';
-export { IMAGE_PAD_TOKEN, VL_CHAT_TEMPLATE, pngDataUrl, writeVlTokenizer } from './vl-tokenizer';
+export { pngDataUrl, writeVlTokenizer } from './vl-tokenizer';

@@ -6,7 +6,7 @@ import { crc32, deflateSync } from 'node:zlib';
 const SHIPPED_TOKENIZER = resolve(__dirname, '../../../infra/tokenizers/bert-base-uncased/tokenizer.json');
 
 /** The token a Qwen2-VL-family chat template emits once per image and the processor repeats (image-placeholders.ts). */
-export const IMAGE_PAD_TOKEN = '<|image_pad|>';
+const IMAGE_PAD_TOKEN = '<|image_pad|>';
 
 /**
  * A chat template in the `openai` content format (it loops over `message['content']`, so vLLM hands it text and
@@ -15,7 +15,7 @@ export const IMAGE_PAD_TOKEN = '<|image_pad|>';
  * the engine-sim counts for them, so a prompt of one-token words has as many tokens for the tokenizer as for the
  * simulator, and an engine core publishes a key for every full block of it.
  */
-export const VL_CHAT_TEMPLATE =
+const VL_CHAT_TEMPLATE =
   '{% for m in messages %}[{{ m.role }}]:' +
   '{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}' +
   `{% if p.type == 'image' %}${IMAGE_PAD_TOKEN}{% else %}{{ p.text }}{% endif %}` +

@@ -66,7 +66,7 @@ export interface PromptTokens {
   readonly mm: VllmMmItem[];
 }
 
-export interface TokenizePromptOptions {
+interface TokenizePromptOptions {
   /**
    * The engine's own identifier of an image sent without a `uuid` (vLLM hashes the decoded pixels). Only an engine
    * (or a simulated one) can give it; without it such an image throws {@link UnsupportedChatError}.

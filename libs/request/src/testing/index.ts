@@ -45,7 +45,7 @@ export class RecordingSink implements ClientSink {
   }
 }
 
-export interface RequestContextInit {
+interface RequestContextInit {
   readonly id?: string;
   readonly method?: string;
   readonly path?: string;
@@ -94,7 +94,7 @@ export function serverProfile(overrides: Partial<ServerProfile> = {}): ServerPro
   };
 }
 
-export interface RoutedInit extends RequestContextInit {
+interface RoutedInit extends RequestContextInit {
   readonly server?: ServerProfile;
   readonly route?: string;
   readonly upstreamModel?: string;
@@ -115,7 +115,7 @@ export function routedRequest(init: RoutedInit = {}): RequestContext & { readonl
   return ctx;
 }
 
-export interface ProxyInit extends RoutedInit {
+interface ProxyInit extends RoutedInit {
   readonly decision: Decision;
   readonly local?: boolean;
   readonly injectUsage?: boolean;
