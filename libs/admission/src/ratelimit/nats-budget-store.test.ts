@@ -46,7 +46,11 @@ describe('NATS KV budget store', () => {
   });
 
   it('two replicas on separate connections admit exactly M of N', async () => {
-    const config = { rateLimit: { store: { type: 'nats' as const, bucket: 'triad_test_admission_two' } } };
+    // Fail closed with a generous store timeout: on a loaded machine a KV round trip past the default 1 s would
+    // otherwise admit by failing open, which is not what this test is about (exactly M of N through the CAS).
+    const config = {
+      rateLimit: { failMode: 'closed' as const, storeTimeout: '10s', store: { type: 'nats' as const, bucket: 'triad_test_admission_two' } },
+    };
     // Real time, but starting mid-hour so the run cannot straddle a window boundary.
     const started = Date.now();
     const now = (): number => Math.floor(started / 3_600_000) * 3_600_000 + 1_800_000 + (Date.now() - started);
