@@ -45,7 +45,11 @@ describe('Redis budget store (Kthena rateLimit.global.redis)', () => {
     const now = (): number => Math.floor(started / 3_600_000) * 3_600_000 + 1_800_000 + (Date.now() - started);
     const [a, b] = (await Promise.all(
       ['ra', 'rb'].map(async (replicaId) => {
-        const adm = await createAdmission({ rateLimit: { redisKeyPrefix: prefix } }, { registry: new Registry(), replicaId, now });
+        const adm = await createAdmission(
+          // Fail closed with a generous timeout: a slow store answer on a loaded machine must not admit by failing open.
+          { rateLimit: { redisKeyPrefix: prefix, failMode: 'closed', storeTimeout: '10s' } },
+          { registry: new Registry(), replicaId, now },
+        );
         admissions.push(adm);
         return adm;
       }),
