@@ -4,6 +4,7 @@ export { freePort } from './free-port';
 export { waitFor } from './wait-for';
 export { spawnTriad, waitReady } from './triad-process';
 export type { TriadChild } from './triad-process';
+export { startLoggedProcess } from './logged-process';
 export { startSteadyLoad } from './steady-load';
 export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';

@@ -1,7 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { freePort, waitFor } from '@triad/testing';
+import { freePort, startLoggedProcess } from '@triad/testing';
 
 /** A router (a reference proxy or Triad) listening in front of a bench. */
 export interface RunningRouter {
@@ -30,10 +28,6 @@ export interface ReferenceLaunch {
   readonly env?: Readonly<Record<string, string>>;
 }
 
-function running(proc: ChildProcess): boolean {
-  return proc.exitCode === null && proc.signalCode === null;
-}
-
 /** Any HTTP answer at all on `path` (the proxy is listening). */
 export function answers(path: string, ok: (status: number) => boolean = () => true): (url: string) => Promise<boolean> {
   return async (url) => {
@@ -51,40 +45,15 @@ export function answers(path: string, ok: (status: number) => boolean = () => tr
  */
 export async function startReference(launch: ReferenceLaunch): Promise<RunningRouter> {
   const port = await freePort();
-  const logPath = join(launch.logDir, `${launch.name}.log`);
-  const fd = openSync(logPath, 'w');
   const listen = launch.hostFlag === false ? ['--port', String(port)] : ['--host', '127.0.0.1', '--port', String(port)];
-  const argv = [LAUNCHER, launch.script, ...listen, ...launch.args(port)];
-  const proc = spawn(PYTHON, argv, { stdio: ['ignore', fd, fd], env: { ...process.env, ...launch.env } });
-  closeSync(fd);
-  const kill = () => {
-    if (running(proc)) proc.kill('SIGKILL');
-  };
-  process.once('exit', kill);
-  const log = () => {
-    try {
-      return readFileSync(logPath, 'utf8').slice(-4000);
-    } catch {
-      return '';
-    }
-  };
-  const close = async () => {
-    process.off('exit', kill);
-    if (!running(proc)) return;
-    const exited = new Promise((r) => proc.once('exit', r));
-    proc.kill('SIGTERM');
-    await exited;
-  };
   const url = `http://127.0.0.1:${port}`;
-  const died = new Promise<never>((_, reject) => {
-    proc.once('exit', (code, signal) => reject(new Error(`${launch.name} exited (${code ?? signal}): ${log()}`)));
+  const proxy = await startLoggedProcess({
+    name: launch.name,
+    command: PYTHON,
+    args: [LAUNCHER, launch.script, ...listen, ...launch.args(port)],
+    logPath: join(launch.logDir, `${launch.name}.log`),
+    ...(launch.env ? { env: launch.env } : {}),
+    ready: () => launch.ready(url),
   });
-  died.catch(() => undefined);
-  try {
-    await Promise.race([waitFor(() => launch.ready(url), { timeoutMs: 30_000, intervalMs: 100, what: `${launch.name} ready` }), died]);
-  } catch (err) {
-    await close();
-    throw err;
-  }
-  return { name: launch.name, url, log, close };
+  return { name: launch.name, url, log: proxy.log, close: proxy.close };
 }

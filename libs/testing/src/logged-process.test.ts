@@ -1,0 +1,68 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from './free-port';
+import { startLoggedProcess, type LoggedProcess } from './logged-process';
+
+describe('startLoggedProcess', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'triad-logged-'));
+  const started: LoggedProcess[] = [];
+  afterAll(async () => {
+    await Promise.all(started.map((p) => p.close()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('resolves once the process is ready, keeps its output in the log and stops it on close', async () => {
+    const port = await freePort();
+    const server = `require('http').createServer((q, s) => s.end('ok')).listen(${port}, '127.0.0.1', () => console.log('listening ${port}'))`;
+    const proc = await startLoggedProcess({
+      name: 'server',
+      command: process.execPath,
+      args: ['-e', server],
+      logPath: join(dir, 'server.log'),
+      ready: () =>
+        fetch(`http://127.0.0.1:${port}/`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+    });
+    started.push(proc);
+    expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe('ok');
+    expect(proc.log()).toContain(`listening ${port}`);
+    await proc.close();
+    expect(proc.process.signalCode).toBe('SIGTERM');
+    await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow();
+  });
+
+  it('fails with the tail of its log when the process exits before it is ready (not after the readiness budget)', async () => {
+    await expect(
+      startLoggedProcess({
+        name: 'broken',
+        command: process.execPath,
+        args: ['-e', "console.error('no config here'); process.exit(3)"],
+        logPath: join(dir, 'broken.log'),
+        readyTimeoutMs: 60_000,
+        ready: async () => false,
+      }),
+    ).rejects.toThrow(/broken exited \(3\): no config here/);
+  });
+
+  it('passes the extra environment to the process', async () => {
+    const port = await freePort();
+    const server = `require('http').createServer((q, s) => s.end(process.env.GREETING)).listen(${port}, '127.0.0.1')`;
+    const proc = await startLoggedProcess({
+      name: 'env',
+      command: process.execPath,
+      args: ['-e', server],
+      logPath: join(dir, 'env.log'),
+      env: { GREETING: 'hello from the env' },
+      ready: () =>
+        fetch(`http://127.0.0.1:${port}/`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+    });
+    started.push(proc);
+    expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe('hello from the env');
+  });
+});
