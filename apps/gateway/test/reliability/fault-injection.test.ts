@@ -1,18 +1,9 @@
 import { Buckets, OutlierRecordSchema, endpointKey, outlierKey } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import {
-  MATRIX_MODEL,
-  TOPOLOGY_NAMES,
-  deployTopology,
-  runFaultScenario,
-  scenarioLabel,
-  scenariosOf,
-  type DeployedTopology,
-  type TopologyName,
-} from '@triad/testing/reliability';
-import { NS, startHarness, type Harness } from '../support/harness';
-import { matrixStack, unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
+import { MATRIX_MODEL, TOPOLOGY_NAMES, runFaultScenario, scenarioLabel, scenariosOf } from '@triad/testing/reliability';
+import { NS } from '../support/harness';
+import { matrixStack, unexpectedErrors, useMatrixGateway } from './support/matrix-stack';
 
 // Fault injection per stage and per pod (issue 16): in aggregated, PD and EPD (vLLM; SGLang aggregated and PD),
 // pod 0 of one stage answers 500, resets the connection, hangs past the stage budget, or resets half-way through
@@ -23,27 +14,14 @@ import { matrixStack, unexpectedErrors, watchUnhandledRejections } from './suppo
 const REQUESTS = 8;
 
 describe('reliability: one of two pods per stage failing, in every mode', () => {
-  let h: Harness;
-  let rejections: ReturnType<typeof watchUnhandledRejections>;
-  const topologies = new Map<TopologyName, DeployedTopology>();
-
-  beforeAll(async () => {
-    rejections = watchUnhandledRejections();
-    h = await startHarness({ config: { scheduling: 'in-process' } });
-    let subnet = 40;
-    for (const name of TOPOLOGY_NAMES) topologies.set(name, await deployTopology(matrixStack(h), name, `127.0.${subnet++}`));
-  }, 60_000);
-  afterAll(async () => {
-    rejections?.stop();
-    await h?.close();
-  });
+  const matrix = useMatrixGateway(TOPOLOGY_NAMES, 40);
 
   it.each(TOPOLOGY_NAMES)(
     '%s: 0 failed requests, retries reach the healthy pod, no leg sent twice to one engine',
     async (name) => {
-      const topo = topologies.get(name) as DeployedTopology;
+      const topo = matrix.topology(name);
       for (const scenario of scenariosOf(name, 'resilient')) {
-        const r = await runFaultScenario(matrixStack(h), topo, scenario, {
+        const r = await runFaultScenario(matrixStack(matrix.h), topo, scenario, {
           requests: REQUESTS,
           concurrency: 2,
           // The healthy pod's legs must fit it too: 1 s was missed on a loaded machine (504s, then retries landing
@@ -59,8 +37,8 @@ describe('reliability: one of two pods per stage failing, in every mode', () => 
         expect(r.retries).toBeGreaterThanOrEqual(r.faultyLegs > 0 ? 1 : 0);
         expect(r.servedByHealthy).toBeGreaterThan(0);
       }
-      expect(await unexpectedErrors(h)).toBe(0);
-      expect(rejections.seen).toEqual([]);
+      expect(await unexpectedErrors(matrix.h)).toBe(0);
+      expect(matrix.rejections).toEqual([]);
     },
     600_000,
   );
@@ -68,29 +46,29 @@ describe('reliability: one of two pods per stage failing, in every mode', () => 
   // Regression: a reset half-way through a 200 answer was not counted as the engine's failure, so a pod that died
   // mid-answer every time was never ejected and every request paid a retry.
   it('ejects a pod that resets every answer half-way through (reason reset)', async () => {
-    const [bad, good] = topologies.get('vllm-aggregated')?.sims.aggregated as readonly [SimEngineHandle, SimEngineHandle];
-    await h.putServer('reset-eject', {
+    const [bad, good] = matrix.topology('vllm-aggregated').sims.aggregated as readonly [SimEngineHandle, SimEngineHandle];
+    await matrix.h.putServer('reset-eject', {
       model: MATRIX_MODEL,
       inferenceEngine: 'vLLM',
       workloadSelector: { matchLabels: { app: 'reset-eject' } },
       workloadPort: { port: 8000, protocol: 'http' },
       trafficPolicy: { outlierDetection: { consecutiveErrors: 2, baseEjectionTime: '60s' } },
     });
-    await h.putRoute('reset-eject', {
+    await matrix.h.putRoute('reset-eject', {
       modelName: 'reset-eject',
       rules: [{ targetModels: [{ modelServerName: 'reset-eject', weight: 100 }] }],
     });
     const metrics = (kvCacheUsage: number) => ({ running: 0, waiting: 0, kvCacheUsage, scrapedAt: Date.now(), stale: false });
-    await h.putEndpoint('reset-eject', 'bad', 'aggregated', bad, { metrics: metrics(0) });
-    await h.putEndpoint('reset-eject', 'good', 'aggregated', good, { metrics: metrics(0.3) });
-    await h.waitForModel('reset-eject');
-    const kv = await h.bus.kv(Buckets.outliers, OutlierRecordSchema);
+    await matrix.h.putEndpoint('reset-eject', 'bad', 'aggregated', bad, { metrics: metrics(0) });
+    await matrix.h.putEndpoint('reset-eject', 'good', 'aggregated', good, { metrics: metrics(0.3) });
+    await matrix.h.waitForModel('reset-eject');
+    const kv = await matrix.h.bus.kv(Buckets.outliers, OutlierRecordSchema);
     const key = outlierKey(endpointKey(NS, 'reset-eject', 'bad'), 'aggregated');
     bad.setFault({ mode: 'die-mid-stream' });
     try {
       await waitFor(
         async () => {
-          const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+          const res = await fetch(`${matrix.h.gateway.url}/v1/chat/completions`, {
             method: 'POST',
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify({ model: 'reset-eject', max_tokens: 4, messages: [{ role: 'user', content: 'the same prompt' }] }),

@@ -1,15 +1,8 @@
 import OpenAI from 'openai';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import {
-  DEATH_POINTS,
-  deployServer,
-  deployTopology,
-  runMidStreamScenario,
-  type DeployedTopology,
-  type TopologyName,
-} from '@triad/testing/reliability';
-import { accessLines, inferenceRequests, startHarness, type Harness } from '../support/harness';
-import { matrixStack, unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
+import { DEATH_POINTS, deployServer, runMidStreamScenario, type TopologyName } from '@triad/testing/reliability';
+import { accessLines, inferenceRequests, type Harness } from '../support/harness';
+import { matrixStack, unexpectedErrors, useMatrixGateway } from './support/matrix-stack';
 
 // A stream whose final pod (aggregated or decode) dies mid-answer is continued on the other pod when the ModelServer
 // sets trafficPolicy.streamResume: the text already sent becomes the start of the answer, the continuation is spliced
@@ -47,27 +40,19 @@ async function resumeOutcomes(h: Harness): Promise<Record<string, number>> {
 }
 
 describe('stream resume: a final pod dying mid-stream', () => {
-  let h: Harness;
-  let rejections: ReturnType<typeof watchUnhandledRejections>;
-  const topologies = new Map<TopologyName, DeployedTopology>();
-
-  beforeAll(async () => {
-    rejections = watchUnhandledRejections();
-    h = await startHarness({ config: { scheduling: 'in-process' } });
-    let subnet = 60;
-    for (const name of TOPOLOGIES) topologies.set(name, await deployTopology(matrixStack(h), name, `127.0.${subnet++}`));
-  }, 60_000);
-  afterAll(async () => {
-    rejections?.stop();
-    await h?.close();
-  });
+  const matrix = useMatrixGateway(TOPOLOGIES, 60);
 
   it.each(TOPOLOGIES)(
     '%s: deaths at the first token, the middle and the last token are resumed, the text exact, usage and id kept',
     async (name) => {
-      const topo = topologies.get(name) as DeployedTopology;
+      const topo = matrix.topology(name);
       for (const point of DEATH_POINTS) {
-        const r = await runMidStreamScenario(matrixStack(h), topo, { topology: name, point, resume: true }, { requests: 3, tag: 't' });
+        const r = await runMidStreamScenario(
+          matrixStack(matrix.h),
+          topo,
+          { topology: name, point, resume: true },
+          { requests: 3, tag: 't' },
+        );
         expect({ point, failed: r.failed, failures: r.failures }).toEqual({ point, failed: 0, failures: {} });
         expect({ point, exact: r.exact, duplicated: r.duplicatedText, lost: r.lostText, wrong: r.wrongIdOrUsage }).toEqual({
           point,
@@ -83,16 +68,16 @@ describe('stream resume: a final pod dying mid-stream', () => {
         if (name !== 'vllm-aggregated' && name !== 'sglang-aggregated')
           expect(r.prefillLegsPerRequest).toEqual(new Array<number>(r.metDeath).fill(2));
       }
-      expect(await unexpectedErrors(h)).toBe(0);
-      expect(rejections.seen).toEqual([]);
+      expect(await unexpectedErrors(matrix.h)).toBe(0);
+      expect(matrix.rejections).toEqual([]);
     },
     120_000,
   );
 
   it('without streamResume the same death fails the stream as before (an SSE error event)', async () => {
-    const topo = topologies.get('vllm-aggregated') as DeployedTopology;
+    const topo = matrix.topology('vllm-aggregated');
     const r = await runMidStreamScenario(
-      matrixStack(h),
+      matrixStack(matrix.h),
       topo,
       { topology: 'vllm-aggregated', point: 'middle', resume: false },
       { requests: 2, tag: 'off' },
@@ -103,13 +88,13 @@ describe('stream resume: a final pod dying mid-stream', () => {
   });
 
   it('SGLang: a stream dying after its last token, before its separate finish chunk, is ended by the gateway at max_tokens', async () => {
-    const topo = topologies.get('sglang-aggregated') as DeployedTopology;
+    const topo = matrix.topology('sglang-aggregated');
     const [dying, healthy] = topo.sims.aggregated as unknown as [SimEngineHandle, SimEngineHandle];
-    const model = await deployServer(matrixStack(h), topo, 'sdk-resume-sglang', {
+    const model = await deployServer(matrixStack(matrix.h), topo, 'sdk-resume-sglang', {
       outlierDetection: { consecutiveErrors: 0 },
       streamResume: {},
     });
-    const client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'test', maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${matrix.h.gateway.url}/v1`, apiKey: 'test', maxRetries: 0 });
     const chat = () =>
       client.chat.completions.create({
         model,
@@ -141,13 +126,13 @@ describe('stream resume: a final pod dying mid-stream', () => {
     const prompt = 'Explain how a router resumes a broken stream. '.repeat(40);
 
     beforeAll(async () => {
-      const topo = topologies.get('vllm-aggregated') as DeployedTopology;
+      const topo = matrix.topology('vllm-aggregated');
       [dying, healthy] = topo.sims.aggregated as unknown as [SimEngineHandle, SimEngineHandle];
-      model = await deployServer(matrixStack(h), topo, 'sdk-resume', {
+      model = await deployServer(matrixStack(matrix.h), topo, 'sdk-resume', {
         outlierDetection: { consecutiveErrors: 0 },
         streamResume: { maxTokens: 100 },
       });
-      client = new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'test', maxRetries: 0 });
+      client = new OpenAI({ baseURL: `${matrix.h.gateway.url}/v1`, apiKey: 'test', maxRetries: 0 });
     });
     afterEach(() => {
       dying.setFault({ mode: 'ok' });
@@ -226,21 +211,21 @@ describe('stream resume: a final pod dying mid-stream', () => {
     it('a stream dying after its final chunk is ended by the gateway, with no continuation sent', async () => {
       const reference = await collect(await chat());
       healthy.clearRequests();
-      const before = await resumeOutcomes(h);
+      const before = await resumeOutcomes(matrix.h);
       dying.setFault({ mode: 'die-mid-stream', afterTokens: 1000 });
       const got = await collect(await chat());
       expect(got.text).toBe(reference.text);
       expect(got.usage).toEqual(reference.usage);
       expect(inferenceRequests(healthy)).toHaveLength(0);
-      expect((await resumeOutcomes(h))['completed']).toBe((before['completed'] ?? 0) + 1);
+      expect((await resumeOutcomes(matrix.h))['completed']).toBe((before['completed'] ?? 0) + 1);
     });
 
     it('logprobs are not resumed: the stream fails as before, counted as refused', async () => {
-      const before = await resumeOutcomes(h);
+      const before = await resumeOutcomes(matrix.h);
       dying.setFault({ mode: 'die-mid-stream', afterTokens: 4 });
       await expect(collect(await chat({ logprobs: true }))).rejects.toThrow();
-      expect((await resumeOutcomes(h))['refused']).toBe((before['refused'] ?? 0) + 1);
-      const line = accessLines(h).find((l) => l['stream_resume_refused'] === 'not_eligible');
+      expect((await resumeOutcomes(matrix.h))['refused']).toBe((before['refused'] ?? 0) + 1);
+      const line = accessLines(matrix.h).find((l) => l['stream_resume_refused'] === 'not_eligible');
       expect(line).toBeDefined();
     });
 
