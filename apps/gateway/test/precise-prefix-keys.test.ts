@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { KvIndexer } from '@triad/kv-events';
 import { waitFor } from '@triad/testing';
 import { accessLines, startHarness, type Harness } from './support/harness';
+import { writePreciseOnlyConfig } from './support/precise-config';
 
 /**
  * Precise prefix routing end to end, with the reference's token ids: simulated vLLM engines given the ids an
@@ -46,27 +47,9 @@ describe('precise-prefix-cache keys equal the engines’ (text, image, hybrid)',
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'triad-precise-'));
-    const configFile = join(dir, 'scheduler.yaml');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        plugins: [
-          {
-            type: 'precise-prefix-cache',
-            args: {
-              blockSize: 16,
-              hashAlgo: 'sha256',
-              hashSeed: '0',
-              tokenizers: CASES.map((c) => ({
-                modelServer: `default/${c.server}`,
-                path: qwenTokenizer,
-                configDir: join(parity, 'models', c.config),
-              })),
-            },
-          },
-        ],
-        profiles: { default: { scorers: [{ plugin: 'precise-prefix-cache', weight: 10 }] } },
-      }),
+    const configFile = writePreciseOnlyConfig(
+      dir,
+      CASES.map((c) => ({ modelServer: `default/${c.server}`, path: qwenTokenizer, configDir: join(parity, 'models', c.config) })),
     );
     h = await startHarness({ config: { scheduling: 'in-process', schedulerConfig: configFile } });
     for (const c of CASES) {

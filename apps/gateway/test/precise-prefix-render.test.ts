@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { EventStream, KvIndexer, VllmBlockHasher, decodeKvEventBatch } from '@triad/kv-events';
 import { pngDataUrl, waitFor, writeVlTokenizer } from '@triad/testing';
 import { accessLines, startHarness, type Harness } from './support/harness';
+import { writePreciseOnlyConfig } from './support/precise-config';
 
 /**
  * Precise prefix routing for images as clients send them (inline, no `uuid`): only the engine can name such an
@@ -51,24 +52,9 @@ describe('precise-prefix-cache keys for images without a uuid, from the enginesâ
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'triad-precise-render-'));
     const tokenizer = writeVlTokenizer(join(dir, 'tokenizer'));
-    const configFile = join(dir, 'scheduler.yaml');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        plugins: [
-          {
-            type: 'precise-prefix-cache',
-            args: {
-              blockSize: 16,
-              hashAlgo: 'sha256',
-              hashSeed: '0',
-              tokenizers: [{ modelServer: `default/${SERVER}`, source: 'engine', vllmEndpoint: 'render', path: tokenizer }],
-            },
-          },
-        ],
-        profiles: { default: { scorers: [{ plugin: 'precise-prefix-cache', weight: 10 }] } },
-      }),
-    );
+    const configFile = writePreciseOnlyConfig(dir, [
+      { modelServer: `default/${SERVER}`, source: 'engine', vllmEndpoint: 'render', path: tokenizer },
+    ]);
     h = await startHarness({ config: { scheduling: 'in-process', schedulerConfig: configFile } });
     await h.putServer(SERVER, {
       model: MODEL,
