@@ -1,5 +1,5 @@
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, startClusterStack, waitFor, type ClusterStack, type StackService } from '@triad/testing';
+import { aggregatedManifests, freePort, startClusterStack, waitFor, type ClusterStack, type StackService } from '@triad/testing';
 
 // Issue 30: on the real services (gateway, two scheduler replicas in their queue group, a pod-watcher reading pods
 // from a file, NATS), a repeated image must go back to the engine that encoded it — the encoder-cache scorer's
@@ -15,23 +15,8 @@ const ROUNDS = 6;
 const CONCURRENCY = 4;
 
 function manifests(port: number): string {
-  const docs = [
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelServer
-metadata: {name: agg, namespace: default}
-spec: {model: ${MODEL}, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: agg}}}`,
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: vl, namespace: default}
-spec: {modelName: vl, rules: [{targetModels: [{modelServerName: agg}]}]}`,
-  ];
-  for (let i = 0; i < PODS; i++) {
-    docs.push(`apiVersion: v1
-kind: Pod
-metadata: {name: agg-${i}, namespace: default, labels: {app: agg}}
-status: {phase: Running, podIP: 127.0.44.${i + 1}, conditions: [{type: Ready, status: "True"}]}`);
-  }
-  return docs.join('\n---\n');
+  const podIps = Array.from({ length: PODS }, (_, i) => `127.0.44.${i + 1}`);
+  return aggregatedManifests({ server: 'agg', model: MODEL, port, podIps, routes: [{ modelName: 'vl' }] });
 }
 
 const imageBody = (image: number) => ({

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix, relative, resolve } from 'node:path';
-import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { aggregatedManifests, freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 
 // The container image without a Docker daemon: the CLI is built as the Dockerfile's build stage builds it (into a
 // temp dist/), the runtime stage's COPY steps are replayed into an empty directory, and the services run from
@@ -220,22 +220,7 @@ describe('the container image, replayed from the Dockerfile without Docker', () 
     const config = join(work, 'cluster.yaml');
     writeFileSync(
       config,
-      `
-apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelServer
-metadata: {name: tiny, namespace: default}
-spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: ${simPort}}, workloadSelector: {matchLabels: {app: tiny}}}
----
-apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: tiny, namespace: default}
-spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: tiny-0, namespace: default, labels: {app: tiny}}
-status: {phase: Running, podIP: 127.0.0.1, conditions: [{type: Ready, status: "True"}]}
-`,
+      aggregatedManifests({ server: 'tiny', model: 'tiny-model', port: simPort, podIps: ['127.0.0.1'], routes: [{ modelName: 'tiny' }] }),
     );
     const watcher = triad(['pod-watcher', '--nats', nats.url, '--source', `file:${config}`, '--metrics-port', String(pwOps)]);
     const scheduler = triad(['scheduler', '--nats', nats.url, '--metrics-port', String(schOps)]);

@@ -3,6 +3,7 @@ import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecor
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
 import {
+  aggregatedManifests,
   freePort,
   startClusterStack,
   startSteadyLoad,
@@ -32,27 +33,9 @@ const LIMIT = 100;
 const body = (model: string) => ({ model, max_tokens: 4, messages: [{ role: 'user', content: TEXT }] });
 
 function manifests(port: number): string {
-  const docs = [
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelServer
-metadata: {name: agg, namespace: default}
-spec: {model: ${MODEL}, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: agg}}}`,
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: chat, namespace: default}
-spec: {modelName: chat, rules: [{targetModels: [{modelServerName: agg}]}]}`,
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: limited, namespace: default}
-spec: {modelName: limited, rateLimit: {inputTokensPerUnit: ${LIMIT}, unit: month}, rules: [{targetModels: [{modelServerName: agg}]}]}`,
-  ];
-  for (let i = 0; i < PODS; i++) {
-    docs.push(`apiVersion: v1
-kind: Pod
-metadata: {name: agg-${i}, namespace: default, labels: {app: agg}}
-status: {phase: Running, podIP: 127.0.42.${i + 1}, conditions: [{type: Ready, status: "True"}]}`);
-  }
-  return docs.join('\n---\n');
+  const podIps = Array.from({ length: PODS }, (_, i) => `127.0.42.${i + 1}`);
+  const limited = { modelName: 'limited', extraSpec: `rateLimit: {inputTokensPerUnit: ${LIMIT}, unit: month}` };
+  return aggregatedManifests({ server: 'agg', model: MODEL, port, podIps, routes: [{ modelName: 'chat' }, limited] });
 }
 
 async function post(url: string, model: string): Promise<number> {

@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
-import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { aggregatedManifests, freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { renderReadyBanner } from '../src/commands/up/banner';
 import type { UpOptions } from '../src/commands/up/options';
 import { startStack, type RunningStack } from '../src/commands/up/stack';
@@ -27,22 +27,7 @@ function writeConfig(simPort: number): string {
   const path = join(workDir, `cluster-${simPort}.yaml`);
   writeFileSync(
     path,
-    `
-apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelServer
-metadata: {name: tiny, namespace: default}
-spec: {model: tiny-model, inferenceEngine: vLLM, workloadPort: {port: ${simPort}}, workloadSelector: {matchLabels: {app: tiny}}}
----
-apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: tiny, namespace: default}
-spec: {modelName: tiny, rules: [{targetModels: [{modelServerName: tiny}]}]}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: tiny-0, namespace: default, labels: {app: tiny}}
-status: {phase: Running, podIP: 127.0.93.1, conditions: [{type: Ready, status: "True"}]}
-`,
+    aggregatedManifests({ server: 'tiny', model: 'tiny-model', port: simPort, podIps: ['127.0.93.1'], routes: [{ modelName: 'tiny' }] }),
   );
   return path;
 }

@@ -5,6 +5,7 @@ export { waitFor } from './wait-for';
 export { spawnTriad, waitReady } from './triad-process';
 export type { TriadChild } from './triad-process';
 export { startLoggedProcess } from './logged-process';
+export { aggregatedManifests } from './manifests';
 export { startSteadyLoad } from './steady-load';
 export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';

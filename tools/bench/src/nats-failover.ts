@@ -13,7 +13,15 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { Buckets, EndpointRecordSchema } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, startClusterStack, startSteadyLoad, waitFor, type ClusterStack, type NatsClusterNode } from '@triad/testing';
+import {
+  aggregatedManifests,
+  freePort,
+  startClusterStack,
+  startSteadyLoad,
+  waitFor,
+  type ClusterStack,
+  type NatsClusterNode,
+} from '@triad/testing';
 import { markdownTable } from './lib/table';
 
 const { values: args } = parseArgs({
@@ -24,23 +32,8 @@ const MODEL = 'sim-model';
 const PODS = 4;
 
 function manifests(port: number): string {
-  const docs = [
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelServer
-metadata: {name: agg, namespace: default}
-spec: {model: ${MODEL}, inferenceEngine: vLLM, workloadPort: {port: ${port}}, workloadSelector: {matchLabels: {app: agg}}}`,
-    `apiVersion: networking.serving.volcano.sh/v1alpha1
-kind: ModelRoute
-metadata: {name: chat, namespace: default}
-spec: {modelName: chat, rules: [{targetModels: [{modelServerName: agg}]}]}`,
-  ];
-  for (let i = 0; i < PODS; i++) {
-    docs.push(`apiVersion: v1
-kind: Pod
-metadata: {name: agg-${i}, namespace: default, labels: {app: agg}}
-status: {phase: Running, podIP: 127.0.43.${i + 1}, conditions: [{type: Ready, status: "True"}]}`);
-  }
-  return docs.join('\n---\n');
+  const podIps = Array.from({ length: PODS }, (_, i) => `127.0.43.${i + 1}`);
+  return aggregatedManifests({ server: 'agg', model: MODEL, port, podIps, routes: [{ modelName: 'chat' }] });
 }
 
 async function retries(stack: ClusterStack): Promise<number> {
