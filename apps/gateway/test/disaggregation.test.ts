@@ -8,6 +8,7 @@ import { EndpointIndex, InflightTracker, Scheduler, createInTreeRegistry, loadSc
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
 import { waitFor } from '@triad/testing';
 import { NS, inferenceRequests, startHarness, type Harness } from './support/harness';
+import { vllmEpdSpec } from './support/specs';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 const IMAGE = 'https://example.com/cat.png';
@@ -37,17 +38,7 @@ describe('gateway executes per-request disaggregation (vLLM EPD, NIXL KV, shared
     e = await h.startSim({ engine: 'vllm', role: 'encode', host: '127.0.5.1', model: MODEL, sharedEcDir: ecDir });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.5.2', model: MODEL, sharedEcDir: ecDir });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.5.3', model: MODEL });
-    const spec: ModelServerSpec = {
-      model: MODEL,
-      inferenceEngine: 'vLLM',
-      pipelineMode: 'epd',
-      kvConnector: { type: 'nixl' },
-      workloadPort: { port: 8000, protocol: 'http' },
-      workloadSelector: {
-        matchLabels: { app: 'vl' },
-        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-      },
-    };
+    const spec: ModelServerSpec = vllmEpdSpec(MODEL, 'vl');
     await h.putServer('epd', spec);
     await h.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'epd', weight: 100 }] }] });
     const ms = modelServerRecord({ name: 'epd', mode: 'epd', model: MODEL });

@@ -7,6 +7,7 @@ import type { EndpointRef } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
+import { vllmEpdSpec } from './support/specs';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 type Body = Record<string, unknown>;
@@ -218,18 +219,7 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
 
   it('fails the request naming the item and stage (not the encoder) when an encoder fails with retries off, and runs nothing downstream', async () => {
     // Retries off (the reliability baseline) also turns the stage fallback off: the encoder's failure is the answer.
-    await h.putServer('epd', {
-      model: MODEL,
-      inferenceEngine: 'vLLM',
-      pipelineMode: 'epd',
-      kvConnector: { type: 'nixl' },
-      workloadPort: { port: 8000, protocol: 'http' },
-      workloadSelector: {
-        matchLabels: { app: 'vl' },
-        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-      },
-      trafficPolicy: { retry: { attempts: 0, retryInterval: '1ms' } },
-    });
+    await h.putServer('epd', vllmEpdSpec(MODEL, 'vl', { trafficPolicy: { retry: { attempts: 0, retryInterval: '1ms' } } }));
     const downstream = () => inferenceRequests(p).length + inferenceRequests(d).length;
     let res: Response | undefined;
     await waitFor(

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { EncoderChoice, EndpointRef } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { accessLines, inferenceRequests, startHarness, type Harness } from './support/harness';
+import { vllmEpdSpec } from './support/specs';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 type Body = Record<string, unknown>;
@@ -51,17 +52,7 @@ describe('gateway request limits: bounds checked before any work starts, and no 
     e1 = await h.startSim({ engine: 'vllm', role: 'encode', host: '127.0.16.2', model: MODEL, sharedEcDir: ecDir });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.16.3', model: MODEL, sharedEcDir: ecDir });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.16.4', model: MODEL });
-    await h.putServer('epd', {
-      model: MODEL,
-      inferenceEngine: 'vLLM',
-      pipelineMode: 'epd',
-      kvConnector: { type: 'nixl' },
-      workloadPort: { port: 8000, protocol: 'http' },
-      workloadSelector: {
-        matchLabels: { app: 'vl' },
-        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-      },
-    });
+    await h.putServer('epd', vllmEpdSpec(MODEL, 'vl'));
     await h.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'epd', weight: 100 }] }] });
     refs['e0'] = await h.putEndpoint('epd', 'e0', 'encode', e0, { group: 'g1' });
     refs['e1'] = await h.putEndpoint('epd', 'e1', 'encode', e1, { group: 'g1' });

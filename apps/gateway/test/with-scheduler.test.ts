@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { freePort, waitFor } from '@triad/testing';
 import { accessLines, inferenceRequests, startHarness, type Harness } from './support/harness';
+import { vllmEpdSpec } from './support/specs';
 
 const TRIAD = resolve(__dirname, '../../cli/bin/triad.js');
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
@@ -27,17 +28,7 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
     e = await h.startSim({ engine: 'vllm', role: 'encode', host: '127.0.9.1', model: MODEL });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.9.2', model: MODEL });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.9.3', model: MODEL });
-    await h.putServer('vl', {
-      model: MODEL,
-      inferenceEngine: 'vLLM',
-      pipelineMode: 'epd',
-      kvConnector: { type: 'nixl' },
-      workloadPort: { port: 8000, protocol: 'http' },
-      workloadSelector: {
-        matchLabels: { app: 'vl' },
-        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-      },
-    });
+    await h.putServer('vl', vllmEpdSpec(MODEL, 'vl'));
     await h.putRoute('vl', { modelName: 'vl', rules: [{ targetModels: [{ modelServerName: 'vl', weight: 100 }] }] });
     await h.putEndpoint('vl', 'e', 'encode', e, { group: 'g1' });
     await h.putEndpoint('vl', 'p', 'prefill', p, { group: 'g1' });

@@ -4,6 +4,7 @@ import { waitFor } from '@triad/testing';
 import { counterTotal } from '@triad/testing/reliability';
 import { accessLines, inferenceRequests, startHarness, type Harness } from '../support/harness';
 import { unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
+import { vllmEpdSpec } from '../support/specs';
 
 // Abusive clients (issue 16): slowloris headers and bodies, clients that leave mid-request and mid-stream (in
 // aggregated, PD and EPD), streaming clients that never read, oversized bodies in parallel, pipelined requests
@@ -126,18 +127,10 @@ describe('reliability: abusive clients', () => {
     sims['epd-e'] = await h.startSim({ ...vllm, role: 'encode', host: '127.0.52.4' });
     sims['epd-p'] = await h.startSim({ ...vllm, role: 'prefill', host: '127.0.52.5', enableMmEmbeds: true });
     sims['epd-d'] = await h.startSim({ ...vllm, role: 'decode', host: '127.0.52.6', enableMmEmbeds: true });
-    await h.putServer('ab-epd', {
-      model: MODEL,
-      inferenceEngine: 'vLLM',
-      pipelineMode: 'epd',
-      kvConnector: { type: 'nixl' },
-      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
-      workloadPort: port8000,
-      workloadSelector: {
-        matchLabels: { app: 'e' },
-        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-      },
-    });
+    await h.putServer(
+      'ab-epd',
+      vllmEpdSpec(MODEL, 'e', { ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 } }),
+    );
     await h.putEndpoint('ab-epd', 'e', 'encode', sims['epd-e'], { group: 'g1' });
     await h.putEndpoint('ab-epd', 'p', 'prefill', sims['epd-p'], { group: 'g1' });
     await h.putEndpoint('ab-epd', 'd', 'decode', sims['epd-d'], { group: 'g1' });

@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import { fuzzCase, runFuzz } from '@triad/testing/reliability';
 import { startHarness, type Harness } from '../support/harness';
 import { unexpectedErrors, watchUnhandledRejections } from './support/matrix-stack';
+import { vllmEpdSpec } from '../support/specs';
 
 // ≥ 1,000 fuzzed bodies per run (issue 16): valid chat and completions bodies for an aggregated vLLM model, a
 // vLLM EPD model and an SGLang PD model, mutated structure-aware (wrong types, huge, deep or missing fields, bad
@@ -34,18 +35,10 @@ describe(`reliability: fuzzed request bodies (seed ${SEED})`, () => {
     const e = await h.startSim({ ...vllm, role: 'encode', host: '127.0.50.2' });
     const p = await h.startSim({ ...vllm, role: 'prefill', host: '127.0.50.3', enableMmEmbeds: true });
     const d = await h.startSim({ ...vllm, role: 'decode', host: '127.0.50.4', enableMmEmbeds: true });
-    await h.putServer('fz-epd', {
-      model: MODEL,
-      inferenceEngine: 'vLLM',
-      pipelineMode: 'epd',
-      kvConnector: { type: 'nixl' },
-      ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 },
-      workloadPort: port,
-      workloadSelector: {
-        matchLabels: { app: 'e' },
-        pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-      },
-    });
+    await h.putServer(
+      'fz-epd',
+      vllmEpdSpec(MODEL, 'e', { ecConnector: { type: 'nixl', enableMmEmbeds: true, maxEncoderBatch: 16, reencodeAttempts: 1 } }),
+    );
     await h.putEndpoint('fz-epd', 'e', 'encode', e, { group: 'g1' });
     await h.putEndpoint('fz-epd', 'p', 'prefill', p, { group: 'g1' });
     await h.putEndpoint('fz-epd', 'd', 'decode', d, { group: 'g1' });

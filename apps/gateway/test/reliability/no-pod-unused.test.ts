@@ -7,6 +7,7 @@ import type { ModelServerSpec } from '@triad/crd';
 import type { SimEngineHandle, SimEngineOptions } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
 import { accessLines, inferenceRequests, startHarness, NS, type Harness } from '../support/harness';
+import { vllmEpdSpec } from '../support/specs';
 
 // Issue 32, items 1 and 2, over real sockets with engine-sims that inject faults: no healthy pod is left unused
 // (panic threshold, retries onto ejected pods, active probes), and a stage with no usable endpoint falls back to the
@@ -341,19 +342,13 @@ describe('no healthy pod left unused, and stage fallback (in-process scheduling,
       ];
       prefill = await sim({ engine: 'vllm', role: 'prefill', model: VL_MODEL, ecConnector: 'shared-storage', sharedEcDir: ecDir });
       decode = await sim({ engine: 'vllm', role: 'decode', model: VL_MODEL });
-      await route('epd-ss', {
-        model: VL_MODEL,
-        inferenceEngine: 'vLLM',
-        pipelineMode: 'epd',
-        kvConnector: { type: 'nixl' },
-        ecConnector: { type: 'shared-storage', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 },
-        workloadPort: { port: 8000, protocol: 'http' },
-        workloadSelector: {
-          matchLabels: { app: 'epd-ss' },
-          pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-        },
-        trafficPolicy: { outlierDetection: FAST_EJECTION },
-      });
+      await route(
+        'epd-ss',
+        vllmEpdSpec(VL_MODEL, 'epd-ss', {
+          ecConnector: { type: 'shared-storage', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 },
+          trafficPolicy: { outlierDetection: FAST_EJECTION },
+        }),
+      );
       await h.putEndpoint('epd-ss', 'e0', 'encode', encoders[0], { group: 'g1' });
       await h.putEndpoint('epd-ss', 'e1', 'encode', encoders[1], { group: 'g1' });
       await h.putEndpoint('epd-ss', 'p', 'prefill', prefill, { group: 'g1' });
@@ -415,18 +410,12 @@ describe('no healthy pod left unused, and stage fallback (in-process scheduling,
     it('Mooncake EC has no shortcut: no ready encoder is a 503 naming the stage', async () => {
       const mcPrefill = await sim({ engine: 'vllm', role: 'prefill', model: VL_MODEL, ecConnector: 'mooncake', ecControlPort: 0 });
       const mcDecode = await sim({ engine: 'vllm', role: 'decode', model: VL_MODEL });
-      await route('epd-mc', {
-        model: VL_MODEL,
-        inferenceEngine: 'vLLM',
-        pipelineMode: 'epd',
-        kvConnector: { type: 'nixl' },
-        ecConnector: { type: 'mooncake', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 },
-        workloadPort: { port: 8000, protocol: 'http' },
-        workloadSelector: {
-          matchLabels: { app: 'epd-mc' },
-          pdGroup: { groupKey: 'g', encodeLabels: { r: 'e' }, prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } },
-        },
-      });
+      await route(
+        'epd-mc',
+        vllmEpdSpec(VL_MODEL, 'epd-mc', {
+          ecConnector: { type: 'mooncake', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 },
+        }),
+      );
       await h.putEndpoint('epd-mc', 'p', 'prefill', mcPrefill, {
         group: 'g1',
         ecControlAddresses: [...(mcPrefill.ecControlAddresses ?? [])],
