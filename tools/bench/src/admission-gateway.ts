@@ -8,11 +8,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { generateApiKey, hashApiKey } from '@triad/admission';
 import { Buckets, ModelRouteRecordSchema, objectKey } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
-import { waitFor } from '@triad/testing';
+import { waitFor, parseToolArgs } from '@triad/testing';
 import { markdownTable } from './lib/table';
 import { median, relativeCost as cost } from './lib/stats';
 import { runWrk, type WrkResult } from './lib/wrk';
@@ -87,7 +86,7 @@ async function putRouteLimit(stack: GatewayStack, auth: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       duration: { type: 'string', default: '5' },
       warmup: { type: 'string', default: '1' },

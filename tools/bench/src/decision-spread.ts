@@ -4,11 +4,11 @@
 // (shared system prompts, varied turns, prefix hashes) against: one ModelServer of 100 endpoints (the baseline),
 // 100 ModelServers × 100 endpoints, and one ModelServer of 10,000.
 // Run: npx tsx tools/bench/src/decision-spread.ts [--decisions 20000] [--rounds 3]
-import { parseArgs } from 'node:util';
 import { SchedulerReplica } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
 import { timeDecisions, type DecisionTimes } from './lib/decision-timing';
 import { markdownTable } from './lib/table';
+import { parseToolArgs } from '@triad/testing';
 
 interface Shape {
   readonly label: string;
@@ -46,7 +46,9 @@ function measure(shape: Shape, decisions: number): DecisionTimes {
 }
 
 function main(): void {
-  const { values } = parseArgs({ options: { decisions: { type: 'string', default: '20000' }, rounds: { type: 'string', default: '3' } } });
+  const { values } = parseToolArgs({
+    options: { decisions: { type: 'string', default: '20000' }, rounds: { type: 'string', default: '3' } },
+  });
   const decisions = Number(values.decisions);
   const rows: (string | number)[][] = [];
   for (let round = 1; round <= Number(values.rounds); round++) {

@@ -14,14 +14,13 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { freePort, startNatsServer, waitFor } from '@triad/testing';
+import { freePort, startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import { startFakeKubeServer, type KubeObject } from '@triad/testing/kube';
 import { markdownTable } from './lib/table';
 import { startWatcherProcess, stopWatcherProcess } from './lib/watcher-process';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     iterations: { type: 'string' },
     evictions: { type: 'string' },

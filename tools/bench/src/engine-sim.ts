@@ -9,9 +9,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { markdownTable } from './lib/table';
+import { parseToolArgs } from '@triad/testing';
 
 const ROOT = join(__dirname, '..', '..', '..');
 
@@ -77,7 +77,7 @@ const NON_STREAM = JSON.stringify({ model: 'sim-model', messages: PROMPT, max_to
 const STREAM_64 = JSON.stringify({ model: 'sim-model', messages: PROMPT, max_tokens: 64, ignore_eos: true, stream: true });
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       duration: { type: 'string', default: '5' },
       warmup: { type: 'string', default: '1' },

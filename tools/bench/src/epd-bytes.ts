@@ -2,12 +2,12 @@
 // (ModelServer ecConnector.enableMmEmbeds): the vLLM EPD connector runs against in-process engine-sims (NIXL EC
 // connector, --enable-mm-embeds), every leg forwarded to its sim; the legs' bodies are measured as sent.
 // Run: npx tsx tools/bench/src/epd-bytes.ts [--image-kib 256]
-import { parseArgs } from 'node:util';
 import type { Decision } from '@triad/bus';
 import { ConnectorRegistry, type BufferedAnswer, type LegHandle, type LegRunner, type LegSpec } from '@triad/connectors';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
 import { proxyRequest, serverProfile } from '@triad/request/testing';
 import { markdownTable } from './lib/table';
+import { parseToolArgs } from '@triad/testing';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 
@@ -57,7 +57,7 @@ class ForwardingRunner implements LegRunner {
 const refOf = (pod: string, sim: SimEngineHandle) => ({ key: `default.epd.${pod}`, pod, ip: sim.host, port: sim.port });
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { 'image-kib': { type: 'string', default: '256' } } });
+  const { values } = parseToolArgs({ options: { 'image-kib': { type: 'string', default: '256' } } });
   const kib = Number(values['image-kib']);
   const sims: SimEngineHandle[] = [];
   try {

@@ -12,11 +12,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { EcConnectorKind } from '@triad/engine-sim';
 import { markdownTable } from './lib/table';
 import { CHECK_MODEL, cases, snapshot, startSetup, type Case, type Setup } from './epd-proxy-setups';
 import { startReferenceProxy } from './reference-proxy-process';
+import { parseToolArgs } from '@triad/testing';
 
 const REQUEST_TIMEOUT_MS = 60_000;
 
@@ -99,7 +99,7 @@ async function runProxy(version: Version, script: string, mode: 'quiet' | 'shipp
 
 async function main(): Promise<void> {
   const options = { newest: { type: 'string' }, classic: { type: 'string' }, mode: { type: 'string', default: 'quiet' } } as const;
-  const { values } = parseArgs({ options });
+  const { values } = parseToolArgs({ options });
   const newest = values.newest ?? process.env['TRIAD_BENCH_REFERENCE_PROXY_NEWEST'];
   const classic = values.classic ?? process.env['TRIAD_BENCH_REFERENCE_PROXY'];
   const mode = values.mode === 'shipped' ? 'shipped' : 'quiet';

@@ -11,8 +11,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { waitFor } from '@triad/testing';
+import { waitFor, parseToolArgs } from '@triad/testing';
 import { callgrindControl, callgrindLauncher, dumpInstructions } from './lib/callgrind';
 import { markdownTable } from './lib/table';
 import { startGatewayStack } from './gateway-stack';
@@ -66,7 +65,7 @@ export interface InstructionResult extends InstructionCase {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       cases: { type: 'string', default: 'epd:1,epd:32,agg:32' },
       requests: { type: 'string', default: '1000' },

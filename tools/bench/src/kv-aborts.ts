@@ -11,16 +11,15 @@
  * Baselines in the same run: vLLM with TRIAD_KV_RELEASE=false; SGLang with nobody aborting the decode (the engines on
  * their own). Decisions are fixed (a stand-in scheduler on NATS): every vLLM request tries (P, D1) then (P, D2).
  */
-import { parseArgs } from 'node:util';
 import type { DecisionOrError, EndpointRef, SchedulingRequest } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
-import { startNatsServer, waitFor } from '@triad/testing';
+import { startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import { startBenchGateway, type BenchGateway as Gateway } from './lib/bench-gateway';
 import { MODEL, metricTotal as metric, publishPdServer, serveFixedDecisions } from './lib/fixed-decisions';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({ options: { requests: { type: 'string', default: '20' } } });
+const { values: args } = parseToolArgs({ options: { requests: { type: 'string', default: '20' } } });
 const N = Number(args.requests);
 const VLLM_ABORT_TIMEOUT_MS = 480_000;
 const SGLANG_WAITING_TIMEOUT_MS = 300_000;

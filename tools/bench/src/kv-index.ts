@@ -11,12 +11,11 @@
 // Lag is wall-clock (process.hrtime) on this machine; routing is simulated time (machine load changes nothing).
 // Run: npx tsx --expose-gc tools/bench/src/kv-index.ts [--batches 2000] [--rate 500] [--blocks 1000000]
 //        [--engines 16] [--requests 3000] [--loads 0.8,0.95] [--seed 1] [--kv-tokens 32768]
-import { parseArgs } from 'node:util';
 import { Buckets, EndpointRecordSchema, KvIndexDeltaSchema, SCHEMA_VERSION, endpointKey } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { KvIndexer, VllmBlockHasher, ZmqEventPublisher, encodeKvEventBatch, startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockIndex, defaultSchedulerConfig } from '@triad/scheduling';
-import { startNatsServer } from '@triad/testing';
+import { startNatsServer, parseToolArgs } from '@triad/testing';
 import { REALISTIC_COST } from './cluster-sim/cost-model';
 import type { CacheListener } from './cluster-sim/engine';
 import { SchedulerPolicy, kvBlockKey } from './cluster-sim/policies';
@@ -25,7 +24,7 @@ import { measureCapacity, runSimulation } from './cluster-sim/simulate';
 import { WORKLOADS } from './cluster-sim/workload';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     batches: { type: 'string', default: '2000' },
     rate: { type: 'string', default: '500' },

@@ -8,7 +8,6 @@
  *
  *   npx tsx tools/bench/src/nats-failover.ts [--phase 8] [--concurrency 4]
  */
-import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Buckets, EndpointRecordSchema } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
@@ -21,10 +20,11 @@ import {
   waitFor,
   type ClusterStack,
   type NatsClusterNode,
+  parseToolArgs,
 } from '@triad/testing';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: { phase: { type: 'string', default: '8' }, concurrency: { type: 'string', default: '4' } },
 });
 const PHASE_MS = Number(args.phase) * 1000;

@@ -8,12 +8,11 @@
  *   npx tsx tools/bench/src/nats-startup.ts [--rounds 10] [--wait 5]
  *   npx tsx tools/bench/src/nats-startup.ts --smoke      # 2 rounds, 1 s wait
  */
-import { parseArgs } from 'node:util';
-import { freePort, spawnTriad, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
+import { freePort, spawnTriad, startNatsServer, waitFor, type TriadChild, parseToolArgs } from '@triad/testing';
 import { markdownTable } from './lib/table';
 import { median } from './lib/stats';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     rounds: { type: 'string' },
     wait: { type: 'string' },

@@ -13,18 +13,17 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { Buckets, EndpointRecordSchema, type EndpointRecord } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
-import { startNatsServer, waitFor } from '@triad/testing';
+import { startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import { startFakeKubeServer } from '@triad/testing/kube';
 import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
 import { startWatcherProcess, stopWatcherProcess } from './lib/watcher-process';
 import { benchPod, fleetObjects, startScrapeFleet } from './pod-watcher-fleet';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     pods: { type: 'string', default: '2000' },
     changes: { type: 'string' },

@@ -27,7 +27,6 @@
  *     [--phases incident,stage-down] [--phase-requests 40] (empty: no phases)
  */
 import { randomInt } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import {
   Buckets,
   EndpointRecordSchema,
@@ -40,7 +39,7 @@ import {
 import { connectBus } from '@triad/bus/client';
 import { resolvePipelineMode, type ModelServerSpec } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { startNatsServer, waitFor } from '@triad/testing';
+import { startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import {
   ANSWER_TOKENS,
   DEATH_POINTS,
@@ -67,7 +66,7 @@ import { startBenchGateway } from './lib/bench-gateway';
 import { markdownTable } from './lib/table';
 import { PHASE_COLUMNS, runPhaseSuites } from './reliability-phases';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     requests: { type: 'string', default: '200' },
     concurrency: { type: 'string', default: '8' },

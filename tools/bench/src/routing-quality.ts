@@ -6,15 +6,15 @@
 //        [--workloads chat,multimodal,mixed] [--policies triad,random,...] [--seed 1] [--json FILE] [--smoke]
 //        [--triad-config FILE.json] [--pools aggregated,pd,epd]
 import { readFileSync, writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { REALISTIC_COST } from './cluster-sim/cost-model';
 import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import { EXTRA_POLICIES, makePolicy, POLICY_NAMES, type PolicyName } from './cluster-sim/policy-set';
 import { measureCapacity, poolLayout, POOL_KINDS, runSimulation, type PoolKind, type RunMetrics } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
 import { markdownTable } from './lib/table';
+import { parseToolArgs } from '@triad/testing';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     engines: { type: 'string', default: '16' },
     requests: { type: 'string', default: '3000' },

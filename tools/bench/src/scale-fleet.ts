@@ -33,12 +33,11 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScrapeFreshnessRecordSchema } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { SchedulerReplica } from '@triad/scheduling';
-import { freePort, startNatsServer, waitFor, type TriadChild } from '@triad/testing';
+import { freePort, startNatsServer, waitFor, type TriadChild, parseToolArgs } from '@triad/testing';
 import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
 import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
@@ -48,7 +47,7 @@ import { containerMemory, inCgroup, makeMemoryCgroup, nodeHeapMbFor, type Memory
 
 const REPO = join(__dirname, '..', '..', '..');
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     pods: { type: 'string' },
     servers: { type: 'string' },

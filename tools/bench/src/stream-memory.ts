@@ -9,16 +9,15 @@
  *   npx tsx tools/bench/src/stream-memory.ts --smoke     # 200 streams, 100 stalled
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
-import { parseArgs } from 'node:util';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { startNatsServer, waitFor } from '@triad/testing';
+import { startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import { startBenchGateway, type BenchGateway } from './lib/bench-gateway';
 import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     streams: { type: 'string' },
     stalled: { type: 'string' },

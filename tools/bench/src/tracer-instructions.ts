@@ -13,8 +13,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
-import { waitFor } from '@triad/testing';
+import { waitFor, parseToolArgs } from '@triad/testing';
 import { callgrindControl, callgrindLauncher, dumpInstructions } from './lib/callgrind';
 import { startDiscardingSink } from './lib/discarding-sink';
 import { markdownTable } from './lib/table';
@@ -129,7 +128,7 @@ async function measure(v: Variant, opts: { requests: number; warmup: number; con
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       requests: { type: 'string', default: '1500' },
       warmup: { type: 'string', default: '1000' },

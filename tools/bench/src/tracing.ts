@@ -11,8 +11,7 @@
 //   --variants off,sdk,recorder --connections 32
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
-import { freePort, waitFor } from '@triad/testing';
+import { freePort, waitFor, parseToolArgs } from '@triad/testing';
 import { startDiscardingSink } from './lib/discarding-sink';
 import { cpuSeconds } from './lib/proc';
 import { markdownTable } from './lib/table';
@@ -165,7 +164,7 @@ interface Sample {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       duration: { type: 'string', default: '5' },
       warmup: { type: 'string', default: '1' },

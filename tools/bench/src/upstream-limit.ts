@@ -8,15 +8,14 @@
  *
  *   npx tsx tools/bench/src/upstream-limit.ts [--streams 1000] [--tokens 150] [--ms-per-token 20]
  */
-import { parseArgs } from 'node:util';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema, endpointKey, objectKey } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
-import { startNatsServer, waitFor } from '@triad/testing';
+import { startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import { startBenchGateway } from './lib/bench-gateway';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     streams: { type: 'string', default: '1000' },
     tokens: { type: 'string', default: '150' },

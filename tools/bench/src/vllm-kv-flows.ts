@@ -19,18 +19,17 @@
  *    push toy proxy and vllm-router do) and concurrently (`transferMode: push`). Time to first token at the client
  *    (p50/p99). Baseline: the decode sim asked directly (it prefills itself).
  */
-import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import type { DecisionOrError, EndpointRecord, EndpointRef, SchedulingRequest } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import type { KvConnector } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
-import { startNatsServer, waitFor } from '@triad/testing';
+import { startNatsServer, waitFor, parseToolArgs } from '@triad/testing';
 import { startBenchGateway } from './lib/bench-gateway';
 import { MODEL, publishPdServer, serveFixedDecisions } from './lib/fixed-decisions';
 import { markdownTable } from './lib/table';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: { requests: { type: 'string', default: '40' }, 'push-requests': { type: 'string', default: '40' } },
 });
 const N = Number(args.requests);

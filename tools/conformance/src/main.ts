@@ -13,7 +13,6 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { ALLOW_LIST } from './allowed';
 import { classify } from './allow-list';
 import { Bench } from './bench';
@@ -24,6 +23,7 @@ import { renderComparison, type Comparison } from './report';
 import { startReference, type RunningRouter } from './router';
 import { runCases, type RouterRun } from './run';
 import { startTriad } from './triad-router';
+import { parseToolArgs } from '@triad/testing';
 
 async function runOne(ref: Reference, start: (bench: Bench) => Promise<RunningRouter>, tag: string, holdMs: number): Promise<RouterRun> {
   const bench = await Bench.start(ref.stages, holdMs);
@@ -83,7 +83,7 @@ async function compare(ref: Reference, script: string, holdMs: number, logDir: s
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       ref: { type: 'string', multiple: true, default: [] },
       out: { type: 'string' },
