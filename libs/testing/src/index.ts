@@ -6,7 +6,7 @@ export { spawnTriad, waitReady } from './triad-process';
 export type { TriadChild } from './triad-process';
 export { startLoggedProcess } from './logged-process';
 export { aggregatedManifests } from './manifests';
-export { parseToolArgs, toolUsage } from './tool-args';
+export { parseToolArgs } from './tool-args';
 export { startSteadyLoad } from './steady-load';
 export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';
