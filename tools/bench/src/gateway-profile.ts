@@ -92,6 +92,19 @@ function accessLogMedians(file: string, fromMs: number, toMs: number, t0: number
   return `gateway access log, medians of ${timings.length} requests (ms): ${keys.map((k) => `${k} ${median(k)}`).join(', ')}`;
 }
 
+/**
+ * A subject's group for the per-request message count: the first three tokens, with reply inboxes as `_INBOX` and
+ * JetStream API calls and KV keys by their operation and bucket (`$JS.API.DIRECT.GET.KV_x`, `$KV.x`).
+ */
+function subjectGroup(subject: string): string {
+  if (subject.startsWith('_INBOX.')) return '_INBOX (replies)';
+  const tokens = subject.split('.');
+  if (tokens[0] === '$KV') return tokens.slice(0, 2).join('.');
+  if (tokens[0] === '$JS' && tokens[1] === 'API') return tokens.slice(0, 5).join('.');
+  if (tokens[0] === '$JS' && tokens[1] === 'ACK') return '$JS.ACK';
+  return tokens.slice(0, 3).join('.');
+}
+
 /** Busy CPU seconds of the whole machine so far (all cores, /proc/stat: everything but idle and iowait). */
 function machineBusySeconds(): number {
   const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
@@ -182,9 +195,14 @@ async function main(): Promise<void> {
     const batchBefore = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     // Messages on the gateway's subjects during the run (this subscriber adds a little nats-server work).
     const counter = await connectBus({ servers: stack.natsUrl, name: 'bench-profile' });
-    const counts = { dispatch: 0, schedule: 0 };
-    counter.nc.subscribe('triad.v1.dispatch', { callback: () => void counts.dispatch++ });
-    counter.nc.subscribe('triad.v1.schedule', { callback: () => void counts.schedule++ });
+    // Every subject (`>`), grouped by its first tokens (inboxes and KV keys collapsed): what crosses NATS per request.
+    const counts = new Map<string, number>();
+    counter.nc.subscribe('>', {
+      callback: (_err, msg) => {
+        const group = subjectGroup(msg.subject);
+        counts.set(group, (counts.get(group) ?? 0) + 1);
+      },
+    });
     await counter.nc.flush();
     const from = Date.now() - t0;
     const straced = String(values.strace);
@@ -247,9 +265,10 @@ async function main(): Promise<void> {
       `everything else ${(((busy - stackSeconds) / wall) * 50).toFixed(0)}% (softirq ` +
       `${(((softAfter - softBefore) / wall) * 50).toFixed(0)}%); steal ${(((stealAfter - stealBefore) / wall) * 50).toFixed(0)}%\n`;
     await counter.close();
-    summary +=
-      `NATS messages per request: dispatch ${(counts.dispatch / r.requests).toFixed(2)}, schedule ` +
-      `${(counts.schedule / r.requests).toFixed(2)}\n`;
+    summary += `NATS messages per request: ${[...counts.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .map(([group, n]) => `${group} ${(n / r.requests).toFixed(2)}`)
+      .join(', ')}\n`;
     const batchAfter = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     const batches = batchAfter[1] - batchBefore[1];
     summary += `scheduling: ${batches} NATS batches, ${((batchAfter[0] - batchBefore[0]) / batches).toFixed(2)} requests per batch\n`;
