@@ -130,6 +130,23 @@ describe('LeaseAccount', () => {
     expect((await acc.reserve({ in: 0, out: 100 }, out)).ok).toBe(true);
   });
 
+  it('spends an overrun the lease still holds from the lease, without a store round trip, and reports it with the lease', async () => {
+    const store = new AckLostOnce();
+    const limits = settings(10_000, 1_000);
+    const acc = new LeaseAccount('model.m', store, 'r0', now, LEASE, limits);
+    const r = await acc.reserve({ in: 5, out: 10 }, limits);
+    expect(r.ok).toBe(true);
+    const reads = store.reads;
+    // 295 input tokens more than estimated (an image the estimate did not count): the lease (1,000) holds them.
+    acc.reconcile((r as { window: number }).window, { in: 5, out: 10 }, { in: 300, out: 10 });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(store.reads).toBe(reads);
+    // Spent from the lease: 1,000 - 295 left of it.
+    expect(acc.reserve({ in: 706, out: 0 }, limits)).toBeInstanceOf(Promise);
+    await acc.close();
+    expect((await store.inner.read('model.m')).record?.used).toMatchObject({ in: 1006, out: 10 });
+  });
+
   it('returns an idle lease before it expires so no other replica is starved by it', async () => {
     const { store, accounts } = replicas(2, now, { ...LEASE, reclaimWaitMs: 0 });
     const [a, b] = accounts as [LeaseAccount, LeaseAccount];
