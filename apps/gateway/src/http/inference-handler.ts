@@ -242,7 +242,8 @@ export class InferenceHandler {
     });
     if (r.error !== undefined) recordEcHandoff(d.metrics, d.logger, ctx, r.error);
     for (const f of r.stageFallbacks) d.metrics.stageFallback(f.stage, f.reason);
-    if (d.accessLog) writeAccessLog(d.logger, ctx, end);
+    // The line is built only when the logger writes it (TRIAD_LOG_LEVEL=warn drops it after the work).
+    if (d.accessLog && d.logger.isLevelEnabled('info')) writeAccessLog(d.logger, ctx, end);
     if (hooked) d.hooks.onEnd?.(ctx);
   }
 }
