@@ -1,4 +1,4 @@
-import { TimeoutError, headers as natsHeaders, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { SCHEMA_VERSION, Subjects, type DecisionOrError, type SchedulingRequest } from '@triad/bus';
 import { ErrorCode, isErrorCode } from '@triad/errors';
 import { SchedulingError, type RequestContext } from '@triad/request';
@@ -44,7 +44,18 @@ interface Pending {
   readonly resolve: (value: Scheduled) => void;
 }
 
+/** A batch sent to the scheduler service, waiting for its reply on this client's inbox. */
+interface Sent {
+  readonly batch: Pending[];
+  readonly started: number;
+  readonly timer: NodeJS.Timeout;
+}
+
 const encoder = new TextEncoder();
+
+function onBudgetElapsed(client: SchedulerClient, id: number): void {
+  client.budgetElapsed(id);
+}
 
 /**
  * Asks the scheduler service for decisions over `triad.v1.schedule`, micro-batched without any timer: requests
@@ -64,6 +75,14 @@ export class SchedulerClient implements TurnFlushable {
   #localUntil = 0;
   /** The decider when scheduling in-process (then never a NATS request). */
   readonly #inProcess: LocalDecider | undefined;
+  /**
+   * Replies come to `<inbox>.<batch id>` on one subscription of this client's own, matched to their batch by id:
+   * nats.js's `request()` builds a request object, a timeout promise and three Error objects (stack traces
+   * included) per call, which at one request per batch was a few percent of the gateway's CPU.
+   */
+  readonly #inbox: string;
+  readonly #sent = new Map<number, Sent>();
+  #nextId = 0;
 
   constructor(nc: NatsConnection, local: LocalDecider | undefined, options: SchedulerClientOptions, turn: TurnFlusher) {
     if (options.inProcess === true && local === undefined) throw new Error('in-process scheduling needs a local decider');
@@ -72,6 +91,9 @@ export class SchedulerClient implements TurnFlushable {
     this.#inProcess = options.inProcess === true ? local : undefined;
     this.#options = options;
     this.#turn = turn;
+    this.#inbox = createInbox();
+    // The subscription goes out before any batch on the same connection, so the server knows it before a reply.
+    if (this.#inProcess === undefined) nc.subscribe(`${this.#inbox}.*`, { callback: (_err, msg) => this.#reply(msg) });
     turn.add(this);
   }
 
@@ -106,27 +128,53 @@ export class SchedulerClient implements TurnFlushable {
     }
   }
 
-  async #send(batch: Pending[]): Promise<void> {
-    this.#inFlight++;
-    const started = performance.now();
+  #send(batch: Pending[]): void {
     const requests = new Array<SchedulingRequest>(batch.length);
     for (let i = 0; i < batch.length; i++) requests[i] = batch[i].request;
+    const id = this.#nextId++;
     try {
       const data = encoder.encode(JSON.stringify({ v: SCHEMA_VERSION, requests }));
-      const msg = await this.#nc.request(Subjects.schedule, data, { timeout: this.#options.budgetMs, ...this.#headersOf(batch) });
-      const checked = checkScheduleReply(msg.data, batch.length);
-      this.#options.onBatch?.(batch.length, (performance.now() - started) / 1000);
-      if (typeof checked === 'string') this.#fallBack(batch, 'invalid-reply');
-      else for (let i = 0; i < batch.length; i++) batch[i].resolve({ decision: checked[i], local: false });
-    } catch (err) {
-      // nats.js rejects a request that ran out of time with TimeoutError; no responders, a closed or draining
-      // connection and a disconnect are RequestError or connection errors: the scheduler is unavailable.
-      this.#fallBack(batch, err instanceof TimeoutError ? 'timeout' : 'unavailable');
-    } finally {
-      this.#inFlight--;
-      // What queued up behind the in-flight limit goes out at the end of this turn, together.
-      if (this.#queue.length > 0) this.#turn.request();
+      this.#nc.publish(Subjects.schedule, data, { reply: `${this.#inbox}.${id}`, ...this.#headersOf(batch) });
+    } catch {
+      // A closed or draining connection: the scheduler is unavailable.
+      this.#fallBack(batch, 'unavailable');
+      return;
     }
+    this.#inFlight++;
+    this.#sent.set(id, { batch, started: performance.now(), timer: setTimeout(onBudgetElapsed, this.#options.budgetMs, this, id) });
+  }
+
+  /** A reply on the inbox: its batch's decisions, or (no data, status 503) no scheduler subscribed. */
+  #reply(msg: Msg): void {
+    const subject = msg.subject;
+    const sent = this.#settle(Number(subject.slice(subject.lastIndexOf('.') + 1)));
+    if (sent === undefined) return; // a reply after the budget ran out: its batch was decided locally
+    const batch = sent.batch;
+    if (msg.data.length === 0 && msg.headers?.code === 503) {
+      this.#fallBack(batch, 'unavailable');
+      return;
+    }
+    const checked = checkScheduleReply(msg.data, batch.length);
+    this.#options.onBatch?.(batch.length, (performance.now() - sent.started) / 1000);
+    if (typeof checked === 'string') this.#fallBack(batch, 'invalid-reply');
+    else for (let i = 0; i < batch.length; i++) batch[i].resolve({ decision: checked[i], local: false });
+  }
+
+  /** @internal The budget of batch `id` ran out: its requests are decided locally. */
+  budgetElapsed(id: number): void {
+    const sent = this.#settle(id);
+    if (sent !== undefined) this.#fallBack(sent.batch, 'timeout');
+  }
+
+  /** Takes batch `id` out of the in-flight set (undefined when it already left); what queued behind it goes out this turn. */
+  #settle(id: number): Sent | undefined {
+    const sent = this.#sent.get(id);
+    if (sent === undefined) return undefined;
+    this.#sent.delete(id);
+    clearTimeout(sent.timer);
+    this.#inFlight--;
+    if (this.#queue.length > 0) this.#turn.request();
+    return sent;
   }
 
   #headersOf(batch: Pending[]): { headers?: MsgHdrs } {
