@@ -20,10 +20,35 @@ describe('serializeWith', () => {
       want: '{"a":1,"room":18446744073709551615}',
     },
     { name: 'appends raw fields to an empty object', body: {}, set: undefined, drop: undefined, raw: '"x":1', want: '{"x":1}' },
+    {
+      name: 'replaces, drops and appends around object values',
+      body: { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'é "q"' }] }], stream: true, n: null, u: undefined },
+      set: { stream: false, max_tokens: 1, opts: { a: [1] } },
+      drop: ['n'],
+      raw: '"kv_transfer_params":{"x":1}',
+      want:
+        '{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"é \\"q\\""}]}],"stream":false,"max_tokens":1,' +
+        '"opts":{"a":[1]},"kv_transfer_params":{"x":1}}',
+    },
   ])('$name', ({ body, set, drop, raw, want }) => {
     const before = JSON.stringify(body);
     expect(serializeWith(body, set, drop, raw)).toBe(want);
+    // From per-key text (the legs of one body share it): the same bytes, the first time and from the fragments.
+    const fragments = new Map<string, string | undefined>();
+    expect(serializeWith(body, set, drop, raw, fragments)).toBe(want);
+    expect(serializeWith(body, set, drop, raw, fragments)).toBe(want);
     expect(JSON.stringify(body)).toBe(before);
+  });
+
+  it('serializes an object value once for the legs that share fragments', () => {
+    const body = { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true };
+    const fragments = new Map<string, string | undefined>();
+    const prefill = serializeWith(body, { stream: false, max_tokens: 1 }, ['stream_options'], '"kv_transfer_params":{}', fragments);
+    expect(fragments.get('messages')).toBe('[{"role":"user","content":"hi"}]');
+    fragments.set('messages', '["from the fragments"]');
+    const decode = serializeWith(body, undefined, undefined, undefined, fragments);
+    expect(prefill).toBe('{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false,"max_tokens":1,"kv_transfer_params":{}}');
+    expect(decode).toBe('{"model":"m","messages":["from the fragments"],"stream":true}');
   });
 });
 

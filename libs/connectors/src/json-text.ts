@@ -6,15 +6,25 @@ import { randomFillSync } from 'node:crypto';
  */
 
 /**
+ * JSON text of a body's top-level object and array values, shared by the legs built from one body (a vLLM
+ * prefill and its decode): the messages are serialized once per request, not once per leg. Only for a body that
+ * is not changed between the legs.
+ */
+export type JsonFragments = Map<string, string | undefined>;
+
+/**
  * Serializes `body` with some top-level keys dropped or replaced and optional raw JSON fields appended
- * (`rawFields` is `"k":v,...` text written as is). `body` is not mutated.
+ * (`rawFields` is `"k":v,...` text written as is). `body` is not mutated. With `fragments`, the text of each
+ * object or array value is taken from there (and put there once made); the output is the same either way.
  */
 export function serializeWith(
   body: Record<string, unknown>,
   set: Record<string, unknown> | undefined,
   drop: readonly string[] | undefined,
   rawFields?: string,
+  fragments?: JsonFragments,
 ): string {
+  if (fragments !== undefined) return spliceWith(body, set, drop, rawFields, fragments);
   const copy: Record<string, unknown> = {};
   for (const key in body) {
     if (drop !== undefined && drop.includes(key)) continue;
@@ -27,6 +37,41 @@ export function serializeWith(
   const json = JSON.stringify(copy);
   if (rawFields === undefined || rawFields === '') return json;
   return json.length === 2 ? `{${rawFields}}` : `${json.slice(0, -1)},${rawFields}}`;
+}
+
+/** `serializeWith` from per-key text: the same output as `JSON.stringify` of the copy (key order, skipped undefined). */
+function spliceWith(
+  body: Record<string, unknown>,
+  set: Record<string, unknown> | undefined,
+  drop: readonly string[] | undefined,
+  rawFields: string | undefined,
+  fragments: JsonFragments,
+): string {
+  let out = '';
+  for (const key in body) {
+    if (drop !== undefined && drop.includes(key)) continue;
+    if (set !== undefined && key in set) continue;
+    const value = body[key];
+    let text: string | undefined;
+    if (value !== null && typeof value === 'object') {
+      text = fragments.get(key);
+      if (text === undefined) {
+        text = JSON.stringify(value);
+        fragments.set(key, text);
+      }
+    } else {
+      text = JSON.stringify(value);
+    }
+    if (text !== undefined) out += `${out === '' ? '' : ','}${JSON.stringify(key)}:${text}`;
+  }
+  if (set !== undefined) {
+    for (const key in set) {
+      const text = set[key] === undefined ? undefined : (JSON.stringify(set[key]) as string | undefined);
+      if (text !== undefined) out += `${out === '' ? '' : ','}${JSON.stringify(key)}:${text}`;
+    }
+  }
+  if (rawFields !== undefined && rawFields !== '') out += `${out === '' ? '' : ','}${rawFields}`;
+  return `{${out}}`;
 }
 
 const QUOTE = 0x22;

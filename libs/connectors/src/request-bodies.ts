@@ -1,7 +1,7 @@
 import type { EndpointRef } from '@triad/bus';
 import { DEFAULT_SGLANG_BOOTSTRAP_PORT, type InferenceEngine } from '@triad/crd';
 import { urlHost } from './addresses';
-import { randomBootstrapRoom, serializeWith } from './json-text';
+import { randomBootstrapRoom, serializeWith, type JsonFragments } from './json-text';
 import type { MediaPart } from '@triad/request';
 
 /**
@@ -30,15 +30,22 @@ const INCLUDE_USAGE = Object.freeze({ include_usage: true });
 
 /**
  * Body of the leg whose answer the client sees (aggregated, vLLM decode, E→PD), with usage injection;
- * `routedDpRank` pins an SGLang engine's DP rank (aggregated legs of DP engines).
+ * `routedDpRank` pins an SGLang engine's DP rank (aggregated legs of DP engines). `fragments`: the text of the
+ * body's values another leg of the same body already made (its prefill's).
  */
-export function finalLegBody(body: Record<string, unknown>, stream: boolean, kvTransferParams?: string, routedDpRank?: number): string {
+export function finalLegBody(
+  body: Record<string, unknown>,
+  stream: boolean,
+  kvTransferParams?: string,
+  routedDpRank?: number,
+  fragments?: JsonFragments,
+): string {
   const set = usageFields(body, stream);
-  if (routedDpRank !== undefined) return serializeWith(body, { ...set, routed_dp_rank: routedDpRank }, undefined);
+  if (routedDpRank !== undefined) return serializeWith(body, { ...set, routed_dp_rank: routedDpRank }, undefined, undefined, fragments);
   if (kvTransferParams === undefined) {
-    return set === undefined ? JSON.stringify(body) : serializeWith(body, set, undefined);
+    return set === undefined && fragments === undefined ? JSON.stringify(body) : serializeWith(body, set, undefined, undefined, fragments);
   }
-  return serializeWith(body, set, KV_PARAMS_KEY, `"kv_transfer_params":${kvTransferParams}`);
+  return serializeWith(body, set, KV_PARAMS_KEY, `"kv_transfer_params":${kvTransferParams}`, fragments);
 }
 
 /** The client pinned an SGLang DP rank itself (body or header): then the gateway adds none. */
@@ -58,11 +65,11 @@ export const NIXL_PREFILL_KV_PARAMS =
  * blocks for a remote decode: `true` sends the NIXL toy proxy's params (NIXL, vllm-ascend Mooncake, LMCache), a
  * string sends that raw JSON object (upstream vLLM Mooncake and NIXL push add a `transfer_id`).
  */
-export function vllmPrefillBody(body: Record<string, unknown>, kvParams: boolean | string): string {
+export function vllmPrefillBody(body: Record<string, unknown>, kvParams: boolean | string, fragments?: JsonFragments): string {
   const set: Record<string, unknown> = { stream: false, max_tokens: 1 };
   if ('max_completion_tokens' in body) set['max_completion_tokens'] = 1;
   const raw = kvParams === true ? NIXL_PREFILL_KV_PARAMS : kvParams === false ? undefined : kvParams;
-  return serializeWith(body, set, PREFILL_DROP, raw === undefined ? undefined : `"kv_transfer_params":${raw}`);
+  return serializeWith(body, set, PREFILL_DROP, raw === undefined ? undefined : `"kv_transfer_params":${raw}`, fragments);
 }
 
 const RELEASE_DROP = ['stream_options', 'kv_transfer_params', 'min_tokens'] as const;

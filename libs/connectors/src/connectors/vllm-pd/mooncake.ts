@@ -1,6 +1,7 @@
 import { DEFAULT_MOONCAKE_BOOTSTRAP_PORT } from '@triad/crd';
 import { UpstreamError, type KvProfile, type EngineRequest } from '@triad/request';
 import { ErrorCode } from '@triad/errors';
+import type { JsonFragments } from '../../json-text';
 import { finalLegBody, vllmPrefillBody } from '../../request-bodies';
 import type { Attempt, EndpointRef, LegRunner } from '../../types';
 import { runConcurrentPd } from './concurrent';
@@ -83,10 +84,12 @@ export async function runMooncakeConcurrent(
     engineId,
     transferId,
   );
+  // One serialization of the messages for both bodies.
+  const fragments: JsonFragments = new Map();
   await runConcurrentPd(ctx, attempt, index, run, {
     prefill,
-    prefillBody: vllmPrefillBody(input.body, mooncakePrefillParams(transferId)),
-    decodeBody: finalLegBody(input.body, ctx.proxy.injectUsage, decodeKvParams),
+    prefillBody: vllmPrefillBody(input.body, mooncakePrefillParams(transferId), fragments),
+    decodeBody: finalLegBody(input.body, ctx.proxy.injectUsage, decodeKvParams, undefined, fragments),
     decodeKvParams,
     baseBody: input.body,
     prefillHeaders: { 'X-data-parallel-rank': String(rank) },

@@ -1,5 +1,5 @@
 import type { EngineRequest } from '@triad/request';
-import { topLevelValue } from '../../json-text';
+import { topLevelValue, type JsonFragments } from '../../json-text';
 import { finalLegBody, vllmPrefillBody } from '../../request-bodies';
 import type { Attempt, BufferedAnswer, EndpointRef, LegRunner } from '../../types';
 import { runConcurrentPd } from './concurrent';
@@ -77,10 +77,12 @@ export async function runNixlPush(
     return;
   }
   const decodeKvParams = nixlPushDecodeParams(coordinates, ctx.id, transferId);
+  // One serialization of the messages for both bodies.
+  const fragments: JsonFragments = new Map();
   await runConcurrentPd(ctx, attempt, index, run, {
     prefill,
-    prefillBody: vllmPrefillBody(input.body, nixlPushPrefillParams(transferId)),
-    decodeBody: finalLegBody(input.body, ctx.proxy.injectUsage, decodeKvParams),
+    prefillBody: vllmPrefillBody(input.body, nixlPushPrefillParams(transferId), fragments),
+    decodeBody: finalLegBody(input.body, ctx.proxy.injectUsage, decodeKvParams, undefined, fragments),
     decodeKvParams,
     baseBody: input.body,
     ...(input.consumerRank !== undefined ? { prefillHeaders: { 'X-data-parallel-rank': String(input.consumerRank) } } : {}),

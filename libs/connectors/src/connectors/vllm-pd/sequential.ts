@@ -1,5 +1,5 @@
 import type { EngineRequest } from '@triad/request';
-import { topLevelValue } from '../../json-text';
+import { topLevelValue, type JsonFragments } from '../../json-text';
 import { finalLegBody, vllmPrefillBody } from '../../request-bodies';
 import type { Attempt, BufferedAnswer, LegRunner } from '../../types';
 import type { PdInput } from './mooncake';
@@ -27,13 +27,15 @@ export async function runSequentialPd(
   const rank = input.consumerRank === undefined ? undefined : { 'X-data-parallel-rank': String(input.consumerRank) };
   let kv: string | undefined;
   let answer: BufferedAnswer | undefined;
+  // The prefill and the decode body differ in a few top-level fields: the messages are serialized once for both.
+  const fragments: JsonFragments | undefined = attempt.prefill !== undefined ? new Map() : undefined;
   if (attempt.prefill !== undefined) {
     answer = await run.buffered({
       stage: 'prefill',
       endpoint: attempt.prefill,
       item: -1,
       attempt: index,
-      body: vllmPrefillBody(body, kvParams),
+      body: vllmPrefillBody(body, kvParams, fragments),
       requestId: ctx.id,
       timeoutMs: server.timeouts.prefillMs,
       ...(rank !== undefined ? { headers: rank } : {}),
@@ -55,7 +57,7 @@ export async function runSequentialPd(
       endpoint: attempt.endpoint,
       item: -1,
       attempt: index,
-      body: finalLegBody(body, ctx.proxy.injectUsage, kv),
+      body: finalLegBody(body, ctx.proxy.injectUsage, kv, undefined, fragments),
       requestId: ctx.id,
       timeoutMs: server.timeouts.firstByteMs,
       ...(consumer && rank !== undefined ? { headers: rank } : {}),
