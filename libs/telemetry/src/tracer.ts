@@ -1,3 +1,4 @@
+import { randomFillSync } from 'node:crypto';
 import {
   context as otelContext,
   isSpanContextValid,
@@ -102,18 +103,31 @@ function isTimeInput(value: unknown): value is TimeInput {
 
 // ---- ids and sampling -------------------------------------------------------------------------------------------
 
-/** 8 random hex digits (Math.random, as the SDK's id generator). */
-function hex8(): string {
-  return (((Math.random() * 0x100000000) >>> 0) + 0x100000000).toString(16).slice(1);
+const ID_POOL_SIZE = 4096;
+const idPool = Buffer.allocUnsafe(ID_POOL_SIZE);
+let idOffset = ID_POOL_SIZE;
+
+/**
+ * `bytes` random bytes as hex, from a pool the CSPRNG refills every 4 KiB: one native call per id. The SDK's way
+ * (`Math.random()` eight hex digits at a time, `toString(16)` of a double) took about 1 µs per span id.
+ */
+function randomHex(bytes: number): string {
+  if (idOffset + bytes > ID_POOL_SIZE) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const hex = idPool.toString('hex', idOffset, idOffset + bytes);
+  idOffset += bytes;
+  return hex;
 }
 
 function newSpanId(): string {
-  const id = hex8() + hex8();
+  const id = randomHex(8);
   return id === '0000000000000000' ? '0000000000000001' : id;
 }
 
 function newTraceId(): string {
-  const id = hex8() + hex8() + hex8() + hex8();
+  const id = randomHex(16);
   return id === '00000000000000000000000000000000' ? '00000000000000000000000000000001' : id;
 }
 
