@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import type { EncoderChoice } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
 import { SchedulingError, type MediaPart } from '@triad/request';
@@ -11,7 +11,7 @@ import { SchedulingError, type MediaPart } from '@triad/request';
 export function itemUuid(part: MediaPart): string {
   if (part.uuid !== undefined) return part.uuid;
   const payload = part.source !== '' ? part.source : JSON.stringify(part.part);
-  return createHash('sha256').update(payload).digest('hex');
+  return hash('sha256', payload, 'hex');
 }
 
 /** A fresh EC transfer id (a uuid4 as 32 hex digits, vLLM's `uuid.uuid4().hex`); new on every encoder try. */
