@@ -126,7 +126,8 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     const dispatch = startDispatchFeed(nats, tracker);
     closers.push(() => dispatch.stop());
     // Affinity learned by any replica (or a gateway's fallback) reaches every replica: same tables everywhere.
-    const affinity = startAffinityFeed(nats, scheduler, { origin: options.instanceId });
+    // Flushed on a microtask: a batch's records leave in the same socket write as its reply.
+    const affinity = startAffinityFeed(nats, scheduler, { origin: options.instanceId, flush: 'microtask' });
     scheduler.onLearned = (record) => affinity.publish(record);
     closers.push(() => {
       scheduler.onLearned = undefined;

@@ -23,7 +23,17 @@ const MAX_RECORDS_PER_MESSAGE = 4096;
  * No queue group: all replicas converge on the same prefix, encoder-cache and session tables, so adding a replica
  * or failing over to a gateway's fallback does not lower hit ratios.
  */
-export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: { readonly origin: string }): AffinityFeed {
+export interface AffinityFeedOptions {
+  readonly origin: string;
+  /**
+   * When the records queued in a turn go out: `immediate` (default), after the turn's I/O (a gateway's legs are
+   * written first); `microtask`, as soon as the code that queued them returns: a scheduler's records then share
+   * the socket write of the reply to the batch that taught them (one write and one delivery per batch, not two).
+   */
+  readonly flush?: 'immediate' | 'microtask';
+}
+
+export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: AffinityFeedOptions): AffinityFeed {
   const origin = options.origin;
   const sub = bus.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
     if (batch.origin === origin) return;
@@ -50,7 +60,8 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: { reado
       queue.push(record);
       if (!scheduled) {
         scheduled = true;
-        setImmediate(flush);
+        if (options.flush === 'microtask') queueMicrotask(flush);
+        else setImmediate(flush);
       }
     },
     stop: () => {
