@@ -108,6 +108,15 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       "When the prefill of a concurrent pair fails before the decode's first byte, Triad aborts the decode leg at once (status 0: the router closed it) and fails the try over (docs/kv-ownership.md, concurrent flows). The push demo leaves the decode waiting for a push that never comes until its timeout, then the decode fails its load (`kvPullFailures`) and the client's connection breaks.",
   },
   {
+    id: 'decode-failure-aborts-running-prefill',
+    reference: ['nixl-push', 'mooncake'],
+    case: '500 at D, long',
+    key: ['P#1.status'],
+    triad: '0',
+    reason:
+      "When the decode of a concurrent pair fails before its first byte while the prefill is still running, Triad aborts the prefill leg (status 0: the router closed it; docs/kv-ownership.md, concurrent flows): its answer would be drained and thrown away, and the decode's engine releases the prefill's KV itself. The proxies let the prefill finish (200). Whether the prefill is still running when the decode's 500 arrives is a race between two engine answers, so either status may appear on Triad's side.",
+  },
+  {
     id: 'reencode-after-consumer-500',
     reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
     case: '500 at P, long',
