@@ -4,7 +4,7 @@ import { TEST_NOW } from '../../testing/clock';
 import { EncoderCacheScorer } from './encoder-cache';
 
 const pods = ['a', 'b', 'c', 'd'];
-const params = { loadFactor: 1.25, loadFloor: 0, batchRoom: true, maxItemsPerEndpoint: 2, homeShare: 0 };
+const params = { loadFactor: 1.25, loadFloor: 0, batchRoom: true, maxItemsPerEndpoint: 2, homeShare: 0, weighByHolders: false };
 const items = (...keys: string[]) => keys.map((key, index) => ({ index, key, modality: 'image' as const }));
 
 function score(
@@ -25,6 +25,30 @@ describe('encoder-cache', () => {
     plugin.learn({ model: 'm', endpoint: keyOf('c'), role: 'encode', prefixHashes: [], mediaKeys: ['x'] });
     expect(score(plugin, ['x', 'y'])).toEqual([100, 50, 0, 0]);
     expect(score(plugin, [])).toEqual([0, 0, 0, 0]);
+  });
+
+  it('weighs an item by how few pods hold it: the pod with the rarer item wins a split, one with every item wins outright', () => {
+    const plugin = new EncoderCacheScorer('encoder-cache', { ...params, maxItemsPerEndpoint: 4, weighByHolders: true });
+    for (const pod of ['a', 'b', 'c'])
+      plugin.learn({ model: 'm', endpoint: keyOf(pod), role: 'aggregated', prefixHashes: [], mediaKeys: ['hot'] });
+    plugin.learn({ model: 'm', endpoint: keyOf('d'), role: 'aggregated', prefixHashes: [], mediaKeys: ['rare'] });
+    // hot: 3 of 4 pods hold it, worth 2 − 3/4; rare: 1 of 4, worth 2 − 1/4. No pod holds both.
+    const split = score(plugin, ['hot', 'rare']);
+    expect(split[3]).toBeCloseTo((100 * 1.75) / 3);
+    for (const s of split.slice(0, 3)) expect(s).toBeCloseTo((100 * 1.25) / 3);
+    // With equal shares the four pods tie, and load decides which image is encoded again.
+    const equal = new EncoderCacheScorer('equal', { ...params, maxItemsPerEndpoint: 4 });
+    for (const pod of ['a', 'b', 'c'])
+      equal.learn({ model: 'm', endpoint: keyOf(pod), role: 'aggregated', prefixHashes: [], mediaKeys: ['hot'] });
+    equal.learn({ model: 'm', endpoint: keyOf('d'), role: 'aggregated', prefixHashes: [], mediaKeys: ['rare'] });
+    expect(score(equal, ['hot', 'rare'])).toEqual([50, 50, 50, 50]);
+    // Once d holds both, it scores 100 and the pods with only the widely held image fall further behind.
+    plugin.learn({ model: 'm', endpoint: keyOf('d'), role: 'aggregated', prefixHashes: [], mediaKeys: ['hot'] });
+    const both = score(plugin, ['hot', 'rare']);
+    expect(both[3]).toBeCloseTo(100);
+    for (const s of both.slice(0, 3)) expect(s).toBeCloseTo(100 / 2.75);
+    // One item: every holder gets the whole score, however many hold it.
+    expect(score(plugin, ['hot'])).toEqual([100, 100, 100, 100]);
   });
 
   it('forgets the least recent items per pod, and removed pods', () => {

@@ -29,6 +29,8 @@ export const EncoderCacheParamsSchema = z
     maxItemsPerEndpoint: z.number().int().min(1).default(64),
     /** Share of an unseen item's score given to the pod its content key hashes to (so first sends agree too). */
     homeShare: z.number().min(0).max(1).default(1),
+    /** Weigh each item by how few candidates hold it (`2 − holders/candidates`) instead of equal shares. */
+    weighByHolders: z.boolean().default(true),
   })
   .strict();
 export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
@@ -36,7 +38,8 @@ export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
 /**
  * Encoder-cache affinity for the pods that encode media themselves (aggregated, prefill, decode): a pod recently
  * sent an image probably still holds its encoder output (and, after the same preceding text, its KV). Each media
- * item contributes `100/items` to every candidate known to hold it; an item no candidate holds gives `homeShare` of
+ * item contributes its part of 100 to every candidate known to hold it, the larger the fewer candidates hold it
+ * (`weighByHolders`; equal parts `100/items` without); an item no candidate holds gives `homeShare` of
  * that to its rendezvous-hash home (hash(content key, endpoint key)), so a popular image's first requests already
  * agree on a pod on every replica. Pods past the load bound score 0. Learns after each decision and from other
  * replicas' records; forgets removed endpoints.
@@ -72,17 +75,25 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
     const items = ctx.request.mediaItems;
     if (items.length === 0 || ctx.role === 'encode' || c.size === 0) return;
     const share = 100 / items.length;
-    let unseen = 0;
-    for (const item of items) {
-      let found = false;
+    const holders = items.map((item) => {
+      const at: number[] = [];
       for (const key of this.#owners.get(item.key) ?? []) {
         const pos = c.indexOf(key);
-        if (pos < 0) continue;
-        out[pos] = out[pos] + share;
-        found = true;
+        if (pos >= 0) at.push(pos);
       }
-      if (!found) unseen++;
-    }
+      return at;
+    });
+    // Each item's part of the score: equal shares, or (weighByHolders) more for an item fewer candidates hold. A hit
+    // on an item every pod holds can be had almost anywhere, and missing it only adds a copy of an image in demand;
+    // an item one pod holds is a hit there only. So a pod holding all of a request's items beats pods holding only
+    // the widely held one by more, and when no pod holds all of them the request goes where the rarer one is.
+    const value = holders.map((at) => (this.#params.weighByHolders ? 2 - Math.max(1, at.length) / c.size : 1));
+    const total = value.reduce((a, b) => a + b, 0);
+    let unseen = 0;
+    holders.forEach((at, k) => {
+      for (const pos of at) out[pos] = out[pos] + (100 * value[k]) / total;
+      if (at.length === 0) unseen++;
+    });
     // An unseen item is encoded wherever the request goes: its home only gives the replicas a pod to agree on when
     // nothing else does. When some candidate holds another of the request's items, a home scored as high would
     // draw the request away from a certain hit for no gain (half the 2-image requests with one new image lost it).
