@@ -19,7 +19,7 @@ import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
 import { runCell, type CellResult } from './cluster-bench/cell';
 import { CALIBRATION_HEADERS, calibrationRows, simulateCell, type CalibrationRow } from './cluster-bench/calibration';
 import { ENGINE } from './cluster-bench/engine-profile';
-import { measureSaturation, workloadRequests } from './cluster-bench/load';
+import { measureSaturation, repeatCeiling, workloadRequests } from './cluster-bench/load';
 import { applyPolicy, DEFAULT_PROCESS_POLICIES, needsKvEvents, PROCESS_POLICIES, type ProcessPolicy } from './cluster-bench/policies';
 import { MODEL, startClusterStack } from './cluster-bench/stack';
 import { markdownTable } from './lib/table';
@@ -187,11 +187,17 @@ async function main(): Promise<void> {
           }
         }
       }
+      // The images do not depend on the rate: the same for every load.
+      const ceiling = repeatCeiling(workloadRequests(spec, seed, capacity, requestCount), warmup);
       console.log(`\n### ${pool} · ${w}: ${spec.description}\n`);
       console.log(
         `capacity ${capacity.toFixed(1)} req/s (closed-loop saturation, least-request); offered ` +
           `${loads.map((l) => `${Math.round(l * 100)} % = ${(l * capacity).toFixed(1)} req/s`).join(', ')}; goodput = requests/s with ` +
-          `TTFT ≤ ${spec.ttftSloMs} ms.\n`,
+          `TTFT ≤ ${spec.ttftSloMs} ms.` +
+          (Number.isFinite(ceiling)
+            ? ` Encoder-hit ceiling of this run: ${fmtPct(ceiling)} (measured items that repeat an image sent before).`
+            : '') +
+          `\n`,
       );
       console.log(
         markdownTable(

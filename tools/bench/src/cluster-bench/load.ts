@@ -33,6 +33,28 @@ export function workloadRequests(workload: WorkloadSpec, seed: number, ratePerS:
   return out;
 }
 
+/**
+ * The encoder-cache hit ratio no router can beat in this run: the share of the measured window's image items that
+ * repeat an image sent earlier in the run (warm-up included). A first send is encoded wherever it goes; a repeat
+ * can hit only where an engine still holds it, so the figure assumes unbounded caches. NaN without images.
+ */
+export function repeatCeiling(requests: readonly SimRequest[], warmup: number): number {
+  const firstMeasured = Math.floor(requests.length * warmup);
+  const sent = new Set<number>();
+  let items = 0;
+  let repeats = 0;
+  requests.forEach((r, i) => {
+    for (const image of r.images) {
+      if (i >= firstMeasured) {
+        items++;
+        if (sent.has(image)) repeats++;
+      }
+      sent.add(image);
+    }
+  });
+  return items === 0 ? NaN : repeats / items;
+}
+
 const FIRST_CONTENT = /"content":"[^"]/;
 
 /** Sends one streamed request and times its first content token. */
