@@ -13,7 +13,6 @@
 //        [--engines 8] [--requests 600] [--time-scale 8] [--capacity R] [--capacity-seconds 30] [--scrape-interval 1000]
 //        [--seed 1] [--calibrate] [--json FILE]
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { POOL_KINDS, poolLayout, type PoolKind } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
 import { runCell, type CellResult } from './cluster-bench/cell';
@@ -23,8 +22,9 @@ import { measureSaturation, repeatCeiling, workloadRequests } from './cluster-be
 import { applyPolicy, DEFAULT_PROCESS_POLICIES, needsKvEvents, PROCESS_POLICIES, type ProcessPolicy } from './cluster-bench/policies';
 import { MODEL, startClusterStack } from './cluster-bench/stack';
 import { markdownTable } from './lib/table';
+import { parseToolArgs } from '@triad/testing';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     quick: { type: 'boolean', default: false },
     pools: { type: 'string' },
