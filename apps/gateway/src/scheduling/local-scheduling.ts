@@ -12,12 +12,20 @@ import {
 } from '@triad/scheduling';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockHashing, type KvHashObserver } from './kv-block-hashes';
+import { PendingLegs } from './pending-legs';
 import { TokenizerEndpoints } from './tokenizer-endpoints';
 import type { KvView } from '../state/kv-view';
 
 interface Stoppable {
   stop(): void;
 }
+
+/**
+ * How long after a decision of its own the fallback applies this gateway's dispatch events as they come: its
+ * decisions reserve legs (up to 30 s for a decode pod) that the legs' start events release, so until they have
+ * expired the tracker must see every start in order.
+ */
+const EAGER_AFTER_DECISION_MS = 60_000;
 
 /**
  * The gateway's own scheduler replica (`--scheduling in-process`, and the fallback when the scheduler service does
@@ -33,6 +41,10 @@ export class LocalSchedulingFallback {
   readonly #logger: Logger;
   #hashOptions: PrefixHashOptions;
   readonly #stops: Stoppable[] = [];
+  /** This gateway's legs not yet counted (scheduler service mode); applied before the fallback decides. */
+  readonly #pending = new PendingLegs();
+  /** Until when dispatch events go to the tracker as they come (always with in-process scheduling). */
+  #eagerUntil = 0;
 
   /**
    * `outliers`: the gateway's outlier state, fed from the outliers bucket (its detector writes there too);
@@ -81,12 +93,30 @@ export class LocalSchedulingFallback {
     return this.#hashOptions;
   }
 
-  schedule: SchedulerReplica['schedule'] = (request, now) => this.local.schedule(request, now);
+  schedule: SchedulerReplica['schedule'] = (request, now) => {
+    const at = now ?? Date.now();
+    if (this.#pending.size > 0) this.#pending.drain(this.#apply);
+    if (this.#eagerUntil !== Number.POSITIVE_INFINITY) this.#eagerUntil = at + EAGER_AFTER_DECISION_MS;
+    return this.local.schedule(request, now);
+  };
 
-  /** Counts this gateway's own legs (the fallback sees only its own gateway's load). */
+  /**
+   * Counts this gateway's own legs (the fallback sees only its own gateway's load). With the scheduler service
+   * deciding, the counts are read only when the fallback decides: the legs are held (`PendingLegs`, cheaper than
+   * the tracker's per-leg bookkeeping, and a finished request's legs are dropped) and applied then, to the same
+   * counts and prefill backlog; measured latency is applied at once, as its moving average depends on the order.
+   */
   dispatched(event: DispatchEvent): void {
-    this.local.applyDispatchEvent(this.#gatewayId, event);
+    if (this.#eagerUntil > Date.now()) {
+      this.#apply(event);
+      return;
+    }
+    this.#pending.add(event);
+    if (event.type === 'finish' && (event.ttftMs !== undefined || event.tpotMs !== undefined))
+      this.local.tracker.latency.observe(event.endpoint, event.ttftMs, event.tpotMs, event.at);
   }
+
+  readonly #apply = (event: DispatchEvent): void => this.local.applyDispatchEvent(this.#gatewayId, event);
 
   /**
    * In-process scheduling: also counts the legs other gateway replicas have in flight, from their dispatch
@@ -94,6 +124,8 @@ export class LocalSchedulingFallback {
    * alone. A replica whose snapshots stop expires from the counts.
    */
   followPeers(bus: Bus): void {
+    // Every request is decided here: the counts are read per request.
+    this.#eagerUntil = Number.POSITIVE_INFINITY;
     this.#stops.push(startDispatchFeed(bus, this.local.tracker, { ignoreGateway: this.#gatewayId }));
     // The engines' KV blocks too, so precise-prefix-cache scores here as it does in the scheduler service.
     void startKvIndexFeed(bus, this.local.kvIndex).then(
