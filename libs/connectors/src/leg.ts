@@ -67,6 +67,19 @@ function clientErrorStatusOf(event: string): number | undefined {
   }
 }
 
+const CONTENT_TYPE = 'content-type';
+
+/** The content-type of raw response headers (name, value, …; names in any case), without building a headers object. */
+function contentTypeOf(rawHeaders: readonly (Buffer | string)[]): string | undefined {
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i];
+    if (name.length !== CONTENT_TYPE.length || name.toString('latin1').toLowerCase() !== CONTENT_TYPE) continue;
+    const value = rawHeaders[i + 1];
+    return typeof value === 'string' ? value : value.toString('latin1');
+  }
+  return undefined;
+}
+
 function onTimeout(leg: Leg): void {
   leg.timedOut();
 }
@@ -94,7 +107,11 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   readonly #codec: AnswerCodec | undefined;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
   #reject!: (err: Error) => void;
-  #controller: Dispatcher.DispatchController | undefined;
+  /** undici's abort of the request on the wire (from `onConnect`), until it fails or is sent again. */
+  #abortRequest: ((err?: Error) => void) | undefined;
+  /** undici's resume of a paused response (from `onHeaders`). */
+  #resumeResponse: (() => void) | undefined;
+  #paused = false;
   #pendingAbort: Error | undefined;
   #settled = false;
   #status = 0;
@@ -137,7 +154,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   abort(reason: Error): void {
     if (this.#settled) return;
     this.#fail(reason);
-    if (this.#controller !== undefined) this.#controller.abort(reason);
+    if (this.#abortRequest !== undefined) this.#abortRequest(reason);
     else this.#pendingAbort = reason;
   }
 
@@ -180,10 +197,18 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     }
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.#controller = controller;
+  /*
+   * The handler methods are undici's own (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`), which its
+   * Request calls directly: a handler with the newer `onRequestStart`… methods is wrapped per request in an adapter
+   * and a controller object, and the adapter turns the raw response headers and trailers into objects
+   * (`parseHeaders`) of which a leg reads one header.
+   */
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.#abortRequest = abort;
+    this.#paused = false;
     if (this.#pendingAbort !== undefined) {
-      controller.abort(this.#pendingAbort);
+      abort(this.#pendingAbort);
       return;
     }
     this.#socketUse = undefined;
@@ -195,26 +220,28 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     if (!this.#settled) this.#socketUse = use;
   }
 
-  onResponseStart(
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: Record<string, string | string[] | undefined>,
-  ): void {
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    this.#resumeResponse = resume;
     this.#status = statusCode;
     if (statusCode < 200 || statusCode >= 300) {
       this.#failed = true;
-      return;
+      return true;
     }
-    const ct = headers['content-type'];
-    this.#contentType = typeof ct === 'string' ? ct : 'application/json';
+    this.#contentType = contentTypeOf(rawHeaders) ?? 'application/json';
     if (this.#mode === LegMode.Relay && this.#contentType.startsWith('text/event-stream')) {
       const codec = this.#codec;
       this.#sse = codec === undefined ? this.#owner.streamRelay() : codec.stream();
       if (this.#sse.contentType !== undefined) this.#contentType = this.#sse.contentType;
     }
+    return !this.#paused;
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+  onData(chunk: Buffer): boolean {
+    this.#receive(chunk);
+    return !this.#paused;
+  }
+
+  #receive(chunk: Buffer): void {
     if (this.#settled) return;
     if (!this.#sawData) {
       this.#sawData = true;
@@ -250,14 +277,16 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   /** Pauses the engine socket while the client is slow; the owner resumes it on 'drain'. */
   pause(): void {
-    this.#controller?.pause();
+    this.#paused = true;
   }
 
   resume(): void {
-    this.#controller?.resume();
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.#resumeResponse?.();
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     if (this.#settled) return;
     if (this.#failed) {
       const body = Buffer.concat(this.#chunks);
@@ -297,13 +326,13 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     this.#succeed(this.#mode === LegMode.Buffer ? { status: this.#status, contentType: this.#contentType, body } : undefined);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onError(error: Error): void {
     if (this.#settled) return;
     if (this.#closedUnderUs(error)) {
       this.#resent = true;
       this.#socketUse = undefined;
-      // Until the new connection starts the request, an abort is kept for it (onRequestStart applies it).
-      this.#controller = undefined;
+      // Until the new connection starts the request, an abort is kept for it (onConnect applies it).
+      this.#abortRequest = undefined;
       (this.#slot as EndpointSlot).resendFresh(this);
       return;
     }

@@ -139,7 +139,7 @@ class EndpointPool implements EndpointSlot {
     try {
       this.pool.dispatch(req.request, req);
     } catch (err) {
-      req.onResponseError?.(undefined as never, err as Error);
+      req.onError?.(err as Error);
     }
   }
 
@@ -151,7 +151,7 @@ class EndpointPool implements EndpointSlot {
     try {
       client.dispatch(req.request, req);
     } catch (err) {
-      req.onResponseError?.(undefined as never, err as Error);
+      req.onError?.(err as Error);
     }
     void client.close().catch(() => undefined);
   }
@@ -161,7 +161,7 @@ class EndpointPool implements EndpointSlot {
     const queued = [...this.#queue];
     this.#queue.clear();
     this.#onWaiting(-queued.length);
-    for (const req of queued) req.onResponseError?.(undefined as never, reason);
+    for (const req of queued) req.onError?.(reason);
   }
 }
 
