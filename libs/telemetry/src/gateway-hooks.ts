@@ -21,10 +21,13 @@ import {
   startRequestSpan,
   startRouteSpan,
   startScheduleSpan,
+  type LegInfo,
 } from './gateway-spans';
 import { ATTR } from './attributes';
 import { injectTraceHeaders } from './propagation';
 import { endTraced, errorTypeOf, traceIdOf, type Traced } from './spans';
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 // The gateway's request-lifecycle hooks (`RequestHooks` of @triad/request) as spans.
 
@@ -131,7 +134,8 @@ export function createGatewayTracingHooks() {
         const choice = i >= 0 ? state.unmatchedEncoders.splice(i, 1)[0] : undefined;
         if (choice) item = { index: choice.item, affinity: choice.affinity };
       }
-      const leg = startLegSpan(state.request, stage, {
+      // One object per leg, its optional fields set in place (no spread of a temporary object per field).
+      const info: Mutable<LegInfo> = {
         // Legs carry the model the engine is sent; the request span keeps the one the client named.
         operation: OPERATIONS[ctx.path] ?? ctx.path,
         // An ExternalModelProvider target names its API (`openai`, `anthropic`), an engine its kind.
@@ -139,10 +143,12 @@ export function createGatewayTracingHooks() {
         model: ctx.routing.upstreamModel || ctx.model,
         endpoint,
         attempt,
-        ...(state.decision ? { mode: state.decision.mode } : {}),
-        ...(item ? { item } : {}),
-        ...(stage === 'prefill' ? { maxTokens: 1 } : stage === 'encode' ? {} : { stream: ctx.stream }),
-      });
+      };
+      if (state.decision) info.mode = state.decision.mode;
+      if (item) info.item = item;
+      if (stage === 'prefill') info.maxTokens = 1;
+      else if (stage !== 'encode') info.stream = ctx.stream;
+      const leg = startLegSpan(state.request, stage, info);
       if (stage === 'decode' || stage === 'aggregated') state.streaming = leg;
       return {
         headers: injectTraceHeaders(leg),

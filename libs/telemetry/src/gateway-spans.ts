@@ -118,8 +118,10 @@ export function finishRouteSpan(t: Traced, result: RouteInfo | { error: unknown 
   if ('error' in result) {
     recordFailure(t, result.error);
   } else {
-    if (t.span.isRecording()) t.span.setAttributes(routeAttributes(result));
-    if (request?.span.isRecording()) request.span.setAttributes(routeAttributes(result));
+    // One object for both spans: setAttributes copies the values into each span's own attributes.
+    let attrs: Attributes | undefined;
+    if (t.span.isRecording()) t.span.setAttributes((attrs = routeAttributes(result)));
+    if (request?.span.isRecording()) request.span.setAttributes(attrs ?? routeAttributes(result));
   }
   t.span.end();
 }
