@@ -111,8 +111,9 @@ export class LocalSchedulingFallback {
       this.#apply(event);
       return;
     }
-    this.#pending.add(event);
-    if (event.type === 'finish' && (event.ttftMs !== undefined || event.tpotMs !== undefined))
+    // A finish whose start was applied as it came (before the holding began) is applied the same way.
+    if (!this.#pending.add(event)) this.#apply(event);
+    else if (event.type === 'finish' && (event.ttftMs !== undefined || event.tpotMs !== undefined))
       this.local.tracker.latency.observe(event.endpoint, event.ttftMs, event.tpotMs, event.at);
   }
 

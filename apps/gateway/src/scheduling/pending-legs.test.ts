@@ -21,7 +21,7 @@ const finish = (requestId: string, endpoint: string, stage: DispatchEvent['stage
 });
 
 describe('PendingLegs', () => {
-  it('leaves the tracker with the counts, prefill backlog and latency that applying every event at once gives', () => {
+  it('leaves the tracker with the counts, prefill backlog and latency that applying every event as it comes gives', () => {
     const events: DispatchEvent[] = [
       // r1: a whole EPD request (done), r2: encoded and prefilling, r3: two encoders, one done; r4: a retry, open.
       start('r1', 'e1', 'encode', 1),
@@ -40,21 +40,25 @@ describe('PendingLegs', () => {
       start('r4', 'd2', 'decode', 13),
       finish('r1', 'd1', 'decode', 14, 6),
     ];
+    // r5's first leg was applied as it came, before the holding began; it finishes while r5's second leg is held.
+    const before = [start('r5', 'p2', 'prefill', 0, 500)];
+    const during = [...events, start('r5', 'd1', 'decode', 15), finish('r5', 'p2', 'prefill', 16, 7)];
     const eager = new InflightTracker();
-    for (const e of events) eager.applyEvent('gw', e);
+    for (const e of [...before, ...during]) eager.applyEvent('gw', e);
 
     const lazy = new InflightTracker();
+    for (const e of before) lazy.applyEvent('gw', e);
     const pending = new PendingLegs();
-    for (const e of events) {
-      pending.add(e);
-      if (e.type === 'finish') lazy.latency.observe(e.endpoint, e.ttftMs, e.tpotMs, e.at);
+    for (const e of during) {
+      if (!pending.add(e)) lazy.applyEvent('gw', e);
+      else if (e.type === 'finish') lazy.latency.observe(e.endpoint, e.ttftMs, e.tpotMs, e.at);
     }
-    expect(pending.size).toBe(3);
+    expect(pending.size).toBe(4);
     pending.drain((e) => lazy.applyEvent('gw', e));
 
     expect(lazy.snapshot()).toEqual(eager.snapshot());
-    expect(lazy.snapshot()).toEqual({ e1: 1, p1: 1, d2: 1 });
-    for (const endpoint of ['e1', 'e2', 'p1', 'd1', 'd2']) {
+    expect(lazy.snapshot()).toEqual({ e1: 1, p1: 1, d1: 1, d2: 1 });
+    for (const endpoint of ['e1', 'e2', 'p1', 'p2', 'd1', 'd2']) {
       expect(lazy.backlog.pendingMs(endpoint, 20, 50, 2)).toBe(eager.backlog.pendingMs(endpoint, 20, 50, 2));
       expect(lazy.latency.get(endpoint)).toEqual(eager.latency.get(endpoint));
     }

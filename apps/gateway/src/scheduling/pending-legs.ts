@@ -5,6 +5,13 @@ function withoutLatency(event: DispatchEvent): DispatchEvent {
   return rest;
 }
 
+/** Whether a held start on the finish's endpoint and stage has no held finish yet. */
+function holdsOpenLeg(pending: PendingRequest, finish: DispatchEvent): boolean {
+  let open = 0;
+  for (const e of pending.events) if (e.endpoint === finish.endpoint && e.stage === finish.stage) open += e.type === 'start' ? 1 : -1;
+  return open > 0;
+}
+
 /** One request's dispatch events not yet applied to the tracker, and how many of its legs are still open. */
 interface PendingRequest {
   readonly events: DispatchEvent[];
@@ -23,20 +30,25 @@ interface PendingRequest {
 export class PendingLegs {
   readonly #byRequest = new Map<string, PendingRequest>();
 
-  add(event: DispatchEvent): void {
-    let pending = this.#byRequest.get(event.requestId);
-    if (pending === undefined) {
-      pending = { events: [], open: 0 };
-      this.#byRequest.set(event.requestId, pending);
-    }
+  /**
+   * Holds `event`, or returns false when the caller must apply it now: a finish of a leg whose start is not held
+   * here (it was applied as it came, before holding began).
+   */
+  add(event: DispatchEvent): boolean {
+    const pending = this.#byRequest.get(event.requestId);
     if (event.type === 'start') {
-      pending.events.push(event);
-      pending.open++;
-      return;
+      if (pending === undefined) this.#byRequest.set(event.requestId, { events: [event], open: 1 });
+      else {
+        pending.events.push(event);
+        pending.open++;
+      }
+      return true;
     }
-    if (--pending.open <= 0) this.#byRequest.delete(event.requestId);
+    if (pending === undefined || !holdsOpenLeg(pending, event)) return false;
+    if (--pending.open === 0) this.#byRequest.delete(event.requestId);
     // Its latency was applied already; the event itself may be on its way to NATS, so it is copied, not changed.
     else pending.events.push(event.ttftMs === undefined && event.tpotMs === undefined ? event : withoutLatency(event));
+    return true;
   }
 
   /** Hands every held event to `apply` (each request's in their order) and forgets them. */
