@@ -12,11 +12,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { connectBus } from '@triad/bus/client';
 import { markdownTable } from './lib/table';
 import { runWrk } from './lib/wrk';
 import { startGatewayStack } from './gateway-stack';
+import { parseToolArgs } from '@triad/testing';
 
 const TEXT = 'Describe the picture in one sentence, please.';
 
@@ -131,7 +131,7 @@ async function histogram(url: string, name: string): Promise<[number, number]> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       model: { type: 'string', default: 'epd' },
       stream: { type: 'boolean', default: false },
