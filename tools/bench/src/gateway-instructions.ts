@@ -6,7 +6,7 @@
 // (the export is part of a request's cost), dump, instructions over N. Each case is measured `--rounds` times; the
 // spread of the rounds is the run-to-run noise (a JIT runtime's count is not exact: GC and compilation land in
 // whichever window they fall in).
-// Run: npx tsx tools/bench/src/gateway-instructions.ts [--cases epd:1,epd:32,agg:32] [--requests 1000]
+// Run: npx tsx tools/bench/src/gateway-instructions.ts [--cases epd:1,epd:32,agg:32,agg:32:sse] [--requests 1000]
 //   [--warmup 1500] [--rounds 2] [--scheduling service|in-process] [--features all|none] [--json FILE]
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,7 +18,7 @@ import { startGatewayStack } from './gateway-stack';
 
 const TEXT = 'Describe the picture in one sentence, please.';
 
-function chatBody(model: string): string {
+function chatBody(model: string, stream: boolean): string {
   const content =
     model === 'epd'
       ? [
@@ -26,7 +26,7 @@ function chatBody(model: string): string {
           { type: 'image_url', image_url: { url: 'https://example.com/bench/cat.png' } },
         ]
       : TEXT;
-  return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 16, stream: false });
+  return JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: stream ? 64 : 16, stream });
 }
 
 /** `count` requests, `connections` at a time; returns how many were answered 200. */
@@ -55,6 +55,8 @@ async function load(url: string, body: string, count: number, connections: numbe
 export interface InstructionCase {
   readonly model: string;
   readonly connections: number;
+  /** A 64-token SSE stream (`model:conns:sse`) instead of a 16-token JSON answer. */
+  readonly stream: boolean;
 }
 
 export interface InstructionResult extends InstructionCase {
@@ -79,8 +81,8 @@ async function main(): Promise<void> {
   const cases: InstructionCase[] = String(values.cases)
     .split(',')
     .map((c) => {
-      const [model, conns] = c.split(':');
-      return { model: model, connections: Number(conns ?? 32) };
+      const [model, conns, kind] = c.split(':');
+      return { model: model, connections: Number(conns ?? 32), stream: kind === 'sse' };
     });
   const requests = Number(values.requests);
   const rounds = Number(values.rounds);
@@ -107,7 +109,7 @@ async function main(): Promise<void> {
     const url = `${stack.gatewayUrl}/v1/chat/completions`;
     for (const c of cases) {
       // Warm-up at 8 connections: under callgrind 32 at a time only queue in the gateway.
-      const warm = await load(url, chatBody(c.model), Number(values.warmup), 8);
+      const warm = await load(url, chatBody(c.model, c.stream), Number(values.warmup), 8);
       if (warm < Number(values.warmup)) process.stderr.write(`${c.model}: ${Number(values.warmup) - warm} warm-up requests failed\n`);
     }
     callgrindControl(['--instr=on', String(pid)]);
@@ -116,7 +118,7 @@ async function main(): Promise<void> {
       let failed = 0;
       for (let r = 0; r < rounds; r++) {
         callgrindControl(['--zero', String(pid)]);
-        const ok = await load(url, chatBody(c.model), requests, c.connections);
+        const ok = await load(url, chatBody(c.model, c.stream), requests, c.connections);
         if (ok < requests) process.stderr.write(`${c.model}:${c.connections}: ${requests - ok} of ${requests} requests failed\n`);
         failed += requests - ok;
         const loadEnded = Date.now();
@@ -138,8 +140,15 @@ async function main(): Promise<void> {
   process.stdout.write(
     `gateway instructions per request (callgrind; ${requests} requests per round, scheduling ${values.scheduling}, features ${values.features})\n\n` +
       `${markdownTable(
-        ['model', 'conns', 'instructions/request (min)', 'rounds', 'failed'],
-        results.map((r) => [r.model, r.connections, Math.min(...r.rounds), r.rounds.join(' / '), r.failed]),
+        ['model', 'body', 'conns', 'instructions/request (min)', 'rounds', 'failed'],
+        results.map((r) => [
+          r.model,
+          r.stream ? 'SSE 64 tok' : 'JSON',
+          r.connections,
+          Math.min(...r.rounds),
+          r.rounds.join(' / '),
+          r.failed,
+        ]),
       )}\n`,
   );
   if (values.json !== undefined) writeFileSync(values.json, `${JSON.stringify(results, null, 2)}\n`);
