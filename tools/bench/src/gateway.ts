@@ -4,12 +4,12 @@
 // front of the same EPD sims (reference-proxy.ts, docs/reference-proxies.md).
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { markdownTable } from './lib/table';
 import { readBaseline, regressions, writeBaseline, type Baseline } from './lib/baseline';
 import { BENCH_MODEL, startGatewayStack } from './gateway-stack';
 import { REFERENCE_HINT, referenceSummary, startReferenceProxies, type ReferenceProxies, type ReferenceScripts } from './reference-proxy';
+import { parseToolArgs } from '@triad/testing';
 
 const IMAGE = 'https://example.com/bench/cat.png';
 const DEFAULT_BASELINE = resolve(__dirname, '../gateway-baseline.json');
@@ -44,7 +44,7 @@ interface Case {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const { values } = parseToolArgs({
     options: {
       duration: { type: 'string', default: '3' },
       warmup: { type: 'string', default: '1' },
