@@ -7,15 +7,15 @@
 // Run: npx tsx tools/bench/src/encoder-misses.ts [--pools aggregated,pd,epd] [--requests 1500] [--seeds 1,2,3]
 //        [--policies triad,random] [--workload image-qa] [--load 0.7] [--triad-config FILE.json]
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { CLUSTER_COST } from './cluster-bench/engine-profile';
 import { MISS_CAUSES, MissCauses } from './cluster-sim/miss-causes';
 import { makePolicy, type PolicyName } from './cluster-sim/policy-set';
 import { runSimulation, type PoolKind } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
 import { markdownTable } from './lib/table';
+import { parseToolArgs } from '@triad/testing';
 
-const { values: args } = parseArgs({
+const { values: args } = parseToolArgs({
   options: {
     pools: { type: 'string', default: 'aggregated,pd' },
     requests: { type: 'string', default: '1500' },
