@@ -113,8 +113,7 @@ export class LocalSchedulingFallback {
     }
     // A finish whose start was applied as it came (before the holding began) is applied the same way.
     if (!this.#pending.add(event)) this.#apply(event);
-    else if (event.type === 'finish' && (event.ttftMs !== undefined || event.tpotMs !== undefined))
-      this.local.tracker.latency.observe(event.endpoint, event.ttftMs, event.tpotMs, event.at);
+    else this.local.tracker.observeLatency(event);
   }
 
   readonly #apply = (event: DispatchEvent): void => this.local.applyDispatchEvent(this.#gatewayId, event);

@@ -51,7 +51,7 @@ describe('PendingLegs', () => {
     const pending = new PendingLegs();
     for (const e of during) {
       if (!pending.add(e)) lazy.applyEvent('gw', e);
-      else if (e.type === 'finish') lazy.latency.observe(e.endpoint, e.ttftMs, e.tpotMs, e.at);
+      else lazy.observeLatency(e);
     }
     expect(pending.size).toBe(4);
     pending.drain((e) => lazy.applyEvent('gw', e));

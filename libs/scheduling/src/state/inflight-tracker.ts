@@ -107,6 +107,15 @@ export class InflightTracker {
   }
 
   /**
+   * Only the latency a finish event measured (TTFT, TPOT), into the per-endpoint moving averages; no count. For a
+   * caller that holds the event's count back but must keep the averages in order (the gateway's fallback).
+   */
+  observeLatency(event: DispatchEvent): void {
+    if (event.type === 'finish' && (event.ttftMs !== undefined || event.tpotMs !== undefined))
+      this.latency.observe(event.endpoint, event.ttftMs, event.tpotMs, event.at);
+  }
+
+  /**
    * Applies one event of `gateway` directly (a gateway feeding its own dispatches without a round-trip). That
    * gateway's counts never expire: it is this process, and it sends itself no snapshots.
    */
@@ -250,7 +259,7 @@ export class InflightTracker {
       return;
     }
     this.backlog.close(gateway, leg);
-    if (ev.ttftMs !== undefined || ev.tpotMs !== undefined) this.latency.observe(ev.endpoint, ev.ttftMs, ev.tpotMs, ev.at);
+    this.observeLatency(ev);
   }
 
   #applyEvent(gateway: string, gw: GatewayView, ev: DispatchEvent): void {
