@@ -12,26 +12,34 @@ describe('startLoggedProcess', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('resolves once the process is ready, keeps its output in the log and stops it on close', async () => {
+  /** A one-line node HTTP server on a free port answering `answer` (JS), started and tracked for afterAll. */
+  async function startServer(name: string, answer: string, env?: Record<string, string>) {
     const port = await freePort();
-    const server = `require('http').createServer((q, s) => s.end('ok')).listen(${port}, '127.0.0.1', () => console.log('listening ${port}'))`;
+    const url = `http://127.0.0.1:${port}/`;
+    const server = `require('http').createServer((q, s) => s.end(${answer})).listen(${port}, '127.0.0.1', () => console.log('listening ${port}'))`;
     const proc = await startLoggedProcess({
-      name: 'server',
+      name,
       command: process.execPath,
       args: ['-e', server],
-      logPath: join(dir, 'server.log'),
+      logPath: join(dir, `${name}.log`),
+      ...(env ? { env } : {}),
       ready: () =>
-        fetch(`http://127.0.0.1:${port}/`).then(
+        fetch(url).then(
           (r) => r.ok,
           () => false,
         ),
     });
     started.push(proc);
-    expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe('ok');
+    return { proc, url, port };
+  }
+
+  it('resolves once the process is ready, keeps its output in the log and stops it on close', async () => {
+    const { proc, url, port } = await startServer('server', "'ok'");
+    expect(await (await fetch(url)).text()).toBe('ok');
     expect(proc.log()).toContain(`listening ${port}`);
     await proc.close();
     expect(proc.process.signalCode).toBe('SIGTERM');
-    await expect(fetch(`http://127.0.0.1:${port}/`)).rejects.toThrow();
+    await expect(fetch(url)).rejects.toThrow();
   });
 
   it('fails with the tail of its log when the process exits before it is ready (not after the readiness budget)', async () => {
@@ -48,21 +56,7 @@ describe('startLoggedProcess', () => {
   });
 
   it('passes the extra environment to the process', async () => {
-    const port = await freePort();
-    const server = `require('http').createServer((q, s) => s.end(process.env.GREETING)).listen(${port}, '127.0.0.1')`;
-    const proc = await startLoggedProcess({
-      name: 'env',
-      command: process.execPath,
-      args: ['-e', server],
-      logPath: join(dir, 'env.log'),
-      env: { GREETING: 'hello from the env' },
-      ready: () =>
-        fetch(`http://127.0.0.1:${port}/`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-    });
-    started.push(proc);
-    expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe('hello from the env');
+    const { url } = await startServer('env', 'process.env.GREETING', { GREETING: 'hello from the env' });
+    expect(await (await fetch(url)).text()).toBe('hello from the env');
   });
 });
