@@ -93,7 +93,14 @@ export class SchedulerClient implements TurnFlushable {
     this.#turn = turn;
     this.#inbox = createInbox();
     // The subscription goes out before any batch on the same connection, so the server knows it before a reply.
-    if (this.#inProcess === undefined) nc.subscribe(`${this.#inbox}.*`, { callback: (_err, msg) => this.#reply(msg) });
+    // A subscription error carries no reply (as in the bus's subscribe): a batch then waits out its budget and is
+    // decided locally.
+    if (this.#inProcess === undefined)
+      nc.subscribe(`${this.#inbox}.*`, {
+        callback: (err, msg) => {
+          if (!err) this.#reply(msg);
+        },
+      });
     turn.add(this);
   }
 
