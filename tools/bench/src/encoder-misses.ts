@@ -4,11 +4,14 @@
 // by the chosen pod, a first send, a split (no pod held all of the request's images), passed over (held elsewhere,
 // the chosen pod held none of them), or evicted everywhere (cluster-sim/miss-causes.ts). The simulator's hit ratios
 // agree with the process benchmark's within 3 % (docs/routing-benchmark.md), so this is where its misses come from.
+// A second table gives each run's TTFT, goodput and encoder hit, and how often the encoder-cache scorer decided the
+// decode picks (PD/EPD: a decode pod encodes only for a request that skips its prefill leg).
 // Run: npx tsx tools/bench/src/encoder-misses.ts [--pools aggregated,pd,epd] [--requests 1500] [--seeds 1,2,3]
 //        [--policies triad,random] [--workload image-qa] [--load 0.7] [--triad-config FILE.json]
 import { readFileSync } from 'node:fs';
 import { CLUSTER_COST } from './cluster-bench/engine-profile';
 import { MISS_CAUSES, MissCauses } from './cluster-sim/miss-causes';
+import { PickCounts } from './cluster-sim/pick-counts';
 import { makePolicy, type PolicyName } from './cluster-sim/policy-set';
 import { runSimulation, type PoolKind } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
@@ -40,14 +43,18 @@ const triadConfig: unknown = args['triad-config'] ? JSON.parse(readFileSync(args
 const pct = (x: number) => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '–');
 
 const rows: string[][] = [];
+const runRows: string[][] = [];
+const ms = (x: number) => (Number.isFinite(x) ? x.toFixed(0) : '–');
+const share = (n: number, of: number) => (of === 0 ? '–' : `${n} (${pct(n / of)})`);
 for (const pool of args.pools.split(',') as PoolKind[]) {
   for (const policy of args.policies.split(',') as PolicyName[]) {
     const causes = new MissCauses(0);
     let hit = 0;
     for (const seed of seeds) {
       const judged = new MissCauses(Math.floor(requests * WARMUP));
+      const picks = new PickCounts();
       const m = runSimulation(
-        judged.wrap((p) => makePolicy(policy, p, policy === 'triad' ? triadConfig : undefined)),
+        judged.wrap((p) => makePolicy(policy, p, policy === 'triad' ? triadConfig : undefined, picks)),
         {
           pool,
           workload: spec,
@@ -61,6 +68,19 @@ for (const pool of args.pools.split(',') as PoolKind[]) {
         },
       );
       hit += m.encoderHit / seeds.length;
+      const decode = picks.of('decode', 'encoder-cache');
+      runRows.push([
+        pool,
+        policy,
+        String(seed),
+        ms(m.ttftP50),
+        ms(m.ttftP99),
+        m.goodput.toFixed(1),
+        pct(m.encoderHit),
+        String(decode.picks),
+        share(decode.decided, decode.picks),
+        share(decode.overruled, decode.picks),
+      ]);
       for (const c of MISS_CAUSES) causes.counts[c] += judged.counts[c];
     }
     const shares = causes.shares();
@@ -74,3 +94,26 @@ console.log(
     `(an image inside a cached prefix needs no encoding, an image evicted before its request ran does).\n`,
 );
 console.log(markdownTable(['pool', 'policy', 'encoder hit', ...MISS_CAUSES], rows));
+console.log(
+  `\n# Runs: latency, goodput, encoder hit and the decode picks' deciders\n\nTTFT in ms over the measured requests; ` +
+    `goodput in requests/s within the workload's TTFT SLO; decode picks counted over the whole run (warm-up included): ` +
+    `those the encoder-cache scorer decided (its score gave the chosen pod the largest lead), and those where its ` +
+    `affinity was overruled by its load bound.\n`,
+);
+console.log(
+  markdownTable(
+    [
+      'pool',
+      'policy',
+      'seed',
+      'TTFT p50',
+      'TTFT p99',
+      'goodput',
+      'encoder hit',
+      'decode picks',
+      'decided by encoder-cache',
+      'overruled by load',
+    ],
+    runRows,
+  ),
+);

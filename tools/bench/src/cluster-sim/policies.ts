@@ -8,6 +8,7 @@ import {
   loadSchedulerConfig,
   prefixBlockHashes,
   type KvBlockIndex,
+  type SchedulingObserver,
 } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord } from '@triad/scheduling/testing';
 import type { PoolKind, SimPool } from './simulate';
@@ -89,6 +90,8 @@ export interface SchedulerPolicyOptions {
   readonly kvIndex?: KvBlockIndex;
   /** The engines' kind: SGLang allows no per-request shortcut (default vLLM with NIXL KV and EC connectors). */
   readonly engine?: 'vLLM' | 'SGLang';
+  /** Receives the scheduler's pick verdicts (why each profile's choice won), as the scheduler service's metrics do. */
+  readonly observer?: SchedulingObserver;
 }
 
 /** A simulated block key as Triad names blocks (16 hex digits). */
@@ -135,7 +138,12 @@ export class SchedulerPolicy implements RoutingPolicy {
     const registry = createInTreeRegistry(opts.kvIndex ? { kvIndex: opts.kvIndex } : {});
     const loaded = loadSchedulerConfig(opts.config ?? defaultSchedulerConfig(), { registry });
     if (!loaded.ok) throw new Error(`${opts.name}: ${loaded.reasons.join('; ')}`);
-    this.#scheduler = new Scheduler({ index: this.#index, tracker: this.#tracker, config: loaded.loaded });
+    this.#scheduler = new Scheduler({
+      index: this.#index,
+      tracker: this.#tracker,
+      config: loaded.loaded,
+      ...(opts.observer ? { observer: opts.observer } : {}),
+    });
   }
 
   request(request: SimRequest, keys?: readonly number[]): SchedulingRequest {

@@ -1,5 +1,5 @@
 import type { SimPool } from './simulate';
-import { defaultSchedulerConfig } from '@triad/scheduling';
+import { defaultSchedulerConfig, type SchedulingObserver } from '@triad/scheduling';
 import { OraclePolicy, RoundRobinPolicy, SchedulerPolicy, type RoutingPolicy } from './policies';
 
 /** Kthena's Helm defaults: filter least-request; score least-request, gpu-usage, least-latency, prefix-cache (weight 1). */
@@ -58,15 +58,21 @@ export const POLICY_NAMES: readonly PolicyName[] = ['triad', 'random', 'round-ro
 /** Policies a run may name beyond the default set. */
 export const EXTRA_POLICIES: readonly PolicyName[] = ['triad-every-stage', 'triad-local-encode', 'triad-eager-skip'];
 
-/** The policies compared in one run; every scheduler-backed one runs libs/scheduling's real code. */
-export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknown): RoutingPolicy {
+/**
+ * The policies compared in one run; every scheduler-backed one runs libs/scheduling's real code (and reports its pick
+ * verdicts to `observer`, when given).
+ */
+export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknown, observer?: SchedulingObserver): RoutingPolicy {
   const n = pool;
+  // Each scheduler-backed policy's pick verdicts, when the caller counts them.
+  const seen = observer ? { observer } : {};
   switch (name) {
     case 'triad-every-stage':
       return new SchedulerPolicy(n, {
         name: 'triad (every stage)',
         mediaAwareHashes: true,
         sessions: true,
+        ...seen,
         config: { ...defaultSchedulerConfig(), ...EVERY_STAGE },
       });
     case 'triad-local-encode':
@@ -74,6 +80,7 @@ export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknow
         name: 'triad (+ local encode)',
         mediaAwareHashes: true,
         sessions: true,
+        ...seen,
         config: { ...defaultSchedulerConfig(), ...LOCAL_ENCODE },
       });
     case 'triad-eager-skip':
@@ -81,6 +88,7 @@ export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknow
         name: 'triad (eager skip)',
         mediaAwareHashes: true,
         sessions: true,
+        ...seen,
         config: { ...defaultSchedulerConfig(), ...EAGER_SKIP },
       });
     case 'triad':
@@ -88,16 +96,29 @@ export function makePolicy(name: PolicyName, pool: SimPool, triadConfig?: unknow
         name: triadConfig === undefined ? 'triad (default)' : 'triad (--triad-config)',
         mediaAwareHashes: true,
         sessions: true,
+        ...seen,
         ...(triadConfig === undefined ? {} : { config: triadConfig }),
       });
     case 'random':
-      return new SchedulerPolicy(n, { name: 'random', config: RANDOM_CONFIG, mediaAwareHashes: false, sessions: false });
+      return new SchedulerPolicy(n, { name: 'random', config: RANDOM_CONFIG, mediaAwareHashes: false, sessions: false, ...seen });
     case 'round-robin':
       return new RoundRobinPolicy(n);
     case 'least-request':
-      return new SchedulerPolicy(n, { name: 'least-request', config: LEAST_REQUEST_CONFIG, mediaAwareHashes: false, sessions: false });
+      return new SchedulerPolicy(n, {
+        name: 'least-request',
+        config: LEAST_REQUEST_CONFIG,
+        mediaAwareHashes: false,
+        sessions: false,
+        ...seen,
+      });
     case 'kthena':
-      return new SchedulerPolicy(n, { name: 'kthena default', config: KTHENA_DEFAULT_CONFIG, mediaAwareHashes: false, sessions: false });
+      return new SchedulerPolicy(n, {
+        name: 'kthena default',
+        config: KTHENA_DEFAULT_CONFIG,
+        mediaAwareHashes: false,
+        sessions: false,
+        ...seen,
+      });
     case 'oracle':
       return new OraclePolicy(pool);
   }
