@@ -51,8 +51,14 @@ export interface RoutingPolicy {
 export const SIM_EPOCH = 1_700_000_000_000;
 const MODEL = 'm';
 const HASH_CHARS = 64 * 128;
-/** Tokens of one image in the workloads (workload.ts), the scheduler's default `mediaTokensPerItem`. */
-const TOKENS_PER_IMAGE = 576;
+/**
+ * The prompt's tokens as the gateway estimates them: its text only (the scheduler adds `mediaTokensPerItem`, 576 by
+ * default, per media item). Not `promptTokens − 576 × images`: the cluster workloads' images are 256 tokens, and that
+ * left the scheduler counting a 1-image image-qa prompt at its true ~420 tokens, where the gateway's estimate
+ * plus 576 puts it above `maxLocalPrefillTokens` — the simulator let image requests prefill on decode pods that the
+ * process benchmark never lets.
+ */
+const textTokens = (request: SimRequest): number => request.segments.reduce((n, s) => (s.image === undefined ? n + s.tokens : n), 0);
 
 /** ChatML-style text of the prompt's first `limit` characters, as the gateway renders it for prefix hashing. */
 export function renderPrompt(segments: readonly Segment[], mediaMarkers: boolean, limit = HASH_CHARS): string {
@@ -155,7 +161,7 @@ export class SchedulerPolicy implements RoutingPolicy {
       prefixHashes: prefixBlockHashes(MODEL, renderPrompt(request.segments, this.#opts.mediaAwareHashes)),
       mediaItems: request.images.map((image, index) => ({ index, key: `u:${image.toString(16)}`, modality: 'image' as const })),
       // As the gateway estimates it: the text only (the scheduler adds its per-item estimate for media).
-      inputTokens: request.promptTokens - request.images.length * TOKENS_PER_IMAGE,
+      inputTokens: textTokens(request),
     };
     if (this.#opts.sessions && request.session !== undefined) r.session = request.session;
     if (this.#opts.kvIndex && keys && keys.length > 0) r.kvBlockHashes = keys.slice(0, 128).map(kvBlockKey);
@@ -187,7 +193,7 @@ export class SchedulerPolicy implements RoutingPolicy {
       stage: stageOf(leg, this.#roles[index]),
       at: SIM_EPOCH + Math.round(now),
       // As the gateway sends it: the text's estimate, on every leg but the encoders'.
-      ...(leg === 'encode' ? {} : { inputTokens: request.promptTokens - request.images.length * TOKENS_PER_IMAGE }),
+      ...(leg === 'encode' ? {} : { inputTokens: textTokens(request) }),
     });
   }
 
