@@ -15,7 +15,7 @@ import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } f
 import { isAffinityLearner, isCacheEstimator, isEndpointAware, type CacheEstimator, type ProfileRole } from './framework/plugin';
 import { prefixHashOptionsOf } from './config/prefix-hash-options';
 import { DEFAULT_PREFIX_BLOCK_SIZE } from './hashing/prefix-hashes';
-import { planDisaggregation, type DisaggregationChoice } from './planning/disaggregation-plan';
+import { mayPrefillOnDecode, planDisaggregation, type DisaggregationChoice } from './planning/disaggregation-plan';
 import type { PluginRegistry } from './framework/registry';
 import { createInTreeRegistry } from './plugins/in-tree';
 import { Cycle } from './planning/cycle';
@@ -230,12 +230,20 @@ export class Scheduler {
       const canEncodeLocally = fallbackOn && shortcuts.localEncode;
       const noFallback = fallbackOn ? shortcuts.why : 'disaggregation.stageFallback is off';
       const withPrefill = mode === 'pd' || hasPrefillStage(pool);
+      // Behind a prefill pod the decode pod receives KV, not images: it encodes them only for a request that skips its
+      // prefill leg, so its encoder cache is worth scoring only for a request that can (docs/scheduler.md, *Image
+      // affinity of decode pods*). Without a prefill stage (E→PD) the decode pod is the encoder output's consumer.
+      const decodeEncodesMedia =
+        !withPrefill ||
+        request.mediaItems.length === 0 ||
+        mayPrefillOnDecode(request, cfg.config.disaggregation, shortcuts, this.#prefixBlockChars());
       const pairs = planPairs({
         cycle: this.#cycle,
         decodeProfile: cfg.profiles.decode,
         prefillProfile: cfg.profiles.prefill,
         pool,
         withPrefill,
+        decodeEncodesMedia,
         topN: cfg.topN,
         decodeSlot: this.#slots.decode,
         prefillSlot: this.#slots.prefill,
@@ -334,6 +342,21 @@ export class Scheduler {
     return observer.judges === undefined || observer.judges(request);
   }
 
+  /** The cache estimators and the prefix block size of the current config (recomputed after a config switch). */
+  #refreshEstimators(): void {
+    const cfg = this.#config;
+    if (this.#estimatorsOf === cfg) return;
+    this.#estimatorsOf = cfg;
+    this.#estimators = [...cfg.plugins.values()].filter(isCacheEstimator);
+    this.#blockChars = prefixHashOptionsOf(cfg).blockSize ?? DEFAULT_PREFIX_BLOCK_SIZE;
+  }
+
+  /** Characters per prefix-hash block of the current config. */
+  #prefixBlockChars(): number {
+    this.#refreshEstimators();
+    return this.#blockChars;
+  }
+
   /** The per-request disaggregation choice for a pd/epd request (docs/scheduler.md, *Per-request disaggregation*). */
   #disaggregate(
     request: SchedulingRequest,
@@ -344,11 +367,7 @@ export class Scheduler {
     now: number,
   ): DisaggregationChoice {
     const cfg = this.#config;
-    if (this.#estimatorsOf !== cfg) {
-      this.#estimatorsOf = cfg;
-      this.#estimators = [...cfg.plugins.values()].filter(isCacheEstimator);
-      this.#blockChars = prefixHashOptionsOf(cfg).blockSize ?? DEFAULT_PREFIX_BLOCK_SIZE;
-    }
+    this.#refreshEstimators();
     const costs = cfg.config.disaggregation.costs;
     return planDisaggregation({
       request,

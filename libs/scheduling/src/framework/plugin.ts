@@ -24,9 +24,11 @@ export interface CycleContext {
    */
   loadBounded?(scorer: string): void;
   /**
-   * Post-schedule only: false when the endpoint a hook is told about will not encode the request's media itself —
-   * a decode pod behind a prefill pod receives KV, not images — so a media cache must not learn it. Undefined
-   * (encodes) elsewhere.
+   * False when the endpoints being scored, or the endpoint a post-schedule hook is told about, will not encode the
+   * request's media themselves — a decode pod behind a prefill pod receives KV, not images — so a media cache neither
+   * scores them nor learns it. A decode run is scored with false when the request cannot skip its prefill leg (its
+   * prompt is too long for a decode pod to prefill, or the shortcut is off); its hooks get false when the decision
+   * kept the prefill leg. Undefined or true (encodes) elsewhere.
    */
   readonly encodesMedia?: boolean;
 }

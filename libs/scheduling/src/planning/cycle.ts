@@ -15,7 +15,7 @@ export class Cycle implements CycleContext {
   ejection: EjectionPolicy | undefined = undefined;
   /** Affinity scorers whose load bound removed a candidate's score in the current profile run. */
   readonly bounded = new Set<string>();
-  /** Set by the scheduler around each post-schedule hook call (see CycleContext.encodesMedia). */
+  /** Set for each profile run and around each post-schedule hook call (see CycleContext.encodesMedia). */
   encodesMedia = true;
 
   loadBounded(scorer: string): void {

@@ -30,6 +30,39 @@ export interface DisaggregationChoice extends Disaggregation {
   readonly predictedTtftMs: Record<string, number>;
 }
 
+/** The prompt's size in tokens as the planner counts it: the gateway's estimate counts text only, each media item adds its tokens. */
+function promptTokens(request: SchedulingRequest, config: DisaggregationConfig, blockChars: number): number {
+  return (
+    (request.inputTokens ?? request.prefixHashes.length * (blockChars / CHARS_PER_TOKEN)) +
+    request.mediaItems.length * config.costs.mediaTokensPerItem
+  );
+}
+
+/** Prompt tokens a pod holding `blocks` of the request's prefix blocks need not prefill (media count only as markers). */
+function cachedTokensOf(tokens: number, blocks: number, blockChars: number): number {
+  return Math.min(tokens, (blocks * blockChars) / CHARS_PER_TOKEN);
+}
+
+/**
+ * Whether a request of a pool with a prefill stage could skip its prefill leg on some decode pod, from what is known
+ * before any pod is picked: the shortcut is allowed (the engines serve it, `skipPrefill` is on, the prompt's size is
+ * known) and a decode pod holding the request's whole hashed prefix would have at most `maxLocalPrefillTokens`
+ * uncached tokens. The hashed prefix carries each media item as a short marker, not its tokens, so a request whose
+ * images alone exceed the limit (one image, 576 tokens, against the default 512) never qualifies. `planDisaggregation`
+ * applies the same conditions, and more, to the decode pod actually chosen: when this says no, it keeps the prefill
+ * leg, and the decode pod receives KV, never the request's media.
+ */
+export function mayPrefillOnDecode(
+  request: SchedulingRequest,
+  config: DisaggregationConfig,
+  shortcuts: Shortcuts,
+  blockChars: number,
+): boolean {
+  if (request.inputTokens === undefined || !shortcuts.skipPrefill || !config.skipPrefill) return false;
+  const tokens = promptTokens(request, config, blockChars);
+  return tokens - cachedTokensOf(tokens, request.prefixHashes.length, blockChars) <= config.maxLocalPrefillTokens;
+}
+
 /**
  * Decides, for one pd/epd request, whether to skip the prefill stage (the decode pod prefills: no prefill leg, no KV
  * transfer) and whether to encode remotely or let the consumer encode the raw media, from predicted TTFTs:
@@ -51,15 +84,12 @@ export interface DisaggregationChoice extends Disaggregation {
 export function planDisaggregation(input: DisaggregationInput): DisaggregationChoice {
   const { request, config, shortcuts, decode, prefill } = input;
   const c = config.costs;
-  // The gateway's estimate counts text only: each media item adds its tokens.
-  const tokens =
-    (request.inputTokens ?? request.prefixHashes.length * (input.blockChars / CHARS_PER_TOKEN)) +
-    request.mediaItems.length * c.mediaTokensPerItem;
+  const tokens = promptTokens(request, config, input.blockChars);
   const prefillMs = (t: number): number => c.prefillOverheadMs + (Math.max(0, t) / 1000) * c.prefillMsPer1kTokens;
   const cachedTokens = (key: string): number => {
     let blocks = 0;
     for (const e of input.estimators) blocks = Math.max(blocks, e.cachedPrefixBlocks?.(request, key) ?? 0);
-    return Math.min(tokens, (blocks * input.blockChars) / CHARS_PER_TOKEN);
+    return cachedTokensOf(tokens, blocks, input.blockChars);
   };
   const cachedItems = (key: string): number => {
     let n = 0;

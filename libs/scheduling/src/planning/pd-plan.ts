@@ -15,6 +15,11 @@ export interface PairPlanInput {
   readonly pool: ModelServerPool;
   /** False for E→PD (no prefill labels): attempts are decode endpoints alone. */
   readonly withPrefill: boolean;
+  /**
+   * Whether the chosen decode pod could encode the request's media (`CycleContext.encodesMedia` of the decode run):
+   * false when a prefill pod will, the request being unable to skip its prefill leg.
+   */
+  readonly decodeEncodesMedia: boolean;
   readonly topN: number;
   readonly decodeSlot: ProfileSlot;
   readonly prefillSlot: ProfileSlot;
@@ -74,7 +79,12 @@ export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
   const judging = input.verdicts !== undefined;
   const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing };
-  const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, { what: 'decode', ...common, judge: judging });
+  const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, {
+    what: 'decode',
+    ...common,
+    judge: judging,
+    encodesMedia: input.decodeEncodesMedia,
+  });
   if (!decodes.ok) return decodes;
   const decodeAt = (i: number): IndexedEndpoint => decodes.candidates.endpoint(i);
   const decodePick = pickFrom(input, input.decodeProfile, decodes, input.topN, undefined, input.decodeSlot);

@@ -156,6 +156,8 @@ export interface RunOptions {
   readonly timing?: Timing | undefined;
   /** Keep each scorer's scores (`slot.columns`) so the pick can be judged (`judgePick`). */
   readonly judge?: boolean | undefined;
+  /** Whether the run's endpoints would encode the request's media (`CycleContext.encodesMedia`; default true). */
+  readonly encodesMedia?: boolean | undefined;
 }
 
 /** The name ejected endpoints carry as `filteredBy` in explanations and phases. */
@@ -200,6 +202,7 @@ function filterAndScore(
   sink: SchedulingPhaseSink | undefined,
 ): ProfileRun {
   cycle.role = profile.role;
+  cycle.encodesMedia = opts.encodesMedia !== false;
   const where = opts.where ?? '';
   if (sizeOf(source) === 0) return { ok: false, code: ErrorCode.SchedNoCandidates, message: `no ready ${opts.what} endpoint${where}` };
   const set = slot.set;

@@ -42,7 +42,8 @@ export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
  * (`weighByHolders`; equal parts `100/items` without); an item no candidate holds gives `homeShare` of
  * that to its rendezvous-hash home (hash(content key, endpoint key)), so a popular image's first requests already
  * agree on a pod on every replica. Pods past the load bound score 0. Learns after each decision and from other
- * replicas' records; forgets removed endpoints.
+ * replicas' records; forgets removed endpoints. Scores nothing where the pods will not encode the media
+ * (`ctx.encodesMedia` false: the decode pods of a request that keeps its prefill leg).
  */
 export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware, CacheEstimator {
   readonly type = ENCODER_CACHE;
@@ -73,7 +74,9 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
 
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
     const items = ctx.request.mediaItems;
-    if (items.length === 0 || ctx.role === 'encode' || c.size === 0) return;
+    // Pods that will not encode the media (a decode run whose request keeps its prefill leg) get no image affinity:
+    // a hit there is impossible, and an unseen item's home would only pull the request away from the less loaded pods.
+    if (items.length === 0 || ctx.role === 'encode' || ctx.encodesMedia === false || c.size === 0) return;
     const share = 100 / items.length;
     const holders = items.map((item) => {
       const at: number[] = [];
