@@ -3,56 +3,14 @@
 // connector, --enable-mm-embeds), every leg forwarded to its sim; the legs' bodies are measured as sent.
 // Run: npx tsx tools/bench/src/epd-bytes.ts [--image-kib 256]
 import type { Decision } from '@triad/bus';
-import { ConnectorRegistry, type BufferedAnswer, type LegHandle, type LegRunner, type LegSpec } from '@triad/connectors';
+import { ConnectorRegistry } from '@triad/connectors';
 import { startSimEngine, type SimEngineHandle } from '@triad/engine-sim';
 import { proxyRequest, serverProfile } from '@triad/request/testing';
+import { ForwardingRunner } from './lib/forwarding-runner';
 import { markdownTable } from './lib/table';
 import { parseToolArgs } from '@triad/testing';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
-
-/** Sends each leg to its sim over HTTP and records the body size per stage. */
-class ForwardingRunner implements LegRunner {
-  readonly bytes: Record<string, number> = { encode: 0, prefill: 0, decode: 0 };
-  readonly statuses: number[] = [];
-
-  #send(spec: LegSpec): Promise<BufferedAnswer> {
-    this.bytes[spec.stage] = (this.bytes[spec.stage] ?? 0) + Buffer.byteLength(spec.body);
-    return fetch(`http://${spec.endpoint.ip}:${spec.endpoint.port}${spec.path ?? '/v1/chat/completions'}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-request-id': spec.requestId, ...spec.headers },
-      body: spec.body,
-    }).then(async (res) => {
-      this.statuses.push(res.status);
-      const body = Buffer.from(await res.arrayBuffer());
-      if (res.status !== 200) throw new Error(`${spec.stage} answered ${res.status}: ${body.toString()}`);
-      return { status: res.status, contentType: res.headers.get('content-type') ?? 'application/json', body };
-    });
-  }
-
-  buffered(spec: LegSpec): LegHandle<BufferedAnswer> {
-    return { promise: this.#send(spec), abort: () => undefined };
-  }
-
-  relay(spec: LegSpec): LegHandle<void> {
-    return { promise: this.#send(spec).then(() => undefined), abort: () => undefined };
-  }
-
-  drained(spec: LegSpec): LegHandle<void> {
-    return this.relay(spec);
-  }
-
-  respond(): void {}
-  retrying(): void {}
-  pause(): Promise<void> {
-    return Promise.resolve();
-  }
-  kvStranded(): void {}
-  kvParamsMissing(): void {}
-  legBody(body: Record<string, unknown>): Record<string, unknown> {
-    return body;
-  }
-}
 
 const refOf = (pod: string, sim: SimEngineHandle) => ({ key: `default.epd.${pod}`, pod, ip: sim.host, port: sim.port });
 
