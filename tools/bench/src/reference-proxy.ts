@@ -83,24 +83,37 @@ export interface Measured {
 }
 
 /**
+ * The EPD baselines at 1 connection (gateway.ts): `sameWork`, the p50 of the same E→P→D sent directly one request at
+ * a time (the stages pull what they pull behind a router); `replayed`, the old sum of each stage's body without the
+ * hand-offs replayed by wrk.
+ */
+export interface StageBaselines {
+  readonly sameWork: number;
+  readonly replayed: number;
+}
+
+/**
  * The issue-10 comparison: Triad EPD throughput over each reference variant's at `conns` connections, and at 1
- * connection each one's p50 minus the sum of the three direct stage p50s.
+ * connection each one's p50 minus the same E→P→D sent directly (and, for comparison, minus the old baseline).
  */
 export function referenceSummary(
   triad: { many?: Measured; one?: Measured },
   refs: readonly { target: string; many?: Measured; one?: Measured }[],
   conns: number,
-  stageSumMs: number,
+  base: StageBaselines,
   label = 'Triad EPD',
 ): string {
   const lines: string[] = [];
-  const added = (m: Measured | undefined) => (m ? `${(m.p50ms - stageSumMs).toFixed(3)} ms` : '–');
+  const added = (m: Measured | undefined) =>
+    m ? `${(m.p50ms - base.sameWork).toFixed(3)} ms (old figure ${(m.p50ms - base.replayed).toFixed(3)} ms)` : '–';
   for (const r of refs) {
     const ratio = triad.many && r.many ? `${(triad.many.rps / r.many.rps).toFixed(2)}×` : '–';
     lines.push(
-      `${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the direct stages.`,
+      `${label} ÷ ${r.target} at ${conns} connections: ${ratio} req/s; at 1 connection it adds ${added(r.one)} over the stages sent directly.`,
     );
   }
-  lines.push(`${label} at 1 connection adds ${added(triad.one)} over the direct stages (sum ${stageSumMs.toFixed(3)} ms).`);
+  lines.push(
+    `${label} at 1 connection adds ${added(triad.one)} over the stages sent directly (${base.sameWork.toFixed(3)} ms; old: ${base.replayed.toFixed(3)} ms).`,
+  );
   return `${lines.join('\n')}\n`;
 }
