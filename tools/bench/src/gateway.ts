@@ -262,8 +262,8 @@ async function main(): Promise<void> {
       durationSec,
       warmupSec,
     );
-    // The client's clock against wrk's on the two stages whose bodies can be replayed (an EC handle can be pulled
-    // again; a KV handle cannot): how much of the baseline is the client's own.
+    // wrk replaying the two stages whose bodies can be (an EC entry can be pulled again, a KV handle cannot): the same
+    // stage work without the stages taking turns, printed next to the client's stage p50s as a check on them.
     const wrkEncode = await stage('epd-e', sequence.bodies.encode);
     const wrkPrefill = await stage('epd-p', sequence.bodies.prefill);
     process.stdout.write(
