@@ -239,6 +239,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     directory.stop();
     gatewayApi?.stop();
     fallback.stop();
+    // Before the bus drains: a batch still waiting for its reply is decided locally now, its budget timer cleared.
+    scheduler.close();
     await integrations.close();
     await pools.close(true);
     await bus.drain().catch(() => undefined);

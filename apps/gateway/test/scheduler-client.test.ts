@@ -112,4 +112,44 @@ describe('SchedulerClient against a real nats-server', () => {
     sub.unsubscribe();
     await scheduler.flush();
   });
+
+  it('close() decides a batch waiting for its reply locally at once and leaves no budget timer behind', async () => {
+    const held: Msg[] = [];
+    const sub = scheduler.subscribe(Subjects.schedule, {
+      callback: (_e, m) => {
+        held.push(m);
+      },
+    });
+    await scheduler.flush();
+    const reasons: LocalReason[] = [];
+    const client = new SchedulerClient(
+      gateway,
+      local,
+      { budgetMs: 600_000, backoffMs: 0, maxBatch: 8, maxInFlight: 1, onLocal: (r) => reasons.push(r) },
+      new TurnFlusher(),
+    );
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const before = timers();
+    const sent = client.schedule(request('sent'));
+    await waitFor(() => held.length === 1, { what: 'the batch at the scheduler' });
+    // Behind the in-flight limit: queued, not sent.
+    const queued = client.schedule(request('queued'));
+    expect(timers()).toBe(before + 1);
+    client.close();
+    expect(timers()).toBe(before);
+    const results = await Promise.all([sent, queued]);
+    expect(results.map((r) => [r.decision.id, r.local])).toEqual([
+      ['sent', true],
+      ['queued', true],
+    ]);
+    expect((await client.schedule(request('after'))).local).toBe(true);
+    expect(reasons).toEqual(['unavailable', 'unavailable', 'unavailable']);
+    // Nothing more went to the scheduler: the queued request and the later one never left the gateway.
+    await new Promise((resolve) => setImmediate(resolve));
+    await gateway.flush();
+    await scheduler.flush();
+    expect(held).toHaveLength(1);
+    sub.unsubscribe();
+    await scheduler.flush();
+  });
 });

@@ -1,4 +1,11 @@
-import { createInbox, headers as natsHeaders, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import {
+  createInbox,
+  headers as natsHeaders,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
 import { SCHEMA_VERSION, Subjects, type DecisionOrError, type SchedulingRequest } from '@triad/bus';
 import { ErrorCode, isErrorCode } from '@triad/errors';
 import { SchedulingError, type RequestContext } from '@triad/request';
@@ -83,6 +90,8 @@ export class SchedulerClient implements TurnFlushable {
   readonly #inbox: string;
   readonly #sent = new Map<number, Sent>();
   #nextId = 0;
+  readonly #replies: Subscription | undefined;
+  #closed = false;
 
   constructor(nc: NatsConnection, local: LocalDecider | undefined, options: SchedulerClientOptions, turn: TurnFlusher) {
     if (options.inProcess === true && local === undefined) throw new Error('in-process scheduling needs a local decider');
@@ -95,12 +104,14 @@ export class SchedulerClient implements TurnFlushable {
     // The subscription goes out before any batch on the same connection, so the server knows it before a reply.
     // A subscription error carries no reply (as in the bus's subscribe): a batch then waits out its budget and is
     // decided locally.
-    if (this.#inProcess === undefined)
-      nc.subscribe(`${this.#inbox}.*`, {
-        callback: (err, msg) => {
-          if (!err) this.#reply(msg);
-        },
-      });
+    this.#replies =
+      this.#inProcess === undefined
+        ? nc.subscribe(`${this.#inbox}.*`, {
+            callback: (err, msg) => {
+              if (!err) this.#reply(msg);
+            },
+          })
+        : undefined;
     turn.add(this);
   }
 
@@ -112,6 +123,7 @@ export class SchedulerClient implements TurnFlushable {
   /** Decides one request; `ctx`, the request it is for, is handed to `batchHeaders`. */
   schedule(request: SchedulingRequest, ctx?: RequestContext): Promise<Scheduled> {
     if (this.#inProcess !== undefined) return Promise.resolve({ decision: this.#inProcess.schedule(request), local: true });
+    if (this.#closed) return Promise.resolve(this.#decideLocally(request, 'unavailable'));
     if (this.#localUntil > 0) {
       if (Date.now() < this.#localUntil) return Promise.resolve(this.#decideLocally(request, 'backoff'));
       this.#localUntil = 0;
@@ -182,6 +194,28 @@ export class SchedulerClient implements TurnFlushable {
     this.#inFlight--;
     if (this.#queue.length > 0) this.#turn.request();
     return sent;
+  }
+
+  /**
+   * Stops asking the scheduler service (the gateway is shutting down): every batch still waiting for its reply and
+   * every queued request is decided locally now, as when the scheduler is unavailable, so no budget timer outlives
+   * the client and no caller waits on a reply that the closing connection will not deliver. Later requests are
+   * decided locally too. Idempotent.
+   */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#replies?.unsubscribe();
+    const waiting: Pending[] = [];
+    for (const sent of this.#sent.values()) {
+      clearTimeout(sent.timer);
+      for (const p of sent.batch) waiting.push(p);
+    }
+    this.#sent.clear();
+    this.#inFlight = 0;
+    for (const p of this.#queue) waiting.push(p);
+    this.#queue = [];
+    for (const p of waiting) p.resolve(this.#decideLocally(p.request, 'unavailable'));
   }
 
   #headersOf(batch: Pending[]): { headers?: MsgHdrs } {
