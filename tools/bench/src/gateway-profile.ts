@@ -37,26 +37,35 @@ interface ProfileNode {
 }
 interface Profile {
   readonly nodes: readonly ProfileNode[];
+  /** When sampling started, in µs of the monotonic clock (the one `process.hrtime` reads). */
+  readonly startTime: number;
   readonly samples: readonly number[];
   readonly timeDeltas: readonly number[];
 }
 
+/** Now on the monotonic clock V8 stamps its CPU profiles with (`startTime`, in µs). */
+function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
 /**
  * Self time per function and per file of a .cpuprofile, as shares of the busy samples (idle excluded) taken
- * between `fromMs` and `toMs` after the process started (the measured run, not start-up and warm-up).
+ * between `fromUs` and `toUs` on the monotonic clock (the measured run, not start-up, warm-up or the stack's
+ * shutdown). The profiled process starts seconds after this one, so the window is placed by clock, not by the
+ * time since either process started.
  */
-function summarise(file: string, top: number, fromMs: number, toMs: number): string {
+function summarise(file: string, top: number, fromUs: number, toUs: number): string {
   const p = JSON.parse(readFileSync(file, 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const fn = new Map<string, number>();
   const files = new Map<string, number>();
   let total = 0;
-  let at = 0;
+  let at = p.startTime;
   for (let i = 0; i < p.samples.length; i++) {
     const n = byId.get(p.samples[i]);
     const dt = p.timeDeltas[i] ?? 0;
-    at += dt / 1000;
-    if (n === undefined || at < fromMs || at > toMs || n.callFrame.functionName === '(idle)') continue;
+    at += dt;
+    if (n === undefined || at < fromUs || at > toUs || n.callFrame.functionName === '(idle)') continue;
     total += dt;
     const url = n.callFrame.url
       .replace(/^file:\/\//, '')
@@ -182,6 +191,8 @@ async function main(): Promise<void> {
   const body = chatBody(String(values.model), values.stream === true);
   let summary = '';
   let window: number[];
+  /** The measured run on the monotonic clock (µs), for the CPU profiles. */
+  let windowUs: number[];
   try {
     await runWrk({ url, body, connections: 32, durationSec: Number(values.warmup) });
     // Extra measured windows on the same stack (before the main one): how much a run varies within one stack.
@@ -205,6 +216,7 @@ async function main(): Promise<void> {
     });
     await counter.nc.flush();
     const from = Date.now() - t0;
+    const fromUs = monotonicUs();
     const straced = String(values.strace);
     const tracer =
       straced === '' ? undefined : spawn('strace', ['-c', '-f', '-p', String(stack.pid(straced))], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -225,6 +237,7 @@ async function main(): Promise<void> {
     const [stealAfter, softAfter] = machineStealSoftirq();
     const wall = (Date.now() - wallBefore) / 1000;
     window = [from, Date.now() - t0];
+    windowUs = [fromUs, monotonicUs()];
     if (perf !== undefined) {
       const exited = new Promise((res) => perf.once('exit', res));
       perf.kill('SIGINT');
@@ -284,11 +297,14 @@ async function main(): Promise<void> {
   for (const name of profiled) {
     const dir = join(profDir, name);
     for (const f of readdirSync(dir)) {
-      const summary = summarise(join(dir, f), Number(values.top), window[0], window[1]);
+      const summary = summarise(join(dir, f), Number(values.top), windowUs[0], windowUs[1]);
       process.stdout.write(`\n### ${name} (${f})\n\n${summary}\n`);
     }
   }
-  if (values.keep === true) process.stdout.write(`\nprofiles kept in ${profDir} (measured window ${window[0]}..${window[1]} ms)\n`);
+  if (values.keep === true)
+    process.stdout.write(
+      `\nprofiles kept in ${profDir} (measured window ${window[0]}..${window[1]} ms after the bench started, ${windowUs[0]}..${windowUs[1]} µs on the profiles' clock)\n`,
+    );
   else rmSync(profDir, { recursive: true, force: true });
 }
 
