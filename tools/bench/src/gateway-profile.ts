@@ -1,5 +1,6 @@
-// Development profiler for the gateway benchmark stack: one case under wrk, CPU µs per request of every process
-// (gateway, scheduler, each engine-sim, nats-server), and optionally V8 CPU profiles of chosen children
+// Development profiler for the gateway benchmark stack: one case under wrk, CPU µs and read/write system calls
+// (/proc/<pid>/io) per request of every process (gateway, scheduler, each engine-sim, nats-server), and optionally
+// V8 CPU profiles of chosen children
 // summarised by self time. Run:
 //   npx tsx tools/bench/src/gateway-profile.ts [--model epd|pd|agg] [--stream] [--connections 32]
 //     [--duration 10] [--warmup 2] [--prof gateway,scheduler,sims] [--top 30] [--strace gateway] [--perf gateway]
@@ -14,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectBus } from '@triad/bus/client';
 import { markdownTable } from './lib/table';
+import { ioSyscalls } from './lib/proc';
 import { runWrk } from './lib/wrk';
 import { startGatewayStack } from './gateway-stack';
 import { parseToolArgs } from '@triad/testing';
@@ -203,6 +205,7 @@ async function main(): Promise<void> {
       summary += `window ${i + 1}: ${w.rps.toFixed(0)} req/s, p50 ${w.p50ms.toFixed(2)} ms; CPU µs/req ${us}\n`;
     }
     const before = new Map(stack.processes.map((n) => [n, stack.cpuSeconds(n)]));
+    const ioBefore = new Map(stack.processes.map((n) => [n, ioSyscalls(stack.pid(n))]));
     const batchBefore = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     // Messages on the gateway's subjects during the run (this subscriber adds a little nats-server work).
     const counter = await connectBus({ servers: stack.natsUrl, name: 'bench-profile' });
@@ -267,10 +270,14 @@ async function main(): Promise<void> {
       );
       summary += `strace ${straced}: system calls per request (${r.requests} requests, slowed by strace)\n\n${table}\n\n`;
     }
+    const perRequest = (now: number, then: number | undefined) => ((now - (then ?? NaN)) / r.requests).toFixed(2);
     const rows = stack.processes
       .map((n) => [n, ((stack.cpuSeconds(n) - (before.get(n) ?? 0)) * 1e6) / r.requests] as const)
       .filter(([, us]) => us >= 1)
-      .map(([n, us]) => [n, Math.round(us)]);
+      .map(([n, us]) => {
+        const io = ioSyscalls(stack.pid(n));
+        return [n, Math.round(us), perRequest(io.reads, ioBefore.get(n)?.reads), perRequest(io.writes, ioBefore.get(n)?.writes)];
+      });
     const sum = rows.reduce((s, [, us]) => s + (us as number), 0);
     const stackSeconds = (sum * r.requests) / 1e6;
     summary +=
@@ -288,7 +295,7 @@ async function main(): Promise<void> {
     summary +=
       `${values.model} ${values.stream ? 'SSE' : 'JSON'} c=${connections}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50ms.toFixed(2)} ms, p99 ` +
       `${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
-      `${markdownTable(['process', 'CPU µs/req'], [...rows, ['all (excl. wrk)', sum]])}\n`;
+      `${markdownTable(['process', 'CPU µs/req', 'read syscalls/req', 'write syscalls/req'], [...rows, ['all (excl. wrk)', sum, '', '']])}\n`;
   } finally {
     await stack.close();
   }

@@ -1,4 +1,4 @@
-// What a benchmark reads of one process from Linux /proc: its CPU time and memory.
+// What a benchmark reads of one process from Linux /proc: its CPU time, memory and system-call counts.
 import { readFileSync } from 'node:fs';
 
 /** Clock ticks per second (USER_HZ, the unit of utime and stime in /proc/<pid>/stat): 100 on Linux. */
@@ -22,4 +22,20 @@ export function procStats(pid: number): { cpuS: number; rssMb: number; peakMb: n
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
   return { cpuS: cpuSeconds(pid), rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
+}
+
+/**
+ * Read- and write-family system calls (read, readv… / write, writev…, what libuv uses on TCP sockets and pipes; not
+ * sendmsg or epoll) the process has made so far (`syscr`, `syscw` of /proc/<pid>/io, every thread): counts without
+ * slowing it as strace does. NaN when unknown.
+ */
+export function ioSyscalls(pid: number | undefined): { reads: number; writes: number } {
+  if (pid === undefined) return { reads: NaN, writes: NaN };
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const count = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(io)?.[1] ?? NaN);
+    return { reads: count('syscr'), writes: count('syscw') };
+  } catch {
+    return { reads: NaN, writes: NaN };
+  }
 }
