@@ -25,9 +25,9 @@ function sdkSampler(name: SamplerName, ratio: number): Sampler {
 /**
  * Starts OpenTelemetry's `NodeSDK` with what `readTelemetryConfig` read from the `OTEL_*` env: the resource (service
  * name and version, `OTEL_RESOURCE_ATTRIBUTES`, the downward-API pod attributes), the OTLP http/protobuf exporter
- * behind a batch span processor (`OTEL_BSP_*`), the sampler and the span limits. The values are passed explicitly
- * (NodeSDK would read `process.env` itself) so that one reader decides, with Triad's rule that tracing is on only
- * with an endpoint. Deliberately off: auto-instrumentation (2–3× the proxy's cost), resource detectors, the metrics
+ * (with Triad's request encoder, otlp/trace-request.ts) behind a batch span processor (`OTEL_BSP_*`), the sampler
+ * and the span limits. The values are passed explicitly (NodeSDK would read `process.env` itself) so that one
+ * reader decides, with Triad's rule that tracing is on only with an endpoint. Deliberately off: auto-instrumentation (2–3× the proxy's cost), resource detectors, the metrics
  * and logs pipelines (Prometheus has the metrics), baggage (client baggage is not forwarded to engines), and the
  * context manager: Triad passes parents explicitly and never reads the active context, while the default
  * AsyncLocalStorage manager would switch on async hooks for the whole process and make every `await` dearer.
@@ -43,9 +43,9 @@ export function startSdk(config: TelemetryConfig, version: string, exporterOverr
   const exporter =
     exporterOverride ??
     (() => {
-      const { OTLPTraceExporter } =
-        require('@opentelemetry/exporter-trace-otlp-proto') as typeof import('@opentelemetry/exporter-trace-otlp-proto');
-      return new OTLPTraceExporter({ url: config.tracesUrl, timeoutMillis: config.exportTimeoutMs });
+      // The SDK's http/protobuf exporter with Triad's request encoder: the same bytes for less CPU per span.
+      const { createTraceExporter } = require('./otlp/trace-exporter') as typeof import('./otlp/trace-exporter');
+      return createTraceExporter({ url: config.tracesUrl, timeoutMillis: config.exportTimeoutMs });
     })();
   const resource = defaultResource().merge(
     resourceFromAttributes({

@@ -1,6 +1,20 @@
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { Decision } from '@triad/bus';
-import { type LegInfo } from '../src/gateway-spans';
+import {
+  finishLegSpan,
+  finishRequestSpan,
+  finishRouteSpan,
+  finishScheduleSpan,
+  recordFirstToken,
+  startDecodeSpan,
+  startEncodeSpan,
+  startPrefillSpan,
+  startRequestSpan,
+  startRouteSpan,
+  startScheduleSpan,
+  type LegInfo,
+} from '../src/gateway-spans';
+import type { Traced } from '../src/spans';
 import type { ServiceName } from '../src/config';
 import { setupTelemetry, type Telemetry } from '../src/setup';
 
@@ -66,4 +80,33 @@ export function leg(endpoint: { key: string; pod: string; ip: string; port: numb
     attempt: 0,
     ...extra,
   };
+}
+
+/** Plays the gateway's part for one EPD request with two images, in the order the stage loop runs. */
+export function epdRequest(): Traced {
+  const req = startRequestSpan({ method: 'POST', route: '/v1/chat/completions', headers: {}, requestId: 'req-1' });
+  const route = startRouteSpan(req, { model: 'qwen-vl' });
+  finishRouteSpan(route, { namespace: 'default', modelServer: 'qwen-vl', mode: 'epd', modelRoute: 'qwen-vl' }, req);
+  const schedule = startScheduleSpan(req, { namespace: 'default', modelServer: 'qwen-vl', mediaItems: 2 });
+  finishScheduleSpan(schedule, epdDecision, { batchSize: 1 });
+  const [e0, e1] = epdDecision.encoders;
+  // Both encode legs start before either ends: the fan-out the trace must show.
+  const enc0 = startEncodeSpan(req, { ...leg(e0.endpoint), item: { index: 0, modality: 'image', bytes: 2048, affinity: true } });
+  const enc1 = startEncodeSpan(req, { ...leg(e1.endpoint), item: { index: 1, modality: 'image', affinity: false } });
+  finishLegSpan(enc0, { statusCode: 200 });
+  finishLegSpan(enc1, { statusCode: 200 });
+  const prefill = startPrefillSpan(req, leg(epdDecision.attempts[0].prefill!, { maxTokens: 1 }));
+  finishLegSpan(prefill, { statusCode: 200, inputTokens: 812 });
+  const decode = startDecodeSpan(req, leg(epdDecision.attempts[0].endpoint, { maxTokens: 256, stream: true }));
+  recordFirstToken(decode);
+  const response = {
+    statusCode: 200,
+    responseModel: 'Qwen/Qwen2.5-VL-3B-Instruct',
+    inputTokens: 812,
+    outputTokens: 42,
+    finishReasons: ['stop'],
+  };
+  finishLegSpan(decode, response);
+  finishRequestSpan(req, { statusCode: 200, requestModel: 'qwen-vl', operation: 'chat', response });
+  return req;
 }

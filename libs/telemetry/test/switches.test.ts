@@ -142,13 +142,13 @@ describe('lazy loading', () => {
   }
 
   it(
-    'a disabled service loads only the API; an enabled one starts NodeSDK with the proto exporter and registers no ' +
+    'a disabled service loads only the API; an enabled one starts NodeSDK with the OTLP http exporter and registers no ' +
       'async-hooks context manager',
     () => {
       expect(sdkModulesLoaded({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' }).loaded).toEqual(['api']);
       const enabled = sdkModulesLoaded({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' });
       expect(enabled.loaded).toEqual(
-        expect.arrayContaining(['sdk-node', 'sdk-trace-base', 'exporter-trace-otlp-proto', 'resources', 'core']),
+        expect.arrayContaining(['sdk-node', 'sdk-trace-base', 'otlp-exporter-base', 'otlp-transformer', 'resources', 'core']),
       );
       // NodeSDK's default would be the AsyncLocalStorage manager (async hooks for every promise of the proxy).
       expect(enabled.manager).toBe('NoopContextManager');

@@ -1,0 +1,189 @@
+/**
+ * A growable protobuf output buffer: varints, fixed-width numbers, strings and length-delimited messages, written
+ * in one pass. A message's length prefix is reserved as one byte and widened (content moved up) when the message
+ * turns out longer than 127 bytes, so every length is the minimal varint, as any protobuf encoder writes it.
+ * The buffer is kept between requests; `take()` copies the bytes out because the exporter holds on to a request
+ * while it retries.
+ */
+export class ProtoBuffer {
+  #bytes: Uint8Array;
+  #view: DataView;
+  pos = 0;
+
+  constructor(initialSize = 64 * 1024) {
+    this.#bytes = new Uint8Array(initialSize);
+    this.#view = new DataView(this.#bytes.buffer);
+  }
+
+  reset(): void {
+    this.pos = 0;
+  }
+
+  /** The bytes written since `reset()`, as a copy the caller owns. */
+  take(): Uint8Array {
+    return this.#bytes.slice(0, this.pos);
+  }
+
+  ensure(extra: number): void {
+    const needed = this.pos + extra;
+    if (needed <= this.#bytes.length) return;
+    let size = this.#bytes.length * 2;
+    while (size < needed) size *= 2;
+    const grown = new Uint8Array(size);
+    grown.set(this.#bytes.subarray(0, this.pos));
+    this.#bytes = grown;
+    this.#view = new DataView(grown.buffer);
+  }
+
+  /** A varint of a value known to be an integer in [0, 2^32): tags, lengths, enum codes. */
+  uint32(value: number): void {
+    this.ensure(5);
+    const bytes = this.#bytes;
+    let v = value >>> 0;
+    while (v > 0x7f) {
+      bytes[this.pos++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    bytes[this.pos++] = v;
+  }
+
+  /**
+   * A varint of any JS number as an int64/uint32 field: values in [0, 2^32) as themselves (a fraction cut off),
+   * negative ones as 64-bit two's complement (ten bytes), larger ones from their high and low 32-bit halves.
+   */
+  varint(value: number): void {
+    if (value >= 0 && value <= 0xffffffff) {
+      this.uint32(value);
+      return;
+    }
+    const magnitude = Math.abs(value);
+    let low = magnitude >>> 0;
+    let high = (magnitude / 0x100000000) >>> 0;
+    if (value < 0) {
+      // Negate in two's complement across the two halves.
+      low = ~low >>> 0;
+      high = ~high >>> 0;
+      low = (low + 1) >>> 0;
+      if (low === 0) high = (high + 1) >>> 0;
+    }
+    this.ensure(10);
+    const bytes = this.#bytes;
+    while (high !== 0 || low > 0x7f) {
+      bytes[this.pos++] = (low & 0x7f) | 0x80;
+      low = ((low >>> 7) | (high << 25)) >>> 0;
+      high >>>= 7;
+    }
+    bytes[this.pos++] = low;
+  }
+
+  /** A field key: field number and wire type. */
+  tag(field: number, wireType: number): void {
+    this.uint32((field << 3) | wireType);
+  }
+
+  fixed32(value: number): void {
+    this.ensure(4);
+    this.#view.setUint32(this.pos, value >>> 0, true);
+    this.pos += 4;
+  }
+
+  fixed64(low: number, high: number): void {
+    this.ensure(8);
+    this.#view.setUint32(this.pos, low >>> 0, true);
+    this.#view.setUint32(this.pos + 4, high >>> 0, true);
+    this.pos += 8;
+  }
+
+  double(value: number): void {
+    this.ensure(8);
+    this.#view.setFloat64(this.pos, value, true);
+    this.pos += 8;
+  }
+
+  /** Bytes as they are (already encoded, e.g. a cached length-prefixed string). */
+  raw(chunk: Uint8Array): void {
+    const n = chunk.length;
+    this.ensure(n);
+    const bytes = this.#bytes;
+    if (n < 32) {
+      // A typed-array copy call costs more than the loop for the short keys that dominate.
+      let p = this.pos;
+      for (let i = 0; i < n; i++) bytes[p++] = chunk[i];
+      this.pos = p;
+    } else {
+      bytes.set(chunk, this.pos);
+      this.pos += n;
+    }
+  }
+
+  /** A length-delimited bytes field's payload. */
+  lengthPrefixed(chunk: Uint8Array): void {
+    this.uint32(chunk.length);
+    this.raw(chunk);
+  }
+
+  /** A string's UTF-8 bytes with their length; lone surrogates become U+FFFD, as in every WHATWG encoder. */
+  string(value: string): void {
+    const n = value.length;
+    let ascii = true;
+    for (let i = 0; i < n; i++) {
+      if (value.charCodeAt(i) > 0x7f) {
+        ascii = false;
+        break;
+      }
+    }
+    if (!ascii) {
+      this.lengthPrefixed(utf8.encode(value));
+      return;
+    }
+    this.uint32(n);
+    this.ensure(n);
+    const bytes = this.#bytes;
+    let p = this.pos;
+    for (let i = 0; i < n; i++) bytes[p++] = value.charCodeAt(i);
+    this.pos = p;
+  }
+
+  /** A hex id (trace, span) as its binary bytes with their length. */
+  hexId(hex: string): void {
+    const n = hex.length >>> 1;
+    this.uint32(n);
+    this.ensure(n);
+    const bytes = this.#bytes;
+    for (let i = 0; i < n; i++) bytes[this.pos++] = (nibble(hex.charCodeAt(2 * i)) << 4) | nibble(hex.charCodeAt(2 * i + 1));
+  }
+
+  /** Starts a length-delimited message; pass the result to `end`. */
+  begin(): number {
+    this.ensure(1);
+    return this.pos++;
+  }
+
+  /** Writes the length of the message begun at `start`, widening its one reserved byte when needed. */
+  end(start: number): void {
+    const length = this.pos - start - 1;
+    const width = length < 0x80 ? 1 : length < 0x4000 ? 2 : length < 0x200000 ? 3 : length < 0x10000000 ? 4 : 5;
+    if (width > 1) {
+      this.ensure(width - 1);
+      this.#bytes.copyWithin(start + width, start + 1, this.pos);
+      this.pos += width - 1;
+    }
+    const bytes = this.#bytes;
+    let v = length;
+    let p = start;
+    while (v > 0x7f) {
+      bytes[p++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    bytes[p] = v;
+  }
+}
+
+const utf8 = new TextEncoder();
+
+/** A hex digit's value; other characters map as the SDK's decoder maps them (upper-case letters included). */
+function nibble(code: number): number {
+  if (code >= 48 && code <= 57) return code - 48;
+  if (code >= 97 && code <= 102) return code - 87;
+  return code - 55;
+}
