@@ -114,18 +114,15 @@ export class DispatchPublisher implements TurnFlushable {
       }
       return;
     }
-    // Ask for the flush from a microtask, i.e. after the code that started the leg has handed it to undici:
-    // undici writes the leg from its own end-of-turn callback, and ours is then queued behind it, so the
-    // event's socket write never delays the leg's.
-    if (first || this.#events.length === MAX_EVENTS_PER_MESSAGE) queueMicrotask(this.#requestTurn);
+    // After the legs undici writes at the end of this turn (TurnFlusher): the event's socket write never delays
+    // a leg's, including the next leg started in the same turn as this event (a finish, then the next stage).
+    if (first || this.#events.length === MAX_EVENTS_PER_MESSAGE) this.#turn.requestAfterWrites();
   }
 
-  readonly #requestTurn = (): void => this.#turn.request();
-
-  /** @internal The flush window of the pending events ended: they go out at the end of this turn. */
+  /** @internal The flush window of the pending events ended: they go out after this turn's leg writes. */
   windowElapsed(): void {
     this.#window = undefined;
-    this.#turn.request();
+    this.#turn.requestAfterWrites();
   }
 
   flushTurn(): void {
