@@ -26,9 +26,12 @@ const MAX_RECORDS_PER_MESSAGE = 4096;
 export interface AffinityFeedOptions {
   readonly origin: string;
   /**
-   * When the records queued in a turn go out: `immediate` (default), after the turn's I/O (a gateway's legs are
-   * written first); `microtask`, as soon as the code that queued them returns: a scheduler's records then share
-   * the socket write of the reply to the batch that taught them (one write and one delivery per batch, not two).
+   * When the records queued in a turn go out: `immediate` (default), after the turn's I/O and the check phase
+   * that ends it, so a gateway's legs are written first (undici writes a leg on a kept-alive socket from a
+   * setImmediate queued when the leg is dispatched, after the decision that taught the records: the flush is
+   * queued from an immediate, which runs one check phase later); `microtask`, as soon as the code that queued
+   * them returns: a scheduler's records then share the socket write of the reply to the batch that taught them
+   * (one write and one delivery per batch, not two).
    */
   readonly flush?: 'immediate' | 'microtask';
 }
@@ -54,6 +57,9 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
       bus.publish(Subjects.affinity, AffinityBatchSchema, { v: SCHEMA_VERSION, origin, records });
     }
   };
+  const flushAfterTurnWrites = (): void => {
+    setImmediate(flush);
+  };
   return {
     publish: (record) => {
       if (stopped) return;
@@ -61,7 +67,7 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
       if (!scheduled) {
         scheduled = true;
         if (options.flush === 'microtask') queueMicrotask(flush);
-        else setImmediate(flush);
+        else setImmediate(flushAfterTurnWrites);
       }
     },
     stop: () => {
