@@ -18,6 +18,7 @@ export { clientWantsUsage } from './request-bodies';
 export { SseEventSplitter, sseEvents, type SseEvent } from './sse';
 export { UpstreamPools, DEFAULT_UPSTREAM_CONNECTIONS } from './upstream-pools';
 export { IDLE_CLOSE_RACE_MS } from './socket-reuse';
+export { afterLegWrites, legWriteDone, legWritePending } from './leg-writes';
 export { engineErrorMessage, clientAbortedError } from './errors';
 export { runProxy } from './stage-loop';
 export { ConnectorRegistry } from './registry';

@@ -12,6 +12,7 @@ import {
 } from './errors';
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
+import { legWriteDone, legWritePending } from './leg-writes';
 import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { parseBodyUsage } from './usage';
 
@@ -130,6 +131,8 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   #socketUse: SocketUse | undefined;
   /** Sent again once on a fresh connection already: never twice. */
   #resent = false;
+  /** Handed to undici and not written yet (leg-writes.ts). */
+  #writePending = false;
 
   constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number) {
     this.stage = spec.stage;
@@ -177,6 +180,10 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   connected(slot: EndpointSlot, waited: boolean): void {
     this.#slot = slot;
+    if (!this.#writePending) {
+      this.#writePending = true;
+      legWritePending();
+    }
     if (waited) {
       this.#waiting = false;
       this.#owner.legWaiting(this, false);
@@ -205,6 +212,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
    */
 
   onConnect(abort: (err?: Error) => void): void {
+    this.#writeDone();
     this.#abortRequest = abort;
     this.#paused = false;
     if (this.#pendingAbort !== undefined) {
@@ -410,8 +418,16 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     }
   }
 
+  /** undici writes the request next, in the same call (or the leg settled without it). */
+  #writeDone(): void {
+    if (!this.#writePending) return;
+    this.#writePending = false;
+    legWriteDone();
+  }
+
   #succeed(answer: BufferedAnswer | undefined): void {
     this.#settled = true;
+    this.#writeDone();
     if (this.#socketUse !== undefined) socketFreed(this.#socketUse.socket);
     this.#clearTimer();
     this.#releaseSlot();
@@ -421,6 +437,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   #fail(err: Error): void {
     this.#settled = true;
+    this.#writeDone();
     // An error answer (a 4xx or 5xx) leaves its socket kept alive; a broken one is never used again.
     if (this.#socketUse !== undefined) socketFreed(this.#socketUse.socket);
     this.#clearTimer();
