@@ -1,3 +1,4 @@
+import { legWriteDone, legWritePending } from '@triad/connectors';
 import { TurnFlusher } from '../src/nats/turn-flusher';
 
 /** Records the order of flushes against other end-of-turn callbacks. */
@@ -25,7 +26,12 @@ describe('TurnFlusher', () => {
   it('flushes what only informs others after the end-of-turn callbacks queued later in the same turn (a leg write)', async () => {
     const { order, flusher } = recorder();
     flusher.requestAfterWrites();
-    setImmediate(() => order.push('leg write'));
+    // A leg dispatched after the event: undici writes it from an immediate queued then.
+    legWritePending();
+    setImmediate(() => {
+      legWriteDone();
+      order.push('leg write');
+    });
     await twoCheckPhases();
     expect(order).toEqual(['leg write', 'flush']);
   });

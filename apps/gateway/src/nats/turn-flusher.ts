@@ -1,3 +1,5 @@
+import { afterLegWrites } from '@triad/connectors';
+
 /** Something that sends what it gathered during this event-loop turn. */
 export interface TurnFlushable {
   flushTurn(): void;
@@ -8,7 +10,7 @@ function runTurn(flusher: TurnFlusher): void {
 }
 
 function afterTurnWrites(flusher: TurnFlusher): void {
-  flusher.deferredTurn();
+  afterLegWrites(flusher.runDeferred);
 }
 
 /**
@@ -18,11 +20,12 @@ function afterTurnWrites(flusher: TurnFlusher): void {
  * together — each write is a syscall, and at EPD rates they were a fifth of the gateway's CPU.
  *
  * A scheduling batch (`request`) goes out in this turn's check phase. What only informs others (dispatch events:
- * `requestAfterWrites`) goes out one check phase later: undici writes a leg on a kept-alive socket from its own
- * setImmediate (its idle-socket check), queued when the leg is dispatched, and an event pushed earlier in the same
- * turn (the previous leg's finish, a flush window that ended) would otherwise be written first. On a busy machine
- * that write wakes nats-server and its subscribers, and the gateway could lose its core before the leg's write:
- * measured at 1 connection on the 2-core VM, the leg's write waited 0.1–0.8 ms behind it.
+ * `requestAfterWrites`) goes out after the legs dispatched so far are written (`afterLegWrites`): undici writes a
+ * leg on a kept-alive socket from its own setImmediate (its idle-socket check), queued when the leg is
+ * dispatched, and an event pushed earlier in the same turn (the previous leg's finish, a flush window that ended)
+ * would otherwise be written first. On a busy machine that write wakes nats-server and its subscribers, and the
+ * gateway could lose its core before the leg's write: measured at 1 connection on the 2-core VM, the encode leg's
+ * write waited a median 0.7–1.1 ms behind it (docs/gateway.md).
  */
 export class TurnFlusher {
   readonly #members: TurnFlushable[] = [];
@@ -40,21 +43,19 @@ export class TurnFlusher {
     setImmediate(runTurn, this);
   }
 
-  /**
-   * Asks for a flush after every setImmediate queued in this turn has run (the legs' writes): an immediate
-   * queued from an immediate runs in the next check phase. A `request` in between flushes everything earlier.
-   */
+  /** Asks for a flush at the end of this turn once the legs dispatched so far are written. */
   requestAfterWrites(): void {
     if (this.#pending || this.#deferred) return;
     this.#deferred = true;
     setImmediate(afterTurnWrites, this);
   }
 
-  /** @internal This turn's check phase reached the deferred request: the flush goes to the next one. */
-  deferredTurn(): void {
+  /** @internal The deferred flush: nothing waits for a leg's write any more. */
+  readonly runDeferred = (): void => {
     this.#deferred = false;
-    this.request();
-  }
+    // A scheduling batch asked for since takes everything in its own flush.
+    if (!this.#pending) this.run();
+  };
 
   run(): void {
     this.#pending = false;
