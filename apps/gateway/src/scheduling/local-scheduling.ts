@@ -10,6 +10,7 @@ import {
   type OutlierTable,
   type PrefixHashOptions,
 } from '@triad/scheduling';
+import { afterLegWrites } from '@triad/connectors';
 import { startKvIndexFeed } from '@triad/kv-events';
 import { KvBlockHashing, type KvHashObserver } from './kv-block-hashes';
 import { PendingLegs } from './pending-legs';
@@ -26,6 +27,11 @@ interface Stoppable {
  * expired the tracker must see every start in order.
  */
 const EAGER_AFTER_DECISION_MS = 60_000;
+
+/** At the end of the turn, once the legs dispatched so far are written (see `afterLegWrites`). */
+function flushAfterLegWrites(send: () => void): void {
+  setImmediate(afterLegWrites, send);
+}
 
 /**
  * The gateway's own scheduler replica (`--scheduling in-process`, and the fallback when the scheduler service does
@@ -141,7 +147,8 @@ export class LocalSchedulingFallback {
    */
   followAffinity(bus: Bus): void {
     const scheduler = this.local.scheduler;
-    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local` });
+    // After the turn's leg writes: the decision that taught a record is followed by its encode leg in the same turn.
+    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local`, flush: flushAfterLegWrites });
     scheduler.onLearned = (record) => feed.publish(record);
     this.#stops.push({
       stop: () => {

@@ -26,14 +26,13 @@ const MAX_RECORDS_PER_MESSAGE = 4096;
 export interface AffinityFeedOptions {
   readonly origin: string;
   /**
-   * When the records queued in a turn go out: `immediate` (default), after the turn's I/O and the check phase
-   * that ends it, so a gateway's legs are written first (undici writes a leg on a kept-alive socket from a
-   * setImmediate queued when the leg is dispatched, after the decision that taught the records: the flush is
-   * queued from an immediate, which runs one check phase later); `microtask`, as soon as the code that queued
-   * them returns: a scheduler's records then share the socket write of the reply to the batch that taught them
-   * (one write and one delivery per batch, not two).
+   * When the records queued in a turn go out: `immediate` (default), after the turn's I/O; `microtask`, as soon
+   * as the code that queued them returns: a scheduler's records then share the socket write of the reply to the
+   * batch that taught them (one write and one delivery per batch, not two); a function, called once per turn
+   * with the send, which runs it when it chooses (a gateway's, after the legs undici writes from immediates of
+   * its own, queued after the decision that taught the records).
    */
-  readonly flush?: 'immediate' | 'microtask';
+  readonly flush?: 'immediate' | 'microtask' | ((send: () => void) => void);
 }
 
 export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: AffinityFeedOptions): AffinityFeed {
@@ -57,17 +56,16 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
       bus.publish(Subjects.affinity, AffinityBatchSchema, { v: SCHEMA_VERSION, origin, records });
     }
   };
-  const flushAfterTurnWrites = (): void => {
-    setImmediate(flush);
-  };
   return {
     publish: (record) => {
       if (stopped) return;
       queue.push(record);
       if (!scheduled) {
         scheduled = true;
-        if (options.flush === 'microtask') queueMicrotask(flush);
-        else setImmediate(flushAfterTurnWrites);
+        const when = options.flush;
+        if (when === 'microtask') queueMicrotask(flush);
+        else if (typeof when === 'function') when(flush);
+        else setImmediate(flush);
       }
     },
     stop: () => {
