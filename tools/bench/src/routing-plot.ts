@@ -5,6 +5,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import type { RunMetrics } from './cluster-sim/simulate';
+import { parseResults } from './lib/result-json';
 import { markdownTable } from './lib/table';
 
 interface Results {
@@ -17,7 +18,7 @@ interface Results {
 const [output, ...inputs] = process.argv.slice(2);
 if (!output || inputs.length === 0 || !output.endsWith('.svg'))
   throw new Error('usage: routing-plot.ts OUT.svg RESULTS.json [MORE.json ...]');
-const files = inputs.map((f) => JSON.parse(readFileSync(f, 'utf8')) as Results);
+const files = inputs.map((f) => parseResults<Results>(readFileSync(f, 'utf8')));
 const data: Results = { ...files[0], results: files.flatMap((f) => f.results) };
 /** A panel row: pool and workload (results of runs before pools existed are aggregated). */
 const rowOf = (r: RunMetrics): string => `${r.pool ?? 'aggregated'} · ${r.workload}`;

@@ -11,6 +11,7 @@ import { GOAL_HEADERS, goalRows } from './cluster-sim/goals';
 import { EXTRA_POLICIES, makePolicy, POLICY_NAMES, type PolicyName } from './cluster-sim/policy-set';
 import { measureCapacity, poolLayout, POOL_KINDS, runSimulation, type PoolKind, type RunMetrics } from './cluster-sim/simulate';
 import { WORKLOADS, type WorkloadName } from './cluster-sim/workload';
+import { stringifyResults } from './lib/result-json';
 import { markdownTable } from './lib/table';
 import { parseToolArgs } from '@triad/testing';
 
@@ -125,4 +126,4 @@ const cpu = process.cpuUsage(cpu0);
 console.log(
   `\nsimulation CPU: ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s (figures are simulated time: machine load does not change them)`,
 );
-if (args.json) writeFileSync(args.json, JSON.stringify({ engines, requests, seed, results }, null, 2));
+if (args.json) writeFileSync(args.json, stringifyResults({ engines, requests, seed, results }));
