@@ -102,15 +102,7 @@ export class TraceRequestEncoder {
     const names = this.#names;
     const start = out.begin();
     const ids = span.spanContext();
-    out.tag(1, LEN);
-    out.hexId(ids.traceId);
-    out.tag(2, LEN);
-    out.hexId(ids.spanId);
-    const traceState = ids.traceState?.serialize();
-    if (traceState) {
-      out.tag(3, LEN);
-      out.string(traceState);
-    }
+    this.#ids(ids);
     const parent = span.parentSpanContext;
     if (parent?.spanId) {
       out.tag(4, LEN);
@@ -170,10 +162,9 @@ export class TraceRequestEncoder {
     out.end(start);
   }
 
-  #link(link: Link): void {
+  /** Fields 1–3, the same in a Span and a Link: trace id, span id, trace state. */
+  #ids(ids: SpanContext): void {
     const out = this.#out;
-    const start = out.begin();
-    const ids = link.context;
     out.tag(1, LEN);
     out.hexId(ids.traceId);
     out.tag(2, LEN);
@@ -183,6 +174,13 @@ export class TraceRequestEncoder {
       out.tag(3, LEN);
       out.string(traceState);
     }
+  }
+
+  #link(link: Link): void {
+    const out = this.#out;
+    const start = out.begin();
+    const ids = link.context;
+    this.#ids(ids);
     if (link.attributes) this.#attributes(link.attributes, 4);
     out.tag(5, VARINT);
     out.varint(link.droppedAttributesCount || 0);
