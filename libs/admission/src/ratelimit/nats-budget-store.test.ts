@@ -69,6 +69,28 @@ describe('NATS KV budget store', () => {
     results.forEach((r) => r.ok && r.release({ inputTokens: 10, outputTokens: 0 }));
   });
 
+  it('replicas that open a fresh bucket at the same moment can write and read it at once', async () => {
+    // nats-server 2.9 shows a stream being created to a second creator before the stream serves its subjects: the
+    // first write of the replica that found the other's stream reached no responders in about 3% of such races.
+    const [a, b] = [await bus('open-a'), await bus('open-b')];
+    const unit = 60_000;
+    const failures: string[] = [];
+    for (let round = 0; round < 150; round++) {
+      const stores = [a, b].map(
+        (r) => new NatsBudgetStore(r, { bucket: `triad_test_open_${round}`, timeoutMs: 5000, logger: SILENT_LOGGER }),
+      );
+      const outcomes = await Promise.allSettled(
+        stores.map(async (store, i) => {
+          expect(await store.write(`model.${i}`, freshRecord(unit, 5), 0)).toBe(true);
+          expect((await store.read(`model.${1 - i}`)).revision).toBeGreaterThanOrEqual(0);
+        }),
+      );
+      for (const o of outcomes) if (o.status === 'rejected') failures.push(`round ${round}: ${(o.reason as Error).message}`);
+      await Promise.all(stores.map((s) => s.close()));
+    }
+    expect(failures).toEqual([]);
+  }, 60_000);
+
   it('fails open or closed as configured while NATS is down, and recovers when it is back', async () => {
     const rateLimit = { inputTokensPerUnit: 1_000_000, unit: 'second' as const };
     const opts = (failMode: 'open' | 'closed') => ({

@@ -1,9 +1,9 @@
-import { jetstream } from '@nats-io/jetstream';
-import { Kvm, type KV } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
 import type { Subscription } from '@nats-io/transport-node';
 import { isJetStreamConflict, type Bus } from '@triad/bus/client';
 import { Buckets, Subjects, decodeMessage } from '@triad/bus';
 import type { AdmissionLogger } from '../logger';
+import { openBudgetBucket } from './nats-budget-bucket';
 import { BudgetRecordSchema, type BudgetRecord } from './budget-record';
 import { LeaseMessageSchema, StoreUnavailableError, isStale, type BudgetStore, type LeaseMessage, type StoredRecord } from './budget-store';
 
@@ -53,8 +53,7 @@ export class NatsBudgetStore implements BudgetStore {
   /** Opens the bucket on first use (and again after a failure), so a gateway can start before NATS is up. */
   #open(): Promise<KV> {
     if (!this.#kv) {
-      const js = jetstream(this.#bus.nc, { timeout: this.#timeoutMs });
-      this.#kv = new Kvm(js).create(this.#bucket, { history: 1, replicas: this.#bus.kvReplicas });
+      this.#kv = openBudgetBucket(this.#bus.nc, this.#bucket, { replicas: this.#bus.kvReplicas, timeoutMs: this.#timeoutMs });
       this.#kv.catch(() => {
         this.#kv = undefined;
       });

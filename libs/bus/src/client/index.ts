@@ -3,7 +3,7 @@ export type { HeaderMap } from './bus';
 export { TypedKv } from './typed-kv';
 export type { KvChange, KvWatchHandle } from './typed-kv';
 export { startDispatchFeed } from './dispatch-feed';
-export { isJetStreamConflict } from './js-retry';
+export { isJetStreamConflict, isTransientJetStreamError } from './js-retry';
 export { startAffinityFeed } from './affinity-feed';
 export { startOutlierFeed } from './outlier-feed';
 export { watchSchedulerConfig } from './scheduler-config-watch';
