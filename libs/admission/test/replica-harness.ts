@@ -28,11 +28,22 @@ async function main(): Promise<void> {
   const opts = JSON.parse(process.argv[2]) as HarnessOptions;
   const bus = await connectBus({ servers: opts.natsUrl, name: opts.replicaId });
   const registry = new Registry();
+  // Store failures are reported apart from the counts, so a failing run names its cause; everything logged goes to
+  // stderr, which the test shows when a replica exits early.
+  const storeErrors: string[] = [];
+  const log =
+    (level: string) =>
+    (obj: object, msg?: string): void => {
+      if (msg === 'rate-limit store unavailable') storeErrors.push(String((obj as { error?: unknown }).error));
+      process.stderr.write(`${opts.replicaId} ${level}: ${msg ?? ''} ${JSON.stringify(obj)}\n`);
+    };
+  const logger = { debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') };
   const admission = await createAdmission(
-    // The test counts admissions exactly: a store answer slower than the 1 s default on a loaded CI machine would
-    // be decided by failMode (open) instead and counted on neither path, so the timeout here is generous.
-    { rateLimit: { store: { type: 'nats', bucket: opts.bucket }, storeTimeout: 15_000 } },
-    { registry, bus, replicaId: opts.replicaId, now: () => opts.base + (Date.now() - opts.started) },
+    // The test counts admissions exactly, so a store failure refuses (failMode closed) instead of admitting uncounted,
+    // and it is reported. A store answer slower than the 1 s default on a loaded CI machine is not a failure of what
+    // is tested here, so the timeout is generous.
+    { rateLimit: { failMode: 'closed', store: { type: 'nats', bucket: opts.bucket }, storeTimeout: 15_000 } },
+    { registry, bus, logger, replicaId: opts.replicaId, now: () => opts.base + (Date.now() - opts.started) },
   );
   const lines = createInterface({ input: process.stdin });
   const next = (): Promise<string> => new Promise((resolve) => lines.once('line', resolve));
@@ -48,7 +59,13 @@ async function main(): Promise<void> {
   const paths = (await registry.getSingleMetric('triad_admission_budget_path_total')?.get())?.values ?? [];
   const byPath = (p: string): number => paths.filter((v) => v.labels['path'] === p).reduce((s, v) => s + v.value, 0);
   const admitted = results.filter((r): r is Admitted => r.ok);
-  const summary = { admitted: admitted.length, rejected: results.length - admitted.length, local: byPath('local'), store: byPath('store') };
+  const summary = {
+    storeErrors,
+    admitted: admitted.length,
+    rejected: results.length - admitted.length,
+    local: byPath('local'),
+    store: byPath('store'),
+  };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
   await next();
   for (const a of admitted) a.release({ inputTokens: opts.costPerRequest, outputTokens: 0 });
