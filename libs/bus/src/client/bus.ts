@@ -1,6 +1,5 @@
 import { connect, headers as natsHeaders, type MsgHdrs, type NatsConnection, type Subscription, type Msg } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import type { z } from 'zod';
 import { ErrorCode, TriadError } from '@triad/errors';
 import { decodeMessage, encodeMessage } from '../codec';
@@ -8,6 +7,7 @@ import { BucketTtlMs } from '../names';
 import { retryJetStream, startUpRetry, type JetStreamRetryOptions } from './js-retry';
 import { TypedKv, type TypedKvOptions } from './typed-kv';
 import { JetStreamPublisher } from './js-publisher';
+import { openKvBucket } from './open-kv-bucket';
 
 /** The few logger methods the bus uses (pino-compatible), so the bus does not depend on a logging library. */
 export interface BusLogger {
@@ -217,23 +217,20 @@ export class Bus {
   }
 
   /**
-   * Opens (creating when missing) a KV bucket whose values follow `schema`. Transient failures are retried until it
-   * opens (or the connection closes): services open their buckets while starting and cannot go on without them.
+   * Opens (creating when missing) a KV bucket whose values follow `schema`, once its stream serves reads and writes
+   * ({@link openKvBucket}: replicas that start together create the same buckets at the same moment). Transient
+   * failures are retried until it opens (or the connection closes): services open their buckets while starting and
+   * cannot go on without them.
    */
   async kv<S extends z.ZodType>(bucket: string, schema: S, opts?: TypedKvOptions): Promise<TypedKv<S>> {
     const ttlMs = opts?.ttlMs ?? BucketTtlMs[bucket];
-    const kv = await retryJetStream(async () => {
-      const kvm = new Kvm(this.nc);
-      const bucketKv = await kvm.create(bucket, {
-        history: opts?.history ?? 1,
-        replicas: this.kvReplicas,
-        ...(ttlMs !== undefined ? { ttl: ttlMs } : {}),
-      });
-      await this.#raiseReplicas(bucket);
-      return bucketKv;
-      // A start-up step: retried until it succeeds. The stream was just created (by this client or another), so a
-      // node whose meta view lags answering "stream not found" to the replica check is retried too.
-    }, startUpRetry(this.jsRetry));
+    const kv = await openKvBucket(this.nc, bucket, {
+      bucket: { history: opts?.history ?? 1, replicas: this.kvReplicas, ...(ttlMs !== undefined ? { ttl: ttlMs } : {}) },
+      ...(this.jsRetry.onRetry ? { onRetry: this.jsRetry.onRetry } : {}),
+    });
+    // A start-up step: retried until it succeeds. The stream was just created (by this client or another), so a node
+    // whose meta view lags answering "stream not found" to the replica check is retried too.
+    await retryJetStream(() => this.#raiseReplicas(bucket), startUpRetry(this.jsRetry));
     this.#publisher ??= new JetStreamPublisher(this.nc);
     return new TypedKv(kv, bucket, schema, this, this.#publisher, this.jsRetry);
   }

@@ -4,6 +4,8 @@ export { TypedKv } from './typed-kv';
 export type { KvChange, KvWatchHandle } from './typed-kv';
 export { startDispatchFeed } from './dispatch-feed';
 export { isJetStreamConflict, isTransientJetStreamError } from './js-retry';
+export { openKvBucket } from './open-kv-bucket';
+export type { OpenKvBucketOptions } from './open-kv-bucket';
 export { startAffinityFeed } from './affinity-feed';
 export { startOutlierFeed } from './outlier-feed';
 export { watchSchedulerConfig } from './scheduler-config-watch';
