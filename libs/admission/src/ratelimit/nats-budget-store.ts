@@ -1,9 +1,8 @@
 import type { KV } from '@nats-io/kv';
 import type { Subscription } from '@nats-io/transport-node';
-import { isJetStreamConflict, type Bus } from '@triad/bus/client';
+import { isJetStreamConflict, openKvBucket, type Bus } from '@triad/bus/client';
 import { Buckets, Subjects, decodeMessage } from '@triad/bus';
 import type { AdmissionLogger } from '../logger';
-import { openBudgetBucket } from './nats-budget-bucket';
 import { BudgetRecordSchema, type BudgetRecord } from './budget-record';
 import { LeaseMessageSchema, StoreUnavailableError, isStale, type BudgetStore, type LeaseMessage, type StoredRecord } from './budget-store';
 
@@ -50,10 +49,18 @@ export class NatsBudgetStore implements BudgetStore {
     }
   }
 
-  /** Opens the bucket on first use (and again after a failure), so a gateway can start before NATS is up. */
+  /**
+   * Opens the bucket on first use (and again after a failure), so a gateway can start before NATS is up. It counts
+   * as open once its stream serves it (gateway replicas that start together create it at the same moment), and the
+   * open is bounded by the store timeout: the request waiting for it is decided by failMode after that.
+   */
   #open(): Promise<KV> {
     if (!this.#kv) {
-      this.#kv = openBudgetBucket(this.#bus.nc, this.#bucket, { replicas: this.#bus.kvReplicas, timeoutMs: this.#timeoutMs });
+      this.#kv = openKvBucket(this.#bus.nc, this.#bucket, {
+        bucket: { history: 1, replicas: this.#bus.kvReplicas },
+        timeoutMs: this.#timeoutMs,
+        budgetMs: this.#timeoutMs,
+      });
       this.#kv.catch(() => {
         this.#kv = undefined;
       });
