@@ -43,7 +43,9 @@ export interface OpenKvBucketOptions {
  * subjects. The client whose create found the other's stream then had its first write answered by no responders
  * (JetStreamNotEnabled) or its first direct get dropped (a timeout of a whole request timeout). Or the two creates
  * collided outright (subjects overlap). Measured with two connections creating the same fresh bucket 300 times:
- * 7-11 first writes and about 1 first get failed that way; none once the stream answered the probes below.
+ * 7-11 first writes and about 1 first get failed that way (admission's budget store), and 4-13 first puts or gets
+ * needed a retry (Bus.kv); none once the stream answered the probes below. The write probe publishes to the bucket
+ * (a compare-and-set the stream refuses), so a client needs publish permission on it: Triad sets no NATS permissions.
  */
 export async function openKvBucket(nc: NatsConnection, name: string, opts: OpenKvBucketOptions = {}): Promise<KV> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
