@@ -12,6 +12,7 @@ import {
 } from '@triad/request';
 import {
   finishLegSpan,
+  finishLegSpanStatus,
   finishRequestSpan,
   finishRouteSpan,
   finishScheduleSpan,
@@ -54,6 +55,19 @@ const OPERATIONS: Record<string, string> = {
 function splitName(qualified: string): { namespace: string; name: string } {
   const [namespace = '', name = ''] = qualified.split('/');
   return { namespace, name };
+}
+
+/** A leg's span as the stage loop holds it: its trace headers, and `end` (a method, not a closure per leg). */
+class LegStageSpan implements StageSpan {
+  constructor(
+    readonly leg: Traced,
+    readonly headers: Record<string, string>,
+  ) {}
+
+  end(ok: boolean, status: number, error?: Error): void {
+    if (ok) finishLegSpanStatus(this.leg, status);
+    else finishLegSpan(this.leg, { ...(status > 0 ? { statusCode: status } : {}), error: error ?? `HTTP ${status}` });
+  }
 }
 
 /** The request's trace id (for the access log and the `x-triad-trace-id` header), once `onRequest` ran. */
@@ -150,14 +164,7 @@ export function createGatewayTracingHooks() {
       else if (stage !== 'encode') info.stream = ctx.stream;
       const leg = startLegSpan(state.request, stage, info);
       if (stage === 'decode' || stage === 'aggregated') state.streaming = leg;
-      return {
-        headers: injectTraceHeaders(leg),
-        end: (ok, status, error) =>
-          finishLegSpan(
-            leg,
-            ok ? { statusCode: status } : { ...(status > 0 ? { statusCode: status } : {}), error: error ?? `HTTP ${status}` },
-          ),
-      };
+      return new LegStageSpan(leg, injectTraceHeaders(leg));
     },
 
     onFirstToken(ctx: ProxyRequest): void {

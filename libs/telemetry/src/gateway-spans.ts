@@ -246,6 +246,16 @@ export function finishLegSpan(t: Traced, outcome: LegOutcome = {}): void {
   span.end();
 }
 
+/** `finishLegSpan(t, { statusCode })` without the outcome and attribute objects: the end of every answered leg. */
+export function finishLegSpanStatus(t: Traced, statusCode: number): void {
+  const span = t.span;
+  if (span.isRecording()) {
+    span.setAttribute(ATTR.httpResponseStatusCode, statusCode);
+    if (statusCode >= 400) recordFailure(t, `engine answered ${statusCode}`, { errorType: String(statusCode) });
+  }
+  span.end();
+}
+
 /**
  * The first streamed token of a leg: an event, and `gen_ai.response.time_to_first_chunk` in seconds since the
  * leg started.

@@ -1,5 +1,6 @@
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
-import { isSpanContextValid, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { isSpanContextValid, propagation, ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { suppressTracing } from '@opentelemetry/core';
 import { setupTelemetry, type Telemetry } from './setup';
 import {
   BATCH_TRACE_HEADER,
@@ -50,6 +51,33 @@ describe('W3C propagation helpers', () => {
       tracestate: 'vendor=abc',
     });
     child.span.end();
+  });
+
+  it("writes a span's headers as the propagator does through its context (sampled, unsampled, trace state, suppressed)", () => {
+    const viaApi = (t: { context: Parameters<typeof propagation.inject>[0] }): Record<string, string> => {
+      const out: Record<string, string> = {};
+      propagation.inject(t.context, out);
+      return out;
+    };
+    const parents = [
+      extractTraceContext({ traceparent: TP, tracestate: 'vendor=abc,other=1' }),
+      extractTraceContext({ traceparent: TP.replace(/-01$/, '-00') }),
+      ROOT_CONTEXT,
+      suppressTracing(extractTraceContext({ traceparent: TP })),
+    ];
+    for (const parent of parents) {
+      const child = startTraced('child', { parent });
+      const grandchild = startTraced('grandchild', { parent: child });
+      for (const t of [child, grandchild]) {
+        const fast = injectTraceHeaders(t);
+        expect(fast).toEqual(viaApi(t));
+        expect(injectBatchTraceHeaders([t])).toEqual(fast);
+      }
+      grandchild.span.end();
+      child.span.end();
+    }
+    // The suppressed parent injects nothing, either way.
+    expect(injectTraceHeaders(startTraced('s', { parent: parents[3] }))).toEqual({});
   });
 
   it('batch headers: the first context in traceparent, all of them in triad-trace-batch', () => {

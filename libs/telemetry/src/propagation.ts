@@ -3,11 +3,12 @@ import {
   propagation,
   ROOT_CONTEXT,
   trace,
+  TraceFlags,
   type Context,
   type TextMapGetter,
   type TextMapSetter,
 } from '@opentelemetry/api';
-import { contextOf, type Parent } from './spans';
+import { contextOf, TracedSpan, type Parent } from './spans';
 import { tracing } from './state';
 
 /**
@@ -22,6 +23,9 @@ export type HeaderCarrier = Readonly<Record<string, string | readonly string[] |
  * first request's, so a generic consumer still sees a valid parent.
  */
 export const BATCH_TRACE_HEADER = 'triad-trace-batch';
+
+const TRACE_PARENT = 'traceparent';
+const TRACE_STATE = 'tracestate';
 
 const getter: TextMapGetter<HeaderCarrier> = {
   keys: (carrier) => Object.keys(carrier),
@@ -50,12 +54,29 @@ const setter: TextMapSetter<Record<string, string>> = {
 };
 
 /**
+ * What the W3C TraceContext propagator (the only one `setupTelemetry` installs) writes for `parent`. A span these
+ * helpers started gets its headers from its own ids, as the propagator spells them, without the context object the
+ * API's `inject` needs (a copied Map and three closures per span, built only for this); any other parent goes
+ * through the API.
+ */
+function inject(parent: Parent, headers: Record<string, string>): void {
+  if (!(parent instanceof TracedSpan)) {
+    propagation.inject(contextOf(parent), headers, setter);
+    return;
+  }
+  const sc = parent.span.spanContext();
+  if (parent.suppressed || !isSpanContextValid(sc)) return;
+  headers[TRACE_PARENT] = `00-${sc.traceId}-${sc.spanId}-0${Number(sc.traceFlags || TraceFlags.NONE).toString(16)}`;
+  if (sc.traceState) headers[TRACE_STATE] = sc.traceState.serialize();
+}
+
+/**
  * Writes `traceparent` (and `tracestate`) for `parent` into `headers` (created when omitted) and returns them:
  * for engine HTTP calls and for `Bus.publish/request` headers. A no-op while tracing is off.
  */
 export function injectTraceHeaders(parent: Parent, headers: Record<string, string> = {}): Record<string, string> {
   if (!tracing.tracer) return headers;
-  propagation.inject(contextOf(parent), headers, setter);
+  inject(parent, headers);
   return headers;
 }
 
@@ -73,6 +94,13 @@ function hasSpan(ctx: Context | undefined): ctx is Context {
   return span !== undefined && isSpanContextValid(span.spanContext());
 }
 
+/** Whether `parent`'s context holds a valid span (a span these helpers started always does, its context unbuilt). */
+function parentHasSpan(parent: Parent | undefined): parent is Parent {
+  if (parent === undefined) return false;
+  if (parent instanceof TracedSpan) return isSpanContextValid(parent.span.spanContext());
+  return hasSpan(contextOf(parent));
+}
+
 /**
  * For one NATS message that carries many requests (the scheduling batch): the first request's context in the
  * standard headers, and every request's context in `triad-trace-batch` when there is more than one, so the
@@ -83,14 +111,13 @@ export function injectBatchTraceHeaders(
   headers: Record<string, string> = {},
 ): Record<string, string> {
   if (!tracing.tracer || parents.length === 0) return headers;
-  const contexts = parents.map((p) => (p === undefined ? undefined : contextOf(p)));
-  const first = contexts[0];
-  if (hasSpan(first)) propagation.inject(first, headers, setter);
-  if (contexts.length > 1 && contexts.some(hasSpan)) {
-    const carriers = contexts.map((ctx) => {
-      if (!hasSpan(ctx)) return null;
+  const first = parents[0];
+  if (parentHasSpan(first)) inject(first, headers);
+  if (parents.length > 1 && parents.some(parentHasSpan)) {
+    const carriers = parents.map((p) => {
+      if (!parentHasSpan(p)) return null;
       const carrier: Record<string, string> = {};
-      propagation.inject(ctx, carrier, setter);
+      inject(p, carrier);
       return carrier;
     });
     headers[BATCH_TRACE_HEADER] = JSON.stringify(carriers);

@@ -56,10 +56,24 @@ export interface StartOptions {
   readonly startTime?: TimeInput;
 }
 
+/** `suppressTracing`'s context key in @opentelemetry/core (`createContextKey` is `Symbol.for` of its description). */
+const SUPPRESS_TRACING_KEY = Symbol.for('OpenTelemetry SDK Context Key SUPPRESS_TRACING');
+
+/** Whether the context a span starts under suppresses tracing (what the W3C propagator checks before injecting). */
+function suppressedUnder(parent: Parent): boolean {
+  if (parent instanceof TracedSpan) return parent.suppressed;
+  return contextOf(parent).getValue(SUPPRESS_TRACING_KEY) === true;
+}
+
 /** A started span; its context (parent of non-Triad code, source of headers via the API) is built on first use. */
-class TracedSpan implements Traced {
+export class TracedSpan implements Traced {
   #context: Context | undefined;
   readonly #parent: Parent;
+  /**
+   * Its context suppresses tracing (inherited from the parent it started under), so a propagator injects nothing
+   * for it. Known without building the context, so trace headers can be written from the span's own ids.
+   */
+  readonly suppressed: boolean;
 
   constructor(
     readonly span: Span,
@@ -67,6 +81,7 @@ class TracedSpan implements Traced {
     parent: Parent,
   ) {
     this.#parent = parent;
+    this.suppressed = suppressedUnder(parent);
   }
 
   get context(): Context {
