@@ -188,7 +188,7 @@ export class GatewayMetrics {
     labelNames: ['model_server', 'stage', 'outcome'],
     registers: [this.registry],
   });
-  readonly #legChildren = new Map<string, { ok: CounterChild; error: CounterChild }>();
+  readonly #legChildren = new Map<string, Map<Stage, { ok: CounterChild; error: CounterChild }>>();
   readonly #ecHandoff = new Counter({
     name: 'triad_gateway_ec_handoff_failures_total',
     help: 'Encoder-cache hand-offs that failed, by reason',
@@ -257,7 +257,10 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
   readonly #children = new Map<string, Children>();
-  readonly #gauges = new Map<string, GaugeChild>();
+  readonly #downstreamByModel = new Map<string, GaugeChild>();
+  readonly #streamsByModel = new Map<string, GaugeChild>();
+  readonly #upstreamByServer = new Map<string, Map<Stage, GaugeChild>>();
+  readonly #waitingByServer = new Map<string, Map<Stage, GaugeChild>>();
   readonly #scheduledBySource: Record<'scheduler' | 'local', HistogramChild>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
@@ -270,12 +273,30 @@ export class GatewayMetrics {
     for (const outcome of ['ok', 'failed']) this.#kvReleases.inc({ engine: 'vLLM', outcome }, 0);
   }
 
-  /** A labelled gauge child, cached (the gauges move twice per leg). */
-  #gauge(gauge: FastGauge, key: string, ...labels: string[]): GaugeChild {
-    let child = this.#gauges.get(key);
+  /** The model's child of a one-label gauge, cached by the model name itself (no key string built per call). */
+  #byModel(gauge: FastGauge, cache: Map<string, GaugeChild>, model: string): GaugeChild {
+    let child = cache.get(model);
     if (child === undefined) {
-      child = gauge.labels(...labels);
-      this.#gauges.set(key, child);
+      child = gauge.labels(model);
+      cache.set(model, child);
+    }
+    return child;
+  }
+
+  /**
+   * The (server, stage) child of a gauge, cached per server name and stage (the gauges move twice per leg): two
+   * lookups on strings the caller holds, instead of a key concatenated, flattened and hashed on every call.
+   */
+  #byServerStage(gauge: FastGauge, cache: Map<string, Map<Stage, GaugeChild>>, server: string, stage: Stage): GaugeChild {
+    let stages = cache.get(server);
+    if (stages === undefined) {
+      stages = new Map();
+      cache.set(server, stages);
+    }
+    let child = stages.get(stage);
+    if (child === undefined) {
+      child = gauge.labels(server, stage);
+      stages.set(stage, child);
     }
     return child;
   }
@@ -335,20 +356,20 @@ export class GatewayMetrics {
   }
 
   downstream(model: string, delta: number): void {
-    this.#gauge(this.#activeDownstream, `d\u0000${model}`, model).inc(delta);
+    this.#byModel(this.#activeDownstream, this.#downstreamByModel, model).inc(delta);
   }
 
   upstream(server: string, stage: Stage, delta: number): void {
-    this.#gauge(this.#activeUpstream, `u\u0000${server}\u0000${stage}`, server, stage).inc(delta);
+    this.#byServerStage(this.#activeUpstream, this.#upstreamByServer, server, stage).inc(delta);
   }
 
   /** Legs waiting for a free connection (+1 when one starts waiting, -1 when it got one or gave up). */
   upstreamWaiting(server: string, stage: Stage, delta: number): void {
-    this.#gauge(this.#upstreamWaiting, `w\u0000${server}\u0000${stage}`, server, stage).inc(delta);
+    this.#byServerStage(this.#upstreamWaiting, this.#waitingByServer, server, stage).inc(delta);
   }
 
   streams(model: string, delta: number): void {
-    this.#gauge(this.#activeStreams, `s\u0000${model}`, model).inc(delta);
+    this.#byModel(this.#activeStreams, this.#streamsByModel, model).inc(delta);
   }
 
   rateLimited(model: string, limitType: string, path: string): void {
@@ -367,13 +388,17 @@ export class GatewayMetrics {
 
   /** One engine leg ended. Both outcomes of a (server, stage) export once either happened, the other at 0. */
   leg(server: string, stage: Stage, ok: boolean): void {
-    const key = `${server}\u0000${stage}`;
-    let c = this.#legChildren.get(key);
+    let stages = this.#legChildren.get(server);
+    if (stages === undefined) {
+      stages = new Map();
+      this.#legChildren.set(server, stages);
+    }
+    let c = stages.get(stage);
     if (c === undefined) {
       c = { ok: this.#legs.labels(server, stage, 'ok'), error: this.#legs.labels(server, stage, 'error') };
       c.ok.inc(0);
       c.error.inc(0);
-      this.#legChildren.set(key, c);
+      stages.set(stage, c);
     }
     (ok ? c.ok : c.error).inc();
   }
