@@ -96,9 +96,19 @@ export function put(attrs: Attributes, key: string, value: AttributeValue | unde
   return attrs;
 }
 
-/** `gen_ai.provider.name` for a self-hosted engine: the spec has no registered value, so `vllm` / `sglang`. */
+const providerNames = new Map<string, string>();
+
+/**
+ * `gen_ai.provider.name` for a self-hosted engine: the spec has no registered value, so `vllm` / `sglang`. Kept per
+ * engine name (a handful): every leg span asks, and `toLowerCase` makes a new string each time.
+ */
 function providerName(engine: string): string {
-  return engine.toLowerCase();
+  let name = providerNames.get(engine);
+  if (name === undefined) {
+    name = engine.toLowerCase();
+    if (providerNames.size < 64) providerNames.set(engine, name);
+  }
+  return name;
 }
 
 /** What the gateway knows about one engine call when it starts. */

@@ -23,6 +23,7 @@ import {
   startRouteSpan,
   startScheduleSpan,
   type LegInfo,
+  type RequestOutcome,
 } from './gateway-spans';
 import { ATTR } from './attributes';
 import { injectTraceHeaders } from './propagation';
@@ -52,9 +53,12 @@ const OPERATIONS: Record<string, string> = {
   '/v1/embeddings': 'embeddings',
 };
 
-function splitName(qualified: string): { namespace: string; name: string } {
-  const [namespace = '', name = ''] = qualified.split('/');
-  return { namespace, name };
+/** The name part of a `namespace/name` route ('' without one): its second `/`-separated part, as `split` gives it. */
+function routeName(qualified: string): string {
+  const slash = qualified.indexOf('/');
+  if (slash < 0) return '';
+  const end = qualified.indexOf('/', slash + 1);
+  return end < 0 ? qualified.slice(slash + 1) : qualified.slice(slash + 1, end);
 }
 
 /** A leg's span as the stage loop holds it: its trace headers, and `end` (a method, not a closure per leg). */
@@ -115,10 +119,12 @@ export function createGatewayTracingHooks() {
       if (!state) return;
       const server = ctx.routing.server;
       if (state.route) {
-        const route = splitName(ctx.routing.route);
+        const modelRoute = routeName(ctx.routing.route);
         finishRouteSpan(
           state.route,
-          { namespace: server.namespace, modelServer: server.name, ...(route.name ? { modelRoute: route.name } : {}) },
+          modelRoute
+            ? { namespace: server.namespace, modelServer: server.name, modelRoute }
+            : { namespace: server.namespace, modelServer: server.name },
           state.request,
         );
         state.route = undefined;
@@ -187,17 +193,15 @@ export function createGatewayTracingHooks() {
       if (state.schedule) endTraced(state.schedule, error ?? `HTTP ${status}`);
       // Engine-leg and placement errors name their stage: `triad.failed_stage`.
       const failedStage = failedStageOf(error);
-      finishRequestSpan(state.request, {
-        statusCode: status,
-        requestModel: ctx.model,
-        operation: OPERATIONS[ctx.path] ?? ctx.path,
-        ...(usage ? { response: { inputTokens: usage.promptTokens, outputTokens: usage.completionTokens } } : {}),
-        ...(error ? { error } : {}),
-        ...(failedStage !== undefined ? { failedStage } : {}),
-        ...(ctx.result.stageFallbacks.length > 0 ? { stageFallbacks: ctx.result.stageFallbacks.map((f) => `${f.stage}:${f.reason}`) } : {}),
-        ...(resumes > 0 ? { streamResumes: resumes } : {}),
-        ...(resumeRefused !== undefined ? { streamResumeRefused: resumeRefused } : {}),
-      });
+      // One object, its optional fields set in place (no spread of a temporary object per field).
+      const outcome: Mutable<RequestOutcome> = { statusCode: status, requestModel: ctx.model, operation: OPERATIONS[ctx.path] ?? ctx.path };
+      if (usage) outcome.response = { inputTokens: usage.promptTokens, outputTokens: usage.completionTokens };
+      if (error) outcome.error = error;
+      if (failedStage !== undefined) outcome.failedStage = failedStage;
+      if (ctx.result.stageFallbacks.length > 0) outcome.stageFallbacks = ctx.result.stageFallbacks.map((f) => `${f.stage}:${f.reason}`);
+      if (resumes > 0) outcome.streamResumes = resumes;
+      if (resumeRefused !== undefined) outcome.streamResumeRefused = resumeRefused;
+      finishRequestSpan(state.request, outcome);
     },
   } satisfies RequestHooks;
 }
