@@ -173,6 +173,11 @@ class EndpointPool implements EndpointSlot {
  */
 export class UpstreamPools {
   readonly #pools = new Map<string, EndpointPool>();
+  /**
+   * The engine pools of `#pools` by ip, then port: a leg finds its pool with two lookups on the values it holds,
+   * without building the `ip:port` key and the origin per leg (they are built when a pool is made).
+   */
+  readonly #byAddress = new Map<string, Map<number, EndpointPool>>();
   readonly #options: UpstreamPoolOptions;
   #waiting = 0;
   #resent = 0;
@@ -197,7 +202,17 @@ export class UpstreamPools {
    * when it waits for a connection (it is sent as soon as one is free, or fails when withdrawn).
    */
   send(ip: string, port: number, limit: number | undefined, req: UpstreamRequest): boolean {
-    return this.#endpoint(`${ip}:${port}`, originOf(ip, port), limit ?? this.#options.connections, undefined).submit(req);
+    const max = limit ?? this.#options.connections;
+    let ports = this.#byAddress.get(ip);
+    const known = ports?.get(port);
+    if (known !== undefined && known.limit === max) return known.submit(req);
+    const ep = this.#endpoint(`${ip}:${port}`, originOf(ip, port), max, undefined);
+    if (ports === undefined) {
+      ports = new Map();
+      this.#byAddress.set(ip, ports);
+    }
+    ports.set(port, ep);
+    return ep.submit(req);
   }
 
   /** Like {@link send}, to an origin outside the cluster (HTTPS, its certificate verified unless told not to). */
@@ -252,6 +267,9 @@ export class UpstreamPools {
   /** Closes the pool of an address that left: running requests finish, waiting ones fail as unreachable. */
   release(ip: string, port: number): void {
     const key = `${ip}:${port}`;
+    const ports = this.#byAddress.get(ip);
+    ports?.delete(port);
+    if (ports?.size === 0) this.#byAddress.delete(ip);
     const ep = this.#pools.get(key);
     if (ep === undefined) return;
     this.#pools.delete(key);
@@ -263,6 +281,7 @@ export class UpstreamPools {
   async close(force = false): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
+    this.#byAddress.clear();
     for (const ep of pools) ep.failWaiting(endpointGoneError('the gateway closed before a connection to the endpoint was free'));
     await Promise.all(pools.map((ep) => (force ? ep.pool.destroy() : ep.pool.close()).catch(() => undefined)));
   }
