@@ -167,7 +167,8 @@ export class InferenceHandler {
       forwardedHeaders(headers),
     );
     sink.triadRequest = ctx;
-    sink.once('close', onClientClose);
+    // `on`, not `once`: 'close' comes once per response, and `once` binds a wrapper per request.
+    sink.on('close', onClientClose);
     try {
       d.hooks.onRequest?.(ctx);
       // Set before any answer (success or error) is written, so a user can look the request up in Jaeger.

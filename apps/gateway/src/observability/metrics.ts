@@ -50,7 +50,8 @@ export interface RequestSample {
 }
 
 interface Children {
-  readonly requests: Map<string, CounterChild>;
+  /** By status, then error type. */
+  readonly requests: Map<number, Map<string, CounterChild>>;
   readonly duration: Map<number, HistogramChild>;
   readonly prefill: HistogramChild;
   readonly decode: HistogramChild;
@@ -257,6 +258,7 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
   readonly #children = new Map<string, Children>();
+  #lastChildren: (Pick<RequestSample, 'model' | 'path' | 'route' | 'server' | 'mode'> & { readonly children: Children }) | undefined;
   readonly #downstreamByModel = new Map<string, GaugeChild>();
   readonly #streamsByModel = new Map<string, GaugeChild>();
   readonly #upstreamByServer = new Map<string, Map<Stage, GaugeChild>>();
@@ -303,11 +305,15 @@ export class GatewayMetrics {
 
   request(s: RequestSample): void {
     const c = this.#childrenFor(s);
-    const reqKey = `${s.status}|${s.errorType}`;
-    let counter = c.requests.get(reqKey);
+    let byError = c.requests.get(s.status);
+    if (byError === undefined) {
+      byError = new Map();
+      c.requests.set(s.status, byError);
+    }
+    let counter = byError.get(s.errorType);
     if (counter === undefined) {
       counter = this.#requests.labels(s.model, s.path, String(s.status), s.errorType, s.route, s.server, s.upstreamModel);
-      c.requests.set(reqKey, counter);
+      byError.set(s.errorType, counter);
     }
     counter.inc();
     let duration = c.duration.get(s.status);
@@ -332,6 +338,17 @@ export class GatewayMetrics {
   }
 
   #childrenFor(s: RequestSample): Children {
+    // Consecutive requests mostly share their labels: the last label set is compared before a key is built.
+    const last = this.#lastChildren;
+    if (
+      last !== undefined &&
+      last.model === s.model &&
+      last.path === s.path &&
+      last.route === s.route &&
+      last.server === s.server &&
+      last.mode === s.mode
+    )
+      return last.children;
     const key = `${s.model}\u0000${s.path}\u0000${s.route}\u0000${s.server}\u0000${s.mode}`;
     let c = this.#children.get(key);
     if (c === undefined) {
@@ -352,6 +369,7 @@ export class GatewayMetrics {
       };
       this.#children.set(key, c);
     }
+    this.#lastChildren = { model: s.model, path: s.path, route: s.route, server: s.server, mode: s.mode, children: c };
     return c;
   }
 

@@ -85,19 +85,20 @@ export class OutlierDetector {
     const verdict = legVerdict(leg, outcome);
     if (verdict === undefined) return;
     const endpoint = leg.endpoint.key;
-    const key = outlierKey(endpoint, leg.stage);
-    const now = this.#now();
     const record = this.#table.get(endpoint, leg.stage);
-    const halfOpen = record !== undefined && record.state === 'ejected' && record.ejectedUntil <= now;
     if (verdict === 'ok') {
-      this.#failures.delete(key);
+      // The common case, a success with no failures counted anywhere, builds no key and reads no clock.
+      if (this.#failures.size > 0) this.#failures.delete(outlierKey(endpoint, leg.stage));
       // Half-open, or still ejected and tried as a last resort (no healthy endpoint left, or panic): it served.
       if (record?.state === 'ejected') {
         ctx.result.outliers.push({ endpoint: leg.endpoint.pod, stage: leg.stage, action: 'restored' });
-        this.#restore(ctx.routing.server.key, endpoint, leg.stage, now);
+        this.#restore(ctx.routing.server.key, endpoint, leg.stage, this.#now());
       }
       return;
     }
+    const key = outlierKey(endpoint, leg.stage);
+    const now = this.#now();
+    const halfOpen = record !== undefined && record.state === 'ejected' && record.ejectedUntil <= now;
     const failures = (this.#failures.get(key) ?? 0) + 1;
     if (!halfOpen && failures < policy.consecutiveErrors) {
       this.#failures.set(key, failures);
