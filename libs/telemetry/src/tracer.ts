@@ -105,19 +105,24 @@ function isTimeInput(value: unknown): value is TimeInput {
 
 const ID_POOL_SIZE = 4096;
 const idPool = Buffer.allocUnsafe(ID_POOL_SIZE);
-let idOffset = ID_POOL_SIZE;
+/** The pool as hex text, made once per refill; ids are cut from it. */
+let hexPool = '';
+let hexOffset = 0;
 
 /**
- * `bytes` random bytes as hex, from a pool the CSPRNG refills every 4 KiB: one native call per id. The SDK's way
+ * `bytes` random bytes as hex, cut from a pool the CSPRNG refills every 4 KiB and converted to hex text in one
+ * native call per refill: an id is a substring, not a `Buffer#toString('hex')` call of its own. The SDK's way
  * (`Math.random()` eight hex digits at a time, `toString(16)` of a double) took about 1 µs per span id.
  */
 function randomHex(bytes: number): string {
-  if (idOffset + bytes > ID_POOL_SIZE) {
+  const chars = bytes * 2;
+  if (hexOffset + chars > hexPool.length) {
     randomFillSync(idPool);
-    idOffset = 0;
+    hexPool = idPool.toString('hex');
+    hexOffset = 0;
   }
-  const hex = idPool.toString('hex', idOffset, idOffset + bytes);
-  idOffset += bytes;
+  const hex = hexPool.slice(hexOffset, hexOffset + chars);
+  hexOffset += chars;
   return hex;
 }
 
