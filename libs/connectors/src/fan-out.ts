@@ -14,17 +14,17 @@ export class FanOut {
     return this.#failure;
   }
 
-  /** Follows one leg of a task: aborted at once if the group already failed, or when it fails later. */
+  /**
+   * Follows one leg of a task: aborted at once if the group already failed, or when it fails later. A leg stays in
+   * the group once it settled (the group lives as long as its request): aborting a settled leg does nothing, so
+   * no reaction per leg is needed to take it out.
+   */
   track<T>(handle: LegHandle<T>): Promise<T> {
     if (this.#failure !== undefined) {
       handle.abort(this.#failure);
       return handle.promise;
     }
     this.#legs.add(handle);
-    const forget = (): void => {
-      this.#legs.delete(handle);
-    };
-    handle.promise.then(forget, forget);
     return handle.promise;
   }
 

@@ -88,6 +88,7 @@ export interface Connector<R extends ProxyRequest = ProxyRequest> {
 /** A leg in flight: its settlement and a way to abort it alone (e.g. SGLang prefill when decode fails). */
 export interface LegHandle<T> {
   readonly promise: Promise<T>;
+  /** Aborts the leg; a leg that already settled stays as it settled (nothing happens). */
   abort(reason: Error): void;
 }
 

@@ -174,41 +174,78 @@ export function readBody(
   done: (err: Error | null, body?: Buffer) => void,
 ): void {
   const declared = contentLengthOf(req);
-  let tooLarge = declared > options.bodyLimit;
-  const chunks: Buffer[] = [];
-  let received = 0;
-  let finished = false;
-  const finish = (err: Error | null, body?: Buffer): void => {
-    if (finished) return;
-    finished = true;
-    payload.off('data', onData);
-    payload.off('end', onEnd);
-    payload.off('error', onError);
-    done(err, body);
-  };
-  const refuse = (): void => {
-    req[CLOSE_AFTER] = true;
-    finish(bodyTooLarge(options.bodyLimit));
-  };
-  const onData = (chunk: Buffer): void => {
-    received += chunk.length;
-    if (!tooLarge && received > options.bodyLimit) {
-      tooLarge = true;
-      chunks.length = 0;
-    }
-    if (!tooLarge) chunks.push(chunk);
-    else if (received > options.discardLimit) refuse();
-  };
-  const onEnd = (): void => {
-    if (tooLarge) refuse();
-    else finish(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received));
-  };
-  const onError = (err: Error): void => finish(err);
-  if (tooLarge && declared > options.discardLimit) {
-    refuse();
+  const read = new BodyRead(req, payload, options, declared > options.bodyLimit, done);
+  if (read.tooLarge && declared > options.discardLimit) {
+    read.refuse();
     return;
   }
-  payload.on('data', onData);
-  payload.on('end', onEnd);
-  payload.on('error', onError);
+  (payload as Reading)[BODY_READ] = read;
+  payload.on('data', onBodyData);
+  payload.on('end', onBodyEnd);
+  payload.on('error', onBodyError);
+}
+
+/** The read in progress of a body stream (its listeners are module functions: nothing is created per request but this). */
+const BODY_READ = Symbol('triad.bodyRead');
+type Reading = Readable & { [BODY_READ]?: BodyRead };
+
+function onBodyData(this: Reading, chunk: Buffer): void {
+  this[BODY_READ]?.data(chunk);
+}
+
+function onBodyEnd(this: Reading): void {
+  this[BODY_READ]?.end();
+}
+
+function onBodyError(this: Reading, err: Error): void {
+  this[BODY_READ]?.finish(err);
+}
+
+/** One body being read by `readBody`. */
+class BodyRead {
+  readonly #chunks: Buffer[] = [];
+  #received = 0;
+  #finished = false;
+
+  constructor(
+    readonly req: IncomingMessage & { [CLOSE_AFTER]?: boolean },
+    readonly payload: Readable,
+    readonly options: HttpLayerOptions,
+    public tooLarge: boolean,
+    readonly done: (err: Error | null, body?: Buffer) => void,
+  ) {}
+
+  data(chunk: Buffer): void {
+    this.#received += chunk.length;
+    if (!this.tooLarge && this.#received > this.options.bodyLimit) {
+      this.tooLarge = true;
+      this.#chunks.length = 0;
+    }
+    if (!this.tooLarge) this.#chunks.push(chunk);
+    else if (this.#received > this.options.discardLimit) this.refuse();
+  }
+
+  end(): void {
+    if (this.tooLarge) this.refuse();
+    else {
+      const chunks = this.#chunks;
+      this.finish(null, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, this.#received));
+    }
+  }
+
+  refuse(): void {
+    this.req[CLOSE_AFTER] = true;
+    this.finish(bodyTooLarge(this.options.bodyLimit));
+  }
+
+  finish(err: Error | null, body?: Buffer): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const payload = this.payload as Reading;
+    payload.off('data', onBodyData);
+    payload.off('end', onBodyEnd);
+    payload.off('error', onBodyError);
+    payload[BODY_READ] = undefined;
+    this.done(err, body);
+  }
 }

@@ -36,12 +36,15 @@ function hashedPrompt(ctx: RoutedRequest, media: readonly MediaPart[], items: re
   if (items.length === 0) return ctx.prompt;
   const keyOf = new Map<object, string>();
   for (let i = 0; i < items.length; i++) keyOf.set(media[i].part, items[i].key);
-  return promptText(ctx.body, {
-    mediaMarker: (part) => {
-      const key = keyOf.get(part);
-      return key === undefined ? undefined : `<|media:${key}|>`;
-    },
-  });
+  return promptText(ctx.body, { mediaMarker: markerOf(keyOf) });
+}
+
+/** The media marker of each part with a content key (returned, so the function is not named per request under `keepNames`). */
+function markerOf(keyOf: ReadonlyMap<object, string>): (part: object) => string | undefined {
+  return (part) => {
+    const key = keyOf.get(part);
+    return key === undefined ? undefined : `<|media:${key}|>`;
+  };
 }
 
 /** Longest session key sent to the scheduler (longer ones are cut: they only need to be stable). */

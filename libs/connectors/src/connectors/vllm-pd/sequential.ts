@@ -1,8 +1,23 @@
 import type { EngineRequest } from '@triad/request';
 import { topLevelValue, type JsonFragments } from '../../json-text';
 import { finalLegBody, vllmPrefillBody } from '../../request-bodies';
-import type { Attempt, BufferedAnswer, LegRunner } from '../../types';
+import type { Attempt, BufferedAnswer, LegRunner, LegSpec } from '../../types';
 import type { PdInput } from './mooncake';
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** Whether a decode took the KV its prefill holds (its first byte came). */
+class KvHandoff {
+  isTaken = false;
+  /** The decode leg's `onFirstByte`; made once per hand-off, not named per request (`keepNames`) as an inline arrow is. */
+  readonly taken: () => void = takenBy(this);
+}
+
+function takenBy(handoff: KvHandoff): () => void {
+  return () => {
+    handoff.isTaken = true;
+  };
+}
 
 /**
  * vLLM prefill → decode in sequence (the NIXL toy proxy's flow; also vllm-ascend's Mooncake connector, LMCache and
@@ -30,7 +45,7 @@ export async function runSequentialPd(
   // The prefill and the decode body differ in a few top-level fields: the messages are serialized once for both.
   const fragments: JsonFragments | undefined = attempt.prefill !== undefined ? new Map() : undefined;
   if (attempt.prefill !== undefined) {
-    answer = await run.buffered({
+    const prefill: Mutable<LegSpec> = {
       stage: 'prefill',
       endpoint: attempt.prefill,
       item: -1,
@@ -38,8 +53,9 @@ export async function runSequentialPd(
       body: vllmPrefillBody(body, kvParams, fragments),
       requestId: ctx.id,
       timeoutMs: server.timeouts.prefillMs,
-      ...(rank !== undefined ? { headers: rank } : {}),
-    }).promise;
+    };
+    if (rank !== undefined) prefill.headers = rank;
+    answer = await run.buffered(prefill).promise;
     if (kvParams !== false) {
       const raw = topLevelValue(answer.body.toString('utf8'), 'kv_transfer_params');
       // Missing or null params: decode runs a local prefill, as vLLM's proxies do.
@@ -50,22 +66,24 @@ export async function runSequentialPd(
   const consumer = attempt.prefill === undefined;
   // From here the prefill holds KV for this request until a decode reads it. The decode's first byte says one has
   // (vLLM produces no token before the KV is loaded); a decode leg that ends before it leaves the KV stranded.
-  let taken = false;
+  const handoff = kv !== undefined ? new KvHandoff() : undefined;
+  // One object, its optional fields set in place (no spread of a temporary object per field).
+  const decode: Mutable<LegSpec> = {
+    stage: 'decode',
+    endpoint: attempt.endpoint,
+    item: -1,
+    attempt: index,
+    body: finalLegBody(body, ctx.proxy.injectUsage, kv, undefined, fragments),
+    requestId: ctx.id,
+    timeoutMs: server.timeouts.firstByteMs,
+  };
+  if (consumer && rank !== undefined) decode.headers = rank;
+  if (input.leadingErrorEventFails) decode.leadingErrorEventFails = true;
+  if (handoff !== undefined) decode.onFirstByte = handoff.taken;
   try {
-    await run.relay({
-      stage: 'decode',
-      endpoint: attempt.endpoint,
-      item: -1,
-      attempt: index,
-      body: finalLegBody(body, ctx.proxy.injectUsage, kv, undefined, fragments),
-      requestId: ctx.id,
-      timeoutMs: server.timeouts.firstByteMs,
-      ...(consumer && rank !== undefined ? { headers: rank } : {}),
-      ...(input.leadingErrorEventFails ? { leadingErrorEventFails: true } : {}),
-      ...(kv !== undefined ? { onFirstByte: () => (taken = true) } : {}),
-    }).promise;
+    await run.relay(decode).promise;
   } catch (err) {
-    if (kv !== undefined && !taken && attempt.prefill !== undefined) {
+    if (kv !== undefined && !handoff?.isTaken && attempt.prefill !== undefined) {
       run.kvStranded({
         engine: 'vLLM',
         prefill: attempt.prefill,
