@@ -28,6 +28,7 @@ import {
 import { ATTR } from './attributes';
 import { injectTraceHeaders } from './propagation';
 import { endTraced, errorTypeOf, traceIdOf, type Traced } from './spans';
+import { RecordedSpan } from './tracer';
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -77,7 +78,10 @@ class LegStageSpan implements StageSpan {
 /** The request's trace id (for the access log and the `x-triad-trace-id` header), once `onRequest` ran. */
 export function requestTraceId(ctx: RequestContext): string | undefined {
   const state = TRACE.get(ctx);
-  return state ? traceIdOf(state.request) : undefined;
+  if (state === undefined) return undefined;
+  // A span the recorder made holds valid ids by construction (its own, or a parent's that was checked).
+  const span = state.request.span;
+  return span instanceof RecordedSpan ? span.ids.traceId : traceIdOf(state.request);
 }
 
 /** The `schedule` span to inject into the scheduling batch (`injectBatchTraceHeaders`), while it is open. */
