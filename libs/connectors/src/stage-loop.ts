@@ -10,6 +10,7 @@ import {
   type KvStrandedEvent,
   type ProxyRequest,
   type RetryPolicy,
+  TRACE_ID_HEADER,
 } from '@triad/request';
 import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
@@ -134,7 +135,7 @@ class StageLoop implements LegRunner, LegOwner {
         // A client that left mid-stream is recorded as such (nginx's 499), not as the 200 it had started with.
         if (isTriadError(error) && error.code === ErrorCode.ClientAborted) result.status = 499;
       } else {
-        result.status = writeErrorResponse(ctx.sink, error, ctx.id, ctx);
+        result.status = writeErrorResponse(ctx.sink, error, ctx.id, ctx, ctx.traceId);
       }
     } finally {
       if (this.#timer !== undefined) clearTimeout(this.#timer);
@@ -389,10 +390,16 @@ class StageLoop implements LegRunner, LegOwner {
     this.#committed = true;
     ctx.result.status = status;
     ctx.result.firstByteAt = performance.now();
+    // The trace id first: the head is written in one call (no setHeader before it, node's slower merging path).
+    const traceId = ctx.traceId;
     const headers: Record<string, string | number> =
-      contentLength >= 0
-        ? { 'content-type': contentType, 'content-length': contentLength, 'x-request-id': ctx.id }
-        : { 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id };
+      traceId === undefined
+        ? contentLength >= 0
+          ? { 'content-type': contentType, 'content-length': contentLength, 'x-request-id': ctx.id }
+          : { 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id }
+        : contentLength >= 0
+          ? { [TRACE_ID_HEADER]: traceId, 'content-type': contentType, 'content-length': contentLength, 'x-request-id': ctx.id }
+          : { [TRACE_ID_HEADER]: traceId, 'content-type': contentType, 'cache-control': 'no-cache', 'x-request-id': ctx.id };
     const fallbacks = ctx.result.stageFallbacks;
     if (fallbacks.length > 0) headers[STAGE_FALLBACK_HEADER] = [...new Set(fallbacks.map((f) => f.stage))].join(',');
     sink.writeHead(status, headers);

@@ -12,3 +12,9 @@ export interface ClientSink {
   /** `end()` was called: nothing more may be written. */
   readonly writableEnded: boolean;
 }
+
+/**
+ * The answer header naming the request's trace (`RequestContext.traceId`), so a user can look the request up: the
+ * first header of the answer's head, success or error.
+ */
+export const TRACE_ID_HEADER = 'x-triad-trace-id';

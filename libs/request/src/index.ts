@@ -1,6 +1,7 @@
 // The request contract: one RequestContext from arrival to the last byte, the lifecycle hooks, the request
 // errors and their one mapping to OpenAI HTTP errors, and the request-body facts every stage shares.
 export { RequestContext, isRouted } from './context/request-context';
+export { TRACE_ID_HEADER } from './client-sink';
 export type { RoutedRequest, ProxyRequest, EngineRequest, ProviderRequest, IncomingHeaders } from './context/request-context';
 export type {
   DpRankPicker,

@@ -52,6 +52,8 @@ export interface InferenceDeps {
 /** The response of an inference request, which knows its request once parsed (to abort it on disconnect). */
 export interface InferenceResponse extends ServerResponse {
   triadRequest?: RequestContext;
+  /** The trace id every answer of the request names (`x-triad-trace-id`), once the request span started. */
+  triadTraceId?: string;
 }
 
 /**
@@ -118,7 +120,7 @@ export class InferenceHandler {
     } catch (err) {
       countUnexpected('request_handler');
       this.#d.logger.error({ err, path }, 'request handler failed unexpectedly (a bug)');
-      if (!sink.headersSent && !sink.destroyed) writeErrorResponse(sink, err, requestIdOf(headers));
+      if (!sink.headersSent && !sink.destroyed) writeErrorResponse(sink, err, requestIdOf(headers), undefined, sink.triadTraceId);
       else if (!sink.writableEnded) sink.destroy();
     }
   }
@@ -171,15 +173,17 @@ export class InferenceHandler {
     sink.on('close', onClientClose);
     try {
       d.hooks.onRequest?.(ctx);
-      // Set before any answer (success or error) is written, so a user can look the request up in Jaeger.
-      if (ctx.traceId !== undefined) sink.setHeader('x-triad-trace-id', ctx.traceId);
+      // Named in any answer written from here (success or error), so a user can look the request up in Jaeger: the
+      // stage loop's head and the error answers put it first, as a header set now would be (not set now: a header set
+      // before `writeHead` takes node's slower merging path).
+      sink.triadTraceId = ctx.traceId;
       await this.#direct(ctx, listener);
     } catch (err) {
       ctx.result.error = asError(err);
       if (err instanceof RateLimitedError) {
         d.metrics.rateLimited(d.kv.routes.knows(ctx.model) ? ctx.model : 'unknown', err.limitType ?? 'tokens', path);
       }
-      ctx.result.status = writeErrorResponse(sink, err, id);
+      ctx.result.status = writeErrorResponse(sink, err, id, undefined, sink.triadTraceId);
     } finally {
       this.#finish(ctx, true);
     }

@@ -1,5 +1,5 @@
 import { ErrorCode, isTriadError, type ErrorCodeValue, type TriadError } from '@triad/errors';
-import type { ClientSink } from '../client-sink';
+import { TRACE_ID_HEADER, type ClientSink } from '../client-sink';
 import {
   AdmissionUnavailableError,
   BadRequestError,
@@ -135,16 +135,25 @@ export function toOpenAiError(err: unknown, request?: ErroredRequest): OpenAiErr
   return { status, body, headers };
 }
 
-/** Writes a complete error response (nothing was sent to the client yet); returns the status. */
-export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string, request?: ErroredRequest): number {
+/**
+ * Writes a complete error response (nothing was sent to the client yet); returns the status. `traceId`: the request's
+ * trace, answered as the first header ({@link TRACE_ID_HEADER}).
+ */
+export function writeErrorResponse(sink: ClientSink, err: unknown, requestId: string, request?: ErroredRequest, traceId?: string): number {
   const e = toOpenAiError(err, request);
   if (sink.destroyed || sink.headersSent || sink.writableEnded) return e.status;
-  sink.writeHead(e.status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(e.body),
-    'x-request-id': requestId,
-    ...e.headers,
-  });
+  sink.writeHead(
+    e.status,
+    traceId === undefined
+      ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(e.body), 'x-request-id': requestId, ...e.headers }
+      : {
+          [TRACE_ID_HEADER]: traceId,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(e.body),
+          'x-request-id': requestId,
+          ...e.headers,
+        },
+  );
   sink.end(e.body);
   return e.status;
 }
