@@ -56,6 +56,8 @@ export class RequestContext {
   /** Headers forwarded to every leg (authorization, trace context), lower-case names; hooks may add to it. */
   readonly upstreamHeaders: Record<string, string>;
   readonly result = new RequestResult();
+  /** The values of {@link RequestLocal} slots, by slot index (integration state: a span, an admission ticket). */
+  readonly locals: unknown[] = [];
   /** Set by the tracing integration in `onRequest`: answered as `x-triad-trace-id` and logged as `trace_id`. */
   traceId: string | undefined = undefined;
   #routing: RoutingPart | undefined = undefined;

@@ -9,22 +9,28 @@ import type { RequestContext } from './request-context';
  * TICKET.set(ctx, ticket); … TICKET.get(ctx)?.release();
  * ```
  *
- * Values live as long as their request (weakly held), so nothing needs clearing.
+ * Values live as long as their request (held by the request object), so nothing needs clearing.
  */
 export class RequestLocal<T> {
+  static #slots = 0;
   /** For debugging only: which state this slot holds. */
   readonly name: string;
-  readonly #values = new WeakMap<RequestContext, T>();
+  /**
+   * The slot's index in every request's `locals`: a value lives in its request object (an array element, not a
+   * WeakMap entry, whose insertion and ephemeron bookkeeping cost more per request than the state itself).
+   */
+  readonly #slot: number;
 
   constructor(name: string) {
     this.name = name;
+    this.#slot = RequestLocal.#slots++;
   }
 
   get(ctx: RequestContext): T | undefined {
-    return this.#values.get(ctx);
+    return ctx.locals[this.#slot] as T | undefined;
   }
 
   set(ctx: RequestContext, value: T): void {
-    this.#values.set(ctx, value);
+    ctx.locals[this.#slot] = value;
   }
 }
