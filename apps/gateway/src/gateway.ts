@@ -204,7 +204,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   );
   prober.start();
   metrics.watchOutliers(() => countEjected(outliers, Date.now()));
-  fallback.followAffinity(bus);
+  // The fallback's affinity records leave with the dispatch events: one window, one write (in-process scheduling
+  // learns records on every decision).
+  fallback.followAffinity(bus, (send) => dispatch.alongside(send));
   const serverOptions = {
     bodyLimit: config.bodyLimit,
     bodyDiscardLimit: config.bodyDiscardLimit,

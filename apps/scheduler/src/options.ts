@@ -29,9 +29,18 @@ export interface SchedulerServiceOptions {
    * 1 judges every decision). The judgement copies every score column of the decision's profile runs.
    */
   readonly pickQualityEvery?: number;
+  /**
+   * How long the affinity records this replica learns wait for company before they go out on `triad.v1.affinity`
+   * (`TRIAD_AFFINITY_FLUSH_MS`, default 10; 0: with the reply of the batch that taught them). Each message wakes
+   * nats-server and every subscriber (the other replicas, every gateway's fallback); the replica itself applies
+   * its records at once, the others see them up to the window late.
+   */
+  readonly affinityFlushMs?: number;
 }
 
 const DEFAULT_METRICS_PORT = 9091;
+/** See `affinityFlushMs`. */
+export const DEFAULT_AFFINITY_FLUSH_MS = 10;
 
 const SchedulerSettingsSchema = z.object({
   natsUrl: NatsSettings.servers().default(NatsSettings.defaultUrl),
@@ -49,6 +58,7 @@ const SchedulerSettingsSchema = z.object({
     .transform((v) => v === true || v === 'true')
     .default(false),
   pickQualityEvery: Setting.count(1).default(DEFAULT_PICK_QUALITY_EVERY),
+  affinityFlushMs: Setting.ms(0, 1000).default(DEFAULT_AFFINITY_FLUSH_MS),
 });
 
 /** The flag / settings-file name and environment variable of each setting. */
@@ -62,6 +72,7 @@ const SOURCES: SettingSources<z.infer<typeof SchedulerSettingsSchema>> = {
   shutdownGraceMs: { name: 'shutdown-grace-ms', env: 'TRIAD_SHUTDOWN_GRACE_MS' },
   tracePhases: { name: 'trace-scheduler-phases', env: 'TRIAD_TRACE_SCHEDULER_PHASES' },
   pickQualityEvery: { name: 'pick-quality-every', env: 'TRIAD_PICK_QUALITY_EVERY' },
+  affinityFlushMs: { name: 'affinity-flush-ms', env: 'TRIAD_AFFINITY_FLUSH_MS' },
 };
 
 /** Parses `triad scheduler` flags with their env equivalents (TRIAD_NATS_URL, TRIAD_SCHEDULER_CONFIG, ...). */

@@ -23,7 +23,7 @@ import {
   type Scheduler,
 } from '@triad/scheduling';
 import { SchedulerMetrics } from './metrics';
-import type { SchedulerServiceOptions } from './options';
+import { DEFAULT_AFFINITY_FLUSH_MS, type SchedulerServiceOptions } from './options';
 import { DecideObserver } from './service/decide-tracing';
 import { LenientScheduleBatchSchema, batchError, handleScheduleBatch } from './service/schedule-handler';
 import { startKvFeed } from './state/kv-feed';
@@ -126,8 +126,10 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     const dispatch = startDispatchFeed(nats, tracker);
     closers.push(() => dispatch.stop());
     // Affinity learned by any replica (or a gateway's fallback) reaches every replica: same tables everywhere.
-    // Flushed on a microtask: a batch's records leave in the same socket write as its reply.
-    const affinity = startAffinityFeed(nats, scheduler, { origin: options.instanceId, flush: 'microtask' });
+    // Coalesced over a window (one message per window, not per batch: each wakes nats-server and every
+    // subscriber); with no window, flushed on a microtask, so a batch's records share the write of its reply.
+    const windowMs = options.affinityFlushMs ?? DEFAULT_AFFINITY_FLUSH_MS;
+    const affinity = startAffinityFeed(nats, scheduler, { origin: options.instanceId, flush: windowMs > 0 ? { windowMs } : 'microtask' });
     scheduler.onLearned = (record) => affinity.publish(record);
     closers.push(() => {
       scheduler.onLearned = undefined;

@@ -28,6 +28,7 @@ describe('triad scheduler flags', () => {
       shutdownGraceMs: 10_000,
       tracePhases: false,
       pickQualityEvery: 16,
+      affinityFlushMs: 10,
     });
     expect(parseOptions(['--nats', 'nats://a:1,nats://b:2', '--kv-replicas', '3'], {})).toMatchObject({
       natsUrl: 'nats://a:1,nats://b:2',
@@ -58,6 +59,12 @@ describe('triad scheduler flags', () => {
     expect(() => parseOptions([], { TRIAD_SCHEDULER_CONFIG: dir })).toThrow(
       `TRIAD_SCHEDULER_CONFIG: cannot read '${dir}': it is a directory`,
     );
+  });
+
+  it('TRIAD_AFFINITY_FLUSH_MS sets the affinity window as a duration (0: with the reply), at most 1 s', () => {
+    expect(parseOptions([], { TRIAD_AFFINITY_FLUSH_MS: '0' }).affinityFlushMs).toBe(0);
+    expect(parseOptions([], { TRIAD_AFFINITY_FLUSH_MS: '20ms' }).affinityFlushMs).toBe(20);
+    expect(() => parseOptions([], { TRIAD_AFFINITY_FLUSH_MS: '2s' })).toThrow(/TRIAD_AFFINITY_FLUSH_MS/);
   });
 
   it('takes its shutdown grace as a duration with units', () => {

@@ -50,6 +50,8 @@ export class DispatchPublisher implements TurnFlushable {
   readonly #inflight = new Map<string, number>();
   readonly #turn: TurnFlusher;
   #events: DispatchEvent[] = [];
+  /** Other NATS sends waiting for the next flush (the fallback's affinity records), in the same socket write. */
+  #riders: (() => void)[] = [];
   #seq = 0;
   #timer: NodeJS.Timeout | undefined;
   readonly #windowMs: number;
@@ -103,20 +105,35 @@ export class DispatchPublisher implements TurnFlushable {
     this.#push(event);
   }
 
+  /**
+   * Runs `send` with the next flush of the events (when their window ends, or with the next scheduling batch), so
+   * what it publishes shares their socket write and their coalescing: the in-process scheduler's affinity records,
+   * one message per window instead of one per decision.
+   */
+  alongside(send: () => void): void {
+    const idle = this.#events.length === 0 && this.#riders.length === 0;
+    this.#riders.push(send);
+    if (idle) this.#startWindow();
+  }
+
   #push(event: DispatchEvent): void {
     this.#onEvent?.(event);
-    const first = this.#events.length === 0;
+    const first = this.#events.length === 0 && this.#riders.length === 0;
     this.#events.push(event);
-    if (this.#windowMs > 0 && this.#events.length < MAX_EVENTS_PER_MESSAGE) {
-      if (first) {
-        this.#window = setTimeout(windowElapsed, this.#windowMs, this);
-        this.#window.unref();
-      }
+    if (first) this.#startWindow();
+    else if (this.#events.length === MAX_EVENTS_PER_MESSAGE) this.#turn.requestAfterWrites();
+  }
+
+  /** The first thing pending: it waits for the window (without one, for the end of this turn). */
+  #startWindow(): void {
+    if (this.#windowMs > 0) {
+      this.#window = setTimeout(windowElapsed, this.#windowMs, this);
+      this.#window.unref();
       return;
     }
     // After the legs undici writes at the end of this turn (TurnFlusher): the event's socket write never delays
     // a leg's, including the next leg started in the same turn as this event (a finish, then the next stage).
-    if (first || this.#events.length === MAX_EVENTS_PER_MESSAGE) this.#turn.requestAfterWrites();
+    this.#turn.requestAfterWrites();
   }
 
   /** @internal The flush window of the pending events ended: they go out after this turn's leg writes. */
@@ -136,6 +153,11 @@ export class DispatchPublisher implements TurnFlushable {
     if (this.#window !== undefined) {
       clearTimeout(this.#window);
       this.#window = undefined;
+    }
+    if (this.#riders.length > 0) {
+      const riders = this.#riders;
+      this.#riders = [];
+      for (const send of riders) send();
     }
     if (this.#events.length === 0 || this.#nc.isClosed()) return;
     const events = this.#events;

@@ -28,7 +28,10 @@ interface Stoppable {
  */
 const EAGER_AFTER_DECISION_MS = 60_000;
 
-/** At the end of the turn, once the legs dispatched so far are written (see `afterLegWrites`). */
+/**
+ * At the end of the turn, once the legs dispatched so far are written (see `afterLegWrites`): the decision that
+ * taught a record is followed by its encode leg in the same turn.
+ */
 function flushAfterLegWrites(send: () => void): void {
   setImmediate(afterLegWrites, send);
 }
@@ -143,12 +146,12 @@ export class LocalSchedulingFallback {
   /**
    * Shares affinity with the scheduler replicas and the other gateways over `triad.v1.affinity`: this fallback
    * applies what their decisions taught (so a reply over budget does not cost the request its prefix affinity)
-   * and publishes what its own decisions teach.
+   * and publishes what its own decisions teach, when `flush` sends them (default: at the end of the turn, after
+   * its leg writes; the gateway passes its dispatch publisher's flush, so they share its window and its write).
    */
-  followAffinity(bus: Bus): void {
+  followAffinity(bus: Bus, flush: (send: () => void) => void = flushAfterLegWrites): void {
     const scheduler = this.local.scheduler;
-    // After the turn's leg writes: the decision that taught a record is followed by its encode leg in the same turn.
-    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local`, flush: flushAfterLegWrites });
+    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local`, flush });
     scheduler.onLearned = (record) => feed.publish(record);
     this.#stops.push({
       stop: () => {

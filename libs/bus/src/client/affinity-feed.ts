@@ -10,8 +10,9 @@ export interface AffinitySink {
 
 /** Publishes this replica's records and applies the others'. */
 export interface AffinityFeed {
-  /** Queues a record this replica learned; the queue goes out as one message at the end of the turn. */
+  /** Queues a record this replica learned; the queue goes out as one message when `flush` says. */
   publish(record: AffinityRecord): void;
+  /** Sends what is queued (a window's records leave before the replica closes). */
   stop(): void;
 }
 
@@ -30,9 +31,11 @@ export interface AffinityFeedOptions {
    * as the code that queued them returns: a scheduler's records then share the socket write of the reply to the
    * batch that taught them (one write and one delivery per batch, not two); a function, called once per turn
    * with the send, which runs it when it chooses (a gateway's, after the legs undici writes from immediates of
-   * its own, queued after the decision that taught the records).
+   * its own, queued after the decision that taught the records); `{ windowMs }`, a coalescing window: the first
+   * record queued starts it, and everything queued until it ends leaves as one message (a scheduler's records:
+   * one message per window instead of one per batch, each of which woke nats-server and every subscriber).
    */
-  readonly flush?: 'immediate' | 'microtask' | ((send: () => void) => void);
+  readonly flush?: 'immediate' | 'microtask' | ((send: () => void) => void) | { readonly windowMs: number };
 }
 
 export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: AffinityFeedOptions): AffinityFeed {
@@ -44,8 +47,10 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
   let queue: AffinityRecord[] = [];
   let scheduled = false;
   let stopped = false;
+  let window: NodeJS.Timeout | undefined;
   const flush = (): void => {
     scheduled = false;
+    window = undefined;
     if (stopped || bus.nc.isClosed()) {
       queue = [];
       return;
@@ -65,10 +70,18 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
         const when = options.flush;
         if (when === 'microtask') queueMicrotask(flush);
         else if (typeof when === 'function') when(flush);
-        else setImmediate(flush);
+        else if (typeof when === 'object') {
+          window = setTimeout(flush, when.windowMs);
+          window.unref();
+        } else setImmediate(flush);
       }
     },
     stop: () => {
+      if (stopped) return;
+      if (window !== undefined) {
+        clearTimeout(window);
+        flush();
+      }
       stopped = true;
       sub.unsubscribe();
     },

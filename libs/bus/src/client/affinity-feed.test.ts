@@ -1,0 +1,63 @@
+import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { Subjects } from '../names';
+import type { AffinityRecord } from '../affinity';
+import { connectBus, type Bus } from './bus';
+import { startAffinityFeed } from './affinity-feed';
+
+const record = (endpoint: string): AffinityRecord => ({
+  model: 'm',
+  endpoint,
+  role: 'encode',
+  prefixHashes: [],
+  mediaKeys: [`k-${endpoint}`],
+});
+
+describe('affinity feed with a coalescing window, on a real nats-server', () => {
+  let nats: NatsServerHandle;
+  let a: Bus;
+  let b: Bus;
+  beforeAll(async () => {
+    nats = await startNatsServer({ jetstream: false });
+    a = await connectBus({ servers: nats.url, name: 'replica-a' });
+    b = await connectBus({ servers: nats.url, name: 'replica-b' });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await nats?.close();
+  });
+
+  it("sends the records of a window as one message, applies only the others' records, and sends what is pending on stop", async () => {
+    let messages = 0;
+    a.nc.subscribe(Subjects.affinity, {
+      callback: () => {
+        messages++;
+      },
+    });
+    await a.nc.flush();
+    const learnedByB: string[] = [];
+    const learnedByA: string[] = [];
+    // A window no test run outlasts: the records below can only leave together, or on stop.
+    const feedA = startAffinityFeed(a, { learn: (r) => learnedByA.push(r.endpoint) }, { origin: 'a', flush: { windowMs: 600_000 } });
+    const feedB = startAffinityFeed(b, { learn: (r) => learnedByB.push(r.endpoint) }, { origin: 'b', flush: 'microtask' });
+    await b.nc.flush();
+    feedA.publish(record('e1'));
+    await new Promise((r) => setImmediate(r));
+    feedA.publish(record('e2'));
+    feedB.publish(record('e3'));
+    await waitFor(() => learnedByA.length === 1, { what: "b's record at a" });
+    expect(learnedByA).toEqual(['e3']);
+    await a.nc.flush();
+    expect(learnedByB).toEqual([]);
+    feedA.stop();
+    await waitFor(() => learnedByB.length === 2, { what: "a's window sent on stop" });
+    expect(learnedByB).toEqual(['e1', 'e2']);
+    // b's message and a's one message for both of its records.
+    await a.nc.flush();
+    expect(messages).toBe(2);
+    feedA.publish(record('e4'));
+    await a.nc.flush();
+    expect(messages).toBe(2);
+    feedB.stop();
+  });
+});
