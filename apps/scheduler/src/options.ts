@@ -31,9 +31,10 @@ export interface SchedulerServiceOptions {
   readonly pickQualityEvery?: number;
   /**
    * How long the affinity records this replica learns wait for company before they go out on `triad.v1.affinity`
-   * (`TRIAD_AFFINITY_FLUSH_MS`, default 10; 0: with the reply of the batch that taught them). Each message wakes
-   * nats-server and every subscriber (the other replicas, every gateway's fallback); the replica itself applies
-   * its records at once, the others see them up to the window late.
+   * (`TRIAD_AFFINITY_FLUSH_MS`, default 10; 0: with the reply of the batch that taught them): they leave with the
+   * reply of the first batch decided after the window (its socket write), or 5 windows after the first record
+   * when no batch comes. Each message wakes nats-server and every subscriber (the other replicas, every gateway's
+   * fallback); the replica itself applies its records at once, the others see them a window or more later.
    */
   readonly affinityFlushMs?: number;
 }

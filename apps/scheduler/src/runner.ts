@@ -127,7 +127,8 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
     closers.push(() => dispatch.stop());
     // Affinity learned by any replica (or a gateway's fallback) reaches every replica: same tables everywhere.
     // Coalesced over a window (one message per window, not per batch: each wakes nats-server and every
-    // subscriber); with no window, flushed on a microtask, so a batch's records share the write of its reply.
+    // subscriber), sent with the reply of the first batch after the window's end (its socket write); with no
+    // window, every batch's records go with its reply.
     const windowMs = options.affinityFlushMs ?? DEFAULT_AFFINITY_FLUSH_MS;
     const affinity = startAffinityFeed(nats, scheduler, { origin: options.instanceId, flush: windowMs > 0 ? { windowMs } : 'microtask' });
     scheduler.onLearned = (record) => affinity.publish(record);

@@ -1,6 +1,6 @@
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { Subjects } from '../names';
-import type { AffinityRecord } from '../affinity';
+import { AffinityBatchSchema, type AffinityRecord } from '../affinity';
 import { connectBus, type Bus } from './bus';
 import { startAffinityFeed } from './affinity-feed';
 
@@ -59,5 +59,24 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     await a.nc.flush();
     expect(messages).toBe(2);
     feedB.stop();
+  });
+
+  it('sends an open window with the first record queued once it has lasted its time, in the same tick (no timer)', async () => {
+    const learned: string[][] = [];
+    const sub = b.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
+      if (batch.origin === 'a2') learned.push(batch.records.map((r) => r.endpoint));
+    });
+    await b.nc.flush();
+    // The timer that would send a window nobody adds to is far away: only a later record can send this one.
+    const feedA = startAffinityFeed(a, { learn: () => undefined }, { origin: 'a2', flush: { windowMs: 5, maxWaitMs: 600_000 } });
+    const opened = Date.now();
+    feedA.publish(record('w1'));
+    await waitFor(() => Date.now() - opened > 5, { what: 'the window to last its time', intervalMs: 1 });
+    feedA.publish(record('w2'));
+    feedA.publish(record('w3'));
+    await waitFor(() => learned.length === 1, { what: 'the window sent with the record that came after its end' });
+    expect(learned).toEqual([['w1', 'w2', 'w3']]);
+    feedA.stop();
+    sub.unsubscribe();
   });
 });

@@ -31,11 +31,18 @@ export interface AffinityFeedOptions {
    * as the code that queued them returns: a scheduler's records then share the socket write of the reply to the
    * batch that taught them (one write and one delivery per batch, not two); a function, called once per turn
    * with the send, which runs it when it chooses (a gateway's, after the legs undici writes from immediates of
-   * its own, queued after the decision that taught the records); `{ windowMs }`, a coalescing window: the first
-   * record queued starts it, and everything queued until it ends leaves as one message (a scheduler's records:
-   * one message per window instead of one per batch, each of which woke nats-server and every subscriber).
+   * its own, queued after the decision that taught the records); `{ windowMs }`, a coalescing window for a
+   * scheduler: the first record queued opens it, and the records leave together, on a microtask, with the first
+   * record queued once it has lasted `windowMs`, i.e. in the socket write of the reply to that batch (one message
+   * per window instead of one per batch, each of which woke nats-server and every subscriber, and no write of
+   * their own); when no decision comes, after `maxWaitMs` (default 5 × `windowMs`) on a timer.
    */
-  readonly flush?: 'immediate' | 'microtask' | ((send: () => void) => void) | { readonly windowMs: number };
+  readonly flush?: 'immediate' | 'microtask' | ((send: () => void) => void) | AffinityWindow;
+}
+
+export interface AffinityWindow {
+  readonly windowMs: number;
+  readonly maxWaitMs?: number;
 }
 
 export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: AffinityFeedOptions): AffinityFeed {
@@ -47,10 +54,17 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
   let queue: AffinityRecord[] = [];
   let scheduled = false;
   let stopped = false;
-  let window: NodeJS.Timeout | undefined;
+  const coalesce = typeof options.flush === 'object' ? options.flush : undefined;
+  const maxWaitMs = coalesce === undefined ? 0 : (coalesce.maxWaitMs ?? 5 * coalesce.windowMs);
+  /** When the open window's first record was queued. */
+  let openedAt = 0;
+  let backstop: NodeJS.Timeout | undefined;
   const flush = (): void => {
     scheduled = false;
-    window = undefined;
+    if (backstop !== undefined) {
+      clearTimeout(backstop);
+      backstop = undefined;
+    }
     if (stopped || bus.nc.isClosed()) {
       queue = [];
       return;
@@ -65,23 +79,28 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
     publish: (record) => {
       if (stopped) return;
       queue.push(record);
-      if (!scheduled) {
-        scheduled = true;
-        const when = options.flush;
-        if (when === 'microtask') queueMicrotask(flush);
-        else if (typeof when === 'function') when(flush);
-        else if (typeof when === 'object') {
-          window = setTimeout(flush, when.windowMs);
-          window.unref();
-        } else setImmediate(flush);
+      if (scheduled) return;
+      if (coalesce !== undefined) {
+        const now = Date.now();
+        if (queue.length === 1) {
+          openedAt = now;
+          backstop = setTimeout(flush, maxWaitMs);
+          backstop.unref();
+        } else if (now - openedAt >= coalesce.windowMs) {
+          scheduled = true;
+          queueMicrotask(flush);
+        }
+        return;
       }
+      scheduled = true;
+      const when = options.flush;
+      if (when === 'microtask') queueMicrotask(flush);
+      else if (typeof when === 'function') when(flush);
+      else setImmediate(flush);
     },
     stop: () => {
       if (stopped) return;
-      if (window !== undefined) {
-        clearTimeout(window);
-        flush();
-      }
+      if (backstop !== undefined) flush();
       stopped = true;
       sub.unsubscribe();
     },
