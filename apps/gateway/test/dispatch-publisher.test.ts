@@ -93,4 +93,31 @@ describe('DispatchPublisher against a real nats-server', () => {
       sub.unsubscribe();
     },
   );
+
+  it('runs what waits alongside the events in their flush, and a lone one opens the window itself', async () => {
+    const order: string[] = [];
+    const sub = reader.subscribe(Subjects.dispatch, {
+      callback: (_e, m) => {
+        const d = decodeMessage(DispatchBatchSchema, m.data);
+        if (d.ok && d.value.gateway === 'gw-riders') order.push(`events:${d.value.events.length}`);
+      },
+    });
+    await reader.flush();
+    const turn = new TurnFlusher();
+    const p = new DispatchPublisher(nc, 'gw-riders', { snapshotIntervalMs: 60_000, flushWindowMs: 60_000 }, turn);
+    p.started('r1', 'ns.ms.e', 'encode', 5);
+    p.alongside(() => order.push('rider 1'));
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual([]);
+    turn.request(); // a scheduling batch: the events and the rider go now
+    await waitFor(() => order.length === 2, { what: 'the flush' });
+    expect(order).toEqual(['rider 1', 'events:1']);
+    const short = new DispatchPublisher(nc, 'gw-riders-2', { snapshotIntervalMs: 60_000, flushWindowMs: 10 }, new TurnFlusher());
+    short.alongside(() => order.push('rider 2'));
+    await waitFor(() => order.length === 3, { what: 'a lone rider sent when its window ends' });
+    expect(order[2]).toBe('rider 2');
+    p.stop();
+    short.stop();
+    sub.unsubscribe();
+  });
 });
