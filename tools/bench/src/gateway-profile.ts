@@ -6,6 +6,7 @@
 //     [--duration 10] [--warmup 2] [--prof gateway,scheduler,sims] [--top 30] [--strace gateway] [--perf gateway]
 //     [--env TRIAD_X=1 (gateway environment, repeatable)] [--sim-processes one|each] [--nixl in-process|http] [--keep]
 //     [--features all|none (tracing + ModelRoute rateLimit on, as gateway.ts; none: both off)]
+//     [--scheduling service|in-process (which gateway takes the load; in-process starts both)]
 // (--strace counts the named process's system calls per request during the run; it slows that process.
 // --perf samples the named processes' CPU with Linux perf, JIT names included: V8's --cpu-prof samples wall
 // time, so a process waiting for a core after a socket write shows that wait as `writev`.)
@@ -160,6 +161,9 @@ async function main(): Promise<void> {
       'access-log': { type: 'boolean', default: false },
       repeat: { type: 'string', default: '0' },
       features: { type: 'string', default: 'all' },
+      // service: the gateway asks the scheduler service; in-process: a second gateway deciding itself takes the
+      // load (both run, as in gateway.ts, so each one's NATS messages wake the other).
+      scheduling: { type: 'string', default: 'service' },
     },
   });
   const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
@@ -186,10 +190,11 @@ async function main(): Promise<void> {
     ...(accessLog !== undefined ? { gatewayLogFd: openSync(accessLog, 'w') } : {}),
     simProcesses: values['sim-processes'] === 'each' ? 'each' : 'one',
     nixlPull: values.nixl === 'http' ? 'http' : 'in-process',
+    inProcessGateway: values.scheduling === 'in-process',
   });
   const connections = Number(values.connections);
   const durationSec = Number(values.duration);
-  const url = `${stack.gatewayUrl}/v1/chat/completions`;
+  const url = `${values.scheduling === 'in-process' ? (stack.inProcessGatewayUrl as string) : stack.gatewayUrl}/v1/chat/completions`;
   const body = chatBody(String(values.model), values.stream === true);
   let summary = '';
   let window: number[];
@@ -291,7 +296,10 @@ async function main(): Promise<void> {
       .join(', ')}\n`;
     const batchAfter = await histogram(stack.gatewayOpsUrl, 'triad_gateway_schedule_batch_size');
     const batches = batchAfter[1] - batchBefore[1];
-    summary += `scheduling: ${batches} NATS batches, ${((batchAfter[0] - batchBefore[0]) / batches).toFixed(2)} requests per batch\n`;
+    summary +=
+      batches === 0
+        ? 'scheduling: no NATS batches from the service-mode gateway\n'
+        : `scheduling: ${batches} NATS batches, ${((batchAfter[0] - batchBefore[0]) / batches).toFixed(2)} requests per batch\n`;
     summary +=
       `${values.model} ${values.stream ? 'SSE' : 'JSON'} c=${connections}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50ms.toFixed(2)} ms, p99 ` +
       `${r.p99ms.toFixed(2)} ms, errors ${r.errors + r.non2xx}\n\n` +
