@@ -76,7 +76,8 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     what: `NATS at ${config.nats}`,
     logger,
     onWaiting: (reason) => (readiness = () => ({ ready: false, reason })),
-    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, kvReplicas: config.kvReplicas }),
+    // noEcho: it skips its own affinity records and (in-process scheduling) its own dispatch batches anyway.
+    attempt: () => connectBus({ servers: config.nats, name: `triad-gateway-${id}`, logger, kvReplicas: config.kvReplicas, noEcho: true }),
   });
   connection = bus;
   const pools = new UpstreamPools({ connections: config.upstreamConnections });

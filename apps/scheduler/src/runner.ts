@@ -108,6 +108,8 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
           name: `triad-scheduler-${options.instanceId}`,
           logger,
           kvReplicas: options.kvReplicas ?? 1,
+          // It skips its own affinity records anyway: no echo, no delivery, read and schema check per message.
+          noEcho: true,
         }),
     });
     const nats = bus;

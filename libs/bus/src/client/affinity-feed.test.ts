@@ -1,6 +1,7 @@
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { Subjects } from '../names';
 import { AffinityBatchSchema, type AffinityRecord } from '../affinity';
+import { decodeMessage } from '../codec';
 import { connectBus, type Bus } from './bus';
 import { startAffinityFeed } from './affinity-feed';
 
@@ -59,6 +60,34 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     await a.nc.flush();
     expect(messages).toBe(2);
     feedB.stop();
+  });
+
+  it('with noEcho, a replica does not even receive its own records back (the server does not deliver them)', async () => {
+    const quiet = await connectBus({ servers: nats.url, name: 'replica-quiet', noEcho: true });
+    try {
+      const got: string[] = [];
+      const own = quiet.nc.subscribe(Subjects.affinity, {
+        callback: (_e, m) => {
+          const d = decodeMessage(AffinityBatchSchema, m.data);
+          if (d.ok) got.push(d.value.origin);
+        },
+      });
+      const feed = startAffinityFeed(quiet, { learn: () => undefined }, { origin: 'quiet', flush: 'microtask' });
+      const other = startAffinityFeed(b, { learn: () => undefined }, { origin: 'other', flush: 'microtask' });
+      await quiet.nc.flush();
+      feed.publish(record('q1'));
+      await quiet.nc.flush();
+      other.publish(record('o1'));
+      await waitFor(() => got.includes('other'), { what: "the other replica's record" });
+      // Its own message was published (and flushed) before the other's, on the same server: had it been echoed, it
+      // would have come first.
+      expect(got).toEqual(['other']);
+      feed.stop();
+      other.stop();
+      own.unsubscribe();
+    } finally {
+      await quiet.close();
+    }
   });
 
   it('sends an open window with the first record queued once it has lasted its time, in the same tick (no timer)', async () => {

@@ -32,6 +32,13 @@ export interface BusOptions {
    * its data and a leader through one node's loss). An existing bucket with fewer replicas is raised to this.
    */
   readonly kvReplicas?: number;
+  /**
+   * The server does not deliver this connection's own publishes to its own subscriptions (NATS `no_echo`). For a
+   * client that publishes on subjects it also follows and skips its own messages anyway (`triad.v1.affinity`, a
+   * gateway's `triad.v1.dispatch` with in-process scheduling): each echo was a delivery write in nats-server and
+   * a wake-up, a read and a schema check in the client, for a message it then dropped.
+   */
+  readonly noEcho?: boolean;
 }
 
 /** Plain string headers, the shape trace context propagators read and write. */
@@ -271,6 +278,7 @@ export async function connectBus(options: BusOptions): Promise<Bus> {
     // caller's stack into a later timeout; on the scheduling hot path that cost is measurable and our callers
     // handle timeouts themselves.
     noAsyncTraces: true,
+    noEcho: options.noEcho ?? false,
   });
   return new Bus(nc, options.logger, options.kvReplicas === undefined ? {} : { kvReplicas: options.kvReplicas });
 }
