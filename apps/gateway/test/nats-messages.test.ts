@@ -1,13 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { resolve } from 'node:path';
 import { AffinityBatchSchema, DispatchBatchSchema, Subjects, decodeMessage, type AffinityBatch, type DispatchBatch } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { mediaContentKey } from '@triad/scheduling';
-import { freePort, waitFor } from '@triad/testing';
+import { waitFor } from '@triad/testing';
 import { accessLines, startHarness, type Harness } from './support/harness';
+import { startSchedulerService, type SchedulerService } from './support/scheduler-service';
 import { vllmEpdSpec } from './support/specs';
 
-const TRIAD = resolve(__dirname, '../../cli/bin/triad.js');
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 const REQUESTS = 20;
 /** The scheduler's affinity window in this test: long, so that requests share it however slow the machine is. */
@@ -99,34 +97,25 @@ async function epdStack(h: Harness): Promise<void> {
 describe('NATS messages per EPD request, on a real nats-server', () => {
   describe('with the scheduler service', () => {
     let h: Harness;
-    let scheduler: ChildProcess | undefined;
+    let scheduler: SchedulerService | undefined;
     let counter: Bus;
 
     beforeAll(async () => {
       // A budget no loaded machine overruns: every request is decided by the service, never locally.
       h = await startHarness({ config: { scheduleBudgetMs: 5_000 } });
       await h.stopScheduler();
-      const metricsPort = await freePort();
-      scheduler = spawn(
-        process.execPath,
-        [TRIAD, 'scheduler', '--nats', h.nats.url, '--metrics-port', String(metricsPort), '--instance-id', 'svc'],
-        { stdio: 'ignore', env: { ...process.env, TRIAD_LOG_LEVEL: 'warn', TRIAD_AFFINITY_FLUSH_MS: String(AFFINITY_WINDOW_MS) } },
-      );
-      await epdStack(h);
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`).catch(() => undefined))?.ok, {
-        what: 'scheduler ready',
-        timeoutMs: 30_000,
+      scheduler = await startSchedulerService(h.nats.url, {
+        args: ['--instance-id', 'svc'],
+        env: { TRIAD_AFFINITY_FLUSH_MS: String(AFFINITY_WINDOW_MS) },
       });
+      await epdStack(h);
+      await scheduler.ready();
       // The scheduler may still be replaying KV when it says ready: one request it places first.
       await waitFor(async () => (await post(h, 'warm', imageBody(-1))) === 200, { what: 'a request placed', timeoutMs: 20_000 });
       counter = await connectBus({ servers: h.nats.url, name: 'message-counter' });
     }, 60_000);
     afterAll(async () => {
-      if (scheduler && scheduler.exitCode === null) {
-        const exited = new Promise((r) => scheduler?.once('exit', r));
-        scheduler.kill('SIGTERM');
-        await exited;
-      }
+      await scheduler?.stop();
       await counter?.close();
       await h?.close();
     });

@@ -1,16 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { resolve } from 'node:path';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { freePort, waitFor } from '@triad/testing';
+import { waitFor } from '@triad/testing';
 import { accessLines, inferenceRequests, startHarness, type Harness } from './support/harness';
+import { startSchedulerService, type SchedulerService } from './support/scheduler-service';
 import { vllmEpdSpec } from './support/specs';
 
-const TRIAD = resolve(__dirname, '../../cli/bin/triad.js');
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
 
 describe('gateway with the real scheduler service (triad scheduler as a child process)', () => {
   let h: Harness;
-  let scheduler: ChildProcess | undefined;
+  let scheduler: SchedulerService | undefined;
   let e: SimEngineHandle;
   let p: SimEngineHandle;
   let d: SimEngineHandle;
@@ -20,11 +18,7 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
     // falls back to deciding locally (its 50 ms production default is covered by the fallback tests).
     h = await startHarness({ config: { scheduleBudgetMs: 5_000 } });
     await h.stopScheduler(); // the stand-in steps aside for the real one
-    const metricsPort = await freePort();
-    scheduler = spawn(process.execPath, [TRIAD, 'scheduler', '--nats', h.nats.url, '--metrics-port', String(metricsPort)], {
-      stdio: 'ignore',
-      env: { ...process.env, TRIAD_LOG_LEVEL: 'warn' },
-    });
+    scheduler = await startSchedulerService(h.nats.url);
     e = await h.startSim({ engine: 'vllm', role: 'encode', host: '127.0.9.1', model: MODEL });
     p = await h.startSim({ engine: 'vllm', role: 'prefill', host: '127.0.9.2', model: MODEL });
     d = await h.startSim({ engine: 'vllm', role: 'decode', host: '127.0.9.3', model: MODEL });
@@ -33,18 +27,11 @@ describe('gateway with the real scheduler service (triad scheduler as a child pr
     await h.putEndpoint('vl', 'e', 'encode', e, { group: 'g1' });
     await h.putEndpoint('vl', 'p', 'prefill', p, { group: 'g1' });
     await h.putEndpoint('vl', 'd', 'decode', d, { group: 'g1' });
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`).catch(() => undefined))?.ok, {
-      what: 'scheduler ready',
-      timeoutMs: 30_000,
-    });
+    await scheduler.ready();
     await h.waitForModel('vl');
   }, 60_000);
   afterAll(async () => {
-    if (scheduler && scheduler.exitCode === null) {
-      const exited = new Promise((r) => scheduler?.once('exit', r));
-      scheduler.kill('SIGTERM');
-      await exited;
-    }
+    await scheduler?.stop();
     await h?.close();
   });
 
