@@ -80,6 +80,8 @@ export class Bus {
   #jsRetries = 0;
   /** KV puts of every bucket of this connection (one inbox subscription for all their acknowledgements). */
   #publisher: JetStreamPublisher | undefined;
+  /** Buckets whose stream this connection saw serve: opening them again (a pod-watcher's full syncs) needs no probe. */
+  readonly #serving = new Set<string>();
   /** Replicas of the KV buckets this client creates. */
   readonly kvReplicas: number;
   /** Retry policy of every JetStream call made through this client (KV reads and writes, bucket creation). */
@@ -234,7 +236,9 @@ export class Bus {
     const kv = await openKvBucket(this.nc, bucket, {
       bucket: { history: opts?.history ?? 1, replicas: this.kvReplicas, ...(ttlMs !== undefined ? { ttl: ttlMs } : {}) },
       ...(this.jsRetry.onRetry ? { onRetry: this.jsRetry.onRetry } : {}),
+      probe: !this.#serving.has(bucket),
     });
+    this.#serving.add(bucket);
     // A start-up step: retried until it succeeds. The stream was just created (by this client or another), so a node
     // whose meta view lags answering "stream not found" to the replica check is retried too.
     await retryJetStream(() => this.#raiseReplicas(bucket), startUpRetry(this.jsRetry));

@@ -33,6 +33,11 @@ export interface OpenKvBucketOptions {
   readonly budgetMs?: number;
   /** Called before each retry (metrics, a log). */
   readonly onRetry?: (err: Error, attempt: number) => void;
+  /**
+   * Whether to wait for the stream to serve (default true). A caller that already saw this bucket's stream serve
+   * (on the same connection) skips the two probe requests when it opens the bucket again.
+   */
+  readonly probe?: boolean;
 }
 
 /**
@@ -70,6 +75,7 @@ export async function openKvBucket(nc: NatsConnection, name: string, opts: OpenK
 
   // nats.js's bucket knows its stream, whether its gets are direct gets (from the create or the stream's info), and
   // the subject a get names (public on its Bucket class).
+  if (opts.probe === false) return kv;
   const bucket = kv as unknown as Pick<Bucket, 'stream' | 'direct' | 'subjectForKey'>;
   const probeSubject = bucket.subjectForKey(PROBE_KEY);
   let probeMs = Math.min(timeoutMs, FIRST_PROBE_TIMEOUT_MS);
