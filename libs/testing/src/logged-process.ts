@@ -63,16 +63,22 @@ export async function startLoggedProcess(spec: LoggedProcessSpec): Promise<Logge
     proc.once('exit', (code, signal) => reject(new Error(`${spec.name} exited (${code ?? signal}): ${log()}`)));
   });
   died.catch(() => undefined);
+  const polling = new AbortController();
   try {
     const ready = waitFor(spec.ready, {
       timeoutMs: spec.readyTimeoutMs ?? 30_000,
       intervalMs: spec.pollMs ?? 100,
       what: `${spec.name} ready`,
+      signal: polling.signal,
     });
+    ready.catch(() => undefined);
     await Promise.race([ready, died]);
   } catch (err) {
     await close();
     throw err;
+  } finally {
+    // when it died first, the readiness poll would otherwise go on for its whole budget
+    polling.abort();
   }
   return { process: proc, log, close };
 }

@@ -41,16 +41,20 @@ export async function waitReady(child: TriadChild, opsPort: number, what: string
   const died = new Promise<never>((_, reject) => {
     child.process.once('exit', (code) => reject(new Error(`${what}: exited with code ${code}`)));
   });
+  const polling = new AbortController();
+  const ready = waitFor(async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, {
+    what,
+    timeoutMs: 60_000,
+    intervalMs: 100,
+    signal: polling.signal,
+  });
+  ready.catch(() => undefined);
   try {
-    await Promise.race([
-      died,
-      waitFor(async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`).catch(() => undefined))?.ok, {
-        what,
-        timeoutMs: 60_000,
-        intervalMs: 100,
-      }),
-    ]);
+    await Promise.race([died, ready]);
   } catch (err) {
     throw new Error(`${(err as Error).message}\n--- output ---\n${child.output()}`, { cause: err });
+  } finally {
+    // when it died first, the readiness poll would otherwise go on for its whole budget
+    polling.abort();
   }
 }
