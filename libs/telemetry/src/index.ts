@@ -4,6 +4,7 @@ export type { Telemetry } from './setup';
 
 // Generic spans.
 export { startTraced } from './spans';
+export { tracingEnabled } from './state';
 export type { Traced } from './spans';
 
 // W3C propagation over HTTP and NATS headers.

@@ -43,6 +43,11 @@ export class ProtoBuffer {
     this.ensure(5);
     const bytes = this.#bytes;
     let v = value >>> 0;
+    if (v < 0x80) {
+      // Most tags, lengths and codes: one byte.
+      bytes[this.pos++] = v;
+      return;
+    }
     while (v > 0x7f) {
       bytes[this.pos++] = (v & 0x7f) | 0x80;
       v >>>= 7;
@@ -107,16 +112,15 @@ export class ProtoBuffer {
   raw(chunk: Uint8Array): void {
     const n = chunk.length;
     this.ensure(n);
-    const bytes = this.#bytes;
-    if (n < 32) {
-      // A typed-array copy call costs more than the loop for the short keys that dominate.
-      let p = this.pos;
-      for (let i = 0; i < n; i++) bytes[p++] = chunk[i];
-      this.pos = p;
-    } else {
-      bytes.set(chunk, this.pos);
-      this.pos += n;
-    }
+    // One typed-array copy: under callgrind it counts less than half of a byte loop's instructions even for the
+    // short cached keys that dominate (a JS loop pays bounds checks and a store per byte).
+    this.#bytes.set(chunk, this.pos);
+    this.pos += n;
+  }
+
+  /** Copies the `into.length` bytes written from `from` into `into`. */
+  copyTo(into: Uint8Array, from: number): void {
+    into.set(this.#bytes.subarray(from, from + into.length));
   }
 
   /** A length-delimited bytes field's payload. */
@@ -128,22 +132,22 @@ export class ProtoBuffer {
   /** A string's UTF-8 bytes with their length; lone surrogates become U+FFFD, as in every WHATWG encoder. */
   string(value: string): void {
     const n = value.length;
-    let ascii = true;
-    for (let i = 0; i < n; i++) {
-      if (value.charCodeAt(i) > 0x7f) {
-        ascii = false;
-        break;
-      }
-    }
-    if (!ascii) {
-      this.lengthPrefixed(utf8.encode(value));
-      return;
-    }
+    // ASCII (nearly every attribute value): copied in the same pass that checks it, behind its length.
     this.uint32(n);
     this.ensure(n);
     const bytes = this.#bytes;
-    let p = this.pos;
-    for (let i = 0; i < n; i++) bytes[p++] = value.charCodeAt(i);
+    const start = this.pos;
+    let p = start;
+    for (let i = 0; i < n; i++) {
+      const c = value.charCodeAt(i);
+      if (c > 0x7f) {
+        // Not ASCII: the length prefix written counts UTF-16 units, not bytes; both are written again.
+        this.pos = start - varintLength(n);
+        this.lengthPrefixed(utf8.encode(value));
+        return;
+      }
+      bytes[p++] = c;
+    }
     this.pos = p;
   }
 
@@ -153,7 +157,9 @@ export class ProtoBuffer {
     this.uint32(n);
     this.ensure(n);
     const bytes = this.#bytes;
-    for (let i = 0; i < n; i++) bytes[this.pos++] = (nibble(hex.charCodeAt(2 * i)) << 4) | nibble(hex.charCodeAt(2 * i + 1));
+    let p = this.pos;
+    for (let i = 0; i < n; i++) bytes[p++] = (nibble(hex.charCodeAt(2 * i)) << 4) | nibble(hex.charCodeAt(2 * i + 1));
+    this.pos = p;
   }
 
   /** Starts a length-delimited message; pass the result to `end`. */
@@ -183,6 +189,11 @@ export class ProtoBuffer {
 }
 
 const utf8 = new TextEncoder();
+
+/** Bytes of `value`'s varint (value in [0, 2^32)). */
+function varintLength(value: number): number {
+  return value < 0x80 ? 1 : value < 0x4000 ? 2 : value < 0x200000 ? 3 : value < 0x10000000 ? 4 : 5;
+}
 
 /** A hex digit's value; other characters map as the SDK's decoder maps them (upper-case letters included). */
 function nibble(code: number): number {

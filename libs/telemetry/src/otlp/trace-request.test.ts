@@ -139,4 +139,24 @@ describe('TraceRequestEncoder writes the SDK serializer’s bytes', () => {
     // Buffer.equals: jest's deep equality walks a buffer this size byte by byte for seconds.
     expect(Buffer.from(new TraceRequestEncoder().encode(many)).equals(expected)).toBe(true);
   });
+
+  it('for strings found not to be ASCII late (a two-byte length written first), and spans of one trace', () => {
+    const memory = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(memory)] });
+    const tracer = provider.getTracer('@triad/telemetry');
+    const root = tracer.startSpan('request', {
+      attributes: { late: `${'a'.repeat(150)}ü`, lateShort: 'abc✓', ascii: 'b'.repeat(130), [`${'k'.repeat(140)}é`]: 1 },
+    });
+    const ctx = trace.setSpan(ROOT_CONTEXT, root);
+    for (let i = 0; i < 3; i++) tracer.startSpan(`leg ${i}`, { attributes: { 'triad.stage': 'decode' } }, ctx).end();
+    root.end();
+    const other = tracer.startSpan('another trace');
+    other.end();
+    const recorded = memory.getFinishedSpans();
+    const encoder = new TraceRequestEncoder();
+    expect(Buffer.from(encoder.encode(recorded))).toEqual(sdkBytes(recorded));
+    // Again in another order: the trace id kept from the last span must not leak into a span of another trace.
+    const reordered = [recorded[4], recorded[0], recorded[4], recorded[1]];
+    expect(Buffer.from(encoder.encode(reordered))).toEqual(sdkBytes(reordered));
+  });
 });

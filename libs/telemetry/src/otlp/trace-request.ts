@@ -25,12 +25,16 @@ type Scope = ReadableSpan['instrumentationScope'];
  * exact bytes `ProtobufTraceSerializer` of @opentelemetry/otlp-transformer writes: spans grouped by resource, then
  * scope, each in order of first appearance; fields in field-number order; empty trace state, parent, status message,
  * kind UNSPECIFIED and schema URLs left out; dropped counts always written; flags always written. What it saves is
- * the repeated work: names and attribute keys come out of an `EncodedStrings` cache, ids are decoded straight into
- * the buffer, and the request is written in one pass instead of a size pass and a write pass.
+ * the repeated work: names and attribute keys (with the tags around a key) come out of an `EncodedStrings` cache,
+ * ids are decoded straight into the buffer (a trace id once for the run of spans that share it), and the request
+ * is written in one pass instead of a size pass and a write pass.
  */
 export class TraceRequestEncoder {
   readonly #out = new ProtoBuffer();
   readonly #names: EncodedStrings;
+  /** The last trace id written and its bytes (a request's spans share one): decoded once, not once per span. */
+  #traceHex: string | undefined = undefined;
+  readonly #traceBytes = new Uint8Array(17);
 
   constructor(names = new EncodedStrings()) {
     this.#names = names;
@@ -166,7 +170,18 @@ export class TraceRequestEncoder {
   #ids(ids: SpanContext): void {
     const out = this.#out;
     out.tag(1, LEN);
-    out.hexId(ids.traceId);
+    const traceId = ids.traceId;
+    if (traceId === this.#traceHex) {
+      out.raw(this.#traceBytes);
+    } else {
+      const start = out.pos;
+      out.hexId(traceId);
+      // A W3C trace id is 16 bytes, one length byte ahead of them; any other length is written but not kept.
+      if (out.pos - start === this.#traceBytes.length) {
+        out.copyTo(this.#traceBytes, start);
+        this.#traceHex = traceId;
+      }
+    }
     out.tag(2, LEN);
     out.hexId(ids.spanId);
     const traceState = ids.traceState?.serialize();
@@ -203,9 +218,8 @@ export class TraceRequestEncoder {
 
   #keyValue(key: string, value: unknown): void {
     const out = this.#out;
-    out.tag(1, LEN);
-    this.#names.write(out, key);
-    out.tag(2, LEN);
+    // The key field, its string and the value field's tag, as one cached chunk.
+    this.#names.writeKey(out, key);
     const start = out.begin();
     this.#anyValue(value);
     out.end(start);
