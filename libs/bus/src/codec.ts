@@ -11,21 +11,41 @@ export function encodeMessage<S extends z.ZodType>(_schema: S, value: z.input<S>
 
 export type DecodeResult<T> = { ok: true; value: T } | { ok: false; error: string };
 
-/** Parses and validates a message; never throws. */
-export function decodeMessage<S extends z.ZodType>(schema: S, data: Uint8Array | string): DecodeResult<z.output<S>> {
+/**
+ * Validates a parsed message. `read`, a hand-written reader for a hot path, may take the value as is (what it
+ * returns is the value) or leave it to the schema (undefined); it must never accept what the schema refuses. A
+ * refusal names the schema's first `maxIssues` issues.
+ */
+export function validateMessage<S extends z.ZodType>(
+  schema: S,
+  raw: unknown,
+  read?: (raw: unknown) => z.output<S> | undefined,
+  maxIssues = 5,
+): DecodeResult<z.output<S>> {
+  const fast = read?.(raw);
+  if (fast !== undefined) return { ok: true, value: fast };
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  return {
+    ok: false,
+    error: parsed.error.issues
+      .slice(0, maxIssues)
+      .map((i) => `${formatPath(i.path) || '(root)'}: ${i.message}`)
+      .join('; '),
+  };
+}
+
+/** Parses and validates a message (`validateMessage`); never throws. */
+export function decodeMessage<S extends z.ZodType>(
+  schema: S,
+  data: Uint8Array | string,
+  read?: (raw: unknown) => z.output<S> | undefined,
+): DecodeResult<z.output<S>> {
   let raw: unknown;
   try {
     raw = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
   } catch (err) {
     return { ok: false, error: `not JSON: ${(err as Error).message}` };
   }
-  const parsed = schema.safeParse(raw);
-  if (parsed.success) return { ok: true, value: parsed.data };
-  return {
-    ok: false,
-    error: parsed.error.issues
-      .slice(0, 5)
-      .map((i) => `${formatPath(i.path) || '(root)'}: ${i.message}`)
-      .join('; '),
-  };
+  return validateMessage(schema, raw, read);
 }

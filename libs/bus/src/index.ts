@@ -36,6 +36,7 @@ export { GatewayRecordSchema, HttpRouteRecordSchema } from './gateway-records';
 export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gateway-records';
 export { sealCredential, openCredential } from './credentials';
 export { SchedulingLimits, SchedulingRequestSchema, ScheduleBatchSchema, ScheduleBatchReplySchema } from './scheduling';
+export { readSchedulingRequest } from './scheduling-read';
 export type {
   MediaItem,
   SchedulingRequest,
@@ -52,6 +53,7 @@ export type {
   ScheduleBatchReply,
 } from './scheduling';
 export { DispatchBatchSchema } from './dispatch';
+export { readDispatchBatch } from './dispatch-read';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
 export {
   KvIndexLimits,
@@ -64,7 +66,7 @@ export {
   kvSnapshotChunkKey,
 } from './kv-index';
 export type { KvIndexDelta, KvSourceMeta, KvGroupSpec } from './kv-index';
-export { decodeMessage } from './codec';
+export { decodeMessage, validateMessage } from './codec';
 export { AffinityBatchSchema } from './affinity';
 export type { AffinityRecord, AffinityBatch } from './affinity';
 export { OutlierRecordSchema, outlierKey } from './outliers';

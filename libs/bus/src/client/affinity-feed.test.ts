@@ -108,4 +108,41 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     feedA.stop();
     sub.unsubscribe();
   });
+  it('with receive, keeps the records that arrive and applies them, in order, only when receive runs its callback', async () => {
+    const learned: string[] = [];
+    let applyKept: (() => void) | undefined;
+    let calls = 0;
+    const feedB = startAffinityFeed(
+      b,
+      { learn: (r) => learned.push(r.endpoint) },
+      {
+        origin: 'b3',
+        receive: (apply) => {
+          calls++;
+          applyKept = apply;
+        },
+      },
+    );
+    const feedA = startAffinityFeed(a, { learn: () => undefined }, { origin: 'a3', flush: 'microtask' });
+    await b.nc.flush();
+    feedA.publish(record('r1'));
+    await a.nc.flush();
+    feedA.publish(record('r2'));
+    await a.nc.flush();
+    // Both messages reached b (a round trip through the server after them), and neither was applied.
+    await waitFor(() => applyKept !== undefined, { what: 'the first record kept' });
+    await b.nc.flush();
+    await a.nc.flush();
+    expect(learned).toEqual([]);
+    expect(calls).toBe(1);
+    applyKept?.();
+    expect(learned).toEqual(['r1', 'r2']);
+    // The next message asks again.
+    feedA.publish(record('r3'));
+    await waitFor(() => calls === 2, { what: 'a second call for the next record' });
+    applyKept?.();
+    expect(learned).toEqual(['r1', 'r2', 'r3']);
+    feedA.stop();
+    feedB.stop();
+  });
 });

@@ -38,6 +38,12 @@ export interface AffinityFeedOptions {
    * their own); when no decision comes, after `maxWaitMs` (default 5 × `windowMs`) on a timer.
    */
   readonly flush?: 'immediate' | 'microtask' | ((send: () => void) => void) | AffinityWindow;
+  /**
+   * When the others' records are decoded and applied: at once (default), or when this function runs its callback
+   * (a gateway's, after the legs of the turn are written: the scheduler's records ride in the socket write of its
+   * reply to a scheduling batch, and were decoded and applied before the request the reply answered could go on).
+   */
+  readonly receive?: (apply: () => void) => void;
 }
 
 export interface AffinityWindow {
@@ -47,10 +53,15 @@ export interface AffinityWindow {
 
 export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: AffinityFeedOptions): AffinityFeed {
   const origin = options.origin;
-  const sub = bus.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
-    if (batch.origin === origin) return;
-    for (const record of batch.records) sink.learn(record);
-  });
+  const sub = bus.subscribe(
+    Subjects.affinity,
+    AffinityBatchSchema,
+    (batch) => {
+      if (batch.origin === origin) return;
+      for (const record of batch.records) sink.learn(record);
+    },
+    options.receive === undefined ? undefined : { defer: options.receive },
+  );
   let queue: AffinityRecord[] = [];
   let scheduled = false;
   let stopped = false;

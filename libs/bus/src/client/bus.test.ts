@@ -129,6 +129,36 @@ describe('Bus against a real nats-server', () => {
     await client.close();
   });
 
+  it("hands a served request's headers to the handler that reads them, as often as it reads them", async () => {
+    const seen: (string | undefined)[] = [];
+    const sub = a.serve(
+      Subjects.schedule,
+      ScheduleBatchSchema,
+      ScheduleBatchReplySchema,
+      (_batch, ctx) => {
+        seen.push(ctx.headers?.['traceparent'], ctx.headers?.['traceparent']);
+        return { v: 1 as const, decisions: [] };
+      },
+      {
+        onInvalid: (error) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+        onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }),
+      },
+    );
+    await a.nc.flush();
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const batch = { v: 1 as const, requests: [{ id: 'r', namespace: 'n', modelServer: 's', model: 'm' }] };
+    try {
+      await b.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema, {
+        timeoutMs: 2000,
+        headers: { traceparent },
+      });
+      await b.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema, { timeoutMs: 2000 });
+      expect(seen).toEqual([traceparent, traceparent, undefined, undefined]);
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   it('answers a malformed request with a typed error reply, not a timeout', async () => {
     const sub = a.serve(Subjects.schedule, ScheduleBatchSchema, ScheduleBatchReplySchema, () => ({ v: 1 as const, decisions: [] }), {
       onInvalid: (error) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
@@ -140,6 +170,65 @@ describe('Bus against a real nats-server', () => {
     expect(reply.json()).toEqual({ v: 1, error: { code: 'BUS_MESSAGE_INVALID', message: expect.stringContaining('requests') } });
     expect(a.rejected.get(Subjects.schedule)).toBeGreaterThanOrEqual(1);
     sub.unsubscribe();
+    await nc.close();
+  });
+
+  it('writes a reply before its after-reply tasks and the messages that followed its request, and delivers every message before the next request', async () => {
+    const seen: string[] = [];
+    // What the serving connection still has to write when a followed message is delivered (nats.js's outbound buffer).
+    const unwritten = (): number => (a.nc as unknown as { protocol: { outbound: { size(): number } } }).protocol.outbound.size();
+    const unwrittenAtEvent: number[] = [];
+    const unwrittenAfterReply: number[] = [];
+    const events = a.subscribe('triad.test.after', z.object({ n: z.number() }), (v) => {
+      unwrittenAtEvent.push(unwritten());
+      seen.push(`event ${v.n}`);
+    });
+    const served = a.serve(
+      Subjects.schedule,
+      ScheduleBatchSchema,
+      ScheduleBatchReplySchema,
+      (batch, ctx) => {
+        const id = batch.requests[0]?.id;
+        seen.push(`request ${id}`);
+        ctx.afterReply(() => {
+          unwrittenAfterReply.push(unwritten());
+          seen.push(`after reply ${id}`);
+        });
+        return {
+          v: 1 as const,
+          decisions: batch.requests.map((r) => ({ id: r.id, ok: false as const, code: 'SCHED_NO_CANDIDATES', message: 'x' })),
+        };
+      },
+      {
+        onInvalid: (error) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+        onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }),
+      },
+    );
+    await a.nc.flush();
+    const nc = await connect({ servers: server.url });
+    const inbox = `_INBOX.after.${Date.now()}`;
+    const replies: string[] = [];
+    nc.subscribe(`${inbox}.*`, {
+      callback: (_e, m) => {
+        replies.push(m.subject.slice(inbox.length + 1));
+      },
+    });
+    await nc.flush();
+    // One write from the client: request 1, event 1, request 2, event 2, as a gateway sends a batch with its events.
+    const request = (id: string) => JSON.stringify({ v: 1, requests: [{ id, namespace: 'default', modelServer: 'ms', model: 'm' }] });
+    nc.publish(Subjects.schedule, request('r1'), { reply: `${inbox}.r1` });
+    nc.publish('triad.test.after', JSON.stringify({ n: 1 }));
+    nc.publish(Subjects.schedule, request('r2'), { reply: `${inbox}.r2` });
+    nc.publish('triad.test.after', JSON.stringify({ n: 2 }));
+    await waitFor(() => seen.length === 6 && replies.length === 2, { what: 'two requests answered, their after-reply tasks, two events' });
+    expect(seen).toEqual(['request r1', 'after reply r1', 'event 1', 'request r2', 'after reply r2', 'event 2']);
+    // Event 1 is delivered before request 2 (it arrived first), when reply 1 may still wait for the turn's write;
+    // event 2 followed the last request and waits until both replies are written.
+    expect(unwrittenAtEvent[1]).toBe(0);
+    expect(unwrittenAfterReply[1]).toBe(0);
+    expect(replies.sort()).toEqual(['r1', 'r2']);
+    events.unsubscribe();
+    served.unsubscribe();
     await nc.close();
   });
 

@@ -1,4 +1,5 @@
 import { DispatchBatchSchema, type DispatchBatch } from '../dispatch';
+import { readDispatchBatch } from '../dispatch-read';
 import { Subjects } from '../names';
 import type { Bus } from './bus';
 
@@ -22,9 +23,16 @@ export interface DispatchFeedOptions {
  */
 export function startDispatchFeed(bus: Bus, sink: DispatchSink, options: DispatchFeedOptions = {}): { stop(): void } {
   const ignore = options.ignoreGateway;
-  const sub = bus.subscribe(Subjects.dispatch, DispatchBatchSchema, (batch) => {
-    if (batch.gateway !== ignore) sink.applyBatch(batch, Date.now());
-  });
+  // Read by hand (zod was about 6 % of a scheduler replica's CPU at one batch per request); the schema still
+  // reads and explains what the hand reader does not take.
+  const sub = bus.subscribe(
+    Subjects.dispatch,
+    DispatchBatchSchema,
+    (batch) => {
+      if (batch.gateway !== ignore) sink.applyBatch(batch, Date.now());
+    },
+    { read: readDispatchBatch },
+  );
   const sweep = setInterval(() => sink.expire(Date.now()), options.sweepMs ?? 500);
   sweep.unref();
   return {

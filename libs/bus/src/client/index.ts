@@ -1,5 +1,5 @@
 export { Bus, connectBus } from './bus';
-export type { HeaderMap } from './bus';
+export type { HeaderMap, ReceiveContext, ServeContext } from './bus';
 export { TypedKv } from './typed-kv';
 export type { KvChange, KvWatchHandle } from './typed-kv';
 export { startDispatchFeed } from './dispatch-feed';

@@ -1,0 +1,114 @@
+import { DispatchBatchSchema } from './dispatch';
+import { readDispatchBatch } from './dispatch-read';
+
+const start = {
+  type: 'start',
+  requestId: 'req-1',
+  endpoint: 'default.epd.epd-p-0',
+  stage: 'prefill',
+  at: 1_765_000_000_000,
+  inputTokens: 600,
+};
+const finish = {
+  type: 'finish',
+  requestId: 'req-1',
+  endpoint: 'default.epd.epd-d-0',
+  stage: 'decode',
+  at: 1_765_000_000_120,
+  ok: true,
+  inputTokens: 600,
+  outputTokens: 16,
+  ttftMs: 41.5,
+  tpotMs: 3.25,
+};
+const full = {
+  v: 1,
+  gateway: 'gw-a',
+  seq: 7,
+  events: [start, finish],
+  inflight: { 'default.epd.epd-p-0': 1, 'default.epd.epd-d-0': 0 },
+  snapshotIntervalMs: 1000,
+};
+
+/** A change of the first event (index 0) of `full`. */
+const event = (change: Record<string, unknown>): Record<string, unknown> => ({ events: [{ ...start, ...change }, finish] });
+
+/** One change of `full` per entry: a field removed, replaced or added, in the batch, an event or the snapshot. */
+const variants: [string, Record<string, unknown>][] = [
+  ['as is', {}],
+  ['only the required fields', { inflight: undefined, snapshotIntervalMs: undefined, events: [] }],
+  ['another schema version', { v: 2 }],
+  ['version as a string', { v: '1' }],
+  ['gateway a number', { gateway: 3 }],
+  ['negative seq', { seq: -1 }],
+  ['fractional seq', { seq: 1.5 }],
+  ['unsafe seq', { seq: 2 ** 60 }],
+  ['events not an array', { events: {} }],
+  ['an event null', { events: [null] }],
+  ['an event an array', { events: [['start']] }],
+  ['an unknown event type', event({ type: 'abort' })],
+  ['an unknown stage', event({ stage: 'embed' })],
+  ['request id a number', event({ requestId: 1 })],
+  ['no endpoint', event({ endpoint: undefined })],
+  ['at fractional', event({ at: 1.5 })],
+  ['at negative (allowed)', event({ at: -3 })],
+  ['at a string', event({ at: '1' })],
+  ['ok a string', event({ ok: 'true' })],
+  ['negative input tokens', event({ inputTokens: -1 })],
+  ['fractional output tokens', event({ outputTokens: 0.5 })],
+  ['negative ttft', event({ ttftMs: -0.1 })],
+  ['infinite tpot', event({ tpotMs: Number.POSITIVE_INFINITY })],
+  ['NaN ttft', event({ ttftMs: Number.NaN })],
+  ['zero ttft and tpot', event({ ttftMs: 0, tpotMs: 0 })],
+  ['an unknown event field', event({ priority: 1 })],
+  ['inflight an array', { inflight: [1] }],
+  ['inflight null', { inflight: null }],
+  ['a negative count', { inflight: { a: -1 } }],
+  ['a fractional count', { inflight: { a: 0.5 } }],
+  ['a count as a string', { inflight: { a: '1' } }],
+  ['an empty snapshot', { inflight: {} }],
+  ['snapshot interval 0', { snapshotIntervalMs: 0 }],
+  ['snapshot interval fractional', { snapshotIntervalMs: 1.5 }],
+  ['an unknown batch field', { priority: 1 }],
+];
+
+function variant(change: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = structuredClone(full);
+  for (const [k, v] of Object.entries(change)) {
+    if (v === undefined) delete out[k];
+    else out[k] = structuredClone(v);
+  }
+  // An event field set to undefined is removed, as it would be on the wire.
+  const events = out['events'];
+  if (Array.isArray(events))
+    for (const e of events as unknown[])
+      if (e !== null && typeof e === 'object' && !Array.isArray(e))
+        for (const [k, v] of Object.entries(e)) if (v === undefined) delete (e as Record<string, unknown>)[k];
+  return out;
+}
+
+describe('readDispatchBatch (the dispatch feed hot path) against DispatchBatchSchema', () => {
+  it.each(variants)('%s: reads what the schema accepts the way the schema does, and nothing it refuses', (_name, change) => {
+    const parsed = DispatchBatchSchema.safeParse(variant(change));
+    const read = readDispatchBatch(variant(change));
+    if (!parsed.success) expect(read).toBeUndefined();
+    // A batch the fast path passes on to the schema (a field to drop) is still read by the schema: not compared.
+    else if (read !== undefined) expect(read).toEqual(parsed.data);
+  });
+
+  it('reads every well-formed batch itself (the schema runs only for what it refuses or must strip)', () => {
+    expect(readDispatchBatch(variant({}))).toEqual(full);
+    expect(readDispatchBatch({ v: 1, gateway: 'g', seq: 0, events: [] })).toEqual({ v: 1, gateway: 'g', seq: 0, events: [] });
+    expect(readDispatchBatch(variant({ priority: 1 }))).toBeUndefined();
+    expect(readDispatchBatch(variant(event({ priority: 1 })))).toBeUndefined();
+    expect(readDispatchBatch(null)).toBeUndefined();
+    expect(readDispatchBatch([full])).toBeUndefined();
+  });
+
+  it('leaves a snapshot with a `__proto__` key (as JSON.parse makes it) to the schema, which does not count it', () => {
+    const raw = JSON.parse('{"v":1,"gateway":"g","seq":1,"events":[],"inflight":{"__proto__":5,"a":1}}') as unknown;
+    expect(readDispatchBatch(raw)).toBeUndefined();
+    const parsed = DispatchBatchSchema.parse(raw);
+    expect(Object.keys(parsed.inflight ?? {})).toEqual(['a']);
+  });
+});
