@@ -17,6 +17,7 @@ export { originOf } from './addresses';
 export { clientWantsUsage } from './request-bodies';
 export { SseEventSplitter, sseEvents, type SseEvent } from './sse';
 export { UpstreamPools, DEFAULT_UPSTREAM_CONNECTIONS } from './upstream-pools';
+export type { UpstreamPoolOptions, UpstreamRequest, EndpointSlot } from './upstream-pools';
 export { IDLE_CLOSE_RACE_MS } from './socket-reuse';
 export { afterLegWrites, legWriteDone, legWritePending } from './leg-writes';
 export { engineErrorMessage, clientAbortedError } from './errors';

@@ -68,8 +68,120 @@ describe('topLevelValue', () => {
     { name: 'whitespace around the value', text: '{ "a" : 1 , "kv_transfer_params" :  [1, 2] }', want: '[1, 2]' },
     { name: 'absent', text: '{"a":{"kv_transfer_params":1}}', want: undefined },
     { name: 'not an object', text: '[1]', want: undefined },
+    { name: 'escaped backslashes before a closing quote', text: '{"a":"x\\\\","kv_transfer_params":1}', want: '1' },
+    {
+      name: 'an escaped quote after escaped backslashes',
+      text: '{"a":"\\\\\\"kv_transfer_params\\":2","kv_transfer_params":3}',
+      want: '3',
+    },
+    { name: 'a string that is never closed', text: '{"a":"x\\"', want: undefined },
   ])('$name', ({ text, want }) => {
     expect(topLevelValue(text, 'kv_transfer_params')).toBe(want);
+  });
+
+  it('finds what a scan of every character finds, over generated texts (escapes, nesting, cut short)', () => {
+    // The reference: the scan this module made before strings were searched with indexOf.
+    const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+    const skipString = (text: string, i: number): number => {
+      let j = i + 1;
+      for (;;) {
+        const c = text.charCodeAt(j);
+        if (Number.isNaN(c)) return text.length;
+        if (c === 0x5c) j += 2;
+        else if (c === 0x22) return j + 1;
+        else j++;
+      }
+    };
+    const skipValue = (text: string, i: number): number => {
+      const first = text.charCodeAt(i);
+      if (first === 0x22) return skipString(text, i);
+      if (first === 0x7b || first === 0x5b) {
+        let depth = 0;
+        let j = i;
+        while (j < text.length) {
+          const c = text.charCodeAt(j);
+          if (c === 0x22) {
+            j = skipString(text, j);
+            continue;
+          }
+          if (c === 0x7b || c === 0x5b) depth++;
+          else if (c === 0x7d || c === 0x5d) {
+            depth--;
+            if (depth === 0) return j + 1;
+          }
+          j++;
+        }
+        return text.length;
+      }
+      let j = i;
+      while (j < text.length) {
+        const c = text.charCodeAt(j);
+        if (c === 0x2c || c === 0x7d || c === 0x5d || isSpace(c)) break;
+        j++;
+      }
+      return j;
+    };
+    const reference = (text: string, key: string): string | undefined => {
+      let i = 0;
+      while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+      if (text.charCodeAt(i) !== 0x7b) return undefined;
+      i++;
+      const quoted = `"${key}"`;
+      while (i < text.length) {
+        while (i < text.length && (isSpace(text.charCodeAt(i)) || text.charCodeAt(i) === 0x2c)) i++;
+        if (text.charCodeAt(i) !== 0x22) return undefined;
+        const keyEnd = skipString(text, i);
+        const matches = keyEnd - i === quoted.length && text.startsWith(quoted, i);
+        i = keyEnd;
+        while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+        if (text.charCodeAt(i) !== 0x3a) return undefined;
+        i++;
+        while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+        const valueEnd = skipValue(text, i);
+        if (matches) return text.slice(i, valueEnd);
+        i = valueEnd;
+      }
+      return undefined;
+    };
+    // A small deterministic generator (no seed dependence between runs).
+    let state = 12345;
+    const next = (n: number) => {
+      state = (Math.imul(state, 1103515245) + 12345) & 0x7fffffff;
+      return state % n;
+    };
+    const pieces = ['a', '\\\\', '\\"', '}', '{', '[', ']', ':', ',', ' ', 'é'];
+    const str = (): string => {
+      let out = '"';
+      for (let k = next(6); k > 0; k--) out += pieces[next(pieces.length)];
+      return `${out}"`;
+    };
+    const keys = ['"k"', '"kv_transfer_params"', '"kv_transfer_params\\\\"', '"\\"kv_transfer_params"'];
+    const value = (depth: number): string => {
+      const kind = next(depth > 2 ? 3 : 5);
+      if (kind === 0) return str();
+      if (kind === 1) return next(2) === 0 ? '12' : 'null';
+      if (kind === 2) return next(2) === 0 ? '[]' : ' true ';
+      if (kind === 3) return `[${Array.from({ length: next(3) }, () => value(depth + 1)).join(',')}]`;
+      return `{${Array.from({ length: next(3) }, () => `${keys[next(keys.length)]}:${value(depth + 1)}`).join(', ')}}`;
+    };
+    const junk = ['"', '\\\\', '{', '}', ']', ':', ',', 'x'];
+    let differing = 0;
+    let found = 0;
+    for (let n = 0; n < 20_000; n++) {
+      const members = Array.from({ length: 1 + next(4) }, () => `${keys[next(keys.length)]}:${value(0)}`);
+      let text = `${next(8) === 0 ? ' ' : ''}{${members.join(',')}}`;
+      // Some texts are cut short or get a stray character: what each scan makes of malformed input must agree too.
+      const at = next(text.length);
+      const roll = next(16);
+      if (roll < 4) text = text.slice(0, at);
+      else if (roll < 7) text = text.slice(0, at) + junk[next(junk.length)] + text.slice(at);
+      const got = topLevelValue(text, 'kv_transfer_params');
+      if (got !== reference(text, 'kv_transfer_params')) differing++;
+      if (got !== undefined) found++;
+    }
+    expect(differing).toBe(0);
+    // The texts reach the key often enough to compare values, not only "absent".
+    expect(found).toBeGreaterThan(2_000);
   });
 });
 

@@ -83,15 +83,20 @@ function isSpace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
-/** Index just past the string starting at `i` (which holds the opening quote). */
+/**
+ * Index just past the string starting at `i` (which holds the opening quote), or the text's length when it is not
+ * closed. The closing quote is found with `indexOf` (a native search, not a loop over every character): a quote
+ * is escaped when an odd run of backslashes stands before it.
+ */
 function skipString(text: string, i: number): number {
-  let j = i + 1;
+  let from = i + 1;
   for (;;) {
-    const c = text.charCodeAt(j);
-    if (Number.isNaN(c)) return text.length;
-    if (c === BACKSLASH) j += 2;
-    else if (c === QUOTE) return j + 1;
-    else j++;
+    const quote = text.indexOf('"', from);
+    if (quote < 0) return text.length;
+    let before = quote - 1;
+    while (before > i && text.charCodeAt(before) === BACKSLASH) before--;
+    if (((quote - 1 - before) & 1) === 0) return quote + 1;
+    from = quote + 1;
   }
 }
 

@@ -86,7 +86,8 @@ function onTimeout(leg: Leg): void {
 }
 
 /**
- * One HTTP request to an engine, driven by undici's dispatch handler API (no stream objects on the hot path).
+ * One HTTP request to an engine, driven by undici's legacy dispatch handler API (no stream objects on the hot path),
+ * which the gateway's own HTTP/1.1 client (h1/, plain `http:` engines) calls the same way.
  * It settles exactly once: with the answer, or with an UpstreamError naming the stage, endpoint and status.
  */
 export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHandle<BufferedAnswer | undefined> {
@@ -108,9 +109,9 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   readonly #codec: AnswerCodec | undefined;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
   #reject!: (err: Error) => void;
-  /** undici's abort of the request on the wire (from `onConnect`), until it fails or is sent again. */
+  /** The transport's abort of the request on the wire (from `onConnect`), until it fails or is sent again. */
   #abortRequest: ((err?: Error) => void) | undefined;
-  /** undici's resume of a paused response (from `onHeaders`). */
+  /** The transport's resume of a paused response (from `onHeaders`). */
   #resumeResponse: (() => void) | undefined;
   #paused = false;
   #pendingAbort: Error | undefined;
@@ -131,7 +132,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   #socketUse: SocketUse | undefined;
   /** Sent again once on a fresh connection already: never twice. */
   #resent = false;
-  /** Handed to undici and not written yet (leg-writes.ts). */
+  /** Handed to the transport and not written yet (leg-writes.ts). */
   #writePending = false;
 
   constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number) {
@@ -205,10 +206,10 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   }
 
   /*
-   * The handler methods are undici's own (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`), which its
-   * Request calls directly: a handler with the newer `onRequestStart`… methods is wrapped per request in an adapter
-   * and a controller object, and the adapter turns the raw response headers and trailers into objects
-   * (`parseHeaders`) of which a leg reads one header.
+   * The handler methods are undici's legacy ones (`onConnect`, `onHeaders`, `onData`, `onComplete`, `onError`),
+   * which its Request calls directly (a handler with the newer `onRequestStart`… methods is wrapped per request in
+   * an adapter and a controller object, and the adapter turns the raw response headers and trailers into objects of
+   * which a leg reads one header) and which the gateway's own client (h1/pool.ts) calls as they are.
    */
 
   onConnect(abort: (err?: Error) => void): void {
@@ -220,15 +221,17 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       return;
     }
     this.#socketUse = undefined;
-    // The slot is set before undici starts the request (the pools call `connected` first).
-    if (this.#slot !== undefined) expectSocket(this, this.#slot.origin);
+    // The slot is set before the transport starts the request (the pools call `connected` first). The gateway's
+    // own client calls `socketAssigned` itself; undici's socket comes through its diagnostics channel.
+    const slot = this.#slot;
+    if (slot !== undefined && !slot.reportsSockets) expectSocket(this, slot.origin);
   }
 
   socketAssigned(use: SocketUse): void {
     if (!this.#settled) this.#socketUse = use;
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+  onHeaders(statusCode: number, rawHeaders: (Buffer | string)[], resume: () => void): boolean {
     this.#resumeResponse = resume;
     this.#status = statusCode;
     if (statusCode < 200 || statusCode >= 300) {
@@ -418,7 +421,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     }
   }
 
-  /** undici writes the request next, in the same call (or the leg settled without it). */
+  /** The transport writes the request next, in the same call (or the leg settled without it). */
   #writeDone(): void {
     if (!this.#writePending) return;
     this.#writePending = false;

@@ -7,7 +7,8 @@ import type { Socket } from 'node:net';
  * A kept-alive socket can be closed by the engine (its idle timeout) just as the gateway writes the next request on
  * it: the request then fails with ECONNRESET, EPIPE or "other side closed" though the engine never saw it. Go's
  * HTTP transport retries exactly that case (a reused connection, nothing read back); so does the leg
- * (`Leg.onResponseError`), which needs to know the socket. undici does not tell a dispatch handler its socket, but
+ * (`Leg.onResponseError`), which needs to know the socket. The gateway's own client (h1/) hands it over
+ * (`socketAssigned`, right after `onConnect`). undici does not tell a dispatch handler its socket, but
  * publishes `undici:client:sendHeaders` (with the socket) synchronously right after calling the handler's
  * `onRequestStart`, in the same call: the leg announces itself there, and the next publication is its own.
  */

@@ -410,7 +410,7 @@ class StageLoop implements LegRunner, LegOwner {
   writeClient(chunk: Buffer, leg: Leg): void {
     const sink = this.#ctx.sink;
     if (sink.destroyed || sink.writableEnded) return;
-    // undici hands over one HTTP chunk (one SSE event) at a time, many per socket read. Gathering them until the
+    // The transport hands over one HTTP chunk (one SSE event) at a time, many per socket read. Gathering them until the
     // parser is done with the read (nextTick) and writing once saves node's per-write work and a syscall each.
     if (this.#out === undefined) {
       this.#out = [chunk];

@@ -1,5 +1,6 @@
 import { Client, Pool, type Dispatcher } from 'undici';
 import { originOf } from './addresses';
+import { H1Pool, type H1Handler } from './h1/pool';
 import type { RemoteOrigin } from './types';
 
 /** Connection-pool settings for engine endpoints. */
@@ -18,6 +19,11 @@ export interface UpstreamPoolOptions {
   readonly keepAliveTimeoutMs: number;
   /** Budget for establishing a TCP connection. */
   readonly connectTimeoutMs: number;
+  /**
+   * The client of plain `http:` origins (the engines): the gateway's own HTTP/1.1 client (`h1/`, the default), or
+   * undici as before it (for comparison). `https:` origins always use undici.
+   */
+  readonly httpTransport: 'h1' | 'undici';
 }
 
 /** Default per-endpoint limit: several times the batch of a vLLM or SGLang pod (hundreds of sequences). */
@@ -34,11 +40,16 @@ const REMOTE_KEEP_ALIVE_MS = 30_000;
 
 /** Defaults sized for one gateway in front of many engines. */
 function defaultUpstreamPoolOptions(): UpstreamPoolOptions {
-  return { connections: DEFAULT_UPSTREAM_CONNECTIONS, keepAliveTimeoutMs: DEFAULT_UPSTREAM_KEEP_ALIVE_MS, connectTimeoutMs: 5_000 };
+  return {
+    connections: DEFAULT_UPSTREAM_CONNECTIONS,
+    keepAliveTimeoutMs: DEFAULT_UPSTREAM_KEEP_ALIVE_MS,
+    connectTimeoutMs: 5_000,
+    httpTransport: 'h1',
+  };
 }
 
 /** A request that may have to wait for a free connection to its endpoint (the stage loop's leg). */
-export interface UpstreamRequest extends Dispatcher.DispatchHandler {
+export interface UpstreamRequest extends H1Handler {
   /** What to send; read when the request gets a connection. */
   readonly request: Dispatcher.DispatchOptions;
   /** Every connection of the endpoint is busy: the request waits in `slot`'s queue. */
@@ -60,40 +71,89 @@ export interface EndpointSlot {
   /** The origin undici's requests to this endpoint carry (`scheme://host[:port]`, as `URL.origin` spells it). */
   readonly origin: string;
   /**
+   * The transport tells each request its socket (`socketAssigned`, the gateway's own client); with undici the leg
+   * learns it from undici's diagnostics channel (socket-reuse.ts).
+   */
+  readonly reportsSockets: boolean;
+  /**
    * Sends the request again, once, on a new connection of its own (it keeps its place under the limit): its kept-alive
    * socket was closed by the engine as it was written, before any byte came back.
    */
   resendFresh(request: UpstreamRequest): void;
 }
 
+/** What an endpoint sends its requests with. */
+interface LegTransport {
+  dispatch(request: Dispatcher.DispatchOptions, handler: UpstreamRequest): void;
+  /** Sends on a new connection of its own, never a pooled one. */
+  dispatchFresh(request: Dispatcher.DispatchOptions, handler: UpstreamRequest): void;
+  close(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+/** undici's Pool, and a one-request Client for a fresh connection. */
+class UndiciTransport implements LegTransport {
+  readonly #pool: Pool;
+  readonly #origin: string;
+  readonly #options: Client.Options;
+
+  constructor(origin: string, options: Pool.Options & Client.Options) {
+    this.#pool = new Pool(origin, options);
+    this.#origin = origin;
+    this.#options = options;
+  }
+
+  dispatch(request: Dispatcher.DispatchOptions, handler: UpstreamRequest): void {
+    this.#pool.dispatch(request, handler);
+  }
+
+  dispatchFresh(request: Dispatcher.DispatchOptions, handler: UpstreamRequest): void {
+    // A one-request client: the pool could hand back another idle socket the engine is closing too. It closes once
+    // the request settles.
+    const client = new Client(this.#origin, this.#options);
+    try {
+      client.dispatch(request, handler);
+    } finally {
+      void client.close().catch(() => undefined);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+
+  destroy(): Promise<void> {
+    return this.#pool.destroy();
+  }
+}
+
 /**
- * One endpoint: an undici Pool of `limit` sockets, and a FIFO of the requests beyond it. The queue is the
+ * One endpoint: a connection pool (the gateway's own HTTP/1.1 client for `http:`, undici's Pool for `https:`) of `limit` sockets, and a FIFO of the requests beyond it. The queue is the
  * gateway's, not undici's, so its length is known (a metric, the error message), a request that gives up leaves
  * it at once, and nothing ever waits inside undici.
  */
 class EndpointPool implements EndpointSlot {
-  readonly pool: Pool;
+  readonly pool: LegTransport;
   readonly limit: number;
   readonly origin: string;
+  readonly reportsSockets: boolean;
   running = 0;
   /** Waiting requests in arrival order (a Set: O(1) withdrawal, insertion-ordered iteration). */
   readonly #queue = new Set<UpstreamRequest>();
   readonly #onWaiting: (delta: number) => void;
   readonly #onResent: () => void;
-  readonly #origin: string;
-  readonly #clientOptions: Client.Options;
 
   constructor(
     origin: string,
-    options: Pool.Options & Client.Options,
+    transport: LegTransport,
+    reportsSockets: boolean,
     limit: number,
     onWaiting: (delta: number) => void,
     onResent: () => void,
   ) {
-    this.pool = new Pool(origin, options);
-    this.#origin = origin;
+    this.pool = transport;
+    this.reportsSockets = reportsSockets;
     this.origin = new URL(origin).origin;
-    this.#clientOptions = options;
     this.limit = limit;
     this.#onWaiting = onWaiting;
     this.#onResent = onResent;
@@ -145,15 +205,13 @@ class EndpointPool implements EndpointSlot {
 
   resendFresh(req: UpstreamRequest): void {
     this.#onResent();
-    // A one-request client: the pool could hand back another idle socket the engine is closing too. It closes once
-    // the request settles; the request's slot stays counted in `running` throughout.
-    const client = new Client(this.#origin, this.#clientOptions);
+    // A connection of its own: the pool could hand back another idle socket the engine is closing too. The
+    // request's slot stays counted in `running` throughout.
     try {
-      client.dispatch(req.request, req);
+      this.pool.dispatchFresh(req.request, req);
     } catch (err) {
       req.onError?.(err as Error);
     }
-    void client.close().catch(() => undefined);
   }
 
   /** Requests still queued when the endpoint leaves fail like a refused connection would. */
@@ -166,9 +224,9 @@ class EndpointPool implements EndpointSlot {
 }
 
 /**
- * One undici keep-alive Pool per engine address, created on first use, with a gateway-side limit of requests in
+ * One keep-alive pool per engine address (the gateway's own HTTP/1.1 client, h1/), created on first use, with a gateway-side limit of requests in
  * flight per address (one socket each: no pipelining). Timeouts are left to the stage loop (it knows which stage
- * a leg belongs to), so the pools run with undici's header/body timers off; a request waiting for a connection is
+ * a leg belongs to), so the pools run with no header/body timers (undici's are turned off); a request waiting for a connection is
  * bounded by its leg's stage budget like one waiting for its first byte.
  */
 export class UpstreamPools {
@@ -228,23 +286,21 @@ export class UpstreamPools {
     // Requests still waiting on it keep their place there and are sent by it as connections free up.
     if (ep !== undefined) void ep.pool.close().catch(() => undefined);
     const keepAlive = remote === undefined ? this.#options.keepAliveTimeoutMs : REMOTE_KEEP_ALIVE_MS;
-    ep = new EndpointPool(
-      origin,
-      {
-        connections: limit,
-        pipelining: 1,
-        keepAliveTimeout: keepAlive,
-        // A server's `Keep-Alive: timeout=…` hint may shorten the idle time, never lengthen it past ours.
-        keepAliveMaxTimeout: keepAlive,
-        connectTimeout: this.#options.connectTimeoutMs,
-        headersTimeout: 0,
-        bodyTimeout: 0,
-        ...(remote !== undefined && !remote.verifyTls ? { connect: { rejectUnauthorized: false } } : {}),
-      },
-      limit,
-      this.#onWaiting,
-      this.#onResent,
-    );
+    const own = this.#options.httpTransport === 'h1' && origin.startsWith('http:');
+    const transport = own
+      ? new H1Pool(origin, { keepAliveTimeoutMs: keepAlive, connectTimeoutMs: this.#options.connectTimeoutMs })
+      : new UndiciTransport(origin, {
+          connections: limit,
+          pipelining: 1,
+          keepAliveTimeout: keepAlive,
+          // A server's `Keep-Alive: timeout=…` hint may shorten the idle time, never lengthen it past ours.
+          keepAliveMaxTimeout: keepAlive,
+          connectTimeout: this.#options.connectTimeoutMs,
+          headersTimeout: 0,
+          bodyTimeout: 0,
+          ...(remote !== undefined && !remote.verifyTls ? { connect: { rejectUnauthorized: false } } : {}),
+        });
+    ep = new EndpointPool(origin, transport, own, limit, this.#onWaiting, this.#onResent);
     this.#pools.set(key, ep);
     return ep;
   }
