@@ -178,4 +178,30 @@ describe('Scheduler: phase records for an observer that asks for them', () => {
     expect(decide(scheduler(epdIndex(), undefined, silent.clock), { id: 'traced-7' }).ok).toBe(true);
     expect(silent.readings()).toBe(0);
   });
+  it('a decision the observer does not time (timesPlugins) reads no clock and reports no timing, unless its phases are collected', () => {
+    const observer = recordingObserver();
+    const timed: string[] = [];
+    // Times the requests whose id ends in -timed.
+    observer.timesPlugins = (request) => {
+      timed.push(request.id);
+      return request.id.endsWith('-timed');
+    };
+    const clock = tickingClock();
+    const s = scheduler(epdIndex(), observer, clock.clock);
+    const untimed = decide(s, { id: 'plain-8', mediaItems: images('u:a') });
+    expect(clock.readings()).toBe(0);
+    expect(observer.timings).toEqual([]);
+    decide(s, { id: 'plain-9-timed', mediaItems: images('u:a') });
+    const perDecision = observer.timings.length;
+    expect(perDecision).toBeGreaterThan(0);
+    expect(clock.readings()).toBe(2 * perDecision);
+    // A traced request that is not timed still gets its phases, clocked, and reports no plugin timing.
+    decide(s, { id: 'traced-8', mediaItems: images('u:a') });
+    expect(observer.timings).toHaveLength(perDecision);
+    expect(observer.phases.get('traced-8')!.filter((p) => p.kind === 'scorer')).toHaveLength(2 * LANGUAGE_SCORERS.length + 1);
+    expect(timed).toEqual(['plain-8', 'plain-9-timed', 'traced-8']);
+    // Timing does not change the decision: a scheduler that times everything decides the same.
+    const always = scheduler(epdIndex(), recordingObserver(), tickingClock().clock);
+    expect(decide(always, { id: 'plain-8', mediaItems: images('u:a') })).toEqual(untimed);
+  });
 });

@@ -131,6 +131,14 @@ export class Scheduler {
   #estimatorsOf: LoadedSchedulerConfig | undefined;
   #estimators: CacheEstimator[] = [];
   #blockChars = 64;
+  // The disaggregation plan's reads, made once (a function made per decision is named at run time under esbuild's
+  // keepNames, one defineProperty each): an endpoint's in-flight count, and its prefill backlog at `#backlogAt`.
+  #backlogAt = 0;
+  readonly #inflightOf = (key: string): number => this.#tracker.count(key);
+  readonly #backlogMsOf = (key: string): number => {
+    const costs = this.#config.config.disaggregation.costs;
+    return this.#tracker.backlog.pendingMs(key, this.#backlogAt, costs.prefillMsPer1kTokens, costs.prefillOverheadMs);
+  };
 
   constructor(options: SchedulerOptions) {
     this.#index = options.index;
@@ -177,7 +185,10 @@ export class Scheduler {
   schedule(request: SchedulingRequest, now: number = Date.now()): DecisionOrError {
     const timing = this.#timing;
     try {
-      if (timing) timing.sink = timing.observer.phasesFor?.(request);
+      if (timing) {
+        timing.sink = timing.observer.phasesFor?.(request);
+        timing.reports = timing.observer.timesPlugins === undefined || timing.observer.timesPlugins(request);
+      }
       return this.#schedule(request, now);
     } catch (err) {
       const code = err instanceof TriadError ? err.code : ErrorCode.Internal;
@@ -188,6 +199,8 @@ export class Scheduler {
   }
 
   #schedule(request: SchedulingRequest, now: number): DecisionOrError {
+    // Plugin calls are timed only for a decision whose times are reported or whose phases are collected.
+    const timing = this.#timing !== undefined && (this.#timing.reports || this.#timing.sink !== undefined) ? this.#timing : undefined;
     this.#tracker.expire(now);
     this.#cycle.begin(request, now);
     const pool = this.#index.pool(request.namespace, request.modelServer);
@@ -216,7 +229,7 @@ export class Scheduler {
         slot: this.#slots.aggregated,
         exclude,
         recorder,
-        timing: this.#timing,
+        timing,
         verdicts,
       });
       if (!plan.ok) return fail(request.id, plan.code, plan.message);
@@ -249,7 +262,7 @@ export class Scheduler {
         prefillSlot: this.#slots.prefill,
         exclude,
         recorder,
-        timing: this.#timing,
+        timing,
         verdicts,
         // A prefill stage with no usable endpoint: the decode pods prefill themselves where the KV connector allows
         // (the plan answers with its decode ranking, so the decode profile runs once).
@@ -282,7 +295,7 @@ export class Scheduler {
           slot: this.#slots.encode,
           exclude,
           recorder,
-          timing: this.#timing,
+          timing,
           verdicts,
         });
         // An encode stage with no usable endpoint: the EC consumer encodes itself where the EC connector allows.
@@ -299,7 +312,13 @@ export class Scheduler {
         }
       }
       if (prefill !== undefined || encoders.length > 0) {
-        disaggregation = this.#disaggregate(request, shortcuts, pairs.decode, prefill, encoders, now);
+        // Its reason and predicted TTFTs are shown only with a stage kept local, a fallback or an explanation: the
+        // plan writes them only then (planned again with them when the split turns out local), which saves
+        // formatting them on every decision; the split is the same either way.
+        const describe = recorder !== undefined || fallbacks.length > 0;
+        disaggregation = this.#disaggregate(request, shortcuts, pairs.decode, prefill, encoders, now, describe);
+        if (!describe && (disaggregation.prefill === 'local' || disaggregation.encode === 'local'))
+          disaggregation = this.#disaggregate(request, shortcuts, pairs.decode, prefill, encoders, now, true);
         if (disaggregation.prefill === 'local') {
           pairAttempts = decodeOnly(pairAttempts);
           prefill = undefined;
@@ -316,7 +335,7 @@ export class Scheduler {
       if (prefill) chosen.push({ profile: cfg.profiles.prefill, endpoint: prefill });
       encoderChosen.forEach((e, i) => chosen.push({ profile: cfg.profiles.encode, endpoint: e, mediaKeys: [request.mediaItems[i].key] }));
     }
-    this.#runHooks(chosen);
+    this.#runHooks(chosen, timing);
     if (judged && verdicts !== undefined) this.#timing?.observer.picked?.(verdicts);
     // Count the request on the endpoints of attempt 0 until their legs start, so the next decisions see it.
     this.#tracker.reserve(request.id, reservedLegs(request, attempts[0], encoders), now);
@@ -365,10 +384,11 @@ export class Scheduler {
     prefill: Endpoint | undefined,
     encoders: readonly EncoderChoice[],
     now: number,
+    describe: boolean,
   ): DisaggregationChoice {
     const cfg = this.#config;
     this.#refreshEstimators();
-    const costs = cfg.config.disaggregation.costs;
+    this.#backlogAt = now;
     return planDisaggregation({
       request,
       config: cfg.config.disaggregation,
@@ -376,10 +396,11 @@ export class Scheduler {
       decode,
       prefill,
       encoders,
-      inflight: (key) => this.#tracker.count(key),
+      inflight: this.#inflightOf,
       estimators: this.#estimators,
       blockChars: this.#blockChars,
-      backlogMs: (key) => this.#tracker.backlog.pendingMs(key, now, costs.prefillMsPer1kTokens, costs.prefillOverheadMs),
+      describe,
+      backlogMs: this.#backlogMsOf,
     });
   }
 
@@ -435,13 +456,12 @@ export class Scheduler {
   }
 
   /** Post-schedule hooks run only once the whole decision stands, with the first choice of each stage. */
-  #runHooks(chosen: readonly Chosen[]): void {
+  #runHooks(chosen: readonly Chosen[], timing: Timing | undefined): void {
     for (const { profile, endpoint, encodesMedia } of chosen) {
       if (profile.hooks.length === 0) continue;
       this.#cycle.role = profile.role;
       this.#cycle.encodesMedia = encodesMedia !== false;
       for (const hook of profile.hooks) {
-        const timing = this.#timing;
         if (!timing) {
           hook.postSchedule(this.#cycle, endpoint);
           continue;

@@ -24,6 +24,12 @@ export interface DisaggregationInput {
   readonly estimators: readonly CacheEstimator[];
   /** Characters per prefix-hash block (the prefix-cache plugin's `blockSizeToHash`). */
   readonly blockChars: number;
+  /**
+   * Write `reason` and `predictedTtftMs` (default true). Without, both are empty and the choice is the same: the
+   * scheduler shows them only for a split with a local stage, a stage fallback or an explanation, so it plans
+   * without them and plans again with them when it will show them (the texts were most of the plan's cost).
+   */
+  readonly describe?: boolean;
 }
 
 export interface DisaggregationChoice extends Disaggregation {
@@ -85,91 +91,117 @@ export function planDisaggregation(input: DisaggregationInput): DisaggregationCh
   const { request, config, shortcuts, decode, prefill } = input;
   const c = config.costs;
   const tokens = promptTokens(request, config, input.blockChars);
-  const prefillMs = (t: number): number => c.prefillOverheadMs + (Math.max(0, t) / 1000) * c.prefillMsPer1kTokens;
-  const cachedTokens = (key: string): number => {
-    let blocks = 0;
-    for (const e of input.estimators) blocks = Math.max(blocks, e.cachedPrefixBlocks?.(request, key) ?? 0);
-    return cachedTokensOf(tokens, blocks, input.blockChars);
-  };
-  const cachedItems = (key: string): number => {
-    let n = 0;
-    for (const e of input.estimators) n = Math.max(n, e.cachedMediaItems?.(request, key) ?? 0);
-    return Math.min(n, request.mediaItems.length);
-  };
+  // Module functions below, not closures: a function made per call is named at run time under esbuild's keepNames
+  // (one defineProperty each), which cost more than the plan's arithmetic.
+  const describe = input.describe !== false;
   const predicted: Record<string, number> = {};
   const reasons: string[] = [];
   const out: { encode?: 'remote' | 'local'; prefill?: 'remote' | 'local' } = {};
-  const round = (ms: number): number => Math.round(ms * 10) / 10;
 
   if (prefill !== undefined) {
-    const pUncached = tokens - cachedTokens(prefill.key);
-    const dUncached = tokens - cachedTokens(decode.key);
+    const pUncached = tokens - cachedTokensAt(input, tokens, prefill.key);
+    const dUncached = tokens - cachedTokensAt(input, tokens, decode.key);
     const pWaiting = input.inflight(prefill.key);
     const pBacklog = input.backlogMs(prefill.key);
     const dBacklog = input.backlogMs(decode.key);
     const dQueued = decode.record.metrics.waiting;
-    const remote = c.legOverheadMs + pBacklog + prefillMs(pUncached) + (tokens / 1000) * c.kvTransferMsPer1kTokens;
-    const local = dBacklog + prefillMs(dUncached);
-    predicted['remote-prefill'] = round(remote);
-    predicted['local-prefill'] = round(local);
+    const remote = c.legOverheadMs + pBacklog + prefillMsOf(c, pUncached) + (tokens / 1000) * c.kvTransferMsPer1kTokens;
+    const local = dBacklog + prefillMsOf(c, dUncached);
+    if (describe) predicted['remote-prefill'] = round(remote);
+    if (describe) predicted['local-prefill'] = round(local);
     out.prefill = 'remote';
-    if (request.inputTokens === undefined) reasons.push(`prefill on ${prefill.record.pod}: the prompt's size is unknown`);
-    else if (!shortcuts.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: the decode pods cannot prefill (${shortcuts.why})`);
-    else if (!config.skipPrefill) reasons.push(`prefill on ${prefill.record.pod}: skipPrefill is off`);
-    else if (dQueued > 0) reasons.push(`prefill on ${prefill.record.pod}: decode ${decode.record.pod} has ${dQueued} request(s) waiting`);
-    else if (
-      remote - local <= config.decodeStallWeight * prefillMs(dUncached) * input.inflight(decode.key) &&
+    if (request.inputTokens === undefined) {
+      if (describe) reasons.push(`prefill on ${prefill.record.pod}: the prompt's size is unknown`);
+    } else if (!shortcuts.skipPrefill) {
+      if (describe) reasons.push(`prefill on ${prefill.record.pod}: the decode pods cannot prefill (${shortcuts.why})`);
+    } else if (!config.skipPrefill) {
+      if (describe) reasons.push(`prefill on ${prefill.record.pod}: skipPrefill is off`);
+    } else if (dQueued > 0) {
+      if (describe) reasons.push(`prefill on ${prefill.record.pod}: decode ${decode.record.pod} has ${dQueued} request(s) waiting`);
+    } else if (
+      remote - local <= config.decodeStallWeight * prefillMsOf(c, dUncached) * input.inflight(decode.key) &&
       dUncached <= config.maxLocalPrefillTokens
     ) {
-      reasons.push(
-        `prefill on ${prefill.record.pod}: gaining ${round(remote - local)} ms is not worth holding back the ${input.inflight(decode.key)} ` +
-          `request(s) in flight on ${decode.record.pod} for ${round(prefillMs(dUncached))} ms (decodeStallWeight ${config.decodeStallWeight})`,
-      );
+      if (describe)
+        reasons.push(
+          `prefill on ${prefill.record.pod}: gaining ${round(remote - local)} ms is not worth holding back the ${input.inflight(decode.key)} ` +
+            `request(s) in flight on ${decode.record.pod} for ${round(prefillMsOf(c, dUncached))} ms (decodeStallWeight ${config.decodeStallWeight})`,
+        );
     } else if (dUncached > config.maxLocalPrefillTokens) {
-      reasons.push(
-        `prefill on ${prefill.record.pod}: ${Math.round(dUncached)} uncached tokens on ${decode.record.pod} > maxLocalPrefillTokens ${config.maxLocalPrefillTokens}`,
-      );
+      if (describe)
+        reasons.push(
+          `prefill on ${prefill.record.pod}: ${Math.round(dUncached)} uncached tokens on ${decode.record.pod} > maxLocalPrefillTokens ${config.maxLocalPrefillTokens}`,
+        );
     } else if (local >= remote) {
-      reasons.push(`prefill on ${prefill.record.pod}: predicted TTFT ${round(remote)} ms ≤ ${round(local)} ms on ${decode.record.pod}`);
+      if (describe)
+        reasons.push(`prefill on ${prefill.record.pod}: predicted TTFT ${round(remote)} ms ≤ ${round(local)} ms on ${decode.record.pod}`);
     } else {
       out.prefill = 'local';
-      reasons.push(
-        `prefill on decode ${decode.record.pod}: ${Math.round(dUncached)} uncached tokens, predicted TTFT ${round(local)} ms vs ` +
-          `${round(remote)} ms via ${prefill.record.pod} (${pWaiting} in flight, ${Math.round(pUncached)} uncached, KV transfer)`,
-      );
+      if (describe)
+        reasons.push(
+          `prefill on decode ${decode.record.pod}: ${Math.round(dUncached)} uncached tokens, predicted TTFT ${round(local)} ms vs ` +
+            `${round(remote)} ms via ${prefill.record.pod} (${pWaiting} in flight, ${Math.round(pUncached)} uncached, KV transfer)`,
+        );
     }
   }
 
   if (input.encoders.length > 0) {
     const consumer = out.prefill === 'local' || prefill === undefined ? decode : prefill;
     const items = request.mediaItems;
-    const toEncode = items.length - cachedItems(consumer.key);
+    const toEncode = items.length - cachedItemsAt(input, consumer.key);
     let slowest = 0;
     for (const choice of input.encoders) slowest = Math.max(slowest, (input.inflight(choice.endpoint.key) + 1) * c.encodeMsPerItem);
     const remote = c.legOverheadMs + slowest + items.length * c.ecTransferMsPerItem;
     const local = toEncode * c.encodeMsPerItem;
-    predicted['remote-encode'] = round(remote);
-    predicted['local-encode'] = round(local);
+    if (describe) predicted['remote-encode'] = round(remote);
+    if (describe) predicted['local-encode'] = round(local);
     const large = items.find((m) => m.bytes !== undefined && m.bytes > config.maxLocalEncodeBytes);
     out.encode = 'remote';
     // A request that skips its prefill goes to the decode pod as to an aggregated one: it encodes there.
     if (out.prefill === 'local') {
       out.encode = 'local';
-      reasons.push(`encode on decode ${consumer.record.pod} with its prefill (${toEncode} of ${items.length} item(s) not cached there)`);
-    } else if (!shortcuts.localEncode) reasons.push(`encode on the encoders: the consumer cannot encode (${shortcuts.why})`);
-    else if (!config.localEncode) reasons.push('encode on the encoders: localEncode is off');
-    else if (large !== undefined) reasons.push(`encode on the encoders: item ${large.index} is ${large.bytes} bytes > maxLocalEncodeBytes`);
-    else if (toEncode > config.maxLocalEncodeItems) {
-      reasons.push(`encode on the encoders: ${toEncode} item(s) to encode > maxLocalEncodeItems ${config.maxLocalEncodeItems}`);
+      if (describe)
+        reasons.push(`encode on decode ${consumer.record.pod} with its prefill (${toEncode} of ${items.length} item(s) not cached there)`);
+    } else if (!shortcuts.localEncode) {
+      if (describe) reasons.push(`encode on the encoders: the consumer cannot encode (${shortcuts.why})`);
+    } else if (!config.localEncode) {
+      if (describe) reasons.push('encode on the encoders: localEncode is off');
+    } else if (large !== undefined) {
+      if (describe) reasons.push(`encode on the encoders: item ${large.index} is ${large.bytes} bytes > maxLocalEncodeBytes`);
+    } else if (toEncode > config.maxLocalEncodeItems) {
+      if (describe)
+        reasons.push(`encode on the encoders: ${toEncode} item(s) to encode > maxLocalEncodeItems ${config.maxLocalEncodeItems}`);
     } else if (local >= remote) {
-      reasons.push(`encode on the encoders: predicted ${round(remote)} ms ≤ ${round(local)} ms on ${consumer.record.pod}`);
+      if (describe) reasons.push(`encode on the encoders: predicted ${round(remote)} ms ≤ ${round(local)} ms on ${consumer.record.pod}`);
     } else {
       out.encode = 'local';
-      reasons.push(
-        `encode on ${consumer.record.pod}: ${toEncode} of ${items.length} item(s) not cached there, predicted ${round(local)} ms vs ` +
-          `${round(remote)} ms on the encoders`,
-      );
+      if (describe)
+        reasons.push(
+          `encode on ${consumer.record.pod}: ${toEncode} of ${items.length} item(s) not cached there, predicted ${round(local)} ms vs ` +
+            `${round(remote)} ms on the encoders`,
+        );
     }
   }
-  return { ...out, reason: reasons.join('; '), predictedTtftMs: predicted };
+  return { ...out, reason: describe ? reasons.join('; ') : '', predictedTtftMs: predicted };
+}
+
+const round = (ms: number): number => Math.round(ms * 10) / 10;
+
+/** Prefill time of `tokens` uncached tokens, ms. */
+function prefillMsOf(c: DisaggregationConfig['costs'], tokens: number): number {
+  return c.prefillOverheadMs + (Math.max(0, tokens) / 1000) * c.prefillMsPer1kTokens;
+}
+
+/** Prompt tokens the endpoint probably holds, by the estimators' largest answer. */
+function cachedTokensAt(input: DisaggregationInput, tokens: number, key: string): number {
+  let blocks = 0;
+  for (const e of input.estimators) blocks = Math.max(blocks, e.cachedPrefixBlocks?.(input.request, key) ?? 0);
+  return cachedTokensOf(tokens, blocks, input.blockChars);
+}
+
+/** Media items of the request the endpoint probably holds, by the estimators' largest answer. */
+function cachedItemsAt(input: DisaggregationInput, key: string): number {
+  let n = 0;
+  for (const e of input.estimators) n = Math.max(n, e.cachedMediaItems?.(input.request, key) ?? 0);
+  return Math.min(n, input.request.mediaItems.length);
 }

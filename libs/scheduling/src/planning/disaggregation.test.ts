@@ -195,4 +195,43 @@ describe('per-request disaggregation', () => {
     expect(d.encoders).toEqual([]);
     expect(d.disaggregation).toMatchObject({ prefill: 'local', encode: 'local' });
   });
+  it('decides the same split whether or not its reason is written (explain), in PD and EPD, local and remote', () => {
+    // The plan writes its reason and predicted TTFTs only when they are shown; these must not change the choice.
+    const setups: [string, ModelServerRecord, object][] = [
+      ['pd', nixlPd, {}],
+      ['epd', server('epd'), { disaggregation: { maxLocalPrefillTokens: 1024, localEncode: true, maxLocalEncodeItems: 2 } }],
+      ['epd, prefill kept', server('epd'), { disaggregation: { skipPrefill: false, localEncode: true, maxLocalEncodeItems: 2 } }],
+    ];
+    const requests: Partial<SchedulingRequestInput>[] = [];
+    for (const inputTokens of [100, 300, 700, 4000])
+      for (const media of [[], ['u:a'], ['u:a', 'u:b'], ['u:c', 'u:d', 'u:e']])
+        requests.push({ id: `r${requests.length}`, inputTokens, mediaItems: images(...media), prefixHashes: [`h${inputTokens}`] });
+    for (const [name, ms, config] of setups) {
+      const plain = schedulerFor(ms, config);
+      const explained = schedulerFor(ms, config);
+      let locals = 0;
+      for (const r of requests) {
+        const a = decide(plain, r);
+        const b = decide(explained, { ...r, explain: true });
+        const split = b.explanation?.disaggregation;
+        expect({ name, id: r.id, attempts: a.attempts, encoders: a.encoders }).toEqual({
+          name,
+          id: r.id,
+          attempts: b.attempts,
+          encoders: b.encoders,
+        });
+        expect(a.disaggregation?.prefill ?? 'remote').toBe(split?.prefill ?? 'remote');
+        expect(a.disaggregation?.encode ?? 'remote').toBe(split?.encode ?? 'remote');
+        // A split with a local stage carries the same reason as the explained one (without the predicted TTFTs).
+        if (a.disaggregation !== undefined) {
+          locals++;
+          expect(a.disaggregation.reason).toBe(split?.reason);
+          expect(a.disaggregation.reason).not.toBe('');
+        }
+      }
+      // Every setup decides some requests each way.
+      expect(locals).toBeGreaterThan(0);
+      expect(locals).toBeLessThan(requests.length);
+    }
+  });
 });

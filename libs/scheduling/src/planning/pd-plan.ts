@@ -78,158 +78,186 @@ function pickFrom(
 export function planPairs(input: PairPlanInput): PairPlan {
   const { cycle, pool } = input;
   const judging = input.verdicts !== undefined;
-  const common = { exclude: input.exclude, recorder: input.recorder, timing: input.timing };
   const decodes = runProfile(cycle, input.decodeProfile, pool.decode, input.decodeSlot, {
     what: 'decode',
-    ...common,
+    exclude: input.exclude,
+    recorder: input.recorder,
+    timing: input.timing,
     judge: judging,
     encodesMedia: input.decodeEncodesMedia,
   });
   if (!decodes.ok) return decodes;
-  const decodeAt = (i: number): IndexedEndpoint => decodes.candidates.endpoint(i);
   const decodePick = pickFrom(input, input.decodeProfile, decodes, input.topN, undefined, input.decodeSlot);
+  if (!input.withPrefill) return decodeOnly(input, decodes, decodePick, false);
+  // The pairing's state lives in an object, not in closures: a function made per decision is named at run time
+  // under esbuild's keepNames (one defineProperty each), which cost more than the pairing itself.
+  const pairs = new Pairing(input, decodes);
   let order = decodePick.order;
-  /** The decode ranking alone: E→PD, or the stage fallback when no decode has a usable prefill. */
-  const decodeOnly = (prefillFellBack: boolean): PairPlan => {
-    if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
-    const topOrder = decodePick.order;
-    decodes.trace?.chose(topOrder.map((i) => decodeAt(i).key));
-    const attempts: Attempt[] = topOrder.map((i) => ({ endpoint: decodeAt(i).ref }));
-    for (const d of decodes.lastResort) if (attempts.length < input.topN) attempts.push({ endpoint: d.ref });
-    return { ok: true, attempts, decode: decodeAt(topOrder[0]), prefill: undefined, prefillsAllEjected: false, prefillFellBack };
-  };
-  if (!input.withPrefill) return decodeOnly(false);
-
-  // The ranked healthy prefills per group (up to topN), computed once per group this request touches; the
-  // group's ejected prefills are kept apart, so the rotation of the first pass never hands one out while a
-  // healthy pair is left (they pair only after every healthy pair).
-  const rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
-  const ejectedPrefills = new Map<string, readonly IndexedEndpoint[]>();
-  const allEjectedGroups = new Set<string>();
-  // The first group with a usable prefill gives the first pair (the decision's prefill): only its pick is judged.
-  let prefillChosen = false;
-  let prefillVerdict: PickVerdict | undefined;
-  const whyNot: string[] = [];
-  const prefillsOf = (group: string | undefined): readonly IndexedEndpoint[] => {
-    if (group === undefined) return NONE;
-    const known = rankedPrefills.get(group);
-    if (known !== undefined) return known;
-    const judge = judging && !prefillChosen;
-    const run = runProfile(cycle, input.prefillProfile, pool.prefill(group), input.prefillSlot, {
-      what: 'prefill',
-      where: ` in PD group '${group}'`,
-      group,
-      ...common,
-      judge,
-    });
-    let ranked: readonly IndexedEndpoint[] = NONE;
-    if (run.ok) {
-      const pick = pickFrom(input, input.prefillProfile, run, input.topN, group, judge ? input.prefillSlot : undefined);
-      prefillChosen = true;
-      if (pick.verdict) prefillVerdict = pick.verdict;
-      const picked = pick.order.map((i) => run.candidates.endpoint(i));
-      run.trace?.chose(picked.map((e) => e.key));
-      ranked = picked;
-      if (run.lastResort.length > 0) ejectedPrefills.set(group, run.lastResort);
-      if (run.allEjected) allEjectedGroups.add(group);
-    } else {
-      whyNot.push(run.message);
-    }
-    rankedPrefills.set(group, ranked);
-    return ranked;
-  };
-
-  const attempts: Attempt[] = [];
-  const decodeKeys: string[] = [];
-  /** The decodes paired so far, in rank order (the endpoints of decodeKeys). */
-  const pairedDecodes: IndexedEndpoint[] = [];
-  /** Pairs handed out per group in the first pass (which prefill the group's next decode gets). */
-  const turn = new Map<string, number>();
-  let first: { decode: Endpoint; prefill: Endpoint } | undefined;
-  const add = (d: IndexedEndpoint, p: IndexedEndpoint): void => {
-    attempts.push({ endpoint: d.ref, prefill: p.ref });
-    if (!decodeKeys.includes(d.key)) {
-      decodeKeys.push(d.key);
-      pairedDecodes.push(d);
-    }
-    first ??= { decode: d, prefill: p };
-  };
-  const firstPass = (indices: readonly number[], skip: number): void => {
-    for (let k = skip; k < indices.length && attempts.length < input.topN; k++) {
-      const d = decodeAt(indices[k]);
-      const prefills = prefillsOf(d.group);
-      if (prefills.length === 0) continue;
-      const t = turn.get(d.group as string) ?? 0;
-      turn.set(d.group as string, t + 1);
-      add(d, prefills[t % prefills.length]);
-    }
-  };
-  firstPass(order, 0);
+  pairs.firstPass(order, 0);
+  const attempts = pairs.attempts;
   if (attempts.length < input.topN && order.length < decodes.candidates.size) {
     // Some top decodes had no prefill: walk further down the ranking (rare, so the full order is fine here).
     const seen = order.length;
     order = pickFrom(input, input.decodeProfile, decodes, decodes.candidates.size).order;
-    firstPass(order, seen);
+    pairs.firstPass(order, seen);
   }
-  if (attempts.length < input.topN && first !== undefined)
-    addRemainingPairs(attempts, decodeKeys, prefillsOf, decodeAt, order, input.topN, add);
-  decodes.trace?.chose(decodeKeys);
+  if (attempts.length < input.topN && pairs.first !== undefined) pairs.addRemainingPairs(order);
+  decodes.trace?.chose(pairs.decodeKeys);
   // Then the last resorts, least recently failed first: the paired decodes with their group's ejected
   // prefills, then the ejected decodes with their group's best prefill.
-  if (ejectedPrefills.size > 0) {
-    for (const d of [...pairedDecodes]) {
-      for (const p of ejectedPrefills.get(d.group as string) ?? NONE) {
+  if (pairs.ejectedPrefills.size > 0) {
+    for (const d of [...pairs.pairedDecodes]) {
+      for (const p of pairs.ejectedPrefills.get(d.group as string) ?? NONE) {
         if (attempts.length >= input.topN) break;
-        add(d, p);
+        pairs.add(d, p);
       }
     }
   }
   for (const d of decodes.lastResort) {
     if (attempts.length >= input.topN) break;
-    const prefills = prefillsOf(d.group);
-    if (prefills.length > 0) add(d, prefills[0]);
+    const prefills = pairs.prefillsOf(d.group);
+    if (prefills.length > 0) pairs.add(d, prefills[0]);
   }
+  const first = pairs.first;
   if (!first) {
-    if (input.decodeOnlyFallback === true) return decodeOnly(true);
+    if (input.decodeOnlyFallback === true) return decodeOnly(input, decodes, decodePick, true);
+    const whyNot = pairs.whyNot;
     const detail =
       whyNot.length > 0 ? `: ${whyNot.slice(0, 3).join('; ')}` : ': no decode endpoint has a ready prefill endpoint in its PD group';
     return { ok: false, code: ErrorCode.SchedNoPrefillPair, message: `no valid prefill-decode pair${detail}` };
   }
   if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
-  if (prefillVerdict) input.verdicts?.push(prefillVerdict);
+  if (pairs.prefillVerdict) input.verdicts?.push(pairs.prefillVerdict);
   const group = first.decode.group;
   return {
     ok: true,
     attempts,
     decode: first.decode,
     prefill: first.prefill,
-    prefillsAllEjected: group !== undefined && allEjectedGroups.has(group),
+    prefillsAllEjected: group !== undefined && pairs.allEjectedGroups.has(group),
     prefillFellBack: false,
   };
 }
 
-const NONE: readonly IndexedEndpoint[] = [];
+type DecodeRun = Extract<ProfileRun, { ok: true }>;
 
-/**
- * Second pass: the paired decodes, in rank order, with each prefill of their group not yet paired with them, until
- * topN pairs (e.g. one decode and two prefills give both pairs; two and two give all four).
- */
-function addRemainingPairs(
-  attempts: readonly Attempt[],
-  decodeKeys: readonly string[],
-  prefillsOf: (group: string | undefined) => readonly IndexedEndpoint[],
-  decodeAt: (i: number) => IndexedEndpoint,
-  order: readonly number[],
-  topN: number,
-  add: (d: IndexedEndpoint, p: IndexedEndpoint) => void,
-): void {
-  const used = new Set(attempts.map((a) => `${a.endpoint.key} ${a.prefill?.key ?? ''}`));
-  for (const i of order) {
-    const d = decodeAt(i);
-    if (!decodeKeys.includes(d.key)) continue;
-    for (const p of prefillsOf(d.group)) {
-      if (attempts.length >= topN) return;
-      if (!used.has(`${d.key} ${p.key}`)) add(d, p);
+/** The decode ranking alone: E→PD, or the stage fallback when no decode has a usable prefill. */
+function decodeOnly(
+  input: PairPlanInput,
+  decodes: DecodeRun,
+  decodePick: { order: number[]; verdict: PickVerdict | undefined },
+  prefillFellBack: boolean,
+): PairPlan {
+  if (decodePick.verdict) input.verdicts?.push(decodePick.verdict);
+  const topOrder = decodePick.order;
+  decodes.trace?.chose(topOrder.map((i) => decodes.candidates.endpoint(i).key));
+  const attempts: Attempt[] = topOrder.map((i) => ({ endpoint: decodes.candidates.endpoint(i).ref }));
+  for (const d of decodes.lastResort) if (attempts.length < input.topN) attempts.push({ endpoint: d.ref });
+  return {
+    ok: true,
+    attempts,
+    decode: decodes.candidates.endpoint(topOrder[0]),
+    prefill: undefined,
+    prefillsAllEjected: false,
+    prefillFellBack,
+  };
+}
+
+/** The pairs of one decision being built: the decode ranking walked against each group's ranked prefills. */
+class Pairing {
+  readonly attempts: Attempt[] = [];
+  readonly decodeKeys: string[] = [];
+  /** The decodes paired so far, in rank order (the endpoints of decodeKeys). */
+  readonly pairedDecodes: IndexedEndpoint[] = [];
+  /** Pairs handed out per group in the first pass (which prefill the group's next decode gets). */
+  readonly #turn = new Map<string, number>();
+  first: { decode: Endpoint; prefill: Endpoint } | undefined;
+  // The ranked healthy prefills per group (up to topN), computed once per group this request touches; the
+  // group's ejected prefills are kept apart, so the rotation of the first pass never hands one out while a
+  // healthy pair is left (they pair only after every healthy pair).
+  readonly #rankedPrefills = new Map<string, readonly IndexedEndpoint[]>();
+  readonly ejectedPrefills = new Map<string, readonly IndexedEndpoint[]>();
+  readonly allEjectedGroups = new Set<string>();
+  // The first group with a usable prefill gives the first pair (the decision's prefill): only its pick is judged.
+  #prefillChosen = false;
+  prefillVerdict: PickVerdict | undefined;
+  readonly whyNot: string[] = [];
+
+  constructor(
+    readonly input: PairPlanInput,
+    readonly decodes: DecodeRun,
+  ) {}
+
+  prefillsOf(group: string | undefined): readonly IndexedEndpoint[] {
+    if (group === undefined) return NONE;
+    const known = this.#rankedPrefills.get(group);
+    if (known !== undefined) return known;
+    const input = this.input;
+    const judge = input.verdicts !== undefined && !this.#prefillChosen;
+    const run = runProfile(input.cycle, input.prefillProfile, input.pool.prefill(group), input.prefillSlot, {
+      what: 'prefill',
+      where: ` in PD group '${group}'`,
+      group,
+      exclude: input.exclude,
+      recorder: input.recorder,
+      timing: input.timing,
+      judge,
+    });
+    let ranked: readonly IndexedEndpoint[] = NONE;
+    if (run.ok) {
+      const pick = pickFrom(input, input.prefillProfile, run, input.topN, group, judge ? input.prefillSlot : undefined);
+      this.#prefillChosen = true;
+      if (pick.verdict) this.prefillVerdict = pick.verdict;
+      const picked = pick.order.map((i) => run.candidates.endpoint(i));
+      run.trace?.chose(picked.map((e) => e.key));
+      ranked = picked;
+      if (run.lastResort.length > 0) this.ejectedPrefills.set(group, run.lastResort);
+      if (run.allEjected) this.allEjectedGroups.add(group);
+    } else {
+      this.whyNot.push(run.message);
+    }
+    this.#rankedPrefills.set(group, ranked);
+    return ranked;
+  }
+
+  add(d: IndexedEndpoint, p: IndexedEndpoint): void {
+    this.attempts.push({ endpoint: d.ref, prefill: p.ref });
+    if (!this.decodeKeys.includes(d.key)) {
+      this.decodeKeys.push(d.key);
+      this.pairedDecodes.push(d);
+    }
+    this.first ??= { decode: d, prefill: p };
+  }
+
+  firstPass(indices: readonly number[], skip: number): void {
+    const topN = this.input.topN;
+    for (let k = skip; k < indices.length && this.attempts.length < topN; k++) {
+      const d = this.decodes.candidates.endpoint(indices[k]);
+      const prefills = this.prefillsOf(d.group);
+      if (prefills.length === 0) continue;
+      const t = this.#turn.get(d.group as string) ?? 0;
+      this.#turn.set(d.group as string, t + 1);
+      this.add(d, prefills[t % prefills.length]);
+    }
+  }
+
+  /**
+   * Second pass: the paired decodes, in rank order, with each prefill of their group not yet paired with them,
+   * until topN pairs (e.g. one decode and two prefills give both pairs; two and two give all four).
+   */
+  addRemainingPairs(order: readonly number[]): void {
+    const attempts = this.attempts;
+    const topN = this.input.topN;
+    const used = new Set(attempts.map((a) => `${a.endpoint.key} ${a.prefill?.key ?? ''}`));
+    for (const i of order) {
+      const d = this.decodes.candidates.endpoint(i);
+      if (!this.decodeKeys.includes(d.key)) continue;
+      for (const p of this.prefillsOf(d.group)) {
+        if (attempts.length >= topN) return;
+        if (!used.has(`${d.key} ${p.key}`)) this.add(d, p);
+      }
     }
   }
 }
+
+const NONE: readonly IndexedEndpoint[] = [];

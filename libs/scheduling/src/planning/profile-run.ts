@@ -61,6 +61,12 @@ export interface SchedulingObserver {
    * most decisions). Without this method every decision is judged.
    */
   judges?(request: SchedulingRequest): boolean;
+  /**
+   * Asked once per request: whether to time this decision's plugin calls for `pluginTime` (a sample keeps two clock
+   * reads and a report per plugin call off most decisions). A request whose phases are collected is timed anyway,
+   * but reported to `pluginTime` only when this says so. Without this method every decision is timed.
+   */
+  timesPlugins?(request: SchedulingRequest): boolean;
 }
 
 /**
@@ -69,6 +75,8 @@ export interface SchedulingObserver {
  */
 export class Timing {
   sink: SchedulingPhaseSink | undefined = undefined;
+  /** Whether the decision being made reports its plugin times to the observer (`timesPlugins`). */
+  reports = true;
 
   constructor(
     readonly observer: SchedulingObserver,
@@ -78,7 +86,7 @@ export class Timing {
   /** Ends a plugin call that began at `start`: reports its duration to the observer and returns the end time. */
   pluginDone(plugin: string, kind: PluginKind, start: number): number {
     const end = this.clock();
-    this.observer.pluginTime(plugin, kind, end - start);
+    if (this.reports) this.observer.pluginTime(plugin, kind, end - start);
     return end;
   }
 }

@@ -163,4 +163,26 @@ describe('InflightTracker reservations (decode legs not started yet)', () => {
     expect(t.snapshot()).toEqual({});
     expect(t.backlog.pendingMs('ns.ms.b', 3_100, 50, 2)).toBe(0);
   });
+  it("keeps a gateway's prefill and decode legs in the prefill backlog until they finish, and never an encode leg", () => {
+    const t = new InflightTracker();
+    const leg = (type: 'start' | 'finish', endpoint: string, stage: 'encode' | 'prefill' | 'decode', at: number): DispatchEvent => ({
+      type,
+      requestId: 'r6',
+      endpoint,
+      stage,
+      at,
+      ...(type === 'start' ? { inputTokens: 2_000 } : { ok: true }),
+    });
+    // The encoder and the prefill pod are the same endpoint here: only the prefill leg's prompt is backlog there.
+    t.applyBatch(batch('g1', 0, [leg('start', 'ns.ms.x', 'encode', 1000), leg('start', 'ns.ms.x', 'prefill', 1000)]), 1000);
+    expect(t.backlog.pendingMs('ns.ms.x', 1000, 50, 2)).toBe(102);
+    t.applyBatch(batch('g1', 1, [leg('finish', 'ns.ms.x', 'encode', 1010)]), 1010);
+    expect(t.backlog.pendingMs('ns.ms.x', 1010, 50, 2)).toBe(92);
+    t.applyBatch(batch('g1', 2, [leg('finish', 'ns.ms.x', 'prefill', 1050), leg('start', 'ns.ms.d', 'decode', 1050)]), 1050);
+    expect(t.backlog.pendingMs('ns.ms.x', 1050, 50, 2)).toBe(0);
+    expect(t.backlog.pendingMs('ns.ms.d', 1050, 50, 2)).toBe(102);
+    t.applyBatch(batch('g1', 3, [leg('finish', 'ns.ms.d', 'decode', 1060)]), 1060);
+    expect(t.backlog.pendingMs('ns.ms.d', 1060, 50, 2)).toBe(0);
+    expect(t.snapshot()).toEqual({});
+  });
 });

@@ -247,7 +247,6 @@ export class InflightTracker {
 
   /** What an event tells besides the counts: measured latency, and the prompt tokens a leg carries. */
   #observe(gateway: string, ev: DispatchEvent): void {
-    const leg = `${ev.requestId}\u0000${ev.endpoint}\u0000${ev.stage}`;
     if (ev.type === 'start') {
       const held = this.#reserved.get(ev.requestId);
       // A leg on an endpoint this decision did not choose: the gateway placed the request otherwise (its budget ran
@@ -255,10 +254,11 @@ export class InflightTracker {
       // reserved, they would count a phantom request on those pods for up to their TTL (30 s on a decode pod).
       if (held !== undefined && !this.#releaseLeg(ev.requestId, ev.endpoint, held)) this.#release(ev.requestId);
       if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
-        this.backlog.open(gateway, leg, ev.endpoint, ev.at, ev.inputTokens);
+        this.backlog.open(gateway, backlogLeg(ev), ev.endpoint, ev.at, ev.inputTokens);
       return;
     }
-    this.backlog.close(gateway, leg);
+    // An encode leg opened none: its key is not built (nor hashed) for it.
+    if (ev.stage !== 'encode') this.backlog.close(gateway, backlogLeg(ev));
     this.observeLatency(ev);
   }
 
@@ -287,3 +287,5 @@ export class InflightTracker {
 }
 
 const reservedLeg = (requestId: string, endpoint: string): string => `${requestId}\u0000${endpoint}`;
+/** A gateway's leg in the prefill backlog. */
+const backlogLeg = (ev: DispatchEvent): string => `${ev.requestId}\u0000${ev.endpoint}\u0000${ev.stage}`;

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { definePlugin, type CycleContext, type PickInput, type PickResult, type Picker } from '../../framework/plugin';
 import { combine32, hashString32 } from '../../hashing/fast-hash';
 import { selectTop } from '../../framework/ranking';
+import type { Candidates } from '../../framework/candidates';
 import { MaxScorePicker } from '../max-score/max-score';
 
 export const ENCODER_AFFINITY = 'encoder-affinity';
@@ -32,6 +33,20 @@ export class EncoderAffinityPicker implements Picker {
   readonly #loadFactor: number;
   readonly #fallback: MaxScorePicker;
   #weights = new Float64Array(64);
+  /** The candidates of the pick in progress, for `#heavier`. */
+  #candidates: Candidates | undefined;
+  /**
+   * Whether candidate a's weight ranks before b's (ties by key) in the pick in progress: made once, not per pick
+   * (a function made per call is named at run time under esbuild's keepNames, one defineProperty each).
+   */
+  readonly #heavier = (a: number, b: number): boolean => {
+    const w = this.#weights;
+    const wa = w[a];
+    const wb = w[b];
+    if (wa !== wb) return wa > wb;
+    const c = this.#candidates as Candidates;
+    return c.endpoint(a).key < c.endpoint(b).key;
+  };
 
   constructor(name: string, params: EncoderAffinityParams) {
     this.name = name;
@@ -45,28 +60,25 @@ export class EncoderAffinityPicker implements Picker {
     if (!item || n === 0) return this.#fallback.pick(ctx, input);
     if (this.#weights.length < n) this.#weights = new Float64Array(Math.max(n, this.#weights.length * 2));
     const w = this.#weights;
+    this.#candidates = c;
+    const heavier = this.#heavier;
     const keyHash = c.keyHash;
     const inflight = c.inflight();
     const itemHash = hashString32(item.key);
-    const load = (i: number): number => inflight[i] + (pending?.[i] ?? 0);
     let total = 1;
     for (let i = 0; i < n; i++) {
       w[i] = combine32(itemHash, keyHash[i]);
-      total += load(i);
+      total += loadOf(inflight, pending, i);
     }
-    const heavier = (a: number, b: number): boolean => {
-      const wa = w[a];
-      const wb = w[b];
-      return wa !== wb ? wa > wb : c.endpoint(a).key < c.endpoint(b).key;
-    };
     const cap = Math.ceil((this.#loadFactor * total) / n);
     let home = 0;
     let chosen = -1;
     let lightest = 0;
     for (let i = 0; i < n; i++) {
       if (heavier(i, home)) home = i;
-      if (load(i) + 1 <= cap && (chosen < 0 || heavier(i, chosen))) chosen = i;
-      if (load(i) < load(lightest)) lightest = i;
+      const load = loadOf(inflight, pending, i);
+      if (load + 1 <= cap && (chosen < 0 || heavier(i, chosen))) chosen = i;
+      if (load < loadOf(inflight, pending, lightest)) lightest = i;
     }
     // The cap always admits the least-loaded encoder; the fallback only guards against rounding surprises.
     if (chosen < 0) chosen = lightest;
@@ -74,6 +86,11 @@ export class EncoderAffinityPicker implements Picker {
     const order = [chosen, ...ranked.filter((i) => i !== chosen)].slice(0, Math.min(input.count, n));
     return { order, affinity: chosen === home };
   }
+}
+
+/** A candidate's load for the bound: its requests in flight and the request's items already placed on it. */
+function loadOf(inflight: Float64Array, pending: Int32Array | undefined, i: number): number {
+  return inflight[i] + (pending?.[i] ?? 0);
 }
 
 export const encoderAffinityPlugin = definePlugin({

@@ -61,7 +61,7 @@ export class LeastLatencyScorer implements Scorer {
   score(ctx: CycleContext, c: Candidates, out: Float64Array): void {
     if (this.#weights.length < c.size) this.#weights = new Float64Array(Math.max(c.size, this.#weights.length * 2));
     scoreLatencies(
-      { now: ctx.now, n: c.size, ttft: c.ttftMs, tpot: c.tpotMs, at: c.latencyAt, inflight: () => c.inflight() },
+      { now: ctx.now, n: c.size, ttft: c.ttftMs, tpot: c.tpotMs, at: c.latencyAt, load: c },
       this.#alpha,
       this.#maxAgeMs,
       this.#weights,
@@ -80,7 +80,11 @@ export interface LatencyColumns {
   readonly tpot: Float64Array;
   /** When each mean last took in an observation (ms since epoch). */
   readonly at: Float64Array;
-  readonly inflight: () => Float64Array;
+  /**
+   * In-flight counts of the candidates, read only when some mean has aged out (the candidates themselves, not a
+   * closure: a function made per call is named at run time under esbuild's keepNames, one defineProperty each).
+   */
+  readonly load: { inflight(): Float64Array };
 }
 
 /**
@@ -122,7 +126,7 @@ export function scoreLatencies(
     if (p < minP) minP = p;
     if (p > maxP) maxP = p;
   }
-  const inflight = aged ? c.inflight() : undefined;
+  const inflight = aged ? c.load.inflight() : undefined;
   for (let i = 0; i < n; i++) {
     const weight = w[i];
     if (weight < 0) {

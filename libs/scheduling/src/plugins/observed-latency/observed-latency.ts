@@ -60,7 +60,7 @@ export class ObservedLatencyScorer implements Scorer {
       this.#at[i] = o?.at ?? 0;
     }
     scoreLatencies(
-      { now: ctx.now, n, ttft: this.#ttft, tpot: this.#tpot, at: this.#at, inflight: () => c.inflight() },
+      { now: ctx.now, n, ttft: this.#ttft, tpot: this.#tpot, at: this.#at, load: c },
       this.#alpha,
       this.#maxAgeMs,
       this.#weights,
