@@ -1,3 +1,4 @@
+import { createHook } from 'node:async_hooks';
 import { connect, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { SCHEDULER_QUEUE_GROUP, Subjects, type SchedulingRequest } from '@triad/bus';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
@@ -22,6 +23,20 @@ const decision = (id: string, by: string) => ({
   encoders: [],
   decidedBy: by,
 });
+
+/** Follows the timers of one duration armed from now on: created (async_hooks init) until cleared or fired (destroy). */
+function liveTimeoutsOf(durationMs: number): { count(): number; stop(): void } {
+  const live = new Set<number>();
+  const hook = createHook({
+    init(asyncId, type, _trigger, resource) {
+      if (type === 'Timeout' && (resource as { _idleTimeout?: number })._idleTimeout === durationMs) live.add(asyncId);
+    },
+    destroy(asyncId) {
+      live.delete(asyncId);
+    },
+  }).enable();
+  return { count: () => live.size, stop: () => hook.disable() };
+}
 
 describe('SchedulerClient against a real nats-server', () => {
   let nats: NatsServerHandle;
@@ -128,15 +143,18 @@ describe('SchedulerClient against a real nats-server', () => {
       { budgetMs: 600_000, backoffMs: 0, maxBatch: 8, maxInFlight: 1, onLocal: (r) => reasons.push(r) },
       new TurnFlusher(),
     );
-    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-    const before = timers();
+    // Counting every live Timeout in the process flaked: NATS and waitFor arm and clear their own timers meanwhile.
+    // The budget timer is told apart by its unique 600,000 ms duration, followed from creation to clearTimeout.
+    const budgetTimers = liveTimeoutsOf(600_000);
     const sent = client.schedule(request('sent'));
     await waitFor(() => held.length === 1, { what: 'the batch at the scheduler' });
     // Behind the in-flight limit: queued, not sent.
     const queued = client.schedule(request('queued'));
-    expect(timers()).toBe(before + 1);
+    expect(budgetTimers.count()).toBe(1);
     client.close();
-    expect(timers()).toBe(before);
+    // async_hooks reports clearTimeout's destroy on a later tick; a 600 s timer cannot have fired instead.
+    await waitFor(() => budgetTimers.count() === 0, { what: 'the budget timer cleared' });
+    budgetTimers.stop();
     const results = await Promise.all([sent, queued]);
     expect(results.map((r) => [r.decision.id, r.local])).toEqual([
       ['sent', true],

@@ -22,10 +22,11 @@ import {
   type PluginRegistry,
   type Scheduler,
 } from '@triad/scheduling';
+import { tracingEnabled } from '@triad/telemetry';
 import { SchedulerMetrics } from './metrics';
 import { DEFAULT_AFFINITY_FLUSH_MS, type SchedulerServiceOptions } from './options';
 import { DecideObserver } from './service/decide-tracing';
-import { LenientScheduleBatchSchema, batchError, handleScheduleBatch } from './service/schedule-handler';
+import { LenientScheduleBatchSchema, batchError, handleScheduleBatch, readScheduleBatch } from './service/schedule-handler';
 import { startKvFeed } from './state/kv-feed';
 
 /** A running scheduler replica. */
@@ -153,11 +154,18 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
       LenientScheduleBatchSchema,
       ScheduleBatchReplySchema,
       (batch, ctx) =>
-        handleScheduleBatch(batch, { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true }, ctx.headers),
+        handleScheduleBatch(
+          batch,
+          { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true },
+          // Trace contexts come from the headers only when this process traces (read lazily: untouched otherwise).
+          tracingEnabled() ? ctx.headers : undefined,
+          ctx.afterReply,
+        ),
       {
         queue: SCHEDULER_QUEUE_GROUP,
         onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
         onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
+        read: readScheduleBatch,
       },
     );
     // Stop taking requests first on close; drain lets the batches already received be answered.

@@ -145,13 +145,16 @@ export class LocalSchedulingFallback {
 
   /**
    * Shares affinity with the scheduler replicas and the other gateways over `triad.v1.affinity`: this fallback
-   * applies what their decisions taught (so a reply over budget does not cost the request its prefix affinity)
-   * and publishes what its own decisions teach, when `flush` sends them (default: at the end of the turn, after
-   * its leg writes; the gateway passes its dispatch publisher's flush, so they share its window and its write).
+   * applies what their decisions taught (so a reply over budget does not cost the request its prefix affinity),
+   * once the legs of the turn they arrived in are written, and publishes what its own decisions teach, when `flush`
+   * sends them (default: at the end of the turn, after its leg writes; the gateway passes its dispatch publisher's
+   * flush, so they share its window and its write).
    */
   followAffinity(bus: Bus, flush: (send: () => void) => void = flushAfterLegWrites): void {
     const scheduler = this.local.scheduler;
-    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local`, flush });
+    // The others' records are applied after the turn's legs are written: they often come in the read that brings a
+    // scheduling reply, right behind it, and decoding them first held up the request the reply answered.
+    const feed = startAffinityFeed(bus, scheduler, { origin: `${this.#gatewayId}/local`, flush, receive: flushAfterLegWrites });
     scheduler.onLearned = (record) => feed.publish(record);
     this.#stops.push({
       stop: () => {

@@ -1,6 +1,13 @@
 import { z } from 'zod';
-import { SCHEMA_VERSION, SchedulingLimits, SchedulingRequestSchema, type DecisionOrError, type ScheduleBatchReply } from '@triad/bus';
-import { formatPath } from '@triad/crd';
+import {
+  SCHEMA_VERSION,
+  SchedulingLimits,
+  SchedulingRequestSchema,
+  readSchedulingRequest,
+  validateMessage,
+  type DecisionOrError,
+  type ScheduleBatchReply,
+} from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
 import type { HeaderMap } from '@triad/bus/client';
 import type { EndpointIndex, Scheduler } from '@triad/scheduling';
@@ -17,6 +24,20 @@ export const LenientScheduleBatchSchema = z.object({
   requests: z.array(z.unknown()).min(1).max(SchedulingLimits.maxBatch),
 });
 export type LenientScheduleBatch = z.infer<typeof LenientScheduleBatchSchema>;
+
+/**
+ * The batch envelope read by hand (one per batch on the hot path); undefined leaves it to `LenientScheduleBatchSchema`,
+ * which refuses and explains the rest.
+ */
+export function readScheduleBatch(raw: unknown): LenientScheduleBatch | undefined {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const b = raw as { v?: unknown; requests?: unknown };
+  const requests = b.requests;
+  if (b.v !== SCHEMA_VERSION || !Array.isArray(requests) || requests.length < 1 || requests.length > SchedulingLimits.maxBatch)
+    return undefined;
+  for (const k in b) if (k !== 'v' && k !== 'requests') return undefined;
+  return b as LenientScheduleBatch;
+}
 
 /** What the handler works with (one set per replica). */
 export interface ScheduleHandlerDeps {
@@ -36,25 +57,35 @@ export interface ScheduleHandlerDeps {
  * Turns a batch into decisions, one per request, in order; records latency and outcome per decision, and a
  * `schedule` span per request continuing that request's trace from the batch headers (no-ops when tracing is off).
  * A recording span gets a child per scheduling phase (plan, filter, score, pick, post-schedule), recorded after
- * the decision from the timings the scheduler reported, and the decision as attributes.
+ * the decision from the timings the scheduler reported, and the decision as attributes. With `afterReply`, the
+ * batch's metrics are recorded once the reply is written (the gateway waits for the reply, not for them).
  */
-export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleHandlerDeps, headers?: HeaderMap): ScheduleBatchReply {
+export function handleScheduleBatch(
+  batch: LenientScheduleBatch,
+  deps: ScheduleHandlerDeps,
+  headers?: HeaderMap,
+  afterReply?: (task: () => void) => void,
+): ScheduleBatchReply {
   const { scheduler, index, metrics } = deps;
   const observer = deps.tracePhases === true ? deps.observer : undefined;
-  metrics.batchSize.observe(batch.requests.length);
-  const parents = extractBatchTraceContexts(headers, batch.requests.length);
+  const size = batch.requests.length;
+  // Per decision: mode, outcome, seconds.
+  const outcomes: (string | number)[] = [];
+  const parents = extractBatchTraceContexts(headers, size);
   const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
-    const parsed = SchedulingRequestSchema.safeParse(raw);
-    if (!parsed.success) {
-      const message = parsed.error.issues
-        .slice(0, 3)
-        .map((issue) => `${formatPath(issue.path) || '(root)'}: ${issue.message}`)
-        .join('; ');
-      metrics.decided('unknown', ErrorCode.SchedBadRequest, 0);
-      return { id: idOf(raw) ?? `#${i}`, ok: false, code: ErrorCode.SchedBadRequest, message: `invalid scheduling request: ${message}` };
+    // The hand reader takes every well-formed request; the schema explains the others (or drops unknown fields).
+    const parsed = validateMessage(SchedulingRequestSchema, raw, readSchedulingRequest, 3);
+    if (!parsed.ok) {
+      outcomes.push('unknown', ErrorCode.SchedBadRequest, 0);
+      return {
+        id: idOf(raw) ?? `#${i}`,
+        ok: false,
+        code: ErrorCode.SchedBadRequest,
+        message: `invalid scheduling request: ${parsed.error}`,
+      };
     }
-    const request = parsed.data;
-    const span = startDecideSpan(parents[i], { request, batchSize: batch.requests.length });
+    const request = parsed.value;
+    const span = startDecideSpan(parents[i], { request, batchSize: size });
     let phases: ReturnType<DecideObserver['collect']> | undefined;
     let at: ToEpoch | undefined;
     if (observer && span.span.isRecording()) {
@@ -67,10 +98,19 @@ export function handleScheduleBatch(batch: LenientScheduleBatch, deps: ScheduleH
     if (phases && at) finishDecideWithPhases(span, decision, phases, at);
     else finishDecideSpan(span, decision);
     const mode = decision.ok ? decision.mode : (index.pool(request.namespace, request.modelServer)?.record?.mode ?? 'unknown');
-    metrics.decided(mode, decision.ok ? 'ok' : decision.code, seconds);
+    outcomes.push(mode, decision.ok ? 'ok' : decision.code, seconds);
     return decision;
   });
+  // An argument, not a named closure: a function made per batch is named at run time under esbuild's keepNames.
+  if (afterReply !== undefined) afterReply(() => recordBatch(metrics, size, outcomes));
+  else recordBatch(metrics, size, outcomes);
   return { v: SCHEMA_VERSION, decisions };
+}
+
+/** Records a batch's size and its decisions' outcomes (mode, outcome, seconds per decision). */
+function recordBatch(metrics: SchedulerMetrics, size: number, outcomes: readonly (string | number)[]): void {
+  metrics.batchSize.observe(size);
+  for (let i = 0; i < outcomes.length; i += 3) metrics.decided(outcomes[i] as string, outcomes[i + 1] as string, outcomes[i + 2] as number);
 }
 
 /** Best-effort id of a request that failed validation, so the gateway can match the error to it. */
