@@ -19,6 +19,17 @@ class MemoryKv implements KvTarget<number> {
   hold: Promise<void> | undefined;
   fail = false;
   keysCalls = 0;
+  /** Holds every write until the returned function is called (writes made after that go through at once). */
+  holdWrites(): () => void {
+    let release: () => void = () => undefined;
+    this.hold = new Promise((r) => {
+      release = r;
+    });
+    return () => {
+      this.hold = undefined;
+      release();
+    };
+  }
   async put(key: string, value: number): Promise<number> {
     await this.hold;
     if (this.fail) throw new Error('nats down');
@@ -64,10 +75,7 @@ describe('KV publisher', () => {
     const p = publisher();
     p.setEnabled(true);
     await p.fullSync(kv);
-    let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => {
-      release = r;
-    });
+    const release = kv.holdWrites();
     p.set('mine.a', 1);
     await waitFor(() => p.settled === false);
     await new Promise((r) => setImmediate(r));
@@ -75,7 +83,6 @@ describe('KV publisher', () => {
     p.set('mine.a', 3);
     p.remove('mine.a');
     p.set('mine.a', 4);
-    kv.hold = undefined;
     release();
     await p.whenSettled();
     expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=4']);
@@ -129,15 +136,11 @@ describe('KV publisher, a key changing back while its write is in flight', () =>
     p.setEnabled(true);
     p.set('mine.a', 1);
     await p.fullSync(kv);
-    let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => {
-      release = r;
-    });
+    const release = kv.holdWrites();
     p.set('mine.a', 2);
     await waitFor(() => !p.settled);
     await new Promise((r) => setImmediate(r));
     p.set('mine.a', 1);
-    kv.hold = undefined;
     release();
     await p.whenSettled();
     expect(kv.data.get('mine.a')).toBe(1);
@@ -152,16 +155,12 @@ describe('KV publisher, the same value set again while its write is in flight', 
     p.setEnabled(true);
     p.set('mine.a', 1);
     await p.fullSync(kv);
-    let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => {
-      release = r;
-    });
+    const release = kv.holdWrites();
     p.set('mine.a', 2);
     await waitFor(() => !p.settled);
     await new Promise((r) => setImmediate(r));
     p.set('mine.a', 2);
     p.set('mine.a', 2);
-    kv.hold = undefined;
     release();
     await p.whenSettled();
     expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=2']);
@@ -174,21 +173,51 @@ describe('KV publisher, two full syncs asked for at once', () => {
     const p = publisher();
     p.setEnabled(true);
     p.set('mine.a', 1);
-    let release: () => void = () => undefined;
-    kv.hold = new Promise((r) => {
-      release = r;
-    });
+    const release = kv.holdWrites();
     // The writer's sync (rewrite) and a shard resync (no rewrite), as when a lease is won during a resync.
     const first = p.fullSync(kv);
     const second = p.fullSync(kv, { rewrite: false });
     await new Promise((r) => setImmediate(r));
     expect(kv.keysCalls).toBe(1);
-    kv.hold = undefined;
     release();
     await first;
     await second;
     expect(kv.keysCalls).toBe(2);
     await p.whenSettled();
     expect(kv.ops).toEqual(['put mine.a=1']);
+  });
+});
+
+describe('KV publisher, a sharded key handed away while its write is in flight', () => {
+  it('forgets the write, so the key is written again when it comes back (under this replica, not its last owner)', async () => {
+    const kv = new MemoryKv();
+    const shard = new Set(['mine.a']);
+    const p = new KvPublisher<number>({
+      bucket: 'b',
+      same: (a, b) => a === b,
+      owns: (k) => k.startsWith('mine.'),
+      writes: (k) => shard.has(k),
+      logger,
+      onWriteError: () => undefined,
+    });
+    p.setEnabled(true);
+    await p.fullSync(kv);
+    const release = kv.holdWrites();
+    p.set('mine.a', 1);
+    await waitFor(() => !p.settled);
+    await new Promise((r) => setImmediate(r));
+    // The shares change while the put is in flight: another replica owns the key now and writes its own value.
+    shard.delete('mine.a');
+    p.reshard();
+    release();
+    await p.whenSettled();
+    kv.data.set('mine.a', 99);
+    // It comes back with the same value this replica had put: still news, since KV holds the other replica's.
+    shard.add('mine.a');
+    p.reshard();
+    p.set('mine.a', 1);
+    await p.whenSettled();
+    expect(kv.data.get('mine.a')).toBe(1);
+    expect(kv.ops).toEqual(['put mine.a=1', 'put mine.a=1']);
   });
 });

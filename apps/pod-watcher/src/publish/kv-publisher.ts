@@ -162,7 +162,7 @@ export class KvPublisher<T> {
         });
     await forEachLimit(entries, this.#concurrency, async ([key, value]) => {
       await kv.put(key, value);
-      this.#published.set(key, value);
+      this.#acknowledged(key, value);
       this.#opts.metrics?.kvWrites.inc({ bucket: this.bucket, op: 'put', result: 'ok' });
     });
     const stray = [...existing].filter((k) => !this.#desired.has(k) && this.#opts.owns(k));
@@ -215,6 +215,17 @@ export class KvPublisher<T> {
     this.#notifySettled();
   }
 
+  /**
+   * KV holds `value` under `key` as this process wrote it. A key that stopped being this replica's while the write
+   * was in flight is not remembered: its new owner writes it, and should it come back here, the copy remembered
+   * would pass for current and the key would never be written under this replica's name again.
+   */
+  #acknowledged(key: string, value: T): void {
+    const writes = this.#opts.writes;
+    if (writes !== undefined && !writes(key)) this.#published.delete(key);
+    else this.#published.set(key, value);
+  }
+
   #flush(): void {
     if (!this.#enabled || !this.#kv || this.#syncs > 0 || this.#broken) {
       this.#notifySettled();
@@ -244,7 +255,7 @@ export class KvPublisher<T> {
       .then(
         () => {
           if (value === undefined) this.#published.delete(key);
-          else this.#published.set(key, value);
+          else this.#acknowledged(key, value);
           // The key may have changed while this write was in flight, even back to what was published before it.
           const now = this.#desired.get(key);
           if (now === undefined ? value !== undefined : value === undefined || !this.#opts.same(value, now)) this.#markDirty(key);

@@ -1,10 +1,23 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { createLogger } from '@triad/runtime';
 import { waitFor } from '@triad/testing';
 import { EngineHttp } from './engine-http';
 import { Scraper } from './scraper';
 
 const page = (running: number) => `# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running ${running}\n`;
+
+/** A fleet of engines on one port (`0.0.0.0` answers on every 127.x address): the port and how to close it. */
+async function fleetOn(host: string, handler: RequestListener): Promise<{ port: number; close: () => Promise<void> }> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, host, r));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
 
 describe('scraper reports', () => {
   let server: Server;
@@ -46,6 +59,11 @@ describe('scraper reports', () => {
     scraper.acquire('pod', base, 'vLLM');
     scraper.start();
     return scraper;
+  }
+
+  /** A scraper of a share of the engines (`owned`), scraping every 40 ms. */
+  function shareScraper(owned: (id: string) => boolean, onUpdate: (id: string) => void = () => undefined, engineHttp = http): Scraper {
+    return new Scraper({ intervalMs: 40, modelsIntervalMs: 60_000, concurrency: 4, http: engineHttp, logger, onUpdate, owned });
   }
 
   it('reports an engine whose numbers do not move once per reportEveryMs, and a change at once', async () => {
@@ -103,25 +121,15 @@ describe('scraper reports', () => {
 
   it('asks whether a target is its own when it is added, on rescope() and on reown(id), not at every tick', async () => {
     const hosts: string[] = [];
-    const fleet = createServer((req, res) => {
+    const { port, close: closeFleet } = await fleetOn('0.0.0.0', (req, res) => {
       if (req.url === '/metrics') hosts.push(req.headers.host ?? '');
       res.end(req.url === '/metrics' ? page(1) : '{"data":[]}');
     });
-    await new Promise<void>((r) => fleet.listen(0, '0.0.0.0', r));
-    const port = (fleet.address() as { port: number }).port;
     const mine = new Set(['a']);
     let asked = 0;
-    const scraper = new Scraper({
-      intervalMs: 40,
-      modelsIntervalMs: 60_000,
-      concurrency: 4,
-      http,
-      logger,
-      onUpdate: () => undefined,
-      owned: (id) => {
-        asked += 1;
-        return mine.has(id);
-      },
+    const scraper = shareScraper((id) => {
+      asked += 1;
+      return mine.has(id);
     });
     const scrapesOf = (ip: string) => hosts.filter((h) => h === `${ip}:${port}`).length;
     try {
@@ -143,34 +151,27 @@ describe('scraper reports', () => {
       expect(scraper.ownedSize).toBe(1);
     } finally {
       await scraper.close();
-      fleet.closeAllConnections();
-      await new Promise((r) => fleet.close(r));
+      await closeFleet();
     }
   });
 
   it('confirms its engines as of the oldest last good scrape: failing ones aside, none until a new one is scraped', async () => {
     let failB = false;
     let holdC = false;
-    const fleet = createServer((req, res) => {
+    const { port, close: closeFleet } = await fleetOn('0.0.0.0', (req, res) => {
       const host = req.headers.host ?? '';
       if (host.startsWith('127.0.0.2') && failB) res.writeHead(500).end('down');
       else if (host.startsWith('127.0.0.3') && holdC)
         return; // never answers: its scrape times out
       else res.end(req.url === '/metrics' ? page(1) : '{"data":[]}');
     });
-    await new Promise<void>((r) => fleet.listen(0, '0.0.0.0', r));
-    const port = (fleet.address() as { port: number }).port;
     const mine = new Set(['a', 'b']);
     const slowHttp = new EngineHttp({ timeoutMs: 300 });
-    const scraper = new Scraper({
-      intervalMs: 40,
-      modelsIntervalMs: 60_000,
-      concurrency: 4,
-      http: slowHttp,
-      logger,
-      onUpdate: () => undefined,
-      owned: (id) => mine.has(id),
-    });
+    const scraper = shareScraper(
+      (id) => mine.has(id),
+      () => undefined,
+      slowHttp,
+    );
     try {
       const before = Date.now();
       expect(scraper.confirmedSince()).toBeGreaterThanOrEqual(before);
@@ -208,21 +209,48 @@ describe('scraper reports', () => {
       holdC = false;
       await scraper.close();
       await slowHttp.close();
-      fleet.closeAllConnections();
-      await new Promise((r) => fleet.close(r));
+      await closeFleet();
+    }
+  });
+
+  it('reports the first scrape of a target handed back, even with the numbers it had when it left', async () => {
+    const { port, close: closeFleet } = await fleetOn('127.0.0.1', (req, res) => res.end(req.url === '/metrics' ? page(3) : '{"data":[]}'));
+    const mine = new Set(['a']);
+    const reports: string[] = [];
+    const scraper = shareScraper(
+      (id) => mine.has(id),
+      (id) => reports.push(id),
+    );
+    try {
+      scraper.acquire('a', `http://127.0.0.1:${port}`, 'vLLM');
+      scraper.start();
+      await waitFor(() => scraper.confirmedSince() !== undefined && reports.length > 0, { what: 'the first scrape reported' });
+      const before = reports.length;
+      // Unchanged engine, no report heartbeat: further scrapes are not reported.
+      const confirmed = scraper.confirmedSince()!;
+      await waitFor(() => scraper.confirmedSince()! > confirmed, { what: 'another scrape' });
+      expect(reports.length).toBe(before);
+      // Handed to another replica and back: the engine still shows the numbers this replica last saw.
+      mine.delete('a');
+      scraper.rescope();
+      mine.add('a');
+      scraper.rescope();
+      await waitFor(() => reports.length > before, { what: 'the first scrape since it came back reported' });
+      expect(scraper.view('a')?.metrics.running).toBe(3);
+    } finally {
+      await scraper.close();
+      await closeFleet();
     }
   });
 
   it('does not scrape a queued target that went to another replica meanwhile', async () => {
     const hosts: string[] = [];
     let answerFirst: () => void = () => undefined;
-    const held = createServer((req, res) => {
+    const { port, close: closeHeld } = await fleetOn('0.0.0.0', (req, res) => {
       hosts.push(req.headers.host ?? '');
       if (hosts.length === 1) answerFirst = () => res.end(page(1));
       else res.end(req.url === '/metrics' ? page(1) : '{"data":[]}');
     });
-    await new Promise<void>((r) => held.listen(0, '0.0.0.0', r));
-    const port = (held.address() as { port: number }).port;
     const movedAway = new Set<string>();
     const scraper = new Scraper({
       intervalMs: 60_000,
@@ -248,8 +276,7 @@ describe('scraper reports', () => {
       expect(scraper.ownedSize).toBe(1);
     } finally {
       await scraper.close();
-      held.closeAllConnections();
-      await new Promise((r) => held.close(r));
+      await closeHeld();
     }
   });
 });

@@ -393,6 +393,9 @@ export class Scraper {
     if (t.removed) return undefined;
     const started = t.started;
     const prev = t.view;
+    // The first good scrape since this replica owns the target is reported even when its numbers match the view
+    // kept from an earlier ownership: the record must be written again under this replica's name.
+    const firstOwnScrape = t.confirmedAt === 0;
     let metrics: TargetView['metrics'];
     let models = prev.models;
     if (load !== undefined) {
@@ -450,11 +453,11 @@ export class Scraper {
     if (infoDue || probeDue) {
       return Promise.all([infoDue ? this.#fetchServerInfo(t) : prev.serverInfo, probeDue ? this.#probeBootstrap(t) : prev.mooncake]).then(
         ([serverInfo, mooncake]) => {
-          if (!t.removed) this.#report(t, prev, metrics, models, serverInfo, mooncake);
+          if (!t.removed) this.#report(t, prev, metrics, models, serverInfo, mooncake, firstOwnScrape);
         },
       );
     }
-    this.#report(t, prev, metrics, models, prev.serverInfo, prev.mooncake);
+    this.#report(t, prev, metrics, models, prev.serverInfo, prev.mooncake, firstOwnScrape);
     return undefined;
   }
 
@@ -486,11 +489,13 @@ export class Scraper {
     models: readonly string[],
     serverInfo: SglangServerInfo | undefined,
     probe: MooncakeProbe | undefined,
+    firstOwnScrape: boolean,
   ): void {
     const info = serverInfo && sameServerInfo(prev.serverInfo, serverInfo) ? prev.serverInfo : serverInfo;
     const mooncake = sameProbe(prev.mooncake, probe) ? prev.mooncake : probe;
     // A first successful scrape is news even when it finds the numbers a never-scraped view starts with.
     const unchanged =
+      !(firstOwnScrape && !metrics.stale) &&
       models === prev.models &&
       info === prev.serverInfo &&
       mooncake === prev.mooncake &&
