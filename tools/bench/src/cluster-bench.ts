@@ -57,6 +57,8 @@ const capacitySeconds = Number(args['capacity-seconds'] ?? (quick ? 10 : 30));
 const scrapeIntervalMs = Number(args['scrape-interval']);
 const seed = Number(args.seed);
 const warmup = Number(args.warmup);
+// A share of the requests, e.g. 0.67 for a steady-state run: a count here (`--warmup 4000`) would leave no measured window.
+if (!(warmup >= 0 && warmup < 1)) throw new Error(`--warmup is a share of the requests in [0, 1): ${args.warmup}`);
 for (const p of pools) if (!POOL_KINDS.includes(p)) throw new Error(`unknown pool ${p} (known: ${POOL_KINDS.join(', ')})`);
 for (const w of workloads) if (!WORKLOADS[w]) throw new Error(`unknown workload ${w} (known: ${Object.keys(WORKLOADS).join(', ')})`);
 for (const p of policies)

@@ -6,8 +6,9 @@
 // agree with the process benchmark's within 3 % (docs/routing-benchmark.md), so this is where its misses come from.
 // A second table gives each run's TTFT, goodput and encoder hit, and how often the encoder-cache scorer decided the
 // decode picks (PD/EPD: a decode pod encodes only for a request that skips its prefill leg).
-// Run: npx tsx tools/bench/src/encoder-misses.ts [--pools aggregated,pd,epd] [--requests 1500] [--seeds 1,2,3]
-//        [--policies triad,random] [--workload image-qa] [--load 0.7] [--triad-config FILE.json]
+// Run: npx tsx tools/bench/src/encoder-misses.ts [--pools aggregated,pd,epd] [--requests 1500] [--warmup 0.2]
+//        [--seeds 1,2,3] [--policies triad,random] [--workload image-qa] [--load 0.7] [--triad-config FILE.json]
+// A steady-state run measures after a long warm-up, e.g. `--requests 16000 --warmup 0.75` (the last 4,000).
 import { readFileSync } from 'node:fs';
 import { CLUSTER_COST } from './cluster-bench/engine-profile';
 import { MISS_CAUSES, MissCauses } from './cluster-sim/miss-causes';
@@ -22,6 +23,7 @@ const { values: args } = parseToolArgs({
   options: {
     pools: { type: 'string', default: 'aggregated,pd' },
     requests: { type: 'string', default: '1500' },
+    warmup: { type: 'string', default: '0.2' },
     seeds: { type: 'string', default: '1,2,3' },
     policies: { type: 'string', default: 'triad,random' },
     workload: { type: 'string', default: 'image-qa' },
@@ -33,9 +35,11 @@ const { values: args } = parseToolArgs({
 /** The process benchmark's measured image-qa capacities (docs/routing-benchmark.md), req/s of GPU time. */
 const CAPACITY: Readonly<Record<PoolKind, number>> = { aggregated: 79.4, pd: 54.6, epd: 48.6 };
 const ENGINES = 8;
-const WARMUP = 0.2;
 
 const requests = Number(args.requests);
+// Share of each run's requests routed before measuring (their images are sent and cached, their items not counted).
+const WARMUP = Number(args.warmup);
+if (!(WARMUP >= 0 && WARMUP < 1)) throw new Error(`--warmup must be in [0, 1): ${args.warmup}`);
 const seeds = args.seeds.split(',').map(Number);
 const spec = WORKLOADS[args.workload as WorkloadName];
 if (!spec) throw new Error(`unknown workload ${args.workload}`);
@@ -84,7 +88,8 @@ for (const pool of args.pools.split(',') as PoolKind[]) {
       for (const c of MISS_CAUSES) causes.counts[c] += judged.counts[c];
     }
     const shares = causes.shares();
-    rows.push([pool, policy, pct(hit), ...MISS_CAUSES.map((c) => pct(shares[c]))]);
+    // First sends are misses wherever they go: 1 − their share is what any router could reach.
+    rows.push([pool, policy, pct(hit), pct(1 - shares['first-send']), ...MISS_CAUSES.map((c) => pct(shares[c]))]);
   }
 }
 console.log(
@@ -93,7 +98,7 @@ console.log(
     `Shares of the measured image items, judged when each request was routed; *encoder hit* is the engines' own count ` +
     `(an image inside a cached prefix needs no encoding, an image evicted before its request ran does).\n`,
 );
-console.log(markdownTable(['pool', 'policy', 'encoder hit', ...MISS_CAUSES], rows));
+console.log(markdownTable(['pool', 'policy', 'encoder hit', 'ceiling', ...MISS_CAUSES], rows));
 console.log(
   `\n# Runs: latency, goodput, encoder hit and the decode picks' deciders\n\nTTFT in ms over the measured requests; ` +
     `goodput in requests/s within the workload's TTFT SLO; decode picks counted over the whole run (warm-up included): ` +

@@ -8,11 +8,15 @@
 // whichever window they fall in).
 // Run: npx tsx tools/bench/src/gateway-instructions.ts [--cases epd:1,epd:32,agg:32,agg:32:sse] [--requests 1000]
 //   [--warmup 1500] [--rounds 2] [--scheduling service|in-process] [--features all|none] [--json FILE]
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+//   [--process gateway|scheduler (which process runs under callgrind; scheduler: the scheduler service's
+//   instructions per request, the gateway at full speed)] [--keep-dumps DIR (the callgrind dumps, one per round,
+//   stay there for callgrind_annotate)] [--threads (also count the main thread alone: JavaScript and the event loop,
+//   without V8's background threads, whose optimizing-compiler jobs still land in whichever round they fall in)]
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor, parseToolArgs } from '@triad/testing';
-import { callgrindControl, callgrindLauncher, dumpInstructions } from './lib/callgrind';
+import { callgrindControl, callgrindLauncher, dumpInstructions, dumpThreadInstructions } from './lib/callgrind';
 import { markdownTable } from './lib/table';
 import { startGatewayStack } from './gateway-stack';
 
@@ -62,6 +66,8 @@ export interface InstructionCase {
 export interface InstructionResult extends InstructionCase {
   /** Instructions per request of each round. */
   readonly rounds: readonly number[];
+  /** `--threads`: the main thread's instructions per request of each round. */
+  readonly mainThread?: readonly number[];
   /** Requests of all rounds that were not answered 200 (a count with failures measures another path). */
   readonly failed: number;
 }
@@ -76,6 +82,9 @@ async function main(): Promise<void> {
       scheduling: { type: 'string', default: 'service' },
       features: { type: 'string', default: 'all' },
       json: { type: 'string' },
+      process: { type: 'string', default: 'gateway' },
+      'keep-dumps': { type: 'string' },
+      threads: { type: 'boolean', default: false },
     },
   });
   const cases: InstructionCase[] = String(values.cases)
@@ -86,7 +95,9 @@ async function main(): Promise<void> {
     });
   const requests = Number(values.requests);
   const rounds = Number(values.rounds);
-  const dir = mkdtempSync(join(tmpdir(), 'triad-callgrind-'));
+  const threads = values.threads === true;
+  const keep = values['keep-dumps'];
+  const dir = keep !== undefined ? (mkdirSync(keep, { recursive: true }), keep) : mkdtempSync(join(tmpdir(), 'triad-callgrind-'));
   const stack = await startGatewayStack({
     features: values.features === 'none' ? 'none' : 'all',
     ...(values.scheduling === 'in-process' ? { gatewayScheduling: 'in-process' as const } : {}),
@@ -100,12 +111,14 @@ async function main(): Promise<void> {
       TRIAD_FIRST_BYTE_TIMEOUT_MS: '300000',
       TRIAD_TOTAL_TIMEOUT_MS: '600000',
     },
-    gatewayLauncher: callgrindLauncher(dir),
+    ...(values.process === 'scheduler'
+      ? { schedulerLauncher: callgrindLauncher(dir, threads) }
+      : { gatewayLauncher: callgrindLauncher(dir, threads) }),
     readyTimeoutMs: 600_000,
   });
   const results: InstructionResult[] = [];
   try {
-    const pid = stack.pid('gateway') as number;
+    const pid = stack.pid(values.process === 'scheduler' ? 'scheduler' : 'gateway') as number;
     const url = `${stack.gatewayUrl}/v1/chat/completions`;
     for (const c of cases) {
       // Warm-up at 8 connections: under callgrind 32 at a time only queue in the gateway.
@@ -115,6 +128,7 @@ async function main(): Promise<void> {
     callgrindControl(['--instr=on', String(pid)]);
     for (const c of cases) {
       const perRound: number[] = [];
+      const mainPerRound: number[] = [];
       let failed = 0;
       for (let r = 0; r < rounds; r++) {
         callgrindControl(['--zero', String(pid)]);
@@ -128,25 +142,43 @@ async function main(): Promise<void> {
             timeoutMs: 120_000,
             what: 'the last span export of the window',
           });
-        perRound.push(Math.round(dumpInstructions(pid, dir) / requests));
-        process.stderr.write(`${c.model} c${c.connections} round ${r + 1}: ${perRound[perRound.length - 1]} instructions/request\n`);
+        if (threads) {
+          const counted = dumpThreadInstructions(pid, dir);
+          perRound.push(Math.round(counted.total / requests));
+          mainPerRound.push(Math.round(counted.main / requests));
+        } else {
+          perRound.push(Math.round(dumpInstructions(pid, dir) / requests));
+        }
+        process.stderr.write(
+          `${c.model} c${c.connections} round ${r + 1}: ${perRound[perRound.length - 1]} instructions/request` +
+            `${threads ? `, main thread ${mainPerRound[mainPerRound.length - 1]}` : ''}\n`,
+        );
       }
-      results.push({ ...c, rounds: perRound, failed });
+      results.push({ ...c, rounds: perRound, ...(threads ? { mainThread: mainPerRound } : {}), failed });
     }
   } finally {
     await stack.close();
-    rmSync(dir, { recursive: true, force: true });
+    if (keep === undefined) rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(
-    `gateway instructions per request (callgrind; ${requests} requests per round, scheduling ${values.scheduling}, features ${values.features})\n\n` +
+    `${values.process} instructions per request (callgrind; ${requests} requests per round, scheduling ${values.scheduling}, features ${values.features})\n\n` +
       `${markdownTable(
-        ['model', 'body', 'conns', 'instructions/request (min)', 'rounds', 'failed'],
+        [
+          'model',
+          'body',
+          'conns',
+          'instructions/request (min)',
+          'rounds',
+          ...(threads ? ['main thread (min)', 'main thread rounds'] : []),
+          'failed',
+        ],
         results.map((r) => [
           r.model,
           r.stream ? 'SSE 64 tok' : 'JSON',
           r.connections,
           Math.min(...r.rounds),
           r.rounds.join(' / '),
+          ...(r.mainThread !== undefined ? [Math.min(...r.mainThread), r.mainThread.join(' / ')] : []),
           r.failed,
         ]),
       )}\n`,

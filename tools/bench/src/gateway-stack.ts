@@ -165,6 +165,8 @@ export interface GatewayStackOptions {
   readonly inProcessGateway?: boolean;
   /** A command that runs the gateway's node (e.g. `valgrind --tool=callgrind ...`); its pid is the gateway's. */
   readonly gatewayLauncher?: readonly string[];
+  /** The same for the scheduler service's node. */
+  readonly schedulerLauncher?: readonly string[];
   /**
    * CPUs the gateways run on (`taskset -c LIST`), e.g. `1` while the bench itself runs under `taskset -c 0`: the
    * gateway then has a core of its own and the sims, scheduler, nats-server and wrk share the other. Not with
@@ -310,6 +312,8 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
         {},
         'ignore',
         nodeArgsOf('scheduler'),
+        [TRIAD],
+        opts.schedulerLauncher ?? [],
       ),
     );
     if (allFeatures) traceSink = await startDiscardingSink();

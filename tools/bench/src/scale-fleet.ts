@@ -32,13 +32,13 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface, type Interface } from 'node:readline';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Buckets, EndpointRecordSchema, ModelServerRecordSchema, ScrapeFreshnessRecordSchema } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
 import { SchedulerReplica } from '@triad/scheduling';
 import { freePort, startNatsServer, waitFor, type TriadChild, parseToolArgs } from '@triad/testing';
 import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
+import { lineReader } from './lib/line-reader';
 import { procStats } from './lib/proc';
 import { markdownTable } from './lib/table';
 import { podIp } from './pod-watcher-fleet';
@@ -131,10 +131,7 @@ async function startFleet(): Promise<Fleet> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'scrape-fleet-server.ts')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const lines: Interface = createInterface({ input: child.stdout });
-  const waiting: ((line: string) => void)[] = [];
-  lines.on('line', (l) => waiting.shift()?.(l));
-  const next = () => new Promise<string>((resolve) => waiting.push(resolve));
+  const next = lineReader(child);
   const { port } = JSON.parse(await next()) as { port: number };
   return {
     port,
