@@ -40,16 +40,21 @@ export async function assertPortFree(host: string, port: number, what: string): 
   }
 }
 
-/** Asks the kernel for a free port on 127.0.0.1 (another process may take it before it is used: rare on a dev box). */
-export function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
+/**
+ * A free port on 127.0.0.1 for a service of the local stack (nats-server, the engine-sims), chosen below the
+ * kernel's ephemeral range (32768–60999 on Linux). Every `listen(0)` and every outgoing connection on the machine
+ * takes its port from that range, so a port found free there can be taken before the child process binds it (a
+ * busy machine, tests running `triad up` next to other servers); below it only a deliberate bind can.
+ */
+export async function freeLoopbackPort(): Promise<number> {
+  for (let tries = 0; tries < 200; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_768);
+    try {
+      await tryBind('127.0.0.1', port);
+      return port;
+    } catch {
+      // taken (or refused): another one
+    }
+  }
+  throw new StartupError('no free port on 127.0.0.1 in 20000–32767 after 200 tries');
 }
