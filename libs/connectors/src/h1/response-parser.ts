@@ -27,11 +27,90 @@ const enum State {
 
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
 const EMPTY = Buffer.alloc(0);
-const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const DIGITS = /^\d+$/;
+const CR = 0x0d;
+const LF = 0x0a;
+const COLON = 0x3a;
 const HEX = /^[0-9A-Fa-f]{1,12}$/;
 const KEEP_ALIVE_TIMEOUT = /(?:^|[,\s])timeout=(\d+)/i;
+const HAS_KEEP_ALIVE = /(?:^|[\s,])keep-alive(?:$|[\s,])/;
+const HAS_CLOSE = /(?:^|[\s,])close(?:$|[\s,])/;
+const CHUNKED_LAST = /(?:^|[\s,])chunked\s*$/;
+
+/** Token characters (RFC 9110 `tchar`: `/[!#$%&'*+\-.^_`|~0-9A-Za-z]/`) by character code (the
+ * head is latin1 text: no code above 0xFF). */
+const TOKEN_CHARS = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~") TOKEN_CHARS[c.charCodeAt(0)] = 1;
+for (let c = 0x30; c <= 0x39; c++) TOKEN_CHARS[c] = 1;
+for (let c = 0x41; c <= 0x5a; c++) TOKEN_CHARS[c] = 1;
+for (let c = 0x61; c <= 0x7a; c++) TOKEN_CHARS[c] = 1;
+
+/** Whether `text[0…end)`, holding no CR or LF, is `HTTP/1.<0|1> <3 digits>` with nothing or a space and a reason after. */
+function isStatusLine(text: string, end: number): boolean {
+  if (end < 12) return false;
+  if (!text.startsWith('HTTP/1.')) return false;
+  const minor = text.charCodeAt(7);
+  if ((minor !== 0x30 && minor !== 0x31) || text.charCodeAt(8) !== 0x20) return false;
+  if (!isDigit(text.charCodeAt(9)) || !isDigit(text.charCodeAt(10)) || !isDigit(text.charCodeAt(11))) return false;
+  return end === 12 || text.charCodeAt(12) === 0x20;
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+/** Whether `text[from…to)` is one or more ASCII digits (`/^\d+$/`). */
+function isDigits(text: string, from: number, to: number): boolean {
+  if (to <= from) return false;
+  for (let i = from; i < to; i++) if (!isDigit(text.charCodeAt(i))) return false;
+  return true;
+}
+
+/** What `String#trim` takes off a latin1 string's ends: HTAB, LF, VT, FF, CR, space and NBSP. */
+function isTrimmed(c: number): boolean {
+  return c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0;
+}
+
+/**
+ * Whether the header name at `text[at…]`, as long as `lower` (lower-case letters and `-`), is `lower` in any case: a
+ * name is a token, ASCII only, where a letter without its case bit is what `toLowerCase` would give.
+ */
+function isName(text: string, at: number, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) {
+    const l = lower.charCodeAt(i);
+    const c = text.charCodeAt(at + i);
+    if (c !== l && !(l >= 0x61 && l <= 0x7a && c === l - 0x20)) return false;
+  }
+  return true;
+}
+
+/** The error of a header line that is not `token:…`, as the line-by-line reading gave it: no colon first, else the name. */
+function headLineError(text: string, start: number): Error {
+  let end = text.indexOf('\r\n', start);
+  if (end < 0) end = text.length;
+  const colon = text.indexOf(':', start);
+  if (colon <= start || colon >= end) return malformedAnswerError('HPE_INVALID_HEADER_TOKEN', 'invalid header line');
+  return malformedAnswerError('HPE_INVALID_HEADER_TOKEN', 'invalid header name');
+}
+
+/** The `timeout=` seconds of a Keep-Alive value, as KEEP_ALIVE_TIMEOUT finds them; the usual `timeout=N…` first read directly. */
+function keepAliveTimeout(value: string): number | undefined {
+  if (value.startsWith('timeout=')) {
+    let end = 8;
+    while (end < value.length && isDigit(value.charCodeAt(end))) end++;
+    // At the start the regular expression's leftmost match is this one.
+    if (end > 8) return Number(value.slice(8, end));
+  }
+  const hint = KEEP_ALIVE_TIMEOUT.exec(value);
+  return hint === null ? undefined : Number(hint[1]);
+}
+
+/** Whether the connection may carry another request after this answer, by its version and `Connection` tokens. */
+function keepsConnection(http10: boolean, connection: string | undefined): boolean {
+  // No header, or the one token engines send: no regular expression needed.
+  if (connection === undefined || connection === '') return !http10;
+  if (connection === 'keep-alive') return true;
+  return http10 ? HAS_KEEP_ALIVE.test(connection) : !HAS_CLOSE.test(connection);
+}
 
 /**
  * An incremental HTTP/1.1 response parser for one answer at a time: a length, chunked (each chunk's data handed on
@@ -196,47 +275,88 @@ export class ResponseParser {
     return next;
   }
 
+  /**
+   * Reads a head (the text before its blank line) without splitting it: each line's end is found with `indexOf`, its
+   * name's token characters and its value's trimmed ends by character codes, and only the status reason, the names and
+   * the values become strings (slices). It replaced splitting the head into lines and testing each with regular
+   * expressions (once per leg). The rules are the line-by-line reading's, which response-parser.test.ts keeps
+   * as its reference: the same headers, the same errors in the same order. The helpers it calls are this module's:
+   * under tsx's CommonJS interop a call into another module reads the function through a getter, a megamorphic load.
+   */
   #onHead(text: string): void {
-    const lines = text.split('\r\n');
-    const status = STATUS_LINE.exec(lines[0]);
-    if (status === null) throw malformedAnswerError('HPE_INVALID_CONSTANT', 'invalid status line');
-    const code = Number(status[2]);
+    const length = text.length;
+    let lineEnd = 0;
+    let bare = false;
+    while (lineEnd < length) {
+      const c = text.charCodeAt(lineEnd);
+      if (c === CR) {
+        if (lineEnd + 1 < length && text.charCodeAt(lineEnd + 1) === LF) break;
+        bare = true;
+      } else if (c === LF) {
+        bare = true;
+      }
+      lineEnd++;
+    }
+    // `HTTP/1.<0|1> <3 digits>[ <reason>]`, no CR or LF anywhere in it (the rule of /^HTTP\/1\.([01]) (\d{3})(?: (.*))?$/).
+    if (bare || !isStatusLine(text, lineEnd)) throw malformedAnswerError('HPE_INVALID_CONSTANT', 'invalid status line');
+    const statusText = lineEnd > 12 ? text.slice(13, lineEnd) : '';
+    const code = (text.charCodeAt(9) - 0x30) * 100 + (text.charCodeAt(10) - 0x30) * 10 + (text.charCodeAt(11) - 0x30);
     if (code < 100) throw malformedAnswerError('HPE_INVALID_STATUS', 'invalid status code');
-    const http10 = status[1] === '0';
+    const http10 = text.charCodeAt(7) === 0x30;
     let contentLength = -1;
     let transferEncoding: string | undefined;
     let connection: string | undefined;
     const raw: string[] = [];
-    for (let i = 1; i < lines.length; i++) {
-      const line = lines[i];
-      const colon = line.indexOf(':');
-      if (colon <= 0) throw malformedAnswerError('HPE_INVALID_HEADER_TOKEN', 'invalid header line');
-      const name = line.slice(0, colon);
-      if (!TOKEN.test(name)) throw malformedAnswerError('HPE_INVALID_HEADER_TOKEN', 'invalid header name');
-      const value = line.slice(colon + 1).trim();
-      if (value.includes('\n') || value.includes('\r')) throw malformedAnswerError('HPE_INVALID_HEADER_TOKEN', 'invalid header value');
+    // Every CRLF starts a line (an empty one too, as splitting the head at each CRLF would give).
+    for (let at = lineEnd; at < length;) {
+      const start = at + 2;
+      let colon = start;
+      while (colon < length && TOKEN_CHARS[text.charCodeAt(colon)] === 1) colon++;
+      if (colon === start || colon === length || text.charCodeAt(colon) !== COLON) throw headLineError(text, start);
+      // The value runs to the next CRLF; a CR or LF before it stands alone (native searches: a loop over the
+      // value's characters costs more).
+      let end = text.indexOf('\r\n', colon + 1);
+      if (end < 0) end = length;
+      const firstCr = text.indexOf('\r', colon + 1);
+      const firstLf = text.indexOf('\n', colon + 1);
+      bare = (firstCr >= 0 && firstCr < end) || (firstLf >= 0 && firstLf < end);
+      at = end;
+      // The value without the whitespace `String#trim` takes off its ends, and no CR or LF left inside it.
+      let from = colon + 1;
+      let to = end;
+      while (from < to && isTrimmed(text.charCodeAt(from))) from++;
+      while (to > from && isTrimmed(text.charCodeAt(to - 1))) to--;
+      if (bare) {
+        const lf = text.indexOf('\n', from);
+        const cr = text.indexOf('\r', from);
+        if ((lf >= 0 && lf < to) || (cr >= 0 && cr < to)) throw malformedAnswerError('HPE_INVALID_HEADER_TOKEN', 'invalid header value');
+      }
+      const name = text.slice(start, colon);
+      const value = text.slice(from, to);
       raw.push(name, value);
-      switch (name.length) {
-        case 14:
-          if (name.toLowerCase() !== 'content-length') break;
-          if (!DIGITS.test(value) || (contentLength >= 0 && contentLength !== Number(value))) {
+      switch (colon - start) {
+        case 14: {
+          if (!isName(text, start, 'content-length')) break;
+          const declared = isDigits(text, from, to) ? Number(value) : -1;
+          if (declared < 0 || (contentLength >= 0 && contentLength !== declared)) {
             throw malformedAnswerError('HPE_INVALID_CONTENT_LENGTH', 'invalid content-length');
           }
-          contentLength = Number(value);
-          break;
-        case 17:
-          if (name.toLowerCase() === 'transfer-encoding')
-            transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
-          break;
-        case 10: {
-          const lower = name.toLowerCase();
-          if (lower === 'connection') connection = connection === undefined ? value.toLowerCase() : `${connection}, ${value.toLowerCase()}`;
-          else if (lower === 'keep-alive') {
-            const hint = KEEP_ALIVE_TIMEOUT.exec(value);
-            if (hint !== null) this.keepAliveHintMs = Number(hint[1]) * 1000;
-          }
+          contentLength = declared;
           break;
         }
+        case 17:
+          if (isName(text, start, 'transfer-encoding'))
+            transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
+          break;
+        case 10:
+          if (isName(text, start, 'connection')) {
+            const lower = value === 'keep-alive' || value === 'close' ? value : value.toLowerCase();
+            connection = connection === undefined ? lower : `${connection}, ${lower}`;
+          } else if (isName(text, start, 'keep-alive')) {
+            const hintSeconds = keepAliveTimeout(value);
+            if (hintSeconds !== undefined) this.keepAliveHintMs = hintSeconds * 1000;
+          }
+          break;
       }
     }
     if (code < 200) {
@@ -245,14 +365,12 @@ export class ResponseParser {
       this.keepAliveHintMs = -1;
       return;
     }
-    const tokens = connection === undefined ? '' : connection;
-    this.keepAlive = http10 ? /(?:^|[\s,])keep-alive(?:$|[\s,])/.test(tokens) : !/(?:^|[\s,])close(?:$|[\s,])/.test(tokens);
+    this.keepAlive = keepsConnection(http10, connection);
     if (code === 204 || code === 304) {
       this.#state = State.Done;
     } else if (transferEncoding !== undefined) {
       if (contentLength >= 0) throw malformedAnswerError('HPE_UNEXPECTED_CONTENT_LENGTH', 'content-length with transfer-encoding');
-      const codings = transferEncoding.toLowerCase();
-      if (/(?:^|[\s,])chunked\s*$/.test(codings)) {
+      if (CHUNKED_LAST.test(transferEncoding.toLowerCase())) {
         this.#state = State.ChunkSize;
         this.#line = '';
       } else {
@@ -266,7 +384,7 @@ export class ResponseParser {
       this.#state = State.UntilClose;
       this.keepAlive = false;
     }
-    if (!this.#sink.head(code, status[3] ?? '', raw)) this.#paused = true;
+    if (!this.#sink.head(code, statusText, raw)) this.#paused = true;
   }
 
   /** A complete line (without its CRLF) from `#line` and `data[at…]`, or undefined when the read ends first. */
