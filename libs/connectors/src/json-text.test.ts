@@ -1,4 +1,4 @@
-import { randomBootstrapRoom, serializeWith, topLevelValue } from './json-text';
+import { randomBootstrapRoom, scalarJson, serializeWith, topLevelValue } from './json-text';
 
 describe('serializeWith', () => {
   it.each([
@@ -49,6 +49,87 @@ describe('serializeWith', () => {
     const decode = serializeWith(body, undefined, undefined, undefined, fragments);
     expect(prefill).toBe('{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false,"max_tokens":1,"kv_transfer_params":{}}');
     expect(decode).toBe('{"model":"m","messages":["from the fragments"],"stream":true}');
+  });
+
+  it('writes the same text from fragments as JSON.stringify of the copy, for generated bodies with every kind of value', () => {
+    // mulberry32: a small deterministic generator.
+    let state = 33;
+    const next = (n: number): number => {
+      state = (state + 0x6d2b79f5) | 0;
+      let t = Math.imul(state ^ (state >>> 15), state | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) % n;
+    };
+    const keys = ['model', 'stream', 'max_tokens', 'n', 'a"b', 'é', 'back\\slash', 'ctl\u0001', '', 'messages', 'kv_transfer_params'];
+    const pick = <T>(list: readonly T[]): T => list[next(list.length)];
+    let differing = 0;
+    for (let round = 0; round < 5_000; round++) {
+      const body: Record<string, unknown> = {};
+      for (let k = next(6); k > 0; k--) body[pick(keys)] = pick(SCALARS.filter((v) => typeof v !== 'bigint'));
+      if (next(2) === 0) body['messages'] = [{ role: 'user', content: pick(['hi', 'é', 'a"b']) }];
+      const set: Record<string, unknown> | undefined =
+        next(2) === 0 ? undefined : { [pick(keys)]: pick(SCALARS.filter((v) => typeof v !== 'bigint')) };
+      const drop = next(2) === 0 ? undefined : [pick(keys)];
+      const want = serializeWith(body, set, drop, undefined);
+      if (serializeWith(body, set, drop, undefined, new Map()) !== want) differing++;
+    }
+    expect(differing).toBe(0);
+  });
+});
+
+/** Values that are not objects, each kind JSON.stringify treats on its own (escapes, non-finite numbers, skipped, thrown). */
+const SCALARS: readonly unknown[] = [
+  '',
+  'epd',
+  'Describe the picture in one sentence, please.',
+  'a"b',
+  'back\\slash',
+  'tab\there',
+  'line\nbreak',
+  '\u0000\u001f',
+  '\u007f',
+  'é',
+  '\u2028\u2029',
+  '\ud83d',
+  '\ude00x',
+  '\ud83d\ude00',
+  '</script>',
+  0,
+  -0,
+  1,
+  -1.5,
+  16,
+  1e21,
+  1e-7,
+  5e-324,
+  Number.MAX_SAFE_INTEGER + 2,
+  NaN,
+  Infinity,
+  -Infinity,
+  true,
+  false,
+  null,
+  undefined,
+  () => 1,
+  Symbol('s'),
+  10n,
+];
+
+describe('scalarJson', () => {
+  it('writes what JSON.stringify writes for every kind of value that is not an object, and throws where it throws', () => {
+    const outcome = (f: () => string | undefined): string => {
+      try {
+        return `ok ${String(f())}`;
+      } catch (err) {
+        return `throws ${(err as Error).constructor.name}`;
+      }
+    };
+    const everyCodeUnit = Array.from({ length: 0x10000 }, (_, c) => `a${String.fromCharCode(c)}z`);
+    const differing: unknown[] = [];
+    for (const value of [...SCALARS, ...everyCodeUnit]) {
+      if (outcome(() => scalarJson(value)) !== outcome(() => JSON.stringify(value))) differing.push(value);
+    }
+    expect(differing).toEqual([]);
   });
 });
 

@@ -60,18 +60,60 @@ function spliceWith(
         fragments.set(key, text);
       }
     } else {
-      text = JSON.stringify(value);
+      text = scalarJson(value);
     }
-    if (text !== undefined) out += `${out === '' ? '' : ','}${JSON.stringify(key)}:${text}`;
+    if (text !== undefined) out += `${out === '' ? '' : ','}${memberName(key)}${text}`;
   }
   if (set !== undefined) {
     for (const key in set) {
-      const text = set[key] === undefined ? undefined : (JSON.stringify(set[key]) as string | undefined);
-      if (text !== undefined) out += `${out === '' ? '' : ','}${JSON.stringify(key)}:${text}`;
+      const value = set[key];
+      const text =
+        value === undefined ? undefined : value !== null && typeof value === 'object' ? JSON.stringify(value) : scalarJson(value);
+      if (text !== undefined) out += `${out === '' ? '' : ','}${memberName(key)}${text}`;
     }
   }
   if (rawFields !== undefined && rawFields !== '') out += `${out === '' ? '' : ','}${rawFields}`;
   return `{${out}}`;
+}
+
+/** Keys kept with their member-name text; bodies use a few dozen, and a client cannot grow the cache past this. */
+const MEMBER_NAMES_KEPT = 512;
+const memberNames = new Map<string, string>();
+
+/**
+ * `"key":` as `JSON.stringify` writes a member name, from a cache: the legs' bodies repeat the same keys on every
+ * request, and each `JSON.stringify` call costs several hundred instructions before it writes a byte.
+ */
+function memberName(key: string): string {
+  let text = memberNames.get(key);
+  if (text === undefined) {
+    text = `${JSON.stringify(key)}:`;
+    if (memberNames.size < MEMBER_NAMES_KEPT) memberNames.set(key, text);
+  }
+  return text;
+}
+
+/**
+ * `JSON.stringify` of a value that is not an object, without the call where the text is plain: a string with
+ * nothing to escape (no control character, quote, backslash or surrogate) is quoted as it is, a finite number
+ * written by `String`, a boolean as its word. Anything else (escapes, a bigint that must throw, undefined) goes to
+ * `JSON.stringify` (json-text.test.ts compares both over every UTF-16 code unit and generated values).
+ */
+export function scalarJson(value: unknown): string | undefined {
+  switch (typeof value) {
+    case 'string':
+      for (let i = 0; i < value.length; i++) {
+        const c = value.charCodeAt(i);
+        if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(value);
+      }
+      return `"${value}"`;
+    case 'number':
+      return Number.isFinite(value) ? String(value) : 'null';
+    case 'boolean':
+      return value ? 'true' : 'false';
+    default:
+      return value === null ? 'null' : JSON.stringify(value);
+  }
 }
 
 const QUOTE = 0x22;
