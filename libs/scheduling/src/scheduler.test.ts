@@ -183,6 +183,38 @@ describe('Scheduler: framework', () => {
     const s = new Scheduler({ index: buildIndex([{ pod: 'a' }]), tracker: new InflightTracker(), config: r.loaded });
     expect(decide(s)).toMatchObject({ ok: false, code: 'INTERNAL', message: expect.stringContaining('kaput') });
   });
+
+  it("hands a learned affinity record to the current config's learners only, also after a config switch", () => {
+    const learned: string[] = [];
+    const learning = createInTreeRegistry().register(
+      definePlugin({
+        type: 'learning',
+        kinds: ['scorer'],
+        description: 'test: records what it learns',
+        params: z.object({}).strict(),
+        create: (name) => ({
+          name,
+          type: 'learning',
+          score: () => undefined,
+          learn: (record: { session?: string }) => learned.push(`${name}:${record.session}`),
+        }),
+      }),
+    );
+    const load = (names: string[]): LoadedSchedulerConfig => {
+      const r = loadSchedulerConfig(
+        { plugins: names.map((name) => ({ type: 'learning', name })), profiles: { default: { filters: [], scorers: names } } },
+        { registry: learning },
+      );
+      if (!r.ok) throw new Error(r.reasons.join());
+      return r.loaded;
+    };
+    const s = new Scheduler({ index: buildIndex([{ pod: 'a' }]), tracker: new InflightTracker(), config: load(['x', 'y']) });
+    const record = (session: string) => ({ model: 'm', endpoint: keyOf('a'), role: 'aggregated' as const, prefixHashes: [], session });
+    s.learn(record('s1'));
+    s.setConfig(load(['z']));
+    s.learn(record('s2'));
+    expect(learned).toEqual(['x:s1', 'y:s1', 'z:s2']);
+  });
 });
 
 const pdIndex = (extra: EndpointSpec[] = [], mode: 'pd' | 'epd' = 'pd', prefill = true): EndpointIndex =>

@@ -12,7 +12,14 @@ import { outlierPolicyOf, shortcutsOf, type ModelServerSpec, type PipelineMode, 
 import { ErrorCode, TriadError, type ErrorCodeValue } from '@triad/errors';
 import { defaultSchedulerConfig } from './config/default-config';
 import { loadSchedulerConfig, type LoadedProfile, type LoadedSchedulerConfig } from './config/load-config';
-import { isAffinityLearner, isCacheEstimator, isEndpointAware, type CacheEstimator, type ProfileRole } from './framework/plugin';
+import {
+  isAffinityLearner,
+  isCacheEstimator,
+  isEndpointAware,
+  type AffinityLearner,
+  type CacheEstimator,
+  type ProfileRole,
+} from './framework/plugin';
 import { prefixHashOptionsOf } from './config/prefix-hash-options';
 import { DEFAULT_PREFIX_BLOCK_SIZE } from './hashing/prefix-hashes';
 import { mayPrefillOnDecode, planDisaggregation, type DisaggregationChoice } from './planning/disaggregation-plan';
@@ -130,6 +137,9 @@ export class Scheduler {
   /** The config whose cache estimators are in `#estimators` (recomputed after a config switch). */
   #estimatorsOf: LoadedSchedulerConfig | undefined;
   #estimators: CacheEstimator[] = [];
+  /** The config whose affinity learners are in `#learners` (recomputed after a config switch). */
+  #learnersOf: LoadedSchedulerConfig | undefined;
+  #learners: AffinityLearner[] = [];
   #blockChars = 64;
   // The disaggregation plan's reads, made once (a function made per decision is named at run time under esbuild's
   // keepNames, one defineProperty each): an endpoint's in-flight count, and its prefill backlog at `#backlogAt`.
@@ -173,7 +183,14 @@ export class Scheduler {
 
   /** Applies what another replica's decision taught to every plugin that keeps affinity state. */
   learn(record: AffinityRecord): void {
-    for (const p of this.#config.plugins.values()) if (isAffinityLearner(p)) p.learn(record);
+    // The learners are picked out once per config: asking every plugin (of a different shape each) for a `learn`
+    // method on every record was a megamorphic property load per plugin, several per request in the gateway.
+    const cfg = this.#config;
+    if (this.#learnersOf !== cfg) {
+      this.#learnersOf = cfg;
+      this.#learners = [...cfg.plugins.values()].filter(isAffinityLearner);
+    }
+    for (const learner of this.#learners) learner.learn(record);
   }
 
   /** Stops following index removals (the scheduler is being discarded). */
