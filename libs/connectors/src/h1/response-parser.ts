@@ -36,8 +36,10 @@ const HAS_KEEP_ALIVE = /(?:^|[\s,])keep-alive(?:$|[\s,])/;
 const HAS_CLOSE = /(?:^|[\s,])close(?:$|[\s,])/;
 const CHUNKED_LAST = /(?:^|[\s,])chunked\s*$/;
 
-/** Token characters (RFC 9110 `tchar`: `/[!#$%&'*+\-.^_`|~0-9A-Za-z]/`) by character code (the
- * head is latin1 text: no code above 0xFF). */
+/**
+ * Token characters (RFC 9110 `tchar`: `/[!#$%&'*+\-.^_`|~0-9A-Za-z]/`) by character code; the head is latin1 text, so
+ * no code is above 0xFF.
+ */
 const TOKEN_CHARS = new Uint8Array(256);
 for (const c of "!#$%&'*+-.^_`|~") TOKEN_CHARS[c.charCodeAt(0)] = 1;
 for (let c = 0x30; c <= 0x39; c++) TOKEN_CHARS[c] = 1;
