@@ -1,4 +1,11 @@
+import { AttributeMemo } from './attribute-memo';
 import { ProtoBuffer } from './proto-buffer';
+
+/** A span or event name: its length-prefixed UTF-8, and the memo of the attribute lists of spans of that name. */
+export interface EncodedName {
+  readonly encoded: Uint8Array;
+  readonly attributes: AttributeMemo;
+}
 
 /**
  * Length-prefixed UTF-8 encodings of the strings every span repeats (attribute keys, span and event names, status
@@ -10,6 +17,7 @@ export class EncodedStrings {
   readonly #entries = new Map<string, Uint8Array>();
   /** KeyValue heads: `key` field tag, the key's length-prefixed bytes, `value` field tag. */
   readonly #keys = new Map<string, Uint8Array>();
+  readonly #names = new Map<string, EncodedName>();
   readonly #scratch = new ProtoBuffer(256);
 
   constructor(
@@ -18,7 +26,7 @@ export class EncodedStrings {
   ) {}
 
   get size(): number {
-    return this.#entries.size + this.#keys.size;
+    return this.#entries.size + this.#keys.size + this.#names.size;
   }
 
   /**
@@ -26,37 +34,59 @@ export class EncodedStrings {
    * caller writes): the same bytes as `tag(1, LEN)`, `write(key)`, `tag(2, LEN)`, copied from one cached chunk.
    */
   writeKey(out: ProtoBuffer, key: string): void {
-    this.#write(out, this.#keys, key, keyValueHead);
+    out.raw(this.keyHead(key));
+  }
+
+  /** The bytes `writeKey` writes, cached unless the key is too long to keep (then encoded anew for this call). */
+  keyHead(key: string): Uint8Array {
+    const cached = this.#keys.get(key);
+    if (cached !== undefined) return cached;
+    const scratch = this.#scratch;
+    scratch.reset();
+    keyValueHead(scratch, key);
+    const encoded = scratch.take();
+    if (key.length <= this.maxLength) this.#keep(this.#keys, key, encoded);
+    return encoded;
+  }
+
+  /**
+   * A span or event name's encoding and attribute memo, made on first use; undefined for a name too long to keep
+   * (a caller writes it with `write` and its attributes without a memo).
+   */
+  named(name: string): EncodedName | undefined {
+    const cached = this.#names.get(name);
+    if (cached !== undefined || name.length > this.maxLength) return cached;
+    const scratch = this.#scratch;
+    scratch.reset();
+    scratch.string(name);
+    const entry: EncodedName = { encoded: scratch.take(), attributes: new AttributeMemo() };
+    this.#keep(this.#names, name, entry);
+    return entry;
   }
 
   /** Writes `value` as a length-prefixed string into `out`. */
   write(out: ProtoBuffer, value: string): void {
-    this.#write(out, this.#entries, value, lengthPrefixed);
-  }
-
-  /** Copies `text`'s cached encoding into `out`, encoding and caching it first (unless it is too long to keep). */
-  #write(out: ProtoBuffer, cache: Map<string, Uint8Array>, text: string, encode: (into: ProtoBuffer, text: string) => void): void {
-    const cached = cache.get(text);
+    const cached = this.#entries.get(value);
     if (cached !== undefined) {
       out.raw(cached);
       return;
     }
-    if (text.length > this.maxLength) {
-      encode(out, text);
+    if (value.length > this.maxLength) {
+      out.string(value);
       return;
     }
     const scratch = this.#scratch;
     scratch.reset();
-    encode(scratch, text);
+    scratch.string(value);
     const encoded = scratch.take();
-    if (cache.size >= this.maxEntries) cache.clear();
-    cache.set(text, encoded);
+    this.#keep(this.#entries, value, encoded);
     out.raw(encoded);
   }
-}
 
-function lengthPrefixed(into: ProtoBuffer, text: string): void {
-  into.string(text);
+  #keep<T>(cache: Map<string, T>, text: string, value: T): void {
+    if (cache.size >= this.maxEntries) cache.clear();
+    cache.set(text, value);
+  }
 }
 
 /** A KeyValue's `key` field and the tag of its `value` field (both length-delimited: wire type 2). */

@@ -1,7 +1,9 @@
 import type { Attributes, HrTime, Link, SpanContext } from '@opentelemetry/api';
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base';
+import { RecordedSpan } from '../tracer';
+import { AttributeMemo, AttributeSlot, MAX_KEPT_BYTES, MAX_SLOTS } from './attribute-memo';
 import { EncodedStrings } from './encoded-strings';
-import { ProtoBuffer } from './proto-buffer';
+import { ProtoBuffer, varintLength } from './proto-buffer';
 
 // Wire types.
 const VARINT = 0;
@@ -13,6 +15,15 @@ const I32 = 5;
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 
+// Tags of fields written on every span, as the one byte each is (field numbers below 16).
+const SPAN_NAME_TAG = (5 << 3) | LEN;
+const START_TIME_TAG = (7 << 3) | I64;
+const END_TIME_TAG = (8 << 3) | I64;
+// AnyValue's string_value, bool_value, int_value.
+const STRING_VALUE_TAG = (1 << 3) | LEN;
+const BOOL_VALUE_TAG = (2 << 3) | VARINT;
+const INT_VALUE_TAG = (3 << 3) | VARINT;
+
 // AnyValue.int_value is int64: integers outside [-2^63, 2^63) go out as double_value.
 const INT64_MIN = -(2 ** 63);
 const INT64_END = 2 ** 63;
@@ -20,21 +31,41 @@ const INT64_END = 2 ** 63;
 type Resource = ReadableSpan['resource'];
 type Scope = ReadableSpan['instrumentationScope'];
 
+/** The last id of one kind written (hex) and its length-prefixed bytes, to copy when the next id is the same. */
+interface LastId {
+  hex: string | undefined;
+  readonly bytes: Uint8Array;
+}
+
+// Imported bindings read once: under tsx (the benchmarks, the tests) every use of an imported binding is a call of an
+// export getter, once per attribute here; the production bundle has no getters, and these cost it nothing.
+const SLOT_LIMIT = MAX_SLOTS;
+const KEPT_BYTES_LIMIT = MAX_KEPT_BYTES;
+const Slot = AttributeSlot;
+const Recorded = RecordedSpan;
+const lengthOfVarint = varintLength;
+
 /**
  * Encodes an OTLP `ExportTraceServiceRequest` (opentelemetry/proto/collector/trace/v1) from ended spans, with the
  * exact bytes `ProtobufTraceSerializer` of @opentelemetry/otlp-transformer writes: spans grouped by resource, then
  * scope, each in order of first appearance; fields in field-number order; empty trace state, parent, status message,
  * kind UNSPECIFIED and schema URLs left out; dropped counts always written; flags always written. What it saves is
  * the repeated work: names and attribute keys (with the tags around a key) come out of an `EncodedStrings` cache,
- * ids are decoded straight into the buffer (a trace id once for the run of spans that share it), and the request
- * is written in one pass instead of a size pass and a write pass.
+ * an attribute whose key and value repeat those at the same position of the last span of the same name is copied
+ * as one encoded chunk (`AttributeMemo`), ids are decoded straight into the buffer (a trace id once for the run of
+ * spans that share it, a parent id once for the run of its children), and the request is written in one pass
+ * instead of a size pass and a write pass.
  */
 export class TraceRequestEncoder {
   readonly #out = new ProtoBuffer();
   readonly #names: EncodedStrings;
   /** The last trace id written and its bytes (a request's spans share one): decoded once, not once per span. */
-  #traceHex: string | undefined = undefined;
-  readonly #traceBytes = new Uint8Array(17);
+  readonly #trace: LastId = { hex: undefined, bytes: new Uint8Array(17) };
+  /** The last parent span id written (a request span is the parent of every other span of its request). */
+  readonly #parent: LastId = { hex: undefined, bytes: new Uint8Array(9) };
+  readonly #resourceAttributes = new AttributeMemo();
+  readonly #scopeAttributes = new AttributeMemo();
+  readonly #linkAttributes = new AttributeMemo();
 
   constructor(names = new EncodedStrings()) {
     this.#names = names;
@@ -47,7 +78,7 @@ export class TraceRequestEncoder {
       out.tag(1, LEN);
       this.#resourceSpans(resource, scopes);
     }
-    return out.take();
+    return out.detach();
   }
 
   #resourceSpans(resource: Resource, scopes: Map<Scope, ReadableSpan[]>): void {
@@ -55,7 +86,7 @@ export class TraceRequestEncoder {
     const start = out.begin();
     out.tag(1, LEN);
     const resourceStart = out.begin();
-    if (resource.attributes) this.#attributes(resource.attributes, 1);
+    if (resource.attributes) this.#attributes(resource.attributes, 1, this.#resourceAttributes);
     // Resource.dropped_attributes_count: the SDK's resources do not count drops.
     out.tag(2, VARINT);
     out.uint32(0);
@@ -73,7 +104,7 @@ export class TraceRequestEncoder {
 
   #scopeSpans(scope: Scope, spans: readonly ReadableSpan[]): void {
     const out = this.#out;
-    const start = out.begin();
+    const start = out.beginWide();
     out.tag(1, LEN);
     const scopeStart = out.begin();
     out.tag(1, LEN);
@@ -84,7 +115,7 @@ export class TraceRequestEncoder {
     }
     // The SDK's InstrumentationScope type has neither, but a scope object may carry them.
     const extra = scope as { attributes?: Attributes; droppedAttributesCount?: number };
-    if (extra.attributes) this.#attributes(extra.attributes, 3);
+    if (extra.attributes) this.#attributes(extra.attributes, 3, this.#scopeAttributes);
     if (extra.droppedAttributesCount) {
       out.tag(4, VARINT);
       out.varint(extra.droppedAttributesCount);
@@ -98,33 +129,43 @@ export class TraceRequestEncoder {
       out.tag(3, LEN);
       this.#names.write(out, scope.schemaUrl);
     }
-    out.end(start);
+    out.endWide(start);
   }
 
   #span(span: ReadableSpan): void {
     const out = this.#out;
     const names = this.#names;
-    const start = out.begin();
+    const start = out.beginWide();
     const ids = span.spanContext();
     this.#ids(ids);
     const parent = span.parentSpanContext;
     if (parent?.spanId) {
       out.tag(4, LEN);
-      out.hexId(parent.spanId);
+      this.#id(parent.spanId, this.#parent);
     }
-    out.tag(5, LEN);
-    names.write(out, span.name);
+    const name = names.named(span.name);
+    out.byte(SPAN_NAME_TAG);
+    if (name !== undefined) out.raw(name.encoded);
+    else names.write(out, span.name);
     // SpanKind in the API starts at INTERNAL = 0; on the wire 0 is UNSPECIFIED, so everything moves up by one.
     const kind = span.kind == null ? 0 : span.kind + 1;
     if (kind !== 0) {
       out.tag(6, VARINT);
       out.varint(kind);
     }
-    out.tag(7, I64);
-    writeNanos(out, span.startTime);
-    out.tag(8, I64);
-    writeNanos(out, span.endTime);
-    if (span.attributes) this.#attributes(span.attributes, 9);
+    if (span instanceof Recorded) {
+      // Triad's recorder keeps epoch ms: the HrTime getters would build a tuple per call.
+      out.byte(START_TIME_TAG);
+      writeEpochMs(out, span.startMs);
+      out.byte(END_TIME_TAG);
+      writeEpochMs(out, span.endMs);
+    } else {
+      out.byte(START_TIME_TAG);
+      writeNanos(out, span.startTime);
+      out.byte(END_TIME_TAG);
+      writeNanos(out, span.endTime);
+    }
+    if (span.attributes) this.#attributes(span.attributes, 9, name?.attributes);
     out.tag(10, VARINT);
     out.varint(span.droppedAttributesCount);
     for (const event of span.events) {
@@ -150,7 +191,7 @@ export class TraceRequestEncoder {
     out.end(statusStart);
     out.tag(16, I32);
     out.fixed32(spanFlags(ids, parent?.isRemote));
-    out.end(start);
+    out.endWide(start);
   }
 
   #event(event: TimedEvent): void {
@@ -159,8 +200,10 @@ export class TraceRequestEncoder {
     out.tag(1, I64);
     writeNanos(out, event.time);
     out.tag(2, LEN);
-    this.#names.write(out, event.name);
-    if (event.attributes) this.#attributes(event.attributes, 3);
+    const name = this.#names.named(event.name);
+    if (name !== undefined) out.raw(name.encoded);
+    else this.#names.write(out, event.name);
+    if (event.attributes) this.#attributes(event.attributes, 3, name?.attributes);
     out.tag(4, VARINT);
     out.varint(event.droppedAttributesCount || 0);
     out.end(start);
@@ -170,18 +213,7 @@ export class TraceRequestEncoder {
   #ids(ids: SpanContext): void {
     const out = this.#out;
     out.tag(1, LEN);
-    const traceId = ids.traceId;
-    if (traceId === this.#traceHex) {
-      out.raw(this.#traceBytes);
-    } else {
-      const start = out.pos;
-      out.hexId(traceId);
-      // A W3C trace id is 16 bytes, one length byte ahead of them; any other length is written but not kept.
-      if (out.pos - start === this.#traceBytes.length) {
-        out.copyTo(this.#traceBytes, start);
-        this.#traceHex = traceId;
-      }
-    }
+    this.#id(ids.traceId, this.#trace);
     out.tag(2, LEN);
     out.hexId(ids.spanId);
     const traceState = ids.traceState?.serialize();
@@ -191,12 +223,28 @@ export class TraceRequestEncoder {
     }
   }
 
+  /** A length-prefixed id from hex, copied from `last` when it is the id written there last. */
+  #id(hex: string, last: LastId): void {
+    const out = this.#out;
+    if (hex === last.hex) {
+      out.raw(last.bytes);
+      return;
+    }
+    const start = out.pos;
+    out.hexId(hex);
+    // A W3C id of the expected size (one length byte ahead of its bytes) is kept; any other is written, not kept.
+    if (out.pos - start === last.bytes.length) {
+      out.copyTo(last.bytes, start);
+      last.hex = hex;
+    }
+  }
+
   #link(link: Link): void {
     const out = this.#out;
     const start = out.begin();
     const ids = link.context;
     this.#ids(ids);
-    if (link.attributes) this.#attributes(link.attributes, 4);
+    if (link.attributes) this.#attributes(link.attributes, 4, this.#linkAttributes);
     out.tag(5, VARINT);
     out.varint(link.droppedAttributesCount || 0);
     out.tag(6, I32);
@@ -204,25 +252,108 @@ export class TraceRequestEncoder {
     out.end(start);
   }
 
-  /** Each own enumerable attribute as a repeated KeyValue under `field`, in the object's key order. */
-  #attributes(attributes: Attributes, field: number): void {
+  /**
+   * Each own enumerable attribute as a repeated KeyValue under `field` (below 16: a one-byte tag), in the object's
+   * key order. With a memo, an attribute whose key and value are those at the same position last time is copied
+   * from there; otherwise it is encoded, and kept for next time while the values at its position repeat.
+   */
+  #attributes(attributes: Attributes, field: number, memo: AttributeMemo | undefined): void {
     const out = this.#out;
+    const tag = (field << 3) | LEN;
+    const slots = memo?.slots;
+    let position = 0;
     for (const key in attributes) {
+      // Spelled out: TurboFan recognizes this call on a for-in key (no call at all, and the value read below stays a
+      // load by enum-cache index); through an alias it is an opaque call, and the read a megamorphic keyed load.
       if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
-      out.tag(field, LEN);
-      const start = out.begin();
-      this.#keyValue(key, attributes[key]);
-      out.end(start);
+      const value = attributes[key];
+      out.byte(tag);
+      if (slots === undefined || position >= SLOT_LIMIT) {
+        this.#keyValue(this.#names.keyHead(key), value);
+        continue;
+      }
+      let slot: AttributeSlot;
+      if (position < slots.length) {
+        slot = slots[position];
+        if (slot.key !== key) slot.rekey(key, this.#names.keyHead(key));
+        else if (slot.encoded !== undefined) {
+          // Equal primitives encode alike (0 and -0 both as int 0); NaN never equals, so it is always encoded.
+          if (slot.value === value) {
+            out.raw(slot.encoded);
+            position++;
+            continue;
+          }
+          slot.forget();
+        }
+      } else {
+        slot = new Slot(key, this.#names.keyHead(key));
+        slots.push(slot);
+      }
+      position++;
+      const start = out.pos;
+      this.#keyValue(slot.head, value);
+      const type = typeof value;
+      if (slot.keeps && (type === 'string' || type === 'number' || type === 'boolean') && out.pos - start <= KEPT_BYTES_LIMIT) {
+        slot.value = value;
+        slot.encoded = out.copyFrom(start);
+      }
     }
   }
 
-  #keyValue(key: string, value: unknown): void {
+  /**
+   * A KeyValue message (length prefix included) of a key's cached head and a value. A string, an integer in
+   * [0, 2^31) or a boolean whose KeyValue is shorter than 128 bytes has its lengths written up front, from the
+   * string's length (its bytes when ASCII, checked as it is copied; otherwise it is written again the general way).
+   */
+  #keyValue(head: Uint8Array, value: unknown): void {
     const out = this.#out;
-    // The key field, its string and the value field's tag, as one cached chunk.
-    this.#names.writeKey(out, key);
+    const headLength = head.length;
+    if (typeof value === 'string') {
+      const n = value.length;
+      // head, AnyValue length, string_value tag, string length, bytes: every length one byte.
+      const length = headLength + 3 + n;
+      if (length < 0x80) {
+        const start = out.pos;
+        out.byte(length);
+        out.raw(head);
+        out.byte(n + 2);
+        out.byte(STRING_VALUE_TAG);
+        out.byte(n);
+        if (out.ascii(value)) return;
+        out.pos = start;
+      }
+    } else if (typeof value === 'number') {
+      if ((value | 0) === value && value >= 0) {
+        const valueLength = 1 + lengthOfVarint(value);
+        const length = headLength + 1 + valueLength;
+        if (length < 0x80) {
+          out.byte(length);
+          out.raw(head);
+          out.byte(valueLength);
+          out.byte(INT_VALUE_TAG);
+          out.uint32(value);
+          return;
+        }
+      }
+    } else if (typeof value === 'boolean' && headLength + 3 < 0x80) {
+      out.byte(headLength + 3);
+      out.raw(head);
+      out.byte(2);
+      out.byte(BOOL_VALUE_TAG);
+      out.byte(value ? 1 : 0);
+      return;
+    }
     const start = out.begin();
+    out.raw(head);
+    const valueStart = out.begin();
     this.#anyValue(value);
+    out.end(valueStart);
     out.end(start);
+  }
+
+  /** A KeyValue inside a kvlist_value: the key's cached head, no memo. */
+  #nestedKeyValue(key: string, value: unknown): void {
+    this.#keyValue(this.#names.keyHead(key), value);
   }
 
   /** An AnyValue; a value of no OTLP type (undefined, null, a function) leaves it empty. */
@@ -267,9 +398,7 @@ export class TraceRequestEncoder {
       for (const key in entries) {
         if (!Object.prototype.hasOwnProperty.call(entries, key)) continue;
         out.tag(1, LEN);
-        const start = out.begin();
-        this.#keyValue(key, entries[key]);
-        out.end(start);
+        this.#nestedKeyValue(key, entries[key]);
       }
       out.end(listStart);
     }
@@ -285,11 +414,30 @@ function spanFlags(ids: SpanContext, remote: boolean | undefined): number {
  * is split at bit 16 and each part's product (below 2^53) is carried into the low and high 32-bit words.
  */
 function writeNanos(out: ProtoBuffer, time: HrTime): void {
-  const seconds = time[0];
+  writeSecondsNanos(out, time[0], time[1]);
+}
+
+/**
+ * Epoch ms as `writeNanos(out, hrTimeOf(ms))` writes them (tracer.ts: the same seconds, the same rounding of the
+ * nanoseconds and the same carry), without the tuple.
+ */
+function writeEpochMs(out: ProtoBuffer, ms: number): void {
+  let seconds = Math.floor(ms / 1000);
+  let nanos = Math.round((ms - seconds * 1000) * 1e6);
+  if (nanos >= 1e9) {
+    seconds += 1;
+    nanos -= 1e9;
+  } else if (nanos < 0) {
+    nanos = 0;
+  }
+  writeSecondsNanos(out, seconds, nanos);
+}
+
+function writeSecondsNanos(out: ProtoBuffer, seconds: number, nanos: number): void {
   const lowPart = (seconds & 0xffff) * 1e9;
   const highPart = ((seconds / 0x10000) >>> 0) * 1e9;
   // highPart counts units of 2^16 ns: its low 16 bits land in the low word's top half, the rest in the high word.
-  const low = (lowPart >>> 0) + (((highPart & 0xffff) * 0x10000) >>> 0) + time[1];
+  const low = (lowPart >>> 0) + (((highPart & 0xffff) * 0x10000) >>> 0) + nanos;
   const high = Math.floor(lowPart / 0x100000000) + ((highPart / 0x10000) >>> 0) + Math.floor(low / 0x100000000);
   out.fixed64(low >>> 0, high >>> 0);
 }
