@@ -1,6 +1,16 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, createTraceState, type SpanContext } from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-base';
-import { DEFAULT_SPAN_LIMITS, epochNow, epochOf, hrTimeOf, RecordedSpan, samplerFor, TriadTracer, type SpanLimits } from './tracer';
+import {
+  DEFAULT_SPAN_LIMITS,
+  DrawnSpanContext,
+  epochNow,
+  epochOf,
+  hrTimeOf,
+  RecordedSpan,
+  samplerFor,
+  TriadTracer,
+  type SpanLimits,
+} from './tracer';
 
 function collectingTracer(sampler = samplerFor('always_on', 1), limits?: SpanLimits): { tracer: TriadTracer; ended: RecordedSpan[] } {
   const ended: RecordedSpan[] = [];
@@ -174,5 +184,38 @@ describe('TriadTracer', () => {
     expect(child.attributes).toEqual({ x: 1 });
     const root = tracer.startSpan('api-root', { root: true }, ctx);
     expect(root.spanContext().traceId).not.toBe(sampledParent.traceId);
+  });
+});
+
+describe('DrawnSpanContext', () => {
+  /** The bytes a context says its ids were drawn as, as hex (undefined where it names no pool). */
+  function drawnHex(ids: DrawnSpanContext): { trace: string | undefined; span: string | undefined } {
+    const hex = (pool: Uint8Array | undefined, at: number, n: number) =>
+      pool === undefined ? undefined : Buffer.from(pool.subarray(at, at + n)).toString('hex');
+    return { trace: hex(ids.traceIdPool, ids.traceIdAt, 16), span: hex(ids.spanIdPool, ids.spanIdAt, 8) };
+  }
+
+  it('names the bytes each hex id was cut from, and they stay so after the pool is refilled many times', () => {
+    const { tracer, ended } = collectingTracer();
+    // 3,000 roots with a child each: 3,000 × (16 + 8 + 8) bytes, more than twenty 4 KiB pools.
+    for (let i = 0; i < 3000; i++) {
+      const root = tracer.begin('root', SpanKind.SERVER, undefined, undefined);
+      tracer.begin('child', SpanKind.CLIENT, root.spanContext(), undefined).end();
+      root.end();
+    }
+    expect(ended).toHaveLength(6000);
+    for (const span of ended) {
+      const ids = span.spanContext();
+      expect(ids).toBeInstanceOf(DrawnSpanContext);
+      expect(drawnHex(ids as DrawnSpanContext)).toEqual({ trace: ids.traceId, span: ids.spanId });
+    }
+  });
+
+  it('names no trace id bytes under a remote parent (its trace id is hex from a header), its own span id’s all the same', () => {
+    const { tracer, ended } = collectingTracer();
+    tracer.begin('from remote', SpanKind.SERVER, sampledParent, undefined).end();
+    const ids = ended[0].spanContext() as DrawnSpanContext;
+    expect(ids.traceId).toBe(sampledParent.traceId);
+    expect(drawnHex(ids)).toEqual({ trace: undefined, span: ids.spanId });
   });
 });

@@ -104,7 +104,8 @@ function isTimeInput(value: unknown): value is TimeInput {
 // ---- ids and sampling -------------------------------------------------------------------------------------------
 
 const ID_POOL_SIZE = 4096;
-const idPool = Buffer.allocUnsafe(ID_POOL_SIZE);
+/** The random bytes ids are drawn from: a new buffer per refill, never rewritten, so a drawn id's bytes stay. */
+let idPool = Buffer.allocUnsafe(0);
 /** The pool as hex text, made once per refill; ids are cut from it. */
 let hexPool = '';
 let hexOffset = 0;
@@ -112,11 +113,13 @@ let hexOffset = 0;
 /**
  * `bytes` random bytes as hex, cut from a pool the CSPRNG refills every 4 KiB and converted to hex text in one
  * native call per refill: an id is a substring, not a `Buffer#toString('hex')` call of its own. The SDK's way
- * (`Math.random()` eight hex digits at a time, `toString(16)` of a double) took about 1 µs per span id.
+ * (`Math.random()` eight hex digits at a time, `toString(16)` of a double) took about 1 µs per span id. The id's
+ * bytes are `idPool` from `drawnAt()` (read before the next draw).
  */
 function randomHex(bytes: number): string {
   const chars = bytes * 2;
   if (hexOffset + chars > hexPool.length) {
+    idPool = Buffer.allocUnsafe(ID_POOL_SIZE);
     randomFillSync(idPool);
     hexPool = idPool.toString('hex');
     hexOffset = 0;
@@ -126,14 +129,44 @@ function randomHex(bytes: number): string {
   return hex;
 }
 
+/** Where the last id's bytes start in `idPool`. */
+function drawnAt(bytes: number): number {
+  return (hexOffset >>> 1) - bytes;
+}
+
+// What an all-zero (invalid) id is replaced with. Its hex is not its drawn bytes, so it is given no pool; an id
+// drawn as exactly this (one in 2^64 or 2^128) is also given none, which costs a decode, never a wrong byte.
+const SPAN_ID_FOR_ZERO = '0000000000000001';
+const TRACE_ID_FOR_ZERO = '00000000000000000000000000000001';
+
 function newSpanId(): string {
   const id = randomHex(8);
-  return id === '0000000000000000' ? '0000000000000001' : id;
+  return id === '0000000000000000' ? SPAN_ID_FOR_ZERO : id;
 }
 
 function newTraceId(): string {
   const id = randomHex(16);
-  return id === '00000000000000000000000000000000' ? '00000000000000000000000000000001' : id;
+  return id === '00000000000000000000000000000000' ? TRACE_ID_FOR_ZERO : id;
+}
+
+/**
+ * A span context this tracer made, with the random bytes its hex ids were cut from: where they are in which pool
+ * buffer (`undefined` where the id did not come from a pool: a remote parent's trace id, the all-zero id's
+ * replacement). The OTLP encoder copies those bytes instead of decoding the hex of every id of every span, the
+ * largest part of its work per span after the attributes. The bytes are never written again once drawn.
+ */
+export class DrawnSpanContext implements SpanContext {
+  traceState: SpanContext['traceState'] = undefined;
+
+  constructor(
+    readonly traceId: string,
+    readonly spanId: string,
+    readonly traceFlags: number,
+    readonly traceIdPool: Uint8Array | undefined,
+    readonly traceIdAt: number,
+    readonly spanIdPool: Uint8Array | undefined,
+    readonly spanIdAt: number,
+  ) {}
 }
 
 /** Whether a new span is sampled, given its valid parent (local or remote), if any, and its trace id. */
@@ -405,10 +438,34 @@ export class TriadTracer implements Tracer, SpanStarter {
   }
 
   #begin(name: string, kind: SpanKind, parent: SpanContext | undefined, startMs: number | undefined, attributes?: () => Attributes): Span {
-    const traceId = parent === undefined ? newTraceId() : parent.traceId;
+    let traceId: string;
+    let traceIdPool: Uint8Array | undefined;
+    let traceIdAt = 0;
+    if (parent === undefined) {
+      traceId = newTraceId();
+      traceIdAt = drawnAt(16);
+      if (traceId !== TRACE_ID_FOR_ZERO) traceIdPool = idPool;
+    } else {
+      traceId = parent.traceId;
+      if (parent instanceof DrawnSpanContext) {
+        traceIdPool = parent.traceIdPool;
+        traceIdAt = parent.traceIdAt;
+      }
+    }
     const sampled = this.sample(parent, traceId);
-    const context: SpanContext = { traceId, spanId: newSpanId(), traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE };
-    if (parent?.traceState !== undefined) (context as { traceState?: SpanContext['traceState'] }).traceState = parent.traceState;
+    const spanId = newSpanId();
+    const spanIdAt = drawnAt(8);
+    const spanIdPool = spanId === SPAN_ID_FOR_ZERO ? undefined : idPool;
+    const context = new DrawnSpanContext(
+      traceId,
+      spanId,
+      sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
+      traceIdPool,
+      traceIdAt,
+      spanIdPool,
+      spanIdAt,
+    );
+    if (parent?.traceState !== undefined) context.traceState = parent.traceState;
     if (!sampled) return trace.wrapSpanContext(context);
     let attrs: Attributes | undefined;
     let count = 0;

@@ -165,6 +165,19 @@ export class ProtoBuffer {
     this.pos += n;
   }
 
+  /**
+   * `length` bytes of `source` from `at`, with their length: an id's bytes where they were drawn. A loop: for 8 or
+   * 16 bytes it costs less than `set` of a `subarray`, which makes a view object first.
+   */
+  lengthPrefixedFrom(source: Uint8Array, at: number, length: number): void {
+    this.ensure(length + 1);
+    const bytes = this.#bytes;
+    let p = this.pos;
+    bytes[p++] = length;
+    for (let i = 0; i < length; i++) bytes[p++] = source[at + i];
+    this.pos = p;
+  }
+
   /** Copies the `into.length` bytes written from `from` into `into`. */
   copyTo(into: Uint8Array, from: number): void {
     typedArraySet.call(into, this.#bytes.subarray(from, from + into.length));

@@ -3,6 +3,7 @@ import { TraceState } from '@opentelemetry/core';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { TriadTracer, type RecordedSpan } from '../tracer';
 import { EncodedStrings } from './encoded-strings';
 import { TraceRequestEncoder } from './trace-request';
 
@@ -158,5 +159,35 @@ describe('TraceRequestEncoder writes the SDK serializer’s bytes', () => {
     // Again in another order: the trace id kept from the last span must not leak into a span of another trace.
     const reordered = [recorded[4], recorded[0], recorded[4], recorded[1]];
     expect(Buffer.from(encoder.encode(reordered))).toEqual(sdkBytes(reordered));
+  });
+});
+
+describe('TraceRequestEncoder with the recorder’s spans (ids copied from the bytes they were drawn as)', () => {
+  it('writes the SDK serializer’s bytes for traces across many id pools, children, and a remote parent', () => {
+    const ended: RecordedSpan[] = [];
+    const tracer = new TriadTracer({
+      sample: () => true,
+      sink: { onEnd: (span) => ended.push(span) },
+      origin: { resource: resourceFromAttributes({ 'service.name': 'triad-gateway' }), instrumentationScope: { name: '@triad/telemetry' } },
+    });
+    const remote = {
+      traceId: '0af7651916cd43dd8448eb211c80319c',
+      spanId: 'b7ad6b7169203331',
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    };
+    const encoder = new TraceRequestEncoder();
+    for (let batch = 0; batch < 20; batch++) {
+      ended.length = 0;
+      // 60 requests of 6 spans, in flight together: their spans end interleaved, as at 32 connections.
+      const roots = Array.from({ length: 60 }, (_, i) =>
+        tracer.begin('POST /v1/chat/completions', SpanKind.SERVER, i % 10 === 0 ? remote : undefined, undefined),
+      );
+      for (let leg = 0; leg < 5; leg++)
+        for (const root of roots) tracer.begin(`leg ${leg}`, SpanKind.CLIENT, root.spanContext(), undefined).end();
+      for (const root of roots) root.end();
+      const spans = ended as unknown as ReadableSpan[];
+      expect(Buffer.from(encoder.encode(spans)).equals(sdkBytes(spans))).toBe(true);
+    }
   });
 });

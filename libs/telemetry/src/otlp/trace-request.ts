@@ -1,6 +1,6 @@
 import type { Attributes, HrTime, Link, SpanContext } from '@opentelemetry/api';
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base';
-import { RecordedSpan } from '../tracer';
+import { DrawnSpanContext, RecordedSpan } from '../tracer';
 import { AttributeMemo, AttributeSlot, MAX_KEPT_BYTES, MAX_SLOTS } from './attribute-memo';
 import { EncodedStrings } from './encoded-strings';
 import { ProtoBuffer, varintLength } from './proto-buffer';
@@ -43,6 +43,7 @@ const SLOT_LIMIT = MAX_SLOTS;
 const KEPT_BYTES_LIMIT = MAX_KEPT_BYTES;
 const Slot = AttributeSlot;
 const Recorded = RecordedSpan;
+const Drawn = DrawnSpanContext;
 const lengthOfVarint = varintLength;
 
 /**
@@ -141,7 +142,8 @@ export class TraceRequestEncoder {
     const parent = span.parentSpanContext;
     if (parent?.spanId) {
       out.tag(4, LEN);
-      this.#id(parent.spanId, this.#parent);
+      if (parent instanceof Drawn && parent.spanIdPool !== undefined) out.lengthPrefixedFrom(parent.spanIdPool, parent.spanIdAt, 8);
+      else this.#id(parent.spanId, this.#parent);
     }
     const name = names.named(span.name);
     out.byte(SPAN_NAME_TAG);
@@ -213,9 +215,13 @@ export class TraceRequestEncoder {
   #ids(ids: SpanContext): void {
     const out = this.#out;
     out.tag(1, LEN);
-    this.#id(ids.traceId, this.#trace);
+    // The recorder's ids: their bytes as drawn (see DrawnSpanContext), not decoded from hex.
+    const drawn = ids instanceof Drawn ? ids : undefined;
+    if (drawn?.traceIdPool !== undefined) out.lengthPrefixedFrom(drawn.traceIdPool, drawn.traceIdAt, 16);
+    else this.#id(ids.traceId, this.#trace);
     out.tag(2, LEN);
-    out.hexId(ids.spanId);
+    if (drawn?.spanIdPool !== undefined) out.lengthPrefixedFrom(drawn.spanIdPool, drawn.spanIdAt, 8);
+    else out.hexId(ids.spanId);
     const traceState = ids.traceState?.serialize();
     if (traceState) {
       out.tag(3, LEN);
