@@ -6,14 +6,18 @@
  * while it retries, so a request's bytes are handed over with their buffer (`detach()`) or copied (`take()`).
  */
 export class ProtoBuffer {
-  // One kind of array throughout (node's Buffer), so that every access to it sees one map.
-  #bytes: Buffer;
+  /**
+   * The output. Public for a writer that puts several bytes it knows with one `ensure` (then stores them here from
+   * `pos` and moves `pos`): a call per byte costs more than the byte. One kind of array throughout (node's
+   * Buffer), so that every access to it sees one map.
+   */
+  bytes: Buffer;
   #view: DataView;
   pos = 0;
 
   constructor(initialSize = 64 * 1024) {
-    this.#bytes = Buffer.allocUnsafe(initialSize);
-    this.#view = viewOf(this.#bytes);
+    this.bytes = Buffer.allocUnsafe(initialSize);
+    this.#view = viewOf(this.bytes);
   }
 
   reset(): void {
@@ -24,7 +28,7 @@ export class ProtoBuffer {
   take(): Uint8Array {
     // Not slice(): Node 20's TypedArray slice copies element by element, seven times slower than set() here.
     const copy = new Uint8Array(this.pos);
-    copy.set(this.#bytes.subarray(0, this.pos));
+    copy.set(this.bytes.subarray(0, this.pos));
     return copy;
   }
 
@@ -33,28 +37,28 @@ export class ProtoBuffer {
    * a new one of the same size, not zero-filled (every byte of it is written before it is read).
    */
   detach(): Uint8Array {
-    const written = this.#bytes.subarray(0, this.pos);
-    this.#bytes = Buffer.allocUnsafe(this.#bytes.length);
-    this.#view = viewOf(this.#bytes);
+    const written = this.bytes.subarray(0, this.pos);
+    this.bytes = Buffer.allocUnsafe(this.bytes.length);
+    this.#view = viewOf(this.bytes);
     this.pos = 0;
     return written;
   }
 
   ensure(extra: number): void {
     const needed = this.pos + extra;
-    if (needed <= this.#bytes.length) return;
-    let size = this.#bytes.length * 2;
+    if (needed <= this.bytes.length) return;
+    let size = this.bytes.length * 2;
     while (size < needed) size *= 2;
     const grown = Buffer.allocUnsafe(size);
-    grown.set(this.#bytes.subarray(0, this.pos));
-    this.#bytes = grown;
+    grown.set(this.bytes.subarray(0, this.pos));
+    this.bytes = grown;
     this.#view = viewOf(grown);
   }
 
   /** A varint of a value known to be an integer in [0, 2^32): tags, lengths, enum codes. */
   uint32(value: number): void {
     this.ensure(5);
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     let v = value >>> 0;
     if (v < 0x80) {
       // Most tags, lengths and codes: one byte.
@@ -88,7 +92,7 @@ export class ProtoBuffer {
       if (low === 0) high = (high + 1) >>> 0;
     }
     this.ensure(10);
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     while (high !== 0 || low > 0x7f) {
       bytes[this.pos++] = (low & 0x7f) | 0x80;
       low = ((low >>> 7) | (high << 25)) >>> 0;
@@ -124,13 +128,13 @@ export class ProtoBuffer {
   /** One byte as it is: a tag or a length already known to fit in one varint byte. */
   byte(value: number): void {
     this.ensure(1);
-    this.#bytes[this.pos++] = value;
+    this.bytes[this.pos++] = value;
   }
 
   /** The bytes from `start` to the end, as a copy the caller owns (a chunk to replay with `raw`). */
   copyFrom(start: number): Uint8Array {
     const copy = new Uint8Array(this.pos - start);
-    typedArraySet.call(copy, this.#bytes.subarray(start, this.pos));
+    typedArraySet.call(copy, this.bytes.subarray(start, this.pos));
     return copy;
   }
 
@@ -142,7 +146,7 @@ export class ProtoBuffer {
   ascii(value: string): boolean {
     const n = value.length;
     this.ensure(n);
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     let p = this.pos;
     for (let i = 0; i < n; i++) {
       const c = value.charCodeAt(i);
@@ -159,9 +163,9 @@ export class ProtoBuffer {
     this.ensure(n);
     // One typed-array copy: under callgrind it counts less than half of a byte loop's instructions even for the
     // short cached keys that dominate (a JS loop pays bounds checks and a store per byte). Called through the
-    // function read once: `this.#bytes.set` looks the method up through the prototype chain by an inline-cache
+    // function read once: `this.bytes.set` looks the method up through the prototype chain by an inline-cache
     // call each time (about 70 instructions, half the copy's own).
-    typedArraySet.call(this.#bytes, chunk, this.pos);
+    typedArraySet.call(this.bytes, chunk, this.pos);
     this.pos += n;
   }
 
@@ -171,7 +175,7 @@ export class ProtoBuffer {
    */
   lengthPrefixedFrom(source: Uint8Array, at: number, length: number): void {
     this.ensure(length + 1);
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     let p = this.pos;
     bytes[p++] = length;
     for (let i = 0; i < length; i++) bytes[p++] = source[at + i];
@@ -180,7 +184,7 @@ export class ProtoBuffer {
 
   /** Copies the `into.length` bytes written from `from` into `into`. */
   copyTo(into: Uint8Array, from: number): void {
-    typedArraySet.call(into, this.#bytes.subarray(from, from + into.length));
+    typedArraySet.call(into, this.bytes.subarray(from, from + into.length));
   }
 
   /** A length-delimited bytes field's payload. */
@@ -195,7 +199,7 @@ export class ProtoBuffer {
     // ASCII (nearly every attribute value): copied in the same pass that checks it, behind its length.
     this.uint32(n);
     this.ensure(n);
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     const start = this.pos;
     let p = start;
     for (let i = 0; i < n; i++) {
@@ -216,7 +220,7 @@ export class ProtoBuffer {
     const n = hex.length >>> 1;
     this.uint32(n);
     this.ensure(n);
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     let p = this.pos;
     for (let i = 0; i < 2 * n; i += 2) {
       const high = hex.charCodeAt(i);
@@ -259,10 +263,10 @@ export class ProtoBuffer {
     const width = length < 0x80 ? 1 : length < 0x4000 ? 2 : length < 0x200000 ? 3 : length < 0x10000000 ? 4 : 5;
     if (width !== reserved) {
       if (width > reserved) this.ensure(width - reserved);
-      this.#bytes.copyWithin(start + width, start + reserved, this.pos);
+      this.bytes.copyWithin(start + width, start + reserved, this.pos);
       this.pos += width - reserved;
     }
-    const bytes = this.#bytes;
+    const bytes = this.bytes;
     let v = length;
     let p = start;
     while (v > 0x7f) {

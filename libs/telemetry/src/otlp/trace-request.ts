@@ -16,7 +16,11 @@ const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 
 // Tags of fields written on every span, as the one byte each is (field numbers below 16).
+const TRACE_ID_TAG = (1 << 3) | LEN;
+const SPAN_ID_TAG = (2 << 3) | LEN;
+const PARENT_SPAN_ID_TAG = (4 << 3) | LEN;
 const SPAN_NAME_TAG = (5 << 3) | LEN;
+const KIND_TAG = (6 << 3) | VARINT;
 const START_TIME_TAG = (7 << 3) | I64;
 const END_TIME_TAG = (8 << 3) | I64;
 // AnyValue's string_value, bool_value, int_value.
@@ -141,7 +145,7 @@ export class TraceRequestEncoder {
     this.#ids(ids);
     const parent = span.parentSpanContext;
     if (parent?.spanId) {
-      out.tag(4, LEN);
+      out.byte(PARENT_SPAN_ID_TAG);
       if (parent instanceof Drawn && parent.spanIdPool !== undefined) out.lengthPrefixedFrom(parent.spanIdPool, parent.spanIdAt, 8);
       else this.#id(parent.spanId, this.#parent);
     }
@@ -152,7 +156,7 @@ export class TraceRequestEncoder {
     // SpanKind in the API starts at INTERNAL = 0; on the wire 0 is UNSPECIFIED, so everything moves up by one.
     const kind = span.kind == null ? 0 : span.kind + 1;
     if (kind !== 0) {
-      out.tag(6, VARINT);
+      out.byte(KIND_TAG);
       out.varint(kind);
     }
     if (span instanceof Recorded) {
@@ -168,6 +172,47 @@ export class TraceRequestEncoder {
       writeNanos(out, span.endTime);
     }
     if (span.attributes) this.#attributes(span.attributes, 9, name?.attributes);
+    const status = span.status;
+    const code = status.code;
+    if (
+      span.droppedAttributesCount === 0 &&
+      span.events.length === 0 &&
+      span.droppedEventsCount === 0 &&
+      span.links.length === 0 &&
+      span.droppedLinksCount === 0 &&
+      !status.message &&
+      code >= 0 &&
+      code < 0x80 &&
+      (code | 0) === code
+    ) {
+      // Nearly every span: the same bytes as the general tail below, put with one ensure.
+      const flags = spanFlags(ids, parent?.isRemote);
+      out.ensure(16);
+      const bytes = out.bytes;
+      let p = out.pos;
+      // dropped_attributes_count, dropped_events_count, dropped_links_count: 0.
+      bytes[p++] = (10 << 3) | VARINT;
+      bytes[p++] = 0;
+      bytes[p++] = (12 << 3) | VARINT;
+      bytes[p++] = 0;
+      bytes[p++] = (14 << 3) | VARINT;
+      bytes[p++] = 0;
+      // status: a 2-byte Status of its code alone.
+      bytes[p++] = (15 << 3) | LEN;
+      bytes[p++] = 2;
+      bytes[p++] = (3 << 3) | VARINT;
+      bytes[p++] = code;
+      // flags: field 16's tag is a two-byte varint, then the fixed32, little-endian.
+      bytes[p++] = ((16 << 3) | I32 | 0x80) & 0xff;
+      bytes[p++] = 1;
+      bytes[p++] = flags;
+      bytes[p++] = flags >>> 8;
+      bytes[p++] = flags >>> 16;
+      bytes[p++] = flags >>> 24;
+      out.pos = p;
+      out.endWide(start);
+      return;
+    }
     out.tag(10, VARINT);
     out.varint(span.droppedAttributesCount);
     for (const event of span.events) {
@@ -184,12 +229,12 @@ export class TraceRequestEncoder {
     out.varint(span.droppedLinksCount);
     out.tag(15, LEN);
     const statusStart = out.begin();
-    if (span.status.message) {
+    if (status.message) {
       out.tag(2, LEN);
-      names.write(out, span.status.message);
+      names.write(out, status.message);
     }
     out.tag(3, VARINT);
-    out.varint(span.status.code);
+    out.varint(code);
     out.end(statusStart);
     out.tag(16, I32);
     out.fixed32(spanFlags(ids, parent?.isRemote));
@@ -214,12 +259,12 @@ export class TraceRequestEncoder {
   /** Fields 1–3, the same in a Span and a Link: trace id, span id, trace state. */
   #ids(ids: SpanContext): void {
     const out = this.#out;
-    out.tag(1, LEN);
+    out.byte(TRACE_ID_TAG);
     // The recorder's ids: their bytes as drawn (see DrawnSpanContext), not decoded from hex.
     const drawn = ids instanceof Drawn ? ids : undefined;
     if (drawn?.traceIdPool !== undefined) out.lengthPrefixedFrom(drawn.traceIdPool, drawn.traceIdAt, 16);
     else this.#id(ids.traceId, this.#trace);
-    out.tag(2, LEN);
+    out.byte(SPAN_ID_TAG);
     if (drawn?.spanIdPool !== undefined) out.lengthPrefixedFrom(drawn.spanIdPool, drawn.spanIdAt, 8);
     else out.hexId(ids.spanId);
     const traceState = ids.traceState?.serialize();
@@ -320,11 +365,16 @@ export class TraceRequestEncoder {
       const length = headLength + 3 + n;
       if (length < 0x80) {
         const start = out.pos;
-        out.byte(length);
+        out.ensure(length + 1);
+        out.bytes[start] = length;
+        out.pos = start + 1;
         out.raw(head);
-        out.byte(n + 2);
-        out.byte(STRING_VALUE_TAG);
-        out.byte(n);
+        const bytes = out.bytes;
+        let p = out.pos;
+        bytes[p++] = n + 2;
+        bytes[p++] = STRING_VALUE_TAG;
+        bytes[p++] = n;
+        out.pos = p;
         if (out.ascii(value)) return;
         out.pos = start;
       }
@@ -333,20 +383,33 @@ export class TraceRequestEncoder {
         const valueLength = 1 + lengthOfVarint(value);
         const length = headLength + 1 + valueLength;
         if (length < 0x80) {
-          out.byte(length);
+          out.ensure(length + 1);
+          out.bytes[out.pos++] = length;
           out.raw(head);
-          out.byte(valueLength);
-          out.byte(INT_VALUE_TAG);
-          out.uint32(value);
+          const bytes = out.bytes;
+          let p = out.pos;
+          bytes[p++] = valueLength;
+          bytes[p++] = INT_VALUE_TAG;
+          let v = value;
+          while (v > 0x7f) {
+            bytes[p++] = (v & 0x7f) | 0x80;
+            v >>>= 7;
+          }
+          bytes[p++] = v;
+          out.pos = p;
           return;
         }
       }
     } else if (typeof value === 'boolean' && headLength + 3 < 0x80) {
-      out.byte(headLength + 3);
+      out.ensure(headLength + 4);
+      out.bytes[out.pos++] = headLength + 3;
       out.raw(head);
-      out.byte(2);
-      out.byte(BOOL_VALUE_TAG);
-      out.byte(value ? 1 : 0);
+      const bytes = out.bytes;
+      let p = out.pos;
+      bytes[p++] = 2;
+      bytes[p++] = BOOL_VALUE_TAG;
+      bytes[p++] = value ? 1 : 0;
+      out.pos = p;
       return;
     }
     const start = out.begin();
