@@ -15,7 +15,7 @@ export class ProtoBuffer {
   #view: DataView;
   pos = 0;
 
-  constructor(initialSize = 64 * 1024) {
+  constructor(readonly initialSize = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(initialSize);
     this.#view = viewOf(this.bytes);
   }
@@ -34,11 +34,12 @@ export class ProtoBuffer {
 
   /**
    * The bytes written since `reset()`, handed over without a copy: the buffer goes with them and writing goes on in
-   * a new one of the same size, not zero-filled (every byte of it is written before it is read).
+   * a new one, not zero-filled (every byte of it is written before it is read), as large as this request (so a
+   * run of small exports after a large one does not allocate the large size each time), at least `initialSize`.
    */
   detach(): Uint8Array {
     const written = this.bytes.subarray(0, this.pos);
-    this.bytes = Buffer.allocUnsafe(this.bytes.length);
+    this.bytes = Buffer.allocUnsafe(Math.max(this.initialSize, this.pos));
     this.#view = viewOf(this.bytes);
     this.pos = 0;
     return written;
