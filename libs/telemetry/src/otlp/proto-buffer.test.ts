@@ -1,0 +1,54 @@
+import { ProtoBuffer } from './proto-buffer';
+
+/** A varint the plain way, for comparison. */
+function varint(value: number): number[] {
+  const out: number[] = [];
+  let v = value;
+  while (v > 0x7f) {
+    out.push((v & 0x7f) | 0x80);
+    v = Math.floor(v / 128);
+  }
+  out.push(v);
+  return out;
+}
+
+describe('ProtoBuffer', () => {
+  it('writes a message’s length as the minimal varint whether one or two bytes were reserved for it', () => {
+    for (const length of [0, 1, 127, 128, 300, 16383, 16384, 20000, 2 ** 21 - 1, 2 ** 21]) {
+      const content = Buffer.alloc(length, 7);
+      const expected = Buffer.from([0x0a, ...varint(length), ...content, 0x10]);
+      for (const wide of [false, true]) {
+        // A tiny initial buffer: growing while a message is open must keep what was written.
+        const out = new ProtoBuffer(4);
+        out.tag(1, 2);
+        const start = wide ? out.beginWide() : out.begin();
+        out.raw(content);
+        if (wide) out.endWide(start);
+        else out.end(start);
+        out.byte(0x10);
+        expect(Buffer.from(out.detach()).equals(expected)).toBe(true);
+      }
+    }
+  });
+
+  it('hands a request over with its buffer and goes on in a new one: the bytes handed over do not change', () => {
+    const out = new ProtoBuffer(8);
+    out.string('first request, longer than the buffer');
+    const first = out.detach();
+    const copy = Buffer.from(first);
+    for (let i = 0; i < 100; i++) out.string(`later ${i}`);
+    out.detach();
+    out.string('x');
+    expect(Buffer.from(first)).toEqual(copy);
+    expect(Buffer.from(out.detach())).toEqual(Buffer.from([1, 0x78]));
+  });
+
+  it('copies id bytes from where they were drawn, and reports whether a string is ASCII before writing it', () => {
+    const out = new ProtoBuffer(2);
+    const pool = Buffer.from('00112233445566778899aabbccddeeff0102030405060708', 'hex');
+    out.lengthPrefixedFrom(pool, 16, 8);
+    expect(out.ascii('plain')).toBe(true);
+    expect(out.ascii('not ü')).toBe(false);
+    expect(Buffer.from(out.detach())).toEqual(Buffer.from([8, 1, 2, 3, 4, 5, 6, 7, 8, ...Buffer.from('plain')]));
+  });
+});
