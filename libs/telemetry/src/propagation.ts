@@ -1,15 +1,7 @@
-import {
-  isSpanContextValid,
-  propagation,
-  ROOT_CONTEXT,
-  trace,
-  TraceFlags,
-  type Context,
-  type TextMapGetter,
-  type TextMapSetter,
-} from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, trace, TraceFlags, type Context, type TextMapGetter, type TextMapSetter } from '@opentelemetry/api';
 import { contextOf, TracedSpan, type Parent } from './spans';
 import { tracing } from './state';
+import { isValidSpanContext } from './tracer';
 
 /**
  * Header shapes the helpers read: NATS `HeaderMap` (`Record<string, string>`), Node's `IncomingHttpHeaders`
@@ -65,7 +57,7 @@ function inject(parent: Parent, headers: Record<string, string>): void {
     return;
   }
   const sc = parent.span.spanContext();
-  if (parent.suppressed || !isSpanContextValid(sc)) return;
+  if (parent.suppressed || !isValidSpanContext(sc)) return;
   headers[TRACE_PARENT] = `00-${sc.traceId}-${sc.spanId}-0${Number(sc.traceFlags || TraceFlags.NONE).toString(16)}`;
   if (sc.traceState) headers[TRACE_STATE] = sc.traceState.serialize();
 }
@@ -91,13 +83,13 @@ export function extractTraceContext(headers: HeaderCarrier | undefined, base: Co
 
 function hasSpan(ctx: Context | undefined): ctx is Context {
   const span = ctx ? trace.getSpan(ctx) : undefined;
-  return span !== undefined && isSpanContextValid(span.spanContext());
+  return span !== undefined && isValidSpanContext(span.spanContext());
 }
 
 /** Whether `parent`'s context holds a valid span (a span these helpers started always does, its context unbuilt). */
 function parentHasSpan(parent: Parent | undefined): parent is Parent {
   if (parent === undefined) return false;
-  if (parent instanceof TracedSpan) return isSpanContextValid(parent.span.spanContext());
+  if (parent instanceof TracedSpan) return isValidSpanContext(parent.span.spanContext());
   return hasSpan(contextOf(parent));
 }
 

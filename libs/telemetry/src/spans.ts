@@ -1,7 +1,6 @@
 import {
   context as otelContext,
   INVALID_SPAN_CONTEXT,
-  isSpanContextValid,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
@@ -17,7 +16,7 @@ import {
 import { isTriadError } from '@triad/errors';
 import { ATTR } from './attributes';
 import { tracing } from './state';
-import { epochOf } from './tracer';
+import { epochOf, isValidSpanContext } from './tracer';
 
 /** A started span together with the context that holds it (parent of its children, source of outgoing headers). */
 export interface Traced {
@@ -96,7 +95,7 @@ export class TracedSpan implements Traced {
 function spanContextOf(parent: Parent): SpanContext | undefined {
   if (isTraced(parent)) return parent === NOOP_TRACED ? undefined : parent.span.spanContext();
   const sc = trace.getSpanContext(parent);
-  return sc !== undefined && isSpanContextValid(sc) ? sc : undefined;
+  return sc !== undefined && isValidSpanContext(sc) ? sc : undefined;
 }
 
 /**
@@ -200,5 +199,5 @@ export function traceIdOf(source?: Traced | Span | Context): string | undefined 
   else if ('startedAt' in source) span = source.span;
   else span = trace.getSpan(source as Context);
   const sc = span?.spanContext();
-  return sc && isSpanContextValid(sc) ? sc.traceId : undefined;
+  return sc && isValidSpanContext(sc) ? sc.traceId : undefined;
 }

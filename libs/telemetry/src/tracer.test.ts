@@ -1,4 +1,13 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, createTraceState, type SpanContext } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  createTraceState,
+  isSpanContextValid,
+  type SpanContext,
+} from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-base';
 import {
   DEFAULT_SPAN_LIMITS,
@@ -6,6 +15,7 @@ import {
   epochNow,
   epochOf,
   hrTimeOf,
+  isValidSpanContext,
   RecordedSpan,
   samplerFor,
   TriadTracer,
@@ -217,5 +227,25 @@ describe('DrawnSpanContext', () => {
     const ids = ended[0].spanContext() as DrawnSpanContext;
     expect(ids.traceId).toBe(sampledParent.traceId);
     expect(drawnHex(ids)).toEqual({ trace: undefined, span: ids.spanId });
+  });
+});
+
+describe('isValidSpanContext', () => {
+  it('answers as the API’s isSpanContextValid for drawn contexts, remote-rooted ones and invalid ones', () => {
+    const { tracer, ended } = collectingTracer();
+    for (let i = 0; i < 1000; i++) {
+      const root = tracer.begin('root', SpanKind.SERVER, i % 4 === 0 ? sampledParent : undefined, undefined);
+      tracer.begin('child', SpanKind.CLIENT, root.spanContext(), undefined).end();
+      root.end();
+    }
+    const contexts: SpanContext[] = ended.map((span) => span.spanContext());
+    contexts.push(
+      sampledParent,
+      { ...sampledParent, traceId: '0'.repeat(32) },
+      { ...sampledParent, spanId: 'xyz' },
+      { ...sampledParent, traceId: 'short' },
+    );
+    for (const sc of contexts) expect(isValidSpanContext(sc)).toBe(isSpanContextValid(sc));
+    expect(contexts.filter((sc) => !isValidSpanContext(sc))).toHaveLength(3);
   });
 });

@@ -198,6 +198,16 @@ export function samplerFor(name: SamplerName, ratio: number): SampleFn {
   return (parent, traceId) => (parent === undefined ? root(parent, traceId) : (parent.traceFlags & TraceFlags.SAMPLED) !== 0);
 }
 
+/**
+ * `isSpanContextValid` of the API, without its two regular-expression tests for a context this tracer drew both
+ * ids of: a trace id cut from random bytes (never all zero), or inherited from such a context, and a span id always
+ * cut here. Any other context (a remote parent's, another tracer's) is checked by the API.
+ */
+export function isValidSpanContext(sc: SpanContext): boolean {
+  if (sc instanceof DrawnSpanContext && sc.traceIdPool !== undefined) return true;
+  return isSpanContextValid(sc);
+}
+
 // ---- spans --------------------------------------------------------------------------------------------------------
 
 const UNSET: SpanStatus = Object.freeze({ code: SpanStatusCode.UNSET });
@@ -487,7 +497,7 @@ export class TriadTracer implements Tracer, SpanStarter {
     let parent: SpanContext | undefined;
     if (!options.root) {
       const sc = trace.getSpanContext(context);
-      if (sc !== undefined && isSpanContextValid(sc)) parent = sc;
+      if (sc !== undefined && isValidSpanContext(sc)) parent = sc;
     }
     const span = this.begin(
       name,
