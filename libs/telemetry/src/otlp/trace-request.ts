@@ -57,9 +57,10 @@ const lengthOfVarint = varintLength;
  * kind UNSPECIFIED and schema URLs left out; dropped counts always written; flags always written. What it saves is
  * the repeated work: names and attribute keys (with the tags around a key) come out of an `EncodedStrings` cache,
  * an attribute whose key and value repeat those at the same position of the last span of the same name is copied
- * as one encoded chunk (`AttributeMemo`), ids are decoded straight into the buffer (a trace id once for the run of
- * spans that share it, a parent id once for the run of its children), and the request is written in one pass
- * instead of a size pass and a write pass.
+ * as one encoded chunk (`AttributeMemo`), the recorder's ids are copied from the random bytes they were drawn as
+ * (`DrawnSpanContext`) and other ids decoded straight into the buffer (a trace id once for the run of spans that
+ * share it, a parent id once for the run of its children), and the request is written in one pass instead of a
+ * size pass and a write pass.
  */
 export class TraceRequestEncoder {
   readonly #out = new ProtoBuffer();
