@@ -2,6 +2,7 @@ import { SpanKind, type Attributes, type AttributeValue } from '@opentelemetry/a
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { SeededRandom } from '@triad/testing/reliability';
 import { RecordedSpan, TriadTracer } from '../tracer';
 import { MAX_SLOT_CHANGES, MAX_SLOTS } from './attribute-memo';
 import { TraceRequestEncoder } from './trace-request';
@@ -12,18 +13,6 @@ import { TraceRequestEncoder } from './trace-request';
 
 function sdkBytes(spans: ReadableSpan[]): Buffer {
   return Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)!);
-}
-
-/** mulberry32: the same sequence on every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function recorder(): { tracer: TriadTracer; ended: RecordedSpan[] } {
@@ -73,7 +62,8 @@ function valuePool(random: () => number, i: number): AttributeValue {
 
 describe('TraceRequestEncoder with repeating attribute lists writes the SDK serializer’s bytes', () => {
   it('over 400 requests of spans whose keys and values repeat, change, go missing and come back', () => {
-    const random = seeded(33);
+    const seeded = new SeededRandom(33);
+    const random = () => seeded.next();
     const { tracer, ended } = recorder();
     const encoder = new TraceRequestEncoder();
     const keys = ['triad.stage', 'gen_ai.request.model', 'server.address', 'server.port', 'triad.endpoint.key', 'triad.attempt', 'ünï.key'];

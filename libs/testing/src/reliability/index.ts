@@ -14,3 +14,4 @@ export { fuzzCase, runFuzz } from './fuzz-bodies';
 export { ANSWER_TOKENS, DEATH_POINTS, runMidStreamScenario, tokensBeforeDeath } from './mid-stream-deaths';
 export type { MidStreamResult } from './mid-stream-deaths';
 export { chatBody, counterTotal, FailureTally, forEachConcurrently, sendChat } from './client';
+export { SeededRandom } from './seeded-random';
