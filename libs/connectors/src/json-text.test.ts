@@ -1,4 +1,5 @@
 import { randomBootstrapRoom, scalarJson, serializeWith, topLevelValue } from './json-text';
+import { SeededRandom } from '@triad/testing/reliability';
 
 describe('serializeWith', () => {
   it.each([
@@ -52,14 +53,8 @@ describe('serializeWith', () => {
   });
 
   it('writes the same text from fragments as JSON.stringify of the copy, for generated bodies with every kind of value', () => {
-    // mulberry32: a small deterministic generator.
-    let state = 33;
-    const next = (n: number): number => {
-      state = (state + 0x6d2b79f5) | 0;
-      let t = Math.imul(state ^ (state >>> 15), state | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) % n;
-    };
+    const random = new SeededRandom(33);
+    const next = (n: number): number => random.int(n);
     const keys = ['model', 'stream', 'max_tokens', 'n', 'a"b', 'é', 'back\\slash', 'ctl\u0001', '', 'messages', 'kv_transfer_params'];
     const pick = <T>(list: readonly T[]): T => list[next(list.length)];
     let differing = 0;

@@ -1,5 +1,6 @@
 import { H1Error } from './errors';
 import { ResponseParser, type ResponseSink } from './response-parser';
+import { SeededRandom } from '@triad/testing/reliability';
 
 /** What a head means for the answer after it: the final head's fields and how its body is delimited. */
 interface HeadOutcome {
@@ -167,14 +168,8 @@ describe('ResponseParser: the head', () => {
   });
 
   it('agrees with the line-by-line reading it replaced on 30,000 generated heads, malformed ones included', () => {
-    // mulberry32: a small deterministic generator whose every bit varies (an LCG's low bits repeat).
-    let state = 2026;
-    const next = (n: number): number => {
-      state = (state + 0x6d2b79f5) | 0;
-      let t = Math.imul(state ^ (state >>> 15), state | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) % n;
-    };
+    const random = new SeededRandom(2026);
+    const next = (n: number): number => random.int(n);
     const pick = <T>(list: readonly T[]): T => list[next(list.length)];
     const statusLines = [
       'HTTP/1.1 200 OK',

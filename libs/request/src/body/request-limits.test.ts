@@ -7,6 +7,7 @@ import {
   type RequestLimits,
 } from './request-limits';
 import { toOpenAiError } from '../errors/openai-errors';
+import { SeededRandom } from '@triad/testing/reliability';
 
 /** Depth of a parsed JSON value, the plain recursive way (the reference the scanner must agree with). */
 function depthOf(v: unknown): number {
@@ -15,16 +16,10 @@ function depthOf(v: unknown): number {
   return 1 + children.reduce<number>((m, c) => Math.max(m, depthOf(c)), 0);
 }
 
-/** A small seeded generator (mulberry32), so a failing case can be reproduced from its seed. */
+/** A seeded generator, so a failing case can be reproduced from its seed. */
 function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const random = new SeededRandom(seed);
+  return () => random.next();
 }
 
 const TRICKY = ['[', ']', '{', '}', '"', '\\', '\\"', '\\\\', 'a', ' ', 'é', '\n'];
