@@ -9,6 +9,7 @@ import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { EndpointRecord, SchedulingRequest } from '@triad/bus';
 import { EndpointIndex, InflightTracker, Scheduler, prefixBlockHashes } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord, schedulingRequest } from '@triad/scheduling/testing';
+import { SeededRandom } from '@triad/testing/reliability';
 import { setupTelemetry } from '@triad/telemetry';
 import { SchedulerMetrics } from '../src/metrics';
 import { DecideObserver } from '../src/service/decide-tracing';
@@ -21,16 +22,10 @@ function flag(name: string, fallback: string): string {
   return i >= 0 ? process.argv[i + 1] : fallback;
 }
 
-/** mulberry32: the same cluster every run. */
+/** A seeded generator: the same cluster every run. */
 function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const random = new SeededRandom(seed);
+  return () => random.next();
 }
 
 /** `size` endpoints of ModelServer default/ms in `mode` (PD groups of 9 for epd, 8 for pd), spread metrics. */

@@ -3,19 +3,14 @@
 import type { EndpointRecord, ModelServerRecord, SchedulingRequest } from '@triad/bus';
 import { prefixBlockHashes } from '@triad/scheduling';
 import { endpointRecord, modelServerRecord, schedulingRequest } from '@triad/scheduling/testing';
+import { SeededRandom } from '@triad/testing/reliability';
 
 export type BenchMode = 'aggregated' | 'pd' | 'epd';
 
-/** mulberry32: a tiny seeded PRNG, so every run sees the same cluster. */
+/** A seeded generator, so every run sees the same cluster. */
 export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const random = new SeededRandom(seed);
+  return () => random.next();
 }
 
 /** Name of the ModelServer holding the endpoints of one (mode, size) cell. */

@@ -1,17 +1,16 @@
-/** Seeded pseudo-random numbers (mulberry32): the same seed gives the same workload and the same run. */
+import { SeededRandom } from '@triad/testing/reliability';
+
+/** Seeded pseudo-random numbers: the same seed gives the same workload and the same run. */
 export class Rng {
-  #s: number;
+  readonly #random: SeededRandom;
 
   constructor(seed: number) {
-    this.#s = seed >>> 0;
+    this.#random = new SeededRandom(seed);
   }
 
   /** Uniform in [0, 1). */
   next(): number {
-    let t = (this.#s = (this.#s + 0x6d2b79f5) >>> 0);
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    return this.#random.next();
   }
 
   /** Integer in [lo, hi]. */
