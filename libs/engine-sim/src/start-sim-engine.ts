@@ -1,6 +1,6 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { registerAdminRoutes } from './admin-routes';
+import { listen } from './http/listen';
 import { Router } from './http/router';
 import {
   EcConnectorKindSchema,
@@ -54,16 +54,6 @@ function wantsBootstrap(opts: SimEngineOptions): boolean {
   if (opts.role !== 'prefill' && opts.role !== 'both') return false;
   if (opts.engine === 'sglang') return opts.role === 'prefill';
   return opts.kvConnector === 'mooncake' || (opts.bootstrapPort !== undefined && opts.kvConnector === undefined);
-}
-
-function listen(server: Server, host: string, port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
 }
 
 /**

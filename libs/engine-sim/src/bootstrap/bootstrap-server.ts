@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readBody } from '../http/body';
 import { sendJson, sendText } from '../http/respond';
 import { canonicalRoom } from '../sglang/bootstrap-fields';
 import { HandoffRegistry } from './handoff-registry';
+import { listen } from '../http/listen';
 
 /** Long-poll paths a simulated decode uses to wait for its prefill (SGLang rooms, vLLM Mooncake transfer ids). */
 export const ROOM_WAIT_PATH = '/sim/rooms/';
@@ -52,14 +52,7 @@ export class BootstrapServer {
 
   static async start(opts: BootstrapServerOptions): Promise<BootstrapServer> {
     const server = new BootstrapServer(opts);
-    await new Promise<void>((resolve, reject) => {
-      server.#server.once('error', reject);
-      server.#server.listen(opts.port, opts.host, () => {
-        server.#server.off('error', reject);
-        resolve();
-      });
-    });
-    server.#port = (server.#server.address() as AddressInfo).port;
+    server.#port = await listen(server.#server, opts.host, opts.port);
     return server;
   }
 

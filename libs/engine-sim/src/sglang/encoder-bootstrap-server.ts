@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { request, type Dispatcher } from 'undici';
 import { readBody } from '../http/body';
 import { METHOD_NOT_ALLOWED_BODY, NOT_FOUND_BODY, sendJson, sendText } from '../http/respond';
 import type { EncoderRegistry } from './encoder-registry';
+import { listen } from '../http/listen';
 
 export interface EncoderBootstrapServerOptions {
   readonly host: string;
@@ -57,14 +57,7 @@ export class EncoderBootstrapServer {
 
   static async start(opts: EncoderBootstrapServerOptions): Promise<EncoderBootstrapServer> {
     const server = new EncoderBootstrapServer(opts);
-    await new Promise<void>((resolve, reject) => {
-      server.#server.once('error', reject);
-      server.#server.listen(opts.port, opts.host, () => {
-        server.#server.off('error', reject);
-        resolve();
-      });
-    });
-    server.#port = (server.#server.address() as AddressInfo).port;
+    server.#port = await listen(server.#server, opts.host, opts.port);
     server.#schedule();
     return server;
   }

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { SimCounters } from '../counters';
+import { listen } from '../http/listen';
 
 /** Where an encoder delivers a push on a consumer's control listener. */
 export const EC_PUSH_PATH = '/sim/ec/push';
@@ -37,14 +37,7 @@ export class MooncakeReceiver {
 
   static async start(counters: SimCounters, host: string, advertiseHost: string, port: number): Promise<MooncakeReceiver> {
     const receiver = new MooncakeReceiver(counters, advertiseHost);
-    await new Promise<void>((resolve, reject) => {
-      receiver.#server.once('error', reject);
-      receiver.#server.listen(port, host, () => {
-        receiver.#server.off('error', reject);
-        resolve();
-      });
-    });
-    receiver.#port = (receiver.#server.address() as AddressInfo).port;
+    receiver.#port = await listen(receiver.#server, host, port);
     return receiver;
   }
 
