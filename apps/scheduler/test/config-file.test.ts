@@ -81,7 +81,7 @@ describe('scheduler config file', () => {
         '{TTFTTPOTWeightFactor: .nan}}]\n',
     );
     await waitFor(
-      () => logs.lines().some((l) => l['source'] === 'file' && l['msg'] === 'invalid scheduler config rejected; keeping the running one'),
+      () => logs.lines.some((l) => l['source'] === 'file' && l['msg'] === 'invalid scheduler config rejected; keeping the running one'),
       { what: 'rejection logged' },
     );
     expect(service.activeConfig().version).toBe(2);

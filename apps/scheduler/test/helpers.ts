@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import {
   Buckets,
   EndpointRecordSchema,
@@ -12,28 +11,12 @@ import {
   type SchedulingRequestInput,
 } from '@triad/bus';
 import type { Bus } from '@triad/bus/client';
-import { createLogger, type Logger } from '@triad/runtime';
+import { captureLogger, type CapturedLogger } from '@triad/runtime/testing';
 import { endpointRecord, modelServerRecord, type EndpointSpec, type ModelServerSpecInput } from '@triad/scheduling/testing';
 
 /** A logger whose lines are kept in memory (tests assert on them and keep the output quiet). */
-export function memoryLogger(): { logger: Logger; lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  const destination = new Writable({
-    write(chunk, _enc, cb) {
-      chunks.push(String(chunk));
-      cb();
-    },
-  });
-  const logger = createLogger({ service: 'scheduler-test', level: 'info', destination });
-  return {
-    logger,
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
+export function memoryLogger(): CapturedLogger {
+  return captureLogger('scheduler-test');
 }
 
 /**

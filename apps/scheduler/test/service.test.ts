@@ -189,7 +189,7 @@ describe('scheduler service over a real nats-server, two replicas', () => {
     });
     expect(a.activeConfig().version).toBe(applied);
     expect(ok(decisions(await schedule(client, [req('still-top1')]))[0]).attempts).toHaveLength(1);
-    const rejection = logs.lines().find((l) => l['msg'] === 'invalid scheduler config rejected; keeping the running one');
+    const rejection = logs.lines.find((l) => l['msg'] === 'invalid scheduler config rejected; keeping the running one');
     expect(JSON.stringify(rejection?.['reasons'])).toContain('profiles.default.scorers[0].weight: must be >= 0');
 
     await configKv.delete('scheduler');

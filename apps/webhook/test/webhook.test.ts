@@ -4,9 +4,8 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
-import { Writable } from 'node:stream';
 import { parseAllDocuments } from 'yaml';
-import { createLogger } from '@triad/runtime';
+import { captureLogger } from '@triad/runtime/testing';
 import { waitFor } from '@triad/testing';
 import { resolveConfig } from '../src/config';
 import { startWebhook, type Webhook } from '../src/server';
@@ -58,7 +57,7 @@ describe('triad webhook (AdmissionReview v1 over HTTPS)', () => {
   let dir: string;
   let webhook: Webhook;
   let ca: Buffer;
-  const logs: Record<string, unknown>[] = [];
+  const { logger, lines: logs } = captureLogger('webhook');
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'triad-webhook-'));
@@ -66,17 +65,11 @@ describe('triad webhook (AdmissionReview v1 over HTTPS)', () => {
     renameSync(join(dir, 'first.crt'), join(dir, 'tls.crt'));
     renameSync(join(dir, 'first.key'), join(dir, 'tls.key'));
     ca = readFileSync(join(dir, 'tls.crt'));
-    const destination = new Writable({
-      write(chunk, _e, cb) {
-        for (const l of String(chunk).split('\n')) if (l) logs.push(JSON.parse(l));
-        cb();
-      },
-    });
     const config = resolveConfig(
       { host: '127.0.0.1', port: 0, metricsPort: 0, tlsCert: join(dir, 'tls.crt'), tlsKey: join(dir, 'tls.key'), maxBodyBytes: 64 * 1024 },
       {},
     );
-    webhook = await startWebhook({ config, logger: createLogger({ service: 'webhook', destination }), defaultMetrics: false });
+    webhook = await startWebhook({ config, logger, defaultMetrics: false });
   });
 
   afterAll(async () => {

@@ -1,28 +1,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import { freePort } from '@triad/testing';
-import { createLogger, waitForDependency } from '../src';
-
-/** A logger whose JSON lines the test reads back. */
-function memoryLogger() {
-  const chunks: string[] = [];
-  const destination = new Writable({
-    write(chunk, _enc, cb) {
-      chunks.push(String(chunk));
-      cb();
-    },
-  });
-  const logger = createLogger({ service: 'runtime-test', level: 'info', destination });
-  return {
-    logger,
-    lines: () =>
-      chunks
-        .join('')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+import { waitForDependency } from '../src';
+import { captureLogger } from '../src/testing';
 
 /** One TCP connection attempt to 127.0.0.1:port: resolves with the socket, rejects when refused. */
 function dial(port: number): Promise<Socket> {
@@ -44,7 +23,7 @@ describe('waitForDependency', () => {
 
   it('retries with a bounded backoff, says what it waits for, and connects once the dependency appears', async () => {
     const port = await freePort();
-    const log = memoryLogger();
+    const log = captureLogger('runtime-test');
     const reasons: string[] = [];
     const what = `the test server at 127.0.0.1:${port}`;
     const connected = waitForDependency({
@@ -57,7 +36,7 @@ describe('waitForDependency', () => {
       attempt: () => dial(port),
     });
     // Several refused attempts first: the backoff grows to its bound and every attempt is logged (interval 0).
-    const waitingLines = () => log.lines().filter((l) => l['msg'] === `waiting for ${what}`);
+    const waitingLines = () => log.lines.filter((l) => l['msg'] === `waiting for ${what}`);
     while (waitingLines().length < 6) await new Promise((r) => setTimeout(r, 5));
     server = createServer((s) => sockets.push(s));
     await new Promise<void>((resolve) => server?.listen(port, '127.0.0.1', resolve));
@@ -70,19 +49,19 @@ describe('waitForDependency', () => {
     expect(lines.map((l) => l['retryInMs'])).toEqual(expect.arrayContaining([5, 10, 20, 40]));
     expect(Math.max(...lines.map((l) => l['retryInMs'] as number))).toBe(40);
     expect(reasons[0]).toBe(`waiting for ${what} (attempt 1: ${lines[0]?.['error']})`);
-    const done = log.lines().find((l) => l['msg'] === `connected to ${what}`);
+    const done = log.lines.find((l) => l['msg'] === `connected to ${what}`);
     expect(done).toMatchObject({ level: 'info', attempts: reasons.length + 1 });
   });
 
   it('logs nothing when the first attempt succeeds', async () => {
-    const log = memoryLogger();
+    const log = captureLogger('runtime-test');
     const value = await waitForDependency({ what: 'something', logger: log.logger, attempt: async () => 42 });
     expect(value).toBe(42);
-    expect(log.lines()).toEqual([]);
+    expect(log.lines).toEqual([]);
   });
 
   it('after the first failure logs at most once per interval, each line counting the attempts', async () => {
-    const log = memoryLogger();
+    const log = captureLogger('runtime-test');
     let calls = 0;
     const value = await waitForDependency({
       what: 'a flaky thing',
@@ -97,7 +76,7 @@ describe('waitForDependency', () => {
       },
     });
     expect(value).toBe('up');
-    expect(log.lines().map((l) => [l['msg'], l['attempt'] ?? l['attempts']])).toEqual([
+    expect(log.lines.map((l) => [l['msg'], l['attempt'] ?? l['attempts']])).toEqual([
       ['waiting for a flaky thing', 1],
       ['connected to a flaky thing', 5],
     ]);

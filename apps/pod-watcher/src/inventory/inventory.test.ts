@@ -1,18 +1,10 @@
-import { Writable } from 'node:stream';
-import { createLogger } from '@triad/runtime';
+import { captureLogger } from '@triad/runtime/testing';
 import { modelServer, pod } from '../../test/support/objects';
 import { acceptedCondition, conditionDiffers, mergeCondition } from './accepted-condition';
 import { Inventory, type InventoryChange, type StatusReporter } from './inventory';
 
 function setup() {
-  const lines: Record<string, unknown>[] = [];
-  const destination = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(JSON.parse(String(chunk)));
-      cb();
-    },
-  });
-  const logger = createLogger({ service: 'test', destination });
+  const { logger, lines } = captureLogger('test');
   const changes: InventoryChange[] = [];
   const reports: [string, string, number][] = [];
   const status: StatusReporter = {

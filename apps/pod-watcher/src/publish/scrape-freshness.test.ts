@@ -1,7 +1,6 @@
-import { Writable } from 'node:stream';
 import { Buckets, ScrapeFreshnessRecordSchema, scrapeFreshnessKey } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { createLogger } from '@triad/runtime';
+import { captureLogger } from '@triad/runtime/testing';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { WatcherMetrics } from '../ops/metrics';
 import { ScrapeFreshnessPublisher, type FreshnessKv } from './scrape-freshness';
@@ -9,17 +8,7 @@ import { ScrapeFreshnessPublisher, type FreshnessKv } from './scrape-freshness';
 describe('ScrapeFreshnessPublisher', () => {
   let nats: NatsServerHandle;
   let bus: Bus;
-  const lines: string[] = [];
-  const logger = createLogger({
-    service: 'test',
-    level: 'info',
-    destination: new Writable({
-      write(chunk: Buffer, _e, cb) {
-        lines.push(chunk.toString());
-        cb();
-      },
-    }),
-  });
+  const { logger, lines } = captureLogger('test');
 
   beforeAll(async () => {
     nats = await startNatsServer();
@@ -88,10 +77,10 @@ describe('ScrapeFreshnessPublisher', () => {
     try {
       publisher.start();
       await waitFor(() => opens >= 3, { what: 'three attempts, each with the bucket opened again' });
-      expect(lines.filter((l) => l.includes('scrape freshness not written')).length).toBe(1);
+      expect(lines.filter((l) => String(l['msg']).startsWith('scrape freshness not written')).length).toBe(1);
       failing = false;
       await waitFor(async () => ((await real.get('flaky'))?.confirmedAt ?? 0) > 5_000, { what: 'written once NATS answers' });
-      await waitFor(() => lines.some((l) => l.includes('scrape freshness written again')), { what: 'the recovery logged' });
+      await waitFor(() => lines.some((l) => l['msg'] === 'scrape freshness written again'), { what: 'the recovery logged' });
     } finally {
       await publisher.stop();
     }

@@ -1,26 +1,15 @@
-import { Writable } from 'node:stream';
 import type { z } from 'zod';
 import { connectBus, type Bus, type KvWatchHandle } from '@triad/bus/client';
-import { createLogger, type Logger } from '@triad/runtime';
+import { captureLogger, type CapturedLogger } from '@triad/runtime/testing';
 import { resolveConfig, type WatcherConfig } from '../../src/config';
 import type { ObjectSource } from '../../src/sources/source';
 import { startPodWatcher, type PodWatcher } from '../../src/watcher';
 
 /** Log lines a watcher wrote (parsed), kept off the test output. */
-export interface CapturedLog {
-  readonly logger: Logger;
-  readonly lines: Record<string, unknown>[];
-}
+export type CapturedLog = CapturedLogger;
 
 export function captureLog(service = 'pod-watcher'): CapturedLog {
-  const lines: Record<string, unknown>[] = [];
-  const destination = new Writable({
-    write(chunk, _enc, cb) {
-      for (const line of String(chunk).split('\n')) if (line) lines.push(JSON.parse(line) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { logger: createLogger({ service, destination, level: 'debug' }), lines };
+  return captureLogger(service, 'debug');
 }
 
 /** Settings for tests: fast scrapes and lease, free ops port, nothing from the environment. */

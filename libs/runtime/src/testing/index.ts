@@ -1,0 +1,1 @@
+export { captureLogger, type CapturedLogger } from './capture-logger';
