@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -6,7 +5,7 @@ import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { parseAllDocuments } from 'yaml';
 import { captureLogger } from '@triad/runtime/testing';
-import { waitFor } from '@triad/testing';
+import { waitFor, writeSelfSignedCert } from '@triad/testing';
 import { resolveConfig } from '../src/config';
 import { startWebhook, type Webhook } from '../src/server';
 
@@ -22,35 +21,6 @@ interface Reply {
   };
 }
 
-function makeCert(dir: string, name: string): { cert: string; key: string } {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
-
 const fixture = (name: string) => readFileSync(join(__dirname, '../../../libs/crd/src/__fixtures__', name), 'utf8');
 
 describe('triad webhook (AdmissionReview v1 over HTTPS)', () => {
@@ -61,7 +31,7 @@ describe('triad webhook (AdmissionReview v1 over HTTPS)', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'triad-webhook-'));
-    makeCert(dir, 'first');
+    writeSelfSignedCert(dir, 'first');
     renameSync(join(dir, 'first.crt'), join(dir, 'tls.crt'));
     renameSync(join(dir, 'first.key'), join(dir, 'tls.key'));
     ca = readFileSync(join(dir, 'tls.crt'));
@@ -346,7 +316,7 @@ describe('triad webhook (AdmissionReview v1 over HTTPS)', () => {
     writeFileSync(join(dir, 'tls.crt'), 'not a certificate');
     expect(await webhook.reloadCertificate()).toBe(false);
     expect(await fingerprint()).toBe(before);
-    const next = makeCert(dir, 'second');
+    const next = writeSelfSignedCert(dir, 'second');
     // A mounted Secret changes both files at once; rename them into place as the kubelet's symlink swap does.
     renameSync(next.key, join(dir, 'tls.key'));
     renameSync(next.cert, join(dir, 'tls.crt'));

@@ -12,3 +12,4 @@ export type { SteadyLoad } from './steady-load';
 export { startClusterStack } from './cluster-stack';
 export type { ClusterStack, StackService } from './cluster-stack';
 export { pngDataUrl, writeVlTokenizer } from './vl-tokenizer';
+export { writeSelfSignedCert } from './self-signed-cert';

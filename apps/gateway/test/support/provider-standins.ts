@@ -1,10 +1,10 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { writeSelfSignedCert } from '@triad/testing';
 
 // HTTPS servers standing in for the OpenAI and Anthropic APIs, answering in the shapes their public API
 // references document (Chat Completions, Completions, Responses; Messages with its named stream events). A
@@ -33,30 +33,8 @@ export interface StandIn {
 function makeCert(): { cert: Buffer; key: Buffer } {
   const dir = mkdtempSync(join(tmpdir(), 'triad-provider-tls-'));
   try {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=provider',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-        '-keyout',
-        join(dir, 'tls.key'),
-        '-out',
-        join(dir, 'tls.crt'),
-      ],
-      { stdio: 'ignore' },
-    );
-    return { cert: readFileSync(join(dir, 'tls.crt')), key: readFileSync(join(dir, 'tls.key')) };
+    const files = writeSelfSignedCert(dir, 'provider');
+    return { cert: readFileSync(files.cert), key: readFileSync(files.key) };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
