@@ -9,7 +9,7 @@ import {
   type ModelRouteRecord,
 } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { resolvePipelineMode, type ModelRouteSpec, type ModelServerSpec } from '@triad/crd';
+import type { ModelRouteSpec, ModelServerSpec } from '@triad/crd';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { freePort, spawnTriad, waitFor, waitReady, type TriadChild } from '@triad/testing';
 
@@ -17,7 +17,9 @@ import { freePort, spawnTriad, waitFor, waitReady, type TriadChild } from '@tria
 // real binaries: their environment (OTEL_*), their stdout (access log), several gateway replicas, SIGTERM.
 // Engine-sims and nats-server stay in the test process, as in support/harness.ts.
 
-export const NS = 'default';
+import { NS, modelRouteRecord, modelServerRecord, simEndpointRecord } from './records';
+
+export { NS };
 
 /** Writes the records the pod-watcher would (ModelServers, ModelRoutes, endpoints) into one nats-server's KV. */
 export interface KvWriter {
@@ -44,28 +46,13 @@ export async function kvWriter(natsUrl: string): Promise<KvWriter> {
   return {
     bus,
     async putServer(name, spec) {
-      await servers.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, mode: resolvePipelineMode(spec), spec });
+      await servers.put(objectKey(NS, name), modelServerRecord(name, spec));
     },
     async putRoute(name, spec, extra) {
-      await routes.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, spec, ...extra });
+      await routes.put(objectKey(NS, name), modelRouteRecord(name, spec, extra));
     },
     async putEndpoint(server, pod, role, sim, extra) {
-      const now = Date.now();
-      await endpoints.put(endpointKey(NS, server, pod), {
-        schemaVersion: 1,
-        namespace: NS,
-        modelServer: server,
-        pod,
-        role,
-        ip: sim.host,
-        port: sim.port,
-        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang',
-        ready: true,
-        models: [sim.model],
-        updatedAt: now,
-        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: now, stale: false },
-        ...extra,
-      });
+      await endpoints.put(endpointKey(NS, server, pod), simEndpointRecord(server, pod, role, sim, extra));
     },
     close: () => bus.close(),
   };

@@ -16,7 +16,7 @@ import {
   type SchedulingRequest,
 } from '@triad/bus';
 import { connectBus, type Bus } from '@triad/bus/client';
-import { resolvePipelineMode, type ModelRouteSpec, type ModelServerSpec } from '@triad/crd';
+import type { ModelRouteSpec, ModelServerSpec } from '@triad/crd';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
 import { createLogger } from '@triad/runtime';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
@@ -59,7 +59,9 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export const NS = 'default';
+import { NS, modelRouteRecord, modelServerRecord, simEndpointRecord } from './records';
+
+export { NS };
 
 export function ref(server: string, pod: string, sim: SimEngineHandle, bootstrapPort?: number): EndpointRef {
   const r: EndpointRef = { key: endpointKey(NS, server, pod), pod, ip: sim.host, port: sim.port };
@@ -111,28 +113,13 @@ export async function startHarness(
       return sim;
     },
     async putServer(name, spec, extra) {
-      await servers.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, mode: resolvePipelineMode(spec), spec, ...extra });
+      await servers.put(objectKey(NS, name), modelServerRecord(name, spec, extra));
     },
     async putRoute(name, spec, extra) {
-      await routes.put(objectKey(NS, name), { schemaVersion: 1, namespace: NS, name, spec, ...extra });
+      await routes.put(objectKey(NS, name), modelRouteRecord(name, spec, extra));
     },
     async putEndpoint(server, pod, role, sim, extra) {
-      const record: EndpointRecord = {
-        schemaVersion: 1,
-        namespace: NS,
-        modelServer: server,
-        pod,
-        role,
-        ip: sim.host,
-        port: sim.port,
-        engine: sim.engine === 'vllm' ? 'vLLM' : 'SGLang',
-        ready: true,
-        models: [sim.model],
-        updatedAt: Date.now(),
-        metrics: { running: 0, waiting: 0, kvCacheUsage: 0, scrapedAt: Date.now(), stale: false },
-        ...(sim.bootstrapPort !== undefined ? { bootstrapPort: sim.bootstrapPort } : {}),
-        ...extra,
-      };
+      const record = simEndpointRecord(server, pod, role, sim, extra);
       await endpoints.put(endpointKey(NS, server, pod), record);
       return ref(server, pod, sim, record.bootstrapPort);
     },
