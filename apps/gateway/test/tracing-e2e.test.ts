@@ -109,6 +109,34 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     );
   }
 
+  /**
+   * The whole EPD trace: 7 gateway spans (request, route, schedule, encode ×2, prefill, decode) + the scheduler's
+   * decide span + 2 phase spans for each of its 3 profile runs. The request span ends last in the gateway, so it is
+   * waited for first.
+   */
+  async function epdTrace(traceId: string): Promise<ReceivedSpan[]> {
+    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
+      what: `the request span of ${traceId}`,
+      timeoutMs: 20_000,
+    });
+    return receiver.waitForSpans((s) => s.traceId === traceId, { count: 14, what: `14 spans of ${traceId}`, timeoutMs: 20_000 });
+  }
+
+  /** The gateway's spans of an EPD trace, checked to be one of each stage's (two encodes). */
+  function epdGatewaySpans(spans: readonly ReceivedSpan[]): ReceivedSpan[] {
+    const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
+    expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
+      'POST /v1/chat/completions',
+      'decode',
+      'encode',
+      'encode',
+      'prefill',
+      'route',
+      'schedule',
+    ]);
+    return gatewaySpans;
+  }
+
   beforeAll(async () => {
     [nats, receiver] = await Promise.all([startNatsServer(), startOtlpReceiver()]);
     // Each encode takes 25 ms, so the two encode legs of a request overlap by far more than the SDK's
@@ -164,16 +192,7 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
       const traceId = res.headers.get('x-triad-trace-id');
       expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
-      // 7 gateway spans + the scheduler's decide span + 2 phase spans for each of its 3 profile runs.
-      await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
-        what: 'the request span',
-        timeoutMs: 20_000,
-      });
-      const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
-        count: 14,
-        what: '14 spans of the EPD trace',
-        timeoutMs: 20_000,
-      });
+      const spans = await epdTrace(traceId!);
       expect(spans).toHaveLength(14);
 
       expect(treeShape(receiver.tree(traceId!), label, { sorted: true })).toEqual([
@@ -272,22 +291,7 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     expect(res.status).toBe(200);
     expect(res.headers.get('x-triad-stage-fallback')).toBe('prefill');
     const traceId = res.headers.get('x-triad-trace-id')!;
-    // Gateway: request, route, schedule, encode ×2, prefill (failed), decode; scheduler: decide + 6 phases.
-    const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
-      count: 14,
-      what: '14 spans of the trace',
-      timeoutMs: 20_000,
-    });
-    const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
-    expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
-      'POST /v1/chat/completions',
-      'decode',
-      'encode',
-      'encode',
-      'prefill',
-      'route',
-      'schedule',
-    ]);
+    const gatewaySpans = epdGatewaySpans(await epdTrace(traceId));
     const prefill = gatewaySpans.find((s) => s.name === 'prefill')!;
     expect(prefill.status.code).toBe('ERROR');
     expect(prefill.attributes).toEqual(expect.objectContaining({ 'http.response.status_code': 500, 'triad.stage': 'prefill' }));
@@ -307,26 +311,8 @@ describe('tracing end to end: triad gateway + triad scheduler (child processes) 
     expect(res.status).toBe(502);
     const traceId = res.headers.get('x-triad-trace-id')!;
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
-    // Gateway: request, route, schedule, encode ×2, prefill, decode; scheduler: decide + 6 phases.
-    await receiver.waitForSpans((s) => s.traceId === traceId && s.kind === 'SERVER' && s.serviceName === 'triad-gateway', {
-      what: 'the failed request span',
-      timeoutMs: 20_000,
-    });
-    const spans = await receiver.waitForSpans((s) => s.traceId === traceId, {
-      count: 14,
-      what: '14 spans of the failed trace',
-      timeoutMs: 20_000,
-    });
-    const gatewaySpans = spans.filter((s) => s.serviceName === 'triad-gateway');
-    expect(gatewaySpans.map((s) => s.name).sort()).toEqual([
-      'POST /v1/chat/completions',
-      'decode',
-      'encode',
-      'encode',
-      'prefill',
-      'route',
-      'schedule',
-    ]);
+    const spans = await epdTrace(traceId);
+    const gatewaySpans = epdGatewaySpans(spans);
 
     const decode = gatewaySpans.find((s) => s.name === 'decode')!;
     expect(decode.status.code).toBe('ERROR');
