@@ -129,17 +129,23 @@ describe('KV publisher', () => {
   });
 });
 
+/** `mine.a` synced as 1, then set to 2, whose write is held in flight until `release()`. */
+async function writeOfTwoInFlight() {
+  const kv = new MemoryKv();
+  const p = publisher();
+  p.setEnabled(true);
+  p.set('mine.a', 1);
+  await p.fullSync(kv);
+  const release = kv.holdWrites();
+  p.set('mine.a', 2);
+  await waitFor(() => !p.settled);
+  await new Promise((r) => setImmediate(r));
+  return { kv, p, release };
+}
+
 describe('KV publisher, a key changing back while its write is in flight', () => {
   it('writes the value back instead of leaving the in-flight one in KV', async () => {
-    const kv = new MemoryKv();
-    const p = publisher();
-    p.setEnabled(true);
-    p.set('mine.a', 1);
-    await p.fullSync(kv);
-    const release = kv.holdWrites();
-    p.set('mine.a', 2);
-    await waitFor(() => !p.settled);
-    await new Promise((r) => setImmediate(r));
+    const { kv, p, release } = await writeOfTwoInFlight();
     p.set('mine.a', 1);
     release();
     await p.whenSettled();
@@ -150,15 +156,7 @@ describe('KV publisher, a key changing back while its write is in flight', () =>
 
 describe('KV publisher, the same value set again while its write is in flight', () => {
   it('writes it once (a scrape landing during a slow write does not queue a second write)', async () => {
-    const kv = new MemoryKv();
-    const p = publisher();
-    p.setEnabled(true);
-    p.set('mine.a', 1);
-    await p.fullSync(kv);
-    const release = kv.holdWrites();
-    p.set('mine.a', 2);
-    await waitFor(() => !p.settled);
-    await new Promise((r) => setImmediate(r));
+    const { kv, p, release } = await writeOfTwoInFlight();
     p.set('mine.a', 2);
     p.set('mine.a', 2);
     release();
