@@ -1,7 +1,7 @@
 import type { Attributes, HrTime, Link, SpanContext } from '@opentelemetry/api';
 import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base';
 import { DrawnSpanContext, RecordedSpan } from '../tracer';
-import { AttributeMemo, AttributeSlot, MAX_KEPT_BYTES, MAX_SLOTS } from './attribute-memo';
+import { AttributeMemo, AttributeSlot, MAX_KEPT_BYTES, MAX_SLOTS, NOT_KEPT } from './attribute-memo';
 import { EncodedStrings } from './encoded-strings';
 import { ProtoBuffer, varintLength } from './proto-buffer';
 
@@ -46,6 +46,7 @@ interface LastId {
 const SLOT_LIMIT = MAX_SLOTS;
 const KEPT_BYTES_LIMIT = MAX_KEPT_BYTES;
 const Slot = AttributeSlot;
+const NOT_KEPT_VALUE = NOT_KEPT;
 const Recorded = RecordedSpan;
 const Drawn = DrawnSpanContext;
 const lengthOfVarint = varintLength;
@@ -306,50 +307,93 @@ export class TraceRequestEncoder {
 
   /**
    * Each own enumerable attribute as a repeated KeyValue under `field` (below 16: a one-byte tag), in the object's
-   * key order. With a memo, an attribute whose key and value are those at the same position last time is copied
-   * from there; otherwise it is encoded, and kept for next time while the values at its position repeat.
+   * key order. With a memo, attributes whose keys and values are those at the same positions last time are copied
+   * from its block, a run of them in a row as one chunk; the others are encoded, and kept for next time while the
+   * values at their positions repeat.
    */
   #attributes(attributes: Attributes, field: number, memo: AttributeMemo | undefined): void {
     const out = this.#out;
     const tag = (field << 3) | LEN;
-    const slots = memo?.slots;
+    if (memo === undefined) {
+      for (const key in attributes) {
+        // Spelled out: TurboFan recognizes this call on a for-in key (no call at all, and the value read below stays a
+        // load by enum-cache index); through an alias it is an opaque call, and the read a megamorphic keyed load.
+        if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
+        out.byte(tag);
+        this.#keyValue(this.#names.keyHead(key), attributes[key]);
+      }
+      return;
+    }
+    if (memo.tag !== tag) memo.restart(tag);
+    const slots = memo.slots;
+    // The run of kept attributes not yet copied: the block from `run.at` to `runEnd` (none while `run` is undefined).
+    let run: AttributeSlot | undefined;
+    let runEnd = 0;
+    // A kept attribute was added, replaced or dropped: the block is rebuilt at the end.
+    let changed = false;
     let position = 0;
     for (const key in attributes) {
-      // Spelled out: TurboFan recognizes this call on a for-in key (no call at all, and the value read below stays a
-      // load by enum-cache index); through an alias it is an opaque call, and the read a megamorphic keyed load.
       if (!Object.prototype.hasOwnProperty.call(attributes, key)) continue;
       const value = attributes[key];
-      out.byte(tag);
-      if (slots === undefined || position >= SLOT_LIMIT) {
-        this.#keyValue(this.#names.keyHead(key), value);
-        continue;
-      }
-      let slot: AttributeSlot;
+      let slot: AttributeSlot | undefined;
       if (position < slots.length) {
         slot = slots[position];
-        if (slot.key !== key) slot.rekey(key, this.#names.keyHead(key));
-        else if (slot.encoded !== undefined) {
-          // Equal primitives encode alike (0 and -0 both as int 0); NaN never equals, so it is always encoded.
+        if (slot.key === key) {
+          // Equal primitives encode alike (0 and -0 both as int 0); NaN never equals, nor does NOT_KEPT.
           if (slot.value === value) {
-            out.raw(slot.encoded);
             position++;
+            if (run !== undefined && slot.at === runEnd) {
+              runEnd = slot.end;
+              continue;
+            }
+            if (run !== undefined) this.#copyRun(memo, run, runEnd);
+            run = slot;
+            runEnd = slot.end;
             continue;
           }
-          slot.forget();
+          if (slot.value !== NOT_KEPT_VALUE) changed = true;
+        } else {
+          if (slot.value !== NOT_KEPT_VALUE) changed = true;
+          slot.key = key;
+          slot.head = this.#names.keyHead(key);
         }
-      } else {
+        slot.changes++;
+      } else if (position < SLOT_LIMIT) {
         slot = new Slot(key, this.#names.keyHead(key));
         slots.push(slot);
       }
-      position++;
+      if (run !== undefined) {
+        this.#copyRun(memo, run, runEnd);
+        run = undefined;
+      }
       const start = out.pos;
+      out.byte(tag);
+      if (slot === undefined) {
+        this.#keyValue(this.#names.keyHead(key), value);
+        continue;
+      }
+      position++;
       this.#keyValue(slot.head, value);
       const type = typeof value;
       if (slot.keeps && (type === 'string' || type === 'number' || type === 'boolean') && out.pos - start <= KEPT_BYTES_LIMIT) {
         slot.value = value;
-        slot.encoded = out.copyFrom(start);
+        slot.at = start;
+        slot.end = out.pos;
+        slot.fresh = true;
+        changed = true;
+      } else {
+        slot.value = NOT_KEPT_VALUE;
       }
     }
+    if (run !== undefined) this.#copyRun(memo, run, runEnd);
+    if (changed) memo.rebuild(out.bytes);
+  }
+
+  /** The memo's block from `first.at` to `end`, through the view `first` keeps of it (made when the run is new). */
+  #copyRun(memo: AttributeMemo, first: AttributeSlot, end: number): void {
+    let chunk = first.run;
+    if (chunk === undefined || chunk.length !== end - first.at) chunk = first.run = memo.block.subarray(first.at, end);
+    this.#out.raw(chunk);
   }
 
   /**
