@@ -200,8 +200,8 @@ describe('TriadTracer', () => {
 describe('DrawnSpanContext', () => {
   /** The bytes a context says its ids were drawn as, as hex (undefined where it names no pool). */
   function drawnHex(ids: DrawnSpanContext): { trace: string | undefined; span: string | undefined } {
-    const hex = (pool: Uint8Array | undefined, at: number, n: number) =>
-      pool === undefined ? undefined : Buffer.from(pool.subarray(at, at + n)).toString('hex');
+    const hex = (pool: DataView | undefined, at: number, n: number) =>
+      pool === undefined ? undefined : Buffer.from(pool.buffer, pool.byteOffset + at, n).toString('hex');
     return { trace: hex(ids.traceIdPool, ids.traceIdAt, 16), span: hex(ids.spanIdPool, ids.spanIdAt, 8) };
   }
 

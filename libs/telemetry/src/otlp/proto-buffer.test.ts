@@ -46,9 +46,30 @@ describe('ProtoBuffer', () => {
   it('copies id bytes from where they were drawn, and reports whether a string is ASCII before writing it', () => {
     const out = new ProtoBuffer(2);
     const pool = Buffer.from('00112233445566778899aabbccddeeff0102030405060708', 'hex');
-    out.lengthPrefixedFrom(pool, 16, 8);
+    out.lengthPrefixedFrom(new DataView(pool.buffer, pool.byteOffset, pool.byteLength), 16, 8);
     expect(out.ascii('plain')).toBe(true);
     expect(out.ascii('not ü')).toBe(false);
     expect(Buffer.from(out.detach())).toEqual(Buffer.from([8, 1, 2, 3, 4, 5, 6, 7, 8, ...Buffer.from('plain')]));
+  });
+
+  it('copies ids from pools taken in turn, at any offset of the pool and of the output, four bytes at a time', () => {
+    const out = new ProtoBuffer(3);
+    // Small Buffers are slices of node's shared pool: their bytes start at an offset of their ArrayBuffer.
+    const first = Buffer.from('00112233445566778899aabbccddeeff0102030405060708', 'hex');
+    const second = new Uint8Array(Buffer.from('f0e0d0c0b0a090807060504030201000', 'hex'));
+    const expected: number[] = [];
+    out.byte(0x2a);
+    expected.push(0x2a);
+    for (const [pool, at, length] of [
+      [first, 16, 8],
+      [second, 0, 16],
+      [first, 4, 16],
+      [second, 3, 8],
+      [first, 0, 8],
+    ] as const) {
+      out.lengthPrefixedFrom(new DataView(pool.buffer, pool.byteOffset, pool.byteLength), at, length);
+      expected.push(length, ...pool.subarray(at, at + length));
+    }
+    expect(Buffer.from(out.detach())).toEqual(Buffer.from(expected));
   });
 });

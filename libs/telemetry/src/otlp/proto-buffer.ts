@@ -15,6 +15,7 @@ export class ProtoBuffer {
   #view: DataView;
   pos = 0;
 
+
   constructor(readonly initialSize = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(initialSize);
     this.#view = viewOf(this.bytes);
@@ -171,16 +172,18 @@ export class ProtoBuffer {
   }
 
   /**
-   * `length` bytes of `source` from `at`, with their length: an id's bytes where they were drawn. A loop: for 8 or
-   * 16 bytes it costs less than `set` of a `subarray`, which makes a view object first.
+   * `length` bytes (a multiple of 4) of `source` from `at`, with their length: an id's bytes where they were drawn.
+   * Copied four bytes at a time through DataViews (the recorder makes one per pool of random bytes): a byte loop
+   * between two Buffers counted about 55 instructions a byte under callgrind, and `set` of a `subarray` makes a
+   * view object first.
    */
-  lengthPrefixedFrom(source: Uint8Array, at: number, length: number): void {
+  lengthPrefixedFrom(source: DataView, at: number, length: number): void {
     this.ensure(length + 1);
-    const bytes = this.bytes;
+    const view = this.#view;
     let p = this.pos;
-    bytes[p++] = length;
-    for (let i = 0; i < length; i++) bytes[p++] = source[at + i];
-    this.pos = p;
+    this.bytes[p++] = length;
+    for (let i = 0; i < length; i += 4) view.setUint32(p + i, source.getUint32(at + i, true), true);
+    this.pos = p + length;
   }
 
   /** Copies the `into.length` bytes written from `from` into `into`. */
