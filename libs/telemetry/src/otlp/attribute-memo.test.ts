@@ -40,6 +40,10 @@ function valuePool(random: () => number, i: number): AttributeValue {
     `unique-${i}`,
     'ünïcode ✓',
     `${'a'.repeat(118)}é`,
+    `${'a'.repeat(23)}é`,
+    `${'a'.repeat(30)}\ud800`,
+    `é${'a'.repeat(30)}`,
+    'a'.repeat(24),
     'x'.repeat(300),
     '',
     200,
@@ -88,6 +92,46 @@ describe('TraceRequestEncoder with repeating attribute lists writes the SDK seri
       }
       const expected = sdkBytes(asSpans(ended));
       expect(Buffer.from(encoder.encode(asSpans(ended))).equals(expected)).toBe(true);
+    }
+  });
+
+  it('when a run of repeating attributes is broken in the middle, cut short, lengthened, rekeyed or reused by an event', () => {
+    const { tracer, ended } = recorder();
+    const encoder = new TraceRequestEncoder();
+    const steady: Attributes = { 'triad.stage': 'decode', 'gen_ai.request.model': 'epd', 'server.port': 8000, 'triad.mode': 'epd', ok: true };
+    const lists: Attributes[] = [
+      steady,
+      steady,
+      // A value changed in the middle: the run before it and the run after it are copied, the value encoded.
+      { ...steady, 'server.port': 8001 },
+      { ...steady, 'server.port': 8001 },
+      steady,
+      // Fewer attributes than last time, then more again (the tail comes back from the block or is encoded).
+      { 'triad.stage': 'decode', 'gen_ai.request.model': 'epd' },
+      steady,
+      { 'triad.stage': 'decode' },
+      { ...steady, extra: 'tail', more: 7 },
+      { ...steady, extra: 'tail', more: 7 },
+      // Another key in the middle, then the first key missing (every later key one position up).
+      { 'triad.stage': 'decode', 'gen_ai.request.model': 'epd', 'server.address': '10.0.0.1', 'triad.mode': 'epd', ok: true },
+      { 'gen_ai.request.model': 'epd', 'server.port': 8000, 'triad.mode': 'epd', ok: true },
+      steady,
+      // Values of other types at a kept position: a string, a fraction, a value the memo never keeps.
+      { ...steady, 'server.port': '8000' },
+      { ...steady, 'server.port': 0.5 },
+      { ...steady, 'server.port': ['8000'] },
+      { ...steady, 'server.port': ['8000'] },
+      steady,
+    ];
+    for (const [i, attributes] of lists.entries()) {
+      ended.length = 0;
+      const span = tracer.startSpan('decode', { attributes });
+      // An event of the span's name writes its attributes under another field: the memo starts over for it.
+      if (i % 5 === 4) span.addEvent('decode', { 'triad.stage': 'decode', n: i });
+      span.end();
+      // Two spans of the name in one request: the second copies what the first kept.
+      tracer.startSpan('decode', { attributes }).end();
+      expect(Buffer.from(encoder.encode(asSpans(ended)))).toEqual(sdkBytes(asSpans(ended)));
     }
   });
 

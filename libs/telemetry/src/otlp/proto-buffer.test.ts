@@ -52,6 +52,26 @@ describe('ProtoBuffer', () => {
     expect(Buffer.from(out.detach())).toEqual(Buffer.from([8, 1, 2, 3, 4, 5, 6, 7, 8, ...Buffer.from('plain')]));
   });
 
+  it('writes a string as it is only when every unit is ASCII, on either side of the native write’s length', () => {
+    const out = new ProtoBuffer(4);
+    const expected: number[] = [];
+    for (const n of [1, 23, 24, 25, 36, 200]) {
+      // A concatenation, as request ids are built.
+      const plain = 'a'.repeat(n - 1) + String.fromCharCode(0x7f);
+      expect(out.ascii(plain)).toBe(true);
+      expected.push(...Buffer.from(plain, 'latin1'));
+      for (const odd of ['é', '\u0080', '\ud800', '\udc00', '🚀', '日']) {
+        for (const at of [0, Math.floor(n / 2), n - 1]) {
+          const text = 'b'.repeat(at) + odd + 'c'.repeat(Math.max(0, n - at - 1));
+          const before = out.pos;
+          expect(out.ascii(text)).toBe(false);
+          expect(out.pos).toBe(before);
+        }
+      }
+    }
+    expect(Buffer.from(out.detach())).toEqual(Buffer.from(expected));
+  });
+
   it('copies ids from pools taken in turn, at any offset of the pool and of the output, four bytes at a time', () => {
     const out = new ProtoBuffer(3);
     // Small Buffers are slices of node's shared pool: their bytes start at an offset of their ArrayBuffer.

@@ -342,12 +342,8 @@ export class TraceRequestEncoder {
           // Equal primitives encode alike (0 and -0 both as int 0); NaN never equals, nor does NOT_KEPT.
           if (slot.value === value) {
             position++;
-            if (run !== undefined && slot.at === runEnd) {
-              runEnd = slot.end;
-              continue;
-            }
-            if (run !== undefined) this.#copyRun(memo, run, runEnd);
-            run = slot;
+            // Kept positions in a row are next to each other in the block: a run grows by each one that repeats.
+            if (run === undefined) run = slot;
             runEnd = slot.end;
             continue;
           }
