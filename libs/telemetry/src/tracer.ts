@@ -157,8 +157,8 @@ function newTraceId(): string {
 
 /**
  * A span context this tracer made, with the random bytes its hex ids were cut from: where they are in which pool
- * buffer (`undefined` where the id did not come from a pool: a remote parent's trace id, the all-zero id's
- * replacement). The OTLP encoder copies those bytes instead of decoding the hex of every id of every span, the
+ * buffer, as the pool's DataView (`undefined` where the id did not come from a pool: a remote parent's trace id,
+ * the all-zero id's replacement). The OTLP encoder copies those bytes instead of decoding the hex of every id of every span, the
  * largest part of its work per span after the attributes. The bytes are never written again once drawn; a context
  * keeps its 4 KiB pool alive while it lives (spans live until their batch is exported: a few pools at a time).
  */

@@ -98,7 +98,13 @@ describe('TraceRequestEncoder with repeating attribute lists writes the SDK seri
   it('when a run of repeating attributes is broken in the middle, cut short, lengthened, rekeyed or reused by an event', () => {
     const { tracer, ended } = recorder();
     const encoder = new TraceRequestEncoder();
-    const steady: Attributes = { 'triad.stage': 'decode', 'gen_ai.request.model': 'epd', 'server.port': 8000, 'triad.mode': 'epd', ok: true };
+    const steady: Attributes = {
+      'triad.stage': 'decode',
+      'gen_ai.request.model': 'epd',
+      'server.port': 8000,
+      'triad.mode': 'epd',
+      ok: true,
+    };
     const lists: Attributes[] = [
       steady,
       steady,

@@ -15,7 +15,6 @@ export class ProtoBuffer {
   #view: DataView;
   pos = 0;
 
-
   constructor(readonly initialSize = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(initialSize);
     this.#view = viewOf(this.bytes);
