@@ -57,6 +57,11 @@ const GatewayConfigSchema = z.object({
   snapshotIntervalMs: Setting.ms(1).default(1000),
   /** How long a dispatch event may wait to share a message with later ones (0: end of its event-loop turn). */
   dispatchFlushMs: Setting.ms(0, 1000).default(5),
+  /**
+   * How dispatch events are written: `packed` (the batch's `packed` legs) or `events` (one object per event, what
+   * schedulers from before `packed` read: for a rolling upgrade that replaces gateways before schedulers).
+   */
+  dispatchWire: z.enum(['packed', 'events']).default('packed'),
   /** Write the per-request JSON access log line. */
   accessLog: Setting.boolean().default(true),
   /**
@@ -119,6 +124,7 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   drainTimeoutMs: { name: 'drain-timeout-ms', env: 'TRIAD_DRAIN_TIMEOUT_MS' },
   snapshotIntervalMs: { name: 'snapshot-interval-ms', env: 'TRIAD_SNAPSHOT_INTERVAL_MS' },
   dispatchFlushMs: { name: 'dispatch-flush-ms', env: 'TRIAD_DISPATCH_FLUSH_MS' },
+  dispatchWire: { name: 'dispatch-wire', env: 'TRIAD_DISPATCH_WIRE' },
   accessLog: { name: 'access-log', env: 'TRIAD_ACCESS_LOG' },
   kvRelease: { name: 'kv-release', env: 'TRIAD_KV_RELEASE' },
   engineCredentialsDir: { name: 'engine-credentials-dir', env: 'TRIAD_ENGINE_CREDENTIALS_DIR' },

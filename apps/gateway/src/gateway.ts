@@ -125,7 +125,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const dispatch = new DispatchPublisher(
     bus.nc,
     id,
-    { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs },
+    { snapshotIntervalMs: config.snapshotIntervalMs, flushWindowMs: config.dispatchFlushMs, wire: config.dispatchWire },
     turn,
     (e) => fallback.dispatched(e),
   );

@@ -52,9 +52,9 @@ export type {
   DecisionOrError,
   ScheduleBatchReply,
 } from './scheduling';
-export { DispatchBatchSchema } from './dispatch';
+export { DispatchBatchSchema, PackedLegCodes, PackedLegsSchema } from './dispatch';
 export { readDispatchBatch } from './dispatch-read';
-export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
+export type { Stage, DispatchEvent, DispatchBatch, DispatchBatchMessage, PackedLegCode, PackedLegs } from './dispatch';
 export {
   KvIndexLimits,
   KvIndexDeltaSchema,

@@ -1,5 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { SCHEMA_VERSION, Subjects, type DispatchEvent, type Stage } from '@triad/bus';
+import { SCHEMA_VERSION, Subjects, type DispatchBatchMessage, type DispatchEvent, type PackedLegCode, type Stage } from '@triad/bus';
 import type { TurnFlushable, TurnFlusher } from '../nats/turn-flusher';
 
 const encoder = new TextEncoder();
@@ -18,6 +18,19 @@ export interface LegLatency {
   tpotMs?: number;
 }
 
+/** A packed leg's code by the event's type and stage (`PackedLegCodes` in `@triad/bus`). */
+const LEG_CODES: Readonly<Record<DispatchEvent['type'], Readonly<Record<Stage, PackedLegCode>>>> = {
+  start: { aggregated: 'sa', encode: 'se', prefill: 'sp', decode: 'sd' },
+  finish: { aggregated: 'fa', encode: 'fe', prefill: 'fp', decode: 'fd' },
+};
+
+/**
+ * How events go on the wire: `packed` (the batch's `packed` legs, about a seventh of the bytes) or `events` (one
+ * object per event, the form schedulers from before `packed` read; for a rolling upgrade that replaces the gateways
+ * before the schedulers).
+ */
+export type DispatchWire = 'packed' | 'events';
+
 /** Events in one message at most before it goes out without waiting for the window. */
 const MAX_EVENTS_PER_MESSAGE = 512;
 
@@ -29,6 +42,8 @@ export interface DispatchPublisherOptions {
    * early with the next scheduling batch, in the same socket write.
    */
   readonly flushWindowMs?: number;
+  /** How events are written (default `packed`). */
+  readonly wire?: DispatchWire;
 }
 
 /**
@@ -56,6 +71,10 @@ export class DispatchPublisher implements TurnFlushable {
   #timer: NodeJS.Timeout | undefined;
   readonly #windowMs: number;
   #window: NodeJS.Timeout | undefined;
+  readonly #packed: boolean;
+  /** Index of each request id and endpoint key in the message being packed (cleared after each). */
+  readonly #requestIndex = new Map<string, number>();
+  readonly #endpointIndex = new Map<string, number>();
 
   constructor(
     nc: NatsConnection,
@@ -68,6 +87,7 @@ export class DispatchPublisher implements TurnFlushable {
     this.#gateway = gateway;
     this.#intervalMs = options.snapshotIntervalMs;
     this.#windowMs = options.flushWindowMs ?? 0;
+    this.#packed = (options.wire ?? 'packed') === 'packed';
     this.#turn = turn;
     this.#onEvent = onEvent;
     turn.add(this);
@@ -162,7 +182,38 @@ export class DispatchPublisher implements TurnFlushable {
     if (this.#events.length === 0 || this.#nc.isClosed()) return;
     const events = this.#events;
     this.#events = [];
-    this.#publish({ v: SCHEMA_VERSION, gateway: this.#gateway, seq: this.#seq++, events });
+    if (this.#packed) this.#publish({ v: SCHEMA_VERSION, gateway: this.#gateway, seq: this.#seq++, events: [], packed: this.#pack(events) });
+    else this.#publish({ v: SCHEMA_VERSION, gateway: this.#gateway, seq: this.#seq++, events });
+  }
+
+  /** The events as `packed` legs: each request id and endpoint key written once, times from the first event's. */
+  #pack(events: readonly DispatchEvent[]): NonNullable<DispatchBatchMessage['packed']> {
+    const at = events[0]!.at;
+    const requests: string[] = [];
+    const endpoints: string[] = [];
+    const legs: [PackedLegCode, number, number, number, ...number[]][] = [];
+    const requestIndex = this.#requestIndex;
+    const endpointIndex = this.#endpointIndex;
+    for (const event of events) {
+      let r = requestIndex.get(event.requestId);
+      if (r === undefined) {
+        r = requests.push(event.requestId) - 1;
+        requestIndex.set(event.requestId, r);
+      }
+      let e = endpointIndex.get(event.endpoint);
+      if (e === undefined) {
+        e = endpoints.push(event.endpoint) - 1;
+        endpointIndex.set(event.endpoint, e);
+      }
+      const code = LEG_CODES[event.type][event.stage];
+      const dt = event.at - at;
+      if (event.type === 'start') legs.push(event.inputTokens === undefined ? [code, r, e, dt] : [code, r, e, dt, event.inputTokens]);
+      else if (event.ttftMs === undefined) legs.push([code, r, e, dt]);
+      else legs.push(event.tpotMs === undefined ? [code, r, e, dt, event.ttftMs] : [code, r, e, dt, event.ttftMs, event.tpotMs]);
+    }
+    requestIndex.clear();
+    endpointIndex.clear();
+    return { at, requests, endpoints, legs };
   }
 
   /** Publishes pending events and then the full in-flight snapshot. */
@@ -179,7 +230,7 @@ export class DispatchPublisher implements TurnFlushable {
     });
   }
 
-  #publish(batch: object): void {
+  #publish(batch: DispatchBatchMessage): void {
     try {
       this.#nc.publish(Subjects.dispatch, encoder.encode(JSON.stringify(batch)));
     } catch {
