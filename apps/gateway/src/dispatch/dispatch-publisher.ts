@@ -24,6 +24,23 @@ const LEG_CODES: Readonly<Record<DispatchEvent['type'], Readonly<Record<Stage, P
   finish: { aggregated: 'fa', encode: 'fe', prefill: 'fp', decode: 'fd' },
 };
 
+/** What a string needs no escape for in JSON: no control character, quote, backslash or surrogate. */
+const PLAIN_STRING = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/;
+
+/** `JSON.stringify(s)`, without the call where nothing needs escaping (request ids, endpoint keys). */
+const jsonString = (s: string): string => (PLAIN_STRING.test(s) ? `"${s}"` : JSON.stringify(s));
+
+/**
+ * What a packed leg carries after its time: a start's input tokens, a finish's TTFT and TPOT (`${n}` writes a finite
+ * number as `JSON.stringify` does; a latency that is not finite is left out, as no reader would take it).
+ */
+function legTail(event: DispatchEvent): string {
+  if (event.type === 'start') return event.inputTokens === undefined ? '' : `,${event.inputTokens}`;
+  const { ttftMs, tpotMs } = event;
+  if (ttftMs === undefined || !Number.isFinite(ttftMs)) return '';
+  return tpotMs === undefined || !Number.isFinite(tpotMs) ? `,${ttftMs}` : `,${ttftMs},${tpotMs}`;
+}
+
 /**
  * How events go on the wire: `packed` (the batch's `packed` legs, about a seventh of the bytes) or `events` (one
  * object per event, the form schedulers from before `packed` read; for a rolling upgrade that replaces the gateways
@@ -72,6 +89,8 @@ export class DispatchPublisher implements TurnFlushable {
   readonly #windowMs: number;
   #window: NodeJS.Timeout | undefined;
   readonly #packed: boolean;
+  /** A packed batch's text up to its `seq`. */
+  readonly #head: string;
   /** Index of each request id and endpoint key in the message being packed (cleared after each). */
   readonly #requestIndex = new Map<string, number>();
   readonly #endpointIndex = new Map<string, number>();
@@ -88,6 +107,7 @@ export class DispatchPublisher implements TurnFlushable {
     this.#intervalMs = options.snapshotIntervalMs;
     this.#windowMs = options.flushWindowMs ?? 0;
     this.#packed = (options.wire ?? 'packed') === 'packed';
+    this.#head = `{"v":${SCHEMA_VERSION},"gateway":${jsonString(gateway)},"seq":`;
     this.#turn = turn;
     this.#onEvent = onEvent;
     turn.add(this);
@@ -182,38 +202,42 @@ export class DispatchPublisher implements TurnFlushable {
     if (this.#events.length === 0 || this.#nc.isClosed()) return;
     const events = this.#events;
     this.#events = [];
-    if (this.#packed) this.#publish({ v: SCHEMA_VERSION, gateway: this.#gateway, seq: this.#seq++, events: [], packed: this.#pack(events) });
+    if (this.#packed) this.#send(this.#packedText(events));
     else this.#publish({ v: SCHEMA_VERSION, gateway: this.#gateway, seq: this.#seq++, events });
   }
 
-  /** The events as `packed` legs: each request id and endpoint key written once, times from the first event's. */
-  #pack(events: readonly DispatchEvent[]): NonNullable<DispatchBatchMessage['packed']> {
+  /**
+   * The batch of `events` as `packed` legs, written by hand (the shape is fixed; each request id and endpoint key
+   * written once, times from the first event's).
+   */
+  #packedText(events: readonly DispatchEvent[]): string {
     const at = events[0]!.at;
-    const requests: string[] = [];
-    const endpoints: string[] = [];
-    const legs: [PackedLegCode, number, number, number, ...number[]][] = [];
+    let requests = '';
+    let endpoints = '';
+    let legs = '';
+    let nextRequest = 0;
+    let nextEndpoint = 0;
     const requestIndex = this.#requestIndex;
     const endpointIndex = this.#endpointIndex;
-    for (const event of events) {
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!;
       let r = requestIndex.get(event.requestId);
       if (r === undefined) {
-        r = requests.push(event.requestId) - 1;
+        r = nextRequest++;
         requestIndex.set(event.requestId, r);
+        requests += r === 0 ? jsonString(event.requestId) : `,${jsonString(event.requestId)}`;
       }
       let e = endpointIndex.get(event.endpoint);
       if (e === undefined) {
-        e = endpoints.push(event.endpoint) - 1;
+        e = nextEndpoint++;
         endpointIndex.set(event.endpoint, e);
+        endpoints += e === 0 ? jsonString(event.endpoint) : `,${jsonString(event.endpoint)}`;
       }
-      const code = LEG_CODES[event.type][event.stage];
-      const dt = event.at - at;
-      if (event.type === 'start') legs.push(event.inputTokens === undefined ? [code, r, e, dt] : [code, r, e, dt, event.inputTokens]);
-      else if (event.ttftMs === undefined) legs.push([code, r, e, dt]);
-      else legs.push(event.tpotMs === undefined ? [code, r, e, dt, event.ttftMs] : [code, r, e, dt, event.ttftMs, event.tpotMs]);
+      legs += `${i === 0 ? '' : ','}["${LEG_CODES[event.type][event.stage]}",${r},${e},${event.at - at}${legTail(event)}]`;
     }
     requestIndex.clear();
     endpointIndex.clear();
-    return { at, requests, endpoints, legs };
+    return `${this.#head}${this.#seq++},"events":[],"packed":{"at":${at},"requests":[${requests}],"endpoints":[${endpoints}],"legs":[${legs}]}}`;
   }
 
   /** Publishes pending events and then the full in-flight snapshot. */
@@ -231,8 +255,12 @@ export class DispatchPublisher implements TurnFlushable {
   }
 
   #publish(batch: DispatchBatchMessage): void {
+    this.#send(JSON.stringify(batch));
+  }
+
+  #send(json: string): void {
     try {
-      this.#nc.publish(Subjects.dispatch, encoder.encode(JSON.stringify(batch)));
+      this.#nc.publish(Subjects.dispatch, encoder.encode(json));
     } catch {
       // A closed or reconnecting connection drops the batch; the next snapshot heals the schedulers' counts.
     }
