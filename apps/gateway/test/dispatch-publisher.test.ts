@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { DispatchBatchSchema, Subjects, decodeMessage, type DispatchBatch } from '@triad/bus';
+import { DispatchBatchSchema, Subjects, decodeMessage, readDispatchBatch, type DispatchBatch, type DispatchEvent } from '@triad/bus';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { DispatchPublisher } from '../src/dispatch/dispatch-publisher';
 import { TurnFlusher } from '../src/nats/turn-flusher';
@@ -118,6 +118,82 @@ describe('DispatchPublisher against a real nats-server', () => {
     expect(order[2]).toBe('rider 2');
     p.stop();
     short.stop();
+    sub.unsubscribe();
+  });
+
+  it('writes the packed legs as JSON.stringify would, and they read back as the events it handed on, without ok and outputTokens', async () => {
+    const texts: string[] = [];
+    const sub = reader.subscribe(Subjects.dispatch, {
+      callback: (_e, m) => {
+        const text = m.string();
+        if ((JSON.parse(text) as { gateway: string }).gateway.startsWith('gw-"packed"')) texts.push(text);
+      },
+    });
+    await reader.flush();
+    const handed: DispatchEvent[] = [];
+    // A gateway id and request ids that need escaping (quote, backslash, control character, lone surrogate), one
+    // that does not, a non-ASCII one, and latencies with fractions.
+    const p = new DispatchPublisher(nc, 'gw-"packed"\\', { snapshotIntervalMs: 60_000 }, new TurnFlusher(), (e) => handed.push({ ...e }));
+    const ids = [
+      '9b1c2f4e-0d7a-4c55-b1b2-3a0e5f6d7c8b',
+      'r"1',
+      'r\\2',
+      'r\n3',
+      'r\ud8004',
+      'é🙂5',
+      'r\u001f6',
+      'r \u007f\u2028\ud7ff\ue0007',
+    ];
+    for (const id of ids) {
+      p.started(id, 'ns.ms.e-0', 'encode', undefined);
+      p.finished(id, 'ns.ms.e-0', 'encode', true, undefined);
+      p.started(id, 'ns.ms.p-0', 'prefill', 600);
+      p.finished(id, 'ns.ms.p-0', 'prefill', false, undefined, { ttftMs: 41.26 });
+    }
+    p.started('r7', 'ns.ms.d-"1"', 'decode', 0);
+    p.finished('r7', 'ns.ms.d-"1"', 'decode', true, 16, { ttftMs: 3, tpotMs: 0.125 });
+    p.started('r8', 'ns.ms.a', 'aggregated', 12);
+    p.finished('r8', 'ns.ms.a', 'aggregated', true, 4, { ttftMs: 1e-7, tpotMs: 12345.67 });
+    await waitFor(() => texts.length === 1, { what: 'the packed batch' });
+    const text = texts[0];
+    expect(text).toBe(JSON.stringify(JSON.parse(text)));
+    const raw = JSON.parse(text) as { events: unknown[]; packed: { requests: string[]; endpoints: string[]; legs: unknown[] } };
+    expect(raw.events).toEqual([]);
+    expect(raw.packed.requests).toEqual([...ids, 'r7', 'r8']);
+    expect(raw.packed.endpoints).toEqual(['ns.ms.e-0', 'ns.ms.p-0', 'ns.ms.d-"1"', 'ns.ms.a']);
+    expect(raw.packed.legs).toHaveLength(handed.length);
+    const expected = handed.map(({ ok: _ok, outputTokens: _out, ...e }) => e);
+    const fast = readDispatchBatch(JSON.parse(text));
+    const schema = DispatchBatchSchema.parse(JSON.parse(text));
+    expect(fast?.events).toEqual(expected);
+    expect(schema.events).toEqual(expected);
+    expect(fast).toEqual(schema);
+    expect(schema).toMatchObject({ v: 1, gateway: 'gw-"packed"\\', seq: 0 });
+    p.stop();
+    sub.unsubscribe();
+  });
+
+  it('with the events wire, sends each event as an object, as schedulers from before the packed legs read them', async () => {
+    const got: unknown[] = [];
+    const sub = reader.subscribe(Subjects.dispatch, {
+      callback: (_e, m) => {
+        const raw = JSON.parse(m.string()) as { gateway: string };
+        if (raw.gateway === 'gw-events') got.push(raw);
+      },
+    });
+    await reader.flush();
+    const p = new DispatchPublisher(nc, 'gw-events', { snapshotIntervalMs: 60_000, wire: 'events' }, new TurnFlusher());
+    p.started('r1', 'ns.ms.p', 'prefill', 10);
+    p.finished('r1', 'ns.ms.p', 'prefill', true, 1, { ttftMs: 2.5 });
+    await waitFor(() => got.length === 1, { what: 'the batch' });
+    expect(got[0]).not.toHaveProperty('packed');
+    expect(got[0]).toMatchObject({
+      events: [
+        { type: 'start', requestId: 'r1', endpoint: 'ns.ms.p', stage: 'prefill', inputTokens: 10 },
+        { type: 'finish', requestId: 'r1', endpoint: 'ns.ms.p', stage: 'prefill', ok: true, outputTokens: 1, ttftMs: 2.5 },
+      ],
+    });
+    p.stop();
     sub.unsubscribe();
   });
 });

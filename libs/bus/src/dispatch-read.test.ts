@@ -112,3 +112,107 @@ describe('readDispatchBatch (the dispatch feed hot path) against DispatchBatchSc
     expect(Object.keys(parsed.inflight ?? {})).toEqual(['a']);
   });
 });
+
+/** `full` with more events in `packed`: a start and finish on the prefill, then a decode leg with TTFT and TPOT. */
+const packed = {
+  at: 1_765_000_000_200,
+  requests: ['req-2', 'req-3'],
+  endpoints: ['default.epd.epd-p-0', 'default.epd.epd-d-0'],
+  legs: [
+    ['sp', 0, 0, 0, 600],
+    ['fp', 0, 0, 35, 35.2],
+    ['sd', 1, 1, -5],
+    ['fd', 1, 1, 90, 41.5, 3.25],
+    ['fe', 0, 0, 91],
+  ],
+};
+const withPacked = { ...full, packed };
+/** The events `packed` stands for. */
+const packedEvents = [
+  { type: 'start', requestId: 'req-2', endpoint: 'default.epd.epd-p-0', stage: 'prefill', at: 1_765_000_000_200, inputTokens: 600 },
+  { type: 'finish', requestId: 'req-2', endpoint: 'default.epd.epd-p-0', stage: 'prefill', at: 1_765_000_000_235, ttftMs: 35.2 },
+  { type: 'start', requestId: 'req-3', endpoint: 'default.epd.epd-d-0', stage: 'decode', at: 1_765_000_000_195 },
+  {
+    type: 'finish',
+    requestId: 'req-3',
+    endpoint: 'default.epd.epd-d-0',
+    stage: 'decode',
+    at: 1_765_000_000_290,
+    ttftMs: 41.5,
+    tpotMs: 3.25,
+  },
+  { type: 'finish', requestId: 'req-2', endpoint: 'default.epd.epd-p-0', stage: 'encode', at: 1_765_000_000_291 },
+];
+
+/** A change of the fourth leg (a finish with TTFT and TPOT) of `packed`. */
+const leg = (value: unknown[]): Record<string, unknown> => ({ legs: [...packed.legs.slice(0, 3), value, packed.legs[4]] });
+
+const packedVariants: [string, Record<string, unknown>][] = [
+  ['as is', {}],
+  ['no legs', { legs: [] }],
+  ['no tables and no legs', { requests: [], endpoints: [], legs: [] }],
+  ['at a string', { at: '1' }],
+  ['at fractional', { at: 1.5 }],
+  ['no at', { at: undefined }],
+  ['a request id a number', { requests: ['req-2', 3] }],
+  ['endpoints not an array', { endpoints: 'default.epd.epd-p-0' }],
+  ['legs not an array', { legs: {} }],
+  ['an unknown packed field', { priority: 1 }],
+  ['a leg not an array', leg({ code: 'fd' } as unknown as unknown[])],
+  ['a leg of three', leg(['fd', 1, 1])],
+  ['an unknown code', leg(['xd', 1, 1, 90])],
+  ['a code in capitals', leg(['FD', 1, 1, 90])],
+  ['a code a number', leg([4, 1, 1, 90])],
+  ['a request index past its table', leg(['fd', 2, 1, 90])],
+  ['an endpoint index past its table', leg(['fd', 1, 2, 90])],
+  ['a negative index', leg(['fd', -1, 1, 90])],
+  ['a fractional index', leg(['fd', 0.5, 1, 90])],
+  ['a fractional time', leg(['fd', 1, 1, 0.5])],
+  ['a time past a safe integer', leg(['fd', 1, 1, 2 ** 53])],
+  ['a finish without latency', leg(['fd', 1, 1, 90])],
+  ['a finish with TTFT only', leg(['fd', 1, 1, 90, 0])],
+  ['a finish with three figures', leg(['fd', 1, 1, 90, 1, 2, 3])],
+  ['a negative TTFT', leg(['fd', 1, 1, 90, -0.1])],
+  ['an infinite TPOT', leg(['fd', 1, 1, 90, 1, Number.POSITIVE_INFINITY])],
+  ['a NaN TTFT', leg(['fd', 1, 1, 90, Number.NaN])],
+  ['a null TTFT', leg(['fd', 1, 1, 90, null])],
+  ['a start with input tokens', leg(['sd', 1, 1, 90, 12])],
+  ['a start with fractional input tokens', leg(['sd', 1, 1, 90, 1.5])],
+  ['a start with two figures', leg(['sd', 1, 1, 90, 12, 1])],
+];
+
+function packedVariant(change: Record<string, unknown>): Record<string, unknown> {
+  const out = structuredClone(packed) as Record<string, unknown>;
+  for (const [k, v] of Object.entries(change)) {
+    if (v === undefined) delete out[k];
+    else out[k] = structuredClone(v);
+  }
+  return { ...structuredClone(full), packed: out };
+}
+
+describe('packed dispatch legs', () => {
+  it.each(packedVariants)('%s: the hand reader takes what the schema takes, and makes the same events', (_name, change) => {
+    const parsed = DispatchBatchSchema.safeParse(packedVariant(change));
+    const read = readDispatchBatch(packedVariant(change));
+    if (!parsed.success) expect(read).toBeUndefined();
+    else if (read !== undefined) expect(read).toEqual(parsed.data);
+    // Everything but an unknown field is either read by hand or refused by both.
+    if (parsed.success && change['priority'] === undefined) expect(read).toBeDefined();
+  });
+
+  it('reads the packed legs as events after those sent as objects, in order, without the packed field', () => {
+    const expected = { ...full, events: [...full.events, ...packedEvents] };
+    expect(readDispatchBatch(structuredClone(withPacked))).toEqual(expected);
+    expect(DispatchBatchSchema.parse(structuredClone(withPacked))).toEqual(expected);
+    expect(readDispatchBatch(structuredClone(withPacked))).not.toHaveProperty('packed');
+    const alone = { v: 1, gateway: 'g', seq: 3, events: [], packed };
+    expect(readDispatchBatch(structuredClone(alone))).toEqual({ v: 1, gateway: 'g', seq: 3, events: packedEvents });
+  });
+
+  it('refuses a packed batch whose leg points past its tables, naming the leg', () => {
+    const bad = packedVariant(leg(['fd', 5, 1, 90]));
+    const parsed = DispatchBatchSchema.safeParse(bad);
+    expect(parsed.success).toBe(false);
+    expect(parsed.error?.issues[0]?.message).toBe('leg 3: an index out of its table');
+  });
+});

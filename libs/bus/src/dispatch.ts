@@ -53,7 +53,12 @@ export const PackedLegsSchema = z.object({
   at: z.number().int(),
   requests: z.array(z.string()),
   endpoints: z.array(z.string()),
-  legs: z.array(z.tuple([z.enum(Object.keys(PackedLegCodes) as [PackedLegCode, ...PackedLegCode[]]), TableIndex, TableIndex, z.number().int()], z.number().min(0))),
+  legs: z.array(
+    z.tuple(
+      [z.enum(Object.keys(PackedLegCodes) as [PackedLegCode, ...PackedLegCode[]]), TableIndex, TableIndex, z.number().int()],
+      z.number().min(0),
+    ),
+  ),
 });
 export type PackedLegs = z.infer<typeof PackedLegsSchema>;
 

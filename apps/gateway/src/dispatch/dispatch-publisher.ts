@@ -25,6 +25,7 @@ const LEG_CODES: Readonly<Record<DispatchEvent['type'], Readonly<Record<Stage, P
 };
 
 /** What a string needs no escape for in JSON: no control character, quote, backslash or surrogate. */
+// eslint-disable-next-line no-control-regex -- finding control characters is this pattern's job
 const PLAIN_STRING = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/;
 
 /** `JSON.stringify(s)`, without the call where nothing needs escaping (request ids, endpoint keys). */
@@ -211,7 +212,7 @@ export class DispatchPublisher implements TurnFlushable {
    * written once, times from the first event's).
    */
   #packedText(events: readonly DispatchEvent[]): string {
-    const at = events[0]!.at;
+    const at = events[0].at;
     let requests = '';
     let endpoints = '';
     let legs = '';
@@ -220,7 +221,7 @@ export class DispatchPublisher implements TurnFlushable {
     const requestIndex = this.#requestIndex;
     const endpointIndex = this.#endpointIndex;
     for (let i = 0; i < events.length; i++) {
-      const event = events[i]!;
+      const event = events[i];
       let r = requestIndex.get(event.requestId);
       if (r === undefined) {
         r = nextRequest++;

@@ -1,4 +1,4 @@
-import type { DispatchBatch, DispatchEvent } from '@triad/bus';
+import { readDispatchBatch, type DispatchBatch, type DispatchEvent, type PackedLegCode } from '@triad/bus';
 import { InflightTracker } from './inflight-tracker';
 
 const ev = (type: 'start' | 'finish', endpoint: string, requestId = 'r'): DispatchEvent => ({
@@ -184,5 +184,116 @@ describe('InflightTracker reservations (decode legs not started yet)', () => {
     t.applyBatch(batch('g1', 3, [leg('finish', 'ns.ms.d', 'decode', 1060)]), 1060);
     expect(t.backlog.pendingMs('ns.ms.d', 1060, 50, 2)).toBe(0);
     expect(t.snapshot()).toEqual({});
+  });
+});
+
+/** `events` as a batch's `packed` legs (the form gateways send), the way the gateway's publisher writes them. */
+function packed(gateway: string, seq: number, events: readonly DispatchEvent[], inflight?: Record<string, number>): unknown {
+  const at = events[0]?.at ?? 0;
+  const requests: string[] = [];
+  const endpoints: string[] = [];
+  const legs = events.map((e) => {
+    if (!requests.includes(e.requestId)) requests.push(e.requestId);
+    if (!endpoints.includes(e.endpoint)) endpoints.push(e.endpoint);
+    const code = `${e.type[0]}${e.stage[0]}` as PackedLegCode;
+    const head = [code, requests.indexOf(e.requestId), endpoints.indexOf(e.endpoint), e.at - at];
+    if (e.type === 'start') return e.inputTokens === undefined ? head : [...head, e.inputTokens];
+    if (e.ttftMs === undefined) return head;
+    return e.tpotMs === undefined ? [...head, e.ttftMs] : [...head, e.ttftMs, e.tpotMs];
+  });
+  return {
+    v: 1,
+    gateway,
+    seq,
+    events: [],
+    packed: { at, requests, endpoints, legs },
+    ...(inflight ? { inflight, snapshotIntervalMs: 1000 } : {}),
+  };
+}
+
+describe('InflightTracker fed packed batches', () => {
+  it('holds the same counts, prefill backlog, latency and reservations as when the same events come as objects', () => {
+    // A fixed pseudo-random run (an LCG): EPD requests of two gateways whose legs interleave across batches, some
+    // finishes whose start was never sent, snapshots, reservations, and a gateway that restarts its sequence.
+    let state = 7;
+    const random = (n: number): number => {
+      state = (state * 1103515245 + 12345) % 2 ** 31;
+      return Math.floor((state / 2 ** 31) * n); // the high bits: an LCG's low bits repeat with short periods
+    };
+    const asObjects = new InflightTracker();
+    const asPacked = new InflightTracker();
+    const endpoints = ['ns.epd.e-0', 'ns.epd.e-1', 'ns.epd.p-0', 'ns.epd.p-1', 'ns.epd.d-0', 'ns.epd.d-1'];
+    const stages = ['encode', 'prefill', 'decode'] as const;
+    const seq = { g1: 0, g2: 0 };
+    const open = { g1: [] as DispatchEvent[], g2: [] as DispatchEvent[] };
+    let now = 1_765_000_000_000;
+    let request = 0;
+    let backlogSeen = false;
+    for (let round = 0; round < 400; round++) {
+      now += 1 + random(20);
+      const gateway = random(2) === 0 ? 'g1' : 'g2';
+      const events: DispatchEvent[] = [];
+      for (let n = random(8); n > 0; n--) {
+        const at = now - random(10);
+        const legs = open[gateway];
+        if (legs.length > 0 && random(2) === 0) {
+          const start = legs.splice(random(legs.length), 1)[0];
+          const latency =
+            start.stage === 'encode'
+              ? {}
+              : { ttftMs: random(5000) / 10, ...(start.stage === 'decode' ? { tpotMs: random(900) / 100 } : {}) };
+          events.push({ ...start, type: 'finish', at, ...latency });
+        } else if (random(10) === 0) {
+          events.push({ type: 'finish', requestId: `orphan-${round}`, endpoint: endpoints[random(6)], stage: 'decode', at, ttftMs: 1 });
+        } else {
+          const stage = stages[random(3)];
+          const id = `req-${random(2) === 0 ? request++ : Math.max(0, request - 1 - random(3))}`;
+          const endpoint = endpoints[stages.indexOf(stage) * 2 + random(2)];
+          if (random(4) === 0) {
+            const legsReserved = [{ endpoint, ttlMs: 50, tokens: 100 + random(900) }];
+            asObjects.reserve(id, legsReserved, now);
+            asPacked.reserve(id, legsReserved, now);
+          }
+          const start: DispatchEvent = {
+            type: 'start',
+            requestId: id,
+            endpoint,
+            stage,
+            at,
+            ...(stage === 'encode' ? {} : { inputTokens: random(3000) }),
+          };
+          legs.push(start);
+          events.push(start);
+        }
+      }
+      const snapshot = random(15) === 0 ? Object.fromEntries(endpoints.map((e) => [e, random(3)])) : undefined;
+      if (random(100) === 0) seq[gateway] = 0; // a restart: its numbering begins again
+      const s = seq[gateway]++;
+      if (events.length === 0 && snapshot === undefined) continue;
+      asObjects.applyBatch(
+        batch(
+          gateway,
+          s,
+          events.map((e) => ({ ...e })),
+          snapshot,
+        ),
+        now,
+      );
+      const read = readDispatchBatch(JSON.parse(JSON.stringify(packed(gateway, s, events, snapshot))));
+      expect(read).toBeDefined();
+      asPacked.applyBatch(read!, now);
+      expect(asPacked.snapshot()).toEqual(asObjects.snapshot());
+      for (const e of endpoints) {
+        const pending = asObjects.backlog.pendingMs(e, now, 100, 5);
+        backlogSeen ||= pending > 0;
+        expect(asPacked.backlog.pendingMs(e, now, 100, 5)).toBe(pending);
+        expect(asPacked.latency.get(e)).toEqual(asObjects.latency.get(e));
+      }
+    }
+    expect(Object.keys(asObjects.snapshot()).length).toBeGreaterThan(0);
+    expect(backlogSeen).toBe(true);
+    expect(asObjects.stats).toEqual(asPacked.stats);
+    expect(asObjects.stats.resets).toBeGreaterThan(0);
+    expect(endpoints.filter((e) => asObjects.latency.get(e) !== undefined).length).toBeGreaterThan(2);
   });
 });
