@@ -1,10 +1,9 @@
-import { Subjects, type DispatchEvent } from '@triad/bus';
+import { DispatchBatchSchema, Subjects, decodeMessage, type DispatchEvent } from '@triad/bus';
 import { waitFor } from '@triad/testing';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
 
 const MODEL = 'Qwen/Qwen2.5-0.5B';
-const decoder = new TextDecoder();
 
 function chat(h: Harness, model: string, extra: Record<string, unknown>, signal?: AbortSignal): Promise<Response> {
   return fetch(`${h.gateway.url}/v1/chat/completions`, {
@@ -77,8 +76,8 @@ describe('gateway, per-endpoint connection limit (connectionPool.maxConnections)
     });
     h.bus.nc.subscribe(Subjects.dispatch, {
       callback: (_err, msg) => {
-        const body = JSON.parse(decoder.decode(msg.data)) as { events?: DispatchEvent[] };
-        dispatched.push(...(body.events ?? []));
+        const batch = decodeMessage(DispatchBatchSchema, msg.data);
+        if (batch.ok) dispatched.push(...batch.value.events);
       },
     });
     await h.waitForModel('strict');
