@@ -38,6 +38,11 @@ describe('resolveConfig', () => {
     expect(resolveConfig({}, { TRIAD_SCHEDULING: 'in-process' }).scheduling).toBe('in-process');
     expect(() => resolveConfig({ scheduling: 'nearby' }, {})).toThrow(/scheduling/);
   });
+  it('packs dispatch events by default; TRIAD_DISPATCH_WIRE=events keeps the object form for older schedulers; anything else is refused', () => {
+    expect(resolveConfig({}, {}).dispatchWire).toBe('packed');
+    expect(resolveConfig({}, { TRIAD_DISPATCH_WIRE: 'events' }).dispatchWire).toBe('events');
+    expect(() => resolveConfig({ dispatchWire: 'compact' }, {})).toThrow(/dispatch-wire/);
+  });
   it("reads a settings file under flags and env, naming a bad value's file, and defaults the stage budgets once", () => {
     const dir = mkdtempSync(join(tmpdir(), 'triad-gw-settings-'));
     try {
