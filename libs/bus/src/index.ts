@@ -37,6 +37,7 @@ export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gate
 export { sealCredential, openCredential } from './credentials';
 export { SchedulingLimits, SchedulingRequestSchema, ScheduleBatchSchema, ScheduleBatchReplySchema } from './scheduling';
 export { readSchedulingRequest } from './scheduling-read';
+export { scheduleReplyJson } from './scheduling-write';
 export type {
   MediaItem,
   SchedulingRequest,

@@ -173,6 +173,38 @@ describe('Bus against a real nats-server', () => {
     await nc.close();
   });
 
+  it("sends the text of the serve's reply writer, for the handler's replies and the invalid requests' alike", async () => {
+    const written: unknown[] = [];
+    const sub = a.serve(
+      Subjects.schedule,
+      ScheduleBatchSchema,
+      ScheduleBatchReplySchema,
+      (batch) => ({ v: 1 as const, decisions: batch.requests.map((r) => ({ id: r.id, ok: false as const, code: 'X', message: 'm' })) }),
+      {
+        onInvalid: (error) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+        onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }),
+        write: (reply) => {
+          written.push(reply);
+          return `{"written":${written.length}}`;
+        },
+      },
+    );
+    await a.nc.flush();
+    const nc = await connect({ servers: server.url });
+    try {
+      const batch = { v: 1, requests: [{ id: 'r', namespace: 'n', modelServer: 's', model: 'm' }] };
+      expect((await nc.request(Subjects.schedule, JSON.stringify(batch), { timeout: 2000 })).string()).toBe('{"written":1}');
+      expect((await nc.request(Subjects.schedule, '{"v":1}', { timeout: 2000 })).string()).toBe('{"written":2}');
+      expect(written).toEqual([
+        { v: 1, decisions: [{ id: 'r', ok: false, code: 'X', message: 'm' }] },
+        { v: 1, error: { code: 'BUS_MESSAGE_INVALID', message: expect.stringContaining('requests') } },
+      ]);
+    } finally {
+      sub.unsubscribe();
+      await nc.close();
+    }
+  });
+
   it('writes a reply before its after-reply tasks and the messages that followed its request, and delivers every message before the next request', async () => {
     const seen: string[] = [];
     // What the serving connection still has to write when a followed message is delivered (nats.js's outbound buffer).
