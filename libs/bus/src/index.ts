@@ -55,6 +55,7 @@ export type {
 } from './scheduling';
 export { DispatchBatchSchema } from './dispatch';
 export { readDispatchBatch } from './dispatch-read';
+export { readAffinityBatch } from './affinity-read';
 export type { Stage, DispatchEvent, DispatchBatch } from './dispatch';
 export {
   KvIndexLimits,
