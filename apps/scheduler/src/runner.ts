@@ -159,7 +159,7 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
           { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true },
           // Trace contexts come from the headers only when this process traces (read lazily: untouched otherwise).
           tracingEnabled() ? ctx.headers : undefined,
-          ctx.afterReply,
+          ctx,
         ),
       {
         queue: SCHEDULER_QUEUE_GROUP,

@@ -136,7 +136,7 @@ describe('Bus against a real nats-server', () => {
       ScheduleBatchSchema,
       ScheduleBatchReplySchema,
       (_batch, ctx) => {
-        seen.push(ctx.headers?.['traceparent'], ctx.headers?.['traceparent']);
+        seen.push(ctx.headers?.['traceparent'], ctx.headers?.['traceparent'], ctx.subject);
         return { v: 1 as const, decisions: [] };
       },
       {
@@ -153,7 +153,7 @@ describe('Bus against a real nats-server', () => {
         headers: { traceparent },
       });
       await b.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema, { timeoutMs: 2000 });
-      expect(seen).toEqual([traceparent, traceparent, undefined, undefined]);
+      expect(seen).toEqual([traceparent, traceparent, Subjects.schedule, undefined, undefined, Subjects.schedule]);
     } finally {
       sub.unsubscribe();
     }
@@ -265,9 +265,10 @@ describe('Bus against a real nats-server', () => {
   });
 
   it('carries headers (W3C trace context) and drops invalid published messages', async () => {
-    const got: { n: number; tp?: string }[] = [];
-    const sub = b.subscribe('triad.test.events', z.object({ n: z.number() }), (v, ctx) =>
-      got.push({ n: v.n, tp: ctx.headers?.['traceparent'] }),
+    const got: { n: number; tp?: string; subject: string }[] = [];
+    // A wildcard: the context's subject is the message's own.
+    const sub = b.subscribe('triad.test.*', z.object({ n: z.number() }), (v, ctx) =>
+      got.push({ n: v.n, tp: ctx.headers?.['traceparent'], subject: ctx.subject }),
     );
     await b.nc.flush();
     const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
@@ -276,10 +277,10 @@ describe('Bus against a real nats-server', () => {
     a.publish('triad.test.events', z.object({ n: z.number() }), { n: 2 });
     await waitFor(() => got.length === 2);
     expect(got).toEqual([
-      { n: 1, tp },
-      { n: 2, tp: undefined },
+      { n: 1, tp, subject: 'triad.test.events' },
+      { n: 2, tp: undefined, subject: 'triad.test.events' },
     ]);
-    expect(b.rejected.get('triad.test.events')).toBe(1);
+    expect(b.rejected.get('triad.test.*')).toBe(1);
     sub.unsubscribe();
   });
 
