@@ -17,7 +17,7 @@ function isDeepFrozen(v: object): boolean {
 }
 
 function endpointRefJson(ref: unknown): string {
-  if (ref === null || typeof ref !== 'object') return JSON.stringify(ref) as string;
+  if (ref === null || typeof ref !== 'object') return JSON.stringify(ref);
   let text = refJson.get(ref);
   if (text === undefined) {
     text = JSON.stringify(ref);
