@@ -82,6 +82,26 @@ const replies: [string, unknown][] = [
   ['no decisions', { v: 1, decisions: [] }],
   ['a batch error', { v: 1, error: { code: 'SCHED_BAD_REQUEST', message: 'invalid schedule batch: requests: Required' } }],
   [
+    'strings to escape and numbers JSON writes its own way',
+    {
+      v: 1,
+      decisions: [
+        {
+          id: 'quote " backslash \\ tab \t nul \u0000 del \u007f é 😀 lone \ud800',
+          ok: true,
+          mode: 'epd',
+          attempts: [{ endpoint: decode, consumerDpRank: -0 }],
+          encoders: [{ item: 1e21, endpoint: encode, alternates: [], affinity: false }],
+          decidedBy: '',
+          extra: [Number.NaN, Number.POSITIVE_INFINITY, -1.5e-7, 0.1 + 0.2, 2 ** 53],
+          boxed: [Object('s'), Object(1), Object(true)],
+          'key "quoted"': 1,
+        },
+        { id: 'e', ok: false, code: 'SCHED_NO_CANDIDATES', message: 'ünïcode\n' },
+      ],
+    },
+  ],
+  [
     'refs that are not frozen, undefined fields, holes, nulls, a toJSON',
     {
       v: 1,

@@ -26,6 +26,29 @@ function endpointRefJson(ref: unknown): string {
   return text;
 }
 
+/**
+ * A string's JSON: quoted as it is when every character is printable ASCII other than `"` and `\\` (ids, keys,
+ * modes, endpoint names), else `JSON.stringify`'s. A `JSON.stringify` call costs its entry into the runtime (several
+ * hundred instructions) before the first character; a reply has a dozen short strings.
+ */
+function stringJson(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || c > 0x7e) return JSON.stringify(s);
+  }
+  return '"' + s + '"';
+}
+
+/** A value's JSON as `JSON.stringify` writes it, with the primitives written here (objects and arrays go to it). */
+function valueJson(v: unknown): string {
+  if (typeof v === 'string') return stringJson(v);
+  if (typeof v === 'boolean') return v ? 'true' : 'false';
+  // JSON writes a finite number as `String` does (−0 as 0), and NaN and the infinities as null.
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : 'null';
+  if (v === null) return 'null';
+  return JSON.stringify(v);
+}
+
 /** `{"k":v,…}` of `obj`'s own enumerable keys, in their order, `refs` naming the keys whose values are endpoint refs. */
 function objectJson(obj: Record<string, unknown>, refKey1: string, refKey2: string, refsKey: string): string {
   let out = '{';
@@ -37,8 +60,8 @@ function objectJson(obj: Record<string, unknown>, refKey1: string, refKey2: stri
     let text: string;
     if (k === refKey1 || k === refKey2) text = endpointRefJson(v);
     else if (k === refsKey && Array.isArray(v)) text = refsJson(v);
-    else text = JSON.stringify(v);
-    out += (out.length === 1 ? '' : ',') + JSON.stringify(k) + ':' + text;
+    else text = valueJson(v);
+    out += (out.length === 1 ? '' : ',') + stringJson(k) + ':' + text;
   }
   return out + '}';
 }
@@ -64,7 +87,7 @@ function listJson(list: unknown, item: (v: Record<string, unknown>) => string): 
   let out = '[';
   for (let i = 0; i < list.length; i++) {
     const v: unknown = list[i];
-    out += (i === 0 ? '' : ',') + (isPlainObject(v) ? item(v) : unwritable(v) ? 'null' : JSON.stringify(v));
+    out += (i === 0 ? '' : ',') + (isPlainObject(v) ? item(v) : unwritable(v) ? 'null' : valueJson(v));
   }
   return out + ']';
 }
@@ -83,8 +106,8 @@ function decisionJson(d: Record<string, unknown>): string {
     if (!Object.hasOwn(d, k)) continue;
     const v = d[k];
     if (unwritable(v)) continue;
-    const text = k === 'attempts' ? listJson(v, attemptJson) : k === 'encoders' ? listJson(v, encoderJson) : JSON.stringify(v);
-    out += (out.length === 1 ? '' : ',') + JSON.stringify(k) + ':' + text;
+    const text = k === 'attempts' ? listJson(v, attemptJson) : k === 'encoders' ? listJson(v, encoderJson) : valueJson(v);
+    out += (out.length === 1 ? '' : ',') + stringJson(k) + ':' + text;
   }
   return out + '}';
 }
@@ -102,7 +125,7 @@ export function scheduleReplyJson(reply: ScheduleBatchReply): string {
     if (!Object.hasOwn(r, k)) continue;
     const v = r[k];
     if (unwritable(v)) continue;
-    out += (out.length === 1 ? '' : ',') + JSON.stringify(k) + ':' + (k === 'decisions' ? listJson(v, decisionJson) : JSON.stringify(v));
+    out += (out.length === 1 ? '' : ',') + stringJson(k) + ':' + (k === 'decisions' ? listJson(v, decisionJson) : valueJson(v));
   }
   return out + '}';
 }
