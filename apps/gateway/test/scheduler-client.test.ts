@@ -128,6 +128,43 @@ describe('SchedulerClient against a real nats-server', () => {
     await scheduler.flush();
   });
 
+  it('runs one budget timer for the batches in flight: a batch whose budget has not run out stays in flight when it fires', async () => {
+    const held: Msg[] = [];
+    const sub = scheduler.subscribe(Subjects.schedule, {
+      callback: (_e, m) => {
+        held.push(m);
+      },
+    });
+    await scheduler.flush();
+    const reasons: LocalReason[] = [];
+    const client = new SchedulerClient(
+      gateway,
+      local,
+      { budgetMs: 600_000, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) },
+      new TurnFlusher(),
+    );
+    const budgetTimers = liveTimeoutsOf(600_000);
+    const first = client.schedule(request('first'));
+    await waitFor(() => held.length === 1, { what: 'the first batch at the scheduler' });
+    const second = client.schedule(request('second'));
+    await waitFor(() => held.length === 2, { what: 'the second batch at the scheduler' });
+    // Two batches in flight, one timer (armed with the first).
+    expect(budgetTimers.count()).toBe(1);
+    budgetTimers.stop();
+    // The timer firing before any budget ran out (as a timer may, by a fraction of a millisecond) decides nothing.
+    client.budgetTimerFired();
+    expect(client.inFlight).toBe(2);
+    expect(reasons).toEqual([]);
+    held[1].respond(enc.encode(JSON.stringify({ v: 1, decisions: [decision('second', 'scheduler')] })));
+    expect(await second).toMatchObject({ local: false, decision: { id: 'second', decidedBy: 'scheduler' } });
+    held[0].respond(enc.encode(JSON.stringify({ v: 1, decisions: [decision('first', 'scheduler')] })));
+    expect(await first).toMatchObject({ local: false, decision: { id: 'first', decidedBy: 'scheduler' } });
+    expect(client.inFlight).toBe(0);
+    client.close();
+    sub.unsubscribe();
+    await scheduler.flush();
+  });
+
   it('close() decides a batch waiting for its reply locally at once and leaves no budget timer behind', async () => {
     const held: Msg[] = [];
     const sub = scheduler.subscribe(Subjects.schedule, {

@@ -1,5 +1,5 @@
 import { ErrorCode } from '@triad/errors';
-import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects } from '@triad/bus';
+import { SCHEDULER_QUEUE_GROUP, ScheduleBatchReplySchema, Subjects, scheduleReplyJson } from '@triad/bus';
 import { readFileSync } from 'node:fs';
 import { connectBus, startAffinityFeed, startDispatchFeed, startOutlierFeed, watchSchedulerConfig, type Bus } from '@triad/bus/client';
 import {
@@ -159,13 +159,15 @@ export async function startScheduler(options: StartOptions): Promise<SchedulerSe
           { scheduler, index, metrics, observer, tracePhases: options.tracePhases === true },
           // Trace contexts come from the headers only when this process traces (read lazily: untouched otherwise).
           tracingEnabled() ? ctx.headers : undefined,
-          ctx.afterReply,
+          ctx,
         ),
       {
         queue: SCHEDULER_QUEUE_GROUP,
         onInvalid: (error) => batchError(ErrorCode.SchedBadRequest, `invalid schedule batch: ${error}`),
         onError: (err) => batchError(ErrorCode.Internal, (err as Error).message),
         read: readScheduleBatch,
+        // The same bytes as JSON.stringify, with each endpoint ref's JSON written once and reused.
+        write: scheduleReplyJson,
       },
     );
     // Stop taking requests first on close; drain lets the batches already received be answered.

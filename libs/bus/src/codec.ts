@@ -9,6 +9,11 @@ export function encodeMessage<S extends z.ZodType>(_schema: S, value: z.input<S>
   return encoder.encode(JSON.stringify(value));
 }
 
+/** A message's JSON text (written by a hot path's own writer) as UTF-8. */
+export function encodeText(json: string): Uint8Array {
+  return encoder.encode(json);
+}
+
 export type DecodeResult<T> = { ok: true; value: T } | { ok: false; error: string };
 
 /**

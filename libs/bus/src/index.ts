@@ -37,6 +37,7 @@ export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gate
 export { sealCredential, openCredential } from './credentials';
 export { SchedulingLimits, SchedulingRequestSchema, ScheduleBatchSchema, ScheduleBatchReplySchema } from './scheduling';
 export { readSchedulingRequest } from './scheduling-read';
+export { scheduleReplyJson } from './scheduling-write';
 export type {
   MediaItem,
   SchedulingRequest,
@@ -54,6 +55,7 @@ export type {
 } from './scheduling';
 export { DispatchBatchSchema, PackedLegCodes, PackedLegsSchema } from './dispatch';
 export { readDispatchBatch } from './dispatch-read';
+export { readAffinityBatch } from './affinity-read';
 export type { Stage, DispatchEvent, DispatchBatch, DispatchBatchMessage, PackedLegCode, PackedLegs } from './dispatch';
 export {
   KvIndexLimits,

@@ -9,7 +9,7 @@ import {
   type ScheduleBatchReply,
 } from '@triad/bus';
 import { ErrorCode } from '@triad/errors';
-import type { HeaderMap } from '@triad/bus/client';
+import type { HeaderMap, ServeContext } from '@triad/bus/client';
 import type { EndpointIndex, Scheduler } from '@triad/scheduling';
 import { extractBatchTraceContexts, finishDecideSpan, startDecideSpan } from '@triad/telemetry';
 import type { SchedulerMetrics } from '../metrics';
@@ -57,14 +57,15 @@ export interface ScheduleHandlerDeps {
  * Turns a batch into decisions, one per request, in order; records latency and outcome per decision, and a
  * `schedule` span per request continuing that request's trace from the batch headers (no-ops when tracing is off).
  * A recording span gets a child per scheduling phase (plan, filter, score, pick, post-schedule), recorded after
- * the decision from the timings the scheduler reported, and the decision as attributes. With `afterReply`, the
- * batch's metrics are recorded once the reply is written (the gateway waits for the reply, not for them).
+ * the decision from the timings the scheduler reported, and the decision as attributes. With `replied` (the serve
+ * context), the batch's metrics are recorded once the reply is written (the gateway waits for the reply, not for
+ * them).
  */
 export function handleScheduleBatch(
   batch: LenientScheduleBatch,
   deps: ScheduleHandlerDeps,
   headers?: HeaderMap,
-  afterReply?: (task: () => void) => void,
+  replied?: Pick<ServeContext, 'afterReply'>,
 ): ScheduleBatchReply {
   const { scheduler, index, metrics } = deps;
   const observer = deps.tracePhases === true ? deps.observer : undefined;
@@ -102,7 +103,7 @@ export function handleScheduleBatch(
     return decision;
   });
   // An argument, not a named closure: a function made per batch is named at run time under esbuild's keepNames.
-  if (afterReply !== undefined) afterReply(() => recordBatch(metrics, size, outcomes));
+  if (replied !== undefined) replied.afterReply(() => recordBatch(metrics, size, outcomes));
   else recordBatch(metrics, size, outcomes);
   return { v: SCHEMA_VERSION, decisions };
 }

@@ -62,6 +62,26 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     feedB.stop();
   });
 
+  it('learns what the schema reads from a batch, whichever reader reads it, and rejects what the schema refuses', async () => {
+    const learned: AffinityRecord[] = [];
+    const feed = startAffinityFeed(b, { learn: (r) => learned.push(r) }, { origin: 'b' });
+    await b.nc.flush();
+    const bare = { model: 'm', endpoint: 'e1', role: 'prefill' };
+    const batches = [
+      { v: 1, origin: 'x', records: [bare] },
+      // An unknown field: read by the schema, which drops it.
+      { v: 1, origin: 'x', records: [{ ...bare, endpoint: 'e2', weight: 3 }] },
+      { v: 1, origin: 'x', records: [{ ...bare, endpoint: '' }] },
+    ];
+    const rejectedBefore = b.rejected.get(Subjects.affinity) ?? 0;
+    for (const batch of batches) a.nc.publish(Subjects.affinity, JSON.stringify(batch));
+    await a.nc.flush();
+    await waitFor(() => (b.rejected.get(Subjects.affinity) ?? 0) > rejectedBefore, { what: 'the refused batch' });
+    expect(learned).toEqual(batches.slice(0, 2).map((batch) => AffinityBatchSchema.parse(batch).records[0]));
+    expect(learned.map((r) => r.prefixHashes)).toEqual([[], []]);
+    feed.stop();
+  });
+
   it('with noEcho, a replica does not even receive its own records back (the server does not deliver them)', async () => {
     const quiet = await connectBus({ servers: nats.url, name: 'replica-quiet', noEcho: true });
     try {

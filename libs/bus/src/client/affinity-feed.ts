@@ -1,4 +1,5 @@
 import { AffinityBatchSchema, type AffinityRecord } from '../affinity';
+import { readAffinityBatch } from '../affinity-read';
 import { Subjects } from '../names';
 import { SCHEMA_VERSION } from '../records';
 import type { Bus } from './bus';
@@ -60,7 +61,8 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
       if (batch.origin === origin) return;
       for (const record of batch.records) sink.learn(record);
     },
-    options.receive === undefined ? undefined : { defer: options.receive },
+    // Read by hand: the schema (zod) was most of the cost of a gateway's read of the scheduler's records.
+    options.receive === undefined ? { read: readAffinityBatch } : { defer: options.receive, read: readAffinityBatch },
   );
   let queue: AffinityRecord[] = [];
   let scheduled = false;

@@ -136,7 +136,7 @@ describe('Bus against a real nats-server', () => {
       ScheduleBatchSchema,
       ScheduleBatchReplySchema,
       (_batch, ctx) => {
-        seen.push(ctx.headers?.['traceparent'], ctx.headers?.['traceparent']);
+        seen.push(ctx.headers?.['traceparent'], ctx.headers?.['traceparent'], ctx.subject);
         return { v: 1 as const, decisions: [] };
       },
       {
@@ -153,7 +153,7 @@ describe('Bus against a real nats-server', () => {
         headers: { traceparent },
       });
       await b.request(Subjects.schedule, ScheduleBatchSchema, batch, ScheduleBatchReplySchema, { timeoutMs: 2000 });
-      expect(seen).toEqual([traceparent, traceparent, undefined, undefined]);
+      expect(seen).toEqual([traceparent, traceparent, Subjects.schedule, undefined, undefined, Subjects.schedule]);
     } finally {
       sub.unsubscribe();
     }
@@ -171,6 +171,38 @@ describe('Bus against a real nats-server', () => {
     expect(a.rejected.get(Subjects.schedule)).toBeGreaterThanOrEqual(1);
     sub.unsubscribe();
     await nc.close();
+  });
+
+  it("sends the text of the serve's reply writer, for the handler's replies and the invalid requests' alike", async () => {
+    const written: unknown[] = [];
+    const sub = a.serve(
+      Subjects.schedule,
+      ScheduleBatchSchema,
+      ScheduleBatchReplySchema,
+      (batch) => ({ v: 1 as const, decisions: batch.requests.map((r) => ({ id: r.id, ok: false as const, code: 'X', message: 'm' })) }),
+      {
+        onInvalid: (error) => ({ v: 1 as const, error: { code: 'BUS_MESSAGE_INVALID', message: error } }),
+        onError: () => ({ v: 1 as const, error: { code: 'INTERNAL', message: 'x' } }),
+        write: (reply) => {
+          written.push(reply);
+          return `{"written":${written.length}}`;
+        },
+      },
+    );
+    await a.nc.flush();
+    const nc = await connect({ servers: server.url });
+    try {
+      const batch = { v: 1, requests: [{ id: 'r', namespace: 'n', modelServer: 's', model: 'm' }] };
+      expect((await nc.request(Subjects.schedule, JSON.stringify(batch), { timeout: 2000 })).string()).toBe('{"written":1}');
+      expect((await nc.request(Subjects.schedule, '{"v":1}', { timeout: 2000 })).string()).toBe('{"written":2}');
+      expect(written).toEqual([
+        { v: 1, decisions: [{ id: 'r', ok: false, code: 'X', message: 'm' }] },
+        { v: 1, error: { code: 'BUS_MESSAGE_INVALID', message: expect.stringContaining('requests') } },
+      ]);
+    } finally {
+      sub.unsubscribe();
+      await nc.close();
+    }
   });
 
   it('writes a reply before its after-reply tasks and the messages that followed its request, and delivers every message before the next request', async () => {
@@ -233,9 +265,10 @@ describe('Bus against a real nats-server', () => {
   });
 
   it('carries headers (W3C trace context) and drops invalid published messages', async () => {
-    const got: { n: number; tp?: string }[] = [];
-    const sub = b.subscribe('triad.test.events', z.object({ n: z.number() }), (v, ctx) =>
-      got.push({ n: v.n, tp: ctx.headers?.['traceparent'] }),
+    const got: { n: number; tp?: string; subject: string }[] = [];
+    // A wildcard: the context's subject is the message's own.
+    const sub = b.subscribe('triad.test.*', z.object({ n: z.number() }), (v, ctx) =>
+      got.push({ n: v.n, tp: ctx.headers?.['traceparent'], subject: ctx.subject }),
     );
     await b.nc.flush();
     const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
@@ -244,10 +277,10 @@ describe('Bus against a real nats-server', () => {
     a.publish('triad.test.events', z.object({ n: z.number() }), { n: 2 });
     await waitFor(() => got.length === 2);
     expect(got).toEqual([
-      { n: 1, tp },
-      { n: 2, tp: undefined },
+      { n: 1, tp, subject: 'triad.test.events' },
+      { n: 2, tp: undefined, subject: 'triad.test.events' },
     ]);
-    expect(b.rejected.get('triad.test.events')).toBe(1);
+    expect(b.rejected.get('triad.test.*')).toBe(1);
     sub.unsubscribe();
   });
 

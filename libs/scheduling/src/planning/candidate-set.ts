@@ -7,6 +7,7 @@ import type { CandidateSource } from '../state/model-server-pool';
 import type { InflightTracker } from '../state/inflight-tracker';
 import type { ObservedLatency } from '../state/observed-latency';
 import type { PrefillBacklog } from '../state/prefill-backlog';
+import { fillPrefix } from './fill-prefix';
 
 /** In-flight count of an endpoint, through the tracker cell cached on it (rebound if the tracker changed). */
 function inflightOf(e: IndexedEndpoint, tracker: InflightTracker): number {
@@ -172,7 +173,7 @@ export class CandidateSet implements Candidates {
     const active = this.#tracker.active();
     if (active.size * 4 < n) {
       // Few busy endpoints: place their counts by key instead of visiting every endpoint object.
-      out.fill(0, 0, n);
+      fillPrefix(out, 0, n);
       for (const [key, cell] of active) {
         const i = this.indexOf(key);
         if (i >= 0) out[i] = cell.count;
@@ -186,7 +187,7 @@ export class CandidateSet implements Candidates {
 
   #buildPositions(listSize: number): void {
     if (this.#posInSet.length < listSize) this.#posInSet = new Int32Array(Math.max(listSize, this.#posInSet.length * 2));
-    this.#posInSet.fill(-1, 0, listSize);
+    fillPrefix(this.#posInSet, -1, listSize);
     for (let j = 0; j < this.size; j++) this.#posInSet[this.#origin[j]] = j;
     this.#posValid = true;
   }

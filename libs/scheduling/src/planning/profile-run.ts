@@ -9,6 +9,7 @@ import type { InflightTracker } from '../state/inflight-tracker';
 import type { CandidateSource } from '../state/model-server-pool';
 import { ejectionOf } from '../state/outlier-table';
 import { CandidateSet } from './candidate-set';
+import { fillPrefix } from './fill-prefix';
 import type { Cycle } from './cycle';
 import type { ExplanationRecorder, ProfileTrace } from './explanation';
 import type { PickVerdict } from './pick-verdict';
@@ -236,7 +237,7 @@ function filterAndScore(
   }
   for (const f of profile.filters) {
     const keep = slot.keep;
-    keep.fill(1, 0, set.size);
+    fillPrefix(keep, 1, set.size);
     const before = set.size;
     const t0 = timing ? timing.clock() : 0;
     f.filter(cycle, set, keep);
@@ -264,7 +265,7 @@ function filterAndScore(
       const keep = slot.keep;
       const before = set.size;
       const t0 = sink && timing ? timing.clock() : 0;
-      keep.fill(1, 0, set.size);
+      fillPrefix(keep, 1, set.size);
       lastResort = ejection.drop.map((i) => set.endpoint(i));
       for (const i of ejection.drop) keep[i] = 0;
       trace?.filtered(OUTLIER_EJECTION, set, keep);
@@ -274,13 +275,13 @@ function filterAndScore(
   }
   const n = set.size;
   const { finals, scratch } = slot;
-  finals.fill(0, 0, n);
+  fillPrefix(finals, 0, n);
   cycle.bounded.clear();
   const judge = opts.judge === true;
   if (judge) slot.ensureColumns(profile.scorers.length * n);
   let s = 0;
   for (const { scorer, weight } of profile.scorers) {
-    scratch.fill(0, 0, n);
+    fillPrefix(scratch, 0, n);
     const t0 = timing ? timing.clock() : 0;
     scorer.score(cycle, set, scratch);
     const t1 = timing ? timing.pluginDone(scorer.name, 'scorer', t0) : 0;

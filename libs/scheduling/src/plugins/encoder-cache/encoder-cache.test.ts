@@ -51,6 +51,25 @@ describe('encoder-cache', () => {
     expect(score(plugin, ['hot'])).toEqual([100, 100, 100, 100]);
   });
 
+  it('scores each call on its own items alone (its buffers are reused from call to call)', () => {
+    const taught = () => {
+      const plugin = new EncoderCacheScorer('encoder-cache', { ...params, maxItemsPerEndpoint: 4, weighByHolders: true });
+      for (const pod of ['a', 'b'])
+        plugin.learn({ model: 'm', endpoint: keyOf(pod), role: 'aggregated', prefixHashes: [], mediaKeys: ['hot'] });
+      plugin.learn({ model: 'm', endpoint: keyOf('c'), role: 'aggregated', prefixHashes: [], mediaKeys: ['rare'] });
+      return plugin;
+    };
+    const reused = taught();
+    // hot: 2 of 4 (worth 1.5), rare: 1 of 4 (1.75), new: none (2 − 1/4 = 1.75); total 5.
+    const three = score(reused, ['hot', 'rare', 'new']);
+    expect(three[0]).toBeCloseTo(30);
+    expect(three[1]).toBeCloseTo(30);
+    expect(three[2]).toBeCloseTo(35);
+    expect(three[3]).toBe(0);
+    expect(score(reused, ['rare'])).toEqual(score(taught(), ['rare']));
+    expect(score(reused, ['hot'])).toEqual([100, 100, 0, 0]);
+  });
+
   it('forgets the least recent items per pod, and removed pods', () => {
     const plugin = new EncoderCacheScorer('encoder-cache', params);
     plugin.learn({ model: 'm', endpoint: keyOf('a'), role: 'aggregated', prefixHashes: [], mediaKeys: ['x', 'y', 'z'] });

@@ -45,6 +45,11 @@ export type EncoderCacheParams = z.infer<typeof EncoderCacheParamsSchema>;
  * replicas' records; forgets removed endpoints. Scores nothing where the pods will not encode the media
  * (`ctx.encodesMedia` false: the decode pods of a request that keeps its prefill leg).
  */
+/** An item's weight among a request's items: 1, or with `weighByHolders` `2 − max(1, holders)/candidates`. */
+function itemValue(weighByHolders: boolean, holders: number, candidates: number): number {
+  return weighByHolders ? 2 - Math.max(1, holders) / candidates : 1;
+}
+
 export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLearner, EndpointAware, CacheEstimator {
   readonly type = ENCODER_CACHE;
   readonly name: string;
@@ -54,6 +59,9 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
   readonly #owners = new Map<string, Set<string>>();
   /** endpoint → its keys, least recently used first. */
   readonly #perEndpoint = new Map<string, LRUCache<string, true>>();
+  /** `score`'s buffers: the holding candidates' positions, item after item, and where each item's end. */
+  readonly #at: number[] = [];
+  readonly #ends: number[] = [];
 
   constructor(name: string, params: EncoderCacheParams) {
     this.name = name;
@@ -78,25 +86,36 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
     // a hit there is impossible, and an unseen item's home would only pull the request away from the less loaded pods.
     if (items.length === 0 || ctx.role === 'encode' || ctx.encodesMedia === false || c.size === 0) return;
     const share = 100 / items.length;
-    const holders = items.map((item) => {
-      const at: number[] = [];
-      for (const key of this.#owners.get(item.key) ?? []) {
-        const pos = c.indexOf(key);
-        if (pos >= 0) at.push(pos);
+    // The candidates holding each item, item after item in `at` (item k's end in `ends[k]`): buffers of the scorer's,
+    // not arrays and closures per item and call (this ran in unoptimized code, 7k instructions per EPD decision).
+    const at = this.#at;
+    const ends = this.#ends;
+    at.length = 0;
+    ends.length = 0;
+    for (let k = 0; k < items.length; k++) {
+      const owners = this.#owners.get(items[k].key);
+      if (owners !== undefined) {
+        for (const key of owners) {
+          const pos = c.indexOf(key);
+          if (pos >= 0) at.push(pos);
+        }
       }
-      return at;
-    });
+      ends.push(at.length);
+    }
     // Each item's part of the score: equal shares, or (weighByHolders) more for an item fewer candidates hold. A hit
     // on an item every pod holds can be had almost anywhere, and missing it only adds a copy of an image in demand;
     // an item one pod holds is a hit there only. So a pod holding all of a request's items beats pods holding only
     // the widely held one by more, and when no pod holds all of them the request goes where the rarer one is.
-    const value = holders.map((at) => (this.#params.weighByHolders ? 2 - Math.max(1, at.length) / c.size : 1));
-    const total = value.reduce((a, b) => a + b, 0);
+    const weigh = this.#params.weighByHolders;
+    let total = 0;
+    for (let k = 0, start = 0; k < items.length; start = ends[k], k++) total += itemValue(weigh, ends[k] - start, c.size);
     let unseen = 0;
-    holders.forEach((at, k) => {
-      for (const pos of at) out[pos] = out[pos] + (100 * value[k]) / total;
-      if (at.length === 0) unseen++;
-    });
+    for (let k = 0, start = 0; k < items.length; start = ends[k], k++) {
+      const end = ends[k];
+      const part = (100 * itemValue(weigh, end - start, c.size)) / total;
+      for (let j = start; j < end; j++) out[at[j]] = out[at[j]] + part;
+      if (end === start) unseen++;
+    }
     // An unseen item is encoded wherever the request goes: its home only gives the replicas a pod to agree on when
     // nothing else does. When some candidate holds another of the request's items, a home scored as high would
     // draw the request away from a certain hit for no gain (half the 2-image requests with one new image lost it).
@@ -115,9 +134,12 @@ export class EncoderCacheScorer implements Scorer, PostScheduleHook, AffinityLea
         out[home] = out[home] + share * this.#params.homeShare;
       }
     }
-    const ok = withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor, this.#params.batchRoom);
+    // The load bound is built only when some candidate scored (it reads every candidate's in-flight count).
+    let ok: ((i: number) => boolean) | undefined;
     for (let i = 0; i < c.size; i++) {
-      if (out[i] > 0 && !ok(i)) {
+      if (!(out[i] > 0)) continue;
+      ok ??= withinLoadBound(c, this.#params.loadFactor, this.#params.loadFloor, this.#params.batchRoom);
+      if (!ok(i)) {
         out[i] = 0;
         ctx.loadBounded?.(this.name);
       }

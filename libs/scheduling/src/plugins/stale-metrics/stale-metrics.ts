@@ -38,7 +38,7 @@ export class StaleMetricsFilter implements Filter {
       if (stale[i] === 1 || !(at > 0) || at < oldest) keep[i] = 0;
       else kept++;
     }
-    if (kept === 0) keep.fill(1, 0, n);
+    if (kept === 0) for (let i = 0; i < n; i++) keep[i] = 1;
   }
 }
 
