@@ -1,5 +1,6 @@
 import { AffinityBatchSchema } from './affinity';
 import { readAffinityBatch } from './affinity-read';
+import { variantOf } from '../test/variant';
 
 const decode = {
   model: 'm',
@@ -50,18 +51,7 @@ const variants: [string, Record<string, unknown>][] = [
 ];
 
 function variant(change: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = structuredClone(full);
-  for (const [k, v] of Object.entries(change)) {
-    if (v === undefined) delete out[k];
-    else out[k] = structuredClone(v);
-  }
-  // A record field set to undefined is removed, as it would be on the wire.
-  const records = out['records'];
-  if (Array.isArray(records))
-    for (const r of records as unknown[])
-      if (r !== null && typeof r === 'object' && !Array.isArray(r))
-        for (const [k, v] of Object.entries(r)) if (v === undefined) delete (r as Record<string, unknown>)[k];
-  return out;
+  return variantOf(full, change, 'records');
 }
 
 describe('readAffinityBatch (the affinity feed hot path) against AffinityBatchSchema', () => {

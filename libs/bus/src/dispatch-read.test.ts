@@ -1,5 +1,6 @@
 import { DispatchBatchSchema } from './dispatch';
 import { readDispatchBatch } from './dispatch-read';
+import { variantOf } from '../test/variant';
 
 const start = {
   type: 'start',
@@ -73,18 +74,7 @@ const variants: [string, Record<string, unknown>][] = [
 ];
 
 function variant(change: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = structuredClone(full);
-  for (const [k, v] of Object.entries(change)) {
-    if (v === undefined) delete out[k];
-    else out[k] = structuredClone(v);
-  }
-  // An event field set to undefined is removed, as it would be on the wire.
-  const events = out['events'];
-  if (Array.isArray(events))
-    for (const e of events as unknown[])
-      if (e !== null && typeof e === 'object' && !Array.isArray(e))
-        for (const [k, v] of Object.entries(e)) if (v === undefined) delete (e as Record<string, unknown>)[k];
-  return out;
+  return variantOf(full, change, 'events');
 }
 
 describe('readDispatchBatch (the dispatch feed hot path) against DispatchBatchSchema', () => {

@@ -1,5 +1,6 @@
 import { SchedulingRequestSchema } from './scheduling';
 import { readSchedulingRequest } from './scheduling-read';
+import { variantOf } from '../test/variant';
 
 const full = {
   id: 'req-1',
@@ -72,12 +73,7 @@ const variants: [string, Record<string, unknown>][] = [
 ];
 
 function variant(change: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = structuredClone(full);
-  for (const [k, v] of Object.entries(change)) {
-    if (v === undefined) delete out[k];
-    else out[k] = structuredClone(v);
-  }
-  return out;
+  return variantOf(full, change);
 }
 
 describe('readSchedulingRequest (the scheduler hot path) against SchedulingRequestSchema', () => {
