@@ -54,6 +54,32 @@ describe('SchedulerClient against a real nats-server', () => {
     await nats?.close();
   });
 
+  /**
+   * A scheduler that holds every batch it gets (no reply until the test sends one) and a client whose 600 s budget
+   * no test waits out (its timer is told apart by that duration), recording why it decided locally.
+   */
+  async function heldBatchesAndClient(maxInFlight: number) {
+    const held: Msg[] = [];
+    const sub = scheduler.subscribe(Subjects.schedule, {
+      callback: (_e, m) => {
+        held.push(m);
+      },
+    });
+    await scheduler.flush();
+    const reasons: LocalReason[] = [];
+    const client = new SchedulerClient(
+      gateway,
+      local,
+      { budgetMs: 600_000, backoffMs: 0, maxBatch: 8, maxInFlight, onLocal: (r) => reasons.push(r) },
+      new TurnFlusher(),
+    );
+    const stop = async (): Promise<void> => {
+      sub.unsubscribe();
+      await scheduler.flush();
+    };
+    return { held, reasons, client, stop };
+  }
+
   it('coalesces what arrives while a batch is in flight into the next message, in order, with no timer', async () => {
     const held: Msg[] = [];
     const sizes: number[] = [];
@@ -129,20 +155,7 @@ describe('SchedulerClient against a real nats-server', () => {
   });
 
   it('runs one budget timer for the batches in flight: a batch whose budget has not run out stays in flight when it fires', async () => {
-    const held: Msg[] = [];
-    const sub = scheduler.subscribe(Subjects.schedule, {
-      callback: (_e, m) => {
-        held.push(m);
-      },
-    });
-    await scheduler.flush();
-    const reasons: LocalReason[] = [];
-    const client = new SchedulerClient(
-      gateway,
-      local,
-      { budgetMs: 600_000, backoffMs: 0, maxBatch: 8, maxInFlight: 2, onLocal: (r) => reasons.push(r) },
-      new TurnFlusher(),
-    );
+    const { held, reasons, client, stop } = await heldBatchesAndClient(2);
     const budgetTimers = liveTimeoutsOf(600_000);
     const first = client.schedule(request('first'));
     await waitFor(() => held.length === 1, { what: 'the first batch at the scheduler' });
@@ -161,25 +174,11 @@ describe('SchedulerClient against a real nats-server', () => {
     expect(await first).toMatchObject({ local: false, decision: { id: 'first', decidedBy: 'scheduler' } });
     expect(client.inFlight).toBe(0);
     client.close();
-    sub.unsubscribe();
-    await scheduler.flush();
+    await stop();
   });
 
   it('close() decides a batch waiting for its reply locally at once and leaves no budget timer behind', async () => {
-    const held: Msg[] = [];
-    const sub = scheduler.subscribe(Subjects.schedule, {
-      callback: (_e, m) => {
-        held.push(m);
-      },
-    });
-    await scheduler.flush();
-    const reasons: LocalReason[] = [];
-    const client = new SchedulerClient(
-      gateway,
-      local,
-      { budgetMs: 600_000, backoffMs: 0, maxBatch: 8, maxInFlight: 1, onLocal: (r) => reasons.push(r) },
-      new TurnFlusher(),
-    );
+    const { held, reasons, client, stop } = await heldBatchesAndClient(1);
     // Counting every live Timeout in the process flaked: NATS and waitFor arm and clear their own timers meanwhile.
     // The budget timer is told apart by its unique 600,000 ms duration, followed from creation to clearTimeout.
     const budgetTimers = liveTimeoutsOf(600_000);
@@ -204,7 +203,6 @@ describe('SchedulerClient against a real nats-server', () => {
     await gateway.flush();
     await scheduler.flush();
     expect(held).toHaveLength(1);
-    sub.unsubscribe();
-    await scheduler.flush();
+    await stop();
   });
 });
