@@ -5,27 +5,17 @@
 // (TRIAD_DISPATCH_WIRE). The events of 5 requests share each message, interleaved stage by stage, about as at 32
 // connections. Counting is off through start-up and warm-up; the main thread's count over the requests.
 // Run: npx tsx apps/gateway/test/dispatch-instructions.bench.ts [--wire packed|events] [--side publish|read]
-import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DispatchBatchSchema, decodeMessage, readDispatchBatch } from '@triad/bus';
 import { InflightTracker } from '@triad/scheduling';
+import { callgrindControl, countSelfUnderCallgrind } from '@triad/testing';
 import { DispatchPublisher, type DispatchWire } from '../src/dispatch/dispatch-publisher';
 import { TurnFlusher } from '../src/nats/turn-flusher';
 
 const REQUESTS_PER_MESSAGE = 5;
 const WARMUP_MESSAGES = 4000;
 const MEASURED_MESSAGES = 400;
-
-function control(args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('callgrind_control', args, { stdio: 'ignore' });
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`callgrind_control ${args.join(' ')}: exit ${code}`))));
-  });
-}
 
 /** Under callgrind: warms publisher and reader up, then counts one side over the measured messages. */
 async function child(wire: DispatchWire, side: string): Promise<void> {
@@ -62,17 +52,17 @@ async function child(wire: DispatchWire, side: string): Promise<void> {
   }
   let bytes = 0;
   if (side === 'publish') {
-    await control(['--instr=on', String(process.pid)]);
+    await callgrindControl(['--instr=on', String(process.pid)]);
     for (let i = 0; i < MEASURED_MESSAGES; i++) message();
-    await control(['--dump', String(process.pid)]);
+    await callgrindControl(['--dump', String(process.pid)]);
     for (const data of sent) bytes += data.length;
   } else {
     for (let i = 0; i < MEASURED_MESSAGES; i++) message();
     const messages = sent.splice(0);
     for (const data of messages) bytes += data.length;
-    await control(['--instr=on', String(process.pid)]);
+    await callgrindControl(['--instr=on', String(process.pid)]);
     for (const data of messages) read(data);
-    await control(['--dump', String(process.pid)]);
+    await callgrindControl(['--dump', String(process.pid)]);
   }
   process.stdout.write(`${bytes}\n`);
 }
@@ -88,41 +78,12 @@ function main(): void {
     void child(wire, side);
     return;
   }
-  const dir = mkdtempSync(join(tmpdir(), 'triad-dispatch-instructions-'));
-  try {
-    const run = spawnSync(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        '--instr-atstart=no',
-        '--smc-check=all-non-file',
-        '--separate-threads=yes',
-        `--callgrind-out-file=${dir}/cg.%p`,
-        '-q',
-        process.execPath,
-        '--import',
-        'tsx',
-        __filename,
-        '--child',
-        '--wire',
-        wire,
-        '--side',
-        side,
-      ],
-      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    if (run.status !== 0) throw new Error(`valgrind exited ${run.status}`);
-    const dump = readdirSync(dir).find((f) => /^cg\.\d+\.1-01$/.test(f));
-    if (dump === undefined) throw new Error(`no main-thread dump in ${dir}`);
-    const total = Number(/^(?:totals|summary): (\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1]);
-    const requests = REQUESTS_PER_MESSAGE * MEASURED_MESSAGES;
-    process.stdout.write(
-      `dispatch ${side}, ${wire}: ${Math.round(total / requests)} instructions per EPD request (main thread; ${requests} requests, ` +
-        `${Math.round(Number(run.stdout.trim()) / requests)} bytes each)\n`,
-    );
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const { instructions, stdout } = countSelfUnderCallgrind(__filename, ['--wire', wire, '--side', side]);
+  const requests = REQUESTS_PER_MESSAGE * MEASURED_MESSAGES;
+  process.stdout.write(
+    `dispatch ${side}, ${wire}: ${Math.round(instructions / requests)} instructions per EPD request (main thread; ${requests} requests, ` +
+      `${Math.round(Number(stdout.trim()) / requests)} bytes each)\n`,
+  );
 }
 
 main();

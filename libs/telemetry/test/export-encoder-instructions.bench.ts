@@ -8,11 +8,7 @@
 // start-up and 200 warm-up batches, on for 40 batches; the main thread's count (no background compilation) over
 // the requests.
 // Run: npx tsx libs/telemetry/test/export-encoder-instructions.bench.ts [--connections 32|1]
-import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { DecisionOrError } from '@triad/bus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -28,6 +24,7 @@ import {
   startRouteSpan,
   startScheduleSpan,
 } from '../src/gateway-spans';
+import { callgrindControl, countSelfUnderCallgrind } from '@triad/testing';
 import { TraceRequestEncoder } from '../src/otlp/trace-request';
 import type { Traced } from '../src/spans';
 import { tracing } from '../src/state';
@@ -107,13 +104,6 @@ function requests(count: number, connections: number): void {
   }
 }
 
-function control(args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('callgrind_control', args, { stdio: 'ignore' });
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`callgrind_control ${args.join(' ')}: exit ${code}`))));
-  });
-}
-
 /** Under callgrind: records the spans, warms the encoder up, then encodes the measured batches with counting on. */
 async function child(connections: number): Promise<void> {
   const ended: RecordedSpan[] = [];
@@ -134,10 +124,10 @@ async function child(connections: number): Promise<void> {
   const encoder = new TraceRequestEncoder();
   for (const batch of batches(WARMUP_BATCHES)) encoder.encode(batch);
   const measured = batches(MEASURED_BATCHES);
-  await control(['--instr=on', String(process.pid)]);
+  await callgrindControl(['--instr=on', String(process.pid)]);
   let bytes = 0;
   for (const batch of measured) bytes += encoder.encode(batch).length;
-  await control(['--dump', String(process.pid)]);
+  await callgrindControl(['--dump', String(process.pid)]);
   process.stdout.write(`${bytes}\n`);
 }
 
@@ -148,41 +138,13 @@ function main(): void {
     void child(connections);
     return;
   }
-  const dir = mkdtempSync(join(tmpdir(), 'triad-export-instructions-'));
-  try {
-    const run = spawnSync(
-      'valgrind',
-      [
-        '--tool=callgrind',
-        '--instr-atstart=no',
-        '--smc-check=all-non-file',
-        '--separate-threads=yes',
-        `--callgrind-out-file=${dir}/cg.%p`,
-        '-q',
-        process.execPath,
-        '--import',
-        'tsx',
-        __filename,
-        '--child',
-        '--connections',
-        String(connections),
-      ],
-      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    if (run.status !== 0) throw new Error(`valgrind exited ${run.status}`);
-    // The dump of the main thread (thread 01) taken at --dump.
-    const dump = readdirSync(dir).find((f) => /^cg\.\d+\.1-01$/.test(f));
-    if (dump === undefined) throw new Error(`no main-thread dump in ${dir}`);
-    const total = Number(/^(?:totals|summary): (\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1]);
-    const requestsCounted = REQUESTS_PER_BATCH * MEASURED_BATCHES;
-    const bytes = Number(run.stdout.trim());
-    process.stdout.write(
-      `TraceRequestEncoder.encode, ${connections} connection(s): ${Math.round(total / requestsCounted)} instructions per EPD request ` +
-        `(main thread; ${requestsCounted} requests, ${Math.round(bytes / requestsCounted)} bytes each)\n`,
-    );
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const { instructions, stdout } = countSelfUnderCallgrind(__filename, ['--connections', String(connections)]);
+  const requestsCounted = REQUESTS_PER_BATCH * MEASURED_BATCHES;
+  const bytes = Number(stdout.trim());
+  process.stdout.write(
+    `TraceRequestEncoder.encode, ${connections} connection(s): ${Math.round(instructions / requestsCounted)} instructions per EPD request ` +
+      `(main thread; ${requestsCounted} requests, ${Math.round(bytes / requestsCounted)} bytes each)\n`,
+  );
 }
 
 main();

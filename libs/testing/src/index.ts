@@ -13,3 +13,4 @@ export { startClusterStack } from './cluster-stack';
 export type { ClusterStack, StackService } from './cluster-stack';
 export { pngDataUrl, writeVlTokenizer } from './vl-tokenizer';
 export { writeSelfSignedCert } from './self-signed-cert';
+export { callgrindControl, countSelfUnderCallgrind } from './callgrind-self';
