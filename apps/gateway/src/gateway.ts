@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { connectBus, loadCredentialsKey, startOutlierFeed, type Bus } from '@triad/bus/client';
+import type { EndpointRecord } from '@triad/bus';
 import { ConnectorRegistry, UpstreamPools } from '@triad/connectors';
 import { composeHooks, type RequestHooks } from '@triad/request';
 import { OutlierTable } from '@triad/scheduling';
@@ -49,6 +50,11 @@ export interface GatewayHandle {
   readonly port: number;
   readonly metricsPort: number;
   readonly metrics: GatewayMetrics;
+  /**
+   * The endpoint record this gateway's KV view holds under `key`, if any. The view follows the buckets
+   * asynchronously, so an embedder (or a test) that just wrote records waits on this before sending traffic.
+   */
+  endpointRecord(key: string): EndpointRecord | undefined;
   /** Graceful stop: readiness off, no new connections, running requests finish within the drain budget. */
   close(): Promise<void>;
 }
@@ -254,6 +260,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     port,
     metricsPort: ops.port,
     metrics,
+    endpointRecord: (key) => kv.endpoint(key),
     close: () => (closing ??= close()),
   };
 }

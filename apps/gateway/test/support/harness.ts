@@ -1,4 +1,5 @@
 import { PassThrough } from 'node:stream';
+import { isDeepStrictEqual } from 'node:util';
 import {
   Buckets,
   EndpointRecordSchema,
@@ -51,8 +52,13 @@ export interface Harness {
     sim: SimEngineHandle,
     extra?: Partial<EndpointRecord>,
   ): Promise<EndpointRef>;
-  /** Waits until the gateway's KV view shows `model` in /v1/models. */
+  /**
+   * Waits until the gateway's KV view shows `model` in /v1/models and holds every endpoint record written so far
+   * (the model is listed once one of its endpoints is known; the others may still be on their way).
+   */
   waitForModel(model: string): Promise<void>;
+  /** Waits until the gateway's KV view holds the last record `putEndpoint` wrote under every key. */
+  waitForEndpoints(): Promise<void>;
   /** Stops answering scheduling requests (the scheduler is "down"). */
   stopScheduler(): Promise<void>;
   startScheduler(): void;
@@ -99,6 +105,8 @@ export async function startHarness(
   const batches: SchedulingRequest[][] = [];
   const sims: SimEngineHandle[] = [];
   let subscription: Subscription | undefined;
+  // The last record written per endpoint key, as the gateway's watch will hold it: through JSON, then the schema.
+  const written = new Map<string, EndpointRecord>();
   const h: Harness = {
     nats,
     bus,
@@ -120,7 +128,9 @@ export async function startHarness(
     },
     async putEndpoint(server, pod, role, sim, extra) {
       const record = simEndpointRecord(server, pod, role, sim, extra);
-      await endpoints.put(endpointKey(NS, server, pod), record);
+      const key = endpointKey(NS, server, pod);
+      await endpoints.put(key, record);
+      written.set(key, EndpointRecordSchema.parse(JSON.parse(JSON.stringify(record))));
       return ref(server, pod, sim, record.bootstrapPort);
     },
     async waitForModel(model) {
@@ -132,6 +142,12 @@ export async function startHarness(
         },
         { what: `model ${model} in /v1/models` },
       );
+      await h.waitForEndpoints();
+    },
+    async waitForEndpoints() {
+      await waitFor(() => [...written].every(([key, record]) => isDeepStrictEqual(h.gateway.endpointRecord(key), record)), {
+        what: `the gateway's view of ${[...written.keys()].join(', ')}`,
+      });
     },
     async stopScheduler() {
       subscription?.unsubscribe();
