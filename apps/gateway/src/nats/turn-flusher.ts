@@ -25,7 +25,7 @@ function afterTurnWrites(flusher: TurnFlusher): void {
  * dispatched, and an event pushed earlier in the same turn (the previous leg's finish, a flush window that ended)
  * would otherwise be written first. On a busy machine that write wakes nats-server and its subscribers, and the
  * gateway could lose its core before the leg's write: measured at 1 connection on the 2-core VM, the encode leg's
- * write waited a median 0.7–1.1 ms behind it (docs/gateway.md).
+ * write waited a median 0.7–1.1 ms behind it (docs/performance.md).
  */
 export class TurnFlusher {
   readonly #members: TurnFlushable[] = [];

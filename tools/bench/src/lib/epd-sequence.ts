@@ -5,7 +5,7 @@ import { RawHttpConnection } from './raw-http';
 
 /**
  * The baseline of the EPD added-latency figure: one vLLM E→P→D request at a time sent straight to the three engines
- * by a client that does what a router costing nothing would do (docs/gateway.md § Benchmark). It sends each stage
+ * by a client that does what a router costing nothing would do (docs/performance.md § The EPD added-latency baseline). It sends each stage
  * the request the gateway sends it (libs/connectors, vllm-epd with the NIXL EC connector and the `*_embeds`
  * rewrite): E the image part with its uuid; P the text and an `image_embeds` metadata reference with the encoder's
  * entry in `ec_transfer_params`, one token and the NIXL toy proxy's `kv_transfer_params`; D the same consumer body
