@@ -59,6 +59,15 @@ describe('per-request disaggregation', () => {
     const short = decide(schedulerFor(nixlPd), { inputTokens: 100, explain: true });
     const t = short.explanation?.disaggregation?.predictedTtftMs ?? {};
     expect(t['local-prefill']).toBeLessThan(t['remote-prefill']);
+    // The reply's JSON shows the fields in this order (the stages first, in the order the plan decides them).
+    expect(Object.keys(long.explanation?.disaggregation ?? {})).toEqual(['prefill', 'reason', 'predictedTtftMs']);
+    const epd = server('epd', { ecConnector: { type: 'nixl', enableMmEmbeds: false, maxEncoderBatch: 16, reencodeAttempts: 1 } });
+    const split = decide(schedulerFor(epd, { disaggregation: { skipPrefill: false, localEncode: true } }), {
+      inputTokens: 1200,
+      mediaItems: images('u:a'),
+      explain: true,
+    });
+    expect(Object.keys(split.explanation?.disaggregation ?? {})).toEqual(['prefill', 'encode', 'reason', 'predictedTtftMs']);
   });
 
   it('a follow-up turn whose history the decode pod holds is prefilled there', () => {
