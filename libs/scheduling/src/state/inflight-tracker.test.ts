@@ -163,6 +163,44 @@ describe('InflightTracker reservations (decode legs not started yet)', () => {
     expect(t.snapshot()).toEqual({});
     expect(t.backlog.pendingMs('ns.ms.b', 3_100, 50, 2)).toBe(0);
   });
+  it("counts one reserved prompt per request and endpoint: a later one replaces it, and the endpoint's first leg to start ends it", () => {
+    const t = new InflightTracker();
+    // Two prompts for one endpoint: the second replaces the first in the backlog; both legs count.
+    t.reserve(
+      'r7',
+      [
+        { endpoint: 'ns.ms.x', ttlMs: 2_000, tokens: 1_000 },
+        { endpoint: 'ns.ms.x', ttlMs: 2_000, tokens: 2_000 },
+      ],
+      1000,
+    );
+    expect(t.snapshot()).toEqual({ 'ns.ms.x': 2 });
+    expect(t.backlog.pendingMs('ns.ms.x', 1000, 50, 2)).toBe(102);
+    // The first leg to start there ends the first reservation and the request's prompt there, held by the second.
+    t.applyEvent('gw', { type: 'start', requestId: 'r7', endpoint: 'ns.ms.x', stage: 'encode', at: 1010 });
+    expect(t.snapshot()).toEqual({ 'ns.ms.x': 2 });
+    expect(t.backlog.pendingMs('ns.ms.x', 1010, 50, 2)).toBe(0);
+    // A leg without a prompt reserved before one with a prompt on the same endpoint: its start ends the prompt too.
+    t.reserve(
+      'r8',
+      [
+        { endpoint: 'ns.ms.y', ttlMs: 2_000 },
+        { endpoint: 'ns.ms.y', ttlMs: 3_000, tokens: 2_000 },
+        { endpoint: 'ns.ms.z', ttlMs: 2_000, tokens: 2_000 },
+      ],
+      1000,
+    );
+    t.applyEvent('gw', { type: 'start', requestId: 'r8', endpoint: 'ns.ms.y', stage: 'encode', at: 1020 });
+    expect(t.backlog.pendingMs('ns.ms.y', 1020, 50, 2)).toBe(0);
+    expect(t.backlog.pendingMs('ns.ms.z', 1020, 50, 2)).toBe(82);
+    // The second reservation on y lapses on its own time; z's prompt leaves with z's reservation.
+    t.expire(3_000);
+    expect(t.snapshot()).toEqual({ 'ns.ms.x': 1, 'ns.ms.y': 2 });
+    expect(t.backlog.pendingMs('ns.ms.z', 1020, 50, 2)).toBe(0);
+    t.expire(4_000);
+    expect(t.snapshot()).toEqual({ 'ns.ms.x': 1, 'ns.ms.y': 1 });
+  });
+
   it("keeps a gateway's prefill and decode legs in the prefill backlog until they finish, and never an encode leg", () => {
     const t = new InflightTracker();
     const leg = (type: 'start' | 'finish', endpoint: string, stage: 'encode' | 'prefill' | 'decode', at: number): DispatchEvent => ({

@@ -1,7 +1,7 @@
 import type { DispatchBatch, DispatchEvent } from '@triad/bus';
 import type { InflightCell } from './endpoint';
 import { ObservedLatency } from './observed-latency';
-import { PrefillBacklog } from './prefill-backlog';
+import { PrefillBacklog, type OpenLeg } from './prefill-backlog';
 
 export interface InflightTrackerOptions {
   /** A gateway's counts are dropped after this many snapshot intervals without a snapshot (default 3). */
@@ -22,10 +22,12 @@ export interface ReservedLeg {
 interface Reservation {
   readonly endpoint: string;
   readonly until: number;
+  /**
+   * The prompt it counts in the prefill backlog: one per request and endpoint at most, held by the first of the
+   * request's reservations there that has one.
+   */
+  backlog: OpenLeg | undefined;
 }
-
-/** The prefill backlog's pseudo-gateway for reserved legs (no real gateway id is empty). */
-const RESERVED = '';
 
 interface GatewayView {
   readonly counts: Map<string, number>;
@@ -184,10 +186,15 @@ export class InflightTracker {
     const held: Reservation[] = [];
     for (const leg of legs) {
       const until = now + leg.ttlMs;
-      held.push({ endpoint: leg.endpoint, until });
+      const reservation: Reservation = { endpoint: leg.endpoint, until, backlog: undefined };
       this.#add(leg.endpoint, 1);
-      if (leg.tokens !== undefined && leg.tokens > 0)
-        this.backlog.open(RESERVED, reservedLeg(requestId, leg.endpoint), leg.endpoint, now, leg.tokens);
+      if (leg.tokens !== undefined && leg.tokens > 0) {
+        // A second prompt for the same endpoint replaces the first in the backlog.
+        const earlier = withBacklog(held, leg.endpoint);
+        if (earlier !== undefined) this.#dropBacklog(earlier);
+        reservation.backlog = this.backlog.add(leg.endpoint, now, leg.tokens);
+      }
+      held.push(reservation);
       if (until < this.#nextReservationExpiry) this.#nextReservationExpiry = until;
     }
     this.#reserved.set(requestId, held);
@@ -199,19 +206,30 @@ export class InflightTracker {
     this.#reserved.delete(requestId);
     for (const r of old) {
       this.#add(r.endpoint, -1);
-      this.backlog.close(RESERVED, reservedLeg(requestId, r.endpoint));
+      this.#dropBacklog(r);
     }
   }
 
-  /** Ends one reserved leg (its start event came, or its time ran out). */
+  /**
+   * Ends one reserved leg (its start event came, or its time ran out): the request's first reservation on
+   * `endpoint`, and the prompt the request counts in the backlog there.
+   */
   #releaseLeg(requestId: string, endpoint: string, held: Reservation[]): boolean {
-    const i = held.findIndex((r) => r.endpoint === endpoint);
-    if (i < 0) return false;
+    let i = 0;
+    while (i < held.length && held[i].endpoint !== endpoint) i++;
+    if (i === held.length) return false;
+    const released = held[i];
     held.splice(i, 1);
     if (held.length === 0) this.#reserved.delete(requestId);
     this.#add(endpoint, -1);
-    this.backlog.close(RESERVED, reservedLeg(requestId, endpoint));
+    this.#dropBacklog(released.backlog !== undefined ? released : (withBacklog(held, endpoint) ?? released));
     return true;
+  }
+
+  #dropBacklog(reservation: Reservation): void {
+    if (reservation.backlog === undefined) return;
+    this.backlog.remove(reservation.backlog);
+    reservation.backlog = undefined;
   }
 
   /** Current totals by endpoint key (non-zero only), for debugging and tests. */
@@ -254,11 +272,11 @@ export class InflightTracker {
       // reserved, they would count a phantom request on those pods for up to their TTL (30 s on a decode pod).
       if (held !== undefined && !this.#releaseLeg(ev.requestId, ev.endpoint, held)) this.#release(ev.requestId);
       if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
-        this.backlog.open(gateway, backlogLeg(ev), ev.endpoint, ev.at, ev.inputTokens);
+        this.backlog.open(gateway, ev.requestId, ev.endpoint, ev.stage, ev.at, ev.inputTokens);
       return;
     }
     // An encode leg opened none: its key is not built (nor hashed) for it.
-    if (ev.stage !== 'encode') this.backlog.close(gateway, backlogLeg(ev));
+    if (ev.stage !== 'encode') this.backlog.close(gateway, ev.requestId, ev.endpoint, ev.stage);
     this.observeLatency(ev);
   }
 
@@ -286,6 +304,8 @@ export class InflightTracker {
   }
 }
 
-const reservedLeg = (requestId: string, endpoint: string): string => `${requestId}\u0000${endpoint}`;
-/** A gateway's leg in the prefill backlog. */
-const backlogLeg = (ev: DispatchEvent): string => `${ev.requestId}\u0000${ev.endpoint}\u0000${ev.stage}`;
+/** The first of a request's reservations on `endpoint` that counts a prompt in the backlog. */
+function withBacklog(held: readonly Reservation[], endpoint: string): Reservation | undefined {
+  for (const r of held) if (r.backlog !== undefined && r.endpoint === endpoint) return r;
+  return undefined;
+}

@@ -1,8 +1,12 @@
 /** A leg that carried prompt tokens to an endpoint and has not finished. */
-interface OpenLeg {
-  readonly endpoint: string;
-  readonly at: number;
-  readonly tokens: number;
+export class OpenLeg {
+  constructor(
+    readonly endpoint: string,
+    readonly at: number,
+    readonly tokens: number,
+    /** The leg's stage (a gateway's legs; empty for a leg a decision reserved). */
+    readonly stage: string,
+  ) {}
 }
 
 /** Legs older than this are dropped even without their finish event (a lost event must not count forever). */
@@ -14,49 +18,77 @@ const MAX_LEG_AGE_MS = 600_000;
  * time still ahead of an endpoint, assuming each leg's prefill started when the leg did — so a pod busy with a
  * 30k-token prompt is seen as busy for the second or so that prompt takes, not as "one request in flight" like any
  * other. Kept per gateway so a gateway's snapshot or expiry drops what it can no longer vouch for.
+ *
+ * A gateway's legs are found by request id, then by endpoint and stage among that request's few legs: a key joining
+ * the three was a new string per event, flattened and hashed for each lookup (with the dispatch events' Map lookups,
+ * a tenth of a scheduler's instructions per EPD request). Legs a decision reserves (`add`) are held by the caller.
  */
 export class PrefillBacklog {
-  /** gateway → leg id → leg. */
-  readonly #byGateway = new Map<string, Map<string, OpenLeg>>();
+  /** gateway → request id → its open legs. */
+  readonly #byGateway = new Map<string, Map<string, OpenLeg[]>>();
   /** endpoint → open legs. */
   readonly #byEndpoint = new Map<string, Set<OpenLeg>>();
 
-  open(gateway: string, id: string, endpoint: string, at: number, tokens: number): void {
-    let legs = this.#byGateway.get(gateway);
-    if (!legs) {
-      legs = new Map();
-      this.#byGateway.set(gateway, legs);
+  /** Opens a gateway's leg; one already open for the same request, endpoint and stage is replaced. */
+  open(gateway: string, requestId: string, endpoint: string, stage: string, at: number, tokens: number): void {
+    let requests = this.#byGateway.get(gateway);
+    if (!requests) {
+      requests = new Map();
+      this.#byGateway.set(gateway, requests);
     }
-    const old = legs.get(id);
-    if (old) this.#unlink(old);
-    const leg: OpenLeg = { endpoint, at, tokens };
-    legs.set(id, leg);
-    let set = this.#byEndpoint.get(endpoint);
-    if (!set) {
-      set = new Set();
-      this.#byEndpoint.set(endpoint, set);
+    const leg = new OpenLeg(endpoint, at, tokens, stage);
+    const legs = requests.get(requestId);
+    if (legs === undefined) requests.set(requestId, [leg]);
+    else {
+      const i = indexOfLeg(legs, endpoint, stage);
+      if (i >= 0) {
+        this.#unlink(legs[i]);
+        legs.splice(i, 1);
+      }
+      legs.push(leg);
     }
-    set.add(leg);
+    this.#link(leg);
   }
 
-  close(gateway: string, id: string): void {
-    const legs = this.#byGateway.get(gateway);
-    const leg = legs?.get(id);
-    if (!legs || !leg) return;
-    legs.delete(id);
+  /** Closes a gateway's leg (nothing when none is open). */
+  close(gateway: string, requestId: string, endpoint: string, stage: string): void {
+    const requests = this.#byGateway.get(gateway);
+    const legs = requests?.get(requestId);
+    if (!requests || !legs) return;
+    const i = indexOfLeg(legs, endpoint, stage);
+    if (i < 0) return;
+    const leg = legs[i];
+    if (legs.length === 1) requests.delete(requestId);
+    else legs.splice(i, 1);
+    this.#unlink(leg);
+  }
+
+  /** Counts a leg no gateway started yet (a decision's reservation); the caller ends it with `remove`. */
+  add(endpoint: string, at: number, tokens: number): OpenLeg {
+    const leg = new OpenLeg(endpoint, at, tokens, '');
+    this.#link(leg);
+    return leg;
+  }
+
+  /** Ends a leg from `add`. */
+  remove(leg: OpenLeg): void {
     this.#unlink(leg);
   }
 
   /** Keeps only the gateway's legs on endpoints its snapshot still counts (undefined: drop them all). */
   retain(gateway: string, inflight: Readonly<Record<string, number>> | undefined): void {
-    const legs = this.#byGateway.get(gateway);
-    if (!legs) return;
-    for (const [id, leg] of legs) {
-      if (inflight !== undefined && (inflight[leg.endpoint] ?? 0) > 0) continue;
-      legs.delete(id);
-      this.#unlink(leg);
+    const requests = this.#byGateway.get(gateway);
+    if (!requests) return;
+    for (const [requestId, legs] of requests) {
+      let kept = 0;
+      for (const leg of legs) {
+        if (inflight !== undefined && (inflight[leg.endpoint] ?? 0) > 0) legs[kept++] = leg;
+        else this.#unlink(leg);
+      }
+      if (kept === 0) requests.delete(requestId);
+      else legs.length = kept;
     }
-    if (legs.size === 0) this.#byGateway.delete(gateway);
+    if (requests.size === 0) this.#byGateway.delete(gateway);
   }
 
   /**
@@ -76,10 +108,25 @@ export class PrefillBacklog {
     return ms;
   }
 
+  #link(leg: OpenLeg): void {
+    let set = this.#byEndpoint.get(leg.endpoint);
+    if (!set) {
+      set = new Set();
+      this.#byEndpoint.set(leg.endpoint, set);
+    }
+    set.add(leg);
+  }
+
   #unlink(leg: OpenLeg): void {
     const set = this.#byEndpoint.get(leg.endpoint);
     if (!set) return;
     set.delete(leg);
     if (set.size === 0) this.#byEndpoint.delete(leg.endpoint);
   }
+}
+
+/** Where the leg of `endpoint` and `stage` is among one request's legs (-1: none); the stage, interned, first. */
+function indexOfLeg(legs: readonly OpenLeg[], endpoint: string, stage: string): number {
+  for (let i = 0; i < legs.length; i++) if (legs[i].stage === stage && legs[i].endpoint === endpoint) return i;
+  return -1;
 }
