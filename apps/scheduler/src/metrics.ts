@@ -25,11 +25,17 @@ function runningTotal(registry: Registry, name: string, help: string, read: () =
 /** The scheduler's Prometheus metrics, in their own registry (served on the ops port). */
 export class SchedulerMetrics implements SchedulingObserver {
   readonly registry = new Registry();
+  /**
+   * Decisions by mode, then outcome, counted here and handed to `decisions` at scrape time: a prom-client child's
+   * `inc` hashes its labels on every call (about 2 k instructions per decision).
+   */
+  readonly #decided = new Map<string, Map<string, { n: number }>>();
   readonly decisions = new Counter({
     name: 'triad_scheduler_decisions_total',
     help: 'Scheduling decisions by pipeline mode and outcome (ok or error code)',
     labelNames: ['mode', 'outcome'] as const,
     registers: [this.registry],
+    collect: () => this.#flushDecisions(),
   });
   readonly errors = new Counter({
     name: 'triad_scheduler_errors_total',
@@ -216,17 +222,20 @@ export class SchedulerMetrics implements SchedulingObserver {
       this.#latencyByMode.set(mode, child);
     }
     child.observe(seconds);
-    // The counter's child per mode and outcome, looked up once: `inc({ mode, outcome })` hashes the labels per call.
-    let byOutcome = this.#decisionsByMode.get(mode);
-    if (!byOutcome) this.#decisionsByMode.set(mode, (byOutcome = new Map()));
-    let decisions = byOutcome.get(outcome);
-    if (!decisions) byOutcome.set(outcome, (decisions = this.decisions.labels(mode, outcome)));
-    decisions.inc();
+    let byOutcome = this.#decided.get(mode);
+    if (!byOutcome) this.#decided.set(mode, (byOutcome = new Map()));
+    const count = byOutcome.get(outcome);
+    if (count) count.n++;
+    else byOutcome.set(outcome, { n: 1 });
     if (outcome !== 'ok') this.errors.inc({ code: outcome });
   }
 
   readonly #latencyByMode = new Map<string, { observe(v: number): void }>();
-  readonly #decisionsByMode = new Map<string, Map<string, { inc(): void }>>();
+
+  #flushDecisions(): void {
+    this.decisions.reset();
+    for (const [mode, byOutcome] of this.#decided) for (const [outcome, { n }] of byOutcome) this.decisions.inc({ mode, outcome }, n);
+  }
 
   #flushPluginTimes(): void {
     for (const e of [...this.#pluginPending.values()].flatMap((byPlugin) => [...byPlugin.values()])) {
