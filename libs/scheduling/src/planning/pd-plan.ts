@@ -248,16 +248,23 @@ class Pairing {
   addRemainingPairs(order: readonly number[]): void {
     const attempts = this.attempts;
     const topN = this.input.topN;
-    const used = new Set(attempts.map((a) => `${a.endpoint.key} ${a.prefill?.key ?? ''}`));
+    // The pairs of the first pass (topN at most): looked through, not joined into keys and hashed.
+    const paired = attempts.length;
     for (const i of order) {
       const d = this.decodes.candidates.endpoint(i);
       if (!this.decodeKeys.includes(d.key)) continue;
       for (const p of this.prefillsOf(d.group)) {
         if (attempts.length >= topN) return;
-        if (!used.has(`${d.key} ${p.key}`)) this.add(d, p);
+        if (!hasPair(attempts, paired, d.key, p.key)) this.add(d, p);
       }
     }
   }
+}
+
+/** Whether one of the first `count` attempts pairs decode `decode` with prefill `prefill`. */
+function hasPair(attempts: readonly Attempt[], count: number, decode: string, prefill: string): boolean {
+  for (let i = 0; i < count; i++) if (attempts[i].endpoint.key === decode && attempts[i].prefill?.key === prefill) return true;
+  return false;
 }
 
 const NONE: readonly IndexedEndpoint[] = [];
