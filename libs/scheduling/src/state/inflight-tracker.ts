@@ -2,6 +2,7 @@ import type { DispatchBatch, DispatchEvent } from '@triad/bus';
 import type { InflightCell } from './endpoint';
 import { ObservedLatency } from './observed-latency';
 import { PrefillBacklog, type OpenLeg } from './prefill-backlog';
+import { removeAt } from './remove-at';
 
 export interface InflightTrackerOptions {
   /** A gateway's counts are dropped after this many snapshot intervals without a snapshot (default 3). */
@@ -100,7 +101,7 @@ export class InflightTracker {
     if (batch.inflight) {
       this.#replace(gw, new Map(Object.entries(batch.inflight)));
       gw.lastSnapshotAt = now;
-      for (const ev of batch.events) this.#observe(batch.gateway, ev);
+      for (const ev of batch.events) this.#observe(batch.gateway, ev, false);
       this.backlog.retain(batch.gateway, batch.inflight);
     } else {
       for (const ev of batch.events) this.#applyEvent(batch.gateway, gw, ev);
@@ -212,16 +213,17 @@ export class InflightTracker {
 
   /**
    * Ends one reserved leg (its start event came, or its time ran out): the request's first reservation on
-   * `endpoint`, and the prompt the request counts in the backlog there.
+   * `endpoint`, and the prompt the request counts in the backlog there. Without `uncount`, the endpoint's total
+   * keeps the leg (the caller counts it on as the gateway's).
    */
-  #releaseLeg(requestId: string, endpoint: string, held: Reservation[]): boolean {
+  #releaseLeg(requestId: string, endpoint: string, held: Reservation[], uncount = true): boolean {
     let i = 0;
     while (i < held.length && held[i].endpoint !== endpoint) i++;
     if (i === held.length) return false;
     const released = held[i];
-    held.splice(i, 1);
+    removeAt(held, i);
     if (held.length === 0) this.#reserved.delete(requestId);
-    this.#add(endpoint, -1);
+    if (uncount) this.#add(endpoint, -1);
     this.#dropBacklog(released.backlog !== undefined ? released : (withBacklog(held, endpoint) ?? released));
     return true;
   }
@@ -263,31 +265,42 @@ export class InflightTracker {
     else if (before !== 0 && c.count === 0) this.#active.delete(key);
   }
 
-  /** What an event tells besides the counts: measured latency, and the prompt tokens a leg carries. */
-  #observe(gateway: string, ev: DispatchEvent): void {
+  /**
+   * What an event tells besides the counts: measured latency, and the prompt tokens a leg carries. With `handOver`, a
+   * start that ends a reservation on its endpoint leaves that endpoint's total as it is and says so (true): the
+   * caller counts the leg on as the gateway's, and the total would go down by one and back up.
+   */
+  #observe(gateway: string, ev: DispatchEvent, handOver: boolean): boolean {
     if (ev.type === 'start') {
       const held = this.#reserved.get(ev.requestId);
+      let handed = false;
       // A leg on an endpoint this decision did not choose: the gateway placed the request otherwise (its budget ran
       // out and it decided locally, or it failed over), so the decision's other legs will never start either. Left
       // reserved, they would count a phantom request on those pods for up to their TTL (30 s on a decode pod).
-      if (held !== undefined && !this.#releaseLeg(ev.requestId, ev.endpoint, held)) this.#release(ev.requestId);
+      if (held !== undefined) {
+        if (this.#releaseLeg(ev.requestId, ev.endpoint, held, !handOver)) handed = handOver;
+        else this.#release(ev.requestId);
+      }
       if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
         this.backlog.open(gateway, ev.requestId, ev.endpoint, ev.stage, ev.at, ev.inputTokens);
-      return;
+      return handed;
     }
     // An encode leg opened none: its key is not built (nor hashed) for it.
     if (ev.stage !== 'encode') this.backlog.close(gateway, ev.requestId, ev.endpoint, ev.stage);
     this.observeLatency(ev);
+    return false;
   }
 
   #applyEvent(gateway: string, gw: GatewayView, ev: DispatchEvent): void {
-    this.#observe(gateway, ev);
+    const handed = this.#observe(gateway, ev, true);
     const before = gw.counts.get(ev.endpoint) ?? 0;
     const after = ev.type === 'start' ? before + 1 : Math.max(0, before - 1);
-    if (after === before) return;
-    if (after === 0) gw.counts.delete(ev.endpoint);
-    else gw.counts.set(ev.endpoint, after);
-    this.#add(ev.endpoint, after - before);
+    if (after !== before) {
+      if (after === 0) gw.counts.delete(ev.endpoint);
+      else gw.counts.set(ev.endpoint, after);
+    }
+    const delta = after - before - (handed ? 1 : 0);
+    if (delta !== 0) this.#add(ev.endpoint, delta);
   }
 
   /** Swaps a gateway's counts for `next`, adjusting the totals by the difference. */

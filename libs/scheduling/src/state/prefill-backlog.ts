@@ -1,3 +1,5 @@
+import { removeAt } from './remove-at';
+
 /** A leg that carried prompt tokens to an endpoint and has not finished. */
 export class OpenLeg {
   constructor(
@@ -43,7 +45,7 @@ export class PrefillBacklog {
       const i = indexOfLeg(legs, endpoint, stage);
       if (i >= 0) {
         this.#unlink(legs[i]);
-        legs.splice(i, 1);
+        removeAt(legs, i);
       }
       legs.push(leg);
     }
@@ -59,7 +61,7 @@ export class PrefillBacklog {
     if (i < 0) return;
     const leg = legs[i];
     if (legs.length === 1) requests.delete(requestId);
-    else legs.splice(i, 1);
+    else removeAt(legs, i);
     this.#unlink(leg);
   }
 
