@@ -31,6 +31,11 @@ interface Reservation {
 }
 
 interface GatewayView {
+  /**
+   * Legs in flight per endpoint key. An endpoint back at zero keeps its entry until the gateway's next snapshot
+   * replaces them all (but in a view of the process's own, which has none): at a few requests in flight each count
+   * goes 0, 1, 0, and V8 shrinks a Map's table in its runtime on a delete that leaves it nearly empty.
+   */
   readonly counts: Map<string, number>;
   lastSeq: number;
   lastSnapshotAt: number;
@@ -296,7 +301,7 @@ export class InflightTracker {
     const before = gw.counts.get(ev.endpoint) ?? 0;
     const after = ev.type === 'start' ? before + 1 : Math.max(0, before - 1);
     if (after !== before) {
-      if (after === 0) gw.counts.delete(ev.endpoint);
+      if (after === 0 && gw.own === true) gw.counts.delete(ev.endpoint);
       else gw.counts.set(ev.endpoint, after);
     }
     const delta = after - before - (handed ? 1 : 0);

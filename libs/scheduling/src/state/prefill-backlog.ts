@@ -28,8 +28,14 @@ const MAX_LEG_AGE_MS = 600_000;
 export class PrefillBacklog {
   /** gateway → request id → its open legs. */
   readonly #byGateway = new Map<string, Map<string, OpenLeg[]>>();
-  /** endpoint → open legs. */
+  /**
+   * endpoint → open legs. An endpoint's set stays when it empties, until a sweep (each gateway snapshot, or the map
+   * doubling since the last sweep) drops the empty ones: at a few requests in flight a set would be made, emptied
+   * and dropped per leg, and V8 shrinks a Map's table in its runtime on a delete that leaves it nearly empty.
+   */
   readonly #byEndpoint = new Map<string, Set<OpenLeg>>();
+  /** Sets held after the last sweep. */
+  #sweptSize = 0;
 
   /** Opens a gateway's leg; one already open for the same request, endpoint and stage is replaced. */
   open(gateway: string, requestId: string, endpoint: string, stage: string, at: number, tokens: number): void {
@@ -79,6 +85,7 @@ export class PrefillBacklog {
 
   /** Keeps only the gateway's legs on endpoints its snapshot still counts (undefined: drop them all). */
   retain(gateway: string, inflight: Readonly<Record<string, number>> | undefined): void {
+    this.#sweep();
     const requests = this.#byGateway.get(gateway);
     if (!requests) return;
     for (const [requestId, legs] of requests) {
@@ -113,17 +120,26 @@ export class PrefillBacklog {
   #link(leg: OpenLeg): void {
     let set = this.#byEndpoint.get(leg.endpoint);
     if (!set) {
+      if (this.#byEndpoint.size >= 2 * this.#sweptSize + 64) this.#sweep();
       set = new Set();
       this.#byEndpoint.set(leg.endpoint, set);
     }
     set.add(leg);
   }
 
+  /** Endpoints holding a set of legs, emptied ones not swept yet included (tests, debugging). */
+  get endpointsHeld(): number {
+    return this.#byEndpoint.size;
+  }
+
+  /** Drops the endpoints' emptied sets. */
+  #sweep(): void {
+    for (const [endpoint, set] of this.#byEndpoint) if (set.size === 0) this.#byEndpoint.delete(endpoint);
+    this.#sweptSize = this.#byEndpoint.size;
+  }
+
   #unlink(leg: OpenLeg): void {
-    const set = this.#byEndpoint.get(leg.endpoint);
-    if (!set) return;
-    set.delete(leg);
-    if (set.size === 0) this.#byEndpoint.delete(leg.endpoint);
+    this.#byEndpoint.get(leg.endpoint)?.delete(leg);
   }
 }
 
