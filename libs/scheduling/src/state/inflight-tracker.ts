@@ -1,7 +1,7 @@
 import type { DispatchBatch, DispatchEvent } from '@triad/bus';
 import type { InflightCell } from './endpoint';
 import { ObservedLatency } from './observed-latency';
-import { PrefillBacklog, type OpenLeg } from './prefill-backlog';
+import { NO_LEG, PrefillBacklog, type OpenLeg } from './prefill-backlog';
 import { removeAt } from './remove-at';
 
 export interface InflightTrackerOptions {
@@ -24,10 +24,11 @@ interface Reservation {
   readonly endpoint: string;
   readonly until: number;
   /**
-   * The prompt it counts in the prefill backlog: one per request and endpoint at most, held by the first of the
+   * The prompt it counts in the prefill backlog (`NO_LEG`: none, so the field only ever holds legs and V8 keeps
+   * one shape for every reservation): one per request and endpoint at most, held by the first of the
    * request's reservations there that has one.
    */
-  backlog: OpenLeg | undefined;
+  backlog: OpenLeg;
 }
 
 interface GatewayView {
@@ -192,15 +193,15 @@ export class InflightTracker {
     const held: Reservation[] = [];
     for (const leg of legs) {
       const until = now + leg.ttlMs;
-      const reservation: Reservation = { endpoint: leg.endpoint, until, backlog: undefined };
       this.#add(leg.endpoint, 1);
+      let backlog = NO_LEG;
       if (leg.tokens !== undefined && leg.tokens > 0) {
         // A second prompt for the same endpoint replaces the first in the backlog.
         const earlier = withBacklog(held, leg.endpoint);
         if (earlier !== undefined) this.#dropBacklog(earlier);
-        reservation.backlog = this.backlog.add(leg.endpoint, now, leg.tokens);
+        backlog = this.backlog.add(leg.endpoint, now, leg.tokens);
       }
-      held.push(reservation);
+      held.push({ endpoint: leg.endpoint, until, backlog });
       if (until < this.#nextReservationExpiry) this.#nextReservationExpiry = until;
     }
     this.#reserved.set(requestId, held);
@@ -229,14 +230,14 @@ export class InflightTracker {
     removeAt(held, i);
     if (held.length === 0) this.#reserved.delete(requestId);
     if (uncount) this.#add(endpoint, -1);
-    this.#dropBacklog(released.backlog !== undefined ? released : (withBacklog(held, endpoint) ?? released));
+    this.#dropBacklog(released.backlog !== NO_LEG ? released : (withBacklog(held, endpoint) ?? released));
     return true;
   }
 
   #dropBacklog(reservation: Reservation): void {
-    if (reservation.backlog === undefined) return;
+    if (reservation.backlog === NO_LEG) return;
     this.backlog.remove(reservation.backlog);
-    reservation.backlog = undefined;
+    reservation.backlog = NO_LEG;
   }
 
   /** Current totals by endpoint key (non-zero only), for debugging and tests. */
@@ -324,6 +325,6 @@ export class InflightTracker {
 
 /** The first of a request's reservations on `endpoint` that counts a prompt in the backlog. */
 function withBacklog(held: readonly Reservation[], endpoint: string): Reservation | undefined {
-  for (const r of held) if (r.backlog !== undefined && r.endpoint === endpoint) return r;
+  for (const r of held) if (r.backlog !== NO_LEG && r.endpoint === endpoint) return r;
   return undefined;
 }
