@@ -8,6 +8,25 @@ const pods = (source: CandidateSource): string[] =>
   (source instanceof EndpointList ? source.items : source).map((e) => e.record.pod).sort();
 
 describe('EndpointIndex', () => {
+  it("finds each ModelServer's pool by its names, asked in turn, before and after its record comes and goes", () => {
+    const index = new EndpointIndex();
+    expect(index.pool('default', 'a')).toBeUndefined();
+    index.applyModelServer({ op: 'PUT', value: modelServerRecord({ name: 'a', mode: 'pd' }) });
+    index.applyModelServer({ op: 'PUT', value: modelServerRecord({ name: 'b', mode: 'epd' }) });
+    index.applyModelServer({ op: 'PUT', value: modelServerRecord({ namespace: 'other', name: 'a', mode: 'aggregated' }) });
+    for (let i = 0; i < 3; i++) {
+      expect(index.pool('default', 'a')?.record?.mode).toBe('pd');
+      expect(index.pool('default', 'a')?.record?.mode).toBe('pd');
+      expect(index.pool('default', 'b')?.record?.mode).toBe('epd');
+      expect(index.pool('other', 'a')?.record?.mode).toBe('aggregated');
+      expect(index.pool('other', 'b')).toBeUndefined();
+    }
+    index.applyModelServer({ op: 'DEL', key: objectKey('default', 'b') });
+    expect(index.pool('default', 'b')?.record).toBeUndefined();
+    index.applyModelServer({ op: 'PUT', value: modelServerRecord({ name: 'b', mode: 'pd' }) });
+    expect(index.pool('default', 'b')?.record?.mode).toBe('pd');
+  });
+
   it('files ready endpoints by role and group, and moves them when labels or readiness change', () => {
     const index = new EndpointIndex();
     index.applyModelServer({ op: 'PUT', value: modelServerRecord({ mode: 'epd' }) });

@@ -102,10 +102,25 @@ export class EndpointIndex {
     return this.#endpoints.get(key);
   }
 
-  /** The endpoints and record of one ModelServer, or undefined when neither has been seen. */
+  /**
+   * The endpoints and record of one ModelServer, or undefined when neither has been seen. The pool last found is
+   * kept with its names (a pool, once made, stays: a deleted ModelServer only loses its record), so a run of
+   * requests for one ModelServer builds and hashes no key (two regex replaces, a join, a lookup per decision).
+   */
   pool(namespace: string, name: string): ModelServerPool | undefined {
-    return this.#pools.get(objectKey(namespace, name));
+    if (namespace === this.#lastNamespace && name === this.#lastName) return this.#lastPool;
+    const pool = this.#pools.get(objectKey(namespace, name));
+    if (pool !== undefined) {
+      this.#lastNamespace = namespace;
+      this.#lastName = name;
+      this.#lastPool = pool;
+    }
+    return pool;
   }
+
+  #lastNamespace: string | undefined;
+  #lastName: string | undefined;
+  #lastPool: ModelServerPool | undefined;
 
   get size(): number {
     return this.#endpoints.size;
