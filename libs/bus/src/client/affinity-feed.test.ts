@@ -128,6 +128,30 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     feedA.stop();
     sub.unsubscribe();
   });
+  it('sends a window no later record sends on its timer, also when a timer left from an earlier window comes first', async () => {
+    const learned: string[][] = [];
+    const sub = b.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
+      if (batch.origin === 'a4') learned.push(batch.records.map((r) => r.endpoint));
+    });
+    await b.nc.flush();
+    const feedA = startAffinityFeed(a, { learn: () => undefined }, { origin: 'a4', flush: { windowMs: 5, maxWaitMs: 40 } });
+    // Alone: the window leaves on its timer.
+    feedA.publish(record('t1'));
+    await waitFor(() => learned.length === 1, { what: 'the lone window sent by its timer' });
+    // A window sent by a later record leaves its timer armed; the next window, opened after it, still leaves whole.
+    const opened = Date.now();
+    feedA.publish(record('t2'));
+    await waitFor(() => Date.now() - opened > 5, { what: 'the window to last its time', intervalMs: 1 });
+    feedA.publish(record('t3'));
+    await waitFor(() => learned.length === 2, { what: 'the window sent with the record after its end' });
+    feedA.publish(record('t4'));
+    feedA.publish(record('t5'));
+    await waitFor(() => learned.length === 3, { what: 'the next window sent by the timer' });
+    expect(learned).toEqual([['t1'], ['t2', 't3'], ['t4', 't5']]);
+    feedA.stop();
+    sub.unsubscribe();
+  });
+
   it('with receive, keeps the records that arrive and applies them, in order, only when receive runs its callback', async () => {
     const learned: string[] = [];
     let applyKept: (() => void) | undefined;

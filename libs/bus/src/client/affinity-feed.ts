@@ -71,13 +71,26 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
   const maxWaitMs = coalesce === undefined ? 0 : (coalesce.maxWaitMs ?? 5 * coalesce.windowMs);
   /** When the open window's first record was queued. */
   let openedAt = 0;
+  /**
+   * The timer that sends a window no later record sends. Left armed when a record sends the window (a timer made and
+   * cleared per window was most of the feed's own cost besides the JSON); when it fires, it sends the window open
+   * then if that one has lasted `maxWaitMs`, waits for the rest of its time if not, and disarms with none open.
+   */
   let backstop: NodeJS.Timeout | undefined;
+  const armBackstop = (ms: number): void => {
+    backstop = setTimeout(backstopFired, ms);
+    backstop.unref();
+  };
+  const backstopFired = (): void => {
+    backstop = undefined;
+    if (stopped || queue.length === 0) return;
+    const left = openedAt + maxWaitMs - Date.now();
+    // Timers count whole milliseconds: within one of its time, the window has lasted it.
+    if (left <= 1) flush();
+    else armBackstop(left);
+  };
   const flush = (): void => {
     scheduled = false;
-    if (backstop !== undefined) {
-      clearTimeout(backstop);
-      backstop = undefined;
-    }
     if (stopped || bus.nc.isClosed()) {
       queue = [];
       return;
@@ -97,8 +110,7 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
         const now = Date.now();
         if (queue.length === 1) {
           openedAt = now;
-          backstop = setTimeout(flush, maxWaitMs);
-          backstop.unref();
+          if (backstop === undefined) armBackstop(maxWaitMs);
         } else if (now - openedAt >= coalesce.windowMs) {
           scheduled = true;
           queueMicrotask(flush);
@@ -113,7 +125,9 @@ export function startAffinityFeed(bus: Bus, sink: AffinitySink, options: Affinit
     },
     stop: () => {
       if (stopped) return;
-      if (backstop !== undefined) flush();
+      // A window's records leave before the replica closes.
+      if (coalesce !== undefined && queue.length > 0) flush();
+      if (backstop !== undefined) clearTimeout(backstop);
       stopped = true;
       sub.unsubscribe();
     },
