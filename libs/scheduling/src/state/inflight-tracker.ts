@@ -312,7 +312,8 @@ export class InflightTracker {
   /** Swaps a gateway's counts for `next`, adjusting the totals by the difference. */
   #replace(gw: GatewayView, next: Map<string, number>): void {
     for (const [k, n] of gw.counts) {
-      if (!next.has(k)) this.#add(k, -n);
+      // A count kept at zero moves nothing (and -0, not a small integer, would deoptimize #add and its inliners).
+      if (n !== 0 && !next.has(k)) this.#add(k, -n);
     }
     for (const [k, n] of next) {
       const delta = n - (gw.counts.get(k) ?? 0);
