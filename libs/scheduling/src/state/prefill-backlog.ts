@@ -32,9 +32,9 @@ export class PrefillBacklog {
   /** gateway → request id → its open legs. */
   readonly #byGateway = new Map<string, Map<string, OpenLeg[]>>();
   /**
-   * endpoint → open legs. An endpoint's set stays when it empties, until a sweep (each gateway snapshot, or the map
-   * doubling since the last sweep) drops the empty ones: at a few requests in flight a set would be made, emptied
-   * and dropped per leg, and V8 shrinks a Map's table in its runtime on a delete that leaves it nearly empty.
+   * endpoint → open legs. An endpoint's set stays when it empties, until a sweep (once the map has doubled since
+   * the last one, plus 64) drops the empty ones: at a few requests in flight a set would be made, emptied and
+   * dropped per leg, and V8 shrinks a Map's table in its runtime on a delete that leaves it nearly empty.
    */
   readonly #byEndpoint = new Map<string, Set<OpenLeg>>();
   /** Sets held after the last sweep. */
@@ -88,7 +88,6 @@ export class PrefillBacklog {
 
   /** Keeps only the gateway's legs on endpoints its snapshot still counts (undefined: drop them all). */
   retain(gateway: string, inflight: Readonly<Record<string, number>> | undefined): void {
-    this.#sweep();
     const requests = this.#byGateway.get(gateway);
     if (!requests) return;
     for (const [requestId, legs] of requests) {
