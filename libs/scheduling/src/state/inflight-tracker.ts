@@ -31,6 +31,11 @@ interface Reservation {
   backlog: OpenLeg;
 }
 
+/** A tracker's counter of one endpoint, with the key string it was made for. */
+interface KeyedCell extends InflightCell {
+  readonly key: string;
+}
+
 interface GatewayView {
   /**
    * Legs in flight per endpoint key. An endpoint back at zero keeps its entry until the gateway's next snapshot
@@ -64,7 +69,7 @@ interface InflightStats {
  * a gateway's local fallback run the same code over the same messages, so they agree on the counts.
  */
 export class InflightTracker {
-  readonly #totals = new Map<string, InflightCell>();
+  readonly #totals = new Map<string, KeyedCell>();
   /** The cells with a non-zero count: usually far fewer than the endpoints, which makes sparse reads cheap. */
   readonly #active = new Map<string, InflightCell>();
   readonly #gateways = new Map<string, GatewayView>();
@@ -107,7 +112,7 @@ export class InflightTracker {
     if (batch.inflight) {
       this.#replace(gw, new Map(Object.entries(batch.inflight)));
       gw.lastSnapshotAt = now;
-      for (const ev of batch.events) this.#observe(batch.gateway, ev, false);
+      for (const ev of batch.events) this.#observe(batch.gateway, ev, ev.endpoint, false);
       this.backlog.retain(batch.gateway, batch.inflight);
     } else {
       for (const ev of batch.events) this.#applyEvent(batch.gateway, gw, ev);
@@ -145,10 +150,14 @@ export class InflightTracker {
 
   /** @internal A stable counter object for an endpoint, read by reference on the hot path. */
   cell(endpointKey: string): InflightCell {
-    let c = this.#totals.get(endpointKey);
+    return this.#cellOf(endpointKey);
+  }
+
+  #cellOf(key: string): KeyedCell {
+    let c = this.#totals.get(key);
     if (!c) {
-      c = { count: 0 };
-      this.#totals.set(endpointKey, c);
+      c = { count: 0, key };
+      this.#totals.set(key, c);
     }
     return c;
   }
@@ -264,19 +273,23 @@ export class InflightTracker {
   }
 
   #add(key: string, delta: number): void {
-    const c = this.cell(key);
+    this.#addTo(this.#cellOf(key), delta);
+  }
+
+  #addTo(c: KeyedCell, delta: number): void {
     const before = c.count;
     c.count = before + delta;
-    if (before === 0 && c.count !== 0) this.#active.set(key, c);
-    else if (before !== 0 && c.count === 0) this.#active.delete(key);
+    if (before === 0 && c.count !== 0) this.#active.set(c.key, c);
+    else if (before !== 0 && c.count === 0) this.#active.delete(c.key);
   }
 
   /**
    * What an event tells besides the counts: measured latency, and the prompt tokens a leg carries. With `handOver`, a
    * start that ends a reservation on its endpoint leaves that endpoint's total as it is and says so (true): the
-   * caller counts the leg on as the gateway's, and the total would go down by one and back up.
+   * caller counts the leg on as the gateway's, and the total would go down by one and back up. `endpoint` is the
+   * event's endpoint key, the tracker's own string of it where the caller has it.
    */
-  #observe(gateway: string, ev: DispatchEvent, handOver: boolean): boolean {
+  #observe(gateway: string, ev: DispatchEvent, endpoint: string, handOver: boolean): boolean {
     if (ev.type === 'start') {
       const held = this.#reserved.get(ev.requestId);
       let handed = false;
@@ -284,29 +297,34 @@ export class InflightTracker {
       // out and it decided locally, or it failed over), so the decision's other legs will never start either. Left
       // reserved, they would count a phantom request on those pods for up to their TTL (30 s on a decode pod).
       if (held !== undefined) {
-        if (this.#releaseLeg(ev.requestId, ev.endpoint, held, !handOver)) handed = handOver;
+        if (this.#releaseLeg(ev.requestId, endpoint, held, !handOver)) handed = handOver;
         else this.#release(ev.requestId);
       }
       if (ev.inputTokens !== undefined && ev.inputTokens > 0 && ev.stage !== 'encode')
-        this.backlog.open(gateway, ev.requestId, ev.endpoint, ev.stage, ev.at, ev.inputTokens);
+        this.backlog.open(gateway, ev.requestId, endpoint, ev.stage, ev.at, ev.inputTokens);
       return handed;
     }
     // An encode leg opened none: its key is not built (nor hashed) for it.
-    if (ev.stage !== 'encode') this.backlog.close(gateway, ev.requestId, ev.endpoint, ev.stage);
-    this.observeLatency(ev);
+    if (ev.stage !== 'encode') this.backlog.close(gateway, ev.requestId, endpoint, ev.stage);
+    if (ev.ttftMs !== undefined || ev.tpotMs !== undefined) this.latency.observe(endpoint, ev.ttftMs, ev.tpotMs, ev.at);
     return false;
   }
 
   #applyEvent(gateway: string, gw: GatewayView, ev: DispatchEvent): void {
-    const handed = this.#observe(gateway, ev, true);
-    const before = gw.counts.get(ev.endpoint) ?? 0;
+    // The endpoint's counter, looked up once, and its key string: the one the reservations (the index's keys) and
+    // the maps below already hold, so their lookups and comparisons meet the same string, not an equal new one
+    // from each message's JSON.
+    const cell = this.#cellOf(ev.endpoint);
+    const endpoint = cell.key;
+    const handed = this.#observe(gateway, ev, endpoint, true);
+    const before = gw.counts.get(endpoint) ?? 0;
     const after = ev.type === 'start' ? before + 1 : Math.max(0, before - 1);
     if (after !== before) {
-      if (after === 0 && gw.own === true) gw.counts.delete(ev.endpoint);
-      else gw.counts.set(ev.endpoint, after);
+      if (after === 0 && gw.own === true) gw.counts.delete(endpoint);
+      else gw.counts.set(endpoint, after);
     }
     const delta = after - before - (handed ? 1 : 0);
-    if (delta !== 0) this.#add(ev.endpoint, delta);
+    if (delta !== 0) this.#addTo(cell, delta);
   }
 
   /** Swaps a gateway's counts for `next`, adjusting the totals by the difference. */
