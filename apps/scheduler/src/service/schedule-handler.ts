@@ -39,6 +39,12 @@ export function readScheduleBatch(raw: unknown): LenientScheduleBatch | undefine
   return b as LenientScheduleBatch;
 }
 
+/**
+ * The parent of every decide span of a batch read without headers (a replica that does not trace reads none): the
+ * root context, which `extractBatchTraceContexts` would give each request in an array made and filled per batch.
+ */
+const NO_PARENT = extractBatchTraceContexts(undefined, 1)[0];
+
 /** What the handler works with (one set per replica). */
 export interface ScheduleHandlerDeps {
   readonly scheduler: Scheduler;
@@ -72,7 +78,7 @@ export function handleScheduleBatch(
   const size = batch.requests.length;
   // Per decision: mode, outcome, seconds.
   const outcomes: (string | number)[] = [];
-  const parents = extractBatchTraceContexts(headers, size);
+  const parents = headers === undefined ? undefined : extractBatchTraceContexts(headers, size);
   const decisions: DecisionOrError[] = batch.requests.map((raw, i) => {
     // The hand reader takes every well-formed request; the schema explains the others (or drops unknown fields).
     const parsed = validateMessage(SchedulingRequestSchema, raw, readSchedulingRequest, 3);
@@ -86,7 +92,7 @@ export function handleScheduleBatch(
       };
     }
     const request = parsed.value;
-    const span = startDecideSpan(parents[i], { request, batchSize: size });
+    const span = startDecideSpan(parents === undefined ? NO_PARENT : parents[i], { request, batchSize: size });
     let phases: ReturnType<DecideObserver['collect']> | undefined;
     let at: ToEpoch | undefined;
     if (observer && span.span.isRecording()) {
