@@ -1,8 +1,17 @@
-import { decodeMessage, encodeMessage } from './codec';
+import { decodeMessage, encodeMessage, encodeText } from './codec';
 import { ScheduleBatchSchema, DecisionOrErrorSchema } from './scheduling';
 import { DispatchBatchSchema } from './dispatch';
 
 describe('message codec', () => {
+  it('writes the bytes TextEncoder writes: ASCII, escapes, multi-byte characters, lone surrogates, long texts', () => {
+    const encoder = new TextEncoder();
+    for (const text of ['', '{"v":1}', '"\\u0000\\"\\\\"', 'héllo wörld ✓ 😀', 'lone \ud800 high, \udc00 low', 'x'.repeat(10_000) + '€']) {
+      const bytes = encodeText(text);
+      expect(bytes).toBeInstanceOf(Uint8Array);
+      expect([...bytes]).toEqual([...encoder.encode(text)]);
+    }
+  });
+
   it('round-trips a schedule batch and applies defaults', () => {
     const bytes = encodeMessage(ScheduleBatchSchema, {
       v: 1,
