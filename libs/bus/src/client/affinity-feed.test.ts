@@ -41,7 +41,8 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     // A window no test run outlasts: the records below can only leave together, or on stop.
     const feedA = startAffinityFeed(a, { learn: (r) => learnedByA.push(r.endpoint) }, { origin: 'a', flush: { windowMs: 600_000 } });
     const feedB = startAffinityFeed(b, { learn: (r) => learnedByB.push(r.endpoint) }, { origin: 'b', flush: 'microtask' });
-    await b.nc.flush();
+    // Both feeds' subscriptions reach the server before anything is sent (a's too: b's record must find it).
+    await Promise.all([a.nc.flush(), b.nc.flush()]);
     feedA.publish(record('e1'));
     await new Promise((r) => setImmediate(r));
     feedA.publish(record('e2'));
