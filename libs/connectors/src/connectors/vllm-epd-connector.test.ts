@@ -221,6 +221,28 @@ describe('VllmEpdConnector: encoder legs', () => {
     expect(Object.keys(sent?.ec_transfer_params as object)).toEqual([hash]);
   });
 
+  it('flattens each metadata field one level, lists and numbers mixed, as the *_embeds part takes it', async () => {
+    const one = { model: 'm', messages: [{ role: 'user', content: [image('u0')] }] };
+    const decision = decisionWith([choice(0, e0)]);
+    const ctx = proxyRequest({ body: one, server: serverWith(ec({ mmEmbeds: true })), decision });
+    const metadata = {
+      image_grid_thw: [
+        [1, 32, 32],
+        [2, 16, 16],
+      ],
+      second_per_grid_ts: [0.5, [1, [2]], []],
+    };
+    const params = { k: { metadata } };
+    const run = new FakeLegRunner((spec) => (spec.stage === 'encode' ? { body: { ec_transfer_params: params } } : {}));
+    const connector = new VllmEpdConnector();
+    await connector.prepare(ctx, run);
+    await connector.attempt(ctx, decision.attempts[0], 0, run);
+    const text = run.legsOf('prefill')[0]?.spec.body;
+    expect(text).toContain('"image_embeds":{"image_grid_thw":[1,32,32,2,16,16],"second_per_grid_ts":[0.5,1,[2]]}');
+    // The entry itself goes to the consumer as the encoder wrote it.
+    expect(text).toContain(`"ec_transfer_params":{"k":${JSON.stringify({ metadata })}}`);
+  });
+
   it.each([
     [
       'a body that is not JSON',
