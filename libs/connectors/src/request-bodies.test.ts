@@ -1,5 +1,6 @@
-import { clientWantsUsage, encoderBody, finalLegBody, sglangBody, vllmPrefillBody } from './request-bodies';
-import { extractMediaParts } from '@triad/request';
+import { clientWantsUsage, encoderBody, finalLegBody, sglangBody, vllmPrefillBody, type EncoderItem } from './request-bodies';
+import { extractMediaParts, type MediaPart } from '@triad/request';
+import { SeededRandom } from '@triad/testing/reliability';
 
 describe('clientWantsUsage', () => {
   it.each([
@@ -124,6 +125,44 @@ describe('encoderBody', () => {
       consumer_zmq: 'tcp://10.0.0.9:14580',
       ec_items: [{ transfer_id: 't0' }, { transfer_id: 't1' }],
     });
+  });
+
+  it('writes the text JSON.stringify gives the request object, on generated bodies, parts and uuids', () => {
+    const random = new SeededRandom(33);
+    const pick = <T>(list: readonly T[]): T => list[random.int(list.length)];
+    /** The encoder request as it was built before it was written by hand: the object, then JSON.stringify. */
+    const reference = (b: Record<string, unknown>, ps: readonly MediaPart[], its: readonly EncoderItem[], zmq?: string): string => {
+      const content = ps.map((p, i) => (p.part['uuid'] === its[i].uuid ? p.part : { ...p.part, uuid: its[i].uuid }));
+      const request: Record<string, unknown> = { model: b['model'], messages: [{ role: 'user', content }], stream: false };
+      for (const field of ['mm_processor_kwargs', 'media_io_kwargs', 'priority', 'session_id'])
+        if (b[field] !== undefined) request[field] = b[field];
+      if (zmq !== undefined)
+        request['ec_transfer_params'] = { consumer_zmq: zmq, ec_items: its.map((i) => ({ transfer_id: i.transferId })) };
+      return JSON.stringify(request);
+    };
+    const values = ['vl', 'é "q" \\', '\u0001', '', 0, -1.5, 1e21, true, null, { fps: 2 }, [1, 'a'], undefined];
+    const uuids = ['mine', 'h"1', 'caf\u00e9', '\ud800', ''];
+    const partsOf = (): Record<string, unknown>[] => [
+      { type: 'image_url', image_url: { url: pick(['u0', 'data:image/png;base64,AAA', 'é']) } },
+      { type: 'image_url', image_url: { url: 'u1' }, uuid: pick(uuids) },
+      { uuid: pick(uuids), type: 'image_url', image_url: { url: 'u2' } },
+      { type: 'input_audio', input_audio: { data: 'AAA', format: 'wav' }, uuid: null },
+      { type: 'video_url', video_url: { url: 'v' }, extra: pick(values) },
+    ];
+    for (let n = 0; n < 2_000; n++) {
+      const b: Record<string, unknown> = { messages: [{ role: 'user', content: partsOf().slice(0, 1 + random.int(5)) }] };
+      for (const field of ['model', 'mm_processor_kwargs', 'media_io_kwargs', 'priority', 'session_id', 'max_tokens']) {
+        if (random.int(2) === 0) b[field] = pick(values);
+      }
+      const all = extractMediaParts(b);
+      const group = all.slice(0, 1 + random.int(Math.max(1, all.length)));
+      const items = group.map((p) => ({
+        uuid: random.int(3) === 0 && typeof p.part['uuid'] === 'string' ? p.part['uuid'] : pick(uuids),
+        transferId: pick(['t0', undefined]),
+      }));
+      const zmq = random.int(3) === 0 ? 'tcp://10.0.0.9:14580' : undefined;
+      expect(encoderBody(b, group, items, zmq)).toBe(reference(b, group, items, zmq));
+    }
   });
 });
 
