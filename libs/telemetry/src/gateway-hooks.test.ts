@@ -121,6 +121,20 @@ describe('gateway lifecycle hooks → spans', () => {
     expect(request.events.map((e) => [e.name, e.attributes?.['triad.stage']])).toEqual([['retry', 'prefill']]);
   });
 
+  it.each([
+    ['/v1/chat/completions', 'chat'],
+    ['/v1/completions', 'text_completion'],
+    ['/v1/embeddings', 'embeddings'],
+    ['/v1/responses', '/v1/responses'],
+  ])('names the operation of %s %j on the request span', async (path, operation) => {
+    const req = requestContext({ id: 'req-op', path, body: { model: 'm' }, headers: {} });
+    hooks.onRequest(req);
+    req.result.status = 400;
+    hooks.onEnd(req);
+    const request = (await finished()).find((s) => s.kind === SpanKind.SERVER)!;
+    expect(request.attributes['gen_ai.operation.name']).toBe(operation);
+  });
+
   it("closes the spans of a request rejected before routing, with admission's events on the request span", async () => {
     const req = hookRequest({});
     expect(requestSpanOf(req)).toBeUndefined();

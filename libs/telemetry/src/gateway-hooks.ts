@@ -48,11 +48,23 @@ interface RequestTrace {
   streaming: Traced | undefined;
 }
 
-const OPERATIONS: Record<string, string> = {
-  '/v1/chat/completions': 'chat',
-  '/v1/completions': 'text_completion',
-  '/v1/embeddings': 'embeddings',
-};
+/**
+ * The GenAI operation of an inference path (the path itself for any other). A switch, not a lookup table: the path is
+ * a string the HTTP parser made, and a table indexed by it is a megamorphic keyed load that first finds the key in
+ * the string table (several hundred instructions, four times a request).
+ */
+function operationOf(path: string): string {
+  switch (path) {
+    case '/v1/chat/completions':
+      return 'chat';
+    case '/v1/completions':
+      return 'text_completion';
+    case '/v1/embeddings':
+      return 'embeddings';
+    default:
+      return path;
+  }
+}
 
 /** The name part of a `namespace/name` route ('' without one): its second `/`-separated part, as `split` gives it. */
 function routeName(qualified: string): string {
@@ -161,7 +173,7 @@ export function createGatewayTracingHooks() {
       // One object per leg, its optional fields set in place (no spread of a temporary object per field).
       const info: Mutable<LegInfo> = {
         // Legs carry the model the engine is sent; the request span keeps the one the client named.
-        operation: OPERATIONS[ctx.path] ?? ctx.path,
+        operation: operationOf(ctx.path),
         // An ExternalModelProvider target names its API (`openai`, `anthropic`), an engine its kind.
         engine: ctx.routing.server.kind === 'provider' ? ctx.routing.server.api : ctx.routing.server.engine,
         model: ctx.routing.upstreamModel || ctx.model,
@@ -198,7 +210,7 @@ export function createGatewayTracingHooks() {
       // Engine-leg and placement errors name their stage: `triad.failed_stage`.
       const failedStage = failedStageOf(error);
       // One object, its optional fields set in place (no spread of a temporary object per field).
-      const outcome: Mutable<RequestOutcome> = { statusCode: status, requestModel: ctx.model, operation: OPERATIONS[ctx.path] ?? ctx.path };
+      const outcome: Mutable<RequestOutcome> = { statusCode: status, requestModel: ctx.model, operation: operationOf(ctx.path) };
       if (usage) outcome.response = { inputTokens: usage.promptTokens, outputTokens: usage.completionTokens };
       if (error) outcome.error = error;
       if (failedStage !== undefined) outcome.failedStage = failedStage;
