@@ -4,8 +4,8 @@ function bad(message: string, param: string | null): BadRequestError {
   return new BadRequestError(message, param);
 }
 
-function checkCount(body: Record<string, unknown>, field: string, min: number): void {
-  const v = body[field];
+/** `v`, the body's `field` (read by the caller under its constant name: a named load, not a megamorphic keyed one). */
+function checkCount(v: unknown, field: string, min: number): void {
   if (v === undefined || v === null) return;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw bad(`'${field}' must be an integer >= ${min}`, field);
 }
@@ -40,9 +40,9 @@ export function parseInferenceBody(raw: Buffer | undefined, path: string, limits
   const options = b['stream_options'];
   if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options)))
     throw bad("'stream_options' must be an object", 'stream_options');
-  checkCount(b, 'max_tokens', 0);
-  checkCount(b, 'max_completion_tokens', 0);
-  checkCount(b, 'n', 1);
+  checkCount(b['max_tokens'], 'max_tokens', 0);
+  checkCount(b['max_completion_tokens'], 'max_completion_tokens', 0);
+  checkCount(b['n'], 'n', 1);
   if (path === '/v1/chat/completions') {
     const messages = b['messages'];
     if (!Array.isArray(messages) || messages.length === 0) throw bad("'messages' must be a non-empty array", 'messages');
