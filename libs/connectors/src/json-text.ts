@@ -67,8 +67,7 @@ function spliceWith(
   if (set !== undefined) {
     for (const key in set) {
       const value = set[key];
-      const text =
-        value === undefined ? undefined : value !== null && typeof value === 'object' ? JSON.stringify(value) : scalarJson(value);
+      const text = value === undefined ? undefined : valueJson(value);
       if (text !== undefined) out += `${out === '' ? '' : ','}${memberName(key)}${text}`;
     }
   }
@@ -123,6 +122,11 @@ export function scalarJson(value: unknown): string | undefined {
     default:
       return value === null ? 'null' : JSON.stringify(value);
   }
+}
+
+/** `JSON.stringify` of any value: an object or array by the call, anything else by `scalarJson` (undefined for one JSON leaves out). */
+export function valueJson(value: unknown): string | undefined {
+  return value !== null && typeof value === 'object' ? JSON.stringify(value) : scalarJson(value);
 }
 
 const QUOTE = 0x22;

@@ -1,7 +1,7 @@
 import type { EndpointRef } from '@triad/bus';
 import { DEFAULT_SGLANG_BOOTSTRAP_PORT, type InferenceEngine } from '@triad/crd';
 import { urlHost } from './addresses';
-import { randomBootstrapRoom, scalarJson, serializeWith, type JsonFragments } from './json-text';
+import { randomBootstrapRoom, scalarJson, serializeWith, valueJson, type JsonFragments } from './json-text';
 import type { MediaPart } from '@triad/request';
 
 /**
@@ -111,7 +111,7 @@ export function encoderBody(
   // 2,000 instructions before it writes a byte, and a part copied with its uuid (a spread) about 5,000 more.
   let content = '';
   for (let i = 0; i < parts.length; i++) content += `${i === 0 ? '' : ','}${partWithUuid(parts[i].part, items[i].uuid)}`;
-  const model = jsonValue(body['model']);
+  const model = valueJson(body['model']);
   let out = `{${model === undefined ? '' : `"model":${model},`}"messages":[{"role":"user","content":[${content}]}],"stream":false`;
   // The client fields an encoder request carries when present (the processing kwargs vLLM keys its cache with, and
   // scheduling hints), one by one: a constant key is a named load, a key taken from a list a megamorphic one.
@@ -128,13 +128,8 @@ export function encoderBody(
 /** `,"key":value`, or nothing for a value JSON leaves out. */
 function member(key: string, value: unknown): string {
   if (value === undefined) return '';
-  const text = jsonValue(value);
+  const text = valueJson(value);
   return text === undefined ? '' : `,"${key}":${text}`;
-}
-
-/** `JSON.stringify` of a body's value (undefined for one JSON leaves out). */
-function jsonValue(value: unknown): string | undefined {
-  return value !== null && typeof value === 'object' ? JSON.stringify(value) : scalarJson(value);
 }
 
 /**
