@@ -123,10 +123,11 @@ export class InflightTracker {
   /**
    * Only the latency a finish event measured (TTFT, TPOT), into the per-endpoint moving averages; no count. For a
    * caller that holds the event's count back but must keep the averages in order (the gateway's fallback).
+   * `endpoint`: the event's endpoint key, the tracker's own string of it where the caller has it.
    */
-  observeLatency(event: DispatchEvent): void {
+  observeLatency(event: DispatchEvent, endpoint: string = event.endpoint): void {
     if (event.type === 'finish' && (event.ttftMs !== undefined || event.tpotMs !== undefined))
-      this.latency.observe(event.endpoint, event.ttftMs, event.tpotMs, event.at);
+      this.latency.observe(endpoint, event.ttftMs, event.tpotMs, event.at);
   }
 
   /**
@@ -306,7 +307,7 @@ export class InflightTracker {
     }
     // An encode leg opened none: its key is not built (nor hashed) for it.
     if (ev.stage !== 'encode') this.backlog.close(gateway, ev.requestId, endpoint, ev.stage);
-    if (ev.ttftMs !== undefined || ev.tpotMs !== undefined) this.latency.observe(endpoint, ev.ttftMs, ev.tpotMs, ev.at);
+    this.observeLatency(ev, endpoint);
     return false;
   }
 
