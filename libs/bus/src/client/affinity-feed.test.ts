@@ -28,6 +28,16 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     await nats?.close();
   });
 
+  /** The windows `origin` sends, as their records' endpoints, seen by b (subscribed on the server when it returns). */
+  async function windowsFrom(origin: string) {
+    const learned: string[][] = [];
+    const sub = b.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
+      if (batch.origin === origin) learned.push(batch.records.map((r) => r.endpoint));
+    });
+    await b.nc.flush();
+    return { learned, sub };
+  }
+
   it("sends the records of a window as one message, applies only the others' records, and sends what is pending on stop", async () => {
     let messages = 0;
     a.nc.subscribe(Subjects.affinity, {
@@ -112,11 +122,7 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
   });
 
   it('sends an open window with the first record queued once it has lasted its time, in the same tick (no timer)', async () => {
-    const learned: string[][] = [];
-    const sub = b.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
-      if (batch.origin === 'a2') learned.push(batch.records.map((r) => r.endpoint));
-    });
-    await b.nc.flush();
+    const { learned, sub } = await windowsFrom('a2');
     // The timer that would send a window nobody adds to is far away: only a later record can send this one.
     const feedA = startAffinityFeed(a, { learn: () => undefined }, { origin: 'a2', flush: { windowMs: 5, maxWaitMs: 600_000 } });
     const opened = Date.now();
@@ -130,11 +136,7 @@ describe('affinity feed with a coalescing window, on a real nats-server', () => 
     sub.unsubscribe();
   });
   it('sends a window no later record sends on its timer, also when a timer left from an earlier window comes first', async () => {
-    const learned: string[][] = [];
-    const sub = b.subscribe(Subjects.affinity, AffinityBatchSchema, (batch) => {
-      if (batch.origin === 'a4') learned.push(batch.records.map((r) => r.endpoint));
-    });
-    await b.nc.flush();
+    const { learned, sub } = await windowsFrom('a4');
     const feedA = startAffinityFeed(a, { learn: () => undefined }, { origin: 'a4', flush: { windowMs: 5, maxWaitMs: 40 } });
     // Alone: the window leaves on its timer.
     feedA.publish(record('t1'));
