@@ -61,6 +61,9 @@ export interface StageLoopOptions {
 /** Names the stages a request skipped for want of a usable endpoint (`encode`, `prefill`, comma-separated). */
 export const STAGE_FALLBACK_HEADER = 'x-triad-stage-fallback';
 
+/** SGLang's native generation path (its answers carry `meta_info` instead of an OpenAI usage). */
+const GENERATE_PATH = '/generate';
+
 const STAGE_SLOT: Readonly<Record<Stage, number>> = { encode: 0, prefill: 1, decode: 2, aggregated: 2 };
 
 function flushClient(loop: StageLoop): void {
@@ -81,6 +84,8 @@ function onTotalTimeout(loop: StageLoop): void {
 class StageLoop implements LegRunner, LegOwner {
   readonly suppressUsage: boolean;
   readonly totalMs: number;
+  /** The engines answer SGLang's native `/generate`: token counts come from `meta_info`, there is no usage. */
+  readonly #nativeGenerate: boolean;
   readonly #ctx: ProxyRequest;
   readonly #pools: UpstreamPools;
   readonly #observer: StageObserver;
@@ -103,6 +108,7 @@ class StageLoop implements LegRunner, LegOwner {
     this.#observer = observer;
     this.#kvRelease = options.kvRelease !== false;
     this.suppressUsage = ctx.proxy.injectUsage && !ctx.proxy.clientWantsUsage;
+    this.#nativeGenerate = (ctx.routing.upstreamPath ?? ctx.path) === GENERATE_PATH;
     this.totalMs = ctx.routing.server.timeouts.totalMs;
     this.#resume = StreamResume.of(ctx);
   }
@@ -236,7 +242,7 @@ class StageLoop implements LegRunner, LegOwner {
   /** The relay of a streamed final leg: a resumable stream's reads every event, others only the usage. */
   streamRelay(): StreamRelay {
     const resume = this.#resume;
-    return resume !== undefined && resume.eligible ? resume.relay() : new SseUsageRelay(this.suppressUsage);
+    return resume !== undefined && resume.eligible ? resume.relay() : new SseUsageRelay(this.suppressUsage, this.#nativeGenerate);
   }
 
   legBody(body: Record<string, unknown>): Record<string, unknown> {

@@ -1,4 +1,5 @@
 import type { Usage } from '@triad/request';
+import { MetaInfoTally, parseMetaInfoUsage } from './meta-info';
 import { SseEventSplitter, splitSseEvents } from './sse';
 
 const USAGE_KEY = '"usage":';
@@ -27,41 +28,54 @@ function readUsageObject(text: string, start: number): Usage | undefined {
 
 /**
  * Usage of a non-stream answer: the last top-level-looking `"usage":{...}` (engines put it after the choices;
- * an occurrence inside generated text is escaped as `\"usage\"` and skipped).
+ * an occurrence inside generated text is escaped as `\"usage\"` and skipped). An answer without one (SGLang's
+ * native `/generate`) is counted from its `meta_info`, summed over a batch's items.
  */
 export function parseBodyUsage(body: Buffer): Usage | undefined {
   // latin1 keeps byte offsets; JSON structure is ASCII and UTF-8 continuation bytes never look like it.
   const text = body.toString('latin1');
   let at = text.lastIndexOf(USAGE_KEY);
   while (at > 0 && text.charCodeAt(at - 1) === 0x5c) at = text.lastIndexOf(USAGE_KEY, at - 1);
-  return at < 0 ? undefined : readUsageObject(text, at + USAGE_KEY.length);
+  return (at < 0 ? undefined : readUsageObject(text, at + USAGE_KEY.length)) ?? parseMetaInfoUsage(body);
 }
 
 /**
  * Relays an SSE byte stream unchanged except for one thing: when `suppress` is set, the usage-only event
  * (`"choices":[]` with a `usage` object) that the gateway injected is removed. Token counts are read from any
- * usage event. Chunks that end on an event boundary pass through as the same Buffer; a partial trailing event is
- * held until its end arrives, so an event is never split when it has to be inspected.
+ * usage event; with `readMetaInfo` (SGLang's native `/generate`, whose events carry no usage) from the events'
+ * `meta_info` when no usage event came. Chunks that end on an event boundary pass through as the same Buffer; a
+ * partial trailing event is held until its end arrives, so an event is never split when it has to be inspected.
  */
 export class SseUsageRelay {
-  usage: Usage | undefined;
+  #usage: Usage | undefined;
   readonly #suppress: boolean;
   readonly #splitter = new SseEventSplitter();
+  /** Only for `/generate` streams: OpenAI streams pay no second search per chunk. */
+  readonly #metaInfo: MetaInfoTally | undefined;
 
-  constructor(suppress: boolean) {
+  constructor(suppress: boolean, readMetaInfo = false) {
     this.#suppress = suppress;
+    this.#metaInfo = readMetaInfo ? new MetaInfoTally() : undefined;
+  }
+
+  /** Token counts the stream reported: its usage events', else its `meta_info` totals. */
+  get usage(): Usage | undefined {
+    return this.#usage ?? this.#metaInfo?.usage;
   }
 
   /** Bytes to write to the client for this chunk (possibly empty). */
   push(chunk: Buffer): Buffer {
-    const complete = this.#splitter.push(chunk);
-    return complete.indexOf(USAGE_NEEDLE) < 0 ? complete : this.#inspect(complete);
+    return this.#relay(this.#splitter.push(chunk));
   }
 
   /** Whatever is still held at the end of the stream (an unterminated last event), written as is. */
   flush(): Buffer {
-    const rest = this.#splitter.end();
-    return rest.indexOf(USAGE_NEEDLE) < 0 ? rest : this.#inspect(rest);
+    return this.#relay(this.#splitter.end());
+  }
+
+  #relay(events: Buffer): Buffer {
+    this.#metaInfo?.read(events);
+    return events.indexOf(USAGE_NEEDLE) < 0 ? events : this.#inspect(events);
   }
 
   #inspect(events: Buffer): Buffer {
@@ -70,7 +84,7 @@ export class SseUsageRelay {
     for (const [i, event] of all.entries()) {
       const at = event.indexOf(USAGE_NEEDLE);
       const usage = at < 0 ? undefined : readUsageObject(event.toString('latin1'), at + USAGE_KEY.length);
-      if (usage !== undefined) this.usage = usage;
+      if (usage !== undefined) this.#usage = usage;
       const drop = usage !== undefined && this.#suppress && event.indexOf(EMPTY_CHOICES) >= 0;
       if (drop) kept ??= all.slice(0, i);
       else kept?.push(event);
