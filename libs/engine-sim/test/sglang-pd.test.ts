@@ -225,13 +225,30 @@ describe('SGLang simulator: OpenAI surface (unified role)', () => {
       (e) =>
         JSON.parse(e) as {
           text: string;
+          output_ids: number[];
           meta_info: { id: string; finish_reason: unknown; completion_tokens: number };
         },
     );
     expect(chunks).toHaveLength(3);
     expect(chunks[2].text.startsWith(chunks[1].text)).toBe(true);
+    // Cumulative ids and counts, as upstream without --incremental-streaming-output.
+    expect(chunks.map((c) => c.output_ids.length)).toEqual([1, 2, 3]);
+    expect(chunks[2].output_ids.slice(0, 2)).toEqual(chunks[1].output_ids);
+    expect(chunks.map((c) => c.meta_info.completion_tokens)).toEqual([1, 2, 3]);
     expect(chunks.map((c) => c.meta_info.finish_reason)).toEqual([null, null, { type: 'length', length: 3 }]);
     expect(chunks[0].meta_info.id).toBe('g1');
+    // tokenizer_manager.py's keys in its order (e2e_latency once finished).
+    expect(Object.keys(chunks[2].meta_info)).toEqual([
+      'id',
+      'finish_reason',
+      'prompt_tokens',
+      'weight_version',
+      'num_retractions',
+      'reasoning_tokens',
+      'completion_tokens',
+      'cached_tokens',
+      'e2e_latency',
+    ]);
   });
 
   it.each([

@@ -101,7 +101,10 @@ export const sglangCompletionFormat: ResponseFormat = {
   framer: (view) => new SglangCompletionFramer(view),
 };
 
-/** SGLang native `meta_info` (finish_reason is an object: `{"type":"length","length":N}` or `{"type":"stop","matched":id}`). */
+/**
+ * SGLang native `meta_info` in tokenizer_manager.py's key order (finish_reason is an object:
+ * `{"type":"length","length":N}` or `{"type":"stop","matched":id}`); the counts are the request's so far.
+ */
 function metaInfo(view: ResponseView, completion: number, finished: boolean): string {
   const finish = !finished
     ? 'null'
@@ -111,13 +114,17 @@ function metaInfo(view: ResponseView, completion: number, finished: boolean): st
   const e2e = finished && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
   return (
     `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default",` +
-    `"completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`
+    `"num_retractions":0,"reasoning_tokens":0,"completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`
   );
 }
 
-/** SGLang `/generate` streams cumulative text (not deltas), one event per token. */
+/**
+ * SGLang `/generate` streams cumulative text and output ids (not deltas; upstream's default, without
+ * `--incremental-streaming-output`), one event per token.
+ */
 class SglangGenerateFramer implements StreamFramer {
   #text = '';
+  #ids = '';
   constructor(readonly view: ResponseView) {}
   open(): string {
     return '';
@@ -126,7 +133,10 @@ class SglangGenerateFramer implements StreamFramer {
     let out = '';
     for (let i = from; i < to; i++) {
       this.#text += tokenText(this.view.outputKey, this.view.outputOffset + i);
-      out += `data: {"text":"${this.#text}","meta_info":${metaInfo(this.view, i + 1, i === this.view.plan.count - 1)}}\n\n`;
+      const id = tokenId(this.view.outputKey, this.view.outputOffset + i);
+      this.#ids = this.#ids === '' ? String(id) : `${this.#ids},${id}`;
+      const meta = metaInfo(this.view, i + 1, i === this.view.plan.count - 1);
+      out += `data: {"text":"${this.#text}","output_ids":[${this.#ids}],"meta_info":${meta}}\n\n`;
     }
     return out;
   }
