@@ -1,0 +1,149 @@
+import type { SimEngineHandle } from '@triad/engine-sim';
+import { waitFor } from '@triad/testing';
+import { startHarness, type Harness } from './support/harness';
+
+// SGLang's native `/generate` answers carry no OpenAI `usage`: the gateway counts their tokens from `meta_info`
+// (the token metric, and the output-token rate limit that settles on them), stream or not, batch or not, PD or not.
+
+const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+type Body = Record<string, unknown>;
+
+interface GenerateOut {
+  meta_info: { prompt_tokens: number; completion_tokens: number };
+  index?: number;
+}
+
+async function post(h: Harness, path: string, body: Body): Promise<Response> {
+  return fetch(`${h.gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+/** The value of the first sample of `name` whose labels include every `labels` pair (0 when there is none). */
+async function sample(h: Harness, name: string, labels: Record<string, string>): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** The `meta_info` of each item's last event of a streamed answer (by `index`), from the client's bytes. */
+function lastPerItem(sse: string): GenerateOut[] {
+  const last = new Map<number, GenerateOut>();
+  for (const e of sse.split('\n\n')) {
+    if (!e.startsWith('data: {')) continue;
+    const out = JSON.parse(e.slice('data: '.length)) as GenerateOut;
+    last.set(out.index ?? 0, out);
+  }
+  return [...last.values()];
+}
+
+const sum = (outs: GenerateOut[], key: 'prompt_tokens' | 'completion_tokens') => outs.reduce((n, o) => n + o.meta_info[key], 0);
+
+describe('gateway, token counts of SGLang /generate answers (meta_info)', () => {
+  let h: Harness;
+  let agg: SimEngineHandle;
+  let p: SimEngineHandle;
+  let d: SimEngineHandle;
+
+  beforeAll(async () => {
+    h = await startHarness({ config: { scheduling: 'in-process' } });
+    agg = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.14.1', model: MODEL });
+    p = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.14.2', model: MODEL, bootstrapPort: 0 });
+    d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.14.3', model: MODEL });
+    await h.putServer('agg', {
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadPort: { port: 30000, protocol: 'http' },
+      workloadSelector: { matchLabels: { app: 'agg' } },
+    });
+    await h.putServer('pd', {
+      model: MODEL,
+      inferenceEngine: 'SGLang',
+      workloadPort: { port: 30000, protocol: 'http' },
+      workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
+    });
+    const on = (server: string) => [{ targetModels: [{ modelServerName: server, weight: 100 }] }];
+    await h.putRoute('gen-agg', { modelName: 'gen-agg', rules: on('agg') });
+    await h.putRoute('gen-pd', { modelName: 'gen-pd', rules: on('pd') });
+    // A month-long window cannot roll over while the test runs. 1030 = defaultMaxTokens (1024) + 6, see below.
+    await h.putRoute('gen-limited', {
+      modelName: 'gen-limited',
+      rules: on('agg'),
+      rateLimit: { outputTokensPerUnit: 1030, unit: 'month' },
+    });
+    await h.putEndpoint('agg', 'a', 'aggregated', agg);
+    await h.putEndpoint('pd', 'p', 'prefill', p, { group: 'g1' });
+    await h.putEndpoint('pd', 'd', 'decode', d, { group: 'g1' });
+    await h.waitForModel('gen-agg');
+    await h.waitForModel('gen-pd');
+    await h.waitForModel('gen-limited');
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  /**
+   * Sends one `/generate` request for `model`, waits until the gateway has finished it (its request counter moved),
+   * and returns what the token counter gained next to the answer's own `meta_info` totals.
+   */
+  async function counted(model: string, body: Body): Promise<{ input: number; output: number; want: { input: number; output: number } }> {
+    const labels = { model, path: '/generate' };
+    const requests = await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' });
+    const input = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' });
+    const output = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' });
+    const res = await post(h, '/generate', { model, ...body });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    const outs =
+      body['stream'] === true ? lastPerItem(text) : ([] as GenerateOut[]).concat(JSON.parse(text) as GenerateOut | GenerateOut[]);
+    await waitFor(async () => (await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' })) > requests, {
+      what: 'the request to end',
+    });
+    return {
+      input: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' })) - input,
+      output: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' })) - output,
+      want: { input: sum(outs, 'prompt_tokens'), output: sum(outs, 'completion_tokens') },
+    };
+  }
+
+  it.each([
+    ['non-stream', { text: 'Hello there', sampling_params: { max_new_tokens: 3 } }, 3],
+    ['stream', { text: 'Hello there', stream: true, sampling_params: { max_new_tokens: 5 } }, 5],
+    ['batch', { text: ['a b', 'c d e'], sampling_params: [{ max_new_tokens: 2 }, { max_new_tokens: 4 }] }, 6],
+    ['streamed batch', { text: ['a b', 'c d e'], stream: true, sampling_params: { max_new_tokens: 3 } }, 6],
+  ])('counts the completion tokens of a %s answer on an aggregated server', async (_name, body, completion) => {
+    const got = await counted('gen-agg', body);
+    expect(got.want.output).toBe(completion);
+    expect(got.output).toBe(completion);
+    expect(got.want.input).toBeGreaterThan(0);
+    expect(got.input).toBe(got.want.input);
+  });
+
+  it.each([false, true])("counts the decode's tokens under PD (stream: %s)", async (stream) => {
+    const got = await counted('gen-pd', { text: 'Hello there', stream, sampling_params: { max_new_tokens: 4 } });
+    expect(got.output).toBe(4);
+    expect(got.input).toBe(got.want.input);
+  });
+
+  it('charges outputTokensPerUnit with the tokens /generate wrote, not its whole reservation', async () => {
+    // The limiter reads no max_tokens in a /generate body, so each request reserves defaultMaxTokens (1024) of the
+    // 1030, and writes 2. Settled on meta_info, four fit (the fifth would need 8 + 1024); without counts each
+    // request kept its 1024 charged and the second was refused.
+    for (let i = 0; i < 4; i++) {
+      const res = await post(h, '/generate', {
+        model: 'gen-limited',
+        text: 'hi',
+        stream: i % 2 === 1,
+        sampling_params: { max_new_tokens: 2 },
+      });
+      expect([i, res.status]).toEqual([i, 200]);
+      await res.text();
+      // The reservation is settled when the gateway ends the request, which may be just after the client has it all.
+      await waitFor(async () => (await sample(h, 'kthena_router_requests_total', { model: 'gen-limited', status_code: '200' })) > i, {
+        what: `request ${i} to end`,
+      });
+    }
+    const refused = await post(h, '/generate', { model: 'gen-limited', text: 'hi', sampling_params: { max_new_tokens: 2 } });
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('Output token rate limit exceeded');
+  });
+});
