@@ -65,17 +65,16 @@ export class SseUsageRelay {
 
   /** Bytes to write to the client for this chunk (possibly empty). */
   push(chunk: Buffer): Buffer {
-    return this.#relay(this.#splitter.push(chunk));
+    const complete = this.#splitter.push(chunk);
+    if (this.#metaInfo !== undefined) this.#metaInfo.read(complete);
+    return complete.indexOf(USAGE_NEEDLE) < 0 ? complete : this.#inspect(complete);
   }
 
   /** Whatever is still held at the end of the stream (an unterminated last event), written as is. */
   flush(): Buffer {
-    return this.#relay(this.#splitter.end());
-  }
-
-  #relay(events: Buffer): Buffer {
-    this.#metaInfo?.read(events);
-    return events.indexOf(USAGE_NEEDLE) < 0 ? events : this.#inspect(events);
+    const rest = this.#splitter.end();
+    if (this.#metaInfo !== undefined) this.#metaInfo.read(rest);
+    return rest.indexOf(USAGE_NEEDLE) < 0 ? rest : this.#inspect(rest);
   }
 
   #inspect(events: Buffer): Buffer {
