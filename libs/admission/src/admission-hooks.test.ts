@@ -100,4 +100,22 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
     h.onEnd(ended(c, 200, { promptTokens: 40, completionTokens: 10 })); // 30 of the 40 come back
     await h.admit(request(key, { max_tokens: 30, model: 'out-model' }));
   });
+
+  it("reserves a /generate body's max_new_tokens over its batch and samples, not the route default", async () => {
+    const h = createAdmissionHooks(admission, { rateLimitFor: () => ({ outputTokensPerUnit: 100, unit: 'hour' }) });
+    const generate = (body: Record<string, unknown>): RequestContext =>
+      requestContext({
+        path: '/generate',
+        headers: { authorization: `Bearer ${key}` },
+        body: { model: 'gen-model', ...body },
+        inputTokens: 10,
+      });
+    // Two prompts × 15 tokens × n 2 = 60 reserved; a list of per-prompt params sums to 30: 90 in all.
+    await h.admit(generate({ text: ['a', 'b'], sampling_params: { max_new_tokens: 15, n: 2 } }));
+    await h.admit(generate({ input_ids: [[1], [2]], sampling_params: [{ max_new_tokens: 10 }, { max_new_tokens: 20 }] }));
+    expect(await rejection(h.admit(generate({ text: 'c', sampling_params: { max_new_tokens: 11 } })))).toMatchObject({
+      limitType: 'output',
+    });
+    await h.admit(generate({ input_ids: [1, 2, 3], sampling_params: { max_new_tokens: 10 } }));
+  });
 });

@@ -23,9 +23,46 @@ const ALL_INPUTS = { allInputs: true } as const;
 /** What `admit` took for a request, released in `onEnd`. */
 const TICKET = new RequestLocal<Ticket>('triad.admission');
 
-function maxTokensOf(body: Readonly<Record<string, unknown>>): number | undefined {
-  const v = body['max_completion_tokens'] ?? body['max_tokens'] ?? body['max_output_tokens'];
+function tokenCount(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
+}
+
+/**
+ * The prompts of an SGLang `/generate` body: a batch is a list of texts or of token-id lists (one `input_ids` list
+ * of numbers is one prompt).
+ */
+function generatePrompts(body: Readonly<Record<string, unknown>>): number {
+  const text = body['text'];
+  if (Array.isArray(text)) return Math.max(1, text.length);
+  const ids = body['input_ids'];
+  return Array.isArray(ids) && Array.isArray(ids[0]) ? ids.length : 1;
+}
+
+/**
+ * The most output an SGLang `/generate` body can ask for: `sampling_params.max_new_tokens` for every prompt of a
+ * batch and each of its `n` samples, or the sum over a list of per-prompt sampling params. Undefined when a prompt
+ * names no limit (the route's `defaultMaxTokens` applies, as for an OpenAI body without `max_tokens`).
+ */
+function generateMaxTokens(params: unknown, prompts: number): number | undefined {
+  if (Array.isArray(params)) {
+    let sum = 0;
+    for (const p of params) {
+      const n = generateMaxTokens(p, 1);
+      if (n === undefined) return undefined;
+      sum += n;
+    }
+    return sum;
+  }
+  if (typeof params !== 'object' || params === null) return undefined;
+  const p = params as Record<string, unknown>;
+  const max = tokenCount(p['max_new_tokens']);
+  const n = tokenCount(p['n']) ?? 1;
+  return max === undefined ? undefined : max * Math.max(1, n) * prompts;
+}
+
+function maxTokensOf(body: Readonly<Record<string, unknown>>, path: string): number | undefined {
+  if (path === '/generate') return generateMaxTokens(body['sampling_params'], generatePrompts(body));
+  return tokenCount(body['max_completion_tokens'] ?? body['max_tokens'] ?? body['max_output_tokens']);
 }
 
 /**
@@ -47,7 +84,7 @@ export function createAdmissionHooks(admission: Admission, opts: AdmissionHookOp
         model: ctx.model,
         rateLimit: opts.rateLimitFor(ctx.model),
         inputTokens,
-        maxTokens: maxTokensOf(ctx.body),
+        maxTokens: maxTokensOf(ctx.body, ctx.path),
         // The signal (an AbortController per request) only where something can wait on it: the fair queue; else
         // only to refuse a client already gone.
         signal: admission.config.fairness.enabled || ctx.sink.destroyed ? ctx.signal : undefined,
