@@ -24,6 +24,8 @@ export const LegMode = {
   Relay: 1,
   /** Read and drop it (SGLang prefill). */
   Drain: 2,
+  /** Hand it over as it arrives, never to the client (one sample of a fanned-out `n > 1` request). */
+  Tap: 3,
 } as const;
 export type LegMode = (typeof LegMode)[keyof typeof LegMode];
 
@@ -107,6 +109,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   readonly #leadingErrorFails: boolean;
   readonly #onFirstByte: (() => void) | undefined;
   readonly #codec: AnswerCodec | undefined;
+  readonly #tap: ((chunk: Buffer) => void) | undefined;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
   #reject!: (err: Error) => void;
   /** The transport's abort of the request on the wire (from `onConnect`), until it fails or is sent again. */
@@ -135,7 +138,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   /** Handed to the transport and not written yet (leg-writes.ts). */
   #writePending = false;
 
-  constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number) {
+  constructor(owner: LegOwner, spec: LegSpec, mode: LegMode, now: number, tap?: (chunk: Buffer) => void) {
     this.stage = spec.stage;
     this.endpoint = spec.endpoint;
     this.item = spec.item;
@@ -147,6 +150,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     this.#leadingErrorFails = spec.leadingErrorEventFails === true;
     this.#onFirstByte = spec.onFirstByte;
     this.#codec = spec.answer;
+    this.#tap = tap;
     this.promise = new Promise<BufferedAnswer | undefined>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -169,7 +173,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       this.abort(connectionWaitTimeoutError(this.#failure(), this.#timeoutMs, slot.limit, slot.waiting));
       return;
     }
-    const budget = this.#mode === LegMode.Relay ? 'first-byte' : this.stage;
+    const budget = this.#mode === LegMode.Relay || this.#mode === LegMode.Tap ? 'first-byte' : this.stage;
     this.abort(stageTimeoutError(this.#failure(), budget, this.#timeoutMs));
   }
 
@@ -256,7 +260,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     if (this.#settled) return;
     if (!this.#sawData) {
       this.#sawData = true;
-      if (this.#mode === LegMode.Relay) this.#clearTimer();
+      if (this.#mode === LegMode.Relay || this.#mode === LegMode.Tap) this.#clearTimer();
       if (!this.#failed) this.#onFirstByte?.();
     }
     if (this.#sse !== undefined && !this.#failed) {
@@ -281,6 +285,10 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       return;
     }
     if (this.#mode === LegMode.Drain && !this.#failed) return;
+    if (this.#tap !== undefined && !this.#failed) {
+      this.#tap(chunk);
+      return;
+    }
     if (this.#failed && this.#size >= MAX_ERROR_BODY) return;
     this.#chunks.push(chunk);
     this.#size += chunk.length;

@@ -158,7 +158,7 @@ const PD_OWNED_KEYS = [
 
 /**
  * How many prompts one SGLang request carries: a completions `prompt` list, a `/generate` `text` list or an
- * `input_ids` list of lists; 1 otherwise. (`n > 1` never gets here under PD: the gateway refuses it, see
+ * `input_ids` list of lists; 1 otherwise. (`n > 1` never gets here under PD: the connector sends a request per sample, see
  * docs/protocols/sglang.md.)
  */
 export function sglangBatchSize(body: Record<string, unknown>): number {

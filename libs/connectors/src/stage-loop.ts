@@ -11,6 +11,7 @@ import {
   type ProxyRequest,
   type RetryPolicy,
   TRACE_ID_HEADER,
+  type Usage,
 } from '@triad/request';
 import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
@@ -63,6 +64,9 @@ export const STAGE_FALLBACK_HEADER = 'x-triad-stage-fallback';
 
 /** SGLang's native generation path (its answers carry `meta_info` instead of an OpenAI usage). */
 const GENERATE_PATH = '/generate';
+
+/** A stream the connector composes itself (merged samples) is an OpenAI or SGLang event stream. */
+const SSE_CONTENT_TYPE = 'text/event-stream';
 
 const STAGE_SLOT: Readonly<Record<Stage, number>> = { encode: 0, prefill: 1, decode: 2, aggregated: 2 };
 
@@ -272,6 +276,21 @@ class StageLoop implements LegRunner, LegOwner {
     return this.#send(spec, LegMode.Drain) as LegHandle<void>;
   }
 
+  tapped(spec: LegSpec, onData: (chunk: Buffer) => void): LegHandle<void> {
+    return this.#send(spec, LegMode.Tap, onData) as LegHandle<void>;
+  }
+
+  writeStream(part: Buffer): void {
+    if (!this.#committed && !this.commit(200, SSE_CONTENT_TYPE, -1)) return;
+    const sink = this.#ctx.sink;
+    if (!sink.destroyed && !sink.writableEnded) sink.write(part);
+  }
+
+  endStream(tail: Buffer, usage: Usage | undefined): void {
+    if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
+    if (this.#committed || this.commit(200, SSE_CONTENT_TYPE, -1)) this.endClient(tail);
+  }
+
   respond(answer: BufferedAnswer): void {
     const usage = parseBodyUsage(answer.body);
     if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
@@ -340,9 +359,9 @@ class StageLoop implements LegRunner, LegOwner {
     return failed === 'prefill' ? 'prefill_failed' : 'decode_failed';
   }
 
-  #send(spec: LegSpec, mode: LegMode): Leg {
+  #send(spec: LegSpec, mode: LegMode, tap?: (chunk: Buffer) => void): Leg {
     const ctx = this.#ctx;
-    const leg = new Leg(this, spec, mode, performance.now());
+    const leg = new Leg(this, spec, mode, performance.now(), tap);
     // The connector awaits the legs it needs; one it stopped caring about (an aborted sibling) must not surface
     // as an unhandled rejection, which would take the process down.
     leg.promise.catch(ignore);

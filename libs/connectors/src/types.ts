@@ -103,8 +103,17 @@ export interface LegRunner {
   relay(spec: LegSpec): LegHandle<void>;
   /** Sends a leg whose answer is read and thrown away (SGLang prefill); rejects like `buffered`. */
   drained(spec: LegSpec): LegHandle<void>;
+  /**
+   * Sends a final leg whose 2xx answer goes to `onData` as it arrives, never to the client (one sample of an `n > 1`
+   * request the connector merges); its budget ends at the first byte, as a relay's; rejects like `buffered`.
+   */
+  tapped(spec: LegSpec, onData: (chunk: Buffer) => void): LegHandle<void>;
   /** Writes a buffered final answer to the client (SGLang non-stream decode, once prefill also succeeded). */
   respond(answer: BufferedAnswer): void;
+  /** Writes part of an event stream the connector composes (merged samples): the 200 head goes with the first part. */
+  writeStream(part: Buffer): void;
+  /** Ends the event stream the connector composed with `tail`; `usage`: the answer's token counts. */
+  endStream(tail: Buffer, usage: Usage | undefined): void;
   /** A connector's own retry (an encode item on its next alternate): tells the observers, like an attempt retry. */
   retrying(attempt: number, error: Error): void;
   /** Pauses `ms` between tries; rejects when the request is aborted meanwhile. */

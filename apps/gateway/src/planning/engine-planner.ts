@@ -18,7 +18,6 @@ import type { KvKeyRequest } from '../scheduling/kv-block-hashes';
 import { buildSchedulingRequest } from '../scheduling/scheduling-request';
 import type { EngineCredentials } from './engine-credentials';
 import { checkChatRoles } from './chat-roles';
-import { refuseParallelSampling } from './parallel-sampling';
 
 /** What planning an engine request is built from. */
 export interface EnginePlannerDeps {
@@ -41,7 +40,7 @@ type EngineRouted = RequestContext & { readonly routing: EngineRouting };
 
 /**
  * Plans a request routed to a ModelServer: what the engines get (model rewrite, Host, credentials), what the
- * engines cannot do refused up front (chat roles they do not take, SGLang PD `n > 1`), the media items and KV
+ * engines cannot do refused up front (chat roles they do not take), the media items and KV
  * block keys scheduling needs, then the scheduler's decision (NATS batch, or the local fallback) and the connector
  * that runs it.
  */
@@ -61,7 +60,6 @@ export class EnginePlanner {
     this.#authorize(ctx);
     const inference = isInferencePath(ctx.path);
     if (ctx.path === CHAT) checkChatRoles(ctx.body, server.engine, ctx.model);
-    if (inference && server.engine === 'SGLang' && server.mode !== 'aggregated') refuseParallelSampling(ctx.body, ctx.model, routing);
     const enginePath = routing.upstreamPath ?? ctx.path;
     const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;

@@ -143,4 +143,89 @@ describe('SglangPdConnector', () => {
     ).rejects.toMatchObject({ stage: 'decode' });
     expect(run.stranded).toEqual([]);
   });
+
+  describe('n > 1: one prefill/decode pair per sample, merged', () => {
+    const sampled = (stream: boolean) => ({ ...chat(stream), n: 3 });
+    /** The decode answers with its room's last digits, so each sample's answer is told apart. */
+    const engine = (stream: boolean) => (spec: { stage: string; body: string }) => {
+      if (spec.stage === 'prefill') return {};
+      const room = String((JSON.parse(spec.body) as { bootstrap_room: number }).bootstrap_room);
+      if (!stream) {
+        const usage = { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 };
+        return { body: { id: `c-${room}`, choices: [{ index: 0, message: { content: room } }], usage } };
+      }
+      const chunk = { id: `c-${room}`, object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content: room } }] };
+      const usage = { id: `c-${room}`, choices: [], usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 } };
+      return {
+        contentType: 'text/event-stream',
+        body: `data: ${JSON.stringify(chunk)}\n\ndata: ${JSON.stringify(usage)}\n\ndata: [DONE]\n\n`,
+      };
+    };
+
+    it('non-stream: n single-sample pairs on the one decision, each with its own room, answered as one', async () => {
+      const run = new FakeLegRunner(engine(false));
+      await new SglangPdConnector('sglang-pd').attempt(
+        proxyRequest({ body: sampled(false), server, decision }),
+        decision.attempts[0],
+        0,
+        run,
+      );
+      const prefills = run.legsOf('prefill');
+      const decodes = run.legsOf('decode');
+      expect(prefills.map((l) => [l.mode, l.spec.endpoint.pod, l.json()['n']])).toEqual(new Array(3).fill(['drained', 'p-0', 1]));
+      expect(decodes.map((l) => [l.mode, l.spec.endpoint.pod])).toEqual(new Array(3).fill(['buffered', 'd-0']));
+      const rooms = prefills.map((l) => String(l.json()['bootstrap_room']));
+      expect(new Set(rooms).size).toBe(3);
+      expect(decodes.map((l) => String(l.json()['bootstrap_room']))).toEqual(rooms);
+      expect(run.answers).toHaveLength(1);
+      const answer = JSON.parse(run.answers[0].body) as { id: string; choices: { index: number }[]; usage: unknown };
+      expect(answer.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+      expect(answer.usage).toEqual({ prompt_tokens: 4, completion_tokens: 6, total_tokens: 10 });
+    });
+
+    it('streams: tapped decodes merged into one stream with one usage chunk when asked, and one [DONE]', async () => {
+      const run = new FakeLegRunner(engine(true));
+      const ctx = proxyRequest({ body: sampled(true), server, decision, injectUsage: true, clientWantsUsage: true });
+      await new SglangPdConnector('sglang-pd').attempt(ctx, decision.attempts[0], 0, run);
+      expect(run.legsOf('decode').map((l) => l.mode)).toEqual(['tapped', 'tapped', 'tapped']);
+      expect(run.answers).toHaveLength(1);
+      const events = run.answers[0].body.split('\n\n').filter((e) => e !== '');
+      expect(events.at(-1)).toBe('data: [DONE]');
+      const parsed = events.slice(0, -1).map((e) => JSON.parse(e.slice(6)) as { choices: { index: number }[]; usage?: unknown });
+      expect(
+        parsed
+          .slice(0, 3)
+          .flatMap((e) => e.choices.map((c) => c.index))
+          .sort(),
+      ).toEqual([0, 1, 2]);
+      expect(parsed[3]).toMatchObject({ choices: [], usage: { prompt_tokens: 4, completion_tokens: 6, total_tokens: 10 } });
+      expect(run.streamUsage).toEqual({ promptTokens: 4, completionTokens: 6 });
+    });
+
+    it("fails as a whole with the first sample's error, aborting the other samples' legs", async () => {
+      let decodes = 0;
+      const run = new FakeLegRunner((spec) => {
+        if (spec.stage === 'prefill') return 'hang';
+        return ++decodes === 2 ? engineError(spec, 503, 'decode full') : 'hang';
+      });
+      const err = await new SglangPdConnector('sglang-pd')
+        .attempt(proxyRequest({ body: sampled(false), server, decision }), decision.attempts[0], 0, run)
+        .catch((e: unknown) => e);
+      expect(err).toMatchObject({ stage: 'decode', status: 503, retryable: true });
+      expect(run.legs.filter((l) => l.abortedWith === undefined)).toHaveLength(1); // the failed decode itself
+      expect(run.answers).toEqual([]);
+    });
+
+    it("fails a stream on a sample's error event, before anything went out", async () => {
+      const run = new FakeLegRunner((spec) =>
+        spec.stage === 'prefill' ? {} : { contentType: 'text/event-stream', body: 'data: {"error":{"message":"no room","code":400}}\n\n' },
+      );
+      const err = await new SglangPdConnector('sglang-pd')
+        .attempt(proxyRequest({ body: sampled(true), server, decision }), decision.attempts[0], 0, run)
+        .catch((e: unknown) => e);
+      expect(err).toMatchObject({ stage: 'decode', status: 400, retryable: false });
+      expect((err as Error).message).toContain('no room');
+      expect(run.answers).toEqual([]);
+    });
+  });
 });

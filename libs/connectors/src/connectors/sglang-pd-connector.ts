@@ -1,7 +1,24 @@
 import { ErrorCode } from '@triad/errors';
 import { SchedulingError, type ConnectorName, type EngineRequest } from '@triad/request';
+import { upstreamHttpError } from '../errors';
+import { FanOut } from '../fan-out';
+import { mergeSampleAnswers, SampleStreamError, SampleStreamMerger, sampleCount, singleSampleBody } from '../parallel-samples';
 import { clientPinsDpRank, finalLegBody, sglangBody } from '../request-bodies';
-import type { Attempt, Connector, LegHandle, LegRunner } from '../types';
+import type { Attempt, BufferedAnswer, Connector, EndpointRef, LegHandle, LegRunner, LegSpec } from '../types';
+
+/** The legs of one prefill/decode pair, and how to report their hand-off as stranded. */
+interface Pair {
+  readonly prefill: LegSpec;
+  readonly decode: LegSpec;
+  readonly strand: (failed: 'prefill' | 'decode', peerAborted: boolean) => void;
+}
+
+/** A sample's stream that carried an error event (or could not be read) fails as its decode leg. */
+function sampleFailure(decode: LegSpec, err: unknown): Error {
+  const status = err instanceof SampleStreamError ? err.status : 500;
+  const message = err instanceof Error ? err.message : String(err);
+  return upstreamHttpError({ stage: 'decode', endpoint: decode.endpoint.key, item: -1, status }, `error event in its stream: ${message}`);
+}
 
 /**
  * SGLang PD, and SGLang EPD (the same against the language-only prefill, which calls the encoders registered with
@@ -26,38 +43,90 @@ export class SglangPdConnector implements Connector<EngineRequest> {
       // The decision's endpoints are in the access log; a client's message never names one.
       throw new SchedulingError(ErrorCode.SchedNoPrefillPair, 'SGLang PD needs a prefill endpoint, and the decision gave its decode none');
     }
-    const pick = ctx.proxy.dpRank;
-    const ranks = pick === undefined ? undefined : { prefill: pick(prefill, 'prefill'), decode: pick(attempt.endpoint, 'decode') };
-    const { prefillBody, decodeBody } = sglangBody(run.legBody(ctx.body), ctx.proxy.injectUsage, prefill, ranks);
-    const timeouts = ctx.routing.server.timeouts;
-    const p = run.drained({
-      stage: 'prefill',
-      endpoint: prefill,
-      item: -1,
-      attempt: index,
-      body: prefillBody,
-      requestId: ctx.id,
-      timeoutMs: timeouts.prefillMs,
-    });
-    const decode = {
-      stage: 'decode' as const,
-      endpoint: attempt.endpoint,
-      item: -1,
-      attempt: index,
-      body: decodeBody,
-      requestId: ctx.id,
-      timeoutMs: timeouts.firstByteMs,
-    };
-    const strand = (failed: 'prefill' | 'decode', peerAborted: boolean) => {
-      run.kvStranded({ engine: 'SGLang', prefill, decode: attempt.endpoint, failed, peerAborted });
-    };
+    const samples = sampleCount(ctx.body);
+    if (samples > 1) return this.#samples(ctx, attempt, index, run, prefill, samples);
+    const pair = this.#pair(ctx, attempt, index, run, prefill, run.legBody(ctx.body));
+    const p = run.drained(pair.prefill);
     if (ctx.stream) {
-      await together(p, run.relay(decode), strand);
+      await together(p, run.relay(pair.decode), pair.strand);
       return;
     }
     // Non-stream: the answer goes out only once the prefill succeeded too, so a prefill failure stays retryable.
-    const [, answer] = await together(p, run.buffered(decode), strand);
+    const [, answer] = await together(p, run.buffered(pair.decode), pair.strand);
     run.respond(answer);
+  }
+
+  /** The legs of one prefill/decode pair for `body`, with a fresh room (and DP ranks) of their own. */
+  #pair(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner, prefill: EndpointRef, body: Record<string, unknown>): Pair {
+    const pick = ctx.proxy.dpRank;
+    const ranks = pick === undefined ? undefined : { prefill: pick(prefill, 'prefill'), decode: pick(attempt.endpoint, 'decode') };
+    const { prefillBody, decodeBody } = sglangBody(body, ctx.proxy.injectUsage, prefill, ranks);
+    const timeouts = ctx.routing.server.timeouts;
+    return {
+      prefill: {
+        stage: 'prefill',
+        endpoint: prefill,
+        item: -1,
+        attempt: index,
+        body: prefillBody,
+        requestId: ctx.id,
+        timeoutMs: timeouts.prefillMs,
+      },
+      decode: {
+        stage: 'decode',
+        endpoint: attempt.endpoint,
+        item: -1,
+        attempt: index,
+        body: decodeBody,
+        requestId: ctx.id,
+        timeoutMs: timeouts.firstByteMs,
+      },
+      strand: (failed, peerAborted) => run.kvStranded({ engine: 'SGLang', prefill, decode: attempt.endpoint, failed, peerAborted }),
+    };
+  }
+
+  /**
+   * `n > 1`: SGLang sends every sample of a request on one room, so under PD the samples never pair (they hang until
+   * the bootstrap timeout). Instead `n` single-sample pairs, each with its own room, on this try's prefill and
+   * decode; their answers are merged into the one the client asked for (parallel-samples.ts). The samples stand or
+   * fall together: the first failure aborts the others' legs and fails the try, so no partial answer goes out as a
+   * success (a stream already under way ends with an error event).
+   */
+  async #samples(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner, prefill: EndpointRef, n: number): Promise<void> {
+    const body = singleSampleBody(run.legBody(ctx.body));
+    const group = new FanOut();
+    if (!ctx.stream) {
+      const answers = await group.all(n, () => {
+        const pair = this.#pair(ctx, attempt, index, run, prefill, body);
+        const p = run.drained(pair.prefill);
+        const d = run.buffered(pair.decode);
+        void group.track(p);
+        void group.track(d);
+        return together(p, d, pair.strand).then(([, answer]) => answer);
+      });
+      const first = answers[0] as BufferedAnswer;
+      run.respond({ status: first.status, contentType: first.contentType, body: mergeSampleAnswers(answers.map((a) => a.body)) });
+      return;
+    }
+    const merger = new SampleStreamMerger(n, ctx.proxy.clientWantsUsage);
+    await group.all(n, (sample) => {
+      const pair = this.#pair(ctx, attempt, index, run, prefill, body);
+      const p = run.drained(pair.prefill);
+      const d: LegHandle<void> = run.tapped(pair.decode, (chunk) => {
+        let merged: Buffer;
+        try {
+          merged = merger.push(sample, chunk);
+        } catch (err) {
+          d.abort(sampleFailure(pair.decode, err));
+          return;
+        }
+        if (merged.length > 0) run.writeStream(merged);
+      });
+      void group.track(p);
+      void group.track(d);
+      return together(p, d, pair.strand);
+    });
+    run.endStream(merger.end(), merger.usage);
   }
 
   #single(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner): Promise<void> {

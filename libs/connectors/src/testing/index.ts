@@ -1,12 +1,12 @@
 // A LegRunner without network: connectors run against a scripted engine, so their protocol (which legs, in
 // which order, with which bodies, what happens on failures) is testable without NATS, sockets or sims.
 import type { EndpointRef, Stage } from '@triad/bus';
-import type { UpstreamError } from '@triad/request';
+import type { UpstreamError, Usage } from '@triad/request';
 import { upstreamHttpError } from '../errors';
 import type { BufferedAnswer, KvStrandReport, LegHandle, LegRunner, LegSpec } from '../types';
 
-/** How the connector asked for a leg: buffer its answer, relay it to the client, or drain it. */
-export type FakeLegMode = 'buffered' | 'relay' | 'drained';
+/** How the connector asked for a leg: buffer its answer, relay it to the client, drain it, or tap it. */
+export type FakeLegMode = 'buffered' | 'relay' | 'drained' | 'tapped';
 
 /** A 2xx answer of the fake engine (defaults: 200, `application/json`, `{}`); an object body is sent as JSON. */
 export interface FakeReply {
@@ -34,9 +34,12 @@ export interface FakeLeg {
   json(): Record<string, unknown>;
 }
 
-/** What reached the client: a relayed final leg, or a buffered answer the connector wrote with `respond`. */
+/**
+ * What reached the client: a relayed final leg, a buffered answer the connector wrote with `respond`, or a stream it
+ * composed (`writeStream` parts up to `endStream`).
+ */
 export interface ClientAnswer {
-  readonly via: 'relay' | 'respond';
+  readonly via: 'relay' | 'respond' | 'stream';
   readonly status: number;
   readonly body: string;
 }
@@ -114,8 +117,28 @@ export class FakeLegRunner implements LegRunner {
     return this.#send('drained', spec, () => undefined);
   }
 
+  tapped(spec: LegSpec, onData: (chunk: Buffer) => void): LegHandle<void> {
+    // The whole answer arrives as one chunk.
+    return this.#send('tapped', spec, (answer) => onData(answer.body));
+  }
+
   respond(answer: BufferedAnswer): void {
     this.answers.push({ via: 'respond', status: answer.status, body: answer.body.toString('utf8') });
+  }
+
+  /** The parts of the stream being composed (`writeStream`), until `endStream` makes them an answer. */
+  #streamed: string[] = [];
+  /** Token counts the connector gave with `endStream`. */
+  streamUsage: Usage | undefined;
+
+  writeStream(part: Buffer): void {
+    this.#streamed.push(part.toString('utf8'));
+  }
+
+  endStream(tail: Buffer, usage: Usage | undefined): void {
+    this.streamUsage = usage;
+    this.answers.push({ via: 'stream', status: 200, body: this.#streamed.join('') + tail.toString('utf8') });
+    this.#streamed = [];
   }
 
   retrying(attempt: number, error: Error): void {
@@ -157,8 +180,11 @@ export class FakeLegRunner implements LegRunner {
           (outcome) => {
             if (settled) return;
             if (outcome instanceof Error) return fail(outcome);
+            // The answer is handed over before the leg settles, as the real legs do (a tapped leg's reader may abort it).
+            const value = onAnswer(replyOf(outcome));
+            if (settled) return;
             settled = true;
-            resolve(onAnswer(replyOf(outcome)));
+            resolve(value);
           },
           (err: unknown) => fail(err instanceof Error ? err : new Error(String(err))),
         );

@@ -42,7 +42,13 @@ export class ForwardingRunner implements LegRunner {
     return this.relay(spec);
   }
 
+  tapped(spec: LegSpec, onData: (chunk: Buffer) => void): LegHandle<void> {
+    return { promise: this.#send(spec).then((answer) => onData(answer.body)), abort: () => undefined };
+  }
+
   respond(): void {}
+  writeStream(): void {}
+  endStream(): void {}
   retrying(): void {}
   pause(): Promise<void> {
     return Promise.resolve();
