@@ -4,7 +4,7 @@ import { waitFor } from '@triad/testing';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
 
 // SGLang as it ships today, through the gateway with its own scheduler (`--scheduling in-process`): n > 1 under
-// PD, `/generate` on PD and aggregated servers, other `/v1/*` calls on PD-only models, DP-rank hints.
+// PD (fanned out into a request per sample), `/generate` on PD and aggregated servers, other `/v1/*` calls on PD-only models, DP-rank hints.
 
 const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 type Body = Record<string, unknown>;
@@ -72,22 +72,116 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     for (const s of [p, d, agg]) s.clearRequests();
   });
 
-  it.each([false, true])('refuses n=3 under PD with a 400 that says why (stream: %s), calling no engine', async (stream) => {
-    const res = await post(h, '/v1/chat/completions', { model: 'llama-pd', n: 3, stream, messages: [{ role: 'user', content: 'hi' }] });
-    expect(res.status).toBe(400);
-    expect(res.headers.get('content-type')).toContain('application/json');
-    const { error } = (await res.json()) as { error: { message: string; param: string; code: string } };
-    expect(error).toMatchObject({ param: 'n', code: 'GATEWAY_BAD_REQUEST' });
-    expect(error.message).toMatch(/^n=3 is not supported for model 'llama-pd': .*SGLang prefill\/decode .*one KV-transfer room/);
-    expect(inferenceRequests(p)).toHaveLength(0);
-    expect(inferenceRequests(d)).toHaveLength(0);
+  // Long enough a prompt that nothing could be skipped: every sample runs its prefill leg.
+  const LONG = 'Tell me about the history of the city, its rivers, bridges and markets. '.repeat(8);
+  const roomsOf = (s: SimEngineHandle) => inferenceRequests(s).map((r) => /"bootstrap_room":(\d+)/.exec(r.rawBody)?.[1]);
+
+  it('fans n=3 out into three single-sample PD requests, a room each, answered as one (non-stream)', async () => {
+    const matched = d.counters()['roomsMatched'] ?? 0;
+    const res = await post(h, '/v1/chat/completions', {
+      model: 'llama-pd',
+      n: 3,
+      max_tokens: 4,
+      messages: [{ role: 'user', content: LONG }],
+    });
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { id: string; choices: { index: number }[]; usage: Record<string, number> };
+    expect(answer.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    const prompt = answer.usage['prompt_tokens'];
+    expect(prompt).toBeGreaterThan(50);
+    expect(answer.usage).toMatchObject({ completion_tokens: 12, total_tokens: prompt + 12 });
+    const prefills = inferenceRequests(p);
+    expect(prefills.map((r) => (r.body as Body)['n'])).toEqual([1, 1, 1]);
+    const rooms = roomsOf(p);
+    expect(new Set(rooms).size).toBe(3);
+    expect(new Set(roomsOf(d))).toEqual(new Set(rooms));
+    expect((d.counters()['roomsMatched'] ?? 0) - matched).toBe(3);
+    expect(d.counters()['parallelSamplingHangs'] ?? 0).toBe(0);
   });
 
-  it('refuses sampling_params.n > 1 on /generate under PD too, and passes n=3 to an aggregated server', async () => {
-    const res = await post(h, '/generate', { model: 'llama-pd', text: 'hi', sampling_params: { n: 3, max_new_tokens: 2 } });
-    expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: { param: string } }).error.param).toBe('sampling_params.n');
-    // Aggregated SGLang samples in parallel itself: the gateway passes n on (the sim has no n > 1 outside PD).
+  it('fans n=3 out streamed: the samples interleaved as choices 0..2, one usage chunk, one [DONE]', async () => {
+    const res = await post(h, '/v1/chat/completions', {
+      model: 'llama-pd',
+      n: 3,
+      stream: true,
+      stream_options: { include_usage: true },
+      max_tokens: 3,
+      messages: [{ role: 'user', content: LONG }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const events = sseData(await res.text());
+    expect(events.filter((e) => e === '[DONE]')).toHaveLength(1);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events
+      .slice(0, -1)
+      .map((e) => JSON.parse(e) as { id: string; choices: { index: number }[]; usage?: Record<string, number> | null });
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect([...new Set(chunks.flatMap((c) => c.choices.map((x) => x.index)))].sort()).toEqual([0, 1, 2]);
+    const usage = chunks.filter((c) => c.usage != null);
+    expect(usage).toHaveLength(1);
+    expect(usage[0]).toBe(chunks.at(-1));
+    expect(usage[0].choices).toEqual([]);
+    expect(usage[0].usage).toMatchObject({ completion_tokens: 9 });
+    expect(new Set(roomsOf(p)).size).toBe(3);
+  });
+
+  it('answers sampling_params.n=2 on /generate as SGLang does: a list of the samples', async () => {
+    const res = await post(h, '/generate', { model: 'llama-pd', text: LONG, sampling_params: { n: 2, max_new_tokens: 2 } });
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { meta_info: { completion_tokens: number } }[];
+    expect(answer.map((a) => a.meta_info.completion_tokens)).toEqual([2, 2]);
+    expect(new Set(roomsOf(p)).size).toBe(2);
+  });
+
+  it('leaves n=1 as it was: one pair, n passed on', async () => {
+    const res = await post(h, '/v1/chat/completions', {
+      model: 'llama-pd',
+      n: 1,
+      max_tokens: 2,
+      messages: [{ role: 'user', content: LONG }],
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { choices: unknown[] }).choices).toHaveLength(1);
+    expect(inferenceRequests(p).map((r) => (r.body as Body)['n'])).toEqual([1]);
+    expect(inferenceRequests(d)).toHaveLength(1);
+  });
+
+  it("fails the whole request with a sample's error, aborting the other legs (non-stream)", async () => {
+    p.setFault({ mode: 'error500', count: 1 });
+    const res = await post(h, '/v1/chat/completions', {
+      model: 'llama-pd',
+      n: 3,
+      max_tokens: 4,
+      messages: [{ role: 'user', content: LONG }],
+    });
+    expect(res.status).toBe(502);
+    const { error } = (await res.json()) as { error: { message: string } };
+    expect(error.message).toMatch(/^prefill failed with HTTP 500/);
+    // The failed sample's decode, pre-allocated for a room no prefill will fill, was aborted (and so freed).
+    await waitFor(() => d.kvHeld().requests === 0, { what: 'the decode to hold nothing' });
+    expect(inferenceRequests(d).length).toBeLessThanOrEqual(3);
+  });
+
+  it('ends a stream with one error event and one [DONE] when a sample dies mid-stream', async () => {
+    d.setFault({ mode: 'die-mid-stream', count: 1 });
+    const res = await post(h, '/v1/chat/completions', {
+      model: 'llama-pd',
+      n: 3,
+      stream: true,
+      max_tokens: 6,
+      messages: [{ role: 'user', content: LONG }],
+    });
+    expect(res.status).toBe(200);
+    const events = sseData(await res.text());
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.filter((e) => e === '[DONE]')).toHaveLength(1);
+    expect(JSON.parse(events.at(-2) as string)).toHaveProperty('error');
+    await waitFor(() => d.kvHeld().requests === 0, { what: 'the decode to hold nothing' });
+  });
+
+  it('passes n=3 to an aggregated SGLang server, which samples in parallel itself', async () => {
+    // (the sim has no n > 1 outside PD; what matters is what the gateway sends.)
     await post(h, '/v1/chat/completions', { model: 'llama-agg', n: 3, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
     expect(inferenceRequests(agg).map((r) => (r.body as Body)['n'])).toEqual([3]);
   });

@@ -219,7 +219,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     key: '*',
     triad: '*',
     reason:
-      'SGLang (through at least 0.5.18) puts every sample of an `n > 1` request on one room, so PD `n > 1` never pairs: both legs wait for the bootstrap timeout (300 s upstream, 3 s here) and fail; mini_lb forwards it and answers 500 after the timeout. Triad refuses it at once with a 400 that says why (docs/protocols/sglang.md).',
+      "SGLang (through at least 0.5.18) puts every sample of an `n > 1` request on one room, so PD `n > 1` never pairs: both legs wait for the bootstrap timeout (300 s upstream, 3 s here) and fail; mini_lb forwards it and answers 500 after the timeout. Triad sends one single-sample request per sample, each with its own room, on the decision's prefill/decode pair, and merges the answers into one (docs/protocols/sglang.md).",
   },
   {
     id: 'sglang-leg-failure-aborts-the-other',
