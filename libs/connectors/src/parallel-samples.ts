@@ -53,8 +53,8 @@ function mergedUsage(usages: readonly unknown[]): Json | undefined {
   const details = all.map((u) => u['completion_tokens_details']);
   if (details.every(isObject)) {
     const sum: Json = {};
-    for (const d of details as Json[]) for (const [k, v] of Object.entries(d)) if (typeof v === 'number') sum[k] = count(sum[k]) + v;
-    merged['completion_tokens_details'] = { ...(details[0] as Json), ...sum };
+    for (const d of details) for (const [k, v] of Object.entries(d)) if (typeof v === 'number') sum[k] = count(sum[k]) + v;
+    merged['completion_tokens_details'] = { ...details[0], ...sum };
   }
   return merged;
 }

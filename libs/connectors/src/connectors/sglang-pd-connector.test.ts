@@ -165,7 +165,7 @@ describe('SglangPdConnector', () => {
     it('non-stream: n single-sample pairs on the one decision, each with its own room, answered as one', async () => {
       const run = new FakeLegRunner(engine(false));
       await new SglangPdConnector('sglang-pd').attempt(
-        proxyRequest({ body: sampled(false), server, decision }),
+        proxyRequest({ id: 'sg-n', body: sampled(false), server, decision }),
         decision.attempts[0],
         0,
         run,
@@ -173,7 +173,11 @@ describe('SglangPdConnector', () => {
       const prefills = run.legsOf('prefill');
       const decodes = run.legsOf('decode');
       expect(prefills.map((l) => [l.mode, l.spec.endpoint.pod, l.json()['n']])).toEqual(new Array(3).fill(['drained', 'p-0', 1]));
-      expect(decodes.map((l) => [l.mode, l.spec.endpoint.pod])).toEqual(new Array(3).fill(['buffered', 'd-0']));
+      expect(decodes.map((l) => [l.mode, l.spec.endpoint.pod, l.spec.requestId])).toEqual([
+        ['buffered', 'd-0', 'sg-n-s0'],
+        ['buffered', 'd-0', 'sg-n-s1'],
+        ['buffered', 'd-0', 'sg-n-s2'],
+      ]);
       const rooms = prefills.map((l) => String(l.json()['bootstrap_room']));
       expect(new Set(rooms).size).toBe(3);
       expect(decodes.map((l) => String(l.json()['bootstrap_room']))).toEqual(rooms);

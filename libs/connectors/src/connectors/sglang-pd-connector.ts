@@ -4,13 +4,18 @@ import { upstreamHttpError } from '../errors';
 import { FanOut } from '../fan-out';
 import { mergeSampleAnswers, SampleStreamError, SampleStreamMerger, sampleCount, singleSampleBody } from '../parallel-samples';
 import { clientPinsDpRank, finalLegBody, sglangBody } from '../request-bodies';
-import type { Attempt, BufferedAnswer, Connector, EndpointRef, LegHandle, LegRunner, LegSpec } from '../types';
+import type { Attempt, Connector, EndpointRef, LegHandle, LegRunner, LegSpec } from '../types';
 
 /** The legs of one prefill/decode pair, and how to report their hand-off as stranded. */
 interface Pair {
   readonly prefill: LegSpec;
   readonly decode: LegSpec;
   readonly strand: (failed: 'prefill' | 'decode', peerAborted: boolean) => void;
+}
+
+/** Sample `j`'s `x-request-id`: the request's with `-s<j>`, so engine logs still lead back to the request. */
+function sampleRequestId(id: string, sample: number): string {
+  return `${id}-s${sample}`;
 }
 
 /** A sample's stream that carried an error event (or could not be read) fails as its decode leg. */
@@ -56,8 +61,19 @@ export class SglangPdConnector implements Connector<EngineRequest> {
     run.respond(answer);
   }
 
-  /** The legs of one prefill/decode pair for `body`, with a fresh room (and DP ranks) of their own. */
-  #pair(ctx: EngineRequest, attempt: Attempt, index: number, run: LegRunner, prefill: EndpointRef, body: Record<string, unknown>): Pair {
+  /**
+   * The legs of one prefill/decode pair for `body`, with a fresh room (and DP ranks) of their own. `requestId`: the
+   * `x-request-id` of both legs (a sample's own, so no engine sees two live requests with one id).
+   */
+  #pair(
+    ctx: EngineRequest,
+    attempt: Attempt,
+    index: number,
+    run: LegRunner,
+    prefill: EndpointRef,
+    body: Record<string, unknown>,
+    requestId = ctx.id,
+  ): Pair {
     const pick = ctx.proxy.dpRank;
     const ranks = pick === undefined ? undefined : { prefill: pick(prefill, 'prefill'), decode: pick(attempt.endpoint, 'decode') };
     const { prefillBody, decodeBody } = sglangBody(body, ctx.proxy.injectUsage, prefill, ranks);
@@ -69,7 +85,7 @@ export class SglangPdConnector implements Connector<EngineRequest> {
         item: -1,
         attempt: index,
         body: prefillBody,
-        requestId: ctx.id,
+        requestId,
         timeoutMs: timeouts.prefillMs,
       },
       decode: {
@@ -78,7 +94,7 @@ export class SglangPdConnector implements Connector<EngineRequest> {
         item: -1,
         attempt: index,
         body: decodeBody,
-        requestId: ctx.id,
+        requestId,
         timeoutMs: timeouts.firstByteMs,
       },
       strand: (failed, peerAborted) => run.kvStranded({ engine: 'SGLang', prefill, decode: attempt.endpoint, failed, peerAborted }),
@@ -96,21 +112,21 @@ export class SglangPdConnector implements Connector<EngineRequest> {
     const body = singleSampleBody(run.legBody(ctx.body));
     const group = new FanOut();
     if (!ctx.stream) {
-      const answers = await group.all(n, () => {
-        const pair = this.#pair(ctx, attempt, index, run, prefill, body);
+      const answers = await group.all(n, (sample) => {
+        const pair = this.#pair(ctx, attempt, index, run, prefill, body, sampleRequestId(ctx.id, sample));
         const p = run.drained(pair.prefill);
         const d = run.buffered(pair.decode);
         void group.track(p);
         void group.track(d);
         return together(p, d, pair.strand).then(([, answer]) => answer);
       });
-      const first = answers[0] as BufferedAnswer;
+      const first = answers[0];
       run.respond({ status: first.status, contentType: first.contentType, body: mergeSampleAnswers(answers.map((a) => a.body)) });
       return;
     }
     const merger = new SampleStreamMerger(n, ctx.proxy.clientWantsUsage);
     await group.all(n, (sample) => {
-      const pair = this.#pair(ctx, attempt, index, run, prefill, body);
+      const pair = this.#pair(ctx, attempt, index, run, prefill, body, sampleRequestId(ctx.id, sample));
       const p = run.drained(pair.prefill);
       const d: LegHandle<void> = run.tapped(pair.decode, (chunk) => {
         let merged: Buffer;
