@@ -132,6 +132,24 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     const answer = (await res.json()) as { meta_info: { completion_tokens: number } }[];
     expect(answer.map((a) => a.meta_info.completion_tokens)).toEqual([2, 2]);
     expect(new Set(roomsOf(p)).size).toBe(2);
+    // Streamed, every event carries its sample's index, as SGLang's parallel samples do.
+    const streamed = await post(h, '/generate', {
+      model: 'llama-pd',
+      text: LONG,
+      stream: true,
+      sampling_params: { n: 2, max_new_tokens: 2 },
+    });
+    const events = sseData(await streamed.text());
+    expect(events.filter((e) => e === '[DONE]')).toHaveLength(1);
+    const last = new Map<number, number>();
+    for (const e of events.slice(0, -1)) {
+      const ev = JSON.parse(e) as { index: number; meta_info: { completion_tokens: number } };
+      last.set(ev.index, ev.meta_info.completion_tokens);
+    }
+    expect([...last.entries()].sort()).toEqual([
+      [0, 2],
+      [1, 2],
+    ]);
   });
 
   it('leaves n=1 as it was: one pair, n passed on', async () => {

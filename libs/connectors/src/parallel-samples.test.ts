@@ -40,9 +40,9 @@ describe('mergeSampleAnswers', () => {
   });
 
   it('makes n chat answers one: choices 0..n-1, the first id, the prompt counted once and completions summed', () => {
-    const merged = JSON.parse(
-      mergeSampleAnswers([json(answer('a', 'x', 2)), json(answer('b', 'y', 3)), json(answer('c', 'z', 4))]).toString(),
-    );
+    const { body, usage } = mergeSampleAnswers([json(answer('a', 'x', 2)), json(answer('b', 'y', 3)), json(answer('c', 'z', 4))]);
+    expect(usage).toEqual({ promptTokens: 7, completionTokens: 9 });
+    const merged = JSON.parse(body.toString());
     expect(merged.id).toBe('a');
     expect(merged.choices.map((c: { index: number; message: { content: string } }) => [c.index, c.message.content])).toEqual([
       [0, 'x'],
@@ -61,7 +61,7 @@ describe('mergeSampleAnswers', () => {
           { index: 1, text: `p1s${j}` },
         ],
       });
-    const merged = JSON.parse(mergeSampleAnswers([sample(0), sample(1)]).toString());
+    const merged = JSON.parse(mergeSampleAnswers([sample(0), sample(1)]).body.toString());
     expect(merged.choices.map((c: { index: number; text: string }) => `${c.index}:${c.text}`)).toEqual([
       '0:p0s0',
       '1:p0s1',
@@ -73,10 +73,13 @@ describe('mergeSampleAnswers', () => {
 
   it("answers /generate as SGLang answers n > 1: a list of the samples, a batch's prompt-major", () => {
     const one = (t: string) => ({ text: t, meta_info: { prompt_tokens: 3, completion_tokens: 1 } });
-    expect(JSON.parse(mergeSampleAnswers([json(one('a')), json(one('b'))]).toString())).toEqual([one('a'), one('b')]);
+    const single = mergeSampleAnswers([json(one('a')), json(one('b'))]);
+    expect(JSON.parse(single.body.toString())).toEqual([one('a'), one('b')]);
+    expect(single.usage).toEqual({ promptTokens: 3, completionTokens: 2 }); // the prompt once
     const batch = (j: number) => json([one(`p0s${j}`), one(`p1s${j}`)]);
-    const merged = JSON.parse(mergeSampleAnswers([batch(0), batch(1)]).toString()) as { text: string }[];
-    expect(merged.map((m) => m.text)).toEqual(['p0s0', 'p0s1', 'p1s0', 'p1s1']);
+    const merged = mergeSampleAnswers([batch(0), batch(1)]);
+    expect((JSON.parse(merged.body.toString()) as { text: string }[]).map((m) => m.text)).toEqual(['p0s0', 'p0s1', 'p1s0', 'p1s1']);
+    expect(merged.usage).toEqual({ promptTokens: 6, completionTokens: 4 }); // each prompt once
   });
 });
 

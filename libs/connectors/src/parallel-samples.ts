@@ -63,12 +63,25 @@ function byIndex(a: Json, b: Json): number {
   return count(a['index']) - count(b['index']);
 }
 
+/** Usage as the gateway counts it, from an OpenAI usage object. */
+function countedUsage(usage: Json | undefined): Usage | undefined {
+  return usage === undefined
+    ? undefined
+    : { promptTokens: count(usage['prompt_tokens']), completionTokens: count(usage['completion_tokens']) };
+}
+
+/** A merged answer and its token counts (each prompt once, every sample's completion). */
+export interface MergedAnswer {
+  readonly body: Buffer;
+  readonly usage: Usage | undefined;
+}
+
 /**
  * The n answers (in sample order) of a non-streamed request as the one answer the client asked for: OpenAI
  * choices re-indexed under the first answer's `id`, usage merged; `/generate` answers (an object per prompt, a list
- * for a batch) as SGLang's list of samples.
+ * for a batch) as SGLang's list of samples, counted from their `meta_info`.
  */
-export function mergeSampleAnswers(bodies: readonly Buffer[]): Buffer {
+export function mergeSampleAnswers(bodies: readonly Buffer[]): MergedAnswer {
   const n = bodies.length;
   const answers = bodies.map((b) => JSON.parse(b.toString('utf8')) as unknown);
   const first = answers[0];
@@ -80,13 +93,24 @@ export function mergeSampleAnswers(bodies: readonly Buffer[]): Buffer {
     const merged: Json = { ...first, choices: choices.sort(byIndex) };
     const usage = mergedUsage(answers.map((a) => (a as Json)['usage']));
     if (usage !== undefined) merged['usage'] = usage;
-    return Buffer.from(JSON.stringify(merged));
+    return { body: Buffer.from(JSON.stringify(merged)), usage: countedUsage(usage) };
   }
   // `/generate`: SGLang answers n > 1 with a list, one entry per (prompt, sample), prompt-major.
   const items = answers.map((a) => (Array.isArray(a) ? a : [a]));
   const merged: unknown[] = [];
-  for (let i = 0; i < items[0].length; i++) for (let j = 0; j < n; j++) merged.push(items[j][i]);
-  return Buffer.from(JSON.stringify(merged));
+  let promptTokens = 0;
+  let completionTokens = 0;
+  for (let i = 0; i < items[0].length; i++) {
+    for (let j = 0; j < n; j++) {
+      const item = items[j][i] as unknown;
+      merged.push(item);
+      const meta = isObject(item) ? item['meta_info'] : undefined;
+      if (!isObject(meta)) continue;
+      if (j === 0) promptTokens += count(meta['prompt_tokens']);
+      completionTokens += count(meta['completion_tokens']);
+    }
+  }
+  return { body: Buffer.from(JSON.stringify(merged)), usage: { promptTokens, completionTokens } };
 }
 
 /** A sample's stream carried an error event: the whole request fails with it. */
@@ -178,8 +202,8 @@ export class SampleStreamMerger {
 
   /** Token counts of the merged stream: usage chunks', else `/generate`'s `meta_info` (each prompt once). */
   get usage(): Usage | undefined {
-    const usage = mergedUsage(this.#usages);
-    if (usage !== undefined) return { promptTokens: count(usage['prompt_tokens']), completionTokens: count(usage['completion_tokens']) };
+    const usage = countedUsage(mergedUsage(this.#usages));
+    if (usage !== undefined) return usage;
     if (this.#metaInfo.size === 0) return undefined;
     let promptTokens = 0;
     let completionTokens = 0;

@@ -291,8 +291,8 @@ class StageLoop implements LegRunner, LegOwner {
     if (this.#committed || this.commit(200, SSE_CONTENT_TYPE, -1)) this.endClient(tail);
   }
 
-  respond(answer: BufferedAnswer): void {
-    const usage = parseBodyUsage(answer.body);
+  respond(answer: BufferedAnswer, counted?: Usage): void {
+    const usage = counted ?? parseBodyUsage(answer.body);
     if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
     if (this.commit(answer.status, answer.contentType, answer.body.length)) this.endClient(answer.body);
   }

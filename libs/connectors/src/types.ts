@@ -108,8 +108,11 @@ export interface LegRunner {
    * request the connector merges); its budget ends at the first byte, as a relay's; rejects like `buffered`.
    */
   tapped(spec: LegSpec, onData: (chunk: Buffer) => void): LegHandle<void>;
-  /** Writes a buffered final answer to the client (SGLang non-stream decode, once prefill also succeeded). */
-  respond(answer: BufferedAnswer): void;
+  /**
+   * Writes a buffered final answer to the client (SGLang non-stream decode, once prefill also succeeded). `usage`:
+   * its token counts when the connector knows better than the body says (merged samples); else read from the body.
+   */
+  respond(answer: BufferedAnswer, usage?: Usage): void;
   /** Writes part of an event stream the connector composes (merged samples): the 200 head goes with the first part. */
   writeStream(part: Buffer): void;
   /** Ends the event stream the connector composed with `tail`; `usage`: the answer's token counts. */

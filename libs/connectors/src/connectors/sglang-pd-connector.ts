@@ -121,7 +121,8 @@ export class SglangPdConnector implements Connector<EngineRequest> {
         return together(p, d, pair.strand).then(([, answer]) => answer);
       });
       const first = answers[0];
-      run.respond({ status: first.status, contentType: first.contentType, body: mergeSampleAnswers(answers.map((a) => a.body)) });
+      const merged = mergeSampleAnswers(answers.map((a) => a.body));
+      run.respond({ status: first.status, contentType: first.contentType, body: merged.body }, merged.usage);
       return;
     }
     const merger = new SampleStreamMerger(n, ctx.proxy.clientWantsUsage);

@@ -122,7 +122,11 @@ export class FakeLegRunner implements LegRunner {
     return this.#send('tapped', spec, (answer) => onData(answer.body));
   }
 
-  respond(answer: BufferedAnswer): void {
+  /** Token counts the connector gave with `respond`, when it gave any. */
+  respondUsage: Usage | undefined;
+
+  respond(answer: BufferedAnswer, usage?: Usage): void {
+    this.respondUsage = usage;
     this.answers.push({ via: 'respond', status: answer.status, body: answer.body.toString('utf8') });
   }
 
