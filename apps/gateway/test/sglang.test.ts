@@ -126,6 +126,21 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(new Set(roomsOf(p)).size).toBe(3);
   });
 
+  it('refuses a fan-out above 128 samples with a 400 naming n, before any engine is called', async () => {
+    for (const [path, body, param] of [
+      ['/v1/chat/completions', { n: 129, messages: [{ role: 'user', content: LONG }] }, 'n'],
+      ['/generate', { text: LONG, sampling_params: { n: 129 } }, 'sampling_params.n'],
+    ] as const) {
+      const res = await post(h, path, { model: 'llama-pd', ...body });
+      expect(res.status).toBe(400);
+      const error = ((await res.json()) as { error: { message: string; param: string } }).error;
+      expect(error.param).toBe(param);
+      expect(error.message).toContain('n=129');
+    }
+    expect(inferenceRequests(p)).toHaveLength(0);
+    expect(inferenceRequests(d)).toHaveLength(0);
+  });
+
   it('answers sampling_params.n=2 on /generate as SGLang does: a list of the samples', async () => {
     const res = await post(h, '/generate', { model: 'llama-pd', text: LONG, sampling_params: { n: 2, max_new_tokens: 2 } });
     expect(res.status).toBe(200);

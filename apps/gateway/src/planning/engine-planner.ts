@@ -18,6 +18,7 @@ import type { KvKeyRequest } from '../scheduling/kv-block-hashes';
 import { buildSchedulingRequest } from '../scheduling/scheduling-request';
 import type { EngineCredentials } from './engine-credentials';
 import { checkChatRoles } from './chat-roles';
+import { refuseLargeFanOut } from './parallel-sampling';
 
 /** What planning an engine request is built from. */
 export interface EnginePlannerDeps {
@@ -40,7 +41,7 @@ type EngineRouted = RequestContext & { readonly routing: EngineRouting };
 
 /**
  * Plans a request routed to a ModelServer: what the engines get (model rewrite, Host, credentials), what the
- * engines cannot do refused up front (chat roles they do not take), the media items and KV
+ * engines cannot do refused up front (chat roles they do not take, an SGLang PD fan-out above 128 samples), the media items and KV
  * block keys scheduling needs, then the scheduler's decision (NATS batch, or the local fallback) and the connector
  * that runs it.
  */
@@ -60,6 +61,7 @@ export class EnginePlanner {
     this.#authorize(ctx);
     const inference = isInferencePath(ctx.path);
     if (ctx.path === CHAT) checkChatRoles(ctx.body, server.engine, ctx.model);
+    if (inference && server.engine === 'SGLang' && server.mode !== 'aggregated') refuseLargeFanOut(ctx.body, ctx.model, routing);
     const enginePath = routing.upstreamPath ?? ctx.path;
     const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;
