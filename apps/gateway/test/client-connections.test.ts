@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
@@ -158,6 +159,34 @@ describe('gateway, client connections: per-address cap and client timeouts', () 
     // One answer, the 429, and nothing after it; the engine never saw the request.
     expect([...raw.matchAll(/HTTP\/1\.1 \d{3} /g)].map((m) => m[0])).toEqual(['HTTP/1.1 429 ']);
     expect(inferenceRequests(sim).length).toBe(before);
+  });
+
+  it('is read as the answer by a node:http client that sends its request (and a body) on the refused connection', async () => {
+    for (let i = 0; i < CAP; i++) expect((await (await open('127.0.0.9')).ask(HEALTHZ)).status).toBe(200);
+    const body = JSON.stringify({ model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'x'.repeat(200_000) }] });
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port: h.gateway.port,
+          localAddress: '127.0.0.9',
+          method: 'POST',
+          path: '/v1/chat/completions',
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(answer.status).toBe(429);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { type: 'rate_limit_error', code: 'GATEWAY_TOO_MANY_CONNECTIONS' } });
   });
 
   it('frees a slot when a connection of the address closes', async () => {
