@@ -6,8 +6,14 @@ import { NatsSettings, OpsSettings, Setting, resolveSettings, type SettingSource
 
 const Ms = Setting.ms(0);
 
+/**
+ * Open connections per client address by default: far above what one client needs (HTTP/1.1 clients open one per
+ * concurrent request), so a proxy in front that does not keep client addresses is not refused at ordinary loads.
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1024;
+
 /** Gateway configuration: flags over `TRIAD_*` environment variables over a settings file over defaults. */
-const GatewayConfigSchema = z.object({
+const GatewayConfigFields = z.object({
   nats: NatsSettings.servers().default(NatsSettings.defaultUrl),
   /** JetStream replicas of the KV buckets this service creates (3 on a 3-node NATS cluster). */
   kvReplicas: NatsSettings.kvReplicas().default(1),
@@ -15,6 +21,24 @@ const GatewayConfigSchema = z.object({
   port: Setting.port().default(8080),
   metricsPort: Setting.port().default(9090),
   metricsHost: OpsSettings.host(),
+  /**
+   * Open connections one client address may hold (0: no cap); one more is answered 429
+   * (`GATEWAY_TOO_MANY_CONNECTIONS`) and closed. The address is the socket's peer: behind a proxy or load balancer
+   * that does not keep client addresses, every client shares the proxy's, and this bounds the proxy's connections.
+   */
+  maxConnectionsPerClient: Setting.count(0, 1_000_000).default(DEFAULT_MAX_CONNECTIONS_PER_CLIENT),
+  /** A request head not complete this long after its first byte (or the connection's opening) gets 408 and the close. */
+  headersTimeoutMs: Setting.ms(1).default(10_000),
+  /**
+   * A request (head and body) not received this long after its first byte gets 408 and the close: node's
+   * `requestTimeout`, which times receiving only, never the answer (a stream runs as long as it runs).
+   */
+  requestReceiveTimeoutMs: Setting.ms(1).default(120_000),
+  /**
+   * How long a client connection may stay idle between requests. Above the idle timeout of the proxies and load
+   * balancers in front (commonly 60 s), so they close idle connections first and never send on one closing here.
+   */
+  keepAliveTimeoutMs: Setting.ms(1).default(75_000),
   /** Largest request body accepted (bytes); larger ones get 413. */
   bodyLimit: Setting.bytes(1024).default(10 * 1024 * 1024),
   /** Bytes of an oversized body read and dropped before the 413 goes out (so a client still sending reads it). */
@@ -95,6 +119,19 @@ const GatewayConfigSchema = z.object({
    */
   schedulerConfig: Setting.file().optional(),
 });
+
+/** The settings checked together: node refuses a header timeout over the request timeout (which covers the head too). */
+const GatewayConfigSchema = GatewayConfigFields.superRefine((config, ctx) => {
+  if (config.headersTimeoutMs > config.requestReceiveTimeoutMs) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['headersTimeoutMs'],
+      message:
+        `${config.headersTimeoutMs} ms is longer than request-receive-timeout-ms (${config.requestReceiveTimeoutMs} ms), ` +
+        'which times the whole request, head included',
+    });
+  }
+});
 export type GatewayConfig = z.infer<typeof GatewayConfigSchema>;
 
 /** The flag / settings-file name and environment variable of each setting. */
@@ -105,6 +142,10 @@ export const CONFIG_SOURCES: SettingSources<GatewayConfig> = {
   port: { name: 'port', env: 'TRIAD_PORT' },
   metricsPort: { name: 'metrics-port', env: 'TRIAD_METRICS_PORT' },
   metricsHost: OpsSettings.sources.metricsHost,
+  maxConnectionsPerClient: { name: 'max-connections-per-client', env: 'TRIAD_MAX_CONNECTIONS_PER_CLIENT' },
+  headersTimeoutMs: { name: 'headers-timeout-ms', env: 'TRIAD_HEADERS_TIMEOUT_MS' },
+  requestReceiveTimeoutMs: { name: 'request-receive-timeout-ms', env: 'TRIAD_REQUEST_RECEIVE_TIMEOUT_MS' },
+  keepAliveTimeoutMs: { name: 'keep-alive-timeout-ms', env: 'TRIAD_KEEP_ALIVE_TIMEOUT_MS' },
   bodyLimit: { name: 'body-limit', env: 'TRIAD_BODY_LIMIT' },
   bodyDiscardLimit: { name: 'body-discard-limit', env: 'TRIAD_BODY_DISCARD_LIMIT' },
   maxJsonDepth: { name: 'max-json-depth', env: 'TRIAD_MAX_JSON_DEPTH' },

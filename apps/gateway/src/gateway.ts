@@ -20,6 +20,8 @@ import { InferenceHandler } from './http/inference-handler';
 import { EngineCredentials } from './planning/engine-credentials';
 import { EnginePlanner } from './planning/engine-planner';
 import { buildHttpServer } from './http/server';
+import { ClientConnectionCap } from './http/client-connection-cap';
+import { tooManyConnectionsResponse } from './http/http-layer';
 import { GatewayMetrics } from './observability/metrics';
 import { registerKeyAgreementMetrics, registerKvKeyMetrics } from './observability/kv-key-metrics';
 import { OutlierDetector, countEjected } from './outliers/outlier-detector';
@@ -214,9 +216,23 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   // The fallback's affinity records leave with the dispatch events: one window, one write (in-process scheduling
   // learns records on every decision).
   fallback.followAffinity(bus, (send) => dispatch.alongside(send));
+  // One cap for every server (the API port and the Gateway API listener ports): a client is its address.
+  const connectionCap = new ClientConnectionCap({
+    maxPerClient: config.maxConnectionsPerClient,
+    answer: tooManyConnectionsResponse(config.maxConnectionsPerClient),
+    lingerMs: config.headersTimeoutMs,
+    onRefused: (address, first) => {
+      metrics.connectionRefused('per_client_cap');
+      if (first) logger.warn({ address, max: config.maxConnectionsPerClient }, 'client address at its connection cap: refusing more');
+    },
+  });
   const serverOptions = {
     bodyLimit: config.bodyLimit,
     bodyDiscardLimit: config.bodyDiscardLimit,
+    keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+    headersTimeoutMs: config.headersTimeoutMs,
+    requestTimeoutMs: config.requestReceiveTimeoutMs,
+    connectionCap,
     handler,
     routes: kv.routes,
     ready,

@@ -29,6 +29,8 @@ export const ErrorCode = {
   GatewayExpectationFailed: 'GATEWAY_EXPECTATION_FAILED',
   /** The gateway is shutting down and takes no new requests (503; the client should go to another replica). */
   GatewayDraining: 'GATEWAY_DRAINING',
+  /** The client's address holds as many open connections as the gateway allows one address (429, then closed). */
+  GatewayTooManyConnections: 'GATEWAY_TOO_MANY_CONNECTIONS',
   UpstreamError: 'GATEWAY_UPSTREAM_ERROR',
   UpstreamTimeout: 'GATEWAY_UPSTREAM_TIMEOUT',
   UpstreamConnect: 'GATEWAY_UPSTREAM_CONNECT',

@@ -2,6 +2,7 @@ import { STATUS_CODES, createServer, type IncomingMessage, type RequestListener,
 import type { Duplex, Readable } from 'node:stream';
 import { ErrorCode } from '@triad/errors';
 import { BadRequestError, BodyTooLargeError, HttpLayerError, toOpenAiError } from '@triad/request';
+import { isRefusedConnection, type ClientConnectionCap } from './client-connection-cap';
 
 /**
  * The HTTP layer under fastify, where node itself would answer: malformed requests, header overflow, request
@@ -101,7 +102,17 @@ export interface HttpLayerOptions {
   readonly bodyLimit: number;
   /** How many bytes of an oversized body are read and dropped before the 413, so the client reads it. */
   readonly discardLimit: number;
+  /** node's `keepAliveTimeout`: how long a connection may stay idle between requests. */
   readonly keepAliveTimeoutMs: number;
+  /** node's `headersTimeout`: a request head not complete this long after its first byte gets a 408 and the close. */
+  readonly headersTimeoutMs: number;
+  /**
+   * node's `requestTimeout`: a request (head and body) not received this long after its first byte gets a 408
+   * and the close. Receiving only: an answer being written (a stream) is not timed by it.
+   */
+  readonly requestTimeoutMs: number;
+  /** Open connections per client address; the same cap for every server of the gateway. */
+  readonly connectionCap?: ClientConnectionCap | undefined;
   /** The gateway is shutting down: requests still arriving on open connections get a 503 and the connection closes. */
   readonly draining: () => boolean;
 }
@@ -119,9 +130,16 @@ function contentLengthOf(req: IncomingMessage): number {
  * (OpenAI-shaped 400) rather than by node (bare 400); `Expect: 100-continue` with a body over the limit gets its
  * 413 at once (the client never sends the body), other expectations an OpenAI-shaped 417; while draining, a new
  * request gets an OpenAI-shaped 503 (fastify's own would not be) so the client's retry goes to another replica.
+ * The header, request and keep-alive timeouts are the gateway's settings (node's are 60 s, 300 s, 5 s); a client
+ * address over `connectionCap` is answered 429 when it connects (client-connection-cap.ts).
  */
 export function createGatewayServer(handler: RequestListener, options: HttpLayerOptions, direct?: RequestTakerFn): Server {
-  const server = createServer({ requireHostHeader: false }, (req, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    if (isRefusedConnection(req.socket)) {
+      // Answered 429 when it connected; what it sends after that is read and dropped.
+      req.resume();
+      return;
+    }
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
       // The body (if any) is not read: the connection closes after the answer.
       writeError(res, new BadRequestError('HTTP/1.1 requests must carry a Host header'), true);
@@ -132,9 +150,23 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
       return;
     }
     if (direct?.(req, res) !== true) handler(req, res);
-  });
-  server.keepAliveTimeout = options.keepAliveTimeoutMs;
+  };
+  const server = createServer(
+    {
+      requireHostHeader: false,
+      headersTimeout: options.headersTimeoutMs,
+      requestTimeout: options.requestTimeoutMs,
+      keepAliveTimeout: options.keepAliveTimeoutMs,
+      connectionsCheckingInterval: connectionsCheckingIntervalOf(options.headersTimeoutMs),
+    },
+    onRequest,
+  );
+  options.connectionCap?.attach(server);
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (isRefusedConnection(req.socket)) {
+      req.resume();
+      return;
+    }
     if (contentLengthOf(req) > options.bodyLimit) {
       writeError(res, bodyTooLarge(options.bodyLimit), true);
       return;
@@ -143,6 +175,10 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
     server.emit('request', req, res);
   });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    if (isRefusedConnection(req.socket)) {
+      req.resume();
+      return;
+    }
     writeError(
       res,
       new HttpLayerError(ErrorCode.GatewayExpectationFailed, "the only expectation the gateway supports is 'Expect: 100-continue'"),
@@ -151,6 +187,26 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
     req.resume();
   });
   return server;
+}
+
+/**
+ * How often node looks for requests over their header or request timeout (its default is 30 s, which would let a
+ * 10 s header timeout act at up to 40 s): a tenth of the header timeout, from 25 ms to 1 s, so a timeout acts at
+ * most 10% (and 1 s) late. A check walks only the connections receiving a request.
+ */
+export function connectionsCheckingIntervalOf(headersTimeoutMs: number): number {
+  return Math.min(1_000, Math.max(25, Math.floor(headersTimeoutMs / 10)));
+}
+
+/** The raw answer of a connection over the per-client cap (written before its request is read; closes it). */
+export function tooManyConnectionsResponse(maxPerClient: number): string {
+  return rawErrorResponse(
+    new HttpLayerError(
+      ErrorCode.GatewayTooManyConnections,
+      `too many open connections from this client address (the gateway allows ${maxPerClient}, setting ` +
+        'max-connections-per-client); close idle connections or reuse them',
+    ),
+  );
 }
 
 export function bodyTooLarge(limit: number): BodyTooLargeError {

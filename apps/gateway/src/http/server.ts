@@ -4,6 +4,7 @@ import { BadRequestError, BodyTooLargeError, NotFoundError, PathNotFoundError, e
 import { bodyTooLarge, createGatewayServer, errorAnswer, onClientError, readBody, type HttpLayerOptions } from './http-layer';
 import { inferenceRoute } from './inference-route';
 import type { InferenceHandler } from './inference-handler';
+import type { ClientConnectionCap } from './client-connection-cap';
 import type { RouteTable } from '../routing/route-table';
 import type { GatewayApiView } from '../gateway-api/gateway-api-view';
 
@@ -11,6 +12,14 @@ export interface HttpServerOptions {
   readonly bodyLimit: number;
   /** Bytes of an oversized body read and dropped before the 413 (so clients still sending can read it). */
   readonly bodyDiscardLimit: number;
+  /** Idle time allowed between requests on a connection. */
+  readonly keepAliveTimeoutMs: number;
+  /** Time allowed to send a request head, from its first byte (408 and close past it). */
+  readonly headersTimeoutMs: number;
+  /** Time allowed to send a whole request, head and body, from its first byte (408 and close past it). */
+  readonly requestTimeoutMs: number;
+  /** Open connections per client address, shared by every server built with these options. */
+  readonly connectionCap?: ClientConnectionCap | undefined;
   /** The gateway is shutting down (new requests on open connections get a 503). */
   readonly draining: () => boolean;
   readonly handler: InferenceHandler;
@@ -54,7 +63,10 @@ export function buildHttpServer(options: HttpServerOptions): FastifyInstance {
   const layer: HttpLayerOptions = {
     bodyLimit: options.bodyLimit,
     discardLimit: options.bodyDiscardLimit,
-    keepAliveTimeoutMs: 75_000,
+    keepAliveTimeoutMs: options.keepAliveTimeoutMs,
+    headersTimeoutMs: options.headersTimeoutMs,
+    requestTimeoutMs: options.requestTimeoutMs,
+    connectionCap: options.connectionCap,
     draining: options.draining,
   };
   const fastifyError = (err: unknown) =>

@@ -257,6 +257,14 @@ export class GatewayMetrics {
     labelNames: ['model', 'stage'],
     registers: [this.registry],
   });
+  readonly #connectionsRefused = new Counter({
+    name: 'triad_gateway_connections_refused_total',
+    help:
+      'Client connections answered 429 and closed when they opened, by reason (per_client_cap: their address held ' +
+      'max-connections-per-client open connections already)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly #children = new Map<string, Children>();
   #lastChildren: (Pick<RequestSample, 'model' | 'path' | 'route' | 'server' | 'mode'> & { readonly children: Children }) | undefined;
   readonly #downstreamByModel = new Map<string, GaugeChild>();
@@ -273,6 +281,7 @@ export class GatewayMetrics {
     for (const reason of EC_HANDOFF_FAILURE_REASONS) this.#ecHandoff.inc({ reason }, 0);
     for (const connector of KV_PARAMS_CONNECTORS) this.#kvParamsMissing.inc({ connector }, 0);
     for (const outcome of ['ok', 'failed']) this.#kvReleases.inc({ engine: 'vLLM', outcome }, 0);
+    this.#connectionsRefused.inc({ reason: 'per_client_cap' }, 0);
   }
 
   /** The model's child of a one-label gauge, cached by the model name itself (no key string built per call). */
@@ -388,6 +397,11 @@ export class GatewayMetrics {
 
   streams(model: string, delta: number): void {
     this.#byModel(this.#activeStreams, this.#streamsByModel, model).inc(delta);
+  }
+
+  /** A client connection refused when it opened (its address over the per-client connection cap). */
+  connectionRefused(reason: 'per_client_cap'): void {
+    this.#connectionsRefused.inc({ reason });
   }
 
   rateLimited(model: string, limitType: string, path: string): void {

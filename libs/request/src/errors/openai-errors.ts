@@ -37,6 +37,7 @@ const STATUS: Readonly<Record<ErrorCodeValue, number>> = {
   [ErrorCode.GatewayRequestTimeout]: 408,
   [ErrorCode.GatewayExpectationFailed]: 417,
   [ErrorCode.GatewayDraining]: 503,
+  [ErrorCode.GatewayTooManyConnections]: 429,
   [ErrorCode.AdmissionUnavailable]: 503,
   [ErrorCode.UpstreamError]: 502,
   [ErrorCode.UpstreamTimeout]: 504,

@@ -46,8 +46,8 @@ export class BodyTooLargeError extends RequestError {
 
 /**
  * An error of the HTTP layer itself, before a request reaches the pipeline: headers too large (431), the request
- * not sent in time (408), an unsupported `Expect` (417), the gateway draining (503). Malformed requests are
- * BadRequestErrors.
+ * not sent in time (408), an unsupported `Expect` (417), the gateway draining (503), a client address over its
+ * connection cap (429). Malformed requests are BadRequestErrors.
  */
 export class HttpLayerError extends RequestError {
   constructor(
@@ -55,7 +55,8 @@ export class HttpLayerError extends RequestError {
       | typeof ErrorCode.GatewayHeadersTooLarge
       | typeof ErrorCode.GatewayRequestTimeout
       | typeof ErrorCode.GatewayExpectationFailed
-      | typeof ErrorCode.GatewayDraining,
+      | typeof ErrorCode.GatewayDraining
+      | typeof ErrorCode.GatewayTooManyConnections,
     message: string,
   ) {
     super(code, message);
