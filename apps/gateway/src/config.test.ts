@@ -63,7 +63,7 @@ describe('resolveConfig', () => {
     expect(resolveConfig({}, {})).toMatchObject({
       maxConnectionsPerClient: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
       headersTimeoutMs: 10_000,
-      requestReceiveTimeoutMs: 120_000,
+      requestReceiveTimeoutMs: 300_000,
       keepAliveTimeoutMs: 75_000,
     });
     const c = resolveConfig(

@@ -31,9 +31,11 @@ const GatewayConfigFields = z.object({
   headersTimeoutMs: Setting.ms(1).default(10_000),
   /**
    * A request (head and body) not received this long after its first byte gets 408 and the close: node's
-   * `requestTimeout`, which times receiving only, never the answer (a stream runs as long as it runs).
+   * `requestTimeout`, which times receiving only, never the answer (a stream runs as long as it runs). node's own
+   * 300 s: a large body (images inlined as base64, up to the body limit) from a slow client must still arrive; the
+   * header timeout is what cuts a client that never finishes its head.
    */
-  requestReceiveTimeoutMs: Setting.ms(1).default(120_000),
+  requestReceiveTimeoutMs: Setting.ms(1).default(300_000),
   /**
    * How long a client connection may stay idle between requests. Above the idle timeout of the proxies and load
    * balancers in front (commonly 60 s), so they close idle connections first and never send on one closing here.
