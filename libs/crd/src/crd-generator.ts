@@ -116,6 +116,13 @@ function modelServerSpec(): JsonSchema {
       message: 'pipelineMode epd needs workloadSelector.pdGroup with encodeLabels and decodeLabels',
     },
   ];
+  const engineAuth = (spec['properties'] as Record<string, JsonSchema>)['engineAuth'] as JsonSchema;
+  engineAuth['x-kubernetes-validations'] = [
+    {
+      rule: '!has(self.secretRef) || (!has(self.credential) && !(has(self.passThrough) && self.passThrough))',
+      message: 'secretRef is not used together with credential or passThrough: choose one source of Authorization',
+    },
+  ];
   return spec;
 }
 

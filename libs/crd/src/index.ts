@@ -10,6 +10,7 @@ export {
   PipelineModeSchema,
   ModelServerSpecSchema,
   ModelServerSchema,
+  EngineSecretRefSchema,
   DEFAULT_SGLANG_BOOTSTRAP_PORT,
   DEFAULT_MOONCAKE_BOOTSTRAP_PORT,
   resolvePipelineMode,
@@ -34,6 +35,7 @@ export type {
   ModelServerSpec,
   ModelServer,
   EcConnectorType,
+  EngineSecretRef,
 } from './model-server';
 export { EC_CONTROL_PORT_ANNOTATION, defaultEcControlAddresses, ecControlOf } from './ec-annotations';
 export { GATEWAY_API_GROUP, RateLimitUnitSchema, ModelRouteSpecSchema, ModelRouteSchema, RATE_LIMIT_UNIT_SECONDS } from './model-route';

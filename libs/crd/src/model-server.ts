@@ -189,6 +189,13 @@ export const ConnectionPoolSchema = z.object({
 /** A name of an engine credential the gateway holds (one path segment: no `/`, not `.` or `..`). */
 export const ENGINE_CREDENTIAL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 
+/** A key of a Secret in the ModelServer's own namespace (no `namespace` field: a spec cannot reach another namespace's Secrets). */
+export const EngineSecretRefSchema = z.object({
+  name: z.string().min(1).max(253).meta({ description: "Secret name, in the ModelServer's namespace" }),
+  key: z.string().min(1).max(253).meta({ description: 'Key within the Secret' }),
+});
+export type EngineSecretRef = z.infer<typeof EngineSecretRefSchema>;
+
 export const EngineAuthSchema = z.object({
   passThrough: z.boolean().default(false).meta({
     description: "Forward the client's Authorization header to every engine leg (for engines that check it themselves)",
@@ -202,8 +209,14 @@ export const EngineAuthSchema = z.object({
       description:
         'Name of an engine credential the gateway holds: the file <engine credentials dir>/<namespace>/<name> ' +
         '(a key of a Secret mounted into the gateway), sent as `Authorization: Bearer <contents>` on every engine leg. ' +
-        'Not together with passThrough',
+        'Not together with passThrough or secretRef',
     }),
+  secretRef: EngineSecretRefSchema.optional().meta({
+    description:
+      "A key of a Secret in the ModelServer's own namespace, sent as `Authorization: Bearer <value>` on every engine leg. " +
+      'The Secret must carry the label networking.serving.volcano.sh/external-model-provider-credential=true (the pod-watcher ' +
+      'reads no other Secret); its value reaches the gateways sealed. Not together with passThrough or credential',
+  }),
 });
 
 export const ModelServerSpecSchema = z.object({

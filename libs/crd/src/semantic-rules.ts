@@ -67,6 +67,18 @@ export function modelServerRules(spec: unknown): ValidationProblem[] {
       message: "passThrough and credential both set Authorization: choose one (the client's, or the named credential)",
     });
   }
+  if (auth && auth['secretRef'] !== undefined && auth['passThrough'] === true) {
+    problems.push({
+      path: 'spec.engineAuth',
+      message: "passThrough and secretRef both set Authorization: choose one (the client's, or the Secret's)",
+    });
+  }
+  if (auth && auth['secretRef'] !== undefined && auth['credential'] !== undefined) {
+    problems.push({
+      path: 'spec.engineAuth',
+      message: "credential and secretRef both set Authorization: choose one (the gateway's file, or the namespace's Secret)",
+    });
+  }
   if (s['ecConnector'] !== undefined) {
     if (s['inferenceEngine'] !== 'vLLM') {
       problems.push({ path: 'spec.ecConnector', message: `is a vLLM EPD setting; inferenceEngine is ${String(s['inferenceEngine'])}` });

@@ -132,6 +132,26 @@ describe('ModelServer validation errors', () => {
       ["spec.engineAuth: passThrough and credential both set Authorization: choose one (the client's, or the named credential)"],
     ],
     [
+      'engine secretRef and pass-through together',
+      { engineAuth: { passThrough: true, secretRef: { name: 'engine-key', key: 'token' } } },
+      ["spec.engineAuth: passThrough and secretRef both set Authorization: choose one (the client's, or the Secret's)"],
+    ],
+    [
+      'engine secretRef and credential together',
+      { engineAuth: { credential: 'qwen-key', secretRef: { name: 'engine-key', key: 'token' } } },
+      ["spec.engineAuth: credential and secretRef both set Authorization: choose one (the gateway's file, or the namespace's Secret)"],
+    ],
+    [
+      'engine secretRef without a key',
+      { engineAuth: { secretRef: { name: 'engine-key' } } },
+      ['spec.engineAuth.secretRef.key: Invalid input: expected string, received undefined'],
+    ],
+    [
+      'engine secretRef with an empty name',
+      { engineAuth: { secretRef: { name: '', key: 'token' } } },
+      ['spec.engineAuth.secretRef.name: Too small: expected string to have >=1 characters'],
+    ],
+    [
       'engine credential that is a path',
       { engineAuth: { credential: '../gateway/key' } },
       ['spec.engineAuth.credential: Invalid string: must match pattern /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/'],
@@ -227,6 +247,12 @@ describe('ModelServer validation errors', () => {
   ];
   it.each(cases)('%s', (_name, spec, expected) => {
     expect(problemsOf(server(spec))).toEqual(expected);
+  });
+
+  it('accepts an engine secretRef alone, or with passThrough false', () => {
+    const secretRef = { name: 'engine-key', key: 'token' };
+    expect(problemsOf(server({ engineAuth: { secretRef } }))).toEqual([]);
+    expect(problemsOf(server({ engineAuth: { passThrough: false, secretRef } }))).toEqual([]);
   });
 
   it('reports every problem of one object together', () => {
