@@ -32,6 +32,8 @@ export type {
 } from './records';
 export { ExternalProviderRecordSchema, ProviderCredentialRecordSchema } from './provider-records';
 export type { ExternalProviderRecord, ProviderCredentialRecord } from './provider-records';
+export { EngineCredentialRecordSchema, engineCredentialAad } from './engine-credential-records';
+export type { EngineCredentialRecord } from './engine-credential-records';
 export { GatewayRecordSchema, HttpRouteRecordSchema } from './gateway-records';
 export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gateway-records';
 export { sealCredential, openCredential } from './credentials';

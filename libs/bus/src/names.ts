@@ -41,6 +41,11 @@ export const Buckets = {
    * `ns.provider`. Read by the gateway alone.
    */
   providerCredentials: 'triad_v1_provider_credentials',
+  /**
+   * ModelServers' engine credentials (`engineAuth.secretRef`): where each stands and, when it resolves, its value
+   * sealed as provider credentials are. Key `ns.modelserver`. Read by the gateway alone.
+   */
+  engineCredentials: 'triad_v1_engine_credentials',
   /** Gateway API mode: Gateways of Triad's classes (and the default one), their HTTP listeners. Key `ns.name`. */
   gateways: 'triad_v1_gateways',
   /** Gateway API mode: HTTPRoutes attached to those Gateways, as Triad serves them. Key `ns.name`. */
