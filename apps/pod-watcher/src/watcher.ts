@@ -2,6 +2,7 @@ import { Buckets, ScrapeFreshnessRecordSchema, objectKey } from '@triad/bus';
 import { connectBus, loadCredentialsKey, type Bus } from '@triad/bus/client';
 import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
+import { EngineCredentialSync } from './engine-credentials/engine-credential-sync';
 import { GatewayApiSync } from './gateway-api/gateway-api-sync';
 import { Inventory } from './inventory/inventory';
 import { ProviderSync } from './providers/provider-sync';
@@ -212,12 +213,19 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
           ...(defaultGateway ? { defaultGateway } : {}),
         })
       : undefined;
+    const engineCredentials = new EngineCredentialSync({
+      inventory,
+      records: pub.engineCredentials,
+      ...status,
+      ...(credentialsKey ? { credentialsKey } : {}),
+    });
     reconciler = new Reconciler({
       inventory,
       scraper,
       publisher: pub,
       registry,
       providers,
+      engineCredentials,
       ...(gatewayApi ? { gatewayApi } : {}),
       source: config.source.kind,
       encodersPerPrefill: config.encodersPerPrefill,

@@ -37,6 +37,7 @@ export type { EngineCredentialRecord } from './engine-credential-records';
 export { GatewayRecordSchema, HttpRouteRecordSchema } from './gateway-records';
 export type { GatewayRecord, HttpRouteRuleRecord, HttpRouteRecord } from './gateway-records';
 export { sealCredential, openCredential } from './credentials';
+export type { SealedCredential } from './credentials';
 export { SchedulingLimits, SchedulingRequestSchema, ScheduleBatchSchema, ScheduleBatchReplySchema } from './scheduling';
 export { readSchedulingRequest } from './scheduling-read';
 export { scheduleReplyJson } from './scheduling-write';

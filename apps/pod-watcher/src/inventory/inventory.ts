@@ -77,8 +77,11 @@ function fingerprint(value: KindTypes[ValidatedKind]): string {
   }
 }
 
-/** Kinds whose latest version (valid or not) the watcher reports on from the reconciler. */
-const OBSERVED = new Set<string>(['ExternalModelProvider', 'HTTPRoute']);
+/**
+ * Kinds whose latest version (valid or not) the watcher reports on from the reconciler (ModelServers: their engine
+ * credential condition).
+ */
+const OBSERVED = new Set<string>(['ExternalModelProvider', 'HTTPRoute', 'ModelServer']);
 
 /**
  * The last valid version of every object the watcher reads. A version that fails libs/crd validation is logged,
@@ -220,8 +223,8 @@ export class Inventory {
     return this.#namespaceLabels.get(name);
   }
 
-  /** Generation and status of the latest version of an ExternalModelProvider or HTTPRoute, valid or not. */
-  observed(kind: 'ExternalModelProvider' | 'HTTPRoute', namespace: string, name: string): ObservedObject | undefined {
+  /** Generation and status of the latest version of an ExternalModelProvider, HTTPRoute or ModelServer, valid or not. */
+  observed(kind: 'ExternalModelProvider' | 'HTTPRoute' | 'ModelServer', namespace: string, name: string): ObservedObject | undefined {
     return this.#observed.get(`${kind}/${namespace}/${name}`);
   }
 

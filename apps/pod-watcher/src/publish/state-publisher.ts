@@ -1,6 +1,7 @@
 import {
   Buckets,
   EndpointRecordSchema,
+  EngineCredentialRecordSchema,
   ExternalProviderRecordSchema,
   GatewayRecordSchema,
   HttpRouteRecordSchema,
@@ -10,6 +11,7 @@ import {
   parseEndpointKey,
   parseObjectKey,
   type EndpointRecord,
+  type EngineCredentialRecord,
   type ExternalProviderRecord,
   type GatewayRecord,
   type HttpRouteRecord,
@@ -59,6 +61,7 @@ const SCHEMAS: Readonly<Record<string, z.ZodType>> = {
   [Buckets.modelRoutes]: ModelRouteRecordSchema,
   [Buckets.externalProviders]: ExternalProviderRecordSchema,
   [Buckets.providerCredentials]: ProviderCredentialRecordSchema,
+  [Buckets.engineCredentials]: EngineCredentialRecordSchema,
   [Buckets.gateways]: GatewayRecordSchema,
   [Buckets.httpRoutes]: HttpRouteRecordSchema,
 };
@@ -77,6 +80,7 @@ export class StatePublisher {
   readonly modelRoutes: KvPublisher<ModelRouteRecord>;
   readonly externalProviders: KvPublisher<ExternalProviderRecord>;
   readonly providerCredentials: KvPublisher<ProviderCredentialRecord>;
+  readonly engineCredentials: KvPublisher<EngineCredentialRecord>;
   readonly gateways: KvPublisher<GatewayRecord>;
   readonly httpRoutes: KvPublisher<HttpRouteRecord>;
   readonly lease: WriterLease;
@@ -117,11 +121,13 @@ export class StatePublisher {
     this.modelRoutes = objects<ModelRouteRecord>(Buckets.modelRoutes);
     this.externalProviders = objects<ExternalProviderRecord>(Buckets.externalProviders);
     this.providerCredentials = objects<ProviderCredentialRecord>(Buckets.providerCredentials);
+    this.engineCredentials = objects<EngineCredentialRecord>(Buckets.engineCredentials);
     this.gateways = objects<GatewayRecord>(Buckets.gateways);
     this.httpRoutes = objects<HttpRouteRecord>(Buckets.httpRoutes);
     // What a record refers to goes first, so a reader never sees a route naming a provider or Gateway it does not
     // know yet, nor endpoints of a ModelServer it does not know.
     this.#all = [
+      this.engineCredentials,
       this.modelServers,
       this.externalProviders,
       this.providerCredentials,

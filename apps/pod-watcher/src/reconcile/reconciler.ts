@@ -4,6 +4,7 @@ import type { Logger } from '@triad/runtime';
 import { finishReconcileSpan, startReconcileSpan } from '@triad/telemetry';
 import type { GatewayApiSync } from '../gateway-api/gateway-api-sync';
 import { poolModelServer } from '../gateway-api/pool-server';
+import type { EngineCredentialSync } from '../engine-credentials/engine-credential-sync';
 import type { Inventory, InventoryChange } from '../inventory/inventory';
 import type { ProviderSync } from '../providers/provider-sync';
 import type { StatePublisher } from '../publish/state-publisher';
@@ -26,6 +27,8 @@ export interface ReconcilerOptions {
   readonly logger?: Logger;
   /** ExternalModelProviders, their credentials and status. */
   readonly providers: ProviderSync;
+  /** ModelServers' engine credentials (`engineAuth.secretRef`), sealed, and their condition. */
+  readonly engineCredentials?: EngineCredentialSync;
   /** Gateway API mode (`--gateway-api`): Gateways, HTTPRoutes, InferencePools. */
   readonly gatewayApi?: GatewayApiSync;
   readonly now?: () => number;
@@ -87,7 +90,7 @@ export class Reconciler {
   /** Inventory listener. */
   onInventoryChange(c: InventoryChange): void {
     this.#changedKinds.add(c.kind);
-    const { providers, gatewayApi } = this.#opts;
+    const { providers, gatewayApi, engineCredentials } = this.#opts;
     switch (c.kind) {
       case 'Pod': {
         let pods = this.#dirtyPods.get(c.namespace);
@@ -98,6 +101,7 @@ export class Reconciler {
       case 'ModelServer':
         this.#dirtyNamespaces.add(c.namespace);
         this.#dirtyServers.add(`${c.namespace}/${c.name}`);
+        engineCredentials?.server(c.namespace, c.name);
         break;
       case 'ModelRoute':
         this.#dirtyRoutes.add(`${c.namespace}/${c.name}`);
@@ -108,6 +112,7 @@ export class Reconciler {
         break;
       case 'Secret':
         providers.secret(c.namespace, c.name);
+        engineCredentials?.secret(c.namespace, c.name);
         break;
       case 'InferencePool':
         if (!gatewayApi) break;
@@ -216,6 +221,7 @@ export class Reconciler {
       this.#dirtyNamespaces.size > 0 ||
       this.#dirtyPods.size > 0 ||
       this.#opts.providers.pending ||
+      (this.#opts.engineCredentials?.pending ?? false) ||
       (this.#opts.gatewayApi?.pending ?? false);
     if (!inventoryDirty && this.#rejected === 0) {
       if (this.#registryDirty) this.#updateRegistryPlan();
@@ -251,6 +257,8 @@ export class Reconciler {
     const { inventory, publisher, providers, gatewayApi } = this.#opts;
     // Providers and Gateway API first: route records carry their outcome (provider readiness, attachments).
     for (const ns of providers.flush()) for (const mr of inventory.modelRoutes(ns)) this.#dirtyRoutes.add(`${ns}/${mr.metadata.name}`);
+    // Engine credentials before the ModelServer records, so a gateway that learns a server can find its credential.
+    this.#opts.engineCredentials?.flush();
     if (gatewayApi?.flush())
       for (const mr of inventory.modelRoutes()) this.#dirtyRoutes.add(`${mr.metadata.namespace}/${mr.metadata.name}`);
     for (const id of this.#dirtyServers) {

@@ -45,6 +45,12 @@ export class KubeStatusWriter implements StatusReporter {
   /** id → what is being written now (its own echo may arrive before the patch's answer). */
   readonly #inFlight = new Map<string, string>();
   readonly #prunedSaid = new Set<string>();
+  /**
+   * id → the latest condition of each type the watcher reported on the object. Conditions of one object come from
+   * several places (a ModelServer's Accepted from validation, its EngineCredentialResolved from the reconciler); a
+   * write carries all of them, since the merge patch replaces the whole list and must not drop one another set.
+   */
+  readonly #desired = new Map<string, Map<string, Condition>>();
   #active = 0;
   #closed = false;
   readonly #timers = new Set<NodeJS.Timeout>();
@@ -65,10 +71,15 @@ export class KubeStatusWriter implements StatusReporter {
     kind: StatusKind,
     namespace: string,
     name: string,
-    desired: readonly Condition[],
+    reported: readonly Condition[],
     observed: ObservedObject,
     observedGeneration?: number,
   ): void {
+    const id = `${kind}/${namespace}/${name}`;
+    let mine = this.#desired.get(id);
+    if (!mine) this.#desired.set(id, (mine = new Map()));
+    for (const d of reported) mine.set(d.type, d);
+    const desired = [...mine.values()];
     const current = currentConditions({ status: observed.status });
     const currentGeneration = (observed.status as { observedGeneration?: unknown } | undefined)?.observedGeneration;
     const generationDiffers = observedGeneration !== undefined && currentGeneration !== observedGeneration;
@@ -99,6 +110,7 @@ export class KubeStatusWriter implements StatusReporter {
     this.#pending.delete(id);
     this.#written.delete(id);
     this.#prunedSaid.delete(id);
+    this.#desired.delete(id);
   }
 
   close(): void {
