@@ -11,6 +11,8 @@ const COUNTER_NAMES = [
   'faultsInjected',
   /** Client disconnects before the response finished. */
   'aborted',
+  /** Requests refused with 401 by the `apiKey` check (no or another `Authorization: Bearer`). */
+  'unauthorized',
   // vLLM encode / EC consumer
   /** Distinct items an encoder encoded (a repeated image in one request is encoded once). */
   'encodes',

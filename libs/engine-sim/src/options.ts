@@ -130,6 +130,11 @@ export interface SimLogger {
 export interface SimEngineOptions {
   readonly engine: EngineKind;
   readonly role: SimRole;
+  /**
+   * The engine's `--api-key`: requests it checks (vLLM: `/v1` paths; SGLang: all but health and metrics) without
+   * `Authorization: Bearer <key>` get 401 `{"error":"Unauthorized"}`. Absent: no check.
+   */
+  readonly apiKey?: string;
   /** Listen address; any 127.x.y.z loopback works. Default 127.0.0.1. */
   readonly host?: string;
   /**

@@ -70,6 +70,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     counters: ctx.counters,
     clock: ctx.clock,
     logger: ctx.logger,
+    ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}),
   });
   const bootstrap = wantsBootstrap(opts)
     ? await BootstrapServer.start({

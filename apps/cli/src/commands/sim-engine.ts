@@ -97,6 +97,7 @@ interface CliOptions {
   visionTower: boolean;
   loadBalanceMethod?: 'auto' | 'follow_bootstrap_room' | 'round_robin';
   lora?: string[];
+  apiKey?: string;
   dpSize: number;
   maxModelLen?: number;
   runner: 'generate' | 'pooling';
@@ -176,6 +177,10 @@ function buildCommand(): Command {
       ]),
     )
     .option('--lora <name...>', 'LoRA adapter ids listed in /v1/models')
+    .option(
+      '--api-key <key>',
+      'the engine --api-key: checked requests need Authorization: Bearer <key> (vLLM /v1 paths; SGLang all but health, metrics)',
+    )
     .option('--dp-size <n>', 'data-parallel ranks (one metrics series each)', parsePositiveInt, 1)
     .option('--max-model-len <n>', 'context length', parsePositiveInt)
     .addOption(
@@ -278,6 +283,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.encoderEvictedTtlMs !== undefined ? { encoderEvictedTtlMs: o.encoderEvictedTtlMs } : {}),
     ...(o.loadBalanceMethod ? { loadBalanceMethod: o.loadBalanceMethod } : {}),
     ...(o.lora ? { loraAdapters: o.lora } : {}),
+    ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
     ...(o.maxModelLen ? { maxModelLen: o.maxModelLen } : {}),
     runner: o.runner,
     ecConnector: o.ecConnector,

@@ -38,7 +38,22 @@ export interface RouterDeps {
   readonly counters: SimCounters;
   readonly clock: SimClock;
   readonly logger?: SimLogger;
+  /** `--api-key`: requests the engine checks must carry `Authorization: Bearer <key>` (see {@link needsApiKey}). */
+  readonly apiKey?: string;
 }
+
+/**
+ * Whether the engine's `--api-key` check covers a request: vLLM checks every `/v1` path (its AuthenticationMiddleware),
+ * SGLang every path but health and metrics (its api-key middleware); neither checks OPTIONS.
+ */
+export function needsApiKey(engine: EngineKind, method: string, path: string): boolean {
+  if (method === 'OPTIONS') return false;
+  if (engine === 'vllm') return path.startsWith('/v1');
+  return !path.startsWith('/health') && !path.startsWith('/metrics');
+}
+
+/** What both engines answer a request without the right key. */
+const UNAUTHORIZED_BODY = '{"error":"Unauthorized"}';
 
 const BODYLESS = new Set(['GET', 'HEAD']);
 
@@ -81,6 +96,12 @@ export class Router {
     if (this.#deps.log.enabled && !path.startsWith('/admin/')) {
       const entry = { method, path, headers: req.headers, body: body.ok ? body.value : rawBody, rawBody, at: Date.now() };
       this.#deps.log.add(fault?.mode === 'refuse' ? { ...entry, refused: true } : entry);
+    }
+    const apiKey = this.#deps.apiKey;
+    if (apiKey !== undefined && needsApiKey(this.#deps.engine, method, path) && req.headers['authorization'] !== `Bearer ${apiKey}`) {
+      this.#deps.counters.inc('unauthorized');
+      sendJson(res, 401, UNAUTHORIZED_BODY);
+      return;
     }
     if (!route) {
       sendJson(res, byMethod ? 405 : 404, byMethod ? METHOD_NOT_ALLOWED_BODY : NOT_FOUND_BODY);
