@@ -18,6 +18,7 @@ import { DispatchPublisher } from './dispatch/dispatch-publisher';
 import { GatewayObserver } from './http/gateway-observer';
 import { InferenceHandler } from './http/inference-handler';
 import { EngineCredentials } from './planning/engine-credentials';
+import { EngineSecrets } from './planning/engine-secrets';
 import { EnginePlanner } from './planning/engine-planner';
 import { buildHttpServer } from './http/server';
 import { ClientConnectionCap } from './http/client-connection-cap';
@@ -139,7 +140,9 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   );
   const hooks = composeHooks([...integrations.hooks, ...(options.hooks ?? [])]);
   const observer = new GatewayObserver(dispatch, metrics, hooks, logger);
-  const directory = new ProviderDirectory(loadCredentialsKey(config.credentialsKeyFile));
+  const credentialsKey = loadCredentialsKey(config.credentialsKeyFile);
+  const directory = new ProviderDirectory(credentialsKey);
+  const engineSecrets = new EngineSecrets(credentialsKey);
   // Gateway API mode: listeners from the pod-watcher's Gateway records, one server per port (ListenerServers).
   let listenerServers: ListenerServers | undefined;
   const gatewayApi = config.gatewayApi ? new GatewayApiView((ports) => void listenerServers?.sync(ports)) : undefined;
@@ -159,6 +162,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     metrics,
     hooks,
     engineCredentials: new EngineCredentials(config.engineCredentialsDir),
+    engineSecrets,
     hashOptions: () => fallback.hashOptions,
     kvBlockKeys: (request) => fallback.kvHashing.keys(request),
     dpRank: dpRanks.pick,
@@ -188,7 +192,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
   const ready = () => listening && kv.synced && !draining && !bus.nc.isClosed();
   readiness = () =>
     ready() ? { ready: true } : { ready: false, reason: draining ? 'draining' : kv.synced ? 'starting the API listener' : 'syncing KV' };
-  await Promise.all([kv.start(bus), directory.start(bus)]);
+  await Promise.all([kv.start(bus), directory.start(bus), engineSecrets.start(bus)]);
   await fallback.followConfig(bus);
   // Outlier ejection: this gateway's legs feed the detector, the shared bucket feeds the in-process scheduler.
   const outlierFeed = await startOutlierFeed(bus, (change) => outliers.apply(change));
@@ -262,6 +266,7 @@ export async function startGateway(options: GatewayOptions): Promise<GatewayHand
     prober.stop();
     outlierFeed.stop();
     directory.stop();
+    engineSecrets.stop();
     gatewayApi?.stop();
     fallback.stop();
     // Before the bus drains: a batch still waiting for its reply is decided locally now, its budget timer cleared.

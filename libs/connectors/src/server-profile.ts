@@ -101,6 +101,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     ...(maxConnections === undefined ? {} : { maxConnections }),
     ...(spec.engineAuth?.passThrough === true ? { authPassThrough: true } : {}),
     ...(spec.engineAuth?.credential !== undefined ? { engineCredential: spec.engineAuth.credential } : {}),
+    ...(spec.engineAuth?.secretRef !== undefined ? { engineSecretRef: spec.engineAuth.secretRef } : {}),
     ...(streamResume === undefined ? {} : { streamResume }),
   };
 }

@@ -99,6 +99,11 @@ export interface ServerProfile extends ProfileCommon {
   readonly authPassThrough?: boolean;
   /** `spec.engineAuth.credential`: the engine credential (by name, in the server's namespace) the engines get as Authorization. */
   readonly engineCredential?: string;
+  /**
+   * `spec.engineAuth.secretRef`: the engines get the Secret's value as Authorization, which the pod-watcher seals for
+   * the gateways (`triad_v1_engine_credentials`, keyed by this server).
+   */
+  readonly engineSecretRef?: { readonly name: string; readonly key: string };
   /** `trafficPolicy.streamResume`: broken streams are continued on another pod (absent: they fail as before). */
   readonly streamResume?: StreamResumePolicy;
 }

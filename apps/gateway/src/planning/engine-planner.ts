@@ -17,6 +17,7 @@ import { schedulingError, type SchedulerClient } from '../scheduling/scheduler-c
 import type { KvKeyRequest } from '../scheduling/kv-block-hashes';
 import { buildSchedulingRequest } from '../scheduling/scheduling-request';
 import type { EngineCredentials } from './engine-credentials';
+import type { EngineSecrets } from './engine-secrets';
 import { checkChatRoles } from './chat-roles';
 import { refuseLargeFanOut } from './parallel-sampling';
 
@@ -27,6 +28,8 @@ export interface EnginePlannerDeps {
   readonly hooks: RequestHooks;
   /** Engine credentials ModelServers name (`engineAuth.credential`). */
   readonly engineCredentials: EngineCredentials;
+  /** Engine credentials ModelServers take from a Secret (`engineAuth.secretRef`), sealed by the pod-watcher. */
+  readonly engineSecrets: EngineSecrets;
   /** Prompt hashing options matching the scheduler config. */
   readonly hashOptions: () => PrefixHashOptions;
   /** Engine block keys for precise-prefix-cache, when the scheduler config uses it. */
@@ -108,6 +111,8 @@ export class EnginePlanner {
     const authorization = ctx.headers['authorization'];
     if (server.engineCredential !== undefined) {
       ctx.upstreamHeaders['authorization'] = this.#d.engineCredentials.authorization(server.namespace, server.engineCredential);
+    } else if (server.engineSecretRef !== undefined) {
+      ctx.upstreamHeaders['authorization'] = this.#d.engineSecrets.authorization(server.namespace, server.name, server.engineSecretRef);
     } else if (server.authPassThrough === true && typeof authorization === 'string') {
       ctx.upstreamHeaders['authorization'] = authorization;
     }

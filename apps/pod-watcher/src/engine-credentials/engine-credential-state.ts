@@ -43,7 +43,9 @@ export function resolveEngineCredential(
   const checked = normalizeCredential(stored.data[ref.key]);
   if (!checked.ok) {
     const what =
-      checked.reason === ProviderReasons.credentialKeyNotFound ? 'is missing or empty' : checked.message.replace(/^provider credential /, '');
+      checked.reason === ProviderReasons.credentialKeyNotFound
+        ? 'is missing or empty'
+        : checked.message.replace(/^provider credential /, '');
     return { resolved: false, reason: checked.reason, message: `key ${ref.key} of Secret ${namespace}/${ref.name} ${what}` };
   }
   if (!canSeal) {
@@ -55,7 +57,12 @@ export function resolveEngineCredential(
         'receive this credential',
     };
   }
-  return { resolved: true, reason: ProviderReasons.credentialResolved, message: `key ${ref.key} of Secret ${ref.name} is in use`, token: checked.token };
+  return {
+    resolved: true,
+    reason: ProviderReasons.credentialResolved,
+    message: `key ${ref.key} of Secret ${ref.name} is in use`,
+    token: checked.token,
+  };
 }
 
 /** The ModelServer's `EngineCredentialResolved` condition for an outcome. */

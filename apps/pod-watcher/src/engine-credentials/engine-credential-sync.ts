@@ -94,7 +94,8 @@ export class EngineCredentialSync {
       };
       if (!outcome.resolved) this.#sealed.delete(key);
       records.set(key, record);
-      if (observed) status?.conditions('ModelServer', namespace, name, [engineCredentialCondition(outcome, observed.generation, now)], observed);
+      if (observed)
+        status?.conditions('ModelServer', namespace, name, [engineCredentialCondition(outcome, observed.generation, now)], observed);
     }
     this.#dirty.clear();
   }
