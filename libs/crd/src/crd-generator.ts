@@ -116,7 +116,7 @@ function modelServerSpec(): JsonSchema {
       message: 'pipelineMode epd needs workloadSelector.pdGroup with encodeLabels and decodeLabels',
     },
   ];
-  const engineAuth = (spec['properties'] as Record<string, JsonSchema>)['engineAuth'] as JsonSchema;
+  const engineAuth = (spec['properties'] as Record<string, JsonSchema>)['engineAuth'];
   engineAuth['x-kubernetes-validations'] = [
     {
       rule: '!has(self.secretRef) || (!has(self.credential) && !(has(self.passThrough) && self.passThrough))',
