@@ -72,7 +72,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
   const credentialsKey = loadCredentialsKey(config.credentialsKeyFile, options.env);
   if (!credentialsKey) {
     logger.info(
-      'no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders are not published',
+      'no credentials key (TRIAD_CREDENTIALS_KEY, --credentials-key-file): credentials of ExternalModelProviders and ModelServer engine Secrets are not published',
     );
   }
   const metrics = new WatcherMetrics({ defaultMetrics: options.defaultMetrics ?? true });

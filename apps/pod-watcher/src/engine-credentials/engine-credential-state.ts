@@ -60,7 +60,7 @@ export function resolveEngineCredential(
   return {
     resolved: true,
     reason: ProviderReasons.credentialResolved,
-    message: `key ${ref.key} of Secret ${ref.name} is in use`,
+    message: `key ${ref.key} of Secret ${namespace}/${ref.name} is in use`,
     token: checked.token,
   };
 }

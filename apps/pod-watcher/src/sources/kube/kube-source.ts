@@ -45,7 +45,8 @@ export function watchedResources(gatewayApi: boolean, scoped: boolean): Resource
     triad('ModelRoute', 'modelroutes'),
     triad('ExternalModelProvider', 'externalmodelproviders', true),
     { kind: 'Pod', group: '', version: 'v1', plural: 'pods', namespaced: true, optional: false },
-    // Only Secrets labelled for provider credentials are listed (Kthena's label), never the others.
+    // Only Secrets labelled as credentials are listed (Kthena's label: provider credentials, and the Secrets
+    // ModelServers name in engineAuth.secretRef), never the others.
     { kind: 'Secret', group: '', version: 'v1', plural: 'secrets', namespaced: true, optional: false, labelSelector: CREDENTIAL_SELECTOR },
   ];
   if (gatewayApi) {

@@ -28,7 +28,7 @@ const PATCH_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 
 /**
  * Writes what the watcher reports into objects' status: the `Accepted` condition of ModelServers and
- * ModelRoutes, Kthena's `Ready` / `CredentialsResolved` (and `observedGeneration`) of ExternalModelProviders,
+ * ModelRoutes (and `EngineCredentialResolved` of ModelServers that name an engine Secret), Kthena's `Ready` / `CredentialsResolved` (and `observedGeneration`) of ExternalModelProviders,
  * and Triad's `status.parents` entries of HTTPRoutes. It patches only when the object's status says something
  * else, so its own write (which comes back as a watch event) does not cause another; only the latest outcome
  * per object is written, a few at a time, retried with backoff. A status that does not keep what was written
