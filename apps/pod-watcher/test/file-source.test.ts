@@ -2,7 +2,13 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { Buckets, EndpointRecordSchema, ExternalProviderRecordSchema, ModelServerRecordSchema } from '@triad/bus';
+import {
+  Buckets,
+  EndpointRecordSchema,
+  EngineCredentialRecordSchema,
+  ExternalProviderRecordSchema,
+  ModelServerRecordSchema,
+} from '@triad/bus';
 import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
 import { modelServer, pod } from './support/objects';
@@ -204,6 +210,28 @@ describe('pod-watcher with the file source', () => {
       expect(JSON.stringify(watcher.log.lines)).not.toContain('sk-file-1');
     } finally {
       await providers.close();
+    }
+  });
+  it("reads a ModelServer's engineAuth.secretRef Secret from the file (local runs), and follows it leaving the file", async () => {
+    const creds = await KvMirror.open(nats.url, Buckets.engineCredentials, EngineCredentialRecordSchema);
+    const ms = modelServer('qwen', { mode: 'aggregated' });
+    const withRef = { ...ms, spec: { ...ms.spec, engineAuth: { secretRef: { name: 'engine-key', key: 'token' } } } };
+    const engineSecret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'engine-key', labels: { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' } },
+      stringData: { token: 'engine-file-1' },
+    };
+    try {
+      write([withRef, engineSecret]);
+      // No credentials key in this watcher: the value resolves but is not handed on.
+      await waitFor(() => creds.get('default.qwen')?.reason === 'CredentialNotDistributable', { what: 'engine credential from the file' });
+      expect(creds.get('default.qwen')).toMatchObject({ resolved: false, secretRef: { name: 'engine-key', key: 'token' } });
+      write([withRef]);
+      await waitFor(() => creds.get('default.qwen')?.reason === 'CredentialNotFound', { what: 'Secret gone from the file' });
+      expect(JSON.stringify([watcher.log.lines, [...creds.history.values()]])).not.toContain('engine-file-1');
+    } finally {
+      await creds.close();
     }
   });
 });
