@@ -19,7 +19,8 @@ describe.each(engines)('%s simulator: --api-key', (engine) => {
 
   it('refuses a chat request without the key, or with another one, and counts it', async () => {
     const before = sim.counters()['unauthorized'];
-    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: KEY }]) {
+    const attempts: Record<string, string>[] = [{}, { authorization: 'Bearer wrong' }, { authorization: KEY }];
+    for (const headers of attempts) {
       const res = await post(`${sim.url}/v1/chat/completions`, chat, headers);
       expect(res.status).toBe(401);
       expect(res.json()).toEqual({ error: 'Unauthorized' });
