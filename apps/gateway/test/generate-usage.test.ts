@@ -85,7 +85,10 @@ describe('gateway, token counts of SGLang /generate answers (meta_info)', () => 
    * Sends one `/generate` request for `model`, waits until the gateway has finished it (its request counter moved),
    * and returns what the token counter gained next to the answer's own `meta_info` totals.
    */
-  async function counted(model: string, body: Body): Promise<{ input: number; output: number; want: { input: number; output: number } }> {
+  async function counted(
+    model: string,
+    body: Body,
+  ): Promise<{ input: number; output: number; want: { input: number; output: number }; outs: GenerateOut[] }> {
     const labels = { model, path: '/generate' };
     const requests = await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' });
     const input = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' });
@@ -102,6 +105,7 @@ describe('gateway, token counts of SGLang /generate answers (meta_info)', () => 
       input: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' })) - input,
       output: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' })) - output,
       want: { input: sum(outs, 'prompt_tokens'), output: sum(outs, 'completion_tokens') },
+      outs,
     };
   }
 
@@ -122,6 +126,40 @@ describe('gateway, token counts of SGLang /generate answers (meta_info)', () => 
     const got = await counted('gen-pd', { text: 'Hello there', stream, sampling_params: { max_new_tokens: 4 } });
     expect(got.output).toBe(4);
     expect(got.input).toBe(got.want.input);
+  });
+
+  // SGLang answers `sampling_params.n > 1` with one output per (prompt, sample), prompt-major, each output's meta_info
+  // holding its whole prompt: the prompt is counted once per prompt, as an OpenAI answer's usage counts it.
+  it.each([
+    ['n=3', { text: 'Hello there', sampling_params: { n: 3, max_new_tokens: 3 } }, 1, 3],
+    ['streamed n=3', { text: 'Hello there', stream: true, sampling_params: { n: 3, max_new_tokens: 5 } }, 1, 3],
+    ['batch of 2 prompts × n=2', { text: ['a b', 'c d e f g h i j k'], sampling_params: { n: 2, max_new_tokens: 2 } }, 2, 2],
+    [
+      'streamed batch of 2 prompts × n=2',
+      { text: ['a b', 'c d e f g h i j k'], stream: true, sampling_params: { n: 2, max_new_tokens: 4 } },
+      2,
+      2,
+    ],
+  ])('counts each prompt once and every sample of a %s answer on an aggregated server', async (_name, body, prompts, n) => {
+    const got = await counted('gen-agg', body);
+    const outs = [...got.outs].sort((a, b) => (a.index ?? 0) - (b.index ?? 0));
+    expect(outs).toHaveLength(prompts * n);
+    const maxNewTokens = body.sampling_params.max_new_tokens;
+    expect(outs.map((o) => o.meta_info.completion_tokens)).toEqual(outs.map(() => maxNewTokens));
+    expect(got.output).toBe(prompts * n * maxNewTokens);
+    // Output i * n + j is sample j of prompt i: each prompt's tokens once.
+    const perPrompt = outs.filter((_, i) => i % n === 0).map((o) => o.meta_info.prompt_tokens);
+    expect(perPrompt.every((t) => t > 0)).toBe(true);
+    expect(got.input).toBe(perPrompt.reduce((a, b) => a + b, 0));
+    expect(got.input * n).toBe(got.want.input);
+  });
+
+  it.each([false, true])('counts each prompt once under PD, where the gateway fans n out itself (stream: %s)', async (stream) => {
+    const got = await counted('gen-pd', { text: 'Hello there', stream, sampling_params: { n: 2, max_new_tokens: 4 } });
+    expect(got.outs).toHaveLength(2);
+    expect(got.output).toBe(8);
+    expect(got.input).toBe(got.outs[0]?.meta_info.prompt_tokens);
+    expect(got.input * 2).toBe(got.want.input);
   });
 
   it('reserves max_new_tokens and settles outputTokensPerUnit on the tokens /generate wrote', async () => {

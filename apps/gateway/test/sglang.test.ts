@@ -214,7 +214,7 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
   });
 
   it('passes n=3 to an aggregated SGLang server, which samples in parallel itself', async () => {
-    // (the sim has no n > 1 outside PD; what matters is what the gateway sends.)
+    // (the sim samples in parallel only on /generate outside PD; what matters is what the gateway sends.)
     await post(h, '/v1/chat/completions', { model: 'llama-agg', n: 3, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
     expect(inferenceRequests(agg).map((r) => (r.body as Body)['n'])).toEqual([3]);
   });

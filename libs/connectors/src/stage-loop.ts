@@ -16,6 +16,7 @@ import {
 import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
 import { Leg, LegMode, type LegOwner } from './leg';
+import { sampleCount } from './parallel-samples';
 import { vllmReleaseBody } from './request-bodies';
 import { StreamResume } from './resume/stream-resume';
 import type {
@@ -90,6 +91,14 @@ class StageLoop implements LegRunner, LegOwner {
   readonly totalMs: number;
   /** The engines answer SGLang's native `/generate`: token counts come from `meta_info`, there is no usage. */
   readonly #nativeGenerate: boolean;
+  /**
+   * How many times the counts read from an engine's answer hold each prompt: `n` for a native `/generate` asking for
+   * `sampling_params.n > 1`, else 1. SGLang answers it with one output per (prompt, sample), and every output's
+   * `meta_info.prompt_tokens` is its whole prompt, so their sum is n × the prompts' (an OpenAI answer counts the
+   * prompt once in `usage`, whatever `n`). Counts a connector merged itself (SGLang PD fans `n` out into one request
+   * per sample: `respond(answer, counted)`, `endStream(tail, usage)`) already hold each prompt once.
+   */
+  readonly #promptRepeats: number;
   readonly #ctx: ProxyRequest;
   readonly #pools: UpstreamPools;
   readonly #observer: StageObserver;
@@ -113,6 +122,7 @@ class StageLoop implements LegRunner, LegOwner {
     this.#kvRelease = options.kvRelease !== false;
     this.suppressUsage = ctx.proxy.injectUsage && !ctx.proxy.clientWantsUsage;
     this.#nativeGenerate = (ctx.routing.upstreamPath ?? ctx.path) === GENERATE_PATH;
+    this.#promptRepeats = this.#nativeGenerate ? sampleCount(ctx.body) : 1;
     this.totalMs = ctx.routing.server.timeouts.totalMs;
     this.#resume = StreamResume.of(ctx);
   }
@@ -287,13 +297,16 @@ class StageLoop implements LegRunner, LegOwner {
   }
 
   endStream(tail: Buffer, usage: Usage | undefined): void {
-    if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
+    if (usage !== undefined) this.#setUsage(usage.promptTokens, usage.completionTokens);
     if (this.#committed || this.commit(200, SSE_CONTENT_TYPE, -1)) this.endClient(tail);
   }
 
   respond(answer: BufferedAnswer, counted?: Usage): void {
-    const usage = counted ?? parseBodyUsage(answer.body);
-    if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
+    if (counted !== undefined) this.#setUsage(counted.promptTokens, counted.completionTokens);
+    else {
+      const usage = parseBodyUsage(answer.body);
+      if (usage !== undefined) this.recordUsage(usage.promptTokens, usage.completionTokens);
+    }
     if (this.commit(answer.status, answer.contentType, answer.body.length)) this.endClient(answer.body);
   }
 
@@ -471,7 +484,13 @@ class StageLoop implements LegRunner, LegOwner {
     if (!sink.destroyed && !sink.writableEnded) sink.end(last);
   }
 
+  /** Counts read from an engine's answer: each prompt counted once (see #promptRepeats). */
   recordUsage(promptTokens: number, completionTokens: number): void {
+    // A whole answer holds every prompt exactly n times; a stream cut short may hold some samples' prompts only.
+    this.#setUsage(this.#promptRepeats === 1 ? promptTokens : Math.round(promptTokens / this.#promptRepeats), completionTokens);
+  }
+
+  #setUsage(promptTokens: number, completionTokens: number): void {
     this.#ctx.result.usage = { promptTokens, completionTokens };
   }
 

@@ -174,3 +174,111 @@ describe('SGLang simulator: n > 1 under PD behaves as upstream (samples collide 
     expect(decode.counters()['parallelSamplingHangs']).toBe(3);
   });
 });
+
+describe('SGLang simulator: n > 1 on /generate of an aggregated server, as upstream samples in parallel', () => {
+  const fleet = new SimFleet();
+  let unified: SimEngineHandle;
+
+  beforeAll(async () => {
+    unified = await fleet.start({ engine: 'sglang', role: 'both', host: '127.0.0.30' });
+  });
+  afterAll(() => fleet.closeAll());
+
+  /** A prompt's own prompt_tokens and one-sample text, asked for without n. */
+  async function single(text: string, maxNewTokens: number): Promise<GenerateOut> {
+    const res = await post(`${unified.url}/generate`, { text, sampling_params: { max_new_tokens: maxNewTokens } });
+    expect(res.status).toBe(200);
+    return res.json<GenerateOut>();
+  }
+
+  it('answers one prompt with n=3 as a list of three outputs, each with its own meta_info and text', async () => {
+    const one = await single('Hello there', 4);
+    const res = await post(`${unified.url}/generate`, { text: 'Hello there', sampling_params: { n: 3, max_new_tokens: 4 } });
+    expect(res.status).toBe(200);
+    const out = res.json<GenerateOut[]>();
+    expect(Array.isArray(out)).toBe(true);
+    expect(out.map((o) => [o.meta_info.prompt_tokens, o.meta_info.completion_tokens, o.output_ids.length])).toEqual([
+      [one.meta_info.prompt_tokens, 4, 4],
+      [one.meta_info.prompt_tokens, 4, 4],
+      [one.meta_info.prompt_tokens, 4, 4],
+    ]);
+    // Every sample is its own request upstream (a fresh rid each) and samples on its own.
+    expect(new Set(out.map((o) => o.meta_info.id)).size).toBe(3);
+    expect(out.every((o) => /^[0-9a-f]{32}$/.test(o.meta_info.id))).toBe(true);
+    expect(new Set(out.map((o) => o.text)).size).toBe(3);
+    expect(out[0].text).toBe(one.text);
+  });
+
+  it('orders a batch × n prompt-major: the samples of prompt 0, then those of prompt 1', async () => {
+    const [a, b] = await Promise.all([single('a b', 2), single('c d e f g h i j', 3)]);
+    const res = await post(`${unified.url}/generate`, {
+      text: ['a b', 'c d e f g h i j'],
+      sampling_params: [
+        { n: 2, max_new_tokens: 2 },
+        { n: 2, max_new_tokens: 3 },
+      ],
+    });
+    expect(res.status).toBe(200);
+    const out = res.json<GenerateOut[]>();
+    expect(out.map((o) => [o.meta_info.prompt_tokens, o.meta_info.completion_tokens])).toEqual([
+      [a.meta_info.prompt_tokens, 2],
+      [a.meta_info.prompt_tokens, 2],
+      [b.meta_info.prompt_tokens, 3],
+      [b.meta_info.prompt_tokens, 3],
+    ]);
+    expect(a.meta_info.prompt_tokens).not.toBe(b.meta_info.prompt_tokens);
+    expect([out[0].text, out[2].text]).toEqual([a.text, b.text]);
+    expect(out[1].text).not.toBe(out[0].text);
+  });
+
+  it('streams every output interleaved, each event with its output index, and one [DONE]', async () => {
+    // More tokens than the zero profile writes per event-loop turn (16), so the outputs take turns.
+    const tokens = 20;
+    const [a, b] = await Promise.all([single('a b', tokens), single('c d e f g h i j', tokens)]);
+    const res = await post(`${unified.url}/generate`, {
+      text: ['a b', 'c d e f g h i j'],
+      stream: true,
+      sampling_params: { n: 2, max_new_tokens: tokens },
+    });
+    expect(res.status).toBe(200);
+    const events = sseEvents(res.text);
+    expect(events.filter((e) => e === '[DONE]')).toHaveLength(1);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as GenerateOut);
+    expect(chunks).toHaveLength(4 * tokens);
+    // Interleaved: the outputs run concurrently, so index 0 has not ended when another output's events begin.
+    const firstOf = (index: number) => chunks.findIndex((c) => c.index === index);
+    const lastOf = (index: number) => chunks.findLastIndex((c) => c.index === index);
+    expect(firstOf(1)).toBeLessThan(lastOf(0));
+    const prompts = [a.meta_info.prompt_tokens, a.meta_info.prompt_tokens, b.meta_info.prompt_tokens, b.meta_info.prompt_tokens];
+    for (const [index, prompt] of prompts.entries()) {
+      const mine = chunks.filter((c) => c.index === index);
+      expect(mine.map((c) => [c.meta_info.prompt_tokens, c.meta_info.completion_tokens])).toEqual(
+        Array.from({ length: tokens }, (_, i) => [prompt, i + 1]),
+      );
+      expect(new Set(mine.map((c) => c.meta_info.id)).size).toBe(1);
+      expect(mine.at(-1)?.meta_info.finish_reason).toEqual({ type: 'length', length: tokens });
+    }
+    expect(new Set(chunks.map((c) => c.meta_info.id)).size).toBe(4);
+  });
+
+  it('serves the later samples from the prefix the first request cached (cached_tokens)', async () => {
+    const text = 'The history of the city, its rivers, bridges and markets, told from the first settlement onward. '.repeat(4);
+    const res = await post(`${unified.url}/generate`, { text, sampling_params: { n: 2, max_new_tokens: 1 } });
+    const out = res.json<(GenerateOut & { meta_info: { cached_tokens: number } })[]>();
+    // Upstream sends each prompt once with max_new_tokens 0 first, so every sample finds its prefix in the cache.
+    expect(out.map((o) => o.meta_info.cached_tokens)).toEqual([out[0].meta_info.cached_tokens, out[0].meta_info.cached_tokens]);
+    expect(out[0].meta_info.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it('refuses a batch whose prompts ask for different n, as upstream', async () => {
+    const res = await post(`${unified.url}/generate`, { text: ['a', 'b'], sampling_params: [{ n: 2 }, { n: 3 }] });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.json())).toContain('The parallel_sample_num should be the same for all samples in sample params.');
+  });
+
+  it('still refuses n > 1 on chat and completions outside PD (not modelled)', async () => {
+    const res = await post(`${unified.url}/v1/chat/completions`, { messages: CHAT, n: 2, max_tokens: 2 });
+    expect(res.status).toBe(400);
+  });
+});

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { planFrom } from '../engine/continuation';
 import type { GenerationSpec } from '../engine/generation';
 import type { Rank } from '../engine/rank';
-import type { OutputPlan } from '../engine/tokens';
+import { fnv1a, type OutputPlan } from '../engine/tokens';
 import { EngineHttpError } from '../http/engine-error';
 import type { Exchange, RouteHandler } from '../http/router';
 import { sendJson, startEventStream } from '../http/respond';
@@ -55,7 +56,7 @@ interface Admitted {
 function admit(ctx: SimContext, kind: RequestKind, ex: Exchange, mode: Mode): Admitted {
   const req = parseSglangRequest(kind, ex.body, ex.req.headers);
   for (const item of req.items) checkContextLength(ctx, item);
-  if (req.n > 1 && mode === undefined) {
+  if (req.n > 1 && mode === undefined && kind !== 'generate') {
     throw new EngineHttpError(400, 'n > 1 is not supported by the simulator outside PD mode', 'BadRequestError', 'n');
   }
   const pinned = requestedDpRank(ex.req.headers, req.body);
@@ -125,6 +126,12 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
       if (encoded instanceof EngineHttpError) return fail(encoded);
       localEncodes = encoded;
     }
+    if (req.n > 1) {
+      // Aggregated (a PD server holds n > 1 above): SGLang samples in parallel itself, and answers a batch.
+      const samples = parallelSamples(deps, ex, req, range.rank, localEncodes);
+      await serveBatch(ex, ctx.env, 'generate', samples, req.stream, headers);
+      return;
+    }
     const ranks = req.items.map((_, i) => rankFor(ctx, range.rank, targets?.[i]));
     let transferred: readonly number[] = req.items.map(() => 0);
     if (mode === 'decode' && targets) {
@@ -135,7 +142,7 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     }
     const items = req.items.map((item, i) => {
       const work = { rank: ranks[i], fromPrefill: transferred[i], localEncodes: localEncodes[i] };
-      return generationItem(deps, ex, kind, req, i, item, work, targets?.[i]);
+      return generationItem(deps, ex, kind, req.rids[i], item, work, targets?.[i]);
     });
     if (!req.batched) {
       const only = items[0];
@@ -164,8 +171,7 @@ function generationItem(
   deps: SglangDeps,
   ex: Exchange,
   kind: RequestKind,
-  req: SglangRequest,
-  i: number,
+  id: string,
   request: InferenceRequest,
   work: ItemWork,
   target: BootstrapTarget | undefined,
@@ -190,7 +196,7 @@ function generationItem(
     plan,
   };
   const view: ResponseView = {
-    id: req.rids[i],
+    id,
     created: Math.floor(Date.now() / 1000),
     model: request.model ?? (kind === 'generate' ? ctx.model : 'default'),
     promptTokens: request.promptTokens,
@@ -216,6 +222,37 @@ function generationItem(
       ctx.counters.inc('roomsRegistered');
     },
   };
+}
+
+/**
+ * `n > 1` on an aggregated server, as SGLang's `_handle_batch_request` runs parallel sampling: each prompt first goes
+ * to the scheduler once with `max_new_tokens` 0, which puts its prefix in the radix cache, then `n` times, each copy
+ * under a fresh rid (`regenerate_rid`: a uuid hex), all dispatched on their own. Sample `j` of prompt `i` is output
+ * `i * n + j` (prompt-major), the answer a list even for one prompt (the request became a batch), each output with
+ * its own `meta_info` (the prompt's `prompt_tokens`, its own `completion_tokens`). Upstream samples every copy on its
+ * own, so the outputs differ: sample 0 is the prompt's one-sample output, sample `j` is keyed by `j` as well.
+ */
+function parallelSamples(
+  deps: SglangDeps,
+  ex: Exchange,
+  req: SglangRequest,
+  pinned: number | undefined,
+  localEncodes: readonly number[],
+): BatchItem[] {
+  const { ctx } = deps;
+  const samples: BatchItem[] = [];
+  for (const [i, prompt] of req.items.entries()) {
+    // The prefix-caching request: prefilled, nothing generated (its answer is awaited and dropped upstream).
+    const primer = rankFor(ctx, pinned, undefined);
+    ctx.metrics.prefixCache(primer, prompt.promptTokens, primer.prefixCache.lookup(prompt));
+    for (let j = 0; j < req.n; j++) {
+      const sample = j === 0 ? prompt : { ...prompt, outputKey: fnv1a(`sample ${j}`, prompt.outputKey) };
+      // Media is encoded once per prompt (the samples copy the tokenized request): the first sample pays for it.
+      const work = { rank: rankFor(ctx, pinned, undefined), fromPrefill: 0, localEncodes: j === 0 ? localEncodes[i] : 0 };
+      samples.push(generationItem(deps, ex, 'generate', randomUUID().replace(/-/g, ''), sample, work, undefined));
+    }
+  }
+  return samples;
 }
 
 /**

@@ -33,6 +33,18 @@ function samplesOf(value: unknown, field: string): number {
   return value;
 }
 
+/**
+ * `/generate`'s `sampling_params.n`: of the one object, or of a batch's per-prompt list, where every entry must ask
+ * for the same count (GenerateReqInput's parallel_sample_num).
+ */
+function generateSamples(sp: unknown): number {
+  const nOf = (p: unknown) => (p && typeof p === 'object' && !Array.isArray(p) ? (p as Record<string, unknown>)['n'] : undefined);
+  if (!Array.isArray(sp)) return samplesOf(nOf(sp), 'n');
+  const counts = sp.map((p) => samplesOf(nOf(p), 'n'));
+  if (counts.some((c) => c !== counts[0])) throw bad('The parallel_sample_num should be the same for all samples in sample params.', 'n');
+  return counts[0] ?? 1;
+}
+
 /** The batch prompts of a body, or undefined when it is a plain request. */
 function batchPrompts(kind: RequestKind, body: Record<string, unknown>): { field: string; values: unknown[] } | undefined {
   if (kind === 'generate') {
@@ -92,9 +104,7 @@ export function parseSglangRequest(kind: RequestKind, parsed: ParsedBody, header
     throw bad('Input should be a valid dictionary or object to extract fields from');
   }
   const body = parsed.value as Record<string, unknown>;
-  const sp = body['sampling_params'];
-  const spN = sp && typeof sp === 'object' && !Array.isArray(sp) ? (sp as Record<string, unknown>)['n'] : undefined;
-  const n = samplesOf(kind === 'generate' ? spN : body['n'], 'n');
+  const n = kind === 'generate' ? generateSamples(body['sampling_params']) : samplesOf(body['n'], 'n');
   const single = withoutSamples(kind, body);
   const batch = batchPrompts(kind, single);
   if (batch && batch.values.length === 0) {
