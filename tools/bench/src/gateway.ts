@@ -154,6 +154,8 @@ async function main(): Promise<void> {
     const results = new Map<string, WrkResult>();
     /** Figures for the regression guard, named `target|body|conns|kind`. */
     const figures: Record<string, number> = {};
+    /** CPU µs per request of each stack process, for the JSON EPD rows: where a request's stack CPU goes. */
+    const byProcess: (string | number)[][] = [];
     for (const c of connections) {
       for (const k of cases) {
         // Gateway CPU per request is the figure a busy shared machine does not distort: wall-clock rates do.
@@ -161,12 +163,21 @@ async function main(): Promise<void> {
         // Every process of the stack (gateways, scheduler, nats-server, sims; not wrk): what a request costs the
         // machine, including the NATS deliveries it causes in processes other than the router.
         const stackBefore = stackCpu();
+        const processBefore = stack.processes.map((name) => stack.cpuSeconds(name));
         const r = await runWrk({ url: k.url, body: k.body, connections: c, durationSec, warmupSec });
         const cpuUs = (((k.cpu?.() ?? NaN) - cpuBefore) * 1e6) / (r.requests * (1 + warmupSec / durationSec));
         // A reference proxy is not one of the stack's processes: its own CPU is added, so the rows compare.
         const stackUs = ((stackCpu() - stackBefore) * 1e6) / (r.requests * (1 + warmupSec / durationSec)) + (k.outsideStack ? cpuUs : 0);
         const key = `${k.target}|${k.stream}|${c}`;
         results.set(key, r);
+        if (!k.stream && k.target.includes('EPD')) {
+          const perRequest = (seconds: number) => Math.round((seconds * 1e6) / (r.requests * (1 + warmupSec / durationSec)));
+          byProcess.push([
+            k.target,
+            String(c),
+            ...stack.processes.map((name, i) => String(perRequest(stack.cpuSeconds(name) - (processBefore[i] as number)))),
+          ]);
+        }
         const base = results.get(`direct (engine-sim)|${k.stream}|${c}`);
         // Routers only: a direct run is the machine's figure, not the gateway's.
         if (k.cpu !== undefined) {
@@ -299,6 +310,11 @@ async function main(): Promise<void> {
     const wrkPrefill = await stage('epd-p', sequence.bodies.prefill);
     process.stdout.write(
       `\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'stack CPU µs/req', 'errors'], rows)}\n`,
+    );
+    // Processes not on a row's path still work for it: the other gateway and the scheduler follow every gateway's
+    // dispatch events over NATS, as replicas of a deployment do.
+    process.stdout.write(
+      `\nStack CPU µs per JSON EPD request, by process:\n${markdownTable(['target', 'conns', ...stack.processes], byProcess)}\n`,
     );
     for (const [target, how] of [
       ['gateway EPD (1 image + text)', 'scheduler service, incl. the NATS scheduling round-trip'],
