@@ -61,6 +61,10 @@ export async function main(argv: readonly string[]): Promise<void> {
       '--credentials-key-file <file>',
       'key that seals provider credentials for the gateway (TRIAD_CREDENTIALS_KEY_FILE, or TRIAD_CREDENTIALS_KEY inline)',
     )
+    .option(
+      '--engine-credentials-dir <dir>',
+      "the gateway's engine credentials dir mounted here too, for the watcher's own engine reads (TRIAD_ENGINE_CREDENTIALS_DIR, default none)",
+    )
     .option('--settings <file>', 'YAML/JSON settings by flag name, under flags and env (TRIAD_SETTINGS_FILE)')
     .addHelpText('after', UNITS_HELP);
   program.parse([...argv], { from: 'user' });
@@ -90,6 +94,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     gatewayClasses: o['gatewayClass'],
     defaultGateway: o['defaultGateway'],
     credentialsKeyFile: o['credentialsKeyFile'],
+    engineCredentialsDir: o['engineCredentialsDir'],
     shardHeartbeatMs: o['shardHeartbeat'],
   };
   const settings = o['settings'];

@@ -99,6 +99,11 @@ const WatcherConfigSchema = z.object({
   shardHeartbeatMs: Setting.ms(50).default(1000),
   /** File holding the key provider credentials are sealed with for the gateway (a mounted Secret). */
   credentialsKeyFile: z.string().optional(),
+  /**
+   * The gateway's engine credentials dir (`spec.engineAuth.credential`: `<dir>/<namespace>/<name>`), mounted here
+   * too so the watcher's own engine reads (`/v1/models`, `/server_info`) carry those keys. Unset: they carry none.
+   */
+  engineCredentialsDir: z.string().min(1).optional(),
 });
 export type WatcherConfig = z.infer<typeof WatcherConfigSchema>;
 
@@ -131,6 +136,7 @@ export const CONFIG_SOURCES: SettingSources<WatcherConfig> = {
   gatewayClasses: { name: 'gateway-class', env: 'TRIAD_GATEWAY_CLASSES', list: true },
   defaultGateway: { name: 'default-gateway', env: 'TRIAD_DEFAULT_GATEWAY' },
   credentialsKeyFile: { name: 'credentials-key-file', env: 'TRIAD_CREDENTIALS_KEY_FILE' },
+  engineCredentialsDir: { name: 'engine-credentials-dir', env: 'TRIAD_ENGINE_CREDENTIALS_DIR' },
   shardHeartbeatMs: { name: 'shard-heartbeat', env: 'TRIAD_SHARD_HEARTBEAT_MS' },
 };
 

@@ -1,7 +1,8 @@
 import { Buckets, ScrapeFreshnessRecordSchema, objectKey } from '@triad/bus';
 import { connectBus, loadCredentialsKey, type Bus } from '@triad/bus/client';
-import { registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
+import { CredentialFiles, registerNatsMetrics, startOpsServer, waitForDependency, type Logger, type OpsServer } from '@triad/runtime';
 import { registryInterval, type WatcherConfig } from './config';
+import { engineAuthOf } from './engine-credentials/engine-auth';
 import { EngineCredentialSync } from './engine-credentials/engine-credential-sync';
 import { GatewayApiSync } from './gateway-api/gateway-api-sync';
 import { Inventory } from './inventory/inventory';
@@ -185,6 +186,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       // are to be rewritten on a heartbeat of their own for older readers.
       ...(config.recordHeartbeatMs !== undefined ? { reportEveryMs: config.recordHeartbeatMs } : {}),
       owned: (target) => reconciler?.ownsTarget(target) ?? true,
+      engineAuth: (target) => reconciler?.engineAuthFor(target),
     });
     scraperRef = scraper;
     const source = options.source ?? createSource(config, logger, metrics);
@@ -219,6 +221,13 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       ...status,
       ...(credentialsKey ? { credentialsKey } : {}),
     });
+    // The engines' API keys for the watcher's own reads: Secrets it holds, and the gateway's files when mounted here.
+    const files = config.engineCredentialsDir === undefined ? undefined : new CredentialFiles(config.engineCredentialsDir);
+    const authSources = {
+      modelServer: (ns: string, name: string) => inventory.modelServer(ns, name),
+      secret: (ns: string, name: string) => inventory.secrets.get(ns, name),
+      ...(files ? { files } : {}),
+    };
     reconciler = new Reconciler({
       inventory,
       scraper,
@@ -226,6 +235,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       registry,
       providers,
       engineCredentials,
+      engineAuth: (ns, name) => engineAuthOf(authSources, ns, name),
       ...(gatewayApi ? { gatewayApi } : {}),
       source: config.source.kind,
       encodersPerPrefill: config.encodersPerPrefill,

@@ -4,6 +4,7 @@ import type { Logger } from '@triad/runtime';
 import { finishReconcileSpan, startReconcileSpan } from '@triad/telemetry';
 import type { GatewayApiSync } from '../gateway-api/gateway-api-sync';
 import { poolModelServer } from '../gateway-api/pool-server';
+import type { EngineAuth } from '../engine-credentials/engine-auth';
 import type { EngineCredentialSync } from '../engine-credentials/engine-credential-sync';
 import type { Inventory, InventoryChange } from '../inventory/inventory';
 import type { ProviderSync } from '../providers/provider-sync';
@@ -29,6 +30,8 @@ export interface ReconcilerOptions {
   readonly providers: ProviderSync;
   /** ModelServers' engine credentials (`engineAuth.secretRef`), sealed, and their condition. */
   readonly engineCredentials?: EngineCredentialSync;
+  /** The `Authorization` a ModelServer's engines expect, for the watcher's own reads of them (engine-auth.ts). */
+  readonly engineAuth?: (namespace: string, server: string) => EngineAuth;
   /** Gateway API mode (`--gateway-api`): Gateways, HTTPRoutes, InferencePools. */
   readonly gatewayApi?: GatewayApiSync;
   readonly now?: () => number;
@@ -189,6 +192,25 @@ export class Reconciler {
       }
     }
     return false;
+  }
+
+  /**
+   * The `Authorization` for the watcher's reads of `target`'s API: that of a ModelServer placed on it (several may
+   * select one pod and port, i.e. one engine with one key: the first that has a credential gives it), else why
+   * there is none.
+   */
+  engineAuthFor(target: string): EngineAuth | undefined {
+    const of = this.#opts.engineAuth;
+    if (of === undefined) return undefined;
+    let first: EngineAuth | undefined;
+    for (const key of this.#byTarget.get(target) ?? []) {
+      const p = this.table.get(key);
+      if (p === undefined) continue;
+      const auth = of(p.namespace, p.modelServer);
+      if (auth.header !== undefined) return auth;
+      first ??= auth;
+    }
+    return first;
   }
 
   /** The registry sync could not reach a registry: re-read its servers' `/server_info` (the port may have moved). */

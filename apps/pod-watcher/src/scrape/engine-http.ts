@@ -50,9 +50,12 @@ export class EngineHttp {
     this.#get = new KeepAliveGet({ keepAliveMs: 30_000 });
   }
 
-  /** Resolves to the body of a 2xx answer as text; rejects with a ScrapeError otherwise. */
-  getText(url: string): Promise<string> {
-    return this.read(url, (body) => body.toString('utf8'));
+  /**
+   * Resolves to the body of a 2xx answer as text; rejects with a ScrapeError otherwise. `authorization` is sent as
+   * the `Authorization` header (an engine's `--api-key` for its API routes; never logged).
+   */
+  getText(url: string, authorization?: string): Promise<string> {
+    return this.read(url, (body) => body.toString('utf8'), authorization);
   }
 
   /**
@@ -60,7 +63,7 @@ export class EngineHttp {
    * failed request, or with what `reader` throws. The body is valid only during the call: its memory is reused
    * for the next answer (a scrape reads a few numbers of a 26 KB page thousands of times a second).
    */
-  read<T>(url: string, reader: (body: Buffer) => T): Promise<T> {
+  read<T>(url: string, reader: (body: Buffer) => T, authorization?: string): Promise<T> {
     return new Promise<T>((resolve, reject) =>
       this.request(
         url,
@@ -69,6 +72,7 @@ export class EngineHttp {
           return reader(body);
         },
         (err, value) => (err ? reject(err) : resolve(value as T)),
+        authorization,
       ),
     );
   }
@@ -78,9 +82,9 @@ export class EngineHttp {
    * {@link ensureOk} (or judge the status itself); `done` gets a ScrapeError for a failed request, or what `reader`
    * threw, or its value. The same `reader` and `done` can serve every scrape of an engine.
    */
-  request<T>(url: string, reader: (status: number, body: Buffer) => T, done: RequestDone<T>): void {
+  request<T>(url: string, reader: (status: number, body: Buffer) => T, done: RequestDone<T>, authorization?: string): void {
     if (!url.startsWith('http://')) {
-      this.#getBodyUndici(url)
+      this.#getBodyUndici(url, authorization)
         .then((body) => reader(200, body))
         .then(
           (value) => done(undefined, value),
@@ -88,7 +92,8 @@ export class EngineHttp {
         );
       return;
     }
-    this.#get.request(url, this.#getOptions, reader, (err, value) =>
+    const options = authorization === undefined ? this.#getOptions : { ...this.#getOptions, authorization };
+    this.#get.request(url, options, reader, (err, value) =>
       err === undefined ? done(undefined, value) : done(err instanceof GetError ? this.#scrapeError(url, err) : err, undefined),
     );
   }
@@ -100,7 +105,7 @@ export class EngineHttp {
     return new ScrapeError('body', `GET ${url}: ${err.message}`);
   }
 
-  async #getBodyUndici(url: string): Promise<Buffer> {
+  async #getBodyUndici(url: string, authorization: string | undefined): Promise<Buffer> {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), this.#timeoutMs);
     try {
@@ -108,7 +113,7 @@ export class EngineHttp {
         method: 'GET',
         dispatcher: this.#agent,
         signal: ctl.signal,
-        headers: { accept: 'text/plain, application/json' },
+        headers: { accept: 'text/plain, application/json', ...(authorization === undefined ? {} : { authorization }) },
       });
       if (res.statusCode < 200 || res.statusCode >= 300) {
         res.body.dump().catch(() => undefined);

@@ -12,6 +12,11 @@ export interface GetOptions {
   readonly timeoutMs: number;
   readonly maxBodyBytes: number;
   readonly accept: string;
+  /**
+   * `Authorization` value to send (an engine's `--api-key`, for its API reads). A head with one is built for the
+   * request and not kept with the engine's cached heads.
+   */
+  readonly authorization?: string;
 }
 
 /** Why a GET failed: no connection, no complete answer in time, or an answer that is not HTTP/1.1 as expected. */
@@ -178,13 +183,20 @@ export class KeepAliveGet {
     const slash = url.indexOf('/', 7);
     const origin = this.#origin(slash < 0 ? url : url.slice(0, slash));
     const path = slash < 0 ? '/' : url.slice(slash);
-    let head = origin.heads.get(path);
+    let head = opts.authorization === undefined ? origin.heads.get(path) : undefined;
     if (head === undefined) {
+      const auth = opts.authorization;
+      // Written as it is: a value with CR, LF or another control character would forge headers.
+      if (auth !== undefined && /[\u0000-\u0008\u000a-\u001f\u007f]/.test(auth)) {
+        done(new GetError('protocol', 'the Authorization value has characters a header cannot carry'), undefined);
+        return;
+      }
       head = Buffer.from(
-        `GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n\r\n`,
+        `GET ${path} HTTP/1.1\r\nHost: ${origin.hostHeader}\r\nAccept: ${opts.accept}\r\nUser-Agent: triad-pod-watcher\r\n` +
+          `${auth === undefined ? '' : `Authorization: ${auth}\r\n`}\r\n`,
         'latin1',
       );
-      origin.heads.set(path, head);
+      if (auth === undefined) origin.heads.set(path, head);
     }
     const ex: Exchange = {
       origin,

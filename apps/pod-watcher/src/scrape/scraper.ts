@@ -2,6 +2,7 @@ import type { InferenceEngine } from '@triad/crd';
 import type { MetricsSnapshot } from '@triad/bus';
 import type { Logger } from '@triad/runtime';
 import { hashString32 } from '@triad/scheduling/hashing';
+import type { EngineAuth } from '../engine-credentials/engine-auth';
 import type { WatcherMetrics } from '../ops/metrics';
 import { sameMetrics } from '../publish/records';
 import { readEngineLoad, type EngineLoad } from './engine-metrics';
@@ -53,6 +54,14 @@ export interface ScraperOptions {
    * `rescope()` (the shards or the writer changed) and `reown(id)` (the target's placements changed).
    */
   readonly owned?: (targetId: string) => boolean;
+  /**
+   * The `Authorization` for a target's API reads (`/v1/models`, SGLang `/server_info`: what an engine started with
+   * `--api-key` checks; `/metrics` is never checked and goes without), asked at each read so a rotated credential
+   * is used by the next one. Absent, or no `header`: the reads carry none.
+   */
+  readonly engineAuth?: (targetId: string) => EngineAuth | undefined;
+  /** How often a refusal (401/403) that goes on unchanged is logged again per engine and path (default 5 min). */
+  readonly refusedLogEveryMs?: number;
   readonly now?: () => number;
 }
 
@@ -81,6 +90,8 @@ interface Target {
   mine: boolean;
   /** When the scrape in flight started. */
   started: number;
+  /** API reads the engine refuses (401/403), by path: what was logged and when (undefined while none is). */
+  refused: Map<string, { readonly key: string; readonly at: number }> | undefined;
   /** Time of the last successful metrics scrape since this replica owns the target (0: none yet). */
   confirmedAt: number;
   /** Reads the engine's load from a metrics answer (made once per target: the scrape loop allocates none per scrape). */
@@ -167,6 +178,7 @@ export class Scraper {
       removed: false,
       mine: true,
       started: 0,
+      refused: undefined,
       confirmedAt: 0,
       // The page is read where it lies (its memory serves the next scrape): only the numbers leave.
       readLoad: (status, page) => {
@@ -368,10 +380,12 @@ export class Scraper {
 
   /** The metrics page and `/v1/models` at once (every `modelsIntervalMs`). */
   async #scrapeWithModels(t: Target): Promise<void> {
+    const auth = this.#opts.engineAuth?.(t.id);
     const [metricsResult, modelsResult] = await Promise.allSettled([
       this.#opts.http.read(t.metricsUrl, (page) => t.readLoad(200, page)),
-      this.#opts.http.getText(`${t.baseUrl}/v1/models`).then(parseModelIds),
+      this.#opts.http.getText(`${t.baseUrl}/v1/models`, auth?.header).then(parseModelIds),
     ]);
+    this.#noteApiRead(t, '/v1/models', modelsResult.status === 'rejected' ? modelsResult.reason : undefined, auth);
     await this.#record(
       t,
       metricsResult.status === 'fulfilled' ? metricsResult.value : undefined,
@@ -507,6 +521,35 @@ export class Scraper {
     this.#opts.onUpdate(t.id);
   }
 
+  /**
+   * Logs an API read the engine refused (401/403: it checks an API key, and the watcher sent none or another one):
+   * when it starts, when what the watcher sends changes, and again every `refusedLogEveryMs` while it goes on; and
+   * once when the engine accepts that read again. Counted as any failed read (`scrape_errors_total{reason="http"}`);
+   * the last models and server info read stay in the records meanwhile. The value sent is never logged.
+   */
+  #noteApiRead(t: Target, path: string, failure: unknown, auth: EngineAuth | undefined): void {
+    const status = failure instanceof ScrapeError ? failure.status : undefined;
+    const was = t.refused?.get(path);
+    if (status !== 401 && status !== 403) {
+      if (failure === undefined && was !== undefined) {
+        t.refused?.delete(path);
+        this.#opts.logger.info({ target: t.id, path, sent: auth?.from ?? 'none' }, "the engine accepts the pod-watcher's read again");
+      }
+      return;
+    }
+    const sent = auth?.from ?? 'none';
+    const key = `${status} ${sent}`;
+    const now = this.#now();
+    if (was !== undefined && was.key === key && now - was.at < (this.#opts.refusedLogEveryMs ?? 300_000)) return;
+    (t.refused ??= new Map()).set(path, { key, at: now });
+    this.#opts.logger.warn(
+      { target: t.id, path, status, sent },
+      `the engine refused the pod-watcher's read (HTTP ${status}): it checks an API key, and the watcher sent ` +
+        `${auth?.header === undefined ? 'none' : 'another one'} (see sent; set the ModelServer's engineAuth). ` +
+        'The last models and server info read are kept',
+    );
+  }
+
   #infoDue(t: Target): boolean {
     return t.infoAt === 0 || this.#now() - t.infoAt >= (this.#opts.serverInfoIntervalMs ?? 30_000);
   }
@@ -514,15 +557,18 @@ export class Scraper {
   /** `/server_info`, falling back to `/get_server_info` on a 404 (remembered per engine); the last value on failure. */
   async #fetchServerInfo(t: Target): Promise<SglangServerInfo | undefined> {
     const paths = t.infoPath === SERVER_INFO_PATHS[0] ? SERVER_INFO_PATHS : ([t.infoPath] as const);
+    const auth = this.#opts.engineAuth?.(t.id);
     for (const path of paths) {
       try {
-        const info = parseServerInfo(await this.#opts.http.getText(`${t.baseUrl}${path}`));
+        const info = parseServerInfo(await this.#opts.http.getText(`${t.baseUrl}${path}`, auth?.header));
         t.infoAt = this.#now();
         t.infoPath = path;
         this.#opts.metrics?.scrapes.inc({ what: 'server_info', result: 'ok' });
+        this.#noteApiRead(t, '/server_info', undefined, auth);
         return info;
       } catch (err) {
         if (err instanceof ScrapeError && err.status === 404 && path === SERVER_INFO_PATHS[0]) continue;
+        this.#noteApiRead(t, '/server_info', err, auth);
         this.#opts.metrics?.scrapes.inc({ what: 'server_info', result: 'error' });
         this.#opts.metrics?.scrapeErrors.inc({ what: 'server_info', reason: err instanceof ScrapeError ? err.reason : 'parse' });
         break;
