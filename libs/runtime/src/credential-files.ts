@@ -37,7 +37,7 @@ export class CredentialFiles {
       const token = readFileSync(path, 'utf8').trim();
       if (token.length === 0 || /[\r\n]/.test(token)) throw new Error('empty, or more than one line');
       // Other control characters cannot go in a header either (a raw HTTP writer would send them as they are).
-      if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(token)) throw new Error('contains characters a header cannot carry');
+      if (!isHeaderValue(token)) throw new Error('contains characters a header cannot carry');
       const header = `Bearer ${token}`;
       this.#loaded.set(path, { ino: stat.ino, mtimeMs: stat.mtimeMs, size: stat.size, header });
       return { ok: true, header };
@@ -46,4 +46,13 @@ export class CredentialFiles {
       return { ok: false, error: (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message };
     }
   }
+}
+
+/** Whether `value` can be written in an HTTP header as it is: no control character but tab. */
+export function isHeaderValue(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if ((c < 0x20 && c !== 0x09) || c === 0x7f) return false;
+  }
+  return true;
 }

@@ -11,5 +11,5 @@ export { registerNatsMetrics } from './nats-metrics';
 export { registerProcessMetrics } from './process-metrics';
 export { guardProcess, countUnexpected, registerUnexpectedErrorMetrics } from './process-guard';
 export { watchFile } from './file-watch';
-export { CredentialFiles } from './credential-files';
+export { CredentialFiles, isHeaderValue } from './credential-files';
 export type { CredentialFileRead } from './credential-files';
