@@ -27,6 +27,7 @@ describe('keep-alive GET for scrapes', () => {
         setTimeout(() => res.end('vllm:b 2\n'), 20);
       } else if (req.url === '/big') res.end('x'.repeat(2 * 1024 * 1024));
       else if (req.url === '/hang') return;
+      else if (req.url === '/auth') res.end(req.headers['authorization'] ?? '(none)');
       else res.writeHead(404).end('no');
     });
     server.on('connection', () => {
@@ -52,6 +53,16 @@ describe('keep-alive GET for scrapes', () => {
     const c = await client.get(`http://127.0.0.1:${port}/missing`, opts);
     expect([c.status, c.body.toString()]).toEqual([404, 'no']);
     expect(connections - before).toBe(1);
+  });
+
+  it('sends an Authorization value on the request that has one only (the cached head of the path stays without)', async () => {
+    const url = `http://127.0.0.1:${port}/auth`;
+    expect((await client.get(url, opts)).body.toString()).toBe('(none)');
+    expect((await client.get(url, { ...opts, authorization: 'Bearer k-1' })).body.toString()).toBe('Bearer k-1');
+    expect((await client.get(url, { ...opts, authorization: 'Bearer k-2' })).body.toString()).toBe('Bearer k-2');
+    expect((await client.get(url, opts)).body.toString()).toBe('(none)');
+    // A value that would forge a header is not written.
+    await expect(client.get(url, { ...opts, authorization: 'Bearer k\r\nX-Forged: 1' })).rejects.toMatchObject({ kind: 'protocol' });
   });
 
   it('sends concurrent requests to one engine in turn over one connection', async () => {

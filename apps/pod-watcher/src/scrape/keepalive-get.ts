@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { isHeaderValue } from '@triad/runtime';
 import { BodyPool } from './body-pool';
 import { digitsValue } from './ascii-digits';
 
@@ -187,7 +188,7 @@ export class KeepAliveGet {
     if (head === undefined) {
       const auth = opts.authorization;
       // Written as it is: a value with CR, LF or another control character would forge headers.
-      if (auth !== undefined && /[\u0000-\u0008\u000a-\u001f\u007f]/.test(auth)) {
+      if (auth !== undefined && !isHeaderValue(auth)) {
         done(new GetError('protocol', 'the Authorization value has characters a header cannot carry'), undefined);
         return;
       }
