@@ -187,6 +187,7 @@ export async function startPodWatcher(options: StartPodWatcherOptions): Promise<
       ...(config.recordHeartbeatMs !== undefined ? { reportEveryMs: config.recordHeartbeatMs } : {}),
       owned: (target) => reconciler?.ownsTarget(target) ?? true,
       engineAuth: (target) => reconciler?.engineAuthFor(target),
+      holdUntilStart: true,
     });
     scraperRef = scraper;
     const source = options.source ?? createSource(config, logger, metrics);

@@ -60,6 +60,12 @@ export interface ScraperOptions {
    * is used by the next one. Absent, or no `header`: the reads carry none.
    */
   readonly engineAuth?: (targetId: string) => EngineAuth | undefined;
+  /**
+   * Targets known before `start()` are first scraped then (default: at once). The watcher starts the scraper once
+   * the source's first full state is in, Secrets included, so a first API read is not refused for want of an engine
+   * key still on its way (and the first scrape still reads the model list with the metrics).
+   */
+  readonly holdUntilStart?: boolean;
   /** How often a refusal (401/403) that goes on unchanged is logged again per engine and path (default 5 min). */
   readonly refusedLogEveryMs?: number;
   readonly now?: () => number;
@@ -147,6 +153,7 @@ export class Scraper {
       slot = (slot + 1) % this.#bySlot.length;
     }, this.#slotMs);
     this.#timer.unref?.();
+    if (this.#opts.holdUntilStart === true) for (const t of this.#targets.values()) if (t.mine) this.#enqueue(t);
   }
 
   /** Adds a reference to `ip:port`; a new address is scraped at once. */
@@ -325,7 +332,7 @@ export class Scraper {
 
   #enqueue(t: Target): void {
     // A target still queued or in flight from the previous tick is not queued twice.
-    if (t.queued || this.#closed) return;
+    if (t.queued || this.#closed || (this.#opts.holdUntilStart === true && this.#timer === undefined)) return;
     t.queued = true;
     this.#queue.push(t);
     this.#pump();
