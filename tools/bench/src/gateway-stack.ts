@@ -185,6 +185,8 @@ export interface GatewayStackOptions {
   readonly features?: 'all' | 'none';
   /** The gateway's `--scheduling` (default: the scheduler service over NATS). */
   readonly gatewayScheduling?: 'in-process';
+  /** Start the scheduler service (default true); an in-process-only stack runs without one, as such a deployment does. */
+  readonly scheduler?: boolean;
 }
 
 /** The rateLimit every bench route carries with `features: 'all'`: admission runs, and never refuses. */
@@ -305,17 +307,19 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
     }
     await bus.close();
     const schedulerMetrics = await freePort();
-    children.push(
-      startChild(
-        'scheduler',
-        ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)],
-        {},
-        'ignore',
-        nodeArgsOf('scheduler'),
-        [TRIAD],
-        opts.schedulerLauncher ?? [],
-      ),
-    );
+    const withScheduler = opts.scheduler !== false;
+    if (withScheduler)
+      children.push(
+        startChild(
+          'scheduler',
+          ['scheduler', '--nats', nats.url, '--metrics-port', String(schedulerMetrics)],
+          {},
+          'ignore',
+          nodeArgsOf('scheduler'),
+          [TRIAD],
+          opts.schedulerLauncher ?? [],
+        ),
+      );
     if (allFeatures) traceSink = await startDiscardingSink();
     const gatewayEnv: NodeJS.ProcessEnv = {
       ...(traceSink !== undefined ? { OTEL_EXPORTER_OTLP_ENDPOINT: traceSink.url } : {}),
@@ -377,7 +381,8 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
       if (inProcessMetrics !== undefined && !(await httpOk(`http://127.0.0.1:${inProcessMetrics}/readyz`))) return false;
       for (const c of children) if (c.proc.exitCode !== null) throw new Error(`${c.name} exited with ${c.proc.exitCode}: ${c.stderr}`);
       for (const url of Object.values(sims)) if (!(await httpOk(`${url}/health`))) return false;
-      return (await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`)) && (await httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`));
+      if (withScheduler && !(await httpOk(`http://127.0.0.1:${schedulerMetrics}/readyz`))) return false;
+      return httpOk(`http://127.0.0.1:${gatewayMetrics}/readyz`);
     };
     await waitFor(ready, { timeoutMs: opts.readyTimeoutMs ?? 60_000, intervalMs: 200, what: 'benchmark stack ready' });
     const natsServer = nats;

@@ -67,8 +67,20 @@ async function main(): Promise<void> {
       // Only the router cases whose target contains one of these (comma-separated, case-insensitive; e.g. `epd`):
       // the direct runs and the EPD baseline still run, the paced SSE and the regression guard do not.
       targets: { type: 'string' },
+      // shared (default): both gateways (scheduler service, in-process) and the scheduler on one stack, each gateway
+      // following the other's dispatch events as replicas do; service / in-process: one mode on a stack of its own, as
+      // a one-replica deployment of that mode runs (in-process: no scheduler service). One mode's rows then carry no
+      // second gateway's work.
+      stack: { type: 'string', default: 'shared' },
     },
   });
+  const stackMode = values.stack;
+  if (stackMode !== 'shared' && stackMode !== 'service' && stackMode !== 'in-process')
+    throw new Error(`--stack: expected shared, service or in-process, got '${stackMode}'`);
+  if (stackMode !== 'shared' && values['write-baseline'] === true) throw new Error('--write-baseline: only with --stack shared');
+  const inProcessOnly = stackMode === 'in-process';
+  /** The rows of the gateway whose decisions come from the scheduler service, or in-process on an in-process-only stack. */
+  const modeLabel = inProcessOnly ? ', in-process scheduling' : '';
   const only = values.targets
     ?.split(',')
     .map((t) => t.trim().toLowerCase())
@@ -81,7 +93,8 @@ async function main(): Promise<void> {
   const warmupSec = Number(values.warmup);
   const connections = String(values.connections).split(',').map(Number);
   const stack = await startGatewayStack({
-    inProcessGateway: true,
+    inProcessGateway: stackMode === 'shared',
+    ...(inProcessOnly ? { gatewayScheduling: 'in-process' as const, scheduler: false } : {}),
     features,
     ...(values['gateway-cpus'] !== undefined ? { gatewayCpus: values['gateway-cpus'] } : {}),
   });
@@ -105,9 +118,16 @@ async function main(): Promise<void> {
         stream,
         baseline: `direct-${kind}`,
       });
-      cases.push({ target: 'gateway aggregated', url: g, body: chatBody('agg', stream, false), stream, baseline: `direct-${kind}`, cpu });
       cases.push({
-        target: 'gateway PD (vLLM nixl)',
+        target: `gateway aggregated${modeLabel}`,
+        url: g,
+        body: chatBody('agg', stream, false),
+        stream,
+        baseline: `direct-${kind}`,
+        cpu,
+      });
+      cases.push({
+        target: `gateway PD (vLLM nixl)${modeLabel}`,
         url: g,
         body: chatBody('pd', stream, false),
         stream,
@@ -115,21 +135,22 @@ async function main(): Promise<void> {
         cpu,
       });
       cases.push({
-        target: 'gateway EPD (1 image + text)',
+        target: inProcessOnly ? 'gateway EPD, in-process scheduling' : 'gateway EPD (1 image + text)',
         url: g,
         body: chatBody('epd', stream, true),
         stream,
         baseline: `direct-${kind}`,
         cpu,
       });
-      cases.push({
-        target: 'gateway EPD, in-process scheduling',
-        url: inProcess,
-        body: chatBody('epd', stream, true),
-        stream,
-        baseline: `direct-${kind}`,
-        cpu: () => stack.cpuSeconds('gateway-in-process'),
-      });
+      if (stackMode === 'shared')
+        cases.push({
+          target: 'gateway EPD, in-process scheduling',
+          url: inProcess,
+          body: chatBody('epd', stream, true),
+          stream,
+          baseline: `direct-${kind}`,
+          cpu: () => stack.cpuSeconds('gateway-in-process'),
+        });
       // The reference proxy sends the model name on to the engines, so it gets the engines' name.
       if (!stream)
         for (const r of reference?.targets ?? [])
