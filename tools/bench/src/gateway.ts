@@ -196,7 +196,7 @@ async function main(): Promise<void> {
           byProcess.push([
             k.target,
             String(c),
-            ...stack.processes.map((name, i) => String(perRequest(stack.cpuSeconds(name) - (processBefore[i] as number)))),
+            ...stack.processes.map((name, i) => String(perRequest(stack.cpuSeconds(name) - processBefore[i]))),
           ]);
         }
         const base = results.get(`direct (engine-sim)|${k.stream}|${c}`);
