@@ -143,7 +143,7 @@ function isSpace(c: number): boolean {
  * closed. The closing quote is found with `indexOf` (a native search, not a loop over every character): a quote
  * is escaped when an odd run of backslashes stands before it.
  */
-function skipString(text: string, i: number): number {
+export function skipString(text: string, i: number): number {
   let from = i + 1;
   for (;;) {
     const quote = text.indexOf('"', from);

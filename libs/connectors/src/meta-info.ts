@@ -1,4 +1,5 @@
 import type { Usage } from '@triad/request';
+import { skipString } from './json-text';
 import { splitSseEvents } from './sse';
 
 /**
@@ -10,14 +11,14 @@ import { splitSseEvents } from './sse';
  * The needle ends in `":`: a JSON string holds a quote only escaped (`\"`), so generated text that mentions
  * `"meta_info":` never matches it.
  */
-const META_INFO_NEEDLE = Buffer.from('"meta_info":');
-const INDEX_NEEDLE = Buffer.from('"index":');
-const PROMPT_KEY = Buffer.from('prompt_tokens');
-const COMPLETION_KEY = Buffer.from('completion_tokens');
+const META_INFO_KEY = '"meta_info":';
+const META_INFO_NEEDLE = Buffer.from(META_INFO_KEY);
+const INDEX_KEY = '"index":';
+const PROMPT_KEY = 'prompt_tokens';
+const COMPLETION_KEY = 'completion_tokens';
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const COLON = 0x3a;
+const QUOTE = 0x22;
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
@@ -30,31 +31,19 @@ interface MetaInfoCounts {
   readonly end: number;
 }
 
-function skipSpaces(bytes: Buffer, at: number): number {
+function skipSpaces(text: string, at: number): number {
   let i = at;
-  for (let c = bytes[i]; c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09; c = bytes[++i]);
+  for (let c = text.charCodeAt(i); c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09; c = text.charCodeAt(++i));
   return i;
 }
 
-/** Index of the quote that closes the string whose text starts at `from` (-1 when it does not close). */
-function stringEnd(bytes: Buffer, from: number): number {
-  let at = bytes.indexOf(QUOTE, from);
-  while (at >= 0) {
-    let slashes = 0;
-    while (bytes[at - 1 - slashes] === BACKSLASH) slashes++;
-    if (slashes % 2 === 0) return at;
-    at = bytes.indexOf(QUOTE, at + 1);
-  }
-  return -1;
-}
-
 /** The integer after `key":` (spaces allowed around the colon) at `at`, or -1 when the key has no integer value. */
-function integerAfterKey(bytes: Buffer, at: number): number {
-  let i = skipSpaces(bytes, at);
-  if (bytes[i] !== COLON) return -1;
-  i = skipSpaces(bytes, i + 1);
+function integerAfterKey(text: string, at: number): number {
+  let i = skipSpaces(text, at);
+  if (text.charCodeAt(i) !== COLON) return -1;
+  i = skipSpaces(text, i + 1);
   let n = -1;
-  for (let c = bytes[i]; c !== undefined && c >= 0x30 && c <= 0x39; c = bytes[++i]) n = (n < 0 ? 0 : n * 10) + (c - 0x30);
+  for (let c = text.charCodeAt(i); c >= 0x30 && c <= 0x39; c = text.charCodeAt(++i)) n = (n < 0 ? 0 : n * 10) + (c - 0x30);
   return n;
 }
 
@@ -63,26 +52,26 @@ function integerAfterKey(bytes: Buffer, at: number): number {
  * `prompt_tokens` and `completion_tokens` (-1 when absent). Strings are skipped whole, so a brace or a key name
  * inside one (a stop string, a logprob's token text) changes nothing.
  */
-function readMetaInfo(bytes: Buffer, from: number): MetaInfoCounts | undefined {
-  let i = skipSpaces(bytes, from);
-  if (bytes[i] !== OPEN_BRACE) return undefined;
+function readMetaInfo(text: string, from: number): MetaInfoCounts | undefined {
+  let i = skipSpaces(text, from);
+  if (text.charCodeAt(i) !== OPEN_BRACE) return undefined;
   let depth = 0;
   let prompt = -1;
   let completion = -1;
-  for (; i < bytes.length; i++) {
-    const c = bytes[i];
+  for (; i < text.length; i++) {
+    const c = text.charCodeAt(i);
     if (c === QUOTE) {
       const start = i + 1;
-      const end = stringEnd(bytes, start);
-      if (end < 0) return undefined;
+      // The closing quote; a string left open runs to the end, and so the object is not closed either.
+      const end = skipString(text, i) - 1;
       i = end;
       if (depth !== 1) continue;
       const length = end - start;
-      if (length === PROMPT_KEY.length && bytes.compare(PROMPT_KEY, 0, length, start, end) === 0) {
-        const n = integerAfterKey(bytes, end + 1);
+      if (length === PROMPT_KEY.length && text.startsWith(PROMPT_KEY, start)) {
+        const n = integerAfterKey(text, end + 1);
         if (n >= 0) prompt = n;
-      } else if (length === COMPLETION_KEY.length && bytes.compare(COMPLETION_KEY, 0, length, start, end) === 0) {
-        const n = integerAfterKey(bytes, end + 1);
+      } else if (length === COMPLETION_KEY.length && text.startsWith(COMPLETION_KEY, start)) {
+        const n = integerAfterKey(text, end + 1);
         if (n >= 0) completion = n;
       }
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) depth++;
@@ -96,22 +85,22 @@ function counted(counts: MetaInfoCounts): boolean {
 }
 
 /**
- * Usage of a whole SGLang native answer: the counts of its `meta_info`, summed over the items of a batch (a JSON
- * list of answers); undefined when no `meta_info` holds a count.
+ * Usage of a whole SGLang native answer, as latin1 text (byte offsets kept): the counts of its `meta_info`, summed
+ * over the items of a batch (a JSON list of answers); undefined when no `meta_info` holds a count.
  */
-export function parseMetaInfoUsage(body: Buffer): Usage | undefined {
+export function parseMetaInfoUsage(text: string): Usage | undefined {
   let prompt = 0;
   let completion = 0;
   let found = false;
-  for (let at = body.indexOf(META_INFO_NEEDLE); at >= 0;) {
-    const counts = readMetaInfo(body, at + META_INFO_NEEDLE.length);
+  for (let at = text.indexOf(META_INFO_KEY); at >= 0;) {
+    const counts = readMetaInfo(text, at + META_INFO_KEY.length);
     if (counts === undefined) break;
     if (counted(counts)) {
       found = true;
       prompt += Math.max(0, counts.prompt);
       completion += Math.max(0, counts.completion);
     }
-    at = body.indexOf(META_INFO_NEEDLE, counts.end);
+    at = text.indexOf(META_INFO_KEY, counts.end);
   }
   return found ? { promptTokens: prompt, completionTokens: completion } : undefined;
 }
@@ -127,11 +116,11 @@ export class MetaInfoTally {
   read(events: Buffer): void {
     if (events.indexOf(META_INFO_NEEDLE) < 0) return;
     for (const event of splitSseEvents(events)) {
-      const at = event.indexOf(META_INFO_NEEDLE);
-      if (at < 0) continue;
-      const counts = readMetaInfo(event, at + META_INFO_NEEDLE.length);
+      if (event.indexOf(META_INFO_NEEDLE) < 0) continue;
+      const text = event.toString('latin1');
+      const counts = readMetaInfo(text, text.indexOf(META_INFO_KEY) + META_INFO_KEY.length);
       if (counts === undefined || !counted(counts)) continue;
-      const index = itemIndex(event, counts.end);
+      const index = itemIndex(text, counts.end);
       const before = this.#items.get(index);
       this.#items.set(index, {
         promptTokens: counts.prompt >= 0 ? counts.prompt : (before?.promptTokens ?? 0),
@@ -153,8 +142,8 @@ export class MetaInfoTally {
 }
 
 /** A batch event's `"index"` (SGLang adds it after `meta_info`, so only the rest of the event is searched), else 0. */
-function itemIndex(event: Buffer, from: number): number {
-  const at = event.indexOf(INDEX_NEEDLE, from);
-  const n = at < 0 ? -1 : integerAfterKey(event, at + INDEX_NEEDLE.length - 1);
+function itemIndex(event: string, from: number): number {
+  const at = event.indexOf(INDEX_KEY, from);
+  const n = at < 0 ? -1 : integerAfterKey(event, at + INDEX_KEY.length - 1);
   return n >= 0 ? n : 0;
 }

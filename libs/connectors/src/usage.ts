@@ -36,7 +36,7 @@ export function parseBodyUsage(body: Buffer): Usage | undefined {
   const text = body.toString('latin1');
   let at = text.lastIndexOf(USAGE_KEY);
   while (at > 0 && text.charCodeAt(at - 1) === 0x5c) at = text.lastIndexOf(USAGE_KEY, at - 1);
-  return (at < 0 ? undefined : readUsageObject(text, at + USAGE_KEY.length)) ?? parseMetaInfoUsage(body);
+  return (at < 0 ? undefined : readUsageObject(text, at + USAGE_KEY.length)) ?? parseMetaInfoUsage(text);
 }
 
 /**
