@@ -125,6 +125,13 @@ function contentLengthOf(req: IncomingMessage): number {
   return raw === undefined ? -1 : Number(raw);
 }
 
+/** A request on a connection the cap answered 429 when it connected: what it sends is read and dropped. */
+function droppedAsRefused(req: IncomingMessage): boolean {
+  if (!isRefusedConnection(req.socket)) return false;
+  req.resume();
+  return true;
+}
+
 /**
  * The server fastify runs on; `direct` takes the requests it serves before fastify sees them. Differences from node's defaults: a missing `Host` on HTTP/1.1 is answered here
  * (OpenAI-shaped 400) rather than by node (bare 400); `Expect: 100-continue` with a body over the limit gets its
@@ -135,11 +142,7 @@ function contentLengthOf(req: IncomingMessage): number {
  */
 export function createGatewayServer(handler: RequestListener, options: HttpLayerOptions, direct?: RequestTakerFn): Server {
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
-    if (isRefusedConnection(req.socket)) {
-      // Answered 429 when it connected; what it sends after that is read and dropped.
-      req.resume();
-      return;
-    }
+    if (droppedAsRefused(req)) return;
     if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
       // The body (if any) is not read: the connection closes after the answer.
       writeError(res, new BadRequestError('HTTP/1.1 requests must carry a Host header'), true);
@@ -163,10 +166,7 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
   );
   options.connectionCap?.attach(server);
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    if (isRefusedConnection(req.socket)) {
-      req.resume();
-      return;
-    }
+    if (droppedAsRefused(req)) return;
     if (contentLengthOf(req) > options.bodyLimit) {
       writeError(res, bodyTooLarge(options.bodyLimit), true);
       return;
@@ -175,10 +175,7 @@ export function createGatewayServer(handler: RequestListener, options: HttpLayer
     server.emit('request', req, res);
   });
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    if (isRefusedConnection(req.socket)) {
-      req.resume();
-      return;
-    }
+    if (droppedAsRefused(req)) return;
     writeError(
       res,
       new HttpLayerError(ErrorCode.GatewayExpectationFailed, "the only expectation the gateway supports is 'Expect: 100-continue'"),
