@@ -188,7 +188,7 @@ describe('pod-watcher: engine reads with the engine API key (fake API server, re
     kube.apply(secret(ROTATED));
     await waitFor(() => sentWith('vllm', '/v1/models').includes(`Bearer ${ROTATED}`), { what: 'rotated key on /v1/models' });
     await waitFor(() => sentWith('sglang', '/server_info').includes(`Bearer ${ROTATED}`), { what: 'rotated key on /server_info' });
-    // Refused again and again (the engines keep the old key), logged once per engine and path.
+    // Refused again and again (the engines keep the old key; each read waits longer), logged once per engine and path.
     await waitFor(() => sim('vllm').counters()['unauthorized'] >= 3 && sim('sglang').counters()['unauthorized'] >= 3, {
       what: 'several refused reads',
     });
@@ -202,10 +202,11 @@ describe('pod-watcher: engine reads with the engine API key (fake API server, re
     expect(refusals(sgTarget, '/server_info')).toHaveLength(1);
     expect(record('vllm', 'v0')).toMatchObject({ models: [sim('vllm').model, 'lora-a'], metrics: { stale: false } });
     expect(record('sg', 'p0')).toMatchObject({ bootstrapPort: port, dpSize: 2, metrics: { stale: false } });
-    // The refused reads are counted as failed reads of their kind.
+    // The refused reads are counted as failed reads of their kind, as unauthorized (not as other HTTP errors).
     const ops = await (await fetch(`http://127.0.0.1:${watcher.opsPort}/metrics`)).text();
-    expect(ops).toMatch(/triad_podwatcher_scrape_errors_total\{what="models",reason="http"\} [1-9]/);
-    expect(ops).toMatch(/triad_podwatcher_scrape_errors_total\{what="server_info",reason="http"\} [1-9]/);
+    expect(ops).toMatch(/triad_podwatcher_scrape_errors_total\{what="models",reason="unauthorized"\} [1-9]/);
+    expect(ops).toMatch(/triad_podwatcher_scrape_errors_total\{what="server_info",reason="unauthorized"\} [1-9]/);
+    expect(ops).toMatch(/triad_podwatcher_scrape_errors_total\{what="models",reason="http"\} 0\n/);
     // The engines restart with the rotated key: accepted, and what changed with the restart is published.
     await sim('vllm').close();
     sims.vllm = await startSimEngine(simOptions.vllm(ROTATED, 'lora-b'));

@@ -58,7 +58,7 @@ export class WatcherMetrics {
   });
   readonly scrapeErrors = new Counter({
     name: 'triad_podwatcher_scrape_errors_total',
-    help: 'Failed scrapes by what (metrics, models) and reason (timeout, http, connect, parse)',
+    help: 'Failed scrapes by what (metrics, models, server_info) and reason (timeout, connect, http, unauthorized, body, parse)',
     labelNames: ['what', 'reason'] as const,
     registers: [this.registry],
   });

@@ -1,14 +1,17 @@
 import { Agent, request } from 'undici';
 import { GetError, KeepAliveGet, type GetOptions, type RequestDone } from './keepalive-get';
 
-/** Why a scrape failed (the `reason` label of `triad_podwatcher_scrape_errors_total`). */
-export const SCRAPE_FAILURE_REASONS = ['timeout', 'connect', 'http', 'body', 'parse'] as const;
+/**
+ * Why a scrape failed (the `reason` label of `triad_podwatcher_scrape_errors_total`): `unauthorized` is a 401 or 403
+ * (the engine checks an API key), `http` any other non-2xx answer.
+ */
+export const SCRAPE_FAILURE_REASONS = ['timeout', 'connect', 'http', 'unauthorized', 'body', 'parse'] as const;
 export type ScrapeFailureReason = (typeof SCRAPE_FAILURE_REASONS)[number];
 
 /** A failed scrape request, with a reason label for metrics and a message for the endpoint's `lastError`. */
 export class ScrapeError extends Error {
   readonly reason: ScrapeFailureReason;
-  /** The HTTP status of an `http` failure. */
+  /** The HTTP status of an `http` or `unauthorized` failure. */
   readonly status: number | undefined;
   constructor(reason: ScrapeFailureReason, message: string, status?: number) {
     super(message);
@@ -20,7 +23,12 @@ export class ScrapeError extends Error {
 
 /** Throws the ScrapeError of a non-2xx answer to `url`. */
 export function ensureOk(url: string, status: number): void {
-  if (status < 200 || status >= 300) throw new ScrapeError('http', `GET ${url}: HTTP ${status}`, status);
+  if (status < 200 || status >= 300) throw httpFailure(url, status);
+}
+
+/** The ScrapeError of a non-2xx answer to `url`. */
+function httpFailure(url: string, status: number): ScrapeError {
+  return new ScrapeError(status === 401 || status === 403 ? 'unauthorized' : 'http', `GET ${url}: HTTP ${status}`, status);
 }
 
 export interface EngineHttpOptions {
@@ -117,7 +125,7 @@ export class EngineHttp {
       });
       if (res.statusCode < 200 || res.statusCode >= 300) {
         res.body.dump().catch(() => undefined);
-        throw new ScrapeError('http', `GET ${url}: HTTP ${res.statusCode}`, res.statusCode);
+        throw httpFailure(url, res.statusCode);
       }
       const chunks: Buffer[] = [];
       let size = 0;
