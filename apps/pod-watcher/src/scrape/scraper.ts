@@ -68,6 +68,7 @@ export interface ScraperOptions {
   readonly holdUntilStart?: boolean;
   /** How often a refusal (401/403) that goes on unchanged is logged again per engine and path (default 5 min). */
   readonly refusedLogEveryMs?: number;
+  /** The scraper's clock (refusal backoff and log spacing, scrape times); default `Date.now`. */
   readonly now?: () => number;
 }
 
@@ -96,8 +97,8 @@ interface Target {
   mine: boolean;
   /** When the scrape in flight started. */
   started: number;
-  /** API reads the engine refuses (401/403), by path: what was logged and when (undefined while none is). */
-  refused: Map<string, { readonly key: string; readonly at: number }> | undefined;
+  /** API reads the engine refuses (401/403), by path (undefined while none is). */
+  refused: Map<ApiPath, RefusedRead> | undefined;
   /** Time of the last successful metrics scrape since this replica owns the target (0: none yet). */
   confirmedAt: number;
   /** Reads the engine's load from a metrics answer (made once per target: the scrape loop allocates none per scrape). */
@@ -105,6 +106,29 @@ interface Target {
   /** Takes a metrics-only scrape's outcome. */
   readonly onLoad: (err: unknown, load: EngineLoad | undefined) => void;
 }
+
+/** The engine API routes the watcher reads (`/server_info` stands for its `/get_server_info` fallback too). */
+type ApiPath = '/v1/models' | '/server_info';
+
+/** An API read of one target that the engine refuses (401/403), kept until the engine accepts it again. */
+interface RefusedRead {
+  /** What the last warning said (status and `from`), and when it was logged. */
+  readonly logged: string;
+  readonly loggedAt: number;
+  /** What the refused read sent: a read that would send another `from` or header goes at once. Never logged. */
+  readonly from: string;
+  readonly header: string | undefined;
+  /** Refusals in a row of what is sent now. */
+  readonly refusals: number;
+  /** The read waits until then (0: it goes with the next scrape). */
+  retryAt: number;
+}
+
+/**
+ * The longest wait between two reads of a route an engine refuses while what the watcher sends stays the same
+ * (unless the route's own interval is longer). A key rotated on the engine side alone is seen within it.
+ */
+const REFUSED_BACKOFF_CAP_MS = 300_000;
 
 /** Slots per scrape interval (each a twentieth of it, at least 10 ms). */
 const SLOTS = 20;
@@ -348,7 +372,8 @@ export class Scraper {
       }
       this.#active += 1;
       t.started = this.#now();
-      const modelsDue = t.modelsAt === 0 || t.started - t.modelsAt >= this.#opts.modelsIntervalMs;
+      const modelsDue =
+        (t.modelsAt === 0 || t.started - t.modelsAt >= this.#opts.modelsIntervalMs) && !this.#refusedWaits(t, '/v1/models', t.started);
       // Most scrapes read the metrics page only: callbacks made once per target, no promise per scrape.
       if (modelsDue) this.#settle(t, this.#scrapeWithModels(t));
       else this.#opts.http.request(t.metricsUrl, t.readLoad, t.onLoad);
@@ -444,8 +469,10 @@ export class Scraper {
       this.#opts.metrics?.scrapeDuration.observe((this.#now() - started) / 1000);
       if (prev.metrics.stale) {
         this.#opts.logger.info({ target: t.id }, 'scrapes succeed again');
-        // It may have restarted with other adapters: its model list is read again with the next scrape.
+        // It may have restarted with other adapters, or another API key: its model list is read again with the next
+        // scrape, and its server info with this one, even while refused reads wait.
         if (modelsResult === undefined) t.modelsAt = 0;
+        if (t.refused !== undefined) for (const refused of t.refused.values()) refused.retryAt = 0;
       }
     } else {
       const err = failure as Error;
@@ -529,36 +556,66 @@ export class Scraper {
   }
 
   /**
-   * Logs an API read the engine refused (401/403: it checks an API key, and the watcher sent none or another one):
-   * when it starts, when what the watcher sends changes, and again every `refusedLogEveryMs` while it goes on; and
-   * once when the engine accepts that read again. Counted as any failed read (`scrape_errors_total{reason="http"}`);
-   * the last models and server info read stay in the records meanwhile. The value sent is never logged.
+   * Takes the outcome of an API read for the refusal backoff and log. A read the engine refused (401/403: it checks
+   * an API key, and the watcher sent none or another one) waits before it goes again: the route's own interval after
+   * the first refusal, doubling with each further one of the same credential, at most 5 minutes (or the interval,
+   * when longer); `/metrics` goes on every scrape meanwhile. It goes with the next scrape, wait or not, when what the
+   * watcher would send changes (see `#refusedWaits`) or the engine answers again after failing scrapes. Logged when it starts, when
+   * what the watcher sends changes, and again every `refusedLogEveryMs` while it goes on; and once when the engine
+   * accepts that read again, which ends the backoff. Counted as `scrape_errors_total{reason="unauthorized"}`; the
+   * last models and server info read stay in the records meanwhile. The value sent is never logged.
    */
-  #noteApiRead(t: Target, path: string, failure: unknown, auth: EngineAuth | undefined): void {
+  #noteApiRead(t: Target, path: ApiPath, failure: unknown, auth: EngineAuth | undefined): void {
     const status = failure instanceof ScrapeError ? failure.status : undefined;
     const was = t.refused?.get(path);
+    const sent = auth?.from ?? 'none';
     if (status !== 401 && status !== 403) {
       if (failure === undefined && was !== undefined) {
         t.refused?.delete(path);
-        this.#opts.logger.info({ target: t.id, path, sent: auth?.from ?? 'none' }, "the engine accepts the pod-watcher's read again");
+        this.#opts.logger.info({ target: t.id, path, sent }, "the engine accepts the pod-watcher's read again");
       }
       return;
     }
-    const sent = auth?.from ?? 'none';
-    const key = `${status} ${sent}`;
     const now = this.#now();
-    if (was !== undefined && was.key === key && now - was.at < (this.#opts.refusedLogEveryMs ?? 300_000)) return;
-    (t.refused ??= new Map()).set(path, { key, at: now });
+    const refusals = was !== undefined && was.from === sent && was.header === auth?.header ? was.refusals + 1 : 1;
+    const waitMs = this.#refusedWaitMs(path, refusals);
+    const logged = `${status} ${sent}`;
+    const logDue = was === undefined || was.logged !== logged || now - was.loggedAt >= (this.#opts.refusedLogEveryMs ?? 300_000);
+    const loggedAt = was === undefined || logDue ? now : was.loggedAt;
+    (t.refused ??= new Map()).set(path, { logged, loggedAt, from: sent, header: auth?.header, refusals, retryAt: now + waitMs });
+    if (!logDue) return;
     this.#opts.logger.warn(
-      { target: t.id, path, status, sent },
+      { target: t.id, path, status, sent, retryInMs: waitMs },
       `the engine refused the pod-watcher's read (HTTP ${status}): it checks an API key, and the watcher sent ` +
         `${auth?.header === undefined ? 'none' : 'another one'} (see sent; set the ModelServer's engineAuth). ` +
-        'The last models and server info read are kept',
+        'The last models and server info read are kept; the read is tried again after a growing delay (retryInMs), ' +
+        'or at once when the credential changes',
     );
   }
 
+  /** How long a read of `path` waits after its `refusals`-th refusal in a row of the same credential. */
+  #refusedWaitMs(path: ApiPath, refusals: number): number {
+    const intervalMs = path === '/v1/models' ? this.#opts.modelsIntervalMs : (this.#opts.serverInfoIntervalMs ?? 30_000);
+    return Math.min(intervalMs * 2 ** (refusals - 1), Math.max(intervalMs, REFUSED_BACKOFF_CAP_MS));
+  }
+
+  /**
+   * Whether the read of `path` waits after refusals at `now`: its delay has not passed, and the watcher would send
+   * what was refused. Would it send something else (a Secret added or rotated, another engineAuth), the read goes
+   * now. The credential is only looked up for reads that wait.
+   */
+  #refusedWaits(t: Target, path: ApiPath, now: number): boolean {
+    const refused = t.refused?.get(path);
+    if (refused === undefined || now >= refused.retryAt) return false;
+    const auth = this.#opts.engineAuth?.(t.id);
+    if ((auth?.from ?? 'none') === refused.from && auth?.header === refused.header) return true;
+    refused.retryAt = 0;
+    return false;
+  }
+
   #infoDue(t: Target): boolean {
-    return t.infoAt === 0 || this.#now() - t.infoAt >= (this.#opts.serverInfoIntervalMs ?? 30_000);
+    const now = this.#now();
+    return (t.infoAt === 0 || now - t.infoAt >= (this.#opts.serverInfoIntervalMs ?? 30_000)) && !this.#refusedWaits(t, '/server_info', now);
   }
 
   /** `/server_info`, falling back to `/get_server_info` on a 404 (remembered per engine); the last value on failure. */
