@@ -1,0 +1,51 @@
+/*
+ * How many prompts and samples a request body asks an engine for, read the way SGLang reads its native `/generate`
+ * body (`GenerateReqInput._determine_batch_size` and `_handle_parallel_sampling`). Admission sizes its output
+ * reservation with them, the connectors their bootstrap rooms, sample fan-out and usage counting.
+ */
+
+function isObject(v: unknown): v is Readonly<Record<string, unknown>> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * The prompts of an SGLang `/generate` body. The first input present decides (`text`, then `input_ids`, then
+ * `input_embeds`, as in SGLang): a `text` string is one prompt and a list as many as it holds (none for an empty
+ * list); `input_ids` one list of token ids is one prompt, a list of lists one per list; `input_embeds` one list of
+ * vectors is one prompt, a list of those one each. 1 for anything SGLang refuses (no input, empty `input_ids`,
+ * values of the wrong type): the engine answers those with an error.
+ */
+export function generatePromptCount(body: Readonly<Record<string, unknown>>): number {
+  const text = body['text'];
+  if (text !== undefined && text !== null) return Array.isArray(text) ? text.length : 1;
+  const ids = body['input_ids'];
+  if (ids !== undefined && ids !== null) return Array.isArray(ids) && Array.isArray(ids[0]) ? ids.length : 1;
+  const embeds = body['input_embeds'];
+  if (Array.isArray(embeds) && Array.isArray(embeds[0]) && Array.isArray(embeds[0][0])) return embeds.length;
+  return 1;
+}
+
+/** A sample count as given: an integer above 1, else 1 (anything else is the engine's to judge and refuse). */
+function samplesOf(n: unknown): number {
+  return typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
+}
+
+/**
+ * Samples per prompt of an SGLang `/generate` body: `sampling_params.n`, or with a list of per-prompt sampling
+ * params the first entry's (SGLang refuses a list whose entries ask for different `n`). A top-level `n` is no
+ * `/generate` field: SGLang ignores it.
+ */
+export function generateSampleCount(body: Readonly<Record<string, unknown>>): number {
+  const params = body['sampling_params'];
+  const first = Array.isArray(params) ? (params[0] as unknown) : params;
+  return isObject(first) ? samplesOf(first['n']) : 1;
+}
+
+/**
+ * Samples per prompt of any request body: the OpenAI APIs' `n` when the body has one, else `/generate`'s
+ * (`generateSampleCount`); 1 for a count that is no integer above 1.
+ */
+export function sampleCount(body: Readonly<Record<string, unknown>>): number {
+  const n = body['n'];
+  return n !== undefined && n !== null ? samplesOf(n) : generateSampleCount(body);
+}
