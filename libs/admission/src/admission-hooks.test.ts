@@ -101,15 +101,15 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
     await h.admit(request(key, { max_tokens: 30, model: 'out-model' }));
   });
 
+  /** Hooks with 100 output tokens an hour, and `/generate` requests for `model`. */
+  const generateHooks = (model: string) => ({
+    h: createAdmissionHooks(admission, { rateLimitFor: () => ({ outputTokensPerUnit: 100, unit: 'hour' }) }),
+    generate: (body: Record<string, unknown>): RequestContext =>
+      requestContext({ path: '/generate', headers: { authorization: `Bearer ${key}` }, body: { model, ...body }, inputTokens: 10 }),
+  });
+
   it("reserves a /generate body's max_new_tokens over its batch and samples, not the route default", async () => {
-    const h = createAdmissionHooks(admission, { rateLimitFor: () => ({ outputTokensPerUnit: 100, unit: 'hour' }) });
-    const generate = (body: Record<string, unknown>): RequestContext =>
-      requestContext({
-        path: '/generate',
-        headers: { authorization: `Bearer ${key}` },
-        body: { model: 'gen-model', ...body },
-        inputTokens: 10,
-      });
+    const { h, generate } = generateHooks('gen-model');
     // Two prompts × 15 tokens × n 2 = 60 reserved; a list of per-prompt params sums to 30: 90 in all.
     await h.admit(generate({ text: ['a', 'b'], sampling_params: { max_new_tokens: 15, n: 2 } }));
     await h.admit(generate({ input_ids: [[1], [2]], sampling_params: [{ max_new_tokens: 10 }, { max_new_tokens: 20 }] }));
@@ -117,5 +117,26 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
       limitType: 'output',
     });
     await h.admit(generate({ input_ids: [1, 2, 3], sampling_params: { max_new_tokens: 10 } }));
+  });
+
+  it('counts /generate prompts and samples as SGLang does: per-prompt params times n, text before input_ids, an empty batch', async () => {
+    const { h, generate } = generateHooks('gen-edge-model');
+    // (10 + 20) × n 2 = 60; the text string is the one prompt (SGLang ignores the input_ids beside it): 30; an empty
+    // text list is a batch of none: 0. 90 in all.
+    await h.admit(
+      generate({
+        text: ['a', 'b'],
+        sampling_params: [
+          { max_new_tokens: 10, n: 2 },
+          { max_new_tokens: 20, n: 2 },
+        ],
+      }),
+    );
+    await h.admit(generate({ text: 'a', input_ids: [[1], [2], [3]], sampling_params: { max_new_tokens: 30 } }));
+    await h.admit(generate({ text: [], sampling_params: { max_new_tokens: 50 } }));
+    expect(await rejection(h.admit(generate({ text: 'c', sampling_params: { max_new_tokens: 11 } })))).toMatchObject({
+      limitType: 'output',
+    });
+    await h.admit(generate({ text: 'c', sampling_params: { max_new_tokens: 10 } }));
   });
 });

@@ -1,5 +1,5 @@
 import type { RateLimit } from '@triad/crd';
-import { RequestLocal, promptText, type RequestContext, type RequestHooks } from '@triad/request';
+import { RequestLocal, generatePromptCount, generateSampleCount, promptText, type RequestContext, type RequestHooks } from '@triad/request';
 import type { Admission, Admitted } from './admission';
 import type { SpanLike } from './fairness/fair-queue';
 
@@ -27,41 +27,36 @@ function tokenCount(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 }
 
-/**
- * The prompts of an SGLang `/generate` body: a batch is a list of texts or of token-id lists (one `input_ids` list
- * of numbers is one prompt).
- */
-function generatePrompts(body: Readonly<Record<string, unknown>>): number {
-  const text = body['text'];
-  if (Array.isArray(text)) return Math.max(1, text.length);
-  const ids = body['input_ids'];
-  return Array.isArray(ids) && Array.isArray(ids[0]) ? ids.length : 1;
+function maxNewTokens(params: unknown): number | undefined {
+  return params !== null && typeof params === 'object' && !Array.isArray(params)
+    ? tokenCount((params as Record<string, unknown>)['max_new_tokens'])
+    : undefined;
 }
 
 /**
- * The most output an SGLang `/generate` body can ask for: `sampling_params.max_new_tokens` for every prompt of a
- * batch and each of its `n` samples, or the sum over a list of per-prompt sampling params. Undefined when a prompt
- * names no limit (the route's `defaultMaxTokens` applies, as for an OpenAI body without `max_tokens`).
+ * The most output an SGLang `/generate` body can ask for: `sampling_params.max_new_tokens` for every prompt of the
+ * batch and each of its samples, or with a list of per-prompt sampling params each entry's for its prompt's samples.
+ * Undefined when a prompt names no limit (the route's `defaultMaxTokens` applies, as for an OpenAI body without
+ * `max_tokens`).
  */
-function generateMaxTokens(params: unknown, prompts: number): number | undefined {
-  if (Array.isArray(params)) {
-    let sum = 0;
-    for (const p of params) {
-      const n = generateMaxTokens(p, 1);
-      if (n === undefined) return undefined;
-      sum += n;
-    }
-    return sum;
+function generateMaxTokens(body: Readonly<Record<string, unknown>>): number | undefined {
+  const params = body['sampling_params'];
+  const samples = generateSampleCount(body);
+  if (!Array.isArray(params)) {
+    const max = maxNewTokens(params);
+    return max === undefined ? undefined : max * samples * generatePromptCount(body);
   }
-  if (typeof params !== 'object' || params === null) return undefined;
-  const p = params as Record<string, unknown>;
-  const max = tokenCount(p['max_new_tokens']);
-  const n = tokenCount(p['n']) ?? 1;
-  return max === undefined ? undefined : max * Math.max(1, n) * prompts;
+  let sum = 0;
+  for (const p of params) {
+    const max = maxNewTokens(p);
+    if (max === undefined) return undefined;
+    sum += max;
+  }
+  return sum * samples;
 }
 
 function maxTokensOf(body: Readonly<Record<string, unknown>>, path: string): number | undefined {
-  if (path === '/generate') return generateMaxTokens(body['sampling_params'], generatePrompts(body));
+  if (path === '/generate') return generateMaxTokens(body);
   return tokenCount(body['max_completion_tokens'] ?? body['max_tokens'] ?? body['max_output_tokens']);
 }
 
