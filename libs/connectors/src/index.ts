@@ -15,7 +15,6 @@ export type {
 } from './types';
 export { originOf } from './addresses';
 export { clientWantsUsage } from './request-bodies';
-export { sampleCount } from './parallel-samples';
 export { SseEventSplitter, sseEvents, type SseEvent } from './sse';
 export { UpstreamPools, DEFAULT_UPSTREAM_CONNECTIONS } from './upstream-pools';
 export type { UpstreamPoolOptions, UpstreamRequest, EndpointSlot } from './upstream-pools';

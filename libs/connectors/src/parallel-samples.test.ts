@@ -1,4 +1,4 @@
-import { mergeSampleAnswers, SampleStreamError, SampleStreamMerger, sampleCount, singleSampleBody } from './parallel-samples';
+import { mergeSampleAnswers, SampleStreamError, SampleStreamMerger, singleSampleBody } from './parallel-samples';
 
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));
 const event = (v: unknown) => Buffer.from(`data: ${JSON.stringify(v)}\n\n`);
@@ -12,20 +12,21 @@ function payloads(text: string): unknown[] {
     .map((d) => (d === '[DONE]' ? d : (JSON.parse(d) as unknown)));
 }
 
-describe('sampleCount and singleSampleBody', () => {
-  it('reads n, or sampling_params.n on /generate; anything but an integer > 1 is one sample', () => {
-    expect(sampleCount({ n: 3 })).toBe(3);
-    expect(sampleCount({ sampling_params: { n: 2 } })).toBe(2);
-    expect(sampleCount({ n: 1 })).toBe(1);
-    expect(sampleCount({ sampling_params: { n: 2.5 } })).toBe(1);
-    expect(sampleCount({})).toBe(1);
-  });
-
+describe('singleSampleBody', () => {
   it('asks each sample for one, leaving the rest of the body as it is', () => {
     expect(singleSampleBody({ n: 3, max_tokens: 4 })).toEqual({ n: 1, max_tokens: 4 });
     expect(singleSampleBody({ text: 'a', sampling_params: { n: 3, max_new_tokens: 2 } })).toEqual({
       text: 'a',
       sampling_params: { n: 1, max_new_tokens: 2 },
+    });
+    // Per-prompt sampling params: every entry asks for one (SGLang takes n from them all alike).
+    expect(singleSampleBody({ text: ['a', 'b'], sampling_params: [{ n: 3, max_new_tokens: 2 }, { n: 3 }] })).toEqual({
+      text: ['a', 'b'],
+      sampling_params: [{ n: 1, max_new_tokens: 2 }, { n: 1 }],
+    });
+    expect(singleSampleBody({ text: 'a', sampling_params: { max_new_tokens: 2 } })).toEqual({
+      text: 'a',
+      sampling_params: { max_new_tokens: 2 },
     });
   });
 });

@@ -14,21 +14,13 @@ function isObject(v: unknown): v is Json {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-/**
- * How many samples a request asks for: chat/completions `n`, `/generate` `sampling_params.n`; 1 otherwise (also
- * for a count that is no integer: the engine judges it).
- */
-export function sampleCount(body: Json): number {
-  const sp = body['sampling_params'];
-  const n = body['n'] ?? (isObject(sp) ? sp['n'] : undefined);
-  return typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
-}
-
-/** One sample's request: the same body asking for one sample. */
+/** One sample's request: the same body asking for one sample (`n`, `sampling_params.n`, or each per-prompt entry's). */
 export function singleSampleBody(body: Json): Json {
   if (typeof body['n'] === 'number') return { ...body, n: 1 };
   const sp = body['sampling_params'];
-  return isObject(sp) && typeof sp['n'] === 'number' ? { ...body, sampling_params: { ...sp, n: 1 } } : body;
+  if (isObject(sp)) return typeof sp['n'] === 'number' ? { ...body, sampling_params: { ...sp, n: 1 } } : body;
+  if (!Array.isArray(sp)) return body;
+  return { ...body, sampling_params: sp.map((p: unknown) => (isObject(p) && typeof p['n'] === 'number' ? { ...p, n: 1 } : p)) };
 }
 
 function mergedIndex(index: unknown, sample: number, n: number): number {

@@ -202,6 +202,9 @@ describe('sglangBody', () => {
     { name: '/generate with input_ids lists', body: { input_ids: [[1], [2], [3]] }, n: 3 },
     { name: '/generate with one input_ids list', body: { input_ids: [1, 2, 3] }, n: 1 },
     { name: 'a single token-id prompt', body: { model: 'm', prompt: [1, 2, 3] }, n: 1 },
+    { name: '/generate with an input_embeds batch', body: { input_embeds: [[[0.1]], [[0.2]]] }, n: 2 },
+    { name: '/generate with a text string beside input_ids lists (text decides)', body: { text: 'a', input_ids: [[1], [2]] }, n: 1 },
+    { name: '/generate with an empty text list (still one room)', body: { text: [] }, n: 1 },
   ])('batches: $name gets $n rooms', ({ body, n }) => {
     const out = sglangBody(body, false, prefill);
     expect(out.rooms).toHaveLength(n);

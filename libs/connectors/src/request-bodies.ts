@@ -2,7 +2,7 @@ import type { EndpointRef } from '@triad/bus';
 import { DEFAULT_SGLANG_BOOTSTRAP_PORT, type InferenceEngine } from '@triad/crd';
 import { urlHost } from './addresses';
 import { randomBootstrapRoom, scalarJson, serializeWith, valueJson, type JsonFragments } from './json-text';
-import type { MediaPart } from '@triad/request';
+import { generatePromptCount, type MediaPart } from '@triad/request';
 
 /**
  * Whether the client itself asked for the final usage chunk of a stream. vLLM turns `include_usage` on as soon
@@ -157,18 +157,15 @@ const PD_OWNED_KEYS = [
 ] as const;
 
 /**
- * How many prompts one SGLang request carries: a completions `prompt` list, a `/generate` `text` list or an
- * `input_ids` list of lists; 1 otherwise. (`n > 1` never gets here under PD: the connector sends a request per sample, see
- * docs/protocols/sglang.md.)
+ * How many prompts one SGLang request carries: a completions `prompt` list of texts or of token-id lists, else as a
+ * `/generate` body counts them (`generatePromptCount`); at least 1, so an empty batch still gets a room (SGLang
+ * spreads a scalar room over the batch, here none). (`n > 1` never gets here under PD: the connector sends a request
+ * per sample, see docs/protocols/sglang.md.)
  */
 export function sglangBatchSize(body: Record<string, unknown>): number {
   const prompt = body['prompt'];
   if (Array.isArray(prompt) && prompt.length > 0 && (typeof prompt[0] === 'string' || Array.isArray(prompt[0]))) return prompt.length;
-  const text = body['text'];
-  if (Array.isArray(text) && text.length > 0) return text.length;
-  const ids = body['input_ids'];
-  if (Array.isArray(ids) && ids.length > 0 && Array.isArray(ids[0])) return ids.length;
-  return 1;
+  return Math.max(1, generatePromptCount(body));
 }
 
 /** Data-parallel ranks chosen for one SGLang PD try (each absent when that engine has no DP ranks to pick). */

@@ -3,6 +3,7 @@ import type { Attempt, Decision, EndpointRef, Stage } from '@triad/bus';
 import { ErrorCode, isTriadError } from '@triad/errors';
 import {
   asError,
+  generateSampleCount,
   isRetryable,
   writeErrorResponse,
   writeStreamError,
@@ -16,7 +17,6 @@ import {
 import { clientAbortedError, totalTimeoutError } from './errors';
 import { ReleaseLegOwner, releaseTarget } from './kv-release';
 import { Leg, LegMode, type LegOwner } from './leg';
-import { sampleCount } from './parallel-samples';
 import { vllmReleaseBody } from './request-bodies';
 import { StreamResume } from './resume/stream-resume';
 import type {
@@ -122,7 +122,7 @@ class StageLoop implements LegRunner, LegOwner {
     this.#kvRelease = options.kvRelease !== false;
     this.suppressUsage = ctx.proxy.injectUsage && !ctx.proxy.clientWantsUsage;
     this.#nativeGenerate = (ctx.routing.upstreamPath ?? ctx.path) === GENERATE_PATH;
-    this.#promptRepeats = this.#nativeGenerate ? sampleCount(ctx.body) : 1;
+    this.#promptRepeats = this.#nativeGenerate ? generateSampleCount(ctx.body) : 1;
     this.totalMs = ctx.routing.server.timeouts.totalMs;
     this.#resume = StreamResume.of(ctx);
   }

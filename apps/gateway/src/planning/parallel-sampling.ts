@@ -1,5 +1,4 @@
-import { sampleCount } from '@triad/connectors';
-import { BadRequestError, echo, type EngineRouting } from '@triad/request';
+import { BadRequestError, echo, sampleCount, type EngineRouting } from '@triad/request';
 
 /**
  * The most samples one request may ask for when its connector fans them out (SGLang PD and EPD: one prefill/decode

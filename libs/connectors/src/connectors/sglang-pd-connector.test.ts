@@ -187,6 +187,39 @@ describe('SglangPdConnector', () => {
       expect(answer.usage).toEqual({ prompt_tokens: 4, completion_tokens: 6, total_tokens: 10 });
     });
 
+    it("/generate with per-prompt sampling params: n from the entries, each sample's entries asking for one", async () => {
+      const body = {
+        text: ['a', 'b'],
+        sampling_params: [
+          { n: 2, max_new_tokens: 4 },
+          { n: 2, max_new_tokens: 5 },
+        ],
+      };
+      const run = new FakeLegRunner((spec) => {
+        if (spec.stage === 'prefill') return {};
+        const meta = { prompt_tokens: 3, completion_tokens: 1 };
+        return {
+          body: JSON.stringify([
+            { text: 'x', meta_info: meta },
+            { text: 'y', meta_info: meta },
+          ]),
+        };
+      });
+      await new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body, server, decision }), decision.attempts[0], 0, run);
+      const prefills = run.legsOf('prefill');
+      expect(prefills.map((l) => l.json()['sampling_params'])).toEqual(
+        new Array(2).fill([
+          { n: 1, max_new_tokens: 4 },
+          { n: 1, max_new_tokens: 5 },
+        ]),
+      );
+      // Two prompts: a room each, in every sample's pair.
+      const rooms = prefills.map((l) => l.json()['bootstrap_room'] as unknown[]);
+      expect(rooms.map((r) => r.length)).toEqual([2, 2]);
+      expect(new Set(rooms.flat().map(String)).size).toBe(4);
+      expect(JSON.parse(run.answers[0].body)).toHaveLength(4);
+    });
+
     it('streams: tapped decodes merged into one stream with one usage chunk when asked, and one [DONE]', async () => {
       const run = new FakeLegRunner(engine(true));
       const ctx = proxyRequest({ body: sampled(true), server, decision, injectUsage: true, clientWantsUsage: true });

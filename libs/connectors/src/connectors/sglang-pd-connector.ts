@@ -1,8 +1,8 @@
 import { ErrorCode } from '@triad/errors';
-import { SchedulingError, type ConnectorName, type EngineRequest } from '@triad/request';
+import { SchedulingError, sampleCount, type ConnectorName, type EngineRequest } from '@triad/request';
 import { upstreamHttpError } from '../errors';
 import { FanOut } from '../fan-out';
-import { mergeSampleAnswers, SampleStreamError, SampleStreamMerger, sampleCount, singleSampleBody } from '../parallel-samples';
+import { mergeSampleAnswers, SampleStreamError, SampleStreamMerger, singleSampleBody } from '../parallel-samples';
 import { clientPinsDpRank, finalLegBody, sglangBody } from '../request-bodies';
 import type { Attempt, Connector, EndpointRef, LegHandle, LegRunner, LegSpec } from '../types';
 
