@@ -167,6 +167,16 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     ]);
   });
 
+  it('ignores a top-level n on /generate as SGLang does: one pair, one answer, not a fan-out', async () => {
+    const res = await post(h, '/generate', { model: 'llama-pd', text: LONG, n: 3, sampling_params: { max_new_tokens: 2 } });
+    expect(res.status).toBe(200);
+    const answer = (await res.json()) as { meta_info: { completion_tokens: number } };
+    expect(Array.isArray(answer)).toBe(false);
+    expect(answer.meta_info.completion_tokens).toBe(2);
+    expect(inferenceRequests(p)).toHaveLength(1);
+    expect(inferenceRequests(d)).toHaveLength(1);
+  });
+
   it('leaves n=1 as it was: one pair, n passed on', async () => {
     const res = await post(h, '/v1/chat/completions', {
       model: 'llama-pd',

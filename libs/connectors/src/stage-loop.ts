@@ -3,6 +3,7 @@ import type { Attempt, Decision, EndpointRef, Stage } from '@triad/bus';
 import { ErrorCode, isTriadError } from '@triad/errors';
 import {
   asError,
+  GENERATE_PATH,
   generateSampleCount,
   isRetryable,
   writeErrorResponse,
@@ -62,9 +63,6 @@ export interface StageLoopOptions {
 
 /** Names the stages a request skipped for want of a usable endpoint (`encode`, `prefill`, comma-separated). */
 export const STAGE_FALLBACK_HEADER = 'x-triad-stage-fallback';
-
-/** SGLang's native generation path (its answers carry `meta_info` instead of an OpenAI usage). */
-const GENERATE_PATH = '/generate';
 
 /** A stream the connector composes itself (merged samples) is an OpenAI or SGLang event stream. */
 const SSE_CONTENT_TYPE = 'text/event-stream';

@@ -64,8 +64,9 @@ export class EnginePlanner {
     this.#authorize(ctx);
     const inference = isInferencePath(ctx.path);
     if (ctx.path === CHAT) checkChatRoles(ctx.body, server.engine, ctx.model);
-    if (inference && server.engine === 'SGLang' && server.mode !== 'aggregated') refuseLargeFanOut(ctx.body, ctx.model, routing);
     const enginePath = routing.upstreamPath ?? ctx.path;
+    if (inference && server.engine === 'SGLang' && server.mode !== 'aggregated')
+      refuseLargeFanOut(ctx.body, ctx.model, routing, enginePath);
     const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;
     // The scheduler gets the media items in every mode: pods that encode themselves (aggregated, PD) are placed by

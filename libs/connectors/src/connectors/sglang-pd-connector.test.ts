@@ -205,7 +205,12 @@ describe('SglangPdConnector', () => {
           ]),
         };
       });
-      await new SglangPdConnector('sglang-pd').attempt(proxyRequest({ body, server, decision }), decision.attempts[0], 0, run);
+      await new SglangPdConnector('sglang-pd').attempt(
+        proxyRequest({ path: '/generate', body, server, decision }),
+        decision.attempts[0],
+        0,
+        run,
+      );
       const prefills = run.legsOf('prefill');
       expect(prefills.map((l) => l.json()['sampling_params'])).toEqual(
         new Array(2).fill([

@@ -48,7 +48,7 @@ export class SglangPdConnector implements Connector<EngineRequest> {
       // The decision's endpoints are in the access log; a client's message never names one.
       throw new SchedulingError(ErrorCode.SchedNoPrefillPair, 'SGLang PD needs a prefill endpoint, and the decision gave its decode none');
     }
-    const samples = sampleCount(ctx.body);
+    const samples = sampleCount(ctx.body, ctx.routing.upstreamPath ?? ctx.path);
     if (samples > 1) return this.#samples(ctx, attempt, index, run, prefill, samples);
     const pair = this.#pair(ctx, attempt, index, run, prefill, run.legBody(ctx.body));
     const p = run.drained(pair.prefill);

@@ -61,19 +61,25 @@ describe('generateSampleCount', () => {
 });
 
 describe('sampleCount', () => {
-  it('reads the OpenAI n when the body has one, else the /generate sampling params', () => {
-    expect(sampleCount({ n: 3 })).toBe(3);
-    expect(sampleCount({ n: 1 })).toBe(1);
-    expect(sampleCount({ sampling_params: { n: 2 } })).toBe(2);
-    expect(sampleCount({ sampling_params: [{ n: 2 }, { n: 2 }] })).toBe(2);
-    expect(sampleCount({ n: null, sampling_params: { n: 2 } })).toBe(2);
-    expect(sampleCount({})).toBe(1);
+  it('reads the OpenAI n on the OpenAI paths and the sampling params on /generate', () => {
+    expect(sampleCount({ n: 3 }, '/v1/chat/completions')).toBe(3);
+    expect(sampleCount({ n: 1 }, '/v1/completions')).toBe(1);
+    expect(sampleCount({}, '/v1/chat/completions')).toBe(1);
+    expect(sampleCount({ sampling_params: { n: 2 } }, '/generate')).toBe(2);
+    expect(sampleCount({ sampling_params: [{ n: 2 }, { n: 2 }] }, '/generate')).toBe(2);
   });
 
-  it('takes anything but an integer above 1 for one sample, the body n deciding when present', () => {
-    expect(sampleCount({ n: 2.5 })).toBe(1);
-    expect(sampleCount({ n: '4' })).toBe(1);
-    expect(sampleCount({ n: 0, sampling_params: { n: 3 } })).toBe(1);
-    expect(sampleCount({ sampling_params: { n: 2.5 } })).toBe(1);
+  it('ignores what is not a field of the path: a top-level n on /generate, sampling params on OpenAI paths', () => {
+    // SGLang's GenerateReqInput has no top-level n: one sample, not three.
+    expect(sampleCount({ text: 'a', n: 3 }, '/generate')).toBe(1);
+    expect(sampleCount({ text: 'a', n: 3, sampling_params: { n: 2 } }, '/generate')).toBe(2);
+    expect(sampleCount({ messages: [], sampling_params: { n: 2 } }, '/v1/chat/completions')).toBe(1);
+  });
+
+  it('takes anything but an integer above 1 for one sample', () => {
+    expect(sampleCount({ n: 2.5 }, '/v1/completions')).toBe(1);
+    expect(sampleCount({ n: '4' }, '/v1/completions')).toBe(1);
+    expect(sampleCount({ n: 0 }, '/v1/chat/completions')).toBe(1);
+    expect(sampleCount({ sampling_params: { n: 2.5 } }, '/generate')).toBe(1);
   });
 });

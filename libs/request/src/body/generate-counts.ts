@@ -41,11 +41,14 @@ export function generateSampleCount(body: Readonly<Record<string, unknown>>): nu
   return isObject(first) ? samplesOf(first['n']) : 1;
 }
 
+/** SGLang's native generation path: its bodies carry `sampling_params`, never a top-level `n`. */
+export const GENERATE_PATH = '/generate';
+
 /**
- * Samples per prompt of any request body: the OpenAI APIs' `n` when the body has one, else `/generate`'s
- * (`generateSampleCount`); 1 for a count that is no integer above 1.
+ * Samples per prompt of a request body sent to `enginePath`: on `/generate` its `sampling_params` decide
+ * (`generateSampleCount`; a top-level `n` there is ignored, as SGLang ignores it), elsewhere the OpenAI APIs' `n`;
+ * 1 for a count that is no integer above 1.
  */
-export function sampleCount(body: Readonly<Record<string, unknown>>): number {
-  const n = body['n'];
-  return n !== undefined && n !== null ? samplesOf(n) : generateSampleCount(body);
+export function sampleCount(body: Readonly<Record<string, unknown>>, enginePath: string): number {
+  return enginePath === GENERATE_PATH ? generateSampleCount(body) : samplesOf(body['n']);
 }
