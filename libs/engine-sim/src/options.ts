@@ -306,6 +306,12 @@ export interface SimEngineHandle {
    * prefill's computed rooms no decode has taken. Also on `/metrics` as `triad_sim_kv_held_{requests,blocks}`.
    */
   kvHeld(): { readonly requests: number; readonly blocks: number };
+  /**
+   * Streamed generations now waiting for their reader to drain the socket (it reported backpressure, so the engine
+   * produces nothing more for them until it drains), and the output tokens they had written by then. A proxy that
+   * holds the engine back for a slow client shows here.
+   */
+  stalledStreams(): { readonly streams: number; readonly tokensWritten: number };
   /** With `kvEvents`: each DP rank's PUB and replay addresses as bound (`*` and port 0 resolved), rank order. */
   readonly kvEventEndpoints?: readonly { readonly endpoint: string; readonly replayEndpoint: string | undefined }[];
   /**

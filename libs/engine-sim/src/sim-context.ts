@@ -16,6 +16,7 @@ import { SglangMetrics } from './metrics/sglang-metrics';
 import { VllmMetrics } from './metrics/vllm-metrics';
 import type { EngineKind, SimEngineOptions, SimLogger, SimRole } from './options';
 import { RequestLog } from './request-log';
+import { StreamStalls } from './http/stream-stalls';
 
 const DEFAULT_MAX_MODEL_LEN = 32_768;
 const NOTHING_HELD: HeldKv = Object.freeze({ requests: 0, blocks: 0 });
@@ -39,6 +40,8 @@ export class SimContext {
   readonly counters: SimCounters;
   readonly faults: FaultController;
   readonly log: RequestLog;
+  /** Streamed generations waiting for their reader to drain. */
+  readonly stalls = new StreamStalls();
   readonly metrics: EngineMetrics;
   readonly #closing = new AbortController();
   /** Aborted when the engine closes: waits that outlive their client (a Mooncake or push transfer) end then. */
@@ -88,7 +91,13 @@ export class SimContext {
     if (options.engineCore && this.engine === 'vllm' && !this.latency.zero) {
       attachEngineCores(this.ranks, this.latency, options.engineCore, this.metrics, this.counters);
     }
-    this.env = { model: this.latency, clock: this.clock, recorder: this.metrics, onAbort: () => this.counters.inc('aborted') };
+    this.env = {
+      model: this.latency,
+      clock: this.clock,
+      recorder: this.metrics,
+      onAbort: () => this.counters.inc('aborted'),
+      stalls: this.stalls,
+    };
   }
 
   get url(): string {

@@ -131,6 +131,7 @@ export async function startSimEngine(opts: SimEngineOptions): Promise<SimEngineH
     setFault: (fault) => ctx.faults.set(FaultSpecSchema.parse(fault)),
     counters: () => ctx.counters.snapshot(),
     kvHeld: () => ctx.kvHeld(),
+    stalledStreams: () => ctx.stalls.snapshot(),
     ...(kvEvents ? { kvEventEndpoints: kvEvents.endpoints } : {}),
     restartKvCache: () => ctx.restartKvCache(),
     close: () =>

@@ -4,6 +4,7 @@ import { timeToFirstTokenMs, type LatencyModel, type PrefillWork } from './laten
 import type { Rank } from './rank';
 import { runCoreGeneration, type CoreWork } from './core/core-generation';
 import type { OutputPlan } from './tokens';
+import type { StreamStalls } from '../http/stream-stalls';
 
 /** What one request asks the engine to compute. */
 export interface GenerationSpec {
@@ -57,6 +58,8 @@ export interface GenerationEnv {
   readonly recorder: GenerationRecorder;
   /** Called when a client went away before its answer was complete. */
   readonly onAbort?: () => void;
+  /** Where streamed answers wait for their reader to drain (counted for `SimEngineHandle.stalledStreams`). */
+  readonly stalls: StreamStalls;
 }
 
 /**

@@ -82,6 +82,7 @@ function streamSink(args: ServeGenerationArgs, ctl: GenerationControl, dieAt: nu
   const { res } = args.ex;
   const framer = args.format.framer(args.view);
   let opening = '';
+  let written = 0;
   return {
     batch: ZERO_PROFILE_STREAM_BATCH,
     first() {
@@ -93,6 +94,7 @@ function streamSink(args: ServeGenerationArgs, ctl: GenerationControl, dieAt: nu
       const cut = dieAt !== undefined && to >= dieAt ? dieAt : to;
       const text = opening + framer.tokens(from, cut);
       opening = '';
+      written = cut;
       if (cut !== to || (dieAt !== undefined && cut === dieAt)) {
         ctl.aborted = true;
         res.write(text, () => res.destroy());
@@ -100,12 +102,6 @@ function streamSink(args: ServeGenerationArgs, ctl: GenerationControl, dieAt: nu
       }
       return res.write(text);
     },
-    drained: () =>
-      res.destroyed || !res.writableNeedDrain
-        ? Promise.resolve()
-        : new Promise<void>((resolve) => {
-            res.once('drain', resolve);
-            res.once('close', resolve);
-          }),
+    drained: () => args.env.stalls.drained(res, written),
   };
 }

@@ -85,6 +85,7 @@ export async function serveBatch(
     if (!stream) return NO_SINK;
     const framer = format.framer(item.view);
     let opening = '';
+    let written = 0;
     return {
       batch: ZERO_PROFILE_STREAM_BATCH,
       first: () => {
@@ -94,15 +95,10 @@ export async function serveBatch(
         if (res.destroyed) return true;
         const text = tagEvents(kind, opening + framer.tokens(from, to), index);
         opening = '';
+        written = to;
         return res.write(text);
       },
-      drained: () =>
-        res.destroyed || !res.writableNeedDrain
-          ? Promise.resolve()
-          : new Promise<void>((resolve) => {
-              res.once('drain', resolve);
-              res.once('close', resolve);
-            }),
+      drained: () => env.stalls.drained(res, written),
     };
   };
   await Promise.all(items.map((item, i) => runGeneration(item.spec, sinkOf(item, i), controls[i], env)));
