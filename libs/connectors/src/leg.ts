@@ -294,6 +294,15 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     this.#size += chunk.length;
   }
 
+  /**
+   * A tapped leg whose answer has begun: the owner pauses such legs while the client is slow. One still waiting for
+   * its first byte holds nothing yet and is left running, so its first-byte budget measures the engine, not the
+   * client; it is paused at its first chunk, whose write then meets the same backpressure.
+   */
+  get tapFlowing(): boolean {
+    return this.#mode === LegMode.Tap && this.#sawData;
+  }
+
   /** Pauses the engine socket while the client is slow; the owner resumes it on 'drain'. */
   pause(): void {
     this.#paused = true;

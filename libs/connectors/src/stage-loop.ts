@@ -109,6 +109,9 @@ class StageLoop implements LegRunner, LegOwner {
   /** Relayed chunks of the current socket read, written together (see writeClient). */
   #out: Buffer[] | undefined;
   #outLeg: Leg | undefined;
+  /** A composed stream's write met backpressure: its tapped legs are paused until the client's side drains. */
+  #tapsHeld = false;
+  readonly #releaseTaps = (): void => this.#resumeTaps();
   #timer: NodeJS.Timeout | undefined;
   /** `trafficPolicy.streamResume` of a streamed request: what was sent, and whether a broken stream goes on. */
   readonly #resume: StreamResume | undefined;
@@ -291,7 +294,30 @@ class StageLoop implements LegRunner, LegOwner {
   writeStream(part: Buffer): void {
     if (!this.#committed && !this.commit(200, SSE_CONTENT_TYPE, -1)) return;
     const sink = this.#ctx.sink;
-    if (!sink.destroyed && !sink.writableEnded) sink.write(part);
+    if (sink.destroyed || sink.writableEnded) return;
+    if (!sink.write(part)) this.#holdTaps();
+  }
+
+  /**
+   * The client reads the composed stream slower than the taps feed it (its write buffer is over the high-water
+   * mark): every tapped leg stops reading its engine, as a relayed leg does (flushClient), so what the gateway holds
+   * stays bounded by a chunk per leg instead of growing with the answer. Each write that still meets the
+   * backpressure pauses again: a leg resumed meanwhile, or one whose answer just began, is held as well.
+   */
+  #holdTaps(): void {
+    for (const leg of this.#active) if (leg.tapFlowing) leg.pause();
+    if (this.#tapsHeld) return;
+    this.#tapsHeld = true;
+    this.#ctx.sink.once('drain', this.#releaseTaps);
+  }
+
+  #resumeTaps(): void {
+    this.#tapsHeld = false;
+    for (const leg of this.#active) {
+      // A resumed leg's held bytes can fill the client's buffer again at once: the others stay paused then.
+      if (this.#tapsHeld) return;
+      if (leg.tapFlowing) leg.resume();
+    }
   }
 
   endStream(tail: Buffer, usage: Usage | undefined): void {
