@@ -301,7 +301,8 @@ class StageLoop implements LegRunner, LegOwner {
   /**
    * The client reads the composed stream slower than the taps feed it (its write buffer is over the high-water
    * mark): every tapped leg stops reading its engine, as a relayed leg does (flushClient), so what the gateway holds
-   * stays bounded by a chunk per leg instead of growing with the answer. Each write that still meets the
+   * stays bounded (the high-water mark, plus at most a socket read per leg) instead of growing with the answer. The
+   * engines then see their own sockets fill and stop producing. Each write that still meets the
    * backpressure pauses again: a leg resumed meanwhile, or one whose answer just began, is held as well.
    */
   #holdTaps(): void {

@@ -113,7 +113,10 @@ export interface LegRunner {
    * its token counts when the connector knows better than the body says (merged samples); else read from the body.
    */
   respond(answer: BufferedAnswer, usage?: Usage): void;
-  /** Writes part of an event stream the connector composes (merged samples): the 200 head goes with the first part. */
+  /**
+   * Writes part of an event stream the connector composes (merged samples): the 200 head goes with the first part.
+   * A client that reads slower than the parts come pauses every tapped leg until its side drains (as a relay's leg).
+   */
   writeStream(part: Buffer): void;
   /** Ends the event stream the connector composed with `tail`; `usage`: the answer's token counts. */
   endStream(tail: Buffer, usage: Usage | undefined): void;
