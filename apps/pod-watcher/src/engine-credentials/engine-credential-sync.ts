@@ -1,72 +1,53 @@
-import { createHash } from 'node:crypto';
-import {
-  SCHEMA_VERSION,
-  engineCredentialAad,
-  objectKey,
-  sealCredential,
-  type EngineCredentialRecord,
-  type SealedCredential,
-} from '@triad/bus';
+import { SCHEMA_VERSION, engineCredentialAad, type EngineCredentialRecord } from '@triad/bus';
 import { ProviderReasons, makeCondition } from '@triad/crd';
+import { SecretBackedSync, type SecretBackedSyncOptions } from '../credentials/secret-backed-sync';
 import { currentConditions } from '../inventory/accepted-condition';
 import type { Inventory } from '../inventory/inventory';
 import type { StatusReporter } from '../inventory/status-reporter';
 import type { KvPublisher } from '../publish/kv-publisher';
 import { ENGINE_CREDENTIAL_CONDITION, engineCredentialCondition, resolveEngineCredential } from './engine-credential-state';
 
-export interface EngineCredentialSyncOptions {
+/** Without a credentials key, engine credentials say CredentialNotDistributable. */
+export interface EngineCredentialSyncOptions extends SecretBackedSyncOptions {
   readonly inventory: Inventory;
-  readonly records: KvPublisher<EngineCredentialRecord>;
   readonly status?: StatusReporter;
-  /** The key provider credentials are sealed with; without one, engine credentials say CredentialNotDistributable. */
-  readonly credentialsKey?: Uint8Array;
-  readonly now?: () => Date;
+  readonly records: KvPublisher<EngineCredentialRecord>;
 }
 
 /**
  * Keeps `triad_v1_engine_credentials` and the ModelServers' `EngineCredentialResolved` condition in step with the
  * ModelServers that name a Secret (`spec.engineAuth.secretRef`) and the labelled Secrets the inventory holds (the
- * ones providers read). A Secret change re-decides every ModelServer of its namespace that names it. Sealing uses a
- * fresh IV, so a value is sealed again only when it changed (else its record would be rewritten on every pass).
+ * ones providers read).
  */
-export class EngineCredentialSync {
+export class EngineCredentialSync extends SecretBackedSync {
   readonly #opts: EngineCredentialSyncOptions;
-  readonly #dirty = new Set<string>();
-  /** Record key → hash of the value and its seal. */
-  readonly #sealed = new Map<string, { hash: string; sealed: SealedCredential }>();
 
   constructor(options: EngineCredentialSyncOptions) {
+    super(options);
     this.#opts = options;
   }
 
   /** A ModelServer changed or left. */
   server(namespace: string, name: string): void {
-    this.#dirty.add(`${namespace}/${name}`);
+    this.mark(namespace, name);
   }
 
-  /** A labelled Secret changed or left: every ModelServer of its namespace that names it is decided again. */
-  secret(namespace: string, name: string): void {
+  protected *namingSecret(namespace: string, secret: string): Iterable<string> {
     for (const ms of this.#opts.inventory.modelServers(namespace)) {
-      if (ms.spec.engineAuth?.secretRef?.name === name) this.#dirty.add(`${namespace}/${ms.metadata.name}`);
+      if (ms.spec.engineAuth?.secretRef?.name === secret) yield ms.metadata.name;
     }
   }
 
-  get pending(): boolean {
-    return this.#dirty.size > 0;
-  }
-
   flush(): void {
-    const { inventory, records, status, credentialsKey } = this.#opts;
-    const now = (this.#opts.now ?? (() => new Date()))();
-    for (const id of this.#dirty) {
-      const [namespace, name] = id.split('/') as [string, string];
-      const key = objectKey(namespace, name);
+    const { inventory, records, status } = this.#opts;
+    const now = this.now();
+    this.drain((namespace, name, key) => {
       const server = inventory.modelServer(namespace, name);
       const ref = server?.spec.engineAuth?.secretRef;
       const observed = inventory.observed('ModelServer', namespace, name);
       if (!ref) {
         records.remove(key);
-        this.#sealed.delete(key);
+        this.forgetSeal(key);
         // A server that no longer names a Secret: a condition left from when it did would mislead.
         if (server && observed && currentConditions(observed).some((c) => c.type === ENGINE_CREDENTIAL_CONDITION)) {
           const cleared = makeCondition(
@@ -79,9 +60,9 @@ export class EngineCredentialSync {
           );
           status?.conditions('ModelServer', namespace, name, [cleared], observed);
         }
-        continue;
+        return;
       }
-      const outcome = resolveEngineCredential(namespace, ref, (ns, n) => inventory.secrets.get(ns, n), credentialsKey !== undefined);
+      const outcome = resolveEngineCredential(namespace, ref, (ns, n) => inventory.secrets.get(ns, n), this.canSeal);
       const record: EngineCredentialRecord = {
         schemaVersion: SCHEMA_VERSION,
         namespace,
@@ -90,22 +71,12 @@ export class EngineCredentialSync {
         resolved: outcome.resolved,
         reason: outcome.reason,
         message: outcome.message,
-        ...(outcome.resolved ? { sealed: this.#seal(key, outcome.token) } : {}),
+        ...(outcome.resolved ? { sealed: this.seal(key, outcome.token, engineCredentialAad(key)) } : {}),
       };
-      if (!outcome.resolved) this.#sealed.delete(key);
+      if (!outcome.resolved) this.forgetSeal(key);
       records.set(key, record);
       if (observed)
         status?.conditions('ModelServer', namespace, name, [engineCredentialCondition(outcome, observed.generation, now)], observed);
-    }
-    this.#dirty.clear();
-  }
-
-  #seal(key: string, token: string): SealedCredential {
-    const hash = createHash('sha256').update(token).digest('hex');
-    const cached = this.#sealed.get(key);
-    if (cached?.hash === hash) return cached.sealed;
-    const sealed = sealCredential(token, this.#opts.credentialsKey as Uint8Array, engineCredentialAad(key));
-    this.#sealed.set(key, { hash, sealed });
-    return sealed;
+    });
   }
 }
