@@ -1,12 +1,12 @@
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Buckets, EndpointRecordSchema } from '@triad/bus';
 import { startSimEngine, type SimEngineHandle, type SimEngineOptions } from '@triad/engine-sim';
-import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
-import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
-import { modelServer, pod } from './support/objects';
+import { freePort, waitFor } from '@triad/testing';
+import type { KubeObject } from '@triad/testing/kube';
+import type { KvMirror, TestWatcher } from './support/harness';
+import { startKubeWatcherStack, type KubeWatcherStack } from './support/kube-watcher';
+import { credentialSecret, modelServer, pod } from './support/objects';
 
 // The watcher's own engine reads (`/v1/models`, SGLang `/server_info`) against engines started with `--api-key`
 // (engine-sims over real sockets): ModelServers with `engineAuth.secretRef` (kube source: real informers on the fake
@@ -18,15 +18,8 @@ const TOKEN = 'engine-key-0123456789abcdef';
 const ROTATED = 'engine-key-rotated-4242';
 const FILE_TOKEN = 'file-key-55555';
 const FILE_ROTATED = 'file-key-rotated-66666';
-const LABEL = { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' };
 
-const secret = (token: string) =>
-  ({
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name: 'engine-key', namespace: 'llm', labels: LABEL },
-    data: { token: Buffer.from(token).toString('base64') },
-  }) as KubeObject;
+const secret = (token: string) => credentialSecret('engine-key', { token });
 const server = (name: string, opts: Parameters<typeof modelServer>[1], engineAuth?: Record<string, unknown>) => {
   const ms = modelServer(name, { namespace: 'llm', matchLabels: { app: name }, ...opts });
   return { ...ms, spec: { ...ms.spec, ...(engineAuth ? { engineAuth } : {}) } } as KubeObject;
@@ -34,10 +27,7 @@ const server = (name: string, opts: Parameters<typeof modelServer>[1], engineAut
 const ref = { secretRef: { name: 'engine-key', key: 'token' } };
 
 describe('pod-watcher: engine reads with the engine API key (fake API server, real NATS, engine-sims with --api-key)', () => {
-  let nats: NatsServerHandle;
-  let kube: FakeKubeServer;
-  let dir: string;
-  let starting: Promise<TestWatcher> | undefined;
+  let stack: KubeWatcherStack;
   let watcher: TestWatcher;
   let endpoints: KvMirror<typeof EndpointRecordSchema>;
   const ports = { vllm: 0, sgPrefill: 0, sgDecode: 0 };
@@ -91,7 +81,7 @@ describe('pod-watcher: engine reads with the engine API key (fake API server, re
   const sentWith = (name: keyof typeof sims, path: string) => reads(name, path).map((r) => r.headers['authorization']);
   const refusals = (target: string, path: string) =>
     watcher.log.lines.filter((l) => l['target'] === target && l['path'] === path && String(l['msg']).startsWith('the engine refused'));
-  const credsDir = () => join(dir, 'engine-credentials');
+  const credsDir = () => join(stack.dir, 'engine-credentials');
   /** A file rewritten as the kubelet does it: a new file renamed over the old one (a new inode). */
   const writeCredential = (token: string) => {
     writeFileSync(join(credsDir(), 'llm', 'engine-file.tmp'), `${token}\n`);
@@ -99,10 +89,7 @@ describe('pod-watcher: engine reads with the engine API key (fake API server, re
   };
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    kube = await startFakeKubeServer();
-    dir = mkdtempSync(join(tmpdir(), 'triad-pw-engine-auth-'));
-    writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
+    stack = await startKubeWatcherStack('triad-pw-engine-auth-');
     mkdirSync(join(credsDir(), 'llm'), { recursive: true });
     writeCredential(FILE_TOKEN);
     Object.assign(ports, { vllm: await freePort(), sgPrefill: await freePort(), sgDecode: await freePort() });
@@ -110,34 +97,24 @@ describe('pod-watcher: engine reads with the engine API key (fake API server, re
     sims.sglang = await startSimEngine(simOptions.sglang(TOKEN, 2));
     sims.nokey = await startSimEngine(simOptions.nokey());
     sims.filed = await startSimEngine(simOptions.filed(FILE_TOKEN, 'lora-f'));
-    kube.apply(secret(TOKEN));
-    kube.apply(server('vllm', { mode: 'aggregated', port: ports.vllm }, ref));
-    kube.apply(server('sg', { engine: 'SGLang', mode: 'pd', ports: { prefillPort: ports.sgPrefill, decodePort: ports.sgDecode } }, ref));
-    kube.apply(server('nokey', { mode: 'aggregated', port: ports.vllm }));
-    kube.apply(server('filed', { mode: 'aggregated', port: ports.vllm }, { credential: 'engine-file' }));
-    kube.apply(pod('v0', { app: 'vllm' }, { namespace: 'llm', ip: '127.0.9.1' }));
-    kube.apply(pod('p0', { app: 'sg', group: 'g1', role: 'prefill' }, { namespace: 'llm', ip: '127.0.9.2' }));
-    kube.apply(pod('n0', { app: 'nokey' }, { namespace: 'llm', ip: '127.0.9.3' }));
-    kube.apply(pod('f0', { app: 'filed' }, { namespace: 'llm', ip: '127.0.9.4' }));
-    starting = startTestWatcher({
-      nats: nats.url,
-      source: 'kube',
-      kubeconfig: join(dir, 'kubeconfig'),
-      namespaces: ['llm'],
-      serverInfoIntervalMs: 200,
-      engineCredentialsDir: credsDir(),
-    });
-    watcher = await starting;
-    endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
+    stack.kube.apply(secret(TOKEN));
+    stack.kube.apply(server('vllm', { mode: 'aggregated', port: ports.vllm }, ref));
+    stack.kube.apply(
+      server('sg', { engine: 'SGLang', mode: 'pd', ports: { prefillPort: ports.sgPrefill, decodePort: ports.sgDecode } }, ref),
+    );
+    stack.kube.apply(server('nokey', { mode: 'aggregated', port: ports.vllm }));
+    stack.kube.apply(server('filed', { mode: 'aggregated', port: ports.vllm }, { credential: 'engine-file' }));
+    stack.kube.apply(pod('v0', { app: 'vllm' }, { namespace: 'llm', ip: '127.0.9.1' }));
+    stack.kube.apply(pod('p0', { app: 'sg', group: 'g1', role: 'prefill' }, { namespace: 'llm', ip: '127.0.9.2' }));
+    stack.kube.apply(pod('n0', { app: 'nokey' }, { namespace: 'llm', ip: '127.0.9.3' }));
+    stack.kube.apply(pod('f0', { app: 'filed' }, { namespace: 'llm', ip: '127.0.9.4' }));
+    watcher = await stack.startWatcher({ namespaces: ['llm'], serverInfoIntervalMs: 200, engineCredentialsDir: credsDir() });
+    endpoints = await stack.mirror(Buckets.endpoints, EndpointRecordSchema);
   }, 120_000);
 
   afterAll(async () => {
-    await endpoints?.close();
-    await (await starting?.catch(() => undefined))?.close();
     await Promise.all(Object.values(sims).map((s) => s?.close()));
-    await kube?.close();
-    await nats?.close();
-    rmSync(dir, { recursive: true, force: true });
+    await stack?.close();
   });
 
   it("reads vLLM's /v1/models and SGLang's /server_info with the Secret's key, and /metrics without it", async () => {
@@ -185,7 +162,7 @@ describe('pod-watcher: engine reads with the engine API key (fake API server, re
   it('uses a rotated Secret on the next read; while the engines refuse it the last models and server info stay', async () => {
     await waitFor(() => record('sg', 'p0')?.dpSize === 2 && record('vllm', 'v0')?.models.includes('lora-a'), { what: 'first state' });
     const port = sim('sglang').bootstrapPort;
-    kube.apply(secret(ROTATED));
+    stack.kube.apply(secret(ROTATED));
     await waitFor(() => sentWith('vllm', '/v1/models').includes(`Bearer ${ROTATED}`), { what: 'rotated key on /v1/models' });
     await waitFor(() => sentWith('sglang', '/server_info').includes(`Bearer ${ROTATED}`), { what: 'rotated key on /server_info' });
     // Refused again and again (the engines keep the old key; each read waits longer), logged once per engine and path.

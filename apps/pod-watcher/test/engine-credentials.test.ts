@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Buckets, EngineCredentialRecordSchema, ModelServerRecordSchema, engineCredentialAad, openCredential } from '@triad/bus';
 import { API_VERSION } from '@triad/crd';
-import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
-import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
-import { modelServer } from './support/objects';
+import { waitFor } from '@triad/testing';
+import type { KubeObject } from '@triad/testing/kube';
+import type { KvMirror, TestWatcher } from './support/harness';
+import { startKubeWatcherStack, type KubeWatcherStack } from './support/kube-watcher';
+import { credentialSecret, modelServer } from './support/objects';
 
 // ModelServer `engineAuth.secretRef` with the kube source: real client-node informers on the fake API server (the
 // same labelled Secrets providers read), real NATS. The value must reach triad_v1_engine_credentials sealed for the
@@ -16,15 +14,7 @@ jest.setTimeout(60_000);
 
 const TOKEN = 'engine-token-0123456789abcdef';
 const ROTATED = 'engine-token-rotated-4242';
-const LABEL = { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' };
 
-const secret = (name: string, data: Record<string, string>, opts: { labels?: Record<string, string>; namespace?: string } = {}) =>
-  ({
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: { name, namespace: opts.namespace ?? 'llm', labels: opts.labels ?? LABEL },
-    data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
-  }) as KubeObject;
 const server = (name: string, engineAuth?: Record<string, unknown>, namespace = 'llm') => {
   const ms = modelServer(name, { namespace, mode: 'aggregated' });
   return { ...ms, spec: { ...ms.spec, ...(engineAuth ? { engineAuth } : {}) } } as KubeObject;
@@ -32,10 +22,7 @@ const server = (name: string, engineAuth?: Record<string, unknown>, namespace = 
 const ref = (name: string, key = 'token') => ({ secretRef: { name, key } });
 
 describe('pod-watcher: ModelServer engine credentials from Secrets (fake API server, real NATS)', () => {
-  let nats: NatsServerHandle;
-  let kube: FakeKubeServer;
-  let dir: string;
-  let starting: Promise<TestWatcher> | undefined;
+  let stack: KubeWatcherStack;
   let watcher: TestWatcher;
   const key = randomBytes(32);
   let creds: KvMirror<typeof EngineCredentialRecordSchema>;
@@ -43,7 +30,7 @@ describe('pod-watcher: ModelServer engine credentials from Secrets (fake API ser
 
   type Cond = { type: string; status: string; reason: string; message: string; observedGeneration?: number };
   const conditions = (name: string): Record<string, Cond> => {
-    const status = kube.get(API_VERSION, 'ModelServer', 'llm', name)?.status as { conditions?: Cond[] } | undefined;
+    const status = stack.kube.get(API_VERSION, 'ModelServer', 'llm', name)?.status as { conditions?: Cond[] } | undefined;
     return Object.fromEntries((status?.conditions ?? []).map((c) => [c.type, c]));
   };
   const cond = (name: string) => {
@@ -60,41 +47,23 @@ describe('pod-watcher: ModelServer engine credentials from Secrets (fake API ser
   };
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    kube = await startFakeKubeServer();
-    dir = mkdtempSync(join(tmpdir(), 'triad-pw-engine-cred-'));
-    writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
-    writeFileSync(join(dir, 'credentials.key'), `${key.toString('base64')}\n`);
-    kube.apply(secret('engine-key', { token: `  ${TOKEN}\n` }));
-    kube.apply(secret('unlabelled', { token: 'never-read-unlabelled' }, { labels: {} }));
+    stack = await startKubeWatcherStack('triad-pw-engine-cred-');
+    stack.kube.apply(credentialSecret('engine-key', { token: `  ${TOKEN}\n` }));
+    stack.kube.apply(credentialSecret('unlabelled', { token: 'never-read-unlabelled' }, { labels: {} }));
     // The same name in another watched namespace: a ModelServer of llm never reads it.
-    kube.apply(secret('theirs', { token: 'never-read-other-namespace' }, { namespace: 'other' }));
-    kube.apply(server('qwen', ref('engine-key')));
-    kube.apply(server('no-secret', ref('absent')));
-    kube.apply(server('no-key', ref('engine-key', 'other-key')));
-    kube.apply(server('hidden', ref('unlabelled')));
-    kube.apply(server('elsewhere', ref('theirs')));
-    kube.apply(server('plain'));
-    starting = startTestWatcher({
-      nats: nats.url,
-      source: 'kube',
-      kubeconfig: join(dir, 'kubeconfig'),
-      namespaces: ['llm', 'other'],
-      credentialsKeyFile: join(dir, 'credentials.key'),
-    });
-    watcher = await starting;
-    creds = await KvMirror.open(nats.url, Buckets.engineCredentials, EngineCredentialRecordSchema);
-    servers = await KvMirror.open(nats.url, Buckets.modelServers, ModelServerRecordSchema);
+    stack.kube.apply(credentialSecret('theirs', { token: 'never-read-other-namespace' }, { namespace: 'other' }));
+    stack.kube.apply(server('qwen', ref('engine-key')));
+    stack.kube.apply(server('no-secret', ref('absent')));
+    stack.kube.apply(server('no-key', ref('engine-key', 'other-key')));
+    stack.kube.apply(server('hidden', ref('unlabelled')));
+    stack.kube.apply(server('elsewhere', ref('theirs')));
+    stack.kube.apply(server('plain'));
+    watcher = await stack.startWatcher({ namespaces: ['llm', 'other'], credentialsKeyFile: stack.credentialsKeyFile(key) });
+    creds = await stack.mirror(Buckets.engineCredentials, EngineCredentialRecordSchema);
+    servers = await stack.mirror(Buckets.modelServers, ModelServerRecordSchema);
   }, 120_000);
 
-  afterAll(async () => {
-    await creds?.close();
-    await servers?.close();
-    await (await starting?.catch(() => undefined))?.close();
-    await kube?.close();
-    await nats?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(async () => stack?.close());
 
   it('seals the Secret value (trimmed) for the gateways under the engine AAD, and says so in the ModelServer status', async () => {
     await waitFor(() => tokenOf('qwen') === TOKEN, { what: 'sealed engine credential' });
@@ -113,7 +82,7 @@ describe('pod-watcher: ModelServer engine credentials from Secrets (fake API ser
     // Validation's Accepted condition is kept beside it (both are written together).
     await waitFor(() => conditions('qwen')['Accepted']?.status === 'True', { what: 'Accepted kept' });
     expect(conditions('qwen')['EngineCredentialResolved']?.observedGeneration).toBe(
-      kube.get(API_VERSION, 'ModelServer', 'llm', 'qwen')?.metadata.generation,
+      stack.kube.get(API_VERSION, 'ModelServer', 'llm', 'qwen')?.metadata.generation,
     );
     // A ModelServer without a secretRef gets neither a record nor the condition.
     await waitFor(() => servers.get('llm.plain'), { what: 'plain server record' });
@@ -137,45 +106,45 @@ describe('pod-watcher: ModelServer engine credentials from Secrets (fake API ser
 
   it('follows the Secret: a rotated value, a lost key, deletion, re-creation', async () => {
     await waitFor(() => tokenOf('qwen') === TOKEN, { what: 'first value' });
-    kube.apply(secret('engine-key', { token: ROTATED }));
+    stack.kube.apply(credentialSecret('engine-key', { token: ROTATED }));
     await waitFor(() => tokenOf('qwen') === ROTATED, { what: 'rotated value sealed' });
-    kube.apply(secret('engine-key', { other: 'x' }));
+    stack.kube.apply(credentialSecret('engine-key', { other: 'x' }));
     await waitFor(() => creds.get('llm.qwen')?.reason === 'CredentialKeyNotFound' && cond('qwen') === 'False/CredentialKeyNotFound', {
       what: 'key lost',
     });
     expect(creds.get('llm.qwen')?.sealed).toBeUndefined();
-    kube.remove('v1', 'Secret', 'llm', 'engine-key');
+    stack.kube.remove('v1', 'Secret', 'llm', 'engine-key');
     await waitFor(() => creds.get('llm.qwen')?.reason === 'CredentialNotFound' && cond('qwen') === 'False/CredentialNotFound', {
       what: 'Secret deleted',
     });
-    kube.apply(secret('engine-key', { token: TOKEN }));
+    stack.kube.apply(credentialSecret('engine-key', { token: TOKEN }));
     await waitFor(() => tokenOf('qwen') === TOKEN && cond('qwen') === 'True/CredentialResolved', { what: 'Secret back' });
   });
 
   it('keeps the last valid spec (and its credential) when an edit is invalid', async () => {
-    kube.apply(server('qwen', { ...ref('engine-key'), passThrough: true }));
+    stack.kube.apply(server('qwen', { ...ref('engine-key'), passThrough: true }));
     await waitFor(() => conditions('qwen')['Accepted']?.status === 'False', { what: 'Accepted=False' });
     expect(conditions('qwen')['Accepted']?.message).toContain('passThrough and secretRef both set Authorization');
     expect(tokenOf('qwen')).toBe(TOKEN);
     expect(cond('qwen')).toBe('True/CredentialResolved');
-    kube.apply(server('qwen', ref('engine-key')));
+    stack.kube.apply(server('qwen', ref('engine-key')));
     await waitFor(() => conditions('qwen')['Accepted']?.status === 'True', { what: 'valid again' });
   });
 
   it('drops the record, and clears the condition, when the ModelServer stops naming a Secret; drops it when the server goes', async () => {
-    kube.apply(server('no-key'));
+    stack.kube.apply(server('no-key'));
     await waitFor(() => creds.get('llm.no-key') === undefined && cond('no-key') === 'True/CredentialNotRequired', {
       what: 'secretRef removed',
     });
-    kube.remove(API_VERSION, 'ModelServer', 'llm', 'no-secret');
+    stack.kube.remove(API_VERSION, 'ModelServer', 'llm', 'no-secret');
     await waitFor(() => creds.get('llm.no-secret') === undefined, { what: 'record of a deleted server gone' });
   });
 
   it('never put a value in a log line, a status, another bucket, or a record unsealed', () => {
     const everything = JSON.stringify({
       logs: watcher.log.lines,
-      patches: kube.patches,
-      statuses: kube.list(API_VERSION, 'ModelServer', 'llm').map((o) => o.status),
+      patches: stack.kube.patches,
+      statuses: stack.kube.list(API_VERSION, 'ModelServer', 'llm').map((o) => o.status),
       servers: [...servers.history.values()],
       creds: [...creds.history.values()],
     });

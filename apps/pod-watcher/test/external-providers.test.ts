@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Buckets, ExternalProviderRecordSchema, ModelRouteRecordSchema, ProviderCredentialRecordSchema, openCredential } from '@triad/bus';
 import { API_VERSION } from '@triad/crd';
-import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
-import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
+import { waitFor } from '@triad/testing';
+import type { KubeObject } from '@triad/testing/kube';
+import type { KvMirror, TestWatcher } from './support/harness';
+import { startKubeWatcherStack, type KubeWatcherStack } from './support/kube-watcher';
+import { credentialSecret } from './support/objects';
 
 // ExternalModelProviders with the kube source: real client-node informers on the fake API server (providers and
 // Secrets listed by Kthena's label), real NATS. The credential must reach the credentials bucket sealed, and
@@ -14,14 +13,6 @@ import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness'
 jest.setTimeout(60_000);
 
 const TOKEN = 'sk-live-0123456789abcdef';
-const LABEL = { 'networking.serving.volcano.sh/external-model-provider-credential': 'true' };
-
-const secret = (name: string, data: Record<string, string>, labels: Record<string, string> = LABEL): KubeObject => ({
-  apiVersion: 'v1',
-  kind: 'Secret',
-  metadata: { name, namespace: 'llm', labels },
-  data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
-});
 const provider = (name: string, spec: Record<string, unknown>): KubeObject => ({
   apiVersion: API_VERSION,
   kind: 'ExternalModelProvider',
@@ -31,10 +22,7 @@ const provider = (name: string, spec: Record<string, unknown>): KubeObject => ({
 const auth = { secretRef: { name: 'openai-key', key: 'apiKey' } };
 
 describe('pod-watcher: ExternalModelProviders and their credentials (fake API server, real NATS)', () => {
-  let nats: NatsServerHandle;
-  let kube: FakeKubeServer;
-  let dir: string;
-  let starting: Promise<TestWatcher> | undefined;
+  let stack: KubeWatcherStack;
   let watcher: TestWatcher;
   const key = randomBytes(32);
   let providers: KvMirror<typeof ExternalProviderRecordSchema>;
@@ -42,23 +30,19 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
   let routes: KvMirror<typeof ModelRouteRecordSchema>;
 
   const conditions = (name: string) => {
-    const status = kube.get(API_VERSION, 'ExternalModelProvider', 'llm', name)?.status as
+    const status = stack.kube.get(API_VERSION, 'ExternalModelProvider', 'llm', name)?.status as
       { observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } | undefined;
     return Object.fromEntries((status?.conditions ?? []).map((c) => [c.type, `${c.status}/${c.reason}`]));
   };
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    kube = await startFakeKubeServer();
-    dir = mkdtempSync(join(tmpdir(), 'triad-pw-emp-'));
-    writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
-    writeFileSync(join(dir, 'credentials.key'), `${key.toString('base64')}\n`);
-    kube.apply(secret('openai-key', { apiKey: `  ${TOKEN}\n` }));
-    kube.apply(secret('unlabelled', { apiKey: 'sk-never-read' }, {}));
-    kube.apply(provider('openai', { auth, headers: { 'OpenAI-Organization': 'org-1' } }));
-    kube.apply(provider('anthropic', { providerType: 'Anthropic', auth: { secretRef: { name: 'unlabelled', key: 'apiKey' } } }));
-    kube.apply(provider('public', { model: 'free-model' }));
-    kube.apply({
+    stack = await startKubeWatcherStack('triad-pw-emp-');
+    stack.kube.apply(credentialSecret('openai-key', { apiKey: `  ${TOKEN}\n` }));
+    stack.kube.apply(credentialSecret('unlabelled', { apiKey: 'sk-never-read' }, { labels: {} }));
+    stack.kube.apply(provider('openai', { auth, headers: { 'OpenAI-Organization': 'org-1' } }));
+    stack.kube.apply(provider('anthropic', { providerType: 'Anthropic', auth: { secretRef: { name: 'unlabelled', key: 'apiKey' } } }));
+    stack.kube.apply(provider('public', { model: 'free-model' }));
+    stack.kube.apply({
       apiVersion: API_VERSION,
       kind: 'ModelRoute',
       metadata: { name: 'mixed', namespace: 'llm' },
@@ -74,31 +58,16 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
         ],
       },
     });
-    starting = startTestWatcher({
-      nats: nats.url,
-      source: 'kube',
-      kubeconfig: join(dir, 'kubeconfig'),
-      namespaces: ['llm'],
-      credentialsKeyFile: join(dir, 'credentials.key'),
-    });
-    watcher = await starting;
-    providers = await KvMirror.open(nats.url, Buckets.externalProviders, ExternalProviderRecordSchema);
-    credentials = await KvMirror.open(nats.url, Buckets.providerCredentials, ProviderCredentialRecordSchema);
-    routes = await KvMirror.open(nats.url, Buckets.modelRoutes, ModelRouteRecordSchema);
+    watcher = await stack.startWatcher({ namespaces: ['llm'], credentialsKeyFile: stack.credentialsKeyFile(key) });
+    providers = await stack.mirror(Buckets.externalProviders, ExternalProviderRecordSchema);
+    credentials = await stack.mirror(Buckets.providerCredentials, ProviderCredentialRecordSchema);
+    routes = await stack.mirror(Buckets.modelRoutes, ModelRouteRecordSchema);
   }, 120_000);
 
-  afterAll(async () => {
-    await providers?.close();
-    await credentials?.close();
-    await routes?.close();
-    await (await starting?.catch(() => undefined))?.close();
-    await kube?.close();
-    await nats?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(async () => stack?.close());
 
   it("lists only Secrets that carry Kthena's credential label", () => {
-    const secretLists = kube.requests.filter((r) => r.path.endsWith('/secrets'));
+    const secretLists = stack.kube.requests.filter((r) => r.path.endsWith('/secrets'));
     expect(secretLists.length).toBeGreaterThan(0);
     expect(
       secretLists.every((r) => r.query['labelSelector'] === 'networking.serving.volcano.sh/external-model-provider-credential=true'),
@@ -141,7 +110,7 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
     expect(conditions('public')).toEqual({ CredentialsResolved: 'True/CredentialNotRequired', Ready: 'True/Ready' });
     expect(conditions('anthropic')).toEqual({ CredentialsResolved: 'False/CredentialNotFound', Ready: 'False/CredentialNotFound' });
     expect(
-      (kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as { observedGeneration?: number }).observedGeneration,
+      (stack.kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as { observedGeneration?: number }).observedGeneration,
     ).toBe(1);
   });
 
@@ -155,7 +124,7 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
 
   it('follows the Secret: a lost key, a removed label, a rotated value', async () => {
     const routeReason = () => routes.get('llm.mixed')?.providers?.[1]?.reason;
-    kube.apply(secret('openai-key', { other: 'x' }));
+    stack.kube.apply(credentialSecret('openai-key', { other: 'x' }));
     await waitFor(() => providers.get('llm.openai')?.reason === 'CredentialKeyNotFound' && credentials.get('llm.openai') === undefined, {
       what: 'key lost',
     });
@@ -164,14 +133,14 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
       what: 'route record follows',
     });
     // Not ready either way: the route record still follows the reason.
-    kube.apply(secret('openai-key', { other: 'x' }, {}));
+    stack.kube.apply(credentialSecret('openai-key', { other: 'x' }, { labels: {} }));
     await waitFor(() => providers.get('llm.openai')?.reason === 'CredentialNotFound' && routeReason() === 'CredentialNotFound', {
       what: 'label removed',
     });
-    kube.apply(secret('openai-key', { apiKey: 'sk-rotated-9999' }));
+    stack.kube.apply(credentialSecret('openai-key', { apiKey: 'sk-rotated-9999' }));
     await waitFor(() => credentials.get('llm.openai') && routeReason() === 'Ready', { what: 'credential back' });
     expect(openCredential(credentials.get('llm.openai')!.sealed, key, 'llm.openai')).toEqual({ ok: true, token: 'sk-rotated-9999' });
-    kube.apply(secret('openai-key', { apiKey: `  ${TOKEN}\n` }));
+    stack.kube.apply(credentialSecret('openai-key', { apiKey: `  ${TOKEN}\n` }));
     const opened = () => {
       const c = credentials.get('llm.openai');
       return c && openCredential(c.sealed, key, 'llm.openai');
@@ -186,9 +155,9 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
   });
 
   it('keeps the last valid spec in force when an edit is invalid, and says so in Ready', async () => {
-    kube.apply(provider('openai', { baseURL: 'http://insecure.example.com', auth }));
+    stack.kube.apply(provider('openai', { baseURL: 'http://insecure.example.com', auth }));
     await waitFor(() => conditions('openai')['Ready'] === 'False/ConfigurationInvalid', { what: 'ConfigurationInvalid' });
-    const status = kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as {
+    const status = stack.kube.get(API_VERSION, 'ExternalModelProvider', 'llm', 'openai')?.status as {
       observedGeneration: number;
       conditions: { type: string; message: string }[];
     };
@@ -197,12 +166,12 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
     );
     expect(status.observedGeneration).toBe(2);
     expect(providers.get('llm.openai')).toMatchObject({ ready: true, spec: { baseURL: 'https://api.example.com' } });
-    kube.apply(provider('openai', { auth, headers: { 'OpenAI-Organization': 'org-1' } }));
+    stack.kube.apply(provider('openai', { auth, headers: { 'OpenAI-Organization': 'org-1' } }));
     await waitFor(() => conditions('openai')['Ready'] === 'True/Ready', { what: 'valid again' });
   });
 
   it('deletes the records of a deleted provider', async () => {
-    kube.remove(API_VERSION, 'ExternalModelProvider', 'llm', 'openai');
+    stack.kube.remove(API_VERSION, 'ExternalModelProvider', 'llm', 'openai');
     await waitFor(() => providers.get('llm.openai') === undefined && credentials.get('llm.openai') === undefined, { what: 'records gone' });
     await waitFor(() => routes.get('llm.mixed')?.providers?.[1]?.found === false, { what: 'route sees it gone' });
   });
@@ -212,8 +181,8 @@ describe('pod-watcher: ExternalModelProviders and their credentials (fake API se
       logs: watcher.log.lines,
       providers: [...providers.history.values()],
       routes: [...routes.values.values()],
-      patches: kube.patches,
-      statuses: kube.list(API_VERSION, 'ExternalModelProvider', 'llm').map((o) => o.status),
+      patches: stack.kube.patches,
+      statuses: stack.kube.list(API_VERSION, 'ExternalModelProvider', 'llm').map((o) => o.status),
     });
     for (const value of [TOKEN, 'sk-rotated-9999', 'sk-never-read']) expect(everything).not.toContain(value);
     expect(JSON.stringify([...credentials.history.values()])).not.toContain(TOKEN);

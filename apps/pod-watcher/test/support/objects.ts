@@ -1,4 +1,4 @@
-import { API_VERSION } from '@triad/crd';
+import { API_VERSION, PROVIDER_SECRET_LABEL_KEY, PROVIDER_SECRET_LABEL_VALUE } from '@triad/crd';
 
 /** Test builders for the objects a source delivers (the shapes of a cluster's objects, docs/pod-watcher.md). */
 export interface PodOptions {
@@ -63,5 +63,25 @@ export function modelRoute(name: string, modelServerName: string, namespace = 'd
     kind: 'ModelRoute',
     metadata: { name, namespace },
     spec: { modelName: name, rules: [{ targetModels: [{ modelServerName }] }] },
+  };
+}
+
+export interface SecretOptions {
+  readonly namespace?: string;
+  /** Default: the credential label providers and engine credentials are read by; `{}` for a Secret the watcher never sees. */
+  readonly labels?: Record<string, string>;
+}
+
+/** A Secret of `data` (plain values, base64-encoded here), in namespace `llm` unless told. */
+export function credentialSecret(name: string, data: Record<string, string>, opts: SecretOptions = {}) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name,
+      namespace: opts.namespace ?? 'llm',
+      labels: opts.labels ?? { [PROVIDER_SECRET_LABEL_KEY]: PROVIDER_SECRET_LABEL_VALUE },
+    },
+    data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
   };
 }
