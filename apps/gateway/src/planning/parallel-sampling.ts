@@ -2,7 +2,7 @@ import { BadRequestError, GENERATE_PATH, echo, sampleCount, type EngineRouting }
 
 /**
  * The most samples one request may ask for when its connector fans them out (SGLang PD and EPD: one prefill/decode
- * pair per sample, all at once, whose streams are merged without pausing the engines). OpenAI's API takes `n` up to
+ * pair per sample, all at once, each pair holding engine KV and sockets for the whole request). OpenAI's API takes `n` up to
  * the same number.
  */
 export const MAX_FANNED_OUT_SAMPLES = 128;
