@@ -1,7 +1,7 @@
-import { request, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import type { ProxyRequest } from '@triad/request';
-import { waitFor } from '@triad/testing';
+import { stalledStream, waitFor } from '@triad/testing';
 import { accessLines, startHarness, type Harness } from './support/harness';
 
 // A slow client of an SGLang PD `n > 1` stream: the gateway fans the request out into n single-sample pairs and
@@ -19,27 +19,6 @@ const TOKENS = 30_000;
  */
 const BOUND = 256 * 1024;
 const LONG = 'Tell me about the history of the city, its rivers, bridges and markets. '.repeat(8);
-
-/** Sends a chat request and stops reading once the first bytes of the answer arrived; `chunks` fills on resume. */
-function stalledStream(h: Harness, body: Record<string, unknown>): Promise<{ res: IncomingMessage; chunks: Buffer[] }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      new URL('/v1/chat/completions', h.gateway.url),
-      { method: 'POST', headers: { 'content-type': 'application/json' } },
-      (res) => {
-        res.once('data', (first: Buffer) => {
-          // node:http stops reading the socket once its own small buffer is full: the kernel buffers fill, then the gateway's.
-          res.pause();
-          const chunks = [first];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          resolve({ res, chunks });
-        });
-      },
-    );
-    req.once('error', reject);
-    req.end(JSON.stringify(body));
-  });
-}
 
 function ended(res: IncomingMessage): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -115,7 +94,7 @@ describe('gateway, SGLang PD n > 1 streamed to a client that stops reading', () 
   };
 
   it('holds every decode engine back while the client does not read, then delivers the whole merged stream', async () => {
-    const { res, chunks } = await stalledStream(h, longAnswer);
+    const { res, chunks } = await stalledStream(new URL('/v1/chat/completions', h.gateway.url), longAnswer);
     expect(res.statusCode).toBe(200);
     await held(`all ${N} decode streams waiting for the gateway to read`);
     // Another request through the same gateway and engines is served meanwhile, and the stalled streams stay held.
@@ -157,7 +136,7 @@ describe('gateway, SGLang PD n > 1 streamed to a client that stops reading', () 
   it('aborts every held leg when the client leaves while held, and the engines let go', async () => {
     const abortedBefore = d.counters()['aborted'] ?? 0;
     const left = accessLines(h).filter((l) => l['status_code'] === 499).length;
-    const { res } = await stalledStream(h, longAnswer);
+    const { res } = await stalledStream(new URL('/v1/chat/completions', h.gateway.url), longAnswer);
     await held(`all ${N} decode streams waiting for the gateway to read`);
     res.destroy();
     await waitFor(() => (d.counters()['aborted'] ?? 0) === abortedBefore + N, { what: `the ${N} decode legs aborted` });

@@ -1,26 +1,9 @@
-import { request, type IncomingMessage } from 'node:http';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { waitFor } from '@triad/testing';
+import { stalledStream, waitFor } from '@triad/testing';
 import { CHAT, SimFleet, sseEvents } from './helpers';
 
 /** Output tokens of the answer: some 250 bytes of SSE each, far more than the sockets' buffers take. */
 const TOKENS = 30_000;
-
-/** POSTs a streamed chat request and stops reading once the first bytes arrived; `chunks` fills on resume. */
-function stalledStream(url: string, body: unknown): Promise<{ res: IncomingMessage; chunks: Buffer[] }> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      res.once('data', (first: Buffer) => {
-        res.pause();
-        const chunks = [first];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        resolve({ res, chunks });
-      });
-    });
-    req.once('error', reject);
-    req.end(JSON.stringify(body));
-  });
-}
 
 describe('simulator: a streamed answer whose reader stops reading', () => {
   const fleet = new SimFleet();
@@ -34,7 +17,7 @@ describe('simulator: a streamed answer whose reader stops reading', () => {
   it('stops producing and reports the stream stalled, then finishes it once the reader drains it', async () => {
     expect(sim.stalledStreams()).toEqual({ streams: 0, tokensWritten: 0 });
     const body = { model: 'sim-model', stream: true, max_tokens: TOKENS, ignore_eos: true, messages: CHAT };
-    const { res, chunks: read } = await stalledStream(sim.url, body);
+    const { res, chunks: read } = await stalledStream(`${sim.url}/v1/chat/completions`, body);
     await waitFor(() => sim.stalledStreams().streams === 1, { what: 'the stream to wait for its reader' });
     const { tokensWritten } = sim.stalledStreams();
     expect(tokensWritten).toBeGreaterThan(0);
@@ -56,7 +39,7 @@ describe('simulator: a streamed answer whose reader stops reading', () => {
   it('ends the wait when the reader leaves', async () => {
     const body = { model: 'sim-model', stream: true, max_tokens: TOKENS, ignore_eos: true, messages: CHAT };
     const aborted = sim.counters()['aborted'];
-    const { res } = await stalledStream(sim.url, body);
+    const { res } = await stalledStream(`${sim.url}/v1/chat/completions`, body);
     await waitFor(() => sim.stalledStreams().streams === 1, { what: 'the stream to wait for its reader' });
     res.destroy();
     await waitFor(() => sim.counters()['aborted'] === aborted + 1, { what: 'the stream aborted' });

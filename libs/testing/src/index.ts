@@ -14,3 +14,5 @@ export type { ClusterStack, StackService } from './cluster-stack';
 export { pngDataUrl, writeVlTokenizer } from './vl-tokenizer';
 export { writeSelfSignedCert } from './self-signed-cert';
 export { callgrindControl, countSelfUnderCallgrind } from './callgrind-self';
+export { stalledStream } from './stalled-stream';
+export type { StalledStream } from './stalled-stream';
