@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   Buckets,
   EndpointRecordSchema,
@@ -10,9 +7,10 @@ import {
   ModelServerRecordSchema,
 } from '@triad/bus';
 import { API_VERSION } from '@triad/crd';
-import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
-import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
+import { waitFor } from '@triad/testing';
+import type { KubeObject } from '@triad/testing/kube';
+import type { KvMirror, TestWatcher } from './support/harness';
+import { startKubeWatcherStack, type KubeWatcherStack } from './support/kube-watcher';
 import { pod } from './support/objects';
 
 // Gateway API mode (`--gateway-api`) with the kube source: Kthena's example Gateway, HTTPRoute, InferencePool
@@ -63,10 +61,7 @@ const boundRouteExample: KubeObject = {
 };
 
 describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
-  let nats: NatsServerHandle;
-  let kube: FakeKubeServer;
-  let dir: string;
-  let starting: Promise<TestWatcher> | undefined;
+  let stack: KubeWatcherStack;
   let watcher: TestWatcher;
   let gateways: KvMirror<typeof GatewayRecordSchema>;
   let httpRoutes: KvMirror<typeof HttpRouteRecordSchema>;
@@ -80,43 +75,27 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
     conditions: { type: string; status: string; reason: string; message: string }[];
   };
   const parents = (ns: string, name: string) =>
-    (kube.get(GW, 'HTTPRoute', ns, name)?.status as { parents?: Parent[] } | undefined)?.parents ?? [];
+    (stack.kube.get(GW, 'HTTPRoute', ns, name)?.status as { parents?: Parent[] } | undefined)?.parents ?? [];
   const conditionsOf = (ns: string, name: string) =>
     parents(ns, name)
       .filter((p) => p.controllerName === 'triad.io/gateway-controller')
       .map((p) => p.conditions.map((c) => `${c.type}=${c.status}/${c.reason}`));
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    kube = await startFakeKubeServer();
-    dir = mkdtempSync(join(tmpdir(), 'triad-pw-gwapi-'));
-    writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
-    for (const o of [gatewayExample, httpRouteExample, poolExample, boundRouteExample]) kube.apply(o);
-    kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default', labels: { team: 'llm' } } });
-    kube.apply(pod('ds-0', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.1' }));
-    kube.apply(pod('ds-1', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.2' }));
-    starting = startTestWatcher({
-      nats: nats.url,
-      source: 'kube',
-      kubeconfig: join(dir, 'kubeconfig'),
-      gatewayApi: true,
-      defaultGateway: 'kthena-system/default:8080',
-    });
-    watcher = await starting;
-    gateways = await KvMirror.open(nats.url, Buckets.gateways, GatewayRecordSchema);
-    httpRoutes = await KvMirror.open(nats.url, Buckets.httpRoutes, HttpRouteRecordSchema);
-    routes = await KvMirror.open(nats.url, Buckets.modelRoutes, ModelRouteRecordSchema);
-    servers = await KvMirror.open(nats.url, Buckets.modelServers, ModelServerRecordSchema);
-    endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
+    stack = await startKubeWatcherStack('triad-pw-gwapi-');
+    for (const o of [gatewayExample, httpRouteExample, poolExample, boundRouteExample]) stack.kube.apply(o);
+    stack.kube.apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default', labels: { team: 'llm' } } });
+    stack.kube.apply(pod('ds-0', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.1' }));
+    stack.kube.apply(pod('ds-1', { app: 'deepseek-r1-1-5b' }, { ip: '127.0.8.2' }));
+    watcher = await stack.startWatcher({ gatewayApi: true, defaultGateway: 'kthena-system/default:8080' });
+    gateways = await stack.mirror(Buckets.gateways, GatewayRecordSchema);
+    httpRoutes = await stack.mirror(Buckets.httpRoutes, HttpRouteRecordSchema);
+    routes = await stack.mirror(Buckets.modelRoutes, ModelRouteRecordSchema);
+    servers = await stack.mirror(Buckets.modelServers, ModelServerRecordSchema);
+    endpoints = await stack.mirror(Buckets.endpoints, EndpointRecordSchema);
   }, 120_000);
 
-  afterAll(async () => {
-    for (const m of [gateways, httpRoutes, routes, servers, endpoints]) await m?.close();
-    await (await starting?.catch(() => undefined))?.close();
-    await kube?.close();
-    await nats?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(async () => stack?.close());
 
   it('watches the Gateway API kinds and Namespaces only in this mode', () => {
     for (const path of [
@@ -125,7 +104,7 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
       '/apis/inference.networking.k8s.io/v1/inferencepools',
       '/api/v1/namespaces',
     ]) {
-      expect(kube.requests.some((r) => r.path === path && r.verb === 'list')).toBe(true);
+      expect(stack.kube.requests.some((r) => r.path === path && r.verb === 'list')).toBe(true);
     }
     expect(watcher.gatewayApi).toBeDefined();
   });
@@ -179,7 +158,7 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
   });
 
   it("reports unsupported matches on the route status (not silently dropped), and keeps other controllers' entries", async () => {
-    kube.apply({
+    stack.kube.apply({
       apiVersion: GW,
       kind: 'HTTPRoute',
       metadata: { name: 'tiers', namespace: 'default' },
@@ -215,7 +194,7 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
       'triad.io/gateway-controller',
     ]);
     expect(httpRoutes.get('default.tiers')).toBeUndefined();
-    kube.apply({
+    stack.kube.apply({
       ...gatewayExample,
       spec: {
         ...(gatewayExample.spec as object),
@@ -238,9 +217,9 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
   });
 
   it('follows the pool: a relabelled pod leaves it, a deleted pool empties it and the route reports BackendNotFound', async () => {
-    kube.apply(pod('ds-1', { app: 'other' }, { ip: '127.0.8.2' }));
+    stack.kube.apply(pod('ds-1', { app: 'other' }, { ip: '127.0.8.2' }));
     await waitFor(() => endpoints.keys('default.inferencepool=deepseek-r1-1-5b.').length === 1, { what: 'one endpoint left' });
-    kube.remove('inference.networking.k8s.io/v1', 'InferencePool', 'default', 'deepseek-r1-1-5b');
+    stack.kube.remove('inference.networking.k8s.io/v1', 'InferencePool', 'default', 'deepseek-r1-1-5b');
     await waitFor(() => endpoints.keys('default.inferencepool=').length === 0 && !servers.get('default.inferencepool=deepseek-r1-1-5b'), {
       what: 'pool gone',
     });
@@ -249,7 +228,7 @@ describe('pod-watcher in Gateway API mode (fake API server, real NATS)', () => {
   });
 
   it("removes Triad's status entry when a route stops naming its Gateways", async () => {
-    kube.apply({
+    stack.kube.apply({
       ...httpRouteExample,
       spec: { ...(httpRouteExample.spec as object), parentRefs: [{ name: 'istio', namespace: 'other' }] },
     });

@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Buckets, EndpointRecordSchema, ModelRouteRecordSchema, ModelServerRecordSchema } from '@triad/bus';
 import { API_VERSION } from '@triad/crd';
-import { startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
-import { servedPod, startFakeKubeServer, type FakeKubeServer, type KubeObject } from '@triad/testing/kube';
-import { KvMirror, startTestWatcher, type TestWatcher } from './support/harness';
+import { waitFor } from '@triad/testing';
+import { servedPod, type KubeObject } from '@triad/testing/kube';
+import type { KvMirror, TestWatcher } from './support/harness';
+import { startKubeWatcherStack, type KubeWatcherStack } from './support/kube-watcher';
 import { modelRoute, modelServer, pod } from './support/objects';
 
 // Nothing listens on these addresses: scrapes fail fast and the endpoints are marked stale, which is all these
@@ -16,20 +14,17 @@ const ip = (n: number) => `127.0.9.${n}`;
 const labels = (role: string, group = 'g1') => ({ app: 'qwen', group, role });
 
 describe('pod-watcher with the kube source (fake API server, real client-node informers, real NATS)', () => {
-  let nats: NatsServerHandle;
-  let kube: FakeKubeServer;
-  let dir: string;
+  let stack: KubeWatcherStack;
   let watcher: TestWatcher;
-  let starting: Promise<TestWatcher> | undefined;
   let endpoints: KvMirror<typeof EndpointRecordSchema>;
   let servers: KvMirror<typeof ModelServerRecordSchema>;
   let routes: KvMirror<typeof ModelRouteRecordSchema>;
 
-  const apply = (o: object) => kube.apply(o as KubeObject);
+  const apply = (o: object) => stack.kube.apply(o as KubeObject);
   const role = (podName: string, ms = 'qwen') => endpoints.get(`default.${ms}.${podName}`)?.role;
   const accepted = (name: string) =>
     (
-      kube.get(API_VERSION, 'ModelServer', 'default', name)?.status as
+      stack.kube.get(API_VERSION, 'ModelServer', 'default', name)?.status as
         | {
             conditions?: {
               type: string;
@@ -43,32 +38,19 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     )?.conditions?.find((c) => c.type === 'Accepted');
 
   beforeAll(async () => {
-    nats = await startNatsServer();
-    kube = await startFakeKubeServer();
-    dir = mkdtempSync(join(tmpdir(), 'triad-pw-kube-'));
-    writeFileSync(join(dir, 'kubeconfig'), kube.kubeconfigYaml());
+    stack = await startKubeWatcherStack('triad-pw-kube-');
     apply(modelServer('qwen'));
     apply(modelRoute('qwen-route', 'qwen'));
     apply(pod('p0', labels('prefill'), { ip: ip(1) }));
     apply(pod('d0', labels('decode'), { ip: ip(2) }));
     apply(pod('other', { app: 'unrelated' }, { ip: ip(3) }));
-    starting = startTestWatcher({ nats: nats.url, source: 'kube', kubeconfig: join(dir, 'kubeconfig'), namespaces: ['default'] });
-    watcher = await starting;
-    endpoints = await KvMirror.open(nats.url, Buckets.endpoints, EndpointRecordSchema);
-    servers = await KvMirror.open(nats.url, Buckets.modelServers, ModelServerRecordSchema);
-    routes = await KvMirror.open(nats.url, Buckets.modelRoutes, ModelRouteRecordSchema);
+    watcher = await stack.startWatcher({ namespaces: ['default'] });
+    endpoints = await stack.mirror(Buckets.endpoints, EndpointRecordSchema);
+    servers = await stack.mirror(Buckets.modelServers, ModelServerRecordSchema);
+    routes = await stack.mirror(Buckets.modelRoutes, ModelRouteRecordSchema);
   }, 120_000);
 
-  afterAll(async () => {
-    await endpoints?.close();
-    await servers?.close();
-    await routes?.close();
-    // Also when beforeAll timed out while the watcher was still starting: a running watcher keeps jest alive.
-    await (await starting?.catch(() => undefined))?.close();
-    await kube?.close();
-    await nats?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(async () => stack?.close());
 
   it('publishes the initial state once synced: endpoints with roles, the ModelServer with its mode, the route', async () => {
     await waitFor(() => watcher.ready, { what: 'watcher ready' });
@@ -87,7 +69,7 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     expect(routes.get('default.qwen-route')).toMatchObject({ schemaVersion: 1, spec: { modelName: 'qwen-route' } });
     await waitFor(() => accepted('qwen')?.status === 'True', { what: 'Accepted=True patched' });
     expect(accepted('qwen')).toMatchObject({ reason: 'Valid', observedGeneration: 1 });
-    expect(kube.patches.every((p) => p.subresource === 'status' && p.contentType === 'application/merge-patch+json')).toBe(true);
+    expect(stack.kube.patches.every((p) => p.subresource === 'status' && p.contentType === 'application/merge-patch+json')).toBe(true);
   });
 
   it('reclassifies a pod relabelled from prefill to decode', async () => {
@@ -103,7 +85,7 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
   });
 
   it('deletes the record of a deleted pod and adds a new pod', async () => {
-    kube.remove('v1', 'Pod', 'default', 'd0');
+    stack.kube.remove('v1', 'Pod', 'default', 'd0');
     apply(pod('p1', labels('prefill'), { ip: ip(4) }));
     await waitFor(() => endpoints.get('default.qwen.d0') === undefined && role('p1') === 'prefill', { what: 'd0 gone, p1 added' });
   });
@@ -119,7 +101,7 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     await waitFor(() => endpoints.get('default.qwen.s0') === undefined, { what: 's0 removed while not Ready' });
     apply(served(true));
     await waitFor(() => role('s0') === 'decode', { what: 's0 back' });
-    kube.remove('v1', 'Pod', 'default', 's0');
+    stack.kube.remove('v1', 'Pod', 'default', 's0');
     await waitFor(() => endpoints.get('default.qwen.s0') === undefined, { what: 's0 deleted' });
   });
 
@@ -144,48 +126,48 @@ describe('pod-watcher with the kube source (fake API server, real client-node in
     expect(cond?.reason).toBe('InvalidSpec');
     expect(cond?.message).toContain('spec.inferenceEngine');
     expect(cond?.message).toContain('spec.workloadSelector.pdGroup: required when pipelineMode is pd');
-    expect(cond?.observedGeneration).toBe(kube.get(API_VERSION, 'ModelServer', 'default', 'qwen')?.metadata.generation);
+    expect(cond?.observedGeneration).toBe(stack.kube.get(API_VERSION, 'ModelServer', 'default', 'qwen')?.metadata.generation);
     // The old spec is still in force: KV unchanged, and a new pod is classified by it.
     expect(servers.get('default.qwen')).toMatchObject({ mode: 'pd', spec: { inferenceEngine: 'vLLM' } });
     apply(pod('p2', labels('prefill', 'g2'), { ip: ip(5) }));
     await waitFor(() => role('p2') === 'prefill', { what: 'p2 classified by the last valid spec' });
     expect(watcher.log.lines.some((l) => l['msg'] === 'rejected invalid object' && l['lastValidInForce'] === true)).toBe(true);
-    const before = kube.patches.length;
+    const before = stack.kube.patches.length;
     apply(modelServer('qwen'));
     await waitFor(() => accepted('qwen')?.status === 'True', { what: 'Accepted=True again' });
-    expect(kube.patches.length).toBe(before + 1);
+    expect(stack.kube.patches.length).toBe(before + 1);
   });
 
   it('retries a status patch the API server refused', async () => {
-    const failedBefore = kube.patches.filter((p) => p.status === 500).length;
-    kube.failNext('patch', 1, 500);
+    const failedBefore = stack.kube.patches.filter((p) => p.status === 500).length;
+    stack.kube.failNext('patch', 1, 500);
     apply({ ...modelServer('qwen'), spec: { ...modelServer('qwen').spec, workloadPort: { port: 0 } } });
     await waitFor(() => accepted('qwen')?.status === 'False', { what: 'Accepted=False after a retry' });
-    expect(kube.patches.filter((p) => p.status === 500).length).toBe(failedBefore + 1);
+    expect(stack.kube.patches.filter((p) => p.status === 500).length).toBe(failedBefore + 1);
     apply(modelServer('qwen'));
     await waitFor(() => accepted('qwen')?.status === 'True', { what: 'Accepted=True again' });
   });
 
   it('resumes after the watch dies with HTTP 500 (informer restarted) and sees what changed meanwhile', async () => {
-    kube.failNext('watch', 2, 500, 'api/v1/pods');
-    kube.closeWatches();
+    stack.kube.failNext('watch', 2, 500, 'api/v1/pods');
+    stack.kube.closeWatches();
     apply(pod('p3', labels('decode', 'g2'), { ip: ip(6) }));
     await waitFor(() => role('p3') === 'decode', { what: 'p3 after the watch restarted' });
     expect(watcher.log.lines.some((l) => l['msg'] === 'list/watch failed; restarting')).toBe(true);
-    await waitFor(() => kube.openWatches('api/v1/pods') === 1, { what: 'one pod watch open again' });
+    await waitFor(() => stack.kube.openWatches('api/v1/pods') === 1, { what: 'one pod watch open again' });
   });
 
   it('relists after 410 Gone (compacted history) and applies a deletion it never saw as an event', async () => {
-    kube.bookmark();
-    kube.expireWatches();
-    kube.remove('v1', 'Pod', 'default', 'p3');
+    stack.kube.bookmark();
+    stack.kube.expireWatches();
+    stack.kube.remove('v1', 'Pod', 'default', 'p3');
     apply(pod('p1', labels('decode'), { ip: ip(4) }));
     await waitFor(() => endpoints.get('default.qwen.p3') === undefined && role('p1') === 'decode', { what: 'state after relist' });
   });
 
   it('removes a deleted ModelRoute and a deleted ModelServer with all its endpoints', async () => {
-    kube.remove(API_VERSION, 'ModelRoute', 'default', 'qwen-route');
-    kube.remove(API_VERSION, 'ModelServer', 'default', 'qwen');
+    stack.kube.remove(API_VERSION, 'ModelRoute', 'default', 'qwen-route');
+    stack.kube.remove(API_VERSION, 'ModelServer', 'default', 'qwen');
     await waitFor(
       () =>
         routes.get('default.qwen-route') === undefined &&

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { z } from 'zod';
 import { startNatsServer, type NatsServerHandle } from '@triad/testing';
-import { startFakeKubeServer, type FakeKubeServer } from '@triad/testing/kube';
+import { startFakeKubeServer, type FakeKubeServer, type FakeKubeServerOptions } from '@triad/testing/kube';
 import type { WatcherConfig } from '../../src/config';
 import { KvMirror, startTestWatcher, type TestWatcher } from './harness';
 
@@ -27,7 +27,8 @@ export interface KubeWatcherStack {
   close(): Promise<void>;
 }
 
-export async function startKubeWatcherStack(dirPrefix: string): Promise<KubeWatcherStack> {
+/** `kubeOptions` shape the fake API server (collections whose status it prunes, as with Kthena's CRDs). */
+export async function startKubeWatcherStack(dirPrefix: string, kubeOptions: FakeKubeServerOptions = {}): Promise<KubeWatcherStack> {
   const dir = mkdtempSync(join(tmpdir(), dirPrefix));
   const mirrors: KvMirror<z.ZodType>[] = [];
   let nats: NatsServerHandle | undefined;
@@ -36,7 +37,8 @@ export async function startKubeWatcherStack(dirPrefix: string): Promise<KubeWatc
   let watcher: TestWatcher | undefined;
   const close = async () => {
     await Promise.all(mirrors.map((m) => m.close()));
-    // A watcher that failed to start has nothing to close.
+    // Awaited also when beforeAll timed out while the watcher was still starting (a running watcher keeps jest
+    // alive); one that failed to start has nothing to close.
     await (await starting?.catch(() => undefined))?.close();
     await kube?.close();
     await nats?.close();
@@ -44,7 +46,7 @@ export async function startKubeWatcherStack(dirPrefix: string): Promise<KubeWatc
   };
   try {
     nats = await startNatsServer();
-    kube = await startFakeKubeServer();
+    kube = await startFakeKubeServer(kubeOptions);
   } catch (err) {
     await close();
     throw err;
