@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import {
   Buckets,
   ExternalProviderRecordSchema,
@@ -13,10 +12,10 @@ import {
   type ExternalProviderRecord,
 } from '@triad/bus';
 import type { ExternalModelProviderSpec, ModelRouteSpec } from '@triad/crd';
-import { setupTelemetry, type Telemetry } from '@triad/telemetry';
 import { waitFor } from '@triad/testing';
 import { accessLines, NS, startHarness, type Harness } from './support/harness';
 import { startAnthropicStandIn, startOpenAiStandIn, type StandIn } from './support/provider-standins';
+import { startMemoryTracing, type MemoryTracing } from './support/memory-tracing';
 
 // Issue 19: ModelRoute targets naming an ExternalModelProvider are served by the gateway, against HTTPS servers
 // standing in for the OpenAI and Anthropic APIs; provider records and sealed credentials are written to KV as
@@ -32,8 +31,7 @@ describe('gateway: ExternalModelProvider targets', () => {
   let h: Harness;
   let openai: StandIn;
   let anthropic: StandIn;
-  let telemetry: Telemetry;
-  const exporter = new InMemorySpanExporter();
+  let tracing: MemoryTracing;
   const dir = mkdtempSync(join(tmpdir(), 'triad-gw-providers-'));
   const credentialsKey = randomBytes(32);
 
@@ -90,12 +88,7 @@ describe('gateway: ExternalModelProvider targets', () => {
   const client = () => new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: CLIENT_KEY, maxRetries: 0 });
 
   beforeAll(async () => {
-    telemetry = setupTelemetry({
-      serviceName: 'triad-gateway',
-      version: 'test',
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
-      exporter,
-    });
+    tracing = startMemoryTracing();
     const keyFile = join(dir, 'credentials.key');
     writeFileSync(keyFile, credentialsKey.toString('base64'));
     [openai, anthropic] = await Promise.all([startOpenAiStandIn(OPENAI_KEY), startAnthropicStandIn(ANTHROPIC_KEY)]);
@@ -141,7 +134,7 @@ describe('gateway: ExternalModelProvider targets', () => {
   afterAll(async () => {
     await h?.close();
     await Promise.all([openai?.close(), anthropic?.close()]);
-    await telemetry?.shutdown();
+    await tracing?.telemetry.shutdown();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -466,7 +459,7 @@ describe('gateway: ExternalModelProvider targets', () => {
       const res = await post('/v1/chat/completions', { model: 'claude', messages: [{ role: 'user', content: 'traced' }] });
       expect(res.status).toBe(200);
       const traceId = res.headers.get('x-triad-trace-id');
-      const legOf = () => exporter.getFinishedSpans().find((s) => s.name === 'aggregated' && s.spanContext().traceId === traceId);
+      const legOf = () => tracing.exporter.getFinishedSpans().find((s) => s.name === 'aggregated' && s.spanContext().traceId === traceId);
       await waitFor(() => legOf() !== undefined, { what: 'the provider call span' });
       const span = legOf()!;
       expect(span.attributes).toMatchObject({
@@ -487,7 +480,7 @@ describe('gateway: ExternalModelProvider targets', () => {
       await new Promise((r) => setImmediate(r));
       const logs = JSON.stringify(h.logLines);
       const spans = JSON.stringify(
-        exporter.getFinishedSpans().map((s) => ({ attributes: s.attributes, events: s.events, status: s.status })),
+        tracing.exporter.getFinishedSpans().map((s) => ({ attributes: s.attributes, events: s.events, status: s.status })),
       );
       for (const secret of [OPENAI_KEY, ANTHROPIC_KEY]) {
         expect(logs).not.toContain(secret);

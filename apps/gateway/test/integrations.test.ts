@@ -1,12 +1,11 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { generateApiKey, hashApiKey } from '@triad/admission';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { setupTelemetry, type Telemetry } from '@triad/telemetry';
 import { waitFor } from '@triad/testing';
 import { inferenceRequests, startHarness, type Harness } from './support/harness';
+import { startMemoryTracing, type MemoryTracing } from './support/memory-tracing';
 
 const MODEL = 'm-integrations';
 
@@ -14,18 +13,12 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
   let h: Harness;
   let p: SimEngineHandle;
   let d: SimEngineHandle;
-  let telemetry: Telemetry;
-  const exporter = new InMemorySpanExporter();
+  let tracing: MemoryTracing;
   const dir = mkdtempSync(join(tmpdir(), 'triad-gw-admission-'));
   const key = generateApiKey();
 
   beforeAll(async () => {
-    telemetry = setupTelemetry({
-      serviceName: 'triad-gateway',
-      version: 'test',
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' },
-      exporter,
-    });
+    tracing = startMemoryTracing();
     const config = join(dir, 'admission.json');
     writeFileSync(
       config,
@@ -66,7 +59,7 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
   });
   afterAll(async () => {
     await h?.close();
-    await telemetry?.shutdown();
+    await tracing?.telemetry.shutdown();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -101,12 +94,12 @@ describe('gateway with the tracing (libs/telemetry) and admission (libs/admissio
       expect((inferenceRequests(p)[0]?.headers['traceparent'] as string).split('-')[1]).toBe(traceId);
       await waitFor(
         async () => {
-          await telemetry.forceFlush();
-          return exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId).length >= 4;
+          await tracing.telemetry.forceFlush();
+          return tracing.exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId).length >= 4;
         },
         { what: 'request, schedule and leg spans exported' },
       );
-      const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+      const spans = tracing.exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
       expect(spans.length).toBeGreaterThanOrEqual(4);
       // Admission's decision is an event on the request span (the gateway hands it over as `spanOf`).
       const request = spans.find((s) => s.name === 'POST /v1/chat/completions');
