@@ -139,4 +139,14 @@ describe('createAdmissionHooks (the gateway lifecycle adapter)', () => {
     });
     await h.admit(generate({ text: 'c', sampling_params: { max_new_tokens: 10 } }));
   });
+
+  it('reserves a /generate beam search for its beam_width beams per prompt, whatever its n', async () => {
+    const { h, generate } = generateHooks('gen-beam-model');
+    // Two prompts × 10 tokens × beam_width 4 = 80 (n 2 is how many of the 4 beams come back); SGLang decodes all 4.
+    await h.admit(generate({ text: ['a', 'b'], sampling_params: { max_new_tokens: 10, n: 2, beam_width: 4 } }));
+    expect(await rejection(h.admit(generate({ text: 'c', sampling_params: { max_new_tokens: 7, beam_width: 3 } })))).toMatchObject({
+      limitType: 'output',
+    });
+    await h.admit(generate({ text: 'c', sampling_params: { max_new_tokens: 10, beam_width: 2 } }));
+  });
 });

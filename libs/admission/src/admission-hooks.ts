@@ -1,5 +1,12 @@
 import type { RateLimit } from '@triad/crd';
-import { RequestLocal, generatePromptCount, generateSampleCount, promptText, type RequestContext, type RequestHooks } from '@triad/request';
+import {
+  RequestLocal,
+  generatePromptCount,
+  generateSequenceCount,
+  promptText,
+  type RequestContext,
+  type RequestHooks,
+} from '@triad/request';
 import type { Admission, Admitted } from './admission';
 import type { SpanLike } from './fairness/fair-queue';
 
@@ -35,16 +42,17 @@ function maxNewTokens(params: unknown): number | undefined {
 
 /**
  * The most output an SGLang `/generate` body can ask for: `sampling_params.max_new_tokens` for every prompt of the
- * batch and each of its samples, or with a list of per-prompt sampling params each entry's for its prompt's samples.
+ * batch and each sequence the engine decodes for it (its samples, or a beam search's `beam_width` beams:
+ * `generateSequenceCount`), or with a list of per-prompt sampling params each entry's for its prompt's sequences.
  * Undefined when a prompt names no limit (the route's `defaultMaxTokens` applies, as for an OpenAI body without
  * `max_tokens`).
  */
 function generateMaxTokens(body: Readonly<Record<string, unknown>>): number | undefined {
   const params = body['sampling_params'];
-  const samples = generateSampleCount(body);
+  const sequences = generateSequenceCount(body);
   if (!Array.isArray(params)) {
     const max = maxNewTokens(params);
-    return max === undefined ? undefined : max * samples * generatePromptCount(body);
+    return max === undefined ? undefined : max * sequences * generatePromptCount(body);
   }
   let sum = 0;
   for (const p of params) {
@@ -52,7 +60,7 @@ function generateMaxTokens(body: Readonly<Record<string, unknown>>): number | un
     if (max === undefined) return undefined;
     sum += max;
   }
-  return sum * samples;
+  return sum * sequences;
 }
 
 function maxTokensOf(body: Readonly<Record<string, unknown>>, path: string): number | undefined {

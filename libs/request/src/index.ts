@@ -59,4 +59,11 @@ export { DEFAULT_REQUEST_LIMITS, checkBodyLimits, checkRawLimits } from './body/
 export type { RequestLimits } from './body/request-limits';
 export type { MediaPart, Modality } from './body/media';
 export { promptText } from './body/prompt-text';
-export { GENERATE_PATH, generatePromptCount, generateSampleCount, sampleCount } from './body/generate-counts';
+export {
+  GENERATE_PATH,
+  generateBeamWidth,
+  generatePromptCount,
+  generateSampleCount,
+  generateSequenceCount,
+  sampleCount,
+} from './body/generate-counts';

@@ -1,7 +1,7 @@
-import { generatePromptCount, generateSampleCount, sampleCount } from './generate-counts';
+import { generateBeamWidth, generatePromptCount, generateSampleCount, generateSequenceCount, sampleCount } from './generate-counts';
 
-// Each case as SGLang sizes a /generate batch and its parallel samples (GenerateReqInput._determine_batch_size and
-// _handle_parallel_sampling in python/sglang/srt/managers/io_struct.py).
+// Each case as SGLang sizes a /generate batch and its parallel samples (GenerateReqInput._determine_batch_size,
+// _handle_parallel_sampling and _handle_beam_search_parallel_sampling in python/sglang/srt/managers/io_struct.py).
 describe('generatePromptCount', () => {
   it.each([
     { name: 'a text string', body: { text: 'a' }, prompts: 1 },
@@ -55,8 +55,43 @@ describe('generateSampleCount', () => {
     { name: 'n as text', body: { text: 'a', sampling_params: { n: '3' } }, samples: 1 },
     { name: 'a null n', body: { text: 'a', sampling_params: { n: null } }, samples: 1 },
     { name: 'sampling params of the wrong type', body: { text: 'a', sampling_params: 3 }, samples: 1 },
+    // Beam search: SGLang sends each prompt as one request, n is the number of beams it returns.
+    { name: 'a beam search', body: { text: 'a', sampling_params: { n: 3, beam_width: 4 } }, samples: 1 },
+    { name: 'a beam search without n', body: { text: 'a', sampling_params: { beam_width: 2 } }, samples: 1 },
+    { name: 'a beam search over a batch', body: { text: ['a', 'b'], sampling_params: { n: 2, beam_width: 2 } }, samples: 1 },
+    {
+      name: "a per-prompt list: the first entry's beam_width",
+      body: { text: ['a', 'b'], sampling_params: [{ n: 2, beam_width: 3 }, { n: 2 }] },
+      samples: 1,
+    },
+    { name: 'beam_width 1 (no beam search)', body: { text: 'a', sampling_params: { n: 3, beam_width: 1 } }, samples: 3 },
+    { name: 'a null beam_width', body: { text: 'a', sampling_params: { n: 3, beam_width: null } }, samples: 3 },
+    { name: 'beam_width 0', body: { text: 'a', sampling_params: { n: 3, beam_width: 0 } }, samples: 3 },
+    { name: 'a top-level beam_width (no /generate field)', body: { text: 'a', beam_width: 4, sampling_params: { n: 3 } }, samples: 3 },
   ])('$name: $samples', ({ body, samples }) => {
     expect(generateSampleCount(body)).toBe(samples);
+  });
+});
+
+describe('generateBeamWidth and generateSequenceCount', () => {
+  it.each([
+    { name: 'no sampling params', body: { text: 'a' }, beams: 1, sequences: 1 },
+    { name: 'parallel samples', body: { text: 'a', sampling_params: { n: 3 } }, beams: 1, sequences: 3 },
+    { name: 'a beam search returning 2 of 4 beams', body: { text: 'a', sampling_params: { n: 2, beam_width: 4 } }, beams: 4, sequences: 4 },
+    { name: 'a beam search returning its best beam', body: { text: 'a', sampling_params: { beam_width: 3 } }, beams: 3, sequences: 3 },
+    {
+      name: "a per-prompt list: the first entry's",
+      body: { text: ['a', 'b'], sampling_params: [{ beam_width: 5 }, { beam_width: 2 }] },
+      beams: 5,
+      sequences: 5,
+    },
+    { name: 'beam_width 1', body: { text: 'a', sampling_params: { n: 2, beam_width: 1 } }, beams: 1, sequences: 2 },
+    // Widths that are no integer above 1: the engine judges (and refuses) them.
+    { name: 'a fractional beam_width', body: { text: 'a', sampling_params: { n: 2, beam_width: 2.5 } }, beams: 1, sequences: 2 },
+    { name: 'beam_width as text', body: { text: 'a', sampling_params: { beam_width: '4' } }, beams: 1, sequences: 1 },
+  ])('$name: $beams beams, $sequences sequences', ({ body, beams, sequences }) => {
+    expect(generateBeamWidth(body)).toBe(beams);
+    expect(generateSequenceCount(body)).toBe(sequences);
   });
 });
 
@@ -67,6 +102,10 @@ describe('sampleCount', () => {
     expect(sampleCount({}, '/v1/chat/completions')).toBe(1);
     expect(sampleCount({ sampling_params: { n: 2 } }, '/generate')).toBe(2);
     expect(sampleCount({ sampling_params: [{ n: 2 }, { n: 2 }] }, '/generate')).toBe(2);
+  });
+
+  it('counts a /generate beam search as one sample per prompt, whatever its n', () => {
+    expect(sampleCount({ sampling_params: { n: 4, beam_width: 4 } }, '/generate')).toBe(1);
   });
 
   it('ignores what is not a field of the path: a top-level n on /generate, sampling params on OpenAI paths', () => {
