@@ -144,6 +144,49 @@ describe('SglangPdConnector', () => {
     expect(run.stranded).toEqual([]);
   });
 
+  describe('/generate beam search (sampling_params.beam_width > 1): one pair, n untouched', () => {
+    // SGLang runs a beam search as one request per prompt (no parallel-sample expansion, so one bootstrap room
+    // does), and n is how many of its beams it answers with, in meta_info.beam_results.
+    const body = { text: 'a', sampling_params: { n: 2, beam_width: 3, max_new_tokens: 4 } };
+
+    it('non-stream: one prefill/decode pair with the body as sent, the answer as the decode gave it', async () => {
+      const beams = [
+        { text: 'x', output_ids: [1], meta_info: { finish_reason: { type: 'length', length: 1 }, sequence_score: -0.1 } },
+        { text: 'y', output_ids: [2], meta_info: { finish_reason: { type: 'length', length: 1 }, sequence_score: -0.2 } },
+      ];
+      const answer = JSON.stringify({
+        text: 'x',
+        output_ids: [1],
+        meta_info: { prompt_tokens: 3, completion_tokens: 2, beam_results: beams },
+      });
+      const run = new FakeLegRunner((spec) => (spec.stage === 'prefill' ? {} : { body: answer }));
+      await new SglangPdConnector('sglang-pd').attempt(
+        proxyRequest({ id: 'sg-beam', path: '/generate', body, server, decision }),
+        decision.attempts[0],
+        0,
+        run,
+      );
+      expect(run.legs.map((l) => [l.spec.stage, l.mode, l.spec.requestId])).toEqual([
+        ['prefill', 'drained', 'sg-beam'],
+        ['decode', 'buffered', 'sg-beam'],
+      ]);
+      expect(run.legs[0].spec.body).toBe(run.legs[1].spec.body);
+      expect(run.legs[0].json()).toMatchObject({ sampling_params: body.sampling_params, bootstrap_room: expect.any(Number) });
+      expect(run.answers).toEqual([{ via: 'respond', status: 200, body: answer }]);
+    });
+
+    it("fails with the engine's refusal from its one pair (SGLang PD servers refuse beam search)", async () => {
+      const refusal = 'Beam search is not supported with PD disaggregation.';
+      const run = new FakeLegRunner((spec) => engineError(spec, 400, refusal));
+      const err = await new SglangPdConnector('sglang-pd')
+        .attempt(proxyRequest({ path: '/generate', body: { ...body, stream: true }, server, decision }), decision.attempts[0], 0, run)
+        .catch((e: unknown) => e);
+      expect(err).toMatchObject({ status: 400, message: expect.stringContaining(refusal) });
+      expect(run.legs.map((l) => l.spec.stage)).toEqual(['prefill', 'decode']);
+      expect(run.answers).toEqual([]);
+    });
+  });
+
   describe('n > 1: one prefill/decode pair per sample, merged', () => {
     const sampled = (stream: boolean) => ({ ...chat(stream), n: 3 });
     /** The decode answers with its room's last digits, so each sample's answer is told apart. */
