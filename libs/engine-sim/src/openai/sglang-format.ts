@@ -101,21 +101,25 @@ export const sglangCompletionFormat: ResponseFormat = {
   framer: (view) => new SglangCompletionFramer(view),
 };
 
+/** SGLang's native finish reason object: `{"type":"length","length":N}` or `{"type":"stop","matched":id}`. */
+export function generateFinishReason(reason: 'stop' | 'length', completion: number): string {
+  return reason === 'length' ? `{"type":"length","length":${completion}}` : `{"type":"stop","matched":${EOS_TOKEN_ID}}`;
+}
+
 /**
- * SGLang native `meta_info` in tokenizer_manager.py's key order (finish_reason is an object:
- * `{"type":"length","length":N}` or `{"type":"stop","matched":id}`); the counts are the request's so far.
+ * SGLang native `meta_info` in tokenizer_manager.py's key order, with `finish` already JSON (`null` while running);
+ * the counts are the request's so far.
  */
-function metaInfo(view: ResponseView, completion: number, finished: boolean): string {
-  const finish = !finished
-    ? 'null'
-    : view.plan.finishReason === 'length'
-      ? `{"type":"length","length":${completion}}`
-      : `{"type":"stop","matched":${EOS_TOKEN_ID}}`;
-  const e2e = finished && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
+export function generateMetaInfo(view: ResponseView, completion: number, finish: string): string {
+  const e2e = finish !== 'null' && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
   return (
     `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default",` +
     `"num_retractions":0,"reasoning_tokens":0,"completion_tokens":${completion},"cached_tokens":${view.cachedTokens}${e2e}}`
   );
+}
+
+function metaInfo(view: ResponseView, completion: number, finished: boolean): string {
+  return generateMetaInfo(view, completion, finished ? generateFinishReason(view.plan.finishReason, completion) : 'null');
 }
 
 /**

@@ -2,7 +2,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { runGeneration, type GenerationControl, type GenerationEnv, type GenerationSpec, type TokenSink } from '../engine/generation';
 import type { Exchange } from '../http/router';
 import { sendJson, startEventStream } from '../http/respond';
-import { DONE_EVENT, type ResponseView } from '../openai/format';
+import { DONE_EVENT, type ResponseFormat, type ResponseView } from '../openai/format';
 import { ZERO_PROFILE_STREAM_BATCH } from '../openai/serve-generation';
 import { sglangCompletionFormat, sglangGenerateFormat } from '../openai/sglang-format';
 
@@ -12,6 +12,8 @@ export interface BatchItem {
   readonly view: ResponseView;
   /** Runs after the item's last token (a PD prefill registers its room). */
   readonly finish?: () => void;
+  /** How the item's answer is written, when not as the route's usual one (a `/generate` beam search). */
+  readonly format?: ResponseFormat;
 }
 
 export type BatchKind = 'generate' | 'completion';
@@ -83,7 +85,7 @@ export async function serveBatch(
   const format = kind === 'generate' ? sglangGenerateFormat : sglangCompletionFormat;
   const sinkOf = (item: BatchItem, index: number): TokenSink => {
     if (!stream) return NO_SINK;
-    const framer = format.framer(item.view);
+    const framer = (item.format ?? format).framer(item.view);
     let opening = '';
     let written = 0;
     return {
@@ -108,6 +110,8 @@ export async function serveBatch(
   }
   for (const item of items) item.finish?.();
   if (stream) res.end(closingEvents(kind, items));
-  else if (kind === 'generate') sendJson(res, 200, `[${items.map((i) => sglangGenerateFormat.body(i.view, {})).join(',')}]`, headers);
-  else sendJson(res, 200, completionBatchBody(items), headers);
+  else if (kind === 'generate') {
+    const bodies = items.map((i) => (i.format ?? sglangGenerateFormat).body(i.view, {}));
+    sendJson(res, 200, `[${bodies.join(',')}]`, headers);
+  } else sendJson(res, 200, completionBatchBody(items), headers);
 }

@@ -14,6 +14,7 @@ import { sglangChatFormat, sglangCompletionFormat, sglangGenerateFormat } from '
 import type { SimContext } from '../sim-context';
 import type { BootstrapServer } from '../bootstrap/bootstrap-server';
 import { serveBatch, type BatchItem } from './batch-serve';
+import { beamFormat, beamRefusal, groupPlan, planBeams } from './beam-search';
 import { MISSING_ROOM_MESSAGE, pdFieldsOf, rankOfRoom, type BootstrapTarget } from './bootstrap-fields';
 import { checkDpRank, prefillDpRankHint, requestedDpRank, resolveLoadBalanceMethod } from './dp-rank';
 import { encodeOnEncoders } from './encoder-fanout';
@@ -115,6 +116,9 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     };
     const range = checkDpRank(admitted.pinned, ctx.ranks.length);
     if ('error' in range) return fail(new EngineHttpError(400, range.error));
+    // The scheduler validates a beam search before it queues the request (where a PD server checks the room).
+    const beamError = req.beams && beamRefusal(mode !== undefined, req.beams);
+    if (beamError) return fail(new EngineHttpError(400, beamError));
     if (admitted.targets === null) return fail(new EngineHttpError(400, `${MISSING_ROOM_MESSAGE}. req.rid='${req.rids[0]}'`));
     const targets = admitted.targets;
     if (req.n > 1 && targets) return holdParallelSamples(deps, ex, req, targets[0], fail);
@@ -142,7 +146,8 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     }
     const items = req.items.map((item, i) => {
       const work = { rank: ranks[i], fromPrefill: transferred[i], localEncodes: localEncodes[i] };
-      return generationItem(deps, ex, kind, req.rids[i], item, work, targets?.[i]);
+      const generated = generationItem(deps, ex, kind, req.rids[i], item, work, targets?.[i]);
+      return req.beams ? beamItem(generated, item, req.beams.returned) : generated;
     });
     if (!req.batched) {
       const only = items[0];
@@ -151,7 +156,8 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
         return {};
       };
       const { spec, view } = only;
-      await serveGeneration({ ex, env: ctx.env, spec, view, format: FORMATS[kind], stream: req.stream, headers, finish });
+      const format = only.format ?? FORMATS[kind];
+      await serveGeneration({ ex, env: ctx.env, spec, view, format, stream: req.stream, headers, finish });
       return;
     }
     await serveBatch(ex, ctx.env, kind === 'generate' ? 'generate' : 'completion', items, req.stream, headers);
@@ -222,6 +228,16 @@ function generationItem(
       ctx.counters.inc('roomsRegistered');
     },
   };
+}
+
+/**
+ * A prompt's beam search on an aggregated server: it runs as long as its longest returned beam (the group's rows
+ * decode in lockstep) and answers with the beams (`beam-search.ts`).
+ */
+function beamItem(item: BatchItem, request: InferenceRequest, returned: number): BatchItem {
+  const beams = planBeams(request, returned);
+  const plan = groupPlan(beams);
+  return { ...item, spec: { ...item.spec, plan }, view: { ...item.view, plan }, format: beamFormat(beams) };
 }
 
 /**

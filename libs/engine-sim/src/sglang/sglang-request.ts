@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ParsedBody } from '../http/body';
 import { EngineHttpError } from '../http/engine-error';
 import { parseInferenceRequest, type InferenceRequest, type RequestKind } from '../openai/inference-request';
+import { beamWidthOf } from './beam-search';
 
 /**
  * A SGLang generation request split into the items SGLang schedules: one for a plain request, one per prompt for a
@@ -15,8 +16,13 @@ export interface SglangRequest {
   readonly items: readonly InferenceRequest[];
   /** The answer is a batch answer (`/generate` list, completion choices per prompt). */
   readonly batched: boolean;
-  /** Samples per prompt (`n`, or `sampling_params.n` on `/generate`). */
+  /** Samples per prompt (`n`, or `sampling_params.n` on `/generate`); 1 for a beam search, which is not expanded. */
   readonly n: number;
+  /**
+   * `/generate` beam search: `sampling_params.beam_width` above 1 (the first entry's with a list), with `returned`
+   * the beams the answer carries (`sampling_params.n`); undefined for any other request.
+   */
+  readonly beams?: { readonly width: number; readonly returned: number };
   readonly stream: boolean;
   /** Request id per item (`rid`, a list for batches; else `X-Request-Id` for a plain request; else minted). */
   readonly rids: readonly string[];
@@ -104,7 +110,11 @@ export function parseSglangRequest(kind: RequestKind, parsed: ParsedBody, header
     throw bad('Input should be a valid dictionary or object to extract fields from');
   }
   const body = parsed.value as Record<string, unknown>;
-  const n = kind === 'generate' ? generateSamples(body['sampling_params']) : samplesOf(body['n'], 'n');
+  const samples = kind === 'generate' ? generateSamples(body['sampling_params']) : samplesOf(body['n'], 'n');
+  const width = kind === 'generate' ? beamWidthOf(body['sampling_params']) : 1;
+  // SGLang checks `n` against every entry first (above), then takes a beam search's `n` as its returned beams.
+  const beams = width > 1 ? { width, returned: samples } : undefined;
+  const n = beams ? 1 : samples;
   const single = withoutSamples(kind, body);
   const batch = batchPrompts(kind, single);
   if (batch && batch.values.length === 0) {
@@ -113,5 +123,6 @@ export function parseSglangRequest(kind: RequestKind, parsed: ParsedBody, header
   const bodies = batch ? batch.values.map((v, i) => itemBody(single, batch.field, v, i, batch.values.length)) : [single];
   const items = bodies.map((b) => parseInferenceRequest(kind, { ok: true, value: b }, 'sglang'));
   const batched = batch !== undefined;
-  return { kind, body, items, batched, n, stream: items[0]?.stream ?? false, rids: ridsOf(body, headers, items.length, batched) };
+  const rids = ridsOf(body, headers, items.length, batched);
+  return { kind, body, items, batched, n, ...(beams ? { beams } : {}), stream: items[0]?.stream ?? false, rids };
 }
