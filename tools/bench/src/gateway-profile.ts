@@ -166,6 +166,9 @@ async function main(): Promise<void> {
       scheduling: { type: 'string', default: 'service' },
     },
   });
+  // A model the stack does not serve would profile the gateway's 404 path, not a request's.
+  if (!['epd', 'pd', 'agg'].includes(String(values.model)))
+    throw new Error(`--model: expected epd, pd or agg, got '${String(values.model)}'`);
   const profDir = mkdtempSync(join(tmpdir(), 'triad-prof-'));
   const profiled = String(values.prof)
     .split(',')
