@@ -174,11 +174,15 @@ describe('gateway, SGLang beam search on /generate', () => {
       const body = { model: 'beam-pd', text: 'Hello there', stream, sampling_params: { beam_width: 2, n: 2, max_new_tokens: 4 } };
       const res = await post(h, body);
       const text = await res.text();
-      const refusal = { error: { message: 'Beam search is not supported with PD disaggregation.' } };
       if (stream) {
-        // SGLang's /generate stream error event names no status (no `code`), so the opened stream goes through as is.
+        // SGLang's /generate stream yields the aborted output itself (an abort finish reason, not an error event),
+        // so the opened stream goes through as the engine sent it.
         expect(res.status).toBe(200);
-        expect(events(text)).toEqual([JSON.stringify(refusal), '[DONE]']);
+        const got = events(text);
+        expect(got).toHaveLength(2);
+        const finish = { type: 'abort', message: 'Beam search is not supported with PD disaggregation.', status_code: 400 };
+        expect(JSON.parse(got[0])).toMatchObject({ text: '', output_ids: [], meta_info: { finish_reason: finish } });
+        expect(got[1]).toBe('[DONE]');
       } else {
         // The gateway relays the engine's 4xx in its own error shape, naming the stage that refused first.
         expect(res.status).toBe(400);

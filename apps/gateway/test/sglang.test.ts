@@ -276,6 +276,19 @@ describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {
     expect(inferenceRequests(agg)[0]?.body).not.toHaveProperty('bootstrap_room');
   });
 
+  it('answers a /generate stream that SGLang refuses in its first event with the 400 that event names', async () => {
+    // SGLang opens a /generate stream at once; a tokenizer ValueError (here a rank outside [0, dp)) is then an error
+    // event carrying `code: 400` before any token, which the gateway answers as the 4xx it is.
+    const body = { model: 'llama-agg', text: 'Hi', stream: true, routed_dp_rank: 3, sampling_params: { max_new_tokens: 2 } };
+    const res = await post(h, '/generate', body);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: Record<string, unknown> }).error).toMatchObject({
+      message: expect.stringContaining('routed_dp_rank=3 out of range [0, 1)'),
+      type: 'invalid_request_error',
+      code: 'GATEWAY_UPSTREAM_ERROR',
+    });
+  });
+
   it('answers other /v1/* calls on a PD-only model with a 400 that says why, and sends them to an aggregated target if any', async () => {
     const res = await post(h, '/v1/embeddings', { model: 'llama-pd', input: 'hi' });
     expect(res.status).toBe(400);

@@ -166,7 +166,7 @@ describe('SGLang simulator: n > 1 under PD behaves as upstream (samples collide 
   it('fails a streamed n > 1 request inside the stream, and /generate with sampling_params.n the same way', async () => {
     const d = await post(`${decode.url}/v1/chat/completions`, body(8, { stream: true }));
     expect(d.status).toBe(200);
-    expect(JSON.parse(sseEvents(d.text)[0])).toMatchObject({ error: { code: 500, type: 'InternalServerError' } });
+    expect(JSON.parse(sseEvents(d.text)[0])).toMatchObject({ error: { code: 500, type: 'INTERNAL_SERVER_ERROR' } });
     const pd = { bootstrap_host: prefill.host, bootstrap_port: prefill.bootstrapPort, bootstrap_room: 9 };
     const generate = { text: 'x', sampling_params: { n: 2 }, ...pd };
     const g = await post(`${decode.url}/generate`, generate);

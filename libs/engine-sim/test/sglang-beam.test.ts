@@ -109,7 +109,11 @@ describe('SGLang simulator: beam search on /generate', () => {
     expect(res.json()).toEqual({ error: { message: 'n (3) cannot exceed beam_width (2).' } });
     const streamed = await post(`${unified.url}/generate`, { ...body, stream: true });
     expect(streamed.status).toBe(200);
-    expect(sseEvents(streamed.text)).toEqual([JSON.stringify({ error: { message: 'n (3) cannot exceed beam_width (2).' } }), '[DONE]']);
+    const events = sseEvents(streamed.text);
+    expect(events).toHaveLength(2);
+    const finish = { type: 'abort', message: 'n (3) cannot exceed beam_width (2).', status_code: 400, err_type: null };
+    expect(JSON.parse(events[0])).toMatchObject({ text: '', output_ids: [], meta_info: { finish_reason: finish } });
+    expect(events[1]).toBe('[DONE]');
   });
 
   it('leaves beam_width 1 a plain request, and n > 1 parallel samples', async () => {

@@ -104,11 +104,20 @@ describe('SGLang simulator: data-parallel ranks under PD', () => {
     expect(header.status).toBe(400);
     expect(header.json()).toEqual({ error: { message: "Invalid X-Data-Parallel-Rank header: must be an integer, got 'one'" } });
     const streamed = await post(`${prefill.url}/v1/chat/completions`, body(prefill, 32, { routed_dp_rank: -1, stream: true }));
-    expect(streamed.status).toBe(200);
-    const event = JSON.parse(sseEvents(streamed.text)[0]);
-    expect(event).toMatchObject({ error: { message: 'routed_dp_rank=-1 out of range [0, 2)', code: 400 } });
+    // The OpenAI routes wait for the first chunk before answering 200, so the tokenizer's ValueError is a plain 400.
+    expect(streamed.status).toBe(400);
+    expect(streamed.json()).toMatchObject({ object: 'error', message: 'routed_dp_rank=-1 out of range [0, 2)', code: 400 });
     const generate = await post(`${prefill.url}/generate`, { text: 'x', bootstrap_room: 33, routed_dp_rank: 5 });
     expect(generate.json()).toEqual({ error: { message: 'routed_dp_rank=5 out of range [0, 2)' } });
+    // /generate opens its stream at once: the ValueError is an error event that names the 400.
+    const generateStream = await post(`${prefill.url}/generate`, { text: 'x', bootstrap_room: 34, routed_dp_rank: 5, stream: true });
+    expect(generateStream.status).toBe(200);
+    expect(sseEvents(generateStream.text)).toEqual([
+      JSON.stringify({
+        error: { message: 'routed_dp_rank=5 out of range [0, 2)', type: 'invalid_request_error', code: 400, retryable: false },
+      }),
+      '[DONE]',
+    ]);
   });
 
   it('ignores rank 0 on a server without DP and rejects any other rank', async () => {

@@ -61,7 +61,8 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     const res = await post(`${decode.url}/v1/chat/completions`, body('1234567', { rid: 'late-1' }));
     expect(res.status).toBe(500);
     const err = res.json<Record<string, unknown>>();
-    expect(err).toMatchObject({ object: 'error', type: 'InternalServerError', param: null, code: 500 });
+    // An abort with 500 is raised as an HTTPException, whose handler writes the status as the type.
+    expect(err).toMatchObject({ object: 'error', type: '500', param: null, code: 500 });
     expect(err['message']).toBe(
       "Decode transfer failed for request rank=0 req.rid='late-1' req.bootstrap_room=1234567 " +
         'with exception KVTransferError(bootstrap_room=1234567): Request 1234567 timed out after 0.4s in KVPoll.WaitingForInput',
@@ -74,7 +75,8 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(res.status).toBe(200);
     const events = sseEvents(res.text);
     expect(events).toHaveLength(2);
-    expect(JSON.parse(events[0])).toMatchObject({ error: { object: 'error', type: 'InternalServerError', param: null, code: 500 } });
+    // The OpenAI routes turn an abort with a status into `create_streaming_error_response(message, status.name, status)`.
+    expect(JSON.parse(events[0])).toMatchObject({ error: { object: 'error', type: 'INTERNAL_SERVER_ERROR', param: null, code: 500 } });
     expect(events[1]).toBe('[DONE]');
   });
 
@@ -122,12 +124,27 @@ describe('SGLang simulator: PD with the bootstrap server', () => {
     expect(streamed.status).toBe(200);
     const events = sseEvents(streamed.text);
     const message = expect.stringMatching(/^Invalid request: Disaggregated request received without bootstrap room id/);
-    expect(JSON.parse(events[0])).toMatchObject({ error: { object: 'error', type: 'BadRequestError', code: 400, message } });
+    expect(JSON.parse(events[0])).toMatchObject({ error: { object: 'error', type: 'BAD_REQUEST', code: 400, message } });
     expect(events.at(-1)).toBe('[DONE]');
     const generate = await post(`${sim().url}/generate`, { text: 'hi', rid: 'g-no-room' });
     expect(generate.status).toBe(400);
     const generateMessage = "Invalid request: Disaggregated request received without bootstrap room id. req.rid='g-no-room'";
     expect(generate.json()).toEqual({ error: { message: generateMessage } });
+    // A streamed /generate gets the aborted output itself: no text, the abort with its status as finish reason.
+    const streamedGenerate = await post(`${sim().url}/generate`, { text: 'hi', rid: 'g-no-room-s', stream: true });
+    expect(streamedGenerate.status).toBe(200);
+    const generateEvents = sseEvents(streamedGenerate.text);
+    expect(generateEvents).toHaveLength(2);
+    expect(JSON.parse(generateEvents[0])).toMatchObject({
+      text: '',
+      output_ids: [],
+      meta_info: {
+        id: 'g-no-room-s',
+        finish_reason: { type: 'abort', message: generateMessage.replace('g-no-room', 'g-no-room-s'), status_code: 400, err_type: null },
+        completion_tokens: 0,
+      },
+    });
+    expect(generateEvents[1]).toBe('[DONE]');
   });
 
   it("fails a decode whose bootstrap address answers nobody with SGLang's handshake error", async () => {

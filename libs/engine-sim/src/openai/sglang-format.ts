@@ -110,7 +110,11 @@ export function generateFinishReason(reason: 'stop' | 'length', completion: numb
  * SGLang native `meta_info` in tokenizer_manager.py's key order, with `finish` already JSON (`null` while running);
  * the counts are the request's so far.
  */
-export function generateMetaInfo(view: ResponseView, completion: number, finish: string): string {
+export function generateMetaInfo(
+  view: Pick<ResponseView, 'id' | 'promptTokens' | 'cachedTokens' | 'elapsedSec'>,
+  completion: number,
+  finish: string,
+): string {
   const e2e = finish !== 'null' && view.elapsedSec ? `,"e2e_latency":${view.elapsedSec()}` : '';
   return (
     `{"id":${JSON.stringify(view.id)},"finish_reason":${finish},"prompt_tokens":${view.promptTokens},"weight_version":"default",` +

@@ -19,7 +19,7 @@ import { MISSING_ROOM_MESSAGE, pdFieldsOf, rankOfRoom, type BootstrapTarget } fr
 import { checkDpRank, prefillDpRankHint, requestedDpRank, resolveLoadBalanceMethod } from './dp-rank';
 import { encodeOnEncoders } from './encoder-fanout';
 import type { EncoderRegistry } from './encoder-registry';
-import { sendDispatchedError, sglangErrorBody } from './late-error';
+import { sendDispatchedError, sglangErrorBody, type DispatchedErrorSource } from './late-error';
 import { bootstrapTimeoutError, waitingTimeoutError, type DecodeTransfers } from './pd-transfer';
 import type { PreallocatedKv } from './prealloc';
 import { parseSglangRequest, type SglangRequest } from './sglang-request';
@@ -109,13 +109,22 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     const { req } = admitted;
     ctx.counters.inc('requests');
     const headers = responseHeaders(req.rids[0]);
-    if (req.stream) startEventStream(ex.res, headers);
-    const fail = (err: EngineHttpError) => {
-      if (err.status < 500) ctx.counters.inc('badRequests');
-      sendDispatchedError(ex, kind, req.stream, err, headers);
-    };
     const range = checkDpRank(admitted.pinned, ctx.ranks.length);
-    if ('error' in range) return fail(new EngineHttpError(400, range.error));
+    // SGLang's OpenAI routes wait for the first chunk before they answer 200, so a tokenizer ValueError is a plain 400;
+    // `/generate` opens its stream at once.
+    if ('error' in range && kind !== 'generate') {
+      ctx.counters.inc('badRequests');
+      sendJson(ex.res, 400, sglangErrorBody(kind, new EngineHttpError(400, range.error)), headers);
+      return;
+    }
+    if (req.stream) startEventStream(ex.res, headers);
+    const aborted = { rids: req.rids, promptTokens: req.items.map((item) => item.promptTokens), batched: req.batched };
+    const failAs = (source: DispatchedErrorSource) => (err: EngineHttpError) => {
+      if (err.status < 500) ctx.counters.inc('badRequests');
+      sendDispatchedError(ex, kind, req.stream, source, err, aborted, headers);
+    };
+    const fail = failAs('abort');
+    if ('error' in range) return failAs('tokenizer')(new EngineHttpError(400, range.error));
     // The scheduler validates a beam search before it queues the request (where a PD server checks the room).
     const beamError = req.beams && beamRefusal(mode !== undefined, req.beams);
     if (beamError) return fail(new EngineHttpError(400, beamError));
