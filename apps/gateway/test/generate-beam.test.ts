@@ -174,29 +174,18 @@ describe('gateway, SGLang beam search on /generate', () => {
       const body = { model: 'beam-pd', text: 'Hello there', stream, sampling_params: { beam_width: 2, n: 2, max_new_tokens: 4 } };
       const res = await post(h, body);
       const text = await res.text();
-      if (stream) {
-        // SGLang's /generate stream yields the aborted output itself (an abort finish reason, not an error event),
-        // so the opened stream goes through as the engine sent it.
-        expect(res.status).toBe(200);
-        const got = events(text);
-        expect(got).toHaveLength(2);
-        const finish = { type: 'abort', message: 'Beam search is not supported with PD disaggregation.', status_code: 400 };
-        expect(JSON.parse(got[0])).toMatchObject({ text: '', output_ids: [], meta_info: { finish_reason: finish } });
-        expect(got[1]).toBe('[DONE]');
-      } else {
-        // The gateway relays the engine's 4xx in its own error shape, naming the stage that refused first.
-        expect(res.status).toBe(400);
-        expect(JSON.parse(text)).toEqual({
-          error: {
-            message: expect.stringMatching(
-              /^(prefill|decode) failed with HTTP 400: Beam search is not supported with PD disaggregation\.$/,
-            ),
-            type: 'invalid_request_error',
-            param: null,
-            code: 'GATEWAY_UPSTREAM_ERROR',
-          },
-        });
-      }
+      // Non-stream, SGLang answers 400; streamed, it opens the stream and yields the aborted output (an abort finish
+      // reason with status_code 400, not an error event). Either way nothing reached the client yet, so the gateway
+      // relays the engine's 4xx in its own error shape, naming the stage that refused first.
+      expect(res.status).toBe(400);
+      expect(JSON.parse(text)).toEqual({
+        error: {
+          message: expect.stringMatching(/^(prefill|decode) failed with HTTP 400: Beam search is not supported with PD disaggregation\.$/),
+          type: 'invalid_request_error',
+          param: null,
+          code: 'GATEWAY_UPSTREAM_ERROR',
+        },
+      });
       await waitFor(() => inferenceRequests(p).length > pBefore && inferenceRequests(d).length > dBefore, { what: 'both legs' });
       expect([inferenceRequests(p).length - pBefore, inferenceRequests(d).length - dBefore]).toEqual([1, 1]);
       // The body goes as the client sent it: n and beam_width untouched, one room.

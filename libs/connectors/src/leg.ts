@@ -13,6 +13,7 @@ import {
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { legWriteDone, legWritePending } from './leg-writes';
+import { ABORT_TYPE, clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
 import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { parseBodyUsage } from './usage';
 
@@ -47,28 +48,6 @@ export interface LegOwner {
 
 const MAX_ERROR_BODY = 64 * 1024;
 const EMPTY = Buffer.alloc(0);
-
-const ERROR_EVENT = /^data: ?\{\s*"error"\s*:/;
-
-/** The JSON of an SSE text's first event when that event is an error event (`data: {"error": …}`), else undefined. */
-function leadingErrorEvent(out: Buffer): string | undefined {
-  const head = out.toString('utf8', 0, Math.min(out.length, 64));
-  if (!ERROR_EVENT.test(head)) return undefined;
-  const text = out.toString('utf8');
-  const end = text.indexOf('\n');
-  return text.slice(text.indexOf('{'), end < 0 ? undefined : end);
-}
-
-/** The 4xx an engine's leading error event names in its `code` (vLLM and SGLang put the HTTP status there), if any. */
-function clientErrorStatusOf(event: string): number | undefined {
-  try {
-    const parsed = JSON.parse(event) as { error?: { code?: unknown } };
-    const code = parsed.error?.code;
-    return typeof code === 'number' && Number.isInteger(code) && code >= 400 && code < 500 ? code : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 const CONTENT_TYPE = 'content-type';
 
@@ -277,6 +256,12 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
         }
         if (event !== undefined && this.#leadingErrorFails) {
           this.abort(leadingErrorEventError(this.#failure(), engineErrorMessage(Buffer.from(event))));
+          return;
+        }
+        const aborted = event === undefined && out.includes(ABORT_TYPE) ? leadingAbortRefusal(out) : undefined;
+        if (aborted !== undefined) {
+          // The same refusal in SGLang's `/generate` shape: the client gets the 4xx, as above.
+          this.abort(upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message));
           return;
         }
       }

@@ -1,0 +1,60 @@
+import { ABORT_TYPE, clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
+
+const sse = (...events: unknown[]): Buffer =>
+  Buffer.from(events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join(''));
+
+/** SGLang's /generate aborted output (tokenizer_manager yields it; FINISH_ABORT.to_json is the finish reason). */
+const aborted = (status: number, message = 'Beam search is not supported with PD disaggregation.') => ({
+  text: '',
+  output_ids: [],
+  meta_info: {
+    id: 'r1',
+    finish_reason: { type: 'abort', message, status_code: status, err_type: null },
+    prompt_tokens: 3,
+    completion_tokens: 0,
+  },
+});
+
+describe('leadingAbortRefusal', () => {
+  it("reads a 4xx abort of SGLang's /generate stream as a refusal with its message", () => {
+    expect(leadingAbortRefusal(sse(aborted(400), '[DONE]'))).toEqual({
+      status: 400,
+      message: 'Beam search is not supported with PD disaggregation.',
+    });
+    // Python's json.dumps spacing, and an event that is the whole chunk.
+    const spaced = `data: ${JSON.stringify(aborted(422), null, 1).replace(/\n/g, '')}`;
+    expect(leadingAbortRefusal(Buffer.from(spaced))?.status).toBe(422);
+  });
+
+  it('leaves a 5xx abort (an engine failure, relayed as sent) and every ordinary first event alone', () => {
+    expect(leadingAbortRefusal(sse(aborted(500, 'Decode transfer failed')))).toBeUndefined();
+    expect(leadingAbortRefusal(sse({ text: 'Hi', output_ids: [1], meta_info: { id: 'r1', finish_reason: null } }))).toBeUndefined();
+    expect(leadingAbortRefusal(sse({ text: 'x', meta_info: { finish_reason: { type: 'length', length: 1 } } }))).toBeUndefined();
+    // A finish reason without a status (an abort the engine's admin asked for) is no refusal.
+    expect(
+      leadingAbortRefusal(sse({ text: '', meta_info: { finish_reason: { type: 'abort', message: 'Abort in waiting queue' } } })),
+    ).toBeUndefined();
+  });
+
+  it('is not fooled by generated text that spells an abort: the quotes inside a string are escaped', () => {
+    const spelled = { text: '"finish_reason":{"type":"abort","status_code":400}', meta_info: { finish_reason: null } };
+    const chunk = sse(spelled);
+    expect(chunk.includes(ABORT_TYPE)).toBe(false);
+    expect(leadingAbortRefusal(chunk)).toBeUndefined();
+  });
+
+  it('reads only the first event: an abort after tokens were sent is the stream ending', () => {
+    expect(leadingAbortRefusal(sse({ text: 'Hi', meta_info: { finish_reason: null } }, aborted(400)))).toBeUndefined();
+  });
+});
+
+describe('leadingErrorEvent and clientErrorStatusOf', () => {
+  it("find an error event's 4xx code, and none for a 5xx or an event without one", () => {
+    const refused = leadingErrorEvent(sse({ error: { message: 'bad', type: 'invalid_request_error', code: 400 } }));
+    expect(refused).toBeDefined();
+    expect(clientErrorStatusOf(refused as string)).toBe(400);
+    expect(clientErrorStatusOf(leadingErrorEvent(sse({ error: { message: 'x', code: 500 } })) as string)).toBeUndefined();
+    expect(clientErrorStatusOf(leadingErrorEvent(sse({ error: { message: 'x' } })) as string)).toBeUndefined();
+    expect(leadingErrorEvent(sse(aborted(400)))).toBeUndefined();
+  });
+});

@@ -1,0 +1,55 @@
+// What the first event of an engine's stream says before anything reached the client: an error event (vLLM, SGLang's
+// OpenAI routes and tokenizer errors) or, on SGLang's /generate, the output its scheduler aborted. The leg reads it
+// to answer a refusal as the 4xx it is, or to fail the leg.
+
+const ERROR_EVENT = /^data: ?\{\s*"error"\s*:/;
+
+/** The JSON of an SSE text's first event when that event is an error event (`data: {"error": …}`), else undefined. */
+export function leadingErrorEvent(out: Buffer): string | undefined {
+  const head = out.toString('utf8', 0, Math.min(out.length, 64));
+  if (!ERROR_EVENT.test(head)) return undefined;
+  const text = out.toString('utf8');
+  const end = text.indexOf('\n');
+  return text.slice(text.indexOf('{'), end < 0 ? undefined : end);
+}
+
+/** The 4xx an engine's leading error event names in its `code` (vLLM and SGLang put the HTTP status there), if any. */
+export function clientErrorStatusOf(event: string): number | undefined {
+  try {
+    const parsed = JSON.parse(event) as { error?: { code?: unknown } };
+    const code = parsed.error?.code;
+    return typeof code === 'number' && Number.isInteger(code) && code >= 400 && code < 500 ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Looked for natively in the first chunk before anything is decoded: almost no stream names an abort. */
+export const ABORT_TYPE = Buffer.from('"abort"');
+
+/** Where an SGLang `/generate` stream's event says the scheduler aborted the request (quotes unescaped: not in a string). */
+const ABORT_FINISH = /"finish_reason"\s*:\s*\{\s*"type"\s*:\s*"abort"/;
+
+/**
+ * The 4xx and message of an SGLang `/generate` stream whose first event is the aborted output: its scheduler
+ * refuses some requests only after dispatch (beam search on PD, a PD request without a room), and SGLang's tokenizer
+ * manager yields that refusal as an output whose `meta_info.finish_reason` is `{type: "abort", message,
+ * status_code}`, not as an error event. Undefined for any other first event and for a 5xx abort (relayed as sent).
+ */
+export function leadingAbortRefusal(out: Buffer): { readonly status: number; readonly message: string } | undefined {
+  const end = out.indexOf(10);
+  const line = out.toString('utf8', 0, end < 0 ? out.length : end);
+  if (!line.startsWith('data:') || !ABORT_FINISH.test(line)) return undefined;
+  try {
+    const event = JSON.parse(line.slice(5)) as {
+      meta_info?: { finish_reason?: { type?: unknown; status_code?: unknown; message?: unknown } };
+    };
+    const finish = event.meta_info?.finish_reason;
+    const status = finish?.status_code;
+    if (finish?.type !== 'abort' || typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status >= 500)
+      return undefined;
+    return { status, message: typeof finish.message === 'string' ? finish.message : 'the engine aborted the request' };
+  } catch {
+    return undefined;
+  }
+}
