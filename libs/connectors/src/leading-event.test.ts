@@ -1,4 +1,4 @@
-import { ABORT_TYPE, clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
+import { clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
 
 const sse = (...events: unknown[]): Buffer =>
   Buffer.from(events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join(''));
@@ -38,9 +38,7 @@ describe('leadingAbortRefusal', () => {
 
   it('is not fooled by generated text that spells an abort: the quotes inside a string are escaped', () => {
     const spelled = { text: '"finish_reason":{"type":"abort","status_code":400}', meta_info: { finish_reason: null } };
-    const chunk = sse(spelled);
-    expect(chunk.includes(ABORT_TYPE)).toBe(false);
-    expect(leadingAbortRefusal(chunk)).toBeUndefined();
+    expect(leadingAbortRefusal(sse(spelled))).toBeUndefined();
   });
 
   it('reads only the first event: an abort after tokens were sent is the stream ending', () => {

@@ -24,8 +24,8 @@ export function clientErrorStatusOf(event: string): number | undefined {
   }
 }
 
-/** Looked for natively in the first chunk before anything is decoded: almost no stream names an abort. */
-export const ABORT_TYPE = Buffer.from('"abort"');
+/** Looked for natively in the first event before anything is decoded: almost no stream names an abort. */
+const ABORT_TYPE = Buffer.from('"abort"');
 
 /** Where an SGLang `/generate` stream's event says the scheduler aborted the request (quotes unescaped: not in a string). */
 const ABORT_FINISH = /"finish_reason"\s*:\s*\{\s*"type"\s*:\s*"abort"/;
@@ -37,8 +37,11 @@ const ABORT_FINISH = /"finish_reason"\s*:\s*\{\s*"type"\s*:\s*"abort"/;
  * status_code}`, not as an error event. Undefined for any other first event and for a 5xx abort (relayed as sent).
  */
 export function leadingAbortRefusal(out: Buffer): { readonly status: number; readonly message: string } | undefined {
+  // The first event only (a zero-latency engine's first read can hold the whole answer).
   const end = out.indexOf(10);
-  const line = out.toString('utf8', 0, end < 0 ? out.length : end);
+  const first = end < 0 ? out : out.subarray(0, end);
+  if (!first.includes(ABORT_TYPE)) return undefined;
+  const line = first.toString('utf8');
   if (!line.startsWith('data:') || !ABORT_FINISH.test(line)) return undefined;
   try {
     const event = JSON.parse(line.slice(5)) as {

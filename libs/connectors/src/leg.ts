@@ -13,7 +13,7 @@ import {
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { legWriteDone, legWritePending } from './leg-writes';
-import { ABORT_TYPE, clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
+import { clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
 import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { parseBodyUsage } from './usage';
 
@@ -258,7 +258,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
           this.abort(leadingErrorEventError(this.#failure(), engineErrorMessage(Buffer.from(event))));
           return;
         }
-        const aborted = event === undefined && out.includes(ABORT_TYPE) ? leadingAbortRefusal(out) : undefined;
+        const aborted = event === undefined ? leadingAbortRefusal(out) : undefined;
         if (aborted !== undefined) {
           // The same refusal in SGLang's `/generate` shape: the client gets the 4xx, as above.
           this.abort(upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message));
