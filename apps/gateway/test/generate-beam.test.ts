@@ -1,13 +1,13 @@
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { inferenceRequests, startHarness, type Harness } from './support/harness';
+import { inferenceRequests } from './support/harness';
+import { startSglangGenerateStack, type SglangGenerateStack } from './support/sglang-generate-stack';
 
 // SGLang beam search on `/generate` (`sampling_params.beam_width > 1`) end to end against the SGLang sims: one answer
 // per prompt carrying `meta_info.beam_results`, counted as SGLang counts it (completion_tokens summed over the
 // returned beams, the prompt once), reserved as what the engine decodes (beam_width × max_new_tokens), and under PD
 // sent as one prefill/decode pair whose refusal reaches the client.
 
-const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 type Body = Record<string, unknown>;
 
 interface BeamOut {
@@ -20,22 +20,6 @@ interface BeamOut {
   };
 }
 
-async function post(h: Harness, body: Body): Promise<Response> {
-  return fetch(`${h.gateway.url}/generate`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-}
-
-/** The value of the first sample of `name` whose labels include every `labels` pair (0 when there is none). */
-async function sample(h: Harness, name: string, labels: Record<string, string>): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
-
 /** The `data:` events of a streamed answer, `[DONE]` included. */
 function events(sse: string): string[] {
   return sse
@@ -45,66 +29,22 @@ function events(sse: string): string[] {
 }
 
 describe('gateway, SGLang beam search on /generate', () => {
-  let h: Harness;
+  let stack: SglangGenerateStack;
   let agg: SimEngineHandle;
   let p: SimEngineHandle;
   let d: SimEngineHandle;
 
   beforeAll(async () => {
-    h = await startHarness({ config: { scheduling: 'in-process' } });
-    agg = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.61.1', model: MODEL });
-    p = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.61.2', model: MODEL, bootstrapPort: 0 });
-    d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.61.3', model: MODEL });
-    await h.putServer('agg', {
-      model: MODEL,
-      inferenceEngine: 'SGLang',
-      workloadPort: { port: 30000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'agg' } },
-    });
-    await h.putServer('pd', {
-      model: MODEL,
-      inferenceEngine: 'SGLang',
-      workloadPort: { port: 30000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
-    });
-    const on = (server: string) => [{ targetModels: [{ modelServerName: server, weight: 100 }] }];
-    await h.putRoute('beam-agg', { modelName: 'beam-agg', rules: on('agg') });
-    await h.putRoute('beam-pd', { modelName: 'beam-pd', rules: on('pd') });
-    // A month-long window cannot roll over while the test runs.
-    await h.putRoute('beam-limited', {
-      modelName: 'beam-limited',
-      rules: on('agg'),
-      rateLimit: { outputTokensPerUnit: 100, unit: 'month' },
-    });
-    await h.putEndpoint('agg', 'a', 'aggregated', agg);
-    await h.putEndpoint('pd', 'p', 'prefill', p, { group: 'g1' });
-    await h.putEndpoint('pd', 'd', 'decode', d, { group: 'g1' });
-    await h.waitForModel('beam-agg');
-    await h.waitForModel('beam-pd');
-    await h.waitForModel('beam-limited');
+    stack = await startSglangGenerateStack({ prefix: 'beam', host: '127.0.61', outputTokensPerUnit: 100 });
+    ({ agg, p, d } = stack);
   });
   afterAll(async () => {
-    await h?.close();
+    await stack?.close();
   });
 
-  /** Sends one request, waits until the gateway has ended it, and returns the answer and what the token counter gained. */
-  async function counted(model: string, body: Body): Promise<{ text: string; input: number; output: number }> {
-    const labels = { model, path: '/generate' };
-    const requests = await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' });
-    const input = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' });
-    const output = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' });
-    const res = await post(h, { model, ...body });
-    expect(res.status).toBe(200);
-    const text = await res.text();
-    await waitFor(async () => (await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' })) > requests, {
-      what: 'the request to end',
-    });
-    return {
-      text,
-      input: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' })) - input,
-      output: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' })) - output,
-    };
-  }
+  const post = (body: Body) => stack.post(body);
+  const sample = (name: string, labels: Record<string, string>) => stack.sample(name, labels);
+  const counted = (model: string, body: Body) => stack.counted(model, body);
 
   it.each([false, true])(
     "passes the engine's beam answer through and counts the returned beams' tokens, the prompt once (stream: %s)",
@@ -150,7 +90,7 @@ describe('gateway, SGLang beam search on /generate', () => {
     const body = { model: 'beam-limited', text: 'hi', sampling_params: { beam_width: 4, n: 2, max_new_tokens: 10 } };
     let admitted = 0;
     for (let i = 0; i < 8; i++) {
-      const res = await post(h, { ...body, stream: i % 2 === 1 });
+      const res = await post({ ...body, stream: i % 2 === 1 });
       if (res.status === 429) {
         expect(((await res.json()) as { error: { message: string } }).error.message).toContain('Output token rate limit exceeded');
         break;
@@ -159,12 +99,12 @@ describe('gateway, SGLang beam search on /generate', () => {
       await res.text();
       admitted++;
       // The reservation is settled when the gateway ends the request, which may be just after the client has it all.
-      await waitFor(async () => (await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' })) >= admitted, {
+      await waitFor(async () => (await sample('kthena_router_requests_total', { ...labels, status_code: '200' })) >= admitted, {
         what: `request ${i} to end`,
       });
     }
     expect(admitted).toBe(4);
-    expect(await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' })).toBe(80);
+    expect(await sample('kthena_router_tokens_total', { ...labels, token_type: 'output' })).toBe(80);
   });
 
   it.each([false, true])(
@@ -172,7 +112,7 @@ describe('gateway, SGLang beam search on /generate', () => {
     async (stream) => {
       const [pBefore, dBefore] = [inferenceRequests(p).length, inferenceRequests(d).length];
       const body = { model: 'beam-pd', text: 'Hello there', stream, sampling_params: { beam_width: 2, n: 2, max_new_tokens: 4 } };
-      const res = await post(h, body);
+      const res = await post(body);
       const text = await res.text();
       // Non-stream, SGLang answers 400; streamed, it opens the stream and yields the aborted output (an abort finish
       // reason with status_code 400, not an error event). Either way nothing reached the client yet, so the gateway

@@ -1,28 +1,14 @@
-import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { startHarness, type Harness } from './support/harness';
+import { startSglangGenerateStack, type SglangGenerateStack } from './support/sglang-generate-stack';
 
 // SGLang's native `/generate` answers carry no OpenAI `usage`: the gateway counts their tokens from `meta_info`
 // (the token metric, and the output-token rate limit that settles on them), stream or not, batch or not, PD or not.
 
-const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 type Body = Record<string, unknown>;
 
 interface GenerateOut {
   meta_info: { prompt_tokens: number; completion_tokens: number };
   index?: number;
-}
-
-async function post(h: Harness, path: string, body: Body): Promise<Response> {
-  return fetch(`${h.gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-}
-
-/** The value of the first sample of `name` whose labels include every `labels` pair (0 when there is none). */
-async function sample(h: Harness, name: string, labels: Record<string, string>): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${h.gateway.metricsPort}/metrics`)).text();
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 /** The `meta_info` of each item's last event of a streamed answer (by `index`), from the client's bytes. */
@@ -39,74 +25,26 @@ function lastPerItem(sse: string): GenerateOut[] {
 const sum = (outs: GenerateOut[], key: 'prompt_tokens' | 'completion_tokens') => outs.reduce((n, o) => n + o.meta_info[key], 0);
 
 describe('gateway, token counts of SGLang /generate answers (meta_info)', () => {
-  let h: Harness;
-  let agg: SimEngineHandle;
-  let p: SimEngineHandle;
-  let d: SimEngineHandle;
+  let stack: SglangGenerateStack;
 
   beforeAll(async () => {
-    h = await startHarness({ config: { scheduling: 'in-process' } });
-    agg = await h.startSim({ engine: 'sglang', role: 'both', host: '127.0.14.1', model: MODEL });
-    p = await h.startSim({ engine: 'sglang', role: 'prefill', host: '127.0.14.2', model: MODEL, bootstrapPort: 0 });
-    d = await h.startSim({ engine: 'sglang', role: 'decode', host: '127.0.14.3', model: MODEL });
-    await h.putServer('agg', {
-      model: MODEL,
-      inferenceEngine: 'SGLang',
-      workloadPort: { port: 30000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'agg' } },
-    });
-    await h.putServer('pd', {
-      model: MODEL,
-      inferenceEngine: 'SGLang',
-      workloadPort: { port: 30000, protocol: 'http' },
-      workloadSelector: { matchLabels: { app: 'pd' }, pdGroup: { groupKey: 'g', prefillLabels: { r: 'p' }, decodeLabels: { r: 'd' } } },
-    });
-    const on = (server: string) => [{ targetModels: [{ modelServerName: server, weight: 100 }] }];
-    await h.putRoute('gen-agg', { modelName: 'gen-agg', rules: on('agg') });
-    await h.putRoute('gen-pd', { modelName: 'gen-pd', rules: on('pd') });
-    // A month-long window cannot roll over while the test runs.
-    await h.putRoute('gen-limited', {
-      modelName: 'gen-limited',
-      rules: on('agg'),
-      rateLimit: { outputTokensPerUnit: 600, unit: 'month' },
-    });
-    await h.putEndpoint('agg', 'a', 'aggregated', agg);
-    await h.putEndpoint('pd', 'p', 'prefill', p, { group: 'g1' });
-    await h.putEndpoint('pd', 'd', 'decode', d, { group: 'g1' });
-    await h.waitForModel('gen-agg');
-    await h.waitForModel('gen-pd');
-    await h.waitForModel('gen-limited');
+    stack = await startSglangGenerateStack({ prefix: 'gen', host: '127.0.14', outputTokensPerUnit: 600 });
   });
   afterAll(async () => {
-    await h?.close();
+    await stack?.close();
   });
 
-  /**
-   * Sends one `/generate` request for `model`, waits until the gateway has finished it (its request counter moved),
-   * and returns what the token counter gained next to the answer's own `meta_info` totals.
-   */
+  const sample = (name: string, labels: Record<string, string>) => stack.sample(name, labels);
+
+  /** One `/generate` request's answer, what the token counter gained, and the answer's own `meta_info` totals. */
   async function counted(
     model: string,
     body: Body,
   ): Promise<{ input: number; output: number; want: { input: number; output: number }; outs: GenerateOut[] }> {
-    const labels = { model, path: '/generate' };
-    const requests = await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' });
-    const input = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' });
-    const output = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' });
-    const res = await post(h, '/generate', { model, ...body });
-    expect(res.status).toBe(200);
-    const text = await res.text();
+    const { text, input, output } = await stack.counted(model, body);
     const outs =
       body['stream'] === true ? lastPerItem(text) : ([] as GenerateOut[]).concat(JSON.parse(text) as GenerateOut | GenerateOut[]);
-    await waitFor(async () => (await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' })) > requests, {
-      what: 'the request to end',
-    });
-    return {
-      input: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'input' })) - input,
-      output: (await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' })) - output,
-      want: { input: sum(outs, 'prompt_tokens'), output: sum(outs, 'completion_tokens') },
-      outs,
-    };
+    return { input, output, want: { input: sum(outs, 'prompt_tokens'), output: sum(outs, 'completion_tokens') }, outs };
   }
 
   it.each([
@@ -171,8 +109,8 @@ describe('gateway, token counts of SGLang /generate answers (meta_info)', () => 
     const body = { model: 'gen-limited', text: 'hi', sampling_params: { max_new_tokens: 200 } };
     let admitted = 0;
     for (let i = 0; i < 10; i++) {
-      const written = await sample(h, 'kthena_router_tokens_total', { ...labels, token_type: 'output' });
-      const res = await post(h, '/generate', { ...body, stream: i % 2 === 1 });
+      const written = await sample('kthena_router_tokens_total', { ...labels, token_type: 'output' });
+      const res = await stack.post({ ...body, stream: i % 2 === 1 });
       if (written + 200 > 600) {
         expect([written, res.status]).toEqual([written, 429]);
         expect(((await res.json()) as { error: { message: string } }).error.message).toContain('Output token rate limit exceeded');
@@ -182,7 +120,7 @@ describe('gateway, token counts of SGLang /generate answers (meta_info)', () => 
       await res.text();
       admitted++;
       // The reservation is settled when the gateway ends the request, which may be just after the client has it all.
-      await waitFor(async () => (await sample(h, 'kthena_router_requests_total', { ...labels, status_code: '200' })) >= admitted, {
+      await waitFor(async () => (await sample('kthena_router_requests_total', { ...labels, status_code: '200' })) >= admitted, {
         what: `request ${i} to end`,
       });
     }
