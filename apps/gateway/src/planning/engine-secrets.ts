@@ -1,14 +1,8 @@
-import {
-  Buckets,
-  EngineCredentialRecordSchema,
-  engineCredentialAad,
-  objectKey,
-  openCredential,
-  type EngineCredentialRecord,
-} from '@triad/bus';
+import { Buckets, EngineCredentialRecordSchema, engineCredentialAad, objectKey, type EngineCredentialRecord } from '@triad/bus';
 import type { Bus, KvWatchHandle } from '@triad/bus/client';
 import { ErrorCode } from '@triad/errors';
 import { RequestError } from '@triad/request';
+import { SealedCredentials, type Unopened } from '../state/sealed-credentials';
 
 /**
  * Engine credentials ModelServers take from a Secret of their namespace (`spec.engineAuth.secretRef`): the
@@ -18,22 +12,18 @@ import { RequestError } from '@triad/request';
  */
 export class EngineSecrets {
   readonly #records = new Map<string, EngineCredentialRecord>();
-  readonly #opened = new Map<
-    string,
-    { record: EngineCredentialRecord; header: string } | { record: EngineCredentialRecord; error: string }
-  >();
-  readonly #key: Uint8Array | undefined;
+  readonly #sealed: SealedCredentials;
   #watch: KvWatchHandle | undefined;
 
   constructor(credentialsKey: Uint8Array | undefined) {
-    this.#key = credentialsKey;
+    this.#sealed = new SealedCredentials(credentialsKey);
   }
 
   async start(bus: Bus): Promise<void> {
     const kv = await bus.kv(Buckets.engineCredentials, EngineCredentialRecordSchema);
     this.#watch = await kv.watch({
       onChange: (c) => {
-        this.#opened.delete(c.key);
+        this.#sealed.forget(c.key);
         if (c.op === 'PUT') this.#records.set(c.key, c.value);
         else this.#records.delete(c.key);
       },
@@ -59,20 +49,10 @@ export class EngineSecrets {
     );
   }
 
-  #open(key: string, record: EngineCredentialRecord | undefined): string | { error: string } {
+  #open(key: string, record: EngineCredentialRecord | undefined): string | Unopened {
     if (record === undefined) return { error: 'not published by the pod-watcher yet' };
     if (!record.resolved || record.sealed === undefined) return { error: `${record.reason}: ${record.message}` };
-    const cached = this.#opened.get(key);
-    if (cached !== undefined && cached.record === record) return 'header' in cached ? cached.header : { error: cached.error };
-    if (this.#key === undefined)
-      return { error: 'the gateway has no credentials key (TRIAD_CREDENTIALS_KEY_FILE or TRIAD_CREDENTIALS_KEY)' };
-    const opened = openCredential(record.sealed, this.#key, engineCredentialAad(key));
-    if (!opened.ok) {
-      this.#opened.set(key, { record, error: opened.error });
-      return { error: opened.error };
-    }
-    const header = `Bearer ${opened.token}`;
-    this.#opened.set(key, { record, header });
-    return header;
+    const token = this.#sealed.open(key, record, record.sealed, engineCredentialAad(key));
+    return typeof token === 'string' ? `Bearer ${token}` : token;
   }
 }

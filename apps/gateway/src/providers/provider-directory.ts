@@ -3,11 +3,11 @@ import {
   ExternalProviderRecordSchema,
   ProviderCredentialRecordSchema,
   objectKey,
-  openCredential,
   type ExternalProviderRecord,
   type ProviderCredentialRecord,
 } from '@triad/bus';
 import type { Bus, KvChange, KvWatchHandle } from '@triad/bus/client';
+import { SealedCredentials, type Unopened } from '../state/sealed-credentials';
 
 /** A provider ready to be called: its record and, when it authenticates, the header to set (never logged). */
 export interface ResolvedProvider {
@@ -32,15 +32,11 @@ export interface ProviderUnavailable {
 export class ProviderDirectory {
   readonly #providers = new Map<string, ExternalProviderRecord>();
   readonly #credentials = new Map<string, ProviderCredentialRecord>();
-  readonly #opened = new Map<
-    string,
-    { sealed: ProviderCredentialRecord; token: string } | { sealed: ProviderCredentialRecord; error: string }
-  >();
-  readonly #key: Uint8Array | undefined;
+  readonly #sealed: SealedCredentials;
   #watches: KvWatchHandle[] = [];
 
   constructor(credentialsKey: Uint8Array | undefined) {
-    this.#key = credentialsKey;
+    this.#sealed = new SealedCredentials(credentialsKey);
   }
 
   async start(bus: Bus): Promise<void> {
@@ -52,7 +48,7 @@ export class ProviderDirectory {
       providers.watch({ onChange: (c) => this.#apply(this.#providers, c) }),
       credentials.watch({
         onChange: (c) => {
-          this.#opened.delete(c.key);
+          this.#sealed.forget(c.key);
           this.#apply(this.#credentials, c);
         },
       }),
@@ -85,16 +81,10 @@ export class ProviderDirectory {
     return { record, auth: [record.auth.header, record.auth.header === 'authorization' ? `Bearer ${token}` : token], secret: token };
   }
 
-  #token(key: string): string | { error: string } {
-    const sealed = this.#credentials.get(key);
-    if (sealed === undefined) return { error: 'not published yet' };
-    const cached = this.#opened.get(key);
-    if (cached !== undefined && cached.sealed === sealed) return 'token' in cached ? cached.token : { error: cached.error };
-    if (this.#key === undefined)
-      return { error: 'the gateway has no credentials key (TRIAD_CREDENTIALS_KEY_FILE or TRIAD_CREDENTIALS_KEY)' };
-    const opened = openCredential(sealed.sealed, this.#key, key);
-    this.#opened.set(key, opened.ok ? { sealed, token: opened.token } : { sealed, error: opened.error });
-    return opened.ok ? opened.token : { error: opened.error };
+  #token(key: string): string | Unopened {
+    const record = this.#credentials.get(key);
+    if (record === undefined) return { error: 'not published yet' };
+    return this.#sealed.open(key, record, record.sealed, key);
   }
 }
 
