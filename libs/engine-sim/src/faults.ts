@@ -34,7 +34,7 @@ export class FaultController {
     if (spec.mode === 'ok') return undefined;
     this.#remaining -= 1;
     if (this.#remaining <= 0) this.set({ mode: 'ok' });
-    const applied = { mode: spec.mode, delayMs: spec.delayMs ?? DEFAULT_SLOW_FIRST_BYTE_MS };
+    const applied = { mode: spec.mode, delayMs: spec.delayMs ?? (spec.mode === 'slow-first-byte' ? DEFAULT_SLOW_FIRST_BYTE_MS : 0) };
     return spec.afterTokens === undefined ? applied : { ...applied, afterTokens: spec.afterTokens };
   }
 }

@@ -15,7 +15,17 @@ export type { EcConnectorKind, VllmKvConnector } from './connector-kinds';
 /** `zero` answers as fast as the process can (router benchmarks); `realistic` models per-role costs and batching. */
 export type LatencyProfileName = 'zero' | 'realistic';
 
-const FaultModeSchema = z.enum(['ok', 'error500', 'error429', 'hang', 'die-mid-stream', 'slow-first-byte', 'refuse', 'lose-ec-push']);
+const FaultModeSchema = z.enum([
+  'ok',
+  'error500',
+  'error429',
+  'hang',
+  'die-mid-stream',
+  'slow-first-byte',
+  'refuse',
+  'lose-ec-push',
+  'error-in-stream',
+]);
 export type FaultMode = z.infer<typeof FaultModeSchema>;
 
 /** A fault applied to the next `count` inference requests (all of them when `count` is absent). */
@@ -23,7 +33,10 @@ export const FaultSpecSchema = z
   .object({
     mode: FaultModeSchema,
     count: z.number().int().positive().optional(),
-    /** `slow-first-byte` only: how long the first byte is held back (default 1000 ms). */
+    /**
+     * `slow-first-byte`: how long the first byte is held back (default 1000 ms); `error-in-stream`: how long the
+     * open stream waits before the error (default 0).
+     */
     delayMs: z.number().int().nonnegative().optional(),
     /**
      * `die-mid-stream` only: the connection drops after this many output tokens were written (0: after the stream's
@@ -226,6 +239,11 @@ export interface SimEngineOptions {
    * lease), and how long a Mooncake or push decode waits for it. Default 30 000 ms (vLLM: 480 s for Mooncake).
    */
   readonly kvLeaseMs?: number;
+  /**
+   * vLLM `--sse-keep-alive-interval`, in ms: a streamed answer idle that long gets a `: keep-alive` comment. 0 or
+   * absent: off (vLLM's default).
+   */
+  readonly sseKeepAliveIntervalMs?: number;
   /** vLLM prefill/decode: the KV connector it runs. Default `nixl`. */
   readonly kvConnector?: VllmKvConnector;
   /**

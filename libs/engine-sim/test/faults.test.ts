@@ -36,6 +36,31 @@ describe.each(engines)('%s simulator: fault injection', (engine) => {
     else expect(err).toEqual({ object: 'error', message: expect.any(String), type: 'InternalServerError', param: null, code: 500 });
   });
 
+  it('error-in-stream fails the request after the stream opened: 200, the error as the first event, [DONE]; 500 unstreamed', async () => {
+    sim.setFault({ mode: 'error-in-stream', count: 3 });
+    const streamed = await post(chatUrl, chat({ stream: true }));
+    expect(streamed.status).toBe(200);
+    const events = streamed.text.split('\n\n').filter(Boolean);
+    expect(events).toHaveLength(2);
+    expect(events[1]).toBe('data: [DONE]');
+    const { error } = JSON.parse(events[0].slice('data: '.length)) as { error: { code: number; message: string } };
+    expect(error.code).toBe(500);
+    expect(error.message).toBe(engine === 'vllm' ? 'Internal server error' : 'simulated engine failure (fault error-in-stream)');
+    expect((await post(chatUrl, chat())).status).toBe(500);
+    if (engine === 'sglang') {
+      // /generate: the aborted output, its finish reason carrying the status.
+      const generated = await post(`${sim.url}/generate`, { text: 'Hi', stream: true, sampling_params: { max_new_tokens: 2 } });
+      expect(generated.status).toBe(200);
+      const [first, done] = generated.text.split('\n\n').filter(Boolean);
+      expect(done).toBe('data: [DONE]');
+      expect(JSON.parse(first.slice('data: '.length))).toMatchObject({
+        text: '',
+        meta_info: { finish_reason: { type: 'abort', status_code: 500 } },
+      });
+    } else sim.setFault({ mode: 'ok' });
+    expect((await post(chatUrl, chat({ stream: true }))).text).toContain('"finish_reason":"length"');
+  });
+
   it('error429 answers 429 with Retry-After', async () => {
     sim.setFault({ mode: 'error429', count: 1 });
     const res = await post(chatUrl, chat());

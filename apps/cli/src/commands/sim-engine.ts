@@ -114,6 +114,7 @@ interface CliOptions {
   kvConnector?: VllmKvConnector;
   kvLoadFailurePolicy?: 'fail' | 'recompute';
   kvLeaseMs?: number;
+  sseKeepAliveIntervalMs?: number;
   lmcacheStore?: string;
 }
 
@@ -224,6 +225,11 @@ function buildCommand(): Command {
       'vLLM: how long a prefill holds KV for its decode, and a Mooncake/push decode waits (default 30000)',
       parsePositiveInt,
     )
+    .option(
+      '--sse-keep-alive-interval-ms <ms>',
+      "vLLM --sse-keep-alive-interval (here in ms): an idle stream gets a ': keep-alive' comment (default off)",
+      parsePositiveInt,
+    )
     .option('--lmcache-store <name>', 'vLLM --kv-connector lmcache: the shared backend (same name, same store; in-process)');
 }
 
@@ -268,6 +274,7 @@ export async function main(argv: readonly string[]): Promise<void> {
     ...(o.kvConnector ? { kvConnector: o.kvConnector } : {}),
     ...(o.kvLoadFailurePolicy ? { kvLoadFailurePolicy: o.kvLoadFailurePolicy } : {}),
     ...(o.kvLeaseMs ? { kvLeaseMs: o.kvLeaseMs } : {}),
+    ...(o.sseKeepAliveIntervalMs ? { sseKeepAliveIntervalMs: o.sseKeepAliveIntervalMs } : {}),
     ...(o.lmcacheStore ? { lmcacheStore: o.lmcacheStore } : {}),
     languageOnly: o.languageOnly ?? false,
     dataParallel: o.dpSize,

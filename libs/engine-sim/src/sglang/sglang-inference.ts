@@ -125,6 +125,12 @@ export function sglangInferenceHandler(deps: SglangDeps, kind: RequestKind): Rou
     };
     const fail = failAs('abort');
     if ('error' in range) return failAs('tokenizer')(new EngineHttpError(400, range.error));
+    // The scheduler fails the request after dispatch (`prepare_abort` with a 500), `delayMs` after the stream opened.
+    if (ex.fault?.mode === 'error-in-stream') {
+      if (ex.fault.delayMs > 0) await ctx.clock.sleep(ex.fault.delayMs);
+      if (!ex.res.destroyed) fail(new EngineHttpError(500, 'simulated engine failure (fault error-in-stream)'));
+      return;
+    }
     // The scheduler validates a beam search before it queues the request (where a PD server checks the room).
     const beamError = req.beams && beamRefusal(mode !== undefined, req.beams);
     if (beamError) return fail(new EngineHttpError(400, beamError));

@@ -16,6 +16,7 @@ import { failUnavailable, itemsToEncode } from './ec-consume';
 import type { CoreWork } from '../engine/core/core-generation';
 import { promptLayout } from '../engine/core/prompt-layout';
 import { startEventStream } from '../http/respond';
+import { keepStreamAlive } from '../http/sse-keep-alive';
 import { streamErrorEvents } from '../http/engine-error';
 import type { KvBlockStore } from './kv-block-store';
 import { KvLoadFailedError, kvParamsOf, type KvRequest, type KvSim } from './kv/kv-sim';
@@ -59,6 +60,19 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
     const rank = ctx.pickRank(pinned);
     if (ctx.role === 'encode') {
       await serveVllmEncode(deps, ex, request, features, rank, requestId, model);
+      return;
+    }
+    if (request.stream && (ctx.options.sseKeepAliveIntervalMs ?? 0) > 0)
+      keepStreamAlive(ex.res, ctx.options.sseKeepAliveIntervalMs as number);
+    const fault = ex.fault;
+    if (fault?.mode === 'error-in-stream') {
+      // The engine fails the request after its server took it (vLLM's GenerationError), `delayMs` after the stream opened.
+      if (request.stream) {
+        startEventStream(ex.res, responseHeaders(requestId));
+        ex.res.flushHeaders();
+      }
+      if (fault.delayMs > 0) await ctx.clock.sleep(fault.delayMs);
+      if (!ex.res.destroyed) finishWithError(ex, request, requestId);
       return;
     }
     const kvReq = kvRequestOf(ex, request, rank, requestId);
@@ -147,6 +161,14 @@ function failKvLoad(ctx: SimContext, ex: Exchange, request: InferenceRequest, re
     return;
   }
   ctx.counters.inc('kvLoadFailedRequests');
+  finishWithError(ex, request, requestId);
+}
+
+/**
+ * A request the engine finished with an error (vLLM's `GenerationError`): a 500 before any byte when not streamed;
+ * streamed, vLLM's server has answered 200 and opened the stream already, so the error is its first event.
+ */
+function finishWithError(ex: Exchange, request: InferenceRequest, requestId: string): void {
   if (!request.stream) throw GENERATION_ERROR;
   if (!ex.res.headersSent) startEventStream(ex.res, responseHeaders(requestId));
   ex.res.end(streamErrorEvents('vllm', GENERATION_ERROR));
