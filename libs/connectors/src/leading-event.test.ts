@@ -1,4 +1,4 @@
-import { clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
+import { clientErrorStatusOf, leadingAbort, leadingErrorEvent } from './leading-event';
 
 const sse = (...events: unknown[]): Buffer =>
   Buffer.from(events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join(''));
@@ -15,34 +15,37 @@ const aborted = (status: number, message = 'Beam search is not supported with PD
   },
 });
 
-describe('leadingAbortRefusal', () => {
-  it("reads a 4xx abort of SGLang's /generate stream as a refusal with its message", () => {
-    expect(leadingAbortRefusal(sse(aborted(400), '[DONE]'))).toEqual({
+describe('leadingAbort', () => {
+  it("reads a 4xx abort of SGLang's /generate stream with its status and message", () => {
+    expect(leadingAbort(sse(aborted(400), '[DONE]'))).toEqual({
       status: 400,
       message: 'Beam search is not supported with PD disaggregation.',
     });
     // Python's json.dumps spacing, and an event that is the whole chunk.
     const spaced = `data: ${JSON.stringify(aborted(422), null, 1).replace(/\n/g, '')}`;
-    expect(leadingAbortRefusal(Buffer.from(spaced))?.status).toBe(422);
+    expect(leadingAbort(Buffer.from(spaced))?.status).toBe(422);
   });
 
-  it('leaves a 5xx abort (an engine failure, relayed as sent) and every ordinary first event alone', () => {
-    expect(leadingAbortRefusal(sse(aborted(500, 'Decode transfer failed')))).toBeUndefined();
-    expect(leadingAbortRefusal(sse({ text: 'Hi', output_ids: [1], meta_info: { id: 'r1', finish_reason: null } }))).toBeUndefined();
-    expect(leadingAbortRefusal(sse({ text: 'x', meta_info: { finish_reason: { type: 'length', length: 1 } } }))).toBeUndefined();
+  it('reads a 5xx abort (an engine failure: the leg fails it) and leaves every ordinary first event alone', () => {
+    expect(leadingAbort(sse(aborted(500, 'Decode transfer failed')))).toEqual({ status: 500, message: 'Decode transfer failed' });
+    expect(leadingAbort(sse(aborted(503, 'busy')))?.status).toBe(503);
+    expect(leadingAbort(sse(aborted(600, 'odd')))).toBeUndefined();
+    expect(leadingAbort(sse(aborted(200, 'odd')))).toBeUndefined();
+    expect(leadingAbort(sse({ text: 'Hi', output_ids: [1], meta_info: { id: 'r1', finish_reason: null } }))).toBeUndefined();
+    expect(leadingAbort(sse({ text: 'x', meta_info: { finish_reason: { type: 'length', length: 1 } } }))).toBeUndefined();
     // A finish reason without a status (an abort the engine's admin asked for) is no refusal.
     expect(
-      leadingAbortRefusal(sse({ text: '', meta_info: { finish_reason: { type: 'abort', message: 'Abort in waiting queue' } } })),
+      leadingAbort(sse({ text: '', meta_info: { finish_reason: { type: 'abort', message: 'Abort in waiting queue' } } })),
     ).toBeUndefined();
   });
 
   it('is not fooled by generated text that spells an abort: the quotes inside a string are escaped', () => {
     const spelled = { text: '"finish_reason":{"type":"abort","status_code":400}', meta_info: { finish_reason: null } };
-    expect(leadingAbortRefusal(sse(spelled))).toBeUndefined();
+    expect(leadingAbort(sse(spelled))).toBeUndefined();
   });
 
   it('reads only the first event: an abort after tokens were sent is the stream ending', () => {
-    expect(leadingAbortRefusal(sse({ text: 'Hi', meta_info: { finish_reason: null } }, aborted(400)))).toBeUndefined();
+    expect(leadingAbort(sse({ text: 'Hi', meta_info: { finish_reason: null } }, aborted(400)))).toBeUndefined();
   });
 });
 

@@ -1,6 +1,7 @@
 // What the first event of an engine's stream says before anything reached the client: an error event (vLLM, SGLang's
 // OpenAI routes and tokenizer errors) or, on SGLang's /generate, the output its scheduler aborted. The leg reads it
-// to answer a refusal as the 4xx it is, or to fail the leg.
+// to answer a refusal as the 4xx it is, or to fail the leg as the 5xx the engine would have answered had its stream
+// not been open (retried like one).
 
 const ERROR_EVENT = /^data: ?\{\s*"error"\s*:/;
 
@@ -31,12 +32,13 @@ const ABORT_TYPE = Buffer.from('"abort"');
 const ABORT_FINISH = /"finish_reason"\s*:\s*\{\s*"type"\s*:\s*"abort"/;
 
 /**
- * The 4xx and message of an SGLang `/generate` stream whose first event is the aborted output: its scheduler
- * refuses some requests only after dispatch (beam search on PD, a PD request without a room), and SGLang's tokenizer
- * manager yields that refusal as an output whose `meta_info.finish_reason` is `{type: "abort", message,
- * status_code}`, not as an error event. Undefined for any other first event and for a 5xx abort (relayed as sent).
+ * The status and message of an SGLang `/generate` stream whose first event is the aborted output: its scheduler
+ * refuses some requests only after dispatch (beam search on PD, a PD request without a room) and fails others there
+ * (a decode whose KV never arrived: 500), and SGLang's tokenizer manager yields either as an output whose
+ * `meta_info.finish_reason` is `{type: "abort", message, status_code}`, not as an error event. Undefined for any
+ * other first event and for an abort without a 4xx or 5xx `status_code` (relayed as sent).
  */
-export function leadingAbortRefusal(out: Buffer): { readonly status: number; readonly message: string } | undefined {
+export function leadingAbort(out: Buffer): { readonly status: number; readonly message: string } | undefined {
   // The first event only (a zero-latency engine's first read can hold the whole answer).
   const end = out.indexOf(10);
   const first = end < 0 ? out : out.subarray(0, end);
@@ -49,7 +51,7 @@ export function leadingAbortRefusal(out: Buffer): { readonly status: number; rea
     };
     const finish = event.meta_info?.finish_reason;
     const status = finish?.status_code;
-    if (finish?.type !== 'abort' || typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status >= 500)
+    if (finish?.type !== 'abort' || typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status >= 600)
       return undefined;
     return { status, message: typeof finish.message === 'string' ? finish.message : 'the engine aborted the request' };
   } catch {

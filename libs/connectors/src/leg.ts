@@ -13,9 +13,10 @@ import {
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { legWriteDone, legWritePending } from './leg-writes';
-import { clientErrorStatusOf, leadingAbortRefusal, leadingErrorEvent } from './leading-event';
+import { clientErrorStatusOf, leadingAbort, leadingErrorEvent } from './leading-event';
 import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { parseBodyUsage } from './usage';
+import { withoutLeadingComments } from './sse';
 
 /** How a leg treats a 2xx answer. */
 export const LegMode = {
@@ -85,8 +86,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
   readonly #owner: LegOwner;
   readonly #mode: LegMode;
   readonly #timeoutMs: number;
-  readonly #leadingErrorFails: boolean;
-  readonly #onFirstByte: (() => void) | undefined;
+  #onFirstByte: (() => void) | undefined;
   readonly #codec: AnswerCodec | undefined;
   readonly #tap: ((chunk: Buffer) => void) | undefined;
   #resolve!: (answer: BufferedAnswer | undefined) => void;
@@ -126,7 +126,6 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     this.#owner = owner;
     this.#mode = mode;
     this.#timeoutMs = spec.timeoutMs;
-    this.#leadingErrorFails = spec.leadingErrorEventFails === true;
     this.#onFirstByte = spec.onFirstByte;
     this.#codec = spec.answer;
     this.#tap = tap;
@@ -237,33 +236,22 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   #receive(chunk: Buffer): void {
     if (this.#settled) return;
-    if (!this.#sawData) {
-      this.#sawData = true;
-      if (this.#mode === LegMode.Relay || this.#mode === LegMode.Tap) this.#clearTimer();
-      if (!this.#failed) this.#onFirstByte?.();
+    // An engine's event stream is read for its first event: comments before it (vLLM's keep-alives while it waits) are
+    // not an answer yet, and its first byte counts only once that event is not an error (a vLLM decode whose KV load
+    // failed opens its stream with the error: it took no KV).
+    const readsLeadingEvent = this.#sse !== undefined && this.#codec === undefined && !this.#failed;
+    if (!this.#sawData && !readsLeadingEvent) {
+      this.#firstData();
+      if (!this.#failed) this.#tellFirstByte();
     }
     if (this.#sse !== undefined && !this.#failed) {
-      const out = this.#sse.push(chunk);
+      let out = this.#sse.push(chunk);
       if (out.length === 0) return;
-      if (!this.#headWritten && this.#codec === undefined) {
-        const event = leadingErrorEvent(out);
-        const refused = event === undefined ? undefined : clientErrorStatusOf(event);
-        if (refused !== undefined) {
-          // The engine refused the request in the stream's first event (SGLang checks some fields only once its
-          // stream is open): nothing went out yet, so the client gets that 4xx, not a 200 stream holding an error.
-          this.abort(upstreamHttpError({ ...this.#failure(), status: refused }, engineErrorMessage(Buffer.from(event as string))));
-          return;
-        }
-        if (event !== undefined && this.#leadingErrorFails) {
-          this.abort(leadingErrorEventError(this.#failure(), engineErrorMessage(Buffer.from(event))));
-          return;
-        }
-        const aborted = event === undefined ? leadingAbortRefusal(out) : undefined;
-        if (aborted !== undefined) {
-          // The same refusal in SGLang's `/generate` shape: the client gets the 4xx, as above.
-          this.abort(upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message));
-          return;
-        }
+      if (!this.#headWritten && readsLeadingEvent) {
+        out = withoutLeadingComments(out);
+        if (out.length === 0) return;
+        if (!this.#sawData) this.#firstData();
+        if (this.#failsOnFirstEvent(out)) return;
       }
       if (!this.#writeHead(-1)) return;
       this.#owner.writeClient(out, this);
@@ -308,7 +296,12 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       return;
     }
     if (this.#sse !== undefined) {
-      const rest = this.#sse.flush();
+      let rest = this.#sse.flush();
+      if (!this.#headWritten && this.#codec === undefined) {
+        // The first event ended without its blank line, or never came.
+        rest = withoutLeadingComments(rest);
+        if (rest.length > 0 && this.#failsOnFirstEvent(rest)) return;
+      }
       const incomplete = this.#sse.incomplete?.();
       if (!this.#writeHead(-1)) return;
       const usage = this.#sse.usage;
@@ -401,6 +394,52 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       this.#owner.endClient(answer.body);
     }
     this.#fail(error);
+  }
+
+  /**
+   * Reads an engine stream's first event (`out` starts with it) before anything went out. A stream that opens with an
+   * error is answered as the status the engine would have given had its stream not been open: a refusal (SGLang checks
+   * some fields only once its stream is open) is the client's 4xx, anything else a failed leg (a vLLM KV load or EC
+   * read that failed, an engine error, an SGLang decode whose KV never came), retried like an HTTP 500 instead of a 200
+   * stream holding an error. True when the leg failed; otherwise its first byte is told.
+   */
+  #failsOnFirstEvent(out: Buffer): boolean {
+    const event = leadingErrorEvent(out);
+    if (event !== undefined) {
+      const refused = clientErrorStatusOf(event);
+      const message = engineErrorMessage(Buffer.from(event));
+      this.abort(
+        refused !== undefined
+          ? upstreamHttpError({ ...this.#failure(), status: refused }, message)
+          : leadingErrorEventError(this.#failure(), message),
+      );
+      return true;
+    }
+    const aborted = leadingAbort(out);
+    if (aborted !== undefined) {
+      // The same in SGLang's `/generate` shape.
+      this.abort(
+        aborted.status < 500
+          ? upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message)
+          : leadingErrorEventError(this.#failure(), aborted.message),
+      );
+      return true;
+    }
+    this.#tellFirstByte();
+    return false;
+  }
+
+  /** The answer has begun: a relayed or tapped leg's first-byte budget is spent. */
+  #firstData(): void {
+    this.#sawData = true;
+    if (this.#mode === LegMode.Relay || this.#mode === LegMode.Tap) this.#clearTimer();
+  }
+
+  /** Calls the spec's `onFirstByte` once. */
+  #tellFirstByte(): void {
+    const told = this.#onFirstByte;
+    this.#onFirstByte = undefined;
+    told?.();
   }
 
   /** Writes the response head once; a client that is already gone fails the leg. */

@@ -1,4 +1,4 @@
-import { SseEventSplitter, sseEvents, splitSseEvents } from './sse';
+import { SseEventSplitter, sseEvents, splitSseEvents, withoutLeadingComments } from './sse';
 
 /** Every event of the stream cut into the given chunks, and the bytes the splitter let through. */
 function run(chunks: Buffer[]): { fields: string[][]; bytes: string } {
@@ -49,5 +49,17 @@ describe('SseEventSplitter', () => {
 
   it('lists events one by one, blank line included', () => {
     expect(splitSseEvents(Buffer.from('data: a\n\ndata: b\r\n\r\ntail')).map(String)).toEqual(['data: a\n\n', 'data: b\r\n\r\n', 'tail']);
+  });
+});
+
+describe('withoutLeadingComments', () => {
+  it("drops vLLM's keep-alive comments and blank lines before the first event, and nothing after it", () => {
+    const event = 'data: {"choices":[]}\n\n';
+    const keepAlive = ': keep-alive\n\n';
+    expect(withoutLeadingComments(Buffer.from(keepAlive + keepAlive + event + keepAlive)).toString()).toBe(event + keepAlive);
+    expect(withoutLeadingComments(Buffer.from(': a\r\n: b\r\n\r\n' + event)).toString()).toBe(event);
+    expect(withoutLeadingComments(Buffer.from(keepAlive)).length).toBe(0);
+    const plain = Buffer.from(event);
+    expect(withoutLeadingComments(plain)).toBe(plain);
   });
 });

@@ -44,6 +44,30 @@ export class SseEventSplitter {
   }
 }
 
+const COLON = 0x3a;
+
+/**
+ * `bytes` (whole events) without the comment lines and blank lines before its first event: vLLM writes `: keep-alive`
+ * comments while a stream is idle (`--sse-keep-alive-interval`), before its first token too. Those are no answer yet.
+ * The same Buffer when it starts with an event.
+ */
+export function withoutLeadingComments(bytes: Buffer): Buffer {
+  let at = 0;
+  while (at < bytes.length) {
+    const c = bytes[at];
+    if (c === LF) at += 1;
+    else if (c === CR) at += bytes[at + 1] === LF ? 2 : 1;
+    else if (c === COLON) {
+      const lf = bytes.indexOf(LF, at);
+      const cr = bytes.indexOf(CR, at);
+      const end = lf < 0 ? cr : cr < 0 ? lf : Math.min(lf, cr);
+      if (end < 0) return EMPTY;
+      at = end;
+    } else break;
+  }
+  return at === 0 ? bytes : bytes.subarray(at);
+}
+
 /** The events in `bytes`, one Buffer each with its blank line; an unterminated tail is the last one. */
 export function splitSseEvents(bytes: Buffer): Buffer[] {
   const events: Buffer[] = [];

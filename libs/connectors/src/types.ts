@@ -165,11 +165,6 @@ export interface LegSpec {
   readonly path?: string;
   /** Headers of this leg alone (vLLM `X-data-parallel-rank` to a DP>1 EC consumer). */
   readonly headers?: Readonly<Record<string, string>>;
-  /**
-   * Relay legs: a stream whose first event is an error event (vLLM answers 200 and opens the stream before an EPD
-   * consumer waits for its encoder output) fails the leg as an HTTP 500 would, before any byte reaches the client.
-   */
-  readonly leadingErrorEventFails?: boolean;
   /** Called once when the first body byte of a 2xx answer arrives (a vLLM decode then has the request and its KV). */
   readonly onFirstByte?: () => void;
   /** Where the leg goes when it is not an engine pod's plain HTTP address (an external provider's HTTPS origin). */

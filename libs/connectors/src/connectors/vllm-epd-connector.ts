@@ -93,8 +93,9 @@ export class VllmEpdConnector implements Connector<EngineRequest> {
         encoded = await encodeAll(ctx, ec, attempt, run);
         encodedByRequest.set(ctx, encoded);
       }
-      // A consumer that cannot read its encoder output fails with a 500, also as the first event of a stream it opened.
-      const handoff: ConsumerHandoff | undefined = encoded === undefined ? undefined : { body: encoded.body, leadingErrorEventFails: true };
+      // A consumer that cannot read its encoder output fails with a 500, also as the first event of a stream it opened
+      // (the leg fails such a stream as the 500 it stands for).
+      const handoff: ConsumerHandoff | undefined = encoded === undefined ? undefined : { body: encoded.body };
       if (encoded?.pushedTo !== undefined) encodedByRequest.delete(ctx); // what was pushed is consumed by this try
       try {
         await runVllmPrefillDecode(ctx, attempt, index, run, this.#pd, handoff);

@@ -8,8 +8,6 @@ import { runSequentialPd } from './vllm-pd/sequential';
 export interface ConsumerHandoff {
   /** The body P/PD and D are built from (media rewritten, `ec_transfer_params` added), instead of the client's. */
   readonly body: Record<string, unknown>;
-  /** The consumer's stream fails like a 500 when its first event is an error (an undelivered push). */
-  readonly leadingErrorEventFails: boolean;
 }
 
 /**
@@ -71,7 +69,6 @@ export async function runVllmPrefillDecode(
   const server = ctx.routing.server;
   const input: PdInput = {
     body: run.legBody(handoff?.body ?? ctx.body),
-    leadingErrorEventFails: handoff?.leadingErrorEventFails === true,
     ...(attempt.consumerDpRank !== undefined ? { consumerRank: attempt.consumerDpRank } : {}),
   };
   const kv = server.kv;

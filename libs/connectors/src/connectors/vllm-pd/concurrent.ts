@@ -13,8 +13,6 @@ export interface ConcurrentLegs {
   readonly baseBody: Record<string, unknown>;
   readonly prefillHeaders?: Readonly<Record<string, string>>;
   readonly decodeHeaders?: Readonly<Record<string, string>>;
-  /** The decode's stream fails like a 500 when its first event is an error (a KV load that failed, an EPD push lost). */
-  readonly leadingErrorEventFails: boolean;
   /** Sees the prefill's 2xx answer as soon as it arrives, whatever becomes of the decode. */
   readonly onPrefillAnswer?: (answer: BufferedAnswer) => void;
 }
@@ -65,7 +63,6 @@ export function runConcurrentPd(
     requestId: ctx.id,
     timeoutMs: timeouts.firstByteMs,
     ...(legs.decodeHeaders !== undefined ? { headers: legs.decodeHeaders } : {}),
-    ...(legs.leadingErrorEventFails ? { leadingErrorEventFails: true } : {}),
     onFirstByte: () => (firstByte = true),
   };
   const decode = ctx.stream ? run.relay(decodeSpec) : run.buffered(decodeSpec);

@@ -39,7 +39,6 @@ export class DpRankCycle {
 /** The body the P/D legs are built from and how the decode's stream fails (vLLM EPD hands its rewritten body over). */
 export interface PdInput {
   readonly body: Record<string, unknown>;
-  readonly leadingErrorEventFails: boolean;
   /** vLLM EPD: the consumer's DP rank (`X-data-parallel-rank` of the consumer leg), when it has several. */
   readonly consumerRank?: number;
 }
@@ -92,9 +91,8 @@ export async function runMooncakeConcurrent(
     decodeBody: finalLegBody(input.body, ctx.proxy.injectUsage, decodeKvParams, undefined, fragments),
     decodeKvParams,
     baseBody: input.body,
-    prefillHeaders: { 'X-data-parallel-rank': String(rank) },
     // vLLM answers 200 and opens the stream before the decode waits for its KV; a failed load then surfaces as an
-    // error event (kv_load_failure_policy `fail`), retried like the 500 it stands for.
-    leadingErrorEventFails: true,
+    // error event (kv_load_failure_policy `fail`), which the leg fails and the try retries like the 500 it stands for.
+    prefillHeaders: { 'X-data-parallel-rank': String(rank) },
   });
 }

@@ -86,7 +86,6 @@ export async function runNixlPush(
     decodeKvParams,
     baseBody: input.body,
     ...(input.consumerRank !== undefined ? { prefillHeaders: { 'X-data-parallel-rank': String(input.consumerRank) } } : {}),
-    leadingErrorEventFails: true,
     // Learnt even when the decode fails: a decode that named stale coordinates (a restarted prefill) fails, and
     // the retry should not name them again.
     onPrefillAnswer: (answer) => known.learn(prefill, answer),

@@ -78,7 +78,6 @@ export async function runSequentialPd(
     timeoutMs: server.timeouts.firstByteMs,
   };
   if (consumer && rank !== undefined) decode.headers = rank;
-  if (input.leadingErrorEventFails) decode.leadingErrorEventFails = true;
   if (handoff !== undefined) decode.onFirstByte = handoff.taken;
   try {
     await run.relay(decode).promise;
