@@ -55,7 +55,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
     key: ['client.status', 'client.complete'],
     triad: '*',
     reason:
-      "After an engine's 5xx, with no endpoint left that has not failed the request (here a single pod per stage) and no stage fallback for the failed stage (a decode; an encoder under the Mooncake EC connector; SGLang), Triad answers an OpenAI-shaped 502 that names the failing stage. The references answer a plain-text 500 (an unhandled exception), or break the connection once they have started relaying the decode's answer (status 0). Where the failed stage has a fallback Triad answers 200 (`prefill-stage-fallback`, `encode-stage-fallback`), and an EC consumer's 500 is retried after a re-encode (`reencode-after-consumer-500`).",
+      "After an engine's 5xx, with no endpoint left that has not failed the request (here a single pod per stage) and no stage fallback for the failed stage (a decode; an encoder under the Mooncake EC connector; SGLang), Triad answers an OpenAI-shaped 502 that names the failing stage. The references answer a plain-text 500 (an unhandled exception), or break the connection once they have started relaying the decode's answer (status 0), or, when the engine opened its stream before failing (`500 at D in its stream`), relay that 200 stream with the error event inside (counted incomplete); Triad fails such a leg as the 500 it stands for. Where the failed stage has a fallback Triad answers 200 (`prefill-stage-fallback`, `encode-stage-fallback`), and an EC consumer's 500 is retried after a re-encode (`reencode-after-consumer-500`).",
   },
   {
     id: 'mooncake-prefill-failure',
@@ -128,7 +128,7 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
   {
     id: 'kv-release-after-decode-failure',
     reference: ['nixl-toy', 'epd-newest', 'epd-newest-shared-storage', 'epd-classic'],
-    case: '500 at D, long',
+    case: '500 at D*',
     key: [
       'order',
       'overlap:*D.release#1*',
@@ -140,7 +140,16 @@ export const ALLOW_LIST: readonly AllowEntry[] = [
       'outcome.D.embedsParts',
     ],
     reason:
-      "The decode answered 500 before its first byte, so it never read the KV the prefill holds for it. Triad sends a release leg (docs/kv-ownership.md: the decode body cut to one token, the prefill's `kv_transfer_params`, `x-request-id` `<id>-kv-release`), alongside the retry if there is one, and the prefill frees the blocks at once. The proxies leave them held until the prefill's lease ends (`P.kvHeldRequests` 1). In the concurrent flows (Mooncake, push) a decode that answered has released the KV itself, so no release leg goes out there.",
+      "The decode answered 500 before its first byte, or opened its stream with the error as its first event, so it never read the KV the prefill holds for it. Triad sends a release leg (docs/kv-ownership.md: the decode body cut to one token, the prefill's `kv_transfer_params`, `x-request-id` `<id>-kv-release`), alongside the retry if there is one, and the prefill frees the blocks at once. The proxies leave them held until the prefill's lease ends (`P.kvHeldRequests` 1). In the concurrent flows (Mooncake, push) a decode that answered has released the KV itself, so no release leg goes out there.",
+  },
+  {
+    id: 'retry-after-leading-error-event',
+    reference: ['epd-newest', 'epd-newest-shared-storage', 'epd-newest-mooncake', 'epd-classic'],
+    case: '500 at D in its stream, long',
+    key: ['client.*', 'order', 'overlap:*', 'leg:*', 'E#2.*', 'P#2.*', 'D#2.*', 'outcome.*'],
+    triad: '*',
+    reason:
+      "The decode opened its stream and then failed: its first event is the error (vLLM's `GenerationError`; here the sims' `error-in-stream`). Nothing had reached the client, so Triad takes it for the 500 it stands for (docs/behaviour.md): as after a P/D 500 before the first byte, encode runs again and P/D again on the same pods (`reencode-after-consumer-500`), and the client gets 200. The proxies look at the HTTP status only: they relay the 200 stream with the error inside (the newest proxy re-encodes only after an HTTP 500; the classic proxy retries nothing).",
   },
   {
     id: 'classic-epd-no-retry',

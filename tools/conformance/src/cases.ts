@@ -6,7 +6,7 @@ export interface Case {
   readonly path: '/v1/chat/completions' | '/v1/completions';
   readonly body: Record<string, unknown>;
   /** Inject this fault on each named stage's engine, for its first request only (all encoders: which one serves is the router's choice). */
-  readonly fault?: { readonly stages: readonly string[]; readonly mode: 'error500' | 'error429' };
+  readonly fault?: { readonly stages: readonly string[]; readonly mode: 'error500' | 'error429' | 'error-in-stream' };
   /** The prefill leg must have run (the prompt is long enough that no router may skip it). */
   readonly needsPrefill: boolean;
 }
@@ -86,6 +86,16 @@ export function requestSet(
       fault: { stages, mode: 'error500' },
       needsPrefill: true,
     });
+  });
+  // The decode fails the request after its stream opened (200, then the error as the first event; vLLM's
+  // GenerationError, a failed KV load): the same failure as its 500, reported inside the stream.
+  const inStream = longPrompt(p('err-stream'));
+  cases.push({
+    name: `500 at ${opts.decodeStage} in its stream, long`,
+    path: '/v1/chat/completions',
+    body: chat(opts.encodeStages ? [text(inStream), image(tag, 20)] : inStream, { stream: true, stream_options: { include_usage: true } }),
+    fault: { stages: [opts.decodeStage], mode: 'error-in-stream' },
+    needsPrefill: true,
   });
   return cases;
 }
