@@ -93,6 +93,44 @@ describe('server profile', () => {
     });
   });
 
+  it('marks the vLLM hand-offs whose transfer parameters name one prompt: NIXL and Mooncake with a prefill stage', () => {
+    const base = record();
+    const of = (
+      mode: ModelServerRecord['mode'],
+      kvConnector: ModelServerRecord['spec']['kvConnector'],
+      prefillLabels?: Record<string, string>,
+    ) =>
+      serverProfileOf(
+        {
+          ...base,
+          mode,
+          spec: {
+            ...base.spec,
+            kvConnector,
+            workloadSelector: {
+              matchLabels: { a: 'b' },
+              ...(prefillLabels ? { pdGroup: { groupKey: 'g', prefillLabels, decodeLabels: { r: 'd' }, encodeLabels: { r: 'e' } } } : {}),
+            },
+          },
+        },
+        DEFAULT_STAGE_TIMEOUTS,
+      ).singlePromptKvHandoff ?? false;
+    expect(of('pd', { type: 'nixl' })).toBe(true);
+    expect(of('pd', { type: 'nixl', transferMode: 'push' })).toBe(true);
+    expect(of('pd', { type: 'mooncake' })).toBe(true);
+    expect(of('pd', { type: 'lmcache' })).toBe(false);
+    expect(of('pd', { type: 'http' })).toBe(false);
+    expect(of('pd', undefined)).toBe(false);
+    expect(of('aggregated', { type: 'nixl' })).toBe(false);
+    // EPD: NIXL by default, but only with a prefill stage (E→PD writes `prefillLabels: {}`).
+    expect(of('epd', undefined, { r: 'p' })).toBe(true);
+    expect(of('epd', undefined, {})).toBe(false);
+    expect(of('epd', undefined)).toBe(false);
+    expect(
+      serverProfileOf({ ...base, spec: { ...base.spec, inferenceEngine: 'SGLang' } }, DEFAULT_STAGE_TIMEOUTS).singlePromptKvHandoff,
+    ).toBeUndefined();
+  });
+
   it('resolves vLLM EPD EC settings, with defaults when the ModelServer names none', () => {
     const epd = { ...record(), mode: 'epd' as const };
     expect(ecProfileOf(epd)).toEqual({

@@ -2,7 +2,7 @@ import type { EndpointRef } from '@triad/bus';
 import { DEFAULT_SGLANG_BOOTSTRAP_PORT, type InferenceEngine } from '@triad/crd';
 import { urlHost } from './addresses';
 import { randomBootstrapRoom, scalarJson, serializeWith, valueJson, type JsonFragments } from './json-text';
-import { generatePromptCount, type MediaPart } from '@triad/request';
+import { completionPromptCount, generatePromptCount, type MediaPart } from '@triad/request';
 
 /**
  * Whether the client itself asked for the final usage chunk of a stream. vLLM turns `include_usage` on as soon
@@ -163,9 +163,8 @@ const PD_OWNED_KEYS = [
  * per sample, see docs/protocols/sglang.md.)
  */
 export function sglangBatchSize(body: Record<string, unknown>): number {
-  const prompt = body['prompt'];
-  if (Array.isArray(prompt) && prompt.length > 0 && (typeof prompt[0] === 'string' || Array.isArray(prompt[0]))) return prompt.length;
-  return Math.max(1, generatePromptCount(body));
+  const prompts = completionPromptCount(body);
+  return prompts > 1 ? prompts : Math.max(1, generatePromptCount(body));
 }
 
 /** Data-parallel ranks chosen for one SGLang PD try (each absent when that engine has no DP ranks to pick). */

@@ -64,6 +64,18 @@ export function kvProfileOf(record: ModelServerRecord): KvProfile | undefined {
   };
 }
 
+/**
+ * Whether a vLLM server hands KV from prefill to decode by transfer parameters that name one engine request's
+ * blocks (NIXL pull and push, both Mooncake connectors): a pd server, or an epd one with a prefill stage
+ * (`prefillLabels` not empty; E→PD has none). LMCache finds KV by its tokens, plain `http` hands nothing over.
+ */
+function singlePromptKvHandoff(record: ModelServerRecord, kv: KvProfile | undefined): boolean {
+  if (kv === undefined || (kv.type !== 'nixl' && kv.type !== 'mooncake')) return false;
+  if (record.mode === 'pd') return true;
+  const prefillLabels = record.spec.workloadSelector.pdGroup?.prefillLabels;
+  return record.mode === 'epd' && prefillLabels !== undefined && Object.keys(prefillLabels).length > 0;
+}
+
 /** The stages a PD/EPD server's engines can do without; none for aggregated servers (nothing to skip). */
 function shortcutsOfRecord(record: ModelServerRecord): { shortcuts?: ServerProfile['shortcuts'] } {
   if (record.mode === 'aggregated') return {};
@@ -95,6 +107,7 @@ export function serverProfileOf(record: ModelServerRecord, defaults: StageTimeou
     timeouts: stageTimeoutsOf(record, defaults),
     relayKvParams: relaysKvParams(spec.inferenceEngine, record.mode, kv),
     ...(kvProfile !== undefined ? { kv: kvProfile } : {}),
+    ...(singlePromptKvHandoff(record, kvProfile) ? { singlePromptKvHandoff: true } : {}),
     outlier: outlierPolicyOf(spec),
     ...ecOf(record),
     ...shortcutsOfRecord(record),

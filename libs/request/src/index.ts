@@ -67,3 +67,4 @@ export {
   generateSequenceCount,
   sampleCount,
 } from './body/generate-counts';
+export { completionPromptCount } from './body/completion-prompts';

@@ -88,6 +88,11 @@ export interface ServerProfile extends ProfileCommon {
    * sent (docs/protocols/vllm.md). Absent for SGLang, aggregated and providers.
    */
   readonly kv?: KvProfile;
+  /**
+   * vLLM P→D whose KV connector's transfer parameters name one engine request's blocks (NIXL, Mooncake), so one
+   * client request carries one prompt: vLLM's prefill answers the parameters of a batch's first prompt only.
+   */
+  readonly singlePromptKvHandoff?: true;
   /** vLLM EPD only: the EC connector settings (absent elsewhere). */
   readonly ec?: EcProfile;
   /**

@@ -20,6 +20,7 @@ import type { EngineCredentials } from './engine-credentials';
 import type { EngineSecrets } from './engine-secrets';
 import { checkChatRoles } from './chat-roles';
 import { refuseLargeFanOut } from './parallel-sampling';
+import { refuseBatchedPromptHandoff } from './batched-prompts';
 
 /** What planning an engine request is built from. */
 export interface EnginePlannerDeps {
@@ -44,7 +45,8 @@ type EngineRouted = RequestContext & { readonly routing: EngineRouting };
 
 /**
  * Plans a request routed to a ModelServer: what the engines get (model rewrite, Host, credentials), what the
- * engines cannot do refused up front (chat roles they do not take, an SGLang PD fan-out above 128 samples), the media items and KV
+ * engines cannot do refused up front (chat roles they do not take, an SGLang PD fan-out above 128 samples, a batched
+ * completions prompt over a vLLM hand-off that names one prompt's KV), the media items and KV
  * block keys scheduling needs, then the scheduler's decision (NATS batch, or the local fallback) and the connector
  * that runs it.
  */
@@ -67,6 +69,7 @@ export class EnginePlanner {
     const enginePath = routing.upstreamPath ?? ctx.path;
     if (inference && server.engine === 'SGLang' && server.mode !== 'aggregated')
       refuseLargeFanOut(ctx.body, ctx.model, routing, enginePath);
+    if (enginePath === COMPLETIONS && server.singlePromptKvHandoff === true) refuseBatchedPromptHandoff(ctx.body, ctx.model, routing);
     const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;
     // The scheduler gets the media items in every mode: pods that encode themselves (aggregated, PD) are placed by
