@@ -62,6 +62,9 @@ describe('vllmPrefillBody', () => {
     );
     expect(body).toEqual({ model: 'm', stream: false, max_tokens: 1, temperature: 0 });
   });
+  it('asks for one sample: every vLLM sample would keep blocks of its own for a decode that reads one set', () => {
+    expect(JSON.parse(vllmPrefillBody({ model: 'm', max_tokens: 5, n: 3 }, true))).toMatchObject({ n: 1, max_tokens: 1 });
+  });
   it('adds max_completion_tokens only when the client sent it, and no KV params for the http connector', () => {
     expect(JSON.parse(vllmPrefillBody({ model: 'm', max_tokens: 5 }, false))).toEqual({ model: 'm', stream: false, max_tokens: 1 });
   });

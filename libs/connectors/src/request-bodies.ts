@@ -63,11 +63,15 @@ export const NIXL_PREFILL_KV_PARAMS =
 /**
  * vLLM prefill body: one token, no stream, no stream_options; with `kvParams` it asks the KV connector to keep the
  * blocks for a remote decode: `true` sends the NIXL toy proxy's params (NIXL, vllm-ascend Mooncake, LMCache), a
- * string sends that raw JSON object (upstream vLLM Mooncake and NIXL push add a `transfer_id`).
+ * string sends that raw JSON object (upstream vLLM Mooncake and NIXL push add a `transfer_id`). `n` becomes 1: vLLM
+ * runs each sample as a child request that keeps its own blocks for a remote decode, and answers the parameters of
+ * one child only, so the other samples' blocks would stay held until the prefill's lease ends (the samples share the
+ * prompt's KV; the decode keeps the client's `n`).
  */
 export function vllmPrefillBody(body: Record<string, unknown>, kvParams: boolean | string, fragments?: JsonFragments): string {
   const set: Record<string, unknown> = { stream: false, max_tokens: 1 };
   if ('max_completion_tokens' in body) set['max_completion_tokens'] = 1;
+  if ('n' in body) set['n'] = 1;
   const raw = kvParams === true ? NIXL_PREFILL_KV_PARAMS : kvParams === false ? undefined : kvParams;
   return serializeWith(body, set, PREFILL_DROP, raw === undefined ? undefined : `"kv_transfer_params":${raw}`, fragments);
 }
