@@ -2,8 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import { waitFor } from './wait-for';
 
-// The `triad` binary of this checkout: tests run the real services as child processes.
-const TRIAD = resolve(__dirname, '../../../apps/cli/bin/triad.js');
+// The `triad` binary of this checkout: tests run the real services as child processes. A benchmark may run another
+// checkout's services against this one's harness and engine-sims (`TRIAD_BENCH_BIN`: the "before" of an A/B pair).
+const TRIAD = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
 
 /** A `triad <command>` child process with its output kept (shown when it fails to become ready). */
 export interface TriadChild {

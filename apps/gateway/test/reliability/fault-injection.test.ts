@@ -6,8 +6,8 @@ import { NS } from '../support/harness';
 import { matrixStack, unexpectedErrors, useMatrixGateway } from './support/matrix-stack';
 
 // Fault injection per stage and per pod (issue 16): in aggregated, PD and EPD (vLLM; SGLang aggregated and PD),
-// pod 0 of one stage answers 500, resets the connection, hangs past the stage budget, or resets half-way through
-// its answer, for every request it gets. Requests go through the gateway's real scheduling code (in-process) to
+// pod 0 of one stage answers 500, resets the connection, hangs past the stage budget, resets half-way through its
+// answer, or (the final stage) fails inside the stream it opened, for every request it gets. Requests go through the gateway's real scheduling code (in-process) to
 // engine-sims on real sockets. Every request must succeed, on the healthy pod of that stage, with no engine getting
 // the same leg twice. tools/bench/src/reliability.ts runs the same scenarios with more load and a baseline.
 

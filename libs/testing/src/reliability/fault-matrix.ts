@@ -1,15 +1,20 @@
 // Fault injection per stage and per pod, through a real gateway to engine-sims on real sockets. Each topology has
 // two pods per stage; a scenario makes pod 0 of one stage fail in one way (a 500, a refused connection, a hang past
-// the stage budget, a reset half-way through its answer), sends requests, and counts what the client saw and what
+// the stage budget, a reset half-way through its answer, a failure inside the stream it opened), sends requests, and counts what the client saw and what
 // the engines received. The gateway test (apps/gateway/test/reliability/) and the benchmark
 // (tools/bench/src/reliability.ts) drive the same scenarios: the test with a few requests and assertions, the
 // benchmark with more load and a baseline without retries or ejection.
 
 import { chatBody, counterTotal, FailureTally, forEachConcurrently, sendChat } from './client';
 
-/** The fault modes the matrix injects (engine-sim fault names). */
+/** The fault modes the matrix injects at every stage (engine-sim fault names). */
 export const FAULT_MODES = ['error500', 'refuse', 'hang', 'die-mid-stream'] as const;
-export type FaultModeName = (typeof FAULT_MODES)[number];
+/**
+ * Faults injected at the final stage only: the engine opens the stream and its first event is the failure (vLLM's
+ * `GenerationError`, SGLang's abort after dispatch). Encoders and prefill legs are not streamed.
+ */
+export const FINAL_STAGE_FAULT_MODES = ['error-in-stream'] as const;
+export type FaultModeName = (typeof FAULT_MODES)[number] | (typeof FINAL_STAGE_FAULT_MODES)[number];
 
 /** How the matrix names the fault modes in reports. */
 export const FAULT_LABELS: Readonly<Record<FaultModeName, string>> = {
@@ -17,6 +22,7 @@ export const FAULT_LABELS: Readonly<Record<FaultModeName, string>> = {
   refuse: 'resets connections',
   hang: 'hangs past the stage budget',
   'die-mid-stream': 'resets mid-answer',
+  'error-in-stream': 'fails inside its opened stream',
 };
 
 export type StageName = 'encode' | 'prefill' | 'decode' | 'aggregated';
@@ -404,11 +410,16 @@ export async function runFaultScenario(
   };
 }
 
-/** Every (stage, fault) scenario of a topology with the given policy. */
+/** Every (stage, fault) scenario of a topology with the given policy (the final-stage faults at the final stage). */
 export function scenariosOf(
   topology: TopologyName,
   policy: FaultScenario['policy'],
-  faults: readonly FaultModeName[] = FAULT_MODES,
+  faults: readonly FaultModeName[] = [...FAULT_MODES, ...FINAL_STAGE_FAULT_MODES],
 ): FaultScenario[] {
-  return stagesOf(topology).flatMap((stage) => faults.map((fault) => ({ topology, stage, fault, policy })));
+  const finalOnly = new Set<FaultModeName>(FINAL_STAGE_FAULT_MODES);
+  return stagesOf(topology).flatMap((stage) =>
+    faults
+      .filter((fault) => !finalOnly.has(fault) || stage === 'aggregated' || stage === 'decode')
+      .map((fault) => ({ topology, stage, fault, policy })),
+  );
 }
