@@ -1,7 +1,6 @@
 import OpenAI, { APIError } from 'openai';
-import type { EndpointRef } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
-import { inferenceRequests, startHarness, type Harness } from './support/harness';
+import { decideByServer, inferenceRequests, startHarness, type FixedDecision, type Harness } from './support/harness';
 
 // A completions `prompt` list is one engine request per prompt in vLLM, but its answer carries the
 // `kv_transfer_params` of the first prompt only. Where the P→D hand-off names one prompt's KV (NIXL, Mooncake), the
@@ -18,7 +17,7 @@ describe('gateway: batched completions prompts and vLLM KV hand-offs', () => {
 
   beforeAll(async () => {
     h = await startHarness({ config: { scheduleBudgetMs: 30_000 } });
-    const decisions = new Map<string, { mode: 'aggregated' | 'pd'; attempts: { endpoint: EndpointRef; prefill?: EndpointRef }[] }>();
+    const decisions = new Map<string, FixedDecision>();
     let octet = 1;
     const sim = async (name: string, role: 'both' | 'prefill' | 'decode', kvConnector?: 'nixl' | 'lmcache') => {
       sims[name] = await h.startSim({
@@ -55,11 +54,7 @@ describe('gateway: batched completions prompts and vLLM KV hand-offs', () => {
       mode: 'aggregated',
       attempts: [{ endpoint: await h.putEndpoint('agg', 'a', 'aggregated', await sim('agg', 'both')) }],
     });
-    h.decide = (r) => {
-      const d = decisions.get(r.modelServer);
-      if (d === undefined) return { id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'unknown server' };
-      return { id: r.id, ok: true, mode: d.mode, encoders: [], attempts: d.attempts };
-    };
+    h.decide = decideByServer(decisions);
     for (const name of decisions.keys()) await h.waitForModel(name);
   });
   afterAll(async () => {

@@ -6,7 +6,7 @@ import OpenAI from 'openai';
 import type { EndpointRef } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { inferenceRequests, startHarness, type Harness } from './support/harness';
+import { inferenceRequests, resetSims, startHarness, type Harness } from './support/harness';
 import { vllmEpdSpec } from './support/specs';
 
 const MODEL = 'Qwen/Qwen2.5-VL-3B-Instruct';
@@ -131,12 +131,7 @@ describe('gateway, vLLM EPD (E→P→D and E→PD) against engine-sims', () => {
     rmSync(ecDir, { recursive: true, force: true });
   });
 
-  beforeEach(() => {
-    for (const s of h.sims) {
-      s.clearRequests();
-      s.setFault({ mode: 'ok' });
-    }
-  });
+  beforeEach(() => resetSims(h));
 
   it('fans out one encoder request per item, each holding only its item, then prefill and decode with the parent id', async () => {
     const res = await post(h, multimodal('vl'), { 'x-request-id': 'req-epd-1' });

@@ -1,7 +1,7 @@
 import type { EndpointRef } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { accessLines, inferenceRequests, startHarness, type Harness } from './support/harness';
+import { accessLines, inferenceRequests, resetSims, startHarness, type Harness } from './support/harness';
 
 const MODEL = 'm-reliable';
 
@@ -115,12 +115,7 @@ describe('gateway reliability: retries before the first byte, timeouts, disconne
   afterAll(async () => {
     await h?.close();
   });
-  beforeEach(() => {
-    for (const s of h.sims) {
-      s.setFault({ mode: 'ok' });
-      s.clearRequests();
-    }
-  });
+  beforeEach(() => resetSims(h));
 
   it.each(['error500', 'error429', 'refuse'] as const)('retries on the alternate after %s before the first byte', async (mode) => {
     a.setFault({ mode, count: 1 });

@@ -1,8 +1,15 @@
 import OpenAI, { APIError } from 'openai';
-import type { EndpointRef } from '@triad/bus';
 import type { SimEngineHandle, SimEngineOptions } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { accessLines, inferenceRequests, startHarness, type Harness } from './support/harness';
+import {
+  accessLines,
+  decideByServer,
+  inferenceRequests,
+  resetSims,
+  startHarness,
+  type FixedDecision,
+  type Harness,
+} from './support/harness';
 
 // Engines open a stream before some failures happen: vLLM answers 200 and then reports a request it finished with an
 // error (a failed KV load, an engine error) as the stream's first event; SGLang's scheduler aborts a request after
@@ -37,7 +44,7 @@ const pdSelector = (app: string) => ({
 describe('gateway: a stream whose first event is an engine failure is a failed leg, retried before anything reached the client', () => {
   let h: Harness;
   const sims: Record<string, SimEngineHandle> = {};
-  const decisions = new Map<string, { mode: 'aggregated' | 'pd'; attempts: { endpoint: EndpointRef; prefill?: EndpointRef }[] }>();
+  const decisions = new Map<string, FixedDecision>();
   const chat = (model: string, requestId: string, maxTokens?: number) => chatRequest(h, model, requestId, maxTokens);
   const client = () => new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x', maxRetries: 0 });
 
@@ -116,22 +123,13 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
       pairs.push({ prefill: p, endpoint: d });
     }
     decisions.set('pd-sglang', { mode: 'pd', attempts: pairs });
-    h.decide = (r) => {
-      const d = decisions.get(r.modelServer);
-      if (d === undefined) return { id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'unknown server' };
-      return { id: r.id, ok: true, mode: d.mode, encoders: [], attempts: d.attempts };
-    };
+    h.decide = decideByServer(decisions);
     for (const name of decisions.keys()) await h.waitForModel(name);
   });
   afterAll(async () => {
     await h?.close();
   });
-  beforeEach(() => {
-    for (const s of h.sims) {
-      s.setFault({ mode: 'ok' });
-      s.clearRequests();
-    }
-  });
+  beforeEach(() => resetSims(h));
 
   it.each(['vllm', 'sglang'] as const)(
     '%s aggregated: the stream comes whole from the other pod, the failed leg counted',

@@ -206,3 +206,26 @@ export function accessLines(h: Harness): Record<string, unknown>[] {
 export function inferenceRequests(sim: SimEngineHandle): ReturnType<SimEngineHandle['requests']> {
   return sim.requests().filter((r) => r.method === 'POST' && (r.path.startsWith('/v1/') || r.path === '/generate' || r.path === '/encode'));
 }
+
+/** A fixed decision per ModelServer name: its mode and ordered attempts (no encoders). */
+export interface FixedDecision {
+  readonly mode: 'aggregated' | 'pd';
+  readonly attempts: { readonly endpoint: EndpointRef; readonly prefill?: EndpointRef }[];
+}
+
+/** A stand-in scheduler answering each request with its server's fixed decision, and no candidates for any other. */
+export function decideByServer(decisions: ReadonlyMap<string, FixedDecision>): Decide {
+  return (r) => {
+    const d = decisions.get(r.modelServer);
+    if (d === undefined) return { id: r.id, ok: false, code: 'SCHED_NO_CANDIDATES', message: 'unknown server' };
+    return { id: r.id, ok: true, mode: d.mode, encoders: [], attempts: d.attempts };
+  };
+}
+
+/** Clears every sim's fault and request log (between tests that share sims). */
+export function resetSims(h: Harness): void {
+  for (const s of h.sims) {
+    s.setFault({ mode: 'ok' });
+    s.clearRequests();
+  }
+}
