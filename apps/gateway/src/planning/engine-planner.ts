@@ -21,6 +21,7 @@ import type { EngineSecrets } from './engine-secrets';
 import { checkChatRoles } from './chat-roles';
 import { refuseLargeFanOut } from './parallel-sampling';
 import { refuseBatchedPromptHandoff } from './batched-prompts';
+import { refuseClientHandoffParams } from './handoff-params';
 
 /** What planning an engine request is built from. */
 export interface EnginePlannerDeps {
@@ -46,7 +47,8 @@ type EngineRouted = RequestContext & { readonly routing: EngineRouting };
 /**
  * Plans a request routed to a ModelServer: what the engines get (model rewrite, Host, credentials), what the
  * engines cannot do refused up front (chat roles they do not take, an SGLang PD fan-out above 128 samples, a batched
- * completions prompt over a vLLM hand-off that names one prompt's KV), the media items and KV
+ * completions prompt over a vLLM hand-off that names one prompt's KV, a client's own vLLM hand-off parameters), the
+ * media items and KV
  * block keys scheduling needs, then the scheduler's decision (NATS batch, or the local fallback) and the connector
  * that runs it.
  */
@@ -69,6 +71,7 @@ export class EnginePlanner {
     const enginePath = routing.upstreamPath ?? ctx.path;
     if (inference && server.engine === 'SGLang' && server.mode !== 'aggregated')
       refuseLargeFanOut(ctx.body, ctx.model, routing, enginePath);
+    if (inference && server.engine === 'vLLM' && server.mode !== 'aggregated') refuseClientHandoffParams(ctx.body, ctx.model, routing);
     if (enginePath === COMPLETIONS && server.singlePromptKvHandoff === true) refuseBatchedPromptHandoff(ctx.body, ctx.model, routing);
     const openAi = enginePath === CHAT || enginePath === COMPLETIONS;
     const injectUsage = openAi && ctx.stream;

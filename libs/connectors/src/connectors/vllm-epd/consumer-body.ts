@@ -40,9 +40,8 @@ function rewrites(items: readonly HandedOffItem[], mmEmbeds: boolean): boolean {
 /**
  * The body the EC consumer (P, or PD in E→PD) and the decode get after the encode (vLLM's EPD proxy, §rewrite): the
  * client's body with each media part replaced by its metadata reference (`mmEmbeds`) or kept raw with the uuid the
- * encoder saw, and `ec_transfer_params` holding the client's own params, `ec_items` (push connectors: one
- * `{mm_hash, transfer_id}` per item, in order) and each encoder entry verbatim under its hash (NIXL's handles live
- * there). Everything else passes unchanged. `body` is not mutated.
+ * encoder saw, and `ec_transfer_params` holding `ec_items` (push connectors: one `{mm_hash, transfer_id}` per item,
+ * in order) and each encoder entry verbatim under its hash (NIXL's handles live there). Everything else passes unchanged. `body` is not mutated.
  */
 export function consumerBody(
   body: Record<string, unknown>,
@@ -66,8 +65,8 @@ export function consumerBody(
       }),
     };
   });
-  const client = body['ec_transfer_params'];
-  const params: Record<string, unknown> = client !== null && typeof client === 'object' && !Array.isArray(client) ? { ...client } : {};
+  // The gateway refuses a client's own `ec_transfer_params` on epd servers (apps/gateway/src/planning/handoff-params.ts).
+  const params: Record<string, unknown> = {};
   if (push) {
     params['ec_items'] = items.map((i) =>
       i.encoded !== undefined ? { mm_hash: i.encoded.ecHash, transfer_id: i.transferId } : { transfer_id: i.transferId },

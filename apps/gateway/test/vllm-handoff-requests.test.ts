@@ -2,15 +2,18 @@ import OpenAI, { APIError } from 'openai';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { decideByServer, inferenceRequests, startHarness, type FixedDecision, type Harness } from './support/harness';
 
-// A completions `prompt` list is one engine request per prompt in vLLM, but its answer carries the
-// `kv_transfer_params` of the first prompt only. Where the P→D hand-off names one prompt's KV (NIXL, Mooncake), the
-// gateway refuses a batch before anything is scheduled; elsewhere it goes to the engines as sent.
+// Requests the gateway refuses before scheduling because of vLLM's stage hand-offs:
+// - a completions `prompt` list is one engine request per prompt in vLLM, but its answer carries the
+//   `kv_transfer_params` of the first prompt only. Where the P→D hand-off names one prompt's KV (NIXL, Mooncake), a
+//   batch is refused; elsewhere it goes to the engines as sent.
+// - a client's own `kv_transfer_params` / `ec_transfer_params` would steer a pd/epd server's engines (hosts to
+//   connect to, KV to hold or load); aggregated servers get them as sent.
 
 const MODEL = 'Qwen/Qwen2.5-7B';
 // Long enough to need a prefill leg (about 1,000 simulated tokens).
 const LONG = `Summarise this report. ${'The quarterly numbers moved in every region and every product line. '.repeat(60)}`;
 
-describe('gateway: batched completions prompts and vLLM KV hand-offs', () => {
+describe('gateway: requests that vLLM stage hand-offs cannot take', () => {
   let h: Harness;
   const sims: Record<string, SimEngineHandle> = {};
   const client = () => new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x', maxRetries: 0 });
@@ -103,5 +106,31 @@ describe('gateway: batched completions prompts and vLLM KV hand-offs', () => {
     expect((err as APIError).message).not.toContain('prompt holds');
     expect(inferenceRequests(target).length).toBe(before + 1);
     expect(inferenceRequests(target).at(-1)?.body).toMatchObject({ prompt: ['first', 'second'] });
+  });
+
+  it.each([
+    ['kv_transfer_params', { do_remote_prefill: true, remote_host: '10.9.9.9', remote_port: 5600, remote_block_ids: [1] }],
+    ['ec_transfer_params', { peer_host: '10.9.9.9', peer_port: 7000 }],
+  ])("refuses a client's own %s on a pd server, and no engine sees it", async (field, value) => {
+    const before = [inferenceRequests(sims['nixl-p']).length, inferenceRequests(sims['nixl-d']).length];
+    const err = await client()
+      .chat.completions.create({ model: 'pd-nixl', messages: [{ role: 'user', content: LONG }], max_tokens: 2, [field]: value } as never)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(APIError);
+    expect((err as APIError).status).toBe(400);
+    expect((err as APIError).param).toBe(field);
+    expect((err as APIError).message).toContain(`'${field}' is set by the gateway`);
+    expect([inferenceRequests(sims['nixl-p']).length, inferenceRequests(sims['nixl-d']).length]).toEqual(before);
+  });
+
+  it("passes a client's kv_transfer_params to an aggregated server as sent", async () => {
+    const answer = await client().chat.completions.create({
+      model: 'agg',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 2,
+      kv_transfer_params: { note: 'as sent' },
+    } as never);
+    expect(answer.choices).toHaveLength(1);
+    expect(inferenceRequests(sims['agg']).at(-1)?.body).toMatchObject({ kv_transfer_params: { note: 'as sent' } });
   });
 });
