@@ -256,4 +256,25 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
     expect(inferenceRequests(p2)).toHaveLength(1);
     expect(d2.counters()['roomsMatched']).toBe(matched + 1);
   });
+
+  it('SGLang PD /generate with n = 2 fanned out: a sample aborted with 500 fails the try, and the next pair serves both samples', async () => {
+    const [d1, d2] = [sims['sglang-d1'], sims['sglang-d2']];
+    const matched = d2.counters()['roomsMatched'] ?? 0;
+    d1.setFault({ mode: 'error-in-stream', count: 1 });
+    const res = await fetch(`${h.gateway.url}/generate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'pd-sglang', text: LONG, stream: true, sampling_params: { max_new_tokens: 2, n: 2 } }),
+    });
+    expect(res.status).toBe(200);
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: '))
+      .map((e) => e.slice(6));
+    expect(events.at(-1)).toBe('[DONE]');
+    const outputs = events.slice(0, -1).map((e) => JSON.parse(e) as { index: number; meta_info: { finish_reason: unknown } });
+    expect(new Set(outputs.map((o) => o.index))).toEqual(new Set([0, 1]));
+    expect(JSON.stringify(outputs)).not.toContain('abort');
+    expect(d2.counters()['roomsMatched']).toBe(matched + 2);
+  });
 });

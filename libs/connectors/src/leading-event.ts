@@ -46,15 +46,21 @@ export function leadingAbort(out: Buffer): { readonly status: number; readonly m
   const line = first.toString('utf8');
   if (!line.startsWith('data:') || !ABORT_FINISH.test(line)) return undefined;
   try {
-    const event = JSON.parse(line.slice(5)) as {
-      meta_info?: { finish_reason?: { type?: unknown; status_code?: unknown; message?: unknown } };
-    };
-    const finish = event.meta_info?.finish_reason;
-    const status = finish?.status_code;
-    if (finish?.type !== 'abort' || typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status >= 600)
-      return undefined;
-    return { status, message: typeof finish.message === 'string' ? finish.message : 'the engine aborted the request' };
+    return abortOf(JSON.parse(line.slice(5)));
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The status and message of a parsed SGLang `/generate` output whose `meta_info.finish_reason` is an abort with a 4xx
+ * or 5xx `status_code`; undefined for any other event.
+ */
+export function abortOf(event: unknown): { readonly status: number; readonly message: string } | undefined {
+  const finish = (event as { meta_info?: { finish_reason?: { type?: unknown; status_code?: unknown; message?: unknown } } } | null)
+    ?.meta_info?.finish_reason;
+  const status = finish?.status_code;
+  if (finish?.type !== 'abort' || typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status >= 600)
+    return undefined;
+  return { status, message: typeof finish.message === 'string' ? finish.message : 'the engine aborted the request' };
 }

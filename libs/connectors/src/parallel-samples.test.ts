@@ -157,4 +157,17 @@ describe('SampleStreamMerger', () => {
     expect(thrown).toMatchObject({ message: 'boom', status: 400 });
     expect(() => m.push(0, event({ error: { message: 'late' } }))).toThrow(expect.objectContaining({ status: 500 }));
   });
+
+  it("throws a /generate sample's aborted output with its status_code, and relays other finish reasons", () => {
+    const m = new SampleStreamMerger(2, false);
+    const abort = (status: number) => ({
+      text: '',
+      output_ids: [],
+      meta_info: { id: 'r', finish_reason: { type: 'abort', message: 'Decode transfer failed', status_code: status } },
+    });
+    expect(() => m.push(1, event(abort(500)))).toThrow(expect.objectContaining({ message: 'Decode transfer failed', status: 500 }));
+    expect(() => new SampleStreamMerger(2, false).push(0, event(abort(400)))).toThrow(expect.objectContaining({ status: 400 }));
+    const done = { text: 'x', meta_info: { id: 'r', finish_reason: { type: 'length', length: 1 }, completion_tokens: 1 } };
+    expect(payloads(new SampleStreamMerger(2, false).push(0, event(done)).toString())).toHaveLength(1);
+  });
 });

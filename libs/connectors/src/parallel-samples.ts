@@ -1,5 +1,6 @@
 import type { Usage } from '@triad/request';
 import { SseEventSplitter, sseEvents } from './sse';
+import { abortOf } from './leading-event';
 
 /*
  * `n > 1` as single-sample requests merged into one answer (SGLang PD: upstream sends every sample of a request on
@@ -105,7 +106,7 @@ export function mergeSampleAnswers(bodies: readonly Buffer[]): MergedAnswer {
   return { body: Buffer.from(JSON.stringify(merged)), usage: { promptTokens, completionTokens } };
 }
 
-/** A sample's stream carried an error event: the whole request fails with it. */
+/** A sample's stream carried an error event (or, on `/generate`, an aborted output): the whole request fails with it. */
 export class SampleStreamError extends Error {
   /** The HTTP status the engine named in the event (`code`), else 500. */
   readonly status: number;
@@ -162,6 +163,9 @@ export class SampleStreamMerger {
       const event = JSON.parse(data) as unknown;
       if (!isObject(event)) continue;
       if (event['error'] !== undefined) throw errorOf(event);
+      // SGLang's `/generate` reports a scheduler abort as the aborted output, not as an error event.
+      const aborted = abortOf(event);
+      if (aborted !== undefined) throw new SampleStreamError(aborted.message, aborted.status);
       const rewritten = Array.isArray(event['choices']) ? this.#chunk(sample, event) : this.#generateEvent(sample, event);
       if (rewritten !== undefined) out += `data: ${JSON.stringify(rewritten)}\n\n`;
     }
