@@ -1,3 +1,5 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import OpenAI, { APIError } from 'openai';
 import type { SimEngineHandle, SimEngineOptions } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
@@ -46,6 +48,8 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
   const sims: Record<string, SimEngineHandle> = {};
   const decisions = new Map<string, FixedDecision>();
   const chat = (model: string, requestId: string, maxTokens?: number) => chatRequest(h, model, requestId, maxTokens);
+  let rawEngine: Server;
+  let rawAnswer = '';
   const client = () => new OpenAI({ baseURL: `${h.gateway.url}/v1`, apiKey: 'x', maxRetries: 0 });
 
   async function server(name: string, engine: 'vLLM' | 'SGLang', pd: boolean, extra: Record<string, unknown> = {}): Promise<void> {
@@ -98,6 +102,21 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
       const b = await h.putEndpoint(name, 'b', 'aggregated', sims['ka-b'] ?? (await sim('ka-b', 'vllm', 'both', keepAlive)));
       decisions.set(name, { mode: 'aggregated', attempts: [{ endpoint: a }, { endpoint: b }] });
     }
+    // An engine whose stream ends before any event (one error event without its blank line, or comments only), then
+    // the vLLM sim `vllm-b` as the alternate: a plain socket server stands in for a broken engine.
+    rawEngine = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.end(rawAnswer);
+      });
+    });
+    await new Promise<void>((done) => rawEngine.listen(0, '127.0.9.200', done));
+    const raw = { host: '127.0.9.200', port: (rawEngine.address() as AddressInfo).port, engine: 'vllm', model: MODEL } as SimEngineHandle;
+    await server('raw', 'vLLM', false);
+    const rawRef = await h.putEndpoint('raw', 'raw', 'aggregated', raw);
+    const fallback = await h.putEndpoint('raw', 'b', 'aggregated', sims['vllm-b']);
+    decisions.set('raw', { mode: 'aggregated', attempts: [{ endpoint: rawRef }, { endpoint: fallback }] });
     // The same vLLM pod a without retries: the client gets the failure as an HTTP error.
     await server('agg-vllm-noretry', 'vLLM', false, { trafficPolicy: { retry: { attempts: 0, retryInterval: '10ms' } } });
     const only = await h.putEndpoint('agg-vllm-noretry', 'a', 'aggregated', sims['vllm-a']);
@@ -128,6 +147,7 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
   });
   afterAll(async () => {
     await h?.close();
+    await new Promise<void>((done) => (rawEngine ? rawEngine.close(() => done()) : done()));
   });
   beforeEach(() => resetSims(h));
 
@@ -276,5 +296,23 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
     expect(new Set(outputs.map((o) => o.index))).toEqual(new Set([0, 1]));
     expect(JSON.stringify(outputs)).not.toContain('abort');
     expect(d2.counters()['roomsMatched']).toBe(matched + 2);
+  });
+
+  it.each([
+    [
+      'one error event without its blank line',
+      'data: {"error":{"message":"engine died","type":"InternalServerError","param":null,"code":500}}',
+    ],
+    ['keep-alive comments only', ': keep-alive\n\n: keep-alive\n\n'],
+  ])('a stream that ends before its first event (%s) fails the leg, and the alternate answers', async (_what, answer) => {
+    rawAnswer = answer;
+    const res = await chat('raw', `raw-${answer.length}`);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text.startsWith('data: {')).toBe(true);
+    expect(text).not.toContain('engine died');
+    expect(text.endsWith('data: [DONE]\n\n')).toBe(true);
+    const line = await waitFor(() => accessLines(h).find((l) => l['request_id'] === `raw-${answer.length}`), { what: 'access line' });
+    expect(line).toMatchObject({ status_code: 200, upstream_attempts: 2, endpoints: { aggregated: ['raw', 'b'] } });
   });
 });

@@ -251,7 +251,11 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
         out = withoutLeadingComments(out);
         if (out.length === 0) return;
         if (!this.#sawData) this.#firstData();
-        if (this.#failsOnFirstEvent(out)) return;
+        const failure = this.#firstEventFailure(out);
+        if (failure !== undefined) {
+          this.abort(failure);
+          return;
+        }
       }
       if (!this.#writeHead(-1)) return;
       this.#owner.writeClient(out, this);
@@ -298,9 +302,17 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     if (this.#sse !== undefined) {
       let rest = this.#sse.flush();
       if (!this.#headWritten && this.#codec === undefined) {
-        // The first event ended without its blank line, or never came.
+        // The first event ended without its blank line, or never came (a stream of comments only is no answer).
         rest = withoutLeadingComments(rest);
-        if (rest.length > 0 && this.#failsOnFirstEvent(rest)) return;
+        if (rest.length === 0) {
+          this.#fail(upstreamTransportError(this.#failure(), new Error('the stream ended before its first event')));
+          return;
+        }
+        const failure = this.#firstEventFailure(rest);
+        if (failure !== undefined) {
+          this.#fail(failure); // the answer is complete: nothing to abort
+          return;
+        }
       }
       const incomplete = this.#sse.incomplete?.();
       if (!this.#writeHead(-1)) return;
@@ -401,32 +413,26 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
    * error is answered as the status the engine would have given had its stream not been open: a refusal (SGLang checks
    * some fields only once its stream is open) is the client's 4xx, anything else a failed leg (a vLLM KV load or EC
    * read that failed, an engine error, an SGLang decode whose KV never came), retried like an HTTP 500 instead of a 200
-   * stream holding an error. True when the leg failed; otherwise its first byte is told.
+   * stream holding an error. Returns the leg's failure; otherwise its first byte is told.
    */
-  #failsOnFirstEvent(out: Buffer): boolean {
+  #firstEventFailure(out: Buffer): Error | undefined {
     const event = leadingErrorEvent(out);
     if (event !== undefined) {
       const refused = clientErrorStatusOf(event);
       const message = engineErrorMessage(Buffer.from(event));
-      this.abort(
-        refused !== undefined
-          ? upstreamHttpError({ ...this.#failure(), status: refused }, message)
-          : leadingErrorEventError(this.#failure(), message),
-      );
-      return true;
+      return refused !== undefined
+        ? upstreamHttpError({ ...this.#failure(), status: refused }, message)
+        : leadingErrorEventError(this.#failure(), message);
     }
     const aborted = leadingAbort(out);
     if (aborted !== undefined) {
       // The same in SGLang's `/generate` shape.
-      this.abort(
-        aborted.status < 500
-          ? upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message)
-          : leadingErrorEventError(this.#failure(), aborted.message),
-      );
-      return true;
+      return aborted.status < 500
+        ? upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message)
+        : leadingErrorEventError(this.#failure(), aborted.message);
     }
     this.#tellFirstByte();
-    return false;
+    return undefined;
   }
 
   /** The answer has begun: a relayed or tapped leg's first-byte budget is spent. */
