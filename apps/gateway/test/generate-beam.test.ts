@@ -1,6 +1,6 @@
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { inferenceRequests } from './support/harness';
+import { inferenceRequests, sseData } from './support/harness';
 import { startSglangGenerateStack, type SglangGenerateStack } from './support/sglang-generate-stack';
 
 // SGLang beam search on `/generate` (`sampling_params.beam_width > 1`) end to end against the SGLang sims: one answer
@@ -18,14 +18,6 @@ interface BeamOut {
     completion_tokens: number;
     beam_results: { text: string; output_ids: number[]; meta_info: { sequence_score: number } }[];
   };
-}
-
-/** The `data:` events of a streamed answer, `[DONE]` included. */
-function events(sse: string): string[] {
-  return sse
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: '))
-    .map((e) => e.slice('data: '.length));
 }
 
 describe('gateway, SGLang beam search on /generate', () => {
@@ -56,7 +48,7 @@ describe('gateway, SGLang beam search on /generate', () => {
       expect(inferenceRequests(agg).length - before).toBe(1);
       let out: BeamOut;
       if (stream) {
-        const all = events(got.text);
+        const all = sseData(got.text);
         expect(all).toHaveLength(2);
         expect(all[1]).toBe('[DONE]');
         out = JSON.parse(all[0]) as BeamOut;

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import type { ProxyRequest } from '@triad/request';
 import { stalledStream, waitFor } from '@triad/testing';
-import { accessLines, startHarness, type Harness } from './support/harness';
+import { accessLines, sseData, startHarness, type Harness } from './support/harness';
 
 // A slow client of an SGLang PD `n > 1` stream: the gateway fans the request out into n single-sample pairs and
 // merges the n decode streams into one. A client that stops reading holds all n decode engines back (as a relayed
@@ -25,14 +25,6 @@ function ended(res: IncomingMessage): Promise<void> {
     res.once('end', resolve);
     res.once('error', reject);
   });
-}
-
-/** `data:` payloads of an SSE body, `[DONE]` included. */
-function sseData(text: string): string[] {
-  return text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: '))
-    .map((e) => e.slice('data: '.length));
 }
 
 interface Chunk {

@@ -1,7 +1,7 @@
 import type { EndpointRecord } from '@triad/bus';
 import type { SimEngineHandle } from '@triad/engine-sim';
 import { waitFor } from '@triad/testing';
-import { inferenceRequests, startHarness, type Harness } from './support/harness';
+import { inferenceRequests, sseData, startHarness, type Harness } from './support/harness';
 
 // SGLang as it ships today, through the gateway with its own scheduler (`--scheduling in-process`): n > 1 under
 // PD (fanned out into a request per sample), `/generate` on PD and aggregated servers, other `/v1/*` calls on PD-only models, DP-rank hints.
@@ -18,14 +18,6 @@ const pdSpec = (app: string) => ({
 
 async function post(h: Harness, path: string, body: Body): Promise<Response> {
   return fetch(`${h.gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-}
-
-/** `data:` payloads of an SSE body, `[DONE]` included. */
-function sseData(text: string): string[] {
-  return text
-    .split('\n\n')
-    .filter((e) => e.startsWith('data: '))
-    .map((e) => e.slice('data: '.length));
 }
 
 describe('gateway, SGLang PD and aggregated as SGLang ships them', () => {

@@ -8,6 +8,7 @@ import {
   decideByServer,
   inferenceRequests,
   resetSims,
+  sseData,
   startHarness,
   type FixedDecision,
   type Harness,
@@ -264,10 +265,7 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
       body: JSON.stringify({ model: 'pd-sglang', text: LONG, stream: true, sampling_params: { max_new_tokens: 3 } }),
     });
     expect(res.status).toBe(200);
-    const events = (await res.text())
-      .split('\n\n')
-      .filter((e) => e.startsWith('data: '))
-      .map((e) => e.slice(6));
+    const events = sseData(await res.text());
     expect(events.at(-1)).toBe('[DONE]');
     const outputs = events.slice(0, -1).map((e) => JSON.parse(e) as { meta_info: { completion_tokens: number; finish_reason: unknown } });
     expect(outputs.map((o) => o.meta_info.completion_tokens)).toEqual([1, 2, 3]);
@@ -287,10 +285,7 @@ describe('gateway: a stream whose first event is an engine failure is a failed l
       body: JSON.stringify({ model: 'pd-sglang', text: LONG, stream: true, sampling_params: { max_new_tokens: 2, n: 2 } }),
     });
     expect(res.status).toBe(200);
-    const events = (await res.text())
-      .split('\n\n')
-      .filter((e) => e.startsWith('data: '))
-      .map((e) => e.slice(6));
+    const events = sseData(await res.text());
     expect(events.at(-1)).toBe('[DONE]');
     const outputs = events.slice(0, -1).map((e) => JSON.parse(e) as { index: number; meta_info: { finish_reason: unknown } });
     expect(new Set(outputs.map((o) => o.index))).toEqual(new Set([0, 1]));

@@ -229,3 +229,11 @@ export function resetSims(h: Harness): void {
     s.clearRequests();
   }
 }
+
+/** The `data:` payloads of an SSE body, `[DONE]` included. */
+export function sseData(text: string): string[] {
+  return text
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice('data: '.length));
+}
