@@ -2,7 +2,7 @@ export { startNatsServer, startNatsCluster } from './nats-server';
 export type { NatsServerHandle, NatsClusterHandle, NatsClusterNode } from './nats-server';
 export { freePort } from './free-port';
 export { waitFor } from './wait-for';
-export { spawnTriad, waitReady } from './triad-process';
+export { TRIAD_BIN, spawnTriad, waitReady } from './triad-process';
 export type { TriadChild } from './triad-process';
 export { startLoggedProcess } from './logged-process';
 export { aggregatedManifests } from './manifests';

@@ -4,7 +4,7 @@ import { waitFor } from './wait-for';
 
 // The `triad` binary of this checkout: tests run the real services as child processes. A benchmark may run another
 // checkout's services against this one's harness and engine-sims (`TRIAD_BENCH_BIN`: the "before" of an A/B pair).
-const TRIAD = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
+export const TRIAD_BIN = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
 
 /** A `triad <command>` child process with its output kept (shown when it fails to become ready). */
 export interface TriadChild {
@@ -16,7 +16,7 @@ export interface TriadChild {
 
 /** Spawns `node apps/cli/bin/triad.js <args>` with `env` added to this process's environment. */
 export function spawnTriad(args: readonly string[], env: Record<string, string>): TriadChild {
-  const child = spawn(process.execPath, [TRIAD, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, [TRIAD_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   let output = '';
   const keep = (chunk: Buffer) => {
     output = (output + chunk.toString()).slice(-20_000);

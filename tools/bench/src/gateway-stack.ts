@@ -13,12 +13,12 @@ import {
   type ModelServerRecord,
 } from '@triad/bus';
 import { connectBus } from '@triad/bus/client';
-import { freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
+import { TRIAD_BIN, freePort, startNatsServer, waitFor, type NatsServerHandle } from '@triad/testing';
 import { startDiscardingSink, type DiscardingSink } from './lib/discarding-sink';
 import { cpuSeconds } from './lib/proc';
 
-// TRIAD_BENCH_BIN: the `triad` of another checkout (e.g. the commit before a change, for a before/after pair).
-const TRIAD = process.env['TRIAD_BENCH_BIN'] ?? resolve(__dirname, '../../../apps/cli/bin/triad.js');
+// TRIAD_BIN honours TRIAD_BENCH_BIN: the `triad` of another checkout (e.g. the commit before a change, for a
+// before/after pair).
 const SIM_HOST = resolve(__dirname, 'gateway-sims.ts');
 export const BENCH_MODEL = 'bench-model';
 
@@ -35,7 +35,7 @@ function startChild(
   env: NodeJS.ProcessEnv = {},
   stdout: 'ignore' | number = 'ignore',
   nodeArgs: string[] = [],
-  script: string[] = [TRIAD],
+  script: string[] = [TRIAD_BIN],
   launcher: readonly string[] = [],
 ): Child {
   // A launcher (e.g. valgrind and its flags) runs node itself, so the child's pid is the launcher's.
@@ -316,7 +316,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
           {},
           'ignore',
           nodeArgsOf('scheduler'),
-          [TRIAD],
+          [TRIAD_BIN],
           opts.schedulerLauncher ?? [],
         ),
       );
@@ -346,7 +346,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
         gatewayEnv,
         opts.gatewayLogFd,
         nodeArgsOf('gateway'),
-        [TRIAD],
+        [TRIAD_BIN],
         opts.gatewayLauncher ?? pinned,
       ),
     );
@@ -372,7 +372,7 @@ export async function startGatewayStack(opts: GatewayStackOptions = {}): Promise
           gatewayEnv,
           'ignore',
           nodeArgsOf('gateway-in-process'),
-          [TRIAD],
+          [TRIAD_BIN],
           pinned,
         ),
       );

@@ -1,7 +1,7 @@
 // Fault injection per stage and per pod, through a real gateway to engine-sims on real sockets. Each topology has
 // two pods per stage; a scenario makes pod 0 of one stage fail in one way (a 500, a refused connection, a hang past
-// the stage budget, a reset half-way through its answer, a failure inside the stream it opened), sends requests, and counts what the client saw and what
-// the engines received. The gateway test (apps/gateway/test/reliability/) and the benchmark
+// the stage budget, a reset half-way through its answer, a failure inside the stream it opened), sends requests, and
+// counts what the client saw and what the engines received. The gateway test (apps/gateway/test/reliability/) and the benchmark
 // (tools/bench/src/reliability.ts) drive the same scenarios: the test with a few requests and assertions, the
 // benchmark with more load and a baseline without retries or ejection.
 
@@ -303,11 +303,15 @@ export async function deployServer(
   return name;
 }
 
+/** The stage whose answer the client gets. */
+function isFinalStage(stage: StageName): boolean {
+  return stage === 'aggregated' || stage === 'decode';
+}
+
 function streams(s: FaultScenario, i: number): boolean {
-  const finalStage = s.stage === 'aggregated' || s.stage === 'decode';
   const mode = s.streaming ?? 'mixed';
   if (mode === 'all') return true;
-  if (mode === 'none' || (s.fault === 'die-mid-stream' && finalStage)) return false;
+  if (mode === 'none' || (s.fault === 'die-mid-stream' && isFinalStage(s.stage))) return false;
   return i % 2 === 1;
 }
 
@@ -418,8 +422,6 @@ export function scenariosOf(
 ): FaultScenario[] {
   const finalOnly = new Set<FaultModeName>(FINAL_STAGE_FAULT_MODES);
   return stagesOf(topology).flatMap((stage) =>
-    faults
-      .filter((fault) => !finalOnly.has(fault) || stage === 'aggregated' || stage === 'decode')
-      .map((fault) => ({ topology, stage, fault, policy })),
+    faults.filter((fault) => !finalOnly.has(fault) || isFinalStage(stage)).map((fault) => ({ topology, stage, fault, policy })),
   );
 }
