@@ -236,18 +236,15 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
 
   #receive(chunk: Buffer): void {
     if (this.#settled) return;
-    // An engine's event stream is read for its first event: comments before it (vLLM's keep-alives while it waits) are
-    // not an answer yet, and its first byte counts only once that event is not an error (a vLLM decode whose KV load
-    // failed opens its stream with the error: it took no KV).
-    const readsLeadingEvent = this.#sse !== undefined && this.#codec === undefined && !this.#failed;
-    if (!this.#sawData && !readsLeadingEvent) {
+    const readsFirstEvent = this.#readsFirstEvent;
+    if (!this.#sawData && !readsFirstEvent) {
       this.#firstData();
       if (!this.#failed) this.#tellFirstByte();
     }
     if (this.#sse !== undefined && !this.#failed) {
       let out = this.#sse.push(chunk);
       if (out.length === 0) return;
-      if (!this.#headWritten && readsLeadingEvent) {
+      if (!this.#headWritten && readsFirstEvent) {
         out = withoutLeadingComments(out);
         if (out.length === 0) return;
         if (!this.#sawData) this.#firstData();
@@ -301,7 +298,7 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
     }
     if (this.#sse !== undefined) {
       let rest = this.#sse.flush();
-      if (!this.#headWritten && this.#codec === undefined) {
+      if (!this.#headWritten && this.#readsFirstEvent) {
         // The first event ended without its blank line, or never came (a stream of comments only is no answer).
         rest = withoutLeadingComments(rest);
         if (rest.length === 0) {
@@ -406,6 +403,15 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
       this.#owner.endClient(answer.body);
     }
     this.#fail(error);
+  }
+
+  /**
+   * An engine's event stream (a relayed 2xx answer that no codec translates) is read for its first event: comments
+   * before it (vLLM's keep-alives while it waits) are not an answer yet, and its first byte counts only once that event
+   * is not an error (a vLLM decode whose KV load failed opens its stream with the error: it took no KV).
+   */
+  get #readsFirstEvent(): boolean {
+    return this.#sse !== undefined && this.#codec === undefined && !this.#failed;
   }
 
   /**

@@ -62,8 +62,7 @@ export function vllmInferenceHandler(deps: VllmDeps, kind: 'chat' | 'completion'
       await serveVllmEncode(deps, ex, request, features, rank, requestId, model);
       return;
     }
-    if (request.stream && (ctx.options.sseKeepAliveIntervalMs ?? 0) > 0)
-      keepStreamAlive(ex.res, ctx.options.sseKeepAliveIntervalMs as number);
+    if (request.stream) keepStreamAlive(ex.res, ctx.options.sseKeepAliveIntervalMs);
     const fault = ex.fault;
     if (fault?.mode === 'error-in-stream') {
       // The engine fails the request after its server took it (vLLM's GenerationError), `delayMs` after the stream opened.

@@ -41,7 +41,8 @@ function rewrites(items: readonly HandedOffItem[], mmEmbeds: boolean): boolean {
  * The body the EC consumer (P, or PD in E→PD) and the decode get after the encode (vLLM's EPD proxy, §rewrite): the
  * client's body with each media part replaced by its metadata reference (`mmEmbeds`) or kept raw with the uuid the
  * encoder saw, and `ec_transfer_params` holding `ec_items` (push connectors: one `{mm_hash, transfer_id}` per item,
- * in order) and each encoder entry verbatim under its hash (NIXL's handles live there). Everything else passes unchanged. `body` is not mutated.
+ * in order) and each encoder entry verbatim under its hash (NIXL's handles live there). Everything else passes
+ * unchanged. `body` is not mutated.
  */
 export function consumerBody(
   body: Record<string, unknown>,
