@@ -28,7 +28,7 @@ describe('gateway: requests that vLLM stage hand-offs cannot take', () => {
         role,
         model: MODEL,
         host: `127.0.10.${octet++}`,
-        ...(kvConnector === 'lmcache' ? { kvConnector, lmcacheStore: 'batched-prompts' } : {}),
+        ...(kvConnector === 'lmcache' ? { kvConnector, lmcacheStore: 'vllm-handoff-requests' } : {}),
       });
       return sims[name];
     };
