@@ -15,7 +15,8 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { waitFor, parseToolArgs } from '@triad/testing';
+import { TRIAD_BIN, waitFor, parseToolArgs } from '@triad/testing';
+import { runtimeOf } from './lib/baseline';
 import { callgrindControl, callgrindLauncher, dumpInstructions, dumpThreadInstructions } from './lib/callgrind';
 import { markdownTable } from './lib/table';
 import { startGatewayStack } from './gateway-stack';
@@ -161,7 +162,8 @@ async function main(): Promise<void> {
     if (keep === undefined) rmSync(dir, { recursive: true, force: true });
   }
   process.stdout.write(
-    `${values.process} instructions per request (callgrind; ${requests} requests per round, scheduling ${values.scheduling}, features ${values.features})\n\n` +
+    `${values.process} instructions per request (callgrind; ${requests} requests per round, scheduling ${values.scheduling}, features ${values.features}; ` +
+      `${runtimeOf(TRIAD_BIN)}, ${process.version})\n\n` +
       `${markdownTable(
         [
           'model',

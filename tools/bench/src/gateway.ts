@@ -7,10 +7,10 @@ import { resolve } from 'node:path';
 import { runWrk, type WrkResult } from './lib/wrk';
 import { markdownTable } from './lib/table';
 import { measureEpdSequence } from './lib/epd-sequence';
-import { readBaseline, regressions, writeBaseline, type Baseline } from './lib/baseline';
+import { readBaseline, regressions, runtimeMismatch, runtimeOf, writeBaseline, type Baseline } from './lib/baseline';
 import { BENCH_MODEL, startGatewayStack } from './gateway-stack';
 import { REFERENCE_HINT, referenceSummary, startReferenceProxies, type ReferenceProxies, type ReferenceScripts } from './reference-proxy';
-import { parseToolArgs } from '@triad/testing';
+import { TRIAD_BIN, parseToolArgs } from '@triad/testing';
 
 const IMAGE = 'https://example.com/bench/cat.png';
 const DEFAULT_BASELINE = resolve(__dirname, '../gateway-baseline.json');
@@ -330,7 +330,8 @@ async function main(): Promise<void> {
     const wrkEncode = await stage('epd-e', sequence.bodies.encode);
     const wrkPrefill = await stage('epd-p', sequence.bodies.prefill);
     process.stdout.write(
-      `\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'stack CPU µs/req', 'errors'], rows)}\n`,
+      `\nTriad on ${runtimeOf(TRIAD_BIN)} (${process.version}, ${TRIAD_BIN})\n` +
+        `\n${markdownTable(['target', 'body', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'vs direct', 'router CPU µs/req', 'stack CPU µs/req', 'errors'], rows)}\n`,
     );
     // Processes not on a row's path still work for it: the other gateway and the scheduler follow every gateway's
     // dispatch events over NATS, as replicas of a deployment do.
@@ -383,9 +384,10 @@ async function main(): Promise<void> {
 /** Prints a warning per figure worse than the committed baseline by more than its spread; or writes a new baseline. */
 function guard(file: string, figures: Record<string, number>, write: boolean, features: string, durationSec: number): void {
   const previous: Baseline | undefined = existsSync(file) ? readBaseline(file) : undefined;
+  const runtime = runtimeOf(TRIAD_BIN);
   if (write) {
-    const source = `gateway.ts --duration ${durationSec} --features ${features}, ${new Date().toISOString().slice(0, 10)}`;
-    writeBaseline(file, source, figures, FIGURE_KINDS, previous);
+    const source = `gateway.ts --duration ${durationSec} --features ${features}, ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
+    writeBaseline(file, source, figures, FIGURE_KINDS, previous, runtime);
     process.stdout.write(`\nbaseline written to ${file}\n`);
     return;
   }
@@ -395,6 +397,11 @@ function guard(file: string, figures: Record<string, number>, write: boolean, fe
   }
   if (features !== 'all') {
     process.stdout.write(`\nregression guard skipped: the baseline is taken with every feature on (--features all)\n`);
+    return;
+  }
+  const mismatch = runtimeMismatch(previous, runtime);
+  if (mismatch !== undefined) {
+    process.stdout.write(`\nregression guard skipped: ${mismatch} (--write-baseline takes one on this runtime)\n`);
     return;
   }
   const warnings = regressions(previous, figures);

@@ -16,7 +16,26 @@ export interface BaselineFigure {
  */
 export interface Baseline {
   readonly source: string;
+  /** What ran the measured code (`runtimeOf`): figures taken on another Node line or build are not comparable. */
+  readonly runtime?: string;
   readonly figures: Readonly<Record<string, BaselineFigure>>;
+}
+
+/**
+ * The runtime a benchmark's figures belong to: the Node major line (one V8 major each) and whether `triad` ran as the
+ * esbuild bundle (what the image runs) or as the TypeScript sources through tsx. Another V8 moves the figures by more
+ * than their spread (node 24 runs hot code in Maglev before TurboFan, node 20 does not), so the guard compares only
+ * like with like.
+ */
+export function runtimeOf(triadBin: string, nodeVersion: string = process.version): string {
+  const major = /^v?(\d+)/.exec(nodeVersion)?.[1] ?? nodeVersion;
+  return `node ${major}, ${triadBin.endsWith('.cjs') ? 'bundle' : 'sources through tsx'}`;
+}
+
+/** Why `baseline` cannot judge a run on `runtime`, or undefined when it can (same runtime, or none recorded). */
+export function runtimeMismatch(baseline: Baseline, runtime: string): string | undefined {
+  if (baseline.runtime === undefined || baseline.runtime === runtime) return undefined;
+  return `the baseline was taken on ${baseline.runtime}, this run is on ${runtime}`;
 }
 
 export function readBaseline(file: string): Baseline {
@@ -53,6 +72,7 @@ export function writeBaseline(
   measured: Readonly<Record<string, number>>,
   kinds: Readonly<Record<string, Omit<BaselineFigure, 'value'>>>,
   previous?: Baseline,
+  runtime?: string,
 ): void {
   const figures: Record<string, BaselineFigure> = {};
   for (const [name, value] of Object.entries(measured)) {
@@ -63,7 +83,7 @@ export function writeBaseline(
     if (shape === undefined) continue;
     figures[name] = { value: round(value), spread: shape.spread, better: shape.better };
   }
-  writeFileSync(file, `${JSON.stringify({ source, figures }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ source, ...(runtime !== undefined ? { runtime } : {}), figures }, null, 2)}\n`);
 }
 
 function round(v: number): number {
