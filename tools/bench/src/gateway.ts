@@ -58,7 +58,8 @@ async function main(): Promise<void> {
       // all: tracing (default sampler, spans to a discarding sink), a ModelRoute rateLimit, metrics, outlier
       // detection and the EC rewrite on, as deployed; none: tracing off and no rateLimit.
       features: { type: 'string', default: 'all' },
-      // Run the gateways on these CPUs only (taskset -c); start the bench itself under `taskset -c <the others>`.
+      // Run the routers (the gateways and the reference proxies) on these CPUs only (taskset -c); start the bench
+      // itself under `taskset -c <the others>`.
       'gateway-cpus': { type: 'string' },
       // The committed figures this run is checked against (a warning per figure worse than its spread), and
       // --write-baseline to replace them with this run's (keeping each figure's spread).
@@ -102,7 +103,7 @@ async function main(): Promise<void> {
   try {
     const simUrl = (name: string) => stack.sims[name];
     const epdStages = { encode: simUrl('epd-e'), prefill: simUrl('epd-p'), decode: simUrl('epd-d') };
-    if (classic || newest) reference = await startReferenceProxies(referenceScripts, epdStages);
+    if (classic || newest) reference = await startReferenceProxies(referenceScripts, epdStages, values['gateway-cpus']);
     const g = `${stack.gatewayUrl}/v1/chat/completions`;
     const inProcess = `${stack.inProcessGatewayUrl as string}/v1/chat/completions`;
     const direct = (sim: string) => `${stack.sims[sim]}/v1/chat/completions`;

@@ -22,6 +22,8 @@ export interface ReferenceProxySpec {
   /** Where its output goes (a file, not a pipe: a pipe nobody drains would block the proxy). */
   readonly logDir: string;
   readonly name: string;
+  /** Run it on these CPUs only (`taskset -c LIST`), as `gateway.ts --gateway-cpus` runs the gateways. */
+  readonly cpus?: string;
 }
 
 export interface ReferenceProxyProcess {
@@ -56,10 +58,11 @@ export async function startReferenceProxy(spec: ReferenceProxySpec): Promise<Ref
       : []),
   ];
   const url = `http://127.0.0.1:${port}`;
+  // taskset execs the proxy, so the pid whose CPU is read is python's.
   const proxy = await startLoggedProcess({
     name: spec.name,
-    command: PYTHON,
-    args,
+    command: spec.cpus !== undefined ? 'taskset' : PYTHON,
+    args: spec.cpus !== undefined ? ['-c', spec.cpus, PYTHON, ...args] : args,
     logPath: join(spec.logDir, `${spec.name}.log`),
     logTail: 3000,
     pollMs: 200,

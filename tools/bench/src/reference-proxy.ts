@@ -36,10 +36,14 @@ export interface ReferenceScripts {
   readonly newest?: string;
 }
 
-/** Starts each given script as shipped and quiet in front of the given encode, prefill and decode engine URLs. */
+/**
+ * Starts each given script as shipped and quiet in front of the given encode, prefill and decode engine URLs; with
+ * `cpus`, on those CPUs only (the routers of a pinned run share them).
+ */
 export async function startReferenceProxies(
   scripts: ReferenceScripts,
   stages: { encode: string; prefill: string; decode: string },
+  cpus?: string,
 ): Promise<ReferenceProxies> {
   const logDir = mkdtempSync(join(tmpdir(), 'triad-bench-refproxy-'));
   const procs: ReferenceProxyProcess[] = [];
@@ -64,6 +68,7 @@ export async function startReferenceProxies(
           decode: [stages.decode],
           logDir,
           name: `${version}-${mode}`,
+          ...(cpus !== undefined ? { cpus } : {}),
         });
         procs.push(proc);
         targets.push({ target, url: `${proc.url}/v1/chat/completions`, cpuSeconds: proc.cpuSeconds });
