@@ -1,4 +1,4 @@
-import { clientErrorStatusOf, leadingAbort, leadingErrorEvent } from './leading-event';
+import { clientErrorStatusOf, leadingAbort, leadingErrorEvent, leadingFailure } from './leading-event';
 
 const sse = (...events: unknown[]): Buffer =>
   Buffer.from(events.map((e) => `data: ${typeof e === 'string' ? e : JSON.stringify(e)}\n\n`).join(''));
@@ -57,5 +57,19 @@ describe('leadingErrorEvent and clientErrorStatusOf', () => {
     expect(clientErrorStatusOf(leadingErrorEvent(sse({ error: { message: 'x', code: 500 } })) as string)).toBeUndefined();
     expect(clientErrorStatusOf(leadingErrorEvent(sse({ error: { message: 'x' } })) as string)).toBeUndefined();
     expect(leadingErrorEvent(sse(aborted(400)))).toBeUndefined();
+  });
+});
+
+describe('leadingFailure', () => {
+  it('gives one status and message for either shape: a 4xx the engine refused with, else 500 and up', () => {
+    expect(leadingFailure(sse({ error: { message: 'bad', type: 'invalid_request_error', code: 400 } }))).toEqual({
+      status: 400,
+      message: 'bad',
+    });
+    expect(leadingFailure(sse({ error: { message: 'KV load failed', code: 500 } }))).toEqual({ status: 500, message: 'KV load failed' });
+    expect(leadingFailure(sse({ error: { message: 'no code' } }))).toEqual({ status: 500, message: 'no code' });
+    expect(leadingFailure(sse(aborted(503, 'busy')))).toEqual({ status: 503, message: 'busy' });
+    expect(leadingFailure(sse(aborted(400)))?.status).toBe(400);
+    expect(leadingFailure(sse({ choices: [{ delta: { content: 'Hi' } }] }, { error: { message: 'late' } }))).toBeUndefined();
   });
 });

@@ -2,6 +2,7 @@
 // OpenAI routes and tokenizer errors) or, on SGLang's /generate, the output its scheduler aborted. The leg reads it
 // to answer a refusal as the 4xx it is, or to fail the leg as the 5xx the engine would have answered had its stream
 // not been open (retried like one).
+import { engineErrorMessage } from './errors';
 
 const ERROR_EVENT = /^data: ?\{\s*"error"\s*:/;
 
@@ -63,4 +64,15 @@ export function abortOf(event: unknown): { readonly status: number; readonly mes
   if (finish?.type !== 'abort' || typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status >= 600)
     return undefined;
   return { status, message: typeof finish.message === 'string' ? finish.message : 'the engine aborted the request' };
+}
+
+/**
+ * What an engine stream's first event says went wrong, in either shape (an error event, or SGLang `/generate`'s
+ * aborted output): `status` is the 4xx the engine refused with, or 500 and up for a failure (an error event without a
+ * 4xx `code` is a 500). Undefined when the first event is an answer.
+ */
+export function leadingFailure(out: Buffer): { readonly status: number; readonly message: string } | undefined {
+  const event = leadingErrorEvent(out);
+  if (event !== undefined) return { status: clientErrorStatusOf(event) ?? 500, message: engineErrorMessage(Buffer.from(event)) };
+  return leadingAbort(out);
 }

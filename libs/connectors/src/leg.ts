@@ -13,7 +13,7 @@ import {
 import type { AnswerCodec, BufferedAnswer, LegHandle, LegInfo, LegOutcome, LegSpec, StreamRelay } from './types';
 import type { EndpointSlot, UpstreamRequest } from './upstream-pools';
 import { legWriteDone, legWritePending } from './leg-writes';
-import { clientErrorStatusOf, leadingAbort, leadingErrorEvent } from './leading-event';
+import { leadingFailure } from './leading-event';
 import { IDLE_CLOSE_RACE_MS, expectSocket, isClosedSocketError, socketFreed, type SocketUse, type SocketUseListener } from './socket-reuse';
 import { parseBodyUsage } from './usage';
 import { withoutLeadingComments } from './sse';
@@ -422,20 +422,11 @@ export class Leg implements UpstreamRequest, SocketUseListener, LegInfo, LegHand
    * stream holding an error. Returns the leg's failure; otherwise its first byte is told.
    */
   #firstEventFailure(out: Buffer): Error | undefined {
-    const event = leadingErrorEvent(out);
-    if (event !== undefined) {
-      const refused = clientErrorStatusOf(event);
-      const message = engineErrorMessage(Buffer.from(event));
-      return refused !== undefined
-        ? upstreamHttpError({ ...this.#failure(), status: refused }, message)
-        : leadingErrorEventError(this.#failure(), message);
-    }
-    const aborted = leadingAbort(out);
-    if (aborted !== undefined) {
-      // The same in SGLang's `/generate` shape.
-      return aborted.status < 500
-        ? upstreamHttpError({ ...this.#failure(), status: aborted.status }, aborted.message)
-        : leadingErrorEventError(this.#failure(), aborted.message);
+    const failed = leadingFailure(out);
+    if (failed !== undefined) {
+      return failed.status < 500
+        ? upstreamHttpError({ ...this.#failure(), status: failed.status }, failed.message)
+        : leadingErrorEventError(this.#failure(), failed.message);
     }
     this.#tellFirstByte();
     return undefined;
